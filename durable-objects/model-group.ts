@@ -1,0 +1,74 @@
+import { DurableObject } from "cloudflare:workers";
+import { GroupRouter, type BackendSnapshot, type LeaseRelease, type RouteDecision } from "../src/routing/group-router.ts";
+import { loadConfig } from "../workers/config.ts";
+import type { Env } from "../workers/env.ts";
+
+export interface GroupStatus {
+  group: string;
+  strategy: string;
+  leases: number;
+  backends: BackendSnapshot[];
+}
+
+/**
+ * One object per model group: it decides and it counts, and is never in the data path.
+ * The routing itself is src/routing/group-router.ts; this shell binds it to the alarm that
+ * reclaims leases a killed Worker never released.
+ */
+export class ModelGroup extends DurableObject<Env> {
+  private router: GroupRouter | null = null;
+  private groupName = "";
+  private alarmAt: number | null = null;
+
+  private routerFor(group: string): GroupRouter {
+    if (this.router) return this.router;
+    const loaded = loadConfig(this.env);
+    if (!loaded.ok) throw new Error(loaded.error);
+    const g = loaded.config.groups.find((x) => x.name === group);
+    if (!g) throw new Error(`no model group "${group}"`);
+    this.groupName = group;
+    this.router = new GroupRouter(g);
+    return this.router;
+  }
+
+  /** Releases the leases that rode along, then picks a backend and takes its slot. */
+  route(group: string, chain: number[], released: LeaseRelease[]): RouteDecision | null {
+    const router = this.routerFor(group);
+    for (const r of released) router.release(r);
+    const decision = router.route(chain, Date.now());
+    if (decision && this.alarmAt === null) this.scheduleExpiry(router);
+    return decision;
+  }
+
+  release(group: string, released: LeaseRelease[]): void {
+    const router = this.routerFor(group);
+    for (const r of released) router.release(r);
+  }
+
+  status(group: string): GroupStatus {
+    const router = this.routerFor(group);
+    router.expire(Date.now());
+    return { group: this.groupName, strategy: this.routerStrategy(), leases: router.leaseCount, backends: router.snapshot() };
+  }
+
+  override async alarm(): Promise<void> {
+    this.alarmAt = null;
+    if (!this.router) return;
+    this.router.expire(Date.now());
+    this.scheduleExpiry(this.router);
+  }
+
+  private routerStrategy(): string {
+    const loaded = loadConfig(this.env);
+    return loaded.ok ? (loaded.config.byModel.get(this.groupName)?.strategy ?? "") : "";
+  }
+
+  // Leases expire in the order they were taken, so the earliest expiry only moves later: one
+  // alarm write per lease lifetime, not one per request.
+  private scheduleExpiry(router: GroupRouter): void {
+    const at = router.nextExpiry;
+    if (at === null) return;
+    this.alarmAt = at;
+    void this.ctx.storage.setAlarm(at);
+  }
+}

@@ -1,0 +1,65 @@
+import { firstIssue } from "../zod-issues.ts";
+import { GatewayConfigSchema, type GatewayConfig, type ModelGroupConfig } from "./schema.ts";
+
+export interface ResolvedDeployment {
+  id: string;
+  baseUrl: string;
+  model: string;
+  apiKeyEnv: string | undefined;
+  maxInFlight: number;
+  kvCapacityBlocks: number;
+}
+
+export interface ResolvedGroup extends Omit<ModelGroupConfig, "deployments"> {
+  deployments: ResolvedDeployment[];
+}
+
+export interface ResolvedConfig extends Omit<GatewayConfig, "modelGroups"> {
+  groups: ResolvedGroup[];
+  /** Model name or alias → group. */
+  byModel: Map<string, ResolvedGroup>;
+}
+
+export type ConfigResult = { ok: true; config: ResolvedConfig } | { ok: false; error: string };
+
+/** Parses and cross-checks a config; a failure names the field and the reason. */
+export function parseConfig(raw: unknown): ConfigResult {
+  let input = raw;
+  if (typeof raw === "string") {
+    try {
+      input = JSON.parse(raw);
+    } catch (e) {
+      return { ok: false, error: `config is not valid JSON: ${(e as Error).message}` };
+    }
+  }
+  const parsed = GatewayConfigSchema.safeParse(input);
+  if (!parsed.success) {
+    const { message } = firstIssue(parsed.error.issues);
+    return { ok: false, error: `config: ${message}` };
+  }
+  const { modelGroups, ...rest } = parsed.data;
+  const byModel = new Map<string, ResolvedGroup>();
+  const groups: ResolvedGroup[] = [];
+  for (const [gi, group] of modelGroups.entries()) {
+    const ids = new Set<string>();
+    const deployments: ResolvedDeployment[] = [];
+    for (const [di, d] of group.deployments.entries()) {
+      const id = d.id ?? new URL(d.baseUrl).host;
+      if (ids.has(id)) {
+        return { ok: false, error: `config: modelGroups[${gi}].deployments[${di}].id "${id}" is used twice in the group (set distinct ids)` };
+      }
+      ids.add(id);
+      deployments.push({ id, baseUrl: d.baseUrl.replace(/\/+$/, ""), model: d.model, apiKeyEnv: d.apiKeyEnv, maxInFlight: d.maxInFlight, kvCapacityBlocks: d.kvCapacityBlocks });
+    }
+    const resolved: ResolvedGroup = { ...group, deployments };
+    for (const [ni, modelName] of [group.name, ...group.aliases].entries()) {
+      if (byModel.has(modelName)) {
+        const field = ni === 0 ? `modelGroups[${gi}].name` : `modelGroups[${gi}].aliases[${ni - 1}]`;
+        return { ok: false, error: `config: ${field} "${modelName}" is already the name or alias of another group` };
+      }
+      byModel.set(modelName, resolved);
+    }
+    groups.push(resolved);
+  }
+  return { ok: true, config: { ...rest, groups, byModel } };
+}

@@ -1,0 +1,88 @@
+import * as z from "zod/mini";
+
+/**
+ * The gateway config: model groups, each a set of deployments (GPU workers) behind one routing
+ * strategy. Types come from these schemas; there is no second declaration to drift.
+ */
+
+const positiveInt = () => z.number().check(z.int(), z.minimum(1));
+const nonNegativeInt = () => z.number().check(z.int(), z.minimum(0));
+const name = () => z.string().check(z.minLength(1), z.maxLength(256));
+/** Names a Worker secret / env var; the key itself never appears in the config. */
+const envName = () => z.string().check(z.regex(/^[A-Za-z_][A-Za-z0-9_]*$/));
+
+export const STRATEGIES = ["round-robin", "random", "least-loaded", "prefix-aware"] as const;
+export type Strategy = (typeof STRATEGIES)[number];
+
+export const HOOK_NAMES = ["restamp"] as const;
+export type HookName = (typeof HOOK_NAMES)[number];
+
+export const DeploymentSchema = z.strictObject({
+  /** Stable id, shown in x-kvgate-backend; defaults to the base URL's host. */
+  id: z.optional(name()),
+  baseUrl: z.url({ protocol: /^https?$/ }),
+  /** Model name the upstream serves; the request's `model` is rewritten to it. */
+  model: name(),
+  apiKeyEnv: z.optional(envName()),
+  maxInFlight: z._default(positiveInt(), 256),
+  /** Approximate KV-cache capacity in hash blocks: bounds this backend's prefix set. */
+  kvCapacityBlocks: z._default(positiveInt(), 65_536),
+});
+
+export const ModelGroupSchema = z.strictObject({
+  name: name(),
+  aliases: z._default(z.array(name()), []),
+  strategy: z._default(z.enum(STRATEGIES), "prefix-aware"),
+  /** In-flight count at which prefix-aware spills a request off its best-matching backend. */
+  saturation: z._default(positiveInt(), 32),
+  /**
+   * Load-awareness before the hard valve: a backend more than `balanceAbs` requests and
+   * `balanceRel` times busier than the least-loaded one is passed over even if it matches best.
+   */
+  balanceAbs: z._default(nonNegativeInt(), 4),
+  balanceRel: z._default(z.number().check(z.minimum(1)), 1.5),
+  /** Characters per hash block (about 16 tokens at 4 characters per token). */
+  blockChars: z._default(z.number().check(z.int(), z.minimum(8), z.maximum(4096)), 64),
+  /** Longest fingerprint sent to the Durable Object; later blocks are not hashed. */
+  maxPrefixBlocks: z._default(z.number().check(z.int(), z.minimum(1), z.maximum(16_384)), 2048),
+  /** A lease not released by then (Worker killed mid-stream) is reclaimed. */
+  leaseTtlMs: z._default(positiveInt(), 600_000),
+  /** Time allowed until the upstream's response headers. */
+  firstByteTimeoutMs: z._default(positiveInt(), 60_000),
+  hooks: z._default(z.array(z.enum(HOOK_NAMES)), []),
+  deployments: z.array(DeploymentSchema).check(z.minLength(1)),
+});
+
+export const GatewayConfigSchema = z.strictObject({
+  auth: z._default(
+    z.strictObject({
+      /** Env var holding the master key (a Worker secret in deploys). */
+      masterKeyEnv: z._default(envName(), "KVGATE_MASTER_KEY"),
+      /**
+       * Dev mode: requests without a key are let in, but only when addressed to a loopback host,
+       * so a dev config deployed by mistake still demands the key.
+       */
+      devOpenOnLoopback: z._default(z.boolean(), false),
+    }),
+    { masterKeyEnv: "KVGATE_MASTER_KEY", devOpenOnLoopback: false },
+  ),
+  cors: z._default(
+    z.strictObject({ allowedOrigins: z._default(z.array(z.string()), []) }),
+    { allowedOrigins: [] },
+  ),
+  limits: z._default(
+    z.strictObject({
+      maxBodyBytes: z._default(positiveInt(), 4 * 1024 * 1024),
+      maxMessages: z._default(positiveInt(), 4096),
+    }),
+    { maxBodyBytes: 4 * 1024 * 1024, maxMessages: 4096 },
+  ),
+  /** How long an isolate holds finished leases for its next route call before flushing them. */
+  releaseFlushMs: z._default(nonNegativeInt(), 10),
+  modelGroups: z.array(ModelGroupSchema).check(z.minLength(1)),
+});
+
+export type GatewayConfigInput = z.input<typeof GatewayConfigSchema>;
+export type GatewayConfig = z.output<typeof GatewayConfigSchema>;
+export type ModelGroupConfig = z.output<typeof ModelGroupSchema>;
+export type DeploymentConfig = z.output<typeof DeploymentSchema>;

@@ -1,0 +1,50 @@
+import type { Usage } from "../stream/usage.ts";
+
+/** What a hook knows of the request it runs for. */
+export interface HookContext {
+  requestId: string;
+  group: string;
+  /** The model name the client asked for (a group name or alias). */
+  clientModel: string;
+  /** The deployment's model name, which the upstream reports. */
+  upstreamModel: string;
+  backendId: string;
+  stream: boolean;
+}
+
+/** Per-request byte transform; `flush` returns what it still holds when the body ends. */
+export interface ChunkTransform {
+  transform(chunk: Uint8Array): Uint8Array;
+  flush(): Uint8Array | null;
+}
+
+export interface CompletionSummary {
+  outcome: "ok" | "upstream-error" | "client-abort";
+  bytes: number;
+  usage: Usage | null;
+  ttftMs: number | null;
+}
+
+/**
+ * A hook declares only the phases it needs; the pipeline of a request is assembled from those
+ * phases alone, so an unconfigured phase costs nothing.
+ */
+export interface Hook {
+  readonly name: string;
+  /** May change the request body before it is serialised for the upstream. */
+  onRequest?(body: Record<string, unknown>, ctx: HookContext): void;
+  /** May change the response headers sent to the client. */
+  onHeaders?(headers: Headers, ctx: HookContext): void;
+  /** A per-request transform, or null when it has nothing to do for this request. */
+  onChunk?(ctx: HookContext): ChunkTransform | null;
+  /** Runs after the response ended, off the request path. */
+  onComplete?(summary: CompletionSummary, ctx: HookContext): void | Promise<void>;
+}
+
+/** A group's hooks, sorted by phase once at config load. */
+export interface HookPipeline {
+  request: Hook[];
+  headers: Hook[];
+  chunk: Hook[];
+  complete: Hook[];
+}

@@ -1,0 +1,53 @@
+/** OpenAI-style error bodies: every failure the gateway answers has this shape. */
+
+export type ErrorType =
+  | "invalid_request_error"
+  | "authentication_error"
+  | "not_found_error"
+  | "rate_limit_error"
+  | "server_error"
+  | "upstream_error"
+  | "timeout_error"
+  | "service_unavailable";
+
+export interface OpenAIErrorBody {
+  error: { message: string; type: ErrorType; param: string | null; code: string | null };
+}
+
+export class GatewayError extends Error {
+  readonly status: number;
+  readonly type: ErrorType;
+  readonly param: string | null;
+  readonly code: string | null;
+  readonly headers: Record<string, string> | undefined;
+
+  constructor(status: number, type: ErrorType, message: string, code: string | null = null, param: string | null = null, headers?: Record<string, string>) {
+    super(message);
+    this.status = status;
+    this.type = type;
+    this.code = code;
+    this.param = param;
+    this.headers = headers;
+  }
+
+  body(): OpenAIErrorBody {
+    return { error: { message: this.message, type: this.type, param: this.param, code: this.code } };
+  }
+}
+
+export const badRequest = (message: string, param: string | null = null, code = "invalid_request") =>
+  new GatewayError(400, "invalid_request_error", message, code, param);
+export const unauthorized = (message: string) => new GatewayError(401, "authentication_error", message, "invalid_api_key");
+export const notFound = (message: string, code = "not_found") => new GatewayError(404, "not_found_error", message, code);
+export const tooLarge = (limit: number) =>
+  new GatewayError(413, "invalid_request_error", `request body exceeds the ${limit}-byte limit`, "body_too_large");
+export const unavailable = (message: string, code = "no_healthy_backend") =>
+  new GatewayError(503, "service_unavailable", message, code, null, { "retry-after": "1" });
+export const badGateway = (message: string, code = "upstream_error") => new GatewayError(502, "upstream_error", message, code);
+export const gatewayTimeout = (message: string) => new GatewayError(504, "timeout_error", message, "upstream_timeout");
+
+/** The SSE event a stream ends with when the upstream fails after bytes reached the client. */
+export function sseErrorEvent(message: string, code: string): string {
+  const body: OpenAIErrorBody = { error: { message, type: "upstream_error", param: null, code } };
+  return `data: ${JSON.stringify(body)}\n\n`;
+}

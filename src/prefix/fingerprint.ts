@@ -1,0 +1,58 @@
+import type { ChatCompletionRequest, ChatMessage, CompletionRequest } from "../openai/requests.ts";
+import { BlockHasher } from "./block-hasher.ts";
+
+export interface FingerprintOptions {
+  blockChars: number;
+  maxBlocks: number;
+}
+
+// Control characters cannot be confused with message text, so "user: x" in a message body
+// never hashes like a user turn.
+const ROLE_OPEN = "\u0001";
+const ROLE_CLOSE = "\u0002";
+
+/**
+ * Canonical prompt of a chat request, hashed as it streams: tools first (a template renders
+ * them ahead of the conversation), then each message role-tagged, a block boundary after each.
+ */
+export function chatFingerprint(body: ChatCompletionRequest, opts: FingerprintOptions): number[] {
+  const h = new BlockHasher(opts.blockChars, opts.maxBlocks);
+  if (body.tools && body.tools.length > 0) {
+    h.push(`${ROLE_OPEN}tools${ROLE_CLOSE}`);
+    h.push(JSON.stringify(body.tools));
+    h.boundary();
+  }
+  for (const message of body.messages) {
+    if (h.full) break;
+    pushMessage(h, message);
+    h.boundary();
+  }
+  return h.hashes;
+}
+
+function pushMessage(h: BlockHasher, m: ChatMessage): void {
+  h.push(ROLE_OPEN + m.role + (m.name ? `:${m.name}` : "") + ROLE_CLOSE);
+  const content = m.content;
+  if (typeof content === "string") h.push(content);
+  else if (Array.isArray(content)) {
+    for (const part of content) {
+      const t = part as Record<string, unknown>;
+      if (typeof t.text === "string") h.push(t.text);
+      else h.push(JSON.stringify(part));
+    }
+  }
+  if (m.tool_calls) h.push(JSON.stringify(m.tool_calls));
+  if (m.tool_call_id) h.push(m.tool_call_id);
+}
+
+/** Canonical prompt of a completions request; of a batch, the first prompt stands for it. */
+export function completionFingerprint(body: CompletionRequest, opts: FingerprintOptions): number[] {
+  const h = new BlockHasher(opts.blockChars, opts.maxBlocks);
+  const p = body.prompt;
+  const first: unknown = Array.isArray(p) ? p[0] : p;
+  if (typeof first === "string") h.push(first);
+  else if (typeof first === "number") h.push((p as number[]).join(","));
+  else if (Array.isArray(first)) h.push(first.join(","));
+  h.boundary();
+  return h.hashes;
+}

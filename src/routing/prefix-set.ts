@@ -1,0 +1,58 @@
+/**
+ * The block hashes recently sent to one backend: an approximation of what its KV cache holds.
+ * Bounded LRU (a Set keeps insertion order; re-inserting a hash makes it the most recent).
+ *
+ * Prefix-closed: a chain is learned deepest block first, so its root ends up most recent and
+ * eviction takes deep blocks before the blocks they extend. Hence if h[i] is present so is every
+ * h[j < i], and the longest leading match can be found by binary search.
+ */
+export class PrefixSet {
+  private readonly set = new Set<number>();
+  readonly capacity: number;
+
+  constructor(capacity: number) {
+    this.capacity = capacity;
+  }
+
+  get size(): number {
+    return this.set.size;
+  }
+
+  /** Number of leading blocks of `chain` present in the set. */
+  match(chain: ArrayLike<number>): number {
+    let lo = 0;
+    let hi = chain.length;
+    while (lo < hi) {
+      const mid = (lo + hi + 1) >>> 1;
+      if (this.set.has(chain[mid - 1] as number)) lo = mid;
+      else hi = mid - 1;
+    }
+    return lo;
+  }
+
+  learn(chain: ArrayLike<number>): void {
+    const set = this.set;
+    const n = Math.min(chain.length, this.capacity);
+    for (let i = n - 1; i >= 0; i--) {
+      const h = chain[i] as number;
+      set.delete(h);
+      set.add(h);
+    }
+    let excess = set.size - this.capacity;
+    if (excess > 0) {
+      for (const h of set) {
+        set.delete(h);
+        if (--excess === 0) break;
+      }
+    }
+  }
+
+  /** Oldest to newest, for persistence. */
+  values(): number[] {
+    return [...this.set];
+  }
+
+  clear(): void {
+    this.set.clear();
+  }
+}

@@ -1,0 +1,140 @@
+import type { Strategy } from "../config/schema.ts";
+import type { PrefixSet } from "./prefix-set.ts";
+
+export type RouteReason = "prefix-hit" | "least-loaded" | "round-robin" | "random" | "saturated-spill" | "load-balanced";
+
+/** What a strategy sees of one backend. */
+export interface BackendView {
+  inFlight: number;
+  maxInFlight: number;
+  prefixes: PrefixSet;
+}
+
+export interface PrefixAwareParams {
+  saturation: number;
+  balanceAbs: number;
+  balanceRel: number;
+}
+
+export interface Choice {
+  index: number;
+  reason: RouteReason;
+  matched: number;
+}
+
+export type Rng = () => number;
+
+/**
+ * Picks a backend, or null when every backend is at its hard in-flight cap.
+ * Pure: the caller owns the counts and takes the in-flight slot in the same step.
+ */
+export function choose(
+  strategy: Strategy,
+  backends: readonly BackendView[],
+  chain: ArrayLike<number>,
+  params: PrefixAwareParams,
+  rng: Rng,
+  rrCursor: number,
+): Choice | null {
+  switch (strategy) {
+    case "prefix-aware":
+      return prefixAware(backends, chain, params, rng);
+    case "least-loaded": {
+      const index = leastLoaded(backends, rng);
+      return index < 0 ? null : { index, reason: "least-loaded", matched: 0 };
+    }
+    case "random": {
+      const open = openIndexes(backends);
+      const index = open[Math.floor(rng() * open.length)];
+      return index === undefined ? null : { index, reason: "random", matched: 0 };
+    }
+    case "round-robin": {
+      const n = backends.length;
+      for (let k = 0; k < n; k++) {
+        const index = (rrCursor + k) % n;
+        const b = backends[index] as BackendView;
+        if (b.inFlight < b.maxInFlight) return { index, reason: "round-robin", matched: 0 };
+      }
+      return null;
+    }
+  }
+}
+
+function openIndexes(backends: readonly BackendView[]): number[] {
+  const out: number[] = [];
+  for (let i = 0; i < backends.length; i++) {
+    const b = backends[i] as BackendView;
+    if (b.inFlight < b.maxInFlight) out.push(i);
+  }
+  return out;
+}
+
+/** Lowest in-flight below the hard cap; ties broken at random (reservoir sampling). */
+function leastLoaded(backends: readonly BackendView[], rng: Rng): number {
+  let best = -1;
+  let bestLoad = Infinity;
+  let ties = 0;
+  for (let i = 0; i < backends.length; i++) {
+    const b = backends[i] as BackendView;
+    if (b.inFlight >= b.maxInFlight) continue;
+    if (b.inFlight < bestLoad) {
+      best = i;
+      bestLoad = b.inFlight;
+      ties = 1;
+    } else if (b.inFlight === bestLoad && rng() * ++ties < 1) {
+      best = i;
+    }
+  }
+  return best;
+}
+
+/**
+ * Longest cached prefix wins, unless that backend is saturated (in-flight at the valve) or much
+ * busier than the least-loaded one — then the best match among the rest. Sending a hot prefix
+ * elsewhere teaches a second backend that prefix, so a popular prompt spreads instead of piling up.
+ */
+function prefixAware(backends: readonly BackendView[], chain: ArrayLike<number>, p: PrefixAwareParams, rng: Rng): Choice | null {
+  let minLoad = Infinity;
+  for (const b of backends) if (b.inFlight < b.maxInFlight && b.inFlight < minLoad) minLoad = b.inFlight;
+  if (minLoad === Infinity) return null;
+
+  let bestAll = 0;
+  let bestAllSaturated = false;
+  let pick = -1;
+  let pickMatch = -1;
+  let pickLoad = Infinity;
+  let ties = 0;
+  for (let i = 0; i < backends.length; i++) {
+    const b = backends[i] as BackendView;
+    if (b.inFlight >= b.maxInFlight) continue;
+    const m = chain.length === 0 ? 0 : b.prefixes.match(chain);
+    const saturated = b.inFlight >= p.saturation;
+    const busy = b.inFlight - minLoad > p.balanceAbs && b.inFlight > p.balanceRel * minLoad;
+    if (m > bestAll) {
+      bestAll = m;
+      bestAllSaturated = saturated;
+    } else if (m === bestAll && saturated) {
+      bestAllSaturated = true;
+    }
+    if (saturated || busy) continue;
+    if (m > pickMatch || (m === pickMatch && b.inFlight < pickLoad)) {
+      pick = i;
+      pickMatch = m;
+      pickLoad = b.inFlight;
+      ties = 1;
+    } else if (m === pickMatch && b.inFlight === pickLoad && rng() * ++ties < 1) {
+      pick = i;
+    }
+  }
+
+  if (pick < 0) {
+    // Every backend is at the valve: overcommit the least-loaded rather than refuse.
+    const index = leastLoaded(backends, rng);
+    return { index, reason: bestAll > 0 ? "saturated-spill" : "least-loaded", matched: index < 0 ? 0 : (backends[index] as BackendView).prefixes.match(chain) };
+  }
+  let reason: RouteReason;
+  if (bestAll === 0) reason = "least-loaded";
+  else if (pickMatch === bestAll) reason = "prefix-hit";
+  else reason = bestAllSaturated ? "saturated-spill" : "load-balanced";
+  return { index: pick, reason, matched: pickMatch };
+}

@@ -1,0 +1,94 @@
+import { sseErrorEvent } from "../openai/errors.ts";
+import type { ChunkTransform, CompletionSummary } from "../hooks/types.ts";
+import { readUsage, TailKeeper } from "./usage.ts";
+
+export interface RelayOptions {
+  /** Per-chunk transforms from hooks; empty on the plain pass-through path. */
+  transforms: ChunkTransform[];
+  /** An SSE body gets an error event when the upstream dies mid-stream. */
+  sse: boolean;
+  /** When the upstream request went out, for time to first byte. */
+  sentAt: number;
+  now: () => number;
+  onEnd: (summary: CompletionSummary) => void;
+}
+
+const TAIL_BYTES = 8192;
+const encoder = new TextEncoder();
+
+/**
+ * Passes an upstream body to the client as it arrives. Per chunk it only notes the first
+ * byte's time and keeps a reference for the tail, unless a hook asked for chunks. At the end it
+ * reports how the body ended — normally, upstream failure (an SSE body then gets an error event
+ * instead of a silent truncation), or client disconnect (the upstream body is cancelled).
+ */
+export function relay(body: ReadableStream<Uint8Array>, o: RelayOptions): ReadableStream<Uint8Array> {
+  const tail = new TailKeeper(TAIL_BYTES);
+  const transforms = o.transforms;
+  let bytes = 0;
+  let firstAt: number | null = null;
+  let controller: TransformStreamDefaultController<Uint8Array> | undefined;
+
+  const ts = new TransformStream<Uint8Array, Uint8Array>({
+    start(c) {
+      controller = c;
+    },
+    transform(chunk, c) {
+      if (firstAt === null) firstAt = o.now();
+      bytes += chunk.length;
+      tail.push(chunk);
+      let out = chunk;
+      for (const t of transforms) out = t.transform(out);
+      if (out.length > 0) c.enqueue(out);
+    },
+    flush(c) {
+      for (const t of transforms) {
+        const rest = t.flush();
+        if (rest && rest.length > 0) c.enqueue(rest);
+      }
+    },
+  });
+
+  const summary = (outcome: CompletionSummary["outcome"]): CompletionSummary => ({
+    outcome,
+    bytes,
+    usage: outcome === "client-abort" ? null : readUsage(tail.bytesView()),
+    ttftMs: firstAt === null ? null : firstAt - o.sentAt,
+  });
+
+  body.pipeTo(ts.writable, { preventAbort: true, preventClose: true }).then(
+    () => {
+      const writer = ts.writable.getWriter();
+      writer.close().catch(() => {});
+      o.onEnd(summary("ok"));
+    },
+    (err: unknown) => {
+      const writer = ts.writable.getWriter();
+      // An errored writable means the client went away (its cancel reached us through pipeTo,
+      // which has already cancelled the upstream body); otherwise the upstream failed.
+      if (writer.desiredSize === null) {
+        o.onEnd(summary("client-abort"));
+        return;
+      }
+      writer.releaseLock();
+      const c = controller as TransformStreamDefaultController<Uint8Array>;
+      if (o.sse) {
+        const message = `upstream stream failed after ${bytes} bytes: ${err instanceof Error ? err.message : String(err)}`;
+        try {
+          for (const t of transforms) {
+            const rest = t.flush();
+            if (rest && rest.length > 0) c.enqueue(rest);
+          }
+          c.enqueue(encoder.encode(sseErrorEvent(message, "upstream_stream_error")));
+          c.terminate();
+        } catch {
+          // The client disconnected in the meantime: nothing left to tell it.
+        }
+      } else {
+        c.error(err);
+      }
+      o.onEnd(summary("upstream-error"));
+    },
+  );
+  return ts.readable;
+}

@@ -1,0 +1,66 @@
+import { concat } from "./restamp.ts";
+
+export interface Usage {
+  promptTokens: number;
+  completionTokens: number;
+  cachedTokens: number;
+}
+
+/** Keeps references to the last chunks of a body, up to `limit` bytes — no copying per chunk. */
+export class TailKeeper {
+  private chunks: Uint8Array[] = [];
+  private bytes = 0;
+  private readonly limit: number;
+
+  constructor(limit: number) {
+    this.limit = limit;
+  }
+
+  push(chunk: Uint8Array): void {
+    this.chunks.push(chunk);
+    this.bytes += chunk.length;
+    while (this.chunks.length > 1 && this.bytes - (this.chunks[0] as Uint8Array).length >= this.limit) {
+      this.bytes -= (this.chunks.shift() as Uint8Array).length;
+    }
+  }
+
+  bytesView(): Uint8Array {
+    return this.chunks.length === 1 ? (this.chunks[0] as Uint8Array) : concat(...this.chunks);
+  }
+}
+
+const decoder = new TextDecoder();
+
+/**
+ * The last `usage` object in the tail of a response (the final SSE usage event, or the usage of
+ * a non-streamed body), read once when the body has ended.
+ */
+export function readUsage(tail: Uint8Array): Usage | null {
+  const text = decoder.decode(tail);
+  const at = text.lastIndexOf('"usage"');
+  if (at < 0) return null;
+  const open = text.indexOf("{", at);
+  if (open < 0) return null;
+  let depth = 0;
+  for (let i = open; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 0x7b) depth++;
+    else if (c === 0x7d && --depth === 0) return toUsage(text.slice(open, i + 1));
+  }
+  return null;
+}
+
+function toUsage(json: string): Usage | null {
+  try {
+    const u = JSON.parse(json) as { prompt_tokens?: unknown; completion_tokens?: unknown; prompt_tokens_details?: { cached_tokens?: unknown } | null };
+    if (typeof u.prompt_tokens !== "number") return null;
+    const cached = u.prompt_tokens_details?.cached_tokens;
+    return {
+      promptTokens: u.prompt_tokens,
+      completionTokens: typeof u.completion_tokens === "number" ? u.completion_tokens : 0,
+      cachedTokens: typeof cached === "number" ? cached : 0,
+    };
+  } catch {
+    return null;
+  }
+}

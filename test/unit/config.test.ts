@@ -1,0 +1,43 @@
+import { describe, expect, it } from "vitest";
+import { parseConfig } from "../../src/config/load.ts";
+
+const deployment = { baseUrl: "http://127.0.0.1:9001", model: "m" };
+const valid = { modelGroups: [{ name: "llama", aliases: ["gpt-4o"], deployments: [deployment, { ...deployment, baseUrl: "http://127.0.0.1:9002/" }] }] };
+
+function errorOf(raw: unknown): string {
+  const r = parseConfig(raw);
+  if (r.ok) throw new Error("expected the config to be rejected");
+  return r.error;
+}
+
+describe("config", () => {
+  it("fills defaults and indexes names and aliases", () => {
+    const r = parseConfig(JSON.stringify(valid));
+    if (!r.ok) throw new Error(r.error);
+    const g = r.config.byModel.get("gpt-4o");
+    expect(g?.name).toBe("llama");
+    expect(g?.strategy).toBe("prefix-aware");
+    expect(g?.deployments.map((d) => d.id)).toEqual(["127.0.0.1:9001", "127.0.0.1:9002"]);
+    expect(g?.deployments[1]?.baseUrl).toBe("http://127.0.0.1:9002");
+    expect(r.config.auth.devOpenOnLoopback).toBe(false);
+    expect(r.config.limits.maxBodyBytes).toBeGreaterThan(0);
+  });
+
+  it.each([
+    ["not JSON", "{", /not valid JSON/],
+    ["no groups", { modelGroups: [] }, /modelGroups must have at least 1/],
+    ["bad URL", { modelGroups: [{ name: "a", deployments: [{ baseUrl: "ftp://x", model: "m" }] }] }, /modelGroups\[0\]\.deployments\[0\]\.baseUrl must be a valid url/],
+    ["unknown strategy", { modelGroups: [{ name: "a", strategy: "fastest", deployments: [deployment] }] }, /modelGroups\[0\]\.strategy must be one of "round-robin"/],
+    ["inline API key", { modelGroups: [{ name: "a", deployments: [{ ...deployment, apiKey: "sk-live" }] }] }, /unknown key\(s\) apiKey/],
+    ["key env that is no identifier", { modelGroups: [{ name: "a", deployments: [{ ...deployment, apiKeyEnv: "sk-live" }] }] }, /apiKeyEnv must be a valid regex/],
+    ["negative saturation", { modelGroups: [{ name: "a", saturation: 0, deployments: [deployment] }] }, /modelGroups\[0\]\.saturation must be >= 1/],
+    ["alias clash", { modelGroups: [{ name: "a", deployments: [deployment] }, { name: "b", aliases: ["a"], deployments: [deployment] }] }, /modelGroups\[1\]\.aliases\[0\] "a" is already/],
+    ["duplicate deployment id", { modelGroups: [{ name: "a", deployments: [deployment, deployment] }] }, /deployments\[1\]\.id "127\.0\.0\.1:9001" is used twice/],
+  ])("rejects %s, naming the field", (_name, raw, message) => {
+    expect(errorOf(raw)).toMatch(message);
+  });
+
+  it("never echoes a secret-looking value in its message", () => {
+    expect(errorOf({ modelGroups: [{ name: "a", deployments: [{ ...deployment, apiKey: "sk-live-123" }] }] })).not.toContain("sk-live-123");
+  });
+});

@@ -1,0 +1,137 @@
+import { describe, expect, it } from "vitest";
+import { parseConfig, type ResolvedGroup } from "../../src/config/load.ts";
+import type { Strategy } from "../../src/config/schema.ts";
+import { GroupRouter } from "../../src/routing/group-router.ts";
+import { PrefixSet } from "../../src/routing/prefix-set.ts";
+
+function group(over: Record<string, unknown> = {}, backends = 4, deployment: Record<string, unknown> = {}): ResolvedGroup {
+  const deployments = Array.from({ length: backends }, (_, i) => ({ id: `b${i}`, baseUrl: `http://127.0.0.1:${9001 + i}`, model: "m", ...deployment }));
+  const r = parseConfig({ modelGroups: [{ name: "g", deployments, ...over }] });
+  if (!r.ok) throw new Error(r.error);
+  return r.config.groups[0] as ResolvedGroup;
+}
+
+/** Seeded so tie-breaks are reproducible. */
+function rng(seed = 1): () => number {
+  let s = seed >>> 0;
+  return () => ((s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 2 ** 32);
+}
+
+const chain = (prefix: number, n: number) => Array.from({ length: n }, (_, i) => prefix * 1_000_000 + i);
+
+describe("PrefixSet", () => {
+  it("finds the longest leading match", () => {
+    const s = new PrefixSet(100);
+    s.learn([1, 2, 3, 4]);
+    expect(s.match([1, 2, 3, 4, 5])).toBe(4);
+    expect(s.match([1, 2, 9])).toBe(2);
+    expect(s.match([7])).toBe(0);
+    expect(s.match([])).toBe(0);
+  });
+
+  it("stays bounded and prefix-closed under eviction", () => {
+    const s = new PrefixSet(50);
+    const r = rng(7);
+    const chains = Array.from({ length: 40 }, (_, k) => chain(k, 1 + Math.floor(r() * 30)));
+    for (let step = 0; step < 500; step++) {
+      const c = chains[Math.floor(r() * chains.length)] as number[];
+      s.learn(c);
+      expect(s.size).toBeLessThanOrEqual(50);
+      for (const other of chains) {
+        const m = s.match(other);
+        // Every block up to the match is present, none is missing below it.
+        for (let i = 0; i < m; i++) expect(s.match(other.slice(0, i + 1))).toBe(i + 1);
+      }
+    }
+  });
+});
+
+describe("GroupRouter", () => {
+  it("sends the same prefix back to the backend that saw it (prefix-hit)", () => {
+    const router = new GroupRouter(group(), rng());
+    const first = router.route(chain(1, 20), 0);
+    if (!first) throw new Error("no route");
+    expect(first.reason).toBe("least-loaded");
+    router.release({ lease: first.lease, outcome: "ok" });
+    for (let i = 0; i < 5; i++) {
+      const d = router.route([...chain(1, 20), 99 + i], 0);
+      expect(d?.backend).toBe(first.backend);
+      expect(d?.reason).toBe("prefix-hit");
+      expect(d?.matched).toBe(20);
+      expect(d?.total).toBe(21);
+      router.release({ lease: d?.lease ?? "", outcome: "ok" });
+    }
+  });
+
+  it("spreads different prefixes across backends", () => {
+    const router = new GroupRouter(group(), rng(3));
+    const used = new Set<number>();
+    for (let k = 0; k < 4; k++) used.add(router.route(chain(k, 10), 0)?.backend ?? -1);
+    expect(used.size).toBe(4);
+  });
+
+  it("puts no more than `saturation` in flight on a backend in a burst of one prefix", () => {
+    const router = new GroupRouter(group({ saturation: 4 }), rng(5));
+    const reasons = new Set<string>();
+    for (let i = 0; i < 16; i++) reasons.add(router.route(chain(1, 30), 0)?.reason ?? "none");
+    expect(router.snapshot().map((b) => b.inFlight)).toEqual([4, 4, 4, 4]);
+    expect(reasons.has("prefix-hit")).toBe(true);
+  });
+
+  it("weighs load before the valve: a much busier best match is passed over", () => {
+    const router = new GroupRouter(group({ saturation: 100, balanceAbs: 2, balanceRel: 1.5 }), rng(9));
+    const first = router.route(chain(1, 30), 0);
+    const reasons: string[] = [];
+    for (let i = 0; i < 3; i++) reasons.push(router.route(chain(1, 30), 0)?.reason ?? "none");
+    expect(reasons).toEqual(["prefix-hit", "prefix-hit", "load-balanced"]);
+    const loads = router.snapshot().map((b) => b.inFlight);
+    expect(loads[first?.backend ?? 0]).toBe(3);
+  });
+
+  it("overcommits the least-loaded backend when all are at the valve, and refuses at the hard cap", () => {
+    const router = new GroupRouter(group({ saturation: 1 }, 2, { maxInFlight: 2 }), rng());
+    const reasons = [0, 1, 2, 3].map(() => router.route(chain(1, 5), 0)?.reason);
+    expect(reasons.slice(2)).toEqual(["saturated-spill", "saturated-spill"]);
+    expect(router.route(chain(1, 5), 0)).toBeNull();
+  });
+
+  it.each<Strategy>(["round-robin", "random", "least-loaded"])("%s ignores prefixes and labels its choice", (strategy) => {
+    const router = new GroupRouter(group({ strategy }), rng());
+    const d = router.route(chain(1, 5), 0);
+    expect(d?.reason).toBe(strategy);
+    expect(d?.matched).toBe(0);
+  });
+
+  it("round-robin cycles through backends", () => {
+    const router = new GroupRouter(group({ strategy: "round-robin" }), rng());
+    expect([0, 1, 2, 3, 4].map(() => router.route([], 0)?.backend)).toEqual([0, 1, 2, 3, 0]);
+  });
+
+  it("releases a lease once, whatever the outcome, and ignores unknown leases", () => {
+    const router = new GroupRouter(group(), rng());
+    const a = router.route(chain(1, 5), 0);
+    const b = router.route(chain(2, 5), 0);
+    router.release({ lease: a?.lease ?? "", outcome: "upstream-error" });
+    router.release({ lease: a?.lease ?? "", outcome: "ok" });
+    router.release({ lease: "nope.1", outcome: "ok" });
+    router.release({ lease: b?.lease ?? "", outcome: "client-abort", ttftMs: 12 });
+    const snap = router.snapshot();
+    expect(snap.reduce((n, s) => n + s.inFlight, 0)).toBe(0);
+    expect(snap.reduce((n, s) => n + s.failed, 0)).toBe(1);
+    expect(snap.reduce((n, s) => n + s.aborted, 0)).toBe(1);
+    expect(router.leaseCount).toBe(0);
+  });
+
+  it("reclaims expired leases, and a late release of one changes nothing", () => {
+    const router = new GroupRouter(group({ leaseTtlMs: 1000 }), rng());
+    const a = router.route(chain(1, 5), 0);
+    router.route(chain(2, 5), 500);
+    expect(router.nextExpiry).toBe(1000);
+    expect(router.expire(999)).toBe(0);
+    expect(router.expire(1000)).toBe(1);
+    router.release({ lease: a?.lease ?? "", outcome: "ok" });
+    expect(router.snapshot().reduce((n, s) => n + s.inFlight, 0)).toBe(1);
+    router.route([], 1600);
+    expect(router.snapshot().reduce((n, s) => n + s.expired, 0)).toBe(2);
+  });
+});

@@ -1,0 +1,14 @@
+import type { ModelGroup } from "../durable-objects/model-group.ts";
+
+/** The one thing the gateway needs of a request's execution context. */
+export interface WaitUntil {
+  waitUntil(promise: Promise<unknown>): void;
+}
+
+export interface Env {
+  MODEL_GROUP: DurableObjectNamespace<ModelGroup>;
+  /** The gateway config as JSON (see src/config/schema.ts); a var in wrangler.toml, overridable per environment or as a secret. */
+  KVGATE_CONFIG: string;
+  /** Secrets named by the config (master key, upstream API keys) are read by name. */
+  [secret: string]: unknown;
+}

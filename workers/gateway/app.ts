@@ -1,0 +1,72 @@
+import { Hono, type Context } from "hono";
+import { cors } from "hono/cors";
+import { GatewayError, notFound } from "../../src/openai/errors.ts";
+import type { LoadedConfig } from "../config.ts";
+import type { Env } from "../env.ts";
+import { authenticate } from "./auth.ts";
+import { errorResponse, proxyCompletion, type Endpoint } from "./proxy.ts";
+
+type AppEnv = { Bindings: Env; Variables: { requestId: string; startedAt: number } };
+
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+const EXPOSED = ["x-kvgate-backend", "x-kvgate-reason", "x-kvgate-prefix-blocks", "x-kvgate-overhead-ms", "x-request-id", "retry-after"];
+
+/** The gateway's HTTP surface for one config; built once per isolate. */
+export function buildApp(config: LoadedConfig): Hono<AppEnv> {
+  const app = new Hono<AppEnv>();
+  const origins = config.cors.allowedOrigins;
+
+  app.use("*", async (c, next) => {
+    c.set("startedAt", performance.now());
+    const given = c.req.header("x-request-id");
+    c.set("requestId", given && REQUEST_ID.test(given) ? given : crypto.randomUUID());
+    await next();
+  });
+  if (origins.length > 0) {
+    app.use("*", cors({ origin: origins.includes("*") ? "*" : origins, exposeHeaders: EXPOSED, maxAge: 600 }));
+  }
+
+  app.get("/health", (c) => c.json({ status: "ok" }));
+
+  app.use("/v1/*", async (c, next) => {
+    await authenticate(c.req.raw, new URL(c.req.url), config, c.env);
+    await next();
+  });
+
+  app.get("/v1/models", (c) => {
+    const data = [];
+    for (const g of config.groups) {
+      for (const id of [g.name, ...g.aliases]) data.push({ id, object: "model", created: 0, owned_by: "kvgate", root: g.name });
+    }
+    return c.json({ object: "list", data });
+  });
+
+  const completion = (endpoint: Endpoint) => (c: Context<AppEnv>) =>
+    proxyCompletion({ endpoint, req: c.req.raw, env: c.env, ctx: c.executionCtx, config, requestId: c.get("requestId"), startedAt: c.get("startedAt") });
+  app.post("/v1/chat/completions", completion("chat"));
+  app.post("/v1/completions", completion("completions"));
+
+  app.get("/v1/kvgate/status", async (c) => {
+    const groups = await Promise.all(config.groups.map((g) => c.env.MODEL_GROUP.getByName(g.name).status(g.name)));
+    return c.json({ groups });
+  });
+
+  app.all("/v1/chat/completions", () => {
+    throw new GatewayError(405, "invalid_request_error", "use POST for /v1/chat/completions", "method_not_allowed");
+  });
+  app.all("/v1/completions", () => {
+    throw new GatewayError(405, "invalid_request_error", "use POST for /v1/completions", "method_not_allowed");
+  });
+  app.notFound((c) => withRequestId(errorResponse(notFound(`no route for ${c.req.method} ${new URL(c.req.url).pathname}`, "unknown_url")), c.get("requestId")));
+  app.onError((err, c) => {
+    if (err instanceof GatewayError) return withRequestId(errorResponse(err), c.get("requestId"));
+    console.error(`kvgate: unhandled error: ${err instanceof Error ? err.stack : String(err)}`);
+    return withRequestId(errorResponse(new GatewayError(500, "server_error", "internal gateway error", "internal_error")), c.get("requestId"));
+  });
+  return app;
+}
+
+function withRequestId(res: Response, requestId: string | undefined): Response {
+  if (requestId) res.headers.set("x-request-id", requestId);
+  return res;
+}

@@ -1,0 +1,21 @@
+import type { Hono } from "hono";
+import { GatewayError } from "../../src/openai/errors.ts";
+import { loadConfig, type LoadedConfig } from "../config.ts";
+import type { Env } from "../env.ts";
+import { buildApp } from "./app.ts";
+import { errorResponse } from "./proxy.ts";
+
+export { ModelGroup } from "../../durable-objects/model-group.ts";
+
+let built: { config: LoadedConfig; app: Hono<{ Bindings: Env }> } | null = null;
+
+export default {
+  fetch(req: Request, env: Env, ctx: ExecutionContext): Response | Promise<Response> {
+    const loaded = loadConfig(env);
+    if (!loaded.ok) {
+      return errorResponse(new GatewayError(500, "server_error", `gateway misconfigured: ${loaded.error}`, "config_invalid"));
+    }
+    if (!built || built.config !== loaded.config) built = { config: loaded.config, app: buildApp(loaded.config) as unknown as Hono<{ Bindings: Env }> };
+    return built.app.fetch(req, env, ctx);
+  },
+} satisfies ExportedHandler<Env>;
