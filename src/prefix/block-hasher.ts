@@ -52,7 +52,8 @@ export class BlockHasher {
   }
 }
 
-function fmix32(h: number): number {
+/** murmur3's 32-bit finaliser: every input bit moves every output bit. */
+export function fmix32(h: number): number {
   h ^= h >>> 16;
   h = Math.imul(h, 0x85ebca6b);
   h ^= h >>> 13;

@@ -1,0 +1,120 @@
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { sendError } from "./http-replies.ts";
+import { InferenceJob, type JobSpec } from "./inference-job.ts";
+import { textBlocks, tokenIdBlocks } from "./prompt-blocks.ts";
+import { isRecord } from "./is-record.ts";
+import { renderChat, renderCompletion } from "./prompt-render.ts";
+import { SIM_FIELD, parseSimControls, type SimControls } from "./sim-controls.ts";
+import { CHAT_FORMAT, COMPLETION_FORMAT, type WireFormat } from "./wire-format.ts";
+import { later, type WorkerContext } from "./worker-context.ts";
+
+export type Endpoint = "chat" | "completions";
+
+/**
+ * POST /v1/chat/completions and /v1/completions once the body is read: validate as vLLM would,
+ * apply the test controls and worker faults, then hand the request to the engine.
+ */
+export function handleInference(
+  ctx: WorkerContext,
+  endpoint: Endpoint,
+  req: IncomingMessage,
+  res: ServerResponse,
+  raw: Buffer,
+): void {
+  const fail = (status: number, message: string, param: string | null = null): void => {
+    ctx.counters.errors++;
+    sendError(res, status, message, ctx.headers, param);
+  };
+
+  let body: unknown = null;
+  let parseError: string | undefined;
+  try {
+    body = raw.length > 0 ? JSON.parse(raw.toString("utf8")) : null;
+  } catch (e) {
+    parseError = e instanceof Error ? e.message : String(e);
+  }
+  ctx.log.record({ path: req.url ?? "", headers: req.headers, body });
+  ctx.counters.requests++;
+  if (parseError !== undefined) return fail(400, `Invalid JSON body: ${parseError}`);
+  if (!isRecord(body)) return fail(400, "request body must be a JSON object");
+
+  if (body.model !== undefined && body.model !== ctx.config.servedModelName) {
+    return fail(404, `The model \`${String(body.model)}\` does not exist.`, "model");
+  }
+  const parsed = parseSimControls(body[SIM_FIELD]);
+  if (!parsed.ok) return fail(400, parsed.message, SIM_FIELD);
+  const controls = parsed.controls;
+
+  let gone = false;
+  res.once("close", () => (gone = true));
+  const run = (): void => {
+    if (gone) return;
+    if (controls.failStatus !== undefined) {
+      return fail(controls.failStatus, `simulated failure (${SIM_FIELD}.fail_status=${controls.failStatus})`);
+    }
+    if (ctx.dice.chance(ctx.config.faults.errorRate)) return fail(500, "simulated worker error (errorRate)");
+    const spec = jobSpec(ctx, endpoint, body, controls);
+    if (typeof spec === "string") return fail(400, spec);
+    const job = new InferenceJob(ctx, spec, res);
+    if (ctx.cost.instant && spec.tokenIntervalMs === 0) return job.runNow();
+    const ticket = ctx.scheduler.submit(job);
+    res.once("close", () => {
+      if (!job.settled) {
+        job.settled = true;
+        ticket.cancel();
+      }
+    });
+  };
+  if (controls.firstByteDelayMs > 0) later(ctx, controls.firstByteDelayMs, run);
+  else run();
+}
+
+/** The request as the engine needs it, or the message of a 400. */
+function jobSpec(ctx: WorkerContext, endpoint: Endpoint, body: Record<string, unknown>, controls: SimControls): JobSpec | string {
+  const format: WireFormat = endpoint === "chat" ? CHAT_FORMAT : COMPLETION_FORMAT;
+  const rendered = endpoint === "chat" ? renderChat(body) : renderCompletion(body);
+  if (!rendered.ok) return rendered.message;
+  const promptText = "text" in rendered ? rendered.text : null;
+  const prompt = "text" in rendered ? textBlocks(rendered.text) : tokenIdBlocks(rendered.tokenIds);
+  // vLLM always feeds the model at least one token (BOS).
+  if (prompt.tokens === 0) prompt.tokens = 1;
+
+  const limitValue = body.max_completion_tokens ?? body.max_tokens ?? undefined;
+  if (limitValue !== undefined && !(typeof limitValue === "number" && Number.isInteger(limitValue) && limitValue >= 1)) {
+    return "max_tokens must be an integer of at least 1";
+  }
+  const limit = limitValue;
+  if (body.n !== undefined && body.n !== null && body.n !== 1) return "n > 1 is not supported by the simulator";
+  if (body.stream !== undefined && body.stream !== null && typeof body.stream !== "boolean") return "stream must be a boolean";
+
+  const outputTokens = controls.tokens ?? limit ?? ctx.config.defaultMaxTokens;
+  const { maxModelLen } = ctx.config.profile;
+  if (prompt.tokens + outputTokens > maxModelLen) {
+    return (
+      `This model's maximum context length is ${maxModelLen} tokens. However, you requested ` +
+      `${prompt.tokens + outputTokens} tokens (${prompt.tokens} in the messages, ${outputTokens} in the completion). ` +
+      "Please reduce the length of the messages or completion."
+    );
+  }
+
+  const { faults } = ctx.config;
+  const streamOptions = body.stream_options;
+  return {
+    format,
+    head: {
+      id: `${format.idPrefix}sim${ctx.config.index}-${(ctx.nextId++).toString(36)}`,
+      created: Math.floor(Date.now() / 1000),
+      modelJson: ctx.modelJson,
+    },
+    stream: body.stream === true,
+    includeUsage: isRecord(streamOptions) && streamOptions.include_usage === true,
+    prompt,
+    promptText,
+    outputTokens,
+    // A model given no limit ends on its own (stop); one that reaches its limit is cut (length).
+    finish: limit !== undefined && outputTokens >= limit ? "length" : "stop",
+    failAfterChunks: controls.failAfterChunks,
+    stallAfterChunks: controls.stallAfterChunks ?? (ctx.dice.chance(faults.stallRate) ? faults.stallAfterChunks : undefined),
+    tokenIntervalMs: controls.chunkDelayMs,
+  };
+}

@@ -1,0 +1,135 @@
+import { HEALTHY, type FaultKnobs } from "./faults.ts";
+import { PRESETS, PRESET_NAMES, isPresetName, isProfileKey, type GpuProfile, type PresetName } from "./presets.ts";
+
+/** Workers a fault applies to: one index, or every worker. */
+export type FaultTarget = number | "all";
+
+/**
+ * Every parameter of a fleet. startFleet takes any subset; the GPU profile fields default to the
+ * preset's values and the rest to DEFAULTS below. OPTION_SPECS documents each one (and is the
+ * CLI's --help).
+ */
+export interface FleetOptions extends GpuProfile, FaultKnobs {
+  workers: number;
+  basePort: number;
+  servedModelName: string;
+  preset: PresetName;
+  defaultMaxTokens: number;
+  faultWorker: FaultTarget;
+  seed: number;
+  requestLogSize: number;
+}
+
+type Kind = "int" | "number" | "string" | "preset" | "fault-target";
+
+export interface OptionSpec {
+  kind: Kind;
+  min?: number;
+  max?: number;
+  help: string;
+}
+
+export const OPTION_SPECS: { readonly [K in keyof FleetOptions]-?: OptionSpec } = {
+  workers: { kind: "int", min: 1, max: 1024, help: "number of simulated GPU workers" },
+  basePort: { kind: "int", min: 0, max: 65535, help: "worker i listens on base-port + i; 0 = ephemeral ports" },
+  servedModelName: { kind: "string", help: "model name served; requests naming another model get 404" },
+  preset: { kind: "preset", help: `GPU profile: ${PRESET_NAMES.join(", ")}` },
+  kvCapacityBlocks: { kind: "int", min: 0, help: "KV-cache capacity per worker, in 16-token blocks" },
+  maxNumSeqs: { kind: "int", min: 1, help: "sequences decoded at once; more queue FIFO" },
+  maxModelLen: { kind: "int", min: 1, help: "max prompt + output tokens; longer requests get 400" },
+  prefillBaseMs: { kind: "number", min: 0, help: "fixed cost of a step that prefills, ms" },
+  prefillMsPerToken: { kind: "number", min: 0, help: "prefill cost per uncached prompt token, ms" },
+  decodeStepMs: { kind: "number", min: 0, help: "decode step with one running sequence, ms" },
+  batchSlowdown: { kind: "number", min: 0, help: "step = decode-step-ms × (1 + this × (running − 1))" },
+  defaultMaxTokens: { kind: "int", min: 1, help: "output tokens when a request sets no max_tokens" },
+  faultWorker: { kind: "fault-target", help: "worker index the fault options apply to, or 'all'" },
+  errorRate: { kind: "number", min: 0, max: 1, help: "fraction of requests answered 500" },
+  stallRate: { kind: "number", min: 0, max: 1, help: "fraction of requests that stall (stop sending, keep the connection)" },
+  stallAfterChunks: { kind: "int", min: 0, help: "content events a stalling stream sends first" },
+  dieAfterRequests: { kind: "int", min: 0, help: "the worker closes its port after this many requests; 0 = never" },
+  slowFactor: { kind: "number", min: 0, help: "multiplies every latency of the faulty workers" },
+  seed: { kind: "int", min: 0, max: 0xffffffff, help: "seed of the error/stall draws" },
+  requestLogSize: { kind: "int", min: 0, max: 100_000, help: "requests kept for GET /sim/requests" },
+};
+
+type GeneralOptions = Omit<FleetOptions, keyof GpuProfile>;
+
+export const DEFAULTS: Readonly<GeneralOptions> = {
+  workers: 4,
+  basePort: 9001,
+  servedModelName: "kvgate-sim",
+  preset: "a100-7b",
+  defaultMaxTokens: 16,
+  faultWorker: "all",
+  errorRate: 0,
+  stallRate: 0,
+  stallAfterChunks: 1,
+  dieAfterRequests: 0,
+  slowFactor: 1,
+  seed: 1,
+  requestLogSize: 50,
+};
+
+export function isOptionName(name: string): name is keyof FleetOptions {
+  return Object.hasOwn(OPTION_SPECS, name);
+}
+
+/** Defaults, then the preset's profile, then what was given. Throws on a bad value. */
+export function resolveFleetOptions(given: Partial<FleetOptions> = {}): FleetOptions {
+  const set: Partial<FleetOptions> = {};
+  for (const [name, value] of Object.entries(given)) {
+    if (!isOptionName(name)) throw new Error(`unknown fleet option "${name}"`);
+    if (value !== undefined) Object.assign(set, { [name]: value });
+  }
+  const preset = set.preset ?? DEFAULTS.preset;
+  if (!isPresetName(preset)) throw new Error(`unknown preset "${String(preset)}" (${PRESET_NAMES.join(", ")})`);
+  const options: FleetOptions = { ...DEFAULTS, ...PRESETS[preset], ...set };
+  for (const name of Object.keys(OPTION_SPECS)) if (isOptionName(name)) check(name, options[name], options);
+  return options;
+}
+
+function check(name: keyof FleetOptions, value: unknown, all: FleetOptions): void {
+  const spec = OPTION_SPECS[name];
+  const bad = (why: string): Error => new Error(`fleet option ${name}=${JSON.stringify(value)}: ${why}`);
+  switch (spec.kind) {
+    case "string":
+      if (typeof value !== "string" || value === "") throw bad("must be a non-empty string");
+      return;
+    case "preset":
+      return;
+    case "fault-target":
+      if (value === "all") return;
+      if (typeof value !== "number" || !Number.isInteger(value) || value < 0 || value >= all.workers) {
+        throw bad(`must be "all" or a worker index below ${all.workers}`);
+      }
+      return;
+    case "int":
+    case "number":
+      if (typeof value !== "number" || !Number.isFinite(value)) throw bad("must be a number");
+      if (spec.kind === "int" && !Number.isInteger(value)) throw bad("must be an integer");
+      if (spec.min !== undefined && value < spec.min) throw bad(`must be at least ${spec.min}`);
+      if (spec.max !== undefined && value > spec.max) throw bad(`must be at most ${spec.max}`);
+      if (name === "basePort" && value > 0 && value + all.workers - 1 > 65535) throw bad("leaves no room for every worker's port");
+  }
+}
+
+/** The fault knobs of worker `index`: the configured ones if the fault targets it, else healthy. */
+export function faultsFor(options: FleetOptions, index: number): FaultKnobs {
+  if (options.faultWorker !== "all" && options.faultWorker !== index) return HEALTHY;
+  const { errorRate, stallRate, stallAfterChunks, dieAfterRequests, slowFactor } = options;
+  return { errorRate, stallRate, stallAfterChunks, dieAfterRequests, slowFactor };
+}
+
+/** The GPU profile fields of the options. */
+export function profileOf(options: FleetOptions): GpuProfile {
+  const { kvCapacityBlocks, maxNumSeqs, maxModelLen, prefillBaseMs, prefillMsPerToken, decodeStepMs, batchSlowdown } = options;
+  return { kvCapacityBlocks, maxNumSeqs, maxModelLen, prefillBaseMs, prefillMsPerToken, decodeStepMs, batchSlowdown };
+}
+
+/** The default of an option, as --help shows it: one value, or one per preset. */
+export function describeDefault(name: keyof FleetOptions): string {
+  if (isProfileKey(name)) {
+    return `from preset: ${PRESET_NAMES.map((p) => `${p} ${PRESETS[p][name]}`).join(", ")}`;
+  }
+  return String(DEFAULTS[name]);
+}

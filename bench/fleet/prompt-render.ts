@@ -1,0 +1,80 @@
+import { isRecord } from "./is-record.ts";
+
+/**
+ * The prompt as the simulated model sees it, standing in for a chat template: tools first (as
+ * templates put them in the system turn), then each message as role tag, text, tool calls and an
+ * end tag, then the assistant tag that opens the generation. A conversation's next turn renders
+ * to this prompt, plus the model's answer, plus the new messages, so it shares the prefix.
+ */
+
+export type RenderedPrompt = { ok: true; text: string } | { ok: true; tokenIds: number[] } | { ok: false; message: string; param: string };
+
+const END = "<|end|>\n";
+const GENERATION_PROMPT = "<|assistant|>\n";
+
+export function renderChat(body: Record<string, unknown>): RenderedPrompt {
+  const { messages, tools } = body;
+  if (!Array.isArray(messages) || messages.length === 0) {
+    return { ok: false, message: "messages must be a non-empty array", param: "messages" };
+  }
+  let text = "";
+  if (Array.isArray(tools) && tools.length > 0) text += `<|tools|>\n${JSON.stringify(tools)}${END}`;
+  for (let i = 0; i < messages.length; i++) {
+    const m: unknown = messages[i];
+    if (!isRecord(m) || typeof m.role !== "string") {
+      return { ok: false, message: `messages[${i}] must be an object with a string role`, param: "messages" };
+    }
+    text += typeof m.name === "string" ? `<|${m.role}:${m.name}|>\n` : `<|${m.role}|>\n`;
+    text += renderContent(m.content);
+    if (Array.isArray(m.tool_calls)) text += renderToolCalls(m.tool_calls);
+    text += END;
+  }
+  return { ok: true, text: text + GENERATION_PROMPT };
+}
+
+function renderContent(content: unknown): string {
+  if (typeof content === "string") return content;
+  if (!Array.isArray(content)) return "";
+  let text = "";
+  for (const part of content) {
+    if (!isRecord(part)) continue;
+    if (typeof part.text === "string") text += part.text;
+    else if (isRecord(part.image_url) && typeof part.image_url.url === "string") text += `<|image|>${part.image_url.url}`;
+    else text += JSON.stringify(part);
+  }
+  return text;
+}
+
+/** Templates render a call's name and arguments; call ids are the client's bookkeeping. */
+function renderToolCalls(calls: unknown[]): string {
+  let text = "";
+  for (const call of calls) {
+    const fn = isRecord(call) ? call.function : undefined;
+    if (isRecord(fn)) text += `<|tool_call|>${String(fn.name)}(${typeof fn.arguments === "string" ? fn.arguments : JSON.stringify(fn.arguments)})`;
+  }
+  return text;
+}
+
+/** A completions prompt: a string, a one-element array of strings, or token ids. */
+export function renderCompletion(body: Record<string, unknown>): RenderedPrompt {
+  let prompt: unknown = body.prompt;
+  if (Array.isArray(prompt) && prompt.length === 1 && (typeof prompt[0] === "string" || Array.isArray(prompt[0]))) {
+    prompt = prompt[0];
+  }
+  if (typeof prompt === "string") return { ok: true, text: prompt };
+  if (Array.isArray(prompt) && prompt.length > 0 && prompt.every(isTokenId)) {
+    return { ok: true, tokenIds: prompt };
+  }
+  const batched = Array.isArray(prompt) && prompt.length > 1 && prompt.every((p) => typeof p === "string" || Array.isArray(p));
+  return {
+    ok: false,
+    message: batched
+      ? "batched prompts are not supported by the simulator; send one prompt per request"
+      : "prompt must be a string or an array of token ids",
+    param: "prompt",
+  };
+}
+
+function isTokenId(value: unknown): value is number {
+  return typeof value === "number" && Number.isInteger(value) && value >= 0;
+}
