@@ -28,8 +28,10 @@ export function relay(body: ReadableStream<Uint8Array>, o: RelayOptions): Readab
   let bytes = 0;
   let firstAt: number | null = null;
   let controller: TransformStreamDefaultController<Uint8Array> | undefined;
+  let clientGone = false;
 
-  const ts = new TransformStream<Uint8Array, Uint8Array>({
+  // `cancel` is in the Streams standard and in workerd and Node, not yet in TypeScript's lib.
+  const transformer: Transformer<Uint8Array, Uint8Array> & { cancel(reason: unknown): void } = {
     start(c) {
       controller = c;
     },
@@ -41,13 +43,19 @@ export function relay(body: ReadableStream<Uint8Array>, o: RelayOptions): Readab
       for (const t of transforms) out = t.transform(out);
       if (out.length > 0) c.enqueue(out);
     },
+    // The client went away. pipeTo then cancels the upstream body, and may settle either way
+    // (workerd resolves it), so this flag, not the settlement, says what happened.
+    cancel() {
+      clientGone = true;
+    },
     flush(c) {
       for (const t of transforms) {
         const rest = t.flush();
         if (rest && rest.length > 0) c.enqueue(rest);
       }
     },
-  });
+  };
+  const ts = new TransformStream<Uint8Array, Uint8Array>(transformer);
 
   const summary = (outcome: CompletionSummary["outcome"]): CompletionSummary => ({
     outcome,
@@ -58,15 +66,15 @@ export function relay(body: ReadableStream<Uint8Array>, o: RelayOptions): Readab
 
   body.pipeTo(ts.writable, { preventAbort: true, preventClose: true }).then(
     () => {
+      if (clientGone) return o.onEnd(summary("client-abort"));
       const writer = ts.writable.getWriter();
       writer.close().catch(() => {});
       o.onEnd(summary("ok"));
     },
     (err: unknown) => {
       const writer = ts.writable.getWriter();
-      // An errored writable means the client went away (its cancel reached us through pipeTo,
-      // which has already cancelled the upstream body); otherwise the upstream failed.
-      if (writer.desiredSize === null) {
+      // An errored writable also means the client went away; otherwise the upstream failed.
+      if (clientGone || writer.desiredSize === null) {
         o.onEnd(summary("client-abort"));
         return;
       }

@@ -1,0 +1,48 @@
+import type { GatewayConfigInput } from "../../src/config/schema.ts";
+
+declare module "vitest" {
+  export interface ProvidedContext {
+    upstreams: Upstreams;
+  }
+}
+
+/** Where the test upstreams listen; provided by test/global-setup.ts. */
+export interface Upstreams {
+  fleetUrls: string[];
+  scriptedUrl: string;
+  deadUrl: string;
+}
+
+/** The upstream model name the simulated fleet serves: unlike any group name, so rewriting shows. */
+export const UPSTREAM_MODEL = "sim-upstream-7b";
+
+export const TEST_LIMITS = { maxBodyBytes: 64 * 1024, maxMessages: 256 };
+
+const fleetGroup = (name: string, fleetUrls: string[], extra: Record<string, unknown> = {}) => ({
+  name,
+  deployments: fleetUrls.map((baseUrl, i) => ({ id: `sim-${i}`, baseUrl, model: UPSTREAM_MODEL })),
+  ...extra,
+});
+
+/** One group per scenario, so test files running side by side never share routing state. */
+export function testConfig(u: Upstreams): GatewayConfigInput {
+  return {
+    auth: { masterKeyEnv: "KVGATE_MASTER_KEY", devOpenOnLoopback: false },
+    cors: { allowedOrigins: ["https://app.example"] },
+    limits: TEST_LIMITS,
+    releaseFlushMs: 10,
+    modelGroups: [
+      fleetGroup("routing", u.fleetUrls, { aliases: ["routing-alias"], saturation: 4 }),
+      fleetGroup("burst", u.fleetUrls, { saturation: 4 }),
+      fleetGroup("leases", u.fleetUrls),
+      fleetGroup("streaming", u.fleetUrls),
+      fleetGroup("errors", u.fleetUrls, { firstByteTimeoutMs: 300 }),
+      fleetGroup("sdk", u.fleetUrls, { hooks: ["restamp"] }),
+      fleetGroup("short-lease", u.fleetUrls, { leaseTtlMs: 200 }),
+      { name: "one-slot", deployments: [{ id: "only", baseUrl: u.fleetUrls[0] as string, model: UPSTREAM_MODEL, maxInFlight: 1 }] },
+      { name: "scripted", deployments: [{ id: "scripted", baseUrl: u.scriptedUrl, model: UPSTREAM_MODEL }] },
+      { name: "scripted-restamp", hooks: ["restamp"], deployments: [{ id: "scripted", baseUrl: u.scriptedUrl, model: UPSTREAM_MODEL }] },
+      { name: "dead", deployments: [{ id: "dead", baseUrl: u.deadUrl, model: UPSTREAM_MODEL }] },
+    ],
+  };
+}

@@ -1,0 +1,54 @@
+import { env, exports } from "cloudflare:workers";
+import { expect, vi } from "vitest";
+import type { GroupStatus } from "../../durable-objects/model-group.ts";
+
+/** Calls the gateway Worker in the Workers runtime, as a client would over HTTP. */
+export function gateway(path: string, init: RequestInit = {}, auth = true): Promise<Response> {
+  const headers = new Headers(init.headers);
+  if (auth && !headers.has("authorization")) headers.set("authorization", `Bearer ${env.KVGATE_MASTER_KEY}`);
+  return exports.default.fetch(new Request(`https://kvgate.test${path}`, { ...init, headers }));
+}
+
+export interface ChatMessage {
+  role: "system" | "user" | "assistant";
+  content: string;
+}
+
+export function chat(model: string, messages: ChatMessage[], extra: Record<string, unknown> = {}, init: RequestInit = {}): Promise<Response> {
+  return gateway("/v1/chat/completions", {
+    method: "POST",
+    ...init,
+    headers: { "content-type": "application/json", ...(init.headers as Record<string, string> | undefined) },
+    body: JSON.stringify({ model, messages, max_tokens: 4, ...extra }),
+  });
+}
+
+export function status(group: string): Promise<GroupStatus> {
+  return env.MODEL_GROUP.getByName(group).status(group);
+}
+
+export const inFlight = async (group: string) => (await status(group)).backends.reduce((n, b) => n + b.inFlight, 0);
+
+/** Releases reach the Durable Object a few ms after a response ends; wait for them. */
+export async function expectIdle(group: string): Promise<void> {
+  await vi.waitFor(async () => expect(await inFlight(group)).toBe(0), { timeout: 3000, interval: 20 });
+}
+
+/** A conversation whose system prompt is long enough to span many hash blocks. */
+export function conversation(topic: string, turns = 1): ChatMessage[] {
+  const messages: ChatMessage[] = [{ role: "system", content: `You are the ${topic} expert. `.repeat(60) }];
+  for (let t = 0; t < turns; t++) {
+    messages.push({ role: "user", content: `Question ${t} about ${topic}?` });
+    if (t < turns - 1) messages.push({ role: "assistant", content: `Answer ${t}.` });
+  }
+  return messages;
+}
+
+/** Reads an SSE body into its `data:` payloads. */
+export async function sseEvents(res: Response): Promise<string[]> {
+  const text = await res.text();
+  return text
+    .split("\n\n")
+    .filter((e) => e.startsWith("data: "))
+    .map((e) => e.slice("data: ".length));
+}

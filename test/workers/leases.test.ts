@@ -1,0 +1,62 @@
+import { env } from "cloudflare:workers";
+import { describe, expect, inject, it, vi } from "vitest";
+import { chat, conversation, expectIdle, inFlight, sseEvents, status } from "./gateway.ts";
+
+const G = "leases";
+
+describe("leases: in-flight counts always return to zero", () => {
+  it("after a normal non-streamed and streamed response", async () => {
+    const a = await chat(G, conversation("normal"));
+    expect(a.status).toBe(200);
+    await a.json();
+    const b = await chat(G, conversation("normal"), { stream: true, stream_options: { include_usage: true } });
+    await b.text();
+    await expectIdle(G);
+    const s = await status(G);
+    expect(s.backends.reduce((n, x) => n + x.completed, 0)).toBeGreaterThanOrEqual(2);
+  });
+
+  it("after an upstream error before the first byte", async () => {
+    const res = await chat(G, conversation("err"), { kvgate_sim: { fail_status: 500 } });
+    expect(res.status).toBe(502);
+    await res.text();
+    await expectIdle(G);
+  });
+
+  it("after the upstream dies mid-stream", async () => {
+    const res = await chat(G, conversation("die"), { stream: true, max_tokens: 20, kvgate_sim: { fail_after_chunks: 3 } });
+    expect(res.status).toBe(200);
+    await sseEvents(res);
+    await expectIdle(G);
+    expect((await status(G)).backends.reduce((n, b) => n + b.failed, 0)).toBeGreaterThanOrEqual(1);
+  });
+
+  it("after the client disconnects mid-stream, which also stops the upstream", async () => {
+    const res = await chat(G, conversation("abort"), { stream: true, max_tokens: 200, kvgate_sim: { chunk_delay_ms: 20 } });
+    const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+    const first = await reader.read();
+    expect(await inFlight(G)).toBe(1);
+    await reader.cancel();
+    await expectIdle(G);
+    expect((await status(G)).backends.reduce((n, b) => n + b.aborted, 0)).toBe(1);
+    // 200 tokens 20 ms apart would keep the upstream busy for 4 s: it must stop well before.
+    const url = inject("upstreams").fleetUrls[Number(res.headers.get("x-kvgate-backend")?.replace("sim-", ""))] as string;
+    await vi.waitFor(async () => expect(await (await fetch(`${url}/metrics`)).text()).toMatch(/^kvgate_sim_requests_running\{[^}]*\} 0$/m), { timeout: 1500, interval: 50 });
+  });
+
+  it("reclaims a lease that is never released once it expires", async () => {
+    const stub = env.MODEL_GROUP.getByName("short-lease");
+    // A Worker killed mid-stream: it took a lease and will never release it.
+    const decision = await stub.route("short-lease", [1, 2, 3], []);
+    expect(decision).not.toBeNull();
+    expect(await inFlight("short-lease")).toBe(1);
+    // The expiry alarm armed when the lease was taken fires and reclaims the slot.
+    await vi.waitFor(async () => expect(await inFlight("short-lease")).toBe(0), { timeout: 2000, interval: 25 });
+    const after = await status("short-lease");
+    expect(after.backends.reduce((n, b) => n + b.inFlight, 0)).toBe(0);
+    expect(after.backends.reduce((n, b) => n + b.expired, 0)).toBe(1);
+    // A late release of the reclaimed lease must not push a count below zero.
+    await stub.release("short-lease", [{ lease: decision?.lease ?? "", outcome: "ok" }]);
+    expect(await inFlight("short-lease")).toBe(0);
+  });
+});

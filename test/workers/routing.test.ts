@@ -1,0 +1,60 @@
+import { describe, expect, it } from "vitest";
+import { chat, conversation, expectIdle, status } from "./gateway.ts";
+
+describe("prefix-aware routing through the gateway", () => {
+  it("sends every turn of a conversation to the backend that holds its prefix", async () => {
+    const first = await chat("routing", conversation("glaciers", 1));
+    expect(first.status).toBe(200);
+    await first.text();
+    const backend = first.headers.get("x-kvgate-backend");
+    for (let turns = 2; turns <= 4; turns++) {
+      const res = await chat("routing", conversation("glaciers", turns));
+      await res.text();
+      expect(res.headers.get("x-kvgate-backend")).toBe(backend);
+      expect(res.headers.get("x-kvgate-reason")).toBe("prefix-hit");
+      const [matched, total] = (res.headers.get("x-kvgate-prefix-blocks") ?? "").split("/").map(Number);
+      expect(matched).toBeGreaterThan(0);
+      expect(matched).toBeLessThan(total as number);
+    }
+  });
+
+  it("answers aliases from the same group", async () => {
+    const res = await chat("routing-alias", conversation("glaciers", 2));
+    await res.text();
+    expect(res.headers.get("x-kvgate-reason")).toBe("prefix-hit");
+  });
+
+  it("spreads conversations with different prefixes over the backends", async () => {
+    const topics = ["volcanoes", "tides", "comets", "lichens", "basalt", "auroras", "monsoons", "dunes"];
+    const backends = new Set<string>();
+    for (const topic of topics) {
+      const res = await chat("routing", conversation(topic), { kvgate_sim: { first_byte_delay_ms: 0 } });
+      await res.text();
+      backends.add(res.headers.get("x-kvgate-backend") ?? "");
+    }
+    // Sequential and idle, each new prefix goes to a least-loaded backend chosen at random:
+    // eight of them landing on fewer than three backends would mean no spreading at all.
+    expect(backends.size).toBeGreaterThanOrEqual(3);
+    await expectIdle("routing");
+  });
+
+  it("puts no more than 4 in flight on any backend in a burst of 16 identical prefixes (saturation 4)", async () => {
+    const messages = conversation("burst");
+    const pending = Array.from({ length: 16 }, () => chat("burst", messages, { kvgate_sim: { first_byte_delay_ms: 400 } }));
+    // The responses are held upstream: look at the counts while all 16 are in flight.
+    await new Promise((r) => setTimeout(r, 200));
+    const during = await status("burst");
+    expect(during.backends.map((b) => b.inFlight)).toEqual([4, 4, 4, 4]);
+    const responses = await Promise.all(pending);
+    const perBackend = new Map<string, number>();
+    for (const res of responses) {
+      expect(res.status).toBe(200);
+      await res.text();
+      const b = res.headers.get("x-kvgate-backend") ?? "";
+      perBackend.set(b, (perBackend.get(b) ?? 0) + 1);
+    }
+    expect([...perBackend.values()]).toEqual([4, 4, 4, 4]);
+    expect(responses.some((r) => r.headers.get("x-kvgate-reason") === "prefix-hit")).toBe(true);
+    await expectIdle("burst");
+  });
+});

@@ -1,0 +1,33 @@
+import { randomBytes } from "node:crypto";
+import { cloudflareTest } from "@cloudflare/vitest-plugin";
+import { defineConfig } from "vitest/config";
+import { testConfig, type Upstreams } from "./test/support/test-config.ts";
+
+// A fresh master key per run: nothing secret is committed, and tests read it from the env.
+const masterKey = `sk-test-${randomBytes(16).toString("hex")}`;
+
+export default defineConfig({
+  test: {
+    projects: [
+      {
+        // Pure core (src/) and the fleet simulator, in Node.
+        test: { name: "unit", include: ["test/unit/**/*.test.ts"], environment: "node" },
+      },
+      {
+        // The gateway in the Workers runtime, against real HTTP upstreams on loopback.
+        plugins: [
+          cloudflareTest(({ inject }) => ({
+            wrangler: { configPath: "./wrangler.toml" },
+            miniflare: {
+              bindings: {
+                KVGATE_CONFIG: JSON.stringify(testConfig(inject("upstreams") as Upstreams)),
+                KVGATE_MASTER_KEY: masterKey,
+              },
+            },
+          })),
+        ],
+        test: { name: "workers", include: ["test/workers/**/*.test.ts"], globalSetup: ["test/global-setup.ts"], testTimeout: 15_000 },
+      },
+    ],
+  },
+});
