@@ -1,4 +1,5 @@
-import { Hono, type Context } from "hono";
+import type { Context } from "hono";
+import { Hono } from "hono/tiny";
 import { cors } from "hono/cors";
 import { GatewayError, notFound } from "../../src/openai/errors.ts";
 import type { LoadedConfig } from "../config.ts";
