@@ -44,6 +44,18 @@ describe("leases: in-flight counts always return to zero", () => {
     await vi.waitFor(async () => expect(await (await fetch(`${url}/metrics`)).text()).toMatch(/^kvgate_sim_requests_running\{[^}]*\} 0$/m), { timeout: 1500, interval: 50 });
   });
 
+  it("after the client disconnects before the upstream answered, which aborts the upstream request", async () => {
+    const before = (await status(G)).backends.reduce((n, b) => n + b.aborted, 0);
+    const client = new AbortController();
+    const pending = chat(G, conversation("impatient"), { kvgate_sim: { first_byte_delay_ms: 3000 } }, { signal: client.signal });
+    await vi.waitFor(async () => expect(await inFlight(G)).toBe(1), { timeout: 1000, interval: 10 });
+    client.abort();
+    await pending.catch(() => undefined);
+    // Released long before the upstream's 3 s delay would have ended.
+    await vi.waitFor(async () => expect(await inFlight(G)).toBe(0), { timeout: 1000, interval: 20 });
+    expect((await status(G)).backends.reduce((n, b) => n + b.aborted, 0)).toBe(before + 1);
+  });
+
   it("reclaims a lease that is never released once it expires", async () => {
     const stub = env.MODEL_GROUP.getByName("short-lease");
     // A Worker killed mid-stream: it took a lease and will never release it.
