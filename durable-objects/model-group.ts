@@ -7,6 +7,8 @@ export interface GroupStatus {
   group: string;
   strategy: string;
   leases: number;
+  /** RPCs this object served since it started: what benchmarks divide by requests. */
+  calls: { route: number; release: number };
   backends: BackendSnapshot[];
 }
 
@@ -19,6 +21,7 @@ export class ModelGroup extends DurableObject<Env> {
   private router: GroupRouter | null = null;
   private groupName = "";
   private alarmAt: number | null = null;
+  private readonly calls = { route: 0, release: 0 };
 
   private routerFor(group: string): GroupRouter {
     if (this.router) return this.router;
@@ -33,6 +36,7 @@ export class ModelGroup extends DurableObject<Env> {
 
   /** Releases the leases that rode along, then picks a backend and takes its slot. */
   route(group: string, chain: number[], released: LeaseRelease[]): RouteDecision | null {
+    this.calls.route++;
     const router = this.routerFor(group);
     for (const r of released) router.release(r);
     const decision = router.route(chain, Date.now());
@@ -41,6 +45,7 @@ export class ModelGroup extends DurableObject<Env> {
   }
 
   release(group: string, released: LeaseRelease[]): void {
+    this.calls.release++;
     const router = this.routerFor(group);
     for (const r of released) router.release(r);
   }
@@ -48,7 +53,7 @@ export class ModelGroup extends DurableObject<Env> {
   status(group: string): GroupStatus {
     // Counts as they stand: expiry is the alarm's and the route call's job, so a test can see it happen.
     const router = this.routerFor(group);
-    return { group: this.groupName, strategy: this.routerStrategy(), leases: router.leaseCount, backends: router.snapshot() };
+    return { group: this.groupName, strategy: this.routerStrategy(), leases: router.leaseCount, calls: { ...this.calls }, backends: router.snapshot() };
   }
 
   override async alarm(): Promise<void> {
