@@ -41,6 +41,12 @@ export const ModelGroupSchema = z.strictObject({
    */
   balanceAbs: z._default(nonNegativeInt(), 4),
   balanceRel: z._default(z.number().check(z.minimum(1)), 1.5),
+  /**
+   * A prefix matched by this many recent requests (a decaying count) is hot: its requests go to
+   * the least-loaded backend, so it spreads over the fleet. 0 turns hot-spreading off.
+   */
+  hotThreshold: z._default(z.number().check(z.minimum(0)), 2),
+  hotHalfLifeMs: z._default(positiveInt(), 10_000),
   /** Characters per hash block (about 16 tokens at 4 characters per token). */
   blockChars: z._default(z.number().check(z.int(), z.minimum(8), z.maximum(4096)), 64),
   /** Longest fingerprint sent to the Durable Object; later blocks are not hashed. */

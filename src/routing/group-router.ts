@@ -1,6 +1,10 @@
 import type { ResolvedGroup } from "../config/load.ts";
+import { HotPrefixes } from "./hot-prefixes.ts";
 import { PrefixSet } from "./prefix-set.ts";
-import { choose, type BackendView, type RouteReason, type Rng } from "./strategies.ts";
+import { choose, type BackendView, type HotProbe, type RouteReason, type Rng } from "./strategies.ts";
+
+/** Distinct hot-prefix candidates remembered per group. */
+const HOT_PREFIXES_TRACKED = 8192;
 
 export interface RouteDecision {
   backend: number;
@@ -59,10 +63,15 @@ export class GroupRouter {
   private seq = 0;
   private rrCursor = 0;
   private readonly rng: Rng;
+  private readonly hot: HotPrefixes | null;
+  private now = 0;
+  private readonly hotProbe: HotProbe;
 
   constructor(group: ResolvedGroup, rng: Rng = Math.random) {
     this.group = group;
     this.rng = rng;
+    this.hot = group.hotThreshold > 0 ? new HotPrefixes(HOT_PREFIXES_TRACKED, group.hotHalfLifeMs) : null;
+    this.hotProbe = (hash) => (this.hot as HotPrefixes).hit(hash, this.now) >= group.hotThreshold;
     this.epoch = Math.floor(rng() * 0x7fffffff).toString(36);
     this.backends = group.deployments.map((d) => ({
       id: d.id,
@@ -90,7 +99,8 @@ export class GroupRouter {
   route(chain: ArrayLike<number>, now: number): RouteDecision | null {
     if (this.leases.size > 0) this.expire(now);
     const g = this.group;
-    const choice = choose(g.strategy, this.backends, chain, g, this.rng, this.rrCursor);
+    this.now = now;
+    const choice = choose(g.strategy, this.backends, chain, g, this.rng, this.rrCursor, this.hot ? this.hotProbe : null);
     if (!choice) return null;
     if (g.strategy === "round-robin") this.rrCursor = (choice.index + 1) % this.backends.length;
     const b = this.backends[choice.index] as BackendState;

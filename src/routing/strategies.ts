@@ -1,7 +1,7 @@
 import type { Strategy } from "../config/schema.ts";
 import type { PrefixSet } from "./prefix-set.ts";
 
-export type RouteReason = "prefix-hit" | "least-loaded" | "round-robin" | "random" | "saturated-spill" | "load-balanced";
+export type RouteReason = "prefix-hit" | "hot-spread" | "least-loaded" | "round-robin" | "random" | "saturated-spill" | "load-balanced";
 
 /** What a strategy sees of one backend. */
 export interface BackendView {
@@ -15,6 +15,9 @@ export interface PrefixAwareParams {
   balanceAbs: number;
   balanceRel: number;
 }
+
+/** Records that a request matched the prefix ending at `hash`; says whether that prefix is hot. */
+export type HotProbe = (hash: number) => boolean;
 
 export interface Choice {
   index: number;
@@ -35,10 +38,11 @@ export function choose(
   params: PrefixAwareParams,
   rng: Rng,
   rrCursor: number,
+  hot: HotProbe | null = null,
 ): Choice | null {
   switch (strategy) {
     case "prefix-aware":
-      return prefixAware(backends, chain, params, rng);
+      return prefixAware(backends, chain, params, rng, hot);
     case "least-loaded": {
       const index = leastLoaded(backends, rng);
       return index < 0 ? null : { index, reason: "least-loaded", matched: 0 };
@@ -90,39 +94,58 @@ function leastLoaded(backends: readonly BackendView[], rng: Rng): number {
 
 /**
  * Longest cached prefix wins, unless that backend is saturated (in-flight at the valve) or much
- * busier than the least-loaded one — then the best match among the rest. Sending a hot prefix
- * elsewhere teaches a second backend that prefix, so a popular prompt spreads instead of piling up.
+ * busier than the least-loaded one — then the best match among the rest. A hot prefix (one many
+ * requests share) goes to the least-loaded backend instead, which learns it: a popular prompt is
+ * replicated across the fleet instead of piling onto the first backend that saw it, while a
+ * conversation's own history keeps it where its cache is.
  */
-function prefixAware(backends: readonly BackendView[], chain: ArrayLike<number>, p: PrefixAwareParams, rng: Rng): Choice | null {
+function prefixAware(backends: readonly BackendView[], chain: ArrayLike<number>, p: PrefixAwareParams, rng: Rng, hot: HotProbe | null): Choice | null {
   let minLoad = Infinity;
   for (const b of backends) if (b.inFlight < b.maxInFlight && b.inFlight < minLoad) minLoad = b.inFlight;
   if (minLoad === Infinity) return null;
 
+  const matches = new Array<number>(backends.length);
   let bestAll = 0;
   let bestAllSaturated = false;
+  for (let i = 0; i < backends.length; i++) {
+    const b = backends[i] as BackendView;
+    const m = b.inFlight >= b.maxInFlight || chain.length === 0 ? 0 : b.prefixes.match(chain);
+    matches[i] = m;
+    const saturated = b.inFlight >= p.saturation;
+    if (m > bestAll) {
+      bestAll = m;
+      bestAllSaturated = saturated;
+    } else if (m > 0 && m === bestAll && saturated) {
+      bestAllSaturated = true;
+    }
+  }
+  const spread = bestAll > 0 && hot !== null && hot(chain[bestAll - 1] as number);
+
   let pick = -1;
   let pickMatch = -1;
   let pickLoad = Infinity;
   let ties = 0;
   for (let i = 0; i < backends.length; i++) {
     const b = backends[i] as BackendView;
-    if (b.inFlight >= b.maxInFlight) continue;
-    const m = chain.length === 0 ? 0 : b.prefixes.match(chain);
-    const saturated = b.inFlight >= p.saturation;
-    const busy = b.inFlight - minLoad > p.balanceAbs && b.inFlight > p.balanceRel * minLoad;
-    if (m > bestAll) {
-      bestAll = m;
-      bestAllSaturated = saturated;
-    } else if (m === bestAll && saturated) {
-      bestAllSaturated = true;
+    if (b.inFlight >= b.maxInFlight || b.inFlight >= p.saturation) continue;
+    const m = matches[i] as number;
+    let better: boolean;
+    let tie: boolean;
+    if (spread) {
+      // Load first, then match: the copy on the least-loaded backend is the one to use or make.
+      better = b.inFlight < pickLoad || (b.inFlight === pickLoad && m > pickMatch);
+      tie = b.inFlight === pickLoad && m === pickMatch;
+    } else {
+      if (b.inFlight - minLoad > p.balanceAbs && b.inFlight > p.balanceRel * minLoad) continue;
+      better = m > pickMatch || (m === pickMatch && b.inFlight < pickLoad);
+      tie = m === pickMatch && b.inFlight === pickLoad;
     }
-    if (saturated || busy) continue;
-    if (m > pickMatch || (m === pickMatch && b.inFlight < pickLoad)) {
+    if (better) {
       pick = i;
       pickMatch = m;
       pickLoad = b.inFlight;
       ties = 1;
-    } else if (m === pickMatch && b.inFlight === pickLoad && rng() * ++ties < 1) {
+    } else if (tie && rng() * ++ties < 1) {
       pick = i;
     }
   }
@@ -130,11 +153,12 @@ function prefixAware(backends: readonly BackendView[], chain: ArrayLike<number>,
   if (pick < 0) {
     // Every backend is at the valve: overcommit the least-loaded rather than refuse.
     const index = leastLoaded(backends, rng);
-    return { index, reason: bestAll > 0 ? "saturated-spill" : "least-loaded", matched: index < 0 ? 0 : (backends[index] as BackendView).prefixes.match(chain) };
+    return { index, reason: bestAll > 0 ? "saturated-spill" : "least-loaded", matched: index < 0 ? 0 : (matches[index] as number) };
   }
   let reason: RouteReason;
   if (bestAll === 0) reason = "least-loaded";
   else if (pickMatch === bestAll) reason = "prefix-hit";
+  else if (spread) reason = "hot-spread";
   else reason = bestAllSaturated ? "saturated-spill" : "load-balanced";
   return { index: pick, reason, matched: pickMatch };
 }

@@ -79,13 +79,41 @@ describe("GroupRouter", () => {
   });
 
   it("weighs load before the valve: a much busier best match is passed over", () => {
-    const router = new GroupRouter(group({ saturation: 100, balanceAbs: 2, balanceRel: 1.5 }), rng(9));
+    const router = new GroupRouter(group({ saturation: 100, balanceAbs: 2, balanceRel: 1.5, hotThreshold: 0 }), rng(9));
     const first = router.route(chain(1, 30), 0);
     const reasons: string[] = [];
     for (let i = 0; i < 3; i++) reasons.push(router.route(chain(1, 30), 0)?.reason ?? "none");
     expect(reasons).toEqual(["prefix-hit", "prefix-hit", "load-balanced"]);
     const loads = router.snapshot().map((b) => b.inFlight);
     expect(loads[first?.backend ?? 0]).toBe(3);
+  });
+
+  it("spreads a hot prefix over the fleet instead of piling it onto the first backend", () => {
+    const router = new GroupRouter(group({ saturation: 100 }), rng(11));
+    const system = chain(7, 40);
+    const reasons: string[] = [];
+    // Eight requests share a long system prompt, each with its own question; all stay in flight.
+    for (let q = 0; q < 8; q++) reasons.push(router.route([...system, 9000 + q], 0)?.reason ?? "none");
+    const loads = router.snapshot().map((b) => b.inFlight);
+    expect(Math.max(...loads) - Math.min(...loads)).toBeLessThanOrEqual(1);
+    expect(reasons).toContain("hot-spread");
+    // Every backend now holds the prompt: later requests find it wherever load sends them.
+    expect(router.snapshot().every((b) => b.prefixBlocks >= 40)).toBe(true);
+  });
+
+  it("keeps a conversation on its backend although its system prompt is hot", () => {
+    const router = new GroupRouter(group({ saturation: 100 }), rng(13));
+    const system = chain(7, 40);
+    const sessions = [0, 1, 2, 3, 4, 5].map((s) => [...system, ...chain(100 + s, 3)]);
+    const home = sessions.map((c) => router.route(c, 0)?.backend);
+    for (let turn = 1; turn <= 3; turn++) {
+      sessions.forEach((c, s) => {
+        c.push(...chain(200 + s * 10 + turn, 3));
+        const d = router.route(c, 0);
+        expect(d?.backend).toBe(home[s]);
+        expect(d?.reason).toBe("prefix-hit");
+      });
+    }
   });
 
   it("overcommits the least-loaded backend when all are at the valve, and refuses at the hard cap", () => {

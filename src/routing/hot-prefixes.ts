@@ -1,0 +1,34 @@
+/**
+ * How often recent requests matched a given prefix, as an exponentially decaying score per block
+ * hash. A prefix that many requests share (a common system prompt, a popular document) is hot:
+ * it pays to hold it on several backends, so requests for it are spread by load. A prefix only
+ * one conversation extends (its own history) is never hot, so the conversation stays put.
+ * Bounded: the least recently hit hashes are forgotten first.
+ */
+export class HotPrefixes {
+  private readonly scores = new Map<number, { score: number; at: number }>();
+  private readonly capacity: number;
+  private readonly halfLifeMs: number;
+
+  constructor(capacity: number, halfLifeMs: number) {
+    this.capacity = capacity;
+    this.halfLifeMs = halfLifeMs;
+  }
+
+  /** Records a request matching the prefix that ends at `hash`; returns its score, this hit included. */
+  hit(hash: number, now: number): number {
+    const prev = this.scores.get(hash);
+    let score = 1;
+    if (prev) {
+      score += prev.score * 2 ** (-(now - prev.at) / this.halfLifeMs);
+      this.scores.delete(hash);
+    } else if (this.scores.size >= this.capacity) {
+      for (const oldest of this.scores.keys()) {
+        this.scores.delete(oldest);
+        break;
+      }
+    }
+    this.scores.set(hash, { score, at: now });
+    return score;
+  }
+}
