@@ -18,6 +18,7 @@ export interface FleetOptions extends GpuProfile, FaultKnobs {
   faultWorker: FaultTarget;
   seed: number;
   requestLogSize: number;
+  timeScale: number;
 }
 
 type Kind = "int" | "number" | "string" | "preset" | "fault-target";
@@ -50,6 +51,12 @@ export const OPTION_SPECS: { readonly [K in keyof FleetOptions]-?: OptionSpec } 
   slowFactor: { kind: "number", min: 0, help: "multiplies every latency of the faulty workers" },
   seed: { kind: "int", min: 0, max: 0xffffffff, help: "seed of the error/stall draws" },
   requestLogSize: { kind: "int", min: 0, max: 100_000, help: "requests kept for GET /sim/requests" },
+  timeScale: {
+    kind: "number",
+    min: 0.01,
+    max: 100,
+    help: "multiplies every GPU latency of every worker (0.25: the simulated GPUs run 4x faster than the real ones, for sweeps that would take hours; times measured are then scaled time)",
+  },
 };
 
 type GeneralOptions = Omit<FleetOptions, keyof GpuProfile>;
@@ -68,6 +75,7 @@ export const DEFAULTS: Readonly<GeneralOptions> = {
   slowFactor: 1,
   seed: 1,
   requestLogSize: 50,
+  timeScale: 1,
 };
 
 export function isOptionName(name: string): name is keyof FleetOptions {
@@ -120,10 +128,18 @@ export function faultsFor(options: FleetOptions, index: number): FaultKnobs {
   return { errorRate, stallRate, stallAfterChunks, dieAfterRequests, slowFactor };
 }
 
-/** The GPU profile fields of the options. */
+/** The GPU profile fields of the options, latencies scaled by timeScale. */
 export function profileOf(options: FleetOptions): GpuProfile {
-  const { kvCapacityBlocks, maxNumSeqs, maxModelLen, prefillBaseMs, prefillMsPerToken, decodeStepMs, batchSlowdown } = options;
-  return { kvCapacityBlocks, maxNumSeqs, maxModelLen, prefillBaseMs, prefillMsPerToken, decodeStepMs, batchSlowdown };
+  const { kvCapacityBlocks, maxNumSeqs, maxModelLen, prefillBaseMs, prefillMsPerToken, decodeStepMs, batchSlowdown, timeScale } = options;
+  return {
+    kvCapacityBlocks,
+    maxNumSeqs,
+    maxModelLen,
+    prefillBaseMs: prefillBaseMs * timeScale,
+    prefillMsPerToken: prefillMsPerToken * timeScale,
+    decodeStepMs: decodeStepMs * timeScale,
+    batchSlowdown,
+  };
 }
 
 /** The default of an option, as --help shows it: one value, or one per preset. */

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { fleetHelp, flagName, parseFleetArgs } from "../../bench/fleet/cli-args.ts";
-import { OPTION_SPECS, faultsFor, resolveFleetOptions } from "../../bench/fleet/options.ts";
+import { OPTION_SPECS, faultsFor, profileOf, resolveFleetOptions } from "../../bench/fleet/options.ts";
 import { PRESETS } from "../../bench/fleet/presets.ts";
 
 describe("fleet options", () => {
@@ -57,5 +57,18 @@ describe("fleet CLI arguments", () => {
     for (const name of Object.keys(OPTION_SPECS)) expect(help).toContain(flagName(name));
     expect(help).toContain("default: 9001");
     expect(help).toContain(`a100-7b ${PRESETS["a100-7b"].kvCapacityBlocks}`);
+  });
+});
+
+describe("timeScale", () => {
+  it("scales every GPU latency and nothing else", () => {
+    const real = profileOf(resolveFleetOptions({ preset: "l4-7b" }));
+    const fast = profileOf(resolveFleetOptions({ preset: "l4-7b", timeScale: 0.25 }));
+    expect(fast.prefillBaseMs).toBeCloseTo(real.prefillBaseMs / 4);
+    expect(fast.prefillMsPerToken).toBeCloseTo(real.prefillMsPerToken / 4);
+    expect(fast.decodeStepMs).toBeCloseTo(real.decodeStepMs / 4);
+    expect(fast.kvCapacityBlocks).toBe(real.kvCapacityBlocks);
+    expect(fast.batchSlowdown).toBe(real.batchSlowdown);
+    expect(() => resolveFleetOptions({ timeScale: 0 })).toThrow(/timeScale/);
   });
 });
