@@ -1,0 +1,83 @@
+import type { ReplayResult, RequestResult } from "./types.ts";
+
+/**
+ * Summary statistics of a replay, in the snake_case shape the routing benchmark writes to
+ * bench/results/routing.json.
+ */
+
+export interface Percentiles {
+  p50: number | null;
+  p95: number | null;
+  p99: number | null;
+}
+
+export interface ReplaySummary {
+  requests: number;
+  errors: number;
+  /** Σ cached_tokens / Σ prompt_tokens over successful requests that reported usage; null if none did. */
+  kv_hit: number | null;
+  ttft_ms: Percentiles;
+  total_ms: { p50: number | null };
+  /** Requests per backend (x-kvgate-backend) / all requests; requests without the header count under "unknown". */
+  backend_share: Record<string, number>;
+}
+
+/**
+ * Nearest-rank percentile: the smallest value with at least p% of the values at or below it,
+ * i.e. sorted[ceil(p / 100 × n) − 1]. It is always an observed value (no interpolation), so a
+ * p99 of 100 samples is the 99th smallest. null for no values.
+ */
+export function percentile(values: readonly number[], p: number): number | null {
+  return nearestRank([...values].sort((a, b) => a - b), p);
+}
+
+function nearestRank(sorted: readonly number[], p: number): number | null {
+  if (!(p > 0 && p <= 100)) throw new RangeError(`percentile must be in (0, 100], got ${p}`);
+  if (sorted.length === 0) return null;
+  return sorted[Math.ceil((p / 100) * sorted.length) - 1] ?? null;
+}
+
+function percentiles(values: readonly number[]): Percentiles {
+  const sorted = [...values].sort((a, b) => a - b);
+  return { p50: nearestRank(sorted, 50), p95: nearestRank(sorted, 95), p99: nearestRank(sorted, 99) };
+}
+
+/** Token-weighted KV hit rate: long prompts weigh more than short ones, as they cost more to prefill. */
+export function kvHit(requests: readonly RequestResult[]): number | null {
+  let cached = 0;
+  let prompt = 0;
+  for (const r of requests) {
+    if (r.error !== null || r.promptTokens === null) continue;
+    prompt += r.promptTokens;
+    cached += r.cachedTokens ?? 0;
+  }
+  return prompt === 0 ? null : cached / prompt;
+}
+
+export const UNKNOWN_BACKEND = "unknown";
+
+export function backendShare(requests: readonly RequestResult[]): Record<string, number> {
+  const counts = new Map<string, number>();
+  for (const r of requests) {
+    const key = r.backend ?? UNKNOWN_BACKEND;
+    counts.set(key, (counts.get(key) ?? 0) + 1);
+  }
+  const share: Record<string, number> = {};
+  for (const key of [...counts.keys()].sort()) share[key] = (counts.get(key) ?? 0) / requests.length;
+  return share;
+}
+
+/** Latencies are of successful requests only: a fast failure is not a fast answer. */
+export function summarize(result: ReplayResult): ReplaySummary {
+  const ok = result.requests.filter((r) => r.error === null);
+  const ttfts: number[] = [];
+  for (const r of ok) if (r.ttftMs !== null) ttfts.push(r.ttftMs);
+  return {
+    requests: result.requests.length,
+    errors: result.requests.length - ok.length,
+    kv_hit: kvHit(ok),
+    ttft_ms: percentiles(ttfts),
+    total_ms: { p50: percentile(ok.map((r) => r.totalMs), 50) },
+    backend_share: backendShare(result.requests),
+  };
+}

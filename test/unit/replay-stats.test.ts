@@ -1,0 +1,67 @@
+import { describe, expect, it } from "vitest";
+import { backendShare, kvHit, percentile, summarize, type RequestResult } from "../../bench/replay/index.ts";
+
+function request(overrides: Partial<RequestResult>): RequestResult {
+  return {
+    session: "s",
+    turn: 0,
+    status: 200,
+    error: null,
+    ttftMs: 10,
+    totalMs: 20,
+    promptTokens: 100,
+    cachedTokens: 0,
+    completionTokens: 8,
+    backend: null,
+    reason: null,
+    ...overrides,
+  };
+}
+
+describe("replay stats", () => {
+  it("takes nearest-rank percentiles: always an observed value", () => {
+    const hundred = Array.from({ length: 100 }, (_, i) => 100 - i);
+    expect(percentile(hundred, 50)).toBe(50);
+    expect(percentile(hundred, 95)).toBe(95);
+    expect(percentile(hundred, 99)).toBe(99);
+    expect(percentile(hundred, 100)).toBe(100);
+    expect(percentile([3, 1, 2], 50)).toBe(2);
+    expect(percentile([1, 2, 3, 4], 50)).toBe(2);
+    expect(percentile([7], 99)).toBe(7);
+    expect(percentile([], 50)).toBeNull();
+    expect(() => percentile([1], 0)).toThrow(RangeError);
+  });
+
+  it("weighs the KV hit rate by tokens, over successful requests that reported usage", () => {
+    const requests = [
+      request({ promptTokens: 100, cachedTokens: 90 }),
+      request({ promptTokens: 900, cachedTokens: 0 }),
+      request({ promptTokens: 1000, cachedTokens: 1000, error: "HTTP 500: x" }),
+      request({ promptTokens: null, cachedTokens: null }),
+    ];
+    expect(kvHit(requests)).toBeCloseTo(0.09);
+    expect(kvHit([request({ promptTokens: null })])).toBeNull();
+  });
+
+  it("shares requests among backends, unknown when there is no header", () => {
+    const share = backendShare([request({ backend: "b" }), request({ backend: "a" }), request({ backend: "a" }), request({})]);
+    expect(share).toEqual({ a: 0.5, b: 0.25, unknown: 0.25 });
+  });
+
+  it("summarizes a replay in the results file's shape, latencies from successful requests only", () => {
+    const requests = [
+      request({ ttftMs: 30, totalMs: 300, promptTokens: 200, cachedTokens: 100, backend: "gpu-0" }),
+      request({ ttftMs: 10, totalMs: 100, promptTokens: 200, cachedTokens: 150, backend: "gpu-1" }),
+      request({ ttftMs: 20, totalMs: 200, promptTokens: 100, cachedTokens: 0, backend: "gpu-0" }),
+      request({ status: 500, error: "HTTP 500: boom", ttftMs: null, totalMs: 1, promptTokens: null, cachedTokens: null, backend: "gpu-1" }),
+    ];
+    expect(summarize({ requests, wallMs: 1234 })).toEqual({
+      requests: 4,
+      errors: 1,
+      kv_hit: 0.5,
+      ttft_ms: { p50: 20, p95: 30, p99: 30 },
+      total_ms: { p50: 200 },
+      backend_share: { "gpu-0": 0.5, "gpu-1": 0.5 },
+    });
+  });
+});
