@@ -7,7 +7,8 @@
  * h[j < i], and the longest leading match can be found by binary search.
  */
 export class PrefixSet {
-  private readonly set = new Set<number>();
+  // hash → interior: some learned chain continues past this block. Map order is recency.
+  private readonly set = new Map<number, boolean>();
   readonly capacity: number;
 
   constructor(capacity: number) {
@@ -30,17 +31,27 @@ export class PrefixSet {
     return lo;
   }
 
+  /**
+   * Whether some learned chain continues past this block. A match that ends at an interior block
+   * ends where another prompt went on differently: the matched part is shared (a system prompt,
+   * a document). A match that ends at a chain's last block is a conversation coming back.
+   */
+  isInterior(hash: number): boolean {
+    return this.set.get(hash) === true;
+  }
+
   learn(chain: ArrayLike<number>): void {
     const set = this.set;
     const n = Math.min(chain.length, this.capacity);
     for (let i = n - 1; i >= 0; i--) {
       const h = chain[i] as number;
+      const interior = i < n - 1 || set.get(h) === true;
       set.delete(h);
-      set.add(h);
+      set.set(h, interior);
     }
     let excess = set.size - this.capacity;
     if (excess > 0) {
-      for (const h of set) {
+      for (const h of set.keys()) {
         set.delete(h);
         if (--excess === 0) break;
       }
@@ -49,7 +60,7 @@ export class PrefixSet {
 
   /** Oldest to newest, for persistence. */
   values(): number[] {
-    return [...this.set];
+    return [...this.set.keys()];
   }
 
   clear(): void {

@@ -94,10 +94,10 @@ function leastLoaded(backends: readonly BackendView[], rng: Rng): number {
 
 /**
  * Longest cached prefix wins, unless that backend is saturated (in-flight at the valve) or much
- * busier than the least-loaded one — then the best match among the rest. A hot prefix (one many
- * requests share) goes to the least-loaded backend instead, which learns it: a popular prompt is
- * replicated across the fleet instead of piling onto the first backend that saw it, while a
- * conversation's own history keeps it where its cache is.
+ * busier than the least-loaded one — then the best match among the rest. A shared prefix (a
+ * branch point, or a hot one) goes to the least-loaded backend instead, which learns it: a
+ * common prompt is replicated across the fleet instead of piling onto the first backend that saw
+ * it, while a conversation's own history keeps it where its cache is.
  */
 function prefixAware(backends: readonly BackendView[], chain: ArrayLike<number>, p: PrefixAwareParams, rng: Rng, hot: HotProbe | null): Choice | null {
   let minLoad = Infinity;
@@ -106,6 +106,7 @@ function prefixAware(backends: readonly BackendView[], chain: ArrayLike<number>,
 
   const matches = new Array<number>(backends.length);
   let bestAll = 0;
+  let bestAt = -1;
   let bestAllSaturated = false;
   for (let i = 0; i < backends.length; i++) {
     const b = backends[i] as BackendView;
@@ -114,12 +115,22 @@ function prefixAware(backends: readonly BackendView[], chain: ArrayLike<number>,
     const saturated = b.inFlight >= p.saturation;
     if (m > bestAll) {
       bestAll = m;
+      bestAt = i;
       bestAllSaturated = saturated;
     } else if (m > 0 && m === bestAll && saturated) {
       bestAllSaturated = true;
     }
   }
-  const spread = bestAll > 0 && hot !== null && hot(chain[bestAll - 1] as number);
+  // Shared, not owned: the match ends where another prompt branched off (a new conversation on a
+  // common system prompt), or many recent requests matched it. Either way a copy elsewhere
+  // costs one prefill and then serves everyone.
+  let spread = false;
+  if (bestAll > 0) {
+    const last = chain[bestAll - 1] as number;
+    const branched = (backends[bestAt] as BackendView).prefixes.isInterior(last);
+    const popular = hot !== null && hot(last);
+    spread = branched || popular;
+  }
 
   let pick = -1;
   let pickMatch = -1;

@@ -29,6 +29,16 @@ describe("PrefixSet", () => {
     expect(s.match([])).toBe(0);
   });
 
+  it("knows which blocks another chain continues past", () => {
+    const s = new PrefixSet(100);
+    s.learn([1, 2, 3]);
+    expect([1, 2, 3].map((h) => s.isInterior(h))).toEqual([true, true, false]);
+    s.learn([1, 2, 3, 4]);
+    expect(s.isInterior(3)).toBe(true);
+    s.learn([1, 2]);
+    expect(s.isInterior(2)).toBe(true);
+  });
+
   it("stays bounded and prefix-closed under eviction", () => {
     const s = new PrefixSet(50);
     const r = rng(7);
@@ -99,6 +109,19 @@ describe("GroupRouter", () => {
     expect(reasons).toContain("hot-spread");
     // Every backend now holds the prompt: later requests find it wherever load sends them.
     expect(router.snapshot().every((b) => b.prefixBlocks >= 40)).toBe(true);
+  });
+
+  it("sends a new conversation on a known system prompt to an idle backend, at its first repeat", () => {
+    const router = new GroupRouter(group({ saturation: 100, hotThreshold: 0 }), rng(17));
+    const system = chain(7, 40);
+    const first = router.route([...system, ...chain(100, 3)], 0);
+    const second = router.route([...system, ...chain(101, 3)], 0);
+    expect(second?.backend).not.toBe(first?.backend);
+    expect(second?.reason).toBe("hot-spread");
+    // The same prompt again is no branch: it stays where it was.
+    const again = router.route([...system, ...chain(100, 3)], 0);
+    expect(again?.backend).toBe(first?.backend);
+    expect(again?.reason).toBe("prefix-hit");
   });
 
   it("keeps a conversation on its backend although its system prompt is hot", () => {

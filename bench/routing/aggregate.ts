@@ -1,0 +1,54 @@
+import type { RoutingResults, RoutingRun } from "./types.ts";
+
+/** The figures of one (regime, trace, sessions, strategy) point: medians over seeds. */
+export interface Cell {
+  kv_hit: number | null;
+  p50: number | null;
+  p95: number | null;
+  p99: number | null;
+  total_p50: number | null;
+  errors: number;
+  requests: number;
+  /** Largest backend share (median over seeds). */
+  max_share: number | null;
+  seeds: number;
+}
+
+function median(values: (number | null)[]): number | null {
+  const v = values.filter((x): x is number => x !== null).sort((a, b) => a - b);
+  if (v.length === 0) return null;
+  const mid = v.length >> 1;
+  return v.length % 2 ? (v[mid] as number) : ((v[mid - 1] as number) + (v[mid] as number)) / 2;
+}
+
+export const key = (regime: string, trace: string, sessions: number, strategy: string) => `${regime}|${trace}|${sessions}|${strategy}`;
+
+export function aggregate(results: RoutingResults): Map<string, Cell> {
+  const groups = new Map<string, RoutingRun[]>();
+  for (const r of results.runs) {
+    const k = key(r.regime, r.trace, r.sessions, r.strategy);
+    const list = groups.get(k);
+    if (list) list.push(r);
+    else groups.set(k, [r]);
+  }
+  const out = new Map<string, Cell>();
+  for (const [k, runs] of groups) {
+    out.set(k, {
+      kv_hit: median(runs.map((r) => r.kv_hit)),
+      p50: median(runs.map((r) => r.ttft_ms.p50)),
+      p95: median(runs.map((r) => r.ttft_ms.p95)),
+      p99: median(runs.map((r) => r.ttft_ms.p99)),
+      total_p50: median(runs.map((r) => r.total_ms.p50)),
+      errors: runs.reduce((n, r) => n + r.errors, 0),
+      requests: runs.reduce((n, r) => n + r.requests, 0),
+      max_share: median(runs.map((r) => Math.max(...Object.values(r.backend_share)))),
+      seeds: runs.length,
+    });
+  }
+  return out;
+}
+
+/** Distinct values in run order. */
+export function axis<T>(runs: RoutingRun[], pick: (r: RoutingRun) => T): T[] {
+  return [...new Set(runs.map(pick))];
+}
