@@ -64,7 +64,8 @@ export function points(o: MatrixOptions): Point[] {
   const traces = o.quick ? (["multi-turn", "hot-prefix"] as TraceKind[]) : TRACE_KINDS;
   for (const regime of REGIMES) {
     if (o.regimes && !o.regimes.includes(regime.name)) continue;
-    const sessions = o.quick ? [regime.sessions[0] as number, regime.sessions.at(-2) as number] : regime.sessions;
+    // Quick: one concurrency per regime (past the pressure point in the pressured one).
+    const sessions = o.quick ? [regime.sessions[1] as number] : regime.sessions;
     for (const trace of traces) {
       if (o.traces && !o.traces.includes(trace)) continue;
       for (const n of sessions) {

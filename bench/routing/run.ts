@@ -1,6 +1,6 @@
 /**
  * npm run bench:routing [-- --quick] [--seeds 3] [--regime roomy,pressured] [--trace multi-turn,...]
- *                       [--strategy prefix-aware,...] [--report-only]
+ *                       [--strategy prefix-aware,...] [--out DIR] [--report-only]
  *
  * Replays seeded session traces through kvgate (served by Miniflare, one Durable Object per run)
  * in front of a fresh simulated fleet of 4 GPU workers (empty caches) for every strategy, regime,
@@ -17,7 +17,8 @@ import { REGIMES, points, type Point } from "./matrix.ts";
 import { renderReport } from "./report.ts";
 import type { RoutingResults, RoutingRun } from "./types.ts";
 
-const RESULTS = resolve(import.meta.dirname, "..", "results");
+const DEFAULT_RESULTS = resolve(import.meta.dirname, "..", "results");
+let RESULTS = DEFAULT_RESULTS;
 const MODEL = "kvgate-sim";
 
 function parseArgs(argv: string[]) {
@@ -26,7 +27,9 @@ function parseArgs(argv: string[]) {
     return i >= 0 ? (argv[i + 1] ?? "").split(",").filter(Boolean) : undefined;
   };
   const seedsAt = argv.indexOf("--seeds");
+  const outAt = argv.indexOf("--out");
   return {
+    out: outAt >= 0 ? resolve(argv[outAt + 1] ?? DEFAULT_RESULTS) : DEFAULT_RESULTS,
     quick: argv.includes("--quick"),
     reportOnly: argv.includes("--report-only"),
     seeds: seedsAt >= 0 ? Number(argv[seedsAt + 1]) : 3,
@@ -36,7 +39,7 @@ function parseArgs(argv: string[]) {
   };
 }
 
-async function runPoint(p: Point): Promise<RoutingRun> {
+async function runPoint(p: Point): Promise<{ run: RoutingRun; errorSamples: RoutingResults["error_samples"] }> {
   const trace = generateTrace(p.trace, { ...p.regime.trace[p.trace], sessions: p.sessions, seed: p.seed, ...(p.turns ? { turns: p.turns } : {}) });
   const fleet = await startFleet({ workers: 4, basePort: 0, preset: p.regime.preset, timeScale: p.regime.timeScale, servedModelName: MODEL });
   try {
@@ -57,7 +60,13 @@ async function runPoint(p: Point): Promise<RoutingRun> {
     try {
       const result = await replay(trace, { baseUrl: gateway.url, model: MODEL, timeoutMs: 300_000 });
       const s = summarize(result);
-      return { regime: p.regime.name, trace: p.trace, strategy: p.strategy, sessions: p.sessions, seed: p.seed, ...s };
+      const run = { regime: p.regime.name, trace: p.trace, strategy: p.strategy, sessions: p.sessions, seed: p.seed, ...s };
+      // A few failures of each run, verbatim: an error count alone says nothing about its cause.
+      const errorSamples = result.requests
+        .filter((r) => r.error !== null)
+        .slice(0, 3)
+        .map((r) => ({ regime: run.regime, trace: run.trace, strategy: run.strategy, sessions: run.sessions, seed: run.seed, status: r.status, error: r.error ?? "" }));
+      return { run, errorSamples };
     } finally {
       await gateway.dispose();
     }
@@ -102,6 +111,7 @@ function write(results: RoutingResults): void {
 
 async function main(): Promise<void> {
   const args = parseArgs(process.argv.slice(2));
+  RESULTS = args.out;
   if (args.reportOnly) {
     write(JSON.parse(readFileSync(join(RESULTS, "routing.json"), "utf8")) as RoutingResults);
     return;
@@ -122,6 +132,7 @@ async function main(): Promise<void> {
     })),
     footprints: footprints(),
     ceilings: [],
+    error_samples: [],
     runs: [],
   };
   const started = Date.now();
@@ -129,8 +140,9 @@ async function main(): Promise<void> {
     if (!results.ceilings.some((c) => c.regime === p.regime.name && c.trace === p.trace && c.sessions === p.sessions && c.seed === p.seed)) {
       results.ceilings.push({ regime: p.regime.name, trace: p.trace, sessions: p.sessions, seed: p.seed, kv_hit: await ceiling(p) });
     }
-    const run = await runPoint(p);
+    const { run, errorSamples } = await runPoint(p);
     results.runs.push(run);
+    results.error_samples.push(...errorSamples);
     write(results);
     const t = run.ttft_ms;
     console.log(

@@ -26,5 +26,6 @@ export interface RoutingResults {
   footprints: { regime: string; trace: string; sessions: number; working_set_tokens: number; max_prompt_tokens: number }[];
   /** kv_hit of one unbounded, zero-latency worker serving the whole trace: the ceiling for any routing. */
   ceilings: { regime: string; trace: string; sessions: number; seed: number; kv_hit: number | null }[];
+  error_samples: { regime: string; trace: string; strategy: string; sessions: number; seed: number; status: number; error: string }[];
   runs: RoutingRun[];
 }
