@@ -1,4 +1,3 @@
-import type { Hono } from "hono";
 import { GatewayError } from "../../src/openai/errors.ts";
 import { loadConfig, type LoadedConfig } from "../config.ts";
 import type { Env } from "../env.ts";
@@ -7,7 +6,7 @@ import { errorResponse } from "./proxy.ts";
 
 export { ModelGroup } from "../../durable-objects/model-group.ts";
 
-let built: { config: LoadedConfig; app: Hono<{ Bindings: Env }> } | null = null;
+let built: { config: LoadedConfig; app: ReturnType<typeof buildApp> } | null = null;
 
 export default {
   fetch(req: Request, env: Env, ctx: ExecutionContext): Response | Promise<Response> {
@@ -15,7 +14,7 @@ export default {
     if (!loaded.ok) {
       return errorResponse(new GatewayError(500, "server_error", `gateway misconfigured: ${loaded.error}`, "config_invalid"));
     }
-    if (!built || built.config !== loaded.config) built = { config: loaded.config, app: buildApp(loaded.config) as unknown as Hono<{ Bindings: Env }> };
+    if (!built || built.config !== loaded.config) built = { config: loaded.config, app: buildApp(loaded.config) };
     return built.app.fetch(req, env, ctx);
   },
 } satisfies ExportedHandler<Env>;
