@@ -20,7 +20,9 @@ export interface ChunkTransform {
 
 export interface CompletionSummary {
   outcome: "ok" | "upstream-error" | "client-abort";
-  bytes: number;
+  /** null on the fast path, which counts nothing (no hook asked). */
+  bytes: number | null;
+  /** The final usage event's figures, when a hook path read the tail; null on the fast path. */
   usage: Usage | null;
   ttftMs: number | null;
 }

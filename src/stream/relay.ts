@@ -11,6 +11,14 @@ export interface RelayOptions {
   sentAt: number;
   now: () => number;
   onEnd: (summary: CompletionSummary) => void;
+  /**
+   * A byte pipe the runtime pumps without running JavaScript per chunk (workerd's
+   * IdentityTransformStream). With it, and no transform, the body takes the fast path: nothing
+   * per chunk at all, and the summary has no byte count, first-byte time or usage.
+   */
+  nativePipe?: () => ReadableWritablePair<Uint8Array, Uint8Array>;
+  /** Whether the client has gone (request.signal in Workers); an errored pipe says so too. */
+  clientGone?: () => boolean;
 }
 
 const TAIL_BYTES = 8192;
@@ -23,6 +31,7 @@ const encoder = new TextEncoder();
  * instead of a silent truncation), or client disconnect (the upstream body is cancelled).
  */
 export function relay(body: ReadableStream<Uint8Array>, o: RelayOptions): ReadableStream<Uint8Array> {
+  if (o.transforms.length === 0 && o.nativePipe) return relayNative(body, o, o.nativePipe());
   const tail = new TailKeeper(TAIL_BYTES);
   const transforms = o.transforms;
   let bytes = 0;
@@ -74,7 +83,7 @@ export function relay(body: ReadableStream<Uint8Array>, o: RelayOptions): Readab
     (err: unknown) => {
       const writer = ts.writable.getWriter();
       // An errored writable also means the client went away; otherwise the upstream failed.
-      if (clientGone || writer.desiredSize === null) {
+      if (clientGone || writer.desiredSize === null || o.clientGone?.()) {
         o.onEnd(summary("client-abort"));
         return;
       }
@@ -99,4 +108,37 @@ export function relay(body: ReadableStream<Uint8Array>, o: RelayOptions): Readab
     },
   );
   return ts.readable;
+}
+
+/**
+ * The fast path: the runtime pumps upstream bytes into the client's stream natively; JavaScript
+ * runs once, when the pipe settles, to learn how the body ended and release the lease.
+ */
+function relayNative(body: ReadableStream<Uint8Array>, o: RelayOptions, pipe: ReadableWritablePair<Uint8Array, Uint8Array>): ReadableStream<Uint8Array> {
+  const end = (outcome: CompletionSummary["outcome"]) => o.onEnd({ outcome, bytes: null, usage: null, ttftMs: null });
+  body.pipeTo(pipe.writable, { preventAbort: true, preventClose: true }).then(
+    () => {
+      const writer = pipe.writable.getWriter();
+      if (writer.desiredSize === null || o.clientGone?.()) return end("client-abort");
+      writer.close().catch(() => {});
+      end("ok");
+    },
+    async (err: unknown) => {
+      const writer = pipe.writable.getWriter();
+      if (writer.desiredSize === null || o.clientGone?.()) return end("client-abort");
+      end("upstream-error");
+      try {
+        if (o.sse) {
+          const message = `upstream stream failed: ${err instanceof Error ? err.message : String(err)}`;
+          await writer.write(encoder.encode(sseErrorEvent(message, "upstream_stream_error")));
+          await writer.close();
+        } else {
+          await writer.abort(err);
+        }
+      } catch {
+        // The client disconnected in the meantime: nothing left to tell it.
+      }
+    },
+  );
+  return pipe.readable;
 }

@@ -70,3 +70,41 @@ describe("relay", () => {
     expect(cancelled).toBe(true);
   });
 });
+
+describe("relay, fast path (a natively pumped pipe, no transforms)", () => {
+  function startNative(body: ReadableStream<Uint8Array>, sse = true) {
+    let done!: (s: CompletionSummary) => void;
+    const ended = new Promise<CompletionSummary>((r) => (done = r));
+    const out = relay(body, { transforms: [], sse, sentAt: 0, now: () => 5, onEnd: done, nativePipe: () => new TransformStream<Uint8Array, Uint8Array>() });
+    return { out, ended };
+  }
+
+  it("passes bytes through unchanged and counts nothing", async () => {
+    const chunks = ['data: {"a":1}\n\n', usageEvent, "data: [DONE]\n\n"];
+    const { out, ended } = startNative(source(chunks));
+    expect(await new Response(out).text()).toBe(chunks.join(""));
+    expect(await ended).toEqual({ outcome: "ok", bytes: null, usage: null, ttftMs: null });
+  });
+
+  it("ends a stream whose upstream dies with an SSE error event", async () => {
+    const { out, ended } = startNative(source(['data: {"a":1}\n\n'], { failAfter: 1 }));
+    const text = await new Response(out).text();
+    expect(text.startsWith('data: {"a":1}\n\n')).toBe(true);
+    expect(text).toContain('"code":"upstream_stream_error"');
+    expect((await ended).outcome).toBe("upstream-error");
+  });
+
+  it("cancels the upstream when the client goes away", async () => {
+    let cancelled = false;
+    const endless = new ReadableStream<Uint8Array>({
+      pull: (c) => new Promise((r) => setTimeout(() => r(cancelled ? undefined : c.enqueue(enc.encode("data: {}\n\n"))), 1)),
+      cancel: () => void (cancelled = true),
+    });
+    const { out, ended } = startNative(endless);
+    const reader = out.getReader();
+    await reader.read();
+    await reader.cancel();
+    expect((await ended).outcome).toBe("client-abort");
+    expect(cancelled).toBe(true);
+  });
+});

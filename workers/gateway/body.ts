@@ -7,7 +7,15 @@ export async function readJsonBody(req: Request, limit: number): Promise<unknown
   const declared = req.headers.get("content-length");
   if (declared !== null && Number(declared) > limit) throw tooLarge(limit);
   if (!req.body) throw badRequest("request body is empty", null, "invalid_json");
-  const reader = req.body.getReader();
+  // A declared length within the limit is read in one native call; only a chunked body of
+  // unknown length is counted as it streams in.
+  const bytes = declared !== null ? new Uint8Array(await req.arrayBuffer()) : await readCounted(req.body, limit);
+  if (bytes.length > limit) throw tooLarge(limit);
+  return parseJson(bytes);
+}
+
+async function readCounted(body: ReadableStream<Uint8Array>, limit: number): Promise<Uint8Array> {
+  const reader = body.getReader();
   const parts: Uint8Array[] = [];
   let size = 0;
   for (;;) {
@@ -20,16 +28,17 @@ export async function readJsonBody(req: Request, limit: number): Promise<unknown
     }
     parts.push(value);
   }
-  let bytes: Uint8Array;
-  if (parts.length === 1) bytes = parts[0] as Uint8Array;
-  else {
-    bytes = new Uint8Array(size);
-    let o = 0;
-    for (const p of parts) {
-      bytes.set(p, o);
-      o += p.length;
-    }
+  if (parts.length === 1) return parts[0] as Uint8Array;
+  const bytes = new Uint8Array(size);
+  let o = 0;
+  for (const p of parts) {
+    bytes.set(p, o);
+    o += p.length;
   }
+  return bytes;
+}
+
+function parseJson(bytes: Uint8Array): unknown {
   let text: string;
   try {
     text = utf8.decode(bytes);

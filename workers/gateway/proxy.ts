@@ -147,6 +147,8 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
     sse: stream,
     sentAt,
     now: () => performance.now(),
+    nativePipe: () => new IdentityTransformStream(),
+    clientGone: () => p.req.signal.aborted,
     onEnd: (summary) => {
       p.req.signal.removeEventListener("abort", onClientGone);
       if (summary.outcome === "client-abort") abort.abort(new Error("client disconnected"));
