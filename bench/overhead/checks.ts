@@ -1,0 +1,104 @@
+/**
+ * Issue 4's targets, each a ratio or a difference between median runs of the same benchmark
+ * run (absolute figures from a shared 2-core machine mean little; ratios within a run do).
+ */
+import type { Measurement, Scenario } from "./measure.ts";
+import { find } from "./summary.ts";
+import { round } from "./stats.ts";
+
+export interface Check {
+  what: string;
+  goal: string;
+  value: number | null;
+  /** null when a figure it needs was not measured (target skipped or not installed). */
+  met: boolean | null;
+  /** How the value was computed, with the figures it came from. */
+  basis: string;
+}
+
+const NS50: Scenario = { mode: "nonstream", concurrency: 50, chunks: null };
+const ST50_20: Scenario = { mode: "stream", concurrency: 50, chunks: 20 };
+const ST50_100: Scenario = { mode: "stream", concurrency: 50, chunks: 100 };
+const ST1_20: Scenario = { mode: "stream", concurrency: 1, chunks: 20 };
+const ST1_100: Scenario = { mode: "stream", concurrency: 1, chunks: 100 };
+
+type Pick = (m: Measurement) => number | null;
+const rps: Pick = (m) => m.rps;
+const fullP50: Pick = (m) => m.latency.p50;
+const ttftP50: Pick = (m) => m.ttft.p50;
+
+export function evaluate(medians: readonly Measurement[]): Check[] {
+  const get = (label: string, s: Scenario, pick: Pick): number | null => {
+    const m = find(medians, label, s);
+    return m ? pick(m) : null;
+  };
+  const ratio = (what: string, goal: string, a: string, b: string, s: Scenario, pick: Pick, test: (r: number) => boolean, unit: string): Check => {
+    const x = get(a, s, pick);
+    const y = get(b, s, pick);
+    const value = x !== null && y !== null && y > 0 ? round(x / y) : null;
+    return { what, goal, value, met: value === null ? null : test(value), basis: `${a} ${fmt(x)} / ${b} ${fmt(y)} ${unit}` };
+  };
+  const litellm1 = medians.find((m) => m.target === "litellm" && m.workers === 1)?.label ?? "litellm-1w";
+
+  const checks: Check[] = [
+    ratio("kvgate / floor, non-streaming RPS at c=50", ">= 0.8", "kvgate", "floor", NS50, rps, (r) => r >= 0.8, "req/s"),
+    ratio("kvgate / floor, streaming RPS at c=50, 20 chunks", ">= 0.85", "kvgate", "floor", ST50_20, rps, (r) => r >= 0.85, "req/s"),
+    ratio("kvgate / floor, streaming RPS at c=50, 100 chunks", ">= 0.85", "kvgate", "floor", ST50_100, rps, (r) => r >= 0.85, "req/s"),
+    ratio("kvgate / floor, 100-chunk full-stream time p50 at c=1", "<= 1.05", "kvgate", "floor", ST1_100, fullP50, (r) => r <= 1.05, "ms"),
+  ];
+
+  const kt = get("kvgate", ST1_20, ttftP50);
+  const ft = get("floor", ST1_20, ttftP50);
+  const added = kt !== null && ft !== null ? round(kt - ft) : null;
+  checks.push({ what: "TTFT added over the floor, p50 at c=1 (ms)", goal: "<= 1", value: added, met: added === null ? null : added <= 1, basis: `kvgate ${fmt(kt)} − floor ${fmt(ft)} ms (20 chunks)` });
+
+  const dos = [NS50, ST50_20, ST50_100].map((s) => get("kvgate", s, (m) => m.doCallsPerRequest)).filter((x): x is number => x !== null);
+  const worst = dos.length > 0 ? Math.max(...dos) : null;
+  checks.push({ what: "Durable Object calls per request under load (c=50, worst scenario)", goal: "<= 1.2", value: worst, met: worst === null ? null : worst <= 1.2, basis: `kvgate at c=50: ${dos.join(", ")} (non-stream, 20, 100 chunks)` });
+
+  checks.push(ratio("kvgate / Portkey, non-streaming RPS at c=50", ">= 2", "kvgate", "portkey", NS50, rps, (r) => r >= 2, "req/s"));
+  checks.push(ratio("kvgate / LiteLLM (1 worker), non-streaming RPS at c=50", ">= 20", "kvgate", litellm1, NS50, rps, (r) => r >= 20, "req/s"));
+
+  const rs = get("kvgate-restamp", ST1_100, fullP50);
+  const ks = get("kvgate", ST1_100, fullP50);
+  const cost = rs !== null && ks !== null && ks > 0 ? round(((rs - ks) / ks) * 100) : null;
+  checks.push({ what: "restamp cost, share of 100-chunk full-stream time p50 at c=1 (%)", goal: "<= 5", value: cost, met: cost === null ? null : cost <= 5, basis: `kvgate-restamp ${fmt(rs)} vs kvgate ${fmt(ks)} ms` });
+  return checks;
+}
+
+/** Further ratios the report shows without a goal. */
+export function extraRatios(medians: readonly Measurement[]): { what: string; value: number | null; basis: string }[] {
+  const out: { what: string; value: number | null; basis: string }[] = [];
+  const r = (what: string, a: string, b: string, s: Scenario, pick: Pick): void => {
+    const x = find(medians, a, s);
+    const y = find(medians, b, s);
+    const xv = x ? pick(x) : null;
+    const yv = y ? pick(y) : null;
+    out.push({ what, value: xv !== null && yv !== null && yv > 0 ? round(xv / yv) : null, basis: `${a} ${fmt(xv)} / ${b} ${fmt(yv)}` });
+  };
+  r("floor / direct, non-streaming RPS at c=50", "floor", "direct", NS50, rps);
+  // What the runtime itself allows: a gateway cannot beat its floor by more than this.
+  r("floor / Portkey, non-streaming RPS at c=50", "floor", "portkey", NS50, rps);
+  const litellm1 = medians.find((m) => m.target === "litellm" && m.workers === 1)?.label;
+  if (litellm1) r("floor / LiteLLM (1 worker), non-streaming RPS at c=50", "floor", litellm1, NS50, rps);
+  r("kvgate-restamp / kvgate, streaming RPS at c=50, 100 chunks", "kvgate-restamp", "kvgate", ST50_100, rps);
+  r("kvgate-auth / kvgate, non-streaming RPS at c=50", "kvgate-auth", "kvgate", NS50, rps);
+  r("kvgate / floor, 100-chunk full-stream time p50 at c=50", "kvgate", "floor", ST50_100, fullP50);
+  r("kvgate / Portkey, streaming RPS at c=50, 20 chunks", "kvgate", "portkey", ST50_20, rps);
+  for (const m of medians.filter((x) => x.target === "litellm" && x.mode === "nonstream" && x.concurrency === 50)) {
+    r(`kvgate / LiteLLM (${m.workers} worker${m.workers === 1 ? "" : "s"}), non-streaming RPS at c=50`, "kvgate", m.label, NS50, rps);
+  }
+  return out;
+}
+
+function fmt(x: number | null): string {
+  return x === null ? "n/a" : String(x);
+}
+
+/** TTFT p50 each target adds over the floor, at c=1 with 20 chunks. */
+export function ttftAdded(medians: readonly Measurement[]): { label: string; addedMs: number | null }[] {
+  const floor = find(medians, "floor", ST1_20)?.ttft.p50 ?? null;
+  return medians
+    .filter((m) => m.mode === "stream" && m.concurrency === 1 && m.chunks === 20 && m.label !== "floor")
+    .map((m) => ({ label: m.label, addedMs: floor === null || m.ttft.p50 === null ? null : round(m.ttft.p50 - floor) }));
+}

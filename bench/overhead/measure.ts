@@ -1,0 +1,103 @@
+/**
+ * One measurement: a scenario (mode, concurrency, stream length) against one target, with the
+ * Durable Object's call counters read before and after, reduced to the figures the report keeps.
+ */
+import { setTimeout as sleep } from "node:timers/promises";
+import { chatBodies } from "./bodies.ts";
+import type { LoadResult, RequestSpec } from "./load-types.ts";
+import { runNonStreamLoad } from "./nonstream-load.ts";
+import { ascending, percentile, round } from "./stats.ts";
+import { runStreamLoad } from "./stream-load.ts";
+import { COMPLETIONS_PATH, doCalls, type Target, type TargetName } from "./targets.ts";
+
+export interface Scenario {
+  mode: "nonstream" | "stream";
+  concurrency: number;
+  /** Content events per stream (max_tokens); null for non-streaming. */
+  chunks: number | null;
+}
+
+/** Non-streaming answers stay short (the simulator's default length). */
+const NONSTREAM_TOKENS = 16;
+
+export const SCENARIOS: Scenario[] = [
+  { mode: "nonstream", concurrency: 1, chunks: null },
+  { mode: "nonstream", concurrency: 50, chunks: null },
+  { mode: "stream", concurrency: 1, chunks: 20 },
+  { mode: "stream", concurrency: 1, chunks: 100 },
+  { mode: "stream", concurrency: 50, chunks: 20 },
+  { mode: "stream", concurrency: 50, chunks: 100 },
+];
+
+export function scenarioKey(s: Scenario): string {
+  return `${s.mode}/c${s.concurrency}${s.chunks === null ? "" : `/${s.chunks}ch`}`;
+}
+
+export interface Distribution {
+  p50: number | null;
+  p95: number | null;
+  p99: number | null;
+}
+
+export interface Measurement extends Scenario {
+  target: TargetName;
+  label: string;
+  workers: number | undefined;
+  rps: number;
+  completed: number;
+  latency: Distribution;
+  ttft: { p50: number | null; p95: number | null };
+  errors: number;
+  errorSamples: string[];
+  doCallsPerRequest: number | null;
+  /** x-kvgate-overhead-ms as the responses reported it. */
+  overheadHeader: Distribution | null;
+}
+
+function distribution(values: number[]): Distribution {
+  const s = ascending(values);
+  return { p50: round(percentile(s, 50)), p95: round(percentile(s, 95)), p99: round(percentile(s, 99)) };
+}
+
+/** A finished lease waits up to releaseFlushMs (10 ms) for a route call before it flushes itself. */
+const FLUSH_WAIT_MS = 100;
+const MAX_REQUESTS = 500_000;
+
+export async function measure(target: Target, s: Scenario, durationMs: number): Promise<Measurement> {
+  const spec: RequestSpec = {
+    url: target.url + COMPLETIONS_PATH,
+    headers: target.headers,
+    bodies: chatBodies({ model: target.model, stream: s.mode === "stream", maxTokens: s.chunks ?? NONSTREAM_TOKENS }),
+  };
+  const load = { ...spec, connections: s.concurrency, durationMs, maxRequests: MAX_REQUESTS };
+  const before = await doCalls(target);
+  const r: LoadResult = s.mode === "stream" ? await runStreamLoad(load) : await runNonStreamLoad(load);
+  let perRequest: number | null = null;
+  if (before !== null) {
+    await sleep(FLUSH_WAIT_MS);
+    const after = (await doCalls(target)) as number;
+    const requests = r.completed + r.errors;
+    perRequest = requests > 0 ? round((after - before) / requests) : null;
+  }
+  const ttft = ascending(r.ttftMs);
+  return {
+    ...s,
+    target: target.name,
+    label: target.label,
+    workers: target.workers,
+    rps: r.elapsedMs > 0 ? (round((r.completed * 1000) / r.elapsedMs) as number) : 0,
+    completed: r.completed,
+    latency: distribution(r.latenciesMs),
+    ttft: s.mode === "stream" ? { p50: round(percentile(ttft, 50)), p95: round(percentile(ttft, 95)) } : { p50: null, p95: null },
+    errors: r.errors,
+    errorSamples: r.errorSamples,
+    doCallsPerRequest: perRequest,
+    overheadHeader: r.overheadMs.length > 0 ? distribution(r.overheadMs) : null,
+  };
+}
+
+/** Untimed traffic first: JIT, connection pools, the isolate and the Durable Object warm up. */
+export async function warmUp(target: Target, durationMs: number): Promise<void> {
+  await measure(target, { mode: "nonstream", concurrency: 50, chunks: null }, durationMs);
+  await measure(target, { mode: "stream", concurrency: 50, chunks: 20 }, durationMs / 2);
+}

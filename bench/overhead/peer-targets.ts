@@ -1,0 +1,56 @@
+/**
+ * The peer gateways as benchmark targets, measured only when installed
+ * (`npx node bench/peers/install.ts`); a missing one is skipped with a note, never estimated.
+ */
+import { availableParallelism, tmpdir } from "node:os";
+import { join } from "node:path";
+import { litellmInstalled, startLitellm } from "../peers/litellm.ts";
+import { portkeyInstalled, startPortkey, type PeerServer } from "../peers/portkey.ts";
+import { SIM_MODEL, type Target, type TargetName } from "./targets.ts";
+
+export type PeerStart = { ok: true; target: Target } | { ok: false; note: string };
+
+export interface PeerTarget {
+  label: string;
+  start(upstream: string, log: (line: string) => void): Promise<PeerStart>;
+}
+
+function asTarget(name: TargetName, label: string, s: PeerServer, workers?: number): Target {
+  return { name, label, url: s.url, model: SIM_MODEL, headers: s.headers, statusUrl: null, version: s.version, ...(workers === undefined ? {} : { workers }), stop: s.stop };
+}
+
+async function attempt(label: string, installed: boolean, start: () => Promise<Target>, log: (l: string) => void): Promise<PeerStart> {
+  if (!installed) return { ok: false, note: `${label}: not installed, skipped (install: npx node bench/peers/install.ts)` };
+  log(`starting ${label}`);
+  try {
+    return { ok: true, target: await start() };
+  } catch (e) {
+    return { ok: false, note: `${label}: failed to start, skipped: ${(e as Error).message}` };
+  }
+}
+
+/** Peer logs go to files, not pipes: an undrained pipe would stall a busy peer. */
+const logFile = (label: string): string => join(tmpdir(), `kvgate-bench-${label}.log`);
+
+/** `quick` keeps LiteLLM to one worker: a second start costs ~30 s of the 3-minute budget. */
+export function peerTargets(wanted: readonly TargetName[], quick: boolean): PeerTarget[] {
+  const peers: PeerTarget[] = [];
+  if (wanted.includes("portkey")) {
+    peers.push({
+      label: "portkey",
+      start: (upstream, log) => attempt("portkey", portkeyInstalled(), async () => asTarget("portkey", "portkey", await startPortkey(upstream, logFile("portkey"))), log),
+    });
+  }
+  if (wanted.includes("litellm")) {
+    // One worker (its default), then one per core, as LiteLLM's own docs recommend.
+    for (const workers of quick ? [1] : [...new Set([1, availableParallelism()])]) {
+      const label = `litellm-${workers}w`;
+      peers.push({
+        label,
+        start: (upstream, log) =>
+          attempt(label, litellmInstalled(), async () => asTarget("litellm", label, await startLitellm({ upstream, model: SIM_MODEL, workers, logFile: logFile(label) }), workers), log),
+      });
+    }
+  }
+  return peers;
+}

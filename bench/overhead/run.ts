@@ -1,0 +1,105 @@
+/**
+ * `npm run bench:overhead [-- --quick | --repeats N | --seconds S | --targets a,b]`
+ *
+ * What a gateway adds to a request, against the same zero-latency simulated fleet: reached
+ * directly, through the runtime's floor (a bare pass-through Worker), through kvgate (no hooks,
+ * restamp, auth) and through the peer gateways that are installed (bench/peers/install.ts).
+ * Writes bench/results/overhead.json and overhead.md.
+ */
+import { performance } from "node:perf_hooks";
+import { parseArgs } from "./args.ts";
+import { bundleInfo } from "./bundle.ts";
+import { startFleetProcess } from "./fleet-process.ts";
+import { machineInfo, toolVersions } from "./machine.ts";
+import { measure, scenarioKey, SCENARIOS, warmUp, type Measurement } from "./measure.ts";
+import { peerTargets } from "./peer-targets.ts";
+import { writeReport, type Report } from "./report.ts";
+import { directTarget, floorTarget, kvgateTarget, measureColdStart, type Target, type TargetName } from "./targets.ts";
+
+const args = parseArgs(process.argv.slice(2));
+const wants = (n: TargetName): boolean => args.targets.includes(n);
+const scenarios = args.scenarios.length === 0 ? SCENARIOS : SCENARIOS.filter((s) => args.scenarios.includes(scenarioKey(s)));
+if (scenarios.length === 0) throw new Error(`no scenario matches ${args.scenarios.join(",")} (${SCENARIOS.map(scenarioKey).join(", ")})`);
+const startedAt = performance.now();
+const log = (line: string): void => console.error(`[${((performance.now() - startedAt) / 1000).toFixed(0).padStart(4)} s] ${line}`);
+
+/** Two fleet workers: kvgate's group gets both (real routing); the others are sent to the first. */
+const FLEET_WORKERS = 2;
+
+const fleet = await startFleetProcess(FLEET_WORKERS);
+const upstream = fleet.urls[0] as string;
+const measurements: Measurement[] = [];
+const notes: string[] = [];
+const versions = toolVersions();
+const running: Target[] = [];
+
+async function runAll(targets: Target[]): Promise<void> {
+  for (const t of targets) {
+    log(`warm-up ${t.label}`);
+    await warmUp(t, args.warmSeconds * 1000);
+  }
+  for (let rep = 0; rep < args.repeats; rep++) {
+    // Alternate the order so slow drift of a shared machine does not always favour one target.
+    const order = rep % 2 === 0 ? targets : [...targets].reverse();
+    for (const t of order) {
+      for (const s of scenarios) {
+        const m = await measure(t, s, args.seconds * 1000);
+        measurements.push(m);
+        const ttft = m.ttft.p50 === null ? "" : ` ttft p50 ${m.ttft.p50} ms`;
+        const dos = m.doCallsPerRequest === null ? "" : ` DO/req ${m.doCallsPerRequest}`;
+        log(`rep ${rep + 1}/${args.repeats} ${t.label.padEnd(16)} ${scenarioKey(s).padEnd(18)} ${String(m.rps).padStart(8)} req/s  p50 ${m.latency.p50} ms${ttft}${dos}${m.errors ? `  ERRORS ${m.errors}: ${m.errorSamples[0]}` : ""}`);
+      }
+    }
+  }
+}
+
+try {
+  log(`fleet (preset instant, ${FLEET_WORKERS} workers, own process) at ${fleet.urls.join(" ")}`);
+  const bundle = await bundleInfo();
+  log(`bundle ${bundle.bytes} B, ${bundle.gzipBytes} B gzipped`);
+  const coldStart = wants("kvgate") ? await measureColdStart(() => kvgateTarget("kvgate", fleet.urls)) : null;
+  const floorColdStart = wants("floor") ? await measureColdStart(() => floorTarget(upstream)) : null;
+  if (coldStart) log(`cold start: kvgate ${coldStart.firstResponseMs.toFixed(0)} ms to the first answer (Miniflare ready after ${coldStart.readyMs.toFixed(0)} ms)`);
+
+  // The Workers targets stay up together and are measured in turns, so every ratio to the floor
+  // compares windows minutes apart at most.
+  if (wants("direct")) running.push(directTarget(upstream));
+  if (wants("floor")) running.push(await floorTarget(upstream));
+  for (const v of ["kvgate", "kvgate-restamp", "kvgate-auth"] as const) if (wants(v)) running.push(await kvgateTarget(v, fleet.urls));
+  await runAll(running);
+  for (const t of running.splice(0)) await t.stop();
+
+  // Peers one at a time: each is a fleet of processes of its own that would compete for the cores.
+  if (args.quick && wants("litellm")) notes.push("--quick: LiteLLM runs with 1 worker only; the full run adds workers = cores.");
+  for (const peer of peerTargets(args.targets, args.quick)) {
+    const started = await peer.start(upstream, log);
+    if (!started.ok) {
+      notes.push(started.note);
+      log(started.note);
+      continue;
+    }
+    running.push(started.target);
+    if (started.target.version) versions[started.target.name] = started.target.version;
+    await runAll([started.target]);
+    await started.target.stop();
+    running.pop();
+  }
+
+  const report: Report = {
+    command: `npm run bench:overhead${process.argv.length > 2 ? ` -- ${process.argv.slice(2).join(" ")}` : ""}`,
+    args,
+    machine: machineInfo(),
+    date: new Date().toISOString(),
+    bundle,
+    coldStart: { kvgate: coldStart, floor: floorColdStart },
+    fleet: { preset: "instant", workers: FLEET_WORKERS, process: "own child process" },
+    versions,
+    notes,
+    measurements,
+    elapsedSeconds: Math.round((performance.now() - startedAt) / 1000),
+  };
+  await writeReport(report, args.write, log);
+} finally {
+  for (const t of running) await t.stop().catch(() => {});
+  await fleet.stop();
+}

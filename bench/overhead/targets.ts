@@ -1,0 +1,111 @@
+/**
+ * The Workers-runtime targets, all in front of the same simulated fleet: the fleet itself
+ * (direct), the runtime's floor (a bare pass-through Worker), and kvgate three ways — no hooks,
+ * the restamp hook, auth on. Peers live in bench/peers/.
+ */
+import { randomBytes } from "node:crypto";
+import { performance } from "node:perf_hooks";
+import type { GatewayConfigInput } from "../../src/config/schema.ts";
+import { startFloor, startGateway } from "../harness/gateway.ts";
+import { chatBodies } from "./bodies.ts";
+
+export const TARGET_NAMES = ["direct", "floor", "kvgate", "kvgate-restamp", "kvgate-auth", "litellm", "portkey"] as const;
+export type TargetName = (typeof TARGET_NAMES)[number];
+
+export interface Target {
+  name: TargetName;
+  /** Distinguishes two runs of one target (LiteLLM with 1 worker and with one per core). */
+  label: string;
+  /** Origin, e.g. http://127.0.0.1:41873. */
+  url: string;
+  /** The model name the client sends. */
+  model: string;
+  /** Request headers the target needs (auth, peer routing). */
+  headers: Record<string, string>;
+  /** GET this (with `headers`) for the Durable Object's call counters; kvgate targets only. */
+  statusUrl: string | null;
+  /** LiteLLM's worker processes; recorded in its runs. */
+  workers?: number;
+  /** A peer's pinned version. */
+  version?: string;
+  stop(): Promise<void>;
+}
+
+export const COMPLETIONS_PATH = "/v1/chat/completions";
+/** The model the simulated fleet serves. */
+export const SIM_MODEL = "kvgate-sim";
+/** What restamp clients ask for: not the upstream's name, so every chunk is rewritten. */
+const RESTAMP_CLIENT_MODEL = "bookshop-assistant";
+
+function kvgateConfig(upstreams: string[], o: { name: string; hooks: "restamp"[]; devOpen: boolean }): GatewayConfigInput {
+  return {
+    auth: { devOpenOnLoopback: o.devOpen },
+    modelGroups: [
+      {
+        name: o.name,
+        hooks: o.hooks,
+        // Every fleet worker is a deployment, so the route call does the real prefix-aware work.
+        deployments: upstreams.map((baseUrl, i) => ({ id: `sim-${i}`, baseUrl, model: SIM_MODEL })),
+      },
+    ],
+  };
+}
+
+export function directTarget(upstream: string): Target {
+  return { name: "direct", label: "direct", url: upstream, model: SIM_MODEL, headers: {}, statusUrl: null, stop: async () => {} };
+}
+
+export async function floorTarget(upstream: string): Promise<Target> {
+  const w = await startFloor(upstream);
+  return { name: "floor", label: "floor", url: w.url, model: SIM_MODEL, headers: {}, statusUrl: null, stop: () => w.dispose() };
+}
+
+export type KvgateVariant = "kvgate" | "kvgate-restamp" | "kvgate-auth";
+
+export async function kvgateTarget(variant: KvgateVariant, upstreams: string[]): Promise<Target> {
+  const restamp = variant === "kvgate-restamp";
+  const auth = variant === "kvgate-auth";
+  const model = restamp ? RESTAMP_CLIENT_MODEL : SIM_MODEL;
+  const masterKey = auth ? `sk-${randomBytes(24).toString("hex")}` : undefined;
+  const config = kvgateConfig(upstreams, { name: model, hooks: restamp ? ["restamp"] : [], devOpen: !auth });
+  const w = await startGateway({ config, ...(masterKey ? { masterKey } : {}) });
+  const headers: Record<string, string> = masterKey ? { authorization: `Bearer ${masterKey}` } : {};
+  return { name: variant, label: variant, url: w.url, model, headers, statusUrl: `${w.url}/v1/kvgate/status`, stop: () => w.dispose() };
+}
+
+export interface ColdStart {
+  /** new Miniflare → ready to accept connections. */
+  readyMs: number;
+  /** new Miniflare → first completion answered (config parse, isolate and Durable Object start). */
+  firstResponseMs: number;
+}
+
+/**
+ * Time from a new Miniflare (bundle already built) to the first answered request. Locally this
+ * is workerd's process start plus the isolate's; on Cloudflare only the isolate part applies.
+ */
+export async function measureColdStart(start: () => Promise<Target>): Promise<ColdStart> {
+  const t0 = performance.now();
+  const target = await start();
+  const readyMs = performance.now() - t0;
+  try {
+    const body = chatBodies({ model: target.model, stream: false, maxTokens: 4 })[0] as string;
+    const res = await fetch(target.url + COMPLETIONS_PATH, { method: "POST", headers: { "content-type": "application/json", ...target.headers }, body });
+    await res.arrayBuffer();
+    if (res.status !== 200) throw new Error(`cold-start request answered ${res.status}`);
+    return { readyMs, firstResponseMs: performance.now() - t0 };
+  } finally {
+    await target.stop();
+  }
+}
+
+/** Sum of the Durable Object's route and release calls over every group. */
+export async function doCalls(target: Target): Promise<number | null> {
+  if (!target.statusUrl) return null;
+  const res = await fetch(target.statusUrl, { headers: target.headers });
+  if (!res.ok) throw new Error(`status endpoint answered ${res.status}`);
+  const status = (await res.json()) as { groups: { calls: { route: number; release: number } }[] };
+  let n = 0;
+  for (const g of status.groups) n += g.calls.route + g.calls.release;
+  return n;
+}
