@@ -142,6 +142,13 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
     const t = h.onChunk?.(hookCtx);
     if (t) transforms.push(t);
   }
+  if (!stream && transforms.length === 0 && pipeline.complete.length === 0) {
+    // A non-streamed answer is whole when its headers arrive (the GPU work is done), and no hook
+    // wants its bytes: hand the body over as it is and free the slot now.
+    p.req.signal.removeEventListener("abort", onClientGone);
+    release("ok");
+    return new Response(up.body, { status: 200, headers: out });
+  }
   const relayed = relay(up.body, {
     transforms,
     sse: stream,
