@@ -1,3 +1,5 @@
+import { concat } from "./bytes.ts";
+
 /**
  * Byte-level search and replace over a stream of chunks, for rewriting `"model":"<upstream>"`
  * to the name the client asked for. No decoding or JSON parsing: a chunk without a match is
@@ -63,16 +65,4 @@ function heldTail(data: Uint8Array, from: number, p: Uint8Array): number {
     if (s + k === data.length) return data.length - s;
   }
   return 0;
-}
-
-export function concat(...parts: Uint8Array[]): Uint8Array {
-  let n = 0;
-  for (const part of parts) n += part.length;
-  const out = new Uint8Array(n);
-  let o = 0;
-  for (const part of parts) {
-    out.set(part, o);
-    o += part.length;
-  }
-  return out;
 }

@@ -1,4 +1,4 @@
-import { concat } from "./restamp.ts";
+import { concat } from "./bytes.ts";
 
 export interface Usage {
   promptTokens: number;

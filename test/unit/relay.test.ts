@@ -20,6 +20,16 @@ function source(chunks: string[], opts: { failAfter?: number; onCancel?: () => v
   });
 }
 
+/** An upstream that never ends on its own; says whether it was cancelled. */
+function endlessSource(): { endless: ReadableStream<Uint8Array>; cancelled: () => boolean } {
+  let cancelled = false;
+  const endless = new ReadableStream<Uint8Array>({
+    pull: (c) => new Promise((r) => setTimeout(() => r(cancelled ? undefined : c.enqueue(enc.encode("data: {}\n\n"))), 1)),
+    cancel: () => void (cancelled = true),
+  });
+  return { endless, cancelled: () => cancelled };
+}
+
 function start(body: ReadableStream<Uint8Array>, sse = true): { out: ReadableStream<Uint8Array>; ended: Promise<CompletionSummary> } {
   let done!: (s: CompletionSummary) => void;
   const ended = new Promise<CompletionSummary>((r) => (done = r));
@@ -57,17 +67,13 @@ describe("relay", () => {
   });
 
   it("cancels the upstream when the client goes away", async () => {
-    let cancelled = false;
-    const endless = new ReadableStream<Uint8Array>({
-      pull: (c) => new Promise((r) => setTimeout(() => r(cancelled ? undefined : c.enqueue(enc.encode("data: {}\n\n"))), 1)),
-      cancel: () => void (cancelled = true),
-    });
+    const { endless, cancelled } = endlessSource();
     const { out, ended } = start(endless);
     const reader = out.getReader();
     expect(dec.decode((await reader.read()).value)).toBe("data: {}\n\n");
     await reader.cancel();
     expect((await ended).outcome).toBe("client-abort");
-    expect(cancelled).toBe(true);
+    expect(cancelled()).toBe(true);
   });
 });
 
@@ -95,16 +101,12 @@ describe("relay, fast path (a natively pumped pipe, no transforms)", () => {
   });
 
   it("cancels the upstream when the client goes away", async () => {
-    let cancelled = false;
-    const endless = new ReadableStream<Uint8Array>({
-      pull: (c) => new Promise((r) => setTimeout(() => r(cancelled ? undefined : c.enqueue(enc.encode("data: {}\n\n"))), 1)),
-      cancel: () => void (cancelled = true),
-    });
+    const { endless, cancelled } = endlessSource();
     const { out, ended } = startNative(endless);
     const reader = out.getReader();
     await reader.read();
     await reader.cancel();
     expect((await ended).outcome).toBe("client-abort");
-    expect(cancelled).toBe(true);
+    expect(cancelled()).toBe(true);
   });
 });

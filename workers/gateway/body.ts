@@ -1,4 +1,5 @@
 import { badRequest, tooLarge } from "../../src/openai/errors.ts";
+import { concat } from "../../src/stream/bytes.ts";
 
 const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: false });
 
@@ -28,14 +29,7 @@ async function readCounted(body: ReadableStream<Uint8Array>, limit: number): Pro
     }
     parts.push(value);
   }
-  if (parts.length === 1) return parts[0] as Uint8Array;
-  const bytes = new Uint8Array(size);
-  let o = 0;
-  for (const p of parts) {
-    bytes.set(p, o);
-    o += p.length;
-  }
-  return bytes;
+  return parts.length === 1 ? (parts[0] as Uint8Array) : concat(...parts);
 }
 
 function parseJson(bytes: Uint8Array): unknown {

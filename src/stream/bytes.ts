@@ -1,0 +1,12 @@
+/** One array holding the parts in order. */
+export function concat(...parts: Uint8Array[]): Uint8Array {
+  let n = 0;
+  for (const part of parts) n += part.length;
+  const out = new Uint8Array(n);
+  let o = 0;
+  for (const part of parts) {
+    out.set(part, o);
+    o += part.length;
+  }
+  return out;
+}
