@@ -37,6 +37,7 @@ export const OPTION_SPECS: { readonly [K in keyof FleetOptions]-?: OptionSpec } 
   preset: { kind: "preset", help: `GPU profile: ${PRESET_NAMES.join(", ")}` },
   kvCapacityBlocks: { kind: "int", min: 0, help: "KV-cache capacity per worker, in 16-token blocks" },
   maxNumSeqs: { kind: "int", min: 1, help: "sequences decoded at once; more queue FIFO" },
+  maxNumBatchedTokens: { kind: "int", min: 1, help: "tokens per engine step: one per decoding sequence, the rest prefill chunks" },
   maxModelLen: { kind: "int", min: 1, help: "max prompt + output tokens; longer requests get 400" },
   prefillBaseMs: { kind: "number", min: 0, help: "fixed cost of a step that prefills, ms" },
   prefillMsPerToken: { kind: "number", min: 0, help: "prefill cost per uncached prompt token, ms" },
@@ -130,10 +131,11 @@ export function faultsFor(options: FleetOptions, index: number): FaultKnobs {
 
 /** The GPU profile fields of the options, latencies scaled by timeScale. */
 export function profileOf(options: FleetOptions): GpuProfile {
-  const { kvCapacityBlocks, maxNumSeqs, maxModelLen, prefillBaseMs, prefillMsPerToken, decodeStepMs, batchSlowdown, timeScale } = options;
+  const { kvCapacityBlocks, maxNumSeqs, maxNumBatchedTokens, maxModelLen, prefillBaseMs, prefillMsPerToken, decodeStepMs, batchSlowdown, timeScale } = options;
   return {
     kvCapacityBlocks,
     maxNumSeqs,
+    maxNumBatchedTokens,
     maxModelLen,
     prefillBaseMs: prefillBaseMs * timeScale,
     prefillMsPerToken: prefillMsPerToken * timeScale,

@@ -11,6 +11,8 @@ export interface GpuProfile {
   kvCapacityBlocks: number;
   /** Sequences decoded together; more wait in a FIFO queue (vLLM --max-num-seqs). */
   maxNumSeqs: number;
+  /** Tokens one engine step computes, decode tokens first, prefill chunked into the rest (vLLM --max-num-batched-tokens). */
+  maxNumBatchedTokens: number;
   /** Longest prompt + output accepted, in tokens (vLLM --max-model-len). */
   maxModelLen: number;
   /** Fixed cost of a step that prefills: one pass over the weights plus server overhead. */
@@ -26,6 +28,7 @@ export interface GpuProfile {
 export const PROFILE_KEYS = [
   "kvCapacityBlocks",
   "maxNumSeqs",
+  "maxNumBatchedTokens",
   "maxModelLen",
   "prefillBaseMs",
   "prefillMsPerToken",
@@ -94,6 +97,14 @@ const DECODE_BANDWIDTH_EFFICIENCY = 0.77;
 /** Prefill is compute-bound; ~55% model FLOPs utilisation is typical of vLLM prefill. */
 const PREFILL_MFU = 0.55;
 
+/**
+ * vLLM v1's default --max-num-batched-tokens for its OpenAI server (chunked prefill is on by
+ * default): 8192 on GPUs of 70 GiB or more except the A100 (PR #17885: a larger budget lowered
+ * A100 throughput), 2048 everywhere else — so 2048 for both presets here
+ * (vllm/engine/arg_utils.py, EngineArgs.get_batch_defaults).
+ */
+const VLLM_SERVER_BATCHED_TOKENS = 2048;
+
 /** API server, tokenizer and scheduler time around the first forward pass (~6 ms). */
 const SERVER_OVERHEAD_MS = 6;
 
@@ -125,6 +136,7 @@ function round(x: number, digits: number): number {
 const A100_7B: GpuProfile = {
   kvCapacityBlocks: kvBlocks(81_920 * MiB, 2 * GiB),
   maxNumSeqs: 256,
+  maxNumBatchedTokens: VLLM_SERVER_BATCHED_TOKENS,
   maxModelLen: MISTRAL_7B.maxPositionEmbeddings,
   prefillBaseMs: round(decodeStepMsFor(2_039e9) + SERVER_OVERHEAD_MS, 1),
   prefillMsPerToken: prefillMsPerTokenFor(312e12),
@@ -147,6 +159,7 @@ const A100_7B: GpuProfile = {
 const L4_7B: GpuProfile = {
   kvCapacityBlocks: kvBlocks(23_034 * MiB, 1.5 * GiB),
   maxNumSeqs: 256,
+  maxNumBatchedTokens: VLLM_SERVER_BATCHED_TOKENS,
   maxModelLen: MISTRAL_7B.maxPositionEmbeddings,
   prefillBaseMs: round(decodeStepMsFor(300e9) + SERVER_OVERHEAD_MS, 1),
   prefillMsPerToken: prefillMsPerTokenFor(121e12),
@@ -161,6 +174,7 @@ const L4_7B: GpuProfile = {
 const INSTANT: GpuProfile = {
   kvCapacityBlocks: 262_144,
   maxNumSeqs: 65_536,
+  maxNumBatchedTokens: 1_048_576,
   maxModelLen: 1_048_576,
   prefillBaseMs: 0,
   prefillMsPerToken: 0,

@@ -23,6 +23,8 @@ export interface Ticket {
 export interface SchedulerLimits {
   maxNumSeqs: number;
   kvCapacityBlocks: number;
+  /** Tokens one step computes: a decode token per decoding sequence, then prefill chunks (vLLM --max-num-batched-tokens). */
+  maxNumBatchedTokens: number;
 }
 
 type SlotState = "waiting" | "prefilling" | "decoding" | "paced" | "gone";
@@ -32,6 +34,10 @@ interface Slot {
   state: SlotState;
   emitted: number;
   timer: NodeJS.Timeout | undefined;
+  /** Prompt tokens still to prefill, set at admission. */
+  prefillLeft: number;
+  /** Prompt tokens this step prefills; -1 when the step does not prefill this sequence. */
+  chunk: number;
 }
 
 /**
@@ -71,7 +77,7 @@ export class BatchScheduler {
   }
 
   submit(seq: Sequence): Ticket {
-    const slot: Slot = { seq, state: "waiting", emitted: 0, timer: undefined };
+    const slot: Slot = { seq, state: "waiting", emitted: 0, timer: undefined, prefillLeft: 0, chunk: -1 };
     this.waitingQueue.push(slot);
     this.waitingCount++;
     this.wake();
@@ -100,11 +106,31 @@ export class BatchScheduler {
     });
   }
 
+  /**
+   * Schedules one step as vLLM v1's scheduler does with chunked prefill: every decoding sequence
+   * takes one token of the step's budget, then sequences partway through their prompt continue in
+   * admission order, then waiting ones are admitted FIFO, each prefilling as much of its uncached
+   * prompt as the budget has left. A prompt longer than the budget spans several steps, so a burst
+   * of arrivals gets its first tokens one after another rather than all at the end of one long step.
+   */
   private beginStep(): void {
-    const admitted: Slot[] = [];
-    let uncached = 0;
+    let decoding = 0;
+    for (const s of this.runningSet) if (s.state === "decoding") decoding++;
+    let budget = this.limits.maxNumBatchedTokens - decoding;
+    let prefillTokens = 0;
+    let prefilling = 0;
+    const take = (slot: Slot): void => {
+      slot.chunk = Math.min(slot.prefillLeft, Math.max(0, budget));
+      budget -= slot.chunk;
+      prefillTokens += slot.chunk;
+      prefilling++;
+    };
+    for (const s of this.runningSet) {
+      if (budget <= 0) break;
+      if (s.state === "prefilling") take(s);
+    }
     let slot: Slot | undefined;
-    while (this.runningSet.size < this.limits.maxNumSeqs && (slot = this.peekWaiting())) {
+    while (budget > 0 && this.runningSet.size < this.limits.maxNumSeqs && (slot = this.peekWaiting())) {
       // A sequence larger than the whole cache still runs, alone, rather than never.
       const fits = this.pinnedBlocks + slot.seq.blocksNeeded <= this.limits.kvCapacityBlocks;
       if (!fits && this.runningSet.size > 0) break;
@@ -112,14 +138,12 @@ export class BatchScheduler {
       slot.state = "prefilling";
       this.runningSet.add(slot);
       this.pinnedBlocks += slot.seq.blocksNeeded;
-      uncached += slot.seq.admit();
-      admitted.push(slot);
+      slot.prefillLeft = slot.seq.admit();
+      take(slot);
     }
-    let decoding = 0;
-    for (const s of this.runningSet) if (s.state === "decoding") decoding++;
-    if (admitted.length === 0 && decoding === 0) return;
+    if (prefilling === 0 && decoding === 0) return;
 
-    const ms = this.cost.stepMs(uncached, admitted.length, decoding, this.runningSet.size);
+    const ms = this.cost.stepMs(prefillTokens, prefilling, decoding, this.runningSet.size);
     const end = (): void => this.endStep();
     if (ms > 0) this.stepTimer = setTimeout(end, ms);
     else this.stepImmediate = setImmediate(end);
@@ -132,7 +156,11 @@ export class BatchScheduler {
     try {
       for (const slot of this.runningSet) {
         if (slot.state === "prefilling") {
-          // Prefill computes the first output token.
+          if (slot.chunk < 0) continue;
+          slot.prefillLeft -= slot.chunk;
+          slot.chunk = -1;
+          if (slot.prefillLeft > 0) continue;
+          // The step that finishes the prompt computes the first output token.
           this.emit(slot);
           if (slot.state === "prefilling") {
             slot.state = slot.seq.tokenIntervalMs > 0 ? "paced" : "decoding";

@@ -58,7 +58,7 @@ function fakeSeq(name: string, log: string[], opts: { tokens: number; blocks?: n
 describe("BatchScheduler", () => {
   it("queues FIFO beyond maxNumSeqs", async () => {
     const log: string[] = [];
-    const s = new BatchScheduler(recordingCost([]), { maxNumSeqs: 1, kvCapacityBlocks: 100 });
+    const s = new BatchScheduler(recordingCost([]), { maxNumSeqs: 1, kvCapacityBlocks: 100, maxNumBatchedTokens: 4096 });
     const a = fakeSeq("a", log, { tokens: 3 });
     const b = fakeSeq("b", log, { tokens: 2 });
     s.submit(a);
@@ -73,7 +73,7 @@ describe("BatchScheduler", () => {
   it("decodes running sequences together, one token each per step", async () => {
     const log: string[] = [];
     const calls: StepCall[] = [];
-    const s = new BatchScheduler(recordingCost(calls), { maxNumSeqs: 8, kvCapacityBlocks: 100 });
+    const s = new BatchScheduler(recordingCost(calls), { maxNumSeqs: 8, kvCapacityBlocks: 100, maxNumBatchedTokens: 4096 });
     const a = fakeSeq("a", log, { tokens: 3, uncached: 30 });
     const b = fakeSeq("b", log, { tokens: 3, uncached: 12 });
     s.submit(a);
@@ -85,9 +85,30 @@ describe("BatchScheduler", () => {
     expect(calls[1]).toEqual({ uncached: 0, admitted: 0, decoding: 2, running: 2 });
   });
 
+  it("chunks prefill to the step's token budget, decode tokens first, prompts in arrival order", async () => {
+    const log: string[] = [];
+    const calls: StepCall[] = [];
+    const s = new BatchScheduler(recordingCost(calls), { maxNumSeqs: 8, kvCapacityBlocks: 100, maxNumBatchedTokens: 100 });
+    const a = fakeSeq("a", log, { tokens: 4, uncached: 150 });
+    const b = fakeSeq("b", log, { tokens: 2, uncached: 60 });
+    s.submit(a);
+    s.submit(b);
+    await Promise.all([a.done, b.done]);
+    // Step 1: a's first 100 tokens fill the budget, b waits. Step 2: a's last 50 and b's first 50.
+    // Step 3: a decodes (1 token of budget), b's last 10. Then both decode.
+    expect(calls.slice(0, 4)).toEqual([
+      { uncached: 100, admitted: 1, decoding: 0, running: 1 },
+      { uncached: 100, admitted: 2, decoding: 0, running: 2 },
+      { uncached: 10, admitted: 1, decoding: 1, running: 2 },
+      { uncached: 0, admitted: 0, decoding: 2, running: 2 },
+    ]);
+    // a's first token comes when its prompt is done (step 2), b's one step later.
+    expect(log).toEqual(["a:admit", "b:admit", "a0", "a1", "b0", "a2", "b1", "b:finish", "a3", "a:finish"]);
+  });
+
   it("admits only what fits in the KV cache, but runs an oversized sequence alone", async () => {
     const log: string[] = [];
-    const s = new BatchScheduler(recordingCost([]), { maxNumSeqs: 8, kvCapacityBlocks: 10 });
+    const s = new BatchScheduler(recordingCost([]), { maxNumSeqs: 8, kvCapacityBlocks: 10, maxNumBatchedTokens: 4096 });
     const a = fakeSeq("a", log, { tokens: 2, blocks: 8 });
     const b = fakeSeq("b", log, { tokens: 1, blocks: 8 });
     const huge = fakeSeq("h", log, { tokens: 1, blocks: 50 });
@@ -102,7 +123,7 @@ describe("BatchScheduler", () => {
 
   it("drops cancelled sequences, waiting or running, and stops one that refuses tokens", async () => {
     const log: string[] = [];
-    const s = new BatchScheduler(recordingCost([]), { maxNumSeqs: 1, kvCapacityBlocks: 100 });
+    const s = new BatchScheduler(recordingCost([]), { maxNumSeqs: 1, kvCapacityBlocks: 100, maxNumBatchedTokens: 4096 });
     const a = fakeSeq("a", log, { tokens: 5, stopAt: 2 });
     const b = fakeSeq("b", log, { tokens: 2 });
     const c = fakeSeq("c", log, { tokens: 1 });
