@@ -17,6 +17,12 @@ export interface ReplaySummary {
   /** Σ cached_tokens / Σ prompt_tokens over successful requests that reported usage; null if none did. */
   kv_hit: number | null;
   ttft_ms: Percentiles;
+  /**
+   * TTFT of every turn but each session's first. All sessions open at once on empty caches, so
+   * the first turns are a cold burst every strategy pays alike; the later turns are where routing
+   * decides what is cached.
+   */
+  ttft_later_turns_ms: Percentiles;
   total_ms: { p50: number | null };
   /** Requests per backend (x-kvgate-backend) / all requests; requests without the header count under "unknown". */
   backend_share: Record<string, number>;
@@ -71,12 +77,18 @@ export function backendShare(requests: readonly RequestResult[]): Record<string,
 export function summarize(result: ReplayResult): ReplaySummary {
   const ok = result.requests.filter((r) => r.error === null);
   const ttfts: number[] = [];
-  for (const r of ok) if (r.ttftMs !== null) ttfts.push(r.ttftMs);
+  const later: number[] = [];
+  for (const r of ok) {
+    if (r.ttftMs === null) continue;
+    ttfts.push(r.ttftMs);
+    if (r.turn > 0) later.push(r.ttftMs);
+  }
   return {
     requests: result.requests.length,
     errors: result.requests.length - ok.length,
     kv_hit: kvHit(ok),
     ttft_ms: percentiles(ttfts),
+    ttft_later_turns_ms: percentiles(later),
     total_ms: { p50: percentile(ok.map((r) => r.totalMs), 50) },
     backend_share: backendShare(result.requests),
   };

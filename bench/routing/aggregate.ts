@@ -6,6 +6,8 @@ export interface Cell {
   p50: number | null;
   p95: number | null;
   p99: number | null;
+  /** TTFT p95 of the turns after each session's first (null in results that predate the field). */
+  later_p95: number | null;
   total_p50: number | null;
   errors: number;
   requests: number;
@@ -38,6 +40,7 @@ export function aggregate(results: RoutingResults): Map<string, Cell> {
       p50: median(runs.map((r) => r.ttft_ms.p50)),
       p95: median(runs.map((r) => r.ttft_ms.p95)),
       p99: median(runs.map((r) => r.ttft_ms.p99)),
+      later_p95: median(runs.map((r) => r.ttft_later_turns_ms?.p95 ?? null)),
       total_p50: median(runs.map((r) => r.total_ms.p50)),
       errors: runs.reduce((n, r) => n + r.errors, 0),
       requests: runs.reduce((n, r) => n + r.requests, 0),

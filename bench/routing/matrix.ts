@@ -55,6 +55,7 @@ export interface MatrixOptions {
   regimes?: string[];
   traces?: string[];
   strategies?: string[];
+  sessions?: number[];
 }
 
 /** Every run, in the order they are made: a whole strategy comparison at a time. */
@@ -69,6 +70,7 @@ export function points(o: MatrixOptions): Point[] {
     for (const trace of traces) {
       if (o.traces && !o.traces.includes(trace)) continue;
       for (const n of sessions) {
+        if (o.sessions && !o.sessions.includes(n)) continue;
         for (const seed of seeds) {
           for (const strategy of STRATEGY_ORDER) {
             if (o.strategies && !o.strategies.includes(strategy)) continue;

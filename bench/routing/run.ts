@@ -1,6 +1,6 @@
 /**
  * npm run bench:routing [-- --quick] [--seeds 3] [--regime roomy,pressured] [--trace multi-turn,...]
- *                       [--strategy prefix-aware,...] [--out DIR] [--report-only]
+ *                       [--strategy prefix-aware,...] [--sessions 8,16] [--out DIR] [--report-only]
  *
  * Replays seeded session traces through kvgate (served by Miniflare, one Durable Object per run)
  * in front of a fresh simulated fleet of 4 GPU workers (empty caches) for every strategy, regime,
@@ -36,6 +36,7 @@ function parseArgs(argv: string[]) {
     regimes: list("--regime"),
     traces: list("--trace"),
     strategies: list("--strategy"),
+    sessions: list("--sessions")?.map(Number),
   };
 }
 
@@ -50,9 +51,16 @@ async function runPoint(p: Point): Promise<{ run: RoutingRun; errorSamples: Rout
           {
             name: MODEL,
             strategy: p.strategy,
-            // An operator knows each server's KV capacity (vLLM logs its GPU blocks); the hint is
-            // that, in the gateway's 16-token blocks. Every other routing parameter is the default.
-            deployments: fleet.urls.map((baseUrl, i) => ({ id: `gpu-${i}`, baseUrl, model: MODEL, kvCapacityBlocks: PRESETS[p.regime.preset].kvCapacityBlocks })),
+            // An operator knows each server's KV capacity (vLLM logs its GPU blocks) and prefill
+            // rate; the hints are those, the rate at the regime's time scale. Every other routing
+            // parameter is the default.
+            deployments: fleet.urls.map((baseUrl, i) => ({
+              id: `gpu-${i}`,
+              baseUrl,
+              model: MODEL,
+              kvCapacityBlocks: PRESETS[p.regime.preset].kvCapacityBlocks,
+              prefillTokensPerSec: Math.round(1000 / (PRESETS[p.regime.preset].prefillMsPerToken * p.regime.timeScale)),
+            })),
           },
         ],
       },

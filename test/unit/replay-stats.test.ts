@@ -51,7 +51,7 @@ describe("replay stats", () => {
   it("summarizes a replay in the results file's shape, latencies from successful requests only", () => {
     const requests = [
       request({ ttftMs: 30, totalMs: 300, promptTokens: 200, cachedTokens: 100, backend: "gpu-0" }),
-      request({ ttftMs: 10, totalMs: 100, promptTokens: 200, cachedTokens: 150, backend: "gpu-1" }),
+      request({ ttftMs: 10, totalMs: 100, promptTokens: 200, cachedTokens: 150, backend: "gpu-1", turn: 1 }),
       request({ ttftMs: 20, totalMs: 200, promptTokens: 100, cachedTokens: 0, backend: "gpu-0" }),
       request({ status: 500, error: "HTTP 500: boom", ttftMs: null, totalMs: 1, promptTokens: null, cachedTokens: null, backend: "gpu-1" }),
     ];
@@ -60,6 +60,7 @@ describe("replay stats", () => {
       errors: 1,
       kv_hit: 0.5,
       ttft_ms: { p50: 20, p95: 30, p99: 30 },
+      ttft_later_turns_ms: { p50: 10, p95: 10, p99: 10 },
       total_ms: { p50: 200 },
       backend_share: { "gpu-0": 0.5, "gpu-1": 0.5 },
     });
