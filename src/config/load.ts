@@ -8,6 +8,7 @@ export interface ResolvedDeployment {
   apiKeyEnv: string | undefined;
   maxInFlight: number;
   kvCapacityBlocks: number;
+  prefillTokensPerSec: number;
 }
 
 export interface ResolvedGroup extends Omit<ModelGroupConfig, "deployments"> {
@@ -49,7 +50,7 @@ export function parseConfig(raw: unknown): ConfigResult {
         return { ok: false, error: `config: modelGroups[${gi}].deployments[${di}].id "${id}" is used twice in the group (set distinct ids)` };
       }
       ids.add(id);
-      deployments.push({ id, baseUrl: d.baseUrl.replace(/\/+$/, ""), model: d.model, apiKeyEnv: d.apiKeyEnv, maxInFlight: d.maxInFlight, kvCapacityBlocks: d.kvCapacityBlocks });
+      deployments.push({ id, baseUrl: d.baseUrl.replace(/\/+$/, ""), model: d.model, apiKeyEnv: d.apiKeyEnv, maxInFlight: d.maxInFlight, kvCapacityBlocks: d.kvCapacityBlocks, prefillTokensPerSec: d.prefillTokensPerSec });
     }
     const resolved: ResolvedGroup = { ...group, deployments };
     for (const [ni, modelName] of [group.name, ...group.aliases].entries()) {

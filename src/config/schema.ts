@@ -27,6 +27,11 @@ export const DeploymentSchema = z.strictObject({
   maxInFlight: z._default(positiveInt(), 256),
   /** Approximate KV-cache capacity in hash blocks: bounds this backend's prefix set. */
   kvCapacityBlocks: z._default(positiveInt(), 65_536),
+  /**
+   * Prompt tokens per second this backend prefills (~12k for a 7B model on an A100): how fast the
+   * prompt work routed to it drains, which prefix-aware weighs against the cache it would reuse.
+   */
+  prefillTokensPerSec: z._default(positiveInt(), 10_000),
 });
 
 export const ModelGroupSchema = z.strictObject({

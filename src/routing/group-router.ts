@@ -26,6 +26,9 @@ export interface LeaseRelease {
 
 interface BackendState extends BackendView {
   id: string;
+  /** Prompt blocks it drains per millisecond. */
+  drainPerMs: number;
+  debtAt: number;
   completed: number;
   failed: number;
   aborted: number;
@@ -36,6 +39,8 @@ interface BackendState extends BackendView {
 interface Lease {
   backend: number;
   expiresAt: number;
+  /** Blocks it added to its backend's prefill debt. */
+  blocks: number;
 }
 
 export interface BackendSnapshot {
@@ -47,7 +52,11 @@ export interface BackendSnapshot {
   aborted: number;
   expired: number;
   ttftEwmaMs: number | null;
+  prefillDebtBlocks: number;
 }
+
+/** Characters per token the gateway assumes when it turns a prefill rate into hash blocks. */
+const CHARS_PER_TOKEN = 4;
 
 /**
  * Routing state of one model group: per-backend in-flight counts and prefix sets, and the
@@ -78,6 +87,9 @@ export class GroupRouter {
       inFlight: 0,
       maxInFlight: d.maxInFlight,
       prefixes: new PrefixSet(d.kvCapacityBlocks),
+      prefillDebt: 0,
+      debtAt: 0,
+      drainPerMs: d.prefillTokensPerSec / 1000 / (group.blockChars / CHARS_PER_TOKEN),
       completed: 0,
       failed: 0,
       aborted: 0,
@@ -100,14 +112,21 @@ export class GroupRouter {
     if (this.leases.size > 0) this.expire(now);
     const g = this.group;
     this.now = now;
+    for (const b of this.backends) {
+      if (b.prefillDebt > 0) b.prefillDebt = Math.max(0, b.prefillDebt - b.drainPerMs * (now - b.debtAt));
+      b.debtAt = now;
+    }
     const choice = choose(g.strategy, this.backends, chain, g, this.rng, this.rrCursor, this.hot ? this.hotProbe : null);
     if (!choice) return null;
     if (g.strategy === "round-robin") this.rrCursor = (choice.index + 1) % this.backends.length;
     const b = this.backends[choice.index] as BackendState;
     b.inFlight++;
+    // The blocks it must prefill there join that backend's queue of prompt work.
+    const blocks = chain.length - choice.matched;
+    b.prefillDebt += blocks;
     if (g.strategy === "prefix-aware" && chain.length > 0) b.prefixes.learn(chain);
     const lease = `${this.epoch}.${(++this.seq).toString(36)}`;
-    this.leases.set(lease, { backend: choice.index, expiresAt: now + g.leaseTtlMs });
+    this.leases.set(lease, { backend: choice.index, expiresAt: now + g.leaseTtlMs, blocks });
     return { backend: choice.index, backendId: b.id, lease, reason: choice.reason, matched: choice.matched, total: chain.length };
   }
 
@@ -118,6 +137,8 @@ export class GroupRouter {
     this.leases.delete(r.lease);
     const b = this.backends[lease.backend] as BackendState;
     b.inFlight--;
+    // A finished request was prefilled: whatever of its work the drain estimate still holds is done.
+    b.prefillDebt = Math.max(0, b.prefillDebt - lease.blocks);
     if (r.outcome === "ok") b.completed++;
     else if (r.outcome === "upstream-error") b.failed++;
     else b.aborted++;
@@ -148,6 +169,7 @@ export class GroupRouter {
       aborted: b.aborted,
       expired: b.expired,
       ttftEwmaMs: b.ttftEwmaMs,
+      prefillDebtBlocks: Math.round(b.prefillDebt),
     }));
   }
 }

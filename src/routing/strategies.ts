@@ -8,6 +8,8 @@ export interface BackendView {
   inFlight: number;
   maxInFlight: number;
   prefixes: PrefixSet;
+  /** Prompt blocks routed here and not yet prefilled, by the backend's drain rate. */
+  prefillDebt: number;
 }
 
 export interface PrefixAwareParams {
@@ -93,11 +95,16 @@ function leastLoaded(backends: readonly BackendView[], rng: Rng): number {
 }
 
 /**
- * Longest cached prefix wins, unless that backend is saturated (in-flight at the valve) or much
- * busier than the least-loaded one — then the best match among the rest. A shared prefix (a
- * branch point, or a hot one) goes to the least-loaded backend instead, which learns it: a
- * common prompt is replicated across the fleet instead of piling onto the first backend that saw
- * it, while a conversation's own history keeps it where its cache is.
+ * Picks the backend where the prompt's first token is likely to come soonest: the prompt work
+ * already queued there (prefill debt) plus the blocks it would have to prefill itself (those past
+ * its cached prefix), in blocks — so a warm cache wins unless its backend is backed up by more
+ * than the cache saves, and a burst of new prompts spreads instead of convoying onto the one
+ * backend that just went idle. Ties: longer match (no duplicate KV), then fewer in flight.
+ * A backend at the saturation valve, or much busier than the least-loaded one, is passed over.
+ * A shared prefix (a branch point, or a hot one) counts as cached everywhere: a copy elsewhere
+ * costs one prefill and then serves everyone, so it is replicated across the fleet instead of
+ * piling onto the first backend that saw it, while a conversation's own history keeps it where
+ * its cache is.
  */
 function prefixAware(backends: readonly BackendView[], chain: ArrayLike<number>, p: PrefixAwareParams, rng: Rng, hot: HotProbe | null): Choice | null {
   let minLoad = Infinity;
@@ -121,9 +128,6 @@ function prefixAware(backends: readonly BackendView[], chain: ArrayLike<number>,
       bestAllSaturated = true;
     }
   }
-  // Shared, not owned: the match ends where another prompt branched off (a new conversation on a
-  // common system prompt), or many recent requests matched it. Either way a copy elsewhere
-  // costs one prefill and then serves everyone.
   let spread = false;
   if (bestAll > 0) {
     const last = chain[bestAll - 1] as number;
@@ -133,30 +137,24 @@ function prefixAware(backends: readonly BackendView[], chain: ArrayLike<number>,
   }
 
   let pick = -1;
+  let pickCost = Infinity;
   let pickMatch = -1;
   let pickLoad = Infinity;
   let ties = 0;
   for (let i = 0; i < backends.length; i++) {
     const b = backends[i] as BackendView;
     if (b.inFlight >= b.maxInFlight || b.inFlight >= p.saturation) continue;
+    if (b.inFlight - minLoad > p.balanceAbs && b.inFlight > p.balanceRel * minLoad) continue;
     const m = matches[i] as number;
-    let better: boolean;
-    let tie: boolean;
-    if (spread) {
-      // Load first, then match: the copy on the least-loaded backend is the one to use or make.
-      better = b.inFlight < pickLoad || (b.inFlight === pickLoad && m > pickMatch);
-      tie = b.inFlight === pickLoad && m === pickMatch;
-    } else {
-      if (b.inFlight - minLoad > p.balanceAbs && b.inFlight > p.balanceRel * minLoad) continue;
-      better = m > pickMatch || (m === pickMatch && b.inFlight < pickLoad);
-      tie = m === pickMatch && b.inFlight === pickLoad;
-    }
+    const cost = b.prefillDebt + chain.length - (spread ? bestAll : m);
+    const better = cost < pickCost || (cost === pickCost && (m > pickMatch || (m === pickMatch && b.inFlight < pickLoad)));
     if (better) {
       pick = i;
+      pickCost = cost;
       pickMatch = m;
       pickLoad = b.inFlight;
       ties = 1;
-    } else if (tie && rng() * ++ties < 1) {
+    } else if (cost === pickCost && m === pickMatch && b.inFlight === pickLoad && rng() * ++ties < 1) {
       pick = i;
     }
   }

@@ -63,8 +63,9 @@ describe("GroupRouter", () => {
     if (!first) throw new Error("no route");
     expect(first.reason).toBe("least-loaded");
     router.release({ lease: first.lease, outcome: "ok" });
+    // One at a time, a second apart: each prompt's prefill has drained before the next comes.
     for (let i = 0; i < 5; i++) {
-      const d = router.route([...chain(1, 20), 99 + i], 0);
+      const d = router.route([...chain(1, 20), 99 + i], 1000 * (i + 1));
       expect(d?.backend).toBe(first.backend);
       expect(d?.reason).toBe("prefix-hit");
       expect(d?.matched).toBe(20);
@@ -137,6 +138,47 @@ describe("GroupRouter", () => {
         expect(d?.reason).toBe("prefix-hit");
       });
     }
+  });
+
+  it("spreads a burst of new prompts by the prompt work queued on each backend, not by in-flight count", () => {
+    // 10,000 tokens/s at 64 chars (16 tokens) a block: 0.625 blocks drain per ms.
+    const router = new GroupRouter(group({ saturation: 100, balanceAbs: 100 }), rng(21));
+    // Backends 1-3 are busy decoding three long answers each; backend 0 just went idle.
+    for (let i = 0; i < 9; i++) router.route(chain(50 + i, 2), 0);
+    const decoding = router.snapshot().map((b) => b.inFlight);
+    const idle = decoding.indexOf(Math.min(...decoding));
+    // 1 s later their prompts are long prefilled; four unique 40-block prompts arrive at once.
+    const burst = [0, 1, 2, 3].map((k) => router.route(chain(300 + k, 40), 1000)?.backend);
+    // Least-loaded would send all four to the idle backend, to be prefilled one after another.
+    expect(burst[0]).toBe(idle);
+    expect(new Set(burst).size).toBe(4);
+    expect(router.snapshot().map((b) => b.prefillDebtBlocks)).toEqual([40, 40, 40, 40]);
+  });
+
+  it("leaves a warm backend whose queued prompt work outweighs the cache it would reuse", () => {
+    const router = new GroupRouter(group({ saturation: 100, balanceAbs: 100, hotThreshold: 0 }, 2), rng(23));
+    const convo = [...chain(1, 30)];
+    const first = router.route(convo, 0);
+    const home = first?.backend;
+    router.release({ lease: first?.lease ?? "", outcome: "ok" });
+    // Then its backend takes a 200-block document (320 ms of prefill at 0.625 blocks/ms).
+    let t = 0;
+    for (let k = 0; ; k++) {
+      const doc = router.route(chain(100 + k, 200), (t += 1000));
+      if (doc?.backend === home) break;
+      router.release({ lease: doc?.lease ?? "", outcome: "ok" });
+    }
+    // Right away the conversation would wait behind 200 blocks to save 30: it goes to the other.
+    convo.push(...chain(3, 2));
+    const moved = router.route(convo, t + 1);
+    expect(moved?.backend).not.toBe(home);
+    expect(moved?.reason).toBe("load-balanced");
+    // Its history is now cached there too, and there it stays.
+    convo.push(...chain(4, 2));
+    const next = router.route(convo, t + 1000);
+    expect(next?.backend).toBe(moved?.backend);
+    expect(next?.reason).toBe("prefix-hit");
+    expect(next?.matched).toBe(32);
   });
 
   it("overcommits the least-loaded backend when all are at the valve, and refuses at the hard cap", () => {
