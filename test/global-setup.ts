@@ -2,6 +2,7 @@ import net from "node:net";
 import type { TestProject } from "vitest/node";
 import { startFleet } from "../bench/fleet/index.ts";
 import { scriptedStream, startScriptedUpstream } from "./support/scripted-upstream.ts";
+import { startSwitchableUpstream } from "./support/switchable-upstream.ts";
 import { UPSTREAM_MODEL, type Upstreams } from "./support/test-config.ts";
 
 /** A loopback port nothing listens on: connecting to it fails at once. */
@@ -18,8 +19,9 @@ async function closedPort(): Promise<number> {
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
   const fleet = await startFleet({ workers: 4, basePort: 0, preset: "instant", servedModelName: UPSTREAM_MODEL });
   const scripted = await startScriptedUpstream(scriptedStream(UPSTREAM_MODEL).chunks);
-  project.provide("upstreams", { fleetUrls: fleet.urls, scriptedUrl: scripted.url, deadUrl: `http://127.0.0.1:${await closedPort()}` });
+  const switchable = [await startSwitchableUpstream(UPSTREAM_MODEL), await startSwitchableUpstream(UPSTREAM_MODEL)];
+  project.provide("upstreams", { fleetUrls: fleet.urls, scriptedUrl: scripted.url, deadUrl: `http://127.0.0.1:${await closedPort()}`, switchableUrls: switchable.map((u) => u.url) });
   return async () => {
-    await Promise.all([fleet.close(), scripted.close()]);
+    await Promise.all([fleet.close(), scripted.close(), ...switchable.map((u) => u.close())]);
   };
 }

@@ -62,5 +62,14 @@ export function parseConfig(raw: unknown): ConfigResult {
     }
     groups.push(resolved);
   }
+  const names = new Set(groups.map((g) => g.name));
+  for (const [gi, g] of groups.entries()) {
+    for (const [fi, f] of g.fallbacks.entries()) {
+      if (f === g.name || !names.has(f)) {
+        const why = f === g.name ? "is the group itself" : "names no group";
+        return { ok: false, error: `config: modelGroups[${gi}].fallbacks[${fi}] "${f}" ${why}` };
+      }
+    }
+  }
   return { ok: true, config: { ...rest, groups, byModel } };
 }

@@ -34,6 +34,53 @@ export const DeploymentSchema = z.strictObject({
   prefillTokensPerSec: z._default(positiveInt(), 10_000),
 });
 
+export const FAILOVER_CAUSES = ["connect", "timeout", "5xx", "429"] as const;
+export type FailoverCause = (typeof FAILOVER_CAUSES)[number];
+
+const FAILOVER_DEFAULTS = { maxAttempts: 3, on: [...FAILOVER_CAUSES], backoffMs: 20, backoffMaxMs: 500, retryAfterCapMs: 2000 };
+
+/** Retrying a request on the next-best backend, before any byte reached the client. */
+const FailoverSchema = z.strictObject({
+  /** Attempts in all, the first included; 1 turns failover off. */
+  maxAttempts: z._default(z.number().check(z.int(), z.minimum(1), z.maximum(10)), FAILOVER_DEFAULTS.maxAttempts),
+  /** What a retry follows: a refused connection, no headers in time, an upstream 5xx, a 429. */
+  on: z._default(z.array(z.enum(FAILOVER_CAUSES)), FAILOVER_DEFAULTS.on),
+  /** Backoff before attempt n: random in [0, min(backoffMaxMs, backoffMs × 2^(n−2))] (full jitter). */
+  backoffMs: z._default(nonNegativeInt(), FAILOVER_DEFAULTS.backoffMs),
+  backoffMaxMs: z._default(nonNegativeInt(), FAILOVER_DEFAULTS.backoffMaxMs),
+  /** A 429's or 503's Retry-After is waited for, up to this; longer ones are not retried. */
+  retryAfterCapMs: z._default(nonNegativeInt(), FAILOVER_DEFAULTS.retryAfterCapMs),
+});
+
+const BREAKER_DEFAULTS = {
+  consecutiveFailures: 5,
+  failureRate: 0.5,
+  minRequests: 20,
+  windowMs: 10_000,
+  openMs: 5_000,
+  halfOpenRequests: 2,
+  closeAfterSuccesses: 2,
+  probeIntervalMs: 1_000,
+  probePath: "/health",
+  probeTimeoutMs: 2_000,
+};
+
+/** Per backend, kept by the group's Durable Object (src/routing/breaker.ts). */
+const BreakerSchema = z.strictObject({
+  consecutiveFailures: z._default(positiveInt(), BREAKER_DEFAULTS.consecutiveFailures),
+  failureRate: z._default(z.number().check(z.minimum(0.01), z.maximum(1)), BREAKER_DEFAULTS.failureRate),
+  minRequests: z._default(positiveInt(), BREAKER_DEFAULTS.minRequests),
+  windowMs: z._default(positiveInt(), BREAKER_DEFAULTS.windowMs),
+  /** Open this long before trial requests go again (an earlier good health probe shortens it). */
+  openMs: z._default(positiveInt(), BREAKER_DEFAULTS.openMs),
+  halfOpenRequests: z._default(positiveInt(), BREAKER_DEFAULTS.halfOpenRequests),
+  closeAfterSuccesses: z._default(positiveInt(), BREAKER_DEFAULTS.closeAfterSuccesses),
+  /** Open and half-open backends get GET probePath about this often (jittered ±50%). */
+  probeIntervalMs: z._default(positiveInt(), BREAKER_DEFAULTS.probeIntervalMs),
+  probePath: z._default(z.string().check(z.regex(/^\/[^\s]*$/)), BREAKER_DEFAULTS.probePath),
+  probeTimeoutMs: z._default(positiveInt(), BREAKER_DEFAULTS.probeTimeoutMs),
+});
+
 export const ModelGroupSchema = z.strictObject({
   name: name(),
   aliases: z._default(z.array(name()), []),
@@ -60,6 +107,19 @@ export const ModelGroupSchema = z.strictObject({
   leaseTtlMs: z._default(positiveInt(), 600_000),
   /** Time allowed until the upstream's response headers. */
   firstByteTimeoutMs: z._default(positiveInt(), 60_000),
+  /**
+   * A stream that sends no byte for this long is cut with an SSE error event. Off by default: it
+   * needs JavaScript to see every chunk, which the plain pass-through path otherwise avoids.
+   */
+  streamIdleTimeoutMs: z.optional(positiveInt()),
+  /** The whole request, retries included; a stream running past it is cut with an SSE error event. */
+  totalTimeoutMs: z.optional(positiveInt()),
+  failover: z._default(FailoverSchema, FAILOVER_DEFAULTS),
+  breaker: z._default(BreakerSchema, BREAKER_DEFAULTS),
+  /** How often the group's Durable Object saves its routing state (breakers are saved as they change). */
+  snapshotIntervalMs: z._default(positiveInt(), 10_000),
+  /** Groups tried in order when no backend of this one can take the request (all open or full). */
+  fallbacks: z._default(z.array(name()), []),
   hooks: z._default(z.array(z.enum(HOOK_NAMES)), []),
   deployments: z.array(DeploymentSchema).check(z.minLength(1)),
 });

@@ -1,4 +1,5 @@
 import type { ResolvedGroup } from "../config/load.ts";
+import { Breaker, type BreakerSnapshot, type BreakerState } from "./breaker.ts";
 import { HotPrefixes } from "./hot-prefixes.ts";
 import { PrefixSet } from "./prefix-set.ts";
 import { choose, type BackendView, type HotProbe, type RouteReason, type Rng } from "./strategies.ts";
@@ -15,7 +16,13 @@ export interface RouteDecision {
   total: number;
 }
 
-export type LeaseOutcome = "ok" | "upstream-error" | "client-abort";
+/** Why a route call found no backend: all breaker-open or already tried, or all at their cap. */
+export interface RouteRefusal {
+  refused: "no-backend" | "at-capacity";
+}
+
+/** ok and upstream-error count for the backend's breaker; client-abort and rate-limited do not. */
+export type LeaseOutcome = "ok" | "upstream-error" | "client-abort" | "rate-limited";
 
 export interface LeaseRelease {
   lease: string;
@@ -29,6 +36,8 @@ interface BackendState extends BackendView {
   /** Prompt blocks it drains per millisecond. */
   drainPerMs: number;
   debtAt: number;
+  breaker: Breaker;
+  nextProbeAt: number;
   completed: number;
   failed: number;
   aborted: number;
@@ -41,6 +50,8 @@ interface Lease {
   expiresAt: number;
   /** Blocks it added to its backend's prefill debt. */
   blocks: number;
+  /** Sent while the backend's breaker was half-open: its outcome decides the breaker. */
+  trial: boolean;
 }
 
 export interface BackendSnapshot {
@@ -53,6 +64,21 @@ export interface BackendSnapshot {
   expired: number;
   ttftEwmaMs: number | null;
   prefillDebtBlocks: number;
+  breaker: BreakerSnapshot;
+}
+
+export interface SavedBreaker {
+  id: string;
+  baseUrl: string;
+  state: BreakerState;
+  since: number;
+  opened: number;
+}
+
+/** An active health probe the Durable Object should send. */
+export interface ProbeTarget {
+  backend: number;
+  url: string;
 }
 
 /** Characters per token the gateway assumes when it turns a prefill rate into hash blocks. */
@@ -89,6 +115,9 @@ export class GroupRouter {
       prefixes: new PrefixSet(d.kvCapacityBlocks),
       prefillDebt: 0,
       debtAt: 0,
+      available: true,
+      breaker: new Breaker(group.breaker),
+      nextProbeAt: 0,
       drainPerMs: d.prefillTokensPerSec / 1000 / (group.blockChars / CHARS_PER_TOKEN),
       completed: 0,
       failed: 0,
@@ -108,16 +137,25 @@ export class GroupRouter {
     return null;
   }
 
-  route(chain: ArrayLike<number>, now: number): RouteDecision | null {
+  /**
+   * Picks a backend and takes its slot. `exclude`: backends this request already failed on.
+   * A backend whose breaker is open is never picked; a half-open one takes a few trials.
+   */
+  route(chain: ArrayLike<number>, now: number, exclude: readonly number[] = []): RouteDecision | RouteRefusal {
     if (this.leases.size > 0) this.expire(now);
     const g = this.group;
     this.now = now;
-    for (const b of this.backends) {
+    let admissible = 0;
+    for (let i = 0; i < this.backends.length; i++) {
+      const b = this.backends[i] as BackendState;
       if (b.prefillDebt > 0) b.prefillDebt = Math.max(0, b.prefillDebt - b.drainPerMs * (now - b.debtAt));
       b.debtAt = now;
+      b.available = !exclude.includes(i) && b.breaker.admits(now);
+      if (b.available) admissible++;
     }
+    if (admissible === 0) return { refused: "no-backend" };
     const choice = choose(g.strategy, this.backends, chain, g, this.rng, this.rrCursor, this.hot ? this.hotProbe : null);
-    if (!choice) return null;
+    if (!choice) return { refused: "at-capacity" };
     if (g.strategy === "round-robin") this.rrCursor = (choice.index + 1) % this.backends.length;
     const b = this.backends[choice.index] as BackendState;
     b.inFlight++;
@@ -126,12 +164,12 @@ export class GroupRouter {
     b.prefillDebt += blocks;
     if (g.strategy === "prefix-aware" && chain.length > 0) b.prefixes.learn(chain);
     const lease = `${this.epoch}.${(++this.seq).toString(36)}`;
-    this.leases.set(lease, { backend: choice.index, expiresAt: now + g.leaseTtlMs, blocks });
+    this.leases.set(lease, { backend: choice.index, expiresAt: now + g.leaseTtlMs, blocks, trial: b.breaker.sent() });
     return { backend: choice.index, backendId: b.id, lease, reason: choice.reason, matched: choice.matched, total: chain.length };
   }
 
   /** Idempotent: a lease already released or reclaimed is ignored, so counts never go negative. */
-  release(r: LeaseRelease): void {
+  release(r: LeaseRelease, now: number): void {
     const lease = this.leases.get(r.lease);
     if (!lease) return;
     this.leases.delete(r.lease);
@@ -142,6 +180,10 @@ export class GroupRouter {
     if (r.outcome === "ok") b.completed++;
     else if (r.outcome === "upstream-error") b.failed++;
     else b.aborted++;
+    const before = b.breaker.state;
+    if (r.outcome === "ok" || r.outcome === "upstream-error") b.breaker.record(r.outcome === "ok", now, lease.trial);
+    else b.breaker.abandon(lease.trial);
+    if (b.breaker.state !== before) this.breakerChanged(b, now);
     if (r.ttftMs !== undefined) b.ttftEwmaMs = b.ttftEwmaMs === null ? r.ttftMs : 0.8 * b.ttftEwmaMs + 0.2 * r.ttftMs;
   }
 
@@ -154,9 +196,76 @@ export class GroupRouter {
       const b = this.backends[lease.backend] as BackendState;
       b.inFlight--;
       b.expired++;
+      b.breaker.abandon(lease.trial);
       n++;
     }
     return n;
+  }
+
+  /** Open and half-open backends whose next health probe is due; each is then not due for a jittered interval. */
+  dueProbes(now: number): ProbeTarget[] {
+    const out: ProbeTarget[] = [];
+    const { probeIntervalMs, probePath } = this.group.breaker;
+    for (let i = 0; i < this.backends.length; i++) {
+      const b = this.backends[i] as BackendState;
+      if (b.breaker.state === "closed" || b.nextProbeAt > now) continue;
+      b.nextProbeAt = now + probeIntervalMs * (0.5 + this.rng());
+      out.push({ backend: i, url: (this.group.deployments[i] as { baseUrl: string }).baseUrl + probePath });
+    }
+    return out;
+  }
+
+  probed(backend: number, good: boolean, now: number): void {
+    const b = this.backends[backend];
+    if (!b) return;
+    const before = b.breaker.state;
+    b.breaker.probed(good, now);
+    if (b.breaker.state !== before) this.breakerChanged(b, now);
+  }
+
+  /** When the object next has work of its own: a lease to reclaim or a probe to send. */
+  nextWake(): number | null {
+    let at = this.nextExpiry;
+    for (const b of this.backends) {
+      if (b.breaker.state === "closed") continue;
+      if (at === null || b.nextProbeAt < at) at = b.nextProbeAt;
+    }
+    return at;
+  }
+
+  /** Bumped on every breaker transition, so the owner knows when to persist. */
+  breakerVersion = 0;
+
+  /** Each backend's most recent prefix blocks, for a snapshot that survives eviction. */
+  exportAffinity(maxPerBackend: number): { id: string; blocks: Float64Array }[] {
+    return this.backends.map((b) => ({ id: b.id, blocks: b.prefixes.exportRecent(maxPerBackend) }));
+  }
+
+  restoreAffinity(saved: readonly { id: string; blocks: Float64Array }[]): void {
+    for (const s of saved) this.backends.find((b) => b.id === s.id)?.prefixes.importRecent(s.blocks);
+  }
+
+  /** The backend registry with each breaker, as persisted: a restore matches id and URL. */
+  breakerStates(): SavedBreaker[] {
+    return this.backends.map((b, i) => ({ id: b.id, baseUrl: (this.group.deployments[i] as { baseUrl: string }).baseUrl, ...b.breaker.snapshot() }));
+  }
+
+  /** Restores breakers of backends still configured at the same URL; a new server starts closed. */
+  restoreBreakers(saved: readonly SavedBreaker[]): number {
+    let n = 0;
+    this.backends.forEach((b, i) => {
+      const s = saved.find((x) => x.id === b.id && x.baseUrl === (this.group.deployments[i] as { baseUrl: string }).baseUrl);
+      if (!s) return;
+      b.breaker.restore(s);
+      if (s.state !== "closed") n++;
+    });
+    return n;
+  }
+
+  private breakerChanged(b: BackendState, now: number): void {
+    this.breakerVersion++;
+    // A backend just opened is probed soon: a short outage should not wait out openMs.
+    if (b.breaker.state === "open") b.nextProbeAt = now + this.group.breaker.probeIntervalMs * (0.5 + this.rng());
   }
 
   snapshot(): BackendSnapshot[] {
@@ -170,6 +279,7 @@ export class GroupRouter {
       expired: b.expired,
       ttftEwmaMs: b.ttftEwmaMs,
       prefillDebtBlocks: Math.round(b.prefillDebt),
+      breaker: b.breaker.snapshot(),
     }));
   }
 }

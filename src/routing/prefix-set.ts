@@ -63,6 +63,40 @@ export class PrefixSet {
     return [...this.set.keys()];
   }
 
+  /**
+   * The `max` most recent entries, oldest first, an interior block stored as −(hash + 1). The
+   * newest entries of a prefix-closed set are what eviction would leave: prefix-closed too.
+   */
+  exportRecent(max: number): Float64Array {
+    const n = Math.min(max, this.set.size);
+    const out = new Float64Array(n);
+    let skip = this.set.size - n;
+    let i = 0;
+    for (const [h, interior] of this.set) {
+      if (skip > 0) {
+        skip--;
+        continue;
+      }
+      out[i++] = interior ? -(h + 1) : h;
+    }
+    return out;
+  }
+
+  /** Loads what exportRecent wrote, oldest first, so recency order is kept. */
+  importRecent(saved: Float64Array): void {
+    for (const x of saved) {
+      const interior = x < 0;
+      const h = interior ? -x - 1 : x;
+      this.set.delete(h);
+      this.set.set(h, interior);
+    }
+    let excess = this.set.size - this.capacity;
+    for (const h of this.set.keys()) {
+      if (excess-- <= 0) break;
+      this.set.delete(h);
+    }
+  }
+
   clear(): void {
     this.set.clear();
   }

@@ -10,6 +10,13 @@ export interface BackendView {
   prefixes: PrefixSet;
   /** Prompt blocks routed here and not yet prefilled, by the backend's drain rate. */
   prefillDebt: number;
+  /** False while its breaker is open, or when this request already failed on it. */
+  available: boolean;
+}
+
+/** May take a request: available and below its hard in-flight cap. */
+function usable(b: BackendView): boolean {
+  return b.available && b.inFlight < b.maxInFlight;
 }
 
 export interface PrefixAwareParams {
@@ -30,7 +37,7 @@ export interface Choice {
 export type Rng = () => number;
 
 /**
- * Picks a backend, or null when every backend is at its hard in-flight cap.
+ * Picks a backend, or null when none is usable (all unavailable or at their hard in-flight cap).
  * Pure: the caller owns the counts and takes the in-flight slot in the same step.
  */
 export function choose(
@@ -59,7 +66,7 @@ export function choose(
       for (let k = 0; k < n; k++) {
         const index = (rrCursor + k) % n;
         const b = backends[index] as BackendView;
-        if (b.inFlight < b.maxInFlight) return { index, reason: "round-robin", matched: 0 };
+        if (usable(b)) return { index, reason: "round-robin", matched: 0 };
       }
       return null;
     }
@@ -70,7 +77,7 @@ function openIndexes(backends: readonly BackendView[]): number[] {
   const out: number[] = [];
   for (let i = 0; i < backends.length; i++) {
     const b = backends[i] as BackendView;
-    if (b.inFlight < b.maxInFlight) out.push(i);
+    if (usable(b)) out.push(i);
   }
   return out;
 }
@@ -82,7 +89,7 @@ function leastLoaded(backends: readonly BackendView[], rng: Rng): number {
   let ties = 0;
   for (let i = 0; i < backends.length; i++) {
     const b = backends[i] as BackendView;
-    if (b.inFlight >= b.maxInFlight) continue;
+    if (!usable(b)) continue;
     if (b.inFlight < bestLoad) {
       best = i;
       bestLoad = b.inFlight;
@@ -108,7 +115,7 @@ function leastLoaded(backends: readonly BackendView[], rng: Rng): number {
  */
 function prefixAware(backends: readonly BackendView[], chain: ArrayLike<number>, p: PrefixAwareParams, rng: Rng, hot: HotProbe | null): Choice | null {
   let minLoad = Infinity;
-  for (const b of backends) if (b.inFlight < b.maxInFlight && b.inFlight < minLoad) minLoad = b.inFlight;
+  for (const b of backends) if (usable(b) && b.inFlight < minLoad) minLoad = b.inFlight;
   if (minLoad === Infinity) return null;
 
   const matches = new Array<number>(backends.length);
@@ -117,7 +124,7 @@ function prefixAware(backends: readonly BackendView[], chain: ArrayLike<number>,
   let bestAllSaturated = false;
   for (let i = 0; i < backends.length; i++) {
     const b = backends[i] as BackendView;
-    const m = b.inFlight >= b.maxInFlight || chain.length === 0 ? 0 : b.prefixes.match(chain);
+    const m = !usable(b) || chain.length === 0 ? 0 : b.prefixes.match(chain);
     matches[i] = m;
     const saturated = b.inFlight >= p.saturation;
     if (m > bestAll) {
@@ -143,7 +150,7 @@ function prefixAware(backends: readonly BackendView[], chain: ArrayLike<number>,
   let ties = 0;
   for (let i = 0; i < backends.length; i++) {
     const b = backends[i] as BackendView;
-    if (b.inFlight >= b.maxInFlight || b.inFlight >= p.saturation) continue;
+    if (!usable(b) || b.inFlight >= p.saturation) continue;
     if (b.inFlight - minLoad > p.balanceAbs && b.inFlight > p.balanceRel * minLoad) continue;
     const m = matches[i] as number;
     const cost = b.prefillDebt + chain.length - (spread ? bestAll : m);

@@ -19,6 +19,13 @@ export interface RelayOptions {
   nativePipe?: () => ReadableWritablePair<Uint8Array, Uint8Array>;
   /** Whether the client has gone (request.signal in Workers); an errored pipe says so too. */
   clientGone?: () => boolean;
+  /**
+   * A stalled upstream: no byte for this long calls onIdle (which aborts the upstream fetch) and
+   * the stream ends with an error event saying so. It needs every chunk seen, so it takes the
+   * JavaScript path.
+   */
+  idleTimeoutMs?: number;
+  onIdle?: () => void;
 }
 
 const TAIL_BYTES = 8192;
@@ -31,8 +38,20 @@ const encoder = new TextEncoder();
  * instead of a silent truncation), or client disconnect (the upstream body is cancelled).
  */
 export function relay(body: ReadableStream<Uint8Array>, o: RelayOptions): ReadableStream<Uint8Array> {
-  if (o.transforms.length === 0 && o.nativePipe) return relayNative(body, o, o.nativePipe());
+  if (o.transforms.length === 0 && o.nativePipe && !o.idleTimeoutMs) return relayNative(body, o, o.nativePipe());
   const tail = new TailKeeper(TAIL_BYTES);
+  const idleMs = o.idleTimeoutMs;
+  let idleTimer: ReturnType<typeof setTimeout> | undefined;
+  let stalled = false;
+  const armIdle = idleMs
+    ? () => {
+        clearTimeout(idleTimer);
+        idleTimer = setTimeout(() => {
+          stalled = true;
+          o.onIdle?.();
+        }, idleMs);
+      }
+    : null;
   const transforms = o.transforms;
   let bytes = 0;
   let firstAt: number | null = null;
@@ -43,8 +62,10 @@ export function relay(body: ReadableStream<Uint8Array>, o: RelayOptions): Readab
   const transformer: Transformer<Uint8Array, Uint8Array> & { cancel(reason: unknown): void } = {
     start(c) {
       controller = c;
+      armIdle?.();
     },
     transform(chunk, c) {
+      armIdle?.();
       if (firstAt === null) firstAt = o.now();
       bytes += chunk.length;
       tail.push(chunk);
@@ -75,12 +96,14 @@ export function relay(body: ReadableStream<Uint8Array>, o: RelayOptions): Readab
 
   body.pipeTo(ts.writable, { preventAbort: true, preventClose: true }).then(
     () => {
+      clearTimeout(idleTimer);
       if (clientGone) return o.onEnd(summary("client-abort"));
       const writer = ts.writable.getWriter();
       writer.close().catch(() => {});
       o.onEnd(summary("ok"));
     },
     (err: unknown) => {
+      clearTimeout(idleTimer);
       const writer = ts.writable.getWriter();
       // An errored writable also means the client went away; otherwise the upstream failed.
       if (clientGone || writer.desiredSize === null || o.clientGone?.()) {
@@ -90,13 +113,15 @@ export function relay(body: ReadableStream<Uint8Array>, o: RelayOptions): Readab
       writer.releaseLock();
       const c = controller as TransformStreamDefaultController<Uint8Array>;
       if (o.sse) {
-        const message = `upstream stream failed after ${bytes} bytes: ${err instanceof Error ? err.message : String(err)}`;
+        const message = stalled
+          ? `upstream stream stalled: no bytes for ${idleMs} ms after ${bytes} bytes`
+          : `upstream stream failed after ${bytes} bytes: ${err instanceof Error ? err.message : String(err)}`;
         try {
           for (const t of transforms) {
             const rest = t.flush();
             if (rest && rest.length > 0) c.enqueue(rest);
           }
-          c.enqueue(encoder.encode(sseErrorEvent(message, "upstream_stream_error")));
+          c.enqueue(encoder.encode(sseErrorEvent(message, stalled ? "upstream_stream_stalled" : "upstream_stream_error")));
           c.terminate();
         } catch {
           // The client disconnected in the meantime: nothing left to tell it.

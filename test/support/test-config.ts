@@ -11,6 +11,8 @@ export interface Upstreams {
   fleetUrls: string[];
   scriptedUrl: string;
   deadUrl: string;
+  /** Upstreams a test switches between healthy, failing and rate limiting (switchable-upstream.ts). */
+  switchableUrls: string[];
 }
 
 /** The upstream model name the simulated fleet serves: unlike any group name, so rewriting shows. */
@@ -43,6 +45,28 @@ export function testConfig(u: Upstreams): GatewayConfigInput {
       { name: "scripted", deployments: [{ id: "scripted", baseUrl: u.scriptedUrl, model: UPSTREAM_MODEL }] },
       { name: "scripted-restamp", hooks: ["restamp"], deployments: [{ id: "scripted", baseUrl: u.scriptedUrl, model: UPSTREAM_MODEL }] },
       { name: "dead", deployments: [{ id: "dead", baseUrl: u.deadUrl, model: UPSTREAM_MODEL }] },
+      ...failoverGroups(u),
     ],
   };
+}
+
+/** Groups of test/workers/failover.test.ts: a dead, a switchable and a healthy backend side by side. */
+function failoverGroups(u: Upstreams): GatewayConfigInput["modelGroups"] {
+  const healthy = { id: "healthy", baseUrl: u.fleetUrls[0] as string, model: UPSTREAM_MODEL };
+  const dead = { id: "dead", baseUrl: u.deadUrl, model: UPSTREAM_MODEL };
+  const flaky = (i: number) => ({ id: "flaky", baseUrl: u.switchableUrls[i] as string, model: UPSTREAM_MODEL });
+  const breaker = { consecutiveFailures: 2, openMs: 60_000, probeIntervalMs: 50, halfOpenRequests: 1, closeAfterSuccesses: 2 };
+  return [
+    { name: "failover-dead", strategy: "round-robin", breaker, deployments: [dead, healthy] },
+    { name: "failover-breaker", strategy: "round-robin", breaker, deployments: [flaky(0), healthy] },
+    { name: "failover-429", strategy: "round-robin", failover: { retryAfterCapMs: 200 }, breaker, deployments: [flaky(1), healthy] },
+    { name: "failover-off", strategy: "round-robin", failover: { maxAttempts: 1 }, deployments: [dead, healthy] },
+    { name: "fallback-primary", fallbacks: ["fallback-target"], deployments: [dead] },
+    { name: "fallback-target", deployments: [healthy] },
+    { name: "stall", streamIdleTimeoutMs: 150, deployments: [healthy] },
+    { name: "total-timeout", totalTimeoutMs: 300, failover: { maxAttempts: 1 }, deployments: [healthy] },
+    // Probes far apart: an object whose alarm keeps firing is never idle, and eviction waits for it.
+    { name: "durable-breaker", strategy: "round-robin", breaker: { ...breaker, probeIntervalMs: 60_000 }, deployments: [dead, healthy] },
+    { name: "durable", snapshotIntervalMs: 20, deployments: u.fleetUrls.map((baseUrl, i) => ({ id: `sim-${i}`, baseUrl, model: UPSTREAM_MODEL })) },
+  ];
 }

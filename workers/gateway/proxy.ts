@@ -3,7 +3,8 @@ import type { HookContext, HookPipeline } from "../../src/hooks/types.ts";
 import { badGateway, badRequest, GatewayError, gatewayTimeout, notFound, unavailable } from "../../src/openai/errors.ts";
 import { ChatCompletionRequestSchema, CompletionRequestSchema, type ChatCompletionRequest, type CompletionRequest } from "../../src/openai/requests.ts";
 import { chatFingerprint, completionFingerprint } from "../../src/prefix/fingerprint.ts";
-import type { LeaseOutcome, RouteDecision } from "../../src/routing/group-router.ts";
+import type { FailoverCause } from "../../src/config/schema.ts";
+import type { LeaseOutcome, RouteDecision, RouteRefusal } from "../../src/routing/group-router.ts";
 import { relay } from "../../src/stream/relay.ts";
 import { firstIssue } from "../../src/zod-issues.ts";
 import type { LoadedConfig } from "../config.ts";
@@ -51,39 +52,143 @@ export interface ProxyInput {
   startedAt: number;
 }
 
+/** One upstream attempt's result: a response for the client, or a failure another backend may not have. */
+type Attempt = { response: Response } | { failure: Response; cause: FailoverCause; retryAfterMs: number | null };
+
 /**
  * The request path: validate once, fingerprint, one route call to the group's Durable Object,
- * one upstream fetch, and the upstream body handed to the client as it arrives.
+ * one upstream fetch, and the upstream body handed to the client as it arrives. Before any byte
+ * reached the client, a failed attempt (refused connection, no headers in time, 5xx, 429) is
+ * retried on the next-best backend of the group, then of its fallback groups.
  */
 export async function proxyCompletion(p: ProxyInput): Promise<Response> {
-  const { config, env, ctx } = p;
+  const { config, env } = p;
   const raw = await readJsonBody(p.req, config.limits.maxBodyBytes);
   const { body, chain: fingerprint } = validate(p.endpoint, raw, config);
-  const group = config.byModel.get(body.model);
-  if (!group) throw notFound(`model "${body.model}" does not exist on this gateway (GET /v1/models lists them)`, "model_not_found");
-  const chain = fingerprint(group);
+  const primary = config.byModel.get(body.model);
+  if (!primary) throw notFound(`model "${body.model}" does not exist on this gateway (GET /v1/models lists them)`, "model_not_found");
 
+  const { failover } = primary;
+  const total = new TotalTimer(primary.totalTimeoutMs);
+  const fallbacks = [...primary.fallbacks];
+  let group = primary;
+  let chain = fingerprint(group);
+  let exclude: number[] = [];
+  let attempts = 0;
+  let last: Response | null = null;
+  for (;;) {
+    const decision = await routeCall(env, group, chain, exclude, body.model);
+    if ("refused" in decision) {
+      const next = nextFallback(config, fallbacks);
+      if (next) {
+        group = next;
+        chain = fingerprint(group);
+        exclude = [];
+        continue;
+      }
+      total.clear();
+      if (last) return last;
+      throw decision.refused === "at-capacity"
+        ? unavailable(`every backend of model "${body.model}" is at its in-flight limit`)
+        : unavailable(`no healthy backend for model "${body.model}": every one is failing or its circuit is open`);
+    }
+    attempts++;
+    const result = await attempt(p, body, group, decision, total, attempts, group !== primary);
+    if ("response" in result) return result.response;
+    last = result.failure;
+    const wait = result.retryAfterMs ?? backoff(failover.backoffMs, failover.backoffMaxMs, attempts);
+    const retry =
+      attempts < failover.maxAttempts &&
+      failover.on.includes(result.cause) &&
+      (result.retryAfterMs === null || result.retryAfterMs <= failover.retryAfterCapMs) &&
+      !total.expiresWithin(wait);
+    if (!retry) {
+      total.clear();
+      return last;
+    }
+    exclude.push(decision.backend);
+    if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+    if (p.req.signal.aborted) {
+      total.clear();
+      throw new GatewayError(499, "invalid_request_error", "client disconnected", "client_closed_request");
+    }
+  }
+}
+
+async function routeCall(env: Env, group: ResolvedGroup, chain: number[], exclude: number[], model: string): Promise<RouteDecision | RouteRefusal> {
   const released = takePending(group.name);
-  let decision: RouteDecision | null;
   try {
-    decision = await env.MODEL_GROUP.getByName(group.name).route(group.name, chain, released);
+    return await env.MODEL_GROUP.getByName(group.name).route(group.name, chain, released, exclude);
   } catch (e) {
     requeue(group.name, released);
     console.error(`kvgate: route call for ${group.name} failed: ${(e as Error).message}`);
-    throw unavailable(`routing for model "${body.model}" is unavailable`, "routing_unavailable");
+    throw unavailable(`routing for model "${model}" is unavailable`, "routing_unavailable");
   }
-  if (!decision) throw unavailable(`every backend of model "${body.model}" is at its in-flight limit`);
+}
 
+function nextFallback(config: LoadedConfig, queue: string[]): ResolvedGroup | undefined {
+  const name = queue.shift();
+  return name === undefined ? undefined : config.groups.find((g) => g.name === name);
+}
+
+/** Full jitter: uniform in [0, min(max, base × 2^(attempt − 1))]. */
+function backoff(baseMs: number, maxMs: number, attempt: number): number {
+  return Math.random() * Math.min(maxMs, baseMs * 2 ** (attempt - 1));
+}
+
+/** The group's bound on the whole request, retries and stream included. */
+class TotalTimer {
+  private readonly deadline: number;
+  private timer: ReturnType<typeof setTimeout> | undefined;
+  expired = false;
+
+  constructor(totalMs: number | undefined) {
+    this.deadline = totalMs === undefined ? Infinity : Date.now() + totalMs;
+  }
+
+  get bounded(): boolean {
+    return this.deadline !== Infinity;
+  }
+
+  expiresWithin(ms: number): boolean {
+    return Date.now() + ms >= this.deadline;
+  }
+
+  /** Aborts `abort` when the deadline passes (the attempt, then the stream it became). */
+  watch(abort: AbortController): void {
+    if (!this.bounded) return;
+    clearTimeout(this.timer);
+    this.timer = setTimeout(() => {
+      this.expired = true;
+      abort.abort(new Error("request exceeded its total timeout"));
+    }, Math.max(0, this.deadline - Date.now()));
+  }
+
+  clear(): void {
+    clearTimeout(this.timer);
+  }
+}
+
+/** One upstream attempt on the backend `decision` picked; it holds that lease and releases it exactly once. */
+async function attempt(
+  p: ProxyInput,
+  body: Validated["body"],
+  group: ResolvedGroup,
+  decision: RouteDecision,
+  total: TotalTimer,
+  attempts: number,
+  fellBack: boolean,
+): Promise<Attempt> {
+  const { config, env, ctx } = p;
   const deployment = group.deployments[decision.backend] as ResolvedDeployment;
   const pipeline = config.pipelines.get(group.name) as HookPipeline;
   const stream = body.stream === true;
   const hookCtx: HookContext = { requestId: p.requestId, group: group.name, clientModel: body.model, upstreamModel: deployment.model, backendId: deployment.id, stream };
 
-  // From here the lease is held: every path below releases it exactly once.
   let settle!: () => void;
   ctx.waitUntil(new Promise<void>((r) => (settle = r)));
   const release = (outcome: LeaseOutcome, ttftMs?: number) => {
-    queueRelease(group.name, { lease: (decision as RouteDecision).lease, outcome, ...(ttftMs === undefined ? {} : { ttftMs }) }, env, ctx, config.releaseFlushMs);
+    queueRelease(group.name, { lease: decision.lease, outcome, ...(ttftMs === undefined ? {} : { ttftMs }) }, env, ctx, config.releaseFlushMs);
     settle();
   };
 
@@ -104,9 +209,11 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
     timedOut = true;
     abort.abort(new Error("upstream first-byte timeout"));
   }, group.firstByteTimeoutMs);
+  total.watch(abort);
 
   const sentAt = performance.now();
   const overheadMs = sentAt - p.startedAt;
+  const routing = routingHeaders(decision, deployment, overheadMs, p.requestId, attempts, fellBack ? group.name : null);
   let up: Response;
   try {
     up = await fetch(deployment.baseUrl + UPSTREAM_PATH[p.endpoint], { method: "POST", headers, body: JSON.stringify(upstreamBody), signal: abort.signal });
@@ -115,21 +222,29 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
     p.req.signal.removeEventListener("abort", onClientGone);
     if (p.req.signal.aborted) {
       release("client-abort");
+      total.clear();
       throw new GatewayError(499, "invalid_request_error", "client disconnected", "client_closed_request");
     }
     release("upstream-error");
-    if (timedOut) throw gatewayTimeout(`backend ${deployment.id} sent no response headers within ${group.firstByteTimeoutMs} ms`);
-    throw badGateway(`backend ${deployment.id} could not be reached: ${(e as Error).message}`);
+    const err = total.expired
+      ? gatewayTimeout(`the request exceeded its total timeout of ${group.totalTimeoutMs} ms`)
+      : timedOut
+        ? gatewayTimeout(`backend ${deployment.id} sent no response headers within ${group.firstByteTimeoutMs} ms`)
+        : badGateway(`backend ${deployment.id} could not be reached: ${(e as Error).message}`);
+    return { failure: withHeaders(errorResponse(err), routing), cause: timedOut || total.expired ? "timeout" : "connect", retryAfterMs: null };
   }
   clearTimeout(timer);
 
-  const routing = routingHeaders(decision, deployment, overheadMs, p.requestId);
   if (!up.ok || !up.body) {
     p.req.signal.removeEventListener("abort", onClientGone);
-    release(up.status >= 500 || up.status === 401 || up.status === 403 ? "upstream-error" : "ok");
-    const err = await upstreamError(up, deployment);
-    for (const [k, v] of Object.entries(routing)) err.headers.set(k, v);
-    return err;
+    const failed = up.status >= 500 || up.status === 401 || up.status === 403;
+    release(up.status === 429 ? "rate-limited" : failed ? "upstream-error" : "ok");
+    const retryAfterMs = parseRetryAfter(up.headers.get("retry-after"));
+    const err = withHeaders(await upstreamError(up, deployment), routing);
+    if (up.status >= 500) return { failure: err, cause: "5xx", retryAfterMs: up.status === 503 ? retryAfterMs : null };
+    if (up.status === 429) return { failure: err, cause: "429", retryAfterMs };
+    total.clear();
+    return { response: err };
   }
 
   const out = new Headers(routing);
@@ -146,8 +261,9 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
     // A non-streamed answer is whole when its headers arrive (the GPU work is done), and no hook
     // wants its bytes: hand the body over as it is and free the slot now.
     p.req.signal.removeEventListener("abort", onClientGone);
+    total.clear();
     release("ok");
-    return new Response(up.body, { status: 200, headers: out });
+    return { response: new Response(up.body, { status: 200, headers: out }) };
   }
   const relayed = relay(up.body, {
     transforms,
@@ -156,24 +272,44 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
     now: () => performance.now(),
     nativePipe: () => new IdentityTransformStream(),
     clientGone: () => p.req.signal.aborted,
+    ...(stream && group.streamIdleTimeoutMs ? { idleTimeoutMs: group.streamIdleTimeoutMs, onIdle: () => abort.abort(new Error("upstream stream stalled")) } : {}),
     onEnd: (summary) => {
       p.req.signal.removeEventListener("abort", onClientGone);
+      total.clear();
       if (summary.outcome === "client-abort") abort.abort(new Error("client disconnected"));
       release(summary.outcome, summary.ttftMs ?? undefined);
       for (const h of pipeline.complete) ctx.waitUntil(Promise.resolve(h.onComplete?.(summary, hookCtx)));
     },
   });
-  return new Response(relayed, { status: 200, headers: out });
+  return { response: new Response(relayed, { status: 200, headers: out }) };
 }
 
-function routingHeaders(d: RouteDecision, dep: ResolvedDeployment, overheadMs: number, requestId: string): Record<string, string> {
-  return {
+/** Retry-After in seconds or as an HTTP date, in ms; null when absent or unreadable. */
+function parseRetryAfter(value: string | null): number | null {
+  if (value === null) return null;
+  const seconds = Number(value);
+  if (Number.isFinite(seconds) && seconds >= 0) return seconds * 1000;
+  const at = Date.parse(value);
+  return Number.isNaN(at) ? null : Math.max(0, at - Date.now());
+}
+
+function withHeaders(res: Response, headers: Record<string, string>): Response {
+  for (const [k, v] of Object.entries(headers)) res.headers.set(k, v);
+  return res;
+}
+
+function routingHeaders(d: RouteDecision, dep: ResolvedDeployment, overheadMs: number, requestId: string, attempts: number, fallbackGroup: string | null): Record<string, string> {
+  const h: Record<string, string> = {
     "x-kvgate-backend": dep.id,
-    "x-kvgate-reason": d.reason,
+    // A retried request says so; the routing reason of its last pick no longer explains it.
+    "x-kvgate-reason": attempts > 1 || fallbackGroup ? "failover" : d.reason,
+    "x-kvgate-attempts": String(attempts),
     "x-kvgate-prefix-blocks": `${d.matched}/${d.total}`,
     "x-kvgate-overhead-ms": overheadMs.toFixed(2),
     "x-request-id": requestId,
   };
+  if (fallbackGroup) h["x-kvgate-group"] = fallbackGroup;
+  return h;
 }
 
 const MAX_UPSTREAM_MESSAGE = 500;

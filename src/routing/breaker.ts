@@ -1,0 +1,157 @@
+/**
+ * One backend's circuit breaker. Closed: every request may go. Open: none may, after
+ * `consecutiveFailures` failures in a row or a failure rate of `failureRate` over the last
+ * `windowMs` (once `minRequests` ended in it). After `openMs`, or as soon as an active health
+ * probe succeeds, half-open: at most `halfOpenRequests` trial requests at a time; a failed trial
+ * or probe opens it again, `closeAfterSuccesses` good trials or probes close it.
+ * Pure: the caller passes the time, so tests and the Durable Object drive it alike.
+ */
+export type BreakerState = "closed" | "open" | "half-open";
+
+export interface BreakerParams {
+  consecutiveFailures: number;
+  failureRate: number;
+  minRequests: number;
+  windowMs: number;
+  openMs: number;
+  halfOpenRequests: number;
+  closeAfterSuccesses: number;
+}
+
+export interface BreakerSnapshot {
+  state: BreakerState;
+  /** When it entered that state (epoch ms). */
+  since: number;
+  consecutiveFailures: number;
+  /** How often it opened since the object started. */
+  opened: number;
+}
+
+/** The failure-rate window, in this many buckets: old outcomes leave it a bucket at a time. */
+const BUCKETS = 10;
+
+export class Breaker {
+  state: BreakerState = "closed";
+  since = 0;
+  opened = 0;
+  private consecutive = 0;
+  private trials = 0;
+  private successes = 0;
+  private readonly p: BreakerParams;
+  private readonly ok = new Array<number>(BUCKETS).fill(0);
+  private readonly failed = new Array<number>(BUCKETS).fill(0);
+  private bucketAt = 0;
+
+  constructor(p: BreakerParams) {
+    this.p = p;
+  }
+
+  /** Whether a request may go now; half-open past its cool-down counts the trial it lets through. */
+  admits(now: number): boolean {
+    if (this.state === "open") {
+      if (now - this.since < this.p.openMs) return false;
+      this.to("half-open", now);
+    }
+    return this.state === "closed" || this.trials < this.p.halfOpenRequests;
+  }
+
+  /** A request admitted by `admits` was sent: in half-open it is one of the trials. */
+  sent(): boolean {
+    if (this.state !== "half-open") return false;
+    this.trials++;
+    return true;
+  }
+
+  /** How a request ended: true good, false a backend failure. A trial's end is marked `trial`. */
+  record(good: boolean, now: number, trial: boolean): void {
+    if (trial && this.trials > 0) this.trials--;
+    if (this.state === "half-open") {
+      if (!trial) return;
+      if (good) this.succeed(now);
+      else this.open(now);
+      return;
+    }
+    if (this.state === "open") return;
+    this.roll(now);
+    if (good) {
+      this.consecutive = 0;
+      (this.ok[0] as number)++;
+      return;
+    }
+    this.consecutive++;
+    (this.failed[0] as number)++;
+    const bad = sum(this.failed);
+    const total = bad + sum(this.ok);
+    if (this.consecutive >= this.p.consecutiveFailures || (total >= this.p.minRequests && bad / total >= this.p.failureRate)) this.open(now);
+  }
+
+  /** A request ended without a verdict on the backend (client gone, lease expired, rate limited). */
+  abandon(trial: boolean): void {
+    if (trial && this.trials > 0) this.trials--;
+  }
+
+  /** An active health probe's answer; only open and half-open backends are probed. */
+  probed(good: boolean, now: number): void {
+    if (this.state === "closed") return;
+    if (!good) {
+      // Open again, from now: the cool-down restarts.
+      this.open(now);
+      return;
+    }
+    if (this.state === "open") this.to("half-open", now);
+    else this.succeed(now);
+  }
+
+  snapshot(): BreakerSnapshot {
+    return { state: this.state, since: this.since, consecutiveFailures: this.consecutive, opened: this.opened };
+  }
+
+  /** Restores a persisted state (after the Durable Object was evicted). */
+  restore(s: Pick<BreakerSnapshot, "state" | "since" | "opened">): void {
+    this.to(s.state, s.since);
+    this.opened = s.opened;
+  }
+
+  private succeed(now: number): void {
+    if (++this.successes >= this.p.closeAfterSuccesses) this.to("closed", now);
+  }
+
+  private open(now: number): void {
+    this.opened++;
+    this.to("open", now);
+  }
+
+  private to(state: BreakerState, now: number): void {
+    this.state = state;
+    this.since = now;
+    this.trials = 0;
+    this.successes = 0;
+    if (state === "closed") {
+      this.consecutive = 0;
+      this.ok.fill(0);
+      this.failed.fill(0);
+      this.bucketAt = now;
+    }
+  }
+
+  /** Shifts the window so bucket 0 holds outcomes of the current windowMs / BUCKETS slice. */
+  private roll(now: number): void {
+    const width = this.p.windowMs / BUCKETS;
+    const steps = Math.floor((now - this.bucketAt) / width);
+    if (steps <= 0) return;
+    const n = Math.min(steps, BUCKETS);
+    for (let k = 0; k < n; k++) {
+      this.ok.pop();
+      this.ok.unshift(0);
+      this.failed.pop();
+      this.failed.unshift(0);
+    }
+    this.bucketAt += steps * width;
+  }
+}
+
+function sum(a: readonly number[]): number {
+  let s = 0;
+  for (const x of a) s += x;
+  return s;
+}

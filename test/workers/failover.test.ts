@@ -1,0 +1,192 @@
+import { evictDurableObject } from "cloudflare:test";
+import { env } from "cloudflare:workers";
+import { describe, expect, inject, it, vi } from "vitest";
+import { chat, conversation, expectIdle, sseEvents, status } from "./gateway.ts";
+
+const [breakerUpstream, rateLimitedUpstream] = inject("upstreams").switchableUrls as [string, string];
+
+async function setMode(url: string, mode: Record<string, unknown>): Promise<void> {
+  const res = await fetch(`${url}/__mode`, { method: "POST", body: JSON.stringify(mode) });
+  expect(res.status).toBe(204);
+}
+
+async function upstreamCount(url: string): Promise<{ inference: number; health: number }> {
+  return (await (await fetch(`${url}/__count`)).json()) as { inference: number; health: number };
+}
+
+const breakerOf = async (group: string, id: string) => (await status(group)).backends.find((b) => b.id === id)?.breaker;
+
+describe("failover before the first byte", () => {
+  it("retries a refused connection on the next backend and says so", async () => {
+    // Round-robin: the first request goes to the dead backend, then fails over to the healthy one.
+    const res = await chat("failover-dead", conversation("fjords"));
+    expect(res.status).toBe(200);
+    expect(res.headers.get("x-kvgate-backend")).toBe("healthy");
+    expect(res.headers.get("x-kvgate-reason")).toBe("failover");
+    expect(res.headers.get("x-kvgate-attempts")).toBe("2");
+    expect((await res.json()) as { choices: unknown[] }).toHaveProperty("choices");
+    await expectIdle("failover-dead");
+  });
+
+  it("opens the dead backend's circuit after consecutive failures; then nothing is sent to it", async () => {
+    for (let i = 0; i < 3; i++) await (await chat("failover-dead", conversation(`moraine ${i}`))).text();
+    await vi.waitFor(async () => expect((await breakerOf("failover-dead", "dead"))?.state).toBe("open"), { timeout: 2000, interval: 20 });
+    for (let i = 0; i < 6; i++) {
+      const res = await chat("failover-dead", conversation(`cirque ${i}`));
+      await res.text();
+      expect(res.headers.get("x-kvgate-attempts")).toBe("1");
+      expect(res.headers.get("x-kvgate-backend")).toBe("healthy");
+    }
+    const dead = (await status("failover-dead")).backends.find((b) => b.id === "dead");
+    // Its probes keep failing (nothing listens), so it stays open and sees no request.
+    expect(dead?.breaker.state).toBe("open");
+    expect(dead?.inFlight).toBe(0);
+    await expectIdle("failover-dead");
+  });
+
+  it("does not retry when failover is off: the client gets the 502", async () => {
+    const res = await chat("failover-off", conversation("eskers"));
+    expect(res.status).toBe(502);
+    expect(res.headers.get("x-kvgate-attempts")).toBe("1");
+    const body = (await res.json()) as { error: { type: string; code: string } };
+    expect(body.error.type).toBe("upstream_error");
+    await expectIdle("failover-off");
+  });
+
+  it("waits out a short Retry-After on 429 and retries elsewhere; a long one is the client's", async () => {
+    await setMode(rateLimitedUpstream, { mode: "429", retryAfter: "0.05" });
+    const res = await chat("failover-429", conversation("drumlins"));
+    expect(res.status).toBe(200);
+    expect(res.headers.get("x-kvgate-attempts")).toBe("2");
+    expect(res.headers.get("x-kvgate-backend")).toBe("healthy");
+    await res.text();
+
+    await setMode(rateLimitedUpstream, { mode: "429", retryAfter: "30" });
+    // Round-robin alternates: within two requests one goes first to the rate-limited backend.
+    const statuses: number[] = [];
+    for (let i = 0; i < 2; i++) {
+      const r = await chat("failover-429", conversation(`kames ${i}`));
+      await r.text();
+      statuses.push(r.status);
+    }
+    expect(statuses).toContain(429);
+    // Rate limiting is load, not failure: the backend's circuit stays closed.
+    expect((await breakerOf("failover-429", "flaky"))?.state).toBe("closed");
+    await setMode(rateLimitedUpstream, { mode: "ok" });
+    await expectIdle("failover-429");
+  });
+
+  it("never retries once bytes reached the client: a stream cut mid-way ends with an SSE error event", async () => {
+    const res = await chat("failover-dead", conversation("tarns"), { stream: true, kvgate_sim: { fail_after_chunks: 2 } });
+    expect(res.status).toBe(200);
+    expect(res.headers.get("x-kvgate-attempts")).toBe("1");
+    const events = await sseEvents(res);
+    expect(events.at(-1)).toContain('"code":"upstream_stream_error"');
+    await expectIdle("failover-dead");
+  });
+});
+
+describe("circuit breaker", () => {
+  it("opens on failures, probes while open, half-opens when probes pass, closes after good trials", async () => {
+    await setMode(breakerUpstream, { mode: "fail" });
+    // Every request still succeeds: the failing backend's 500s fail over to the healthy one.
+    for (let i = 0; i < 4; i++) {
+      const res = await chat("failover-breaker", conversation(`sastrugi ${i}`));
+      expect(res.status).toBe(200);
+      await res.text();
+    }
+    await vi.waitFor(async () => expect((await breakerOf("failover-breaker", "flaky"))?.state).toBe("open"), { timeout: 2000, interval: 20 });
+    // Probes (GET /health, every ~50 ms) fail while it is down.
+    const atOpen = await upstreamCount(breakerUpstream);
+    await vi.waitFor(async () => expect((await upstreamCount(breakerUpstream)).health).toBeGreaterThanOrEqual(atOpen.health + 2), { timeout: 3000, interval: 20 });
+    for (let i = 0; i < 4; i++) await (await chat("failover-breaker", conversation(`nunatak ${i}`))).text();
+    // While open it got probes only, no inference request.
+    expect((await upstreamCount(breakerUpstream)).inference).toBe(atOpen.inference);
+
+    await setMode(breakerUpstream, { mode: "ok" });
+    // A good probe half-opens it; trials and probes then close it (closeAfterSuccesses 2).
+    await vi.waitFor(
+      async () => {
+        await (await chat("failover-breaker", conversation("serac"))).text();
+        expect((await breakerOf("failover-breaker", "flaky"))?.state).toBe("closed");
+      },
+      { timeout: 3000, interval: 30 },
+    );
+    const shares = new Set<string>();
+    for (let i = 0; i < 4; i++) {
+      const res = await chat("failover-breaker", conversation(`bergschrund ${i}`));
+      await res.text();
+      shares.add(res.headers.get("x-kvgate-backend") ?? "");
+    }
+    expect(shares).toEqual(new Set(["flaky", "healthy"]));
+    expect((await breakerOf("failover-breaker", "flaky"))?.opened).toBeGreaterThanOrEqual(1);
+    await expectIdle("failover-breaker");
+  });
+});
+
+describe("fallback groups and timeouts", () => {
+  it("falls back to another group when no backend of the model's group can serve", async () => {
+    const res = await chat("fallback-primary", conversation("polynya"));
+    expect(res.status).toBe(200);
+    expect(res.headers.get("x-kvgate-group")).toBe("fallback-target");
+    expect(res.headers.get("x-kvgate-reason")).toBe("failover");
+    await res.text();
+    await expectIdle("fallback-primary");
+    await expectIdle("fallback-target");
+  });
+
+  it("cuts a stream that stalls between chunks with an SSE error event, and frees its slot", async () => {
+    const res = await chat("stall", conversation("katabatic"), { stream: true, max_tokens: 20, kvgate_sim: { stall_after_chunks: 2 } });
+    expect(res.status).toBe(200);
+    const events = await sseEvents(res);
+    expect(events.filter((e) => e.includes('"delta"')).length).toBeGreaterThanOrEqual(2);
+    expect(events.at(-1)).toContain('"code":"upstream_stream_stalled"');
+    await expectIdle("stall");
+  });
+
+  it("answers 504 when the request outlives its total timeout", async () => {
+    const res = await chat("total-timeout", conversation("firn"), { kvgate_sim: { first_byte_delay_ms: 2000 } });
+    expect(res.status).toBe(504);
+    const body = (await res.json()) as { error: { type: string; message: string } };
+    expect(body.error.type).toBe("timeout_error");
+    expect(body.error.message).toContain("total timeout");
+    await expectIdle("total-timeout");
+  });
+});
+
+describe("durable routing state", () => {
+  it("routes a conversation back to its backend after the Durable Object was evicted", async () => {
+    const home = await chat("durable", conversation("ablation", 1));
+    await home.text();
+    const backend = home.headers.get("x-kvgate-backend");
+    await expectIdle("durable");
+    const stub = env.MODEL_GROUP.getByName("durable");
+    // The snapshot is written by the alarm, snapshotIntervalMs (20 ms) after routing.
+    await new Promise((r) => setTimeout(r, 200));
+    await evictDurableObject(stub);
+
+    const after = await status("durable");
+    expect(after.calls.route).toBe(0);
+    expect(after.restored.affinityBlocks).toBeGreaterThan(0);
+    for (let turns = 2; turns <= 3; turns++) {
+      const res = await chat("durable", conversation("ablation", turns));
+      await res.text();
+      expect(res.headers.get("x-kvgate-backend")).toBe(backend);
+      expect(res.headers.get("x-kvgate-reason")).toBe("prefix-hit");
+    }
+    await expectIdle("durable");
+  });
+
+  it("restores an open circuit after eviction", async () => {
+    for (let i = 0; i < 3; i++) await (await chat("durable-breaker", conversation(`ogive ${i}`))).text();
+    await vi.waitFor(async () => expect((await breakerOf("durable-breaker", "dead"))?.state).toBe("open"), { timeout: 2000, interval: 20 });
+    await evictDurableObject(env.MODEL_GROUP.getByName("durable-breaker"));
+    const after = await status("durable-breaker");
+    expect(after.restored.breakers).toBe(1);
+    expect(after.backends.find((b) => b.id === "dead")?.breaker.state).toBe("open");
+    const res = await chat("durable-breaker", conversation("ogive x"));
+    await res.text();
+    expect(res.headers.get("x-kvgate-attempts")).toBe("1");
+    await expectIdle("durable-breaker");
+  });
+});
