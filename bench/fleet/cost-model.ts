@@ -15,20 +15,29 @@ import type { GpuProfile } from "./presets.ts";
  * budget bounds it, as chunked prefill does.
  */
 export interface CostModel {
+  /** No latency at all: a request can run synchronously. */
   readonly instant: boolean;
   stepMs(prefillTokens: number, prefilling: number, decoding: number, running: number): number;
 }
 
-export function costModel(profile: GpuProfile, slowFactor: number): CostModel {
+/** A worker's cost model: a fault with an onset changes its slowFactor while the worker runs. */
+export interface WorkerCost extends CostModel {
+  slowFactor: number;
+}
+
+export function costModel(profile: GpuProfile, slowFactor: number): WorkerCost {
   const { prefillBaseMs, prefillMsPerToken, decodeStepMs, batchSlowdown } = profile;
-  const instant = slowFactor === 0 || (prefillBaseMs === 0 && prefillMsPerToken === 0 && decodeStepMs === 0);
+  const zero = prefillBaseMs === 0 && prefillMsPerToken === 0 && decodeStepMs === 0;
   return {
-    instant,
+    slowFactor,
+    get instant() {
+      return zero || this.slowFactor === 0;
+    },
     stepMs(prefillTokens, prefilling, decoding, running) {
-      if (instant) return 0;
+      if (this.instant) return 0;
       const prefill = prefilling > 0 ? prefillBaseMs + prefillMsPerToken * prefillTokens : 0;
       const decode = decoding > 0 ? decodeStepMs * (1 + batchSlowdown * Math.max(0, running - 1)) : 0;
-      return (prefill + decode) * slowFactor;
+      return (prefill + decode) * this.slowFactor;
     },
   };
 }

@@ -1,6 +1,8 @@
 /**
  * Worker-level failure knobs, for benchmarks of retries, failover and breakers. They apply to
- * the workers `faultWorker` selects; the rest of the fleet stays healthy.
+ * the workers `faultWorker` selects (the rest of the fleet stays healthy), or to one worker each
+ * through startFleet's `faults`. The time-based ones count from the fleet's fault clock, which
+ * starts with the fleet unless startFleet is told to hold it.
  */
 export interface FaultKnobs {
   /** Fraction of inference requests answered 500 (0–1). */
@@ -13,6 +15,30 @@ export interface FaultKnobs {
   dieAfterRequests: number;
   /** Multiplies every latency (2 = half speed). */
   slowFactor: number;
+  /**
+   * Ms after the fault clock starts at which errorRate, stallRate and slowFactor take effect and
+   * flapping begins; 0 = at once. Before it the worker is healthy, so a run can watch it turn.
+   */
+  onsetMs: number;
+  /** Ms after the fault clock starts at which the worker dies (closes its port and every connection); 0 = never. */
+  dieAtMs: number;
+  /**
+   * Flapping, as a crashed vLLM restarted by its supervisor looks: from onset, the port is closed
+   * and every connection cut for flapDownMs (new connections are refused), then the worker serves
+   * again, with an empty KV cache, for flapUpMs; flapCycles times (0 = no flapping). After the
+   * last cycle it stays up.
+   */
+  flapDownMs: number;
+  flapUpMs: number;
+  flapCycles: number;
+}
+
+/** What happened to a worker, and when (Date.now()), for a benchmark's timeline. */
+export interface FaultEvent {
+  worker: number;
+  /** onset: the rate and slow knobs took effect; down/up: a flap; dead: dieAtMs or dieAfterRequests. */
+  kind: "onset" | "down" | "up" | "dead";
+  at: number;
 }
 
 export const HEALTHY: Readonly<FaultKnobs> = {
@@ -21,7 +47,17 @@ export const HEALTHY: Readonly<FaultKnobs> = {
   stallAfterChunks: 1,
   dieAfterRequests: 0,
   slowFactor: 1,
+  onsetMs: 0,
+  dieAtMs: 0,
+  flapDownMs: 0,
+  flapUpMs: 0,
+  flapCycles: 0,
 };
+
+/** HEALTHY has every knob, so it is the list of their names too. */
+export function isFaultKnob(name: string): name is keyof FaultKnobs {
+  return Object.hasOwn(HEALTHY, name);
+}
 
 /**
  * Seeded random draws (mulberry32), so a benchmark with an error rate fails the same requests on

@@ -33,7 +33,7 @@ export function handleInference(
   } catch (e) {
     parseError = e instanceof Error ? e.message : String(e);
   }
-  ctx.log.record({ path: req.url ?? "", headers: req.headers, body });
+  ctx.log.record({ at: Date.now(), path: req.url ?? "", headers: req.headers, body });
   ctx.counters.requests++;
   if (parseError !== undefined) return fail(400, `Invalid JSON body: ${parseError}`);
   if (!isRecord(body)) return fail(400, "request body must be a JSON object");
@@ -52,7 +52,7 @@ export function handleInference(
     if (controls.failStatus !== undefined) {
       return fail(controls.failStatus, `simulated failure (${SIM_FIELD}.fail_status=${controls.failStatus})`);
     }
-    if (ctx.dice.chance(ctx.config.faults.errorRate)) return fail(500, "simulated worker error (errorRate)");
+    if (ctx.faulty && ctx.dice.chance(ctx.config.faults.errorRate)) return fail(500, "simulated worker error (errorRate)");
     const spec = jobSpec(ctx, endpoint, body, controls);
     if (typeof spec === "string") return fail(400, spec);
     const job = new InferenceJob(ctx, spec, res);
@@ -114,7 +114,7 @@ function jobSpec(ctx: WorkerContext, endpoint: Endpoint, body: Record<string, un
     // A model given no limit ends on its own (stop); one that reaches its limit is cut (length).
     finish: limit !== undefined && outputTokens >= limit ? "length" : "stop",
     failAfterChunks: controls.failAfterChunks,
-    stallAfterChunks: controls.stallAfterChunks ?? (ctx.dice.chance(faults.stallRate) ? faults.stallAfterChunks : undefined),
+    stallAfterChunks: controls.stallAfterChunks ?? (ctx.faulty && ctx.dice.chance(faults.stallRate) ? faults.stallAfterChunks : undefined),
     tokenIntervalMs: controls.chunkDelayMs,
   };
 }

@@ -1,4 +1,4 @@
-import { HEALTHY, type FaultKnobs } from "./faults.ts";
+import { HEALTHY, isFaultKnob, type FaultKnobs } from "./faults.ts";
 import { PRESETS, PRESET_NAMES, isPresetName, isProfileKey, type GpuProfile, type PresetName } from "./presets.ts";
 
 /** Workers a fault applies to: one index, or every worker. */
@@ -50,6 +50,11 @@ export const OPTION_SPECS: { readonly [K in keyof FleetOptions]-?: OptionSpec } 
   stallAfterChunks: { kind: "int", min: 0, help: "content events a stalling stream sends first" },
   dieAfterRequests: { kind: "int", min: 0, help: "the worker closes its port after this many requests; 0 = never" },
   slowFactor: { kind: "number", min: 0, help: "multiplies every latency of the faulty workers" },
+  onsetMs: { kind: "int", min: 0, help: "ms after start at which error-rate, stall-rate and slow-factor take effect and flapping begins" },
+  dieAtMs: { kind: "int", min: 0, help: "ms after start at which the worker closes its port and connections; 0 = never" },
+  flapDownMs: { kind: "int", min: 0, help: "flapping: ms the port stays closed (connections refused) each cycle" },
+  flapUpMs: { kind: "int", min: 0, help: "flapping: ms the worker serves between two downs" },
+  flapCycles: { kind: "int", min: 0, max: 100_000, help: "flapping: down/up cycles from onset; 0 = no flapping" },
   seed: { kind: "int", min: 0, max: 0xffffffff, help: "seed of the error/stall draws" },
   requestLogSize: { kind: "int", min: 0, max: 100_000, help: "requests kept for GET /sim/requests" },
   timeScale: {
@@ -74,6 +79,11 @@ export const DEFAULTS: Readonly<GeneralOptions> = {
   stallAfterChunks: 1,
   dieAfterRequests: 0,
   slowFactor: 1,
+  onsetMs: 0,
+  dieAtMs: 0,
+  flapDownMs: 0,
+  flapUpMs: 0,
+  flapCycles: 0,
   seed: 1,
   requestLogSize: 50,
   timeScale: 1,
@@ -94,12 +104,20 @@ export function resolveFleetOptions(given: Partial<FleetOptions> = {}): FleetOpt
   if (!isPresetName(preset)) throw new Error(`unknown preset "${String(preset)}" (${PRESET_NAMES.join(", ")})`);
   const options: FleetOptions = { ...DEFAULTS, ...PRESETS[preset], ...set };
   for (const name of Object.keys(OPTION_SPECS)) if (isOptionName(name)) check(name, options[name], options);
+  checkFlap(options, "fleet options");
   return options;
 }
 
-function check(name: keyof FleetOptions, value: unknown, all: FleetOptions): void {
+/** A flap needs time down and up, or the worker would close and reopen in the same tick. */
+function checkFlap(k: FaultKnobs, where: string): void {
+  if (k.flapCycles > 0 && (k.flapDownMs < 1 || k.flapUpMs < 1)) {
+    throw new Error(`${where}: flapCycles ${k.flapCycles} needs flapDownMs and flapUpMs of at least 1`);
+  }
+}
+
+function check(name: keyof FleetOptions, value: unknown, all: FleetOptions, label = `fleet option ${name}`): void {
   const spec = OPTION_SPECS[name];
-  const bad = (why: string): Error => new Error(`fleet option ${name}=${JSON.stringify(value)}: ${why}`);
+  const bad = (why: string): Error => new Error(`${label}=${JSON.stringify(value)}: ${why}`);
   switch (spec.kind) {
     case "string":
       if (typeof value !== "string" || value === "") throw bad("must be a non-empty string");
@@ -122,11 +140,43 @@ function check(name: keyof FleetOptions, value: unknown, all: FleetOptions): voi
   }
 }
 
-/** The fault knobs of worker `index`: the configured ones if the fault targets it, else healthy. */
-export function faultsFor(options: FleetOptions, index: number): FaultKnobs {
-  if (options.faultWorker !== "all" && options.faultWorker !== index) return HEALTHY;
-  const { errorRate, stallRate, stallAfterChunks, dieAfterRequests, slowFactor } = options;
-  return { errorRate, stallRate, stallAfterChunks, dieAfterRequests, slowFactor };
+/** Fault knobs for single workers, by worker index; they override the fleet-wide knobs for that worker. */
+export type WorkerFaults = Readonly<Record<number, Partial<FaultKnobs>>>;
+
+/**
+ * The fault knobs of worker `index`: the fleet-wide ones if faultWorker targets it (else healthy),
+ * then what `perWorker` sets for it. Throws on an index outside the fleet or a bad knob.
+ */
+export function faultsFor(options: FleetOptions, index: number, perWorker: WorkerFaults = {}): FaultKnobs {
+  for (const key of Object.keys(perWorker)) {
+    const i = Number(key);
+    if (!Number.isInteger(i) || i < 0 || i >= options.workers) throw new Error(`faults: worker ${key} is not in a fleet of ${options.workers}`);
+  }
+  const base: FaultKnobs =
+    options.faultWorker !== "all" && options.faultWorker !== index
+      ? { ...HEALTHY }
+      : {
+          errorRate: options.errorRate,
+          stallRate: options.stallRate,
+          stallAfterChunks: options.stallAfterChunks,
+          dieAfterRequests: options.dieAfterRequests,
+          slowFactor: options.slowFactor,
+          onsetMs: options.onsetMs,
+          dieAtMs: options.dieAtMs,
+          flapDownMs: options.flapDownMs,
+          flapUpMs: options.flapUpMs,
+          flapCycles: options.flapCycles,
+        };
+  const own = perWorker[index];
+  if (!own) return base;
+  for (const [name, value] of Object.entries(own)) {
+    if (!isFaultKnob(name)) throw new Error(`faults[${index}]: unknown fault knob "${name}"`);
+    if (value === undefined) continue;
+    check(name, value, options, `faults[${index}].${name}`);
+    base[name] = value;
+  }
+  checkFlap(base, `faults[${index}]`);
+  return base;
 }
 
 /** The GPU profile fields of the options, latencies scaled by timeScale. */

@@ -1,6 +1,8 @@
 import type { IncomingHttpHeaders } from "node:http";
 
 export interface LoggedRequest {
+  /** Date.now() when the worker had read the request, for a benchmark's timeline. */
+  at: number;
   path: string;
   headers: IncomingHttpHeaders;
   /** The body as parsed JSON; null when it was empty or not JSON. */

@@ -1,5 +1,5 @@
-import { costModel, type CostModel } from "./cost-model.ts";
-import { FaultDice, type FaultKnobs } from "./faults.ts";
+import { costModel, type WorkerCost } from "./cost-model.ts";
+import { FaultDice, type FaultEvent, type FaultKnobs } from "./faults.ts";
 import { PrefixCache } from "./kv-cache.ts";
 import { newCounters, type WorkerCounters } from "./metrics.ts";
 import type { GpuProfile } from "./presets.ts";
@@ -16,6 +16,8 @@ export interface WorkerConfig {
   defaultMaxTokens: number;
   seed: number;
   requestLogSize: number;
+  /** Told when a fault takes effect (onset, a flap's down and up, death), for a benchmark's timeline. */
+  onFaultEvent?: (kind: FaultEvent["kind"]) => void;
 }
 
 /** Everything one simulated GPU worker owns; the request handlers share it. */
@@ -24,9 +26,10 @@ export interface WorkerContext {
   readonly modelJson: string;
   /** Sent with every response, so a test or benchmark sees which worker answered. */
   readonly headers: Readonly<Record<string, string>>;
-  readonly cost: CostModel;
-  readonly cache: PrefixCache;
-  readonly scheduler: BatchScheduler;
+  readonly cost: WorkerCost;
+  /** Both replaced, empty, when a flapping worker comes back up: a restarted engine has lost them. */
+  cache: PrefixCache;
+  scheduler: BatchScheduler;
   readonly counters: WorkerCounters;
   readonly log: RequestLog;
   readonly dice: FaultDice;
@@ -34,14 +37,17 @@ export interface WorkerContext {
   nextId: number;
   /** Inference requests accepted, counted for dieAfterRequests. */
   accepted: number;
+  /** errorRate, stallRate and slowFactor are in effect (the fault clock passed onsetMs). */
+  faulty: boolean;
   dead: boolean;
   /** Set by the server: closes the port and every connection. */
   die: () => void;
 }
 
 export function createWorkerContext(config: WorkerConfig): WorkerContext {
-  const { profile, faults } = config;
-  const cost = costModel(profile, faults.slowFactor);
+  const { profile } = config;
+  // Healthy speed until the onset; the server switches slowFactor on then.
+  const cost = costModel(profile, 1);
   return {
     config,
     modelJson: JSON.stringify(config.servedModelName),
@@ -56,6 +62,7 @@ export function createWorkerContext(config: WorkerConfig): WorkerContext {
     timers: new Set(),
     nextId: 0,
     accepted: 0,
+    faulty: false,
     dead: false,
     die: () => {},
   };

@@ -1,7 +1,11 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { readBody, sendError, sendJson } from "./http-replies.ts";
 import { handleInference, type Endpoint } from "./inference-handler.ts";
+import type { FaultEvent } from "./faults.ts";
+import { PrefixCache } from "./kv-cache.ts";
 import { renderMetrics } from "./metrics.ts";
+import type { LoggedRequest } from "./request-log.ts";
+import { BatchScheduler } from "./scheduler.ts";
 import { createWorkerContext, type WorkerConfig, type WorkerContext } from "./worker-context.ts";
 
 export const HOST = "127.0.0.1";
@@ -11,6 +15,10 @@ const HEALTH_BODY = '{"status":"ok"}';
 export interface SimWorker {
   readonly url: string;
   readonly port: number;
+  /** Starts the worker's fault clock (onsetMs, dieAtMs and flapping count from `at`, a Date.now()). */
+  startFaults(at: number): void;
+  /** The inference requests in its log, oldest first (also served at GET /sim/requests while it is up). */
+  requests(): LoggedRequest[];
   close(): Promise<void>;
 }
 
@@ -33,29 +41,109 @@ export async function startWorker(config: WorkerConfig): Promise<SimWorker> {
   });
 
   const server = createServer((req, res) => route(ctx, req, res, modelsBody));
+  // The fault clock's timers, apart from ctx.timers: a flap's down clears those, not these.
+  const clock = new Set<NodeJS.Timeout>();
+  const report = (kind: FaultEvent["kind"]): void => config.onFaultEvent?.(kind);
   let closed: Promise<void> | undefined;
-  const shut = (): Promise<void> =>
-    (closed ??= new Promise<void>((resolve) => {
-      ctx.dead = true;
-      ctx.scheduler.stop();
-      for (const timer of ctx.timers) clearTimeout(timer);
-      ctx.timers.clear();
+  // Flap transitions run one after another: a down waits for the previous up to be listening.
+  let lifecycle: Promise<void> = Promise.resolve();
+
+  /** Stops the engine and cuts everything; resolves once the port is closed and every socket gone. */
+  const closePort = (): Promise<void> => {
+    ctx.scheduler.stop();
+    for (const timer of ctx.timers) clearTimeout(timer);
+    ctx.timers.clear();
+    return new Promise<void>((resolve) => {
       // The callback runs once every connection is gone; closeAllConnections makes that now,
-      // stalled streams and idle keep-alive sockets included.
+      // stalled streams and idle keep-alive sockets included. On a port a flap already closed
+      // it reports ERR_SERVER_NOT_RUNNING, which is no failure here.
       server.close(() => resolve());
       server.closeAllConnections();
-    }));
-  ctx.die = () => void shut();
-
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen({ port: config.port, host: HOST }, () => {
-      server.off("error", reject);
-      resolve();
     });
-  });
+  };
+  const shut = (): Promise<void> =>
+    (closed ??= (async () => {
+      ctx.dead = true;
+      for (const timer of clock) clearTimeout(timer);
+      clock.clear();
+      await lifecycle;
+      await closePort();
+    })());
+  ctx.die = () => {
+    if (ctx.dead) return;
+    report("dead");
+    void shut();
+  };
+
+  const listen = (port: number): Promise<void> =>
+    new Promise<void>((resolve, reject) => {
+      server.once("error", reject);
+      server.listen({ port, host: HOST }, () => {
+        server.off("error", reject);
+        resolve();
+      });
+    });
+  await listen(config.port);
   const port = listeningPort(server.address());
-  return { url: `http://${HOST}:${port}`, port, close: shut };
+
+  // A flap: the process is gone (connection refused), then back on the same port with a fresh
+  // engine and an empty cache, as a supervisor restarts a crashed vLLM.
+  const goDown = (): void => {
+    lifecycle = lifecycle.then(async () => {
+      if (ctx.dead) return;
+      report("down");
+      await closePort();
+    });
+  };
+  const comeUp = (): void => {
+    lifecycle = lifecycle.then(async () => {
+      if (ctx.dead) return;
+      ctx.cache = new PrefixCache(config.profile.kvCapacityBlocks);
+      ctx.scheduler = new BatchScheduler(ctx.cost, config.profile);
+      try {
+        await listen(port);
+        report("up");
+      } catch {
+        // The port was taken while the worker was down: it stays dead, as a failed restart.
+        ctx.die();
+      }
+    });
+  };
+
+  let started = false;
+  const startFaults = (t0: number): void => {
+    if (started || closed) return;
+    started = true;
+    const f = config.faults;
+    // Each timer aims at its time on the clock, so a late one does not push the later ones back.
+    const at = (clockMs: number, fn: () => void): void => {
+      const timer = setTimeout(() => {
+        clock.delete(timer);
+        fn();
+      }, Math.max(0, t0 + clockMs - Date.now()));
+      clock.add(timer);
+    };
+    const flap = (cycle: number): void => {
+      if (cycle >= f.flapCycles) return;
+      const downAt = f.onsetMs + cycle * (f.flapDownMs + f.flapUpMs);
+      at(downAt, goDown);
+      at(downAt + f.flapDownMs, () => {
+        comeUp();
+        flap(cycle + 1);
+      });
+    };
+    const onset = (): void => {
+      ctx.faulty = true;
+      ctx.cost.slowFactor = f.slowFactor;
+      if (f.errorRate > 0 || f.stallRate > 0 || f.slowFactor !== 1 || f.flapCycles > 0) report("onset");
+    };
+    if (t0 + f.onsetMs <= Date.now()) onset();
+    else at(f.onsetMs, onset);
+    flap(0);
+    if (f.dieAtMs > 0) at(f.dieAtMs, () => ctx.die());
+  };
+
+  return { url: `http://${HOST}:${port}`, port, startFaults, requests: () => ctx.log.list(), close: shut };
 }
 
 function route(ctx: WorkerContext, req: IncomingMessage, res: ServerResponse, modelsBody: string): void {
