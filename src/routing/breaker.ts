@@ -94,8 +94,9 @@ export class Breaker {
   probed(good: boolean, now: number): void {
     if (this.state === "closed") return;
     if (!good) {
-      // Open again, from now: the cool-down restarts.
-      this.open(now);
+      // Still down: a half-open backend opens again; an open one's cool-down restarts from now.
+      if (this.state === "half-open") this.open(now);
+      else this.since = now;
       return;
     }
     if (this.state === "open") this.to("half-open", now);
