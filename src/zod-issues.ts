@@ -1,4 +1,11 @@
+import * as z from "zod/mini";
 import type { core } from "zod/mini";
+
+// zod drops an issue's input before handing the issue out (unless a parse passes reportInput), so
+// afterwards a missing field and one of the wrong type look alike: both said "is required". The
+// global error map still sees the input; it marks the missing ones, and describeIssue reads the mark.
+const MISSING = "kvgate:missing";
+z.config({ customError: (issue) => (issue.input === undefined ? MISSING : undefined) });
 
 /** `messages[2].content` style path, the way a user would name the field. */
 export function fieldPath(path: readonly PropertyKey[]): string {
@@ -15,9 +22,11 @@ export function fieldPath(path: readonly PropertyKey[]): string {
  * handful of issue kinds a request or config can raise are described here.
  */
 export function describeIssue(issue: core.$ZodIssue): string {
+  // Whatever the schema (a union's issue is no invalid_type), a field that is not there is missing.
+  if (issue.message === MISSING) return "is required";
   switch (issue.code) {
     case "invalid_type":
-      return issue.input === undefined ? "is required" : `must be ${issue.expected}`;
+      return `must be ${issue.expected}`;
     case "too_small":
       return issue.origin === "array" || issue.origin === "string"
         ? `must have at least ${String(issue.minimum)} ${issue.origin === "array" ? "item(s)" : "character(s)"}`

@@ -41,6 +41,9 @@ export function testConfig(u: Upstreams): GatewayConfigInput {
       fleetGroup("errors", u.fleetUrls, { firstByteTimeoutMs: 300 }),
       fleetGroup("sdk", u.fleetUrls, { hooks: ["restamp"] }),
       fleetGroup("short-lease", u.fleetUrls, { leaseTtlMs: 200 }),
+      // Generated hostile bodies (test/workers/hostile-input.test.ts); the second caps fingerprints at 4 blocks of 8 characters.
+      fleetGroup("hostile", u.fleetUrls, { aliases: ["hostile-alias"] }),
+      fleetGroup("hostile-prefix", u.fleetUrls, { blockChars: 8, maxPrefixBlocks: 4 }),
       { name: "one-slot", deployments: [{ id: "only", baseUrl: u.fleetUrls[0] as string, model: UPSTREAM_MODEL, maxInFlight: 1 }] },
       { name: "scripted", deployments: [{ id: "scripted", baseUrl: u.scriptedUrl, model: UPSTREAM_MODEL }] },
       { name: "scripted-restamp", hooks: ["restamp"], deployments: [{ id: "scripted", baseUrl: u.scriptedUrl, model: UPSTREAM_MODEL }] },
