@@ -147,7 +147,10 @@ export class ModelGroup extends DurableObject<Env> {
       const snapshotDue = Math.max(this.snapshotAt + this.snapshotIntervalMs(), Date.now());
       if (at === null || snapshotDue < at) at = snapshotDue;
     }
-    if (at === null || (this.alarmAt !== null && this.alarmAt <= at)) return;
+    if (at === null) return;
+    // A probe due already (a restored open breaker) is due now, not in the past.
+    at = Math.max(at, Date.now());
+    if (this.alarmAt !== null && this.alarmAt <= at) return;
     this.alarmAt = at;
     void this.ctx.storage.setAlarm(at);
   }

@@ -39,7 +39,7 @@ export function handleInference(
   if (!isRecord(body)) return fail(400, "request body must be a JSON object");
 
   if (body.model !== undefined && body.model !== ctx.config.servedModelName) {
-    return fail(404, `The model \`${String(body.model)}\` does not exist.`, "model");
+    return fail(404, `The model \`${typeof body.model === "string" ? body.model : JSON.stringify(body.model)}\` does not exist.`, "model");
   }
   const parsed = parseSimControls(body[SIM_FIELD]);
   if (!parsed.ok) return fail(400, parsed.message, SIM_FIELD);

@@ -50,9 +50,14 @@ function renderToolCalls(calls: unknown[]): string {
   let text = "";
   for (const call of calls) {
     const fn = isRecord(call) ? call.function : undefined;
-    if (isRecord(fn)) text += `<|tool_call|>${String(fn.name)}(${typeof fn.arguments === "string" ? fn.arguments : JSON.stringify(fn.arguments)})`;
+    // Any JSON may arrive here: String() of an object whose toString is not a function throws.
+    if (isRecord(fn)) text += `<|tool_call|>${asText(fn.name)}(${asText(fn.arguments)})`;
   }
   return text;
+}
+
+function asText(value: unknown): string {
+  return typeof value === "string" ? value : (JSON.stringify(value) ?? "");
 }
 
 /** A completions prompt: a string, a one-element array of strings, or token ids. */

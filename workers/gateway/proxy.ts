@@ -194,6 +194,15 @@ async function attempt(
 
   const upstreamBody: Record<string, unknown> = { ...body, model: deployment.model };
   for (const h of pipeline.request) h.onRequest?.(upstreamBody, hookCtx);
+  // Serialised outside the fetch's try: a failure here is the request's, never the backend's.
+  let payload: string;
+  try {
+    payload = JSON.stringify(upstreamBody);
+  } catch (e) {
+    release("client-abort");
+    total.clear();
+    throw badRequest(`request body cannot be serialised: ${(e as Error).message}`, null, "invalid_json");
+  }
   const headers = new Headers({ "content-type": "application/json", "x-request-id": p.requestId });
   if (stream) headers.set("accept", "text/event-stream");
   if (deployment.apiKeyEnv) {
@@ -216,7 +225,7 @@ async function attempt(
   const routing = routingHeaders(decision, deployment, overheadMs, p.requestId, attempts, fellBack ? group.name : null);
   let up: Response;
   try {
-    up = await fetch(deployment.baseUrl + UPSTREAM_PATH[p.endpoint], { method: "POST", headers, body: JSON.stringify(upstreamBody), signal: abort.signal });
+    up = await fetch(deployment.baseUrl + UPSTREAM_PATH[p.endpoint], { method: "POST", headers, body: payload, signal: abort.signal });
   } catch (e) {
     clearTimeout(timer);
     p.req.signal.removeEventListener("abort", onClientGone);
