@@ -11,6 +11,9 @@ export interface Cell {
   total_p50: number | null;
   errors: number;
   requests: number;
+  /** TTFT p50 and p95 of each seed's run, for the seed-to-seed spread. */
+  p50_seeds: number[];
+  p95_seeds: number[];
   /** Largest backend share (median over seeds). */
   max_share: number | null;
   seeds: number;
@@ -41,6 +44,8 @@ export function aggregate(results: RoutingResults): Map<string, Cell> {
       p95: median(runs.map((r) => r.ttft_ms.p95)),
       p99: median(runs.map((r) => r.ttft_ms.p99)),
       later_p95: median(runs.map((r) => r.ttft_later_turns_ms?.p95 ?? null)),
+      p50_seeds: runs.map((r) => r.ttft_ms.p50).filter((x): x is number => x !== null),
+      p95_seeds: runs.map((r) => r.ttft_ms.p95).filter((x): x is number => x !== null),
       total_p50: median(runs.map((r) => r.total_ms.p50)),
       errors: runs.reduce((n, r) => n + r.errors, 0),
       requests: runs.reduce((n, r) => n + r.requests, 0),
