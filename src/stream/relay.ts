@@ -36,10 +36,23 @@ const encoder = new TextEncoder();
  * byte's time and keeps a reference for the tail, unless a hook asked for chunks. At the end it
  * reports how the body ended — normally, upstream failure (an SSE body then gets an error event
  * instead of a silent truncation), or client disconnect (the upstream body is cancelled).
+ *
+ * With hooks, one loop reads the upstream and writes what the hooks make of each chunk into a
+ * pipe the runtime pumps to the client (nativePipe in Workers): the client side stays native, so
+ * JavaScript runs once per chunk, where a TransformStream would also run it for the runtime's
+ * pulls of a JavaScript-backed body.
  */
 export function relay(body: ReadableStream<Uint8Array>, o: RelayOptions): ReadableStream<Uint8Array> {
-  if (o.transforms.length === 0 && o.nativePipe && !o.idleTimeoutMs) return relayNative(body, o, o.nativePipe());
+  const pipe = o.nativePipe ? o.nativePipe() : new TransformStream<Uint8Array, Uint8Array>();
+  if (o.transforms.length === 0 && o.nativePipe && !o.idleTimeoutMs) return relayNative(body, o, pipe);
+  void pump(body, pipe.writable.getWriter(), o);
+  return pipe.readable;
+}
+
+async function pump(body: ReadableStream<Uint8Array>, writer: WritableStreamDefaultWriter<Uint8Array>, o: RelayOptions): Promise<void> {
+  const { transforms } = o;
   const tail = new TailKeeper(TAIL_BYTES);
+  const reader = body.getReader();
   const idleMs = o.idleTimeoutMs;
   let idleTimer: ReturnType<typeof setTimeout> | undefined;
   let stalled = false;
@@ -52,87 +65,70 @@ export function relay(body: ReadableStream<Uint8Array>, o: RelayOptions): Readab
         }, idleMs);
       }
     : null;
-  const transforms = o.transforms;
   let bytes = 0;
   let firstAt: number | null = null;
-  let controller: TransformStreamDefaultController<Uint8Array> | undefined;
-  let clientGone = false;
-
-  // `cancel` is in the Streams standard and in workerd and Node, not yet in TypeScript's lib.
-  const transformer: Transformer<Uint8Array, Uint8Array> & { cancel(reason: unknown): void } = {
-    start(c) {
-      controller = c;
-      armIdle?.();
-    },
-    transform(chunk, c) {
-      armIdle?.();
-      if (firstAt === null) firstAt = o.now();
-      bytes += chunk.length;
-      tail.push(chunk);
-      let out = chunk;
-      for (const t of transforms) out = t.transform(out);
-      if (out.length > 0) c.enqueue(out);
-    },
-    // The client went away. pipeTo then cancels the upstream body, and may settle either way
-    // (workerd resolves it), so this flag, not the settlement, says what happened.
-    cancel() {
-      clientGone = true;
-    },
-    flush(c) {
-      for (const t of transforms) {
-        const rest = t.flush();
-        if (rest && rest.length > 0) c.enqueue(rest);
-      }
-    },
-  };
-  const ts = new TransformStream<Uint8Array, Uint8Array>(transformer);
-
   const summary = (outcome: CompletionSummary["outcome"]): CompletionSummary => ({
     outcome,
     bytes,
     usage: outcome === "client-abort" ? null : readUsage(tail.bytesView()),
     ttftMs: firstAt === null ? null : firstAt - o.sentAt,
   });
+  /** Writes to the client; false once it went away (the upstream is then cancelled). */
+  const send = async (chunk: Uint8Array | null): Promise<boolean> => {
+    try {
+      if (chunk && chunk.length > 0) await writer.write(chunk);
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  const flushHooks = async (): Promise<boolean> => {
+    for (const t of transforms) if (!(await send(t.flush()))) return false;
+    return true;
+  };
 
-  body.pipeTo(ts.writable, { preventAbort: true, preventClose: true }).then(
-    () => {
+  armIdle?.();
+  for (;;) {
+    let step: ReadableStreamReadResult<Uint8Array>;
+    try {
+      step = await reader.read();
+    } catch (err) {
       clearTimeout(idleTimer);
-      if (clientGone) return o.onEnd(summary("client-abort"));
-      const writer = ts.writable.getWriter();
-      writer.close().catch(() => {});
-      o.onEnd(summary("ok"));
-    },
-    (err: unknown) => {
-      clearTimeout(idleTimer);
-      const writer = ts.writable.getWriter();
-      // An errored writable also means the client went away; otherwise the upstream failed.
-      if (clientGone || writer.desiredSize === null || o.clientGone?.()) {
-        o.onEnd(summary("client-abort"));
-        return;
-      }
-      writer.releaseLock();
-      const c = controller as TransformStreamDefaultController<Uint8Array>;
-      if (o.sse) {
-        const message = stalled
-          ? `upstream stream stalled: no bytes for ${idleMs} ms after ${bytes} bytes`
-          : `upstream stream failed after ${bytes} bytes: ${err instanceof Error ? err.message : String(err)}`;
-        try {
-          for (const t of transforms) {
-            const rest = t.flush();
-            if (rest && rest.length > 0) c.enqueue(rest);
-          }
-          c.enqueue(encoder.encode(sseErrorEvent(message, stalled ? "upstream_stream_stalled" : "upstream_stream_error")));
-          c.terminate();
-        } catch {
-          // The client disconnected in the meantime: nothing left to tell it.
-        }
-      } else {
-        c.error(err);
+      if (o.clientGone?.()) {
+        writer.abort().catch(() => {});
+        return o.onEnd(summary("client-abort"));
       }
       o.onEnd(summary("upstream-error"));
-    },
-  );
-  return ts.readable;
+      if (!o.sse) {
+        writer.abort(err).catch(() => {});
+        return;
+      }
+      const message = stalled
+        ? `upstream stream stalled: no bytes for ${idleMs} ms after ${bytes} bytes`
+        : `upstream stream failed after ${bytes} bytes: ${err instanceof Error ? err.message : String(err)}`;
+      if ((await flushHooks()) && (await send(encoder.encode(sseErrorEvent(message, stalled ? "upstream_stream_stalled" : "upstream_stream_error"))))) {
+        writer.close().catch(() => {});
+      }
+      return;
+    }
+    if (step.done) break;
+    armIdle?.();
+    const chunk = step.value;
+    if (firstAt === null) firstAt = o.now();
+    bytes += chunk.length;
+    tail.push(chunk);
+    let out = chunk;
+    for (const t of transforms) out = t.transform(out);
+    if (!(await send(out))) {
+      clearTimeout(idleTimer);
+      reader.cancel().catch(() => {});
+      return o.onEnd(summary("client-abort"));
+    }
+  }
+  clearTimeout(idleTimer);
+  if (!(await flushHooks())) return o.onEnd(summary("client-abort"));
+  writer.close().catch(() => {});
+  o.onEnd(summary("ok"));
 }
 
 /**
