@@ -15,6 +15,12 @@ export interface ChaosInput {
   events: readonly FaultEvent[];
   /** Per worker, Date.now() of each inference request it received (GET probes are not logged). */
   arrivals: readonly (readonly number[])[];
+  /**
+   * Per worker, when the gateway routed each of those requests (its x-kvgate-routed-at stamp, on
+   * the Durable Object's clock, the breakers' clock). When every request has one, a request counts
+   * against an open breaker exactly when it was routed while the breaker was open.
+   */
+  routedAt?: readonly (readonly number[])[];
   /** Backend id of each worker, as the status names it. */
   backendIds: readonly string[];
   dyingWorker: number;
@@ -39,8 +45,10 @@ export interface ChaosFigures {
   ok: number;
   streams_cut_without_error_event: number;
   sent_to_open_backend_by_backend: Record<string, number> | null;
-  /** The same count with no grace at all. */
+  /** The same count by arrival time with no grace at all. */
   sent_to_open_backend_strict: number | null;
+  /** What sent_to_open_backend was counted by: the gateway's route time, or arrival past the grace. */
+  sent_to_open_backend_basis: "route-time" | "arrival-with-grace";
   /** The requests sent_to_open_backend counts (the first 50): arrival, and since when the breaker was open. */
   sent_to_open_requests: { backend: string; at: number; open_since: number }[];
   /** Each breaker's states as the polls saw them: one entry per distinct (state, since). */
@@ -140,6 +148,8 @@ export function chaosFigures(input: ChaosInput): ChaosFigures {
   let strict: number | null = null;
   let byBackend: Record<string, number> | null = null;
   const sentRequests: ChaosFigures["sent_to_open_requests"] = [];
+  const routed = input.routedAt;
+  const byRouteTime = routed !== undefined && routed.some((r) => r.length > 0) && routed.every((r, i) => r.length === (input.arrivals[i] ?? []).length);
 
   if (!breakerReported) {
     notes.push("The gateway's status reports no breaker (backends[i].breaker): breaker_open_ms, recovery_ms and sent_to_open_backend are null.");
@@ -165,7 +175,7 @@ export function chaosFigures(input: ChaosInput): ChaosFigures {
     for (const [i, id] of backendIds.entries()) {
       const spans = openIntervals(obsOf[i] ?? []);
       const times = input.arrivals[i] ?? [];
-      const counted = within(times, spans, input.graceMs);
+      const counted = byRouteTime ? within(input.routedAt?.[i] ?? [], spans, 0) : within(times, spans, input.graceMs);
       byBackend[id] = counted.length;
       sent += counted.length;
       strict += within(times, spans, 0).length;
@@ -185,6 +195,7 @@ export function chaosFigures(input: ChaosInput): ChaosFigures {
     streams_cut_without_error_event: cut.filter((r) => !r.errorEvent).length,
     sent_to_open_backend_by_backend: byBackend,
     sent_to_open_backend_strict: strict,
+    sent_to_open_backend_basis: byRouteTime ? "route-time" : "arrival-with-grace",
     sent_to_open_requests: sentRequests,
     breaker_transitions: Object.fromEntries(backendIds.map((id, i) => [id, transitions(obsOf[i] ?? [])])),
     breaker_reported: breakerReported,

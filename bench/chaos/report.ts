@@ -179,7 +179,7 @@ export function renderMarkdown(r: ChaosReport): string {
     `| inflight_after | ${ids.map((id) => `${id} ${value(r.inflight_after[id] ?? null)}`).join(", ")} |`,
     `| breaker_open_ms | ${value(r.breaker_open_ms, " ms")} |`,
     `| recovery_ms | ${value(r.recovery_ms, " ms")} |`,
-    `| sent_to_open_backend | ${value(r.sent_to_open_backend)}${r.sent_to_open_backend_strict === null ? "" : ` (${r.sent_to_open_backend_strict} counting the first moments after opening too)`} |`,
+    `| sent_to_open_backend | ${value(r.sent_to_open_backend)}${r.sent_to_open_backend_basis === "route-time" ? " routed to a backend while its breaker was open (by the gateway's x-kvgate-routed-at stamp)" : ""}${r.sent_to_open_backend_strict === null ? "" : `; ${r.sent_to_open_backend_strict} reached an open backend by arrival time (routed before it opened, delivered after)`} |`,
     "",
     `Requests each worker received: ${ids.map((id) => `${id} ${r.received_by_backend[id] ?? 0}`).join(", ")}. ` +
       `Answers by backend (x-kvgate-backend): ${Object.entries(r.answered_by_backend).map(([k, n]) => `${k} ${n}`).join(", ") || "none"}. ` +

@@ -186,6 +186,15 @@ async function main(): Promise<void> {
 
   const f = fleet;
   const arrivals = backendIds.map((_, i) => f.requests(i).map((r) => r.at).filter((t) => t >= run.startedAt));
+  // The gateway stamps each upstream request with its Durable Object's decision time, the clock
+  // its breakers' `since` is on: a request counts against an open breaker only if it was routed
+  // while open, however late it reached the worker.
+  const routedAt = backendIds.map((_, i) =>
+    f
+      .requests(i)
+      .map((r) => Number(r.headers["x-kvgate-routed-at"]))
+      .filter((t) => Number.isFinite(t) && t >= run.startedAt),
+  );
   const notes: string[] = [];
   backendIds.forEach((id, i) => {
     if (f.requests(i).length >= LOG_SIZE) notes.push(`${id}'s request log is full (${LOG_SIZE}): its counts cover only its last ${LOG_SIZE} requests.`);
@@ -198,6 +207,7 @@ async function main(): Promise<void> {
     finalPoll,
     events: f.events,
     arrivals,
+    routedAt,
     backendIds,
     dyingWorker: dying,
     flappingWorker: flapping,

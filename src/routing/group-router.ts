@@ -14,6 +14,8 @@ export interface RouteDecision {
   reason: RouteReason;
   matched: number;
   total: number;
+  /** When the object decided (its clock): breakers are judged against the same clock. */
+  routedAt: number;
 }
 
 /** Why a route call found no backend: all breaker-open or already tried, or all at their cap. */
@@ -165,7 +167,7 @@ export class GroupRouter {
     if (g.strategy === "prefix-aware" && chain.length > 0) b.prefixes.learn(chain);
     const lease = `${this.epoch}.${(++this.seq).toString(36)}`;
     this.leases.set(lease, { backend: choice.index, expiresAt: now + g.leaseTtlMs, blocks, trial: b.breaker.sent() });
-    return { backend: choice.index, backendId: b.id, lease, reason: choice.reason, matched: choice.matched, total: chain.length };
+    return { backend: choice.index, backendId: b.id, lease, reason: choice.reason, matched: choice.matched, total: chain.length, routedAt: now };
   }
 
   /** Idempotent: a lease already released or reclaimed is ignored, so counts never go negative. */

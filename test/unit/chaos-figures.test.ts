@@ -97,6 +97,21 @@ describe("chaos figures", () => {
     expect(f.sent_to_open_requests.map((r) => r.at)).toEqual([1200, 1250, 1550]);
     expect(f.breaker_transitions["gpu-0"]?.map((t) => `${t.state} ${t.since}`)).toEqual(["closed 0", "open 1000", "half-open 1400", "open 1500"]);
   });
+
+  it("counts by the gateway's route time when every request carries it: late arrivals routed before the open do not count", () => {
+    const polls = [poll(900, [["closed", 0], ["closed", 0]]), poll(1100, [["open", 1000], ["closed", 0]]), poll(1300, [["open", 1000], ["closed", 0]])];
+    // Three arrive while open; two of them were routed before 1000 (delivered late), one at 1150.
+    const arrivals = [[1060, 1120, 1200], []];
+    const routedAt = [[990, 999, 1150], []];
+    const f = chaosFigures(input({ polls, arrivals, routedAt }));
+    expect(f.sent_to_open_backend_basis).toBe("route-time");
+    expect(f.sent_to_open_backend).toBe(1);
+    expect(f.sent_to_open_backend_strict).toBe(3);
+    // A stamp missing on some request: back to arrival times with the grace.
+    const partial = chaosFigures(input({ polls, arrivals, routedAt: [[990, 999], []] }));
+    expect(partial.sent_to_open_backend_basis).toBe("arrival-with-grace");
+    expect(partial.sent_to_open_backend).toBe(3);
+  });
 });
 
 describe("chaos status parsing", () => {

@@ -58,8 +58,13 @@ describe("streaming pass-through", () => {
     await res.text();
     const backend = Number((res.headers.get("x-kvgate-backend") ?? "").replace("sim-", ""));
     const url = inject("upstreams").fleetUrls[backend] as string;
-    const seen = (await (await fetch(`${url}/sim/requests`)).json()) as { body: Record<string, unknown> }[];
+    const before = Date.now();
+    const seen = (await (await fetch(`${url}/sim/requests`)).json()) as { body: Record<string, unknown>; headers: Record<string, string> }[];
     const body = seen.at(-1)?.body ?? {};
     expect(body).toMatchObject({ ...extra, model: UPSTREAM_MODEL, max_tokens: 4, stream: true });
+    // The upstream learns when its backend was picked (the Durable Object's clock).
+    const routedAt = Number(seen.at(-1)?.headers["x-kvgate-routed-at"]);
+    expect(routedAt).toBeGreaterThan(before - 60_000);
+    expect(routedAt).toBeLessThanOrEqual(Date.now());
   });
 });

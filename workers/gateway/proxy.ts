@@ -203,7 +203,8 @@ async function attempt(
     total.clear();
     throw badRequest(`request body cannot be serialised: ${(e as Error).message}`, null, "invalid_json");
   }
-  const headers = new Headers({ "content-type": "application/json", "x-request-id": p.requestId });
+  // When the backend was picked: lets its logs (and bench:chaos) tell routing lag from routing.
+  const headers = new Headers({ "content-type": "application/json", "x-request-id": p.requestId, "x-kvgate-routed-at": String(decision.routedAt) });
   if (stream) headers.set("accept", "text/event-stream");
   if (deployment.apiKeyEnv) {
     const key = env[deployment.apiKeyEnv];
