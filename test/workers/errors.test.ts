@@ -96,6 +96,7 @@ describe("edge endpoints", () => {
     const real = await chat("errors", msg, {}, { headers: { origin: "https://app.example" } });
     await real.text();
     expect(real.headers.get("access-control-expose-headers")).toContain("x-kvgate-backend");
+    expect(real.headers.get("access-control-expose-headers")).toContain("x-kvgate-attempts");
   });
 
   it("does not grant CORS to other origins", async () => {

@@ -10,7 +10,7 @@ import { errorResponse, proxyCompletion, type Endpoint } from "./proxy.ts";
 type AppEnv = { Bindings: Env; Variables: { requestId: string; startedAt: number } };
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
-const EXPOSED = ["x-kvgate-backend", "x-kvgate-reason", "x-kvgate-prefix-blocks", "x-kvgate-overhead-ms", "x-request-id", "retry-after"];
+const EXPOSED = ["x-kvgate-backend", "x-kvgate-reason", "x-kvgate-attempts", "x-kvgate-group", "x-kvgate-prefix-blocks", "x-kvgate-overhead-ms", "x-request-id", "retry-after"];
 
 /** The gateway's HTTP surface for one config; built once per isolate. */
 export function buildApp(config: LoadedConfig): Hono<AppEnv> {
