@@ -21,6 +21,7 @@ type SavedAffinity = { id: string; blocks: Float64Array }[];
 const SNAPSHOT_BLOCKS = 4096;
 const KEY_BREAKERS = "breakers";
 const KEY_AFFINITY = "affinity";
+const KEY_GROUP = "group";
 
 /**
  * One object per model group: it decides and it counts, and is never in the data path.
@@ -35,6 +36,8 @@ export class ModelGroup extends DurableObject<Env> {
   private alarmAt: number | null = null;
   private readonly calls = { route: 0, release: 0 };
   private saved: { breakers: SavedBreakers | undefined; affinity: SavedAffinity | undefined } = { breakers: undefined, affinity: undefined };
+  /** The group this object serves, as saved: an alarm after an eviction needs it before any call. */
+  private savedGroup: string | undefined;
   private restored = { breakers: 0, affinityBlocks: 0 };
   private savedBreakerVersion = 0;
   private routedSinceSnapshot = 0;
@@ -43,8 +46,9 @@ export class ModelGroup extends DurableObject<Env> {
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
     void ctx.blockConcurrencyWhile(async () => {
-      const found = await ctx.storage.get<SavedBreakers | SavedAffinity>([KEY_BREAKERS, KEY_AFFINITY]);
+      const found = await ctx.storage.get<SavedBreakers | SavedAffinity | string>([KEY_BREAKERS, KEY_AFFINITY, KEY_GROUP]);
       this.saved = { breakers: found.get(KEY_BREAKERS) as SavedBreakers | undefined, affinity: found.get(KEY_AFFINITY) as SavedAffinity | undefined };
+      this.savedGroup = found.get(KEY_GROUP) as string | undefined;
     });
   }
 
@@ -55,6 +59,9 @@ export class ModelGroup extends DurableObject<Env> {
     const g = loaded.config.groups.find((x) => x.name === group);
     if (!g) throw new Error(`no model group "${group}"`);
     this.groupName = group;
+    // Once per object: an alarm after an eviction rebuilds the router from it.
+    if (this.savedGroup !== group) void this.ctx.storage.put(KEY_GROUP, group);
+    this.savedGroup = group;
     const router = new GroupRouter(g);
     const { breakers, affinity } = this.saved;
     if (breakers) this.restored.breakers = router.restoreBreakers(breakers);
@@ -107,7 +114,16 @@ export class ModelGroup extends DurableObject<Env> {
 
   override async alarm(): Promise<void> {
     this.alarmAt = null;
-    const router = this.router;
+    let router = this.router;
+    if (!router && this.savedGroup) {
+      try {
+        router = this.routerFor(this.savedGroup);
+      } catch (e) {
+        // The group left the config: nothing of it is left to probe or reclaim.
+        console.error(`kvgate: alarm for group "${this.savedGroup}": ${(e as Error).message}`);
+        return;
+      }
+    }
     if (!router) return;
     const now = Date.now();
     router.expire(now);

@@ -94,9 +94,9 @@ export class Breaker {
   probed(good: boolean, now: number): void {
     if (this.state === "closed") return;
     if (!good) {
-      // Still down: a half-open backend opens again; an open one's cool-down restarts from now.
+      // Still down: a half-open backend opens again. An open one keeps its cool-down: probes come
+      // more often than openMs, and a backend without a health endpoint must still get trials.
       if (this.state === "half-open") this.open(now);
-      else this.since = now;
       return;
     }
     if (this.state === "open") this.to("half-open", now);

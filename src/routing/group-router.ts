@@ -52,8 +52,11 @@ interface Lease {
   expiresAt: number;
   /** Blocks it added to its backend's prefill debt. */
   blocks: number;
-  /** Sent while the backend's breaker was half-open: its outcome decides the breaker. */
-  trial: boolean;
+  /**
+   * Sent as a trial while the backend's breaker was half-open: the breaker's opening count then,
+   * so a trial from an earlier half-open period has no say in a later one; −1 for no trial.
+   */
+  trialOf: number;
 }
 
 export interface BackendSnapshot {
@@ -166,7 +169,7 @@ export class GroupRouter {
     b.prefillDebt += blocks;
     if (g.strategy === "prefix-aware" && chain.length > 0) b.prefixes.learn(chain);
     const lease = `${this.epoch}.${(++this.seq).toString(36)}`;
-    this.leases.set(lease, { backend: choice.index, expiresAt: now + g.leaseTtlMs, blocks, trial: b.breaker.sent() });
+    this.leases.set(lease, { backend: choice.index, expiresAt: now + g.leaseTtlMs, blocks, trialOf: b.breaker.sent() ? b.breaker.opened : -1 });
     return { backend: choice.index, backendId: b.id, lease, reason: choice.reason, matched: choice.matched, total: chain.length, routedAt: now };
   }
 
@@ -183,8 +186,9 @@ export class GroupRouter {
     else if (r.outcome === "upstream-error") b.failed++;
     else b.aborted++;
     const before = b.breaker.state;
-    if (r.outcome === "ok" || r.outcome === "upstream-error") b.breaker.record(r.outcome === "ok", now, lease.trial);
-    else b.breaker.abandon(lease.trial);
+    const trial = lease.trialOf >= 0 && lease.trialOf === b.breaker.opened;
+    if (r.outcome === "ok" || r.outcome === "upstream-error") b.breaker.record(r.outcome === "ok", now, trial);
+    else b.breaker.abandon(trial);
     if (b.breaker.state !== before) this.breakerChanged(b, now);
     if (r.ttftMs !== undefined) b.ttftEwmaMs = b.ttftEwmaMs === null ? r.ttftMs : 0.8 * b.ttftEwmaMs + 0.2 * r.ttftMs;
   }
@@ -198,7 +202,7 @@ export class GroupRouter {
       const b = this.backends[lease.backend] as BackendState;
       b.inFlight--;
       b.expired++;
-      b.breaker.abandon(lease.trial);
+      b.breaker.abandon(lease.trialOf >= 0 && lease.trialOf === b.breaker.opened);
       n++;
     }
     return n;

@@ -87,11 +87,13 @@ async function pump(body: ReadableStream<Uint8Array>, writer: WritableStreamDefa
     return true;
   };
 
-  armIdle?.();
   for (;;) {
     let step: ReadableStreamReadResult<Uint8Array>;
+    // The idle timer runs only while the upstream owes bytes: a slow client is not a stalled upstream.
+    armIdle?.();
     try {
       step = await reader.read();
+      clearTimeout(idleTimer);
     } catch (err) {
       clearTimeout(idleTimer);
       if (o.clientGone?.()) {
@@ -112,7 +114,6 @@ async function pump(body: ReadableStream<Uint8Array>, writer: WritableStreamDefa
       return;
     }
     if (step.done) break;
-    armIdle?.();
     const chunk = step.value;
     if (firstAt === null) firstAt = o.now();
     bytes += chunk.length;

@@ -89,16 +89,20 @@ describe("Breaker", () => {
   it("moves on health probes: good ones half-open and then close it, a bad one reopens it", () => {
     const b = new Breaker({ ...params, consecutiveFailures: 1 });
     request(b, 0, false);
-    // A failed probe while open restarts the cool-down; it is not another opening.
+    // A failed probe while open changes nothing: not another opening, and the cool-down runs on.
     b.probed(false, 50);
-    expect(b.since).toBe(50);
+    expect(b.since).toBe(0);
     expect(b.opened).toBe(1);
+    expect(b.admits(1_000)).toBe(true);
+    expect(b.state).toBe("half-open");
+    b.probed(false, 60);
+    expect(b.state).toBe("open");
     b.probed(true, 100);
     expect(b.state).toBe("half-open");
     b.probed(false, 200);
     expect(b.state).toBe("open");
     expect(b.since).toBe(200);
-    expect(b.opened).toBe(2);
+    expect(b.opened).toBe(3);
     b.probed(true, 300);
     b.probed(true, 400);
     b.probed(true, 500);

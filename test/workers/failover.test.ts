@@ -151,6 +151,10 @@ describe("fallback groups and timeouts", () => {
     expect(body.error.type).toBe("timeout_error");
     expect(body.error.message).toContain("total timeout");
     await expectIdle("total-timeout");
+    // The gateway's own deadline is no verdict on the backend: nothing counts toward its breaker.
+    const backend = (await status("total-timeout")).backends[0];
+    expect(backend?.failed).toBe(0);
+    expect(backend?.aborted).toBe(1);
   });
 });
 

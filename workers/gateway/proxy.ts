@@ -214,6 +214,8 @@ async function attempt(
   const abort = new AbortController();
   const onClientGone = () => abort.abort(new Error("client disconnected"));
   p.req.signal.addEventListener("abort", onClientGone);
+  // Gone during the route call: the listener came too late to hear it.
+  if (p.req.signal.aborted) onClientGone();
   let timedOut = false;
   const timer = setTimeout(() => {
     timedOut = true;
@@ -235,7 +237,8 @@ async function attempt(
       total.clear();
       throw new GatewayError(499, "invalid_request_error", "client disconnected", "client_closed_request");
     }
-    release("upstream-error");
+    // The gateway's own deadline is no verdict on the backend.
+    release(total.expired ? "client-abort" : "upstream-error");
     const err = total.expired
       ? gatewayTimeout(`the request exceeded its total timeout of ${group.totalTimeoutMs} ms`)
       : timedOut
@@ -287,7 +290,7 @@ async function attempt(
       p.req.signal.removeEventListener("abort", onClientGone);
       total.clear();
       if (summary.outcome === "client-abort") abort.abort(new Error("client disconnected"));
-      release(summary.outcome, summary.ttftMs ?? undefined);
+      release(total.expired && summary.outcome === "upstream-error" ? "client-abort" : summary.outcome, summary.ttftMs ?? undefined);
       for (const h of pipeline.complete) ctx.waitUntil(Promise.resolve(h.onComplete?.(summary, hookCtx)));
     },
   });
