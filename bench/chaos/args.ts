@@ -7,6 +7,7 @@
  *   --out DIR          where chaos.json and chaos.md go (bench/results)
  */
 import { resolve } from "node:path";
+import { walkArgs } from "../harness/argv.ts";
 
 export interface ChaosArgs {
   quick: boolean;
@@ -21,20 +22,15 @@ export const DEFAULT_OUT = resolve(import.meta.dirname, "..", "results");
 export function parseArgs(argv: readonly string[]): ChaosArgs {
   const quick = argv.includes("--quick");
   const args: ChaosArgs = { quick, connections: quick ? 200 : 1000, seconds: quick ? 15 : 60, maxTokens: 8, out: DEFAULT_OUT };
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i] as string;
-    const value = (): string => {
-      const v = argv[++i];
-      if (v === undefined) throw new Error(`${a} needs a value`);
-      return v;
-    };
-    if (a === "--quick") continue;
-    else if (a === "--connections") args.connections = bounded(a, value(), 1, 5000);
+  walkArgs(argv, "--quick, --connections N, --seconds S, --max-tokens N, --out DIR", (a, value) => {
+    if (a === "--quick") return true;
+    if (a === "--connections") args.connections = bounded(a, value(), 1, 5000);
     else if (a === "--seconds") args.seconds = bounded(a, value(), 3, 600);
     else if (a === "--max-tokens") args.maxTokens = bounded(a, value(), 1, 1024);
     else if (a === "--out") args.out = resolve(value());
-    else throw new Error(`unknown argument ${a} (--quick, --connections N, --seconds S, --max-tokens N, --out DIR)`);
-  }
+    else return false;
+    return true;
+  });
   return args;
 }
 

@@ -7,6 +7,7 @@
  *   --scenarios a,b    only these scenarios, e.g. nonstream/c50,stream/c1/100ch (for investigations)
  *   --no-write         print the results, leave bench/results/ alone
  */
+import { walkArgs } from "../harness/argv.ts";
 import { TARGET_NAMES, type TargetName } from "./targets.ts";
 
 export interface BenchArgs {
@@ -27,15 +28,9 @@ function isTargetName(s: string): s is TargetName {
 export function parseArgs(argv: string[]): BenchArgs {
   const quick = argv.includes("--quick");
   const args: BenchArgs = { quick, repeats: quick ? 1 : 3, seconds: quick ? 1.5 : 5, warmSeconds: quick ? 1 : 3, targets: [...TARGET_NAMES], scenarios: [], write: true };
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i] as string;
-    const value = (): string => {
-      const v = argv[++i];
-      if (v === undefined) throw new Error(`${a} needs a value`);
-      return v;
-    };
-    if (a === "--quick") continue;
-    else if (a === "--no-write") args.write = false;
+  walkArgs(argv, "", (a, value) => {
+    if (a === "--quick") return true;
+    if (a === "--no-write") args.write = false;
     else if (a === "--repeats") args.repeats = positive(a, value());
     else if (a === "--seconds") args.seconds = positive(a, value());
     else if (a === "--targets") {
@@ -43,8 +38,9 @@ export function parseArgs(argv: string[]): BenchArgs {
       for (const n of names) if (!isTargetName(n)) throw new Error(`unknown target "${n}" (${TARGET_NAMES.join(", ")})`);
       args.targets = names.filter(isTargetName);
     } else if (a === "--scenarios") args.scenarios = value().split(",");
-    else throw new Error(`unknown argument ${a}`);
-  }
+    else return false;
+    return true;
+  });
   return args;
 }
 
