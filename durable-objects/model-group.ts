@@ -32,7 +32,6 @@ const KEY_GROUP = "group";
  */
 export class ModelGroup extends DurableObject<Env> {
   private router: GroupRouter | null = null;
-  private groupName = "";
   private alarmAt: number | null = null;
   private readonly calls = { route: 0, release: 0 };
   private saved: { breakers: SavedBreakers | undefined; affinity: SavedAffinity | undefined } = { breakers: undefined, affinity: undefined };
@@ -58,7 +57,6 @@ export class ModelGroup extends DurableObject<Env> {
     if (!loaded.ok) throw new Error(loaded.error);
     const g = loaded.config.groups.find((x) => x.name === group);
     if (!g) throw new Error(`no model group "${group}"`);
-    this.groupName = group;
     // Once per object: an alarm after an eviction rebuilds the router from it.
     if (this.savedGroup !== group) void this.ctx.storage.put(KEY_GROUP, group);
     this.savedGroup = group;
@@ -103,8 +101,8 @@ export class ModelGroup extends DurableObject<Env> {
     // Counts as they stand: expiry is the alarm's and the route call's job, so a test can see it happen.
     const router = this.routerFor(group);
     return {
-      group: this.groupName,
-      strategy: this.routerStrategy(),
+      group: router.group.name,
+      strategy: router.group.strategy,
       leases: router.leaseCount,
       calls: { ...this.calls },
       restored: { ...this.restored },
@@ -129,12 +127,12 @@ export class ModelGroup extends DurableObject<Env> {
     router.expire(now);
     const probes = router.dueProbes(now);
     if (probes.length > 0) {
-      const timeoutMs = this.probeTimeoutMs();
+      const timeoutMs = router.group.breaker.probeTimeoutMs;
       const results = await Promise.all(probes.map((p) => probe(p.url, timeoutMs)));
       const at = Date.now();
       probes.forEach((p, i) => router.probed(p.backend, results[i] as boolean, at));
     }
-    if (this.routedSinceSnapshot > 0 && Date.now() - this.snapshotAt >= this.snapshotIntervalMs()) this.saveAffinity(router);
+    if (this.routedSinceSnapshot > 0 && Date.now() - this.snapshotAt >= router.group.snapshotIntervalMs) this.saveAffinity(router);
     this.afterChange(router);
   }
 
@@ -160,7 +158,7 @@ export class ModelGroup extends DurableObject<Env> {
   private arm(router: GroupRouter): void {
     let at = router.nextWake();
     if (this.routedSinceSnapshot > 0) {
-      const snapshotDue = Math.max(this.snapshotAt + this.snapshotIntervalMs(), Date.now());
+      const snapshotDue = Math.max(this.snapshotAt + router.group.snapshotIntervalMs, Date.now());
       if (at === null || snapshotDue < at) at = snapshotDue;
     }
     if (at === null) return;
@@ -169,23 +167,6 @@ export class ModelGroup extends DurableObject<Env> {
     if (this.alarmAt !== null && this.alarmAt <= at) return;
     this.alarmAt = at;
     void this.ctx.storage.setAlarm(at);
-  }
-
-  private group() {
-    const loaded = loadConfig(this.env);
-    return loaded.ok ? loaded.config.byModel.get(this.groupName) : undefined;
-  }
-
-  private routerStrategy(): string {
-    return this.group()?.strategy ?? "";
-  }
-
-  private snapshotIntervalMs(): number {
-    return this.group()?.snapshotIntervalMs ?? 10_000;
-  }
-
-  private probeTimeoutMs(): number {
-    return this.group()?.breaker.probeTimeoutMs ?? 2_000;
   }
 }
 

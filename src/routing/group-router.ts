@@ -35,6 +35,7 @@ export interface LeaseRelease {
 
 interface BackendState extends BackendView {
   id: string;
+  baseUrl: string;
   /** Prompt blocks it drains per millisecond. */
   drainPerMs: number;
   debtAt: number;
@@ -95,7 +96,7 @@ const CHARS_PER_TOKEN = 4;
  * so a burst of identical prompts cannot all see the same idle backend.
  */
 export class GroupRouter {
-  private group: ResolvedGroup;
+  readonly group: ResolvedGroup;
   private readonly backends: BackendState[];
   // Insertion order is expiry order: every lease of a group lives for the same TTL.
   private readonly leases = new Map<string, Lease>();
@@ -115,6 +116,7 @@ export class GroupRouter {
     this.epoch = Math.floor(rng() * 0x7fffffff).toString(36);
     this.backends = group.deployments.map((d) => ({
       id: d.id,
+      baseUrl: d.baseUrl,
       inFlight: 0,
       maxInFlight: d.maxInFlight,
       prefixes: new PrefixSet(d.kvCapacityBlocks),
@@ -216,7 +218,7 @@ export class GroupRouter {
       const b = this.backends[i] as BackendState;
       if (b.breaker.state === "closed" || b.nextProbeAt > now) continue;
       b.nextProbeAt = now + probeIntervalMs * (0.5 + this.rng());
-      out.push({ backend: i, url: (this.group.deployments[i] as { baseUrl: string }).baseUrl + probePath });
+      out.push({ backend: i, url: b.baseUrl + probePath });
     }
     return out;
   }
@@ -253,14 +255,14 @@ export class GroupRouter {
 
   /** The backend registry with each breaker, as persisted: a restore matches id and URL. */
   breakerStates(): SavedBreaker[] {
-    return this.backends.map((b, i) => ({ id: b.id, baseUrl: (this.group.deployments[i] as { baseUrl: string }).baseUrl, ...b.breaker.snapshot() }));
+    return this.backends.map((b) => ({ id: b.id, baseUrl: b.baseUrl, ...b.breaker.snapshot() }));
   }
 
   /** Restores breakers of backends still configured at the same URL; a new server starts closed. */
   restoreBreakers(saved: readonly SavedBreaker[]): number {
     let n = 0;
-    this.backends.forEach((b, i) => {
-      const s = saved.find((x) => x.id === b.id && x.baseUrl === (this.group.deployments[i] as { baseUrl: string }).baseUrl);
+    this.backends.forEach((b) => {
+      const s = saved.find((x) => x.id === b.id && x.baseUrl === b.baseUrl);
       if (!s) return;
       b.breaker.restore(s);
       if (s.state !== "closed") n++;
