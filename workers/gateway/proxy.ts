@@ -204,11 +204,12 @@ async function attempt(
     throw badRequest(`request body cannot be serialised: ${(e as Error).message}`, null, "invalid_json");
   }
   // When the backend was picked: lets its logs (and bench:chaos) tell routing lag from routing.
-  const headers = new Headers({ "content-type": "application/json", "x-request-id": p.requestId, "x-kvgate-routed-at": String(decision.routedAt) });
-  if (stream) headers.set("accept", "text/event-stream");
+  // Plain records, not Headers objects: the runtime copies them natively once, in fetch and Response.
+  const headers: Record<string, string> = { "content-type": "application/json", "x-request-id": p.requestId, "x-kvgate-routed-at": String(decision.routedAt) };
+  if (stream) headers.accept = "text/event-stream";
   if (deployment.apiKeyEnv) {
     const key = env[deployment.apiKeyEnv];
-    if (typeof key === "string" && key !== "") headers.set("authorization", `Bearer ${key}`);
+    if (typeof key === "string" && key !== "") headers.authorization = `Bearer ${key}`;
   }
 
   const abort = new AbortController();
@@ -260,10 +261,14 @@ async function attempt(
     return { response: err };
   }
 
-  const out = new Headers(routing);
-  out.set("content-type", up.headers.get("content-type") ?? (stream ? "text/event-stream" : "application/json"));
-  if (stream) out.set("cache-control", "no-cache");
-  for (const h of pipeline.headers) h.onHeaders?.(out, hookCtx);
+  routing["content-type"] = up.headers.get("content-type") ?? (stream ? "text/event-stream" : "application/json");
+  if (stream) routing["cache-control"] = "no-cache";
+  let out: Record<string, string> | Headers = routing;
+  if (pipeline.headers.length > 0) {
+    const hooked = new Headers(routing);
+    for (const h of pipeline.headers) h.onHeaders?.(hooked, hookCtx);
+    out = hooked;
+  }
 
   const transforms = [];
   for (const h of pipeline.chunk) {
