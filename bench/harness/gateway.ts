@@ -22,19 +22,27 @@ export interface ServedWorker {
   dispose(): Promise<void>;
 }
 
-let bundle: Promise<string> | null = null;
+const bundles = new Map<string, Promise<string>>();
 
-/** Bundles workers/gateway once per process; returns the script's path. */
-export function buildGateway(): Promise<string> {
-  bundle ??= (async () => {
-    const outdir = await mkdtemp(join(tmpdir(), "kvgate-bundle-"));
-    const wrangler = join(dirname(createRequire(import.meta.url).resolve("wrangler/package.json")), "bin", "wrangler.js");
-    await run(process.execPath, [wrangler, "deploy", "--dry-run", "--outdir", outdir, "--config", join(ROOT, "wrangler.toml")], {
-      cwd: ROOT,
-      env: { ...process.env, CLOUDFLARE_CF_FETCH_ENABLED: "false", WRANGLER_SEND_METRICS: "false" },
-    });
-    return join(outdir, "index.js");
-  })();
+/**
+ * Bundles workers/gateway of the checkout at `root` (this one by default) once per process, with
+ * this checkout's wrangler; returns the script's path. Another root lets a benchmark compare two
+ * commits in one run.
+ */
+export function buildGateway(root: string = ROOT): Promise<string> {
+  let bundle = bundles.get(root);
+  if (!bundle) {
+    bundle = (async () => {
+      const outdir = await mkdtemp(join(tmpdir(), "kvgate-bundle-"));
+      const wrangler = join(dirname(createRequire(import.meta.url).resolve("wrangler/package.json")), "bin", "wrangler.js");
+      await run(process.execPath, [wrangler, "deploy", "--dry-run", "--outdir", outdir, "--config", join(root, "wrangler.toml")], {
+        cwd: root,
+        env: { ...process.env, CLOUDFLARE_CF_FETCH_ENABLED: "false", WRANGLER_SEND_METRICS: "false" },
+      });
+      return join(outdir, "index.js");
+    })();
+    bundles.set(root, bundle);
+  }
   return bundle;
 }
 
@@ -51,6 +59,8 @@ export interface GatewayOptions {
   masterKey?: string;
   /** Extra env bindings (upstream API keys named by the config). */
   bindings?: Record<string, string>;
+  /** Serve the gateway of another checkout (see buildGateway). */
+  root?: string;
 }
 
 /** What wrangler.toml says about the runtime: compatibility settings and Durable Objects. */
@@ -60,7 +70,7 @@ function runtimeOptions(): Record<string, unknown> {
 }
 
 export async function startGateway(o: GatewayOptions): Promise<ServedWorker> {
-  const scriptPath = await buildGateway();
+  const scriptPath = await buildGateway(o.root);
   const bindings: Record<string, string> = { ...o.bindings, KVGATE_CONFIG: JSON.stringify(o.config) };
   if (o.masterKey) bindings.KVGATE_MASTER_KEY = o.masterKey;
   return serve({ ...runtimeOptions(), modules: true, scriptPath, modulesRoot: dirname(scriptPath), bindings });
@@ -70,14 +80,22 @@ export async function startGateway(o: GatewayOptions): Promise<ServedWorker> {
  * The runtime's floor: a Worker that only forwards to the upstream and returns its body — what
  * any proxy on this runtime costs at least.
  */
-export async function startFloor(upstreamUrl: string): Promise<ServedWorker> {
-  const { compatibilityDate, compatibilityFlags } = runtimeOptions();
-  const script = `export default {
+export function startFloor(upstreamUrl: string): Promise<ServedWorker> {
+  return startScriptWorker(`export default {
   async fetch(req) {
     const u = new URL(req.url);
     const up = await fetch(${JSON.stringify(upstreamUrl)} + u.pathname + u.search, { method: req.method, headers: req.headers, body: req.body });
     return new Response(up.body, up);
   },
-};`;
-  return serve({ compatibilityDate, compatibilityFlags, modules: true, script });
+};`);
+}
+
+/**
+ * A one-module Worker given as source, with kvgate's compatibility settings; `durableObjects`
+ * binds names to classes the script exports (SQLite-backed, as kvgate's are).
+ */
+export function startScriptWorker(script: string, durableObjects: Record<string, string> = {}): Promise<ServedWorker> {
+  const { compatibilityDate, compatibilityFlags } = runtimeOptions();
+  const bound = Object.fromEntries(Object.entries(durableObjects).map(([name, className]) => [name, { className, useSQLite: true }]));
+  return serve({ compatibilityDate, compatibilityFlags, modules: true, script, durableObjects: bound });
 }

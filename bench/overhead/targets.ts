@@ -62,13 +62,14 @@ export async function floorTarget(upstream: string): Promise<Target> {
 
 export type KvgateVariant = "kvgate" | "kvgate-restamp" | "kvgate-auth";
 
-export async function kvgateTarget(variant: KvgateVariant, upstreams: string[]): Promise<Target> {
+/** `root`: the checkout to bundle the gateway from (this one by default). */
+export async function kvgateTarget(variant: KvgateVariant, upstreams: string[], root?: string): Promise<Target> {
   const restamp = variant === "kvgate-restamp";
   const auth = variant === "kvgate-auth";
   const model = restamp ? RESTAMP_CLIENT_MODEL : SIM_MODEL;
   const masterKey = auth ? `sk-${randomBytes(24).toString("hex")}` : undefined;
   const config = kvgateConfig(upstreams, { name: model, hooks: restamp ? ["restamp"] : [], devOpen: !auth });
-  const w = await startGateway({ config, ...(masterKey ? { masterKey } : {}) });
+  const w = await startGateway({ config, ...(masterKey ? { masterKey } : {}), ...(root ? { root } : {}) });
   const headers: Record<string, string> = masterKey ? { authorization: `Bearer ${masterKey}` } : {};
   return { name: variant, label: variant, url: w.url, model, headers, statusUrl: `${w.url}/v1/kvgate/status`, stop: () => w.dispose() };
 }

@@ -1,0 +1,48 @@
+/**
+ * CPU time of the workerd process serving one target, from /proc (Linux). Each Miniflare runs
+ * its own workerd, so a target's process is the one that appeared when it started.
+ */
+import { readdirSync, readFileSync } from "node:fs";
+
+/** Clock ticks per second of /proc/<pid>/stat's utime and stime (USER_HZ, 100 on Linux). */
+const TICKS_PER_SECOND = 100;
+
+export function workerdPids(): Set<number> {
+  const pids = new Set<number>();
+  let entries: string[];
+  try {
+    entries = readdirSync("/proc");
+  } catch {
+    return pids;
+  }
+  for (const entry of entries) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      if (readFileSync(`/proc/${entry}/comm`, "utf8").trim().startsWith("workerd")) pids.add(Number(entry));
+    } catch {
+      // Gone between the listing and the read.
+    }
+  }
+  return pids;
+}
+
+/** The workerd started since `before` was taken; null when there is not exactly one. */
+export function newWorkerd(before: Set<number>): number | null {
+  const added = [...workerdPids()].filter((p) => !before.has(p));
+  return added.length === 1 ? (added[0] as number) : null;
+}
+
+/** User plus system CPU time the process has used, in ms. */
+export function cpuMs(pid: number): number {
+  return statCpuMs(readFileSync(`/proc/${pid}/stat`, "utf8"));
+}
+
+/** utime + stime of a /proc/<pid>/stat line, in ms. */
+export function statCpuMs(stat: string): number {
+  // Fields after the parenthesised command name, which may itself hold spaces and parentheses.
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  const utime = Number(fields[11]);
+  const stime = Number(fields[12]);
+  if (!Number.isFinite(utime) || !Number.isFinite(stime)) throw new Error(`unreadable /proc stat line: ${stat.slice(0, 80)}`);
+  return ((utime + stime) * 1000) / TICKS_PER_SECOND;
+}
