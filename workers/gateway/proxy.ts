@@ -70,7 +70,7 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
 
   const { failover } = primary;
   const total = new TotalTimer(primary.totalTimeoutMs);
-  const fallbacks = [...primary.fallbacks];
+  let fellBackTo = 0;
   let group = primary;
   let chain = fingerprint(group);
   let exclude: number[] = [];
@@ -79,7 +79,9 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
   for (;;) {
     const decision = await routeCall(env, group, chain, exclude, body.model);
     if ("refused" in decision) {
-      const next = nextFallback(config, fallbacks);
+      // Fallback names were checked against the groups when the config loaded.
+      const name = primary.fallbacks[fellBackTo++];
+      const next = name === undefined ? undefined : config.byModel.get(name);
       if (next) {
         group = next;
         chain = fingerprint(group);
@@ -124,11 +126,6 @@ async function routeCall(env: Env, group: ResolvedGroup, chain: number[], exclud
     console.error(`kvgate: route call for ${group.name} failed: ${(e as Error).message}`);
     throw unavailable(`routing for model "${model}" is unavailable`, "routing_unavailable");
   }
-}
-
-function nextFallback(config: LoadedConfig, queue: string[]): ResolvedGroup | undefined {
-  const name = queue.shift();
-  return name === undefined ? undefined : config.groups.find((g) => g.name === name);
 }
 
 /** Full jitter: uniform in [0, min(max, base × 2^(attempt − 1))]. */
