@@ -87,6 +87,11 @@ export interface ProbeTarget {
   url: string;
 }
 
+/** Whether the lease is a trial of its backend's current half-open period (an earlier period's has no say). */
+function isTrial(lease: Lease, b: BackendState): boolean {
+  return lease.trialOf >= 0 && lease.trialOf === b.breaker.opened;
+}
+
 /** Characters per token the gateway assumes when it turns a prefill rate into hash blocks. */
 const CHARS_PER_TOKEN = 4;
 
@@ -188,7 +193,7 @@ export class GroupRouter {
     else if (r.outcome === "upstream-error") b.failed++;
     else b.aborted++;
     const before = b.breaker.state;
-    const trial = lease.trialOf >= 0 && lease.trialOf === b.breaker.opened;
+    const trial = isTrial(lease, b);
     if (r.outcome === "ok" || r.outcome === "upstream-error") b.breaker.record(r.outcome === "ok", now, trial);
     else b.breaker.abandon(trial);
     if (b.breaker.state !== before) this.breakerChanged(b, now);
@@ -204,7 +209,7 @@ export class GroupRouter {
       const b = this.backends[lease.backend] as BackendState;
       b.inFlight--;
       b.expired++;
-      b.breaker.abandon(lease.trialOf >= 0 && lease.trialOf === b.breaker.opened);
+      b.breaker.abandon(isTrial(lease, b));
       n++;
     }
     return n;
