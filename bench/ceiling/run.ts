@@ -27,7 +27,7 @@ import { chatBodies } from "../overhead/bodies.ts";
 import { startFleetProcess } from "../overhead/fleet-process.ts";
 import { machineInfo } from "../overhead/machine.ts";
 import { runNonStreamLoad } from "../overhead/nonstream-load.ts";
-import { ascending, percentile } from "../overhead/stats.ts";
+import { ascending, percentile, round as roundFigure } from "../overhead/stats.ts";
 import { COMPLETIONS_PATH, floorTarget, kvgateTarget, SIM_MODEL } from "../overhead/targets.ts";
 import { cpuMs, newWorkerd, workerdPids } from "./process-cpu.ts";
 
@@ -137,8 +137,9 @@ async function load(t: Running, seconds: number): Promise<Omit<Run, "repeat">> {
   return { target: t.name, rps: round(r.completed / (r.elapsedMs / 1000)), cpu_us_per_request: round((cpu * 1000) / Math.max(1, r.completed)), errors: r.errors };
 }
 
+/** The overhead report's rounding, for a figure that is always finite here. */
 function round(x: number): number {
-  return Math.round(x * 10) / 10;
+  return roundFigure(x) as number;
 }
 
 function median(values: readonly number[]): number {
@@ -173,12 +174,9 @@ const medians = TARGETS.map((target) => {
   const mine = runs.filter((r) => r.target === target);
   const rps = median(mine.map((r) => r.rps));
   const cpu = median(mine.map((r) => r.cpu_us_per_request));
-  return { target, rps, rps_vs_floor: round2(rps / floorOf((r) => r.rps)), cpu_us_per_request: cpu, cpu_vs_floor: round2(cpu / floorOf((r) => r.cpu_us_per_request)), errors: mine.reduce((n, r) => n + r.errors, 0) };
+  return { target, rps, rps_vs_floor: round(rps / floorOf((r) => r.rps)), cpu_us_per_request: cpu, cpu_vs_floor: round(cpu / floorOf((r) => r.cpu_us_per_request)), errors: mine.reduce((n, r) => n + r.errors, 0) };
 });
 
-function round2(x: number): number {
-  return Math.round(x * 100) / 100;
-}
 
 const DOES: Record<(typeof BASE_TARGETS)[number], string> = {
   floor: "passes the request through",
