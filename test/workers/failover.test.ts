@@ -1,7 +1,7 @@
 import { evictDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, inject, it, vi } from "vitest";
-import { chat, conversation, expectIdle, sseEvents, status } from "./gateway.ts";
+import { chat, conversation, EVENTUALLY, expectIdle, sseEvents, status } from "./gateway.ts";
 
 const [breakerUpstream, rateLimitedUpstream] = inject("upstreams").switchableUrls as [string, string];
 
@@ -30,7 +30,7 @@ describe("failover before the first byte", () => {
 
   it("opens the dead backend's circuit after consecutive failures; then nothing is sent to it", async () => {
     for (let i = 0; i < 3; i++) await (await chat("failover-dead", conversation(`moraine ${i}`))).text();
-    await vi.waitFor(async () => expect((await breakerOf("failover-dead", "dead"))?.state).toBe("open"), { timeout: 2000, interval: 20 });
+    await vi.waitFor(async () => expect((await breakerOf("failover-dead", "dead"))?.state).toBe("open"), EVENTUALLY);
     for (let i = 0; i < 6; i++) {
       const res = await chat("failover-dead", conversation(`cirque ${i}`));
       await res.text();
@@ -95,10 +95,10 @@ describe("circuit breaker", () => {
       expect(res.status).toBe(200);
       await res.text();
     }
-    await vi.waitFor(async () => expect((await breakerOf("failover-breaker", "flaky"))?.state).toBe("open"), { timeout: 2000, interval: 20 });
+    await vi.waitFor(async () => expect((await breakerOf("failover-breaker", "flaky"))?.state).toBe("open"), EVENTUALLY);
     // Probes (GET /health, every ~50 ms) fail while it is down.
     const atOpen = await upstreamCount(breakerUpstream);
-    await vi.waitFor(async () => expect((await upstreamCount(breakerUpstream)).health).toBeGreaterThanOrEqual(atOpen.health + 2), { timeout: 3000, interval: 20 });
+    await vi.waitFor(async () => expect((await upstreamCount(breakerUpstream)).health).toBeGreaterThanOrEqual(atOpen.health + 2), EVENTUALLY);
     for (let i = 0; i < 4; i++) await (await chat("failover-breaker", conversation(`nunatak ${i}`))).text();
     // While open it got probes only, no inference request.
     expect((await upstreamCount(breakerUpstream)).inference).toBe(atOpen.inference);
@@ -110,7 +110,7 @@ describe("circuit breaker", () => {
         await (await chat("failover-breaker", conversation("serac"))).text();
         expect((await breakerOf("failover-breaker", "flaky"))?.state).toBe("closed");
       },
-      { timeout: 3000, interval: 30 },
+      { ...EVENTUALLY, interval: 30 },
     );
     const shares = new Set<string>();
     for (let i = 0; i < 4; i++) {
@@ -183,7 +183,7 @@ describe("durable routing state", () => {
 
   it("restores an open circuit after eviction", async () => {
     for (let i = 0; i < 3; i++) await (await chat("durable-breaker", conversation(`ogive ${i}`))).text();
-    await vi.waitFor(async () => expect((await breakerOf("durable-breaker", "dead"))?.state).toBe("open"), { timeout: 2000, interval: 20 });
+    await vi.waitFor(async () => expect((await breakerOf("durable-breaker", "dead"))?.state).toBe("open"), EVENTUALLY);
     await evictDurableObject(env.MODEL_GROUP.getByName("durable-breaker"));
     const after = await status("durable-breaker");
     expect(after.restored.breakers).toBe(1);

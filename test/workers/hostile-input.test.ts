@@ -27,7 +27,7 @@ import {
   type BodyCase,
 } from "../support/hostile-requests.ts";
 import { TEST_LIMITS, UPSTREAM_MODEL } from "../support/test-config.ts";
-import { gateway, status } from "./gateway.ts";
+import { EVENTUALLY, gateway, status } from "./gateway.ts";
 
 /**
  * Property tests: generated hostile requests sent to the gateway Worker in the Workers runtime,
@@ -299,7 +299,7 @@ async function expectSettled(): Promise<void> {
         expect(s.leases).toBe(0);
         expect(s.backends.map((b) => b.failed)).toEqual(zeros);
       },
-      { timeout: 3000, interval: 20 },
+      EVENTUALLY,
     );
   }
 }

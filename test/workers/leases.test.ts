@@ -1,6 +1,6 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, inject, it, vi } from "vitest";
-import { chat, conversation, expectIdle, inFlight, sseEvents, status } from "./gateway.ts";
+import { chat, conversation, EVENTUALLY, expectIdle, inFlight, sseEvents, status } from "./gateway.ts";
 
 const G = "leases";
 
@@ -48,7 +48,7 @@ describe("leases: in-flight counts always return to zero", () => {
     const before = (await status(G)).backends.reduce((n, b) => n + b.aborted, 0);
     const client = new AbortController();
     const pending = chat(G, conversation("impatient"), { kvgate_sim: { first_byte_delay_ms: 3000 } }, { signal: client.signal });
-    await vi.waitFor(async () => expect(await inFlight(G)).toBe(1), { timeout: 1000, interval: 10 });
+    await vi.waitFor(async () => expect(await inFlight(G)).toBe(1), { ...EVENTUALLY, interval: 10 });
     client.abort();
     await pending.catch(() => undefined);
     // Released long before the upstream's 3 s delay would have ended.
@@ -63,7 +63,7 @@ describe("leases: in-flight counts always return to zero", () => {
     if ("refused" in decision) throw new Error(`no route: ${decision.refused}`);
     expect(await inFlight("short-lease")).toBe(1);
     // The expiry alarm armed when the lease was taken fires and reclaims the slot.
-    await vi.waitFor(async () => expect(await inFlight("short-lease")).toBe(0), { timeout: 2000, interval: 25 });
+    await vi.waitFor(async () => expect(await inFlight("short-lease")).toBe(0), EVENTUALLY);
     const after = await status("short-lease");
     expect(after.backends.reduce((n, b) => n + b.inFlight, 0)).toBe(0);
     expect(after.backends.reduce((n, b) => n + b.expired, 0)).toBe(1);
