@@ -4,6 +4,8 @@
  * What the Workers runtime charges for the work a routing gateway cannot skip, on the same
  * zero-latency fleet as bench:overhead, non-streaming at c=50:
  *   floor             a Worker that passes the request through (bench:overhead's floor)
+ *   floor-via-entry   the same behind Miniflare's entry Worker: what serving benchmarks on
+ *                     Miniflare's own address (before direct sockets) added to every target
  *   floor+route       the same plus one Durable Object RPC per request, to a toy router that
  *                     answers a fixed pick: the routing round-trip and nothing of kvgate's
  *   floor+body+route  the same plus reading the JSON body and sending it on re-serialised:
@@ -22,7 +24,7 @@ import { execFileSync } from "node:child_process";
 import { basename, join, resolve } from "node:path";
 import { performance } from "node:perf_hooks";
 import { walkArgs } from "../harness/argv.ts";
-import { startScriptWorker, type ServedWorker } from "../harness/gateway.ts";
+import { startFloor, startScriptWorker, type ServedWorker } from "../harness/gateway.ts";
 import { chatBodies } from "../overhead/bodies.ts";
 import { startFleetProcess } from "../overhead/fleet-process.ts";
 import { machineInfo } from "../overhead/machine.ts";
@@ -42,7 +44,7 @@ function commitOf(dir: string): string {
   }
 }
 const CONCURRENCY = 50;
-const BASE_TARGETS = ["floor", "floor+route", "floor+body+route", "kvgate"] as const;
+const BASE_TARGETS = ["floor", "floor-via-entry", "floor+route", "floor+body+route", "kvgate"] as const;
 type Name = (typeof BASE_TARGETS)[number] | `kvgate@${string}`;
 
 const args: { repeats: number; seconds: number; write: boolean; baseline: string | null } = { repeats: 6, seconds: 3, write: true, baseline: null };
@@ -119,7 +121,10 @@ async function start(name: Name, fleet: string[]): Promise<Running> {
   if (name === "floor") served = await floorTarget(upstream);
   else if (name === "kvgate") served = await kvgateTarget("kvgate", fleet);
   else if (name.startsWith("kvgate@")) served = await kvgateTarget("kvgate", fleet, args.baseline as string);
-  else {
+  else if (name === "floor-via-entry") {
+    const w = await startFloor(upstream, true);
+    served = { url: w.url, stop: () => w.dispose() };
+  } else {
     const w: ServedWorker = await startScriptWorker(name === "floor+route" ? floorRoute(upstream) : floorBodyRoute(upstream), { ROUTER: "ToyRouter" });
     served = { url: w.url, stop: () => w.dispose() };
   }
@@ -180,6 +185,7 @@ const medians = TARGETS.map((target) => {
 
 const DOES: Record<(typeof BASE_TARGETS)[number], string> = {
   floor: "passes the request through",
+  "floor-via-entry": "the same, behind Miniflare's entry Worker (a dev-tool hop)",
   "floor+route": "+ one Durable Object RPC (toy router)",
   "floor+body+route": "+ reads and re-serialises the JSON body",
   kvgate: "validates, fingerprints, routes, streams back",

@@ -1,6 +1,7 @@
 /**
- * The gateway (and the runtime's floor) served by Miniflare's API: one workerd, no dev proxy and
- * no per-request logging, so benchmarks measure the Worker and not the dev tool. The Worker is
+ * The gateway (and the runtime's floor) served by Miniflare's API: one workerd, no dev proxy, no
+ * per-request logging and, through a direct socket, not Miniflare's entry Worker either, so
+ * benchmarks measure the Worker and not the dev tool. The Worker is
  * bundled by wrangler exactly as `wrangler deploy` would, and its compatibility settings and
  * Durable Object bindings come from wrangler.toml.
  */
@@ -46,10 +47,17 @@ export function buildGateway(root: string = ROOT): Promise<string> {
   return bundle;
 }
 
-async function serve(options: Record<string, unknown>): Promise<ServedWorker> {
+/**
+ * A direct socket serves the Worker itself. Miniflare's own address goes through its entry Worker
+ * first, a dev-tool hop (one more Worker call per request) that production never has: it costs
+ * about as much CPU as the whole pass-through (bench:ceiling's floor-via-entry shows it).
+ */
+async function serve(options: Record<string, unknown>, viaEntry = false): Promise<ServedWorker> {
   // Miniflare 5 takes a new option shape; the v4 shape wrangler produces is converted.
-  const mf = new Miniflare(convertV4MiniflareOptions({ host: "127.0.0.1", port: 0, cf: false, ...options } as never));
-  const url = (await mf.ready).href.replace(/\/$/, "");
+  const direct = viaEntry ? [] : [{ host: "127.0.0.1", port: 0 }];
+  const mf = new Miniflare(convertV4MiniflareOptions({ host: "127.0.0.1", port: 0, cf: false, unsafeDirectSockets: direct, ...options } as never));
+  const entry = await mf.ready;
+  const url = (viaEntry ? entry : await mf.unsafeGetDirectURL()).href.replace(/\/$/, "");
   return { url, dispose: () => mf.dispose() };
 }
 
@@ -78,24 +86,28 @@ export async function startGateway(o: GatewayOptions): Promise<ServedWorker> {
 
 /**
  * The runtime's floor: a Worker that only forwards to the upstream and returns its body — what
- * any proxy on this runtime costs at least.
+ * any proxy on this runtime costs at least. `viaEntry`: behind Miniflare's entry Worker instead.
  */
-export function startFloor(upstreamUrl: string): Promise<ServedWorker> {
-  return startScriptWorker(`export default {
+export function startFloor(upstreamUrl: string, viaEntry = false): Promise<ServedWorker> {
+  return startScriptWorker(
+    `export default {
   async fetch(req) {
     const u = new URL(req.url);
     const up = await fetch(${JSON.stringify(upstreamUrl)} + u.pathname + u.search, { method: req.method, headers: req.headers, body: req.body });
     return new Response(up.body, up);
   },
-};`);
+};`,
+    {},
+    viaEntry,
+  );
 }
 
 /**
  * A one-module Worker given as source, with kvgate's compatibility settings; `durableObjects`
  * binds names to classes the script exports (SQLite-backed, as kvgate's are).
  */
-export function startScriptWorker(script: string, durableObjects: Record<string, string> = {}): Promise<ServedWorker> {
+export function startScriptWorker(script: string, durableObjects: Record<string, string> = {}, viaEntry = false): Promise<ServedWorker> {
   const { compatibilityDate, compatibilityFlags } = runtimeOptions();
   const bound = Object.fromEntries(Object.entries(durableObjects).map(([name, className]) => [name, { className, useSQLite: true }]));
-  return serve({ compatibilityDate, compatibilityFlags, modules: true, script, durableObjects: bound });
+  return serve({ compatibilityDate, compatibilityFlags, modules: true, script, durableObjects: bound }, viaEntry);
 }
