@@ -156,6 +156,21 @@ describe("fallback groups and timeouts", () => {
     expect(backend?.failed).toBe(0);
     expect(backend?.aborted).toBe(1);
   });
+
+  it("cuts a stream that outlives its total timeout with an SSE error event, without blaming the backend", async () => {
+    const before = (await status("total-timeout")).backends[0];
+    // 200 tokens 20 ms apart: a 4 s stream against a 300 ms deadline.
+    const res = await chat("total-timeout", conversation("sérac"), { stream: true, max_tokens: 200, kvgate_sim: { chunk_delay_ms: 20 } });
+    expect(res.status).toBe(200);
+    const events = await sseEvents(res);
+    expect(events.length).toBeLessThan(100);
+    expect(events.at(-1)).toContain("total timeout");
+    expect(events.at(-1)).toContain('"code":"upstream_stream_error"');
+    await expectIdle("total-timeout");
+    const after = (await status("total-timeout")).backends[0];
+    expect(after?.failed).toBe(before?.failed);
+    expect(after?.aborted).toBe((before?.aborted ?? 0) + 1);
+  });
 });
 
 describe("durable routing state", () => {
