@@ -115,7 +115,8 @@ npx node bench/peers/install.ts            # both; or: npx node bench/peers/inst
 - Upstream: the fleet simulator, preset \`instant\` (no prefill or decode time), ${r.fleet.workers} workers in a child
   process of their own. kvgate's model group has every worker as a deployment (prefix-aware
   routing does its real work); direct, floor and peers are sent to the first worker.
-- Workers are served by Miniflare's API (one workerd, no \`wrangler dev\` proxy), bundled as
+- Workers are served by Miniflare's API on a direct socket (one workerd; no \`wrangler dev\` proxy, and not
+  through Miniflare's entry Worker, a dev-tool hop that costs about as much as the floor itself), bundled as
   \`wrangler deploy\` bundles them. The floor, kvgate, kvgate-restamp and kvgate-auth run side by
   side and are measured in turns (order reversed every other repeat); peers run one at a time.
 - Load: 16 chat requests sharing a system prompt, sent in turn. Non-streaming: autocannon,
@@ -125,7 +126,6 @@ npx node bench/peers/install.ts            # both; or: npx node bench/peers/inst
 - kvgate-restamp asks for model \`bookshop-assistant\`, served upstream as \`kvgate-sim\`, so every
   chunk is rewritten. kvgate-auth checks a Bearer master key on every request.
 - Each figure is the median (by req/s) of the repeats; warm-up traffic first, per target.
-- Miniflare puts its own entry Worker in front of every Worker it serves; the floor pays it too.
 - The load generator, the fleet, workerd and the peers share the machine's cores: every target
   pays the client's and the fleet's CPU, which narrows the ratios of gateway-bound targets.
 
