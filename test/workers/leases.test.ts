@@ -32,27 +32,27 @@ describe("leases: in-flight counts always return to zero", () => {
   });
 
   it("after the client disconnects mid-stream, which also stops the upstream", async () => {
-    const res = await chat(G, conversation("abort"), { stream: true, max_tokens: 200, kvgate_sim: { chunk_delay_ms: 20 } });
+    const res = await chat(G, conversation("abort"), { stream: true, max_tokens: 1000, kvgate_sim: { chunk_delay_ms: 20 } });
     const reader = (res.body as ReadableStream<Uint8Array>).getReader();
     const first = await reader.read();
     expect(await inFlight(G)).toBe(1);
     await reader.cancel();
     await expectIdle(G);
     expect((await status(G)).backends.reduce((n, b) => n + b.aborted, 0)).toBe(1);
-    // 200 tokens 20 ms apart would keep the upstream busy for 4 s: it must stop well before.
+    // 1,000 tokens 20 ms apart would keep the upstream busy for 20 s: it must stop well before.
     const url = inject("upstreams").fleetUrls[Number(res.headers.get("x-kvgate-backend")?.replace("sim-", ""))] as string;
-    await vi.waitFor(async () => expect(await (await fetch(`${url}/metrics`)).text()).toMatch(/^kvgate_sim_requests_running\{[^}]*\} 0$/m), { timeout: 1500, interval: 50 });
+    await vi.waitFor(async () => expect(await (await fetch(`${url}/metrics`)).text()).toMatch(/^kvgate_sim_requests_running\{[^}]*\} 0$/m), { ...EVENTUALLY, interval: 50 });
   });
 
   it("after the client disconnects before the upstream answered, which aborts the upstream request", async () => {
     const before = (await status(G)).backends.reduce((n, b) => n + b.aborted, 0);
     const client = new AbortController();
-    const pending = chat(G, conversation("impatient"), { kvgate_sim: { first_byte_delay_ms: 3000 } }, { signal: client.signal });
+    const pending = chat(G, conversation("impatient"), { kvgate_sim: { first_byte_delay_ms: 20_000 } }, { signal: client.signal });
     await vi.waitFor(async () => expect(await inFlight(G)).toBe(1), { ...EVENTUALLY, interval: 10 });
     client.abort();
     await pending.catch(() => undefined);
-    // Released long before the upstream's 3 s delay would have ended.
-    await vi.waitFor(async () => expect(await inFlight(G)).toBe(0), { timeout: 1000, interval: 20 });
+    // Released long before the upstream's 20 s delay would have ended.
+    await vi.waitFor(async () => expect(await inFlight(G)).toBe(0), EVENTUALLY);
     expect((await status(G)).backends.reduce((n, b) => n + b.aborted, 0)).toBe(before + 1);
   });
 
