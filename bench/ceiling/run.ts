@@ -117,17 +117,13 @@ interface Run {
 async function start(name: Name, fleet: string[]): Promise<Running> {
   const before = workerdPids();
   const upstream = fleet[0] as string;
+  const worker = (w: ServedWorker) => ({ url: w.url, stop: () => w.dispose() });
   let served: { url: string; stop(): Promise<void> };
   if (name === "floor") served = await floorTarget(upstream);
   else if (name === "kvgate") served = await kvgateTarget("kvgate", fleet);
   else if (name.startsWith("kvgate@")) served = await kvgateTarget("kvgate", fleet, args.baseline as string);
-  else if (name === "floor-via-entry") {
-    const w = await startFloor(upstream, true);
-    served = { url: w.url, stop: () => w.dispose() };
-  } else {
-    const w: ServedWorker = await startScriptWorker(name === "floor+route" ? floorRoute(upstream) : floorBodyRoute(upstream), { ROUTER: "ToyRouter" });
-    served = { url: w.url, stop: () => w.dispose() };
-  }
+  else if (name === "floor-via-entry") served = worker(await startFloor(upstream, true));
+  else served = worker(await startScriptWorker(name === "floor+route" ? floorRoute(upstream) : floorBodyRoute(upstream), { ROUTER: "ToyRouter" }));
   const pid = newWorkerd(before);
   if (pid === null) throw new Error(`cannot tell which workerd serves ${name} (this benchmark reads /proc, Linux only)`);
   return { name, url: served.url, pid, stop: () => served.stop() };
