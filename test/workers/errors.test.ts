@@ -33,7 +33,7 @@ const cases: Case[] = [
   { name: "an upstream 500", send: () => chat("errors", msg, { kvgate_sim: { fail_status: 500 } }), status: 502, type: "upstream_error" },
   { name: "an unreachable upstream", send: () => chat("dead", msg), status: 502, type: "upstream_error", message: /could not be reached/ },
   { name: "an upstream that sends no headers in time", send: () => chat("errors", msg, { kvgate_sim: { first_byte_delay_ms: 2000 } }), status: 504, type: "timeout_error" },
-  // A stream's fetch has no abort signal (it would cost every chunk): its wait for headers is raced.
+  // A stream waits for its upstream's headers under the same first-byte timeout.
   { name: "a streamed request's upstream that sends no headers in time", send: () => chat("errors", msg, { stream: true, kvgate_sim: { first_byte_delay_ms: 2000 } }), status: 504, type: "timeout_error" },
   { name: "an upstream 400 (the client's mistake, passed on)", send: () => chat("errors", msg, { kvgate_sim: { fail_status: 400 } }), status: 400, type: "invalid_request_error" },
   { name: "an unknown path", send: () => gateway("/v1/embeddings", { method: "POST", body: "{}" }), status: 404, type: "not_found_error" },
