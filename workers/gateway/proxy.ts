@@ -184,7 +184,9 @@ async function attempt(
 
   let settle!: () => void;
   ctx.waitUntil(new Promise<void>((r) => (settle = r)));
-  const release = (outcome: LeaseOutcome, ttftMs?: number) => {
+  const release = (ended: LeaseOutcome, ttftMs?: number) => {
+    // The gateway's own deadline is no verdict on the backend: what it cut short was abandoned.
+    const outcome = total.expired && ended === "upstream-error" ? "client-abort" : ended;
     queueRelease(group.name, { lease: decision.lease, outcome, ...(ttftMs === undefined ? {} : { ttftMs }) }, env, ctx, config.releaseFlushMs);
     settle();
   };
@@ -235,8 +237,7 @@ async function attempt(
       total.clear();
       throw new GatewayError(499, "invalid_request_error", "client disconnected", "client_closed_request");
     }
-    // The gateway's own deadline is no verdict on the backend.
-    release(total.expired ? "client-abort" : "upstream-error");
+    release("upstream-error");
     const err = total.expired
       ? gatewayTimeout(`the request exceeded its total timeout of ${group.totalTimeoutMs} ms`)
       : timedOut
@@ -292,7 +293,7 @@ async function attempt(
       p.req.signal.removeEventListener("abort", onClientGone);
       total.clear();
       if (summary.outcome === "client-abort") abort.abort(new Error("client disconnected"));
-      release(total.expired && summary.outcome === "upstream-error" ? "client-abort" : summary.outcome, summary.ttftMs ?? undefined);
+      release(summary.outcome, summary.ttftMs ?? undefined);
       for (const h of pipeline.complete) ctx.waitUntil(Promise.resolve(h.onComplete?.(summary, hookCtx)));
     },
   });
