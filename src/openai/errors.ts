@@ -33,6 +33,12 @@ export class GatewayError extends Error {
   body(): OpenAIErrorBody {
     return { error: { message: this.message, type: this.type, param: this.param, code: this.code } };
   }
+
+  /** The error as the client receives it: its status, its headers, the OpenAI-shaped body. */
+  toResponse(): Response {
+    const headers: Record<string, string> = { "content-type": "application/json", ...this.headers };
+    return new Response(JSON.stringify(this.body()), { status: this.status, headers });
+  }
 }
 
 export const badRequest = (message: string, param: string | null = null, code = "invalid_request") =>
@@ -44,6 +50,8 @@ export const tooLarge = (limit: number) =>
 export const unavailable = (message: string, code = "no_healthy_backend") =>
   new GatewayError(503, "service_unavailable", message, code, null, { "retry-after": "1" });
 export const badGateway = (message: string, code = "upstream_error") => new GatewayError(502, "upstream_error", message, code);
+export const methodNotAllowed = (path: string, allow: string) =>
+  new GatewayError(405, "invalid_request_error", `use ${allow} for ${path}`, "method_not_allowed", null, { allow });
 export const gatewayTimeout = (message: string) => new GatewayError(504, "timeout_error", message, "upstream_timeout");
 
 /** The SSE event a stream ends with when the upstream fails after bytes reached the client. */

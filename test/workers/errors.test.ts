@@ -14,6 +14,7 @@ interface Case {
   type: string;
   param?: string | null;
   message?: RegExp;
+  headers?: Record<string, string>;
 }
 
 const cases: Case[] = [
@@ -37,7 +38,8 @@ const cases: Case[] = [
   { name: "a streamed request's upstream that sends no headers in time", send: () => chat("errors", msg, { stream: true, kvgate_sim: { first_byte_delay_ms: 2000 } }), status: 504, type: "timeout_error" },
   { name: "an upstream 400 (the client's mistake, passed on)", send: () => chat("errors", msg, { kvgate_sim: { fail_status: 400 } }), status: 400, type: "invalid_request_error" },
   { name: "an unknown path", send: () => gateway("/v1/embeddings", { method: "POST", body: "{}" }), status: 404, type: "not_found_error" },
-  { name: "the wrong method", send: () => gateway("/v1/chat/completions", { method: "GET" }), status: 405, type: "invalid_request_error" },
+  { name: "the wrong method", send: () => gateway("/v1/chat/completions", { method: "GET" }), status: 405, type: "invalid_request_error", headers: { allow: "POST" } },
+  { name: "the wrong method on completions", send: () => gateway("/v1/completions", { method: "PUT", body: "{}" }), status: 405, type: "invalid_request_error", headers: { allow: "POST" } },
 ];
 
 describe("bad input gets an OpenAI-style error with the right status", () => {
@@ -51,6 +53,7 @@ describe("bad input gets an OpenAI-style error with the right status", () => {
     expect(body.error.type).toBe(c.type);
     if (c.param !== undefined) expect(body.error.param).toBe(c.param);
     if (c.message) expect(body.error.message).toMatch(c.message);
+    for (const [name, value] of Object.entries(c.headers ?? {})) expect(res.headers.get(name)).toBe(value);
     expect(body.error.message).not.toContain(env.KVGATE_MASTER_KEY);
     expect(body.error.message).not.toMatch(/\bat .*\.(ts|js):\d+/);
   });

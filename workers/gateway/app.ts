@@ -1,11 +1,12 @@
 import type { Context } from "hono";
 import { Hono } from "hono/tiny";
 import { cors } from "hono/cors";
-import { GatewayError, notFound } from "../../src/openai/errors.ts";
+import { GatewayError, methodNotAllowed, notFound } from "../../src/openai/errors.ts";
 import type { LoadedConfig } from "../config.ts";
 import type { Env } from "../env.ts";
 import { authenticate } from "./auth.ts";
-import { errorResponse, proxyCompletion, type Endpoint } from "./proxy.ts";
+import { proxyCompletion } from "./proxy.ts";
+import type { Endpoint } from "./validate.ts";
 
 type AppEnv = { Bindings: Env; Variables: { requestId: string; startedAt: number } };
 
@@ -52,17 +53,16 @@ export function buildApp(config: LoadedConfig): Hono<AppEnv> {
     return c.json({ groups });
   });
 
-  app.all("/v1/chat/completions", () => {
-    throw new GatewayError(405, "invalid_request_error", "use POST for /v1/chat/completions", "method_not_allowed");
-  });
-  app.all("/v1/completions", () => {
-    throw new GatewayError(405, "invalid_request_error", "use POST for /v1/completions", "method_not_allowed");
-  });
-  app.notFound((c) => withRequestId(errorResponse(notFound(`no route for ${c.req.method} ${new URL(c.req.url).pathname}`, "unknown_url")), c.get("requestId")));
+  for (const path of ["/v1/chat/completions", "/v1/completions"]) {
+    app.all(path, () => {
+      throw methodNotAllowed(path, "POST");
+    });
+  }
+  app.notFound((c) => withRequestId(notFound(`no route for ${c.req.method} ${new URL(c.req.url).pathname}`, "unknown_url").toResponse(), c.get("requestId")));
   app.onError((err, c) => {
-    if (err instanceof GatewayError) return withRequestId(errorResponse(err), c.get("requestId"));
+    if (err instanceof GatewayError) return withRequestId(err.toResponse(), c.get("requestId"));
     console.error(`kvgate: unhandled error: ${err instanceof Error ? err.stack : String(err)}`);
-    return withRequestId(errorResponse(new GatewayError(500, "server_error", "internal gateway error", "internal_error")), c.get("requestId"));
+    return withRequestId(new GatewayError(500, "server_error", "internal gateway error", "internal_error").toResponse(), c.get("requestId"));
   });
   return app;
 }

@@ -2,7 +2,6 @@ import { GatewayError } from "../../src/openai/errors.ts";
 import { loadConfig, type LoadedConfig } from "../config.ts";
 import type { Env } from "../env.ts";
 import { buildApp } from "./app.ts";
-import { errorResponse } from "./proxy.ts";
 
 export { ModelGroup } from "../../durable-objects/model-group.ts";
 
@@ -12,7 +11,7 @@ export default {
   fetch(req: Request, env: Env, ctx: ExecutionContext): Response | Promise<Response> {
     const loaded = loadConfig(env);
     if (!loaded.ok) {
-      return errorResponse(new GatewayError(500, "server_error", `gateway misconfigured: ${loaded.error}`, "config_invalid"));
+      return new GatewayError(500, "server_error", `gateway misconfigured: ${loaded.error}`, "config_invalid").toResponse();
     }
     if (!built || built.config !== loaded.config) built = { config: loaded.config, app: buildApp(loaded.config) };
     return built.app.fetch(req, env, ctx);

@@ -1,46 +1,16 @@
 import type { ResolvedDeployment, ResolvedGroup } from "../../src/config/load.ts";
 import type { HookContext, HookPipeline } from "../../src/hooks/types.ts";
 import { badGateway, badRequest, GatewayError, gatewayTimeout, notFound, unavailable } from "../../src/openai/errors.ts";
-import { ChatCompletionRequestSchema, CompletionRequestSchema, type ChatCompletionRequest, type CompletionRequest } from "../../src/openai/requests.ts";
-import { chatFingerprint, completionFingerprint } from "../../src/prefix/fingerprint.ts";
 import type { FailoverCause } from "../../src/config/schema.ts";
 import type { LeaseOutcome, RouteDecision, RouteRefusal } from "../../src/routing/group-router.ts";
 import { relay } from "../../src/stream/relay.ts";
-import { firstIssue } from "../../src/zod-issues.ts";
 import type { LoadedConfig } from "../config.ts";
 import type { Env, WaitUntil } from "../env.ts";
 import { readJsonBody } from "./body.ts";
+import { validate, type Endpoint, type Validated } from "./validate.ts";
 import { queueRelease, requeue, takePending } from "./lease-queue.ts";
 
-export type Endpoint = "chat" | "completions";
-
 const UPSTREAM_PATH: Record<Endpoint, string> = { chat: "/v1/chat/completions", completions: "/v1/completions" };
-
-interface Validated {
-  body: Record<string, unknown> & { model: string; stream?: boolean | null };
-  chain: (g: ResolvedGroup) => number[];
-}
-
-function validate(endpoint: Endpoint, raw: unknown, config: LoadedConfig): Validated {
-  if (endpoint === "chat") {
-    const r = ChatCompletionRequestSchema.safeParse(raw);
-    if (!r.success) throw issueError(r.error.issues);
-    const body: ChatCompletionRequest = r.data;
-    if (body.messages.length > config.limits.maxMessages) {
-      throw badRequest(`messages has ${body.messages.length} items, more than the limit of ${config.limits.maxMessages}`, "messages");
-    }
-    return { body, chain: (g) => chatFingerprint(body, { blockChars: g.blockChars, maxBlocks: g.maxPrefixBlocks }) };
-  }
-  const r = CompletionRequestSchema.safeParse(raw);
-  if (!r.success) throw issueError(r.error.issues);
-  const body: CompletionRequest = r.data;
-  return { body, chain: (g) => completionFingerprint(body, { blockChars: g.blockChars, maxBlocks: g.maxPrefixBlocks }) };
-}
-
-function issueError(issues: Parameters<typeof firstIssue>[0]): GatewayError {
-  const { param, message } = firstIssue(issues);
-  return badRequest(message, param || null);
-}
 
 export interface ProxyInput {
   endpoint: Endpoint;
@@ -243,7 +213,7 @@ async function attempt(
       : timedOut
         ? gatewayTimeout(`backend ${deployment.id} sent no response headers within ${group.firstByteTimeoutMs} ms`)
         : badGateway(`backend ${deployment.id} could not be reached: ${(e as Error).message}`);
-    return { failure: withHeaders(errorResponse(err), routing), cause: timedOut || total.expired ? "timeout" : "connect", retryAfterMs: null };
+    return { failure: withHeaders(err.toResponse(), routing), cause: timedOut || total.expired ? "timeout" : "connect", retryAfterMs: null };
   }
   clearTimeout(timer);
 
@@ -355,11 +325,6 @@ async function upstreamError(up: Response, dep: ResolvedDeployment): Promise<Res
   else if (up.status >= 500 || up.status < 400) err = badGateway(`backend ${dep.id} failed with HTTP ${up.status}${message ? `: ${message}` : ""}`);
   else if (up.status === 429) err = new GatewayError(429, "rate_limit_error", `backend ${dep.id} is rate limiting: ${message}`, "upstream_rate_limited");
   else err = new GatewayError(up.status, "invalid_request_error", message || `backend ${dep.id} rejected the request (HTTP ${up.status})`, "upstream_rejected");
-  return errorResponse(err);
+  return err.toResponse();
 }
 
-export function errorResponse(err: GatewayError): Response {
-  const headers = new Headers({ "content-type": "application/json" });
-  if (err.headers) for (const [k, v] of Object.entries(err.headers)) headers.set(k, v);
-  return new Response(JSON.stringify(err.body()), { status: err.status, headers });
-}
