@@ -28,6 +28,10 @@ export default defineConfig({
         ],
         test: { name: "workers", include: ["test/workers/**/*.test.ts"], globalSetup: ["test/global-setup.ts"], testTimeout: 15_000 },
       },
+      {
+        // The bundled gateway in workerd, reached over real sockets: clients that leave, upstreams that misbehave.
+        test: { name: "e2e", include: ["test/e2e/**/*.test.ts"], environment: "node", globalSetup: ["test/e2e/global-setup.ts"], testTimeout: 30_000, hookTimeout: 30_000 },
+      },
     ],
   },
 });

@@ -1,18 +1,9 @@
 import { DurableObject } from "cloudflare:workers";
-import { GroupRouter, type BackendSnapshot, type LeaseRelease, type RouteDecision, type RouteRefusal, type SavedBreaker } from "../src/routing/group-router.ts";
+import type { GroupStatus } from "../src/routing/protocol.ts";
+import { GroupRouter, type LeaseRelease, type RouteDecision, type RouteRefusal, type SavedBreaker } from "../src/routing/group-router.ts";
 import { loadConfig } from "../workers/config.ts";
 import type { Env } from "../workers/env.ts";
 
-export interface GroupStatus {
-  group: string;
-  strategy: string;
-  leases: number;
-  /** RPCs this object served since it started: what benchmarks divide by requests. */
-  calls: { route: number; release: number };
-  /** Routing state this object found in storage when it started (after an eviction or restart). */
-  restored: { breakers: number; affinityBlocks: number };
-  backends: BackendSnapshot[];
-}
 
 type SavedBreakers = SavedBreaker[];
 type SavedAffinity = { id: string; blocks: Float64Array }[];

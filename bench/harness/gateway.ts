@@ -52,14 +52,18 @@ export function buildGateway(root: string = ROOT): Promise<string> {
  * first, a dev-tool hop (one more Worker call per request) that production never has: it costs
  * about as much CPU as the whole pass-through (bench:ceiling's floor-via-entry shows it).
  */
-async function serve(options: Record<string, unknown>, viaEntry = false): Promise<ServedWorker> {
+async function serve(options: Record<string, unknown>, viaEntry = false, onLog?: LogSink): Promise<ServedWorker> {
   // Miniflare 5 takes a new option shape; the v4 shape wrangler produces is converted.
   const direct = viaEntry ? [] : [{ host: "127.0.0.1", port: 0 }];
-  const mf = new Miniflare(convertV4MiniflareOptions({ host: "127.0.0.1", port: 0, cf: false, unsafeDirectSockets: direct, ...options } as never));
+  const logs = onLog ? { handleStructuredLogs: (l: { level: string; message: string }) => onLog(l.level, l.message) } : {};
+  const mf = new Miniflare(convertV4MiniflareOptions({ host: "127.0.0.1", port: 0, cf: false, unsafeDirectSockets: direct, ...logs, ...options } as never));
   const entry = await mf.ready;
   const url = (viaEntry ? entry : await mf.unsafeGetDirectURL()).href.replace(/\/$/, "");
   return { url, dispose: () => mf.dispose() };
 }
+
+/** Receives what workerd logs (the Worker's console and the runtime's own lines) instead of stderr. */
+export type LogSink = (level: string, message: string) => void;
 
 export interface GatewayOptions {
   config: GatewayConfigInput;
@@ -69,6 +73,9 @@ export interface GatewayOptions {
   bindings?: Record<string, string>;
   /** Serve the gateway of another checkout (see buildGateway). */
   root?: string;
+  /** A bundle already built by buildGateway (a test run builds it once for all its files). */
+  scriptPath?: string;
+  onLog?: LogSink;
 }
 
 /** What wrangler.toml says about the runtime: compatibility settings and Durable Objects. */
@@ -78,10 +85,10 @@ function runtimeOptions(): Record<string, unknown> {
 }
 
 export async function startGateway(o: GatewayOptions): Promise<ServedWorker> {
-  const scriptPath = await buildGateway(o.root);
+  const scriptPath = o.scriptPath ?? (await buildGateway(o.root));
   const bindings: Record<string, string> = { ...o.bindings, KVGATE_CONFIG: JSON.stringify(o.config) };
   if (o.masterKey) bindings.KVGATE_MASTER_KEY = o.masterKey;
-  return serve({ ...runtimeOptions(), modules: true, scriptPath, modulesRoot: dirname(scriptPath), bindings });
+  return serve({ ...runtimeOptions(), modules: true, scriptPath, modulesRoot: dirname(scriptPath), bindings }, false, o.onLog);
 }
 
 /**

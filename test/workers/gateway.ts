@@ -1,6 +1,6 @@
 import { env, exports } from "cloudflare:workers";
 import { expect, vi } from "vitest";
-import type { GroupStatus } from "../../durable-objects/model-group.ts";
+import type { GroupStatus } from "../../src/routing/protocol.ts";
 
 /** Calls the gateway Worker in the Workers runtime, as a client would over HTTP. */
 export function gateway(path: string, init: RequestInit = {}, auth = true): Promise<Response> {

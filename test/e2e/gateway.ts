@@ -1,0 +1,56 @@
+import { randomBytes } from "node:crypto";
+import { inject } from "vitest";
+import { startGateway } from "../../bench/harness/gateway.ts";
+import type { GatewayConfigInput } from "../../src/config/schema.ts";
+import type { GroupStatus } from "../../src/routing/protocol.ts";
+
+/**
+ * The gateway Worker as a client meets it: bundled as `wrangler deploy` bundles it, run by workerd
+ * (Miniflare) and reached over a real TCP socket on loopback — no test pool in between, so a
+ * client can leave the way a real one does (close its socket) and the runtime sees exactly that.
+ */
+export interface TestGateway {
+  url: string;
+  /** The master key this gateway was given. */
+  key: string;
+  /** What workerd logged: the Worker's console and the runtime's own lines. */
+  logs: string[];
+  status(group: string): Promise<GroupStatus>;
+  /** Sum of in-flight counts over the group's backends, as its Durable Object holds them. */
+  inFlight(group: string): Promise<number>;
+  close(): Promise<void>;
+}
+
+export async function startTestGateway(config: GatewayConfigInput, bindings: Record<string, string> = {}): Promise<TestGateway> {
+  const key = `sk-e2e-${randomBytes(16).toString("hex")}`;
+  const logs: string[] = [];
+  const verbose = process.env.KVGATE_TEST_LOGS === "1";
+  const served = await startGateway({
+    config,
+    masterKey: key,
+    bindings,
+    scriptPath: inject("gatewayScript"),
+    onLog: (level, message) => {
+      logs.push(`${level}: ${message}`);
+      if (verbose) console.error(`[workerd ${level}] ${message}`);
+    },
+  });
+  const status = async (group: string): Promise<GroupStatus> => {
+    const res = await fetch(`${served.url}/v1/kvgate/status`, { headers: { authorization: `Bearer ${key}` } });
+    const body = (await res.json()) as { groups: GroupStatus[] };
+    const g = body.groups.find((x) => x.group === group);
+    if (!g) throw new Error(`no group ${group} in the status`);
+    return g;
+  };
+  return {
+    url: served.url,
+    key,
+    logs,
+    status,
+    inFlight: async (group) => (await status(group)).backends.reduce((n, b) => n + b.inFlight, 0),
+    close: () => served.dispose(),
+  };
+}
+
+/** A bound for states the gateway reaches on its own; see test/workers/gateway.ts's EVENTUALLY. */
+export const EVENTUALLY = { timeout: 10_000, interval: 20 } as const;

@@ -1,0 +1,273 @@
+import http from "node:http";
+import type { Socket } from "node:net";
+
+/**
+ * An OpenAI-compatible upstream that misbehaves on purpose, one behaviour per deployment: a
+ * deployment's baseUrl is `<url>/<behaviour>` (e.g. `http://127.0.0.1:4711/silent-stream`), so
+ * the gateway's request lands on `/<behaviour>/v1/chat/completions` and its health probe on
+ * `/<behaviour>/health`. A behaviour may take one argument after a colon (`slow-headers:20000`).
+ *
+ * Every behaviour keeps counts a test can read in-process (`stats(behaviour)`): requests
+ * received, requests still open, requests whose connection the gateway closed before the
+ * answer was complete (the upstream request was cancelled), body bytes the gateway read of a
+ * large answer, and health probes.
+ */
+export interface BehaviourStats {
+  requests: number;
+  /** Requests whose connection is still open (being answered, or held open on purpose). */
+  open: number;
+  /** Requests whose connection closed before the upstream finished its answer. */
+  cancelled: number;
+  /** Bytes of the answer the upstream managed to write (what the gateway read, give or take socket buffers). */
+  bytesWritten: number;
+  health: number;
+  /** The request bodies received, parsed (null when not JSON), oldest first; the last 20. */
+  bodies: unknown[];
+}
+
+export interface HostileUpstream {
+  url: string;
+  /** The counts of one behaviour (name without argument). */
+  stats(behaviour: string): BehaviourStats;
+  /** Resets every behaviour's counts. */
+  reset(): void;
+  /** Where redirects point: another origin, counting what reaches it. */
+  elsewhere: { url: string; hits(): number };
+  close(): Promise<void>;
+}
+
+type Answer = (req: http.IncomingMessage, res: http.ServerResponse, body: Buffer, arg: string | undefined, s: BehaviourStats) => void;
+
+function chunk(model: string, content: string, finish: string | null = null): string {
+  return `data: ${JSON.stringify({ id: "chatcmpl-h", object: "chat.completion.chunk", created: 1, model, choices: [{ index: 0, delta: { content }, finish_reason: finish }] })}\n\n`;
+}
+
+function completion(model: string): string {
+  return JSON.stringify({
+    id: "chatcmpl-h",
+    object: "chat.completion",
+    created: 1,
+    model,
+    choices: [{ index: 0, message: { role: "assistant", content: "ok" }, finish_reason: "stop" }],
+    usage: { prompt_tokens: 3, completion_tokens: 1, total_tokens: 4 },
+  });
+}
+
+function requestOf(body: Buffer): { model: string; stream: boolean } {
+  try {
+    const j = JSON.parse(body.toString("utf8")) as { model?: unknown; stream?: unknown };
+    return { model: typeof j.model === "string" ? j.model : "hostile", stream: j.stream === true };
+  } catch {
+    return { model: "hostile", stream: false };
+  }
+}
+
+/** A well-behaved answer: JSON, or an SSE stream of two events and [DONE]. */
+const answerOk: Answer = (_req, res, body) => {
+  const { model, stream } = requestOf(body);
+  if (!stream) return void res.writeHead(200, { "content-type": "application/json" }).end(completion(model));
+  res.writeHead(200, { "content-type": "text/event-stream" });
+  res.end(chunk(model, "o") + chunk(model, "k", "stop") + "data: [DONE]\n\n");
+};
+
+/** Writes `byte` every `everyMs` until the client goes away. */
+function drip(res: http.ServerResponse, everyMs: number, s: BehaviourStats): void {
+  const timer = setInterval(() => {
+    if (res.destroyed) return clearInterval(timer);
+    res.write(" ");
+    s.bytesWritten++;
+  }, everyMs);
+  res.on("close", () => clearInterval(timer));
+}
+
+const BEHAVIOURS: Record<string, Answer> = {
+  ok: answerOk,
+  /** Headers and one event, then nothing, with the connection held open. */
+  "silent-stream": (_req, res, body) => {
+    const { model } = requestOf(body);
+    res.writeHead(200, { "content-type": "text/event-stream" });
+    res.write(chunk(model, "first"));
+  },
+  /** Events every `arg` ms (default 50) for as long as the connection lasts. */
+  "endless-stream": (_req, res, body, arg, s) => {
+    const { model } = requestOf(body);
+    res.writeHead(200, { "content-type": "text/event-stream" });
+    const timer = setInterval(() => {
+      if (res.destroyed) return clearInterval(timer);
+      const text = chunk(model, "tick");
+      res.write(text);
+      s.bytesWritten += text.length;
+    }, Number(arg ?? 50));
+    res.on("close", () => clearInterval(timer));
+  },
+  /** Nothing at all for `arg` ms (default 20 s), then a normal answer. */
+  "slow-headers": (req, res, body, arg) => {
+    const timer = setTimeout(() => answerOk(req, res, body, undefined, emptyStats()), Number(arg ?? 20_000));
+    res.on("close", () => clearTimeout(timer));
+  },
+  /** A 200 non-streamed body that drips a space every 100 ms and never ends. */
+  "drip-body": (_req, res, _body, _arg, s) => {
+    res.writeHead(200, { "content-type": "application/json" });
+    drip(res, 100, s);
+  },
+  /** A 503 whose body drips a space every 100 ms and never ends. */
+  "drip-error": (_req, res, _body, _arg, s) => {
+    res.writeHead(503, { "content-type": "application/json" });
+    drip(res, 100, s);
+  },
+  /** A 500 with a body of `arg` MiB (default 300), written as fast as the reader takes it. */
+  "big-error": (_req, res, _body, arg, s) => {
+    res.writeHead(500, { "content-type": "text/plain" });
+    const total = Number(arg ?? 300) * 1024 * 1024;
+    const piece = Buffer.alloc(64 * 1024, 0x61);
+    const pump = (): void => {
+      while (s.bytesWritten < total && !res.destroyed) {
+        s.bytesWritten += piece.length;
+        if (!res.write(piece)) return void res.once("drain", pump);
+      }
+      if (!res.destroyed) res.end();
+    };
+    pump();
+  },
+  /** A 500 page of HTML with a Python traceback in it, as a crashed server behind a proxy sends. */
+  "html-500": (_req, res) => {
+    res.writeHead(500, { "content-type": "text/html" });
+    res.end('<html><body><h1>Internal Server Error</h1><pre>Traceback (most recent call last):\n  File "/srv/app/secret_path.py", line 42, in handler\nKeyError: \'token\'</pre></body></html>');
+  },
+  /** llama.cpp's answer to a prompt longer than its context: an OpenAI-style error with extra fields. */
+  "context-exceeded": (_req, res) => {
+    res.writeHead(400, { "content-type": "application/json" });
+    res.end(JSON.stringify({ error: { code: 400, message: "the request exceeds the available context size, try increasing it", type: "exceed_context_size_error", n_prompt_tokens: 5000, n_ctx: 4096 } }));
+  },
+  /** A 429 with Retry-After `arg` seconds (default 30). */
+  "rate-limited": (_req, res, _body, arg) => {
+    res.writeHead(429, { "content-type": "application/json", "retry-after": arg ?? "30" });
+    res.end(JSON.stringify({ error: { message: "too many requests", type: "rate_limit_error", param: null, code: "rate_limited" } }));
+  },
+  /** vLLM's answer when asked for a model it does not serve. */
+  "wrong-model": (_req, res, body) => {
+    const { model } = requestOf(body);
+    res.writeHead(404, { "content-type": "application/json" });
+    res.end(JSON.stringify({ object: "error", message: `The model \`${model}\` does not exist.`, type: "NotFoundError", param: null, code: 404 }));
+  },
+  /** Answers with status `arg` (e.g. 204, 304) and no body. */
+  status: (_req, res, _body, arg) => {
+    res.writeHead(Number(arg ?? 204)).end();
+  },
+  /** A 500 when the body contains the text `arg` (default "CRASH"), a normal answer otherwise. */
+  "crash-on": (req, res, body, arg, s) => {
+    if (!body.toString("utf8").includes(arg ?? "CRASH")) return answerOk(req, res, body, undefined, s);
+    res.writeHead(500, { "content-type": "application/json" });
+    res.end(JSON.stringify({ error: { message: "CUDA error: an illegal memory access was encountered", type: "InternalServerError", param: null, code: 500 } }));
+  },
+  /** One whole event, then half of the next, then the connection is destroyed. */
+  "cut-mid-event": (_req, res, body) => {
+    const { model } = requestOf(body);
+    res.writeHead(200, { "content-type": "text/event-stream" });
+    const second = chunk(model, "second");
+    res.write(chunk(model, "first") + second.slice(0, Math.floor(second.length / 2)));
+    setTimeout(() => res.socket?.destroy(), 20);
+  },
+};
+
+function emptyStats(): BehaviourStats {
+  return { requests: 0, open: 0, cancelled: 0, bytesWritten: 0, health: 0, bodies: [] };
+}
+
+async function listen(server: http.Server): Promise<string> {
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const address = server.address();
+  if (!address || typeof address === "string") throw new Error("no address");
+  return `http://127.0.0.1:${address.port}`;
+}
+
+export async function startHostileUpstream(): Promise<HostileUpstream> {
+  const stats = new Map<string, BehaviourStats>();
+  const statsOf = (name: string): BehaviourStats => {
+    let s = stats.get(name);
+    if (!s) stats.set(name, (s = emptyStats()));
+    return s;
+  };
+
+  let elsewhereHits = 0;
+  const elsewhere = http.createServer((req, res) => {
+    elsewhereHits++;
+    req.resume();
+    req.on("end", () => res.writeHead(200, { "content-type": "application/json" }).end(completion("elsewhere")));
+  });
+  const elsewhereUrl = await listen(elsewhere);
+
+  // The behaviours that need this server's or the other origin's address.
+  const answers: Record<string, Answer> = {
+    ...BEHAVIOURS,
+    /** A redirect (status `arg`, default 307) to another origin. */
+    redirect: (_req, res, _body, arg) => {
+      res.writeHead(Number(arg ?? 307), { location: `${elsewhereUrl}/v1/chat/completions` }).end();
+    },
+    /** A redirect to itself, forever, through a URL that carries credentials. */
+    "redirect-loop": (req, res) => {
+      res.writeHead(302, { location: `http://user:hunter2@${req.headers.host}${req.url}` }).end();
+    },
+    /**
+     * llama-server's keep-alive lie: it advertises keep-alive, but a request that arrives on a
+     * connection it already answered on finds that connection dead — here, deterministically: the
+     * socket is destroyed the moment a second request arrives on it, before any response byte.
+     */
+    "keepalive-lie": (req, res, body, arg, s) => {
+      const socket = req.socket as Socket & { served?: number };
+      socket.served = (socket.served ?? 0) + 1;
+      if (socket.served > 1) return void socket.destroy();
+      answerOk(req, res, body, arg, s);
+    },
+  };
+
+  const server = http.createServer((req, res) => {
+    const path = req.url ?? "/";
+    const m = /^\/([^/:]+)(?::([^/]+))?(\/.*)$/.exec(path);
+    const name = m?.[1] ?? "";
+    const s = statsOf(name);
+    if (m?.[3] === "/health") {
+      s.health++;
+      req.resume();
+      return void res.writeHead(200, { "content-type": "application/json" }).end('{"status":"ok"}');
+    }
+    const answer = answers[name];
+    if (!answer || !m?.[3]?.endsWith("/completions")) {
+      req.resume();
+      return void res.writeHead(404, { "content-type": "application/json" }).end('{"error":{"message":"no such behaviour"}}');
+    }
+    const parts: Buffer[] = [];
+    req.on("data", (c: Buffer) => parts.push(c));
+    req.on("end", () => {
+      const body = Buffer.concat(parts);
+      s.requests++;
+      s.open++;
+      try {
+        s.bodies.push(JSON.parse(body.toString("utf8")));
+      } catch {
+        s.bodies.push(null);
+      }
+      if (s.bodies.length > 20) s.bodies.shift();
+      res.on("close", () => {
+        s.open--;
+        if (!res.writableFinished) s.cancelled++;
+      });
+      answer(req, res, body, m?.[2], s);
+    });
+  });
+  const url = await listen(server);
+  return {
+    url,
+    stats: (name) => ({ ...statsOf(name) }),
+    reset: () => {
+      stats.clear();
+      elsewhereHits = 0;
+    },
+    elsewhere: { url: elsewhereUrl, hits: () => elsewhereHits },
+    close: async () => {
+      server.closeAllConnections();
+      elsewhere.closeAllConnections();
+      await Promise.all([new Promise<void>((r) => server.close(() => r())), new Promise<void>((r) => elsewhere.close(() => r()))]);
+    },
+  };
+}
