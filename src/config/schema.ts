@@ -20,7 +20,8 @@ export type HookName = (typeof HOOK_NAMES)[number];
 export const DeploymentSchema = z.strictObject({
   /** Stable id, shown in x-kvgate-backend; defaults to the base URL's host. */
   id: z.optional(name()),
-  baseUrl: z.url({ protocol: /^https?$/ }),
+  // Credentials in a URL travel in every error message that names it: keys go in apiKeyEnv.
+  baseUrl: z.url({ protocol: /^https?$/ }).check(z.refine((u) => !/^[a-z]+:\/\/[^/?#]*@/i.test(u), "must not carry credentials (user:password@); name a secret in apiKeyEnv instead")),
   /** Model name the upstream serves; the request's `model` is rewritten to it. */
   model: name(),
   apiKeyEnv: z.optional(envName()),
@@ -105,13 +106,28 @@ export const ModelGroupSchema = z.strictObject({
   maxPrefixBlocks: z._default(z.number().check(z.int(), z.minimum(1), z.maximum(16_384)), 2048),
   /** A lease not released by then (Worker killed mid-stream) is reclaimed. */
   leaseTtlMs: z._default(positiveInt(), 600_000),
-  /** Time allowed until the upstream's response headers. */
+  /**
+   * A streamed request's time until the upstream's response headers, which come with its first
+   * token: past it the backend counts as failed and the request is retried elsewhere.
+   */
   firstByteTimeoutMs: z._default(positiveInt(), 60_000),
+  /**
+   * A non-streamed answer comes when its generation ends, so it gets a bound of its own: past it
+   * the client gets a 504, the request is not retried (it would redo the whole generation), and
+   * the backend is not blamed.
+   */
+  nonStreamTimeoutMs: z._default(positiveInt(), 600_000),
   /**
    * A stream that sends no byte for this long is cut with an SSE error event. Off by default: it
    * needs JavaScript to see every chunk, which the plain pass-through path otherwise avoids.
    */
   streamIdleTimeoutMs: z.optional(positiveInt()),
+  /**
+   * On a stream the gateway reads (hooks, or streamIdleTimeoutMs set), an SSE comment after this
+   * long without upstream bytes and again at this interval, so a client that left a silent stream
+   * is found (a write to it fails) within about two intervals. 0 turns it off.
+   */
+  streamKeepAliveMs: z._default(nonNegativeInt(), 500),
   /** The whole request, retries included; a stream running past it is cut with an SSE error event. */
   totalTimeoutMs: z.optional(positiveInt()),
   failover: z._default(FailoverSchema, FAILOVER_DEFAULTS),

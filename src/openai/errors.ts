@@ -10,28 +10,43 @@ export type ErrorType =
   | "timeout_error"
   | "service_unavailable";
 
+/** A scalar an upstream's error may carry beside the four standard fields (llama.cpp's `n_ctx`). */
+export type ErrorExtra = string | number | boolean | null;
+
 export interface OpenAIErrorBody {
-  error: { message: string; type: ErrorType; param: string | null; code: string | null };
+  /** `type` and `code` are the gateway's own, or an upstream's passed on (any string; a number for code). */
+  error: { message: string; type: string; param: string | null; code: string | number | null; [extra: string]: ErrorExtra };
 }
 
 export class GatewayError extends Error {
   readonly status: number;
-  readonly type: ErrorType;
+  readonly type: string;
   readonly param: string | null;
-  readonly code: string | null;
+  readonly code: string | number | null;
   readonly headers: Record<string, string> | undefined;
+  /** Further fields of an upstream's error, passed on beside the standard four. */
+  readonly extra: Record<string, ErrorExtra> | undefined;
 
-  constructor(status: number, type: ErrorType, message: string, code: string | null = null, param: string | null = null, headers?: Record<string, string>) {
+  constructor(
+    status: number,
+    type: ErrorType | (string & {}),
+    message: string,
+    code: string | number | null = null,
+    param: string | null = null,
+    headers?: Record<string, string>,
+    extra?: Record<string, ErrorExtra>,
+  ) {
     super(message);
     this.status = status;
     this.type = type;
     this.code = code;
     this.param = param;
     this.headers = headers;
+    this.extra = extra;
   }
 
   body(): OpenAIErrorBody {
-    return { error: { message: this.message, type: this.type, param: this.param, code: this.code } };
+    return { error: { ...this.extra, message: this.message, type: this.type, param: this.param, code: this.code } };
   }
 
   /** The error as the client receives it: its status, its headers, the OpenAI-shaped body. */

@@ -23,8 +23,12 @@ export interface RouteRefusal {
   refused: "no-backend" | "at-capacity";
 }
 
-/** ok and upstream-error count for the backend's breaker; client-abort and rate-limited do not. */
-export type LeaseOutcome = "ok" | "upstream-error" | "client-abort" | "rate-limited";
+/**
+ * How an attempt on a backend ended. ok and upstream-error count for the backend's breaker;
+ * rejected (the request's own fault: a 4xx, or a failure that followed the request to another
+ * backend), rate-limited and client-abort (the client left, or the gateway's own deadline) do not.
+ */
+export type LeaseOutcome = "ok" | "upstream-error" | "rejected" | "client-abort" | "rate-limited";
 
 export interface LeaseRelease {
   lease: string;
@@ -43,6 +47,7 @@ interface BackendState extends BackendView {
   nextProbeAt: number;
   completed: number;
   failed: number;
+  rejected: number;
   aborted: number;
   expired: number;
   ttftEwmaMs: number | null;
@@ -66,6 +71,8 @@ export interface BackendSnapshot {
   prefixBlocks: number;
   completed: number;
   failed: number;
+  /** Requests it refused as the request's own fault (4xx), or that failed the same way elsewhere. */
+  rejected: number;
   aborted: number;
   expired: number;
   ttftEwmaMs: number | null;
@@ -133,6 +140,7 @@ export class GroupRouter {
       drainPerMs: d.prefillTokensPerSec / 1000 / (group.blockChars / CHARS_PER_TOKEN),
       completed: 0,
       failed: 0,
+      rejected: 0,
       aborted: 0,
       expired: 0,
       ttftEwmaMs: null,
@@ -191,6 +199,7 @@ export class GroupRouter {
     b.prefillDebt = Math.max(0, b.prefillDebt - lease.blocks);
     if (r.outcome === "ok") b.completed++;
     else if (r.outcome === "upstream-error") b.failed++;
+    else if (r.outcome === "rejected") b.rejected++;
     else b.aborted++;
     const before = b.breaker.state;
     const trial = isTrial(lease, b);
@@ -288,6 +297,7 @@ export class GroupRouter {
       prefixBlocks: b.prefixes.size,
       completed: b.completed,
       failed: b.failed,
+      rejected: b.rejected,
       aborted: b.aborted,
       expired: b.expired,
       ttftEwmaMs: b.ttftEwmaMs,

@@ -1,5 +1,6 @@
 import { sseErrorEvent } from "../openai/errors.ts";
 import type { ChunkTransform, CompletionSummary } from "../hooks/types.ts";
+import { EventAligner } from "./sse-boundary.ts";
 import { readUsage, TailKeeper } from "./usage.ts";
 
 export interface RelayOptions {
@@ -13,12 +14,14 @@ export interface RelayOptions {
   onEnd: (summary: CompletionSummary) => void;
   /**
    * A byte pipe the runtime pumps without running JavaScript per chunk (workerd's
-   * IdentityTransformStream). With it, and no transform, the body takes the fast path: nothing
-   * per chunk at all, and the summary has no byte count, first-byte time or usage.
+   * IdentityTransformStream). With it, no transform and no stall bound, the body takes the fast
+   * path: nothing per chunk at all, and the summary has no byte count, first-byte time or usage.
    */
   nativePipe?: () => ReadableWritablePair<Uint8Array, Uint8Array>;
   /** Whether the client has gone (request.signal in Workers); an errored pipe says so too. */
   clientGone?: () => boolean;
+  /** The relay found the client gone: stop the upstream request. */
+  onClientGone?: () => void;
   /**
    * A stalled upstream: no byte for this long calls onIdle (which aborts the upstream fetch) and
    * the stream ends with an error event saying so. It needs every chunk seen, so it takes the
@@ -26,10 +29,19 @@ export interface RelayOptions {
    */
   idleTimeoutMs?: number;
   onIdle?: () => void;
+  /**
+   * On the JavaScript path, an SSE stream idle this long gets a comment line, and again at this
+   * interval while it stays idle. The runtime learns that a client has left only when a write to
+   * it fails; without these writes a client that left a silent stream would hold its slot until
+   * the upstream spoke again. 0 or absent: none.
+   */
+  keepAliveMs?: number;
 }
 
 const TAIL_BYTES = 8192;
 const encoder = new TextEncoder();
+/** A comment line and a blank line: every SSE parser skips it, and it dispatches no event. */
+const KEEP_ALIVE = encoder.encode(": keep-alive\n\n");
 
 /**
  * Passes an upstream body to the client as it arrives. Per chunk it only notes the first
@@ -37,10 +49,10 @@ const encoder = new TextEncoder();
  * reports how the body ended — normally, upstream failure (an SSE body then gets an error event
  * instead of a silent truncation), or client disconnect (the upstream body is cancelled).
  *
- * With hooks, one loop reads the upstream and writes what the hooks make of each chunk into a
- * pipe the runtime pumps to the client (nativePipe in Workers): the client side stays native, so
- * JavaScript runs once per chunk, where a TransformStream would also run it for the runtime's
- * pulls of a JavaScript-backed body.
+ * With hooks or a stall bound, one loop reads the upstream and writes what the hooks make of each
+ * chunk into a pipe the runtime pumps to the client (nativePipe in Workers): the client side stays
+ * native, so JavaScript runs once per chunk, where a TransformStream would also run it for the
+ * runtime's pulls of a JavaScript-backed body.
  */
 export function relay(body: ReadableStream<Uint8Array>, o: RelayOptions): ReadableStream<Uint8Array> {
   const pipe = o.nativePipe ? o.nativePipe() : new TransformStream<Uint8Array, Uint8Array>();
@@ -53,83 +65,108 @@ async function pump(body: ReadableStream<Uint8Array>, writer: WritableStreamDefa
   const { transforms } = o;
   const tail = new TailKeeper(TAIL_BYTES);
   const reader = body.getReader();
-  const idleMs = o.idleTimeoutMs;
-  let idleTimer: ReturnType<typeof setTimeout> | undefined;
-  let stalled = false;
-  const armIdle = idleMs
-    ? () => {
-        clearTimeout(idleTimer);
-        idleTimer = setTimeout(() => {
-          stalled = true;
-          o.onIdle?.();
-        }, idleMs);
-      }
-    : null;
+  // Only whole events reach the client: a cut stream's error event never lands inside one, and a
+  // keep-alive comment can go between any two writes.
+  const aligner = o.sse ? new EventAligner() : null;
   let bytes = 0;
   let firstAt: number | null = null;
+  let lastAt = o.now();
+  let stalled = false;
+  let left = false;
+  let writing = 0;
+
   const summary = (outcome: CompletionSummary["outcome"]): CompletionSummary => ({
     outcome,
     bytes,
     usage: outcome === "client-abort" ? null : readUsage(tail.bytesView()),
     ttftMs: firstAt === null ? null : firstAt - o.sentAt,
   });
+  const leave = (): void => {
+    if (left) return;
+    left = true;
+    reader.cancel().catch(() => {});
+    o.onClientGone?.();
+  };
   /** Writes to the client; false once it went away (the upstream is then cancelled). */
   const send = async (chunk: Uint8Array | null): Promise<boolean> => {
+    if (!chunk || chunk.length === 0) return !left;
+    writing++;
     try {
-      if (chunk && chunk.length > 0) await writer.write(chunk);
+      await writer.write(chunk);
       return true;
     } catch {
+      leave();
       return false;
+    } finally {
+      writing--;
     }
   };
-  const flushHooks = async (): Promise<boolean> => {
-    for (const t of transforms) if (!(await send(t.flush()))) return false;
-    return true;
-  };
+  const align = (chunk: Uint8Array | null): Uint8Array | null => (chunk && aligner ? aligner.take(chunk) : chunk);
 
-  for (;;) {
-    let step: ReadableStreamReadResult<Uint8Array>;
-    // The idle timer runs only while the upstream owes bytes: a slow client is not a stalled upstream.
-    armIdle?.();
-    try {
-      step = await reader.read();
-      clearTimeout(idleTimer);
-    } catch (err) {
-      clearTimeout(idleTimer);
-      if (o.clientGone?.()) {
-        writer.abort().catch(() => {});
-        return o.onEnd(summary("client-abort"));
-      }
-      o.onEnd(summary("upstream-error"));
-      if (!o.sse) {
-        writer.abort(err).catch(() => {});
+  const idleMs = o.idleTimeoutMs;
+  const keepAliveMs = o.sse ? (o.keepAliveMs ?? 0) : 0;
+  const tickMs = Math.min(keepAliveMs || Infinity, idleMs ? idleMs / 4 : Infinity);
+  // One timer per stream, not one per chunk: a chunk only notes its time.
+  const ticker =
+    tickMs === Infinity
+      ? undefined
+      : setInterval(() => {
+          const quiet = o.now() - lastAt;
+          if (idleMs && quiet >= idleMs) {
+            stalled = true;
+            clearInterval(ticker);
+            o.onIdle?.();
+          } else if (keepAliveMs && quiet >= keepAliveMs && writing === 0 && !left) {
+            void send(KEEP_ALIVE);
+          }
+        }, tickMs);
+
+  try {
+    for (;;) {
+      let step: ReadableStreamReadResult<Uint8Array>;
+      try {
+        step = await reader.read();
+      } catch (err) {
+        if (left || o.clientGone?.()) {
+          writer.abort().catch(() => {});
+          return o.onEnd(summary("client-abort"));
+        }
+        o.onEnd(summary("upstream-error"));
+        if (!o.sse) {
+          writer.abort(err).catch(() => {});
+          return;
+        }
+        const message = stalled
+          ? `upstream stream stalled: no bytes for ${idleMs} ms after ${bytes} bytes`
+          : `upstream stream failed after ${bytes} bytes: ${err instanceof Error ? err.message : String(err)}`;
+        // What the hooks still hold is flushed only as far as it completes events; an unfinished
+        // event is dropped, so the error event is the next thing the client parses.
+        for (const t of transforms) if (!(await send(align(t.flush())))) return;
+        if (await send(encoder.encode(sseErrorEvent(message, stalled ? "upstream_stream_stalled" : "upstream_stream_error")))) writer.close().catch(() => {});
         return;
       }
-      const message = stalled
-        ? `upstream stream stalled: no bytes for ${idleMs} ms after ${bytes} bytes`
-        : `upstream stream failed after ${bytes} bytes: ${err instanceof Error ? err.message : String(err)}`;
-      if ((await flushHooks()) && (await send(encoder.encode(sseErrorEvent(message, stalled ? "upstream_stream_stalled" : "upstream_stream_error"))))) {
-        writer.close().catch(() => {});
-      }
-      return;
+      if (step.done) break;
+      if (left) break;
+      const chunk = step.value;
+      lastAt = o.now();
+      if (firstAt === null) firstAt = lastAt;
+      bytes += chunk.length;
+      tail.push(chunk);
+      let out = chunk;
+      for (const t of transforms) out = t.transform(out);
+      if (!(await send(align(out)))) return o.onEnd(summary("client-abort"));
     }
-    if (step.done) break;
-    const chunk = step.value;
-    if (firstAt === null) firstAt = o.now();
-    bytes += chunk.length;
-    tail.push(chunk);
-    let out = chunk;
-    for (const t of transforms) out = t.transform(out);
-    if (!(await send(out))) {
-      clearTimeout(idleTimer);
-      reader.cancel().catch(() => {});
+    if (left) {
+      writer.abort().catch(() => {});
       return o.onEnd(summary("client-abort"));
     }
+    for (const t of transforms) if (!(await send(align(t.flush())))) return o.onEnd(summary("client-abort"));
+    if (aligner && !(await send(aligner.flush()))) return o.onEnd(summary("client-abort"));
+    writer.close().catch(() => {});
+    o.onEnd(summary("ok"));
+  } finally {
+    clearInterval(ticker);
   }
-  clearTimeout(idleTimer);
-  if (!(await flushHooks())) return o.onEnd(summary("client-abort"));
-  writer.close().catch(() => {});
-  o.onEnd(summary("ok"));
 }
 
 /**
@@ -147,12 +184,18 @@ function relayNative(body: ReadableStream<Uint8Array>, o: RelayOptions, pipe: Re
     },
     async (err: unknown) => {
       const writer = pipe.writable.getWriter();
-      if (writer.desiredSize === null || o.clientGone?.()) return end("client-abort");
+      if (writer.desiredSize === null || o.clientGone?.()) {
+        o.onClientGone?.();
+        return end("client-abort");
+      }
       end("upstream-error");
       try {
         if (o.sse) {
+          // This path sees no bytes, so it cannot know whether the upstream stopped between events.
+          // A blank line first ends any unfinished one: the error event is then parsed on its own
+          // (after the broken event when the cut fell inside one; the JavaScript path drops that).
           const message = `upstream stream failed: ${err instanceof Error ? err.message : String(err)}`;
-          await writer.write(encoder.encode(sseErrorEvent(message, "upstream_stream_error")));
+          await writer.write(encoder.encode(`\n\n${sseErrorEvent(message, "upstream_stream_error")}`));
           await writer.close();
         } else {
           await writer.abort(err);

@@ -38,7 +38,7 @@ export function testConfig(u: Upstreams): GatewayConfigInput {
       fleetGroup("burst", u.fleetUrls, { saturation: 4 }),
       fleetGroup("leases", u.fleetUrls),
       fleetGroup("streaming", u.fleetUrls),
-      fleetGroup("errors", u.fleetUrls, { firstByteTimeoutMs: 300 }),
+      fleetGroup("errors", u.fleetUrls, { firstByteTimeoutMs: 300, nonStreamTimeoutMs: 300 }),
       fleetGroup("sdk", u.fleetUrls, { hooks: ["restamp"] }),
       fleetGroup("short-lease", u.fleetUrls, { leaseTtlMs: 200 }),
       // Generated hostile bodies (test/workers/hostile-input.test.ts); the second caps fingerprints at 4 blocks of 8 characters.

@@ -33,10 +33,12 @@ const cases: Case[] = [
   { name: "a key in the wrong scheme", send: () => post(JSON.stringify({ model: "errors", messages: msg }), { authorization: `Basic ${env.KVGATE_MASTER_KEY}` }), status: 401, type: "authentication_error" },
   { name: "an upstream 500", send: () => chat("errors", msg, { kvgate_sim: { fail_status: 500 } }), status: 502, type: "upstream_error" },
   { name: "an unreachable upstream", send: () => chat("dead", msg), status: 502, type: "upstream_error", message: /could not be reached/ },
-  { name: "an upstream that sends no headers in time", send: () => chat("errors", msg, { kvgate_sim: { first_byte_delay_ms: 2000 } }), status: 504, type: "timeout_error" },
-  // A stream waits for its upstream's headers under the same first-byte timeout.
-  { name: "a streamed request's upstream that sends no headers in time", send: () => chat("errors", msg, { stream: true, kvgate_sim: { first_byte_delay_ms: 2000 } }), status: 504, type: "timeout_error" },
-  { name: "an upstream 400 (the client's mistake, passed on)", send: () => chat("errors", msg, { kvgate_sim: { fail_status: 400 } }), status: 400, type: "invalid_request_error" },
+  // A non-streamed answer comes when its generation ends: nonStreamTimeoutMs bounds it.
+  { name: "an upstream that does not finish a non-streamed answer in time", send: () => chat("errors", msg, { kvgate_sim: { first_byte_delay_ms: 2000 } }), status: 504, type: "timeout_error", message: /did not finish a non-streamed answer within 300 ms/ },
+  // A stream's headers come with its first token: firstByteTimeoutMs bounds them.
+  { name: "a streamed request's upstream that sends no headers in time", send: () => chat("errors", msg, { stream: true, kvgate_sim: { first_byte_delay_ms: 2000 } }), status: 504, type: "timeout_error", message: /no response headers within 300 ms/ },
+  // The upstream's own type is kept (the simulator answers as vLLM does).
+  { name: "an upstream 400 (the client's mistake, passed on)", send: () => chat("errors", msg, { kvgate_sim: { fail_status: 400 } }), status: 400, type: "BadRequestError" },
   { name: "an unknown path", send: () => gateway("/v1/embeddings", { method: "POST", body: "{}" }), status: 404, type: "not_found_error" },
   { name: "the wrong method", send: () => gateway("/v1/chat/completions", { method: "GET" }), status: 405, type: "invalid_request_error", headers: { allow: "POST" } },
   { name: "the wrong method on completions", send: () => gateway("/v1/completions", { method: "PUT", body: "{}" }), status: 405, type: "invalid_request_error", headers: { allow: "POST" } },

@@ -1,0 +1,79 @@
+import type { FailoverCause } from "../config/schema.ts";
+import { GatewayError } from "../openai/errors.ts";
+import type { UpstreamErrorBody } from "./error-body.ts";
+
+/**
+ * What an upstream's answer means, decided in one place: for the client (what it is told), for
+ * the backend's record (a verdict or none) and for failover (whether another backend might
+ * answer). The attempt that got the answer only carries it out.
+ */
+export type Answer =
+  /** A 200 with a body: relayed to the client. */
+  | { kind: "success" }
+  /** The request's own fault (a 4xx the upstream judged): passed on; no verdict; not retried. */
+  | { kind: "rejected" }
+  /** Load, not failure: no verdict; retried after its Retry-After if that is short. */
+  | { kind: "rate-limited" }
+  /** The backend failed, or gave an answer no working OpenAI-compatible server gives. */
+  | { kind: "backend-failure"; why: BackendFailure };
+
+export type BackendFailure = "server-error" | "redirect" | "no-content" | "not-served" | "credentials" | "status";
+
+export function classifyStatus(status: number, hasBody: boolean): Answer {
+  if (status === 200) return hasBody ? { kind: "success" } : { kind: "backend-failure", why: "no-content" };
+  if (status >= 500) return { kind: "backend-failure", why: "server-error" };
+  if (status === 429) return { kind: "rate-limited" };
+  // The gateway asked for the model the deployment is configured with, at the path every
+  // OpenAI-compatible server serves: a 404 says the backend serves something else.
+  if (status === 404) return { kind: "backend-failure", why: "not-served" };
+  // The gateway's own key was refused: the backend is misconfigured, not the client.
+  if (status === 401 || status === 403) return { kind: "backend-failure", why: "credentials" };
+  if (status >= 300 && status < 400) return { kind: "backend-failure", why: "redirect" };
+  if (status === 204 || status === 205) return { kind: "backend-failure", why: "no-content" };
+  // 408: the server gave up waiting for the request — the network or the server, not the prompt.
+  if (status >= 400 && status !== 408) return { kind: "rejected" };
+  return { kind: "backend-failure", why: "status" };
+}
+
+/** Which failover cause a backend's failure is (the group's `failover.on` lists the ones retried). */
+export const FAILURE_CAUSE: FailoverCause = "5xx";
+
+const WHY: Record<BackendFailure, string> = {
+  "server-error": "failed",
+  redirect: "answered with a redirect, which the gateway does not follow",
+  "no-content": "answered without a body",
+  "not-served": "does not serve this model or endpoint",
+  credentials: "rejected the gateway's credentials",
+  status: "answered with a status no OpenAI-compatible server sends",
+};
+
+/**
+ * The error the client gets for an answer that was not a success. Only JSON an upstream sent in
+ * OpenAI style reaches the client (bounded by parseUpstreamError); HTML, tracebacks and other
+ * text are replaced by a message naming the backend. `retryAfter`: the upstream's header, passed
+ * on with a 429 or 503.
+ */
+export function clientError(status: number, answer: Exclude<Answer, { kind: "success" }>, upstream: UpstreamErrorBody | null, backendId: string, retryAfter: string | null): GatewayError {
+  const said = upstream?.message ?? null;
+  const headers = retryAfter !== null && (status === 429 || status === 503) ? { "retry-after": retryAfter } : undefined;
+  switch (answer.kind) {
+    case "rejected":
+      return new GatewayError(
+        status,
+        upstream?.type ?? "invalid_request_error",
+        said ?? `backend ${backendId} rejected the request (HTTP ${status})`,
+        upstream?.code ?? "upstream_rejected",
+        upstream?.param ?? null,
+        undefined,
+        upstream?.extra,
+      );
+    case "rate-limited":
+      return new GatewayError(429, "rate_limit_error", `backend ${backendId} is rate limiting${said ? `: ${said}` : ""}`, "upstream_rate_limited", null, headers);
+    case "backend-failure": {
+      const code = answer.why === "credentials" ? "upstream_auth_error" : "upstream_error";
+      // Credentials: what the upstream said about the gateway's key is no business of the client's.
+      const detail = said && answer.why !== "credentials" ? `: ${said}` : "";
+      return new GatewayError(502, "upstream_error", `backend ${backendId} ${WHY[answer.why]} (HTTP ${status})${detail}`, code, null, headers);
+    }
+  }
+}

@@ -1,0 +1,59 @@
+import type { FailoverCause } from "../config/schema.ts";
+
+/**
+ * Whether a request that failed on a backend goes to another one, and after how long. Pure: the
+ * request path passes the clock's remaining budget and the random source.
+ */
+export interface RetryPolicy {
+  maxAttempts: number;
+  on: readonly FailoverCause[];
+  backoffMs: number;
+  backoffMaxMs: number;
+  retryAfterCapMs: number;
+}
+
+export interface Failure {
+  cause: FailoverCause;
+  /** The upstream's Retry-After (a 429's or 503's), in ms; null when it sent none. */
+  retryAfterMs: number | null;
+}
+
+export type Step = { retry: true; waitMs: number } | { retry: false };
+
+/**
+ * After `attempts` attempts, the last of which failed with `failure`: retry on the next-best
+ * backend unless attempts are spent, the cause is not one the group retries, the upstream asked
+ * for a longer wait than the cap (the client gets its Retry-After instead), or the wait would
+ * outlast the request's deadline (`msLeft`, Infinity when it has none).
+ */
+export function nextStep(policy: RetryPolicy, attempts: number, failure: Failure, msLeft: number, rng: () => number = Math.random): Step {
+  if (attempts >= policy.maxAttempts || !policy.on.includes(failure.cause)) return { retry: false };
+  if (failure.retryAfterMs !== null && failure.retryAfterMs > policy.retryAfterCapMs) return { retry: false };
+  const waitMs = failure.retryAfterMs ?? backoff(policy.backoffMs, policy.backoffMaxMs, attempts, rng);
+  if (waitMs >= msLeft) return { retry: false };
+  return { retry: true, waitMs };
+}
+
+/** Full jitter: uniform in [0, min(max, base × 2^(attempt − 1))]. */
+export function backoff(baseMs: number, maxMs: number, attempt: number, rng: () => number = Math.random): number {
+  return rng() * Math.min(maxMs, baseMs * 2 ** (attempt - 1));
+}
+
+/** Retry-After in seconds or as an HTTP date, in ms; null when absent or unreadable. */
+export function parseRetryAfter(value: string | null, now: number = Date.now()): number | null {
+  if (value === null || value.trim() === "") return null;
+  const seconds = Number(value);
+  if (Number.isFinite(seconds)) return seconds >= 0 ? seconds * 1000 : null;
+  const at = Date.parse(value);
+  return Number.isNaN(at) ? null : Math.max(0, at - now);
+}
+
+/**
+ * A failure on the server's side of the exchange — a 5xx-class answer, or no headers in time —
+ * may be the request's own doing (a body a server crashes on, a prompt too long to prefill in
+ * time). One such failure says nothing yet; the same failure on a second backend says it follows
+ * the request. A refused connection or a 429 never does.
+ */
+export function isServerSide(cause: FailoverCause): boolean {
+  return cause === "5xx" || cause === "timeout";
+}

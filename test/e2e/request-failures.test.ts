@@ -1,0 +1,129 @@
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { startFleet, type Fleet } from "../../bench/fleet/index.ts";
+import { startHostileUpstream, type HostileUpstream } from "../support/hostile-upstream.ts";
+import { EVENTUALLY, startTestGateway, type TestGateway } from "./gateway.ts";
+
+/**
+ * Failures that belong to one request must not be charged to the backends it tried (issue 10 §2):
+ * a body every server crashes on, a long non-streamed generation, the gateway's own deadlines,
+ * answers no healthy backend gives, and a connection a server closed behind the runtime's back.
+ */
+
+let upstream: HostileUpstream;
+let fleet: Fleet;
+let gw: TestGateway;
+
+const hostile = (behaviour: string, id = behaviour.replace(/:.*/, "")) => ({ id, baseUrl: `${upstream.url}/${behaviour}`, model: "hostile-7b" });
+const sim = (i: number) => ({ id: `sim-${i}`, baseUrl: fleet.urls[i] as string, model: "sim-7b" });
+const breaker = { consecutiveFailures: 2, openMs: 60_000, probeIntervalMs: 60_000 };
+
+beforeAll(async () => {
+  upstream = await startHostileUpstream();
+  fleet = await startFleet({ workers: 3, basePort: 0, preset: "instant", servedModelName: "sim-7b" });
+  gw = await startTestGateway({
+    modelGroups: [
+      { name: "crashy", strategy: "round-robin", breaker, deployments: [hostile("crash-on", "a"), hostile("crash-on", "b"), hostile("crash-on", "c")] },
+      { name: "long-generation", strategy: "round-robin", firstByteTimeoutMs: 300, breaker, deployments: [sim(0), sim(1), sim(2)] },
+      { name: "drip-total", totalTimeoutMs: 1000, failover: { maxAttempts: 1 }, deployments: [hostile("drip-body")] },
+      { name: "wrong-model", strategy: "round-robin", breaker, deployments: [hostile("wrong-model"), hostile("ok")] },
+      { name: "no-content", strategy: "round-robin", breaker, deployments: [hostile("status:204", "no-content"), hostile("ok")] },
+      { name: "keepalive", deployments: [hostile("keepalive-lie")] },
+    ],
+  });
+});
+afterAll(async () => {
+  await gw?.close();
+  await fleet?.close();
+  await upstream?.close();
+});
+
+function chat(model: string, body: Record<string, unknown> = {}): Promise<Response> {
+  return fetch(`${gw.url}/v1/chat/completions`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${gw.key}`, "content-type": "application/json" },
+    body: JSON.stringify({ model, messages: [{ role: "user", content: "hello" }], max_tokens: 4, ...body }),
+  });
+}
+
+const breakers = async (group: string) => Object.fromEntries((await gw.status(group)).backends.map((b) => [b.id, b.breaker.state]));
+
+describe("a failure that follows the request from backend to backend is the request's", () => {
+  it("is not retried past the second backend, and opens no healthy backend's breaker", async () => {
+    upstream.reset();
+    for (let i = 0; i < 4; i++) {
+      const res = await chat("crashy", { messages: [{ role: "user", content: `CRASH ${i}` }] });
+      expect(res.status).toBe(502);
+      expect(res.headers.get("x-kvgate-attempts")).toBe("2");
+      await res.text();
+    }
+    expect(upstream.stats("crash-on").requests).toBe(8);
+    await vi.waitFor(async () => expect(await gw.inFlight("crashy")).toBe(0), EVENTUALLY);
+    expect(await breakers("crashy")).toEqual({ a: "closed", b: "closed", c: "closed" });
+    const fine = await chat("crashy");
+    expect(fine.status).toBe(200);
+    await fine.text();
+  });
+});
+
+describe("a non-streamed request is answered when its generation ends", () => {
+  it("is not timed out by firstByteTimeoutMs, retried, or charged to its backend", async () => {
+    const res = await chat("long-generation", { kvgate_sim: { first_byte_delay_ms: 1000 } });
+    expect(res.status).toBe(200);
+    expect(res.headers.get("x-kvgate-attempts")).toBe("1");
+    await res.json();
+    await vi.waitFor(async () => expect(await gw.inFlight("long-generation")).toBe(0), EVENTUALLY);
+    const s = await gw.status("long-generation");
+    expect(s.backends.reduce((n, b) => n + b.failed, 0)).toBe(0);
+    expect(s.backends.reduce((n, b) => n + b.completed, 0)).toBe(1);
+  });
+});
+
+describe("totalTimeoutMs bounds a non-streamed body too", () => {
+  it("cuts a body that drips past the deadline, and the cut is no verdict on the backend", async () => {
+    upstream.reset();
+    const started = Date.now();
+    const res = await chat("drip-total");
+    const body = await res.text().then(
+      () => "complete",
+      () => "cut",
+    );
+    expect(body).toBe("cut");
+    expect(Date.now() - started).toBeLessThan(5000);
+    await vi.waitFor(() => expect(upstream.stats("drip-body").open).toBe(0), EVENTUALLY);
+    await vi.waitFor(async () => expect(await gw.inFlight("drip-total")).toBe(0), EVENTUALLY);
+    const b = (await gw.status("drip-total")).backends[0];
+    expect(b?.completed).toBe(0);
+    expect(b?.failed).toBe(0);
+  });
+});
+
+describe("answers no healthy backend gives count against it", () => {
+  it.each([
+    ["a 404 for its own model", "wrong-model", "wrong-model"],
+    ["a 204", "no-content", "no-content"],
+  ])("%s: the request fails over, and the backend's breaker opens", async (_name, group, bad) => {
+    for (let i = 0; i < 4; i++) {
+      const res = await chat(group);
+      expect(res.status).toBe(200);
+      expect(res.headers.get("x-kvgate-backend")).toBe("ok");
+      await res.text();
+    }
+    await vi.waitFor(async () => expect((await breakers(group))[bad]).toBe("open"), EVENTUALLY);
+  });
+});
+
+describe("a connection the upstream closed behind the runtime's back", () => {
+  it("is retried once on the same backend and is no verdict on it", async () => {
+    upstream.reset();
+    for (let i = 0; i < 4; i++) {
+      const res = await chat("keepalive", { stream: i % 2 === 1 });
+      expect(res.status).toBe(200);
+      expect(res.headers.get("x-kvgate-attempts")).toBe("1");
+      await res.text();
+    }
+    await vi.waitFor(async () => expect(await gw.inFlight("keepalive")).toBe(0), EVENTUALLY);
+    const b = (await gw.status("keepalive")).backends[0];
+    expect(b?.failed).toBe(0);
+    expect(b?.completed).toBe(4);
+  });
+});

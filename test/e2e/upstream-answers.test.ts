@@ -1,0 +1,103 @@
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { startHostileUpstream, type HostileUpstream } from "../support/hostile-upstream.ts";
+import { EVENTUALLY, startTestGateway, type TestGateway } from "./gateway.ts";
+
+/**
+ * What a hostile or broken upstream answers, and what the client gets of it (issue 10 §5):
+ * redirects are never followed, error bodies are read only so far and so long, and a client sees
+ * the upstream's own OpenAI-style error, bounded, or a generic one naming the backend.
+ */
+
+let upstream: HostileUpstream;
+let gw: TestGateway;
+
+const hostile = (behaviour: string, id = behaviour.replace(/:.*/, "")) => ({ id, baseUrl: `${upstream.url}/${behaviour}`, model: "hostile-7b" });
+const single = (name: string, behaviour: string, extra: Record<string, unknown> = {}) => ({ name, failover: { maxAttempts: 1 }, deployments: [hostile(behaviour)], ...extra });
+
+beforeAll(async () => {
+  upstream = await startHostileUpstream();
+  gw = await startTestGateway({
+    modelGroups: [
+      single("redirect-307", "redirect:307"),
+      single("redirect-301", "redirect:301"),
+      single("redirect-loop", "redirect-loop"),
+      single("big-error", "big-error:300"),
+      single("drip-error", "drip-error"),
+      single("html-500", "html-500"),
+      single("context-exceeded", "context-exceeded"),
+      single("rate-limited", "rate-limited:30"),
+    ],
+  });
+});
+afterAll(async () => {
+  await gw?.close();
+  await upstream?.close();
+});
+
+async function chat(model: string): Promise<{ status: number; headers: Headers; error: Record<string, unknown> }> {
+  const res = await fetch(`${gw.url}/v1/chat/completions`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${gw.key}`, "content-type": "application/json" },
+    body: JSON.stringify({ model, messages: [{ role: "user", content: "hello" }] }),
+  });
+  const body = (await res.json()) as { error: Record<string, unknown> };
+  return { status: res.status, headers: res.headers, error: body.error };
+}
+
+describe("redirects are never followed", () => {
+  it.each(["redirect-307", "redirect-301"])("%s: nothing reaches the other origin, and the client gets a 502 that counts against the backend", async (group) => {
+    upstream.reset();
+    const r = await chat(group);
+    expect(r.status).toBe(502);
+    expect(upstream.elsewhere.hits()).toBe(0);
+    await vi.waitFor(async () => expect((await gw.status(group)).backends[0]?.failed).toBe(1), EVENTUALLY);
+  });
+
+  it("a redirect loop through a URL with credentials leaks neither the chain nor the credentials", async () => {
+    const r = await chat("redirect-loop");
+    expect(r.status).toBe(502);
+    expect(JSON.stringify(r.error)).not.toContain("hunter2");
+    expect(JSON.stringify(r.error)).not.toContain("user:");
+  });
+});
+
+describe("error bodies are read only so far and so long", () => {
+  it("a 300 MiB error body: the gateway reads a few KiB and answers at once", async () => {
+    upstream.reset();
+    const r = await chat("big-error");
+    expect(r.status).toBe(502);
+    await vi.waitFor(() => expect(upstream.stats("big-error").open).toBe(0), EVENTUALLY);
+    // Socket buffers on both sides hold a few MiB at most; the gateway itself stopped after a few KiB.
+    expect(upstream.stats("big-error").bytesWritten).toBeLessThan(16 * 1024 * 1024);
+  });
+
+  it("a 503 whose body drips forever is answered within a few seconds", async () => {
+    const started = Date.now();
+    const r = await chat("drip-error");
+    expect(r.status).toBeGreaterThanOrEqual(502);
+    expect(Date.now() - started).toBeLessThan(5000);
+  });
+});
+
+describe("what the client reads of an upstream's error", () => {
+  it("HTML and tracebacks never reach the client: a generic message names the backend", async () => {
+    const r = await chat("html-500");
+    expect(r.status).toBe(502);
+    const text = JSON.stringify(r.error);
+    expect(text).not.toMatch(/Traceback|secret_path|<html/);
+    expect(r.error.message).toContain("html-500");
+  });
+
+  it("an OpenAI-style error keeps its type, code and extra fields (llama.cpp's context overflow)", async () => {
+    const r = await chat("context-exceeded");
+    expect(r.status).toBe(400);
+    expect(r.error).toMatchObject({ type: "exceed_context_size_error", n_prompt_tokens: 5000, n_ctx: 4096 });
+    expect(r.error.message).toMatch(/exceeds the available context size/);
+  });
+
+  it("a 429's Retry-After reaches the client", async () => {
+    const r = await chat("rate-limited");
+    expect(r.status).toBe(429);
+    expect(r.headers.get("retry-after")).toBe("30");
+  });
+});

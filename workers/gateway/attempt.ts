@@ -1,0 +1,204 @@
+import type { ResolvedDeployment, ResolvedGroup } from "../../src/config/load.ts";
+import type { FailoverCause } from "../../src/config/schema.ts";
+import type { HookContext, HookPipeline } from "../../src/hooks/types.ts";
+import { badGateway, badRequest, GatewayError, gatewayTimeout, unavailable } from "../../src/openai/errors.ts";
+import type { LeaseOutcome, RouteDecision } from "../../src/routing/group-router.ts";
+import { relay } from "../../src/stream/relay.ts";
+import { classifyStatus, clientError, FAILURE_CAUSE } from "../../src/upstream/answer.ts";
+import { parseUpstreamError } from "../../src/upstream/error-body.ts";
+import { readBounded } from "../../src/upstream/read-bounded.ts";
+import { parseRetryAfter, type Failure } from "../../src/upstream/retry.ts";
+import type { Deadline } from "./deadline.ts";
+import type { ProxyInput } from "./proxy.ts";
+import { holdLease, type HeldLease } from "./route-client.ts";
+import type { Endpoint, Validated } from "./validate.ts";
+
+const UPSTREAM_PATH: Record<Endpoint, string> = { chat: "/v1/chat/completions", completions: "/v1/completions" };
+
+export interface AttemptInput {
+  p: ProxyInput;
+  body: Validated["body"];
+  group: ResolvedGroup;
+  decision: RouteDecision;
+  deadline: Deadline;
+  /** This attempt's number, 1 for the first. */
+  attempts: number;
+  /** Served by a fallback group rather than the model's own. */
+  fellBack: boolean;
+}
+
+/**
+ * How an attempt ended. `answered`: the client's answer (a relayed body, or the upstream's 4xx
+ * passed on); its lease settles itself. `failed`: another backend might answer; `verdict` is what
+ * this failure says about the backend, and the caller settles `lease` — a server-side failure's
+ * verdict waits to see whether the next backend fails the same way (then it was the request's).
+ */
+export type AttemptResult =
+  | { kind: "answered"; response: Response; rejected: boolean }
+  | { kind: "failed"; response: Response; lease: HeldLease; verdict: LeaseOutcome; failure: Failure; retryable: boolean };
+
+const clientGone = () => new GatewayError(499, "invalid_request_error", "client disconnected", "client_closed_request");
+
+/** workerd's words for a connection that failed or died before any response byte. */
+const CONNECTION_LOST = /network connection lost/i;
+
+/** One upstream attempt on the backend `decision` picked: it holds that lease and settles it once. */
+export async function attempt(a: AttemptInput): Promise<AttemptResult> {
+  const { p, group, decision, deadline } = a;
+  const { config, env, ctx } = p;
+  const lease = holdLease(decision, group, env, ctx, config.releaseFlushMs);
+  const deployment = group.deployments.find((d) => d.id === decision.backendId);
+  if (!deployment) {
+    lease.settle("client-abort");
+    throw unavailable(`routing for model "${a.body.model}" named a backend this gateway does not know`, "routing_unavailable");
+  }
+  const stream = a.body.stream === true;
+  const pipeline = config.pipelines.get(group.name) as HookPipeline;
+  const hookCtx: HookContext = { requestId: p.requestId, group: group.name, clientModel: a.body.model, upstreamModel: deployment.model, backendId: deployment.id, stream };
+
+  const upstreamBody: Record<string, unknown> = { ...a.body, model: deployment.model };
+  for (const h of pipeline.request) h.onRequest?.(upstreamBody, hookCtx);
+  // Serialised outside the fetch's try: a failure here is the request's, never the backend's.
+  let payload: string;
+  try {
+    payload = JSON.stringify(upstreamBody);
+  } catch (e) {
+    lease.settle("rejected");
+    throw badRequest(`request body cannot be serialised: ${(e as Error).message}`, null, "invalid_json");
+  }
+  // Plain records, not Headers objects: the runtime copies them natively once, in fetch and Response.
+  const headers: Record<string, string> = { "content-type": "application/json", "x-request-id": p.requestId, "x-kvgate-routed-at": String(decision.routedAt) };
+  if (stream) headers.accept = "text/event-stream";
+  if (deployment.apiKeyEnv) {
+    const key = env[deployment.apiKeyEnv];
+    if (typeof key === "string" && key !== "") headers.authorization = `Bearer ${key}`;
+  }
+
+  const abort = new AbortController();
+  const onClientGone = () => abort.abort(new Error("client disconnected"));
+  p.req.signal.addEventListener("abort", onClientGone);
+  // Gone during the route call: the listener came too late to hear it.
+  if (p.req.signal.aborted) onClientGone();
+  // A stream's headers come with its first token, so waiting for them bounds the backend's time
+  // to first token: a verdict on it. A non-streamed answer comes when the generation ends, so its
+  // bound is on the generation, and is the gateway's own limit, not a verdict.
+  let timedOut: "first-byte" | "generation" | null = null;
+  const [limitMs, limit] = stream ? [group.firstByteTimeoutMs, "first-byte" as const] : [group.nonStreamTimeoutMs, "generation" as const];
+  const timer = setTimeout(() => {
+    timedOut = limit;
+    abort.abort(new Error(`upstream ${limit} timeout`));
+  }, limitMs);
+  deadline.watch(abort);
+  const detach = () => {
+    clearTimeout(timer);
+    p.req.signal.removeEventListener("abort", onClientGone);
+  };
+
+  const sentAt = performance.now();
+  const routing = routingHeaders(decision, deployment, sentAt - p.startedAt, p.requestId, a.attempts, a.fellBack ? group.name : null);
+  const failed = (response: Response, verdict: LeaseOutcome, cause: FailoverCause, retryAfterMs: number | null, retryable = true): AttemptResult => {
+    detach();
+    return { kind: "failed", response: withHeaders(response, routing), lease, verdict, failure: { cause, retryAfterMs }, retryable };
+  };
+
+  let up: Response;
+  try {
+    up = await fetchOnce(deployment.baseUrl + UPSTREAM_PATH[p.endpoint], { method: "POST", headers, body: payload, signal: abort.signal, redirect: "manual" });
+  } catch (e) {
+    if (p.req.signal.aborted) {
+      detach();
+      lease.settle("client-abort");
+      throw clientGone();
+    }
+    // The gateway's own limits cut the attempt: what they cut short is no verdict on the backend.
+    if (deadline.expired) return failed(gatewayTimeout(`the request exceeded its total timeout of ${deadline.totalMs} ms`).toResponse(), "client-abort", "timeout", null, false);
+    if (timedOut === "generation") return failed(gatewayTimeout(`backend ${deployment.id} did not finish a non-streamed answer within ${group.nonStreamTimeoutMs} ms`).toResponse(), "client-abort", "timeout", null, false);
+    if (timedOut === "first-byte") return failed(gatewayTimeout(`backend ${deployment.id} sent no response headers within ${group.firstByteTimeoutMs} ms`).toResponse(), "upstream-error", "timeout", null);
+    // The runtime's message may carry the URL it followed; the client gets the backend's id only.
+    const why = e instanceof Error && CONNECTION_LOST.test(e.message) ? "the connection failed" : "the request failed";
+    return failed(badGateway(`backend ${deployment.id} could not be reached: ${why}`).toResponse(), "upstream-error", "connect", null);
+  }
+
+  const answer = classifyStatus(up.status, up.body !== null);
+  if (answer.kind !== "success") {
+    const retryAfter = up.headers.get("retry-after");
+    const err = clientError(up.status, answer, parseUpstreamError(await readBounded(up.body)), deployment.id, retryAfter).toResponse();
+    if (answer.kind === "rejected") {
+      detach();
+      lease.settle("rejected");
+      return { kind: "answered", response: withHeaders(err, routing), rejected: true };
+    }
+    const waitMs = up.status === 429 || up.status === 503 ? parseRetryAfter(retryAfter) : null;
+    return answer.kind === "rate-limited" ? failed(err, "rate-limited", "429", waitMs) : failed(err, "upstream-error", FAILURE_CAUSE, waitMs);
+  }
+  if (stream) clearTimeout(timer);
+
+  routing["content-type"] = up.headers.get("content-type") ?? (stream ? "text/event-stream" : "application/json");
+  if (stream) routing["cache-control"] = "no-cache";
+  let out: Record<string, string> | Headers = routing;
+  if (pipeline.headers.length > 0) {
+    const hooked = new Headers(routing);
+    for (const h of pipeline.headers) h.onHeaders?.(hooked, hookCtx);
+    out = hooked;
+  }
+  const transforms = [];
+  for (const h of pipeline.chunk) {
+    const t = h.onChunk?.(hookCtx);
+    if (t) transforms.push(t);
+  }
+  const relayed = relay(up.body as ReadableStream<Uint8Array>, {
+    transforms,
+    sse: stream,
+    sentAt,
+    now: () => performance.now(),
+    nativePipe: () => new IdentityTransformStream(),
+    clientGone: () => p.req.signal.aborted,
+    onClientGone: () => abort.abort(new Error("client disconnected")),
+    ...(stream && group.streamIdleTimeoutMs ? { idleTimeoutMs: group.streamIdleTimeoutMs, onIdle: () => abort.abort(new Error("upstream stream stalled")), keepAliveMs: group.streamKeepAliveMs } : {}),
+    onEnd: (summary) => {
+      detach();
+      deadline.clear();
+      if (summary.outcome === "client-abort") abort.abort(new Error("client disconnected"));
+      // A body the gateway's own limit cut was abandoned, not failed.
+      const cut = deadline.expired || timedOut === "generation";
+      lease.settle(cut && summary.outcome === "upstream-error" ? "client-abort" : summary.outcome, summary.ttftMs ?? undefined);
+      for (const h of pipeline.complete) ctx.waitUntil(Promise.resolve(h.onComplete?.(summary, hookCtx)));
+    },
+  });
+  return { kind: "answered", response: new Response(relayed, { status: 200, headers: out }), rejected: false };
+}
+
+/**
+ * One fetch, and once more on the same backend when the connection died before any response
+ * byte. A server may close a kept-alive connection between requests without saying so (llama.cpp's
+ * server does, after each streamed answer); the runtime then sends the next request on a dead
+ * connection. That is no verdict on the server, and no reason to move the request — and its cache
+ * — elsewhere. A second failure is real.
+ */
+async function fetchOnce(url: string, init: RequestInit): Promise<Response> {
+  try {
+    return await fetch(url, init);
+  } catch (e) {
+    if (init.signal?.aborted || !(e instanceof Error) || !CONNECTION_LOST.test(e.message)) throw e;
+    return fetch(url, init);
+  }
+}
+
+function withHeaders(res: Response, headers: Record<string, string>): Response {
+  for (const [k, v] of Object.entries(headers)) res.headers.set(k, v);
+  return res;
+}
+
+function routingHeaders(d: RouteDecision, dep: ResolvedDeployment, overheadMs: number, requestId: string, attempts: number, fallbackGroup: string | null): Record<string, string> {
+  const h: Record<string, string> = {
+    "x-kvgate-backend": dep.id,
+    // A retried request says so; the routing reason of its last pick no longer explains it.
+    "x-kvgate-reason": attempts > 1 || fallbackGroup ? "failover" : d.reason,
+    "x-kvgate-attempts": String(attempts),
+    "x-kvgate-prefix-blocks": `${d.matched}/${d.total}`,
+    "x-kvgate-overhead-ms": overheadMs.toFixed(2),
+    "x-request-id": requestId,
+  };
+  if (fallbackGroup) h["x-kvgate-group"] = fallbackGroup;
+  return h;
+}

@@ -1,0 +1,92 @@
+import type { ResolvedGroup } from "../../src/config/load.ts";
+import { unavailable } from "../../src/openai/errors.ts";
+import type { LeaseOutcome, LeaseRelease, RouteDecision, RouteRefusal } from "../../src/routing/group-router.ts";
+import type { Env, WaitUntil } from "../env.ts";
+
+/**
+ * The Worker's side of the group's Durable Object: the route call, and the leases it hands out.
+ * Finished leases of this isolate wait here, per group, and ride along with the isolate's next
+ * route call to that group, so steady traffic costs one Durable Object call per request; an idle
+ * isolate flushes them itself after `flushMs`.
+ */
+const pending = new Map<string, LeaseRelease[]>();
+const timerArmed = new Set<string>();
+
+function takePending(group: string): LeaseRelease[] {
+  const list = pending.get(group);
+  if (!list || list.length === 0) return [];
+  pending.set(group, []);
+  return list;
+}
+
+/** Puts back releases whose call failed; the next call carries them. */
+function requeue(group: string, released: LeaseRelease[]): void {
+  if (released.length === 0) return;
+  const list = pending.get(group);
+  if (list) list.push(...released);
+  else pending.set(group, [...released]);
+}
+
+function queueRelease(group: string, release: LeaseRelease, env: Env, ctx: WaitUntil, flushMs: number): void {
+  requeue(group, [release]);
+  if (timerArmed.has(group)) return;
+  timerArmed.add(group);
+  // The timer runs under the finishing request's waitUntil, and gets its own stub there:
+  // a stub belongs to the request that created it.
+  ctx.waitUntil(
+    new Promise<void>((resolve) => setTimeout(resolve, flushMs)).then(async () => {
+      timerArmed.delete(group);
+      const batch = takePending(group);
+      if (batch.length === 0) return;
+      try {
+        await env.MODEL_GROUP.getByName(group).release(group, batch);
+      } catch (e) {
+        requeue(group, batch);
+        console.error(`kvgate: releasing ${batch.length} lease(s) of ${group} failed: ${(e as Error).message}`);
+      }
+    }),
+  );
+}
+
+/**
+ * Picks a backend of `group` for the prompt's hash chain and takes its slot, carrying the
+ * isolate's finished leases along. `exclude`: ids of backends this request already failed on.
+ */
+export async function route(env: Env, group: ResolvedGroup, chain: number[], exclude: readonly string[], model: string): Promise<RouteDecision | RouteRefusal> {
+  const released = takePending(group.name);
+  const excluded: number[] = [];
+  for (const id of exclude) {
+    const i = group.deployments.findIndex((d) => d.id === id);
+    if (i >= 0) excluded.push(i);
+  }
+  try {
+    return await env.MODEL_GROUP.getByName(group.name).route(group.name, chain, released, excluded);
+  } catch (e) {
+    requeue(group.name, released);
+    console.error(`kvgate: route call for ${group.name} failed: ${(e as Error).message}`);
+    throw unavailable(`routing for model "${model}" is unavailable`, "routing_unavailable");
+  }
+}
+
+/** A backend's slot, held by one upstream attempt until it settles. */
+export interface HeldLease {
+  readonly backendId: string;
+  /** Ends the lease with its outcome; only the first call counts. */
+  settle(outcome: LeaseOutcome, ttftMs?: number): void;
+}
+
+/** Holds the slot `decision` took; the isolate stays alive (waitUntil) until the lease is settled. */
+export function holdLease(decision: RouteDecision, group: ResolvedGroup, env: Env, ctx: WaitUntil, flushMs: number): HeldLease {
+  let done!: () => void;
+  ctx.waitUntil(new Promise<void>((r) => (done = r)));
+  let settled = false;
+  return {
+    backendId: decision.backendId,
+    settle(outcome, ttftMs) {
+      if (settled) return;
+      settled = true;
+      queueRelease(group.name, { lease: decision.lease, outcome, ...(ttftMs === undefined ? {} : { ttftMs }) }, env, ctx, flushMs);
+      done();
+    },
+  };
+}
