@@ -160,6 +160,13 @@ const BEHAVIOURS: Record<string, Answer> = {
     res.writeHead(500, { "content-type": "application/json" });
     res.end(JSON.stringify({ error: { message: "CUDA error: an illegal memory access was encountered", type: "InternalServerError", param: null, code: 500 } }));
   },
+  /** One whole event, then the connection is destroyed between events. */
+  "cut-between-events": (_req, res, body) => {
+    const { model } = requestOf(body);
+    res.writeHead(200, { "content-type": "text/event-stream" });
+    res.write(chunk(model, "first"));
+    setTimeout(() => res.socket?.destroy(), 20);
+  },
   /** One whole event, then half of the next, then the connection is destroyed. */
   "cut-mid-event": (_req, res, body) => {
     const { model } = requestOf(body);

@@ -60,6 +60,31 @@ describe("relay", () => {
     expect((await ended).outcome).toBe("upstream-error");
   });
 
+  it("holds back an unfinished event, so a stream cut inside one ends with the error event alone", async () => {
+    const whole = 'data: {"id":"x","object":"chunk"}\n\n';
+    // The second event arrives in two pieces, and the upstream dies after the first of them.
+    const { out, ended } = start(source([whole, 'data: {"id":"y","obj', 'ect":"chunk"}\n\n'], { failAfter: 2 }));
+    const events = (await new Response(out).text()).split("\n\n").filter(Boolean);
+    expect(events[0]).toBe(whole.trim());
+    expect(events).toHaveLength(2);
+    expect(JSON.parse((events[1] as string).slice("data: ".length))).toMatchObject({ error: { code: "upstream_stream_error" } });
+    expect((await ended).outcome).toBe("upstream-error");
+  });
+
+  it("passes an event split over chunks on whole once it is complete", async () => {
+    const { out } = start(source(['data: {"a":', '1}\n', '\ndata: {"b":2}\n\n', 'data: [DONE]\n\n']));
+    const reader = out.getReader();
+    const pieces: string[] = [];
+    for (;;) {
+      const r = await reader.read();
+      if (r.done) break;
+      pieces.push(dec.decode(r.value));
+    }
+    expect(pieces.join("")).toBe('data: {"a":1}\n\ndata: {"b":2}\n\ndata: [DONE]\n\n');
+    // Nothing reaches the client before its event is whole.
+    for (const p of pieces) expect(p.endsWith("\n\n")).toBe(true);
+  });
+
   it("errors a non-streamed body whose upstream dies", async () => {
     const { out, ended } = start(source(['{"id":'], { failAfter: 1 }), false);
     await expect(new Response(out).text()).rejects.toThrow();
@@ -74,6 +99,68 @@ describe("relay", () => {
     await reader.cancel();
     expect((await ended).outcome).toBe("client-abort");
     expect(cancelled()).toBe(true);
+  });
+});
+
+describe("relay: keep-alive comments into an idle stream", () => {
+  /** An upstream that sends one event and then nothing until cancelled. */
+  /** An upstream that sends one event and then nothing until cancelled, or until `stall()` errors it. */
+  function silentSource(): { silent: ReadableStream<Uint8Array>; cancelled: () => boolean; stall: () => void } {
+    let cancelled = false;
+    let sent = false;
+    let controller!: ReadableStreamDefaultController<Uint8Array>;
+    const silent = new ReadableStream<Uint8Array>({
+      start: (c) => void (controller = c),
+      pull: (c) => {
+        if (!sent) {
+          sent = true;
+          c.enqueue(enc.encode('data: {"a":1}\n\n'));
+          return;
+        }
+        return new Promise(() => {});
+      },
+      cancel: () => void (cancelled = true),
+    });
+    return { silent, cancelled: () => cancelled, stall: () => controller.error(new Error("aborted")) };
+  }
+
+  function startWatched(body: ReadableStream<Uint8Array>, keepAliveMs: number, idleTimeoutMs = 60_000, onIdle?: () => void) {
+    let done!: (s: CompletionSummary) => void;
+    const ended = new Promise<CompletionSummary>((r) => (done = r));
+    let gone = 0;
+    const out = relay(body, { transforms: [], sse: true, sentAt: 0, now: () => performance.now(), onEnd: done, idleTimeoutMs, keepAliveMs, onClientGone: () => gone++, ...(onIdle ? { onIdle } : {}) });
+    return { out, ended, gone: () => gone };
+  }
+
+  it("writes a comment line while the upstream is silent", async () => {
+    const { silent } = silentSource();
+    const { out } = startWatched(silent, 20);
+    const reader = out.getReader();
+    expect(dec.decode((await reader.read()).value)).toBe('data: {"a":1}\n\n');
+    expect(dec.decode((await reader.read()).value)).toBe(": keep-alive\n\n");
+    expect(dec.decode((await reader.read()).value)).toBe(": keep-alive\n\n");
+    await reader.cancel();
+  });
+
+  it("learns from a failed keep-alive write that the client left, and stops the upstream", async () => {
+    const { silent, cancelled } = silentSource();
+    const { out, ended, gone } = startWatched(silent, 20);
+    const reader = out.getReader();
+    await reader.read();
+    // The client goes away while the upstream is silent: only the next write can tell.
+    await reader.cancel();
+    expect((await ended).outcome).toBe("client-abort");
+    expect(cancelled()).toBe(true);
+    expect(gone()).toBe(1);
+  });
+
+  it("writes none when turned off; the stall bound still ends the stream", async () => {
+    const { silent, stall } = silentSource();
+    const { out, ended } = startWatched(silent, 0, 100, stall);
+    const text = await new Response(out).text();
+    expect(text).not.toContain("keep-alive");
+    expect(text).toContain('"code":"upstream_stream_stalled"');
+    expect((await ended).outcome).toBe("upstream-error");
   });
 });
 

@@ -1,0 +1,135 @@
+import { describe, expect, it } from "vitest";
+import { classifyStatus, clientError, type Answer } from "../../src/upstream/answer.ts";
+import { parseUpstreamError } from "../../src/upstream/error-body.ts";
+import { backoff, isServerSide, nextStep, parseRetryAfter, type RetryPolicy } from "../../src/upstream/retry.ts";
+
+describe("what an upstream status means", () => {
+  it.each<[number, boolean, Answer]>([
+    [200, true, { kind: "success" }],
+    [200, false, { kind: "backend-failure", why: "no-content" }],
+    [204, false, { kind: "backend-failure", why: "no-content" }],
+    [201, true, { kind: "backend-failure", why: "status" }],
+    [301, false, { kind: "backend-failure", why: "redirect" }],
+    [304, false, { kind: "backend-failure", why: "redirect" }],
+    [307, false, { kind: "backend-failure", why: "redirect" }],
+    [400, true, { kind: "rejected" }],
+    [413, true, { kind: "rejected" }],
+    [422, true, { kind: "rejected" }],
+    [401, true, { kind: "backend-failure", why: "credentials" }],
+    [403, true, { kind: "backend-failure", why: "credentials" }],
+    [404, true, { kind: "backend-failure", why: "not-served" }],
+    [408, true, { kind: "backend-failure", why: "status" }],
+    [429, true, { kind: "rate-limited" }],
+    [500, true, { kind: "backend-failure", why: "server-error" }],
+    [503, true, { kind: "backend-failure", why: "server-error" }],
+    [599, true, { kind: "backend-failure", why: "server-error" }],
+  ])("HTTP %i (body: %s)", (status, hasBody, expected) => {
+    expect(classifyStatus(status, hasBody)).toEqual(expected);
+  });
+});
+
+describe("what the client is told", () => {
+  const llama = parseUpstreamError(JSON.stringify({ error: { code: 400, message: "the request exceeds the available context size", type: "exceed_context_size_error", n_prompt_tokens: 5000, n_ctx: 4096 } }));
+
+  it("a rejection keeps the upstream's status, type, code, param and extra fields", () => {
+    const e = clientError(400, { kind: "rejected" }, llama, "gpu-a", null);
+    expect(e.status).toBe(400);
+    expect(e.body()).toEqual({ error: { message: "the request exceeds the available context size", type: "exceed_context_size_error", code: 400, param: null, n_prompt_tokens: 5000, n_ctx: 4096 } });
+  });
+
+  it("a rejection without JSON names the backend", () => {
+    const e = clientError(422, { kind: "rejected" }, null, "gpu-a", null);
+    expect(e.body().error).toMatchObject({ message: "backend gpu-a rejected the request (HTTP 422)", type: "invalid_request_error", code: "upstream_rejected" });
+  });
+
+  it("a backend failure is a 502 with the upstream's JSON message, or a generic one", () => {
+    const said = parseUpstreamError('{"object":"error","message":"CUDA out of memory","type":"InternalServerError","code":500}');
+    expect(clientError(500, { kind: "backend-failure", why: "server-error" }, said, "gpu-a", null).body().error).toMatchObject({ message: "backend gpu-a failed (HTTP 500): CUDA out of memory", type: "upstream_error", code: "upstream_error" });
+    const e = clientError(500, { kind: "backend-failure", why: "server-error" }, null, "gpu-a", null);
+    expect(e.status).toBe(502);
+    expect(e.message).toBe("backend gpu-a failed (HTTP 500)");
+  });
+
+  it("what an upstream says about the gateway's credentials stays with the gateway", () => {
+    const said = parseUpstreamError('{"error":{"message":"key sk-abc is revoked"}}');
+    const e = clientError(401, { kind: "backend-failure", why: "credentials" }, said, "gpu-a", null);
+    expect(e.message).not.toContain("sk-abc");
+    expect(e.code).toBe("upstream_auth_error");
+  });
+
+  it("a 429's and a 503's Retry-After are passed on", () => {
+    expect(clientError(429, { kind: "rate-limited" }, null, "gpu-a", "30").headers).toEqual({ "retry-after": "30" });
+    expect(clientError(503, { kind: "backend-failure", why: "server-error" }, null, "gpu-a", "5").headers).toEqual({ "retry-after": "5" });
+    expect(clientError(500, { kind: "backend-failure", why: "server-error" }, null, "gpu-a", "5").headers).toBeUndefined();
+  });
+});
+
+describe("reading an upstream's error body", () => {
+  it.each([
+    ["OpenAI", '{"error":{"message":"bad","type":"invalid_request_error","param":"messages","code":"x"}}', { message: "bad", type: "invalid_request_error", param: "messages", code: "x" }],
+    ["vLLM", '{"object":"error","message":"The model `m` does not exist.","type":"NotFoundError","param":null,"code":404}', { message: "The model `m` does not exist.", type: "NotFoundError", code: 404 }],
+    ["TGI", '{"error":"Input validation error","error_type":"validation"}', { message: "Input validation error", type: "validation" }],
+    ["FastAPI", '{"detail":"Not Found"}', { message: "Not Found" }],
+    ["FastAPI validation", '{"detail":[{"loc":["body"],"msg":"field required","type":"missing"}]}', { message: "field required" }],
+  ])("%s", (_name, body, expected) => {
+    expect(parseUpstreamError(body)).toMatchObject(expected);
+  });
+
+  it.each(["<html>Traceback</html>", "Internal Server Error", "", "[1,2]", '"text"', "{}", '{"foo":1}'])("no JSON error in %j", (body) => {
+    expect(parseUpstreamError(body)).toBeNull();
+  });
+
+  it("bounds the message and the extra fields", () => {
+    const extra = Object.fromEntries(Array.from({ length: 20 }, (_, i) => [`f${i}`, "v".repeat(500)]));
+    const e = parseUpstreamError(JSON.stringify({ error: { message: "m".repeat(10_000), nested: { a: 1 }, ...extra } }));
+    expect(e?.message).toHaveLength(1000);
+    expect(Object.keys(e?.extra ?? {})).toHaveLength(8);
+    for (const v of Object.values(e?.extra ?? {})) expect(String(v).length).toBeLessThanOrEqual(200);
+    expect(e?.extra).not.toHaveProperty("nested");
+  });
+});
+
+describe("the retry decision", () => {
+  const policy: RetryPolicy = { maxAttempts: 3, on: ["connect", "timeout", "5xx", "429"], backoffMs: 20, backoffMaxMs: 500, retryAfterCapMs: 2000 };
+  const half = () => 0.5;
+
+  it.each([
+    ["a 5xx on the first attempt", 1, { cause: "5xx" as const, retryAfterMs: null }, Infinity, { retry: true, waitMs: 10 }],
+    ["attempts spent", 3, { cause: "5xx" as const, retryAfterMs: null }, Infinity, { retry: false }],
+    ["a short Retry-After is waited for", 1, { cause: "429" as const, retryAfterMs: 50 }, Infinity, { retry: true, waitMs: 50 }],
+    ["a long Retry-After goes back to the client", 1, { cause: "429" as const, retryAfterMs: 30_000 }, Infinity, { retry: false }],
+    ["the wait would outlast the deadline", 1, { cause: "429" as const, retryAfterMs: 500 }, 400, { retry: false }],
+  ])("%s", (_name, attempts, failure, msLeft, expected) => {
+    expect(nextStep(policy, attempts, failure, msLeft, half)).toEqual(expected);
+  });
+
+  it("a cause the group does not retry is not retried", () => {
+    expect(nextStep({ ...policy, on: ["connect"] }, 1, { cause: "5xx", retryAfterMs: null }, Infinity, half)).toEqual({ retry: false });
+  });
+
+  it("backs off with full jitter, doubling to the cap", () => {
+    expect([1, 2, 3, 4, 5, 6].map((n) => backoff(20, 500, n, () => 1))).toEqual([20, 40, 80, 160, 320, 500]);
+    expect(backoff(20, 500, 3, () => 0)).toBe(0);
+  });
+
+  it.each([
+    ["5", 5000],
+    ["0", 0],
+    ["1.5", 1500],
+    ["-1", null],
+    ["soon", null],
+    ["", null],
+  ])("Retry-After %j", (value, ms) => {
+    expect(parseRetryAfter(value)).toBe(ms);
+  });
+
+  it("Retry-After as an HTTP date", () => {
+    const now = Date.parse("2026-11-23T10:00:00Z");
+    expect(parseRetryAfter("Mon, 23 Nov 2026 10:00:30 GMT", now)).toBe(30_000);
+    expect(parseRetryAfter("Mon, 23 Nov 2026 09:00:00 GMT", now)).toBe(0);
+  });
+
+  it("only a server-side failure may follow the request", () => {
+    expect(["connect", "timeout", "5xx", "429"].filter((c) => isServerSide(c as "5xx"))).toEqual(["timeout", "5xx"]);
+  });
+});
