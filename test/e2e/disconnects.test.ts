@@ -25,6 +25,7 @@ beforeAll(async () => {
       { name: "silent-watched", streamIdleTimeoutMs: 60_000, deployments: [deployment("silent-stream", { maxInFlight: 2 })] },
       { name: "silent-stalls", streamIdleTimeoutMs: 3_000, deployments: [deployment("silent-stream")] },
       { name: "slow-headers", deployments: [deployment("slow-headers:20000")] },
+      { name: "late-endless", deployments: [deployment("late-endless-stream:1000")] },
     ],
   });
 });
@@ -97,5 +98,19 @@ describe("a client that leaves", () => {
     const leftAt = Date.now();
     c.reset();
     await expectReleasedWithin2s("slow-headers", "slow-headers", leftAt);
+  });
+
+  it("before the upstream's headers, by closing its socket (FIN): found as soon as the answer starts to flow", async () => {
+    // The runtime hears nothing of a closed socket until it writes to it; a stream's first write
+    // comes with the upstream's headers, here after 1 s.
+    upstream.reset();
+    const c = await post("late-endless", true);
+    await vi.waitFor(() => expect(upstream.stats("late-endless-stream").open).toBe(1), EVENTUALLY);
+    c.close();
+    const answerAt = Date.now() + 1000;
+    await vi.waitFor(() => expect(upstream.stats("late-endless-stream").open).toBe(0), EVENTUALLY);
+    await vi.waitFor(async () => expect(await gw.inFlight("late-endless")).toBe(0), EVENTUALLY);
+    expect(Date.now() - answerAt).toBeLessThan(2000);
+    expect((await gw.status("late-endless")).backends[0]?.failed).toBe(0);
   });
 });

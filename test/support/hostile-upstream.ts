@@ -100,6 +100,11 @@ const BEHAVIOURS: Record<string, Answer> = {
     }, Number(arg ?? 50));
     res.on("close", () => clearInterval(timer));
   },
+  /** Nothing for `arg` ms (default 1 s), then events every 50 ms for as long as the connection lasts. */
+  "late-endless-stream": (req, res, body, arg, s) => {
+    const timer = setTimeout(() => BEHAVIOURS["endless-stream"]?.(req, res, body, undefined, s), Number(arg ?? 1000));
+    res.on("close", () => clearTimeout(timer));
+  },
   /** Nothing at all for `arg` ms (default 20 s), then a normal answer. */
   "slow-headers": (req, res, body, arg) => {
     const timer = setTimeout(() => answerOk(req, res, body, undefined, emptyStats()), Number(arg ?? 20_000));
