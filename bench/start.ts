@@ -1,17 +1,17 @@
 /**
  * `npm start`: the simulated GPU fleet (4 workers on 127.0.0.1:9001-9004) and the gateway in
- * front of it on http://127.0.0.1:8787 under `wrangler dev`, with wrangler.toml's dev config.
- * Ctrl-C stops both.
+ * front of it on http://127.0.0.1:8787 under `wrangler dev`, with wrangler.toml's dev config and
+ * a master key made for this run, printed as KVGATE_API_KEY=<key>. Ctrl-C stops both.
  */
 import { spawn } from "node:child_process";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { startFleet } from "./fleet/index.ts";
-
-const HOST = "127.0.0.1";
-const PORT = 8787;
-const FLEET_BASE_PORT = 9001;
-const MODEL = "kvgate-sim";
+import { wranglerDevConfig } from "./harness/dev-config.ts";
+import { newApiKey } from "./start/api-key.ts";
+import { readyBanner } from "./start/banner.ts";
+import { DEFAULT_FLEET_PORT, DEFAULT_PORT, FLEET_WORKERS, HOST, MODEL } from "./start/options.ts";
+import { wranglerDevArgs } from "./start/wrangler-dev.ts";
 
 async function waitForHealth(url: string, timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs;
@@ -26,11 +26,29 @@ async function waitForHealth(url: string, timeoutMs: number): Promise<void> {
   throw new Error(`the gateway did not answer ${url} within ${timeoutMs / 1000} s`);
 }
 
-const fleet = await startFleet({ workers: 4, basePort: FLEET_BASE_PORT, servedModelName: MODEL });
+/** Whether the gateway that answers takes this run's key: the printed key must be one that works. */
+async function takesKey(url: string, key: string): Promise<boolean> {
+  const res = await fetch(`${url}/v1/models`, { headers: { authorization: `Bearer ${key}` } });
+  await res.arrayBuffer();
+  return res.ok;
+}
+
+let devConfig: ReturnType<typeof wranglerDevConfig>;
+try {
+  // Refuses, with the gateway's own message, a config the gateway would refuse.
+  devConfig = wranglerDevConfig();
+} catch (e) {
+  console.error(`npm start: ${(e as Error).message}`);
+  process.exit(1);
+}
+
+const fleet = await startFleet({ workers: FLEET_WORKERS, basePort: DEFAULT_FLEET_PORT, servedModelName: MODEL });
 console.log(`simulated GPU fleet: ${fleet.urls.join("  ")}`);
+const key = newApiKey();
 
 const wranglerBin = join(dirname(createRequire(import.meta.url).resolve("wrangler/package.json")), "bin", "wrangler.js");
-const gateway = spawn(process.execPath, [wranglerBin, "dev", "--ip", HOST, "--port", String(PORT), "--log-level", "warn", "--show-interactive-dev-session=false"], {
+const args = wranglerDevArgs({ host: HOST, port: DEFAULT_PORT, masterKeyEnv: devConfig.auth.masterKeyEnv, key });
+const gateway = spawn(process.execPath, [wranglerBin, ...args], {
   stdio: ["ignore", "inherit", "inherit"],
   // Offline-friendly: no fetch of Cloudflare's request.cf sample, no telemetry.
   env: { ...process.env, CLOUDFLARE_CF_FETCH_ENABLED: "false", WRANGLER_SEND_METRICS: "false" },
@@ -54,17 +72,12 @@ gateway.on("exit", (code) => {
   }
 });
 
+const url = `http://${HOST}:${DEFAULT_PORT}`;
 try {
-  await waitForHealth(`http://${HOST}:${PORT}/health`, 60_000);
+  await waitForHealth(`${url}/health`, 60_000);
+  if (!(await takesKey(url, key))) throw new Error(`the gateway on ${url} refuses this run's key`);
 } catch (e) {
   console.error((e as Error).message);
   await stop(1);
 }
-console.log(`
-kvgate is up on http://${HOST}:${PORT}  (model "${MODEL}", ${fleet.urls.length} simulated GPU workers)
-DEV MODE: auth is off for requests addressed to a loopback host (wrangler.toml: auth.devOpenOnLoopback).
-
-  curl -N http://${HOST}:${PORT}/v1/chat/completions -H 'content-type: application/json' \\
-    -d '{"model":"${MODEL}","stream":true,"messages":[{"role":"user","content":"Hello!"}]}'
-
-Ctrl-C stops the gateway and the fleet.`);
+console.log(readyBanner({ url, model: MODEL, workers: fleet.urls.length, key }));
