@@ -2,10 +2,10 @@ import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { describe, expect, it } from "vitest";
-import { wranglerDevConfig } from "../../bench/harness/dev-config.ts";
+import { moveFleet, wranglerDevConfig } from "../../bench/harness/dev-config.ts";
 import { apiKeyLine, newApiKey, readApiKey } from "../../bench/start/api-key.ts";
 import { curlExample, readyBanner } from "../../bench/start/banner.ts";
-import { DEFAULT_FLEET_PORT, DEFAULT_PORT, HOST, MODEL, fleetUrls } from "../../bench/start/options.ts";
+import { DEFAULT_FLEET_PORT, DEFAULT_PORT, HOST, MODEL, fleetUrls, startOptions } from "../../bench/start/options.ts";
 import { wranglerDevArgs } from "../../bench/start/wrangler-dev.ts";
 
 const ROOT = resolve(import.meta.dirname, "..", "..");
@@ -44,13 +44,41 @@ describe("the curl example", () => {
 });
 
 describe("wrangler dev's command line", () => {
-  const base = { host: HOST, port: DEFAULT_PORT, masterKeyEnv: "KVGATE_MASTER_KEY", key: "sk-test" };
+  const base = { host: HOST, port: DEFAULT_PORT, masterKeyEnv: "KVGATE_MASTER_KEY", key: "sk-test", persistTo: "/tmp/state", config: null };
 
   it("passes the key as the config's master key var, and nowhere else", () => {
     const args = wranglerDevArgs(base);
-    expect(args).toEqual(expect.arrayContaining(["--var", "KVGATE_MASTER_KEY:sk-test", "--port", "8787"]));
+    expect(args).toEqual(expect.arrayContaining(["--var", "KVGATE_MASTER_KEY:sk-test", "--port", "8787", "--persist-to", "/tmp/state"]));
     expect(args.filter((a) => a.includes("sk-test"))).toEqual(["KVGATE_MASTER_KEY:sk-test"]);
     expect(wranglerDevArgs({ ...base, masterKeyEnv: "DEV_KEY" })).toContain("DEV_KEY:sk-test");
+  });
+
+  it("serves wrangler.toml's config unless the fleet moved", () => {
+    expect(wranglerDevArgs(base).some((a) => a.startsWith("KVGATE_CONFIG:"))).toBe(false);
+    const config = moveFleet(wranglerDevConfig(), fleetUrls(DEFAULT_FLEET_PORT), fleetUrls(19001));
+    const args = wranglerDevArgs({ ...base, config });
+    expect(args).toContain(`KVGATE_CONFIG:${JSON.stringify(config)}`);
+  });
+});
+
+describe("npm start's ports", () => {
+  it("default to 8787 and 9001–9004", () => {
+    expect(startOptions({})).toEqual({ port: 8787, fleetPort: 9001 });
+  });
+
+  it("move with KVGATE_PORT and KVGATE_FLEET_PORT, 0 for free ones", () => {
+    expect(startOptions({ KVGATE_PORT: "0", KVGATE_FLEET_PORT: "9101" })).toEqual({ port: 0, fleetPort: 9101 });
+    expect(() => startOptions({ KVGATE_PORT: "80a" })).toThrow(/KVGATE_PORT must be a port/);
+    expect(() => startOptions({ KVGATE_FLEET_PORT: "70000" })).toThrow(/KVGATE_FLEET_PORT must be a port/);
+  });
+
+  it("take the config's deployments along when the fleet moves, and nothing else", () => {
+    const config = wranglerDevConfig();
+    const moved = moveFleet(config, fleetUrls(DEFAULT_FLEET_PORT), fleetUrls(19001));
+    expect(moved.modelGroups[0]?.deployments.map((d) => d.baseUrl)).toEqual(fleetUrls(19001));
+    expect({ ...moved, modelGroups: [] }).toEqual({ ...config, modelGroups: [] });
+    const elsewhere = { ...config, modelGroups: config.modelGroups.map((g) => ({ ...g, deployments: g.deployments.map((d) => ({ ...d, baseUrl: "http://10.0.0.1:8000" })) })) };
+    expect(moveFleet(elsewhere, fleetUrls(DEFAULT_FLEET_PORT), fleetUrls(19001))).toEqual(elsewhere);
   });
 });
 
