@@ -1,17 +1,21 @@
 /**
  * `npm start`: the simulated GPU fleet (4 workers on 127.0.0.1:9001-9004) and the gateway in
- * front of it on http://127.0.0.1:8787 under `wrangler dev`, with wrangler.toml's dev config.
- * Ctrl-C stops both.
+ * front of it on http://127.0.0.1:8787 under `wrangler dev`, with wrangler.toml's dev config and
+ * a master key made for this run, printed as KVGATE_API_KEY=<key>. Ctrl-C stops both.
+ * KVGATE_PORT and KVGATE_FLEET_PORT move the ports (bench/start/options.ts).
  */
-import { spawn } from "node:child_process";
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdtemp, rm } from "node:fs/promises";
 import { createRequire } from "node:module";
+import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { startFleet } from "./fleet/index.ts";
-
-const HOST = "127.0.0.1";
-const PORT = 8787;
-const FLEET_BASE_PORT = 9001;
-const MODEL = "kvgate-sim";
+import { moveFleet, wranglerDevConfig } from "./harness/dev-config.ts";
+import { freePort } from "./harness/free-port.ts";
+import { newApiKey } from "./start/api-key.ts";
+import { readyBanner } from "./start/banner.ts";
+import { DEFAULT_FLEET_PORT, FLEET_WORKERS, HOST, MODEL, fleetUrls, startOptions } from "./start/options.ts";
+import { wranglerDevArgs } from "./start/wrangler-dev.ts";
 
 async function waitForHealth(url: string, timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs;
@@ -26,11 +30,55 @@ async function waitForHealth(url: string, timeoutMs: number): Promise<void> {
   throw new Error(`the gateway did not answer ${url} within ${timeoutMs / 1000} s`);
 }
 
-const fleet = await startFleet({ workers: 4, basePort: FLEET_BASE_PORT, servedModelName: MODEL });
+/** Whether the gateway that answers takes this run's key: the printed key must be one that works. */
+async function takesKey(url: string, key: string): Promise<boolean> {
+  const res = await fetch(`${url}/v1/models`, { headers: { authorization: `Bearer ${key}` } });
+  await res.arrayBuffer();
+  return res.ok;
+}
+
+function exited(child: ChildProcess, timeoutMs: number): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+  return new Promise((resolve) => {
+    const timer = setTimeout(resolve, timeoutMs);
+    child.once("exit", () => {
+      clearTimeout(timer);
+      resolve();
+    });
+  });
+}
+
+function fail(message: string): never {
+  console.error(`npm start: ${message}`);
+  process.exit(1);
+}
+
+let options: ReturnType<typeof startOptions>;
+let devConfig: ReturnType<typeof wranglerDevConfig>;
+try {
+  options = startOptions(process.env);
+  // Refuses, with the gateway's own message, a config the gateway would refuse.
+  devConfig = wranglerDevConfig();
+} catch (e) {
+  fail((e as Error).message);
+}
+// Ports something else holds (another npm start) fail here, before anything starts.
+const port = await freePort(HOST, options.port).catch((e: unknown) => fail(`port ${options.port}: ${String(e)}; KVGATE_PORT picks another`));
+const fleet = await startFleet({ workers: FLEET_WORKERS, basePort: options.fleetPort, servedModelName: MODEL }).catch((e: unknown) =>
+  fail(`the simulated fleet: ${String(e)}; KVGATE_FLEET_PORT picks other ports`),
+);
 console.log(`simulated GPU fleet: ${fleet.urls.join("  ")}`);
+const shipped = fleetUrls(DEFAULT_FLEET_PORT);
+const moved = fleet.urls.join(" ") === shipped.join(" ") ? null : moveFleet(devConfig, shipped, fleet.urls);
+const key = newApiKey();
+// The routing state lives as long as the fleet it describes: a new simulated fleet starts with
+// empty caches, so prefix sets restored from an earlier run would be wrong, and two copies
+// running side by side must not share one state directory.
+const stateDir = await mkdtemp(join(tmpdir(), "kvgate-dev-state-"));
 
 const wranglerBin = join(dirname(createRequire(import.meta.url).resolve("wrangler/package.json")), "bin", "wrangler.js");
-const gateway = spawn(process.execPath, [wranglerBin, "dev", "--ip", HOST, "--port", String(PORT), "--log-level", "warn", "--show-interactive-dev-session=false"], {
+const args = wranglerDevArgs({ host: HOST, port, masterKeyEnv: devConfig.auth.masterKeyEnv, key, persistTo: stateDir, config: moved });
+const gateway = spawn(process.execPath, [wranglerBin, ...args], {
   stdio: ["ignore", "inherit", "inherit"],
   // Offline-friendly: no fetch of Cloudflare's request.cf sample, no telemetry.
   env: { ...process.env, CLOUDFLARE_CF_FETCH_ENABLED: "false", WRANGLER_SEND_METRICS: "false" },
@@ -41,7 +89,9 @@ async function stop(code: number): Promise<never> {
   if (!stopping) {
     stopping = true;
     gateway.kill("SIGTERM");
+    await exited(gateway, 5000);
     await fleet.close();
+    await rm(stateDir, { recursive: true, force: true });
   }
   process.exit(code);
 }
@@ -54,17 +104,12 @@ gateway.on("exit", (code) => {
   }
 });
 
+const url = `http://${HOST}:${port}`;
 try {
-  await waitForHealth(`http://${HOST}:${PORT}/health`, 60_000);
+  await waitForHealth(`${url}/health`, 60_000);
+  if (!(await takesKey(url, key))) throw new Error(`the gateway on ${url} refuses this run's key`);
 } catch (e) {
   console.error((e as Error).message);
   await stop(1);
 }
-console.log(`
-kvgate is up on http://${HOST}:${PORT}  (model "${MODEL}", ${fleet.urls.length} simulated GPU workers)
-DEV MODE: auth is off for requests addressed to a loopback host (wrangler.toml: auth.devOpenOnLoopback).
-
-  curl -N http://${HOST}:${PORT}/v1/chat/completions -H 'content-type: application/json' \\
-    -d '{"model":"${MODEL}","stream":true,"messages":[{"role":"user","content":"Hello!"}]}'
-
-Ctrl-C stops the gateway and the fleet.`);
+console.log(readyBanner({ url, model: MODEL, workers: fleet.urls.length, key }));

@@ -1,26 +1,16 @@
-import net from "node:net";
 import type { TestProject } from "vitest/node";
 import { startFleet } from "../bench/fleet/index.ts";
+import { freePort } from "../bench/harness/free-port.ts";
 import { scriptedStream, startScriptedUpstream } from "./support/scripted-upstream.ts";
 import { startSwitchableUpstream } from "./support/switchable-upstream.ts";
 import { UPSTREAM_MODEL, type Upstreams } from "./support/test-config.ts";
-
-/** A loopback port nothing listens on: connecting to it fails at once. */
-async function closedPort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const address = server.address();
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  if (!address || typeof address === "string") throw new Error("no address");
-  return address.port;
-}
 
 /** Real upstreams on loopback, in Node, for the Workers-runtime tests to reach over HTTP. */
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
   const fleet = await startFleet({ workers: 4, basePort: 0, preset: "instant", servedModelName: UPSTREAM_MODEL });
   const scripted = await startScriptedUpstream(scriptedStream(UPSTREAM_MODEL).chunks);
   const switchable = [await startSwitchableUpstream(UPSTREAM_MODEL), await startSwitchableUpstream(UPSTREAM_MODEL)];
-  project.provide("upstreams", { fleetUrls: fleet.urls, scriptedUrl: scripted.url, deadUrl: `http://127.0.0.1:${await closedPort()}`, switchableUrls: switchable.map((u) => u.url) });
+  project.provide("upstreams", { fleetUrls: fleet.urls, scriptedUrl: scripted.url, deadUrl: `http://127.0.0.1:${await freePort("127.0.0.1")}`, switchableUrls: switchable.map((u) => u.url) });
   return async () => {
     await Promise.all([fleet.close(), scripted.close(), ...switchable.map((u) => u.close())]);
   };

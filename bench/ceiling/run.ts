@@ -102,6 +102,8 @@ export default {
 interface Running {
   name: Name;
   url: string;
+  /** What the target needs on each request (kvgate's key). */
+  headers: Record<string, string>;
   pid: number;
   stop(): Promise<void>;
 }
@@ -117,8 +119,8 @@ interface Run {
 async function start(name: Name, fleet: string[]): Promise<Running> {
   const before = workerdPids();
   const upstream = fleet[0] as string;
-  const worker = (w: ServedWorker) => ({ url: w.url, stop: () => w.dispose() });
-  let served: { url: string; stop(): Promise<void> };
+  const worker = (w: ServedWorker) => ({ url: w.url, headers: {}, stop: () => w.dispose() });
+  let served: { url: string; headers: Record<string, string>; stop(): Promise<void> };
   if (name === "floor") served = await floorTarget(upstream);
   else if (name === "kvgate") served = await kvgateTarget("kvgate", fleet);
   else if (name.startsWith("kvgate@")) served = await kvgateTarget("kvgate", fleet, args.baseline as string);
@@ -126,14 +128,14 @@ async function start(name: Name, fleet: string[]): Promise<Running> {
   else served = worker(await startScriptWorker(name === "floor+route" ? floorRoute(upstream) : floorBodyRoute(upstream), { ROUTER: "ToyRouter" }));
   const pid = newWorkerd(before);
   if (pid === null) throw new Error(`cannot tell which workerd serves ${name} (this benchmark reads /proc, Linux only)`);
-  return { name, url: served.url, pid, stop: () => served.stop() };
+  return { name, url: served.url, headers: served.headers, pid, stop: () => served.stop() };
 }
 
 const bodies = chatBodies({ model: SIM_MODEL, stream: false, maxTokens: 16 });
 
 async function load(t: Running, seconds: number): Promise<Omit<Run, "repeat">> {
   const cpuBefore = cpuMs(t.pid);
-  const r = await runNonStreamLoad({ url: t.url + COMPLETIONS_PATH, headers: {}, bodies, connections: CONCURRENCY, durationMs: seconds * 1000, maxRequests: 1_000_000 });
+  const r = await runNonStreamLoad({ url: t.url + COMPLETIONS_PATH, headers: t.headers, bodies, connections: CONCURRENCY, durationMs: seconds * 1000, maxRequests: 1_000_000 });
   const cpu = cpuMs(t.pid) - cpuBefore;
   return { target: t.name, rps: round(r.completed / (r.elapsedMs / 1000)), cpu_us_per_request: round((cpu * 1000) / Math.max(1, r.completed)), errors: r.errors };
 }

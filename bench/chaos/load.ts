@@ -30,6 +30,8 @@ export interface RequestRecord {
 
 export interface LoadOptions {
   url: string;
+  /** Sent with every request (the gateway's key). */
+  headers: Readonly<Record<string, string>>;
   model: string;
   connections: number;
   durationMs: number;
@@ -81,9 +83,9 @@ function isErrorEvent(data: string): boolean {
 }
 
 /** One request, read to its end; never throws. */
-async function sendOne(url: URL, agent: Agent, body: Buffer, timeoutMs: number): Promise<RequestRecord> {
+async function sendOne(url: URL, agent: Agent, headers: Readonly<Record<string, string>>, body: Buffer, timeoutMs: number): Promise<RequestRecord> {
   let status = 0;
-  let headers: IncomingHttpHeaders = {};
+  let replyHeaders: IncomingHttpHeaders = {};
   let bodyBytes = 0;
   let errorText = "";
   // Written by the scanner's callback, which TypeScript's narrowing does not follow.
@@ -93,10 +95,10 @@ async function sendOne(url: URL, agent: Agent, body: Buffer, timeoutMs: number):
     if (data === "[DONE]") seen.done = true;
   });
   const startedAt = Date.now();
-  const failure = await streamPost(url, agent, { "content-type": "application/json", accept: "text/event-stream" }, body, timeoutMs, {
+  const failure = await streamPost(url, agent, { ...headers, "content-type": "application/json", accept: "text/event-stream" }, body, timeoutMs, {
     response(code, h) {
       status = code;
-      headers = h;
+      replyHeaders = h;
     },
     chunk(data) {
       bodyBytes += data.length;
@@ -106,7 +108,7 @@ async function sendOne(url: URL, agent: Agent, body: Buffer, timeoutMs: number):
   });
   const endedAt = Date.now();
   if (status === 200) scanner.end();
-  const base = { startedAt, endedAt, status, backend: header(headers, "x-kvgate-backend"), reason: header(headers, "x-kvgate-reason") };
+  const base = { startedAt, endedAt, status, backend: header(replyHeaders, "x-kvgate-backend"), reason: header(replyHeaders, "x-kvgate-reason") };
   if (status !== 200) {
     const detail = status === 0 ? (failure ?? "no response") : `HTTP ${status}: ${errorText.slice(0, 200)}`;
     return { ...base, outcome: "early-error", errorEvent: false, detail };
@@ -148,7 +150,7 @@ export function startLoad(o: LoadOptions): LoadHandle {
     let n = 0;
     while (Date.now() < stopAt && sent < o.maxRequests) {
       if (++sent === o.maxRequests) stopAt = Date.now();
-      const record = await sendOne(url, agent, requestBody(o, index, n++), o.timeoutMs);
+      const record = await sendOne(url, agent, o.headers, requestBody(o, index, n++), o.timeoutMs);
       records.push(record);
       if (record.outcome === "early-error" && o.errorPauseMs > 0) await new Promise((r) => setTimeout(r, o.errorPauseMs));
     }

@@ -9,7 +9,7 @@
  * and chaos.md. Everything runs on 127.0.0.1 and stops on exit or Ctrl-C.
  */
 import { PRESETS, startFleet, type Fleet } from "../fleet/index.ts";
-import { buildGateway, startGateway, type ServedWorker } from "../harness/gateway.ts";
+import { buildGateway, startGateway, type ServedGateway } from "../harness/gateway.ts";
 import { machineInfo, versionOf, toolVersions } from "../overhead/machine.ts";
 import { GatewayConfigSchema, type GatewayConfigInput } from "../../src/config/schema.ts";
 import { parseArgs } from "./args.ts";
@@ -37,7 +37,7 @@ const started = Date.now();
 const log = (line: string): void => console.error(`[${((Date.now() - started) / 1000).toFixed(1).padStart(6)} s] ${line}`);
 
 let fleet: Fleet | null = null;
-let gateway: ServedWorker | null = null;
+let gateway: ServedGateway | null = null;
 let load: LoadHandle | null = null;
 
 /** Stops what this run started, in reverse order; safe to call twice. */
@@ -66,7 +66,6 @@ for (const signal of ["SIGINT", "SIGTERM"] as const) {
 function gatewayConfig(urls: readonly string[]): GatewayConfigInput {
   const profile = PRESETS[PRESET];
   return {
-    auth: { devOpenOnLoopback: true },
     modelGroups: [
       {
         name: MODEL,
@@ -87,10 +86,10 @@ function gatewayConfig(urls: readonly string[]): GatewayConfigInput {
 }
 
 /** Polls until no backend has a request in flight, or SETTLE_MS passes; the last answer. */
-async function settledStatus(url: string): Promise<StatusPoll> {
+async function settledStatus(url: string, headers: Record<string, string>): Promise<StatusPoll> {
   const deadline = Date.now() + SETTLE_MS;
   for (;;) {
-    const poll = await pollOnce(url, MODEL, {}, 5000);
+    const poll = await pollOnce(url, MODEL, headers, 5000);
     const busy = poll.backends === null || poll.backends.some((b) => b.inFlight !== 0);
     if (!busy || Date.now() >= deadline) return poll;
     await new Promise((r) => setTimeout(r, 200));
@@ -146,21 +145,23 @@ async function main(): Promise<void> {
   });
   const config = gatewayConfig(fleet.urls);
   gateway = await startGateway({ config });
+  const auth = { authorization: `Bearer ${gateway.key}` };
   const backendIds = fleet.urls.map((_, i) => `gpu-${i}`);
   log(`fleet (${PRESET}) at ${fleet.urls.join(" ")}, gateway at ${gateway.url}`);
 
   // The isolate, the Durable Object and the connection pools come up before the clock starts.
-  const warm = startLoad({ url: gateway.url, model: MODEL, connections: 8, durationMs: 1000, maxTokens: args.maxTokens, timeoutMs: REQUEST_TIMEOUT_MS, errorPauseMs: ERROR_PAUSE_MS, maxRequests: 200 });
+  const warm = startLoad({ url: gateway.url, headers: auth, model: MODEL, connections: 8, durationMs: 1000, maxTokens: args.maxTokens, timeoutMs: REQUEST_TIMEOUT_MS, errorPauseMs: ERROR_PAUSE_MS, maxRequests: 200 });
   const warmRun = await warm.done;
   const warmFailed = warmRun.records.filter((r) => r.outcome !== "ok");
   if (warmFailed.length > 0) throw new Error(`the gateway fails before any fault: ${warmFailed[0]?.detail ?? "?"}`);
 
-  const poller = startPolling(gateway.url, MODEL, {}, POLL_EVERY_MS);
+  const poller = startPolling(gateway.url, MODEL, auth, POLL_EVERY_MS);
   fleet.startFaults();
   log(`load: ${args.connections} connections for ${args.seconds} s, max_tokens ${args.maxTokens}`);
   for (const s of schedule) log(`  ${backendIds[s.worker]}: ${s.text}`);
   load = startLoad({
     url: gateway.url,
+    headers: auth,
     model: MODEL,
     connections: args.connections,
     durationMs,
@@ -181,7 +182,7 @@ async function main(): Promise<void> {
     clearInterval(ticker);
   }
   log(`load stopped; streams drained ${((run.drainedAt - run.stoppedAt) / 1000).toFixed(1)} s later. ${progress(run.records)}`);
-  const finalPoll = await settledStatus(gateway.url);
+  const finalPoll = await settledStatus(gateway.url, auth);
   await poller.stop();
 
   const f = fleet;

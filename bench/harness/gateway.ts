@@ -14,6 +14,7 @@ import { promisify } from "node:util";
 import { Miniflare, convertV4MiniflareOptions } from "miniflare";
 import { unstable_getMiniflareWorkerOptions } from "wrangler";
 import type { GatewayConfigInput } from "../../src/config/schema.ts";
+import { newMasterKey } from "./master-key.ts";
 
 const ROOT = resolve(import.meta.dirname, "..", "..");
 const run = promisify(execFile);
@@ -21,6 +22,11 @@ const run = promisify(execFile);
 export interface ServedWorker {
   url: string;
   dispose(): Promise<void>;
+}
+
+/** kvgate as served: every /v1 request needs `Authorization: Bearer <key>`. */
+export interface ServedGateway extends ServedWorker {
+  key: string;
 }
 
 const bundles = new Map<string, Promise<string>>();
@@ -67,7 +73,7 @@ export type LogSink = (level: string, message: string) => void;
 
 export interface GatewayOptions {
   config: GatewayConfigInput;
-  /** Sets KVGATE_MASTER_KEY; leave auth off (`devOpenOnLoopback`) to measure without it. */
+  /** KVGATE_MASTER_KEY; a fresh one when not given (kvgate has no keyless mode). */
   masterKey?: string;
   /** Extra env bindings (upstream API keys named by the config). */
   bindings?: Record<string, string>;
@@ -84,11 +90,12 @@ function runtimeOptions(): Record<string, unknown> {
   return { compatibilityDate: w.compatibilityDate, compatibilityFlags: w.compatibilityFlags, durableObjects: w.durableObjects };
 }
 
-export async function startGateway(o: GatewayOptions): Promise<ServedWorker> {
+export async function startGateway(o: GatewayOptions): Promise<ServedGateway> {
   const scriptPath = o.scriptPath ?? (await buildGateway(o.root));
-  const bindings: Record<string, string> = { ...o.bindings, KVGATE_CONFIG: JSON.stringify(o.config) };
-  if (o.masterKey) bindings.KVGATE_MASTER_KEY = o.masterKey;
-  return serve({ ...runtimeOptions(), modules: true, scriptPath, modulesRoot: dirname(scriptPath), bindings }, false, o.onLog);
+  const key = o.masterKey ?? newMasterKey("bench");
+  const bindings: Record<string, string> = { ...o.bindings, KVGATE_CONFIG: JSON.stringify(o.config), KVGATE_MASTER_KEY: key };
+  const served = await serve({ ...runtimeOptions(), modules: true, scriptPath, modulesRoot: dirname(scriptPath), bindings }, false, o.onLog);
+  return { ...served, key };
 }
 
 /**

@@ -3,7 +3,7 @@
  *   --quick            one repeat, short windows (the whole run under 3 minutes)
  *   --repeats N        measurements per scenario and target; the median run is reported (3)
  *   --seconds S        length of each measurement window (5; 1.5 with --quick)
- *   --targets a,b      only these targets (direct, floor, kvgate, kvgate-restamp, kvgate-auth, litellm, portkey)
+ *   --targets a,b      only these targets (direct, floor, kvgate, kvgate-restamp, litellm, portkey)
  *   --scenarios a,b    only these scenarios, e.g. nonstream/c50,stream/c1/100ch (for investigations)
  *   --no-write         print the results, leave bench/results/ alone
  */

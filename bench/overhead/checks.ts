@@ -82,7 +82,6 @@ export function extraRatios(medians: readonly Measurement[]): { what: string; va
   const litellm1 = medians.find((m) => m.target === "litellm" && m.workers === 1)?.label;
   if (litellm1) r("floor / LiteLLM (1 worker), non-streaming RPS at c=50", "floor", litellm1, NS50, rps);
   r("kvgate-restamp / kvgate, streaming RPS at c=50, 100 chunks", "kvgate-restamp", "kvgate", ST50_100, rps);
-  r("kvgate-auth / kvgate, non-streaming RPS at c=50", "kvgate-auth", "kvgate", NS50, rps);
   r("kvgate / floor, 100-chunk full-stream time p50 at c=50", "kvgate", "floor", ST50_100, fullP50);
   r("kvgate / Portkey, streaming RPS at c=50, 20 chunks", "kvgate", "portkey", ST50_20, rps);
   for (const m of medians.filter((x) => x.target === "litellm" && x.mode === "nonstream" && x.concurrency === 50)) {

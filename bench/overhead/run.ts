@@ -3,8 +3,8 @@
  *
  * What a gateway adds to a request, against the same zero-latency simulated fleet: reached
  * directly, through the runtime's floor (a bare pass-through Worker), through kvgate (no hooks,
- * restamp, auth) and through the peer gateways that are installed (bench/peers/install.ts).
- * Writes bench/results/overhead.json and overhead.md.
+ * restamp; both checking a master key) and through the peer gateways that are installed
+ * (bench/peers/install.ts). Writes bench/results/overhead.json and overhead.md.
  */
 import { performance } from "node:perf_hooks";
 import { parseArgs } from "./args.ts";
@@ -65,7 +65,7 @@ try {
   // compares windows minutes apart at most.
   if (wants("direct")) running.push(directTarget(upstream));
   if (wants("floor")) running.push(await floorTarget(upstream));
-  for (const v of ["kvgate", "kvgate-restamp", "kvgate-auth"] as const) if (wants(v)) running.push(await kvgateTarget(v, fleet.urls));
+  for (const v of ["kvgate", "kvgate-restamp"] as const) if (wants(v)) running.push(await kvgateTarget(v, fleet.urls));
   await runAll(running);
   for (const t of running.splice(0)) await t.stop();
 

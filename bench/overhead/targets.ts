@@ -1,15 +1,14 @@
 /**
  * The Workers-runtime targets, all in front of the same simulated fleet: the fleet itself
- * (direct), the runtime's floor (a bare pass-through Worker), and kvgate three ways — no hooks,
- * the restamp hook, auth on. Peers live in bench/peers/.
+ * (direct), the runtime's floor (a bare pass-through Worker), and kvgate two ways — no hooks, the
+ * restamp hook — each checking its master key on every request. Peers live in bench/peers/.
  */
-import { randomBytes } from "node:crypto";
 import { performance } from "node:perf_hooks";
 import type { GatewayConfigInput } from "../../src/config/schema.ts";
 import { startFloor, startGateway } from "../harness/gateway.ts";
 import { chatBodies } from "./bodies.ts";
 
-export const TARGET_NAMES = ["direct", "floor", "kvgate", "kvgate-restamp", "kvgate-auth", "litellm", "portkey"] as const;
+export const TARGET_NAMES = ["direct", "floor", "kvgate", "kvgate-restamp", "litellm", "portkey"] as const;
 export type TargetName = (typeof TARGET_NAMES)[number];
 
 export interface Target {
@@ -37,9 +36,8 @@ export const SIM_MODEL = "kvgate-sim";
 /** What restamp clients ask for: not the upstream's name, so every chunk is rewritten. */
 const RESTAMP_CLIENT_MODEL = "bookshop-assistant";
 
-function kvgateConfig(upstreams: string[], o: { name: string; hooks: "restamp"[]; devOpen: boolean }): GatewayConfigInput {
+function kvgateConfig(upstreams: string[], o: { name: string; hooks: "restamp"[] }): GatewayConfigInput {
   return {
-    auth: { devOpenOnLoopback: o.devOpen },
     modelGroups: [
       {
         name: o.name,
@@ -60,17 +58,15 @@ export async function floorTarget(upstream: string): Promise<Target> {
   return { name: "floor", label: "floor", url: w.url, model: SIM_MODEL, headers: {}, statusUrl: null, stop: () => w.dispose() };
 }
 
-export type KvgateVariant = "kvgate" | "kvgate-restamp" | "kvgate-auth";
+export type KvgateVariant = "kvgate" | "kvgate-restamp";
 
 /** `root`: the checkout to bundle the gateway from (this one by default). */
 export async function kvgateTarget(variant: KvgateVariant, upstreams: string[], root?: string): Promise<Target> {
   const restamp = variant === "kvgate-restamp";
-  const auth = variant === "kvgate-auth";
   const model = restamp ? RESTAMP_CLIENT_MODEL : SIM_MODEL;
-  const masterKey = auth ? `sk-${randomBytes(24).toString("hex")}` : undefined;
-  const config = kvgateConfig(upstreams, { name: model, hooks: restamp ? ["restamp"] : [], devOpen: !auth });
-  const w = await startGateway({ config, ...(masterKey ? { masterKey } : {}), ...(root ? { root } : {}) });
-  const headers: Record<string, string> = masterKey ? { authorization: `Bearer ${masterKey}` } : {};
+  const config = kvgateConfig(upstreams, { name: model, hooks: restamp ? ["restamp"] : [] });
+  const w = await startGateway({ config, ...(root ? { root } : {}) });
+  const headers = { authorization: `Bearer ${w.key}` };
   return { name: variant, label: variant, url: w.url, model, headers, statusUrl: `${w.url}/v1/kvgate/status`, stop: () => w.dispose() };
 }
 

@@ -46,7 +46,6 @@ async function runPoint(p: Point): Promise<{ run: RoutingRun; errorSamples: Rout
   try {
     const gateway = await startGateway({
       config: {
-        auth: { devOpenOnLoopback: true },
         modelGroups: [
           {
             name: MODEL,
@@ -66,7 +65,7 @@ async function runPoint(p: Point): Promise<{ run: RoutingRun; errorSamples: Rout
       },
     });
     try {
-      const result = await replay(trace, { baseUrl: gateway.url, model: MODEL, timeoutMs: 300_000 });
+      const result = await replay(trace, { baseUrl: gateway.url, apiKey: gateway.key, model: MODEL, timeoutMs: 300_000 });
       const s = summarize(result);
       const run = { regime: p.regime.name, trace: p.trace, strategy: p.strategy, sessions: p.sessions, seed: p.seed, ...s };
       // A few failures of each run, verbatim: an error count alone says nothing about its cause.

@@ -1,4 +1,5 @@
 import { firstIssue } from "../zod-issues.ts";
+import { removedSetting } from "./removed.ts";
 import { GatewayConfigSchema, type GatewayConfig, type ModelGroupConfig } from "./schema.ts";
 
 export interface ResolvedDeployment {
@@ -33,6 +34,8 @@ export function parseConfig(raw: unknown): ConfigResult {
       return { ok: false, error: `config is not valid JSON: ${(e as Error).message}` };
     }
   }
+  const removed = removedSetting(input);
+  if (removed) return { ok: false, error: `config: ${removed}` };
   const parsed = GatewayConfigSchema.safeParse(input);
   if (!parsed.success) {
     const { message } = firstIssue(parsed.error.issues);

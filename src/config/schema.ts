@@ -141,18 +141,15 @@ export const ModelGroupSchema = z.strictObject({
 });
 
 export const GatewayConfigSchema = z.strictObject({
+  /** Every /v1 request needs the master key; nothing in a request (its Host, its origin) waives it. */
   auth: z._default(
     z.strictObject({
-      /** Env var holding the master key (a Worker secret in deploys). */
+      /** Env var holding the master key (a Worker secret in deploys, npm start's --var locally). */
       masterKeyEnv: z._default(envName(), "KVGATE_MASTER_KEY"),
-      /**
-       * Dev mode: requests without a key are let in, but only when addressed to a loopback host,
-       * so a dev config deployed by mistake still demands the key.
-       */
-      devOpenOnLoopback: z._default(z.boolean(), false),
     }),
-    { masterKeyEnv: "KVGATE_MASTER_KEY", devOpenOnLoopback: false },
+    { masterKeyEnv: "KVGATE_MASTER_KEY" },
   ),
+  /** Origins whose pages may call the gateway from a browser; none unless listed ("*": any). */
   cors: z._default(
     z.strictObject({ allowedOrigins: z._default(z.array(z.string()), []) }),
     { allowedOrigins: [] },

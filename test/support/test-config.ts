@@ -29,7 +29,7 @@ const fleetGroup = (name: string, fleetUrls: string[], extra: Record<string, unk
 /** One group per scenario, so test files running side by side never share routing state. */
 export function testConfig(u: Upstreams): GatewayConfigInput {
   return {
-    auth: { masterKeyEnv: "KVGATE_MASTER_KEY", devOpenOnLoopback: false },
+    auth: { masterKeyEnv: "KVGATE_MASTER_KEY" },
     cors: { allowedOrigins: ["https://app.example"] },
     limits: TEST_LIMITS,
     releaseFlushMs: 10,

@@ -19,7 +19,8 @@ describe("config", () => {
     expect(g?.strategy).toBe("prefix-aware");
     expect(g?.deployments.map((d) => d.id)).toEqual(["127.0.0.1:9001", "127.0.0.1:9002"]);
     expect(g?.deployments[1]?.baseUrl).toBe("http://127.0.0.1:9002");
-    expect(r.config.auth.devOpenOnLoopback).toBe(false);
+    expect(r.config.auth).toEqual({ masterKeyEnv: "KVGATE_MASTER_KEY" });
+    expect(r.config.cors.allowedOrigins).toEqual([]);
     expect(r.config.limits.maxBodyBytes).toBeGreaterThan(0);
   });
 
@@ -35,6 +36,16 @@ describe("config", () => {
     ["duplicate deployment id", { modelGroups: [{ name: "a", deployments: [deployment, deployment] }] }, /deployments\[1\]\.id "127\.0\.0\.1:9001" is used twice/],
   ])("rejects %s, naming the field", (_name, raw, message) => {
     expect(errorOf(raw)).toMatch(message);
+  });
+
+  it("refuses the removed dev mode, saying why and what to do instead", () => {
+    for (const value of [true, false]) {
+      const message = errorOf({ ...valid, auth: { devOpenOnLoopback: value } });
+      expect(message).toMatch(/^config: auth\.devOpenOnLoopback was removed: /);
+      expect(message).toContain("Host header");
+      expect(message).toContain("Delete the setting");
+      expect(message).toContain("KVGATE_API_KEY=<key>");
+    }
   });
 
   it("never echoes a secret-looking value in its message", () => {

@@ -31,7 +31,7 @@ export function buildApp(config: LoadedConfig): Hono<AppEnv> {
   app.get("/health", (c) => c.json({ status: "ok" }));
 
   app.use("/v1/*", async (c, next) => {
-    await authenticate(c.req.raw, new URL(c.req.url), config, c.env);
+    await authenticate(c.req.raw, config, c.env);
     await next();
   });
 

@@ -16,15 +16,11 @@ function constantTimeEqual(a: Uint8Array, b: Uint8Array): boolean {
   return diff === 0;
 }
 
-const LOOPBACK = new Set(["127.0.0.1", "localhost", "[::1]"]);
-
-export function isDevOpen(config: LoadedConfig, url: URL): boolean {
-  return config.auth.devOpenOnLoopback && LOOPBACK.has(url.hostname);
-}
-
-/** Throws a 401 unless the request carries the master key (or dev mode lets it in). */
-export async function authenticate(req: Request, url: URL, config: LoadedConfig, env: Env): Promise<void> {
-  if (isDevOpen(config, url)) return;
+/**
+ * Throws a 401 unless the request carries the master key. Nothing else about a request lets it
+ * in: its Host and Origin headers are the client's (or a proxy's) to write.
+ */
+export async function authenticate(req: Request, config: LoadedConfig, env: Env): Promise<void> {
   const header = req.headers.get("authorization");
   if (!header) throw unauthorized("missing API key: send Authorization: Bearer <key>");
   const m = /^Bearer\s+(.+)$/i.exec(header);
