@@ -1,17 +1,15 @@
-import { ByteReplacer } from "../stream/restamp.ts";
+import { JsonFieldRewriter } from "../stream/restamp.ts";
 import type { Hook } from "./types.ts";
-
-const encoder = new TextEncoder();
-const modelField = (name: string) => encoder.encode(`"model":${JSON.stringify(name)}`);
 
 /**
  * Shows the client the model name it asked for in every chunk, where the upstream reports its
- * own. Works on the bytes of vLLM-style compact JSON (`"model":"name"`).
+ * own: `"model":"name"` as vLLM writes it, `"model": "name"` as Python's json.dumps does, or with
+ * any other JSON whitespace.
  */
 export const restampHook: Hook = {
   name: "restamp",
   onChunk(ctx) {
     if (ctx.clientModel === ctx.upstreamModel) return null;
-    return new ByteReplacer(modelField(ctx.upstreamModel), modelField(ctx.clientModel));
+    return new JsonFieldRewriter("model", ctx.upstreamModel, ctx.clientModel);
   },
 };
