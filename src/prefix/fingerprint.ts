@@ -14,12 +14,14 @@ const ROLE_CLOSE = "\u0002";
 /**
  * Canonical prompt of a chat request, hashed as it streams: tools first (a template renders
  * them ahead of the conversation), then each message role-tagged, a block boundary after each.
+ * Reading stops where the chain is full: past maxBlocks nothing is serialised or joined, so a
+ * request's fingerprint costs at most maxBlocks × blockChars characters of work, whatever its size.
  */
 export function chatFingerprint(body: ChatCompletionRequest, opts: FingerprintOptions): number[] {
   const h = new BlockHasher(opts.blockChars, opts.maxBlocks);
   if (body.tools && body.tools.length > 0) {
     h.push(`${ROLE_OPEN}tools${ROLE_CLOSE}`);
-    h.push(JSON.stringify(body.tools));
+    pushJsonArray(h, body.tools);
     h.boundary();
   }
   for (const message of body.messages) {
@@ -36,13 +38,21 @@ function pushMessage(h: BlockHasher, m: ChatMessage): void {
   if (typeof content === "string") h.push(content);
   else if (Array.isArray(content)) {
     for (const part of content) {
+      if (h.full) return;
       const t = part as Record<string, unknown>;
       if (typeof t.text === "string") h.push(t.text);
       else h.push(JSON.stringify(part));
     }
   }
-  if (m.tool_calls) h.push(JSON.stringify(m.tool_calls));
+  if (m.tool_calls && !h.full) pushJsonArray(h, m.tool_calls);
   if (m.tool_call_id) h.push(m.tool_call_id);
+}
+
+/** The text JSON.stringify(items) would give, one item at a time, up to where the chain is full. */
+function pushJsonArray(h: BlockHasher, items: readonly object[]): void {
+  h.push("[");
+  for (let i = 0; i < items.length && !h.full; i++) h.push((i > 0 ? "," : "") + JSON.stringify(items[i]));
+  h.push("]");
 }
 
 /** Canonical prompt of a completions request; of a batch, the first prompt stands for it. */
@@ -51,8 +61,13 @@ export function completionFingerprint(body: CompletionRequest, opts: Fingerprint
   const p = body.prompt;
   const first: unknown = Array.isArray(p) ? p[0] : p;
   if (typeof first === "string") h.push(first);
-  else if (typeof first === "number") h.push((p as number[]).join(","));
-  else if (Array.isArray(first)) h.push(first.join(","));
+  else if (typeof first === "number") pushTokenIds(h, p as number[]);
+  else if (Array.isArray(first)) pushTokenIds(h, first as number[]);
   h.boundary();
   return h.hashes;
+}
+
+/** The text ids.join(",") would give, up to where the chain is full. */
+function pushTokenIds(h: BlockHasher, ids: readonly number[]): void {
+  for (let i = 0; i < ids.length && !h.full; i++) h.push(i > 0 ? `,${ids[i]}` : String(ids[i]));
 }

@@ -1,3 +1,4 @@
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { BlockHasher } from "../../src/prefix/block-hasher.ts";
 import { chatFingerprint, completionFingerprint } from "../../src/prefix/fingerprint.ts";
@@ -76,5 +77,84 @@ describe("prefix fingerprint", () => {
     expect(h.hashes.length).toBe(3);
     h.boundary();
     expect(h.hashes.length).toBe(3);
+  });
+});
+
+describe("prefix fingerprint, bounded work", () => {
+  const small = { blockChars: 8, maxBlocks: 4 };
+  /** An item that fails the test if anything serialises it: the fingerprint read past its cap. */
+  const untouchable = { toJSON: () => expect.unreachable("serialised an item past the cap") };
+  const user = { role: "user", content: "x" };
+
+  it("stops serialising tools once the chain is full", () => {
+    const tools = [{ type: "function", description: "d".repeat(64) }, ...Array.from({ length: 1000 }, () => untouchable)];
+    expect(chatFingerprint({ model: "m", messages: [user], tools }, small)).toHaveLength(4);
+  });
+
+  it("stops serialising content parts and tool calls once the chain is full", () => {
+    const parts = [{ type: "image_url", image_url: { url: "u".repeat(64) } }, ...Array.from({ length: 1000 }, () => ({ type: "x", ...untouchable }))];
+    expect(chatFingerprint({ model: "m", messages: [{ role: "user", content: parts }] }, small)).toHaveLength(4);
+    const calls = [{ id: "c".repeat(64) }, ...Array.from({ length: 1000 }, () => untouchable)];
+    expect(chatFingerprint({ model: "m", messages: [{ role: "assistant", content: null, tool_calls: calls }] }, small)).toHaveLength(4);
+  });
+
+  it("stops reading token ids once the chain is full", () => {
+    const ids = Array.from({ length: 1000 }, (_, i) => i);
+    for (const at of [40, 999]) Object.defineProperty(ids, at, { get: () => expect.unreachable(`read token id ${at}`) });
+    expect(completionFingerprint({ model: "m", prompt: ids }, small)).toHaveLength(4);
+    expect(completionFingerprint({ model: "m", prompt: [ids] }, small)).toHaveLength(4);
+  });
+
+  // What the fingerprint hashed before it learned to stop early: the same text, serialised whole.
+  // Equal chains keep every backend's learned prefixes valid across the change.
+  function wholeChat(body: ChatCompletionRequest, o: typeof opts): number[] {
+    const h = new BlockHasher(o.blockChars, o.maxBlocks);
+    if (body.tools && body.tools.length > 0) {
+      h.push("\u0001tools\u0002");
+      h.push(JSON.stringify(body.tools));
+      h.boundary();
+    }
+    for (const m of body.messages) {
+      if (h.full) break;
+      h.push(`\u0001${m.role}${m.name ? `:${m.name}` : ""}\u0002`);
+      if (typeof m.content === "string") h.push(m.content);
+      else if (Array.isArray(m.content)) for (const part of m.content) h.push(typeof part.text === "string" ? part.text : JSON.stringify(part));
+      if (m.tool_calls) h.push(JSON.stringify(m.tool_calls));
+      if (m.tool_call_id) h.push(m.tool_call_id);
+      h.boundary();
+    }
+    return h.hashes;
+  }
+
+  it("hashes the same chain as serialising everything whole would", () => {
+    const text = fc.string({ maxLength: 40 });
+    const part = fc.oneof(fc.record({ type: fc.constant("text"), text }), fc.record({ type: fc.constant("image_url"), image_url: fc.record({ url: text }) }));
+    const message = fc.record(
+      {
+        role: fc.constantFrom("system", "user", "assistant", "tool"),
+        content: fc.oneof(text, fc.constant(null), fc.array(part, { maxLength: 4 })),
+        name: fc.string({ maxLength: 6 }),
+        tool_calls: fc.array(fc.record({ id: text, function: fc.record({ name: text, arguments: text }) }), { maxLength: 3 }),
+        tool_call_id: fc.string({ maxLength: 6 }),
+      },
+      { requiredKeys: ["role"] },
+    );
+    const tools = fc.option(fc.array(fc.record({ type: fc.constant("function"), function: fc.record({ name: text, parameters: fc.jsonValue({ maxDepth: 2 }) }) }), { maxLength: 3 }), { nil: undefined });
+    const options = fc.record({ blockChars: fc.integer({ min: 8, max: 64 }), maxBlocks: fc.integer({ min: 1, max: 12 }) });
+    fc.assert(
+      fc.property(fc.array(message, { minLength: 1, maxLength: 5 }), tools, options, (messages, t, o) => {
+        const body = { model: "m", messages, ...(t ? { tools: t } : {}) } as ChatCompletionRequest;
+        expect(chatFingerprint(body, o)).toEqual(wholeChat(body, o));
+      }),
+    );
+    fc.assert(
+      fc.property(fc.array(fc.nat(), { minLength: 1, maxLength: 80 }), options, (ids, o) => {
+        const whole = new BlockHasher(o.blockChars, o.maxBlocks);
+        whole.push(ids.join(","));
+        whole.boundary();
+        expect(completionFingerprint({ model: "m", prompt: ids }, o)).toEqual(whole.hashes);
+        expect(completionFingerprint({ model: "m", prompt: [ids, [1]] }, o)).toEqual(whole.hashes);
+      }),
+    );
   });
 });
