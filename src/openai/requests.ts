@@ -36,9 +36,29 @@ export const ChatCompletionRequestSchema = z.looseObject({
   tools: z.optional(z.nullable(z.array(z.looseObject({})))),
 });
 
+/**
+ * An array whose items all pass `is`, checked in one loop. The schema of an array allocates a
+ * result for every item, and as an option of a union it reports every item that fails: for a
+ * prompt of a million token ids that costs more than parsing them.
+ */
+function arrayOf<T>(is: (v: unknown) => v is T) {
+  return z.custom<T[]>((v) => Array.isArray(v) && everyItem(v, is), { abort: true });
+}
+
+function everyItem<T>(items: unknown[], is: (v: unknown) => v is T): items is T[] {
+  for (let i = 0; i < items.length; i++) if (!is(items[i])) return false;
+  return true;
+}
+
+const isText = (v: unknown): v is string => typeof v === "string";
+// JSON numbers past ±1.7e308 parse to Infinity, which z.number() refuses too.
+const isTokenId = (v: unknown): v is number => typeof v === "number" && Number.isFinite(v);
+const isTokenIds = (v: unknown): v is number[] => Array.isArray(v) && everyItem(v, isTokenId);
+
 export const CompletionRequestSchema = z.looseObject({
   ...samplingFields,
-  prompt: z.union([z.string(), z.array(z.string()), z.array(z.number()), z.array(z.array(z.number()))]),
+  /** Text, a batch of texts, token ids, or a batch of token-id lists. */
+  prompt: z.union([z.string(), arrayOf(isText), arrayOf(isTokenId), arrayOf(isTokenIds)]),
 });
 
 export type ChatMessage = z.infer<typeof ChatMessageSchema>;
