@@ -140,6 +140,8 @@ export const ModelGroupSchema = z.strictObject({
   deployments: z.array(DeploymentSchema).check(z.minLength(1)),
 });
 
+const LIMIT_DEFAULTS = { maxBodyBytes: 4 * 1024 * 1024, maxMessages: 4096, maxTools: 1024, maxContentParts: 8192, maxToolCalls: 8192 };
+
 export const GatewayConfigSchema = z.strictObject({
   /** Every /v1 request needs the master key; nothing in a request (its Host, its origin) waives it. */
   auth: z._default(
@@ -154,12 +156,23 @@ export const GatewayConfigSchema = z.strictObject({
     z.strictObject({ allowedOrigins: z._default(z.array(z.string()), []) }),
     { allowedOrigins: [] },
   ),
+  /**
+   * What one request may hold. A body over maxBodyBytes is a 413; a count over another limit is a
+   * 400 naming the field, answered before the body is validated: counting an array is cheap,
+   * validating and fingerprinting an oversized one is not.
+   */
   limits: z._default(
     z.strictObject({
-      maxBodyBytes: z._default(positiveInt(), 4 * 1024 * 1024),
-      maxMessages: z._default(positiveInt(), 4096),
+      maxBodyBytes: z._default(positiveInt(), LIMIT_DEFAULTS.maxBodyBytes),
+      maxMessages: z._default(positiveInt(), LIMIT_DEFAULTS.maxMessages),
+      /** Tool definitions in `tools`. */
+      maxTools: z._default(positiveInt(), LIMIT_DEFAULTS.maxTools),
+      /** Content parts (text, images, ...) summed over every message's `content` array. */
+      maxContentParts: z._default(positiveInt(), LIMIT_DEFAULTS.maxContentParts),
+      /** Entries summed over every message's `tool_calls`. */
+      maxToolCalls: z._default(positiveInt(), LIMIT_DEFAULTS.maxToolCalls),
     }),
-    { maxBodyBytes: 4 * 1024 * 1024, maxMessages: 4096 },
+    LIMIT_DEFAULTS,
   ),
   /** How long an isolate holds finished leases for its next route call before flushing them. */
   releaseFlushMs: z._default(nonNegativeInt(), 10),

@@ -94,11 +94,15 @@ const extraKey = fc
     text(16),
   )
   .filter((k) => !RESERVED.has(k));
+/** An object with keys around the gateway's limit for one object (1,024, src/openai/body-shape.ts). */
+const manyKeys = fc.integer({ min: 1_000, max: 1_050 }).map((n) => new Raw(`{${Array.from({ length: n }, (_, i) => `"${i}":0`).join(",")}}`));
+
 const extraValue: fc.Arbitrary<Json> = fc.oneof(
   { weight: 4, arbitrary: jsonValue },
   { weight: 2, arbitrary: absurdNumber },
   { weight: 1, arbitrary: deepNesting },
   { weight: 1, arbitrary: hugeArray },
+  { weight: 1, arbitrary: manyKeys },
 );
 /** Fields the gateway does not know: they pass through to the upstream untouched. */
 const extras = fc.array(fc.tuple(extraKey, extraValue), { maxLength: 4 });
@@ -202,9 +206,17 @@ export const validCompletion: fc.Arbitrary<BodyCase> = fc
     text: writeMembers([["model", r.model], ["prompt", r.prompt], ["max_tokens", r.maxTokens], ...r.sampling, ...r.extras]),
   }));
 
-/** Big but valid: long arrays where the schema allows any length. */
+/**
+ * Long arrays the schema takes at any length: tools, content parts and tool calls around and far
+ * past the configured counts (test/support/test-config.ts: 64, 256 and 128), a token-id prompt and
+ * a passed-through field, which have no count.
+ */
 export const hugeValid: fc.Arbitrary<BodyCase> = fc
-  .record({ model: fc.constantFrom(...HOSTILE_MODELS), n: fc.integer({ min: 500, max: 8_000 }), where: fc.constantFrom("prompt", "parts", "tools", "tool_calls", "extra") })
+  .record({
+    model: fc.constantFrom(...HOSTILE_MODELS),
+    n: fc.oneof(fc.integer({ min: 1, max: 8_000 }), fc.constantFrom(63, 64, 65, 127, 128, 129, 255, 256, 257)),
+    where: fc.constantFrom("prompt", "parts", "tools", "tool_calls", "extra"),
+  })
   .map(({ model, n, where }) => {
     const many = (item: string) => new Raw(`[${Array.from({ length: n }, () => item).join(",")}]`);
     const user: Json = { role: "user", content: "hi" };

@@ -18,7 +18,7 @@ export interface Upstreams {
 /** The upstream model name the simulated fleet serves: unlike any group name, so rewriting shows. */
 export const UPSTREAM_MODEL = "sim-upstream-7b";
 
-export const TEST_LIMITS = { maxBodyBytes: 64 * 1024, maxMessages: 256 };
+export const TEST_LIMITS = { maxBodyBytes: 64 * 1024, maxMessages: 256, maxTools: 64, maxContentParts: 256, maxToolCalls: 128 };
 
 const fleetGroup = (name: string, fleetUrls: string[], extra: Record<string, unknown> = {}) => ({
   name,

@@ -1,6 +1,7 @@
 import { env } from "cloudflare:workers";
 import fc from "fast-check";
 import { describe, expect, it, vi } from "vitest";
+import { BODY_SHAPE } from "../../src/openai/body-shape.ts";
 import {
   authorization,
   bodyOfSize,
@@ -26,6 +27,7 @@ import {
   wrongShape,
   type BodyCase,
 } from "../support/hostile-requests.ts";
+import { referenceShapeExcess } from "../support/json-shape-reference.ts";
 import { TEST_LIMITS, UPSTREAM_MODEL } from "../support/test-config.ts";
 import { EVENTUALLY, gateway, status } from "./gateway.ts";
 
@@ -40,8 +42,8 @@ import { EVENTUALLY, gateway, status } from "./gateway.ts";
  */
 
 const LIMIT = TEST_LIMITS.maxBodyBytes;
-/** Nesting levels the gateway accepts (workers/gateway/body.ts): not configurable. */
-const MAX_DEPTH = 128;
+/** Nesting levels the gateway accepts (src/openai/body-shape.ts): not configurable. */
+const MAX_DEPTH = BODY_SHAPE.maxDepth;
 const KEY = env.KVGATE_MASTER_KEY;
 const BATCH = 8;
 const CHAT = "/v1/chat/completions";
@@ -113,28 +115,38 @@ function forBytes(bytes: Uint8Array, endpoint: Endpoint, valid = false): Expecta
     return { kind: "error", status: 400, code: "invalid_json", message: /UTF-8/ };
   }
   if (text.trim() === "") return { kind: "error", status: 400, code: "invalid_json", message: /empty/ };
+  // The body's shape is judged on its text before it is parsed, so this holds for JSON and for junk alike.
+  const shape = referenceShapeExcess(text, BODY_SHAPE);
+  if (shape) return { kind: "error", status: 400, code: shape.rule === "depth" ? "json_too_deep" : "json_too_complex", param: shape.field };
   let value: unknown;
   try {
     value = JSON.parse(text);
   } catch {
     return { kind: "error", status: 400, code: "invalid_json", message: /not valid JSON/ };
   }
-  if (depth(value) > MAX_DEPTH) return { kind: "error", status: 400, code: "json_too_deep" };
   if (value === null || typeof value !== "object" || Array.isArray(value)) return { kind: "error", status: 400, code: "invalid_request", param: null };
-  return { kind: "parsed", value: value as Record<string, unknown>, endpoint, valid };
+  const record = value as Record<string, unknown>;
+  return (endpoint === "chat" ? overCount(record) : null) ?? { kind: "parsed", value: record, endpoint, valid };
 }
 
-/** Levels of objects and arrays in a parsed value (a scalar has none), counted without recursion. */
-function depth(root: unknown): number {
-  let deepest = 0;
-  const todo: [unknown, number][] = [[root, 1]];
-  for (let next = todo.pop(); next; next = todo.pop()) {
-    const [v, level] = next;
-    if (typeof v !== "object" || v === null) continue;
-    deepest = Math.max(deepest, level);
-    for (const child of Object.values(v)) todo.push([child, level + 1]);
+/**
+ * A chat body's configured counts, in the order the gateway checks them (before the schema, so
+ * whatever else is wrong with the body): messages, tools, then content parts and tool calls
+ * summed over the messages, the error naming the message where the sum passes.
+ */
+function overCount(body: Record<string, unknown>): Expectation | null {
+  const error = (param: string): Expectation => ({ kind: "error", status: 400, code: "invalid_request", param, message: /more than/ });
+  const messages = Array.isArray(body.messages) ? (body.messages as unknown[]) : [];
+  if (messages.length > TEST_LIMITS.maxMessages) return error("messages");
+  if (Array.isArray(body.tools) && body.tools.length > TEST_LIMITS.maxTools) return error("tools");
+  for (const [key, limit] of [["content", TEST_LIMITS.maxContentParts], ["tool_calls", TEST_LIMITS.maxToolCalls]] as const) {
+    let sum = 0;
+    for (const [i, m] of messages.entries()) {
+      const items = typeof m === "object" && m !== null && !Array.isArray(m) ? (m as Record<string, unknown>)[key] : undefined;
+      if (Array.isArray(items) && (sum += items.length) > limit) return error(`messages[${i}].${key}`);
+    }
   }
-  return deepest;
+  return null;
 }
 
 const ERROR_TYPES = new Set(["invalid_request_error", "authentication_error", "not_found_error", "rate_limit_error", "server_error", "upstream_error", "timeout_error", "service_unavailable"]);
@@ -335,7 +347,7 @@ describe("hostile request bodies", () => {
   );
 
   it(
-    "valid bodies with odd text, duplicate keys, absurd numbers, deep nesting and huge arrays in passed-through fields get a 200",
+    "valid bodies with odd text, duplicate keys, absurd numbers, deep nesting and huge arrays get a 200, or the 400 of the limit they pass",
     () => {
       const cases = fc.oneof({ weight: 3, arbitrary: validChat }, { weight: 2, arbitrary: validCompletion }, { weight: 1, arbitrary: hugeValid });
       return property(cases, RUNS.valid, (c) => {
@@ -363,8 +375,8 @@ describe("hostile request bodies", () => {
       const max = TEST_LIMITS.maxMessages;
       const counted = fc.record({ n: fc.oneof(fc.integer({ min: max - 3, max: max + 3 }), fc.integer({ min: 1, max: 5_000 })), model: fc.constantFrom(...HOSTILE_MODELS) }).map(({ n, model }): [Sent, Expectation] => {
         const body = utf8(JSON.stringify({ model, max_tokens: 1, messages: Array.from({ length: n }, () => ({ role: "u" })) }));
-        const overCount: Expectation = { kind: "error", status: 400, code: "invalid_request", param: "messages", message: new RegExp(`more than the limit of ${max}`) };
-        return [post(`${n} messages`, "chat", body), body.length > LIMIT ? tooLarge : n > max ? overCount : forBytes(body, "chat", true)];
+        const over: Expectation = { kind: "error", status: 400, code: "invalid_request", param: "messages", message: new RegExp(`more than the limit of ${max}`) };
+        return [post(`${n} messages`, "chat", body), body.length > LIMIT ? tooLarge : n > max ? over : forBytes(body, "chat", true)];
       });
       const cases = fc.oneof({ weight: 3, arbitrary: sized }, { weight: 1, arbitrary: junk }, { weight: 2, arbitrary: counted });
       return property(cases, RUNS.sizes, ([s, e]) => check(s, e));
@@ -521,6 +533,50 @@ describe("configured limits at their boundaries", () => {
       param: "messages",
       message: new RegExp(`${TEST_LIMITS.maxMessages + 1} items, more than the limit of ${TEST_LIMITS.maxMessages}`),
     });
+    await expectSettled();
+  });
+
+  /** Route calls the group's Durable Object has answered: a request refused at the edge makes none. */
+  const routed = async () => (await status("hostile")).calls.route;
+
+  it("an over-limit messages array is refused for its count before any message is validated, and never routed", async () => {
+    const before = await routed();
+    // Items the schema refuses: an error about the count shows the schema never walked them.
+    const body = utf8(JSON.stringify({ model: "hostile", max_tokens: 1, messages: Array.from({ length: TEST_LIMITS.maxMessages + 1 }, () => 0) }));
+    await check(post("over the message limit, every message invalid", "chat", body), { kind: "error", status: 400, code: "invalid_request", param: "messages", message: /more than the limit/ });
+    expect(await routed()).toBe(before);
+  });
+
+  const user = { role: "user", content: "hi" };
+  const part = { type: "text", text: "p" };
+  const call = { id: "c", type: "function", function: { name: "f", arguments: "{}" } };
+  const many = <T>(n: number, item: T): T[] => Array.from({ length: n }, () => item);
+  it.each([
+    { limit: "maxTools", max: TEST_LIMITS.maxTools, fields: (n: number) => ({ messages: [user], tools: many(n, { type: "function", function: { name: "f" } }) }), param: "tools" },
+    // Summed over the messages: the second message passes the limit.
+    { limit: "maxContentParts", max: TEST_LIMITS.maxContentParts, fields: (n: number) => ({ messages: [{ role: "user", content: many(n - 1, part) }, { role: "user", content: [part] }] }), param: "messages[1].content" },
+    {
+      limit: "maxToolCalls",
+      max: TEST_LIMITS.maxToolCalls,
+      fields: (n: number) => ({ messages: [user, { role: "assistant", content: null, tool_calls: many(n - 1, call) }, { role: "tool", content: "r", tool_call_id: "c" }, { role: "assistant", content: null, tool_calls: [call] }, user] }),
+      param: "messages[3].tool_calls",
+    },
+  ])("limits.$limit: at the limit the request is served, one more is a 400 naming $param and is never routed", async ({ max, fields, param }) => {
+    const body = (n: number) => utf8(JSON.stringify({ model: "hostile", max_tokens: 1, ...fields(n) }));
+    await check(post("at the limit", "chat", body(max)), forBytes(body(max), "chat", true));
+    const before = await routed();
+    await check(post("one over", "chat", body(max + 1)), { kind: "error", status: 400, type: "invalid_request_error", code: "invalid_request", param, message: new RegExp(`more than (the limit of )?${max}\\b`) });
+    expect(await routed()).toBe(before);
+    await expectSettled();
+  });
+
+  it("an object of 1,024 keys is served, 1,025 keys is a 400 naming the field that holds it, before parsing", async () => {
+    const body = (keys: number) => utf8(`{"model":"hostile","max_tokens":1,"messages":[{"role":"user","content":"x"}],"logit_bias":{${Array.from({ length: keys }, (_, i) => `"${i}":0`).join(",")}}}`);
+    const max = BODY_SHAPE.maxObjectKeys;
+    await check(post("at the key limit", "chat", body(max)), forBytes(body(max), "chat", true));
+    const before = await routed();
+    await check(post("one key over", "chat", body(max + 1)), { kind: "error", status: 400, code: "json_too_complex", param: "logit_bias", message: new RegExp(`more than ${max} keys`) });
+    expect(await routed()).toBe(before);
     await expectSettled();
   });
 

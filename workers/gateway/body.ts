@@ -1,14 +1,8 @@
-import { badRequest, tooLarge } from "../../src/openai/errors.ts";
+import { BODY_SHAPE, shapeExcess, type ShapeExcess } from "../../src/openai/body-shape.ts";
+import { badRequest, tooLarge, type GatewayError } from "../../src/openai/errors.ts";
 import { concat } from "../../src/stream/bytes.ts";
 
 const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: false });
-
-/**
- * Deeper than any real request nests (a tool's JSON schema takes a few dozen levels). JSON.parse
- * takes any depth, but serialising the body for the upstream may recurse and overflow the stack:
- * a few kilobytes of brackets would then fail the request after routing, as if the backend had.
- */
-export const MAX_JSON_DEPTH = 128;
 
 /** Reads a JSON body, refusing more than `limit` bytes without buffering past it. */
 export async function readJsonBody(req: Request, limit: number): Promise<unknown> {
@@ -47,24 +41,19 @@ function parseJson(bytes: Uint8Array): unknown {
     throw badRequest("request body is not valid UTF-8", null, "invalid_json");
   }
   if (text.trim() === "") throw badRequest("request body is empty", null, "invalid_json");
-  let value: unknown;
+  // Counted before parsing: a body over a bound costs a read of its text, not a parse.
+  const excess = shapeExcess(text);
+  if (excess) throw shapeError(excess);
   try {
-    value = JSON.parse(text);
+    return JSON.parse(text);
   } catch (e) {
     throw badRequest(`request body is not valid JSON: ${(e as Error).message}`, null, "invalid_json");
   }
-  if (nestsDeeper(value, MAX_JSON_DEPTH)) throw badRequest(`request body nests objects and arrays more than ${MAX_JSON_DEPTH} levels deep`, null, "json_too_deep");
-  return value;
 }
 
-/** Whether `value` has containers more than `levels` deep; it recurses no deeper than that itself. */
-function nestsDeeper(value: unknown, levels: number): boolean {
-  if (typeof value !== "object" || value === null) return false;
-  if (levels === 0) return true;
-  if (Array.isArray(value)) {
-    for (const item of value) if (nestsDeeper(item, levels - 1)) return true;
-    return false;
-  }
-  for (const key in value) if (nestsDeeper((value as Record<string, unknown>)[key], levels - 1)) return true;
-  return false;
+function shapeError({ rule, field }: ShapeExcess): GatewayError {
+  const where = field === null ? "" : ` (in ${field})`;
+  if (rule === "depth") return badRequest(`request body nests objects and arrays more than ${BODY_SHAPE.maxDepth} levels deep${where}`, field, "json_too_deep");
+  if (rule === "nodes") return badRequest(`request body holds more than ${BODY_SHAPE.maxNodes} objects, arrays and keys${field === null ? "" : ` (passed in ${field})`}`, field, "json_too_complex");
+  return badRequest(`request body has an object with more than ${BODY_SHAPE.maxObjectKeys} keys${where}`, field, "json_too_complex");
 }

@@ -1,5 +1,6 @@
 import type { ResolvedGroup } from "../../src/config/load.ts";
 import { badRequest, type GatewayError } from "../../src/openai/errors.ts";
+import { chatLimitError } from "../../src/openai/request-limits.ts";
 import { ChatCompletionRequestSchema, CompletionRequestSchema, type ChatCompletionRequest, type CompletionRequest } from "../../src/openai/requests.ts";
 import { chatFingerprint, completionFingerprint } from "../../src/prefix/fingerprint.ts";
 import { firstIssue } from "../../src/zod-issues.ts";
@@ -15,12 +16,11 @@ export interface Validated {
 
 export function validate(endpoint: Endpoint, raw: unknown, config: LoadedConfig): Validated {
   if (endpoint === "chat") {
+    const overLimit = chatLimitError(raw, config.limits);
+    if (overLimit) throw overLimit;
     const r = ChatCompletionRequestSchema.safeParse(raw);
     if (!r.success) throw issueError(r.error.issues);
     const body: ChatCompletionRequest = r.data;
-    if (body.messages.length > config.limits.maxMessages) {
-      throw badRequest(`messages has ${body.messages.length} items, more than the limit of ${config.limits.maxMessages}`, "messages");
-    }
     return { body, chain: (g) => chatFingerprint(body, { blockChars: g.blockChars, maxBlocks: g.maxPrefixBlocks }) };
   }
   const r = CompletionRequestSchema.safeParse(raw);

@@ -1,0 +1,106 @@
+/**
+ * Bounds on a request body's structure, checked on its text in one pass before JSON.parse.
+ *
+ * Within the byte limit, what a body costs to parse, validate and serialise again for the
+ * upstream is set by how many things it holds, not by its size: 4 MiB of one string parses in a
+ * few milliseconds, 4 MiB of `{}` is a million objects and takes hundreds (then as long again for
+ * every pass over them). Counting before parsing refuses such a body for the price of reading it.
+ */
+export interface ShapeBounds {
+  /**
+   * Levels of objects and arrays. JSON.parse takes any depth, but serialising the body for the
+   * upstream may recurse and overflow the stack: a few kilobytes of brackets would then fail the
+   * request after routing, as if the backend had. Real requests nest a few dozen levels at most.
+   */
+  maxDepth: number;
+  /** Objects, arrays and keys in the whole body: what parsing allocates and every later pass walks. */
+  maxNodes: number;
+  /** Keys of any one object: an object with many keys takes V8's slow paths to build, copy and serialise. */
+  maxObjectKeys: number;
+}
+
+/**
+ * The gateway's bounds: not configurable, like the depth. 131,072 nodes leave room for a request
+ * at every other limit (4,096 messages with tool calls and content parts, 1,024 tool schemas).
+ */
+export const BODY_SHAPE: ShapeBounds = { maxDepth: 128, maxNodes: 131_072, maxObjectKeys: 1_024 };
+
+export type ShapeRule = "depth" | "nodes" | "object-keys";
+
+export interface ShapeExcess {
+  rule: ShapeRule;
+  /** The top-level field whose value passes the bound; null when it is the body's own object. */
+  field: string | null;
+}
+
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+const COLON = 0x3a;
+const OPEN_OBJECT = 0x7b;
+const CLOSE_OBJECT = 0x7d;
+const OPEN_ARRAY = 0x5b;
+const CLOSE_ARRAY = 0x5d;
+
+/**
+ * The first bound the text passes, reading it as JSON: outside strings, `{` and `[` open a
+ * container, `}` and `]` close one, and every `:` is a key of the innermost. On text that is not
+ * JSON this still terminates and counts the same way; JSON.parse then judges what passes.
+ */
+export function shapeExcess(text: string, bounds: ShapeBounds = BODY_SHAPE): ShapeExcess | null {
+  const keysAt = new Int32Array(bounds.maxDepth + 1);
+  let depth = 0;
+  let nodes = 0;
+  // The last string read in the body's own object, and the one that named the current field.
+  let lastStart = -1;
+  let lastEnd = -1;
+  let field: [number, number] | null = null;
+  const excess = (rule: ShapeRule, at: number): ShapeExcess => ({ rule, field: at >= 2 && field ? decodeKey(text, field) : null });
+  const n = text.length;
+  for (let i = 0; i < n; i++) {
+    const c = text.charCodeAt(i);
+    if (c === QUOTE) {
+      const end = closingQuote(text, i + 1);
+      if (depth === 1) {
+        lastStart = i;
+        lastEnd = end;
+      }
+      i = end;
+    } else if (c === OPEN_OBJECT || c === OPEN_ARRAY) {
+      depth++;
+      if (depth > bounds.maxDepth) return excess("depth", depth);
+      if (++nodes > bounds.maxNodes) return excess("nodes", depth);
+      keysAt[depth] = 0;
+    } else if (c === CLOSE_OBJECT || c === CLOSE_ARRAY) {
+      if (depth > 0) depth--;
+    } else if (c === COLON) {
+      if (depth === 1) field = [lastStart, lastEnd];
+      if (++nodes > bounds.maxNodes) return excess("nodes", depth);
+      if (depth === 0) continue;
+      const keys = (keysAt[depth] as number) + 1;
+      keysAt[depth] = keys;
+      if (keys > bounds.maxObjectKeys) return excess("object-keys", depth);
+    }
+  }
+  return null;
+}
+
+/** Index of the quote that closes a string whose text starts at `from`, or the text's length. */
+function closingQuote(text: string, from: number): number {
+  for (let q = text.indexOf('"', from); q >= 0; q = text.indexOf('"', q + 1)) {
+    // A quote after an odd run of backslashes is escaped.
+    let k = q - 1;
+    while (k >= from && text.charCodeAt(k) === BACKSLASH) k--;
+    if ((q - 1 - k) % 2 === 0) return q;
+  }
+  return text.length;
+}
+
+function decodeKey(text: string, [start, end]: [number, number]): string | null {
+  if (start < 0) return null;
+  try {
+    const key: unknown = JSON.parse(text.slice(start, end + 1));
+    return typeof key === "string" ? key : null;
+  } catch {
+    return null;
+  }
+}

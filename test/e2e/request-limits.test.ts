@@ -1,0 +1,78 @@
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { BODY_SHAPE } from "../../src/openai/body-shape.ts";
+import { startHostileUpstream, type HostileUpstream } from "../support/hostile-upstream.ts";
+import { startTestGateway, type TestGateway } from "./gateway.ts";
+
+let upstream: HostileUpstream;
+let gw: TestGateway;
+
+// The default limits, a production-sized body included: 4 MiB.
+beforeAll(async () => {
+  upstream = await startHostileUpstream();
+  gw = await startTestGateway({ modelGroups: [{ name: "limits", deployments: [{ id: "ok", baseUrl: `${upstream.url}/ok`, model: "hostile-7b" }] }] });
+});
+afterAll(async () => {
+  await gw?.close();
+  await upstream?.close();
+});
+beforeEach(() => upstream.reset());
+
+const MAX_BODY = 4 * 1024 * 1024;
+const HEAD = '{"model":"limits","messages":[{"role":"user","content":"hi"}]';
+
+/** `head` + as many `item`s, comma-separated, as keep the body within 4 MiB + `tail`. */
+function filled(head: string, item: string, tail: string): string {
+  const n = Math.floor((MAX_BODY - head.length - tail.length + 1) / (item.length + 1));
+  return head + Array.from({ length: n }, () => item).join(",") + tail;
+}
+
+async function post(body: string): Promise<{ status: number; error: Record<string, unknown> | undefined }> {
+  const res = await fetch(`${gw.url}/v1/chat/completions`, { method: "POST", headers: { authorization: `Bearer ${gw.key}`, "content-type": "application/json" }, body });
+  const json = (await res.json()) as { error?: Record<string, unknown> };
+  return { status: res.status, error: json.error };
+}
+
+describe("work per request is bounded before it is done", () => {
+  it("a valid 4 MiB body of a million empty tools is refused with a 400 naming tools, and the upstream never sees it", async () => {
+    const body = filled(`${HEAD},"tools":[`, "{}", "]}");
+    expect(body.length).toBeGreaterThan(MAX_BODY - 4);
+    expect(body.length).toBeLessThanOrEqual(MAX_BODY);
+    const r = await post(body);
+    expect(r.status).toBe(400);
+    expect(r.error).toMatchObject({ type: "invalid_request_error", param: "tools", code: "json_too_complex" });
+    expect(upstream.stats("ok").requests).toBe(0);
+  });
+
+  it("so is 4 MiB of small arrays nested 127 deep in a field the gateway passes through", async () => {
+    const r = await post(filled(`${HEAD},"x":[`, "[".repeat(126) + "]".repeat(126), "]}"));
+    expect(r.status).toBe(400);
+    expect(r.error).toMatchObject({ param: "x", code: "json_too_complex" });
+    expect(upstream.stats("ok").requests).toBe(0);
+  });
+
+  it("a body over limits.maxMessages is refused for its count before the schema reads a message", async () => {
+    // Not one message is valid: an error about the count shows none was looked at.
+    const r = await post(`{"model":"limits","messages":[${Array.from({ length: 4097 }, () => "0").join(",")}]}`);
+    expect(r.status).toBe(400);
+    expect(r.error).toMatchObject({ param: "messages", code: "invalid_request", message: "messages has 4097 items, more than the limit of 4096" });
+    expect(upstream.stats("ok").requests).toBe(0);
+  });
+
+  it("131,072 objects, arrays and keys are served; one more is refused, naming the field", async () => {
+    // HEAD holds 8 (the body, 3 keys with "x", the messages array, a message and its 2 keys); "x" adds its array.
+    const body = (nodes: number) => `${HEAD},"x":[${Array.from({ length: nodes - 9 }, () => "{}").join(",")}]}`;
+    expect((await post(body(BODY_SHAPE.maxNodes))).status).toBe(200);
+    expect(upstream.stats("ok").requests).toBe(1);
+    const over = await post(body(BODY_SHAPE.maxNodes + 1));
+    expect(over.status).toBe(400);
+    expect(over.error).toMatchObject({ param: "x", code: "json_too_complex" });
+    expect(upstream.stats("ok").requests).toBe(1);
+  });
+
+  it("a 4 MiB body of plain text is served: the bounds are on what a body holds, not on its size", async () => {
+    const body = `${HEAD.slice(0, -1)},{"role":"user","content":"${"x".repeat(MAX_BODY - HEAD.length - 40)}"}]}`;
+    expect(body.length).toBeLessThanOrEqual(MAX_BODY);
+    expect((await post(body)).status).toBe(200);
+    expect(upstream.stats("ok").requests).toBe(1);
+  });
+});
