@@ -20,10 +20,10 @@
  * commits in one run: `kvgate@<its short commit>`.
  */
 import { writeFile } from "node:fs/promises";
-import { execFileSync } from "node:child_process";
-import { basename, join, resolve } from "node:path";
+import { join, resolve } from "node:path";
 import { performance } from "node:perf_hooks";
 import { walkArgs } from "../harness/argv.ts";
+import { commitOf } from "../harness/commit.ts";
 import { startFloor, startScriptWorker, type ServedWorker } from "../harness/gateway.ts";
 import { chatBodies } from "../overhead/bodies.ts";
 import { startFleetProcess } from "../overhead/fleet-process.ts";
@@ -35,14 +35,6 @@ import { cpuMs, newWorkerd, workerdPids } from "./process-cpu.ts";
 
 const RESULTS = resolve(import.meta.dirname, "..", "results");
 
-/** The short commit of a checkout, or its folder's name when it is not a git checkout. */
-function commitOf(dir: string): string {
-  try {
-    return execFileSync("git", ["-C", dir, "rev-parse", "--short", "HEAD"], { encoding: "utf8" }).trim();
-  } catch {
-    return basename(dir);
-  }
-}
 const CONCURRENCY = 50;
 const BASE_TARGETS = ["floor", "floor-via-entry", "floor+route", "floor+body+route", "kvgate"] as const;
 type Name = (typeof BASE_TARGETS)[number] | `kvgate@${string}`;
