@@ -40,6 +40,8 @@ const OPEN_OBJECT = 0x7b;
 const CLOSE_OBJECT = 0x7d;
 const OPEN_ARRAY = 0x5b;
 const CLOSE_ARRAY = 0x5d;
+const STRUCTURAL = new Uint8Array(CLOSE_OBJECT + 1);
+for (const c of [QUOTE, COLON, OPEN_OBJECT, CLOSE_OBJECT, OPEN_ARRAY, CLOSE_ARRAY]) STRUCTURAL[c] = 1;
 
 /**
  * The first bound the text passes, reading it as JSON: outside strings, `{` and `[` open a
@@ -58,6 +60,8 @@ export function shapeExcess(text: string, bounds: ShapeBounds = BODY_SHAPE): Sha
   const n = text.length;
   for (let i = 0; i < n; i++) {
     const c = text.charCodeAt(i);
+    // Nothing past "}" is structural; most of a body's characters are skipped here.
+    if (c > CLOSE_OBJECT || STRUCTURAL[c] === 0) continue;
     if (c === QUOTE) {
       const end = closingQuote(text, i + 1);
       if (depth === 1) {
@@ -84,15 +88,32 @@ export function shapeExcess(text: string, bounds: ShapeBounds = BODY_SHAPE): Sha
   return null;
 }
 
+/**
+ * Characters of a string read one at a time before its end is looked for with indexOf: most
+ * strings (keys, short values) end sooner, and a call to indexOf costs more than reading them.
+ */
+const STRETCH = 32;
+
 /** Index of the quote that closes a string whose text starts at `from`, or the text's length. */
 function closingQuote(text: string, from: number): number {
-  for (let q = text.indexOf('"', from); q >= 0; q = text.indexOf('"', q + 1)) {
-    // A quote after an odd run of backslashes is escaped.
+  const n = text.length;
+  let i = from;
+  for (;;) {
+    const stretchEnd = Math.min(n, i + STRETCH);
+    for (; i < stretchEnd; i++) {
+      const c = text.charCodeAt(i);
+      if (c === QUOTE) return i;
+      if (c === BACKSLASH) i++;
+    }
+    if (i >= n) return n;
+    // A long string: jump to its next quote; one after an odd run of backslashes is escaped.
+    const q = text.indexOf('"', i);
+    if (q < 0) return n;
     let k = q - 1;
-    while (k >= from && text.charCodeAt(k) === BACKSLASH) k--;
+    while (k >= i && text.charCodeAt(k) === BACKSLASH) k--;
     if ((q - 1 - k) % 2 === 0) return q;
+    i = q + 1;
   }
-  return text.length;
 }
 
 function decodeKey(text: string, [start, end]: [number, number]): string | null {

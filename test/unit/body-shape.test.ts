@@ -21,6 +21,8 @@ describe("body shape, counted on the text before parsing", () => {
     ["3 keys in the body's own object", '{"a":1,"b":2,"c":3}', { rule: "object-keys", field: null }],
     ["brackets, colons and escaped quotes inside strings count for nothing", '{"x":"[[[[{{{{:::\\"[[[[","y":"\\\\"}', null],
     ["a key with escapes is named as it decodes", `{"t\\u00e9\\"st":${nest(3)}}`, { rule: "depth", field: 't\u00e9"st' }],
+    // Strings are read a character at a time for 32 characters, then searched: escapes on both sides of that edge.
+    ...[30, 31, 32, 33, 64].map((n) => [`an escaped quote after ${n} characters of a string`, `{"x":"${"a".repeat(n)}\\"[[[[[","y":"${"b".repeat(n)}\\\\"}`, null] as const),
     ["text that is not JSON still gets an answer", '{"a":]]]]:::"unterminated [[[[', null],
     ["the depth is checked before the count at the same bracket", nest(9), { rule: "depth", field: null }],
   ] as const)("%s", (_name, text, expected) => {
@@ -42,9 +44,14 @@ describe("body shape, counted on the text before parsing", () => {
   });
 
   it("agrees with the plain one-character-at-a-time reading on JSON and on any mix of its tokens", () => {
-    const token = fc.constantFrom("{", "}", "[", "]", ":", ",", '"', "\\", '\\"', '"k"', '"k":', '"\\\\"', "1", " ", "\u00e9", "\u{1f600}");
+    // Strings long enough to be read past the stretch the scan reads a character at a time, with
+    // escaped quotes and runs of backslashes on either side of it, some never closed.
+    const stringy = fc
+      .tuple(fc.array(fc.constantFrom("x", "xxxxxxxx", "\\", '\\"', "\\\\", "[", ":", "\u00e9"), { maxLength: 24 }), fc.boolean())
+      .map(([parts, closed]) => `"${parts.join("")}${closed ? '"' : ""}`);
+    const token = fc.oneof(fc.constantFrom("{", "}", "[", "]", ":", ",", '"', "\\", '\\"', '"k"', '"k":', '"\\\\"', "1", " ", "\u00e9", "\u{1f600}"), stringy);
     const text = fc.oneof(
-      fc.array(token, { maxLength: 40 }).map((ts) => ts.join("")),
+      fc.array(token, { maxLength: 60 }).map((ts) => ts.join("")),
       fc.jsonValue({ maxDepth: 5 }).map((v) => JSON.stringify(v)),
       fc.tuple(fc.jsonValue({ maxDepth: 5 }).map((v) => JSON.stringify(v)), fc.nat()).map(([t, cut]) => t.slice(0, cut % (t.length + 1))),
     );
