@@ -8,6 +8,8 @@ export interface Answer {
   status: number;
   code: string | null;
   param: string | null;
+  /** Whether the answer came from an upstream: the body was validated, routed and sent on. */
+  routed: boolean;
 }
 
 export interface Run {
@@ -64,7 +66,10 @@ interface Report {
   summary: ShapeSummary[];
 }
 
-const answerText = (a: Answer) => (a.status === 200 ? "200" : `${a.status} ${a.code ?? ""}${a.param ? ` (${a.param})` : ""}`);
+function answerText(a: Answer): string {
+  if (a.routed) return a.status === 200 ? "200" : `${a.status} from the upstream`;
+  return `${a.status} ${a.code ?? ""}${a.param ? ` (${a.param})` : ""}`;
+}
 const cpuText = (f: TargetFigures) => `${f.cpu_ms.median} (${f.cpu_ms.min}–${f.cpu_ms.max})`;
 
 export function reportMarkdown(r: Report): string {
@@ -76,7 +81,8 @@ export function reportMarkdown(r: Report): string {
     "Each body goes to the bundled gateway (default limits, 4 MiB bodies) in its own workerd, in front of",
     "the simulated fleet, one request at a time. CPU is the workerd process's user + system time per",
     `request, the mean of ${r.requests} requests; the figure is the median of ${r.repeats} repeats, (min–max) beside it.`,
-    "It includes reading the body from the socket and, for a body that is served, writing it to the upstream.",
+    "It includes reading the body from the socket and, for a body that is routed, writing it to the upstream",
+    "(\"from the upstream\": the simulated engine refused the prompt as longer than its context, after the gateway's work).",
     "",
     "```sh",
     "npm run bench:input",

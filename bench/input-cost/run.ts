@@ -67,12 +67,13 @@ async function start(name: string, fleet: string[], root?: string): Promise<Targ
 /** What the gateway answered: the status, and an error's code and param. */
 async function answerOf(res: Response): Promise<Answer> {
   const text = await res.text();
-  if (res.status === 200) return { status: 200, code: null, param: null };
+  const routed = res.headers.has("x-kvgate-backend");
+  if (res.status === 200) return { status: 200, code: null, param: null, routed };
   try {
     const e = (JSON.parse(text) as { error?: { code?: string | null; param?: string | null } }).error;
-    return { status: res.status, code: e?.code ?? null, param: e?.param ?? null };
+    return { status: res.status, code: e?.code ?? null, param: e?.param ?? null, routed };
   } catch {
-    return { status: res.status, code: null, param: null };
+    return { status: res.status, code: null, param: null, routed };
   }
 }
 
