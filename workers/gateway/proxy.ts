@@ -32,7 +32,7 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
   const raw = await readJsonBody(p.req, config.limits.maxBodyBytes);
   const { body, chain: fingerprint } = validate(p.endpoint, raw, config);
   const primary = config.byModel.get(body.model);
-  if (!primary) throw notFound(`model "${body.model}" does not exist on this gateway (GET /v1/models lists them)`, "model_not_found");
+  if (!primary) throw notFound(`model ${quoted(body.model)} does not exist on this gateway (GET /v1/models lists them)`, "model_not_found");
 
   const deadline = new Deadline(primary.totalTimeoutMs);
   // Server-side failures whose verdict waits for the next attempt's answer.
@@ -97,4 +97,9 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
     // A relayed body is still under the deadline; its end clears it.
     if (!relaying) deadline.clear();
   }
+}
+
+/** A client's model name as an error quotes it: no group name is longer than 256 characters, so neither is this. */
+function quoted(model: string): string {
+  return model.length <= 256 ? `"${model}"` : `"${model.slice(0, 256)}…" (${model.length} characters)`;
 }
