@@ -87,6 +87,14 @@ export function extraRatios(medians: readonly Measurement[]): { what: string; va
   for (const m of medians.filter((x) => x.target === "litellm" && x.mode === "nonstream" && x.concurrency === 50)) {
     r(`kvgate / LiteLLM (${m.workers} worker${m.workers === 1 ? "" : "s"}), non-streaming RPS at c=50`, "kvgate", m.label, NS50, rps);
   }
+  // --baseline: this checkout's kvgate against another's, measured in turns in the same run.
+  for (const base of new Set(medians.filter((m) => m.label.startsWith("kvgate@")).map((m) => m.label))) {
+    r(`kvgate / ${base}, non-streaming RPS at c=50`, "kvgate", base, NS50, rps);
+    r(`kvgate / ${base}, streaming RPS at c=50, 20 chunks`, "kvgate", base, ST50_20, rps);
+    r(`kvgate / ${base}, streaming RPS at c=50, 100 chunks`, "kvgate", base, ST50_100, rps);
+    r(`kvgate / ${base}, 100-chunk full-stream time p50 at c=1`, "kvgate", base, ST1_100, fullP50);
+    r(`kvgate / ${base}, TTFT p50 at c=1, 20 chunks`, "kvgate", base, ST1_20, ttftP50);
+  }
   return out;
 }
 

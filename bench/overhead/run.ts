@@ -1,5 +1,5 @@
 /**
- * `npm run bench:overhead [-- --quick | --repeats N | --seconds S | --targets a,b]`
+ * `npm run bench:overhead [-- --quick | --repeats N | --seconds S | --targets a,b | --baseline DIR]`
  *
  * What a gateway adds to a request, against the same zero-latency simulated fleet: reached
  * directly, through the runtime's floor (a bare pass-through Worker), through kvgate (no hooks,
@@ -7,6 +7,7 @@
  * (bench/peers/install.ts). Writes bench/results/overhead.json and overhead.md.
  */
 import { performance } from "node:perf_hooks";
+import { commitOf } from "../harness/commit.ts";
 import { parseArgs } from "./args.ts";
 import { bundleInfo } from "./bundle.ts";
 import { startFleetProcess } from "./fleet-process.ts";
@@ -66,6 +67,7 @@ try {
   if (wants("direct")) running.push(directTarget(upstream));
   if (wants("floor")) running.push(await floorTarget(upstream));
   for (const v of ["kvgate", "kvgate-restamp"] as const) if (wants(v)) running.push(await kvgateTarget(v, fleet.urls));
+  if (args.baseline) running.push({ ...(await kvgateTarget("kvgate", fleet.urls, args.baseline)), label: `kvgate@${commitOf(args.baseline)}` });
   await runAll(running);
   for (const t of running.splice(0)) await t.stop();
 
