@@ -43,6 +43,9 @@ export function describeIssue(issue: core.$ZodIssue): string {
       return `has unknown key(s) ${issue.keys.join(", ")}`;
     case "invalid_union":
       return "has an invalid type or shape";
+    case "custom":
+      // A refinement says in its own words what it wants.
+      return issue.message;
     default:
       return "is invalid";
   }

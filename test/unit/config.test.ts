@@ -33,6 +33,8 @@ describe("config", () => {
     ["key env that is no identifier", { modelGroups: [{ name: "a", deployments: [{ ...deployment, apiKeyEnv: "sk-live" }] }] }, /apiKeyEnv must be a valid regex/],
     ["negative saturation", { modelGroups: [{ name: "a", saturation: 0, deployments: [deployment] }] }, /modelGroups\[0\]\.saturation must be >= 1/],
     ["alias clash", { modelGroups: [{ name: "a", deployments: [deployment] }, { name: "b", aliases: ["a"], deployments: [deployment] }] }, /modelGroups\[1\]\.aliases\[0\] "a" is already/],
+    ["credentials in a base URL", { modelGroups: [{ name: "a", deployments: [{ ...deployment, baseUrl: "http://user:hunter2@10.0.0.1:8000" }] }] }, /deployments\[0\]\.baseUrl must not carry credentials/],
+    ["a user name in a base URL", { modelGroups: [{ name: "a", deployments: [{ ...deployment, baseUrl: "https://user@gpu.example" }] }] }, /baseUrl must not carry credentials/],
     ["duplicate deployment id", { modelGroups: [{ name: "a", deployments: [deployment, deployment] }] }, /deployments\[1\]\.id "127\.0\.0\.1:9001" is used twice/],
   ])("rejects %s, naming the field", (_name, raw, message) => {
     expect(errorOf(raw)).toMatch(message);
@@ -50,5 +52,11 @@ describe("config", () => {
 
   it("never echoes a secret-looking value in its message", () => {
     expect(errorOf({ modelGroups: [{ name: "a", deployments: [{ ...deployment, apiKey: "sk-live-123" }] }] })).not.toContain("sk-live-123");
+    expect(errorOf({ modelGroups: [{ name: "a", deployments: [{ ...deployment, baseUrl: "http://user:hunter2@10.0.0.1:8000" }] }] })).not.toContain("hunter2");
+  });
+
+  it("takes an @ in a base URL's path or query as what it is", () => {
+    const r = parseConfig({ modelGroups: [{ name: "a", deployments: [{ ...deployment, baseUrl: "http://10.0.0.1:8000/team@gpu?x=a@b" }] }] });
+    expect(r.ok).toBe(true);
   });
 });
