@@ -1,6 +1,6 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, inject, it, vi } from "vitest";
-import { chat, conversation, EVENTUALLY, expectIdle, inFlight, sseEvents, status } from "./gateway.ts";
+import { chat, conversation, EVENTUALLY, expectIdle, firstRouteCall, groupConfig, inFlight, sseEvents, status } from "./gateway.ts";
 
 const G = "leases";
 
@@ -59,7 +59,7 @@ describe("leases: in-flight counts always return to zero", () => {
   it("reclaims a lease that is never released once it expires", async () => {
     const stub = env.MODEL_GROUP.getByName("short-lease");
     // A Worker killed mid-stream: it took a lease and will never release it.
-    const decision = await stub.route("short-lease", [1, 2, 3], []);
+    const decision = await stub.route(firstRouteCall(groupConfig("short-lease"), [1, 2, 3]));
     if ("refused" in decision) throw new Error(`no route: ${decision.refused}`);
     expect(await inFlight("short-lease")).toBe(1);
     // The expiry alarm armed when the lease was taken fires and reclaims the slot.
@@ -68,7 +68,7 @@ describe("leases: in-flight counts always return to zero", () => {
     expect(after.backends.reduce((n, b) => n + b.inFlight, 0)).toBe(0);
     expect(after.backends.reduce((n, b) => n + b.expired, 0)).toBe(1);
     // A late release of the reclaimed lease must not push a count below zero.
-    await stub.release("short-lease", [{ lease: decision.lease, outcome: "ok" }]);
+    await stub.release([{ lease: decision.lease, outcome: "ok" }]);
     expect(await inFlight("short-lease")).toBe(0);
   });
 });

@@ -1,6 +1,6 @@
 import type { ResolvedGroup } from "../../src/config/load.ts";
 import { unavailable } from "../../src/openai/errors.ts";
-import type { LeaseOutcome, LeaseRelease, RouteDecision, RouteRefusal } from "../../src/routing/group-router.ts";
+import { isVersionRefusal, type LeaseOutcome, type LeaseRelease, type RouteCall, type RouteDecision, type RouteRefusal } from "../../src/routing/protocol.ts";
 import type { Env, WaitUntil } from "../env.ts";
 
 /**
@@ -10,7 +10,7 @@ import type { Env, WaitUntil } from "../env.ts";
  * isolate flushes them itself after `flushMs`.
  */
 const pending = new Map<string, LeaseRelease[]>();
-const timerArmed = new Set<string>();
+const flushArmed = new Set<string>();
 
 function takePending(group: string): LeaseRelease[] {
   const list = pending.get(group);
@@ -19,7 +19,7 @@ function takePending(group: string): LeaseRelease[] {
   return list;
 }
 
-/** Puts back releases whose call failed; the next call carries them. */
+/** Puts back releases whose call failed; the next call carries them (a release counts once however often it comes). */
 function requeue(group: string, released: LeaseRelease[]): void {
   if (released.length === 0) return;
   const list = pending.get(group);
@@ -27,23 +27,28 @@ function requeue(group: string, released: LeaseRelease[]): void {
   else pending.set(group, [...released]);
 }
 
+/** Sends the finished leases that wait when no route call is coming to carry them. */
+async function flush(group: string, env: Env): Promise<void> {
+  const batch = takePending(group);
+  if (batch.length === 0) return;
+  try {
+    await env.MODEL_GROUP.getByName(group).release(batch);
+  } catch (e) {
+    requeue(group, batch);
+    console.error(`kvgate: releasing ${batch.length} lease(s) of ${group} failed: ${(e as Error).message}`);
+  }
+}
+
 function queueRelease(group: string, release: LeaseRelease, env: Env, ctx: WaitUntil, flushMs: number): void {
   requeue(group, [release]);
-  if (timerArmed.has(group)) return;
-  timerArmed.add(group);
+  if (flushArmed.has(group)) return;
+  flushArmed.add(group);
   // The timer runs under the finishing request's waitUntil, and gets its own stub there:
   // a stub belongs to the request that created it.
   ctx.waitUntil(
-    new Promise<void>((resolve) => setTimeout(resolve, flushMs)).then(async () => {
-      timerArmed.delete(group);
-      const batch = takePending(group);
-      if (batch.length === 0) return;
-      try {
-        await env.MODEL_GROUP.getByName(group).release(group, batch);
-      } catch (e) {
-        requeue(group, batch);
-        console.error(`kvgate: releasing ${batch.length} lease(s) of ${group} failed: ${(e as Error).message}`);
-      }
+    new Promise<void>((resolve) => setTimeout(resolve, flushMs)).then(() => {
+      flushArmed.delete(group);
+      return flush(group, env);
     }),
   );
 }
@@ -51,16 +56,19 @@ function queueRelease(group: string, release: LeaseRelease, env: Env, ctx: WaitU
 /**
  * Picks a backend of `group` for the prompt's hash chain and takes its slot, carrying the
  * isolate's finished leases along. `exclude`: ids of backends this request already failed on.
+ * The object routes with this isolate's version of the group; one that does not know it yet is
+ * sent the group's config, once.
  */
 export async function route(env: Env, group: ResolvedGroup, chain: number[], exclude: readonly string[], model: string): Promise<RouteDecision | RouteRefusal> {
   const released = takePending(group.name);
-  const excluded: number[] = [];
-  for (const id of exclude) {
-    const i = group.deployments.findIndex((d) => d.id === id);
-    if (i >= 0) excluded.push(i);
-  }
+  const call: RouteCall = { version: group.version, chain, released, exclude: [...exclude] };
   try {
-    return await env.MODEL_GROUP.getByName(group.name).route(group.name, chain, released, excluded);
+    const stub = env.MODEL_GROUP.getByName(group.name);
+    let answer = await stub.route(call);
+    // It processed the releases already.
+    if (isVersionRefusal(answer)) answer = await stub.route({ ...call, released: [], group });
+    if (isVersionRefusal(answer)) throw new Error(`it refused version ${group.version} with the group's config attached`);
+    return answer;
   } catch (e) {
     requeue(group.name, released);
     console.error(`kvgate: route call for ${group.name} failed: ${(e as Error).message}`);

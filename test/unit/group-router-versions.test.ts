@@ -1,0 +1,104 @@
+import { describe, expect, it } from "vitest";
+import { parseConfig, type ResolvedGroup } from "../../src/config/load.ts";
+import { GroupRouter } from "../../src/routing/group-router.ts";
+import type { RouteDecision, RouteRefusal, VersionRefusal } from "../../src/routing/protocol.ts";
+
+/**
+ * One router, several config versions of its group at once (a deploy in progress): each call is
+ * routed with its caller's version; state is shared per server (id and URL).
+ */
+
+const dep = (id: string, port = 9000 + Number(id.replace(/\D/g, "") || 0), extra: Record<string, unknown> = {}) => ({ id, baseUrl: `http://127.0.0.1:${port}`, model: "m", ...extra });
+
+function version(deployments: ReturnType<typeof dep>[], over: Record<string, unknown> = {}): ResolvedGroup {
+  const r = parseConfig({ modelGroups: [{ name: "g", strategy: "round-robin", breaker: { consecutiveFailures: 2, openMs: 60_000, probeIntervalMs: 100 }, deployments, ...over }] });
+  if (!r.ok) throw new Error(r.error);
+  return r.config.groups[0] as ResolvedGroup;
+}
+
+function decided(d: RouteDecision | RouteRefusal | VersionRefusal): RouteDecision {
+  if ("refused" in d) throw new Error(`refused: ${d.refused}`);
+  return d;
+}
+
+const ids = (g: ResolvedGroup) => g.deployments.map((d) => d.id);
+const byId = (r: GroupRouter) => Object.fromEntries(r.snapshot().map((b) => [b.id, b]));
+
+describe("GroupRouter: config versions", () => {
+  const old = version([dep("a1"), dep("b2"), dep("c3")]);
+  // The next deploy drops b2, adds d4 and reorders.
+  const next = version([dep("c3"), dep("d4"), dep("a1")]);
+
+  it("routes each call with its caller's version and refuses one it does not know", () => {
+    const r = new GroupRouter("g");
+    r.install(old, 0);
+    expect(r.route(next.version, [], [], 0)).toEqual({ refused: "unknown-version" });
+    r.install(next, 0);
+    for (let i = 0; i < 12; i++) {
+      const g = i % 2 === 0 ? old : next;
+      const d = decided(r.route(g.version, [], [], i));
+      expect(ids(g)).toContain(d.backendId);
+      r.release({ lease: d.lease, outcome: "ok" }, i);
+    }
+    expect(r.versions()).toEqual([next.version, old.version]);
+    expect(r.snapshot().map((b) => b.id)).toEqual(["c3", "d4", "a1", "b2"]);
+  });
+
+  it("shares a server's in-flight count and breaker between the versions that name it", () => {
+    const r = new GroupRouter("g");
+    r.install(old, 0);
+    r.install(next, 0);
+    // Through the new version, a1 fails twice (the others excluded): its breaker opens for both.
+    for (let i = 0; i < 2; i++) {
+      const d = decided(r.route(next.version, [], ["c3", "d4"], 0));
+      expect(d.backendId).toBe("a1");
+      r.release({ lease: d.lease, outcome: "upstream-error" }, 1);
+    }
+    expect(byId(r).a1?.breaker.state).toBe("open");
+    for (let i = 0; i < 6; i++) expect(decided(r.route(old.version, [], [], 2)).backendId).not.toBe("a1");
+    expect(byId(r).b2?.inFlight).toBe(3);
+    expect(byId(r).c3?.inFlight).toBe(3);
+    expect(r.route(old.version, [], ["b2", "c3"], 2)).toEqual({ refused: "no-backend" });
+  });
+
+  it("takes a server under the same id at another URL for another server", () => {
+    const moved = version([dep("a1", 9100), dep("b2")]);
+    const r = new GroupRouter("g");
+    r.install(old, 0);
+    r.install(moved, 0);
+    for (let i = 0; i < 2; i++) {
+      const d = decided(r.route(moved.version, [], ["b2"], 0));
+      r.release({ lease: d.lease, outcome: "upstream-error" }, 1);
+    }
+    const states = r.snapshot().filter((b) => b.id === "a1").map((b) => b.breaker.state);
+    expect(states.sort()).toEqual(["closed", "open"]);
+    // The old version's a1 still takes requests.
+    expect(decided(r.route(old.version, [], ["b2", "c3"], 2)).backendId).toBe("a1");
+  });
+
+  it("lets go of a version no call used lately, and of servers only it named once nothing is in flight there", () => {
+    // Leases that outlive the version (their Worker went quiet without releasing them).
+    const old = version([dep("a1"), dep("b2"), dep("c3")], { leaseTtlMs: 600_000 });
+    const r = new GroupRouter("g");
+    r.install(old, 0);
+    const held = decided(r.route(old.version, [], ["a1", "c3"], 0));
+    expect(held.backendId).toBe("b2");
+    r.install(next, 1);
+    // A minute later only the new version is used: the old one goes, b2 stays while its lease is held.
+    decided(r.route(next.version, [], [], 61_000));
+    expect(r.versions()).toEqual([next.version]);
+    expect(r.takeDropped().versions).toEqual([old.version]);
+    expect(r.snapshot().map((b) => b.id)).toEqual(["c3", "d4", "a1", "b2"]);
+    r.release({ lease: held.lease, outcome: "ok" }, 61_001);
+    expect(r.snapshot().map((b) => b.id)).toEqual(["c3", "d4", "a1"]);
+    expect(r.takeDropped().backends).toHaveLength(1);
+  });
+
+  it("never keeps more than a few versions: the least recently used one goes", () => {
+    const r = new GroupRouter("g");
+    const versions = [1, 2, 3, 4, 5].map((n) => version([dep(`x${n}`)]));
+    versions.forEach((g, i) => r.install(g, i));
+    expect(r.versions()).toHaveLength(4);
+    expect(r.knows((versions[0] as ResolvedGroup).version)).toBe(false);
+  });
+});
