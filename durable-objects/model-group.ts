@@ -2,7 +2,7 @@ import { DurableObject } from "cloudflare:workers";
 import type { ResolvedGroup } from "../src/config/load.ts";
 import type { SavedBreaker } from "../src/routing/backend.ts";
 import { GroupRouter } from "../src/routing/group-router.ts";
-import type { GroupStatus, LeaseRelease, ModelGroupRpc, RouteCall, RouteDecision, RouteRefusal, VersionRefusal } from "../src/routing/protocol.ts";
+import type { GroupStatus, LeaseRelease, LeaseRenewal, ModelGroupRpc, RouteCall, RouteDecision, RouteRefusal, VersionRefusal } from "../src/routing/protocol.ts";
 
 /** Blocks per backend kept in the affinity snapshot: 32 KiB each, the recent working set. */
 const SNAPSHOT_BLOCKS = 4096;
@@ -30,7 +30,7 @@ interface SavedView {
 /**
  * One object per model group (its name is the group's): it decides and it counts, and is never in
  * the data path. The routing itself is src/routing/group-router.ts; this shell binds it to
- * storage and to the alarm, which reclaims leases no Worker released, sends health probes to open
+ * storage and to the alarm, which reclaims leases no Worker renews, sends health probes to open
  * and half-open backends, and saves the affinity snapshot. It reads no config of its own: its
  * callers bring their version's, and it keeps what it was given, so an alarm after an eviction
  * knows what to probe. Writes are batched: a breaker when it changes state, affinity at most once
@@ -61,16 +61,18 @@ export class ModelGroup extends DurableObject<unknown> implements ModelGroupRpc 
     const r = this.router;
     for (const x of call.released) r.release(x, now);
     if (call.group && !r.knows(call.group.version)) this.install(call.group, now);
+    for (const x of call.renewed) r.renew(x, now);
     const decision = r.route(call.version, call.chain, call.exclude, now);
     this.afterChange();
     return decision;
   }
 
-  release(released: LeaseRelease[]): void {
-    if (!Array.isArray(released)) throw new TypeError(OTHER_PROTOCOL);
+  release(released: LeaseRelease[], renewed: LeaseRenewal[]): void {
+    if (!Array.isArray(released) || !Array.isArray(renewed)) throw new TypeError(OTHER_PROTOCOL);
     this.calls.release++;
     const now = Date.now();
     for (const x of released) this.router.release(x, now);
+    for (const x of renewed) this.router.renew(x, now);
     this.afterChange();
   }
 
@@ -83,7 +85,7 @@ export class ModelGroup extends DurableObject<unknown> implements ModelGroupRpc 
       versions: r.versions(),
       leases: r.leaseCount,
       calls: { ...this.calls },
-      restored: { ...this.restored },
+      restored: { ...this.restored, leases: r.adopted },
       backends: r.snapshot(),
     };
   }

@@ -104,8 +104,11 @@ export const ModelGroupSchema = z.strictObject({
   blockChars: z._default(z.number().check(z.int(), z.minimum(8), z.maximum(4096)), 64),
   /** Longest fingerprint sent to the Durable Object; later blocks are not hashed. */
   maxPrefixBlocks: z._default(z.number().check(z.int(), z.minimum(1), z.maximum(16_384)), 2048),
-  /** A lease not released by then (Worker killed mid-stream) is reclaimed. */
-  leaseTtlMs: z._default(positiveInt(), 600_000),
+  /**
+   * A Worker renews each lease it holds every leaseTtlMs / 3; one neither renewed nor released
+   * for this long (its Worker was killed mid-stream) is reclaimed.
+   */
+  leaseTtlMs: z._default(positiveInt(), 30_000),
   /**
    * A streamed request's time until the upstream's response headers, which come with its first
    * token: past it the backend counts as failed and the request is retried elsewhere.

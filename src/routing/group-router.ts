@@ -2,7 +2,7 @@ import type { ResolvedDeployment, ResolvedGroup } from "../config/load.ts";
 import { Backend, backendKey, type SavedBreaker } from "./backend.ts";
 import { HotPrefixes } from "./hot-prefixes.ts";
 import { LeaseTable, type Lease } from "./leases.ts";
-import type { BackendSnapshot, LeaseRelease, RouteDecision, RouteRefusal, VersionRefusal } from "./protocol.ts";
+import type { BackendSnapshot, LeaseOutcome, LeaseRelease, LeaseRenewal, RouteDecision, RouteRefusal, VersionRefusal } from "./protocol.ts";
 import { choose, type HotProbe, type Rng } from "./strategies.ts";
 
 // The request path (workers/gateway/attempt.ts, proxy.ts) reads these names from here.
@@ -63,11 +63,13 @@ export class GroupRouter {
   private now = 0;
   private hotThreshold = 0;
   private readonly hotProbe: HotProbe = (hash) => (this.hot as HotPrefixes).hit(hash, this.now) >= this.hotThreshold;
-  /** One TTL for every lease, the longest of the versions'. */
+  /** One TTL for every lease, the longest of the versions': none renews slower than it. */
   private leaseTtlMs = 0;
   private dropped: { versions: string[]; backends: string[] } = { versions: [], backends: [] };
   /** Some prefix set changed since the last takeAffinityChanges. */
   affinityPending = false;
+  /** Leases taken back from their Workers' renewals (after this object restarted). */
+  adopted = 0;
 
   constructor(name: string, rng: Rng = Math.random) {
     this.name = name;
@@ -186,7 +188,24 @@ export class GroupRouter {
     this.letGoIfOrphan(b);
   }
 
-  /** Reclaims leases past their TTL (a Worker killed mid-stream); returns how many. */
+  /**
+   * A lease its Worker still holds. A live one is extended. One this object does not know, and
+   * did not release lately, is from before it restarted: it takes that slot again on the backend
+   * the lease's version names, so in-flight counts come back to the truth.
+   */
+  renew(r: LeaseRenewal, now: number): void {
+    const view = this.views.get(r.version);
+    if (view) view.usedAt = now;
+    if (this.leases.extend(r.lease, now + this.leaseTtlMs)) return;
+    if (this.leases.endedRecently(r.lease)) return;
+    const b = view?.backends.find((x) => x.id === r.backendId);
+    if (!b) return;
+    b.inFlight++;
+    this.leases.add(r.lease, { backend: b, expiresAt: now + this.leaseTtlMs, blocks: 0, trialOf: -1 });
+    this.adopted++;
+  }
+
+  /** Reclaims leases past their TTL (their Worker stopped renewing them); returns how many. */
   expire(now: number): number {
     const expired = this.leases.takeExpired(now);
     for (const lease of expired) {

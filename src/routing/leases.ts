@@ -13,10 +13,18 @@ export interface Lease {
   trialOf: number;
 }
 
-/** The live leases of one object, in expiry order. */
+/**
+ * Release ids remembered, so a renewal that crossed its lease's release on the way (both in
+ * flight from one isolate) is not taken for a lease to adopt. Such calls are milliseconds apart;
+ * this many releases cover seconds at the object's highest rate.
+ */
+const ENDED_REMEMBERED = 4096;
+
+/** The live leases of one object, in expiry order, and the ids of those released recently. */
 export class LeaseTable {
-  // Insertion order is expiry order: every lease lives for the object's one TTL.
+  // Insertion order is expiry order: every lease lives for the object's one TTL from its last renewal.
   private readonly live = new Map<string, Lease>();
+  private readonly ended = new Set<string>();
 
   get size(): number {
     return this.live.size;
@@ -26,11 +34,32 @@ export class LeaseTable {
     this.live.set(id, lease);
   }
 
-  /** The lease released: removed if live. */
+  /** The lease released: removed if live, its id remembered either way. */
   end(id: string): Lease | undefined {
+    this.ended.add(id);
+    if (this.ended.size > ENDED_REMEMBERED) {
+      for (const oldest of this.ended) {
+        this.ended.delete(oldest);
+        break;
+      }
+    }
     const lease = this.live.get(id);
     if (lease) this.live.delete(id);
     return lease;
+  }
+
+  endedRecently(id: string): boolean {
+    return this.ended.has(id);
+  }
+
+  /** Moves a live lease's expiry; false when the lease is not live here. */
+  extend(id: string, expiresAt: number): boolean {
+    const lease = this.live.get(id);
+    if (!lease) return false;
+    this.live.delete(id);
+    lease.expiresAt = expiresAt;
+    this.live.set(id, lease);
+    return true;
   }
 
   /** Removes and returns the leases expired by `now`. */

@@ -27,6 +27,17 @@ export interface LeaseRelease {
   ttftMs?: number;
 }
 
+/**
+ * A lease its Worker still holds (sent every leaseTtlMs / 3 while it does). The object extends it,
+ * or, when it does not know the lease (it restarted since), takes its slot again on the backend
+ * the lease names in the version it was routed with.
+ */
+export interface LeaseRenewal {
+  lease: string;
+  version: string;
+  backendId: string;
+}
+
 export interface RouteCall {
   /** The caller's config version of the group (ResolvedGroup.version). */
   version: string;
@@ -36,6 +47,7 @@ export interface RouteCall {
   chain: number[];
   /** Leases this isolate finished since its last call: processed whatever the answer. */
   released: LeaseRelease[];
+  renewed: LeaseRenewal[];
   /** Ids of backends this request already failed on. */
   exclude: string[];
 }
@@ -89,17 +101,20 @@ export interface GroupStatus {
   leases: number;
   /** RPCs this object served since it started: what benchmarks divide by requests. */
   calls: { route: number; release: number };
-  /** Routing state this object found in storage when it started (after an eviction or restart). */
-  restored: { breakers: number; affinityBlocks: number };
+  /**
+   * Routing state this object found in storage when it started (after an eviction or restart),
+   * and the leases it took back from their Workers' renewals since.
+   */
+  restored: { breakers: number; affinityBlocks: number; leases: number };
   /** Every backend it keeps state for: the newest version's in its order, then any other version's. */
   backends: BackendSnapshot[];
 }
 
 /** The group's Durable Object, as the Worker calls it. */
 export interface ModelGroupRpc {
-  /** Processes `released`, then picks a backend of the caller's version and takes its slot. */
+  /** Processes `released` and `renewed`, then picks a backend of the caller's version and takes its slot. */
   route(call: RouteCall): RouteDecision | RouteRefusal | VersionRefusal;
-  /** Finished leases of an isolate with no route call to carry them. */
-  release(released: LeaseRelease[]): void;
+  /** Finished and held leases of an isolate with no route call to carry them. */
+  release(released: LeaseRelease[], renewed: LeaseRenewal[]): void;
   status(): GroupStatus;
 }

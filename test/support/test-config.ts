@@ -44,6 +44,8 @@ export function testConfig(u: Upstreams): GatewayConfigInput {
       // Generated hostile bodies (test/workers/hostile-input.test.ts); the second caps fingerprints at 4 blocks of 8 characters.
       fleetGroup("hostile", u.fleetUrls, { aliases: ["hostile-alias"] }),
       fleetGroup("hostile-prefix", u.fleetUrls, { blockChars: 8, maxPrefixBlocks: 4 }),
+      // A backend with room for two, and leases renewed every 300 ms (test/workers/leases.test.ts evicts its object mid-stream).
+      { name: "evicted", leaseTtlMs: 900, deployments: [{ id: "only", baseUrl: u.fleetUrls[0] as string, model: UPSTREAM_MODEL, maxInFlight: 2 }] },
       { name: "one-slot", deployments: [{ id: "only", baseUrl: u.fleetUrls[0] as string, model: UPSTREAM_MODEL, maxInFlight: 1 }] },
       { name: "scripted", deployments: [{ id: "scripted", baseUrl: u.scriptedUrl, model: UPSTREAM_MODEL }] },
       { name: "scripted-restamp", hooks: ["restamp"], deployments: [{ id: "scripted", baseUrl: u.scriptedUrl, model: UPSTREAM_MODEL }] },

@@ -102,3 +102,59 @@ describe("GroupRouter: config versions", () => {
     expect(r.knows((versions[0] as ResolvedGroup).version)).toBe(false);
   });
 });
+
+describe("GroupRouter: lease renewals", () => {
+  const g = version([dep("a1", 9001, { maxInFlight: 2 })], { leaseTtlMs: 300 });
+
+  it("extends a renewed lease past its TTL; one not renewed expires", () => {
+    const r = new GroupRouter("g");
+    r.install(g, 0);
+    const kept = decided(r.route(g.version, [], [], 0));
+    decided(r.route(g.version, [], [], 0));
+    r.renew({ lease: kept.lease, version: g.version, backendId: "a1" }, 200);
+    expect(r.expire(300)).toBe(1);
+    expect(byId(r).a1?.inFlight).toBe(1);
+    expect(r.expire(499)).toBe(0);
+    expect(r.expire(500)).toBe(1);
+  });
+
+  it("after a restart takes back the slots its Workers still hold, so the cap holds again", () => {
+    const before = new GroupRouter("g");
+    before.install(g, 0);
+    const leases = [0, 1].map(() => decided(before.route(g.version, [], [], 0)));
+    // A new instance: nothing in flight, so it would take a third request on a backend capped at 2.
+    const after = new GroupRouter("g");
+    after.install(g, 10);
+    for (const d of leases) after.renew({ lease: d.lease, version: g.version, backendId: d.backendId }, 100);
+    expect(after.adopted).toBe(2);
+    expect(byId(after).a1?.inFlight).toBe(2);
+    expect(after.route(g.version, [], [], 100)).toEqual({ refused: "at-capacity" });
+    // Released as usual: each slot once.
+    for (const d of leases) {
+      after.release({ lease: d.lease, outcome: "ok" }, 200);
+      after.release({ lease: d.lease, outcome: "ok" }, 200);
+    }
+    expect(byId(after).a1?.inFlight).toBe(0);
+  });
+
+  it("does not take back a lease it released: a renewal that crossed the release on the way", () => {
+    const r = new GroupRouter("g");
+    r.install(g, 0);
+    const d = decided(r.route(g.version, [], [], 0));
+    r.release({ lease: d.lease, outcome: "ok" }, 10);
+    r.renew({ lease: d.lease, version: g.version, backendId: "a1" }, 11);
+    // And one released before its Worker's renewal reached a restarted object: released is released.
+    r.release({ lease: "old-epoch.1", outcome: "ok" }, 12);
+    r.renew({ lease: "old-epoch.1", version: g.version, backendId: "a1" }, 13);
+    expect(byId(r).a1?.inFlight).toBe(0);
+    expect(r.adopted).toBe(0);
+  });
+
+  it("ignores a renewal of a version or backend it does not know", () => {
+    const r = new GroupRouter("g");
+    r.install(g, 0);
+    r.renew({ lease: "x.1", version: "unknown", backendId: "a1" }, 0);
+    r.renew({ lease: "x.2", version: g.version, backendId: "nope" }, 0);
+    expect(r.leaseCount).toBe(0);
+  });
+});

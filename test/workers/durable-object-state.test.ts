@@ -36,7 +36,10 @@ describe("the affinity snapshot", () => {
       const chain = Array.from({ length: 8192 }, (_, k) => (i + 1) * 10_000_000 + k);
       leases.push(decided(await stub.route(i === 0 ? firstRouteCall(g, chain) : routeCall(g, chain))).lease);
     }
-    await stub.release(leases.map((lease) => ({ lease, outcome: "ok" as const })));
+    await stub.release(
+      leases.map((lease) => ({ lease, outcome: "ok" as const })),
+      [],
+    );
     expect((await status(name)).backends.every((b) => b.prefixBlocks === 8192)).toBe(true);
 
     const stored = () => runInDurableObject(stub, async (_o, state) => [...(await state.storage.list()).entries()].map(([key, v]) => ({ key, bytes: storedBytes(v) })));

@@ -39,7 +39,7 @@ export function groupConfig(name: string): ResolvedGroup {
 
 /** A route call as the gateway makes it: its version only. */
 export function routeCall(group: ResolvedGroup, chain: number[], extra: Partial<RouteCall> = {}): RouteCall {
-  return { version: group.version, chain, released: [], exclude: [], ...extra };
+  return { version: group.version, chain, released: [], renewed: [], exclude: [], ...extra };
 }
 
 /** A route call with the group's config attached, as the gateway sends it to an object that does not know the version. */
