@@ -110,6 +110,12 @@ export const ModelGroupSchema = z.strictObject({
    */
   leaseTtlMs: z._default(positiveInt(), 30_000),
   /**
+   * Prefix-set entries the group's Durable Object keeps over all its backends: each gets
+   * min(kvCapacityBlocks, its share by kvCapacityBlocks of this). An entry costs about 30 bytes, so
+   * the default bounds the object's prefix sets near 32 MiB whatever the number of backends.
+   */
+  prefixBudgetBlocks: z._default(positiveInt(), 1_048_576),
+  /**
    * A streamed request's time until the upstream's response headers, which come with its first
    * token: past it the backend counts as failed and the request is retried elsewhere.
    */

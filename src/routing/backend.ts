@@ -91,6 +91,7 @@ export class Backend implements BackendView {
       id: this.id,
       inFlight: this.inFlight,
       prefixBlocks: this.prefixes.size,
+      prefixCapacity: this.prefixes.capacity,
       completed: this.completed,
       failed: this.failed,
       rejected: this.rejected,

@@ -2,6 +2,7 @@ import type { ResolvedDeployment, ResolvedGroup } from "../config/load.ts";
 import { Backend, backendKey, type SavedBreaker } from "./backend.ts";
 import { HotPrefixes } from "./hot-prefixes.ts";
 import { LeaseTable, type Lease } from "./leases.ts";
+import { prefixCapacities } from "./prefix-budget.ts";
 import type { BackendSnapshot, LeaseOutcome, LeaseRelease, LeaseRenewal, RouteDecision, RouteRefusal, VersionRefusal } from "./protocol.ts";
 import { choose, type HotProbe, type Rng } from "./strategies.ts";
 
@@ -327,7 +328,8 @@ export class GroupRouter {
 
   /**
    * After the versions changed: servers no version names are let go (or kept as orphans while
-   * leases are in flight there), and every server takes the settings of the newest version naming it.
+   * leases are in flight there), every server takes the settings of the newest version naming it,
+   * and the prefix budget of the newest version is shared out again.
    */
   private settle(): void {
     const named = new Set<Backend>();
@@ -345,9 +347,18 @@ export class GroupRouter {
       this.orphans.add(b);
       this.letGoIfOrphan(b);
     }
-    if (oldestFirst.length === 0) return;
+    const newest = oldestFirst.at(-1);
+    if (!newest) return;
     this.leaseTtlMs = Math.max(...oldestFirst.map((v) => v.group.leaseTtlMs));
-    for (const b of this.backends.values()) if (b.prefixes.capacity !== b.kvCapacityBlocks) b.prefixes.resize(b.kvCapacityBlocks);
+    const all = [...this.backends.values()];
+    const caps = prefixCapacities(
+      all.map((b) => b.kvCapacityBlocks),
+      newest.group.prefixBudgetBlocks,
+    );
+    all.forEach((b, i) => {
+      const cap = caps[i] as number;
+      if (b.prefixes.capacity !== cap) b.prefixes.resize(cap);
+    });
   }
 
   private letGoIfOrphan(b: Backend): void {

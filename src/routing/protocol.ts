@@ -80,6 +80,8 @@ export interface BackendSnapshot {
   id: string;
   inFlight: number;
   prefixBlocks: number;
+  /** Prefix-set entries it may hold: kvCapacityBlocks, or its share of the group's prefixBudgetBlocks. */
+  prefixCapacity: number;
   completed: number;
   failed: number;
   /** Requests it refused as the request's own fault (4xx), or that failed the same way elsewhere. */

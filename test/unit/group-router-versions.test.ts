@@ -158,3 +158,19 @@ describe("GroupRouter: lease renewals", () => {
     expect(r.leaseCount).toBe(0);
   });
 });
+
+describe("GroupRouter: the prefix budget", () => {
+  it("shares the group's budget out by kvCapacityBlocks, over every version's servers", () => {
+    const r = new GroupRouter("g");
+    const a = version([dep("a1", 9001, { kvCapacityBlocks: 3000 }), dep("b2", 9002, { kvCapacityBlocks: 1000 })], { prefixBudgetBlocks: 2000 });
+    r.install(a, 0);
+    expect(r.snapshot().map((b) => b.prefixCapacity)).toEqual([1500, 500]);
+    const b = version([dep("c3", 9003, { kvCapacityBlocks: 4000 })], { prefixBudgetBlocks: 2000 });
+    r.install(b, 0);
+    expect(r.snapshot().map((x) => [x.id, x.prefixCapacity])).toEqual([
+      ["c3", 1000],
+      ["a1", 750],
+      ["b2", 250],
+    ]);
+  });
+});
