@@ -15,6 +15,15 @@ const HOT_PREFIXES_TRACKED = 8192;
 const MAX_VIEWS = 4;
 /** A version (never the newest) that no call used for this long is let go: its Workers are gone. */
 const VIEW_IDLE_MS = 60_000;
+/** Share of the prefix budget the live leases' lessons may hold: a block there costs 8 bytes, in a prefix set ~30. */
+const LESSON_SHARE = 0.25;
+
+/**
+ * Outcomes after which the backend did not hold the prompt: it failed, refused it, or was too
+ * busy to take it. What routing taught its prefix set is taken back. A client that left (or the
+ * gateway's own deadline) left a backend that had the prompt, and prefilled it.
+ */
+const NOT_SERVED: ReadonlySet<LeaseOutcome> = new Set<LeaseOutcome>(["upstream-error", "rejected", "rate-limited"]);
 
 /** One config version of the group, as its Workers route with it. */
 interface View {
@@ -66,6 +75,7 @@ export class GroupRouter {
   private readonly hotProbe: HotProbe = (hash) => (this.hot as HotPrefixes).hit(hash, this.now) >= this.hotThreshold;
   /** One TTL for every lease, the longest of the versions': none renews slower than it. */
   private leaseTtlMs = 0;
+  private lessonLimit = 0;
   private dropped: { versions: string[]; backends: string[] } = { versions: [], backends: [] };
   /** Some prefix set changed since the last takeAffinityChanges. */
   affinityPending = false;
@@ -159,12 +169,16 @@ export class GroupRouter {
     // The blocks it must prefill there join that backend's queue of prompt work.
     const blocks = chain.length - choice.matched;
     b.prefillDebt += blocks;
+    let lesson = null;
     if (g.strategy === "prefix-aware" && chain.length > 0) {
-      b.prefixes.learn(chain);
+      // Learned now, not when the answer comes: a burst of the same prompt must find it at once.
+      lesson = b.prefixes.learn(chain);
       b.affinityDirty = this.affinityPending = true;
+      // Past the limit a lesson is not kept: memory stays bounded, and the blocks stay learned.
+      if (lesson && this.leases.lessonBlocks + lesson.blocks.length > this.lessonLimit) lesson = null;
     }
     const lease = `${this.epoch}.${(++this.seq).toString(36)}`;
-    this.leases.add(lease, { backend: b, expiresAt: now + this.leaseTtlMs, blocks, trialOf: b.breaker.sent() ? b.breaker.opened : -1 });
+    this.leases.add(lease, { backend: b, expiresAt: now + this.leaseTtlMs, blocks, trialOf: b.breaker.sent() ? b.breaker.opened : -1, lesson });
     return { backendId: b.id, lease, reason: choice.reason, matched: choice.matched, total: chain.length, routedAt: now };
   }
 
@@ -185,6 +199,10 @@ export class GroupRouter {
     if (r.outcome === "ok" || r.outcome === "upstream-error") b.breaker.record(r.outcome === "ok", now, trial);
     else b.breaker.abandon(trial);
     if (b.breaker.state !== before) this.breakerChanged(b, now);
+    if (lease.lesson && NOT_SERVED.has(r.outcome)) {
+      b.prefixes.unlearn(lease.lesson);
+      b.affinityDirty = this.affinityPending = true;
+    }
     if (r.ttftMs !== undefined) b.ttftEwmaMs = b.ttftEwmaMs === null ? r.ttftMs : 0.8 * b.ttftEwmaMs + 0.2 * r.ttftMs;
     this.letGoIfOrphan(b);
   }
@@ -202,7 +220,7 @@ export class GroupRouter {
     const b = view?.backends.find((x) => x.id === r.backendId);
     if (!b) return;
     b.inFlight++;
-    this.leases.add(r.lease, { backend: b, expiresAt: now + this.leaseTtlMs, blocks: 0, trialOf: -1 });
+    this.leases.add(r.lease, { backend: b, expiresAt: now + this.leaseTtlMs, blocks: 0, trialOf: -1, lesson: null });
     this.adopted++;
   }
 
@@ -350,6 +368,7 @@ export class GroupRouter {
     const newest = oldestFirst.at(-1);
     if (!newest) return;
     this.leaseTtlMs = Math.max(...oldestFirst.map((v) => v.group.leaseTtlMs));
+    this.lessonLimit = newest.group.prefixBudgetBlocks * LESSON_SHARE;
     const all = [...this.backends.values()];
     const caps = prefixCapacities(
       all.map((b) => b.kvCapacityBlocks),

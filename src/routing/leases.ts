@@ -1,4 +1,5 @@
 import type { Backend } from "./backend.ts";
+import type { Lesson } from "./prefix-set.ts";
 
 /** A backend's in-flight slot, held by one request until its Worker releases it or it expires. */
 export interface Lease {
@@ -11,6 +12,8 @@ export interface Lease {
    * so a trial from an earlier half-open period has no say in a later one; −1 for no trial.
    */
   trialOf: number;
+  /** What routing it taught its backend's prefix set, taken back if the backend did not serve it; null when nothing was kept. */
+  lesson: Lesson | null;
 }
 
 /**
@@ -25,6 +28,8 @@ export class LeaseTable {
   // Insertion order is expiry order: every lease lives for the object's one TTL from its last renewal.
   private readonly live = new Map<string, Lease>();
   private readonly ended = new Set<string>();
+  /** Blocks the live leases' lessons hold: bounded by the router. */
+  lessonBlocks = 0;
 
   get size(): number {
     return this.live.size;
@@ -32,6 +37,7 @@ export class LeaseTable {
 
   add(id: string, lease: Lease): void {
     this.live.set(id, lease);
+    if (lease.lesson) this.lessonBlocks += lease.lesson.blocks.length;
   }
 
   /** The lease released: removed if live, its id remembered either way. */
@@ -44,7 +50,7 @@ export class LeaseTable {
       }
     }
     const lease = this.live.get(id);
-    if (lease) this.live.delete(id);
+    if (lease) this.remove(id, lease);
     return lease;
   }
 
@@ -67,7 +73,7 @@ export class LeaseTable {
     const out: Lease[] = [];
     for (const [id, lease] of this.live) {
       if (lease.expiresAt > now) break;
-      this.live.delete(id);
+      this.remove(id, lease);
       out.push(lease);
     }
     return out;
@@ -76,5 +82,10 @@ export class LeaseTable {
   nextExpiry(): number | null {
     for (const lease of this.live.values()) return lease.expiresAt;
     return null;
+  }
+
+  private remove(id: string, lease: Lease): void {
+    this.live.delete(id);
+    if (lease.lesson) this.lessonBlocks -= lease.lesson.blocks.length;
   }
 }

@@ -159,6 +159,40 @@ describe("GroupRouter: lease renewals", () => {
   });
 });
 
+describe("GroupRouter: a backend learns a prompt only from a request it served", () => {
+  const g = version([dep("a1"), dep("b2")], { strategy: "prefix-aware", hotThreshold: 0 });
+  const prompt = Array.from({ length: 20 }, (_, i) => 7_000 + i);
+
+  it.each([
+    ["upstream-error", 0],
+    ["rejected", 0],
+    ["rate-limited", 0],
+    ["ok", 20],
+    ["client-abort", 20],
+  ] as const)("%s: the same prompt then matches %i blocks there", (outcome, matched) => {
+    const r = new GroupRouter("g");
+    r.install(g, 0);
+    const first = decided(r.route(g.version, prompt, [], 0));
+    r.release({ lease: first.lease, outcome }, 1);
+    expect(byId(r)[first.backendId]?.prefixBlocks).toBe(matched);
+    const again = decided(r.route(g.version, prompt, [], 1000));
+    expect(again.matched).toBe(matched);
+  });
+
+  it("keeps what a request served since taught: the shared part of a failed prompt stays", () => {
+    const r = new GroupRouter("g");
+    r.install(g, 0);
+    const failing = decided(r.route(g.version, prompt, [], 0));
+    // A burst: the same prompt again, while the first is in flight, goes where it is cached.
+    const same = decided(r.route(g.version, [...prompt, 1], ["b2", "a1"].filter((x) => x !== failing.backendId), 0));
+    expect(same.backendId).toBe(failing.backendId);
+    expect(same.matched).toBe(20);
+    r.release({ lease: same.lease, outcome: "ok" }, 1);
+    r.release({ lease: failing.lease, outcome: "rejected" }, 2);
+    expect(byId(r)[failing.backendId]?.prefixBlocks).toBe(21);
+  });
+});
+
 describe("GroupRouter: the prefix budget", () => {
   it("shares the group's budget out by kvCapacityBlocks, over every version's servers", () => {
     const r = new GroupRouter("g");
