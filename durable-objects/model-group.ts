@@ -170,9 +170,13 @@ export class ModelGroup extends DurableObject<unknown> implements ModelGroupRpc 
       if (at === null || snapshotDue < at) at = snapshotDue;
     }
     if (at === null) return;
-    // A probe due already (a restored open breaker) is due now, not in the past.
-    at = Math.max(at, Date.now());
-    if (this.alarmAt !== null && this.alarmAt <= at) return;
+    const now = Date.now();
+    // The runtime keeps whole milliseconds and drops the fraction: an alarm set for a fractional
+    // due time would fire before it, find nothing due, and be set again for the same instant.
+    at = Math.max(Math.ceil(at), now);
+    // An alarm already set for earlier will come and set the next one. One that should have
+    // fired by now proves nothing (it may never come): it is set again.
+    if (this.alarmAt !== null && this.alarmAt > now && this.alarmAt <= at) return;
     this.alarmAt = at;
     void this.ctx.storage.setAlarm(at);
   }

@@ -100,6 +100,7 @@ export class Backend implements BackendView {
       ttftEwmaMs: this.ttftEwmaMs,
       prefillDebtBlocks: Math.round(this.prefillDebt),
       breaker: this.breaker.snapshot(),
+      nextProbeAt: this.breaker.state === "closed" ? null : this.nextProbeAt,
     };
   }
 }

@@ -91,6 +91,8 @@ export interface BackendSnapshot {
   ttftEwmaMs: number | null;
   prefillDebtBlocks: number;
   breaker: BreakerSnapshot;
+  /** When its next health probe is due (epoch ms); null while its breaker is closed. */
+  nextProbeAt: number | null;
 }
 
 /** A group's routing state as its Durable Object holds it (GET /v1/kvgate/status). */

@@ -74,8 +74,9 @@ function failoverGroups(u: Upstreams): GatewayConfigInput["modelGroups"] {
     { name: "durable-breaker", strategy: "round-robin", breaker: { ...breaker, probeIntervalMs: 60_000 }, deployments: [dead, healthy] },
     // test/workers/config-versions.test.ts routes it with this config and with a redeployed one.
     { name: "skew", strategy: "round-robin", breaker, deployments: u.fleetUrls.slice(0, 3).map((baseUrl, i) => ({ id: `sim-${i}`, baseUrl, model: UPSTREAM_MODEL })) },
-    // test/workers/durable-object-state.test.ts: a snapshot over many backends.
+    // test/workers/durable-object-state.test.ts: a snapshot over many backends; a breaker only probes can close.
     { name: "many-backends", snapshotIntervalMs: 20, deployments: Array.from({ length: 80 }, (_, i) => ({ id: `m${i}`, baseUrl: u.fleetUrls[i % u.fleetUrls.length] as string, model: UPSTREAM_MODEL })) },
+    { name: "probed", breaker: { consecutiveFailures: 2, openMs: 600_000, probeIntervalMs: 200, closeAfterSuccesses: 2 }, deployments: [{ id: "probed", baseUrl: u.fleetUrls[1] as string, model: UPSTREAM_MODEL }] },
     { name: "durable", snapshotIntervalMs: 20, deployments: u.fleetUrls.map((baseUrl, i) => ({ id: `sim-${i}`, baseUrl, model: UPSTREAM_MODEL })) },
   ];
 }

@@ -1,10 +1,10 @@
-import { evictDurableObject, runInDurableObject } from "cloudflare:test";
+import { evictDurableObject, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it, vi } from "vitest";
 import type { RouteDecision, RouteRefusal, VersionRefusal } from "../../src/routing/protocol.ts";
 import { EVENTUALLY, firstRouteCall, groupConfig, routeCall, status } from "./gateway.ts";
 
-/** The Durable Object's own state: what it stores (issue 10 §4). */
+/** The Durable Object's own state: what it stores, and the alarm that keeps it (issue 10 §4). */
 
 function decided(d: RouteDecision | RouteRefusal | VersionRefusal): RouteDecision {
   if ("refused" in d) throw new Error(`refused: ${d.refused}`);
@@ -54,5 +54,42 @@ describe("the affinity snapshot", () => {
     const after = await status(name);
     expect(after.restored.affinityBlocks).toBe(80 * 4096);
     expect(after.backends.every((b) => b.prefixBlocks === 4096)).toBe(true);
+  });
+});
+
+describe("the alarm", () => {
+  it("is set for a whole millisecond no earlier than the probe it is for, even after running early, and probes alone close a breaker", async () => {
+    const name = "probed";
+    const g = groupConfig(name);
+    const stub = env.MODEL_GROUP.getByName(name);
+    // Read in one turn of the object: the due time of the probe and the alarm it set for it.
+    const alarmAndDue = () =>
+      runInDurableObject(stub, async (o, state) => {
+        const b = o.status().backends[0];
+        return { state: b?.breaker.state, due: b?.nextProbeAt ?? null, alarm: await state.storage.getAlarm() };
+      });
+    const expectArmed = async () => {
+      const { state, due, alarm } = await alarmAndDue();
+      if (state === "closed") return;
+      expect(due).not.toBeNull();
+      expect(alarm).not.toBeNull();
+      expect(Number.isInteger(alarm)).toBe(true);
+      expect(alarm as number).toBeGreaterThanOrEqual(due as number);
+    };
+    // Two failures open its breaker; after that no request is sent, and openMs is 10 minutes.
+    for (let i = 0; i < 2; i++) {
+      const d = decided(await stub.route(i === 0 ? firstRouteCall(g, []) : routeCall(g, [])));
+      await stub.release([{ lease: d.lease, outcome: "upstream-error" }], []);
+    }
+    const opened = await alarmAndDue();
+    expect(opened.state).toBe("open");
+    // Jittered: the probe's due time is not a whole millisecond, which the runtime's alarm is.
+    expect(Number.isInteger(opened.due)).toBe(false);
+    await expectArmed();
+    // An alarm that runs before the probe is due finds nothing to do, and must set itself again.
+    await runDurableObjectAlarm(stub);
+    await expectArmed();
+    await vi.waitFor(async () => expect((await status(name)).backends[0]?.breaker.state).toBe("closed"), EVENTUALLY);
+    expect((await status(name)).backends[0]?.completed).toBe(0);
   });
 });
