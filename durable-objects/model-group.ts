@@ -182,10 +182,10 @@ export class ModelGroup extends DurableObject<unknown> implements ModelGroupRpc 
   }
 }
 
-/** A health probe: any 2xx within the timeout is healthy. */
+/** A health probe: a 2xx within the timeout is healthy. A redirect is not followed, and is no answer. */
 async function probe(url: string, timeoutMs: number): Promise<boolean> {
   try {
-    const res = await fetch(url, { method: "GET", signal: AbortSignal.timeout(timeoutMs) });
+    const res = await fetch(url, { method: "GET", redirect: "manual", signal: AbortSignal.timeout(timeoutMs) });
     await res.body?.cancel();
     return res.ok;
   } catch {
