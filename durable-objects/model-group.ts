@@ -1,144 +1,159 @@
 import { DurableObject } from "cloudflare:workers";
-import type { GroupStatus } from "../src/routing/protocol.ts";
-import { GroupRouter, type LeaseRelease, type RouteDecision, type RouteRefusal, type SavedBreaker } from "../src/routing/group-router.ts";
-import { loadConfig } from "../workers/config.ts";
-import type { Env } from "../workers/env.ts";
-
-
-type SavedBreakers = SavedBreaker[];
-type SavedAffinity = { id: string; blocks: Float64Array }[];
+import type { ResolvedGroup } from "../src/config/load.ts";
+import type { SavedBreaker } from "../src/routing/backend.ts";
+import { GroupRouter } from "../src/routing/group-router.ts";
+import type { GroupStatus, LeaseRelease, LeaseRenewal, ModelGroupRpc, RouteCall, RouteDecision, RouteRefusal, VersionRefusal } from "../src/routing/protocol.ts";
 
 /** Blocks per backend kept in the affinity snapshot: 32 KiB each, the recent working set. */
 const SNAPSHOT_BLOCKS = 4096;
-const KEY_BREAKERS = "breakers";
-const KEY_AFFINITY = "affinity";
-const KEY_GROUP = "group";
+/**
+ * Storage keys. Every value is small whatever the size of the group — a version's config, one
+ * server's breaker, one server's snapshot (≤ 32 KiB) — far under the 2 MB a value may hold.
+ */
+const VIEW = "view:";
+const BREAKER = "breaker:";
+const AFFINITY = "affinity:";
+/** storage.put and storage.delete take at most this many keys a call. */
+const KEYS_PER_CALL = 128;
 
 /**
- * One object per model group: it decides and it counts, and is never in the data path.
- * The routing itself is src/routing/group-router.ts; this shell binds it to storage and to the
- * alarm, which reclaims leases a killed Worker never released, sends health probes to open and
- * half-open backends, and saves the affinity snapshot. Writes are batched: breakers when one
- * changes state, affinity at most once per snapshotIntervalMs — never one per request.
+ * What a Worker of an earlier gateway gets (its calls named the group, and backends by position):
+ * an error, before anything changes, which it answers as routing unavailable.
  */
-export class ModelGroup extends DurableObject<Env> {
-  private router: GroupRouter | null = null;
+const OTHER_PROTOCOL = "kvgate: a call of another routing protocol (an older gateway deployed beside this one)";
+
+interface SavedView {
+  group: ResolvedGroup;
+  installedAt: number;
+}
+
+/**
+ * One object per model group (its name is the group's): it decides and it counts, and is never in
+ * the data path. The routing itself is src/routing/group-router.ts; this shell binds it to
+ * storage and to the alarm, which reclaims leases no Worker renews, sends health probes to open
+ * and half-open backends, and saves the affinity snapshot. It reads no config of its own: its
+ * callers bring their version's, and it keeps what it was given, so an alarm after an eviction
+ * knows what to probe. Writes are batched: a breaker when it changes state, affinity at most once
+ * per snapshotIntervalMs — never one per request.
+ */
+export class ModelGroup extends DurableObject<unknown> implements ModelGroupRpc {
+  private readonly router: GroupRouter;
   private alarmAt: number | null = null;
   private readonly calls = { route: 0, release: 0 };
-  private saved: { breakers: SavedBreakers | undefined; affinity: SavedAffinity | undefined } = { breakers: undefined, affinity: undefined };
-  /** The group this object serves, as saved: an alarm after an eviction needs it before any call. */
-  private savedGroup: string | undefined;
-  private restored = { breakers: 0, affinityBlocks: 0 };
-  private savedBreakerVersion = 0;
-  private routedSinceSnapshot = 0;
+  private readonly restored = { breakers: 0, affinityBlocks: 0 };
   private snapshotAt = 0;
 
-  constructor(ctx: DurableObjectState, env: Env) {
+  constructor(ctx: DurableObjectState, env: unknown) {
     super(ctx, env);
-    void ctx.blockConcurrencyWhile(async () => {
-      const found = await ctx.storage.get<SavedBreakers | SavedAffinity | string>([KEY_BREAKERS, KEY_AFFINITY, KEY_GROUP]);
-      this.saved = { breakers: found.get(KEY_BREAKERS) as SavedBreakers | undefined, affinity: found.get(KEY_AFFINITY) as SavedAffinity | undefined };
-      this.savedGroup = found.get(KEY_GROUP) as string | undefined;
-    });
-  }
-
-  private routerFor(group: string): GroupRouter {
-    if (this.router) return this.router;
-    const loaded = loadConfig(this.env);
-    if (!loaded.ok) throw new Error(loaded.error);
-    const g = loaded.config.groups.find((x) => x.name === group);
-    if (!g) throw new Error(`no model group "${group}"`);
-    // Once per object: an alarm after an eviction rebuilds the router from it.
-    if (this.savedGroup !== group) void this.ctx.storage.put(KEY_GROUP, group);
-    this.savedGroup = group;
-    const router = new GroupRouter(g);
-    const { breakers, affinity } = this.saved;
-    if (breakers) this.restored.breakers = router.restoreBreakers(breakers);
-    if (affinity) {
-      router.restoreAffinity(affinity);
-      this.restored.affinityBlocks = affinity.reduce((n, a) => n + a.blocks.length, 0);
-    }
-    this.saved = { breakers: undefined, affinity: undefined };
-    this.savedBreakerVersion = router.breakerVersion;
-    this.router = router;
-    if (this.restored.breakers > 0) this.arm(router);
-    return router;
+    this.router = new GroupRouter(ctx.id.name ?? ctx.id.toString());
+    void ctx.blockConcurrencyWhile(() => this.restore());
   }
 
   /**
-   * Releases the leases that rode along, then picks a backend and takes its slot.
-   * `exclude`: backends this request already failed on (a failover attempt).
+   * Processes the leases that rode along, then picks a backend of the caller's version and takes
+   * its slot. A version it does not know, with no group attached, is refused (the leases are
+   * processed all the same): the Worker sends the call again with its group.
    */
-  route(group: string, chain: number[], released: LeaseRelease[], exclude: number[] = []): RouteDecision | RouteRefusal {
+  route(call: RouteCall): RouteDecision | RouteRefusal | VersionRefusal {
+    if (typeof call !== "object" || call === null) throw new TypeError(OTHER_PROTOCOL);
     this.calls.route++;
-    const router = this.routerFor(group);
     const now = Date.now();
-    for (const r of released) router.release(r, now);
-    const decision = router.route(chain, now, exclude);
-    this.routedSinceSnapshot++;
-    this.afterChange(router);
+    const r = this.router;
+    for (const x of call.released) r.release(x, now);
+    if (call.group && !r.knows(call.group.version)) this.install(call.group, now);
+    for (const x of call.renewed) r.renew(x, now);
+    const decision = r.route(call.version, call.chain, call.exclude, now);
+    this.afterChange();
     return decision;
   }
 
-  release(group: string, released: LeaseRelease[]): void {
+  release(released: LeaseRelease[], renewed: LeaseRenewal[]): void {
+    if (!Array.isArray(released) || !Array.isArray(renewed)) throw new TypeError(OTHER_PROTOCOL);
     this.calls.release++;
-    const router = this.routerFor(group);
     const now = Date.now();
-    for (const r of released) router.release(r, now);
-    this.afterChange(router);
+    for (const x of released) this.router.release(x, now);
+    for (const x of renewed) this.router.renew(x, now);
+    this.afterChange();
   }
 
-  status(group: string): GroupStatus {
+  status(): GroupStatus {
     // Counts as they stand: expiry is the alarm's and the route call's job, so a test can see it happen.
-    const router = this.routerFor(group);
+    const r = this.router;
     return {
-      group: router.group.name,
-      strategy: router.group.strategy,
-      leases: router.leaseCount,
+      group: r.name,
+      strategy: r.newest?.strategy ?? "",
+      versions: r.versions(),
+      leases: r.leaseCount,
       calls: { ...this.calls },
-      restored: { ...this.restored },
-      backends: router.snapshot(),
+      restored: { ...this.restored, leases: r.adopted },
+      backends: r.snapshot(),
     };
   }
 
   override async alarm(): Promise<void> {
     this.alarmAt = null;
-    let router = this.router;
-    if (!router && this.savedGroup) {
-      try {
-        router = this.routerFor(this.savedGroup);
-      } catch (e) {
-        // The group left the config: nothing of it is left to probe or reclaim.
-        console.error(`kvgate: alarm for group "${this.savedGroup}": ${(e as Error).message}`);
-        return;
-      }
-    }
-    if (!router) return;
+    const r = this.router;
     const now = Date.now();
-    router.expire(now);
-    const probes = router.dueProbes(now);
+    r.expire(now);
+    r.dropIdleViews(now);
+    const probes = r.dueProbes(now);
     if (probes.length > 0) {
-      const timeoutMs = router.group.breaker.probeTimeoutMs;
-      const results = await Promise.all(probes.map((p) => probe(p.url, timeoutMs)));
+      const results = await Promise.all(probes.map((p) => probe(p.url, p.timeoutMs)));
       const at = Date.now();
-      probes.forEach((p, i) => router.probed(p.backend, results[i] as boolean, at));
+      probes.forEach((p, i) => r.probed(p.key, results[i] as boolean, at));
     }
-    if (this.routedSinceSnapshot > 0 && Date.now() - this.snapshotAt >= router.group.snapshotIntervalMs) this.saveAffinity(router);
-    this.afterChange(router);
+    const g = r.newest;
+    if (g && r.affinityPending && Date.now() - this.snapshotAt >= g.snapshotIntervalMs) this.saveAffinity();
+    this.afterChange();
   }
 
-  private afterChange(router: GroupRouter): void {
-    if (router.breakerVersion !== this.savedBreakerVersion) {
-      this.savedBreakerVersion = router.breakerVersion;
-      void this.ctx.storage.put(KEY_BREAKERS, router.breakerStates());
-    }
-    this.arm(router);
+  private install(group: ResolvedGroup, now: number): void {
+    this.router.install(group, now);
+    const saved: SavedView = { group, installedAt: now };
+    void this.ctx.storage.put(VIEW + group.version, saved);
   }
 
-  private saveAffinity(router: GroupRouter): void {
-    this.routedSinceSnapshot = 0;
+  /** What an earlier incarnation saved: the versions first (they say which servers exist), then each server's state. */
+  private async restore(): Promise<void> {
+    const storage = this.ctx.storage;
+    const views = [...(await storage.list<SavedView>({ prefix: VIEW })).values()].sort((a, b) => a.installedAt - b.installedAt);
+    const now = Date.now();
+    for (const v of views) this.router.install(v.group, now);
+    const stale: string[] = [];
+    for (const [key, saved] of await storage.list<SavedBreaker>({ prefix: BREAKER })) {
+      if (!this.router.restoreBreaker(saved)) stale.push(key);
+      else if (saved.state !== "closed") this.restored.breakers++;
+    }
+    for (const [key, blocks] of await storage.list<Float64Array>({ prefix: AFFINITY })) {
+      if (this.router.restoreAffinity(key.slice(AFFINITY.length), blocks)) this.restored.affinityBlocks += blocks.length;
+      else stale.push(key);
+    }
+    this.deleteKeys(stale);
+    this.afterChange();
+  }
+
+  private afterChange(): void {
+    const r = this.router;
+    const breakers = r.takeBreakerChanges();
+    if (breakers.length > 0) this.putAll(breakers.map(({ key, saved }) => [BREAKER + key, saved]));
+    const dropped = r.takeDropped();
+    if (dropped.versions.length + dropped.backends.length > 0) {
+      this.deleteKeys([...dropped.versions.map((v) => VIEW + v), ...dropped.backends.flatMap((k) => [BREAKER + k, AFFINITY + k])]);
+    }
+    this.arm();
+  }
+
+  private saveAffinity(): void {
     this.snapshotAt = Date.now();
-    void this.ctx.storage.put(KEY_AFFINITY, router.exportAffinity(SNAPSHOT_BLOCKS));
+    this.putAll(this.router.takeAffinityChanges(SNAPSHOT_BLOCKS).map(({ key, blocks }) => [AFFINITY + key, blocks]));
+  }
+
+  private putAll(entries: [string, unknown][]): void {
+    for (let i = 0; i < entries.length; i += KEYS_PER_CALL) void this.ctx.storage.put(Object.fromEntries(entries.slice(i, i + KEYS_PER_CALL)));
+  }
+
+  private deleteKeys(keys: string[]): void {
+    for (let i = 0; i < keys.length; i += KEYS_PER_CALL) void this.ctx.storage.delete(keys.slice(i, i + KEYS_PER_CALL));
   }
 
   /**
@@ -146,25 +161,31 @@ export class ModelGroup extends DurableObject<Env> {
    * already set: leases expire in the order they were taken, so on the request path this is a
    * comparison, not a storage write.
    */
-  private arm(router: GroupRouter): void {
-    let at = router.nextWake();
-    if (this.routedSinceSnapshot > 0) {
-      const snapshotDue = Math.max(this.snapshotAt + router.group.snapshotIntervalMs, Date.now());
+  private arm(): void {
+    const r = this.router;
+    let at = r.nextWake();
+    const g = r.newest;
+    if (g && r.affinityPending) {
+      const snapshotDue = this.snapshotAt + g.snapshotIntervalMs;
       if (at === null || snapshotDue < at) at = snapshotDue;
     }
     if (at === null) return;
-    // A probe due already (a restored open breaker) is due now, not in the past.
-    at = Math.max(at, Date.now());
-    if (this.alarmAt !== null && this.alarmAt <= at) return;
+    const now = Date.now();
+    // The runtime keeps whole milliseconds and drops the fraction: an alarm set for a fractional
+    // due time would fire before it, find nothing due, and be set again for the same instant.
+    at = Math.max(Math.ceil(at), now);
+    // An alarm already set for earlier will come and set the next one. One that should have
+    // fired by now proves nothing (it may never come): it is set again.
+    if (this.alarmAt !== null && this.alarmAt > now && this.alarmAt <= at) return;
     this.alarmAt = at;
     void this.ctx.storage.setAlarm(at);
   }
 }
 
-/** A health probe: any 2xx within the timeout is healthy. */
+/** A health probe: a 2xx within the timeout is healthy. A redirect is not followed, and is no answer. */
 async function probe(url: string, timeoutMs: number): Promise<boolean> {
   try {
-    const res = await fetch(url, { method: "GET", signal: AbortSignal.timeout(timeoutMs) });
+    const res = await fetch(url, { method: "GET", redirect: "manual", signal: AbortSignal.timeout(timeoutMs) });
     await res.body?.cancel();
     return res.ok;
   } catch {

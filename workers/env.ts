@@ -1,4 +1,4 @@
-import type { ModelGroup } from "../durable-objects/model-group.ts";
+import type { ModelGroupRpc } from "../src/routing/protocol.ts";
 
 /** The one thing the gateway needs of a request's execution context. */
 export interface WaitUntil {
@@ -6,7 +6,8 @@ export interface WaitUntil {
 }
 
 export interface Env {
-  MODEL_GROUP: DurableObjectNamespace<ModelGroup>;
+  /** The model groups' Durable Objects, one per group name (durable-objects/model-group.ts). */
+  MODEL_GROUP: DurableObjectNamespace<ModelGroupRpc & Rpc.DurableObjectBranded>;
   /** The gateway config as JSON (see src/config/schema.ts); a var in wrangler.toml, overridable per environment or as a secret. */
   KVGATE_CONFIG: string;
   /** Secrets named by the config (master key, upstream API keys) are read by name. */

@@ -1,6 +1,7 @@
 import { firstIssue } from "../zod-issues.ts";
 import { removedSetting } from "./removed.ts";
 import { GatewayConfigSchema, type GatewayConfig, type ModelGroupConfig } from "./schema.ts";
+import { groupVersion } from "./version.ts";
 
 export interface ResolvedDeployment {
   id: string;
@@ -14,6 +15,8 @@ export interface ResolvedDeployment {
 
 export interface ResolvedGroup extends Omit<ModelGroupConfig, "deployments"> {
   deployments: ResolvedDeployment[];
+  /** Hash of everything above (src/config/version.ts): what the Worker and the group's Durable Object agree on. */
+  version: string;
 }
 
 export interface ResolvedConfig extends Omit<GatewayConfig, "modelGroups"> {
@@ -55,7 +58,8 @@ export function parseConfig(raw: unknown): ConfigResult {
       ids.add(id);
       deployments.push({ id, baseUrl: d.baseUrl.replace(/\/+$/, ""), model: d.model, apiKeyEnv: d.apiKeyEnv, maxInFlight: d.maxInFlight, kvCapacityBlocks: d.kvCapacityBlocks, prefillTokensPerSec: d.prefillTokensPerSec });
     }
-    const resolved: ResolvedGroup = { ...group, deployments };
+    const settled = { ...group, deployments };
+    const resolved: ResolvedGroup = { ...settled, version: groupVersion(settled) };
     for (const [ni, modelName] of [group.name, ...group.aliases].entries()) {
       if (byModel.has(modelName)) {
         const field = ni === 0 ? `modelGroups[${gi}].name` : `modelGroups[${gi}].aliases[${ni - 1}]`;

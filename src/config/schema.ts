@@ -104,8 +104,17 @@ export const ModelGroupSchema = z.strictObject({
   blockChars: z._default(z.number().check(z.int(), z.minimum(8), z.maximum(4096)), 64),
   /** Longest fingerprint sent to the Durable Object; later blocks are not hashed. */
   maxPrefixBlocks: z._default(z.number().check(z.int(), z.minimum(1), z.maximum(16_384)), 2048),
-  /** A lease not released by then (Worker killed mid-stream) is reclaimed. */
-  leaseTtlMs: z._default(positiveInt(), 600_000),
+  /**
+   * A Worker renews each lease it holds every leaseTtlMs / 3; one neither renewed nor released
+   * for this long (its Worker was killed mid-stream) is reclaimed.
+   */
+  leaseTtlMs: z._default(positiveInt(), 30_000),
+  /**
+   * Prefix-set entries the group's Durable Object keeps over all its backends: each gets
+   * min(kvCapacityBlocks, its share by kvCapacityBlocks of this). An entry costs about 30 bytes, so
+   * the default bounds the object's prefix sets near 32 MiB whatever the number of backends.
+   */
+  prefixBudgetBlocks: z._default(positiveInt(), 1_048_576),
   /**
    * A streamed request's time until the upstream's response headers, which come with its first
    * token: past it the backend counts as failed and the request is retried elsewhere.

@@ -37,12 +37,17 @@ export class Breaker {
   private consecutive = 0;
   private trials = 0;
   private successes = 0;
-  private readonly p: BreakerParams;
+  private p: BreakerParams;
   private readonly ok = new Array<number>(BUCKETS).fill(0);
   private readonly failed = new Array<number>(BUCKETS).fill(0);
   private bucketAt = 0;
 
   constructor(p: BreakerParams) {
+    this.p = p;
+  }
+
+  /** New settings (a newer config version): the state and the window's counts carry over. */
+  configure(p: BreakerParams): void {
     this.p = p;
   }
 

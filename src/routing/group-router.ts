@@ -1,150 +1,91 @@
-import type { ResolvedGroup } from "../config/load.ts";
-import { Breaker, type BreakerSnapshot, type BreakerState } from "./breaker.ts";
+import type { ResolvedDeployment, ResolvedGroup } from "../config/load.ts";
+import { Backend, backendKey, type SavedBreaker } from "./backend.ts";
 import { HotPrefixes } from "./hot-prefixes.ts";
-import { PrefixSet } from "./prefix-set.ts";
-import { choose, type BackendView, type HotProbe, type RouteReason, type Rng } from "./strategies.ts";
+import { LeaseTable, type Lease } from "./leases.ts";
+import { prefixCapacities } from "./prefix-budget.ts";
+import type { BackendSnapshot, LeaseOutcome, LeaseRelease, LeaseRenewal, RouteDecision, RouteRefusal, VersionRefusal } from "./protocol.ts";
+import { choose, type HotProbe, type Rng } from "./strategies.ts";
+
+// The request path (workers/gateway/attempt.ts, proxy.ts) reads these names from here.
+export type { LeaseOutcome, RouteDecision } from "./protocol.ts";
 
 /** Distinct hot-prefix candidates remembered per group. */
 const HOT_PREFIXES_TRACKED = 8192;
-
-export interface RouteDecision {
-  backend: number;
-  backendId: string;
-  lease: string;
-  reason: RouteReason;
-  matched: number;
-  total: number;
-  /** When the object decided (its clock): breakers are judged against the same clock. */
-  routedAt: number;
-}
-
-/** Why a route call found no backend: all breaker-open or already tried, or all at their cap. */
-export interface RouteRefusal {
-  refused: "no-backend" | "at-capacity";
-}
+/** Config versions an object routes for at once (a deploy in progress, a rollback); another is refused until its call brings its group. */
+const MAX_VIEWS = 4;
+/** A version (never the newest) that no call used for this long is let go: its Workers are gone. */
+const VIEW_IDLE_MS = 60_000;
+/** Share of the prefix budget the live leases' lessons may hold: a block there costs 8 bytes, in a prefix set ~30. */
+const LESSON_SHARE = 0.25;
 
 /**
- * How an attempt on a backend ended. ok and upstream-error count for the backend's breaker;
- * rejected (the request's own fault: a 4xx, or a failure that followed the request to another
- * backend), rate-limited and client-abort (the client left, or the gateway's own deadline) do not.
+ * Outcomes after which the backend did not hold the prompt: it failed, refused it, or was too
+ * busy to take it. What routing taught its prefix set is taken back. A client that left (or the
+ * gateway's own deadline) left a backend that had the prompt, and prefilled it.
  */
-export type LeaseOutcome = "ok" | "upstream-error" | "rejected" | "client-abort" | "rate-limited";
+const NOT_SERVED: ReadonlySet<LeaseOutcome> = new Set<LeaseOutcome>(["upstream-error", "rejected", "rate-limited"]);
 
-export interface LeaseRelease {
-  lease: string;
-  outcome: LeaseOutcome;
-  /** Time to the first upstream byte, when one arrived. */
-  ttftMs?: number;
-}
-
-interface BackendState extends BackendView {
-  id: string;
-  baseUrl: string;
-  /** Prompt blocks it drains per millisecond. */
-  drainPerMs: number;
-  debtAt: number;
-  breaker: Breaker;
-  nextProbeAt: number;
-  completed: number;
-  failed: number;
-  rejected: number;
-  aborted: number;
-  expired: number;
-  ttftEwmaMs: number | null;
-}
-
-interface Lease {
-  backend: number;
-  expiresAt: number;
-  /** Blocks it added to its backend's prefill debt. */
-  blocks: number;
-  /**
-   * Sent as a trial while the backend's breaker was half-open: the breaker's opening count then,
-   * so a trial from an earlier half-open period has no say in a later one; −1 for no trial.
-   */
-  trialOf: number;
-}
-
-export interface BackendSnapshot {
-  id: string;
-  inFlight: number;
-  prefixBlocks: number;
-  completed: number;
-  failed: number;
-  /** Requests it refused as the request's own fault (4xx), or that failed the same way elsewhere. */
-  rejected: number;
-  aborted: number;
-  expired: number;
-  ttftEwmaMs: number | null;
-  prefillDebtBlocks: number;
-  breaker: BreakerSnapshot;
-}
-
-export interface SavedBreaker {
-  id: string;
-  baseUrl: string;
-  state: BreakerState;
-  since: number;
-  opened: number;
+/** One config version of the group, as its Workers route with it. */
+interface View {
+  group: ResolvedGroup;
+  /** In the order of its deployments. */
+  backends: Backend[];
+  rrCursor: number;
+  usedAt: number;
+  /** Install order: the highest is the newest version, whose settings the shared state takes. */
+  seq: number;
 }
 
 /** An active health probe the Durable Object should send. */
 export interface ProbeTarget {
-  backend: number;
+  key: string;
   url: string;
+  timeoutMs: number;
 }
 
 /** Whether the lease is a trial of its backend's current half-open period (an earlier period's has no say). */
-function isTrial(lease: Lease, b: BackendState): boolean {
+function isTrial(lease: Lease, b: Backend): boolean {
   return lease.trialOf >= 0 && lease.trialOf === b.breaker.opened;
 }
 
-/** Characters per token the gateway assumes when it turns a prefill rate into hash blocks. */
-const CHARS_PER_TOKEN = 4;
-
 /**
- * Routing state of one model group: per-backend in-flight counts and prefix sets, and the
- * leases that hold in-flight slots. Picking a backend and taking its slot happen in one call,
+ * Routing state of one model group: per-backend in-flight counts, prefix sets and breakers, and
+ * the leases that hold in-flight slots. Picking a backend and taking its slot happen in one call,
  * so a burst of identical prompts cannot all see the same idle backend.
+ *
+ * A call routes with the caller's config version (a view: settings and backends in order); the
+ * state under the views is kept per server (id and URL), so versions that name the same server
+ * share it. A server no version names is let go once nothing is in flight on it.
  */
 export class GroupRouter {
-  readonly group: ResolvedGroup;
-  private readonly backends: BackendState[];
-  // Insertion order is expiry order: every lease of a group lives for the same TTL.
-  private readonly leases = new Map<string, Lease>();
+  readonly name: string;
+  private readonly views = new Map<string, View>();
+  private readonly backends = new Map<string, Backend>();
+  /** Backends no version names that still have leases in flight. */
+  private readonly orphans = new Set<Backend>();
+  private readonly leases = new LeaseTable();
   private readonly epoch: string;
   private seq = 0;
-  private rrCursor = 0;
+  private installs = 0;
   private readonly rng: Rng;
-  private readonly hot: HotPrefixes | null;
+  private hot: HotPrefixes | null = null;
+  /** The call being routed: what the hot-prefix probe, made once, reads. */
   private now = 0;
-  private readonly hotProbe: HotProbe;
+  private hotThreshold = 0;
+  private readonly hotProbe: HotProbe = (hash) => (this.hot as HotPrefixes).hit(hash, this.now) >= this.hotThreshold;
+  /** One TTL for every lease, the longest of the versions': none renews slower than it. */
+  private leaseTtlMs = 0;
+  private lessonLimit = 0;
+  private dropped: { versions: string[]; backends: string[] } = { versions: [], backends: [] };
+  /** Some prefix set changed since the last takeAffinityChanges. */
+  affinityPending = false;
+  /** Leases taken back from their Workers' renewals (after this object restarted). */
+  adopted = 0;
 
-  constructor(group: ResolvedGroup, rng: Rng = Math.random) {
-    this.group = group;
+  constructor(name: string, rng: Rng = Math.random) {
+    this.name = name;
     this.rng = rng;
-    this.hot = group.hotThreshold > 0 ? new HotPrefixes(HOT_PREFIXES_TRACKED, group.hotHalfLifeMs) : null;
-    this.hotProbe = (hash) => (this.hot as HotPrefixes).hit(hash, this.now) >= group.hotThreshold;
     this.epoch = Math.floor(rng() * 0x7fffffff).toString(36);
-    this.backends = group.deployments.map((d) => ({
-      id: d.id,
-      baseUrl: d.baseUrl,
-      inFlight: 0,
-      maxInFlight: d.maxInFlight,
-      prefixes: new PrefixSet(d.kvCapacityBlocks),
-      prefillDebt: 0,
-      debtAt: 0,
-      available: true,
-      breaker: new Breaker(group.breaker),
-      nextProbeAt: 0,
-      drainPerMs: d.prefillTokensPerSec / 1000 / (group.blockChars / CHARS_PER_TOKEN),
-      completed: 0,
-      failed: 0,
-      rejected: 0,
-      aborted: 0,
-      expired: 0,
-      ttftEwmaMs: null,
-    }));
   }
 
   get leaseCount(): number {
@@ -153,47 +94,99 @@ export class GroupRouter {
 
   /** Earliest lease expiry, for the alarm that reclaims leaked slots. */
   get nextExpiry(): number | null {
-    for (const lease of this.leases.values()) return lease.expiresAt;
-    return null;
+    return this.leases.nextExpiry();
+  }
+
+  knows(version: string): boolean {
+    return this.views.has(version);
+  }
+
+  /** The newest version's group; undefined before the first install. */
+  get newest(): ResolvedGroup | undefined {
+    return this.newestView()?.group;
+  }
+
+  /** The versions it routes for, newest first. */
+  versions(): string[] {
+    return [...this.views.values()].sort((a, b) => b.seq - a.seq).map((v) => v.group.version);
+  }
+
+  /** Learns a config version. The newest installed is the one whose settings the shared state takes. */
+  install(group: ResolvedGroup, now: number): void {
+    const known = this.views.get(group.version);
+    if (known) {
+      known.usedAt = now;
+      return;
+    }
+    const backends = group.deployments.map((d) => {
+      const key = backendKey(d.id, d.baseUrl);
+      let b = this.backends.get(key);
+      if (!b) this.backends.set(key, (b = new Backend(d, group)));
+      return b;
+    });
+    this.views.set(group.version, { group, backends, rrCursor: 0, usedAt: now, seq: ++this.installs });
+    while (this.views.size > MAX_VIEWS) {
+      let lru: View | undefined;
+      for (const v of this.views.values()) if (v.group.version !== group.version && (!lru || v.usedAt < lru.usedAt)) lru = v;
+      this.dropView(lru as View);
+    }
+    this.settle();
   }
 
   /**
-   * Picks a backend and takes its slot. `exclude`: backends this request already failed on.
-   * A backend whose breaker is open is never picked; a half-open one takes a few trials.
+   * Picks a backend of `version` and takes its slot. `exclude`: ids of backends this request
+   * already failed on. A backend whose breaker is open is never picked; a half-open one takes a
+   * few trials.
    */
-  route(chain: ArrayLike<number>, now: number, exclude: readonly number[] = []): RouteDecision | RouteRefusal {
+  route(version: string, chain: ArrayLike<number>, exclude: readonly string[], now: number): RouteDecision | RouteRefusal | VersionRefusal {
+    const view = this.views.get(version);
+    if (!view) return { refused: "unknown-version" };
+    view.usedAt = now;
+    if (this.views.size > 1) this.dropIdleViews(now);
     if (this.leases.size > 0) this.expire(now);
-    const g = this.group;
-    this.now = now;
+    const g = view.group;
     let admissible = 0;
-    for (let i = 0; i < this.backends.length; i++) {
-      const b = this.backends[i] as BackendState;
-      if (b.prefillDebt > 0) b.prefillDebt = Math.max(0, b.prefillDebt - b.drainPerMs * (now - b.debtAt));
-      b.debtAt = now;
-      b.available = !exclude.includes(i) && b.breaker.admits(now);
+    for (let i = 0; i < view.backends.length; i++) {
+      const b = view.backends[i] as Backend;
+      b.drain(now);
+      b.maxInFlight = (g.deployments[i] as ResolvedDeployment).maxInFlight;
+      b.available = !exclude.includes(b.id) && b.breaker.admits(now);
       if (b.available) admissible++;
     }
     if (admissible === 0) return { refused: "no-backend" };
-    const choice = choose(g.strategy, this.backends, chain, g, this.rng, this.rrCursor, this.hot ? this.hotProbe : null);
+    let hot: HotProbe | null = null;
+    if (g.hotThreshold > 0) {
+      this.hot ??= new HotPrefixes(HOT_PREFIXES_TRACKED, g.hotHalfLifeMs);
+      this.now = now;
+      this.hotThreshold = g.hotThreshold;
+      hot = this.hotProbe;
+    }
+    const choice = choose(g.strategy, view.backends, chain, g, this.rng, view.rrCursor, hot);
     if (!choice) return { refused: "at-capacity" };
-    if (g.strategy === "round-robin") this.rrCursor = (choice.index + 1) % this.backends.length;
-    const b = this.backends[choice.index] as BackendState;
+    if (g.strategy === "round-robin") view.rrCursor = (choice.index + 1) % view.backends.length;
+    const b = view.backends[choice.index] as Backend;
     b.inFlight++;
     // The blocks it must prefill there join that backend's queue of prompt work.
     const blocks = chain.length - choice.matched;
     b.prefillDebt += blocks;
-    if (g.strategy === "prefix-aware" && chain.length > 0) b.prefixes.learn(chain);
+    let lesson = null;
+    if (g.strategy === "prefix-aware" && chain.length > 0) {
+      // Learned now, not when the answer comes: a burst of the same prompt must find it at once.
+      lesson = b.prefixes.learn(chain);
+      b.affinityDirty = this.affinityPending = true;
+      // Past the limit a lesson is not kept: memory stays bounded, and the blocks stay learned.
+      if (lesson && this.leases.lessonBlocks + lesson.blocks.length > this.lessonLimit) lesson = null;
+    }
     const lease = `${this.epoch}.${(++this.seq).toString(36)}`;
-    this.leases.set(lease, { backend: choice.index, expiresAt: now + g.leaseTtlMs, blocks, trialOf: b.breaker.sent() ? b.breaker.opened : -1 });
-    return { backend: choice.index, backendId: b.id, lease, reason: choice.reason, matched: choice.matched, total: chain.length, routedAt: now };
+    this.leases.add(lease, { backend: b, expiresAt: now + this.leaseTtlMs, blocks, trialOf: b.breaker.sent() ? b.breaker.opened : -1, lesson });
+    return { backendId: b.id, lease, reason: choice.reason, matched: choice.matched, total: chain.length, routedAt: now };
   }
 
   /** Idempotent: a lease already released or reclaimed is ignored, so counts never go negative. */
   release(r: LeaseRelease, now: number): void {
-    const lease = this.leases.get(r.lease);
+    const lease = this.leases.end(r.lease);
     if (!lease) return;
-    this.leases.delete(r.lease);
-    const b = this.backends[lease.backend] as BackendState;
+    const b = lease.backend;
     b.inFlight--;
     // A finished request was prefilled: whatever of its work the drain estimate still holds is done.
     b.prefillDebt = Math.max(0, b.prefillDebt - lease.blocks);
@@ -206,39 +199,69 @@ export class GroupRouter {
     if (r.outcome === "ok" || r.outcome === "upstream-error") b.breaker.record(r.outcome === "ok", now, trial);
     else b.breaker.abandon(trial);
     if (b.breaker.state !== before) this.breakerChanged(b, now);
+    if (lease.lesson && NOT_SERVED.has(r.outcome)) {
+      b.prefixes.unlearn(lease.lesson);
+      b.affinityDirty = this.affinityPending = true;
+    }
     if (r.ttftMs !== undefined) b.ttftEwmaMs = b.ttftEwmaMs === null ? r.ttftMs : 0.8 * b.ttftEwmaMs + 0.2 * r.ttftMs;
+    this.letGoIfOrphan(b);
   }
 
-  /** Reclaims leases past their TTL; returns how many. */
+  /**
+   * A lease its Worker still holds. A live one is extended. One this object does not know, and
+   * did not release lately, is from before it restarted: it takes that slot again on the backend
+   * the lease's version names, so in-flight counts come back to the truth.
+   */
+  renew(r: LeaseRenewal, now: number): void {
+    const view = this.views.get(r.version);
+    if (view) view.usedAt = now;
+    if (this.leases.extend(r.lease, now + this.leaseTtlMs)) return;
+    if (this.leases.endedRecently(r.lease)) return;
+    const b = view?.backends.find((x) => x.id === r.backendId);
+    if (!b) return;
+    b.inFlight++;
+    this.leases.add(r.lease, { backend: b, expiresAt: now + this.leaseTtlMs, blocks: 0, trialOf: -1, lesson: null });
+    this.adopted++;
+  }
+
+  /** Reclaims leases past their TTL (their Worker stopped renewing them); returns how many. */
   expire(now: number): number {
-    let n = 0;
-    for (const [id, lease] of this.leases) {
-      if (lease.expiresAt > now) break;
-      this.leases.delete(id);
-      const b = this.backends[lease.backend] as BackendState;
+    const expired = this.leases.takeExpired(now);
+    for (const lease of expired) {
+      const b = lease.backend;
       b.inFlight--;
       b.expired++;
       b.breaker.abandon(isTrial(lease, b));
-      n++;
+      this.letGoIfOrphan(b);
     }
-    return n;
+    return expired.length;
+  }
+
+  /** Lets go of versions no call used lately (never the newest). */
+  dropIdleViews(now: number): void {
+    const newest = this.newestView();
+    let changed = false;
+    for (const v of [...this.views.values()]) {
+      if (v === newest || now - v.usedAt < VIEW_IDLE_MS) continue;
+      this.dropView(v);
+      changed = true;
+    }
+    if (changed) this.settle();
   }
 
   /** Open and half-open backends whose next health probe is due; each is then not due for a jittered interval. */
   dueProbes(now: number): ProbeTarget[] {
     const out: ProbeTarget[] = [];
-    const { probeIntervalMs, probePath } = this.group.breaker;
-    for (let i = 0; i < this.backends.length; i++) {
-      const b = this.backends[i] as BackendState;
+    for (const b of this.backends.values()) {
       if (b.breaker.state === "closed" || b.nextProbeAt > now) continue;
-      b.nextProbeAt = now + probeIntervalMs * (0.5 + this.rng());
-      out.push({ backend: i, url: b.baseUrl + probePath });
+      b.nextProbeAt = now + b.probeIntervalMs * (0.5 + this.rng());
+      out.push({ key: b.key, url: b.probeUrl, timeoutMs: b.probeTimeoutMs });
     }
     return out;
   }
 
-  probed(backend: number, good: boolean, now: number): void {
-    const b = this.backends[backend];
+  probed(key: string, good: boolean, now: number): void {
+    const b = this.backends.get(key);
     if (!b) return;
     const before = b.breaker.state;
     b.breaker.probed(good, now);
@@ -248,61 +271,125 @@ export class GroupRouter {
   /** When the object next has work of its own: a lease to reclaim or a probe to send. */
   nextWake(): number | null {
     let at = this.nextExpiry;
-    for (const b of this.backends) {
+    for (const b of this.backends.values()) {
       if (b.breaker.state === "closed") continue;
       if (at === null || b.nextProbeAt < at) at = b.nextProbeAt;
     }
     return at;
   }
 
-  /** Bumped on every breaker transition, so the owner knows when to persist. */
-  breakerVersion = 0;
-
-  /** Each backend's most recent prefix blocks, for a snapshot that survives eviction. */
-  exportAffinity(maxPerBackend: number): { id: string; blocks: Float64Array }[] {
-    return this.backends.map((b) => ({ id: b.id, blocks: b.prefixes.exportRecent(maxPerBackend) }));
+  /** Breakers that changed state since the last call, by backend key, to persist. */
+  takeBreakerChanges(): { key: string; saved: SavedBreaker }[] {
+    const out: { key: string; saved: SavedBreaker }[] = [];
+    for (const b of this.backends.values()) {
+      if (!b.breakerDirty) continue;
+      b.breakerDirty = false;
+      out.push({ key: b.key, saved: b.savedBreaker() });
+    }
+    return out;
   }
 
-  restoreAffinity(saved: readonly { id: string; blocks: Float64Array }[]): void {
-    for (const s of saved) this.backends.find((b) => b.id === s.id)?.prefixes.importRecent(s.blocks);
+  /** Each backend whose prefix set changed since the last call: its `max` most recent blocks. */
+  takeAffinityChanges(max: number): { key: string; blocks: Float64Array }[] {
+    this.affinityPending = false;
+    const out: { key: string; blocks: Float64Array }[] = [];
+    for (const b of this.backends.values()) {
+      if (!b.affinityDirty) continue;
+      b.affinityDirty = false;
+      out.push({ key: b.key, blocks: b.prefixes.exportRecent(max) });
+    }
+    return out;
   }
 
-  /** The backend registry with each breaker, as persisted: a restore matches id and URL. */
-  breakerStates(): SavedBreaker[] {
-    return this.backends.map((b) => ({ id: b.id, baseUrl: b.baseUrl, ...b.breaker.snapshot() }));
+  /** Versions and backends let go since the last call, whose saved state can go too. */
+  takeDropped(): { versions: string[]; backends: string[] } {
+    const d = this.dropped;
+    this.dropped = { versions: [], backends: [] };
+    return d;
   }
 
-  /** Restores breakers of backends still configured at the same URL; a new server starts closed. */
-  restoreBreakers(saved: readonly SavedBreaker[]): number {
-    let n = 0;
-    this.backends.forEach((b) => {
-      const s = saved.find((x) => x.id === b.id && x.baseUrl === b.baseUrl);
-      if (!s) return;
-      b.breaker.restore(s);
-      if (s.state !== "closed") n++;
-    });
-    return n;
+  /** Restores a saved breaker onto the server it judged; false when no version names that server. */
+  restoreBreaker(s: SavedBreaker): boolean {
+    const b = this.backends.get(backendKey(s.id, s.baseUrl));
+    if (!b) return false;
+    b.breaker.restore(s);
+    return true;
   }
 
-  private breakerChanged(b: BackendState, now: number): void {
-    this.breakerVersion++;
-    // A backend just opened is probed soon: a short outage should not wait out openMs.
-    if (b.breaker.state === "open") b.nextProbeAt = now + this.group.breaker.probeIntervalMs * (0.5 + this.rng());
+  /** Loads a saved prefix-set snapshot; false when the backend is no longer kept. */
+  restoreAffinity(key: string, blocks: Float64Array): boolean {
+    const b = this.backends.get(key);
+    if (!b) return false;
+    b.prefixes.importRecent(blocks);
+    return true;
   }
 
+  /** The newest version's backends in its order, then those only other versions (or leases) still name. */
   snapshot(): BackendSnapshot[] {
-    return this.backends.map((b) => ({
-      id: b.id,
-      inFlight: b.inFlight,
-      prefixBlocks: b.prefixes.size,
-      completed: b.completed,
-      failed: b.failed,
-      rejected: b.rejected,
-      aborted: b.aborted,
-      expired: b.expired,
-      ttftEwmaMs: b.ttftEwmaMs,
-      prefillDebtBlocks: Math.round(b.prefillDebt),
-      breaker: b.breaker.snapshot(),
-    }));
+    const seen = new Set<Backend>();
+    const views = [...this.views.values()].sort((a, b) => b.seq - a.seq);
+    for (const v of views) for (const b of v.backends) seen.add(b);
+    for (const b of this.orphans) seen.add(b);
+    return [...seen].map((b) => b.snapshot());
+  }
+
+  private newestView(): View | undefined {
+    let newest: View | undefined;
+    for (const v of this.views.values()) if (!newest || v.seq > newest.seq) newest = v;
+    return newest;
+  }
+
+  private dropView(v: View): void {
+    this.views.delete(v.group.version);
+    this.dropped.versions.push(v.group.version);
+  }
+
+  /**
+   * After the versions changed: servers no version names are let go (or kept as orphans while
+   * leases are in flight there), every server takes the settings of the newest version naming it,
+   * and the prefix budget of the newest version is shared out again.
+   */
+  private settle(): void {
+    const named = new Set<Backend>();
+    const oldestFirst = [...this.views.values()].sort((a, b) => a.seq - b.seq);
+    for (const v of oldestFirst) {
+      v.group.deployments.forEach((d, i) => {
+        const b = v.backends[i] as Backend;
+        b.configure(d, v.group);
+        named.add(b);
+      });
+    }
+    this.orphans.clear();
+    for (const b of [...this.backends.values()]) {
+      if (named.has(b)) continue;
+      this.orphans.add(b);
+      this.letGoIfOrphan(b);
+    }
+    const newest = oldestFirst.at(-1);
+    if (!newest) return;
+    this.leaseTtlMs = Math.max(...oldestFirst.map((v) => v.group.leaseTtlMs));
+    this.lessonLimit = newest.group.prefixBudgetBlocks * LESSON_SHARE;
+    const all = [...this.backends.values()];
+    const caps = prefixCapacities(
+      all.map((b) => b.kvCapacityBlocks),
+      newest.group.prefixBudgetBlocks,
+    );
+    all.forEach((b, i) => {
+      const cap = caps[i] as number;
+      if (b.prefixes.capacity !== cap) b.prefixes.resize(cap);
+    });
+  }
+
+  private letGoIfOrphan(b: Backend): void {
+    if (b.inFlight > 0 || !this.orphans.has(b)) return;
+    this.orphans.delete(b);
+    this.backends.delete(b.key);
+    this.dropped.backends.push(b.key);
+  }
+
+  private breakerChanged(b: Backend, now: number): void {
+    b.breakerDirty = true;
+    // A backend just opened is probed soon: a short outage should not wait out openMs.
+    if (b.breaker.state === "open") b.nextProbeAt = now + b.probeIntervalMs * (0.5 + this.rng());
   }
 }

@@ -1,18 +1,124 @@
-import type { BackendSnapshot } from "./group-router.ts";
+import type { ResolvedGroup } from "../config/load.ts";
+import type { BreakerSnapshot } from "./breaker.ts";
+import type { RouteReason } from "./strategies.ts";
 
 /**
  * What the Worker and a model group's Durable Object say to each other. Both sides import this
  * file and nothing of each other.
+ *
+ * Backends are named by id, and every route call carries the caller's config version: the object
+ * routes with that version's settings and backends, so during a deploy an old Worker and a new
+ * one each get a backend of their own config, whichever code the object runs. An object that does
+ * not know the version answers `unknown-version`, and the Worker sends the call again with the
+ * group's config attached: only the first call of a version to an object carries it.
  */
+
+/**
+ * How an attempt on a backend ended. ok and upstream-error count for the backend's breaker;
+ * rejected (the request's own fault: a 4xx, or a failure that followed the request to another
+ * backend), rate-limited and client-abort (the client left, or the gateway's own deadline) do not.
+ */
+export type LeaseOutcome = "ok" | "upstream-error" | "rejected" | "client-abort" | "rate-limited";
+
+export interface LeaseRelease {
+  lease: string;
+  outcome: LeaseOutcome;
+  /** Time to the first upstream byte, when one arrived. */
+  ttftMs?: number;
+}
+
+/**
+ * A lease its Worker still holds (sent every leaseTtlMs / 3 while it does). The object extends it,
+ * or, when it does not know the lease (it restarted since), takes its slot again on the backend
+ * the lease names in the version it was routed with.
+ */
+export interface LeaseRenewal {
+  lease: string;
+  version: string;
+  backendId: string;
+}
+
+export interface RouteCall {
+  /** The caller's config version of the group (ResolvedGroup.version). */
+  version: string;
+  /** The group's config, sent only when the object answered `unknown-version`. */
+  group?: ResolvedGroup;
+  /** The prompt's block hashes. */
+  chain: number[];
+  /** Leases this isolate finished since its last call: processed whatever the answer. */
+  released: LeaseRelease[];
+  renewed: LeaseRenewal[];
+  /** Ids of backends this request already failed on. */
+  exclude: string[];
+}
+
+export interface RouteDecision {
+  backendId: string;
+  lease: string;
+  reason: RouteReason;
+  matched: number;
+  total: number;
+  /** When the object decided (its clock): breakers are judged against the same clock. */
+  routedAt: number;
+}
+
+/** Why a route call found no backend: all breaker-open or already tried, or all at their cap. */
+export interface RouteRefusal {
+  refused: "no-backend" | "at-capacity";
+}
+
+/** The object does not know the call's version: send it again with the group attached. */
+export interface VersionRefusal {
+  refused: "unknown-version";
+}
+
+export function isVersionRefusal(x: RouteDecision | RouteRefusal | VersionRefusal): x is VersionRefusal {
+  return "refused" in x && x.refused === "unknown-version";
+}
+
+export interface BackendSnapshot {
+  id: string;
+  inFlight: number;
+  prefixBlocks: number;
+  /** Prefix-set entries it may hold: kvCapacityBlocks, or its share of the group's prefixBudgetBlocks. */
+  prefixCapacity: number;
+  completed: number;
+  failed: number;
+  /** Requests it refused as the request's own fault (4xx), or that failed the same way elsewhere. */
+  rejected: number;
+  aborted: number;
+  expired: number;
+  ttftEwmaMs: number | null;
+  prefillDebtBlocks: number;
+  breaker: BreakerSnapshot;
+  /** When its next health probe is due (epoch ms); null while its breaker is closed. */
+  nextProbeAt: number | null;
+}
 
 /** A group's routing state as its Durable Object holds it (GET /v1/kvgate/status). */
 export interface GroupStatus {
   group: string;
+  /** The strategy of the newest version the object knows; "" before its first call. */
   strategy: string;
+  /** The config versions the object routes for, newest first. */
+  versions: string[];
   leases: number;
   /** RPCs this object served since it started: what benchmarks divide by requests. */
   calls: { route: number; release: number };
-  /** Routing state this object found in storage when it started (after an eviction or restart). */
-  restored: { breakers: number; affinityBlocks: number };
+  /**
+   * Routing state this object found in storage when it started (after an eviction or restart),
+   * and the leases it took back from their Workers' renewals since.
+   */
+  restored: { breakers: number; affinityBlocks: number; leases: number };
+  /** Every backend it keeps state for: the newest version's in its order, then any other version's. */
   backends: BackendSnapshot[];
+}
+
+/** The group's Durable Object, as the Worker calls it. */
+export interface ModelGroupRpc {
+  /** Processes `released` and `renewed`, then picks a backend of the caller's version and takes its slot. */
+  route(call: RouteCall): RouteDecision | RouteRefusal | VersionRefusal;
+  /** Finished and held leases of an isolate with no route call to carry them. */
+  release(released: LeaseRelease[], renewed: LeaseRenewal[]): void;
+  status(): GroupStatus;
 }

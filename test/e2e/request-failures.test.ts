@@ -7,6 +7,7 @@ import { EVENTUALLY, startTestGateway, type TestGateway } from "./gateway.ts";
  * Failures that belong to one request must not be charged to the backends it tried (issue 10 §2):
  * a body every server crashes on, a long non-streamed generation, the gateway's own deadlines,
  * answers no healthy backend gives, and a connection a server closed behind the runtime's back.
+ * Nor may a prompt a backend refused or failed on count as cached there.
  */
 
 let upstream: HostileUpstream;
@@ -28,6 +29,8 @@ beforeAll(async () => {
       { name: "wrong-model", strategy: "round-robin", breaker, deployments: [hostile("wrong-model"), hostile("ok")] },
       { name: "no-content", strategy: "round-robin", breaker, deployments: [hostile("status:204", "no-content"), hostile("ok")] },
       { name: "keepalive", deployments: [hostile("keepalive-lie")] },
+      { name: "rejecting", deployments: [hostile("context-exceeded")] },
+      { name: "failing", failover: { maxAttempts: 1 }, deployments: [hostile("crash-on:hello", "failing")] },
     ],
   });
 });
@@ -125,5 +128,21 @@ describe("a connection the upstream closed behind the runtime's back", () => {
     const b = (await gw.status("keepalive")).backends[0];
     expect(b?.failed).toBe(0);
     expect(b?.completed).toBe(4);
+  });
+});
+
+describe("a backend learns a prompt's prefix only from a request it served", () => {
+  it.each([
+    ["rejected (400)", "rejecting"],
+    ["failed (500)", "failing"],
+  ])("%s: the same prompt again is no prefix-hit there", async (_name, group) => {
+    const messages = [{ role: "user", content: `hello ${"the same long prompt ".repeat(40)}` }];
+    const first = await chat(group, { messages });
+    expect(first.status).toBeGreaterThanOrEqual(400);
+    await first.text();
+    const again = await chat(group, { messages });
+    await again.text();
+    expect(again.headers.get("x-kvgate-reason")).not.toBe("prefix-hit");
+    expect(again.headers.get("x-kvgate-prefix-blocks")).toMatch(/^0\//);
   });
 });

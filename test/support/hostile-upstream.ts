@@ -216,6 +216,11 @@ export async function startHostileUpstream(): Promise<HostileUpstream> {
     redirect: (_req, res, _body, arg) => {
       res.writeHead(Number(arg ?? 307), { location: `${elsewhereUrl}/v1/chat/completions` }).end();
     },
+    /** Fails every request (500), and answers its health probe with a redirect to another origin, which answers 200. */
+    "redirect-health": (_req, res) => {
+      res.writeHead(500, { "content-type": "application/json" });
+      res.end(JSON.stringify({ error: { message: "down", type: "InternalServerError", param: null, code: 500 } }));
+    },
     /** A redirect to itself, forever, through a URL that carries credentials. */
     "redirect-loop": (req, res) => {
       res.writeHead(302, { location: `http://user:hunter2@${req.headers.host}${req.url}` }).end();
@@ -241,6 +246,7 @@ export async function startHostileUpstream(): Promise<HostileUpstream> {
     if (m?.[3] === "/health") {
       s.health++;
       req.resume();
+      if (name === "redirect-health") return void res.writeHead(302, { location: `${elsewhereUrl}/health` }).end();
       return void res.writeHead(200, { "content-type": "application/json" }).end('{"status":"ok"}');
     }
     const answer = answers[name];

@@ -44,6 +44,8 @@ export function testConfig(u: Upstreams): GatewayConfigInput {
       // Generated hostile bodies (test/workers/hostile-input.test.ts); the second caps fingerprints at 4 blocks of 8 characters.
       fleetGroup("hostile", u.fleetUrls, { aliases: ["hostile-alias"] }),
       fleetGroup("hostile-prefix", u.fleetUrls, { blockChars: 8, maxPrefixBlocks: 4 }),
+      // A backend with room for two, and leases renewed every 300 ms (test/workers/leases.test.ts evicts its object mid-stream).
+      { name: "evicted", leaseTtlMs: 900, deployments: [{ id: "only", baseUrl: u.fleetUrls[0] as string, model: UPSTREAM_MODEL, maxInFlight: 2 }] },
       { name: "one-slot", deployments: [{ id: "only", baseUrl: u.fleetUrls[0] as string, model: UPSTREAM_MODEL, maxInFlight: 1 }] },
       { name: "scripted", deployments: [{ id: "scripted", baseUrl: u.scriptedUrl, model: UPSTREAM_MODEL }] },
       { name: "scripted-restamp", hooks: ["restamp"], deployments: [{ id: "scripted", baseUrl: u.scriptedUrl, model: UPSTREAM_MODEL }] },
@@ -70,6 +72,11 @@ function failoverGroups(u: Upstreams): GatewayConfigInput["modelGroups"] {
     { name: "total-timeout", totalTimeoutMs: 300, failover: { maxAttempts: 1 }, deployments: [healthy] },
     // Probes far apart: an object whose alarm keeps firing is never idle, and eviction waits for it.
     { name: "durable-breaker", strategy: "round-robin", breaker: { ...breaker, probeIntervalMs: 60_000 }, deployments: [dead, healthy] },
+    // test/workers/config-versions.test.ts routes it with this config and with a redeployed one.
+    { name: "skew", strategy: "round-robin", breaker, deployments: u.fleetUrls.slice(0, 3).map((baseUrl, i) => ({ id: `sim-${i}`, baseUrl, model: UPSTREAM_MODEL })) },
+    // test/workers/durable-object-state.test.ts: a snapshot over many backends; a breaker only probes can close.
+    { name: "many-backends", snapshotIntervalMs: 20, deployments: Array.from({ length: 80 }, (_, i) => ({ id: `m${i}`, baseUrl: u.fleetUrls[i % u.fleetUrls.length] as string, model: UPSTREAM_MODEL })) },
+    { name: "probed", breaker: { consecutiveFailures: 2, openMs: 600_000, probeIntervalMs: 200, closeAfterSuccesses: 2 }, deployments: [{ id: "probed", baseUrl: u.fleetUrls[1] as string, model: UPSTREAM_MODEL }] },
     { name: "durable", snapshotIntervalMs: 20, deployments: u.fleetUrls.map((baseUrl, i) => ({ id: `sim-${i}`, baseUrl, model: UPSTREAM_MODEL })) },
   ];
 }

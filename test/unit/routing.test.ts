@@ -1,7 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { parseConfig, type ResolvedGroup } from "../../src/config/load.ts";
 import type { Strategy } from "../../src/config/schema.ts";
-import { GroupRouter, type RouteDecision, type RouteRefusal } from "../../src/routing/group-router.ts";
+import { GroupRouter } from "../../src/routing/group-router.ts";
+import type { RouteDecision, RouteRefusal, VersionRefusal } from "../../src/routing/protocol.ts";
 import { PrefixSet } from "../../src/routing/prefix-set.ts";
 
 function group(over: Record<string, unknown> = {}, backends = 4, deployment: Record<string, unknown> = {}): ResolvedGroup {
@@ -17,8 +18,15 @@ function rng(seed = 1): () => number {
   return () => ((s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 2 ** 32);
 }
 
+/** A router that knows one version of the group and routes with it. */
+function routerFor(g: ResolvedGroup, random = rng()): GroupRouter & { pick(chain: number[], now: number, exclude?: string[]): RouteDecision | RouteRefusal | VersionRefusal } {
+  const router = new GroupRouter(g.name, random);
+  router.install(g, 0);
+  return Object.assign(router, { pick: (chain: number[], now: number, exclude: string[] = []) => router.route(g.version, chain, exclude, now) });
+}
+
 /** The decision, or null when the router refused (every backend unusable). */
-function pick(d: RouteDecision | RouteRefusal): RouteDecision | null {
+function pick(d: RouteDecision | RouteRefusal | VersionRefusal): RouteDecision | null {
   return "refused" in d ? null : d;
 }
 
@@ -79,15 +87,15 @@ describe("PrefixSet", () => {
 
 describe("GroupRouter", () => {
   it("sends the same prefix back to the backend that saw it (prefix-hit)", () => {
-    const router = new GroupRouter(group(), rng());
-    const first = pick(router.route(chain(1, 20), 0));
+    const router = routerFor(group(), rng());
+    const first = pick(router.pick(chain(1, 20), 0));
     if (!first) throw new Error("no route");
     expect(first.reason).toBe("least-loaded");
     router.release({ lease: first.lease, outcome: "ok" }, 0);
     // One at a time, a second apart: each prompt's prefill has drained before the next comes.
     for (let i = 0; i < 5; i++) {
-      const d = pick(router.route([...chain(1, 20), 99 + i], 1000 * (i + 1)));
-      expect(d?.backend).toBe(first.backend);
+      const d = pick(router.pick([...chain(1, 20), 99 + i], 1000 * (i + 1)));
+      expect(d?.backendId).toBe(first.backendId);
       expect(d?.reason).toBe("prefix-hit");
       expect(d?.matched).toBe(20);
       expect(d?.total).toBe(21);
@@ -96,36 +104,35 @@ describe("GroupRouter", () => {
   });
 
   it("spreads different prefixes across backends", () => {
-    const router = new GroupRouter(group(), rng(3));
-    const used = new Set<number>();
-    for (let k = 0; k < 4; k++) used.add(pick(router.route(chain(k, 10), 0))?.backend ?? -1);
+    const router = routerFor(group(), rng(3));
+    const used = new Set<string>();
+    for (let k = 0; k < 4; k++) used.add(pick(router.pick(chain(k, 10), 0))?.backendId ?? "none");
     expect(used.size).toBe(4);
   });
 
   it("puts no more than `saturation` in flight on a backend in a burst of one prefix", () => {
-    const router = new GroupRouter(group({ saturation: 4 }), rng(5));
+    const router = routerFor(group({ saturation: 4 }), rng(5));
     const reasons = new Set<string>();
-    for (let i = 0; i < 16; i++) reasons.add(pick(router.route(chain(1, 30), 0))?.reason ?? "none");
+    for (let i = 0; i < 16; i++) reasons.add(pick(router.pick(chain(1, 30), 0))?.reason ?? "none");
     expect(router.snapshot().map((b) => b.inFlight)).toEqual([4, 4, 4, 4]);
     expect(reasons.has("prefix-hit")).toBe(true);
   });
 
   it("weighs load before the valve: a much busier best match is passed over", () => {
-    const router = new GroupRouter(group({ saturation: 100, balanceAbs: 2, balanceRel: 1.5, hotThreshold: 0 }), rng(9));
-    const first = pick(router.route(chain(1, 30), 0));
+    const router = routerFor(group({ saturation: 100, balanceAbs: 2, balanceRel: 1.5, hotThreshold: 0 }), rng(9));
+    const first = pick(router.pick(chain(1, 30), 0));
     const reasons: string[] = [];
-    for (let i = 0; i < 3; i++) reasons.push(pick(router.route(chain(1, 30), 0))?.reason ?? "none");
+    for (let i = 0; i < 3; i++) reasons.push(pick(router.pick(chain(1, 30), 0))?.reason ?? "none");
     expect(reasons).toEqual(["prefix-hit", "prefix-hit", "load-balanced"]);
-    const loads = router.snapshot().map((b) => b.inFlight);
-    expect(loads[first?.backend ?? 0]).toBe(3);
+    expect(router.snapshot().find((b) => b.id === first?.backendId)?.inFlight).toBe(3);
   });
 
   it("spreads a hot prefix over the fleet instead of piling it onto the first backend", () => {
-    const router = new GroupRouter(group({ saturation: 100 }), rng(11));
+    const router = routerFor(group({ saturation: 100 }), rng(11));
     const system = chain(7, 40);
     const reasons: string[] = [];
     // Eight requests share a long system prompt, each with its own question; all stay in flight.
-    for (let q = 0; q < 8; q++) reasons.push(pick(router.route([...system, 9000 + q], 0))?.reason ?? "none");
+    for (let q = 0; q < 8; q++) reasons.push(pick(router.pick([...system, 9000 + q], 0))?.reason ?? "none");
     const loads = router.snapshot().map((b) => b.inFlight);
     expect(Math.max(...loads) - Math.min(...loads)).toBeLessThanOrEqual(1);
     expect(reasons).toContain("hot-spread");
@@ -134,28 +141,28 @@ describe("GroupRouter", () => {
   });
 
   it("sends a new conversation on a known system prompt to an idle backend, at its first repeat", () => {
-    const router = new GroupRouter(group({ saturation: 100, hotThreshold: 0 }), rng(17));
+    const router = routerFor(group({ saturation: 100, hotThreshold: 0 }), rng(17));
     const system = chain(7, 40);
-    const first = pick(router.route([...system, ...chain(100, 3)], 0));
-    const second = pick(router.route([...system, ...chain(101, 3)], 0));
-    expect(second?.backend).not.toBe(first?.backend);
+    const first = pick(router.pick([...system, ...chain(100, 3)], 0));
+    const second = pick(router.pick([...system, ...chain(101, 3)], 0));
+    expect(second?.backendId).not.toBe(first?.backendId);
     expect(second?.reason).toBe("hot-spread");
     // The same prompt again is no branch: it stays where it was.
-    const again = pick(router.route([...system, ...chain(100, 3)], 0));
-    expect(again?.backend).toBe(first?.backend);
+    const again = pick(router.pick([...system, ...chain(100, 3)], 0));
+    expect(again?.backendId).toBe(first?.backendId);
     expect(again?.reason).toBe("prefix-hit");
   });
 
   it("keeps a conversation on its backend although its system prompt is hot", () => {
-    const router = new GroupRouter(group({ saturation: 100 }), rng(13));
+    const router = routerFor(group({ saturation: 100 }), rng(13));
     const system = chain(7, 40);
     const sessions = [0, 1, 2, 3, 4, 5].map((s) => [...system, ...chain(100 + s, 3)]);
-    const home = sessions.map((c) => pick(router.route(c, 0))?.backend);
+    const home = sessions.map((c) => pick(router.pick(c, 0))?.backendId);
     for (let turn = 1; turn <= 3; turn++) {
       sessions.forEach((c, s) => {
         c.push(...chain(200 + s * 10 + turn, 3));
-        const d = pick(router.route(c, 0));
-        expect(d?.backend).toBe(home[s]);
+        const d = pick(router.pick(c, 0));
+        expect(d?.backendId).toBe(home[s]);
         expect(d?.reason).toBe("prefix-hit");
       });
     }
@@ -163,13 +170,13 @@ describe("GroupRouter", () => {
 
   it("spreads a burst of new prompts by the prompt work queued on each backend, not by in-flight count", () => {
     // 10,000 tokens/s at 64 chars (16 tokens) a block: 0.625 blocks drain per ms.
-    const router = new GroupRouter(group({ saturation: 100, balanceAbs: 100 }), rng(21));
+    const router = routerFor(group({ saturation: 100, balanceAbs: 100 }), rng(21));
     // Backends 1-3 are busy decoding three long answers each; backend 0 just went idle.
-    for (let i = 0; i < 9; i++) pick(router.route(chain(50 + i, 2), 0));
-    const decoding = router.snapshot().map((b) => b.inFlight);
-    const idle = decoding.indexOf(Math.min(...decoding));
+    for (let i = 0; i < 9; i++) pick(router.pick(chain(50 + i, 2), 0));
+    const decoding = router.snapshot();
+    const idle = decoding.reduce((a, b) => (b.inFlight < a.inFlight ? b : a)).id;
     // 1 s later their prompts are long prefilled; four unique 40-block prompts arrive at once.
-    const burst = [0, 1, 2, 3].map((k) => pick(router.route(chain(300 + k, 40), 1000))?.backend);
+    const burst = [0, 1, 2, 3].map((k) => pick(router.pick(chain(300 + k, 40), 1000))?.backendId);
     // Least-loaded would send all four to the idle backend, to be prefilled one after another.
     expect(burst[0]).toBe(idle);
     expect(new Set(burst).size).toBe(4);
@@ -177,83 +184,83 @@ describe("GroupRouter", () => {
   });
 
   it("leaves a warm backend whose queued prompt work outweighs the cache it would reuse", () => {
-    const router = new GroupRouter(group({ saturation: 100, balanceAbs: 100, hotThreshold: 0 }, 2), rng(23));
+    const router = routerFor(group({ saturation: 100, balanceAbs: 100, hotThreshold: 0 }, 2), rng(23));
     const convo = [...chain(1, 30)];
-    const first = pick(router.route(convo, 0));
-    const home = first?.backend;
+    const first = pick(router.pick(convo, 0));
+    const home = first?.backendId;
     router.release({ lease: first?.lease ?? "", outcome: "ok" }, 0);
     // Then its backend takes a 200-block document (320 ms of prefill at 0.625 blocks/ms).
     let t = 0;
     for (let k = 0; ; k++) {
-      const doc = pick(router.route(chain(100 + k, 200), (t += 1000)));
-      if (doc?.backend === home) break;
+      const doc = pick(router.pick(chain(100 + k, 200), (t += 1000)));
+      if (doc?.backendId === home) break;
       router.release({ lease: doc?.lease ?? "", outcome: "ok" }, 0);
     }
     // Right away the conversation would wait behind 200 blocks to save 30: it goes to the other.
     convo.push(...chain(3, 2));
-    const moved = pick(router.route(convo, t + 1));
-    expect(moved?.backend).not.toBe(home);
+    const moved = pick(router.pick(convo, t + 1));
+    expect(moved?.backendId).not.toBe(home);
     expect(moved?.reason).toBe("load-balanced");
     // Its history is now cached there too, and there it stays.
     convo.push(...chain(4, 2));
-    const next = pick(router.route(convo, t + 1000));
-    expect(next?.backend).toBe(moved?.backend);
+    const next = pick(router.pick(convo, t + 1000));
+    expect(next?.backendId).toBe(moved?.backendId);
     expect(next?.reason).toBe("prefix-hit");
     expect(next?.matched).toBe(32);
   });
 
   it("skips backends a request already failed on, and says why when none is left", () => {
-    const router = new GroupRouter(group({}, 3, { maxInFlight: 1 }), rng(29));
+    const router = routerFor(group({}, 3, { maxInFlight: 1 }), rng(29));
     for (let i = 0; i < 20; i++) {
-      const d = pick(router.route(chain(i, 5), 0, [0, 2]));
-      expect(d?.backend).toBe(1);
+      const d = pick(router.pick(chain(i, 5), 0, ["b0", "b2"]));
+      expect(d?.backendId).toBe("b1");
       router.release({ lease: d?.lease ?? "", outcome: "ok" }, 0);
     }
-    expect(router.route(chain(1, 5), 0, [0, 1, 2])).toEqual({ refused: "no-backend" });
+    expect(router.pick(chain(1, 5), 0, ["b0", "b1", "b2"])).toEqual({ refused: "no-backend" });
     // Every backend usable but full (maxInFlight 1): at capacity, not unhealthy.
-    for (let i = 0; i < 3; i++) router.route(chain(1, 5), 0);
-    expect(router.route(chain(1, 5), 0)).toEqual({ refused: "at-capacity" });
+    for (let i = 0; i < 3; i++) router.pick(chain(1, 5), 0);
+    expect(router.pick(chain(1, 5), 0)).toEqual({ refused: "at-capacity" });
   });
 
   it("sends nothing to a backend whose circuit opened, until it half-opens", () => {
-    const router = new GroupRouter(group({ strategy: "round-robin", breaker: { consecutiveFailures: 2, openMs: 1000, probeIntervalMs: 100 } }, 2), rng(31));
+    const router = routerFor(group({ strategy: "round-robin", breaker: { consecutiveFailures: 2, openMs: 1000, probeIntervalMs: 100 } }, 2), rng(31));
     for (let i = 0; i < 4; i++) {
-      const d = pick(router.route([], 10 * i));
-      router.release({ lease: d?.lease ?? "", outcome: d?.backend === 0 ? "upstream-error" : "ok" }, 10 * i + 5);
+      const d = pick(router.pick([], 10 * i));
+      router.release({ lease: d?.lease ?? "", outcome: d?.backendId === "b0" ? "upstream-error" : "ok" }, 10 * i + 5);
     }
     expect(router.snapshot()[0]?.breaker.state).toBe("open");
-    const during = [0, 1, 2, 3].map(() => pick(router.route([], 500))?.backend);
-    expect(during).toEqual([1, 1, 1, 1]);
+    const during = [0, 1, 2, 3].map(() => pick(router.pick([], 500))?.backendId);
+    expect(during).toEqual(["b1", "b1", "b1", "b1"]);
     // Due a probe while open; past openMs it takes a trial again.
-    expect(router.dueProbes(600).map((p) => p.backend)).toEqual([0]);
-    const later = [0, 1, 2, 3].map(() => pick(router.route([], 1100))?.backend);
-    expect(later).toContain(0);
+    expect(router.dueProbes(600).map((p) => p.url)).toEqual(["http://127.0.0.1:9001/health"]);
+    const later = [0, 1, 2, 3].map(() => pick(router.pick([], 1100))?.backendId);
+    expect(later).toContain("b0");
     expect(router.snapshot()[0]?.breaker.state).toBe("half-open");
   });
 
   it("overcommits the least-loaded backend when all are at the valve, and refuses at the hard cap", () => {
-    const router = new GroupRouter(group({ saturation: 1 }, 2, { maxInFlight: 2 }), rng());
-    const reasons = [0, 1, 2, 3].map(() => pick(router.route(chain(1, 5), 0))?.reason);
+    const router = routerFor(group({ saturation: 1 }, 2, { maxInFlight: 2 }), rng());
+    const reasons = [0, 1, 2, 3].map(() => pick(router.pick(chain(1, 5), 0))?.reason);
     expect(reasons.slice(2)).toEqual(["saturated-spill", "saturated-spill"]);
-    expect(pick(router.route(chain(1, 5), 0))).toBeNull();
+    expect(pick(router.pick(chain(1, 5), 0))).toBeNull();
   });
 
   it.each<Strategy>(["round-robin", "random", "least-loaded"])("%s ignores prefixes and labels its choice", (strategy) => {
-    const router = new GroupRouter(group({ strategy }), rng());
-    const d = pick(router.route(chain(1, 5), 0));
+    const router = routerFor(group({ strategy }), rng());
+    const d = pick(router.pick(chain(1, 5), 0));
     expect(d?.reason).toBe(strategy);
     expect(d?.matched).toBe(0);
   });
 
   it("round-robin cycles through backends", () => {
-    const router = new GroupRouter(group({ strategy: "round-robin" }), rng());
-    expect([0, 1, 2, 3, 4].map(() => pick(router.route([], 0))?.backend)).toEqual([0, 1, 2, 3, 0]);
+    const router = routerFor(group({ strategy: "round-robin" }), rng());
+    expect([0, 1, 2, 3, 4].map(() => pick(router.pick([], 0))?.backendId)).toEqual(["b0", "b1", "b2", "b3", "b0"]);
   });
 
   it("releases a lease once, whatever the outcome, and ignores unknown leases", () => {
-    const router = new GroupRouter(group(), rng());
-    const a = pick(router.route(chain(1, 5), 0));
-    const b = pick(router.route(chain(2, 5), 0));
+    const router = routerFor(group(), rng());
+    const a = pick(router.pick(chain(1, 5), 0));
+    const b = pick(router.pick(chain(2, 5), 0));
     router.release({ lease: a?.lease ?? "", outcome: "upstream-error" }, 0);
     router.release({ lease: a?.lease ?? "", outcome: "ok" }, 0);
     router.release({ lease: "nope.1", outcome: "ok" }, 0);
@@ -266,15 +273,15 @@ describe("GroupRouter", () => {
   });
 
   it("reclaims expired leases, and a late release of one changes nothing", () => {
-    const router = new GroupRouter(group({ leaseTtlMs: 1000 }), rng());
-    const a = pick(router.route(chain(1, 5), 0));
-    pick(router.route(chain(2, 5), 500));
+    const router = routerFor(group({ leaseTtlMs: 1000 }), rng());
+    const a = pick(router.pick(chain(1, 5), 0));
+    pick(router.pick(chain(2, 5), 500));
     expect(router.nextExpiry).toBe(1000);
     expect(router.expire(999)).toBe(0);
     expect(router.expire(1000)).toBe(1);
     router.release({ lease: a?.lease ?? "", outcome: "ok" }, 0);
     expect(router.snapshot().reduce((n, s) => n + s.inFlight, 0)).toBe(1);
-    pick(router.route([], 1600));
+    pick(router.pick([], 1600));
     expect(router.snapshot().reduce((n, s) => n + s.expired, 0)).toBe(2);
   });
 });

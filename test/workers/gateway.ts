@@ -1,6 +1,8 @@
 import { env, exports } from "cloudflare:workers";
 import { expect, vi } from "vitest";
-import type { GroupStatus } from "../../src/routing/protocol.ts";
+import type { ResolvedGroup } from "../../src/config/load.ts";
+import type { GroupStatus, RouteCall } from "../../src/routing/protocol.ts";
+import { loadConfig } from "../../workers/config.ts";
 
 /** Calls the gateway Worker in the Workers runtime, as a client would over HTTP. */
 export function gateway(path: string, init: RequestInit = {}, auth = true): Promise<Response> {
@@ -24,7 +26,25 @@ export function chat(model: string, messages: ChatMessage[], extra: Record<strin
 }
 
 export function status(group: string): Promise<GroupStatus> {
-  return env.MODEL_GROUP.getByName(group).status(group);
+  return env.MODEL_GROUP.getByName(group).status();
+}
+
+/** A group of the test config, as the gateway Worker resolved it. */
+export function groupConfig(name: string): ResolvedGroup {
+  const loaded = loadConfig(env);
+  const g = loaded.ok ? loaded.config.groups.find((x) => x.name === name) : undefined;
+  if (!g) throw new Error(`no group ${name} in the test config`);
+  return g;
+}
+
+/** A route call as the gateway makes it: its version only. */
+export function routeCall(group: ResolvedGroup, chain: number[], extra: Partial<RouteCall> = {}): RouteCall {
+  return { version: group.version, chain, released: [], renewed: [], exclude: [], ...extra };
+}
+
+/** A route call with the group's config attached, as the gateway sends it to an object that does not know the version. */
+export function firstRouteCall(group: ResolvedGroup, chain: number[], extra: Partial<RouteCall> = {}): RouteCall {
+  return { ...routeCall(group, chain, extra), group };
 }
 
 export const inFlight = async (group: string) => (await status(group)).backends.reduce((n, b) => n + b.inFlight, 0);

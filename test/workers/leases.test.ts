@@ -1,6 +1,7 @@
+import { evictDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, inject, it, vi } from "vitest";
-import { chat, conversation, EVENTUALLY, expectIdle, inFlight, sseEvents, status } from "./gateway.ts";
+import { chat, conversation, EVENTUALLY, expectIdle, firstRouteCall, groupConfig, inFlight, sseEvents, status } from "./gateway.ts";
 
 const G = "leases";
 
@@ -59,7 +60,7 @@ describe("leases: in-flight counts always return to zero", () => {
   it("reclaims a lease that is never released once it expires", async () => {
     const stub = env.MODEL_GROUP.getByName("short-lease");
     // A Worker killed mid-stream: it took a lease and will never release it.
-    const decision = await stub.route("short-lease", [1, 2, 3], []);
+    const decision = await stub.route(firstRouteCall(groupConfig("short-lease"), [1, 2, 3]));
     if ("refused" in decision) throw new Error(`no route: ${decision.refused}`);
     expect(await inFlight("short-lease")).toBe(1);
     // The expiry alarm armed when the lease was taken fires and reclaims the slot.
@@ -68,7 +69,31 @@ describe("leases: in-flight counts always return to zero", () => {
     expect(after.backends.reduce((n, b) => n + b.inFlight, 0)).toBe(0);
     expect(after.backends.reduce((n, b) => n + b.expired, 0)).toBe(1);
     // A late release of the reclaimed lease must not push a count below zero.
-    await stub.release("short-lease", [{ lease: decision.lease, outcome: "ok" }]);
+    await stub.release([{ lease: decision.lease, outcome: "ok" }], []);
     expect(await inFlight("short-lease")).toBe(0);
+  });
+});
+
+describe("leases across a restart of the Durable Object", () => {
+  it("come back from the renewals of the Workers holding them: in-flight returns to the truth and the cap holds", async () => {
+    const group = "evicted";
+    // Two 4.5 s streams on a backend capped at 2.
+    const streams = await Promise.all([0, 1].map((i) => chat(group, conversation(`moulin ${i}`), { stream: true, max_tokens: 150, kvgate_sim: { chunk_delay_ms: 30 } })));
+    const readers = streams.map((r) => (r.body as ReadableStream<Uint8Array>).getReader());
+    for (const r of readers) await r.read();
+    expect(await inFlight(group)).toBe(2);
+    await evictDurableObject(env.MODEL_GROUP.getByName(group));
+    // The new instance knows no lease until the Workers renew theirs (every leaseTtlMs / 3 = 300 ms).
+    await vi.waitFor(async () => {
+      const s = await status(group);
+      expect(s.backends[0]?.inFlight).toBe(2);
+      expect(s.restored.leases).toBe(2);
+    }, EVENTUALLY);
+    const third = await chat(group, conversation("moulin 2"));
+    expect(third.status).toBe(503);
+    await third.text();
+    for (const r of readers) await r.cancel();
+    await expectIdle(group);
+    expect((await status(group)).backends[0]?.aborted).toBe(2);
   });
 });

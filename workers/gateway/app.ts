@@ -49,7 +49,7 @@ export function buildApp(config: LoadedConfig): Hono<AppEnv> {
   app.post("/v1/completions", completion("completions"));
 
   app.get("/v1/kvgate/status", async (c) => {
-    const groups = await Promise.all(config.groups.map((g) => c.env.MODEL_GROUP.getByName(g.name).status(g.name)));
+    const groups = await Promise.all(config.groups.map((g) => c.env.MODEL_GROUP.getByName(g.name).status()));
     return c.json({ groups });
   });
 

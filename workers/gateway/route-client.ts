@@ -1,16 +1,34 @@
 import type { ResolvedGroup } from "../../src/config/load.ts";
 import { unavailable } from "../../src/openai/errors.ts";
-import type { LeaseOutcome, LeaseRelease, RouteDecision, RouteRefusal } from "../../src/routing/group-router.ts";
+import { isVersionRefusal, type LeaseOutcome, type LeaseRelease, type LeaseRenewal, type RouteCall, type RouteDecision, type RouteRefusal } from "../../src/routing/protocol.ts";
 import type { Env, WaitUntil } from "../env.ts";
 
 /**
  * The Worker's side of the group's Durable Object: the route call, and the leases it hands out.
  * Finished leases of this isolate wait here, per group, and ride along with the isolate's next
- * route call to that group, so steady traffic costs one Durable Object call per request; an idle
- * isolate flushes them itself after `flushMs`.
+ * call to that group, so steady traffic costs one Durable Object call per request; an idle
+ * isolate flushes them itself after `flushMs`. Held leases are renewed the same way every
+ * leaseTtlMs / 3 — along with the next call, or by a timer of the request holding them — so an
+ * object that restarted takes their slots back, and the slots of a Worker that was killed come
+ * back within leaseTtlMs.
  */
 const pending = new Map<string, LeaseRelease[]>();
-const timerArmed = new Set<string>();
+const flushArmed = new Set<string>();
+
+interface Held {
+  renewal: LeaseRenewal;
+  renewedAt: number;
+  everyMs: number;
+}
+
+/** Per group, the leases this isolate holds. */
+const held = new Map<string, Map<string, Held>>();
+
+function heldOf(group: string): Map<string, Held> {
+  let m = held.get(group);
+  if (!m) held.set(group, (m = new Map()));
+  return m;
+}
 
 function takePending(group: string): LeaseRelease[] {
   const list = pending.get(group);
@@ -19,7 +37,7 @@ function takePending(group: string): LeaseRelease[] {
   return list;
 }
 
-/** Puts back releases whose call failed; the next call carries them. */
+/** Puts back releases whose call failed; the next call carries them (a release counts once however often it comes). */
 function requeue(group: string, released: LeaseRelease[]): void {
   if (released.length === 0) return;
   const list = pending.get(group);
@@ -27,42 +45,74 @@ function requeue(group: string, released: LeaseRelease[]): void {
   else pending.set(group, [...released]);
 }
 
+/** Held leases not renewed for half their interval: a call going out anyway takes them along. */
+function takeRenewals(group: string): Held[] {
+  const now = Date.now();
+  const out: Held[] = [];
+  for (const h of heldOf(group).values()) {
+    if (now - h.renewedAt < h.everyMs / 2) continue;
+    h.renewedAt = now;
+    out.push(h);
+  }
+  return out;
+}
+
+/** After a failed call: those renewals are due again. */
+function renewLater(renewing: Held[]): void {
+  for (const h of renewing) h.renewedAt = 0;
+}
+
+/** Sends what waits — finished leases and due renewals — when no route call is coming to carry it. */
+async function flush(group: string, env: Env): Promise<void> {
+  const batch = takePending(group);
+  const renewing = takeRenewals(group);
+  if (batch.length === 0 && renewing.length === 0) return;
+  try {
+    await env.MODEL_GROUP.getByName(group).release(
+      batch,
+      renewing.map((h) => h.renewal),
+    );
+  } catch (e) {
+    requeue(group, batch);
+    renewLater(renewing);
+    console.error(`kvgate: releasing ${batch.length} and renewing ${renewing.length} lease(s) of ${group} failed: ${(e as Error).message}`);
+  }
+}
+
 function queueRelease(group: string, release: LeaseRelease, env: Env, ctx: WaitUntil, flushMs: number): void {
   requeue(group, [release]);
-  if (timerArmed.has(group)) return;
-  timerArmed.add(group);
+  if (flushArmed.has(group)) return;
+  flushArmed.add(group);
   // The timer runs under the finishing request's waitUntil, and gets its own stub there:
   // a stub belongs to the request that created it.
   ctx.waitUntil(
-    new Promise<void>((resolve) => setTimeout(resolve, flushMs)).then(async () => {
-      timerArmed.delete(group);
-      const batch = takePending(group);
-      if (batch.length === 0) return;
-      try {
-        await env.MODEL_GROUP.getByName(group).release(group, batch);
-      } catch (e) {
-        requeue(group, batch);
-        console.error(`kvgate: releasing ${batch.length} lease(s) of ${group} failed: ${(e as Error).message}`);
-      }
+    new Promise<void>((resolve) => setTimeout(resolve, flushMs)).then(() => {
+      flushArmed.delete(group);
+      return flush(group, env);
     }),
   );
 }
 
 /**
  * Picks a backend of `group` for the prompt's hash chain and takes its slot, carrying the
- * isolate's finished leases along. `exclude`: ids of backends this request already failed on.
+ * isolate's finished and held leases along. `exclude`: ids of backends this request already
+ * failed on. The object routes with this isolate's version of the group; one that does not know
+ * it yet is sent the group's config, once.
  */
 export async function route(env: Env, group: ResolvedGroup, chain: number[], exclude: readonly string[], model: string): Promise<RouteDecision | RouteRefusal> {
   const released = takePending(group.name);
-  const excluded: number[] = [];
-  for (const id of exclude) {
-    const i = group.deployments.findIndex((d) => d.id === id);
-    if (i >= 0) excluded.push(i);
-  }
+  const renewing = takeRenewals(group.name);
+  const call: RouteCall = { version: group.version, chain, released, renewed: renewing.map((h) => h.renewal), exclude: [...exclude] };
   try {
-    return await env.MODEL_GROUP.getByName(group.name).route(group.name, chain, released, excluded);
+    const stub = env.MODEL_GROUP.getByName(group.name);
+    let answer = await stub.route(call);
+    // It processed the releases already; the renewals go again, now that it will know their version.
+    if (isVersionRefusal(answer)) answer = await stub.route({ ...call, released: [], group });
+    if (isVersionRefusal(answer)) throw new Error(`it refused version ${group.version} with the group's config attached`);
+    return answer;
   } catch (e) {
     requeue(group.name, released);
+    renewLater(renewing);
     console.error(`kvgate: route call for ${group.name} failed: ${(e as Error).message}`);
     throw unavailable(`routing for model "${model}" is unavailable`, "routing_unavailable");
   }
@@ -75,16 +125,28 @@ export interface HeldLease {
   settle(outcome: LeaseOutcome, ttftMs?: number): void;
 }
 
-/** Holds the slot `decision` took; the isolate stays alive (waitUntil) until the lease is settled. */
+/**
+ * Holds the slot `decision` took; the isolate stays alive (waitUntil) until the lease is settled,
+ * and while it does, the lease is renewed: along with any call to the group, or by its own timer
+ * when none went out for a renewal interval.
+ */
 export function holdLease(decision: RouteDecision, group: ResolvedGroup, env: Env, ctx: WaitUntil, flushMs: number): HeldLease {
   let done!: () => void;
   ctx.waitUntil(new Promise<void>((r) => (done = r)));
+  const everyMs = group.leaseTtlMs / 3;
+  const mine: Held = { renewal: { lease: decision.lease, version: group.version, backendId: decision.backendId }, renewedAt: Date.now(), everyMs };
+  heldOf(group.name).set(decision.lease, mine);
+  const timer = setInterval(() => {
+    if (Date.now() - mine.renewedAt >= everyMs / 2) ctx.waitUntil(flush(group.name, env));
+  }, everyMs);
   let settled = false;
   return {
     backendId: decision.backendId,
     settle(outcome, ttftMs) {
       if (settled) return;
       settled = true;
+      clearInterval(timer);
+      heldOf(group.name).delete(decision.lease);
       queueRelease(group.name, { lease: decision.lease, outcome, ...(ttftMs === undefined ? {} : { ttftMs }) }, env, ctx, flushMs);
       done();
     },

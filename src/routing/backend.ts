@@ -1,0 +1,106 @@
+import type { ResolvedDeployment, ResolvedGroup } from "../config/load.ts";
+import { fnv1a64 } from "../fnv64.ts";
+import { Breaker, type BreakerState } from "./breaker.ts";
+import { PrefixSet } from "./prefix-set.ts";
+import type { BackendSnapshot } from "./protocol.ts";
+import type { BackendView } from "./strategies.ts";
+
+/** Characters per token the gateway assumes when it turns a prefill rate into hash blocks. */
+const CHARS_PER_TOKEN = 4;
+
+/**
+ * What makes two config versions' deployments the same server: its id and its URL. State is kept
+ * per key, so versions that name the same server share its in-flight count, prefix set and
+ * breaker, and a server that moved to another URL under the same id starts afresh.
+ */
+export function backendKey(id: string, baseUrl: string): string {
+  return fnv1a64(`${id}\n${baseUrl}`);
+}
+
+/** A breaker as persisted: the id and URL say which server it judged. */
+export interface SavedBreaker {
+  id: string;
+  baseUrl: string;
+  state: BreakerState;
+  since: number;
+  opened: number;
+}
+
+/** One server's routing state, whichever config versions name it. */
+export class Backend implements BackendView {
+  readonly key: string;
+  readonly id: string;
+  readonly baseUrl: string;
+  inFlight = 0;
+  /** The cap of the version being routed for: set for each call. */
+  maxInFlight = 0;
+  readonly prefixes: PrefixSet;
+  prefillDebt = 0;
+  debtAt = 0;
+  available = true;
+  readonly breaker: Breaker;
+  nextProbeAt = 0;
+  probeUrl = "";
+  probeIntervalMs = 0;
+  probeTimeoutMs = 0;
+  /** Prompt blocks it drains per millisecond. */
+  drainPerMs = 0;
+  kvCapacityBlocks = 0;
+  completed = 0;
+  failed = 0;
+  rejected = 0;
+  aborted = 0;
+  expired = 0;
+  ttftEwmaMs: number | null = null;
+  /** Changed since last saved. */
+  breakerDirty = false;
+  affinityDirty = false;
+
+  constructor(d: ResolvedDeployment, g: ResolvedGroup) {
+    this.key = backendKey(d.id, d.baseUrl);
+    this.id = d.id;
+    this.baseUrl = d.baseUrl;
+    this.prefixes = new PrefixSet(d.kvCapacityBlocks);
+    this.breaker = new Breaker(g.breaker);
+    this.configure(d, g);
+  }
+
+  /** Takes the settings of a version that names this server (the newest one wins). */
+  configure(d: ResolvedDeployment, g: ResolvedGroup): void {
+    this.breaker.configure(g.breaker);
+    this.probeUrl = this.baseUrl + g.breaker.probePath;
+    this.probeIntervalMs = g.breaker.probeIntervalMs;
+    this.probeTimeoutMs = g.breaker.probeTimeoutMs;
+    this.drainPerMs = d.prefillTokensPerSec / 1000 / (g.blockChars / CHARS_PER_TOKEN);
+    this.kvCapacityBlocks = d.kvCapacityBlocks;
+  }
+
+  /** Drains the prefill debt by the time since it was last looked at. */
+  drain(now: number): void {
+    if (this.prefillDebt > 0) this.prefillDebt = Math.max(0, this.prefillDebt - this.drainPerMs * (now - this.debtAt));
+    this.debtAt = now;
+  }
+
+  savedBreaker(): SavedBreaker {
+    const { state, since, opened } = this.breaker.snapshot();
+    return { id: this.id, baseUrl: this.baseUrl, state, since, opened };
+  }
+
+  snapshot(): BackendSnapshot {
+    return {
+      id: this.id,
+      inFlight: this.inFlight,
+      prefixBlocks: this.prefixes.size,
+      prefixCapacity: this.prefixes.capacity,
+      completed: this.completed,
+      failed: this.failed,
+      rejected: this.rejected,
+      aborted: this.aborted,
+      expired: this.expired,
+      ttftEwmaMs: this.ttftEwmaMs,
+      prefillDebtBlocks: Math.round(this.prefillDebt),
+      breaker: this.breaker.snapshot(),
+      nextProbeAt: this.breaker.state === "closed" ? null : this.nextProbeAt,
+    };
+  }
+}

@@ -1,0 +1,91 @@
+import type { Backend } from "./backend.ts";
+import type { Lesson } from "./prefix-set.ts";
+
+/** A backend's in-flight slot, held by one request until its Worker releases it or it expires. */
+export interface Lease {
+  backend: Backend;
+  expiresAt: number;
+  /** Blocks it added to its backend's prefill debt. */
+  blocks: number;
+  /**
+   * Sent as a trial while the backend's breaker was half-open: the breaker's opening count then,
+   * so a trial from an earlier half-open period has no say in a later one; −1 for no trial.
+   */
+  trialOf: number;
+  /** What routing it taught its backend's prefix set, taken back if the backend did not serve it; null when nothing was kept. */
+  lesson: Lesson | null;
+}
+
+/**
+ * Release ids remembered, so a renewal that crossed its lease's release on the way (both in
+ * flight from one isolate) is not taken for a lease to adopt. Such calls are milliseconds apart;
+ * this many releases cover seconds at the object's highest rate.
+ */
+const ENDED_REMEMBERED = 4096;
+
+/** The live leases of one object, in expiry order, and the ids of those released recently. */
+export class LeaseTable {
+  // Insertion order is expiry order: every lease lives for the object's one TTL from its last renewal.
+  private readonly live = new Map<string, Lease>();
+  private readonly ended = new Set<string>();
+  /** Blocks the live leases' lessons hold: bounded by the router. */
+  lessonBlocks = 0;
+
+  get size(): number {
+    return this.live.size;
+  }
+
+  add(id: string, lease: Lease): void {
+    this.live.set(id, lease);
+    if (lease.lesson) this.lessonBlocks += lease.lesson.blocks.length;
+  }
+
+  /** The lease released: removed if live, its id remembered either way. */
+  end(id: string): Lease | undefined {
+    this.ended.add(id);
+    if (this.ended.size > ENDED_REMEMBERED) {
+      for (const oldest of this.ended) {
+        this.ended.delete(oldest);
+        break;
+      }
+    }
+    const lease = this.live.get(id);
+    if (lease) this.remove(id, lease);
+    return lease;
+  }
+
+  endedRecently(id: string): boolean {
+    return this.ended.has(id);
+  }
+
+  /** Moves a live lease's expiry; false when the lease is not live here. */
+  extend(id: string, expiresAt: number): boolean {
+    const lease = this.live.get(id);
+    if (!lease) return false;
+    this.live.delete(id);
+    lease.expiresAt = expiresAt;
+    this.live.set(id, lease);
+    return true;
+  }
+
+  /** Removes and returns the leases expired by `now`. */
+  takeExpired(now: number): Lease[] {
+    const out: Lease[] = [];
+    for (const [id, lease] of this.live) {
+      if (lease.expiresAt > now) break;
+      this.remove(id, lease);
+      out.push(lease);
+    }
+    return out;
+  }
+
+  nextExpiry(): number | null {
+    for (const lease of this.live.values()) return lease.expiresAt;
+    return null;
+  }
+
+  private remove(id: string, lease: Lease): void {
+    this.live.delete(id);
+    if (lease.lesson) this.lessonBlocks -= lease.lesson.blocks.length;
+  }
+}

@@ -1,0 +1,210 @@
+import { describe, expect, it } from "vitest";
+import { parseConfig, type ResolvedGroup } from "../../src/config/load.ts";
+import { GroupRouter } from "../../src/routing/group-router.ts";
+import type { RouteDecision, RouteRefusal, VersionRefusal } from "../../src/routing/protocol.ts";
+
+/**
+ * One router, several config versions of its group at once (a deploy in progress): each call is
+ * routed with its caller's version; state is shared per server (id and URL).
+ */
+
+const dep = (id: string, port = 9000 + Number(id.replace(/\D/g, "") || 0), extra: Record<string, unknown> = {}) => ({ id, baseUrl: `http://127.0.0.1:${port}`, model: "m", ...extra });
+
+function version(deployments: ReturnType<typeof dep>[], over: Record<string, unknown> = {}): ResolvedGroup {
+  const r = parseConfig({ modelGroups: [{ name: "g", strategy: "round-robin", breaker: { consecutiveFailures: 2, openMs: 60_000, probeIntervalMs: 100 }, deployments, ...over }] });
+  if (!r.ok) throw new Error(r.error);
+  return r.config.groups[0] as ResolvedGroup;
+}
+
+function decided(d: RouteDecision | RouteRefusal | VersionRefusal): RouteDecision {
+  if ("refused" in d) throw new Error(`refused: ${d.refused}`);
+  return d;
+}
+
+const ids = (g: ResolvedGroup) => g.deployments.map((d) => d.id);
+const byId = (r: GroupRouter) => Object.fromEntries(r.snapshot().map((b) => [b.id, b]));
+
+describe("GroupRouter: config versions", () => {
+  const old = version([dep("a1"), dep("b2"), dep("c3")]);
+  // The next deploy drops b2, adds d4 and reorders.
+  const next = version([dep("c3"), dep("d4"), dep("a1")]);
+
+  it("routes each call with its caller's version and refuses one it does not know", () => {
+    const r = new GroupRouter("g");
+    r.install(old, 0);
+    expect(r.route(next.version, [], [], 0)).toEqual({ refused: "unknown-version" });
+    r.install(next, 0);
+    for (let i = 0; i < 12; i++) {
+      const g = i % 2 === 0 ? old : next;
+      const d = decided(r.route(g.version, [], [], i));
+      expect(ids(g)).toContain(d.backendId);
+      r.release({ lease: d.lease, outcome: "ok" }, i);
+    }
+    expect(r.versions()).toEqual([next.version, old.version]);
+    expect(r.snapshot().map((b) => b.id)).toEqual(["c3", "d4", "a1", "b2"]);
+  });
+
+  it("shares a server's in-flight count and breaker between the versions that name it", () => {
+    const r = new GroupRouter("g");
+    r.install(old, 0);
+    r.install(next, 0);
+    // Through the new version, a1 fails twice (the others excluded): its breaker opens for both.
+    for (let i = 0; i < 2; i++) {
+      const d = decided(r.route(next.version, [], ["c3", "d4"], 0));
+      expect(d.backendId).toBe("a1");
+      r.release({ lease: d.lease, outcome: "upstream-error" }, 1);
+    }
+    expect(byId(r).a1?.breaker.state).toBe("open");
+    for (let i = 0; i < 6; i++) expect(decided(r.route(old.version, [], [], 2)).backendId).not.toBe("a1");
+    expect(byId(r).b2?.inFlight).toBe(3);
+    expect(byId(r).c3?.inFlight).toBe(3);
+    expect(r.route(old.version, [], ["b2", "c3"], 2)).toEqual({ refused: "no-backend" });
+  });
+
+  it("takes a server under the same id at another URL for another server", () => {
+    const moved = version([dep("a1", 9100), dep("b2")]);
+    const r = new GroupRouter("g");
+    r.install(old, 0);
+    r.install(moved, 0);
+    for (let i = 0; i < 2; i++) {
+      const d = decided(r.route(moved.version, [], ["b2"], 0));
+      r.release({ lease: d.lease, outcome: "upstream-error" }, 1);
+    }
+    const states = r.snapshot().filter((b) => b.id === "a1").map((b) => b.breaker.state);
+    expect(states.sort()).toEqual(["closed", "open"]);
+    // The old version's a1 still takes requests.
+    expect(decided(r.route(old.version, [], ["b2", "c3"], 2)).backendId).toBe("a1");
+  });
+
+  it("lets go of a version no call used lately, and of servers only it named once nothing is in flight there", () => {
+    // Leases that outlive the version (their Worker went quiet without releasing them).
+    const old = version([dep("a1"), dep("b2"), dep("c3")], { leaseTtlMs: 600_000 });
+    const r = new GroupRouter("g");
+    r.install(old, 0);
+    const held = decided(r.route(old.version, [], ["a1", "c3"], 0));
+    expect(held.backendId).toBe("b2");
+    r.install(next, 1);
+    // A minute later only the new version is used: the old one goes, b2 stays while its lease is held.
+    decided(r.route(next.version, [], [], 61_000));
+    expect(r.versions()).toEqual([next.version]);
+    expect(r.takeDropped().versions).toEqual([old.version]);
+    expect(r.snapshot().map((b) => b.id)).toEqual(["c3", "d4", "a1", "b2"]);
+    r.release({ lease: held.lease, outcome: "ok" }, 61_001);
+    expect(r.snapshot().map((b) => b.id)).toEqual(["c3", "d4", "a1"]);
+    expect(r.takeDropped().backends).toHaveLength(1);
+  });
+
+  it("never keeps more than a few versions: the least recently used one goes", () => {
+    const r = new GroupRouter("g");
+    const versions = [1, 2, 3, 4, 5].map((n) => version([dep(`x${n}`)]));
+    versions.forEach((g, i) => r.install(g, i));
+    expect(r.versions()).toHaveLength(4);
+    expect(r.knows((versions[0] as ResolvedGroup).version)).toBe(false);
+  });
+});
+
+describe("GroupRouter: lease renewals", () => {
+  const g = version([dep("a1", 9001, { maxInFlight: 2 })], { leaseTtlMs: 300 });
+
+  it("extends a renewed lease past its TTL; one not renewed expires", () => {
+    const r = new GroupRouter("g");
+    r.install(g, 0);
+    const kept = decided(r.route(g.version, [], [], 0));
+    decided(r.route(g.version, [], [], 0));
+    r.renew({ lease: kept.lease, version: g.version, backendId: "a1" }, 200);
+    expect(r.expire(300)).toBe(1);
+    expect(byId(r).a1?.inFlight).toBe(1);
+    expect(r.expire(499)).toBe(0);
+    expect(r.expire(500)).toBe(1);
+  });
+
+  it("after a restart takes back the slots its Workers still hold, so the cap holds again", () => {
+    const before = new GroupRouter("g");
+    before.install(g, 0);
+    const leases = [0, 1].map(() => decided(before.route(g.version, [], [], 0)));
+    // A new instance: nothing in flight, so it would take a third request on a backend capped at 2.
+    const after = new GroupRouter("g");
+    after.install(g, 10);
+    for (const d of leases) after.renew({ lease: d.lease, version: g.version, backendId: d.backendId }, 100);
+    expect(after.adopted).toBe(2);
+    expect(byId(after).a1?.inFlight).toBe(2);
+    expect(after.route(g.version, [], [], 100)).toEqual({ refused: "at-capacity" });
+    // Released as usual: each slot once.
+    for (const d of leases) {
+      after.release({ lease: d.lease, outcome: "ok" }, 200);
+      after.release({ lease: d.lease, outcome: "ok" }, 200);
+    }
+    expect(byId(after).a1?.inFlight).toBe(0);
+  });
+
+  it("does not take back a lease it released: a renewal that crossed the release on the way", () => {
+    const r = new GroupRouter("g");
+    r.install(g, 0);
+    const d = decided(r.route(g.version, [], [], 0));
+    r.release({ lease: d.lease, outcome: "ok" }, 10);
+    r.renew({ lease: d.lease, version: g.version, backendId: "a1" }, 11);
+    // And one released before its Worker's renewal reached a restarted object: released is released.
+    r.release({ lease: "old-epoch.1", outcome: "ok" }, 12);
+    r.renew({ lease: "old-epoch.1", version: g.version, backendId: "a1" }, 13);
+    expect(byId(r).a1?.inFlight).toBe(0);
+    expect(r.adopted).toBe(0);
+  });
+
+  it("ignores a renewal of a version or backend it does not know", () => {
+    const r = new GroupRouter("g");
+    r.install(g, 0);
+    r.renew({ lease: "x.1", version: "unknown", backendId: "a1" }, 0);
+    r.renew({ lease: "x.2", version: g.version, backendId: "nope" }, 0);
+    expect(r.leaseCount).toBe(0);
+  });
+});
+
+describe("GroupRouter: a backend learns a prompt only from a request it served", () => {
+  const g = version([dep("a1"), dep("b2")], { strategy: "prefix-aware", hotThreshold: 0 });
+  const prompt = Array.from({ length: 20 }, (_, i) => 7_000 + i);
+
+  it.each([
+    ["upstream-error", 0],
+    ["rejected", 0],
+    ["rate-limited", 0],
+    ["ok", 20],
+    ["client-abort", 20],
+  ] as const)("%s: the same prompt then matches %i blocks there", (outcome, matched) => {
+    const r = new GroupRouter("g");
+    r.install(g, 0);
+    const first = decided(r.route(g.version, prompt, [], 0));
+    r.release({ lease: first.lease, outcome }, 1);
+    expect(byId(r)[first.backendId]?.prefixBlocks).toBe(matched);
+    const again = decided(r.route(g.version, prompt, [], 1000));
+    expect(again.matched).toBe(matched);
+  });
+
+  it("keeps what a request served since taught: the shared part of a failed prompt stays", () => {
+    const r = new GroupRouter("g");
+    r.install(g, 0);
+    const failing = decided(r.route(g.version, prompt, [], 0));
+    // A burst: the same prompt again, while the first is in flight, goes where it is cached.
+    const same = decided(r.route(g.version, [...prompt, 1], ["b2", "a1"].filter((x) => x !== failing.backendId), 0));
+    expect(same.backendId).toBe(failing.backendId);
+    expect(same.matched).toBe(20);
+    r.release({ lease: same.lease, outcome: "ok" }, 1);
+    r.release({ lease: failing.lease, outcome: "rejected" }, 2);
+    expect(byId(r)[failing.backendId]?.prefixBlocks).toBe(21);
+  });
+});
+
+describe("GroupRouter: the prefix budget", () => {
+  it("shares the group's budget out by kvCapacityBlocks, over every version's servers", () => {
+    const r = new GroupRouter("g");
+    const a = version([dep("a1", 9001, { kvCapacityBlocks: 3000 }), dep("b2", 9002, { kvCapacityBlocks: 1000 })], { prefixBudgetBlocks: 2000 });
+    r.install(a, 0);
+    expect(r.snapshot().map((b) => b.prefixCapacity)).toEqual([1500, 500]);
+    const b = version([dep("c3", 9003, { kvCapacityBlocks: 4000 })], { prefixBudgetBlocks: 2000 });
+    r.install(b, 0);
+    expect(r.snapshot().map((x) => [x.id, x.prefixCapacity])).toEqual([
+      ["c3", 1000],
+      ["a1", 750],
+      ["b2", 250],
+    ]);
+  });
+});

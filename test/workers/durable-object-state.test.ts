@@ -1,0 +1,95 @@
+import { evictDurableObject, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
+import { env } from "cloudflare:workers";
+import { describe, expect, it, vi } from "vitest";
+import type { RouteDecision, RouteRefusal, VersionRefusal } from "../../src/routing/protocol.ts";
+import { EVENTUALLY, firstRouteCall, groupConfig, routeCall, status } from "./gateway.ts";
+
+/** The Durable Object's own state: what it stores, and the alarm that keeps it (issue 10 §4). */
+
+function decided(d: RouteDecision | RouteRefusal | VersionRefusal): RouteDecision {
+  if ("refused" in d) throw new Error(`refused: ${d.refused}`);
+  return d;
+}
+
+/** Bytes a stored value takes, near enough: typed arrays by their bytes, text as UTF-8, 8 a number. */
+function storedBytes(v: unknown): number {
+  if (ArrayBuffer.isView(v)) return v.byteLength;
+  if (typeof v === "string") return new TextEncoder().encode(v).length;
+  if (v === null || typeof v !== "object") return 8;
+  let n = 0;
+  for (const [k, x] of Object.entries(v)) n += k.length + storedBytes(x);
+  return n;
+}
+
+/** A SQLite-backed Durable Object refuses a value over 2 MB in production (not enforced locally); kvgate keeps each under this. */
+const PIECE_LIMIT = 128 * 1024;
+
+describe("the affinity snapshot", () => {
+  it("is stored in pieces of at most 128 KiB however many backends there are, and restored whole", async () => {
+    const name = "many-backends";
+    const g = groupConfig(name);
+    const stub = env.MODEL_GROUP.getByName(name);
+    // An 8,192-block prompt for each of the 80 backends, all in flight at once: each goes to the
+    // backend with the least prompt work queued, so every backend learns one.
+    const leases: string[] = [];
+    for (let i = 0; i < g.deployments.length; i++) {
+      const chain = Array.from({ length: 8192 }, (_, k) => (i + 1) * 10_000_000 + k);
+      leases.push(decided(await stub.route(i === 0 ? firstRouteCall(g, chain) : routeCall(g, chain))).lease);
+    }
+    await stub.release(
+      leases.map((lease) => ({ lease, outcome: "ok" as const })),
+      [],
+    );
+    expect((await status(name)).backends.every((b) => b.prefixBlocks === 8192)).toBe(true);
+
+    const stored = () => runInDurableObject(stub, async (_o, state) => [...(await state.storage.list()).entries()].map(([key, v]) => ({ key, bytes: storedBytes(v) })));
+    // The alarm saves it snapshotIntervalMs (20 ms) after the routing.
+    await vi.waitFor(async () => expect((await stored()).filter((s) => s.key.startsWith("affinity:"))).toHaveLength(80), EVENTUALLY);
+    const values = await stored();
+    // As one value it would be past the limit.
+    expect(values.reduce((n, s) => n + s.bytes, 0)).toBeGreaterThan(2 * 1024 * 1024);
+    for (const s of values) expect(s.bytes, s.key).toBeLessThanOrEqual(PIECE_LIMIT);
+
+    await evictDurableObject(stub);
+    const after = await status(name);
+    expect(after.restored.affinityBlocks).toBe(80 * 4096);
+    expect(after.backends.every((b) => b.prefixBlocks === 4096)).toBe(true);
+  });
+});
+
+describe("the alarm", () => {
+  it("is set for a whole millisecond no earlier than the probe it is for, even after running early, and probes alone close a breaker", async () => {
+    const name = "probed";
+    const g = groupConfig(name);
+    const stub = env.MODEL_GROUP.getByName(name);
+    // Read in one turn of the object: the due time of the probe and the alarm it set for it.
+    const alarmAndDue = () =>
+      runInDurableObject(stub, async (o, state) => {
+        const b = o.status().backends[0];
+        return { state: b?.breaker.state, due: b?.nextProbeAt ?? null, alarm: await state.storage.getAlarm() };
+      });
+    const expectArmed = async () => {
+      const { state, due, alarm } = await alarmAndDue();
+      if (state === "closed") return;
+      expect(due).not.toBeNull();
+      expect(alarm).not.toBeNull();
+      expect(Number.isInteger(alarm)).toBe(true);
+      expect(alarm as number).toBeGreaterThanOrEqual(due as number);
+    };
+    // Two failures open its breaker; after that no request is sent, and openMs is 10 minutes.
+    for (let i = 0; i < 2; i++) {
+      const d = decided(await stub.route(i === 0 ? firstRouteCall(g, []) : routeCall(g, [])));
+      await stub.release([{ lease: d.lease, outcome: "upstream-error" }], []);
+    }
+    const opened = await alarmAndDue();
+    expect(opened.state).toBe("open");
+    // Jittered: the probe's due time is not a whole millisecond, which the runtime's alarm is.
+    expect(Number.isInteger(opened.due)).toBe(false);
+    await expectArmed();
+    // An alarm that runs before the probe is due finds nothing to do, and must set itself again.
+    await runDurableObjectAlarm(stub);
+    await expectArmed();
+    await vi.waitFor(async () => expect((await status(name)).backends[0]?.breaker.state).toBe("closed"), EVENTUALLY);
+    expect((await status(name)).backends[0]?.completed).toBe(0);
+  });
+});
