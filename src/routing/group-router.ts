@@ -6,9 +6,6 @@ import { prefixCapacities } from "./prefix-budget.ts";
 import type { BackendSnapshot, LeaseOutcome, LeaseRelease, LeaseRenewal, RouteDecision, RouteRefusal, VersionRefusal } from "./protocol.ts";
 import { choose, type HotProbe, type Rng } from "./strategies.ts";
 
-// The request path (workers/gateway/attempt.ts, proxy.ts) reads these names from here.
-export type { LeaseOutcome, RouteDecision } from "./protocol.ts";
-
 /** Distinct hot-prefix candidates remembered per group. */
 const HOT_PREFIXES_TRACKED = 8192;
 /** Config versions an object routes for at once (a deploy in progress, a rollback); another is refused until its call brings its group. */

@@ -2,7 +2,7 @@ import type { ResolvedDeployment, ResolvedGroup } from "../../src/config/load.ts
 import type { FailoverCause } from "../../src/config/schema.ts";
 import type { HookContext, HookPipeline } from "../../src/hooks/types.ts";
 import { badGateway, badRequest, GatewayError, gatewayTimeout, unavailable } from "../../src/openai/errors.ts";
-import type { LeaseOutcome, RouteDecision } from "../../src/routing/group-router.ts";
+import type { LeaseOutcome, RouteDecision } from "../../src/routing/protocol.ts";
 import { relay } from "../../src/stream/relay.ts";
 import { classifyStatus, clientError, FAILURE_CAUSE } from "../../src/upstream/answer.ts";
 import { parseUpstreamError } from "../../src/upstream/error-body.ts";

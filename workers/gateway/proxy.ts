@@ -1,4 +1,4 @@
-import type { LeaseOutcome } from "../../src/routing/group-router.ts";
+import type { LeaseOutcome } from "../../src/routing/protocol.ts";
 import { GatewayError, notFound, unavailable } from "../../src/openai/errors.ts";
 import { isServerSide, nextStep } from "../../src/upstream/retry.ts";
 import type { LoadedConfig } from "../config.ts";
