@@ -1,5 +1,5 @@
 /**
- * `npm run bench:ceiling [-- --repeats N --seconds S --baseline DIR --no-write]`
+ * `npm run bench:ceiling [-- --repeats N --seconds S --baseline DIR... --no-write]`
  *
  * What the Workers runtime charges for the work a routing gateway cannot skip, on the same
  * zero-latency fleet as bench:overhead, non-streaming at c=50:
@@ -17,7 +17,8 @@
  *
  * --baseline DIR adds kvgate as bundled from another checkout (a git worktree of an earlier
  * commit, with its dependencies installed or node_modules linked), for an interleaved A/B of two
- * commits in one run: `kvgate@<its short commit>`.
+ * commits in one run: `kvgate@<its short commit>`. Given several times, it measures each, which
+ * bisects a cost across commits in one run.
  */
 import { writeFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
@@ -39,15 +40,18 @@ const CONCURRENCY = 50;
 const BASE_TARGETS = ["floor", "floor-via-entry", "floor+route", "floor+body+route", "kvgate"] as const;
 type Name = (typeof BASE_TARGETS)[number] | `kvgate@${string}`;
 
-const args: { repeats: number; seconds: number; write: boolean; baseline: string | null } = { repeats: 6, seconds: 3, write: true, baseline: null };
+const args: { repeats: number; seconds: number; write: boolean; baselines: string[] } = { repeats: 6, seconds: 3, write: true, baselines: [] };
 walkArgs(process.argv.slice(2), "--repeats N --seconds S --baseline DIR --no-write", (flag, value) => {
   if (flag === "--repeats") args.repeats = positive(flag, value(), true);
   else if (flag === "--seconds") args.seconds = positive(flag, value(), false);
-  else if (flag === "--baseline") args.baseline = resolve(value());
+  else if (flag === "--baseline") args.baselines.push(resolve(value()));
   else if (flag === "--no-write") args.write = false;
   else return false;
   return true;
 });
+
+/** `kvgate@<commit>` → the checkout it is bundled from (--baseline, which may be given several times). */
+const baselineDirs = new Map(args.baselines.map((dir) => [`kvgate@${commitOf(dir)}` as const, dir]));
 
 function positive(flag: string, text: string, integer: boolean): number {
   const n = Number(text);
@@ -115,7 +119,7 @@ async function start(name: Name, fleet: string[]): Promise<Running> {
   let served: { url: string; headers: Record<string, string>; stop(): Promise<void> };
   if (name === "floor") served = await floorTarget(upstream);
   else if (name === "kvgate") served = await kvgateTarget("kvgate", fleet);
-  else if (name.startsWith("kvgate@")) served = await kvgateTarget("kvgate", fleet, args.baseline as string);
+  else if (name.startsWith("kvgate@")) served = await kvgateTarget("kvgate", fleet, baselineDirs.get(name as `kvgate@${string}`) as string);
   else if (name === "floor-via-entry") served = worker(await startFloor(upstream, true));
   else served = worker(await startScriptWorker(name === "floor+route" ? floorRoute(upstream) : floorBodyRoute(upstream), { ROUTER: "ToyRouter" }));
   const pid = newWorkerd(before);
@@ -142,7 +146,7 @@ function median(values: readonly number[]): number {
 }
 
 const TARGETS: Name[] = [...BASE_TARGETS];
-if (args.baseline) TARGETS.push(`kvgate@${commitOf(args.baseline)}`);
+for (const [name] of baselineDirs) TARGETS.push(name);
 const startedAt = performance.now();
 const log = (line: string): void => console.error(`[${((performance.now() - startedAt) / 1000).toFixed(0).padStart(4)} s] ${line}`);
 const fleet = await startFleetProcess(2);

@@ -146,6 +146,14 @@ export async function attempt(a: AttemptInput): Promise<AttemptResult> {
     const t = h.onChunk?.(hookCtx);
     if (t) transforms.push(t);
   }
+  if (!stream && transforms.length === 0 && pipeline.complete.length === 0 && deadline.totalMs === undefined) {
+    // A non-streamed answer is whole when its headers come (the generation is done). With no hook
+    // and no total deadline, nothing needs to know when its body ends, and watching for that end
+    // through a pipe costs about a fifth of the request's CPU (measured A/B with bench:ceiling).
+    detach();
+    lease.settle("ok");
+    return { kind: "answered", response: new Response(up.body, { status: 200, headers: out }), rejected: false };
+  }
   const relayed = relay(up.body as ReadableStream<Uint8Array>, {
     transforms,
     sse: stream,
