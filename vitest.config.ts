@@ -26,7 +26,7 @@ export default defineConfig({
             },
           })),
         ],
-        test: { name: "workers", include: ["test/workers/**/*.test.ts"], globalSetup: ["test/global-setup.ts"], testTimeout: 15_000 },
+        test: { name: "workers", include: ["test/workers/**/*.test.ts"], globalSetup: ["test/global-setup.ts", "test/support/quiet-workerd.ts"], testTimeout: 15_000 },
       },
       {
         // The bundled gateway in workerd, reached over real sockets: clients that leave, upstreams that misbehave.
