@@ -1,8 +1,8 @@
 /**
  * `npm start`: the simulated GPU fleet (4 workers on 127.0.0.1:9001-9004) and the gateway in
  * front of it on http://127.0.0.1:8787 under `wrangler dev`, with wrangler.toml's dev config and
- * a master key made for this run, printed as KVGATE_API_KEY=<key>. Ctrl-C stops both.
- * KVGATE_PORT and KVGATE_FLEET_PORT move the ports (bench/start/options.ts).
+ * keys made for this run, each printed as VARIABLE=<key>. Ctrl-C stops both.
+ * `--port` / PORT and `--fleet-port` / KVGATE_FLEET_PORT move the ports (bench/start/options.ts).
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtemp, rm } from "node:fs/promises";
@@ -12,9 +12,10 @@ import { dirname, join } from "node:path";
 import { startFleet } from "./fleet/index.ts";
 import { moveFleet, wranglerDevConfig } from "./harness/dev-config.ts";
 import { freePort } from "./harness/free-port.ts";
-import { newApiKey } from "./start/api-key.ts";
+import { newDevKeys } from "./start/api-key.ts";
 import { readyBanner } from "./start/banner.ts";
-import { DEFAULT_FLEET_PORT, FLEET_WORKERS, HOST, MODEL, fleetUrls, startOptions } from "./start/options.ts";
+import { DEFAULT_FLEET_PORT, FLEET_WORKERS, HOST, MODEL, fleetUrls, startOptions, startUsage, wantsHelp } from "./start/options.ts";
+import { portRefusal } from "./start/port-taken.ts";
 import { wranglerDevArgs } from "./start/wrangler-dev.ts";
 
 async function waitForHealth(url: string, timeoutMs: number): Promise<void> {
@@ -48,36 +49,43 @@ function exited(child: ChildProcess, timeoutMs: number): Promise<void> {
   });
 }
 
+/** One line on stderr and a non-zero exit, with nothing left running: used before anything started. */
 function fail(message: string): never {
-  console.error(`npm start: ${message}`);
+  console.error(`kvgate: ${message}`);
   process.exit(1);
 }
 
+const argv = process.argv.slice(2);
+if (wantsHelp(argv)) {
+  console.log(startUsage());
+  process.exit(0);
+}
 let options: ReturnType<typeof startOptions>;
 let devConfig: ReturnType<typeof wranglerDevConfig>;
 try {
-  options = startOptions(process.env);
+  options = startOptions(process.env, argv);
   // Refuses, with the gateway's own message, a config the gateway would refuse.
   devConfig = wranglerDevConfig();
 } catch (e) {
   fail((e as Error).message);
 }
-// Ports something else holds (another npm start) fail here, before anything starts.
-const port = await freePort(HOST, options.port).catch((e: unknown) => fail(`port ${options.port}: ${String(e)}; KVGATE_PORT picks another`));
+// A port something else holds (another npm start) fails here, before anything starts: wrangler
+// would say so in several lines, after the fleet had started. startFleet closes what it started.
+const port = await freePort(HOST, options.port).catch((e: unknown) => fail(portRefusal(e, options.port, { gateway: true })));
 const fleet = await startFleet({ workers: FLEET_WORKERS, basePort: options.fleetPort, servedModelName: MODEL }).catch((e: unknown) =>
-  fail(`the simulated fleet: ${String(e)}; KVGATE_FLEET_PORT picks other ports`),
+  fail(portRefusal(e, options.fleetPort, { gateway: false, fleetPort: options.fleetPort })),
 );
 console.log(`simulated GPU fleet: ${fleet.urls.join("  ")}`);
 const shipped = fleetUrls(DEFAULT_FLEET_PORT);
 const moved = fleet.urls.join(" ") === shipped.join(" ") ? null : moveFleet(devConfig, shipped, fleet.urls);
-const key = newApiKey();
+const keys = newDevKeys();
 // The routing state lives as long as the fleet it describes: a new simulated fleet starts with
 // empty caches, so prefix sets restored from an earlier run would be wrong, and two copies
 // running side by side must not share one state directory.
 const stateDir = await mkdtemp(join(tmpdir(), "kvgate-dev-state-"));
 
 const wranglerBin = join(dirname(createRequire(import.meta.url).resolve("wrangler/package.json")), "bin", "wrangler.js");
-const args = wranglerDevArgs({ host: HOST, port, masterKeyEnv: devConfig.auth.masterKeyEnv, key, persistTo: stateDir, config: moved });
+const args = wranglerDevArgs({ host: HOST, port, masterKeyEnv: devConfig.auth.masterKeyEnv, keys, persistTo: stateDir, config: moved });
 const gateway = spawn(process.execPath, [wranglerBin, ...args], {
   stdio: ["ignore", "inherit", "inherit"],
   // Offline-friendly: no fetch of Cloudflare's request.cf sample, no telemetry.
@@ -99,17 +107,18 @@ process.on("SIGINT", () => void stop(0));
 process.on("SIGTERM", () => void stop(0));
 gateway.on("exit", (code) => {
   if (!stopping) {
-    console.error(`wrangler dev exited (${code ?? "signal"})`);
-    void stop(code ?? 1);
+    console.error(`kvgate: wrangler dev exited (${code ?? "signal"})`);
+    // Unasked, it is a failure whatever its code.
+    void stop(code || 1);
   }
 });
 
 const url = `http://${HOST}:${port}`;
 try {
   await waitForHealth(`${url}/health`, 60_000);
-  if (!(await takesKey(url, key))) throw new Error(`the gateway on ${url} refuses this run's key`);
+  if (!(await takesKey(url, keys.api))) throw new Error(`the gateway on ${url} refuses this run's key`);
 } catch (e) {
-  console.error((e as Error).message);
+  console.error(`kvgate: ${(e as Error).message}`);
   await stop(1);
 }
-console.log(readyBanner({ url, model: MODEL, workers: fleet.urls.length, key }));
+console.log(readyBanner({ url, model: MODEL, workers: fleet.urls.length, keys }));

@@ -1,18 +1,26 @@
 /**
- * `npm start`'s key: a new one each run, printed once, on a line of its own, as
- * `KVGATE_API_KEY=<key>`; scripts that start kvgate read it from there.
+ * `npm start`'s keys: new ones each run, each printed once, on a line of its own, as
+ * `<VARIABLE>=<key>`; scripts that start kvgate read them from there. The client key is what
+ * every /v1 request needs; the admin key is for the admin API and `npx kvgate`; the register key
+ * is for GPU servers that register themselves. The Worker reads the admin and register keys from
+ * env vars of the same names; the client key, from the config's master key var (auth.masterKeyEnv).
  */
 import { newMasterKey } from "../harness/master-key.ts";
 
-export const API_KEY_VAR = "KVGATE_API_KEY";
+export const KEY_VARS = { api: "KVGATE_API_KEY", admin: "KVGATE_ADMIN_KEY", register: "KVGATE_REGISTER_KEY" } as const;
 
-export const newApiKey = (): string => newMasterKey("dev");
+export type KeyRole = keyof typeof KEY_VARS;
+export type DevKeys = Readonly<Record<KeyRole, string>>;
 
-export function apiKeyLine(key: string): string {
-  return `${API_KEY_VAR}=${key}`;
+export function newDevKeys(): DevKeys {
+  return { api: newMasterKey("dev"), admin: newMasterKey("dev"), register: newMasterKey("dev") };
 }
 
-/** The key in npm start's output, read as a script would: the line that is exactly KVGATE_API_KEY=<key>. */
-export function readApiKey(output: string): string | null {
-  return new RegExp(`^${API_KEY_VAR}=(\\S+)$`, "m").exec(output)?.[1] ?? null;
+export function keyLine(role: KeyRole, key: string): string {
+  return `${KEY_VARS[role]}=${key}`;
+}
+
+/** A key in npm start's output, read as a script would: the line that is exactly VARIABLE=<key>. */
+export function readKey(output: string, role: KeyRole): string | null {
+  return new RegExp(`^${KEY_VARS[role]}=(\\S+)$`, "m").exec(output)?.[1] ?? null;
 }

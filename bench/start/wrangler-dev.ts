@@ -1,16 +1,17 @@
 /**
- * The command line `npm start` gives `wrangler dev`. The key goes in as a --var: wrangler shows
+ * The command line `npm start` gives `wrangler dev`. The keys go in as --vars: wrangler shows
  * such vars as hidden, lets them override .dev.vars, and nothing is written to disk. (A local
- * user who can list processes can read it there; before keys, such a user needed none.)
+ * user who can list processes can read them there; before keys, such a user needed none.)
  */
 import type { GatewayConfig } from "../../src/config/schema.ts";
+import { KEY_VARS, type DevKeys } from "./api-key.ts";
 
 export interface WranglerDev {
   host: string;
   port: number;
-  /** The env var the config reads the master key from (auth.masterKeyEnv). */
+  /** The env var the config reads the master key (the client key) from: auth.masterKeyEnv. */
   masterKeyEnv: string;
-  key: string;
+  keys: DevKeys;
   /** Where the Durable Objects keep their state for this run. */
   persistTo: string;
   /** A config to serve instead of wrangler.toml's (its fleet moved); null to serve the file's. */
@@ -18,7 +19,7 @@ export interface WranglerDev {
 }
 
 export function wranglerDevArgs(o: WranglerDev): string[] {
-  const vars = [`${o.masterKeyEnv}:${o.key}`];
+  const vars = [`${o.masterKeyEnv}:${o.keys.api}`, `${KEY_VARS.admin}:${o.keys.admin}`, `${KEY_VARS.register}:${o.keys.register}`];
   if (o.config) vars.push(`KVGATE_CONFIG:${JSON.stringify(o.config)}`);
   return [
     "dev",

@@ -2,30 +2,51 @@ import { execFile, spawn, type ChildProcess } from "node:child_process";
 import { resolve } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { readApiKey } from "../../bench/start/api-key.ts";
+import { freePort } from "../../bench/harness/free-port.ts";
+import { readKey } from "../../bench/start/api-key.ts";
 
 const ROOT = resolve(import.meta.dirname, "..", "..");
+const HOST = "127.0.0.1";
 const run = promisify(execFile);
 
-// `npm start` itself (node bench/start.ts), on ports the OS picks so it never takes a running
-// copy's 8787 and 9001–9004, and with its own Durable Object state, as every run has.
-let child: ChildProcess;
-let stdout = "";
-let stderr = "";
-let exit: Promise<number | null>;
+/** One `npm start` (node bench/start.ts, or npm itself), with what it printed so far. */
+interface Started {
+  child: ChildProcess;
+  stdout: string;
+  stderr: string;
+  exit: Promise<number | null>;
+}
 
-/** The printed banner, once the key line and the curl example under it are out. */
-function banner(timeoutMs: number): Promise<string> {
+const started: Started[] = [];
+
+/**
+ * Starts npm start with `args` and only the port variables in `ports` (none from this shell), in
+ * its own process group, so a failed test can still stop everything it started.
+ */
+function start(args: string[], ports: Record<string, string> = {}, viaNpm = false): Started {
+  const env: NodeJS.ProcessEnv = { ...process.env, ...ports };
+  for (const name of ["PORT", "KVGATE_PORT", "KVGATE_FLEET_PORT"]) if (!(name in ports)) delete env[name];
+  const [command, argv] = viaNpm ? ["npm", ["start", "--silent", "--", ...args]] : [process.execPath, ["bench/start.ts", ...args]];
+  const child = spawn(command, argv, { cwd: ROOT, env, stdio: ["ignore", "pipe", "pipe"], detached: true });
+  const s: Started = { child, stdout: "", stderr: "", exit: new Promise((done) => child.once("exit", (code) => done(code))) };
+  child.stdout?.setEncoding("utf8").on("data", (d: string) => (s.stdout += d));
+  child.stderr?.setEncoding("utf8").on("data", (d: string) => (s.stderr += d));
+  started.push(s);
+  return s;
+}
+
+/** The printed banner, once the last key line and the line under it are out. */
+function banner(s: Started, timeoutMs: number): Promise<string> {
   return new Promise((done, fail) => {
-    const timer = setTimeout(() => fail(new Error(`no banner within ${timeoutMs} ms; stdout: ${stdout}; stderr: ${stderr}`)), timeoutMs);
+    const timer = setTimeout(() => fail(new Error(`no banner within ${timeoutMs} ms; stdout: ${s.stdout}; stderr: ${s.stderr}`)), timeoutMs);
     const check = (): void => {
-      if (readApiKey(stdout) !== null && stdout.includes("Ctrl-C stops")) {
+      if (readKey(s.stdout, "register") !== null && s.stdout.includes("Ctrl-C stops")) {
         clearTimeout(timer);
-        done(stdout);
+        done(s.stdout);
       }
     };
-    child.stdout?.on("data", check);
-    void exit.then(() => fail(new Error(`npm start exited; stdout: ${stdout}; stderr: ${stderr}`)));
+    s.child.stdout?.on("data", check);
+    void s.exit.then(() => fail(new Error(`npm start exited; stdout: ${s.stdout}; stderr: ${s.stderr}`)));
     check();
   });
 }
@@ -40,47 +61,126 @@ function groupAlive(pid: number): boolean {
   }
 }
 
-beforeAll(() => {
-  child = spawn(process.execPath, ["bench/start.ts"], {
-    cwd: ROOT,
-    env: { ...process.env, KVGATE_PORT: "0", KVGATE_FLEET_PORT: "0" },
-    stdio: ["ignore", "pipe", "pipe"],
-    // Its own process group, so a failed test can still stop everything it started.
-    detached: true,
-  });
-  child.stdout?.setEncoding("utf8").on("data", (d: string) => (stdout += d));
-  child.stderr?.setEncoding("utf8").on("data", (d: string) => (stderr += d));
-  exit = new Promise((done) => child.once("exit", (code) => done(code)));
+async function groupGone(pid: number): Promise<boolean> {
+  for (let i = 0; i < 50 && groupAlive(pid); i++) await new Promise((r) => setTimeout(r, 100));
+  return !groupAlive(pid);
+}
+
+/** What npm start wrote on stderr, as lines, without npm's own warnings about this machine's npm config. */
+const stderrLines = (s: Started): string[] => s.stderr.split("\n").filter((l) => l !== "" && !l.startsWith("npm warn"));
+
+const upUrl = (text: string): string => /kvgate is up on (http:\/\/\S+)/.exec(text)?.[1] as string;
+
+// The copy most tests share: the gateway on a free port given as PORT, the fleet on free ports
+// given as --fleet-port 0, so it never takes a running copy's 8787 and 9001–9004.
+let main: Started;
+let mainPort: number;
+
+beforeAll(async () => {
+  mainPort = await freePort(HOST);
+  main = start(["--fleet-port", "0"], { PORT: String(mainPort) });
 });
 afterAll(() => {
-  if (child.pid !== undefined && groupAlive(child.pid)) process.kill(-child.pid, "SIGKILL");
+  for (const { child } of started) if (child.pid !== undefined && groupAlive(child.pid)) process.kill(-child.pid, "SIGKILL");
 });
 
 describe("npm start", () => {
   it("prints a key that the gateway takes, once, on a line of its own, and a curl example that works as printed", async () => {
-    const text = await banner(45_000);
-    const key = readApiKey(text) as string;
+    const text = await banner(main, 45_000);
+    const key = readKey(text, "api") as string;
     expect(text.split("\n")).toContain(`KVGATE_API_KEY=${key}`);
     expect(text.split(key).length - 1).toBe(1);
-    expect(stderr).not.toContain(key);
+    expect(main.stderr).not.toContain(key);
 
-    const url = /kvgate is up on (http:\/\/\S+)/.exec(text)?.[1] as string;
+    const url = upUrl(text);
     const refused = await fetch(`${url}/v1/models`);
     expect(refused.status).toBe(401);
 
     // The example exactly as printed, run by a shell with the key exported from the printed line.
-    const curl = text.slice(text.indexOf("curl -N"), text.indexOf("\n\nCtrl-C")).replace(/^ {2}/gm, "");
+    const curl = text.slice(text.indexOf("curl -N"), text.indexOf("\n\nThe admin API")).replace(/^ {2}/gm, "");
     const { stdout: streamed } = await run("sh", ["-c", curl], { env: { ...process.env, KVGATE_API_KEY: key }, timeout: 20_000 });
     expect(streamed).toContain('"choices"');
     expect(streamed).toContain("data: [DONE]");
   }, 60_000);
 
+  it("prints the admin and register keys, each once, on a line of its own, and none of them is the client key", async () => {
+    const text = await banner(main, 45_000);
+    const lines = text.split("\n");
+    const keys = { api: readKey(text, "api"), admin: readKey(text, "admin"), register: readKey(text, "register") };
+    expect(lines).toContain(`KVGATE_ADMIN_KEY=${keys.admin}`);
+    expect(lines).toContain(`KVGATE_REGISTER_KEY=${keys.register}`);
+    expect(new Set(Object.values(keys)).size).toBe(3);
+    for (const key of [keys.admin, keys.register] as string[]) {
+      expect(key).toMatch(/^sk-kvgate-dev-[0-9a-f]{48}$/);
+      expect(text.split(key).length - 1).toBe(1);
+      expect(main.stderr).not.toContain(key);
+      // Not a client key: the gateway does not take it for /v1.
+      expect((await fetch(`${upUrl(text)}/v1/models`, { headers: { authorization: `Bearer ${key}` } })).status).toBe(401);
+    }
+  }, 60_000);
+
+  it("serves on the port PORT names", async () => {
+    const text = await banner(main, 45_000);
+    expect(upUrl(text)).toBe(`http://${HOST}:${mainPort}`);
+    expect((await fetch(`http://${HOST}:${mainPort}/health`)).ok).toBe(true);
+  }, 60_000);
+
+  it("serves on the port --port names, through npm start -- --port, over PORT", async () => {
+    const port = await freePort(HOST);
+    const other = start(["--port", String(port)], { PORT: String(mainPort), KVGATE_FLEET_PORT: "0" }, true);
+    const text = await banner(other, 45_000);
+    expect(upUrl(text)).toBe(`http://${HOST}:${port}`);
+    const res = await fetch(`http://${HOST}:${port}/v1/models`, { headers: { authorization: `Bearer ${readKey(text, "api")}` } });
+    expect(res.status).toBe(200);
+
+    const pid = other.child.pid as number;
+    process.kill(-pid, "SIGTERM");
+    await other.exit;
+    expect(await groupGone(pid)).toBe(true);
+  }, 60_000);
+
+  it("says in one line that the gateway's port is taken, exits non-zero and leaves nothing running", async () => {
+    await banner(main, 45_000);
+    const second = start(["--port", String(mainPort)], { KVGATE_FLEET_PORT: "0" }, true);
+    expect(await second.exit).not.toBe(0);
+    expect(stderrLines(second)).toEqual([`kvgate: port ${mainPort} is already in use; pick another with --port or PORT`]);
+    expect(second.stdout.trim()).toBe("");
+    expect(await groupGone(second.child.pid as number)).toBe(true);
+  }, 60_000);
+
+  it("says in one line that the fleet's port is taken, exits non-zero and leaves nothing running", async () => {
+    const text = await banner(main, 45_000);
+    const fleetPort = Number(/simulated GPU fleet: http:\/\/[\d.]+:(\d+)/.exec(text)?.[1]);
+    const second = start(["--port", "0", "--fleet-port", String(fleetPort)]);
+    expect(await second.exit).not.toBe(0);
+    const lines = stderrLines(second);
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatch(new RegExp(`^kvgate: port ${fleetPort} is already in use \\(the simulated fleet takes ${fleetPort}–${fleetPort + 3}\\); pick others with --fleet-port or KVGATE_FLEET_PORT$`));
+    expect(await groupGone(second.child.pid as number)).toBe(true);
+  }, 60_000);
+
+  it("refuses a bad flag value in one line, with a non-zero exit", async () => {
+    const bad = start(["--port", "eighty"]);
+    expect(await bad.exit).not.toBe(0);
+    expect(stderrLines(bad)).toEqual(['kvgate: --port must be a port (0–65535, 0 for a free one), not "eighty"']);
+    const unknown = start(["--prot", "9000"]);
+    expect(await unknown.exit).not.toBe(0);
+    expect(stderrLines(unknown)).toHaveLength(1);
+    expect(stderrLines(unknown)[0]).toMatch(/^kvgate: unknown argument --prot/);
+  });
+
+  it("prints its usage with --help and starts nothing", async () => {
+    const help = start(["--help"]);
+    expect(await help.exit).toBe(0);
+    expect(help.stdout).toContain("usage: npm start -- [--port N] [--fleet-port N]");
+    expect(help.stdout).not.toContain("simulated GPU fleet:");
+  });
+
   it("stops the gateway and the fleet on SIGTERM", async () => {
-    const pid = child.pid as number;
-    child.kill("SIGTERM");
-    expect(await exit).toBe(0);
+    const pid = main.child.pid as number;
+    main.child.kill("SIGTERM");
+    expect(await main.exit).toBe(0);
     // wrangler dev and its workerd are gone with it.
-    for (let i = 0; i < 50 && groupAlive(pid); i++) await new Promise((r) => setTimeout(r, 100));
-    expect(groupAlive(pid)).toBe(false);
+    expect(await groupGone(pid)).toBe(true);
   }, 20_000);
 });

@@ -3,32 +3,39 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { describe, expect, it } from "vitest";
 import { moveFleet, wranglerDevConfig } from "../../bench/harness/dev-config.ts";
-import { apiKeyLine, newApiKey, readApiKey } from "../../bench/start/api-key.ts";
+import { keyLine, newDevKeys, readKey } from "../../bench/start/api-key.ts";
 import { curlExample, readyBanner } from "../../bench/start/banner.ts";
-import { DEFAULT_FLEET_PORT, DEFAULT_PORT, HOST, MODEL, fleetUrls, startOptions } from "../../bench/start/options.ts";
+import { DEFAULT_FLEET_PORT, DEFAULT_PORT, HOST, MODEL, fleetUrls, startOptions, startUsage } from "../../bench/start/options.ts";
+import { portRefusal } from "../../bench/start/port-taken.ts";
 import { wranglerDevArgs } from "../../bench/start/wrangler-dev.ts";
 
 const ROOT = resolve(import.meta.dirname, "..", "..");
 const DEFAULT_URL = `http://${HOST}:${DEFAULT_PORT}`;
 
-describe("npm start's key", () => {
-  it("is new each run and long enough not to guess", () => {
-    const a = newApiKey();
-    expect(a).toMatch(/^sk-kvgate-dev-[0-9a-f]{48}$/);
-    expect(newApiKey()).not.toBe(a);
+describe("npm start's keys", () => {
+  it("are new each run, three different ones, long enough not to guess", () => {
+    const a = newDevKeys();
+    for (const key of Object.values(a)) expect(key).toMatch(/^sk-kvgate-dev-[0-9a-f]{48}$/);
+    expect(new Set(Object.values(a)).size).toBe(3);
+    expect(newDevKeys().api).not.toBe(a.api);
   });
 
-  it("is printed once, on a line of its own, and read back from there", () => {
-    const key = newApiKey();
-    const text = readyBanner({ url: DEFAULT_URL, model: MODEL, workers: 4, key });
-    expect(text.split("\n")).toContain(`KVGATE_API_KEY=${key}`);
-    expect(text.split(key).length - 1).toBe(1);
-    expect(readApiKey(`wrangler noise\n${text}\nmore noise`)).toBe(key);
+  it("are printed once each, on a line of their own, and read back from there", () => {
+    const keys = newDevKeys();
+    const text = readyBanner({ url: DEFAULT_URL, model: MODEL, workers: 4, keys });
+    const lines = text.split("\n");
+    expect(lines).toContain(`KVGATE_API_KEY=${keys.api}`);
+    expect(lines).toContain(`KVGATE_ADMIN_KEY=${keys.admin}`);
+    expect(lines).toContain(`KVGATE_REGISTER_KEY=${keys.register}`);
+    for (const key of Object.values(keys)) expect(text.split(key).length - 1).toBe(1);
+    expect(readKey(`wrangler noise\n${text}\nmore noise`, "api")).toBe(keys.api);
+    expect(readKey(text, "admin")).toBe(keys.admin);
+    expect(readKey(text, "register")).toBe(keys.register);
   });
 
-  it("is not read from a line that only contains the variable's name", () => {
-    expect(readApiKey("export KVGATE_API_KEY=sk-x\n  KVGATE_API_KEY=sk-y")).toBeNull();
-    expect(readApiKey(apiKeyLine("sk-z"))).toBe("sk-z");
+  it("are not read from a line that only contains the variable's name", () => {
+    expect(readKey("export KVGATE_API_KEY=sk-x\n  KVGATE_API_KEY=sk-y", "api")).toBeNull();
+    expect(readKey(keyLine("api", "sk-z"), "api")).toBe("sk-z");
   });
 });
 
@@ -44,13 +51,20 @@ describe("the curl example", () => {
 });
 
 describe("wrangler dev's command line", () => {
-  const base = { host: HOST, port: DEFAULT_PORT, masterKeyEnv: "KVGATE_MASTER_KEY", key: "sk-test", persistTo: "/tmp/state", config: null };
+  const keys = { api: "sk-test", admin: "sk-admin", register: "sk-register" };
+  const base = { host: HOST, port: DEFAULT_PORT, masterKeyEnv: "KVGATE_MASTER_KEY", keys, persistTo: "/tmp/state", config: null };
 
-  it("passes the key as the config's master key var, and nowhere else", () => {
+  it("passes the client key as the config's master key var, and nowhere else", () => {
     const args = wranglerDevArgs(base);
     expect(args).toEqual(expect.arrayContaining(["--var", "KVGATE_MASTER_KEY:sk-test", "--port", "8787", "--persist-to", "/tmp/state"]));
     expect(args.filter((a) => a.includes("sk-test"))).toEqual(["KVGATE_MASTER_KEY:sk-test"]);
     expect(wranglerDevArgs({ ...base, masterKeyEnv: "DEV_KEY" })).toContain("DEV_KEY:sk-test");
+  });
+
+  it("passes the admin and register keys as KVGATE_ADMIN_KEY and KVGATE_REGISTER_KEY", () => {
+    const args = wranglerDevArgs(base);
+    expect(args.filter((a) => a.includes("sk-admin") || a.includes("sk-register"))).toEqual(["KVGATE_ADMIN_KEY:sk-admin", "KVGATE_REGISTER_KEY:sk-register"]);
+    expect(args[args.indexOf("KVGATE_ADMIN_KEY:sk-admin") - 1]).toBe("--var");
   });
 
   it("serves wrangler.toml's config unless the fleet moved", () => {
@@ -70,6 +84,51 @@ describe("npm start's ports", () => {
     expect(startOptions({ KVGATE_PORT: "0", KVGATE_FLEET_PORT: "9101" })).toEqual({ port: 0, fleetPort: 9101 });
     expect(() => startOptions({ KVGATE_PORT: "80a" })).toThrow(/KVGATE_PORT must be a port/);
     expect(() => startOptions({ KVGATE_FLEET_PORT: "70000" })).toThrow(/KVGATE_FLEET_PORT must be a port/);
+  });
+
+  it("move with --port and --fleet-port, which win over PORT and the KVGATE_ variables", () => {
+    expect(startOptions({}, ["--port", "9000"])).toEqual({ port: 9000, fleetPort: 9001 });
+    expect(startOptions({}, ["--port=9000", "--fleet-port=19001"])).toEqual({ port: 9000, fleetPort: 19001 });
+    expect(startOptions({ PORT: "9100" })).toEqual({ port: 9100, fleetPort: 9001 });
+    expect(startOptions({ PORT: "9100", KVGATE_PORT: "9200" })).toEqual({ port: 9200, fleetPort: 9001 });
+    expect(startOptions({ PORT: "9100", KVGATE_PORT: "9200", KVGATE_FLEET_PORT: "0" }, ["--port", "0", "--fleet-port", "19001"])).toEqual({ port: 0, fleetPort: 19001 });
+    expect(startOptions({ PORT: "" })).toEqual({ port: 8787, fleetPort: 9001 });
+  });
+
+  it("refuse, in one line, what is not a port, a flag they do not know, and ports the fleet would take", () => {
+    const refusal = (env: Record<string, string>, argv: string[]): string => {
+      try {
+        startOptions(env, argv);
+      } catch (e) {
+        return (e as Error).message;
+      }
+      throw new Error("accepted");
+    };
+    expect(refusal({}, ["--port", "abc"])).toBe('--port must be a port (0–65535, 0 for a free one), not "abc"');
+    expect(refusal({ PORT: "0x50" }, [])).toBe('PORT must be a port (0–65535, 0 for a free one), not "0x50"');
+    expect(refusal({}, ["--port", "-1"])).toMatch(/^--port must be a port/);
+    expect(refusal({}, ["--port"])).toBe("--port needs a value");
+    expect(refusal({}, ["--prot", "9000"])).toMatch(/^unknown argument --prot \(npm start -- --help lists the flags/);
+    expect(refusal({}, ["9000"])).toMatch(/^unknown argument 9000 .*npm needs the -- before them/);
+    expect(refusal({}, ["--fleet-port", "65534"])).toBe("the fleet's first port must leave room for its 4 workers: at most 65532, not 65534");
+    expect(refusal({}, ["--port", "9003"])).toBe("port 9003 is one of the fleet's (9001–9004); pick another with --port or --fleet-port");
+    for (const message of ["--port abc", "--port 9003"].map((a) => refusal({}, a.split(" ")))) expect(message).not.toContain("\n");
+  });
+
+  it("are named in the usage, with their variables and defaults", () => {
+    const usage = startUsage();
+    for (const word of ["npm start -- [--port N] [--fleet-port N]", "PORT", "KVGATE_FLEET_PORT", "8787", "9001–9004", "--help"]) expect(usage).toContain(word);
+  });
+
+  it("that are taken are said in one line naming the port and how to pick another", () => {
+    const inUse = Object.assign(new Error("listen EADDRINUSE: address already in use 127.0.0.1:8787"), { code: "EADDRINUSE", port: 8787 });
+    expect(portRefusal(inUse, 8787, { gateway: true })).toBe("port 8787 is already in use; pick another with --port or PORT");
+    const second = Object.assign(new Error("listen EADDRINUSE"), { code: "EADDRINUSE", port: 9002 });
+    expect(portRefusal(second, 9001, { gateway: false, fleetPort: 9001 })).toBe(
+      "port 9002 is already in use (the simulated fleet takes 9001–9004); pick others with --fleet-port or KVGATE_FLEET_PORT",
+    );
+    const denied = Object.assign(new Error("listen EACCES"), { code: "EACCES", port: 80 });
+    expect(portRefusal(denied, 80, { gateway: true })).toBe("port 80 needs privileges this user does not have; pick another with --port or PORT");
   });
 
   it("take the config's deployments along when the fleet moves, and nothing else", () => {
