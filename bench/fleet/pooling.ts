@@ -2,7 +2,7 @@ import { SCORE_SIDES } from "../../src/openai/requests.ts";
 import { embed, relevance, truncate, type EmbeddingInput } from "./embedding-model.ts";
 import { isRecord } from "./is-record.ts";
 import { tokensForBytes } from "./prompt-blocks.ts";
-import { isTokenId } from "./prompt-render.ts";
+import { isTokenId, renderChat } from "./prompt-render.ts";
 import type { WorkerContext } from "./worker-context.ts";
 
 /**
@@ -29,7 +29,7 @@ export function poolingAnswer(ctx: WorkerContext, endpoint: PoolingEndpoint, bod
 const ENCODINGS = new Set(["float", "base64"]);
 
 function embeddings(ctx: WorkerContext, body: Record<string, unknown>): PoolingAnswer {
-  const inputs = embeddingInputs(body.input);
+  const inputs = body.input === undefined && body.messages !== undefined ? chatInput(body) : embeddingInputs(body.input);
   if (typeof inputs === "string") return inputs;
   const full = ctx.config.embeddingDimensions;
   const dimensions = body.dimensions ?? full;
@@ -57,9 +57,16 @@ function embeddings(ctx: WorkerContext, body: Record<string, unknown>): PoolingA
   };
 }
 
+/** vLLM's chat-style embeddings request: its messages, rendered as a chat template would, are one input. */
+function chatInput(body: Record<string, unknown>): EmbeddingInput[] | string {
+  const rendered = renderChat({ messages: body.messages });
+  if (!rendered.ok) return rendered.message;
+  return "text" in rendered ? [rendered.text] : [rendered.tokenIds];
+}
+
 /** A text, texts, token ids or lists of token ids, as a list of inputs; or the message of a 400. */
 function embeddingInputs(input: unknown): EmbeddingInput[] | string {
-  const bad = "input must be a string, an array of strings, an array of token ids, or an array of such arrays (the simulator embeds no messages)";
+  const bad = "input must be a string, an array of strings, an array of token ids, or an array of such arrays";
   if (typeof input === "string") return [input];
   if (!Array.isArray(input) || input.length === 0) return bad;
   if (input.every(isTokenId)) return [input];

@@ -63,11 +63,15 @@ describe("POST /v1/embeddings", () => {
     expect(cosine(cut, head)).toBeCloseTo(1, 5);
   });
 
-  it("embeds token ids and lists of them", async () => {
+  it("embeds token ids and lists of them, and vLLM's chat-style messages as one input", async () => {
     const fleet = await fleetOf({ workers: 1 });
-    const r = await postJson(`${fleet.urls[0]}/v1/embeddings`, { model, input: [[1, 2, 3], [4]] });
+    const url = `${fleet.urls[0]}/v1/embeddings`;
+    const r = await postJson(url, { model, input: [[1, 2, 3], [4]] });
     expect((r.json as EmbeddingsBody).data).toHaveLength(2);
     expect((r.json as EmbeddingsBody).usage.prompt_tokens).toBe(4);
+    const chat = (await postJson(url, { model, messages: [{ role: "user", content: "hello" }] })).json as EmbeddingsBody;
+    expect(chat.data).toHaveLength(1);
+    expect(norm(chat.data[0]?.embedding as number[])).toBeCloseTo(1, 5);
   });
 
   it.each([
