@@ -84,6 +84,13 @@ describe("POST /v1/embeddings", () => {
     expect(upstreamRequests().last).toMatchObject({ path: "/v1/embeddings", body: { model: MODEL, input: "short", dimensions: 64, encoding_format: "base64" } });
   });
 
+  it("a backend's 5xx is failed over like chat's, and no lease is left behind", async () => {
+    const r = await post("/v1/embeddings", { model: LLAMA, input: "x", kvgate_sim: { fail_status: 500 } });
+    // Both backends fail the same way: the failure is the request's, passed on as the gateway's 502.
+    expect(r.status).toBe(502);
+    expect(r.headers.get("x-kvgate-attempts")).toBe("2");
+  });
+
   it("passes on the upstream's own 400 (more dimensions than the model has), and the lease ends with it", async () => {
     const r = await post("/v1/embeddings", { model: MODEL, input: "x", dimensions: 4096 });
     expect(r.status).toBe(400);
@@ -134,6 +141,22 @@ describe("POST /v1/responses", () => {
     expect(text.length).toBe(16 * 4);
     expect(completed).toMatchObject({ status: "completed", output: [{ type: "message", role: "assistant", content: [{ type: "output_text", text }] }] });
     expect(completed?.usage?.output_tokens).toBe(16);
+  });
+
+  it("holds the backend's slot while the stream runs, and gives it back when the client leaves mid-way", async () => {
+    const abort = new AbortController();
+    const res = await fetch(`${gw.url}/v1/responses`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${gw.key}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: MODEL, input: "A slow one.", stream: true, kvgate_sim: { chunk_delay_ms: 200, tokens: 50 } }),
+      signal: abort.signal,
+    });
+    const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+    let text = "";
+    while (!text.includes("response.output_text.delta")) text += new TextDecoder().decode((await reader.read()).value);
+    expect(await gw.inFlight(MODEL)).toBe(1);
+    abort.abort();
+    // afterEach waits for it to reach 0.
   });
 
   it("the SDK's stream helper assembles the same response from the events", async () => {
