@@ -57,6 +57,7 @@ export async function startFleet(options: StartFleetOptions = {}): Promise<Fleet
           profile,
           faults: knobs[index] as (typeof knobs)[number],
           defaultMaxTokens: resolved.defaultMaxTokens,
+          embeddingDimensions: resolved.embeddingDimensions,
           seed: resolved.seed,
           requestLogSize: resolved.requestLogSize,
           onFaultEvent: (kind) => events.push({ worker: index, kind, at: Date.now() }),

@@ -108,8 +108,7 @@ export class InferenceJob implements Sequence {
       cachedTokens: this.cachedTokens,
     };
     if (this.sse) {
-      if (spec.includeUsage) this.sse.send(spec.format.usageEvent(spec.head, usage));
-      this.sse.done();
+      this.sse.end(spec.format.streamEnd(spec.head, this.outputTokens, spec.finish, usage, spec.includeUsage));
     } else {
       sendJson(this.res, 200, spec.format.body(spec.head, this.outputTokens, spec.finish, usage), this.ctx.headers);
     }

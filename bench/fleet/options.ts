@@ -15,6 +15,7 @@ export interface FleetOptions extends GpuProfile, FaultKnobs {
   servedModelName: string;
   preset: PresetName;
   defaultMaxTokens: number;
+  embeddingDimensions: number;
   faultWorker: FaultTarget;
   seed: number;
   requestLogSize: number;
@@ -44,6 +45,7 @@ export const OPTION_SPECS: { readonly [K in keyof FleetOptions]-?: OptionSpec } 
   decodeStepMs: { kind: "number", min: 0, help: "decode step with one running sequence, ms" },
   batchSlowdown: { kind: "number", min: 0, help: "step = decode-step-ms × (1 + this × (running − 1))" },
   defaultMaxTokens: { kind: "int", min: 1, help: "output tokens when a request sets no max_tokens" },
+  embeddingDimensions: { kind: "int", min: 1, max: 65_536, help: "length of the vectors /v1/embeddings answers (a request's dimensions may ask for fewer)" },
   faultWorker: { kind: "fault-target", help: "worker index the fault options apply to, or 'all'" },
   errorRate: { kind: "number", min: 0, max: 1, help: "fraction of requests answered 500" },
   stallRate: { kind: "number", min: 0, max: 1, help: "fraction of requests that stall (stop sending, keep the connection)" },
@@ -73,6 +75,7 @@ export const DEFAULTS: Readonly<GeneralOptions> = {
   servedModelName: "kvgate-sim",
   preset: "a100-7b",
   defaultMaxTokens: 16,
+  embeddingDimensions: 384,
   faultWorker: "all",
   errorRate: 0,
   stallRate: 0,

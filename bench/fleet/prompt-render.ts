@@ -60,6 +60,33 @@ function asText(value: unknown): string {
   return typeof value === "string" ? value : (JSON.stringify(value) ?? "");
 }
 
+/**
+ * A Responses API request, rendered as the chat it stands for (as vLLM builds it): `instructions`
+ * as a system message, a string `input` as a user message; of input items, messages as they are,
+ * a function call as an assistant tool call, its output as a tool message, any other item as its JSON.
+ */
+export function renderResponses(body: Record<string, unknown>): RenderedPrompt {
+  const { input, instructions, tools } = body;
+  const messages: unknown[] = [];
+  if (typeof instructions === "string" && instructions !== "") messages.push({ role: "system", content: instructions });
+  if (typeof input === "string") messages.push({ role: "user", content: input });
+  else if (Array.isArray(input) && input.length > 0) {
+    for (let i = 0; i < input.length; i++) {
+      const item: unknown = input[i];
+      if (!isRecord(item)) return { ok: false, message: `input[${i}] must be an object`, param: "input" };
+      messages.push(itemMessage(item));
+    }
+  } else return { ok: false, message: "input must be a string or a non-empty array of items", param: "input" };
+  return renderChat({ messages, tools });
+}
+
+function itemMessage(item: Record<string, unknown>): Record<string, unknown> {
+  if (typeof item.role === "string") return item;
+  if (item.type === "function_call") return { role: "assistant", content: "", tool_calls: [{ function: { name: item.name, arguments: item.arguments } }] };
+  if (item.type === "function_call_output") return { role: "tool", content: asText(item.output) };
+  return { role: typeof item.type === "string" ? item.type : "item", content: JSON.stringify(item) };
+}
+
 /** A completions prompt: a string, a one-element array of strings, or token ids. */
 export function renderCompletion(body: Record<string, unknown>): RenderedPrompt {
   let prompt: unknown = body.prompt;
@@ -80,6 +107,6 @@ export function renderCompletion(body: Record<string, unknown>): RenderedPrompt 
   };
 }
 
-function isTokenId(value: unknown): value is number {
+export function isTokenId(value: unknown): value is number {
   return typeof value === "number" && Number.isInteger(value) && value >= 0;
 }

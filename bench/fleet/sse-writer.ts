@@ -1,5 +1,4 @@
 import type { ServerResponse } from "node:http";
-import { DONE_EVENT } from "./wire-format.ts";
 
 const SSE_HEADERS = { "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache" };
 
@@ -25,8 +24,9 @@ export class SseWriter {
     this.res.write(event);
   }
 
-  done(): void {
-    this.res.end(DONE_EVENT);
+  /** The stream's last events, and its end. */
+  end(last: string): void {
+    this.res.end(last);
   }
 
   /** Destroys the socket under the response: the client sees the stream break, not end. */

@@ -13,6 +13,8 @@ export interface ResponseHead {
   created: number;
   /** The served model name as a JSON string literal. */
   modelJson: string;
+  /** Request fields the answer repeats, as `"key":value,` JSON members ("" when it repeats none). */
+  echoJson: string;
 }
 
 export interface UsageCounts {
@@ -29,7 +31,8 @@ export interface WireFormat {
   /** Per-request prefix of every token event; pass it to tokenEvent. */
   tokenPrefix(head: ResponseHead): string;
   tokenEvent(prefix: string, index: number, finish: FinishReason | null): string;
-  usageEvent(head: ResponseHead, usage: UsageCounts): string;
+  /** What a stream ends with after its last token: usage (when asked for) and [DONE], or the closing events. */
+  streamEnd(head: ResponseHead, completionTokens: number, finish: FinishReason, usage: UsageCounts, includeUsage: boolean): string;
 }
 
 export const DONE_EVENT = "data: [DONE]\n\n";
@@ -68,8 +71,8 @@ export const CHAT_FORMAT: WireFormat = {
     const tail = finish === null ? CHAT_TAIL_OPEN : finish === "length" ? CHAT_TAIL_LENGTH : CHAT_TAIL_STOP;
     return prefix + tokenJson(index) + tail;
   },
-  usageEvent(head, usage) {
-    return `data: ${headJson(head, "chat.completion.chunk")},"choices":[],"usage":${usageJson(usage)}}\n\n`;
+  streamEnd(head, _tokens, _finish, usage, includeUsage) {
+    return includeUsage ? `data: ${headJson(head, "chat.completion.chunk")},"choices":[],"usage":${usageJson(usage)}}\n\n${DONE_EVENT}` : DONE_EVENT;
   },
 };
 
@@ -96,7 +99,7 @@ export const COMPLETION_FORMAT: WireFormat = {
     const tail = finish === null ? TEXT_TAIL_OPEN : finish === "length" ? TEXT_TAIL_LENGTH : TEXT_TAIL_STOP;
     return prefix + tokenJson(index) + tail;
   },
-  usageEvent(head, usage) {
-    return `data: ${headJson(head, "text_completion")},"choices":[],"usage":${usageJson(usage)}}\n\n`;
+  streamEnd(head, _tokens, _finish, usage, includeUsage) {
+    return includeUsage ? `data: ${headJson(head, "text_completion")},"choices":[],"usage":${usageJson(usage)}}\n\n${DONE_EVENT}` : DONE_EVENT;
   },
 };

@@ -14,6 +14,7 @@ export interface WorkerConfig {
   profile: GpuProfile;
   faults: FaultKnobs;
   defaultMaxTokens: number;
+  embeddingDimensions: number;
   seed: number;
   requestLogSize: number;
   /** Told when a fault takes effect (onset, a flap's down and up, death), for a benchmark's timeline. */

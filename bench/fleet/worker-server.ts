@@ -146,12 +146,24 @@ export async function startWorker(config: WorkerConfig): Promise<SimWorker> {
   return { url: `http://${HOST}:${port}`, port, startFaults, requests: () => ctx.log.list(), close: shut };
 }
 
+/** The inference paths, as vLLM serves them (rerank and score at each path vLLM answers them on). */
+const ENDPOINTS: ReadonlyMap<string, Endpoint> = new Map<string, Endpoint>([
+  ["/v1/chat/completions", "chat"],
+  ["/v1/completions", "completions"],
+  ["/v1/responses", "responses"],
+  ["/v1/embeddings", "embeddings"],
+  ["/rerank", "rerank"],
+  ["/v1/rerank", "rerank"],
+  ["/v2/rerank", "rerank"],
+  ["/score", "score"],
+  ["/v1/score", "score"],
+]);
+
 function route(ctx: WorkerContext, req: IncomingMessage, res: ServerResponse, modelsBody: string): void {
   const url = req.url ?? "/";
   const q = url.indexOf("?");
   const path = q === -1 ? url : url.slice(0, q);
-  const endpoint: Endpoint | undefined =
-    path === "/v1/chat/completions" ? "chat" : path === "/v1/completions" ? "completions" : undefined;
+  const endpoint = ENDPOINTS.get(path);
 
   if (endpoint) {
     if (req.method !== "POST") return notAllowed(res);

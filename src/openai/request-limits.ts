@@ -10,14 +10,25 @@ type Limits = GatewayConfig["limits"];
  * Order: messages, tools, then content parts and tool calls summed over the messages.
  */
 export function chatLimitError(body: unknown, limits: Limits): GatewayError | null {
+  return turnsLimitError(body, "messages", "messages", limits);
+}
+
+/** The same counts of a Responses API body, whose `input` items stand where a chat's messages do. */
+export function responsesLimitError(body: unknown, limits: Limits): GatewayError | null {
+  return turnsLimitError(body, "input", "input items", limits);
+}
+
+/** The counts of a body whose field `list` holds the conversation's turns (`label` in messages). */
+function turnsLimitError(body: unknown, list: string, label: string, limits: Limits): GatewayError | null {
   if (!isRecord(body)) return null;
-  const messages = Array.isArray(body.messages) ? body.messages : [];
+  const value = body[list];
+  const items = Array.isArray(value) ? value : [];
   const tools = body.tools;
   return (
-    tooMany("messages", messages.length, limits.maxMessages) ??
+    tooMany(list, items.length, limits.maxMessages) ??
     (Array.isArray(tools) ? tooMany("tools", tools.length, limits.maxTools) : null) ??
-    summedOverMessages(messages, "content", "content parts", limits.maxContentParts) ??
-    summedOverMessages(messages, "tool_calls", "tool calls", limits.maxToolCalls)
+    summedOver(list, label, items, "content", "content parts", limits.maxContentParts) ??
+    summedOver(list, label, items, "tool_calls", "tool calls", limits.maxToolCalls)
   );
 }
 
@@ -25,17 +36,20 @@ function tooMany(field: string, count: number, limit: number): GatewayError | nu
   return count > limit ? badRequest(`${field} has ${count} items, more than the limit of ${limit}`, field) : null;
 }
 
-/** The array field `key` of every message, counted together; the error names the message where the sum passes the limit. */
-function summedOverMessages(messages: unknown[], key: "content" | "tool_calls", what: string, limit: number): GatewayError | null {
+/**
+ * The array field `key` of every item of the body's field `list` (called `label` in the message),
+ * counted together; the error names the item where the sum passes the limit.
+ */
+function summedOver(list: string, label: string, items: unknown[], key: "content" | "tool_calls", what: string, limit: number): GatewayError | null {
   let sum = 0;
-  for (let i = 0; i < messages.length; i++) {
-    const m = messages[i];
-    const items = isRecord(m) ? m[key] : undefined;
-    if (!Array.isArray(items)) continue;
-    sum += items.length;
+  for (let i = 0; i < items.length; i++) {
+    const m = items[i];
+    const parts = isRecord(m) ? m[key] : undefined;
+    if (!Array.isArray(parts)) continue;
+    sum += parts.length;
     if (sum > limit) {
-      const param = `messages[${i}].${key}`;
-      return badRequest(`messages hold more than ${limit} ${what} in all (the limit is passed at ${param})`, param);
+      const param = `${list}[${i}].${key}`;
+      return badRequest(`${label} hold more than ${limit} ${what} in all (the limit is passed at ${param})`, param);
     }
   }
   return null;

@@ -55,12 +55,93 @@ const isText = (v: unknown): v is string => typeof v === "string";
 const isTokenId = (v: unknown): v is number => typeof v === "number" && Number.isFinite(v);
 const isTokenIds = (v: unknown): v is number[] => Array.isArray(v) && everyItem(v, isTokenId);
 
+/** Text, a batch of texts, token ids, or a batch of token-id lists: a completions prompt, an embeddings input. */
+const textsOrTokens = z.union([z.string(), arrayOf(isText), arrayOf(isTokenId), arrayOf(isTokenIds)]);
+
 export const CompletionRequestSchema = z.looseObject({
   ...samplingFields,
-  /** Text, a batch of texts, token ids, or a batch of token-id lists. */
-  prompt: z.union([z.string(), arrayOf(isText), arrayOf(isTokenId), arrayOf(isTokenIds)]),
+  prompt: textsOrTokens,
 });
+
+const model = samplingFields.model;
+/** An answer that is one JSON body: a client asking for a stream is told so, not sent a body it cannot read. */
+const notStreamed = z.optional(z.nullable(z.literal(false)));
+
+/** POST /v1/embeddings: OpenAI's `input`, or vLLM's chat-style `messages`. */
+export const EmbeddingRequestSchema = z
+  .looseObject({
+    model,
+    stream: notStreamed,
+    input: z.optional(textsOrTokens),
+    messages: z.optional(z.array(ChatMessageSchema).check(z.minLength(1))),
+    dimensions: z.optional(z.nullable(z.number().check(z.int(), z.minimum(1)))),
+  })
+  .check(z.refine((b) => b.input !== undefined || b.messages !== undefined, { error: "is required", path: ["input"] }));
+
+/**
+ * An item of a Responses API `input`: a message (a role and its content, as a chat message has)
+ * or another item named by its `type` (function_call, function_call_output, reasoning, ...).
+ */
+export const ResponseInputItemSchema = z
+  .looseObject({ type: z.optional(z.string()), role: z.optional(z.string().check(z.minLength(1))), content: z.optional(content) })
+  .check(z.refine((item) => item.type !== undefined || item.role !== undefined, "must have a type or a role"));
+
+/** POST /v1/responses. */
+export const ResponsesRequestSchema = z.looseObject({
+  model,
+  stream: samplingFields.stream,
+  input: z.union([text, z.array(ResponseInputItemSchema)]),
+  instructions: z.optional(z.nullable(text)),
+  tools: z.optional(z.nullable(z.array(z.looseObject({})))),
+  max_output_tokens: tokenCount,
+  temperature: samplingFields.temperature,
+  top_p: samplingFields.top_p,
+});
+
+/** vLLM's and Cohere's rerank (POST /rerank, /v1/rerank, /v2/rerank): text, or vLLM's multimodal object. */
+export const RerankRequestSchema = z.looseObject({
+  model,
+  stream: notStreamed,
+  query: z.union([text, z.looseObject({})]),
+  documents: z.union([arrayOf(isText), z.looseObject({})]),
+  top_n: z.optional(z.nullable(z.number().check(z.int(), z.minimum(0)))),
+});
+
+/** One side of a score request: a text, a list of texts, or vLLM's multimodal object. */
+const scoreSide = z.union([text, arrayOf(isText), z.looseObject({})]);
+/** The pairs of fields a score request names its two sides with: vLLM's (text_1 and text_2 first), then SGLang's. */
+export const SCORE_SIDES = [
+  ["text_1", "text_2"],
+  ["queries", "documents"],
+  ["queries", "items"],
+  ["data_1", "data_2"],
+  ["query", "items"],
+] as const;
+
+/** vLLM's score (POST /score, /v1/score): two sides, scored pairwise; SGLang's /v1/score names them query and items. */
+export const ScoreRequestSchema = z
+  .looseObject({
+    model,
+    stream: notStreamed,
+    text_1: z.optional(scoreSide),
+    text_2: z.optional(scoreSide),
+    queries: z.optional(scoreSide),
+    query: z.optional(scoreSide),
+    documents: z.optional(scoreSide),
+    items: z.optional(scoreSide),
+    data_1: z.optional(scoreSide),
+    data_2: z.optional(scoreSide),
+  })
+  .check(
+    z.refine((b) => SCORE_SIDES.some(([one, two]) => b[one] !== undefined && b[two] !== undefined), {
+      // Read after the field's name: "text_1 and text_2 are required (...)".
+      error: "and text_2 are required (or queries and documents, queries and items, data_1 and data_2, query and items)",
+      path: ["text_1"],
+    }),
+  );
 
 export type ChatMessage = z.infer<typeof ChatMessageSchema>;
 export type ChatCompletionRequest = z.infer<typeof ChatCompletionRequestSchema>;
 export type CompletionRequest = z.infer<typeof CompletionRequestSchema>;
+export type ResponseInputItem = z.infer<typeof ResponseInputItemSchema>;
+export type ResponsesRequest = z.infer<typeof ResponsesRequestSchema>;

@@ -1,4 +1,4 @@
-import type { ChatCompletionRequest, ChatMessage, CompletionRequest } from "../openai/requests.ts";
+import type { ChatCompletionRequest, ChatMessage, CompletionRequest, ResponseInputItem, ResponsesRequest } from "../openai/requests.ts";
 import { BlockHasher } from "./block-hasher.ts";
 
 export interface FingerprintOptions {
@@ -19,11 +19,7 @@ const ROLE_CLOSE = "\u0002";
  */
 export function chatFingerprint(body: ChatCompletionRequest, opts: FingerprintOptions): number[] {
   const h = new BlockHasher(opts.blockChars, opts.maxBlocks);
-  if (body.tools && body.tools.length > 0) {
-    h.push(`${ROLE_OPEN}tools${ROLE_CLOSE}`);
-    pushJsonArray(h, body.tools);
-    h.boundary();
-  }
+  pushTools(h, body.tools);
   for (const message of body.messages) {
     if (h.full) break;
     pushMessage(h, message);
@@ -32,9 +28,51 @@ export function chatFingerprint(body: ChatCompletionRequest, opts: FingerprintOp
   return h.hashes;
 }
 
+/**
+ * Canonical prompt of a Responses API request, read the way chat's is: tools, `instructions` as a
+ * system message, then `input` — a string as a user message, each item as a message (one with a
+ * role) or as its JSON tagged with its type (a function call, its output, ...), a block boundary
+ * after each. So a conversation continued by sending its items back keeps its earlier hashes, and
+ * the same conversation sent as chat messages hashes alike.
+ */
+export function responsesFingerprint(body: ResponsesRequest, opts: FingerprintOptions): number[] {
+  const h = new BlockHasher(opts.blockChars, opts.maxBlocks);
+  pushTools(h, body.tools);
+  if (body.instructions) {
+    pushTurn(h, "system", undefined, body.instructions);
+    h.boundary();
+  }
+  const input = body.input;
+  if (typeof input === "string") {
+    pushTurn(h, "user", undefined, input);
+    h.boundary();
+    return h.hashes;
+  }
+  for (const item of input) {
+    if (h.full) break;
+    pushItem(h, item);
+    h.boundary();
+  }
+  return h.hashes;
+}
+
+/** Tools come first: a template renders them ahead of the conversation. */
+function pushTools(h: BlockHasher, tools: readonly object[] | null | undefined): void {
+  if (!tools || tools.length === 0) return;
+  h.push(`${ROLE_OPEN}tools${ROLE_CLOSE}`);
+  pushJsonArray(h, tools);
+  h.boundary();
+}
+
 function pushMessage(h: BlockHasher, m: ChatMessage): void {
-  h.push(ROLE_OPEN + m.role + (m.name ? `:${m.name}` : "") + ROLE_CLOSE);
-  const content = m.content;
+  pushTurn(h, m.role, m.name, m.content);
+  if (m.tool_calls && !h.full) pushJsonArray(h, m.tool_calls);
+  if (m.tool_call_id) h.push(m.tool_call_id);
+}
+
+/** A role-tagged turn and its text: a string, or each part's text (another part as its JSON). */
+function pushTurn(h: BlockHasher, role: string, name: string | undefined, content: ChatMessage["content"]): void {
+  h.push(ROLE_OPEN + role + (name ? `:${name}` : "") + ROLE_CLOSE);
   if (typeof content === "string") h.push(content);
   else if (Array.isArray(content)) {
     for (const part of content) {
@@ -44,8 +82,14 @@ function pushMessage(h: BlockHasher, m: ChatMessage): void {
       else h.push(JSON.stringify(part));
     }
   }
-  if (m.tool_calls && !h.full) pushJsonArray(h, m.tool_calls);
-  if (m.tool_call_id) h.push(m.tool_call_id);
+}
+
+function pushItem(h: BlockHasher, item: ResponseInputItem): void {
+  if (item.role !== undefined) pushTurn(h, item.role, undefined, item.content);
+  else {
+    h.push(ROLE_OPEN + (item.type ?? "") + ROLE_CLOSE);
+    h.push(JSON.stringify(item));
+  }
 }
 
 /** The text JSON.stringify(items) would give, one item at a time, up to where the chain is full. */

@@ -51,11 +51,11 @@ export function choose(
 ): Choice | null {
   switch (strategy) {
     case "prefix-aware":
-      return prefixAware(backends, chain, params, rng, hot);
-    case "least-loaded": {
-      const index = leastLoaded(backends, rng);
-      return index < 0 ? null : { index, reason: "least-loaded", matched: 0 };
-    }
+      // No prompt to place (embeddings, rerank, score): there is no cache to aim for, and the
+      // prefill debt of other requests' prompts is no measure of this one's wait.
+      return chain.length === 0 ? leastLoadedChoice(backends, rng) : prefixAware(backends, chain, params, rng, hot);
+    case "least-loaded":
+      return leastLoadedChoice(backends, rng);
     case "random": {
       const open = openIndexes(backends);
       const index = open[Math.floor(rng() * open.length)];
@@ -80,6 +80,11 @@ function openIndexes(backends: readonly BackendView[]): number[] {
     if (usable(b)) out.push(i);
   }
   return out;
+}
+
+function leastLoadedChoice(backends: readonly BackendView[], rng: Rng): Choice | null {
+  const index = leastLoaded(backends, rng);
+  return index < 0 ? null : { index, reason: "least-loaded", matched: 0 };
 }
 
 /** Lowest in-flight below the hard cap; ties broken at random (reservoir sampling). */

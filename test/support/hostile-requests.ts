@@ -465,7 +465,10 @@ export const method = fc.oneof(
   { weight: 1, arbitrary: fc.mixedCase(fc.constantFrom(...OTHER_METHODS)) },
 );
 
-export const ROUTES = ["/health", "/v1/models", "/v1/kvgate/status", "/v1/chat/completions", "/v1/completions"] as const;
+/** The endpoints passed through to vLLM and SGLang beside chat (workers/gateway/endpoints.ts): POST only, each with a body of its own. */
+export const PASSED_THROUGH_ROUTES = ["/v1/embeddings", "/v1/responses", "/v1/rerank", "/v1/score", "/rerank", "/v2/rerank", "/score"] as const;
+
+export const ROUTES = ["/health", "/v1/models", "/v1/kvgate/status", "/v1/chat/completions", "/v1/completions", ...PASSED_THROUGH_ROUTES] as const;
 
 export interface PathCase {
   path: string;
@@ -494,7 +497,7 @@ const pathMutation = fc.constantFrom(
 );
 
 export const path: fc.Arbitrary<PathCase> = fc.oneof(
-  { weight: 4, arbitrary: fc.constantFrom(...ROUTES, "/", "/v1/embeddings", "/v2/chat/completions", "/favicon.ico").map((p) => ({ path: p, exact: true })) },
+  { weight: 4, arbitrary: fc.constantFrom(...ROUTES, "/", "/v1/audio/speech", "/v2/chat/completions", "/favicon.ico").map((p) => ({ path: p, exact: true })) },
   { weight: 1, arbitrary: fc.tuple(fc.constantFrom(...ROUTES), fc.webQueryParameters()).map(([p, q]) => ({ path: `${p}?${q}`, exact: true })) },
   { weight: 1, arbitrary: fc.integer({ min: 1_000, max: 16_000 }).map((n) => ({ path: `/v1/${"a".repeat(n)}`, exact: true })) },
   { weight: 3, arbitrary: fc.tuple(fc.constantFrom(...ROUTES), pathMutation).map(([p, m]) => ({ path: m(p), exact: false })) },

@@ -1,8 +1,8 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { BlockHasher } from "../../src/prefix/block-hasher.ts";
-import { chatFingerprint, completionFingerprint } from "../../src/prefix/fingerprint.ts";
-import type { ChatCompletionRequest } from "../../src/openai/requests.ts";
+import { chatFingerprint, completionFingerprint, responsesFingerprint } from "../../src/prefix/fingerprint.ts";
+import type { ChatCompletionRequest, ResponsesRequest } from "../../src/openai/requests.ts";
 
 const opts = { blockChars: 64, maxBlocks: 2048 };
 const system = { role: "system", content: "You are a careful assistant. ".repeat(40) };
@@ -156,5 +156,56 @@ describe("prefix fingerprint, bounded work", () => {
         expect(completionFingerprint({ model: "m", prompt: [ids, [1]] }, o)).toEqual(whole.hashes);
       }),
     );
+  });
+});
+
+describe("Responses API fingerprint: its instructions and input read as chat's messages", () => {
+  const responses = (input: ResponsesRequest["input"], extra: Partial<ResponsesRequest> = {}): ResponsesRequest => ({ model: "m", input, ...extra });
+  const instructions = system.content;
+
+  it("hashes a request like the same conversation sent as chat: instructions as system, text input as user", () => {
+    const tools = [{ type: "function", name: "lookup", parameters: {} }];
+    expect(responsesFingerprint(responses("What is a KV cache?", { instructions, tools }), opts)).toEqual(
+      chatFingerprint({ ...chat([system, { role: "user", content: "What is a KV cache?" }]), tools }, opts),
+    );
+    const items = [
+      { role: "user", content: [{ type: "input_text", text: "What is a KV cache?" }] },
+      { type: "message", role: "assistant", content: [{ type: "output_text", text: "Stored keys and values." }] },
+    ];
+    expect(responsesFingerprint(responses(items, { instructions }), opts)).toEqual(
+      chatFingerprint(chat([system, { role: "user", content: "What is a KV cache?" }, { role: "assistant", content: "Stored keys and values." }]), opts),
+    );
+  });
+
+  it("keeps every earlier hash when the conversation continues with more items", () => {
+    const turn1 = responsesFingerprint(responses([{ role: "user", content: "What is a KV cache?" }], { instructions }), opts);
+    const turn2 = responsesFingerprint(
+      responses(
+        [
+          { role: "user", content: "What is a KV cache?" },
+          { type: "function_call", call_id: "c1", name: "lookup", arguments: '{"q":"kv cache"}' },
+          { type: "function_call_output", call_id: "c1", output: "Attention keys and values, kept per token." },
+          { role: "user", content: "Why does it matter?" },
+        ],
+        { instructions },
+      ),
+      opts,
+    );
+    expect(turn2.length).toBeGreaterThan(turn1.length);
+    expect(turn2.slice(0, turn1.length)).toEqual(turn1);
+  });
+
+  it("tags an item that is no message with its type", () => {
+    const call = { call_id: "c1", output: "x" };
+    const asOutput = responsesFingerprint(responses([{ type: "function_call_output", ...call }]), opts);
+    const asOther = responsesFingerprint(responses([{ type: "custom_tool_call_output", ...call }]), opts);
+    expect(asOutput[0]).not.toBe(asOther[0]);
+  });
+
+  it("stops reading items once the chain is full", () => {
+    const small = { blockChars: 8, maxBlocks: 4 };
+    const untouchable = { type: "x", toJSON: () => expect.unreachable("serialised an item past the cap") };
+    const items = [{ role: "user", content: "u".repeat(64) }, ...Array.from({ length: 1000 }, () => untouchable)];
+    expect(responsesFingerprint(responses(items), small)).toHaveLength(4);
   });
 });

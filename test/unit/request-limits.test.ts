@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { chatLimitError } from "../../src/openai/request-limits.ts";
+import { chatLimitError, responsesLimitError } from "../../src/openai/request-limits.ts";
 
 const limits = { maxBodyBytes: 1 << 20, maxMessages: 4, maxTools: 3, maxContentParts: 5, maxToolCalls: 2 };
 const user = { role: "user", content: "hi" };
@@ -50,5 +50,23 @@ describe("request limits, counted before the schema", () => {
     });
     expect(verdict({ messages: untouchable })?.param).toBe("messages");
     expect(verdict({ messages: [user], tools: untouchable })?.param).toBe("tools");
+  });
+});
+
+describe("request limits of a Responses API body: its input items count as a chat's messages do", () => {
+  const item = { role: "user", content: [{ type: "input_text", text: "hi" }] };
+  it.each([
+    ["items at the limit", { input: many(4, item) }, null],
+    ["one item over limits.maxMessages", { input: many(5, item) }, { param: "input", message: "input has 5 items, more than the limit of 4" }],
+    ["an input that is text", { input: "x".repeat(1000) }, null],
+    ["one tool over", { input: [item], tools: many(4, {}) }, { param: "tools", message: "tools has 4 items, more than the limit of 3" }],
+    [
+      "content parts summed over the items",
+      { input: [item, { type: "function_call_output", output: "x" }, { role: "user", content: many(5, {}) }] },
+      { param: "input[2].content", message: "input items hold more than 5 content parts in all (the limit is passed at input[2].content)" },
+    ],
+  ])("%s", (_name, body, expected) => {
+    const e = responsesLimitError(body, limits);
+    expect(e && { param: e.param, message: e.message }).toEqual(expected);
   });
 });

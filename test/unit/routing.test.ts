@@ -245,6 +245,17 @@ describe("GroupRouter", () => {
     expect(pick(router.pick(chain(1, 5), 0))).toBeNull();
   });
 
+  it("sends a request with no prompt (embeddings, rerank, score) to the least-loaded backend, whatever prompt work is queued there", () => {
+    const router = routerFor(group({ hotThreshold: 0 }, 2), rng());
+    const long = pick(router.pick(chain(1, 1000), 0));
+    // Two short prompts go where no long prefill waits, so the other backend has more in flight.
+    const short = [pick(router.pick(chain(2, 1), 0)), pick(router.pick(chain(3, 1), 0))];
+    expect(short.map((d) => d?.backendId)).toEqual([short[0]?.backendId, short[0]?.backendId]);
+    expect(short[0]?.backendId).not.toBe(long?.backendId);
+    const none = pick(router.pick([], 0));
+    expect(none).toMatchObject({ backendId: long?.backendId, reason: "least-loaded", matched: 0, total: 0 });
+  });
+
   it.each<Strategy>(["round-robin", "random", "least-loaded"])("%s ignores prefixes and labels its choice", (strategy) => {
     const router = routerFor(group({ strategy }), rng());
     const d = pick(router.pick(chain(1, 5), 0));

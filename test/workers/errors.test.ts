@@ -41,7 +41,7 @@ const cases: Case[] = [
   { name: "a streamed request's upstream that sends no headers in time", send: () => chat("errors", msg, { stream: true, kvgate_sim: { first_byte_delay_ms: 2000 } }), status: 504, type: "timeout_error", message: /no response headers within 300 ms/ },
   // The upstream's own type is kept (the simulator answers as vLLM does).
   { name: "an upstream 400 (the client's mistake, passed on)", send: () => chat("errors", msg, { kvgate_sim: { fail_status: 400 } }), status: 400, type: "BadRequestError" },
-  { name: "an unknown path", send: () => gateway("/v1/embeddings", { method: "POST", body: "{}" }), status: 404, type: "not_found_error" },
+  { name: "an unknown path", send: () => gateway("/v1/audio/speech", { method: "POST", body: "{}" }), status: 404, type: "not_found_error" },
   { name: "the wrong method", send: () => gateway("/v1/chat/completions", { method: "GET" }), status: 405, type: "invalid_request_error", headers: { allow: "POST" } },
   { name: "the wrong method on completions", send: () => gateway("/v1/completions", { method: "PUT", body: "{}" }), status: 405, type: "invalid_request_error", headers: { allow: "POST" } },
 ];

@@ -15,6 +15,7 @@ import {
   nested,
   origin,
   padChar,
+  PASSED_THROUGH_ROUTES,
   path,
   PREFIX_CAP,
   REQUEST_ID,
@@ -432,7 +433,13 @@ describe("hostile methods and paths", () => {
     const unknown: Expectation = { kind: "error", status: 404, code: "unknown_url" };
     let e: Expectation;
     if (route === "/health") e = get ? { kind: "get", route } : unknown;
-    else if (!route.startsWith("/v1/")) e = unknown;
+    else if ((PASSED_THROUGH_ROUTES as readonly string[]).includes(route)) {
+      if (!withKey) e = { kind: "error", status: 401, code: "invalid_api_key" };
+      else if (m !== "POST") e = { kind: "error", status: 405, code: "method_not_allowed" };
+      // The bodies generated here are chat's, completions' or junk: mostly a 400, but a chat body is
+      // also an embeddings request (vLLM embeds messages), which the fleet answers.
+      else e = body !== null && body.length > LIMIT ? tooLarge : { kind: "loose", authed: true };
+    } else if (!route.startsWith("/v1/")) e = unknown;
     else if (!withKey) e = { kind: "error", status: 401, code: "invalid_api_key" };
     else if (route === "/v1/models" || route === "/v1/kvgate/status") e = get ? { kind: "get", route } : unknown;
     else if (route === CHAT || route === COMPLETIONS) {

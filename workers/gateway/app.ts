@@ -2,13 +2,15 @@ import type { Context } from "hono";
 import { Hono } from "hono/tiny";
 import { cors } from "hono/cors";
 import { GatewayError, methodNotAllowed, notFound } from "../../src/openai/errors.ts";
+import { modelObject } from "../../src/openai/models.ts";
 import type { LoadedConfig } from "../config.ts";
 import type { Env } from "../env.ts";
 import { authenticate } from "./auth.ts";
+import { mountEndpoints } from "./endpoints.ts";
 import { proxyCompletion } from "./proxy.ts";
 import type { Endpoint } from "./validate.ts";
 
-type AppEnv = { Bindings: Env; Variables: { requestId: string; startedAt: number } };
+export type AppEnv = { Bindings: Env; Variables: { requestId: string; startedAt: number } };
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 const EXPOSED = ["x-kvgate-backend", "x-kvgate-reason", "x-kvgate-attempts", "x-kvgate-group", "x-kvgate-prefix-blocks", "x-kvgate-overhead-ms", "x-request-id", "retry-after"];
@@ -38,7 +40,7 @@ export function buildApp(config: LoadedConfig): Hono<AppEnv> {
   app.get("/v1/models", (c) => {
     const data = [];
     for (const g of config.groups) {
-      for (const id of [g.name, ...g.aliases]) data.push({ id, object: "model", created: 0, owned_by: "kvgate", root: g.name });
+      for (const id of [g.name, ...g.aliases]) data.push(modelObject(id, g.name));
     }
     return c.json({ object: "list", data });
   });
@@ -47,6 +49,7 @@ export function buildApp(config: LoadedConfig): Hono<AppEnv> {
     proxyCompletion({ endpoint, req: c.req.raw, env: c.env, ctx: c.executionCtx, config, requestId: c.get("requestId"), startedAt: c.get("startedAt") });
   app.post("/v1/chat/completions", completion("chat"));
   app.post("/v1/completions", completion("completions"));
+  mountEndpoints(app, config, completion);
 
   app.get("/v1/kvgate/status", async (c) => {
     const groups = await Promise.all(config.groups.map((g) => c.env.MODEL_GROUP.getByName(g.name).status()));

@@ -13,7 +13,16 @@ import type { ProxyInput } from "./proxy.ts";
 import { holdLease, type HeldLease } from "./route-client.ts";
 import type { Endpoint, Validated } from "./validate.ts";
 
-const UPSTREAM_PATH: Record<Endpoint, string> = { chat: "/v1/chat/completions", completions: "/v1/completions" };
+// Rerank and score go to their /v1 paths, whichever path the client called: vLLM serves them
+// there (beside /rerank, /v2/rerank and /score), and SGLang serves only those.
+const UPSTREAM_PATH: Record<Endpoint, string> = {
+  chat: "/v1/chat/completions",
+  completions: "/v1/completions",
+  responses: "/v1/responses",
+  embeddings: "/v1/embeddings",
+  rerank: "/v1/rerank",
+  score: "/v1/score",
+};
 
 export interface AttemptInput {
   p: ProxyInput;

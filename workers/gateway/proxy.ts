@@ -100,6 +100,6 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
 }
 
 /** A client's model name as an error quotes it: no group name is longer than 256 characters, so neither is this. */
-function quoted(model: string): string {
+export function quoted(model: string): string {
   return model.length <= 256 ? `"${model}"` : `"${model.slice(0, 256)}…" (${model.length} characters)`;
 }

@@ -1,12 +1,13 @@
 import type { ResolvedGroup } from "../../src/config/load.ts";
 import { badRequest, type GatewayError } from "../../src/openai/errors.ts";
-import { chatLimitError } from "../../src/openai/request-limits.ts";
-import { ChatCompletionRequestSchema, CompletionRequestSchema, type ChatCompletionRequest, type CompletionRequest } from "../../src/openai/requests.ts";
-import { chatFingerprint, completionFingerprint } from "../../src/prefix/fingerprint.ts";
+import { chatLimitError, responsesLimitError } from "../../src/openai/request-limits.ts";
+import { ChatCompletionRequestSchema, CompletionRequestSchema, EmbeddingRequestSchema, RerankRequestSchema, ResponsesRequestSchema, ScoreRequestSchema } from "../../src/openai/requests.ts";
+import { chatFingerprint, completionFingerprint, responsesFingerprint, type FingerprintOptions } from "../../src/prefix/fingerprint.ts";
 import { firstIssue } from "../../src/zod-issues.ts";
 import type { LoadedConfig } from "../config.ts";
 
-export type Endpoint = "chat" | "completions";
+/** What a request asks for; attempt.ts names the upstream path of each. */
+export type Endpoint = "chat" | "completions" | "responses" | "embeddings" | "rerank" | "score";
 
 /** A request body checked once, at the edge, and how to fingerprint it for a group. */
 export interface Validated {
@@ -15,22 +16,51 @@ export interface Validated {
 }
 
 export function validate(endpoint: Endpoint, raw: unknown, config: LoadedConfig): Validated {
-  if (endpoint === "chat") {
-    const overLimit = chatLimitError(raw, config.limits);
-    if (overLimit) throw overLimit;
-    const r = ChatCompletionRequestSchema.safeParse(raw);
-    if (!r.success) throw issueError(r.error.issues);
-    const body: ChatCompletionRequest = r.data;
-    return { body, chain: (g) => chatFingerprint(body, { blockChars: g.blockChars, maxBlocks: g.maxPrefixBlocks }) };
+  switch (endpoint) {
+    case "chat":
+      return checked(raw, config, ChatCompletionRequestSchema, chatFingerprint, chatLimitError);
+    case "completions":
+      return checked(raw, config, CompletionRequestSchema, completionFingerprint);
+    case "responses":
+      return checked(raw, config, ResponsesRequestSchema, responsesFingerprint, responsesLimitError);
+    case "embeddings":
+      return checked(raw, config, EmbeddingRequestSchema, noPrompt);
+    case "rerank":
+      return checked(raw, config, RerankRequestSchema, noPrompt);
+    case "score":
+      return checked(raw, config, ScoreRequestSchema, noPrompt);
   }
-  const r = CompletionRequestSchema.safeParse(raw);
-  if (!r.success) throw issueError(r.error.issues);
-  const body: CompletionRequest = r.data;
-  return { body, chain: (g) => completionFingerprint(body, { blockChars: g.blockChars, maxBlocks: g.maxPrefixBlocks }) };
 }
 
-function issueError(issues: Parameters<typeof firstIssue>[0]): GatewayError {
+type Issues = Parameters<typeof firstIssue>[0];
+
+interface Schema<B> {
+  safeParse(raw: unknown): { success: true; data: B } | { success: false; error: { issues: Issues } };
+}
+
+/**
+ * The body, parsed: first its configured counts (`overLimit`, read off the parsed JSON before the
+ * schema walks it), then the schema; the first issue is the 400. Fingerprinted per group when routed.
+ */
+function checked<B extends Validated["body"]>(
+  raw: unknown,
+  config: LoadedConfig,
+  schema: Schema<B>,
+  fingerprint: (body: B, o: FingerprintOptions) => number[],
+  overLimit?: (raw: unknown, limits: LoadedConfig["limits"]) => GatewayError | null,
+): Validated {
+  const excess = overLimit?.(raw, config.limits);
+  if (excess) throw excess;
+  const r = schema.safeParse(raw);
+  if (!r.success) throw issueError(r.error.issues);
+  const body = r.data;
+  return { body, chain: (g) => fingerprint(body, { blockChars: g.blockChars, maxBlocks: g.maxPrefixBlocks }) };
+}
+
+/** No prompt whose cache a backend could hold: the group's object picks the least-loaded backend. */
+const noPrompt = (): number[] => [];
+
+function issueError(issues: Issues): GatewayError {
   const { param, message } = firstIssue(issues);
   return badRequest(message, param || null);
 }
-

@@ -1,0 +1,52 @@
+import type { Context, Hono } from "hono";
+import { methodNotAllowed, notFound } from "../../src/openai/errors.ts";
+import { modelObject } from "../../src/openai/models.ts";
+import type { LoadedConfig } from "../config.ts";
+import type { AppEnv } from "./app.ts";
+import { authenticate } from "./auth.ts";
+import { quoted } from "./proxy.ts";
+import type { Endpoint } from "./validate.ts";
+
+/** The endpoints vLLM and SGLang serve beside chat and completions, by the path a client calls. */
+const PASSED_THROUGH: Readonly<Record<string, Endpoint>> = {
+  "v1/embeddings": "embeddings",
+  "v1/responses": "responses",
+  "v1/rerank": "rerank",
+  "v1/score": "score",
+  // vLLM's own paths, outside /v1.
+  rerank: "rerank",
+  "v2/rerank": "rerank",
+  score: "score",
+};
+
+/**
+ * One route for all of them. The app's router tests every route's pattern on every request, so
+ * this costs a chat request one pattern that fails on its first characters, not one per path.
+ */
+const PATTERN = `/:endpoint{${Object.keys(PASSED_THROUGH).join("|")}}`;
+
+/**
+ * Mounts those endpoints and GET /v1/models/{id}; mount it after the /v1 key check. Each POST
+ * takes chat's path through the gateway (`proxy`, the app's handler): its body validated once,
+ * one route call to the group's Durable Object, the lease held until the answer ends, the
+ * upstream's answer passed on as it comes.
+ */
+export function mountEndpoints(app: Hono<AppEnv>, config: LoadedConfig, proxy: (endpoint: Endpoint) => (c: Context<AppEnv>) => Promise<Response>): void {
+  const handlers = new Map<string, (c: Context<AppEnv>) => Promise<Response>>();
+  for (const [path, endpoint] of Object.entries(PASSED_THROUGH)) handlers.set(path, proxy(endpoint));
+  app.all(PATTERN, async (c) => {
+    const path = c.req.param("endpoint") ?? "";
+    // The same key as every /v1 call: no path is a way around it.
+    if (!path.startsWith("v1/")) await authenticate(c.req.raw, config, c.env);
+    const handler = handlers.get(path);
+    if (c.req.method !== "POST" || !handler) throw methodNotAllowed(`/${path}`, "POST");
+    return handler(c);
+  });
+  // Model ids may hold slashes (meta-llama/Llama-3.1-8B), sent as they are or as %2F.
+  app.get("/v1/models/:id{.+}", (c) => {
+    const id = c.req.param("id");
+    const group = config.byModel.get(id);
+    if (!group) throw notFound(`model ${quoted(id)} does not exist on this gateway (GET /v1/models lists them)`, "model_not_found");
+    return c.json(modelObject(id, group.name));
+  });
+}
