@@ -1,11 +1,15 @@
 import type { IncomingMessage, Server } from "node:http";
+import { createRequire } from "node:module";
 import type { Duplex } from "node:stream";
-import { WebSocketServer } from "ws";
 import { openAIError } from "./http-replies.ts";
 import { runRealtimeSession } from "./realtime-session.ts";
 import type { WorkerContext } from "./worker-context.ts";
 
 const PATH = "/v1/realtime";
+
+// Loaded by Node's own resolution: the Workers test project bundles its global setup (which starts
+// a fleet) with the "browser" condition, under which the ws package is a stub that only throws.
+const { WebSocketServer } = createRequire(import.meta.url)("ws") as typeof import("ws");
 
 export interface RealtimeEndpoint {
   /** Cuts every open session (no close frame), as a worker's process going away does. */
