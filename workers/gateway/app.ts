@@ -8,6 +8,7 @@ import type { Env } from "../env.ts";
 import { authenticate } from "./auth.ts";
 import { mountEndpoints } from "./endpoints.ts";
 import { proxyCompletion } from "./proxy.ts";
+import { openRealtime } from "./realtime.ts";
 import type { Endpoint } from "./validate.ts";
 
 export type AppEnv = { Bindings: Env; Variables: { requestId: string; startedAt: number } };
@@ -49,6 +50,7 @@ export function buildApp(config: LoadedConfig): Hono<AppEnv> {
     proxyCompletion({ endpoint, req: c.req.raw, env: c.env, ctx: c.executionCtx, config, requestId: c.get("requestId"), startedAt: c.get("startedAt") });
   app.post("/v1/chat/completions", completion("chat"));
   app.post("/v1/completions", completion("completions"));
+  app.all("/v1/realtime", (c) => openRealtime({ req: c.req.raw, env: c.env, ctx: c.executionCtx, config, requestId: c.get("requestId"), startedAt: c.get("startedAt") }));
   mountEndpoints(app, config, completion);
 
   app.get("/v1/kvgate/status", async (c) => {

@@ -46,7 +46,7 @@ export type AttemptResult =
   | { kind: "answered"; response: Response; rejected: boolean }
   | { kind: "failed"; response: Response; lease: HeldLease; verdict: LeaseOutcome; failure: Failure; retryable: boolean };
 
-const clientGone = () => new GatewayError(499, "invalid_request_error", "client disconnected", "client_closed_request");
+export const clientGone = () => new GatewayError(499, "invalid_request_error", "client disconnected", "client_closed_request");
 
 /** workerd's words for a connection that failed or died before any response byte. */
 const CONNECTION_LOST = /network connection lost/i;
@@ -206,7 +206,7 @@ function withHeaders(res: Response, headers: Record<string, string>): Response {
   return res;
 }
 
-function routingHeaders(d: RouteDecision, dep: ResolvedDeployment, overheadMs: number, requestId: string, attempts: number, fallbackGroup: string | null): Record<string, string> {
+export function routingHeaders(d: RouteDecision, dep: ResolvedDeployment, overheadMs: number, requestId: string, attempts: number, fallbackGroup: string | null): Record<string, string> {
   const h: Record<string, string> = {
     "x-kvgate-backend": dep.id,
     // A retried request says so; the routing reason of its last pick no longer explains it.

@@ -1,4 +1,5 @@
 import { unauthorized } from "../../src/openai/errors.ts";
+import { subprotocolAuthorization } from "../../src/realtime/handshake.ts";
 import type { LoadedConfig } from "../config.ts";
 import type { Env } from "../env.ts";
 
@@ -21,7 +22,7 @@ function constantTimeEqual(a: Uint8Array, b: Uint8Array): boolean {
  * in: its Host and Origin headers are the client's (or a proxy's) to write.
  */
 export async function authenticate(req: Request, config: LoadedConfig, env: Env): Promise<void> {
-  const header = req.headers.get("authorization");
+  const header = req.headers.get("authorization") ?? subprotocolAuthorization(req.headers);
   if (!header) throw unauthorized("missing API key: send Authorization: Bearer <key>");
   const m = /^Bearer\s+(.+)$/i.exec(header);
   if (!m) throw unauthorized("malformed Authorization header: expected Bearer <key>");

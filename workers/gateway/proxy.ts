@@ -1,4 +1,4 @@
-import type { LeaseOutcome } from "../../src/routing/protocol.ts";
+import type { LeaseOutcome, RouteRefusal } from "../../src/routing/protocol.ts";
 import { GatewayError, notFound, unavailable } from "../../src/openai/errors.ts";
 import { isServerSide, nextStep } from "../../src/upstream/retry.ts";
 import type { LoadedConfig } from "../config.ts";
@@ -61,9 +61,7 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
           continue;
         }
         if (last) return last;
-        throw decision.refused === "at-capacity"
-          ? unavailable(`every backend of model "${body.model}" is at its in-flight limit`)
-          : unavailable(`no healthy backend for model "${body.model}": every one is failing or its circuit is open`);
+        throw noBackend(decision.refused, body.model);
       }
       attempts++;
       const result = await attempt({ p, body, group, decision, deadline, attempts, fellBack: group !== primary });
@@ -102,4 +100,11 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
 /** A client's model name as an error quotes it: no group name is longer than 256 characters, so neither is this. */
 export function quoted(model: string): string {
   return model.length <= 256 ? `"${model}"` : `"${model.slice(0, 256)}…" (${model.length} characters)`;
+}
+
+/** The error for a model none of whose groups (its own, its fallbacks) had a backend to give. */
+export function noBackend(refused: RouteRefusal["refused"], model: string): GatewayError {
+  return refused === "at-capacity"
+    ? unavailable(`every backend of model "${model}" is at its in-flight limit`)
+    : unavailable(`no healthy backend for model "${model}": every one is failing or its circuit is open`);
 }

@@ -1,0 +1,46 @@
+import type { IncomingMessage, Server } from "node:http";
+import { createRequire } from "node:module";
+import type { Duplex } from "node:stream";
+import { openAIError } from "./http-replies.ts";
+import { runRealtimeSession } from "./realtime-session.ts";
+import type { WorkerContext } from "./worker-context.ts";
+
+const PATH = "/v1/realtime";
+
+// Loaded by Node's own resolution: the Workers test project bundles its global setup (which starts
+// a fleet) with the "browser" condition, under which the ws package is a stub that only throws.
+const { WebSocketServer } = createRequire(import.meta.url)("ws") as typeof import("ws");
+
+export interface RealtimeEndpoint {
+  /** Cuts every open session (no close frame), as a worker's process going away does. */
+  terminateAll(): void;
+}
+
+/**
+ * GET /v1/realtime?model=M with Upgrade: websocket on a worker's server: a realtime session
+ * (realtime-session.ts) for the model it serves, the `realtime` subprotocol chosen when offered.
+ * An upgrade to any other path, or for another model, gets the 404 a vLLM server answers. Each
+ * handshake is logged like a request (GET /sim/requests), so a test sees what a gateway sent.
+ */
+export function serveRealtime(server: Server, ctx: WorkerContext): RealtimeEndpoint {
+  const wss = new WebSocketServer({ noServer: true, handleProtocols: (offered) => (offered.has("realtime") ? "realtime" : false) });
+  server.on("upgrade", (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+    if (ctx.dead) return void socket.destroy();
+    const url = new URL(req.url ?? "/", "http://sim");
+    if (url.pathname !== PATH) return refuse(socket, 404, '{"detail":"Not Found"}');
+    ctx.log.record({ at: Date.now(), path: req.url ?? "", headers: req.headers, body: null });
+    const model = url.searchParams.get("model");
+    if (model !== ctx.config.servedModelName) return refuse(socket, 404, openAIError(404, `The model \`${model ?? ""}\` does not exist.`, "model"));
+    wss.handleUpgrade(req, socket, head, (ws) => runRealtimeSession(ctx, ws, model));
+  });
+  return {
+    terminateAll: () => {
+      for (const ws of wss.clients) ws.terminate();
+    },
+  };
+}
+
+function refuse(socket: Duplex, status: number, body: string): void {
+  const head = `HTTP/1.1 ${status} ${status === 404 ? "Not Found" : "Error"}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n`;
+  socket.end(head + body);
+}

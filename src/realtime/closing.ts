@@ -1,0 +1,51 @@
+import type { LeaseOutcome } from "../routing/protocol.ts";
+
+/**
+ * How one side's close reaches the other side of a relayed WebSocket, and what the upstream's
+ * close says about the backend. Pure: the Worker's relay only carries it out.
+ */
+
+/** A close to send: no code at all (the peer then sees 1005), or a code and its reason. */
+export type CloseFrame = { code?: number; reason?: string };
+
+/** Codes that are never sent in a close frame (RFC 6455 §7.4.1): they only describe a close. */
+const NO_STATUS = 1005;
+const ABNORMAL = 1006;
+
+/** Sent to the client when the upstream's connection broke without a close frame (1014: bad gateway). */
+export const UPSTREAM_LOST: Required<CloseFrame> = { code: 1014, reason: "upstream connection lost" };
+/** Sent to the upstream when the client's connection broke without a close frame (1001: going away). */
+export const CLIENT_LOST: Required<CloseFrame> = { code: 1001, reason: "client connection lost" };
+
+/** A code a WebSocket may send: 1000–1003, 1007–1014 (1004 is reserved), 3000–4999. */
+export function isSendable(code: number): boolean {
+  return (code >= 1000 && code <= 1003) || (code >= 1007 && code <= 1014) || (code >= 3000 && code <= 4999);
+}
+
+/**
+ * The close to pass on for a close one side received: its code and reason as they came; no code
+ * for 1005 (none was sent); `lost` for a connection that broke (1006) or a code no endpoint may send.
+ */
+export function forwardedClose(code: number, reason: string, lost: Required<CloseFrame>): CloseFrame {
+  if (code === NO_STATUS) return {};
+  if (code === ABNORMAL || !isSendable(code)) return lost;
+  return { code, reason };
+}
+
+/**
+ * What an upstream's close says about its backend: a close frame is the end of a session it
+ * served, unless it says the server failed (1011: internal error, 1014: it is a gateway whose own
+ * upstream failed); a connection that broke without one (1006) is a failure.
+ */
+export function upstreamCloseOutcome(code: number): LeaseOutcome {
+  return code === ABNORMAL || code === 1011 || code === 1014 ? "upstream-error" : "ok";
+}
+
+/**
+ * What a client's close says about the backend: a session the client ended with a close frame is
+ * one the backend served to its end; a client whose connection broke (1006) left, as a client
+ * that hangs up on a stream does, which says nothing about the backend.
+ */
+export function clientCloseOutcome(code: number): LeaseOutcome {
+  return code === ABNORMAL ? "client-abort" : "ok";
+}

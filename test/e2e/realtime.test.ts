@@ -1,0 +1,258 @@
+import { randomBytes } from "node:crypto";
+import net from "node:net";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { startFleet, type Fleet } from "../../bench/fleet/index.ts";
+import { startWebSocketUpstream, type WebSocketUpstream } from "../support/websocket-upstream.ts";
+import { EVENTUALLY, startTestGateway, type TestGateway } from "./gateway.ts";
+import { connect, opened, type OpenSocket } from "../support/websocket-client.ts";
+
+/**
+ * GET /v1/realtime through the gateway, over real sockets: a WebSocket client, the bundled
+ * gateway in workerd, and the fleet simulator's realtime endpoint (or a recording upstream) behind
+ * it. The backend's slot is held while the socket is open and freed when either side closes.
+ */
+
+let fleet: Fleet;
+let upstream: WebSocketUpstream;
+let gw: TestGateway;
+
+const sim = (i: number) => ({ id: `sim-${i}`, baseUrl: fleet.urls[i] as string, model: "sim-7b" });
+const at = (behaviour: string, id = behaviour.replace(/:.*/, "")) => ({ id, baseUrl: `${upstream.url}/${behaviour}`, model: "upstream-rt" });
+const single = (name: string, behaviour: string) => ({ name, failover: { maxAttempts: 1 }, deployments: [at(behaviour)] });
+
+beforeAll(async () => {
+  fleet = await startFleet({ workers: 2, basePort: 0, preset: "instant", servedModelName: "sim-7b" });
+  upstream = await startWebSocketUpstream();
+  gw = await startTestGateway({
+    // CORS on, as a browser-facing gateway has it: its middleware must leave the 101 intact.
+    cors: { allowedOrigins: ["https://app.example"] },
+    modelGroups: [
+      { name: "realtime", aliases: ["realtime-alias"], deployments: [sim(0), sim(1)] },
+      { name: "echo", deployments: [at("echo")] },
+      // Leases that expire unless renewed within 900 ms: a session outlives several.
+      { name: "slow-handshake", deployments: [at("slow:1500", "slow")] },
+      { name: "long", leaseTtlMs: 900, deployments: [at("echo", "echo-long")] },
+      single("rejecting", "refuse:400"),
+      single("rate-limited", "refuse:429"),
+      single("not-served", "refuse:404"),
+      { name: "fails-over", strategy: "round-robin", deployments: [at("refuse:500", "broken"), sim(0)] },
+    ],
+  });
+});
+afterAll(async () => {
+  await gw?.close();
+  await upstream?.close();
+  await fleet?.close();
+});
+
+const wsUrl = (query: string) => `${gw.url.replace(/^http/, "ws")}/v1/realtime${query}`;
+const bearer = () => ({ authorization: `Bearer ${gw.key}` });
+const open = async (model: string): Promise<OpenSocket> => opened(await connect(wsUrl(`?model=${model}`), { headers: bearer() }));
+const backend = async (group: string, id: string) => (await gw.status(group)).backends.find((b) => b.id === id);
+
+describe("a realtime session through the gateway", () => {
+  it("opens on a backend of the group, and carries events both ways", async () => {
+    const s = await open("realtime");
+    expect(s.headers["x-kvgate-backend"]).toMatch(/^sim-[01]$/);
+    const created = await s.event("session.created");
+    // The upstream was asked for the deployment's model; what it says comes back unchanged.
+    expect(created.session).toMatchObject({ model: "sim-7b", object: "realtime.session" });
+
+    s.ws.send(JSON.stringify({ type: "response.create", response: { max_output_tokens: 3 } }));
+    const done = await s.event("response.done");
+    expect(done.response).toMatchObject({ status: "completed", usage: { output_tokens: 3 } });
+    s.ws.close(1000);
+    await s.closed;
+  });
+
+  it("relays binary messages as binary and text as text, byte for byte", async () => {
+    const s = await open("echo");
+    const bytes = Buffer.from([0, 1, 2, 0xff, 0xfe, 0x80, 10, 13]);
+    s.ws.send(bytes);
+    const b = await s.next();
+    expect(b.binary).toBe(true);
+    expect(b.data.equals(bytes)).toBe(true);
+    const text = "Grüße ✓ — {\"not\":\"json\"";
+    s.ws.send(text);
+    const t = await s.next();
+    expect(t.binary).toBe(false);
+    expect(t.data.toString("utf8")).toBe(text);
+    s.ws.close();
+    await s.closed;
+  });
+
+  it("routes an alias to its group and tells the upstream nothing of the client's key", async () => {
+    const h = await connect(wsUrl("?model=realtime-alias"), { protocols: ["realtime", `openai-insecure-api-key.${gw.key}`] });
+    const s = opened(h);
+    expect(s.ws.protocol).toBe("realtime");
+    await s.event("session.created");
+    const id = Number(String(s.headers["x-kvgate-backend"]).slice(4));
+    const handshake = fleet.requests(id).filter((r) => r.path.startsWith("/v1/realtime")).at(-1);
+    expect(handshake?.path).toBe("/v1/realtime?model=sim-7b");
+    expect(JSON.stringify(handshake?.headers)).not.toContain(gw.key);
+    expect(handshake?.headers["sec-websocket-protocol"]).toBe("realtime");
+    s.ws.close();
+    await s.closed;
+  });
+
+  it("takes the key from a browser's subprotocol: a browser WebSocket connects", async () => {
+    const ws = new globalThis.WebSocket(wsUrl("?model=realtime"), ["realtime", `openai-insecure-api-key.${gw.key}`]);
+    const first = await new Promise<string>((resolve, reject) => {
+      ws.addEventListener("message", (e) => resolve(String(e.data)), { once: true });
+      ws.addEventListener("error", () => reject(new Error("the browser's handshake failed")), { once: true });
+    });
+    expect(ws.protocol).toBe("realtime");
+    expect(JSON.parse(first)).toMatchObject({ type: "session.created" });
+    ws.close();
+  });
+});
+
+describe("the backend's slot is held for the socket's life", () => {
+  it("however long it lasts: its lease is renewed, not expired", async () => {
+    const s = await open("long");
+    await new Promise((r) => setTimeout(r, 3000));
+    expect(await gw.inFlight("long")).toBe(1);
+    expect((await backend("long", "echo-long"))?.expired).toBe(0);
+    s.ws.send("still here");
+    expect((await s.next()).data.toString()).toBe("still here");
+    s.ws.close();
+    await vi.waitFor(async () => expect(await gw.inFlight("long")).toBe(0), EVENTUALLY);
+  });
+
+  it("and freed when the client closes; its close code and reason reach the upstream", async () => {
+    const before = await backend("echo", "echo");
+    const s = await open("echo");
+    expect(await gw.inFlight("echo")).toBe(1);
+    s.ws.close(4001, "client done");
+    await vi.waitFor(() => expect(upstream.closes().at(-1)).toEqual({ code: 4001, reason: "client done" }), EVENTUALLY);
+    await vi.waitFor(async () => expect(await gw.inFlight("echo")).toBe(0), EVENTUALLY);
+    // A session the client ended is one the backend served.
+    const after = await backend("echo", "echo");
+    expect([after?.completed, after?.failed]).toEqual([(before?.completed ?? 0) + 1, before?.failed ?? 0]);
+  });
+
+  it("and freed when the backend closes; its code and reason reach the client", async () => {
+    const s = await open("realtime");
+    await s.event("session.created");
+    expect(await gw.inFlight("realtime")).toBe(1);
+    s.ws.send(JSON.stringify({ type: "kvgate_sim.close", code: 4000, reason: "session over" }));
+    expect(await s.closed).toEqual({ code: 4000, reason: "session over" });
+    await vi.waitFor(async () => expect(await gw.inFlight("realtime")).toBe(0), EVENTUALLY);
+    const backends = (await gw.status("realtime")).backends;
+    expect(backends.reduce((n, b) => n + b.failed, 0)).toBe(0);
+  });
+
+  it("and freed when the backend's connection breaks: the client gets 1014 and the backend a failure", async () => {
+    const s = await open("echo");
+    const before = (await backend("echo", "echo"))?.failed ?? 0;
+    s.ws.send("cut");
+    expect(await s.closed).toEqual({ code: 1014, reason: "upstream connection lost" });
+    await vi.waitFor(async () => expect(await gw.inFlight("echo")).toBe(0), EVENTUALLY);
+    expect((await backend("echo", "echo"))?.failed).toBe(before + 1);
+  });
+
+  it("and freed when the client's connection breaks without a close frame: the upstream is told 1001", async () => {
+    const before = await backend("echo", "echo");
+    const s = await open("echo");
+    s.ws.terminate();
+    await vi.waitFor(() => expect(upstream.closes().at(-1)).toEqual({ code: 1001, reason: "client connection lost" }), EVENTUALLY);
+    await vi.waitFor(async () => expect(await gw.inFlight("echo")).toBe(0), EVENTUALLY);
+    const after = await backend("echo", "echo");
+    expect([after?.aborted, after?.failed]).toEqual([(before?.aborted ?? 0) + 1, before?.failed ?? 0]);
+  });
+});
+
+describe("a client that leaves while the backend has not yet accepted", () => {
+  it.each(["resetting", "closing"])("by %s its connection: no session is left open behind it, and the slot is freed", async (how) => {
+    const u = new URL(gw.url);
+    const socket = net.connect(Number(u.port), u.hostname);
+    await new Promise<void>((resolve) => socket.once("connect", resolve));
+    socket.on("error", () => {});
+    const key = randomBytes(16).toString("base64");
+    socket.write(`GET /v1/realtime?model=slow-handshake HTTP/1.1\r\nhost: ${u.host}\r\nauthorization: Bearer ${gw.key}\r\nupgrade: websocket\r\nconnection: upgrade\r\nsec-websocket-version: 13\r\nsec-websocket-key: ${key}\r\n\r\n`);
+    await vi.waitFor(() => expect(upstream.waiting()).toBe(1), EVENTUALLY);
+    expect(await gw.inFlight("slow-handshake")).toBe(1);
+    if (how === "resetting") socket.resetAndDestroy();
+    else socket.destroy();
+    await vi.waitFor(() => expect(upstream.waiting()).toBe(0), EVENTUALLY);
+    await vi.waitFor(async () => expect(await gw.inFlight("slow-handshake")).toBe(0), EVENTUALLY);
+    // Past the time the upstream would have accepted: no session was left open behind the client.
+    await new Promise((r) => setTimeout(r, 1600));
+    await vi.waitFor(() => expect(upstream.open()).toBe(0), EVENTUALLY);
+    expect(await gw.inFlight("slow-handshake")).toBe(0);
+    expect((await backend("slow-handshake", "slow"))?.failed).toBe(0);
+  });
+});
+
+describe("a handshake the gateway refuses", () => {
+  it.each([
+    ["a wrong bearer key", { headers: { authorization: "Bearer sk-wrong" } }],
+    ["a wrong key as a subprotocol", { protocols: ["realtime", "openai-insecure-api-key.sk-wrong"] }],
+    ["no key at all", {}],
+  ])("%s: 401", async (_what, o) => {
+    const h = await connect(wsUrl("?model=realtime"), o);
+    expect(h.kind === "refused" && h.status).toBe(401);
+    expect(h.kind === "refused" && h.body.error.type).toBe("authentication_error");
+  });
+
+  it("an unknown model: 404 model_not_found", async () => {
+    const h = await connect(wsUrl("?model=no-such-model"), { headers: bearer() });
+    expect(h.kind === "refused" && [h.status, h.body.error.code]).toEqual([404, "model_not_found"]);
+  });
+
+  it("no model: 400", async () => {
+    const h = await connect(wsUrl(""), { headers: bearer() });
+    expect(h.kind === "refused" && [h.status, h.body.error.param]).toEqual([400, "model"]);
+  });
+
+  it("the key as the only subprotocol: 400, since the client must get one of its own back", async () => {
+    const h = await connect(wsUrl("?model=realtime"), { protocols: [`openai-insecure-api-key.${gw.key}`] });
+    expect(h.kind === "refused" && [h.status, h.body.error.code]).toEqual([400, "invalid_subprotocol"]);
+  });
+
+  it("a plain GET, and a POST: 426 and 405", async () => {
+    const get = await fetch(`${gw.url}/v1/realtime?model=realtime`, { headers: bearer() });
+    expect(get.status).toBe(426);
+    expect(((await get.json()) as { error: { code: string } }).error.code).toBe("upgrade_required");
+    const post = await fetch(`${gw.url}/v1/realtime?model=realtime`, { method: "POST", headers: bearer() });
+    expect(post.status).toBe(405);
+    expect(((await post.json()) as { error: { type: string } }).error.type).toBe("invalid_request_error");
+  });
+});
+
+describe("a backend that refuses the upgrade", () => {
+  it("with a 400: the client's fault, passed on as it came; the slot freed, no failure counted", async () => {
+    const h = await connect(wsUrl("?model=rejecting"), { headers: bearer() });
+    expect(h.kind === "refused" && [h.status, h.body.error.code, h.body.error.message]).toEqual([400, "refused_400", "refused with 400"]);
+    await vi.waitFor(async () => expect(await gw.inFlight("rejecting")).toBe(0), EVENTUALLY);
+    expect((await backend("rejecting", "refuse"))?.failed).toBe(0);
+  });
+
+  it("with a 429: a 429 with its Retry-After", async () => {
+    const h = await connect(wsUrl("?model=rate-limited"), { headers: bearer() });
+    expect(h.kind === "refused" && [h.status, h.headers["retry-after"]]).toEqual([429, "30"]);
+  });
+
+  it("with a 404 (it serves no realtime endpoint): a 502 naming the backend, counted against it", async () => {
+    const h = await connect(wsUrl("?model=not-served"), { headers: bearer() });
+    expect(h.kind === "refused" && h.status).toBe(502);
+    expect(h.kind === "refused" && h.body.error.message).toContain("backend refuse");
+    await vi.waitFor(async () => expect((await backend("not-served", "refuse"))?.failed).toBe(1), EVENTUALLY);
+    expect(await gw.inFlight("not-served")).toBe(0);
+  });
+
+  it("with a 500: the handshake fails over to the group's next backend", async () => {
+    const attempts: string[] = [];
+    for (let i = 0; i < 2; i++) {
+      const s = await open("fails-over");
+      expect(s.headers["x-kvgate-backend"]).toBe("sim-0");
+      attempts.push(String(s.headers["x-kvgate-attempts"]));
+      s.ws.close();
+      await s.closed;
+    }
+    // Round-robin starts on either backend; over two sessions one of them began on the broken one.
+    expect(attempts).toContain("2");
+    expect((await backend("fails-over", "broken"))?.failed).toBeGreaterThan(0);
+    await vi.waitFor(async () => expect(await gw.inFlight("fails-over")).toBe(0), EVENTUALLY);
+  });
+});

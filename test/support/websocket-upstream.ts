@@ -1,0 +1,74 @@
+import http from "node:http";
+import type { Duplex } from "node:stream";
+import { WebSocketServer, type WebSocket } from "ws";
+
+/**
+ * A realtime upstream for what the fleet simulator does not do, one behaviour per deployment: a
+ * deployment's baseUrl is `<url>/<behaviour>`, so the gateway's handshake lands on
+ * `/<behaviour>/v1/realtime`.
+ * - `echo`: accepts; sends every message back as it came (text as text, binary as binary); the
+ *   text message `cut` makes it drop the connection without a close frame, as a crashed server
+ *   does. Each session's close code and reason, as the upstream received them, are recorded.
+ * - `slow:<ms>`: as `echo`, after holding the handshake unanswered for that long (handshakes
+ *   still waiting are counted: `waiting()`).
+ * - `refuse:<status>`: answers the handshake with that status and an OpenAI-style error (with
+ *   Retry-After: 30 on a 429 or 503), never switching protocols.
+ */
+export interface WebSocketUpstream {
+  url: string;
+  /** The close frames the `echo` behaviour received, oldest first (code 1005: none). */
+  closes(): { code: number; reason: string }[];
+  /** Sessions of `echo` (and `slow`) still open. */
+  open(): number;
+  /** Handshakes `slow` holds unanswered, their connection still open. */
+  waiting(): number;
+  close(): Promise<void>;
+}
+
+export async function startWebSocketUpstream(): Promise<WebSocketUpstream> {
+  const closes: { code: number; reason: string }[] = [];
+  const wss = new WebSocketServer({ noServer: true });
+  const held = new Set<Duplex>();
+  const server = http.createServer((_req, res) => void res.writeHead(404).end());
+  server.on("upgrade", (req: http.IncomingMessage, socket: Duplex, head: Buffer) => {
+    const m = /^\/([^/:]+)(?::(\d+))?\/v1\/realtime(\?|$)/.exec(req.url ?? "");
+    if (m?.[1] === "echo") return wss.handleUpgrade(req, socket, head, (ws) => echo(ws, closes));
+    if (m?.[1] === "slow") {
+      held.add(socket);
+      socket.once("close", () => held.delete(socket));
+      const timer = setTimeout(() => {
+        held.delete(socket);
+        if (!socket.destroyed) wss.handleUpgrade(req, socket, head, (ws) => echo(ws, closes));
+      }, Number(m[2] ?? 5000));
+      return void socket.once("close", () => clearTimeout(timer));
+    }
+    const status = m?.[1] === "refuse" ? Number(m[2]) : 404;
+    const body = JSON.stringify({ error: { message: `refused with ${status}`, type: status === 429 ? "rate_limit_error" : "invalid_request_error", param: null, code: `refused_${status}` } });
+    const retry = status === 429 || status === 503 ? "retry-after: 30\r\n" : "";
+    socket.end(`HTTP/1.1 ${status} Refused\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n${retry}connection: close\r\n\r\n${body}`);
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const address = server.address();
+  if (!address || typeof address === "string") throw new Error("no address");
+  return {
+    url: `http://127.0.0.1:${address.port}`,
+    closes: () => [...closes],
+    open: () => wss.clients.size,
+    waiting: () => held.size,
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const ws of wss.clients) ws.terminate();
+        for (const socket of held) socket.destroy();
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+function echo(ws: WebSocket, closes: { code: number; reason: string }[]): void {
+  ws.on("message", (data, isBinary) => {
+    if (!isBinary && data.toString() === "cut") return ws.terminate();
+    ws.send(data, { binary: isBinary });
+  });
+  ws.on("close", (code, reason) => closes.push({ code, reason: reason.toString() }));
+}

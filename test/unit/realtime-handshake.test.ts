@@ -1,0 +1,62 @@
+import { describe, expect, it } from "vitest";
+import { clientCloseOutcome, forwardedClose, upstreamCloseOutcome, CLIENT_LOST, UPSTREAM_LOST } from "../../src/realtime/closing.ts";
+import { chosenProtocol, keyFromProtocols, protocolsWithoutKey, subprotocolAuthorization } from "../../src/realtime/handshake.ts";
+import { classifyRefusedUpgrade } from "../../src/realtime/upgrade-answer.ts";
+
+const upgrade = (protocols: string) => new Headers({ upgrade: "websocket", "sec-websocket-protocol": protocols });
+
+describe("the key a browser offers as a subprotocol", () => {
+  it("is read from openai-insecure-api-key.<key>, wherever it stands among the offered", () => {
+    expect(keyFromProtocols("realtime, openai-insecure-api-key.sk-1, openai-beta.realtime-v1")).toBe("sk-1");
+    expect(keyFromProtocols("realtime")).toBeNull();
+    expect(keyFromProtocols(null)).toBeNull();
+  });
+
+  it("is never offered upstream", () => {
+    expect(protocolsWithoutKey(" realtime ,openai-insecure-api-key.sk-1,, openai-beta.realtime-v1")).toEqual(["realtime", "openai-beta.realtime-v1"]);
+  });
+
+  it("stands for an Authorization header on a WebSocket handshake only, and never when empty", () => {
+    expect(subprotocolAuthorization(upgrade("realtime, openai-insecure-api-key.sk-1"))).toBe("Bearer sk-1");
+    expect(subprotocolAuthorization(new Headers({ "sec-websocket-protocol": "openai-insecure-api-key.sk-1" }))).toBeNull();
+    expect(subprotocolAuthorization(upgrade("realtime, openai-insecure-api-key."))).toBeNull();
+  });
+});
+
+describe("the subprotocol the client gets back", () => {
+  it("is the upstream's choice when the client offered it, else the client's first, else none", () => {
+    expect(chosenProtocol(["realtime", "openai-beta.realtime-v1"], "openai-beta.realtime-v1")).toBe("openai-beta.realtime-v1");
+    expect(chosenProtocol(["realtime"], "something-else")).toBe("realtime");
+    expect(chosenProtocol(["realtime"], null)).toBe("realtime");
+    expect(chosenProtocol([], null)).toBeNull();
+  });
+});
+
+describe("closes passed from one side to the other", () => {
+  it("keep their code and reason; none stays none; a broken connection or an unsendable code becomes the side's 'lost' close", () => {
+    expect(forwardedClose(4001, "done", CLIENT_LOST)).toEqual({ code: 4001, reason: "done" });
+    expect(forwardedClose(1000, "", UPSTREAM_LOST)).toEqual({ code: 1000, reason: "" });
+    expect(forwardedClose(1005, "", UPSTREAM_LOST)).toEqual({});
+    expect(forwardedClose(1006, "", UPSTREAM_LOST)).toEqual(UPSTREAM_LOST);
+    expect(forwardedClose(1015, "", CLIENT_LOST)).toEqual(CLIENT_LOST);
+    expect(forwardedClose(2000, "", CLIENT_LOST)).toEqual(CLIENT_LOST);
+  });
+
+  it("say what they say about the backend", () => {
+    expect([1000, 1001, 4000].map(upstreamCloseOutcome)).toEqual(["ok", "ok", "ok"]);
+    expect([1006, 1011, 1014].map(upstreamCloseOutcome)).toEqual(["upstream-error", "upstream-error", "upstream-error"]);
+    expect([1000, 1005, 4001].map(clientCloseOutcome)).toEqual(["ok", "ok", "ok"]);
+    expect(clientCloseOutcome(1006)).toBe("client-abort");
+  });
+});
+
+describe("an upstream that did not switch protocols", () => {
+  it("serves no WebSocket there when it answered 200, as when it answered 404; the rest means what it means for any request", () => {
+    expect(classifyRefusedUpgrade(200)).toEqual({ kind: "backend-failure", why: "not-served" });
+    expect(classifyRefusedUpgrade(404)).toEqual({ kind: "backend-failure", why: "not-served" });
+    expect(classifyRefusedUpgrade(400)).toEqual({ kind: "rejected" });
+    expect(classifyRefusedUpgrade(429)).toEqual({ kind: "rate-limited" });
+    expect(classifyRefusedUpgrade(503)).toEqual({ kind: "backend-failure", why: "server-error" });
+    expect(classifyRefusedUpgrade(401)).toEqual({ kind: "backend-failure", why: "credentials" });
+  });
+});

@@ -1,0 +1,76 @@
+import type { ResolvedDeployment, ResolvedGroup } from "../../src/config/load.ts";
+import { badGateway, GatewayError, gatewayTimeout } from "../../src/openai/errors.ts";
+import { classifyRefusedUpgrade } from "../../src/realtime/upgrade-answer.ts";
+import type { LeaseOutcome, RouteDecision } from "../../src/routing/protocol.ts";
+import { clientError, FAILURE_CAUSE } from "../../src/upstream/answer.ts";
+import { parseUpstreamError } from "../../src/upstream/error-body.ts";
+import { readBounded } from "../../src/upstream/read-bounded.ts";
+import { parseRetryAfter, type Failure } from "../../src/upstream/retry.ts";
+import type { Env } from "../env.ts";
+
+const UPSTREAM_PATH = "/v1/realtime";
+
+/** One backend's answer to the handshake: its socket, or why not and what that says about the backend. */
+export type Handshake =
+  | { kind: "open"; socket: WebSocket; protocol: string | null }
+  /** The client's fault (a 4xx the upstream judged): passed on, no verdict, not retried. */
+  | { kind: "rejected"; response: Response }
+  | { kind: "failed"; response: Response; verdict: LeaseOutcome; failure: Failure };
+
+export interface HandshakeInput {
+  /** The client's query string (`?model=…&…`): passed on with the model rewritten to the deployment's. */
+  search: string;
+  env: Env;
+  requestId: string;
+  group: ResolvedGroup;
+  deployment: ResolvedDeployment;
+  decision: RouteDecision;
+  /** The subprotocols the client offered, the key taken out. */
+  protocols: readonly string[];
+  /** Aborts when the client disconnects: the handshake is then cancelled. */
+  clientSignal: AbortSignal;
+}
+
+/**
+ * Opens the upstream's socket: a fetch with Upgrade: websocket to the deployment's
+ * /v1/realtime, with the deployment's model and its own key (never the client's), answered
+ * within the group's firstByteTimeoutMs, and cancelled when the client leaves first (the caller
+ * reads that from the client's signal, whatever this answers). An answer that is not a 101 means what it means for any
+ * request (src/realtime/upgrade-answer.ts); its body is read only so far.
+ */
+export async function openUpstream(h: HandshakeInput): Promise<Handshake> {
+  const { deployment, group } = h;
+  const query = new URLSearchParams(h.search);
+  query.set("model", deployment.model);
+  const headers: Record<string, string> = { upgrade: "websocket", "x-request-id": h.requestId, "x-kvgate-routed-at": String(h.decision.routedAt) };
+  if (h.protocols.length > 0) headers["sec-websocket-protocol"] = h.protocols.join(", ");
+  if (deployment.apiKeyEnv) {
+    const key = h.env[deployment.apiKeyEnv];
+    if (typeof key === "string" && key !== "") headers.authorization = `Bearer ${key}`;
+  }
+  const failed = (err: GatewayError, verdict: LeaseOutcome, failure: Failure): Handshake => ({ kind: "failed", response: err.toResponse(), verdict, failure });
+
+  const abort = new AbortController();
+  const timer = setTimeout(() => abort.abort(new Error("upstream handshake timeout")), group.firstByteTimeoutMs);
+  let up: Response;
+  try {
+    up = await fetch(`${deployment.baseUrl}${UPSTREAM_PATH}?${query}`, { headers, signal: AbortSignal.any([abort.signal, h.clientSignal]), redirect: "manual" });
+  } catch {
+    if (abort.signal.aborted) {
+      return failed(gatewayTimeout(`backend ${deployment.id} did not answer the WebSocket handshake within ${group.firstByteTimeoutMs} ms`), "upstream-error", { cause: "timeout", retryAfterMs: null });
+    }
+    // The runtime's message may carry the URL; the client gets the backend's id only.
+    return failed(badGateway(`backend ${deployment.id} could not be reached: the connection failed`), "upstream-error", { cause: "connect", retryAfterMs: null });
+  } finally {
+    clearTimeout(timer);
+  }
+  if (up.status === 101 && up.webSocket) return { kind: "open", socket: up.webSocket, protocol: up.headers.get("sec-websocket-protocol") };
+
+  const answer = classifyRefusedUpgrade(up.status);
+  const retryAfter = up.headers.get("retry-after");
+  const err = clientError(up.status, answer, parseUpstreamError(await readBounded(up.body)), deployment.id, retryAfter);
+  if (answer.kind === "rejected") return { kind: "rejected", response: err.toResponse() };
+  const limited = answer.kind === "rate-limited";
+  const failure: Failure = { cause: limited ? "429" : FAILURE_CAUSE, retryAfterMs: up.status === 429 || up.status === 503 ? parseRetryAfter(retryAfter) : null };
+  return failed(err, limited ? "rate-limited" : "upstream-error", failure);
+}

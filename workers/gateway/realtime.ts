@@ -1,0 +1,95 @@
+import type { ResolvedGroup } from "../../src/config/load.ts";
+import { badRequest, GatewayError, methodNotAllowed, notFound, unavailable } from "../../src/openai/errors.ts";
+import { chosenProtocol, isWebSocketUpgrade, keyFromProtocols, protocolsWithoutKey } from "../../src/realtime/handshake.ts";
+import type { RouteRefusal } from "../../src/routing/protocol.ts";
+import { nextStep } from "../../src/upstream/retry.ts";
+import { clientGone, routingHeaders } from "./attempt.ts";
+import { noBackend, quoted, type ProxyInput } from "./proxy.ts";
+import { openUpstream } from "./realtime-handshake.ts";
+import { holdLease, route } from "./route-client.ts";
+import { closeUnused, relaySockets } from "./socket-relay.ts";
+
+export type RealtimeInput = Omit<ProxyInput, "endpoint">;
+
+const PATH = "/v1/realtime";
+/** A session's prompt is not known at the handshake: it is routed by load alone. */
+const NO_CHAIN: number[] = [];
+
+/**
+ * GET /v1/realtime?model=M, a WebSocket: routed by the model's group like any request (with no
+ * prompt to match, by load), the upstream's socket opened with the deployment's model and key,
+ * and the two sockets relayed for as long as both stay open. The backend's slot is held for the
+ * socket's life — renewed as every held lease is — and released when either side closes. Before
+ * the upstream accepted (a refused connection, no answer in time, a 5xx or 429), the handshake
+ * fails over to the next backend, then to the fallback groups, as a request does.
+ */
+export async function openRealtime(p: RealtimeInput): Promise<Response> {
+  const { req, config } = p;
+  if (req.method !== "GET") throw methodNotAllowed(PATH, "GET");
+  if (!isWebSocketUpgrade(req.headers)) {
+    // No Upgrade header on the 426: the runtime drops it from any answer but a 101.
+    throw new GatewayError(426, "invalid_request_error", `${PATH} is a WebSocket: connect with Upgrade: websocket`, "upgrade_required");
+  }
+  const url = new URL(req.url);
+  const model = url.searchParams.get("model");
+  if (!model) throw badRequest(`model is required: connect to ${PATH}?model=<model>`, "model", "missing_required_parameter");
+  const primary = config.byModel.get(model);
+  if (!primary) throw notFound(`model ${quoted(model)} does not exist on this gateway (GET /v1/models lists them)`, "model_not_found");
+  const offered = req.headers.get("sec-websocket-protocol");
+  const protocols = protocolsWithoutKey(offered);
+  // The client must get back one of the subprotocols it offered, and never the key.
+  if (protocols.length === 0 && keyFromProtocols(offered) !== null) {
+    throw badRequest("the WebSocket subprotocols hold only the API key: offer the protocol too (e.g. 'realtime')", null, "invalid_subprotocol");
+  }
+
+  const groups = [primary, ...primary.fallbacks.map((name) => config.byModel.get(name)).filter((g): g is ResolvedGroup => g !== undefined)];
+  let attempts = 0;
+  let last: Response | null = null;
+  let refused: RouteRefusal["refused"] = "no-backend";
+  for (const group of groups) {
+    const exclude: string[] = [];
+    for (;;) {
+      const decision = await route(p.env, group, NO_CHAIN, exclude, model);
+      if ("refused" in decision) {
+        refused = decision.refused;
+        break;
+      }
+      attempts++;
+      const lease = holdLease(decision, group, p.env, p.ctx, config.releaseFlushMs);
+      const deployment = group.deployments.find((d) => d.id === decision.backendId);
+      if (!deployment) {
+        lease.settle("client-abort");
+        throw unavailable(`routing for model "${model}" named a backend this gateway does not know`, "routing_unavailable");
+      }
+      const sentAt = performance.now();
+      const answer = await openUpstream({ search: url.search, env: p.env, requestId: p.requestId, group, deployment, decision, protocols, clientSignal: req.signal });
+      if (req.signal.aborted) {
+        // Nobody is left to relay to: a socket the upstream opened meanwhile is closed at once.
+        if (answer.kind === "open") closeUnused(answer.socket);
+        lease.settle("client-abort");
+        throw clientGone();
+      }
+      const headers = routingHeaders(decision, deployment, sentAt - p.startedAt, p.requestId, attempts, group === primary ? null : group.name);
+      if (answer.kind === "open") {
+        const pair = new WebSocketPair();
+        relaySockets(pair[1], answer.socket, lease);
+        const protocol = chosenProtocol(protocols, answer.protocol);
+        if (protocol !== null) headers["sec-websocket-protocol"] = protocol;
+        return new Response(null, { status: 101, webSocket: pair[0], headers });
+      }
+      for (const [k, v] of Object.entries(headers)) answer.response.headers.set(k, v);
+      if (answer.kind === "rejected") {
+        lease.settle("rejected");
+        return answer.response;
+      }
+      lease.settle(answer.verdict);
+      last = answer.response;
+      const step = nextStep(primary.failover, attempts, answer.failure, Infinity);
+      if (!step.retry) return last;
+      exclude.push(deployment.id);
+      if (step.waitMs > 0) await new Promise((r) => setTimeout(r, step.waitMs));
+    }
+  }
+  if (last) return last;
+  throw noBackend(refused, model);
+}

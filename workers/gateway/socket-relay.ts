@@ -1,0 +1,57 @@
+import { CLIENT_LOST, clientCloseOutcome, forwardedClose, UPSTREAM_LOST, upstreamCloseOutcome, type CloseFrame } from "../../src/realtime/closing.ts";
+import type { HeldLease } from "./route-client.ts";
+
+/**
+ * Accepts and relays two WebSockets to each other — the client's end of a WebSocketPair and the
+ * upstream's — message for message, text as text and binary as binary, and passes each side's
+ * close to the other with its code and reason. The lease is settled once, by whichever side ends
+ * first, with what that side's close says about the backend (src/realtime/closing.ts).
+ */
+export function relaySockets(client: WebSocket, upstream: WebSocket, lease: HeldLease): void {
+  // Binary messages as ArrayBuffers: send() takes those, not the Blobs the runtime gives by default.
+  client.binaryType = "arraybuffer";
+  upstream.binaryType = "arraybuffer";
+  client.addEventListener("message", (e) => pass(upstream, e.data));
+  upstream.addEventListener("message", (e) => pass(client, e.data));
+  client.addEventListener("close", (e) => {
+    lease.settle(clientCloseOutcome(e.code));
+    closeQuietly(upstream, forwardedClose(e.code, e.reason, CLIENT_LOST));
+  });
+  upstream.addEventListener("close", (e) => {
+    lease.settle(upstreamCloseOutcome(e.code));
+    closeQuietly(client, forwardedClose(e.code, e.reason, UPSTREAM_LOST));
+  });
+  // The runtime reports a broken connection as an error (and, after a close, the connection's end).
+  client.addEventListener("error", () => {
+    lease.settle("client-abort");
+    closeQuietly(upstream, CLIENT_LOST);
+  });
+  upstream.addEventListener("error", () => {
+    lease.settle("upstream-error");
+    closeQuietly(client, UPSTREAM_LOST);
+  });
+  client.accept();
+  upstream.accept();
+}
+
+/** Closes an upstream's socket that no client will use (the client left during the handshake). */
+export function closeUnused(upstream: WebSocket): void {
+  upstream.accept();
+  closeQuietly(upstream, CLIENT_LOST);
+}
+
+function pass(to: WebSocket, data: string | ArrayBuffer): void {
+  try {
+    to.send(data);
+  } catch {
+    // That side is closing: its own close event ends the relay.
+  }
+}
+
+function closeQuietly(ws: WebSocket, frame: CloseFrame): void {
+  try {
+    ws.close(frame.code, frame.reason);
+  } catch {
+    // Already closed, or closing: nothing more to tell it.
+  }
+}
