@@ -1,4 +1,5 @@
-import { firstIssue } from "../zod-issues.ts";
+import { allIssues } from "../zod-issues.ts";
+import { parseJsonc } from "./jsonc.ts";
 import { removedSetting } from "./removed.ts";
 import { GatewayConfigSchema, type GatewayConfig, type ModelGroupConfig } from "./schema.ts";
 import { groupVersion } from "./version.ts";
@@ -25,24 +26,23 @@ export interface ResolvedConfig extends Omit<GatewayConfig, "modelGroups"> {
   byModel: Map<string, ResolvedGroup>;
 }
 
-export type ConfigResult = { ok: true; config: ResolvedConfig } | { ok: false; error: string };
+/** `errors`: each problem on its own, when there are several to tell at once; `error` says them all. */
+export type ConfigResult = { ok: true; config: ResolvedConfig } | { ok: false; error: string; errors?: string[] };
 
-/** Parses and cross-checks a config; a failure names the field and the reason. */
+/** Parses (JSON, or JSON with comments) and cross-checks a config; a failure names each field and the reason. */
 export function parseConfig(raw: unknown): ConfigResult {
   let input = raw;
   if (typeof raw === "string") {
-    try {
-      input = JSON.parse(raw);
-    } catch (e) {
-      return { ok: false, error: `config is not valid JSON: ${(e as Error).message}` };
-    }
+    const json = parseJsonc(raw);
+    if (!json.ok) return { ok: false, error: `config is not valid JSON: ${json.error}` };
+    input = json.value;
   }
   const removed = removedSetting(input);
   if (removed) return { ok: false, error: `config: ${removed}` };
   const parsed = GatewayConfigSchema.safeParse(input);
   if (!parsed.success) {
-    const { message } = firstIssue(parsed.error.issues);
-    return { ok: false, error: `config: ${message}` };
+    const errors = allIssues(parsed.error.issues, "the config");
+    return { ok: false, error: `config: ${errors.join("; ")}`, errors };
   }
   const { modelGroups, ...rest } = parsed.data;
   const byModel = new Map<string, ResolvedGroup>();
