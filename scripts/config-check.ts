@@ -72,6 +72,8 @@ export function envNames(config: ResolvedConfig): { secrets: string[]; bindings:
   for (const g of config.groups) {
     for (const d of g.deployments) {
       if (d.apiKeyEnv) secrets.add(d.apiKeyEnv);
+      for (const name of Object.values(d.headersFromEnv ?? {})) secrets.add(name);
+      if (d.binding) bindings.add(d.binding);
     }
   }
   return { secrets: [...secrets], bindings: [...bindings] };

@@ -12,6 +12,9 @@ export interface ResolvedDeployment {
   maxInFlight: number;
   kvCapacityBlocks: number;
   prefillTokensPerSec: number;
+  /** Names only (a binding, secrets): the fetcher and the header values are read from env by the Worker (src/config/upstream-access.ts). */
+  binding?: string | undefined;
+  headersFromEnv?: Record<string, string> | undefined;
 }
 
 export interface ResolvedGroup extends Omit<ModelGroupConfig, "deployments"> {
@@ -56,7 +59,7 @@ export function parseConfig(raw: unknown): ConfigResult {
         return { ok: false, error: `config: modelGroups[${gi}].deployments[${di}].id "${id}" is used twice in the group (set distinct ids)` };
       }
       ids.add(id);
-      deployments.push({ id, baseUrl: d.baseUrl.replace(/\/+$/, ""), model: d.model, apiKeyEnv: d.apiKeyEnv, maxInFlight: d.maxInFlight, kvCapacityBlocks: d.kvCapacityBlocks, prefillTokensPerSec: d.prefillTokensPerSec });
+      deployments.push({ id, baseUrl: d.baseUrl.replace(/\/+$/, ""), model: d.model, apiKeyEnv: d.apiKeyEnv, maxInFlight: d.maxInFlight, kvCapacityBlocks: d.kvCapacityBlocks, prefillTokensPerSec: d.prefillTokensPerSec, binding: d.binding, headersFromEnv: d.headersFromEnv });
     }
     const settled = { ...group, deployments };
     const resolved: ResolvedGroup = { ...settled, version: groupVersion(settled) };
