@@ -17,6 +17,10 @@ export type Strategy = (typeof STRATEGIES)[number];
 export const HOOK_NAMES = ["restamp"] as const;
 export type HookName = (typeof HOOK_NAMES)[number];
 
+/** Where a group's Durable Object may be asked to live (Cloudflare's location hints). */
+export const LOCATION_HINTS = ["wnam", "enam", "sam", "weur", "eeur", "apac", "oc", "afr", "me"] as const;
+export type LocationHint = (typeof LOCATION_HINTS)[number];
+
 /** Headers the gateway sets on an upstream request itself: a deployment's extra headers cannot replace them. */
 const GATEWAY_HEADERS = new Set(["accept", "authorization", "connection", "content-length", "content-type", "host", "transfer-encoding", "x-kvgate-routed-at", "x-request-id"]);
 
@@ -115,6 +119,8 @@ const BreakerSchema = z.strictObject({
 
 export const ModelGroupSchema = z.strictObject({
   name: name(),
+  /** Where the group's Durable Object is created: near its GPUs, so each route call is a short hop from them. */
+  locationHint: z.optional(z.enum(LOCATION_HINTS)),
   aliases: z._default(z.array(name()), []),
   strategy: z._default(z.enum(STRATEGIES), "prefix-aware"),
   /** In-flight count at which prefix-aware spills a request off its best-matching backend. */

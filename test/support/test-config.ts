@@ -83,13 +83,14 @@ function failoverGroups(u: Upstreams): GatewayConfigInput["modelGroups"] {
   ];
 }
 
-/** Groups of test/workers/private-network.test.ts: a GPU server reached through a binding. */
-function privateNetworkGroups(_u: Upstreams): GatewayConfigInput["modelGroups"] {
+/** Groups of test/workers/private-network.test.ts: a GPU server reached through a binding, and a group placed by a location hint. */
+function privateNetworkGroups(u: Upstreams): GatewayConfigInput["modelGroups"] {
   const access = { "CF-Access-Client-Id": "ACCESS_CLIENT_ID", "CF-Access-Client-Secret": "ACCESS_CLIENT_SECRET" };
   const privateServer = { id: "gpu-private", baseUrl: `http://${VPC_HOST}`, model: UPSTREAM_MODEL, binding: "GPU_VPC" };
   return [
     { name: "vpc", deployments: [{ ...privateServer, headersFromEnv: access }] },
     { name: "vpc-no-token", failover: { maxAttempts: 1 }, deployments: [privateServer] },
     { name: "vpc-probed", breaker: { consecutiveFailures: 2, openMs: 600_000, probeIntervalMs: 200, closeAfterSuccesses: 2 }, deployments: [{ ...privateServer, model: "always-fails", headersFromEnv: access }] },
+    { name: "placed", locationHint: "weur", deployments: [{ id: "sim-0", baseUrl: u.fleetUrls[0] as string, model: UPSTREAM_MODEL }] },
   ];
 }

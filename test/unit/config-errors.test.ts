@@ -43,3 +43,26 @@ describe("a config with comments (JSONC), as the Worker reads KVGATE_CONFIG", ()
     expect(errorsOf('{\n  "modelGroups": [\n}')).toEqual([expect.stringMatching(/^config is not valid JSON: Unexpected token '\}'/)]);
   });
 });
+
+describe("a group's location hint", () => {
+  it("takes Cloudflare's values", () => {
+    for (const hint of ["wnam", "enam", "sam", "weur", "eeur", "apac", "oc", "afr", "me"]) {
+      const r = parseConfig({ modelGroups: [{ name: "a", locationHint: hint, deployments: [deployment] }] });
+      if (!r.ok) throw new Error(r.error);
+      expect(r.config.groups[0]?.locationHint).toBe(hint);
+    }
+  });
+
+  it("refuses any other, naming the field and the values", () => {
+    expect(errorsOf({ modelGroups: [{ name: "a", locationHint: "eu-west-1", deployments: [deployment] }] })).toEqual([
+      'modelGroups[0].locationHint must be one of "wnam", "enam", "sam", "weur", "eeur", "apac", "oc", "afr", "me"',
+    ]);
+  });
+
+  it("is optional, and a config without one keeps its group versions", () => {
+    const r = parseConfig({ modelGroups: [{ name: "a", deployments: [deployment] }] });
+    if (!r.ok) throw new Error(r.error);
+    expect(r.config.groups[0]?.locationHint).toBeUndefined();
+    expect(Object.keys(r.config.groups[0] ?? {})).not.toContain("locationHint");
+  });
+});

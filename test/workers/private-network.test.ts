@@ -113,3 +113,20 @@ describe("a binding or a secret the config names but the Worker lacks", () => {
     expect(((await res.json()) as { error: { message: string } }).error.message).toContain("headersFromEnv.X-Token names MODEL_GROUP, which is a binding, not a secret");
   });
 });
+
+describe("a group's location hint", () => {
+  it("is passed when the group's Durable Object stub is made, and the runtime takes it", async () => {
+    const getByName = vi.spyOn(env.MODEL_GROUP, "getByName");
+    const res = await chat("placed", ask);
+    expect(res.status).toBe(200);
+    await res.text();
+    expect(getByName).toHaveBeenCalledWith("placed", { locationHint: "weur" });
+    // A group without one gets a stub without options: nothing added to its route call.
+    const plain = await chat("vpc", ask);
+    expect(plain.status).toBe(200);
+    await plain.text();
+    expect(getByName).toHaveBeenCalledWith("vpc");
+    await expectIdle("placed");
+    await expectIdle("vpc");
+  });
+});

@@ -5,6 +5,7 @@ import { GatewayError, methodNotAllowed, notFound } from "../../src/openai/error
 import type { LoadedConfig } from "../config.ts";
 import type { Env } from "../env.ts";
 import { authenticate } from "./auth.ts";
+import { groupObject } from "./group-object.ts";
 import { proxyCompletion } from "./proxy.ts";
 import type { Endpoint } from "./validate.ts";
 
@@ -49,7 +50,7 @@ export function buildApp(config: LoadedConfig): Hono<AppEnv> {
   app.post("/v1/completions", completion("completions"));
 
   app.get("/v1/kvgate/status", async (c) => {
-    const groups = await Promise.all(config.groups.map((g) => c.env.MODEL_GROUP.getByName(g.name).status()));
+    const groups = await Promise.all(config.groups.map((g) => groupObject(c.env, g).status()));
     return c.json({ groups });
   });
 
