@@ -51,6 +51,9 @@ const wrangler = join(dirname(createRequire(import.meta.url).resolve("wrangler/p
 // Without KVGATE_CONFIG: wrangler lets the environment override a secrets file, and only the checked config may go.
 const { KVGATE_CONFIG: _config, KVGATE_CONFIG_FILE: _file, ...env } = process.env;
 const child = spawn(process.execPath, [wrangler, "deploy", "--env", "production", "--secrets-file", secretsFile, ...process.argv.slice(2)], { stdio: "inherit", env });
+// Ctrl-C reaches wrangler itself (one process group); this process outlives it, to remove the file.
+process.on("SIGINT", () => undefined);
+process.on("SIGTERM", () => child.kill("SIGTERM"));
 const code = await new Promise<number>((resolve) => child.on("exit", (c, signal) => resolve(c ?? (signal ? 1 : 0))));
 await rm(dir, { recursive: true, force: true });
 process.exit(code);
