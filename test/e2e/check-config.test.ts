@@ -1,7 +1,7 @@
-import { mkdtemp, readFile, writeFile } from "node:fs/promises";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ROOT, runScript } from "../support/run-script.ts";
 
 // `npm run check-config` as a user runs it: a child process, its exit code and what it prints.
@@ -10,6 +10,9 @@ const check = (args: string[], env: Record<string, string> = {}) => runScript("s
 let dir: string;
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), "kvgate-check-config-"));
+});
+afterAll(async () => {
+  await rm(dir, { recursive: true, force: true });
 });
 
 async function file(name: string, text: string): Promise<string> {

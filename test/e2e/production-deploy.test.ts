@@ -1,7 +1,7 @@
-import { mkdtemp, readFile, writeFile } from "node:fs/promises";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { unstable_readConfig } from "wrangler";
 import { ROOT, runScript } from "../support/run-script.ts";
 
@@ -26,6 +26,9 @@ const PUBLIC_CONFIG = `{
 let dir: string;
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), "kvgate-deploy-test-"));
+});
+afterAll(async () => {
+  await rm(dir, { recursive: true, force: true });
 });
 
 describe("wrangler.toml's production environment", () => {
