@@ -2,9 +2,12 @@ import { randomBytes } from "node:crypto";
 import { cloudflareTest } from "@cloudflare/vitest-plugin";
 import { defineConfig } from "vitest/config";
 import { testConfig, type Upstreams } from "./test/support/test-config.ts";
+import { VPC_STAND_IN_SCRIPT } from "./test/support/vpc-stand-in.ts";
 
 // A fresh master key per run: nothing secret is committed, and tests read it from the env.
 const masterKey = `sk-test-${randomBytes(16).toString("hex")}`;
+// A Cloudflare Access service token, as secrets: the gateway sends it, the private network's stand-in checks it.
+const accessToken = { ACCESS_CLIENT_ID: `access-id-${randomBytes(8).toString("hex")}`, ACCESS_CLIENT_SECRET: `access-secret-${randomBytes(16).toString("hex")}` };
 
 export default defineConfig({
   test: {
@@ -22,7 +25,11 @@ export default defineConfig({
               bindings: {
                 KVGATE_CONFIG: JSON.stringify(testConfig(inject("upstreams") as Upstreams)),
                 KVGATE_MASTER_KEY: masterKey,
+                ...accessToken,
               },
+              // Workers VPC needs a Cloudflare account: a second Worker stands in for the binding (test/support/vpc-stand-in.ts).
+              serviceBindings: { GPU_VPC: "vpc-stand-in" },
+              workers: [{ name: "vpc-stand-in", modules: true, script: VPC_STAND_IN_SCRIPT, compatibilityDate: "2026-10-20", bindings: accessToken }],
             },
           })),
         ],

@@ -1,6 +1,7 @@
 import { DurableObject } from "cloudflare:workers";
 import type { ResolvedGroup } from "../src/config/load.ts";
-import type { SavedBreaker } from "../src/routing/backend.ts";
+import { PUBLIC_REACH, reachOf, type UpstreamReach } from "../src/config/upstream-access.ts";
+import { backendKey, type SavedBreaker } from "../src/routing/backend.ts";
 import { GroupRouter } from "../src/routing/group-router.ts";
 import type { GroupStatus, LeaseRelease, LeaseRenewal, ModelGroupRpc, RouteCall, RouteDecision, RouteRefusal, VersionRefusal } from "../src/routing/protocol.ts";
 
@@ -98,13 +99,19 @@ export class ModelGroup extends DurableObject<unknown> implements ModelGroupRpc 
     r.dropIdleViews(now);
     const probes = r.dueProbes(now);
     if (probes.length > 0) {
-      const results = await Promise.all(probes.map((p) => probe(p.url, p.timeoutMs)));
+      const results = await Promise.all(probes.map((p) => probe(p.url, p.timeoutMs, this.reach(p.key))));
       const at = Date.now();
       probes.forEach((p, i) => r.probed(p.key, results[i] as boolean, at));
     }
     const g = r.newest;
     if (g && r.affinityPending && Date.now() - this.snapshotAt >= g.snapshotIntervalMs) this.saveAffinity();
     this.afterChange();
+  }
+
+  /** A probe goes the way requests go: through the deployment's binding, with its headers (the newest version's). */
+  private reach(key: string): UpstreamReach {
+    const d = this.router.newest?.deployments.find((x) => backendKey(x.id, x.baseUrl) === key);
+    return d ? reachOf(d, this.env as Record<string, unknown>) : PUBLIC_REACH;
   }
 
   private install(group: ResolvedGroup, now: number): void {
@@ -183,9 +190,11 @@ export class ModelGroup extends DurableObject<unknown> implements ModelGroupRpc 
 }
 
 /** A health probe: a 2xx within the timeout is healthy. A redirect is not followed, and is no answer. */
-async function probe(url: string, timeoutMs: number): Promise<boolean> {
+async function probe(url: string, timeoutMs: number, reach: UpstreamReach): Promise<boolean> {
+  if (!reach.ok) return false;
   try {
-    const res = await fetch(url, { method: "GET", redirect: "manual", signal: AbortSignal.timeout(timeoutMs) });
+    const init: RequestInit = { method: "GET", redirect: "manual", signal: AbortSignal.timeout(timeoutMs), ...(reach.headers ? { headers: reach.headers } : {}) };
+    const res = await (reach.via ? reach.via.fetch(url, init) : fetch(url, init));
     await res.body?.cancel();
     return res.ok;
   } catch {

@@ -1,27 +1,34 @@
 /**
- * Validates a gateway config before a deploy, with the same parser the Worker uses.
- *   npm run check-config -- config.prod.json   a file
- *   KVGATE_CONFIG='{…}' npm run check-config     the environment
- *   npm run check-config                         the dev config in wrangler.toml
+ * Validates a gateway config before a deploy, with the same parser the Worker uses, and reports
+ * every problem it finds at once. JSON, or JSON with comments and trailing commas.
+ *   npm run check-config -- config.prod.json          a file
+ *   KVGATE_CONFIG_FILE=config.prod.json npm run check-config
+ *   KVGATE_CONFIG='{…}' npm run check-config            the environment
+ *   npm run check-config                                the dev config in wrangler.toml
+ * Exits 1 when the config has a problem or cannot be read.
  */
 import { readFileSync } from "node:fs";
-import { parseConfig } from "../src/config/load.ts";
+import { checkConfig, envNames, namedConfig, okLine, problemLines, UsageError, type ConfigSource } from "./config-check.ts";
 
-function source(): { name: string; raw: string } {
-  const file = process.argv[2];
-  if (file) return { name: file, raw: readFileSync(file, "utf8") };
-  if (process.env.KVGATE_CONFIG) return { name: "$KVGATE_CONFIG", raw: process.env.KVGATE_CONFIG };
+function devConfig(): ConfigSource {
   const toml = readFileSync("wrangler.toml", "utf8");
   const m = /^KVGATE_CONFIG\s*=\s*'''([\s\S]*?)'''/m.exec(toml);
-  if (!m) throw new Error("no KVGATE_CONFIG in wrangler.toml; pass a file");
+  if (!m) throw new UsageError("no KVGATE_CONFIG in wrangler.toml's [vars]; name a config file");
   return { name: "wrangler.toml [vars] KVGATE_CONFIG", raw: m[1] as string };
 }
 
-const { name, raw } = source();
-const result = parseConfig(raw);
-if (!result.ok) {
-  console.error(`${name}: ${result.error}`);
+try {
+  const checked = checkConfig(namedConfig(process.argv[2], process.env) ?? devConfig());
+  if (!checked.ok) {
+    for (const line of problemLines(checked.source.name, checked.problems)) console.error(line);
+    process.exit(1);
+  }
+  console.log(okLine(checked));
+  const { secrets, bindings } = envNames(checked.config);
+  console.log(`  secrets it reads: ${secrets.join(", ")}`);
+  if (bindings.length > 0) console.log(`  bindings it fetches through: ${bindings.join(", ")}`);
+} catch (e) {
+  if (!(e instanceof UsageError)) throw e;
+  console.error(`check-config: ${e.message}`);
   process.exit(1);
 }
-const groups = result.config.groups.map((g) => `${g.name} (${g.strategy}, ${g.deployments.length} deployment(s))`);
-console.log(`${name}: ok — ${groups.join(", ")}`);

@@ -51,11 +51,19 @@ export function describeIssue(issue: core.$ZodIssue): string {
   }
 }
 
-/** First issue as "`field` reason", plus the field path for OpenAI's `param`. */
+/** One issue as "`field` reason", plus the field path for OpenAI's `param`; `whole` names the value itself. */
+function issueLine(issue: core.$ZodIssue, whole: string): { param: string; message: string } {
+  const param = fieldPath(issue.path);
+  return { param, message: `${param || whole} ${describeIssue(issue)}` };
+}
+
+/** First issue as "`field` reason", plus the field path for OpenAI's `param`: a request's 400 names one field. */
 export function firstIssue(issues: readonly core.$ZodIssue[]): { param: string; message: string } {
   const issue = issues[0];
-  if (!issue) return { param: "", message: "is invalid" };
-  const param = fieldPath(issue.path);
-  const where = issue.code === "unrecognized_keys" || param === "" ? param || "body" : param;
-  return { param, message: `${where} ${describeIssue(issue)}` };
+  return issue ? issueLine(issue, "body") : { param: "", message: "is invalid" };
+}
+
+/** Every issue, one "`field` reason" line each: a config is fixed in one go, not one error per try. */
+export function allIssues(issues: readonly core.$ZodIssue[], whole: string): string[] {
+  return issues.map((issue) => issueLine(issue, whole).message);
 }

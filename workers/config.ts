@@ -1,6 +1,7 @@
 import { buildPipeline } from "../src/hooks/index.ts";
 import type { HookPipeline } from "../src/hooks/types.ts";
 import { parseConfig, type ResolvedConfig } from "../src/config/load.ts";
+import { reachProblems } from "../src/config/upstream-access.ts";
 import type { Env } from "./env.ts";
 
 export interface LoadedConfig extends ResolvedConfig {
@@ -22,7 +23,10 @@ export function loadConfig(env: Env): Loaded {
   if (typeof raw !== "string" || raw.trim() === "") {
     result = { ok: false, error: "KVGATE_CONFIG is not set" };
   } else {
-    const parsed = parseConfig(raw);
+    let parsed = parseConfig(raw);
+    // Bindings and secrets the deployments name must be there now, not at their first request.
+    const unreachable = parsed.ok ? reachProblems(parsed.config.groups, env) : [];
+    if (unreachable.length > 0) parsed = { ok: false, error: `config: ${unreachable.join("; ")}`, errors: unreachable };
     if (parsed.ok) {
       const pipelines = new Map(parsed.config.groups.map((g) => [g.name, buildPipeline(g.hooks)]));
       result = { ok: true, config: { ...parsed.config, pipelines } };

@@ -1,4 +1,5 @@
-import { firstIssue } from "../zod-issues.ts";
+import { allIssues } from "../zod-issues.ts";
+import { parseJsonc } from "./jsonc.ts";
 import { removedSetting } from "./removed.ts";
 import { GatewayConfigSchema, type GatewayConfig, type ModelGroupConfig } from "./schema.ts";
 import { groupVersion } from "./version.ts";
@@ -11,6 +12,9 @@ export interface ResolvedDeployment {
   maxInFlight: number;
   kvCapacityBlocks: number;
   prefillTokensPerSec: number;
+  /** Names only (a binding, secrets): the fetcher and the header values are read from env by the Worker (src/config/upstream-access.ts). */
+  binding?: string | undefined;
+  headersFromEnv?: Record<string, string> | undefined;
 }
 
 export interface ResolvedGroup extends Omit<ModelGroupConfig, "deployments"> {
@@ -25,24 +29,23 @@ export interface ResolvedConfig extends Omit<GatewayConfig, "modelGroups"> {
   byModel: Map<string, ResolvedGroup>;
 }
 
-export type ConfigResult = { ok: true; config: ResolvedConfig } | { ok: false; error: string };
+/** `errors`: each problem on its own, when there are several to tell at once; `error` says them all. */
+export type ConfigResult = { ok: true; config: ResolvedConfig } | { ok: false; error: string; errors?: string[] };
 
-/** Parses and cross-checks a config; a failure names the field and the reason. */
+/** Parses (JSON, or JSON with comments) and cross-checks a config; a failure names each field and the reason. */
 export function parseConfig(raw: unknown): ConfigResult {
   let input = raw;
   if (typeof raw === "string") {
-    try {
-      input = JSON.parse(raw);
-    } catch (e) {
-      return { ok: false, error: `config is not valid JSON: ${(e as Error).message}` };
-    }
+    const json = parseJsonc(raw);
+    if (!json.ok) return { ok: false, error: `config is not valid JSON: ${json.error}` };
+    input = json.value;
   }
   const removed = removedSetting(input);
   if (removed) return { ok: false, error: `config: ${removed}` };
   const parsed = GatewayConfigSchema.safeParse(input);
   if (!parsed.success) {
-    const { message } = firstIssue(parsed.error.issues);
-    return { ok: false, error: `config: ${message}` };
+    const errors = allIssues(parsed.error.issues, "the config");
+    return { ok: false, error: `config: ${errors.join("; ")}`, errors };
   }
   const { modelGroups, ...rest } = parsed.data;
   const byModel = new Map<string, ResolvedGroup>();
@@ -56,7 +59,7 @@ export function parseConfig(raw: unknown): ConfigResult {
         return { ok: false, error: `config: modelGroups[${gi}].deployments[${di}].id "${id}" is used twice in the group (set distinct ids)` };
       }
       ids.add(id);
-      deployments.push({ id, baseUrl: d.baseUrl.replace(/\/+$/, ""), model: d.model, apiKeyEnv: d.apiKeyEnv, maxInFlight: d.maxInFlight, kvCapacityBlocks: d.kvCapacityBlocks, prefillTokensPerSec: d.prefillTokensPerSec });
+      deployments.push({ id, baseUrl: d.baseUrl.replace(/\/+$/, ""), model: d.model, apiKeyEnv: d.apiKeyEnv, maxInFlight: d.maxInFlight, kvCapacityBlocks: d.kvCapacityBlocks, prefillTokensPerSec: d.prefillTokensPerSec, binding: d.binding, headersFromEnv: d.headersFromEnv });
     }
     const settled = { ...group, deployments };
     const resolved: ResolvedGroup = { ...settled, version: groupVersion(settled) };

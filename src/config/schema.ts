@@ -17,6 +17,34 @@ export type Strategy = (typeof STRATEGIES)[number];
 export const HOOK_NAMES = ["restamp"] as const;
 export type HookName = (typeof HOOK_NAMES)[number];
 
+/** Where a group's Durable Object may be asked to live (Cloudflare's location hints). */
+export const LOCATION_HINTS = ["wnam", "enam", "sam", "weur", "eeur", "apac", "oc", "afr", "me"] as const;
+export type LocationHint = (typeof LOCATION_HINTS)[number];
+
+/** Headers the gateway sets on an upstream request itself: a deployment's extra headers cannot replace them. */
+const GATEWAY_HEADERS = new Set(["accept", "authorization", "connection", "content-length", "content-type", "host", "transfer-encoding", "x-kvgate-routed-at", "x-request-id"]);
+
+/** Why a header may not be one a deployment adds, or null: an HTTP token (RFC 9110), none of the gateway's own. */
+function headerRefusal(header: string): string | null {
+  if (!/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(header)) return "must be a header name (letters, digits and -)";
+  if (GATEWAY_HEADERS.has(header.toLowerCase())) return "is a header the gateway sets itself (an upstream API key goes in apiKeyEnv)";
+  return null;
+}
+
+/**
+ * Header name → the secret holding its value. An object with a catch-all rather than z.record,
+ * which would add a few KiB of zod to the Worker bundle; the names are checked here instead.
+ */
+const extraHeaders = () =>
+  z.catchall(z.object({}), envName()).check(
+    z.superRefine((headers, ctx) => {
+      for (const header of Object.keys(headers)) {
+        const why = headerRefusal(header);
+        if (why) ctx.issues.push({ code: "custom", message: why, input: header, path: [header] });
+      }
+    }),
+  );
+
 export const DeploymentSchema = z.strictObject({
   /** Stable id, shown in x-kvgate-backend; defaults to the base URL's host. */
   id: z.optional(name()),
@@ -33,6 +61,13 @@ export const DeploymentSchema = z.strictObject({
    * prompt work routed to it drains, which prefix-aware weighs against the cache it would reuse.
    */
   prefillTokensPerSec: z._default(positiveInt(), 10_000),
+  /**
+   * A Workers VPC binding (a VPC Service or Network, or any fetcher binding) the upstream requests
+   * go through, `env[binding].fetch(baseUrl + path)`, to a server with no public address.
+   */
+  binding: z.optional(envName()),
+  /** Extra headers on every upstream request, header name → the secret holding its value (Cloudflare Access service tokens). */
+  headersFromEnv: z.optional(extraHeaders()),
 });
 
 export const FAILOVER_CAUSES = ["connect", "timeout", "5xx", "429"] as const;
@@ -84,6 +119,8 @@ const BreakerSchema = z.strictObject({
 
 export const ModelGroupSchema = z.strictObject({
   name: name(),
+  /** Where the group's Durable Object is created: near its GPUs, so each route call is a short hop from them. */
+  locationHint: z.optional(z.enum(LOCATION_HINTS)),
   aliases: z._default(z.array(name()), []),
   strategy: z._default(z.enum(STRATEGIES), "prefix-aware"),
   /** In-flight count at which prefix-aware spills a request off its best-matching backend. */

@@ -1,4 +1,5 @@
 import type { GatewayConfigInput } from "../../src/config/schema.ts";
+import { VPC_HOST } from "./vpc-stand-in.ts";
 
 declare module "vitest" {
   export interface ProvidedContext {
@@ -51,6 +52,7 @@ export function testConfig(u: Upstreams): GatewayConfigInput {
       { name: "scripted-restamp", hooks: ["restamp"], deployments: [{ id: "scripted", baseUrl: u.scriptedUrl, model: UPSTREAM_MODEL }] },
       { name: "dead", deployments: [{ id: "dead", baseUrl: u.deadUrl, model: UPSTREAM_MODEL }] },
       ...failoverGroups(u),
+      ...privateNetworkGroups(u),
     ],
   };
 }
@@ -78,5 +80,17 @@ function failoverGroups(u: Upstreams): GatewayConfigInput["modelGroups"] {
     { name: "many-backends", snapshotIntervalMs: 20, deployments: Array.from({ length: 80 }, (_, i) => ({ id: `m${i}`, baseUrl: u.fleetUrls[i % u.fleetUrls.length] as string, model: UPSTREAM_MODEL })) },
     { name: "probed", breaker: { consecutiveFailures: 2, openMs: 600_000, probeIntervalMs: 200, closeAfterSuccesses: 2 }, deployments: [{ id: "probed", baseUrl: u.fleetUrls[1] as string, model: UPSTREAM_MODEL }] },
     { name: "durable", snapshotIntervalMs: 20, deployments: u.fleetUrls.map((baseUrl, i) => ({ id: `sim-${i}`, baseUrl, model: UPSTREAM_MODEL })) },
+  ];
+}
+
+/** Groups of test/workers/private-network.test.ts: a GPU server reached through a binding, and a group placed by a location hint. */
+function privateNetworkGroups(u: Upstreams): GatewayConfigInput["modelGroups"] {
+  const access = { "CF-Access-Client-Id": "ACCESS_CLIENT_ID", "CF-Access-Client-Secret": "ACCESS_CLIENT_SECRET" };
+  const privateServer = { id: "gpu-private", baseUrl: `http://${VPC_HOST}`, model: UPSTREAM_MODEL, binding: "GPU_VPC" };
+  return [
+    { name: "vpc", deployments: [{ ...privateServer, headersFromEnv: access }] },
+    { name: "vpc-no-token", failover: { maxAttempts: 1 }, deployments: [privateServer] },
+    { name: "vpc-probed", breaker: { consecutiveFailures: 2, openMs: 600_000, probeIntervalMs: 200, closeAfterSuccesses: 2 }, deployments: [{ ...privateServer, model: "always-fails", headersFromEnv: access }] },
+    { name: "placed", locationHint: "weur", deployments: [{ id: "sim-0", baseUrl: u.fleetUrls[0] as string, model: UPSTREAM_MODEL }] },
   ];
 }

@@ -4,6 +4,10 @@ declare global {
   namespace Cloudflare {
     interface Env extends GatewayEnv {
       KVGATE_MASTER_KEY: string;
+      /** The stand-in for a Workers VPC binding (test/support/vpc-stand-in.ts), and the Access service token it wants. */
+      GPU_VPC: Fetcher;
+      ACCESS_CLIENT_ID: string;
+      ACCESS_CLIENT_SECRET: string;
     }
     interface GlobalProps {
       mainModule: typeof import("../../workers/gateway/index.ts");

@@ -7,6 +7,7 @@ import type { LoadedConfig } from "../config.ts";
 import type { Env } from "../env.ts";
 import { authenticate } from "./auth.ts";
 import { mountEndpoints } from "./endpoints.ts";
+import { groupObject } from "./group-object.ts";
 import { proxyCompletion } from "./proxy.ts";
 import { openRealtime } from "./realtime.ts";
 import type { Endpoint } from "./validate.ts";
@@ -54,7 +55,7 @@ export function buildApp(config: LoadedConfig): Hono<AppEnv> {
   mountEndpoints(app, config, completion);
 
   app.get("/v1/kvgate/status", async (c) => {
-    const groups = await Promise.all(config.groups.map((g) => c.env.MODEL_GROUP.getByName(g.name).status()));
+    const groups = await Promise.all(config.groups.map((g) => groupObject(c.env, g).status()));
     return c.json({ groups });
   });
 

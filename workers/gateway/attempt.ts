@@ -1,5 +1,6 @@
 import type { ResolvedDeployment, ResolvedGroup } from "../../src/config/load.ts";
 import type { FailoverCause } from "../../src/config/schema.ts";
+import { reachOf, type UpstreamFetcher } from "../../src/config/upstream-access.ts";
 import type { HookContext, HookPipeline } from "../../src/hooks/types.ts";
 import { badGateway, badRequest, GatewayError, gatewayTimeout, unavailable } from "../../src/openai/errors.ts";
 import type { LeaseOutcome, RouteDecision } from "../../src/routing/protocol.ts";
@@ -61,6 +62,13 @@ export async function attempt(a: AttemptInput): Promise<AttemptResult> {
     lease.settle("client-abort");
     throw unavailable(`routing for model "${a.body.model}" named a backend this gateway does not know`, "routing_unavailable");
   }
+  // Resolved once per deployment (a binding, secret headers); a plain one returns at once.
+  const reach = reachOf(deployment, env);
+  if (!reach.ok) {
+    lease.settle("client-abort");
+    const why = reach.problems.map((x) => `${x.field} ${x.message}`).join("; ");
+    throw new GatewayError(500, "server_error", `gateway misconfigured: backend ${deployment.id}: ${why}`, "config_invalid");
+  }
   const stream = a.body.stream === true;
   const pipeline = config.pipelines.get(group.name) as HookPipeline;
   const hookCtx: HookContext = { requestId: p.requestId, group: group.name, clientModel: a.body.model, upstreamModel: deployment.model, backendId: deployment.id, stream };
@@ -82,6 +90,7 @@ export async function attempt(a: AttemptInput): Promise<AttemptResult> {
     const key = env[deployment.apiKeyEnv];
     if (typeof key === "string" && key !== "") headers.authorization = `Bearer ${key}`;
   }
+  if (reach.headers) Object.assign(headers, reach.headers);
 
   const abort = new AbortController();
   const onClientGone = () => abort.abort(new Error("client disconnected"));
@@ -112,7 +121,7 @@ export async function attempt(a: AttemptInput): Promise<AttemptResult> {
 
   let up: Response;
   try {
-    up = await fetchOnce(deployment.baseUrl + UPSTREAM_PATH[p.endpoint], { method: "POST", headers, body: payload, signal: abort.signal, redirect: "manual" });
+    up = await fetchOnce(reach.via, deployment.baseUrl + UPSTREAM_PATH[p.endpoint], { method: "POST", headers, body: payload, signal: abort.signal, redirect: "manual" });
   } catch (e) {
     if (p.req.signal.aborted) {
       detach();
@@ -190,14 +199,14 @@ export async function attempt(a: AttemptInput): Promise<AttemptResult> {
  * byte. A server may close a kept-alive connection between requests without saying so (llama.cpp's
  * server does, after each streamed answer); the runtime then sends the next request on a dead
  * connection. That is no verdict on the server, and no reason to move the request — and its cache
- * — elsewhere. A second failure is real.
+ * — elsewhere. A second failure is real. `via`: the deployment's binding (Workers VPC), if it has one.
  */
-async function fetchOnce(url: string, init: RequestInit): Promise<Response> {
+async function fetchOnce(via: UpstreamFetcher | null, url: string, init: RequestInit): Promise<Response> {
   try {
-    return await fetch(url, init);
+    return await (via ? via.fetch(url, init) : fetch(url, init));
   } catch (e) {
     if (init.signal?.aborted || !(e instanceof Error) || !CONNECTION_LOST.test(e.message)) throw e;
-    return fetch(url, init);
+    return via ? via.fetch(url, init) : fetch(url, init);
   }
 }
 

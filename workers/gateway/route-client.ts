@@ -2,6 +2,7 @@ import type { ResolvedGroup } from "../../src/config/load.ts";
 import { unavailable } from "../../src/openai/errors.ts";
 import { isVersionRefusal, type LeaseOutcome, type LeaseRelease, type LeaseRenewal, type RouteCall, type RouteDecision, type RouteRefusal } from "../../src/routing/protocol.ts";
 import type { Env, WaitUntil } from "../env.ts";
+import { groupObject } from "./group-object.ts";
 
 /**
  * The Worker's side of the group's Durable Object: the route call, and the leases it hands out.
@@ -104,7 +105,7 @@ export async function route(env: Env, group: ResolvedGroup, chain: number[], exc
   const renewing = takeRenewals(group.name);
   const call: RouteCall = { version: group.version, chain, released, renewed: renewing.map((h) => h.renewal), exclude: [...exclude] };
   try {
-    const stub = env.MODEL_GROUP.getByName(group.name);
+    const stub = groupObject(env, group);
     let answer = await stub.route(call);
     // It processed the releases already; the renewals go again, now that it will know their version.
     if (isVersionRefusal(answer)) answer = await stub.route({ ...call, released: [], group });

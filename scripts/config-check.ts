@@ -1,0 +1,86 @@
+/**
+ * Reading and checking a gateway config from the command line, with the parser the Worker uses.
+ * Whatever goes wrong is told in lines a user can act on, never as a stack.
+ */
+import { readFileSync } from "node:fs";
+import { parseConfig, type ResolvedConfig } from "../src/config/load.ts";
+import { parseJsonc } from "../src/config/jsonc.ts";
+
+export interface ConfigSource {
+  /** How to name it in messages: the file's path, or $KVGATE_CONFIG. */
+  name: string;
+  raw: string;
+}
+
+/** Told to the user in one line, after which the command exits non-zero. */
+export class UsageError extends Error {}
+
+export function readConfigFile(path: string): ConfigSource {
+  try {
+    return { name: path, raw: readFileSync(path, "utf8") };
+  } catch (e) {
+    throw new UsageError(`${path}: ${unreadable(e)}`);
+  }
+}
+
+function unreadable(e: unknown): string {
+  const code = e instanceof Error && "code" in e ? e.code : undefined;
+  if (code === "ENOENT") return "no such file";
+  if (code === "EISDIR") return "is a directory, not a config file";
+  if (code === "EACCES") return "permission denied";
+  return e instanceof Error ? e.message : String(e);
+}
+
+/**
+ * The config the user named: a path given on the command line, else the file KVGATE_CONFIG_FILE
+ * names, else the text of KVGATE_CONFIG; null when there is none.
+ */
+export function namedConfig(path: string | undefined, env: NodeJS.ProcessEnv): ConfigSource | null {
+  if (path) return readConfigFile(path);
+  if (env.KVGATE_CONFIG_FILE && env.KVGATE_CONFIG) throw new UsageError("KVGATE_CONFIG_FILE and KVGATE_CONFIG are both set: unset one, so that it is clear which config is meant");
+  if (env.KVGATE_CONFIG_FILE) return readConfigFile(env.KVGATE_CONFIG_FILE);
+  if (env.KVGATE_CONFIG) return { name: "$KVGATE_CONFIG", raw: env.KVGATE_CONFIG };
+  return null;
+}
+
+export type Checked = { ok: true; config: ResolvedConfig; source: ConfigSource } | { ok: false; problems: string[]; source: ConfigSource };
+
+/** Every problem the parser can tell at once, one a line. */
+export function checkConfig(source: ConfigSource): Checked {
+  const result = parseConfig(source.raw);
+  if (result.ok) return { ok: true, config: result.config, source };
+  return { ok: false, problems: result.errors ?? [result.error.replace(/^config: /, "")], source };
+}
+
+/** The lines that say what is wrong with `name`. */
+export function problemLines(name: string, problems: readonly string[]): string[] {
+  if (problems.length === 1) return [`${name}: ${problems[0]}`];
+  return [`${name}: ${problems.length} problems`, ...problems.map((p) => `  ${p}`)];
+}
+
+/** The config as the Worker will hold it: plain JSON, without the comments and spaces of the file. */
+export function minified(source: ConfigSource): string {
+  const parsed = parseJsonc(source.raw);
+  if (!parsed.ok) throw new Error(`${source.name} was checked, yet does not parse: ${parsed.error}`);
+  return JSON.stringify(parsed.value);
+}
+
+/** What the Worker will read from its env: secrets by name, and bindings; each must be set where it runs. */
+export function envNames(config: ResolvedConfig): { secrets: string[]; bindings: string[] } {
+  const secrets = new Set<string>(Object.values(config.auth));
+  const bindings = new Set<string>();
+  for (const g of config.groups) {
+    for (const d of g.deployments) {
+      if (d.apiKeyEnv) secrets.add(d.apiKeyEnv);
+      for (const name of Object.values(d.headersFromEnv ?? {})) secrets.add(name);
+      if (d.binding) bindings.add(d.binding);
+    }
+  }
+  return { secrets: [...secrets], bindings: [...bindings] };
+}
+
+/** The line that says a config is good, and what it holds. */
+export function okLine(checked: Extract<Checked, { ok: true }>): string {
+  const groups = checked.config.groups.map((g) => `${g.name} (${g.strategy}, ${g.deployments.length} deployment(s))`);
+  return `${checked.source.name}: ok — ${groups.join(", ")}`;
+}

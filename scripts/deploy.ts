@@ -1,0 +1,59 @@
+/**
+ * `npm run deploy`: checks the production config you name, then deploys wrangler.toml's
+ * [env.production] with that config as its KVGATE_CONFIG secret — uploaded with the code, so what
+ * runs is what was checked. The dev config in wrangler.toml is never deployed.
+ *   KVGATE_CONFIG_FILE=config.prod.json npm run deploy
+ *   KVGATE_CONFIG='{…}' npm run deploy
+ * Arguments after `--` go to `wrangler deploy` (`npm run deploy -- --dry-run --outdir dist`).
+ */
+import { spawn } from "node:child_process";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { createRequire } from "node:module";
+import { tmpdir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { checkConfig, envNames, minified, namedConfig, okLine, problemLines, UsageError } from "./config-check.ts";
+import { productionProblems } from "./production-config.ts";
+
+function fail(lines: string[]): never {
+  for (const line of lines) console.error(line);
+  process.exit(1);
+}
+
+let source;
+try {
+  source = namedConfig(undefined, process.env);
+} catch (e) {
+  if (!(e instanceof UsageError)) throw e;
+  fail([`npm run deploy: ${e.message}`]);
+}
+if (!source) fail(["npm run deploy: name the production config: KVGATE_CONFIG_FILE=config.prod.json npm run deploy (or KVGATE_CONFIG='{…}')"]);
+const checked = checkConfig(source);
+if (!checked.ok) fail(problemLines(source.name, checked.problems));
+const json = minified(source);
+// wrangler's API takes seconds to load: only once the config itself is good.
+const { unstable_readConfig } = await import("wrangler");
+const production = unstable_readConfig({ config: resolve(import.meta.dirname, "..", "wrangler.toml"), env: "production" }, { hideWarnings: true });
+const bound = new Set([...production.vpc_services, ...production.vpc_networks, ...production.services].map((b) => b.binding));
+const unfit = productionProblems(checked.config, json, bound);
+if (unfit.length > 0) fail(problemLines(source.name, unfit));
+
+console.log(okLine(checked));
+const { secrets, bindings } = envNames(checked.config);
+console.log(`  secrets it reads (each once: npx wrangler secret put NAME --env production): ${secrets.join(", ")}`);
+if (bindings.length > 0) console.log(`  bindings it fetches through (in wrangler.toml's [env.production]): ${bindings.join(", ")}`);
+console.log("  wrangler may warn that [vars] KVGATE_CONFIG is missing from env.production: production takes it as a secret, on purpose.");
+
+// A secrets file only this user can read, gone when wrangler is done with it.
+const dir = await mkdtemp(join(tmpdir(), "kvgate-deploy-"));
+const secretsFile = join(dir, "secrets.json");
+await writeFile(secretsFile, JSON.stringify({ KVGATE_CONFIG: json }), { mode: 0o600 });
+const wrangler = join(dirname(createRequire(import.meta.url).resolve("wrangler/package.json")), "bin", "wrangler.js");
+// Without KVGATE_CONFIG: wrangler lets the environment override a secrets file, and only the checked config may go.
+const { KVGATE_CONFIG: _config, KVGATE_CONFIG_FILE: _file, ...env } = process.env;
+const child = spawn(process.execPath, [wrangler, "deploy", "--env", "production", "--secrets-file", secretsFile, ...process.argv.slice(2)], { stdio: "inherit", env });
+// Ctrl-C reaches wrangler itself (one process group); this process outlives it, to remove the file.
+process.on("SIGINT", () => undefined);
+process.on("SIGTERM", () => child.kill("SIGTERM"));
+const code = await new Promise<number>((resolve) => child.on("exit", (c, signal) => resolve(c ?? (signal ? 1 : 0))));
+await rm(dir, { recursive: true, force: true });
+process.exit(code);

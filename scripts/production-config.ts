@@ -1,0 +1,34 @@
+/**
+ * What a production config must be beyond valid: reachable from Cloudflare (public URLs, or
+ * bindings the production Worker has), and small enough for the secret that carries it.
+ */
+import type { ResolvedConfig } from "../src/config/load.ts";
+
+/** What Cloudflare lets one Worker var or secret hold. */
+export const SECRET_MAX_BYTES = 5 * 1024;
+
+/** Hosts a Worker on Cloudflare cannot fetch: its own loopback, and private networks it has no route into. */
+function unreachableHost(host: string): string | null {
+  const h = host.replace(/^\[|\]$/g, "").toLowerCase();
+  if (h === "localhost" || h.endsWith(".localhost") || /^127\./.test(h) || h === "::1" || h === "0.0.0.0") return "a loopback address";
+  if (/^10\./.test(h) || /^192\.168\./.test(h) || /^172\.(1[6-9]|2\d|3[01])\./.test(h) || /^f[cd][0-9a-f]{2}:/.test(h)) return "a private address";
+  return null;
+}
+
+/** `bindings`: the names wrangler.toml's [env.production] binds. */
+export function productionProblems(config: ResolvedConfig, json: string, bindings: ReadonlySet<string>): string[] {
+  const out: string[] = [];
+  for (const [gi, g] of config.groups.entries()) {
+    for (const [di, d] of g.deployments.entries()) {
+      const at = `modelGroups[${gi}].deployments[${di}]`;
+      if (d.binding && !bindings.has(d.binding)) out.push(`${at}.binding "${d.binding}" is not bound in wrangler.toml's [env.production] (add it to vpc_services or vpc_networks there)`);
+      // Through a binding, the URL names the server inside the private network: any host may be right.
+      if (d.binding) continue;
+      const what = unreachableHost(new URL(d.baseUrl).hostname);
+      if (what) out.push(`${at}.baseUrl ${d.baseUrl} is ${what}, which a Worker on Cloudflare cannot reach (reach it through a Workers VPC binding: README, "Private networks")`);
+    }
+  }
+  const bytes = new TextEncoder().encode(json).length;
+  if (bytes > SECRET_MAX_BYTES) out.push(`the config is ${bytes} bytes as JSON, and a Worker secret holds at most ${SECRET_MAX_BYTES}`);
+  return out;
+}

@@ -1,0 +1,95 @@
+import type { ResolvedDeployment } from "./load.ts";
+
+/**
+ * How the gateway reaches a deployment: the public internet (the runtime's own fetch), or a
+ * binding — a Workers VPC Service or Network, a Cloudflare Tunnel into the GPUs' private network —
+ * with extra headers whose values are secrets (Cloudflare Access service tokens). Read from the
+ * isolate's env once per deployment, never per request. A problem names the binding or the
+ * secret, never a secret's value.
+ */
+
+/** What a binding offers the gateway: its fetch. Structural, since src/ knows no Workers types. */
+export interface UpstreamFetcher {
+  fetch(input: string, init?: RequestInit): Promise<Response>;
+}
+
+export type UpstreamReach =
+  | {
+      ok: true;
+      /** The binding requests go through; null: the runtime's own fetch. */
+      via: UpstreamFetcher | null;
+      /** Headers every request to the deployment carries; null when it has none. */
+      headers: Readonly<Record<string, string>> | null;
+    }
+  | { ok: false; problems: ReachProblem[] };
+
+/** `field` is relative to the deployment: `binding`, `headersFromEnv.<header>`. */
+export interface ReachProblem {
+  field: string;
+  message: string;
+}
+
+type ReachNeeds = Pick<ResolvedDeployment, "binding" | "headersFromEnv">;
+
+/** A deployment on the public internet with no extra headers: the runtime's fetch, as it is. */
+export const PUBLIC_REACH: UpstreamReach = { ok: true, via: null, headers: null };
+
+/** Two property reads: a deployment that uses neither feature costs the request path nothing more. */
+export function needsReach(d: ReachNeeds): boolean {
+  return d.binding !== undefined || d.headersFromEnv !== undefined;
+}
+
+const resolved = new WeakMap<ReachNeeds, UpstreamReach>();
+
+/**
+ * The deployment's reach in this isolate, resolved on first use and kept for as long as the
+ * deployment object lives (one config, or one registry version of its group). `env` is the
+ * isolate's, the same for every call.
+ */
+export function reachOf(d: ReachNeeds, env: Readonly<Record<string, unknown>>): UpstreamReach {
+  if (!needsReach(d)) return PUBLIC_REACH;
+  let reach = resolved.get(d);
+  if (!reach) resolved.set(d, (reach = resolveReach(d, env)));
+  return reach;
+}
+
+export function resolveReach(d: ReachNeeds, env: Readonly<Record<string, unknown>>): UpstreamReach {
+  const problems: ReachProblem[] = [];
+  let via: UpstreamFetcher | null = null;
+  if (d.binding !== undefined) {
+    const bound = env[d.binding];
+    if (isFetcher(bound)) via = bound;
+    else {
+      const why = bound === undefined ? "is not bound to this Worker (declare it in wrangler.toml: vpc_services or vpc_networks)" : "has no fetch() (a Workers VPC Service or Network binding has one)";
+      problems.push({ field: "binding", message: `"${d.binding}" ${why}` });
+    }
+  }
+  let headers: Record<string, string> | null = null;
+  for (const [header, name] of Object.entries(d.headersFromEnv ?? {})) {
+    const value = env[name];
+    if (typeof value === "string" && value !== "" && !/[\r\n\0]/.test(value)) {
+      (headers ??= {})[header] = value;
+      continue;
+    }
+    const fix = ` (npx wrangler secret put ${name} --env production)`;
+    const why = value === undefined ? `is not set${fix}` : typeof value !== "string" ? "is a binding, not a secret" : value === "" ? `is empty${fix}` : "holds a line break, which no header value may";
+    problems.push({ field: `headersFromEnv.${header}`, message: `names ${name}, which ${why}` });
+  }
+  return problems.length > 0 ? { ok: false, problems } : { ok: true, via, headers };
+}
+
+function isFetcher(v: unknown): v is UpstreamFetcher {
+  return typeof v === "object" && v !== null && typeof Reflect.get(v, "fetch") === "function";
+}
+
+/** Every deployment's problems, with the config's field paths; resolving them also fills the cache reachOf reads. */
+export function reachProblems(groups: readonly { deployments: readonly ReachNeeds[] }[], env: Readonly<Record<string, unknown>>): string[] {
+  const out: string[] = [];
+  for (const [gi, g] of groups.entries()) {
+    for (const [di, d] of g.deployments.entries()) {
+      const reach = reachOf(d, env);
+      if (!reach.ok) for (const p of reach.problems) out.push(`modelGroups[${gi}].deployments[${di}].${p.field} ${p.message}`);
+    }
+  }
+  return out;
+}

@@ -1,0 +1,78 @@
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ROOT, runScript } from "../support/run-script.ts";
+
+// `npm run check-config` as a user runs it: a child process, its exit code and what it prints.
+const check = (args: string[], env: Record<string, string> = {}) => runScript("scripts/check-config.ts", args, env);
+
+let dir: string;
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), "kvgate-check-config-"));
+});
+afterAll(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+async function file(name: string, text: string): Promise<string> {
+  const path = join(dir, name);
+  await writeFile(path, text);
+  return path;
+}
+
+describe("npm run check-config", () => {
+  it("reports every problem at once, one a line, and exits 1", async () => {
+    const path = await file(
+      "bad.jsonc",
+      `{
+  // three mistakes, one per line below
+  "modelGroups": [{ "name": "a", "strategy": "fastest", "saturation": 0,
+                    "deployments": [{ "baseUrl": "ftp://gpu", "model": "m" }] }],
+}`,
+    );
+    const r = await check([path]);
+    expect(r.code).toBe(1);
+    expect(r.stdout).toBe("");
+    expect(r.stderr.split("\n")).toEqual([
+      `${path}: 3 problems`,
+      '  modelGroups[0].strategy must be one of "round-robin", "random", "least-loaded", "prefix-aware"',
+      "  modelGroups[0].saturation must be >= 1",
+      "  modelGroups[0].deployments[0].baseUrl must be a valid url",
+      "",
+    ]);
+  });
+
+  it("says in one line that a file is missing, with no stack, and exits 1", async () => {
+    const missing = join(dir, "config.prod.json");
+    for (const r of [await check([missing]), await check([], { KVGATE_CONFIG_FILE: missing })]) {
+      expect(r.code).toBe(1);
+      expect(r.stderr).toBe(`check-config: ${missing}: no such file\n`);
+    }
+    const folder = await check([dir]);
+    expect(folder.stderr).toBe(`check-config: ${dir}: is a directory, not a config file\n`);
+  });
+
+  it("takes the README's config example as it is written, comments and all", async () => {
+    const readme = await readFile(join(ROOT, "README.md"), "utf8");
+    const example = /```jsonc\n([\s\S]*?)```/.exec(readme)?.[1];
+    expect(example).toContain("//");
+    const r = await check([await file("readme-example.jsonc", example as string)]);
+    expect(r.stderr).toBe("");
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/: ok — llama-3\.1-8b \(prefix-aware, 1 deployment\(s\)\)\n/);
+    expect(r.stdout).toContain("secrets it reads: KVGATE_MASTER_KEY");
+  });
+
+  it("reads $KVGATE_CONFIG, refuses to guess between it and a file, and checks the dev config when given neither", async () => {
+    const fromEnv = await check([], { KVGATE_CONFIG: '{"modelGroups":[{"name":"a","deployments":[{"baseUrl":"https://gpu.example","model":"m"}]}]}' });
+    expect(fromEnv.code).toBe(0);
+    expect(fromEnv.stdout).toMatch(/^\$KVGATE_CONFIG: ok — a \(prefix-aware, 1 deployment\(s\)\)\n/);
+    const both = await check([], { KVGATE_CONFIG: "{}", KVGATE_CONFIG_FILE: join(dir, "x.json") });
+    expect(both.code).toBe(1);
+    expect(both.stderr).toBe("check-config: KVGATE_CONFIG_FILE and KVGATE_CONFIG are both set: unset one, so that it is clear which config is meant\n");
+    const dev = await check([]);
+    expect(dev.code).toBe(0);
+    expect(dev.stdout).toMatch(/^wrangler\.toml \[vars\] KVGATE_CONFIG: ok — kvgate-sim/);
+  });
+});

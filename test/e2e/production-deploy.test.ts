@@ -1,0 +1,103 @@
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { unstable_readConfig } from "wrangler";
+import { ROOT, runScript } from "../support/run-script.ts";
+
+// `npm run deploy` as a user runs it, with `-- --dry-run`: wrangler bundles and checks the
+// production environment exactly as for an upload, and stops before it (no account needed).
+const deploy = (env: Record<string, string>, args: string[] = []) => runScript("scripts/deploy.ts", args, env);
+
+const read = (env?: string) => unstable_readConfig({ config: join(ROOT, "wrangler.toml"), ...(env ? { env } : {}) }, { hideWarnings: true });
+const dev = read();
+const production = read("production");
+const devConfig = dev.vars.KVGATE_CONFIG as string;
+
+const PUBLIC_CONFIG = `{
+  // A production config: public GPU servers, one page allowed to call from a browser.
+  "cors": { "allowedOrigins": ["https://app.example.com"] },
+  "modelGroups": [
+    { "name": "llama", "locationHint": "weur",
+      "deployments": [{ "id": "gpu-a", "baseUrl": "https://gpu-a.example.com", "model": "meta-llama/Llama-3.1-8B-Instruct", "apiKeyEnv": "VLLM_KEY" }] },
+  ],
+}`;
+
+let dir: string;
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), "kvgate-deploy-test-"));
+});
+afterAll(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+describe("wrangler.toml's production environment", () => {
+  it("shares no dev setting: its own name, no vars, the same Durable Objects and migrations, Workers Logs on", () => {
+    // The dev settings are there to leave out: loopback backends, the dev config itself.
+    expect(devConfig).toContain("127.0.0.1");
+    expect(production.name).toBe("kvgate");
+    expect(production.name).not.toBe(dev.name);
+    expect(production.vars).toEqual({});
+    const text = JSON.stringify(production);
+    for (const devOnly of ["127.0.0.1", "KVGATE_CONFIG", "KVGATE_MASTER_KEY", "sk-", '"*"']) expect(text).not.toContain(devOnly);
+    // Every Durable Object of the dev Worker is bound in production too, to the same class.
+    expect(production.durable_objects.bindings).toEqual(dev.durable_objects.bindings);
+    expect(production.migrations).toEqual(dev.migrations);
+    expect(dev.observability?.enabled).toBe(true);
+    expect(production.observability?.enabled).toBe(true);
+    expect([production.main, production.compatibility_date, production.compatibility_flags]).toEqual([dev.main, dev.compatibility_date, dev.compatibility_flags]);
+  });
+});
+
+describe("npm run deploy", () => {
+  it("names what it needs when no production config is given, and deploys nothing", async () => {
+    const r = await deploy({});
+    expect(r.code).toBe(1);
+    expect(r.stdout).toBe("");
+    expect(r.stderr).toBe("npm run deploy: name the production config: KVGATE_CONFIG_FILE=config.prod.json npm run deploy (or KVGATE_CONFIG='{…}')\n");
+  });
+
+  it("refuses the dev config: a deployed Worker cannot reach its loopback backends", async () => {
+    const r = await deploy({ KVGATE_CONFIG: devConfig });
+    expect(r.code).toBe(1);
+    expect(r.stdout).toBe("");
+    const lines = r.stderr.trim().split("\n");
+    expect(lines[0]).toBe("$KVGATE_CONFIG: 4 problems");
+    expect(lines.slice(1)).toEqual([0, 1, 2, 3].map((i) => expect.stringMatching(new RegExp(`^  modelGroups\\[0\\]\\.deployments\\[${i}\\]\\.baseUrl http://127\\.0\\.0\\.1:900${i + 1} is a loopback address`))));
+  });
+
+  it("refuses a config whose problems the Worker would find, all of them, and a binding production does not have", async () => {
+    const bad = await deploy({ KVGATE_CONFIG: '{"modelGroups":[{"name":"a","locationHint":"mars","deployments":[{"baseUrl":"https://gpu.example","model":"m","headersFromEnv":{"Host":"H"}}]}]}' });
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toContain("$KVGATE_CONFIG: 2 problems\n");
+    expect(bad.stderr).toContain("modelGroups[0].locationHint must be one of");
+    expect(bad.stderr).toContain("modelGroups[0].deployments[0].headersFromEnv.Host is a header the gateway sets itself");
+    const unbound = await deploy({ KVGATE_CONFIG: '{"modelGroups":[{"name":"a","deployments":[{"baseUrl":"http://10.0.0.7:8000","model":"m","binding":"GPU_VPC"}]}]}' });
+    expect(unbound.code).toBe(1);
+    expect(unbound.stderr).toBe(`$KVGATE_CONFIG: modelGroups[0].deployments[0].binding "GPU_VPC" is not bound in wrangler.toml's [env.production] (add it to vpc_services or vpc_networks there)\n`);
+  });
+
+  it("refuses a config too big for the secret that carries it", async () => {
+    const deployments = Array.from({ length: 60 }, (_, i) => ({ id: `gpu-${i}`, baseUrl: `https://gpu-${i}.inference.example.com`, model: "meta-llama/Llama-3.1-8B-Instruct" }));
+    const r = await deploy({ KVGATE_CONFIG: JSON.stringify({ modelGroups: [{ name: "big", deployments }] }) });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/^\$KVGATE_CONFIG: the config is \d+ bytes as JSON, and a Worker secret holds at most 5120\n$/);
+  });
+
+  it("checks a production config, then bundles [env.production] with that config as its secret and nothing of dev", async () => {
+    const path = join(dir, "config.prod.jsonc");
+    await writeFile(path, PUBLIC_CONFIG);
+    const out = join(dir, "bundle");
+    const r = await deploy({ KVGATE_CONFIG_FILE: path }, ["--dry-run", "--outdir", out]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toContain(`${path}: ok — llama (prefix-aware, 1 deployment(s))`);
+    expect(r.stdout).toContain("secrets it reads (each once: npx wrangler secret put NAME --env production): KVGATE_MASTER_KEY, VLLM_KEY");
+    // wrangler's table of what the Worker gets: the object, and the config as a hidden secret, no var.
+    const bindings = r.stdout.slice(r.stdout.indexOf("Your Worker has access to the following bindings:"), r.stdout.indexOf("--dry-run: exiting now."));
+    const rows = bindings.split("\n").filter((l) => l.startsWith("env."));
+    const objects = dev.durable_objects.bindings.map((b: { name: string; class_name: string }) => `env.${b.name} (${b.class_name}) Durable Object`);
+    expect(rows.map((l) => l.replace(/\s+/g, " ").trim())).toEqual([...objects, 'env.KVGATE_CONFIG ("(hidden)") Environment Variable']);
+    const bundle = await readFile(join(out, "index.js"), "utf8");
+    for (const devOnly of ["127.0.0.1:900", "kvgate-sim", "sk-kvgate-dev"]) expect(bundle).not.toContain(devOnly);
+  });
+});

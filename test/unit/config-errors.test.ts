@@ -1,0 +1,68 @@
+import { describe, expect, it } from "vitest";
+import { parseConfig } from "../../src/config/load.ts";
+
+const deployment = { baseUrl: "http://127.0.0.1:9001", model: "m" };
+
+function errorsOf(raw: unknown): string[] {
+  const r = parseConfig(raw);
+  if (r.ok) throw new Error("expected the config to be rejected");
+  return r.errors ?? [r.error];
+}
+
+describe("a config with several problems", () => {
+  it("names every one at once, and says them all in its one-line error", () => {
+    const raw = { cors: { allowedOrigins: "*" }, modelGroups: [{ name: "a", strategy: "fastest", saturation: 0, deployments: [{ baseUrl: "ftp://x", model: "m" }] }] };
+    expect(errorsOf(raw)).toEqual([
+      "cors.allowedOrigins must be array",
+      'modelGroups[0].strategy must be one of "round-robin", "random", "least-loaded", "prefix-aware"',
+      "modelGroups[0].saturation must be >= 1",
+      "modelGroups[0].deployments[0].baseUrl must be a valid url",
+    ]);
+    const r = parseConfig(raw);
+    if (!r.ok) expect(r.error).toBe(`config: ${errorsOf(raw).join("; ")}`);
+  });
+
+  it("names the config itself when it is not an object", () => {
+    expect(errorsOf("[1]")).toEqual(["the config must be object"]);
+  });
+});
+
+describe("a config with comments (JSONC), as the Worker reads KVGATE_CONFIG", () => {
+  it("is taken, and resolves as its plain JSON would", () => {
+    const jsonc = `{
+      // one group
+      "modelGroups": [{ "name": "a", "deployments": [{ "baseUrl": "http://127.0.0.1:9001", "model": "m", },], },],
+    }`;
+    const a = parseConfig(jsonc);
+    const b = parseConfig(JSON.stringify({ modelGroups: [{ name: "a", deployments: [deployment] }] }));
+    if (!a.ok || !b.ok) throw new Error("expected both to parse");
+    expect(a.config.groups[0]?.version).toBe(b.config.groups[0]?.version);
+  });
+
+  it("that is not JSON says so, with what JSON.parse saw", () => {
+    expect(errorsOf('{\n  "modelGroups": [\n}')).toEqual([expect.stringMatching(/^config is not valid JSON: Unexpected token '\}'/)]);
+  });
+});
+
+describe("a group's location hint", () => {
+  it("takes Cloudflare's values", () => {
+    for (const hint of ["wnam", "enam", "sam", "weur", "eeur", "apac", "oc", "afr", "me"]) {
+      const r = parseConfig({ modelGroups: [{ name: "a", locationHint: hint, deployments: [deployment] }] });
+      if (!r.ok) throw new Error(r.error);
+      expect(r.config.groups[0]?.locationHint).toBe(hint);
+    }
+  });
+
+  it("refuses any other, naming the field and the values", () => {
+    expect(errorsOf({ modelGroups: [{ name: "a", locationHint: "eu-west-1", deployments: [deployment] }] })).toEqual([
+      'modelGroups[0].locationHint must be one of "wnam", "enam", "sam", "weur", "eeur", "apac", "oc", "afr", "me"',
+    ]);
+  });
+
+  it("is optional, and a config without one keeps its group versions", () => {
+    const r = parseConfig({ modelGroups: [{ name: "a", deployments: [deployment] }] });
+    if (!r.ok) throw new Error(r.error);
+    expect(r.config.groups[0]?.locationHint).toBeUndefined();
+    expect(Object.keys(r.config.groups[0] ?? {})).not.toContain("locationHint");
+  });
+});

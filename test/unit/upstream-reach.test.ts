@@ -1,0 +1,80 @@
+import { describe, expect, it } from "vitest";
+import { parseConfig } from "../../src/config/load.ts";
+import { reachOf, reachProblems, resolveReach, type UpstreamFetcher } from "../../src/config/upstream-access.ts";
+
+const vpc: UpstreamFetcher = { fetch: () => Promise.resolve(new Response("ok")) };
+const ACCESS = { "CF-Access-Client-Id": "ACCESS_CLIENT_ID", "CF-Access-Client-Secret": "ACCESS_CLIENT_SECRET" };
+const SECRETS = { ACCESS_CLIENT_ID: "id.access", ACCESS_CLIENT_SECRET: "s3cr3t-value" };
+
+function errorsOf(raw: unknown): string[] {
+  const r = parseConfig(raw);
+  if (r.ok) throw new Error("expected the config to be rejected");
+  return r.errors ?? [r.error];
+}
+
+const withDeployment = (d: Record<string, unknown>) => ({ modelGroups: [{ name: "a", deployments: [{ baseUrl: "http://10.0.0.1:8000", model: "m", ...d }] }] });
+
+describe("a deployment's binding and secret headers in the config", () => {
+  it("are taken as names, and resolved with the deployment", () => {
+    const r = parseConfig(withDeployment({ binding: "GPU_VPC", headersFromEnv: ACCESS }));
+    if (!r.ok) throw new Error(r.error);
+    expect(r.config.groups[0]?.deployments[0]).toMatchObject({ binding: "GPU_VPC", headersFromEnv: ACCESS });
+  });
+
+  it("leave the versions of configs that use neither as they were", () => {
+    const plain = parseConfig(withDeployment({}));
+    if (!plain.ok) throw new Error(plain.error);
+    // The hash of this exact group before the fields existed (src/config/version.ts).
+    const again = parseConfig(withDeployment({ binding: undefined, headersFromEnv: undefined }));
+    if (!again.ok) throw new Error(again.error);
+    expect(again.config.groups[0]?.version).toBe(plain.config.groups[0]?.version);
+  });
+
+  it.each([
+    ["a header the gateway sets itself", { headersFromEnv: { Authorization: "TOKEN" } }, "modelGroups[0].deployments[0].headersFromEnv.Authorization is a header the gateway sets itself (an upstream API key goes in apiKeyEnv)"],
+    ["the same in another case", { headersFromEnv: { "X-Request-Id": "ID" } }, "modelGroups[0].deployments[0].headersFromEnv.X-Request-Id is a header the gateway sets itself (an upstream API key goes in apiKeyEnv)"],
+    ["a header name with a space", { headersFromEnv: { "CF Access": "ID" } }, "modelGroups[0].deployments[0].headersFromEnv.CF Access must be a header name (letters, digits and -)"],
+    ["a secret's value where its name goes", { headersFromEnv: { "CF-Access-Client-Secret": "abc-123.def" } }, "modelGroups[0].deployments[0].headersFromEnv.CF-Access-Client-Secret must be a valid regex"],
+    ["a binding that is no name", { binding: "gpu vpc" }, "modelGroups[0].deployments[0].binding must be a valid regex"],
+  ])("refuses %s, naming the field", (_what, d, message) => {
+    expect(errorsOf(withDeployment(d))).toEqual([message]);
+  });
+});
+
+describe("a deployment's reach, resolved from the Worker's env", () => {
+  it("is the runtime's own fetch for a deployment that names nothing", () => {
+    expect(resolveReach({}, {})).toEqual({ ok: true, via: null, headers: null });
+  });
+
+  it("goes through the binding with the headers' values", () => {
+    const reach = resolveReach({ binding: "GPU_VPC", headersFromEnv: ACCESS }, { GPU_VPC: vpc, ...SECRETS });
+    expect(reach).toEqual({ ok: true, via: vpc, headers: { "CF-Access-Client-Id": "id.access", "CF-Access-Client-Secret": "s3cr3t-value" } });
+  });
+
+  it("is resolved once per deployment object", () => {
+    const d = { headersFromEnv: ACCESS };
+    const env: Record<string, unknown> = { ...SECRETS };
+    const first = reachOf(d, env);
+    env.ACCESS_CLIENT_ID = "rotated";
+    expect(reachOf(d, env)).toBe(first);
+  });
+
+  it("names every missing, empty or wrong binding and secret, and never a value", () => {
+    const env = { GPU_VPC: "not a binding", ACCESS_CLIENT_ID: "", ACCESS_CLIENT_SECRET: "line\nbreak-s3cr3t", TOKEN: vpc };
+    const reach = resolveReach({ binding: "GPU_VPC", headersFromEnv: { ...ACCESS, "X-Token": "TOKEN", "X-Other": "UNSET" } }, env);
+    if (reach.ok) throw new Error("expected problems");
+    expect(reach.problems).toEqual([
+      { field: "binding", message: '"GPU_VPC" has no fetch() (a Workers VPC Service or Network binding has one)' },
+      { field: "headersFromEnv.CF-Access-Client-Id", message: "names ACCESS_CLIENT_ID, which is empty (npx wrangler secret put ACCESS_CLIENT_ID --env production)" },
+      { field: "headersFromEnv.CF-Access-Client-Secret", message: "names ACCESS_CLIENT_SECRET, which holds a line break, which no header value may" },
+      { field: "headersFromEnv.X-Token", message: "names TOKEN, which is a binding, not a secret" },
+      { field: "headersFromEnv.X-Other", message: "names UNSET, which is not set (npx wrangler secret put UNSET --env production)" },
+    ]);
+    expect(JSON.stringify(reach)).not.toContain("s3cr3t");
+  });
+
+  it("reports problems with the config's field paths", () => {
+    const groups = [{ deployments: [{}, { binding: "NOPE" }] }];
+    expect(reachProblems(groups, {})).toEqual(['modelGroups[0].deployments[1].binding "NOPE" is not bound to this Worker (declare it in wrangler.toml: vpc_services or vpc_networks)']);
+  });
+});

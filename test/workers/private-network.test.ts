@@ -1,0 +1,134 @@
+import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
+import { env, exports } from "cloudflare:workers";
+import OpenAI from "openai";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import type { GatewayConfigInput } from "../../src/config/schema.ts";
+import { UPSTREAM_MODEL } from "../support/test-config.ts";
+import { VPC_HOST } from "../support/vpc-stand-in.ts";
+import worker from "../../workers/gateway/index.ts";
+import { chat, EVENTUALLY, expectIdle, firstRouteCall, groupConfig, routeCall, sseEvents, status } from "./gateway.ts";
+
+/**
+ * GPU servers in a private network, reached through a Workers VPC binding with Cloudflare Access
+ * service-token headers. GPU_VPC is a stand-in (test/support/vpc-stand-in.ts): a second Worker
+ * behind a service binding, since Workers VPC needs a Cloudflare account. It answers only for
+ * its private address and only with the token, so an answer proves the path and the headers.
+ */
+
+const ask = [{ role: "user" as const, content: "Hello over the tunnel" }];
+
+afterEach(() => {
+  vi.restoreAllMocks();
+});
+
+describe("a deployment behind a VPC binding", () => {
+  it("is fetched through env[binding].fetch with the Access headers, streamed or not", async () => {
+    const res = await chat("vpc", ask);
+    expect(res.status).toBe(200);
+    expect(res.headers.get("x-kvgate-backend")).toBe("gpu-private");
+    const body = (await res.json()) as { choices: { message: { content: string } }[]; model: string };
+    expect(body.choices[0]?.message.content).toBe(`reached ${VPC_HOST} through the binding`);
+    expect(body.model).toBe(UPSTREAM_MODEL);
+
+    const streamed = await chat("vpc", ask, { stream: true });
+    expect(streamed.status).toBe(200);
+    const events = await sseEvents(streamed);
+    expect(events.at(-1)).toBe("[DONE]");
+    expect(events[0]).toContain(`reached ${VPC_HOST} through the binding`);
+    await expectIdle("vpc");
+  });
+
+  it("answers the official openai SDK", async () => {
+    const client = new OpenAI({ apiKey: env.KVGATE_MASTER_KEY, baseURL: "https://kvgate.test/v1", fetch: (input, init) => exports.default.fetch(new Request(input as RequestInfo, init as RequestInit)) });
+    const completion = await client.chat.completions.create({ model: "vpc", messages: ask, max_tokens: 4 });
+    expect(completion.choices[0]?.message.content).toContain("through the binding");
+  });
+
+  it("without the service token is refused by the origin, and the client is told so without the origin's page", async () => {
+    const res = await chat("vpc-no-token", ask);
+    expect(res.status).toBe(502);
+    const body = (await res.json()) as { error: { code: string; message: string } };
+    expect(body.error.code).toBe("upstream_auth_error");
+    expect(body.error.message).toBe("backend gpu-private rejected the gateway's credentials (HTTP 403)");
+    await expectIdle("vpc-no-token");
+  });
+
+  it("is probed through the binding with the headers: probes alone close its breaker", async () => {
+    const g = groupConfig("vpc-probed");
+    const stub = env.MODEL_GROUP.getByName(g.name);
+    // Two failures open the breaker; openMs is 10 minutes, so only good probes can close it.
+    for (let i = 0; i < 2; i++) {
+      const d = await stub.route(i === 0 ? firstRouteCall(g, []) : routeCall(g, []));
+      if ("refused" in d) throw new Error(`refused: ${d.refused}`);
+      await stub.release([{ lease: d.lease, outcome: "upstream-error" }], []);
+    }
+    expect((await status(g.name)).backends[0]?.breaker.state).toBe("open");
+    // The runtime's own fetch cannot resolve the private name: only the binding reaches /health.
+    await vi.waitFor(async () => expect((await status(g.name)).backends[0]?.breaker.state).toBe("closed"), EVENTUALLY);
+  });
+});
+
+/** The gateway Worker with another config and env, called the way the runtime calls it. */
+async function gatewayWith(config: GatewayConfigInput, extraEnv: Record<string, unknown> = {}): Promise<Response> {
+  const ctx = createExecutionContext();
+  const req = new Request("https://kvgate.test/v1/models", { headers: { authorization: `Bearer ${env.KVGATE_MASTER_KEY}` } });
+  const res = await worker.fetch(req, { ...env, ...extraEnv, KVGATE_CONFIG: JSON.stringify(config) }, ctx);
+  await waitOnExecutionContext(ctx);
+  return res;
+}
+
+describe("a binding or a secret the config names but the Worker lacks", () => {
+  it("is a config error at load, naming each one, never a secret's value", async () => {
+    // The Worker logs the config error; kept out of the test output, and read below.
+    const errors = vi.spyOn(console, "error").mockImplementation(() => undefined);
+    const res = await gatewayWith({
+      modelGroups: [
+        {
+          name: "unreachable",
+          deployments: [
+            {
+              baseUrl: "http://10.1.2.3:8000",
+              model: "m",
+              binding: "NO_SUCH_VPC",
+              headersFromEnv: { "CF-Access-Client-Id": "ACCESS_CLIENT_ID", "CF-Access-Client-Secret": "NOT_A_SECRET_HERE" },
+            },
+          ],
+        },
+      ],
+    });
+    expect(res.status).toBe(500);
+    const body = (await res.json()) as { error: { code: string; message: string } };
+    expect(body.error.code).toBe("config_invalid");
+    expect(body.error.message).toContain('modelGroups[0].deployments[0].binding "NO_SUCH_VPC" is not bound to this Worker');
+    expect(body.error.message).toContain("modelGroups[0].deployments[0].headersFromEnv.CF-Access-Client-Secret names NOT_A_SECRET_HERE, which is not set");
+    // The header whose secret is set is no problem, and its value appears nowhere.
+    expect(body.error.message).not.toContain("CF-Access-Client-Id");
+    const logged = errors.mock.calls.flat().map(String).join("\n");
+    expect(logged).toContain("NOT_A_SECRET_HERE");
+    for (const text of [body.error.message, logged]) expect(text).not.toContain(env.ACCESS_CLIENT_ID);
+  });
+
+  it("a header whose secret is another kind of binding is named as such", async () => {
+    vi.spyOn(console, "error").mockImplementation(() => undefined);
+    const res = await gatewayWith({ modelGroups: [{ name: "odd", deployments: [{ baseUrl: "https://gpu.example", model: "m", headersFromEnv: { "X-Token": "MODEL_GROUP" } }] }] });
+    expect(res.status).toBe(500);
+    expect(((await res.json()) as { error: { message: string } }).error.message).toContain("headersFromEnv.X-Token names MODEL_GROUP, which is a binding, not a secret");
+  });
+});
+
+describe("a group's location hint", () => {
+  it("is passed when the group's Durable Object stub is made, and the runtime takes it", async () => {
+    const getByName = vi.spyOn(env.MODEL_GROUP, "getByName");
+    const res = await chat("placed", ask);
+    expect(res.status).toBe(200);
+    await res.text();
+    expect(getByName).toHaveBeenCalledWith("placed", { locationHint: "weur" });
+    // A group without one gets a stub without options: nothing added to its route call.
+    const plain = await chat("vpc", ask);
+    expect(plain.status).toBe(200);
+    await plain.text();
+    expect(getByName).toHaveBeenCalledWith("vpc");
+    await expectIdle("placed");
+    await expectIdle("vpc");
+  });
+});
