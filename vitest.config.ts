@@ -5,6 +5,8 @@ import { testConfig, type Upstreams } from "./test/support/test-config.ts";
 
 // A fresh master key per run: nothing secret is committed, and tests read it from the env.
 const masterKey = `sk-test-${randomBytes(16).toString("hex")}`;
+const adminKey = `sk-admin-${randomBytes(16).toString("hex")}`;
+const registerKey = `sk-register-${randomBytes(16).toString("hex")}`;
 
 export default defineConfig({
   test: {
@@ -22,6 +24,8 @@ export default defineConfig({
               bindings: {
                 KVGATE_CONFIG: JSON.stringify(testConfig(inject("upstreams") as Upstreams)),
                 KVGATE_MASTER_KEY: masterKey,
+                KVGATE_ADMIN_KEY: adminKey,
+                KVGATE_REGISTER_KEY: registerKey,
               },
             },
           })),

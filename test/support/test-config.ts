@@ -56,7 +56,7 @@ export function testConfig(u: Upstreams): GatewayConfigInput {
 }
 
 /** Groups of test/workers/failover.test.ts: a dead, a switchable and a healthy backend side by side. */
-function failoverGroups(u: Upstreams): GatewayConfigInput["modelGroups"] {
+function failoverGroups(u: Upstreams): NonNullable<GatewayConfigInput["modelGroups"]> {
   const healthy = { id: "healthy", baseUrl: u.fleetUrls[0] as string, model: UPSTREAM_MODEL };
   const dead = { id: "dead", baseUrl: u.deadUrl, model: UPSTREAM_MODEL };
   const flaky = (i: number) => ({ id: "flaky", baseUrl: u.switchableUrls[i] as string, model: UPSTREAM_MODEL });

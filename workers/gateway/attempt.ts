@@ -1,6 +1,7 @@
 import type { ResolvedDeployment, ResolvedGroup } from "../../src/config/load.ts";
 import type { FailoverCause } from "../../src/config/schema.ts";
-import type { HookContext, HookPipeline } from "../../src/hooks/types.ts";
+import type { HookContext } from "../../src/hooks/types.ts";
+import { pipelineFor } from "../config.ts";
 import { badGateway, badRequest, GatewayError, gatewayTimeout, unavailable } from "../../src/openai/errors.ts";
 import type { LeaseOutcome, RouteDecision } from "../../src/routing/protocol.ts";
 import { relay } from "../../src/stream/relay.ts";
@@ -53,7 +54,7 @@ export async function attempt(a: AttemptInput): Promise<AttemptResult> {
     throw unavailable(`routing for model "${a.body.model}" named a backend this gateway does not know`, "routing_unavailable");
   }
   const stream = a.body.stream === true;
-  const pipeline = config.pipelines.get(group.name) as HookPipeline;
+  const pipeline = pipelineFor(group);
   const hookCtx: HookContext = { requestId: p.requestId, group: group.name, clientModel: a.body.model, upstreamModel: deployment.model, backendId: deployment.id, stream };
 
   const upstreamBody: Record<string, unknown> = { ...a.body, model: deployment.model };
