@@ -14,6 +14,8 @@ const SNAPSHOT_BLOCKS = 4096;
 const VIEW = "view:";
 const BREAKER = "breaker:";
 const AFFINITY = "affinity:";
+/** The registry revision at which it removed the group, if it did. */
+const RETIRED = "retired";
 /** storage.put and storage.delete take at most this many keys a call. */
 const KEYS_PER_CALL = 128;
 
@@ -61,7 +63,7 @@ export class ModelGroup extends DurableObject<unknown> implements ModelGroupRpc 
     const now = Date.now();
     const r = this.router;
     for (const x of call.released) r.release(x, now);
-    if (call.group && !r.knows(call.group.version)) this.install(call.group, now);
+    if (call.group) this.learn(call.group, now);
     for (const x of call.renewed) r.renew(x, now);
     const decision = r.route(call.version, call.chain, call.exclude, now);
     this.afterChange();
@@ -77,6 +79,19 @@ export class ModelGroup extends DurableObject<unknown> implements ModelGroupRpc 
     this.afterChange();
   }
 
+  install(group: ResolvedGroup): void {
+    if (typeof group !== "object" || group === null || typeof group.version !== "string") throw new TypeError(OTHER_PROTOCOL);
+    this.learn(group, Date.now());
+    this.afterChange();
+  }
+
+  retire(rev: number): void {
+    if (typeof rev !== "number") throw new TypeError(OTHER_PROTOCOL);
+    this.router.retire(rev);
+    void this.ctx.storage.put(RETIRED, rev);
+    this.afterChange();
+  }
+
   status(): GroupStatus {
     // Counts as they stand: expiry is the alarm's and the route call's job, so a test can see it happen.
     const r = this.router;
@@ -84,6 +99,7 @@ export class ModelGroup extends DurableObject<unknown> implements ModelGroupRpc 
       group: r.name,
       strategy: r.newest?.strategy ?? "",
       versions: r.versions(),
+      rev: r.rev,
       leases: r.leaseCount,
       calls: { ...this.calls },
       restored: { ...this.restored, leases: r.adopted },
@@ -114,8 +130,12 @@ export class ModelGroup extends DurableObject<unknown> implements ModelGroupRpc 
     return d ? reachOf(d, this.env as Record<string, unknown>) : PUBLIC_REACH;
   }
 
-  private install(group: ResolvedGroup, now: number): void {
+  /** A version a caller brought, or the registry pushed; one known already may come at a later revision. */
+  private learn(group: ResolvedGroup, now: number): void {
+    const known = this.router.knows(group.version);
+    const rev = this.router.rev;
     this.router.install(group, now);
+    if (known && group.rev <= rev) return;
     const saved: SavedView = { group, installedAt: now };
     void this.ctx.storage.put(VIEW + group.version, saved);
   }
@@ -126,6 +146,8 @@ export class ModelGroup extends DurableObject<unknown> implements ModelGroupRpc 
     const views = [...(await storage.list<SavedView>({ prefix: VIEW })).values()].sort((a, b) => a.installedAt - b.installedAt);
     const now = Date.now();
     for (const v of views) this.router.install(v.group, now);
+    const retired = await storage.get<number>(RETIRED);
+    if (retired !== undefined) this.router.retire(retired);
     const stale: string[] = [];
     for (const [key, saved] of await storage.list<SavedBreaker>({ prefix: BREAKER })) {
       if (!this.router.restoreBreaker(saved)) stale.push(key);

@@ -1,14 +1,14 @@
 import { buildPipeline } from "../src/hooks/index.ts";
 import type { HookPipeline } from "../src/hooks/types.ts";
-import { parseConfig, type ResolvedConfig } from "../src/config/load.ts";
+import { parseConfig, type ResolvedConfig, type ResolvedGroup } from "../src/config/load.ts";
 import { reachProblems } from "../src/config/upstream-access.ts";
 import type { Env } from "./env.ts";
+import type { FleetView } from "./fleet.ts";
 
-export interface LoadedConfig extends ResolvedConfig {
-  pipelines: Map<string, HookPipeline>;
-}
+/** The gateway's settings from KVGATE_CONFIG, with the fleet's groups (from the registry) in place of the config's seed. */
+export type LoadedConfig = ResolvedConfig;
 
-export type Loaded = { ok: true; config: LoadedConfig } | { ok: false; error: string };
+export type Loaded = { ok: true; config: ResolvedConfig } | { ok: false; error: string };
 
 let cached: { raw: string; result: Loaded } | null = null;
 
@@ -23,18 +23,27 @@ export function loadConfig(env: Env): Loaded {
   if (typeof raw !== "string" || raw.trim() === "") {
     result = { ok: false, error: "KVGATE_CONFIG is not set" };
   } else {
-    let parsed = parseConfig(raw);
-    // Bindings and secrets the deployments name must be there now, not at their first request.
+    let parsed: Loaded = parseConfig(raw);
+    // Bindings and secrets the config's deployments name must be there now, not at their first request.
     const unreachable = parsed.ok ? reachProblems(parsed.config.groups, env) : [];
-    if (unreachable.length > 0) parsed = { ok: false, error: `config: ${unreachable.join("; ")}`, errors: unreachable };
-    if (parsed.ok) {
-      const pipelines = new Map(parsed.config.groups.map((g) => [g.name, buildPipeline(g.hooks)]));
-      result = { ok: true, config: { ...parsed.config, pipelines } };
-    } else {
-      result = parsed;
-      console.error(`kvgate: ${parsed.error}`);
-    }
+    if (unreachable.length > 0) parsed = { ok: false, error: `config: ${unreachable.join("; ")}` };
+    if (!parsed.ok) console.error(`kvgate: ${parsed.error}`);
+    result = parsed;
   }
   cached = { raw, result };
   return result;
+}
+
+/** The settings with the fleet's groups. */
+export function withFleet(config: ResolvedConfig, fleet: FleetView): LoadedConfig {
+  return { ...config, groups: fleet.groups, byModel: fleet.byModel };
+}
+
+const pipelines = new WeakMap<ResolvedGroup, HookPipeline>();
+
+/** A group's hooks, built once per version of the group this isolate sees. */
+export function pipelineFor(group: ResolvedGroup): HookPipeline {
+  let p = pipelines.get(group);
+  if (!p) pipelines.set(group, (p = buildPipeline(group.hooks)));
+  return p;
 }

@@ -68,6 +68,11 @@ export const DeploymentSchema = z.strictObject({
   binding: z.optional(envName()),
   /** Extra headers on every upstream request, header name → the secret holding its value (Cloudflare Access service tokens). */
   headersFromEnv: z.optional(extraHeaders()),
+  /**
+   * Its share of the group's load relative to the others (2: twice the requests of a weight-1
+   * backend at the same load); the strategies compare in-flight counts divided by it.
+   */
+  weight: z._default(z.number().check(z.minimum(0.01), z.maximum(1000)), 1),
 });
 
 export const FAILOVER_CAUSES = ["connect", "timeout", "5xx", "429"] as const;
@@ -117,7 +122,8 @@ const BreakerSchema = z.strictObject({
   probeTimeoutMs: z._default(positiveInt(), BREAKER_DEFAULTS.probeTimeoutMs),
 });
 
-export const ModelGroupSchema = z.strictObject({
+/** A group's settings: everything but its deployments (the registry keeps those one by one). */
+export const GroupSettingsSchema = z.strictObject({
   name: name(),
   /** Where the group's Durable Object is created: near its GPUs, so each route call is a short hop from them. */
   locationHint: z.optional(z.enum(LOCATION_HINTS)),
@@ -183,19 +189,37 @@ export const ModelGroupSchema = z.strictObject({
   /** Groups tried in order when no backend of this one can take the request (all open or full). */
   fallbacks: z._default(z.array(name()), []),
   hooks: z._default(z.array(z.enum(HOOK_NAMES)), []),
-  deployments: z.array(DeploymentSchema).check(z.minLength(1)),
 });
+
+/** Deployments a group may hold: each is one row of its routing object's state, and the group one registry value. */
+export const MAX_DEPLOYMENTS = 1024;
+
+/**
+ * A group with its deployments, as the config seeds the fleet registry and `PUT /admin/v1/fleet`
+ * replaces it. A group may start with none: its servers register themselves.
+ */
+export const ModelGroupSchema = z.extend(GroupSettingsSchema, {
+  deployments: z._default(z.array(DeploymentSchema).check(z.maxLength(MAX_DEPLOYMENTS)), []),
+});
+
+const AUTH_DEFAULTS = { masterKeyEnv: "KVGATE_MASTER_KEY", adminKeyEnv: "KVGATE_ADMIN_KEY", registerKeyEnv: "KVGATE_REGISTER_KEY" };
 
 const LIMIT_DEFAULTS = { maxBodyBytes: 4 * 1024 * 1024, maxMessages: 4096, maxTools: 1024, maxContentParts: 8192, maxToolCalls: 8192 };
 
 export const GatewayConfigSchema = z.strictObject({
-  /** Every /v1 request needs the master key; nothing in a request (its Host, its origin) waives it. */
+  /**
+   * Every /v1 request needs the master key; nothing in a request (its Host, its origin) waives it.
+   * /admin/v1 takes the admin key only, and a GPU server's heartbeat the register key (or the admin
+   * key): each names a Worker secret, and no key opens another's door.
+   */
   auth: z._default(
     z.strictObject({
       /** Env var holding the master key (a Worker secret in deploys, npm start's --var locally). */
-      masterKeyEnv: z._default(envName(), "KVGATE_MASTER_KEY"),
+      masterKeyEnv: z._default(envName(), AUTH_DEFAULTS.masterKeyEnv),
+      adminKeyEnv: z._default(envName(), AUTH_DEFAULTS.adminKeyEnv),
+      registerKeyEnv: z._default(envName(), AUTH_DEFAULTS.registerKeyEnv),
     }),
-    { masterKeyEnv: "KVGATE_MASTER_KEY" },
+    AUTH_DEFAULTS,
   ),
   /** Origins whose pages may call the gateway from a browser; none unless listed ("*": any). */
   cors: z._default(
@@ -222,10 +246,16 @@ export const GatewayConfigSchema = z.strictObject({
   ),
   /** How long an isolate holds finished leases for its next route call before flushing them. */
   releaseFlushMs: z._default(nonNegativeInt(), 10),
-  modelGroups: z.array(ModelGroupSchema).check(z.minLength(1)),
+  /**
+   * The fleet's seed: the registry (durable-objects/fleet-registry.ts) takes these groups when it
+   * starts empty, and again whenever this list changes; between such deploys the admin API and
+   * heartbeats change the fleet. A deploy may leave it empty and seed through the admin API.
+   */
+  modelGroups: z._default(z.array(ModelGroupSchema), []),
 });
 
 export type GatewayConfigInput = z.input<typeof GatewayConfigSchema>;
 export type GatewayConfig = z.output<typeof GatewayConfigSchema>;
 export type ModelGroupConfig = z.output<typeof ModelGroupSchema>;
+export type GroupSettings = z.output<typeof GroupSettingsSchema>;
 export type DeploymentConfig = z.output<typeof DeploymentSchema>;

@@ -38,6 +38,8 @@ export class Backend implements BackendView {
   prefillDebt = 0;
   debtAt = 0;
   available = true;
+  /** The newest version names it as active: it may take new requests. */
+  admitted = true;
   readonly breaker: Breaker;
   nextProbeAt = 0;
   probeUrl = "";
@@ -89,6 +91,7 @@ export class Backend implements BackendView {
   snapshot(): BackendSnapshot {
     return {
       id: this.id,
+      takesRequests: this.admitted,
       inFlight: this.inFlight,
       prefixBlocks: this.prefixes.size,
       prefixCapacity: this.prefixes.capacity,

@@ -29,7 +29,9 @@ interface View {
   backends: Backend[];
   rrCursor: number;
   usedAt: number;
-  /** Install order: the highest is the newest version, whose settings the shared state takes. */
+  /** The registry's revision of the version (0 outside it); the highest, then the latest installed, is the newest. */
+  rev: number;
+  /** Install order. */
   seq: number;
 }
 
@@ -74,6 +76,8 @@ export class GroupRouter {
   private leaseTtlMs = 0;
   private lessonLimit = 0;
   private dropped: { versions: string[]; backends: string[] } = { versions: [], backends: [] };
+  /** The registry removed the group at this revision: nothing takes new requests until a later one installs it again. */
+  private retiredRev = -1;
   /** Some prefix set changed since the last takeAffinityChanges. */
   affinityPending = false;
   /** Leases taken back from their Workers' renewals (after this object restarted). */
@@ -108,11 +112,24 @@ export class GroupRouter {
     return [...this.views.values()].sort((a, b) => b.seq - a.seq).map((v) => v.group.version);
   }
 
-  /** Learns a config version. The newest installed is the one whose settings the shared state takes. */
+  /** The highest registry revision it has seen of the group: a Worker whose version is older refreshes its fleet. */
+  get rev(): number {
+    return Math.max(this.newestView()?.rev ?? 0, this.retiredRev);
+  }
+
+  /**
+   * Learns a config version. The newest (highest revision, then latest installed) is the one whose
+   * settings the shared state takes, and the one that says which servers take new requests.
+   */
   install(group: ResolvedGroup, now: number): void {
     const known = this.views.get(group.version);
     if (known) {
       known.usedAt = now;
+      // The same content again at a later revision (a drain undone) is the newest again.
+      if (group.rev > known.rev) {
+        known.rev = group.rev;
+        this.settle();
+      }
       return;
     }
     const backends = group.deployments.map((d) => {
@@ -121,12 +138,20 @@ export class GroupRouter {
       if (!b) this.backends.set(key, (b = new Backend(d, group)));
       return b;
     });
-    this.views.set(group.version, { group, backends, rrCursor: 0, usedAt: now, seq: ++this.installs });
+    this.views.set(group.version, { group, backends, rrCursor: 0, usedAt: now, rev: group.rev, seq: ++this.installs });
     while (this.views.size > MAX_VIEWS) {
       let lru: View | undefined;
-      for (const v of this.views.values()) if (v.group.version !== group.version && (!lru || v.usedAt < lru.usedAt)) lru = v;
+      const newest = this.newestView();
+      for (const v of this.views.values()) if (v !== newest && v.group.version !== group.version && (!lru || v.usedAt < lru.usedAt)) lru = v;
       this.dropView(lru as View);
     }
+    this.settle();
+  }
+
+  /** The registry removed the group: no server takes new requests; leases in flight finish. */
+  retire(rev: number): void {
+    if (rev <= this.rev) return;
+    this.retiredRev = rev;
     this.settle();
   }
 
@@ -137,7 +162,7 @@ export class GroupRouter {
    */
   route(version: string, chain: ArrayLike<number>, exclude: readonly string[], now: number): RouteDecision | RouteRefusal | VersionRefusal {
     const view = this.views.get(version);
-    if (!view) return { refused: "unknown-version" };
+    if (!view) return { refused: "unknown-version", rev: this.rev };
     view.usedAt = now;
     if (this.views.size > 1) this.dropIdleViews(now);
     if (this.leases.size > 0) this.expire(now);
@@ -147,10 +172,10 @@ export class GroupRouter {
       const b = view.backends[i] as Backend;
       b.drain(now);
       b.maxInFlight = (g.deployments[i] as ResolvedDeployment).maxInFlight;
-      b.available = !exclude.includes(b.id) && b.breaker.admits(now);
+      b.available = b.admitted && !exclude.includes(b.id) && b.breaker.admits(now);
       if (b.available) admissible++;
     }
-    if (admissible === 0) return { refused: "no-backend" };
+    if (admissible === 0) return { refused: "no-backend", rev: this.rev };
     let hot: HotProbe | null = null;
     if (g.hotThreshold > 0) {
       this.hot ??= new HotPrefixes(HOT_PREFIXES_TRACKED, g.hotHalfLifeMs);
@@ -159,7 +184,7 @@ export class GroupRouter {
       hot = this.hotProbe;
     }
     const choice = choose(g.strategy, view.backends, chain, g, this.rng, view.rrCursor, hot);
-    if (!choice) return { refused: "at-capacity" };
+    if (!choice) return { refused: "at-capacity", rev: this.rev };
     if (g.strategy === "round-robin") view.rrCursor = (choice.index + 1) % view.backends.length;
     const b = view.backends[choice.index] as Backend;
     b.inFlight++;
@@ -176,7 +201,7 @@ export class GroupRouter {
     }
     const lease = `${this.epoch}.${(++this.seq).toString(36)}`;
     this.leases.add(lease, { backend: b, expiresAt: now + this.leaseTtlMs, blocks, trialOf: b.breaker.sent() ? b.breaker.opened : -1, lesson });
-    return { backendId: b.id, lease, reason: choice.reason, matched: choice.matched, total: chain.length, routedAt: now };
+    return { backendId: b.id, lease, reason: choice.reason, matched: choice.matched, total: chain.length, routedAt: now, rev: this.rev };
   }
 
   /** Idempotent: a lease already released or reclaimed is ignored, so counts never go negative. */
@@ -324,7 +349,7 @@ export class GroupRouter {
   /** The newest version's backends in its order, then those only other versions (or leases) still name. */
   snapshot(): BackendSnapshot[] {
     const seen = new Set<Backend>();
-    const views = [...this.views.values()].sort((a, b) => b.seq - a.seq);
+    const views = [...this.views.values()].sort((a, b) => (newer(a, b) ? -1 : 1));
     for (const v of views) for (const b of v.backends) seen.add(b);
     for (const b of this.orphans) seen.add(b);
     return [...seen].map((b) => b.snapshot());
@@ -332,7 +357,7 @@ export class GroupRouter {
 
   private newestView(): View | undefined {
     let newest: View | undefined;
-    for (const v of this.views.values()) if (!newest || v.seq > newest.seq) newest = v;
+    for (const v of this.views.values()) if (!newest || newer(v, newest)) newest = v;
     return newest;
   }
 
@@ -344,11 +369,13 @@ export class GroupRouter {
   /**
    * After the versions changed: servers no version names are let go (or kept as orphans while
    * leases are in flight there), every server takes the settings of the newest version naming it,
-   * and the prefix budget of the newest version is shared out again.
+   * only the servers the newest version names as active take new requests (whatever version a
+   * caller routes with: a drain holds for a Worker that has not heard of it yet), and the prefix
+   * budget of the newest version is shared out again.
    */
   private settle(): void {
     const named = new Set<Backend>();
-    const oldestFirst = [...this.views.values()].sort((a, b) => a.seq - b.seq);
+    const oldestFirst = [...this.views.values()].sort((a, b) => (newer(a, b) ? 1 : -1));
     for (const v of oldestFirst) {
       v.group.deployments.forEach((d, i) => {
         const b = v.backends[i] as Backend;
@@ -363,7 +390,13 @@ export class GroupRouter {
       this.letGoIfOrphan(b);
     }
     const newest = oldestFirst.at(-1);
+    for (const b of this.backends.values()) b.admitted = false;
     if (!newest) return;
+    if (newest.rev >= this.retiredRev) {
+      newest.group.deployments.forEach((d, i) => {
+        if (d.state === "active") (newest.backends[i] as Backend).admitted = true;
+      });
+    }
     this.leaseTtlMs = Math.max(...oldestFirst.map((v) => v.group.leaseTtlMs));
     this.lessonLimit = newest.group.prefixBudgetBlocks * LESSON_SHARE;
     const all = [...this.backends.values()];
@@ -389,4 +422,8 @@ export class GroupRouter {
     // A backend just opened is probed soon: a short outage should not wait out openMs.
     if (b.breaker.state === "open") b.nextProbeAt = now + b.probeIntervalMs * (0.5 + this.rng());
   }
+}
+
+function newer(a: View, b: View): boolean {
+  return a.rev !== b.rev ? a.rev > b.rev : a.seq > b.seq;
 }

@@ -60,16 +60,20 @@ export interface RouteDecision {
   total: number;
   /** When the object decided (its clock): breakers are judged against the same clock. */
   routedAt: number;
+  /** The highest registry revision the object knows of the group: a Worker behind it refreshes its fleet. */
+  rev: number;
 }
 
 /** Why a route call found no backend: all breaker-open or already tried, or all at their cap. */
 export interface RouteRefusal {
   refused: "no-backend" | "at-capacity";
+  rev: number;
 }
 
 /** The object does not know the call's version: send it again with the group attached. */
 export interface VersionRefusal {
   refused: "unknown-version";
+  rev: number;
 }
 
 export function isVersionRefusal(x: RouteDecision | RouteRefusal | VersionRefusal): x is VersionRefusal {
@@ -78,6 +82,8 @@ export function isVersionRefusal(x: RouteDecision | RouteRefusal | VersionRefusa
 
 export interface BackendSnapshot {
   id: string;
+  /** The newest version names it active: it gets new requests (draining, disabled or removed ones do not). */
+  takesRequests: boolean;
   inFlight: number;
   prefixBlocks: number;
   /** Prefix-set entries it may hold: kvCapacityBlocks, or its share of the group's prefixBudgetBlocks. */
@@ -102,6 +108,8 @@ export interface GroupStatus {
   strategy: string;
   /** The config versions the object routes for, newest first. */
   versions: string[];
+  /** The highest registry revision of the group the object knows. */
+  rev: number;
   leases: number;
   /** RPCs this object served since it started: what benchmarks divide by requests. */
   calls: { route: number; release: number };
@@ -121,4 +129,8 @@ export interface ModelGroupRpc {
   /** Finished and held leases of an isolate with no route call to carry them. */
   release(released: LeaseRelease[], renewed: LeaseRenewal[]): void;
   status(): GroupStatus;
+  /** The fleet registry's push of the group's newest version: routing follows it at once. */
+  install(group: ResolvedGroup): void;
+  /** The registry removed the group at revision `rev`. */
+  retire(rev: number): void;
 }

@@ -58,7 +58,7 @@ export function testConfig(u: Upstreams): GatewayConfigInput {
 }
 
 /** Groups of test/workers/failover.test.ts: a dead, a switchable and a healthy backend side by side. */
-function failoverGroups(u: Upstreams): GatewayConfigInput["modelGroups"] {
+function failoverGroups(u: Upstreams): NonNullable<GatewayConfigInput["modelGroups"]> {
   const healthy = { id: "healthy", baseUrl: u.fleetUrls[0] as string, model: UPSTREAM_MODEL };
   const dead = { id: "dead", baseUrl: u.deadUrl, model: UPSTREAM_MODEL };
   const flaky = (i: number) => ({ id: "flaky", baseUrl: u.switchableUrls[i] as string, model: UPSTREAM_MODEL });
@@ -84,7 +84,7 @@ function failoverGroups(u: Upstreams): GatewayConfigInput["modelGroups"] {
 }
 
 /** Groups of test/workers/private-network.test.ts: a GPU server reached through a binding, and a group placed by a location hint. */
-function privateNetworkGroups(u: Upstreams): GatewayConfigInput["modelGroups"] {
+function privateNetworkGroups(u: Upstreams): NonNullable<GatewayConfigInput["modelGroups"]> {
   const access = { "CF-Access-Client-Id": "ACCESS_CLIENT_ID", "CF-Access-Client-Secret": "ACCESS_CLIENT_SECRET" };
   const privateServer = { id: "gpu-private", baseUrl: `http://${VPC_HOST}`, model: UPSTREAM_MODEL, binding: "GPU_VPC" };
   return [

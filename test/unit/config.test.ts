@@ -19,14 +19,22 @@ describe("config", () => {
     expect(g?.strategy).toBe("prefix-aware");
     expect(g?.deployments.map((d) => d.id)).toEqual(["127.0.0.1:9001", "127.0.0.1:9002"]);
     expect(g?.deployments[1]?.baseUrl).toBe("http://127.0.0.1:9002");
-    expect(r.config.auth).toEqual({ masterKeyEnv: "KVGATE_MASTER_KEY" });
+    expect(r.config.auth).toEqual({ masterKeyEnv: "KVGATE_MASTER_KEY", adminKeyEnv: "KVGATE_ADMIN_KEY", registerKeyEnv: "KVGATE_REGISTER_KEY" });
     expect(r.config.cors.allowedOrigins).toEqual([]);
     expect(r.config.limits.maxBodyBytes).toBeGreaterThan(0);
   });
 
+  it("takes a config without model groups: the fleet registry holds them, the config only seeds it", () => {
+    for (const raw of [{}, { modelGroups: [] }]) {
+      const r = parseConfig(raw);
+      if (!r.ok) throw new Error(r.error);
+      expect(r.config.groups).toEqual([]);
+      expect(r.config.seed).toEqual([]);
+    }
+  });
+
   it.each([
     ["not JSON", "{", /not valid JSON/],
-    ["no groups", { modelGroups: [] }, /modelGroups must have at least 1/],
     ["bad URL", { modelGroups: [{ name: "a", deployments: [{ baseUrl: "ftp://x", model: "m" }] }] }, /modelGroups\[0\]\.deployments\[0\]\.baseUrl must be a valid url/],
     ["unknown strategy", { modelGroups: [{ name: "a", strategy: "fastest", deployments: [deployment] }] }, /modelGroups\[0\]\.strategy must be one of "round-robin"/],
     ["inline API key", { modelGroups: [{ name: "a", deployments: [{ ...deployment, apiKey: "sk-live" }] }] }, /unknown key\(s\) apiKey/],

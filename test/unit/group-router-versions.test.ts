@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { parseConfig, type ResolvedGroup } from "../../src/config/load.ts";
+import { resolveGroup, type DeploymentState } from "../../src/config/resolve.ts";
 import { GroupRouter } from "../../src/routing/group-router.ts";
 import type { RouteDecision, RouteRefusal, VersionRefusal } from "../../src/routing/protocol.ts";
 
@@ -21,7 +22,8 @@ function decided(d: RouteDecision | RouteRefusal | VersionRefusal): RouteDecisio
   return d;
 }
 
-const ids = (g: ResolvedGroup) => g.deployments.map((d) => d.id);
+/** The group as the fleet registry hands it out at revision `rev`. */
+const at = (g: ResolvedGroup, rev: number): ResolvedGroup => ({ ...g, rev });
 const byId = (r: GroupRouter) => Object.fromEntries(r.snapshot().map((b) => [b.id, b]));
 
 describe("GroupRouter: config versions", () => {
@@ -29,19 +31,28 @@ describe("GroupRouter: config versions", () => {
   // The next deploy drops b2, adds d4 and reorders.
   const next = version([dep("c3"), dep("d4"), dep("a1")]);
 
-  it("routes each call with its caller's version and refuses one it does not know", () => {
+  it("routes each call with its caller's version, over the servers the newest version admits", () => {
     const r = new GroupRouter("g");
     r.install(old, 0);
-    expect(r.route(next.version, [], [], 0)).toEqual({ refused: "unknown-version" });
+    expect(r.route(next.version, [], [], 0)).toEqual({ refused: "unknown-version", rev: 0 });
     r.install(next, 0);
+    const seen = { old: new Set<string>(), next: new Set<string>() };
     for (let i = 0; i < 12; i++) {
-      const g = i % 2 === 0 ? old : next;
+      const [name, g] = i % 2 === 0 ? (["old", old] as const) : (["next", next] as const);
       const d = decided(r.route(g.version, [], [], i));
-      expect(ids(g)).toContain(d.backendId);
+      seen[name].add(d.backendId);
       r.release({ lease: d.lease, outcome: "ok" }, i);
     }
+    // The old version's b2 is gone from the newest: a Worker still on the old one reaches it no more.
+    expect([...seen.old].sort()).toEqual(["a1", "c3"]);
+    expect([...seen.next].sort()).toEqual(["a1", "c3", "d4"]);
     expect(r.versions()).toEqual([next.version, old.version]);
-    expect(r.snapshot().map((b) => b.id)).toEqual(["c3", "d4", "a1", "b2"]);
+    expect(r.snapshot().map((b) => [b.id, b.takesRequests])).toEqual([
+      ["c3", true],
+      ["d4", true],
+      ["a1", true],
+      ["b2", false],
+    ]);
   });
 
   it("shares a server's in-flight count and breaker between the versions that name it", () => {
@@ -55,16 +66,16 @@ describe("GroupRouter: config versions", () => {
       r.release({ lease: d.lease, outcome: "upstream-error" }, 1);
     }
     expect(byId(r).a1?.breaker.state).toBe("open");
-    for (let i = 0; i < 6; i++) expect(decided(r.route(old.version, [], [], 2)).backendId).not.toBe("a1");
-    expect(byId(r).b2?.inFlight).toBe(3);
-    expect(byId(r).c3?.inFlight).toBe(3);
-    expect(r.route(old.version, [], ["b2", "c3"], 2)).toEqual({ refused: "no-backend" });
+    for (let i = 0; i < 3; i++) expect(decided(r.route(old.version, [], [], 2)).backendId).toBe("c3");
+    for (let i = 0; i < 2; i++) expect(decided(r.route(next.version, [], ["d4"], 2)).backendId).toBe("c3");
+    expect(byId(r).c3?.inFlight).toBe(5);
+    expect(r.route(old.version, [], ["c3"], 2)).toEqual({ refused: "no-backend", rev: 0 });
   });
 
   it("takes a server under the same id at another URL for another server", () => {
-    const moved = version([dep("a1", 9100), dep("b2")]);
+    const moved = at(version([dep("a1", 9100), dep("b2")]), 2);
     const r = new GroupRouter("g");
-    r.install(old, 0);
+    r.install(at(old, 1), 0);
     r.install(moved, 0);
     for (let i = 0; i < 2; i++) {
       const d = decided(r.route(moved.version, [], ["b2"], 0));
@@ -72,8 +83,10 @@ describe("GroupRouter: config versions", () => {
     }
     const states = r.snapshot().filter((b) => b.id === "a1").map((b) => b.breaker.state);
     expect(states.sort()).toEqual(["closed", "open"]);
-    // The old version's a1 still takes requests.
+    // The fleet moves back (a later revision of the old content): the old a1 takes requests, its breaker its own.
+    r.install(at(old, 3), 1);
     expect(decided(r.route(old.version, [], ["b2", "c3"], 2)).backendId).toBe("a1");
+    expect(r.route(moved.version, [], ["b2"], 2)).toEqual({ refused: "no-backend", rev: 3 });
   });
 
   it("lets go of a version no call used lately, and of servers only it named once nothing is in flight there", () => {
@@ -103,6 +116,56 @@ describe("GroupRouter: config versions", () => {
   });
 });
 
+describe("GroupRouter: registry revisions", () => {
+  const dep3 = [dep("a1"), dep("b2"), dep("c3")];
+  /** b2 in `state`, as the registry resolves the group after a drain or a disable. */
+  function withState(state: DeploymentState): ResolvedGroup {
+    const { deployments, version: _v, rev: _r, ...settings } = version(dep3);
+    return resolveGroup(settings, deployments.map((d) => (d.id === "b2" ? { ...d, state } : d)), 2);
+  }
+
+  it("a drain holds for every version: the drained server takes no new request, its leases finish", () => {
+    const r = new GroupRouter("g");
+    const before = at(version(dep3), 1);
+    r.install(before, 0);
+    const held = decided(r.route(before.version, [], ["a1", "c3"], 0));
+    expect(held.backendId).toBe("b2");
+    r.install(withState("draining"), 1);
+    // A Worker that has not heard of the drain routes with the version before it: b2 is still out.
+    for (let i = 0; i < 6; i++) {
+      const d = decided(r.route(before.version, [], [], 2));
+      expect(d.backendId).not.toBe("b2");
+      expect(d.rev).toBe(2);
+      r.release({ lease: d.lease, outcome: "ok" }, 2);
+    }
+    expect(r.route(before.version, [], ["a1", "c3"], 2)).toEqual({ refused: "no-backend", rev: 2 });
+    expect(byId(r).b2?.inFlight).toBe(1);
+    expect(byId(r).b2?.takesRequests).toBe(false);
+    r.release({ lease: held.lease, outcome: "ok" }, 3);
+    expect(byId(r).b2?.inFlight).toBe(0);
+  });
+
+  it("a version of a lower revision learnt later is not the newest", () => {
+    const r = new GroupRouter("g");
+    r.install(withState("disabled"), 0);
+    r.install(at(version(dep3), 1), 1);
+    expect(r.rev).toBe(2);
+    expect(byId(r).b2?.takesRequests).toBe(false);
+  });
+
+  it("a retired group takes nothing new until a later revision brings it back", () => {
+    const r = new GroupRouter("g");
+    const g = at(version(dep3), 1);
+    r.install(g, 0);
+    r.retire(4);
+    expect(r.route(g.version, [], [], 1)).toEqual({ refused: "no-backend", rev: 4 });
+    r.retire(3);
+    expect(r.rev).toBe(4);
+    r.install(at(g, 5), 2);
+    expect(decided(r.route(g.version, [], [], 2)).rev).toBe(5);
+  });
+});
+
 describe("GroupRouter: lease renewals", () => {
   const g = version([dep("a1", 9001, { maxInFlight: 2 })], { leaseTtlMs: 300 });
 
@@ -128,7 +191,7 @@ describe("GroupRouter: lease renewals", () => {
     for (const d of leases) after.renew({ lease: d.lease, version: g.version, backendId: d.backendId }, 100);
     expect(after.adopted).toBe(2);
     expect(byId(after).a1?.inFlight).toBe(2);
-    expect(after.route(g.version, [], [], 100)).toEqual({ refused: "at-capacity" });
+    expect(after.route(g.version, [], [], 100)).toEqual({ refused: "at-capacity", rev: 0 });
     // Released as usual: each slot once.
     for (const d of leases) {
       after.release({ lease: d.lease, outcome: "ok" }, 200);

@@ -216,10 +216,10 @@ describe("GroupRouter", () => {
       expect(d?.backendId).toBe("b1");
       router.release({ lease: d?.lease ?? "", outcome: "ok" }, 0);
     }
-    expect(router.pick(chain(1, 5), 0, ["b0", "b1", "b2"])).toEqual({ refused: "no-backend" });
+    expect(router.pick(chain(1, 5), 0, ["b0", "b1", "b2"])).toEqual({ refused: "no-backend", rev: 0 });
     // Every backend usable but full (maxInFlight 1): at capacity, not unhealthy.
     for (let i = 0; i < 3; i++) router.pick(chain(1, 5), 0);
-    expect(router.pick(chain(1, 5), 0)).toEqual({ refused: "at-capacity" });
+    expect(router.pick(chain(1, 5), 0)).toEqual({ refused: "at-capacity", rev: 0 });
   });
 
   it("sends nothing to a backend whose circuit opened, until it half-opens", () => {

@@ -19,7 +19,7 @@ const sim = (i: number) => ({ id: `sim-${i}`, baseUrl: fleet[i] as string, model
 
 /** The group as another deploy resolves it: the same name and settings, other deployments. */
 function redeployed(of: ResolvedGroup, deployments: ReturnType<typeof sim>[]): ResolvedGroup {
-  const { version: _v, deployments: _d, ...settings } = of;
+  const { version: _v, rev: _r, deployments: _d, ...settings } = of;
   const parsed = parseConfig({ modelGroups: [{ ...(settings as Omit<ModelGroupConfig, "deployments">), deployments }] });
   if (!parsed.ok) throw new Error(parsed.error);
   return parsed.config.groups[0] as ResolvedGroup;
@@ -33,21 +33,22 @@ function decided(d: RouteDecision | RouteRefusal): RouteDecision {
 describe("Workers of two configs routing through one object", () => {
   // The object's own deploy had sim-0..2; the next one drops sim-1, adds sim-3 and reorders.
   const old = groupConfig("skew");
-  const next = redeployed(old, [sim(2), sim(3), sim(0)]);
+  // The next is the fleet registry's later revision: the newest, whichever the object saw first.
+  const next = { ...redeployed(old, [sim(2), sim(3), sim(0)]), rev: old.rev + 1 };
 
-  it("each gets a backend of its own config, whichever config the object saw first", async () => {
+  it("each gets a backend of its own config that the newest config still names", async () => {
     expect(next.version).not.toBe(old.version);
     const ctx = createExecutionContext();
     const seen = { old: new Set<string>(), next: new Set<string>() };
     for (let i = 0; i < 12; i++) {
       const [name, g] = i % 2 === 0 ? (["old", old] as const) : (["next", next] as const);
-      const d = decided(await route(env, g, [i], [], g.name));
+      const d = decided(await route(env, ctx, g, [i], [], g.name));
       expect(g.deployments.map((x) => x.id)).toContain(d.backendId);
       seen[name].add(d.backendId);
       holdLease(d, g, env, ctx, 10).settle("ok");
     }
-    // Round-robin in each config's own order: every backend of each, and only those.
-    expect([...seen.old].sort()).toEqual(["sim-0", "sim-1", "sim-2"]);
+    // Round-robin in each config's own order; sim-1, which the newest config dropped, takes nothing new.
+    expect([...seen.old].sort()).toEqual(["sim-0", "sim-2"]);
     expect([...seen.next].sort()).toEqual(["sim-0", "sim-2", "sim-3"]);
     await waitOnExecutionContext(ctx);
     await expectIdle("skew");
@@ -57,7 +58,7 @@ describe("Workers of two configs routing through one object", () => {
     const ctx = createExecutionContext();
     // The new config's sim-3 is the one left when its two others already failed; it fails twice.
     for (let i = 0; i < 2; i++) {
-      const d = decided(await route(env, next, [], ["sim-2", "sim-0"], next.name));
+      const d = decided(await route(env, ctx, next, [], ["sim-2", "sim-0"], next.name));
       expect(d.backendId).toBe("sim-3");
       holdLease(d, next, env, ctx, 10).settle("upstream-error");
     }
@@ -66,8 +67,8 @@ describe("Workers of two configs routing through one object", () => {
       const breakers = Object.fromEntries((await status("skew")).backends.map((b) => [b.id, b.breaker.state]));
       expect(breakers).toEqual({ "sim-0": "closed", "sim-1": "closed", "sim-2": "closed", "sim-3": "open" });
     }, EVENTUALLY);
-    // The old config never names sim-3, and keeps routing over its own three.
-    const d = decided(await route(env, old, [], ["sim-0", "sim-1"], old.name));
+    // The old config never names sim-3, and routes over what it shares with the newest.
+    const d = decided(await route(env, ctx, old, [], ["sim-0"], old.name));
     expect(d.backendId).toBe("sim-2");
     holdLease(d, old, env, ctx, 10).settle("ok");
     await waitOnExecutionContext(ctx);
@@ -82,7 +83,7 @@ describe("an object learns a version from the call that brings it", () => {
     const name = "versions-handshake";
     const group = { ...g, name };
     const stub = env.MODEL_GROUP.getByName(name);
-    expect(await stub.route(routeCall(group, [1]))).toEqual({ refused: "unknown-version" });
+    expect(await stub.route(routeCall(group, [1]))).toEqual({ refused: "unknown-version", rev: 0 });
     const first = decided((await stub.route(firstRouteCall(group, [1]))) as RouteDecision | RouteRefusal);
     expect(["sim-0", "sim-1"]).toContain(first.backendId);
     await evictDurableObject(stub);

@@ -8,10 +8,12 @@ declare global {
       GPU_VPC: Fetcher;
       ACCESS_CLIENT_ID: string;
       ACCESS_CLIENT_SECRET: string;
+      KVGATE_ADMIN_KEY: string;
+      KVGATE_REGISTER_KEY: string;
     }
     interface GlobalProps {
       mainModule: typeof import("../../workers/gateway/index.ts");
-      durableNamespaces: "ModelGroup";
+      durableNamespaces: "ModelGroup" | "FleetRegistry";
     }
   }
 }

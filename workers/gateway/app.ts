@@ -4,7 +4,8 @@ import { cors } from "hono/cors";
 import { GatewayError, methodNotAllowed, notFound } from "../../src/openai/errors.ts";
 import { modelObject } from "../../src/openai/models.ts";
 import type { LoadedConfig } from "../config.ts";
-import type { Env } from "../env.ts";
+import { mountAdmin } from "../admin/routes.ts";
+import type { AppEnv } from "./app-env.ts";
 import { authenticate } from "./auth.ts";
 import { mountEndpoints } from "./endpoints.ts";
 import { groupObject } from "./group-object.ts";
@@ -12,7 +13,6 @@ import { proxyCompletion } from "./proxy.ts";
 import { openRealtime } from "./realtime.ts";
 import type { Endpoint } from "./validate.ts";
 
-export type AppEnv = { Bindings: Env; Variables: { requestId: string; startedAt: number } };
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 const EXPOSED = ["x-kvgate-backend", "x-kvgate-reason", "x-kvgate-attempts", "x-kvgate-group", "x-kvgate-prefix-blocks", "x-kvgate-overhead-ms", "x-request-id", "retry-after"];
@@ -33,6 +33,7 @@ export function buildApp(config: LoadedConfig): Hono<AppEnv> {
   }
 
   app.get("/health", (c) => c.json({ status: "ok" }));
+  mountAdmin(app, config);
 
   app.use("/v1/*", async (c, next) => {
     await authenticate(c.req.raw, config, c.env);

@@ -1,7 +1,8 @@
 import type { ResolvedDeployment, ResolvedGroup } from "../../src/config/load.ts";
 import type { FailoverCause } from "../../src/config/schema.ts";
 import { reachOf, type UpstreamFetcher } from "../../src/config/upstream-access.ts";
-import type { HookContext, HookPipeline } from "../../src/hooks/types.ts";
+import type { HookContext } from "../../src/hooks/types.ts";
+import { pipelineFor } from "../config.ts";
 import { badGateway, badRequest, GatewayError, gatewayTimeout, unavailable } from "../../src/openai/errors.ts";
 import type { LeaseOutcome, RouteDecision } from "../../src/routing/protocol.ts";
 import { relay } from "../../src/stream/relay.ts";
@@ -70,7 +71,7 @@ export async function attempt(a: AttemptInput): Promise<AttemptResult> {
     throw new GatewayError(500, "server_error", `gateway misconfigured: backend ${deployment.id}: ${why}`, "config_invalid");
   }
   const stream = a.body.stream === true;
-  const pipeline = config.pipelines.get(group.name) as HookPipeline;
+  const pipeline = pipelineFor(group);
   const hookCtx: HookContext = { requestId: p.requestId, group: group.name, clientModel: a.body.model, upstreamModel: deployment.model, backendId: deployment.id, stream };
 
   const upstreamBody: Record<string, unknown> = { ...a.body, model: deployment.model };

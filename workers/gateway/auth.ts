@@ -4,10 +4,21 @@ import type { LoadedConfig } from "../config.ts";
 import type { Env } from "../env.ts";
 
 const encoder = new TextEncoder();
-let masterDigest: { key: string; digest: Promise<Uint8Array> } | null = null;
+/** Per secret value, its digest: computed once per isolate. */
+const digests = new Map<string, Promise<Uint8Array>>();
 
 async function sha256(text: string): Promise<Uint8Array> {
   return new Uint8Array(await crypto.subtle.digest("SHA-256", encoder.encode(text)));
+}
+
+function digestOf(key: string): Promise<Uint8Array> {
+  let d = digests.get(key);
+  if (!d) {
+    // A rotated secret leaves its old digest behind: a handful at most, over an isolate's life.
+    if (digests.size > 16) digests.clear();
+    digests.set(key, (d = sha256(key)));
+  }
+  return d;
 }
 
 /** Compares digests so neither the key's length nor its bytes shape the time taken. */
@@ -17,21 +28,46 @@ function constantTimeEqual(a: Uint8Array, b: Uint8Array): boolean {
   return diff === 0;
 }
 
-/**
- * Throws a 401 unless the request carries the master key. Nothing else about a request lets it
- * in: its Host and Origin headers are the client's (or a proxy's) to write.
- */
-export async function authenticate(req: Request, config: LoadedConfig, env: Env): Promise<void> {
+/** The key of `Authorization: Bearer <key>` (or a browser's realtime subprotocol), or a 401 saying what is wrong with it. */
+function bearer(req: Request): string {
   const header = req.headers.get("authorization") ?? subprotocolAuthorization(req.headers);
   if (!header) throw unauthorized("missing API key: send Authorization: Bearer <key>");
   const m = /^Bearer\s+(.+)$/i.exec(header);
   if (!m) throw unauthorized("malformed Authorization header: expected Bearer <key>");
-  const key = env[config.auth.masterKeyEnv];
-  if (typeof key !== "string" || key === "") {
-    // The operator has not set the secret; say so without naming more than the variable.
-    throw unauthorized(`the gateway has no master key configured (${config.auth.masterKeyEnv})`);
-  }
-  if (!masterDigest || masterDigest.key !== key) masterDigest = { key, digest: sha256(key) };
-  const [expected, given] = await Promise.all([masterDigest.digest, sha256((m[1] as string).trim())]);
-  if (!constantTimeEqual(expected, given)) throw unauthorized("invalid API key");
+  return (m[1] as string).trim();
+}
+
+/**
+ * Throws a 401 unless the request's bearer key is the value of one of the `accepted` secrets.
+ * Every accepted secret is compared, in constant time, whichever matches: the time taken says
+ * nothing of which key was tried. A secret that is not set accepts nothing; when none is, the
+ * error names the variables (never a value).
+ */
+async function requireKey(req: Request, env: Env, accepted: readonly string[], what: string): Promise<void> {
+  const given = bearer(req);
+  const keys = accepted.map((name) => env[name]).filter((k): k is string => typeof k === "string" && k !== "");
+  if (keys.length === 0) throw unauthorized(`the gateway has no ${what} configured (${accepted.join(" or ")})`);
+  const [g, ...expected] = await Promise.all([sha256(given), ...keys.map(digestOf)]);
+  let ok = false;
+  for (const e of expected) ok = constantTimeEqual(e, g as Uint8Array) || ok;
+  if (!ok) throw unauthorized("invalid API key");
+}
+
+/**
+ * Throws a 401 unless the request carries the master key. Nothing else about a request lets it
+ * in: its Host and Origin headers are the client's (or a proxy's) to write.
+ */
+export function authenticate(req: Request, config: LoadedConfig, env: Env): Promise<void> {
+  return requireKey(req, env, [config.auth.masterKeyEnv], "master key");
+}
+
+/** The admin API: the admin key only. A client's key (the master key) administers nothing, even when an operator set both alike. */
+export async function authenticateAdmin(req: Request, config: LoadedConfig, env: Env): Promise<void> {
+  await requireKey(req, env, [config.auth.adminKeyEnv], "admin key");
+  if (env[config.auth.adminKeyEnv] === env[config.auth.masterKeyEnv]) throw unauthorized(`the admin key (${config.auth.adminKeyEnv}) must differ from the client key (${config.auth.masterKeyEnv}); the admin API is off until it does`);
+}
+
+/** A GPU server's heartbeat: the register key, or the admin key. */
+export function authenticateRegistration(req: Request, config: LoadedConfig, env: Env): Promise<void> {
+  return requireKey(req, env, [config.auth.registerKeyEnv, config.auth.adminKeyEnv], "register key");
 }

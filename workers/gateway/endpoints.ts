@@ -2,7 +2,7 @@ import type { Context, Hono } from "hono";
 import { methodNotAllowed, notFound } from "../../src/openai/errors.ts";
 import { modelObject } from "../../src/openai/models.ts";
 import type { LoadedConfig } from "../config.ts";
-import type { AppEnv } from "./app.ts";
+import type { AppEnv } from "./app-env.ts";
 import { authenticate } from "./auth.ts";
 import { quoted } from "./proxy.ts";
 import type { Endpoint } from "./validate.ts";

@@ -1,11 +1,14 @@
-import { GatewayError } from "../../src/openai/errors.ts";
-import { loadConfig, type LoadedConfig } from "../config.ts";
+import { GatewayError, unavailable } from "../../src/openai/errors.ts";
+import type { ResolvedConfig } from "../../src/config/load.ts";
+import { loadConfig, withFleet } from "../config.ts";
 import type { Env } from "../env.ts";
+import { cachedFleet, loadFleet, type FleetView } from "../fleet.ts";
 import { buildApp } from "./app.ts";
 
 export { ModelGroup } from "../../durable-objects/model-group.ts";
+export { FleetRegistry } from "../../durable-objects/fleet-registry.ts";
 
-let built: { config: LoadedConfig; app: ReturnType<typeof buildApp> } | null = null;
+let built: { config: ResolvedConfig; fleet: FleetView; app: ReturnType<typeof buildApp> } | null = null;
 
 export default {
   fetch(req: Request, env: Env, ctx: ExecutionContext): Response | Promise<Response> {
@@ -13,7 +16,20 @@ export default {
     if (!loaded.ok) {
       return new GatewayError(500, "server_error", `gateway misconfigured: ${loaded.error}`, "config_invalid").toResponse();
     }
-    if (!built || built.config !== loaded.config) built = { config: loaded.config, app: buildApp(loaded.config) };
-    return built.app.fetch(req, env, ctx);
+    const fleet = cachedFleet();
+    if (fleet) return serve(loaded.config, fleet, req, env, ctx);
+    // An isolate's first request reads the fleet from the registry; later ones use what it read.
+    return loadFleet(env).then(
+      (f) => serve(loaded.config, f, req, env, ctx),
+      (e: unknown) => {
+        console.error(`kvgate: reading the fleet registry failed: ${(e as Error).message}`);
+        return unavailable("the fleet registry is unavailable", "routing_unavailable").toResponse();
+      },
+    );
   },
 } satisfies ExportedHandler<Env>;
+
+function serve(config: ResolvedConfig, fleet: FleetView, req: Request, env: Env, ctx: ExecutionContext): Response | Promise<Response> {
+  if (!built || built.config !== config || built.fleet !== fleet) built = { config, fleet, app: buildApp(withFleet(config, fleet)) };
+  return built.app.fetch(req, env, ctx);
+}

@@ -3,6 +3,7 @@ import { GatewayError, notFound, unavailable } from "../../src/openai/errors.ts"
 import { isServerSide, nextStep } from "../../src/upstream/retry.ts";
 import type { LoadedConfig } from "../config.ts";
 import type { Env, WaitUntil } from "../env.ts";
+import { freshGroup, loadFleet } from "../fleet.ts";
 import { attempt } from "./attempt.ts";
 import { readJsonBody } from "./body.ts";
 import { Deadline } from "./deadline.ts";
@@ -31,8 +32,13 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
   const { config, env } = p;
   const raw = await readJsonBody(p.req, config.limits.maxBodyBytes);
   const { body, chain: fingerprint } = validate(p.endpoint, raw, config);
-  const primary = config.byModel.get(body.model);
-  if (!primary) throw notFound(`model ${quoted(body.model)} does not exist on this gateway (GET /v1/models lists them)`, "model_not_found");
+  let byModel = config.byModel;
+  let primary = byModel.get(body.model);
+  if (!primary) {
+    const fresh = await freshGroup(env, body.model);
+    if (!fresh) throw unknownModel(body.model);
+    ({ group: primary, fleet: { byModel } } = fresh);
+  }
 
   const deadline = new Deadline(primary.totalTimeoutMs);
   // Server-side failures whose verdict waits for the next attempt's answer.
@@ -47,13 +53,27 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
   let attempts = 0;
   let last: Response | null = null;
   let relaying = false;
+  let reread = false;
   try {
     for (;;) {
-      const decision = await route(env, group, chain, exclude, body.model);
+      const decision = await route(env, p.ctx, group, chain, exclude, body.model);
+      if ("refused" in decision && decision.rev > group.rev && !reread) {
+        // The fleet changed under this isolate (its servers drained, replaced): route with the registry's version.
+        reread = true;
+        byModel = (await loadFleet(env)).byModel;
+        const now = byModel.get(group.name);
+        if (!now && group === primary) throw unknownModel(body.model);
+        if (now) {
+          if (group === primary) primary = now;
+          group = now;
+          chain = fingerprint(group);
+          continue;
+        }
+      }
       if ("refused" in decision) {
         // Fallback names were checked against the groups when the config loaded.
         const name = primary.fallbacks[fellBackTo++];
-        const next = name === undefined ? undefined : config.byModel.get(name);
+        const next = name === undefined ? undefined : byModel.get(name);
         if (next) {
           group = next;
           chain = fingerprint(group);
@@ -95,6 +115,10 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
     // A relayed body is still under the deadline; its end clears it.
     if (!relaying) deadline.clear();
   }
+}
+
+export function unknownModel(model: string): GatewayError {
+  return notFound(`model ${quoted(model)} does not exist on this gateway (GET /v1/models lists them)`, "model_not_found");
 }
 
 /** A client's model name as an error quotes it: no group name is longer than 256 characters, so neither is this. */

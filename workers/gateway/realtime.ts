@@ -1,10 +1,11 @@
 import type { ResolvedGroup } from "../../src/config/load.ts";
-import { badRequest, GatewayError, methodNotAllowed, notFound, unavailable } from "../../src/openai/errors.ts";
+import { badRequest, GatewayError, methodNotAllowed, unavailable } from "../../src/openai/errors.ts";
 import { chosenProtocol, isWebSocketUpgrade, keyFromProtocols, protocolsWithoutKey } from "../../src/realtime/handshake.ts";
 import type { RouteRefusal } from "../../src/routing/protocol.ts";
 import { nextStep } from "../../src/upstream/retry.ts";
 import { clientGone, routingHeaders } from "./attempt.ts";
-import { noBackend, quoted, type ProxyInput } from "./proxy.ts";
+import { noBackend, unknownModel, type ProxyInput } from "./proxy.ts";
+import { freshGroup } from "../fleet.ts";
 import { openUpstream } from "./realtime-handshake.ts";
 import { holdLease, route } from "./route-client.ts";
 import { closeUnused, relaySockets } from "./socket-relay.ts";
@@ -33,8 +34,14 @@ export async function openRealtime(p: RealtimeInput): Promise<Response> {
   const url = new URL(req.url);
   const model = url.searchParams.get("model");
   if (!model) throw badRequest(`model is required: connect to ${PATH}?model=<model>`, "model", "missing_required_parameter");
-  const primary = config.byModel.get(model);
-  if (!primary) throw notFound(`model ${quoted(model)} does not exist on this gateway (GET /v1/models lists them)`, "model_not_found");
+  // A group added since this isolate read the fleet is looked up afresh, as for chat.
+  let byModel = config.byModel;
+  let primary = byModel.get(model);
+  if (!primary) {
+    const fresh = await freshGroup(p.env, model);
+    if (!fresh) throw unknownModel(model);
+    ({ group: primary, fleet: { byModel } } = fresh);
+  }
   const offered = req.headers.get("sec-websocket-protocol");
   const protocols = protocolsWithoutKey(offered);
   // The client must get back one of the subprotocols it offered, and never the key.
@@ -42,14 +49,14 @@ export async function openRealtime(p: RealtimeInput): Promise<Response> {
     throw badRequest("the WebSocket subprotocols hold only the API key: offer the protocol too (e.g. 'realtime')", null, "invalid_subprotocol");
   }
 
-  const groups = [primary, ...primary.fallbacks.map((name) => config.byModel.get(name)).filter((g): g is ResolvedGroup => g !== undefined)];
+  const groups = [primary, ...primary.fallbacks.map((name) => byModel.get(name)).filter((g): g is ResolvedGroup => g !== undefined)];
   let attempts = 0;
   let last: Response | null = null;
   let refused: RouteRefusal["refused"] = "no-backend";
   for (const group of groups) {
     const exclude: string[] = [];
     for (;;) {
-      const decision = await route(p.env, group, NO_CHAIN, exclude, model);
+      const decision = await route(p.env, p.ctx, group, NO_CHAIN, exclude, model);
       if ("refused" in decision) {
         refused = decision.refused;
         break;

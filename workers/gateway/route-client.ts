@@ -3,6 +3,7 @@ import { unavailable } from "../../src/openai/errors.ts";
 import { isVersionRefusal, type LeaseOutcome, type LeaseRelease, type LeaseRenewal, type RouteCall, type RouteDecision, type RouteRefusal } from "../../src/routing/protocol.ts";
 import type { Env, WaitUntil } from "../env.ts";
 import { groupObject } from "./group-object.ts";
+import { fleetBehind } from "../fleet.ts";
 
 /**
  * The Worker's side of the group's Durable Object: the route call, and the leases it hands out.
@@ -100,7 +101,7 @@ function queueRelease(group: string, release: LeaseRelease, env: Env, ctx: WaitU
  * failed on. The object routes with this isolate's version of the group; one that does not know
  * it yet is sent the group's config, once.
  */
-export async function route(env: Env, group: ResolvedGroup, chain: number[], exclude: readonly string[], model: string): Promise<RouteDecision | RouteRefusal> {
+export async function route(env: Env, ctx: WaitUntil, group: ResolvedGroup, chain: number[], exclude: readonly string[], model: string): Promise<RouteDecision | RouteRefusal> {
   const released = takePending(group.name);
   const renewing = takeRenewals(group.name);
   const call: RouteCall = { version: group.version, chain, released, renewed: renewing.map((h) => h.renewal), exclude: [...exclude] };
@@ -110,6 +111,7 @@ export async function route(env: Env, group: ResolvedGroup, chain: number[], exc
     // It processed the releases already; the renewals go again, now that it will know their version.
     if (isVersionRefusal(answer)) answer = await stub.route({ ...call, released: [], group });
     if (isVersionRefusal(answer)) throw new Error(`it refused version ${group.version} with the group's config attached`);
+    if (answer.rev > group.rev) fleetBehind(env, ctx);
     return answer;
   } catch (e) {
     requeue(group.name, released);

@@ -1,0 +1,58 @@
+import { CliError } from "./cli-error.ts";
+
+export const DEFAULT_URL = "http://127.0.0.1:8787";
+
+/** The gateway's admin API, as the CLI reaches it: KVGATE_URL and KVGATE_ADMIN_KEY from the environment. */
+export interface AdminClient {
+  url: string;
+  call<T>(method: "GET" | "POST" | "PATCH" | "PUT" | "DELETE", path: string, body?: unknown): Promise<T>;
+}
+
+/** An OpenAI-style error body, as the gateway writes it. */
+interface ErrorBody {
+  error?: { message?: unknown; param?: unknown };
+}
+
+export function adminClient(env: NodeJS.ProcessEnv, fetchImpl: typeof fetch = fetch): AdminClient {
+  const url = (env.KVGATE_URL || DEFAULT_URL).replace(/\/+$/, "");
+  if (!/^https?:\/\//.test(url)) throw new CliError(`KVGATE_URL must be an http(s) URL, not "${url}"`, 2);
+  const key = env.KVGATE_ADMIN_KEY;
+  return {
+    url,
+    async call<T>(method: string, path: string, body?: unknown): Promise<T> {
+      if (!key) throw new CliError("KVGATE_ADMIN_KEY is not set: export the gateway's admin key (npm start prints it on a line of its own)", 2);
+      let res: Response;
+      try {
+        res = await fetchImpl(url + path, {
+          method,
+          headers: { authorization: `Bearer ${key}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
+          body: body === undefined ? undefined : JSON.stringify(body),
+          signal: AbortSignal.timeout(30_000),
+        });
+      } catch (e) {
+        throw new CliError(`cannot reach the gateway at ${url} (${reason(e)}); is it running, and is KVGATE_URL right?`);
+      }
+      const text = await res.text();
+      let parsed: unknown = undefined;
+      try {
+        parsed = text === "" ? undefined : JSON.parse(text);
+      } catch {
+        // Not JSON: said below with the status.
+      }
+      if (!res.ok) {
+        const err = (parsed as ErrorBody | undefined)?.error;
+        const message = typeof err?.message === "string" ? err.message : text.slice(0, 200) || res.statusText;
+        throw new CliError(`${method} ${path}: ${res.status} ${message}`);
+      }
+      if (parsed === undefined) throw new CliError(`${method} ${path}: the gateway answered ${res.status} without a JSON body; is KVGATE_URL a kvgate gateway?`);
+      return parsed as T;
+    },
+  };
+}
+
+function reason(e: unknown): string {
+  const cause = (e as { cause?: { code?: unknown; message?: unknown } }).cause;
+  if (typeof cause?.code === "string") return cause.code;
+  if (typeof cause?.message === "string") return cause.message;
+  return e instanceof Error ? e.message : String(e);
+}

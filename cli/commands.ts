@@ -1,0 +1,193 @@
+import { readFile } from "node:fs/promises";
+import type { DeploymentList, DeploymentRow, FleetStatus, GroupList } from "../src/fleet/admin-api.ts";
+import type { AdminResult } from "../src/fleet/protocol.ts";
+import type { AdminClient } from "./admin-client.ts";
+import { CliError } from "./cli-error.ts";
+import { table } from "./table.ts";
+
+/** The flags a command may be given (all strings as typed; each command checks its own). */
+export interface Flags {
+  group?: string;
+  id?: string;
+  url?: string;
+  model?: string;
+  "max-in-flight"?: string;
+  weight?: string;
+  "api-key-env"?: string;
+  file?: string;
+  wait?: boolean;
+  timeout?: string;
+  json?: boolean;
+}
+
+export interface Io {
+  out(text: string): void;
+  /** Progress lines (never part of --json output). */
+  note(text: string): void;
+  sleep(ms: number): Promise<void>;
+}
+
+type Applied = Extract<AdminResult, { ok: true }>;
+
+export type Command = (api: AdminClient, flags: Flags, io: Io) => Promise<void>;
+
+const enc = encodeURIComponent;
+
+function need(flags: Flags, name: "group" | "id" | "url" | "model" | "file"): string {
+  const v = flags[name];
+  if (v === undefined || v === "") throw new CliError(`--${name} is required`, 2);
+  return v;
+}
+
+function number(flags: Flags, name: "max-in-flight" | "weight" | "timeout", integer: boolean): number | undefined {
+  const v = flags[name];
+  if (v === undefined) return undefined;
+  const n = Number(v);
+  if (v.trim() === "" || !Number.isFinite(n) || (integer && !Number.isInteger(n))) throw new CliError(`--${name} must be ${integer ? "an integer" : "a number"}, not "${v}"`, 2);
+  return n;
+}
+
+const deploymentPath = (f: Flags) => `/admin/v1/groups/${enc(need(f, "group"))}/deployments/${enc(need(f, "id"))}`;
+
+/** What a change did, in a line: its revision, and whether routing follows it already. */
+function said(what: string, r: Applied): string {
+  const routing =
+    r.routing === "applied"
+      ? "routing follows it now"
+      : "routing pending: the group's routing object was not reached; Workers bring the change along with their next request";
+  return `${what} (fleet revision ${r.rev}; ${routing})`;
+}
+
+function show(io: Io, flags: Flags, json: unknown, human: () => string): void {
+  io.out(flags.json ? JSON.stringify(json, null, 2) : human());
+}
+
+function deploymentTable(rows: readonly DeploymentRow[]): string {
+  if (rows.length === 0) return "no deployments";
+  return table(
+    ["ID", "STATE", "IN-FLIGHT", "TAKES", "WEIGHT", "MAX", "BREAKER", "SOURCE", "URL", "MODEL"],
+    rows.map((r) => [
+      r.id,
+      r.state === "draining" && r.drained ? "drained" : r.state,
+      r.inFlight === null ? "-" : String(r.inFlight),
+      r.takesRequests ? "yes" : "no",
+      String(r.weight),
+      String(r.maxInFlight),
+      r.breaker ?? "-",
+      r.source + (r.expiresAt ? ` (ttl to ${r.expiresAt})` : ""),
+      r.url,
+      r.model,
+    ]),
+  );
+}
+
+async function drain(api: AdminClient, flags: Flags, io: Io): Promise<void> {
+  const r = await api.call<Applied>("POST", `${deploymentPath(flags)}/drain`);
+  if (!flags.wait) return show(io, flags, r, () => said(`draining ${flags.id}: it takes no new requests, those in flight finish`, r));
+  if (!flags.json) io.out(said(`draining ${flags.id}: it takes no new requests, those in flight finish`, r));
+  const timeoutS = number(flags, "timeout", false) ?? 600;
+  const until = Date.now() + timeoutS * 1000;
+  let last: number | null = -1;
+  for (;;) {
+    const row = await api.call<DeploymentRow>("GET", deploymentPath(flags));
+    if (row.drained) return show(io, flags, row, () => `${row.id} is drained: nothing in flight, safe to stop`);
+    if (row.inFlight !== last) io.note(`${row.id}: ${row.inFlight ?? "?"} in flight`);
+    last = row.inFlight;
+    if (Date.now() > until) throw new CliError(`${row.id} still has ${row.inFlight ?? "?"} in flight after ${timeoutS} s`);
+    await io.sleep(250);
+  }
+}
+
+function stateChange(verb: "enable" | "disable", what: string): Command {
+  return async (api, flags, io) => {
+    const r = await api.call<Applied>("POST", `${deploymentPath(flags)}/${verb}`);
+    show(io, flags, r, () => said(`${flags.id} ${what}`, r));
+  };
+}
+
+export const COMMANDS: Record<string, Command> = {
+  "deployments list": async (api, flags, io) => {
+    const list = await api.call<DeploymentList>("GET", `/admin/v1/groups/${enc(need(flags, "group"))}/deployments`);
+    show(io, flags, list, () => deploymentTable(list.data));
+  },
+  "deployments add": async (api, flags, io) => {
+    const deployment = {
+      id: need(flags, "id"),
+      baseUrl: need(flags, "url"),
+      model: need(flags, "model"),
+      maxInFlight: number(flags, "max-in-flight", true),
+      weight: number(flags, "weight", false),
+      apiKeyEnv: flags["api-key-env"],
+    };
+    const r = await api.call<Applied>("POST", `/admin/v1/groups/${enc(need(flags, "group"))}/deployments`, deployment);
+    show(io, flags, r, () => said(`added ${deployment.id} to group ${flags.group}`, r));
+  },
+  "deployments update": async (api, flags, io) => {
+    const patch = {
+      baseUrl: flags.url,
+      model: flags.model,
+      maxInFlight: number(flags, "max-in-flight", true),
+      weight: number(flags, "weight", false),
+      apiKeyEnv: flags["api-key-env"],
+    };
+    const r = await api.call<Applied>("PATCH", deploymentPath(flags), patch);
+    show(io, flags, r, () => said(`updated ${flags.id} of group ${flags.group}`, r));
+  },
+  "deployments drain": drain,
+  "deployments enable": stateChange("enable", "takes requests again"),
+  "deployments disable": stateChange("disable", "is disabled: it takes no new requests, those in flight finish"),
+  "deployments remove": async (api, flags, io) => {
+    const r = await api.call<Applied>("DELETE", deploymentPath(flags));
+    show(io, flags, r, () => said(`removed ${flags.id} from group ${flags.group}`, r));
+  },
+  "groups list": async (api, flags, io) => {
+    const list = await api.call<GroupList>("GET", "/admin/v1/groups");
+    show(io, flags, list, () =>
+      list.data.length === 0 ? "no groups" : table(["NAME", "STRATEGY", "DEPLOYMENTS", "REV", "SOURCE", "ALIASES"], list.data.map((g) => [g.name, g.strategy, String(g.deployments), String(g.rev), g.source, g.aliases.join(",")])),
+    );
+  },
+  status: async (api, flags, io) => {
+    const s = await api.call<FleetStatus>("GET", "/admin/v1/status");
+    show(io, flags, s, () =>
+      [
+        `${api.url}: fleet revision ${s.rev}, ${s.groups.length} group(s)`,
+        table(
+          ["GROUP", "DEPLOYMENTS", "TAKING", "IN-FLIGHT", "REV", "ROUTING"],
+          s.groups.map((g) => [g.name, String(g.deployments), String(g.takingRequests), String(g.inFlight), String(g.rev), g.routingRev === null ? "unreachable" : g.routingRev >= g.rev ? "current" : `at ${g.routingRev}`]),
+        ),
+      ].join("\n"),
+    );
+  },
+  "fleet export": async (api, _flags, io) => {
+    // Always JSON: it is the input of `fleet apply`.
+    io.out(JSON.stringify(await api.call("GET", "/admin/v1/fleet"), null, 2));
+  },
+  "fleet apply": async (api, flags, io) => {
+    const file = need(flags, "file");
+    let body: unknown;
+    try {
+      body = JSON.parse(await readFile(file, "utf8"));
+    } catch (e) {
+      throw new CliError(`cannot read ${file} as JSON: ${(e as Error).message.split("\n")[0]}`, 2);
+    }
+    const r = await api.call<Applied>("PUT", "/admin/v1/fleet", body);
+    show(io, flags, r, () => said(`applied ${file}: ${r.changed.length} group(s) changed, ${r.removed.length} removed`, r));
+  },
+};
+
+export const USAGE = `usage: npx kvgate <command> [flags] [--json]
+
+  deployments list    --group G
+  deployments add     --group G --id ID --url URL --model M [--max-in-flight N] [--weight W] [--api-key-env NAME]
+  deployments update  --group G --id ID [--url URL] [--model M] [--max-in-flight N] [--weight W]
+  deployments drain   --group G --id ID [--wait [--timeout S]]
+  deployments enable  --group G --id ID
+  deployments disable --group G --id ID
+  deployments remove  --group G --id ID
+  groups list
+  status
+  fleet export                      the fleet as JSON (the input of fleet apply)
+  fleet apply --file F              replace the whole fleet with F's {"modelGroups": [...]}
+
+environment: KVGATE_URL (default http://127.0.0.1:8787), KVGATE_ADMIN_KEY (the gateway's admin key)
+--json prints the admin API's answer as JSON.`;

@@ -1,0 +1,103 @@
+import { DurableObject } from "cloudflare:workers";
+import { parseConfig } from "../src/config/load.ts";
+import { applyCommand } from "../src/fleet/apply.ts";
+import type { AdminCommand, AdminResult, FleetRegistryRpc, FleetSnapshot } from "../src/fleet/protocol.ts";
+import { FleetRegistry as Fleet, RegistryError, type Change, type GroupRecord } from "../src/fleet/registry.ts";
+import type { ModelGroupRpc } from "../src/routing/protocol.ts";
+
+/** What the registry needs of its environment: the config (for its seed) and the groups' routing objects. */
+export interface RegistryEnv {
+  KVGATE_CONFIG?: unknown;
+  MODEL_GROUP: DurableObjectNamespace<ModelGroupRpc & Rpc.DurableObjectBranded>;
+}
+
+/**
+ * The fleet registry: one object for the gateway, holding every model group and deployment in
+ * its SQLite storage (one row per group, so a write is one group's), seeded from the config.
+ * It is off the request path: Workers read a snapshot once per isolate and again when a routing
+ * object tells them their version is behind. A change is pushed to the group's routing object
+ * before the command is answered, so it holds for new requests from then on.
+ */
+export class FleetRegistry extends DurableObject<RegistryEnv> implements FleetRegistryRpc {
+  private readonly fleet = new Fleet();
+  private readonly sql: SqlStorage;
+
+  constructor(ctx: DurableObjectState, env: RegistryEnv) {
+    super(ctx, env);
+    this.sql = ctx.storage.sql;
+    this.sql.exec("CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL)");
+    this.sql.exec("CREATE TABLE IF NOT EXISTS groups (name TEXT PRIMARY KEY, record TEXT NOT NULL, pos INTEGER NOT NULL)");
+    const meta = new Map(this.sql.exec<{ k: string; v: string }>("SELECT k, v FROM meta").toArray().map((r) => [r.k, r.v]));
+    const groups = this.sql.exec<{ record: string }>("SELECT record FROM groups ORDER BY pos").toArray().map((r) => JSON.parse(r.record) as GroupRecord);
+    this.fleet.load(Number(meta.get("rev") ?? 0), meta.get("seed") ?? null, groups);
+    this.seedFromConfig();
+  }
+
+  snapshot(): FleetSnapshot {
+    return { rev: this.fleet.rev, groups: this.fleet.snapshot() };
+  }
+
+  records(): { rev: number; groups: GroupRecord[] } {
+    return { rev: this.fleet.rev, groups: this.fleet.names().map((n) => this.fleet.group(n) as GroupRecord) };
+  }
+
+  async command(cmd: AdminCommand): Promise<AdminResult> {
+    let change: Change;
+    try {
+      change = applyCommand(this.fleet, cmd, Date.now());
+    } catch (e) {
+      if (!(e instanceof RegistryError)) throw e;
+      return { ok: false, status: e.status, code: e.code, message: e.message, param: e.param };
+    }
+    this.persist();
+    const routing = await this.push(change);
+    return { ok: true, rev: this.fleet.rev, ...change, routing };
+  }
+
+  override async alarm(): Promise<void> {
+    const change = this.fleet.expire(Date.now());
+    this.persist();
+    await this.push(change);
+  }
+
+  /** The config's groups, when they are not the seed taken last (a deploy changed them). */
+  private seedFromConfig(): void {
+    const parsed = parseConfig(this.env.KVGATE_CONFIG);
+    if (!parsed.ok) return; // The Worker answers every request with the config's error.
+    try {
+      this.fleet.seed(parsed.config.seed);
+    } catch (e) {
+      if (!(e instanceof RegistryError)) throw e;
+      console.error(`kvgate: the config's modelGroups were not seeded into the fleet registry: ${e.message}`);
+      return;
+    }
+    this.persist();
+  }
+
+  /** Writes what changed in one transaction, and sets the alarm for the next heartbeat expiry. */
+  private persist(): void {
+    const w = this.fleet.takeWrites();
+    const order = new Map(this.fleet.names().map((n, i) => [n, i]));
+    this.ctx.storage.transactionSync(() => {
+      this.sql.exec("INSERT OR REPLACE INTO meta (k, v) VALUES ('rev', ?)", String(w.rev));
+      if (w.seedHash !== null) this.sql.exec("INSERT OR REPLACE INTO meta (k, v) VALUES ('seed', ?)", w.seedHash);
+      for (const g of w.put) this.sql.exec("INSERT OR REPLACE INTO groups (name, record, pos) VALUES (?, ?, ?)", g.settings.name, JSON.stringify(g), order.get(g.settings.name) ?? 0);
+      for (const n of w.deleted) this.sql.exec("DELETE FROM groups WHERE name = ?", n);
+    });
+    const wake = this.fleet.nextWake();
+    if (wake !== null) void this.ctx.storage.setAlarm(Math.ceil(wake));
+  }
+
+  /** Hands each changed group to its routing object; "pending" when one could not be reached. */
+  private async push(change: Change): Promise<"applied" | "pending"> {
+    const ns = this.env.MODEL_GROUP;
+    const calls = [
+      ...change.changed.map((n) => ns.getByName(n).install(this.fleet.resolved(n) as NonNullable<ReturnType<Fleet["resolved"]>>)),
+      ...change.removed.map((n) => ns.getByName(n).retire(this.fleet.rev)),
+    ];
+    const results = await Promise.allSettled(calls);
+    const failed = results.filter((r) => r.status === "rejected");
+    for (const f of failed) console.error(`kvgate: pushing a fleet change to a routing object failed: ${String((f as PromiseRejectedResult).reason)}`);
+    return failed.length === 0 ? "applied" : "pending";
+  }
+}

@@ -1,0 +1,106 @@
+import type { DeploymentConfig, GroupSettings } from "./schema.ts";
+import { groupVersion } from "./version.ts";
+
+/** What the operator says of a deployment: active takes requests; draining and disabled take none (in-flight ones finish). */
+export const DEPLOYMENT_STATES = ["active", "draining", "disabled"] as const;
+export type DeploymentState = (typeof DEPLOYMENT_STATES)[number];
+
+export interface ResolvedDeployment {
+  id: string;
+  baseUrl: string;
+  model: string;
+  apiKeyEnv: string | undefined;
+  maxInFlight: number;
+  kvCapacityBlocks: number;
+  prefillTokensPerSec: number;
+  weight: number;
+  state: DeploymentState;
+  /** Names only (a binding, secrets): the fetcher and the header values are read from env by the Worker (src/config/upstream-access.ts). */
+  binding?: string | undefined;
+  headersFromEnv?: Record<string, string> | undefined;
+}
+
+export interface ResolvedGroup extends GroupSettings {
+  deployments: ResolvedDeployment[];
+  /** Hash of everything above (src/config/version.ts): what the Worker and the group's Durable Object agree on. */
+  version: string;
+  /**
+   * The fleet registry's revision at this group's last change (0 outside the registry): of the
+   * versions an object knows, the highest revision's says which servers take new requests.
+   */
+  rev: number;
+}
+
+/** A deployment's id: given, or its base URL's host. */
+export function deploymentId(d: Pick<DeploymentConfig, "id" | "baseUrl">): string {
+  return d.id ?? new URL(d.baseUrl).host;
+}
+
+export function resolveDeployment(d: DeploymentConfig, state: DeploymentState): ResolvedDeployment {
+  return {
+    id: deploymentId(d),
+    baseUrl: d.baseUrl.replace(/\/+$/, ""),
+    model: d.model,
+    apiKeyEnv: d.apiKeyEnv,
+    maxInFlight: d.maxInFlight,
+    kvCapacityBlocks: d.kvCapacityBlocks,
+    prefillTokensPerSec: d.prefillTokensPerSec,
+    weight: d.weight,
+    state,
+    binding: d.binding,
+    headersFromEnv: d.headersFromEnv,
+  };
+}
+
+export function resolveGroup(settings: GroupSettings, deployments: ResolvedDeployment[], rev: number): ResolvedGroup {
+  const settled = { ...settings, deployments };
+  return { ...settled, version: groupVersion(settled), rev };
+}
+
+/** A fleet-wide rule a set of groups breaks: the field (as a path) and why. */
+export interface FleetProblem {
+  field: string;
+  message: string;
+}
+
+interface GroupShape {
+  name: string;
+  aliases: readonly string[];
+  fallbacks: readonly string[];
+  deployments: readonly Pick<DeploymentConfig, "id" | "baseUrl">[];
+}
+
+/**
+ * The rules no single group can check: names and aliases unique across groups, deployment ids
+ * unique in a group, fallbacks naming other groups. One place, for the config and the registry.
+ */
+export function fleetProblems(groups: readonly GroupShape[], where = "modelGroups"): FleetProblem[] {
+  const out: FleetProblem[] = [];
+  const owner = new Map<string, number>();
+  for (const [gi, g] of groups.entries()) {
+    const ids = new Set<string>();
+    for (const [di, d] of g.deployments.entries()) {
+      const id = deploymentId(d);
+      if (ids.has(id)) out.push({ field: `${where}[${gi}].deployments[${di}].id`, message: `"${id}" is used twice in the group (set distinct ids)` });
+      ids.add(id);
+    }
+    for (const [ni, modelName] of [g.name, ...g.aliases].entries()) {
+      if (owner.has(modelName) && owner.get(modelName) !== gi) {
+        const field = ni === 0 ? `${where}[${gi}].name` : `${where}[${gi}].aliases[${ni - 1}]`;
+        out.push({ field, message: `"${modelName}" is already the name or alias of another group` });
+      } else {
+        owner.set(modelName, gi);
+      }
+    }
+  }
+  const names = new Set(groups.map((g) => g.name));
+  for (const [gi, g] of groups.entries()) {
+    for (const [fi, f] of g.fallbacks.entries()) {
+      if (f === g.name || !names.has(f)) {
+        const why = f === g.name ? "is the group itself" : "names no group";
+        out.push({ field: `${where}[${gi}].fallbacks[${fi}]`, message: `"${f}" ${why}` });
+      }
+    }
+  }
+  return out;
+}

@@ -1,0 +1,59 @@
+import type { DeploymentRecord } from "./registry.ts";
+
+/** The admin API's answers, as the Worker writes them and the CLI reads them. */
+
+export interface DeploymentRow {
+  id: string;
+  url: string;
+  model: string;
+  state: DeploymentRecord["state"];
+  source: DeploymentRecord["source"];
+  weight: number;
+  maxInFlight: number;
+  /** A registered server: when its heartbeat TTL runs out, and when it goes once it has. */
+  expiresAt: string | null;
+  removeAt: string | null;
+  /** From the routing object; null before it has seen the deployment. */
+  inFlight: number | null;
+  takesRequests: boolean;
+  /** Not taking requests and nothing in flight: safe to stop. */
+  drained: boolean;
+  breaker: string | null;
+}
+
+export interface DeploymentList {
+  object: "list";
+  group: string;
+  rev: number;
+  data: DeploymentRow[];
+}
+
+export interface GroupRow {
+  name: string;
+  aliases: string[];
+  strategy: string;
+  rev: number;
+  source: DeploymentRecord["source"];
+  deployments: number;
+}
+
+export interface GroupList {
+  object: "list";
+  rev: number;
+  data: GroupRow[];
+}
+
+export interface StatusGroup {
+  name: string;
+  /** The registry's revision of the group, and the newest its routing object has (null: unreachable). */
+  rev: number;
+  routingRev: number | null;
+  deployments: number;
+  takingRequests: number;
+  inFlight: number;
+}
+
+export interface FleetStatus {
+  rev: number;
+  groups: StatusGroup[];
+}

@@ -1,0 +1,39 @@
+import * as z from "zod/mini";
+import { DEPLOYMENT_STATES } from "../config/resolve.ts";
+import { DeploymentSchema, GroupSettingsSchema, ModelGroupSchema } from "../config/schema.ts";
+
+/**
+ * What the admin API and heartbeats may ask of the fleet registry. Each input is checked whole
+ * against these before anything changes, so a bad one changes nothing.
+ */
+
+/** A deployment added through the API names itself: an id is what drain, remove and the CLI address it by. */
+export const NewDeploymentSchema = z.extend(DeploymentSchema, { id: z.string().check(z.minLength(1), z.maxLength(256)) });
+
+/** What an update may change of a deployment (not its id); its state through drain, enable and disable. */
+export const DeploymentPatchSchema = z.partial(z.omit(DeploymentSchema, { id: true }));
+
+/** What an update may change of a group's settings (not its name). */
+export const GroupPatchSchema = z.partial(z.omit(GroupSettingsSchema, { name: true }));
+
+export const FleetSchema = z.strictObject({ modelGroups: z.array(ModelGroupSchema) });
+
+/** Heartbeats come at least this often for a TTL: a TTL shorter than the interval would flap. */
+export const HEARTBEAT_TTL_S = { min: 1, max: 3600, default: 30 } as const;
+
+/**
+ * A GPU server registering itself, again every few seconds: it takes requests while its
+ * heartbeats come; a missed TTL drains it, and a second TTL without one removes it.
+ */
+export const HeartbeatSchema = z.strictObject({
+  group: z.string().check(z.minLength(1), z.maxLength(256)),
+  ...NewDeploymentSchema.shape,
+  ttlSeconds: z._default(z.number().check(z.int(), z.minimum(HEARTBEAT_TTL_S.min), z.maximum(HEARTBEAT_TTL_S.max)), HEARTBEAT_TTL_S.default),
+});
+
+export type NewDeployment = z.output<typeof NewDeploymentSchema>;
+export type DeploymentPatch = z.output<typeof DeploymentPatchSchema>;
+export type GroupPatch = z.output<typeof GroupPatchSchema>;
+export type Heartbeat = z.output<typeof HeartbeatSchema>;
+
+export const StateSchema = z.enum(DEPLOYMENT_STATES);

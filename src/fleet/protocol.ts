@@ -1,0 +1,40 @@
+import type { ResolvedGroup } from "../config/resolve.ts";
+import type { DeploymentRecord, GroupRecord } from "./registry.ts";
+
+/** What the Worker and the fleet registry's Durable Object say to each other. */
+
+export interface FleetSnapshot {
+  /** The registry's revision: every group's `rev` is at most this. */
+  rev: number;
+  groups: ResolvedGroup[];
+}
+
+/** A command of the admin API, checked by the Worker against src/fleet/commands.ts before it is sent. */
+export type AdminCommand =
+  | { op: "replace"; modelGroups: unknown }
+  | { op: "add-group"; group: unknown }
+  | { op: "update-group"; group: string; patch: unknown }
+  | { op: "remove-group"; group: string }
+  | { op: "add-deployment"; group: string; deployment: unknown }
+  | { op: "update-deployment"; group: string; id: string; patch: unknown }
+  | { op: "set-state"; group: string; id: string; state: unknown }
+  | { op: "remove-deployment"; group: string; id: string }
+  | { op: "heartbeat"; heartbeat: unknown };
+
+/**
+ * The answer to a command. `routing`: "applied" when every changed group's routing object took
+ * the change before this answer (it is then in effect for every new request), "pending" when one
+ * could not be reached (its Workers bring the change along with their next call).
+ */
+export type AdminResult =
+  | { ok: true; rev: number; changed: string[]; removed: string[]; routing: "applied" | "pending" }
+  | { ok: false; status: 400 | 404 | 409; code: string; message: string; param: string | null };
+
+export interface FleetRegistryRpc {
+  snapshot(): FleetSnapshot;
+  /** The registry's own records: sources, states and heartbeat expiries, for the admin API. */
+  records(): { rev: number; groups: GroupRecord[] };
+  command(cmd: AdminCommand): Promise<AdminResult>;
+}
+
+export type { DeploymentRecord, GroupRecord };

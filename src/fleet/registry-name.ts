@@ -1,0 +1,2 @@
+/** The name of the gateway's one fleet registry object. */
+export const REGISTRY_NAME = "fleet";

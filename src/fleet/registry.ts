@@ -1,0 +1,334 @@
+import { fnv1a64 } from "../fnv64.ts";
+import { deploymentId, fleetProblems, resolveDeployment, resolveGroup, type DeploymentState, type ResolvedGroup } from "../config/resolve.ts";
+import { MAX_DEPLOYMENTS, type DeploymentConfig, type GroupSettings, type ModelGroupConfig } from "../config/schema.ts";
+import type { DeploymentPatch, GroupPatch, Heartbeat, NewDeployment } from "./commands.ts";
+
+/** Who put a deployment or group there: the config's seed, the admin API, or a server's heartbeats. */
+export type Source = "config" | "admin" | "heartbeat";
+
+export interface DeploymentRecord {
+  spec: DeploymentConfig & { id: string };
+  state: DeploymentState;
+  source: Source;
+  /** A registered server: when its TTL runs out unless a heartbeat renews it (epoch ms). */
+  expiresAt: number | null;
+  /** A registered server past its TTL, draining: when it goes. */
+  removeAt: number | null;
+  ttlMs: number | null;
+}
+
+export interface GroupRecord {
+  settings: GroupSettings;
+  source: Source;
+  /** The registry's revision at this group's last change. */
+  rev: number;
+  deployments: DeploymentRecord[];
+}
+
+/** A refused command: an OpenAI-style error's status, code, message and the field it names. */
+export class RegistryError extends Error {
+  readonly status: 400 | 404 | 409;
+  readonly code: string;
+  readonly param: string | null;
+
+  constructor(status: 400 | 404 | 409, code: string, message: string, param: string | null = null) {
+    super(message);
+    this.status = status;
+    this.code = code;
+    this.param = param;
+  }
+}
+
+/** Groups whose routing changed (to push to their objects), and groups that went. */
+export interface Change {
+  changed: string[];
+  removed: string[];
+}
+
+const NONE: Change = { changed: [], removed: [] };
+
+/**
+ * The fleet: model groups and their deployments, with what the operator and the servers said of
+ * them. Pure: the registry's Durable Object persists what `takeWrites` hands it and pushes each
+ * changed group to its routing object. Every command is checked against the whole fleet it would
+ * make before it replaces the fleet, so a refused one leaves nothing half-applied.
+ */
+export class FleetRegistry {
+  private groups = new Map<string, GroupRecord>();
+  rev = 0;
+  seedHash: string | null = null;
+  private dirty = new Set<string>();
+  private gone = new Set<string>();
+  private resolvedCache = new Map<string, ResolvedGroup>();
+
+  /** Restores what `takeWrites` handed out before. */
+  load(rev: number, seedHash: string | null, groups: readonly GroupRecord[]): void {
+    this.rev = rev;
+    this.seedHash = seedHash;
+    this.groups = new Map(groups.map((g) => [g.settings.name, g]));
+    this.resolvedCache.clear();
+  }
+
+  /** Group names in the order they were added. */
+  names(): string[] {
+    return [...this.groups.keys()];
+  }
+
+  group(name: string): GroupRecord | undefined {
+    return this.groups.get(name);
+  }
+
+  /** The group as the Worker and its routing object use it. */
+  resolved(name: string): ResolvedGroup | undefined {
+    const cached = this.resolvedCache.get(name);
+    if (cached) return cached;
+    const g = this.groups.get(name);
+    if (!g) return undefined;
+    const r = resolveGroup(
+      g.settings,
+      g.deployments.map((d) => resolveDeployment(d.spec, d.state)),
+      g.rev,
+    );
+    this.resolvedCache.set(name, r);
+    return r;
+  }
+
+  snapshot(): ResolvedGroup[] {
+    return this.names().map((n) => this.resolved(n) as ResolvedGroup);
+  }
+
+  /** The fleet in the config's shape (what `PUT /admin/v1/fleet` takes back). */
+  exported(): ModelGroupConfig[] {
+    return [...this.groups.values()].map((g) => ({ ...g.settings, deployments: g.deployments.map((d) => d.spec) }));
+  }
+
+  /**
+   * The config's groups, when they differ from the seed taken last: a seed group's settings and
+   * its config deployments become the seed's (an operator's drain of one that stays is kept);
+   * deployments the API or heartbeats added stay, and so does a group that still has some.
+   */
+  seed(groups: readonly ModelGroupConfig[]): Change {
+    const hash = fnv1a64(JSON.stringify(groups));
+    if (hash === this.seedHash) return NONE;
+    const next = this.copy();
+    const seeded = new Set(groups.map((g) => g.name));
+    for (const [name, g] of next) {
+      if (seeded.has(name) || g.source !== "config") continue;
+      g.deployments = g.deployments.filter((d) => d.source !== "config");
+      if (g.deployments.length === 0) next.delete(name);
+    }
+    for (const { deployments, ...settings } of groups) {
+      const before = next.get(settings.name);
+      const kept = before ? before.deployments.filter((d) => d.source !== "config" && !deployments.some((s) => deploymentId(s) === d.spec.id)) : [];
+      const fromSeed = deployments.map((spec): DeploymentRecord => {
+        const id = deploymentId(spec);
+        const was = before?.deployments.find((d) => d.spec.id === id && d.source === "config");
+        return { spec: { ...spec, id }, state: was?.state ?? "active", source: "config", expiresAt: null, removeAt: null, ttlMs: null };
+      });
+      next.set(settings.name, { settings, source: before?.source ?? "config", rev: before?.rev ?? 0, deployments: [...fromSeed, ...kept] });
+    }
+    const change = this.commit(next, "modelGroups");
+    this.seedHash = hash;
+    return change;
+  }
+
+  /** Replaces the whole fleet (the API's `PUT /admin/v1/fleet`). */
+  replace(groups: readonly ModelGroupConfig[]): Change {
+    const next = new Map<string, GroupRecord>();
+    for (const { deployments, ...settings } of groups) {
+      if (next.has(settings.name)) throw new RegistryError(400, "invalid_value", `group "${settings.name}" is listed twice`, "modelGroups");
+      next.set(settings.name, { settings, source: "admin", rev: 0, deployments: deployments.map((spec) => adminRecord({ ...spec, id: deploymentId(spec) })) });
+    }
+    return this.commit(next, "modelGroups");
+  }
+
+  addGroup(group: ModelGroupConfig): Change {
+    if (this.groups.has(group.name)) throw new RegistryError(409, "group_exists", `group "${group.name}" already exists`, "name");
+    const { deployments, ...settings } = group;
+    const next = this.copy();
+    next.set(group.name, { settings, source: "admin", rev: 0, deployments: deployments.map((spec) => adminRecord({ ...spec, id: deploymentId(spec) })) });
+    return this.commit(next);
+  }
+
+  updateGroup(name: string, patch: GroupPatch): Change {
+    const next = this.copy();
+    const g = this.need(next, name);
+    g.settings = { ...g.settings, ...patch };
+    return this.commit(next);
+  }
+
+  removeGroup(name: string): Change {
+    const next = this.copy();
+    this.need(next, name);
+    next.delete(name);
+    return this.commit(next);
+  }
+
+  addDeployment(group: string, spec: NewDeployment): Change {
+    const next = this.copy();
+    const g = this.need(next, group);
+    if (g.deployments.some((d) => d.spec.id === spec.id)) throw new RegistryError(409, "deployment_exists", `deployment "${spec.id}" already exists in group "${group}"`, "id");
+    g.deployments.push(adminRecord(spec));
+    return this.commit(next);
+  }
+
+  updateDeployment(group: string, id: string, patch: DeploymentPatch): Change {
+    const next = this.copy();
+    const d = this.needDeployment(next, group, id);
+    d.spec = { ...d.spec, ...patch };
+    return this.commit(next);
+  }
+
+  setState(group: string, id: string, state: DeploymentState): Change {
+    const next = this.copy();
+    const d = this.needDeployment(next, group, id);
+    if (d.state === state) return NONE;
+    d.state = state;
+    // An operator's word outlasts a registration: a server enabled again is no longer on its way out.
+    d.removeAt = null;
+    return this.commit(next);
+  }
+
+  removeDeployment(group: string, id: string): Change {
+    const next = this.copy();
+    const g = this.need(next, group);
+    this.needDeployment(next, group, id);
+    g.deployments = g.deployments.filter((d) => d.spec.id !== id);
+    return this.commit(next);
+  }
+
+  /**
+   * A server's registration or its renewal. A renewal that changes nothing routing sees only
+   * moves its expiry: no new revision, nothing pushed.
+   */
+  heartbeat(h: Heartbeat, now: number): Change {
+    const { group, ttlSeconds, ...spec } = h;
+    const next = this.copy();
+    const g = this.need(next, group);
+    const ttlMs = ttlSeconds * 1000;
+    const at = g.deployments.findIndex((d) => d.spec.id === spec.id);
+    const was = g.deployments[at];
+    if (was && was.source !== "heartbeat") {
+      throw new RegistryError(409, "deployment_exists", `deployment "${spec.id}" of group "${group}" was added by ${was.source === "config" ? "the config" : "the admin API"}; heartbeats renew only servers that registered themselves`, "id");
+    }
+    const record: DeploymentRecord = { spec, state: was?.state === "disabled" ? "disabled" : "active", source: "heartbeat", expiresAt: now + ttlMs, removeAt: null, ttlMs };
+    if (was && was.state === record.state && JSON.stringify(was.spec) === JSON.stringify(spec)) {
+      const live = this.groups.get(group)?.deployments[at] as DeploymentRecord;
+      live.expiresAt = record.expiresAt;
+      live.removeAt = null;
+      live.ttlMs = ttlMs;
+      this.dirty.add(group);
+      return NONE;
+    }
+    if (was) g.deployments[at] = record;
+    else g.deployments.push(record);
+    return this.commit(next);
+  }
+
+  /** Registered servers past their TTL drain; a TTL later they go. */
+  expire(now: number): Change {
+    const next = this.copy();
+    let any = false;
+    for (const g of next.values()) {
+      const before = g.deployments.length;
+      g.deployments = g.deployments.filter((d) => d.removeAt === null || d.removeAt > now);
+      if (g.deployments.length !== before) any = true;
+      for (const d of g.deployments) {
+        if (d.expiresAt === null || d.expiresAt > now || d.removeAt !== null) continue;
+        if (d.state === "active") d.state = "draining";
+        d.removeAt = d.expiresAt + (d.ttlMs ?? 0);
+        any = true;
+      }
+    }
+    return any ? this.commit(next) : NONE;
+  }
+
+  /** When `expire` next has something to do. */
+  nextWake(): number | null {
+    let at: number | null = null;
+    for (const g of this.groups.values()) {
+      for (const d of g.deployments) {
+        const due = d.removeAt ?? d.expiresAt;
+        if (due !== null && (at === null || due < at)) at = due;
+      }
+    }
+    return at;
+  }
+
+  /** Groups to write and to delete since the last call, with the registry's revision. */
+  takeWrites(): { rev: number; seedHash: string | null; put: GroupRecord[]; deleted: string[] } {
+    const put = [...this.dirty].flatMap((n) => this.groups.get(n) ?? []);
+    const deleted = [...this.gone];
+    this.dirty.clear();
+    this.gone.clear();
+    return { rev: this.rev, seedHash: this.seedHash, put, deleted };
+  }
+
+  /** A deep enough copy to change: the groups, their deployment lists and records. */
+  private copy(): Map<string, GroupRecord> {
+    return new Map([...this.groups].map(([n, g]) => [n, { ...g, deployments: g.deployments.map((d) => ({ ...d })) }]));
+  }
+
+  private need(fleet: Map<string, GroupRecord>, name: string): GroupRecord {
+    const g = fleet.get(name);
+    if (!g) throw new RegistryError(404, "group_not_found", `no group "${name}" in the fleet`, "group");
+    return g;
+  }
+
+  private needDeployment(fleet: Map<string, GroupRecord>, group: string, id: string): DeploymentRecord {
+    const d = this.need(fleet, group).deployments.find((x) => x.spec.id === id);
+    if (!d) throw new RegistryError(404, "deployment_not_found", `no deployment "${id}" in group "${group}"`, "id");
+    return d;
+  }
+
+  /**
+   * Checks the fleet `next` as a whole and, when it holds, makes it the registry's: each group
+   * whose routing changed gets the next revision.
+   */
+  private commit(next: Map<string, GroupRecord>, where = "groups"): Change {
+    const list = [...next.values()];
+    const shapes = list.map((g) => ({ ...g.settings, deployments: g.deployments.map((d) => d.spec) }));
+    const problem = fleetProblems(shapes, where)[0];
+    if (problem) throw new RegistryError(problem.message.includes("already") || problem.message.includes("twice") ? 409 : 400, "invalid_fleet", `${problem.field} ${problem.message}`, problem.field);
+    const tooMany = list.find((g) => g.deployments.length > MAX_DEPLOYMENTS);
+    if (tooMany) throw new RegistryError(400, "too_many_deployments", `group "${tooMany.settings.name}" would have more than ${MAX_DEPLOYMENTS} deployments`, "deployments");
+    const changed: string[] = [];
+    const rev = this.rev + 1;
+    for (const g of list) {
+      const name = g.settings.name;
+      const before = this.groups.get(name);
+      if (before && sameRouting(before, g)) {
+        g.rev = before.rev;
+        if (!sameRecords(before, g)) this.dirty.add(name);
+        continue;
+      }
+      g.rev = rev;
+      changed.push(name);
+      this.dirty.add(name);
+      this.resolvedCache.delete(name);
+    }
+    const removed = [...this.groups.keys()].filter((n) => !next.has(n));
+    for (const n of removed) {
+      this.gone.add(n);
+      this.dirty.delete(n);
+      this.resolvedCache.delete(n);
+    }
+    if (changed.length + removed.length > 0) this.rev = rev;
+    this.groups = next;
+    return { changed, removed };
+  }
+}
+
+function adminRecord(spec: DeploymentConfig & { id: string }): DeploymentRecord {
+  return { spec, state: "active", source: "admin", expiresAt: null, removeAt: null, ttlMs: null };
+}
+
+/** What the Worker and the routing object see of a group: its settings, and its deployments with their states. */
+function sameRouting(a: GroupRecord, b: GroupRecord): boolean {
+  const view = (g: GroupRecord) => JSON.stringify([g.settings, g.deployments.map((d) => [d.spec, d.state])]);
+  return view(a) === view(b);
+}
+
+function sameRecords(a: GroupRecord, b: GroupRecord): boolean {
+  return a.source === b.source && JSON.stringify(a.deployments) === JSON.stringify(b.deployments);
+}

@@ -1,0 +1,149 @@
+import { describe, expect, it } from "vitest";
+import { ModelGroupSchema, type ModelGroupConfig } from "../../src/config/schema.ts";
+import { applyCommand } from "../../src/fleet/apply.ts";
+import { FleetRegistry, RegistryError } from "../../src/fleet/registry.ts";
+
+const group = (name: string, ids: string[], extra: Record<string, unknown> = {}): ModelGroupConfig =>
+  ModelGroupSchema.parse({ name, deployments: ids.map((id, i) => ({ id, baseUrl: `http://10.0.0.${i + 1}:8000`, model: "m" })), ...extra });
+
+function seeded(...groups: ModelGroupConfig[]): FleetRegistry {
+  const r = new FleetRegistry();
+  r.seed(groups);
+  r.takeWrites();
+  return r;
+}
+
+const states = (r: FleetRegistry, g: string) => Object.fromEntries((r.resolved(g)?.deployments ?? []).map((d) => [d.id, d.state]));
+
+function refused(f: () => unknown): RegistryError {
+  try {
+    f();
+  } catch (e) {
+    if (e instanceof RegistryError) return e;
+    throw e;
+  }
+  throw new Error("the command was not refused");
+}
+
+describe("FleetRegistry", () => {
+  it("takes the config's seed once, and again only when it changes", () => {
+    const r = new FleetRegistry();
+    expect(r.seed([group("a", ["a1", "a2"])])).toEqual({ changed: ["a"], removed: [] });
+    expect(r.rev).toBe(1);
+    expect(r.seed([group("a", ["a1", "a2"])])).toEqual({ changed: [], removed: [] });
+    expect(r.rev).toBe(1);
+  });
+
+  it("a new seed replaces the config's deployments and keeps those the API and heartbeats added, and an operator's drain", () => {
+    const r = seeded(group("a", ["a1", "a2"]));
+    applyCommand(r, { op: "add-deployment", group: "a", deployment: { id: "x", baseUrl: "http://10.0.1.1:8000", model: "m" } }, 0);
+    applyCommand(r, { op: "set-state", group: "a", id: "a2", state: "draining" }, 0);
+    r.seed([group("a", ["a2", "a3"])]);
+    expect(states(r, "a")).toEqual({ a2: "draining", a3: "active", x: "active" });
+  });
+
+  it("a change gets the next revision and names the groups whose routing changed; an unchanged one keeps its revision", () => {
+    const r = seeded(group("a", ["a1"]), group("b", ["b1"]));
+    const change = applyCommand(r, { op: "set-state", group: "a", id: "a1", state: "draining" }, 0);
+    expect(change).toEqual({ changed: ["a"], removed: [] });
+    expect(r.resolved("a")?.rev).toBe(2);
+    expect(r.resolved("b")?.rev).toBe(1);
+    // The same state again changes nothing.
+    expect(applyCommand(r, { op: "set-state", group: "a", id: "a1", state: "draining" }, 0)).toEqual({ changed: [], removed: [] });
+    expect(r.rev).toBe(2);
+  });
+
+  it("a version is the group's content: drained and enabled again, it is the version it was, at a later revision", () => {
+    const r = seeded(group("a", ["a1", "a2"]));
+    const before = r.resolved("a");
+    applyCommand(r, { op: "set-state", group: "a", id: "a1", state: "draining" }, 0);
+    expect(r.resolved("a")?.version).not.toBe(before?.version);
+    applyCommand(r, { op: "set-state", group: "a", id: "a1", state: "active" }, 0);
+    expect(r.resolved("a")?.version).toBe(before?.version);
+    expect(r.resolved("a")?.rev).toBe(3);
+  });
+
+  it.each([
+    ["an unknown group", { op: "add-deployment", group: "zz", deployment: { id: "x", baseUrl: "http://h:1", model: "m" } }, 404, "group_not_found"],
+    ["an id used already", { op: "add-deployment", group: "a", deployment: { id: "a1", baseUrl: "http://h:1", model: "m" } }, 409, "deployment_exists"],
+    ["a deployment without an id", { op: "add-deployment", group: "a", deployment: { baseUrl: "http://h:1", model: "m" } }, 400, "invalid_value"],
+    ["a URL with credentials", { op: "add-deployment", group: "a", deployment: { id: "x", baseUrl: "http://u:p@h:1", model: "m" } }, 400, "invalid_value"],
+    ["an unknown field", { op: "update-deployment", group: "a", id: "a1", patch: { maxInflight: 3 } }, 400, "invalid_value"],
+    ["an empty update", { op: "update-deployment", group: "a", id: "a1", patch: {} }, 400, "invalid_value"],
+    ["an unknown state", { op: "set-state", group: "a", id: "a1", state: "paused" }, 400, "invalid_value"],
+    ["an alias another group has", { op: "update-group", group: "b", patch: { aliases: ["a"] } }, 409, "invalid_fleet"],
+    ["a group others fall back to", { op: "remove-group", group: "b" }, 400, "invalid_fleet"],
+    ["a heartbeat for a deployment the API added", { op: "heartbeat", heartbeat: { group: "a", id: "a1", baseUrl: "http://h:1", model: "m" } }, 409, "deployment_exists"],
+    ["a heartbeat TTL of 0", { op: "heartbeat", heartbeat: { group: "a", id: "h", baseUrl: "http://h:1", model: "m", ttlSeconds: 0 } }, 400, "invalid_value"],
+  ] as const)("refuses %s, and changes nothing", (_what, cmd, status, code) => {
+    const r = seeded(group("a", ["a1"], { fallbacks: ["b"] }), group("b", ["b1"]));
+    applyCommand(r, { op: "add-deployment", group: "a", deployment: { id: "x", baseUrl: "http://10.0.1.1:8000", model: "m" } }, 0);
+    r.takeWrites();
+    const before = JSON.stringify(r.snapshot());
+    const rev = r.rev;
+    const e = refused(() => applyCommand(r, cmd, 0));
+    expect([e.status, e.code]).toEqual([status, code]);
+    expect(JSON.stringify(r.snapshot())).toBe(before);
+    expect(r.rev).toBe(rev);
+    expect(r.takeWrites().put).toEqual([]);
+  });
+
+  it("an update changes only the fields it names", () => {
+    const r = seeded(group("a", ["a1"]));
+    applyCommand(r, { op: "update-deployment", group: "a", id: "a1", patch: { maxInFlight: 4 } }, 0);
+    applyCommand(r, { op: "update-deployment", group: "a", id: "a1", patch: { weight: 2 } }, 0);
+    const d = r.resolved("a")?.deployments[0];
+    expect([d?.maxInFlight, d?.weight]).toEqual([4, 2]);
+  });
+
+  it("a registered server stays while its heartbeats come; past its TTL it drains, a TTL later it goes", () => {
+    const r = seeded(group("a", ["a1"]));
+    const hb = { group: "a", id: "gpu-7", baseUrl: "http://10.0.0.7:8000", model: "m", ttlSeconds: 10 };
+    expect(applyCommand(r, { op: "heartbeat", heartbeat: hb }, 0).changed).toEqual(["a"]);
+    const rev = r.rev;
+    // Renewals that change nothing routing sees make no revision.
+    expect(applyCommand(r, { op: "heartbeat", heartbeat: hb }, 5_000).changed).toEqual([]);
+    expect(r.rev).toBe(rev);
+    expect(r.takeWrites().put.map((g) => g.settings.name)).toEqual(["a"]);
+    expect(r.nextWake()).toBe(15_000);
+    expect(r.expire(14_999).changed).toEqual([]);
+    expect(r.expire(15_000).changed).toEqual(["a"]);
+    expect(states(r, "a")).toEqual({ a1: "active", "gpu-7": "draining" });
+    expect(r.nextWake()).toBe(25_000);
+    // Back before it goes: active again.
+    applyCommand(r, { op: "heartbeat", heartbeat: hb }, 20_000);
+    expect(states(r, "a")).toEqual({ a1: "active", "gpu-7": "active" });
+    r.expire(30_000);
+    expect(r.expire(40_000).changed).toEqual(["a"]);
+    expect(states(r, "a")).toEqual({ a1: "active" });
+    expect(r.nextWake()).toBeNull();
+  });
+
+  it("an operator's disable outlasts a server's heartbeats", () => {
+    const r = seeded(group("a", ["a1"]));
+    const hb = { group: "a", id: "gpu-7", baseUrl: "http://10.0.0.7:8000", model: "m" };
+    applyCommand(r, { op: "heartbeat", heartbeat: hb }, 0);
+    applyCommand(r, { op: "set-state", group: "a", id: "gpu-7", state: "disabled" }, 0);
+    applyCommand(r, { op: "heartbeat", heartbeat: hb }, 1000);
+    expect(states(r, "a")["gpu-7"]).toBe("disabled");
+  });
+
+  it("replacing the fleet checks it whole", () => {
+    const r = seeded(group("a", ["a1"]));
+    const e = refused(() => applyCommand(r, { op: "replace", modelGroups: [group("x", ["1"]), group("y", ["1"], { aliases: ["x"] })] }, 0));
+    expect(e.status).toBe(409);
+    expect(r.names()).toEqual(["a"]);
+    expect(applyCommand(r, { op: "replace", modelGroups: [group("x", ["1"])] }, 0)).toEqual({ changed: ["x"], removed: ["a"] });
+    expect(r.takeWrites().deleted).toEqual(["a"]);
+  });
+
+  it("persists and restores what routing needs", () => {
+    const r = seeded(group("a", ["a1"]));
+    applyCommand(r, { op: "heartbeat", heartbeat: { group: "a", id: "h", baseUrl: "http://10.0.0.9:8000", model: "m" } }, 0);
+    const w = r.takeWrites();
+    const again = new FleetRegistry();
+    again.load(w.rev, w.seedHash, JSON.parse(JSON.stringify(w.put)));
+    expect(again.snapshot()).toEqual(r.snapshot());
+    expect(again.nextWake()).toBe(r.nextWake());
+  });
+});

@@ -1,0 +1,173 @@
+import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
+import { env } from "cloudflare:workers";
+import { describe, expect, inject, it, vi } from "vitest";
+import type { ResolvedGroup } from "../../src/config/load.ts";
+import type { DeploymentList, DeploymentRow, GroupList } from "../../src/fleet/admin-api.ts";
+import { REGISTRY_NAME } from "../../src/fleet/registry-name.ts";
+import type { RouteDecision, RouteRefusal } from "../../src/routing/protocol.ts";
+import { holdLease, route } from "../../workers/gateway/route-client.ts";
+import { UPSTREAM_MODEL } from "../support/test-config.ts";
+import { chat, EVENTUALLY, gateway } from "./gateway.ts";
+
+/**
+ * The admin API (/admin/v1) over the fleet registry, in the Workers runtime: who may use it, and
+ * that each change holds for the next requests through the gateway.
+ */
+
+const fleet = inject("upstreams").fleetUrls;
+const sim = (i: number, id = `sim-${i}`) => ({ id, baseUrl: fleet[i] as string, model: UPSTREAM_MODEL });
+
+function admin(path: string, init: RequestInit & { json?: unknown } = {}, key: string = env.KVGATE_ADMIN_KEY): Promise<Response> {
+  const { json, ...rest } = init;
+  const headers = { authorization: `Bearer ${key}`, ...(json === undefined ? {} : { "content-type": "application/json" }) };
+  return gateway(path, { ...rest, headers, ...(json === undefined ? {} : { body: JSON.stringify(json) }) });
+}
+
+async function ok<T>(res: Response | Promise<Response>, status = 200): Promise<T> {
+  const r = await res;
+  const text = await r.text();
+  expect(r.status, text).toBe(status);
+  return JSON.parse(text) as T;
+}
+
+async function refused(res: Response | Promise<Response>, status: number): Promise<{ message: string; code: string; param: string | null; type: string }> {
+  const r = await res;
+  expect(r.status).toBe(status);
+  return ((await r.json()) as { error: { message: string; code: string; param: string | null; type: string } }).error;
+}
+
+/** The backends that served `n` chat requests to `model`. */
+async function servedBy(model: string, n: number): Promise<string[]> {
+  const out: string[] = [];
+  for (let i = 0; i < n; i++) {
+    const res = await chat(model, [{ role: "user", content: `request ${i} ${Math.random()}` }]);
+    expect(res.status).toBe(200);
+    await res.text();
+    out.push(res.headers.get("x-kvgate-backend") ?? "");
+  }
+  return out;
+}
+
+const row = (group: string, id: string) => ok<DeploymentRow>(admin(`/admin/v1/groups/${group}/deployments/${id}`));
+const fleetRev = async () => (await ok<{ rev: number }>(admin("/admin/v1/fleet"))).rev;
+
+/** The group as the registry resolves it now: what a Worker that has read it routes with. */
+async function resolved(name: string): Promise<ResolvedGroup> {
+  const g = (await env.FLEET.getByName(REGISTRY_NAME).snapshot()).groups.find((x) => x.name === name);
+  if (!g) throw new Error(`no group ${name} in the registry`);
+  return g;
+}
+
+describe("the admin API's keys", () => {
+  it("answers only to the admin key: not to clients' master key, nor the register key", async () => {
+    expect((await admin("/admin/v1/groups", {}, "")).status).toBe(401);
+    const noKey = await gateway("/admin/v1/groups", {}, false);
+    expect(noKey.status).toBe(401);
+    await noKey.text();
+    for (const key of [env.KVGATE_MASTER_KEY, env.KVGATE_REGISTER_KEY, `${env.KVGATE_ADMIN_KEY}x`]) {
+      const e = await refused(admin("/admin/v1/groups", {}, key), 401);
+      expect(e.type).toBe("authentication_error");
+      expect(JSON.stringify(e)).not.toContain(env.KVGATE_ADMIN_KEY);
+    }
+    const list = await ok<GroupList>(admin("/admin/v1/groups"));
+    expect(list.data.find((g) => g.name === "routing")).toMatchObject({ source: "config", aliases: ["routing-alias"] });
+    // A heartbeat takes the register key (or the admin key), never a client's.
+    const beat = { group: "routing", id: "nobody", baseUrl: fleet[0], model: UPSTREAM_MODEL };
+    await refused(admin("/admin/v1/heartbeats", { method: "POST", json: beat }, env.KVGATE_MASTER_KEY), 401);
+    // The master key opens no admin route, and an admin route that does not exist is a 404.
+    await refused(admin("/admin/v1/nothing-here"), 404);
+  });
+});
+
+describe("deployments through the admin API", () => {
+  it("an added one takes traffic; a drained one finishes what it has and takes nothing new; a removed one is gone", async () => {
+    const created = await ok<{ routing: string; changed: string[] }>(admin("/admin/v1/groups", { method: "POST", json: { name: "admin-live", strategy: "round-robin", deployments: [sim(0, "a")] } }), 201);
+    expect(created).toMatchObject({ routing: "applied", changed: ["admin-live"] });
+    expect(await servedBy("admin-live", 2)).toEqual(["a", "a"]);
+
+    await ok(admin("/admin/v1/groups/admin-live/deployments", { method: "POST", json: sim(1, "b") }), 201);
+    await vi.waitFor(async () => expect(await servedBy("admin-live", 4)).toContain("b"), EVENTUALLY);
+
+    // A request in flight on b (its lease held), then b drains.
+    const ctx = createExecutionContext();
+    const g = await resolved("admin-live");
+    const held = (await route(env, ctx, g, [], ["a"], g.name)) as RouteDecision | RouteRefusal;
+    if ("refused" in held) throw new Error(`refused: ${held.refused}`);
+    expect(held.backendId).toBe("b");
+    const lease = holdLease(held, g, env, ctx, 10);
+    await ok(admin("/admin/v1/groups/admin-live/deployments/b/drain", { method: "POST" }));
+    expect(await row("admin-live", "b")).toMatchObject({ state: "draining", inFlight: 1, takesRequests: false, drained: false });
+    expect(await servedBy("admin-live", 6)).toEqual(Array(6).fill("a"));
+    lease.settle("ok");
+    await waitOnExecutionContext(ctx);
+    await vi.waitFor(async () => expect(await row("admin-live", "b")).toMatchObject({ inFlight: 0, drained: true }), EVENTUALLY);
+
+    await ok(admin("/admin/v1/groups/admin-live/deployments/b/enable", { method: "POST" }));
+    await vi.waitFor(async () => expect(await servedBy("admin-live", 4)).toContain("b"), EVENTUALLY);
+
+    await ok(admin("/admin/v1/groups/admin-live/deployments/b", { method: "DELETE" }));
+    await refused(admin("/admin/v1/groups/admin-live/deployments/b"), 404);
+    expect(await servedBy("admin-live", 4)).toEqual(Array(4).fill("a"));
+  });
+
+  it("a weight and a cap change hold for the next requests", async () => {
+    await ok(admin("/admin/v1/groups", { method: "POST", json: { name: "admin-weights", deployments: [sim(0, "w")] } }), 201);
+    const patched = await ok<{ changed: string[] }>(admin("/admin/v1/groups/admin-weights/deployments/w", { method: "PATCH", json: { weight: 5, maxInFlight: 3 } }));
+    expect(patched.changed).toEqual(["admin-weights"]);
+    expect(await row("admin-weights", "w")).toMatchObject({ weight: 5, maxInFlight: 3, url: fleet[0], model: UPSTREAM_MODEL });
+  });
+
+  it("bad input gets an OpenAI-style 4xx, and nothing of it is applied", async () => {
+    await ok(admin("/admin/v1/groups", { method: "POST", json: { name: "admin-strict", aliases: ["strict-alias"], deployments: [sim(0, "s")] } }), 201);
+    const rev = await fleetRev();
+    const post = (json: unknown) => admin("/admin/v1/groups/admin-strict/deployments", { method: "POST", json });
+    expect(await refused(post({ ...sim(1, "t"), baseUrl: "ftp://x" }), 400)).toMatchObject({ param: "baseUrl", type: "invalid_request_error" });
+    expect(await refused(post({ baseUrl: fleet[1], model: "m" }), 400)).toMatchObject({ param: "id" });
+    expect(await refused(post({ ...sim(1, "t"), apiKey: "sk-live" }), 400)).toMatchObject({ message: expect.stringMatching(/unknown key/) });
+    expect((await refused(post(sim(1, "s")), 409)).code).toBe("deployment_exists");
+    expect((await refused(admin("/admin/v1/groups/admin-strict/deployments/s", { method: "PATCH", json: { weight: 0 } }), 400)).param).toBe("weight");
+    expect((await refused(admin("/admin/v1/groups/admin-strict/deployments/s", { method: "PATCH", json: {} }), 400)).message).toMatch(/names no field/);
+    expect((await refused(admin("/admin/v1/groups/admin-strict/deployments/nope/drain", { method: "POST" }), 404)).code).toBe("deployment_not_found");
+    expect((await refused(admin("/admin/v1/groups/nope/deployments", { method: "POST", json: sim(1, "t") }), 404)).code).toBe("group_not_found");
+    // A group whose alias another group has: the whole new group is refused.
+    expect((await refused(admin("/admin/v1/groups", { method: "POST", json: { name: "admin-clash", aliases: ["strict-alias"], deployments: [] } }), 409)).message).toMatch(/strict-alias/);
+    const notJson = await admin("/admin/v1/groups", { method: "POST", body: "{", headers: { "content-type": "application/json" } });
+    expect(notJson.status).toBe(400);
+    await notJson.text();
+    expect(await fleetRev()).toBe(rev);
+    const list = await ok<DeploymentList>(admin("/admin/v1/groups/admin-strict/deployments"));
+    expect(list.data.map((d) => [d.id, d.state, d.weight])).toEqual([["s", "active", 1]]);
+  });
+
+  it("a group removed answers 404 to its model; its name is free again", async () => {
+    await ok(admin("/admin/v1/groups", { method: "POST", json: { name: "admin-gone", deployments: [sim(2, "x")] } }), 201);
+    expect(await servedBy("admin-gone", 1)).toEqual(["x"]);
+    await ok(admin("/admin/v1/groups/admin-gone", { method: "DELETE" }));
+    await vi.waitFor(async () => {
+      const res = await chat("admin-gone", [{ role: "user", content: "hi" }]);
+      expect(res.status).toBe(404);
+      expect(((await res.json()) as { error: { code: string } }).error.code).toBe("model_not_found");
+    }, EVENTUALLY);
+    await ok(admin("/admin/v1/groups", { method: "POST", json: { name: "admin-gone", deployments: [sim(3, "y")] } }), 201);
+    await vi.waitFor(async () => expect(await servedBy("admin-gone", 1)).toEqual(["y"]), EVENTUALLY);
+  });
+});
+
+describe("heartbeats", () => {
+  it("a server registers with the register key and renews; past its TTL it drains, a TTL later it is gone", async () => {
+    await ok(admin("/admin/v1/groups", { method: "POST", json: { name: "admin-hb", strategy: "round-robin", deployments: [sim(0, "fixed")] } }), 201);
+    const beat = { group: "admin-hb", ...sim(1, "hb"), ttlSeconds: 1 };
+    const first = await ok<{ changed: string[] }>(admin("/admin/v1/heartbeats", { method: "POST", json: beat }, env.KVGATE_REGISTER_KEY));
+    expect(first.changed).toEqual(["admin-hb"]);
+    expect(await row("admin-hb", "hb")).toMatchObject({ source: "heartbeat", state: "active", takesRequests: true });
+    await vi.waitFor(async () => expect(await servedBy("admin-hb", 4)).toContain("hb"), EVENTUALLY);
+    // A renewal that changes nothing routing sees moves the expiry only.
+    const renewed = await ok<{ changed: string[] }>(admin("/admin/v1/heartbeats", { method: "POST", json: beat }, env.KVGATE_REGISTER_KEY));
+    expect(renewed.changed).toEqual([]);
+    // Heartbeats renew only servers that registered themselves.
+    expect((await refused(admin("/admin/v1/heartbeats", { method: "POST", json: { ...beat, id: "fixed" } }, env.KVGATE_REGISTER_KEY), 409)).code).toBe("deployment_exists");
+    await vi.waitFor(async () => expect(await row("admin-hb", "hb")).toMatchObject({ state: "draining", takesRequests: false }), { timeout: 5000, interval: 100 });
+    expect(await servedBy("admin-hb", 4)).toEqual(Array(4).fill("fixed"));
+    await vi.waitFor(async () => expect((await admin("/admin/v1/groups/admin-hb/deployments/hb")).status).toBe(404), { timeout: 5000, interval: 100 });
+  });
+});

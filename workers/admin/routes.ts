@@ -1,0 +1,149 @@
+import type { Context, Hono } from "hono";
+import { GatewayError, notFound } from "../../src/openai/errors.ts";
+import type { DeploymentList, DeploymentRow, FleetStatus, GroupList } from "../../src/fleet/admin-api.ts";
+import type { AdminCommand, AdminResult, GroupRecord } from "../../src/fleet/protocol.ts";
+import { REGISTRY_NAME } from "../../src/fleet/registry-name.ts";
+import type { BackendSnapshot, GroupStatus } from "../../src/routing/protocol.ts";
+import type { LoadedConfig } from "../config.ts";
+import type { Env } from "../env.ts";
+import type { AppEnv } from "../gateway/app-env.ts";
+import { loadFleet } from "../fleet.ts";
+import { authenticateAdmin, authenticateRegistration } from "../gateway/auth.ts";
+import { readJsonBody } from "../gateway/body.ts";
+
+type AdminEnv = AppEnv;
+
+const registry = (env: Env) => env.FLEET.getByName(REGISTRY_NAME);
+
+/**
+ * The admin API under /admin/v1: the fleet registry's groups and deployments, and the heartbeats
+ * GPU servers register with. Every change goes to the registry, which checks it whole, stores it
+ * and pushes it to the group's routing object before answering: a 200 with `"routing": "applied"`
+ * means new requests follow it already.
+ */
+export function mountAdmin(app: Hono<AdminEnv>, config: LoadedConfig): void {
+  const A = "/admin/v1";
+  app.post(`${A}/heartbeats`, async (c) => {
+    await authenticateRegistration(c.req.raw, config, c.env);
+    return changed(c, { op: "heartbeat", heartbeat: await body(c) });
+  });
+  app.use(`${A}/*`, async (c, next) => {
+    if (c.req.path !== `${A}/heartbeats`) await authenticateAdmin(c.req.raw, config, c.env);
+    await next();
+  });
+
+  app.get(`${A}/status`, async (c) => {
+    const { rev, groups } = await registry(c.env).records();
+    const live = await Promise.all(groups.map((g) => groupStatus(c.env, g.settings.name)));
+    const status: FleetStatus = {
+      rev,
+      groups: groups.map((g, i) => {
+        const rows = deploymentRows(g, live[i] ?? null);
+        return { name: g.settings.name, rev: g.rev, routingRev: live[i]?.rev ?? null, deployments: rows.length, takingRequests: rows.filter((r) => r.takesRequests).length, inFlight: rows.reduce((n, r) => n + (r.inFlight ?? 0), 0) };
+      }),
+    };
+    return c.json(status);
+  });
+
+  app.get(`${A}/fleet`, async (c) => {
+    const { rev, groups } = await registry(c.env).records();
+    return c.json({ rev, modelGroups: groups.map((g) => ({ ...g.settings, deployments: g.deployments.map((d) => d.spec) })) });
+  });
+  app.put(`${A}/fleet`, async (c) => {
+    const b = await body(c);
+    return changed(c, { op: "replace", modelGroups: typeof b === "object" && b !== null && "modelGroups" in b ? b.modelGroups : undefined });
+  });
+
+  app.get(`${A}/groups`, async (c) => {
+    const { rev, groups } = await registry(c.env).records();
+    const list: GroupList = { object: "list", rev, data: groups.map((g) => ({ ...g.settings, rev: g.rev, source: g.source, deployments: g.deployments.length })) };
+    return c.json(list);
+  });
+  app.post(`${A}/groups`, async (c) => changed(c, { op: "add-group", group: await body(c) }, 201));
+  app.get(`${A}/groups/:group`, async (c) => {
+    const g = await recordOf(c.env, c.req.param("group"));
+    return c.json({ ...g.settings, rev: g.rev, source: g.source, deployments: deploymentRows(g, await groupStatus(c.env, g.settings.name)) });
+  });
+  app.patch(`${A}/groups/:group`, async (c) => changed(c, { op: "update-group", group: c.req.param("group"), patch: await body(c) }));
+  app.delete(`${A}/groups/:group`, (c) => changed(c, { op: "remove-group", group: c.req.param("group") }));
+
+  app.get(`${A}/groups/:group/deployments`, async (c) => {
+    const g = await recordOf(c.env, c.req.param("group"));
+    const list: DeploymentList = { object: "list", group: g.settings.name, rev: g.rev, data: deploymentRows(g, await groupStatus(c.env, g.settings.name)) };
+    return c.json(list);
+  });
+  app.post(`${A}/groups/:group/deployments`, async (c) => changed(c, { op: "add-deployment", group: c.req.param("group"), deployment: await body(c) }, 201));
+  app.get(`${A}/groups/:group/deployments/:id`, async (c) => {
+    const g = await recordOf(c.env, c.req.param("group"));
+    const row = deploymentRows(g, await groupStatus(c.env, g.settings.name)).find((r) => r.id === c.req.param("id"));
+    if (!row) throw notFound(`no deployment "${c.req.param("id")}" in group "${g.settings.name}"`, "deployment_not_found");
+    return c.json(row);
+  });
+  app.patch(`${A}/groups/:group/deployments/:id`, async (c) => changed(c, { op: "update-deployment", group: c.req.param("group"), id: c.req.param("id"), patch: await body(c) }));
+  app.delete(`${A}/groups/:group/deployments/:id`, (c) => changed(c, { op: "remove-deployment", group: c.req.param("group"), id: c.req.param("id") }));
+  const STATE_OF = { drain: "draining", enable: "active", disable: "disabled" } as const;
+  for (const [verb, state] of Object.entries(STATE_OF)) {
+    app.post(`${A}/groups/:group/deployments/:id/${verb}`, (c) => changed(c, { op: "set-state", group: c.req.param("group"), id: c.req.param("id"), state }));
+  }
+
+  app.all(`${A}/*`, (c) => {
+    throw notFound(`no admin route for ${c.req.method} ${c.req.path}`, "unknown_url");
+  });
+}
+
+async function body(c: Context<AdminEnv>): Promise<unknown> {
+  return readJsonBody(c.req.raw, 4 * 1024 * 1024);
+}
+
+/**
+ * Sends a command to the registry; a refusal becomes its OpenAI-style error. After a change this
+ * isolate reads the fleet again before answering, so whoever made the change sees it at once from
+ * here (other isolates learn it from their routing objects, or on an unknown model name).
+ */
+async function changed(c: Context<AdminEnv>, cmd: AdminCommand, okStatus: 200 | 201 = 200): Promise<Response> {
+  const r: AdminResult = await registry(c.env).command(cmd);
+  if (!r.ok) throw new GatewayError(r.status, r.status === 404 ? "not_found_error" : "invalid_request_error", r.message, r.code, r.param);
+  if (r.changed.length + r.removed.length > 0) await loadFleet(c.env);
+  return c.json(r, okStatus);
+}
+
+async function recordOf(env: Env, name: string): Promise<GroupRecord> {
+  const { groups } = await registry(env).records();
+  const g = groups.find((x) => x.settings.name === name);
+  if (!g) throw notFound(`no group "${name}" in the fleet`, "group_not_found");
+  return g;
+}
+
+/** The routing object's view of the group; null when it cannot be reached (the registry's records still answer). */
+async function groupStatus(env: Env, name: string): Promise<GroupStatus | null> {
+  try {
+    return await env.MODEL_GROUP.getByName(name).status();
+  } catch {
+    return null;
+  }
+}
+
+function deploymentRows(g: GroupRecord, live: GroupStatus | null): DeploymentRow[] {
+  const seen = new Map<string, BackendSnapshot>();
+  for (const b of live?.backends ?? []) if (!seen.has(b.id)) seen.set(b.id, b);
+  return g.deployments.map((d) => {
+    const b = seen.get(d.spec.id);
+    const inFlight = b ? b.inFlight : null;
+    const takesRequests = d.state === "active" && (b?.takesRequests ?? true);
+    return {
+      id: d.spec.id,
+      url: d.spec.baseUrl,
+      model: d.spec.model,
+      state: d.state,
+      source: d.source,
+      weight: d.spec.weight,
+      maxInFlight: d.spec.maxInFlight,
+      expiresAt: d.expiresAt === null ? null : new Date(d.expiresAt).toISOString(),
+      removeAt: d.removeAt === null ? null : new Date(d.removeAt).toISOString(),
+      inFlight,
+      takesRequests,
+      drained: d.state !== "active" && (inFlight ?? 0) === 0,
+      breaker: b ? b.breaker.state : null,
+    };
+  });
+}

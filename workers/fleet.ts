@@ -1,0 +1,60 @@
+import { modelIndex, type ResolvedGroup } from "../src/config/load.ts";
+import type { FleetSnapshot } from "../src/fleet/protocol.ts";
+import { REGISTRY_NAME } from "../src/fleet/registry-name.ts";
+import type { Env, WaitUntil } from "./env.ts";
+
+/** The fleet as this isolate routes with it: the registry's snapshot, indexed by model name. */
+export interface FleetView {
+  rev: number;
+  groups: ResolvedGroup[];
+  byModel: Map<string, ResolvedGroup>;
+}
+
+/**
+ * An unknown model name sends the isolate to the registry at most this often: a new group is
+ * found within it, and a client naming models that do not exist cannot turn every request into a
+ * registry call.
+ */
+const UNKNOWN_MODEL_REFRESH_MS = 1000;
+
+let current: FleetView | null = null;
+let fetchedAt = 0;
+let refreshing = false;
+
+/** The isolate's fleet; null before its first load. */
+export function cachedFleet(): FleetView | null {
+  return current;
+}
+
+/**
+ * Reads the registry's snapshot. Every caller makes its own call (a promise of another request's
+ * I/O is not one to await); a snapshot older than the one held is dropped.
+ */
+export async function loadFleet(env: Env): Promise<FleetView> {
+  const snap: FleetSnapshot = await env.FLEET.getByName(REGISTRY_NAME).snapshot();
+  fetchedAt = Date.now();
+  if (!current || snap.rev >= current.rev) current = { rev: snap.rev, groups: snap.groups, byModel: modelIndex(snap.groups) };
+  return current;
+}
+
+/**
+ * A routing object knows a later revision of a group than this isolate's: the isolate reads the
+ * registry again, after this request, once however many requests notice.
+ */
+export function fleetBehind(env: Env, ctx: WaitUntil): void {
+  if (refreshing) return;
+  refreshing = true;
+  ctx.waitUntil(
+    loadFleet(env)
+      .catch((e: unknown) => console.error(`kvgate: reading the fleet registry failed: ${(e as Error).message}`))
+      .finally(() => (refreshing = false)),
+  );
+}
+
+/** A model this isolate does not know may be a group added since its snapshot: looked up afresh, at most once a second. */
+export async function freshGroup(env: Env, model: string): Promise<{ group: ResolvedGroup; fleet: FleetView } | null> {
+  if (Date.now() - fetchedAt < UNKNOWN_MODEL_REFRESH_MS) return null;
+  const fleet = await loadFleet(env);
+  const group = fleet.byModel.get(model);
+  return group ? { group, fleet } : null;
+}
