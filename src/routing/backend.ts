@@ -34,6 +34,7 @@ export class Backend implements BackendView {
   inFlight = 0;
   /** The cap of the version being routed for: set for each call. */
   maxInFlight = 0;
+  weight = 1;
   readonly prefixes: PrefixSet;
   prefillDebt = 0;
   debtAt = 0;

@@ -171,7 +171,9 @@ export class GroupRouter {
     for (let i = 0; i < view.backends.length; i++) {
       const b = view.backends[i] as Backend;
       b.drain(now);
-      b.maxInFlight = (g.deployments[i] as ResolvedDeployment).maxInFlight;
+      const d = g.deployments[i] as ResolvedDeployment;
+      b.maxInFlight = d.maxInFlight;
+      b.weight = d.weight;
       b.available = b.admitted && !exclude.includes(b.id) && b.breaker.admits(now);
       if (b.available) admissible++;
     }

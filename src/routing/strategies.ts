@@ -12,6 +12,13 @@ export interface BackendView {
   prefillDebt: number;
   /** False while its breaker is open, or when this request already failed on it. */
   available: boolean;
+  /** Its share of the load relative to the others (the deployment's `weight`, default 1). */
+  weight: number;
+}
+
+/** In-flight requests per unit of weight: a weight-2 server at 4 is as loaded as a weight-1 one at 2. */
+function load(b: BackendView): number {
+  return b.inFlight / b.weight;
 }
 
 /** May take a request: available and below its hard in-flight cap. */
@@ -57,9 +64,8 @@ export function choose(
     case "least-loaded":
       return leastLoadedChoice(backends, rng);
     case "random": {
-      const open = openIndexes(backends);
-      const index = open[Math.floor(rng() * open.length)];
-      return index === undefined ? null : { index, reason: "random", matched: 0 };
+      const index = weightedRandom(backends, rng);
+      return index < 0 ? null : { index, reason: "random", matched: 0 };
     }
     case "round-robin": {
       const n = backends.length;
@@ -73,13 +79,20 @@ export function choose(
   }
 }
 
-function openIndexes(backends: readonly BackendView[]): number[] {
-  const out: number[] = [];
+/** A usable backend with probability in proportion to its weight. */
+function weightedRandom(backends: readonly BackendView[], rng: Rng): number {
+  let total = 0;
+  for (const b of backends) if (usable(b)) total += b.weight;
+  let at = rng() * total;
+  let last = -1;
   for (let i = 0; i < backends.length; i++) {
     const b = backends[i] as BackendView;
-    if (usable(b)) out.push(i);
+    if (!usable(b)) continue;
+    last = i;
+    at -= b.weight;
+    if (at < 0) return i;
   }
-  return out;
+  return last;
 }
 
 function leastLoadedChoice(backends: readonly BackendView[], rng: Rng): Choice | null {
@@ -87,7 +100,7 @@ function leastLoadedChoice(backends: readonly BackendView[], rng: Rng): Choice |
   return index < 0 ? null : { index, reason: "least-loaded", matched: 0 };
 }
 
-/** Lowest in-flight below the hard cap; ties broken at random (reservoir sampling). */
+/** Lowest in-flight per unit of weight below the hard cap; ties broken at random (reservoir sampling). */
 function leastLoaded(backends: readonly BackendView[], rng: Rng): number {
   let best = -1;
   let bestLoad = Infinity;
@@ -95,11 +108,12 @@ function leastLoaded(backends: readonly BackendView[], rng: Rng): number {
   for (let i = 0; i < backends.length; i++) {
     const b = backends[i] as BackendView;
     if (!usable(b)) continue;
-    if (b.inFlight < bestLoad) {
+    const l = load(b);
+    if (l < bestLoad) {
       best = i;
-      bestLoad = b.inFlight;
+      bestLoad = l;
       ties = 1;
-    } else if (b.inFlight === bestLoad && rng() * ++ties < 1) {
+    } else if (l === bestLoad && rng() * ++ties < 1) {
       best = i;
     }
   }
@@ -112,7 +126,8 @@ function leastLoaded(backends: readonly BackendView[], rng: Rng): number {
  * its cached prefix), in blocks — so a warm cache wins unless its backend is backed up by more
  * than the cache saves, and a burst of new prompts spreads instead of convoying onto the one
  * backend that just went idle. Ties: longer match (no duplicate KV), then fewer in flight.
- * A backend at the saturation valve, or much busier than the least-loaded one, is passed over.
+ * A backend at the saturation valve, or much busier than the least-loaded one, is passed over;
+ * both in in-flight requests per unit of weight, so a weight-2 server takes twice the requests.
  * A shared prefix (a branch point, or a hot one) counts as cached everywhere: a copy elsewhere
  * costs one prefill and then serves everyone, so it is replicated across the fleet instead of
  * piling onto the first backend that saw it, while a conversation's own history keeps it where
@@ -120,7 +135,7 @@ function leastLoaded(backends: readonly BackendView[], rng: Rng): number {
  */
 function prefixAware(backends: readonly BackendView[], chain: ArrayLike<number>, p: PrefixAwareParams, rng: Rng, hot: HotProbe | null): Choice | null {
   let minLoad = Infinity;
-  for (const b of backends) if (usable(b) && b.inFlight < minLoad) minLoad = b.inFlight;
+  for (const b of backends) if (usable(b) && load(b) < minLoad) minLoad = load(b);
   if (minLoad === Infinity) return null;
 
   const matches = new Array<number>(backends.length);
@@ -131,7 +146,7 @@ function prefixAware(backends: readonly BackendView[], chain: ArrayLike<number>,
     const b = backends[i] as BackendView;
     const m = !usable(b) || chain.length === 0 ? 0 : b.prefixes.match(chain);
     matches[i] = m;
-    const saturated = b.inFlight >= p.saturation;
+    const saturated = load(b) >= p.saturation;
     if (m > bestAll) {
       bestAll = m;
       bestAt = i;
@@ -155,18 +170,19 @@ function prefixAware(backends: readonly BackendView[], chain: ArrayLike<number>,
   let ties = 0;
   for (let i = 0; i < backends.length; i++) {
     const b = backends[i] as BackendView;
-    if (!usable(b) || b.inFlight >= p.saturation) continue;
-    if (b.inFlight - minLoad > p.balanceAbs && b.inFlight > p.balanceRel * minLoad) continue;
+    const l = load(b);
+    if (!usable(b) || l >= p.saturation) continue;
+    if (l - minLoad > p.balanceAbs && l > p.balanceRel * minLoad) continue;
     const m = matches[i] as number;
     const cost = b.prefillDebt + chain.length - (spread ? bestAll : m);
-    const better = cost < pickCost || (cost === pickCost && (m > pickMatch || (m === pickMatch && b.inFlight < pickLoad)));
+    const better = cost < pickCost || (cost === pickCost && (m > pickMatch || (m === pickMatch && l < pickLoad)));
     if (better) {
       pick = i;
       pickCost = cost;
       pickMatch = m;
-      pickLoad = b.inFlight;
+      pickLoad = l;
       ties = 1;
-    } else if (cost === pickCost && m === pickMatch && b.inFlight === pickLoad && rng() * ++ties < 1) {
+    } else if (cost === pickCost && m === pickMatch && l === pickLoad && rng() * ++ties < 1) {
       pick = i;
     }
   }

@@ -296,3 +296,50 @@ describe("GroupRouter", () => {
     expect(router.snapshot().reduce((n, s) => n + s.expired, 0)).toBe(2);
   });
 });
+
+describe("GroupRouter: deployment weights", () => {
+  /** Two backends, b0 of weight 1 and b1 of weight 3, under `strategy`. */
+  function weighted(strategy: Strategy, over: Record<string, unknown> = {}): ResolvedGroup {
+    const deployments = [1, 3].map((weight, i) => ({ id: `b${i}`, baseUrl: `http://127.0.0.1:${9001 + i}`, model: "m", weight }));
+    const r = parseConfig({ modelGroups: [{ name: "g", strategy, deployments, ...over }] });
+    if (!r.ok) throw new Error(r.error);
+    return r.config.groups[0] as ResolvedGroup;
+  }
+
+  /** Where `n` requests held at once land: the in-flight counts per backend. */
+  function heldAt(strategy: Strategy, n: number, chainOf: (i: number) => number[], over: Record<string, unknown> = {}): Record<string, number> {
+    const router = routerFor(weighted(strategy, over), rng(7));
+    const counts: Record<string, number> = { b0: 0, b1: 0 };
+    for (let i = 0; i < n; i++) {
+      const d = pick(router.pick(chainOf(i), 0));
+      if (!d) throw new Error("refused");
+      counts[d.backendId] = (counts[d.backendId] ?? 0) + 1;
+    }
+    return counts;
+  }
+
+  it("least-loaded fills backends in proportion to their weights", () => {
+    expect(heldAt("least-loaded", 40, () => [])).toEqual({ b0: 10, b1: 30 });
+  });
+
+  it("prefix-aware balances new prompts by in-flight per unit of weight, and its valve scales with the weight", () => {
+    const counts = heldAt("prefix-aware", 40, (i) => chain(i + 1, 4), { saturation: 100, balanceAbs: 1, balanceRel: 1 });
+    expect(counts.b1).toBeGreaterThanOrEqual(28);
+    expect(counts.b0).toBeGreaterThanOrEqual(8);
+    // One prompt, a saturation of 4: below the valve the weight-3 backend holds 12 of it, the other 4.
+    expect(heldAt("prefix-aware", 16, () => chain(9, 8), { saturation: 4, hotThreshold: 0 })).toEqual({ b0: 4, b1: 12 });
+  });
+
+  it("random picks in proportion to the weights", () => {
+    const router = routerFor(weighted("random"), rng(11));
+    let b1 = 0;
+    for (let i = 0; i < 4000; i++) {
+      const d = pick(router.pick([], i));
+      if (!d) throw new Error("refused");
+      if (d.backendId === "b1") b1++;
+      router.release({ lease: d.lease, outcome: "ok" }, i);
+    }
+    expect(b1 / 4000).toBeGreaterThan(0.72);
+    expect(b1 / 4000).toBeLessThan(0.78);
+  });
+});
