@@ -1,5 +1,6 @@
 import { DurableObject } from "cloudflare:workers";
 import { parseConfig } from "../src/config/load.ts";
+import { reachProblems } from "../src/config/upstream-access.ts";
 import { applyCommand } from "../src/fleet/apply.ts";
 import type { AdminCommand, AdminResult, FleetRegistryRpc, FleetSnapshot } from "../src/fleet/protocol.ts";
 import { FleetRegistry as Fleet, RegistryError, type Change, type GroupRecord } from "../src/fleet/registry.ts";
@@ -9,6 +10,8 @@ import type { ModelGroupRpc } from "../src/routing/protocol.ts";
 export interface RegistryEnv {
   KVGATE_CONFIG?: unknown;
   MODEL_GROUP: DurableObjectNamespace<ModelGroupRpc & Rpc.DurableObjectBranded>;
+  /** The bindings and secrets deployments name (Workers VPC bindings, Access headers' values). */
+  [name: string]: unknown;
 }
 
 /**
@@ -19,11 +22,13 @@ export interface RegistryEnv {
  * before the command is answered, so it holds for new requests from then on.
  */
 export class FleetRegistry extends DurableObject<RegistryEnv> implements FleetRegistryRpc {
-  private readonly fleet = new Fleet();
+  private readonly fleet: Fleet;
   private readonly sql: SqlStorage;
 
   constructor(ctx: DurableObjectState, env: RegistryEnv) {
     super(ctx, env);
+    // A binding or secret a deployment names must exist before it takes traffic, as for the config's own.
+    this.fleet = new Fleet((groups) => reachProblems(groups, env));
     this.sql = ctx.storage.sql;
     this.sql.exec("CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL)");
     this.sql.exec("CREATE TABLE IF NOT EXISTS groups (name TEXT PRIMARY KEY, record TEXT NOT NULL, pos INTEGER NOT NULL)");

@@ -54,6 +54,16 @@ const NONE: Change = { changed: [], removed: [] };
  * make before it replaces the fleet, so a refused one leaves nothing half-applied.
  */
 export class FleetRegistry {
+  /**
+   * `reachable`: what the fleet's deployments need of the runtime (bindings, secrets) that it
+   * lacks, one line each; a fleet that needs any is refused like one that breaks a rule.
+   */
+  private readonly reachable: (groups: readonly { deployments: readonly DeploymentConfig[] }[]) => string[];
+
+  constructor(reachable: (groups: readonly { deployments: readonly DeploymentConfig[] }[]) => string[] = () => []) {
+    this.reachable = reachable;
+  }
+
   private groups = new Map<string, GroupRecord>();
   rev = 0;
   seedHash: string | null = null;
@@ -290,6 +300,8 @@ export class FleetRegistry {
     const shapes = list.map((g) => ({ ...g.settings, deployments: g.deployments.map((d) => d.spec) }));
     const problem = fleetProblems(shapes, where)[0];
     if (problem) throw new RegistryError(problem.message.includes("already") || problem.message.includes("twice") ? 409 : 400, "invalid_fleet", `${problem.field} ${problem.message}`, problem.field);
+    const unreachable = this.reachable(shapes)[0];
+    if (unreachable) throw new RegistryError(400, "invalid_fleet", unreachable.replace(/^modelGroups/, where), null);
     const tooMany = list.find((g) => g.deployments.length > MAX_DEPLOYMENTS);
     if (tooMany) throw new RegistryError(400, "too_many_deployments", `group "${tooMany.settings.name}" would have more than ${MAX_DEPLOYMENTS} deployments`, "deployments");
     const changed: string[] = [];
