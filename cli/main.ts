@@ -32,7 +32,7 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv, io: 
     try {
       parsed = parseArgs({ args: [...argv], options: OPTIONS, allowPositionals: true, strict: true });
     } catch (e) {
-      throw new CliError(`${(e as Error).message.split("\n")[0]}\n${USAGE}`, 2);
+      throw new CliError((e as Error).message.split("\n")[0] ?? "", 2);
     }
     const { positionals, values } = parsed;
     if (values.help || positionals.length === 0) {
@@ -41,12 +41,13 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv, io: 
     }
     const name = positionals.join(" ");
     const command = COMMANDS[name];
-    if (!command) throw new CliError(`unknown command "${name}"\n${USAGE}`, 2);
+    if (!command) throw new CliError(`unknown command "${name}"`, 2);
     await command(adminClient(env), values as Flags, io);
     return 0;
   } catch (e) {
     if (!(e instanceof CliError)) throw e;
-    process.stderr.write(`kvgate: ${e.message}\n`);
+    // A wrong command line (a missing flag too) shows what a right one looks like.
+    process.stderr.write(`kvgate: ${e.message}\n${e.exitCode === 2 ? USAGE + "\n" : ""}`);
     return e.exitCode;
   }
 }
