@@ -51,8 +51,8 @@ function everyItem<T>(items: unknown[], is: (v: unknown) => v is T): items is T[
 }
 
 const isText = (v: unknown): v is string => typeof v === "string";
-// JSON numbers past ±1.7e308 parse to Infinity, which z.number() refuses too.
-const isTokenId = (v: unknown): v is number => typeof v === "number" && Number.isFinite(v);
+// A token id is a vocabulary index: a 1.00001 or a -1 would pass the gateway only for the server to refuse it.
+const isTokenId = (v: unknown): v is number => typeof v === "number" && Number.isSafeInteger(v) && v >= 0;
 const isTokenIds = (v: unknown): v is number[] => Array.isArray(v) && everyItem(v, isTokenId);
 
 /** Text, a batch of texts, token ids, or a batch of token-id lists: a completions prompt, an embeddings input. */

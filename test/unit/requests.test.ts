@@ -10,7 +10,7 @@ describe("completions prompt", () => {
     expect(r.success && r.data.prompt).toEqual(prompt);
   });
 
-  it.each([[[1, "a"]], [["a", 1]], [[[1], "a"]], [[["a"]]], [[null]], [[true]], [[{}]], [[[1, "a"]]], [[[{}]]], [{}], [7], [null]])("refuses %j, naming prompt", (prompt) => {
+  it.each([[[1, "a"]], [["a", 1]], [[[1], "a"]], [[["a"]]], [[null]], [[true]], [[{}]], [[[1, "a"]]], [[[{}]]], [{}], [7], [null], [[100, 1.00001]], [[[-1]]], [[2 ** 53]]])("refuses %j, naming prompt", (prompt) => {
     const r = parse(prompt);
     expect(r.success).toBe(false);
     if (!r.success) expect(firstIssue(r.error.issues)).toEqual({ param: "prompt", message: "prompt has an invalid type or shape" });
