@@ -213,24 +213,25 @@ export class FleetRegistry {
    */
   heartbeat(h: Heartbeat, now: number): Change {
     const { group, ttlSeconds, ...spec } = h;
-    const next = this.copy();
-    const g = this.need(next, group);
     const ttlMs = ttlSeconds * 1000;
-    const at = g.deployments.findIndex((d) => d.spec.id === spec.id);
-    const was = g.deployments[at];
-    if (was && was.source !== "heartbeat") {
-      throw new RegistryError(409, "deployment_exists", `deployment "${spec.id}" of group "${group}" was added by ${was.source === "config" ? "the config" : "the admin API"}; heartbeats renew only servers that registered themselves`, "id");
+    const live = this.need(this.groups, group).deployments.find((d) => d.spec.id === spec.id);
+    if (live && live.source !== "heartbeat") {
+      throw new RegistryError(409, "deployment_exists", `deployment "${spec.id}" of group "${group}" was added by ${live.source === "config" ? "the config" : "the admin API"}; heartbeats renew only servers that registered themselves`, "id");
     }
-    const record: DeploymentRecord = { spec, state: was?.state === "disabled" ? "disabled" : "active", source: "heartbeat", expiresAt: now + ttlMs, removeAt: null, ttlMs };
-    if (was && was.state === record.state && JSON.stringify(was.spec) === JSON.stringify(spec)) {
-      const live = this.groups.get(group)?.deployments[at] as DeploymentRecord;
-      live.expiresAt = record.expiresAt;
+    const state = live?.state === "disabled" ? "disabled" : "active";
+    if (live && live.state === state && JSON.stringify(live.spec) === JSON.stringify(spec)) {
+      // The common case, every few seconds per server: no copy of the fleet, no check, no revision.
+      live.expiresAt = now + ttlMs;
       live.removeAt = null;
       live.ttlMs = ttlMs;
       this.dirty.add(group);
       return NONE;
     }
-    if (was) g.deployments[at] = record;
+    const next = this.copy();
+    const g = this.need(next, group);
+    const record: DeploymentRecord = { spec, state, source: "heartbeat", expiresAt: now + ttlMs, removeAt: null, ttlMs };
+    const at = g.deployments.findIndex((d) => d.spec.id === spec.id);
+    if (at >= 0) g.deployments[at] = record;
     else g.deployments.push(record);
     return this.commit(next);
   }

@@ -1,10 +1,10 @@
 import type { Context, Hono } from "hono";
-import { methodNotAllowed, notFound } from "../../src/openai/errors.ts";
+import { methodNotAllowed } from "../../src/openai/errors.ts";
 import { modelObject } from "../../src/openai/models.ts";
 import type { LoadedConfig } from "../config.ts";
 import type { AppEnv } from "./app-env.ts";
 import { authenticate } from "./auth.ts";
-import { quoted } from "./proxy.ts";
+import { unknownModel } from "./proxy.ts";
 import type { Endpoint } from "./validate.ts";
 
 /** The endpoints vLLM and SGLang serve beside chat and completions, by the path a client calls. */
@@ -46,7 +46,7 @@ export function mountEndpoints(app: Hono<AppEnv>, config: LoadedConfig, proxy: (
   app.get("/v1/models/:id{.+}", (c) => {
     const id = c.req.param("id");
     const group = config.byModel.get(id);
-    if (!group) throw notFound(`model ${quoted(id)} does not exist on this gateway (GET /v1/models lists them)`, "model_not_found");
+    if (!group) throw unknownModel(id);
     return c.json(modelObject(id, group.name));
   });
 }

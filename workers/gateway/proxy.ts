@@ -1,3 +1,4 @@
+import type { ResolvedGroup } from "../../src/config/load.ts";
 import type { LeaseOutcome, RouteRefusal } from "../../src/routing/protocol.ts";
 import { GatewayError, notFound, unavailable } from "../../src/openai/errors.ts";
 import { isServerSide, nextStep } from "../../src/upstream/retry.ts";
@@ -34,11 +35,7 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
   const { body, chain: fingerprint } = validate(p.endpoint, raw, config);
   let byModel = config.byModel;
   let primary = byModel.get(body.model);
-  if (!primary) {
-    const fresh = await freshGroup(env, body.model);
-    if (!fresh) throw unknownModel(body.model);
-    ({ group: primary, fleet: { byModel } } = fresh);
-  }
+  if (!primary) ({ group: primary, byModel } = await groupAddedSince(env, body.model));
 
   const deadline = new Deadline(primary.totalTimeoutMs);
   // Server-side failures whose verdict waits for the next attempt's answer.
@@ -117,12 +114,22 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
   }
 }
 
+/**
+ * A model this isolate's fleet does not name may be a group added since the isolate read it:
+ * its group and the fleet it is in, read afresh (at most once a second), or a 404.
+ */
+export async function groupAddedSince(env: Env, model: string): Promise<{ group: ResolvedGroup; byModel: Map<string, ResolvedGroup> }> {
+  const fresh = await freshGroup(env, model);
+  if (!fresh) throw unknownModel(model);
+  return { group: fresh.group, byModel: fresh.fleet.byModel };
+}
+
 export function unknownModel(model: string): GatewayError {
   return notFound(`model ${quoted(model)} does not exist on this gateway (GET /v1/models lists them)`, "model_not_found");
 }
 
 /** A client's model name as an error quotes it: no group name is longer than 256 characters, so neither is this. */
-export function quoted(model: string): string {
+function quoted(model: string): string {
   return model.length <= 256 ? `"${model}"` : `"${model.slice(0, 256)}…" (${model.length} characters)`;
 }
 

@@ -4,8 +4,7 @@ import { chosenProtocol, isWebSocketUpgrade, keyFromProtocols, protocolsWithoutK
 import type { RouteRefusal } from "../../src/routing/protocol.ts";
 import { nextStep } from "../../src/upstream/retry.ts";
 import { clientGone, routingHeaders } from "./attempt.ts";
-import { noBackend, unknownModel, type ProxyInput } from "./proxy.ts";
-import { freshGroup } from "../fleet.ts";
+import { groupAddedSince, noBackend, type ProxyInput } from "./proxy.ts";
 import { openUpstream } from "./realtime-handshake.ts";
 import { holdLease, route } from "./route-client.ts";
 import { closeUnused, relaySockets } from "./socket-relay.ts";
@@ -34,14 +33,9 @@ export async function openRealtime(p: RealtimeInput): Promise<Response> {
   const url = new URL(req.url);
   const model = url.searchParams.get("model");
   if (!model) throw badRequest(`model is required: connect to ${PATH}?model=<model>`, "model", "missing_required_parameter");
-  // A group added since this isolate read the fleet is looked up afresh, as for chat.
   let byModel = config.byModel;
   let primary = byModel.get(model);
-  if (!primary) {
-    const fresh = await freshGroup(p.env, model);
-    if (!fresh) throw unknownModel(model);
-    ({ group: primary, fleet: { byModel } } = fresh);
-  }
+  if (!primary) ({ group: primary, byModel } = await groupAddedSince(p.env, model));
   const offered = req.headers.get("sec-websocket-protocol");
   const protocols = protocolsWithoutKey(offered);
   // The client must get back one of the subprotocols it offered, and never the key.
