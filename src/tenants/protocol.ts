@@ -1,0 +1,83 @@
+/**
+ * What the gateway and the tenants' Durable Object (durable-objects/tenants.ts, one object named
+ * "tenants") say to each other. Virtual keys live there, stored as SHA-256 hashes; usage arrives
+ * there in batches from the routing objects, which count it from the leases' releases.
+ */
+
+export type BudgetPeriod = "day" | "month" | "total";
+
+/** What a key may do. null: no limit. */
+export interface KeyLimits {
+  /** Model or group names (or aliases) the key may call; empty: every model. */
+  models: string[];
+  /** Requests per minute, counted by each routing object (per model group). */
+  rpm: number | null;
+  /** Prompt + completion tokens per minute, counted by each routing object. */
+  tpm: number | null;
+  /** Requests in flight at once, counted by each routing object. */
+  maxParallel: number | null;
+  /** Prompt + completion tokens per budget period, over every model. */
+  budgetTokens: number | null;
+  /** US dollars per budget period, from the groups' prices, over every model. */
+  budgetUsd: number | null;
+  budgetPeriod: BudgetPeriod;
+  /** Browser origins allowed to use the key (exact `scheme://host[:port]`); empty: no browser restriction. */
+  origins: string[];
+  /** Record this key's usage even when no token limit or budget needs it. */
+  trackUsage: boolean;
+}
+
+/** A key as stored and shown: never the key itself, only its id and a short visible prefix. */
+export interface KeyRecord extends KeyLimits {
+  id: string;
+  /** The key's first characters, e.g. "sk-kvg-Ab3xQ": how a person tells keys apart. */
+  prefix: string;
+  name: string | null;
+  /** Free-form labels: team, user. */
+  metadata: Record<string, string>;
+  createdAt: number;
+  /** Epoch ms after which the key is refused; null: never. */
+  expiresAt: number | null;
+  revokedAt: number | null;
+}
+
+/** Spend of one key in its current budget period (src/tenants/period.ts names periods). */
+export interface Spent {
+  period: string;
+  /** Prompt + completion tokens. */
+  tokens: number;
+  /** Millionths of a US dollar. */
+  costMicros: number;
+}
+
+/** What the Worker caches per key hash. */
+export interface KeyLookup {
+  record: KeyRecord;
+  spent: Spent;
+}
+
+/** Usage of one key on one model group's backend on one UTC day, as a routing object sums it. */
+export interface UsageRow {
+  key: string;
+  /** YYYY-MM-DD, UTC. */
+  day: string;
+  /** The model group's name. */
+  model: string;
+  backend: string;
+  promptTokens: number;
+  completionTokens: number;
+  cachedTokens: number;
+  requests: number;
+  costMicros: number;
+}
+
+/** The tenants object, as the gateway's Worker and the routing objects call it. */
+export interface TenantsRpc {
+  /** The key whose SHA-256 (lowercase hex) is `hash`, revoked and expired ones included; null: none. */
+  lookup(hash: string): KeyLookup | null;
+  /**
+   * Adds a batch of usage (one SQLite transaction), and answers the spend of every key in `rows`
+   * and in `keys`, in each key's current budget period.
+   */
+  record(rows: UsageRow[], keys: string[]): Record<string, Spent>;
+}
