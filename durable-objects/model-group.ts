@@ -3,7 +3,9 @@ import type { ResolvedGroup } from "../src/config/load.ts";
 import { PUBLIC_REACH, reachOf, type UpstreamReach } from "../src/config/upstream-access.ts";
 import { backendKey, type SavedBreaker } from "../src/routing/backend.ts";
 import { GroupRouter } from "../src/routing/group-router.ts";
-import type { GroupStatus, LeaseRelease, LeaseRenewal, ModelGroupRpc, RouteCall, RouteDecision, RouteRefusal, VersionRefusal } from "../src/routing/protocol.ts";
+import type { GroupStatus, LeaseRelease, LeaseRenewal, LimitRefusal, ModelGroupRpc, RouteCall, RouteDecision, RouteRefusal, VersionRefusal } from "../src/routing/protocol.ts";
+import type { TenantsRpc } from "../src/tenants/protocol.ts";
+import { TENANTS_NAME } from "../src/tenants/tenants-name.ts";
 
 /** Blocks per backend kept in the affinity snapshot: 32 KiB each, the recent working set. */
 const SNAPSHOT_BLOCKS = 4096;
@@ -18,6 +20,20 @@ const AFFINITY = "affinity:";
 const RETIRED = "retired";
 /** storage.put and storage.delete take at most this many keys a call. */
 const KEYS_PER_CALL = 128;
+/**
+ * Virtual keys' usage waits this long in memory and goes to the tenants object as one batch: a
+ * key's spend there is at most this far behind (plus the call), and an object that dies loses at
+ * most this much of it.
+ */
+const USAGE_FLUSH_MS = 1000;
+/** After a batch that did not arrive, the next try. */
+const USAGE_RETRY_MS = 5000;
+
+/** What a routing object needs of its environment: the tenants object for usage, and the bindings deployments name (probes). */
+interface GroupEnv {
+  TENANTS?: DurableObjectNamespace<TenantsRpc & Rpc.DurableObjectBranded>;
+  [name: string]: unknown;
+}
 
 /**
  * What a Worker of an earlier gateway gets (its calls named the group, and backends by position):
@@ -39,14 +55,16 @@ interface SavedView {
  * knows what to probe. Writes are batched: a breaker when it changes state, affinity at most once
  * per snapshotIntervalMs — never one per request.
  */
-export class ModelGroup extends DurableObject<unknown> implements ModelGroupRpc {
+export class ModelGroup extends DurableObject<GroupEnv> implements ModelGroupRpc {
   private readonly router: GroupRouter;
   private alarmAt: number | null = null;
+  /** When the usage waiting in memory goes to the tenants object; null while none waits. */
+  private usageDueAt: number | null = null;
   private readonly calls = { route: 0, release: 0 };
   private readonly restored = { breakers: 0, affinityBlocks: 0 };
   private snapshotAt = 0;
 
-  constructor(ctx: DurableObjectState, env: unknown) {
+  constructor(ctx: DurableObjectState, env: GroupEnv) {
     super(ctx, env);
     this.router = new GroupRouter(ctx.id.name ?? ctx.id.toString());
     void ctx.blockConcurrencyWhile(() => this.restore());
@@ -57,7 +75,7 @@ export class ModelGroup extends DurableObject<unknown> implements ModelGroupRpc 
    * its slot. A version it does not know, with no group attached, is refused (the leases are
    * processed all the same): the Worker sends the call again with its group.
    */
-  route(call: RouteCall): RouteDecision | RouteRefusal | VersionRefusal {
+  route(call: RouteCall): RouteDecision | RouteRefusal | LimitRefusal | VersionRefusal {
     if (typeof call !== "object" || call === null) throw new TypeError(OTHER_PROTOCOL);
     this.calls.route++;
     const now = Date.now();
@@ -65,7 +83,7 @@ export class ModelGroup extends DurableObject<unknown> implements ModelGroupRpc 
     for (const x of call.released) r.release(x, now);
     if (call.group) this.learn(call.group, now);
     for (const x of call.renewed) r.renew(x, now);
-    const decision = r.route(call.version, call.chain, call.exclude, now);
+    const decision = r.route(call.version, call.chain, call.exclude, now, call.tenant);
     this.afterChange();
     return decision;
   }
@@ -102,6 +120,7 @@ export class ModelGroup extends DurableObject<unknown> implements ModelGroupRpc 
       rev: r.rev,
       leases: r.leaseCount,
       calls: { ...this.calls },
+      tenants: { keys: r.ledger.size, pendingUsageRows: r.ledger.pendingRows },
       restored: { ...this.restored, leases: r.adopted },
       backends: r.snapshot(),
     };
@@ -121,13 +140,31 @@ export class ModelGroup extends DurableObject<unknown> implements ModelGroupRpc 
     }
     const g = r.newest;
     if (g && r.affinityPending && Date.now() - this.snapshotAt >= g.snapshotIntervalMs) this.saveAffinity();
+    r.ledger.sweep(now);
+    if (this.usageDueAt !== null && now >= this.usageDueAt) await this.sendUsage();
     this.afterChange();
+  }
+
+  /** One batch of the virtual keys' usage to the tenants object, which answers their spend. */
+  private async sendUsage(): Promise<void> {
+    this.usageDueAt = null;
+    const batch = this.router.ledger.takeBatch();
+    if (!batch) return;
+    try {
+      const tenants = this.env.TENANTS;
+      if (!tenants) throw new Error("the gateway has no TENANTS binding");
+      this.router.ledger.sent(await tenants.getByName(TENANTS_NAME).record(batch.rows, batch.keys));
+    } catch (e) {
+      this.router.ledger.unsent(batch.rows);
+      this.usageDueAt = Date.now() + USAGE_RETRY_MS;
+      console.error(`kvgate: sending ${batch.rows.length} usage row(s) of ${this.router.name} to the tenants object failed: ${(e as Error).message}`);
+    }
   }
 
   /** A probe goes the way requests go: through the deployment's binding, with its headers (the newest version's). */
   private reach(key: string): UpstreamReach {
     const d = this.router.newest?.deployments.find((x) => backendKey(x.id, x.baseUrl) === key);
-    return d ? reachOf(d, this.env as Record<string, unknown>) : PUBLIC_REACH;
+    return d ? reachOf(d, this.env) : PUBLIC_REACH;
   }
 
   /** A version a caller brought, or the registry pushed; one known already may come at a later revision. */
@@ -163,6 +200,7 @@ export class ModelGroup extends DurableObject<unknown> implements ModelGroupRpc 
 
   private afterChange(): void {
     const r = this.router;
+    if (this.usageDueAt === null && r.ledger.pendingRows > 0) this.usageDueAt = Date.now() + USAGE_FLUSH_MS;
     const breakers = r.takeBreakerChanges();
     if (breakers.length > 0) this.putAll(breakers.map(({ key, saved }) => [BREAKER + key, saved]));
     const dropped = r.takeDropped();
@@ -193,6 +231,7 @@ export class ModelGroup extends DurableObject<unknown> implements ModelGroupRpc 
   private arm(): void {
     const r = this.router;
     let at = r.nextWake();
+    if (this.usageDueAt !== null && (at === null || this.usageDueAt < at)) at = this.usageDueAt;
     const g = r.newest;
     if (g && r.affinityPending) {
       const snapshotDue = this.snapshotAt + g.snapshotIntervalMs;

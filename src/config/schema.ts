@@ -189,6 +189,17 @@ export const GroupSettingsSchema = z.strictObject({
   /** Groups tried in order when no backend of this one can take the request (all open or full). */
   fallbacks: z._default(z.array(name()), []),
   hooks: z._default(z.array(z.enum(HOOK_NAMES)), []),
+  /**
+   * US dollars per million tokens, for virtual keys' spend and cost budgets. Cached prompt tokens
+   * cost `cachedPromptUsdPerMillion` (default: the prompt price).
+   */
+  pricing: z.optional(
+    z.strictObject({
+      promptUsdPerMillion: z.number().check(z.minimum(0)),
+      cachedPromptUsdPerMillion: z.optional(z.number().check(z.minimum(0))),
+      completionUsdPerMillion: z.number().check(z.minimum(0)),
+    }),
+  ),
 });
 
 /** Deployments a group may hold: each is one row of its routing object's state, and the group one registry value. */

@@ -5,6 +5,8 @@ export type ErrorType =
   | "authentication_error"
   | "not_found_error"
   | "rate_limit_error"
+  | "insufficient_quota"
+  | "permission_error"
   | "server_error"
   | "upstream_error"
   | "timeout_error"
@@ -59,6 +61,10 @@ export class GatewayError extends Error {
 export const badRequest = (message: string, param: string | null = null, code = "invalid_request") =>
   new GatewayError(400, "invalid_request_error", message, code, param);
 export const unauthorized = (message: string) => new GatewayError(401, "authentication_error", message, "invalid_api_key");
+export const forbidden = (message: string, code: string) => new GatewayError(403, "permission_error", message, code);
+/** A limit of the caller's key: 429, and when trying again can succeed (none for a budget that never renews). */
+export const overLimit = (message: string, code: "rate_limit_exceeded" | "insufficient_quota", retryAfterMs: number | null) =>
+  new GatewayError(429, code === "insufficient_quota" ? "insufficient_quota" : "rate_limit_error", message, code, null, retryAfterMs === null ? undefined : { "retry-after": String(Math.max(1, Math.ceil(retryAfterMs / 1000))) });
 export const notFound = (message: string, code = "not_found") => new GatewayError(404, "not_found_error", message, code);
 export const tooLarge = (limit: number) =>
   new GatewayError(413, "invalid_request_error", `request body exceeds the ${limit}-byte limit`, "body_too_large");

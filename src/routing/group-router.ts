@@ -3,7 +3,9 @@ import { Backend, backendKey, type SavedBreaker } from "./backend.ts";
 import { HotPrefixes } from "./hot-prefixes.ts";
 import { LeaseTable, type Lease } from "./leases.ts";
 import { prefixCapacities } from "./prefix-budget.ts";
-import type { BackendSnapshot, LeaseOutcome, LeaseRelease, LeaseRenewal, RouteDecision, RouteRefusal, VersionRefusal } from "./protocol.ts";
+import { TenantLedger } from "../tenants/ledger.ts";
+import { costMicros } from "../tenants/pricing.ts";
+import type { BackendSnapshot, LeaseOutcome, LeaseRelease, LeaseRenewal, LimitRefusal, RouteDecision, RouteRefusal, RouteTenant, VersionRefusal } from "./protocol.ts";
 import { choose, type HotProbe, type Rng } from "./strategies.ts";
 
 /** Distinct hot-prefix candidates remembered per group. */
@@ -82,6 +84,8 @@ export class GroupRouter {
   affinityPending = false;
   /** Leases taken back from their Workers' renewals (after this object restarted). */
   adopted = 0;
+  /** The virtual keys that route here: their share of limits, and the usage to send to the tenants object. */
+  readonly ledger = new TenantLedger();
 
   constructor(name: string, rng: Rng = Math.random) {
     this.name = name;
@@ -158,11 +162,15 @@ export class GroupRouter {
   /**
    * Picks a backend of `version` and takes its slot. `exclude`: ids of backends this request
    * already failed on. A backend whose breaker is open is never picked; a half-open one takes a
-   * few trials.
+   * few trials. A request whose virtual key is over a limit is refused before any of that.
    */
-  route(version: string, chain: ArrayLike<number>, exclude: readonly string[], now: number): RouteDecision | RouteRefusal | VersionRefusal {
+  route(version: string, chain: ArrayLike<number>, exclude: readonly string[], now: number, tenant?: RouteTenant): RouteDecision | RouteRefusal | LimitRefusal | VersionRefusal {
     const view = this.views.get(version);
     if (!view) return { refused: "unknown-version", rev: this.rev };
+    if (tenant) {
+      const over = this.ledger.check(tenant, now);
+      if (over) return { refused: "limited", limit: over.limit, retryAfterMs: over.retryAfterMs, rev: this.rev };
+    }
     view.usedAt = now;
     if (this.views.size > 1) this.dropIdleViews(now);
     if (this.leases.size > 0) this.expire(now);
@@ -202,7 +210,8 @@ export class GroupRouter {
       if (lesson && this.leases.lessonBlocks + lesson.blocks.length > this.lessonLimit) lesson = null;
     }
     const lease = `${this.epoch}.${(++this.seq).toString(36)}`;
-    this.leases.add(lease, { backend: b, expiresAt: now + this.leaseTtlMs, blocks, trialOf: b.breaker.sent() ? b.breaker.opened : -1, lesson });
+    this.leases.add(lease, { backend: b, expiresAt: now + this.leaseTtlMs, blocks, trialOf: b.breaker.sent() ? b.breaker.opened : -1, lesson, key: tenant?.id ?? null });
+    if (tenant) this.ledger.took(tenant, now);
     return { backendId: b.id, lease, reason: choice.reason, matched: choice.matched, total: chain.length, routedAt: now, rev: this.rev };
   }
 
@@ -228,6 +237,10 @@ export class GroupRouter {
       b.affinityDirty = this.affinityPending = true;
     }
     if (r.ttftMs !== undefined) b.ttftEwmaMs = b.ttftEwmaMs === null ? r.ttftMs : 0.8 * b.ttftEwmaMs + 0.2 * r.ttftMs;
+    if (lease.key !== null) {
+      const cost = r.usage ? costMicros(r.usage, this.newest?.pricing) : 0;
+      this.ledger.finished(lease.key, r.usage, r.outcome === "ok", { model: this.name, backend: b.id, costMicros: cost }, now);
+    }
     this.letGoIfOrphan(b);
   }
 
@@ -244,7 +257,9 @@ export class GroupRouter {
     const b = view?.backends.find((x) => x.id === r.backendId);
     if (!b) return;
     b.inFlight++;
-    this.leases.add(r.lease, { backend: b, expiresAt: now + this.leaseTtlMs, blocks: 0, trialOf: -1, lesson: null });
+    const key = typeof r.key === "string" ? r.key : null;
+    this.leases.add(r.lease, { backend: b, expiresAt: now + this.leaseTtlMs, blocks: 0, trialOf: -1, lesson: null, key });
+    if (key !== null) this.ledger.took({ id: key, rpm: null, tpm: null, maxParallel: null, budget: null, admitted: true }, now);
     this.adopted++;
   }
 
@@ -255,6 +270,7 @@ export class GroupRouter {
       const b = lease.backend;
       b.inFlight--;
       b.expired++;
+      if (lease.key !== null) this.ledger.expired(lease.key);
       b.breaker.abandon(isTrial(lease, b));
       this.letGoIfOrphan(b);
     }

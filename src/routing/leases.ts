@@ -14,6 +14,8 @@ export interface Lease {
   trialOf: number;
   /** What routing it taught its backend's prefix set, taken back if the backend did not serve it; null when nothing was kept. */
   lesson: Lesson | null;
+  /** The virtual key it counts for, or null (the master key). */
+  key: string | null;
 }
 
 /**

@@ -1,4 +1,5 @@
 import type { ResolvedGroup } from "../config/load.ts";
+import type { BudgetPeriod, Spent } from "../tenants/protocol.ts";
 import type { BreakerSnapshot } from "./breaker.ts";
 import type { RouteReason } from "./strategies.ts";
 
@@ -25,6 +26,14 @@ export interface LeaseRelease {
   outcome: LeaseOutcome;
   /** Time to the first upstream byte, when one arrived. */
   ttftMs?: number;
+  /** The upstream's own usage, when the Worker read it (a virtual key that counts tokens). */
+  usage?: TokenUsage;
+}
+
+export interface TokenUsage {
+  prompt: number;
+  completion: number;
+  cached: number;
 }
 
 /**
@@ -36,6 +45,22 @@ export interface LeaseRenewal {
   lease: string;
   version: string;
   backendId: string;
+  /** The virtual key the lease counts for, if any: an object that restarted counts it again. */
+  key?: string;
+}
+
+/**
+ * The virtual key a request came with, and what the routing object checks for it before it takes
+ * a slot: per-minute windows and in-flight counts of the key in this group, and the key's budget.
+ */
+export interface RouteTenant {
+  id: string;
+  rpm: number | null;
+  tpm: number | null;
+  maxParallel: number | null;
+  budget: { tokens: number | null; costMicros: number | null; period: BudgetPeriod; spent: Spent } | null;
+  /** A retry or a fallback of a request already admitted: its lease counts, its limits are not checked again. */
+  admitted: boolean;
 }
 
 export interface RouteCall {
@@ -50,6 +75,8 @@ export interface RouteCall {
   renewed: LeaseRenewal[];
   /** Ids of backends this request already failed on. */
   exclude: string[];
+  /** The request's virtual key; absent for the master key. */
+  tenant?: RouteTenant;
 }
 
 export interface RouteDecision {
@@ -70,13 +97,24 @@ export interface RouteRefusal {
   rev: number;
 }
 
+export type LimitName = "rpm" | "tpm" | "parallel" | "budget";
+
+/** The request's key is over one of its limits: nothing was taken, no backend was asked. */
+export interface LimitRefusal {
+  refused: "limited";
+  limit: LimitName;
+  /** When trying again can succeed; null when it cannot within the key's budget period (a total budget). */
+  retryAfterMs: number | null;
+  rev: number;
+}
+
 /** The object does not know the call's version: send it again with the group attached. */
 export interface VersionRefusal {
   refused: "unknown-version";
   rev: number;
 }
 
-export function isVersionRefusal(x: RouteDecision | RouteRefusal | VersionRefusal): x is VersionRefusal {
+export function isVersionRefusal(x: RouteDecision | RouteRefusal | LimitRefusal | VersionRefusal): x is VersionRefusal {
   return "refused" in x && x.refused === "unknown-version";
 }
 
@@ -113,6 +151,8 @@ export interface GroupStatus {
   leases: number;
   /** RPCs this object served since it started: what benchmarks divide by requests. */
   calls: { route: number; release: number };
+  /** Virtual keys this object counts for (by id), and usage rows waiting for the next batch to the tenants object. */
+  tenants: { keys: number; pendingUsageRows: number };
   /**
    * Routing state this object found in storage when it started (after an eviction or restart),
    * and the leases it took back from their Workers' renewals since.
@@ -125,7 +165,7 @@ export interface GroupStatus {
 /** The group's Durable Object, as the Worker calls it. */
 export interface ModelGroupRpc {
   /** Processes `released` and `renewed`, then picks a backend of the caller's version and takes its slot. */
-  route(call: RouteCall): RouteDecision | RouteRefusal | VersionRefusal;
+  route(call: RouteCall): RouteDecision | RouteRefusal | LimitRefusal | VersionRefusal;
   /** Finished and held leases of an isolate with no route call to carry them. */
   release(released: LeaseRelease[], renewed: LeaseRenewal[]): void;
   status(): GroupStatus;

@@ -36,6 +36,8 @@ export interface RelayOptions {
    * the upstream spoke again. 0 or absent: none.
    */
   keepAliveMs?: number;
+  /** The summary must have the upstream's usage (a virtual key counts tokens): the JavaScript path, which keeps the tail. */
+  readUsage?: boolean;
 }
 
 const TAIL_BYTES = 8192;
@@ -56,7 +58,7 @@ const KEEP_ALIVE = encoder.encode(": keep-alive\n\n");
  */
 export function relay(body: ReadableStream<Uint8Array>, o: RelayOptions): ReadableStream<Uint8Array> {
   const pipe = o.nativePipe ? o.nativePipe() : new TransformStream<Uint8Array, Uint8Array>();
-  if (o.transforms.length === 0 && o.nativePipe && !o.idleTimeoutMs) return relayNative(body, o, pipe);
+  if (o.transforms.length === 0 && o.nativePipe && !o.idleTimeoutMs && !o.readUsage) return relayNative(body, o, pipe);
   void pump(body, pipe.writable.getWriter(), o);
   return pipe.readable;
 }

@@ -50,16 +50,28 @@ export function readUsage(tail: Uint8Array): Usage | null {
   return null;
 }
 
+interface UsageJson {
+  prompt_tokens?: unknown;
+  completion_tokens?: unknown;
+  prompt_tokens_details?: { cached_tokens?: unknown } | null;
+  /** The Responses API's names. */
+  input_tokens?: unknown;
+  output_tokens?: unknown;
+  input_tokens_details?: { cached_tokens?: unknown } | null;
+}
+
+const count = (x: unknown): number => (typeof x === "number" && Number.isFinite(x) && x >= 0 ? x : 0);
+
 function toUsage(json: string): Usage | null {
   try {
-    const u = JSON.parse(json) as { prompt_tokens?: unknown; completion_tokens?: unknown; prompt_tokens_details?: { cached_tokens?: unknown } | null };
-    if (typeof u.prompt_tokens !== "number") return null;
-    const cached = u.prompt_tokens_details?.cached_tokens;
-    return {
-      promptTokens: u.prompt_tokens,
-      completionTokens: typeof u.completion_tokens === "number" ? u.completion_tokens : 0,
-      cachedTokens: typeof cached === "number" ? cached : 0,
-    };
+    const u = JSON.parse(json) as UsageJson;
+    if (typeof u.prompt_tokens === "number") {
+      return { promptTokens: count(u.prompt_tokens), completionTokens: count(u.completion_tokens), cachedTokens: count(u.prompt_tokens_details?.cached_tokens) };
+    }
+    if (typeof u.input_tokens === "number") {
+      return { promptTokens: count(u.input_tokens), completionTokens: count(u.output_tokens), cachedTokens: count(u.input_tokens_details?.cached_tokens) };
+    }
+    return null;
   } catch {
     return null;
   }

@@ -80,4 +80,6 @@ export interface TenantsRpc {
    * and in `keys`, in each key's current budget period.
    */
   record(rows: UsageRow[], keys: string[]): Record<string, Spent>;
+  /** Every browser origin some live key allows: what a CORS preflight (which carries no key) is answered for. */
+  origins(): string[];
 }

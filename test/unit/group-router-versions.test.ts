@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { parseConfig, type ResolvedGroup } from "../../src/config/load.ts";
 import { resolveGroup, type DeploymentState } from "../../src/config/resolve.ts";
 import { GroupRouter } from "../../src/routing/group-router.ts";
-import type { RouteDecision, RouteRefusal, VersionRefusal } from "../../src/routing/protocol.ts";
+import type { LimitRefusal, RouteDecision, RouteRefusal, VersionRefusal } from "../../src/routing/protocol.ts";
 
 /**
  * One router, several config versions of its group at once (a deploy in progress): each call is
@@ -17,7 +17,7 @@ function version(deployments: ReturnType<typeof dep>[], over: Record<string, unk
   return r.config.groups[0] as ResolvedGroup;
 }
 
-function decided(d: RouteDecision | RouteRefusal | VersionRefusal): RouteDecision {
+function decided(d: RouteDecision | RouteRefusal | LimitRefusal | VersionRefusal): RouteDecision {
   if ("refused" in d) throw new Error(`refused: ${d.refused}`);
   return d;
 }

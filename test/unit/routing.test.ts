@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { parseConfig, type ResolvedGroup } from "../../src/config/load.ts";
 import type { Strategy } from "../../src/config/schema.ts";
 import { GroupRouter } from "../../src/routing/group-router.ts";
-import type { RouteDecision, RouteRefusal, VersionRefusal } from "../../src/routing/protocol.ts";
+import type { LimitRefusal, RouteDecision, RouteRefusal, VersionRefusal } from "../../src/routing/protocol.ts";
 import { PrefixSet } from "../../src/routing/prefix-set.ts";
 
 function group(over: Record<string, unknown> = {}, backends = 4, deployment: Record<string, unknown> = {}): ResolvedGroup {
@@ -19,14 +19,14 @@ function rng(seed = 1): () => number {
 }
 
 /** A router that knows one version of the group and routes with it. */
-function routerFor(g: ResolvedGroup, random = rng()): GroupRouter & { pick(chain: number[], now: number, exclude?: string[]): RouteDecision | RouteRefusal | VersionRefusal } {
+function routerFor(g: ResolvedGroup, random = rng()): GroupRouter & { pick(chain: number[], now: number, exclude?: string[]): RouteDecision | RouteRefusal | LimitRefusal | VersionRefusal } {
   const router = new GroupRouter(g.name, random);
   router.install(g, 0);
   return Object.assign(router, { pick: (chain: number[], now: number, exclude: string[] = []) => router.route(g.version, chain, exclude, now) });
 }
 
 /** The decision, or null when the router refused (every backend unusable). */
-function pick(d: RouteDecision | RouteRefusal | VersionRefusal): RouteDecision | null {
+function pick(d: RouteDecision | RouteRefusal | LimitRefusal | VersionRefusal): RouteDecision | null {
   return "refused" in d ? null : d;
 }
 

@@ -3,7 +3,7 @@ import { env } from "cloudflare:workers";
 import { describe, expect, inject, it, vi } from "vitest";
 import { parseConfig, type ResolvedGroup } from "../../src/config/load.ts";
 import type { ModelGroupConfig } from "../../src/config/schema.ts";
-import type { RouteDecision, RouteRefusal } from "../../src/routing/protocol.ts";
+import type { LimitRefusal, RouteDecision, RouteRefusal } from "../../src/routing/protocol.ts";
 import { UPSTREAM_MODEL } from "../support/test-config.ts";
 import { holdLease, route } from "../../workers/gateway/route-client.ts";
 import { EVENTUALLY, expectIdle, firstRouteCall, groupConfig, routeCall, status } from "./gateway.ts";
@@ -25,7 +25,7 @@ function redeployed(of: ResolvedGroup, deployments: ReturnType<typeof sim>[]): R
   return parsed.config.groups[0] as ResolvedGroup;
 }
 
-function decided(d: RouteDecision | RouteRefusal): RouteDecision {
+function decided(d: RouteDecision | RouteRefusal | LimitRefusal): RouteDecision {
   if ("refused" in d) throw new Error(`refused: ${d.refused}`);
   return d;
 }

@@ -1,12 +1,12 @@
 import { evictDurableObject, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it, vi } from "vitest";
-import type { RouteDecision, RouteRefusal, VersionRefusal } from "../../src/routing/protocol.ts";
+import type { LimitRefusal, RouteDecision, RouteRefusal, VersionRefusal } from "../../src/routing/protocol.ts";
 import { EVENTUALLY, firstRouteCall, groupConfig, routeCall, status } from "./gateway.ts";
 
 /** The Durable Object's own state: what it stores, and the alarm that keeps it (issue 10 §4). */
 
-function decided(d: RouteDecision | RouteRefusal | VersionRefusal): RouteDecision {
+function decided(d: RouteDecision | RouteRefusal | LimitRefusal | VersionRefusal): RouteDecision {
   if ("refused" in d) throw new Error(`refused: ${d.refused}`);
   return d;
 }

@@ -1,4 +1,5 @@
 import type { Env } from "../env.ts";
+import type { Caller } from "./auth.ts";
 
-/** What the gateway's Hono app knows of a request: its bindings, its id and when it began. */
-export type AppEnv = { Bindings: Env; Variables: { requestId: string; startedAt: number } };
+/** What the gateway's Hono app knows of a request: its bindings, its id, when it began, and (past the key check) who calls. */
+export type AppEnv = { Bindings: Env; Variables: { requestId: string; startedAt: number; caller: Caller } };

@@ -1,12 +1,13 @@
 import type { Context } from "hono";
 import { Hono } from "hono/tiny";
 import { cors } from "hono/cors";
-import { GatewayError, methodNotAllowed, notFound } from "../../src/openai/errors.ts";
+import { forbidden, GatewayError, methodNotAllowed, notFound } from "../../src/openai/errors.ts";
 import { modelObject } from "../../src/openai/models.ts";
 import type { LoadedConfig } from "../config.ts";
 import { mountAdmin } from "../admin/routes.ts";
 import type { AppEnv } from "./app-env.ts";
-import { authenticate } from "./auth.ts";
+import { admitCaller, EXPOSED, keyCors, keyPreflight } from "./admit.ts";
+import { allowsModel } from "../../src/tenants/route-tenant.ts";
 import { mountEndpoints } from "./endpoints.ts";
 import { groupObject } from "./group-object.ts";
 import { proxyCompletion } from "./proxy.ts";
@@ -15,7 +16,6 @@ import type { Endpoint } from "./validate.ts";
 
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
-const EXPOSED = ["x-kvgate-backend", "x-kvgate-reason", "x-kvgate-attempts", "x-kvgate-group", "x-kvgate-prefix-blocks", "x-kvgate-overhead-ms", "x-request-id", "retry-after"];
 
 /** The gateway's HTTP surface for one config; built once per isolate. */
 export function buildApp(config: LoadedConfig): Hono<AppEnv> {
@@ -28,6 +28,7 @@ export function buildApp(config: LoadedConfig): Hono<AppEnv> {
     c.set("requestId", given && REQUEST_ID.test(given) ? given : crypto.randomUUID());
     await next();
   });
+  app.use("*", keyPreflight(origins));
   if (origins.length > 0) {
     app.use("*", cors({ origin: origins.includes("*") ? "*" : origins, exposeHeaders: EXPOSED, maxAge: 600 }));
   }
@@ -36,26 +37,29 @@ export function buildApp(config: LoadedConfig): Hono<AppEnv> {
   mountAdmin(app, config);
 
   app.use("/v1/*", async (c, next) => {
-    await authenticate(c.req.raw, config, c.env);
+    await admitCaller(c, config);
     await next();
+    keyCors(c);
   });
 
   app.get("/v1/models", (c) => {
+    const caller = c.get("caller");
     const data = [];
     for (const g of config.groups) {
-      for (const id of [g.name, ...g.aliases]) data.push(modelObject(id, g.name));
+      for (const id of [g.name, ...g.aliases]) if (caller.kind === "master" || allowsModel(caller.key.record, id, g.name)) data.push(modelObject(id, g.name));
     }
     return c.json({ object: "list", data });
   });
 
   const completion = (endpoint: Endpoint) => (c: Context<AppEnv>) =>
-    proxyCompletion({ endpoint, req: c.req.raw, env: c.env, ctx: c.executionCtx, config, requestId: c.get("requestId"), startedAt: c.get("startedAt") });
+    proxyCompletion({ endpoint, req: c.req.raw, env: c.env, ctx: c.executionCtx, config, requestId: c.get("requestId"), startedAt: c.get("startedAt"), caller: c.get("caller") });
   app.post("/v1/chat/completions", completion("chat"));
   app.post("/v1/completions", completion("completions"));
-  app.all("/v1/realtime", (c) => openRealtime({ req: c.req.raw, env: c.env, ctx: c.executionCtx, config, requestId: c.get("requestId"), startedAt: c.get("startedAt") }));
+  app.all("/v1/realtime", (c) => openRealtime({ req: c.req.raw, env: c.env, ctx: c.executionCtx, config, requestId: c.get("requestId"), startedAt: c.get("startedAt"), caller: c.get("caller") }));
   mountEndpoints(app, config, completion);
 
   app.get("/v1/kvgate/status", async (c) => {
+    if (c.get("caller").kind !== "master") throw forbidden("the gateway's status is for its operator: use the master key or the admin API", "insufficient_permissions");
     const groups = await Promise.all(config.groups.map((g) => groupObject(c.env, g).status()));
     return c.json({ groups });
   });

@@ -6,6 +6,8 @@ import { pipelineFor } from "../config.ts";
 import { badGateway, badRequest, GatewayError, gatewayTimeout, unavailable } from "../../src/openai/errors.ts";
 import type { LeaseOutcome, RouteDecision } from "../../src/routing/protocol.ts";
 import { relay } from "../../src/stream/relay.ts";
+import { UsageEventStripper } from "../../src/stream/strip-usage.ts";
+import { readsUsage } from "../../src/tenants/route-tenant.ts";
 import { classifyStatus, clientError, FAILURE_CAUSE } from "../../src/upstream/answer.ts";
 import { parseUpstreamError } from "../../src/upstream/error-body.ts";
 import { readBounded } from "../../src/upstream/read-bounded.ts";
@@ -57,7 +59,8 @@ const CONNECTION_LOST = /network connection lost/i;
 export async function attempt(a: AttemptInput): Promise<AttemptResult> {
   const { p, group, decision, deadline } = a;
   const { config, env, ctx } = p;
-  const lease = holdLease(decision, group, env, ctx, config.releaseFlushMs);
+  const key = p.caller.kind === "key" ? p.caller.key.record : null;
+  const lease = holdLease(decision, group, env, ctx, config.releaseFlushMs, key?.id);
   const deployment = group.deployments.find((d) => d.id === decision.backendId);
   if (!deployment) {
     lease.settle("client-abort");
@@ -75,6 +78,14 @@ export async function attempt(a: AttemptInput): Promise<AttemptResult> {
   const hookCtx: HookContext = { requestId: p.requestId, group: group.name, clientModel: a.body.model, upstreamModel: deployment.model, backendId: deployment.id, stream };
 
   const upstreamBody: Record<string, unknown> = { ...a.body, model: deployment.model };
+  // A key that counts tokens needs the upstream's usage: a stream is asked for it, and the event
+  // that carries it is taken out again when the client did not ask for it.
+  const readUsage = key !== null && readsUsage(key);
+  const askUsage = readUsage && stream && (p.endpoint === "chat" || p.endpoint === "completions");
+  const asked = a.body.stream_options;
+  const options = typeof asked === "object" && asked !== null ? (asked as Record<string, unknown>) : null;
+  const stripUsage = askUsage && options?.include_usage !== true;
+  if (askUsage) upstreamBody.stream_options = { ...options, include_usage: true };
   for (const h of pipeline.request) h.onRequest?.(upstreamBody, hookCtx);
   // Serialised outside the fetch's try: a failure here is the request's, never the backend's.
   let payload: string;
@@ -161,11 +172,12 @@ export async function attempt(a: AttemptInput): Promise<AttemptResult> {
     out = hooked;
   }
   const transforms = [];
+  if (stripUsage) transforms.push(new UsageEventStripper());
   for (const h of pipeline.chunk) {
     const t = h.onChunk?.(hookCtx);
     if (t) transforms.push(t);
   }
-  if (!stream && transforms.length === 0 && pipeline.complete.length === 0 && deadline.totalMs === undefined) {
+  if (!stream && !readUsage && transforms.length === 0 && pipeline.complete.length === 0 && deadline.totalMs === undefined) {
     // A non-streamed answer is whole when its headers come (the generation is done). With no hook
     // and no total deadline, nothing needs to know when its body ends, and watching for that end
     // through a pipe costs about a fifth of the request's CPU (measured A/B with bench:ceiling).
@@ -179,6 +191,7 @@ export async function attempt(a: AttemptInput): Promise<AttemptResult> {
     sentAt,
     now: () => performance.now(),
     nativePipe: () => new IdentityTransformStream(),
+    readUsage,
     clientGone: () => p.req.signal.aborted,
     onClientGone: () => abort.abort(new Error("client disconnected")),
     ...(stream && group.streamIdleTimeoutMs ? { idleTimeoutMs: group.streamIdleTimeoutMs, onIdle: () => abort.abort(new Error("upstream stream stalled")), keepAliveMs: group.streamKeepAliveMs } : {}),
@@ -188,7 +201,8 @@ export async function attempt(a: AttemptInput): Promise<AttemptResult> {
       if (summary.outcome === "client-abort") abort.abort(new Error("client disconnected"));
       // A body the gateway's own limit cut was abandoned, not failed.
       const cut = deadline.expired || timedOut === "generation";
-      lease.settle(cut && summary.outcome === "upstream-error" ? "client-abort" : summary.outcome, summary.ttftMs ?? undefined);
+      const u = summary.usage;
+      lease.settle(cut && summary.outcome === "upstream-error" ? "client-abort" : summary.outcome, summary.ttftMs ?? undefined, u ? { prompt: u.promptTokens, completion: u.completionTokens, cached: u.cachedTokens } : undefined);
       for (const h of pipeline.complete) ctx.waitUntil(Promise.resolve(h.onComplete?.(summary, hookCtx)));
     },
   });

@@ -1,7 +1,10 @@
 import { unauthorized } from "../../src/openai/errors.ts";
 import { subprotocolAuthorization } from "../../src/realtime/handshake.ts";
+import { keyHash, looksLikeVirtualKey } from "../../src/tenants/key-format.ts";
+import type { KeyLookup } from "../../src/tenants/protocol.ts";
 import type { LoadedConfig } from "../config.ts";
-import type { Env } from "../env.ts";
+import type { Env, WaitUntil } from "../env.ts";
+import { lookupKey } from "./key-cache.ts";
 
 const encoder = new TextEncoder();
 /** Per secret value, its digest: computed once per isolate. */
@@ -45,20 +48,42 @@ function bearer(req: Request): string {
  */
 async function requireKey(req: Request, env: Env, accepted: readonly string[], what: string): Promise<void> {
   const given = bearer(req);
+  if (!(await matches(given, env, accepted, what))) throw unauthorized("invalid API key");
+}
+
+async function matches(given: string, env: Env, accepted: readonly string[], what: string): Promise<boolean> {
   const keys = accepted.map((name) => env[name]).filter((k): k is string => typeof k === "string" && k !== "");
   if (keys.length === 0) throw unauthorized(`the gateway has no ${what} configured (${accepted.join(" or ")})`);
   const [g, ...expected] = await Promise.all([sha256(given), ...keys.map(digestOf)]);
   let ok = false;
   for (const e of expected) ok = constantTimeEqual(e, g as Uint8Array) || ok;
-  if (!ok) throw unauthorized("invalid API key");
+  return ok;
 }
 
+/** Who is calling: the operator's master key, or a virtual key and what it may do. */
+export type Caller = { kind: "master" } | { kind: "key"; key: KeyLookup };
+
+const MASTER: Caller = { kind: "master" };
+
 /**
- * Throws a 401 unless the request carries the master key. Nothing else about a request lets it
- * in: its Host and Origin headers are the client's (or a proxy's) to write.
+ * The caller of a /v1 request, or a 401: the master key, or a virtual key that is neither revoked
+ * nor expired. Nothing else about a request lets it in: its Host and Origin headers are the
+ * client's (or a proxy's) to write. A virtual key is looked up by its SHA-256 in the isolate's
+ * cache of the tenants object (workers/gateway/key-cache.ts); anything not shaped like one is
+ * refused without asking.
  */
-export function authenticate(req: Request, config: LoadedConfig, env: Env): Promise<void> {
-  return requireKey(req, env, [config.auth.masterKeyEnv], "master key");
+export async function authenticate(req: Request, config: LoadedConfig, env: Env, ctx: WaitUntil): Promise<Caller> {
+  const given = bearer(req);
+  if (looksLikeVirtualKey(given)) {
+    const found = await lookupKey(env, ctx, await keyHash(given));
+    if (!found) throw unauthorized("invalid API key");
+    const r = found.record;
+    if (r.revokedAt !== null) throw unauthorized(`API key ${r.prefix}… was revoked`);
+    if (r.expiresAt !== null && r.expiresAt <= Date.now()) throw unauthorized(`API key ${r.prefix}… expired at ${new Date(r.expiresAt).toISOString()}`);
+    return { kind: "key", key: found };
+  }
+  if (await matches(given, env, [config.auth.masterKeyEnv], "master key")) return MASTER;
+  throw unauthorized("invalid API key");
 }
 
 /** The admin API: the admin key only. A client's key (the master key) administers nothing, even when an operator set both alike. */

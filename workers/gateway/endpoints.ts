@@ -3,7 +3,8 @@ import { methodNotAllowed } from "../../src/openai/errors.ts";
 import { modelObject } from "../../src/openai/models.ts";
 import type { LoadedConfig } from "../config.ts";
 import type { AppEnv } from "./app-env.ts";
-import { authenticate } from "./auth.ts";
+import { admitCaller, keyCors } from "./admit.ts";
+import { allowsModel } from "../../src/tenants/route-tenant.ts";
 import { unknownModel } from "./proxy.ts";
 import type { Endpoint } from "./validate.ts";
 
@@ -37,16 +38,24 @@ export function mountEndpoints(app: Hono<AppEnv>, config: LoadedConfig, proxy: (
   app.all(PATTERN, async (c) => {
     const path = c.req.param("endpoint") ?? "";
     // The same key as every /v1 call: no path is a way around it.
-    if (!path.startsWith("v1/")) await authenticate(c.req.raw, config, c.env);
+    const outside = !path.startsWith("v1/");
+    if (outside) await admitCaller(c, config);
     const handler = handlers.get(path);
     if (c.req.method !== "POST" || !handler) throw methodNotAllowed(`/${path}`, "POST");
-    return handler(c);
+    const res = await handler(c);
+    if (outside) {
+      c.res = res;
+      keyCors(c);
+      return c.res;
+    }
+    return res;
   });
   // Model ids may hold slashes (meta-llama/Llama-3.1-8B), sent as they are or as %2F.
   app.get("/v1/models/:id{.+}", (c) => {
     const id = c.req.param("id");
     const group = config.byModel.get(id);
-    if (!group) throw unknownModel(id);
+    const caller = c.get("caller");
+    if (!group || (caller.kind === "key" && !allowsModel(caller.key.record, id, group.name))) throw unknownModel(id);
     return c.json(modelObject(id, group.name));
   });
 }

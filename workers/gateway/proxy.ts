@@ -1,11 +1,13 @@
 import type { ResolvedGroup } from "../../src/config/load.ts";
-import type { LeaseOutcome, RouteRefusal } from "../../src/routing/protocol.ts";
-import { GatewayError, notFound, unavailable } from "../../src/openai/errors.ts";
+import type { LeaseOutcome, LimitRefusal, RouteRefusal, RouteTenant } from "../../src/routing/protocol.ts";
+import { forbidden, GatewayError, notFound, overLimit, unavailable } from "../../src/openai/errors.ts";
+import { allowsModel, routeTenant } from "../../src/tenants/route-tenant.ts";
 import { isServerSide, nextStep } from "../../src/upstream/retry.ts";
 import type { LoadedConfig } from "../config.ts";
 import type { Env, WaitUntil } from "../env.ts";
 import { freshGroup, loadFleet } from "../fleet.ts";
 import { attempt } from "./attempt.ts";
+import type { Caller } from "./auth.ts";
 import { readJsonBody } from "./body.ts";
 import { Deadline } from "./deadline.ts";
 import { route, type HeldLease } from "./route-client.ts";
@@ -19,6 +21,7 @@ export interface ProxyInput {
   config: LoadedConfig;
   requestId: string;
   startedAt: number;
+  caller: Caller;
 }
 
 /**
@@ -36,6 +39,7 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
   let byModel = config.byModel;
   let primary = byModel.get(body.model);
   if (!primary) ({ group: primary, byModel } = await groupAddedSince(env, body.model));
+  const tenant = tenantFor(p.caller, body.model, primary);
 
   const deadline = new Deadline(primary.totalTimeoutMs);
   // Server-side failures whose verdict waits for the next attempt's answer.
@@ -53,7 +57,8 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
   let reread = false;
   try {
     for (;;) {
-      const decision = await route(env, p.ctx, group, chain, exclude, body.model);
+      const decision = await route(env, p.ctx, group, chain, exclude, body.model, tenant && { ...tenant, admitted: attempts > 0 });
+      if ("refused" in decision && decision.refused === "limited") throw limitError(decision, p.caller);
       if ("refused" in decision && decision.rev > group.rev && !reread) {
         // The fleet changed under this isolate (its servers drained, replaced): route with the registry's version.
         reread = true;
@@ -112,6 +117,32 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
     // A relayed body is still under the deadline; its end clears it.
     if (!relaying) deadline.clear();
   }
+}
+
+/**
+ * What the routing object checks for the request's virtual key (null for the master key), after
+ * the key's own rule: a key limited to some models gets a 403 for any other.
+ */
+export function tenantFor(caller: Caller, model: string, group: ResolvedGroup): RouteTenant | undefined {
+  if (caller.kind === "master") return undefined;
+  const r = caller.key.record;
+  if (!allowsModel(r, model, group.name)) throw forbidden(`API key ${r.prefix}… may not use model ${quoted(model)}`, "model_not_allowed");
+  return routeTenant(caller.key, false);
+}
+
+const LIMIT_WORDS: Record<LimitRefusal["limit"], string> = {
+  rpm: "its requests per minute",
+  tpm: "its tokens per minute",
+  parallel: "its requests in flight at once",
+  budget: "its budget",
+};
+
+/** A 429 for a key over a limit: rate_limit_exceeded, or insufficient_quota for a spent budget, with when to try again. */
+export function limitError(d: LimitRefusal, caller: Caller): GatewayError {
+  const prefix = caller.kind === "key" ? `API key ${caller.key.record.prefix}…` : "this key";
+  const budget = d.limit === "budget";
+  const when = d.retryAfterMs === null ? "; the budget does not renew" : "";
+  return overLimit(`${prefix} reached ${LIMIT_WORDS[d.limit]}${budget ? " for the period" : ""}${when}`, budget ? "insufficient_quota" : "rate_limit_exceeded", d.retryAfterMs);
 }
 
 /**

@@ -4,7 +4,7 @@ import { chosenProtocol, isWebSocketUpgrade, keyFromProtocols, protocolsWithoutK
 import type { RouteRefusal } from "../../src/routing/protocol.ts";
 import { nextStep } from "../../src/upstream/retry.ts";
 import { clientGone, routingHeaders } from "./attempt.ts";
-import { groupAddedSince, noBackend, type ProxyInput } from "./proxy.ts";
+import { groupAddedSince, limitError, noBackend, tenantFor, type ProxyInput } from "./proxy.ts";
 import { openUpstream } from "./realtime-handshake.ts";
 import { holdLease, route } from "./route-client.ts";
 import { closeUnused, relaySockets } from "./socket-relay.ts";
@@ -36,6 +36,7 @@ export async function openRealtime(p: RealtimeInput): Promise<Response> {
   let byModel = config.byModel;
   let primary = byModel.get(model);
   if (!primary) ({ group: primary, byModel } = await groupAddedSince(p.env, model));
+  const tenant = tenantFor(p.caller, model, primary);
   const offered = req.headers.get("sec-websocket-protocol");
   const protocols = protocolsWithoutKey(offered);
   // The client must get back one of the subprotocols it offered, and never the key.
@@ -50,13 +51,14 @@ export async function openRealtime(p: RealtimeInput): Promise<Response> {
   for (const group of groups) {
     const exclude: string[] = [];
     for (;;) {
-      const decision = await route(p.env, p.ctx, group, NO_CHAIN, exclude, model);
+      const decision = await route(p.env, p.ctx, group, NO_CHAIN, exclude, model, tenant && { ...tenant, admitted: attempts > 0 });
+      if ("refused" in decision && decision.refused === "limited") throw limitError(decision, p.caller);
       if ("refused" in decision) {
         refused = decision.refused;
         break;
       }
       attempts++;
-      const lease = holdLease(decision, group, p.env, p.ctx, config.releaseFlushMs);
+      const lease = holdLease(decision, group, p.env, p.ctx, config.releaseFlushMs, tenant?.id);
       const deployment = group.deployments.find((d) => d.id === decision.backendId);
       if (!deployment) {
         lease.settle("client-abort");

@@ -1,6 +1,6 @@
 import type { ResolvedGroup } from "../../src/config/load.ts";
 import { unavailable } from "../../src/openai/errors.ts";
-import { isVersionRefusal, type LeaseOutcome, type LeaseRelease, type LeaseRenewal, type RouteCall, type RouteDecision, type RouteRefusal } from "../../src/routing/protocol.ts";
+import { isVersionRefusal, type LeaseOutcome, type LeaseRelease, type LeaseRenewal, type LimitRefusal, type RouteCall, type RouteDecision, type RouteRefusal, type RouteTenant, type TokenUsage } from "../../src/routing/protocol.ts";
 import type { Env, WaitUntil } from "../env.ts";
 import { groupObject } from "./group-object.ts";
 import { fleetBehind } from "../fleet.ts";
@@ -99,12 +99,14 @@ function queueRelease(group: string, release: LeaseRelease, env: Env, ctx: WaitU
  * Picks a backend of `group` for the prompt's hash chain and takes its slot, carrying the
  * isolate's finished and held leases along. `exclude`: ids of backends this request already
  * failed on. The object routes with this isolate's version of the group; one that does not know
- * it yet is sent the group's config, once.
+ * it yet is sent the group's config, once. `tenant`: the request's virtual key, whose limits the
+ * object checks before it takes a slot.
  */
-export async function route(env: Env, ctx: WaitUntil, group: ResolvedGroup, chain: number[], exclude: readonly string[], model: string): Promise<RouteDecision | RouteRefusal> {
+export async function route(env: Env, ctx: WaitUntil, group: ResolvedGroup, chain: number[], exclude: readonly string[], model: string, tenant?: RouteTenant): Promise<RouteDecision | RouteRefusal | LimitRefusal> {
   const released = takePending(group.name);
   const renewing = takeRenewals(group.name);
   const call: RouteCall = { version: group.version, chain, released, renewed: renewing.map((h) => h.renewal), exclude: [...exclude] };
+  if (tenant) call.tenant = tenant;
   try {
     const stub = groupObject(env, group);
     let answer = await stub.route(call);
@@ -124,8 +126,8 @@ export async function route(env: Env, ctx: WaitUntil, group: ResolvedGroup, chai
 /** A backend's slot, held by one upstream attempt until it settles. */
 export interface HeldLease {
   readonly backendId: string;
-  /** Ends the lease with its outcome; only the first call counts. */
-  settle(outcome: LeaseOutcome, ttftMs?: number): void;
+  /** Ends the lease with its outcome (and the upstream's usage, when it was read); only the first call counts. */
+  settle(outcome: LeaseOutcome, ttftMs?: number, usage?: TokenUsage): void;
 }
 
 /**
@@ -133,11 +135,13 @@ export interface HeldLease {
  * and while it does, the lease is renewed: along with any call to the group, or by its own timer
  * when none went out for a renewal interval.
  */
-export function holdLease(decision: RouteDecision, group: ResolvedGroup, env: Env, ctx: WaitUntil, flushMs: number): HeldLease {
+export function holdLease(decision: RouteDecision, group: ResolvedGroup, env: Env, ctx: WaitUntil, flushMs: number, key?: string): HeldLease {
   let done!: () => void;
   ctx.waitUntil(new Promise<void>((r) => (done = r)));
   const everyMs = group.leaseTtlMs / 3;
-  const mine: Held = { renewal: { lease: decision.lease, version: group.version, backendId: decision.backendId }, renewedAt: Date.now(), everyMs };
+  const renewal: LeaseRenewal = { lease: decision.lease, version: group.version, backendId: decision.backendId };
+  if (key !== undefined) renewal.key = key;
+  const mine: Held = { renewal, renewedAt: Date.now(), everyMs };
   heldOf(group.name).set(decision.lease, mine);
   const timer = setInterval(() => {
     if (Date.now() - mine.renewedAt >= everyMs / 2) ctx.waitUntil(flush(group.name, env));
@@ -145,12 +149,15 @@ export function holdLease(decision: RouteDecision, group: ResolvedGroup, env: En
   let settled = false;
   return {
     backendId: decision.backendId,
-    settle(outcome, ttftMs) {
+    settle(outcome, ttftMs, usage) {
       if (settled) return;
       settled = true;
       clearInterval(timer);
       heldOf(group.name).delete(decision.lease);
-      queueRelease(group.name, { lease: decision.lease, outcome, ...(ttftMs === undefined ? {} : { ttftMs }) }, env, ctx, flushMs);
+      const release: LeaseRelease = { lease: decision.lease, outcome };
+      if (ttftMs !== undefined) release.ttftMs = ttftMs;
+      if (usage) release.usage = usage;
+      queueRelease(group.name, release, env, ctx, flushMs);
       done();
     },
   };

@@ -1,0 +1,203 @@
+import type { LimitName, RouteTenant, TokenUsage } from "../routing/protocol.ts";
+import { dayOf, periodOf } from "./period.ts";
+import type { BudgetPeriod, Spent, UsageRow } from "./protocol.ts";
+import { MinuteWindow } from "./window.ts";
+
+/** A key no request of this group used for this long, with nothing in flight or unsent, is forgotten. */
+const IDLE_MS = 120_000;
+
+interface Amount {
+  tokens: number;
+  costMicros: number;
+}
+
+interface KeyState {
+  inFlight: number;
+  requests: MinuteWindow;
+  tokens: MinuteWindow;
+  /** The key's spend as the tenants object last answered it. */
+  known: Spent | null;
+  /** Usage finished here that the tenants object has not acknowledged yet, per UTC day. */
+  unacked: Map<string, Amount>;
+  seenAt: number;
+}
+
+export interface Refusal {
+  limit: LimitName;
+  retryAfterMs: number | null;
+}
+
+/**
+ * A routing object's account of the virtual keys that route through it: their requests and
+ * tokens over the last minute and their requests in flight (this group's share of each key's
+ * limits), the usage that finished here, summed per key, day, model and backend until it is sent
+ * to the tenants object in one batch, and each key's spend as the tenants object last told it —
+ * which, with what finished here since, is what a budget is checked against.
+ */
+export class TenantLedger {
+  private readonly keys = new Map<string, KeyState>();
+  private pending = new Map<string, UsageRow>();
+  /** The batch on its way to the tenants object: per key and day, what it adds. */
+  private sending: Map<string, Map<string, Amount>> | null = null;
+
+  /** Rows waiting for the next batch. */
+  get pendingRows(): number {
+    return this.pending.size;
+  }
+
+  get size(): number {
+    return this.keys.size;
+  }
+
+  /** Why the key may not have another request now, or null. Changes nothing. */
+  check(t: RouteTenant, now: number): Refusal | null {
+    if (t.admitted) return null;
+    const k = this.keys.get(t.id);
+    if (t.budget && (t.budget.tokens !== null || t.budget.costMicros !== null)) {
+      const spent = this.spent(t.id, t.budget.period, t.budget.spent, now);
+      if ((t.budget.tokens !== null && spent.tokens >= t.budget.tokens) || (t.budget.costMicros !== null && spent.costMicros >= t.budget.costMicros)) {
+        return { limit: "budget", retryAfterMs: msToNextPeriod(t.budget.period, now) };
+      }
+    }
+    if (!k) return null;
+    if (t.maxParallel !== null && k.inFlight >= t.maxParallel) return { limit: "parallel", retryAfterMs: 1000 };
+    if (t.rpm !== null && k.requests.total(now) >= t.rpm) return { limit: "rpm", retryAfterMs: k.requests.msUntilBelow(t.rpm, now) };
+    if (t.tpm !== null && k.tokens.total(now) >= t.tpm) return { limit: "tpm", retryAfterMs: k.tokens.msUntilBelow(t.tpm, now) };
+    return null;
+  }
+
+  /** A request of the key took a slot: it counts in the minute's requests (once per request, not per attempt) and in flight. */
+  took(t: RouteTenant, now: number): void {
+    const k = this.state(t.id, now);
+    k.inFlight++;
+    if (!t.admitted) k.requests.add(now, 1);
+  }
+
+  /** A lease of the key ended; `usage`, when the Worker read it, counts for the key's tokens and is recorded. */
+  finished(key: string, usage: TokenUsage | undefined, served: boolean, where: { model: string; backend: string; costMicros: number }, now: number): void {
+    const k = this.state(key, now);
+    k.inFlight = Math.max(0, k.inFlight - 1);
+    if (!usage && !served) return;
+    const tokens = usage ? usage.prompt + usage.completion : 0;
+    const day = dayOf(now);
+    const id = `${key}\n${day}\n${where.model}\n${where.backend}`;
+    let row = this.pending.get(id);
+    if (!row) {
+      row = { key, day, model: where.model, backend: where.backend, promptTokens: 0, completionTokens: 0, cachedTokens: 0, requests: 0, costMicros: 0 };
+      this.pending.set(id, row);
+    }
+    if (served) row.requests++;
+    if (!usage) return;
+    row.promptTokens += usage.prompt;
+    row.completionTokens += usage.completion;
+    row.cachedTokens += usage.cached;
+    row.costMicros += where.costMicros;
+    k.tokens.add(now, tokens);
+    addTo(k.unacked, day, tokens, where.costMicros);
+  }
+
+  /** A lease of the key expired (its Worker went away): it is in flight no more, and nothing was read. */
+  expired(key: string): void {
+    const k = this.keys.get(key);
+    if (k) k.inFlight = Math.max(0, k.inFlight - 1);
+  }
+
+  /** The rows to send, and the keys whose spend to ask for; null when a batch is on its way or nothing waits. */
+  takeBatch(): { rows: UsageRow[]; keys: string[] } | null {
+    if (this.sending || this.pending.size === 0) return null;
+    const rows = [...this.pending.values()];
+    this.pending = new Map();
+    this.sending = new Map();
+    for (const r of rows) addTo(this.sendingOf(r.key), r.day, r.promptTokens + r.completionTokens, r.costMicros);
+    return { rows, keys: [...new Set(rows.map((r) => r.key))] };
+  }
+
+  /** The tenants object stored the batch and answered the keys' spend. */
+  sent(spent: Record<string, Spent>): void {
+    const batch = this.sending;
+    this.sending = null;
+    if (!batch) return;
+    for (const [key, days] of batch) {
+      const k = this.keys.get(key);
+      if (!k) continue;
+      for (const [day, a] of days) addTo(k.unacked, day, -a.tokens, -a.costMicros);
+      for (const [day, a] of k.unacked) if (a.tokens <= 0 && a.costMicros <= 0) k.unacked.delete(day);
+      const s = spent[key];
+      if (s) k.known = s;
+    }
+  }
+
+  /** The batch did not arrive: its rows wait for the next one. */
+  unsent(rows: UsageRow[]): void {
+    this.sending = null;
+    for (const r of rows) {
+      const id = `${r.key}\n${r.day}\n${r.model}\n${r.backend}`;
+      const row = this.pending.get(id);
+      if (!row) {
+        this.pending.set(id, r);
+        continue;
+      }
+      row.promptTokens += r.promptTokens;
+      row.completionTokens += r.completionTokens;
+      row.cachedTokens += r.cachedTokens;
+      row.requests += r.requests;
+      row.costMicros += r.costMicros;
+    }
+  }
+
+  /** Forgets keys idle here with nothing in flight and nothing unsent. */
+  sweep(now: number): void {
+    for (const [id, k] of this.keys) if (k.inFlight === 0 && k.unacked.size === 0 && now - k.seenAt > IDLE_MS) this.keys.delete(id);
+  }
+
+  /** What the key has spent in its current period: the freshest total the tenants object gave (here, or to the Worker), plus what finished here since. */
+  private spent(key: string, period: BudgetPeriod, fromWorker: Spent, now: number): Amount {
+    const p = periodOf(period, now);
+    const k = this.keys.get(key);
+    const known = k?.known?.period === p ? k.known : null;
+    const given = fromWorker.period === p ? fromWorker : null;
+    // Spend only grows within a period: the larger total is the later one. A total read by the
+    // Worker after the tenants object stored a batch this object has not heard back about counts
+    // that batch twice for a moment: a refusal a little early, never a late one.
+    let tokens = Math.max(known?.tokens ?? 0, given?.tokens ?? 0);
+    let costMicros = Math.max(known?.costMicros ?? 0, given?.costMicros ?? 0);
+    if (k) {
+      for (const [day, a] of k.unacked) {
+        if (periodOf(period, Date.parse(day)) !== p) continue;
+        tokens += a.tokens;
+        costMicros += a.costMicros;
+      }
+    }
+    return { tokens, costMicros };
+  }
+
+  private state(key: string, now: number): KeyState {
+    let k = this.keys.get(key);
+    if (!k) this.keys.set(key, (k = { inFlight: 0, requests: new MinuteWindow(), tokens: new MinuteWindow(), known: null, unacked: new Map(), seenAt: now }));
+    k.seenAt = now;
+    return k;
+  }
+
+  private sendingOf(key: string): Map<string, Amount> {
+    const s = this.sending as Map<string, Map<string, Amount>>;
+    let m = s.get(key);
+    if (!m) s.set(key, (m = new Map()));
+    return m;
+  }
+}
+
+function addTo(m: Map<string, Amount>, day: string, tokens: number, costMicros: number): void {
+  const a = m.get(day);
+  if (a) {
+    a.tokens += tokens;
+    a.costMicros += costMicros;
+  } else m.set(day, { tokens, costMicros });
+}
+
+/** Milliseconds until the next budget period starts (UTC); null for a total budget, which never renews. */
+export function msToNextPeriod(period: BudgetPeriod, now: number): number | null {
+  if (period === "total") return null;
+  const d = new Date(now);
+  const next = period === "day" ? Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), d.getUTCDate() + 1) : Date.UTC(d.getUTCFullYear(), d.getUTCMonth() + 1, 1);
+  return next - now;
+}

@@ -1,0 +1,29 @@
+import type { RouteTenant } from "../routing/protocol.ts";
+import type { KeyLookup, KeyRecord } from "./protocol.ts";
+
+/** What a routing object needs of a virtual key to check its limits: sent with the route call. */
+export function routeTenant(k: KeyLookup, admitted: boolean): RouteTenant {
+  const r = k.record;
+  const budgeted = r.budgetTokens !== null || r.budgetUsd !== null;
+  return {
+    id: r.id,
+    rpm: r.rpm,
+    tpm: r.tpm,
+    maxParallel: r.maxParallel,
+    budget: budgeted ? { tokens: r.budgetTokens, costMicros: r.budgetUsd === null ? null : r.budgetUsd * 1e6, period: r.budgetPeriod, spent: k.spent } : null,
+    admitted,
+  };
+}
+
+/**
+ * Whether a key's requests must read the upstream's usage: for its token limit, its budget, or
+ * its usage records. Those pay JavaScript per chunk; a key that needs none keeps the native pipe.
+ */
+export function readsUsage(r: KeyRecord): boolean {
+  return r.trackUsage || r.tpm !== null || r.budgetTokens !== null || r.budgetUsd !== null;
+}
+
+/** Whether the key may call `model` (a name or alias of `group`). */
+export function allowsModel(r: KeyRecord, model: string, group: string): boolean {
+  return r.models.length === 0 || r.models.includes(model) || r.models.includes(group);
+}

@@ -1,0 +1,121 @@
+import { describe, expect, it } from "vitest";
+import type { RouteTenant } from "../../src/routing/protocol.ts";
+import { msToNextPeriod, TenantLedger } from "../../src/tenants/ledger.ts";
+import { MinuteWindow } from "../../src/tenants/window.ts";
+
+const T0 = Date.UTC(2026, 10, 23, 12, 0, 0);
+const where = { model: "m", backend: "b0", costMicros: 0 };
+
+function tenant(over: Partial<RouteTenant> = {}): RouteTenant {
+  return { id: "key_a", rpm: null, tpm: null, maxParallel: null, budget: null, admitted: false, ...over };
+}
+
+describe("a minute window", () => {
+  it("counts the last 60 seconds and says when a second leaves it", () => {
+    const w = new MinuteWindow();
+    w.add(T0, 3);
+    w.add(T0 + 10_500, 2);
+    expect(w.total(T0 + 59_999)).toBe(5);
+    expect(w.total(T0 + 60_000)).toBe(2);
+    // Below 5 once T0's second has left: at T0 + 60 s.
+    expect(w.msUntilBelow(5, T0 + 30_000)).toBe(30_000);
+    // Below 2 only once both have left: at T0 + 70 s.
+    expect(w.msUntilBelow(2, T0 + 30_000)).toBe(40_000);
+    expect(w.empty(T0 + 71_000)).toBe(true);
+  });
+});
+
+describe("a routing object's ledger of virtual keys", () => {
+  it("refuses the request past the key's requests per minute, and says when the next one fits", () => {
+    const l = new TenantLedger();
+    const t = tenant({ rpm: 3 });
+    for (let i = 0; i < 3; i++) {
+      expect(l.check(t, T0 + i * 1000)).toBeNull();
+      l.took(t, T0 + i * 1000);
+      l.finished(t.id, undefined, true, where, T0 + i * 1000 + 10);
+    }
+    expect(l.check(t, T0 + 5000)).toEqual({ limit: "rpm", retryAfterMs: 55_000 });
+    expect(l.check(t, T0 + 60_000)).toBeNull();
+    // A retry of an admitted request is not checked, and not counted again.
+    expect(l.check({ ...t, admitted: true }, T0 + 5000)).toBeNull();
+    l.took({ ...t, admitted: true }, T0 + 5000);
+    expect(l.check(t, T0 + 60_000)).toBeNull();
+  });
+
+  it("refuses past the key's requests in flight, and counts an expired lease out", () => {
+    const l = new TenantLedger();
+    const t = tenant({ maxParallel: 2 });
+    l.took(t, T0);
+    l.took(t, T0);
+    expect(l.check(t, T0)?.limit).toBe("parallel");
+    l.expired(t.id);
+    expect(l.check(t, T0)).toBeNull();
+    l.finished(t.id, undefined, false, where, T0);
+    l.finished(t.id, undefined, false, where, T0);
+    // Never below zero: a second release of nothing leaves room for exactly two.
+    l.took(t, T0);
+    l.took(t, T0);
+    expect(l.check(t, T0)?.limit).toBe("parallel");
+  });
+
+  it("counts the upstream's tokens for the key's tokens per minute", () => {
+    const l = new TenantLedger();
+    const t = tenant({ tpm: 1000 });
+    l.took(t, T0);
+    l.finished(t.id, { prompt: 700, completion: 299, cached: 500 }, true, where, T0 + 100);
+    expect(l.check(t, T0 + 200)).toBeNull();
+    l.took(t, T0 + 200);
+    l.finished(t.id, { prompt: 1, completion: 0, cached: 0 }, true, where, T0 + 2_000);
+    expect(l.check(t, T0 + 3_000)).toEqual({ limit: "tpm", retryAfterMs: 57_000 });
+  });
+
+  it("checks a budget against the tenants object's total plus what finished here since, in the current period", () => {
+    const l = new TenantLedger();
+    const spent = { period: "2026-11", tokens: 900, costMicros: 0 };
+    const t = tenant({ budget: { tokens: 1000, costMicros: null, period: "month", spent } });
+    expect(l.check(t, T0)).toBeNull();
+    l.took(t, T0);
+    l.finished(t.id, { prompt: 60, completion: 40, cached: 0 }, true, where, T0 + 1);
+    const refused = l.check(t, T0 + 2);
+    expect(refused?.limit).toBe("budget");
+    expect(refused?.retryAfterMs).toBe(msToNextPeriod("month", T0 + 2));
+    // The batch goes out; the tenants object answers a total that includes it: still spent, not counted twice.
+    const batch = l.takeBatch();
+    expect(batch?.rows).toEqual([{ key: "key_a", day: "2026-11-23", model: "m", backend: "b0", promptTokens: 60, completionTokens: 40, cachedTokens: 0, requests: 1, costMicros: 0 }]);
+    l.sent({ key_a: { period: "2026-11", tokens: 1000, costMicros: 0 } });
+    expect(l.check({ ...t, budget: { ...t.budget!, tokens: 1001 } }, T0 + 3)).toBeNull();
+    expect(l.check(t, T0 + 3)?.limit).toBe("budget");
+    // A new month: last month's spend does not count.
+    const next = Date.UTC(2026, 11, 1, 0, 0, 1);
+    expect(l.check(t, next)).toBeNull();
+  });
+
+  it("keeps a batch that did not arrive for the next one, summed with what came since", () => {
+    const l = new TenantLedger();
+    const t = tenant({ budget: { tokens: 100, costMicros: null, period: "total", spent: { period: "total", tokens: 0, costMicros: 0 } } });
+    l.took(t, T0);
+    l.finished(t.id, { prompt: 30, completion: 20, cached: 10 }, true, { ...where, costMicros: 7 }, T0);
+    const first = l.takeBatch();
+    expect(l.takeBatch()).toBeNull();
+    l.took(t, T0);
+    l.finished(t.id, { prompt: 5, completion: 5, cached: 0 }, true, { ...where, costMicros: 1 }, T0);
+    l.unsent(first!.rows);
+    const again = l.takeBatch();
+    expect(again?.rows).toEqual([{ key: "key_a", day: "2026-11-23", model: "m", backend: "b0", promptTokens: 35, completionTokens: 25, cachedTokens: 10, requests: 2, costMicros: 8 }]);
+    // Unsent usage still counts against the budget: 60 of 100.
+    expect(l.check({ ...t, budget: { ...t.budget!, tokens: 60 } }, T0)?.limit).toBe("budget");
+    expect(l.check(t, T0)).toBeNull();
+    expect(msToNextPeriod("total", T0)).toBeNull();
+  });
+
+  it("forgets a key idle for two minutes with nothing in flight or unsent", () => {
+    const l = new TenantLedger();
+    const t = tenant({ rpm: 10 });
+    l.took(t, T0);
+    l.sweep(T0 + 600_000);
+    expect(l.size).toBe(1);
+    l.finished(t.id, undefined, false, where, T0 + 1);
+    l.sweep(T0 + 121_000);
+    expect(l.size).toBe(0);
+  });
+});
