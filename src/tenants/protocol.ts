@@ -1,3 +1,5 @@
+import type { AdminResult } from "../fleet/protocol.ts";
+
 /**
  * What the gateway and the tenants' Durable Object (durable-objects/tenants.ts, one object named
  * "tenants") say to each other. Virtual keys live there, stored as SHA-256 hashes; usage arrives
@@ -58,6 +60,7 @@ export interface KeyLookup {
 
 /** Usage of one key on one model group's backend on one UTC day, as a routing object sums it. */
 export interface UsageRow {
+  /** The key's id (KeyRecord.id, which a rotation keeps), never its hash. */
   key: string;
   /** YYYY-MM-DD, UTC. */
   day: string;
@@ -82,4 +85,60 @@ export interface TenantsRpc {
   record(rows: UsageRow[], keys: string[]): Record<string, Spent>;
   /** Every browser origin some live key allows: what a CORS preflight (which carries no key) is answered for. */
   origins(): string[];
+}
+
+/** A refused admin call, as the fleet registry's are: an OpenAI-style error's status, code, message and field. */
+export type TenantsRefusal = Extract<AdminResult, { ok: false }>;
+export type TenantsResult<T> = { ok: true; value: T } | TenantsRefusal;
+
+/** A key just made (create) or given a new secret (rotate): the only answer that holds the key itself. */
+export interface IssuedKey {
+  key: string;
+  lookup: KeyLookup;
+}
+
+/** What a usage query asks: one key's rows between two UTC days (both included), of one model or all. */
+export interface UsageQuery {
+  key: string;
+  /** YYYY-MM-DD; null: the oldest day kept. */
+  since: string | null;
+  /** YYYY-MM-DD; null: today. */
+  until: string | null;
+  model: string | null;
+}
+
+export interface UsageFigures {
+  promptTokens: number;
+  completionTokens: number;
+  cachedTokens: number;
+  requests: number;
+  costMicros: number;
+}
+
+export interface UsageReport {
+  key: string;
+  since: string;
+  until: string;
+  model: string | null;
+  totals: UsageFigures;
+  /** Per day, model and backend, oldest day first. */
+  rows: (UsageFigures & { day: string; model: string; backend: string })[];
+}
+
+/**
+ * The tenants object, as the admin API calls it. Create and update take the admin API's JSON body
+ * as it came (src/tenants/key-input.ts checks it); every refusal is a value, never a throw.
+ */
+export interface TenantsAdminRpc {
+  create(input: unknown): Promise<TenantsResult<IssuedKey>>;
+  /** Every key, oldest first. */
+  list(): KeyLookup[];
+  get(id: string): TenantsResult<KeyLookup>;
+  /** Changes the fields the patch names; null clears a limit. */
+  update(id: string, patch: unknown): TenantsResult<KeyLookup>;
+  /** Marks the key revoked (its hash stays, so the gateway learns it is revoked); again: no change. */
+  revoke(id: string): TenantsResult<KeyLookup>;
+  /** A new key for the same id: same limits, usage goes on; the old key's hash is gone at once. */
+  rotate(id: string): Promise<TenantsResult<IssuedKey>>;
+  usage(query: UsageQuery): TenantsResult<UsageReport>;
 }

@@ -1,2 +1,2 @@
-/** The one tenants object of a gateway: virtual keys and their usage. */
+/** The name of the gateway's one tenants object (virtual keys and their usage). */
 export const TENANTS_NAME = "tenants";

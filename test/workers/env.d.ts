@@ -13,7 +13,7 @@ declare global {
     }
     interface GlobalProps {
       mainModule: typeof import("../../workers/gateway/index.ts");
-      durableNamespaces: "ModelGroup" | "FleetRegistry";
+      durableNamespaces: "ModelGroup" | "FleetRegistry" | "Tenants";
     }
   }
 }

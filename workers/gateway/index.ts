@@ -7,6 +7,7 @@ import { buildApp } from "./app.ts";
 
 export { ModelGroup } from "../../durable-objects/model-group.ts";
 export { FleetRegistry } from "../../durable-objects/fleet-registry.ts";
+export { Tenants } from "../../durable-objects/tenants.ts";
 
 let built: { config: ResolvedConfig; fleet: FleetView; app: ReturnType<typeof buildApp> } | null = null;
 

@@ -1,0 +1,240 @@
+import { DurableObject } from "cloudflare:workers";
+import { keyHash, newKey, prefixOf } from "../src/tenants/key-format.ts";
+import { parseKeyInput } from "../src/tenants/key-input.ts";
+import { keyStatus, newKeyId, newRecord, patchedRecord } from "../src/tenants/key-record.ts";
+import { dayOf, periodOf, periodStartDay } from "../src/tenants/period.ts";
+import type { IssuedKey, KeyLookup, KeyRecord, Spent, TenantsAdminRpc, TenantsRefusal, TenantsResult, TenantsRpc, UsageFigures, UsageQuery, UsageReport, UsageRow } from "../src/tenants/protocol.ts";
+
+const DAY_MS = 86_400_000;
+/**
+ * Usage rows are kept this many days, then pruned once a day by the alarm, so storage stays
+ * bounded: keys × models × backends × 400 rows at most (the alarm is set by a batch of usage,
+ * for the next midnight, so an idle gateway's object is not woken). A pruned row's tokens and cost are first
+ * added to its key's carried totals, so a "total" budget still counts them.
+ */
+export const USAGE_KEPT_DAYS = 400;
+/** The alarm prunes a few minutes after each UTC midnight. */
+const PRUNE_AFTER_MIDNIGHT_MS = 5 * 60_000;
+
+interface KeyRow {
+  record: string;
+  carried_tokens: number;
+  carried_cost_micros: number;
+  [column: string]: SqlStorageValue;
+}
+
+interface UsageDbRow {
+  day: string;
+  model: string;
+  backend: string;
+  prompt_tokens: number;
+  completion_tokens: number;
+  cached_tokens: number;
+  requests: number;
+  cost_micros: number;
+  [column: string]: SqlStorageValue;
+}
+
+const notFound = (id: string): TenantsRefusal => ({ ok: false, status: 404, code: "key_not_found", message: `no key "${id}"`, param: "id" });
+const badDay = (param: "since" | "until"): TenantsRefusal => ({ ok: false, status: 400, code: "invalid_value", message: `${param} must be a day, YYYY-MM-DD`, param });
+const DAY = /^\d{4}-\d{2}-\d{2}$/;
+
+/**
+ * The tenants: one object for the gateway (src/tenants/tenants-name.ts), holding the virtual keys
+ * and their usage in SQLite. A key is stored as its SHA-256 only; the key itself leaves this object
+ * once, in the answer to create or rotate. The gateway's Workers look keys up by hash (and cache
+ * them); the routing objects send usage in batches, one transaction each, never a write per
+ * request.
+ */
+export class Tenants extends DurableObject<unknown> implements TenantsRpc, TenantsAdminRpc {
+  private readonly sql: SqlStorage;
+  private pruneScheduled = false;
+
+  constructor(ctx: DurableObjectState, env: unknown) {
+    super(ctx, env);
+    this.sql = ctx.storage.sql;
+    // The carried totals: usage of rows pruned since the key was made (see USAGE_KEPT_DAYS).
+    this.sql.exec(`CREATE TABLE IF NOT EXISTS keys (
+      id TEXT PRIMARY KEY, hash TEXT NOT NULL UNIQUE, record TEXT NOT NULL, created_at INTEGER NOT NULL,
+      carried_tokens INTEGER NOT NULL DEFAULT 0, carried_cost_micros INTEGER NOT NULL DEFAULT 0)`);
+    // The primary key's order is the (key, day) index a budget period's sum reads a range of.
+    this.sql.exec(`CREATE TABLE IF NOT EXISTS usage (
+      key TEXT NOT NULL, day TEXT NOT NULL, model TEXT NOT NULL, backend TEXT NOT NULL,
+      prompt_tokens INTEGER NOT NULL, completion_tokens INTEGER NOT NULL, cached_tokens INTEGER NOT NULL,
+      requests INTEGER NOT NULL, cost_micros INTEGER NOT NULL,
+      PRIMARY KEY (key, day, model, backend)) WITHOUT ROWID`);
+  }
+
+  lookup(hash: string): KeyLookup | null {
+    const row = this.sql.exec<KeyRow>("SELECT record, carried_tokens, carried_cost_micros FROM keys WHERE hash = ?", hash).toArray()[0];
+    return row ? this.withSpent(row, Date.now()) : null;
+  }
+
+  record(rows: UsageRow[], keys: string[]): Record<string, Spent> {
+    const now = Date.now();
+    this.ctx.storage.transactionSync(() => {
+      for (const r of rows) {
+        this.sql.exec(
+          `INSERT INTO usage (key, day, model, backend, prompt_tokens, completion_tokens, cached_tokens, requests, cost_micros)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+           ON CONFLICT (key, day, model, backend) DO UPDATE SET
+             prompt_tokens = prompt_tokens + excluded.prompt_tokens, completion_tokens = completion_tokens + excluded.completion_tokens,
+             cached_tokens = cached_tokens + excluded.cached_tokens, requests = requests + excluded.requests,
+             cost_micros = cost_micros + excluded.cost_micros`,
+          r.key, r.day, r.model, r.backend, r.promptTokens, r.completionTokens, r.cachedTokens, r.requests, r.costMicros,
+        );
+      }
+    });
+    this.schedulePrune(now);
+    const spent: Record<string, Spent> = {};
+    for (const id of new Set([...rows.map((r) => r.key), ...keys])) {
+      const row = this.rowOf(id);
+      if (row) spent[id] = this.withSpent(row, now).spent;
+    }
+    return spent;
+  }
+
+  /** Live: neither revoked nor expired. */
+  origins(): string[] {
+    const now = Date.now();
+    const out = new Set<string>();
+    for (const { record } of this.sql.exec<{ record: string }>("SELECT record FROM keys").toArray()) {
+      const r = JSON.parse(record) as KeyRecord;
+      if (keyStatus(r, now) === "active") for (const o of r.origins) out.add(o);
+    }
+    return [...out];
+  }
+
+  async create(input: unknown): Promise<TenantsResult<IssuedKey>> {
+    const now = Date.now();
+    const parsed = parseKeyInput(input, now, false);
+    if (!parsed.ok) return parsed;
+    const key = newKey();
+    const hash = await keyHash(key);
+    const record = newRecord(parsed.fields, newKeyId(), prefixOf(key), now);
+    this.sql.exec("INSERT INTO keys (id, hash, record, created_at) VALUES (?, ?, ?, ?)", record.id, hash, JSON.stringify(record), now);
+    return { ok: true, value: { key, lookup: this.lookupOf(record.id, now) } };
+  }
+
+  list(): KeyLookup[] {
+    const now = Date.now();
+    return this.sql
+      .exec<KeyRow>("SELECT record, carried_tokens, carried_cost_micros FROM keys ORDER BY created_at, id")
+      .toArray()
+      .map((row) => this.withSpent(row, now));
+  }
+
+  get(id: string): TenantsResult<KeyLookup> {
+    const row = this.rowOf(id);
+    return row ? { ok: true, value: this.withSpent(row, Date.now()) } : notFound(id);
+  }
+
+  update(id: string, patch: unknown): TenantsResult<KeyLookup> {
+    const now = Date.now();
+    const row = this.rowOf(id);
+    if (!row) return notFound(id);
+    const parsed = parseKeyInput(patch, now, true);
+    if (!parsed.ok) return parsed;
+    this.write(patchedRecord(parse(row), parsed.fields));
+    return { ok: true, value: this.lookupOf(id, now) };
+  }
+
+  revoke(id: string): TenantsResult<KeyLookup> {
+    const now = Date.now();
+    const row = this.rowOf(id);
+    if (!row) return notFound(id);
+    const record = parse(row);
+    if (record.revokedAt === null) this.write({ ...record, revokedAt: now });
+    return { ok: true, value: this.lookupOf(id, now) };
+  }
+
+  async rotate(id: string): Promise<TenantsResult<IssuedKey>> {
+    const key = newKey();
+    const hash = await keyHash(key);
+    // Read after the digest: a change that came in while it was computed is kept.
+    const now = Date.now();
+    const row = this.rowOf(id);
+    if (!row) return notFound(id);
+    const record = parse(row);
+    if (record.revokedAt !== null) return { ok: false, status: 409, code: "key_revoked", message: `key "${id}" is revoked; create a new key instead`, param: "id" };
+    this.sql.exec("UPDATE keys SET hash = ?, record = ? WHERE id = ?", hash, JSON.stringify({ ...record, prefix: prefixOf(key) }), id);
+    return { ok: true, value: { key, lookup: this.lookupOf(id, now) } };
+  }
+
+  usage(query: UsageQuery): TenantsResult<UsageReport> {
+    const now = Date.now();
+    const since = query.since ?? dayOf(now - USAGE_KEPT_DAYS * DAY_MS);
+    const until = query.until ?? dayOf(now);
+    if (!DAY.test(since)) return badDay("since");
+    if (!DAY.test(until)) return badDay("until");
+    if (since > until) return { ok: false, status: 400, code: "invalid_value", message: `since (${since}) is after until (${until})`, param: "since" };
+    const rows = this.sql
+      .exec<UsageDbRow>(
+        `SELECT day, model, backend, prompt_tokens, completion_tokens, cached_tokens, requests, cost_micros FROM usage
+         WHERE key = ? AND day >= ? AND day <= ? AND (? IS NULL OR model = ?) ORDER BY day, model, backend`,
+        query.key, since, until, query.model, query.model,
+      )
+      .toArray();
+    // A key with usage is history even when it no longer exists; one with neither is a typo.
+    if (rows.length === 0 && !this.rowOf(query.key) && this.sql.exec("SELECT 1 FROM usage WHERE key = ? LIMIT 1", query.key).toArray().length === 0) return notFound(query.key);
+    const totals: UsageFigures = { promptTokens: 0, completionTokens: 0, cachedTokens: 0, requests: 0, costMicros: 0 };
+    const out = rows.map((r) => {
+      const f: UsageFigures = { promptTokens: r.prompt_tokens, completionTokens: r.completion_tokens, cachedTokens: r.cached_tokens, requests: r.requests, costMicros: r.cost_micros };
+      for (const k of Object.keys(totals) as (keyof UsageFigures)[]) totals[k] += f[k];
+      return { day: r.day, model: r.model, backend: r.backend, ...f };
+    });
+    return { ok: true, value: { key: query.key, since, until, model: query.model, totals, rows: out } };
+  }
+
+  /** Prunes usage rows past USAGE_KEPT_DAYS, carrying their totals into their keys first. */
+  override alarm(): void {
+    const now = Date.now();
+    const cutoff = dayOf(now - USAGE_KEPT_DAYS * DAY_MS);
+    this.ctx.storage.transactionSync(() => {
+      const old = "FROM usage WHERE usage.key = keys.id AND usage.day < ?";
+      this.sql.exec(
+        `UPDATE keys SET carried_tokens = carried_tokens + (SELECT COALESCE(SUM(prompt_tokens + completion_tokens), 0) ${old}),
+           carried_cost_micros = carried_cost_micros + (SELECT COALESCE(SUM(cost_micros), 0) ${old})
+         WHERE EXISTS (SELECT 1 ${old})`,
+        cutoff, cutoff, cutoff,
+      );
+      this.sql.exec("DELETE FROM usage WHERE day < ?", cutoff);
+    });
+    // The next batch sets the next prune: a gateway with no traffic wakes nothing.
+    this.pruneScheduled = false;
+  }
+
+  /** Sets the daily prune, once per object's life in memory (usage only ever arrives through `record`). */
+  private schedulePrune(now: number): void {
+    if (this.pruneScheduled) return;
+    this.pruneScheduled = true;
+    void this.ctx.storage.setAlarm(Math.floor(now / DAY_MS + 1) * DAY_MS + PRUNE_AFTER_MIDNIGHT_MS);
+  }
+
+  private rowOf(id: string): KeyRow | undefined {
+    return this.sql.exec<KeyRow>("SELECT record, carried_tokens, carried_cost_micros FROM keys WHERE id = ?", id).toArray()[0];
+  }
+
+  private lookupOf(id: string, now: number): KeyLookup {
+    return this.withSpent(this.rowOf(id) as KeyRow, now);
+  }
+
+  private write(record: KeyRecord): void {
+    this.sql.exec("UPDATE keys SET record = ? WHERE id = ?", JSON.stringify(record), record.id);
+  }
+
+  /** The key's spend in its current budget period: one range read of the (key, day) primary key. */
+  private withSpent(row: KeyRow, now: number): KeyLookup {
+    const record = parse(row);
+    const period = periodOf(record.budgetPeriod, now);
+    const sum = this.sql
+      .exec<{ tokens: number; cost: number }>("SELECT COALESCE(SUM(prompt_tokens + completion_tokens), 0) AS tokens, COALESCE(SUM(cost_micros), 0) AS cost FROM usage WHERE key = ? AND day >= ?", record.id, periodStartDay(period))
+      .one();
+    const carried = period === "total" ? { tokens: row.carried_tokens, cost: row.carried_cost_micros } : { tokens: 0, cost: 0 };
+    return { record, spent: { period, tokens: sum.tokens + carried.tokens, costMicros: sum.cost + carried.cost } };
+  }
+}
+
+function parse(row: KeyRow): KeyRecord {
+  return JSON.parse(row.record) as KeyRecord;
+}

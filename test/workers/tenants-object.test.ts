@@ -1,0 +1,188 @@
+import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
+import { env } from "cloudflare:workers";
+import { describe, expect, it } from "vitest";
+import { USAGE_KEPT_DAYS } from "../../durable-objects/tenants.ts";
+import { keyHash, looksLikeVirtualKey, prefixOf } from "../../src/tenants/key-format.ts";
+import { dayOf, periodOf, periodStartDay } from "../../src/tenants/period.ts";
+import type { BudgetPeriod, IssuedKey, TenantsResult, UsageRow } from "../../src/tenants/protocol.ts";
+import { TENANTS_NAME } from "../../src/tenants/tenants-name.ts";
+
+/**
+ * The tenants' Durable Object as the gateway's Worker (lookup) and the routing objects (record)
+ * call it: keys found by their hash only, usage summed exactly over batches, spend per budget period.
+ */
+
+const tenants = () => env.TENANTS.getByName(TENANTS_NAME);
+const DAY_MS = 86_400_000;
+
+function value<T>(r: TenantsResult<T>): T {
+  if (!r.ok) throw new Error(`refused: ${r.status} ${r.message}`);
+  return r.value;
+}
+
+async function created(body: Record<string, unknown> = {}): Promise<IssuedKey> {
+  return value(await tenants().create(body));
+}
+
+const row = (key: string, day: string, model: string, backend: string, prompt: number, completion: number, extra: Partial<UsageRow> = {}): UsageRow => ({
+  key,
+  day,
+  model,
+  backend,
+  promptTokens: prompt,
+  completionTokens: completion,
+  cachedTokens: Math.floor(prompt / 2),
+  requests: 1,
+  costMicros: prompt + 2 * completion,
+  ...extra,
+});
+
+/** Every value the object stores, as text. */
+const storedText = () =>
+  runInDurableObject(tenants(), (_o, state) => JSON.stringify([state.storage.sql.exec("SELECT * FROM keys").toArray(), state.storage.sql.exec("SELECT * FROM usage").toArray()]));
+
+describe("lookup", () => {
+  it("finds a key by its SHA-256 only, and the key is stored nowhere", async () => {
+    const { key, lookup } = await created({ name: "lookup", rpm: 10, models: ["a", "b"] });
+    expect(looksLikeVirtualKey(key)).toBe(true);
+    const hash = await keyHash(key);
+    const found = await tenants().lookup(hash);
+    expect(found?.record).toEqual(lookup.record);
+    expect(found?.record).toMatchObject({ prefix: prefixOf(key), name: "lookup", rpm: 10, models: ["a", "b"], tpm: null, budgetPeriod: "month", trackUsage: true, revokedAt: null, expiresAt: null });
+    expect(found?.spent).toEqual({ period: periodOf("month", Date.now()), tokens: 0, costMicros: 0 });
+    expect(JSON.stringify(found)).not.toContain(key);
+    expect(JSON.stringify(found)).not.toContain(hash);
+
+    const stored = await storedText();
+    expect(stored).toContain(hash);
+    expect(stored).not.toContain(key);
+    expect(stored).not.toContain(key.slice(prefixOf(key).length));
+
+    expect(await tenants().lookup(await keyHash(`${key}x`))).toBeNull();
+    expect(await tenants().lookup("")).toBeNull();
+  });
+
+  it("still finds a revoked key (the gateway says it is revoked); a rotated key's old hash finds nothing", async () => {
+    const { key, lookup } = await created();
+    const id = lookup.record.id;
+    await tenants().record([row(id, dayOf(Date.now()), "m", "b0", 100, 10)], []);
+
+    const rotated = value(await tenants().rotate(id));
+    expect(rotated.key).not.toBe(key);
+    expect(await tenants().lookup(await keyHash(key))).toBeNull();
+    const now = await tenants().lookup(await keyHash(rotated.key));
+    expect(now?.record).toMatchObject({ id, prefix: prefixOf(rotated.key), createdAt: lookup.record.createdAt });
+    // Usage goes on under the same id.
+    expect(now?.spent.tokens).toBe(110);
+
+    value(await tenants().revoke(id));
+    const revoked = await tenants().lookup(await keyHash(rotated.key));
+    expect(revoked?.record.id).toBe(id);
+    expect(revoked?.record.revokedAt).toBeTypeOf("number");
+    const again = await tenants().rotate(id);
+    expect(again).toMatchObject({ ok: false, status: 409, code: "key_revoked" });
+  });
+});
+
+describe("record", () => {
+  it("sums rows over batches exactly, answers each key's spend, and keeps rows of keys it does not know", async () => {
+    const a = (await created()).lookup.record.id;
+    const b = (await created({ budget_period: "day" })).lookup.record.id;
+    const quiet = (await created()).lookup.record.id;
+    const today = dayOf(Date.now());
+    // Three batches, as routing objects of two groups would send them: the same (key, day, model, backend) again and again.
+    const batches: UsageRow[][] = [
+      [row(a, today, "llama", "gpu-0", 1000, 31), row(a, today, "llama", "gpu-1", 7, 3), row(b, today, "qwen", "gpu-9", 50, 5)],
+      [row(a, today, "llama", "gpu-0", 999, 1, { requests: 3 }), row("key_gone", today, "llama", "gpu-0", 4, 4)],
+      [row(a, today, "qwen", "gpu-9", 1, 1), row(b, today, "qwen", "gpu-9", 50, 5), row(a, today, "llama", "gpu-0", 1, 0)],
+    ];
+    let answer: Record<string, unknown> = {};
+    for (const batch of batches) answer = await tenants().record(batch, [quiet]);
+
+    const all = batches.flat();
+    const sum = (id: string, f: (r: UsageRow) => number) => all.filter((r) => r.key === id).reduce((n, r) => n + f(r), 0);
+    const tokens = (id: string) => sum(id, (r) => r.promptTokens + r.completionTokens);
+    const spentA = { period: periodOf("month", Date.now()), tokens: tokens(a), costMicros: sum(a, (r) => r.costMicros) };
+    // The last batch named a, b and quiet (by `keys`); the unknown key has no spend to answer.
+    expect(answer).toEqual({
+      [a]: spentA,
+      [b]: { period: today, tokens: tokens(b), costMicros: sum(b, (r) => r.costMicros) },
+      [quiet]: { period: periodOf("month", Date.now()), tokens: 0, costMicros: 0 },
+    });
+    expect(value(await tenants().get(a)).spent).toEqual(spentA);
+
+    const report = value(await tenants().usage({ key: a, since: null, until: null, model: null }));
+    expect(report.totals).toEqual({
+      promptTokens: sum(a, (r) => r.promptTokens),
+      completionTokens: sum(a, (r) => r.completionTokens),
+      cachedTokens: sum(a, (r) => r.cachedTokens),
+      requests: sum(a, (r) => r.requests),
+      costMicros: sum(a, (r) => r.costMicros),
+    });
+    expect(report.rows.map((r) => [r.model, r.backend, r.promptTokens, r.requests])).toEqual([
+      ["llama", "gpu-0", 2000, 5],
+      ["llama", "gpu-1", 7, 1],
+      ["qwen", "gpu-9", 1, 1],
+    ]);
+    const qwen = value(await tenants().usage({ key: a, since: today, until: today, model: "qwen" }));
+    expect(qwen.totals.promptTokens).toBe(1);
+    // Usage is history: a key that is gone (or never was) keeps its rows.
+    expect(value(await tenants().usage({ key: "key_gone", since: null, until: null, model: null })).totals.promptTokens).toBe(4);
+    expect(await tenants().usage({ key: "key_never", since: null, until: null, model: null })).toMatchObject({ ok: false, status: 404 });
+  });
+
+  it("counts each budget period's days: today for a day, this month for a month, every day for total", async () => {
+    const now = Date.now();
+    const days = [0, 1, 2, 27, 40, 90, 300].map((n) => dayOf(now - n * DAY_MS));
+    for (const period of ["day", "month", "total"] as BudgetPeriod[]) {
+      const { key, lookup } = await created({ budget_period: period });
+      const id = lookup.record.id;
+      const rows = days.map((d, i) => row(id, d, "m", "b", 10 ** i, i));
+      await tenants().record(rows, []);
+      const start = periodStartDay(periodOf(period, Date.now()));
+      const inPeriod = rows.filter((r) => r.day >= start);
+      const expected = { period: periodOf(period, Date.now()), tokens: inPeriod.reduce((n, r) => n + r.promptTokens + r.completionTokens, 0), costMicros: inPeriod.reduce((n, r) => n + r.costMicros, 0) };
+      expect((await tenants().lookup(await keyHash(key)))?.spent, period).toEqual(expected);
+      if (period === "day") expect(expected.tokens).toBe(1);
+      if (period === "total") expect(expected.tokens).toBe(1111111 + 21);
+    }
+  });
+});
+
+describe("the daily prune", () => {
+  it("drops usage rows past the days kept, and a total budget still counts them", async () => {
+    const { key, lookup } = await created({ budget_period: "total" });
+    const id = lookup.record.id;
+    const now = Date.now();
+    const old = dayOf(now - (USAGE_KEPT_DAYS + 5) * DAY_MS);
+    const recent = dayOf(now - 3 * DAY_MS);
+    await tenants().record([row(id, old, "m", "b", 500, 50), row(id, recent, "m", "b", 7, 7), row("key_gone_too", old, "m", "b", 1, 1)], []);
+    const before = await tenants().lookup(await keyHash(key));
+    expect(before?.spent.tokens).toBe(564);
+
+    // A batch of usage set the alarm; run it now rather than at midnight.
+    expect(await runDurableObjectAlarm(tenants())).toBe(true);
+    const report = value(await tenants().usage({ key: id, since: "2000-01-01", until: null, model: null }));
+    expect(report.rows.map((r) => r.day)).toEqual([recent]);
+    expect((await tenants().lookup(await keyHash(key)))?.spent).toEqual(before?.spent);
+    expect(await tenants().usage({ key: "key_gone_too", since: "2000-01-01", until: null, model: null })).toMatchObject({ ok: false, status: 404 });
+    // Nothing more to prune until usage comes again.
+    expect(await runDurableObjectAlarm(tenants())).toBe(false);
+  });
+});
+
+describe("origins", () => {
+  it("are those of live keys only: not a revoked key's, nor an expired key's", async () => {
+    const live = await created({ origins: ["https://live.example", "http://localhost:5173"] });
+    const gone = await created({ origins: ["https://revoked.example"] });
+    value(await tenants().revoke(gone.lookup.record.id));
+    const soon = await created({ origins: ["https://expiring.example"], expires_at: new Date(Date.now() + 300).toISOString() });
+    expect(await tenants().origins()).toEqual(expect.arrayContaining(["https://live.example", "http://localhost:5173", "https://expiring.example"]));
+    await new Promise((r) => setTimeout(r, 400));
+    const now = await tenants().origins();
+    expect(now).toEqual(expect.arrayContaining(["https://live.example", "http://localhost:5173"]));
+    expect(now).not.toContain("https://revoked.example");
+    expect(now).not.toContain("https://expiring.example");
+    expect(soon.lookup.record.expiresAt).toBeGreaterThan(live.lookup.record.createdAt);
+  });
+});
