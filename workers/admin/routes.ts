@@ -10,6 +10,7 @@ import type { AppEnv } from "../gateway/app-env.ts";
 import { loadFleet } from "../fleet.ts";
 import { authenticateAdmin, authenticateRegistration } from "../gateway/auth.ts";
 import { readJsonBody } from "../gateway/body.ts";
+import { mountKeys } from "./keys.ts";
 
 type AdminEnv = AppEnv;
 
@@ -86,6 +87,7 @@ export function mountAdmin(app: Hono<AdminEnv>, config: LoadedConfig): void {
     app.post(`${A}/groups/:group/deployments/:id/${verb}`, (c) => changed(c, { op: "set-state", group: c.req.param("group"), id: c.req.param("id"), state }));
   }
 
+  mountKeys(app);
   app.all(`${A}/*`, (c) => {
     throw notFound(`no admin route for ${c.req.method} ${c.req.path}`, "unknown_url");
   });

@@ -1,0 +1,108 @@
+import { keyStatus, type KeyStatus } from "./key-record.ts";
+import type { BudgetPeriod, KeyLookup, UsageFigures, UsageReport } from "./protocol.ts";
+
+/**
+ * The admin API's keys and usage as JSON (snake_case, as the API takes them), as the Worker
+ * writes them and the CLI reads them. A view never holds the key itself, nor its hash; only the
+ * answers to create and rotate add `key`, once.
+ */
+
+export interface SpentView {
+  /** YYYY-MM-DD, YYYY-MM or "total". */
+  period: string;
+  tokens: number;
+  cost_usd: number;
+}
+
+export interface KeyView {
+  id: string;
+  object: "key";
+  prefix: string;
+  name: string | null;
+  metadata: Record<string, string>;
+  models: string[];
+  rpm: number | null;
+  tpm: number | null;
+  max_parallel: number | null;
+  budget_tokens: number | null;
+  budget_usd: number | null;
+  budget_period: BudgetPeriod;
+  origins: string[];
+  track_usage: boolean;
+  created_at: string;
+  expires_at: string | null;
+  revoked_at: string | null;
+  status: KeyStatus;
+  spent: SpentView;
+}
+
+/** The answer to create and rotate: the only place the key is ever shown. */
+export interface IssuedKeyView extends KeyView {
+  key: string;
+}
+
+export interface KeyList {
+  object: "list";
+  data: KeyView[];
+}
+
+export interface UsageFiguresView {
+  prompt_tokens: number;
+  completion_tokens: number;
+  cached_tokens: number;
+  requests: number;
+  cost_usd: number;
+}
+
+export interface UsageView extends UsageFiguresView {
+  object: "usage";
+  key: string;
+  /** UTC days, both included: usage is kept per day. */
+  since: string;
+  until: string;
+  model: string | null;
+  by: (UsageFiguresView & { day: string; model: string; backend: string })[];
+}
+
+const usd = (micros: number) => micros / 1e6;
+const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
+
+export function keyView({ record: r, spent }: KeyLookup, now: number): KeyView {
+  return {
+    id: r.id,
+    object: "key",
+    prefix: r.prefix,
+    name: r.name,
+    metadata: r.metadata,
+    models: r.models,
+    rpm: r.rpm,
+    tpm: r.tpm,
+    max_parallel: r.maxParallel,
+    budget_tokens: r.budgetTokens,
+    budget_usd: r.budgetUsd,
+    budget_period: r.budgetPeriod,
+    origins: r.origins,
+    track_usage: r.trackUsage,
+    created_at: new Date(r.createdAt).toISOString(),
+    expires_at: iso(r.expiresAt),
+    revoked_at: iso(r.revokedAt),
+    status: keyStatus(r, now),
+    spent: { period: spent.period, tokens: spent.tokens, cost_usd: usd(spent.costMicros) },
+  };
+}
+
+function figures(f: UsageFigures): UsageFiguresView {
+  return { prompt_tokens: f.promptTokens, completion_tokens: f.completionTokens, cached_tokens: f.cachedTokens, requests: f.requests, cost_usd: usd(f.costMicros) };
+}
+
+export function usageView(r: UsageReport): UsageView {
+  return {
+    object: "usage",
+    key: r.key,
+    since: r.since,
+    until: r.until,
+    model: r.model,
+    ...figures(r.totals),
+    by: r.rows.map((row) => ({ day: row.day, model: row.model, backend: row.backend, ...figures(row) })),
+  };
+}

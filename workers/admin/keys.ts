@@ -1,0 +1,70 @@
+import type { Context, Hono } from "hono";
+import { badRequest, GatewayError } from "../../src/openai/errors.ts";
+import { keyView, usageView, type IssuedKeyView, type KeyList } from "../../src/tenants/admin-api.ts";
+import { dayParam } from "../../src/tenants/key-input.ts";
+import type { IssuedKey, TenantsResult, UsageQuery } from "../../src/tenants/protocol.ts";
+import { TENANTS_NAME } from "../../src/tenants/tenants-name.ts";
+import type { Env } from "../env.ts";
+import type { AppEnv } from "../gateway/app-env.ts";
+import { readJsonBody } from "../gateway/body.ts";
+
+/** A key's settings are a few hundred bytes; this bounds what an admin call may make the Worker read. */
+const BODY_LIMIT = 64 * 1024;
+const USAGE_PARAMS = ["key", "since", "until", "model"] as const;
+
+const tenants = (env: Env) => env.TENANTS.getByName(TENANTS_NAME);
+
+/**
+ * Virtual keys and their usage under /admin/v1 (the admin key middleware of routes.ts covers
+ * them): the tenants object checks and stores; this turns its answers into JSON views and its
+ * refusals into OpenAI-style errors.
+ */
+export function mountKeys(app: Hono<AppEnv>): void {
+  const K = "/admin/v1/keys";
+  // No body at all is a key with no limits; a body must be a JSON object.
+  app.post(K, async (c) => issued(c, await tenants(c.env).create(c.req.raw.body === null || c.req.header("content-length") === "0" ? {} : await body(c)), 201));
+  app.get(K, async (c) => {
+    const now = Date.now();
+    const list: KeyList = { object: "list", data: (await tenants(c.env).list()).map((l) => keyView(l, now)) };
+    return c.json(list);
+  });
+  app.get(`${K}/:id`, async (c) => c.json(keyView(answer(await tenants(c.env).get(c.req.param("id"))), Date.now())));
+  app.patch(`${K}/:id`, async (c) => c.json(keyView(answer(await tenants(c.env).update(c.req.param("id"), await body(c))), Date.now())));
+  app.post(`${K}/:id/revoke`, async (c) => c.json(keyView(answer(await tenants(c.env).revoke(c.req.param("id"))), Date.now())));
+  app.post(`${K}/:id/rotate`, async (c) => issued(c, await tenants(c.env).rotate(c.req.param("id"))));
+  app.get("/admin/v1/usage", async (c) => c.json(usageView(answer(await tenants(c.env).usage(usageQuery(c.req.url))))));
+}
+
+function body(c: Context<AppEnv>): Promise<unknown> {
+  return readJsonBody(c.req.raw, BODY_LIMIT);
+}
+
+function answer<T>(r: TenantsResult<T>): T {
+  if (r.ok) return r.value;
+  throw new GatewayError(r.status, r.status === 404 ? "not_found_error" : "invalid_request_error", r.message, r.code, r.param);
+}
+
+function issued(c: Context<AppEnv>, r: TenantsResult<IssuedKey>, status: 200 | 201 = 200): Response {
+  const { key, lookup } = answer(r);
+  const view: IssuedKeyView = { ...keyView(lookup, Date.now()), key };
+  return c.json(view, status);
+}
+
+/** `?key=ID&since=T&until=T&model=M`; since and until are days or ISO timestamps (a timestamp counts its whole UTC day). */
+function usageQuery(url: string): UsageQuery {
+  const params = new URL(url).searchParams;
+  for (const name of params.keys()) {
+    if (!(USAGE_PARAMS as readonly string[]).includes(name)) throw badRequest(`unknown query parameter "${name}"; usage takes ${USAGE_PARAMS.join(", ")}`, name, "invalid_value");
+  }
+  const key = params.get("key");
+  if (!key) throw badRequest("key is required: the id of the key whose usage to read (?key=key_…)", "key", "invalid_value");
+  return { key, since: day(params, "since"), until: day(params, "until"), model: params.get("model") || null };
+}
+
+function day(params: URLSearchParams, name: "since" | "until"): string | null {
+  const text = params.get(name);
+  if (text === null || text === "") return null;
+  const d = dayParam(text);
+  if (d === null) throw badRequest(`${name} must be a day (YYYY-MM-DD) or an ISO 8601 timestamp with its zone, not "${text}"`, name, "invalid_value");
+  return d;
+}
