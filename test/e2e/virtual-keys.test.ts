@@ -1,0 +1,331 @@
+import { randomBytes } from "node:crypto";
+import OpenAI from "openai";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { startFleet, type Fleet } from "../../bench/fleet/index.ts";
+import { startHostileUpstream, type HostileUpstream } from "../support/hostile-upstream.ts";
+import { EVENTUALLY, startTestGateway, type TestGateway } from "./gateway.ts";
+
+/**
+ * Issue 12 through the path a client takes: the bundled gateway in workerd on a real socket, keys
+ * made through the admin API, the simulated fleet as the GPUs (its own /metrics counts what it
+ * did), the official OpenAI SDK as a client where it has the call.
+ */
+
+let fleet: Fleet;
+let slow: Fleet;
+let upstream: HostileUpstream;
+let gw: TestGateway;
+const adminKey = `sk-admin-${randomBytes(16).toString("hex")}`;
+/** Every virtual key this file was given: none may show up anywhere but in the answer that made it. */
+const issued: string[] = [];
+
+const sim = (f: Fleet, i: number) => ({ id: `sim-${i}`, baseUrl: f.urls[i] as string, model: "sim-7b" });
+
+beforeAll(async () => {
+  upstream = await startHostileUpstream();
+  fleet = await startFleet({ workers: 3, basePort: 0, preset: "instant", servedModelName: "sim-7b" });
+  // Streams that take a while: requests that stay in flight.
+  slow = await startFleet({ workers: 2, basePort: 0, preset: "instant", decodeStepMs: 10, servedModelName: "sim-7b" });
+  gw = await startTestGateway(
+    {
+      modelGroups: [
+        { name: "keys", deployments: [sim(fleet, 0), sim(fleet, 1), sim(fleet, 2)] },
+        // Every second request meets a server that answers 503 first, and fails over to the fleet.
+        {
+          name: "keys-failover",
+          strategy: "round-robin",
+          breaker: { consecutiveFailures: 1000, minRequests: 1000 },
+          deployments: [{ id: "down", baseUrl: `${upstream.url}/status:503`, model: "sim-7b" }, sim(fleet, 0)],
+        },
+        { name: "keys-slow", deployments: [sim(slow, 0), sim(slow, 1)] },
+        { name: "keys-other", deployments: [sim(slow, 0)] },
+      ],
+    },
+    { KVGATE_ADMIN_KEY: adminKey },
+  );
+});
+afterAll(async () => {
+  await gw?.close();
+  await fleet?.close();
+  await slow?.close();
+  await upstream?.close();
+});
+
+interface KeyView {
+  id: string;
+  key?: string;
+  prefix: string;
+  status: string;
+}
+
+async function admin(method: string, path: string, body?: unknown): Promise<Response> {
+  return fetch(`${gw.url}/admin/v1${path}`, { method, headers: { authorization: `Bearer ${adminKey}`, "content-type": "application/json" }, body: body === undefined ? undefined : JSON.stringify(body) });
+}
+
+async function createKey(body: Record<string, unknown>): Promise<{ id: string; key: string }> {
+  const res = await admin("POST", "/keys", body);
+  expect(res.status).toBe(201);
+  const view = (await res.json()) as KeyView;
+  issued.push(view.key as string);
+  return { id: view.id, key: view.key as string };
+}
+
+interface UsageTotals {
+  prompt_tokens: number;
+  completion_tokens: number;
+  cached_tokens: number;
+  requests: number;
+}
+
+async function usage(id: string): Promise<UsageTotals> {
+  const res = await admin("GET", `/usage?key=${id}`);
+  expect(res.status).toBe(200);
+  return (await res.json()) as UsageTotals;
+}
+
+function post(key: string, model: string, extra: Record<string, unknown> = {}, headers: Record<string, string> = {}): Promise<Response> {
+  return fetch(`${gw.url}/v1/chat/completions`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${key}`, "content-type": "application/json", ...headers },
+    body: JSON.stringify({ model, max_tokens: 8, messages: [{ role: "user", content: `hello ${randomBytes(4).toString("hex")}` }], ...extra }),
+  });
+}
+
+/** The fleet's own counters, summed over its workers (GET /metrics). */
+async function fleetTokens(f: Fleet): Promise<{ prompt: number; cached: number; completion: number; requests: number }> {
+  const sum = { prompt: 0, cached: 0, completion: 0, requests: 0 };
+  for (const url of f.urls) {
+    const text = await (await fetch(`${url}/metrics`)).text();
+    const read = (name: string) => Number(new RegExp(`^${name}\\{[^}]*\\} (\\d+)`, "m").exec(text)?.[1] ?? NaN);
+    sum.prompt += read("kvgate_sim_prompt_tokens_total");
+    sum.cached += read("kvgate_sim_cached_tokens_total");
+    sum.completion += read("kvgate_sim_generation_tokens_total");
+    sum.requests += read("kvgate_sim_requests_total");
+  }
+  return sum;
+}
+
+async function errorOf(res: Response): Promise<{ code: string; type: string; message: string }> {
+  return ((await res.json()) as { error: { code: string; type: string; message: string } }).error;
+}
+
+describe("usage", () => {
+  it("equals what the fleet reports, token for token, over streamed, non-streamed and failed-over requests", async () => {
+    const { id, key } = await createKey({ name: "exact" });
+    const before = await fleetTokens(fleet);
+    const client = new OpenAI({ apiKey: key, baseURL: `${gw.url}/v1`, maxRetries: 0 });
+    const system = "You are a careful assistant. ".repeat(20);
+    let sent = 0;
+    let failedOver = 0;
+    for (let i = 0; i < 6; i++) {
+      for (const model of ["keys", "keys-failover"]) {
+        const messages = [
+          { role: "system" as const, content: system },
+          { role: "user" as const, content: `question ${i} on ${model}` },
+        ];
+        // Not asked for usage: the stream the client gets has no usage event, and ends with [DONE].
+        const plain = await post(key, model, { stream: true, messages });
+        expect(plain.status).toBe(200);
+        if (plain.headers.get("x-kvgate-attempts") === "2") failedOver++;
+        const text = await plain.text();
+        expect(text).not.toContain('"usage":{');
+        expect(text.trimEnd().endsWith("data: [DONE]")).toBe(true);
+        // Asked for it: the SDK sees it.
+        let seen: OpenAI.CompletionUsage | null | undefined = null;
+        for await (const chunk of await client.chat.completions.create({ model, messages, max_tokens: 8, stream: true, stream_options: { include_usage: true } })) {
+          if (chunk.usage) seen = chunk.usage;
+        }
+        expect(seen?.prompt_tokens).toBeGreaterThan(0);
+        const whole = await client.chat.completions.create({ model, messages, max_tokens: 5 });
+        expect(whole.usage?.completion_tokens).toBe(5);
+        sent += 3;
+      }
+    }
+    expect(failedOver).toBeGreaterThan(0);
+    const after = await fleetTokens(fleet);
+    const want = { prompt_tokens: after.prompt - before.prompt, completion_tokens: after.completion - before.completion, cached_tokens: after.cached - before.cached, requests: sent };
+    expect(want.cached_tokens).toBeGreaterThan(0);
+    await vi.waitFor(async () => expect((await usage(id)).requests).toBe(sent), EVENTUALLY);
+    const got = await usage(id);
+    expect({ prompt_tokens: got.prompt_tokens, completion_tokens: got.completion_tokens, cached_tokens: got.cached_tokens, requests: got.requests }).toEqual(want);
+  });
+});
+
+describe("limits", () => {
+  it("refuses the request past the key's requests per minute with a 429 rate_limit_exceeded and Retry-After, and no GPU sees it", async () => {
+    const { key } = await createKey({ rpm: 3 });
+    for (let i = 0; i < 3; i++) expect((await post(key, "keys")).status).toBe(200);
+    const before = await fleetTokens(fleet);
+    const res = await post(key, "keys");
+    expect(res.status).toBe(429);
+    expect(Number(res.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
+    expect(Number(res.headers.get("retry-after"))).toBeLessThanOrEqual(60);
+    const err = await errorOf(res);
+    expect(err.code).toBe("rate_limit_exceeded");
+    expect(err.message).toContain("requests per minute");
+    expect((await fleetTokens(fleet)).requests).toBe(before.requests);
+  });
+
+  it("refuses past the key's requests in flight, and takes the next once one ends", async () => {
+    const { key } = await createKey({ max_parallel: 2 });
+    const open = [post(key, "keys-slow", { stream: true, max_tokens: 150 }), post(key, "keys-slow", { stream: true, max_tokens: 150 })];
+    const streams = await Promise.all(open);
+    for (const s of streams) expect(s.status).toBe(200);
+    const third = await post(key, "keys-slow");
+    expect(third.status).toBe(429);
+    expect((await errorOf(third)).code).toBe("rate_limit_exceeded");
+    expect(third.headers.get("retry-after")).toBe("1");
+    await Promise.all(streams.map((s) => s.text()));
+    await vi.waitFor(async () => expect((await post(key, "keys-slow")).status).toBe(200), EVENTUALLY);
+  });
+
+  it("counts the upstream's tokens against the key's tokens per minute", async () => {
+    const { key } = await createKey({ tpm: 40, track_usage: false });
+    // One request of more than 40 tokens: the next is refused once its usage is in.
+    expect((await post(key, "keys", { max_tokens: 30, stream: true })).status).toBe(200);
+    await vi.waitFor(async () => {
+      const res = await post(key, "keys");
+      expect(res.status).toBe(429);
+      expect((await errorOf(res)).message).toContain("tokens per minute");
+    }, EVENTUALLY);
+  });
+
+  it("refuses a spent budget with insufficient_quota, and concurrent requests overshoot it by at most max_parallel requests", async () => {
+    const budget = 200;
+    const parallel = 3;
+    const { id, key } = await createKey({ budget_tokens: budget, budget_period: "day", max_parallel: parallel });
+    let quota: Response | null = null;
+    let served = 0;
+    const maxTokens = 16;
+    // Four clients send back to back until the budget refuses them.
+    await Promise.all(
+      Array.from({ length: 4 }, async () => {
+        for (let n = 0; n < 200 && !quota; n++) {
+          const res = await post(key, "keys", { max_tokens: maxTokens, stream: n % 2 === 0 });
+          if (res.status === 429 && (await errorOf(res.clone())).code === "insufficient_quota") quota = res;
+          else {
+            if (res.status === 200) served++;
+            await res.text();
+          }
+        }
+      }),
+    );
+    expect(quota).not.toBeNull();
+    const r = quota as unknown as Response;
+    // Spent for the day: try again when the next UTC day starts.
+    const wait = Number(r.headers.get("retry-after"));
+    expect(wait).toBeGreaterThan(0);
+    expect(wait).toBeLessThanOrEqual(86_400);
+    expect((await errorOf(r)).type).toBe("insufficient_quota");
+    expect(served).toBeGreaterThan(0);
+    await vi.waitFor(async () => expect((await usage(id)).requests).toBe(served), EVENTUALLY);
+    // Every request costs the same here: a prompt of a few tokens and maxTokens out.
+    const u = await usage(id);
+    const spent = u.prompt_tokens + u.completion_tokens;
+    const perRequest = spent / u.requests;
+    expect(spent).toBeGreaterThanOrEqual(budget);
+    expect(spent).toBeLessThan(budget + parallel * perRequest);
+  });
+});
+
+describe("the key itself", () => {
+  it("is refused with a 401 within 10 seconds of its revocation, while it was in steady use", async () => {
+    const { id, key } = await createKey({});
+    expect((await post(key, "keys")).status).toBe(200);
+    expect((await admin("POST", `/keys/${id}/revoke`)).status).toBe(200);
+    const revokedAt = Date.now();
+    let refused: Response | null = null;
+    while (!refused && Date.now() - revokedAt < 15_000) {
+      const res = await post(key, "keys");
+      if (res.status === 401) refused = res;
+      else {
+        expect(res.status).toBe(200);
+        await res.text();
+        await new Promise((r) => setTimeout(r, 200));
+      }
+    }
+    expect(refused).not.toBeNull();
+    // The isolate's cache bound (10 s), plus one request's time.
+    expect(Date.now() - revokedAt).toBeLessThan(11_000);
+    const err = await errorOf(refused as unknown as Response);
+    expect(err.code).toBe("invalid_api_key");
+    expect(err.message).toContain("revoked");
+  });
+
+  it("is refused when unknown or expired, with a 401 that names no key", async () => {
+    const unknown = `sk-kvg-${"A".repeat(40)}`;
+    const res = await post(unknown, "keys");
+    expect(res.status).toBe(401);
+    expect(JSON.stringify(await res.json())).not.toContain(unknown);
+    const { key } = await createKey({ expires_at: new Date(Date.now() + 1500).toISOString() });
+    expect((await post(key, "keys")).status).toBe(200);
+    await new Promise((r) => setTimeout(r, 1600));
+    const expired = await post(key, "keys");
+    expect(expired.status).toBe(401);
+    expect((await errorOf(expired)).message).toContain("expired");
+  });
+
+  it("calls only its models: others are a 403, and /v1/models lists only its own", async () => {
+    const { key } = await createKey({ models: ["keys"] });
+    expect((await post(key, "keys")).status).toBe(200);
+    const other = await post(key, "keys-other");
+    expect(other.status).toBe(403);
+    expect((await errorOf(other)).code).toBe("model_not_allowed");
+    const client = new OpenAI({ apiKey: key, baseURL: `${gw.url}/v1`, maxRetries: 0 });
+    const ids = [];
+    for await (const m of client.models.list()) ids.push(m.id);
+    expect(ids).toEqual(["keys"]);
+  });
+
+  it("administers nothing and reads no gateway status", async () => {
+    const { key } = await createKey({});
+    const status = await fetch(`${gw.url}/v1/kvgate/status`, { headers: { authorization: `Bearer ${key}` } });
+    expect(status.status).toBe(403);
+    const keys = await fetch(`${gw.url}/admin/v1/keys`, { headers: { authorization: `Bearer ${key}` } });
+    expect(keys.status).toBe(401);
+  });
+});
+
+describe("a browser app's key", () => {
+  const page = "https://chat.example";
+
+  it("answers its own page (preflight and request) and refuses any other origin, or none", async () => {
+    const { key } = await createKey({ origins: [page], rpm: 30 });
+    const preflight = await fetch(`${gw.url}/v1/chat/completions`, {
+      method: "OPTIONS",
+      headers: { origin: page, "access-control-request-method": "POST", "access-control-request-headers": "authorization, content-type" },
+    });
+    expect(preflight.status).toBe(204);
+    expect(preflight.headers.get("access-control-allow-origin")).toBe(page);
+    expect(preflight.headers.get("access-control-allow-headers")).toContain("authorization");
+    const ok = await post(key, "keys", {}, { origin: page });
+    expect(ok.status).toBe(200);
+    expect(ok.headers.get("access-control-allow-origin")).toBe(page);
+    expect(ok.headers.get("access-control-expose-headers")).toContain("x-kvgate-backend");
+    // Its limits' answers are readable by its page too.
+    const other = await post(key, "keys", {}, { origin: "https://evil.example" });
+    expect(other.status).toBe(403);
+    expect(other.headers.get("access-control-allow-origin")).toBeNull();
+    expect((await errorOf(other)).code).toBe("origin_not_allowed");
+    expect((await post(key, "keys")).status).toBe(403);
+    // A page no key is for gets no preflight.
+    const stranger = await fetch(`${gw.url}/v1/chat/completions`, { method: "OPTIONS", headers: { origin: "https://evil.example", "access-control-request-method": "POST" } });
+    expect(stranger.headers.get("access-control-allow-origin")).toBeNull();
+  });
+});
+
+describe("secrecy", () => {
+  it("no key made here appears in the gateway's logs, its status, or the admin API's lists", async () => {
+    expect(issued.length).toBeGreaterThan(5);
+    const status = await (await fetch(`${gw.url}/v1/kvgate/status`, { headers: { authorization: `Bearer ${gw.key}` } })).text();
+    const list = await (await admin("GET", "/keys")).text();
+    const logs = gw.logs.join("\n");
+    for (const key of issued) {
+      expect(status).not.toContain(key);
+      expect(list).not.toContain(key);
+      expect(logs).not.toContain(key);
+      // Nor the part of it past the visible prefix.
+      expect(logs).not.toContain(key.slice(12));
+    }
+  });
+});
