@@ -43,9 +43,10 @@ export function keyCors(c: Context<AppEnv>): void {
  */
 export function keyPreflight(configOrigins: readonly string[]): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
+    if (c.req.method !== "OPTIONS") return next();
     const origin = c.req.header("origin");
     const method = c.req.header("access-control-request-method");
-    if (c.req.method !== "OPTIONS" || !origin || !method || configOrigins.includes("*") || configOrigins.includes(origin)) return next();
+    if (!origin || !method || configOrigins.includes("*") || configOrigins.includes(origin)) return next();
     if (!(await keyOrigins(c.env)).has(origin)) return next();
     const headers: Record<string, string> = {
       "access-control-allow-origin": origin,
