@@ -28,7 +28,8 @@ export function buildApp(config: LoadedConfig): Hono<AppEnv> {
     c.set("requestId", given && REQUEST_ID.test(given) ? given : crypto.randomUUID());
     await next();
   });
-  app.use("*", keyPreflight(origins));
+  // Only preflights pay for it: the router skips it for every other method.
+  app.options("*", keyPreflight(origins));
   if (origins.length > 0) {
     app.use("*", cors({ origin: origins.includes("*") ? "*" : origins, exposeHeaders: EXPOSED, maxAge: 600 }));
   }
