@@ -1,4 +1,4 @@
-import { buildPipeline } from "../src/hooks/index.ts";
+import { buildPipeline, buildUsagePipeline } from "../src/hooks/index.ts";
 import type { HookPipeline } from "../src/hooks/types.ts";
 import { parseConfig, type ResolvedConfig, type ResolvedGroup } from "../src/config/load.ts";
 import { reachProblems } from "../src/config/upstream-access.ts";
@@ -40,10 +40,12 @@ export function withFleet(config: ResolvedConfig, fleet: FleetView): LoadedConfi
 }
 
 const pipelines = new WeakMap<ResolvedGroup, HookPipeline>();
+const usagePipelines = new WeakMap<ResolvedGroup, HookPipeline>();
 
-/** A group's hooks, built once per version of the group this isolate sees. */
-export function pipelineFor(group: ResolvedGroup): HookPipeline {
-  let p = pipelines.get(group);
-  if (!p) pipelines.set(group, (p = buildPipeline(group.hooks)));
+/** A group's hooks, built once per version of the group this isolate sees; with usage accounting first for a key that counts tokens. */
+export function pipelineFor(group: ResolvedGroup, readsUsage = false): HookPipeline {
+  const cache = readsUsage ? usagePipelines : pipelines;
+  let p = cache.get(group);
+  if (!p) cache.set(group, (p = readsUsage ? buildUsagePipeline(group.hooks) : buildPipeline(group.hooks)));
   return p;
 }

@@ -1,3 +1,4 @@
+import type { Endpoint } from "../openai/endpoints.ts";
 import type { Usage } from "../stream/usage.ts";
 
 /** What a hook knows of the request it runs for. */
@@ -10,6 +11,9 @@ export interface HookContext {
   upstreamModel: string;
   backendId: string;
   stream: boolean;
+  endpoint: Endpoint;
+  /** Set by the usage hook's onRequest: it asked the upstream for a usage event the client did not ask for. */
+  stripUsage?: boolean;
 }
 
 /** Per-request byte transform; `flush` returns what it still holds when the body ends. */
@@ -41,6 +45,11 @@ export interface Hook {
   onChunk?(ctx: HookContext): ChunkTransform | null;
   /** Runs after the response ended, off the request path. */
   onComplete?(summary: CompletionSummary, ctx: HookContext): void | Promise<void>;
+  /**
+   * Needs the upstream's usage at the end (in onComplete's summary and the lease's release): the
+   * body then takes the JavaScript path, which keeps its tail, instead of the native pipe.
+   */
+  readonly readsUsage?: boolean;
 }
 
 /** A group's hooks, sorted by phase once at config load. */
@@ -49,4 +58,6 @@ export interface HookPipeline {
   headers: Hook[];
   chunk: Hook[];
   complete: Hook[];
+  /** Some hook reads the upstream's usage. */
+  readsUsage: boolean;
 }

@@ -6,7 +6,7 @@ import { JsonFieldRewriter } from "../../src/stream/restamp.ts";
 
 const enc = new TextEncoder();
 const dec = new TextDecoder();
-const ctx: HookContext = { requestId: "r", group: "g", clientModel: "gpt-4o", upstreamModel: "meta-llama/Llama-3.1-8B", backendId: "b", stream: true };
+const ctx: HookContext = { requestId: "r", group: "g", clientModel: "gpt-4o", upstreamModel: "meta-llama/Llama-3.1-8B", backendId: "b", stream: true, endpoint: "chat" };
 
 function event(i: number, model = ctx.upstreamModel): string {
   return `data: {"id":"c${i}","object":"chat.completion.chunk","model":${JSON.stringify(model)},"choices":[{"index":0,"delta":{"content":"tok${i} "}}]}\n\n`;

@@ -1,4 +1,7 @@
 import { describe, expect, it } from "vitest";
+import { buildPipeline, buildUsagePipeline } from "../../src/hooks/index.ts";
+import type { HookContext } from "../../src/hooks/types.ts";
+import { usageHook } from "../../src/hooks/usage.ts";
 import { hasUsageObject, UsageEventStripper } from "../../src/stream/strip-usage.ts";
 
 const enc = new TextEncoder();
@@ -34,5 +37,32 @@ describe("taking out the usage event the client did not ask for", () => {
     expect(hasUsageObject(enc.encode('{"usage" :\n {"prompt_tokens":1}}'))).toBe(true);
     expect(hasUsageObject(enc.encode('{"usage":null}'))).toBe(false);
     expect(hasUsageObject(enc.encode('{"content":"usage: {"}'))).toBe(false);
+  });
+});
+
+describe("the usage hook", () => {
+  const ctx = (over: Partial<HookContext> = {}): HookContext => ({ requestId: "r", group: "g", clientModel: "m", upstreamModel: "m", backendId: "b", stream: true, endpoint: "chat", ...over });
+
+  it("asks a stream for its usage, and strips it only when the client did not ask", () => {
+    const c = ctx();
+    const body: Record<string, unknown> = { stream_options: { continuous_usage_stats: false } };
+    usageHook.onRequest?.(body, c);
+    expect(body.stream_options).toEqual({ continuous_usage_stats: false, include_usage: true });
+    expect(usageHook.onChunk?.(c)).toBeInstanceOf(UsageEventStripper);
+    const asked = ctx();
+    usageHook.onRequest?.({ stream_options: { include_usage: true } }, asked);
+    expect(usageHook.onChunk?.(asked)).toBeNull();
+  });
+
+  it("leaves non-streamed requests and endpoints without a usage event alone, and still reads their usage", () => {
+    for (const c of [ctx({ stream: false }), ctx({ endpoint: "responses" }), ctx({ endpoint: "embeddings", stream: false })]) {
+      const body: Record<string, unknown> = {};
+      usageHook.onRequest?.(body, c);
+      expect(body).toEqual({});
+      expect(usageHook.onChunk?.(c)).toBeNull();
+    }
+    expect(buildUsagePipeline(["restamp"]).readsUsage).toBe(true);
+    expect(buildPipeline(["restamp"]).readsUsage).toBe(false);
+    expect(buildUsagePipeline(["restamp"]).chunk.map((h) => h.name)).toEqual(["usage", "restamp"]);
   });
 });

@@ -6,7 +6,6 @@ import { pipelineFor } from "../config.ts";
 import { badGateway, badRequest, GatewayError, gatewayTimeout, unavailable } from "../../src/openai/errors.ts";
 import type { LeaseOutcome, RouteDecision } from "../../src/routing/protocol.ts";
 import { relay } from "../../src/stream/relay.ts";
-import { UsageEventStripper } from "../../src/stream/strip-usage.ts";
 import { readsUsage } from "../../src/tenants/route-tenant.ts";
 import { classifyStatus, clientError, FAILURE_CAUSE } from "../../src/upstream/answer.ts";
 import { parseUpstreamError } from "../../src/upstream/error-body.ts";
@@ -74,18 +73,11 @@ export async function attempt(a: AttemptInput): Promise<AttemptResult> {
     throw new GatewayError(500, "server_error", `gateway misconfigured: backend ${deployment.id}: ${why}`, "config_invalid");
   }
   const stream = a.body.stream === true;
-  const pipeline = pipelineFor(group);
-  const hookCtx: HookContext = { requestId: p.requestId, group: group.name, clientModel: a.body.model, upstreamModel: deployment.model, backendId: deployment.id, stream };
+  // A key that counts tokens runs usage accounting (src/hooks/usage.ts) before the group's hooks.
+  const pipeline = pipelineFor(group, key !== null && readsUsage(key));
+  const hookCtx: HookContext = { requestId: p.requestId, group: group.name, clientModel: a.body.model, upstreamModel: deployment.model, backendId: deployment.id, stream, endpoint: p.endpoint };
 
   const upstreamBody: Record<string, unknown> = { ...a.body, model: deployment.model };
-  // A key that counts tokens needs the upstream's usage: a stream is asked for it, and the event
-  // that carries it is taken out again when the client did not ask for it.
-  const readUsage = key !== null && readsUsage(key);
-  const askUsage = readUsage && stream && (p.endpoint === "chat" || p.endpoint === "completions");
-  const asked = a.body.stream_options;
-  const options = typeof asked === "object" && asked !== null ? (asked as Record<string, unknown>) : null;
-  const stripUsage = askUsage && options?.include_usage !== true;
-  if (askUsage) upstreamBody.stream_options = { ...options, include_usage: true };
   for (const h of pipeline.request) h.onRequest?.(upstreamBody, hookCtx);
   // Serialised outside the fetch's try: a failure here is the request's, never the backend's.
   let payload: string;
@@ -172,12 +164,11 @@ export async function attempt(a: AttemptInput): Promise<AttemptResult> {
     out = hooked;
   }
   const transforms = [];
-  if (stripUsage) transforms.push(new UsageEventStripper());
   for (const h of pipeline.chunk) {
     const t = h.onChunk?.(hookCtx);
     if (t) transforms.push(t);
   }
-  if (!stream && !readUsage && transforms.length === 0 && pipeline.complete.length === 0 && deadline.totalMs === undefined) {
+  if (!stream && !pipeline.readsUsage && transforms.length === 0 && pipeline.complete.length === 0 && deadline.totalMs === undefined) {
     // A non-streamed answer is whole when its headers come (the generation is done). With no hook
     // and no total deadline, nothing needs to know when its body ends, and watching for that end
     // through a pipe costs about a fifth of the request's CPU (measured A/B with bench:ceiling).
@@ -191,7 +182,7 @@ export async function attempt(a: AttemptInput): Promise<AttemptResult> {
     sentAt,
     now: () => performance.now(),
     nativePipe: () => new IdentityTransformStream(),
-    readUsage,
+    readUsage: pipeline.readsUsage,
     clientGone: () => p.req.signal.aborted,
     onClientGone: () => abort.abort(new Error("client disconnected")),
     ...(stream && group.streamIdleTimeoutMs ? { idleTimeoutMs: group.streamIdleTimeoutMs, onIdle: () => abort.abort(new Error("upstream stream stalled")), keepAliveMs: group.streamKeepAliveMs } : {}),

@@ -7,7 +7,9 @@ import { firstIssue } from "../../src/zod-issues.ts";
 import type { LoadedConfig } from "../config.ts";
 
 /** What a request asks for; attempt.ts names the upstream path of each. */
-export type Endpoint = "chat" | "completions" | "responses" | "embeddings" | "rerank" | "score";
+import type { Endpoint } from "../../src/openai/endpoints.ts";
+
+export type { Endpoint };
 
 /** A request body checked once, at the edge, and how to fingerprint it for a group. */
 export interface Validated {
