@@ -3,33 +3,10 @@ import type { DeploymentList, DeploymentRow, FleetStatus, GroupList } from "../s
 import type { AdminResult } from "../src/fleet/protocol.ts";
 import type { AdminClient } from "./admin-client.ts";
 import { CliError } from "./cli-error.ts";
+import { show, type Command, type Flags, type Io } from "./command-io.ts";
 import { table } from "./table.ts";
 
-/** The flags a command may be given (all strings as typed; each command checks its own). */
-export interface Flags {
-  group?: string;
-  id?: string;
-  url?: string;
-  model?: string;
-  "max-in-flight"?: string;
-  weight?: string;
-  "api-key-env"?: string;
-  file?: string;
-  wait?: boolean;
-  timeout?: string;
-  json?: boolean;
-}
-
-export interface Io {
-  out(text: string): void;
-  /** Progress lines (never part of --json output). */
-  note(text: string): void;
-  sleep(ms: number): Promise<void>;
-}
-
 type Applied = Extract<AdminResult, { ok: true }>;
-
-export type Command = (api: AdminClient, flags: Flags, io: Io) => Promise<void>;
 
 const enc = encodeURIComponent;
 
@@ -56,10 +33,6 @@ function said(what: string, r: Applied): string {
       ? "routing follows it now"
       : "routing pending: the group's routing object was not reached; Workers bring the change along with their next request";
   return `${what} (fleet revision ${r.rev}; ${routing})`;
-}
-
-function show(io: Io, flags: Flags, json: unknown, human: () => string): void {
-  io.out(flags.json ? JSON.stringify(json, null, 2) : human());
 }
 
 function deploymentTable(rows: readonly DeploymentRow[]): string {
@@ -105,7 +78,8 @@ function stateChange(verb: "enable" | "disable", what: string): Command {
   };
 }
 
-export const COMMANDS: Record<string, Command> = {
+/** The fleet: deployments, groups, status (over the registry's admin API). */
+export const FLEET_COMMANDS: Record<string, Command> = {
   "deployments list": async (api, flags, io) => {
     const list = await api.call<DeploymentList>("GET", `/admin/v1/groups/${enc(need(flags, "group"))}/deployments`);
     show(io, flags, list, () => deploymentTable(list.data));
@@ -175,9 +149,7 @@ export const COMMANDS: Record<string, Command> = {
   },
 };
 
-export const USAGE = `usage: npx kvgate <command> [flags] [--json]
-
-  deployments list    --group G
+export const FLEET_USAGE = `  deployments list    --group G
   deployments add     --group G --id ID --url URL --model M [--max-in-flight N] [--weight W] [--api-key-env NAME]
   deployments update  --group G --id ID [--url URL] [--model M] [--max-in-flight N] [--weight W]
   deployments drain   --group G --id ID [--wait [--timeout S]]
@@ -187,7 +159,4 @@ export const USAGE = `usage: npx kvgate <command> [flags] [--json]
   groups list
   status
   fleet export                      the fleet as JSON (the input of fleet apply)
-  fleet apply --file F              replace the whole fleet with F's {"modelGroups": [...]}
-
-environment: KVGATE_URL (default http://127.0.0.1:8787), KVGATE_ADMIN_KEY (the gateway's admin key)
---json prints the admin API's answer as JSON.`;
+  fleet apply --file F              replace the whole fleet with F's {"modelGroups": [...]}`;

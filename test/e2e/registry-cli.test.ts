@@ -1,11 +1,9 @@
-import { execFile, spawn, type ChildProcess } from "node:child_process";
-import { resolve } from "node:path";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startFleet, type Fleet } from "../../bench/fleet/index.ts";
 import { freePort } from "../../bench/harness/free-port.ts";
-import { readKey } from "../../bench/start/api-key.ts";
 import type { DeploymentList, DeploymentRow, FleetStatus, GroupList } from "../../src/fleet/admin-api.ts";
+import { kvgate as runKvgate, npmStart, type NpmStart, type Ran } from "./npm-start-cli.ts";
 
 /**
  * The newcomer's path of issue 11, through real processes and sockets: `npm start` (the gateway
@@ -13,33 +11,19 @@ import type { DeploymentList, DeploymentRow, FleetStatus, GroupList } from "../.
  * run as a user types it (`npx kvgate …`, KVGATE_URL and KVGATE_ADMIN_KEY in its environment).
  */
 
-const ROOT = resolve(import.meta.dirname, "..", "..");
 const HOST = "127.0.0.1";
 const GROUP = "kvgate-sim";
 const SHIPPED = ["sim-0", "sim-1", "sim-2", "sim-3"];
 
-interface Ran {
-  code: number;
-  stdout: string;
-  /** stderr without npm's own warnings about this machine's npm config. */
-  stderr: string[];
-}
-
-let gateway: ChildProcess;
+let gateway: NpmStart;
 let extra: Fleet;
 let url: string;
-let keys: { api: string; admin: string; register: string };
+let keys: NpmStart["keys"];
 let client: OpenAI;
 
-/** `npx kvgate <args>` in the repository, with only KVGATE_URL and KVGATE_ADMIN_KEY of kvgate's variables. */
+/** `npx kvgate <args>` with the gateway's URL and admin key, unless `env` says otherwise. */
 function kvgate(args: string[], env: { KVGATE_URL?: string; KVGATE_ADMIN_KEY?: string } = {}): Promise<Ran> {
-  const base: NodeJS.ProcessEnv = { ...process.env, KVGATE_URL: url, KVGATE_ADMIN_KEY: keys.admin, ...env };
-  return new Promise((done) => {
-    execFile("npx", ["kvgate", ...args], { cwd: ROOT, env: base, timeout: 30_000 }, (error, stdout, stderr) => {
-      const code = error === null ? 0 : typeof error.code === "number" ? error.code : 1;
-      done({ code, stdout, stderr: stderr.split("\n").filter((l) => l !== "" && !l.startsWith("npm warn")) });
-    });
-  });
+  return runKvgate(args, { KVGATE_URL: url, KVGATE_ADMIN_KEY: keys.admin, ...env });
 }
 
 async function list(): Promise<DeploymentRow[]> {
@@ -67,35 +51,13 @@ async function backendOf(prompt: string): Promise<string | null> {
 beforeAll(async () => {
   // The extra GPU server: slow enough (an L4) that a stream of 60 tokens lasts a few seconds.
   extra = await startFleet({ workers: 1, basePort: 0, servedModelName: GROUP, preset: "l4-7b" });
-  const port = await freePort(HOST);
-  gateway = spawn(process.execPath, ["bench/start.ts", "--port", String(port), "--fleet-port", "0"], { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"], detached: true });
-  let out = "";
-  let err = "";
-  gateway.stderr?.setEncoding("utf8").on("data", (d: string) => (err += d));
-  await new Promise<void>((done, fail) => {
-    const timer = setTimeout(() => fail(new Error(`npm start printed no banner; stdout: ${out}; stderr: ${err}`)), 50_000);
-    gateway.stdout?.setEncoding("utf8").on("data", (d: string) => {
-      out += d;
-      if (out.includes("Ctrl-C stops")) {
-        clearTimeout(timer);
-        done();
-      }
-    });
-    gateway.once("exit", () => fail(new Error(`npm start exited; stdout: ${out}; stderr: ${err}`)));
-  });
-  url = /kvgate is up on (http:\/\/\S+)/.exec(out)?.[1] as string;
-  keys = { api: readKey(out, "api") as string, admin: readKey(out, "admin") as string, register: readKey(out, "register") as string };
+  gateway = await npmStart();
+  ({ url, keys } = gateway);
   client = new OpenAI({ baseURL: `${url}/v1`, apiKey: keys.api, maxRetries: 0 });
 }, 60_000);
 
 afterAll(async () => {
-  if (gateway?.pid !== undefined) {
-    try {
-      process.kill(-gateway.pid, "SIGTERM");
-    } catch {
-      // Already gone.
-    }
-  }
+  gateway?.stop();
   await extra?.close();
 });
 

@@ -7,6 +7,7 @@ import { REGISTRY_NAME } from "../../src/fleet/registry-name.ts";
 import type { RouteDecision, RouteRefusal } from "../../src/routing/protocol.ts";
 import { holdLease, route } from "../../workers/gateway/route-client.ts";
 import { UPSTREAM_MODEL } from "../support/test-config.ts";
+import { admin, ok, refused } from "./admin.ts";
 import { chat, EVENTUALLY, gateway } from "./gateway.ts";
 
 /**
@@ -16,25 +17,6 @@ import { chat, EVENTUALLY, gateway } from "./gateway.ts";
 
 const fleet = inject("upstreams").fleetUrls;
 const sim = (i: number, id = `sim-${i}`) => ({ id, baseUrl: fleet[i] as string, model: UPSTREAM_MODEL });
-
-function admin(path: string, init: RequestInit & { json?: unknown } = {}, key: string = env.KVGATE_ADMIN_KEY): Promise<Response> {
-  const { json, ...rest } = init;
-  const headers = { authorization: `Bearer ${key}`, ...(json === undefined ? {} : { "content-type": "application/json" }) };
-  return gateway(path, { ...rest, headers, ...(json === undefined ? {} : { body: JSON.stringify(json) }) });
-}
-
-async function ok<T>(res: Response | Promise<Response>, status = 200): Promise<T> {
-  const r = await res;
-  const text = await r.text();
-  expect(r.status, text).toBe(status);
-  return JSON.parse(text) as T;
-}
-
-async function refused(res: Response | Promise<Response>, status: number): Promise<{ message: string; code: string; param: string | null; type: string }> {
-  const r = await res;
-  expect(r.status).toBe(status);
-  return ((await r.json()) as { error: { message: string; code: string; param: string | null; type: string } }).error;
-}
 
 /** The backends that served `n` chat requests to `model`. */
 async function servedBy(model: string, n: number): Promise<string[]> {

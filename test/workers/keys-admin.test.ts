@@ -4,8 +4,9 @@ import type { IssuedKeyView, KeyList, KeyView, UsageView } from "../../src/tenan
 import { keyHash, looksLikeVirtualKey, prefixOf } from "../../src/tenants/key-format.ts";
 import { dayOf, periodOf } from "../../src/tenants/period.ts";
 import type { UsageRow } from "../../src/tenants/protocol.ts";
-import { TENANTS_NAME } from "../../src/tenants/tenants-name.ts";
+import { admin, ok, refused } from "./admin.ts";
 import { gateway } from "./gateway.ts";
+import { DAY_MS, tenants, usageRow } from "./tenants.ts";
 
 /**
  * The admin API's virtual keys and usage (/admin/v1/keys, /admin/v1/usage), in the Workers
@@ -13,49 +14,8 @@ import { gateway } from "./gateway.ts";
  * field refused by name, and usage as the routing objects' batches left it.
  */
 
-const tenants = () => env.TENANTS.getByName(TENANTS_NAME);
-const DAY_MS = 86_400_000;
-
-function admin(path: string, init: RequestInit & { json?: unknown } = {}, key: string = env.KVGATE_ADMIN_KEY): Promise<Response> {
-  const { json, ...rest } = init;
-  const headers = { authorization: `Bearer ${key}`, ...(json === undefined ? {} : { "content-type": "application/json" }) };
-  return gateway(path, { ...rest, headers, ...(json === undefined ? {} : { body: JSON.stringify(json) }) });
-}
-
-async function ok<T>(res: Response | Promise<Response>, status = 200): Promise<T> {
-  const r = await res;
-  const text = await r.text();
-  expect(r.status, text).toBe(status);
-  return JSON.parse(text) as T;
-}
-
-interface ErrorBody {
-  message: string;
-  code: string;
-  param: string | null;
-  type: string;
-}
-
-async function refused(res: Response | Promise<Response>, status: number): Promise<ErrorBody> {
-  const r = await res;
-  const text = await r.text();
-  expect(r.status, text).toBe(status);
-  return (JSON.parse(text) as { error: ErrorBody }).error;
-}
 
 const create = (json: unknown) => ok<IssuedKeyView>(admin("/admin/v1/keys", { method: "POST", json }), 201);
-
-const usageRow = (key: string, day: string, model: string, backend: string, prompt: number, completion: number, cached: number, costMicros: number): UsageRow => ({
-  key,
-  day,
-  model,
-  backend,
-  promptTokens: prompt,
-  completionTokens: completion,
-  cachedTokens: cached,
-  requests: 1,
-  costMicros,
-});
 
 describe("creating a key", () => {
   it("shows the key once; get and list show its prefix and never the key nor its hash", async () => {
@@ -215,8 +175,8 @@ describe("usage", () => {
     const today = dayOf(now);
     const earlier = dayOf(now - 2 * DAY_MS);
     const batches: UsageRow[][] = [
-      [usageRow(made.id, today, "llama", "gpu-0", 120, 30, 64, 1500), usageRow(made.id, earlier, "llama", "gpu-1", 10, 1, 0, 12)],
-      [usageRow(made.id, today, "llama", "gpu-0", 80, 20, 64, 1000), usageRow(made.id, today, "qwen", "gpu-9", 5, 5, 0, 10)],
+      [usageRow(made.id, today, "llama", "gpu-0", 120, 30, { cachedTokens: 64, costMicros: 1500 }), usageRow(made.id, earlier, "llama", "gpu-1", 10, 1, { cachedTokens: 0, costMicros: 12 })],
+      [usageRow(made.id, today, "llama", "gpu-0", 80, 20, { cachedTokens: 64, costMicros: 1000 }), usageRow(made.id, today, "qwen", "gpu-9", 5, 5, { cachedTokens: 0, costMicros: 10 })],
     ];
     for (const b of batches) await tenants().record(b, []);
 

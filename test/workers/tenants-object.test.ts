@@ -1,19 +1,15 @@
 import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
-import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { USAGE_KEPT_DAYS } from "../../durable-objects/tenants.ts";
 import { keyHash, looksLikeVirtualKey, prefixOf } from "../../src/tenants/key-format.ts";
 import { dayOf, periodOf, periodStartDay } from "../../src/tenants/period.ts";
 import type { BudgetPeriod, IssuedKey, TenantsResult, UsageRow } from "../../src/tenants/protocol.ts";
-import { TENANTS_NAME } from "../../src/tenants/tenants-name.ts";
+import { DAY_MS, tenants, usageRow as row } from "./tenants.ts";
 
 /**
  * The tenants' Durable Object as the gateway's Worker (lookup) and the routing objects (record)
  * call it: keys found by their hash only, usage summed exactly over batches, spend per budget period.
  */
-
-const tenants = () => env.TENANTS.getByName(TENANTS_NAME);
-const DAY_MS = 86_400_000;
 
 function value<T>(r: TenantsResult<T>): T {
   if (!r.ok) throw new Error(`refused: ${r.status} ${r.message}`);
@@ -23,19 +19,6 @@ function value<T>(r: TenantsResult<T>): T {
 async function created(body: Record<string, unknown> = {}): Promise<IssuedKey> {
   return value(await tenants().create(body));
 }
-
-const row = (key: string, day: string, model: string, backend: string, prompt: number, completion: number, extra: Partial<UsageRow> = {}): UsageRow => ({
-  key,
-  day,
-  model,
-  backend,
-  promptTokens: prompt,
-  completionTokens: completion,
-  cachedTokens: Math.floor(prompt / 2),
-  requests: 1,
-  costMicros: prompt + 2 * completion,
-  ...extra,
-});
 
 /** Every value the object stores, as text. */
 const storedText = () =>

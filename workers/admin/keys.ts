@@ -1,7 +1,7 @@
 import type { Context, Hono } from "hono";
 import { badRequest, GatewayError } from "../../src/openai/errors.ts";
 import { keyView, usageView, type IssuedKeyView, type KeyList } from "../../src/tenants/admin-api.ts";
-import { dayParam } from "../../src/tenants/key-input.ts";
+import { dayParam } from "../../src/tenants/instant.ts";
 import type { IssuedKey, TenantsResult, UsageQuery } from "../../src/tenants/protocol.ts";
 import { TENANTS_NAME } from "../../src/tenants/tenants-name.ts";
 import type { Env } from "../env.ts";

@@ -1,0 +1,141 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { freePort } from "../../bench/harness/free-port.ts";
+import type { IssuedKeyView, KeyList, KeyView, UsageView } from "../../src/tenants/admin-api.ts";
+import { looksLikeVirtualKey } from "../../src/tenants/key-format.ts";
+import { dayOf } from "../../src/tenants/period.ts";
+import { kvgate as runKvgate, npmStart, type NpmStart, type Ran } from "./npm-start-cli.ts";
+
+/**
+ * Virtual keys as an operator manages them: `npm start`, then `npx kvgate keys …` and `npx kvgate
+ * usage` as typed, with KVGATE_URL and KVGATE_ADMIN_KEY. Scripts read the --json output, so its
+ * shape is held here; the key itself appears in create's and rotate's output only.
+ */
+
+let gateway: NpmStart;
+
+const kvgate = (args: string[], adminKey?: string): Promise<Ran> => runKvgate(args, { KVGATE_URL: gateway.url, KVGATE_ADMIN_KEY: adminKey ?? gateway.keys.admin });
+
+/** A command that must succeed; its stdout. */
+async function done(args: string[]): Promise<string> {
+  const r = await kvgate(args);
+  expect(r.stderr, args.join(" ")).toEqual([]);
+  expect(r.code, args.join(" ")).toBe(0);
+  return r.stdout;
+}
+
+const json = async <T>(args: string[]): Promise<T> => JSON.parse(await done([...args, "--json"])) as T;
+
+beforeAll(async () => {
+  gateway = await npmStart();
+}, 60_000);
+
+afterAll(() => {
+  gateway?.stop();
+});
+
+describe("npx kvgate keys", () => {
+  it("create --json prints the key once with its id; list and show never print it", async () => {
+    const made = await json<IssuedKeyView>(["keys", "create", "--models", "kvgate-sim,other", "--rpm", "60", "--tpm", "10000", "--max-parallel", "4", "--budget-tokens", "100000", "--origins", "https://app.example,http://localhost:5173", "--name", "web", "--team", "search", "--user", "ana", "--period", "day"]);
+    expect(looksLikeVirtualKey(made.key)).toBe(true);
+    expect(made).toMatchObject({ id: expect.stringMatching(/^key_/), models: ["kvgate-sim", "other"], rpm: 60, tpm: 10000, max_parallel: 4, budget_tokens: 100000, budget_period: "day", origins: ["https://app.example", "http://localhost:5173"], name: "web", metadata: { team: "search", user: "ana" }, track_usage: true, status: "active" });
+    expect(made.key.startsWith(made.prefix)).toBe(true);
+
+    const list = await json<KeyList>(["keys", "list"]);
+    expect(list.data.find((k) => k.id === made.id)).toMatchObject({ prefix: made.prefix, rpm: 60 });
+    const table = await done(["keys", "list"]);
+    expect(table).toMatch(/^ID\s+PREFIX\s+NAME\s+STATUS\s+MODELS\s+LIMITS\s+SPENT/);
+    expect(table).toMatch(new RegExp(`^${made.id}\\s+${made.prefix}\\s+web\\s+active\\s+kvgate-sim,other\\s+rpm 60, tpm 10000, parallel 4, budget 100000 tokens a day\\s+0 tokens`, "m"));
+    const shown = await json<KeyView>(["keys", "show", made.id]);
+    expect(shown).toEqual((({ key: _key, ...view }) => view)(made));
+    const shownPlain = await done(["keys", "show", made.id]);
+    expect(shownPlain).toContain(`prefix    ${made.prefix}`);
+    for (const out of [JSON.stringify(list), table, JSON.stringify(shown), shownPlain]) expect(out).not.toContain(made.key);
+  }, 60_000);
+
+  it("create without --json shows the key once and says it will not be shown again", async () => {
+    const out = await done(["keys", "create", "--no-usage", "--expires", "30d", "--budget-usd", "2.5"]);
+    const key = /^ {2}(sk-kvg-\S+)$/m.exec(out)?.[1] ?? "";
+    expect(looksLikeVirtualKey(key)).toBe(true);
+    expect(out.split(key).length).toBe(2);
+    expect(out).toContain("it will not be shown again");
+    expect(out).toMatch(/usage\s+not tracked/);
+    expect(out).toMatch(/limits\s+budget \$2\.5 a month/);
+    const expires = Date.parse(/^expires\s+(\S+)$/m.exec(out)?.[1] ?? "");
+    expect(Math.abs(expires - (Date.now() + 30 * 86_400_000))).toBeLessThan(120_000);
+  }, 30_000);
+
+  it("update changes what its flags name; none clears a limit and --team keeps the other labels", async () => {
+    const made = await json<IssuedKeyView>(["keys", "create", "--rpm", "5", "--tpm", "50", "--team", "a", "--user", "u"]);
+    const updated = await json<KeyView>(["keys", "update", made.id, "--rpm", "none", "--team", "b", "--models", "kvgate-sim"]);
+    expect(updated).toMatchObject({ rpm: null, tpm: 50, metadata: { team: "b", user: "u" }, models: ["kvgate-sim"] });
+  }, 30_000);
+
+  it("rotate gives a different key for the same id; revoke makes show say revoked", async () => {
+    const made = await json<IssuedKeyView>(["keys", "create"]);
+    const rotated = await json<IssuedKeyView>(["keys", "rotate", made.id]);
+    expect(rotated.id).toBe(made.id);
+    expect(looksLikeVirtualKey(rotated.key)).toBe(true);
+    expect(rotated.key).not.toBe(made.key);
+
+    const revoked = await done(["keys", "revoke", made.id]);
+    expect(revoked).toMatch(new RegExp(`^revoked ${made.id} \\(${rotated.prefix}\\)`));
+    const shown = await json<KeyView>(["keys", "show", made.id]);
+    expect(shown.status).toBe("revoked");
+    expect(shown.revoked_at).not.toBeNull();
+    // A revoked key is not given a new secret.
+    const again = await kvgate(["keys", "rotate", made.id]);
+    expect(again.code).toBe(1);
+    expect(again.stderr).toEqual([expect.stringMatching(new RegExp(`^kvgate: POST /admin/v1/keys/${made.id}/rotate: 409 key "${made.id}" is revoked`))]);
+  }, 60_000);
+});
+
+describe("npx kvgate usage", () => {
+  it("--json prints the four totals, zero for a new key, and the days asked for", async () => {
+    const made = await json<IssuedKeyView>(["keys", "create"]);
+    const u = await json<UsageView>(["usage", "--key", made.id]);
+    expect(u).toMatchObject({ object: "usage", key: made.id, prompt_tokens: 0, completion_tokens: 0, cached_tokens: 0, requests: 0, cost_usd: 0, by: [], until: dayOf(Date.now()) });
+    const week = await json<UsageView>(["usage", "--key", made.id, "--since", "7d"]);
+    expect(week.since).toBe(dayOf(Date.now() - 7 * 86_400_000));
+    const plain = await done(["usage", "--key", made.id, "--since", "2026-01-01", "--until", "2026-01-31"]);
+    expect(plain).toBe(`usage of ${made.id}, 2026-01-01 to 2026-01-31 (UTC days): 0 prompt tokens (0 cached), 0 completion tokens, 0 requests, $0\n`);
+  }, 30_000);
+});
+
+describe("npx kvgate keys' failures", () => {
+  it("a wrong command line exits 2 with a message and the usage, and asks the gateway nothing", async () => {
+    const cases: [string[], RegExp][] = [
+      [["keys", "create", "--rpm", "abc"], /^kvgate: --rpm must be a positive integer, not "abc"$/],
+      [["keys", "create", "--budget-usd", "0"], /^kvgate: --budget-usd must be a positive number/],
+      [["keys", "create", "--period", "week"], /^kvgate: --period must be one of day, month, total/],
+      [["keys", "create", "--expires", "soon"], /^kvgate: --expires must be an ISO timestamp/],
+      [["keys", "create", "--bogus"], /^kvgate: Unknown option '--bogus'/],
+      [["keys", "revoke"], /^kvgate: keys revoke needs ID$/],
+      [["keys", "show", "a", "b"], /^kvgate: keys show takes ID only, not "a b"$/],
+      [["keys", "update", "key_x"], /^kvgate: keys update needs at least one flag to change$/],
+      [["usage"], /^kvgate: --key is required/],
+      [["usage", "--key", "key_x", "--since", "last week"], /^kvgate: --since must be/],
+      [["keys"], /^kvgate: unknown command "keys"$/],
+    ];
+    // KVGATE_URL names a port nothing listens on: a command that asked the gateway would say it cannot reach it (exit 1).
+    const nowhere = `http://127.0.0.1:${await freePort("127.0.0.1")}`;
+    // One at a time: a dozen npx at once on a two-core machine take longer than a command may.
+    for (const [args, message] of cases) {
+      const r = await runKvgate(args, { KVGATE_URL: nowhere, KVGATE_ADMIN_KEY: gateway.keys.admin });
+      expect({ args, code: r.code, stdout: r.stdout }).toEqual({ args, code: 2, stdout: "" });
+      expect(r.stderr[0], args.join(" ")).toMatch(message);
+      expect(r.stderr.join("\n")).toContain("usage: npx kvgate <command>");
+    }
+  }, 90_000);
+
+  it("the gateway's refusals exit 1 with its message naming the field; the clients' key administers nothing", async () => {
+    const badOrigin = await kvgate(["keys", "create", "--origins", "https://app.example/path"]);
+    expect(badOrigin.code).toBe(1);
+    expect(badOrigin.stderr).toEqual([expect.stringMatching(/^kvgate: POST \/admin\/v1\/keys: 400 origins\[0\] must be an exact origin/)]);
+    const unknown = await kvgate(["keys", "show", "key_nope"]);
+    expect(unknown.code).toBe(1);
+    expect(unknown.stderr).toEqual(['kvgate: GET /admin/v1/keys/key_nope: 404 no key "key_nope"']);
+    const master = await kvgate(["keys", "list"], gateway.keys.api);
+    expect(master.code).toBe(1);
+    expect(master.stderr).toEqual([expect.stringMatching(/^kvgate: GET \/admin\/v1\/keys: 401 /)]);
+  }, 30_000);
+});
