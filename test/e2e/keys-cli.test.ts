@@ -1,4 +1,5 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import OpenAI from "openai";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { freePort } from "../../bench/harness/free-port.ts";
 import type { IssuedKeyView, KeyList, KeyView, UsageView } from "../../src/tenants/admin-api.ts";
 import { looksLikeVirtualKey } from "../../src/tenants/key-format.ts";
@@ -99,6 +100,33 @@ describe("npx kvgate usage", () => {
     const plain = await done(["usage", "--key", made.id, "--since", "2026-01-01", "--until", "2026-01-31"]);
     expect(plain).toBe(`usage of ${made.id}, 2026-01-01 to 2026-01-31 (UTC days): 0 prompt tokens (0 cached), 0 completion tokens, 0 requests, $0\n`);
   }, 30_000);
+});
+
+describe("a key made with the CLI, used through npm start", () => {
+  it("serves chat, refuses its rpm with a 429, shows its usage in npx kvgate usage, and stops at revoke", async () => {
+    const made = await json<IssuedKeyView>(["keys", "create", "--rpm", "2", "--models", "kvgate-sim", "--json"]);
+    const client = new OpenAI({ apiKey: made.key, baseURL: `${gateway.url}/v1`, maxRetries: 0 });
+    const messages = [{ role: "user" as const, content: "Hello from a virtual key" }];
+    let streamed = "";
+    for await (const chunk of await client.chat.completions.create({ model: "kvgate-sim", messages, max_tokens: 6, stream: true })) streamed += chunk.choices[0]?.delta.content ?? "";
+    expect(streamed.length).toBeGreaterThan(0);
+    const whole = await client.chat.completions.create({ model: "kvgate-sim", messages, max_tokens: 6 });
+    const over = await client.chat.completions.create({ model: "kvgate-sim", messages, max_tokens: 6 }).catch((e: unknown) => e);
+    expect(over).toBeInstanceOf(OpenAI.RateLimitError);
+    expect((over as InstanceType<typeof OpenAI.RateLimitError>).code).toBe("rate_limit_exceeded");
+
+    await vi.waitFor(async () => expect((await json<UsageView>(["usage", "--key", made.id])).requests).toBe(2), { timeout: 15_000, interval: 500 });
+    const u = await json<UsageView>(["usage", "--key", made.id]);
+    // The non-streamed answer's usage as the client saw it is part of the total; the stream's is the rest.
+    expect(u.prompt_tokens).toBeGreaterThan(whole.usage?.prompt_tokens ?? Infinity);
+    expect(u.completion_tokens).toBe(12);
+
+    await done(["keys", "revoke", made.id]);
+    await vi.waitFor(async () => {
+      const after = await client.chat.completions.create({ model: "kvgate-sim", messages, max_tokens: 1 }).catch((e: unknown) => e);
+      expect(after).toBeInstanceOf(OpenAI.AuthenticationError);
+    }, { timeout: 12_000, interval: 500 });
+  }, 90_000);
 });
 
 describe("npx kvgate keys' failures", () => {
