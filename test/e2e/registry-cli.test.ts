@@ -50,7 +50,10 @@ async function backendOf(prompt: string): Promise<string | null> {
 
 beforeAll(async () => {
   // The extra GPU server: slow enough (an L4) that a stream of 60 tokens lasts a few seconds.
-  extra = await startFleet({ workers: 1, basePort: 0, servedModelName: GROUP, preset: "l4-7b" });
+  // Decoding slower than an L4's (150 ms a token): the drained stream of 60 tokens lasts ~9 s,
+  // past the admin calls and the npx start-up between its first byte and the check that it is
+  // still in flight, however busy the machine (at ~2.9 s it once ended before that check).
+  extra = await startFleet({ workers: 1, basePort: 0, servedModelName: GROUP, preset: "l4-7b", decodeStepMs: 150 });
   gateway = await npmStart();
   ({ url, keys } = gateway);
   client = new OpenAI({ baseURL: `${url}/v1`, apiKey: keys.api, maxRetries: 0 });
