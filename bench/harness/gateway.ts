@@ -82,19 +82,25 @@ export interface GatewayOptions {
   /** A bundle already built by buildGateway (a test run builds it once for all its files). */
   scriptPath?: string;
   onLog?: LogSink;
+  /**
+   * Serve wrangler.toml's [assets] too (the pages: /, /dashboard, /playground), as Cloudflare
+   * does: Miniflare's asset router then takes every request first, its run_worker_first paths
+   * included. That is one more Worker hop per request on this machine, so benchmarks leave it off.
+   */
+  assets?: boolean;
 }
 
-/** What wrangler.toml says about the runtime: compatibility settings and Durable Objects. */
-function runtimeOptions(): Record<string, unknown> {
+/** What wrangler.toml says about the runtime: compatibility settings, Durable Objects and, when asked, the static assets. */
+function runtimeOptions(assets = false): Record<string, unknown> {
   const { workerOptions: w } = unstable_getMiniflareWorkerOptions(join(ROOT, "wrangler.toml"));
-  return { compatibilityDate: w.compatibilityDate, compatibilityFlags: w.compatibilityFlags, durableObjects: w.durableObjects };
+  return { compatibilityDate: w.compatibilityDate, compatibilityFlags: w.compatibilityFlags, durableObjects: w.durableObjects, ...(assets ? { assets: w.assets } : {}) };
 }
 
 export async function startGateway(o: GatewayOptions): Promise<ServedGateway> {
   const scriptPath = o.scriptPath ?? (await buildGateway(o.root));
   const key = o.masterKey ?? newMasterKey("bench");
   const bindings: Record<string, string> = { ...o.bindings, KVGATE_CONFIG: JSON.stringify(o.config), KVGATE_MASTER_KEY: key };
-  const served = await serve({ ...runtimeOptions(), modules: true, scriptPath, modulesRoot: dirname(scriptPath), bindings }, false, o.onLog);
+  const served = await serve({ ...runtimeOptions(o.assets), modules: true, scriptPath, modulesRoot: dirname(scriptPath), bindings }, false, o.onLog);
   return { ...served, key };
 }
 

@@ -38,5 +38,7 @@ The admin API (npx kvgate) takes the admin key; GPU servers that register themse
 ${keyLine("admin", r.keys.admin)}
 ${keyLine("register", r.keys.register)}
 
+In a browser: ${r.url}/playground/ (chat, with the API key) and ${r.url}/dashboard/ (the fleet live, with the admin key).
+
 Ctrl-C stops the gateway and the fleet.`;
 }

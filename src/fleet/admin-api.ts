@@ -19,6 +19,10 @@ export interface DeploymentRow {
   /** Not taking requests and nothing in flight: safe to stop. */
   drained: boolean;
   breaker: string | null;
+  /** From the routing object, null before it has seen the deployment: prefix-set entries and what it may hold, the TTFT EWMA. */
+  prefixBlocks: number | null;
+  prefixCapacity: number | null;
+  ttftEwmaMs: number | null;
 }
 
 export interface DeploymentList {

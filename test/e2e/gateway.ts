@@ -21,7 +21,8 @@ export interface TestGateway {
   close(): Promise<void>;
 }
 
-export async function startTestGateway(config: GatewayConfigInput, bindings: Record<string, string> = {}): Promise<TestGateway> {
+/** `assets`: the pages too, in front of the Worker as Cloudflare serves them (bench/harness/gateway.ts). */
+export async function startTestGateway(config: GatewayConfigInput, bindings: Record<string, string> = {}, { assets = false } = {}): Promise<TestGateway> {
   const key = `sk-e2e-${randomBytes(16).toString("hex")}`;
   const logs: string[] = [];
   const verbose = process.env.KVGATE_TEST_LOGS === "1";
@@ -30,6 +31,7 @@ export async function startTestGateway(config: GatewayConfigInput, bindings: Rec
     masterKey: key,
     bindings,
     scriptPath: inject("gatewayScript"),
+    assets,
     onLog: (level, message) => {
       logs.push(`${level}: ${message}`);
       if (verbose) console.error(`[workerd ${level}] ${message}`);

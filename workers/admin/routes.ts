@@ -146,6 +146,9 @@ function deploymentRows(g: GroupRecord, live: GroupStatus | null): DeploymentRow
       takesRequests,
       drained: d.state !== "active" && (inFlight ?? 0) === 0,
       breaker: b ? b.breaker.state : null,
+      prefixBlocks: b ? b.prefixBlocks : null,
+      prefixCapacity: b ? b.prefixCapacity : null,
+      ttftEwmaMs: b ? b.ttftEwmaMs : null,
     };
   });
 }

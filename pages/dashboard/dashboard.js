@@ -1,0 +1,333 @@
+// @ts-check
+/**
+ * /dashboard: every group's backends and routing decisions, refreshed each second from the admin
+ * API, with the registry's drain and enable; the virtual keys, their revocation and usage. Every
+ * number comes from an admin call made with the key the person gave: without it the page is empty.
+ * Rows are updated in place, never rebuilt, so a focused button keeps its focus across refreshes.
+ */
+import { ApiError, byId, call, el, keyForm, say } from "../shared/api.js";
+
+/** @typedef {import("../../src/fleet/admin-api.ts").FleetStatus} FleetStatus */
+/** @typedef {import("../../src/fleet/admin-api.ts").StatusGroup} StatusGroup */
+/** @typedef {import("../../src/fleet/admin-api.ts").DeploymentList} DeploymentList */
+/** @typedef {import("../../src/fleet/admin-api.ts").DeploymentRow} DeploymentRow */
+/** @typedef {import("../../src/tenants/admin-api.ts").KeyList} KeyList */
+/** @typedef {import("../../src/tenants/admin-api.ts").KeyView} KeyView */
+/** @typedef {import("../../src/tenants/admin-api.ts").UsageView} UsageView */
+/**
+ * One routing decision, as GET /admin/v1/groups/:group/decisions lists them, newest first.
+ * @typedef {{ at: string | number, backend: string, reason: string, matched: number, total: number, outcome: string | null, ttft_ms: number | null }} Decision
+ */
+/**
+ * @typedef {{ section: HTMLElement, summary: HTMLElement, tbody: HTMLTableSectionElement, rows: Map<string, HTMLTableRowElement>, decisions: HTMLElement, newest: string }} GroupView
+ */
+
+const REFRESH_MS = 1000;
+/** Decisions shown per group: the endpoint keeps 100, a screen holds fewer. */
+const DECISIONS_SHOWN = 20;
+const DEPLOYMENT_FIELDS = ["state", "inFlight", "breaker", "prefixBlocks", "ttft"];
+
+const status = byId("status", HTMLElement);
+const live = byId("live", HTMLElement);
+const groupsBox = byId("groups", HTMLElement);
+const updated = byId("updated", HTMLElement);
+const keysBody = /** @type {HTMLTableSectionElement} */ (byId("keys", HTMLTableElement).tBodies[0]);
+const usageBox = byId("usage", HTMLElement);
+
+/** @type {string | null} */
+let adminKey = null;
+/** Bumped when the key changes: a refresh of an older key leaves the page alone. */
+let generation = 0;
+/** @type {ReturnType<typeof setTimeout> | undefined} */
+let timer;
+/** @type {Map<string, GroupView>} */
+const groupViews = new Map();
+
+/** @param {string} path @param {{ method?: string, body?: unknown }} [init] */
+function admin(path, init) {
+  if (adminKey === null) return Promise.reject(new Error("no admin key"));
+  return call(adminKey, `/admin/v1${path}`, init);
+}
+
+const enc = encodeURIComponent;
+const message = (/** @type {unknown} */ e) => (e instanceof Error ? e.message : String(e));
+
+keyForm({
+  form: byId("key-form", HTMLFormElement),
+  input: byId("admin-key", HTMLInputElement),
+  forget: byId("forget-key", HTMLButtonElement),
+  status,
+  storageName: "kvgate.adminKey",
+  async use(key) {
+    await call(key, "/admin/v1/status");
+    adminKey = key;
+    const gen = ++generation;
+    live.hidden = false;
+    say(status, "Admin key accepted.");
+    await refresh(gen);
+    await loadKeys();
+  },
+  dropped() {
+    adminKey = null;
+    generation++;
+    clearTimeout(timer);
+    live.hidden = true;
+    groupsBox.replaceChildren();
+    groupViews.clear();
+    keysBody.replaceChildren();
+    usageBox.hidden = true;
+  },
+});
+
+/** @param {number} gen */
+async function refresh(gen) {
+  try {
+    const fleet = /** @type {FleetStatus} */ (await admin("/status"));
+    const views = await Promise.all(
+      fleet.groups.map(async (g) => {
+        const [list, decisions] = await Promise.all([/** @type {Promise<DeploymentList>} */ (admin(`/groups/${enc(g.name)}/deployments`)), recentDecisions(g.name)]);
+        return { g, list, decisions };
+      }),
+    );
+    if (gen !== generation) return;
+    for (const [name, view] of groupViews) {
+      if (!fleet.groups.some((g) => g.name === name)) {
+        view.section.remove();
+        groupViews.delete(name);
+      }
+    }
+    for (const { g, list, decisions } of views) renderGroup(g, list.data, decisions);
+    updated.textContent = `Last update: ${new Date().toLocaleTimeString()}.`;
+  } catch (e) {
+    if (gen !== generation) return;
+    say(status, `Refresh failed: ${message(e)}`, true);
+    if (e instanceof ApiError && e.status === 401) return;
+  }
+  timer = setTimeout(() => void refresh(gen), REFRESH_MS);
+}
+
+/**
+ * The group's recent decisions, or null when the gateway has no such endpoint (or refuses it).
+ * @param {string} group
+ * @returns {Promise<Decision[] | null>}
+ */
+async function recentDecisions(group) {
+  try {
+    const list = /** @type {{ data: Decision[] }} */ (await admin(`/groups/${enc(group)}/decisions`));
+    return list.data;
+  } catch (e) {
+    if (e instanceof ApiError) return null;
+    throw e;
+  }
+}
+
+/**
+ * @param {StatusGroup} g
+ * @param {DeploymentRow[]} rows
+ * @param {Decision[] | null} decisions
+ */
+function renderGroup(g, rows, decisions) {
+  const view = groupViews.get(g.name) ?? newGroupView(g.name);
+  set(view.summary, `Registry revision ${g.rev} (routing object: ${g.routingRev ?? "unreachable"}) · ${g.takingRequests} of ${g.deployments} deployments take requests · ${g.inFlight} in flight`);
+  for (const [id, tr] of view.rows) {
+    if (!rows.some((r) => r.id === id)) {
+      tr.remove();
+      view.rows.delete(id);
+    }
+  }
+  for (const r of rows) {
+    const tr = view.rows.get(r.id) ?? newDeploymentRow(view, g.name, r.id);
+    const cells = cellsOf(tr);
+    set(cells.state, r.state + (r.state !== "active" && r.drained ? " (drained)" : ""));
+    set(cells.inFlight, `${r.inFlight ?? "–"} / ${r.maxInFlight}`);
+    set(cells.breaker, r.breaker ?? "–");
+    set(cells.prefixBlocks, r.prefixBlocks === null ? "–" : `${r.prefixBlocks} / ${r.prefixCapacity}`);
+    set(cells.ttft, r.ttftEwmaMs === null ? "–" : `${Math.round(r.ttftEwmaMs)} ms`);
+  }
+  renderDecisions(view, g.name, decisions);
+}
+
+/** @param {string} name @returns {GroupView} */
+function newGroupView(name) {
+  const titleId = `group-${name}-title`;
+  const summary = el("p");
+  const tbody = el("tbody");
+  const table = el(
+    "table",
+    { class: "deployments" },
+    el("caption", {}, `Backends of ${name}`),
+    el("thead", {}, el("tr", {}, ...["Deployment", "State", "In flight / max", "Breaker", "Prefix blocks / capacity", "TTFT (EWMA)", "Actions"].map((h) => el("th", { scope: "col" }, h)))),
+    tbody,
+  );
+  const decisions = el("div", { class: "decisions" });
+  const section = el("section", { "aria-labelledby": titleId, "data-group": name }, el("h2", { id: titleId }, `Group ${name}`), summary, table, el("h3", {}, "Recent routing decisions"), decisions);
+  groupsBox.append(section);
+  /** @type {GroupView} */
+  const view = { section, summary, tbody, rows: new Map(), decisions, newest: "" };
+  groupViews.set(name, view);
+  return view;
+}
+
+/**
+ * @param {GroupView} view
+ * @param {string} group
+ * @param {string} id
+ */
+function newDeploymentRow(view, group, id) {
+  const tr = el("tr", { "data-deployment": id }, el("th", { scope: "row" }, id), ...DEPLOYMENT_FIELDS.map((f) => el("td", { "data-field": f })));
+  const actions = el("td", { class: "actions" });
+  for (const [verb, label] of /** @type {const} */ ([["drain", "Drain"], ["enable", "Enable"]])) {
+    const button = el("button", { type: "button", "aria-label": `${label} ${id}` }, label);
+    button.addEventListener("click", () => void setState(group, id, verb));
+    actions.append(button, " ");
+  }
+  tr.append(actions);
+  view.tbody.append(tr);
+  view.rows.set(id, tr);
+  return tr;
+}
+
+/** @param {HTMLTableRowElement} tr */
+function cellsOf(tr) {
+  /** @type {Record<string, HTMLElement>} */
+  const cells = {};
+  for (const f of DEPLOYMENT_FIELDS) {
+    const td = tr.querySelector(`[data-field="${f}"]`);
+    if (td instanceof HTMLElement) cells[f] = td;
+  }
+  return /** @type {Record<"state" | "inFlight" | "breaker" | "prefixBlocks" | "ttft", HTMLElement>} */ (cells);
+}
+
+/** Text changes only where it differs: no needless work for the browser, nothing for a screen reader to re-read. */
+function set(/** @type {HTMLElement} */ e, /** @type {string} */ text) {
+  if (e.textContent !== text) e.textContent = text;
+}
+
+/**
+ * @param {string} group
+ * @param {string} id
+ * @param {"drain" | "enable"} verb
+ */
+async function setState(group, id, verb) {
+  try {
+    const r = /** @type {{ routing?: string }} */ (await admin(`/groups/${enc(group)}/deployments/${enc(id)}/${verb}`, { method: "POST" }));
+    say(status, `${id}: ${verb === "drain" ? "draining, no new requests" : "active"} (routing ${r.routing ?? "updated"}).`);
+  } catch (e) {
+    say(status, `${verb} ${id} failed: ${message(e)}`, true);
+  }
+}
+
+/**
+ * @param {GroupView} view
+ * @param {string} group
+ * @param {Decision[] | null} decisions
+ */
+function renderDecisions(view, group, decisions) {
+  if (decisions === null) {
+    if (view.newest !== "none") view.decisions.replaceChildren(el("p", {}, `no decisions endpoint: this gateway does not answer GET /admin/v1/groups/${group}/decisions`));
+    view.newest = "none";
+    return;
+  }
+  const newest = decisions.length === 0 ? "empty" : `${decisions[0]?.at}:${decisions.length}`;
+  if (newest === view.newest) return;
+  view.newest = newest;
+  if (decisions.length === 0) {
+    view.decisions.replaceChildren(el("p", {}, "No request routed yet."));
+    return;
+  }
+  const head = el("tr", {}, ...["Time", "Backend", "Reason", "Matched / total blocks", "Outcome", "TTFT"].map((h) => el("th", { scope: "col" }, h)));
+  const rows = decisions.slice(0, DECISIONS_SHOWN).map((d) =>
+    el(
+      "tr",
+      { "data-reason": d.reason },
+      el("td", {}, new Date(d.at).toLocaleTimeString()),
+      el("td", {}, d.backend),
+      el("td", {}, d.reason),
+      el("td", {}, `${d.matched} / ${d.total}`),
+      el("td", {}, d.outcome ?? "in flight"),
+      el("td", {}, d.ttft_ms === null ? "–" : `${Math.round(d.ttft_ms)} ms`),
+    ),
+  );
+  view.decisions.replaceChildren(el("table", {}, el("caption", {}, `The last ${rows.length} of ${decisions.length}, newest first`), el("thead", {}, head), el("tbody", {}, ...rows)));
+}
+
+byId("refresh-keys", HTMLButtonElement).addEventListener("click", () => void loadKeys());
+
+/** @param {string} [focusId] the key whose Usage button gets the focus once the table is rebuilt */
+async function loadKeys(focusId) {
+  try {
+    const list = /** @type {KeyList} */ (await admin("/keys"));
+    keysBody.replaceChildren(...list.data.map(keyRow));
+    if (list.data.length === 0) keysBody.append(el("tr", {}, el("td", { colspan: "6" }, "No virtual key yet (npx kvgate keys create, or POST /admin/v1/keys).")));
+    if (focusId) /** @type {HTMLButtonElement | null} */ (keysBody.querySelector(`tr[data-key="${CSS.escape(focusId)}"] button`))?.focus();
+  } catch (e) {
+    say(status, `Reading the keys failed: ${message(e)}`, true);
+  }
+}
+
+/** @param {KeyView} k */
+function keyRow(k) {
+  const usage = el("button", { type: "button", "aria-label": `Usage of ${k.id}` }, "Usage");
+  usage.addEventListener("click", () => void showUsage(k));
+  const actions = el("td", { class: "actions" }, usage);
+  if (k.status !== "revoked") {
+    const revoke = el("button", { type: "button", "aria-label": `Revoke ${k.id}` }, "Revoke");
+    revoke.addEventListener("click", () => void revokeKey(k));
+    actions.append(" ", revoke);
+  }
+  return el(
+    "tr",
+    { "data-key": k.id },
+    el("th", { scope: "row" }, `${k.name ?? "(no name)"} `, el("code", {}, `${k.prefix}…`)),
+    el("td", {}, el("code", {}, k.id)),
+    el("td", { "data-field": "status" }, k.status),
+    el("td", {}, limits(k)),
+    el("td", {}, `${k.spent.tokens} tokens, $${k.spent.cost_usd.toFixed(4)} (${k.spent.period})`),
+    actions,
+  );
+}
+
+/** @param {KeyView} k */
+function limits(k) {
+  const parts = [];
+  if (k.rpm !== null) parts.push(`${k.rpm} rpm`);
+  if (k.tpm !== null) parts.push(`${k.tpm} tpm`);
+  if (k.max_parallel !== null) parts.push(`${k.max_parallel} in flight`);
+  if (k.budget_tokens !== null) parts.push(`${k.budget_tokens} tokens a ${k.budget_period}`);
+  if (k.budget_usd !== null) parts.push(`$${k.budget_usd} a ${k.budget_period}`);
+  if (k.models.length > 0) parts.push(`models: ${k.models.join(", ")}`);
+  return parts.length === 0 ? "none" : parts.join(" · ");
+}
+
+/** @param {KeyView} k */
+async function revokeKey(k) {
+  if (!confirm(`Revoke ${k.name ?? k.id}? Requests with it are refused within 10 s, and it cannot be undone.`)) return;
+  try {
+    await admin(`/keys/${enc(k.id)}/revoke`, { method: "POST" });
+    say(status, `${k.id} revoked.`);
+    await loadKeys(k.id);
+  } catch (e) {
+    say(status, `Revoking ${k.id} failed: ${message(e)}`, true);
+  }
+}
+
+/** @param {KeyView} k */
+async function showUsage(k) {
+  try {
+    const u = /** @type {UsageView} */ (await admin(`/usage?key=${enc(k.id)}`));
+    const title = byId("usage-title", HTMLElement);
+    title.textContent = `Usage of ${k.name ?? k.id} (${k.id}), ${u.since} to ${u.until}`;
+    byId("usage-totals", HTMLElement).textContent = `${u.requests} requests · ${u.prompt_tokens} prompt tokens (${u.cached_tokens} cached) · ${u.completion_tokens} completion tokens · $${u.cost_usd.toFixed(4)}`;
+    const body = /** @type {HTMLTableSectionElement} */ (byId("usage-rows", HTMLTableElement).tBodies[0]);
+    body.replaceChildren(
+      ...u.by.map((r) =>
+        el("tr", {}, ...[r.day, r.model, r.backend, r.requests, r.prompt_tokens, r.cached_tokens, r.completion_tokens, r.cost_usd.toFixed(4)].map((v) => el("td", {}, String(v)))),
+      ),
+    );
+    usageBox.hidden = false;
+    title.tabIndex = -1;
+    title.focus();
+  } catch (e) {
+    say(status, `Reading the usage of ${k.id} failed: ${message(e)}`, true);
+  }
+}

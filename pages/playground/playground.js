@@ -1,0 +1,203 @@
+// @ts-check
+/**
+ * /playground: a chat with any model of the gateway, streamed, with the key a person pastes (the
+ * master key or a virtual key). Under each reply, what the gateway says it did (the x-kvgate-*
+ * headers); "Send again" sends the same conversation once more, to watch it come back as
+ * prefix-hit on the backend that now holds its prefix.
+ */
+import { apiError, byId, call, el, keyForm, say } from "../shared/api.js";
+
+/** @typedef {{ role: "system" | "user" | "assistant", content: string }} Message */
+/** @typedef {{ object: "list", data: { id: string }[] }} ModelList */
+/** @typedef {{ item: HTMLLIElement, text: HTMLElement, routes: HTMLUListElement }} Reply */
+
+const status = byId("status", HTMLElement);
+const chat = byId("chat", HTMLFormElement);
+const modelSelect = byId("model", HTMLSelectElement);
+const systemPrompt = byId("system", HTMLTextAreaElement);
+const messageBox = byId("message", HTMLTextAreaElement);
+const maxTokens = byId("max-tokens", HTMLInputElement);
+const conversation = byId("conversation", HTMLOListElement);
+const sendButton = byId("send", HTMLButtonElement);
+const againButton = byId("again", HTMLButtonElement);
+const stopButton = byId("stop", HTMLButtonElement);
+
+/** The headers under each reply, with the label each is shown with. */
+const ROUTE_HEADERS = /** @type {const} */ ([
+  ["backend", "x-kvgate-backend", "backend"],
+  ["reason", "x-kvgate-reason", "reason"],
+  ["prefix", "x-kvgate-prefix-blocks", "prefix blocks matched"],
+  ["overhead", "x-kvgate-overhead-ms", "overhead ms"],
+]);
+
+/** @type {string | null} */
+let apiKey = null;
+/** The conversation as sent: user turns and the replies that came back. */
+/** @type {Message[]} */
+let turns = [];
+/** The last reply, which "Send again" writes over. */
+/** @type {Reply | null} */
+let lastReply = null;
+/** @type {AbortController | null} */
+let streaming = null;
+
+keyForm({
+  form: byId("key-form", HTMLFormElement),
+  input: byId("api-key", HTMLInputElement),
+  forget: byId("forget-key", HTMLButtonElement),
+  status,
+  storageName: "kvgate.apiKey",
+  async use(key) {
+    const list = /** @type {ModelList} */ (await call(key, "/v1/models"));
+    const chosen = modelSelect.value;
+    modelSelect.replaceChildren(...list.data.map((m) => el("option", { value: m.id }, m.id)));
+    if (list.data.some((m) => m.id === chosen)) modelSelect.value = chosen;
+    apiKey = key;
+    chat.hidden = false;
+    say(status, list.data.length === 0 ? "This key may call no model." : `Key accepted: ${list.data.length} model${list.data.length === 1 ? "" : "s"} to choose from.`);
+  },
+  dropped() {
+    streaming?.abort();
+    apiKey = null;
+    chat.hidden = true;
+  },
+});
+
+chat.addEventListener("submit", (ev) => {
+  ev.preventDefault();
+  const text = messageBox.value.trim();
+  if (!text || streaming) return;
+  messageBox.value = "";
+  turns.push({ role: "user", content: text });
+  conversation.append(el("li", { class: "user" }, el("strong", {}, "You: "), text));
+  lastReply = newReply();
+  void send(lastReply);
+});
+
+messageBox.addEventListener("keydown", (ev) => {
+  if (ev.key === "Enter" && (ev.ctrlKey || ev.metaKey)) chat.requestSubmit();
+});
+
+againButton.addEventListener("click", () => {
+  if (!lastReply || streaming) return;
+  // The reply being replaced leaves the conversation: the same messages go out again.
+  if (turns.at(-1)?.role === "assistant") turns.pop();
+  void send(lastReply);
+});
+
+stopButton.addEventListener("click", () => streaming?.abort());
+
+byId("clear", HTMLButtonElement).addEventListener("click", () => {
+  streaming?.abort();
+  turns = [];
+  lastReply = null;
+  conversation.replaceChildren();
+  againButton.disabled = true;
+  messageBox.focus();
+});
+
+/** @returns {Reply} */
+function newReply() {
+  const text = el("div", { class: "reply-text" });
+  const routes = el("ul", { class: "routes", "aria-label": "How the gateway routed each send" });
+  const item = el("li", { class: "assistant" }, el("strong", {}, "Assistant: "), text, routes);
+  conversation.append(item);
+  return { item, text, routes };
+}
+
+/**
+ * Sends the conversation and streams the answer into `reply`; one more route line under it.
+ * @param {Reply} reply
+ */
+async function send(reply) {
+  if (apiKey === null) return;
+  const controller = new AbortController();
+  streaming = controller;
+  setBusy(true);
+  reply.text.textContent = "";
+  reply.item.dataset.done = "false";
+  /** @type {Message[]} */
+  const messages = systemPrompt.value.trim() ? [{ role: "system", content: systemPrompt.value.trim() }, ...turns] : [...turns];
+  /** @type {Record<string, unknown>} */
+  const body = { model: modelSelect.value, stream: true, messages };
+  const max = Number.parseInt(maxTokens.value, 10);
+  if (Number.isInteger(max) && max > 0) body.max_tokens = max;
+  let answer = "";
+  try {
+    const res = await fetch("/v1/chat/completions", {
+      method: "POST",
+      headers: { authorization: `Bearer ${apiKey}`, "content-type": "application/json" },
+      body: JSON.stringify(body),
+      signal: controller.signal,
+    });
+    if (!res.ok) throw await apiError(res);
+    reply.routes.append(routeLine(res.headers, reply.routes.children.length + 1));
+    if (!res.body) throw new Error("the answer has no body");
+    for await (const delta of contentDeltas(res.body)) {
+      answer += delta;
+      reply.text.textContent = answer;
+    }
+    say(status, `Reply done (${res.headers.get("x-kvgate-reason") ?? "?"} on ${res.headers.get("x-kvgate-backend") ?? "?"}).`);
+  } catch (e) {
+    const aborted = e instanceof DOMException && e.name === "AbortError";
+    reply.text.append(el("em", { class: "error" }, aborted ? " [stopped]" : ` [${e instanceof Error ? e.message : String(e)}]`));
+    say(status, aborted ? "Stopped." : "The request failed.", !aborted);
+  } finally {
+    if (answer !== "") turns.push({ role: "assistant", content: answer });
+    reply.item.dataset.done = "true";
+    if (streaming === controller) streaming = null;
+    setBusy(false);
+  }
+}
+
+/** @param {boolean} busy */
+function setBusy(busy) {
+  sendButton.disabled = busy;
+  stopButton.disabled = !busy;
+  againButton.disabled = busy || lastReply === null;
+}
+
+/**
+ * "Send 2: backend sim-1 · reason prefix-hit · prefix blocks matched 3/3 · overhead ms 0.84"
+ * @param {Headers} headers
+ * @param {number} n
+ */
+function routeLine(headers, n) {
+  const li = el("li", { "data-send": String(n) }, `Send ${n}: `);
+  ROUTE_HEADERS.forEach(([field, header, label], i) => {
+    if (i > 0) li.append(" · ");
+    li.append(`${label} `, el("span", { "data-field": field }, headers.get(header) ?? "?"));
+  });
+  return li;
+}
+
+/**
+ * The text of a chat completion stream, delta by delta, as its events arrive. An error event (the
+ * gateway's, when the upstream broke off) ends it with that error.
+ * @param {ReadableStream<Uint8Array>} body
+ * @returns {AsyncGenerator<string>}
+ */
+async function* contentDeltas(body) {
+  const reader = body.getReader();
+  const decoder = new TextDecoder();
+  let buffered = "";
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) return;
+    buffered += decoder.decode(value, { stream: true });
+    const events = buffered.split(/\r?\n\r?\n/);
+    buffered = events.pop() ?? "";
+    for (const event of events) {
+      const data = event
+        .split(/\r?\n/)
+        .filter((line) => line.startsWith("data:"))
+        .map((line) => line.slice(5).trimStart())
+        .join("\n");
+      if (data === "" || data === "[DONE]") continue;
+      const parsed = /** @type {{ error?: { message?: string }, choices?: { delta?: { content?: string | null } }[] }} */ (JSON.parse(data));
+      if (parsed.error) throw new Error(parsed.error.message ?? "the stream failed");
+      const content = parsed.choices?.[0]?.delta?.content;
+      if (content) yield content;
+    }
+  }
+}

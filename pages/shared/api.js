@@ -1,0 +1,126 @@
+// @ts-check
+/**
+ * What both pages share: calls to the gateway (same origin, a bearer key, an OpenAI-style error
+ * read into one sentence), the key a person pastes (kept in this tab's sessionStorage only), and a
+ * few DOM helpers. Plain browser JavaScript, type-checked by tsc (tsconfig.pages.json).
+ */
+
+/** A refused call: the HTTP status and the gateway's own message. */
+export class ApiError extends Error {
+  /**
+   * @param {number} status
+   * @param {string} message
+   */
+  constructor(status, message) {
+    super(message);
+    this.status = status;
+  }
+}
+
+/**
+ * Calls the gateway with `key` as the bearer key; the parsed JSON answer, or an ApiError.
+ * @param {string} key
+ * @param {string} path
+ * @param {{ method?: string, body?: unknown }} [init]
+ * @returns {Promise<unknown>}
+ */
+export async function call(key, path, init = {}) {
+  /** @type {Record<string, string>} */
+  const headers = { authorization: `Bearer ${key}` };
+  if (init.body !== undefined) headers["content-type"] = "application/json";
+  const res = await fetch(path, { method: init.method ?? "GET", headers, body: init.body === undefined ? null : JSON.stringify(init.body) });
+  if (!res.ok) throw await apiError(res);
+  return res.json();
+}
+
+/**
+ * The gateway's error, read from a refused answer's OpenAI-style body.
+ * @param {Response} res
+ * @returns {Promise<ApiError>}
+ */
+export async function apiError(res) {
+  let message = res.statusText || "request failed";
+  try {
+    const body = /** @type {{ error?: { message?: unknown } }} */ (await res.json());
+    if (typeof body.error?.message === "string") message = body.error.message;
+  } catch {
+    // Not JSON: the status says it.
+  }
+  return new ApiError(res.status, `${res.status}: ${message}`);
+}
+
+/**
+ * The key form of a page: a password field whose value stays in this tab (sessionStorage, gone
+ * when the tab closes) and a "Forget key" button. `use` runs with the key on submit and on load
+ * when one is kept; a refusal (it throws) forgets the key and shows why in `status`.
+ * @param {{ form: HTMLFormElement, input: HTMLInputElement, forget: HTMLButtonElement, status: HTMLElement, storageName: string, use: (key: string) => Promise<void>, dropped: () => void }} o
+ */
+export function keyForm(o) {
+  const kept = sessionStorage.getItem(o.storageName);
+  const start = async (/** @type {string} */ key) => {
+    say(o.status, "Checking the key…");
+    try {
+      await o.use(key);
+      sessionStorage.setItem(o.storageName, key);
+      o.input.value = "";
+      o.forget.hidden = false;
+    } catch (e) {
+      sessionStorage.removeItem(o.storageName);
+      o.dropped();
+      say(o.status, e instanceof Error ? e.message : String(e), true);
+    }
+  };
+  o.form.addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    const key = o.input.value.trim();
+    if (key) void start(key);
+  });
+  o.forget.addEventListener("click", () => {
+    sessionStorage.removeItem(o.storageName);
+    o.forget.hidden = true;
+    o.dropped();
+    say(o.status, "Key forgotten.");
+    o.input.focus();
+  });
+  if (kept) void start(kept);
+}
+
+/**
+ * Writes a status line; an error is marked so that styling (and a reader) can tell.
+ * @param {HTMLElement} where
+ * @param {string} text
+ * @param {boolean} [error]
+ */
+export function say(where, text, error = false) {
+  where.textContent = text;
+  where.classList.toggle("error", error);
+}
+
+/**
+ * An element with attributes and children, built without HTML strings: nothing the gateway
+ * answers (a key's name, a model id) is ever parsed as markup.
+ * @template {keyof HTMLElementTagNameMap} K
+ * @param {K} tag
+ * @param {Record<string, string>} [attrs]
+ * @param {(Node | string)[]} children
+ * @returns {HTMLElementTagNameMap[K]}
+ */
+export function el(tag, attrs = {}, ...children) {
+  const e = document.createElement(tag);
+  for (const [name, value] of Object.entries(attrs)) e.setAttribute(name, value);
+  e.append(...children);
+  return e;
+}
+
+/**
+ * The element with this id, or a clear failure: the page and its script disagree.
+ * @template {HTMLElement} T
+ * @param {string} id
+ * @param {new () => T} type
+ * @returns {T}
+ */
+export function byId(id, type) {
+  const e = document.getElementById(id);
+  if (!(e instanceof type)) throw new Error(`the page has no ${type.name} #${id}`);
+  return e;
+}
