@@ -70,6 +70,7 @@ export class Tenants extends DurableObject<unknown> implements TenantsRpc, Tenan
     return row ? this.withSpent(row, Date.now()) : null;
   }
 
+  /** Rows of keys it does not know are stored all the same (usage is history); such keys have no spend in the answer. */
   record(rows: UsageRow[], keys: string[]): Record<string, Spent> {
     const now = Date.now();
     this.ctx.storage.transactionSync(() => {
