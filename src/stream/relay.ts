@@ -1,7 +1,7 @@
 import { sseErrorEvent } from "../openai/errors.ts";
 import type { ChunkTransform, CompletionSummary } from "../hooks/types.ts";
 import { EventAligner } from "./sse-boundary.ts";
-import { readUsage, TailKeeper } from "./usage.ts";
+import { readUsage, TailKeeper, USAGE_TAIL_BYTES } from "./usage.ts";
 
 export interface RelayOptions {
   /** Per-chunk transforms from hooks; empty on the plain pass-through path. */
@@ -40,7 +40,6 @@ export interface RelayOptions {
   readUsage?: boolean;
 }
 
-const TAIL_BYTES = 8192;
 const encoder = new TextEncoder();
 /** A comment line and a blank line: every SSE parser skips it, and it dispatches no event. */
 const KEEP_ALIVE = encoder.encode(": keep-alive\n\n");
@@ -65,7 +64,7 @@ export function relay(body: ReadableStream<Uint8Array>, o: RelayOptions): Readab
 
 async function pump(body: ReadableStream<Uint8Array>, writer: WritableStreamDefaultWriter<Uint8Array>, o: RelayOptions): Promise<void> {
   const { transforms } = o;
-  const tail = new TailKeeper(TAIL_BYTES);
+  const tail = new TailKeeper(USAGE_TAIL_BYTES);
   const reader = body.getReader();
   // Only whole events reach the client: a cut stream's error event never lands inside one, and a
   // keep-alive comment can go between any two writes.

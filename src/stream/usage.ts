@@ -29,6 +29,9 @@ export class TailKeeper {
   }
 }
 
+/** How much of a body's end is kept to read its usage from: the final usage event, or a non-streamed body's usage. */
+export const USAGE_TAIL_BYTES = 8192;
+
 const decoder = new TextDecoder();
 
 /**

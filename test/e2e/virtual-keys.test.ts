@@ -37,6 +37,13 @@ beforeAll(async () => {
           breaker: { consecutiveFailures: 1000, minRequests: 1000 },
           deployments: [{ id: "down", baseUrl: `${upstream.url}/status:503`, model: "sim-7b" }, sim(fleet, 0)],
         },
+        // A server that breaks off its answer after the headers, then the fleet.
+        {
+          name: "keys-cut",
+          strategy: "round-robin",
+          breaker: { consecutiveFailures: 1000, minRequests: 1000 },
+          deployments: [{ id: "cut", baseUrl: `${upstream.url}/cut-mid-event`, model: "sim-7b" }, sim(fleet, 1)],
+        },
         { name: "keys-slow", deployments: [sim(slow, 0), sim(slow, 1)] },
         { name: "keys-other", deployments: [sim(slow, 0)] },
       ],
@@ -148,6 +155,18 @@ describe("usage", () => {
     await vi.waitFor(async () => expect((await usage(id)).requests).toBe(sent), EVENTUALLY);
     const got = await usage(id);
     expect({ prompt_tokens: got.prompt_tokens, completion_tokens: got.completion_tokens, cached_tokens: got.cached_tokens, requests: got.requests }).toEqual(want);
+  });
+
+  it("counts a non-streamed answer once when the first backend broke its body off and another answered", async () => {
+    const { id, key } = await createKey({});
+    const res = await post(key, "keys-cut", { max_tokens: 7 });
+    expect(res.status).toBe(200);
+    expect(res.headers.get("x-kvgate-attempts")).toBe("2");
+    expect(res.headers.get("x-kvgate-backend")).toBe("sim-1");
+    const body = (await res.json()) as { usage: { prompt_tokens: number; completion_tokens: number } };
+    await vi.waitFor(async () => expect((await usage(id)).requests).toBe(1), EVENTUALLY);
+    const u = await usage(id);
+    expect([u.prompt_tokens, u.completion_tokens]).toEqual([body.usage.prompt_tokens, 7]);
   });
 });
 

@@ -6,6 +6,7 @@ import { pipelineFor } from "../config.ts";
 import { badGateway, badRequest, GatewayError, gatewayTimeout, unavailable } from "../../src/openai/errors.ts";
 import type { LeaseOutcome, RouteDecision } from "../../src/routing/protocol.ts";
 import { relay } from "../../src/stream/relay.ts";
+import { readUsage, USAGE_TAIL_BYTES } from "../../src/stream/usage.ts";
 import { readsUsage } from "../../src/tenants/route-tenant.ts";
 import { classifyStatus, clientError, FAILURE_CAUSE } from "../../src/upstream/answer.ts";
 import { parseUpstreamError } from "../../src/upstream/error-body.ts";
@@ -141,6 +142,7 @@ export async function attempt(a: AttemptInput): Promise<AttemptResult> {
     return failed(badGateway(`backend ${deployment.id} could not be reached: ${why}`).toResponse(), "upstream-error", "connect", null);
   }
 
+  const headersAt = performance.now();
   const answer = classifyStatus(up.status, up.body !== null);
   if (answer.kind !== "success") {
     const retryAfter = up.headers.get("retry-after");
@@ -167,6 +169,30 @@ export async function attempt(a: AttemptInput): Promise<AttemptResult> {
   for (const h of pipeline.chunk) {
     const t = h.onChunk?.(hookCtx);
     if (t) transforms.push(t);
+  }
+  if (!stream && pipeline.readsUsage && transforms.length === 0 && pipeline.complete.length === 0) {
+    // A non-streamed answer whose usage a key counts: the generation is done, so it is read whole
+    // in one native read, its usage taken from its end — cheaper than a JavaScript loop over its
+    // chunks into a pipe — and a body the upstream breaks off is a failure no byte of which reached
+    // the client: another backend may answer.
+    let whole: ArrayBuffer;
+    try {
+      whole = await up.arrayBuffer();
+    } catch {
+      if (p.req.signal.aborted) {
+        detach();
+        lease.settle("client-abort");
+        throw clientGone();
+      }
+      if (deadline.expired) return failed(gatewayTimeout(`the request exceeded its total timeout of ${deadline.totalMs} ms`).toResponse(), "client-abort", "timeout", null, false);
+      if (timedOut === "generation") return failed(gatewayTimeout(`backend ${deployment.id} did not finish a non-streamed answer within ${group.nonStreamTimeoutMs} ms`).toResponse(), "client-abort", "timeout", null, false);
+      return failed(badGateway(`backend ${deployment.id} broke off its answer`).toResponse(), "upstream-error", "connect", null);
+    }
+    detach();
+    deadline.clear();
+    const u = readUsage(new Uint8Array(whole, Math.max(0, whole.byteLength - USAGE_TAIL_BYTES)));
+    lease.settle("ok", headersAt - sentAt, u ? { prompt: u.promptTokens, completion: u.completionTokens, cached: u.cachedTokens } : undefined);
+    return { kind: "answered", response: new Response(whole, { status: 200, headers: out }), rejected: false };
   }
   if (!stream && !pipeline.readsUsage && transforms.length === 0 && pipeline.complete.length === 0 && deadline.totalMs === undefined) {
     // A non-streamed answer is whole when its headers come (the generation is done). With no hook
