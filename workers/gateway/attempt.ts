@@ -123,19 +123,27 @@ export async function attempt(a: AttemptInput): Promise<AttemptResult> {
     detach();
     return { kind: "failed", response: withHeaders(response, routing), lease, verdict, failure: { cause, retryAfterMs }, retryable };
   };
-
-  let up: Response;
-  try {
-    up = await fetchOnce(reach.via, deployment.baseUrl + UPSTREAM_PATH[p.endpoint], { method: "POST", headers, body: payload, signal: abort.signal, redirect: "manual" });
-  } catch (e) {
+  /**
+   * The client left (thrown), or the gateway's own limits cut the attempt: what they cut short is
+   * no verdict on the backend. null: the upstream itself failed.
+   */
+  const cutShort = (): AttemptResult | null => {
     if (p.req.signal.aborted) {
       detach();
       lease.settle("client-abort");
       throw clientGone();
     }
-    // The gateway's own limits cut the attempt: what they cut short is no verdict on the backend.
     if (deadline.expired) return failed(gatewayTimeout(`the request exceeded its total timeout of ${deadline.totalMs} ms`).toResponse(), "client-abort", "timeout", null, false);
     if (timedOut === "generation") return failed(gatewayTimeout(`backend ${deployment.id} did not finish a non-streamed answer within ${group.nonStreamTimeoutMs} ms`).toResponse(), "client-abort", "timeout", null, false);
+    return null;
+  };
+
+  let up: Response;
+  try {
+    up = await fetchOnce(reach.via, deployment.baseUrl + UPSTREAM_PATH[p.endpoint], { method: "POST", headers, body: payload, signal: abort.signal, redirect: "manual" });
+  } catch (e) {
+    const cut = cutShort();
+    if (cut) return cut;
     if (timedOut === "first-byte") return failed(gatewayTimeout(`backend ${deployment.id} sent no response headers within ${group.firstByteTimeoutMs} ms`).toResponse(), "upstream-error", "timeout", null);
     // The runtime's message may carry the URL it followed; the client gets the backend's id only.
     const why = e instanceof Error && CONNECTION_LOST.test(e.message) ? "the connection failed" : "the request failed";
@@ -179,14 +187,7 @@ export async function attempt(a: AttemptInput): Promise<AttemptResult> {
     try {
       whole = await up.arrayBuffer();
     } catch {
-      if (p.req.signal.aborted) {
-        detach();
-        lease.settle("client-abort");
-        throw clientGone();
-      }
-      if (deadline.expired) return failed(gatewayTimeout(`the request exceeded its total timeout of ${deadline.totalMs} ms`).toResponse(), "client-abort", "timeout", null, false);
-      if (timedOut === "generation") return failed(gatewayTimeout(`backend ${deployment.id} did not finish a non-streamed answer within ${group.nonStreamTimeoutMs} ms`).toResponse(), "client-abort", "timeout", null, false);
-      return failed(badGateway(`backend ${deployment.id} broke off its answer`).toResponse(), "upstream-error", "connect", null);
+      return cutShort() ?? failed(badGateway(`backend ${deployment.id} broke off its answer`).toResponse(), "upstream-error", "connect", null);
     }
     detach();
     deadline.clear();
