@@ -184,7 +184,8 @@ function relayNative(body: ReadableStream<Uint8Array>, o: RelayOptions, pipe: Re
     const reader = body.getReader();
     const first = await reader.read();
     reader.releaseLock();
-    if (first.done) return;
+    // An empty chunk carries no token, and a write of nothing is no write: the pipe takes it from here.
+    if (first.done || first.value.byteLength === 0) return;
     ttftMs = o.now() - o.sentAt;
     const writer = pipe.writable.getWriter();
     try {
