@@ -3,6 +3,8 @@ import type { ResolvedGroup } from "../src/config/load.ts";
 import { PUBLIC_REACH, reachOf, type UpstreamReach } from "../src/config/upstream-access.ts";
 import { backendKey, type SavedBreaker } from "../src/routing/backend.ts";
 import { GroupRouter } from "../src/routing/group-router.ts";
+import type { DecisionView } from "../src/metrics/decisions.ts";
+import type { GroupMetrics } from "../src/metrics/group-metrics.ts";
 import type { GroupStatus, LeaseRelease, LeaseRenewal, LimitRefusal, ModelGroupRpc, RouteCall, RouteDecision, RouteRefusal, VersionRefusal } from "../src/routing/protocol.ts";
 import type { TenantsRpc } from "../src/tenants/protocol.ts";
 import { TENANTS_NAME } from "../src/tenants/tenants-name.ts";
@@ -83,7 +85,7 @@ export class ModelGroup extends DurableObject<GroupEnv> implements ModelGroupRpc
     for (const x of call.released) r.release(x, now);
     if (call.group) this.learn(call.group, now);
     for (const x of call.renewed) r.renew(x, now);
-    const decision = r.route(call.version, call.chain, call.exclude, now, call.tenant);
+    const decision = r.route(call.version, call.chain, call.exclude, now, call.tenant, call.failover === true);
     this.afterChange();
     return decision;
   }
@@ -124,6 +126,14 @@ export class ModelGroup extends DurableObject<GroupEnv> implements ModelGroupRpc
       restored: { ...this.restored, leases: r.adopted },
       backends: r.snapshot(),
     };
+  }
+
+  metrics(): GroupMetrics {
+    return this.router.metrics();
+  }
+
+  decisions(): DecisionView[] {
+    return this.router.decisions.list();
   }
 
   override async alarm(): Promise<void> {

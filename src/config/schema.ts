@@ -213,15 +213,16 @@ export const ModelGroupSchema = z.extend(GroupSettingsSchema, {
   deployments: z._default(z.array(DeploymentSchema).check(z.maxLength(MAX_DEPLOYMENTS)), []),
 });
 
-const AUTH_DEFAULTS = { masterKeyEnv: "KVGATE_MASTER_KEY", adminKeyEnv: "KVGATE_ADMIN_KEY", registerKeyEnv: "KVGATE_REGISTER_KEY" };
+const AUTH_DEFAULTS = { masterKeyEnv: "KVGATE_MASTER_KEY", adminKeyEnv: "KVGATE_ADMIN_KEY", registerKeyEnv: "KVGATE_REGISTER_KEY", metricsKeyEnv: "KVGATE_METRICS_KEY" };
 
 const LIMIT_DEFAULTS = { maxBodyBytes: 4 * 1024 * 1024, maxMessages: 4096, maxTools: 1024, maxContentParts: 8192, maxToolCalls: 8192 };
 
 export const GatewayConfigSchema = z.strictObject({
   /**
    * Every /v1 request needs the master key; nothing in a request (its Host, its origin) waives it.
-   * /admin/v1 takes the admin key only, and a GPU server's heartbeat the register key (or the admin
-   * key): each names a Worker secret, and no key opens another's door.
+   * /admin/v1 takes the admin key only, a GPU server's heartbeat the register key (or the admin
+   * key), and /metrics the metrics key (or the admin key): each names a Worker secret, and no key
+   * opens another's door.
    */
   auth: z._default(
     z.strictObject({
@@ -229,6 +230,8 @@ export const GatewayConfigSchema = z.strictObject({
       masterKeyEnv: z._default(envName(), AUTH_DEFAULTS.masterKeyEnv),
       adminKeyEnv: z._default(envName(), AUTH_DEFAULTS.adminKeyEnv),
       registerKeyEnv: z._default(envName(), AUTH_DEFAULTS.registerKeyEnv),
+      /** A key a Prometheus scraper can hold without holding the admin key: it opens GET /metrics only. */
+      metricsKeyEnv: z._default(envName(), AUTH_DEFAULTS.metricsKeyEnv),
     }),
     AUTH_DEFAULTS,
   ),

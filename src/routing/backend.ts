@@ -1,12 +1,13 @@
 import type { ResolvedDeployment, ResolvedGroup } from "../config/load.ts";
 import { fnv1a64 } from "../fnv64.ts";
+import { BackendCounters, type BackendMetrics } from "../metrics/backend-counters.ts";
 import { Breaker, type BreakerState } from "./breaker.ts";
 import { PrefixSet } from "./prefix-set.ts";
 import type { BackendSnapshot } from "./protocol.ts";
 import type { BackendView } from "./strategies.ts";
 
-/** Characters per token the gateway assumes when it turns a prefill rate into hash blocks. */
-const CHARS_PER_TOKEN = 4;
+/** Characters per token the gateway assumes when it turns a prefill rate into hash blocks, or matched blocks into cached tokens. */
+export const CHARS_PER_TOKEN = 4;
 
 /**
  * What makes two config versions' deployments the same server: its id and its URL. State is kept
@@ -49,11 +50,8 @@ export class Backend implements BackendView {
   /** Prompt blocks it drains per millisecond. */
   drainPerMs = 0;
   kvCapacityBlocks = 0;
-  completed = 0;
-  failed = 0;
-  rejected = 0;
-  aborted = 0;
-  expired = 0;
+  /** What its leases did: outcomes, reasons, latencies, tokens. */
+  readonly counters = new BackendCounters();
   ttftEwmaMs: number | null = null;
   /** Changed since last saved. */
   breakerDirty = false;
@@ -90,21 +88,38 @@ export class Backend implements BackendView {
   }
 
   snapshot(): BackendSnapshot {
+    const o = this.counters.outcomes;
     return {
       id: this.id,
       takesRequests: this.admitted,
       inFlight: this.inFlight,
       prefixBlocks: this.prefixes.size,
       prefixCapacity: this.prefixes.capacity,
-      completed: this.completed,
-      failed: this.failed,
-      rejected: this.rejected,
-      aborted: this.aborted,
-      expired: this.expired,
+      completed: o.ok,
+      failed: o["upstream-error"],
+      rejected: o.rejected,
+      aborted: o["client-abort"] + o["rate-limited"],
+      expired: o.expired,
       ttftEwmaMs: this.ttftEwmaMs,
       prefillDebtBlocks: Math.round(this.prefillDebt),
       breaker: this.breaker.snapshot(),
       nextProbeAt: this.breaker.state === "closed" ? null : this.nextProbeAt,
+    };
+  }
+
+  metrics(): BackendMetrics {
+    const c = this.counters;
+    return {
+      id: this.id,
+      inFlight: this.inFlight,
+      breaker: this.breaker.state,
+      breakerTransitions: { ...this.breaker.entered },
+      outcomes: { ...c.outcomes },
+      reasons: { ...c.reasons },
+      ttft: c.ttft.snapshot(),
+      duration: c.duration.snapshot(),
+      tokens: { ...c.tokens },
+      prefix: { entries: this.prefixes.size, capacity: this.prefixes.capacity, bytes: this.prefixes.bytes },
     };
   }
 }

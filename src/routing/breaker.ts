@@ -34,6 +34,8 @@ export class Breaker {
   state: BreakerState = "closed";
   since = 0;
   opened = 0;
+  /** Transitions since the object started, by the state entered (a restored state is none). */
+  readonly entered: Record<BreakerState, number> = { closed: 0, "half-open": 0, open: 0 };
   private consecutive = 0;
   private trials = 0;
   private successes = 0;
@@ -55,7 +57,7 @@ export class Breaker {
   admits(now: number): boolean {
     if (this.state === "open") {
       if (now - this.since < this.p.openMs) return false;
-      this.to("half-open", now);
+      this.enter("half-open", now);
     }
     return this.state === "closed" || this.trials < this.p.halfOpenRequests;
   }
@@ -104,7 +106,7 @@ export class Breaker {
       if (this.state === "half-open") this.open(now);
       return;
     }
-    if (this.state === "open") this.to("half-open", now);
+    if (this.state === "open") this.enter("half-open", now);
     else this.succeed(now);
   }
 
@@ -119,12 +121,18 @@ export class Breaker {
   }
 
   private succeed(now: number): void {
-    if (++this.successes >= this.p.closeAfterSuccesses) this.to("closed", now);
+    if (++this.successes >= this.p.closeAfterSuccesses) this.enter("closed", now);
   }
 
   private open(now: number): void {
     this.opened++;
-    this.to("open", now);
+    this.enter("open", now);
+  }
+
+  /** A transition: counted. */
+  private enter(state: BreakerState, now: number): void {
+    this.entered[state]++;
+    this.to(state, now);
   }
 
   private to(state: BreakerState, now: number): void {

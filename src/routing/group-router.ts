@@ -1,5 +1,9 @@
 import type { ResolvedDeployment, ResolvedGroup } from "../config/load.ts";
-import { Backend, backendKey, type SavedBreaker } from "./backend.ts";
+import type { RoutedAs } from "../metrics/backend-counters.ts";
+import { DecisionRing } from "../metrics/decisions.ts";
+import type { GroupMetrics } from "../metrics/group-metrics.ts";
+import { KeyCounters } from "../metrics/key-counters.ts";
+import { Backend, backendKey, CHARS_PER_TOKEN, type SavedBreaker } from "./backend.ts";
 import { HotPrefixes } from "./hot-prefixes.ts";
 import { LeaseTable, type Lease } from "./leases.ts";
 import { prefixCapacities } from "./prefix-budget.ts";
@@ -86,6 +90,11 @@ export class GroupRouter {
   adopted = 0;
   /** The virtual keys that route here: their share of limits, and the usage to send to the tenants object. */
   readonly ledger = new TenantLedger();
+  /** The virtual keys' totals since the object started, for GET /metrics. */
+  private readonly keyCounters = new KeyCounters();
+  /** The last decisions, for the dashboard. */
+  readonly decisions = new DecisionRing();
+  private readonly refusals = { "no-backend": 0, "at-capacity": 0 };
 
   constructor(name: string, rng: Rng = Math.random) {
     this.name = name;
@@ -163,13 +172,17 @@ export class GroupRouter {
    * Picks a backend of `version` and takes its slot. `exclude`: ids of backends this request
    * already failed on. A backend whose breaker is open is never picked; a half-open one takes a
    * few trials. A request whose virtual key is over a limit is refused before any of that.
+   * `failover`: the attempt follows a failed one or serves a fallback group (counted as such).
    */
-  route(version: string, chain: ArrayLike<number>, exclude: readonly string[], now: number, tenant?: RouteTenant): RouteDecision | RouteRefusal | LimitRefusal | VersionRefusal {
+  route(version: string, chain: ArrayLike<number>, exclude: readonly string[], now: number, tenant?: RouteTenant, failover = false): RouteDecision | RouteRefusal | LimitRefusal | VersionRefusal {
     const view = this.views.get(version);
     if (!view) return { refused: "unknown-version", rev: this.rev };
     if (tenant) {
       const over = this.ledger.check(tenant, now);
-      if (over) return { refused: "limited", limit: over.limit, retryAfterMs: over.retryAfterMs, rev: this.rev };
+      if (over) {
+        this.keyCounters.limited(tenant.id, over.limit);
+        return { refused: "limited", limit: over.limit, retryAfterMs: over.retryAfterMs, rev: this.rev };
+      }
     }
     view.usedAt = now;
     if (this.views.size > 1) this.dropIdleViews(now);
@@ -185,7 +198,7 @@ export class GroupRouter {
       b.available = b.admitted && !exclude.includes(b.id) && b.breaker.admits(now);
       if (b.available) admissible++;
     }
-    if (admissible === 0) return { refused: "no-backend", rev: this.rev };
+    if (admissible === 0) return this.refuse("no-backend");
     let hot: HotProbe | null = null;
     if (g.hotThreshold > 0) {
       this.hot ??= new HotPrefixes(HOT_PREFIXES_TRACKED, g.hotHalfLifeMs);
@@ -194,7 +207,7 @@ export class GroupRouter {
       hot = this.hotProbe;
     }
     const choice = choose(g.strategy, view.backends, chain, g, this.rng, view.rrCursor, hot);
-    if (!choice) return { refused: "at-capacity", rev: this.rev };
+    if (!choice) return this.refuse("at-capacity");
     if (g.strategy === "round-robin") view.rrCursor = (choice.index + 1) % view.backends.length;
     const b = view.backends[choice.index] as Backend;
     b.inFlight++;
@@ -210,8 +223,15 @@ export class GroupRouter {
       if (lesson && this.leases.lessonBlocks + lesson.blocks.length > this.lessonLimit) lesson = null;
     }
     const lease = `${this.epoch}.${(++this.seq).toString(36)}`;
-    this.leases.add(lease, { backend: b, expiresAt: now + this.leaseTtlMs, blocks, trialOf: b.breaker.sent() ? b.breaker.opened : -1, lesson, key: tenant?.id ?? null });
-    if (tenant) this.ledger.took(tenant, now);
+    const as: RoutedAs = failover || exclude.length > 0 ? "failover" : choice.reason;
+    b.counters.routed(as);
+    const decision = this.decisions.add(now, b.id, as, choice.matched, chain.length);
+    const predictedCached = (choice.matched * g.blockChars) / CHARS_PER_TOKEN;
+    this.leases.add(lease, { backend: b, expiresAt: now + this.leaseTtlMs, blocks, trialOf: b.breaker.sent() ? b.breaker.opened : -1, lesson, key: tenant?.id ?? null, decision, predictedCached });
+    if (tenant) {
+      this.ledger.took(tenant, now);
+      if (!tenant.admitted) this.keyCounters.request(tenant.id);
+    }
     return { backendId: b.id, lease, reason: choice.reason, matched: choice.matched, total: chain.length, routedAt: now, rev: this.rev };
   }
 
@@ -223,10 +243,8 @@ export class GroupRouter {
     b.inFlight--;
     // A finished request was prefilled: whatever of its work the drain estimate still holds is done.
     b.prefillDebt = Math.max(0, b.prefillDebt - lease.blocks);
-    if (r.outcome === "ok") b.completed++;
-    else if (r.outcome === "upstream-error") b.failed++;
-    else if (r.outcome === "rejected") b.rejected++;
-    else b.aborted++;
+    b.counters.released(r.outcome, r.ttftMs, r.durationMs, r.usage, lease.predictedCached);
+    this.decisions.ended(lease.decision, r.outcome, r.ttftMs ?? null);
     const before = b.breaker.state;
     const trial = isTrial(lease, b);
     if (r.outcome === "ok" || r.outcome === "upstream-error") b.breaker.record(r.outcome === "ok", now, trial);
@@ -238,6 +256,7 @@ export class GroupRouter {
     }
     if (r.ttftMs !== undefined) b.ttftEwmaMs = b.ttftEwmaMs === null ? r.ttftMs : 0.8 * b.ttftEwmaMs + 0.2 * r.ttftMs;
     if (lease.key !== null) {
+      if (r.usage) this.keyCounters.used(lease.key, r.usage);
       const cost = r.usage ? costMicros(r.usage, this.newest?.pricing) : 0;
       this.ledger.finished(lease.key, r.usage, r.outcome === "ok", { model: this.name, backend: b.id, costMicros: cost }, now);
     }
@@ -258,7 +277,7 @@ export class GroupRouter {
     if (!b) return;
     b.inFlight++;
     const key = typeof r.key === "string" ? r.key : null;
-    this.leases.add(r.lease, { backend: b, expiresAt: now + this.leaseTtlMs, blocks: 0, trialOf: -1, lesson: null, key });
+    this.leases.add(r.lease, { backend: b, expiresAt: now + this.leaseTtlMs, blocks: 0, trialOf: -1, lesson: null, key, decision: -1, predictedCached: 0 });
     if (key !== null) this.ledger.took({ id: key, rpm: null, tpm: null, maxParallel: null, budget: null, admitted: true }, now);
     this.adopted++;
   }
@@ -269,7 +288,8 @@ export class GroupRouter {
     for (const lease of expired) {
       const b = lease.backend;
       b.inFlight--;
-      b.expired++;
+      b.counters.expired();
+      this.decisions.ended(lease.decision, "expired", null);
       if (lease.key !== null) this.ledger.expired(lease.key);
       b.breaker.abandon(isTrial(lease, b));
       this.letGoIfOrphan(b);
@@ -364,13 +384,27 @@ export class GroupRouter {
     return true;
   }
 
-  /** The newest version's backends in its order, then those only other versions (or leases) still name. */
   snapshot(): BackendSnapshot[] {
+    return this.kept().map((b) => b.snapshot());
+  }
+
+  /** The counters GET /metrics renders, backends in the order of snapshot(). */
+  metrics(): GroupMetrics {
+    return { group: this.name, backends: this.kept().map((b) => b.metrics()), keys: this.keyCounters.snapshot(), refusals: { ...this.refusals } };
+  }
+
+  /** The newest version's backends in its order, then those only other versions (or leases) still name. */
+  private kept(): Backend[] {
     const seen = new Set<Backend>();
     const views = [...this.views.values()].sort((a, b) => (newer(a, b) ? -1 : 1));
     for (const v of views) for (const b of v.backends) seen.add(b);
     for (const b of this.orphans) seen.add(b);
-    return [...seen].map((b) => b.snapshot());
+    return [...seen];
+  }
+
+  private refuse(refused: RouteRefusal["refused"]): RouteRefusal {
+    this.refusals[refused]++;
+    return { refused, rev: this.rev };
   }
 
   private newestView(): View | undefined {

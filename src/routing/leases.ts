@@ -16,6 +16,10 @@ export interface Lease {
   lesson: Lesson | null;
   /** The virtual key it counts for, or null (the master key). */
   key: string | null;
+  /** Its decision's number in the group's DecisionRing; −1 for a lease taken back from a renewal. */
+  decision: number;
+  /** The prompt tokens its decision's matched blocks stand for: what routing predicts the backend has cached. */
+  predictedCached: number;
 }
 
 /**

@@ -1,4 +1,6 @@
 import type { ResolvedGroup } from "../config/load.ts";
+import type { DecisionView } from "../metrics/decisions.ts";
+import type { GroupMetrics } from "../metrics/group-metrics.ts";
 import type { BudgetPeriod, Spent } from "../tenants/protocol.ts";
 import type { BreakerSnapshot } from "./breaker.ts";
 import type { RouteReason } from "./strategies.ts";
@@ -24,8 +26,10 @@ export type LeaseOutcome = "ok" | "upstream-error" | "rejected" | "client-abort"
 export interface LeaseRelease {
   lease: string;
   outcome: LeaseOutcome;
-  /** Time to the first upstream byte, when one arrived. */
+  /** Time from the upstream request to its first body byte (a non-streamed answer's headers), when one arrived. */
   ttftMs?: number;
+  /** Time from the upstream request to the end of its body, for an attempt that was answered. */
+  durationMs?: number;
   /** The upstream's own usage, when the Worker read it (a virtual key that counts tokens). */
   usage?: TokenUsage;
 }
@@ -75,6 +79,8 @@ export interface RouteCall {
   renewed: LeaseRenewal[];
   /** Ids of backends this request already failed on. */
   exclude: string[];
+  /** The attempt follows a failed one, or serves a fallback group: its lease counts as a failover. */
+  failover?: boolean;
   /** The request's virtual key; absent for the master key. */
   tenant?: RouteTenant;
 }
@@ -169,6 +175,10 @@ export interface ModelGroupRpc {
   /** Finished and held leases of an isolate with no route call to carry them. */
   release(released: LeaseRelease[], renewed: LeaseRenewal[]): void;
   status(): GroupStatus;
+  /** The group's counters, gauges and histograms since the object started (GET /metrics). */
+  metrics(): GroupMetrics;
+  /** The last routing decisions, newest first (GET /admin/v1/groups/:group/decisions). */
+  decisions(): DecisionView[];
   /** The fleet registry's push of the group's newest version: routing follows it at once. */
   install(group: ResolvedGroup): void;
   /** The registry removed the group at revision `rev`. */

@@ -171,40 +171,61 @@ async function pump(body: ReadableStream<Uint8Array>, writer: WritableStreamDefa
 }
 
 /**
- * The fast path: the runtime pumps upstream bytes into the client's stream natively; JavaScript
- * runs once, when the pipe settles, to learn how the body ended and release the lease.
+ * The fast path: JavaScript reads the first chunk (its time is the summary's ttftMs) and writes
+ * it on; the runtime then pumps the rest of the body into the client's stream natively, and
+ * JavaScript runs once more, when the pipe settles, to learn how the body ended and release the
+ * lease. One JavaScript read per body, whatever its length.
  */
 function relayNative(body: ReadableStream<Uint8Array>, o: RelayOptions, pipe: ReadableWritablePair<Uint8Array, Uint8Array>): ReadableStream<Uint8Array> {
-  const end = (outcome: CompletionSummary["outcome"]) => o.onEnd({ outcome, bytes: null, usage: null, ttftMs: null });
-  body.pipeTo(pipe.writable, { preventAbort: true, preventClose: true }).then(
-    () => {
-      const writer = pipe.writable.getWriter();
-      if (writer.desiredSize === null || o.clientGone?.()) return end("client-abort");
-      writer.close().catch(() => {});
-      end("ok");
-    },
-    async (err: unknown) => {
-      const writer = pipe.writable.getWriter();
-      if (writer.desiredSize === null || o.clientGone?.()) {
-        o.onClientGone?.();
-        return end("client-abort");
-      }
-      end("upstream-error");
-      try {
-        if (o.sse) {
-          // This path sees no bytes, so it cannot know whether the upstream stopped between events.
-          // A blank line first ends any unfinished one: the error event is then parsed on its own
-          // (after the broken event when the cut fell inside one; the JavaScript path drops that).
-          const message = `upstream stream failed: ${err instanceof Error ? err.message : String(err)}`;
-          await writer.write(encoder.encode(`\n\n${sseErrorEvent(message, "upstream_stream_error")}`));
-          await writer.close();
-        } else {
-          await writer.abort(err);
+  let ttftMs: number | null = null;
+  const end = (outcome: CompletionSummary["outcome"]) => o.onEnd({ outcome, bytes: null, usage: null, ttftMs });
+  const passFirst = async (): Promise<void> => {
+    const reader = body.getReader();
+    const first = await reader.read();
+    reader.releaseLock();
+    // An empty chunk carries no token, and a write of nothing is no write: the pipe takes it from here.
+    if (first.done || first.value.byteLength === 0) return;
+    ttftMs = o.now() - o.sentAt;
+    const writer = pipe.writable.getWriter();
+    try {
+      await writer.write(first.value);
+    } finally {
+      writer.releaseLock();
+    }
+  };
+  // A client gone before the first write leaves the writable errored: pipeTo then cancels the body and rejects.
+  passFirst()
+    .then(() => body.pipeTo(pipe.writable, { preventAbort: true, preventClose: true }))
+    .then(
+      () => {
+        const writer = pipe.writable.getWriter();
+        if (writer.desiredSize === null || o.clientGone?.()) return end("client-abort");
+        writer.close().catch(() => {});
+        end("ok");
+      },
+      async (err: unknown) => {
+        const writer = pipe.writable.getWriter();
+        if (writer.desiredSize === null || o.clientGone?.()) {
+          body.cancel().catch(() => {});
+          o.onClientGone?.();
+          return end("client-abort");
         }
-      } catch {
-        // The client disconnected in the meantime: nothing left to tell it.
-      }
-    },
-  );
+        end("upstream-error");
+        try {
+          if (o.sse) {
+            // This path sees no bytes, so it cannot know whether the upstream stopped between events.
+            // A blank line first ends any unfinished one: the error event is then parsed on its own
+            // (after the broken event when the cut fell inside one; the JavaScript path drops that).
+            const message = `upstream stream failed: ${err instanceof Error ? err.message : String(err)}`;
+            await writer.write(encoder.encode(`\n\n${sseErrorEvent(message, "upstream_stream_error")}`));
+            await writer.close();
+          } else {
+            await writer.abort(err);
+          }
+        } catch {
+          // The client disconnected in the meantime: nothing left to tell it.
+        }
+      },
+    );
   return pipe.readable;
 }

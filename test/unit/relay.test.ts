@@ -172,11 +172,49 @@ describe("relay, fast path (a natively pumped pipe, no transforms)", () => {
     return { out, ended };
   }
 
-  it("passes bytes through unchanged and counts nothing", async () => {
+  it("passes bytes through unchanged and counts nothing but the first chunk's time", async () => {
     const chunks = ['data: {"a":1}\n\n', usageEvent, "data: [DONE]\n\n"];
     const { out, ended } = startNative(source(chunks));
     expect(await new Response(out).text()).toBe(chunks.join(""));
+    expect(await ended).toEqual({ outcome: "ok", bytes: null, usage: null, ttftMs: 5 });
+  });
+
+  it("times the first chunk from when the request went out", async () => {
+    let clock = 100;
+    let done!: (s: CompletionSummary) => void;
+    const ended = new Promise<CompletionSummary>((r) => (done = r));
+    const late = new ReadableStream<Uint8Array>({
+      start: (c) =>
+        void setTimeout(() => {
+          clock = 342;
+          c.enqueue(enc.encode("data: {}\n\n"));
+          c.close();
+        }, 5),
+    });
+    const out = relay(late, { transforms: [], sse: true, sentAt: 100, now: () => clock, onEnd: done, nativePipe: () => new TransformStream<Uint8Array, Uint8Array>() });
+    expect(await new Response(out).text()).toBe("data: {}\n\n");
+    expect((await ended).ttftMs).toBe(242);
+  });
+
+  it("ends an empty body at once, with no first chunk to time", async () => {
+    const { out, ended } = startNative(source([]));
+    expect(await new Response(out).text()).toBe("");
     expect(await ended).toEqual({ outcome: "ok", bytes: null, usage: null, ttftMs: null });
+  });
+
+  it("ends a stream whose upstream dies before its first chunk with an SSE error event", async () => {
+    const { out, ended } = startNative(source([], { failAfter: 0 }));
+    const text = await new Response(out).text();
+    expect(text).toContain('"code":"upstream_stream_error"');
+    expect(await ended).toMatchObject({ outcome: "upstream-error", ttftMs: null });
+  });
+
+  it("cancels the upstream when the client is gone before the first chunk reaches it", async () => {
+    const { endless, cancelled } = endlessSource();
+    const { out, ended } = startNative(endless);
+    await out.cancel();
+    expect((await ended).outcome).toBe("client-abort");
+    expect(cancelled()).toBe(true);
   });
 
   it("ends a stream whose upstream dies with an SSE error event", async () => {

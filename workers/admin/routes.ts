@@ -65,6 +65,11 @@ export function mountAdmin(app: Hono<AdminEnv>, config: LoadedConfig): void {
     const g = await recordOf(c.env, c.req.param("group"));
     return c.json({ ...g.settings, rev: g.rev, source: g.source, deployments: deploymentRows(g, await groupStatus(c.env, g.settings.name)) });
   });
+  // The routing object's last decisions, newest first: what the dashboard polls.
+  app.get(`${A}/groups/:group/decisions`, async (c) => {
+    const g = await recordOf(c.env, c.req.param("group"));
+    return c.json({ object: "list", group: g.settings.name, data: await c.env.MODEL_GROUP.getByName(g.settings.name).decisions() });
+  });
   app.patch(`${A}/groups/:group`, async (c) => changed(c, { op: "update-group", group: c.req.param("group"), patch: await body(c) }));
   app.delete(`${A}/groups/:group`, (c) => changed(c, { op: "remove-group", group: c.req.param("group") }));
 

@@ -9,6 +9,7 @@ import type { AppEnv } from "./app-env.ts";
 import { admitCaller, EXPOSED, keyCors, keyPreflight } from "./admit.ts";
 import { allowsModel } from "../../src/tenants/route-tenant.ts";
 import { mountEndpoints } from "./endpoints.ts";
+import { mountMetrics } from "./metrics.ts";
 import { groupObject } from "./group-object.ts";
 import { proxyCompletion } from "./proxy.ts";
 import { openRealtime } from "./realtime.ts";
@@ -36,6 +37,7 @@ export function buildApp(config: LoadedConfig): Hono<AppEnv> {
 
   app.get("/health", (c) => c.json({ status: "ok" }));
   mountAdmin(app, config);
+  mountMetrics(app, config);
 
   app.use("/v1/*", async (c, next) => {
     await admitCaller(c, config);

@@ -200,7 +200,9 @@ export async function attempt(a: AttemptInput): Promise<AttemptResult> {
     // and no total deadline, nothing needs to know when its body ends, and watching for that end
     // through a pipe costs about a fifth of the request's CPU (measured A/B with bench:ceiling).
     detach();
-    lease.settle("ok");
+    // Its body came with its headers: the time to them is its first token's, and its whole answer's.
+    const headersMs = performance.now() - sentAt;
+    lease.settle("ok", { ttftMs: headersMs, durationMs: headersMs });
     return { kind: "answered", response: new Response(up.body, { status: 200, headers: out }), rejected: false };
   }
   const relayed = relay(up.body as ReadableStream<Uint8Array>, {
@@ -220,7 +222,11 @@ export async function attempt(a: AttemptInput): Promise<AttemptResult> {
       // A body the gateway's own limit cut was abandoned, not failed.
       const cut = deadline.expired || timedOut === "generation";
       const u = summary.usage;
-      lease.settle(cut && summary.outcome === "upstream-error" ? "client-abort" : summary.outcome, summary.ttftMs ?? undefined, u ? { prompt: u.promptTokens, completion: u.completionTokens, cached: u.cachedTokens } : undefined);
+      lease.settle(cut && summary.outcome === "upstream-error" ? "client-abort" : summary.outcome, {
+        ttftMs: summary.ttftMs ?? undefined,
+        durationMs: performance.now() - sentAt,
+        usage: u ? { prompt: u.promptTokens, completion: u.completionTokens, cached: u.cachedTokens } : undefined,
+      });
       for (const h of pipeline.complete) ctx.waitUntil(Promise.resolve(h.onComplete?.(summary, hookCtx)));
     },
   });
@@ -248,11 +254,16 @@ function withHeaders(res: Response, headers: Record<string, string>): Response {
   return res;
 }
 
+/** Attempt number `attempt` (1 for the first) is a failover: it follows a failed one, or serves a fallback group. */
+export function isFailover(attempt: number, fellBack: boolean): boolean {
+  return attempt > 1 || fellBack;
+}
+
 export function routingHeaders(d: RouteDecision, dep: ResolvedDeployment, overheadMs: number, requestId: string, attempts: number, fallbackGroup: string | null): Record<string, string> {
   const h: Record<string, string> = {
     "x-kvgate-backend": dep.id,
     // A retried request says so; the routing reason of its last pick no longer explains it.
-    "x-kvgate-reason": attempts > 1 || fallbackGroup ? "failover" : d.reason,
+    "x-kvgate-reason": isFailover(attempts, fallbackGroup !== null) ? "failover" : d.reason,
     "x-kvgate-attempts": String(attempts),
     "x-kvgate-prefix-blocks": `${d.matched}/${d.total}`,
     "x-kvgate-overhead-ms": overheadMs.toFixed(2),

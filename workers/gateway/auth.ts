@@ -92,6 +92,19 @@ export async function authenticateAdmin(req: Request, config: LoadedConfig, env:
   if (env[config.auth.adminKeyEnv] === env[config.auth.masterKeyEnv]) throw unauthorized(`the admin key (${config.auth.adminKeyEnv}) must differ from the client key (${config.auth.masterKeyEnv}); the admin API is off until it does`);
 }
 
+/**
+ * A Prometheus scrape: the metrics key, or the admin key. Neither may be the client key (the
+ * master key), which would open the fleet's counters to every client.
+ */
+export async function authenticateMetrics(req: Request, config: LoadedConfig, env: Env): Promise<void> {
+  const { metricsKeyEnv, adminKeyEnv, masterKeyEnv } = config.auth;
+  await requireKey(req, env, [metricsKeyEnv, adminKeyEnv], "metrics key");
+  for (const name of [metricsKeyEnv, adminKeyEnv]) {
+    const value = env[name];
+    if (typeof value === "string" && value !== "" && value === env[masterKeyEnv]) throw unauthorized(`the ${name === adminKeyEnv ? "admin" : "metrics"} key (${name}) must differ from the client key (${masterKeyEnv}); /metrics is off until it does`);
+  }
+}
+
 /** A GPU server's heartbeat: the register key, or the admin key. */
 export function authenticateRegistration(req: Request, config: LoadedConfig, env: Env): Promise<void> {
   return requireKey(req, env, [config.auth.registerKeyEnv, config.auth.adminKeyEnv], "register key");

@@ -6,7 +6,7 @@ import { isServerSide, nextStep } from "../../src/upstream/retry.ts";
 import type { LoadedConfig } from "../config.ts";
 import type { Env, WaitUntil } from "../env.ts";
 import { freshGroup, loadFleet } from "../fleet.ts";
-import { attempt } from "./attempt.ts";
+import { attempt, isFailover } from "./attempt.ts";
 import type { Caller } from "./auth.ts";
 import { readJsonBody } from "./body.ts";
 import { Deadline } from "./deadline.ts";
@@ -57,7 +57,7 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
   let reread = false;
   try {
     for (;;) {
-      const decision = await route(env, p.ctx, group, chain, exclude, body.model, tenant && { ...tenant, admitted: attempts > 0 });
+      const decision = await route(env, p.ctx, group, chain, exclude, body.model, tenant && { ...tenant, admitted: attempts > 0 }, isFailover(attempts + 1, group !== primary));
       if ("refused" in decision && decision.refused === "limited") throw limitError(decision, p.caller);
       if ("refused" in decision && decision.rev > group.rev && !reread) {
         // The fleet changed under this isolate (its servers drained, replaced): route with the registry's version.

@@ -3,7 +3,7 @@ import { badRequest, GatewayError, methodNotAllowed, unavailable } from "../../s
 import { chosenProtocol, isWebSocketUpgrade, keyFromProtocols, protocolsWithoutKey } from "../../src/realtime/handshake.ts";
 import type { RouteRefusal } from "../../src/routing/protocol.ts";
 import { nextStep } from "../../src/upstream/retry.ts";
-import { clientGone, routingHeaders } from "./attempt.ts";
+import { clientGone, isFailover, routingHeaders } from "./attempt.ts";
 import { groupAddedSince, limitError, noBackend, tenantFor, type ProxyInput } from "./proxy.ts";
 import { openUpstream } from "./realtime-handshake.ts";
 import { holdLease, route } from "./route-client.ts";
@@ -51,7 +51,7 @@ export async function openRealtime(p: RealtimeInput): Promise<Response> {
   for (const group of groups) {
     const exclude: string[] = [];
     for (;;) {
-      const decision = await route(p.env, p.ctx, group, NO_CHAIN, exclude, model, tenant && { ...tenant, admitted: attempts > 0 });
+      const decision = await route(p.env, p.ctx, group, NO_CHAIN, exclude, model, tenant && { ...tenant, admitted: attempts > 0 }, isFailover(attempts + 1, group !== primary));
       if ("refused" in decision && decision.refused === "limited") throw limitError(decision, p.caller);
       if ("refused" in decision) {
         refused = decision.refused;

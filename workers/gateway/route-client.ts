@@ -1,6 +1,6 @@
 import type { ResolvedGroup } from "../../src/config/load.ts";
 import { unavailable } from "../../src/openai/errors.ts";
-import { isVersionRefusal, type LeaseOutcome, type LeaseRelease, type LeaseRenewal, type LimitRefusal, type RouteCall, type RouteDecision, type RouteRefusal, type RouteTenant, type TokenUsage } from "../../src/routing/protocol.ts";
+import { isVersionRefusal, type LeaseOutcome, type LeaseRelease, type LeaseRenewal, type LimitRefusal, type RouteCall, type RouteDecision, type RouteRefusal, type RouteTenant } from "../../src/routing/protocol.ts";
 import type { Env, WaitUntil } from "../env.ts";
 import { groupObject } from "./group-object.ts";
 import { fleetBehind } from "../fleet.ts";
@@ -100,13 +100,15 @@ function queueRelease(group: string, release: LeaseRelease, env: Env, ctx: WaitU
  * isolate's finished and held leases along. `exclude`: ids of backends this request already
  * failed on. The object routes with this isolate's version of the group; one that does not know
  * it yet is sent the group's config, once. `tenant`: the request's virtual key, whose limits the
- * object checks before it takes a slot.
+ * object checks before it takes a slot. `failover`: the attempt follows a failed one, or serves a
+ * fallback group (the object counts it so).
  */
-export async function route(env: Env, ctx: WaitUntil, group: ResolvedGroup, chain: number[], exclude: readonly string[], model: string, tenant?: RouteTenant): Promise<RouteDecision | RouteRefusal | LimitRefusal> {
+export async function route(env: Env, ctx: WaitUntil, group: ResolvedGroup, chain: number[], exclude: readonly string[], model: string, tenant?: RouteTenant, failover = false): Promise<RouteDecision | RouteRefusal | LimitRefusal> {
   const released = takePending(group.name);
   const renewing = takeRenewals(group.name);
   const call: RouteCall = { version: group.version, chain, released, renewed: renewing.map((h) => h.renewal), exclude: [...exclude] };
   if (tenant) call.tenant = tenant;
+  if (failover) call.failover = true;
   try {
     const stub = groupObject(env, group);
     let answer = await stub.route(call);
@@ -123,11 +125,14 @@ export async function route(env: Env, ctx: WaitUntil, group: ResolvedGroup, chai
   }
 }
 
+/** What an answered attempt tells of itself when its lease ends: its timings, and the upstream's usage when it was read. */
+export type AttemptEnd = Pick<LeaseRelease, "ttftMs" | "durationMs" | "usage">;
+
 /** A backend's slot, held by one upstream attempt until it settles. */
 export interface HeldLease {
   readonly backendId: string;
-  /** Ends the lease with its outcome (and the upstream's usage, when it was read); only the first call counts. */
-  settle(outcome: LeaseOutcome, ttftMs?: number, usage?: TokenUsage): void;
+  /** Ends the lease with its outcome; only the first call counts. */
+  settle(outcome: LeaseOutcome, end?: AttemptEnd): void;
 }
 
 /**
@@ -149,14 +154,16 @@ export function holdLease(decision: RouteDecision, group: ResolvedGroup, env: En
   let settled = false;
   return {
     backendId: decision.backendId,
-    settle(outcome, ttftMs, usage) {
+    settle(outcome, end) {
       if (settled) return;
       settled = true;
       clearInterval(timer);
       heldOf(group.name).delete(decision.lease);
       const release: LeaseRelease = { lease: decision.lease, outcome };
-      if (ttftMs !== undefined) release.ttftMs = ttftMs;
-      if (usage) release.usage = usage;
+      // Only the fields that hold something: the release rides along with a later route call.
+      if (end?.ttftMs !== undefined) release.ttftMs = end.ttftMs;
+      if (end?.durationMs !== undefined) release.durationMs = end.durationMs;
+      if (end?.usage) release.usage = end.usage;
       queueRelease(group.name, release, env, ctx, flushMs);
       done();
     },

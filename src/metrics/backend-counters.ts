@@ -1,0 +1,62 @@
+import type { BreakerState } from "../routing/breaker.ts";
+import type { LeaseOutcome, TokenUsage } from "../routing/protocol.ts";
+import type { RouteReason } from "../routing/strategies.ts";
+import { Histogram, type HistogramSnapshot } from "./histogram.ts";
+
+/** How a lease ended: its Worker's outcome, or expired (the Worker stopped renewing it). */
+export type Outcome = LeaseOutcome | "expired";
+
+/** Why a lease went to its backend: the strategy's reason, or failover for an attempt that followed a failed one. */
+export type RoutedAs = RouteReason | "failover";
+
+/** One backend's counters as `GET /metrics` reads them (ModelGroupRpc.metrics). */
+export interface BackendMetrics {
+  id: string;
+  inFlight: number;
+  breaker: BreakerState;
+  /** Breaker transitions, by the state entered. */
+  breakerTransitions: Record<BreakerState, number>;
+  outcomes: Record<Outcome, number>;
+  /** Only the reasons seen. */
+  reasons: Partial<Record<RoutedAs, number>>;
+  ttft: HistogramSnapshot;
+  duration: HistogramSnapshot;
+  /** Summed over the leases whose release carried the upstream's usage. */
+  tokens: { prompt: number; completion: number; cached: number; predictedCached: number; leases: number };
+  prefix: { entries: number; capacity: number; bytes: number };
+}
+
+/**
+ * What one backend's leases did, counted as the routing object sees them: per decision a reason,
+ * per release an outcome, two observations and, where usage came back, its tokens beside the
+ * cached tokens routing predicted. A few numbers a request.
+ */
+export class BackendCounters {
+  readonly outcomes: Record<Outcome, number> = { ok: 0, "upstream-error": 0, rejected: 0, "client-abort": 0, "rate-limited": 0, expired: 0 };
+  readonly reasons: Partial<Record<RoutedAs, number>> = {};
+  readonly ttft = new Histogram();
+  readonly duration = new Histogram();
+  readonly tokens = { prompt: 0, completion: 0, cached: 0, predictedCached: 0, leases: 0 };
+
+  routed(as: RoutedAs): void {
+    this.reasons[as] = (this.reasons[as] ?? 0) + 1;
+  }
+
+  /** A lease released; `predictedCached`: the tokens its decision's matched blocks stand for. */
+  released(outcome: LeaseOutcome, ttftMs: number | undefined, durationMs: number | undefined, usage: TokenUsage | undefined, predictedCached: number): void {
+    this.outcomes[outcome]++;
+    if (ttftMs !== undefined) this.ttft.observe(ttftMs / 1000);
+    if (durationMs !== undefined) this.duration.observe(durationMs / 1000);
+    if (!usage) return;
+    const t = this.tokens;
+    t.prompt += usage.prompt;
+    t.completion += usage.completion;
+    t.cached += usage.cached;
+    t.predictedCached += predictedCached;
+    t.leases++;
+  }
+
+  expired(): void {
+    this.outcomes.expired++;
+  }
+}

@@ -1,0 +1,97 @@
+import type { BreakerState } from "../routing/breaker.ts";
+import type { BackendMetrics, Outcome } from "./backend-counters.ts";
+import type { HistogramSnapshot } from "./histogram.ts";
+import type { KeyMetrics } from "./key-counters.ts";
+import type { Labels, MetricFamily } from "./prometheus-text.ts";
+
+/** A group's counters as its routing object answers `metrics()`: what `GET /metrics` renders. */
+export interface GroupMetrics {
+  group: string;
+  /** Every backend the object keeps state for (see GroupRouter.snapshot). */
+  backends: BackendMetrics[];
+  keys: KeyMetrics[];
+  /** Route calls that found no backend to give. */
+  refusals: { "no-backend": number; "at-capacity": number };
+}
+
+const BREAKER_GAUGE: Record<BreakerState, number> = { closed: 0, "half-open": 1, open: 2 };
+const OUTCOMES: readonly Outcome[] = ["ok", "upstream-error", "rejected", "client-abort", "rate-limited", "expired"];
+const BREAKER_STATES: readonly BreakerState[] = ["closed", "half-open", "open"];
+
+type Sample = { labels: Labels; value: number };
+
+/**
+ * The families `GET /metrics` serves, from the groups' answers. `unreachable`: groups whose object
+ * did not answer this scrape (their `kvgate_group_up` is 0). Every name and label of the
+ * exposition is here, in one place.
+ */
+export function metricFamilies(groups: readonly GroupMetrics[], unreachable: readonly string[] = []): MetricFamily[] {
+  const perBackend = (f: (b: BackendMetrics, labels: Labels) => Sample[]): Sample[] => groups.flatMap((g) => g.backends.flatMap((b) => f(b, { group: g.group, backend: b.id })));
+  const one = (value: (b: BackendMetrics) => number) => perBackend((b, labels) => [{ labels, value: value(b) }]);
+  const perKey = (f: (k: KeyMetrics, labels: Labels) => Sample[]): Sample[] => groups.flatMap((g) => g.keys.flatMap((k) => f(k, { group: g.group, key: k.id })));
+  const ofKey = (value: (k: KeyMetrics) => number) => perKey((k, labels) => [{ labels, value: value(k) }]);
+  const counter = (name: string, help: string, samples: Sample[]): MetricFamily => ({ name, help, type: "counter", samples });
+  const gauge = (name: string, help: string, samples: Sample[]): MetricFamily => ({ name, help, type: "gauge", samples });
+  const histogram = (name: string, help: string, of: (b: BackendMetrics) => HistogramSnapshot): MetricFamily => ({
+    name,
+    help,
+    type: "histogram",
+    samples: groups.flatMap((g) => g.backends.map((b) => ({ labels: { group: g.group, backend: b.id }, histogram: of(b) }))),
+  });
+  return [
+    gauge("kvgate_group_up", "1 when the group's routing object answered this scrape, 0 when it did not (its series are then missing).", [
+      ...groups.map((g) => ({ labels: { group: g.group }, value: 1 })),
+      ...unreachable.map((group) => ({ labels: { group }, value: 0 })),
+    ]),
+    counter(
+      "kvgate_requests_total",
+      "Attempts on a backend that ended, by outcome: ok, upstream-error, rejected (the request's own fault), client-abort (the client left, or the gateway's deadline), rate-limited, expired (its Worker stopped renewing the lease). A request that failed over counts once on each backend it tried.",
+      perBackend((b, labels) => OUTCOMES.map((outcome) => ({ labels: { ...labels, outcome }, value: b.outcomes[outcome] }))),
+    ),
+    counter(
+      "kvgate_routing_decisions_total",
+      "Attempts routed to a backend, by the routing reason (prefix-hit, least-loaded, saturated-spill, ...); an attempt that followed a failed one, or went to a fallback group, counts as failover.",
+      perBackend((b, labels) => Object.entries(b.reasons).map(([reason, value]) => ({ labels: { ...labels, reason }, value: value ?? 0 }))),
+    ),
+    counter("kvgate_failovers_total", "Attempts that followed a failed attempt of the same request, or went to a fallback group, by the backend they went to.", one((b) => b.reasons.failover ?? 0)),
+    gauge("kvgate_requests_in_flight", "Leases in flight on a backend.", one((b) => b.inFlight)),
+    gauge("kvgate_breaker_state", "The backend's circuit breaker: 0 closed, 1 half-open, 2 open.", one((b) => BREAKER_GAUGE[b.breaker])),
+    counter(
+      "kvgate_breaker_transitions_total",
+      "Circuit breaker transitions, by the state entered.",
+      perBackend((b, labels) => BREAKER_STATES.map((to) => ({ labels: { ...labels, to }, value: b.breakerTransitions[to] }))),
+    ),
+    histogram("kvgate_ttft_seconds", "Time from the upstream request to its first body byte (a non-streamed answer: to its headers), per attempt that got one.", (b) => b.ttft),
+    histogram(
+      "kvgate_request_duration_seconds",
+      "Time from the upstream request to the end of its body (a non-streamed answer without hooks: to its headers), per attempt whose body was relayed, whatever its outcome.",
+      (b) => b.duration,
+    ),
+    counter("kvgate_usage_reads_total", "Attempts whose upstream usage the gateway read (a virtual key that counts tokens): the ones the token counters cover.", one((b) => b.tokens.leases)),
+    counter("kvgate_prompt_tokens_total", "Prompt tokens the upstream reported, where its usage was read.", one((b) => b.tokens.prompt)),
+    counter("kvgate_completion_tokens_total", "Completion tokens the upstream reported, where its usage was read.", one((b) => b.tokens.completion)),
+    counter("kvgate_cached_tokens_total", "Prompt tokens the upstream reported as served from its KV cache (prompt_tokens_details.cached_tokens), where its usage was read.", one((b) => b.tokens.cached)),
+    counter(
+      "kvgate_predicted_cached_tokens_total",
+      "Prompt tokens routing expected the backend to hold (matched prefix blocks × blockChars / 4), over the same attempts as kvgate_cached_tokens_total: their ratio is routing's precision.",
+      one((b) => b.tokens.predictedCached),
+    ),
+    gauge("kvgate_prefix_set_entries", "Prompt blocks in the backend's prefix set (what routing believes its KV cache holds).", one((b) => b.prefix.entries)),
+    gauge("kvgate_prefix_set_capacity", "Prompt blocks the backend's prefix set may hold.", one((b) => b.prefix.capacity)),
+    gauge("kvgate_prefix_set_bytes", "Memory the backend's prefix set holds in the routing object, in bytes.", one((b) => b.prefix.bytes)),
+    counter(
+      "kvgate_route_refusals_total",
+      "Route calls that found no backend: no-backend (every one failing, open or already tried), at-capacity (every one at its in-flight limit).",
+      groups.flatMap((g) => (["no-backend", "at-capacity"] as const).map((refused) => ({ labels: { group: g.group, refused }, value: g.refusals[refused] }))),
+    ),
+    counter("kvgate_key_requests_total", "Requests of a virtual key (by its id) that got a backend; a failover is not counted again.", ofKey((k) => k.requests)),
+    counter("kvgate_key_prompt_tokens_total", "Prompt tokens of a virtual key's requests, as the upstream reported them.", ofKey((k) => k.tokens.prompt)),
+    counter("kvgate_key_completion_tokens_total", "Completion tokens of a virtual key's requests, as the upstream reported them.", ofKey((k) => k.tokens.completion)),
+    counter("kvgate_key_cached_tokens_total", "Cached prompt tokens of a virtual key's requests, as the upstream reported them.", ofKey((k) => k.tokens.cached)),
+    counter(
+      "kvgate_key_limit_hits_total",
+      "Requests of a virtual key refused with a 429 for a limit: rpm, tpm, parallel, budget.",
+      perKey((k, labels) => Object.entries(k.limitHits).map(([limit, value]) => ({ labels: { ...labels, limit }, value: value ?? 0 }))),
+    ),
+  ];
+}

@@ -1,0 +1,54 @@
+import type { LimitName, TokenUsage } from "../routing/protocol.ts";
+
+/** One virtual key's counters in one group, as `GET /metrics` reads them: by the key's id, never the key. */
+export interface KeyMetrics {
+  id: string;
+  requests: number;
+  tokens: TokenUsage;
+  /** Requests refused for a limit, by limit; only the limits hit. */
+  limitHits: Partial<Record<LimitName, number>>;
+}
+
+/**
+ * Keys counted per group. A gateway has as many keys as its tenants made, and each that routes here
+ * costs a few numbers; past this many the longest-counted is dropped (its series starts again at 0
+ * if it comes back, which Prometheus reads as a counter reset).
+ */
+const MAX_KEYS = 10_000;
+
+/** Totals since the object started, per virtual key: unlike the ledger's minute windows, they only grow. */
+export class KeyCounters {
+  private readonly keys = new Map<string, KeyMetrics>();
+
+  /** A request of the key took a slot (once a request: a retry's lease is not counted again). */
+  request(id: string): void {
+    this.of(id).requests++;
+  }
+
+  used(id: string, usage: TokenUsage): void {
+    const t = this.of(id).tokens;
+    t.prompt += usage.prompt;
+    t.completion += usage.completion;
+    t.cached += usage.cached;
+  }
+
+  limited(id: string, limit: LimitName): void {
+    const hits = this.of(id).limitHits;
+    hits[limit] = (hits[limit] ?? 0) + 1;
+  }
+
+  snapshot(): KeyMetrics[] {
+    return [...this.keys.values()];
+  }
+
+  private of(id: string): KeyMetrics {
+    let k = this.keys.get(id);
+    if (k) return k;
+    if (this.keys.size >= MAX_KEYS) for (const oldest of this.keys.keys()) {
+      this.keys.delete(oldest);
+      break;
+    }
+    this.keys.set(id, (k = { id, requests: 0, tokens: { prompt: 0, completion: 0, cached: 0 }, limitHits: {} }));
+    return k;
+  }
+}

@@ -1,0 +1,133 @@
+import { describe, expect, it } from "vitest";
+import { parseConfig, type ResolvedGroup } from "../../src/config/load.ts";
+import { DecisionRing } from "../../src/metrics/decisions.ts";
+import { metricFamilies } from "../../src/metrics/group-metrics.ts";
+import { GroupRouter } from "../../src/routing/group-router.ts";
+import type { RouteDecision, RouteTenant } from "../../src/routing/protocol.ts";
+
+function group(over: Record<string, unknown> = {}): ResolvedGroup {
+  const deployments = [0, 1].map((i) => ({ id: `b${i}`, baseUrl: `http://127.0.0.1:${9001 + i}`, model: "m", maxInFlight: 8 }));
+  const r = parseConfig({ modelGroups: [{ name: "g", blockChars: 64, deployments, ...over }] });
+  if (!r.ok) throw new Error(r.error);
+  return r.config.groups[0] as ResolvedGroup;
+}
+
+const chain = (prefix: number, n: number) => Array.from({ length: n }, (_, i) => prefix * 1_000_000 + i);
+
+function decided(d: ReturnType<GroupRouter["route"]>): RouteDecision {
+  if ("refused" in d) throw new Error(`refused: ${d.refused}`);
+  return d;
+}
+
+const key = (id: string, over: Partial<RouteTenant> = {}): RouteTenant => ({ id, rpm: null, tpm: null, maxParallel: null, budget: null, admitted: false, ...over });
+
+describe("GroupRouter: the counters GET /metrics renders", () => {
+  it("counts decisions by reason (a retry as failover), outcomes, latencies, tokens and predicted cached tokens", () => {
+    const g = group({ leaseTtlMs: 1000 });
+    const r = new GroupRouter("g", () => 0.5);
+    r.install(g, 0);
+    const first = decided(r.route(g.version, chain(1, 4), [], 0));
+    // The same prompt again: a prefix hit on the same backend, 4 blocks of 64 chars = 64 tokens predicted.
+    const hit = decided(r.route(g.version, chain(1, 4), [], 1));
+    expect(hit.reason).toBe("prefix-hit");
+    expect(hit.backendId).toBe(first.backendId);
+    r.release({ lease: first.lease, outcome: "upstream-error" }, 2);
+    const retry = decided(r.route(g.version, chain(1, 4), [first.backendId], 3));
+    const fellBack = decided(r.route(g.version, chain(2, 4), [], 3, undefined, true));
+    r.release({ lease: hit.lease, outcome: "ok", ttftMs: 250, durationMs: 2000, usage: { prompt: 100, completion: 10, cached: 60 } }, 4);
+    r.release({ lease: retry.lease, outcome: "ok", ttftMs: 40, durationMs: 40 }, 5);
+    expect(r.expire(10_000)).toBe(1);
+
+    const m = r.metrics();
+    const on = (id: string) => m.backends.find((b) => b.id === id);
+    const a = on(first.backendId);
+    const other = on(retry.backendId);
+    expect(retry.backendId).not.toBe(first.backendId);
+    expect(a?.reasons).toEqual({ [first.reason]: 1, "prefix-hit": 1, ...(fellBack.backendId === first.backendId ? { failover: 1 } : {}) });
+    expect(other?.reasons.failover).toBe(fellBack.backendId === first.backendId ? 1 : 2);
+    expect(a?.outcomes).toMatchObject({ "upstream-error": 1, ok: 1 });
+    expect(a?.ttft).toMatchObject({ count: 1, sum: 0.25 });
+    expect(a?.duration).toMatchObject({ count: 1, sum: 2 });
+    expect(a?.tokens).toEqual({ prompt: 100, completion: 10, cached: 60, predictedCached: 64, leases: 1 });
+    expect(other?.ttft.count).toBe(1);
+    expect(other?.tokens.leases).toBe(0);
+    expect(m.backends.reduce((n, b) => n + b.outcomes.expired, 0)).toBe(1);
+    expect(m.backends.every((b) => b.inFlight === 0)).toBe(true);
+    expect(a?.prefix.entries).toBeGreaterThan(0);
+    expect(a?.prefix.bytes).toBeGreaterThanOrEqual((a?.prefix.entries ?? 0) * 28);
+  });
+
+  it("counts breaker transitions by the state entered, and refusals", () => {
+    const g = group({ breaker: { consecutiveFailures: 1, openMs: 100, closeAfterSuccesses: 1 } });
+    const r = new GroupRouter("g", () => 0.5);
+    r.install(g, 0);
+    for (const at of [0, 1]) {
+      const d = decided(r.route(g.version, [], [], at));
+      r.release({ lease: d.lease, outcome: "upstream-error" }, at);
+    }
+    expect(r.route(g.version, [], [], 2)).toMatchObject({ refused: "no-backend" });
+    // Past openMs, the route call finds both half-open; a trial closes one.
+    const trial = decided(r.route(g.version, [], [], 200));
+    r.release({ lease: trial.lease, outcome: "ok" }, 201);
+    const m = r.metrics();
+    const t = m.backends.find((b) => b.id === trial.backendId);
+    expect(t?.breakerTransitions).toEqual({ open: 1, "half-open": 1, closed: 1 });
+    expect(t?.breaker).toBe("closed");
+    const other = m.backends.find((b) => b.id !== trial.backendId);
+    expect(other?.breaker).toBe("half-open");
+    expect(other?.breakerTransitions).toEqual({ open: 1, "half-open": 1, closed: 0 });
+    expect(m.refusals).toEqual({ "no-backend": 1, "at-capacity": 0 });
+  });
+
+  it("counts a virtual key's requests once per request, its tokens, and its limit hits by limit", () => {
+    const g = group();
+    const r = new GroupRouter("g", () => 0.5);
+    r.install(g, 0);
+    const k = key("key_a", { rpm: 2 });
+    const one = decided(r.route(g.version, [], [], 0, k));
+    const again = decided(r.route(g.version, [], [one.backendId], 1, { ...k, admitted: true }));
+    const two = decided(r.route(g.version, [], [], 2, k));
+    expect(r.route(g.version, [], [], 3, k)).toMatchObject({ refused: "limited", limit: "rpm" });
+    r.release({ lease: again.lease, outcome: "ok", usage: { prompt: 7, completion: 3, cached: 2 } }, 4);
+    r.release({ lease: two.lease, outcome: "ok", usage: { prompt: 5, completion: 1, cached: 0 } }, 4);
+    expect(r.metrics().keys).toEqual([{ id: "key_a", requests: 2, tokens: { prompt: 12, completion: 4, cached: 2 }, limitHits: { rpm: 1 } }]);
+  });
+});
+
+describe("DecisionRing", () => {
+  it("keeps the last decisions newest first, fills in each one's outcome, and lets a written-over one be", () => {
+    const ring = new DecisionRing(3);
+    const seqs = [1, 2, 3, 4].map((i) => ring.add(i * 1000, `b${i}`, "least-loaded", i, 10));
+    ring.ended(seqs[3] as number, "ok", 12.5);
+    ring.ended(seqs[0] as number, "ok", 99);
+    const list = ring.list();
+    expect(list.map((d) => d.backend)).toEqual(["b4", "b3", "b2"]);
+    expect(list[0]).toEqual({ at: new Date(4000).toISOString(), backend: "b4", reason: "least-loaded", matched: 4, total: 10, outcome: "ok", ttft_ms: 12.5 });
+    expect(list.slice(1).every((d) => d.outcome === null && d.ttft_ms === null)).toBe(true);
+    expect(new DecisionRing(3).list()).toEqual([]);
+  });
+});
+
+describe("metricFamilies", () => {
+  it("names every family once, with group and backend (or key) labels", () => {
+    const g = group();
+    const r = new GroupRouter("g", () => 0.5);
+    r.install(g, 0);
+    decided(r.route(g.version, [], [], 0, key("key_a")));
+    const families = metricFamilies([r.metrics()], ["gone"]);
+    const names = families.map((f) => f.name);
+    expect(new Set(names).size).toBe(names.length);
+    for (const f of families) expect(f.name).toMatch(/^kvgate_[a-z_]+$/);
+    for (const f of families.filter((x) => x.type === "counter")) expect(f.name.endsWith("_total")).toBe(true);
+    const inFlight = families.find((f) => f.name === "kvgate_requests_in_flight");
+    expect(inFlight?.samples).toEqual([
+      { labels: { group: "g", backend: "b0" }, value: 1 },
+      { labels: { group: "g", backend: "b1" }, value: 0 },
+    ]);
+    expect(families.find((f) => f.name === "kvgate_group_up")?.samples).toEqual([
+      { labels: { group: "g" }, value: 1 },
+      { labels: { group: "gone" }, value: 0 },
+    ]);
+    expect(families.find((f) => f.name === "kvgate_key_requests_total")?.samples).toEqual([{ labels: { group: "g", key: "key_a" }, value: 1 }]);
+  });
+});
