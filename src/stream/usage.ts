@@ -1,3 +1,4 @@
+import type { TokenUsage } from "../routing/protocol.ts";
 import { concat } from "./bytes.ts";
 
 export interface Usage {
@@ -78,4 +79,9 @@ function toUsage(json: string): Usage | null {
   } catch {
     return null;
   }
+}
+
+/** Usage as a lease's release carries it to the routing object. */
+export function tokenUsage(u: Usage | null): TokenUsage | undefined {
+  return u ? { prompt: u.promptTokens, completion: u.completionTokens, cached: u.cachedTokens } : undefined;
 }

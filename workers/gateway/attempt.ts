@@ -6,7 +6,7 @@ import { pipelineFor } from "../config.ts";
 import { badGateway, badRequest, GatewayError, gatewayTimeout, unavailable } from "../../src/openai/errors.ts";
 import type { LeaseOutcome, RouteDecision } from "../../src/routing/protocol.ts";
 import { relay } from "../../src/stream/relay.ts";
-import { readUsage, USAGE_TAIL_BYTES } from "../../src/stream/usage.ts";
+import { readUsage, tokenUsage, USAGE_TAIL_BYTES } from "../../src/stream/usage.ts";
 import { readsUsage } from "../../src/tenants/route-tenant.ts";
 import { classifyStatus, clientError, FAILURE_CAUSE } from "../../src/upstream/answer.ts";
 import { parseUpstreamError } from "../../src/upstream/error-body.ts";
@@ -192,7 +192,7 @@ export async function attempt(a: AttemptInput): Promise<AttemptResult> {
     detach();
     deadline.clear();
     const u = readUsage(new Uint8Array(whole, Math.max(0, whole.byteLength - USAGE_TAIL_BYTES)));
-    lease.settle("ok", headersAt - sentAt, u ? { prompt: u.promptTokens, completion: u.completionTokens, cached: u.cachedTokens } : undefined);
+    lease.settle("ok", { ttftMs: headersAt - sentAt, durationMs: performance.now() - sentAt, usage: tokenUsage(u) });
     return { kind: "answered", response: new Response(whole, { status: 200, headers: out }), rejected: false };
   }
   if (!stream && !pipeline.readsUsage && transforms.length === 0 && pipeline.complete.length === 0 && deadline.totalMs === undefined) {
@@ -221,11 +221,10 @@ export async function attempt(a: AttemptInput): Promise<AttemptResult> {
       if (summary.outcome === "client-abort") abort.abort(new Error("client disconnected"));
       // A body the gateway's own limit cut was abandoned, not failed.
       const cut = deadline.expired || timedOut === "generation";
-      const u = summary.usage;
       lease.settle(cut && summary.outcome === "upstream-error" ? "client-abort" : summary.outcome, {
         ttftMs: summary.ttftMs ?? undefined,
         durationMs: performance.now() - sentAt,
-        usage: u ? { prompt: u.promptTokens, completion: u.completionTokens, cached: u.cachedTokens } : undefined,
+        usage: tokenUsage(summary.usage),
       });
       for (const h of pipeline.complete) ctx.waitUntil(Promise.resolve(h.onComplete?.(summary, hookCtx)));
     },
