@@ -32,6 +32,8 @@ export interface BodyOptions {
   model: string;
   stream: boolean;
   maxTokens: number;
+  /** Streams ask for `stream_options.include_usage` (true unless false is given). */
+  includeUsage?: boolean;
 }
 
 export function chatBodies(o: BodyOptions): string[] {
@@ -44,7 +46,7 @@ export function chatBodies(o: BodyOptions): string[] {
       ],
       max_tokens: o.maxTokens,
       // The gateway reads the final usage event at stream end, as it would in production.
-      ...(o.stream ? { stream: true, stream_options: { include_usage: true } } : {}),
+      ...(o.stream ? { stream: true, ...(o.includeUsage === false ? {} : { stream_options: { include_usage: true } }) } : {}),
     }),
   );
 }

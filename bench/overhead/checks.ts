@@ -84,6 +84,14 @@ export function extraRatios(medians: readonly Measurement[]): { what: string; va
   r("kvgate-restamp / kvgate, streaming RPS at c=50, 100 chunks", "kvgate-restamp", "kvgate", ST50_100, rps);
   r("kvgate / floor, 100-chunk full-stream time p50 at c=50", "kvgate", "floor", ST50_100, fullP50);
   r("kvgate / Portkey, streaming RPS at c=50, 20 chunks", "kvgate", "portkey", ST50_20, rps);
+  // A virtual key (its check, its limits in the route call, reading and recording usage) against the master key.
+  for (const [base, what] of [["kvgate", "kvgate"], ["floor", "the floor"]] as const) {
+    r(`kvgate-key / ${what}, non-streaming RPS at c=50`, "kvgate-key", base, NS50, rps);
+    r(`kvgate-key / ${what}, streaming RPS at c=50, 20 chunks`, "kvgate-key", base, ST50_20, rps);
+    r(`kvgate-key / ${what}, streaming RPS at c=50, 100 chunks`, "kvgate-key", base, ST50_100, rps);
+    r(`kvgate-key / ${what}, 100-chunk full-stream time p50 at c=1`, "kvgate-key", base, ST1_100, fullP50);
+  }
+  r("kvgate-key / kvgate, TTFT p50 at c=1, 20 chunks", "kvgate-key", "kvgate", ST1_20, ttftP50);
   for (const m of medians.filter((x) => x.target === "litellm" && x.mode === "nonstream" && x.concurrency === 50)) {
     r(`kvgate / LiteLLM (${m.workers} worker${m.workers === 1 ? "" : "s"}), non-streaming RPS at c=50`, "kvgate", m.label, NS50, rps);
   }

@@ -16,7 +16,7 @@ export interface PeerTarget {
 }
 
 function asTarget(name: TargetName, label: string, s: PeerServer, workers?: number): Target {
-  return { name, label, url: s.url, model: SIM_MODEL, headers: s.headers, statusUrl: null, version: s.version, ...(workers === undefined ? {} : { workers }), stop: s.stop };
+  return { name, label, url: s.url, model: SIM_MODEL, headers: s.headers, status: null, version: s.version, ...(workers === undefined ? {} : { workers }), stop: s.stop };
 }
 
 async function attempt(label: string, installed: boolean, start: () => Promise<Target>, log: (l: string) => void): Promise<PeerStart> {

@@ -38,7 +38,8 @@ export function renderMarkdown(r: Report, s: Summary, checks: Check[], ratios: {
 
 What a gateway adds to a request: the same zero-latency simulated fleet reached directly, through
 the runtime's floor (a Worker that only fetches the upstream and returns its body), through kvgate
-(no hooks; the restamp hook), and through the peer gateways that are installed.
+(no hooks; the restamp hook; no hooks with a virtual key, \`kvgate-key\`), and through the peer
+gateways that are installed.
 
 \`\`\`sh
 ${r.command}
@@ -117,15 +118,22 @@ npx node bench/peers/install.ts            # both; or: npx node bench/peers/inst
   routing does its real work); direct, floor and peers are sent to the first worker.
 - Workers are served by Miniflare's API on a direct socket (one workerd; no \`wrangler dev\` proxy, and not
   through Miniflare's entry Worker, a dev-tool hop that costs about as much as the floor itself), bundled as
-  \`wrangler deploy\` bundles them. The floor, kvgate and kvgate-restamp run side by side and are
+  \`wrangler deploy\` bundles them. The floor and the kvgate targets run side by side and are
   measured in turns (order reversed every other repeat); peers run one at a time.
 - Load: 16 chat requests sharing a system prompt, sent in turn. Non-streaming: autocannon,
   closed loop, \`max_tokens\` 16. Streaming: a raw-socket keep-alive client (bench/overhead/stream-load.ts)
   that times the first content event and the end of the stream; chunks = \`max_tokens\`, one
   SSE event per token, with \`stream_options.include_usage\`.
 - kvgate-restamp asks for model \`bookshop-assistant\`, served upstream as \`kvgate-sim\`, so every
-  chunk is rewritten. Both kvgate targets check a Bearer master key on every request, as kvgate
-  always does.
+  chunk is rewritten. kvgate and kvgate-restamp check a Bearer master key on every request, as
+  kvgate always does.
+- kvgate-key is kvgate's gateway and config with an admin key; the client sends a virtual key made
+  through \`POST /admin/v1/keys\` with rpm 10⁸, tpm 10¹⁰, max_parallel 10⁵, a budget of 10¹⁵ tokens a
+  month and usage tracking on (bench/overhead/key-target.ts): far above the load, so nothing is
+  refused, but every limit is checked, and every answer takes the relay path that reads the
+  upstream's usage and sends it with the lease's release. After its warm-up the run stops unless
+  \`GET /admin/v1/usage?key=ID\` shows recorded requests. Its streams ask for
+  \`stream_options.include_usage\` themselves, so the usage event is passed on, not stripped.
 - Each figure is the median (by req/s) of the repeats; warm-up traffic first, per target.
 - The load generator, the fleet, workerd and the peers share the machine's cores: every target
   pays the client's and the fleet's CPU, which narrows the ratios of gateway-bound targets.

@@ -3,7 +3,8 @@
  *
  * What a gateway adds to a request, against the same zero-latency simulated fleet: reached
  * directly, through the runtime's floor (a bare pass-through Worker), through kvgate (no hooks,
- * restamp; both checking a master key) and through the peer gateways that are installed
+ * restamp, both checking a master key; no hooks with a virtual key that has limits and usage
+ * tracking) and through the peer gateways that are installed
  * (bench/peers/install.ts). Writes bench/results/overhead.json and overhead.md.
  */
 import { performance } from "node:perf_hooks";
@@ -38,6 +39,7 @@ async function runAll(targets: Target[]): Promise<void> {
   for (const t of targets) {
     log(`warm-up ${t.label}`);
     await warmUp(t, args.warmSeconds * 1000);
+    if (t.confirm) log(`${t.label}: ${await t.confirm()}`);
   }
   for (let rep = 0; rep < args.repeats; rep++) {
     // Alternate the order so slow drift of a shared machine does not always favour one target.
@@ -66,7 +68,7 @@ try {
   // compares windows minutes apart at most.
   if (wants("direct")) running.push(directTarget(upstream));
   if (wants("floor")) running.push(await floorTarget(upstream));
-  for (const v of ["kvgate", "kvgate-restamp"] as const) if (wants(v)) running.push(await kvgateTarget(v, fleet.urls));
+  for (const v of ["kvgate", "kvgate-restamp", "kvgate-key"] as const) if (wants(v)) running.push(await kvgateTarget(v, fleet.urls));
   if (args.baseline) running.push({ ...(await kvgateTarget("kvgate", fleet.urls, args.baseline)), label: `kvgate@${commitOf(args.baseline)}` });
   await runAll(running);
   for (const t of running.splice(0)) await t.stop();

@@ -1,14 +1,16 @@
 /**
  * The Workers-runtime targets, all in front of the same simulated fleet: the fleet itself
- * (direct), the runtime's floor (a bare pass-through Worker), and kvgate two ways — no hooks, the
- * restamp hook — each checking its master key on every request. Peers live in bench/peers/.
+ * (direct), the runtime's floor (a bare pass-through Worker), and kvgate three ways — no hooks and
+ * the restamp hook, each checking its master key on every request, and no hooks with a virtual key
+ * (key-target.ts) instead. Peers live in bench/peers/.
  */
 import { performance } from "node:perf_hooks";
 import type { GatewayConfigInput } from "../../src/config/schema.ts";
 import { startFloor, startGateway } from "../harness/gateway.ts";
 import { chatBodies } from "./bodies.ts";
+import { confirmKeyUsage, createVirtualKey, newAdminKey } from "./key-target.ts";
 
-export const TARGET_NAMES = ["direct", "floor", "kvgate", "kvgate-restamp", "litellm", "portkey"] as const;
+export const TARGET_NAMES = ["direct", "floor", "kvgate", "kvgate-restamp", "kvgate-key", "litellm", "portkey"] as const;
 export type TargetName = (typeof TARGET_NAMES)[number];
 
 export interface Target {
@@ -21,8 +23,13 @@ export interface Target {
   model: string;
   /** Request headers the target needs (auth, peer routing). */
   headers: Record<string, string>;
-  /** GET this (with `headers`) for the Durable Object's call counters; kvgate targets only. */
-  statusUrl: string | null;
+  /** GET this for the Durable Object's call counters; kvgate targets only. */
+  status: { url: string; headers: Record<string, string> } | null;
+  /**
+   * After the warm-up: checks that the target did what its name says (kvgate-key: the key's usage
+   * was recorded) and describes what it found; throws otherwise.
+   */
+  confirm?: () => Promise<string>;
   /** LiteLLM's worker processes; recorded in its runs. */
   workers?: number;
   /** A peer's pinned version. */
@@ -50,24 +57,35 @@ function kvgateConfig(upstreams: string[], o: { name: string; hooks: "restamp"[]
 }
 
 export function directTarget(upstream: string): Target {
-  return { name: "direct", label: "direct", url: upstream, model: SIM_MODEL, headers: {}, statusUrl: null, stop: async () => {} };
+  return { name: "direct", label: "direct", url: upstream, model: SIM_MODEL, headers: {}, status: null, stop: async () => {} };
 }
 
 export async function floorTarget(upstream: string): Promise<Target> {
   const w = await startFloor(upstream);
-  return { name: "floor", label: "floor", url: w.url, model: SIM_MODEL, headers: {}, statusUrl: null, stop: () => w.dispose() };
+  return { name: "floor", label: "floor", url: w.url, model: SIM_MODEL, headers: {}, status: null, stop: () => w.dispose() };
 }
 
-export type KvgateVariant = "kvgate" | "kvgate-restamp";
+export type KvgateVariant = "kvgate" | "kvgate-restamp" | "kvgate-key";
 
 /** `root`: the checkout to bundle the gateway from (this one by default). */
 export async function kvgateTarget(variant: KvgateVariant, upstreams: string[], root?: string): Promise<Target> {
   const restamp = variant === "kvgate-restamp";
   const model = restamp ? RESTAMP_CLIENT_MODEL : SIM_MODEL;
   const config = kvgateConfig(upstreams, { name: model, hooks: restamp ? ["restamp"] : [] });
-  const w = await startGateway({ config, ...(root ? { root } : {}) });
-  const headers = { authorization: `Bearer ${w.key}` };
-  return { name: variant, label: variant, url: w.url, model, headers, statusUrl: `${w.url}/v1/kvgate/status`, stop: () => w.dispose() };
+  const adminKey = variant === "kvgate-key" ? newAdminKey() : null;
+  const w = await startGateway({ config, ...(root ? { root } : {}), ...(adminKey ? { bindings: { KVGATE_ADMIN_KEY: adminKey } } : {}) });
+  const master = { authorization: `Bearer ${w.key}` };
+  const target: Target = { name: variant, label: variant, url: w.url, model, headers: master, status: { url: `${w.url}/v1/kvgate/status`, headers: master }, stop: () => w.dispose() };
+  if (!adminKey) return target;
+  try {
+    const key = await createVirtualKey(w.url, adminKey);
+    target.headers = { authorization: `Bearer ${key.key}` };
+    target.confirm = async () => `usage of key ${key.id}: ${await confirmKeyUsage(w.url, adminKey, key.id)} requests recorded`;
+    return target;
+  } catch (e) {
+    await w.dispose();
+    throw e;
+  }
 }
 
 export interface ColdStart {
@@ -98,8 +116,8 @@ export async function measureColdStart(start: () => Promise<Target>): Promise<Co
 
 /** Sum of the Durable Object's route and release calls over every group. */
 export async function doCalls(target: Target): Promise<number | null> {
-  if (!target.statusUrl) return null;
-  const res = await fetch(target.statusUrl, { headers: target.headers });
+  if (!target.status) return null;
+  const res = await fetch(target.status.url, { headers: target.status.headers });
   if (!res.ok) throw new Error(`status endpoint answered ${res.status}`);
   const status = (await res.json()) as { groups: { calls: { route: number; release: number } }[] };
   let n = 0;

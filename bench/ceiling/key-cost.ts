@@ -1,0 +1,114 @@
+/**
+ * What a virtual key adds to kvgate's workerd CPU, from bench:ceiling's runs: kvgate-key and
+ * kvgate are measured in turns within each repeat, so each repeat gives one paired difference,
+ * which cancels the drift of a shared machine between repeats; the spread is over those.
+ *   per request: cpu(kvgate-key) − cpu(kvgate), non-streamed
+ *   per stream of N chunks: the same, streamed with N content events
+ *   per chunk: (added at H chunks − added at L chunks) / (H − L), for the longest and shortest
+ *              streams measured (100 and 1): the per-stream part cancels, the per-event part stays.
+ */
+import { ascending, percentile, round } from "../overhead/stats.ts";
+
+export interface CeilingRun {
+  target: string;
+  repeat: number;
+  rps: number;
+  cpu_us_per_request: number;
+  errors: number;
+  /** Content events per stream; absent for non-streamed runs. */
+  chunks?: number;
+}
+
+export interface Spread {
+  median: number | null;
+  q1: number | null;
+  q3: number | null;
+  min: number | null;
+  max: number | null;
+  /** How many paired repeats it is over. */
+  repeats: number;
+}
+
+export function spread(values: readonly number[]): Spread {
+  const s = ascending(values);
+  return { median: round(percentile(s, 50)), q1: round(percentile(s, 25)), q3: round(percentile(s, 75)), min: round(s[0] ?? null), max: round(s.at(-1) ?? null), repeats: s.length };
+}
+
+export const KEY = "kvgate-key";
+export const MASTER = "kvgate";
+
+/** The CPU per request of `target` in each repeat (of the runs with `chunks`), by repeat. */
+function cpuByRepeat(runs: readonly CeilingRun[], target: string, chunks: number | undefined): Map<number, number> {
+  return new Map(runs.filter((r) => r.target === target && r.chunks === chunks).map((r) => [r.repeat, r.cpu_us_per_request]));
+}
+
+/** `combine(a, b)` for each repeat in which both targets were measured, by repeat. */
+function pairedByRepeat(runs: readonly CeilingRun[], a: string, b: string, chunks: number | undefined, combine: (a: number, b: number) => number): Map<number, number> {
+  const bs = cpuByRepeat(runs, b, chunks);
+  const out = new Map<number, number>();
+  for (const [repeat, x] of cpuByRepeat(runs, a, chunks)) {
+    const y = bs.get(repeat);
+    if (y !== undefined) out.set(repeat, combine(x, y));
+  }
+  return out;
+}
+
+const minus = (a: number, b: number): number => a - b;
+
+export function medianCpu(runs: readonly CeilingRun[], target: string, chunks: number | undefined): number | null {
+  return percentile(ascending([...cpuByRepeat(runs, target, chunks).values()]), 50);
+}
+
+/** The shortest and longest streams among the runs; null unless there are two lengths. */
+function lengthsOf(runs: readonly CeilingRun[]): { lo: number; hi: number } | null {
+  const lengths = ascending(runs.map((r) => r.chunks).filter((c): c is number => c !== undefined));
+  const lo = lengths[0];
+  const hi = lengths.at(-1);
+  return lo === undefined || hi === undefined || lo === hi ? null : { lo, hi };
+}
+
+export interface PerChunk {
+  /** The shortest and longest streams it compares. */
+  from_chunks: number;
+  to_chunks: number;
+  /** Paired per repeat: ((key − kvgate) at to_chunks − (key − kvgate) at from_chunks) / (to − from). */
+  added: Spread;
+  /** The same formula on the medians of each target and length instead of per repeat. */
+  added_from_medians: number | null;
+}
+
+/** Per-chunk added CPU from streamed runs of two or more lengths; null with fewer. */
+export function perChunk(runs: readonly CeilingRun[]): PerChunk | null {
+  const span = lengthsOf(runs);
+  if (!span) return null;
+  const { lo, hi } = span;
+  const high = pairedByRepeat(runs, KEY, MASTER, hi, minus);
+  const low = pairedByRepeat(runs, KEY, MASTER, lo, minus);
+  const values: number[] = [];
+  for (const [repeat, h] of high) {
+    const l = low.get(repeat);
+    if (l !== undefined) values.push((h - l) / (hi - lo));
+  }
+  const m = (t: string, c: number) => medianCpu(runs, t, c);
+  const [kh, kl, vh, vl] = [m(KEY, hi), m(KEY, lo), m(MASTER, hi), m(MASTER, lo)];
+  const fromMedians = kh !== null && kl !== null && vh !== null && vl !== null ? round((kh - kl - (vh - vl)) / (hi - lo)) : null;
+  return { from_chunks: lo, to_chunks: hi, added: spread(values), added_from_medians: fromMedians };
+}
+
+/** Each target's own CPU per chunk, (cpu at H − cpu at L) / (H − L) on medians: what a chunk costs the floor, kvgate and kvgate-key. */
+export function ownPerChunk(runs: readonly CeilingRun[], targets: readonly string[]): Record<string, number | null> {
+  const span = lengthsOf(runs);
+  const out: Record<string, number | null> = {};
+  for (const t of targets) {
+    const h = span && medianCpu(runs, t, span.hi);
+    const l = span && medianCpu(runs, t, span.lo);
+    out[t] = span && h !== null && l !== null ? round((h - l) / (span.hi - span.lo)) : null;
+  }
+  return out;
+}
+
+/** The key's added CPU per request (and its ratio to kvgate's) in runs of one kind. */
+export function perRequest(runs: readonly CeilingRun[], chunks: number | undefined): { added: Spread; ratio: Spread } {
+  const values = (combine: (a: number, b: number) => number) => [...pairedByRepeat(runs, KEY, MASTER, chunks, combine).values()];
+  return { added: spread(values(minus)), ratio: spread(values((a, b) => a / b)) };
+}

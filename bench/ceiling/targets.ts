@@ -1,0 +1,94 @@
+/**
+ * bench:ceiling's targets, each in its own workerd: the floor, the floor with parts of a routing
+ * gateway's unavoidable work added (a toy Durable Object router, reading the body), and kvgate
+ * with its master key, with a virtual key, and as bundled from other checkouts (--baseline).
+ */
+import { startFloor, startScriptWorker, type ServedWorker } from "../harness/gateway.ts";
+import { floorTarget, kvgateTarget } from "../overhead/targets.ts";
+import { newWorkerd, workerdPids } from "./process-cpu.ts";
+
+export const BASE_TARGETS = ["floor", "floor-via-entry", "floor+route", "floor+body+route", "kvgate", "kvgate-key"] as const;
+/** What a streamed run measures: the per-chunk path is kvgate's and the floor's alone. */
+export const STREAM_TARGETS = ["floor", "kvgate", "kvgate-key"] as const;
+export type Name = (typeof BASE_TARGETS)[number] | `kvgate@${string}`;
+
+const DOES: Record<(typeof BASE_TARGETS)[number], string> = {
+  floor: "passes the request through",
+  "floor-via-entry": "the same, behind Miniflare's entry Worker (a dev-tool hop)",
+  "floor+route": "+ one Durable Object RPC (toy router)",
+  "floor+body+route": "+ reads and re-serialises the JSON body",
+  kvgate: "validates, fingerprints, routes, streams back",
+  "kvgate-key": "kvgate with a virtual key: key check, limits, usage read and recorded",
+};
+
+export const does = (t: Name): string => (t.startsWith("kvgate@") ? `kvgate as of ${t.slice("kvgate@".length)} (--baseline)` : DOES[t as keyof typeof DOES]);
+
+/** A router that answers every ask with the same pick: the RPC's cost, none of the routing. */
+const TOY_ROUTER = `import { DurableObject } from "cloudflare:workers";
+export class ToyRouter extends DurableObject {
+  seq = 0;
+  route(group, chain, released, exclude) {
+    return { backend: 0, backendId: "sim-0", lease: "l" + ++this.seq, reason: "prefix-hit", matched: chain.length - 1, total: chain.length, routedAt: Date.now() };
+  }
+}`;
+const CHAIN = "[1, 2, 3, 4, 5, 6, 7, 8]";
+
+function floorRoute(upstream: string): string {
+  return `${TOY_ROUTER}
+export default {
+  async fetch(req, env) {
+    const u = new URL(req.url);
+    await env.ROUTER.getByName("g").route("g", ${CHAIN}, [], []);
+    const up = await fetch(${JSON.stringify(upstream)} + u.pathname, { method: req.method, headers: req.headers, body: req.body });
+    return new Response(up.body, up);
+  },
+};`;
+}
+
+function floorBodyRoute(upstream: string): string {
+  return `${TOY_ROUTER}
+const utf8 = new TextDecoder("utf-8", { fatal: true });
+export default {
+  async fetch(req, env) {
+    const u = new URL(req.url);
+    const body = JSON.parse(utf8.decode(await req.arrayBuffer()));
+    await env.ROUTER.getByName("g").route("g", ${CHAIN}, [], []);
+    const up = await fetch(${JSON.stringify(upstream)} + u.pathname, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+    return new Response(up.body, { status: up.status, headers: { "content-type": up.headers.get("content-type") ?? "application/json" } });
+  },
+};`;
+}
+
+export interface Running {
+  name: Name;
+  url: string;
+  /** What the target needs on each request (kvgate's key). */
+  headers: Record<string, string>;
+  pid: number;
+  /** After the warm-up: that the target did what its name says (see overhead's Target.confirm). */
+  confirm?: () => Promise<string>;
+  stop(): Promise<void>;
+}
+
+type Served = Pick<Running, "url" | "headers" | "confirm" | "stop">;
+
+/** Starts `name` and finds the workerd process that serves it. `baselines`: kvgate@<commit> → its checkout. */
+export async function startTarget(name: Name, fleet: string[], baselines: ReadonlyMap<string, string>): Promise<Running> {
+  const before = workerdPids();
+  const upstream = fleet[0] as string;
+  const worker = (w: ServedWorker): Served => ({ url: w.url, headers: {}, stop: () => w.dispose() });
+  let served: Served;
+  if (name === "floor") served = await floorTarget(upstream);
+  else if (name === "kvgate" || name === "kvgate-key") served = await kvgateTarget(name, fleet);
+  else if (name.startsWith("kvgate@")) served = await kvgateTarget("kvgate", fleet, baselines.get(name) as string);
+  else if (name === "floor-via-entry") served = worker(await startFloor(upstream, true));
+  else served = worker(await startScriptWorker(name === "floor+route" ? floorRoute(upstream) : floorBodyRoute(upstream), { ROUTER: "ToyRouter" }));
+  const pid = newWorkerd(before);
+  if (pid === null) {
+    await served.stop();
+    throw new Error(`cannot tell which workerd serves ${name} (this benchmark reads /proc, Linux only)`);
+  }
+  // Not spread: an overhead Target brings a name of its own (kvgate for a kvgate@ baseline).
+  const { url, headers, confirm, stop } = served;
+  return { name, pid, url, headers, stop, ...(confirm ? { confirm } : {}) };
+}
