@@ -17,7 +17,8 @@
  * within each repeat; the medians are reported. Writes bench/results/ceiling.{json,md}.
  *
  * --stream N measures streamed answers of N chunks instead, for the floor and the kvgate
- * targets; `--stream 1 --stream 100` gives what a virtual key adds per chunk (key-cost.ts).
+ * targets (kvgate-restamp among them); `--stream 1 --stream 100` gives what a virtual key adds
+ * per chunk (key-cost.ts).
  *
  * --baseline DIR adds kvgate as bundled from another checkout (a git worktree of an earlier
  * commit, with its dependencies installed or node_modules linked), for an interleaved A/B of two
@@ -34,7 +35,7 @@ import { machineInfo } from "../overhead/machine.ts";
 import { runNonStreamLoad } from "../overhead/nonstream-load.ts";
 import { round as roundFigure } from "../overhead/stats.ts";
 import { runStreamLoad } from "../overhead/stream-load.ts";
-import { COMPLETIONS_PATH, SIM_MODEL } from "../overhead/targets.ts";
+import { COMPLETIONS_PATH } from "../overhead/targets.ts";
 import { parseCeilingArgs } from "./args.ts";
 import type { CeilingRun } from "./key-cost.ts";
 import { cpuMs } from "./process-cpu.ts";
@@ -51,10 +52,10 @@ const streamed = args.stream.length > 0;
 const baselineDirs = new Map(args.baselines.map((dir) => [`kvgate@${commitOf(dir)}`, dir]));
 const TARGETS: Name[] = [...(streamed ? STREAM_TARGETS : BASE_TARGETS)];
 for (const [name] of baselineDirs) TARGETS.push(name as Name);
-/** What each measurement sends: one non-streamed kind, or one streamed kind per length. */
-const loads: { chunks: number | undefined; bodies: string[] }[] = streamed
-  ? args.stream.map((chunks) => ({ chunks, bodies: chatBodies({ model: SIM_MODEL, stream: true, maxTokens: chunks, includeUsage: args.clientUsage }) }))
-  : [{ chunks: undefined, bodies: chatBodies({ model: SIM_MODEL, stream: false, maxTokens: NONSTREAM_TOKENS }) }];
+/** What each measurement sends: non-streamed, or streamed with each length asked for. */
+const loads: { chunks: number | undefined }[] = streamed ? args.stream.map((chunks) => ({ chunks })) : [{ chunks: undefined }];
+const bodiesFor = (model: string, chunks: number | undefined): string[] =>
+  chunks === undefined ? chatBodies({ model, stream: false, maxTokens: NONSTREAM_TOKENS }) : chatBodies({ model, stream: true, maxTokens: chunks, includeUsage: args.clientUsage });
 
 /** The overhead report's rounding, for a figure that is always finite here. */
 function round(x: number): number {
@@ -63,7 +64,7 @@ function round(x: number): number {
 
 async function load(t: Running, l: (typeof loads)[number], seconds: number): Promise<Omit<CeilingRun, "repeat">> {
   const cpuBefore = cpuMs(t.pid);
-  const spec = { url: t.url + COMPLETIONS_PATH, headers: t.headers, bodies: l.bodies, connections: CONCURRENCY, durationMs: seconds * 1000, maxRequests: 1_000_000 };
+  const spec = { url: t.url + COMPLETIONS_PATH, headers: t.headers, bodies: bodiesFor(t.model, l.chunks), connections: CONCURRENCY, durationMs: seconds * 1000, maxRequests: 1_000_000 };
   const r: LoadResult = l.chunks === undefined ? await runNonStreamLoad(spec) : await runStreamLoad(spec);
   const cpu = cpuMs(t.pid) - cpuBefore;
   return {

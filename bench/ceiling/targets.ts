@@ -4,20 +4,25 @@
  * with its master key, with a virtual key, and as bundled from other checkouts (--baseline).
  */
 import { startFloor, startScriptWorker, type ServedWorker } from "../harness/gateway.ts";
-import { floorTarget, kvgateTarget } from "../overhead/targets.ts";
+import { floorTarget, kvgateTarget, SIM_MODEL } from "../overhead/targets.ts";
 import { newWorkerd, workerdPids } from "./process-cpu.ts";
 
 export const BASE_TARGETS = ["floor", "floor-via-entry", "floor+route", "floor+body+route", "kvgate", "kvgate-key"] as const;
-/** What a streamed run measures: the per-chunk path is kvgate's and the floor's alone. */
-export const STREAM_TARGETS = ["floor", "kvgate", "kvgate-key"] as const;
-export type Name = (typeof BASE_TARGETS)[number] | `kvgate@${string}`;
+/**
+ * What a streamed run measures: the floor and the kvgate targets. kvgate-restamp is there because
+ * its chunks take the same JavaScript read loop as a key's, with a transform that does little:
+ * beside it, a key's per-chunk cost splits into that loop's and the usage reading's own.
+ */
+export const STREAM_TARGETS = ["floor", "kvgate", "kvgate-restamp", "kvgate-key"] as const;
+export type Name = (typeof BASE_TARGETS)[number] | (typeof STREAM_TARGETS)[number] | `kvgate@${string}`;
 
-const DOES: Record<(typeof BASE_TARGETS)[number], string> = {
+const DOES: Record<Exclude<Name, `kvgate@${string}`>, string> = {
   floor: "passes the request through",
   "floor-via-entry": "the same, behind Miniflare's entry Worker (a dev-tool hop)",
   "floor+route": "+ one Durable Object RPC (toy router)",
   "floor+body+route": "+ reads and re-serialises the JSON body",
   kvgate: "validates, fingerprints, routes, streams back",
+  "kvgate-restamp": "kvgate with the restamp hook: every chunk through its JavaScript read loop",
   "kvgate-key": "kvgate with a virtual key: key check, limits, usage read and recorded",
 };
 
@@ -64,22 +69,24 @@ export interface Running {
   url: string;
   /** What the target needs on each request (kvgate's key). */
   headers: Record<string, string>;
+  /** The model its clients ask for (kvgate-restamp's is not the upstream's). */
+  model: string;
   pid: number;
   /** After the warm-up: that the target did what its name says (see overhead's Target.confirm). */
   confirm?: () => Promise<string>;
   stop(): Promise<void>;
 }
 
-type Served = Pick<Running, "url" | "headers" | "confirm" | "stop">;
+type Served = Pick<Running, "url" | "headers" | "model" | "confirm" | "stop">;
 
 /** Starts `name` and finds the workerd process that serves it. `baselines`: kvgate@<commit> → its checkout. */
 export async function startTarget(name: Name, fleet: string[], baselines: ReadonlyMap<string, string>): Promise<Running> {
   const before = workerdPids();
   const upstream = fleet[0] as string;
-  const worker = (w: ServedWorker): Served => ({ url: w.url, headers: {}, stop: () => w.dispose() });
+  const worker = (w: ServedWorker): Served => ({ url: w.url, headers: {}, model: SIM_MODEL, stop: () => w.dispose() });
   let served: Served;
   if (name === "floor") served = await floorTarget(upstream);
-  else if (name === "kvgate" || name === "kvgate-key") served = await kvgateTarget(name, fleet);
+  else if (name === "kvgate" || name === "kvgate-restamp" || name === "kvgate-key") served = await kvgateTarget(name, fleet);
   else if (name.startsWith("kvgate@")) served = await kvgateTarget("kvgate", fleet, baselines.get(name) as string);
   else if (name === "floor-via-entry") served = worker(await startFloor(upstream, true));
   else served = worker(await startScriptWorker(name === "floor+route" ? floorRoute(upstream) : floorBodyRoute(upstream), { ROUTER: "ToyRouter" }));
@@ -89,6 +96,6 @@ export async function startTarget(name: Name, fleet: string[], baselines: Readon
     throw new Error(`cannot tell which workerd serves ${name} (this benchmark reads /proc, Linux only)`);
   }
   // Not spread: an overhead Target brings a name of its own (kvgate for a kvgate@ baseline).
-  const { url, headers, confirm, stop } = served;
-  return { name, pid, url, headers, stop, ...(confirm ? { confirm } : {}) };
+  const { url, headers, model, confirm, stop } = served;
+  return { name, pid, url, headers, model, stop, ...(confirm ? { confirm } : {}) };
 }
