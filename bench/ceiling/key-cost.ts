@@ -35,6 +35,8 @@ export function spread(values: readonly number[]): Spread {
 }
 
 export const KEY = "kvgate-key";
+/** A virtual key with no usage accounting (native pipe): the key check and request limits alone. */
+export const KEY_NO_USAGE = "kvgate-key-nousage";
 export const MASTER = "kvgate";
 
 /** The CPU per request of `target` in each repeat (of the runs with `chunks`), by repeat. */
@@ -107,8 +109,8 @@ export function ownPerChunk(runs: readonly CeilingRun[], targets: readonly strin
   return out;
 }
 
-/** The key's added CPU per request (and its ratio to kvgate's) in runs of one kind. */
-export function perRequest(runs: readonly CeilingRun[], chunks: number | undefined): { added: Spread; ratio: Spread } {
-  const values = (combine: (a: number, b: number) => number) => [...pairedByRepeat(runs, KEY, MASTER, chunks, combine).values()];
+/** What `target` (a virtual key) adds to kvgate's CPU per request, and its ratio to it, in runs of one kind. */
+export function perRequest(runs: readonly CeilingRun[], chunks: number | undefined, target: string = KEY): { added: Spread; ratio: Spread } {
+  const values = (combine: (a: number, b: number) => number) => [...pairedByRepeat(runs, target, MASTER, chunks, combine).values()];
   return { added: spread(values(minus)), ratio: spread(values((a, b) => a / b)) };
 }

@@ -9,7 +9,7 @@ import { readFile, writeFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import type { MachineInfo } from "../overhead/machine.ts";
 import { ascending, percentile, round as roundFigure } from "../overhead/stats.ts";
-import { KEY, ownPerChunk, perChunk, perRequest, type CeilingRun, type PerChunk, type Spread } from "./key-cost.ts";
+import { KEY, KEY_NO_USAGE, ownPerChunk, perChunk, perRequest, type CeilingRun, type PerChunk, type Spread } from "./key-cost.ts";
 import { does, type Name } from "./targets.ts";
 
 export const RESULTS = resolve(import.meta.dirname, "..", "results");
@@ -56,6 +56,8 @@ export interface KeyCost {
   cpu_us_per_request_added: Spread | null;
   /** kvgate-key / kvgate, the same runs. */
   cpu_per_request_ratio: Spread | null;
+  /** kvgate-key-nousage − kvgate: the key check and rpm / in-flight limits, without usage accounting. */
+  cpu_us_per_request_added_without_usage: Spread | null;
   /** From the streamed section whose client does not ask for usage (the key asks and strips it), else the other. */
   cpu_us_per_chunk_added: Spread | null;
   cpu_us_per_chunk_added_from_medians: number | null;
@@ -99,7 +101,9 @@ const HOW =
   "(kvgate-key − kvgate) at the shortest) / (longest − shortest chunks), streamed at c=50: the per-stream cost cancels, the per-event one stays.";
 
 export function keyCost(r: Partial<CeilingReport>): KeyCost {
-  const nonstream = r.runs && r.runs.some((x) => x.target === KEY) ? perRequest(r.runs, undefined) : null;
+  const measured = (t: string) => (r.runs ?? []).some((x) => x.target === t);
+  const nonstream = r.runs && measured(KEY) ? perRequest(r.runs, undefined) : null;
+  const withoutUsage = r.runs && measured(KEY_NO_USAGE) ? perRequest(r.runs, undefined, KEY_NO_USAGE) : null;
   const streamed = (r.streamed ?? []).map((s): StreamKeyCost => ({
     client_usage: s.client_usage,
     per_stream: s.chunks.map((chunks) => ({ chunks, cpu_us_added: perRequest(s.runs, chunks).added })),
@@ -110,6 +114,7 @@ export function keyCost(r: Partial<CeilingReport>): KeyCost {
     how: HOW,
     cpu_us_per_request_added: nonstream?.added ?? null,
     cpu_per_request_ratio: nonstream?.ratio ?? null,
+    cpu_us_per_request_added_without_usage: withoutUsage?.added ?? null,
     cpu_us_per_chunk_added: headline?.per_chunk?.added ?? null,
     cpu_us_per_chunk_added_from_medians: headline?.per_chunk?.added_from_medians ?? null,
     streamed,
@@ -158,6 +163,7 @@ function keyCostMd(k: KeyCost): string[] {
     "upstream's usage and carries it to the tenants object. Workerd CPU µs added, paired per repeat:",
     "",
     `- per request (non-streamed, c=50): ${range(k.cpu_us_per_request_added)}; × kvgate: ${range(k.cpu_per_request_ratio)}`,
+    `  - of which the key check and rpm / in-flight limits without usage accounting (kvgate-key-nousage, native pipe): ${range(k.cpu_us_per_request_added_without_usage)}`,
     `- per chunk (streamed, c=50): ${range(k.cpu_us_per_chunk_added)}; from the medians instead: ${cell(k.cpu_us_per_chunk_added_from_medians)}`,
   ];
   for (const s of k.streamed) {

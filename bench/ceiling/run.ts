@@ -11,7 +11,8 @@
  *   floor+body+route  the same plus reading the JSON body and sending it on re-serialised:
  *                     the least any prefix-routing gateway does
  *   kvgate            the gateway, no hooks, as bench:overhead runs it
- *   kvgate-key        the same with a virtual key (limits checked, usage read and recorded)
+ *   kvgate-key-nousage  the same with a virtual key: its check and rpm / in-flight limits only
+ *   kvgate-key        the same with a virtual key (every limit checked, usage read and recorded)
  * Per target: req/s and the workerd process's CPU time per request (a more direct measure of
  * what a target costs than req/s when the load generator shares the cores). Targets alternate
  * within each repeat; the medians are reported. Writes bench/results/ceiling.{json,md}.

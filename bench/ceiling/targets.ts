@@ -4,10 +4,11 @@
  * with its master key, with a virtual key, and as bundled from other checkouts (--baseline).
  */
 import { startFloor, startScriptWorker, type ServedWorker } from "../harness/gateway.ts";
+import { BENCH_KEY_NO_USAGE } from "../overhead/key-target.ts";
 import { floorTarget, kvgateTarget, SIM_MODEL } from "../overhead/targets.ts";
 import { newWorkerd, workerdPids } from "./process-cpu.ts";
 
-export const BASE_TARGETS = ["floor", "floor-via-entry", "floor+route", "floor+body+route", "kvgate", "kvgate-key"] as const;
+export const BASE_TARGETS = ["floor", "floor-via-entry", "floor+route", "floor+body+route", "kvgate", "kvgate-key-nousage", "kvgate-key"] as const;
 /**
  * What a streamed run measures: the floor and the kvgate targets. kvgate-restamp is there because
  * its chunks take the same JavaScript read loop as a key's, with a transform that does little:
@@ -23,6 +24,7 @@ const DOES: Record<Exclude<Name, `kvgate@${string}`>, string> = {
   "floor+body+route": "+ reads and re-serialises the JSON body",
   kvgate: "validates, fingerprints, routes, streams back",
   "kvgate-restamp": "kvgate with the restamp hook: every chunk through its JavaScript read loop",
+  "kvgate-key-nousage": "kvgate with a virtual key checked, rpm and in-flight limits, no usage (native pipe)",
   "kvgate-key": "kvgate with a virtual key: key check, limits, usage read and recorded",
 };
 
@@ -87,6 +89,7 @@ export async function startTarget(name: Name, fleet: string[], baselines: Readon
   let served: Served;
   if (name === "floor") served = await floorTarget(upstream);
   else if (name === "kvgate" || name === "kvgate-restamp" || name === "kvgate-key") served = await kvgateTarget(name, fleet);
+  else if (name === "kvgate-key-nousage") served = await kvgateTarget("kvgate-key", fleet, undefined, BENCH_KEY_NO_USAGE);
   else if (name.startsWith("kvgate@")) served = await kvgateTarget("kvgate", fleet, baselines.get(name) as string);
   else if (name === "floor-via-entry") served = worker(await startFloor(upstream, true));
   else served = worker(await startScriptWorker(name === "floor+route" ? floorRoute(upstream) : floorBodyRoute(upstream), { ROUTER: "ToyRouter" }));

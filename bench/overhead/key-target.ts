@@ -7,8 +7,19 @@
 import { randomBytes } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 
+/** What POST /admin/v1/keys is given. */
+export interface KeySettings {
+  name: string;
+  rpm: number;
+  max_parallel: number;
+  tpm?: number;
+  budget_tokens?: number;
+  budget_period?: "day" | "month" | "total";
+  track_usage: boolean;
+}
+
 /** Limits no benchmark window reaches (1e8 requests a minute, 1e15 tokens a month), all set. */
-export const BENCH_KEY = {
+export const BENCH_KEY: KeySettings = {
   name: "bench-overhead",
   rpm: 100_000_000,
   tpm: 10_000_000_000,
@@ -16,7 +27,14 @@ export const BENCH_KEY = {
   budget_tokens: 1e15,
   budget_period: "month",
   track_usage: true,
-} as const;
+};
+
+/**
+ * The key check and the request limits only: nothing that needs the upstream's usage, so the
+ * answer keeps the native pipe. bench:ceiling's kvgate-key-nousage, to split a key's cost into
+ * the check and limits, and the usage accounting.
+ */
+export const BENCH_KEY_NO_USAGE: KeySettings = { name: "bench-no-usage", rpm: 100_000_000, max_parallel: 100_000, track_usage: false };
 
 /** The routing object sends usage to the tenants object a second after it arrives; this allows for a loaded machine. */
 const USAGE_WAIT_MS = 15_000;
@@ -36,8 +54,8 @@ function adminHeaders(adminKey: string): Record<string, string> {
   return { authorization: `Bearer ${adminKey}`, "content-type": "application/json" };
 }
 
-export async function createVirtualKey(url: string, adminKey: string): Promise<VirtualKey> {
-  const res = await fetch(`${url}/admin/v1/keys`, { method: "POST", headers: adminHeaders(adminKey), body: JSON.stringify(BENCH_KEY) });
+export async function createVirtualKey(url: string, adminKey: string, settings: KeySettings): Promise<VirtualKey> {
+  const res = await fetch(`${url}/admin/v1/keys`, { method: "POST", headers: adminHeaders(adminKey), body: JSON.stringify(settings) });
   const text = await res.text();
   if (res.status !== 201) throw new Error(`creating the benchmark's virtual key answered ${res.status}: ${text.slice(0, 300)}`);
   const view = JSON.parse(text) as { id?: unknown; key?: unknown };

@@ -8,7 +8,7 @@ import { performance } from "node:perf_hooks";
 import type { GatewayConfigInput } from "../../src/config/schema.ts";
 import { startFloor, startGateway } from "../harness/gateway.ts";
 import { chatBodies } from "./bodies.ts";
-import { confirmKeyUsage, createVirtualKey, newAdminKey } from "./key-target.ts";
+import { BENCH_KEY, confirmKeyUsage, createVirtualKey, newAdminKey, type KeySettings } from "./key-target.ts";
 
 export const TARGET_NAMES = ["direct", "floor", "kvgate", "kvgate-restamp", "kvgate-key", "litellm", "portkey"] as const;
 export type TargetName = (typeof TARGET_NAMES)[number];
@@ -67,8 +67,11 @@ export async function floorTarget(upstream: string): Promise<Target> {
 
 export type KvgateVariant = "kvgate" | "kvgate-restamp" | "kvgate-key";
 
-/** `root`: the checkout to bundle the gateway from (this one by default). */
-export async function kvgateTarget(variant: KvgateVariant, upstreams: string[], root?: string): Promise<Target> {
+/**
+ * `root`: the checkout to bundle the gateway from (this one by default); `keySettings`: the
+ * virtual key kvgate-key makes (BENCH_KEY by default).
+ */
+export async function kvgateTarget(variant: KvgateVariant, upstreams: string[], root?: string, keySettings: KeySettings = BENCH_KEY): Promise<Target> {
   const restamp = variant === "kvgate-restamp";
   const model = restamp ? RESTAMP_CLIENT_MODEL : SIM_MODEL;
   const config = kvgateConfig(upstreams, { name: model, hooks: restamp ? ["restamp"] : [] });
@@ -78,9 +81,9 @@ export async function kvgateTarget(variant: KvgateVariant, upstreams: string[], 
   const target: Target = { name: variant, label: variant, url: w.url, model, headers: master, status: { url: `${w.url}/v1/kvgate/status`, headers: master }, stop: () => w.dispose() };
   if (!adminKey) return target;
   try {
-    const key = await createVirtualKey(w.url, adminKey);
+    const key = await createVirtualKey(w.url, adminKey, keySettings);
     target.headers = { authorization: `Bearer ${key.key}` };
-    target.confirm = async () => `usage of key ${key.id}: ${await confirmKeyUsage(w.url, adminKey, key.id)} requests recorded`;
+    if (keySettings.track_usage) target.confirm = async () => `usage of key ${key.id}: ${await confirmKeyUsage(w.url, adminKey, key.id)} requests recorded`;
     return target;
   } catch (e) {
     await w.dispose();
