@@ -37,6 +37,8 @@ export function spread(values: readonly number[]): Spread {
 export const KEY = "kvgate-key";
 /** A virtual key with no usage accounting (native pipe): the key check and request limits alone. */
 export const KEY_NO_USAGE = "kvgate-key-nousage";
+/** kvgate with the restamp hook: its chunks take the same JavaScript read loop as a key's. */
+export const RESTAMP = "kvgate-restamp";
 export const MASTER = "kvgate";
 
 /** The CPU per request of `target` in each repeat (of the runs with `chunks`), by repeat. */
@@ -79,20 +81,23 @@ export interface PerChunk {
   added_from_medians: number | null;
 }
 
-/** Per-chunk added CPU from streamed runs of two or more lengths; null with fewer. */
-export function perChunk(runs: readonly CeilingRun[]): PerChunk | null {
+/**
+ * CPU per chunk that `a` adds over `b` (a virtual key over kvgate by default) from streamed runs
+ * of two or more lengths; null with fewer.
+ */
+export function perChunk(runs: readonly CeilingRun[], a: string = KEY, b: string = MASTER): PerChunk | null {
   const span = lengthsOf(runs);
   if (!span) return null;
   const { lo, hi } = span;
-  const high = pairedByRepeat(runs, KEY, MASTER, hi, minus);
-  const low = pairedByRepeat(runs, KEY, MASTER, lo, minus);
+  const high = pairedByRepeat(runs, a, b, hi, minus);
+  const low = pairedByRepeat(runs, a, b, lo, minus);
   const values: number[] = [];
   for (const [repeat, h] of high) {
     const l = low.get(repeat);
     if (l !== undefined) values.push((h - l) / (hi - lo));
   }
   const m = (t: string, c: number) => medianCpu(runs, t, c);
-  const [kh, kl, vh, vl] = [m(KEY, hi), m(KEY, lo), m(MASTER, hi), m(MASTER, lo)];
+  const [kh, kl, vh, vl] = [m(a, hi), m(a, lo), m(b, hi), m(b, lo)];
   const fromMedians = kh !== null && kl !== null && vh !== null && vl !== null ? round((kh - kl - (vh - vl)) / (hi - lo)) : null;
   return { from_chunks: lo, to_chunks: hi, added: spread(values), added_from_medians: fromMedians };
 }

@@ -9,7 +9,7 @@ import { readFile, writeFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import type { MachineInfo } from "../overhead/machine.ts";
 import { ascending, percentile, round as roundFigure } from "../overhead/stats.ts";
-import { KEY, KEY_NO_USAGE, ownPerChunk, perChunk, perRequest, type CeilingRun, type PerChunk, type Spread } from "./key-cost.ts";
+import { KEY, KEY_NO_USAGE, RESTAMP, ownPerChunk, perChunk, perRequest, type CeilingRun, type PerChunk, type Spread } from "./key-cost.ts";
 import { does, type Name } from "./targets.ts";
 
 export const RESULTS = resolve(import.meta.dirname, "..", "results");
@@ -48,6 +48,8 @@ interface StreamKeyCost {
   /** The key's added CPU per streamed request, for each length. */
   per_stream: { chunks: number; cpu_us_added: Spread }[];
   per_chunk: PerChunk | null;
+  /** kvgate-key over kvgate-restamp, per chunk: what reading the usage adds to the JavaScript read loop both take. */
+  per_chunk_over_restamp: PerChunk | null;
 }
 
 export interface KeyCost {
@@ -108,6 +110,7 @@ export function keyCost(r: Partial<CeilingReport>): KeyCost {
     client_usage: s.client_usage,
     per_stream: s.chunks.map((chunks) => ({ chunks, cpu_us_added: perRequest(s.runs, chunks).added })),
     per_chunk: perChunk(s.runs),
+    per_chunk_over_restamp: s.runs.some((x) => x.target === RESTAMP) ? perChunk(s.runs, KEY, RESTAMP) : null,
   }));
   const headline = streamed.find((s) => !s.client_usage && s.per_chunk) ?? streamed.find((s) => s.per_chunk);
   return {
@@ -171,6 +174,8 @@ function keyCostMd(k: KeyCost): string[] {
     lines.push(`- streamed, ${who}:`);
     for (const p of s.per_stream) lines.push(`  - per ${p.chunks}-chunk stream: ${range(p.cpu_us_added)}`);
     if (s.per_chunk) lines.push(`  - per chunk (${s.per_chunk.from_chunks} → ${s.per_chunk.to_chunks} chunks): ${range(s.per_chunk.added)}; from the medians: ${cell(s.per_chunk.added_from_medians)}`);
+    const r = s.per_chunk_over_restamp;
+    if (r) lines.push(`  - per chunk over kvgate-restamp, whose chunks take the same JavaScript read loop: ${range(r.added)}; from the medians: ${cell(r.added_from_medians)}`);
   }
   lines.push("", k.how, "");
   return lines;
