@@ -1,8 +1,8 @@
 /**
  * kvgate-key: kvgate's gateway with an admin key, and a virtual key made through the admin API
  * that the client sends instead of the master key. Its limits are set far above what the load
- * can reach, so none refuses, but every one is checked; usage tracking is on, so every answer
- * takes the relay path that reads the upstream's usage and carries it to the tenants object.
+ * can reach, so none refuses, but every one is checked; usage tracking is on, so every answer's
+ * usage is read (a stream's by the JavaScript relay) and carried to the tenants object.
  */
 import { randomBytes } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";

@@ -130,8 +130,8 @@ npx node bench/peers/install.ts            # both; or: npx node bench/peers/inst
 - kvgate-key is kvgate's gateway and config with an admin key; the client sends a virtual key made
   through \`POST /admin/v1/keys\` with rpm 10⁸, tpm 10¹⁰, max_parallel 10⁵, a budget of 10¹⁵ tokens a
   month and usage tracking on (bench/overhead/key-target.ts): far above the load, so nothing is
-  refused, but every limit is checked, and every answer takes the relay path that reads the
-  upstream's usage and sends it with the lease's release. After its warm-up the run stops unless
+  refused, but every limit is checked, and every answer's usage is read (a stream's by the
+  JavaScript relay) and sent with the lease's release. After its warm-up the run stops unless
   \`GET /admin/v1/usage?key=ID\` shows recorded requests. Its streams ask for
   \`stream_options.include_usage\` themselves, so the usage event is passed on, not stripped.
 - Each figure is the median (by req/s) of the repeats; warm-up traffic first, per target.
