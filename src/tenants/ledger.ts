@@ -80,18 +80,12 @@ export class TenantLedger {
     if (!usage && !served) return;
     const tokens = usage ? usage.prompt + usage.completion : 0;
     const day = dayOf(now);
-    const id = `${key}\n${day}\n${where.model}\n${where.backend}`;
-    let row = this.pending.get(id);
-    if (!row) {
-      row = { key, day, model: where.model, backend: where.backend, promptTokens: 0, completionTokens: 0, cachedTokens: 0, requests: 0, costMicros: 0 };
-      this.pending.set(id, row);
-    }
-    if (served) row.requests++;
+    this.addPending({
+      key, day, model: where.model, backend: where.backend,
+      promptTokens: usage?.prompt ?? 0, completionTokens: usage?.completion ?? 0, cachedTokens: usage?.cached ?? 0,
+      requests: served ? 1 : 0, costMicros: usage ? where.costMicros : 0,
+    });
     if (!usage) return;
-    row.promptTokens += usage.prompt;
-    row.completionTokens += usage.completion;
-    row.cachedTokens += usage.cached;
-    row.costMicros += where.costMicros;
     k.tokens.add(now, tokens);
     addTo(k.unacked, day, tokens, where.costMicros);
   }
@@ -130,19 +124,22 @@ export class TenantLedger {
   /** The batch did not arrive: its rows wait for the next one. */
   unsent(rows: UsageRow[]): void {
     this.sending = null;
-    for (const r of rows) {
-      const id = `${r.key}\n${r.day}\n${r.model}\n${r.backend}`;
-      const row = this.pending.get(id);
-      if (!row) {
-        this.pending.set(id, r);
-        continue;
-      }
-      row.promptTokens += r.promptTokens;
-      row.completionTokens += r.completionTokens;
-      row.cachedTokens += r.cachedTokens;
-      row.requests += r.requests;
-      row.costMicros += r.costMicros;
+    for (const r of rows) this.addPending(r);
+  }
+
+  /** Sums a row into the one waiting for its key, day, model and backend. */
+  private addPending(r: UsageRow): void {
+    const id = `${r.key}\n${r.day}\n${r.model}\n${r.backend}`;
+    const row = this.pending.get(id);
+    if (!row) {
+      this.pending.set(id, { ...r });
+      return;
     }
+    row.promptTokens += r.promptTokens;
+    row.completionTokens += r.completionTokens;
+    row.cachedTokens += r.cachedTokens;
+    row.requests += r.requests;
+    row.costMicros += r.costMicros;
   }
 
   /** Forgets keys idle here with nothing in flight and nothing unsent. */
