@@ -9,11 +9,13 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
+import { createInterface } from "node:readline";
 import { startFleet } from "./fleet/index.ts";
 import { moveFleet, wranglerDevConfig } from "./harness/dev-config.ts";
 import { freePort } from "./harness/free-port.ts";
 import { newDevKeys } from "./start/api-key.ts";
 import { readyBanner } from "./start/banner.ts";
+import { readableLogLine } from "./start/log-lines.ts";
 import { DEFAULT_FLEET_PORT, FLEET_WORKERS, HOST, MODEL, fleetUrls, startOptions, startUsage, wantsHelp } from "./start/options.ts";
 import { portRefusal } from "./start/port-taken.ts";
 import { wranglerDevArgs } from "./start/wrangler-dev.ts";
@@ -87,10 +89,13 @@ const stateDir = await mkdtemp(join(tmpdir(), "kvgate-dev-state-"));
 const wranglerBin = join(dirname(createRequire(import.meta.url).resolve("wrangler/package.json")), "bin", "wrangler.js");
 const args = wranglerDevArgs({ host: HOST, port, masterKeyEnv: devConfig.auth.masterKeyEnv, keys, persistTo: stateDir, config: moved });
 const gateway = spawn(process.execPath, [wranglerBin, ...args], {
-  stdio: ["ignore", "inherit", "inherit"],
+  // Its stdout carries the Worker's log lines: shown readably (bench/start/log-lines.ts).
+  stdio: ["ignore", "pipe", "inherit"],
   // Offline-friendly: no fetch of Cloudflare's request.cf sample, no telemetry.
   env: { ...process.env, CLOUDFLARE_CF_FETCH_ENABLED: "false", WRANGLER_SEND_METRICS: "false" },
 });
+
+createInterface({ input: gateway.stdout, crlfDelay: Infinity }).on("line", (line) => process.stdout.write(`${readableLogLine(line)}\n`));
 
 let stopping = false;
 async function stop(code: number): Promise<never> {

@@ -5,6 +5,7 @@ import { applyCommand } from "../src/fleet/apply.ts";
 import type { AdminCommand, AdminResult, FleetRegistryRpc, FleetSnapshot } from "../src/fleet/protocol.ts";
 import { FleetRegistry as Fleet, RegistryError, type Change, type GroupRecord } from "../src/fleet/registry.ts";
 import type { ModelGroupRpc } from "../src/routing/protocol.ts";
+import { logEvent } from "../src/logging/event-log.ts";
 
 /** What the registry needs of its environment: the config (for its seed) and the groups' routing objects. */
 export interface RegistryEnv {
@@ -55,6 +56,7 @@ export class FleetRegistry extends DurableObject<RegistryEnv> implements FleetRe
       return { ok: false, status: e.status, code: e.code, message: e.message, param: e.param };
     }
     this.persist();
+    logRegistry(cmd.op, this.fleet.rev, change);
     const routing = await this.push(change);
     return { ok: true, rev: this.fleet.rev, ...change, routing };
   }
@@ -62,6 +64,7 @@ export class FleetRegistry extends DurableObject<RegistryEnv> implements FleetRe
   override async alarm(): Promise<void> {
     const change = this.fleet.expire(Date.now());
     this.persist();
+    logRegistry("expire", this.fleet.rev, change);
     await this.push(change);
   }
 
@@ -105,4 +108,10 @@ export class FleetRegistry extends DurableObject<RegistryEnv> implements FleetRe
     for (const f of failed) console.error(`kvgate: pushing a fleet change to a routing object failed: ${String((f as PromiseRejectedResult).reason)}`);
     return failed.length === 0 ? "applied" : "pending";
   }
+}
+
+/** The registry's event line for a change that changed something: heartbeats that move nothing write none. */
+function logRegistry(op: string, rev: number, change: Change): void {
+  if (change.changed.length + change.removed.length === 0) return;
+  logEvent("registry", "info", { op, rev, changed: change.changed, removed: change.removed });
 }

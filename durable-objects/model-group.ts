@@ -3,6 +3,7 @@ import type { ResolvedGroup } from "../src/config/load.ts";
 import { PUBLIC_REACH, reachOf, type UpstreamReach } from "../src/config/upstream-access.ts";
 import { backendKey, type SavedBreaker } from "../src/routing/backend.ts";
 import { GroupRouter } from "../src/routing/group-router.ts";
+import { logEvent } from "../src/logging/event-log.ts";
 import type { DecisionView } from "../src/metrics/decisions.ts";
 import type { GroupMetrics } from "../src/metrics/group-metrics.ts";
 import type { GroupStatus, LeaseRelease, LeaseRenewal, LimitRefusal, ModelGroupRpc, RouteCall, RouteDecision, RouteRefusal, VersionRefusal } from "../src/routing/protocol.ts";
@@ -213,6 +214,9 @@ export class ModelGroup extends DurableObject<GroupEnv> implements ModelGroupRpc
     if (this.usageDueAt === null && r.ledger.pendingRows > 0) this.usageDueAt = Date.now() + USAGE_FLUSH_MS;
     const breakers = r.takeBreakerChanges();
     if (breakers.length > 0) this.putAll(breakers.map(({ key, saved }) => [BREAKER + key, saved]));
+    for (const { backend, from, saved } of breakers) {
+      if (from !== saved.state) logEvent("breaker", saved.state === "open" ? "warn" : "info", { group: r.name, backend, from, to: saved.state });
+    }
     const dropped = r.takeDropped();
     if (dropped.versions.length + dropped.backends.length > 0) {
       this.deleteKeys([...dropped.versions.map((v) => VIEW + v), ...dropped.backends.flatMap((k) => [BREAKER + k, AFFINITY + k])]);

@@ -14,6 +14,10 @@ const envName = () => z.string().check(z.regex(/^[A-Za-z_][A-Za-z0-9_]*$/));
 export const STRATEGIES = ["round-robin", "random", "least-loaded", "prefix-aware"] as const;
 export type Strategy = (typeof STRATEGIES)[number];
 
+/** Log line levels, least severe first: a level writes itself and those after it. */
+export const LOG_LEVELS = ["debug", "info", "warn", "error"] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
 export const HOOK_NAMES = ["restamp"] as const;
 export type HookName = (typeof HOOK_NAMES)[number];
 
@@ -217,6 +221,8 @@ const AUTH_DEFAULTS = { masterKeyEnv: "KVGATE_MASTER_KEY", adminKeyEnv: "KVGATE_
 
 const LIMIT_DEFAULTS = { maxBodyBytes: 4 * 1024 * 1024, maxMessages: 4096, maxTools: 1024, maxContentParts: 8192, maxToolCalls: 8192 };
 
+const LOGGING_DEFAULTS = { sampleRate: 1, level: "info" as const };
+
 export const GatewayConfigSchema = z.strictObject({
   /**
    * Every /v1 request needs the master key; nothing in a request (its Host, its origin) waives it.
@@ -257,6 +263,23 @@ export const GatewayConfigSchema = z.strictObject({
       maxToolCalls: z._default(positiveInt(), LIMIT_DEFAULTS.maxToolCalls),
     }),
     LIMIT_DEFAULTS,
+  ),
+  /**
+   * The JSON line each request leaves on the console (Workers Logs, `wrangler tail`, Logpush). A
+   * request is sampled once, when it comes in (sampleRate 0..1); an unsampled one does no logging
+   * work. Lines under `level` are not written (a 2xx is info, a 4xx warn, a 5xx error).
+   */
+  logging: z._default(
+    z.strictObject({
+      requests: z._default(
+        z.strictObject({
+          sampleRate: z._default(z.number().check(z.minimum(0), z.maximum(1)), LOGGING_DEFAULTS.sampleRate),
+          level: z._default(z.enum(LOG_LEVELS), LOGGING_DEFAULTS.level),
+        }),
+        LOGGING_DEFAULTS,
+      ),
+    }),
+    { requests: LOGGING_DEFAULTS },
   ),
   /** How long an isolate holds finished leases for its next route call before flushing them. */
   releaseFlushMs: z._default(nonNegativeInt(), 10),

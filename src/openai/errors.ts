@@ -54,8 +54,17 @@ export class GatewayError extends Error {
   /** The error as the client receives it: its status, its headers, the OpenAI-shaped body. */
   toResponse(): Response {
     const headers: Record<string, string> = { "content-type": "application/json", ...this.headers };
-    return new Response(JSON.stringify(this.body()), { status: this.status, headers });
+    const res = new Response(JSON.stringify(this.body()), { status: this.status, headers });
+    if (this.code !== null) codes.set(res, String(this.code));
+    return res;
   }
+}
+
+/** Each error answer's code, for the request's log line: known without reading the body back. */
+const codes = new WeakMap<Response, string>();
+
+export function errorCodeOf(res: Response): string | null {
+  return codes.get(res) ?? null;
 }
 
 export const badRequest = (message: string, param: string | null = null, code = "invalid_request") =>

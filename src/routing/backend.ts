@@ -53,8 +53,9 @@ export class Backend implements BackendView {
   /** What its leases did: outcomes, reasons, latencies, tokens. */
   readonly counters = new BackendCounters();
   ttftEwmaMs: number | null = null;
-  /** Changed since last saved. */
+  /** Changed since last saved; `breakerFrom`: the state it left then. */
   breakerDirty = false;
+  breakerFrom: BreakerState | null = null;
   affinityDirty = false;
 
   constructor(d: ResolvedDeployment, g: ResolvedGroup) {

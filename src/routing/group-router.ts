@@ -4,6 +4,7 @@ import { DecisionRing } from "../metrics/decisions.ts";
 import type { GroupMetrics } from "../metrics/group-metrics.ts";
 import { KeyCounters } from "../metrics/key-counters.ts";
 import { Backend, backendKey, CHARS_PER_TOKEN, type SavedBreaker } from "./backend.ts";
+import type { BreakerState } from "./breaker.ts";
 import { HotPrefixes } from "./hot-prefixes.ts";
 import { LeaseTable, type Lease } from "./leases.ts";
 import { prefixCapacities } from "./prefix-budget.ts";
@@ -249,7 +250,7 @@ export class GroupRouter {
     const trial = isTrial(lease, b);
     if (r.outcome === "ok" || r.outcome === "upstream-error") b.breaker.record(r.outcome === "ok", now, trial);
     else b.breaker.abandon(trial);
-    if (b.breaker.state !== before) this.breakerChanged(b, now);
+    if (b.breaker.state !== before) this.breakerChanged(b, now, before);
     if (lease.lesson && NOT_SERVED.has(r.outcome)) {
       b.prefixes.unlearn(lease.lesson);
       b.affinityDirty = this.affinityPending = true;
@@ -325,7 +326,7 @@ export class GroupRouter {
     if (!b) return;
     const before = b.breaker.state;
     b.breaker.probed(good, now);
-    if (b.breaker.state !== before) this.breakerChanged(b, now);
+    if (b.breaker.state !== before) this.breakerChanged(b, now, before);
   }
 
   /** When the object next has work of its own: a lease to reclaim or a probe to send. */
@@ -338,13 +339,14 @@ export class GroupRouter {
     return at;
   }
 
-  /** Breakers that changed state since the last call, by backend key, to persist. */
-  takeBreakerChanges(): { key: string; saved: SavedBreaker }[] {
-    const out: { key: string; saved: SavedBreaker }[] = [];
+  /** Breakers that changed state since the last call, by backend key, to persist (and, by id, the state each left). */
+  takeBreakerChanges(): { key: string; saved: SavedBreaker; backend: string; from: BreakerState }[] {
+    const out: { key: string; saved: SavedBreaker; backend: string; from: BreakerState }[] = [];
     for (const b of this.backends.values()) {
       if (!b.breakerDirty) continue;
       b.breakerDirty = false;
-      out.push({ key: b.key, saved: b.savedBreaker() });
+      out.push({ key: b.key, saved: b.savedBreaker(), backend: b.id, from: b.breakerFrom ?? b.breaker.state });
+      b.breakerFrom = null;
     }
     return out;
   }
@@ -469,8 +471,9 @@ export class GroupRouter {
     this.dropped.backends.push(b.key);
   }
 
-  private breakerChanged(b: Backend, now: number): void {
+  private breakerChanged(b: Backend, now: number, from: BreakerState): void {
     b.breakerDirty = true;
+    b.breakerFrom ??= from;
     // A backend just opened is probed soon: a short outage should not wait out openMs.
     if (b.breaker.state === "open") b.nextProbeAt = now + b.probeIntervalMs * (0.5 + this.rng());
   }

@@ -1,8 +1,8 @@
 import { randomBytes } from "node:crypto";
-import { createServer, type AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { startFleet, type Fleet } from "../../bench/fleet/index.ts";
 import type { DecisionView } from "../../src/metrics/decisions.ts";
+import { closedPort } from "../support/closed-port.ts";
 import { EVENTUALLY, startTestGateway, type TestGateway } from "./gateway.ts";
 import { ensurePython, runPython } from "./python.ts";
 
@@ -21,15 +21,6 @@ const metricsKey = `sk-metrics-${randomBytes(16).toString("hex")}`;
 const issued: string[] = [];
 
 const sim = (i: number) => ({ id: `sim-${i}`, baseUrl: fleet.urls[i] as string, model: "sim-7b" });
-
-/** A loopback port nothing listens on: a GPU server that is down. */
-async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-  const { port } = server.address() as AddressInfo;
-  await new Promise((r) => server.close(r));
-  return port;
-}
 
 beforeAll(async () => {
   await ensurePython();

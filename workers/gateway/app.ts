@@ -9,6 +9,7 @@ import type { AppEnv } from "./app-env.ts";
 import { admitCaller, EXPOSED, keyCors, keyPreflight } from "./admit.ts";
 import { allowsModel } from "../../src/tenants/route-tenant.ts";
 import { mountEndpoints } from "./endpoints.ts";
+import { requestLogger } from "./request-logger.ts";
 import { mountMetrics } from "./metrics.ts";
 import { groupObject } from "./group-object.ts";
 import { proxyCompletion } from "./proxy.ts";
@@ -39,6 +40,7 @@ export function buildApp(config: LoadedConfig): Hono<AppEnv> {
   mountAdmin(app, config);
   mountMetrics(app, config);
 
+  app.use("/v1/*", requestLogger(config.logging.requests));
   app.use("/v1/*", async (c, next) => {
     await admitCaller(c, config);
     await next();
@@ -55,10 +57,10 @@ export function buildApp(config: LoadedConfig): Hono<AppEnv> {
   });
 
   const completion = (endpoint: Endpoint) => (c: Context<AppEnv>) =>
-    proxyCompletion({ endpoint, req: c.req.raw, env: c.env, ctx: c.executionCtx, config, requestId: c.get("requestId"), startedAt: c.get("startedAt"), caller: c.get("caller") });
+    proxyCompletion({ endpoint, req: c.req.raw, env: c.env, ctx: c.executionCtx, config, requestId: c.get("requestId"), startedAt: c.get("startedAt"), caller: c.get("caller"), log: c.get("log") });
   app.post("/v1/chat/completions", completion("chat"));
   app.post("/v1/completions", completion("completions"));
-  app.all("/v1/realtime", (c) => openRealtime({ req: c.req.raw, env: c.env, ctx: c.executionCtx, config, requestId: c.get("requestId"), startedAt: c.get("startedAt"), caller: c.get("caller") }));
+  app.all("/v1/realtime", (c) => openRealtime({ req: c.req.raw, env: c.env, ctx: c.executionCtx, config, requestId: c.get("requestId"), startedAt: c.get("startedAt"), caller: c.get("caller"), log: c.get("log") }));
   mountEndpoints(app, config, completion);
 
   app.get("/v1/kvgate/status", async (c) => {

@@ -1,7 +1,7 @@
 import type { ResolvedDeployment, ResolvedGroup } from "../../src/config/load.ts";
 import type { FailoverCause } from "../../src/config/schema.ts";
 import { reachOf, type UpstreamFetcher } from "../../src/config/upstream-access.ts";
-import type { HookContext } from "../../src/hooks/types.ts";
+import type { CompletionSummary, HookContext } from "../../src/hooks/types.ts";
 import { pipelineFor } from "../config.ts";
 import { badGateway, badRequest, GatewayError, gatewayTimeout, unavailable } from "../../src/openai/errors.ts";
 import type { LeaseOutcome, RouteDecision } from "../../src/routing/protocol.ts";
@@ -119,6 +119,7 @@ export async function attempt(a: AttemptInput): Promise<AttemptResult> {
 
   const sentAt = performance.now();
   const routing = routingHeaders(decision, deployment, sentAt - p.startedAt, p.requestId, a.attempts, a.fellBack ? group.name : null);
+  p.log?.routed(group.name, deployment.id, routing["x-kvgate-reason"] as string, decision.matched, decision.total, a.attempts);
   const failed = (response: Response, verdict: LeaseOutcome, cause: FailoverCause, retryAfterMs: number | null, retryable = true): AttemptResult => {
     detach();
     return { kind: "failed", response: withHeaders(response, routing), lease, verdict, failure: { cause, retryAfterMs }, retryable };
@@ -191,8 +192,9 @@ export async function attempt(a: AttemptInput): Promise<AttemptResult> {
     }
     detach();
     deadline.clear();
-    const u = readUsage(new Uint8Array(whole, Math.max(0, whole.byteLength - USAGE_TAIL_BYTES)));
-    lease.settle("ok", { ttftMs: headersAt - sentAt, durationMs: performance.now() - sentAt, usage: tokenUsage(u) });
+    const usage = tokenUsage(readUsage(new Uint8Array(whole, Math.max(0, whole.byteLength - USAGE_TAIL_BYTES))));
+    lease.settle("ok", { ttftMs: headersAt - sentAt, durationMs: performance.now() - sentAt, usage });
+    p.log?.served(headersAt, usage);
     return { kind: "answered", response: new Response(whole, { status: 200, headers: out }), rejected: false };
   }
   if (!stream && !pipeline.readsUsage && transforms.length === 0 && pipeline.complete.length === 0 && deadline.totalMs === undefined) {
@@ -203,8 +205,11 @@ export async function attempt(a: AttemptInput): Promise<AttemptResult> {
     // Its body came with its headers: the time to them is its first token's, and its whole answer's.
     const headersMs = performance.now() - sentAt;
     lease.settle("ok", { ttftMs: headersMs, durationMs: headersMs });
+    p.log?.served(headersAt, undefined);
     return { kind: "answered", response: new Response(up.body, { status: 200, headers: out }), rejected: false };
   }
+  let stalled = false;
+  p.log?.awaitBody();
   const relayed = relay(up.body as ReadableStream<Uint8Array>, {
     transforms,
     sse: stream,
@@ -214,18 +219,19 @@ export async function attempt(a: AttemptInput): Promise<AttemptResult> {
     readUsage: pipeline.readsUsage,
     clientGone: () => p.req.signal.aborted,
     onClientGone: () => abort.abort(new Error("client disconnected")),
-    ...(stream && group.streamIdleTimeoutMs ? { idleTimeoutMs: group.streamIdleTimeoutMs, onIdle: () => abort.abort(new Error("upstream stream stalled")), keepAliveMs: group.streamKeepAliveMs } : {}),
+    ...(stream && group.streamIdleTimeoutMs ? { idleTimeoutMs: group.streamIdleTimeoutMs, onIdle: () => ((stalled = true), abort.abort(new Error("upstream stream stalled"))), keepAliveMs: group.streamKeepAliveMs } : {}),
     onEnd: (summary) => {
       detach();
       deadline.clear();
       if (summary.outcome === "client-abort") abort.abort(new Error("client disconnected"));
       // A body the gateway's own limit cut was abandoned, not failed.
       const cut = deadline.expired || timedOut === "generation";
-      lease.settle(cut && summary.outcome === "upstream-error" ? "client-abort" : summary.outcome, {
-        ttftMs: summary.ttftMs ?? undefined,
-        durationMs: performance.now() - sentAt,
-        usage: tokenUsage(summary.usage),
-      });
+      const usage = tokenUsage(summary.usage);
+      lease.settle(cut && summary.outcome === "upstream-error" ? "client-abort" : summary.outcome, { ttftMs: summary.ttftMs ?? undefined, durationMs: performance.now() - sentAt, usage });
+      if (p.log) {
+        p.log.served(summary.ttftMs === null ? null : sentAt + summary.ttftMs, usage);
+        p.log.bodyEnded(performance.now(), endCode(summary.outcome, stalled));
+      }
       for (const h of pipeline.complete) ctx.waitUntil(Promise.resolve(h.onComplete?.(summary, hookCtx)));
     },
   });
@@ -251,6 +257,13 @@ async function fetchOnce(via: UpstreamFetcher | null, url: string, init: Request
 function withHeaders(res: Response, headers: Record<string, string>): Response {
   for (const [k, v] of Object.entries(headers)) res.headers.set(k, v);
   return res;
+}
+
+/** How a relayed body's end reads in the request's log: null, or the code of what cut it (the stream's error event's, or the client's leaving). */
+function endCode(outcome: CompletionSummary["outcome"], stalled: boolean): string | null {
+  if (outcome === "ok") return null;
+  if (outcome === "client-abort") return "client_closed_request";
+  return stalled ? "upstream_stream_stalled" : "upstream_stream_error";
 }
 
 /** Attempt number `attempt` (1 for the first) is a failover: it follows a failed one, or serves a fallback group. */

@@ -3,6 +3,8 @@ import type { LeaseOutcome, LimitRefusal, RouteRefusal, RouteTenant } from "../.
 import { forbidden, GatewayError, notFound, overLimit, unavailable } from "../../src/openai/errors.ts";
 import { allowsModel, routeTenant } from "../../src/tenants/route-tenant.ts";
 import { isServerSide, nextStep } from "../../src/upstream/retry.ts";
+import { logEvent } from "../../src/logging/event-log.ts";
+import type { RequestLog } from "../../src/logging/request-log.ts";
 import type { LoadedConfig } from "../config.ts";
 import type { Env, WaitUntil } from "../env.ts";
 import { freshGroup, loadFleet } from "../fleet.ts";
@@ -22,6 +24,8 @@ export interface ProxyInput {
   requestId: string;
   startedAt: number;
   caller: Caller;
+  /** The request's log line, when it was sampled. */
+  log: RequestLog | null;
 }
 
 /**
@@ -36,6 +40,7 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
   const { config, env } = p;
   const raw = await readJsonBody(p.req, config.limits.maxBodyBytes);
   const { body, chain: fingerprint } = validate(p.endpoint, raw, config);
+  p.log?.asked(body.model, body.stream === true);
   let byModel = config.byModel;
   let primary = byModel.get(body.model);
   if (!primary) ({ group: primary, byModel } = await groupAddedSince(env, body.model));
@@ -108,6 +113,7 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
       const step = result.retryable ? nextStep(primary.failover, attempts, result.failure, deadline.msLeft()) : ({ retry: false } as const);
       if (!step.retry) return last;
       exclude.push(result.lease.backendId);
+      if (p.log) logEvent("failover", "warn", { request_id: p.requestId, group: group.name, backend: result.lease.backendId, cause: result.failure.cause, next_attempt: attempts + 1 });
       if (step.waitMs > 0) await new Promise((r) => setTimeout(r, step.waitMs));
       if (p.req.signal.aborted) throw new GatewayError(499, "invalid_request_error", "client disconnected", "client_closed_request");
     }

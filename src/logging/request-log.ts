@@ -1,0 +1,121 @@
+import type { LogLevel } from "../config/schema.ts";
+import type { TokenUsage } from "../routing/protocol.ts";
+import { atLeast } from "./event-log.ts";
+
+/** The request line's fields: snake_case and stable, since dashboards and Logpush jobs read them. */
+export interface RequestLine {
+  type: "request";
+  /** When the request came in. */
+  time: string;
+  level: LogLevel;
+  request_id: string;
+  /** A virtual key's id, "master", or null when the caller was not authenticated. */
+  key_id: string | null;
+  method: string;
+  path: string;
+  model: string | null;
+  group: string | null;
+  backend: string | null;
+  reason: string | null;
+  matched_blocks: number | null;
+  total_blocks: number | null;
+  attempts: number;
+  status: number;
+  /** From the request's arrival to the upstream's first byte, as the client waited for it. */
+  ttft_ms: number | null;
+  /** From the request's arrival to its end: the last byte of a relayed body, or the answer. */
+  duration_ms: number | null;
+  prompt_tokens: number | null;
+  completion_tokens: number | null;
+  cached_tokens: number | null;
+  error_code: string | null;
+  stream: boolean;
+}
+
+export interface RequestLogSettings {
+  sampleRate: number;
+  level: LogLevel;
+}
+
+/**
+ * One request's line, filled in as the request goes and written once, when it has ended: when it
+ * is answered, or — for a relayed body — when that body ended, whichever comes last. Whoever
+ * relays a body says so (`awaitBody`) before the answer goes out.
+ */
+export class RequestLog {
+  private readonly line: RequestLine;
+  private readonly startedAt: number;
+  private readonly min: LogLevel;
+  private waits = 1;
+
+  constructor(requestId: string, method: string, path: string, startedAt: number, min: LogLevel) {
+    this.startedAt = startedAt;
+    this.min = min;
+    this.line = {
+      type: "request", time: new Date().toISOString(), level: "info", request_id: requestId, key_id: null, method, path,
+      model: null, group: null, backend: null, reason: null, matched_blocks: null, total_blocks: null, attempts: 0, status: 0,
+      ttft_ms: null, duration_ms: null, prompt_tokens: null, completion_tokens: null, cached_tokens: null, error_code: null, stream: false,
+    };
+  }
+
+  asked(model: string, stream: boolean): void {
+    this.line.model = model;
+    this.line.stream = stream;
+  }
+
+  /** The attempt going out: the last one's routing is the request's. */
+  routed(group: string, backend: string, reason: string, matched: number, total: number, attempts: number): void {
+    const l = this.line;
+    l.group = group;
+    l.backend = backend;
+    l.reason = reason;
+    l.matched_blocks = matched;
+    l.total_blocks = total;
+    l.attempts = attempts;
+  }
+
+  /** The upstream's first byte, `firstByteAt` on the request's clock; and its usage, when it was read. */
+  served(firstByteAt: number | null, usage: TokenUsage | undefined): void {
+    if (firstByteAt !== null) this.line.ttft_ms = round(firstByteAt - this.startedAt);
+    if (usage) {
+      this.line.prompt_tokens = usage.prompt;
+      this.line.completion_tokens = usage.completion;
+      this.line.cached_tokens = usage.cached;
+    }
+  }
+
+  /** The answer's body is relayed: the line waits for its end too. */
+  awaitBody(): void {
+    this.waits++;
+  }
+
+  /** A relayed body ended at `now`; `errorCode` when it was cut (the stream's error event's code, or the client's leaving). */
+  bodyEnded(now: number, errorCode: string | null): void {
+    if (errorCode !== null) this.line.error_code = errorCode;
+    this.end(now);
+  }
+
+  /** The answer went out, at `now`: its status, who called, the error code of an error answer. */
+  answered(now: number, status: number, keyId: string | null, errorCode: string | null): void {
+    const l = this.line;
+    l.status = status;
+    l.key_id = keyId;
+    if (errorCode !== null) l.error_code = errorCode;
+    l.level = status >= 500 ? "error" : status >= 400 ? "warn" : "info";
+    this.end(now);
+  }
+
+  private end(now: number): void {
+    if (--this.waits > 0) return;
+    this.line.duration_ms = round(now - this.startedAt);
+    if (atLeast(this.line.level, this.min)) console.log(JSON.stringify(this.line));
+  }
+}
+
+/** The request's log, or null for one not sampled: decided once, when it comes in. */
+export function sampleRequest(s: RequestLogSettings, requestId: string, method: string, path: string, startedAt: number): RequestLog | null {
+  if (s.sampleRate < 1 && !(Math.random() < s.sampleRate)) return null;
+  return new RequestLog(requestId, method, path, startedAt, s.level);
+}
+
+const round = (ms: number) => Math.round(ms * 100) / 100;

@@ -1,0 +1,230 @@
+import { randomBytes } from "node:crypto";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { startFleet, type Fleet } from "../../bench/fleet/index.ts";
+import type { RequestLine } from "../../src/logging/request-log.ts";
+import { closedPort } from "../support/closed-port.ts";
+import { EVENTUALLY, startTestGateway, type TestGateway } from "./gateway.ts";
+
+/**
+ * The gateway's log lines as Workers Logs receives them: the bundled gateway in workerd on a real
+ * socket, the simulated fleet (and a port nobody listens on) as the GPUs; `logs` holds what workerd
+ * printed. Each request leaves one JSON line once it has ended, failovers, breakers and registry
+ * changes leave event lines, and the config's sampling rate and level decide what is written.
+ */
+
+let fleet: Fleet;
+let gw: TestGateway;
+const adminKey = `sk-admin-${randomBytes(16).toString("hex")}`;
+/** Every key string this file used: none may appear in a log line. */
+const secrets: string[] = [adminKey];
+/** Text of prompts sent here: none may appear in a log line. */
+const PROMPT = `tell me about the quartz-zebra-${randomBytes(6).toString("hex")}`;
+
+const sim = (i: number) => ({ id: `sim-${i}`, baseUrl: fleet.urls[i] as string, model: "sim-7b" });
+
+beforeAll(async () => {
+  fleet = await startFleet({ workers: 4, basePort: 0, preset: "instant", servedModelName: "sim-7b" });
+  const dead = `http://127.0.0.1:${await closedPort()}`;
+  gw = await startTestGateway(
+    {
+      modelGroups: [
+        { name: "m", deployments: [sim(0), sim(1)] },
+        // Round-robin sends each request to the dead server first, until its breaker opens (after 2 failures).
+        { name: "m-failover", strategy: "round-robin", breaker: { consecutiveFailures: 2, openMs: 600_000 }, deployments: [{ id: "dead", baseUrl: dead, model: "sim-7b" }, sim(2)] },
+      ],
+    },
+    { KVGATE_ADMIN_KEY: adminKey },
+  );
+  secrets.push(gw.key);
+}, 180_000);
+afterAll(async () => {
+  await gw?.close();
+  await fleet?.close();
+});
+
+type Line = Record<string, unknown>;
+
+/** The JSON lines of `type` a gateway wrote. */
+function lines(g: TestGateway, type: "request" | "event"): Line[] {
+  const out: Line[] = [];
+  for (const l of g.logs) {
+    const at = l.indexOf(`{"type":"${type}"`);
+    if (at >= 0) out.push(JSON.parse(l.slice(at)) as Line);
+  }
+  return out;
+}
+
+const requestLines = (g: TestGateway, id: string) => lines(g, "request").filter((l) => l.request_id === id);
+const events = (g: TestGateway, name: string) => lines(g, "event").filter((l) => l.event === name);
+
+/** The one request line of request `id`, once written. */
+async function lineOf(g: TestGateway, id: string): Promise<RequestLine> {
+  await vi.waitFor(() => expect(requestLines(g, id).length).toBeGreaterThan(0), EVENTUALLY);
+  // Written once: nothing more comes a moment later.
+  await new Promise((r) => setTimeout(r, 100));
+  const found = requestLines(g, id);
+  expect(found).toHaveLength(1);
+  return found[0] as unknown as RequestLine;
+}
+
+async function admin(g: TestGateway, method: string, path: string, body?: unknown): Promise<Response> {
+  return fetch(`${g.url}/admin/v1${path}`, { method, headers: { authorization: `Bearer ${adminKey}`, "content-type": "application/json" }, body: body === undefined ? undefined : JSON.stringify(body) });
+}
+
+async function createKey(body: Record<string, unknown>): Promise<{ id: string; key: string }> {
+  const res = await admin(gw, "POST", "/keys", body);
+  expect(res.status).toBe(201);
+  const view = (await res.json()) as { id: string; key: string };
+  secrets.push(view.key);
+  return view;
+}
+
+interface Usage { prompt_tokens: number; completion_tokens: number; prompt_tokens_details?: { cached_tokens?: number } }
+
+/** One chat request, its body read to the end: the response, its text, and the usage the client saw. */
+async function chat(g: TestGateway, key: string, model: string, stream: boolean): Promise<{ res: Response; text: string; usage: Usage | null }> {
+  const body: Record<string, unknown> = { model, stream, max_tokens: 8, messages: [{ role: "system", content: "You answer in one line." }, { role: "user", content: PROMPT }] };
+  if (stream) body.stream_options = { include_usage: true };
+  const res = await fetch(`${g.url}/v1/chat/completions`, { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body: JSON.stringify(body) });
+  const text = await res.text();
+  let usage: Usage | null = null;
+  if (res.status === 200 && stream) {
+    for (const ev of text.split("\n\n")) {
+      const data = ev.replace(/^data: /, "").trim();
+      if (data.startsWith("{") && data.includes('"usage"')) usage = (JSON.parse(data) as { usage: Usage | null }).usage ?? usage;
+    }
+  } else if (res.status === 200) {
+    usage = (JSON.parse(text) as { usage: Usage }).usage;
+  }
+  return { res, text, usage };
+}
+
+function expectRouting(line: RequestLine, res: Response): void {
+  const [matched, total] = (res.headers.get("x-kvgate-prefix-blocks") as string).split("/").map(Number);
+  expect(line).toMatchObject({
+    type: "request",
+    request_id: res.headers.get("x-request-id"),
+    method: "POST",
+    path: "/v1/chat/completions",
+    model: "m",
+    backend: res.headers.get("x-kvgate-backend"),
+    reason: res.headers.get("x-kvgate-reason"),
+    matched_blocks: matched,
+    total_blocks: total,
+    attempts: Number(res.headers.get("x-kvgate-attempts")),
+    status: res.status,
+  });
+  expect(Number.isNaN(Date.parse(line.time))).toBe(false);
+}
+
+describe("one JSON line per request", () => {
+  it("a streamed request: one info line, when its body ended, with the routing headers' values and the usage the client saw", async () => {
+    const { id, key } = await createKey({ track_usage: true });
+    const { res, usage } = await chat(gw, key, "m", true);
+    expect(res.status).toBe(200);
+    expect(usage).not.toBeNull();
+    const line = await lineOf(gw, res.headers.get("x-request-id") as string);
+    expectRouting(line, res);
+    expect(line).toMatchObject({ level: "info", key_id: id, group: "m", stream: true, error_code: null });
+    expect(line.prompt_tokens).toBe(usage?.prompt_tokens);
+    expect(line.completion_tokens).toBe(usage?.completion_tokens);
+    expect(line.cached_tokens).toBe(usage?.prompt_tokens_details?.cached_tokens ?? 0);
+    expect(typeof line.ttft_ms).toBe("number");
+    expect(typeof line.duration_ms).toBe("number");
+    expect(line.duration_ms).toBeGreaterThanOrEqual(line.ttft_ms as number);
+  });
+
+  it("a non-streamed request: one info line with its tokens, and one with the master key's", async () => {
+    const { id, key } = await createKey({ track_usage: true });
+    const { res, usage } = await chat(gw, key, "m", false);
+    expect(res.status).toBe(200);
+    const line = await lineOf(gw, res.headers.get("x-request-id") as string);
+    expectRouting(line, res);
+    expect(line).toMatchObject({ level: "info", key_id: id, stream: false, error_code: null, prompt_tokens: usage?.prompt_tokens, completion_tokens: usage?.completion_tokens });
+    expect(typeof line.ttft_ms).toBe("number");
+    expect(typeof line.duration_ms).toBe("number");
+
+    const master = await chat(gw, gw.key, "m", false);
+    const masterLine = await lineOf(gw, master.res.headers.get("x-request-id") as string);
+    expectRouting(masterLine, master.res);
+    expect(masterLine.key_id).toBe("master");
+  });
+
+  it("a failover leaves a failover event and a line with 2 attempts; the breaker opening leaves a breaker event", async () => {
+    const first = await chat(gw, gw.key, "m-failover", false);
+    expect(first.res.status).toBe(200);
+    const id = first.res.headers.get("x-request-id") as string;
+    const line = await lineOf(gw, id);
+    expect(line).toMatchObject({ attempts: 2, reason: "failover", group: "m-failover", backend: "sim-2", status: 200 });
+    expect(events(gw, "failover").filter((e) => e.request_id === id)).toEqual([
+      expect.objectContaining({ type: "event", level: "warn", group: "m-failover", backend: "dead", cause: "connect", next_attempt: 2 }),
+    ]);
+
+    expect(events(gw, "breaker").filter((e) => e.backend === "dead")).toEqual([]);
+    expect((await chat(gw, gw.key, "m-failover", false)).res.status).toBe(200);
+    await vi.waitFor(() => expect(events(gw, "breaker")).toEqual([expect.objectContaining({ level: "warn", group: "m-failover", backend: "dead", from: "closed", to: "open" })]), EVENTUALLY);
+  });
+
+  it("a 401 and a 429 leave warn lines with their error codes", async () => {
+    const bad = await chat(gw, `sk-wrong-${randomBytes(8).toString("hex")}`, "m", false);
+    expect(bad.res.status).toBe(401);
+    expect(await lineOf(gw, bad.res.headers.get("x-request-id") as string)).toMatchObject({ level: "warn", status: 401, key_id: null, error_code: "invalid_api_key", backend: null });
+
+    const { id, key } = await createKey({ rpm: 1 });
+    expect((await chat(gw, key, "m", false)).res.status).toBe(200);
+    const limited = await chat(gw, key, "m", false);
+    expect(limited.res.status).toBe(429);
+    expect(await lineOf(gw, limited.res.headers.get("x-request-id") as string)).toMatchObject({ level: "warn", status: 429, key_id: id, model: "m", error_code: "rate_limit_exceeded" });
+  });
+
+  it("a registry change through the admin API leaves a registry event", async () => {
+    const res = await admin(gw, "POST", "/groups", { name: "added-later", deployments: [sim(3)] });
+    expect(res.status).toBe(201);
+    const { rev } = (await res.json()) as { rev: number };
+    await vi.waitFor(() => expect(events(gw, "registry")).toContainEqual(expect.objectContaining({ level: "info", op: "add-group", rev, changed: ["added-later"], removed: [] })), EVENTUALLY);
+  });
+
+  it("no line holds a key or the prompt's text", () => {
+    expect(gw.logs.length).toBeGreaterThan(0);
+    for (const l of gw.logs) {
+      for (const s of [...secrets, PROMPT]) expect(l).not.toContain(s);
+    }
+  });
+});
+
+describe("the config's sampling rate and level", () => {
+  async function gatewayWith(logging: { sampleRate?: number; level?: "debug" | "info" | "warn" | "error" }): Promise<TestGateway> {
+    const g = await startTestGateway({ logging: { requests: logging }, modelGroups: [{ name: "m", deployments: [sim(0)] }] }, { KVGATE_ADMIN_KEY: adminKey });
+    secrets.push(g.key);
+    return g;
+  }
+
+  it("sampleRate 0: no request line", async () => {
+    const g = await gatewayWith({ sampleRate: 0 });
+    try {
+      const ok = await chat(g, g.key, "m", true);
+      const bad = await chat(g, "sk-nope", "m", false);
+      expect([ok.res.status, bad.res.status]).toEqual([200, 401]);
+      // An event written after both answers: by then their lines would have been written.
+      expect((await admin(g, "POST", "/groups", { name: "barrier", deployments: [sim(1)] })).status).toBe(201);
+      await vi.waitFor(() => expect(events(g, "registry").length).toBeGreaterThan(0), EVENTUALLY);
+      expect(lines(g, "request")).toEqual([]);
+    } finally {
+      await g.close();
+    }
+  }, 120_000);
+
+  it('level "warn": the info lines are dropped, the warn lines written', async () => {
+    const g = await gatewayWith({ level: "warn" });
+    try {
+      const ok = await chat(g, g.key, "m", false);
+      expect(ok.res.status).toBe(200);
+      const bad = await chat(g, "sk-nope", "m", false);
+      expect(await lineOf(g, bad.res.headers.get("x-request-id") as string)).toMatchObject({ level: "warn", status: 401 });
+      expect(requestLines(g, ok.res.headers.get("x-request-id") as string)).toEqual([]);
+      expect(lines(g, "request").every((l) => l.level !== "info")).toBe(true);
+    } finally {
+      await g.close();
+    }
+  }, 120_000);
+});
