@@ -196,7 +196,10 @@ export class GroupRouter {
       const d = g.deployments[i] as ResolvedDeployment;
       b.maxInFlight = d.maxInFlight;
       b.weight = d.weight;
+      const wasOpen = b.breaker.state === "open";
       b.available = b.admitted && !exclude.includes(b.id) && b.breaker.admits(now);
+      // A cool-down that ended here is a transition like any other: persisted and logged.
+      if (wasOpen && b.breaker.state !== "open") this.breakerChanged(b, now, "open");
       if (b.available) admissible++;
     }
     if (admissible === 0) return this.refuse("no-backend");

@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { startFleet, type Fleet } from "../../bench/fleet/index.ts";
 import type { RequestLine } from "../../src/logging/request-log.ts";
 import { closedPort } from "../support/closed-port.ts";
+import { startSwitchableUpstream, type SwitchableUpstream } from "../support/switchable-upstream.ts";
 import { EVENTUALLY, startTestGateway, type TestGateway } from "./gateway.ts";
 
 /**
@@ -13,6 +14,7 @@ import { EVENTUALLY, startTestGateway, type TestGateway } from "./gateway.ts";
  */
 
 let fleet: Fleet;
+let flaky: SwitchableUpstream;
 let gw: TestGateway;
 const adminKey = `sk-admin-${randomBytes(16).toString("hex")}`;
 /** Every key string this file used: none may appear in a log line. */
@@ -25,12 +27,20 @@ const sim = (i: number) => ({ id: `sim-${i}`, baseUrl: fleet.urls[i] as string, 
 beforeAll(async () => {
   fleet = await startFleet({ workers: 4, basePort: 0, preset: "instant", servedModelName: "sim-7b" });
   const dead = `http://127.0.0.1:${await closedPort()}`;
+  flaky = await startSwitchableUpstream("sim-7b");
   gw = await startTestGateway(
     {
       modelGroups: [
         { name: "m", deployments: [sim(0), sim(1)] },
         // Round-robin sends each request to the dead server first, until its breaker opens (after 2 failures).
         { name: "m-failover", strategy: "round-robin", breaker: { consecutiveFailures: 2, openMs: 600_000 }, deployments: [{ id: "dead", baseUrl: dead, model: "sim-7b" }, sim(2)] },
+        // No health probes: the breaker leaves "open" only when its cool-down ends inside a route call.
+        {
+          name: "m-recover",
+          strategy: "round-robin",
+          breaker: { consecutiveFailures: 1, openMs: 200, probeIntervalMs: 600_000, closeAfterSuccesses: 1 },
+          deployments: [{ id: "flaky", baseUrl: flaky.url, model: "sim-7b" }, sim(3)],
+        },
       ],
     },
     { KVGATE_ADMIN_KEY: adminKey },
@@ -40,6 +50,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await gw?.close();
   await fleet?.close();
+  await flaky?.close();
 });
 
 type Line = Record<string, unknown>;
@@ -162,7 +173,27 @@ describe("one JSON line per request", () => {
 
     expect(events(gw, "breaker").filter((e) => e.backend === "dead")).toEqual([]);
     expect((await chat(gw, gw.key, "m-failover", false)).res.status).toBe(200);
-    await vi.waitFor(() => expect(events(gw, "breaker")).toEqual([expect.objectContaining({ level: "warn", group: "m-failover", backend: "dead", from: "closed", to: "open" })]), EVENTUALLY);
+    await vi.waitFor(() => expect(events(gw, "breaker").filter((e) => e.group === "m-failover")).toEqual([expect.objectContaining({ level: "warn", group: "m-failover", backend: "dead", from: "closed", to: "open" })]), EVENTUALLY);
+  });
+
+  it("a breaker's whole round leaves one event per transition: open, half-open when its cool-down ends, closed after a good trial", async () => {
+    const round = () => events(gw, "breaker").filter((e) => e.group === "m-recover");
+    await fetch(`${flaky.url}/__mode`, { method: "POST", body: JSON.stringify({ mode: "fail" }) });
+    await vi.waitFor(async () => {
+      expect((await chat(gw, gw.key, "m-recover", false)).res.status).toBe(200);
+      expect(round()).toHaveLength(1);
+    }, EVENTUALLY);
+    await fetch(`${flaky.url}/__mode`, { method: "POST", body: JSON.stringify({ mode: "ok" }) });
+    await new Promise((r) => setTimeout(r, 300));
+    await vi.waitFor(async () => {
+      expect((await chat(gw, gw.key, "m-recover", false)).res.status).toBe(200);
+      expect(round()).toHaveLength(3);
+    }, EVENTUALLY);
+    expect(round().map((e) => [e.from, e.to, e.level])).toEqual([
+      ["closed", "open", "warn"],
+      ["open", "half-open", "info"],
+      ["half-open", "closed", "info"],
+    ]);
   });
 
   it("a 401 and a 429 leave warn lines with their error codes", async () => {
