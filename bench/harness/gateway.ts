@@ -1,6 +1,6 @@
 /**
  * The gateway (and the runtime's floor) served by Miniflare's API: one workerd, no dev proxy, no
- * per-request logging and, through a direct socket, not Miniflare's entry Worker either, so
+ * dev-tool request logging and, through a direct socket, not Miniflare's entry Worker either, so
  * benchmarks measure the Worker and not the dev tool. The Worker is
  * bundled by wrangler exactly as `wrangler deploy` would, and its compatibility settings and
  * Durable Object bindings come from wrangler.toml.
@@ -61,7 +61,8 @@ export function buildGateway(root: string = ROOT): Promise<string> {
 async function serve(options: Record<string, unknown>, viaEntry = false, onLog?: LogSink): Promise<ServedWorker> {
   // Miniflare 5 takes a new option shape; the v4 shape wrangler produces is converted.
   const direct = viaEntry ? [] : [{ host: "127.0.0.1", port: 0 }];
-  const logs = onLog ? { handleStructuredLogs: (l: { level: string; message: string }) => onLog(l.level, l.message) } : {};
+  const sink = onLog ?? benchSink;
+  const logs = { handleStructuredLogs: (l: { level: string; message: string }) => sink(l.level, l.message) };
   const mf = new Miniflare(convertV4MiniflareOptions({ host: "127.0.0.1", port: 0, cf: false, unsafeDirectSockets: direct, ...logs, ...options } as never));
   const entry = await mf.ready;
   const url = (viaEntry ? entry : await mf.unsafeGetDirectURL()).href.replace(/\/$/, "");
@@ -70,6 +71,15 @@ async function serve(options: Record<string, unknown>, viaEntry = false, onLog?:
 
 /** Receives what workerd logs (the Worker's console and the runtime's own lines) instead of stderr. */
 export type LogSink = (level: string, message: string) => void;
+
+/**
+ * A benchmark's default: the Worker still writes every request line (its cost is kvgate's, as it
+ * is under Workers Logs), but a line a second per request is not printed — the terminal would
+ * cost the benchmark's own process more than the Worker. Warnings and errors still show.
+ */
+const benchSink: LogSink = (level, message) => {
+  if (level === "warn" || level === "error") process.stderr.write(`${message}\n`);
+};
 
 export interface GatewayOptions {
   config: GatewayConfigInput;
