@@ -25,7 +25,7 @@ import { ApiError, byId, call, el, keyForm, say } from "../shared/api.js";
 const REFRESH_MS = 1000;
 /** Decisions shown per group: the endpoint keeps 100, a screen holds fewer. */
 const DECISIONS_SHOWN = 20;
-const DEPLOYMENT_FIELDS = ["state", "inFlight", "breaker", "prefixBlocks", "ttft"];
+const DEPLOYMENT_FIELDS = ["state", "inFlight", "breaker", "prefixBlocks", "ttft", "cached"];
 
 const status = byId("status", HTMLElement);
 const live = byId("live", HTMLElement);
@@ -107,16 +107,17 @@ async function refresh(gen) {
 }
 
 /**
- * The group's recent decisions, or null when the gateway has no such endpoint (or refuses it).
+ * The group's recent decisions, or the gateway's refusal (its routing object unreachable, say):
+ * the rest of the group's view still shows.
  * @param {string} group
- * @returns {Promise<Decision[] | null>}
+ * @returns {Promise<Decision[] | ApiError>}
  */
 async function recentDecisions(group) {
   try {
     const list = /** @type {{ data: Decision[] }} */ (await admin(`/groups/${enc(group)}/decisions`));
     return list.data;
   } catch (e) {
-    if (e instanceof ApiError) return null;
+    if (e instanceof ApiError) return e;
     throw e;
   }
 }
@@ -124,7 +125,7 @@ async function recentDecisions(group) {
 /**
  * @param {StatusGroup} g
  * @param {DeploymentRow[]} rows
- * @param {Decision[] | null} decisions
+ * @param {Decision[] | ApiError} decisions
  */
 function renderGroup(g, rows, decisions) {
   const view = groupViews.get(g.name) ?? newGroupView(g.name);
@@ -143,8 +144,10 @@ function renderGroup(g, rows, decisions) {
     set(cells.breaker, r.breaker ?? "–");
     set(cells.prefixBlocks, r.prefixBlocks === null ? "–" : `${r.prefixBlocks} / ${r.prefixCapacity}`);
     set(cells.ttft, r.ttftEwmaMs === null ? "–" : `${Math.round(r.ttftEwmaMs)} ms`);
+    // Only requests whose usage the gateway read count: none on the master key's fast path.
+    set(cells.cached, !r.promptTokens ? "–" : `${Math.round((100 * (r.cachedTokens ?? 0)) / r.promptTokens)} % of ${r.promptTokens}`);
   }
-  renderDecisions(view, g.name, decisions);
+  renderDecisions(view, decisions);
 }
 
 /** @param {string} name @returns {GroupView} */
@@ -156,7 +159,7 @@ function newGroupView(name) {
     "table",
     { class: "deployments" },
     el("caption", {}, `Backends of ${name}`),
-    el("thead", {}, el("tr", {}, ...["Deployment", "State", "In flight / max", "Breaker", "Prefix blocks / capacity", "TTFT (EWMA)", "Actions"].map((h) => el("th", { scope: "col" }, h)))),
+    el("thead", {}, el("tr", {}, ...["Deployment", "State", "In flight / max", "Breaker", "Prefix blocks / capacity", "TTFT (EWMA)", "Cached tokens", "Actions"].map((h) => el("th", { scope: "col" }, h)))),
     tbody,
   );
   const decisions = el("div", { class: "decisions" });
@@ -195,7 +198,7 @@ function cellsOf(tr) {
     const td = tr.querySelector(`[data-field="${f}"]`);
     if (td instanceof HTMLElement) cells[f] = td;
   }
-  return /** @type {Record<"state" | "inFlight" | "breaker" | "prefixBlocks" | "ttft", HTMLElement>} */ (cells);
+  return /** @type {Record<"state" | "inFlight" | "breaker" | "prefixBlocks" | "ttft" | "cached", HTMLElement>} */ (cells);
 }
 
 /** Text changes only where it differs: no needless work for the browser, nothing for a screen reader to re-read. */
@@ -219,12 +222,11 @@ async function setState(group, id, verb) {
 
 /**
  * @param {GroupView} view
- * @param {string} group
- * @param {Decision[] | null} decisions
+ * @param {Decision[] | ApiError} decisions
  */
-function renderDecisions(view, group, decisions) {
-  if (decisions === null) {
-    if (view.newest !== "none") view.decisions.replaceChildren(el("p", {}, `no decisions endpoint: this gateway does not answer GET /admin/v1/groups/${group}/decisions`));
+function renderDecisions(view, decisions) {
+  if (decisions instanceof ApiError) {
+    view.decisions.replaceChildren(el("p", {}, `Decisions unavailable: ${decisions.message}`));
     view.newest = "none";
     return;
   }

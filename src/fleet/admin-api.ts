@@ -23,6 +23,9 @@ export interface DeploymentRow {
   prefixBlocks: number | null;
   prefixCapacity: number | null;
   ttftEwmaMs: number | null;
+  /** Prompt and cached tokens of the requests whose usage the gateway read (keys that count tokens, hooks that read them): their ratio is the backend's KV cache hit. */
+  promptTokens: number | null;
+  cachedTokens: number | null;
 }
 
 export interface DeploymentList {

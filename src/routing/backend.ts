@@ -102,6 +102,7 @@ export class Backend implements BackendView {
       aborted: o["client-abort"] + o["rate-limited"],
       expired: o.expired,
       ttftEwmaMs: this.ttftEwmaMs,
+      usage: { prompt: this.counters.tokens.prompt, cached: this.counters.tokens.cached },
       prefillDebtBlocks: Math.round(this.prefillDebt),
       breaker: this.breaker.snapshot(),
       nextProbeAt: this.breaker.state === "closed" ? null : this.nextProbeAt,

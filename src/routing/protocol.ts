@@ -139,6 +139,8 @@ export interface BackendSnapshot {
   aborted: number;
   expired: number;
   ttftEwmaMs: number | null;
+  /** Prompt and cached tokens summed over the releases that carried the upstream's usage (where the gateway read it). */
+  usage: { prompt: number; cached: number };
   prefillDebtBlocks: number;
   breaker: BreakerSnapshot;
   /** When its next health probe is due (epoch ms); null while its breaker is closed. */

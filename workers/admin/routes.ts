@@ -154,6 +154,8 @@ function deploymentRows(g: GroupRecord, live: GroupStatus | null): DeploymentRow
       prefixBlocks: b ? b.prefixBlocks : null,
       prefixCapacity: b ? b.prefixCapacity : null,
       ttftEwmaMs: b ? b.ttftEwmaMs : null,
+      promptTokens: b ? b.usage.prompt : null,
+      cachedTokens: b ? b.usage.cached : null,
     };
   });
 }
