@@ -114,8 +114,18 @@ export function ownPerChunk(runs: readonly CeilingRun[], targets: readonly strin
   return out;
 }
 
+export interface PairedCost {
+  added: Spread;
+  ratio: Spread;
+}
+
+/** What `a` adds to `b`'s CPU per request, and its ratio to it, paired per repeat, in runs of one kind. */
+export function pairedCost(runs: readonly CeilingRun[], a: string, b: string, chunks: number | undefined): PairedCost {
+  const values = (combine: (x: number, y: number) => number) => [...pairedByRepeat(runs, a, b, chunks, combine).values()];
+  return { added: spread(values(minus)), ratio: spread(values((x, y) => x / y)) };
+}
+
 /** What `target` (a virtual key) adds to kvgate's CPU per request, and its ratio to it, in runs of one kind. */
-export function perRequest(runs: readonly CeilingRun[], chunks: number | undefined, target: string = KEY): { added: Spread; ratio: Spread } {
-  const values = (combine: (a: number, b: number) => number) => [...pairedByRepeat(runs, target, MASTER, chunks, combine).values()];
-  return { added: spread(values(minus)), ratio: spread(values((a, b) => a / b)) };
+export function perRequest(runs: readonly CeilingRun[], chunks: number | undefined, target: string = KEY): PairedCost {
+  return pairedCost(runs, target, MASTER, chunks);
 }

@@ -9,6 +9,7 @@ import { readFile, writeFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import type { MachineInfo } from "../overhead/machine.ts";
 import { ascending, percentile, round as roundFigure } from "../overhead/stats.ts";
+import { featureCost, type FeatureCost } from "./feature-cost.ts";
 import { KEY, KEY_NO_USAGE, RESTAMP, ownPerChunk, perChunk, perRequest, type CeilingRun, type PerChunk, type Spread } from "./key-cost.ts";
 import { does, type Name } from "./targets.ts";
 
@@ -70,6 +71,7 @@ export interface CeilingReport extends RunPart {
   machine: MachineInfo;
   streamed?: StreamedSection[];
   key_cost?: KeyCost;
+  feature_cost?: FeatureCost;
 }
 
 const round = (x: number): number => roundFigure(x) as number;
@@ -146,7 +148,8 @@ export async function merge(update: { main: CeilingReport } | { streamed: Stream
     next = { ...existing, machine: existing.machine ?? update.machine, streamed: [...others, update.streamed].sort((a, b) => Number(a.client_usage) - Number(b.client_usage)) };
   }
   delete next.key_cost;
-  return { ...next, key_cost: keyCost(next) };
+  delete next.feature_cost;
+  return { ...next, key_cost: keyCost(next), feature_cost: featureCost(next) };
 }
 
 export async function write(report: Partial<CeilingReport>): Promise<void> {
@@ -178,6 +181,18 @@ function keyCostMd(k: KeyCost): string[] {
     if (r) lines.push(`  - per chunk over kvgate-restamp, whose chunks take the same JavaScript read loop: ${range(r.added)}; from the medians: ${cell(r.added_from_medians)}`);
   }
   lines.push("", k.how, "");
+  return lines;
+}
+
+function featureCostMd(f: FeatureCost): string[] {
+  const lines = ["## What request lines and TTFT timing cost", "", "Workerd CPU µs added, paired per repeat:", ""];
+  const line = f.request_line;
+  lines.push(`- a request line (kvgate − kvgate-nolog, non-streamed, c=50): ${line ? `${range(line.added)}; × kvgate-nolog: ${range(line.ratio)}` : "not measured"}`);
+  for (const t of f.ttft_timing) {
+    const kind = t.chunks === undefined ? "non-streamed" : `streamed, ${t.chunks} chunk${t.chunks === 1 ? "" : "s"}${t.client_usage ? ", the client asks for usage" : ""}`;
+    lines.push(`- timing the first byte (floor+ttft − floor+pipe, ${kind}, c=50): ${range(t.cost.added)}`);
+  }
+  lines.push("", f.how, "");
   return lines;
 }
 
@@ -233,6 +248,7 @@ export function renderMarkdown(r: Partial<CeilingReport>): string {
     );
   }
   if (r.key_cost) lines.push(...keyCostMd(r.key_cost));
+  if (r.feature_cost) lines.push(...featureCostMd(r.feature_cost));
   for (const s of r.streamed ?? []) lines.push(...streamedMd(s));
   return lines.join("\n");
 }

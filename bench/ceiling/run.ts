@@ -4,6 +4,8 @@
  * What the Workers runtime charges for the work a routing gateway cannot skip, on the same
  * zero-latency fleet as bench:overhead, non-streaming at c=50:
  *   floor             a Worker that passes the request through (bench:overhead's floor)
+ *   floor+pipe        the same, relaying the body through a stream natively piped, as kvgate does
+ *   floor+ttft        the same, reading the first chunk in JavaScript first (kvgate's TTFT timing)
  *   floor-via-entry   the same behind Miniflare's entry Worker: what serving benchmarks on
  *                     Miniflare's own address (before direct sockets) added to every target
  *   floor+route       the same plus one Durable Object RPC per request, to a toy router that
@@ -11,6 +13,7 @@
  *   floor+body+route  the same plus reading the JSON body and sending it on re-serialised:
  *                     the least any prefix-routing gateway does
  *   kvgate            the gateway, no hooks, as bench:overhead runs it
+ *   kvgate-nolog      the same with request lines off (what logging costs: feature-cost.ts)
  *   kvgate-key-nousage  the same with a virtual key: its check and rpm / in-flight limits only
  *   kvgate-key        the same with a virtual key (every limit checked, usage read and recorded)
  * Per target: req/s and the workerd process's CPU time per request (a more direct measure of

@@ -8,21 +8,25 @@ import { BENCH_KEY_NO_USAGE } from "../overhead/key-target.ts";
 import { floorTarget, kvgateTarget, SIM_MODEL } from "../overhead/targets.ts";
 import { newWorkerd, workerdPids } from "./process-cpu.ts";
 
-export const BASE_TARGETS = ["floor", "floor-via-entry", "floor+route", "floor+body+route", "kvgate", "kvgate-key-nousage", "kvgate-key"] as const;
+export const BASE_TARGETS = ["floor", "floor+pipe", "floor+ttft", "floor-via-entry", "floor+route", "floor+body+route", "kvgate", "kvgate-nolog", "kvgate-key-nousage", "kvgate-key"] as const;
 /**
  * What a streamed run measures: the floor and the kvgate targets. kvgate-restamp is there because
  * its chunks take the same JavaScript read loop as a key's, with a transform that does little:
  * beside it, a key's per-chunk cost splits into that loop's and the usage reading's own.
+ * floor+pipe and floor+ttft give what timing the first byte costs a stream.
  */
-export const STREAM_TARGETS = ["floor", "kvgate", "kvgate-restamp", "kvgate-key"] as const;
+export const STREAM_TARGETS = ["floor", "floor+pipe", "floor+ttft", "kvgate", "kvgate-restamp", "kvgate-key"] as const;
 export type Name = (typeof BASE_TARGETS)[number] | (typeof STREAM_TARGETS)[number] | `kvgate@${string}`;
 
 const DOES: Record<Exclude<Name, `kvgate@${string}`>, string> = {
   floor: "passes the request through",
+  "floor+pipe": "+ relays the body through a stream of its own, natively piped (what kvgate's fast path does to see a body end)",
+  "floor+ttft": "+ reads the body's first chunk in JavaScript, then pipes the rest (kvgate's TTFT timing)",
   "floor-via-entry": "the same, behind Miniflare's entry Worker (a dev-tool hop)",
   "floor+route": "+ one Durable Object RPC (toy router)",
   "floor+body+route": "+ reads and re-serialises the JSON body",
   kvgate: "validates, fingerprints, routes, streams back",
+  "kvgate-nolog": "kvgate with its request lines off (logging.requests.sampleRate 0)",
   "kvgate-restamp": "kvgate with the restamp hook: every chunk through its JavaScript read loop",
   "kvgate-key-nousage": "kvgate with a virtual key checked, rpm and in-flight limits, no usage (native pipe)",
   "kvgate-key": "kvgate with a virtual key: key check, limits, usage read and recorded",
@@ -66,6 +70,41 @@ export default {
 };`;
 }
 
+/**
+ * The floor, relaying the upstream's body through an IdentityTransformStream the way kvgate's fast
+ * path does (src/stream/relay.ts relayNative); with `timeFirst`, JavaScript first reads and writes
+ * the first chunk and notes its time, as kvgate does for TTFT. The difference between the two is
+ * what timing the first byte costs.
+ */
+function floorPipe(upstream: string, timeFirst: boolean): string {
+  const first = timeFirst
+    ? `const reader = up.body.getReader();
+      const first = await reader.read();
+      reader.releaseLock();
+      if (!first.done && first.value.byteLength > 0) {
+        ttftMs = Date.now() - sentAt;
+        const w = pipe.writable.getWriter();
+        await w.write(first.value);
+        w.releaseLock();
+      }
+      `
+    : "";
+  return `export default {
+  async fetch(req, env, ctx) {
+    const u = new URL(req.url);
+    const sentAt = Date.now();
+    const up = await fetch(${JSON.stringify(upstream)} + u.pathname, { method: req.method, headers: req.headers, body: req.body });
+    const pipe = new IdentityTransformStream();
+    let ttftMs = null;
+    ctx.waitUntil((async () => {
+      ${first}await up.body.pipeTo(pipe.writable);
+      return ttftMs;
+    })());
+    return new Response(pipe.readable, up);
+  },
+};`;
+}
+
 export interface Running {
   name: Name;
   url: string;
@@ -88,10 +127,11 @@ export async function startTarget(name: Name, fleet: string[], baselines: Readon
   const worker = (w: ServedWorker): Served => ({ url: w.url, headers: {}, model: SIM_MODEL, stop: () => w.dispose() });
   let served: Served;
   if (name === "floor") served = await floorTarget(upstream);
-  else if (name === "kvgate" || name === "kvgate-restamp" || name === "kvgate-key") served = await kvgateTarget(name, fleet);
+  else if (name === "kvgate" || name === "kvgate-restamp" || name === "kvgate-key" || name === "kvgate-nolog") served = await kvgateTarget(name, fleet);
   else if (name === "kvgate-key-nousage") served = await kvgateTarget("kvgate-key", fleet, undefined, BENCH_KEY_NO_USAGE);
   else if (name.startsWith("kvgate@")) served = await kvgateTarget("kvgate", fleet, baselines.get(name) as string);
   else if (name === "floor-via-entry") served = worker(await startFloor(upstream, true));
+  else if (name === "floor+pipe" || name === "floor+ttft") served = worker(await startScriptWorker(floorPipe(upstream, name === "floor+ttft")));
   else served = worker(await startScriptWorker(name === "floor+route" ? floorRoute(upstream) : floorBodyRoute(upstream), { ROUTER: "ToyRouter" }));
   const pid = newWorkerd(before);
   if (pid === null) {

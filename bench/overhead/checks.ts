@@ -92,6 +92,9 @@ export function extraRatios(medians: readonly Measurement[]): { what: string; va
     r(`kvgate-key / ${what}, 100-chunk full-stream time p50 at c=1`, "kvgate-key", base, ST1_100, fullP50);
   }
   r("kvgate-key / kvgate, TTFT p50 at c=1, 20 chunks", "kvgate-key", "kvgate", ST1_20, ttftP50);
+  // Request lines are on by default: kvgate against the same config with sampleRate 0.
+  r("kvgate / kvgate-nolog, non-streaming RPS at c=50", "kvgate", "kvgate-nolog", NS50, rps);
+  r("kvgate / kvgate-nolog, streaming RPS at c=50, 20 chunks", "kvgate", "kvgate-nolog", ST50_20, rps);
   for (const m of medians.filter((x) => x.target === "litellm" && x.mode === "nonstream" && x.concurrency === 50)) {
     r(`kvgate / LiteLLM (${m.workers} worker${m.workers === 1 ? "" : "s"}), non-streaming RPS at c=50`, "kvgate", m.label, NS50, rps);
   }

@@ -38,7 +38,8 @@ export function renderMarkdown(r: Report, s: Summary, checks: Check[], ratios: {
 
 What a gateway adds to a request: the same zero-latency simulated fleet reached directly, through
 the runtime's floor (a Worker that only fetches the upstream and returns its body), through kvgate
-(no hooks; the restamp hook; no hooks with a virtual key, \`kvgate-key\`), and through the peer
+(no hooks; the same with request lines off, \`kvgate-nolog\`; the restamp hook; no hooks with a virtual
+key, \`kvgate-key\`), and through the peer
 gateways that are installed.
 
 \`\`\`sh
@@ -127,6 +128,8 @@ npx node bench/peers/install.ts            # both; or: npx node bench/peers/inst
 - kvgate-restamp asks for model \`bookshop-assistant\`, served upstream as \`kvgate-sim\`, so every
   chunk is rewritten. kvgate and kvgate-restamp check a Bearer master key on every request, as
   kvgate always does.
+- kvgate writes one JSON request line per request (the default, \`logging.requests.sampleRate\` 1);
+  kvgate-nolog is the same config with sampleRate 0: kvgate / kvgate-nolog is what logging costs.
 - kvgate-key is kvgate's gateway and config with an admin key; the client sends a virtual key made
   through \`POST /admin/v1/keys\` with rpm 10⁸, tpm 10¹⁰, max_parallel 10⁵, a budget of 10¹⁵ tokens a
   month and usage tracking on (bench/overhead/key-target.ts): far above the load, so nothing is

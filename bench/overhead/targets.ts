@@ -10,7 +10,7 @@ import { startFloor, startGateway } from "../harness/gateway.ts";
 import { chatBodies } from "./bodies.ts";
 import { BENCH_KEY, confirmKeyUsage, createVirtualKey, newAdminKey, type KeySettings } from "./key-target.ts";
 
-export const TARGET_NAMES = ["direct", "floor", "kvgate", "kvgate-restamp", "kvgate-key", "litellm", "portkey"] as const;
+export const TARGET_NAMES = ["direct", "floor", "kvgate", "kvgate-nolog", "kvgate-restamp", "kvgate-key", "litellm", "portkey"] as const;
 export type TargetName = (typeof TARGET_NAMES)[number];
 
 export interface Target {
@@ -43,8 +43,9 @@ export const SIM_MODEL = "kvgate-sim";
 /** What restamp clients ask for: not the upstream's name, so every chunk is rewritten. */
 const RESTAMP_CLIENT_MODEL = "bookshop-assistant";
 
-function kvgateConfig(upstreams: string[], o: { name: string; hooks: "restamp"[] }): GatewayConfigInput {
+function kvgateConfig(upstreams: string[], o: { name: string; hooks: "restamp"[]; logRequests: boolean }): GatewayConfigInput {
   return {
+    ...(o.logRequests ? {} : { logging: { requests: { sampleRate: 0 } } }),
     modelGroups: [
       {
         name: o.name,
@@ -65,7 +66,8 @@ export async function floorTarget(upstream: string): Promise<Target> {
   return { name: "floor", label: "floor", url: w.url, model: SIM_MODEL, headers: {}, status: null, stop: () => w.dispose() };
 }
 
-export type KvgateVariant = "kvgate" | "kvgate-restamp" | "kvgate-key";
+/** kvgate-nolog: the default config but with no request lines, so that kvgate − kvgate-nolog is what logging costs. */
+export type KvgateVariant = "kvgate" | "kvgate-nolog" | "kvgate-restamp" | "kvgate-key";
 
 /**
  * `root`: the checkout to bundle the gateway from (this one by default); `keySettings`: the
@@ -74,7 +76,7 @@ export type KvgateVariant = "kvgate" | "kvgate-restamp" | "kvgate-key";
 export async function kvgateTarget(variant: KvgateVariant, upstreams: string[], root?: string, keySettings: KeySettings = BENCH_KEY): Promise<Target> {
   const restamp = variant === "kvgate-restamp";
   const model = restamp ? RESTAMP_CLIENT_MODEL : SIM_MODEL;
-  const config = kvgateConfig(upstreams, { name: model, hooks: restamp ? ["restamp"] : [] });
+  const config = kvgateConfig(upstreams, { name: model, hooks: restamp ? ["restamp"] : [], logRequests: variant !== "kvgate-nolog" });
   const adminKey = variant === "kvgate-key" ? newAdminKey() : null;
   const w = await startGateway({ config, ...(root ? { root } : {}), ...(adminKey ? { bindings: { KVGATE_ADMIN_KEY: adminKey } } : {}) });
   const master = { authorization: `Bearer ${w.key}` };
