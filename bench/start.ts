@@ -95,7 +95,10 @@ const gateway = spawn(process.execPath, [wranglerBin, ...args], {
   env: { ...process.env, CLOUDFLARE_CF_FETCH_ENABLED: "false", WRANGLER_SEND_METRICS: "false" },
 });
 
-createInterface({ input: gateway.stdout, crlfDelay: Infinity }).on("line", (line) => process.stdout.write(`${readableLogLine(line)}\n`));
+createInterface({ input: gateway.stdout, crlfDelay: Infinity }).on("line", (line) => {
+  const shown = readableLogLine(line);
+  if (shown !== null) process.stdout.write(`${shown}\n`);
+});
 
 let stopping = false;
 async function stop(code: number): Promise<never> {

@@ -21,7 +21,7 @@ export type Name = (typeof BASE_TARGETS)[number] | (typeof STREAM_TARGETS)[numbe
 const DOES: Record<Exclude<Name, `kvgate@${string}`>, string> = {
   floor: "passes the request through",
   "floor+pipe": "+ relays the body through a stream of its own, natively piped (what kvgate's fast path does to see a body end)",
-  "floor+ttft": "+ reads the body's first chunk in JavaScript, then pipes the rest (kvgate's TTFT timing)",
+  "floor+ttft": "+ reads the body's first chunk in JavaScript, then pipes the rest (kvgate's TTFT timing of a stream)",
   "floor-via-entry": "the same, behind Miniflare's entry Worker (a dev-tool hop)",
   "floor+route": "+ one Durable Object RPC (toy router)",
   "floor+body+route": "+ reads and re-serialises the JSON body",

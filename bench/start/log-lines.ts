@@ -1,12 +1,17 @@
 /**
  * `npm start`'s view of the gateway's log: each JSON line the Worker writes (a request's, or an
- * event's: src/logging/) becomes one short line a person reads at a glance; every other line of
- * wrangler dev's output passes as it came.
+ * event's: src/logging/) becomes one short line a person reads at a glance; wrangler dev's own
+ * line per request is dropped (the Worker's says more), and every other line passes as it came.
  */
 
 type Fields = Record<string, unknown>;
 
-export function readableLogLine(line: string): string {
+/** wrangler dev's request line, e.g. `[wrangler:info] POST /v1/chat/completions 200 OK (50ms)`. */
+const WRANGLER_REQUEST = /^\[wrangler:info\] [A-Z]+ \S+ \d{3} /;
+
+/** The line to show for one line of wrangler dev's output; null to show none. */
+export function readableLogLine(line: string): string | null {
+  if (WRANGLER_REQUEST.test(line)) return null;
   const at = line.indexOf("{");
   if (at < 0 || !line.includes('"type":')) return line;
   let f: Fields;

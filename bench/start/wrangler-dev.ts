@@ -26,7 +26,8 @@ export function wranglerDevArgs(o: WranglerDev): string[] {
     "--ip", o.host,
     "--port", String(o.port),
     "--persist-to", o.persistTo,
-    "--log-level", "warn",
+    // "log": the Worker's console lines (its request and event lines) show; wrangler's info lines too.
+    "--log-level", "log",
     "--show-interactive-dev-session=false",
     ...vars.flatMap((v) => ["--var", v]),
   ];

@@ -1,7 +1,7 @@
 import { execFile, spawn, type ChildProcess } from "node:child_process";
 import { resolve } from "node:path";
 import { promisify } from "node:util";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { freePort } from "../../bench/harness/free-port.ts";
 import { readKey } from "../../bench/start/api-key.ts";
 
@@ -101,6 +101,12 @@ describe("npm start", () => {
     const { stdout: streamed } = await run("sh", ["-c", curl], { env: { ...process.env, KVGATE_API_KEY: key }, timeout: 20_000 });
     expect(streamed).toContain('"choices"');
     expect(streamed).toContain("data: [DONE]");
+
+    // The request's log line, as a person reads it: time, status, endpoint, group → backend, reason, blocks, times, caller.
+    await vi.waitFor(() => expect(main.stdout).toMatch(/^\d\d:\d\d:\d\d 200 chat \S+ → \S+ [a-z-]+ \d+\/\d+ ttft \d+ ms \d+ ms master$/m), { timeout: 10_000, interval: 100 });
+    expect(main.stdout).not.toContain('{"type":"request"');
+    // The key stays on its one line of the banner.
+    expect(main.stdout.split(key).length - 1).toBe(1);
   }, 60_000);
 
   it("prints the admin and register keys, each once, on a line of its own, and none of them is the client key", async () => {

@@ -33,6 +33,12 @@ describe("npm start's readable log lines", () => {
     expect(ev({ event: "registry", op: "add-group", rev: 5, changed: ["a", "b"], removed: [] })).toBe(`${clock} registry rev 5 add-group a, b`);
   });
 
+  it("drops wrangler dev's own request lines: the Worker's line says more", () => {
+    expect(readableLogLine("[wrangler:info] POST /v1/chat/completions 200 OK (50ms)")).toBeNull();
+    expect(readableLogLine("[wrangler:info] GET /v1/models 401 Unauthorized (7ms)")).toBeNull();
+    expect(readableLogLine("[wrangler:info] Ready on http://127.0.0.1:8787")).toBe("[wrangler:info] Ready on http://127.0.0.1:8787");
+  });
+
   it("leaves every other line as it is", () => {
     for (const line of ["⎔ Starting local server...", "", "{not json", '{"level":"info"}', JSON.stringify({ type: "other", x: 1 }), "[wrangler:inf] GET /health 200 OK (3ms)"]) {
       expect(readableLogLine(line)).toBe(line);
