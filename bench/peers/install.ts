@@ -2,7 +2,7 @@
  * Installs the peer gateways into git-ignored folders, at pinned versions:
  *   Portkey: npm into bench/.peers/ (with @hono/node-server held at 1.13.5 by an `overrides` entry)
  *   LiteLLM: a Python venv in bench/.venv/ (~2 minutes, ~740 MB)
- *   SGLang's router: sglang-router in the same venv (~30 s, ~100 MB: one prebuilt Rust binary)
+ *   SGLang's router: sglang-router in the same venv (~150 MB alone: its router is one prebuilt Rust binary)
  *
  *   npx node bench/peers/install.ts [portkey] [litellm] [sglang]     (no argument: all three)
  *
