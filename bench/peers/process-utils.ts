@@ -16,15 +16,19 @@ export function freePort(): Promise<number> {
   });
 }
 
-/** Polls `url` until it answers with `okStatus`, the process dies, or the time is up. */
-export async function waitForHttp(url: string, child: ChildProcess, timeoutMs: number, okStatus = 200): Promise<void> {
+/** Polls `url` until its answer is `isReady` (by default: a 200), the process dies, or the time is up. */
+export async function waitForHttp(
+  url: string,
+  child: ChildProcess,
+  timeoutMs: number,
+  isReady: (status: number, body: string) => boolean = (status) => status === 200,
+): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     if (child.exitCode !== null || child.signalCode !== null) throw new Error(`exited (${child.exitCode ?? child.signalCode}) before answering ${url}`);
     try {
       const res = await fetch(url, { signal: AbortSignal.timeout(2000) });
-      await res.arrayBuffer();
-      if (res.status === okStatus) return;
+      if (isReady(res.status, await res.text())) return;
     } catch {
       // Not listening yet.
     }

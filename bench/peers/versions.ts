@@ -12,6 +12,8 @@ export const HONO_NODE_SERVER_VERSION = "1.13.5";
  * require certifi >= 2026.10.19, which the index does not have yet.
  */
 export const LITELLM_VERSION = "1.106.2";
+/** SGLang's router (the Rust model gateway in a Python wheel): the version the table measured. */
+export const SGLANG_ROUTER_VERSION = "0.3.2";
 
 const BENCH = resolve(import.meta.dirname, "..");
 /** Git-ignored install folders. */

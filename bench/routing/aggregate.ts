@@ -1,3 +1,4 @@
+import { STRATEGY_ORDER, isKvgateStrategy } from "./matrix.ts";
 import type { RoutingResults, RoutingRun } from "./types.ts";
 
 /** The figures of one (regime, trace, sessions, strategy) point: medians over seeds. */
@@ -59,4 +60,10 @@ export function aggregate(results: RoutingResults): Map<string, Cell> {
 /** Distinct values in run order. */
 export function axis<T>(runs: RoutingRun[], pick: (r: RoutingRun) => T): T[] {
   return [...new Set(runs.map(pick))];
+}
+
+/** The strategies and peers of `runs` in column order: kvgate's strategies, then the others as they ran. */
+export function strategiesIn(runs: RoutingRun[]): string[] {
+  const present = axis(runs, (r) => r.strategy);
+  return [...STRATEGY_ORDER.filter((s) => present.includes(s)), ...present.filter((s) => !isKvgateStrategy(s))];
 }

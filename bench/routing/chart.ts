@@ -1,8 +1,10 @@
-import { aggregate, axis, key } from "./aggregate.ts";
-import { STRATEGY_ORDER } from "./matrix.ts";
+import { aggregate, axis, key, strategiesIn } from "./aggregate.ts";
 import type { RoutingResults } from "./types.ts";
 
 const COLORS: Record<string, string> = { random: "#9a9a9a", "round-robin": "#e0a030", "least-loaded": "#3070c0", "prefix-aware": "#c03030" };
+/** Peers, in the order they appear. */
+const PEER_COLORS = ["#2a9a5a", "#8a50c0", "#20a0b0", "#b06a30"];
+const LEGEND_ENTRY = 150;
 const W = 260;
 const H = 190;
 const PAD = { l: 44, r: 10, t: 26, b: 30 };
@@ -14,8 +16,14 @@ export function renderChart(results: RoutingResults): string {
   const cells = aggregate(results);
   const regimes = axis(results.runs, (r) => r.regime);
   const traces = axis(results.runs, (r) => r.trace);
+  const names = strategiesIn(results.runs);
+  const peers = names.filter((s) => !(s in COLORS));
+  const color = (s: string) => COLORS[s] ?? PEER_COLORS[peers.indexOf(s) % PEER_COLORS.length];
   const width = traces.length * W;
-  const height = regimes.length * H + 30;
+  const perRow = Math.max(1, Math.floor((width - 20) / LEGEND_ENTRY));
+  const legendRows = Math.ceil(names.length / perRow);
+  // The legend's rows, then a line saying which dash is which.
+  const height = regimes.length * H + 16 + legendRows * 14 + 14;
   const parts: string[] = [];
   parts.push(`<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="sans-serif" font-size="10">`);
   parts.push(`<rect width="100%" height="100%" fill="white"/>`);
@@ -27,7 +35,7 @@ export function renderChart(results: RoutingResults): string {
       if (runs.length === 0) return;
       const sessions = axis(runs, (r) => r.sessions).sort((a, b) => a - b);
       let ymax = 0;
-      for (const n of sessions) for (const s of STRATEGY_ORDER) ymax = Math.max(ymax, cells.get(key(regime, trace, n, s))?.p95 ?? 0);
+      for (const n of sessions) for (const s of names) ymax = Math.max(ymax, cells.get(key(regime, trace, n, s))?.p95 ?? 0);
       ymax = ymax > 0 ? ymax * 1.1 : 1;
       const px = (n: number) => x0 + PAD.l + ((W - PAD.l - PAD.r) * (sessions.length === 1 ? 0.5 : sessions.indexOf(n) / (sessions.length - 1)));
       const py = (v: number) => y0 + H - PAD.b - ((H - PAD.t - PAD.b) * v) / ymax;
@@ -40,23 +48,23 @@ export function renderChart(results: RoutingResults): string {
       }
       for (const n of sessions) parts.push(`<text x="${px(n)}" y="${y0 + H - PAD.b + 12}" text-anchor="middle">${n}</text>`);
       parts.push(`<text x="${x0 + W / 2}" y="${y0 + H - 4}" text-anchor="middle" fill="#555">sessions · TTFT ms</text>`);
-      for (const s of STRATEGY_ORDER) {
+      for (const s of names) {
         for (const [metric, dash] of [["p95", ""], ["p50", ' stroke-dasharray="4 3"']] as const) {
           const pts = sessions
             .map((n) => [n, cells.get(key(regime, trace, n, s))?.[metric] ?? null] as const)
             .filter((p): p is readonly [number, number] => p[1] !== null)
             .map(([n, v]) => `${px(n).toFixed(1)},${py(v).toFixed(1)}`);
-          if (pts.length > 0) parts.push(`<polyline points="${pts.join(" ")}" fill="none" stroke="${COLORS[s]}" stroke-width="1.6"${dash}/>`);
+          if (pts.length > 0) parts.push(`<polyline points="${pts.join(" ")}" fill="none" stroke="${color(s)}" stroke-width="1.6"${dash}/>`);
         }
       }
     });
   });
-  STRATEGY_ORDER.forEach((s, i) => {
-    const x = 10 + i * 130;
-    const y = height - 12;
-    parts.push(`<line x1="${x}" y1="${y - 3}" x2="${x + 20}" y2="${y - 3}" stroke="${COLORS[s]}" stroke-width="2"/><text x="${x + 24}" y="${y}">${s}</text>`);
+  names.forEach((s, i) => {
+    const x = 10 + (i % perRow) * LEGEND_ENTRY;
+    const y = regimes.length * H + 16 + Math.floor(i / perRow) * 14;
+    parts.push(`<line x1="${x}" y1="${y - 3}" x2="${x + 20}" y2="${y - 3}" stroke="${color(s)}" stroke-width="2"/><text x="${x + 24}" y="${y}">${esc(s)}</text>`);
   });
-  parts.push(`<text x="${width - 10}" y="${height - 9}" text-anchor="end" fill="#555">solid: p95 · dashed: p50</text>`);
+  parts.push(`<text x="10" y="${height - 9}" fill="#555">solid: p95 · dashed: p50</text>`);
   parts.push("</svg>");
   return `${parts.join("\n")}\n`;
 }

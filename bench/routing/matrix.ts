@@ -25,6 +25,8 @@ export interface Regime {
 
 export const STRATEGY_ORDER: readonly Strategy[] = ["random", "round-robin", "least-loaded", "prefix-aware"];
 
+export const isKvgateStrategy = (name: string): name is Strategy => (STRATEGY_ORDER as readonly string[]).includes(name);
+
 export const REGIMES: readonly Regime[] = [
   { name: "roomy", preset: "a100-7b", timeScale: 1, sessions: [4, 8, 12, 16, 24], trace: {} },
   {
@@ -43,7 +45,8 @@ export const REGIMES: readonly Regime[] = [
 export interface Point {
   regime: Regime;
   trace: TraceKind;
-  strategy: Strategy;
+  /** One of kvgate's strategies, or a peer router's name (bench/routing/peers.ts). */
+  strategy: string;
   sessions: number;
   seed: number;
   turns: number | undefined;
@@ -54,28 +57,29 @@ export interface MatrixOptions {
   seeds: number;
   regimes?: string[];
   traces?: string[];
+  /** kvgate's strategies to run (all when absent). */
   strategies?: string[];
   sessions?: number[];
+  /** Peer routers run after kvgate's strategies at every point, in this order. */
+  peers?: string[];
 }
 
-/** Every run, in the order they are made: a whole strategy comparison at a time. */
+/** Every run, in the order they are made: a whole comparison (strategies, then peers) at a time. */
 export function points(o: MatrixOptions): Point[] {
   const out: Point[] = [];
   const seeds = o.quick ? [1] : Array.from({ length: o.seeds }, (_, i) => i + 1);
   const traces = o.quick ? (["multi-turn", "hot-prefix"] as TraceKind[]) : TRACE_KINDS;
+  const routers = [...STRATEGY_ORDER.filter((s) => !o.strategies || o.strategies.includes(s)), ...(o.peers ?? [])];
   for (const regime of REGIMES) {
     if (o.regimes && !o.regimes.includes(regime.name)) continue;
-    // Quick: one concurrency per regime (past the pressure point in the pressured one).
-    const sessions = o.quick ? [regime.sessions[1] as number] : regime.sessions;
+    // Quick: one concurrency per regime (past the pressure point in the pressured one), unless
+    // --sessions names the points of the sweep to run.
+    const sessions = o.sessions ? regime.sessions.filter((n) => o.sessions?.includes(n)) : o.quick ? [regime.sessions[1] as number] : regime.sessions;
     for (const trace of traces) {
       if (o.traces && !o.traces.includes(trace)) continue;
       for (const n of sessions) {
-        if (o.sessions && !o.sessions.includes(n)) continue;
         for (const seed of seeds) {
-          for (const strategy of STRATEGY_ORDER) {
-            if (o.strategies && !o.strategies.includes(strategy)) continue;
-            out.push({ regime, trace, strategy, sessions: n, seed, turns: o.quick ? 4 : undefined });
-          }
+          for (const strategy of routers) out.push({ regime, trace, strategy, sessions: n, seed, turns: o.quick ? 4 : undefined });
         }
       }
     }

@@ -1,72 +1,98 @@
 /**
  * npm run bench:routing [-- --quick] [--seeds 3] [--regime roomy,pressured] [--trace multi-turn,...]
- *                       [--strategy prefix-aware,...] [--sessions 8,16] [--out DIR] [--report-only]
+ *                       [--strategy prefix-aware,...] [--sessions 8,16] [--peers sglang-cache_aware,...|none]
+ *                       [--out DIR] [--report-only]
  *
  * Replays seeded session traces through kvgate (served by Miniflare, one Durable Object per run)
  * in front of a fresh simulated fleet of 4 GPU workers (empty caches) for every strategy, regime,
- * trace, concurrency and seed. Writes bench/results/routing.json, routing.md and routing.svg.
+ * trace, concurrency and seed, and through each installed peer router on a fresh fleet of its own.
+ * Every router is warmed up the same way first. Writes bench/results/routing.json, routing.md and
+ * routing.svg.
  */
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { PRESETS, startFleet } from "../fleet/index.ts";
+import type { Strategy } from "../../src/config/schema.ts";
+import { PRESETS, startFleet, type Fleet } from "../fleet/index.ts";
 import { startGateway } from "../harness/gateway.ts";
-import { replay, summarize } from "../replay/index.ts";
+import { replay, summarize, type ReplayOptions } from "../replay/index.ts";
 import { generateTrace, traceFootprint } from "../traces/index.ts";
 import { renderChart } from "./chart.ts";
-import { REGIMES, points, type Point } from "./matrix.ts";
+import { parseRoutingArgs } from "./cli-args.ts";
+import { REGIMES, isKvgateStrategy, points, type Point, type Regime } from "./matrix.ts";
+import { selectPeers, type RoutingPeer } from "./peers.ts";
 import { renderReport } from "./report.ts";
 import type { RoutingResults, RoutingRun } from "./types.ts";
+import { WARM_UP_REQUESTS, warmUp } from "./warm-up.ts";
+import { backendId, shareBetween, workerRequestCounts } from "./worker-share.ts";
 
 const DEFAULT_RESULTS = resolve(import.meta.dirname, "..", "results");
 let RESULTS = DEFAULT_RESULTS;
 const MODEL = "kvgate-sim";
 
-function parseArgs(argv: string[]) {
-  const list = (flag: string) => {
-    const i = argv.indexOf(flag);
-    return i >= 0 ? (argv[i + 1] ?? "").split(",").filter(Boolean) : undefined;
-  };
-  const seedsAt = argv.indexOf("--seeds");
-  const outAt = argv.indexOf("--out");
-  return {
-    out: outAt >= 0 ? resolve(argv[outAt + 1] ?? DEFAULT_RESULTS) : DEFAULT_RESULTS,
-    quick: argv.includes("--quick"),
-    reportOnly: argv.includes("--report-only"),
-    seeds: seedsAt >= 0 ? Number(argv[seedsAt + 1]) : 3,
-    regimes: list("--regime"),
-    traces: list("--trace"),
-    strategies: list("--strategy"),
-    sessions: list("--sessions")?.map(Number),
-  };
+/** A router in front of a run's fleet: where the replay sends, and how to stop it. */
+interface RunRouter {
+  target: Pick<ReplayOptions, "baseUrl" | "apiKey" | "headers">;
+  stop(): Promise<void>;
 }
 
-async function runPoint(p: Point): Promise<{ run: RoutingRun; errorSamples: RoutingResults["error_samples"] }> {
+/** How a point's router starts: kvgate with the point's strategy, or the peer of that name. */
+interface RouterStart {
+  /** A peer names no backend in its answers: its share is counted at the workers. */
+  peer: boolean;
+  start(fleet: Fleet): Promise<RunRouter>;
+}
+
+function routerFor(p: Point, peers: readonly RoutingPeer[]): RouterStart {
+  const name = p.strategy;
+  if (isKvgateStrategy(name)) return { peer: false, start: (fleet) => startKvgate(name, p.regime, fleet) };
+  const peer = peers.find((x) => x.name === name);
+  if (!peer) throw new Error(`no router named ${name}`);
+  return { peer: true, start: (fleet) => startPeer(peer, fleet) };
+}
+
+async function startKvgate(strategy: Strategy, regime: Regime, fleet: Fleet): Promise<RunRouter> {
+  const gateway = await startGateway({
+    config: {
+      modelGroups: [
+        {
+          name: MODEL,
+          strategy,
+          // An operator knows each server's KV capacity (vLLM logs its GPU blocks) and prefill
+          // rate; the hints are those, the rate at the regime's time scale. Every other routing
+          // parameter is the default.
+          deployments: fleet.urls.map((baseUrl, i) => ({
+            id: backendId(i),
+            baseUrl,
+            model: MODEL,
+            kvCapacityBlocks: PRESETS[regime.preset].kvCapacityBlocks,
+            prefillTokensPerSec: Math.round(1000 / (PRESETS[regime.preset].prefillMsPerToken * regime.timeScale)),
+          })),
+        },
+      ],
+    },
+  });
+  return { target: { baseUrl: gateway.url, apiKey: gateway.key }, stop: () => gateway.dispose() };
+}
+
+async function startPeer(peer: RoutingPeer, fleet: Fleet): Promise<RunRouter> {
+  // Peer logs go to a file, not a pipe: an undrained pipe would stall a busy peer.
+  const server = await peer.start(fleet.urls, join(tmpdir(), `kvgate-bench-routing-${peer.name}.log`));
+  return { target: { baseUrl: server.url, headers: server.headers }, stop: () => server.stop() };
+}
+
+async function runPoint(p: Point, router: RouterStart): Promise<{ run: RoutingRun; errorSamples: RoutingResults["error_samples"] }> {
   const trace = generateTrace(p.trace, { ...p.regime.trace[p.trace], sessions: p.sessions, seed: p.seed, ...(p.turns ? { turns: p.turns } : {}) });
   const fleet = await startFleet({ workers: 4, basePort: 0, preset: p.regime.preset, timeScale: p.regime.timeScale, servedModelName: MODEL });
   try {
-    const gateway = await startGateway({
-      config: {
-        modelGroups: [
-          {
-            name: MODEL,
-            strategy: p.strategy,
-            // An operator knows each server's KV capacity (vLLM logs its GPU blocks) and prefill
-            // rate; the hints are those, the rate at the regime's time scale. Every other routing
-            // parameter is the default.
-            deployments: fleet.urls.map((baseUrl, i) => ({
-              id: `gpu-${i}`,
-              baseUrl,
-              model: MODEL,
-              kvCapacityBlocks: PRESETS[p.regime.preset].kvCapacityBlocks,
-              prefillTokensPerSec: Math.round(1000 / (PRESETS[p.regime.preset].prefillMsPerToken * p.regime.timeScale)),
-            })),
-          },
-        ],
-      },
-    });
+    const running = await router.start(fleet);
     try {
-      const result = await replay(trace, { baseUrl: gateway.url, apiKey: gateway.key, model: MODEL, timeoutMs: 300_000 });
+      const target = { ...running.target, model: MODEL, timeoutMs: 300_000 };
+      await warmUp(target);
+      const before = router.peer ? await workerRequestCounts(fleet.urls) : undefined;
+      const result = await replay(trace, target);
       const s = summarize(result);
+      if (before) s.backend_share = shareBetween(before, await workerRequestCounts(fleet.urls));
       const run = { regime: p.regime.name, trace: p.trace, strategy: p.strategy, sessions: p.sessions, seed: p.seed, ...s };
       // A few failures of each run, verbatim: an error count alone says nothing about its cause.
       const errorSamples = result.requests
@@ -75,7 +101,7 @@ async function runPoint(p: Point): Promise<{ run: RoutingRun; errorSamples: Rout
         .map((r) => ({ regime: run.regime, trace: run.trace, strategy: run.strategy, sessions: run.sessions, seed: run.seed, status: r.status, error: r.error ?? "" }));
       return { run, errorSamples };
     } finally {
-      await gateway.dispose();
+      await running.stop();
     }
   } finally {
     await fleet.close();
@@ -117,13 +143,15 @@ function write(results: RoutingResults): void {
 }
 
 async function main(): Promise<void> {
-  const args = parseArgs(process.argv.slice(2));
+  const args = parseRoutingArgs(process.argv.slice(2), DEFAULT_RESULTS);
   RESULTS = args.out;
   if (args.reportOnly) {
     write(JSON.parse(readFileSync(join(RESULTS, "routing.json"), "utf8")) as RoutingResults);
     return;
   }
-  const plan = points(args);
+  const { peers, notes } = selectPeers(args.peers);
+  for (const note of notes) console.log(note);
+  const plan = points({ ...args, peers: peers.map((p) => p.name) });
   const results: RoutingResults = {
     command: `npm run bench:routing -- ${process.argv.slice(2).join(" ")}`.trim(),
     date: new Date().toISOString(),
@@ -140,6 +168,8 @@ async function main(): Promise<void> {
     footprints: footprints(),
     ceilings: [],
     error_samples: [],
+    peers: peers.map((p) => ({ name: p.name, package: p.package, version: p.version, settings: p.settings })),
+    warm_up_requests: WARM_UP_REQUESTS,
     runs: [],
   };
   const started = Date.now();
@@ -147,15 +177,23 @@ async function main(): Promise<void> {
     if (!results.ceilings.some((c) => c.regime === p.regime.name && c.trace === p.trace && c.sessions === p.sessions && c.seed === p.seed)) {
       results.ceilings.push({ regime: p.regime.name, trace: p.trace, sessions: p.sessions, seed: p.seed, kv_hit: await ceiling(p) });
     }
-    const { run, errorSamples } = await runPoint(p);
+    const router = routerFor(p, peers);
+    const head = `[${i + 1}/${plan.length} ${((Date.now() - started) / 1000).toFixed(0)}s] ${p.regime.name} ${p.trace} ${p.sessions}s seed${p.seed} ${p.strategy.padEnd(18)}`;
+    let outcome: Awaited<ReturnType<typeof runPoint>>;
+    try {
+      outcome = await runPoint(p, router);
+    } catch (e) {
+      // A peer that fails to start or to answer the warm-up leaves its cell empty; kvgate failing is a bug.
+      if (!router.peer) throw e;
+      console.log(`${head} skipped: ${(e as Error).message}`);
+      continue;
+    }
+    const { run, errorSamples } = outcome;
     results.runs.push(run);
     results.error_samples.push(...errorSamples);
     write(results);
     const t = run.ttft_ms;
-    console.log(
-      `[${i + 1}/${plan.length} ${((Date.now() - started) / 1000).toFixed(0)}s] ${p.regime.name} ${p.trace} ${p.sessions}s seed${p.seed} ${p.strategy.padEnd(13)} ` +
-        `kv_hit ${run.kv_hit?.toFixed(3)} ttft p50 ${t.p50?.toFixed(0)} p95 ${t.p95?.toFixed(0)} ms  errors ${run.errors}/${run.requests}`,
-    );
+    console.log(`${head} kv_hit ${run.kv_hit?.toFixed(3)} ttft p50 ${t.p50?.toFixed(0)} p95 ${t.p95?.toFixed(0)} ms  errors ${run.errors}/${run.requests}`);
   }
 }
 

@@ -4,6 +4,10 @@ import type { ReplaySummary } from "../replay/index.ts";
 export interface RoutingRun extends ReplaySummary {
   regime: string;
   trace: string;
+  /**
+   * kvgate's strategy, or the name of the peer router that ran (e.g. `sglang-cache_aware`). A
+   * peer's backend_share is counted from the workers' request counters (it names no backend).
+   */
   strategy: string;
   sessions: number;
   seed: number;
@@ -27,5 +31,9 @@ export interface RoutingResults {
   /** kv_hit of one unbounded, zero-latency worker serving the whole trace: the ceiling for any routing. */
   ceilings: { regime: string; trace: string; sessions: number; seed: number; kv_hit: number | null }[];
   error_samples: { regime: string; trace: string; strategy: string; sessions: number; seed: number; status: number; error: string }[];
+  /** The peer routers in this run's plan (absent in results that predate peers). */
+  peers?: { name: string; package: string; version: string; settings: string }[];
+  /** Requests sent through each router before its run and not counted (absent: no warm-up). */
+  warm_up_requests?: number;
   runs: RoutingRun[];
 }

@@ -1,0 +1,52 @@
+import { resolve } from "node:path";
+import { parseArgs } from "node:util";
+
+/** bench:routing's flags, parsed; lists are comma-separated, and absent means "all". */
+export interface RoutingArgs {
+  out: string;
+  quick: boolean;
+  reportOnly: boolean;
+  seeds: number;
+  regimes: string[] | undefined;
+  traces: string[] | undefined;
+  strategies: string[] | undefined;
+  sessions: number[] | undefined;
+  /** The raw --peers value: absent (every installed peer), `none`, or names (see peers.ts). */
+  peers: string | undefined;
+}
+
+const list = (value: string | undefined): string[] | undefined => value?.split(",").filter(Boolean);
+
+function positiveInt(flag: string, value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1) throw new Error(`${flag} must be a positive integer, got "${value}"`);
+  return n;
+}
+
+export function parseRoutingArgs(argv: string[], defaultOut: string): RoutingArgs {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      quick: { type: "boolean", default: false },
+      "report-only": { type: "boolean", default: false },
+      seeds: { type: "string", default: "3" },
+      regime: { type: "string" },
+      trace: { type: "string" },
+      strategy: { type: "string" },
+      sessions: { type: "string" },
+      peers: { type: "string" },
+      out: { type: "string" },
+    },
+  });
+  return {
+    out: values.out === undefined ? defaultOut : resolve(values.out),
+    quick: values.quick,
+    reportOnly: values["report-only"],
+    seeds: positiveInt("--seeds", values.seeds),
+    regimes: list(values.regime),
+    traces: list(values.trace),
+    strategies: list(values.strategy),
+    sessions: list(values.sessions)?.map((s) => positiveInt("--sessions", s)),
+    peers: values.peers,
+  };
+}
