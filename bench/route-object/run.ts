@@ -1,0 +1,151 @@
+/**
+ * `npm run bench:route-object [-- --repeats N --seconds S --no-write]`
+ *
+ * The routing object's own work per route call: the group's router (src/routing/group-router.ts,
+ * the code the model group's Durable Object runs) at 4, 32 and 128 backends and 10, 500 and
+ * 2,000-block prompt chains, prefix-aware at the default settings, in steady state:
+ *   - conversations share a system prompt (the chain's first quarter) and each has its own
+ *     history; each call picks one at random, and one call in 8 starts a new conversation, so the
+ *     prefix sets see hits, misses, branch points and evictions at their capacity;
+ *   - 8 requests per backend are in flight; each call routes one and releases the oldest, as the
+ *     object does when a route call carries the Worker's finished leases.
+ * Timed in Node (the same V8 as workerd) with the process's CPU clock over calls in a row, median
+ * of repeats; routes_per_sec is 10⁶ / µs per call: what one object could route were routing its
+ * only work (the RPC's own cost in workerd comes on top; bench:ceiling's floor+route shows it).
+ * Writes bench/results/route-object.{json,md}.
+ */
+import { writeFile } from "node:fs/promises";
+import { resolve } from "node:path";
+import { parseArgs } from "node:util";
+import { parseConfig, type ResolvedGroup } from "../../src/config/load.ts";
+import { GroupRouter } from "../../src/routing/group-router.ts";
+import { machineInfo } from "../overhead/machine.ts";
+import { ascending, percentile } from "../overhead/stats.ts";
+import { mulberry32 } from "../traces/prng.ts";
+
+const RESULTS = resolve(import.meta.dirname, "..", "results");
+const BACKENDS = [4, 32, 128];
+const CHAINS = [10, 500, 2000];
+const IN_FLIGHT_PER_BACKEND = 8;
+const CONVERSATIONS_PER_BACKEND = 4;
+/** One call in this many starts a new conversation (a new history under the shared prefix). */
+const NEW_CONVERSATION_EVERY = 8;
+/** The goal the issue sets: at 32 backends × 500 blocks. */
+const GOAL_US = 50;
+
+const { values } = parseArgs({
+  options: { repeats: { type: "string", default: "5" }, seconds: { type: "string", default: "1" }, "no-write": { type: "boolean", default: false } },
+});
+const repeats = positive("--repeats", values.repeats);
+const seconds = positive("--seconds", values.seconds);
+
+function positive(flag: string, v: string): number {
+  const n = Number(v);
+  if (!(n > 0)) throw new Error(`${flag} takes a positive number, not "${v}"`);
+  return n;
+}
+
+function group(backends: number): ResolvedGroup {
+  const deployments = Array.from({ length: backends }, (_, i) => ({ id: `gpu-${i}`, baseUrl: `http://10.0.${i >> 8}.${i & 255}:8000`, model: "m" }));
+  const r = parseConfig({ modelGroups: [{ name: "g", strategy: "prefix-aware", deployments }] });
+  if (!r.ok) throw new Error(r.error);
+  return r.config.groups[0] as ResolvedGroup;
+}
+
+export interface RouteObjectRun {
+  backends: number;
+  chain_blocks: number;
+  us_per_route: number;
+  routes_per_sec: number;
+  /** The median's spread over repeats. */
+  us_per_route_min: number;
+  us_per_route_max: number;
+  calls_per_repeat: number;
+}
+
+/** A router in steady state and a function that makes one route call (and one release). */
+function steadyRouter(backends: number, chainBlocks: number): () => void {
+  const g = group(backends);
+  const router = new GroupRouter("g", mulberry32(7).next);
+  router.install(g, 0);
+  const rand = mulberry32(backends * 10_007 + chainBlocks).next;
+  const id = () => Math.floor(rand() * 2 ** 52);
+  const shared = Array.from({ length: Math.max(1, chainBlocks >> 2) }, id);
+  const fresh = (): number[] => [...shared, ...Array.from({ length: chainBlocks - shared.length }, id)];
+  const conversations = Array.from({ length: backends * CONVERSATIONS_PER_BACKEND }, fresh);
+  const inFlight: string[] = [];
+  let now = 0;
+  return () => {
+    now += 1;
+    const c = Math.floor(rand() * conversations.length);
+    if (rand() * NEW_CONVERSATION_EVERY < 1) conversations[c] = fresh();
+    const d = router.route(g.version, conversations[c] as number[], [], now);
+    if ("refused" in d) throw new Error(`refused: ${d.refused}`);
+    inFlight.push(d.lease);
+    if (inFlight.length > backends * IN_FLIGHT_PER_BACKEND) router.release({ lease: inFlight.shift() as string, outcome: "ok", ttftMs: 40, durationMs: 400 }, now);
+  };
+}
+
+/** CPU µs per call over `calls` calls in a row. */
+function timeCalls(call: () => void, calls: number): number {
+  const t0 = process.cpuUsage();
+  for (let i = 0; i < calls; i++) call();
+  const t = process.cpuUsage(t0);
+  return (t.user + t.system) / calls;
+}
+
+function measure(backends: number, chainBlocks: number): RouteObjectRun {
+  const call = steadyRouter(backends, chainBlocks);
+  // Warm-up: fills the prefix sets and lets V8 optimise, and sizes a repeat to about `seconds`.
+  const probe = timeCalls(call, 2000);
+  const calls = Math.max(1000, Math.round((seconds * 1e6) / probe));
+  timeCalls(call, calls);
+  const us = ascending(Array.from({ length: repeats }, () => timeCalls(call, calls)));
+  const median = percentile(us, 50) as number;
+  const round = (x: number) => Math.round(x * 100) / 100;
+  return { backends, chain_blocks: chainBlocks, us_per_route: round(median), routes_per_sec: Math.round(1e6 / median), us_per_route_min: round(us[0] as number), us_per_route_max: round(us.at(-1) as number), calls_per_repeat: calls };
+}
+
+const runs: RouteObjectRun[] = [];
+for (const b of BACKENDS) {
+  for (const c of CHAINS) {
+    const run = measure(b, c);
+    runs.push(run);
+    console.error(`${String(b).padStart(3)} backends × ${String(c).padStart(4)} blocks: ${run.us_per_route} µs per route call (${run.us_per_route_min}–${run.us_per_route_max}), ${run.routes_per_sec} routes/s`);
+  }
+}
+
+const machine = machineInfo();
+const at = new Date().toISOString();
+const goal = runs.find((r) => r.backends === 32 && r.chain_blocks === 500);
+const md = [
+  "# The routing object's route call",
+  "",
+  "The model group's router — the code its Durable Object runs for each route call — in Node (the same V8 as",
+  "workerd), prefix-aware at the default settings, in steady state: conversations share a system prompt (the",
+  `first quarter of each chain) and have their own histories, ${CONVERSATIONS_PER_BACKEND} per backend, one call in ${NEW_CONVERSATION_EVERY} starting a new one;`,
+  `${IN_FLIGHT_PER_BACKEND} requests per backend in flight, each call routing one and releasing the oldest (as a route call carries the`,
+  "Worker's finished leases). CPU time per call over calls in a row, median of repeats (range in brackets);",
+  "routes/s = 10⁶ / µs: one object's ceiling were routing its only work. The RPC into the object costs on top",
+  "(bench:ceiling: floor+route − floor).",
+  "",
+  "```sh",
+  `npm run bench:route-object${process.argv.length > 2 ? ` -- ${process.argv.slice(2).join(" ")}` : ""}`,
+  "```",
+  "",
+  `${at} · ${machine.cpu}, ${machine.cores} cores (shared) · Node ${machine.node} · median of ${repeats} × ~${seconds} s`,
+  "",
+  "| backends | chain blocks | µs per route call | routes/s |",
+  "| --- | --- | --- | --- |",
+  ...runs.map((r) => `| ${r.backends} | ${r.chain_blocks} | ${r.us_per_route} (${r.us_per_route_min}–${r.us_per_route_max}) | ${r.routes_per_sec.toLocaleString("en")} |`),
+  "",
+  `Goal: ≤ ${GOAL_US} µs per route call at 32 backends × 500 blocks — ${goal ? `${goal.us_per_route} µs: ${goal.us_per_route <= GOAL_US ? "met" : "**not met**"}` : "not measured"}.`,
+  "",
+].join("\n");
+
+if (values["no-write"]) console.log(md);
+else {
+  await writeFile(resolve(RESULTS, "route-object.json"), `${JSON.stringify({ generated_at: at, machine, repeats, seconds, runs }, null, 2)}\n`);
+  await writeFile(resolve(RESULTS, "route-object.md"), md);
+  console.error("wrote bench/results/route-object.json and route-object.md");
+}
