@@ -10,6 +10,10 @@ export type { ChatMessage, Session, ToolCall, Trace, TraceKind, Turn } from "./t
 export { TRACE_KINDS } from "./types.ts";
 export { TRACE_DEFAULTS, resolveTraceOptions, type TraceOptions, type TraceParams } from "./options.ts";
 export { traceFootprint, type TraceFootprint } from "./footprint.ts";
+export { TIMED_KINDS, type TimedKind, type TimedRequest, type TimedTrace } from "./timed.ts";
+export { atSpeed, poissonArrivals, stagedPoissonArrivals, type RateStage } from "./arrivals.ts";
+export { prefixCeiling, type PrefixCeiling } from "./prefix-ceiling.ts";
+export { MOONCAKE_FILES, mooncakeTrace, type MooncakeFile, type MooncakeOptions } from "./kinds/mooncake.ts";
 
 interface KindGenerator {
   /** The options this kind reads beyond seed, sessions, turns and maxTokens. */
