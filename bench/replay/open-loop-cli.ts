@@ -34,14 +34,13 @@ function arrivals(trace: TimedTrace, v: OpenLoopFlagValues): Arrivals {
   const load = number("load", v.load);
   const fleet = load === undefined ? undefined : fleetFromFlags(v);
   if (fleet && fleet.profile.prefillMsPerToken === 0) throw new Error("--load needs the fleet's GPU preset: --preset a100-7b or l4-7b");
-  const demand = traceDemand(trace);
-  const rate = fleet && load !== undefined && v.poisson ? rateForLoad(demand, fleet, load) : number("rate", v.rate);
+  const rate = fleet && load !== undefined && v.poisson ? rateForLoad(traceDemand(trace), fleet, load) : number("rate", v.rate);
   if (rate !== undefined || v.poisson) {
     if (rate === undefined) throw new Error("--poisson needs --rate or --load");
     const seed = number("seed", v.seed) ?? 1;
     return { spec: { mode: "poisson", rate_per_s: rate, seed }, times: poissonArrivals(trace.requests.length, rate, seed) };
   }
-  const speed = fleet && load !== undefined ? speedForLoad(demand, fleet, load) : (number("speed", v.speed) ?? 1);
+  const speed = fleet && load !== undefined ? speedForLoad(traceDemand(trace), fleet, load) : (number("speed", v.speed) ?? 1);
   return { spec: { mode: "trace", speed }, times: atSpeed(trace.requests.map((r) => r.atMs), speed) };
 }
 

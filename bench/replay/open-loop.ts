@@ -61,6 +61,7 @@ export async function replayOpenLoop(trace: TimedTrace, opts: OpenLoopOptions): 
     const wallMs = performance.now() - started;
     return { requests, wallMs, serverQueue: sampler ? await sampler.stop() : null };
   } finally {
+    // After a throw too: the sampler's timer must not outlive the run.
     await sampler?.stop();
     endpoint.agent.destroy();
   }

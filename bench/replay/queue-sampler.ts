@@ -21,7 +21,7 @@ export interface QueueSamples {
 }
 
 export interface QueueSampler {
-  /** Stops sampling; resolves once a round under way has ended. */
+  /** Stops sampling; resolves once a round under way has ended. Stopping again returns the same samples. */
   stop(): Promise<QueueSamples>;
 }
 
