@@ -17,15 +17,21 @@ export interface PrefixCeiling {
  */
 export function prefixCeiling(trace: Pick<TimedTrace, "blockTokens" | "requests">): PrefixCeiling {
   const seen = new Set<number>();
+  // A trace that sends the same prompt again shares its chain: once seen, all of it stays seen.
+  const seenChains = new Set<readonly number[]>();
   const perRequest: number[] = [];
   let promptTokens = 0;
   let cachedTokens = 0;
   for (const request of trace.requests) {
+    const again = seenChains.has(request.blocks);
     let cached = 0;
-    for (let i = 0; i < request.blocks.length && seen.has(request.blocks[i] ?? -1); i++) {
+    for (let i = 0; i < request.blocks.length && (again || seen.has(request.blocks[i] ?? -1)); i++) {
       cached += Math.min(trace.blockTokens, request.promptTokens - i * trace.blockTokens);
     }
-    for (const block of request.blocks) seen.add(block);
+    if (!again) {
+      for (const block of request.blocks) seen.add(block);
+      seenChains.add(request.blocks);
+    }
     perRequest.push(cached);
     promptTokens += request.promptTokens;
     cachedTokens += cached;

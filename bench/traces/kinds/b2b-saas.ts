@@ -94,7 +94,7 @@ export function b2bSaasTrace(options: Partial<B2bSaasOptions> = {}): TimedTrace 
       maxTokens: o.outputTokens,
       promptTokens: prompt.tokens,
       blocks: prompt.chain,
-      messages: () => prompt.messages,
+      messages: () => prompt.messages.map((m) => ({ ...m })),
     };
   });
   return { kind: "b2b-saas", params: { ...o, requests: requests.length }, blockTokens: BLOCK_TOKENS, requests };
@@ -129,8 +129,13 @@ interface Prompt {
   chain: number[];
 }
 
+/** The last prompt set rendered: scaling a trace to a fleet builds it again with the same prompts. */
+let lastPrompts: { key: string; prompts: Prompt[] } | undefined;
+
 /** Every prompt, rendered and cut into simulator blocks once: requests repeat them. */
 function renderPrompts(o: B2bSaasOptions): Prompt[] {
+  const key = JSON.stringify([o.seed, o.groups, o.promptsPerGroup, o.systemPromptTokens, o.questionTokens]);
+  if (lastPrompts?.key === key) return lastPrompts.prompts;
   const prompts: Prompt[] = [];
   for (let g = 0; g < o.groups; g++) {
     const system = systemPrompt(streamFor(o.seed, "b2b-group", g), o.systemPromptTokens * BYTES_PER_TOKEN);
@@ -146,5 +151,6 @@ function renderPrompts(o: B2bSaasOptions): Prompt[] {
       prompts.push({ name: `g${g}-q${q}`, messages, tokens, chain });
     }
   }
+  lastPrompts = { key, prompts };
   return prompts;
 }
