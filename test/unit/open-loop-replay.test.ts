@@ -89,7 +89,7 @@ describe("open-loop replay against a fleet worker", () => {
     const cached = result.requests.reduce((sum, r) => sum + (r.cachedTokens ?? 0), 0);
     expect(expected).toBeGreaterThan(20_000);
     expect(Math.abs(cached - expected)).toBeLessThanOrEqual(16 * 60);
-  });
+  }, 30_000);
 
   it("samples the workers' queues: requests beyond the seats wait, and their wait is counted", async () => {
     const fleet = await fleetOf({ workers: 1, preset: "a100-7b", maxNumSeqs: 1, timeScale: 0.05 });
@@ -104,7 +104,7 @@ describe("open-loop replay against a fleet worker", () => {
     expect(server?.running.max).toBe(1);
     expect(server?.mean_wait_ms ?? 0).toBeGreaterThan(0);
     expect(server?.failed_reads).toBe(0);
-  });
+  }, 30_000);
 });
 
 describe("open-loop replay's bounds and turn order, against an upstream that answers when told", () => {
