@@ -1,10 +1,6 @@
 import type { Session, Trace } from "../traces/types.ts";
-import { keepAliveAgent } from "./http-stream.ts";
-import { bodyFrame } from "./request-body.ts";
-import { sendTurn, type Endpoint } from "./send-turn.ts";
+import { endpointFor, sendTurn, type Endpoint } from "./send-turn.ts";
 import type { ReplayOptions, ReplayResult, RequestResult } from "./types.ts";
-
-const DEFAULT_TIMEOUT_MS = 120_000;
 
 /**
  * Replays a trace against an OpenAI-compatible server: every session at once, each session's
@@ -12,26 +8,13 @@ const DEFAULT_TIMEOUT_MS = 120_000;
  * session goes on; the promise only rejects on a bad base URL.
  */
 export async function replay(trace: Trace, opts: ReplayOptions): Promise<ReplayResult> {
-  const url = new URL(`${opts.baseUrl.replace(/\/+$/, "")}/v1/chat/completions`);
-  const agent = keepAliveAgent(url);
-  const endpoint: Endpoint = {
-    url,
-    agent,
-    headers: {
-      "content-type": "application/json",
-      accept: "text/event-stream",
-      ...(opts.apiKey ? { authorization: `Bearer ${opts.apiKey}` } : {}),
-      ...opts.headers,
-    },
-    body: bodyFrame(opts.model, opts.extraBody ?? {}),
-    timeoutMs: opts.timeoutMs ?? DEFAULT_TIMEOUT_MS,
-  };
+  const endpoint = endpointFor(opts);
   const started = performance.now();
   try {
     const perSession = await Promise.all(trace.sessions.map((session) => replaySession(endpoint, session)));
     return { requests: perSession.flat(), wallMs: performance.now() - started };
   } finally {
-    agent.destroy();
+    endpoint.agent.destroy();
   }
 }
 

@@ -1,9 +1,9 @@
 import type { Agent, IncomingHttpHeaders } from "node:http";
-import { streamPost } from "./http-stream.ts";
-import { requestBody, type BodyFrame } from "./request-body.ts";
+import { keepAliveAgent, streamPost } from "./http-stream.ts";
+import { bodyFrame, requestBody, type BodyFrame } from "./request-body.ts";
 import { SseScanner } from "./sse-scanner.ts";
 import { StreamReply, errorMessage } from "./stream-reply.ts";
-import type { RequestResult } from "./types.ts";
+import type { ReplayOptions, RequestResult } from "./types.ts";
 
 /** What every request of a replay shares: where it goes, how, and the fixed body fields. */
 export interface Endpoint {
@@ -12,6 +12,25 @@ export interface Endpoint {
   headers: Readonly<Record<string, string>>;
   body: BodyFrame;
   timeoutMs: number;
+}
+
+const DEFAULT_TIMEOUT_MS = 120_000;
+
+/** The endpoint of a replay, with its own keep-alive agent: destroy the agent when the replay ends. */
+export function endpointFor(opts: ReplayOptions): Endpoint {
+  const url = new URL(`${opts.baseUrl.replace(/\/+$/, "")}/v1/chat/completions`);
+  return {
+    url,
+    agent: keepAliveAgent(url),
+    headers: {
+      "content-type": "application/json",
+      accept: "text/event-stream",
+      ...(opts.apiKey ? { authorization: `Bearer ${opts.apiKey}` } : {}),
+      ...opts.headers,
+    },
+    body: bodyFrame(opts.model, opts.extraBody ?? {}),
+    timeoutMs: opts.timeoutMs ?? DEFAULT_TIMEOUT_MS,
+  };
 }
 
 export interface TurnRequest {

@@ -43,7 +43,7 @@ function nearestRank(sorted: readonly number[], p: number): number | null {
   return sorted[Math.ceil((p / 100) * sorted.length) - 1] ?? null;
 }
 
-function percentiles(values: readonly number[]): Percentiles {
+export function percentiles(values: readonly number[]): Percentiles {
   const sorted = [...values].sort((a, b) => a - b);
   return { p50: nearestRank(sorted, 50), p95: nearestRank(sorted, 95), p99: nearestRank(sorted, 99) };
 }

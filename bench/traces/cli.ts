@@ -1,6 +1,23 @@
 import { writeFileSync } from "node:fs";
+import { parseArgs as parseFlags } from "node:util";
 import { KB } from "./options.ts";
-import { TRACE_DEFAULTS, TRACE_KINDS, generateTrace, traceFootprint, type TraceKind, type TraceOptions } from "./index.ts";
+import {
+  TIMED_KINDS,
+  TRACE_DEFAULTS,
+  TRACE_KINDS,
+  b2bSaasRateScale,
+  generateTrace,
+  loadAtSpeed,
+  prefixCeiling,
+  rateForLoad,
+  speedForLoad,
+  traceDemand,
+  traceFootprint,
+  type TimedKind,
+  type TraceKind,
+  type TraceOptions,
+} from "./index.ts";
+import { TIMED_FLAGS, fleetFromFlags, number, timedTraceFromFlags } from "./timed-flags.ts";
 
 /**
  * Generates a trace and prints its size and how long generation took; `--out` writes it as JSON.
@@ -8,12 +25,18 @@ import { TRACE_DEFAULTS, TRACE_KINDS, generateTrace, traceFootprint, type TraceK
  *   node bench/traces/cli.ts multi-turn --sessions 64 --document-kb 16 [--out trace.json]
  *
  * Every field of TRACE_DEFAULTS is a flag, in kebab-case or camelCase.
+ *
+ * An open-loop trace prints its demand and, for a fleet (default 4 × a100-7b at time scale 1),
+ * its load at speed 1 and the speed factor and Poisson rate that give a target load:
+ *
+ *   node bench/traces/cli.ts mooncake --file conversation --minutes 10 --load 0.8
+ *   node bench/traces/cli.ts b2b-saas --preset a100-7b --time-scale 0.2 [--b2b stages=9]
  */
 
 function parseArgs(argv: readonly string[]): { kind: TraceKind; options: TraceOptions; out: string | undefined } {
   const [kindArg, ...rest] = argv;
   const kind = TRACE_KINDS.find((k) => k === kindArg);
-  if (!kind) throw new Error(`usage: cli.ts <${TRACE_KINDS.join("|")}> [--option value]... [--out file]`);
+  if (!kind) throw new Error(`usage: cli.ts <${[...TRACE_KINDS, ...TIMED_KINDS].join("|")}> [--option value]... [--out file]`);
   const options: Record<string, number> = {};
   let out: string | undefined;
   for (let i = 0; i < rest.length; i += 2) {
@@ -30,17 +53,49 @@ function parseArgs(argv: readonly string[]): { kind: TraceKind; options: TraceOp
   return { kind, options, out };
 }
 
-const { kind, options, out } = parseArgs(process.argv.slice(2));
-const started = performance.now();
-const trace = generateTrace(kind, options);
-const generationMs = performance.now() - started;
-// Not part of generation: the footprint renders and hashes every request, as the fleet would.
-const f = traceFootprint(trace);
-const size = (tokens: number): string => `${((tokens * 4) / KB).toFixed(1)} KB (${tokens} tokens)`;
-console.log(`${kind}: ${f.sessions} sessions, ${f.requests} requests, generated in ${generationMs.toFixed(1)} ms`);
-console.log(`  shared blocks:               ${size(f.sharedTokens)}`);
-console.log(`  private blocks per session:  ${size(Math.round(f.privateTokens / Math.max(1, f.sessions)))}`);
-console.log(`  working set (all sessions):  ${size(f.sharedTokens + f.privateTokens)}`);
-console.log(`  prompt mean / max:           ${size(f.meanPromptTokens)} / ${size(f.maxPromptTokens)}`);
-console.log(`  params: ${JSON.stringify(trace.params)}`);
-if (out) writeFileSync(out, JSON.stringify(trace));
+function describeTimed(kind: TimedKind, argv: string[]): void {
+  const { values } = parseFlags({ args: argv, options: TIMED_FLAGS });
+  const started = performance.now();
+  const trace = timedTraceFromFlags(kind, values);
+  const loadMs = performance.now() - started;
+  const fleet = fleetFromFlags(values);
+  const demand = traceDemand(trace);
+  const noCache = traceDemand(trace, "none");
+  const prompts = trace.requests.map((r) => r.promptTokens);
+  const n = Math.max(1, trace.requests.length);
+  const round = (x: number, digits = 3): string => (Number.isFinite(x) ? x.toFixed(digits) : String(x));
+  console.log(`${kind}: ${trace.requests.length} requests over ${(demand.spanMs / 1000).toFixed(1)} s, built in ${loadMs.toFixed(0)} ms`);
+  console.log(`  params: ${JSON.stringify(trace.params)}`);
+  console.log(`  prompt tokens mean / max: ${Math.round(prompts.reduce((a, b) => a + b, 0) / n)} / ${Math.max(0, ...prompts)}; output tokens mean ${Math.round(demand.outputTokens / n)}`);
+  console.log(`  kv ceiling (one infinite cache, arrival order): ${round(prefixCeiling(trace).kvHit ?? NaN)}`);
+  console.log(`  fleet ${fleet.workers} x ${fleet.preset}, time scale ${fleet.timeScale}: capacity ${round(rateForLoad(demand, fleet, 1), 2)} requests/s with the ceiling's hits, ${round(rateForLoad(noCache, fleet, 1), 2)} with none`);
+  console.log(`  load at speed 1: ${round(loadAtSpeed(demand, fleet, 1))} with the ceiling's hits, ${round(loadAtSpeed(noCache, fleet, 1))} with none`);
+  const load = number("load", values.load);
+  if (load !== undefined) {
+    console.log(`  for load ${load}: --speed ${round(speedForLoad(demand, fleet, load))} (${round(speedForLoad(noCache, fleet, load))} if nothing were cached), or --rate ${round(rateForLoad(demand, fleet, load), 2)} Poisson`);
+  }
+  if (kind === "b2b-saas") {
+    console.log(`  rateScale for this fleet: ${round(b2bSaasRateScale(fleet, {}))} (its capacity over the 14.41 requests/s llm-d's fleet served)`);
+  }
+}
+
+const [first = "", ...rest] = process.argv.slice(2);
+const timedKind = TIMED_KINDS.find((k) => k === first);
+if (timedKind) {
+  describeTimed(timedKind, rest);
+} else {
+  const { kind, options, out } = parseArgs(process.argv.slice(2));
+  const started = performance.now();
+  const trace = generateTrace(kind, options);
+  const generationMs = performance.now() - started;
+  // Not part of generation: the footprint renders and hashes every request, as the fleet would.
+  const f = traceFootprint(trace);
+  const size = (tokens: number): string => `${((tokens * 4) / KB).toFixed(1)} KB (${tokens} tokens)`;
+  console.log(`${kind}: ${f.sessions} sessions, ${f.requests} requests, generated in ${generationMs.toFixed(1)} ms`);
+  console.log(`  shared blocks:               ${size(f.sharedTokens)}`);
+  console.log(`  private blocks per session:  ${size(Math.round(f.privateTokens / Math.max(1, f.sessions)))}`);
+  console.log(`  working set (all sessions):  ${size(f.sharedTokens + f.privateTokens)}`);
+  console.log(`  prompt mean / max:           ${size(f.meanPromptTokens)} / ${size(f.maxPromptTokens)}`);
+  console.log(`  params: ${JSON.stringify(trace.params)}`);
+  if (out) writeFileSync(out, JSON.stringify(trace));
+}

@@ -68,3 +68,13 @@ export function zipfSampler(n: number, exponent: number): (rng: Rng) => number {
     return lo;
   };
 }
+
+/** 0..n-1 in a seeded random order (Fisher–Yates). */
+export function shuffled(rng: Rng, n: number): number[] {
+  const items = Array.from({ length: n }, (_, i) => i);
+  for (let i = n - 1; i > 0; i--) {
+    const j = rng.int(0, i);
+    [items[i], items[j]] = [items[j] ?? j, items[i] ?? i];
+  }
+  return items;
+}

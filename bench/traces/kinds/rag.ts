@@ -1,5 +1,5 @@
 import { kbToBytes, type TraceParams } from "../options.ts";
-import { streamFor, zipfSampler, type Rng } from "../prng.ts";
+import { shuffled, streamFor, zipfSampler, type Rng } from "../prng.ts";
 import { documentText, systemPrompt } from "../prompts.ts";
 import type { Session, Turn } from "../types.ts";
 import { question } from "../words.ts";
@@ -57,15 +57,6 @@ export function ragSessions(p: TraceParams): Session[] {
     sessions.push({ id: `rag-${s}`, turns });
   }
   return sessions;
-}
-
-function shuffled(rng: Rng, n: number): number[] {
-  const items = Array.from({ length: n }, (_, i) => i);
-  for (let i = n - 1; i > 0; i--) {
-    const j = rng.int(0, i);
-    [items[i], items[j]] = [items[j] ?? j, items[i] ?? i];
-  }
-  return items;
 }
 
 /** `count` distinct documents in ascending (canonical) order; a steep Zipf tail falls back to uniform draws. */

@@ -1,0 +1,40 @@
+import type { TimedTrace } from "./timed.ts";
+
+export interface PrefixCeiling {
+  /** Σ cached / Σ prompt tokens: the kv_hit no routing over any fleet can beat; null for no tokens. */
+  kvHit: number | null;
+  promptTokens: number;
+  cachedTokens: number;
+  /** Each request's cached tokens at the ceiling, in trace order. */
+  perRequest: number[];
+}
+
+/**
+ * The kv_hit of one infinite cache that sees every request in arrival order: a request's leading
+ * blocks seen before are cached, token-weighted (a partial last block counts its own tokens). This
+ * is how the Mooncake traces' README computes its reference figures (0.374 conversation, 0.651
+ * synthetic), and it bounds any router: a fleet can only split that cache, and evict from it.
+ */
+export function prefixCeiling(trace: Pick<TimedTrace, "blockTokens" | "requests">): PrefixCeiling {
+  const seen = new Set<number>();
+  // A trace that sends the same prompt again shares its chain: once seen, all of it stays seen.
+  const seenChains = new Set<readonly number[]>();
+  const perRequest: number[] = [];
+  let promptTokens = 0;
+  let cachedTokens = 0;
+  for (const request of trace.requests) {
+    const again = seenChains.has(request.blocks);
+    let cached = 0;
+    for (let i = 0; i < request.blocks.length && (again || seen.has(request.blocks[i] ?? -1)); i++) {
+      cached += Math.min(trace.blockTokens, request.promptTokens - i * trace.blockTokens);
+    }
+    if (!again) {
+      for (const block of request.blocks) seen.add(block);
+      seenChains.add(request.blocks);
+    }
+    perRequest.push(cached);
+    promptTokens += request.promptTokens;
+    cachedTokens += cached;
+  }
+  return { kvHit: promptTokens === 0 ? null : cachedTokens / promptTokens, promptTokens, cachedTokens, perRequest };
+}
