@@ -1,4 +1,5 @@
 import * as z from "zod/mini";
+import { STRATEGY_NAMES, type StrategyName } from "../routing/strategies/index.ts";
 
 /**
  * The gateway config: model groups, each a set of deployments (GPU workers) behind one routing
@@ -11,8 +12,8 @@ const name = () => z.string().check(z.minLength(1), z.maxLength(256));
 /** Names a Worker secret / env var; the key itself never appears in the config. */
 const envName = () => z.string().check(z.regex(/^[A-Za-z_][A-Za-z0-9_]*$/));
 
-export const STRATEGIES = ["round-robin", "random", "least-loaded", "prefix-aware"] as const;
-export type Strategy = (typeof STRATEGIES)[number];
+/** A routing strategy's name: its registry (src/routing/strategies/index.ts) says which there are. */
+export type Strategy = StrategyName;
 
 /** Log line levels, least severe first: a level writes itself and those after it. */
 export const LOG_LEVELS = ["debug", "info", "warn", "error"] as const;
@@ -132,7 +133,7 @@ export const GroupSettingsSchema = z.strictObject({
   /** Where the group's Durable Object is created: near its GPUs, so each route call is a short hop from them. */
   locationHint: z.optional(z.enum(LOCATION_HINTS)),
   aliases: z._default(z.array(name()), []),
-  strategy: z._default(z.enum(STRATEGIES), "prefix-aware"),
+  strategy: z._default(z.enum(STRATEGY_NAMES), "prefix-aware"),
   /** In-flight count at which prefix-aware spills a request off its best-matching backend. */
   saturation: z._default(positiveInt(), 32),
   /**

@@ -1,6 +1,6 @@
 import type { BreakerState } from "../routing/breaker.ts";
 import type { LeaseOutcome, TokenUsage } from "../routing/protocol.ts";
-import type { RouteReason } from "../routing/strategies.ts";
+import type { RouteReason } from "../routing/policy.ts";
 import { Histogram, type HistogramSnapshot } from "./histogram.ts";
 
 /** How a lease ended: its Worker's outcome, or expired (the Worker stopped renewing it). */

@@ -4,7 +4,7 @@ import { BackendCounters, type BackendMetrics } from "../metrics/backend-counter
 import { Breaker, type BreakerState } from "./breaker.ts";
 import { PrefixSet } from "./prefix-set.ts";
 import type { BackendSnapshot } from "./protocol.ts";
-import type { BackendView } from "./strategies.ts";
+import type { Candidate } from "./policy.ts";
 
 /** Characters per token the gateway assumes when it turns a prefill rate into hash blocks, or matched blocks into cached tokens. */
 export const CHARS_PER_TOKEN = 4;
@@ -28,7 +28,7 @@ export interface SavedBreaker {
 }
 
 /** One server's routing state, whichever config versions name it. */
-export class Backend implements BackendView {
+export class Backend implements Candidate {
   readonly key: string;
   readonly id: string;
   readonly baseUrl: string;

@@ -1,20 +1,21 @@
 import type { ResolvedDeployment, ResolvedGroup } from "../config/load.ts";
+import type { GroupSettings } from "../config/schema.ts";
 import type { RoutedAs } from "../metrics/backend-counters.ts";
 import { DecisionRing } from "../metrics/decisions.ts";
 import type { GroupMetrics } from "../metrics/group-metrics.ts";
 import { KeyCounters } from "../metrics/key-counters.ts";
 import { Backend, backendKey, CHARS_PER_TOKEN, type SavedBreaker } from "./backend.ts";
 import type { BreakerState } from "./breaker.ts";
-import { HotPrefixes } from "./hot-prefixes.ts";
 import { LeaseTable, type Lease } from "./leases.ts";
+import type { Choice, Policy, Rng } from "./policy.ts";
 import { prefixCapacities } from "./prefix-budget.ts";
+import type { Lesson } from "./prefix-set.ts";
 import { TenantLedger } from "../tenants/ledger.ts";
 import { costMicros } from "../tenants/pricing.ts";
 import type { BackendSnapshot, LeaseOutcome, LeaseRelease, LeaseRenewal, LimitRefusal, RouteDecision, RouteRefusal, RouteTenant, VersionRefusal } from "./protocol.ts";
-import { choose, type HotProbe, type Rng } from "./strategies.ts";
+import { createSignals, type Signals } from "./signals/index.ts";
+import { POLICIES } from "./strategies/index.ts";
 
-/** Distinct hot-prefix candidates remembered per group. */
-const HOT_PREFIXES_TRACKED = 8192;
 /** Config versions an object routes for at once (a deploy in progress, a rollback); another is refused until its call brings its group. */
 const MAX_VIEWS = 4;
 /** A version (never the newest) that no call used for this long is let go: its Workers are gone. */
@@ -34,7 +35,11 @@ interface View {
   group: ResolvedGroup;
   /** In the order of its deployments. */
   backends: Backend[];
-  rrCursor: number;
+  /** Its strategy, and what it asks it: the chain is set for each call, the cursor kept from the last one. */
+  policy: Policy;
+  request: { chain: ArrayLike<number>; cursor: number; readonly settings: GroupSettings; readonly signals: Signals };
+  /** Its strategy places requests by prefix match: the chosen backend's prefix set learns each chain. */
+  learns: boolean;
   usedAt: number;
   /** The registry's revision of the version (0 outside it); the highest, then the latest installed, is the newest. */
   rev: number;
@@ -74,11 +79,8 @@ export class GroupRouter {
   private seq = 0;
   private installs = 0;
   private readonly rng: Rng;
-  private hot: HotPrefixes | null = null;
-  /** The call being routed: what the hot-prefix probe, made once, reads. */
-  private now = 0;
-  private hotThreshold = 0;
-  private readonly hotProbe: HotProbe = (hash) => (this.hot as HotPrefixes).hit(hash, this.now) >= this.hotThreshold;
+  /** What is measured of each request before its strategy picks, shared by the versions (and so are the hot prefixes' counts). */
+  private readonly signals = createSignals();
   /** One TTL for every lease, the longest of the versions': none renews slower than it. */
   private leaseTtlMs = 0;
   private lessonLimit = 0;
@@ -152,7 +154,9 @@ export class GroupRouter {
       if (!b) this.backends.set(key, (b = new Backend(d, group)));
       return b;
     });
-    this.views.set(group.version, { group, backends, rrCursor: 0, usedAt: now, rev: group.rev, seq: ++this.installs });
+    const policy = POLICIES[group.strategy];
+    const request = { chain: [], cursor: 0, settings: group, signals: this.signals };
+    this.views.set(group.version, { group, backends, policy, request, learns: policy.reads.includes("prefix"), usedAt: now, rev: group.rev, seq: ++this.installs });
     while (this.views.size > MAX_VIEWS) {
       let lru: View | undefined;
       const newest = this.newestView();
@@ -174,6 +178,7 @@ export class GroupRouter {
    * already failed on. A backend whose breaker is open is never picked; a half-open one takes a
    * few trials. A request whose virtual key is over a limit is refused before any of that.
    * `failover`: the attempt follows a failed one or serves a fallback group (counted as such).
+   * Admit → signals → pick → commit (src/routing/policy.ts): only the pick is the strategy's.
    */
   route(version: string, chain: ArrayLike<number>, exclude: readonly string[], now: number, tenant?: RouteTenant, failover = false): RouteDecision | RouteRefusal | LimitRefusal | VersionRefusal {
     const view = this.views.get(version);
@@ -188,12 +193,22 @@ export class GroupRouter {
     view.usedAt = now;
     if (this.views.size > 1) this.dropIdleViews(now);
     if (this.leases.size > 0) this.expire(now);
-    const g = view.group;
+    if (this.admit(view, exclude, now) === 0) return this.refuse("no-backend");
+    const { policy, request } = view;
+    for (const name of policy.reads) this.signals[name].produce(view.backends, chain, view.group, now);
+    request.chain = chain;
+    const choice = policy.pick(view.backends, request, this.rng);
+    if (!choice) return this.refuse("at-capacity");
+    return this.commit(view, choice, chain, exclude, now, tenant, failover);
+  }
+
+  /** Marks which of the view's backends may take the request, with their caps, weights and prefill debt as of now; how many may. */
+  private admit(view: View, exclude: readonly string[], now: number): number {
     let admissible = 0;
     for (let i = 0; i < view.backends.length; i++) {
       const b = view.backends[i] as Backend;
       b.drain(now);
-      const d = g.deployments[i] as ResolvedDeployment;
+      const d = view.group.deployments[i] as ResolvedDeployment;
       b.maxInFlight = d.maxInFlight;
       b.weight = d.weight;
       const wasOpen = b.breaker.state === "open";
@@ -202,30 +217,20 @@ export class GroupRouter {
       if (wasOpen && b.breaker.state !== "open") this.breakerChanged(b, now, "open");
       if (b.available) admissible++;
     }
-    if (admissible === 0) return this.refuse("no-backend");
-    let hot: HotProbe | null = null;
-    if (g.hotThreshold > 0) {
-      this.hot ??= new HotPrefixes(HOT_PREFIXES_TRACKED, g.hotHalfLifeMs);
-      this.now = now;
-      this.hotThreshold = g.hotThreshold;
-      hot = this.hotProbe;
-    }
-    const choice = choose(g.strategy, view.backends, chain, g, this.rng, view.rrCursor, hot);
-    if (!choice) return this.refuse("at-capacity");
-    if (g.strategy === "round-robin") view.rrCursor = (choice.index + 1) % view.backends.length;
+    return admissible;
+  }
+
+  /** Takes the chosen backend's slot and its share of prompt work, teaches it the chain when a prefix match placed it, and opens the lease. */
+  private commit(view: View, choice: Choice, chain: ArrayLike<number>, exclude: readonly string[], now: number, tenant: RouteTenant | undefined, failover: boolean): RouteDecision {
+    const g = view.group;
+    view.request.cursor = (choice.index + 1) % view.backends.length;
     const b = view.backends[choice.index] as Backend;
     b.inFlight++;
     // The blocks it must prefill there join that backend's queue of prompt work.
     const blocks = chain.length - choice.matched;
     b.prefillDebt += blocks;
-    let lesson = null;
-    if (g.strategy === "prefix-aware" && chain.length > 0) {
-      // Learned now, not when the answer comes: a burst of the same prompt must find it at once.
-      lesson = b.prefixes.learn(chain);
-      b.affinityDirty = this.affinityPending = true;
-      // Past the limit a lesson is not kept: memory stays bounded, and the blocks stay learned.
-      if (lesson && this.leases.lessonBlocks + lesson.blocks.length > this.lessonLimit) lesson = null;
-    }
+    // Learned now, not when the answer comes: a burst of the same prompt must find it at once.
+    const lesson = view.learns && chain.length > 0 ? this.teach(b, chain) : null;
     const lease = `${this.epoch}.${(++this.seq).toString(36)}`;
     const as: RoutedAs = failover || exclude.length > 0 ? "failover" : choice.reason;
     b.counters.routed(as);
@@ -237,6 +242,14 @@ export class GroupRouter {
       if (!tenant.admitted) this.keyCounters.request(tenant.id);
     }
     return { backendId: b.id, lease, reason: choice.reason, matched: choice.matched, total: chain.length, routedAt: now, rev: this.rev };
+  }
+
+  /** The backend's prefix set learns the chain; what it learned, for the lease to take back, or null when nothing new or past the lessons' memory limit. */
+  private teach(b: Backend, chain: ArrayLike<number>): Lesson | null {
+    const lesson = b.prefixes.learn(chain);
+    b.affinityDirty = this.affinityPending = true;
+    // Past the limit a lesson is not kept: memory stays bounded, and the blocks stay learned.
+    return lesson && this.leases.lessonBlocks + lesson.blocks.length > this.lessonLimit ? null : lesson;
   }
 
   /** Idempotent: a lease already released or reclaimed is ignored, so counts never go negative. */

@@ -3,7 +3,7 @@ import type { DecisionView } from "../metrics/decisions.ts";
 import type { GroupMetrics } from "../metrics/group-metrics.ts";
 import type { BudgetPeriod, Spent } from "../tenants/protocol.ts";
 import type { BreakerSnapshot } from "./breaker.ts";
-import type { RouteReason } from "./strategies.ts";
+import type { RouteReason } from "./policy.ts";
 
 /**
  * What the Worker and a model group's Durable Object say to each other. Both sides import this

@@ -1,0 +1,72 @@
+import { load, usable, type Candidate, type Policy, type RouteReason } from "../policy.ts";
+import type { PrefixMatch } from "../signals/prefix-match.ts";
+import { leastLoadedChoice, leastLoadedIndex } from "./least-loaded.ts";
+
+/**
+ * Picks the backend where the prompt's first token is likely to come soonest: the prompt work
+ * already queued there (prefill debt) plus the blocks it would have to prefill itself (those past
+ * its cached prefix), in blocks — so a warm cache wins unless its backend is backed up by more
+ * than the cache saves, and a burst of new prompts spreads instead of convoying onto the one
+ * backend that just went idle. Ties: longer match (no duplicate KV), then fewer in flight.
+ * A backend at the saturation valve, or much busier than the least-loaded one, is passed over;
+ * both in in-flight requests per unit of weight, so a weight-2 server takes twice the requests.
+ * A shared prefix (a branch point, or a hot one) counts as cached everywhere: a copy elsewhere
+ * costs one prefill and then serves everyone, so it is replicated across the fleet instead of
+ * piling onto the first backend that saw it, while a conversation's own history keeps it where
+ * its cache is.
+ */
+export const prefixAware: Policy = {
+  reads: ["prefix"],
+  pick(candidates, { chain, settings, signals }, rng) {
+    // No prompt to place (embeddings, rerank, score): there is no cache to aim for, and the
+    // prefill debt of other requests' prompts is no measure of this one's wait.
+    if (chain.length === 0) return leastLoadedChoice(candidates, rng);
+
+    let minLoad = Infinity;
+    for (const c of candidates) if (usable(c) && load(c) < minLoad) minLoad = load(c);
+    if (minLoad === Infinity) return null;
+
+    const { matched, best, shared } = signals.prefix;
+    let pick = -1;
+    let pickCost = Infinity;
+    let pickMatch = -1;
+    let pickLoad = Infinity;
+    let ties = 0;
+    for (let i = 0; i < candidates.length; i++) {
+      const c = candidates[i] as Candidate;
+      const l = load(c);
+      if (!usable(c) || l >= settings.saturation) continue;
+      if (l - minLoad > settings.balanceAbs && l > settings.balanceRel * minLoad) continue;
+      const m = matched[i] as number;
+      const cost = c.prefillDebt + chain.length - (shared ? best : m);
+      const better = cost < pickCost || (cost === pickCost && (m > pickMatch || (m === pickMatch && l < pickLoad)));
+      if (better) {
+        pick = i;
+        pickCost = cost;
+        pickMatch = m;
+        pickLoad = l;
+        ties = 1;
+      } else if (cost === pickCost && m === pickMatch && l === pickLoad && rng() * ++ties < 1) {
+        pick = i;
+      }
+    }
+
+    if (pick < 0) {
+      // Every backend is at the valve: overcommit the least-loaded rather than refuse.
+      const index = leastLoadedIndex(candidates, rng);
+      return { index, reason: best > 0 ? "saturated-spill" : "least-loaded", matched: index < 0 ? 0 : (matched[index] as number) };
+    }
+    let reason: RouteReason;
+    if (best === 0) reason = "least-loaded";
+    else if (pickMatch === best) reason = "prefix-hit";
+    else if (shared) reason = "hot-spread";
+    else reason = bestSaturated(candidates, signals.prefix, settings.saturation) ? "saturated-spill" : "load-balanced";
+    return { index: pick, reason, matched: pickMatch };
+  },
+};
+
+/** Whether a backend holding the longest match is at the valve: the request went elsewhere for its load, not the balance rule. */
+function bestSaturated(candidates: readonly Candidate[], { matched, best }: PrefixMatch, saturation: number): boolean {
+  for (let i = 0; i < candidates.length; i++) if (matched[i] === best && load(candidates[i] as Candidate) >= saturation) return true;
+  return false;
+}
