@@ -5,8 +5,10 @@
  * the code the model group's Durable Object runs) at 4, 32 and 128 backends and 10, 500 and
  * 2,000-block prompt chains, prefix-aware at the default settings, in steady state:
  *   - conversations share a system prompt (the chain's first quarter) and each has its own
- *     history; each call picks one at random, and one call in 8 starts a new conversation, so the
- *     prefix sets see hits, misses, branch points and evictions at their capacity;
+ *     history; each call is the next turn of one picked at random, its chain the last turn's plus
+ *     a few new blocks (the last reply and the new message), up to the chain length after 8
+ *     turns, when a new conversation takes its place — so the prefix sets see hits, misses,
+ *     branch points and evictions at their capacity;
  *   - 8 requests per backend are in flight; each call routes one and releases the oldest, as the
  *     object does when a route call carries the Worker's finished leases.
  * Timed in Node (the same V8 as workerd) with the process's CPU clock over calls in a row, median
@@ -28,8 +30,8 @@ const BACKENDS = [4, 32, 128];
 const CHAINS = [10, 500, 2000];
 const IN_FLIGHT_PER_BACKEND = 8;
 const CONVERSATIONS_PER_BACKEND = 4;
-/** One call in this many starts a new conversation (a new history under the shared prefix). */
-const NEW_CONVERSATION_EVERY = 8;
+/** Turns a conversation lasts before a new one (a new history under the shared prefix) takes its place. */
+const TURNS = 8;
 /** The goal the issue sets: at 32 backends × 500 blocks. */
 const GOAL_US = 50;
 
@@ -71,15 +73,27 @@ function steadyRouter(backends: number, chainBlocks: number): () => void {
   const rand = mulberry32(backends * 10_007 + chainBlocks).next;
   const id = () => Math.floor(rand() * 2 ** 52);
   const shared = Array.from({ length: Math.max(1, chainBlocks >> 2) }, id);
-  const fresh = (): number[] => [...shared, ...Array.from({ length: chainBlocks - shared.length }, id)];
-  const conversations = Array.from({ length: backends * CONVERSATIONS_PER_BACKEND }, fresh);
+  // Each turn adds `step` blocks; a conversation's first turn is long enough that its last is chainBlocks.
+  const step = Math.max(1, Math.round(chainBlocks / 100));
+  const first = Math.max(shared.length, chainBlocks - (TURNS - 1) * step);
+  const fresh = (): { chain: number[]; turn: number } => ({ chain: [...shared, ...Array.from({ length: first - shared.length }, id)], turn: 0 });
+  // Conversations start at staggered turns, so their restarts spread over the run.
+  const conversations = Array.from({ length: backends * CONVERSATIONS_PER_BACKEND }, (_, i) => {
+    const c = fresh();
+    for (let t = 0; t < i % TURNS; t++) c.chain.push(...Array.from({ length: step }, id));
+    c.turn = i % TURNS;
+    return c;
+  });
   const inFlight: string[] = [];
   let now = 0;
   return () => {
     now += 1;
-    const c = Math.floor(rand() * conversations.length);
-    if (rand() * NEW_CONVERSATION_EVERY < 1) conversations[c] = fresh();
-    const d = router.route(g.version, conversations[c] as number[], [], now);
+    const i = Math.floor(rand() * conversations.length);
+    let c = conversations[i] as { chain: number[]; turn: number };
+    if (c.turn === TURNS) c = conversations[i] = fresh();
+    else if (c.turn > 0) for (let k = 0; k < step; k++) c.chain.push(id());
+    c.turn++;
+    const d = router.route(g.version, c.chain, [], now);
     if ("refused" in d) throw new Error(`refused: ${d.refused}`);
     inFlight.push(d.lease);
     if (inFlight.length > backends * IN_FLIGHT_PER_BACKEND) router.release({ lease: inFlight.shift() as string, outcome: "ok", ttftMs: 40, durationMs: 400 }, now);
@@ -123,7 +137,8 @@ const md = [
   "",
   "The model group's router — the code its Durable Object runs for each route call — in Node (the same V8 as",
   "workerd), prefix-aware at the default settings, in steady state: conversations share a system prompt (the",
-  `first quarter of each chain) and have their own histories, ${CONVERSATIONS_PER_BACKEND} per backend, one call in ${NEW_CONVERSATION_EVERY} starting a new one;`,
+  `first quarter of each chain) and have their own histories, ${CONVERSATIONS_PER_BACKEND} per backend; a call is one conversation's next turn, a few`,
+  `blocks longer than its last (1% of the chain length), for ${TURNS} turns, then a new conversation takes its place;`,
   `${IN_FLIGHT_PER_BACKEND} requests per backend in flight, each call routing one and releasing the oldest (as a route call carries the`,
   "Worker's finished leases). CPU time per call over calls in a row, median of repeats (range in brackets);",
   "routes/s = 10⁶ / µs: one object's ceiling were routing its only work. The RPC into the object costs on top",
