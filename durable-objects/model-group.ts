@@ -10,11 +10,11 @@ import type { GroupStatus, LeaseRelease, LeaseRenewal, LimitRefusal, ModelGroupR
 import type { TenantsRpc } from "../src/tenants/protocol.ts";
 import { TENANTS_NAME } from "../src/tenants/tenants-name.ts";
 
-/** Blocks per backend kept in the affinity snapshot: 32 KiB each, the recent working set. */
+/** Blocks per backend kept in the affinity snapshot, the recent working set: 32 KiB each, and 16 bytes a chain end. */
 const SNAPSHOT_BLOCKS = 4096;
 /**
  * Storage keys. Every value is small whatever the size of the group — a version's config, one
- * server's breaker, one server's snapshot (≤ 32 KiB) — far under the 2 MB a value may hold.
+ * server's breaker, one server's snapshot (under 100 KiB) — far under the 2 MB a value may hold.
  */
 const VIEW = "view:";
 const BREAKER = "breaker:";
@@ -202,8 +202,9 @@ export class ModelGroup extends DurableObject<GroupEnv> implements ModelGroupRpc
       else if (saved.state !== "closed") this.restored.breakers++;
     }
     for (const [key, blocks] of await storage.list<Float64Array>({ prefix: AFFINITY })) {
-      if (this.router.restoreAffinity(key.slice(AFFINITY.length), blocks)) this.restored.affinityBlocks += blocks.length;
-      else stale.push(key);
+      const loaded = this.router.restoreAffinity(key.slice(AFFINITY.length), blocks);
+      if (loaded === null) stale.push(key);
+      else this.restored.affinityBlocks += loaded;
     }
     this.deleteKeys(stale);
     this.afterChange();

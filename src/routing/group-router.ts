@@ -249,7 +249,7 @@ export class GroupRouter {
     const lesson = b.prefixes.learn(chain);
     b.affinityDirty = this.affinityPending = true;
     // Past the limit a lesson is not kept: memory stays bounded, and the blocks stay learned.
-    return lesson && this.leases.lessonBlocks + lesson.blocks.length > this.lessonLimit ? null : lesson;
+    return lesson && this.leases.lessonBlocks + lesson.blocks > this.lessonLimit ? null : lesson;
   }
 
   /** Idempotent: a lease already released or reclaimed is ignored, so counts never go negative. */
@@ -367,7 +367,7 @@ export class GroupRouter {
     return out;
   }
 
-  /** Each backend whose prefix set changed since the last call: its `max` most recent blocks. */
+  /** Each backend whose prefix set changed since the last call: a snapshot of its `max` most recent blocks. */
   takeAffinityChanges(max: number): { key: string; blocks: Float64Array }[] {
     this.affinityPending = false;
     const out: { key: string; blocks: Float64Array }[] = [];
@@ -394,12 +394,12 @@ export class GroupRouter {
     return true;
   }
 
-  /** Loads a saved prefix-set snapshot; false when the backend is no longer kept. */
-  restoreAffinity(key: string, blocks: Float64Array): boolean {
+  /** Loads a saved prefix-set snapshot: the blocks loaded, or null when the backend is no longer kept or the snapshot is of an older format (it can go). */
+  restoreAffinity(key: string, saved: Float64Array): number | null {
     const b = this.backends.get(key);
-    if (!b) return false;
-    b.prefixes.importRecent(blocks);
-    return true;
+    if (!b) return null;
+    const loaded = b.prefixes.importRecent(saved);
+    return loaded === 0 && saved.length > 0 ? null : loaded;
   }
 
   snapshot(): BackendSnapshot[] {

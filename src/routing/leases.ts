@@ -43,7 +43,7 @@ export class LeaseTable {
 
   add(id: string, lease: Lease): void {
     this.live.set(id, lease);
-    if (lease.lesson) this.lessonBlocks += lease.lesson.blocks.length;
+    if (lease.lesson) this.lessonBlocks += lease.lesson.blocks;
   }
 
   /** The lease released: removed if live, its id remembered either way. */
@@ -92,6 +92,6 @@ export class LeaseTable {
 
   private remove(id: string, lease: Lease): void {
     this.live.delete(id);
-    if (lease.lesson) this.lessonBlocks -= lease.lesson.blocks.length;
+    if (lease.lesson) this.lessonBlocks -= lease.lesson.blocks;
   }
 }

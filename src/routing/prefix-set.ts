@@ -1,41 +1,53 @@
 /**
  * The block hashes recently sent to one backend: an approximation of what its KV cache holds.
- * Bounded LRU.
+ * Bounded, least recently used out first.
  *
- * Prefix-closed: a chain is learned deepest block first, so its root ends up most recent and
- * eviction takes deep blocks before the blocks they extend. Hence if h[i] is present so is every
- * h[j < i], and the longest leading match can be found by binary search.
+ * Kept as a prefix tree: each block knows its parent (the block before it in the chain), and
+ * eviction takes only leaves — the oldest chain end first; a block whose last child goes becomes
+ * a leaf itself. So the set is prefix-closed by construction (if h[i] is present so is every
+ * h[j < i]), the longest leading match is a binary search, and learning a chain costs the search
+ * plus its new blocks: the blocks it shares with what is held are not touched again, only the
+ * deepest one (a turn of a conversation adds a few blocks to hundreds).
  *
- * Kept in typed arrays (a hash table and a doubly linked recency list over slots), not a Map: an
- * entry costs 28–32 bytes in any V8, where a Map of 53-bit keys costs ~45 in workerd and ~71 in
- * Node, each key a heap number the garbage collector walks. Arrays grow by doubling up to the
- * capacity and shrink with it.
+ * Kept in typed arrays (a hash table and a doubly linked list of the leaves over slots), not a
+ * Map: an entry costs 28–32 bytes in any V8, where a Map of 53-bit keys costs ~45 in workerd and
+ * ~71 in Node, each key a heap number the garbage collector walks. Arrays grow by doubling up to
+ * the capacity and shrink with it.
  */
 
-/** What one `learn` added: the blocks of its chain that were new, to be taken back if the request fails. */
+/** What one `learn` added, to be taken back if the request fails: the new blocks, deepest last. */
 export interface Lesson {
-  /** The chain's blocks past what the set already held, shallowest first. */
-  blocks: Float64Array;
+  /** The deepest block of the chain learned. */
+  tip: number;
+  /** How many blocks, up from the tip, were new. */
+  blocks: number;
   stamp: number;
-  /** The block before them (null when the chain was all new), and whether a chain went on past it before. */
-  parent: number | null;
-  parentWasInterior: boolean;
 }
 
 const NONE = -1;
+/** In `newer`: the slot has children (or is being given one), and `older` holds how many. */
+const INTERIOR = -2;
 const MIN_SLOTS = 1024;
-const STAMP_LIMIT = 0x7fffffff;
+const STAMP_LIMIT = 0xffffffff;
+/**
+ * The first number of a snapshot: its format. Not an integer, as no hash is, nor any entry of the
+ * first format (hashes, oldest first, an interior one as −(hash + 1)), which is not loaded.
+ */
+const SNAPSHOT_FORMAT = 2.5;
 
 export class PrefixSet {
   private keys!: Float64Array;
-  /** stamp << 1 | interior: which learn last went through the block, and whether some chain goes on past it. */
-  private meta!: Uint32Array;
+  private parent!: Int32Array;
+  /** Which learn last ended at the block or branched from it: what `unlearn` checks. */
+  private stamps!: Uint32Array;
+  /** While the slot is a leaf: its neighbours in the leaf list. While it has children: INTERIOR in `newer`, their number in `older`. */
   private older!: Int32Array;
   private newer!: Int32Array;
   /** The next slot in the same bucket, or in the free list. */
   private next!: Int32Array;
   private buckets!: Int32Array;
   private shift = 0;
+  /** Ends of the leaf list. */
   private oldest = NONE;
   private newest = NONE;
   private free = NONE;
@@ -43,6 +55,8 @@ export class PrefixSet {
   private used = 0;
   private count = 0;
   private stamp = 0;
+  /** The slot of the last block `match` found: the deepest of the match. */
+  private matchedSlot = NONE;
   private cap: number;
 
   constructor(capacity: number) {
@@ -60,119 +74,170 @@ export class PrefixSet {
 
   /** Bytes its arrays hold: what the set costs, whatever the engine. */
   get bytes(): number {
-    return this.keys.byteLength + this.meta.byteLength + this.older.byteLength + this.newer.byteLength + this.next.byteLength + this.buckets.byteLength;
+    return this.keys.byteLength + this.parent.byteLength + this.stamps.byteLength + this.older.byteLength + this.newer.byteLength + this.next.byteLength + this.buckets.byteLength;
   }
 
   /** Number of leading blocks of `chain` present in the set. */
   match(chain: ArrayLike<number>): number {
     let lo = 0;
     let hi = chain.length;
+    let at = NONE;
     while (lo < hi) {
       const mid = (lo + hi + 1) >>> 1;
-      if (this.find(chain[mid - 1] as number) !== NONE) lo = mid;
-      else hi = mid - 1;
+      const s = this.find(chain[mid - 1] as number);
+      if (s !== NONE) {
+        lo = mid;
+        at = s;
+      } else hi = mid - 1;
     }
+    this.matchedSlot = at;
     return lo;
   }
 
   /**
-   * Whether some learned chain continues past this block. A match that ends at an interior block
+   * Whether some held chain continues past this block. A match that ends at an interior block
    * ends where another prompt went on differently: the matched part is shared (a system prompt,
    * a document). A match that ends at a chain's last block is a conversation coming back.
    */
   isInterior(hash: number): boolean {
     const s = this.find(hash);
-    return s !== NONE && ((this.meta[s] as number) & 1) === 1;
+    return s !== NONE && this.newer[s] === INTERIOR;
   }
 
   /** Learns the chain (its first `capacity` blocks); returns what was new, or null when nothing was. */
   learn(chain: ArrayLike<number>): Lesson | null {
     const n = Math.min(chain.length, this.cap);
+    if (n === 0) return null;
     const m = this.match(chain);
-    const parent = m > 0 ? (chain[m - 1] as number) : null;
-    const lesson: Lesson | null = m < n ? { blocks: Float64Array.from({ length: n - m }, (_, i) => chain[m + i] as number), stamp: 0, parent, parentWasInterior: parent !== null && this.isInterior(parent) } : null;
     this.stamp = (this.stamp % STAMP_LIMIT) + 1;
-    for (let i = n - 1; i >= 0; i--) {
+    let p = this.matchedSlot;
+    if (p !== NONE) this.stamps[p] = this.stamp;
+    let i = m;
+    for (; i < n; i++) {
       const h = chain[i] as number;
-      let s = this.find(h);
-      let interior = i < n - 1;
-      if (s === NONE) {
-        s = this.insert(h);
-      } else {
-        interior ||= ((this.meta[s] as number) & 1) === 1;
-        this.unlinkRecency(s);
-        this.linkNewest(s);
-      }
-      this.meta[s] = ((this.stamp << 1) | (interior ? 1 : 0)) >>> 0;
+      // Held under another parent: not a hash chain past here (a test's made-up blocks); learn no further.
+      if (this.find(h) !== NONE) break;
+      // The parent gets its child first, so it and every block above it are interior: eviction,
+      // which takes leaves only, cannot take the chain being learned.
+      if (p !== NONE) this.adopt(p);
+      if (this.count >= this.cap) this.evictOldest();
+      p = this.add(h, p);
     }
-    if (lesson) lesson.stamp = this.stamp;
-    return lesson;
+    if (p === NONE) return null;
+    if (i === m) {
+      if (this.newer[p] !== INTERIOR) this.relinkNewest(p);
+      return null;
+    }
+    this.linkLeaf(p, true);
+    return { tip: chain[i - 1] as number, blocks: i - m, stamp: this.stamp };
   }
 
   /**
-   * Takes a lesson back: removes its blocks that no later learn went through. A later chain
-   * through one of them went through every block before it, so what is removed is the deep end
-   * of the lesson and the set stays prefix-closed; blocks a later request also used stay. The
-   * block before the lesson gets back its interior mark when nothing went through it since.
+   * Takes a lesson back: removes its blocks, deepest first, while no later learn went through
+   * them — a block with children, or that a later learn ended at, stays, and so does everything
+   * above it, so the set stays prefix-closed.
    */
   unlearn(lesson: Lesson): void {
-    for (const h of lesson.blocks) {
-      const s = this.find(h);
-      if (s !== NONE && (this.meta[s] as number) >>> 1 === lesson.stamp) this.remove(s);
+    let s = this.find(lesson.tip);
+    for (let k = 0; k < lesson.blocks && s !== NONE; k++) {
+      if (this.newer[s] === INTERIOR || this.stamps[s] !== lesson.stamp) return;
+      const p = this.parent[s] as number;
+      // The block before the lesson was held before it and was just used: a recent leaf again.
+      this.removeLeaf(s, true);
+      s = p;
     }
-    if (lesson.parent === null || lesson.parentWasInterior) return;
-    const p = this.find(lesson.parent);
-    if (p !== NONE && (this.meta[p] as number) >>> 1 === lesson.stamp) this.meta[p] = (lesson.stamp << 1) >>> 0;
   }
 
   /** Changes the capacity; a smaller one evicts the oldest entries and frees their memory. */
   resize(capacity: number): void {
     this.cap = capacity;
-    while (this.count > capacity) this.remove(this.oldest);
-    if (this.keys.length > capacity) this.rebuild(Math.max(capacity, 1));
+    while (this.count > capacity) this.evictOldest();
+    if (this.keys.length > capacity) this.compact(Math.max(capacity, 1));
   }
 
-  /** Oldest to newest, for persistence and tests. */
+  /** Every block, in the order eviction would take them (near enough: deepest of the oldest chain end first), for tests. */
   values(): number[] {
     const out: number[] = [];
-    for (let s = this.oldest; s !== NONE; s = this.newer[s] as number) out.push(this.keys[s] as number);
-    return out;
+    this.walkRecent(this.count, (_parent, path, take) => {
+      for (let j = path.length - take; j < path.length; j++) out.push(this.keys[path[j] as number] as number);
+    });
+    return out.reverse();
   }
 
   /**
-   * The `max` most recent entries, oldest first, an interior block stored as −(hash + 1). The
-   * newest entries of a prefix-closed set are what eviction would leave: prefix-closed too.
+   * What eviction would take last, at most `max` blocks: prefix-closed too. Segments, newest
+   * chain end first, each the ordinal of the block it hangs from (−1 for a root) within this
+   * snapshot, the number of its blocks, and their hashes from the top down; after a format tag.
+   * A block costs 8 bytes, a chain end 16 more.
    */
   exportRecent(max: number): Float64Array {
-    const n = Math.min(max, this.count);
-    const out = new Float64Array(n);
-    let s = this.newest;
-    for (let i = n - 1; i >= 0; i--) {
-      const h = this.keys[s] as number;
-      out[i] = ((this.meta[s] as number) & 1) === 1 ? -(h + 1) : h;
-      s = this.older[s] as number;
-    }
-    return out;
+    const out: number[] = [SNAPSHOT_FORMAT];
+    this.walkRecent(max, (parent, path, take) => {
+      out.push(parent, take);
+      for (let j = path.length - 1; j >= path.length - take; j--) out.push(this.keys[path[j] as number] as number);
+    });
+    return Float64Array.from(out);
   }
 
-  /** Loads what exportRecent wrote, oldest first, so recency order is kept. */
-  importRecent(saved: Float64Array): void {
-    for (const x of saved) {
-      const interior = x < 0;
-      const h = interior ? -x - 1 : x;
-      let s = this.find(h);
-      if (s === NONE) {
-        s = this.insert(h);
-      } else {
-        this.unlinkRecency(s);
-        this.linkNewest(s);
+  /**
+   * Loads what exportRecent wrote, the chain ends in the same recency order, as far as the
+   * capacity goes (newest first: nothing is evicted for it). Returns the blocks loaded: none from
+   * a snapshot of another format or one that does not read.
+   */
+  importRecent(saved: Float64Array): number {
+    if (saved[0] !== SNAPSHOT_FORMAT) return 0;
+    const hashes: number[] = [];
+    let at = 1;
+    while (at + 2 <= saved.length) {
+      const from = saved[at] as number;
+      const take = saved[at + 1] as number;
+      at += 2;
+      if (!Number.isInteger(from) || from < -1 || from >= hashes.length || !Number.isInteger(take) || take < 1 || at + take > saved.length) break;
+      let p = from < 0 ? NONE : this.find(hashes[from] as number);
+      if (from >= 0 && p === NONE) break;
+      let added = false;
+      for (let k = 0; k < take && this.count < this.cap; k++, at++) {
+        const h = saved[at] as number;
+        const s = this.find(h);
+        hashes.push(h);
+        if (s !== NONE) {
+          p = s;
+          continue;
+        }
+        if (p !== NONE) this.adopt(p);
+        p = this.add(h, p);
+        added = true;
       }
-      this.meta[s] = interior ? 1 : 0;
+      // Appended at the old end: the segments come newest first.
+      if (added) this.linkLeaf(p, false);
+      if (this.count >= this.cap) break;
     }
+    return hashes.length;
   }
 
   clear(): void {
     this.allocate(Math.min(this.cap, MIN_SLOTS));
+  }
+
+  /**
+   * Visits the chain ends from the newest, each with the blocks above it not visited yet, until
+   * `max` blocks: `path` runs from the chain end up, of which the top `take` count; `parent` is
+   * the ordinal of the block they hang from among those visited (−1 for a root).
+   */
+  private walkRecent(max: number, visit: (parent: number, path: readonly number[], take: number) => void): void {
+    const ordinal = new Map<number, number>();
+    const path: number[] = [];
+    for (let leaf = this.newest; leaf !== NONE && ordinal.size < max; leaf = this.older[leaf] as number) {
+      path.length = 0;
+      let s = leaf;
+      while (s !== NONE && !ordinal.has(s)) {
+        path.push(s);
+        s = this.parent[s] as number;
+      }
+      const take = Math.min(path.length, max - ordinal.size);
+      visit(s === NONE ? -1 : (ordinal.get(s) as number), path, take);
+      for (let j = path.length - 1; j >= path.length - take; j--) ordinal.set(path[j] as number, ordinal.size);
+    }
   }
 
   private find(h: number): number {
@@ -182,28 +247,47 @@ export class PrefixSet {
     return NONE;
   }
 
-  /** Adds an absent hash as the newest entry, evicting the oldest when full. */
-  private insert(h: number): number {
-    if (this.count >= this.cap) this.remove(this.oldest);
+  /** Puts an absent hash in a slot under `parent`, with no place in the leaf list yet (interior, no children): the caller gives it a child or makes it a leaf. */
+  private add(h: number, parent: number): number {
     let s: number;
     if (this.free !== NONE) {
       s = this.free;
       this.free = this.next[s] as number;
     } else {
-      if (this.used === this.keys.length) this.rebuild(Math.min(this.cap, this.keys.length * 2));
+      if (this.used === this.keys.length) this.grow(Math.min(this.cap, this.keys.length * 2));
       s = this.used++;
     }
     this.keys[s] = h;
     const b = this.bucketOf(h);
     this.next[s] = this.buckets[b] as number;
     this.buckets[b] = s;
-    this.linkNewest(s);
+    this.parent[s] = parent;
+    this.stamps[s] = this.stamp;
+    this.newer[s] = INTERIOR;
+    this.older[s] = 0;
     this.count++;
     return s;
   }
 
-  private remove(s: number): void {
-    this.unlinkRecency(s);
+  /** One more child for `s`: out of the leaf list if it was a leaf. */
+  private adopt(s: number): void {
+    if (this.newer[s] === INTERIOR) {
+      this.older[s] = (this.older[s] as number) + 1;
+      return;
+    }
+    this.unlinkLeaf(s);
+    this.newer[s] = INTERIOR;
+    this.older[s] = 1;
+  }
+
+  /** Evicts the oldest leaf. Its parent, if that was its last child, was kept only by it: the oldest leaf next. */
+  private evictOldest(): void {
+    if (this.oldest !== NONE) this.removeLeaf(this.oldest, false);
+  }
+
+  /** Removes a leaf; a parent left without children joins the leaf list at the new end or the old one. */
+  private removeLeaf(s: number, parentAsNewest: boolean): void {
+    this.unlinkLeaf(s);
     const b = this.bucketOf(this.keys[s] as number);
     let at = this.buckets[b] as number;
     if (at === s) {
@@ -215,23 +299,42 @@ export class PrefixSet {
     this.next[s] = this.free;
     this.free = s;
     this.count--;
+    const p = this.parent[s] as number;
+    if (p === NONE) return;
+    const children = (this.older[p] as number) - 1;
+    this.older[p] = children;
+    if (children === 0) this.linkLeaf(p, parentAsNewest);
   }
 
-  private linkNewest(s: number): void {
-    this.older[s] = this.newest;
-    this.newer[s] = NONE;
-    if (this.newest === NONE) this.oldest = s;
-    else this.newer[this.newest] = s;
-    this.newest = s;
+  private linkLeaf(s: number, asNewest: boolean): void {
+    if (asNewest) {
+      this.older[s] = this.newest;
+      this.newer[s] = NONE;
+      if (this.newest === NONE) this.oldest = s;
+      else this.newer[this.newest] = s;
+      this.newest = s;
+    } else {
+      this.newer[s] = this.oldest;
+      this.older[s] = NONE;
+      if (this.oldest === NONE) this.newest = s;
+      else this.older[this.oldest] = s;
+      this.oldest = s;
+    }
   }
 
-  private unlinkRecency(s: number): void {
+  private unlinkLeaf(s: number): void {
     const o = this.older[s] as number;
     const n = this.newer[s] as number;
     if (o === NONE) this.oldest = n;
     else this.newer[o] = n;
     if (n === NONE) this.newest = o;
     else this.older[n] = o;
+  }
+
+  private relinkNewest(s: number): void {
+    if (s === this.newest) return;
+    this.unlinkLeaf(s);
+    this.linkLeaf(s, true);
   }
 
   /** Both 32-bit halves of the 53-bit hash, mixed (Fibonacci hashing) into the top bits. */
@@ -241,26 +344,77 @@ export class PrefixSet {
 
   private allocate(slots: number): void {
     this.keys = new Float64Array(slots);
-    this.meta = new Uint32Array(slots);
+    this.parent = new Int32Array(slots);
+    this.stamps = new Uint32Array(slots);
     this.older = new Int32Array(slots);
     this.newer = new Int32Array(slots);
     this.next = new Int32Array(slots);
+    this.sizeBuckets(slots);
+    this.oldest = this.newest = this.free = this.matchedSlot = NONE;
+    this.used = this.count = 0;
+  }
+
+  private sizeBuckets(slots: number): void {
     let bucketCount = 16;
     while (bucketCount < slots) bucketCount *= 2;
     this.buckets = new Int32Array(bucketCount).fill(NONE);
     this.shift = 32 - Math.log2(bucketCount);
-    this.oldest = this.newest = this.free = NONE;
-    this.used = this.count = 0;
   }
 
-  /** Moves every entry, oldest first, into arrays of `slots` slots. */
-  private rebuild(slots: number): void {
-    const { keys, meta, newer } = this;
-    const first = this.oldest;
+  /** Larger arrays, every slot where it was (a learn holds slot numbers across it); the buckets are hashed again. */
+  private grow(slots: number): void {
+    const live = this.liveSlots();
+    const widen = <T extends Float64Array | Int32Array | Uint32Array>(a: T, make: new (n: number) => T): T => {
+      const b = new make(slots);
+      b.set(a);
+      return b;
+    };
+    this.keys = widen(this.keys, Float64Array);
+    this.parent = widen(this.parent, Int32Array);
+    this.stamps = widen(this.stamps, Uint32Array);
+    this.older = widen(this.older, Int32Array);
+    this.newer = widen(this.newer, Int32Array);
+    this.next = widen(this.next, Int32Array);
+    this.rehash(live);
+  }
+
+  /** Moves every entry into the first slots of arrays of `slots` slots (at least the count), links renumbered. */
+  private compact(slots: number): void {
+    const live = this.liveSlots();
+    const { keys, parent, stamps, older, newer } = this;
+    const moved = new Int32Array(this.used).fill(NONE);
+    live.forEach((s, t) => (moved[s] = t));
+    const renumber = (s: number) => (s < 0 ? s : (moved[s] as number));
+    const oldest = renumber(this.oldest);
+    const newest = renumber(this.newest);
     this.allocate(slots);
-    for (let s = first; s !== NONE; s = newer[s] as number) {
-      const t = this.insert(keys[s] as number);
-      this.meta[t] = meta[s] as number;
+    live.forEach((s, t) => {
+      this.keys[t] = keys[s] as number;
+      this.parent[t] = renumber(parent[s] as number);
+      this.stamps[t] = stamps[s] as number;
+      const interior = newer[s] === INTERIOR;
+      this.newer[t] = interior ? INTERIOR : renumber(newer[s] as number);
+      this.older[t] = interior ? (older[s] as number) : renumber(older[s] as number);
+    });
+    this.used = this.count = live.length;
+    this.oldest = oldest;
+    this.newest = newest;
+    this.rehash(live.map((_, t) => t));
+  }
+
+  private liveSlots(): number[] {
+    const live: number[] = [];
+    for (const first of this.buckets) for (let s = first; s !== NONE; s = this.next[s] as number) live.push(s);
+    return live;
+  }
+
+  /** Buckets sized for the arrays, the live slots linked into them; the free list's links are left as they are. */
+  private rehash(live: readonly number[]): void {
+    this.sizeBuckets(this.keys.length);
+    for (const s of live) {
+      const b = this.bucketOf(this.keys[s] as number);
+      this.next[s] = this.buckets[b] as number;
+      this.buckets[b] = s;
     }
   }
 }

@@ -20,19 +20,27 @@ function expectPrefixClosed(s: PrefixSet, chains: number[][]): void {
 }
 
 describe("PrefixSet lessons: what routing taught, taken back when the backend did not serve it", () => {
-  it("a lesson is the blocks past the match; taking it back restores the set and the last block's mark", () => {
+  it("a lesson is the blocks past the match; taking it back restores the set, and the block before is a chain end again", () => {
     const s = new PrefixSet(100);
     const base = chain(1, 5);
     s.learn(base);
     const before = s.values();
     const lesson = s.learn([...base, ...chain(2, 5)]) as Lesson;
-    expect([...lesson.blocks]).toEqual(chain(2, 5));
-    expect(lesson.parent).toBe(base[4]);
+    expect(lesson.blocks).toBe(5);
+    expect(lesson.tip).toBe(chain(2, 5)[4]);
     expect(s.isInterior(base[4] as number)).toBe(true);
     s.unlearn(lesson);
     expect(s.values().sort()).toEqual(before.sort());
     // The conversation coming back is a conversation again, not a branch point.
     expect(s.isInterior(base[4] as number)).toBe(false);
+  });
+
+  it("keeps a lesson's blocks where a later request ended", () => {
+    const s = new PrefixSet(100);
+    const lesson = s.learn(chain(1, 8)) as Lesson;
+    s.learn(chain(1, 5));
+    s.unlearn(lesson);
+    expect(s.match(chain(1, 8))).toBe(5);
   });
 
   it("learning what it already holds teaches nothing", () => {
@@ -87,8 +95,141 @@ describe("PrefixSet memory", () => {
     s.learn(newest);
     s.resize(1000);
     expect(s.size).toBe(1000);
-    expect(s.bytes).toBeLessThanOrEqual(1000 * 32 + 64);
+    // 28 bytes a slot, and 4-byte buckets to the next power of two.
+    expect(s.bytes).toBeLessThanOrEqual(1000 * 28 + 1024 * 4);
     // What eviction keeps is the most recent: the last chain learned is whole.
     expect(s.match(newest)).toBe(10);
+  });
+});
+
+describe("PrefixSet eviction: the oldest chain end first, never the chain being learned", () => {
+  it("a conversation's new turn keeps its history: another chain learned between them goes first", () => {
+    const s = new PrefixSet(30);
+    const history = chain(1, 12);
+    s.learn(history);
+    const other = chain(2, 12);
+    s.learn(other);
+    // The next turn adds 6 blocks: 30 held. Its history was learned before the other chain, yet
+    // the turn made it the newest; the next insert evicts the other chain's end.
+    const turn = [...history, ...chain(3, 6)];
+    s.learn(turn);
+    s.learn(chain(4, 1));
+    expect(s.match(turn)).toBe(18);
+    expect(s.match(other)).toBe(11);
+  });
+
+  it("a block whose last continuation was evicted is the next to go, before younger chain ends", () => {
+    const s = new PrefixSet(20);
+    const shared = chain(1, 4);
+    s.learn([...shared, ...chain(2, 4)]);
+    s.learn(chain(3, 8));
+    s.learn(chain(4, 4));
+    // Full. Five new blocks evict the old branch (4), then the shared prefix's end it left (1).
+    s.learn(chain(5, 5));
+    expect(s.match([...shared, ...chain(2, 4)])).toBe(3);
+    expect(s.match(chain(3, 8))).toBe(8);
+    expect(s.match(chain(4, 4))).toBe(4);
+    expect(s.isInterior(shared[2] as number)).toBe(false);
+  });
+
+  it("learns a chain as long as its capacity whole, evicting everything else", () => {
+    const s = new PrefixSet(10);
+    s.learn(chain(1, 6));
+    s.learn([...chain(1, 3), ...chain(2, 3)]);
+    const whole = chain(3, 10);
+    expect(s.learn(whole)?.blocks).toBe(10);
+    expect(s.match(whole)).toBe(10);
+    expect(s.size).toBe(10);
+    expect(s.match(chain(1, 6))).toBe(0);
+  });
+
+  it("forgets a branch point once the other chain through it is evicted", () => {
+    const s = new PrefixSet(12);
+    const shared = chain(1, 4);
+    s.learn([...shared, ...chain(2, 4)]);
+    s.learn(shared);
+    s.learn(chain(3, 4));
+    expect(s.isInterior(shared[3] as number)).toBe(true);
+    s.learn(chain(4, 4));
+    expect(s.isInterior(shared[3] as number)).toBe(false);
+    expect(s.match(shared)).toBe(4);
+  });
+});
+
+describe("PrefixSet snapshots", () => {
+  function branching(): PrefixSet {
+    const s = new PrefixSet(100);
+    s.learn(chain(1, 10));
+    s.learn([...chain(1, 5), ...chain(2, 3)]);
+    s.learn(chain(3, 4));
+    s.learn([...chain(1, 5), ...chain(2, 1), ...chain(4, 2)]);
+    return s;
+  }
+
+  it("loads back the same tree in the same eviction order", () => {
+    const a = branching();
+    const b = new PrefixSet(100);
+    expect(b.importRecent(a.exportRecent(100))).toBe(a.size);
+    expect(b.values()).toEqual(a.values());
+    for (const c of [chain(1, 10), [...chain(1, 5), ...chain(2, 3)], chain(3, 4)]) expect(b.match(c)).toBe(c.length);
+    expect(b.isInterior(chain(1, 5)[4] as number)).toBe(true);
+    // Both evict alike from here on.
+    for (const s of [a, b]) s.resize(9);
+    expect(b.values()).toEqual(a.values());
+  });
+
+  it("a snapshot of fewer blocks keeps the newest chain ends, top down: prefix-closed", () => {
+    const a = branching();
+    const c = new PrefixSet(100);
+    expect(c.importRecent(a.exportRecent(9))).toBe(9);
+    expect(c.match([...chain(1, 5), ...chain(2, 1), ...chain(4, 2)])).toBe(8);
+    expect(c.match(chain(3, 4))).toBe(1);
+    expect(c.match(chain(1, 10))).toBe(5);
+  });
+
+  it("loads no more than its capacity, the newest first", () => {
+    const a = branching();
+    const c = new PrefixSet(8);
+    expect(c.importRecent(a.exportRecent(100))).toBe(8);
+    expect(c.size).toBe(8);
+    expect(c.match([...chain(1, 5), ...chain(2, 1), ...chain(4, 2)])).toBe(8);
+  });
+
+  it("loads nothing from a snapshot of the first format or one that does not read", () => {
+    const s = new PrefixSet(100);
+    // The first format: hashes oldest first, an interior block as −(hash + 1).
+    expect(s.importRecent(Float64Array.from([3, 2, -2, -1]))).toBe(0);
+    expect(s.importRecent(new Float64Array(0))).toBe(0);
+    expect(s.size).toBe(0);
+    const good = branching().exportRecent(100);
+    const cut = good.slice(0, 12);
+    cut[1] = 7;
+    expect(s.importRecent(cut)).toBe(0);
+    expect(s.size).toBe(0);
+  });
+
+  it("survives any mix of learning, taking back, eviction, resizing and reloading", () => {
+    const r = rng(5);
+    let s = new PrefixSet(80);
+    const chains = Array.from({ length: 40 }, (_, k) => [...chain(k % 5, 2 + (k % 7)), ...chain(100 + k, 1 + Math.floor(r() * 30))]);
+    const outstanding: Lesson[] = [];
+    for (let step = 0; step < 3000; step++) {
+      const x = r();
+      if (x < 0.3 && outstanding.length > 0) s.unlearn(outstanding.splice(Math.floor(r() * outstanding.length), 1)[0] as Lesson);
+      else if (x < 0.32) s.resize(20 + Math.floor(r() * 100));
+      else if (x < 0.34) {
+        const t = new PrefixSet(s.capacity);
+        t.importRecent(s.exportRecent(s.size));
+        expect(t.values()).toEqual(s.values());
+        s = t;
+        outstanding.length = 0;
+      } else {
+        const lesson = s.learn(chains[Math.floor(r() * chains.length)] as number[]);
+        if (lesson) outstanding.push(lesson);
+      }
+      expect(s.size).toBeLessThanOrEqual(s.capacity);
+      expect(s.values().length).toBe(s.size);
+      expectPrefixClosed(s, chains);
+    }
   });
 });
