@@ -20,7 +20,11 @@ import { POLICIES } from "./strategies/index.ts";
 const MAX_VIEWS = 4;
 /** A version (never the newest) that no call used for this long is let go: its Workers are gone. */
 const VIEW_IDLE_MS = 60_000;
-/** Share of the prefix budget the live leases' lessons may hold: a block there costs 8 bytes, in a prefix set ~30. */
+/**
+ * Share of the prefix budget whose blocks the live leases may take back if they fail; past it a
+ * lease's new blocks stay learned whatever its outcome. A lesson is a few numbers (it once copied
+ * its blocks, and this bounded their memory); the limit is kept so routing stays as it was.
+ */
 const LESSON_SHARE = 0.25;
 
 /**
