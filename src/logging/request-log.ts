@@ -46,13 +46,15 @@ export class RequestLog {
   private readonly line: RequestLine;
   private readonly startedAt: number;
   private readonly min: LogLevel;
+  /** The arrival's wall-clock time, formatted only when the line is written (after the response). */
+  private readonly arrivedAt = Date.now();
   private waits = 1;
 
   constructor(requestId: string, method: string, path: string, startedAt: number, min: LogLevel) {
     this.startedAt = startedAt;
     this.min = min;
     this.line = {
-      type: "request", time: new Date().toISOString(), level: "info", request_id: requestId, key_id: null, method, path,
+      type: "request", time: "", level: "info", request_id: requestId, key_id: null, method, path,
       model: null, group: null, backend: null, reason: null, matched_blocks: null, total_blocks: null, attempts: 0, status: 0,
       ttft_ms: null, duration_ms: null, prompt_tokens: null, completion_tokens: null, cached_tokens: null, error_code: null, stream: false,
     };
@@ -107,8 +109,10 @@ export class RequestLog {
 
   private end(now: number): void {
     if (--this.waits > 0) return;
+    if (!atLeast(this.line.level, this.min)) return;
     this.line.duration_ms = round(now - this.startedAt);
-    if (atLeast(this.line.level, this.min)) console.log(JSON.stringify(this.line));
+    this.line.time = new Date(this.arrivedAt).toISOString();
+    console.log(JSON.stringify(this.line));
   }
 }
 
