@@ -27,6 +27,8 @@ export interface ServedWorker {
 /** kvgate as served: every /v1 request needs `Authorization: Bearer <key>`. */
 export interface ServedGateway extends ServedWorker {
   key: string;
+  /** Each instance's own address (see GatewayOptions.instances); `url` is the first. */
+  urls: string[];
 }
 
 const bundles = new Map<string, Promise<string>>();
@@ -57,16 +59,24 @@ export function buildGateway(root: string = ROOT): Promise<string> {
  * A direct socket serves the Worker itself. Miniflare's own address goes through its entry Worker
  * first, a dev-tool hop (one more Worker call per request) that production never has: it costs
  * about as much CPU as the whole pass-through (bench:ceiling's floor-via-entry shows it).
+ * Several `workers` run in the one workerd, each its own Worker with its own direct socket;
+ * `urls` follows their order (with `viaEntry`, the entry's address is the only one).
  */
-async function serve(options: Record<string, unknown>, viaEntry = false, onLog?: LogSink): Promise<ServedWorker> {
+async function serve(workers: Record<string, unknown>[], viaEntry = false, onLog?: LogSink): Promise<{ urls: string[]; dispose(): Promise<void> }> {
   // Miniflare 5 takes a new option shape; the v4 shape wrangler produces is converted.
   const direct = viaEntry ? [] : [{ host: "127.0.0.1", port: 0 }];
   const sink = onLog ?? benchSink;
   const logs = { handleStructuredLogs: (l: { level: string; message: string }) => sink(l.level, l.message) };
-  const mf = new Miniflare(convertV4MiniflareOptions({ host: "127.0.0.1", port: 0, cf: false, unsafeDirectSockets: direct, ...logs, ...options } as never));
+  const shaped = workers.length === 1 ? { unsafeDirectSockets: direct, ...workers[0] } : { workers: workers.map((w) => ({ unsafeDirectSockets: direct, ...w })) };
+  const mf = new Miniflare(convertV4MiniflareOptions({ host: "127.0.0.1", port: 0, cf: false, ...logs, ...shaped } as never));
   const entry = await mf.ready;
-  const url = (viaEntry ? entry : await mf.unsafeGetDirectURL()).href.replace(/\/$/, "");
-  return { url, dispose: () => mf.dispose() };
+  const urls = viaEntry ? [entry.href] : await Promise.all(workers.map(async (w) => (await mf.unsafeGetDirectURL(w.name as string | undefined)).href));
+  return { urls: urls.map((u) => u.replace(/\/$/, "")), dispose: () => mf.dispose() };
+}
+
+async function serveOne(options: Record<string, unknown>, viaEntry = false): Promise<ServedWorker> {
+  const { urls, dispose } = await serve([options], viaEntry);
+  return { url: urls[0] as string, dispose };
 }
 
 /** Receives what workerd logs (the Worker's console and the runtime's own lines) instead of stderr. */
@@ -98,6 +108,13 @@ export interface GatewayOptions {
    * included. That is one more Worker hop per request on this machine, so benchmarks leave it off.
    */
   assets?: boolean;
+  /**
+   * Gateway instances, as separate edge isolates are (default 1): copies of the Worker in one
+   * workerd, each its own Worker (its own isolate, module state and caches) on its own socket,
+   * every copy bound to the first one's Durable Object classes, so they share the group's
+   * routing object, the fleet registry and the tenants object as every isolate does in production.
+   */
+  instances?: number;
 }
 
 /** What wrangler.toml says about the runtime: compatibility settings, Durable Objects and, when asked, the static assets. */
@@ -107,11 +124,28 @@ function runtimeOptions(assets = false): Record<string, unknown> {
 }
 
 export async function startGateway(o: GatewayOptions): Promise<ServedGateway> {
+  const instances = o.instances ?? 1;
+  if (!Number.isInteger(instances) || instances < 1) throw new Error(`instances must be a positive integer, got ${instances}`);
+  if (instances > 1 && o.assets) throw new Error("several gateway instances are served without the assets");
   const scriptPath = o.scriptPath ?? (await buildGateway(o.root));
   const key = o.masterKey ?? newMasterKey("bench");
   const bindings: Record<string, string> = { ...o.bindings, KVGATE_CONFIG: JSON.stringify(o.config), KVGATE_MASTER_KEY: key };
-  const served = await serve({ ...runtimeOptions(o.assets), modules: true, scriptPath, modulesRoot: dirname(scriptPath), bindings }, false, o.onLog);
-  return { ...served, key };
+  const worker = { ...runtimeOptions(o.assets), modules: true, scriptPath, modulesRoot: dirname(scriptPath), bindings };
+  const copies = instances === 1 ? [worker] : Array.from({ length: instances }, (_, i) => instanceOf(worker, i));
+  const served = await serve(copies, false, o.onLog);
+  return { url: served.urls[0] as string, urls: served.urls, key, dispose: served.dispose };
+}
+
+const instanceName = (i: number): string => `kvgate-${i}`;
+
+/** Copy `i` of the gateway Worker: the first owns the Durable Object classes, the others bind to them. */
+function instanceOf(worker: Record<string, unknown> & { durableObjects?: unknown }, i: number): Record<string, unknown> {
+  if (i === 0) return { ...worker, name: instanceName(0) };
+  const owned = (worker.durableObjects ?? {}) as Record<string, string | { className: string }>;
+  const durableObjects = Object.fromEntries(
+    Object.entries(owned).map(([binding, d]) => [binding, { className: typeof d === "string" ? d : d.className, scriptName: instanceName(0) }]),
+  );
+  return { ...worker, name: instanceName(i), durableObjects };
 }
 
 /**
@@ -139,5 +173,5 @@ export function startFloor(upstreamUrl: string, viaEntry = false): Promise<Serve
 export function startScriptWorker(script: string, durableObjects: Record<string, string> = {}, viaEntry = false): Promise<ServedWorker> {
   const { compatibilityDate, compatibilityFlags } = runtimeOptions();
   const bound = Object.fromEntries(Object.entries(durableObjects).map(([name, className]) => [name, { className, useSQLite: true }]));
-  return serve({ compatibilityDate, compatibilityFlags, modules: true, script, durableObjects: bound }, viaEntry);
+  return serveOne({ compatibilityDate, compatibilityFlags, modules: true, script, durableObjects: bound }, viaEntry);
 }

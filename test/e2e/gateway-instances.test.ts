@@ -1,0 +1,94 @@
+import { randomBytes } from "node:crypto";
+import OpenAI from "openai";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { inject } from "vitest";
+import { startFleet, type Fleet } from "../../bench/fleet/index.ts";
+import { startGateway, type ServedGateway } from "../../bench/harness/gateway.ts";
+import type { GroupStatus } from "../../src/routing/protocol.ts";
+import { EVENTUALLY } from "./gateway.ts";
+
+/**
+ * Several gateway instances as bench:routing-replicas serves them (issue 14, "One index for every
+ * edge instance"): copies of the bundled Worker in one workerd, each on its own socket. Each must
+ * be its own isolate, as two edge locations are, and all must route with the group's one
+ * Durable Object. The official SDK as the client.
+ */
+
+const MODEL = "sim-7b";
+const adminKey = `sk-admin-${randomBytes(16).toString("hex")}`;
+let fleet: Fleet;
+let gw: ServedGateway;
+
+beforeAll(async () => {
+  fleet = await startFleet({ workers: 3, basePort: 0, preset: "instant", servedModelName: MODEL });
+  gw = await startGateway({
+    config: { modelGroups: [{ name: MODEL, strategy: "prefix-aware", deployments: fleet.urls.map((baseUrl, i) => ({ id: `sim-${i}`, baseUrl, model: MODEL })) }] },
+    bindings: { KVGATE_ADMIN_KEY: adminKey },
+    scriptPath: inject("gatewayScript"),
+    instances: 3,
+    onLog: () => {},
+  });
+});
+afterAll(async () => {
+  await gw?.dispose();
+  await fleet?.close();
+});
+
+const client = (instance: number, apiKey = gw.key) => new OpenAI({ apiKey, baseURL: `${gw.urls[instance]}/v1`, maxRetries: 0 });
+
+async function status(instance: number): Promise<GroupStatus> {
+  const res = await fetch(`${gw.urls[instance]}/v1/kvgate/status`, { headers: { authorization: `Bearer ${gw.key}` } });
+  const body = (await res.json()) as { groups: GroupStatus[] };
+  return body.groups.find((g) => g.group === MODEL) as GroupStatus;
+}
+
+describe("gateway instances", () => {
+  it("serve on sockets of their own", () => {
+    expect(gw.urls).toHaveLength(3);
+    expect(new Set(gw.urls).size).toBe(3);
+    expect(gw.url).toBe(gw.urls[0]);
+  });
+
+  it("are separate isolates: a key record one instance has cached is not in another's cache", async () => {
+    const made = await fetch(`${gw.urls[2]}/admin/v1/keys`, { method: "POST", headers: { authorization: `Bearer ${adminKey}`, "content-type": "application/json" }, body: "{}" });
+    expect(made.status).toBe(201);
+    const { id, key } = (await made.json()) as { id: string; key: string };
+    const ask = (instance: number) => client(instance, key).chat.completions.create({ model: MODEL, max_tokens: 2, messages: [{ role: "user", content: "hello" }] });
+    // Instance 0 reads the key once and keeps the record (fresh for 5 s: no read until then).
+    await ask(0);
+    const readAt = Date.now();
+    expect((await fetch(`${gw.urls[2]}/admin/v1/keys/${id}/revoke`, { method: "POST", headers: { authorization: `Bearer ${adminKey}` } })).status).toBe(200);
+    // Instance 1 never read it: it asks the tenants object, which says revoked.
+    await expect(ask(1)).rejects.toMatchObject({ status: 401, code: "invalid_api_key" });
+    // Instance 0 still acts on its own copy, as an isolate does within the cache's bound.
+    const answer = await ask(0);
+    expect(answer.choices[0]?.finish_reason).toBeDefined();
+    expect(Date.now() - readAt).toBeLessThan(5_000);
+  });
+
+  it("route with the group's one Durable Object: a prefix sent through one instance is a prefix-hit through another", async () => {
+    // Whatever an earlier test sent has been released: the counts below are this test's.
+    await vi.waitFor(async () => expect((await status(2)).backends.reduce((n, b) => n + b.inFlight, 0)).toBe(0), EVENTUALLY);
+    const before = await status(2);
+    const system = { role: "system" as const, content: "You are a careful assistant for the gateway's operators. ".repeat(40) };
+    const first = await client(0).chat.completions.create({ model: MODEL, max_tokens: 8, messages: [system, { role: "user", content: "What is a KV cache?" }] }).withResponse();
+    const served = first.response.headers.get("x-kvgate-backend");
+    expect(served).toMatch(/^sim-\d$/);
+    const reply = first.data.choices[0]?.message.content ?? "";
+    const next = await client(1)
+      .chat.completions.create({ model: MODEL, max_tokens: 8, messages: [system, { role: "user", content: "What is a KV cache?" }, { role: "assistant", content: reply }, { role: "user", content: "And a prefix?" }] })
+      .withResponse();
+    expect(next.response.headers.get("x-kvgate-reason")).toBe("prefix-hit");
+    expect(next.response.headers.get("x-kvgate-backend")).toBe(served);
+    const [matched, total] = (next.response.headers.get("x-kvgate-prefix-blocks") ?? "0/0").split("/").map(Number);
+    expect(matched).toBeGreaterThan(0);
+    expect(matched).toBeLessThan(total as number);
+    // A third instance reads the same object: both requests ended on that backend, counted once each.
+    await vi.waitFor(async () => {
+      const after = await status(2);
+      const completed = (s: GroupStatus) => s.backends.find((b) => b.id === served)?.completed ?? 0;
+      expect(completed(after) - completed(before)).toBe(2);
+      expect(after.calls.route - before.calls.route).toBeGreaterThanOrEqual(2);
+    }, EVENTUALLY);
+  });
+});
