@@ -1,6 +1,9 @@
 import type { Strategy } from "../../src/config/schema.ts";
 import type { PresetName } from "../fleet/index.ts";
-import { TRACE_KINDS, type TraceKind, type TraceOptions } from "../traces/index.ts";
+import { TRACE_KINDS, generateTrace, type Trace, type TraceKind, type TraceOptions } from "../traces/index.ts";
+
+/** The model name the benchmark's fleets serve and its routers are asked for. */
+export const MODEL = "kvgate-sim";
 
 /**
  * What the routing benchmark sweeps. Two regimes:
@@ -50,6 +53,11 @@ export interface Point {
   sessions: number;
   seed: number;
   turns: number | undefined;
+}
+
+/** The trace a point replays: its regime's options for the kind, with the point's sessions, seed and turns. */
+export function traceOf(p: Omit<Point, "strategy">): Trace {
+  return generateTrace(p.trace, { ...p.regime.trace[p.trace], sessions: p.sessions, seed: p.seed, ...(p.turns ? { turns: p.turns } : {}) });
 }
 
 export interface MatrixOptions {

@@ -19,16 +19,17 @@ import { replay, summarize, type ReplayOptions } from "../replay/index.ts";
 import { generateTrace, traceFootprint } from "../traces/index.ts";
 import { renderChart } from "./chart.ts";
 import { parseRoutingArgs } from "./cli-args.ts";
-import { REGIMES, isKvgateStrategy, points, type Point, type Regime } from "./matrix.ts";
+import { ceilingOf } from "./ceiling.ts";
+import { kvgateConfig } from "./kvgate-config.ts";
+import { MODEL, REGIMES, isKvgateStrategy, points, traceOf, type Point, type Regime } from "./matrix.ts";
 import { selectPeers, type RoutingPeer } from "./peers.ts";
 import { renderReport } from "./report.ts";
 import type { RoutingResults, RoutingRun } from "./types.ts";
 import { WARM_UP_REQUESTS, warmUp } from "./warm-up.ts";
-import { backendId, shareBetween, workerRequestCounts } from "./worker-share.ts";
+import { shareBetween, workerRequestCounts } from "./worker-share.ts";
 
 const DEFAULT_RESULTS = resolve(import.meta.dirname, "..", "results");
 let RESULTS = DEFAULT_RESULTS;
-const MODEL = "kvgate-sim";
 
 /** A router in front of a run's fleet: where the replay sends, and how to stop it. */
 interface RunRouter {
@@ -52,26 +53,7 @@ function routerFor(p: Point, peers: readonly RoutingPeer[]): RouterStart {
 }
 
 async function startKvgate(strategy: Strategy, regime: Regime, fleet: Fleet): Promise<RunRouter> {
-  const gateway = await startGateway({
-    config: {
-      modelGroups: [
-        {
-          name: MODEL,
-          strategy,
-          // An operator knows each server's KV capacity (vLLM logs its GPU blocks) and prefill
-          // rate; the hints are those, the rate at the regime's time scale. Every other routing
-          // parameter is the default.
-          deployments: fleet.urls.map((baseUrl, i) => ({
-            id: backendId(i),
-            baseUrl,
-            model: MODEL,
-            kvCapacityBlocks: PRESETS[regime.preset].kvCapacityBlocks,
-            prefillTokensPerSec: Math.round(1000 / (PRESETS[regime.preset].prefillMsPerToken * regime.timeScale)),
-          })),
-        },
-      ],
-    },
-  });
+  const gateway = await startGateway({ config: kvgateConfig(strategy, regime, fleet.urls) });
   return { target: { baseUrl: gateway.url, apiKey: gateway.key }, stop: () => gateway.dispose() };
 }
 
@@ -82,7 +64,7 @@ async function startPeer(peer: RoutingPeer, fleet: Fleet): Promise<RunRouter> {
 }
 
 async function runPoint(p: Point, router: RouterStart): Promise<{ run: RoutingRun; errorSamples: RoutingResults["error_samples"] }> {
-  const trace = generateTrace(p.trace, { ...p.regime.trace[p.trace], sessions: p.sessions, seed: p.seed, ...(p.turns ? { turns: p.turns } : {}) });
+  const trace = traceOf(p);
   const fleet = await startFleet({ workers: 4, basePort: 0, preset: p.regime.preset, timeScale: p.regime.timeScale, servedModelName: MODEL });
   try {
     const running = await router.start(fleet);
@@ -103,20 +85,6 @@ async function runPoint(p: Point, router: RouterStart): Promise<{ run: RoutingRu
     } finally {
       await running.stop();
     }
-  } finally {
-    await fleet.close();
-  }
-}
-
-/**
- * The most any routing could reach: the same trace against one worker with an unbounded cache
- * and no latency, which sees every request. Cold first turns and each turn's new text stay misses.
- */
-async function ceiling(p: Point): Promise<number | null> {
-  const trace = generateTrace(p.trace, { ...p.regime.trace[p.trace], sessions: p.sessions, seed: p.seed, ...(p.turns ? { turns: p.turns } : {}) });
-  const fleet = await startFleet({ workers: 1, basePort: 0, preset: "instant", kvCapacityBlocks: 1 << 22, servedModelName: MODEL });
-  try {
-    return summarize(await replay(trace, { baseUrl: fleet.urls[0] as string, model: MODEL })).kv_hit;
   } finally {
     await fleet.close();
   }
@@ -175,7 +143,7 @@ async function main(): Promise<void> {
   const started = Date.now();
   for (const [i, p] of plan.entries()) {
     if (!results.ceilings.some((c) => c.regime === p.regime.name && c.trace === p.trace && c.sessions === p.sessions && c.seed === p.seed)) {
-      results.ceilings.push({ regime: p.regime.name, trace: p.trace, sessions: p.sessions, seed: p.seed, kv_hit: await ceiling(p) });
+      results.ceilings.push({ regime: p.regime.name, trace: p.trace, sessions: p.sessions, seed: p.seed, kv_hit: await ceilingOf(traceOf(p)) });
     }
     const router = routerFor(p, peers);
     const head = `[${i + 1}/${plan.length} ${((Date.now() - started) / 1000).toFixed(0)}s] ${p.regime.name} ${p.trace} ${p.sessions}s seed${p.seed} ${p.strategy.padEnd(18)}`;

@@ -1,0 +1,26 @@
+import type { GatewayConfigInput, Strategy } from "../../src/config/schema.ts";
+import { PRESETS } from "../fleet/index.ts";
+import { MODEL, type Regime } from "./matrix.ts";
+import { backendId } from "./worker-share.ts";
+
+/** kvgate's config in front of a benchmark fleet: one group of the fleet's workers with `strategy`. */
+export function kvgateConfig(strategy: Strategy, regime: Regime, workerUrls: readonly string[]): GatewayConfigInput {
+  return {
+    modelGroups: [
+      {
+        name: MODEL,
+        strategy,
+        // An operator knows each server's KV capacity (vLLM logs its GPU blocks) and prefill
+        // rate; the hints are those, the rate at the regime's time scale. Every other routing
+        // parameter is the default.
+        deployments: workerUrls.map((baseUrl, i) => ({
+          id: backendId(i),
+          baseUrl,
+          model: MODEL,
+          kvCapacityBlocks: PRESETS[regime.preset].kvCapacityBlocks,
+          prefillTokensPerSec: Math.round(1000 / (PRESETS[regime.preset].prefillMsPerToken * regime.timeScale)),
+        })),
+      },
+    ],
+  };
+}
