@@ -20,7 +20,7 @@ export interface Cell {
   seeds: number;
 }
 
-function median(values: (number | null)[]): number | null {
+export function median(values: (number | null)[]): number | null {
   const v = values.filter((x): x is number => x !== null).sort((a, b) => a - b);
   if (v.length === 0) return null;
   const mid = v.length >> 1;

@@ -15,9 +15,9 @@ export interface RoutingArgs {
   peers: string | undefined;
 }
 
-const list = (value: string | undefined): string[] | undefined => value?.split(",").filter(Boolean);
+export const list = (value: string | undefined): string[] | undefined => value?.split(",").filter(Boolean);
 
-function positiveInt(flag: string, value: string): number {
+export function positiveInt(flag: string, value: string): number {
   const n = Number(value);
   if (!Number.isInteger(n) || n < 1) throw new Error(`${flag} must be a positive integer, got "${value}"`);
   return n;
