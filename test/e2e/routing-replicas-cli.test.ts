@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import type { ReplicaResults } from "../../bench/routing/replicas-types.ts";
 import { runScript } from "../support/run-script.ts";
+import { isWorkerdNoise } from "../support/workerd-noise.ts";
 
 /**
  * `npm run bench:routing-replicas` as its user runs it, at the smallest size that still routes:
@@ -20,7 +21,8 @@ afterAll(async () => {
 describe("bench:routing-replicas", () => {
   it("replays the trace through 1 and 2 kvgate instances and writes routing-replicas.json and .md", { timeout: 180_000 }, async () => {
     const run = await runScript("bench/routing/replicas.ts", ["--out", out, "--instances", "1,2", "--sessions", "2", "--seeds", "1", "--turns", "2", "--routers", "prefix-aware"]);
-    expect(run.stderr).toBe("");
+    // Nothing on stderr but what workerd marks as no error (an alarm run late on a loaded machine).
+    expect(run.stderr.split("\n").filter((line) => line !== "" && !isWorkerdNoise(`${line}\n`))).toEqual([]);
     expect(run.code).toBe(0);
     expect(run.stdout).toMatch(/\[1\/2 \d+s\] 2s seed1 prefix-aware\s+×1 kv_hit 0\.\d{3} /);
     expect(run.stdout).toMatch(/\[2\/2 \d+s\] 2s seed1 prefix-aware\s+×2 kv_hit 0\.\d{3} .* instances 0\.\d\d\/[01]\.\d\d\n/);
