@@ -2,6 +2,7 @@ import type { ResolvedDeployment, ResolvedGroup } from "../config/load.ts";
 import { fnv1a64 } from "../fnv64.ts";
 import { BackendCounters, type BackendMetrics } from "../metrics/backend-counters.ts";
 import { Breaker, type BreakerState } from "./breaker.ts";
+import { PendingPrefills } from "./pending-prefills.ts";
 import { PrefixSet } from "./prefix-set.ts";
 import type { BackendSnapshot } from "./protocol.ts";
 import type { Candidate } from "./policy.ts";
@@ -37,6 +38,8 @@ export class Backend implements Candidate {
   maxInFlight = 0;
   weight = 1;
   readonly prefixes: PrefixSet;
+  /** What of its prefix set is still being prefilled. */
+  readonly pending = new PendingPrefills();
   prefillDebt = 0;
   debtAt = 0;
   available = true;

@@ -230,17 +230,20 @@ export class GroupRouter {
     view.request.cursor = (choice.index + 1) % view.backends.length;
     const b = view.backends[choice.index] as Backend;
     b.inFlight++;
-    // The blocks it must prefill there join that backend's queue of prompt work.
-    const blocks = chain.length - choice.matched;
+    // The blocks it must prefill there join that backend's queue of prompt work: those past
+    // what it has computed, since a match still being prefilled is computed again.
+    const blocks = chain.length - (view.learns ? Math.min(choice.matched, this.signals.prefix.ready[choice.index] as number) : choice.matched);
     b.prefillDebt += blocks;
     // Learned now, not when the answer comes: a burst of the same prompt must find it at once.
     const lesson = view.learns && chain.length > 0 ? this.teach(b, chain) : null;
+    // Ready when the backend's queue, this prompt included, has drained.
+    const pending = view.learns && choice.matched < chain.length && b.drainPerMs > 0 ? b.pending.add(choice.matched, chain[choice.matched] as number, now + b.prefillDebt / b.drainPerMs) : -1;
     const lease = `${this.epoch}.${(++this.seq).toString(36)}`;
     const as: RoutedAs = failover || exclude.length > 0 ? "failover" : choice.reason;
     b.counters.routed(as);
     const decision = this.decisions.add(now, b.id, as, choice.matched, chain.length);
     const predictedCached = (choice.matched * g.blockChars) / CHARS_PER_TOKEN;
-    this.leases.add(lease, { backend: b, expiresAt: now + this.leaseTtlMs, blocks, trialOf: b.breaker.sent() ? b.breaker.opened : -1, lesson, key: tenant?.id ?? null, decision, predictedCached });
+    this.leases.add(lease, { backend: b, expiresAt: now + this.leaseTtlMs, blocks, trialOf: b.breaker.sent() ? b.breaker.opened : -1, lesson, key: tenant?.id ?? null, decision, predictedCached, pending });
     if (tenant) {
       this.ledger.took(tenant, now);
       if (!tenant.admitted) this.keyCounters.request(tenant.id);
@@ -264,6 +267,7 @@ export class GroupRouter {
     b.inFlight--;
     // A finished request was prefilled: whatever of its work the drain estimate still holds is done.
     b.prefillDebt = Math.max(0, b.prefillDebt - lease.blocks);
+    if (lease.pending >= 0) b.pending.done(lease.pending);
     b.counters.released(r.outcome, r.ttftMs, r.durationMs, r.usage, lease.predictedCached);
     this.decisions.ended(lease.decision, r.outcome, r.ttftMs ?? null);
     const before = b.breaker.state;
@@ -298,7 +302,7 @@ export class GroupRouter {
     if (!b) return;
     b.inFlight++;
     const key = typeof r.key === "string" ? r.key : null;
-    this.leases.add(r.lease, { backend: b, expiresAt: now + this.leaseTtlMs, blocks: 0, trialOf: -1, lesson: null, key, decision: -1, predictedCached: 0 });
+    this.leases.add(r.lease, { backend: b, expiresAt: now + this.leaseTtlMs, blocks: 0, trialOf: -1, lesson: null, key, decision: -1, predictedCached: 0, pending: -1 });
     if (key !== null) this.ledger.took({ id: key, rpm: null, tpm: null, maxParallel: null, budget: null, admitted: true }, now);
     this.adopted++;
   }

@@ -20,6 +20,8 @@ export interface Lease {
   decision: number;
   /** The prompt tokens its decision's matched blocks stand for: what routing predicts the backend has cached. */
   predictedCached: number;
+  /** Its entry in the backend's pending prefills (PendingPrefills.add), cleared when it ends; −1 for none. */
+  pending: number;
 }
 
 /**

@@ -27,8 +27,8 @@ describe("GroupRouter: the counters GET /metrics renders", () => {
     const r = new GroupRouter("g", () => 0.5);
     r.install(g, 0);
     const first = decided(r.route(g.version, chain(1, 4), [], 0));
-    // The same prompt again: a prefix hit on the same backend, 4 blocks of 64 chars = 64 tokens predicted.
-    const hit = decided(r.route(g.version, chain(1, 4), [], 1));
+    // The same prompt again, once prefilled: a prefix hit on the same backend, 4 blocks of 64 chars = 64 tokens predicted.
+    const hit = decided(r.route(g.version, chain(1, 4), [], 100));
     expect(hit.reason).toBe("prefix-hit");
     expect(hit.backendId).toBe(first.backendId);
     r.release({ lease: first.lease, outcome: "upstream-error" }, 2);

@@ -3,6 +3,7 @@ import { parseConfig, type ResolvedGroup } from "../../src/config/load.ts";
 import type { Strategy } from "../../src/config/schema.ts";
 import { GroupRouter } from "../../src/routing/group-router.ts";
 import type { LimitRefusal, RouteDecision, RouteRefusal, VersionRefusal } from "../../src/routing/protocol.ts";
+import { PendingPrefills } from "../../src/routing/pending-prefills.ts";
 import { PrefixSet } from "../../src/routing/prefix-set.ts";
 
 function group(over: Record<string, unknown> = {}, backends = 4, deployment: Record<string, unknown> = {}): ResolvedGroup {
@@ -85,6 +86,35 @@ describe("PrefixSet", () => {
   });
 });
 
+describe("PendingPrefills", () => {
+  it("counts a match as computed up to the first block still being prefilled", () => {
+    const p = new PendingPrefills();
+    const c = chain(1, 10);
+    expect(p.ready(c, 10, 0)).toBe(10);
+    p.add(6, c[6] as number, 100);
+    p.add(3, c[3] as number, 50);
+    expect(p.ready(c, 10, 0)).toBe(3);
+    expect(p.ready(c, 5, 0)).toBe(3);
+    expect(p.ready(c, 3, 0)).toBe(3);
+    expect(p.ready(c, 10, 60)).toBe(6);
+    expect(p.ready(c, 10, 100)).toBe(10);
+    // Another chain from that depth on is not held up by it.
+    expect(p.ready([...c.slice(0, 3), ...chain(2, 7)], 10, 0)).toBe(10);
+  });
+
+  it("forgets an entry when its request ended, and keeps a later one that took its place", () => {
+    const p = new PendingPrefills();
+    const c = chain(1, 4);
+    const n = p.add(0, c[0] as number, 1000);
+    p.done(n);
+    expect(p.ready(c, 4, 0)).toBe(4);
+    const first = p.add(0, c[0] as number, 1000);
+    for (let i = 0; i < 16; i++) p.add(2, c[2] as number, 1000);
+    p.done(first);
+    expect(p.ready(c, 4, 0)).toBe(2);
+  });
+});
+
 describe("GroupRouter", () => {
   it("sends the same prefix back to the backend that saw it (prefix-hit)", () => {
     const router = routerFor(group(), rng());
@@ -122,7 +152,8 @@ describe("GroupRouter", () => {
     const router = routerFor(group({ saturation: 100, balanceAbs: 2, balanceRel: 1.5, hotThreshold: 0 }), rng(9));
     const first = pick(router.pick(chain(1, 30), 0));
     const reasons: string[] = [];
-    for (let i = 0; i < 3; i++) reasons.push(pick(router.pick(chain(1, 30), 0))?.reason ?? "none");
+    // Later, its prompt long prefilled, the same prompt comes back while the first is still in flight.
+    for (let i = 0; i < 3; i++) reasons.push(pick(router.pick(chain(1, 30), 10_000))?.reason ?? "none");
     expect(reasons).toEqual(["prefix-hit", "prefix-hit", "load-balanced"]);
     expect(router.snapshot().find((b) => b.id === first?.backendId)?.inFlight).toBe(3);
   });
@@ -147,8 +178,8 @@ describe("GroupRouter", () => {
     const second = pick(router.pick([...system, ...chain(101, 3)], 0));
     expect(second?.backendId).not.toBe(first?.backendId);
     expect(second?.reason).toBe("hot-spread");
-    // The same prompt again is no branch: it stays where it was.
-    const again = pick(router.pick([...system, ...chain(100, 3)], 0));
+    // The same prompt again, once prefilled, is no branch: it stays where it was.
+    const again = pick(router.pick([...system, ...chain(100, 3)], 10_000));
     expect(again?.backendId).toBe(first?.backendId);
     expect(again?.reason).toBe("prefix-hit");
   });
@@ -161,7 +192,7 @@ describe("GroupRouter", () => {
     for (let turn = 1; turn <= 3; turn++) {
       sessions.forEach((c, s) => {
         c.push(...chain(200 + s * 10 + turn, 3));
-        const d = pick(router.pick(c, 0));
+        const d = pick(router.pick(c, turn * 10_000));
         expect(d?.backendId).toBe(home[s]);
         expect(d?.reason).toBe("prefix-hit");
       });
@@ -181,6 +212,50 @@ describe("GroupRouter", () => {
     expect(burst[0]).toBe(idle);
     expect(new Set(burst).size).toBe(4);
     expect(router.snapshot().map((b) => b.prefillDebtBlocks)).toEqual([40, 40, 40, 40]);
+  });
+
+  it("spreads the opening burst of conversations on one system prompt evenly, though the first came earlier", () => {
+    // An A100's 11,905 tokens/s: 0.74 blocks drain per ms. One conversation opens alone; 27 ms
+    // later fifteen more open at once on the same 97-block system prompt, each with its own question.
+    const router = routerFor(group({ saturation: 100 }, 4, { prefillTokensPerSec: 11_905 }), rng(5));
+    const system = chain(7, 97);
+    const placed: string[] = [];
+    for (let s = 0; s < 16; s++) placed.push(pick(router.pick([...system, ...chain(100 + s, 8 + (s % 5))], s === 0 ? 0 : 27))?.backendId ?? "none");
+    // The first backend's system prompt is still being prefilled: the engine computes it again for
+    // every request that lands there meanwhile, so it is no cheaper a place than the others.
+    const counts = ["b0", "b1", "b2", "b3"].map((id) => placed.filter((b) => b === id).length);
+    expect(counts).toEqual([4, 4, 4, 4]);
+  });
+
+  it("sends a repeat of a prompt still being prefilled where the work is less, and back home once it is computed", () => {
+    const router = routerFor(group({ saturation: 100, hotThreshold: 0 }, 2), rng(3));
+    const first = pick(router.pick(chain(1, 40), 0));
+    const meanwhile = pick(router.pick(chain(1, 40), 1));
+    expect(meanwhile?.backendId).not.toBe(first?.backendId);
+    expect(meanwhile?.reason).toBe("load-balanced");
+    // 40 blocks at 0.625 a ms: prefilled by 64 ms. Both copies are then cached; the repeat goes to
+    // the one with less in flight of the two holding it.
+    router.release({ lease: meanwhile?.lease ?? "", outcome: "ok" }, 100);
+    const later = pick(router.pick(chain(1, 40), 100));
+    expect(later?.reason).toBe("prefix-hit");
+    expect(later?.matched).toBe(40);
+  });
+
+  it("takes a conversation's history as computed once its turn ended, however slow the estimate", () => {
+    // 10 tokens/s: by the estimate a 43-block prompt takes 69 s to prefill.
+    const router = routerFor(group({ saturation: 100, balanceAbs: 100, hotThreshold: 0 }, 2, { prefillTokensPerSec: 10 }), rng(7));
+    const convo = chain(1, 43);
+    const turn0 = pick(router.pick(convo, 0));
+    const home = turn0?.backendId ?? "";
+    const other = home === "b0" ? "b1" : "b0";
+    // Another prompt waits at home (20 blocks of work), and the turn is answered.
+    pick(router.pick(chain(2, 20), 10, [other]));
+    router.release({ lease: turn0?.lease ?? "", outcome: "ok" }, 2000);
+    // Its next turn: 3 new blocks behind 20 at home, or all 46 elsewhere.
+    const turn1 = pick(router.pick([...convo, ...chain(3, 3)], 2001));
+    expect(turn1?.backendId).toBe(home);
+    expect(turn1?.reason).toBe("prefix-hit");
+    expect(turn1?.matched).toBe(43);
   });
 
   it("leaves a warm backend whose queued prompt work outweighs the cache it would reuse", () => {

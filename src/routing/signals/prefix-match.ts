@@ -15,6 +15,8 @@ const HOT_PREFIXES_TRACKED = 8192;
 export class PrefixMatch implements Signal {
   /** Per candidate, by position: leading blocks of the chain in its prefix set; 0 for one that cannot take the request. */
   readonly matched: number[] = [];
+  /** Per candidate: of its matched blocks, those computed by now (src/routing/pending-prefills.ts); the rest it would prefill again. */
+  readonly ready: number[] = [];
   /** The longest match. */
   best = 0;
   /**
@@ -32,6 +34,7 @@ export class PrefixMatch implements Signal {
       const b = backends[i] as Backend;
       const m = !usable(b) || chain.length === 0 ? 0 : b.prefixes.match(chain);
       this.matched[i] = m;
+      this.ready[i] = m === 0 ? 0 : b.pending.ready(chain, m, now);
       if (m > best) {
         best = m;
         bestAt = i;

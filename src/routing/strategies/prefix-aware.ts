@@ -26,7 +26,7 @@ export const prefixAware: Policy = {
     for (const c of candidates) if (usable(c) && load(c) < minLoad) minLoad = load(c);
     if (minLoad === Infinity) return null;
 
-    const { matched, best, shared } = signals.prefix;
+    const { matched, ready, best, shared } = signals.prefix;
     let pick = -1;
     let pickCost = Infinity;
     let pickMatch = -1;
@@ -38,7 +38,9 @@ export const prefixAware: Policy = {
       if (!usable(c) || l >= settings.saturation) continue;
       if (l - minLoad > settings.balanceAbs && l > settings.balanceRel * minLoad) continue;
       const m = matched[i] as number;
-      const cost = c.prefillDebt + chain.length - (shared ? best : m);
+      // Its own match saves only what is computed there already; a shared prefix counts as
+      // cached everywhere either way (see above).
+      const cost = c.prefillDebt + chain.length - (shared ? best : (ready[i] as number));
       const better = cost < pickCost || (cost === pickCost && (m > pickMatch || (m === pickMatch && l < pickLoad)));
       if (better) {
         pick = i;
