@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { connect } from "node:net";
 import { fileURLToPath } from "node:url";
+import { ascending, percentile } from "../stats/quantiles.ts";
 
 /**
  * How many small non-streaming requests per second the fleet serves with preset "instant": the
@@ -132,10 +133,6 @@ async function drive(urls: string[], args: Args, seconds: number, maxRequests: n
   return load;
 }
 
-function percentile(sorted: number[], p: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? NaN;
-}
-
 async function main(): Promise<void> {
   const args = parseArgs(process.argv.slice(2));
   const { child, urls } = await startFleetProcess(args.workers);
@@ -146,7 +143,11 @@ async function main(): Promise<void> {
     const load = await drive(urls, args, args.seconds, args.maxRequests);
     const elapsed = (performance.now() - start) / 1000;
     const cpuAfter = child.pid === undefined ? undefined : cpuSeconds(child.pid);
-    const sorted = load.latenciesMs.sort((a, b) => a - b);
+    const sorted = ascending(load.latenciesMs);
+    const ms = (p: number): number | null => {
+      const x = percentile(sorted, p);
+      return x === null ? null : Number(x.toFixed(2));
+    };
     const rps = load.completed / elapsed;
     const result = {
       workers: args.workers,
@@ -155,7 +156,7 @@ async function main(): Promise<void> {
       completed: load.completed,
       failed: load.failed,
       requestsPerSecond: Math.round(rps),
-      latencyMs: { p50: Number(percentile(sorted, 50).toFixed(2)), p99: Number(percentile(sorted, 99).toFixed(2)) },
+      latencyMs: { p50: ms(50), p99: ms(99) },
       fleetCpuSeconds: cpuBefore === undefined || cpuAfter === undefined ? null : Number((cpuAfter - cpuBefore).toFixed(2)),
       requestsPerFleetCpuSecond:
         cpuBefore === undefined || cpuAfter === undefined || cpuAfter === cpuBefore ? null : Math.round(load.completed / (cpuAfter - cpuBefore)),

@@ -20,7 +20,8 @@ import { startFleet } from "../fleet/index.ts";
 import { walkArgs } from "../harness/argv.ts";
 import { startGateway } from "../harness/gateway.ts";
 import { machineInfo, toolVersions } from "../overhead/machine.ts";
-import { ascending, percentile, round } from "../overhead/stats.ts";
+import { ascending, percentile } from "../stats/quantiles.ts";
+import { round } from "../stats/round.ts";
 
 const RESULTS = resolve(import.meta.dirname, "..", "results");
 const GROUP = "m";

@@ -22,7 +22,7 @@ import { parseArgs } from "node:util";
 import { parseConfig, type ResolvedGroup } from "../../src/config/load.ts";
 import { GroupRouter } from "../../src/routing/group-router.ts";
 import { machineInfo } from "../overhead/machine.ts";
-import { ascending, percentile } from "../overhead/stats.ts";
+import { ascending, percentile } from "../stats/quantiles.ts";
 import { mulberry32 } from "../traces/prng.ts";
 
 const RESULTS = resolve(import.meta.dirname, "..", "results");
