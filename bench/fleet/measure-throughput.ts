@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { connect } from "node:net";
 import { fileURLToPath } from "node:url";
+import { parseFlags, positiveInt, positiveNumber } from "../harness/argv.ts";
 import { ascending, percentile } from "../stats/quantiles.ts";
 
 /**
@@ -20,15 +21,23 @@ interface Args {
   maxRequests: number;
 }
 
-function parseArgs(argv: string[]): Args {
-  const args: Args = { workers: 1, concurrency: 64, seconds: 5, maxRequests: 500_000 };
-  for (let i = 0; i < argv.length; i += 2) {
-    const key = (argv[i] ?? "").replace(/^--/, "").replace(/-([a-z])/g, (_, c: string) => c.toUpperCase());
-    const value = Number(argv[i + 1]);
-    if (!(key in args) || !Number.isFinite(value) || value <= 0) throw new Error(`bad argument ${argv[i]} ${argv[i + 1]}`);
-    Object.assign(args, { [key]: value });
-  }
-  return args;
+function parseArgs(argv: readonly string[]): Args {
+  const v = parseFlags(
+    argv,
+    {
+      workers: { type: "string", default: "1" },
+      concurrency: { type: "string", default: "64" },
+      seconds: { type: "string", default: "5" },
+      "max-requests": { type: "string", default: "500000" },
+    },
+    "--workers N --concurrency N --seconds S --max-requests N",
+  );
+  return {
+    workers: positiveInt("--workers", v.workers),
+    concurrency: positiveInt("--concurrency", v.concurrency),
+    seconds: positiveNumber("--seconds", v.seconds),
+    maxRequests: positiveInt("--max-requests", v["max-requests"]),
+  };
 }
 
 async function startFleetProcess(workers: number): Promise<{ child: ChildProcess; urls: string[] }> {
