@@ -12,7 +12,7 @@
  *   --no-write       print the results, leave bench/results/ alone
  */
 import { resolve } from "node:path";
-import { walkArgs } from "../harness/argv.ts";
+import { parseFlags, positiveInt, positiveNumber } from "../harness/argv.ts";
 
 export interface CeilingArgs {
   repeats: number;
@@ -27,24 +27,26 @@ export interface CeilingArgs {
 const USAGE = "--repeats N --seconds S --baseline DIR --stream N --client-usage --no-write";
 
 export function parseCeilingArgs(argv: readonly string[]): CeilingArgs {
-  const args: CeilingArgs = { repeats: 6, seconds: 3, write: true, baselines: [], stream: [], clientUsage: false };
-  walkArgs(argv, USAGE, (flag, value) => {
-    if (flag === "--repeats") args.repeats = positive(flag, value(), true);
-    else if (flag === "--seconds") args.seconds = positive(flag, value(), false);
-    else if (flag === "--baseline") args.baselines.push(resolve(value()));
-    else if (flag === "--stream") args.stream.push(positive(flag, value(), true));
-    else if (flag === "--client-usage") args.clientUsage = true;
-    else if (flag === "--no-write") args.write = false;
-    else return false;
-    return true;
-  });
-  if (args.clientUsage && args.stream.length === 0) throw new Error("--client-usage applies to streamed runs: add --stream N");
-  args.stream = [...new Set(args.stream)].sort((a, b) => a - b);
-  return args;
-}
-
-function positive(flag: string, text: string, integer: boolean): number {
-  const n = Number(text);
-  if (!(n > 0) || (integer && !Number.isInteger(n))) throw new Error(`${flag} needs a positive ${integer ? "integer" : "number"}, not "${text}"`);
-  return n;
+  const v = parseFlags(
+    argv,
+    {
+      repeats: { type: "string", default: "6" },
+      seconds: { type: "string", default: "3" },
+      baseline: { type: "string", multiple: true, default: [] },
+      stream: { type: "string", multiple: true, default: [] },
+      "client-usage": { type: "boolean", default: false },
+      "no-write": { type: "boolean", default: false },
+    },
+    USAGE,
+  );
+  const stream = v.stream.map((n) => positiveInt("--stream", n));
+  if (v["client-usage"] && stream.length === 0) throw new Error("--client-usage applies to streamed runs: add --stream N");
+  return {
+    repeats: positiveInt("--repeats", v.repeats),
+    seconds: positiveNumber("--seconds", v.seconds),
+    write: !v["no-write"],
+    baselines: v.baseline.map((dir) => resolve(dir)),
+    stream: [...new Set(stream)].sort((a, b) => a - b),
+    clientUsage: v["client-usage"],
+  };
 }

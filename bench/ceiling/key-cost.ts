@@ -7,7 +7,8 @@
  *   per chunk: (added at H chunks − added at L chunks) / (H − L), for the longest and shortest
  *              streams measured (100 and 1): the per-stream part cancels, the per-event part stays.
  */
-import { ascending, percentile, round } from "../overhead/stats.ts";
+import { ascending, median, percentile } from "../stats/quantiles.ts";
+import { round } from "../stats/round.ts";
 
 export interface CeilingRun {
   target: string;
@@ -60,7 +61,7 @@ function pairedByRepeat(runs: readonly CeilingRun[], a: string, b: string, chunk
 const minus = (a: number, b: number): number => a - b;
 
 export function medianCpu(runs: readonly CeilingRun[], target: string, chunks: number | undefined): number | null {
-  return percentile(ascending([...cpuByRepeat(runs, target, chunks).values()]), 50);
+  return median([...cpuByRepeat(runs, target, chunks).values()]);
 }
 
 /** The shortest and longest streams among the runs; null unless there are two lengths. */

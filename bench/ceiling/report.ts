@@ -8,7 +8,8 @@
 import { readFile, writeFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import type { MachineInfo } from "../overhead/machine.ts";
-import { ascending, percentile, round as roundFigure } from "../overhead/stats.ts";
+import { median as medianOrNull } from "../stats/quantiles.ts";
+import { round as roundFigure } from "../stats/round.ts";
 import { featureCost, type FeatureCost } from "./feature-cost.ts";
 import { KEY, KEY_NO_USAGE, RESTAMP, ownPerChunk, perChunk, perRequest, type CeilingRun, type PerChunk, type Spread } from "./key-cost.ts";
 import { does, type Name } from "./targets.ts";
@@ -75,7 +76,7 @@ export interface CeilingReport extends RunPart {
 }
 
 const round = (x: number): number => roundFigure(x) as number;
-const median = (values: readonly number[]): number => percentile(ascending(values), 50) as number;
+const median = (values: readonly number[]): number => medianOrNull(values) as number;
 
 /** Medians per target (of the runs with `chunks`), with ratios to the floor's. */
 export function mediansOf(runs: readonly CeilingRun[], targets: readonly Name[], chunks?: number): Median[] {

@@ -37,7 +37,7 @@ import { startFleetProcess } from "../overhead/fleet-process.ts";
 import type { LoadResult } from "../overhead/load-types.ts";
 import { machineInfo } from "../overhead/machine.ts";
 import { runNonStreamLoad } from "../overhead/nonstream-load.ts";
-import { round as roundFigure } from "../overhead/stats.ts";
+import { round as roundFigure } from "../stats/round.ts";
 import { runStreamLoad } from "../overhead/stream-load.ts";
 import { COMPLETIONS_PATH } from "../overhead/targets.ts";
 import { parseCeilingArgs } from "./args.ts";

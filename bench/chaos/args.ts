@@ -7,7 +7,7 @@
  *   --out DIR          where chaos.json and chaos.md go (bench/results)
  */
 import { resolve } from "node:path";
-import { walkArgs } from "../harness/argv.ts";
+import { intBetween, parseFlags } from "../harness/argv.ts";
 
 export interface ChaosArgs {
   quick: boolean;
@@ -20,23 +20,23 @@ export interface ChaosArgs {
 export const DEFAULT_OUT = resolve(import.meta.dirname, "..", "results");
 
 export function parseArgs(argv: readonly string[]): ChaosArgs {
-  const quick = argv.includes("--quick");
-  const args: ChaosArgs = { quick, connections: quick ? 200 : 1000, seconds: quick ? 15 : 60, maxTokens: 8, out: DEFAULT_OUT };
-  walkArgs(argv, "--quick, --connections N, --seconds S, --max-tokens N, --out DIR", (a, value) => {
-    if (a === "--quick") return true;
-    if (a === "--connections") args.connections = bounded(a, value(), 1, 5000);
-    else if (a === "--seconds") args.seconds = bounded(a, value(), 3, 600);
-    else if (a === "--max-tokens") args.maxTokens = bounded(a, value(), 1, 1024);
-    else if (a === "--out") args.out = resolve(value());
-    else return false;
-    return true;
-  });
-  return args;
-}
-
-/** Load stays bounded in count and time whatever the command line says. */
-function bounded(flag: string, v: string, min: number, max: number): number {
-  const n = Number(v);
-  if (!Number.isInteger(n) || n < min || n > max) throw new Error(`${flag} takes an integer from ${min} to ${max}, not "${v}"`);
-  return n;
+  const v = parseFlags(
+    argv,
+    {
+      quick: { type: "boolean", default: false },
+      connections: { type: "string" },
+      seconds: { type: "string" },
+      "max-tokens": { type: "string", default: "8" },
+      out: { type: "string" },
+    },
+    "--quick, --connections N, --seconds S, --max-tokens N, --out DIR",
+  );
+  // Load stays bounded in count and time whatever the command line says.
+  return {
+    quick: v.quick,
+    connections: v.connections === undefined ? (v.quick ? 200 : 1000) : intBetween("--connections", v.connections, 1, 5000),
+    seconds: v.seconds === undefined ? (v.quick ? 15 : 60) : intBetween("--seconds", v.seconds, 3, 600),
+    maxTokens: intBetween("--max-tokens", v["max-tokens"], 1, 1024),
+    out: v.out === undefined ? DEFAULT_OUT : resolve(v.out),
+  };
 }

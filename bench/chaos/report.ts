@@ -5,6 +5,7 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { FaultEvent } from "../fleet/index.ts";
+import { median } from "../stats/quantiles.ts";
 import type { ChaosFigures } from "./figures.ts";
 import type { RequestRecord } from "./load.ts";
 import type { Role } from "./schedule.ts";
@@ -72,7 +73,7 @@ export function timeline(input: TimelineInput): TimelineRow[] {
       const received = (input.arrivals[i] ?? []).filter((t) => t >= from && t < to).length;
       backends[id] = { received, breaker: poll?.backends?.find((b) => b.id === id)?.breaker?.state ?? null };
     });
-    const okMs = ended.filter((r) => r.outcome === "ok").map((r) => r.endedAt - r.startedAt).sort((a, b) => a - b);
+    const okMs = ended.filter((r) => r.outcome === "ok").map((r) => r.endedAt - r.startedAt);
     rows.push({
       t: Math.round((from - startedAt) / 100) / 10,
       ok: okMs.length,
@@ -80,7 +81,7 @@ export function timeline(input: TimelineInput): TimelineRow[] {
       cut: ended.filter((r) => r.outcome === "cut").length,
       cut_without_error_event: ended.filter((r) => r.outcome === "cut" && !r.errorEvent).length,
       in_flight: input.records.filter((r) => r.startedAt < to && r.endedAt >= to).length,
-      ok_p50_ms: okMs.length === 0 ? null : (okMs[Math.floor((okMs.length - 1) / 2)] as number),
+      ok_p50_ms: median(okMs),
       backends,
       events: input.events
         .filter((e) => e.at >= from && e.at < to)

@@ -11,6 +11,7 @@
 import { PRESETS, startFleet, type Fleet } from "../fleet/index.ts";
 import { buildGateway, startGateway, type ServedGateway } from "../harness/gateway.ts";
 import { machineInfo, versionOf, toolVersions } from "../overhead/machine.ts";
+import { median } from "../stats/quantiles.ts";
 import { GatewayConfigSchema, type GatewayConfigInput } from "../../src/config/schema.ts";
 import { parseArgs } from "./args.ts";
 import { chaosFigures } from "./figures.ts";
@@ -120,8 +121,7 @@ function definedKnobs(knobs: Readonly<Record<string, number | undefined>>): Reco
 }
 
 function medianGap(polls: readonly StatusPoll[]): number | null {
-  const gaps = polls.slice(1).map((p, i) => p.sentAt - (polls[i] as StatusPoll).sentAt).sort((a, b) => a - b);
-  return gaps.length === 0 ? null : (gaps[Math.floor(gaps.length / 2)] as number);
+  return median(polls.slice(1).map((p, i) => p.sentAt - (polls[i] as StatusPoll).sentAt));
 }
 
 function progress(records: readonly RequestRecord[]): string {

@@ -1,3 +1,5 @@
+import type { ParseArgsOptionsConfig } from "node:util";
+import { numberFlag, parseFlags } from "../harness/argv.ts";
 import { OPTION_SPECS, describeDefault, isOptionName, type FleetOptions } from "./options.ts";
 import { PRESET_NAMES, isPresetName } from "./presets.ts";
 
@@ -9,24 +11,23 @@ export function flagName(option: string): string {
   return "--" + option.replace(/[A-Z]/g, (c) => "-" + c.toLowerCase());
 }
 
+const FLAGS: ParseArgsOptionsConfig = {
+  ...Object.fromEntries(Object.keys(OPTION_SPECS).map((name) => [flagName(name).slice(2), { type: "string" as const }])),
+  help: { type: "boolean", short: "h" },
+};
+
 function optionName(flag: string): string {
-  return flag.slice(2).replace(/-([a-z])/g, (_, c: string) => c.toUpperCase());
+  return flag.replace(/-([a-z])/g, (_, c: string) => c.toUpperCase());
 }
 
 /** Parses `--flag value` and `--flag=value`; throws on an unknown flag or a bad value. */
 export function parseFleetArgs(argv: readonly string[]): ParsedArgs {
+  const values = parseFlags(argv, FLAGS, "see --help");
+  if (values.help === true) return { help: true };
   const options: Partial<FleetOptions> = {};
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i] ?? "";
-    if (arg === "--help" || arg === "-h") return { help: true };
-    if (!arg.startsWith("--")) throw new Error(`unexpected argument "${arg}" (see --help)`);
-    const eq = arg.indexOf("=");
-    const flag = eq === -1 ? arg : arg.slice(0, eq);
+  for (const [flag, raw] of Object.entries(values)) {
     const name = optionName(flag);
-    if (!isOptionName(name)) throw new Error(`unknown flag ${flag} (see --help)`);
-    const raw = eq === -1 ? argv[++i] : arg.slice(eq + 1);
-    if (raw === undefined) throw new Error(`${flag} needs a value`);
-    Object.assign(options, { [name]: parseValue(name, flag, raw) });
+    if (typeof raw === "string" && isOptionName(name)) Object.assign(options, { [name]: parseValue(name, `--${flag}`, raw) });
   }
   return { help: false, options };
 }
@@ -39,9 +40,7 @@ function parseValue(name: keyof FleetOptions, flag: string, raw: string): string
     return raw;
   }
   if (kind === "fault-target" && raw === "all") return raw;
-  const n = Number(raw);
-  if (raw.trim() === "" || !Number.isFinite(n)) throw new Error(`${flag} needs a number, got "${raw}"`);
-  return n;
+  return numberFlag(flag, raw);
 }
 
 export function fleetHelp(): string {

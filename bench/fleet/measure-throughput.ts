@@ -2,6 +2,8 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { connect } from "node:net";
 import { fileURLToPath } from "node:url";
+import { parseFlags, positiveInt, positiveNumber } from "../harness/argv.ts";
+import { ascending, percentile } from "../stats/quantiles.ts";
 
 /**
  * How many small non-streaming requests per second the fleet serves with preset "instant": the
@@ -19,15 +21,23 @@ interface Args {
   maxRequests: number;
 }
 
-function parseArgs(argv: string[]): Args {
-  const args: Args = { workers: 1, concurrency: 64, seconds: 5, maxRequests: 500_000 };
-  for (let i = 0; i < argv.length; i += 2) {
-    const key = (argv[i] ?? "").replace(/^--/, "").replace(/-([a-z])/g, (_, c: string) => c.toUpperCase());
-    const value = Number(argv[i + 1]);
-    if (!(key in args) || !Number.isFinite(value) || value <= 0) throw new Error(`bad argument ${argv[i]} ${argv[i + 1]}`);
-    Object.assign(args, { [key]: value });
-  }
-  return args;
+function parseArgs(argv: readonly string[]): Args {
+  const v = parseFlags(
+    argv,
+    {
+      workers: { type: "string", default: "1" },
+      concurrency: { type: "string", default: "64" },
+      seconds: { type: "string", default: "5" },
+      "max-requests": { type: "string", default: "500000" },
+    },
+    "--workers N --concurrency N --seconds S --max-requests N",
+  );
+  return {
+    workers: positiveInt("--workers", v.workers),
+    concurrency: positiveInt("--concurrency", v.concurrency),
+    seconds: positiveNumber("--seconds", v.seconds),
+    maxRequests: positiveInt("--max-requests", v["max-requests"]),
+  };
 }
 
 async function startFleetProcess(workers: number): Promise<{ child: ChildProcess; urls: string[] }> {
@@ -132,10 +142,6 @@ async function drive(urls: string[], args: Args, seconds: number, maxRequests: n
   return load;
 }
 
-function percentile(sorted: number[], p: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? NaN;
-}
-
 async function main(): Promise<void> {
   const args = parseArgs(process.argv.slice(2));
   const { child, urls } = await startFleetProcess(args.workers);
@@ -146,7 +152,11 @@ async function main(): Promise<void> {
     const load = await drive(urls, args, args.seconds, args.maxRequests);
     const elapsed = (performance.now() - start) / 1000;
     const cpuAfter = child.pid === undefined ? undefined : cpuSeconds(child.pid);
-    const sorted = load.latenciesMs.sort((a, b) => a - b);
+    const sorted = ascending(load.latenciesMs);
+    const ms = (p: number): number | null => {
+      const x = percentile(sorted, p);
+      return x === null ? null : Number(x.toFixed(2));
+    };
     const rps = load.completed / elapsed;
     const result = {
       workers: args.workers,
@@ -155,7 +165,7 @@ async function main(): Promise<void> {
       completed: load.completed,
       failed: load.failed,
       requestsPerSecond: Math.round(rps),
-      latencyMs: { p50: Number(percentile(sorted, 50).toFixed(2)), p99: Number(percentile(sorted, 99).toFixed(2)) },
+      latencyMs: { p50: ms(50), p99: ms(99) },
       fleetCpuSeconds: cpuBefore === undefined || cpuAfter === undefined ? null : Number((cpuAfter - cpuBefore).toFixed(2)),
       requestsPerFleetCpuSecond:
         cpuBefore === undefined || cpuAfter === undefined || cpuAfter === cpuBefore ? null : Math.round(load.completed / (cpuAfter - cpuBefore)),

@@ -1,16 +1,63 @@
+import { parseArgs, type ParseArgsOptionsConfig } from "node:util";
+
 /**
- * Walks a benchmark's command line: `on` gets each argument and a `value()` that takes the next
- * one as that flag's value (an error if there is none), and returns false for a flag it does not
- * know, which is then an error naming `usage`.
+ * The benchmarks' command lines, on node:util parseArgs. parseFlags takes `--flag value` and
+ * `--flag=value`; an argument it does not know (a flag, a stray word, a value without its flag) is
+ * `unknown argument X (usage)`, a flag without its value is `--flag needs a value`, and a switch
+ * given a value is `--flag takes no value`: one line each, never silently ignored. The value
+ * readers below refuse a bad value naming its flag, in one wording for every benchmark.
  */
-export function walkArgs(argv: readonly string[], usage: string, on: (flag: string, value: () => string) => boolean): void {
-  for (let i = 0; i < argv.length; i++) {
-    const flag = argv[i] as string;
-    const value = (): string => {
-      const v = argv[++i];
-      if (v === undefined) throw new Error(`${flag} needs a value`);
-      return v;
-    };
-    if (!on(flag, value)) throw new Error(`unknown argument ${flag}${usage ? ` (${usage})` : ""}`);
+
+type Values<O extends ParseArgsOptionsConfig> = ReturnType<typeof parseArgs<{ args: string[]; options: O; strict: true; allowPositionals: false }>>["values"];
+
+export function parseFlags<const O extends ParseArgsOptionsConfig>(argv: readonly string[], options: O, usage: string): Values<O> {
+  const unknown = (arg: string): Error => new Error(`unknown argument ${arg}${usage ? ` (${usage})` : ""}`);
+  // Walked loosely first, to say what is wrong in our words; node's strict mode would also refuse
+  // a value that starts with a dash (`--port -1`), which a value check reads better.
+  const { tokens } = parseArgs({ args: [...argv], options, strict: false, allowPositionals: true, tokens: true });
+  const canonical: string[] = [];
+  for (const token of tokens) {
+    if (token.kind === "positional") throw unknown(token.value);
+    if (token.kind === "option-terminator") throw unknown("--");
+    const spec = Object.hasOwn(options, token.name) ? options[token.name] : undefined;
+    if (spec === undefined) throw unknown(token.rawName);
+    if (spec.type === "string") {
+      if (token.value === undefined) throw new Error(`${token.rawName} needs a value`);
+      canonical.push(`--${token.name}=${token.value}`);
+    } else {
+      if (token.value !== undefined) throw new Error(`${token.rawName} takes no value`);
+      canonical.push(`--${token.name}`);
+    }
   }
+  return parseArgs({ args: canonical, options, strict: true, allowPositionals: false }).values;
+}
+
+function refuse(flag: string, what: string, text: string): never {
+  throw new Error(`${flag} takes ${what}, not "${text}"`);
+}
+
+/** A finite number written as one (not an empty string). */
+export function numberFlag(flag: string, text: string): number {
+  const n = Number(text);
+  if (text.trim() === "" || !Number.isFinite(n)) refuse(flag, "a number", text);
+  return n;
+}
+
+export function positiveNumber(flag: string, text: string): number {
+  const n = Number(text);
+  if (!Number.isFinite(n) || n <= 0) refuse(flag, "a positive number", text);
+  return n;
+}
+
+export function positiveInt(flag: string, text: string): number {
+  const n = Number(text);
+  if (!Number.isInteger(n) || n < 1) refuse(flag, "a positive integer", text);
+  return n;
+}
+
+/** An integer from min to max: what keeps a load bounded in count and time whatever the command line says. */
+export function intBetween(flag: string, text: string, min: number, max: number): number {
+  const n = Number(text);
+  if (!Number.isInteger(n) || n < min || n > max) refuse(flag, `an integer from ${min} to ${max}`, text);
+  return n;
 }

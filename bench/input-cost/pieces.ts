@@ -9,7 +9,7 @@ import { chatLimitError } from "../../src/openai/request-limits.ts";
 import { ChatCompletionRequestSchema, CompletionRequestSchema } from "../../src/openai/requests.ts";
 import { chatFingerprint, completionFingerprint } from "../../src/prefix/fingerprint.ts";
 import { GatewayConfigSchema } from "../../src/config/schema.ts";
-import { ascending, percentile } from "../overhead/stats.ts";
+import { median } from "../stats/quantiles.ts";
 import type { InputShape } from "./bodies.ts";
 
 export const STAGES = ["decode", "shape", "parse", "counts", "schema", "fingerprint", "serialise"] as const;
@@ -30,7 +30,7 @@ function timed<T>(times: number, run: () => T): { ms: number; value: T } {
     value = run();
     samples.push(performance.now() - t0);
   }
-  return { ms: percentile(ascending(samples), 50) as number, value };
+  return { ms: median(samples) as number, value };
 }
 
 type Run = <T>(name: Stage, run: () => T) => T;

@@ -1,6 +1,7 @@
 /** bench:input's figures: per body and target, the median CPU per request over the repeats and its spread. */
 import type { MachineInfo } from "../overhead/machine.ts";
-import { ascending, percentile, round } from "../overhead/stats.ts";
+import { ascending, median } from "../stats/quantiles.ts";
+import { round } from "../stats/round.ts";
 import type { InputShape } from "./bodies.ts";
 import { STAGES, type StageTimes } from "./pieces.ts";
 
@@ -47,8 +48,8 @@ export function summarise(shapes: InputShape[], targets: string[], runs: Run[], 
         const cpu = ascending(mine.map((r) => r.cpu_ms_per_request));
         const figures: TargetFigures = {
           answer: (mine[mine.length - 1] as Run).answer,
-          cpu_ms: { median: round(percentile(cpu, 50)), min: round(cpu[0] ?? null), max: round(cpu[cpu.length - 1] ?? null) },
-          wall_ms_median: round(percentile(ascending(mine.map((r) => r.wall_ms_per_request)), 50)),
+          cpu_ms: { median: round(median(cpu)), min: round(cpu[0] ?? null), max: round(cpu[cpu.length - 1] ?? null) },
+          wall_ms_median: round(median(mine.map((r) => r.wall_ms_per_request))),
         };
         return [t, figures];
       }),

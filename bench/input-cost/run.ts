@@ -15,7 +15,7 @@ import { writeFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { performance } from "node:perf_hooks";
 import { randomBytes } from "node:crypto";
-import { walkArgs } from "../harness/argv.ts";
+import { parseFlags, positiveInt } from "../harness/argv.ts";
 import { commitOf } from "../harness/commit.ts";
 import { startGateway } from "../harness/gateway.ts";
 import { cpuMs, newWorkerd, workerdPids } from "../ceiling/process-cpu.ts";
@@ -28,22 +28,24 @@ import { reportMarkdown, summarise, type Answer, type Run } from "./report.ts";
 
 const RESULTS = resolve(import.meta.dirname, "..", "results");
 
-const args: { repeats: number; requests: number; baseline: string | null; only: string[] | null; write: boolean } = { repeats: 3, requests: 8, baseline: null, only: null, write: true };
-walkArgs(process.argv.slice(2), "--repeats N --requests N --baseline DIR --only a,b --no-write", (flag, value) => {
-  if (flag === "--repeats") args.repeats = count(flag, value());
-  else if (flag === "--requests") args.requests = count(flag, value());
-  else if (flag === "--baseline") args.baseline = resolve(value());
-  else if (flag === "--only") args.only = value().split(",");
-  else if (flag === "--no-write") args.write = false;
-  else return false;
-  return true;
-});
-
-function count(flag: string, text: string): number {
-  const n = Number(text);
-  if (!Number.isInteger(n) || n < 1) throw new Error(`${flag} needs a positive integer, not "${text}"`);
-  return n;
-}
+const flags = parseFlags(
+  process.argv.slice(2),
+  {
+    repeats: { type: "string", default: "3" },
+    requests: { type: "string", default: "8" },
+    baseline: { type: "string" },
+    only: { type: "string" },
+    "no-write": { type: "boolean", default: false },
+  },
+  "--repeats N --requests N --baseline DIR --only a,b --no-write",
+);
+const args = {
+  repeats: positiveInt("--repeats", flags.repeats),
+  requests: positiveInt("--requests", flags.requests),
+  baseline: flags.baseline === undefined ? null : resolve(flags.baseline),
+  only: flags.only?.split(",") ?? null,
+  write: !flags["no-write"],
+};
 
 interface Target {
   name: string;

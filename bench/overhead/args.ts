@@ -11,7 +11,7 @@
  *   --no-write         print the results, leave bench/results/ alone
  */
 import { resolve } from "node:path";
-import { walkArgs } from "../harness/argv.ts";
+import { parseFlags, positiveInt, positiveNumber } from "../harness/argv.ts";
 import { TARGET_NAMES, type TargetName } from "./targets.ts";
 
 export interface BenchArgs {
@@ -27,32 +27,36 @@ export interface BenchArgs {
   baseline: string | null;
 }
 
+const USAGE = "--quick --repeats N --seconds S --targets a,b --scenarios a,b --baseline DIR --no-write";
+
 function isTargetName(s: string): s is TargetName {
   return (TARGET_NAMES as readonly string[]).includes(s);
 }
 
-export function parseArgs(argv: string[]): BenchArgs {
-  const quick = argv.includes("--quick");
-  const args: BenchArgs = { quick, repeats: quick ? 1 : 3, seconds: quick ? 1.5 : 5, warmSeconds: quick ? 1 : 3, targets: [...TARGET_NAMES], scenarios: [], write: true, baseline: null };
-  walkArgs(argv, "", (a, value) => {
-    if (a === "--quick") return true;
-    if (a === "--no-write") args.write = false;
-    else if (a === "--repeats") args.repeats = positive(a, value());
-    else if (a === "--seconds") args.seconds = positive(a, value());
-    else if (a === "--targets") {
-      const names = value().split(",");
-      for (const n of names) if (!isTargetName(n)) throw new Error(`unknown target "${n}" (${TARGET_NAMES.join(", ")})`);
-      args.targets = names.filter(isTargetName);
-    } else if (a === "--scenarios") args.scenarios = value().split(",");
-    else if (a === "--baseline") args.baseline = resolve(value());
-    else return false;
-    return true;
-  });
-  return args;
-}
-
-function positive(flag: string, v: string): number {
-  const n = Number(v);
-  if (!Number.isFinite(n) || n <= 0) throw new Error(`${flag} takes a positive number, not "${v}"`);
-  return n;
+export function parseArgs(argv: readonly string[]): BenchArgs {
+  const v = parseFlags(
+    argv,
+    {
+      quick: { type: "boolean", default: false },
+      repeats: { type: "string" },
+      seconds: { type: "string" },
+      targets: { type: "string" },
+      scenarios: { type: "string" },
+      baseline: { type: "string" },
+      "no-write": { type: "boolean", default: false },
+    },
+    USAGE,
+  );
+  const names = v.targets?.split(",") ?? [...TARGET_NAMES];
+  for (const n of names) if (!isTargetName(n)) throw new Error(`unknown target "${n}" (${TARGET_NAMES.join(", ")})`);
+  return {
+    quick: v.quick,
+    repeats: v.repeats === undefined ? (v.quick ? 1 : 3) : positiveInt("--repeats", v.repeats),
+    seconds: v.seconds === undefined ? (v.quick ? 1.5 : 5) : positiveNumber("--seconds", v.seconds),
+    warmSeconds: v.quick ? 1 : 3,
+    targets: names.filter(isTargetName),
+    scenarios: v.scenarios?.split(",") ?? [],
+    write: !v["no-write"],
+    baseline: v.baseline === undefined ? null : resolve(v.baseline),
+  };
 }

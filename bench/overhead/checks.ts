@@ -4,7 +4,7 @@
  */
 import type { Measurement, Scenario } from "./measure.ts";
 import { find } from "./summary.ts";
-import { round } from "./stats.ts";
+import { round } from "../stats/round.ts";
 
 export interface Check {
   what: string;

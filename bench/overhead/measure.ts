@@ -6,7 +6,8 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { chatBodies } from "./bodies.ts";
 import type { LoadResult, RequestSpec } from "./load-types.ts";
 import { runNonStreamLoad } from "./nonstream-load.ts";
-import { ascending, percentile, round } from "./stats.ts";
+import { ascending, percentile } from "../stats/quantiles.ts";
+import { round } from "../stats/round.ts";
 import { runStreamLoad } from "./stream-load.ts";
 import { COMPLETIONS_PATH, doCalls, type Target, type TargetName } from "./targets.ts";
 

@@ -3,7 +3,7 @@
  * exact shape of overhead.json's "runs", and a lookup for the ratios.
  */
 import { scenarioKey, type Measurement, type Scenario } from "./measure.ts";
-import { medianRun } from "./stats.ts";
+import { medianBy } from "../stats/quantiles.ts";
 import type { TargetName } from "./targets.ts";
 
 /** One element of overhead.json's "runs" — the schema issue 4 fixes; do not add fields here. */
@@ -44,7 +44,7 @@ export function summarise(all: Measurement[]): Summary {
   const repeatsRps: Record<string, number[]> = {};
   const errorsAllRepeats: Record<string, { errors: number; samples: string[] }> = {};
   for (const [k, list] of groups) {
-    medians.push(medianRun(list, (m) => m.rps));
+    medians.push(medianBy(list, (m) => m.rps));
     repeatsRps[k] = list.map((m) => m.rps);
     const errors = list.reduce((n, m) => n + m.errors, 0);
     if (errors > 0) errorsAllRepeats[k] = { errors, samples: [...new Set(list.flatMap((m) => m.errorSamples))].slice(0, 5) };

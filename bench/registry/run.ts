@@ -17,10 +17,11 @@ import { randomBytes } from "node:crypto";
 import { writeFile } from "node:fs/promises";
 import { resolve } from "node:path";
 import { startFleet } from "../fleet/index.ts";
-import { walkArgs } from "../harness/argv.ts";
+import { parseFlags, positiveInt } from "../harness/argv.ts";
 import { startGateway } from "../harness/gateway.ts";
 import { machineInfo, toolVersions } from "../overhead/machine.ts";
-import { ascending, percentile, round } from "../overhead/stats.ts";
+import { ascending, percentile } from "../stats/quantiles.ts";
+import { round } from "../stats/round.ts";
 
 const RESULTS = resolve(import.meta.dirname, "..", "results");
 const GROUP = "m";
@@ -28,16 +29,8 @@ const CLIENTS = 4;
 /** A change that has not reached routing by then counts as a failure of the run. */
 const GIVE_UP_MS = 10_000;
 
-const args = { repeats: 20, write: true };
-walkArgs(process.argv.slice(2), "--repeats N, --no-write", (flag, value) => {
-  if (flag === "--no-write") args.write = false;
-  else if (flag === "--repeats") {
-    const n = Number(value());
-    if (!Number.isInteger(n) || n < 1) throw new Error("--repeats must be a positive integer");
-    args.repeats = n;
-  } else return false;
-  return true;
-});
+const flags = parseFlags(process.argv.slice(2), { repeats: { type: "string", default: "20" }, "no-write": { type: "boolean", default: false } }, "--repeats N, --no-write");
+const args = { repeats: positiveInt("--repeats", flags.repeats), write: !flags["no-write"] };
 
 interface Answered {
   sentAt: number;

@@ -1,6 +1,7 @@
 import type { OpenLoopResult } from "./open-loop.ts";
 import { summarizeQueue, type ServerQueueSummary } from "./queue-sampler.ts";
-import { backendShare, kvHit, percentiles, type Percentiles } from "./stats.ts";
+import { percentiles, type Percentiles } from "../stats/quantiles.ts";
+import { backendShare, kvHit } from "./stats.ts";
 
 /**
  * Goodput's TTFT objective, in the fleet's unscaled time (with the simulator at timeScale s, pass

@@ -1,15 +1,10 @@
+import { median, percentiles, type Percentiles } from "../stats/quantiles.ts";
 import type { ReplayResult, RequestResult } from "./types.ts";
 
 /**
  * Summary statistics of a replay, in the snake_case shape the routing benchmark writes to
  * bench/results/routing.json.
  */
-
-export interface Percentiles {
-  p50: number | null;
-  p95: number | null;
-  p99: number | null;
-}
 
 export interface ReplaySummary {
   requests: number;
@@ -26,26 +21,6 @@ export interface ReplaySummary {
   total_ms: { p50: number | null };
   /** Requests per backend (x-kvgate-backend) / all requests; requests without the header count under "unknown". */
   backend_share: Record<string, number>;
-}
-
-/**
- * Nearest-rank percentile: the smallest value with at least p% of the values at or below it,
- * i.e. sorted[ceil(p / 100 × n) − 1]. It is always an observed value (no interpolation), so a
- * p99 of 100 samples is the 99th smallest. null for no values.
- */
-export function percentile(values: readonly number[], p: number): number | null {
-  return nearestRank([...values].sort((a, b) => a - b), p);
-}
-
-function nearestRank(sorted: readonly number[], p: number): number | null {
-  if (!(p > 0 && p <= 100)) throw new RangeError(`percentile must be in (0, 100], got ${p}`);
-  if (sorted.length === 0) return null;
-  return sorted[Math.ceil((p / 100) * sorted.length) - 1] ?? null;
-}
-
-export function percentiles(values: readonly number[]): Percentiles {
-  const sorted = [...values].sort((a, b) => a - b);
-  return { p50: nearestRank(sorted, 50), p95: nearestRank(sorted, 95), p99: nearestRank(sorted, 99) };
 }
 
 /** Token-weighted KV hit rate: long prompts weigh more than short ones, as they cost more to prefill. */
@@ -89,7 +64,7 @@ export function summarize(result: ReplayResult): ReplaySummary {
     kv_hit: kvHit(ok),
     ttft_ms: percentiles(ttfts),
     ttft_later_turns_ms: percentiles(later),
-    total_ms: { p50: percentile(ok.map((r) => r.totalMs), 50) },
+    total_ms: { p50: median(ok.map((r) => r.totalMs)) },
     backend_share: backendShare(result.requests),
   };
 }

@@ -13,7 +13,7 @@
  */
 import { writeFile } from "node:fs/promises";
 import { resolve } from "node:path";
-import { walkArgs } from "../harness/argv.ts";
+import { parseFlags } from "../harness/argv.ts";
 import { machineInfo } from "../overhead/machine.ts";
 import { parseConfig, type ResolvedGroup } from "../../src/config/load.ts";
 import { GroupRouter } from "../../src/routing/group-router.ts";
@@ -24,12 +24,7 @@ const BACKENDS = [4, 32, 64, 128];
 const PROMPT_BLOCKS = 1024;
 const MiB = 1024 * 1024;
 
-const args = { write: true };
-walkArgs(process.argv.slice(2), "--no-write", (flag) => {
-  if (flag !== "--no-write") return false;
-  args.write = false;
-  return true;
-});
+const args = { write: !parseFlags(process.argv.slice(2), { "no-write": { type: "boolean", default: false } }, "--no-write")["no-write"] };
 
 const gc = (globalThis as { gc?: () => void }).gc;
 if (!gc) throw new Error("run with node --expose-gc (npm run bench:route-memory does)");

@@ -18,11 +18,11 @@
  */
 import { writeFile } from "node:fs/promises";
 import { resolve } from "node:path";
-import { parseArgs } from "node:util";
 import { parseConfig, type ResolvedGroup } from "../../src/config/load.ts";
 import { GroupRouter } from "../../src/routing/group-router.ts";
+import { parseFlags, positiveInt, positiveNumber } from "../harness/argv.ts";
 import { machineInfo } from "../overhead/machine.ts";
-import { ascending, percentile } from "../overhead/stats.ts";
+import { ascending, percentile } from "../stats/quantiles.ts";
 import { mulberry32 } from "../traces/prng.ts";
 
 const RESULTS = resolve(import.meta.dirname, "..", "results");
@@ -35,17 +35,13 @@ const TURNS = 8;
 /** The goal the issue sets: at 32 backends × 500 blocks. */
 const GOAL_US = 50;
 
-const { values } = parseArgs({
-  options: { repeats: { type: "string", default: "5" }, seconds: { type: "string", default: "1" }, "no-write": { type: "boolean", default: false } },
-});
-const repeats = positive("--repeats", values.repeats);
-const seconds = positive("--seconds", values.seconds);
-
-function positive(flag: string, v: string): number {
-  const n = Number(v);
-  if (!(n > 0)) throw new Error(`${flag} takes a positive number, not "${v}"`);
-  return n;
-}
+const values = parseFlags(
+  process.argv.slice(2),
+  { repeats: { type: "string", default: "5" }, seconds: { type: "string", default: "1" }, "no-write": { type: "boolean", default: false } },
+  "--repeats N --seconds S --no-write",
+);
+const repeats = positiveInt("--repeats", values.repeats);
+const seconds = positiveNumber("--seconds", values.seconds);
 
 function group(backends: number): ResolvedGroup {
   const deployments = Array.from({ length: backends }, (_, i) => ({ id: `gpu-${i}`, baseUrl: `http://10.0.${i >> 8}.${i & 255}:8000`, model: "m" }));

@@ -3,7 +3,7 @@
  * Flags (`npm start -- --port 9000`) or the environment move them (0: free ports the OS picks), so
  * a second copy — a test, another checkout — runs beside a developer's own without taking its ports.
  */
-import { walkArgs } from "../harness/argv.ts";
+import { parseFlags } from "../harness/argv.ts";
 
 export const HOST = "127.0.0.1";
 export const MODEL = "kvgate-sim";
@@ -46,17 +46,13 @@ export function wantsHelp(argv: readonly string[]): boolean {
 
 /** The ports from `argv` (npm start's arguments) and `env`; throws a one-line reason on a bad one. */
 export function startOptions(env: Env, argv: readonly string[] = []): StartOptions {
-  const flags: Partial<Record<keyof StartOptions, string>> = {};
-  // `--port=9000` as well as `--port 9000`.
-  const words = argv.flatMap((a) => (a.startsWith("--") && a.includes("=") ? [a.slice(0, a.indexOf("=")), a.slice(a.indexOf("=") + 1)] : [a]));
-  walkArgs(words, "npm start -- --help lists the flags; npm needs the -- before them", (flag, value) => {
-    const option = (Object.keys(SOURCES) as (keyof StartOptions)[]).find((o) => SOURCES[o].flag === flag);
-    if (option === undefined) return false;
-    flags[option] = value();
-    return true;
-  });
+  const flags = parseFlags(
+    argv,
+    { port: { type: "string" }, "fleet-port": { type: "string" }, help: { type: "boolean", short: "h" } },
+    "npm start -- --help lists the flags; npm needs the -- before them",
+  );
   const port = portFrom("port", flags.port, env, DEFAULT_PORT);
-  const fleetPort = portFrom("fleetPort", flags.fleetPort, env, DEFAULT_FLEET_PORT);
+  const fleetPort = portFrom("fleetPort", flags["fleet-port"], env, DEFAULT_FLEET_PORT);
   const lastFirst = 65_535 - (FLEET_WORKERS - 1);
   if (fleetPort > lastFirst) throw new Error(`the fleet's first port must leave room for its ${FLEET_WORKERS} workers: at most ${lastFirst}, not ${fleetPort}`);
   if (port !== 0 && fleetPort !== 0 && port >= fleetPort && port < fleetPort + FLEET_WORKERS) {

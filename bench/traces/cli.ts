@@ -1,5 +1,6 @@
 import { writeFileSync } from "node:fs";
-import { parseArgs as parseFlags } from "node:util";
+import type { ParseArgsOptionsConfig } from "node:util";
+import { numberFlag, parseFlags } from "../harness/argv.ts";
 import { KB } from "./options.ts";
 import {
   TIMED_KINDS,
@@ -33,28 +34,31 @@ import { TIMED_FLAGS, fleetFromFlags, number, timedTraceFromFlags } from "./time
  *   node bench/traces/cli.ts b2b-saas --preset a100-7b --time-scale 0.2 [--b2b stages=9]
  */
 
-function parseArgs(argv: readonly string[]): { kind: TraceKind; options: TraceOptions; out: string | undefined } {
-  const [kindArg, ...rest] = argv;
-  const kind = TRACE_KINDS.find((k) => k === kindArg);
-  if (!kind) throw new Error(`usage: cli.ts <${[...TRACE_KINDS, ...TIMED_KINDS].join("|")}> [--option value]... [--out file]`);
+const KINDS = [...TRACE_KINDS, ...TIMED_KINDS].join("|");
+const USAGE = `usage: cli.ts <${KINDS}> [--option value]... [--out file]`;
+
+/** A TRACE_DEFAULTS field's kebab-case flag: systemKB → system-kb. */
+const kebab = (key: string): string => key.replace(/KB$/, "Kb").replace(/[A-Z]/g, (c) => "-" + c.toLowerCase());
+
+/** Every TRACE_DEFAULTS field in kebab-case (--system-kb) and camelCase (--systemKB), and --out. */
+const SESSION_FLAGS: ParseArgsOptionsConfig = {
+  out: { type: "string" },
+  ...Object.fromEntries(Object.keys(TRACE_DEFAULTS).flatMap((key) => [kebab(key), key].map((flag) => [flag, { type: "string" as const }]))),
+};
+
+function sessionArgs(argv: readonly string[]): { options: TraceOptions; out: string | undefined } {
+  const values = parseFlags(argv, SESSION_FLAGS, USAGE);
   const options: Record<string, number> = {};
-  let out: string | undefined;
-  for (let i = 0; i < rest.length; i += 2) {
-    const flag = (rest[i] ?? "").replace(/^--/, "");
-    const value = rest[i + 1] ?? "";
-    if (flag === "out") {
-      out = value;
-      continue;
-    }
-    const key = flag.replace(/-([a-z])/g, (_, c: string) => c.toUpperCase()).replace(/Kb$/, "KB");
-    if (!(key in TRACE_DEFAULTS)) throw new Error(`unknown option --${flag}`);
-    options[key] = Number(value);
+  for (const key of Object.keys(TRACE_DEFAULTS)) {
+    const flag = values[kebab(key)] === undefined ? key : kebab(key);
+    const raw = values[flag];
+    if (typeof raw === "string") options[key] = numberFlag(`--${flag}`, raw);
   }
-  return { kind, options, out };
+  return { options, out: typeof values.out === "string" ? values.out : undefined };
 }
 
-function describeTimed(kind: TimedKind, argv: string[]): void {
-  const { values } = parseFlags({ args: argv, options: TIMED_FLAGS });
+function describeTimed(kind: TimedKind, argv: readonly string[]): void {
+  const values = parseFlags(argv, TIMED_FLAGS, `usage: cli.ts ${kind} ${Object.keys(TIMED_FLAGS).map((f) => `[--${f} value]`).join(" ")}`);
   const started = performance.now();
   const trace = timedTraceFromFlags(kind, values);
   const loadMs = performance.now() - started;
@@ -79,12 +83,8 @@ function describeTimed(kind: TimedKind, argv: string[]): void {
   }
 }
 
-const [first = "", ...rest] = process.argv.slice(2);
-const timedKind = TIMED_KINDS.find((k) => k === first);
-if (timedKind) {
-  describeTimed(timedKind, rest);
-} else {
-  const { kind, options, out } = parseArgs(process.argv.slice(2));
+function describeSessions(kind: TraceKind, argv: readonly string[]): void {
+  const { options, out } = sessionArgs(argv);
   const started = performance.now();
   const trace = generateTrace(kind, options);
   const generationMs = performance.now() - started;
@@ -99,3 +99,10 @@ if (timedKind) {
   console.log(`  params: ${JSON.stringify(trace.params)}`);
   if (out) writeFileSync(out, JSON.stringify(trace));
 }
+
+const [first = "", ...rest] = process.argv.slice(2);
+const timedKind = TIMED_KINDS.find((k) => k === first);
+const sessionKind = TRACE_KINDS.find((k) => k === first);
+if (timedKind) describeTimed(timedKind, rest);
+else if (sessionKind) describeSessions(sessionKind, rest);
+else throw new Error(USAGE);

@@ -1,4 +1,5 @@
 import type { ParseArgsOptionsConfig } from "node:util";
+import { numberFlag } from "../harness/argv.ts";
 import { isPresetName, type PresetName } from "../fleet/presets.ts";
 import { profileOf, resolveFleetOptions } from "../fleet/options.ts";
 import type { FleetShape } from "./fleet-load.ts";
@@ -41,11 +42,9 @@ export interface TimedFlagValues {
   b2b?: string[];
 }
 
+/** An optional number flag's value (`flag` without its dashes); undefined when it was not given. */
 export function number(flag: string, value: string | undefined): number | undefined {
-  if (value === undefined) return undefined;
-  const n = Number(value);
-  if (value.trim() === "" || !Number.isFinite(n)) throw new Error(`--${flag} must be a number, got ${JSON.stringify(value)}`);
-  return n;
+  return value === undefined ? undefined : numberFlag(`--${flag}`, value);
 }
 
 export function timedTraceFromFlags(kind: TimedKind, v: TimedFlagValues): TimedTrace {
@@ -71,7 +70,8 @@ export function b2bOptions(pairs: readonly string[]): Partial<B2bSaasOptions> {
   for (const pair of pairs) {
     const [key = "", value] = pair.split("=");
     if (!(key in B2B_SAAS_DEFAULTS)) throw new Error(`unknown b2b-saas option ${key} (one of ${Object.keys(B2B_SAAS_DEFAULTS).join(", ")})`);
-    options[key] = number(`b2b ${key}`, value) ?? NaN;
+    if (value === undefined) throw new Error(`--b2b ${key} needs a value: --b2b ${key}=N`);
+    options[key] = numberFlag(`--b2b ${key}`, value);
   }
   return options;
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { backendShare, kvHit, percentile, summarize, type RequestResult } from "../../bench/replay/index.ts";
+import { backendShare, kvHit, summarize, type RequestResult } from "../../bench/replay/index.ts";
 
 function request(overrides: Partial<RequestResult>): RequestResult {
   return {
@@ -19,19 +19,6 @@ function request(overrides: Partial<RequestResult>): RequestResult {
 }
 
 describe("replay stats", () => {
-  it("takes nearest-rank percentiles: always an observed value", () => {
-    const hundred = Array.from({ length: 100 }, (_, i) => 100 - i);
-    expect(percentile(hundred, 50)).toBe(50);
-    expect(percentile(hundred, 95)).toBe(95);
-    expect(percentile(hundred, 99)).toBe(99);
-    expect(percentile(hundred, 100)).toBe(100);
-    expect(percentile([3, 1, 2], 50)).toBe(2);
-    expect(percentile([1, 2, 3, 4], 50)).toBe(2);
-    expect(percentile([7], 99)).toBe(7);
-    expect(percentile([], 50)).toBeNull();
-    expect(() => percentile([1], 0)).toThrow(RangeError);
-  });
-
   it("weighs the KV hit rate by tokens, over successful requests that reported usage", () => {
     const requests = [
       request({ promptTokens: 100, cachedTokens: 90 }),

@@ -1,0 +1,124 @@
+import { resolve } from "node:path";
+import { describe, expect, it } from "vitest";
+import { parseArgs as parseChaosArgs, DEFAULT_OUT } from "../../bench/chaos/args.ts";
+import { parseCeilingArgs } from "../../bench/ceiling/args.ts";
+import { intBetween, numberFlag, parseFlags, positiveInt, positiveNumber } from "../../bench/harness/argv.ts";
+import { parseArgs as parseOverheadArgs } from "../../bench/overhead/args.ts";
+import { TARGET_NAMES } from "../../bench/overhead/targets.ts";
+
+const FLAGS = {
+  repeats: { type: "string", default: "3" },
+  baseline: { type: "string", multiple: true, default: [] as string[] },
+  "no-write": { type: "boolean", default: false },
+  help: { type: "boolean", short: "h" },
+} as const;
+
+const parse = (argv: string[]) => parseFlags(argv, FLAGS, "--repeats N --baseline DIR --no-write");
+
+describe("a benchmark's command line (parseFlags)", () => {
+  it("takes --flag value and --flag=value, switches, repeated flags and defaults", () => {
+    expect(parse([])).toEqual({ repeats: "3", baseline: [], "no-write": false });
+    expect(parse(["--repeats", "5", "--no-write", "--baseline", "a", "--baseline=b"])).toEqual({ repeats: "5", baseline: ["a", "b"], "no-write": true });
+    expect(parse(["--repeats=7", "--repeats", "8"]).repeats).toBe("8");
+    expect(parse(["-h"]).help).toBe(true);
+  });
+
+  it("hands a value that starts with a dash to the flag, for its own check to judge", () => {
+    expect(parse(["--repeats", "-1"]).repeats).toBe("-1");
+    expect(() => positiveInt("--repeats", parse(["--repeats", "-1"]).repeats)).toThrow('--repeats takes a positive integer, not "-1"');
+  });
+
+  it("refuses, in one line naming it, an unknown flag, a stray word, a missing value and a value given to a switch", () => {
+    const refusal = (argv: string[]): string => {
+      try {
+        parse(argv);
+      } catch (e) {
+        return (e as Error).message;
+      }
+      throw new Error("accepted");
+    };
+    expect(refusal(["--repeat", "5"])).toBe("unknown argument --repeat (--repeats N --baseline DIR --no-write)");
+    expect(refusal(["5"])).toBe("unknown argument 5 (--repeats N --baseline DIR --no-write)");
+    expect(refusal(["--no-write", "--", "x"])).toMatch(/^unknown argument -- /);
+    expect(refusal(["-x"])).toMatch(/^unknown argument -x /);
+    expect(refusal(["--repeats"])).toBe("--repeats needs a value");
+    expect(refusal(["--no-write=yes"])).toBe("--no-write takes no value");
+    expect(refusal(["--constructor", "1"])).toMatch(/^unknown argument --constructor/);
+    expect(() => parseFlags(["--x"], {}, "")).toThrow(/^unknown argument --x$/);
+  });
+
+  it("reads values with one wording for every benchmark", () => {
+    expect(numberFlag("--load", "0.8")).toBe(0.8);
+    expect(numberFlag("--load", "-2")).toBe(-2);
+    expect(() => numberFlag("--load", "")).toThrow('--load takes a number, not ""');
+    expect(() => numberFlag("--load", "x")).toThrow('--load takes a number, not "x"');
+    expect(positiveNumber("--seconds", "1.5")).toBe(1.5);
+    for (const bad of ["0", "-1", "Infinity", "", "abc"]) expect(() => positiveNumber("--seconds", bad)).toThrow(`--seconds takes a positive number, not "${bad}"`);
+    expect(positiveInt("--repeats", "4")).toBe(4);
+    for (const bad of ["0", "1.5", "", "x"]) expect(() => positiveInt("--repeats", bad)).toThrow(`--repeats takes a positive integer, not "${bad}"`);
+    expect(intBetween("--seconds", "3", 3, 600)).toBe(3);
+    expect(() => intBetween("--seconds", "601", 3, 600)).toThrow('--seconds takes an integer from 3 to 600, not "601"');
+  });
+});
+
+describe("npm run bench:overhead's flags", () => {
+  it("default to three repeats of 5 s over every target, writing the results", () => {
+    expect(parseOverheadArgs([])).toEqual({ quick: false, repeats: 3, seconds: 5, warmSeconds: 3, targets: [...TARGET_NAMES], scenarios: [], write: true, baseline: null });
+  });
+
+  it("--quick shortens what no flag sets; a flag still wins", () => {
+    expect(parseOverheadArgs(["--quick"])).toMatchObject({ quick: true, repeats: 1, seconds: 1.5, warmSeconds: 1 });
+    expect(parseOverheadArgs(["--seconds", "2", "--quick"])).toMatchObject({ repeats: 1, seconds: 2 });
+  });
+
+  it("takes targets, scenarios, a baseline and --no-write", () => {
+    const args = parseOverheadArgs(["--targets", "floor,kvgate", "--scenarios=nonstream/c50,stream/c1/100ch", "--baseline", "../old", "--no-write"]);
+    expect(args).toMatchObject({ targets: ["floor", "kvgate"], scenarios: ["nonstream/c50", "stream/c1/100ch"], baseline: resolve("../old"), write: false });
+  });
+
+  it("refuses an unknown target or flag and a bad count", () => {
+    expect(() => parseOverheadArgs(["--targets", "floor,nginx"])).toThrow(/unknown target "nginx"/);
+    expect(() => parseOverheadArgs(["--repeat", "2"])).toThrow(/^unknown argument --repeat \(--quick --repeats N/);
+    expect(() => parseOverheadArgs(["--repeats", "1.5"])).toThrow('--repeats takes a positive integer, not "1.5"');
+    expect(() => parseOverheadArgs(["--seconds", "0"])).toThrow('--seconds takes a positive number, not "0"');
+    expect(() => parseOverheadArgs(["--baseline"])).toThrow("--baseline needs a value");
+  });
+});
+
+describe("npm run bench:ceiling's flags", () => {
+  it("default to six repeats of 3 s, non-streamed, writing the results", () => {
+    expect(parseCeilingArgs([])).toEqual({ repeats: 6, seconds: 3, write: true, baselines: [], stream: [], clientUsage: false });
+  });
+
+  it("take several baselines and stream lengths, the lengths once each and in order", () => {
+    const args = parseCeilingArgs(["--stream", "100", "--stream", "1", "--stream=100", "--baseline", "a", "--baseline", "b", "--client-usage", "--no-write", "--seconds", "0.5"]);
+    expect(args).toEqual({ repeats: 6, seconds: 0.5, write: false, baselines: [resolve("a"), resolve("b")], stream: [1, 100], clientUsage: true });
+  });
+
+  it("refuse --client-usage without --stream, bad numbers and unknown flags", () => {
+    expect(() => parseCeilingArgs(["--client-usage"])).toThrow("--client-usage applies to streamed runs: add --stream N");
+    expect(() => parseCeilingArgs(["--stream", "1.5"])).toThrow('--stream takes a positive integer, not "1.5"');
+    expect(() => parseCeilingArgs(["--repeats", "0"])).toThrow('--repeats takes a positive integer, not "0"');
+    expect(() => parseCeilingArgs(["--seconds", "Infinity"])).toThrow('--seconds takes a positive number, not "Infinity"');
+    expect(() => parseCeilingArgs(["--streams", "1"])).toThrow("unknown argument --streams (--repeats N --seconds S --baseline DIR --stream N --client-usage --no-write)");
+  });
+});
+
+describe("npm run bench:chaos's flags", () => {
+  it("default to 1000 connections for 60 s, 8 tokens, into bench/results", () => {
+    expect(parseChaosArgs([])).toEqual({ quick: false, connections: 1000, seconds: 60, maxTokens: 8, out: DEFAULT_OUT });
+  });
+
+  it("--quick is 200 connections for 15 s unless a flag says otherwise", () => {
+    expect(parseChaosArgs(["--quick"])).toEqual({ quick: true, connections: 200, seconds: 15, maxTokens: 8, out: DEFAULT_OUT });
+    expect(parseChaosArgs(["--connections", "50", "--quick", "--out", "tmp"])).toEqual({ quick: true, connections: 50, seconds: 15, maxTokens: 8, out: resolve("tmp") });
+  });
+
+  it("keeps the load bounded in count and time", () => {
+    expect(() => parseChaosArgs(["--connections", "5001"])).toThrow('--connections takes an integer from 1 to 5000, not "5001"');
+    expect(() => parseChaosArgs(["--seconds", "2"])).toThrow('--seconds takes an integer from 3 to 600, not "2"');
+    expect(() => parseChaosArgs(["--max-tokens", "0"])).toThrow('--max-tokens takes an integer from 1 to 1024, not "0"');
+    expect(() => parseChaosArgs(["--quick=1"])).toThrow("--quick takes no value");
+    expect(() => parseChaosArgs(["--conections", "5"])).toThrow(/^unknown argument --conections \(--quick, --connections N/);
+  });
+});
