@@ -2,12 +2,11 @@ import { profileOf, resolveFleetOptions } from "../fleet/options.ts";
 import type { PresetName } from "../fleet/presets.ts";
 import { DEFAULT_SLO_TTFT_MS } from "../replay/index.ts";
 import {
-  LLMD_SATURATED_RPS,
   LLMD_STAGES,
   TIMED_KINDS,
   TRACE_KINDS,
   atSpeed,
-  b2bSaasRateScale,
+  fleetBusyMs,
   b2bSaasTrace,
   loadAtSpeed,
   mooncakeTrace,
@@ -58,11 +57,13 @@ const MOONCAKE_SLICE_MINUTES = 2;
 /** Slice starts (minutes) of seeds 1, 2, 3, …: apart, so no two seeds replay the same conversations. */
 export const MOONCAKE_SLICE_STARTS: readonly number[] = [0, 20, 40, 10, 30, 50];
 
-/** b2b-saas: llm-d's shape with shorter answers and the ramp's first stages (see B2B_METHOD). */
+/** b2b-saas: llm-d's shape with shorter answers and the ramp's first stages (see its method). */
 export const B2B_OPTIONS = { outputTokens: 32, stages: 5 } as const;
+/** The load of the warm-up stage, the heaviest once answers are short, with the ideal cache's hits. */
+const B2B_WARM_UP_LOAD = 0.9;
 
 /** --quick: the first seconds of each seed's schedule. */
-export const QUICK_SECONDS = 8;
+export const QUICK_SECONDS = 4;
 
 const SLO = (timeScale: number) => DEFAULT_SLO_TTFT_MS * timeScale;
 
@@ -83,21 +84,18 @@ export const OPEN_LOOP_SETUPS: Readonly<Record<TimedKind, OpenLoopSetup>> = {
   "b2b-saas": {
     kind: "b2b-saas",
     preset: "a100-7b",
-    timeScale: 1.5,
+    timeScale: 0.5,
     maxModelLen: 32_768,
-    sloTtftMs: SLO(1.5),
+    sloTtftMs: SLO(0.5),
     timeoutMs: 30_000,
     method:
-      `llm-d's shared-prefix shape: 150 groups × 5 prompts (a 6,000-token group prompt + a 1,200-token question), Poisson arrivals through llm-d's stages, seeded per seed (prompts, order and arrivals). ` +
-      `Cut to fit this machine: answers of ${B2B_OPTIONS.outputTokens} tokens instead of 1,000 (llm-d's 1,000 would stream ~9,000 tokens/s at our fleet's saturation, more than this machine relays beside the fleet and the client) and its first ${B2B_OPTIONS.stages} stages (the 15/s warm-up, then 3, 10, 15, 20/s), ` +
-      `at time scale 1.5 (every GPU latency × 1.5), scaled by b2bSaasRateScale to the fleet's capacity for these requests over the ${LLMD_SATURATED_RPS}/s llm-d's fleet saturated at, so the ramp crosses saturation at the same stage: the warm-up at ${ratioOfSaturation(0)}× the capacity, the last stage at ${ratioOfSaturation(B2B_OPTIONS.stages - 1)}×. ` +
-      `The group prompt, the question and the ramp past saturation are llm-d's; the working set (1.8M prompt tokens) is the fleet's whole cache, 4 × one worker's.`,
+      `llm-d's shared-prefix shape: 150 groups × 5 prompts (a 6,000-token group prompt + a 1,200-token question), Poisson arrivals through llm-d's stages, seeded per seed (prompts, their order and the arrivals). ` +
+      `Cut to fit this machine: answers of ${B2B_OPTIONS.outputTokens} tokens instead of 1,000 (llm-d's 1,000 would stream ~9,000 tokens/s at our fleet's saturation, several times what this machine relays beside the fleet and the client, and its 750-request warm-up alone would take 12 minutes) and its first ${B2B_OPTIONS.stages} stages (the 15/s warm-up, then 3, 10, 15, 20/s), at time scale 0.5 (every GPU latency halved). ` +
+      `With short answers the warm-up, a cold pass over all 750 prompts, is the heaviest stage: scaled as bench/traces does it (b2bSaasRateScale: the whole run's mean cost against llm-d's 14.4/s saturation) it loaded the fleet to 2.7 and every router timed out half its requests in a smoke run. ` +
+      `So every stage's rate is scaled (rateScale, durations ÷ it, the same requests) to put the warm-up at ${B2B_WARM_UP_LOAD} load by the cost model with the ideal cache's hits (llm-d's warm-up, 15/s, was at its fleet's 14.4/s saturation too); the later stages offer repeats of those prompts at rising rates, a light load for a router that finds them cached and several times the fleet's capacity for one that does not (each stage's two bounds below), so the ramp saturates the fleet as far as a router misses the cache. ` +
+      `The working set (1.8M prompt tokens) is the fleet's whole cache, 4 × one worker's.`,
   },
 };
-
-function ratioOfSaturation(stage: number): string {
-  return ((LLMD_STAGES[stage]?.ratePerSec ?? 0) / LLMD_SATURATED_RPS).toFixed(2);
-}
 
 export interface OpenLoopPoint {
   setup: OpenLoopSetup;
@@ -113,7 +111,7 @@ export interface OpenLoopSchedule {
   arrivalsMs: number[];
   arrivals: { mode: "trace"; speed: number; from_minutes: number; minutes: number } | { mode: "poisson"; rate_scale: number; stages: number };
   /** The fleet's load over the run by the cost model: with the ideal cache's hits, and with none. */
-  load: { at_ceiling: number; without_cache: number; target: number | null };
+  load: { at_ceiling: number; without_cache: number; target: number | null; stages?: StageLoad[] };
   /** The ideal cache's kv_hit (bench/traces/prefix-ceiling.ts). */
   kv_ceiling: number | null;
   /** Distinct prompt tokens the trace asks the fleet to hold (whole blocks). */
@@ -135,10 +133,41 @@ export function scheduleOf(p: Pick<OpenLoopPoint, "setup" | "seed" | "quick">): 
     return finish(p, trace, times, { mode: "trace", speed, from_minutes: fromMinutes, minutes: MOONCAKE_SLICE_MINUTES }, speed, MOONCAKE_LOAD, fleet);
   }
   const options = { ...B2B_OPTIONS, seed: p.seed };
-  const rateScale = b2bSaasRateScale(fleet, options);
+  const atOne = stageLoads(b2bSaasTrace({ ...options, rateScale: 1 }), fleet);
+  const rateScale = B2B_WARM_UP_LOAD / (atOne[0]?.at_ceiling ?? NaN);
   const trace = b2bSaasTrace({ ...options, rateScale });
   const times = trace.requests.map((r) => r.atMs);
-  return finish(p, trace, times, { mode: "poisson", rate_scale: rateScale, stages: B2B_OPTIONS.stages }, 1, null, fleet);
+  const schedule = finish(p, trace, times, { mode: "poisson", rate_scale: rateScale, stages: B2B_OPTIONS.stages }, 1, B2B_WARM_UP_LOAD, fleet);
+  // A stage's requests are the same at any rateScale, its duration ÷ rateScale: its load × rateScale.
+  schedule.load.stages = atOne.map((s) => ({ rate_per_s: s.rate_per_s * rateScale, at_ceiling: s.at_ceiling * rateScale, without_cache: s.without_cache * rateScale }));
+  return schedule;
+}
+
+export interface StageLoad {
+  rate_per_s: number;
+  /** The cost model's load of the stage's requests over its duration, with the ideal cache's hits (counted from the trace's start) and with none. */
+  at_ceiling: number;
+  without_cache: number;
+}
+
+/** Each of llm-d's stages of a b2b-saas trace built at rateScale 1: its rate and its load on `fleet`. */
+export function stageLoads(trace: TimedTrace, fleet: FleetShape): StageLoad[] {
+  const times = trace.requests.map((r) => r.atMs);
+  const out: StageLoad[] = [];
+  let start = 0;
+  for (const stage of LLMD_STAGES.slice(0, Number(trace.params.stages))) {
+    const end = start + stage.durationS * 1000;
+    // The ideal cache's hits depend on every earlier request: a stage's demand is the head up to its end less the head before it.
+    const before = traceDemand(headOf(trace, times, start).trace);
+    const upTo = traceDemand(headOf(trace, times, end).trace);
+    const own = { ...trace, requests: trace.requests.filter((r) => r.atMs >= start && r.atMs < end) };
+    const alone = traceDemand(own, "none");
+    const ideal = { ...alone, prefillTokens: upTo.prefillTokens - before.prefillTokens };
+    const capacityMs = fleet.workers * stage.durationS * 1000;
+    out.push({ rate_per_s: stage.ratePerSec, at_ceiling: fleetBusyMs(ideal, fleet) / capacityMs, without_cache: fleetBusyMs(alone, fleet) / capacityMs });
+    start = end;
+  }
+  return out;
 }
 
 function finish(

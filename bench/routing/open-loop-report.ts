@@ -25,7 +25,10 @@ function section(results: RoutingResults, trace: string): string[] {
     );
   }
   const seeds = axis(runs.filter((r) => r.strategy === runs[0]?.strategy), (r) => r);
-  const loads = seeds.map((r) => `${arrivalsOf(r)}: ${r.requests} requests, offered ${f(r.offered_rps, 1)}/s, load ${f(r.load.at_ceiling, 2)} at the ceiling (${f(r.load.without_cache, 2)} without cache), ceiling ${f(r.kv_ceiling, 3)}, working set ${Math.round(r.working_set_tokens / 1000).toLocaleString("en")}k tokens`);
+  const loads = seeds.map((r) => {
+    const stages = r.load.stages ? `; per stage, its rate: load at the ceiling – without cache: ${r.load.stages.map((s) => `${f(s.rate_per_s, 1)}/s: ${f(s.at_ceiling, 2)}–${f(s.without_cache, 2)}`).join(", ")}` : "";
+    return `${arrivalsOf(r)}: ${r.requests} requests, offered ${f(r.offered_rps, 1)}/s, load ${f(r.load.at_ceiling, 2)} at the ceiling (${f(r.load.without_cache, 2)} without cache)${stages}, ceiling ${f(r.kv_ceiling, 3)}, working set ${Math.round(r.working_set_tokens / 1000).toLocaleString("en")}k tokens`;
+  });
   if (loads.length > 0) lines.push("Schedules (the cost model's load, bench/traces/fleet-load.ts):", "", ...loads.map((l) => `- ${l}`), "");
   lines.push(
     "| router | kv_hit (of the ceiling) | TTFT p50 / p95 / p99 ms | goodput | max backend share | errors · overflow / requests | client lag p99 ms | server queue wait ms |",
