@@ -63,7 +63,7 @@ export const B2B_OPTIONS = { outputTokens: 32, stages: 5 } as const;
 const B2B_WARM_UP_LOAD = 0.9;
 
 /** --quick: the first seconds of each seed's schedule. */
-export const QUICK_SECONDS = 4;
+export const QUICK_SECONDS = 2;
 
 const SLO = (timeScale: number) => DEFAULT_SLO_TTFT_MS * timeScale;
 
@@ -87,7 +87,7 @@ export const OPEN_LOOP_SETUPS: Readonly<Record<TimedKind, OpenLoopSetup>> = {
     timeScale: 0.5,
     maxModelLen: 32_768,
     sloTtftMs: SLO(0.5),
-    timeoutMs: 30_000,
+    timeoutMs: 20_000,
     method:
       `llm-d's shared-prefix shape: 150 groups × 5 prompts (a 6,000-token group prompt + a 1,200-token question), Poisson arrivals through llm-d's stages, seeded per seed (prompts, their order and the arrivals). ` +
       `Cut to fit this machine: answers of ${B2B_OPTIONS.outputTokens} tokens instead of 1,000 (llm-d's 1,000 would stream ~9,000 tokens/s at our fleet's saturation, several times what this machine relays beside the fleet and the client, and its 750-request warm-up alone would take 12 minutes) and its first ${B2B_OPTIONS.stages} stages (the 15/s warm-up, then 3, 10, 15, 20/s), at time scale 0.5 (every GPU latency halved). ` +

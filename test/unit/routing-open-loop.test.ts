@@ -113,8 +113,8 @@ describe("what an open-loop point replays", () => {
   });
 
   it("--quick keeps the first seconds of the schedule", () => {
-    const s = scheduleOf({ setup: OPEN_LOOP_SETUPS.mooncake, seed: 2, quick: true });
-    const whole = scheduleOf({ setup: OPEN_LOOP_SETUPS.mooncake, seed: 2, quick: false });
+    const s = scheduleOf({ setup: OPEN_LOOP_SETUPS.mooncake, seed: 1, quick: true });
+    const whole = scheduleOf({ setup: OPEN_LOOP_SETUPS.mooncake, seed: 1, quick: false });
     const n = whole.arrivalsMs.filter((t) => t < QUICK_SECONDS * 1000).length;
     expect(n).toBeGreaterThan(0);
     expect(s.arrivalsMs).toEqual(whole.arrivalsMs.slice(0, n));
