@@ -162,13 +162,16 @@ function kvChecks(results: RoutingResults, groups: TraceGroup[]): Check[] {
     const rest = all.filter((p) => p.workingSet <= p.capacity);
     if (rest.length > 0) notQualified.push(`${name(g)}${g.regime === OPEN_LOOP_REGIME ? "" : ` ${rest.map((p) => p.sessions).join(", ")}`} (${rest.map((p) => k(p.workingSet)).join(", ")} ≤ ${k(rest[0]?.capacity ?? 0)})`);
     if (qualify.length === 0) continue;
-    let worst = qualify[0] as KvPoint;
-    for (const p of qualify) if ((p.ofCeiling ?? -1) < (worst.ofCeiling ?? -1)) worst = p;
+    // A ceiling of 0 (nothing in the trace is reused) asks for nothing: 0 ≥ 0.97 × 0.
+    const met = (p: KvPoint) => p.ceiling !== null && (p.ceiling <= 0 || (p.ofCeiling !== null && p.ofCeiling >= KV_OF_CEILING));
+    const scored = qualify.filter((p) => p.ceiling === null || p.ceiling > 0);
+    let worst = (scored[0] ?? qualify[0]) as KvPoint;
+    for (const p of scored) if ((p.ofCeiling ?? -1) < (worst.ofCeiling ?? -1)) worst = p;
     const points = g.regime === OPEN_LOOP_REGIME ? `working set ${k(worst.workingSet)} tokens` : `${qualify.map((p) => p.sessions).join(", ")} sessions (${qualify.map((p) => k(p.workingSet)).join(", ")} tokens)`;
     out.push({
       goal: `(b) ${name(g)}: prefix-aware kv_hit ≥ ${KV_OF_CEILING} × the ceiling where the working set exceeds one worker's cache (${k(worst.capacity)} tokens): ${points}`,
-      ok: qualify.every((p) => p.ofCeiling !== null && p.ofCeiling >= KV_OF_CEILING),
-      detail: `lowest ${f3(worst.ofCeiling)} × the ceiling${at(worst.sessions)} (kv_hit ${f3(worst.kvHit)}, ceiling ${f3(worst.ceiling)})`,
+      ok: qualify.every(met),
+      detail: scored.length === 0 ? "the ceiling is 0: the trace reuses nothing" : `lowest ${f3(worst.ofCeiling)} × the ceiling${at(worst.sessions)} (kv_hit ${f3(worst.kvHit)}, ceiling ${f3(worst.ceiling)})`,
     });
   }
   if (notQualified.length > 0) {

@@ -41,12 +41,28 @@ function section(results: RoutingResults, trace: string): string[] {
       `| ${s} | ${f(c.kv_hit, 3)} (${f(c.kv_of_ceiling, 2)}) | ${f(c.p50)} / ${f(c.p95)} / ${f(c.p99)} | ${f(c.goodput, 3)} | ${f(c.max_share, 3)} | ${c.errors} · ${c.overflow} / ${c.requests} | ${f(c.lag_p99, 1)} | ${f(c.server_wait_ms)} |`,
     );
   }
+  const decisions = reasonLines(runs);
+  if (decisions.length > 0) lines.push("", `kvgate's decisions (x-kvgate-reason, over every seed): ${decisions.join("; ")}.`);
   lines.push(
     "",
     "Medians over seeds (errors and overflow summed). Client lag: how late the replay sent a request after it was due (timers, rendering: the client's own share); server queue wait: the workers' `vllm:num_requests_waiting` integrated over the run, per request sent.",
     "",
   );
   return lines;
+}
+
+/** Per kvgate strategy, the share of its requests each route reason decided, most first. */
+function reasonLines(runs: readonly OpenLoopRoutingRun[]): string[] {
+  const out: string[] = [];
+  for (const s of strategiesIn(runs)) {
+    const counts: Record<string, number> = {};
+    for (const r of runs) if (r.strategy === s) for (const [reason, n] of Object.entries(r.route_reasons ?? {})) counts[reason] = (counts[reason] ?? 0) + n;
+    const total = Object.values(counts).reduce((a, b) => a + b, 0);
+    if (total === 0) continue;
+    const shares = Object.entries(counts).sort((a, b) => b[1] - a[1]);
+    out.push(`${s}: ${shares.map(([reason, n]) => `${reason} ${(n / total).toFixed(2)}`).join(", ")}`);
+  }
+  return out;
 }
 
 /** routing.md's open-loop sections, one per trace that ran. */

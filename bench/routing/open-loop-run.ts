@@ -3,6 +3,7 @@ import { replayOpenLoop, summarizeOpenLoop } from "../replay/index.ts";
 import { MODEL } from "./matrix.ts";
 import { OPEN_LOOP_REGIME, scheduleOf, type OpenLoopPoint, type OpenLoopSchedule } from "./open-loop-matrix.ts";
 import type { RouterStart } from "./routers.ts";
+import type { OpenLoopRequest } from "../replay/index.ts";
 import type { OpenLoopRoutingRun, RoutingResults } from "./types.ts";
 import { warmUp } from "./warm-up.ts";
 import { shareBetween, workerRequestCounts } from "./worker-share.ts";
@@ -46,6 +47,7 @@ export async function runOpenLoopPoint(
         arrivals: schedule.arrivals,
         load: schedule.load,
         working_set_tokens: schedule.working_set_tokens,
+        route_reasons: reasonCounts(result.requests),
         ...summary,
       };
       // A few failures of each run, verbatim: an error count alone says nothing about its cause.
@@ -60,4 +62,11 @@ export async function runOpenLoopPoint(
   } finally {
     await fleet.close();
   }
+}
+
+/** How kvgate decided each request (x-kvgate-reason), counted: what a kv_hit or a tail comes from. */
+export function reasonCounts(requests: readonly OpenLoopRequest[]): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const r of requests) if (r.reason !== null) out[r.reason] = (out[r.reason] ?? 0) + 1;
+  return out;
 }

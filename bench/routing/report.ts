@@ -36,11 +36,19 @@ export function renderReport(results: RoutingResults, related: readonly RelatedR
   const lines: string[] = [];
   lines.push("# Routing benchmark", "");
   lines.push(`Command: \`${results.command}\` — ${results.date}${results.quick ? " (quick: one seed, fewer points)" : ""}.`, "");
-  lines.push("Every run: a fresh fleet of 4 simulated GPU workers (empty KV caches) behind kvgate (Miniflare), one trace replayed with all sessions concurrent, turns in order, streaming. Figures are medians over seeds; TTFT is to the first content byte; kv_hit is Σcached / Σprompt tokens as the workers report them. The kv_hit ceiling is the same trace against one worker with an unbounded cache and no latency (mean over seeds): no routing over a fleet can beat it.", "");
+  const closed = results.runs.length > 0;
+  if (closed) {
+    lines.push("Every closed-loop run: a fresh fleet of 4 simulated GPU workers (empty KV caches) behind kvgate (Miniflare), one trace replayed with all sessions concurrent, turns in order, streaming. Figures are medians over seeds; TTFT is to the first content byte; kv_hit is Σcached / Σprompt tokens as the workers report them. The kv_hit ceiling is the same trace against one worker with an unbounded cache and no latency (mean over seeds): no routing over a fleet can beat it.", "");
+  }
+  if ((results.open_loop_runs ?? []).length > 0) {
+    lines.push("Every open-loop run (the open-loop sections): a fresh fleet of 4 simulated GPU workers, each request of the trace sent at its arrival time whatever is still open, streaming; its kv_hit ceiling is one infinite cache that sees every request in arrival order (bench/traces/prefix-ceiling.ts).", "");
+  }
   lines.push(...methodNotes(results));
-  lines.push("| regime | GPU preset | time scale | KV cache per worker | sessions |", "| --- | --- | --- | --- | --- |");
-  for (const r of results.regimes) lines.push(`| ${r.name} | ${r.preset} | ${r.time_scale} | ${r.kv_capacity_tokens_per_worker.toLocaleString("en")} tokens | ${r.sessions.join(", ")} |`);
-  lines.push("");
+  if (closed) {
+    lines.push("| regime | GPU preset | time scale | KV cache per worker | sessions |", "| --- | --- | --- | --- | --- |");
+    for (const r of results.regimes) lines.push(`| ${r.name} | ${r.preset} | ${r.time_scale} | ${r.kv_capacity_tokens_per_worker.toLocaleString("en")} tokens | ${r.sessions.join(", ")} |`);
+    lines.push("");
+  }
   const checked = evaluateGoals(results);
   if (checked.length > 0 || related.length > 0) lines.push("## Goals", "");
   if (checked.length > 0) {

@@ -70,4 +70,6 @@ export interface OpenLoopRoutingRun extends OpenLoopSummary {
   arrivals: OpenLoopSchedule["arrivals"];
   load: OpenLoopSchedule["load"];
   working_set_tokens: number;
+  /** kvgate's x-kvgate-reason of each request sent, counted (empty for a peer, which gives none). */
+  route_reasons: Record<string, number>;
 }

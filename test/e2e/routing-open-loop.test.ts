@@ -57,6 +57,10 @@ describe("an open-loop point of bench:routing", () => {
     expect(shares.every(([backend]) => /^gpu-[0-3]$/.test(backend))).toBe(true);
     expect(shares.reduce((a, [, s]) => a + s, 0)).toBeCloseTo(1, 9);
 
+    // How kvgate decided each request, one reason per request.
+    expect(Object.values(run.route_reasons).reduce((a, b) => a + b, 0)).toBe(run.sent);
+    expect(Object.keys(run.route_reasons).every((r) => ["prefix-hit", "hot-spread", "least-loaded", "saturated-spill", "load-balanced"].includes(r))).toBe(true);
+
     expect(run.working_set_tokens).toBe(schedule.working_set_tokens);
     expect(run.load).toEqual(schedule.load);
   });

@@ -161,6 +161,7 @@ function open(strategy: string, seed: number, kv: number, p50: number, p95: numb
     arrivals: { mode: "trace", speed: 0.85, from_minutes: (seed - 1) * 20, minutes: 2 },
     load: { at_ceiling: 0.85, without_cache: 0.93, target: 0.85 },
     working_set_tokens: 4_400_000,
+    route_reasons: strategy === "prefix-aware" ? { "prefix-hit": 6, "least-loaded": 3, "hot-spread": 1 } : {},
     requests: 10,
     sent: 10,
     completed: 10,
@@ -255,6 +256,13 @@ describe("issue 14's goals, from a results file", () => {
     expect(row("(b) points where")).toEqual({ goal: "(b) points where the working set fits one worker's cache (no kv_hit goal)", ok: true, detail: "pressured multi-turn 8 (40k ≤ 43k)" });
   });
 
+  it("(b) is met where the ceiling is 0: a trace that reuses nothing asks for no hits", () => {
+    const r = results();
+    r.ceilings = r.ceilings.map((c) => ({ ...c, kv_hit: 0 }));
+    r.runs = r.runs.map((run) => ({ ...run, kv_hit: 0 }));
+    expect(evaluateGoals(r).find((c) => c.goal.startsWith("(b) pressured multi-turn"))).toMatchObject({ ok: true, detail: "the ceiling is 0: the trace reuses nothing" });
+  });
+
   it("(c) the Mooncake slice at ≥ 80% load against round-robin and least-loaded", () => {
     expect(row("(c) open-loop mooncake at ≥ 80% load: prefix-aware TTFT p95 ≤ 0.5 × round-robin's")).toMatchObject({ ok: true, detail: "0.400 (3600 against 9000 ms); load 0.85" });
     expect(row("(c) open-loop mooncake at ≥ 80% load: prefix-aware TTFT p95 ≤ 0.8 × least-loaded's")).toMatchObject({ ok: true, detail: "0.720 (3600 against 5000 ms); load 0.85" });
@@ -287,6 +295,7 @@ describe("routing.md with open-loop runs", () => {
     expect(md).toContain("| router | kv_hit (of the ceiling) | TTFT p50 / p95 / p99 ms | goodput | max backend share | errors · overflow / requests | client lag p99 ms | server queue wait ms |");
     expect(md).toContain("| prefix-aware | 0.098 (0.98) | 900 / 3600 / 7200 | 0.800 | 0.400 | 0 · 0 / 30 | 20.0 | 100 |");
     expect(md).toContain("| sglang-cache_aware | 0.099 (0.99) | 1000 / 8000 / 16000 |");
+    expect(md).toContain("kvgate's decisions (x-kvgate-reason, over every seed): prefix-aware: prefix-hit 0.60, least-loaded 0.30, hot-spread 0.10.");
     expect(md).toContain("| (c) open-loop mooncake at ≥ 80% load: prefix-aware TTFT p95 ≤ 0.5 × round-robin's | yes | 0.400 (3600 against 9000 ms); load 0.85 |");
     expect(md).toContain("- (e) `npm run bench:routing-replicas`: [routing-replicas.md](routing-replicas.md) — Routing across gateway instances, 2026-11-23T10:00:00.000Z.");
     expect(md).not.toContain("bench:routing-feedback");
