@@ -1,4 +1,10 @@
+import OpenAI from "openai";
 import { describe, expect, inject, it } from "vitest";
+import { startFleet } from "../../bench/fleet/index.ts";
+import { startGateway } from "../../bench/harness/gateway.ts";
+import { kvgateConfig } from "../../bench/routing/kvgate-config.ts";
+import { MODEL } from "../../bench/routing/matrix.ts";
+import { mooncakeTrace } from "../../bench/traces/index.ts";
 import { MOONCAKE_SLICE_STARTS, OPEN_LOOP_REGIME, OPEN_LOOP_SETUPS, headOf, scheduleOf } from "../../bench/routing/open-loop-matrix.ts";
 import { runOpenLoopPoint } from "../../bench/routing/open-loop-run.ts";
 import { routerFor } from "../../bench/routing/routers.ts";
@@ -63,5 +69,31 @@ describe("an open-loop point of bench:routing", () => {
 
     expect(run.working_set_tokens).toBe(schedule.working_set_tokens);
     expect(run.load).toEqual(schedule.load);
+  });
+});
+
+describe("kvgate's defaults in front of the Mooncake trace's longest prompt", () => {
+  it("serves it whole (a ~500 KB body under the 4 MiB limit) and fingerprints its first 2,048 blocks", { timeout: 60_000 }, async () => {
+    const longest = mooncakeTrace({ file: "conversation" }).requests.reduce((a, r) => (r.promptTokens > a.promptTokens ? r : a));
+    expect(longest.promptTokens).toBeGreaterThan(120_000);
+    const setup = OPEN_LOOP_SETUPS.mooncake;
+    const fleet = await startFleet({ workers: 4, basePort: 0, preset: "instant", maxModelLen: setup.maxModelLen, servedModelName: MODEL });
+    try {
+      const gw = await startGateway({ config: kvgateConfig("prefix-aware", setup, fleet.urls), scriptPath: inject("gatewayScript"), onLog: () => {} });
+      try {
+        const client = new OpenAI({ apiKey: gw.key, baseURL: `${gw.url}/v1`, maxRetries: 0 });
+        // A Mooncake prompt is one user message.
+        const messages = longest.messages().map((m) => ({ role: "user" as const, content: m.content }));
+        expect(JSON.stringify(messages).length).toBeGreaterThan(480_000);
+        const { data, response } = await client.chat.completions.create({ model: MODEL, max_tokens: 4, messages }).withResponse();
+        // The simulator counts the trace's tokens plus its chat template's.
+        expect(data.usage?.prompt_tokens).toBe(longest.promptTokens + 22);
+        expect(response.headers.get("x-kvgate-prefix-blocks")).toBe("0/2048");
+      } finally {
+        await gw.dispose();
+      }
+    } finally {
+      await fleet.close();
+    }
   });
 });
