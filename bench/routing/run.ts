@@ -19,11 +19,11 @@ import { renderChart } from "./chart.ts";
 import { parseRoutingArgs } from "./cli-args.ts";
 import { ceilingOf } from "./ceiling.ts";
 import { MODEL, REGIMES, points, traceOf, type Point } from "./matrix.ts";
-import { OPEN_LOOP_SETUPS, checkTraceNames, openLoopPoints, type OpenLoopPoint } from "./open-loop-matrix.ts";
+import { OPEN_LOOP_SETUPS, checkTraceNames, openLoopPoints, scheduleOf, type OpenLoopPoint, type OpenLoopSchedule } from "./open-loop-matrix.ts";
+import { openLoopProgress } from "./open-loop-report.ts";
 import { runOpenLoopPoint } from "./open-loop-run.ts";
 import { selectPeers } from "./peers.ts";
 import { relatedResults } from "./related-results.ts";
-import { openLoopProgress } from "./open-loop-report.ts";
 import { renderReport } from "./report.ts";
 import { routerFor, type RouterStart } from "./routers.ts";
 import type { RoutingResults, RoutingRun } from "./types.ts";
@@ -162,9 +162,19 @@ async function closedLoopRun(p: Point, router: RouterStart, results: RoutingResu
   return `kv_hit ${run.kv_hit?.toFixed(3)} ttft p50 ${t.p50?.toFixed(0)} p95 ${t.p95?.toFixed(0)} ms  errors ${run.errors}/${run.requests}`;
 }
 
+/** A trace and seed's schedule, built once for all its routers (b2b-saas renders 750 prompts for it). */
+const schedules = new Map<string, OpenLoopSchedule>();
+
+function scheduleFor(p: OpenLoopPoint): OpenLoopSchedule {
+  const k = `${p.setup.kind}|${p.seed}|${p.quick}`;
+  let s = schedules.get(k);
+  if (!s) schedules.set(k, (s = scheduleOf(p)));
+  return s;
+}
+
 /** Runs an open-loop point, adds it to `results`, and returns its progress line. */
 async function openLoopRun(p: OpenLoopPoint, router: RouterStart, results: RoutingResults): Promise<string> {
-  const { run, errorSamples } = await runOpenLoopPoint(p, router);
+  const { run, errorSamples } = await runOpenLoopPoint(p, router, scheduleFor(p));
   (results.open_loop_runs ??= []).push(run);
   results.error_samples.push(...errorSamples);
   return openLoopProgress(run);
