@@ -67,6 +67,14 @@ function describe(c: Comparison | undefined): string {
   return `${c.metric} ${c.ratio.toFixed(3)} × ${c.baseline}${at(c.sessions)} (${allowance})`;
 }
 
+/** Each concurrency's two ratios, the ones over their limit in bold. */
+function eachPoint(compared: Comparison[]): string {
+  const ratio = (c: Comparison | undefined) => (c ? (c.ratio > c.limit ? `**${c.ratio.toFixed(2)}**` : c.ratio.toFixed(2)) : "–");
+  return axis(compared, (c) => c.sessions)
+    .map((n) => `${n} ${ratio(compared.find((c) => c.sessions === n && c.metric === "p50"))} · ${ratio(compared.find((c) => c.sessions === n && c.metric === "p95"))}`)
+    .join(", ");
+}
+
 /** (a), one row per trace, then one row saying where it fails over the whole run. */
 function versusBestChecks(groups: TraceGroup[], cells: Map<string, Cell>): Check[] {
   const out: Check[] = [];
@@ -86,7 +94,7 @@ function versusBestChecks(groups: TraceGroup[], cells: Map<string, Cell>): Check
     out.push({
       goal: `(a) ${name(g)}: prefix-aware TTFT p50 and p95 ≤ the best of ${baselines.join(", ")}${open ? "" : " at every concurrency"}`,
       ok: over.length === 0,
-      detail: `${missed}${worst}`,
+      detail: `${missed}${worst}${open ? "" : `; each point, p50 · p95 over the best (bold: over its limit): ${eachPoint(compared)}`}`,
     });
   }
   if (points > 0) {
@@ -171,7 +179,10 @@ function kvChecks(results: RoutingResults, groups: TraceGroup[]): Check[] {
     out.push({
       goal: `(b) ${name(g)}: prefix-aware kv_hit ≥ ${KV_OF_CEILING} × the ceiling where the working set exceeds one worker's cache (${k(worst.capacity)} tokens): ${points}`,
       ok: qualify.every(met),
-      detail: scored.length === 0 ? "the ceiling is 0: the trace reuses nothing" : `lowest ${f3(worst.ofCeiling)} × the ceiling${at(worst.sessions)} (kv_hit ${f3(worst.kvHit)}, ceiling ${f3(worst.ceiling)})`,
+      detail:
+        scored.length === 0
+          ? "the ceiling is 0: the trace reuses nothing"
+          : `lowest ${f3(worst.ofCeiling)} × the ceiling${at(worst.sessions)} (kv_hit ${f3(worst.kvHit)}, ceiling ${f3(worst.ceiling)})${scored.length > 1 ? `; each point: ${scored.map((p) => `${p.sessions} ${f3(p.ofCeiling)}`).join(", ")}` : ""}`,
     });
   }
   if (notQualified.length > 0) {

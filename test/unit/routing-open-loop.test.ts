@@ -232,7 +232,7 @@ describe("issue 14's goals, from a results file", () => {
     expect(row("(a) pressured multi-turn")).toEqual({
       goal: "(a) pressured multi-turn: prefix-aware TTFT p50 and p95 ≤ the best of least-loaded, round-robin at every concurrency",
       ok: false,
-      detail: "over at 16 sessions; worst p50 1.091 × least-loaded at 16 sessions (its seeds ×1.00, no allowance), p95 0.971 × least-loaded at 16 sessions (its seeds ×1.00, no allowance)",
+      detail: "over at 16 sessions; worst p50 1.091 × least-loaded at 16 sessions (its seeds ×1.00, no allowance), p95 0.971 × least-loaded at 16 sessions (its seeds ×1.00, no allowance); each point, p50 · p95 over the best (bold: over its limit): 8 0.90 · 0.93, 16 **1.09** · 0.97",
     });
     // The peer's p50 seeds spread ×1.22, so prefix-aware's 900 against its 1,000 is within it anyway.
     expect(row("(a) open-loop mooncake")).toMatchObject({ ok: true, goal: "(a) open-loop mooncake: prefix-aware TTFT p50 and p95 ≤ the best of least-loaded, round-robin, sglang-cache_aware" });
