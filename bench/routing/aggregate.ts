@@ -58,12 +58,12 @@ export function aggregate(results: RoutingResults): Map<string, Cell> {
 }
 
 /** Distinct values in run order. */
-export function axis<T>(runs: RoutingRun[], pick: (r: RoutingRun) => T): T[] {
+export function axis<R, T>(runs: readonly R[], pick: (r: R) => T): T[] {
   return [...new Set(runs.map(pick))];
 }
 
 /** The strategies and peers of `runs` in column order: kvgate's strategies, then the others as they ran. */
-export function strategiesIn(runs: RoutingRun[]): string[] {
+export function strategiesIn(runs: readonly { strategy: string }[]): string[] {
   const present = axis(runs, (r) => r.strategy);
   return [...STRATEGY_ORDER.filter((s) => present.includes(s)), ...present.filter((s) => !isKvgateStrategy(s))];
 }

@@ -4,7 +4,7 @@ import { MODEL, type Regime } from "./matrix.ts";
 import { backendId } from "./worker-share.ts";
 
 /** kvgate's config in front of a benchmark fleet: one group of the fleet's workers with `strategy`. */
-export function kvgateConfig(strategy: Strategy, regime: Regime, workerUrls: readonly string[]): GatewayConfigInput {
+export function kvgateConfig(strategy: Strategy, regime: Pick<Regime, "preset" | "timeScale">, workerUrls: readonly string[]): GatewayConfigInput {
   return {
     modelGroups: [
       {

@@ -1,67 +1,37 @@
 /**
- * npm run bench:routing [-- --quick] [--seeds 3] [--regime roomy,pressured] [--trace multi-turn,...]
+ * npm run bench:routing [-- --quick] [--seeds 3] [--regime roomy,pressured,open-loop] [--trace multi-turn,...,mooncake,b2b-saas]
  *                       [--strategy prefix-aware,...] [--sessions 8,16] [--peers sglang-cache_aware,...|none]
  *                       [--out DIR] [--report-only]
  *
  * Replays seeded session traces through kvgate (served by Miniflare, one Durable Object per run)
  * in front of a fresh simulated fleet of 4 GPU workers (empty caches) for every strategy, regime,
  * trace, concurrency and seed, and through each installed peer router on a fresh fleet of its own.
- * Every router is warmed up the same way first. Writes bench/results/routing.json, routing.md and
- * routing.svg.
+ * Then the open-loop traces (Mooncake's conversation trace at its own timestamps, llm-d's b2b-saas
+ * ramp; open-loop-matrix.ts) through the same routers, a fresh fleet per run. Every router is
+ * warmed up the same way first. Writes bench/results/routing.json, routing.md and routing.svg.
  */
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import type { Strategy } from "../../src/config/schema.ts";
-import { PRESETS, startFleet, type Fleet } from "../fleet/index.ts";
-import { startGateway } from "../harness/gateway.ts";
-import { replay, summarize, type ReplayOptions } from "../replay/index.ts";
+import { PRESETS, startFleet } from "../fleet/index.ts";
+import { replay, summarize } from "../replay/index.ts";
 import { generateTrace, traceFootprint } from "../traces/index.ts";
 import { renderChart } from "./chart.ts";
 import { parseRoutingArgs } from "./cli-args.ts";
 import { ceilingOf } from "./ceiling.ts";
-import { kvgateConfig } from "./kvgate-config.ts";
-import { MODEL, REGIMES, isKvgateStrategy, points, traceOf, type Point, type Regime } from "./matrix.ts";
-import { selectPeers, type RoutingPeer } from "./peers.ts";
+import { MODEL, REGIMES, points, traceOf, type Point } from "./matrix.ts";
+import { OPEN_LOOP_SETUPS, checkTraceNames, openLoopPoints, scheduleOf, type OpenLoopPoint, type OpenLoopSchedule } from "./open-loop-matrix.ts";
+import { openLoopProgress } from "./open-loop-report.ts";
+import { runOpenLoopPoint } from "./open-loop-run.ts";
+import { selectPeers } from "./peers.ts";
+import { relatedResults } from "./related-results.ts";
 import { renderReport } from "./report.ts";
+import { routerFor, type RouterStart } from "./routers.ts";
 import type { RoutingResults, RoutingRun } from "./types.ts";
 import { WARM_UP_REQUESTS, warmUp } from "./warm-up.ts";
 import { shareBetween, workerRequestCounts } from "./worker-share.ts";
 
 const DEFAULT_RESULTS = resolve(import.meta.dirname, "..", "results");
 let RESULTS = DEFAULT_RESULTS;
-
-/** A router in front of a run's fleet: where the replay sends, and how to stop it. */
-interface RunRouter {
-  target: Pick<ReplayOptions, "baseUrl" | "apiKey" | "headers">;
-  stop(): Promise<void>;
-}
-
-/** How a point's router starts: kvgate with the point's strategy, or the peer of that name. */
-interface RouterStart {
-  /** A peer names no backend in its answers: its share is counted at the workers. */
-  peer: boolean;
-  start(fleet: Fleet): Promise<RunRouter>;
-}
-
-function routerFor(p: Point, peers: readonly RoutingPeer[]): RouterStart {
-  const name = p.strategy;
-  if (isKvgateStrategy(name)) return { peer: false, start: (fleet) => startKvgate(name, p.regime, fleet) };
-  const peer = peers.find((x) => x.name === name);
-  if (!peer) throw new Error(`no router named ${name}`);
-  return { peer: true, start: (fleet) => startPeer(peer, fleet) };
-}
-
-async function startKvgate(strategy: Strategy, regime: Regime, fleet: Fleet): Promise<RunRouter> {
-  const gateway = await startGateway({ config: kvgateConfig(strategy, regime, fleet.urls) });
-  return { target: { baseUrl: gateway.url, apiKey: gateway.key }, stop: () => gateway.dispose() };
-}
-
-async function startPeer(peer: RoutingPeer, fleet: Fleet): Promise<RunRouter> {
-  // Peer logs go to a file, not a pipe: an undrained pipe would stall a busy peer.
-  const server = await peer.start(fleet.urls, join(tmpdir(), `kvgate-bench-routing-${peer.name}.log`));
-  return { target: { baseUrl: server.url, headers: server.headers }, stop: () => server.stop() };
-}
 
 async function runPoint(p: Point, router: RouterStart): Promise<{ run: RoutingRun; errorSamples: RoutingResults["error_samples"] }> {
   const trace = traceOf(p);
@@ -106,7 +76,7 @@ function footprints(): RoutingResults["footprints"] {
 function write(results: RoutingResults): void {
   mkdirSync(RESULTS, { recursive: true });
   writeFileSync(join(RESULTS, "routing.json"), `${JSON.stringify(results, null, 1)}\n`);
-  writeFileSync(join(RESULTS, "routing.md"), renderReport(results));
+  writeFileSync(join(RESULTS, "routing.md"), renderReport(results, relatedResults(RESULTS)));
   writeFileSync(join(RESULTS, "routing.svg"), renderChart(results));
 }
 
@@ -117,9 +87,14 @@ async function main(): Promise<void> {
     write(JSON.parse(readFileSync(join(RESULTS, "routing.json"), "utf8")) as RoutingResults);
     return;
   }
+  checkTraceNames(args.traces);
   const { peers, notes } = selectPeers(args.peers);
   for (const note of notes) console.log(note);
-  const plan = points({ ...args, peers: peers.map((p) => p.name) });
+  const names = peers.map((p) => p.name);
+  const plan: Planned[] = [
+    ...points({ ...args, peers: names }).map((p): Planned => ({ loop: "closed", p })),
+    ...openLoopPoints({ ...args, peers: names }).map((p): Planned => ({ loop: "open", p })),
+  ];
   const results: RoutingResults = {
     command: `npm run bench:routing -- ${process.argv.slice(2).join(" ")}`.trim(),
     date: new Date().toISOString(),
@@ -139,30 +114,70 @@ async function main(): Promise<void> {
     peers: peers.map((p) => ({ name: p.name, package: p.package, version: p.version, settings: p.settings })),
     warm_up_requests: WARM_UP_REQUESTS,
     runs: [],
+    open_loop_setups: Object.values(OPEN_LOOP_SETUPS).map((s) => ({
+      trace: s.kind,
+      preset: s.preset,
+      time_scale: s.timeScale,
+      workers: 4,
+      kv_capacity_tokens_per_worker: PRESETS[s.preset].kvCapacityBlocks * 16,
+      max_model_len: s.maxModelLen,
+      slo_ttft_ms: s.sloTtftMs,
+      timeout_ms: s.timeoutMs,
+      method: s.method,
+    })),
+    open_loop_runs: [],
   };
   const started = Date.now();
-  for (const [i, p] of plan.entries()) {
-    if (!results.ceilings.some((c) => c.regime === p.regime.name && c.trace === p.trace && c.sessions === p.sessions && c.seed === p.seed)) {
-      results.ceilings.push({ regime: p.regime.name, trace: p.trace, sessions: p.sessions, seed: p.seed, kv_hit: await ceilingOf(traceOf(p)) });
-    }
-    const router = routerFor(p, peers);
-    const head = `[${i + 1}/${plan.length} ${((Date.now() - started) / 1000).toFixed(0)}s] ${p.regime.name} ${p.trace} ${p.sessions}s seed${p.seed} ${p.strategy.padEnd(18)}`;
-    let outcome: Awaited<ReturnType<typeof runPoint>>;
+  for (const [i, item] of plan.entries()) {
+    const router = routerFor(item.p.strategy, item.loop === "closed" ? item.p.regime : item.p.setup, peers);
+    const head = `[${i + 1}/${plan.length} ${((Date.now() - started) / 1000).toFixed(0)}s] ${describe(item)} ${item.p.strategy.padEnd(18)}`;
     try {
-      outcome = await runPoint(p, router);
+      const line = item.loop === "closed" ? await closedLoopRun(item.p, router, results) : await openLoopRun(item.p, router, results);
+      write(results);
+      console.log(`${head} ${line}`);
     } catch (e) {
       // A peer that fails to start or to answer the warm-up leaves its cell empty; kvgate failing is a bug.
       if (!router.peer) throw e;
       console.log(`${head} skipped: ${(e as Error).message}`);
-      continue;
     }
-    const { run, errorSamples } = outcome;
-    results.runs.push(run);
-    results.error_samples.push(...errorSamples);
-    write(results);
-    const t = run.ttft_ms;
-    console.log(`${head} kv_hit ${run.kv_hit?.toFixed(3)} ttft p50 ${t.p50?.toFixed(0)} p95 ${t.p95?.toFixed(0)} ms  errors ${run.errors}/${run.requests}`);
   }
+}
+
+type Planned = { loop: "closed"; p: Point } | { loop: "open"; p: OpenLoopPoint };
+
+function describe(item: Planned): string {
+  if (item.loop === "closed") return `${item.p.regime.name} ${item.p.trace} ${item.p.sessions}s seed${item.p.seed}`;
+  return `open-loop ${item.p.setup.kind} seed${item.p.seed}`;
+}
+
+/** Runs a closed-loop point, adds it to `results`, and returns its progress line. */
+async function closedLoopRun(p: Point, router: RouterStart, results: RoutingResults): Promise<string> {
+  if (!results.ceilings.some((c) => c.regime === p.regime.name && c.trace === p.trace && c.sessions === p.sessions && c.seed === p.seed)) {
+    results.ceilings.push({ regime: p.regime.name, trace: p.trace, sessions: p.sessions, seed: p.seed, kv_hit: await ceilingOf(traceOf(p)) });
+  }
+  const { run, errorSamples } = await runPoint(p, router);
+  results.runs.push(run);
+  results.error_samples.push(...errorSamples);
+  const t = run.ttft_ms;
+  return `kv_hit ${run.kv_hit?.toFixed(3)} ttft p50 ${t.p50?.toFixed(0)} p95 ${t.p95?.toFixed(0)} ms  errors ${run.errors}/${run.requests}`;
+}
+
+/** A trace and seed's schedule, built once for all its routers (b2b-saas renders 750 prompts for it). */
+const schedules = new Map<string, OpenLoopSchedule>();
+
+function scheduleFor(p: OpenLoopPoint): OpenLoopSchedule {
+  const k = `${p.setup.kind}|${p.seed}|${p.quick}`;
+  let s = schedules.get(k);
+  if (!s) schedules.set(k, (s = scheduleOf(p)));
+  return s;
+}
+
+/** Runs an open-loop point, adds it to `results`, and returns its progress line. */
+async function openLoopRun(p: OpenLoopPoint, router: RouterStart, results: RoutingResults): Promise<string> {
+  const { run, errorSamples } = await runOpenLoopPoint(p, router, scheduleFor(p));
+  (results.open_loop_runs ??= []).push(run);
+  results.error_samples.push(...errorSamples);
+  return openLoopProgress(run);
 }
 
 await main();

@@ -1,4 +1,5 @@
-import type { ReplaySummary } from "../replay/index.ts";
+import type { OpenLoopSummary, ReplaySummary } from "../replay/index.ts";
+import type { OpenLoopSchedule } from "./open-loop-matrix.ts";
 
 /** One run: bench/results/routing.json's `runs` entries. */
 export interface RoutingRun extends ReplaySummary {
@@ -36,4 +37,39 @@ export interface RoutingResults {
   /** Requests sent through each router before its run and not counted (absent: no warm-up). */
   warm_up_requests?: number;
   runs: RoutingRun[];
+  /** The open-loop traces' regimes (absent in results that predate them). */
+  open_loop_setups?: OpenLoopSetupRecord[];
+  /** Open-loop runs, beside the closed-loop `runs` (absent in results that predate them). */
+  open_loop_runs?: OpenLoopRoutingRun[];
+}
+
+export interface OpenLoopSetupRecord {
+  trace: string;
+  preset: string;
+  time_scale: number;
+  workers: number;
+  kv_capacity_tokens_per_worker: number;
+  max_model_len: number;
+  slo_ttft_ms: number;
+  timeout_ms: number;
+  method: string;
+}
+
+/**
+ * One open-loop run: bench/results/routing.json's `open_loop_runs` entries. The replay's summary
+ * (bench/replay/open-loop-stats.ts: TTFT p50/p95/p99, kv_hit with the trace's ceiling, goodput at
+ * the setup's TTFT objective, queueing, backend share, errors) with what names the run.
+ */
+export interface OpenLoopRoutingRun extends OpenLoopSummary {
+  /** "open-loop": `--regime` selects these runs by it. */
+  regime: string;
+  trace: string;
+  /** kvgate's strategy, or the peer router's name, as in `runs`. */
+  strategy: string;
+  seed: number;
+  arrivals: OpenLoopSchedule["arrivals"];
+  load: OpenLoopSchedule["load"];
+  working_set_tokens: number;
+  /** kvgate's x-kvgate-reason of each request sent, counted (empty for a peer, which gives none). */
+  route_reasons: Record<string, number>;
 }

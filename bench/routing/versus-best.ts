@@ -5,7 +5,6 @@
  */
 import { key, strategiesIn, type Cell } from "./aggregate.ts";
 import { isKvgateStrategy } from "./matrix.ts";
-import type { RoutingRun } from "./types.ts";
 
 export const ALLOWANCE = 1.05;
 const KVGATE_BASELINES = ["least-loaded", "round-robin"];
@@ -27,7 +26,7 @@ export interface Comparison {
 }
 
 /** least-loaded, round-robin and every peer that ran in `runs`. */
-export function baselinesIn(runs: RoutingRun[]): string[] {
+export function baselinesIn(runs: readonly { strategy: string }[]): string[] {
   return [...KVGATE_BASELINES, ...strategiesIn(runs).filter((s) => !isKvgateStrategy(s))];
 }
 

@@ -230,7 +230,7 @@ describe("prefix-aware against the best of least-loaded, round-robin and every p
     expect(md).toContain("| sessions | kv_hit ceiling | round-robin kv_hit · TTFT p50 / p95 ms | least-loaded kv_hit · TTFT p50 / p95 ms | prefix-aware kv_hit · TTFT p50 / p95 ms | sglang-cache_aware kv_hit · TTFT p50 / p95 ms |");
     expect(md).toContain("| 8 | – | 0.900 · 130 / 220 | 0.900 · 120 / 210 | 0.900 · 104 / 200 | 0.950 · 100 / 400 |");
     expect(md).toContain(
-      "| roomy multi-turn: prefix-aware TTFT p50 and p95 ≤ the best of least-loaded, round-robin, sglang-cache_aware at every concurrency | **no** | worst p50 1.040 × sglang-cache_aware at 8 sessions (its seeds ×1.00, no allowance), p95 0.952 × least-loaded at 8 sessions (its seeds ×1.00, no allowance) |",
+      "| (a) roomy multi-turn: prefix-aware TTFT p50 and p95 ≤ the best of least-loaded, round-robin, sglang-cache_aware at every concurrency | **no** | over at 8 sessions; worst p50 1.040 × sglang-cache_aware at 8 sessions (its seeds ×1.00, no allowance), p95 0.952 × least-loaded at 8 sessions (its seeds ×1.00, no allowance); each point, p50 · p95 over the best (bold: over its limit): 8 **1.04** · 0.95 |",
     );
     expect(md).toContain("`sglang-cache_aware` (sglang-router 0.3.2, policy cache_aware at its defaults)");
     expect(md).toContain("Warm-up: before each run, 8 streamed requests");

@@ -1,0 +1,44 @@
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { Strategy } from "../../src/config/schema.ts";
+import type { Fleet } from "../fleet/index.ts";
+import { startGateway } from "../harness/gateway.ts";
+import type { ReplayOptions } from "../replay/index.ts";
+import { kvgateConfig } from "./kvgate-config.ts";
+import { isKvgateStrategy, type Regime } from "./matrix.ts";
+import type { RoutingPeer } from "./peers.ts";
+
+/** A router in front of a run's fleet: where the replay sends, and how to stop it. */
+export interface RunRouter {
+  target: Pick<ReplayOptions, "baseUrl" | "apiKey" | "headers">;
+  stop(): Promise<void>;
+}
+
+/** How a run's router starts: kvgate with the run's strategy, or the peer of that name. */
+export interface RouterStart {
+  /** A peer names no backend in its answers: its share is counted at the workers. */
+  peer: boolean;
+  start(fleet: Fleet): Promise<RunRouter>;
+}
+
+/**
+ * The router named `name` (a kvgate strategy or a peer in `peers`) for a fleet of `regime`'s GPU
+ * preset and time scale. `scriptPath`: a gateway bundle already built (see startGateway).
+ */
+export function routerFor(name: string, regime: Pick<Regime, "preset" | "timeScale">, peers: readonly RoutingPeer[], scriptPath?: string): RouterStart {
+  if (isKvgateStrategy(name)) return { peer: false, start: (fleet) => startKvgate(name, regime, fleet, scriptPath) };
+  const peer = peers.find((x) => x.name === name);
+  if (!peer) throw new Error(`no router named ${name}`);
+  return { peer: true, start: (fleet) => startPeer(peer, fleet) };
+}
+
+async function startKvgate(strategy: Strategy, regime: Pick<Regime, "preset" | "timeScale">, fleet: Fleet, scriptPath: string | undefined): Promise<RunRouter> {
+  const gateway = await startGateway({ config: kvgateConfig(strategy, regime, fleet.urls), ...(scriptPath ? { scriptPath } : {}) });
+  return { target: { baseUrl: gateway.url, apiKey: gateway.key }, stop: () => gateway.dispose() };
+}
+
+async function startPeer(peer: RoutingPeer, fleet: Fleet): Promise<RunRouter> {
+  // Peer logs go to a file, not a pipe: an undrained pipe would stall a busy peer.
+  const server = await peer.start(fleet.urls, join(tmpdir(), `kvgate-bench-routing-${peer.name}.log`));
+  return { target: { baseUrl: server.url, headers: server.headers }, stop: () => server.stop() };
+}
