@@ -1,5 +1,6 @@
 import { STRATEGY_ORDER, isKvgateStrategy } from "./matrix.ts";
 import type { RoutingResults, RoutingRun } from "./types.ts";
+import { median as medianOf } from "../stats/quantiles.ts";
 
 /** The figures of one (regime, trace, sessions, strategy) point: medians over seeds. */
 export interface Cell {
@@ -20,11 +21,9 @@ export interface Cell {
   seeds: number;
 }
 
+/** The median over seeds of the figures a run has (bench/stats/quantiles.ts: the lower middle of an even count). */
 export function median(values: (number | null)[]): number | null {
-  const v = values.filter((x): x is number => x !== null).sort((a, b) => a - b);
-  if (v.length === 0) return null;
-  const mid = v.length >> 1;
-  return v.length % 2 ? (v[mid] as number) : ((v[mid - 1] as number) + (v[mid] as number)) / 2;
+  return medianOf(values.filter((x): x is number => x !== null));
 }
 
 export const key = (regime: string, trace: string, sessions: number, strategy: string) => `${regime}|${trace}|${sessions}|${strategy}`;

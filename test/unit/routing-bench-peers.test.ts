@@ -214,8 +214,9 @@ describe("prefix-aware against the best of least-loaded, round-robin and every p
       ...[1, 2].map((seed) => run("prefix-aware", 4, seed, 104, 200)),
       ...[1, 2].map((seed) => run("least-loaded", 4, seed, 95 + seed * 10, 300)),
     ]);
+    // Two seeds: the median is the lower middle (bench/stats/quantiles.ts).
     const [p50] = versusBest(aggregate(r), "roomy", "multi-turn", [4], ["least-loaded", "round-robin"]);
-    expect(p50).toMatchObject({ baseline: "least-loaded", best: 110, limit: 1.05 });
+    expect(p50).toMatchObject({ baseline: "least-loaded", best: 105, limit: 1.05 });
     expect(p50?.spread).toBeCloseTo(115 / 105);
   });
 
