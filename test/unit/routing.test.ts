@@ -5,6 +5,7 @@ import { GroupRouter } from "../../src/routing/group-router.ts";
 import type { LimitRefusal, RouteDecision, RouteRefusal, VersionRefusal } from "../../src/routing/protocol.ts";
 import { PendingPrefills } from "../../src/routing/pending-prefills.ts";
 import { PrefixSet } from "../../src/routing/prefix-set.ts";
+import { SharedWorkingSet } from "../../src/routing/shared-working-set.ts";
 
 function group(over: Record<string, unknown> = {}, backends = 4, deployment: Record<string, unknown> = {}): ResolvedGroup {
   const deployments = Array.from({ length: backends }, (_, i) => ({ id: `b${i}`, baseUrl: `http://127.0.0.1:${9001 + i}`, model: "m", ...deployment }));
@@ -112,6 +113,24 @@ describe("PendingPrefills", () => {
     for (let i = 0; i < 16; i++) p.add(2, c[2] as number, 1000);
     p.done(first);
     expect(p.ready(c, 4, 0)).toBe(2);
+  });
+});
+
+describe("SharedWorkingSet", () => {
+  it("counts each shared prefix once, for as long as it is matched, within its bound", () => {
+    const w = new SharedWorkingSet(1000, 3);
+    w.matched(1, 40, 0);
+    w.matched(2, 10, 100);
+    w.matched(1, 40, 500);
+    expect(w.blocks).toBe(50);
+    // Prefix 2 was last matched at 100: gone after 1,100; prefix 1 stays until 1,500.
+    w.expire(1200);
+    expect(w.blocks).toBe(40);
+    w.matched(3, 5, 1300);
+    w.matched(4, 5, 1300);
+    // A fourth prefix takes the place of the least recently matched one.
+    w.matched(5, 5, 1300);
+    expect(w.blocks).toBe(15);
   });
 });
 
@@ -258,6 +277,27 @@ describe("GroupRouter", () => {
     expect(turn1?.matched).toBe(43);
   });
 
+  it("copies shared group prompts across the fleet while they fit its caches, and keeps each where it is once they do not", () => {
+    // llm-d's b2b-saas in small: 30 groups, each a 40-block prompt its questions share (1,200 blocks
+    // in all). Round one opens each group, 20 ms apart. In round two a 2-block question of each
+    // group comes every 2 ms, a backend's groups one after another, so its queue grows meanwhile.
+    const placements = (kvCapacityBlocks: number) => {
+      const router = routerFor(group({ saturation: 100, hotThreshold: 0 }, 4, { kvCapacityBlocks }), rng(29));
+      const groups = Array.from({ length: 30 }, (_, g) => chain(500 + g, 40));
+      const home = groups.map((prompt, g) => pick(router.pick([...prompt, ...chain(600 + g, 2)], g * 20))?.backendId ?? "");
+      const order = groups.map((_, g) => g).sort((a, b) => (home[a] as string).localeCompare(home[b] as string));
+      return order.map((g, k) => {
+        const d = pick(router.pick([...(groups[g] as number[]), ...chain(700 + g, 2)], 10_000 + k * 2));
+        return { reason: d?.reason, home: d?.backendId === home[g] };
+      });
+    };
+    // 100,000 blocks a backend: copying all 1,200 costs nothing; a question goes where the queue is shortest.
+    expect(placements(100_000).filter((p) => p.reason === "hot-spread").length).toBeGreaterThan(10);
+    // 2,000 blocks: past 1,000 blocks of shared prompts a copy would evict another group's, so once
+    // the round has seen that many (25 groups), each group's question stays where its prompt is.
+    expect(placements(2_000).slice(25).every((p) => p.reason === "prefix-hit" && p.home)).toBe(true);
+  });
+
   it("leaves a warm backend whose queued prompt work outweighs the cache it would reuse", () => {
     const router = routerFor(group({ saturation: 100, balanceAbs: 100, hotThreshold: 0 }, 2), rng(23));
     const convo = [...chain(1, 30)];
@@ -313,11 +353,15 @@ describe("GroupRouter", () => {
     expect(router.snapshot()[0]?.breaker.state).toBe("half-open");
   });
 
-  it("overcommits the least-loaded backend when all are at the valve, and refuses at the hard cap", () => {
-    const router = routerFor(group({ saturation: 1 }, 2, { maxInFlight: 2 }), rng());
-    const reasons = [0, 1, 2, 3].map(() => pick(router.pick(chain(1, 5), 0))?.reason);
-    expect(reasons.slice(2)).toEqual(["saturated-spill", "saturated-spill"]);
-    expect(pick(router.pick(chain(1, 5), 0))).toBeNull();
+  it("with every backend at the valve, still places by cache and queue up to the hard cap, then refuses", () => {
+    const router = routerFor(group({ saturation: 1, hotThreshold: 0 }, 2, { maxInFlight: 2 }), rng());
+    const first = [chain(1, 5), chain(2, 5)].map((c) => pick(router.pick(c, 0))?.backendId);
+    expect(new Set(first).size).toBe(2);
+    // Both at the valve: each prompt goes back to the backend that has it computed.
+    const again = [chain(1, 5), chain(2, 5)].map((c) => pick(router.pick(c, 100)));
+    expect(again.map((d) => d?.backendId)).toEqual(first);
+    expect(again.map((d) => d?.reason)).toEqual(["prefix-hit", "prefix-hit"]);
+    expect(pick(router.pick(chain(1, 5), 100))).toBeNull();
   });
 
   it("sends a request with no prompt (embeddings, rerank, score) to the least-loaded backend, whatever prompt work is queued there", () => {

@@ -1,10 +1,21 @@
 import type { GroupSettings } from "../../config/schema.ts";
 import type { Backend } from "../backend.ts";
 import { HotPrefixes } from "../hot-prefixes.ts";
+import { SharedWorkingSet } from "../shared-working-set.ts";
 import { usable, type Signal } from "../policy.ts";
 
 /** Distinct hot-prefix candidates remembered per group. */
 const HOT_PREFIXES_TRACKED = 8192;
+
+/**
+ * A shared prefix is copied to a backend that lacks it only while a copy of every shared prefix
+ * in use would take at most this share of that backend's cache: the rest of it is for the
+ * conversations' own histories. Past it, a shared prefix stays where it is cached, as any other.
+ */
+const REPLICATED_SHARE = 0.5;
+
+/** How long after its last match a shared prefix counts in the working set, in hot-prefix half-lives. */
+const SHARED_WINDOW_HALF_LIVES = 3;
 
 /**
  * How much of the request's prompt each backend likely holds in its KV cache: the longest leading
@@ -25,7 +36,10 @@ export class PrefixMatch implements Signal {
    * `hotThreshold` recent requests matched it (hot). A copy anywhere then serves everyone.
    */
   shared = false;
+  /** Per candidate: a shared match counts as cached there too — copying what is shared is affordable on its cache. */
+  readonly replicable: boolean[] = [];
   private hot: HotPrefixes | null = null;
+  private sharedSet: SharedWorkingSet | null = null;
 
   produce(backends: readonly Backend[], chain: ArrayLike<number>, settings: GroupSettings, now: number): void {
     let best = 0;
@@ -48,6 +62,11 @@ export class PrefixMatch implements Signal {
     // Counted whether or not the prefix branched: its score is what makes it hot later, elsewhere.
     const popular = settings.hotThreshold > 0 && this.isHot(last, settings, now);
     this.shared = branched || popular;
+    if (!this.shared) return;
+    this.sharedSet ??= new SharedWorkingSet(settings.hotHalfLifeMs * SHARED_WINDOW_HALF_LIVES, HOT_PREFIXES_TRACKED);
+    this.sharedSet.matched(last, best, now);
+    const needed = this.sharedSet.blocks / REPLICATED_SHARE;
+    for (let i = 0; i < backends.length; i++) this.replicable[i] = needed <= (backends[i] as Backend).prefixes.capacity;
   }
 
   /** Counts a request matching the prefix that ends at `hash`; whether that prefix is hot, this request included. */

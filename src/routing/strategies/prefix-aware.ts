@@ -1,6 +1,6 @@
 import { load, usable, type Candidate, type Policy, type RouteReason } from "../policy.ts";
 import type { PrefixMatch } from "../signals/prefix-match.ts";
-import { leastLoadedChoice, leastLoadedIndex } from "./least-loaded.ts";
+import { leastLoadedChoice } from "./least-loaded.ts";
 
 /**
  * Picks the backend where the prompt's first token is likely to come soonest: the prompt work
@@ -8,12 +8,15 @@ import { leastLoadedChoice, leastLoadedIndex } from "./least-loaded.ts";
  * its cached prefix), in blocks — so a warm cache wins unless its backend is backed up by more
  * than the cache saves, and a burst of new prompts spreads instead of convoying onto the one
  * backend that just went idle. Ties: longer match (no duplicate KV), then fewer in flight.
- * A backend at the saturation valve, or much busier than the least-loaded one, is passed over;
- * both in in-flight requests per unit of weight, so a weight-2 server takes twice the requests.
+ * A backend at the saturation valve (while another is below it), or much busier than the
+ * least-loaded one, is passed over; both in in-flight requests per unit of weight, so a weight-2
+ * server takes twice the requests.
  * A shared prefix (a branch point, or a hot one) counts as cached everywhere: a copy elsewhere
  * costs one prefill and then serves everyone, so it is replicated across the fleet instead of
  * piling onto the first backend that saw it, while a conversation's own history keeps it where
- * its cache is.
+ * its cache is — as long as every shared prefix in use fits a backend's cache with room to spare
+ * (signals/prefix-match.ts); past that, copies would evict each other, and a shared prefix stays
+ * where it is cached unless its backend's queue outweighs the prefill a copy costs.
  */
 export const prefixAware: Policy = {
   reads: ["prefix"],
@@ -23,10 +26,24 @@ export const prefixAware: Policy = {
     if (chain.length === 0) return leastLoadedChoice(candidates, rng);
 
     let minLoad = Infinity;
-    for (const c of candidates) if (usable(c) && load(c) < minLoad) minLoad = load(c);
+    let minDebt = Infinity;
+    for (const c of candidates) {
+      if (!usable(c)) continue;
+      if (load(c) < minLoad) minLoad = load(c);
+      if (c.prefillDebt < minDebt) minDebt = c.prefillDebt;
+    }
     if (minLoad === Infinity) return null;
+    // What a block of prefill costs beside the wait it adds to this request: while some backend
+    // is idle, nothing more; when even the least-queued one has a prompt's worth of work waiting,
+    // every block prefilled again is work the whole fleet falls further behind by — an overloaded
+    // fleet must not trade cache hits for a shorter queue, or it sinks deeper into overload.
+    const work = 1 + minDebt / chain.length;
 
-    const { matched, ready, best, shared } = signals.prefix;
+    const { matched, ready, best, shared, replicable } = signals.prefix;
+    // The valve spills from a backend at it to one below it; with every backend at it (an
+    // overloaded fleet) there is nowhere to spill to, and spreading by in-flight count alone would
+    // throw away every cache hit when the fleet can least afford the prefill.
+    const valve = minLoad < settings.saturation;
     let pick = -1;
     let pickCost = Infinity;
     let pickMatch = -1;
@@ -35,12 +52,12 @@ export const prefixAware: Policy = {
     for (let i = 0; i < candidates.length; i++) {
       const c = candidates[i] as Candidate;
       const l = load(c);
-      if (!usable(c) || l >= settings.saturation) continue;
+      if (!usable(c) || (valve && l >= settings.saturation)) continue;
       if (l - minLoad > settings.balanceAbs && l > settings.balanceRel * minLoad) continue;
       const m = matched[i] as number;
       // Its own match saves only what is computed there already; a shared prefix counts as
-      // cached everywhere either way (see above).
-      const cost = c.prefillDebt + chain.length - (shared ? best : (ready[i] as number));
+      // cached everywhere (see above) while the shared prefixes in use fit its cache.
+      const cost = c.prefillDebt + (chain.length - (shared && replicable[i] ? best : (ready[i] as number))) * work;
       const better = cost < pickCost || (cost === pickCost && (m > pickMatch || (m === pickMatch && l < pickLoad)));
       if (better) {
         pick = i;
@@ -53,11 +70,7 @@ export const prefixAware: Policy = {
       }
     }
 
-    if (pick < 0) {
-      // Every backend is at the valve: overcommit the least-loaded rather than refuse.
-      const index = leastLoadedIndex(candidates, rng);
-      return { index, reason: best > 0 ? "saturated-spill" : "least-loaded", matched: index < 0 ? 0 : (matched[index] as number) };
-    }
+    if (pick < 0) return null;
     let reason: RouteReason;
     if (best === 0) reason = "least-loaded";
     else if (pickMatch === best) reason = "prefix-hit";
