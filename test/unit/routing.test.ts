@@ -277,6 +277,20 @@ describe("GroupRouter", () => {
     expect(turn1?.matched).toBe(43);
   });
 
+  it("takes a conversation's history as computed when its next turn comes, before the last turn's release arrives", () => {
+    // Another isolate may send the next turn before this one's release reaches the object: the
+    // client has the answer, so the prompt was computed, whatever the (slow) estimate says.
+    const router = routerFor(group({ saturation: 100, balanceAbs: 100, hotThreshold: 0 }, 2, { prefillTokensPerSec: 10 }), rng(7));
+    const convo = chain(1, 43);
+    const home = pick(router.pick(convo, 0))?.backendId ?? "";
+    const turn1 = pick(router.pick([...convo, ...chain(3, 3)], 50));
+    expect(turn1?.backendId).toBe(home);
+    expect(turn1?.reason).toBe("prefix-hit");
+    // The same prompt again at once is no conversation coming back: it is computed again anyway.
+    const again = pick(router.pick(convo, 60));
+    expect(again?.backendId).not.toBe(home);
+  });
+
   it("copies shared group prompts across the fleet while they fit its caches, and keeps each where it is once they do not", () => {
     // llm-d's b2b-saas in small: 30 groups, each a 40-block prompt its questions share (1,200 blocks
     // in all). Round one opens each group, 20 ms apart. In round two a 2-block question of each

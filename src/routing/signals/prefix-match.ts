@@ -48,7 +48,12 @@ export class PrefixMatch implements Signal {
       const b = backends[i] as Backend;
       const m = !usable(b) || chain.length === 0 ? 0 : b.prefixes.match(chain);
       this.matched[i] = m;
-      this.ready[i] = m === 0 ? 0 : b.pending.ready(chain, m, now);
+      let ready = m === 0 ? 0 : b.pending.ready(chain, m, now);
+      // A match that ends at the end of a chain, with more after it, is a conversation coming
+      // back: its client has the previous turn's answer, so that prompt was computed, whatever
+      // the estimate says and whether or not its release has arrived yet.
+      if (ready < m && m < chain.length && !b.prefixes.isInterior(chain[m - 1] as number)) ready = m;
+      this.ready[i] = ready;
       if (m > best) {
         best = m;
         bestAt = i;
