@@ -63,15 +63,17 @@ describe("KV capacity", () => {
     expect(capacityVote(report({ matched: 8, cachedBlocks: 100, setSize: 300 }))).toBe(0);
   });
 
-  it("steps multiplicatively, never on one odd report, and stays within 1/16× to 16× of the configured value", () => {
+  it("steps multiplicatively, smaller each time it turns, never on one odd report, and stays within 1/16× to 16× of the configured value", () => {
     const l = new KvCapacityLearner(1000);
     expect(l.observe(report({ cachedBlocks: 0 }))).toBe(false);
     expect(l.blocks).toBe(1000);
-    for (let i = 0; i < 5; i++) l.observe(report({ cachedBlocks: 0 }));
-    expect(l.blocks).toBe(Math.round(1000 / Math.SQRT2));
-    for (let i = 0; i < 500; i++) l.observe(report({ cachedBlocks: 0 }));
+    for (let i = 0; i < 3; i++) l.observe(report({ cachedBlocks: 0 }));
+    expect(l.blocks).toBe(500);
+    for (let i = 0; i < 4; i++) l.observe(report({ matched: 8, cachedBlocks: 100 }));
+    expect(l.blocks).toBe(Math.round(500 * Math.SQRT2));
+    for (let i = 0; i < 1000; i++) l.observe(report({ cachedBlocks: 0 }));
     expect(l.blocks).toBe(63);
-    for (let i = 0; i < 500; i++) l.observe(report({ matched: 0, cachedBlocks: 100 }));
+    for (let i = 0; i < 1000; i++) l.observe(report({ matched: 0, cachedBlocks: 100 }));
     expect(l.blocks).toBe(16_000);
   });
 

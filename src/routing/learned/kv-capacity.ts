@@ -13,18 +13,23 @@
  * completion stands in for its size). The request itself prefilled its prompt, so the lesson is
  * about the set's size and recency, never about that chain. Votes feed a pressure (an exponential
  * mean over votes, neutral reports left out: a workload with few evictions should learn as surely
- * as a busy one, only slower); past ±THRESHOLD the capacity takes one multiplicative step and the
- * pressure starts over, so the effect of a step is seen before the next. One odd report moves the
- * pressure by 1/8 and never steps on its own; the capacity stays within 1/16× to 16× of the
- * configured value.
+ * as a busy one, only slower); past ±THRESHOLD (four votes the same way in a row) the capacity
+ * takes one multiplicative step and the pressure starts over, so the effect of a step is seen
+ * before the next. Steps start at ×2, halve (in log) each time the direction turns, down to
+ * ×2^(1/4), and double again while it keeps its direction, as Rprop does: a configuration 4× off
+ * is two steps from right, and the learner then settles within a small step of the engine's
+ * capacity instead of hopping by ×2 around it, yet follows a backend whose capacity moves. One
+ * odd report moves the pressure by 1/6 and never steps on its own; the capacity stays within
+ * 1/16× to 16× of the configured value.
  */
 
 import { LearnedFigure } from "./bounded.ts";
 
-const PRESSURE_WEIGHT = 1 / 8;
+const PRESSURE_WEIGHT = 1 / 6;
 const THRESHOLD = 0.5;
-/** One step: ×√2 or ÷√2. From 4× off, four steps. */
-const STEP = Math.SQRT2;
+/** Steps in log2: the first ×2, the smallest ×2^(1/4). */
+const FIRST_STEP = 1;
+const MIN_STEP = 1 / 4;
 /** The furthest it moves from the configured capacity, either way. */
 export const CAPACITY_RANGE = 16;
 /** A set this full is evicting. */
@@ -56,6 +61,8 @@ export class KvCapacityLearner {
   private readonly figure: LearnedFigure;
   pressure = 0;
   steps = 0;
+  private step = FIRST_STEP;
+  private lastDirection = 0;
 
   constructor(configured: number) {
     this.figure = new LearnedFigure(configured, CAPACITY_RANGE, true);
@@ -81,7 +88,10 @@ export class KvCapacityLearner {
     if (vote === 0) return false;
     this.pressure += (vote - this.pressure) * PRESSURE_WEIGHT;
     if (Math.abs(this.pressure) < THRESHOLD) return false;
-    const stepped = this.figure.set(this.pressure > 0 ? this.blocks * STEP : this.blocks / STEP);
+    const direction = this.pressure > 0 ? 1 : -1;
+    this.step = this.lastDirection === -direction ? Math.max(MIN_STEP, this.step / 2) : Math.min(FIRST_STEP, this.step * 2);
+    this.lastDirection = direction;
+    const stepped = this.figure.set(this.blocks * 2 ** (direction * this.step));
     this.pressure = 0;
     if (stepped) this.steps++;
     return stepped;
