@@ -21,6 +21,8 @@ export interface FeedbackArgs {
   configs: FeedbackConfig[];
   /** Turns per session; the trace's own count when absent. */
   turns: number | undefined;
+  /** No learning pass before the measured one: every run starts from what was configured. */
+  cold: boolean;
 }
 
 export function parseFeedbackArgs(argv: string[], defaultOut: string): FeedbackArgs {
@@ -29,6 +31,7 @@ export function parseFeedbackArgs(argv: string[], defaultOut: string): FeedbackA
     options: {
       quick: { type: "boolean", default: false },
       "report-only": { type: "boolean", default: false },
+      cold: { type: "boolean", default: false },
       seeds: { type: "string" },
       sessions: { type: "string" },
       configs: { type: "string" },
@@ -49,5 +52,6 @@ export function parseFeedbackArgs(argv: string[], defaultOut: string): FeedbackA
     sessions: list(values.sessions)?.map((s) => positiveInt("--sessions", s)) ?? (quick ? [24] : [24, 32]),
     configs: names ? FEEDBACK_CONFIGS.filter((c) => names.includes(c.name)) : quick ? FEEDBACK_CONFIGS.filter((c) => c.rate === 1) : [...FEEDBACK_CONFIGS],
     turns: values.turns === undefined ? (quick ? 4 : undefined) : positiveInt("--turns", values.turns),
+    cold: values.cold,
   };
 }

@@ -64,11 +64,11 @@ export function renderFeedbackReport(results: FeedbackResults): string {
   for (const c of results.configs) lines.push(`- \`${c.name}\`: kvCapacityBlocks × ${c.kv}, prefillTokensPerSec × ${c.rate}`);
   lines.push(
     "",
-    `Feedback off: no usage read by the gateway (feedback.sampleRate 0, no virtual key), routing as configured. On: feedback.sampleRate ${results.sample_rate}, every answer's usage read and learned from. Warm-up: ${results.warm_up_requests} tiny requests, not counted. Figures are medians over seeds; kv_hit is Σcached / Σprompt tokens as the workers report them; TTFT is to the first content byte. "Recovered": (on − off) / (right − off), the right config's kv_hit with feedback off as the mark; – where the wrong config lost less than 0.005 to win back.`,
+    `Feedback off: no usage read by the gateway (feedback.sampleRate 0, no virtual key), routing as configured. On: feedback.sampleRate ${results.sample_rate}, every answer's usage read and learned from. ${results.learning_pass ? "Before the measured pass, a learning pass through the same gateway and fleet — the same trace shape at another seed, not counted — as a gateway runs for longer than one trace; with feedback on, that is where it learns (off gets the same pass). " : "No learning pass (--cold): the measured pass starts from what was configured. "}Warm-up: ${results.warm_up_requests} tiny requests, not counted. Figures are medians over seeds; kv_hit is Σcached / Σprompt tokens as the workers report them; TTFT is to the first content byte. "Recovered": (on − off) / (right − off), the right config's kv_hit with feedback off as the mark; – where the wrong config lost less than 0.005 to win back.`,
     "",
   );
   lines.push("## kv_hit recovered by feedback", "");
-  lines.push("| sessions | config | kv_hit off | kv_hit on | right config, off | recovered | TTFT p50 / p95 off (ms) | on (ms) | learned kv blocks (configured) | learned prefill tok/s (configured) | chars/token |");
+  lines.push("| sessions | config | kv_hit off | kv_hit on | right config, off | recovered | TTFT p50 / p95 off (ms) | on (ms) | learned kv blocks (configured) | learned prefill tok/s (configured) | chars/token, learned |");
   lines.push("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
   for (const n of sessions) {
     const right = cells.get(cellKey("right", "off", n))?.kv_hit;

@@ -29,6 +29,7 @@ export interface FeedbackRun {
   kv_hit: number | null;
   ttft_ms: { p50: number | null; p95: number | null };
   ttft_later_turns_ms: { p50: number | null; p95: number | null };
+  /** At the end of the run. */
   learned: LearnedFigures;
 }
 
@@ -39,6 +40,12 @@ export interface FeedbackResults {
   regime: { name: string; preset: string; time_scale: number; workers: number; trace: string; kv_capacity_blocks_per_worker: number; prefill_tokens_per_sec: number };
   /** The group's feedback.sampleRate when feedback is on (off: 0, no usage read at all). */
   sample_rate: number;
+  /**
+   * Before the measured pass, the same trace shape at another seed through the same gateway and
+   * fleet, not counted: a gateway runs for longer than one trace, and with feedback on this is
+   * where it learns. False with --cold.
+   */
+  learning_pass: boolean;
   configs: FeedbackConfig[];
   warm_up_requests: number;
   runs: FeedbackRun[];

@@ -1,12 +1,14 @@
 /**
  * npm run bench:routing-feedback [-- --quick] [--sessions 24,32] [--seeds 3]
- *                                [--configs right,kv-4x-big,kv-4x-small,rate-4x-slow] [--turns N] [--out DIR] [--report-only]
+ *                                [--configs right,kv-4x-big,kv-4x-small,rate-4x-slow] [--turns N] [--cold] [--out DIR] [--report-only]
  *
  * Feedback from the engines: the pressured regime's multi-turn trace (l4-7b at time scale 0.2,
  * where from 16 sessions on the working set exceeds one worker's KV cache) through kvgate's
  * prefix-aware, its deployments' kvCapacityBlocks set right, 4× too big and 4× too small (and
  * prefillTokensPerSec 4× too slow), each with feedback off and on (feedback.sampleRate 1: every
- * answer's usage read). A fresh fleet of 4 simulated workers and a fresh gateway per run. Writes
+ * answer's usage read). A fresh fleet of 4 simulated workers and a fresh gateway per run; a
+ * learning pass (the same trace shape at another seed, not counted) before the measured one,
+ * unless --cold. Writes
  * bench/results/routing-feedback.json and routing-feedback.md: the kv_hit feedback recovers
  * against the right configuration's, and what each backend learned.
  */
@@ -30,6 +32,8 @@ const WORKERS = 4;
 const TRACE = "multi-turn";
 /** Feedback on: every answer's usage is read, the most the demonstration can learn from. */
 const SAMPLE_RATE = 1;
+/** The learning pass's trace: the measured one's shape at a seed no measured pass uses. */
+const LEARNING_SEED_OFFSET = 1000;
 
 interface FeedbackPoint {
   config: FeedbackConfig;
@@ -37,6 +41,7 @@ interface FeedbackPoint {
   sessions: number;
   seed: number;
   turns: number | undefined;
+  cold: boolean;
 }
 
 /** kvgate's group for the regime (what an operator who knows the servers would write), its two hints scaled by the config. */
@@ -77,6 +82,7 @@ async function runPoint(p: FeedbackPoint): Promise<FeedbackRun> {
     try {
       const target = { baseUrl: gateway.url, apiKey: gateway.key, model: MODEL, timeoutMs: 300_000 };
       await warmUp(target);
+      if (!p.cold) await replay(traceOf({ regime: REGIME, trace: TRACE, sessions: p.sessions, seed: p.seed + LEARNING_SEED_OFFSET, turns: p.turns }), target);
       const summary = summarize(await replay(trace, target));
       return {
         config: p.config.name,
@@ -103,7 +109,7 @@ function plan(args: FeedbackArgs): FeedbackPoint[] {
   const out: FeedbackPoint[] = [];
   for (const sessions of args.sessions) {
     for (let seed = 1; seed <= args.seeds; seed++) {
-      for (const config of args.configs) for (const feedback of [false, true]) out.push({ config, feedback, sessions, seed, turns: args.turns });
+      for (const config of args.configs) for (const feedback of [false, true]) out.push({ config, feedback, sessions, seed, turns: args.turns, cold: args.cold });
     }
   }
   return out;
@@ -136,6 +142,7 @@ async function main(): Promise<void> {
       prefill_tokens_per_sec: Math.round(1000 / (preset.prefillMsPerToken * REGIME.timeScale)),
     },
     sample_rate: SAMPLE_RATE,
+    learning_pass: !args.cold,
     configs: args.configs,
     warm_up_requests: WARM_UP_REQUESTS,
     runs: [],
