@@ -294,7 +294,7 @@ export class GroupRouter {
   /**
    * An answer's usage teaches its backend (src/routing/feedback.ts). A lease taken back from a
    * renewal knows nothing of its prediction and teaches nothing. A learned capacity shares the
-   * prefix budget out again; the snapshot saves what was learned with the prefix set.
+   * prefix budget out again; a figure that moved is saved with the prefix set's next snapshot.
    */
   private feedBack(b: Backend, lease: Lease, r: LeaseRelease): void {
     if (lease.decision < 0 || !r.usage) return;
@@ -303,7 +303,7 @@ export class GroupRouter {
       const newest = this.newestView();
       if (newest) this.shareCapacity(newest.group);
     }
-    b.affinityDirty = this.affinityPending = true;
+    if (change.capacity || change.rates) b.affinityDirty = this.affinityPending = true;
   }
 
   /**

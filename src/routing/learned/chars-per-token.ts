@@ -21,6 +21,8 @@ const PRIOR_WEIGHT = 4;
 /** Past this many samples the mean becomes exponential: a sample then weighs 1/32. */
 const WINDOW = 32;
 const CLIP = Math.LN2;
+/** A change smaller than this is not worth passing on (a drain rate to recompute, a snapshot to save). */
+const NOTABLE = 0.001;
 /** Below this many tokens the template's own tokens dominate the ratio: no sample. */
 export const MIN_SAMPLE_TOKENS = 32;
 
@@ -29,15 +31,16 @@ export class CharsPerTokenLearner {
   samples = 0;
   value = CHARS_PER_TOKEN;
 
-  /** One prompt: `chars` as the router counted them, `tokens` as the backend did. True when the estimate moved. */
+  /** One prompt: `chars` as the router counted them, `tokens` as the backend did. True when the estimate moved by more than 0.1%. */
   observe(chars: number, tokens: number): boolean {
     if (!(tokens >= MIN_SAMPLE_TOKENS) || !(chars > 0)) return false;
     const d = Math.max(-CLIP, Math.min(CLIP, Math.log(chars / tokens) - this.log));
     this.samples++;
     this.log += d / Math.min(this.samples + PRIOR_WEIGHT, WINDOW);
+    const before = this.value;
     this.value = Math.max(CHARS_PER_TOKEN_MIN, Math.min(CHARS_PER_TOKEN_MAX, Math.exp(this.log)));
     this.log = Math.log(this.value);
-    return d !== 0;
+    return Math.abs(this.value / before - 1) > NOTABLE;
   }
 
   restore(value: number, samples: number): void {
