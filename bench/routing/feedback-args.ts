@@ -1,6 +1,6 @@
 import { resolve } from "node:path";
-import { parseArgs } from "node:util";
-import { list, positiveInt } from "./cli-args.ts";
+import { parseFlags, positiveInt } from "../harness/argv.ts";
+import { list } from "./cli-args.ts";
 import type { FeedbackConfig } from "./feedback-types.ts";
 
 /** The deployments' settings a run may be given, each against the simulated workers' real figures. */
@@ -26,9 +26,9 @@ export interface FeedbackArgs {
 }
 
 export function parseFeedbackArgs(argv: string[], defaultOut: string): FeedbackArgs {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
+  const values = parseFlags(
+    argv,
+    {
       quick: { type: "boolean", default: false },
       "report-only": { type: "boolean", default: false },
       cold: { type: "boolean", default: false },
@@ -38,7 +38,8 @@ export function parseFeedbackArgs(argv: string[], defaultOut: string): FeedbackA
       turns: { type: "string" },
       out: { type: "string" },
     },
-  });
+    "npm run bench:routing-feedback -- [--quick] [--sessions 24,32] [--seeds 3] [--configs right,kv-4x-big,kv-4x-small,rate-4x-slow] [--turns N] [--cold] [--out DIR] [--report-only]",
+  );
   const quick = values.quick;
   const names = list(values.configs);
   const unknown = names?.filter((n) => !FEEDBACK_CONFIGS.some((c) => c.name === n)) ?? [];
