@@ -20,7 +20,11 @@ export interface FeedbackReport {
   usage: TokenUsage;
   /** The time to the first token of a streamed answer; absent for a non-streamed one (its headers come with the whole answer). */
   firstTokenMs: number | undefined;
-  /** Leading blocks of the chain the backend's prefix set matched when the request was routed. */
+  /**
+   * Leading blocks of the chain the backend's prefix set matched when the request was routed; −1
+   * when part of that match was still being prefilled then (src/routing/pending-prefills.ts): the
+   * engine may have computed it again, so what it reports is no evidence of the set's size.
+   */
   matched: number;
   /** The chain's blocks; −1 when the fingerprint stopped at maxPrefixBlocks (the prompt went on: no measure of its characters). */
   total: number;
@@ -81,7 +85,7 @@ export class BackendFeedback {
     if (u.cacheReported !== true) return { capacity: false, rates };
     this.cacheReports++;
     const blocksPerToken = this.charsPerToken.value / r.blockChars;
-    const capacity = this.capacity.observe({
+    const capacity = r.matched >= 0 && this.capacity.observe({
       matched: r.matched,
       total: Math.max(r.total, r.matched),
       cachedBlocks: u.cached * blocksPerToken,

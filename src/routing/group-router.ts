@@ -245,7 +245,9 @@ export class GroupRouter {
     const predictedCached = b.tokensOf(choice.matched);
     // A chain cut at maxPrefixBlocks is not the whole prompt: no measure of its characters.
     const total = chain.length < g.maxPrefixBlocks ? chain.length : -1;
-    this.leases.add(lease, { backend: b, expiresAt: now + this.leaseTtlMs, blocks, trialOf: b.breaker.sent() ? b.breaker.opened : -1, lesson, key: tenant?.id ?? null, decision, predictedCached, pending, matched: chain.length - blocks, total });
+    // A match partly still being prefilled when routed says nothing of the set's size: the engine may compute it again.
+    const matched = chain.length - blocks < choice.matched ? -1 : choice.matched;
+    this.leases.add(lease, { backend: b, expiresAt: now + this.leaseTtlMs, blocks, trialOf: b.breaker.sent() ? b.breaker.opened : -1, lesson, key: tenant?.id ?? null, decision, predictedCached, pending, matched, total });
     if (tenant) {
       this.ledger.took(tenant, now);
       if (!tenant.admitted) this.keyCounters.request(tenant.id);
