@@ -189,6 +189,18 @@ export const GroupSettingsSchema = z.strictObject({
   totalTimeoutMs: z.optional(positiveInt()),
   failover: z._default(FailoverSchema, FAILOVER_DEFAULTS),
   breaker: z._default(BreakerSchema, BREAKER_DEFAULTS),
+  /**
+   * Feedback from the engines (src/routing/feedback.ts): routing learns each backend's characters
+   * per token, effective KV capacity and prefill rate from the usage of answers whose usage the
+   * Worker reads. A virtual key that counts tokens has every answer read anyway; `sampleRate` is
+   * the share of the other requests the Worker reads it on too (the usage event asked for, and
+   * taken out again when the client did not ask for it). Off (0) by default: a sampled stream
+   * leaves the native pipe for a JavaScript read of every chunk, ~120–140 µs of Worker CPU a chunk
+   * (several ms for a few hundred tokens), which would show in the p99 of any share worth
+   * learning from, and a group with no usage read routes exactly as configured. The learners need
+   * tens of reports per backend, not every request: 0.01–0.05 teaches a busy group within minutes.
+   */
+  feedback: z._default(z.strictObject({ sampleRate: z._default(z.number().check(z.minimum(0), z.maximum(1)), 0) }), { sampleRate: 0 }),
   /** How often the group's Durable Object saves its routing state (breakers are saved as they change). */
   snapshotIntervalMs: z._default(positiveInt(), 10_000),
   /** Groups tried in order when no backend of this one can take the request (all open or full). */

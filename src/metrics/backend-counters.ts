@@ -1,5 +1,6 @@
 import type { BreakerState } from "../routing/breaker.ts";
 import type { LeaseOutcome, TokenUsage } from "../routing/protocol.ts";
+import type { LearnedSnapshot } from "../routing/feedback.ts";
 import type { RouteReason } from "../routing/policy.ts";
 import { Histogram, type HistogramSnapshot } from "./histogram.ts";
 
@@ -24,6 +25,8 @@ export interface BackendMetrics {
   /** Summed over the leases whose release carried the upstream's usage. */
   tokens: { prompt: number; completion: number; cached: number; predictedCached: number; leases: number };
   prefix: { entries: number; capacity: number; bytes: number };
+  /** What feedback from the engine taught routing about the backend. */
+  learned: LearnedSnapshot;
 }
 
 /**

@@ -2,13 +2,11 @@ import type { ResolvedDeployment, ResolvedGroup } from "../config/load.ts";
 import { fnv1a64 } from "../fnv64.ts";
 import { BackendCounters, type BackendMetrics } from "../metrics/backend-counters.ts";
 import { Breaker, type BreakerState } from "./breaker.ts";
+import { BackendFeedback, type FeedbackChange, type FeedbackReport } from "./feedback.ts";
 import { PendingPrefills } from "./pending-prefills.ts";
 import { PrefixSet } from "./prefix-set.ts";
 import type { BackendSnapshot } from "./protocol.ts";
 import type { Candidate } from "./policy.ts";
-
-/** Characters per token the gateway assumes when it turns a prefill rate into hash blocks, or matched blocks into cached tokens. */
-export const CHARS_PER_TOKEN = 4;
 
 /**
  * What makes two config versions' deployments the same server: its id and its URL. State is kept
@@ -52,7 +50,12 @@ export class Backend implements Candidate {
   probeTimeoutMs = 0;
   /** Prompt blocks it drains per millisecond. */
   drainPerMs = 0;
+  /** As configured; `feedback` holds what it learned, and its prefix set is sized by that. */
   kvCapacityBlocks = 0;
+  prefillTokensPerSec = 0;
+  blockChars = 0;
+  /** What its answers taught the router: characters per token, effective KV capacity, prefill rate. */
+  readonly feedback: BackendFeedback;
   /** What its leases did: outcomes, reasons, latencies, tokens. */
   readonly counters = new BackendCounters();
   ttftEwmaMs: number | null = null;
@@ -67,6 +70,7 @@ export class Backend implements Candidate {
     this.baseUrl = d.baseUrl;
     this.prefixes = new PrefixSet(d.kvCapacityBlocks);
     this.breaker = new Breaker(g.breaker);
+    this.feedback = new BackendFeedback(d.kvCapacityBlocks, d.prefillTokensPerSec);
     this.configure(d, g);
   }
 
@@ -76,8 +80,37 @@ export class Backend implements Candidate {
     this.probeUrl = this.baseUrl + g.breaker.probePath;
     this.probeIntervalMs = g.breaker.probeIntervalMs;
     this.probeTimeoutMs = g.breaker.probeTimeoutMs;
-    this.drainPerMs = d.prefillTokensPerSec / 1000 / (g.blockChars / CHARS_PER_TOKEN);
     this.kvCapacityBlocks = d.kvCapacityBlocks;
+    this.prefillTokensPerSec = d.prefillTokensPerSec;
+    this.blockChars = g.blockChars;
+    this.feedback.configure(d.kvCapacityBlocks, d.prefillTokensPerSec);
+    this.rate();
+  }
+
+  /** The KV capacity its prefix set is sized by: learned from its answers, else as configured. */
+  get capacityBlocks(): number {
+    return this.feedback.capacity.blocks;
+  }
+
+  get charsPerToken(): number {
+    return this.feedback.charsPerToken.value;
+  }
+
+  /** The prompt tokens `blocks` hash blocks stand for, by its characters per token. */
+  tokensOf(blocks: number): number {
+    return (blocks * this.blockChars) / this.charsPerToken;
+  }
+
+  /** Takes one release's usage as feedback; what changed (a capacity change is the router's to share out). */
+  learn(r: Omit<FeedbackReport, "blockChars" | "setSize" | "setCapacity">): FeedbackChange {
+    const change = this.feedback.report({ ...r, blockChars: this.blockChars, setSize: this.prefixes.size, setCapacity: this.prefixes.capacity });
+    if (change.rates) this.rate();
+    return change;
+  }
+
+  /** The prefill drain in blocks per millisecond, from its prefill rate and characters per token. */
+  private rate(): void {
+    this.drainPerMs = this.feedback.prefillRate.tokensPerSec / 1000 / (this.blockChars / this.charsPerToken);
   }
 
   /** Drains the prefill debt by the time since it was last looked at. */
@@ -109,6 +142,7 @@ export class Backend implements Candidate {
       prefillDebtBlocks: Math.round(this.prefillDebt),
       breaker: this.breaker.snapshot(),
       nextProbeAt: this.breaker.state === "closed" ? null : this.nextProbeAt,
+      learned: this.feedback.snapshot(this.kvCapacityBlocks, this.prefillTokensPerSec),
     };
   }
 
@@ -125,6 +159,7 @@ export class Backend implements Candidate {
       duration: c.duration.snapshot(),
       tokens: { ...c.tokens },
       prefix: { entries: this.prefixes.size, capacity: this.prefixes.capacity, bytes: this.prefixes.bytes },
+      learned: this.feedback.snapshot(this.kvCapacityBlocks, this.prefillTokensPerSec),
     };
   }
 }

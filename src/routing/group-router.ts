@@ -4,7 +4,7 @@ import type { RoutedAs } from "../metrics/backend-counters.ts";
 import { DecisionRing } from "../metrics/decisions.ts";
 import type { GroupMetrics } from "../metrics/group-metrics.ts";
 import { KeyCounters } from "../metrics/key-counters.ts";
-import { Backend, backendKey, CHARS_PER_TOKEN, type SavedBreaker } from "./backend.ts";
+import { Backend, backendKey, type SavedBreaker } from "./backend.ts";
 import type { BreakerState } from "./breaker.ts";
 import { LeaseTable, type Lease } from "./leases.ts";
 import type { Choice, Policy, Rng } from "./policy.ts";
@@ -242,8 +242,12 @@ export class GroupRouter {
     const as: RoutedAs = failover || exclude.length > 0 ? "failover" : choice.reason;
     b.counters.routed(as);
     const decision = this.decisions.add(now, b.id, as, choice.matched, chain.length);
-    const predictedCached = (choice.matched * g.blockChars) / CHARS_PER_TOKEN;
-    this.leases.add(lease, { backend: b, expiresAt: now + this.leaseTtlMs, blocks, trialOf: b.breaker.sent() ? b.breaker.opened : -1, lesson, key: tenant?.id ?? null, decision, predictedCached, pending });
+    const predictedCached = b.tokensOf(choice.matched);
+    // A chain cut at maxPrefixBlocks is not the whole prompt: no measure of its characters.
+    const total = chain.length < g.maxPrefixBlocks ? chain.length : -1;
+    // A match partly still being prefilled when routed says nothing of the set's size: the engine may compute it again.
+    const matched = chain.length - blocks < choice.matched ? -1 : choice.matched;
+    this.leases.add(lease, { backend: b, expiresAt: now + this.leaseTtlMs, blocks, trialOf: b.breaker.sent() ? b.breaker.opened : -1, lesson, key: tenant?.id ?? null, decision, predictedCached, pending, matched, total });
     if (tenant) {
       this.ledger.took(tenant, now);
       if (!tenant.admitted) this.keyCounters.request(tenant.id);
@@ -280,12 +284,28 @@ export class GroupRouter {
       b.affinityDirty = this.affinityPending = true;
     }
     if (r.ttftMs !== undefined) b.ttftEwmaMs = b.ttftEwmaMs === null ? r.ttftMs : 0.8 * b.ttftEwmaMs + 0.2 * r.ttftMs;
+    if (r.usage && r.outcome === "ok") this.feedBack(b, lease, r);
     if (lease.key !== null) {
       if (r.usage) this.keyCounters.used(lease.key, r.usage);
       const cost = r.usage ? costMicros(r.usage, this.newest?.pricing) : 0;
       this.ledger.finished(lease.key, r.usage, r.outcome === "ok", { model: this.name, backend: b.id, costMicros: cost }, now);
     }
     this.letGoIfOrphan(b);
+  }
+
+  /**
+   * An answer's usage teaches its backend (src/routing/feedback.ts). A lease taken back from a
+   * renewal knows nothing of its prediction and teaches nothing. A learned capacity shares the
+   * prefix budget out again; a figure that moved is saved with the prefix set's next snapshot.
+   */
+  private feedBack(b: Backend, lease: Lease, r: LeaseRelease): void {
+    if (lease.decision < 0 || !r.usage) return;
+    const change = b.learn({ usage: r.usage, firstTokenMs: r.streamed === true ? r.ttftMs : undefined, matched: lease.matched, total: lease.total });
+    if (change.capacity) {
+      const newest = this.newestView();
+      if (newest) this.shareCapacity(newest.group);
+    }
+    if (change.capacity || change.rates) b.affinityDirty = this.affinityPending = true;
   }
 
   /**
@@ -302,7 +322,7 @@ export class GroupRouter {
     if (!b) return;
     b.inFlight++;
     const key = typeof r.key === "string" ? r.key : null;
-    this.leases.add(r.lease, { backend: b, expiresAt: now + this.leaseTtlMs, blocks: 0, trialOf: -1, lesson: null, key, decision: -1, predictedCached: 0, pending: -1 });
+    this.leases.add(r.lease, { backend: b, expiresAt: now + this.leaseTtlMs, blocks: 0, trialOf: -1, lesson: null, key, decision: -1, predictedCached: 0, pending: -1, matched: 0, total: -1 });
     if (key !== null) this.ledger.took({ id: key, rpm: null, tpm: null, maxParallel: null, budget: null, admitted: true }, now);
     this.adopted++;
   }
@@ -375,14 +395,16 @@ export class GroupRouter {
     return out;
   }
 
-  /** Each backend whose prefix set changed since the last call: a snapshot of its `max` most recent blocks. */
+  /** Each backend whose prefix set or learned figures changed since the last call: a snapshot of its `max` most recent blocks, then what it learned. */
   takeAffinityChanges(max: number): { key: string; blocks: Float64Array }[] {
     this.affinityPending = false;
     const out: { key: string; blocks: Float64Array }[] = [];
     for (const b of this.backends.values()) {
       if (!b.affinityDirty) continue;
       b.affinityDirty = false;
-      out.push({ key: b.key, blocks: b.prefixes.exportRecent(max) });
+      const learned = b.feedback.saved();
+      const set = b.prefixes.exportRecent(max);
+      out.push({ key: b.key, blocks: learned.length === 0 ? set : Float64Array.from([...set, ...learned]) });
     }
     return out;
   }
@@ -402,12 +424,19 @@ export class GroupRouter {
     return true;
   }
 
-  /** Loads a saved prefix-set snapshot: the blocks loaded, or null when the backend is no longer kept or the snapshot is of an older format (it can go). */
+  /**
+   * Loads a saved snapshot: what the backend learned (its capacity first, which sizes the set),
+   * then its prefix set. The blocks loaded, or null when the backend is no longer kept or the
+   * snapshot is of an older format with nothing learned (it can go).
+   */
   restoreAffinity(key: string, saved: Float64Array): number | null {
     const b = this.backends.get(key);
     if (!b) return null;
-    const loaded = b.prefixes.importRecent(saved);
-    return loaded === 0 && saved.length > 0 ? null : loaded;
+    const setLength = b.feedback.restore(saved);
+    const newest = this.newestView();
+    if (setLength < saved.length && newest) this.shareCapacity(newest.group);
+    const loaded = b.prefixes.importRecent(saved.subarray(0, setLength));
+    return loaded === 0 && setLength > 0 && setLength === saved.length ? null : loaded;
   }
 
   snapshot(): BackendSnapshot[] {
@@ -477,10 +506,15 @@ export class GroupRouter {
     }
     this.leaseTtlMs = Math.max(...oldestFirst.map((v) => v.group.leaseTtlMs));
     this.lessonLimit = newest.group.prefixBudgetBlocks * LESSON_SHARE;
+    this.shareCapacity(newest.group);
+  }
+
+  /** Sizes every prefix set by its backend's KV capacity (learned, else configured), within the group's budget; a smaller one drops its oldest blocks. */
+  private shareCapacity(newest: ResolvedGroup): void {
     const all = [...this.backends.values()];
     const caps = prefixCapacities(
-      all.map((b) => b.kvCapacityBlocks),
-      newest.group.prefixBudgetBlocks,
+      all.map((b) => b.capacityBlocks),
+      newest.prefixBudgetBlocks,
     );
     all.forEach((b, i) => {
       const cap = caps[i] as number;

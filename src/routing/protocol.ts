@@ -3,6 +3,7 @@ import type { DecisionView } from "../metrics/decisions.ts";
 import type { GroupMetrics } from "../metrics/group-metrics.ts";
 import type { BudgetPeriod, Spent } from "../tenants/protocol.ts";
 import type { BreakerSnapshot } from "./breaker.ts";
+import type { LearnedSnapshot } from "./feedback.ts";
 import type { RouteReason } from "./policy.ts";
 
 /**
@@ -30,14 +31,22 @@ export interface LeaseRelease {
   ttftMs?: number;
   /** Time from the upstream request to the end of its body, for an attempt that was answered. */
   durationMs?: number;
-  /** The upstream's own usage, when the Worker read it (a virtual key that counts tokens). */
+  /** The upstream's own usage, when the Worker read it (a virtual key that counts tokens, or a request sampled for feedback). */
   usage?: TokenUsage;
+  /** The answer was streamed: ttftMs is its first token's, a measure of its prefill (src/routing/learned/prefill-rate.ts). */
+  streamed?: boolean;
 }
 
 export interface TokenUsage {
   prompt: number;
   completion: number;
+  /** 0 when the upstream did not report it. */
   cached: number;
+  /**
+   * The upstream reported its cached tokens (prompt_tokens_details.cached_tokens), 0 included:
+   * vLLM sends none without --enable-prompt-tokens-details. Absent (an older Worker): not reported.
+   */
+  cacheReported?: boolean;
 }
 
 /**
@@ -145,6 +154,8 @@ export interface BackendSnapshot {
   breaker: BreakerSnapshot;
   /** When its next health probe is due (epoch ms); null while its breaker is closed. */
   nextProbeAt: number | null;
+  /** What feedback from the engine taught the router about it (src/routing/feedback.ts), beside what was configured. */
+  learned: LearnedSnapshot;
 }
 
 /** A group's routing state as its Durable Object holds it (GET /v1/kvgate/status). */

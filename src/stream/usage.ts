@@ -5,6 +5,8 @@ export interface Usage {
   promptTokens: number;
   completionTokens: number;
   cachedTokens: number;
+  /** The upstream reported cachedTokens (0 included); false when its usage had no cached_tokens. */
+  cacheReported: boolean;
 }
 
 /** Keeps references to the last chunks of a body, up to `limit` bytes — no copying per chunk. */
@@ -65,15 +67,18 @@ interface UsageJson {
 }
 
 const count = (x: unknown): number => (typeof x === "number" && Number.isFinite(x) && x >= 0 ? x : 0);
+const reported = (x: unknown): boolean => typeof x === "number" && Number.isFinite(x) && x >= 0;
 
 function toUsage(json: string): Usage | null {
   try {
     const u = JSON.parse(json) as UsageJson;
     if (typeof u.prompt_tokens === "number") {
-      return { promptTokens: count(u.prompt_tokens), completionTokens: count(u.completion_tokens), cachedTokens: count(u.prompt_tokens_details?.cached_tokens) };
+      const cached = u.prompt_tokens_details?.cached_tokens;
+      return { promptTokens: count(u.prompt_tokens), completionTokens: count(u.completion_tokens), cachedTokens: count(cached), cacheReported: reported(cached) };
     }
     if (typeof u.input_tokens === "number") {
-      return { promptTokens: count(u.input_tokens), completionTokens: count(u.output_tokens), cachedTokens: count(u.input_tokens_details?.cached_tokens) };
+      const cached = u.input_tokens_details?.cached_tokens;
+      return { promptTokens: count(u.input_tokens), completionTokens: count(u.output_tokens), cachedTokens: count(cached), cacheReported: reported(cached) };
     }
     return null;
   } catch {
@@ -83,5 +88,5 @@ function toUsage(json: string): Usage | null {
 
 /** Usage as a lease's release carries it to the routing object. */
 export function tokenUsage(u: Usage | null): TokenUsage | undefined {
-  return u ? { prompt: u.promptTokens, completion: u.completionTokens, cached: u.cachedTokens } : undefined;
+  return u ? { prompt: u.promptTokens, completion: u.completionTokens, cached: u.cachedTokens, cacheReported: u.cacheReported } : undefined;
 }

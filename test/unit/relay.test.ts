@@ -48,7 +48,7 @@ describe("relay", () => {
     expect(s.outcome).toBe("ok");
     expect(s.bytes).toBe(enc.encode(chunks.join("")).length);
     expect(s.ttftMs).toBe(5);
-    expect(s.usage).toEqual({ promptTokens: 100, completionTokens: 4, cachedTokens: 64 });
+    expect(s.usage).toEqual({ promptTokens: 100, completionTokens: 4, cachedTokens: 64, cacheReported: true });
   });
 
   it("ends a stream whose upstream dies with an SSE error event", async () => {

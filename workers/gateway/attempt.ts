@@ -7,6 +7,7 @@ import { badGateway, badRequest, GatewayError, gatewayTimeout, unavailable } fro
 import type { LeaseOutcome, RouteDecision } from "../../src/routing/protocol.ts";
 import { relay } from "../../src/stream/relay.ts";
 import { readUsage, tokenUsage, USAGE_TAIL_BYTES } from "../../src/stream/usage.ts";
+import { sampledForFeedback } from "../../src/routing/learned/sampling.ts";
 import { readsUsage } from "../../src/tenants/route-tenant.ts";
 import { classifyStatus, clientError, FAILURE_CAUSE } from "../../src/upstream/answer.ts";
 import { parseUpstreamError } from "../../src/upstream/error-body.ts";
@@ -74,8 +75,9 @@ export async function attempt(a: AttemptInput): Promise<AttemptResult> {
     throw new GatewayError(500, "server_error", `gateway misconfigured: backend ${deployment.id}: ${why}`, "config_invalid");
   }
   const stream = a.body.stream === true;
-  // A key that counts tokens runs usage accounting (src/hooks/usage.ts) before the group's hooks.
-  const pipeline = pipelineFor(group, key !== null && readsUsage(key));
+  // A key that counts tokens, or a request sampled for routing's feedback, runs usage accounting
+  // (src/hooks/usage.ts) before the group's hooks.
+  const pipeline = pipelineFor(group, (key !== null && readsUsage(key)) || sampledForFeedback(group.feedback));
   const hookCtx: HookContext = { requestId: p.requestId, group: group.name, clientModel: a.body.model, upstreamModel: deployment.model, backendId: deployment.id, stream, endpoint: p.endpoint };
 
   const upstreamBody: Record<string, unknown> = { ...a.body, model: deployment.model };
@@ -227,7 +229,7 @@ export async function attempt(a: AttemptInput): Promise<AttemptResult> {
       // A body the gateway's own limit cut was abandoned, not failed.
       const cut = deadline.expired || timedOut === "generation";
       const usage = tokenUsage(summary.usage);
-      lease.settle(cut && summary.outcome === "upstream-error" ? "client-abort" : summary.outcome, { ttftMs: summary.ttftMs ?? undefined, durationMs: performance.now() - sentAt, usage });
+      lease.settle(cut && summary.outcome === "upstream-error" ? "client-abort" : summary.outcome, { ttftMs: summary.ttftMs ?? undefined, durationMs: performance.now() - sentAt, usage, ...(stream && usage ? { streamed: true } : {}) });
       if (p.log) {
         p.log.served(summary.ttftMs === null ? null : sentAt + summary.ttftMs, usage);
         p.log.bodyEnded(performance.now(), endCode(summary.outcome, stalled));

@@ -126,7 +126,7 @@ export async function route(env: Env, ctx: WaitUntil, group: ResolvedGroup, chai
 }
 
 /** What an answered attempt tells of itself when its lease ends: its timings, and the upstream's usage when it was read. */
-export type AttemptEnd = Pick<LeaseRelease, "ttftMs" | "durationMs" | "usage">;
+export type AttemptEnd = Pick<LeaseRelease, "ttftMs" | "durationMs" | "usage" | "streamed">;
 
 /** A backend's slot, held by one upstream attempt until it settles. */
 export interface HeldLease {
@@ -164,6 +164,7 @@ export function holdLease(decision: RouteDecision, group: ResolvedGroup, env: En
       if (end?.ttftMs !== undefined) release.ttftMs = end.ttftMs;
       if (end?.durationMs !== undefined) release.durationMs = end.durationMs;
       if (end?.usage) release.usage = end.usage;
+      if (end?.streamed) release.streamed = true;
       queueRelease(group.name, release, env, ctx, flushMs);
       done();
     },

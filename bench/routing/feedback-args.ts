@@ -1,0 +1,58 @@
+import { resolve } from "node:path";
+import { parseFlags, positiveInt } from "../harness/argv.ts";
+import { list } from "./cli-args.ts";
+import type { FeedbackConfig } from "./feedback-types.ts";
+
+/** The deployments' settings a run may be given, each against the simulated workers' real figures. */
+export const FEEDBACK_CONFIGS: readonly FeedbackConfig[] = [
+  { name: "right", kv: 1, rate: 1 },
+  { name: "kv-4x-big", kv: 4, rate: 1 },
+  { name: "kv-4x-small", kv: 0.25, rate: 1 },
+  { name: "rate-4x-slow", kv: 1, rate: 0.25 },
+];
+
+/** bench:routing-feedback's flags, parsed; lists are comma-separated. */
+export interface FeedbackArgs {
+  out: string;
+  quick: boolean;
+  reportOnly: boolean;
+  seeds: number;
+  sessions: number[];
+  configs: FeedbackConfig[];
+  /** Turns per session; the trace's own count when absent. */
+  turns: number | undefined;
+  /** No learning pass before the measured one: every run starts from what was configured. */
+  cold: boolean;
+}
+
+export function parseFeedbackArgs(argv: string[], defaultOut: string): FeedbackArgs {
+  const values = parseFlags(
+    argv,
+    {
+      quick: { type: "boolean", default: false },
+      "report-only": { type: "boolean", default: false },
+      cold: { type: "boolean", default: false },
+      seeds: { type: "string" },
+      sessions: { type: "string" },
+      configs: { type: "string" },
+      turns: { type: "string" },
+      out: { type: "string" },
+    },
+    "npm run bench:routing-feedback -- [--quick] [--sessions 24,32] [--seeds 3] [--configs right,kv-4x-big,kv-4x-small,rate-4x-slow] [--turns N] [--cold] [--out DIR] [--report-only]",
+  );
+  const quick = values.quick;
+  const names = list(values.configs);
+  const unknown = names?.filter((n) => !FEEDBACK_CONFIGS.some((c) => c.name === n)) ?? [];
+  if (unknown.length > 0) throw new Error(`--configs: no config named ${unknown.join(", ")} (there are ${FEEDBACK_CONFIGS.map((c) => c.name).join(", ")})`);
+  return {
+    out: values.out === undefined ? defaultOut : resolve(values.out),
+    quick,
+    reportOnly: values["report-only"],
+    // Quick: one point, one seed, short sessions — the capacity configs only.
+    seeds: values.seeds === undefined ? (quick ? 1 : 3) : positiveInt("--seeds", values.seeds),
+    sessions: list(values.sessions)?.map((s) => positiveInt("--sessions", s)) ?? (quick ? [24] : [24, 32]),
+    configs: names ? FEEDBACK_CONFIGS.filter((c) => names.includes(c.name)) : quick ? FEEDBACK_CONFIGS.filter((c) => c.rate === 1) : [...FEEDBACK_CONFIGS],
+    turns: values.turns === undefined ? (quick ? 4 : undefined) : positiveInt("--turns", values.turns),
+    cold: values.cold,
+  };
+}

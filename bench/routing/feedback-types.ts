@@ -1,0 +1,52 @@
+/** bench/results/routing-feedback.json, as bench:routing-feedback writes it. */
+
+/** How a run's deployments are configured, against the simulated workers' real figures. */
+export interface FeedbackConfig {
+  name: string;
+  /** kvCapacityBlocks as a multiple of the worker's real KV cache. */
+  kv: number;
+  /** prefillTokensPerSec as a multiple of the worker's real prefill rate. */
+  rate: number;
+}
+
+export interface LearnedFigures {
+  /** Per backend, in the order of the group's deployments. */
+  kv_capacity_blocks: number[];
+  chars_per_token: number[];
+  prefill_tokens_per_sec: number[];
+  capacity_steps: number[];
+  /** Releases whose usage reached the routing object, all backends. */
+  usage_reports: number;
+}
+
+export interface FeedbackRun {
+  config: string;
+  feedback: "off" | "on";
+  sessions: number;
+  seed: number;
+  requests: number;
+  errors: number;
+  kv_hit: number | null;
+  ttft_ms: { p50: number | null; p95: number | null };
+  ttft_later_turns_ms: { p50: number | null; p95: number | null };
+  /** At the end of the run. */
+  learned: LearnedFigures;
+}
+
+export interface FeedbackResults {
+  command: string;
+  date: string;
+  quick: boolean;
+  regime: { name: string; preset: string; time_scale: number; workers: number; trace: string; kv_capacity_blocks_per_worker: number; prefill_tokens_per_sec: number };
+  /** The group's feedback.sampleRate when feedback is on (off: 0, no usage read at all). */
+  sample_rate: number;
+  /**
+   * Before the measured pass, the same trace shape at another seed through the same gateway and
+   * fleet, not counted: a gateway runs for longer than one trace, and with feedback on this is
+   * where it learns. False with --cold.
+   */
+  learning_pass: boolean;
+  configs: FeedbackConfig[];
+  warm_up_requests: number;
+  runs: FeedbackRun[];
+}

@@ -1,0 +1,113 @@
+import { randomBytes } from "node:crypto";
+import OpenAI from "openai";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startFleet, type Fleet } from "../../bench/fleet/index.ts";
+import type { BackendSnapshot } from "../../src/routing/protocol.ts";
+import { EVENTUALLY, startTestGateway, type TestGateway } from "./gateway.ts";
+
+/**
+ * Feedback from the engines (issue 14) through the real runtime: the bundled gateway in workerd
+ * in front of the fleet simulator, which reports cached tokens as vLLM does. The group's
+ * kvCapacityBlocks is 4× the simulator's real cache and feedback.sampleRate 1, so the Worker
+ * reads every answer's usage — asking for it on streams whose client did not, and taking it out
+ * again — and the routing object learns from it. The official SDK is the client.
+ */
+
+const MODEL = "sim-feedback";
+/** The simulator's KV cache per worker, in its 16-token blocks: 4 KB of prompt text a block. */
+const ENGINE_BLOCKS = 160;
+const CONFIGURED = ENGINE_BLOCKS * 4;
+const metricsKey = `sk-metrics-${randomBytes(16).toString("hex")}`;
+let fleet: Fleet;
+let gw: TestGateway;
+let client: OpenAI;
+
+beforeAll(async () => {
+  fleet = await startFleet({ workers: 1, basePort: 0, preset: "instant", kvCapacityBlocks: ENGINE_BLOCKS, servedModelName: MODEL });
+  gw = await startTestGateway({
+    modelGroups: [{ name: MODEL, strategy: "prefix-aware", feedback: { sampleRate: 1 }, deployments: [{ id: "sim-0", baseUrl: fleet.urls[0] as string, model: MODEL, kvCapacityBlocks: CONFIGURED }] }],
+  }, { KVGATE_METRICS_KEY: metricsKey });
+  client = new OpenAI({ apiKey: gw.key, baseURL: `${gw.url}/v1`, maxRetries: 0 });
+}, 60_000);
+afterAll(async () => {
+  await gw?.close();
+  await fleet?.close();
+});
+
+async function backend(): Promise<BackendSnapshot> {
+  const b = (await gw.status(MODEL)).backends[0];
+  if (!b) throw new Error("the routing object has routed nothing yet");
+  return b;
+}
+
+/** Releases whose usage reached the routing object (0 before its first request). */
+async function usageReports(): Promise<number> {
+  return (await gw.status(MODEL)).backends[0]?.learned.reports.usage ?? 0;
+}
+
+/** Text of `chars` characters, different for each `seed`: no two sessions share a block by chance. */
+function text(seed: number, chars: number): string {
+  let out = "";
+  for (let i = 0; out.length < chars; i++) out += `s${seed} w${i} lorem ipsum dolor sit amet. `;
+  return out.slice(0, chars);
+}
+
+/** Seeded. */
+function rng(seed: number): () => number {
+  let s = seed >>> 0;
+  return () => ((s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 2 ** 32);
+}
+
+describe("feedback from the engine", () => {
+  it("a sampled stream whose client did not ask for usage reaches it unchanged: no usage event, every chunk a choice", async () => {
+    const before = await usageReports();
+    const stream = await client.chat.completions.create({ model: MODEL, max_tokens: 8, stream: true, messages: [{ role: "user", content: text(0, 400) }] });
+    const chunks = [];
+    for await (const chunk of stream) chunks.push(chunk);
+    expect(chunks.length).toBeGreaterThan(1);
+    for (const c of chunks) {
+      expect(c.usage ?? null).toBeNull();
+      expect(c.choices).toHaveLength(1);
+    }
+    expect(chunks.at(-1)?.choices[0]?.finish_reason).toBe("length");
+    // Its usage was read all the same: the routing object got the report.
+    await expect.poll(usageReports, EVENTUALLY).toBe(before + 1);
+  });
+
+  it("a client that asks for usage still gets it, with the engine's cached tokens", async () => {
+    const messages = [{ role: "user" as const, content: text(1, 2000) }];
+    await client.chat.completions.create({ model: MODEL, max_tokens: 2, messages });
+    const stream = await client.chat.completions.create({ model: MODEL, max_tokens: 2, stream: true, stream_options: { include_usage: true }, messages });
+    let usage: OpenAI.CompletionUsage | null | undefined;
+    for await (const chunk of stream) if (chunk.usage) usage = chunk.usage;
+    expect(usage?.prompt_tokens_details?.cached_tokens).toBeGreaterThan(400);
+  });
+
+  it("learns the engine's capacity from 4× too big, and its characters per token", async () => {
+    // Sessions with a shared system prompt and 2.5 KB of their own, coming back in a random
+    // order: their working set (~10 × 60 blocks) is several times the engine's cache.
+    const r = rng(5);
+    const system = { role: "system" as const, content: text(99, 1500) };
+    const sessions: OpenAI.ChatCompletionMessageParam[][] = [];
+    for (let i = 0; i < 10; i++) sessions.push([system, { role: "user", content: text(100 + i, 2500) }]);
+    for (let i = 0; i < 160; i++) {
+      const s = sessions[Math.floor(r() * sessions.length)] as OpenAI.ChatCompletionMessageParam[];
+      const answer = await client.chat.completions.create({ model: MODEL, max_tokens: 4, messages: s });
+      s.push({ role: "assistant", content: answer.choices[0]?.message.content ?? "" }, { role: "user", content: text(1000 + i, 300) });
+      if (s.length > 12) s.splice(2, s.length - 2, { role: "user", content: text(5000 + i, 2500) });
+    }
+    await expect.poll(usageReports, EVENTUALLY).toBeGreaterThanOrEqual(163);
+    const b = await backend();
+    expect(b.learned.configured.kvCapacityBlocks).toBe(CONFIGURED);
+    // Moved toward the engine's real cache (160 of its blocks, about as many hash blocks at ~4 characters a token), and the prefix set with it.
+    expect(b.learned.kvCapacityBlocks).toBeLessThanOrEqual(Math.ceil(ENGINE_BLOCKS * Math.SQRT2));
+    expect(b.learned.kvCapacityBlocks).toBeGreaterThanOrEqual(Math.floor(ENGINE_BLOCKS / Math.SQRT2));
+    expect(b.prefixCapacity).toBe(b.learned.kvCapacityBlocks);
+    expect(b.learned.charsPerToken).toBeGreaterThan(3.5);
+    expect(b.learned.charsPerToken).toBeLessThan(4.5);
+    // The same figures, as /metrics serves them.
+    const metrics = await (await fetch(`${gw.url}/metrics`, { headers: { authorization: `Bearer ${metricsKey}` } })).text();
+    expect(metrics).toContain(`kvgate_learned_kv_capacity_blocks{group="${MODEL}",backend="sim-0"} ${b.learned.kvCapacityBlocks}\n`);
+    expect(metrics).toContain(`kvgate_learned_chars_per_token{group="${MODEL}",backend="sim-0"} ${b.learned.charsPerToken}\n`);
+  });
+});

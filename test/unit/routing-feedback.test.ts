@@ -1,0 +1,236 @@
+import { describe, expect, it } from "vitest";
+import { PrefixCache } from "../../bench/fleet/kv-cache.ts";
+import { parseConfig, type ResolvedGroup } from "../../src/config/load.ts";
+import { BackendFeedback } from "../../src/routing/feedback.ts";
+import { GroupRouter } from "../../src/routing/group-router.ts";
+import { CharsPerTokenLearner } from "../../src/routing/learned/chars-per-token.ts";
+import { capacityVote, KvCapacityLearner, type CapacityReport } from "../../src/routing/learned/kv-capacity.ts";
+import { PrefillRateLearner } from "../../src/routing/learned/prefill-rate.ts";
+import { sampledForFeedback } from "../../src/routing/learned/sampling.ts";
+import type { BackendSnapshot, RouteDecision, TokenUsage } from "../../src/routing/protocol.ts";
+
+/**
+ * Feedback from the engines: each learner on scripted reports (convergence from 4× off both ways,
+ * bounds, damping, a missing cache report), and the capacity learner through the router against a
+ * scripted engine — the fleet simulator's own LRU prefix cache — as a release carries usage.
+ */
+
+function rng(seed: number): () => number {
+  let s = seed >>> 0;
+  return () => ((s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 2 ** 32);
+}
+
+describe("characters per token", () => {
+  it("converges on the backend's figure from the prior of 4, up or down, and stays within its bounds", () => {
+    for (const truth of [5.3, 2.5]) {
+      const l = new CharsPerTokenLearner();
+      const r = rng(1);
+      for (let i = 0; i < 200; i++) {
+        const tokens = 200 + Math.floor(r() * 2000);
+        // ±10% noise per prompt: templates, short messages' padding.
+        l.observe(tokens * truth * (0.9 + 0.2 * r()), tokens);
+      }
+      expect(l.value).toBeGreaterThan(truth * 0.95);
+      expect(l.value).toBeLessThan(truth * 1.05);
+    }
+    const wild = new CharsPerTokenLearner();
+    for (let i = 0; i < 500; i++) wild.observe(1_000_000, 40);
+    expect(wild.value).toBe(16);
+  });
+
+  it("moves little on one odd prompt, and takes none too short to say anything", () => {
+    const l = new CharsPerTokenLearner();
+    for (let i = 0; i < 100; i++) l.observe(4000, 1000);
+    expect(l.value).toBeCloseTo(4, 5);
+    l.observe(100_000, 1000);
+    expect(l.value).toBeLessThan(4 * 1.03);
+    const before = l.value;
+    expect(l.observe(640, 10)).toBe(false);
+    expect(l.value).toBe(before);
+  });
+});
+
+describe("KV capacity", () => {
+  const report = (o: Partial<CapacityReport>): CapacityReport => ({ matched: 100, total: 120, cachedBlocks: 100, answerBlocks: 4, setSize: 1000, setCapacity: 1000, ...o });
+
+  it("votes shrink when the engine holds less than the set matched, grow when more while the set evicts, else nothing", () => {
+    expect(capacityVote(report({ cachedBlocks: 40 }))).toBe(-1);
+    expect(capacityVote(report({ cachedBlocks: 98 }))).toBe(0);
+    // The previous answer, cached by the engine and never hashed by the router, is no evidence.
+    expect(capacityVote(report({ cachedBlocks: 108 }))).toBe(0);
+    expect(capacityVote(report({ matched: 8, cachedBlocks: 100 }))).toBe(1);
+    // A set that is not full forgot nothing: the engine holding more says nothing of its size.
+    expect(capacityVote(report({ matched: 8, cachedBlocks: 100, setSize: 300 }))).toBe(0);
+  });
+
+  it("steps multiplicatively, smaller each time it turns, never on one odd report, and stays within 1/16× to 16× of the configured value", () => {
+    const l = new KvCapacityLearner(1000);
+    expect(l.observe(report({ cachedBlocks: 0 }))).toBe(false);
+    expect(l.blocks).toBe(1000);
+    for (let i = 0; i < 3; i++) l.observe(report({ cachedBlocks: 0 }));
+    expect(l.blocks).toBe(500);
+    for (let i = 0; i < 4; i++) l.observe(report({ matched: 8, cachedBlocks: 100 }));
+    expect(l.blocks).toBe(Math.round(500 * Math.SQRT2));
+    for (let i = 0; i < 1000; i++) l.observe(report({ cachedBlocks: 0 }));
+    expect(l.blocks).toBe(63);
+    for (let i = 0; i < 1000; i++) l.observe(report({ matched: 0, cachedBlocks: 100 }));
+    expect(l.blocks).toBe(16_000);
+  });
+
+  /**
+   * One backend behind the router; the engine is the simulator's prefix cache (an LRU of 16-token
+   * blocks, trimmed from a chain's tail) of `engineBlocks`, and reports what it held of each
+   * prompt. Sessions share a system prompt and come back in a random order, so the distance
+   * between a session's turns spreads either side of the engine's capacity.
+   */
+  function run(configured: number, engineBlocks: number, requests: number, cacheReported = true): BackendSnapshot {
+    const g = group({ kvCapacityBlocks: configured });
+    const router = new GroupRouter("g", rng(7));
+    router.install(g, 0);
+    const engine = new PrefixCache(engineBlocks);
+    const r = rng(3);
+    const system = Array.from({ length: 8 }, (_, i) => i + 1);
+    const sessions: number[][] = [];
+    let block = 1000;
+    for (let i = 0; i < requests; i++) {
+      // Mostly a conversation coming back, sometimes a new one (and a long one starts over).
+      let s = Math.floor(r() * sessions.length);
+      if (sessions.length < 6 || r() < 0.15 || (sessions[s] as number[]).length > 120) {
+        s = sessions.length;
+        sessions.push([...system, ...Array.from({ length: 16 }, () => block++)]);
+      }
+      const chain = sessions[s] as number[];
+      const d = router.route(g.version, chain, [], i) as RouteDecision;
+      const cached = engine.match(chain, chain.length);
+      engine.insert(chain);
+      const usage: TokenUsage = { prompt: chain.length * 16, completion: 16, cached: cacheReported ? cached * 16 : 0, cacheReported };
+      router.release({ lease: d.lease, outcome: "ok", ttftMs: 50, streamed: true, usage }, i);
+      // The next turn: the answer and a new question.
+      for (let k = 0; k < 6; k++) chain.push(block++);
+    }
+    return router.snapshot()[0] as BackendSnapshot;
+  }
+
+  it("converges toward the engine's capacity through the router, from 4× too big and 4× too small", () => {
+    const engine = 600;
+    for (const configured of [4 * engine, engine / 4]) {
+      const b = run(configured, engine, 3000);
+      // Within one step (×√2) of the engine's capacity.
+      expect(b.learned.kvCapacityBlocks).toBeGreaterThanOrEqual(Math.floor(engine / Math.SQRT2));
+      expect(b.learned.kvCapacityBlocks).toBeLessThanOrEqual(Math.ceil(engine * Math.SQRT2));
+      // The prefix set follows: its capacity is the learned one.
+      expect(b.prefixCapacity).toBe(b.learned.kvCapacityBlocks);
+      expect(b.learned.charsPerToken).toBeCloseTo(4, 1);
+    }
+  });
+
+  it("learns no capacity without the engine's cached-token report, and still learns characters per token", () => {
+    const b = run(2400, 600, 600, false);
+    expect(b.learned.kvCapacityBlocks).toBe(2400);
+    expect(b.learned.capacitySteps).toBe(0);
+    expect(b.learned.reports).toEqual({ usage: 600, cached: 0 });
+    expect(b.learned.prefillTokensPerSec).toBe(10_000);
+    expect(b.learned.charsPerToken).toBeCloseTo(4, 1);
+  });
+});
+
+describe("prefill rate", () => {
+  /**
+   * A backend prefilling `rate` tokens a second after a fixed 40 ms (the first decode step, the
+   * network); about two requests in three wait behind others, longer prompts more often (they
+   * come in the opening burst). Most prefills are a turn's few hundred tokens.
+   */
+  function feed(l: PrefillRateLearner, rate: number, n: number, r: () => number): void {
+    for (let i = 0; i < n; i++) {
+      const uncached = r() < 0.8 ? 50 + Math.floor(r() * 400) : 1000 + Math.floor(r() * 1000);
+      const queued = r() < 0.35 ? 0 : -Math.log(1 - r()) * (uncached > 1000 ? 300 : 100);
+      l.observe(uncached, 40 + (uncached / rate) * 1000 + queued);
+    }
+  }
+
+  it("tracks the marginal rate from 4× too slow and 4× too fast, not the per-request rate a fixed cost and queueing drag down", () => {
+    for (const configured of [2500, 40_000]) {
+      const l = new PrefillRateLearner(configured);
+      feed(l, 10_000, 200, rng(5));
+      expect(l.tokensPerSec).toBeGreaterThan(8500);
+      expect(l.tokensPerSec).toBeLessThan(11_500);
+    }
+  });
+
+  it("is not moved far by one fast outlier, ignores tiny prefills, and stays within 1/16× to 16×", () => {
+    const l = new PrefillRateLearner(10_000);
+    const r = rng(9);
+    feed(l, 10_000, 64, r);
+    const before = l.tokensPerSec;
+    l.observe(3000, 1);
+    feed(l, 10_000, 3, r);
+    expect(l.tokensPerSec / before).toBeGreaterThan(0.9);
+    expect(l.tokensPerSec / before).toBeLessThan(1.1);
+    expect(l.observe(8, 1000)).toBe(false);
+    const fast = new PrefillRateLearner(1000);
+    for (let i = 0; i < 64; i++) fast.observe(100 + 50 * i, 1 + i * 1e-6);
+    expect(fast.tokensPerSec).toBe(16_000);
+  });
+});
+
+describe("the learned figures in the snapshot", () => {
+  it("save after the prefix set's numbers and come back; a snapshot without them restores as before", () => {
+    const f = new BackendFeedback(1000, 10_000);
+    expect(f.saved()).toEqual([]);
+    for (let i = 0; i < 40; i++) {
+      // 5,000 prompt tokens a second after a fixed 10 ms.
+      const prompt = 500 + 100 * (i % 10);
+      f.report({ usage: { prompt, completion: 10, cached: 0, cacheReported: true }, firstTokenMs: 10 + prompt / 5, matched: 200, total: 330, blockChars: 64, setSize: 1000, setCapacity: 1000 });
+    }
+    const learned = f.snapshot(1000, 10_000);
+    expect(learned.kvCapacityBlocks).toBeLessThan(1000);
+    expect(learned.prefillTokensPerSec).toBe(5000);
+    const set = [2.5, -1, 2, 11, 12];
+    const saved = Float64Array.from([...set, ...f.saved()]);
+    const back = new BackendFeedback(1000, 10_000);
+    expect(back.restore(saved)).toBe(set.length);
+    expect(back.snapshot(1000, 10_000)).toMatchObject({ charsPerToken: learned.charsPerToken, kvCapacityBlocks: learned.kvCapacityBlocks, prefillTokensPerSec: 5000 });
+    const old = new BackendFeedback(1000, 10_000);
+    expect(old.restore(Float64Array.from(set))).toBe(set.length);
+    expect(old.saved()).toEqual([]);
+  });
+
+  it("survives the routing object's restart: the router restores capacity before the prefix set", () => {
+    const g = group({ kvCapacityBlocks: 4000 });
+    const a = new GroupRouter("g", rng(1));
+    a.install(g, 0);
+    const chain = Array.from({ length: 300 }, (_, i) => i + 1);
+    for (let i = 0; i < 60; i++) {
+      const d = a.route(g.version, chain, [], i) as RouteDecision;
+      a.release({ lease: d.lease, outcome: "ok", usage: { prompt: 300 * 16, completion: 4, cached: 0, cacheReported: true } }, i);
+    }
+    const learned = (a.snapshot()[0] as BackendSnapshot).learned.kvCapacityBlocks;
+    expect(learned).toBeLessThan(4000);
+    const [saved] = a.takeAffinityChanges(4096);
+    const b = new GroupRouter("g", rng(1));
+    b.install(g, 0);
+    expect(b.restoreAffinity(saved?.key ?? "", saved?.blocks ?? new Float64Array())).toBeGreaterThan(0);
+    const back = b.snapshot()[0] as BackendSnapshot;
+    expect(back.learned.kvCapacityBlocks).toBe(learned);
+    expect(back.prefixCapacity).toBe(learned);
+  });
+});
+
+describe("sampling for feedback", () => {
+  it("reads usage on the configured share only, never at 0, and not for a group saved before the setting existed", () => {
+    const r = rng(11);
+    let n = 0;
+    for (let i = 0; i < 10_000; i++) if (sampledForFeedback({ sampleRate: 0.1 }, r)) n++;
+    expect(n).toBeGreaterThan(900);
+    expect(n).toBeLessThan(1100);
+    expect(sampledForFeedback({ sampleRate: 0 }, () => 0)).toBe(false);
+    expect(sampledForFeedback(undefined, () => 0)).toBe(false);
+    expect(sampledForFeedback({ sampleRate: 1 }, () => 0.999)).toBe(true);
+  });
+});
+
+function group(deployment: Record<string, unknown>): ResolvedGroup {
+  const r = parseConfig({ modelGroups: [{ name: "g", strategy: "prefix-aware", deployments: [{ id: "b0", baseUrl: "http://127.0.0.1:9001", model: "m", maxInFlight: 1000, ...deployment }] }] });
+  if (!r.ok) throw new Error(r.error);
+  return r.config.groups[0] as ResolvedGroup;
+}
