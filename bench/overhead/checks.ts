@@ -95,6 +95,9 @@ export function extraRatios(medians: readonly Measurement[]): { what: string; va
   // Request lines are on by default: kvgate against the same config with sampleRate 0.
   r("kvgate / kvgate-nolog, non-streaming RPS at c=50", "kvgate", "kvgate-nolog", NS50, rps);
   r("kvgate / kvgate-nolog, streaming RPS at c=50, 20 chunks", "kvgate", "kvgate-nolog", ST50_20, rps);
+  // Feedback reads every answer's usage here (feedback.sampleRate 1): what one sampled request costs.
+  r("kvgate-feedback / kvgate, non-streaming RPS at c=50", "kvgate-feedback", "kvgate", NS50, rps);
+  r("kvgate-feedback / kvgate, streaming RPS at c=50, 20 chunks", "kvgate-feedback", "kvgate", ST50_20, rps);
   for (const m of medians.filter((x) => x.target === "litellm" && x.mode === "nonstream" && x.concurrency === 50)) {
     r(`kvgate / LiteLLM (${m.workers} worker${m.workers === 1 ? "" : "s"}), non-streaming RPS at c=50`, "kvgate", m.label, NS50, rps);
   }

@@ -39,7 +39,8 @@ export function renderMarkdown(r: Report, s: Summary, checks: Check[], ratios: {
 What a gateway adds to a request: the same zero-latency simulated fleet reached directly, through
 the runtime's floor (a Worker that only fetches the upstream and returns its body), through kvgate
 (no hooks; the same with request lines off, \`kvgate-nolog\`; the restamp hook; no hooks with a virtual
-key, \`kvgate-key\`), and through the peer
+key, \`kvgate-key\`; no hooks with every answer's usage read for routing, \`kvgate-feedback\`), and
+through the peer
 gateways that are installed.
 
 \`\`\`sh
@@ -130,6 +131,9 @@ npx node bench/peers/install.ts            # both; or: npx node bench/peers/inst
   kvgate always does.
 - kvgate writes one JSON request line per request (the default, \`logging.requests.sampleRate\` 1);
   kvgate-nolog is the same config with sampleRate 0: kvgate / kvgate-nolog is what logging costs.
+- kvgate-feedback is kvgate with \`feedback.sampleRate\` 1: every answer's usage is read (a stream
+  leaves the native pipe for the JavaScript read) and taught to routing; kvgate-feedback / kvgate is
+  what one sampled request costs, and a rate r costs r times that on average.
 - kvgate-key is kvgate's gateway and config with an admin key; the client sends a virtual key made
   through \`POST /admin/v1/keys\` with rpm 10⁸, tpm 10¹⁰, max_parallel 10⁵, a budget of 10¹⁵ tokens a
   month and usage tracking on (bench/overhead/key-target.ts): far above the load, so nothing is
