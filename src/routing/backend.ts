@@ -50,11 +50,8 @@ export class Backend implements Candidate {
   probeTimeoutMs = 0;
   /** Prompt blocks it drains per millisecond. */
   drainPerMs = 0;
-  /** As configured; `feedback` holds what it learned, and its prefix set is sized by that. */
-  kvCapacityBlocks = 0;
-  prefillTokensPerSec = 0;
   blockChars = 0;
-  /** What its answers taught the router: characters per token, effective KV capacity, prefill rate. */
+  /** What its answers taught the router (characters per token, effective KV capacity, prefill rate), beside what was configured. */
   readonly feedback: BackendFeedback;
   /** What its leases did: outcomes, reasons, latencies, tokens. */
   readonly counters = new BackendCounters();
@@ -80,8 +77,6 @@ export class Backend implements Candidate {
     this.probeUrl = this.baseUrl + g.breaker.probePath;
     this.probeIntervalMs = g.breaker.probeIntervalMs;
     this.probeTimeoutMs = g.breaker.probeTimeoutMs;
-    this.kvCapacityBlocks = d.kvCapacityBlocks;
-    this.prefillTokensPerSec = d.prefillTokensPerSec;
     this.blockChars = g.blockChars;
     this.feedback.configure(d.kvCapacityBlocks, d.prefillTokensPerSec);
     this.rate();
@@ -142,7 +137,7 @@ export class Backend implements Candidate {
       prefillDebtBlocks: Math.round(this.prefillDebt),
       breaker: this.breaker.snapshot(),
       nextProbeAt: this.breaker.state === "closed" ? null : this.nextProbeAt,
-      learned: this.feedback.snapshot(this.kvCapacityBlocks, this.prefillTokensPerSec),
+      learned: this.feedback.snapshot(),
     };
   }
 
@@ -159,7 +154,7 @@ export class Backend implements Candidate {
       duration: c.duration.snapshot(),
       tokens: { ...c.tokens },
       prefix: { entries: this.prefixes.size, capacity: this.prefixes.capacity, bytes: this.prefixes.bytes },
-      learned: this.feedback.snapshot(this.kvCapacityBlocks, this.prefillTokensPerSec),
+      learned: this.feedback.snapshot(),
     };
   }
 }

@@ -97,12 +97,12 @@ export class BackendFeedback {
     return { capacity, rates };
   }
 
-  snapshot(configuredKv: number, configuredRate: number): LearnedSnapshot {
+  snapshot(): LearnedSnapshot {
     return {
       charsPerToken: round3(this.charsPerToken.value),
       kvCapacityBlocks: this.capacity.blocks,
       prefillTokensPerSec: Math.round(this.prefillRate.tokensPerSec),
-      configured: { kvCapacityBlocks: configuredKv, prefillTokensPerSec: configuredRate },
+      configured: { kvCapacityBlocks: this.capacity.configuredBlocks, prefillTokensPerSec: this.prefillRate.configuredRate },
       reports: { usage: this.usageReports, cached: this.cacheReports },
       capacitySteps: this.capacity.steps,
     };

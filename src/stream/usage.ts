@@ -66,8 +66,8 @@ interface UsageJson {
   input_tokens_details?: { cached_tokens?: unknown } | null;
 }
 
-const count = (x: unknown): number => (typeof x === "number" && Number.isFinite(x) && x >= 0 ? x : 0);
-const reported = (x: unknown): boolean => typeof x === "number" && Number.isFinite(x) && x >= 0;
+const reported = (x: unknown): x is number => typeof x === "number" && Number.isFinite(x) && x >= 0;
+const count = (x: unknown): number => (reported(x) ? x : 0);
 
 function toUsage(json: string): Usage | null {
   try {

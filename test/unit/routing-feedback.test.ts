@@ -182,14 +182,14 @@ describe("the learned figures in the snapshot", () => {
       const prompt = 500 + 100 * (i % 10);
       f.report({ usage: { prompt, completion: 10, cached: 0, cacheReported: true }, firstTokenMs: 10 + prompt / 5, matched: 200, total: 330, blockChars: 64, setSize: 1000, setCapacity: 1000 });
     }
-    const learned = f.snapshot(1000, 10_000);
+    const learned = f.snapshot();
     expect(learned.kvCapacityBlocks).toBeLessThan(1000);
     expect(learned.prefillTokensPerSec).toBe(5000);
     const set = [2.5, -1, 2, 11, 12];
     const saved = Float64Array.from([...set, ...f.saved()]);
     const back = new BackendFeedback(1000, 10_000);
     expect(back.restore(saved)).toBe(set.length);
-    expect(back.snapshot(1000, 10_000)).toMatchObject({ charsPerToken: learned.charsPerToken, kvCapacityBlocks: learned.kvCapacityBlocks, prefillTokensPerSec: 5000 });
+    expect(back.snapshot()).toMatchObject({ charsPerToken: learned.charsPerToken, kvCapacityBlocks: learned.kvCapacityBlocks, prefillTokensPerSec: 5000 });
     const old = new BackendFeedback(1000, 10_000);
     expect(old.restore(Float64Array.from(set))).toBe(set.length);
     expect(old.saved()).toEqual([]);

@@ -20,6 +20,11 @@ export class LearnedFigure {
     return this.learned ?? this.configured;
   }
 
+  /** As the operator configured it. */
+  get configuredValue(): number {
+    return this.configured;
+  }
+
   /** Null while nothing was learned. */
   get learnedValue(): number | null {
     return this.learned;

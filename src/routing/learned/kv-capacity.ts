@@ -72,6 +72,10 @@ export class KvCapacityLearner {
     return this.figure.value;
   }
 
+  get configuredBlocks(): number {
+    return this.figure.configuredValue;
+  }
+
   /** What it learned, or null while the configured capacity holds. */
   get learnedBlocks(): number | null {
     return this.figure.learnedValue;

@@ -44,6 +44,10 @@ export class PrefillRateLearner {
     return this.figure.value;
   }
 
+  get configuredRate(): number {
+    return this.figure.configuredValue;
+  }
+
   /** What it learned, or null while the configured rate holds. */
   get learnedRate(): number | null {
     return this.figure.learnedValue;
