@@ -28,14 +28,20 @@ export function median(values: (number | null)[]): number | null {
 
 export const key = (regime: string, trace: string, sessions: number, strategy: string) => `${regime}|${trace}|${sessions}|${strategy}`;
 
-export function aggregate(results: RoutingResults): Map<string, Cell> {
-  const groups = new Map<string, RoutingRun[]>();
-  for (const r of results.runs) {
-    const k = key(r.regime, r.trace, r.sessions, r.strategy);
+/** The runs by the cell they belong to: the seeds of one point, for their medians. */
+export function groupBy<T>(runs: readonly T[], keyOf: (run: T) => string): Map<string, T[]> {
+  const groups = new Map<string, T[]>();
+  for (const r of runs) {
+    const k = keyOf(r);
     const list = groups.get(k);
     if (list) list.push(r);
     else groups.set(k, [r]);
   }
+  return groups;
+}
+
+export function aggregate(results: RoutingResults): Map<string, Cell> {
+  const groups = groupBy<RoutingRun>(results.runs, (r) => key(r.regime, r.trace, r.sessions, r.strategy));
   const out = new Map<string, Cell>();
   for (const [k, runs] of groups) {
     out.set(k, {

@@ -1,4 +1,4 @@
-import { median } from "./aggregate.ts";
+import { groupBy, median } from "./aggregate.ts";
 import type { FeedbackResults, FeedbackRun } from "./feedback-types.ts";
 
 /** One (config, feedback, sessions) point: medians over seeds; a learned figure is first the median over the backends. */
@@ -16,11 +16,7 @@ export interface FeedbackCell {
 const cellKey = (config: string, feedback: string, sessions: number) => `${config}|${feedback}|${sessions}`;
 
 export function feedbackCells(runs: readonly FeedbackRun[]): Map<string, FeedbackCell> {
-  const groups = new Map<string, FeedbackRun[]>();
-  for (const r of runs) {
-    const k = cellKey(r.config, r.feedback, r.sessions);
-    groups.set(k, [...(groups.get(k) ?? []), r]);
-  }
+  const groups = groupBy(runs, (r) => cellKey(r.config, r.feedback, r.sessions));
   const out = new Map<string, FeedbackCell>();
   for (const [k, group] of groups) {
     out.set(k, {

@@ -1,4 +1,4 @@
-import { key, median, type Cell } from "./aggregate.ts";
+import { groupBy, key, median, type Cell } from "./aggregate.ts";
 import { OPEN_LOOP_REGIME } from "./open-loop-matrix.ts";
 import type { OpenLoopRoutingRun } from "./types.ts";
 
@@ -29,13 +29,7 @@ export const OPEN_LOOP_SESSIONS = 0;
 export const openLoopKey = (trace: string, strategy: string) => key(OPEN_LOOP_REGIME, trace, OPEN_LOOP_SESSIONS, strategy);
 
 export function aggregateOpenLoop(runs: readonly OpenLoopRoutingRun[]): Map<string, OpenLoopCell> {
-  const groups = new Map<string, OpenLoopRoutingRun[]>();
-  for (const r of runs) {
-    const k = openLoopKey(r.trace, r.strategy);
-    const list = groups.get(k);
-    if (list) list.push(r);
-    else groups.set(k, [r]);
-  }
+  const groups = groupBy(runs, (r) => openLoopKey(r.trace, r.strategy));
   const out = new Map<string, OpenLoopCell>();
   for (const [k, rs] of groups) {
     const seeds = (pick: (r: OpenLoopRoutingRun) => number | null) => rs.map(pick).filter((x): x is number => x !== null);

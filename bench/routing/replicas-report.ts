@@ -1,4 +1,4 @@
-import { median } from "./aggregate.ts";
+import { groupBy, median } from "./aggregate.ts";
 import type { ReplicaResults, ReplicaRun } from "./replicas-types.ts";
 
 /** The figures of one (router, instances, sessions) point: medians over seeds. */
@@ -13,11 +13,7 @@ export interface ReplicaCell {
 const cellKey = (router: string, instances: number, sessions: number) => `${router}|${instances}|${sessions}`;
 
 export function replicaCells(runs: readonly ReplicaRun[]): Map<string, ReplicaCell> {
-  const groups = new Map<string, ReplicaRun[]>();
-  for (const r of runs) {
-    const k = cellKey(r.router, r.instances, r.sessions);
-    groups.set(k, [...(groups.get(k) ?? []), r]);
-  }
+  const groups = groupBy(runs, (r) => cellKey(r.router, r.instances, r.sessions));
   const out = new Map<string, ReplicaCell>();
   for (const [k, group] of groups) {
     out.set(k, {
