@@ -13,6 +13,8 @@ const registerKey = `sk-register-${randomBytes(16).toString("hex")}`;
 
 export default defineConfig({
   test: {
+    // A Workers test file whose isolate is blocked never times out: the watchdog bounds it (test/support/hung-file-watchdog.ts).
+    reporters: ["default", "./test/support/hung-file-watchdog.ts"],
     projects: [
       {
         // Pure core (src/) and the fleet simulator, in Node.
