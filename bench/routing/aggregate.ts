@@ -40,6 +40,25 @@ export function groupBy<T>(runs: readonly T[], keyOf: (run: T) => string): Map<s
   return groups;
 }
 
+/** What every point's seeds come to: kv_hit and TTFT p50/p95 medians, errors summed, the seeds counted. */
+export interface SeedFigures {
+  kv_hit: number | null;
+  p50: number | null;
+  p95: number | null;
+  errors: number;
+  seeds: number;
+}
+
+export function seedFigures(runs: readonly { kv_hit: number | null; ttft_ms: { p50: number | null; p95: number | null }; errors: number }[]): SeedFigures {
+  return {
+    kv_hit: median(runs.map((r) => r.kv_hit)),
+    p50: median(runs.map((r) => r.ttft_ms.p50)),
+    p95: median(runs.map((r) => r.ttft_ms.p95)),
+    errors: runs.reduce((n, r) => n + r.errors, 0),
+    seeds: runs.length,
+  };
+}
+
 export function aggregate(results: RoutingResults): Map<string, Cell> {
   const groups = groupBy<RoutingRun>(results.runs, (r) => key(r.regime, r.trace, r.sessions, r.strategy));
   const out = new Map<string, Cell>();

@@ -1,16 +1,11 @@
-import { groupBy, median } from "./aggregate.ts";
+import { groupBy, median, seedFigures, type SeedFigures } from "./aggregate.ts";
 import type { FeedbackResults, FeedbackRun } from "./feedback-types.ts";
 
 /** One (config, feedback, sessions) point: medians over seeds; a learned figure is first the median over the backends. */
-export interface FeedbackCell {
-  kv_hit: number | null;
-  p50: number | null;
-  p95: number | null;
+export interface FeedbackCell extends SeedFigures {
   kvCapacity: number | null;
   charsPerToken: number | null;
   prefillRate: number | null;
-  errors: number;
-  seeds: number;
 }
 
 const cellKey = (config: string, feedback: string, sessions: number) => `${config}|${feedback}|${sessions}`;
@@ -20,14 +15,10 @@ export function feedbackCells(runs: readonly FeedbackRun[]): Map<string, Feedbac
   const out = new Map<string, FeedbackCell>();
   for (const [k, group] of groups) {
     out.set(k, {
-      kv_hit: median(group.map((r) => r.kv_hit)),
-      p50: median(group.map((r) => r.ttft_ms.p50)),
-      p95: median(group.map((r) => r.ttft_ms.p95)),
+      ...seedFigures(group),
       kvCapacity: median(group.map((r) => median(r.learned.kv_capacity_blocks))),
       charsPerToken: median(group.map((r) => median(r.learned.chars_per_token))),
       prefillRate: median(group.map((r) => median(r.learned.prefill_tokens_per_sec))),
-      errors: group.reduce((n, r) => n + r.errors, 0),
-      seeds: group.length,
     });
   }
   return out;

@@ -1,14 +1,8 @@
-import { groupBy, median } from "./aggregate.ts";
+import { groupBy, seedFigures, type SeedFigures } from "./aggregate.ts";
 import type { ReplicaResults, ReplicaRun } from "./replicas-types.ts";
 
 /** The figures of one (router, instances, sessions) point: medians over seeds. */
-export interface ReplicaCell {
-  kv_hit: number | null;
-  p50: number | null;
-  p95: number | null;
-  errors: number;
-  seeds: number;
-}
+export type ReplicaCell = SeedFigures;
 
 const cellKey = (router: string, instances: number, sessions: number) => `${router}|${instances}|${sessions}`;
 
@@ -16,13 +10,7 @@ export function replicaCells(runs: readonly ReplicaRun[]): Map<string, ReplicaCe
   const groups = groupBy(runs, (r) => cellKey(r.router, r.instances, r.sessions));
   const out = new Map<string, ReplicaCell>();
   for (const [k, group] of groups) {
-    out.set(k, {
-      kv_hit: median(group.map((r) => r.kv_hit)),
-      p50: median(group.map((r) => r.ttft_ms.p50)),
-      p95: median(group.map((r) => r.ttft_ms.p95)),
-      errors: group.reduce((n, r) => n + r.errors, 0),
-      seeds: group.length,
-    });
+    out.set(k, seedFigures(group));
   }
   return out;
 }
