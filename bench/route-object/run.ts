@@ -11,8 +11,8 @@
  *     branch points and evictions at their capacity;
  *   - 8 requests per backend are in flight; each call routes one and releases the oldest, as the
  *     object does when a route call carries the Worker's finished leases.
- * Timed in Node (the same V8 as workerd) with the process's CPU clock over calls in a row, median
- * of repeats; routes_per_sec is 10⁶ / µs per call: what one object could route were routing its
+ * Timed in Node (the same V8 as workerd) with the process's CPU clock over calls in a row, less
+ * the same prompts made without routing (the benchmark's own work), median of repeats; routes_per_sec is 10⁶ / µs per call: what one object could route were routing its
  * only work (the RPC's own cost in workerd comes on top; bench:ceiling's floor+route shows it).
  * Writes bench/results/route-object.{json,md}.
  */
@@ -61,11 +61,11 @@ export interface RouteObjectRun {
   calls_per_repeat: number;
 }
 
-/** A router in steady state and a function that makes one route call (and one release). */
-function steadyRouter(backends: number, chainBlocks: number): () => void {
-  const g = group(backends);
-  const router = new GroupRouter("g", mulberry32(7).next);
-  router.install(g, 0);
+/**
+ * The conversations' next prompts: each call picks one at random and returns its chain for the
+ * next turn. Seeded by the point, so two of them give the same prompts in the same order.
+ */
+function conversations(backends: number, chainBlocks: number): () => number[] {
   const rand = mulberry32(backends * 10_007 + chainBlocks).next;
   const id = () => Math.floor(rand() * 2 ** 52);
   const shared = Array.from({ length: Math.max(1, chainBlocks >> 2) }, id);
@@ -74,22 +74,33 @@ function steadyRouter(backends: number, chainBlocks: number): () => void {
   const first = Math.max(shared.length, chainBlocks - (TURNS - 1) * step);
   const fresh = (): { chain: number[]; turn: number } => ({ chain: [...shared, ...Array.from({ length: first - shared.length }, id)], turn: 0 });
   // Conversations start at staggered turns, so their restarts spread over the run.
-  const conversations = Array.from({ length: backends * CONVERSATIONS_PER_BACKEND }, (_, i) => {
+  const all = Array.from({ length: backends * CONVERSATIONS_PER_BACKEND }, (_, i) => {
     const c = fresh();
     for (let t = 0; t < i % TURNS; t++) c.chain.push(...Array.from({ length: step }, id));
     c.turn = i % TURNS;
     return c;
   });
+  return () => {
+    const i = Math.floor(rand() * all.length);
+    let c = all[i] as { chain: number[]; turn: number };
+    if (c.turn === TURNS) c = all[i] = fresh();
+    else if (c.turn > 0) for (let k = 0; k < step; k++) c.chain.push(id());
+    c.turn++;
+    return c.chain;
+  };
+}
+
+/** A router in steady state and a function that makes one route call (and one release) for the next prompt. */
+function steadyRouter(backends: number, chainBlocks: number): () => void {
+  const g = group(backends);
+  const router = new GroupRouter("g", mulberry32(7).next);
+  router.install(g, 0);
+  const next = conversations(backends, chainBlocks);
   const inFlight: string[] = [];
   let now = 0;
   return () => {
     now += 1;
-    const i = Math.floor(rand() * conversations.length);
-    let c = conversations[i] as { chain: number[]; turn: number };
-    if (c.turn === TURNS) c = conversations[i] = fresh();
-    else if (c.turn > 0) for (let k = 0; k < step; k++) c.chain.push(id());
-    c.turn++;
-    const d = router.route(g.version, c.chain, [], now);
+    const d = router.route(g.version, next(), [], now);
     if ("refused" in d) throw new Error(`refused: ${d.refused}`);
     inFlight.push(d.lease);
     if (inFlight.length > backends * IN_FLIGHT_PER_BACKEND) router.release({ lease: inFlight.shift() as string, outcome: "ok", ttftMs: 40, durationMs: 400 }, now);
@@ -106,11 +117,16 @@ function timeCalls(call: () => void, calls: number): number {
 
 function measure(backends: number, chainBlocks: number): RouteObjectRun {
   const call = steadyRouter(backends, chainBlocks);
+  // The same prompts without routing: what making them costs the benchmark, taken off each repeat.
+  const prompts = conversations(backends, chainBlocks);
+  const prompt = () => void prompts();
   // Warm-up: fills the prefix sets and lets V8 optimise, and sizes a repeat to about `seconds`.
   const probe = timeCalls(call, 2000);
+  timeCalls(prompt, 2000);
   const calls = Math.max(1000, Math.round((seconds * 1e6) / probe));
   timeCalls(call, calls);
-  const us = ascending(Array.from({ length: repeats }, () => timeCalls(call, calls)));
+  timeCalls(prompt, calls);
+  const us = ascending(Array.from({ length: repeats }, () => timeCalls(call, calls) - timeCalls(prompt, calls)));
   const median = percentile(us, 50) as number;
   const round = (x: number) => Math.round(x * 100) / 100;
   return { backends, chain_blocks: chainBlocks, us_per_route: round(median), routes_per_sec: Math.round(1e6 / median), us_per_route_min: round(us[0] as number), us_per_route_max: round(us.at(-1) as number), calls_per_repeat: calls };
@@ -136,7 +152,8 @@ const md = [
   `first quarter of each chain) and have their own histories, ${CONVERSATIONS_PER_BACKEND} per backend; a call is one conversation's next turn, a few`,
   `blocks longer than its last (1% of the chain length), for ${TURNS} turns, then a new conversation takes its place;`,
   `${IN_FLIGHT_PER_BACKEND} requests per backend in flight, each call routing one and releasing the oldest (as a route call carries the`,
-  "Worker's finished leases). CPU time per call over calls in a row, median of repeats (range in brackets);",
+  "Worker's finished leases). CPU time per call over calls in a row, less the time making the same prompts",
+  "takes without routing, median of repeats (range in brackets);",
   "routes/s = 10⁶ / µs: one object's ceiling were routing its only work. The RPC into the object costs on top",
   "(bench:ceiling: floor+route − floor).",
   "",
