@@ -1,3 +1,5 @@
+import { forgetOldest } from "./forget-oldest.ts";
+
 /**
  * How often recent requests matched a given prefix, as an exponentially decaying score per block
  * hash. A prefix that many requests share (a common system prompt, a popular document) is hot:
@@ -15,6 +17,11 @@ export class HotPrefixes {
     this.halfLifeMs = halfLifeMs;
   }
 
+  /** Prefixes remembered. */
+  get size(): number {
+    return this.scores.size;
+  }
+
   /** Records a request matching the prefix that ends at `hash`; returns its score, this hit included. */
   hit(hash: number, now: number): number {
     const prev = this.scores.get(hash);
@@ -23,10 +30,9 @@ export class HotPrefixes {
       score += prev.score * 2 ** (-(now - prev.at) / this.halfLifeMs);
       this.scores.delete(hash);
     } else if (this.scores.size >= this.capacity) {
-      for (const oldest of this.scores.keys()) {
-        this.scores.delete(oldest);
-        break;
-      }
+      // The least recently hit eighth at once: most requests' prefix is a conversation's own,
+      // new each turn, so this runs on most requests (src/routing/forget-oldest.ts).
+      forgetOldest(this.scores, Math.max(1, this.capacity >> 3));
     }
     this.scores.set(hash, { score, at: now });
     return score;

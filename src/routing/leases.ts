@@ -1,4 +1,5 @@
 import type { Backend } from "./backend.ts";
+import { forgetOldest } from "./forget-oldest.ts";
 import type { Lesson } from "./prefix-set.ts";
 
 /** A backend's in-flight slot, held by one request until its Worker releases it or it expires. */
@@ -31,7 +32,8 @@ export interface Lease {
 /**
  * Release ids remembered, so a renewal that crossed its lease's release on the way (both in
  * flight from one isolate) is not taken for a lease to adopt. Such calls are milliseconds apart;
- * this many releases cover seconds at the object's highest rate.
+ * this many releases (at least seven eighths of it: the oldest eighth is forgotten at once) cover
+ * seconds at the object's highest rate.
  */
 const ENDED_REMEMBERED = 4096;
 
@@ -54,13 +56,8 @@ export class LeaseTable {
 
   /** The lease released: removed if live, its id remembered either way. */
   end(id: string): Lease | undefined {
+    if (this.ended.size >= ENDED_REMEMBERED) forgetOldest(this.ended, ENDED_REMEMBERED >> 3);
     this.ended.add(id);
-    if (this.ended.size > ENDED_REMEMBERED) {
-      for (const oldest of this.ended) {
-        this.ended.delete(oldest);
-        break;
-      }
-    }
     const lease = this.live.get(id);
     if (lease) this.remove(id, lease);
     return lease;
