@@ -159,8 +159,8 @@ export const GroupSettingsSchema = z.strictObject({
   leaseTtlMs: z._default(positiveInt(), 30_000),
   /**
    * Prefix-set entries the group's Durable Object keeps over all its backends: each gets
-   * min(kvCapacityBlocks, its share by kvCapacityBlocks of this). An entry costs about 30 bytes, so
-   * the default bounds the object's prefix sets near 32 MiB whatever the number of backends.
+   * min(kvCapacityBlocks, its share by kvCapacityBlocks of this). An entry costs 36–40 bytes, so
+   * the default bounds the object's prefix sets near 37 MiB whatever the number of backends.
    */
   prefixBudgetBlocks: z._default(positiveInt(), 1_048_576),
   /**

@@ -235,7 +235,7 @@ export class GroupRouter {
     const blocks = chain.length - (view.learns ? Math.min(choice.matched, this.signals.prefix.ready[choice.index] as number) : choice.matched);
     b.prefillDebt += blocks;
     // Learned now, not when the answer comes: a burst of the same prompt must find it at once.
-    const lesson = view.learns && chain.length > 0 ? this.teach(b, chain) : null;
+    const lesson = view.learns && chain.length > 0 ? this.teach(b, chain, choice.matched) : null;
     // Ready when the backend's queue, this prompt included, has drained.
     const pending = view.learns && choice.matched < chain.length && b.drainPerMs > 0 ? b.pending.add(choice.matched, chain[choice.matched] as number, now + b.prefillDebt / b.drainPerMs) : -1;
     const lease = `${this.epoch}.${(++this.seq).toString(36)}`;
@@ -256,8 +256,8 @@ export class GroupRouter {
   }
 
   /** The backend's prefix set learns the chain; what it learned, for the lease to take back, or null when nothing new or past the lessons' memory limit. */
-  private teach(b: Backend, chain: ArrayLike<number>): Lesson | null {
-    const lesson = b.prefixes.learn(chain);
+  private teach(b: Backend, chain: ArrayLike<number>, matched: number): Lesson | null {
+    const lesson = b.prefixes.learn(chain, matched);
     b.affinityDirty = this.affinityPending = true;
     // Past the limit a lesson is not kept: memory stays bounded, and the blocks stay learned.
     return lesson && this.leases.lessonBlocks + lesson.blocks > this.lessonLimit ? null : lesson;

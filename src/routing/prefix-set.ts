@@ -9,10 +9,15 @@
  * plus its new blocks: the blocks it shares with what is held are not touched again, only the
  * deepest one (a turn of a conversation adds a few blocks to hundreds).
  *
- * Kept in typed arrays (a hash table and a doubly linked list of the leaves over slots), not a
- * Map: an entry costs 28–32 bytes in any V8, where a Map of 53-bit keys costs ~45 in workerd and
- * ~71 in Node, each key a heap number the garbage collector walks. Arrays grow by doubling up to
- * the capacity and shrink with it.
+ * Kept in typed arrays (a hash table with doubly linked buckets, and a doubly linked list of the
+ * leaves, over slots), not a Map: an entry costs 36–40 bytes in any V8 (a 32-byte slot and its
+ * bucket), where a Map of 53-bit keys costs ~45 in workerd and ~71 in Node, each key a heap number
+ * the garbage collector walks. Arrays grow by doubling up to the capacity and shrink with it.
+ *
+ * A route call's cost is memory fetches: a busy group's sets span tens of MiB, more than a cache
+ * holds. So a match tries the lengths other backends matched before its binary search (`match`'s
+ * guesses), a learn takes routing's match as its guess, and an eviction unlinks its slot from its
+ * bucket in place instead of walking the bucket to it.
  */
 
 /** What one `learn` added, to be taken back if the request fails: the new blocks, deepest last. */
@@ -45,6 +50,8 @@ export class PrefixSet {
   private newer!: Int32Array;
   /** The next slot in the same bucket, or in the free list. */
   private next!: Int32Array;
+  /** The previous slot in the same bucket, or NONE for the bucket's first: an evicted slot leaves its bucket without a walk. */
+  private prev!: Int32Array;
   private buckets!: Int32Array;
   private shift = 0;
   /** Ends of the leaf list. */
@@ -58,6 +65,7 @@ export class PrefixSet {
   /** The slot of the last block `match` found: the deepest of the match. */
   private matchedSlot = NONE;
   private cap: number;
+  private readonly guess = [0];
 
   constructor(capacity: number) {
     this.cap = capacity;
@@ -74,14 +82,35 @@ export class PrefixSet {
 
   /** Bytes its arrays hold: what the set costs, whatever the engine. */
   get bytes(): number {
-    return this.keys.byteLength + this.parent.byteLength + this.stamps.byteLength + this.older.byteLength + this.newer.byteLength + this.next.byteLength + this.buckets.byteLength;
+    return this.keys.byteLength + this.parent.byteLength + this.stamps.byteLength + this.older.byteLength + this.newer.byteLength + this.next.byteLength + this.prev.byteLength + this.buckets.byteLength;
   }
 
   /** Number of leading blocks of `chain` present in the set. */
-  match(chain: ArrayLike<number>): number {
+  match(chain: ArrayLike<number>, guesses?: ArrayLike<number>, guessCount = 0): number {
     let lo = 0;
     let hi = chain.length;
     let at = NONE;
+    for (let k = 0; k < guessCount && lo < hi; k++) {
+      const g = (guesses as ArrayLike<number>)[k] as number;
+      if (g < lo || g > hi) continue;
+      if (g > lo) {
+        const s = this.find(chain[g - 1] as number);
+        if (s === NONE) {
+          hi = g - 1;
+          continue;
+        }
+        lo = g;
+        at = s;
+      }
+      if (g < hi) {
+        const s = this.find(chain[g] as number);
+        if (s === NONE) hi = g;
+        else {
+          lo = g + 1;
+          at = s;
+        }
+      }
+    }
     while (lo < hi) {
       const mid = (lo + hi + 1) >>> 1;
       const s = this.find(chain[mid - 1] as number);
@@ -104,19 +133,25 @@ export class PrefixSet {
     return s !== NONE && this.newer[s] === INTERIOR;
   }
 
-  /** Learns the chain (its first `capacity` blocks); returns what was new, or null when nothing was. */
-  learn(chain: ArrayLike<number>): Lesson | null {
+  /**
+   * Learns the chain (its first `capacity` blocks); returns what was new, or null when nothing was.
+   * `matched`: what this set's match of the chain likely is (routing just found it), a guess.
+   */
+  learn(chain: ArrayLike<number>, matched = -1): Lesson | null {
     const n = Math.min(chain.length, this.cap);
     if (n === 0) return null;
-    const m = this.match(chain);
+    this.guess[0] = matched;
+    const m = this.match(chain, this.guess, matched < 0 ? 0 : 1);
     this.stamp = (this.stamp % STAMP_LIMIT) + 1;
     let p = this.matchedSlot;
     if (p !== NONE) this.stamps[p] = this.stamp;
     let i = m;
     for (; i < n; i++) {
       const h = chain[i] as number;
-      // Held under another parent: not a hash chain past here (a test's made-up blocks); learn no further.
-      if (this.find(h) !== NONE) break;
+      // Not looked up first: each hash covers its whole prefix, so a block past the longest match
+      // is held nowhere in the set but by a 53-bit collision. A chain that is not a hash chain
+      // (made-up blocks) gets a second slot for a held block: the estimate may err, the links
+      // and counts stay whole. The lookup cost a quarter of a route call at 32 backends.
       // The parent gets its child first, so it and every block above it are interior: eviction,
       // which takes leaves only, cannot take the chain being learned.
       if (p !== NONE) this.adopt(p);
@@ -259,7 +294,10 @@ export class PrefixSet {
     }
     this.keys[s] = h;
     const b = this.bucketOf(h);
-    this.next[s] = this.buckets[b] as number;
+    const first = this.buckets[b] as number;
+    this.next[s] = first;
+    this.prev[s] = NONE;
+    if (first !== NONE) this.prev[first] = s;
     this.buckets[b] = s;
     this.parent[s] = parent;
     this.stamps[s] = this.stamp;
@@ -288,14 +326,11 @@ export class PrefixSet {
   /** Removes a leaf; a parent left without children joins the leaf list at the new end or the old one. */
   private removeLeaf(s: number, parentAsNewest: boolean): void {
     this.unlinkLeaf(s);
-    const b = this.bucketOf(this.keys[s] as number);
-    let at = this.buckets[b] as number;
-    if (at === s) {
-      this.buckets[b] = this.next[s] as number;
-    } else {
-      while ((this.next[at] as number) !== s) at = this.next[at] as number;
-      this.next[at] = this.next[s] as number;
-    }
+    const before = this.prev[s] as number;
+    const after = this.next[s] as number;
+    if (before === NONE) this.buckets[this.bucketOf(this.keys[s] as number)] = after;
+    else this.next[before] = after;
+    if (after !== NONE) this.prev[after] = before;
     this.next[s] = this.free;
     this.free = s;
     this.count--;
@@ -349,6 +384,7 @@ export class PrefixSet {
     this.older = new Int32Array(slots);
     this.newer = new Int32Array(slots);
     this.next = new Int32Array(slots);
+    this.prev = new Int32Array(slots);
     this.sizeBuckets(slots);
     this.oldest = this.newest = this.free = this.matchedSlot = NONE;
     this.used = this.count = 0;
@@ -375,6 +411,7 @@ export class PrefixSet {
     this.older = widen(this.older, Int32Array);
     this.newer = widen(this.newer, Int32Array);
     this.next = widen(this.next, Int32Array);
+    this.prev = widen(this.prev, Int32Array);
     this.rehash(live);
   }
 
@@ -413,7 +450,10 @@ export class PrefixSet {
     this.sizeBuckets(this.keys.length);
     for (const s of live) {
       const b = this.bucketOf(this.keys[s] as number);
-      this.next[s] = this.buckets[b] as number;
+      const first = this.buckets[b] as number;
+      this.next[s] = first;
+      this.prev[s] = NONE;
+      if (first !== NONE) this.prev[first] = s;
       this.buckets[b] = s;
     }
   }

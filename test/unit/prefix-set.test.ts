@@ -87,16 +87,16 @@ describe("PrefixSet lessons: what routing taught, taken back when the backend di
 });
 
 describe("PrefixSet memory", () => {
-  it("costs at most 32 bytes an entry when full, and gives memory back when its capacity shrinks", () => {
+  it("costs at most 36 bytes an entry when full, and gives memory back when its capacity shrinks", () => {
     const s = new PrefixSet(65_536);
     for (let k = 0; s.size < 65_536; k++) s.learn(chain(k, 64));
-    expect(s.bytes / s.size).toBeLessThanOrEqual(32);
+    expect(s.bytes / s.size).toBeLessThanOrEqual(36);
     const newest = chain(9_999, 10);
     s.learn(newest);
     s.resize(1000);
     expect(s.size).toBe(1000);
-    // 28 bytes a slot, and 4-byte buckets to the next power of two.
-    expect(s.bytes).toBeLessThanOrEqual(1000 * 28 + 1024 * 4);
+    // 32 bytes a slot, and 4-byte buckets to the next power of two.
+    expect(s.bytes).toBeLessThanOrEqual(1000 * 32 + 1024 * 4);
     // What eviction keeps is the most recent: the last chain learned is whole.
     expect(s.match(newest)).toBe(10);
   });
@@ -231,5 +231,64 @@ describe("PrefixSet snapshots", () => {
       expect(s.values().length).toBe(s.size);
       expectPrefixClosed(s, chains);
     }
+  });
+});
+
+describe("PrefixSet match with guesses: what other sets matched of the chain", () => {
+  it("finds the same match as a plain search, whatever the guesses", () => {
+    const r = rng(11);
+    // Prompts as texts of a few words each, hashed block by block as the Worker does: each hash covers all before it.
+    const hashed = (words: readonly number[]) => {
+      let h = 7;
+      return words.map((w) => (h = (h * 1_000_003 + w) % 2 ** 48));
+    };
+    const bases = Array.from({ length: 6 }, (_, k) => Array.from({ length: 40 }, (_, i) => k * 100 + i));
+    const prompt = () => {
+      const base = bases[Math.floor(r() * bases.length)] as number[];
+      return hashed([...base.slice(0, Math.floor(r() * (base.length + 1))), ...Array.from({ length: Math.floor(r() * 20) }, () => 1000 + Math.floor(r() * 3))]);
+    };
+    const s = new PrefixSet(400);
+    for (let k = 0; k < 60; k++) s.learn(prompt());
+    for (let t = 0; t < 2000; t++) {
+      const c = prompt();
+      const guesses = Array.from({ length: Math.floor(r() * 5) }, () => Math.floor(r() * (c.length + 3)) - 1);
+      const plain = new PrefixSet(400);
+      plain.importRecent(s.exportRecent(s.size));
+      expect(s.match(c, guesses, guesses.length)).toBe(plain.match(c));
+    }
+  });
+
+  it("learns the same with a right guess, a wrong one or none", () => {
+    const base = chain(1, 30);
+    const longer = [...base, ...chain(2, 10)];
+    for (const guess of [-1, 0, 12, 30, 31, 40, 99]) {
+      const s = new PrefixSet(100);
+      s.learn(base);
+      const lesson = s.learn(longer, guess) as Lesson;
+      expect(lesson.blocks).toBe(10);
+      expect(s.match(longer)).toBe(40);
+      expect(s.values().length).toBe(40);
+    }
+  });
+});
+
+describe("PrefixSet given blocks that are not a hash chain", () => {
+  it("stays whole when a chain repeats a block it holds: counts, eviction and taking back still agree", () => {
+    const s = new PrefixSet(16);
+    const a = chain(1, 6);
+    s.learn(a);
+    // Past its match of a's first block, this chain ends in a's last block: a prefix hash never does.
+    const odd = [a[0] as number, 77, 78, 79, 80, a[5] as number];
+    const lesson = s.learn(odd) as Lesson;
+    expect(lesson.blocks).toBe(5);
+    expect(s.size).toBe(11);
+    expect(s.values().length).toBe(11);
+    s.unlearn(lesson);
+    expect(s.size).toBe(6);
+    for (let k = 0; k < 10; k++) s.learn(chain(10 + k, 8));
+    expect(s.size).toBe(16);
+    expect(s.values().length).toBe(16);
+    s.resize(1);
+    expect(s.size).toBe(1);
   });
 });

@@ -4,6 +4,9 @@ import { HotPrefixes } from "../hot-prefixes.ts";
 import { SharedWorkingSet } from "../shared-working-set.ts";
 import { usable, type Signal } from "../policy.ts";
 
+/** Distinct match lengths tried first on each backend's set. */
+const GUESSES = 5;
+
 /** Distinct hot-prefix candidates remembered per group. */
 const HOT_PREFIXES_TRACKED = 8192;
 
@@ -38,15 +41,22 @@ export class PrefixMatch implements Signal {
   shared = false;
   /** Per candidate: a shared match counts as cached there too — copying what is shared is affordable on its cache. */
   readonly replicable: boolean[] = [];
+  private readonly guesses = new MatchGuesses();
   private hot: HotPrefixes | null = null;
   private sharedSet: SharedWorkingSet | null = null;
 
   produce(backends: readonly Backend[], chain: ArrayLike<number>, settings: GroupSettings, now: number): void {
     let best = 0;
     let bestAt = -1;
+    const guesses = this.guesses;
+    guesses.reset();
     for (let i = 0; i < backends.length; i++) {
       const b = backends[i] as Backend;
-      const m = !usable(b) || chain.length === 0 ? 0 : b.prefixes.match(chain);
+      let m = 0;
+      if (usable(b) && chain.length > 0) {
+        m = b.prefixes.match(chain, guesses.values, guesses.count);
+        guesses.saw(m);
+      }
       this.matched[i] = m;
       let ready = m === 0 ? 0 : b.pending.ready(chain, m, now);
       // A match that ends at the end of a chain, with more after it, is a conversation coming
@@ -78,5 +88,45 @@ export class PrefixMatch implements Signal {
   private isHot(hash: number, settings: GroupSettings, now: number): boolean {
     this.hot ??= new HotPrefixes(HOT_PREFIXES_TRACKED, settings.hotHalfLifeMs);
     return this.hot.hit(hash, now) >= settings.hotThreshold;
+  }
+}
+
+/**
+ * The match lengths of one chain on the backends matched so far, the most common first: the next
+ * backend's likely one (PrefixSet.match tries them before its binary search). Most backends of a
+ * group match all of a shared prefix or none of the chain, so after the first few a match costs
+ * two lookups, not ten. Starts with 0, the match of a backend that holds none of it.
+ */
+class MatchGuesses {
+  readonly values = new Int32Array(GUESSES);
+  private readonly counts = new Int32Array(GUESSES);
+  count = 1;
+
+  reset(): void {
+    this.values[0] = 0;
+    this.counts[0] = 0;
+    this.count = 1;
+  }
+
+  /** A backend matched `m` blocks. */
+  saw(m: number): void {
+    const { values, counts } = this;
+    let k = 0;
+    while (k < this.count && values[k] !== m) k++;
+    if (k === this.count) {
+      if (k === GUESSES) return;
+      values[k] = m;
+      counts[k] = 0;
+      this.count++;
+    }
+    counts[k] = (counts[k] as number) + 1;
+    for (; k > 0 && (counts[k] as number) > (counts[k - 1] as number); k--) {
+      const v = values[k] as number;
+      const c = counts[k] as number;
+      values[k] = values[k - 1] as number;
+      counts[k] = counts[k - 1] as number;
+      values[k - 1] = v;
+      counts[k - 1] = c;
+    }
   }
 }
