@@ -12,7 +12,8 @@
  *   - 8 requests per backend are in flight; each call routes one and releases the oldest, as the
  *     object does when a route call carries the Worker's finished leases.
  * Timed in Node (the same V8 as workerd) with the process's CPU clock over calls in a row, less
- * the same prompts made without routing (the benchmark's own work), median of repeats; routes_per_sec is 10⁶ / µs per call: what one object could route were routing its
+ * the same prompts made without routing (the benchmark's own work), median of repeats that go
+ * round all the points (a slow spell of a shared machine falls on every point alike); routes_per_sec is 10⁶ / µs per call: what one object could route were routing its
  * only work (the RPC's own cost in workerd comes on top; bench:ceiling's floor+route shows it).
  * Writes bench/results/route-object.{json,md}.
  */
@@ -37,7 +38,7 @@ const GOAL_US = 50;
 
 const values = parseFlags(
   process.argv.slice(2),
-  { repeats: { type: "string", default: "5" }, seconds: { type: "string", default: "1" }, "no-write": { type: "boolean", default: false } },
+  { repeats: { type: "string", default: "9" }, seconds: { type: "string", default: "1" }, "no-write": { type: "boolean", default: false } },
   "--repeats N --seconds S --no-write",
 );
 const repeats = positiveInt("--repeats", values.repeats);
@@ -115,30 +116,46 @@ function timeCalls(call: () => void, calls: number): number {
   return (t.user + t.system) / calls;
 }
 
-function measure(backends: number, chainBlocks: number): RouteObjectRun {
+interface Point {
+  backends: number;
+  chainBlocks: number;
+  call: () => void;
+  prompt: () => void;
+  calls: number;
+  us: number[];
+}
+
+/** A point's router in steady state, warmed up, its repeat sized to about `seconds`. */
+function prepare(backends: number, chainBlocks: number): Point {
   const call = steadyRouter(backends, chainBlocks);
   // The same prompts without routing: what making them costs the benchmark, taken off each repeat.
   const prompts = conversations(backends, chainBlocks);
   const prompt = () => void prompts();
-  // Warm-up: fills the prefix sets and lets V8 optimise, and sizes a repeat to about `seconds`.
+  // Warm-up: fills the prefix sets and lets V8 optimise.
   const probe = timeCalls(call, 2000);
   timeCalls(prompt, 2000);
   const calls = Math.max(1000, Math.round((seconds * 1e6) / probe));
   timeCalls(call, calls);
   timeCalls(prompt, calls);
-  const us = ascending(Array.from({ length: repeats }, () => timeCalls(call, calls) - timeCalls(prompt, calls)));
-  const median = percentile(us, 50) as number;
-  const round = (x: number) => Math.round(x * 100) / 100;
-  return { backends, chain_blocks: chainBlocks, us_per_route: round(median), routes_per_sec: Math.round(1e6 / median), us_per_route_min: round(us[0] as number), us_per_route_max: round(us.at(-1) as number), calls_per_repeat: calls };
+  return { backends, chainBlocks, call, prompt, calls, us: [] };
 }
 
-const runs: RouteObjectRun[] = [];
-for (const b of BACKENDS) {
-  for (const c of CHAINS) {
-    const run = measure(b, c);
-    runs.push(run);
-    console.error(`${String(b).padStart(3)} backends × ${String(c).padStart(4)} blocks: ${run.us_per_route} µs per route call (${run.us_per_route_min}–${run.us_per_route_max}), ${run.routes_per_sec} routes/s`);
-  }
+function figures(p: Point): RouteObjectRun {
+  const us = ascending(p.us);
+  const median = percentile(us, 50) as number;
+  const round = (x: number) => Math.round(x * 100) / 100;
+  return { backends: p.backends, chain_blocks: p.chainBlocks, us_per_route: round(median), routes_per_sec: Math.round(1e6 / median), us_per_route_min: round(us[0] as number), us_per_route_max: round(us.at(-1) as number), calls_per_repeat: p.calls };
+}
+
+const prepared = BACKENDS.flatMap((b) => CHAINS.map((c) => prepare(b, c)));
+// Repeats go round the points, so a slow spell of the shared machine falls on all of them, not on one point's repeats.
+for (let r = 0; r < repeats; r++) {
+  for (const p of prepared) p.us.push(timeCalls(p.call, p.calls) - timeCalls(p.prompt, p.calls));
+  console.error(`repeat ${r + 1}/${repeats}`);
+}
+const runs = prepared.map(figures);
+for (const run of runs) {
+  console.error(`${String(run.backends).padStart(3)} backends × ${String(run.chain_blocks).padStart(4)} blocks: ${run.us_per_route} µs per route call (${run.us_per_route_min}–${run.us_per_route_max}), ${run.routes_per_sec} routes/s`);
 }
 
 const machine = machineInfo();
@@ -153,7 +170,7 @@ const md = [
   `blocks longer than its last (1% of the chain length), for ${TURNS} turns, then a new conversation takes its place;`,
   `${IN_FLIGHT_PER_BACKEND} requests per backend in flight, each call routing one and releasing the oldest (as a route call carries the`,
   "Worker's finished leases). CPU time per call over calls in a row, less the time making the same prompts",
-  "takes without routing, median of repeats (range in brackets);",
+  "takes without routing, median of repeats taken in turn over all the points (range in brackets);",
   "routes/s = 10⁶ / µs: one object's ceiling were routing its only work. The RPC into the object costs on top",
   "(bench:ceiling: floor+route − floor).",
   "",
