@@ -6,6 +6,8 @@ export interface RoutingArgs {
   out: string;
   quick: boolean;
   reportOnly: boolean;
+  /** Keep the runs already written of every point this run does not make (bench/routing/merge.ts). */
+  merge: boolean;
   seeds: number;
   regimes: string[] | undefined;
   traces: string[] | undefined;
@@ -29,6 +31,7 @@ export function parseRoutingArgs(argv: string[], defaultOut: string): RoutingArg
     options: {
       quick: { type: "boolean", default: false },
       "report-only": { type: "boolean", default: false },
+      merge: { type: "boolean", default: false },
       seeds: { type: "string", default: "3" },
       regime: { type: "string" },
       trace: { type: "string" },
@@ -42,6 +45,7 @@ export function parseRoutingArgs(argv: string[], defaultOut: string): RoutingArg
     out: values.out === undefined ? defaultOut : resolve(values.out),
     quick: values.quick,
     reportOnly: values["report-only"],
+    merge: values.merge,
     seeds: positiveInt("--seeds", values.seeds),
     regimes: list(values.regime),
     traces: list(values.trace),

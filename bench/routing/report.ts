@@ -1,5 +1,6 @@
 import { aggregate, axis, key, strategiesIn } from "./aggregate.ts";
 import { evaluateGoals } from "./goals.ts";
+import { commitsOf, mixedPoints } from "./merge.ts";
 import { renderOpenLoopSections } from "./open-loop-report.ts";
 import type { RelatedResult } from "./related-results.ts";
 import type { RoutingResults } from "./types.ts";
@@ -19,6 +20,22 @@ function methodNotes(results: RoutingResults): string[] {
   return out;
 }
 
+/** Results made in parts (--merge): each command, and the commits the runs were made at. */
+function partsNote(results: RoutingResults): string[] {
+  const parts = results.parts ?? [];
+  if (parts.length < 2) return [];
+  const all = [...results.runs, ...(results.open_loop_runs ?? [])];
+  const commits = commitsOf(all).map((c) => `${c.commit} (${c.runs} runs)`);
+  const mixed = mixedPoints(all, parts);
+  const within = mixed === 0 ? "every point's routers ran together, in one part, so every comparison below is within one part" : `**${mixed} points have runs from more than one part**: their comparisons cross parts`;
+  return [
+    `Made in ${parts.length} parts (\`--merge\`), each replacing the runs of the points it made; ${within}. Runs by commit: ${commits.join(", ")}.`,
+    "",
+    ...parts.map((p) => `- \`${p.command}\` — ${p.date}${p.commit ? ` at ${p.commit}` : ""}`),
+    "",
+  ];
+}
+
 /** (e): the other routing benchmarks' reports, those present. */
 function relatedLines(related: readonly RelatedResult[]): string[] {
   if (related.length === 0) return [];
@@ -36,6 +53,7 @@ export function renderReport(results: RoutingResults, related: readonly RelatedR
   const lines: string[] = [];
   lines.push("# Routing benchmark", "");
   lines.push(`Command: \`${results.command}\` — ${results.date}${results.quick ? " (quick: one seed, fewer points)" : ""}.`, "");
+  lines.push(...partsNote(results));
   const closed = results.runs.length > 0;
   if (closed) {
     lines.push("Every closed-loop run: a fresh fleet of 4 simulated GPU workers (empty KV caches) behind kvgate (Miniflare), one trace replayed with all sessions concurrent, turns in order, streaming. Figures are medians over seeds; TTFT is to the first content byte; kv_hit is Σcached / Σprompt tokens as the workers report them. The kv_hit ceiling is the same trace against one worker with an unbounded cache and no latency (mean over seeds): no routing over a fleet can beat it.", "");

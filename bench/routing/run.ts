@@ -1,7 +1,7 @@
 /**
  * npm run bench:routing [-- --quick] [--seeds 3] [--regime roomy,pressured,open-loop] [--trace multi-turn,...,mooncake,b2b-saas]
  *                       [--strategy prefix-aware,...] [--sessions 8,16] [--peers sglang-cache_aware,...|none]
- *                       [--out DIR] [--report-only]
+ *                       [--out DIR] [--report-only] [--merge]
  *
  * Replays seeded session traces through kvgate (served by Miniflare, one Durable Object per run)
  * in front of a fresh simulated fleet of 4 GPU workers (empty caches) for every strategy, regime,
@@ -9,17 +9,21 @@
  * Then the open-loop traces (Mooncake's conversation trace at its own timestamps, llm-d's b2b-saas
  * ramp; open-loop-matrix.ts) through the same routers, a fresh fleet per run. Every router is
  * warmed up the same way first. Writes bench/results/routing.json, routing.md and routing.svg.
+ * --merge keeps the runs already written of every point this run does not make (merge.ts): the
+ * whole sweep takes longer than one sitting, and can be made in parts.
  */
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { PRESETS, startFleet } from "../fleet/index.ts";
+import { commitOf } from "../harness/commit.ts";
 import { replay, summarize } from "../replay/index.ts";
 import { generateTrace, traceFootprint } from "../traces/index.ts";
 import { renderChart } from "./chart.ts";
 import { parseRoutingArgs } from "./cli-args.ts";
 import { ceilingOf } from "./ceiling.ts";
 import { MODEL, REGIMES, points, traceOf, type Point } from "./matrix.ts";
-import { OPEN_LOOP_SETUPS, checkTraceNames, openLoopPoints, scheduleOf, type OpenLoopPoint, type OpenLoopSchedule } from "./open-loop-matrix.ts";
+import { mergeBase, mergeConflict, runKey } from "./merge.ts";
+import { OPEN_LOOP_REGIME, OPEN_LOOP_SETUPS, checkTraceNames, openLoopPoints, scheduleOf, type OpenLoopPoint, type OpenLoopSchedule } from "./open-loop-matrix.ts";
 import { openLoopProgress } from "./open-loop-report.ts";
 import { runOpenLoopPoint } from "./open-loop-run.ts";
 import { selectPeers } from "./peers.ts";
@@ -95,10 +99,13 @@ async function main(): Promise<void> {
     ...points({ ...args, peers: names }).map((p): Planned => ({ loop: "closed", p })),
     ...openLoopPoints({ ...args, peers: names }).map((p): Planned => ({ loop: "open", p })),
   ];
-  const results: RoutingResults = {
-    command: `npm run bench:routing -- ${process.argv.slice(2).join(" ")}`.trim(),
-    date: new Date().toISOString(),
+  const command = `npm run bench:routing -- ${process.argv.slice(2).join(" ")}`.trim();
+  const date = new Date().toISOString();
+  const fresh: RoutingResults = {
+    command,
+    date,
     quick: args.quick,
+    parts: [{ command, date, commit: COMMIT }],
     regimes: REGIMES.map((r) => ({
       name: r.name,
       preset: r.preset,
@@ -127,6 +134,7 @@ async function main(): Promise<void> {
     })),
     open_loop_runs: [],
   };
+  const results = args.merge ? mergedWith(fresh, plan) : fresh;
   const started = Date.now();
   for (const [i, item] of plan.entries()) {
     const router = routerFor(item.p.strategy, item.loop === "closed" ? item.p.regime : item.p.setup, peers);
@@ -145,6 +153,25 @@ async function main(): Promise<void> {
 
 type Planned = { loop: "closed"; p: Point } | { loop: "open"; p: OpenLoopPoint };
 
+const COMMIT = commitOf(resolve(import.meta.dirname, "..", ".."));
+
+/** --merge: the results already written, less the runs of the points planned, under this run's header. */
+function mergedWith(fresh: RoutingResults, plan: readonly Planned[]): RoutingResults {
+  const file = join(RESULTS, "routing.json");
+  if (!existsSync(file)) return fresh;
+  const prior = JSON.parse(readFileSync(file, "utf8")) as RoutingResults;
+  const conflict = mergeConflict(prior, fresh);
+  if (conflict) throw new Error(`--merge: ${conflict}; run without --merge to start the results afresh`);
+  const planned = new Set(
+    plan.map((item) =>
+      item.loop === "closed"
+        ? runKey({ regime: item.p.regime.name, trace: item.p.trace, strategy: item.p.strategy, sessions: item.p.sessions, seed: item.p.seed })
+        : runKey({ regime: OPEN_LOOP_REGIME, trace: item.p.setup.kind, strategy: item.p.strategy, sessions: 0, seed: item.p.seed }),
+    ),
+  );
+  return mergeBase(prior, fresh, planned);
+}
+
 function describe(item: Planned): string {
   if (item.loop === "closed") return `${item.p.regime.name} ${item.p.trace} ${item.p.sessions}s seed${item.p.seed}`;
   return `open-loop ${item.p.setup.kind} seed${item.p.seed}`;
@@ -156,7 +183,7 @@ async function closedLoopRun(p: Point, router: RouterStart, results: RoutingResu
     results.ceilings.push({ regime: p.regime.name, trace: p.trace, sessions: p.sessions, seed: p.seed, kv_hit: await ceilingOf(traceOf(p)) });
   }
   const { run, errorSamples } = await runPoint(p, router);
-  results.runs.push(run);
+  results.runs.push({ ...run, commit: COMMIT, at: new Date().toISOString() });
   results.error_samples.push(...errorSamples);
   const t = run.ttft_ms;
   return `kv_hit ${run.kv_hit?.toFixed(3)} ttft p50 ${t.p50?.toFixed(0)} p95 ${t.p95?.toFixed(0)} ms  errors ${run.errors}/${run.requests}`;
@@ -175,7 +202,7 @@ function scheduleFor(p: OpenLoopPoint): OpenLoopSchedule {
 /** Runs an open-loop point, adds it to `results`, and returns its progress line. */
 async function openLoopRun(p: OpenLoopPoint, router: RouterStart, results: RoutingResults): Promise<string> {
   const { run, errorSamples } = await runOpenLoopPoint(p, router, scheduleFor(p));
-  (results.open_loop_runs ??= []).push(run);
+  (results.open_loop_runs ??= []).push({ ...run, commit: COMMIT, at: new Date().toISOString() });
   results.error_samples.push(...errorSamples);
   return openLoopProgress(run);
 }

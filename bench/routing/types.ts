@@ -12,12 +12,17 @@ export interface RoutingRun extends ReplaySummary {
   strategy: string;
   sessions: number;
   seed: number;
+  /** The commit and time it was made at (absent in results that predate them): a merged file's runs differ. */
+  commit?: string;
+  at?: string;
 }
 
 export interface RoutingResults {
   command: string;
   date: string;
   quick: boolean;
+  /** Each command that made some of these runs, in order (bench/routing/merge.ts); absent in results that predate it. */
+  parts?: { command: string; date: string; commit: string | null }[];
   regimes: {
     name: string;
     preset: string;
@@ -72,4 +77,6 @@ export interface OpenLoopRoutingRun extends OpenLoopSummary {
   working_set_tokens: number;
   /** kvgate's x-kvgate-reason of each request sent, counted (empty for a peer, which gives none). */
   route_reasons: Record<string, number>;
+  commit?: string;
+  at?: string;
 }
