@@ -16,6 +16,7 @@ import { versusBest, worstOf } from "../../bench/routing/versus-best.ts";
 import { warmUp, warmUpTrace, WARM_UP_REQUESTS } from "../../bench/routing/warm-up.ts";
 import { requestsTotal, shareBetween, workerRequestCounts } from "../../bench/routing/worker-share.ts";
 import { useFleets } from "../support/fleets.ts";
+import { routingRun as run } from "../support/routing-runs.ts";
 
 const fleetOf = useFleets();
 const MODEL = "kvgate-sim";
@@ -23,13 +24,14 @@ const MODEL = "kvgate-sim";
 describe("bench:routing flags", () => {
   it("keeps every flag, with --peers beside them", () => {
     const a = parseRoutingArgs(
-      ["--quick", "--report-only", "--seeds", "2", "--regime", "roomy", "--trace", "multi-turn,rag", "--strategy", "prefix-aware", "--sessions", "4,8", "--peers", "none", "--out", "/tmp/x"],
+      ["--quick", "--report-only", "--merge", "--seeds", "2", "--regime", "roomy", "--trace", "multi-turn,rag", "--strategy", "prefix-aware", "--sessions", "4,8", "--peers", "none", "--out", "/tmp/x"],
       "/default",
     );
     expect(a).toEqual({
       out: "/tmp/x",
       quick: true,
       reportOnly: true,
+      merge: true,
       seeds: 2,
       regimes: ["roomy"],
       traces: ["multi-turn", "rag"],
@@ -44,6 +46,7 @@ describe("bench:routing flags", () => {
       out: "/default",
       quick: false,
       reportOnly: false,
+      merge: false,
       seeds: 3,
       regimes: undefined,
       traces: undefined,
@@ -158,24 +161,6 @@ describe("the warm-up", () => {
     await expect(warmUp({ baseUrl: url, model: "no-such-model" })).rejects.toThrow(/warm-up request failed \(status 404\)/);
   });
 });
-
-function run(strategy: string, sessions: number, seed: number, p50: number, p95: number, extra: Partial<RoutingRun> = {}): RoutingRun {
-  return {
-    regime: "roomy",
-    trace: "multi-turn",
-    strategy,
-    sessions,
-    seed,
-    requests: 10,
-    errors: 0,
-    kv_hit: 0.9,
-    ttft_ms: { p50, p95, p99: p95 },
-    ttft_later_turns_ms: { p50, p95, p99: p95 },
-    total_ms: { p50: p95 },
-    backend_share: { "gpu-0": 0.25, "gpu-1": 0.25, "gpu-2": 0.25, "gpu-3": 0.25 },
-    ...extra,
-  };
-}
 
 function results(runs: RoutingRun[]): RoutingResults {
   return {

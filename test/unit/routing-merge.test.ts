@@ -2,24 +2,9 @@ import { describe, expect, it } from "vitest";
 import { mergeBase, mergeConflict, mixedPoints, runKey } from "../../bench/routing/merge.ts";
 import { renderReport } from "../../bench/routing/report.ts";
 import type { RoutingResults, RoutingRun } from "../../bench/routing/types.ts";
+import { routingRun } from "../support/routing-runs.ts";
 
-function run(strategy: string, sessions: number, seed: number, commit?: string): RoutingRun {
-  return {
-    regime: "roomy",
-    trace: "multi-turn",
-    strategy,
-    sessions,
-    seed,
-    requests: 10,
-    errors: 0,
-    kv_hit: 0.9,
-    ttft_ms: { p50: 50, p95: 100, p99: 100 },
-    ttft_later_turns_ms: { p50: 50, p95: 100, p99: 100 },
-    total_ms: { p50: 100 },
-    backend_share: { "gpu-0": 0.5, "gpu-1": 0.5 },
-    ...(commit ? { commit } : {}),
-  };
-}
+const run = (strategy: string, sessions: number, seed: number, commit: string): RoutingRun => routingRun(strategy, sessions, seed, 50, 100, { commit });
 
 function results(runs: RoutingRun[], extra: Partial<RoutingResults> = {}): RoutingResults {
   return {
