@@ -1,24 +1,18 @@
-import { mkdtemp, readFile, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { readFile } from "node:fs/promises";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { HungReport } from "../support/hung-file-watchdog.ts";
 import { runScript } from "../support/run-script.ts";
+import { useTempDir } from "../support/temp-dir.ts";
 
 // Once in CI a Workers test file never ended and the job ran into its own limit, saying nothing of
 // where. A blocked isolate is such a file: vitest's own timeout cannot reach it. This runs vitest,
 // as npm test does, on a Workers project with one, under a 5 s limit.
-let dir: string;
-beforeAll(async () => {
-  dir = await mkdtemp(join(tmpdir(), "kvgate-hung-"));
-});
-afterAll(async () => {
-  await rm(dir, { recursive: true, force: true });
-});
+const dir = useTempDir("kvgate-hung-");
 
 describe("the hung-file watchdog", () => {
   it("stops a Workers test file whose isolate is blocked, names it, and lets the run end", { timeout: 120_000 }, async () => {
-    const report = join(dir, "report.json");
+    const report = join(dir(), "report.json");
     const r = await runScript("node_modules/vitest/vitest.mjs", ["run", "--config", "test/fixtures/hung-isolate/vitest.config.ts"], {
       KVGATE_TEST_FILE_LIMIT_S: "5",
       KVGATE_HUNG_REPORT: report,

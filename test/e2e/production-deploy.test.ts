@@ -1,9 +1,9 @@
-import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { unstable_readConfig } from "wrangler";
 import { ROOT, runScript } from "../support/run-script.ts";
+import { useTempDir } from "../support/temp-dir.ts";
 
 // `npm run deploy` as a user runs it, with `-- --dry-run`: wrangler bundles and checks the
 // production environment exactly as for an upload, and stops before it (no account needed).
@@ -23,13 +23,7 @@ const PUBLIC_CONFIG = `{
   ],
 }`;
 
-let dir: string;
-beforeAll(async () => {
-  dir = await mkdtemp(join(tmpdir(), "kvgate-deploy-test-"));
-});
-afterAll(async () => {
-  await rm(dir, { recursive: true, force: true });
-});
+const dir = useTempDir("kvgate-deploy-test-");
 
 describe("wrangler.toml's production environment", () => {
   it("shares no dev setting: its own name, no vars, the same Durable Objects and migrations, Workers Logs on", () => {
@@ -85,9 +79,9 @@ describe("npm run deploy", () => {
   });
 
   it("checks a production config, then bundles [env.production] with that config as its secret and nothing of dev", async () => {
-    const path = join(dir, "config.prod.jsonc");
+    const path = join(dir(), "config.prod.jsonc");
     await writeFile(path, PUBLIC_CONFIG);
-    const out = join(dir, "bundle");
+    const out = join(dir(), "bundle");
     const r = await deploy({ KVGATE_CONFIG_FILE: path }, ["--dry-run", "--outdir", out]);
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toContain(`${path}: ok — llama (prefix-aware, 1 deployment(s))`);

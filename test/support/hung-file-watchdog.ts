@@ -73,7 +73,7 @@ export default class HungFileWatchdog implements Reporter {
   onTestRunEnd(modules: ReadonlyArray<TestModule>): void {
     clearInterval(this.timer);
     const rel = (m: TestModule) => relative(this.root, m.moduleId);
-    const left = (m: TestModule) => this.stops > 0 && this.watched(m) && m.state() !== "passed" && m.state() !== "skipped" && m.state() !== "failed";
+    const left = (m: TestModule) => this.stops > 0 && this.watched(m) && !ended(m);
     const report: HungReport = { stopped: modules.filter(left).map(rel), failed: modules.filter((m) => m.state() === "failed").map(rel) };
     const path = process.env.KVGATE_HUNG_REPORT ?? `${this.root}/${HUNG_REPORT}`;
     mkdirSync(dirname(path), { recursive: true });
@@ -85,7 +85,7 @@ export default class HungFileWatchdog implements Reporter {
   }
 
   private progress(m: TestModule): void {
-    if (this.watched(m) && m.state() !== "passed" && m.state() !== "failed" && m.state() !== "skipped") this.running.set(m.moduleId, Date.now());
+    if (this.watched(m) && !ended(m)) this.running.set(m.moduleId, Date.now());
   }
 
   private check(): void {
@@ -102,6 +102,12 @@ export default class HungFileWatchdog implements Reporter {
         `Stopped the Workers pool's workerd (${pids.length > 0 ? `pid ${pids.join(", ")}` : "none found"}); the file fails, and so does any Workers file running beside it.\n`,
     );
   }
+}
+
+/** Whether the file has come to an end: passed, failed or skipped. */
+function ended(m: TestModule): boolean {
+  const state = m.state();
+  return state === "passed" || state === "failed" || state === "skipped";
 }
 
 /**
