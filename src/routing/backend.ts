@@ -40,6 +40,8 @@ export class Backend implements Candidate {
   readonly pending = new PendingPrefills();
   prefillDebt = 0;
   debtAt = 0;
+  /** Blocks of prompt work ever queued here: a lease's place in the queue is this count just after its own blocks. */
+  queued = 0;
   available = true;
   /** The newest version names it as active: it may take new requests. */
   admitted = true;

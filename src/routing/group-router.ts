@@ -234,6 +234,7 @@ export class GroupRouter {
     // what it has computed, since a match still being prefilled is computed again.
     const blocks = chain.length - (view.learns ? Math.min(choice.matched, this.signals.prefix.ready[choice.index] as number) : choice.matched);
     b.prefillDebt += blocks;
+    b.queued += blocks;
     // Learned now, not when the answer comes: a burst of the same prompt must find it at once.
     const lesson = view.learns && chain.length > 0 ? this.teach(b, chain, choice.matched) : null;
     // Ready when the backend's queue, this prompt included, has drained.
@@ -247,7 +248,7 @@ export class GroupRouter {
     const total = chain.length < g.maxPrefixBlocks ? chain.length : -1;
     // A match partly still being prefilled when routed says nothing of the set's size: the engine may compute it again.
     const matched = chain.length - blocks < choice.matched ? -1 : choice.matched;
-    this.leases.add(lease, { backend: b, expiresAt: now + this.leaseTtlMs, blocks, trialOf: b.breaker.sent() ? b.breaker.opened : -1, lesson, key: tenant?.id ?? null, decision, predictedCached, pending, matched, total });
+    this.leases.add(lease, { backend: b, expiresAt: now + this.leaseTtlMs, blocks, queuedTo: b.queued, trialOf: b.breaker.sent() ? b.breaker.opened : -1, lesson, key: tenant?.id ?? null, decision, predictedCached, pending, matched, total });
     if (tenant) {
       this.ledger.took(tenant, now);
       if (!tenant.admitted) this.keyCounters.request(tenant.id);
@@ -269,8 +270,7 @@ export class GroupRouter {
     if (!lease) return;
     const b = lease.backend;
     b.inFlight--;
-    // A finished request was prefilled: whatever of its work the drain estimate still holds is done.
-    b.prefillDebt = Math.max(0, b.prefillDebt - lease.blocks);
+    settleDebt(b, lease, r.ttftMs !== undefined || r.outcome === "ok");
     if (lease.pending >= 0) b.pending.done(lease.pending);
     b.counters.released(r.outcome, r.ttftMs, r.durationMs, r.usage, lease.predictedCached);
     this.decisions.ended(lease.decision, r.outcome, r.ttftMs ?? null);
@@ -322,7 +322,7 @@ export class GroupRouter {
     if (!b) return;
     b.inFlight++;
     const key = typeof r.key === "string" ? r.key : null;
-    this.leases.add(r.lease, { backend: b, expiresAt: now + this.leaseTtlMs, blocks: 0, trialOf: -1, lesson: null, key, decision: -1, predictedCached: 0, pending: -1, matched: 0, total: -1 });
+    this.leases.add(r.lease, { backend: b, expiresAt: now + this.leaseTtlMs, blocks: 0, queuedTo: b.queued, trialOf: -1, lesson: null, key, decision: -1, predictedCached: 0, pending: -1, matched: 0, total: -1 });
     if (key !== null) this.ledger.took({ id: key, rpm: null, tpm: null, maxParallel: null, budget: null, admitted: true }, now);
     this.adopted++;
   }
@@ -539,4 +539,21 @@ export class GroupRouter {
 
 function newer(a: View, b: View): boolean {
   return a.rev !== b.rev ? a.rev > b.rev : a.seq > b.seq;
+}
+
+/**
+ * What a request that ended says of its backend's queue of prompt work. One whose first token
+ * came was prefilled, and an engine prefills in arrival order: every block queued before its own
+ * is done too, so the debt is at most what was queued after it — the drain estimate, which runs
+ * at the configured rate, may still hold some of that. Its own block count is not what to take
+ * off: the drain took it long ago for a request that ran its course, and taking it again erased
+ * the work of requests routed since, so the backend looked idle to the next arrival while it was
+ * prefilling (a burst of closed-loop sessions ending together then went back to it together).
+ * One that ended unanswered (failed, left) was dropped by the engine: only what of its own work
+ * the estimate still holds goes.
+ */
+function settleDebt(b: Backend, lease: Lease, prefilled: boolean): void {
+  const after = b.queued - lease.queuedTo;
+  if (prefilled) b.prefillDebt = Math.min(b.prefillDebt, after);
+  else b.prefillDebt -= Math.min(lease.blocks, Math.max(0, b.prefillDebt - after));
 }

@@ -8,6 +8,8 @@ export interface Lease {
   expiresAt: number;
   /** Blocks it added to its backend's prefill debt. */
   blocks: number;
+  /** Its backend's `queued` count just after its blocks joined the queue: where its prompt work ends. */
+  queuedTo: number;
   /**
    * Sent as a trial while the backend's breaker was half-open: the breaker's opening count then,
    * so a trial from an earlier half-open period has no say in a later one; −1 for no trial.

@@ -233,6 +233,33 @@ describe("GroupRouter", () => {
     expect(router.snapshot().map((b) => b.prefillDebtBlocks)).toEqual([40, 40, 40, 40]);
   });
 
+  it("keeps the prompt work queued since a request when that request ends, so the next arrival does not land on a backend still prefilling", () => {
+    // 10,000 tokens/s: 0.625 blocks drain per ms. Two backends, each with a request that ran its
+    // course (its 40 blocks long prefilled); then one of them gets a new 40-block prompt.
+    const router = routerFor(group({ saturation: 100, balanceAbs: 100 }, 2), rng(4));
+    const old = [pick(router.pick(chain(1, 40), 0)), pick(router.pick(chain(2, 40), 0))];
+    const fresh = pick(router.pick(chain(3, 40), 2000));
+    const x = fresh?.backendId === "b0" ? 0 : 1;
+    const y = 1 - x;
+    const debts = () => router.snapshot().map((b) => b.prefillDebtBlocks);
+    // Its old request ends: prefilled long ago, and so was all that came before it — not the
+    // prompt routed since, which the backend is prefilling now.
+    router.release({ lease: old.find((d) => d?.backendId === fresh?.backendId)?.lease ?? "", outcome: "ok", ttftMs: 70 }, 2001);
+    expect(debts()[x]).toBe(40);
+    // So the next prompt goes to the other backend, though this one now has fewer in flight.
+    expect(pick(router.pick(chain(4, 40), 2002))?.backendId).toBe(`b${y}`);
+    // A request that ends with its own prompt prefilled clears all queued before it.
+    const behind = pick(router.pick(chain(5, 40), 2003));
+    expect(behind?.backendId).toBe(`b${x}`);
+    router.release({ lease: behind?.lease ?? "", outcome: "ok", ttftMs: 90 }, 2010);
+    expect(debts()[x]).toBe(0);
+    // One that left before its first token was dropped by the engine: only its own work goes.
+    const placed = [chain(6, 40), chain(7, 40), chain(8, 40)].map((c) => pick(router.pick(c, 2020)));
+    expect(placed.map((d) => d?.backendId)).toEqual([`b${x}`, `b${y}`, `b${x}`]);
+    router.release({ lease: placed[2]?.lease ?? "", outcome: "client-abort" }, 2020);
+    expect(debts()[x]).toBe(40);
+  });
+
   it("spreads the opening burst of conversations on one system prompt evenly, though the first came earlier", () => {
     // An A100's 11,905 tokens/s: 0.74 blocks drain per ms. One conversation opens alone; 27 ms
     // later fifteen more open at once on the same 97-block system prompt, each with its own question.
