@@ -8,7 +8,8 @@ import { STRATEGY_NAMES, type StrategyName } from "../routing/strategies/index.t
 
 const positiveInt = () => z.number().check(z.int(), z.minimum(1));
 const nonNegativeInt = () => z.number().check(z.int(), z.minimum(0));
-const name = () => z.string().check(z.minLength(1), z.maxLength(256));
+// No control characters: a sharded group's objects are named with one (src/sharding/partition.ts), so no name can be another's.
+const name = () => z.string().check(z.minLength(1), z.maxLength(256), z.regex(/^[^\u0000-\u001f\u007f]*$/, "must not contain control characters"));
 /** Names a Worker secret / env var; the key itself never appears in the config. */
 const envName = () => z.string().check(z.regex(/^[A-Za-z_][A-Za-z0-9_]*$/));
 
@@ -134,6 +135,13 @@ export const GroupSettingsSchema = z.strictObject({
   locationHint: z.optional(z.enum(LOCATION_HINTS)),
   aliases: z._default(z.array(name()), []),
   strategy: z._default(z.enum(STRATEGY_NAMES), "prefix-aware"),
+  /**
+   * Durable Objects the group routes through, each owning a slice of its deployments: one object
+   * is single-threaded (Cloudflare's soft limit is ~1,000 requests/s), so a busier group is split.
+   * The Worker sends a prompt to the shard its prefix keys to (src/sharding/), with bounded loads.
+   * A virtual key's limits hold per shard, as they hold per group.
+   */
+  shards: z._default(z.number().check(z.int(), z.minimum(1), z.maximum(64)), 1),
   /** In-flight count at which prefix-aware spills a request off its best-matching backend. */
   saturation: z._default(positiveInt(), 32),
   /**

@@ -253,7 +253,7 @@ export class GroupRouter {
       this.ledger.took(tenant, now);
       if (!tenant.admitted) this.keyCounters.request(tenant.id);
     }
-    return { backendId: b.id, lease, reason: choice.reason, matched: choice.matched, total: chain.length, routedAt: now, rev: this.rev };
+    return { backendId: b.id, lease, reason: choice.reason, matched: choice.matched, total: chain.length, routedAt: now, rev: this.rev, inFlight: this.leases.size };
   }
 
   /** The backend's prefix set learns the chain; what it learned, for the lease to take back, or null when nothing new or past the lessons' memory limit. */

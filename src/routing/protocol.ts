@@ -104,6 +104,8 @@ export interface RouteDecision {
   routedAt: number;
   /** The highest registry revision the object knows of the group: a Worker behind it refreshes its fleet. */
   rev: number;
+  /** Leases the object holds, this one included: a sharded group's Worker weighs its shards' loads by it. */
+  inFlight: number;
 }
 
 /** Why a route call found no backend: all breaker-open or already tried, or all at their cap. */

@@ -1,0 +1,283 @@
+import { describe, expect, it } from "vitest";
+import type { ResolvedGroup } from "../../src/config/load.ts";
+import { parseConfig } from "../../src/config/load.ts";
+import type { DecisionView } from "../../src/metrics/decisions.ts";
+import type { GroupMetrics } from "../../src/metrics/group-metrics.ts";
+import type { ChatMessage } from "../../src/openai/requests.ts";
+import { chatFingerprint, completionFingerprint } from "../../src/prefix/fingerprint.ts";
+import type { GroupStatus } from "../../src/routing/protocol.ts";
+import { mergeDecisions, mergeMetrics, mergeStatus } from "../../src/sharding/merge.ts";
+import { groupShards, objectNamesOf, partition, shardObjectName, shardOfObject } from "../../src/sharding/partition.ts";
+import { ShardChoice } from "../../src/sharding/shard-choice.ts";
+import { ShardKeys } from "../../src/sharding/shard-key.ts";
+import { boundedOrder, shardOrder } from "../../src/sharding/shard-order.ts";
+
+const opts = { blockChars: 64, maxBlocks: 2048 };
+const ids = (n: number, from = 0) => Array.from({ length: n }, (_, i) => `gpu-${from + i}.internal:8000`);
+const sizes = (owner: number[], shards: number) => owner.reduce((s, o) => (s[o] = (s[o] as number) + 1, s), new Array<number>(shards).fill(0));
+
+/** Deterministic text of `chars` characters, different for each `seed`. */
+function text(seed: string, chars: number): string {
+  let out = "";
+  for (let i = 0; out.length < chars; i++) out += `${seed} sentence ${i} about the weather and the tides. `;
+  return out.slice(0, chars);
+}
+
+/** Chat conversations sharing a 6 KB system prompt, each `turns` long: the chains of every turn, turn by turn, sessions interleaved. */
+function conversations(sessions: number, turns: number): { session: number; turn: number; chain: number[] }[] {
+  const system: ChatMessage = { role: "system", content: text("system", 6144) };
+  const history: ChatMessage[][] = Array.from({ length: sessions }, () => [system]);
+  const out: { session: number; turn: number; chain: number[] }[] = [];
+  for (let t = 0; t < turns; t++) {
+    for (let s = 0; s < sessions; s++) {
+      const h = history[s] as ChatMessage[];
+      h.push({ role: "user", content: text(`session ${s} question ${t}`, 100 + ((s * 37 + t * 53) % 300)) });
+      out.push({ session: s, turn: t, chain: chatFingerprint({ model: "m", messages: [...h] }, opts) });
+      h.push({ role: "assistant", content: text(`session ${s} answer ${t}`, 256) });
+    }
+  }
+  return out;
+}
+
+describe("partition: each deployment's shard", () => {
+  it("splits the deployments evenly, whatever their number, and the same whatever their order", () => {
+    for (const shards of [2, 3, 4, 8]) {
+      for (let n = 0; n <= 40; n++) {
+        const s = sizes(partition(ids(n), shards), shards);
+        expect(Math.max(...s) - Math.min(...s), `${n} over ${shards}`).toBeLessThanOrEqual(1);
+      }
+    }
+    const list = ids(32);
+    const owner = new Map(list.map((id, i) => [id, partition(list, 4)[i]]));
+    const reversed = [...list].reverse();
+    const again = partition(reversed, 4);
+    reversed.forEach((id, i) => expect(again[i]).toBe(owner.get(id)));
+  });
+
+  it("moves few others when a deployment joins or leaves", () => {
+    let moved = 0;
+    let cases = 0;
+    for (const shards of [2, 4, 8]) {
+      for (const n of [8, 16, 32, 64]) {
+        const before = partition(ids(n), shards);
+        const joined = partition(ids(n + 1), shards);
+        const left = partition(ids(n - 1, 1), shards);
+        for (let i = 0; i < n; i++) if (before[i] !== joined[i]) moved++;
+        for (let i = 1; i < n; i++) if (before[i] !== left[i - 1]) moved++;
+        cases += 2;
+      }
+    }
+    // Re-dealing every deployment would move (shards − 1) / shards of them: about 19 of 32 here on average.
+    expect(moved / cases).toBeLessThan(1.5);
+  });
+
+  it("gives shard 0 the group's own name and the others names no group can have", () => {
+    expect(shardObjectName("chat", 0)).toBe("chat");
+    expect(objectNamesOf("chat", 3)).toEqual(["chat", "chat\u001f1", "chat\u001f2"]);
+    expect(objectNamesOf("chat", undefined)).toEqual(["chat"]);
+    expect(shardOfObject("chat\u001f2")).toEqual({ group: "chat", shard: 2 });
+    expect(shardOfObject("chat")).toEqual({ group: "chat", shard: 0 });
+    const named = parseConfig(JSON.stringify({ modelGroups: [{ name: "chat\u001f1", deployments: [] }] }));
+    expect(named.ok).toBe(false);
+  });
+
+  it("hands each shard the group with its own deployments, and weighs only those taking requests", () => {
+    const parsed = parseConfig(
+      JSON.stringify({
+        modelGroups: [{ name: "g", shards: 2, deployments: ids(5).map((id, i) => ({ id, baseUrl: `http://10.0.0.${i + 1}:8000`, model: "m", weight: i === 0 ? 2 : 1 })) }],
+      }),
+    );
+    if (!parsed.ok) throw new Error(parsed.error);
+    const group = parsed.config.groups[0] as ResolvedGroup;
+    const s = groupShards(group);
+    expect(s.count).toBe(2);
+    expect(s.objectNames).toEqual(["g", "g\u001f1"]);
+    expect(s.views.flatMap((v) => v.deployments.map((d) => d.id)).sort()).toEqual(ids(5).sort());
+    expect(s.views.every((v) => v.version === group.version)).toBe(true);
+    const weightOf = (i: number) => (s.views[i] as ResolvedGroup).deployments.reduce((w, d) => w + d.weight, 0);
+    expect(s.weights).toEqual([weightOf(0), weightOf(1)]);
+    expect(groupShards(group)).toBe(s);
+  });
+});
+
+describe("ShardKeys: the prefix that decides a prompt's shard", () => {
+  it("keys every conversation that shares a system prompt by its own first message, once two have been seen", () => {
+    const keys = new ShardKeys();
+    const seen = conversations(8, 6).map((r) => ({ ...r, key: keys.keyOf(r.chain) }));
+    // The first prompt, and the second (which teaches where the two part), are keyed by their shared first blocks.
+    expect((seen[1] as { key: number }).key).toBe((seen[0] as { key: number }).key);
+    const perSession = new Map<number, Set<number>>();
+    for (const r of seen.slice(2)) {
+      const set = perSession.get(r.session) ?? new Set<number>();
+      set.add(r.key);
+      perSession.set(r.session, set);
+    }
+    for (const [session, set] of perSession) expect(set.size, `session ${session}`).toBe(1);
+    const distinct = new Set([...perSession.values()].map((set) => [...set][0]));
+    expect(distinct.size).toBe(8);
+  });
+
+  it("keys a conversation the same on every turn, and learns no branch from it alone or from retries", () => {
+    const keys = new ShardKeys();
+    const one = conversations(1, 8);
+    const got = new Set(one.map((r) => keys.keyOf(r.chain)));
+    keys.keyOf((one[3] as { chain: number[] }).chain);
+    expect(got.size).toBe(1);
+    expect(keys.size.branches).toBe(0);
+  });
+
+  it("finds where raw prompts part when they have no messages to go by (a Mooncake trace's 512-token blocks)", () => {
+    const block = (id: number) => text(`block ${id}`, 2048);
+    const prompt = (blocks: number[]) => completionFingerprint({ model: "m", prompt: blocks.map(block).join("") }, opts);
+    // Four conversations under one shared first block (id 0), each growing by a block per turn.
+    const keys = new ShardKeys();
+    const perConversation = new Map<number, Set<number>>();
+    let requests = 0;
+    for (let turn = 1; turn <= 5; turn++) {
+      for (let c = 0; c < 4; c++) {
+        const blocks = [0, ...Array.from({ length: turn }, (_, t) => 100 * (c + 1) + t)];
+        const key = keys.keyOf(prompt(blocks));
+        if (requests++ < 2) continue;
+        perConversation.set(c, (perConversation.get(c) ?? new Set()).add(key));
+      }
+    }
+    expect([...perConversation.values()].map((s) => s.size)).toEqual([1, 1, 1, 1]);
+    expect(new Set([...perConversation.values()].map((s) => [...s][0])).size).toBe(4);
+  });
+
+  it("gives prompts identical to their end one key (a hot prefix: bounded loads spread it), and an empty prompt none", () => {
+    const keys = new ShardKeys();
+    const chain = chatFingerprint({ model: "m", messages: [{ role: "user", content: text("same", 4000) }] }, opts);
+    expect(new Set(Array.from({ length: 20 }, () => keys.keyOf([...chain]))).size).toBe(1);
+    expect(keys.keyOf([])).toBeNaN();
+  });
+
+  it("stays bounded however many prompts it sees", () => {
+    const keys = new ShardKeys();
+    for (let i = 0; i < 20_000; i++) {
+      // Pairs that share 6 blocks then part: a branch point each, and two last prompts.
+      const base = [i * 10 + 1, i * 10 + 2, i * 10 + 3, i * 10 + 4, i * 10 + 5, i * 10 + 6];
+      keys.keyOf([...base, 0.5]);
+      keys.keyOf([...base, 0.25]);
+    }
+    expect(keys.size.last).toBeLessThanOrEqual(1024);
+    expect(keys.size.branches).toBeLessThanOrEqual(4096);
+    expect(keys.size.branches).toBeGreaterThan(0);
+  });
+});
+
+describe("shardOrder and boundedOrder: which shard, and where its overflow goes", () => {
+  it("gives each shard its weight's share of keys, each key its own order, and leaves out shards of weight 0", () => {
+    const weights = [2, 1, 1, 0];
+    const first: number[] = [0, 0, 0, 0];
+    const seconds = new Set<string>();
+    for (let k = 0; k < 40_000; k++) {
+      const order = shardOrder(k * 7919 + 0.5 * k, weights);
+      expect(order.length).toBe(3);
+      expect(new Set(order).size).toBe(3);
+      expect(order).not.toContain(3);
+      const s = order[0] as number;
+      first[s] = (first[s] as number) + 1;
+      seconds.add(order.join());
+    }
+    expect(first.map((n) => n / 40_000)).toEqual([expect.closeTo(0.5, 1), expect.closeTo(0.25, 1), expect.closeTo(0.25, 1), 0]);
+    expect(seconds.size).toBe(6);
+    expect(shardOrder(12345, weights)).toEqual(shardOrder(12345, weights));
+  });
+
+  it("moves only the keys of a shard that leaves", () => {
+    for (let k = 0; k < 5_000; k++) {
+      const key = k * 104729;
+      const all = shardOrder(key, [1, 1, 1, 1]);
+      const without = shardOrder(key, [1, 1, 0, 1]);
+      expect(without).toEqual(all.filter((s) => s !== 2));
+    }
+  });
+
+  it("passes over a shard one more request would put well above the mean, and only then", () => {
+    const balance = { balanceAbs: 4, balanceRel: 1.5 };
+    // Unevenly hashed conversations stay: 4 in flight against a mean of 2.
+    expect(boundedOrder([0, 1, 2, 3], [4, 2, 1, 1], [1, 1, 1, 1], balance)).toEqual([0, 1, 2, 3]);
+    // A hot key's shard past both bounds: its overflow goes to the next of its order.
+    expect(boundedOrder([0, 1, 2, 3], [12, 2, 1, 1], [1, 1, 1, 1], balance)).toEqual([1, 0, 2, 3]);
+    expect(boundedOrder([0, 1, 2, 3], [12, 12, 1, 1], [1, 1, 1, 1], balance)).toEqual([2, 0, 1, 3]);
+    // Per unit of weight: a shard of 4 servers holds 4 times the requests.
+    expect(boundedOrder([0, 1], [12, 1], [4, 1], balance)).toEqual([0, 1]);
+  });
+});
+
+describe("ShardChoice: an isolate's shard for each prompt", () => {
+  const group = (() => {
+    const parsed = parseConfig(JSON.stringify({ modelGroups: [{ name: "g", shards: 4, deployments: ids(8).map((id, i) => ({ id, baseUrl: `http://10.0.0.${i + 1}:8000`, model: "m" })) }] }));
+    if (!parsed.ok) throw new Error(parsed.error);
+    return parsed.config.groups[0] as ResolvedGroup;
+  })();
+
+  it("sends each conversation to one shard, spreads conversations over all, and spills a hot prompt as its shard fills", () => {
+    const choice = new ShardChoice();
+    const shardOf = new Map<number, Set<number>>();
+    for (const [i, r] of conversations(32, 4).entries()) {
+      const { order } = choice.order(group, r.chain);
+      expect(order.length).toBe(4);
+      // The first two are keyed by their shared first blocks (ShardKeys learns from them).
+      if (i >= 2) shardOf.set(r.session, (shardOf.get(r.session) ?? new Set()).add(order[0] as number));
+    }
+    expect([...shardOf.values()].every((s) => s.size === 1)).toBe(true);
+    expect(new Set([...shardOf.values()].map((s) => [...s][0])).size).toBe(4);
+
+    const hot = chatFingerprint({ model: "m", messages: [{ role: "user", content: text("hot", 3000) }] }, opts);
+    const { shards, order } = choice.order(group, hot);
+    const home = order[0] as number;
+    for (let i = 0; i < 30; i++) choice.sent(shards.objectNames[home] as string);
+    expect(choice.order(group, hot).order[0]).not.toBe(home);
+    for (let i = 0; i < 30; i++) choice.ended(shards.objectNames[home] as string);
+    expect(choice.order(group, hot).order[0]).toBe(home);
+  });
+});
+
+describe("merging a sharded group's answers", () => {
+  const status = (group: string, backends: string[], leases: number): GroupStatus => ({
+    group,
+    strategy: "prefix-aware",
+    versions: ["v2", "v1"],
+    rev: leases,
+    leases,
+    calls: { route: 10 * leases, release: leases },
+    tenants: { keys: 1, pendingUsageRows: 2 },
+    restored: { breakers: 0, affinityBlocks: 5, leases: 0 },
+    backends: backends.map((id) => ({ id }) as GroupStatus["backends"][number]),
+  });
+
+  it("lists every shard's backends under the group and adds up the counts", () => {
+    const merged = mergeStatus([status("g", ["a", "b"], 3), status("g", ["c"], 4)]);
+    expect(merged).toMatchObject({ group: "g", leases: 7, rev: 4, calls: { route: 70, release: 7 }, tenants: { keys: 2, pendingUsageRows: 4 }, restored: { affinityBlocks: 10 }, versions: ["v2", "v1"] });
+    expect(merged.backends.map((b) => b.id)).toEqual(["a", "b", "c"]);
+    const one = status("g", ["a"], 1);
+    expect(mergeStatus([one])).toBe(one);
+  });
+
+  it("adds up a key's counters over the shards that counted it", () => {
+    const m = (keys: GroupMetrics["keys"], refused: number): GroupMetrics => ({ group: "g", backends: [], keys, refusals: { "no-backend": refused, "at-capacity": 1 } });
+    const merged = mergeMetrics([
+      m([{ id: "k1", requests: 2, tokens: { prompt: 10, completion: 5, cached: 4 }, limitHits: { rpm: 1 } }], 1),
+      m(
+        [
+          { id: "k1", requests: 3, tokens: { prompt: 1, completion: 1, cached: 0 }, limitHits: { rpm: 2, tpm: 1 } },
+          { id: "k2", requests: 1, tokens: { prompt: 1, completion: 1, cached: 1 }, limitHits: {} },
+        ],
+        2,
+      ),
+    ]);
+    expect(merged.keys).toEqual([
+      { id: "k1", requests: 5, tokens: { prompt: 11, completion: 6, cached: 4 }, limitHits: { rpm: 3, tpm: 1 } },
+      { id: "k2", requests: 1, tokens: { prompt: 1, completion: 1, cached: 1 }, limitHits: {} },
+    ]);
+    expect(merged.refusals).toEqual({ "no-backend": 3, "at-capacity": 2 });
+  });
+
+  it("interleaves the shards' decisions newest first", () => {
+    const d = (at: string): DecisionView => ({ at, backend: "a", reason: "prefix-hit", matched: 1, total: 2, outcome: null, ttft_ms: null });
+    const merged = mergeDecisions([[d("2026-11-24T00:00:03Z"), d("2026-11-24T00:00:01Z")], [d("2026-11-24T00:00:02Z")]]);
+    expect(merged.map((x) => x.at)).toEqual(["2026-11-24T00:00:03Z", "2026-11-24T00:00:02Z"]);
+  });
+});
