@@ -4,7 +4,9 @@ import { reachProblems } from "../src/config/upstream-access.ts";
 import { applyCommand } from "../src/fleet/apply.ts";
 import type { AdminCommand, AdminResult, FleetRegistryRpc, FleetSnapshot } from "../src/fleet/protocol.ts";
 import { FleetRegistry as Fleet, RegistryError, type Change, type GroupRecord } from "../src/fleet/registry.ts";
+import type { ResolvedGroup } from "../src/config/load.ts";
 import type { ModelGroupRpc } from "../src/routing/protocol.ts";
+import { groupShards, objectNamesOf } from "../src/sharding/partition.ts";
 import { logEvent } from "../src/logging/event-log.ts";
 
 /** What the registry needs of its environment: the config (for its seed) and the groups' routing objects. */
@@ -49,6 +51,7 @@ export class FleetRegistry extends DurableObject<RegistryEnv> implements FleetRe
 
   async command(cmd: AdminCommand): Promise<AdminResult> {
     let change: Change;
+    const before = this.shardCounts();
     try {
       change = applyCommand(this.fleet, cmd, Date.now());
     } catch (e) {
@@ -57,15 +60,16 @@ export class FleetRegistry extends DurableObject<RegistryEnv> implements FleetRe
     }
     this.persist();
     logRegistry(cmd.op, this.fleet.rev, change);
-    const routing = await this.push(change);
+    const routing = await this.push(change, before);
     return { ok: true, rev: this.fleet.rev, ...change, routing };
   }
 
   override async alarm(): Promise<void> {
+    const before = this.shardCounts();
     const change = this.fleet.expire(Date.now());
     this.persist();
     logRegistry("expire", this.fleet.rev, change);
-    await this.push(change);
+    await this.push(change, before);
   }
 
   /** The config's groups, when they are not the seed taken last (a deploy changed them). */
@@ -96,12 +100,25 @@ export class FleetRegistry extends DurableObject<RegistryEnv> implements FleetRe
     if (wake !== null) void this.ctx.storage.setAlarm(Math.ceil(wake));
   }
 
-  /** Hands each changed group to its routing object; "pending" when one could not be reached. */
-  private async push(change: Change): Promise<"applied" | "pending"> {
+  /** Each group's number of routing objects, before a change: a group that loses shards retires their objects. */
+  private shardCounts(): Map<string, number> {
+    return new Map(this.fleet.names().map((n) => [n, objectNamesOf(n, this.fleet.group(n)?.settings.shards).length]));
+  }
+
+  /**
+   * Hands each changed group to its routing objects — a sharded group's each its own slice — and
+   * retires the objects of removed groups and of shards a group no longer has; "pending" when one
+   * could not be reached.
+   */
+  private async push(change: Change, before: ReadonlyMap<string, number>): Promise<"applied" | "pending"> {
     const ns = this.env.MODEL_GROUP;
+    const retired = (n: string, from: number) => objectNamesOf(n, before.get(n)).slice(from);
     const calls = [
-      ...change.changed.map((n) => ns.getByName(n).install(this.fleet.resolved(n) as NonNullable<ReturnType<Fleet["resolved"]>>)),
-      ...change.removed.map((n) => ns.getByName(n).retire(this.fleet.rev)),
+      ...change.changed.flatMap((n) => {
+        const shards = groupShards(this.fleet.resolved(n) as NonNullable<ReturnType<Fleet["resolved"]>>);
+        return [...shards.objectNames.map((o, i) => ns.getByName(o).install(shards.views[i] as ResolvedGroup)), ...retired(n, shards.count).map((o) => ns.getByName(o).retire(this.fleet.rev))];
+      }),
+      ...change.removed.flatMap((n) => retired(n, 0).map((o) => ns.getByName(o).retire(this.fleet.rev))),
     ];
     const results = await Promise.allSettled(calls);
     const failed = results.filter((r) => r.status === "rejected");

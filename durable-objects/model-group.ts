@@ -3,6 +3,7 @@ import type { ResolvedGroup } from "../src/config/load.ts";
 import { PUBLIC_REACH, reachOf, type UpstreamReach } from "../src/config/upstream-access.ts";
 import { backendKey, type SavedBreaker } from "../src/routing/backend.ts";
 import { GroupRouter } from "../src/routing/group-router.ts";
+import { shardOfObject } from "../src/sharding/partition.ts";
 import { logEvent } from "../src/logging/event-log.ts";
 import type { DecisionView } from "../src/metrics/decisions.ts";
 import type { GroupMetrics } from "../src/metrics/group-metrics.ts";
@@ -50,7 +51,8 @@ interface SavedView {
 }
 
 /**
- * One object per model group (its name is the group's): it decides and it counts, and is never in
+ * One object per model group (its name is the group's), or per shard of a sharded group (each
+ * owning a slice of its backends: src/sharding/): it decides and it counts, and is never in
  * the data path. The routing itself is src/routing/group-router.ts; this shell binds it to
  * storage and to the alarm, which reclaims leases no Worker renews, sends health probes to open
  * and half-open backends, and saves the affinity snapshot. It reads no config of its own: its
@@ -69,7 +71,8 @@ export class ModelGroup extends DurableObject<GroupEnv> implements ModelGroupRpc
 
   constructor(ctx: DurableObjectState, env: GroupEnv) {
     super(ctx, env);
-    this.router = new GroupRouter(ctx.id.name ?? ctx.id.toString());
+    // A shard's object routes for its group: the group's name is what its series and events carry.
+    this.router = new GroupRouter(shardOfObject(ctx.id.name ?? ctx.id.toString()).group);
     void ctx.blockConcurrencyWhile(() => this.restore());
   }
 

@@ -51,6 +51,9 @@ export function testConfig(u: Upstreams): GatewayConfigInput {
       { name: "scripted", deployments: [{ id: "scripted", baseUrl: u.scriptedUrl, model: UPSTREAM_MODEL }] },
       { name: "scripted-restamp", hooks: ["restamp"], deployments: [{ id: "scripted", baseUrl: u.scriptedUrl, model: UPSTREAM_MODEL }] },
       { name: "dead", deployments: [{ id: "dead", baseUrl: u.deadUrl, model: UPSTREAM_MODEL }] },
+      // test/workers/sharding.test.ts: the fleet over two routing objects, and a shard whose only server is dead.
+      fleetGroup("sharded", u.fleetUrls, { shards: 2 }),
+      { name: "sharded-failover", shards: 2, deployments: [{ id: "dead", baseUrl: u.deadUrl, model: UPSTREAM_MODEL }, { id: "healthy", baseUrl: u.fleetUrls[0] as string, model: UPSTREAM_MODEL }] },
       ...failoverGroups(u),
       ...privateNetworkGroups(u),
     ],

@@ -4,8 +4,8 @@ import { describe, expect, inject, it, vi } from "vitest";
 import type { ResolvedGroup } from "../../src/config/load.ts";
 import type { DeploymentList, DeploymentRow, GroupList } from "../../src/fleet/admin-api.ts";
 import { REGISTRY_NAME } from "../../src/fleet/registry-name.ts";
-import type { RouteDecision, RouteRefusal } from "../../src/routing/protocol.ts";
-import { holdLease, route } from "../../workers/gateway/route-client.ts";
+import type { RouteRefusal } from "../../src/routing/protocol.ts";
+import { holdLease, route, type Routed } from "../../workers/gateway/route-client.ts";
 import { UPSTREAM_MODEL } from "../support/test-config.ts";
 import { admin, ok, refused } from "./admin.ts";
 import { chat, EVENTUALLY, gateway } from "./gateway.ts";
@@ -73,7 +73,7 @@ describe("deployments through the admin API", () => {
     // A request in flight on b (its lease held), then b drains.
     const ctx = createExecutionContext();
     const g = await resolved("admin-live");
-    const held = (await route(env, ctx, g, [], ["a"], g.name)) as RouteDecision | RouteRefusal;
+    const held = (await route(env, ctx, g, [], ["a"], g.name)) as Routed | RouteRefusal;
     if ("refused" in held) throw new Error(`refused: ${held.refused}`);
     expect(held.backendId).toBe("b");
     const lease = holdLease(held, g, env, ctx, 10);

@@ -25,7 +25,7 @@ function redeployed(of: ResolvedGroup, deployments: ReturnType<typeof sim>[]): R
   return parsed.config.groups[0] as ResolvedGroup;
 }
 
-function decided(d: RouteDecision | RouteRefusal | LimitRefusal): RouteDecision {
+function decided<D extends RouteDecision>(d: D | RouteRefusal | LimitRefusal): D {
   if ("refused" in d) throw new Error(`refused: ${d.refused}`);
   return d;
 }

@@ -4,6 +4,8 @@ import type { DeploymentList, DeploymentRow, FleetStatus, GroupList } from "../.
 import type { AdminCommand, AdminResult, GroupRecord } from "../../src/fleet/protocol.ts";
 import { REGISTRY_NAME } from "../../src/fleet/registry-name.ts";
 import type { BackendSnapshot, GroupStatus } from "../../src/routing/protocol.ts";
+import { mergeDecisions, mergeStatus } from "../../src/sharding/merge.ts";
+import { objectNamesOf } from "../../src/sharding/partition.ts";
 import type { LoadedConfig } from "../config.ts";
 import type { Env } from "../env.ts";
 import type { AppEnv } from "../gateway/app-env.ts";
@@ -35,7 +37,7 @@ export function mountAdmin(app: Hono<AdminEnv>, config: LoadedConfig): void {
 
   app.get(`${A}/status`, async (c) => {
     const { rev, groups } = await registry(c.env).records();
-    const live = await Promise.all(groups.map((g) => groupStatus(c.env, g.settings.name)));
+    const live = await Promise.all(groups.map((g) => groupStatus(c.env, g.settings)));
     const status: FleetStatus = {
       rev,
       groups: groups.map((g, i) => {
@@ -63,25 +65,25 @@ export function mountAdmin(app: Hono<AdminEnv>, config: LoadedConfig): void {
   app.post(`${A}/groups`, async (c) => changed(c, { op: "add-group", group: await body(c) }, 201));
   app.get(`${A}/groups/:group`, async (c) => {
     const g = await recordOf(c.env, c.req.param("group"));
-    return c.json({ ...g.settings, rev: g.rev, source: g.source, deployments: deploymentRows(g, await groupStatus(c.env, g.settings.name)) });
+    return c.json({ ...g.settings, rev: g.rev, source: g.source, deployments: deploymentRows(g, await groupStatus(c.env, g.settings)) });
   });
   // The routing object's last decisions, newest first: what the dashboard polls.
   app.get(`${A}/groups/:group/decisions`, async (c) => {
     const g = await recordOf(c.env, c.req.param("group"));
-    return c.json({ object: "list", group: g.settings.name, data: await c.env.MODEL_GROUP.getByName(g.settings.name).decisions() });
+    return c.json({ object: "list", group: g.settings.name, data: mergeDecisions(await Promise.all(objectNamesOf(g.settings.name, g.settings.shards).map((n) => c.env.MODEL_GROUP.getByName(n).decisions()))) });
   });
   app.patch(`${A}/groups/:group`, async (c) => changed(c, { op: "update-group", group: c.req.param("group"), patch: await body(c) }));
   app.delete(`${A}/groups/:group`, (c) => changed(c, { op: "remove-group", group: c.req.param("group") }));
 
   app.get(`${A}/groups/:group/deployments`, async (c) => {
     const g = await recordOf(c.env, c.req.param("group"));
-    const list: DeploymentList = { object: "list", group: g.settings.name, rev: g.rev, data: deploymentRows(g, await groupStatus(c.env, g.settings.name)) };
+    const list: DeploymentList = { object: "list", group: g.settings.name, rev: g.rev, data: deploymentRows(g, await groupStatus(c.env, g.settings)) };
     return c.json(list);
   });
   app.post(`${A}/groups/:group/deployments`, async (c) => changed(c, { op: "add-deployment", group: c.req.param("group"), deployment: await body(c) }, 201));
   app.get(`${A}/groups/:group/deployments/:id`, async (c) => {
     const g = await recordOf(c.env, c.req.param("group"));
-    const row = deploymentRows(g, await groupStatus(c.env, g.settings.name)).find((r) => r.id === c.req.param("id"));
+    const row = deploymentRows(g, await groupStatus(c.env, g.settings)).find((r) => r.id === c.req.param("id"));
     if (!row) throw notFound(`no deployment "${c.req.param("id")}" in group "${g.settings.name}"`, "deployment_not_found");
     return c.json(row);
   });
@@ -121,13 +123,11 @@ async function recordOf(env: Env, name: string): Promise<GroupRecord> {
   return g;
 }
 
-/** The routing object's view of the group; null when it cannot be reached (the registry's records still answer). */
-async function groupStatus(env: Env, name: string): Promise<GroupStatus | null> {
-  try {
-    return await env.MODEL_GROUP.getByName(name).status();
-  } catch {
-    return null;
-  }
+/** The routing objects' view of the group (its shards' together); null when none can be reached (the registry's records still answer). */
+async function groupStatus(env: Env, g: GroupRecord["settings"]): Promise<GroupStatus | null> {
+  const answers = await Promise.allSettled(objectNamesOf(g.name, g.shards).map((n) => env.MODEL_GROUP.getByName(n).status()));
+  const live = answers.flatMap((a) => (a.status === "fulfilled" ? [a.value] : []));
+  return live.length > 0 ? mergeStatus(live) : null;
 }
 
 function deploymentRows(g: GroupRecord, live: GroupStatus | null): DeploymentRow[] {

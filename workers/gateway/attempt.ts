@@ -5,6 +5,7 @@ import type { CompletionSummary, HookContext } from "../../src/hooks/types.ts";
 import { pipelineFor } from "../config.ts";
 import { badGateway, badRequest, GatewayError, gatewayTimeout, unavailable } from "../../src/openai/errors.ts";
 import type { LeaseOutcome, RouteDecision } from "../../src/routing/protocol.ts";
+import type { Routed } from "./route-client.ts";
 import { relay } from "../../src/stream/relay.ts";
 import { readUsage, tokenUsage, USAGE_TAIL_BYTES } from "../../src/stream/usage.ts";
 import { sampledForFeedback } from "../../src/routing/learned/sampling.ts";
@@ -33,7 +34,7 @@ export interface AttemptInput {
   p: ProxyInput;
   body: Validated["body"];
   group: ResolvedGroup;
-  decision: RouteDecision;
+  decision: Routed;
   deadline: Deadline;
   /** This attempt's number, 1 for the first. */
   attempts: number;

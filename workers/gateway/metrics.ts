@@ -4,18 +4,19 @@ import { PROMETHEUS_CONTENT_TYPE, renderText } from "../../src/metrics/prometheu
 import type { LoadedConfig } from "../config.ts";
 import type { AppEnv } from "./app-env.ts";
 import { authenticateMetrics } from "./auth.ts";
-import { groupObject } from "./group-object.ts";
+import { mergeMetrics } from "../../src/sharding/merge.ts";
+import { groupObjects } from "./group-object.ts";
 
 /**
  * GET /metrics: the groups' counters in Prometheus text format, for the metrics key or the admin
- * key. Each group's routing object holds its own (global, not one isolate's): one call each, all
- * at once. A group whose object does not answer is reported down, not failed on: the others'
- * series still come.
+ * key. Each group's routing object holds its own (global, not one isolate's): one call each (one
+ * per shard of a sharded group), all at once. A group whose object does not answer is reported
+ * down, not failed on: the others' series still come.
  */
 export function mountMetrics(app: Hono<AppEnv>, config: LoadedConfig): void {
   app.get("/metrics", async (c) => {
     await authenticateMetrics(c.req.raw, config, c.env);
-    const answers = await Promise.allSettled(config.groups.map((g) => groupObject(c.env, g).metrics()));
+    const answers = await Promise.allSettled(config.groups.map(async (g) => mergeMetrics(await Promise.all(groupObjects(c.env, g).map((o) => o.metrics())))));
     const groups: GroupMetrics[] = [];
     const down: string[] = [];
     answers.forEach((a, i) => {

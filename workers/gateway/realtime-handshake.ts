@@ -2,6 +2,7 @@ import type { ResolvedDeployment, ResolvedGroup } from "../../src/config/load.ts
 import { badGateway, GatewayError, gatewayTimeout } from "../../src/openai/errors.ts";
 import { classifyRefusedUpgrade } from "../../src/realtime/upgrade-answer.ts";
 import type { LeaseOutcome, RouteDecision } from "../../src/routing/protocol.ts";
+import type { Routed } from "./route-client.ts";
 import { clientError, FAILURE_CAUSE } from "../../src/upstream/answer.ts";
 import { parseUpstreamError } from "../../src/upstream/error-body.ts";
 import { readBounded } from "../../src/upstream/read-bounded.ts";
@@ -24,7 +25,7 @@ export interface HandshakeInput {
   requestId: string;
   group: ResolvedGroup;
   deployment: ResolvedDeployment;
-  decision: RouteDecision;
+  decision: Routed;
   /** The subprotocols the client offered, the key taken out. */
   protocols: readonly string[];
   /** Aborts when the client disconnects: the handshake is then cancelled. */

@@ -1,6 +1,8 @@
 import type { ResolvedGroup } from "../../src/config/load.ts";
 import { unavailable } from "../../src/openai/errors.ts";
 import { isVersionRefusal, type LeaseOutcome, type LeaseRelease, type LeaseRenewal, type LimitRefusal, type RouteCall, type RouteDecision, type RouteRefusal, type RouteTenant } from "../../src/routing/protocol.ts";
+import { shardOfObject } from "../../src/sharding/partition.ts";
+import { ShardChoice } from "../../src/sharding/shard-choice.ts";
 import type { Env, WaitUntil } from "../env.ts";
 import { groupObject } from "./group-object.ts";
 import { fleetBehind } from "../fleet.ts";
@@ -12,10 +14,11 @@ import { fleetBehind } from "../fleet.ts";
  * isolate flushes them itself after `flushMs`. Held leases are renewed the same way every
  * leaseTtlMs / 3 — along with the next call, or by a timer of the request holding them — so an
  * object that restarted takes their slots back, and the slots of a Worker that was killed come
- * back within leaseTtlMs.
+ * back within leaseTtlMs. A sharded group has one object per shard: all of this is per object.
  */
 const pending = new Map<string, LeaseRelease[]>();
 const flushArmed = new Set<string>();
+const shardChoice = new ShardChoice();
 
 interface Held {
   renewal: LeaseRenewal;
@@ -23,35 +26,35 @@ interface Held {
   everyMs: number;
 }
 
-/** Per group, the leases this isolate holds. */
+/** Per object, the leases this isolate holds. */
 const held = new Map<string, Map<string, Held>>();
 
-function heldOf(group: string): Map<string, Held> {
-  let m = held.get(group);
-  if (!m) held.set(group, (m = new Map()));
+function heldOf(object: string): Map<string, Held> {
+  let m = held.get(object);
+  if (!m) held.set(object, (m = new Map()));
   return m;
 }
 
-function takePending(group: string): LeaseRelease[] {
-  const list = pending.get(group);
+function takePending(object: string): LeaseRelease[] {
+  const list = pending.get(object);
   if (!list || list.length === 0) return [];
-  pending.set(group, []);
+  pending.set(object, []);
   return list;
 }
 
 /** Puts back releases whose call failed; the next call carries them (a release counts once however often it comes). */
-function requeue(group: string, released: LeaseRelease[]): void {
+function requeue(object: string, released: LeaseRelease[]): void {
   if (released.length === 0) return;
-  const list = pending.get(group);
+  const list = pending.get(object);
   if (list) list.push(...released);
-  else pending.set(group, [...released]);
+  else pending.set(object, [...released]);
 }
 
 /** Held leases not renewed for half their interval: a call going out anyway takes them along. */
-function takeRenewals(group: string): Held[] {
+function takeRenewals(object: string): Held[] {
   const now = Date.now();
   const out: Held[] = [];
-  for (const h of heldOf(group).values()) {
+  for (const h of heldOf(object).values()) {
     if (now - h.renewedAt < h.everyMs / 2) continue;
     h.renewedAt = now;
     out.push(h);
@@ -65,35 +68,44 @@ function renewLater(renewing: Held[]): void {
 }
 
 /** Sends what waits — finished leases and due renewals — when no route call is coming to carry it. */
-async function flush(group: string, env: Env): Promise<void> {
-  const batch = takePending(group);
-  const renewing = takeRenewals(group);
+async function flush(object: string, env: Env): Promise<void> {
+  const batch = takePending(object);
+  const renewing = takeRenewals(object);
   if (batch.length === 0 && renewing.length === 0) return;
   try {
-    await env.MODEL_GROUP.getByName(group).release(
+    await env.MODEL_GROUP.getByName(object).release(
       batch,
       renewing.map((h) => h.renewal),
     );
   } catch (e) {
-    requeue(group, batch);
+    requeue(object, batch);
     renewLater(renewing);
-    console.error(`kvgate: releasing ${batch.length} and renewing ${renewing.length} lease(s) of ${group} failed: ${(e as Error).message}`);
+    console.error(`kvgate: releasing ${batch.length} and renewing ${renewing.length} lease(s) of ${objectLabel(object)} failed: ${(e as Error).message}`);
   }
 }
 
-function queueRelease(group: string, release: LeaseRelease, env: Env, ctx: WaitUntil, flushMs: number): void {
-  requeue(group, [release]);
-  if (flushArmed.has(group)) return;
-  flushArmed.add(group);
+/** An object's name as a log line shows it: a shard's with its number after the group's. */
+function objectLabel(object: string): string {
+  const { group, shard } = shardOfObject(object);
+  return shard === 0 ? group : `${group} (shard ${shard})`;
+}
+
+function queueRelease(object: string, release: LeaseRelease, env: Env, ctx: WaitUntil, flushMs: number): void {
+  requeue(object, [release]);
+  if (flushArmed.has(object)) return;
+  flushArmed.add(object);
   // The timer runs under the finishing request's waitUntil, and gets its own stub there:
   // a stub belongs to the request that created it.
   ctx.waitUntil(
     new Promise<void>((resolve) => setTimeout(resolve, flushMs)).then(() => {
-      flushArmed.delete(group);
-      return flush(group, env);
+      flushArmed.delete(object);
+      return flush(object, env);
     }),
   );
 }
+
+/** A decision, with the object that gave it: the one its lease goes back to. */
+export type Routed = RouteDecision & { object: string };
 
 /**
  * Picks a backend of `group` for the prompt's hash chain and takes its slot, carrying the
@@ -101,26 +113,56 @@ function queueRelease(group: string, release: LeaseRelease, env: Env, ctx: WaitU
  * failed on. The object routes with this isolate's version of the group; one that does not know
  * it yet is sent the group's config, once. `tenant`: the request's virtual key, whose limits the
  * object checks before it takes a slot. `failover`: the attempt follows a failed one, or serves a
- * fallback group (the object counts it so).
+ * fallback group (the object counts it so). A sharded group's shards are asked in the order its
+ * prompt keys them to, the next when one has no backend to give.
  */
-export async function route(env: Env, ctx: WaitUntil, group: ResolvedGroup, chain: number[], exclude: readonly string[], model: string, tenant?: RouteTenant, failover = false): Promise<RouteDecision | RouteRefusal | LimitRefusal> {
-  const released = takePending(group.name);
-  const renewing = takeRenewals(group.name);
+export async function route(env: Env, ctx: WaitUntil, group: ResolvedGroup, chain: number[], exclude: readonly string[], model: string, tenant?: RouteTenant, failover = false): Promise<Routed | RouteRefusal | LimitRefusal> {
+  if (!(group.shards > 1)) return routeOn(env, ctx, group, group.name, group, chain, exclude, model, tenant, failover);
+  const { shards, order } = shardChoice.order(group, chain);
+  let refusal: RouteRefusal | undefined;
+  for (const s of order) {
+    const object = shards.objectNames[s] as string;
+    shardChoice.sent(object);
+    let answer: Routed | RouteRefusal | LimitRefusal;
+    try {
+      answer = await routeOn(env, ctx, group, object, shards.views[s] as ResolvedGroup, chain, exclude, model, tenant, failover);
+    } catch (e) {
+      shardChoice.ended(object);
+      throw e;
+    }
+    if (!("refused" in answer)) {
+      shardChoice.answered(object, answer.inFlight);
+      return answer;
+    }
+    shardChoice.ended(object);
+    if (answer.refused === "limited") return answer;
+    // Full beats empty: a request that found every shard without a backend to give, some only at their cap, hears "at capacity".
+    if (!refusal || answer.refused === "at-capacity") refusal = answer;
+  }
+  return refusal ?? { refused: "no-backend", rev: group.rev };
+}
+
+/** One route call to one object of the group; `view`: the config it routes with, sent when it does not know the version. */
+async function routeOn(env: Env, ctx: WaitUntil, group: ResolvedGroup, object: string, view: ResolvedGroup, chain: number[], exclude: readonly string[], model: string, tenant: RouteTenant | undefined, failover: boolean): Promise<Routed | RouteRefusal | LimitRefusal> {
+  const released = takePending(object);
+  const renewing = takeRenewals(object);
   const call: RouteCall = { version: group.version, chain, released, renewed: renewing.map((h) => h.renewal), exclude: [...exclude] };
   if (tenant) call.tenant = tenant;
   if (failover) call.failover = true;
   try {
-    const stub = groupObject(env, group);
+    const stub = groupObject(env, object, group.locationHint);
     let answer = await stub.route(call);
     // It processed the releases already; the renewals go again, now that it will know their version.
-    if (isVersionRefusal(answer)) answer = await stub.route({ ...call, released: [], group });
+    if (isVersionRefusal(answer)) answer = await stub.route({ ...call, released: [], group: view });
     if (isVersionRefusal(answer)) throw new Error(`it refused version ${group.version} with the group's config attached`);
     if (answer.rev > group.rev) fleetBehind(env, ctx);
-    return answer;
+    if ("refused" in answer) return answer;
+    // The answer is this call's own copy: marked, not copied.
+    return Object.assign(answer, { object });
   } catch (e) {
-    requeue(group.name, released);
+    requeue(object, released);
     renewLater(renewing);
-    console.error(`kvgate: route call for ${group.name} failed: ${(e as Error).message}`);
+    console.error(`kvgate: route call for ${objectLabel(object)} failed: ${(e as Error).message}`);
     throw unavailable(`routing for model "${model}" is unavailable`, "routing_unavailable");
   }
 }
@@ -140,16 +182,17 @@ export interface HeldLease {
  * and while it does, the lease is renewed: along with any call to the group, or by its own timer
  * when none went out for a renewal interval.
  */
-export function holdLease(decision: RouteDecision, group: ResolvedGroup, env: Env, ctx: WaitUntil, flushMs: number, key?: string): HeldLease {
+export function holdLease(decision: Routed, group: ResolvedGroup, env: Env, ctx: WaitUntil, flushMs: number, key?: string): HeldLease {
   let done!: () => void;
   ctx.waitUntil(new Promise<void>((r) => (done = r)));
   const everyMs = group.leaseTtlMs / 3;
   const renewal: LeaseRenewal = { lease: decision.lease, version: group.version, backendId: decision.backendId };
   if (key !== undefined) renewal.key = key;
   const mine: Held = { renewal, renewedAt: Date.now(), everyMs };
-  heldOf(group.name).set(decision.lease, mine);
+  const { object } = decision;
+  heldOf(object).set(decision.lease, mine);
   const timer = setInterval(() => {
-    if (Date.now() - mine.renewedAt >= everyMs / 2) ctx.waitUntil(flush(group.name, env));
+    if (Date.now() - mine.renewedAt >= everyMs / 2) ctx.waitUntil(flush(object, env));
   }, everyMs);
   let settled = false;
   return {
@@ -158,14 +201,15 @@ export function holdLease(decision: RouteDecision, group: ResolvedGroup, env: En
       if (settled) return;
       settled = true;
       clearInterval(timer);
-      heldOf(group.name).delete(decision.lease);
+      heldOf(object).delete(decision.lease);
+      if (group.shards > 1) shardChoice.ended(object);
       const release: LeaseRelease = { lease: decision.lease, outcome };
       // Only the fields that hold something: the release rides along with a later route call.
       if (end?.ttftMs !== undefined) release.ttftMs = end.ttftMs;
       if (end?.durationMs !== undefined) release.durationMs = end.durationMs;
       if (end?.usage) release.usage = end.usage;
       if (end?.streamed) release.streamed = true;
-      queueRelease(group.name, release, env, ctx, flushMs);
+      queueRelease(object, release, env, ctx, flushMs);
       done();
     },
   };

@@ -1,0 +1,90 @@
+import { env } from "cloudflare:workers";
+import { describe, expect, it, vi } from "vitest";
+import type { GroupStatus } from "../../src/routing/protocol.ts";
+import { objectNamesOf } from "../../src/sharding/partition.ts";
+import { chat, EVENTUALLY, gateway, type ChatMessage } from "./gateway.ts";
+
+const SYSTEM = "You answer questions about the sea for a coastal survey team. ".repeat(40);
+
+/** A conversation of an app: the app's system prompt, then its own questions and answers. */
+function turnOf(topic: string, turns: number): ChatMessage[] {
+  const messages: ChatMessage[] = [{ role: "system", content: SYSTEM }];
+  for (let t = 0; t < turns; t++) {
+    messages.push({ role: "user", content: `Question ${t} about ${topic}: how does it change over a year, and why?` });
+    if (t < turns - 1) messages.push({ role: "assistant", content: `Answer ${t} about ${topic}.` });
+  }
+  return messages;
+}
+
+const shardStatus = (group: string): Promise<GroupStatus[]> => Promise.all(objectNamesOf(group, 2).map((n) => env.MODEL_GROUP.getByName(n).status()));
+
+async function expectShardsIdle(group: string): Promise<void> {
+  await vi.waitFor(async () => expect((await shardStatus(group)).flatMap((s) => s.backends).reduce((n, b) => n + b.inFlight, 0)).toBe(0), EVENTUALLY);
+}
+
+describe("a model group sharded over two routing objects", () => {
+  it("routes each shard's servers in its own object, and every later turn of a conversation to the server that holds it", async () => {
+    const topics = ["kelp", "tides", "dunes", "reefs", "gulls", "fjords", "deltas", "atolls", "brine", "shoals", "estuaries", "currents"];
+    const served = new Map<string, string[]>();
+    const reasons = new Map<string, string[]>();
+    for (let turns = 1; turns <= 3; turns++) {
+      for (const topic of topics) {
+        const res = await chat("sharded", turnOf(topic, turns));
+        expect(res.status).toBe(200);
+        await res.text();
+        served.set(topic, [...(served.get(topic) ?? []), res.headers.get("x-kvgate-backend") ?? ""]);
+        reasons.set(topic, [...(reasons.get(topic) ?? []), res.headers.get("x-kvgate-reason") ?? ""]);
+      }
+    }
+    const [first, second] = await shardStatus("sharded");
+    const own = (s: GroupStatus | undefined) => (s?.backends ?? []).map((b) => b.id).sort();
+    // Each object holds its slice of the group's servers, and only it.
+    expect(own(first).length).toBe(2);
+    expect([...own(first), ...own(second)].sort()).toEqual(["sim-0", "sim-1", "sim-2", "sim-3"]);
+    expect(first?.group).toBe("sharded");
+    expect(second?.group).toBe("sharded");
+    // The first two prompts of a new system prompt are keyed by its first blocks (src/sharding/shard-key.ts); every
+    // conversation after them stays on one server from its first turn, the first two from their second.
+    topics.forEach((topic, i) => {
+      const backends = served.get(topic) as string[];
+      const from = i < 2 ? 1 : 0;
+      expect(new Set(backends.slice(from)).size, topic).toBe(1);
+      expect((reasons.get(topic) as string[]).slice(from + 1), topic).toEqual(Array(2 - from).fill("prefix-hit"));
+    });
+    // Conversations spread over both shards.
+    const used = new Set([...served.values()].map((b) => b.at(-1)));
+    expect(own(first).some((id) => used.has(id))).toBe(true);
+    expect(own(second).some((id) => used.has(id))).toBe(true);
+    await expectShardsIdle("sharded");
+  });
+
+  it("shows the group as one in /v1/kvgate/status and /metrics", async () => {
+    const res = await chat("sharded", turnOf("plankton", 1));
+    await res.text();
+    await expectShardsIdle("sharded");
+    const body = (await (await gateway("/v1/kvgate/status")).json()) as { groups: GroupStatus[] };
+    const sharded = body.groups.filter((g) => g.group === "sharded");
+    expect(sharded.length).toBe(1);
+    expect(sharded[0]?.backends.map((b) => b.id).sort()).toEqual(["sim-0", "sim-1", "sim-2", "sim-3"]);
+    const parts = await shardStatus("sharded");
+    expect(sharded[0]?.calls.route).toBe(parts.reduce((n, p) => n + p.calls.route, 0));
+    const metrics = await (await gateway("/metrics", { headers: { authorization: `Bearer ${env.KVGATE_ADMIN_KEY}` } })).text();
+    for (const id of ["sim-0", "sim-1", "sim-2", "sim-3"]) expect(metrics).toContain(`kvgate_requests_total{group="sharded",backend="${id}",outcome="ok"}`);
+    expect(metrics).not.toContain("\u001f");
+  });
+
+  it("fails a request over to the next shard when its own has no server left to try", async () => {
+    const topics = ["squid", "krill", "eels", "rays", "crabs", "clams", "sponges", "urchins", "corals", "limpets", "whelks", "mussels"];
+    for (const topic of topics) {
+      const res = await chat("sharded-failover", turnOf(topic, 1));
+      expect(res.status, topic).toBe(200);
+      await res.text();
+      expect(res.headers.get("x-kvgate-backend")).toBe("healthy");
+    }
+    const [first, second] = await shardStatus("sharded-failover");
+    const dead = [...(first?.backends ?? []), ...(second?.backends ?? [])].find((b) => b.id === "dead");
+    // Requests keyed to the dead server's shard were tried there, then served by the other shard.
+    expect(dead?.failed).toBeGreaterThan(0);
+    await expectShardsIdle("sharded-failover");
+  });
+});
