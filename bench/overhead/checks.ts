@@ -98,6 +98,9 @@ export function extraRatios(medians: readonly Measurement[]): { what: string; va
   // Feedback reads every answer's usage here (feedback.sampleRate 1): what one sampled request costs.
   r("kvgate-feedback / kvgate, non-streaming RPS at c=50", "kvgate-feedback", "kvgate", NS50, rps);
   r("kvgate-feedback / kvgate, streaming RPS at c=50, 20 chunks", "kvgate-feedback", "kvgate", ST50_20, rps);
+  // The group over 2 routing objects: the Worker keys each prompt and picks its shard.
+  r("kvgate-sharded / kvgate, non-streaming RPS at c=50", "kvgate-sharded", "kvgate", NS50, rps);
+  r("kvgate-sharded / kvgate, TTFT p50 at c=1, 20 chunks", "kvgate-sharded", "kvgate", ST1_20, ttftP50);
   for (const m of medians.filter((x) => x.target === "litellm" && x.mode === "nonstream" && x.concurrency === 50)) {
     r(`kvgate / LiteLLM (${m.workers} worker${m.workers === 1 ? "" : "s"}), non-streaming RPS at c=50`, "kvgate", m.label, NS50, rps);
   }

@@ -39,9 +39,8 @@ export function renderMarkdown(r: Report, s: Summary, checks: Check[], ratios: {
 What a gateway adds to a request: the same zero-latency simulated fleet reached directly, through
 the runtime's floor (a Worker that only fetches the upstream and returns its body), through kvgate
 (no hooks; the same with request lines off, \`kvgate-nolog\`; the restamp hook; no hooks with a virtual
-key, \`kvgate-key\`; no hooks with every answer's usage read for routing, \`kvgate-feedback\`), and
-through the peer
-gateways that are installed.
+key, \`kvgate-key\`; no hooks with every answer's usage read for routing, \`kvgate-feedback\`; the
+group over two routing objects, \`kvgate-sharded\`), and through the peer gateways that are installed.
 
 \`\`\`sh
 ${r.command}
@@ -134,6 +133,9 @@ npx node bench/peers/install.ts            # both; or: npx node bench/peers/inst
 - kvgate-feedback is kvgate with \`feedback.sampleRate\` 1: every answer's usage is read (a stream
   leaves the native pipe for the JavaScript read) and taught to routing; kvgate-feedback / kvgate is
   what one sampled request costs, and a rate r costs r times that on average.
+- kvgate-sharded is kvgate with the group over 2 routing objects (\`shards\` 2), one fleet worker
+  each: the Worker keys every prompt and picks its shard (src/sharding/); kvgate-sharded / kvgate
+  is what that costs.
 - kvgate-key is kvgate's gateway and config with an admin key; the client sends a virtual key made
   through \`POST /admin/v1/keys\` with rpm 10⁸, tpm 10¹⁰, max_parallel 10⁵, a budget of 10¹⁵ tokens a
   month and usage tracking on (bench/overhead/key-target.ts): far above the load, so nothing is

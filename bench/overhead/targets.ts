@@ -10,7 +10,7 @@ import { startFloor, startGateway } from "../harness/gateway.ts";
 import { chatBodies } from "./bodies.ts";
 import { BENCH_KEY, confirmKeyUsage, createVirtualKey, newAdminKey, type KeySettings } from "./key-target.ts";
 
-export const TARGET_NAMES = ["direct", "floor", "kvgate", "kvgate-nolog", "kvgate-restamp", "kvgate-key", "kvgate-feedback", "litellm", "portkey"] as const;
+export const TARGET_NAMES = ["direct", "floor", "kvgate", "kvgate-nolog", "kvgate-restamp", "kvgate-key", "kvgate-feedback", "kvgate-sharded", "litellm", "portkey"] as const;
 export type TargetName = (typeof TARGET_NAMES)[number];
 
 export interface Target {
@@ -43,7 +43,7 @@ export const SIM_MODEL = "kvgate-sim";
 /** What restamp clients ask for: not the upstream's name, so every chunk is rewritten. */
 const RESTAMP_CLIENT_MODEL = "bookshop-assistant";
 
-function kvgateConfig(upstreams: string[], o: { name: string; hooks: "restamp"[]; logRequests: boolean; feedbackRate: number }): GatewayConfigInput {
+function kvgateConfig(upstreams: string[], o: { name: string; hooks: "restamp"[]; logRequests: boolean; feedbackRate: number; shards: number }): GatewayConfigInput {
   return {
     ...(o.logRequests ? {} : { logging: { requests: { sampleRate: 0 } } }),
     modelGroups: [
@@ -51,6 +51,7 @@ function kvgateConfig(upstreams: string[], o: { name: string; hooks: "restamp"[]
         name: o.name,
         hooks: o.hooks,
         ...(o.feedbackRate > 0 ? { feedback: { sampleRate: o.feedbackRate } } : {}),
+        ...(o.shards > 1 ? { shards: o.shards } : {}),
         // Every fleet worker is a deployment, so the route call does the real prefix-aware work.
         deployments: upstreams.map((baseUrl, i) => ({ id: `sim-${i}`, baseUrl, model: SIM_MODEL })),
       },
@@ -71,9 +72,11 @@ export async function floorTarget(upstream: string): Promise<Target> {
  * kvgate-nolog: the default config but with no request lines, so that kvgate − kvgate-nolog is
  * what logging costs. kvgate-feedback: every answer's usage read for routing to learn from
  * (feedback.sampleRate 1), so that kvgate-feedback − kvgate is what a sampled request costs; a
- * rate r costs r times that on average.
+ * rate r costs r times that on average. kvgate-sharded: the group over 2 routing objects, one
+ * fleet worker each, so that kvgate-sharded − kvgate is what choosing a shard costs the Worker
+ * (and what two objects cost where one did).
  */
-export type KvgateVariant = "kvgate" | "kvgate-nolog" | "kvgate-restamp" | "kvgate-key" | "kvgate-feedback";
+export type KvgateVariant = "kvgate" | "kvgate-nolog" | "kvgate-restamp" | "kvgate-key" | "kvgate-feedback" | "kvgate-sharded";
 
 /**
  * `root`: the checkout to bundle the gateway from (this one by default); `keySettings`: the
@@ -82,7 +85,7 @@ export type KvgateVariant = "kvgate" | "kvgate-nolog" | "kvgate-restamp" | "kvga
 export async function kvgateTarget(variant: KvgateVariant, upstreams: string[], root?: string, keySettings: KeySettings = BENCH_KEY): Promise<Target> {
   const restamp = variant === "kvgate-restamp";
   const model = restamp ? RESTAMP_CLIENT_MODEL : SIM_MODEL;
-  const config = kvgateConfig(upstreams, { name: model, hooks: restamp ? ["restamp"] : [], logRequests: variant !== "kvgate-nolog", feedbackRate: variant === "kvgate-feedback" ? 1 : 0 });
+  const config = kvgateConfig(upstreams, { name: model, hooks: restamp ? ["restamp"] : [], logRequests: variant !== "kvgate-nolog", feedbackRate: variant === "kvgate-feedback" ? 1 : 0, shards: variant === "kvgate-sharded" ? 2 : 1 });
   const adminKey = variant === "kvgate-key" ? newAdminKey() : null;
   const w = await startGateway({ config, ...(root ? { root } : {}), ...(adminKey ? { bindings: { KVGATE_ADMIN_KEY: adminKey } } : {}) });
   const master = { authorization: `Bearer ${w.key}` };

@@ -19,20 +19,17 @@
  */
 import { writeFile } from "node:fs/promises";
 import { resolve } from "node:path";
-import { parseConfig, type ResolvedGroup } from "../../src/config/load.ts";
 import { GroupRouter } from "../../src/routing/group-router.ts";
 import { parseFlags, positiveInt, positiveNumber } from "../harness/argv.ts";
 import { machineInfo } from "../overhead/machine.ts";
 import { ascending, percentile } from "../stats/quantiles.ts";
 import { mulberry32 } from "../traces/prng.ts";
+import { shardRuns } from "./shards.ts";
+import { CONVERSATIONS_PER_BACKEND, conversations, group, IN_FLIGHT_PER_BACKEND, TURNS } from "./workload.ts";
 
 const RESULTS = resolve(import.meta.dirname, "..", "results");
 const BACKENDS = [4, 32, 128];
 const CHAINS = [10, 500, 2000];
-const IN_FLIGHT_PER_BACKEND = 8;
-const CONVERSATIONS_PER_BACKEND = 4;
-/** Turns a conversation lasts before a new one (a new history under the shared prefix) takes its place. */
-const TURNS = 8;
 /** The goal the issue sets: at 32 backends × 500 blocks. */
 const GOAL_US = 50;
 
@@ -44,13 +41,6 @@ const values = parseFlags(
 const repeats = positiveInt("--repeats", values.repeats);
 const seconds = positiveNumber("--seconds", values.seconds);
 
-function group(backends: number): ResolvedGroup {
-  const deployments = Array.from({ length: backends }, (_, i) => ({ id: `gpu-${i}`, baseUrl: `http://10.0.${i >> 8}.${i & 255}:8000`, model: "m" }));
-  const r = parseConfig({ modelGroups: [{ name: "g", strategy: "prefix-aware", deployments }] });
-  if (!r.ok) throw new Error(r.error);
-  return r.config.groups[0] as ResolvedGroup;
-}
-
 export interface RouteObjectRun {
   backends: number;
   chain_blocks: number;
@@ -60,35 +50,6 @@ export interface RouteObjectRun {
   us_per_route_min: number;
   us_per_route_max: number;
   calls_per_repeat: number;
-}
-
-/**
- * The conversations' next prompts: each call picks one at random and returns its chain for the
- * next turn. Seeded by the point, so two of them give the same prompts in the same order.
- */
-function conversations(backends: number, chainBlocks: number): () => number[] {
-  const rand = mulberry32(backends * 10_007 + chainBlocks).next;
-  const id = () => Math.floor(rand() * 2 ** 52);
-  const shared = Array.from({ length: Math.max(1, chainBlocks >> 2) }, id);
-  // Each turn adds `step` blocks; a conversation's first turn is long enough that its last is chainBlocks.
-  const step = Math.max(1, Math.round(chainBlocks / 100));
-  const first = Math.max(shared.length, chainBlocks - (TURNS - 1) * step);
-  const fresh = (): { chain: number[]; turn: number } => ({ chain: [...shared, ...Array.from({ length: first - shared.length }, id)], turn: 0 });
-  // Conversations start at staggered turns, so their restarts spread over the run.
-  const all = Array.from({ length: backends * CONVERSATIONS_PER_BACKEND }, (_, i) => {
-    const c = fresh();
-    for (let t = 0; t < i % TURNS; t++) c.chain.push(...Array.from({ length: step }, id));
-    c.turn = i % TURNS;
-    return c;
-  });
-  return () => {
-    const i = Math.floor(rand() * all.length);
-    let c = all[i] as { chain: number[]; turn: number };
-    if (c.turn === TURNS) c = all[i] = fresh();
-    else if (c.turn > 0) for (let k = 0; k < step; k++) c.chain.push(id());
-    c.turn++;
-    return c.chain;
-  };
 }
 
 /** A router in steady state and a function that makes one route call (and one release) for the next prompt. */
@@ -158,6 +119,17 @@ for (const run of runs) {
   console.error(`${String(run.backends).padStart(3)} backends × ${String(run.chain_blocks).padStart(4)} blocks: ${run.us_per_route} µs per route call (${run.us_per_route_min}–${run.us_per_route_max}), ${run.routes_per_sec} routes/s`);
 }
 
+// Past one object: the group split over shards, each object routing its own slice (src/sharding/).
+const SHARD_POINTS = [
+  ...[1, 2, 4, 8].map((shards) => ({ backends: 32, chainBlocks: 500, shards })),
+  ...[1, 4, 16].map((shards) => ({ backends: 128, chainBlocks: 500, shards })),
+];
+const shardRunsOut = shardRuns(SHARD_POINTS, Math.round(20_000 * seconds), Math.min(repeats, 5), (line) => console.error(line));
+for (const r of shardRunsOut) {
+  console.error(`${String(r.backends).padStart(3)} backends over ${String(r.shards).padStart(2)} shards: ${r.routes_per_sec} routes/s (${r.routes_per_sec_min}–${r.routes_per_sec_max}), ${r.us_per_route} µs per call, busiest ${r.busiest_load}× its share, matched ${r.matched_share}`);
+}
+const single = (b: number) => shardRunsOut.find((r) => r.backends === b && r.shards === 1);
+
 const machine = machineInfo();
 const at = new Date().toISOString();
 const goal = runs.find((r) => r.backends === 32 && r.chain_blocks === 500);
@@ -186,11 +158,30 @@ const md = [
   "",
   `Goal: ≤ ${GOAL_US} µs per route call at 32 backends × 500 blocks — ${goal ? `${goal.us_per_route} µs: ${goal.us_per_route <= GOAL_US ? "met" : "**not met**"}` : "not measured"}.`,
   "",
+  "## Past one object: a group over shards",
+  "",
+  "The same conversations through a group split over N objects (`shards: N`), as the gateway routes them: the",
+  "Worker's shard choice (src/sharding/shard-choice.ts: the prompt's key, rendezvous hashing, bounded loads",
+  "from the in-flight counts the objects answer) picks the shard, and that shard's router — holding only its",
+  "slice of the backends — routes. Each object's calls are timed one by one (wall clock on a quiet core);",
+  "the objects of a group run side by side, each its own thread, so the group takes calls at the rate its",
+  "busiest object allows: routes/s = calls ÷ the busiest object's time. Busiest = its share of the calls × N",
+  "(1: an even split). Matched = prompt blocks the chosen backend held, over all routed: what sharding must",
+  `not lose. Median of ${Math.min(repeats, 5)} repeats by rate (range in brackets), ${Math.round(20_000 * seconds).toLocaleString("en")} calls each after as many to warm up.`,
+  "",
+  "| backends | shards | routes/s the group takes | × one object | µs per call (objects) | busiest | Worker µs per call | matched |",
+  "| --- | --- | --- | --- | --- | --- | --- | --- |",
+  ...shardRunsOut.map((r) => {
+    const one = single(r.backends);
+    const times = one ? `${(r.routes_per_sec / one.routes_per_sec).toFixed(2)}×` : "–";
+    return `| ${r.backends} | ${r.shards} | ${r.routes_per_sec.toLocaleString("en")} (${r.routes_per_sec_min.toLocaleString("en")}–${r.routes_per_sec_max.toLocaleString("en")}) | ${times} | ${r.us_per_route} | ${r.busiest_load} | ${r.worker_us_per_route} | ${r.matched_share} |`;
+  }),
+  "",
 ].join("\n");
 
 if (values["no-write"]) console.log(md);
 else {
-  await writeFile(resolve(RESULTS, "route-object.json"), `${JSON.stringify({ generated_at: at, machine, repeats, seconds, runs }, null, 2)}\n`);
+  await writeFile(resolve(RESULTS, "route-object.json"), `${JSON.stringify({ generated_at: at, machine, repeats, seconds, runs, shard_runs: shardRunsOut }, null, 2)}\n`);
   await writeFile(resolve(RESULTS, "route-object.md"), md);
   console.error("wrote bench/results/route-object.json and route-object.md");
 }

@@ -12,6 +12,8 @@ export interface RoutingArgs {
   regimes: string[] | undefined;
   traces: string[] | undefined;
   strategies: string[] | undefined;
+  /** prefix-aware over these numbers of shards, beside the strategies. */
+  shards: number[] | undefined;
   sessions: number[] | undefined;
   /** The raw --peers value: absent (every installed peer), `none`, or names (see peers.ts). */
   peers: string | undefined;
@@ -36,6 +38,7 @@ export function parseRoutingArgs(argv: string[], defaultOut: string): RoutingArg
       regime: { type: "string" },
       trace: { type: "string" },
       strategy: { type: "string" },
+      shards: { type: "string" },
       sessions: { type: "string" },
       peers: { type: "string" },
       out: { type: "string" },
@@ -50,6 +53,7 @@ export function parseRoutingArgs(argv: string[], defaultOut: string): RoutingArg
     regimes: list(values.regime),
     traces: list(values.trace),
     strategies: list(values.strategy),
+    shards: list(values.shards)?.map((s) => positiveInt("--shards", s)),
     sessions: list(values.sessions)?.map((s) => positiveInt("--sessions", s)),
     peers: values.peers,
   };

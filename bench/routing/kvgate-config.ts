@@ -3,13 +3,14 @@ import { PRESETS } from "../fleet/index.ts";
 import { MODEL, type Regime } from "./matrix.ts";
 import { backendId } from "./worker-share.ts";
 
-/** kvgate's config in front of a benchmark fleet: one group of the fleet's workers with `strategy`. */
-export function kvgateConfig(strategy: Strategy, regime: Pick<Regime, "preset" | "timeScale">, workerUrls: readonly string[]): GatewayConfigInput {
+/** kvgate's config in front of a benchmark fleet: one group of the fleet's workers with `strategy`, over `shards` routing objects. */
+export function kvgateConfig(strategy: Strategy, regime: Pick<Regime, "preset" | "timeScale">, workerUrls: readonly string[], shards = 1): GatewayConfigInput {
   return {
     modelGroups: [
       {
         name: MODEL,
         strategy,
+        ...(shards > 1 ? { shards } : {}),
         // An operator knows each server's KV capacity (vLLM logs its GPU blocks) and prefill
         // rate; the hints are those, the rate at the regime's time scale. Every other routing
         // parameter is the default.

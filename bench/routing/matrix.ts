@@ -30,6 +30,21 @@ export const STRATEGY_ORDER: readonly Strategy[] = ["random", "round-robin", "le
 
 export const isKvgateStrategy = (name: string): name is Strategy => (STRATEGY_ORDER as readonly string[]).includes(name);
 
+/** kvgate's prefix-aware over `shards` routing objects (src/sharding/), as a router of the benchmark. */
+export const shardedRouter = (shards: number) => `prefix-aware@${shards}`;
+
+/** A router of kvgate's: one of its strategies, or prefix-aware over shards ("prefix-aware@4"); null for a peer. */
+export function kvgateRouter(name: string): { strategy: Strategy; shards: number } | null {
+  if (isKvgateStrategy(name)) return { strategy: name, shards: 1 };
+  const m = /^prefix-aware@([1-9][0-9]*)$/.exec(name);
+  return m ? { strategy: "prefix-aware", shards: Number(m[1]) } : null;
+}
+
+/** The routers every point runs, in order: kvgate's strategies, prefix-aware over each number of shards asked for, then the peers. */
+export function routersOf(o: Pick<MatrixOptions, "strategies" | "shards" | "peers">): string[] {
+  return [...STRATEGY_ORDER.filter((s) => !o.strategies || o.strategies.includes(s)), ...(o.shards ?? []).map(shardedRouter), ...(o.peers ?? [])];
+}
+
 export const REGIMES: readonly Regime[] = [
   { name: "roomy", preset: "a100-7b", timeScale: 1, sessions: [4, 8, 12, 16, 24], trace: {} },
   {
@@ -68,6 +83,8 @@ export interface MatrixOptions {
   /** kvgate's strategies to run (all when absent). */
   strategies?: string[];
   sessions?: number[];
+  /** prefix-aware over these numbers of shards, after kvgate's strategies. */
+  shards?: number[];
   /** Peer routers run after kvgate's strategies at every point, in this order. */
   peers?: string[];
 }
@@ -77,7 +94,7 @@ export function points(o: MatrixOptions): Point[] {
   const out: Point[] = [];
   const seeds = o.quick ? [1] : Array.from({ length: o.seeds }, (_, i) => i + 1);
   const traces = o.quick ? (["multi-turn", "hot-prefix"] as TraceKind[]) : TRACE_KINDS;
-  const routers = [...STRATEGY_ORDER.filter((s) => !o.strategies || o.strategies.includes(s)), ...(o.peers ?? [])];
+  const routers = routersOf(o);
   for (const regime of REGIMES) {
     if (o.regimes && !o.regimes.includes(regime.name)) continue;
     // Quick: one concurrency per regime (past the pressure point in the pressured one), unless

@@ -17,7 +17,7 @@ import {
   type TimedKind,
   type TimedTrace,
 } from "../traces/index.ts";
-import { STRATEGY_ORDER, type MatrixOptions } from "./matrix.ts";
+import { routersOf, type MatrixOptions } from "./matrix.ts";
 
 /**
  * The open-loop half of bench:routing: the Mooncake conversation trace at its own timestamps and
@@ -221,7 +221,7 @@ export function openLoopPoints(o: MatrixOptions): OpenLoopPoint[] {
     throw new RangeError(`--seeds: the mooncake trace has ${MOONCAKE_SLICE_STARTS.length} slices, one per seed`);
   }
   const seeds = o.quick ? [1] : Array.from({ length: o.seeds }, (_, i) => i + 1);
-  const routers = [...STRATEGY_ORDER.filter((s) => !o.strategies || o.strategies.includes(s)), ...(o.peers ?? [])];
+  const routers = routersOf(o);
   const out: OpenLoopPoint[] = [];
   for (const kind of OPEN_LOOP_TRACES) {
     if (o.traces && !o.traces.includes(kind)) continue;

@@ -5,7 +5,7 @@ import type { Fleet } from "../fleet/index.ts";
 import { startGateway } from "../harness/gateway.ts";
 import type { ReplayOptions } from "../replay/index.ts";
 import { kvgateConfig } from "./kvgate-config.ts";
-import { isKvgateStrategy, type Regime } from "./matrix.ts";
+import { kvgateRouter, type Regime } from "./matrix.ts";
 import type { RoutingPeer } from "./peers.ts";
 
 /** A router in front of a run's fleet: where the replay sends, and how to stop it. */
@@ -22,18 +22,19 @@ export interface RouterStart {
 }
 
 /**
- * The router named `name` (a kvgate strategy or a peer in `peers`) for a fleet of `regime`'s GPU
+ * The router named `name` (a kvgate strategy, prefix-aware over shards, or a peer in `peers`) for a fleet of `regime`'s GPU
  * preset and time scale. `scriptPath`: a gateway bundle already built (see startGateway).
  */
 export function routerFor(name: string, regime: Pick<Regime, "preset" | "timeScale">, peers: readonly RoutingPeer[], scriptPath?: string): RouterStart {
-  if (isKvgateStrategy(name)) return { peer: false, start: (fleet) => startKvgate(name, regime, fleet, scriptPath) };
+  const kvgate = kvgateRouter(name);
+  if (kvgate) return { peer: false, start: (fleet) => startKvgate(kvgate.strategy, kvgate.shards, regime, fleet, scriptPath) };
   const peer = peers.find((x) => x.name === name);
   if (!peer) throw new Error(`no router named ${name}`);
   return { peer: true, start: (fleet) => startPeer(peer, fleet) };
 }
 
-async function startKvgate(strategy: Strategy, regime: Pick<Regime, "preset" | "timeScale">, fleet: Fleet, scriptPath: string | undefined): Promise<RunRouter> {
-  const gateway = await startGateway({ config: kvgateConfig(strategy, regime, fleet.urls), ...(scriptPath ? { scriptPath } : {}) });
+async function startKvgate(strategy: Strategy, shards: number, regime: Pick<Regime, "preset" | "timeScale">, fleet: Fleet, scriptPath: string | undefined): Promise<RunRouter> {
+  const gateway = await startGateway({ config: kvgateConfig(strategy, regime, fleet.urls, shards), ...(scriptPath ? { scriptPath } : {}) });
   return { target: { baseUrl: gateway.url, apiKey: gateway.key }, stop: () => gateway.dispose() };
 }
 

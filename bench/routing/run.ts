@@ -1,6 +1,6 @@
 /**
  * npm run bench:routing [-- --quick] [--seeds 3] [--regime roomy,pressured,open-loop] [--trace multi-turn,...,mooncake,b2b-saas]
- *                       [--strategy prefix-aware,...] [--sessions 8,16] [--peers sglang-cache_aware,...|none]
+ *                       [--strategy prefix-aware,...] [--shards 2,4] [--sessions 8,16] [--peers sglang-cache_aware,...|none]
  *                       [--out DIR] [--report-only] [--merge]
  *
  * Replays seeded session traces through kvgate (served by Miniflare, one Durable Object per run)
@@ -10,7 +10,8 @@
  * ramp; open-loop-matrix.ts) through the same routers, a fresh fleet per run. Every router is
  * warmed up the same way first. Writes bench/results/routing.json, routing.md and routing.svg.
  * --merge keeps the runs already written of every point this run does not make (merge.ts): the
- * whole sweep takes longer than one sitting, and can be made in parts.
+ * whole sweep takes longer than one sitting, and can be made in parts. --shards 2,4 adds
+ * prefix-aware over that many routing objects (`prefix-aware@2`...) beside the strategies.
  */
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";

@@ -4,7 +4,7 @@
  * best baseline's own seed-to-seed spread is larger than 5%.
  */
 import { key, strategiesIn, type Cell } from "./aggregate.ts";
-import { isKvgateStrategy } from "./matrix.ts";
+import { kvgateRouter } from "./matrix.ts";
 
 export const ALLOWANCE = 1.05;
 const KVGATE_BASELINES = ["least-loaded", "round-robin"];
@@ -25,9 +25,9 @@ export interface Comparison {
   limit: number;
 }
 
-/** least-loaded, round-robin and every peer that ran in `runs`. */
+/** least-loaded, round-robin and every peer that ran in `runs` (prefix-aware over shards is kvgate's own, not a baseline). */
 export function baselinesIn(runs: readonly { strategy: string }[]): string[] {
-  return [...KVGATE_BASELINES, ...strategiesIn(runs).filter((s) => !isKvgateStrategy(s))];
+  return [...KVGATE_BASELINES, ...strategiesIn(runs).filter((s) => kvgateRouter(s) === null)];
 }
 
 function spreadOf(cell: Cell, metric: Metric): number {

@@ -8,11 +8,11 @@ import { generateTrace } from "../../bench/traces/index.ts";
 import { aggregate } from "../../bench/routing/aggregate.ts";
 import { renderChart } from "../../bench/routing/chart.ts";
 import { parseRoutingArgs } from "../../bench/routing/cli-args.ts";
-import { points } from "../../bench/routing/matrix.ts";
+import { kvgateRouter, points } from "../../bench/routing/matrix.ts";
 import { selectPeers, type RoutingPeer } from "../../bench/routing/peers.ts";
 import { renderReport } from "../../bench/routing/report.ts";
 import type { RoutingResults, RoutingRun } from "../../bench/routing/types.ts";
-import { versusBest, worstOf } from "../../bench/routing/versus-best.ts";
+import { baselinesIn, versusBest, worstOf } from "../../bench/routing/versus-best.ts";
 import { warmUp, warmUpTrace, WARM_UP_REQUESTS } from "../../bench/routing/warm-up.ts";
 import { requestsTotal, shareBetween, workerRequestCounts } from "../../bench/routing/worker-share.ts";
 import { useFleets } from "../support/fleets.ts";
@@ -24,7 +24,7 @@ const MODEL = "kvgate-sim";
 describe("bench:routing flags", () => {
   it("keeps every flag, with --peers beside them", () => {
     const a = parseRoutingArgs(
-      ["--quick", "--report-only", "--merge", "--seeds", "2", "--regime", "roomy", "--trace", "multi-turn,rag", "--strategy", "prefix-aware", "--sessions", "4,8", "--peers", "none", "--out", "/tmp/x"],
+      ["--quick", "--report-only", "--merge", "--seeds", "2", "--regime", "roomy", "--trace", "multi-turn,rag", "--strategy", "prefix-aware", "--shards", "2,4", "--sessions", "4,8", "--peers", "none", "--out", "/tmp/x"],
       "/default",
     );
     expect(a).toEqual({
@@ -36,6 +36,7 @@ describe("bench:routing flags", () => {
       regimes: ["roomy"],
       traces: ["multi-turn", "rag"],
       strategies: ["prefix-aware"],
+      shards: [2, 4],
       sessions: [4, 8],
       peers: "none",
     });
@@ -51,6 +52,7 @@ describe("bench:routing flags", () => {
       regimes: undefined,
       traces: undefined,
       strategies: undefined,
+      shards: undefined,
       sessions: undefined,
       peers: undefined,
     });
@@ -60,6 +62,7 @@ describe("bench:routing flags", () => {
     expect(() => parseRoutingArgs(["--peer", "none"], "/d")).toThrow(/--peer/);
     expect(() => parseRoutingArgs(["--seeds", "0"], "/d")).toThrow(/--seeds must be a positive integer/);
     expect(() => parseRoutingArgs(["--sessions", "4,x"], "/d")).toThrow(/--sessions/);
+    expect(() => parseRoutingArgs(["--shards", "0"], "/d")).toThrow(/--shards must be a positive integer/);
   });
 });
 
@@ -68,6 +71,16 @@ describe("the plan with peers", () => {
     const plan = points({ quick: true, seeds: 1, traces: ["multi-turn"], regimes: ["roomy"], strategies: ["least-loaded", "prefix-aware"], peers: ["sglang-cache_aware", "sglang-round_robin"] });
     expect(plan.map((p) => p.strategy)).toEqual(["least-loaded", "prefix-aware", "sglang-cache_aware", "sglang-round_robin"]);
     expect(new Set(plan.map((p) => `${p.sessions}|${p.seed}|${p.turns}`)).size).toBe(1);
+  });
+
+  it("--shards runs prefix-aware over that many routing objects after kvgate's strategies, as kvgate's, not a baseline", () => {
+    const plan = points({ quick: true, seeds: 1, traces: ["multi-turn"], regimes: ["roomy"], strategies: ["prefix-aware"], shards: [2, 4], peers: ["sglang-cache_aware"] });
+    expect(plan.map((p) => p.strategy)).toEqual(["prefix-aware", "prefix-aware@2", "prefix-aware@4", "sglang-cache_aware"]);
+    expect(kvgateRouter("prefix-aware@4")).toEqual({ strategy: "prefix-aware", shards: 4 });
+    expect(kvgateRouter("least-loaded")).toEqual({ strategy: "least-loaded", shards: 1 });
+    expect(kvgateRouter("sglang-cache_aware")).toBeNull();
+    expect(kvgateRouter("prefix-aware@0")).toBeNull();
+    expect(baselinesIn(plan)).toEqual(["least-loaded", "round-robin", "sglang-cache_aware"]);
   });
 
   it("--sessions picks points of each regime's sweep, with --quick too", () => {
