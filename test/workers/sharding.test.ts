@@ -1,7 +1,9 @@
 import { env } from "cloudflare:workers";
-import { describe, expect, it, vi } from "vitest";
+import { describe, expect, inject, it, vi } from "vitest";
 import type { GroupStatus } from "../../src/routing/protocol.ts";
 import { objectNamesOf } from "../../src/sharding/partition.ts";
+import { UPSTREAM_MODEL } from "../support/test-config.ts";
+import { admin, ok } from "./admin.ts";
 import { chat, EVENTUALLY, gateway, type ChatMessage } from "./gateway.ts";
 
 const SYSTEM = "You answer questions about the sea for a coastal survey team. ".repeat(40);
@@ -86,5 +88,30 @@ describe("a model group sharded over two routing objects", () => {
     // Requests keyed to the dead server's shard were tried there, then served by the other shard.
     expect(dead?.failed).toBeGreaterThan(0);
     await expectShardsIdle("sharded-failover");
+  });
+
+  it("gets its slices from the fleet registry, which retires the objects of shards a group gives up", async () => {
+    const fleet = inject("upstreams").fleetUrls;
+    const deployments = fleet.map((baseUrl, i) => ({ id: `r${i}`, baseUrl, model: UPSTREAM_MODEL }));
+    await ok(admin("/admin/v1/groups", { method: "POST", json: { name: "sharded-live", shards: 2, deployments } }), 201);
+    const slices = async (n: number) => (await Promise.all(objectNamesOf("sharded-live", n).map((o) => env.MODEL_GROUP.getByName(o).status()))).map((s) => s.backends.filter((b) => b.takesRequests).map((b) => b.id).sort());
+    // Pushed at once, before any request: each object holds its slice.
+    const [a, b] = await slices(2);
+    expect(a?.length).toBe(2);
+    expect([...(a ?? []), ...(b ?? [])].sort()).toEqual(["r0", "r1", "r2", "r3"]);
+    for (let i = 0; i < 6; i++) {
+      const res = await chat("sharded-live", turnOf(`walrus ${i}`, 1));
+      expect(res.status).toBe(200);
+      await res.text();
+    }
+    // One shard again: the group's own object takes every server, the other is retired.
+    await ok(admin("/admin/v1/groups/sharded-live", { method: "PATCH", json: { shards: 1 } }));
+    const [all, retired] = await slices(2);
+    expect(all).toEqual(["r0", "r1", "r2", "r3"]);
+    expect(retired).toEqual([]);
+    const after = await chat("sharded-live", turnOf("walrus 0", 2));
+    expect(after.status).toBe(200);
+    await after.text();
+    await expectShardsIdle("sharded-live");
   });
 });
