@@ -4,9 +4,9 @@ import { forgetOldest } from "../routing/forget-oldest.ts";
 const ROOT_BLOCKS = 4;
 /** Blocks kept of the last prompt seen under a key, past the key: prompts that part further in are not told apart. */
 const WINDOW_BLOCKS = 512;
-/** Keys remembered: branch points, and the last prompt under each key. */
+/** Keys remembered: branch points, and the last prompt under each key (up to ~16 KB each: 4 MB at most). */
 const MAX_BRANCHES = 4096;
-const MAX_LAST = 1024;
+const MAX_LAST = 256;
 
 /**
  * Which prefix of a prompt decides its shard. Its first blocks alone would not do: prompts that

@@ -160,7 +160,7 @@ describe("ShardKeys: the prefix that decides a prompt's shard", () => {
       keys.keyOf([...base, 0.5]);
       keys.keyOf([...base, 0.25]);
     }
-    expect(keys.size.last).toBeLessThanOrEqual(1024);
+    expect(keys.size.last).toBeLessThanOrEqual(256);
     expect(keys.size.branches).toBeLessThanOrEqual(4096);
     expect(keys.size.branches).toBeGreaterThan(0);
   });
@@ -232,6 +232,20 @@ describe("ShardChoice: an isolate's shard for each prompt", () => {
     expect(choice.order(group, hot).order[0]).not.toBe(home);
     for (let i = 0; i < 30; i++) choice.ended(shards.objectNames[home] as string);
     expect(choice.order(group, hot).order[0]).toBe(home);
+  });
+
+  it("weighs a shard by the other isolates' requests it last reported only while that report is fresh", () => {
+    const choice = new ShardChoice();
+    const hot = chatFingerprint({ model: "m", messages: [{ role: "user", content: text("hot", 3000) }] }, opts);
+    const { shards, order } = choice.order(group, hot, 0);
+    const home = shards.objectNames[order[0] as number] as string;
+    // One request of this isolate's, answered by an object busy with 40 of other isolates'.
+    choice.sent(home);
+    choice.answered(home, 41, 0);
+    expect(choice.order(group, hot, 500).order[0]).not.toBe(order[0]);
+    // Its own request ended and a second passed: the report is stale, the shard takes the key again.
+    choice.ended(home);
+    expect(choice.order(group, hot, 1500).order[0]).toBe(order[0]);
   });
 });
 
