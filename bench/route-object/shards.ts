@@ -65,9 +65,9 @@ function routeThrough(backends: number, chainBlocks: number, shards: number, cal
     // A fresh array per request, as the Worker's fingerprint makes one.
     const chain = next().slice();
     const t0 = performance.now();
-    const { order } = choice.order(g, chain);
+    // One shard: the gateway routes as it always did, with no key computed (route-client.ts).
+    const s = shards === 1 ? 0 : (choice.order(g, chain).order[0] as number);
     const t1 = performance.now();
-    const s = order[0] as number;
     const object = split.objectNames[s] as string;
     choice.sent(object);
     const d = (routers[s] as GroupRouter).route(g.version, chain, [], now);
