@@ -1,11 +1,13 @@
 import type { DecisionView } from "../metrics/decisions.ts";
+import type { BackendMetrics } from "../metrics/backend-counters.ts";
 import type { GroupMetrics } from "../metrics/group-metrics.ts";
+import type { HistogramSnapshot } from "../metrics/histogram.ts";
 import type { KeyMetrics } from "../metrics/key-counters.ts";
 import type { GroupStatus } from "../routing/protocol.ts";
 
 /**
  * A sharded group seen whole: what each of its objects answered, as one group's. Each backend
- * belongs to one shard, so backends are listed side by side; counts add up. A virtual key counted
+ * belongs to one shard, so backends are listed side by side (once each); counts add up. A virtual key counted
  * by several shards is counted by each (keys and pending rows are per object, summed).
  */
 export function mergeStatus(parts: readonly GroupStatus[]): GroupStatus {
@@ -23,8 +25,28 @@ export function mergeStatus(parts: readonly GroupStatus[]): GroupStatus {
     calls: { route: sum((p) => p.calls.route), release: sum((p) => p.calls.release) },
     tenants: { keys: sum((p) => p.tenants.keys), pendingUsageRows: sum((p) => p.tenants.pendingUsageRows) },
     restored: { breakers: sum((p) => p.restored.breakers), affinityBlocks: sum((p) => p.restored.affinityBlocks), leases: sum((p) => p.restored.leases) },
-    backends: parts.flatMap((p) => p.backends),
+    backends: oncePerId(
+      parts.flatMap((p) => p.backends),
+      (a, b) => {
+        const [live, old] = b.takesRequests && !a.takesRequests ? [b, a] : [a, b];
+        return { ...live, inFlight: live.inFlight + old.inFlight };
+      },
+    ),
   };
+}
+
+/**
+ * A backend is listed by one shard, except for a while after it moved to another (the group's
+ * shards or deployments changed): the shard it left keeps it until its leases there end and its
+ * older config versions are let go. Listed once, its two entries combined by `combine`.
+ */
+function oncePerId<T extends { id: string }>(all: readonly T[], combine: (a: T, b: T) => T): T[] {
+  const byId = new Map<string, T>();
+  for (const x of all) {
+    const had = byId.get(x.id);
+    byId.set(x.id, had ? combine(had, x) : x);
+  }
+  return [...byId.values()];
 }
 
 /** The group's series from its shards: backends side by side, a key's counts added over the shards that counted it. */
@@ -40,12 +62,44 @@ export function mergeMetrics(parts: readonly GroupMetrics[]): GroupMetrics {
   }
   return {
     group: first.group,
-    backends: parts.flatMap((p) => p.backends),
+    backends: oncePerId(
+      parts.flatMap((p) => p.backends),
+      addBackend,
+    ),
     keys: [...keys.values()],
     refusals: {
       "no-backend": parts.reduce((n, p) => n + p.refusals["no-backend"], 0),
       "at-capacity": parts.reduce((n, p) => n + p.refusals["at-capacity"], 0),
     },
+  };
+}
+
+const BREAKER_WORSE: Record<BackendMetrics["breaker"], number> = { closed: 0, "half-open": 1, open: 2 };
+
+/**
+ * One backend's series from the two shards that count it: counts and histograms add up (each
+ * shard counted its own requests), as do in-flight requests and prefix-set memory; its breaker is
+ * the worse of the two, and what it learned is the entry with more reports.
+ */
+function addBackend(a: BackendMetrics, b: BackendMetrics): BackendMetrics {
+  const add = <K extends string>(x: Partial<Record<K, number>>, y: Partial<Record<K, number>>): Record<K, number> => {
+    const out = { ...x } as Record<K, number>;
+    for (const k of Object.keys(y) as K[]) out[k] = (out[k] ?? 0) + (y[k] ?? 0);
+    return out;
+  };
+  const histogram = (x: HistogramSnapshot, y: HistogramSnapshot): HistogramSnapshot => ({ bounds: x.bounds, cumulative: x.cumulative.map((n, i) => n + (y.cumulative[i] ?? 0)), sum: x.sum + y.sum, count: x.count + y.count });
+  return {
+    id: a.id,
+    inFlight: a.inFlight + b.inFlight,
+    breaker: BREAKER_WORSE[b.breaker] > BREAKER_WORSE[a.breaker] ? b.breaker : a.breaker,
+    breakerTransitions: add(a.breakerTransitions, b.breakerTransitions),
+    outcomes: add(a.outcomes, b.outcomes),
+    reasons: add(a.reasons, b.reasons),
+    ttft: histogram(a.ttft, b.ttft),
+    duration: histogram(a.duration, b.duration),
+    tokens: add(a.tokens, b.tokens),
+    prefix: { entries: a.prefix.entries + b.prefix.entries, capacity: a.prefix.capacity + b.prefix.capacity, bytes: a.prefix.bytes + b.prefix.bytes },
+    learned: b.learned.reports.usage > a.learned.reports.usage ? b.learned : a.learned,
   };
 }
 

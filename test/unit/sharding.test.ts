@@ -289,6 +289,43 @@ describe("merging a sharded group's answers", () => {
     expect(merged.refusals).toEqual({ "no-backend": 3, "at-capacity": 2 });
   });
 
+  it("lists a backend that moved shards once: the shard that routes to it, with the requests the other still has", () => {
+    const a = status("g", ["a", "b"], 3);
+    const b = status("g", ["b", "c"], 1);
+    a.backends = a.backends.map((x) => ({ ...x, takesRequests: x.id === "a", inFlight: 1 }));
+    b.backends = b.backends.map((x) => ({ ...x, takesRequests: true, inFlight: 2 }));
+    const merged = mergeStatus([a, b]);
+    expect(merged.backends.map((x) => [x.id, x.takesRequests, x.inFlight])).toEqual([
+      ["a", true, 1],
+      ["b", true, 3],
+      ["c", true, 2],
+    ]);
+  });
+
+  it("gives a backend counted by two shards one set of series: counts added, the worse breaker", () => {
+    const hist = (count: number) => ({ bounds: [10, 100], cumulative: [count, count], sum: 5 * count, count });
+    const backend = (inFlight: number, ok: number, breaker: "closed" | "open"): GroupMetrics["backends"][number] =>
+      ({
+        id: "b",
+        inFlight,
+        breaker,
+        breakerTransitions: { closed: 0, "half-open": 0, open: breaker === "open" ? 1 : 0 },
+        outcomes: { ok, "upstream-error": 0, rejected: 0, "client-abort": 0, "rate-limited": 0, expired: 0 },
+        reasons: { "prefix-hit": ok },
+        ttft: hist(ok),
+        duration: hist(ok),
+        tokens: { prompt: ok, completion: ok, cached: 0, predictedCached: 0, leases: ok },
+        prefix: { entries: 10, capacity: 100, bytes: 400 },
+        learned: { charsPerToken: 4, kvCapacityBlocks: 100, prefillTokensPerSec: 1000, configured: { kvCapacityBlocks: 100, prefillTokensPerSec: 1000 }, reports: { usage: ok, cached: 0 }, capacitySteps: 0 },
+      }) as GroupMetrics["backends"][number];
+    const merged = mergeMetrics([
+      { group: "g", backends: [backend(1, 7, "open")], keys: [], refusals: { "no-backend": 0, "at-capacity": 0 } },
+      { group: "g", backends: [backend(2, 3, "closed")], keys: [], refusals: { "no-backend": 0, "at-capacity": 0 } },
+    ]);
+    expect(merged.backends.length).toBe(1);
+    expect(merged.backends[0]).toMatchObject({ inFlight: 3, breaker: "open", outcomes: { ok: 10 }, reasons: { "prefix-hit": 10 }, ttft: { cumulative: [10, 10], count: 10, sum: 50 }, prefix: { entries: 20 }, learned: { reports: { usage: 7 } } });
+  });
+
   it("interleaves the shards' decisions newest first", () => {
     const d = (at: string): DecisionView => ({ at, backend: "a", reason: "prefix-hit", matched: 1, total: 2, outcome: null, ttft_ms: null });
     const merged = mergeDecisions([[d("2026-11-24T00:00:03Z"), d("2026-11-24T00:00:01Z")], [d("2026-11-24T00:00:02Z")]]);
