@@ -270,6 +270,8 @@ export class GroupRouter {
     if (!lease) return;
     const b = lease.backend;
     b.inFlight--;
+    // The debt as of now first: what it is set against (the work queued since) is now's.
+    b.drain(now);
     settleDebt(b, lease, r.ttftMs !== undefined || r.outcome === "ok");
     if (lease.pending >= 0) b.pending.done(lease.pending);
     b.counters.released(r.outcome, r.ttftMs, r.durationMs, r.usage, lease.predictedCached);
@@ -322,7 +324,7 @@ export class GroupRouter {
     if (!b) return;
     b.inFlight++;
     const key = typeof r.key === "string" ? r.key : null;
-    this.leases.add(r.lease, { backend: b, expiresAt: now + this.leaseTtlMs, blocks: 0, queuedTo: b.queued, trialOf: -1, lesson: null, key, decision: -1, predictedCached: 0, pending: -1, matched: 0, total: -1 });
+    this.leases.add(r.lease, { backend: b, expiresAt: now + this.leaseTtlMs, blocks: 0, queuedTo: 0, trialOf: -1, lesson: null, key, decision: -1, predictedCached: 0, pending: -1, matched: 0, total: -1 });
     if (key !== null) this.ledger.took({ id: key, rpm: null, tpm: null, maxParallel: null, budget: null, admitted: true }, now);
     this.adopted++;
   }

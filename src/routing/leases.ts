@@ -8,7 +8,10 @@ export interface Lease {
   expiresAt: number;
   /** Blocks it added to its backend's prefill debt. */
   blocks: number;
-  /** Its backend's `queued` count just after its blocks joined the queue: where its prompt work ends. */
+  /**
+   * Its backend's `queued` count just after its blocks joined the queue: where its prompt work
+   * ends. 0 for a lease taken back from a renewal: it came before anything this object queued.
+   */
   queuedTo: number;
   /**
    * Sent as a trial while the backend's breaker was half-open: the breaker's opening count then,

@@ -245,7 +245,7 @@ describe("GroupRouter", () => {
     // Its old request ends: prefilled long ago, and so was all that came before it — not the
     // prompt routed since, which the backend is prefilling now.
     router.release({ lease: old.find((d) => d?.backendId === fresh?.backendId)?.lease ?? "", outcome: "ok", ttftMs: 70 }, 2001);
-    expect(debts()[x]).toBe(40);
+    expect(debts()[x]).toBe(39);
     // So the next prompt goes to the other backend, though this one now has fewer in flight.
     expect(pick(router.pick(chain(4, 40), 2002))?.backendId).toBe(`b${y}`);
     // A request that ends with its own prompt prefilled clears all queued before it.
@@ -258,6 +258,24 @@ describe("GroupRouter", () => {
     expect(placed.map((d) => d?.backendId)).toEqual([`b${x}`, `b${y}`, `b${x}`]);
     router.release({ lease: placed[2]?.lease ?? "", outcome: "client-abort" }, 2020);
     expect(debts()[x]).toBe(40);
+  });
+
+  it("counts what is left of the work queued after an ended request as of the release, not as of the last route call", () => {
+    // 0.625 blocks drain per ms. A (40 blocks) then B (40) on one backend at t=0; A's answer ends at
+    // t=40 with no route call since: B has had 40 ms of the 64 it needs, 15 blocks left.
+    const router = routerFor(group({ saturation: 100, balanceAbs: 100 }, 1), rng(2));
+    pick(router.pick(chain(1, 40), 0));
+    const a = pick(router.pick(chain(2, 40), 0));
+    const b = pick(router.pick(chain(3, 40), 0));
+    router.release({ lease: a?.lease ?? "", outcome: "ok", ttftMs: 30 }, 40);
+    // At most B's 40 as of t=40 — and at t=41 a block less before the next prompt's 40 join it
+    // (draining from t=0 again would leave 54).
+    expect(router.snapshot()[0]?.prefillDebtBlocks).toBe(40);
+    pick(router.pick(chain(4, 40), 41));
+    expect(router.snapshot()[0]?.prefillDebtBlocks).toBe(79);
+    // B leaves at t=60 before its first token: of the 67.5 blocks left, its own 27.5 go.
+    router.release({ lease: b?.lease ?? "", outcome: "client-abort" }, 60);
+    expect(router.snapshot()[0]?.prefillDebtBlocks).toBe(40);
   });
 
   it("spreads the opening burst of conversations on one system prompt evenly, though the first came earlier", () => {
