@@ -4,9 +4,9 @@ import { forgetOldest } from "../routing/forget-oldest.ts";
 const ROOT_BLOCKS = 4;
 /** Blocks kept of the last prompt seen under a key, past the key: prompts that part further in are not told apart. */
 const WINDOW_BLOCKS = 512;
-/** Keys remembered: branch points, and the last prompt under each key (up to ~16 KB each: 4 MB at most). */
+/** Keys remembered: branch points, and the last prompt under each key (≤ 4 KB each: 4 MB at most). */
 const MAX_BRANCHES = 4096;
-const MAX_LAST = 256;
+const MAX_LAST = 1024;
 
 /**
  * Which prefix of a prompt decides its shard. Its first blocks alone would not do: prompts that
@@ -25,9 +25,12 @@ const MAX_LAST = 256;
  * Bounded: the tables forget their oldest entries.
  */
 export class ShardKeys {
-  /** Key (a chain hash) → how many blocks the prompts under it share before they part. */
+  /** Key (a chain hash) → how many blocks the prompts under it share before they part; most recently used last. */
   private readonly branches = new Map<number, number>();
-  /** Key → the leading blocks of the last prompt routed under it. */
+  /**
+   * Key → the blocks of the last prompt routed under it that come after the key (a key sits at
+   * one depth, so they line up), at most WINDOW_BLOCKS: ≤ 4 KB an entry whatever the prompt.
+   */
   private readonly last = new Map<number, readonly number[]>();
 
   /** The prompt's key (NaN for an empty chain), learning from it. */
@@ -36,10 +39,13 @@ export class ShardKeys {
     let at = Math.min(ROOT_BLOCKS, chain.length) - 1;
     let key = chain[at] as number;
     for (let shared = this.branches.get(key); shared !== undefined && shared < chain.length; shared = this.branches.get(key)) {
+      // Used: kept longest (a system prompt in use is not the one forgotten).
+      this.branches.delete(key);
+      this.branches.set(key, shared);
       at = shared;
       key = chain[at] as number;
     }
-    this.learn(key, at, chain);
+    this.learn(key, at + 1, chain);
     return key;
   }
 
@@ -48,12 +54,13 @@ export class ShardKeys {
     return { branches: this.branches.size, last: this.last.size };
   }
 
-  private learn(key: number, at: number, chain: readonly number[]): void {
+  /** `from`: the blocks the key covers. */
+  private learn(key: number, from: number, chain: readonly number[]): void {
     const prev = this.last.get(key);
     if (prev) {
-      const shared = commonBlocks(chain, prev, at + 1);
+      const shared = from + commonBlocks(chain, from, prev);
       // Parted before either ended: not a conversation's next turn (which holds the last whole), not a retry.
-      if (shared < chain.length && shared < prev.length) {
+      if (shared < chain.length && shared < from + prev.length) {
         const known = this.branches.get(key);
         if (known === undefined || shared < known) {
           if (known === undefined && this.branches.size >= MAX_BRANCHES) forgetOldest(this.branches, MAX_BRANCHES >> 3);
@@ -62,18 +69,17 @@ export class ShardKeys {
       }
       this.last.delete(key);
     } else if (this.last.size >= MAX_LAST) forgetOldest(this.last, MAX_LAST >> 3);
-    // The request's own chain when it is short enough: it is not changed after it is made.
-    this.last.set(key, chain.length <= at + 1 + WINDOW_BLOCKS ? chain : chain.slice(0, at + 1 + WINDOW_BLOCKS));
+    this.last.set(key, chain.slice(from, from + WINDOW_BLOCKS));
   }
 }
 
-/** Leading blocks `a` and `b` have in common, knowing they share the first `from`: equal hashes cover equal prefixes, so a binary search finds it. */
-function commonBlocks(a: readonly number[], b: readonly number[], from: number): number {
-  let lo = from;
-  let hi = Math.min(a.length, b.length);
+/** How many of `tail`'s blocks `chain` has from `from` on: equal hashes cover equal prefixes, so a binary search finds it. */
+function commonBlocks(chain: readonly number[], from: number, tail: readonly number[]): number {
+  let lo = 0;
+  let hi = Math.min(chain.length - from, tail.length);
   while (lo < hi) {
     const mid = (lo + hi + 1) >> 1;
-    if (a[mid - 1] === b[mid - 1]) lo = mid;
+    if (chain[from + mid - 1] === tail[mid - 1]) lo = mid;
     else hi = mid - 1;
   }
   return lo;

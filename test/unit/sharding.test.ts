@@ -160,7 +160,7 @@ describe("ShardKeys: the prefix that decides a prompt's shard", () => {
       keys.keyOf([...base, 0.5]);
       keys.keyOf([...base, 0.25]);
     }
-    expect(keys.size.last).toBeLessThanOrEqual(256);
+    expect(keys.size.last).toBeLessThanOrEqual(1024);
     expect(keys.size.branches).toBeLessThanOrEqual(4096);
     expect(keys.size.branches).toBeGreaterThan(0);
   });

@@ -5,12 +5,12 @@ import type { AdminCommand, AdminResult, GroupRecord } from "../../src/fleet/pro
 import { REGISTRY_NAME } from "../../src/fleet/registry-name.ts";
 import type { BackendSnapshot, GroupStatus } from "../../src/routing/protocol.ts";
 import { mergeDecisions, mergeStatus } from "../../src/sharding/merge.ts";
-import { objectNamesOf } from "../../src/sharding/partition.ts";
 import type { LoadedConfig } from "../config.ts";
 import type { Env } from "../env.ts";
 import type { AppEnv } from "../gateway/app-env.ts";
 import { loadFleet } from "../fleet.ts";
 import { authenticateAdmin, authenticateRegistration } from "../gateway/auth.ts";
+import { askEachObject } from "../gateway/group-object.ts";
 import { readJsonBody } from "../gateway/body.ts";
 import { mountKeys } from "./keys.ts";
 
@@ -70,7 +70,7 @@ export function mountAdmin(app: Hono<AdminEnv>, config: LoadedConfig): void {
   // The routing object's last decisions, newest first: what the dashboard polls.
   app.get(`${A}/groups/:group/decisions`, async (c) => {
     const g = await recordOf(c.env, c.req.param("group"));
-    return c.json({ object: "list", group: g.settings.name, data: mergeDecisions(await Promise.all(objectNamesOf(g.settings.name, g.settings.shards).map((n) => c.env.MODEL_GROUP.getByName(n).decisions()))) });
+    return c.json({ object: "list", group: g.settings.name, data: mergeDecisions(await askEachObject(c.env, g.settings, (o) => o.decisions())) });
   });
   app.patch(`${A}/groups/:group`, async (c) => changed(c, { op: "update-group", group: c.req.param("group"), patch: await body(c) }));
   app.delete(`${A}/groups/:group`, (c) => changed(c, { op: "remove-group", group: c.req.param("group") }));
@@ -123,11 +123,13 @@ async function recordOf(env: Env, name: string): Promise<GroupRecord> {
   return g;
 }
 
-/** The routing objects' view of the group (its shards' together); null when none can be reached (the registry's records still answer). */
+/** The routing objects' view of the group (its shards' together); null when they cannot be reached (the registry's records still answer). */
 async function groupStatus(env: Env, g: GroupRecord["settings"]): Promise<GroupStatus | null> {
-  const answers = await Promise.allSettled(objectNamesOf(g.name, g.shards).map((n) => env.MODEL_GROUP.getByName(n).status()));
-  const live = answers.flatMap((a) => (a.status === "fulfilled" ? [a.value] : []));
-  return live.length > 0 ? mergeStatus(live) : null;
+  try {
+    return mergeStatus(await askEachObject(env, g, (o) => o.status()));
+  } catch {
+    return null;
+  }
 }
 
 function deploymentRows(g: GroupRecord, live: GroupStatus | null): DeploymentRow[] {

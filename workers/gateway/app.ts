@@ -11,7 +11,7 @@ import { allowsModel } from "../../src/tenants/route-tenant.ts";
 import { mountEndpoints } from "./endpoints.ts";
 import { requestLogger } from "./request-logger.ts";
 import { mountMetrics } from "./metrics.ts";
-import { groupObjects } from "./group-object.ts";
+import { askEachObject } from "./group-object.ts";
 import { mergeStatus } from "../../src/sharding/merge.ts";
 import { proxyCompletion } from "./proxy.ts";
 import { openRealtime } from "./realtime.ts";
@@ -66,7 +66,7 @@ export function buildApp(config: LoadedConfig): Hono<AppEnv> {
 
   app.get("/v1/kvgate/status", async (c) => {
     if (c.get("caller").kind !== "master") throw forbidden("the gateway's status is for its operator: use the master key or the admin API", "insufficient_permissions");
-    const groups = await Promise.all(config.groups.map(async (g) => mergeStatus(await Promise.all(groupObjects(c.env, g).map((o) => o.status())))));
+    const groups = await Promise.all(config.groups.map(async (g) => mergeStatus(await askEachObject(c.env, g, (o) => o.status()))));
     return c.json({ groups });
   });
 

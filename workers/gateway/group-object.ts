@@ -1,5 +1,5 @@
 import type { ResolvedGroup } from "../../src/config/load.ts";
-import { groupShards } from "../../src/sharding/partition.ts";
+import { objectNamesOf } from "../../src/sharding/partition.ts";
 import type { Env } from "../env.ts";
 
 /**
@@ -12,7 +12,9 @@ export function groupObject(env: Env, object: string, locationHint?: ResolvedGro
   return locationHint ? env.MODEL_GROUP.getByName(object, { locationHint }) : env.MODEL_GROUP.getByName(object);
 }
 
-/** A stub of each of the group's objects: one, or one per shard. */
-export function groupObjects(env: Env, group: ResolvedGroup) {
-  return groupShards(group).objectNames.map((name) => groupObject(env, name, group.locationHint));
+type GroupStub = ReturnType<typeof groupObject>;
+
+/** Asks each of the group's objects (its own, or one per shard) at once; fails when any cannot answer. */
+export function askEachObject<T>(env: Env, group: Pick<ResolvedGroup, "name" | "shards" | "locationHint">, ask: (object: GroupStub) => Promise<T>): Promise<T[]> {
+  return Promise.all(objectNamesOf(group.name, group.shards).map((name) => ask(groupObject(env, name, group.locationHint))));
 }

@@ -5,7 +5,7 @@ import type { LoadedConfig } from "../config.ts";
 import type { AppEnv } from "./app-env.ts";
 import { authenticateMetrics } from "./auth.ts";
 import { mergeMetrics } from "../../src/sharding/merge.ts";
-import { groupObjects } from "./group-object.ts";
+import { askEachObject } from "./group-object.ts";
 
 /**
  * GET /metrics: the groups' counters in Prometheus text format, for the metrics key or the admin
@@ -16,7 +16,7 @@ import { groupObjects } from "./group-object.ts";
 export function mountMetrics(app: Hono<AppEnv>, config: LoadedConfig): void {
   app.get("/metrics", async (c) => {
     await authenticateMetrics(c.req.raw, config, c.env);
-    const answers = await Promise.allSettled(config.groups.map(async (g) => mergeMetrics(await Promise.all(groupObjects(c.env, g).map((o) => o.metrics())))));
+    const answers = await Promise.allSettled(config.groups.map(async (g) => mergeMetrics(await askEachObject(c.env, g, (o) => o.metrics()))));
     const groups: GroupMetrics[] = [];
     const down: string[] = [];
     answers.forEach((a, i) => {

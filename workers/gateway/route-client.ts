@@ -114,12 +114,14 @@ export type Routed = RouteDecision & { object: string };
  * it yet is sent the group's config, once. `tenant`: the request's virtual key, whose limits the
  * object checks before it takes a slot. `failover`: the attempt follows a failed one, or serves a
  * fallback group (the object counts it so). A sharded group's shards are asked in the order its
- * prompt keys them to, the next when one has no backend to give.
+ * prompt keys them to, the next when one has no backend to give or cannot be reached; routing is
+ * unavailable only when none could be.
  */
 export async function route(env: Env, ctx: WaitUntil, group: ResolvedGroup, chain: number[], exclude: readonly string[], model: string, tenant?: RouteTenant, failover = false): Promise<Routed | RouteRefusal | LimitRefusal> {
   if (!(group.shards > 1)) return routeOn(env, ctx, group, group.name, group, chain, exclude, model, tenant, failover);
   const { shards, order } = shardChoice.order(group, chain);
   let refusal: RouteRefusal | undefined;
+  let failed: unknown = null;
   for (const s of order) {
     const object = shards.objectNames[s] as string;
     shardChoice.sent(object);
@@ -127,8 +129,10 @@ export async function route(env: Env, ctx: WaitUntil, group: ResolvedGroup, chai
     try {
       answer = await routeOn(env, ctx, group, object, shards.views[s] as ResolvedGroup, chain, exclude, model, tenant, failover);
     } catch (e) {
+      // An object that cannot answer (overloaded, or being reset) is a shard with nothing to give: the next may.
       shardChoice.ended(object);
-      throw e;
+      failed = e;
+      continue;
     }
     if (!("refused" in answer)) {
       shardChoice.answered(object, answer.inFlight);
@@ -139,7 +143,9 @@ export async function route(env: Env, ctx: WaitUntil, group: ResolvedGroup, chai
     // Full beats empty: a request that found every shard without a backend to give, some only at their cap, hears "at capacity".
     if (!refusal || answer.refused === "at-capacity") refusal = answer;
   }
-  return refusal ?? { refused: "no-backend", rev: group.rev };
+  if (refusal) return refusal;
+  if (failed) throw failed;
+  return { refused: "no-backend", rev: group.rev };
 }
 
 /** One route call to one object of the group; `view`: the config it routes with, sent when it does not know the version. */
