@@ -260,6 +260,18 @@ describe("GroupRouter", () => {
     expect(debts()[x]).toBe(40);
   });
 
+  it("breaks ties between equally cheap backends in turn, not toward the one whose requests just ended", () => {
+    const router = routerFor(group({ saturation: 100, balanceAbs: 100 }, 3), rng(8));
+    // Three prompts at once: one a backend, by the work each adds; the turn then comes back to b0.
+    const first = [1, 2, 3].map((k) => pick(router.pick(chain(k, 40), 0)));
+    expect(first.map((d) => d?.backendId)).toEqual(["b0", "b1", "b2"]);
+    // b1's request ends; by t=500 every prompt is prefilled: all three cost the same.
+    router.release({ lease: first[1]?.lease ?? "", outcome: "ok", ttftMs: 60 }, 500);
+    // Fewest in flight would say b1 (least-loaded's convoy); in turn says b0, then b1, then b2.
+    const next = [4, 5, 6].map((k) => pick(router.pick(chain(k, 40), 500))?.backendId);
+    expect(next).toEqual(["b0", "b1", "b2"]);
+  });
+
   it("counts what is left of the work queued after an ended request as of the release, not as of the last route call", () => {
     // 0.625 blocks drain per ms. A (40 blocks) then B (40) on one backend at t=0; A's answer ends at
     // t=40 with no route call since: B has had 40 ms of the 64 it needs, 15 blocks left.
