@@ -18,6 +18,8 @@ export interface CeilingRun {
   errors: number;
   /** Content events per stream; absent for non-streamed runs. */
   chunks?: number;
+  /** A target served apart (its Durable Objects in a workerd of their own): each process's CPU per request; cpu_us_per_request is their sum. */
+  cpu_split_us_per_request?: { worker: number; object: number };
 }
 
 export interface Spread {

@@ -10,6 +10,8 @@ import { join, resolve } from "node:path";
 import type { MachineInfo } from "../overhead/machine.ts";
 import { median as medianOrNull } from "../stats/quantiles.ts";
 import { round as roundFigure } from "../stats/round.ts";
+import { cpuSplit, type CpuSplit, type SideSplit } from "./cpu-split.ts";
+import type { RoutePayload } from "./route-payload.ts";
 import { featureCost, type FeatureCost } from "./feature-cost.ts";
 import { KEY, KEY_NO_USAGE, RESTAMP, ownPerChunk, perChunk, perRequest, type CeilingRun, type PerChunk, type Spread } from "./key-cost.ts";
 import { does, type Name } from "./targets.ts";
@@ -73,6 +75,8 @@ export interface CeilingReport extends RunPart {
   streamed?: StreamedSection[];
   key_cost?: KeyCost;
   feature_cost?: FeatureCost;
+  cpu_split?: CpuSplit;
+  route_payload?: RoutePayload;
 }
 
 const round = (x: number): number => roundFigure(x) as number;
@@ -150,7 +154,8 @@ export async function merge(update: { main: CeilingReport } | { streamed: Stream
   }
   delete next.key_cost;
   delete next.feature_cost;
-  return { ...next, key_cost: keyCost(next), feature_cost: featureCost(next) };
+  delete next.cpu_split;
+  return { ...next, key_cost: keyCost(next), feature_cost: featureCost(next), ...(next.runs ? { cpu_split: cpuSplit(next.runs) } : {}) };
 }
 
 export async function write(report: Partial<CeilingReport>): Promise<void> {
@@ -195,6 +200,38 @@ function featureCostMd(f: FeatureCost): string[] {
   }
   lines.push("", f.how, "");
   return lines;
+}
+
+function cpuSplitMd(c: CpuSplit): string[] {
+  const lines = ["## The Worker's CPU and the routing object's", "", "Per non-streamed request at c=50, µs of CPU, paired per repeat:", ""];
+  const row = (s: SideSplit) =>
+    `- ${s.target}: Worker ${range(s.worker_us)}; object ${range(s.object_us)}; served apart, the Worker's process (with the stub hop) ${range(s.apart_worker_us)}, req/s × ${range(s.apart_rps_ratio)}`;
+  lines.push(...c.sides.map(row));
+  const v = c.versus_ceiling;
+  if (v) {
+    lines.push(
+      "",
+      "kvgate over the ceiling (floor+body+route), same repeats:",
+      "",
+      `- req/s: ${range(v.rps_ratio)} (goal ≥ 0.9)`,
+      `- workerd CPU per request: ${range(v.cpu_ratio)} (goal ≤ 1.15)`,
+      `- the Worker's side alone: ${range(v.worker_cpu_ratio)}`,
+      `- the object's side alone (kvgate's routing object over the toy router): ${range(v.object_cpu_ratio)}`,
+    );
+  }
+  lines.push("", c.how, "");
+  return lines;
+}
+
+function routePayloadMd(p: RoutePayload): string[] {
+  return [
+    "## The route call's size",
+    "",
+    `For this benchmark's prompt (${p.chain_blocks} blocks): the call ${p.call_bytes} B (${p.call_with_release_bytes} B with a finished lease riding along), the answer ${p.answer_bytes} B.`,
+    "",
+    p.how,
+    "",
+  ];
 }
 
 function streamedMd(s: StreamedSection): string[] {
@@ -248,6 +285,8 @@ export function renderMarkdown(r: Partial<CeilingReport>): string {
       "",
     );
   }
+  if (r.cpu_split) lines.push(...cpuSplitMd(r.cpu_split));
+  if (r.route_payload) lines.push(...routePayloadMd(r.route_payload));
   if (r.key_cost) lines.push(...keyCostMd(r.key_cost));
   if (r.feature_cost) lines.push(...featureCostMd(r.feature_cost));
   for (const s of r.streamed ?? []) lines.push(...streamedMd(s));

@@ -39,10 +39,11 @@ import { machineInfo } from "../overhead/machine.ts";
 import { runNonStreamLoad } from "../overhead/nonstream-load.ts";
 import { round as roundFigure } from "../stats/round.ts";
 import { runStreamLoad } from "../overhead/stream-load.ts";
-import { COMPLETIONS_PATH } from "../overhead/targets.ts";
+import { COMPLETIONS_PATH, SIM_MODEL } from "../overhead/targets.ts";
 import { parseCeilingArgs } from "./args.ts";
 import type { CeilingRun } from "./key-cost.ts";
-import { cpuMs } from "./process-cpu.ts";
+import { cpuMs } from "../harness/process-cpu.ts";
+import { routePayload } from "./route-payload.ts";
 import { merge, mediansOf, renderMarkdown, streamedSection, write, type CeilingReport } from "./report.ts";
 import { BASE_TARGETS, startTarget, STREAM_TARGETS, type Name, type Running } from "./targets.ts";
 
@@ -68,14 +69,19 @@ function round(x: number): number {
 
 async function load(t: Running, l: (typeof loads)[number], seconds: number): Promise<Omit<CeilingRun, "repeat">> {
   const cpuBefore = cpuMs(t.pid);
+  const objectBefore = t.objectPid === undefined ? 0 : cpuMs(t.objectPid);
   const spec = { url: t.url + COMPLETIONS_PATH, headers: t.headers, bodies: bodiesFor(t.model, l.chunks), connections: CONCURRENCY, durationMs: seconds * 1000, maxRequests: 1_000_000 };
   const r: LoadResult = l.chunks === undefined ? await runNonStreamLoad(spec) : await runStreamLoad(spec);
-  const cpu = cpuMs(t.pid) - cpuBefore;
+  const worker = cpuMs(t.pid) - cpuBefore;
+  const object = t.objectPid === undefined ? 0 : cpuMs(t.objectPid) - objectBefore;
+  const cpu = worker + object;
+  const perRequest = (ms: number): number => round((ms * 1000) / Math.max(1, r.completed));
   return {
     target: t.name,
     ...(l.chunks === undefined ? {} : { chunks: l.chunks }),
     rps: round(r.completed / (r.elapsedMs / 1000)),
-    cpu_us_per_request: round((cpu * 1000) / Math.max(1, r.completed)),
+    cpu_us_per_request: perRequest(cpu),
+    ...(t.objectPid === undefined ? {} : { cpu_split_us_per_request: { worker: perRequest(worker), object: perRequest(object) } }),
     errors: r.errors,
   };
 }
@@ -118,7 +124,7 @@ const part = {
 const machine = machineInfo();
 const report = streamed
   ? await merge({ streamed: streamedSection({ ...part, medians: args.stream.flatMap((c) => mediansOf(runs, TARGETS, c)), runs }, args.clientUsage, args.stream, TARGETS), machine })
-  : await merge({ main: { ...part, machine, medians: mediansOf(runs, TARGETS), runs } satisfies CeilingReport });
+  : await merge({ main: { ...part, machine, medians: mediansOf(runs, TARGETS), runs, route_payload: routePayload(bodiesFor(SIM_MODEL, undefined)[0] as string) } satisfies CeilingReport });
 if (args.write) {
   await write(report);
   log("wrote bench/results/ceiling.json and ceiling.md");

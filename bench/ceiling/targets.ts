@@ -3,12 +3,14 @@
  * gateway's unavoidable work added (a toy Durable Object router, reading the body), and kvgate
  * with its master key, with a virtual key, and as bundled from other checkouts (--baseline).
  */
-import { startFloor, startScriptWorker, type ServedWorker } from "../harness/gateway.ts";
+import { startFloor, startScriptWorker, type ApartPids, type ServedWorker } from "../harness/gateway.ts";
 import { BENCH_KEY_NO_USAGE } from "../overhead/key-target.ts";
 import { floorTarget, kvgateTarget, SIM_MODEL } from "../overhead/targets.ts";
-import { newWorkerd, workerdPids } from "./process-cpu.ts";
+import { newWorkerd, workerdPids } from "../harness/process-cpu.ts";
 
-export const BASE_TARGETS = ["floor", "floor+pipe", "floor+ttft", "floor-via-entry", "floor+route", "floor+body+route", "kvgate", "kvgate-nolog", "kvgate-key-nousage", "kvgate-key"] as const;
+export const BASE_TARGETS = ["floor", "floor+pipe", "floor+ttft", "floor-via-entry", "floor+route", "floor+body+route", "kvgate", "kvgate-nolog", "kvgate-key-nousage", "kvgate-key", "floor+body+route-apart", "kvgate-apart"] as const;
+/** Targets served with their Durable Objects in a workerd of their own (harness serveApart): their runs split the CPU. */
+export const APART_OF: Partial<Record<Name, Name>> = { "floor+body+route-apart": "floor+body+route", "kvgate-apart": "kvgate" };
 /**
  * What a streamed run measures: the floor and the kvgate targets. kvgate-restamp is there because
  * its chunks take the same JavaScript read loop as a key's, with a transform that does little:
@@ -26,6 +28,8 @@ const DOES: Record<Exclude<Name, `kvgate@${string}`>, string> = {
   "floor+route": "+ one Durable Object RPC (toy router)",
   "floor+body+route": "+ reads and re-serialises the JSON body",
   kvgate: "validates, fingerprints, routes, streams back",
+  "floor+body+route-apart": "floor+body+route with its toy router in a workerd of its own (CPU per side)",
+  "kvgate-apart": "kvgate with its Durable Objects in a workerd of their own (CPU per side)",
   "kvgate-nolog": "kvgate with its request lines off (logging.requests.sampleRate 0)",
   "kvgate-restamp": "kvgate with the restamp hook: every chunk through its JavaScript read loop",
   "kvgate-key-nousage": "kvgate with a virtual key checked, rpm and in-flight limits, no usage (native pipe)",
@@ -113,26 +117,34 @@ export interface Running {
   /** The model its clients ask for (kvgate-restamp's is not the upstream's). */
   model: string;
   pid: number;
+  /** Served apart: the workerd of its Durable Objects (pid is then the Worker's). */
+  objectPid?: number;
   /** After the warm-up: that the target did what its name says (see overhead's Target.confirm). */
   confirm?: () => Promise<string>;
   stop(): Promise<void>;
 }
 
-type Served = Pick<Running, "url" | "headers" | "model" | "confirm" | "stop">;
+type Served = Pick<Running, "url" | "headers" | "model" | "confirm" | "stop"> & { pids?: ApartPids };
 
 /** Starts `name` and finds the workerd process that serves it. `baselines`: kvgate@<commit> → its checkout. */
 export async function startTarget(name: Name, fleet: string[], baselines: ReadonlyMap<string, string>): Promise<Running> {
   const before = workerdPids();
   const upstream = fleet[0] as string;
-  const worker = (w: ServedWorker): Served => ({ url: w.url, headers: {}, model: SIM_MODEL, stop: () => w.dispose() });
+  const worker = (w: ServedWorker): Served => ({ url: w.url, headers: {}, model: SIM_MODEL, stop: () => w.dispose(), ...(w.pids ? { pids: w.pids } : {}) });
   let served: Served;
   if (name === "floor") served = await floorTarget(upstream);
   else if (name === "kvgate" || name === "kvgate-restamp" || name === "kvgate-key" || name === "kvgate-nolog") served = await kvgateTarget(name, fleet);
   else if (name === "kvgate-key-nousage") served = await kvgateTarget("kvgate-key", fleet, undefined, BENCH_KEY_NO_USAGE);
+  else if (name === "kvgate-apart") served = await kvgateTarget("kvgate", fleet, undefined, undefined, true);
+  else if (name === "floor+body+route-apart") served = worker(await startScriptWorker(floorBodyRoute(upstream), { ROUTER: "ToyRouter" }, false, true));
   else if (name.startsWith("kvgate@")) served = await kvgateTarget("kvgate", fleet, baselines.get(name) as string);
   else if (name === "floor-via-entry") served = worker(await startFloor(upstream, true));
   else if (name === "floor+pipe" || name === "floor+ttft") served = worker(await startScriptWorker(floorPipe(upstream, name === "floor+ttft")));
   else served = worker(await startScriptWorker(name === "floor+route" ? floorRoute(upstream) : floorBodyRoute(upstream), { ROUTER: "ToyRouter" }));
+  if (served.pids) {
+    const { url, headers, model, confirm, stop } = served;
+    return { name, pid: served.pids.worker, objectPid: served.pids.object, url, headers, model, stop, ...(confirm ? { confirm } : {}) };
+  }
   const pid = newWorkerd(before);
   if (pid === null) {
     await served.stop();

@@ -15,13 +15,21 @@ import { Miniflare, convertV4MiniflareOptions } from "miniflare";
 import { unstable_getMiniflareWorkerOptions } from "wrangler";
 import type { GatewayConfigInput } from "../../src/config/schema.ts";
 import { newMasterKey } from "./master-key.ts";
+import { newWorkerd, workerdPids } from "./process-cpu.ts";
 
 const ROOT = resolve(import.meta.dirname, "..", "..");
 const run = promisify(execFile);
 
 export interface ServedWorker {
   url: string;
+  /** With objectsApart: the workerd processes serving the Worker and its Durable Objects. */
+  pids?: ApartPids;
   dispose(): Promise<void>;
+}
+
+export interface ApartPids {
+  worker: number;
+  object: number;
 }
 
 /** kvgate as served: every /v1 request needs `Authorization: Bearer <key>`. */
@@ -74,6 +82,48 @@ async function serve(workers: Record<string, unknown>[], viaEntry = false, onLog
   return { urls: urls.map((u) => u.replace(/\/$/, "")), dispose: () => mf.dispose() };
 }
 
+/** A Worker script's Durable Object bindings as wrangler.toml or a caller gives them: binding → class, or binding → { className }. */
+type ObjectBindings = Record<string, string | { className: string; useSQLite?: boolean }>;
+
+const OBJECTS_NAME = "objects";
+
+/**
+ * The Worker in one workerd and its Durable Objects in another, as production runs them (a
+ * Worker's isolate and an object's are on different machines), so each process's CPU is one
+ * side's. The Worker's bindings reach the other process through Miniflare's dev registry: a
+ * stub object in the Worker's process that forwards each call over workerd's debug port — a hop
+ * production does not have, so the Worker's process pays more here than a Worker does.
+ * The objects' process runs the same script (its fetch handler unused).
+ */
+async function serveApart(worker: Record<string, unknown>, objects: ObjectBindings, onLog?: LogSink): Promise<ServedWorker & { pids: ApartPids }> {
+  const registry = await mkdtemp(join(tmpdir(), "kvgate-registry-"));
+  const sink = onLog ?? benchSink;
+  const shared = { host: "127.0.0.1", port: 0, cf: false, unsafeDevRegistryPath: registry, handleStructuredLogs: (l: { level: string; message: string }) => sink(l.level, l.message) };
+  const started: Miniflare[] = [];
+  const dispose = async () => {
+    for (const mf of started.reverse()) await mf.dispose();
+  };
+  try {
+    const start = async (options: Record<string, unknown>): Promise<{ mf: Miniflare; pid: number }> => {
+      const before = workerdPids();
+      const mf = new Miniflare(convertV4MiniflareOptions({ ...shared, ...options } as never));
+      started.push(mf);
+      await mf.ready;
+      const pid = newWorkerd(before);
+      if (pid === null) throw new Error("cannot tell which workerd was started (this reads /proc, Linux only)");
+      return { mf, pid };
+    };
+    const home = await start({ ...worker, name: OBJECTS_NAME, durableObjects: objects });
+    const remote = Object.fromEntries(Object.entries(objects).map(([binding, d]) => [binding, { className: typeof d === "string" ? d : d.className, scriptName: OBJECTS_NAME }]));
+    const front = await start({ ...worker, name: "worker", durableObjects: remote, unsafeDirectSockets: [{ host: "127.0.0.1", port: 0 }] });
+    const url = (await front.mf.unsafeGetDirectURL("worker")).href.replace(/\/$/, "");
+    return { url, pids: { worker: front.pid, object: home.pid }, dispose };
+  } catch (e) {
+    await dispose();
+    throw e;
+  }
+}
+
 async function serveOne(options: Record<string, unknown>, viaEntry = false): Promise<ServedWorker> {
   const { urls, dispose } = await serve([options], viaEntry);
   return { url: urls[0] as string, dispose };
@@ -115,6 +165,8 @@ export interface GatewayOptions {
    * routing object, the fleet registry and the tenants object as every isolate does in production.
    */
   instances?: number;
+  /** Serve the Durable Objects in a workerd of their own (serveApart), to tell the Worker's CPU from the objects'. */
+  objectsApart?: boolean;
 }
 
 /** What wrangler.toml says about the runtime: compatibility settings, Durable Objects and, when asked, the static assets. */
@@ -131,6 +183,12 @@ export async function startGateway(o: GatewayOptions): Promise<ServedGateway> {
   const key = o.masterKey ?? newMasterKey("bench");
   const bindings: Record<string, string> = { ...o.bindings, KVGATE_CONFIG: JSON.stringify(o.config), KVGATE_MASTER_KEY: key };
   const worker = { ...runtimeOptions(o.assets), modules: true, scriptPath, modulesRoot: dirname(scriptPath), bindings };
+  if (o.objectsApart) {
+    if (instances > 1 || o.assets) throw new Error("objectsApart serves one instance without the assets");
+    const { durableObjects, ...rest } = worker as typeof worker & { durableObjects?: ObjectBindings };
+    const apart = await serveApart(rest, durableObjects ?? {}, o.onLog);
+    return { ...apart, urls: [apart.url], key };
+  }
   const copies = instances === 1 ? [worker] : Array.from({ length: instances }, (_, i) => instanceOf(worker, i));
   const served = await serve(copies, false, o.onLog);
   return { url: served.urls[0] as string, urls: served.urls, key, dispose: served.dispose };
@@ -170,8 +228,9 @@ export function startFloor(upstreamUrl: string, viaEntry = false): Promise<Serve
  * A one-module Worker given as source, with kvgate's compatibility settings; `durableObjects`
  * binds names to classes the script exports (SQLite-backed, as kvgate's are).
  */
-export function startScriptWorker(script: string, durableObjects: Record<string, string> = {}, viaEntry = false): Promise<ServedWorker> {
+export function startScriptWorker(script: string, durableObjects: Record<string, string> = {}, viaEntry = false, objectsApart = false): Promise<ServedWorker> {
   const { compatibilityDate, compatibilityFlags } = runtimeOptions();
   const bound = Object.fromEntries(Object.entries(durableObjects).map(([name, className]) => [name, { className, useSQLite: true }]));
-  return serveOne({ compatibilityDate, compatibilityFlags, modules: true, script, durableObjects: bound }, viaEntry);
+  const worker = { compatibilityDate, compatibilityFlags, modules: true, script };
+  return objectsApart ? serveApart(worker, bound) : serveOne({ ...worker, durableObjects: bound }, viaEntry);
 }

@@ -18,7 +18,7 @@ import { randomBytes } from "node:crypto";
 import { parseFlags, positiveInt } from "../harness/argv.ts";
 import { commitOf } from "../harness/commit.ts";
 import { startGateway } from "../harness/gateway.ts";
-import { cpuMs, newWorkerd, workerdPids } from "../ceiling/process-cpu.ts";
+import { cpuMs, newWorkerd, workerdPids } from "../harness/process-cpu.ts";
 import { startFleetProcess } from "../overhead/fleet-process.ts";
 import { machineInfo, toolVersions } from "../overhead/machine.ts";
 import { SIM_MODEL } from "../overhead/targets.ts";

@@ -6,7 +6,7 @@
  */
 import { performance } from "node:perf_hooks";
 import type { GatewayConfigInput } from "../../src/config/schema.ts";
-import { startFloor, startGateway } from "../harness/gateway.ts";
+import { startFloor, startGateway, type ApartPids } from "../harness/gateway.ts";
 import { chatBodies } from "./bodies.ts";
 import { BENCH_KEY, confirmKeyUsage, createVirtualKey, newAdminKey, type KeySettings } from "./key-target.ts";
 
@@ -34,6 +34,8 @@ export interface Target {
   workers?: number;
   /** A peer's pinned version. */
   version?: string;
+  /** Served with its Durable Objects in a workerd of their own: both processes. */
+  pids?: ApartPids;
   stop(): Promise<void>;
 }
 
@@ -43,7 +45,7 @@ export const SIM_MODEL = "kvgate-sim";
 /** What restamp clients ask for: not the upstream's name, so every chunk is rewritten. */
 const RESTAMP_CLIENT_MODEL = "bookshop-assistant";
 
-function kvgateConfig(upstreams: string[], o: { name: string; hooks: "restamp"[]; logRequests: boolean; feedbackRate: number; shards: number }): GatewayConfigInput {
+export function kvgateConfig(upstreams: string[], o: { name: string; hooks: "restamp"[]; logRequests: boolean; feedbackRate: number; shards: number }): GatewayConfigInput {
   return {
     ...(o.logRequests ? {} : { logging: { requests: { sampleRate: 0 } } }),
     modelGroups: [
@@ -82,14 +84,14 @@ export type KvgateVariant = "kvgate" | "kvgate-nolog" | "kvgate-restamp" | "kvga
  * `root`: the checkout to bundle the gateway from (this one by default); `keySettings`: the
  * virtual key kvgate-key makes (BENCH_KEY by default).
  */
-export async function kvgateTarget(variant: KvgateVariant, upstreams: string[], root?: string, keySettings: KeySettings = BENCH_KEY): Promise<Target> {
+export async function kvgateTarget(variant: KvgateVariant, upstreams: string[], root?: string, keySettings: KeySettings = BENCH_KEY, objectsApart = false): Promise<Target> {
   const restamp = variant === "kvgate-restamp";
   const model = restamp ? RESTAMP_CLIENT_MODEL : SIM_MODEL;
   const config = kvgateConfig(upstreams, { name: model, hooks: restamp ? ["restamp"] : [], logRequests: variant !== "kvgate-nolog", feedbackRate: variant === "kvgate-feedback" ? 1 : 0, shards: variant === "kvgate-sharded" ? 2 : 1 });
   const adminKey = variant === "kvgate-key" ? newAdminKey() : null;
-  const w = await startGateway({ config, ...(root ? { root } : {}), ...(adminKey ? { bindings: { KVGATE_ADMIN_KEY: adminKey } } : {}) });
+  const w = await startGateway({ config, objectsApart, ...(root ? { root } : {}), ...(adminKey ? { bindings: { KVGATE_ADMIN_KEY: adminKey } } : {}) });
   const master = { authorization: `Bearer ${w.key}` };
-  const target: Target = { name: variant, label: variant, url: w.url, model, headers: master, status: { url: `${w.url}/v1/kvgate/status`, headers: master }, stop: () => w.dispose() };
+  const target: Target = { name: variant, label: variant, url: w.url, model, headers: master, status: { url: `${w.url}/v1/kvgate/status`, headers: master }, stop: () => w.dispose(), ...(w.pids ? { pids: w.pids } : {}) };
   if (!adminKey) return target;
   try {
     const key = await createVirtualKey(w.url, adminKey, keySettings);

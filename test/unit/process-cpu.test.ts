@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { statCpuMs } from "../../bench/ceiling/process-cpu.ts";
+import { statCpuMs } from "../../bench/harness/process-cpu.ts";
 
 describe("bench:ceiling reads a process's CPU time from /proc/<pid>/stat", () => {
   it("adds utime and stime (fields 14 and 15) and turns clock ticks into ms", () => {
