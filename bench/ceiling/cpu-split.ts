@@ -8,17 +8,17 @@
  * object. Not the apart target's Worker process, which also runs the dev registry's stub (a
  * local object hop and a socket per call) that production does not have.
  */
-import { spread, type CeilingRun, type Spread } from "./key-cost.ts";
+import { byRepeat, combineByRepeat, spread, type CeilingRun, type RunFigure, type Spread } from "./key-cost.ts";
 import { APART_OF, type Name } from "./targets.ts";
 
-export const CEILING = "floor+body+route";
-export const KVGATE = "kvgate";
+export const CEILING: Name = "floor+body+route";
+export const KVGATE: Name = "kvgate";
 
 export interface SideSplit {
   /** The same-process target whose CPU is split. */
-  target: string;
+  target: Name;
   /** Its objects-apart twin. */
-  apart: string;
+  apart: Name;
   /** The Durable Objects' process, per request. */
   object_us: Spread;
   /** target − object_us, paired per repeat. */
@@ -51,42 +51,26 @@ const HOW =
   "(Miniflare's dev registry binds them across processes); the objects' process CPU per completed request is the object's side. The Worker's side is the " +
   "same-process target's CPU minus that, paired per repeat; the apart Worker process itself is shown but pays a stub hop production does not have.";
 
-type Field = (r: CeilingRun) => number | undefined;
-const byRepeat = (runs: readonly CeilingRun[], target: string, field: Field): Map<number, number> => {
-  const out = new Map<number, number>();
-  for (const r of runs) {
-    const v = r.target === target && r.chunks === undefined ? field(r) : undefined;
-    if (v !== undefined) out.set(r.repeat, v);
-  }
-  return out;
-};
-
-/** f(a's field, b's field) for every repeat in which both were measured. */
-function paired(runs: readonly CeilingRun[], a: [string, Field], b: [string, Field], f: (x: number, y: number) => number): Spread {
-  const ys = byRepeat(runs, b[0], b[1]);
-  const out: number[] = [];
-  for (const [repeat, x] of byRepeat(runs, a[0], a[1])) {
-    const y = ys.get(repeat);
-    if (y !== undefined) out.push(f(x, y));
-  }
-  return spread(out);
-}
-
-const cpu: Field = (r) => r.cpu_us_per_request;
-const rps: Field = (r) => r.rps;
-const objectSide: Field = (r) => r.cpu_split_us_per_request?.object;
-const workerSide: Field = (r) => r.cpu_split_us_per_request?.worker;
+const rps: RunFigure = (r) => r.rps;
+const objectSide: RunFigure = (r) => r.cpu_split_us_per_request?.object;
+const workerSide: RunFigure = (r) => r.cpu_split_us_per_request?.worker;
 const minus = (x: number, y: number) => x - y;
 const over = (x: number, y: number) => x / y;
+const NON_STREAMED = undefined;
+const spreadOf = (m: ReadonlyMap<number, number>): Spread => spread([...m.values()]);
+const of = (runs: readonly CeilingRun[], target: string, figure?: RunFigure) => byRepeat(runs, target, NON_STREAMED, figure);
+
+/** The Worker's side of `target` per repeat: its one-process CPU less its apart twin's object process. */
+const workerByRepeat = (runs: readonly CeilingRun[], target: Name, apart: Name) => combineByRepeat(of(runs, target), of(runs, apart, objectSide), minus);
 
 function side(runs: readonly CeilingRun[], apart: Name, target: Name): SideSplit {
   return {
     target,
     apart,
-    object_us: paired(runs, [apart, objectSide], [apart, objectSide], (x) => x),
-    worker_us: paired(runs, [target, cpu], [apart, objectSide], minus),
-    apart_worker_us: paired(runs, [apart, workerSide], [apart, workerSide], (x) => x),
-    apart_rps_ratio: paired(runs, [apart, rps], [target, rps], over),
+    object_us: spreadOf(of(runs, apart, objectSide)),
+    worker_us: spreadOf(workerByRepeat(runs, target, apart)),
+    apart_worker_us: spreadOf(of(runs, apart, workerSide)),
+    apart_rps_ratio: spreadOf(combineByRepeat(of(runs, apart, rps), of(runs, target, rps), over)),
   };
 }
 
@@ -95,24 +79,14 @@ export function cpuSplit(runs: readonly CeilingRun[]): CpuSplit {
   const sides = (Object.entries(APART_OF) as [Name, Name][]).filter(([apart, target]) => has(apart) && has(target)).map(([apart, target]) => side(runs, apart, target));
   let versus: VersusCeiling | null = null;
   if (has(KVGATE) && has(CEILING)) {
-    const mine = sides.find((s) => s.target === KVGATE);
-    const theirs = sides.find((s) => s.target === CEILING);
-    // Each side's Worker CPU per repeat: total − object, as in SideSplit.worker_us.
-    const workerOf = (s: SideSplit): Map<number, number> => {
-      const objects = byRepeat(runs, s.apart, objectSide);
-      const out = new Map<number, number>();
-      for (const [repeat, total] of byRepeat(runs, s.target, cpu)) {
-        const o = objects.get(repeat);
-        if (o !== undefined) out.set(repeat, total - o);
-      }
-      return out;
-    };
-    const ratioOf = (a: Map<number, number>, b: Map<number, number>): Spread => spread([...a].flatMap(([k, x]) => (b.has(k) ? [x / (b.get(k) as number)] : [])));
+    const apartOf = (target: Name) => sides.find((s) => s.target === target)?.apart;
+    const mine = apartOf(KVGATE);
+    const theirs = apartOf(CEILING);
     versus = {
-      rps_ratio: paired(runs, [KVGATE, rps], [CEILING, rps], over),
-      cpu_ratio: paired(runs, [KVGATE, cpu], [CEILING, cpu], over),
-      worker_cpu_ratio: mine && theirs ? ratioOf(workerOf(mine), workerOf(theirs)) : null,
-      object_cpu_ratio: mine && theirs ? paired(runs, [mine.apart, objectSide], [theirs.apart, objectSide], over) : null,
+      rps_ratio: spreadOf(combineByRepeat(of(runs, KVGATE, rps), of(runs, CEILING, rps), over)),
+      cpu_ratio: spreadOf(combineByRepeat(of(runs, KVGATE), of(runs, CEILING), over)),
+      worker_cpu_ratio: mine && theirs ? spreadOf(combineByRepeat(workerByRepeat(runs, KVGATE, mine), workerByRepeat(runs, CEILING, theirs), over)) : null,
+      object_cpu_ratio: mine && theirs ? spreadOf(combineByRepeat(of(runs, mine, objectSide), of(runs, theirs, objectSide), over)) : null,
     };
   }
   return { how: HOW, sides, versus_ceiling: versus };

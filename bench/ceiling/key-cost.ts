@@ -44,26 +44,39 @@ export const KEY_NO_USAGE = "kvgate-key-nousage";
 export const RESTAMP = "kvgate-restamp";
 export const MASTER = "kvgate";
 
-/** The CPU per request of `target` in each repeat (of the runs with `chunks`), by repeat. */
-function cpuByRepeat(runs: readonly CeilingRun[], target: string, chunks: number | undefined): Map<number, number> {
-  return new Map(runs.filter((r) => r.target === target && r.chunks === chunks).map((r) => [r.repeat, r.cpu_us_per_request]));
+/** A figure of a run: its CPU per request unless said otherwise; undefined where the run has none. */
+export type RunFigure = (r: CeilingRun) => number | undefined;
+const cpuFigure: RunFigure = (r) => r.cpu_us_per_request;
+
+/** `figure` of `target` in each repeat (of the runs with `chunks`), by repeat. */
+export function byRepeat(runs: readonly CeilingRun[], target: string, chunks: number | undefined, figure: RunFigure = cpuFigure): Map<number, number> {
+  const out = new Map<number, number>();
+  for (const r of runs) {
+    const v = r.target === target && r.chunks === chunks ? figure(r) : undefined;
+    if (v !== undefined) out.set(r.repeat, v);
+  }
+  return out;
 }
 
-/** `combine(a, b)` for each repeat in which both targets were measured, by repeat. */
-function pairedByRepeat(runs: readonly CeilingRun[], a: string, b: string, chunks: number | undefined, combine: (a: number, b: number) => number): Map<number, number> {
-  const bs = cpuByRepeat(runs, b, chunks);
+/** `combine(x, y)` for each repeat present in both, by repeat. */
+export function combineByRepeat(xs: ReadonlyMap<number, number>, ys: ReadonlyMap<number, number>, combine: (x: number, y: number) => number): Map<number, number> {
   const out = new Map<number, number>();
-  for (const [repeat, x] of cpuByRepeat(runs, a, chunks)) {
-    const y = bs.get(repeat);
+  for (const [repeat, x] of xs) {
+    const y = ys.get(repeat);
     if (y !== undefined) out.set(repeat, combine(x, y));
   }
   return out;
 }
 
+/** `combine(a, b)` of two targets' CPU for each repeat in which both were measured, by repeat. */
+function pairedByRepeat(runs: readonly CeilingRun[], a: string, b: string, chunks: number | undefined, combine: (a: number, b: number) => number): Map<number, number> {
+  return combineByRepeat(byRepeat(runs, a, chunks), byRepeat(runs, b, chunks), combine);
+}
+
 const minus = (a: number, b: number): number => a - b;
 
 export function medianCpu(runs: readonly CeilingRun[], target: string, chunks: number | undefined): number | null {
-  return median([...cpuByRepeat(runs, target, chunks).values()]);
+  return median([...byRepeat(runs, target, chunks).values()]);
 }
 
 /** The shortest and longest streams among the runs; null unless there are two lengths. */

@@ -141,16 +141,13 @@ export async function startTarget(name: Name, fleet: string[], baselines: Readon
   else if (name === "floor-via-entry") served = worker(await startFloor(upstream, true));
   else if (name === "floor+pipe" || name === "floor+ttft") served = worker(await startScriptWorker(floorPipe(upstream, name === "floor+ttft")));
   else served = worker(await startScriptWorker(name === "floor+route" ? floorRoute(upstream) : floorBodyRoute(upstream), { ROUTER: "ToyRouter" }));
-  if (served.pids) {
-    const { url, headers, model, confirm, stop } = served;
-    return { name, pid: served.pids.worker, objectPid: served.pids.object, url, headers, model, stop, ...(confirm ? { confirm } : {}) };
-  }
-  const pid = newWorkerd(before);
+  // Served apart, its two processes are known; otherwise it is the one workerd that appeared.
+  const pid = served.pids?.worker ?? newWorkerd(before);
   if (pid === null) {
     await served.stop();
     throw new Error(`cannot tell which workerd serves ${name} (this benchmark reads /proc, Linux only)`);
   }
   // Not spread: an overhead Target brings a name of its own (kvgate for a kvgate@ baseline).
   const { url, headers, model, confirm, stop } = served;
-  return { name, pid, url, headers, model, stop, ...(confirm ? { confirm } : {}) };
+  return { name, pid, ...(served.pids ? { objectPid: served.pids.object } : {}), url, headers, model, stop, ...(confirm ? { confirm } : {}) };
 }

@@ -73,8 +73,7 @@ export function buildGateway(root: string = ROOT): Promise<string> {
 async function serve(workers: Record<string, unknown>[], viaEntry = false, onLog?: LogSink): Promise<{ urls: string[]; dispose(): Promise<void> }> {
   // Miniflare 5 takes a new option shape; the v4 shape wrangler produces is converted.
   const direct = viaEntry ? [] : [{ host: "127.0.0.1", port: 0 }];
-  const sink = onLog ?? benchSink;
-  const logs = { handleStructuredLogs: (l: { level: string; message: string }) => sink(l.level, l.message) };
+  const logs = logOptions(onLog);
   const shaped = workers.length === 1 ? { unsafeDirectSockets: direct, ...workers[0] } : { workers: workers.map((w) => ({ unsafeDirectSockets: direct, ...w })) };
   const mf = new Miniflare(convertV4MiniflareOptions({ host: "127.0.0.1", port: 0, cf: false, ...logs, ...shaped } as never));
   const entry = await mf.ready;
@@ -97,8 +96,7 @@ const OBJECTS_NAME = "objects";
  */
 async function serveApart(worker: Record<string, unknown>, objects: ObjectBindings, onLog?: LogSink): Promise<ServedWorker & { pids: ApartPids }> {
   const registry = await mkdtemp(join(tmpdir(), "kvgate-registry-"));
-  const sink = onLog ?? benchSink;
-  const shared = { host: "127.0.0.1", port: 0, cf: false, unsafeDevRegistryPath: registry, handleStructuredLogs: (l: { level: string; message: string }) => sink(l.level, l.message) };
+  const shared = { host: "127.0.0.1", port: 0, cf: false, unsafeDevRegistryPath: registry, ...logOptions(onLog) };
   const started: Miniflare[] = [];
   const dispose = async () => {
     for (const mf of started.reverse()) await mf.dispose();
@@ -127,6 +125,12 @@ async function serveApart(worker: Record<string, unknown>, objects: ObjectBindin
 async function serveOne(options: Record<string, unknown>, viaEntry = false): Promise<ServedWorker> {
   const { urls, dispose } = await serve([options], viaEntry);
   return { url: urls[0] as string, dispose };
+}
+
+/** What workerd logs goes to `onLog`, or to the benchmarks' default sink. */
+function logOptions(onLog?: LogSink): { handleStructuredLogs: (l: { level: string; message: string }) => void } {
+  const sink = onLog ?? benchSink;
+  return { handleStructuredLogs: (l) => sink(l.level, l.message) };
 }
 
 /** Receives what workerd logs (the Worker's console and the runtime's own lines) instead of stderr. */

@@ -45,7 +45,7 @@ export const SIM_MODEL = "kvgate-sim";
 /** What restamp clients ask for: not the upstream's name, so every chunk is rewritten. */
 const RESTAMP_CLIENT_MODEL = "bookshop-assistant";
 
-export function kvgateConfig(upstreams: string[], o: { name: string; hooks: "restamp"[]; logRequests: boolean; feedbackRate: number; shards: number }): GatewayConfigInput {
+function kvgateConfig(upstreams: string[], o: { name: string; hooks: "restamp"[]; logRequests: boolean; feedbackRate: number; shards: number }): GatewayConfigInput {
   return {
     ...(o.logRequests ? {} : { logging: { requests: { sampleRate: 0 } } }),
     modelGroups: [
