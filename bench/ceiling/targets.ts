@@ -47,6 +47,8 @@ export class ToyRouter extends DurableObject {
   }
 }`;
 const CHAIN = "[1, 2, 3, 4, 5, 6, 7, 8]";
+/** The toy router's binding, for startScriptWorker. */
+export const TOY_ROUTER_BINDING = { ROUTER: "ToyRouter" };
 
 function floorRoute(upstream: string): string {
   return `${TOY_ROUTER}
@@ -60,7 +62,8 @@ export default {
 };`;
 }
 
-function floorBodyRoute(upstream: string): string {
+/** The ceiling (floor+body+route): the least any prefix-routing gateway does. bench:overhead's `ceiling` target too. */
+export function ceilingScript(upstream: string): string {
   return `${TOY_ROUTER}
 const utf8 = new TextDecoder("utf-8", { fatal: true });
 export default {
@@ -134,13 +137,13 @@ export async function startTarget(name: Name, fleet: string[], baselines: Readon
   let served: Served;
   if (name === "floor") served = await floorTarget(upstream);
   else if (name === "kvgate" || name === "kvgate-restamp" || name === "kvgate-key" || name === "kvgate-nolog") served = await kvgateTarget(name, fleet);
-  else if (name === "kvgate-key-nousage") served = await kvgateTarget("kvgate-key", fleet, undefined, BENCH_KEY_NO_USAGE);
-  else if (name === "kvgate-apart") served = await kvgateTarget("kvgate", fleet, undefined, undefined, true);
-  else if (name === "floor+body+route-apart") served = worker(await startScriptWorker(floorBodyRoute(upstream), { ROUTER: "ToyRouter" }, false, true));
-  else if (name.startsWith("kvgate@")) served = await kvgateTarget("kvgate", fleet, baselines.get(name) as string);
+  else if (name === "kvgate-key-nousage") served = await kvgateTarget("kvgate-key", fleet, { keySettings: BENCH_KEY_NO_USAGE });
+  else if (name === "kvgate-apart") served = await kvgateTarget("kvgate", fleet, { objectsApart: true });
+  else if (name === "floor+body+route-apart") served = worker(await startScriptWorker(ceilingScript(upstream), TOY_ROUTER_BINDING, { objectsApart: true }));
+  else if (name.startsWith("kvgate@")) served = await kvgateTarget("kvgate", fleet, { root: baselines.get(name) as string });
   else if (name === "floor-via-entry") served = worker(await startFloor(upstream, true));
   else if (name === "floor+pipe" || name === "floor+ttft") served = worker(await startScriptWorker(floorPipe(upstream, name === "floor+ttft")));
-  else served = worker(await startScriptWorker(name === "floor+route" ? floorRoute(upstream) : floorBodyRoute(upstream), { ROUTER: "ToyRouter" }));
+  else served = worker(await startScriptWorker(name === "floor+route" ? floorRoute(upstream) : ceilingScript(upstream), TOY_ROUTER_BINDING));
   // Served apart, its two processes are known; otherwise it is the one workerd that appeared.
   const pid = served.pids?.worker ?? newWorkerd(before);
   if (pid === null) {

@@ -22,6 +22,8 @@ const run = promisify(execFile);
 
 export interface ServedWorker {
   url: string;
+  /** With `inspect`: workerd's V8 inspector (ws://host:port/), for a CPU profile (bench/profile). */
+  inspector?: string;
   /** With objectsApart: the workerd processes serving the Worker and its Durable Objects. */
   pids?: ApartPids;
   dispose(): Promise<void>;
@@ -70,15 +72,16 @@ export function buildGateway(root: string = ROOT): Promise<string> {
  * Several `workers` run in the one workerd, each its own Worker with its own direct socket;
  * `urls` follows their order (with `viaEntry`, the entry's address is the only one).
  */
-async function serve(workers: Record<string, unknown>[], viaEntry = false, onLog?: LogSink): Promise<{ urls: string[]; dispose(): Promise<void> }> {
+async function serve(workers: Record<string, unknown>[], viaEntry = false, onLog?: LogSink, inspect = false): Promise<{ urls: string[]; inspector?: string; dispose(): Promise<void> }> {
   // Miniflare 5 takes a new option shape; the v4 shape wrangler produces is converted.
   const direct = viaEntry ? [] : [{ host: "127.0.0.1", port: 0 }];
   const logs = logOptions(onLog);
   const shaped = workers.length === 1 ? { unsafeDirectSockets: direct, ...workers[0] } : { workers: workers.map((w) => ({ unsafeDirectSockets: direct, ...w })) };
-  const mf = new Miniflare(convertV4MiniflareOptions({ host: "127.0.0.1", port: 0, cf: false, ...logs, ...shaped } as never));
+  const mf = new Miniflare(convertV4MiniflareOptions({ host: "127.0.0.1", port: 0, cf: false, ...(inspect ? { inspectorPort: 0 } : {}), ...logs, ...shaped } as never));
   const entry = await mf.ready;
   const urls = viaEntry ? [entry.href] : await Promise.all(workers.map(async (w) => (await mf.unsafeGetDirectURL(w.name as string | undefined)).href));
-  return { urls: urls.map((u) => u.replace(/\/$/, "")), dispose: () => mf.dispose() };
+  const inspector = inspect ? (await mf.getInspectorURL()).href : undefined;
+  return { urls: urls.map((u) => u.replace(/\/$/, "")), ...(inspector ? { inspector } : {}), dispose: () => mf.dispose() };
 }
 
 /** A Worker script's Durable Object bindings as wrangler.toml or a caller gives them: binding → class, or binding → { className }. */
@@ -122,9 +125,9 @@ async function serveApart(worker: Record<string, unknown>, objects: ObjectBindin
   }
 }
 
-async function serveOne(options: Record<string, unknown>, viaEntry = false): Promise<ServedWorker> {
-  const { urls, dispose } = await serve([options], viaEntry);
-  return { url: urls[0] as string, dispose };
+async function serveOne(options: Record<string, unknown>, viaEntry = false, inspect = false): Promise<ServedWorker> {
+  const { urls, inspector, dispose } = await serve([options], viaEntry, undefined, inspect);
+  return { url: urls[0] as string, ...(inspector ? { inspector } : {}), dispose };
 }
 
 /** What workerd logs goes to `onLog`, or to the benchmarks' default sink. */
@@ -171,6 +174,8 @@ export interface GatewayOptions {
   instances?: number;
   /** Serve the Durable Objects in a workerd of their own (serveApart), to tell the Worker's CPU from the objects'. */
   objectsApart?: boolean;
+  /** Open workerd's V8 inspector (ServedWorker.inspector), for a CPU profile. */
+  inspect?: boolean;
 }
 
 /** What wrangler.toml says about the runtime: compatibility settings, Durable Objects and, when asked, the static assets. */
@@ -188,14 +193,14 @@ export async function startGateway(o: GatewayOptions): Promise<ServedGateway> {
   const bindings: Record<string, string> = { ...o.bindings, KVGATE_CONFIG: JSON.stringify(o.config), KVGATE_MASTER_KEY: key };
   const worker = { ...runtimeOptions(o.assets), modules: true, scriptPath, modulesRoot: dirname(scriptPath), bindings };
   if (o.objectsApart) {
-    if (instances > 1 || o.assets) throw new Error("objectsApart serves one instance without the assets");
+    if (instances > 1 || o.assets || o.inspect) throw new Error("objectsApart serves one instance without the assets or the inspector");
     const { durableObjects, ...rest } = worker as typeof worker & { durableObjects?: ObjectBindings };
     const apart = await serveApart(rest, durableObjects ?? {}, o.onLog);
     return { ...apart, urls: [apart.url], key };
   }
   const copies = instances === 1 ? [worker] : Array.from({ length: instances }, (_, i) => instanceOf(worker, i));
-  const served = await serve(copies, false, o.onLog);
-  return { url: served.urls[0] as string, urls: served.urls, key, dispose: served.dispose };
+  const served = await serve(copies, false, o.onLog, o.inspect);
+  return { url: served.urls[0] as string, urls: served.urls, key, ...(served.inspector ? { inspector: served.inspector } : {}), dispose: served.dispose };
 }
 
 const instanceName = (i: number): string => `kvgate-${i}`;
@@ -224,17 +229,27 @@ export function startFloor(upstreamUrl: string, viaEntry = false): Promise<Serve
   },
 };`,
     {},
-    viaEntry,
+    { viaEntry },
   );
+}
+
+export interface ScriptWorkerOptions {
+  /** Behind Miniflare's entry Worker rather than on a direct socket. */
+  viaEntry?: boolean;
+  /** Its Durable Objects in a workerd of their own (serveApart). */
+  objectsApart?: boolean;
+  /** workerd's V8 inspector open (ServedWorker.inspector). */
+  inspect?: boolean;
 }
 
 /**
  * A one-module Worker given as source, with kvgate's compatibility settings; `durableObjects`
  * binds names to classes the script exports (SQLite-backed, as kvgate's are).
  */
-export function startScriptWorker(script: string, durableObjects: Record<string, string> = {}, viaEntry = false, objectsApart = false): Promise<ServedWorker> {
+export function startScriptWorker(script: string, durableObjects: Record<string, string> = {}, o: ScriptWorkerOptions = {}): Promise<ServedWorker> {
   const { compatibilityDate, compatibilityFlags } = runtimeOptions();
   const bound = Object.fromEntries(Object.entries(durableObjects).map(([name, className]) => [name, { className, useSQLite: true }]));
   const worker = { compatibilityDate, compatibilityFlags, modules: true, script };
-  return objectsApart ? serveApart(worker, bound) : serveOne({ ...worker, durableObjects: bound }, viaEntry);
+  if (o.objectsApart && (o.viaEntry || o.inspect)) throw new Error("objectsApart serves on a direct socket without the inspector");
+  return o.objectsApart ? serveApart(worker, bound) : serveOne({ ...worker, durableObjects: bound }, o.viaEntry, o.inspect);
 }

@@ -69,7 +69,7 @@ try {
   if (wants("direct")) running.push(directTarget(upstream));
   if (wants("floor")) running.push(await floorTarget(upstream));
   for (const v of ["kvgate", "kvgate-nolog", "kvgate-restamp", "kvgate-key", "kvgate-feedback", "kvgate-sharded"] as const) if (wants(v)) running.push(await kvgateTarget(v, fleet.urls));
-  if (args.baseline) running.push({ ...(await kvgateTarget("kvgate", fleet.urls, args.baseline)), label: `kvgate@${commitOf(args.baseline)}` });
+  if (args.baseline) running.push({ ...(await kvgateTarget("kvgate", fleet.urls, { root: args.baseline })), label: `kvgate@${commitOf(args.baseline)}` });
   await runAll(running);
   for (const t of running.splice(0)) await t.stop();
 

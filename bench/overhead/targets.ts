@@ -36,6 +36,8 @@ export interface Target {
   version?: string;
   /** Served with its Durable Objects in a workerd of their own: both processes. */
   pids?: ApartPids;
+  /** Served with workerd's V8 inspector open (KvgateOptions.inspect). */
+  inspector?: string;
   stop(): Promise<void>;
 }
 
@@ -80,18 +82,26 @@ export async function floorTarget(upstream: string): Promise<Target> {
  */
 export type KvgateVariant = "kvgate" | "kvgate-nolog" | "kvgate-restamp" | "kvgate-key" | "kvgate-feedback" | "kvgate-sharded";
 
-/**
- * `root`: the checkout to bundle the gateway from (this one by default); `keySettings`: the
- * virtual key kvgate-key makes (BENCH_KEY by default).
- */
-export async function kvgateTarget(variant: KvgateVariant, upstreams: string[], root?: string, keySettings: KeySettings = BENCH_KEY, objectsApart = false): Promise<Target> {
+export interface KvgateOptions {
+  /** The checkout to bundle the gateway from (this one by default). */
+  root?: string;
+  /** The virtual key kvgate-key makes (BENCH_KEY by default). */
+  keySettings?: KeySettings;
+  /** Its Durable Objects in a workerd of their own (Target.pids). */
+  objectsApart?: boolean;
+  /** workerd's V8 inspector open (Target.inspector). */
+  inspect?: boolean;
+}
+
+export async function kvgateTarget(variant: KvgateVariant, upstreams: string[], o: KvgateOptions = {}): Promise<Target> {
+  const { root, keySettings = BENCH_KEY, objectsApart = false, inspect = false } = o;
   const restamp = variant === "kvgate-restamp";
   const model = restamp ? RESTAMP_CLIENT_MODEL : SIM_MODEL;
   const config = kvgateConfig(upstreams, { name: model, hooks: restamp ? ["restamp"] : [], logRequests: variant !== "kvgate-nolog", feedbackRate: variant === "kvgate-feedback" ? 1 : 0, shards: variant === "kvgate-sharded" ? 2 : 1 });
   const adminKey = variant === "kvgate-key" ? newAdminKey() : null;
-  const w = await startGateway({ config, objectsApart, ...(root ? { root } : {}), ...(adminKey ? { bindings: { KVGATE_ADMIN_KEY: adminKey } } : {}) });
+  const w = await startGateway({ config, objectsApart, inspect, ...(root ? { root } : {}), ...(adminKey ? { bindings: { KVGATE_ADMIN_KEY: adminKey } } : {}) });
   const master = { authorization: `Bearer ${w.key}` };
-  const target: Target = { name: variant, label: variant, url: w.url, model, headers: master, status: { url: `${w.url}/v1/kvgate/status`, headers: master }, stop: () => w.dispose(), ...(w.pids ? { pids: w.pids } : {}) };
+  const target: Target = { name: variant, label: variant, url: w.url, model, headers: master, status: { url: `${w.url}/v1/kvgate/status`, headers: master }, stop: () => w.dispose(), ...(w.pids ? { pids: w.pids } : {}), ...(w.inspector ? { inspector: w.inspector } : {}) };
   if (!adminKey) return target;
   try {
     const key = await createVirtualKey(w.url, adminKey, keySettings);

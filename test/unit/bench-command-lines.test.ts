@@ -69,3 +69,11 @@ describe("each benchmark refuses a flag it does not know before it starts anythi
     expect(run.stderr.trim()).toBe("fleet: unknown argument --wrokers (see --help)");
   }, SPAWN_TIMEOUT_MS);
 });
+
+describe("bench/profile/run.ts", () => {
+  it("refuses an unknown target, an interval out of range and an unknown flag before it starts anything", async () => {
+    await refused("bench/profile/run.ts", ["--target", "floor"], '--target takes one of kvgate, kvgate-nolog, kvgate-restamp, kvgate-key, ceiling, not "floor"');
+    await refused("bench/profile/run.ts", ["--interval", "5"], '--interval takes an integer from 50 to 10000, not "5"');
+    await refused("bench/profile/run.ts", ["--sample", "1"], "unknown argument --sample");
+  }, SPAWN_TIMEOUT_MS);
+});
