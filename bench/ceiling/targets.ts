@@ -3,6 +3,7 @@
  * gateway's unavoidable work added (a toy Durable Object router, reading the body), and kvgate
  * with its master key, with a virtual key, and as bundled from other checkouts (--baseline).
  */
+import { ceilingScript, floorRoute, TOY_ROUTER_BINDING } from "../harness/ceiling-worker.ts";
 import { startFloor, startScriptWorker, type ApartPids, type ServedWorker } from "../harness/gateway.ts";
 import { BENCH_KEY_NO_USAGE } from "../overhead/key-target.ts";
 import { floorTarget, kvgateTarget, SIM_MODEL } from "../overhead/targets.ts";
@@ -37,45 +38,6 @@ const DOES: Record<Exclude<Name, `kvgate@${string}`>, string> = {
 };
 
 export const does = (t: Name): string => (t.startsWith("kvgate@") ? `kvgate as of ${t.slice("kvgate@".length)} (--baseline)` : DOES[t as keyof typeof DOES]);
-
-/** A router that answers every ask with the same pick: the RPC's cost, none of the routing. */
-const TOY_ROUTER = `import { DurableObject } from "cloudflare:workers";
-export class ToyRouter extends DurableObject {
-  seq = 0;
-  route(group, chain, released, exclude) {
-    return { backend: 0, backendId: "sim-0", lease: "l" + ++this.seq, reason: "prefix-hit", matched: chain.length - 1, total: chain.length, routedAt: Date.now() };
-  }
-}`;
-const CHAIN = "[1, 2, 3, 4, 5, 6, 7, 8]";
-/** The toy router's binding, for startScriptWorker. */
-export const TOY_ROUTER_BINDING = { ROUTER: "ToyRouter" };
-
-function floorRoute(upstream: string): string {
-  return `${TOY_ROUTER}
-export default {
-  async fetch(req, env) {
-    const u = new URL(req.url);
-    await env.ROUTER.getByName("g").route("g", ${CHAIN}, [], []);
-    const up = await fetch(${JSON.stringify(upstream)} + u.pathname, { method: req.method, headers: req.headers, body: req.body });
-    return new Response(up.body, up);
-  },
-};`;
-}
-
-/** The ceiling (floor+body+route): the least any prefix-routing gateway does. bench:overhead's `ceiling` target too. */
-export function ceilingScript(upstream: string): string {
-  return `${TOY_ROUTER}
-const utf8 = new TextDecoder("utf-8", { fatal: true });
-export default {
-  async fetch(req, env) {
-    const u = new URL(req.url);
-    const body = JSON.parse(utf8.decode(await req.arrayBuffer()));
-    await env.ROUTER.getByName("g").route("g", ${CHAIN}, [], []);
-    const up = await fetch(${JSON.stringify(upstream)} + u.pathname, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
-    return new Response(up.body, { status: up.status, headers: { "content-type": up.headers.get("content-type") ?? "application/json" } });
-  },
-};`;
-}
 
 /**
  * The floor, relaying the upstream's body through an IdentityTransformStream the way kvgate's fast

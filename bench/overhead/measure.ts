@@ -9,6 +9,7 @@ import { runNonStreamLoad } from "./nonstream-load.ts";
 import { ascending, percentile } from "../stats/quantiles.ts";
 import { round } from "../stats/round.ts";
 import { runStreamLoad } from "./stream-load.ts";
+import { cpuMs } from "../harness/process-cpu.ts";
 import { COMPLETIONS_PATH, doCalls, type Target, type TargetName } from "./targets.ts";
 
 export interface Scenario {
@@ -53,6 +54,14 @@ export interface Measurement extends Scenario {
   doCallsPerRequest: number | null;
   /** x-kvgate-overhead-ms as the responses reported it. */
   overheadHeader: Distribution | null;
+  /**
+   * workerd CPU per completed request, in µs: `main` the process serving the Worker (and its
+   * Durable Objects, unless they are apart), `objects` the objects' own process when apart.
+   * null for a target not on workerd.
+   */
+  processCpuUs: { main: number; objects: number | null } | null;
+  /** Which repeat this is (1-based): the CPU split pairs a target with its apart twin by repeat. */
+  repeat: number;
 }
 
 function distribution(values: number[]): Distribution {
@@ -64,7 +73,7 @@ function distribution(values: number[]): Distribution {
 const FLUSH_WAIT_MS = 100;
 const MAX_REQUESTS = 500_000;
 
-export async function measure(target: Target, s: Scenario, durationMs: number): Promise<Measurement> {
+export async function measure(target: Target, s: Scenario, durationMs: number, repeat = 0): Promise<Measurement> {
   const spec: RequestSpec = {
     url: target.url + COMPLETIONS_PATH,
     headers: target.headers,
@@ -72,13 +81,20 @@ export async function measure(target: Target, s: Scenario, durationMs: number): 
   };
   const load = { ...spec, connections: s.concurrency, durationMs, maxRequests: MAX_REQUESTS };
   const before = await doCalls(target);
+  const mainPid = target.pids?.worker ?? target.pid;
+  const objectPid = target.pids?.object;
+  const cpuBefore = mainPid === undefined ? 0 : cpuMs(mainPid);
+  const objectsBefore = objectPid === undefined ? 0 : cpuMs(objectPid);
   const r: LoadResult = s.mode === "stream" ? await runStreamLoad(load) : await runNonStreamLoad(load);
-  let perRequest: number | null = null;
+  const perRequest = (ms: number): number => round((ms * 1000) / Math.max(1, r.completed)) as number;
+  const processCpuUs =
+    mainPid === undefined ? null : { main: perRequest(cpuMs(mainPid) - cpuBefore), objects: objectPid === undefined ? null : perRequest(cpuMs(objectPid) - objectsBefore) };
+  let callsPerRequest: number | null = null;
   if (before !== null) {
     await sleep(FLUSH_WAIT_MS);
     const after = (await doCalls(target)) as number;
     const requests = r.completed + r.errors;
-    perRequest = requests > 0 ? round((after - before) / requests) : null;
+    callsPerRequest = requests > 0 ? round((after - before) / requests) : null;
   }
   const ttft = ascending(r.ttftMs);
   return {
@@ -92,8 +108,10 @@ export async function measure(target: Target, s: Scenario, durationMs: number): 
     ttft: s.mode === "stream" ? { p50: round(percentile(ttft, 50)), p95: round(percentile(ttft, 95)) } : { p50: null, p95: null },
     errors: r.errors,
     errorSamples: r.errorSamples,
-    doCallsPerRequest: perRequest,
+    doCallsPerRequest: callsPerRequest,
     overheadHeader: r.overheadMs.length > 0 ? distribution(r.overheadMs) : null,
+    processCpuUs,
+    repeat,
   };
 }
 

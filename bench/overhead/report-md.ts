@@ -25,6 +25,17 @@ function overheadHeader(medians: Measurement[]): string {
   return table(["kvgate target and scenario", "p50 ms", "p95 ms", "p99 ms"], rows);
 }
 
+function cpuTable(s: Summary): string {
+  const rows = s.medians
+    .filter((m) => m.mode === "nonstream" && m.concurrency === 50 && s.cpuTotals.has(keyOf(m.label, m)))
+    .map((m): Row => {
+      const k = keyOf(m.label, m);
+      const split = s.cpuSplits.get(k);
+      return [m.label, s.cpuTotals.get(k) ?? null, split?.worker ?? null, split?.object ?? null];
+    });
+  return table(["target", "workerd CPU µs/req", "Worker µs", "object µs"], rows);
+}
+
 export function renderMarkdown(r: Report, s: Summary, checks: Check[], ratios: { what: string; value: number | null; basis: string }[]): string {
   const m = r.machine;
   const cold = r.coldStart.kvgate;
@@ -52,7 +63,7 @@ Absolute figures are for this machine only; the ratios compare windows of the sa
 
 ![req/s at c=50 relative to the floor](overhead.svg)
 
-## Targets (issue 4)
+## Targets (issue 15)
 
 ${table(
   ["what", "goal", "value", "verdict", "from (medians)"],
@@ -65,6 +76,16 @@ ${table(
   ["what", "value", "from (medians)"],
   ratios.map((x) => [x.what, x.value, x.basis]),
 )}
+
+## CPU per request: the Worker's and its routing object's
+
+workerd's CPU time over the completed requests (non-streamed, c=50; median over repeats). The
+\`-apart\` twins serve the Durable Objects in a workerd of their own: that process's CPU is the
+object's side. kvgate's and the ceiling's Worker side is their one-process CPU less their twin's
+object side, paired by repeat; the twins' own Worker processes also pay the stub hop between the
+two processes (Miniflare's dev registry), which production does not have.
+
+${cpuTable(s)}
 
 ## TTFT added over the floor (p50, c=1, 20 chunks)
 
@@ -143,6 +164,9 @@ npx node bench/peers/install.ts            # both; or: npx node bench/peers/inst
   JavaScript relay) and sent with the lease's release. After its warm-up the run stops unless
   \`GET /admin/v1/usage?key=ID\` shows recorded requests. Its streams ask for
   \`stream_options.include_usage\` themselves, so the usage event is passed on, not stripped.
+- ceiling is the least a prefix-routing gateway does on this runtime: the floor plus reading and
+  re-serialising the body and one RPC to a toy router (bench/harness/ceiling-worker.ts), as
+  bench:ceiling's floor+body+route.
 - Each figure is the median (by req/s) of the repeats; warm-up traffic first, per target.
 - The load generator, the fleet, workerd and the peers share the machine's cores: every target
   pays the client's and the fleet's CPU, which narrows the ratios of gateway-bound targets.

@@ -32,12 +32,12 @@ const RESULTS = resolve(import.meta.dirname, "..", "results");
 
 export async function writeReport(r: Report, write: boolean, log: (line: string) => void): Promise<void> {
   const summary = summarise(r.measurements);
-  const checks = evaluate(summary.medians);
+  const checks = evaluate(summary.medians, summary.cpuTotals);
   const ratios = extraRatios(summary.medians);
   const overheadHeader: Record<string, unknown> = {};
   for (const m of summary.medians) if (m.overheadHeader) overheadHeader[keyOf(m.label, m)] = m.overheadHeader;
   const json = {
-    runs: summary.medians.map(toRun),
+    runs: summary.medians.map((m) => toRun(m, summary.cpuSplits.get(keyOf(m.label, m)))),
     command: r.command,
     date: r.date,
     machine: r.machine,

@@ -2,10 +2,13 @@
  * `npm run bench:overhead [-- --quick | --repeats N | --seconds S | --targets a,b | --baseline DIR]`
  *
  * What a gateway adds to a request, against the same zero-latency simulated fleet: reached
- * directly, through the runtime's floor (a bare pass-through Worker), through kvgate (no hooks,
+ * directly, through the runtime's floor (a bare pass-through Worker), through the ceiling (the
+ * floor plus the body read and one RPC to a toy router), through kvgate (no hooks,
  * restamp, both checking a master key; no hooks with a virtual key that has limits and usage
  * tracking) and through the peer gateways that are installed
- * (bench/peers/install.ts). Writes bench/results/overhead.json and overhead.md.
+ * (bench/peers/install.ts). kvgate and the ceiling have twins with their Durable Objects in a
+ * workerd of their own, whose runs split the CPU per request between the Worker and the object.
+ * Writes bench/results/overhead.json and overhead.md.
  */
 import { performance } from "node:perf_hooks";
 import { commitOf } from "../harness/commit.ts";
@@ -16,7 +19,8 @@ import { machineInfo, toolVersions } from "./machine.ts";
 import { measure, scenarioKey, SCENARIOS, warmUp, type Measurement } from "./measure.ts";
 import { peerTargets } from "./peer-targets.ts";
 import { writeReport, type Report } from "./report.ts";
-import { directTarget, floorTarget, kvgateTarget, measureColdStart, type Target, type TargetName } from "./targets.ts";
+import { ceilingTarget, directTarget, floorTarget, kvgateTarget, measureColdStart, type Target, type TargetName } from "./targets.ts";
+import { newWorkerd, workerdPids } from "../harness/process-cpu.ts";
 
 const args = parseArgs(process.argv.slice(2));
 const wants = (n: TargetName): boolean => args.targets.includes(n);
@@ -24,6 +28,17 @@ const scenarios = args.scenarios.length === 0 ? SCENARIOS : SCENARIOS.filter((s)
 if (scenarios.length === 0) throw new Error(`no scenario matches ${args.scenarios.join(",")} (${SCENARIOS.map(scenarioKey).join(", ")})`);
 const startedAt = performance.now();
 const log = (line: string): void => console.error(`[${((performance.now() - startedAt) / 1000).toFixed(0).padStart(4)} s] ${line}`);
+
+/** Where the apart twins are measured: the non-streamed request at c=50, as bench:ceiling splits it. */
+const APART_SCENARIOS = ["nonstream/c50"];
+
+/** Starts a target served by one workerd and notes that process, whose CPU its runs report. */
+async function onWorkerd(start: () => Promise<Target>): Promise<Target> {
+  const before = workerdPids();
+  const t = await start();
+  const pid = newWorkerd(before);
+  return pid === null ? t : { ...t, pid };
+}
 
 /** Two fleet workers: kvgate's group gets both (real routing); the others are sent to the first. */
 const FLEET_WORKERS = 2;
@@ -45,8 +60,8 @@ async function runAll(targets: Target[]): Promise<void> {
     // Alternate the order so slow drift of a shared machine does not always favour one target.
     const order = rep % 2 === 0 ? targets : [...targets].reverse();
     for (const t of order) {
-      for (const s of scenarios) {
-        const m = await measure(t, s, args.seconds * 1000);
+      for (const s of scenarios.filter((x) => !t.scenarios || t.scenarios.includes(scenarioKey(x)))) {
+        const m = await measure(t, s, args.seconds * 1000, rep + 1);
         measurements.push(m);
         const ttft = m.ttft.p50 === null ? "" : ` ttft p50 ${m.ttft.p50} ms`;
         const dos = m.doCallsPerRequest === null ? "" : ` DO/req ${m.doCallsPerRequest}`;
@@ -67,9 +82,14 @@ try {
   // The Workers targets stay up together and are measured in turns, so every ratio to the floor
   // compares windows minutes apart at most.
   if (wants("direct")) running.push(directTarget(upstream));
-  if (wants("floor")) running.push(await floorTarget(upstream));
-  for (const v of ["kvgate", "kvgate-nolog", "kvgate-restamp", "kvgate-key", "kvgate-feedback", "kvgate-sharded"] as const) if (wants(v)) running.push(await kvgateTarget(v, fleet.urls));
-  if (args.baseline) running.push({ ...(await kvgateTarget("kvgate", fleet.urls, { root: args.baseline })), label: `kvgate@${commitOf(args.baseline)}` });
+  if (wants("floor")) running.push(await onWorkerd(() => floorTarget(upstream)));
+  if (wants("ceiling")) running.push(await onWorkerd(() => ceilingTarget(upstream)));
+  for (const v of ["kvgate", "kvgate-nolog", "kvgate-restamp", "kvgate-key", "kvgate-feedback", "kvgate-sharded"] as const) if (wants(v)) running.push(await onWorkerd(() => kvgateTarget(v, fleet.urls)));
+  if (args.baseline) running.push({ ...(await onWorkerd(() => kvgateTarget("kvgate", fleet.urls, { root: args.baseline as string }))), label: `kvgate@${commitOf(args.baseline)}` });
+  // The apart twins only split the CPU of a non-streamed request (cpu_us_per_request); their
+  // req/s is not comparable (a stub hop between the processes that production does not have).
+  if (wants("ceiling-apart")) running.push({ ...(await ceilingTarget(upstream, true)), scenarios: APART_SCENARIOS });
+  if (wants("kvgate-apart")) running.push({ ...(await kvgateTarget("kvgate-apart", fleet.urls)), scenarios: APART_SCENARIOS });
   await runAll(running);
   for (const t of running.splice(0)) await t.stop();
 

@@ -3,10 +3,11 @@
  * exact shape of overhead.json's "runs", and a lookup for the ratios.
  */
 import { scenarioKey, type Measurement, type Scenario } from "./measure.ts";
-import { medianBy } from "../stats/quantiles.ts";
+import { median, medianBy } from "../stats/quantiles.ts";
+import { round } from "../stats/round.ts";
 import type { TargetName } from "./targets.ts";
 
-/** One element of overhead.json's "runs" — the schema issue 4 fixes; do not add fields here. */
+/** One element of overhead.json's "runs" — the schema issue 4 fixes; issue 15 adds cpu_us_per_request only. */
 export interface RunRecord {
   target: TargetName;
   mode: "nonstream" | "stream";
@@ -19,11 +20,22 @@ export interface RunRecord {
   do_calls_per_request: number | null;
   /** LiteLLM only: its worker processes (it is run twice, with 1 and with one per core). */
   workers?: number;
+  /** workerd CPU per request, the Worker's and its Durable Object's, where it was split (cpuSplits). */
+  cpu_us_per_request?: CpuSplit;
+}
+
+export interface CpuSplit {
+  worker: number;
+  object: number;
 }
 
 export interface Summary {
   /** Median measurement per label and scenario, in measurement order. */
   medians: Measurement[];
+  /** Per label and scenario (keyOf), where it was split: the median over repeats of each side. */
+  cpuSplits: Map<string, CpuSplit>;
+  /** Per label and scenario, workerd's CPU per request (the serving process, objects apart included): median over repeats. */
+  cpuTotals: Map<string, number>;
   /** rps of every repeat, to show the spread behind each median. */
   repeatsRps: Record<string, number[]>;
   /** Errors over all repeats, where there were any. */
@@ -49,10 +61,56 @@ export function summarise(all: Measurement[]): Summary {
     const errors = list.reduce((n, m) => n + m.errors, 0);
     if (errors > 0) errorsAllRepeats[k] = { errors, samples: [...new Set(list.flatMap((m) => m.errorSamples))].slice(0, 5) };
   }
-  return { medians, repeatsRps, errorsAllRepeats };
+  return { medians, repeatsRps, errorsAllRepeats, cpuSplits: cpuSplits(all), cpuTotals: cpuTotals(groups) };
 }
 
-export function toRun(m: Measurement): RunRecord {
+/** A target served in one workerd and its twin with the Durable Objects in a workerd of their own. */
+export const APART_TWIN: Readonly<Record<string, string>> = { kvgate: "kvgate-apart", ceiling: "ceiling-apart" };
+
+function cpuTotals(groups: ReadonlyMap<string, Measurement[]>): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const [k, list] of groups) {
+    const totals = list.flatMap((m) => (m.processCpuUs ? [m.processCpuUs.main + (m.processCpuUs.objects ?? 0)] : []));
+    const mid = median(totals);
+    if (mid !== null) out.set(k, mid);
+  }
+  return out;
+}
+
+/**
+ * The Worker's CPU and its Durable Object's, per request. An apart twin's runs split it as
+ * measured (its Worker process pays the stub hop between the two processes). A target with a
+ * twin is split as bench:ceiling splits it: the object's side is the twin's objects process, the
+ * Worker's is the target's one process less that, paired by repeat, then the median of each. The
+ * floor has no object: all of its CPU is the Worker's.
+ */
+export function cpuSplits(all: readonly Measurement[]): Map<string, CpuSplit> {
+  const sides = new Map<string, { worker: number[]; object: number[] }>();
+  const add = (k: string, worker: number, object: number) => {
+    const s = sides.get(k) ?? { worker: [], object: [] };
+    s.worker.push(worker);
+    s.object.push(object);
+    sides.set(k, s);
+  };
+  const same = (a: Measurement, b: Measurement) => a.repeat === b.repeat && scenarioKey(a) === scenarioKey(b);
+  for (const m of all) {
+    const cpu = m.processCpuUs;
+    if (!cpu) continue;
+    const k = keyOf(m.label, m);
+    if (cpu.objects !== null) add(k, cpu.main, cpu.objects);
+    else if (m.label === "floor") add(k, cpu.main, 0);
+    else if (APART_TWIN[m.label]) {
+      const twin = all.find((x) => x.label === APART_TWIN[m.label] && same(x, m));
+      const object = twin?.processCpuUs?.objects;
+      if (object !== undefined && object !== null) add(k, cpu.main - object, object);
+    }
+  }
+  const out = new Map<string, CpuSplit>();
+  for (const [k, s] of sides) out.set(k, { worker: round(median(s.worker)) as number, object: round(median(s.object)) as number });
+  return out;
+}
+
+export function toRun(m: Measurement, split?: CpuSplit): RunRecord {
   return {
     target: m.target,
     mode: m.mode,
@@ -64,6 +122,7 @@ export function toRun(m: Measurement): RunRecord {
     errors: m.errors,
     do_calls_per_request: m.doCallsPerRequest,
     ...(m.workers === undefined ? {} : { workers: m.workers }),
+    ...(split ? { cpu_us_per_request: split } : {}),
   };
 }
 

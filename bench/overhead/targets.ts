@@ -6,11 +6,12 @@
  */
 import { performance } from "node:perf_hooks";
 import type { GatewayConfigInput } from "../../src/config/schema.ts";
-import { startFloor, startGateway, type ApartPids } from "../harness/gateway.ts";
+import { ceilingScript, TOY_ROUTER_BINDING } from "../harness/ceiling-worker.ts";
+import { startFloor, startGateway, startScriptWorker, type ApartPids } from "../harness/gateway.ts";
 import { chatBodies } from "./bodies.ts";
 import { BENCH_KEY, confirmKeyUsage, createVirtualKey, newAdminKey, type KeySettings } from "./key-target.ts";
 
-export const TARGET_NAMES = ["direct", "floor", "kvgate", "kvgate-nolog", "kvgate-restamp", "kvgate-key", "kvgate-feedback", "kvgate-sharded", "litellm", "portkey"] as const;
+export const TARGET_NAMES = ["direct", "floor", "ceiling", "kvgate", "kvgate-nolog", "kvgate-restamp", "kvgate-key", "kvgate-feedback", "kvgate-sharded", "ceiling-apart", "kvgate-apart", "litellm", "portkey"] as const;
 export type TargetName = (typeof TARGET_NAMES)[number];
 
 export interface Target {
@@ -36,6 +37,10 @@ export interface Target {
   version?: string;
   /** Served with its Durable Objects in a workerd of their own: both processes. */
   pids?: ApartPids;
+  /** The workerd serving it, whose CPU time its runs report (run.ts finds it as the target starts). */
+  pid?: number;
+  /** Only these scenarios (measure.ts scenarioKey); all when not given. */
+  scenarios?: readonly string[];
   /** Served with workerd's V8 inspector open (KvgateOptions.inspect). */
   inspector?: string;
   stop(): Promise<void>;
@@ -73,6 +78,17 @@ export async function floorTarget(upstream: string): Promise<Target> {
 }
 
 /**
+ * ceiling: the floor plus reading the body and one RPC to a toy router (harness/ceiling-worker.ts),
+ * the least any prefix-routing gateway does. ceiling-apart: the same with its router in a workerd
+ * of its own, so that the object's CPU can be told from the Worker's.
+ */
+export async function ceilingTarget(upstream: string, objectsApart = false): Promise<Target> {
+  const w = await startScriptWorker(ceilingScript(upstream), TOY_ROUTER_BINDING, { objectsApart });
+  const name = objectsApart ? "ceiling-apart" : "ceiling";
+  return { name, label: name, url: w.url, model: SIM_MODEL, headers: {}, status: null, stop: () => w.dispose(), ...(w.pids ? { pids: w.pids } : {}) };
+}
+
+/**
  * kvgate-nolog: the default config but with no request lines, so that kvgate − kvgate-nolog is
  * what logging costs. kvgate-feedback: every answer's usage read for routing to learn from
  * (feedback.sampleRate 1), so that kvgate-feedback − kvgate is what a sampled request costs; a
@@ -80,7 +96,7 @@ export async function floorTarget(upstream: string): Promise<Target> {
  * fleet worker each, so that kvgate-sharded − kvgate is what choosing a shard costs the Worker
  * (and what two objects cost where one did).
  */
-export type KvgateVariant = "kvgate" | "kvgate-nolog" | "kvgate-restamp" | "kvgate-key" | "kvgate-feedback" | "kvgate-sharded";
+export type KvgateVariant = "kvgate" | "kvgate-nolog" | "kvgate-restamp" | "kvgate-key" | "kvgate-feedback" | "kvgate-sharded" | "kvgate-apart";
 
 export interface KvgateOptions {
   /** The checkout to bundle the gateway from (this one by default). */
@@ -93,8 +109,10 @@ export interface KvgateOptions {
   inspect?: boolean;
 }
 
+/** kvgate-apart: kvgate with its objects apart (KvgateOptions.objectsApart). */
 export async function kvgateTarget(variant: KvgateVariant, upstreams: string[], o: KvgateOptions = {}): Promise<Target> {
-  const { root, keySettings = BENCH_KEY, objectsApart = false, inspect = false } = o;
+  const { root, keySettings = BENCH_KEY, inspect = false } = o;
+  const objectsApart = o.objectsApart === true || variant === "kvgate-apart";
   const restamp = variant === "kvgate-restamp";
   const model = restamp ? RESTAMP_CLIENT_MODEL : SIM_MODEL;
   const config = kvgateConfig(upstreams, { name: model, hooks: restamp ? ["restamp"] : [], logRequests: variant !== "kvgate-nolog", feedbackRate: variant === "kvgate-feedback" ? 1 : 0, shards: variant === "kvgate-sharded" ? 2 : 1 });

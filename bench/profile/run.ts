@@ -27,7 +27,7 @@ import { performance } from "node:perf_hooks";
 import { commitOf } from "../harness/commit.ts";
 import { intBetween, parseFlags, positiveInt, positiveNumber } from "../harness/argv.ts";
 import { buildGateway, startScriptWorker } from "../harness/gateway.ts";
-import { ceilingScript, TOY_ROUTER_BINDING } from "../ceiling/targets.ts";
+import { ceilingScript, TOY_ROUTER_BINDING } from "../harness/ceiling-worker.ts";
 import { chatBodies } from "../overhead/bodies.ts";
 import { startFleetProcess } from "../overhead/fleet-process.ts";
 import type { LoadResult } from "../overhead/load-types.ts";
