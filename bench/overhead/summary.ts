@@ -72,7 +72,7 @@ function cpuTotals(groups: ReadonlyMap<string, Measurement[]>): Map<string, numb
   for (const [k, list] of groups) {
     const totals = list.flatMap((m) => (m.processCpuUs ? [m.processCpuUs.main + (m.processCpuUs.objects ?? 0)] : []));
     const mid = median(totals);
-    if (mid !== null) out.set(k, mid);
+    if (mid !== null) out.set(k, round(mid) as number);
   }
   return out;
 }
