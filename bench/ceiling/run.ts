@@ -34,21 +34,18 @@ import { performance } from "node:perf_hooks";
 import { commitOf } from "../harness/commit.ts";
 import { chatBodies } from "../overhead/bodies.ts";
 import { startFleetProcess } from "../overhead/fleet-process.ts";
-import type { LoadResult } from "../overhead/load-types.ts";
 import { machineInfo } from "../overhead/machine.ts";
-import { runNonStreamLoad } from "../overhead/nonstream-load.ts";
 import { round as roundFigure } from "../stats/round.ts";
-import { runStreamLoad } from "../overhead/stream-load.ts";
-import { COMPLETIONS_PATH, SIM_MODEL } from "../overhead/targets.ts";
+import { NONSTREAM_TOKENS, runCompletionsLoad } from "../overhead/completions-load.ts";
+import { SIM_MODEL } from "../overhead/targets.ts";
 import { parseCeilingArgs } from "./args.ts";
 import type { CeilingRun } from "./key-cost.ts";
-import { cpuMs } from "../harness/process-cpu.ts";
+import { cpuSince } from "../harness/process-cpu.ts";
 import { routePayload } from "./route-payload.ts";
 import { merge, mediansOf, renderMarkdown, streamedSection, write, type CeilingReport } from "./report.ts";
 import { BASE_TARGETS, startTarget, STREAM_TARGETS, type Name, type Running } from "./targets.ts";
 
 const CONCURRENCY = 50;
-const NONSTREAM_TOKENS = 16;
 const WARM_SECONDS = 1.5;
 
 const args = parseCeilingArgs(process.argv.slice(2));
@@ -59,8 +56,6 @@ const TARGETS: Name[] = [...(streamed ? STREAM_TARGETS : BASE_TARGETS)];
 for (const [name] of baselineDirs) TARGETS.push(name as Name);
 /** What each measurement sends: non-streamed, or streamed with each length asked for. */
 const loads: { chunks: number | undefined }[] = streamed ? args.stream.map((chunks) => ({ chunks })) : [{ chunks: undefined }];
-const bodiesFor = (model: string, chunks: number | undefined): string[] =>
-  chunks === undefined ? chatBodies({ model, stream: false, maxTokens: NONSTREAM_TOKENS }) : chatBodies({ model, stream: true, maxTokens: chunks, includeUsage: args.clientUsage });
 
 /** The overhead report's rounding, for a figure that is always finite here. */
 function round(x: number): number {
@@ -68,12 +63,11 @@ function round(x: number): number {
 }
 
 async function load(t: Running, l: (typeof loads)[number], seconds: number): Promise<Omit<CeilingRun, "repeat">> {
-  const cpuBefore = cpuMs(t.pid);
-  const objectBefore = t.objectPid === undefined ? 0 : cpuMs(t.objectPid);
-  const spec = { url: t.url + COMPLETIONS_PATH, headers: t.headers, bodies: bodiesFor(t.model, l.chunks), connections: CONCURRENCY, durationMs: seconds * 1000, maxRequests: 1_000_000 };
-  const r: LoadResult = l.chunks === undefined ? await runNonStreamLoad(spec) : await runStreamLoad(spec);
-  const worker = cpuMs(t.pid) - cpuBefore;
-  const object = t.objectPid === undefined ? 0 : cpuMs(t.objectPid) - objectBefore;
+  const workerCpu = cpuSince(t.pid);
+  const objectCpu = t.objectPid === undefined ? null : cpuSince(t.objectPid);
+  const r = await runCompletionsLoad({ url: t.url, headers: t.headers, model: t.model, chunks: l.chunks ?? null, includeUsage: args.clientUsage, connections: CONCURRENCY, durationMs: seconds * 1000, maxRequests: 1_000_000 });
+  const worker = workerCpu();
+  const object = objectCpu === null ? 0 : objectCpu();
   const cpu = worker + object;
   const perRequest = (ms: number): number => round((ms * 1000) / Math.max(1, r.completed));
   return {
@@ -124,7 +118,7 @@ const part = {
 const machine = machineInfo();
 const report = streamed
   ? await merge({ streamed: streamedSection({ ...part, medians: args.stream.flatMap((c) => mediansOf(runs, TARGETS, c)), runs }, args.clientUsage, args.stream, TARGETS), machine })
-  : await merge({ main: { ...part, machine, medians: mediansOf(runs, TARGETS), runs, route_payload: routePayload(bodiesFor(SIM_MODEL, undefined)[0] as string) } satisfies CeilingReport });
+  : await merge({ main: { ...part, machine, medians: mediansOf(runs, TARGETS), runs, route_payload: routePayload(chatBodies({ model: SIM_MODEL, stream: false, maxTokens: NONSTREAM_TOKENS })[0] as string) } satisfies CeilingReport });
 if (args.write) {
   await write(report);
   log("wrote bench/results/ceiling.json and ceiling.md");

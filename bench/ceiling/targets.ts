@@ -3,11 +3,11 @@
  * gateway's unavoidable work added (a toy Durable Object router, reading the body), and kvgate
  * with its master key, with a virtual key, and as bundled from other checkouts (--baseline).
  */
-import { ceilingScript, floorRoute, TOY_ROUTER_BINDING } from "../harness/ceiling-worker.ts";
+import { floorRoute, TOY_ROUTER_BINDING } from "../harness/ceiling-worker.ts";
 import { startFloor, startScriptWorker, type ApartPids, type ServedWorker } from "../harness/gateway.ts";
 import { BENCH_KEY_NO_USAGE } from "../overhead/key-target.ts";
-import { floorTarget, kvgateTarget, SIM_MODEL } from "../overhead/targets.ts";
-import { newWorkerd, workerdPids } from "../harness/process-cpu.ts";
+import { ceilingTarget, floorTarget, kvgateTarget, SIM_MODEL } from "../overhead/targets.ts";
+import { servedBy } from "../harness/process-cpu.ts";
 
 export const BASE_TARGETS = ["floor", "floor+pipe", "floor+ttft", "floor-via-entry", "floor+route", "floor+body+route", "kvgate", "kvgate-nolog", "kvgate-key-nousage", "kvgate-key", "floor+body+route-apart", "kvgate-apart"] as const;
 /** Targets served with their Durable Objects in a workerd of their own (harness serveApart): their runs split the CPU. */
@@ -91,23 +91,24 @@ export interface Running {
 
 type Served = Pick<Running, "url" | "headers" | "model" | "confirm" | "stop"> & { pids?: ApartPids };
 
+/** Starts `name`, each in a workerd of its own (two, for an apart target). */
+async function serve(name: Name, fleet: string[], baselines: ReadonlyMap<string, string>): Promise<Served> {
+  const upstream = fleet[0] as string;
+  const worker = (w: ServedWorker): Served => ({ url: w.url, headers: {}, model: SIM_MODEL, stop: () => w.dispose() });
+  if (name === "floor") return floorTarget(upstream);
+  if (name === "kvgate" || name === "kvgate-restamp" || name === "kvgate-key" || name === "kvgate-nolog") return kvgateTarget(name, fleet);
+  if (name === "kvgate-key-nousage") return kvgateTarget("kvgate-key", fleet, { keySettings: BENCH_KEY_NO_USAGE });
+  if (name === "kvgate-apart") return kvgateTarget("kvgate-apart", fleet);
+  if (name === "floor+body+route" || name === "floor+body+route-apart") return ceilingTarget(upstream, { objectsApart: name === "floor+body+route-apart" });
+  if (name.startsWith("kvgate@")) return kvgateTarget("kvgate", fleet, { root: baselines.get(name) as string });
+  if (name === "floor-via-entry") return worker(await startFloor(upstream, true));
+  if (name === "floor+pipe" || name === "floor+ttft") return worker(await startScriptWorker(floorPipe(upstream, name === "floor+ttft")));
+  return worker(await startScriptWorker(floorRoute(upstream), TOY_ROUTER_BINDING));
+}
+
 /** Starts `name` and finds the workerd process that serves it. `baselines`: kvgate@<commit> → its checkout. */
 export async function startTarget(name: Name, fleet: string[], baselines: ReadonlyMap<string, string>): Promise<Running> {
-  const before = workerdPids();
-  const upstream = fleet[0] as string;
-  const worker = (w: ServedWorker): Served => ({ url: w.url, headers: {}, model: SIM_MODEL, stop: () => w.dispose(), ...(w.pids ? { pids: w.pids } : {}) });
-  let served: Served;
-  if (name === "floor") served = await floorTarget(upstream);
-  else if (name === "kvgate" || name === "kvgate-restamp" || name === "kvgate-key" || name === "kvgate-nolog") served = await kvgateTarget(name, fleet);
-  else if (name === "kvgate-key-nousage") served = await kvgateTarget("kvgate-key", fleet, { keySettings: BENCH_KEY_NO_USAGE });
-  else if (name === "kvgate-apart") served = await kvgateTarget("kvgate", fleet, { objectsApart: true });
-  else if (name === "floor+body+route-apart") served = worker(await startScriptWorker(ceilingScript(upstream), TOY_ROUTER_BINDING, { objectsApart: true }));
-  else if (name.startsWith("kvgate@")) served = await kvgateTarget("kvgate", fleet, { root: baselines.get(name) as string });
-  else if (name === "floor-via-entry") served = worker(await startFloor(upstream, true));
-  else if (name === "floor+pipe" || name === "floor+ttft") served = worker(await startScriptWorker(floorPipe(upstream, name === "floor+ttft")));
-  else served = worker(await startScriptWorker(name === "floor+route" ? floorRoute(upstream) : ceilingScript(upstream), TOY_ROUTER_BINDING));
-  // Served apart, its two processes are known; otherwise it is the one workerd that appeared.
-  const pid = served.pids?.worker ?? newWorkerd(before);
+  const { served, pid } = await servedBy(() => serve(name, fleet, baselines));
   if (pid === null) {
     await served.stop();
     throw new Error(`cannot tell which workerd serves ${name} (this benchmark reads /proc, Linux only)`);

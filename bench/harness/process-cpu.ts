@@ -32,6 +32,23 @@ export function newWorkerd(before: Set<number>): number | null {
   return added.length === 1 ? (added[0] as number) : null;
 }
 
+/**
+ * Starts what brings up its own workerd and names the process that serves it: the Worker's
+ * process when it says its processes (served apart), else the one workerd that appeared; null
+ * when that cannot be told.
+ */
+export async function servedBy<T extends { pids?: { worker: number } }>(start: () => Promise<T>): Promise<{ served: T; pid: number | null }> {
+  const before = workerdPids();
+  const served = await start();
+  return { served, pid: served.pids?.worker ?? newWorkerd(before) };
+}
+
+/** A meter of the CPU time the process uses from now on: each call gives the ms since. */
+export function cpuSince(pid: number): () => number {
+  const start = cpuMs(pid);
+  return () => cpuMs(pid) - start;
+}
+
 /** User plus system CPU time the process has used, in ms. */
 export function cpuMs(pid: number): number {
   return statCpuMs(readFileSync(`/proc/${pid}/stat`, "utf8"));

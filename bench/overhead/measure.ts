@@ -3,14 +3,11 @@
  * Durable Object's call counters read before and after, reduced to the figures the report keeps.
  */
 import { setTimeout as sleep } from "node:timers/promises";
-import { chatBodies } from "./bodies.ts";
-import type { LoadResult, RequestSpec } from "./load-types.ts";
-import { runNonStreamLoad } from "./nonstream-load.ts";
+import { runCompletionsLoad } from "./completions-load.ts";
 import { ascending, percentile } from "../stats/quantiles.ts";
 import { round } from "../stats/round.ts";
-import { runStreamLoad } from "./stream-load.ts";
-import { cpuMs } from "../harness/process-cpu.ts";
-import { COMPLETIONS_PATH, doCalls, type Target, type TargetName } from "./targets.ts";
+import { cpuSince } from "../harness/process-cpu.ts";
+import { doCalls, type Target, type TargetName } from "./targets.ts";
 
 export interface Scenario {
   mode: "nonstream" | "stream";
@@ -18,9 +15,6 @@ export interface Scenario {
   /** Content events per stream (max_tokens); null for non-streaming. */
   chunks: number | null;
 }
-
-/** Non-streaming answers stay short (the simulator's default length). */
-const NONSTREAM_TOKENS = 16;
 
 export const SCENARIOS: Scenario[] = [
   { mode: "nonstream", concurrency: 1, chunks: null },
@@ -74,21 +68,12 @@ const FLUSH_WAIT_MS = 100;
 const MAX_REQUESTS = 500_000;
 
 export async function measure(target: Target, s: Scenario, durationMs: number, repeat = 0): Promise<Measurement> {
-  const spec: RequestSpec = {
-    url: target.url + COMPLETIONS_PATH,
-    headers: target.headers,
-    bodies: chatBodies({ model: target.model, stream: s.mode === "stream", maxTokens: s.chunks ?? NONSTREAM_TOKENS }),
-  };
-  const load = { ...spec, connections: s.concurrency, durationMs, maxRequests: MAX_REQUESTS };
   const before = await doCalls(target);
-  const mainPid = target.pids?.worker ?? target.pid;
-  const objectPid = target.pids?.object;
-  const cpuBefore = mainPid === undefined ? 0 : cpuMs(mainPid);
-  const objectsBefore = objectPid === undefined ? 0 : cpuMs(objectPid);
-  const r: LoadResult = s.mode === "stream" ? await runStreamLoad(load) : await runNonStreamLoad(load);
+  const mainCpu = target.pid === undefined ? null : cpuSince(target.pid);
+  const objectsCpu = target.pids ? cpuSince(target.pids.object) : null;
+  const r = await runCompletionsLoad({ url: target.url, headers: target.headers, model: target.model, chunks: s.chunks, connections: s.concurrency, durationMs, maxRequests: MAX_REQUESTS });
   const perRequest = (ms: number): number => round((ms * 1000) / Math.max(1, r.completed)) as number;
-  const processCpuUs =
-    mainPid === undefined ? null : { main: perRequest(cpuMs(mainPid) - cpuBefore), objects: objectPid === undefined ? null : perRequest(cpuMs(objectPid) - objectsBefore) };
+  const processCpuUs = mainCpu === null ? null : { main: perRequest(mainCpu()), objects: objectsCpu === null ? null : perRequest(objectsCpu()) };
   let callsPerRequest: number | null = null;
   if (before !== null) {
     await sleep(FLUSH_WAIT_MS);

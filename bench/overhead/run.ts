@@ -20,7 +20,7 @@ import { measure, scenarioKey, SCENARIOS, warmUp, type Measurement } from "./mea
 import { peerTargets } from "./peer-targets.ts";
 import { writeReport, type Report } from "./report.ts";
 import { ceilingTarget, directTarget, floorTarget, kvgateTarget, measureColdStart, type Target, type TargetName } from "./targets.ts";
-import { newWorkerd, workerdPids } from "../harness/process-cpu.ts";
+import { servedBy } from "../harness/process-cpu.ts";
 
 const args = parseArgs(process.argv.slice(2));
 const wants = (n: TargetName): boolean => args.targets.includes(n);
@@ -32,12 +32,10 @@ const log = (line: string): void => console.error(`[${((performance.now() - star
 /** Where the apart twins are measured: the non-streamed request at c=50, as bench:ceiling splits it. */
 const APART_SCENARIOS = ["nonstream/c50"];
 
-/** Starts a target served by one workerd and notes that process, whose CPU its runs report. */
+/** Starts a Workers target and notes the workerd serving it (its Worker's, when apart), whose CPU its runs report. */
 async function onWorkerd(start: () => Promise<Target>): Promise<Target> {
-  const before = workerdPids();
-  const t = await start();
-  const pid = newWorkerd(before);
-  return pid === null ? t : { ...t, pid };
+  const { served, pid } = await servedBy(start);
+  return pid === null ? served : { ...served, pid };
 }
 
 /** Two fleet workers: kvgate's group gets both (real routing); the others are sent to the first. */
@@ -88,8 +86,8 @@ try {
   if (args.baseline) running.push({ ...(await onWorkerd(() => kvgateTarget("kvgate", fleet.urls, { root: args.baseline as string }))), label: `kvgate@${commitOf(args.baseline)}` });
   // The apart twins only split the CPU of a non-streamed request (cpu_us_per_request); their
   // req/s is not comparable (a stub hop between the processes that production does not have).
-  if (wants("ceiling-apart")) running.push({ ...(await ceilingTarget(upstream, true)), scenarios: APART_SCENARIOS });
-  if (wants("kvgate-apart")) running.push({ ...(await kvgateTarget("kvgate-apart", fleet.urls)), scenarios: APART_SCENARIOS });
+  if (wants("ceiling-apart")) running.push({ ...(await onWorkerd(() => ceilingTarget(upstream, { objectsApart: true }))), scenarios: APART_SCENARIOS });
+  if (wants("kvgate-apart")) running.push({ ...(await onWorkerd(() => kvgateTarget("kvgate-apart", fleet.urls))), scenarios: APART_SCENARIOS });
   await runAll(running);
   for (const t of running.splice(0)) await t.stop();
 

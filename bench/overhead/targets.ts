@@ -37,7 +37,7 @@ export interface Target {
   version?: string;
   /** Served with its Durable Objects in a workerd of their own: both processes. */
   pids?: ApartPids;
-  /** The workerd serving it, whose CPU time its runs report (run.ts finds it as the target starts). */
+  /** The workerd serving it (its Worker's, when apart), whose CPU time its runs report (run.ts finds it as the target starts). */
   pid?: number;
   /** Only these scenarios (measure.ts scenarioKey); all when not given. */
   scenarios?: readonly string[];
@@ -82,10 +82,10 @@ export async function floorTarget(upstream: string): Promise<Target> {
  * the least any prefix-routing gateway does. ceiling-apart: the same with its router in a workerd
  * of its own, so that the object's CPU can be told from the Worker's.
  */
-export async function ceilingTarget(upstream: string, objectsApart = false): Promise<Target> {
-  const w = await startScriptWorker(ceilingScript(upstream), TOY_ROUTER_BINDING, { objectsApart });
-  const name = objectsApart ? "ceiling-apart" : "ceiling";
-  return { name, label: name, url: w.url, model: SIM_MODEL, headers: {}, status: null, stop: () => w.dispose(), ...(w.pids ? { pids: w.pids } : {}) };
+export async function ceilingTarget(upstream: string, o: { objectsApart?: boolean; inspect?: boolean } = {}): Promise<Target> {
+  const w = await startScriptWorker(ceilingScript(upstream), TOY_ROUTER_BINDING, o);
+  const name = o.objectsApart ? "ceiling-apart" : "ceiling";
+  return { name, label: name, url: w.url, model: SIM_MODEL, headers: {}, status: null, stop: () => w.dispose(), ...(w.pids ? { pids: w.pids } : {}), ...(w.inspector ? { inspector: w.inspector } : {}) };
 }
 
 /**

@@ -3,8 +3,8 @@
  *
  * Where kvgate's CPU goes under load: V8's sampling profiler on the gateway's isolate (its Worker
  * and, in the same workerd as bench:ceiling's kvgate target runs them, its routing object),
- * through workerd's inspector, while bench:ceiling's load runs against it (non-streamed at c=50
- * by default; --stream N for N-chunk answers). Each sampled function is named by its place in
+ * through workerd's inspector, while the benchmarks' chat load runs against it (non-streamed at
+ * c=50 by default; --stream N for N-chunk answers, asking for usage). Each sampled function is named by its place in
  * kvgate's sources (the bundle's source map), and the samples are added up per area — the
  * gateway Worker, the routing object, each library, and the runtime's own work (native APIs,
  * garbage collection, workerd outside JavaScript).
@@ -26,14 +26,11 @@ import { basename, resolve } from "node:path";
 import { performance } from "node:perf_hooks";
 import { commitOf } from "../harness/commit.ts";
 import { intBetween, parseFlags, positiveInt, positiveNumber } from "../harness/argv.ts";
-import { buildGateway, startScriptWorker } from "../harness/gateway.ts";
-import { ceilingScript, TOY_ROUTER_BINDING } from "../harness/ceiling-worker.ts";
-import { chatBodies } from "../overhead/bodies.ts";
+import { buildGateway } from "../harness/gateway.ts";
 import { startFleetProcess } from "../overhead/fleet-process.ts";
 import type { LoadResult } from "../overhead/load-types.ts";
-import { runNonStreamLoad } from "../overhead/nonstream-load.ts";
-import { runStreamLoad } from "../overhead/stream-load.ts";
-import { COMPLETIONS_PATH, kvgateTarget, SIM_MODEL } from "../overhead/targets.ts";
+import { runCompletionsLoad } from "../overhead/completions-load.ts";
+import { ceilingTarget, kvgateTarget, type Target } from "../overhead/targets.ts";
 import { summarise, type Bundle, type CpuProfile } from "./attribute.ts";
 import { openUserWorker } from "./inspector.ts";
 import { renderProfile, type ProfileReport } from "./report.ts";
@@ -43,7 +40,6 @@ type ProfiledTarget = (typeof TARGETS)[number];
 const ROOT = resolve(import.meta.dirname, "..", "..");
 const RESULTS = resolve(ROOT, "bench", "results");
 const WARM_SECONDS = 3;
-const NONSTREAM_TOKENS = 16;
 
 const v = parseFlags(
   process.argv.slice(2),
@@ -73,20 +69,14 @@ const script = await buildGateway();
 const bundle: Bundle | null = target === "ceiling" ? null : { url: basename(script), map: new SourceMap(JSON.parse(await readFile(`${script}.map`, "utf8"))) };
 const t = await start(target);
 
-/** The target with workerd's inspector open: kvgate as bench:overhead runs it, or bench:ceiling's ceiling. */
-async function start(name: ProfiledTarget): Promise<{ url: string; headers: Record<string, string>; model: string; inspector: string; stop(): Promise<void> }> {
-  if (name !== "ceiling") {
-    const k = await kvgateTarget(name, fleet.urls, { inspect: true });
-    return { ...k, inspector: k.inspector as string };
-  }
-  const w = await startScriptWorker(ceilingScript(fleet.urls[0] as string), TOY_ROUTER_BINDING, { inspect: true });
-  return { url: w.url, headers: {}, model: SIM_MODEL, inspector: w.inspector as string, stop: () => w.dispose() };
+/** The target with workerd's inspector open: kvgate as bench:overhead runs it, or its ceiling. */
+async function start(name: ProfiledTarget): Promise<Target & { inspector: string }> {
+  const t = name === "ceiling" ? await ceilingTarget(fleet.urls[0] as string, { inspect: true }) : await kvgateTarget(name, fleet.urls, { inspect: true });
+  return { ...t, inspector: t.inspector as string };
 }
 
 function load(s: number): Promise<LoadResult> {
-  const bodies = chunks === null ? chatBodies({ model: t.model, stream: false, maxTokens: NONSTREAM_TOKENS }) : chatBodies({ model: t.model, stream: true, maxTokens: chunks });
-  const spec = { url: t.url + COMPLETIONS_PATH, headers: t.headers, bodies, connections: concurrency, durationMs: s * 1000, maxRequests: 1_000_000 };
-  return chunks === null ? runNonStreamLoad(spec) : runStreamLoad(spec);
+  return runCompletionsLoad({ url: t.url, headers: t.headers, model: t.model, chunks, connections: concurrency, durationMs: s * 1000, maxRequests: 1_000_000 });
 }
 
 /** The load, warmed up first, with the profiler running through the measured part only. */
