@@ -145,8 +145,9 @@ export const GroupSettingsSchema = z.strictObject({
   /** In-flight count at which prefix-aware spills a request off its best-matching backend. */
   saturation: z._default(positiveInt(), 32),
   /**
-   * Load-awareness before the hard valve: a backend more than `balanceAbs` requests and
-   * `balanceRel` times busier than the least-loaded one is passed over even if it matches best.
+   * Bounded loads of a sharded group: a shard more than `balanceAbs` requests and `balanceRel`
+   * times above the group's mean (per unit of weight) is passed over for the prompt's next shard.
+   * Prefix-aware's choice of backend does not read them: it weighs queued prompt work instead.
    */
   balanceAbs: z._default(nonNegativeInt(), 4),
   balanceRel: z._default(z.number().check(z.minimum(1)), 1.5),

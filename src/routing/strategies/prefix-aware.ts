@@ -12,9 +12,14 @@ import { leastLoadedChoice } from "./least-loaded.ts";
  * with fewest in flight is the one whose requests just ended, and the sessions that ended there
  * together would go back there together, to be prefilled in one another's way (a hot prefix's
  * TTFT p50 was 1.4× round-robin's).
- * A backend at the saturation valve (while another is below it), or much busier than the
- * least-loaded one, is passed over; both in in-flight requests per unit of weight, so a weight-2
- * server takes twice the requests.
+ * A backend at the saturation valve (while another is below it) is passed over; the valve and
+ * the cost are per unit of weight, so a weight-2 server takes twice the requests. Below the valve,
+ * in-flight counts move nothing: the queued prompt work above is the load that delays a first
+ * token. Passing over a backend only because it had a few more requests in flight (the group's
+ * balanceAbs/balanceRel, which now bound only its shards) copied shared prompts off their cache
+ * in open-loop bursts until the fleet's cache thrashed: on llm-d's b2b-saas shape kv_hit was
+ * 0.61–0.67 and TTFT p50 1.3–3.9 s, with the rule out of reach (balanceAbs 64) 0.73–0.76 and
+ * 0.12 s (3 seeds each).
  * A shared prefix (a branch point, or a hot one) counts as cached everywhere: a copy elsewhere
  * costs one prefill and then serves everyone, so it is replicated across the fleet instead of
  * piling onto the first backend that saw it, while a conversation's own history keeps it where
@@ -57,11 +62,11 @@ export const prefixAware: Policy = {
       const c = candidates[i] as Candidate;
       const l = load(c);
       if (!usable(c) || (valve && l >= settings.saturation)) continue;
-      if (l - minLoad > settings.balanceAbs && l > settings.balanceRel * minLoad) continue;
       const m = matched[i] as number;
       // Its own match saves only what is computed there already; a shared prefix counts as
       // cached everywhere (see above) while the shared prefixes in use fit its cache.
-      const cost = c.prefillDebt + (chain.length - (shared && replicable[i] ? best : (ready[i] as number))) * work;
+      // Per unit of weight: a weight-2 server gets through its queue as fast as a weight-1 one through half of it.
+      const cost = (c.prefillDebt + (chain.length - (shared && replicable[i] ? best : (ready[i] as number))) * work) / c.weight;
       if (cost < pickCost || (cost === pickCost && m > pickMatch)) {
         pick = i;
         pickCost = cost;
