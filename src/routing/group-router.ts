@@ -230,9 +230,9 @@ export class GroupRouter {
     view.request.cursor = (choice.index + 1) % view.backends.length;
     const b = view.backends[choice.index] as Backend;
     b.inFlight++;
-    // The blocks it must prefill there join that backend's queue of prompt work: those past
-    // what it has computed, since a match still being prefilled is computed again.
-    const blocks = chain.length - (view.learns ? Math.min(choice.matched, this.signals.prefix.ready[choice.index] as number) : choice.matched);
+    // The blocks it must prefill there join that backend's queue of prompt work: those past its
+    // match, still being prefilled or not (engines prefill in order; it waits behind that prefill).
+    const blocks = chain.length - choice.matched;
     b.prefillDebt += blocks;
     b.queued += blocks;
     // Learned now, not when the answer comes: a burst of the same prompt must find it at once.
@@ -246,8 +246,9 @@ export class GroupRouter {
     const predictedCached = b.tokensOf(choice.matched);
     // A chain cut at maxPrefixBlocks is not the whole prompt: no measure of its characters.
     const total = chain.length < g.maxPrefixBlocks ? chain.length : -1;
-    // A match partly still being prefilled when routed says nothing of the set's size: the engine may compute it again.
-    const matched = chain.length - blocks < choice.matched ? -1 : choice.matched;
+    // A match partly still being prefilled when routed says nothing of the set's size: an engine
+    // that prefills it in the same batch computes it again, and reports no hit.
+    const matched = view.learns && (this.signals.prefix.ready[choice.index] as number) < choice.matched ? -1 : choice.matched;
     this.leases.add(lease, { backend: b, expiresAt: now + this.leaseTtlMs, blocks, queuedTo: b.queued, trialOf: b.breaker.sent() ? b.breaker.opened : -1, lesson, key: tenant?.id ?? null, decision, predictedCached, pending, matched, total });
     if (tenant) {
       this.ledger.took(tenant, now);

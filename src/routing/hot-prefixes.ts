@@ -6,11 +6,17 @@ import { forgetOldest } from "./forget-oldest.ts";
  * it pays to hold it on several backends, so requests for it are spread by load. A prefix only
  * one conversation extends (its own history) is never hot, so the conversation stays put.
  * Bounded: the least recently hit hashes are forgotten first.
+ *
+ * Beside the scores, the same decaying count of the group's new prompts (those that start a
+ * conversation or match a shared prefix, as against a conversation coming back): what a prefix's
+ * score is a share of.
  */
 export class HotPrefixes {
   private readonly scores = new Map<number, { score: number; at: number }>();
   private readonly capacity: number;
   private readonly halfLifeMs: number;
+  private newPrompts = 0;
+  private newPromptsAt = 0;
 
   constructor(capacity: number, halfLifeMs: number) {
     this.capacity = capacity;
@@ -27,7 +33,7 @@ export class HotPrefixes {
     const prev = this.scores.get(hash);
     let score = 1;
     if (prev) {
-      score += prev.score * 2 ** (-(now - prev.at) / this.halfLifeMs);
+      score += this.decayed(prev.score, prev.at, now);
       this.scores.delete(hash);
     } else if (this.scores.size >= this.capacity) {
       // The least recently hit eighth at once: most requests' prefix is a conversation's own,
@@ -36,5 +42,16 @@ export class HotPrefixes {
     }
     this.scores.set(hash, { score, at: now });
     return score;
+  }
+
+  /** Counts a new prompt; returns the count, this one included. */
+  newPrompt(now: number): number {
+    this.newPrompts = this.decayed(this.newPrompts, this.newPromptsAt, now) + 1;
+    this.newPromptsAt = now;
+    return this.newPrompts;
+  }
+
+  private decayed(score: number, at: number, now: number): number {
+    return score * 2 ** (-(now - at) / this.halfLifeMs);
   }
 }

@@ -291,31 +291,33 @@ describe("GroupRouter", () => {
     expect(router.snapshot()[0]?.prefillDebtBlocks).toBe(40);
   });
 
-  it("spreads the opening burst of conversations on one system prompt evenly, though the first came earlier", () => {
+  it("spreads the opening burst of conversations on one system prompt by the work queued, though the first came earlier", () => {
     // An A100's 11,905 tokens/s: 0.74 blocks drain per ms. One conversation opens alone; 27 ms
     // later fifteen more open at once on the same 97-block system prompt, each with its own question.
     const router = routerFor(group({ saturation: 100 }, 4, { prefillTokensPerSec: 11_905 }), rng(5));
     const system = chain(7, 97);
     const placed: string[] = [];
     for (let s = 0; s < 16; s++) placed.push(pick(router.pick([...system, ...chain(100 + s, 8 + (s % 5))], s === 0 ? 0 : 27))?.backendId ?? "none");
-    // The first backend's system prompt is still being prefilled: the engine computes it again for
-    // every request that lands there meanwhile, so it is no cheaper a place than the others.
+    // A conversation queued on the first backend waits for what is left of its system prompt's
+    // prefill and then reuses it; elsewhere it prefills the whole prompt. So the first backend
+    // takes a few more of the burst, and every backend some.
     const counts = ["b0", "b1", "b2", "b3"].map((id) => placed.filter((b) => b === id).length);
-    expect(counts).toEqual([4, 4, 4, 4]);
+    const firstAt = Number(placed[0]?.slice(1));
+    expect(Math.min(...counts)).toBeGreaterThanOrEqual(3);
+    expect(counts[firstAt]).toBe(Math.max(...counts));
+    const debts = router.snapshot().map((b) => b.prefillDebtBlocks);
+    // Each backend's queued work within one conversation's prompt of the others'.
+    expect(Math.max(...debts) - Math.min(...debts)).toBeLessThanOrEqual(97 + 12);
   });
 
-  it("sends a repeat of a prompt still being prefilled where the work is less, and back home once it is computed", () => {
+  it("sends a repeat of a prompt still being prefilled to the backend prefilling it: it waits there no longer than a copy would take, and adds no work", () => {
     const router = routerFor(group({ saturation: 100, hotThreshold: 0 }, 2), rng(3));
     const first = pick(router.pick(chain(1, 40), 0));
     const meanwhile = pick(router.pick(chain(1, 40), 1));
-    expect(meanwhile?.backendId).not.toBe(first?.backendId);
-    expect(meanwhile?.reason).toBe("load-balanced");
-    // 40 blocks at 0.625 a ms: prefilled by 64 ms. Both copies are then cached; the repeat goes to
-    // the one with less in flight of the two holding it.
-    router.release({ lease: meanwhile?.lease ?? "", outcome: "ok" }, 100);
-    const later = pick(router.pick(chain(1, 40), 100));
-    expect(later?.reason).toBe("prefix-hit");
-    expect(later?.matched).toBe(40);
+    expect(meanwhile?.backendId).toBe(first?.backendId);
+    expect(meanwhile?.reason).toBe("prefix-hit");
+    const debts = router.snapshot().map((b) => b.prefillDebtBlocks);
+    expect(Math.max(...debts)).toBeLessThanOrEqual(40);
   });
 
   it("takes a conversation's history as computed once its turn ended, however slow the estimate", () => {
@@ -349,25 +351,21 @@ describe("GroupRouter", () => {
     expect(again?.backendId).not.toBe(home);
   });
 
-  it("copies shared group prompts across the fleet while they fit its caches, and keeps each where it is once they do not", () => {
+  it("keeps each of many group prompts where it is cached, however roomy the caches: none carries a backend's share of the new prompts", () => {
     // llm-d's b2b-saas in small: 30 groups, each a 40-block prompt its questions share (1,200 blocks
-    // in all). Round one opens each group, 20 ms apart. In round two a 2-block question of each
-    // group comes every 2 ms, a backend's groups one after another, so its queue grows meanwhile.
-    const placements = (kvCapacityBlocks: number) => {
-      const router = routerFor(group({ saturation: 100, hotThreshold: 0 }, 4, { kvCapacityBlocks }), rng(29));
-      const groups = Array.from({ length: 30 }, (_, g) => chain(500 + g, 40));
-      const home = groups.map((prompt, g) => pick(router.pick([...prompt, ...chain(600 + g, 2)], g * 20))?.backendId ?? "");
-      const order = groups.map((_, g) => g).sort((a, b) => (home[a] as string).localeCompare(home[b] as string));
-      return order.map((g, k) => {
-        const d = pick(router.pick([...(groups[g] as number[]), ...chain(700 + g, 2)], 10_000 + k * 2));
-        return { reason: d?.reason, home: d?.backendId === home[g] };
-      });
-    };
-    // 100,000 blocks a backend: copying all 1,200 costs nothing; a question goes where the queue is shortest.
-    expect(placements(100_000).filter((p) => p.reason === "hot-spread").length).toBeGreaterThan(10);
-    // 2,000 blocks: past 1,000 blocks of shared prompts a copy would evict another group's, so once
-    // the round has seen that many (25 groups), each group's question stays where its prompt is.
-    expect(placements(2_000).slice(25).every((p) => p.reason === "prefix-hit" && p.home)).toBe(true);
+    // in all, a 100,000-block cache each). Round one opens each group, 20 ms apart. In round two a
+    // 2-block question of each group comes every 2 ms, a backend's groups one after another, so its
+    // queue grows meanwhile: copying a group's prompt to a shorter queue would pay off for that one
+    // question, and give each group a place in every backend's cache.
+    const router = routerFor(group({ saturation: 100, hotThreshold: 0 }, 4, { kvCapacityBlocks: 100_000 }), rng(29));
+    const groups = Array.from({ length: 30 }, (_, g) => chain(500 + g, 40));
+    const home = groups.map((prompt, g) => pick(router.pick([...prompt, ...chain(600 + g, 2)], g * 20))?.backendId ?? "");
+    const order = groups.map((_, g) => g).sort((a, b) => (home[a] as string).localeCompare(home[b] as string));
+    const placed = order.map((g, k) => {
+      const d = pick(router.pick([...(groups[g] as number[]), ...chain(700 + g, 2)], 10_000 + k * 2));
+      return { reason: d?.reason, home: d?.backendId === home[g] };
+    });
+    expect(placed.every((p) => p.reason === "prefix-hit" && p.home)).toBe(true);
   });
 
   it("leaves a warm backend whose queued prompt work outweighs the cache it would reuse", () => {

@@ -20,12 +20,13 @@ import { leastLoadedChoice } from "./least-loaded.ts";
  * in open-loop bursts until the fleet's cache thrashed: on llm-d's b2b-saas shape kv_hit was
  * 0.61–0.67 and TTFT p50 1.3–3.9 s, with the rule out of reach (balanceAbs 64) 0.73–0.76 and
  * 0.12 s (3 seeds each).
- * A shared prefix (a branch point, or a hot one) counts as cached everywhere: a copy elsewhere
- * costs one prefill and then serves everyone, so it is replicated across the fleet instead of
- * piling onto the first backend that saw it, while a conversation's own history keeps it where
- * its cache is — as long as every shared prefix in use fits a backend's cache with room to spare
- * (signals/prefix-match.ts); past that, copies would evict each other, and a shared prefix stays
- * where it is cached unless its backend's queue outweighs the prefill a copy costs.
+ * A shared prefix (a branch point, or a hot one) that carries at least a backend's share of the
+ * group's new prompts counts as cached everywhere: a copy elsewhere costs one prefill and then
+ * serves many, so it is replicated across the fleet instead of piling onto the first backend that
+ * saw it, while a conversation's own history keeps it where its cache is — as long as every shared
+ * prefix in use fits a backend's cache with room to spare (signals/prefix-match.ts). One of many
+ * shared prefixes (a group prompt among 150) stays where it is cached unless its backend's queue
+ * outweighs the prefill a copy costs.
  */
 export const prefixAware: Policy = {
   reads: ["prefix"],
@@ -48,7 +49,7 @@ export const prefixAware: Policy = {
     // fleet must not trade cache hits for a shorter queue, or it sinks deeper into overload.
     const work = 1 + minDebt / chain.length;
 
-    const { matched, ready, best, shared, replicable } = signals.prefix;
+    const { matched, best, shared, replicable } = signals.prefix;
     // The valve spills from a backend at it to one below it; with every backend at it (an
     // overloaded fleet) there is nowhere to spill to, and spreading by in-flight count alone would
     // throw away every cache hit when the fleet can least afford the prefill.
@@ -63,10 +64,11 @@ export const prefixAware: Policy = {
       const l = load(c);
       if (!usable(c) || (valve && l >= settings.saturation)) continue;
       const m = matched[i] as number;
-      // Its own match saves only what is computed there already; a shared prefix counts as
-      // cached everywhere (see above) while the shared prefixes in use fit its cache.
+      // Its own match counts though still being prefilled: a request queued behind that prefill
+      // on the same backend finds the blocks computed when its turn comes, and the wait for them
+      // is in the debt already. A shared prefix worth copying counts as cached everywhere (see above).
       // Per unit of weight: a weight-2 server gets through its queue as fast as a weight-1 one through half of it.
-      const cost = (c.prefillDebt + (chain.length - (shared && replicable[i] ? best : (ready[i] as number))) * work) / c.weight;
+      const cost = (c.prefillDebt + (chain.length - (shared && replicable[i] ? best : m)) * work) / c.weight;
       if (cost < pickCost || (cost === pickCost && m > pickMatch)) {
         pick = i;
         pickCost = cost;
