@@ -152,8 +152,9 @@ export const GroupSettingsSchema = z.strictObject({
   balanceAbs: z._default(nonNegativeInt(), 4),
   balanceRel: z._default(z.number().check(z.minimum(1)), 1.5),
   /**
-   * A prefix matched by this many recent requests (a decaying count) is hot: its requests go to
-   * the least-loaded backend, so it spreads over the fleet. 0 turns hot-spreading off.
+   * A prefix matched by this many recent requests (a decaying count, half-life hotHalfLifeMs) is
+   * hot: shared, like a branch point, and copied across the fleet while it carries at least a
+   * backend's share of the group's new prompts. 0: only branch points are shared.
    */
   hotThreshold: z._default(z.number().check(z.minimum(0)), 2),
   hotHalfLifeMs: z._default(positiveInt(), 10_000),
