@@ -235,6 +235,8 @@ export class GroupRouter {
     const blocks = chain.length - choice.matched;
     b.prefillDebt += blocks;
     b.queued += blocks;
+    // Before it is learned: learning moves the chain's end past the match.
+    const evidence = !view.learns || !stillPrefilling(b, chain, choice.matched, now);
     // Learned now, not when the answer comes: a burst of the same prompt must find it at once.
     const lesson = view.learns && chain.length > 0 ? this.teach(b, chain, choice.matched) : null;
     // Ready when the backend's queue, this prompt included, has drained.
@@ -246,9 +248,7 @@ export class GroupRouter {
     const predictedCached = b.tokensOf(choice.matched);
     // A chain cut at maxPrefixBlocks is not the whole prompt: no measure of its characters.
     const total = chain.length < g.maxPrefixBlocks ? chain.length : -1;
-    // A match partly still being prefilled when routed says nothing of the set's size: an engine
-    // that prefills it in the same batch computes it again, and reports no hit.
-    const matched = view.learns && (this.signals.prefix.ready[choice.index] as number) < choice.matched ? -1 : choice.matched;
+    const matched = evidence ? choice.matched : -1;
     this.leases.add(lease, { backend: b, expiresAt: now + this.leaseTtlMs, blocks, queuedTo: b.queued, trialOf: b.breaker.sent() ? b.breaker.opened : -1, lesson, key: tenant?.id ?? null, decision, predictedCached, pending, matched, total });
     if (tenant) {
       this.ledger.took(tenant, now);
@@ -542,6 +542,18 @@ export class GroupRouter {
 
 function newer(a: View, b: View): boolean {
   return a.rev !== b.rev ? a.rev > b.rev : a.seq > b.seq;
+}
+
+/**
+ * Whether part of the backend's match is still being prefilled (src/routing/pending-prefills.ts):
+ * such a decision says nothing of the set's size, as an engine that prefills it in the same batch
+ * computes it again and reports no hit. A match that ends at the end of a chain, with more after
+ * it, is a conversation coming back: its client has the previous turn's answer, so that prompt
+ * was computed, whatever the estimate says and whether or not its release has arrived yet.
+ */
+function stillPrefilling(b: Backend, chain: ArrayLike<number>, matched: number, now: number): boolean {
+  if (matched === 0 || b.pending.ready(chain, matched, now) >= matched) return false;
+  return matched === chain.length || b.prefixes.isInterior(chain[matched - 1] as number);
 }
 
 /**

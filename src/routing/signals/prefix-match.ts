@@ -29,8 +29,6 @@ const SHARED_WINDOW_HALF_LIVES = 3;
 export class PrefixMatch implements Signal {
   /** Per candidate, by position: leading blocks of the chain in its prefix set; 0 for one that cannot take the request. */
   readonly matched: number[] = [];
-  /** Per candidate: of its matched blocks, those computed by now (src/routing/pending-prefills.ts): a decision on more is no evidence of the backend's cache. */
-  readonly ready: number[] = [];
   /** The longest match. */
   best = 0;
   /**
@@ -46,7 +44,7 @@ export class PrefixMatch implements Signal {
    * wherever load sends it, while each of many group prompts, a few questions apiece, stays where
    * it is cached. Copying those too (llm-d's b2b-saas: 150 group prompts) gave each of them a
    * share of every backend's cache: kv_hit 0.73–0.76 and TTFT p95 6.5–7.4 s over 3 seeds, without
-   * it 0.76 and 3.7–5.8 s. And only while the copies fit that candidate's cache (REPLICATED_SHARE).
+   * it 0.76 and 3.8–5.8 s. And only while the copies fit that candidate's cache (REPLICATED_SHARE).
    */
   readonly replicable: boolean[] = [];
   private readonly guesses = new MatchGuesses();
@@ -66,12 +64,6 @@ export class PrefixMatch implements Signal {
         guesses.saw(m);
       }
       this.matched[i] = m;
-      let ready = m === 0 ? 0 : b.pending.ready(chain, m, now);
-      // A match that ends at the end of a chain, with more after it, is a conversation coming
-      // back: its client has the previous turn's answer, so that prompt was computed, whatever
-      // the estimate says and whether or not its release has arrived yet.
-      if (ready < m && m < chain.length && !b.prefixes.isInterior(chain[m - 1] as number)) ready = m;
-      this.ready[i] = ready;
       if (m > best) {
         best = m;
         bestAt = i;
