@@ -23,6 +23,23 @@ function text(seed: string, chars: number): string {
   return out.slice(0, chars);
 }
 
+/** A raw prompt made of 2,048-character blocks named by id, as a Mooncake trace's 512-token blocks: equal ids, equal text. */
+const blockPrompt = (blocks: number[]) => completionFingerprint({ model: "m", prompt: blocks.map((id) => text(`block ${id}`, 2048)).join("") }, opts);
+
+/** Conversation `c`'s prompt at `turn`: the shared block 0, then a block of its own per turn. */
+const conversationBlocks = (c: number, turn: number) => [0, ...Array.from({ length: turn }, (_, t) => 100 * (c + 1) + t)];
+
+/** The keys 4 shards' ShardKeys gives each conversation's prompts, sent in order; the first two (keyed before any branch is known) left out. */
+function keysPerConversation(sent: readonly [number, number[]][]): Map<number, Set<number>> {
+  const keys = new ShardKeys();
+  const out = new Map<number, Set<number>>();
+  sent.forEach(([c, blocks], i) => {
+    const key = keys.keyOf(blockPrompt(blocks), 4);
+    if (i >= 2) out.set(c, (out.get(c) ?? new Set()).add(key));
+  });
+  return out;
+}
+
 /** Chat conversations sharing a 6 KB system prompt, each `turns` long: the chains of every turn, turn by turn, sessions interleaved. */
 function conversations(sessions: number, turns: number): { session: number; turn: number; chain: number[] }[] {
   const system: ChatMessage = { role: "system", content: text("system", 6144) };
@@ -103,7 +120,7 @@ describe("partition: each deployment's shard", () => {
 describe("ShardKeys: the prefix that decides a prompt's shard", () => {
   it("keys every conversation that shares a system prompt by its own first message, once two have been seen", () => {
     const keys = new ShardKeys();
-    const seen = conversations(8, 6).map((r) => ({ ...r, key: keys.keyOf(r.chain) }));
+    const seen = conversations(8, 6).map((r) => ({ ...r, key: keys.keyOf(r.chain, 4) }));
     // The first prompt, and the second (which teaches where the two part), are keyed by their shared first blocks.
     expect((seen[1] as { key: number }).key).toBe((seen[0] as { key: number }).key);
     const perSession = new Map<number, Set<number>>();
@@ -120,36 +137,65 @@ describe("ShardKeys: the prefix that decides a prompt's shard", () => {
   it("keys a conversation the same on every turn, and learns no branch from it alone or from retries", () => {
     const keys = new ShardKeys();
     const one = conversations(1, 8);
-    const got = new Set(one.map((r) => keys.keyOf(r.chain)));
-    keys.keyOf((one[3] as { chain: number[] }).chain);
+    const got = new Set(one.map((r) => keys.keyOf(r.chain, 4)));
+    keys.keyOf((one[3] as { chain: number[] }).chain, 4);
     expect(got.size).toBe(1);
     expect(keys.size.branches).toBe(0);
   });
 
   it("finds where raw prompts part when they have no messages to go by (a Mooncake trace's 512-token blocks)", () => {
-    const block = (id: number) => text(`block ${id}`, 2048);
-    const prompt = (blocks: number[]) => completionFingerprint({ model: "m", prompt: blocks.map(block).join("") }, opts);
     // Four conversations under one shared first block (id 0), each growing by a block per turn.
-    const keys = new ShardKeys();
-    const perConversation = new Map<number, Set<number>>();
-    let requests = 0;
-    for (let turn = 1; turn <= 5; turn++) {
-      for (let c = 0; c < 4; c++) {
-        const blocks = [0, ...Array.from({ length: turn }, (_, t) => 100 * (c + 1) + t)];
-        const key = keys.keyOf(prompt(blocks));
-        if (requests++ < 2) continue;
-        perConversation.set(c, (perConversation.get(c) ?? new Set()).add(key));
-      }
-    }
+    const sent: [number, number[]][] = [];
+    for (let turn = 1; turn <= 5; turn++) for (let c = 0; c < 4; c++) sent.push([c, conversationBlocks(c, turn)]);
+    const perConversation = keysPerConversation(sent);
     expect([...perConversation.values()].map((s) => s.size)).toEqual([1, 1, 1, 1]);
     expect(new Set([...perConversation.values()].map((s) => [...s][0])).size).toBe(4);
+  });
+
+  it("keeps a conversation's key when two of its prompts part further in (an edited question)", () => {
+    // Eight conversations under one shared first block; at turn 2 each also sends its question edited.
+    const sent: [number, number[]][] = [];
+    for (let turn = 1; turn <= 6; turn++) {
+      for (let c = 0; c < 8; c++) {
+        const history = conversationBlocks(c, turn);
+        sent.push([c, history]);
+        if (turn === 2) sent.push([c, [...history.slice(0, -1), 9000 + c]]);
+      }
+    }
+    const perConversation = keysPerConversation(sent);
+    // Each conversation carries an eighth of the requests, under a shard's share of 4: where its prompts part does not move it.
+    expect([...perConversation.values()].map((s) => s.size)).toEqual([1, 1, 1, 1, 1, 1, 1, 1]);
+    expect(new Set([...perConversation.values()].map((s) => [...s][0])).size).toBe(8);
+  });
+
+  it("keys the questions on each of many shared prompts by that prompt, and splits a prompt that carries more than a shard's share", () => {
+    // Llm-d's b2b-saas shape: 40 groups, each a 6 KB prompt its questions share; one of them also asked a third of all questions.
+    const keys = new ShardKeys();
+    const ask = (group: number, q: number) =>
+      chatFingerprint({ model: "m", messages: [{ role: "system", content: text(`group ${group}`, 6144) }, { role: "user", content: text(`group ${group} question ${q}`, 1200) }] }, opts);
+    const perGroup = new Map<number, Set<number>>();
+    const hotKeys = new Set<number>();
+    for (let round = 0; round < 20; round++) {
+      for (let g = 0; g < 40; g++) {
+        const key = keys.keyOf(ask(g, round), 4);
+        if (round >= 2) perGroup.set(g, (perGroup.get(g) ?? new Set()).add(key));
+      }
+      for (let h = 0; h < 20; h++) {
+        const key = keys.keyOf(ask(1000, round * 20 + h), 4);
+        if (round >= 2) hotKeys.add(key);
+      }
+    }
+    expect([...perGroup.values()].every((s) => s.size === 1)).toBe(true);
+    expect(new Set([...perGroup.values()].map((s) => [...s][0])).size).toBe(40);
+    // The hot group's questions are keyed apart, so hashing spreads them over the shards.
+    expect(hotKeys.size).toBe(18 * 20);
   });
 
   it("gives prompts identical to their end one key (a hot prefix: bounded loads spread it), and an empty prompt none", () => {
     const keys = new ShardKeys();
     const chain = chatFingerprint({ model: "m", messages: [{ role: "user", content: text("same", 4000) }] }, opts);
-    expect(new Set(Array.from({ length: 20 }, () => keys.keyOf([...chain]))).size).toBe(1);
-    expect(keys.keyOf([])).toBeNaN();
+    expect(new Set(Array.from({ length: 20 }, () => keys.keyOf([...chain], 4))).size).toBe(1);
+    expect(keys.keyOf([], 4)).toBeNaN();
   });
 
   it("stays bounded however many prompts it sees", () => {
@@ -157,8 +203,8 @@ describe("ShardKeys: the prefix that decides a prompt's shard", () => {
     for (let i = 0; i < 20_000; i++) {
       // Pairs that share 6 blocks then part: a branch point each, and two last prompts.
       const base = [i * 10 + 1, i * 10 + 2, i * 10 + 3, i * 10 + 4, i * 10 + 5, i * 10 + 6];
-      keys.keyOf([...base, 0.5]);
-      keys.keyOf([...base, 0.25]);
+      keys.keyOf([...base, 0.5], 4);
+      keys.keyOf([...base, 0.25], 4);
     }
     expect(keys.size.last).toBeLessThanOrEqual(1024);
     expect(keys.size.branches).toBeLessThanOrEqual(4096);
