@@ -368,6 +368,27 @@ describe("GroupRouter", () => {
     expect(placed.every((p) => p.reason === "prefix-hit" && p.home)).toBe(true);
   });
 
+  it("calls a move off one of many group prompts load-balanced, not hot-spread: it was not copied as a shared prefix", () => {
+    const router = routerFor(group({ saturation: 100, hotThreshold: 0 }, 2), rng(37));
+    const groups = Array.from({ length: 30 }, (_, g) => chain(500 + g, 40));
+    let t = 0;
+    const ask = (g: number, q: number) => pick(router.pick([...(groups[g] as number[]), ...chain(q, 2)], (t += 1000)));
+    groups.forEach((_, g) => router.release({ lease: ask(g, 600 + g)?.lease ?? "", outcome: "ok" }, t));
+    // A second question on group 0's prompt: now a shared prefix, one of thirty.
+    const second = ask(0, 650);
+    router.release({ lease: second?.lease ?? "", outcome: "ok" }, t);
+    expect(second?.reason).toBe("prefix-hit");
+    for (let k = 0; ; k++) {
+      const doc = pick(router.pick(chain(100 + k, 200), (t += 1000)));
+      if (doc?.backendId === second?.backendId) break;
+      router.release({ lease: doc?.lease ?? "", outcome: "ok" }, t);
+    }
+    // Its backend now has a 200-block document queued: the third question is prefilled elsewhere, prompt and all.
+    const third = pick(router.pick([...(groups[0] as number[]), ...chain(651, 2)], t + 1));
+    expect(third?.backendId).not.toBe(second?.backendId);
+    expect(third?.reason).toBe("load-balanced");
+  });
+
   it("leaves a warm backend whose queued prompt work outweighs the cache it would reuse", () => {
     const router = routerFor(group({ saturation: 100, balanceAbs: 100, hotThreshold: 0 }, 2), rng(23));
     const convo = [...chain(1, 30)];

@@ -80,7 +80,8 @@ export const prefixAware: Policy = {
     let reason: RouteReason;
     if (best === 0) reason = "least-loaded";
     else if (pickMatch === best) reason = "prefix-hit";
-    else if (shared) reason = "hot-spread";
+    // Moved because the shared prefix counted as cached there (a copy on purpose), not for load.
+    else if (shared && replicable[pick]) reason = "hot-spread";
     else reason = bestSaturated(candidates, signals.prefix, settings.saturation) ? "saturated-spill" : "load-balanced";
     return { index: pick, reason, matched: pickMatch };
   },
