@@ -20,6 +20,8 @@ interface Branch {
   heat: number;
   /** `seen` when heat was last brought up to date. */
   at: number;
+  /** Whether its prompts are keyed past it: once so, until its share falls below half a shard's. */
+  split: boolean;
 }
 
 /**
@@ -41,7 +43,8 @@ interface Branch {
  * that part before either ends mark where prompts under that key part. That happens a few times
  * per shared prefix, so a new system prompt costs a few requests keyed by their first blocks.
  * A branch's heat is a decaying count of the requests through it, against the same decaying count
- * of all the group's requests here. Bounded: the tables forget their oldest entries.
+ * of all the group's requests here; a prefix keyed past stays so until its share falls below half
+ * a shard's. Bounded: the tables forget their oldest entries.
  */
 export class ShardKeys {
   /** Key (a chain hash) → where the prompts under it part, and its heat; most recently used last. */
@@ -69,7 +72,10 @@ export class ShardKeys {
       this.branches.set(key, b);
       b.heat = b.heat * HEAT_DECAY ** (this.seen - b.at) + 1;
       b.at = this.seen;
-      if (b.heat * shards <= this.total) break;
+      // Between half a shard's share and a whole one it keeps its last keying: a prefix whose share
+      // wavers about the bar would otherwise move its conversations between shards each time.
+      b.split = b.heat * shards > (b.split ? 0.5 : 1) * this.total;
+      if (!b.split) break;
       at = b.shared;
       key = chain[at] as number;
     }
@@ -93,7 +99,7 @@ export class ShardKeys {
         if (known === undefined) {
           if (this.branches.size >= MAX_BRANCHES) forgetOldest(this.branches, MAX_BRANCHES >> 3);
           // The two prompts that showed the branch have passed through it.
-          this.branches.set(key, { shared, heat: 2, at: this.seen });
+          this.branches.set(key, { shared, heat: 2, at: this.seen, split: false });
         } else if (shared < known.shared) known.shared = shared;
       }
       this.last.delete(key);

@@ -191,6 +191,30 @@ describe("ShardKeys: the prefix that decides a prompt's shard", () => {
     expect(hotKeys.size).toBe(18 * 20);
   });
 
+  it("keeps a prefix keyed past while its share wavers about a shard's: its conversations stay where they are", () => {
+    // Two apps over 2 shards, each a 6 KB system prompt under 6 conversations; app 0 takes 40%, then 60%, of each 50
+    // requests in turn. Its conversations are keyed past its prompt once its share first passes a shard's (phase 1), and stay so.
+    const keys = new ShardKeys();
+    const histories = [0, 1].map((app) => Array.from({ length: 6 }, (): ChatMessage[] => [{ role: "system", content: text(`app ${app}`, 6144) }]));
+    const perConversation = new Map<string, Set<number>>();
+    let turn = 0;
+    for (let phase = 0; phase < 12; phase++) {
+      const share = phase % 2 === 0 ? 0.4 : 0.6;
+      for (let i = 0; i < 50; i++) {
+        const app = Math.floor((i + 1) * share) > Math.floor(i * share) ? 0 : 1;
+        const c = turn++ % 6;
+        const h = (histories[app] as ChatMessage[][])[c] as ChatMessage[];
+        h.push({ role: "user", content: text(`app ${app} conversation ${c} question ${turn}`, 200) });
+        const key = keys.keyOf(chatFingerprint({ model: "m", messages: [...h] }, opts), 2);
+        h.push({ role: "assistant", content: text(`answer ${turn}`, 200) });
+        if (phase > 1) perConversation.set(`${app}/${c}`, (perConversation.get(`${app}/${c}`) ?? new Set()).add(key));
+      }
+    }
+    expect(perConversation.size).toBe(12);
+    expect([...perConversation.values()].every((s) => s.size === 1)).toBe(true);
+    expect(new Set([...perConversation.values()].map((s) => [...s][0])).size).toBe(12);
+  });
+
   it("gives prompts identical to their end one key (a hot prefix: bounded loads spread it), and an empty prompt none", () => {
     const keys = new ShardKeys();
     const chain = chatFingerprint({ model: "m", messages: [{ role: "user", content: text("same", 4000) }] }, opts);
