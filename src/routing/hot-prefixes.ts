@@ -1,4 +1,5 @@
 import { forgetOldest } from "./forget-oldest.ts";
+import { decayed } from "./half-life.ts";
 
 /**
  * How often recent requests matched a given prefix, as an exponentially decaying score per block
@@ -33,7 +34,7 @@ export class HotPrefixes {
     const prev = this.scores.get(hash);
     let score = 1;
     if (prev) {
-      score += this.decayed(prev.score, prev.at, now);
+      score += decayed(prev.score, now - prev.at, this.halfLifeMs);
       this.scores.delete(hash);
     } else if (this.scores.size >= this.capacity) {
       // The least recently hit eighth at once: most requests' prefix is a conversation's own,
@@ -46,12 +47,8 @@ export class HotPrefixes {
 
   /** Counts a new prompt; returns the count, this one included. */
   newPrompt(now: number): number {
-    this.newPrompts = this.decayed(this.newPrompts, this.newPromptsAt, now) + 1;
+    this.newPrompts = decayed(this.newPrompts, now - this.newPromptsAt, this.halfLifeMs) + 1;
     this.newPromptsAt = now;
     return this.newPrompts;
-  }
-
-  private decayed(score: number, at: number, now: number): number {
-    return score * 2 ** (-(now - at) / this.halfLifeMs);
   }
 }

@@ -78,6 +78,8 @@ export interface GroupShards {
   readonly views: readonly ResolvedGroup[];
   /** Each shard's active weight: what its in-flight count is measured against. 0 for a shard with nothing to take requests. */
   readonly weights: readonly number[];
+  /** Shards of weight above 0: what a prefix's share of the requests is weighed against. */
+  readonly active: number;
 }
 
 const cache = new WeakMap<ResolvedGroup, GroupShards>();
@@ -99,7 +101,7 @@ export function groupShards(group: ResolvedGroup): GroupShards {
     views.push(count === 1 ? group : { ...group, deployments: mine });
     weights.push(mine.reduce((w, d) => w + (d.state === "active" ? d.weight : 0), 0));
   }
-  s = { count, objectNames, views, weights };
+  s = { count, objectNames, views, weights, active: weights.filter((w) => w > 0).length };
   cache.set(group, s);
   return s;
 }

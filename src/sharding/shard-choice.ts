@@ -32,7 +32,7 @@ export class ShardChoice {
     const shards = groupShards(group);
     let keys = this.keys.get(group.name);
     if (!keys) this.keys.set(group.name, (keys = new ShardKeys()));
-    const key = keys.keyOf(chain, shards.count);
+    const key = keys.keyOf(chain, shards.active);
     const loads = shards.objectNames.map((n) => this.loadOf(n, now));
     // No prompt (embeddings of nothing alike, a realtime session): no cache to aim for, the least busy shard.
     const order = Number.isNaN(key) ? byLoad(loads, shards.weights) : shardOrder(key, shards.weights);

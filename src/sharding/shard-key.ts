@@ -1,4 +1,5 @@
 import { forgetOldest } from "../routing/forget-oldest.ts";
+import { decayed } from "../routing/half-life.ts";
 
 /** A prompt's first blocks name it when nothing deeper is known: 4 blocks, 256 characters at the default block size. */
 const ROOT_BLOCKS = 4;
@@ -8,20 +9,39 @@ const WINDOW_BLOCKS = 512;
 const MAX_BRANCHES = 4096;
 const MAX_LAST = 1024;
 
-/** A request's weight in a key's heat halves over this many of the isolate's requests of the group. */
+/**
+ * A request's weight in a key's heat halves over this many of the isolate's requests of the group.
+ * Long enough that a few requests in a row on one of many prefixes do not make it look like a
+ * shard's share; short enough that a new prefix taking all the traffic shows as one soon: after
+ * HEAT_HALF_LIFE × log2(S / (S − 1)) requests over S shards — 256 at 2, 106 at 4, 49 at 8.
+ */
 const HEAT_HALF_LIFE = 256;
-const HEAT_DECAY = 0.5 ** (1 / HEAT_HALF_LIFE);
 
-/** Where the prompts under a key part, and how much of the isolate's traffic passes through it. */
-interface Branch {
-  /** Blocks the prompts under the key share before they part. */
-  shared: number;
-  /** Requests that passed through the key, each weighing HEAT_DECAY ** (requests of the group since). */
+/** A decaying count of the requests that passed a point, on the clock of the isolate's requests of the group. */
+interface Heat {
   heat: number;
   /** `seen` when heat was last brought up to date. */
   at: number;
+}
+
+/** Counts one more request through `h`, at `now`. */
+function pass(h: Heat, now: number): void {
+  h.heat = decayed(h.heat, now - h.at, HEAT_HALF_LIFE) + 1;
+  h.at = now;
+}
+
+/** Where the prompts under a key part, and how much of the isolate's traffic passes through it. */
+interface Branch extends Heat {
+  /** Blocks the prompts under the key share before they part. */
+  shared: number;
   /** Whether its prompts are keyed past it: once so, until its share falls below half a shard's. */
   split: boolean;
+}
+
+/** The last prompt routed under a key, and the requests routed under it. */
+interface Tail extends Heat {
+  /** Its blocks after the key (a key sits at one depth, so they line up), at most WINDOW_BLOCKS: ≤ 4 KB whatever the prompt. */
+  blocks: readonly number[];
 }
 
 /**
@@ -40,41 +60,41 @@ interface Branch {
  *
  * Branch points are learned from the prompts this isolate routes: under each key, the last prompt
  * seen there is compared with the next (one binary search: equal hashes mean equal prefixes); two
- * that part before either ends mark where prompts under that key part. That happens a few times
- * per shared prefix, so a new system prompt costs a few requests keyed by their first blocks.
- * A branch's heat is a decaying count of the requests through it, against the same decaying count
- * of all the group's requests here; a prefix keyed past stays so until its share falls below half
- * a shard's. Bounded: the tables forget their oldest entries.
+ * that part before either ends mark where prompts under that key part. A key's heat is a decaying
+ * count of the requests through it, against the same decaying count of all the group's requests
+ * here; a prefix keyed past stays so until its share falls below half a shard's. A new prefix is
+ * keyed by its first blocks until its share shows (HEAT_HALF_LIFE): a new system prompt that takes
+ * all the traffic of a busy isolate, ~100 requests at 4 shards, after which the conversations
+ * begun under it move once; in an isolate that starts with it, two. Bounded: the tables forget
+ * their oldest entries.
  */
 export class ShardKeys {
   /** Key (a chain hash) → where the prompts under it part, and its heat; most recently used last. */
   private readonly branches = new Map<number, Branch>();
-  /**
-   * Key → the blocks of the last prompt routed under it that come after the key (a key sits at
-   * one depth, so they line up), at most WINDOW_BLOCKS: ≤ 4 KB an entry whatever the prompt.
-   */
-  private readonly last = new Map<number, readonly number[]>();
-  /** Requests keyed so far, the clock heat decays by. */
+  /** Key → the last prompt routed under it, and its heat; most recently used last. */
+  private readonly last = new Map<number, Tail>();
+  /** Requests keyed so far: the clock heat decays by. */
   private seen = 0;
-  /** Every request's weight summed, decayed as a branch's heat is: what a branch's heat is a share of. */
-  private total = 0;
+  /** Every request, decayed as a key's heat is: what a key's heat is a share of (never below it). */
+  private readonly total: Heat = { heat: 0, at: 0 };
 
-  /** The prompt's key among `shards` shards (NaN for an empty chain), learning from it. */
+  /**
+   * The prompt's key among `shards` shards taking requests (NaN for an empty chain), learning
+   * from it. Each call counts as a request: a retry's second call too, as it is more load there.
+   */
   keyOf(chain: readonly number[], shards: number): number {
     if (chain.length === 0) return NaN;
-    this.seen++;
-    this.total = this.total * HEAT_DECAY + 1;
+    pass(this.total, ++this.seen);
     let at = Math.min(ROOT_BLOCKS, chain.length) - 1;
     let key = chain[at] as number;
     for (let b = this.branches.get(key); b !== undefined && b.shared < chain.length; b = this.branches.get(key)) {
       // Used: kept longest (a system prompt in use is not the one forgotten).
       this.branches.delete(key);
       this.branches.set(key, b);
-      b.heat = b.heat * HEAT_DECAY ** (this.seen - b.at) + 1;
-      b.at = this.seen;
+      pass(b, this.seen);
       // Between half a shard's share and a whole one it keeps its last keying: a prefix whose share
       // wavers about the bar would otherwise move its conversations between shards each time.
-      b.split = b.heat * shards > (b.split ? 0.5 : 1) * this.total;
+      b.split = b.heat * shards > (b.split ? 0.5 : 1) * this.total.heat;
       if (!b.split) break;
       at = b.shared;
       key = chain[at] as number;
@@ -90,21 +110,27 @@ export class ShardKeys {
 
   /** `from`: the blocks the key covers. */
   private learn(key: number, from: number, chain: readonly number[]): void {
+    const blocks = chain.slice(from, from + WINDOW_BLOCKS);
     const prev = this.last.get(key);
-    if (prev) {
-      const shared = from + commonBlocks(chain, from, prev);
-      // Parted before either ended: not a conversation's next turn (which holds the last whole), not a retry.
-      if (shared < chain.length && shared < from + prev.length) {
-        const known = this.branches.get(key);
-        if (known === undefined) {
-          if (this.branches.size >= MAX_BRANCHES) forgetOldest(this.branches, MAX_BRANCHES >> 3);
-          // The two prompts that showed the branch have passed through it.
-          this.branches.set(key, { shared, heat: 2, at: this.seen, split: false });
-        } else if (shared < known.shared) known.shared = shared;
-      }
-      this.last.delete(key);
-    } else if (this.last.size >= MAX_LAST) forgetOldest(this.last, MAX_LAST >> 3);
-    this.last.set(key, chain.slice(from, from + WINDOW_BLOCKS));
+    if (!prev) {
+      if (this.last.size >= MAX_LAST) forgetOldest(this.last, MAX_LAST >> 3);
+      this.last.set(key, { blocks, heat: 1, at: this.seen });
+      return;
+    }
+    pass(prev, this.seen);
+    const shared = from + commonBlocks(chain, from, prev.blocks);
+    // Parted before either ended: not a conversation's next turn (which holds the last whole), not a retry.
+    if (shared < chain.length && shared < from + prev.blocks.length) {
+      const known = this.branches.get(key);
+      if (known === undefined) {
+        if (this.branches.size >= MAX_BRANCHES) forgetOldest(this.branches, MAX_BRANCHES >> 3);
+        // The requests under the key so far are its heat: a prefix that carried the traffic before its prompts parted is split at once.
+        this.branches.set(key, { shared, heat: prev.heat, at: this.seen, split: false });
+      } else if (shared < known.shared) known.shared = shared;
+    }
+    prev.blocks = blocks;
+    this.last.delete(key);
+    this.last.set(key, prev);
   }
 }
 

@@ -378,7 +378,7 @@ describe("GroupRouter", () => {
     const second = ask(0, 650);
     router.release({ lease: second?.lease ?? "", outcome: "ok" }, t);
     expect(second?.reason).toBe("prefix-hit");
-    for (let k = 0; ; k++) {
+    for (let k = 0; k < 50; k++) {
       const doc = pick(router.pick(chain(100 + k, 200), (t += 1000)));
       if (doc?.backendId === second?.backendId) break;
       router.release({ lease: doc?.lease ?? "", outcome: "ok" }, t);
@@ -397,7 +397,7 @@ describe("GroupRouter", () => {
     router.release({ lease: first?.lease ?? "", outcome: "ok" }, 0);
     // Then its backend takes a 200-block document (320 ms of prefill at 0.625 blocks/ms).
     let t = 0;
-    for (let k = 0; ; k++) {
+    for (let k = 0; k < 50; k++) {
       const doc = pick(router.pick(chain(100 + k, 200), (t += 1000)));
       if (doc?.backendId === home) break;
       router.release({ lease: doc?.lease ?? "", outcome: "ok" }, 0);

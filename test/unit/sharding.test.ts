@@ -191,28 +191,58 @@ describe("ShardKeys: the prefix that decides a prompt's shard", () => {
     expect(hotKeys.size).toBe(18 * 20);
   });
 
-  it("keeps a prefix keyed past while its share wavers about a shard's: its conversations stay where they are", () => {
+  it("keeps a prefix keyed past while its share wavers about a shard's, and keys by it again once it falls below half", () => {
     // Two apps over 2 shards, each a 6 KB system prompt under 6 conversations; app 0 takes 40%, then 60%, of each 50
     // requests in turn. Its conversations are keyed past its prompt once its share first passes a shard's (phase 1), and stay so.
     const keys = new ShardKeys();
     const histories = [0, 1].map((app) => Array.from({ length: 6 }, (): ChatMessage[] => [{ role: "system", content: text(`app ${app}`, 6144) }]));
-    const perConversation = new Map<string, Set<number>>();
     let turn = 0;
-    for (let phase = 0; phase < 12; phase++) {
-      const share = phase % 2 === 0 ? 0.4 : 0.6;
-      for (let i = 0; i < 50; i++) {
+    /** The key of app `app`'s next turn, in the conversation whose turn it is. */
+    const send = (app: number): { c: number; key: number } => {
+      const c = turn++ % 6;
+      const h = (histories[app] as ChatMessage[][])[c] as ChatMessage[];
+      h.push({ role: "user", content: text(`app ${app} conversation ${c} question ${turn}`, 100) });
+      const key = keys.keyOf(chatFingerprint({ model: "m", messages: [...h] }, opts), 2);
+      h.push({ role: "assistant", content: text(`answer ${turn}`, 100) });
+      return { c, key };
+    };
+    /** 50 requests of which app 0 sends `share`, spread evenly. */
+    const phase = (share: number) =>
+      Array.from({ length: 50 }, (_, i) => {
         const app = Math.floor((i + 1) * share) > Math.floor(i * share) ? 0 : 1;
-        const c = turn++ % 6;
-        const h = (histories[app] as ChatMessage[][])[c] as ChatMessage[];
-        h.push({ role: "user", content: text(`app ${app} conversation ${c} question ${turn}`, 200) });
-        const key = keys.keyOf(chatFingerprint({ model: "m", messages: [...h] }, opts), 2);
-        h.push({ role: "assistant", content: text(`answer ${turn}`, 200) });
-        if (phase > 1) perConversation.set(`${app}/${c}`, (perConversation.get(`${app}/${c}`) ?? new Set()).add(key));
+        return { app, ...send(app) };
+      });
+    const perConversation = new Map<string, Set<number>>();
+    for (let p = 0; p < 12; p++) {
+      for (const { app, c, key } of phase(p % 2 === 0 ? 0.4 : 0.6)) {
+        if (p > 1) perConversation.set(`${app}/${c}`, (perConversation.get(`${app}/${c}`) ?? new Set()).add(key));
       }
     }
     expect(perConversation.size).toBe(12);
     expect([...perConversation.values()].every((s) => s.size === 1)).toBe(true);
     expect(new Set([...perConversation.values()].map((s) => [...s][0])).size).toBe(12);
+
+    // Then app 0 sends a tenth: within a few half-lives its share is under a quarter, and all its conversations share one key again.
+    const late = Array.from({ length: 16 }, () => phase(0.1)).flat().slice(-200).filter((r) => r.app === 0);
+    expect(late.length).toBeGreaterThan(10);
+    expect(new Set(late.map((r) => r.key)).size).toBe(1);
+  });
+
+  it("splits a prefix at once when it carried the traffic before its prompts parted", () => {
+    // A busy isolate's 300 requests, all one prompt (a hot prefix, one key); then questions start to follow it.
+    const keys = new ShardKeys();
+    const prompt = [1, 2, 3, 4, 5, 6, 7, 8];
+    for (let i = 0; i < 300; i++) keys.keyOf(prompt, 4);
+    const followed = Array.from({ length: 6 }, (_, q) => keys.keyOf([...prompt, 1000 + q, 2000 + q], 4));
+    // The first two teach where they part; from the third on each is keyed by its own question.
+    expect(followed.slice(0, 2)).toEqual([4, 4]);
+    expect(followed.slice(2)).toEqual([1002, 1003, 1004, 1005]);
+  });
+
+  it("never keys past a prefix over one shard: no share of the requests is more than all of them", () => {
+    const keys = new ShardKeys();
+    const seen = new Set(conversations(8, 6).map((r) => keys.keyOf(r.chain, 1)));
+    expect(seen.size).toBe(1);
   });
 
   it("gives prompts identical to their end one key (a hot prefix: bounded loads spread it), and an empty prompt none", () => {
@@ -302,6 +332,26 @@ describe("ShardChoice: an isolate's shard for each prompt", () => {
     expect(choice.order(group, hot).order[0]).not.toBe(home);
     for (let i = 0; i < 30; i++) choice.ended(shards.objectNames[home] as string);
     expect(choice.order(group, hot).order[0]).toBe(home);
+  });
+
+  it("weighs a prefix's share of the requests against the shards taking them, not every shard", () => {
+    // Half the shards have nothing to take requests; a system prompt under 40% of the requests is under one of the other two's share.
+    const owner = partition(group.deployments.map((d) => d.id), 4);
+    const half: ResolvedGroup = { ...group, deployments: group.deployments.map((d, k) => ((owner[k] as number) >= 2 ? { ...d, state: "disabled" } : d)) };
+    expect(groupShards(half).active).toBe(2);
+    const choice = new ShardChoice();
+    const oneOff = (name: string) => choice.order(half, chatFingerprint({ model: "m", messages: [{ role: "user", content: text(`one-off ${name}`, 500) }] }, opts));
+    // A busy isolate: one-off prompts, then the conversations among them, 2 of every 5 requests.
+    for (let i = 0; i < 300; i++) oneOff(`${i}`);
+    const firstShards = new Set<number>();
+    let sent = 0;
+    for (const r of conversations(8, 40)) {
+      const order = choice.order(half, r.chain).order;
+      if (sent++ >= 2) firstShards.add(order[0] as number);
+      for (let i = sent % 2 === 0 ? 1 : 0; i < 2; i++) oneOff(`${sent} ${i}`);
+    }
+    // Not split: every conversation is keyed by the system prompt, to one shard.
+    expect(firstShards.size).toBe(1);
   });
 
   it("weighs a shard by the other isolates' requests it last reported only while that report is fresh", () => {
