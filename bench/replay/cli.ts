@@ -1,6 +1,6 @@
-import { parseArgs } from "node:util";
+import { numberFlag, parseFlags, positiveInt, positiveNumber } from "../harness/argv.ts";
 import { TIMED_KINDS, TRACE_DEFAULTS, TRACE_KINDS, generateTrace, type TraceKind } from "../traces/index.ts";
-import { TIMED_FLAGS } from "../traces/timed-flags.ts";
+import { TIMED_FLAGS, number } from "../traces/timed-flags.ts";
 import { startFleet } from "../fleet/index.ts";
 import { runOpenLoopCli } from "./open-loop-cli.ts";
 import { replay } from "./replay.ts";
@@ -26,8 +26,11 @@ import { summarize } from "./stats.ts";
  * --max-duration-s. Goodput's objective: --slo-ttft-ms (default 2000). --metrics-url (repeatable)
  * names the workers whose queues are sampled.
  */
-const { values } = parseArgs({
-  options: {
+const USAGE = "node bench/replay/cli.ts --kind KIND [--base-url URL] [--sessions N] ... (see the comment at its top)";
+
+const values = parseFlags(
+  process.argv.slice(2),
+  {
     ...TIMED_FLAGS,
     kind: { type: "string", default: "multi-turn" },
     "base-url": { type: "string" },
@@ -48,7 +51,8 @@ const { values } = parseArgs({
     "metrics-url": { type: "string", multiple: true, default: [] },
     "metrics-interval-ms": { type: "string" },
   },
-});
+  USAGE,
+);
 
 const timedKind = TIMED_KINDS.find((k) => k === values.kind);
 if (timedKind) {
@@ -57,11 +61,16 @@ if (timedKind) {
   const kind = TRACE_KINDS.find((k) => k === values.kind);
   if (!kind) throw new Error(`--kind must be one of ${[...TRACE_KINDS, ...TIMED_KINDS].join(", ")}`);
   const options: Record<string, number> = {};
-  for (const key of ["seed", "sessions", "turns"] as const) if (values[key] !== undefined) options[key] = Number(values[key]);
+  const seed = number("seed", values.seed);
+  if (seed !== undefined) options.seed = seed;
+  for (const key of ["sessions", "turns"] as const) {
+    const text = values[key];
+    if (text !== undefined) options[key] = positiveInt(`--${key}`, text);
+  }
   for (const pair of values.trace) {
     const [key = "", value = ""] = pair.split("=");
     if (!(key in TRACE_DEFAULTS)) throw new Error(`unknown trace option ${key}`);
-    options[key] = Number(value);
+    options[key] = numberFlag(`--trace ${key}`, value);
   }
 
   const trace = generateTrace(kind satisfies TraceKind, options);
@@ -72,7 +81,7 @@ if (timedKind) {
       baseUrl: values["base-url"] ?? fleet?.urls[0] ?? "",
       model: values.model,
       ...(values["api-key"] ? { apiKey: values["api-key"] } : {}),
-      ...(values["timeout-ms"] ? { timeoutMs: Number(values["timeout-ms"]) } : {}),
+      ...(values["timeout-ms"] ? { timeoutMs: positiveNumber("--timeout-ms", values["timeout-ms"]) } : {}),
     });
     const firstError = result.requests.find((r) => r.error !== null)?.error ?? null;
     console.log(JSON.stringify({ kind, params: trace.params, wall_ms: Math.round(result.wallMs), ...summarize(result), first_error: firstError }, null, 2));

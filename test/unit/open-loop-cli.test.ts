@@ -31,3 +31,14 @@ describe("the open-loop command lines", () => {
     expect(run.stderr).toContain("--load needs the fleet's GPU preset");
   }, SPAWN_TIMEOUT_MS);
 });
+
+describe("bench/replay/cli.ts's flags", () => {
+  it("refuses an unknown flag and a bad count in the benchmarks' words, before replaying anything", async () => {
+    const unknown = await runScript("bench/replay/cli.ts", ["--kind", "rag", "--bogus", "1"]);
+    expect(unknown.code).not.toBe(0);
+    expect(unknown.stderr).toContain("unknown argument --bogus");
+    const count = await runScript("bench/replay/cli.ts", ["--kind", "rag", "--sessions", "many"]);
+    expect(count.code).not.toBe(0);
+    expect(count.stderr).toContain('--sessions takes a positive integer, not "many"');
+  }, SPAWN_TIMEOUT_MS);
+});
