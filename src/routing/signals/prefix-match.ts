@@ -56,12 +56,16 @@ export class PrefixMatch implements Signal {
     let bestAt = -1;
     const guesses = this.guesses;
     guesses.reset();
+    let usableCount = 0;
     for (let i = 0; i < backends.length; i++) {
       const b = backends[i] as Backend;
       let m = 0;
-      if (usable(b) && chain.length > 0) {
-        m = b.prefixes.match(chain, guesses.values, guesses.count);
-        guesses.saw(m);
+      if (usable(b)) {
+        usableCount++;
+        if (chain.length > 0) {
+          m = b.prefixes.match(chain, guesses.values, guesses.count);
+          guesses.saw(m);
+        }
       }
       this.matched[i] = m;
       if (m > best) {
@@ -85,8 +89,6 @@ export class PrefixMatch implements Signal {
     const newPrompts = hot.newPrompt(now);
     this.sharedSet ??= new SharedWorkingSet(settings.hotHalfLifeMs * SHARED_WINDOW_HALF_LIVES, HOT_PREFIXES_TRACKED);
     this.sharedSet.matched(last, best, now);
-    let usableCount = 0;
-    for (const b of backends) if (usable(b)) usableCount++;
     const worthCopying = score * usableCount >= newPrompts;
     const needed = this.sharedSet.blocks / REPLICATED_SHARE;
     for (let i = 0; i < backends.length; i++) this.replicable[i] = worthCopying && needed <= (backends[i] as Backend).prefixes.capacity;
