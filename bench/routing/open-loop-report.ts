@@ -1,5 +1,6 @@
 import { axis, strategiesIn } from "./aggregate.ts";
 import { aggregateOpenLoop, openLoopKey } from "./open-loop-aggregate.ts";
+import { shardPairsLine } from "./shard-pairs.ts";
 import type { OpenLoopRoutingRun, RoutingResults } from "./types.ts";
 
 const f = (x: number | null | undefined, digits = 0) => (x === null || x === undefined ? "–" : x.toFixed(digits));
@@ -41,6 +42,8 @@ function section(results: RoutingResults, trace: string): string[] {
       `| ${s} | ${f(c.kv_hit, 3)} (${f(c.kv_of_ceiling, 2)}) | ${f(c.p50)} / ${f(c.p95)} / ${f(c.p99)} | ${f(c.goodput, 3)} | ${f(c.max_share, 3)} | ${c.errors} · ${c.overflow} / ${c.requests} | ${f(c.lag_p99, 1)} | ${f(c.server_wait_ms)} |`,
     );
   }
+  const sharded = shardPairsLine(runs);
+  if (sharded) lines.push("", sharded);
   const decisions = reasonLines(runs);
   if (decisions.length > 0) lines.push("", `kvgate's decisions (x-kvgate-reason, over every seed): ${decisions.join("; ")}.`);
   lines.push(

@@ -3,6 +3,7 @@ import { evaluateGoals } from "./goals.ts";
 import { commitsOf, mixedPoints } from "./merge.ts";
 import { renderOpenLoopSections } from "./open-loop-report.ts";
 import type { RelatedResult } from "./related-results.ts";
+import { shardPairsLine } from "./shard-pairs.ts";
 import type { RoutingResults } from "./types.ts";
 
 const f = (x: number | null, digits = 0) => (x === null ? "–" : x.toFixed(digits));
@@ -97,6 +98,12 @@ export function renderReport(results: RoutingResults, related: readonly RelatedR
         lines.push(`| ${n} | ${ceilText} | ${row.join(" | ")} |`);
       }
       lines.push("");
+      const sharded = axis(runs, (r) => r.sessions)
+        .sort((a, b) => a - b)
+        .map((n) => [n, shardPairsLine(runs.filter((r) => r.sessions === n))] as const)
+        .filter((x): x is readonly [number, string] => x[1] !== null);
+      for (const [n, line] of sharded) lines.push(`- ${n} sessions: ${line}`);
+      if (sharded.length > 0) lines.push("");
     }
   }
   lines.push(...renderOpenLoopSections(results));
