@@ -8,6 +8,7 @@ import {
   TRACE_KINDS,
   b2bSaasRateScale,
   generateTrace,
+  hitConcentration,
   loadAtSpeed,
   prefixCeiling,
   rateForLoad,
@@ -71,7 +72,11 @@ function describeTimed(kind: TimedKind, argv: readonly string[]): void {
   console.log(`${kind}: ${trace.requests.length} requests over ${(demand.spanMs / 1000).toFixed(1)} s, built in ${loadMs.toFixed(0)} ms`);
   console.log(`  params: ${JSON.stringify(trace.params)}`);
   console.log(`  prompt tokens mean / max: ${Math.round(prompts.reduce((a, b) => a + b, 0) / n)} / ${Math.max(0, ...prompts)}; output tokens mean ${Math.round(demand.outputTokens / n)}`);
-  console.log(`  kv ceiling (one infinite cache, arrival order): ${round(prefixCeiling(trace).kvHit ?? NaN)}`);
+  const ceiling = prefixCeiling(trace);
+  console.log(`  kv ceiling (one infinite cache, arrival order): ${round(ceiling.kvHit ?? NaN)}`);
+  const tops = [5, 10, 20];
+  const shares = hitConcentration(ceiling.perRequest, tops).map((s) => (s === null ? "–" : round(s, 2)));
+  console.log(`  the ${tops.join(" / ")} largest hits carry ${shares.join(" / ")} of the ceiling's cached tokens`);
   console.log(`  fleet ${fleet.workers} x ${fleet.preset}, time scale ${fleet.timeScale}: capacity ${round(rateForLoad(demand, fleet, 1), 2)} requests/s with the ceiling's hits, ${round(rateForLoad(noCache, fleet, 1), 2)} with none`);
   console.log(`  load at speed 1: ${round(loadAtSpeed(demand, fleet, 1))} with the ceiling's hits, ${round(loadAtSpeed(noCache, fleet, 1))} with none`);
   const load = number("load", values.load);

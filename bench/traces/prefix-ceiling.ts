@@ -38,3 +38,15 @@ export function prefixCeiling(trace: Pick<TimedTrace, "blockTokens" | "requests"
   }
   return { kvHit: promptTokens === 0 ? null : cachedTokens / promptTokens, promptTokens, cachedTokens, perRequest };
 }
+
+/**
+ * The share of the ceiling's cached tokens that its `top` largest hits carry, for each count in
+ * `tops` (null when nothing is cached). Where a few requests carry most of the hits, whether each
+ * of them still finds its prefix cached moves a run's kv_hit by whole percents: the trace's own
+ * noise floor for comparing two routers' kv_hit.
+ */
+export function hitConcentration(perRequest: readonly number[], tops: readonly number[]): (number | null)[] {
+  const total = perRequest.reduce((a, b) => a + b, 0);
+  const largest = [...perRequest].sort((a, b) => b - a);
+  return tops.map((top) => (total === 0 ? null : largest.slice(0, top).reduce((a, b) => a + b, 0) / total));
+}

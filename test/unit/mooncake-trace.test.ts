@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { inferFollowUps, mooncakeRows } from "../../bench/traces/kinds/mooncake.ts";
 import { BlockText, PROMPT_OVERHEAD_TOKENS, TRACE_BLOCK_TOKENS } from "../../bench/traces/block-text.ts";
-import { mooncakeTrace, prefixCeiling, type TimedTrace } from "../../bench/traces/index.ts";
+import { hitConcentration, mooncakeTrace, prefixCeiling, type TimedTrace } from "../../bench/traces/index.ts";
 
 const content = (trace: TimedTrace, i: number): string => trace.requests[i]?.messages()[0]?.content ?? "";
 
@@ -112,5 +112,15 @@ describe("conversation turns in the synthetic trace", () => {
       expect(r.promptTokens).toBeGreaterThanOrEqual((before?.promptTokens ?? 0) + (before?.maxTokens ?? 0));
     }
     expect(mooncakeTrace({ file: "conversation", minutes: 10 }).requests.every((r) => r.after === null)).toBe(true);
+  });
+});
+
+describe("how concentrated a trace's hits are", () => {
+  it("gives the share of the cached tokens its largest hits carry, in any order of requests", () => {
+    expect(hitConcentration([10, 0, 60, 30], [1, 2, 10])).toEqual([0.6, 0.9, 1]);
+  });
+
+  it("is null where nothing is cached", () => {
+    expect(hitConcentration([0, 0], [5])).toEqual([null]);
   });
 });
