@@ -1,6 +1,6 @@
 import { writeFileSync } from "node:fs";
 import type { ParseArgsOptionsConfig } from "node:util";
-import { numberFlag, parseFlags } from "../harness/argv.ts";
+import { numberFlag, parseFlags, positiveInt } from "../harness/argv.ts";
 import { KB } from "./options.ts";
 import {
   TIMED_KINDS,
@@ -19,6 +19,7 @@ import {
   type TraceKind,
   type TraceOptions,
 } from "./index.ts";
+import { shardCeiling } from "./shard-ceiling.ts";
 import { TIMED_FLAGS, fleetFromFlags, number, timedTraceFromFlags } from "./timed-flags.ts";
 
 /**
@@ -33,6 +34,9 @@ import { TIMED_FLAGS, fleetFromFlags, number, timedTraceFromFlags } from "./time
  *
  *   node bench/traces/cli.ts mooncake --file conversation --minutes 10 --load 0.8
  *   node bench/traces/cli.ts b2b-saas --preset a100-7b --time-scale 0.2 [--b2b stages=9]
+ *
+ * `--shards 2,4` adds the ceiling over that many shards, each one infinite cache, each request
+ * where the gateway's shard key sends it (shard-ceiling.ts): what the key alone costs.
  */
 
 const KINDS = [...TRACE_KINDS, ...TIMED_KINDS].join("|");
@@ -58,8 +62,10 @@ function sessionArgs(argv: readonly string[]): { options: TraceOptions; out: str
   return { options, out: typeof values.out === "string" ? values.out : undefined };
 }
 
+const DESCRIBE_FLAGS = { ...TIMED_FLAGS, shards: { type: "string" } } satisfies ParseArgsOptionsConfig;
+
 function describeTimed(kind: TimedKind, argv: readonly string[]): void {
-  const values = parseFlags(argv, TIMED_FLAGS, `usage: cli.ts ${kind} ${Object.keys(TIMED_FLAGS).map((f) => `[--${f} value]`).join(" ")}`);
+  const values = parseFlags(argv, DESCRIBE_FLAGS, `usage: cli.ts ${kind} ${Object.keys(DESCRIBE_FLAGS).map((f) => `[--${f} value]`).join(" ")}`);
   const started = performance.now();
   const trace = timedTraceFromFlags(kind, values);
   const loadMs = performance.now() - started;
@@ -77,6 +83,11 @@ function describeTimed(kind: TimedKind, argv: readonly string[]): void {
   const tops = [5, 10, 20];
   const shares = hitConcentration(ceiling.perRequest, tops).map((s) => (s === null ? "–" : round(s, 2)));
   console.log(`  the ${tops.join(" / ")} largest hits carry ${shares.join(" / ")} of the ceiling's cached tokens`);
+  for (const shards of (values.shards ?? "").split(",").filter(Boolean).map((v) => positiveInt("--shards", v))) {
+    const over = shardCeiling(trace, shards);
+    const change = over !== null && ceiling.kvHit ? ` (${((over / ceiling.kvHit - 1) * 100).toFixed(1)}%)` : "";
+    console.log(`  over ${shards} shards, each an infinite cache, requests where the shard key sends them: ${round(over ?? NaN, 4)}${change}`);
+  }
   console.log(`  fleet ${fleet.workers} x ${fleet.preset}, time scale ${fleet.timeScale}: capacity ${round(rateForLoad(demand, fleet, 1), 2)} requests/s with the ceiling's hits, ${round(rateForLoad(noCache, fleet, 1), 2)} with none`);
   console.log(`  load at speed 1: ${round(loadAtSpeed(demand, fleet, 1))} with the ceiling's hits, ${round(loadAtSpeed(noCache, fleet, 1))} with none`);
   const load = number("load", values.load);

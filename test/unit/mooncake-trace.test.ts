@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import { inferFollowUps, mooncakeRows } from "../../bench/traces/kinds/mooncake.ts";
 import { BlockText, PROMPT_OVERHEAD_TOKENS, TRACE_BLOCK_TOKENS } from "../../bench/traces/block-text.ts";
 import { hitConcentration, mooncakeTrace, prefixCeiling, type TimedTrace } from "../../bench/traces/index.ts";
+import { shardCeiling } from "../../bench/traces/shard-ceiling.ts";
 
 const content = (trace: TimedTrace, i: number): string => trace.requests[i]?.messages()[0]?.content ?? "";
 
@@ -122,5 +123,32 @@ describe("how concentrated a trace's hits are", () => {
 
   it("is null where nothing is cached", () => {
     expect(hitConcentration([0, 0], [5])).toEqual([null]);
+  });
+});
+
+describe("the prefix ceiling over shards", () => {
+  const slice = mooncakeTrace({ file: "conversation", fromMinutes: 30, minutes: 1 });
+
+  it("is the one-cache ceiling over one shard, and never above it over more", () => {
+    const one = prefixCeiling(slice).kvHit as number;
+    expect(shardCeiling(slice, 1)).toBeCloseTo(one, 12);
+    for (const shards of [2, 4, 8]) expect(shardCeiling(slice, shards)).toBeLessThanOrEqual(one);
+  });
+
+  it("keeps a conversation whose turns each extend the last on one shard: nothing lost", () => {
+    // Turn k's prompt is turn k−1's with one more exchange: blocks 1..k of 512 tokens each.
+    const turn = (k: number) => ({
+      id: `t${k}`,
+      atMs: k,
+      after: k > 1 ? k - 2 : null,
+      maxTokens: 1,
+      promptTokens: 512 * k,
+      blocks: Array.from({ length: k }, (_, i) => i + 1),
+      messages: () => Array.from({ length: k }, (_, i) => ({ role: "user" as const, content: `question ${i} `.repeat(40) })),
+    });
+    const trace = { blockTokens: 512, requests: Array.from({ length: 12 }, (_, i) => turn(i + 1)) };
+    const one = prefixCeiling(trace).kvHit as number;
+    expect(one).toBeGreaterThan(0.8);
+    expect(shardCeiling(trace, 4)).toBeCloseTo(one, 12);
   });
 });
