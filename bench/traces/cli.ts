@@ -7,6 +7,7 @@ import {
   TRACE_DEFAULTS,
   TRACE_KINDS,
   b2bSaasRateScale,
+  pooledLruHit,
   generateTrace,
   hitConcentration,
   loadAtSpeed,
@@ -80,6 +81,9 @@ function describeTimed(kind: TimedKind, argv: readonly string[]): void {
   console.log(`  prompt tokens mean / max: ${Math.round(prompts.reduce((a, b) => a + b, 0) / n)} / ${Math.max(0, ...prompts)}; output tokens mean ${Math.round(demand.outputTokens / n)}`);
   const ceiling = prefixCeiling(trace);
   console.log(`  kv ceiling (one infinite cache, arrival order): ${round(ceiling.kvHit ?? NaN)}`);
+  // The simulator's blocks are 16 tokens (bench/fleet): a worker's capacity in tokens.
+  const fleetTokens = fleet.workers * fleet.profile.kvCapacityBlocks * 16;
+  console.log(`  kv_hit of one LRU cache holding the fleet's whole memory (${fleet.workers} x ${fleet.preset}, ${Math.round(fleetTokens / 1000)}k tokens; not a bound): ${round(pooledLruHit(trace, fleetTokens) ?? NaN)}`);
   const tops = [5, 10, 20];
   const shares = hitConcentration(ceiling.perRequest, tops).map((s) => (s === null ? "–" : round(s, 2)));
   console.log(`  the ${tops.join(" / ")} largest hits carry ${shares.join(" / ")} of the ceiling's cached tokens`);

@@ -50,3 +50,36 @@ export function hitConcentration(perRequest: readonly number[], tops: readonly n
   const largest = [...perRequest].sort((a, b) => b - a);
   return tops.map((top) => (total === 0 ? null : largest.slice(0, top).reduce((a, b) => a + b, 0) / total));
 }
+
+/**
+ * The kv_hit of one cache that holds `capacityTokens` (a fleet's whole KV memory, pooled) and
+ * evicts the least recently used block, seeing every request in arrival order. Not a bound on a
+ * fleet: separate caches with requests placed by prefix can beat one pooled LRU (a working set
+ * kept apart is not evicted by another's traffic), and a cache that knew the future would reach
+ * prefixCeiling in far less memory. It says how much of the gap to the ceiling LRU eviction alone
+ * makes, which is what engines do (vLLM frees a finished request's blocks tail first: here a
+ * request's blocks are touched last to first, so a prefix is evicted from its end).
+ */
+export function pooledLruHit(trace: Pick<TimedTrace, "blockTokens" | "requests">, capacityTokens: number): number | null {
+  const capacity = Math.floor(capacityTokens / trace.blockTokens);
+  // Insertion order is recency: the first key is the least recently used block.
+  const lru = new Map<number, true>();
+  let promptTokens = 0;
+  let cachedTokens = 0;
+  for (const request of trace.requests) {
+    for (let i = 0; i < request.blocks.length && lru.has(request.blocks[i] ?? -1); i++) {
+      cachedTokens += Math.min(trace.blockTokens, request.promptTokens - i * trace.blockTokens);
+    }
+    for (let i = request.blocks.length - 1; i >= 0; i--) {
+      const block = request.blocks[i] as number;
+      lru.delete(block);
+      lru.set(block, true);
+    }
+    for (const oldest of lru.keys()) {
+      if (lru.size <= capacity) break;
+      lru.delete(oldest);
+    }
+    promptTokens += request.promptTokens;
+  }
+  return promptTokens === 0 ? null : cachedTokens / promptTokens;
+}

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { inferFollowUps, mooncakeRows } from "../../bench/traces/kinds/mooncake.ts";
 import { BlockText, PROMPT_OVERHEAD_TOKENS, TRACE_BLOCK_TOKENS } from "../../bench/traces/block-text.ts";
-import { hitConcentration, mooncakeTrace, prefixCeiling, type TimedTrace } from "../../bench/traces/index.ts";
+import { hitConcentration, mooncakeTrace, pooledLruHit, prefixCeiling, type TimedTrace } from "../../bench/traces/index.ts";
 import { shardCeiling } from "../../bench/traces/shard-ceiling.ts";
 
 const content = (trace: TimedTrace, i: number): string => trace.requests[i]?.messages()[0]?.content ?? "";
@@ -150,5 +150,23 @@ describe("the prefix ceiling over shards", () => {
     const one = prefixCeiling(trace).kvHit as number;
     expect(one).toBeGreaterThan(0.8);
     expect(shardCeiling(trace, 4)).toBeCloseTo(one, 12);
+  });
+});
+
+describe("one LRU cache holding a fleet's memory", () => {
+  const request = (blocks: number[]) => ({ id: "r", atMs: 0, after: null, maxTokens: 1, promptTokens: blocks.length * 512, blocks, messages: () => [] });
+
+  it("is the prefix ceiling while everything fits", () => {
+    const trace = { blockTokens: 512, requests: [request([1, 2, 3]), request([1, 2, 4]), request([1, 2, 3, 5])] };
+    expect(pooledLruHit(trace, 512 * 100)).toBeCloseTo(prefixCeiling(trace).kvHit as number, 12);
+  });
+
+  it("evicts the least recently used block, a prefix from its end", () => {
+    // Room for 3 blocks. [1,2,3] then [7]: block 3, the prefix's end, goes; [1,2] still hit.
+    const tail = { blockTokens: 512, requests: [request([1, 2, 3]), request([7]), request([1, 2, 3])] };
+    expect(pooledLruHit(tail, 512 * 3)).toBeCloseTo(1024 / (512 * 7), 12);
+    // [1,2] then [3,4] then [5]: 1 and 2 are the oldest and both go; [1,2] misses entirely.
+    const old = { blockTokens: 512, requests: [request([1, 2]), request([3, 4]), request([5]), request([1, 2])] };
+    expect(pooledLruHit(old, 512 * 3)).toBe(0);
   });
 });
