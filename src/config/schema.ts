@@ -76,7 +76,8 @@ export const DeploymentSchema = z.strictObject({
   headersFromEnv: z.optional(extraHeaders()),
   /**
    * Its share of the group's load relative to the others (2: twice the requests of a weight-1
-   * backend at the same load); the strategies compare in-flight counts divided by it.
+   * backend at the same load); the strategies compare in-flight counts divided by it, and random
+   * draws in proportion to it. round-robin does not read it: it takes every backend in turn.
    */
   weight: z._default(z.number().check(z.minimum(0.01), z.maximum(1000)), 1),
 });
