@@ -76,7 +76,7 @@ export const OPEN_LOOP_SETUPS: Readonly<Record<TimedKind, OpenLoopSetup>> = {
     sloTtftMs: SLO(1),
     timeoutMs: 60_000,
     method:
-      `The Mooncake FAST'25 conversation trace (real timestamps, the whole prompt rendered from its 512-token block ids). Seed s replays another ${MOONCAKE_SLICE_MINUTES}-minute slice of its hour, starting at minute ${MOONCAKE_SLICE_STARTS.slice(0, 3).join(", ")} for seeds 1–3, so the seeds are different traffic, not one slice reshuffled; ` +
+      `The Mooncake FAST'25 conversation trace (real timestamps, the whole prompt rendered from its 512-token block ids). Seed s replays another ${MOONCAKE_SLICE_MINUTES}-minute slice of its hour, starting at minute ${MOONCAKE_SLICE_STARTS.join(", ")} for seeds 1–${MOONCAKE_SLICE_STARTS.length}, so the seeds are different traffic, not one slice reshuffled; ` +
       `each slice at the speed factor bench/traces/fleet-load.ts's speedForLoad gives for ${MOONCAKE_LOAD} load on 4 × a100-7b (its cost model at saturation, with the ideal cache's hits: a router that reaches less of the ceiling loads the fleet more; "load without cache" is that other bound). ` +
       `Time scale 1 (the A100's own latencies); answers as long as the trace's (mean ~350 tokens), ~1,000 streamed tokens/s; the workers' context raised to 262,144 tokens for its prompts of up to 124k tokens. ` +
       `kvgate's defaults take those prompts (a 124k-token prompt is a ~500 KB body against a 4 MiB limit; the fingerprint covers its first 2,048 blocks, ~32k tokens, and later blocks are not hashed).`,

@@ -20,6 +20,7 @@ import {
   type TraceKind,
   type TraceOptions,
 } from "./index.ts";
+import { BLOCK_TOKENS } from "../fleet/presets.ts";
 import { shardCeiling } from "./shard-ceiling.ts";
 import { TIMED_FLAGS, fleetFromFlags, number, timedTraceFromFlags } from "./timed-flags.ts";
 
@@ -81,16 +82,15 @@ function describeTimed(kind: TimedKind, argv: readonly string[]): void {
   console.log(`  prompt tokens mean / max: ${Math.round(prompts.reduce((a, b) => a + b, 0) / n)} / ${Math.max(0, ...prompts)}; output tokens mean ${Math.round(demand.outputTokens / n)}`);
   const ceiling = prefixCeiling(trace);
   console.log(`  kv ceiling (one infinite cache, arrival order): ${round(ceiling.kvHit ?? NaN)}`);
-  // The simulator's blocks are 16 tokens (bench/fleet): a worker's capacity in tokens.
-  const fleetTokens = fleet.workers * fleet.profile.kvCapacityBlocks * 16;
+  const fleetTokens = fleet.workers * fleet.profile.kvCapacityBlocks * BLOCK_TOKENS;
   console.log(`  kv_hit of one LRU cache holding the fleet's whole memory (${fleet.workers} x ${fleet.preset}, ${Math.round(fleetTokens / 1000)}k tokens; not a bound): ${round(pooledLruHit(trace, fleetTokens) ?? NaN)}`);
   const tops = [5, 10, 20];
   const shares = hitConcentration(ceiling.perRequest, tops).map((s) => (s === null ? "–" : round(s, 2)));
   console.log(`  the ${tops.join(" / ")} largest hits carry ${shares.join(" / ")} of the ceiling's cached tokens`);
   for (const shards of (values.shards ?? "").split(",").filter(Boolean).map((v) => positiveInt("--shards", v))) {
-    const over = shardCeiling(trace, shards);
-    const change = over !== null && ceiling.kvHit ? ` (${((over / ceiling.kvHit - 1) * 100).toFixed(1)}%)` : "";
-    console.log(`  over ${shards} shards, each an infinite cache, requests where the shard key sends them: ${round(over ?? NaN, 4)}${change}`);
+    const over = shardCeiling(trace, fleet.workers, shards);
+    const change = over.kvHit !== null && ceiling.kvHit ? ` (${((over.kvHit / ceiling.kvHit - 1) * 100).toFixed(1)}%)` : "";
+    console.log(`  over ${shards} shards of ${fleet.workers} workers, each an infinite cache, requests where the shard key sends them: ${round(over.kvHit ?? NaN, 4)}${change}; requests per shard ${over.requests.join(" / ")}`);
   }
   console.log(`  fleet ${fleet.workers} x ${fleet.preset}, time scale ${fleet.timeScale}: capacity ${round(rateForLoad(demand, fleet, 1), 2)} requests/s with the ceiling's hits, ${round(rateForLoad(noCache, fleet, 1), 2)} with none`);
   console.log(`  load at speed 1: ${round(loadAtSpeed(demand, fleet, 1))} with the ceiling's hits, ${round(loadAtSpeed(noCache, fleet, 1))} with none`);

@@ -1,4 +1,4 @@
-import type { TimedTrace } from "./timed.ts";
+import type { TimedRequest, TimedTrace } from "./timed.ts";
 
 export interface PrefixCeiling {
   /** Σ cached / Σ prompt tokens: the kv_hit no routing over any fleet can beat; null for no tokens. */
@@ -24,10 +24,7 @@ export function prefixCeiling(trace: Pick<TimedTrace, "blockTokens" | "requests"
   let cachedTokens = 0;
   for (const request of trace.requests) {
     const again = seenChains.has(request.blocks);
-    let cached = 0;
-    for (let i = 0; i < request.blocks.length && (again || seen.has(request.blocks[i] ?? -1)); i++) {
-      cached += Math.min(trace.blockTokens, request.promptTokens - i * trace.blockTokens);
-    }
+    const cached = leadingCachedTokens(request, trace.blockTokens, (block) => again || seen.has(block));
     if (!again) {
       for (const block of request.blocks) seen.add(block);
       seenChains.add(request.blocks);
@@ -39,11 +36,18 @@ export function prefixCeiling(trace: Pick<TimedTrace, "blockTokens" | "requests"
   return { kvHit: promptTokens === 0 ? null : cachedTokens / promptTokens, promptTokens, cachedTokens, perRequest };
 }
 
+/** The tokens of `request`'s leading blocks that `cached` holds, up to the first it does not: a partial last block counts its own tokens. */
+function leadingCachedTokens(request: Pick<TimedRequest, "blocks" | "promptTokens">, blockTokens: number, cached: (block: number) => boolean): number {
+  let tokens = 0;
+  for (let i = 0; i < request.blocks.length && cached(request.blocks[i] as number); i++) tokens += Math.min(blockTokens, request.promptTokens - i * blockTokens);
+  return tokens;
+}
+
 /**
  * The share of the ceiling's cached tokens that its `top` largest hits carry, for each count in
  * `tops` (null when nothing is cached). Where a few requests carry most of the hits, whether each
- * of them still finds its prefix cached moves a run's kv_hit by whole percents: the trace's own
- * noise floor for comparing two routers' kv_hit.
+ * of them still finds its prefix cached can move a run's kv_hit by whole percents: a hint of how
+ * far two runs' kv_hit may differ for reasons no router controls.
  */
 export function hitConcentration(perRequest: readonly number[], tops: readonly number[]): (number | null)[] {
   const total = perRequest.reduce((a, b) => a + b, 0);
@@ -67,9 +71,7 @@ export function pooledLruHit(trace: Pick<TimedTrace, "blockTokens" | "requests">
   let promptTokens = 0;
   let cachedTokens = 0;
   for (const request of trace.requests) {
-    for (let i = 0; i < request.blocks.length && lru.has(request.blocks[i] ?? -1); i++) {
-      cachedTokens += Math.min(trace.blockTokens, request.promptTokens - i * trace.blockTokens);
-    }
+    cachedTokens += leadingCachedTokens(request, trace.blockTokens, (block) => lru.has(block));
     for (let i = request.blocks.length - 1; i >= 0; i--) {
       const block = request.blocks[i] as number;
       lru.delete(block);

@@ -1,35 +1,41 @@
-import { GroupSettingsSchema } from "../../src/config/schema.ts";
 import type { ChatCompletionRequest } from "../../src/openai/requests.ts";
 import { chatFingerprint } from "../../src/prefix/fingerprint.ts";
-import { ShardKeys } from "../../src/sharding/shard-key.ts";
-import { shardOrder } from "../../src/sharding/shard-order.ts";
-import type { TimedTrace } from "./timed.ts";
+import { ShardChoice } from "../../src/sharding/shard-choice.ts";
+import { group } from "../route-object/workload.ts";
+import { prefixCeiling } from "./prefix-ceiling.ts";
+import type { TimedRequest, TimedTrace } from "./timed.ts";
+
+export interface ShardCeiling {
+  /** Σ cached / Σ prompt tokens over every shard; null for no tokens. */
+  kvHit: number | null;
+  /** Requests each shard took. */
+  requests: number[];
+}
 
 /**
- * The prefix ceiling (prefix-ceiling.ts) of a group split over `shards` equal shards: each shard one
- * infinite cache, each request sent, in arrival order, to the shard the gateway's own shard key
- * puts it on (src/sharding/shard-key.ts and shard-order.ts, one isolate, the group's default
- * block size) — and never elsewhere: no bounded loads, no eviction, no timing. Against the
- * one-cache ceiling it is what the key alone costs, which a run on the fleet cannot tell apart
- * from its run-to-run noise where a few requests carry most of the hits.
+ * The prefix ceiling (prefix-ceiling.ts) of a group of `workers` split over `shards` routing
+ * objects: each shard one infinite cache, each request, in arrival order, on the shard the
+ * gateway's own ShardChoice puts it first (the group's default block size, the workers' partition
+ * and weights, one isolate) — and never elsewhere: no request is in flight, so bounded loads move
+ * nothing, and nothing is evicted. Against the one-cache ceiling it is what the shard key alone
+ * costs, which a run on the fleet cannot tell apart from its run-to-run spread where a few
+ * requests carry most of the hits.
  */
-export function shardCeiling(trace: Pick<TimedTrace, "blockTokens" | "requests">, shards: number): number | null {
-  const settings = GroupSettingsSchema.parse({ name: "ceiling" });
-  const fingerprint = { blockChars: settings.blockChars, maxBlocks: settings.maxPrefixBlocks };
-  const weights = new Array<number>(shards).fill(1);
-  const keys = new ShardKeys();
-  const seen = Array.from({ length: shards }, () => new Set<number>());
-  let prompt = 0;
-  let cached = 0;
+export function shardCeiling(trace: Pick<TimedTrace, "blockTokens" | "requests">, workers: number, shards: number): ShardCeiling {
+  const g = group(workers, shards);
+  const fingerprint = { blockChars: g.blockChars, maxBlocks: g.maxPrefixBlocks };
+  const choice = new ShardChoice();
+  const perShard: TimedRequest[][] = Array.from({ length: shards }, () => []);
   for (const request of trace.requests) {
-    const chain = chatFingerprint({ model: "ceiling", messages: request.messages() } as ChatCompletionRequest, fingerprint);
-    const shard = shards === 1 ? 0 : (shardOrder(keys.keyOf(chain, shards), weights)[0] as number);
-    const cache = seen[shard] as Set<number>;
-    for (let i = 0; i < request.blocks.length && cache.has(request.blocks[i] as number); i++) {
-      cached += Math.min(trace.blockTokens, request.promptTokens - i * trace.blockTokens);
-    }
-    for (const block of request.blocks) cache.add(block);
-    prompt += request.promptTokens;
+    const chain = chatFingerprint({ model: g.name, messages: request.messages() } as ChatCompletionRequest, fingerprint);
+    (perShard[choice.order(g, chain).order[0] as number] as TimedRequest[]).push(request);
   }
-  return prompt === 0 ? null : cached / prompt;
+  let promptTokens = 0;
+  let cachedTokens = 0;
+  for (const requests of perShard) {
+    const c = prefixCeiling({ blockTokens: trace.blockTokens, requests });
+    promptTokens += c.promptTokens;
+    cachedTokens += c.cachedTokens;
+  }
+  return { kvHit: promptTokens === 0 ? null : cachedTokens / promptTokens, requests: perShard.map((r) => r.length) };
 }

@@ -131,25 +131,34 @@ describe("the prefix ceiling over shards", () => {
 
   it("is the one-cache ceiling over one shard, and never above it over more", () => {
     const one = prefixCeiling(slice).kvHit as number;
-    expect(shardCeiling(slice, 1)).toBeCloseTo(one, 12);
-    for (const shards of [2, 4, 8]) expect(shardCeiling(slice, shards)).toBeLessThanOrEqual(one);
+    expect(shardCeiling(slice, 4, 1).kvHit).toBeCloseTo(one, 12);
+    for (const shards of [2, 3, 4]) expect(shardCeiling(slice, 4, shards).kvHit).toBeLessThanOrEqual(one);
   });
 
-  it("keeps a conversation whose turns each extend the last on one shard: nothing lost", () => {
-    // Turn k's prompt is turn k−1's with one more exchange: blocks 1..k of 512 tokens each.
-    const turn = (k: number) => ({
-      id: `t${k}`,
-      atMs: k,
-      after: k > 1 ? k - 2 : null,
-      maxTokens: 1,
-      promptTokens: 512 * k,
-      blocks: Array.from({ length: k }, (_, i) => i + 1),
-      messages: () => Array.from({ length: k }, (_, i) => ({ role: "user" as const, content: `question ${i} `.repeat(40) })),
-    });
-    const trace = { blockTokens: 512, requests: Array.from({ length: 12 }, (_, i) => turn(i + 1)) };
-    const one = prefixCeiling(trace).kvHit as number;
-    expect(one).toBeGreaterThan(0.8);
-    expect(shardCeiling(trace, 4)).toBeCloseTo(one, 12);
+  it("spreads conversations over the shards by their key, each conversation's turns on one shard: nothing lost", () => {
+    // 40 conversations with their own first message; turn k is turn k−1 with one more exchange.
+    let block = 0;
+    const requests = [];
+    for (let c = 0; c < 40; c++) {
+      const blocks: number[] = [];
+      for (let k = 1; k <= 4; k++) {
+        blocks.push(++block);
+        const upTo = k;
+        requests.push({
+          id: `c${c}t${k}`,
+          atMs: requests.length,
+          after: null,
+          maxTokens: 1,
+          promptTokens: 512 * k,
+          blocks: [...blocks],
+          messages: () => Array.from({ length: upTo }, (_, i) => ({ role: "user" as const, content: `conversation ${c} question ${i} `.repeat(30) })),
+        });
+      }
+    }
+    const trace = { blockTokens: 512, requests };
+    const over = shardCeiling(trace, 4, 4);
+    expect(over.requests.every((n) => n >= 20)).toBe(true);
+    expect(over.kvHit).toBeCloseTo(prefixCeiling(trace).kvHit as number, 12);
   });
 });
 
@@ -159,6 +168,11 @@ describe("one LRU cache holding a fleet's memory", () => {
   it("is the prefix ceiling while everything fits", () => {
     const trace = { blockTokens: 512, requests: [request([1, 2, 3]), request([1, 2, 4]), request([1, 2, 3, 5])] };
     expect(pooledLruHit(trace, 512 * 100)).toBeCloseTo(prefixCeiling(trace).kvHit as number, 12);
+  });
+
+  it("counts a partial last block by its own tokens", () => {
+    const partial = { blockTokens: 512, requests: [request([1, 2]), { ...request([1, 2]), promptTokens: 600 }] };
+    expect(pooledLruHit(partial, 512 * 100)).toBeCloseTo(600 / 1624, 12);
   });
 
   it("evicts the least recently used block, a prefix from its end", () => {

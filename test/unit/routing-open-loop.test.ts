@@ -334,3 +334,11 @@ describe("the other routing benchmarks' reports", () => {
     }
   });
 });
+
+describe("an open-loop section with sharded runs", () => {
+  it("pairs each sharded run with one object's run of the same seed, under the trace's table", () => {
+    const r = results();
+    r.open_loop_runs = [...(r.open_loop_runs ?? []), ...[1, 2, 3].map((seed) => open("prefix-aware@2", seed, [0.0882, 0.098, 0.1078][seed - 1] as number, 900, 3600))];
+    expect(renderReport(r)).toContain("kv_hit over shards against one object's (`prefix-aware`), paired by seed: prefix-aware@2 median 0.0%, mean 0.0% (per seed −10.0%, 0.0%, +10.0%).");
+  });
+});
