@@ -86,7 +86,10 @@ export function renderReport(results: RoutingResults, related: readonly RelatedR
       if (fp.length > 0) lines.push(`Working set (distinct prompt tokens, seed 1): ${fp.map((x) => `${x.sessions} sessions ${Math.round(x.working_set_tokens / 1000)}k`).join(", ")}.`, "");
       lines.push(`| sessions | kv_hit ceiling | ${strategies.map((s) => `${s} kv_hit · TTFT p50 / p95 ms`).join(" | ")} |`);
       lines.push(`| --- | --- | ${strategies.map(() => "---").join(" | ")} |`);
+      const sharded: string[] = [];
       for (const n of axis(runs, (r) => r.sessions).sort((a, b) => a - b)) {
+        const paired = shardPairsLine(runs.filter((r) => r.sessions === n));
+        if (paired) sharded.push(`- ${n} sessions: ${paired}`);
         const row = strategies.map((s) => {
           const c = cells.get(key(regime, trace, n, s));
           if (!c) return "–";
@@ -98,12 +101,7 @@ export function renderReport(results: RoutingResults, related: readonly RelatedR
         lines.push(`| ${n} | ${ceilText} | ${row.join(" | ")} |`);
       }
       lines.push("");
-      const sharded = axis(runs, (r) => r.sessions)
-        .sort((a, b) => a - b)
-        .map((n) => [n, shardPairsLine(runs.filter((r) => r.sessions === n))] as const)
-        .filter((x): x is readonly [number, string] => x[1] !== null);
-      for (const [n, line] of sharded) lines.push(`- ${n} sessions: ${line}`);
-      if (sharded.length > 0) lines.push("");
+      if (sharded.length > 0) lines.push(...sharded, "");
     }
   }
   lines.push(...renderOpenLoopSections(results));

@@ -1,4 +1,4 @@
-import { median } from "../stats/quantiles.ts";
+import { ascending, median } from "../stats/quantiles.ts";
 import { kvgateRouter } from "./matrix.ts";
 
 /** What a run of one point needs for the comparison: its router, its seed, its kv_hit. */
@@ -46,18 +46,17 @@ function pct(x: number): string {
   return `${tenths > 0 ? "+" : tenths < 0 ? "−" : ""}${(Math.abs(tenths) / 10).toFixed(1)}%`;
 }
 
-/** The median of an odd count; of an even one both middle changes, since the lower alone may carry a sign the other does not. */
-function middle(changes: readonly number[]): string {
-  const sorted = [...changes].sort((a, b) => a - b);
-  const half = sorted.length >> 1;
-  if (sorted.length % 2 === 1) return `median ${pct(sorted[half] as number)}`;
-  return `median between ${pct(sorted[half - 1] as number)} and ${pct(sorted[half] as number)}`;
+/** The median of an odd count; of an even one both middle changes, since the lower (the median's rule) alone may carry a sign the other does not. */
+function middle(p: ShardPair): string {
+  const lower = pct(p.median as number);
+  if (p.changes.length % 2 === 1) return `median ${lower}`;
+  return `median between ${lower} and ${pct(ascending(p.changes)[p.changes.length >> 1] as number)}`;
 }
 
 /** The comparison in words, for routing.md; null when the point has no sharded runs beside one object's. */
 export function shardPairsLine(runs: readonly SeededKvHit[]): string | null {
   const pairs = shardPairs(runs).filter((p) => p.changes.length > 0);
   if (pairs.length === 0) return null;
-  const parts = pairs.map((p) => `${p.router} ${middle(p.changes)}, mean ${pct(p.mean as number)} (per seed ${p.changes.map(pct).join(", ")})`);
+  const parts = pairs.map((p) => `${p.router} ${middle(p)}, mean ${pct(p.mean as number)} (per seed ${p.changes.map(pct).join(", ")})`);
   return `kv_hit over shards against one object's (\`prefix-aware\`), paired by seed: ${parts.join("; ")}.`;
 }
