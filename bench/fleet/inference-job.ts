@@ -1,8 +1,8 @@
 import type { ServerResponse } from "node:http";
 import { sendJson } from "./http-replies.ts";
-import { outputText } from "./output-text.ts";
 import { BLOCK_TOKENS } from "./presets.ts";
-import { textBlocks, type PromptBlocks } from "./prompt-blocks.ts";
+import { admitPrompt, cacheAnswer } from "./prompt-cache.ts";
+import type { PromptBlocks } from "./prompt-blocks.ts";
 import type { Sequence } from "./scheduler.ts";
 import { SseWriter } from "./sse-writer.ts";
 import type { FinishReason, ResponseHead, UsageCounts, WireFormat } from "./wire-format.ts";
@@ -64,11 +64,7 @@ export class InferenceJob implements Sequence {
 
   admit(): number {
     const { prompt } = this.spec;
-    // vLLM always recomputes at least the last prompt token, so a fully cached prompt hits one
-    // block short when its length is a multiple of the block size.
-    const limit = Math.floor((prompt.tokens - 1) / BLOCK_TOKENS);
-    this.cachedTokens = this.ctx.cache.match(prompt.chain, limit) * BLOCK_TOKENS;
-    this.ctx.cache.insert(prompt.chain);
+    this.cachedTokens = admitPrompt(this.ctx.cache, prompt);
     this.ctx.counters.promptTokens += prompt.tokens;
     this.ctx.counters.cachedTokens += this.cachedTokens;
     return prompt.tokens - this.cachedTokens;
@@ -114,11 +110,9 @@ export class InferenceJob implements Sequence {
     }
   }
 
-  /** The answer's KV blocks stay cached, so the conversation's next turn hits through it. */
   private cacheAnswer(): void {
     const { promptText, prompt } = this.spec;
-    if (promptText === null) return;
-    this.ctx.cache.insert(textBlocks(promptText + outputText(this.outputTokens), prompt.chain).chain);
+    if (promptText !== null) cacheAnswer(this.ctx.cache, promptText, prompt, this.outputTokens);
   }
 
   private abort(): void {

@@ -1,6 +1,6 @@
-import type { TimedTrace } from "../traces/timed.ts";
+import type { TimedRequest, TimedTrace } from "../traces/timed.ts";
 import { startQueueSampler, type QueueSamples } from "./queue-sampler.ts";
-import { endpointFor, sendTurn, type Endpoint } from "./send-turn.ts";
+import { endpointFor, sendTurn } from "./send-turn.ts";
 import type { ReplayOptions, RequestResult } from "./types.ts";
 
 /**
@@ -52,12 +52,15 @@ const DEFAULT_METRICS_INTERVAL_MS = 250;
 
 /** Resolves when every request has been answered, failed, or not sent; a failure is recorded, never thrown. */
 export async function replayOpenLoop(trace: TimedTrace, opts: OpenLoopOptions): Promise<OpenLoopResult> {
-  checkSchedule(trace, opts.arrivalsMs);
   const endpoint = endpointFor(opts);
   const sampler = opts.metricsUrls?.length ? startQueueSampler(opts.metricsUrls, opts.metricsIntervalMs ?? DEFAULT_METRICS_INTERVAL_MS) : null;
   const started = performance.now();
+  const send: SendRequest = (request, turn, done) => {
+    const messagesJson = request.messages().map((m) => JSON.stringify(m));
+    void sendTurn(endpoint, { session: request.id, turn, messagesJson, maxTokens: request.maxTokens, collectText: false }).then(({ result }) => done(result));
+  };
   try {
-    const requests = await new OpenLoopRun(trace, opts, endpoint, started).run();
+    const requests = await new Promise<OpenLoopRequest[]>((resolve) => scheduleOpenLoop(trace, opts, send, () => performance.now() - started, resolve));
     const wallMs = performance.now() - started;
     return { requests, wallMs, serverQueue: sampler ? await sampler.stop() : null };
   } finally {
@@ -65,6 +68,26 @@ export async function replayOpenLoop(trace: TimedTrace, opts: OpenLoopOptions): 
     await sampler?.stop();
     endpoint.agent.destroy();
   }
+}
+
+/** Sends one request of the trace (`turn`: its depth in its conversation) and calls `done` once with how it went; it never throws. */
+export type SendRequest = (request: TimedRequest, turn: number, done: (result: RequestResult) => void) => void;
+
+/**
+ * The open-loop schedule itself, over any way of sending: each request goes out through `send`
+ * at its arrival time by `now` (ms from the start) and the timers, under the rules above, and
+ * `finish` gets every request once all have ended. replayOpenLoop sends over HTTP on the wall
+ * clock; bench/virtual/ sends to the simulator's engine in virtual time.
+ */
+export function scheduleOpenLoop(
+  trace: TimedTrace,
+  opts: Pick<OpenLoopOptions, "arrivalsMs" | "maxInFlight" | "maxDurationMs">,
+  send: SendRequest,
+  now: () => number,
+  finish: (requests: OpenLoopRequest[]) => void,
+): void {
+  checkSchedule(trace, opts.arrivalsMs);
+  new OpenLoopRun(trace, opts, send, now, finish).run();
 }
 
 function checkSchedule(trace: TimedTrace, arrivalsMs: readonly number[]): void {
@@ -91,19 +114,20 @@ class OpenLoopRun {
   private readonly maxDurationMs: number;
   private readonly trace: TimedTrace;
   private readonly arrivalsMs: readonly number[];
-  private readonly endpoint: Endpoint;
-  private readonly started: number;
+  private readonly send: SendRequest;
+  private readonly now: () => number;
   private inFlight = 0;
   private held = 0;
   private next = 0;
   private timer: NodeJS.Timeout | undefined;
-  private finish: (requests: OpenLoopRequest[]) => void = () => {};
+  private readonly finish: (requests: OpenLoopRequest[]) => void;
 
-  constructor(trace: TimedTrace, opts: OpenLoopOptions, endpoint: Endpoint, started: number) {
+  constructor(trace: TimedTrace, opts: Pick<OpenLoopOptions, "arrivalsMs" | "maxInFlight" | "maxDurationMs">, send: SendRequest, now: () => number, finish: (requests: OpenLoopRequest[]) => void) {
     this.trace = trace;
     this.arrivalsMs = opts.arrivalsMs;
-    this.endpoint = endpoint;
-    this.started = started;
+    this.send = send;
+    this.now = now;
+    this.finish = finish;
     const n = trace.requests.length;
     this.results = new Array<OpenLoopRequest | undefined>(n);
     this.state = new Array<State>(n).fill("waiting");
@@ -115,15 +139,8 @@ class OpenLoopRun {
     this.maxDurationMs = opts.maxDurationMs ?? Infinity;
   }
 
-  run(): Promise<OpenLoopRequest[]> {
-    return new Promise((resolve) => {
-      this.finish = resolve;
-      this.tick();
-    });
-  }
-
-  private now(): number {
-    return performance.now() - this.started;
+  run(): void {
+    this.tick();
   }
 
   /** Lets in every request whose time has come, then sleeps until the next one's. */
@@ -161,26 +178,20 @@ class OpenLoopRun {
   private ready(i: number, readyMs: number): void {
     if (readyMs > this.maxDurationMs) return this.notSent(i, "cut", readyMs);
     if (this.inFlight >= this.maxInFlight) return this.notSent(i, "overflow", readyMs);
-    void this.send(i, readyMs);
+    this.sendOne(i, readyMs);
   }
 
-  private async send(i: number, readyMs: number): Promise<void> {
+  private sendOne(i: number, readyMs: number): void {
     const request = this.trace.requests[i];
     if (!request) return;
     this.state[i] = "in-flight";
     this.inFlight++;
-    const messagesJson = request.messages().map((m) => JSON.stringify(m));
     const sentMs = this.now();
-    const { result } = await sendTurn(this.endpoint, {
-      session: request.id,
-      turn: this.depth[i] ?? 0,
-      messagesJson,
-      maxTokens: request.maxTokens,
-      collectText: false,
+    this.send(request, this.depth[i] ?? 0, (result) => {
+      this.inFlight--;
+      this.results[i] = { ...result, index: i, outcome: "sent", scheduledMs: this.scheduled(i), readyMs, sentMs };
+      this.ended(i);
     });
-    this.inFlight--;
-    this.results[i] = { ...result, index: i, outcome: "sent", scheduledMs: this.scheduled(i), readyMs, sentMs };
-    this.ended(i);
   }
 
   private notSent(i: number, outcome: Exclude<Outcome, "sent">, readyMs: number): void {

@@ -1,4 +1,4 @@
-import { ascending, median } from "../stats/quantiles.ts";
+import { ascending, mean, median } from "../stats/quantiles.ts";
 import { kvgateRouter } from "./matrix.ts";
 
 /** What a run of one point needs for the comparison: its router, its seed, its kv_hit. */
@@ -36,7 +36,7 @@ export function shardPairs(runs: readonly SeededKvHit[]): ShardPair[] {
       .filter((r) => r.strategy === router && r.kv_hit !== null && base.has(r.seed))
       .sort((a, b) => a.seed - b.seed)
       .map((r) => (r.kv_hit as number) / (base.get(r.seed) as number) - 1);
-    return { router, changes, median: median(changes), mean: changes.length === 0 ? null : changes.reduce((a, b) => a + b, 0) / changes.length };
+    return { router, changes, median: median(changes), mean: changes.length === 0 ? null : mean(changes) };
   });
 }
 

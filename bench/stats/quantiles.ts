@@ -52,3 +52,10 @@ export function medianBy<T>(items: readonly T[], key: (item: T) => number): T {
   const sorted = [...items].sort((a, b) => key(a) - key(b));
   return sorted[rankIndex(sorted.length, 50)] as T;
 }
+
+/** The arithmetic mean; NaN when there are no values. */
+export function mean(values: readonly number[]): number {
+  let sum = 0;
+  for (const x of values) sum += x;
+  return values.length === 0 ? NaN : sum / values.length;
+}
