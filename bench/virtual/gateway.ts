@@ -1,0 +1,129 @@
+import type { ResolvedGroup } from "../../src/config/load.ts";
+import { GroupRouter } from "../../src/routing/group-router.ts";
+import type { Rng } from "../../src/routing/policy.ts";
+import type { LeaseOutcome, LeaseRelease, LeaseRenewal, RouteDecision } from "../../src/routing/protocol.ts";
+import { groupShards } from "../../src/sharding/partition.ts";
+import { ShardChoice } from "../../src/sharding/shard-choice.ts";
+
+/** The Worker's release flush (config releaseFlushMs, default 10). */
+const FLUSH_MS = 10;
+
+interface Held {
+  renewal: LeaseRenewal;
+  renewedAt: number;
+}
+
+/** One routing object of the group (the group's, or a shard's), with what the Worker keeps for it. */
+interface GroupObject {
+  readonly name: string;
+  readonly router: GroupRouter;
+  /** Finished leases waiting to ride along with the next call, or the flush. */
+  pending: LeaseRelease[];
+  flushArmed: boolean;
+  readonly held: Map<string, Held>;
+}
+
+/** A decision, and the object whose lease it is. */
+export interface VirtualLease {
+  readonly decision: RouteDecision;
+  readonly object: GroupObject;
+  readonly timer: ReturnType<typeof setInterval>;
+}
+
+/**
+ * kvgate's routing for one group in one process: its objects' GroupRouter (the Durable Object's
+ * routing, as deployed) and the Worker's side of them as workers/gateway/route-client.ts has it —
+ * a sharded group's ShardChoice with bounded loads, finished leases riding along with the next
+ * route call or flushed after 10 ms, held leases renewed every leaseTtlMs / 3. What it leaves out
+ * is what a process cannot stand in for: workerd, the RPC and the network between the Worker, the
+ * object and the GPUs (each takes no time here), and other isolates (there is one Worker).
+ */
+export class VirtualGateway {
+  private readonly group: ResolvedGroup;
+  private readonly now: () => number;
+  private readonly objects: GroupObject[];
+  private readonly choice = new ShardChoice();
+
+  constructor(group: ResolvedGroup, rng: Rng, now: () => number) {
+    this.group = group;
+    this.now = now;
+    const sharded = group.shards > 1;
+    const shards = sharded ? groupShards(group) : null;
+    const names = shards ? shards.objectNames : [group.name];
+    const views = shards ? shards.views : [group];
+    this.objects = names.map((name, s) => {
+      const router = new GroupRouter(group.name, rng);
+      router.install(views[s] as ResolvedGroup, now());
+      return { name, router, pending: [], flushArmed: false, held: new Map() };
+    });
+  }
+
+  /** Leases the objects count: every one they gave out and were not given back. */
+  get leases(): number {
+    return this.objects.reduce((n, o) => n + o.router.leaseCount, 0);
+  }
+
+  /** A backend for the prompt's chain, its slot taken; null when every object refused. */
+  route(chain: readonly number[]): VirtualLease | null {
+    const now = this.now();
+    if (!(this.group.shards > 1)) return this.routeOn(this.objects[0] as GroupObject, chain, now);
+    const { order } = this.choice.order(this.group, chain, now);
+    for (const s of order) {
+      const object = this.objects[s] as GroupObject;
+      this.choice.sent(object.name);
+      const lease = this.routeOn(object, chain, now);
+      if (lease) {
+        this.choice.answered(object.name, lease.decision.inFlight, now);
+        return lease;
+      }
+      this.choice.ended(object.name);
+    }
+    return null;
+  }
+
+  /** Ends a lease with its outcome, as the Worker's attempt does when its answer ends. */
+  settle(lease: VirtualLease, outcome: LeaseOutcome, end: Pick<LeaseRelease, "ttftMs" | "durationMs" | "usage" | "streamed"> = {}): void {
+    const { object, decision } = lease;
+    clearInterval(lease.timer);
+    object.held.delete(decision.lease);
+    if (this.group.shards > 1) this.choice.ended(object.name);
+    object.pending.push({ lease: decision.lease, outcome, ...end });
+    if (object.flushArmed) return;
+    object.flushArmed = true;
+    setTimeout(() => {
+      object.flushArmed = false;
+      this.flush(object);
+    }, FLUSH_MS);
+  }
+
+  /** The route call: the releases and due renewals ride along, then the object routes. */
+  private routeOn(object: GroupObject, chain: readonly number[], now: number): VirtualLease | null {
+    this.deliver(object, now);
+    const answer = object.router.route(this.group.version, chain, [], now);
+    if ("refused" in answer) return null;
+    const everyMs = this.group.leaseTtlMs / 3;
+    const held: Held = { renewal: { lease: answer.lease, version: this.group.version, backendId: answer.backendId }, renewedAt: now };
+    object.held.set(answer.lease, held);
+    const timer = setInterval(() => {
+      if (this.now() - held.renewedAt >= everyMs / 2) this.flush(object);
+    }, everyMs);
+    return { decision: answer, object, timer };
+  }
+
+  private flush(object: GroupObject): void {
+    this.deliver(object, this.now());
+  }
+
+  /** What waits for `object` — finished leases, renewals not sent for half their interval — delivered to it. */
+  private deliver(object: GroupObject, now: number): void {
+    const released = object.pending;
+    object.pending = [];
+    for (const r of released) object.router.release(r, now);
+    const everyMs = this.group.leaseTtlMs / 3;
+    for (const h of object.held.values()) {
+      if (now - h.renewedAt < everyMs / 2) continue;
+      h.renewedAt = now;
+      object.router.renew(h.renewal, now);
+    }
+  }
+}

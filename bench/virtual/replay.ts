@@ -1,0 +1,119 @@
+import type { ResolvedGroup } from "../../src/config/load.ts";
+import { ChatCompletionRequestSchema } from "../../src/openai/requests.ts";
+import { chatFingerprint } from "../../src/prefix/fingerprint.ts";
+import type { GpuProfile } from "../fleet/presets.ts";
+import { renderChat } from "../fleet/prompt-render.ts";
+import { textBlocks } from "../fleet/prompt-blocks.ts";
+import { scheduleOpenLoop, type OpenLoopRequest, type OpenLoopResult, type SendRequest } from "../replay/open-loop.ts";
+import type { RequestResult } from "../replay/types.ts";
+import type { TimedTrace } from "../traces/timed.ts";
+import { mulberry32 } from "../traces/prng.ts";
+import type { Ticket } from "../fleet/scheduler.ts";
+import { inVirtualTime } from "./clock.ts";
+import { VirtualWorker } from "./fleet.ts";
+import { VirtualGateway } from "./gateway.ts";
+
+export interface VirtualReplayOptions {
+  trace: TimedTrace;
+  arrivalsMs: readonly number[];
+  /** kvgate's group in front of the fleet, one deployment per worker (bench/routing/kvgate-config.ts). */
+  group: ResolvedGroup;
+  /** Every worker's profile, at the run's time scale. */
+  profile: GpuProfile;
+  model: string;
+  /** A request not answered in full this long after it was sent is an error, and the client leaves. */
+  timeoutMs: number;
+  /**
+   * Seeds the routers' draws (ties, random picks) and each request's hop from the gateway to its
+   * worker: a time drawn between 0 and `hopMs`. The hops stand for what the HTTP path takes
+   * (kvgate's own ~1 ms, the sockets); they also make each seed another of the paths the same
+   * traffic can take, as two runs of bench:routing on a busy machine are.
+   */
+  seed: number;
+  hopMs: number;
+  /** Requests open at once at most, as the HTTP replay has it. */
+  maxInFlight: number;
+  /** Told, once every timer has run, how many leases the routing objects still count (a leak if any). */
+  onEnd?: (end: { leases: number }) => void;
+}
+
+/**
+ * An open-loop replay of `trace` through kvgate's routing (VirtualGateway) to the simulator's
+ * engine (VirtualWorker), in virtual time: the same schedule as bench:routing's open-loop runs
+ * (bench/replay/open-loop.ts's rules, its arrival times), the same request bodies, fingerprinted
+ * as the Worker does and rendered as the simulated worker does, and the same client timeout. A
+ * run takes seconds instead of minutes and gives the same figures every time for the same inputs.
+ */
+export function replayVirtual(o: VirtualReplayOptions): OpenLoopResult {
+  return inVirtualTime((clock) => {
+    const gateway = new VirtualGateway(o.group, mulberry32(o.seed).next, clock.now);
+    const hop = mulberry32(o.seed ^ 0x5bd1e995).next;
+    const workers = o.group.deployments.map(() => new VirtualWorker(o.profile));
+    const workerOf = new Map(o.group.deployments.map((d, i) => [d.id, workers[i] as VirtualWorker]));
+    const fingerprint = { blockChars: o.group.blockChars, maxBlocks: o.group.maxPrefixBlocks };
+
+    const send: SendRequest = (request, turn, done) => {
+      const sentAt = clock.now();
+      const body = { model: o.model, messages: request.messages(), max_tokens: request.maxTokens, stream: true, stream_options: { include_usage: true } };
+      const outcome = (status: number, error: string | null, extra: Partial<RequestResult> = {}): RequestResult => ({
+        session: request.id,
+        turn,
+        status,
+        error,
+        ttftMs: null,
+        totalMs: clock.now() - sentAt,
+        promptTokens: null,
+        cachedTokens: null,
+        completionTokens: null,
+        backend: null,
+        reason: null,
+        ...extra,
+      });
+      const parsed = ChatCompletionRequestSchema.safeParse(body);
+      const rendered = renderChat(body);
+      if (!parsed.success || !rendered.ok || !("text" in rendered)) return done(outcome(400, "the trace's request is not a valid chat request"));
+      const lease = gateway.route(chatFingerprint(parsed.data, fingerprint));
+      if (!lease) return done(outcome(503, "no backend could take the request"));
+      const routed = { backend: lease.decision.backendId, reason: lease.decision.reason };
+      if (textBlocks(rendered.text).tokens + request.maxTokens > o.profile.maxModelLen) {
+        gateway.settle(lease, "rejected");
+        return done(outcome(400, "past the model's context", routed));
+      }
+      let firstAt: number | null = null;
+      let over = false;
+      let ticket: Ticket | null = null;
+      const worker = workerOf.get(lease.decision.backendId) as VirtualWorker;
+      const arrive = () => {
+        if (over) return;
+        ticket = worker.generate(rendered.text, request.maxTokens, {
+          firstToken: () => (firstAt = clock.now()),
+          done: (usage) => {
+            if (over) return;
+            over = true;
+            clearTimeout(timeout);
+            const ttftMs = firstAt === null ? null : firstAt - sentAt;
+            gateway.settle(lease, "ok", { ...(ttftMs === null ? {} : { ttftMs }), durationMs: clock.now() - sentAt });
+            done(outcome(200, null, { ...routed, ttftMs, promptTokens: usage.prompt, cachedTokens: usage.cached, completionTokens: usage.completion }));
+          },
+        });
+      };
+      setTimeout(arrive, hop() * o.hopMs);
+      const timeout = setTimeout(() => {
+        if (over) return;
+        over = true;
+        // The client leaves; the gateway sees it go and the engine drops the sequence.
+        ticket?.cancel();
+        gateway.settle(lease, "client-abort");
+        done(outcome(200, `no complete answer within ${o.timeoutMs} ms`, routed));
+      }, o.timeoutMs);
+    };
+
+    let requests: OpenLoopRequest[] | null = null;
+    scheduleOpenLoop(o.trace, { arrivalsMs: o.arrivalsMs, maxInFlight: o.maxInFlight }, send, clock.now, (r) => (requests = r));
+    return () => {
+      if (!requests) throw new Error("the virtual replay ended with requests still open");
+      o.onEnd?.({ leases: gateway.leases });
+      return { requests, wallMs: clock.now(), serverQueue: null };
+    };
+  });
+}

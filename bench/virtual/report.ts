@@ -1,0 +1,120 @@
+import { mean } from "../stats/quantiles.ts";
+import { OPEN_LOOP_SETUPS } from "../routing/open-loop-matrix.ts";
+import type { TimedKind } from "../traces/index.ts";
+import type { VirtualRun } from "./point.ts";
+import { pooled, ratioWithInterval, type Ratio } from "./stats.ts";
+
+export interface VirtualResults {
+  command: string;
+  date: string;
+  commit: string;
+  hop_ms: number;
+  jitter_seeds: number;
+  runs: VirtualRun[];
+}
+
+/** Issue 15: a group over shards keeps one object's kv_hit within this much. */
+export const SHARD_KV_TOLERANCE = 0.02;
+
+const kv = (r: VirtualRun) => r.kv_hit;
+const p50 = (r: VirtualRun) => r.ttft_ms.p50;
+const p95 = (r: VirtualRun) => r.ttft_ms.p95;
+const p99 = (r: VirtualRun) => r.ttft_ms.p99;
+
+const f3 = (x: number) => (Number.isFinite(x) ? x.toFixed(3) : "–");
+const f4 = (x: number) => (Number.isFinite(x) ? x.toFixed(4) : "–");
+const ms = (x: number) => (Number.isFinite(x) ? String(Math.round(x)) : "–");
+const pct = (x: number) => `${x >= 1 ? "+" : "−"}${Math.abs((x - 1) * 100).toFixed(1)}%`;
+const interval = (r: Ratio) => `${f3(r.ratio)} (${f3(r.low)}–${f3(r.high)})`;
+
+/** Whether an interval of a ratio shows it within `tolerance` of 1, shows it outside, or shows neither. */
+export function verdict(r: Ratio, tolerance: number): "within" | "outside" | "not shown" {
+  if (r.low >= 1 - tolerance && r.high <= 1 + tolerance) return "within";
+  if (r.high < 1 - tolerance || r.low > 1 + tolerance) return "outside";
+  return "not shown";
+}
+
+function routersOf(runs: readonly VirtualRun[]): string[] {
+  return [...new Set(runs.map((r) => r.strategy))];
+}
+
+export function renderVirtualReport(results: VirtualResults): string {
+  const lines = ["# Routing in virtual time", "", `Command: \`${results.command}\` — ${results.date}, at ${results.commit}.`, ""];
+  for (const trace of [...new Set(results.runs.map((r) => r.trace))]) lines.push(...traceSection(trace, results.runs.filter((r) => r.trace === trace), results));
+  return `${lines.join("\n")}\n`;
+}
+
+function traceSection(trace: TimedKind, runs: readonly VirtualRun[], results: VirtualResults): string[] {
+  const routers = routersOf(runs);
+  const of = (router: string) => runs.filter((r) => r.strategy === router);
+  const seeds = [...new Set(runs.map((r) => r.seed))].sort((a, b) => a - b);
+  const base = routers.includes("prefix-aware") ? "prefix-aware" : (routers[0] as string);
+  const lines = [
+    `## ${trace}`,
+    "",
+    `${OPEN_LOOP_SETUPS[trace].method}`,
+    "",
+    `Seeds ${seeds.join(", ")} of that trace, each replayed ${results.jitter_seeds} times per router, each time with another draw of the hops (0–${results.hop_ms} ms per request, seeded). ` +
+      "A router's figure is the mean over a seed's draws, then over the seeds, each seed weighing the same; TTFT percentiles are each run's, averaged so. " +
+      `A ratio's interval is the 95% bootstrap interval over the draws (resampled within each seed). Requests: ${of(base).reduce((n, r) => n + r.requests, 0) / results.jitter_seeds} per draw over the seeds.`,
+    "",
+    `| router | kv_hit | of the ceiling | kv_hit ÷ ${base}'s | TTFT p50 ms | p95 | p99 | p95 ÷ ${base}'s | errors per draw |`,
+    "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+  ];
+  const ceiling = pooled(of(base), (r) => r.kv_ceiling);
+  for (const router of routers) {
+    const rs = of(router);
+    const versus = router === base ? "1" : interval(ratioWithInterval(rs, of(base), kv));
+    const p95Versus = router === base ? "1" : interval(ratioWithInterval(rs, of(base), p95));
+    const errors = rs.reduce((n, r) => n + r.errors, 0) / results.jitter_seeds;
+    lines.push(`| ${router} | ${f4(pooled(rs, kv))} | ${f3(pooled(rs, kv) / ceiling)} | ${versus} | ${ms(pooled(rs, p50))} | ${ms(pooled(rs, p95))} | ${ms(pooled(rs, p99))} | ${p95Versus} | ${errors.toFixed(1)} |`);
+  }
+  lines.push("", ...shardSection(runs, routers), "", ...perSeedTable(runs, routers, seeds), "");
+  return lines;
+}
+
+function shardSection(runs: readonly VirtualRun[], routers: readonly string[]): string[] {
+  const one = runs.filter((r) => r.strategy === "prefix-aware");
+  const sharded = routers.filter((r) => r.startsWith("prefix-aware@"));
+  if (one.length === 0 || sharded.length === 0) return [];
+  const lines = [
+    "### Over shards",
+    "",
+    `Issue 15: a group split over N routing objects keeps one object's kv_hit within ${SHARD_KV_TOLERANCE * 100}%. "within" when the whole interval lies within it, "outside" when the whole interval lies outside it, "not shown" otherwise.`,
+    "",
+    "| router | kv_hit ÷ one object's | within 2% | TTFT p50 ÷ one object's | p95 ÷ one object's |",
+    "| --- | --- | --- | --- | --- |",
+  ];
+  for (const router of sharded) {
+    const rs = runs.filter((r) => r.strategy === router);
+    const k = ratioWithInterval(rs, one, kv);
+    lines.push(`| ${router} | ${interval(k)} | ${verdict(k, SHARD_KV_TOLERANCE)} | ${interval(ratioWithInterval(rs, one, p50))} | ${interval(ratioWithInterval(rs, one, p95))} |`);
+  }
+  return lines;
+}
+
+function perSeedTable(runs: readonly VirtualRun[], routers: readonly string[], seeds: readonly number[]): string[] {
+  const lines = [
+    "### Each seed",
+    "",
+    "kv_hit: the mean over the draws (lowest–highest draw); TTFT: the mean of the draws' percentiles. A seed's changes between draws are the chaos a few ms can set off: which requests find their prefix, on a trace whose hits are a few long prompts.",
+    "",
+    `| seed | ceiling | ${routers.map((r) => `${r} kv_hit · p50 / p95 ms`).join(" | ")} |`,
+    `| --- | --- | ${routers.map(() => "---").join(" | ")} |`,
+  ];
+  for (const seed of seeds) {
+    const at = runs.filter((r) => r.seed === seed);
+    const cells = routers.map((router) => {
+      const rs = at.filter((r) => r.strategy === router);
+      const kvs = rs.map((r) => r.kv_hit ?? NaN);
+      return `${f4(mean(kvs))} (${f4(Math.min(...kvs))}–${f4(Math.max(...kvs))}) · ${ms(mean(rs.map((r) => r.ttft_ms.p50 ?? NaN)))} / ${ms(mean(rs.map((r) => r.ttft_ms.p95 ?? NaN)))}`;
+    });
+    lines.push(`| ${seed} | ${f4(at[0]?.kv_ceiling ?? NaN)} | ${cells.join(" | ")} |`);
+  }
+  const one = runs.filter((r) => r.strategy === "prefix-aware");
+  const sharded = routers.filter((r) => r.startsWith("prefix-aware@"));
+  if (one.length > 0 && sharded.length > 0) {
+    lines.push("", "Each seed's kv_hit over shards against one object's (means over the draws): " + sharded.map((router) => `${router} ${seeds.map((s) => pct(mean(runs.filter((r) => r.seed === s && r.strategy === router).map((r) => r.kv_hit ?? NaN)) / mean(one.filter((r) => r.seed === s).map((r) => r.kv_hit ?? NaN)))).join(", ")}`).join("; ") + ".");
+  }
+  return lines;
+}

@@ -1,0 +1,120 @@
+/**
+ * npm run bench:routing-virtual [-- --trace mooncake] [--seeds 6] [--jitter-seeds 16] [--hop-ms 20]
+ *   [--strategy prefix-aware,least-loaded,round-robin] [--shards 2,4] [--threads N] [--quick]
+ *   [--out bench/results] [--report-only]
+ *
+ * The open-loop traces of bench:routing through kvgate's routing code and the fleet simulator's
+ * engine in one process, in virtual time (bench/virtual/): deterministic for its inputs, and
+ * seconds a run instead of minutes, so a comparison can take many draws of the same traffic.
+ * Writes routing-virtual.json ({"runs":[…]}) and routing-virtual.md.
+ */
+import { mkdir, readFile, writeFile } from "node:fs/promises";
+import { availableParallelism } from "node:os";
+import { join, resolve } from "node:path";
+import { parseArgs } from "node:util";
+import { Worker } from "node:worker_threads";
+import type { Strategy } from "../../src/config/schema.ts";
+import { STRATEGY_NAMES } from "../../src/routing/strategies/index.ts";
+import { commitOf } from "../harness/commit.ts";
+import { list, positiveInt } from "../routing/cli-args.ts";
+import { MOONCAKE_SLICE_STARTS, isOpenLoopTrace } from "../routing/open-loop-matrix.ts";
+import type { TimedKind } from "../traces/index.ts";
+import { routerName, type VirtualPoint, type VirtualRun } from "./point.ts";
+import { renderVirtualReport, type VirtualResults } from "./report.ts";
+
+const ROOT = resolve(import.meta.dirname, "../..");
+
+const { values } = parseArgs({
+  args: process.argv.slice(2),
+  options: {
+    trace: { type: "string", default: "mooncake" },
+    seeds: { type: "string" },
+    "jitter-seeds": { type: "string", default: "16" },
+    "hop-ms": { type: "string", default: "20" },
+    strategy: { type: "string", default: "prefix-aware,least-loaded,round-robin" },
+    shards: { type: "string", default: "2,4" },
+    threads: { type: "string", default: String(availableParallelism()) },
+    quick: { type: "boolean", default: false },
+    out: { type: "string", default: join(ROOT, "bench/results") },
+    "report-only": { type: "boolean", default: false },
+  },
+});
+
+const out = resolve(values.out);
+const jsonPath = join(out, "routing-virtual.json");
+const mdPath = join(out, "routing-virtual.md");
+
+if (values["report-only"]) {
+  const results = JSON.parse(await readFile(jsonPath, "utf8")) as VirtualResults;
+  await writeFile(mdPath, renderVirtualReport(results));
+  console.log(`wrote ${mdPath}`);
+  process.exit(0);
+}
+
+const traces = (list(values.trace) ?? []).map((t): TimedKind => {
+  if (!isOpenLoopTrace(t)) throw new Error(`--trace: "${t}" is not an open-loop trace (mooncake, b2b-saas)`);
+  return t;
+});
+const strategies = (list(values.strategy) ?? []).map((s): Strategy => {
+  if (!(STRATEGY_NAMES as readonly string[]).includes(s)) throw new Error(`--strategy: "${s}" is not one of ${STRATEGY_NAMES.join(", ")}`);
+  return s as Strategy;
+});
+const shards = (list(values.shards) ?? []).map((s) => positiveInt("--shards", s)).filter((n) => n > 1);
+const jitterSeeds = values.quick ? 2 : positiveInt("--jitter-seeds", values["jitter-seeds"]);
+const hopMs = Number(values["hop-ms"]);
+if (!(hopMs >= 0)) throw new Error(`--hop-ms must be a number of at least 0, got "${values["hop-ms"]}"`);
+const threads = positiveInt("--threads", values.threads);
+
+const points: VirtualPoint[] = [];
+for (const trace of traces) {
+  const seeds = values.quick ? 2 : values.seeds ? positiveInt("--seeds", values.seeds) : trace === "mooncake" ? MOONCAKE_SLICE_STARTS.length : 3;
+  for (let seed = 1; seed <= seeds; seed++) {
+    for (let jitterSeed = 1; jitterSeed <= jitterSeeds; jitterSeed++) {
+      for (const strategy of strategies) points.push({ trace, seed, strategy, shards: 1, jitterSeed, hopMs });
+      if (strategies.includes("prefix-aware")) for (const n of shards) points.push({ trace, seed, strategy: "prefix-aware", shards: n, jitterSeed, hopMs });
+    }
+  }
+}
+
+const started = performance.now();
+const runs = await runAll(points, threads);
+// Routers in the order they were asked for (the strategies, then prefix-aware over shards): the report's rows follow it.
+const routerOrder = [...new Set(points.map((p) => routerName(p.strategy, p.shards)))];
+const rank = (r: VirtualRun) => routerOrder.indexOf(r.strategy);
+runs.sort((a, b) => a.trace.localeCompare(b.trace) || a.seed - b.seed || rank(a) - rank(b) || a.jitter_seed - b.jitter_seed);
+const results: VirtualResults = {
+  command: `npm run bench:routing-virtual -- ${process.argv.slice(2).join(" ")}`.trim(),
+  date: new Date().toISOString(),
+  commit: commitOf(ROOT),
+  hop_ms: hopMs,
+  jitter_seeds: jitterSeeds,
+  runs,
+};
+await mkdir(out, { recursive: true });
+await writeFile(jsonPath, `${JSON.stringify(results, null, 2)}\n`);
+await writeFile(mdPath, renderVirtualReport(results));
+console.log(`${runs.length} runs in ${Math.round((performance.now() - started) / 1000)} s; wrote ${jsonPath} and ${mdPath}`);
+
+/** Every point, spread over `threads` worker threads (each its own clock and globals). */
+async function runAll(todo: readonly VirtualPoint[], count: number): Promise<VirtualRun[]> {
+  const done: VirtualRun[] = [];
+  let next = 0;
+  const one = (): Promise<void> =>
+    new Promise((resolveAll, reject) => {
+      const worker = new Worker(new URL("./thread.ts", import.meta.url));
+      const feed = () => {
+        const p = todo[next++];
+        if (p) worker.postMessage(p);
+        else void worker.terminate().then(() => resolveAll());
+      };
+      worker.on("message", (run: VirtualRun) => {
+        done.push(run);
+        console.log(`[${done.length}/${todo.length}] ${run.trace} seed ${run.seed} ${run.strategy} jitter ${run.jitter_seed}: kv_hit ${run.kv_hit?.toFixed(4)} ttft p50 ${Math.round(run.ttft_ms.p50 ?? NaN)} p95 ${Math.round(run.ttft_ms.p95 ?? NaN)} ms, errors ${run.errors}/${run.requests}`);
+        feed();
+      });
+      worker.on("error", reject);
+      feed();
+    });
+  await Promise.all(Array.from({ length: Math.min(count, todo.length) }, one));
+  return done;
+}

@@ -1,0 +1,162 @@
+import { describe, expect, it } from "vitest";
+import { parseConfig, type ResolvedGroup } from "../../src/config/load.ts";
+import { profileOf, resolveFleetOptions } from "../../bench/fleet/options.ts";
+import { replayOpenLoop } from "../../bench/replay/index.ts";
+import { mooncakeTrace, type TimedRequest, type TimedTrace } from "../../bench/traces/index.ts";
+import { headOf, OPEN_LOOP_SETUPS, scheduleOf } from "../../bench/routing/open-loop-matrix.ts";
+import { replayVirtual, type VirtualReplayOptions } from "../../bench/virtual/replay.ts";
+import { ratioWithInterval } from "../../bench/virtual/stats.ts";
+import { verdict } from "../../bench/virtual/report.ts";
+import type { VirtualRun } from "../../bench/virtual/point.ts";
+import { outputText } from "../../bench/fleet/output-text.ts";
+import { useFleets } from "../support/fleets.ts";
+
+const fleetOf = useFleets();
+const MODEL = "kvgate-sim";
+const FLEET = { preset: "a100-7b", timeScale: 0.01, maxModelLen: 262_144 } as const;
+
+function group(workers: number, extra: Record<string, unknown> = {}): ResolvedGroup {
+  const deployments = Array.from({ length: workers }, (_, i) => ({ id: `gpu-${i}`, baseUrl: `http://10.0.0.${i + 1}:8000`, model: MODEL }));
+  const r = parseConfig({ modelGroups: [{ name: MODEL, strategy: "prefix-aware", deployments, ...extra }] });
+  if (!r.ok) throw new Error(r.error);
+  return r.config.groups[0] as ResolvedGroup;
+}
+
+function options(trace: TimedTrace, arrivalsMs: number[], over: Partial<VirtualReplayOptions> = {}): VirtualReplayOptions {
+  return {
+    trace,
+    arrivalsMs,
+    group: group(4),
+    profile: profileOf(resolveFleetOptions({ ...FLEET, preset: "a100-7b", timeScale: 1 })),
+    model: MODEL,
+    timeoutMs: 60_000,
+    seed: 1,
+    hopMs: 20,
+    maxInFlight: 1024,
+    ...over,
+  };
+}
+
+/** Mooncake's first conversations: long prompts, follow-ups that share their earlier turn's prefix. */
+function mooncakeHead(n: number): TimedTrace {
+  const whole = mooncakeTrace({ file: "conversation", fromMinutes: 0, minutes: 2 });
+  return headOf(whole, whole.requests.map((r) => r.atMs), whole.requests[n - 1]?.atMs ?? 0).trace;
+}
+
+/** A conversation of `turns` turns, each sending the history with the simulator's own answers in it. */
+function conversation(turns: number): TimedRequest[] {
+  const ask = (t: number) => ({ role: "user" as const, content: `question ${t}: ${"about the simulated cache ".repeat(200)}` });
+  return Array.from({ length: turns }, (_, t) => ({
+    id: `conversation-${t}`,
+    atMs: 0,
+    after: null,
+    maxTokens: 64,
+    promptTokens: 0,
+    blocks: [],
+    messages: () => Array.from({ length: t + 1 }, (_, k) => (k < t ? [ask(k), { role: "assistant" as const, content: outputText(64) }] : [ask(k)])).flat(),
+  }));
+}
+
+/** [earlier, later] for each request whose first `blocks` trace blocks repeat an earlier request's (the latest such). */
+function repeatsOf(requests: readonly TimedRequest[], blocks: number): [number, number][] {
+  const last = new Map<string, number>();
+  const out: [number, number][] = [];
+  requests.forEach((r, i) => {
+    if (r.blocks.length < blocks) return;
+    const key = r.blocks.slice(0, blocks).join(",");
+    const earlier = last.get(key);
+    if (earlier !== undefined) out.push([earlier, i]);
+    last.set(key, i);
+  });
+  return out;
+}
+
+describe("a replay in virtual time", () => {
+  it("finds in the cache exactly what the simulated worker's HTTP server finds, request by request", async () => {
+    // One request at a time (each follows the one before), so both engines see the same order:
+    // their caches must then agree token for token.
+    const head = mooncakeHead(24);
+    const requests = [...head.requests, ...conversation(3)].map((r, i) => ({ ...r, after: i === 0 ? null : i - 1 }));
+    const trace = { ...head, requests };
+    const arrivalsMs = trace.requests.map(() => 0);
+    const fleet = await fleetOf({ workers: 1, ...FLEET, servedModelName: MODEL });
+    const http = await replayOpenLoop(trace, { baseUrl: fleet.urls[0] ?? "", model: MODEL, arrivalsMs });
+    const virtual = replayVirtual({
+      ...options(trace, arrivalsMs),
+      group: group(1),
+      profile: profileOf(resolveFleetOptions({ ...FLEET, workers: 1 })),
+    });
+    const usage = (rs: typeof http.requests) => rs.map((r) => [r.error, r.promptTokens, r.cachedTokens]);
+    expect(usage(virtual.requests)).toEqual(usage(http.requests));
+    // The trace reuses prefixes, and the conversation's later turns hit through the answers before them.
+    expect(virtual.requests.filter((r) => (r.cachedTokens ?? 0) > 0).length).toBeGreaterThan(2);
+    const [, second, third] = virtual.requests.slice(-3);
+    expect(second?.cachedTokens).toBeGreaterThan(1000);
+    expect(third?.cachedTokens).toBeGreaterThan((second?.cachedTokens ?? 0) + 64);
+  }, 30_000);
+
+  it("gives the same figures every time for the same inputs, and other paths for other seeds", () => {
+    const trace = mooncakeHead(120);
+    const arrivalsMs = trace.requests.map((r) => r.atMs / 4);
+    const strip = (r: ReturnType<typeof replayVirtual>) => r.requests.map((x) => [x.backend, x.ttftMs, x.cachedTokens]);
+    const a = replayVirtual(options(trace, arrivalsMs));
+    expect(strip(replayVirtual(options(trace, arrivalsMs)))).toEqual(strip(a));
+    expect(strip(replayVirtual(options(trace, arrivalsMs, { seed: 2 })))).not.toEqual(strip(a));
+    expect(a.requests.every((r) => r.error === null)).toBe(true);
+  });
+
+  it("places over every shard, sends a prompt where its prefix went, and gives back every lease", () => {
+    const { trace, arrivalsMs } = scheduleOf({ setup: OPEN_LOOP_SETUPS.mooncake, seed: 1, quick: false });
+    let leases = -1;
+    const r = replayVirtual(options(trace, arrivalsMs, { group: group(4, { shards: 2 }), onEnd: (g) => (leases = g.leases) }));
+    expect(leases).toBe(0);
+    expect(new Set(r.requests.map((x) => x.backend)).size).toBe(4);
+    // A prompt that repeats an earlier one's first 8 blocks (4k tokens) is a conversation going on: it goes where that one went.
+    const repeats = repeatsOf(trace.requests, 8);
+    expect(repeats.length).toBeGreaterThan(10);
+    const stayed = repeats.filter(([earlier, i]) => r.requests[earlier]?.backend === r.requests[i]?.backend).length;
+    expect(stayed / repeats.length).toBeGreaterThan(0.8);
+  });
+
+  it("times a request out as the client does: an error, its sequence dropped, its lease given back", () => {
+    const trace = mooncakeHead(40);
+    const arrivalsMs = trace.requests.map(() => 0);
+    let leases = -1;
+    const r = replayVirtual(options(trace, arrivalsMs, { timeoutMs: 2_000, onEnd: (g) => (leases = g.leases) }));
+    const late = r.requests.filter((x) => x.error !== null);
+    expect(late.length).toBeGreaterThan(0);
+    expect(late.every((x) => x.error?.includes("2000 ms") && x.totalMs === 2_000)).toBe(true);
+    expect(leases).toBe(0);
+  });
+});
+
+describe("a ratio between two routers' virtual runs", () => {
+  const runs = (strategy: string, kv: (seed: number, draw: number) => number): VirtualRun[] =>
+    [1, 2, 3].flatMap((seed) =>
+      Array.from({ length: 12 }, (_, d) => ({
+        trace: "mooncake" as const, seed, strategy, shards: 1, jitter_seed: d + 1, hop_ms: 20, requests: 10, errors: 0,
+        kv_hit: kv(seed, d), kv_ceiling: 0.1, ttft_ms: { p50: 1, p95: 2, p99: 3 }, goodput_share: 1, backend_share: {}, virtual_ms: 1,
+      })),
+    );
+  const kv = (r: VirtualRun) => r.kv_hit;
+
+  it("weighs each seed the same, and its interval holds the ratio", () => {
+    // Seed 1's draws are twice the others': its mean counts once, not once per draw.
+    const a = runs("a", (seed, d) => (seed === 1 ? 0.1 : 0.05) + (d % 3) * 0.001);
+    const b = runs("b", (seed, d) => (seed === 1 ? 0.1 : 0.05) + ((d + 1) % 3) * 0.001);
+    const r = ratioWithInterval(a, b, kv);
+    expect(r.ratio).toBeCloseTo(1, 6);
+    expect(r.low).toBeLessThan(1);
+    expect(r.high).toBeGreaterThan(1);
+    expect(verdict(r, 0.02)).toBe("within");
+  });
+
+  it("says outside when the whole interval is past the tolerance, and not shown when it straddles it", () => {
+    const b = runs("b", (_, d) => 0.05 + (d % 4) * 0.002);
+    expect(verdict(ratioWithInterval(runs("a", (_, d) => 0.045 + (d % 4) * 0.002), b, kv), 0.02)).toBe("outside");
+    const wide = ratioWithInterval(runs("a", (_, d) => 0.044 + (d % 2) * 0.02), b, kv);
+    expect(wide.low).toBeLessThan(1.02);
+    expect(wide.high).toBeGreaterThan(1.02);
+    expect(verdict(wide, 0.02)).toBe("not shown");
+  });
+});
