@@ -63,15 +63,15 @@ export class VirtualGateway {
     return this.objects.reduce((n, o) => n + o.router.leaseCount, 0);
   }
 
-  /** A backend for the prompt's chain, its slot taken; null when every object refused. */
-  route(chain: readonly number[]): VirtualLease | null {
+  /** A backend for the prompt (its chain, its size in blocks), its slot taken; null when every object refused. */
+  route(chain: readonly number[], blocks: number): VirtualLease | null {
     const now = this.now();
-    if (!(this.group.shards > 1)) return this.routeOn(this.objects[0] as GroupObject, chain, now);
+    if (!(this.group.shards > 1)) return this.routeOn(this.objects[0] as GroupObject, chain, blocks, now);
     const { order } = this.choice.order(this.group, chain, now);
     for (const s of order) {
       const object = this.objects[s] as GroupObject;
       this.choice.sent(object.name);
-      const lease = this.routeOn(object, chain, now);
+      const lease = this.routeOn(object, chain, blocks, now);
       if (lease) {
         this.choice.answered(object.name, lease.decision.inFlight, now);
         return lease;
@@ -97,9 +97,9 @@ export class VirtualGateway {
   }
 
   /** The route call: the releases and due renewals ride along, then the object routes. */
-  private routeOn(object: GroupObject, chain: readonly number[], now: number): VirtualLease | null {
+  private routeOn(object: GroupObject, chain: readonly number[], blocks: number, now: number): VirtualLease | null {
     this.deliver(object, now);
-    const answer = object.router.route(this.group.version, chain, [], now);
+    const answer = object.router.route(this.group.version, chain, [], now, undefined, false, blocks);
     if ("refused" in answer) return null;
     const everyMs = this.group.leaseTtlMs / 3;
     const held: Held = { renewal: { lease: answer.lease, version: this.group.version, backendId: answer.backendId }, renewedAt: now };

@@ -1,6 +1,6 @@
 import type { ResolvedGroup } from "../../src/config/load.ts";
 import { ChatCompletionRequestSchema } from "../../src/openai/requests.ts";
-import { chatFingerprint } from "../../src/prefix/fingerprint.ts";
+import { chatFingerprint, promptBlocks } from "../../src/prefix/fingerprint.ts";
 import type { GpuProfile } from "../fleet/presets.ts";
 import { renderChat } from "../fleet/prompt-render.ts";
 import { textBlocks } from "../fleet/prompt-blocks.ts";
@@ -72,7 +72,9 @@ export function replayVirtual(o: VirtualReplayOptions): OpenLoopResult {
       const parsed = ChatCompletionRequestSchema.safeParse(body);
       const rendered = renderChat(body);
       if (!parsed.success || !rendered.ok || !("text" in rendered)) return done(outcome(400, "the trace's request is not a valid chat request"));
-      const lease = gateway.route(chatFingerprint(parsed.data, fingerprint));
+      const chain = chatFingerprint(parsed.data, fingerprint);
+      // The Worker estimates a cut prompt's size from the body's bytes: the JSON a client would send.
+      const lease = gateway.route(chain, promptBlocks(chain, Buffer.byteLength(JSON.stringify(body)), fingerprint));
       if (!lease) return done(outcome(503, "no backend could take the request"));
       const routed = { backend: lease.decision.backendId, reason: lease.decision.reason };
       if (textBlocks(rendered.text).tokens + request.maxTokens > o.profile.maxModelLen) {

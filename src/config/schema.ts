@@ -161,7 +161,7 @@ export const GroupSettingsSchema = z.strictObject({
   hotHalfLifeMs: z._default(positiveInt(), 10_000),
   /** Characters per hash block (about 16 tokens at 4 characters per token). */
   blockChars: z._default(z.number().check(z.int(), z.minimum(8), z.maximum(4096)), 64),
-  /** Longest fingerprint sent to the Durable Object; later blocks are not hashed. */
+  /** Longest fingerprint sent to the Durable Object; later blocks are not hashed, though the prompt's whole size (from its body's bytes) still counts as the prefill it queues. */
   maxPrefixBlocks: z._default(z.number().check(z.int(), z.minimum(1), z.maximum(16_384)), 2048),
   /**
    * A Worker renews each lease it holds every leaseTtlMs / 3; one neither renewed nor released

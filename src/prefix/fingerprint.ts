@@ -115,3 +115,14 @@ export function completionFingerprint(body: CompletionRequest, opts: Fingerprint
 function pushTokenIds(h: BlockHasher, ids: readonly number[]): void {
   for (let i = 0; i < ids.length && !h.full; i++) h.push(i > 0 ? `,${ids[i]}` : String(ids[i]));
 }
+
+/**
+ * The prompt's size in blocks: its chain's length, or — when the chain was cut at maxBlocks — its
+ * body's bytes over blockChars. What a backend will prefill for it is the whole prompt, not the
+ * hashed head: a 120k-token prompt counted as its first 32k tokens made its backend look idle
+ * while it prefilled for seconds. The body's bytes overcount a little (its JSON around the text),
+ * and only when the chain is cut, where a prompt is nearly all text.
+ */
+export function promptBlocks(chain: readonly number[], bodyBytes: number, opts: FingerprintOptions): number {
+  return chain.length < opts.maxBlocks ? chain.length : Math.max(chain.length, Math.floor(bodyBytes / opts.blockChars));
+}

@@ -41,7 +41,7 @@ interface View {
   backends: Backend[];
   /** Its strategy, and what it asks it: the chain is set for each call, the cursor kept from the last one. */
   policy: Policy;
-  request: { chain: ArrayLike<number>; cursor: number; readonly settings: GroupSettings; readonly signals: Signals };
+  request: { chain: ArrayLike<number>; blocks: number; cursor: number; readonly settings: GroupSettings; readonly signals: Signals };
   /** Its strategy places requests by prefix match: the chosen backend's prefix set learns each chain. */
   learns: boolean;
   usedAt: number;
@@ -159,7 +159,7 @@ export class GroupRouter {
       return b;
     });
     const policy = POLICIES[group.strategy];
-    const request = { chain: [], cursor: 0, settings: group, signals: this.signals };
+    const request = { chain: [], blocks: 0, cursor: 0, settings: group, signals: this.signals };
     this.views.set(group.version, { group, backends, policy, request, learns: policy.reads.includes("prefix"), usedAt: now, rev: group.rev, seq: ++this.installs });
     while (this.views.size > MAX_VIEWS) {
       let lru: View | undefined;
@@ -184,7 +184,8 @@ export class GroupRouter {
    * `failover`: the attempt follows a failed one or serves a fallback group (counted as such).
    * Admit → signals → pick → commit (src/routing/policy.ts): only the pick is the strategy's.
    */
-  route(version: string, chain: ArrayLike<number>, exclude: readonly string[], now: number, tenant?: RouteTenant, failover = false): RouteDecision | RouteRefusal | LimitRefusal | VersionRefusal {
+  /** `blocks`: the prompt's size in blocks, when its chain was cut short of it (RouteCall.blocks). */
+  route(version: string, chain: ArrayLike<number>, exclude: readonly string[], now: number, tenant?: RouteTenant, failover = false, blocks?: number): RouteDecision | RouteRefusal | LimitRefusal | VersionRefusal {
     const view = this.views.get(version);
     if (!view) return { refused: "unknown-version", rev: this.rev };
     if (tenant) {
@@ -201,6 +202,8 @@ export class GroupRouter {
     const { policy, request } = view;
     for (const name of policy.reads) this.signals[name].produce(view.backends, chain, view.group, now);
     request.chain = chain;
+    // A size below the chain's (or not a number: an older Worker sends none) is the chain's.
+    request.blocks = typeof blocks === "number" && blocks > chain.length ? blocks : chain.length;
     const choice = policy.pick(view.backends, request, this.rng);
     if (!choice) return this.refuse("at-capacity");
     return this.commit(view, choice, chain, exclude, now, tenant, failover);
@@ -231,8 +234,9 @@ export class GroupRouter {
     const b = view.backends[choice.index] as Backend;
     b.inFlight++;
     // The blocks it must prefill there join that backend's queue of prompt work: those past its
-    // match, still being prefilled or not (engines prefill in order; it waits behind that prefill).
-    const blocks = chain.length - choice.matched;
+    // match, still being prefilled or not (engines prefill in order; it waits behind that prefill),
+    // to the prompt's end, past the chain's when it was cut.
+    const blocks = view.request.blocks - choice.matched;
     b.prefillDebt += blocks;
     b.queued += blocks;
     // Before it is learned: learning moves the chain's end past the match.

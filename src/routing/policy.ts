@@ -52,6 +52,8 @@ export interface Candidate {
 export interface PickRequest {
   /** The prompt's block hashes; empty for a request with no prompt (embeddings, rerank, score). */
   readonly chain: ArrayLike<number>;
+  /** The prompt's size in blocks: the chain's length, or more when the chain was cut at maxPrefixBlocks. */
+  readonly blocks: number;
   /** The candidate after the one this config version's previous request went to. */
   readonly cursor: number;
   /** The group's settings in the caller's config version. */

@@ -63,7 +63,8 @@ describe("a strategy's pick", () => {
     for (const [k, state] of states.entries()) {
       const candidates = backends(g, state);
       const signals = createSignals();
-      const request: PickRequest = { chain: [...system, ...chain(9, 2)], cursor: k, settings: g, signals };
+      const prompt = [...system, ...chain(9, 2)];
+      const request: PickRequest = { chain: prompt, blocks: prompt.length, cursor: k, settings: g, signals };
       for (const s of policy.reads) signals[s].produce(candidates, request.chain, g, 0);
       const before = JSON.stringify({ candidates: candidates.map((b) => [b.inFlight, b.available, b.prefillDebt, b.prefixes.values()]), signals, request });
       const first = policy.pick(candidates, request, rng(k + 1));

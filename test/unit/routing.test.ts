@@ -234,6 +234,25 @@ describe("GroupRouter", () => {
     expect(router.snapshot().map((b) => b.prefillDebtBlocks)).toEqual([40, 40, 40, 40]);
   });
 
+  it("queues a prompt's whole size when its chain was cut at maxPrefixBlocks, so the prompts after it do not land behind its prefill", () => {
+    const g = group({ maxPrefixBlocks: 40 });
+    const router = new GroupRouter(g.name, rng(3));
+    router.install(g, 0);
+    // A 400-block prompt (a 100k-token document) whose chain stops at 40 blocks.
+    const long = router.route(g.version, chain(1, 40), [], 0, undefined, false, 400);
+    const busy = pick(long)?.backendId;
+    expect(router.snapshot().find((b) => b.id === busy)?.prefillDebtBlocks).toBe(400);
+    // Twelve 40-block prompts at once fill the other three backends' queues to 160 blocks before one joins the long prompt's.
+    const next = Array.from({ length: 12 }, (_, k) => pick(router.route(g.version, chain(10 + k, 40), [], 0))?.backendId);
+    expect(next).not.toContain(busy);
+    // A size below the chain's length (or none, from an older Worker) is the chain's.
+    const g2 = group({ maxPrefixBlocks: 40 });
+    const other = new GroupRouter(g2.name, rng(3));
+    other.install(g2, 0);
+    const short = pick(other.route(g2.version, chain(1, 40), [], 0, undefined, false, 7));
+    expect(other.snapshot().find((b) => b.id === short?.backendId)?.prefillDebtBlocks).toBe(40);
+  });
+
   it("keeps the prompt work queued since a request when that request ends, so the next arrival does not land on a backend still prefilling", () => {
     // 10,000 tokens/s: 0.625 blocks drain per ms. Two backends, each with a request that ran its
     // course (its 40 blocks long prefilled); then one of them gets a new 40-block prompt.

@@ -73,7 +73,7 @@ describe("deployments through the admin API", () => {
     // A request in flight on b (its lease held), then b drains.
     const ctx = createExecutionContext();
     const g = await resolved("admin-live");
-    const held = (await route(env, ctx, g, [], ["a"], g.name)) as Routed | RouteRefusal;
+    const held = (await route(env, ctx, g, { chain: [], blocks: 0 }, ["a"], g.name)) as Routed | RouteRefusal;
     if ("refused" in held) throw new Error(`refused: ${held.refused}`);
     expect(held.backendId).toBe("b");
     const lease = holdLease(held, g, env, ctx, 10);

@@ -42,7 +42,7 @@ describe("Workers of two configs routing through one object", () => {
     const seen = { old: new Set<string>(), next: new Set<string>() };
     for (let i = 0; i < 12; i++) {
       const [name, g] = i % 2 === 0 ? (["old", old] as const) : (["next", next] as const);
-      const d = decided(await route(env, ctx, g, [i], [], g.name));
+      const d = decided(await route(env, ctx, g, { chain: [i], blocks: 1 }, [], g.name));
       expect(g.deployments.map((x) => x.id)).toContain(d.backendId);
       seen[name].add(d.backendId);
       holdLease(d, g, env, ctx, 10).settle("ok");
@@ -58,7 +58,7 @@ describe("Workers of two configs routing through one object", () => {
     const ctx = createExecutionContext();
     // The new config's sim-3 is the one left when its two others already failed; it fails twice.
     for (let i = 0; i < 2; i++) {
-      const d = decided(await route(env, ctx, next, [], ["sim-2", "sim-0"], next.name));
+      const d = decided(await route(env, ctx, next, { chain: [], blocks: 0 }, ["sim-2", "sim-0"], next.name));
       expect(d.backendId).toBe("sim-3");
       holdLease(d, next, env, ctx, 10).settle("upstream-error");
     }
@@ -68,7 +68,7 @@ describe("Workers of two configs routing through one object", () => {
       expect(breakers).toEqual({ "sim-0": "closed", "sim-1": "closed", "sim-2": "closed", "sim-3": "open" });
     }, EVENTUALLY);
     // The old config never names sim-3, and routes over what it shares with the newest.
-    const d = decided(await route(env, ctx, old, [], ["sim-0"], old.name));
+    const d = decided(await route(env, ctx, old, { chain: [], blocks: 0 }, ["sim-0"], old.name));
     expect(d.backendId).toBe("sim-2");
     holdLease(d, old, env, ctx, 10).settle("ok");
     await waitOnExecutionContext(ctx);

@@ -1,4 +1,4 @@
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { chat, conversation, expectIdle, status } from "./gateway.ts";
 
 describe("prefix-aware routing through the gateway", () => {
@@ -16,6 +16,22 @@ describe("prefix-aware routing through the gateway", () => {
       expect(matched).toBeGreaterThan(0);
       expect(matched).toBeLessThan(total as number);
     }
+  });
+
+  it("queues a long prompt's whole size for its backend, not only the head its fingerprint hashed", async () => {
+    // 6,400 characters, 100 blocks of 64, against a fingerprint cut at 8 blocks.
+    const prompt = "the long document, page by page. ".repeat(194);
+    const held = chat("long-prompt", [{ role: "user", content: prompt }], { kvgate_sim: { first_byte_delay_ms: 1500 } });
+    await vi.waitFor(async () => expect((await status("long-prompt")).backends[0]?.inFlight).toBe(1), { timeout: 1000, interval: 20 });
+    const [b] = (await status("long-prompt")).backends;
+    // The body's bytes over 64: the prompt's 100 blocks and its JSON around it, less a block's drain at 16 tokens/s.
+    expect(b?.prefillDebtBlocks).toBeGreaterThanOrEqual(99);
+    expect(b?.prefillDebtBlocks).toBeLessThanOrEqual(103);
+    const res = await held;
+    expect(res.status).toBe(200);
+    expect(res.headers.get("x-kvgate-prefix-blocks")).toBe("0/8");
+    await res.text();
+    await expectIdle("long-prompt");
   });
 
   it("answers aliases from the same group", async () => {

@@ -6,6 +6,11 @@ const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: false });
 
 /** Reads a JSON body, refusing more than `limit` bytes without buffering past it. */
 export async function readJsonBody(req: Request, limit: number): Promise<unknown> {
+  return (await readSizedJsonBody(req, limit)).json;
+}
+
+/** readJsonBody, with the body's size in bytes. */
+export async function readSizedJsonBody(req: Request, limit: number): Promise<{ json: unknown; bytes: number }> {
   const declared = req.headers.get("content-length");
   if (declared !== null && Number(declared) > limit) throw tooLarge(limit);
   if (!req.body) throw badRequest("request body is empty", null, "invalid_json");
@@ -13,7 +18,7 @@ export async function readJsonBody(req: Request, limit: number): Promise<unknown
   // unknown length is counted as it streams in.
   const bytes = declared !== null ? new Uint8Array(await req.arrayBuffer()) : await readCounted(req.body, limit);
   if (bytes.length > limit) throw tooLarge(limit);
-  return parseJson(bytes);
+  return { json: parseJson(bytes), bytes: bytes.length };
 }
 
 async function readCounted(body: ReadableStream<Uint8Array>, limit: number): Promise<Uint8Array> {

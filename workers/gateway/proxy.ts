@@ -10,7 +10,7 @@ import type { Env, WaitUntil } from "../env.ts";
 import { freshGroup, loadFleet } from "../fleet.ts";
 import { attempt, isFailover } from "./attempt.ts";
 import type { Caller } from "./auth.ts";
-import { readJsonBody } from "./body.ts";
+import { readSizedJsonBody } from "./body.ts";
 import { Deadline } from "./deadline.ts";
 import { route, type HeldLease } from "./route-client.ts";
 import { validate, type Endpoint } from "./validate.ts";
@@ -38,8 +38,8 @@ export interface ProxyInput {
  */
 export async function proxyCompletion(p: ProxyInput): Promise<Response> {
   const { config, env } = p;
-  const raw = await readJsonBody(p.req, config.limits.maxBodyBytes);
-  const { body, chain: fingerprint } = validate(p.endpoint, raw, config);
+  const raw = await readSizedJsonBody(p.req, config.limits.maxBodyBytes);
+  const { body, prompt: promptFor } = validate(p.endpoint, raw.json, config, raw.bytes);
   p.log?.asked(body.model, body.stream === true);
   let byModel = config.byModel;
   let primary = byModel.get(body.model);
@@ -54,7 +54,7 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
   };
   let fellBackTo = 0;
   let group = primary;
-  let chain = fingerprint(group);
+  let prompt = promptFor(group);
   let exclude: string[] = [];
   let attempts = 0;
   let last: Response | null = null;
@@ -62,7 +62,7 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
   let reread = false;
   try {
     for (;;) {
-      const decision = await route(env, p.ctx, group, chain, exclude, body.model, tenant && { ...tenant, admitted: attempts > 0 }, isFailover(attempts + 1, group !== primary));
+      const decision = await route(env, p.ctx, group, prompt, exclude, body.model, tenant && { ...tenant, admitted: attempts > 0 }, isFailover(attempts + 1, group !== primary));
       if ("refused" in decision && decision.refused === "limited") throw limitError(decision, p.caller);
       if ("refused" in decision && decision.rev > group.rev && !reread) {
         // The fleet changed under this isolate (its servers drained, replaced): route with the registry's version.
@@ -73,7 +73,7 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
         if (now) {
           if (group === primary) primary = now;
           group = now;
-          chain = fingerprint(group);
+          prompt = promptFor(group);
           continue;
         }
       }
@@ -83,7 +83,7 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
         const next = name === undefined ? undefined : byModel.get(name);
         if (next) {
           group = next;
-          chain = fingerprint(group);
+          prompt = promptFor(group);
           exclude = [];
           continue;
         }

@@ -8,12 +8,13 @@ import { groupAddedSince, limitError, noBackend, tenantFor, type ProxyInput } fr
 import { openUpstream } from "./realtime-handshake.ts";
 import { holdLease, route } from "./route-client.ts";
 import { closeUnused, relaySockets } from "./socket-relay.ts";
+import type { Prompt } from "./validate.ts";
 
 export type RealtimeInput = Omit<ProxyInput, "endpoint">;
 
 const PATH = "/v1/realtime";
 /** A session's prompt is not known at the handshake: it is routed by load alone. */
-const NO_CHAIN: number[] = [];
+const NO_PROMPT: Prompt = { chain: [], blocks: 0 };
 
 /**
  * GET /v1/realtime?model=M, a WebSocket: routed by the model's group like any request (with no
@@ -51,7 +52,7 @@ export async function openRealtime(p: RealtimeInput): Promise<Response> {
   for (const group of groups) {
     const exclude: string[] = [];
     for (;;) {
-      const decision = await route(p.env, p.ctx, group, NO_CHAIN, exclude, model, tenant && { ...tenant, admitted: attempts > 0 }, isFailover(attempts + 1, group !== primary));
+      const decision = await route(p.env, p.ctx, group, NO_PROMPT, exclude, model, tenant && { ...tenant, admitted: attempts > 0 }, isFailover(attempts + 1, group !== primary));
       if ("refused" in decision && decision.refused === "limited") throw limitError(decision, p.caller);
       if ("refused" in decision) {
         refused = decision.refused;

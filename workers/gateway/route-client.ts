@@ -6,6 +6,7 @@ import { ShardChoice } from "../../src/sharding/shard-choice.ts";
 import type { Env, WaitUntil } from "../env.ts";
 import { groupObject } from "./group-object.ts";
 import { fleetBehind } from "../fleet.ts";
+import type { Prompt } from "./validate.ts";
 
 /**
  * The Worker's side of the group's Durable Object: the route call, and the leases it hands out.
@@ -108,7 +109,7 @@ function queueRelease(object: string, release: LeaseRelease, env: Env, ctx: Wait
 export type Routed = RouteDecision & { object: string };
 
 /**
- * Picks a backend of `group` for the prompt's hash chain and takes its slot, carrying the
+ * Picks a backend of `group` for the prompt (its hash chain, and its size past the chain) and takes its slot, carrying the
  * isolate's finished and held leases along. `exclude`: ids of backends this request already
  * failed on. The object routes with this isolate's version of the group; one that does not know
  * it yet is sent the group's config, once. `tenant`: the request's virtual key, whose limits the
@@ -117,9 +118,9 @@ export type Routed = RouteDecision & { object: string };
  * prompt keys them to, the next when one has no backend to give or cannot be reached; routing is
  * unavailable only when none could be.
  */
-export async function route(env: Env, ctx: WaitUntil, group: ResolvedGroup, chain: number[], exclude: readonly string[], model: string, tenant?: RouteTenant, failover = false): Promise<Routed | RouteRefusal | LimitRefusal> {
-  if (!(group.shards > 1)) return routeOn(env, ctx, group, group.name, group, chain, exclude, model, tenant, failover);
-  const { shards, order } = shardChoice.order(group, chain);
+export async function route(env: Env, ctx: WaitUntil, group: ResolvedGroup, prompt: Prompt, exclude: readonly string[], model: string, tenant?: RouteTenant, failover = false): Promise<Routed | RouteRefusal | LimitRefusal> {
+  if (!(group.shards > 1)) return routeOn(env, ctx, group, group.name, group, prompt, exclude, model, tenant, failover);
+  const { shards, order } = shardChoice.order(group, prompt.chain);
   let refusal: RouteRefusal | undefined;
   let failed: unknown = null;
   for (const s of order) {
@@ -127,7 +128,7 @@ export async function route(env: Env, ctx: WaitUntil, group: ResolvedGroup, chai
     shardChoice.sent(object);
     let answer: Routed | RouteRefusal | LimitRefusal;
     try {
-      answer = await routeOn(env, ctx, group, object, shards.views[s] as ResolvedGroup, chain, exclude, model, tenant, failover);
+      answer = await routeOn(env, ctx, group, object, shards.views[s] as ResolvedGroup, prompt, exclude, model, tenant, failover);
     } catch (e) {
       // An object that cannot answer (overloaded, or being reset) is a shard with nothing to give: the next may.
       shardChoice.ended(object);
@@ -149,10 +150,11 @@ export async function route(env: Env, ctx: WaitUntil, group: ResolvedGroup, chai
 }
 
 /** One route call to one object of the group; `view`: the config it routes with, sent when it does not know the version. */
-async function routeOn(env: Env, ctx: WaitUntil, group: ResolvedGroup, object: string, view: ResolvedGroup, chain: number[], exclude: readonly string[], model: string, tenant: RouteTenant | undefined, failover: boolean): Promise<Routed | RouteRefusal | LimitRefusal> {
+async function routeOn(env: Env, ctx: WaitUntil, group: ResolvedGroup, object: string, view: ResolvedGroup, prompt: Prompt, exclude: readonly string[], model: string, tenant: RouteTenant | undefined, failover: boolean): Promise<Routed | RouteRefusal | LimitRefusal> {
   const released = takePending(object);
   const renewing = takeRenewals(object);
-  const call: RouteCall = { version: group.version, chain, released, renewed: renewing.map((h) => h.renewal), exclude: [...exclude] };
+  const call: RouteCall = { version: group.version, chain: prompt.chain, released, renewed: renewing.map((h) => h.renewal), exclude: [...exclude] };
+  if (prompt.blocks > prompt.chain.length) call.blocks = prompt.blocks;
   if (tenant) call.tenant = tenant;
   if (failover) call.failover = true;
   try {

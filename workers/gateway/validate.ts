@@ -2,7 +2,7 @@ import type { ResolvedGroup } from "../../src/config/load.ts";
 import { badRequest, type GatewayError } from "../../src/openai/errors.ts";
 import { chatLimitError, responsesLimitError } from "../../src/openai/request-limits.ts";
 import { ChatCompletionRequestSchema, CompletionRequestSchema, EmbeddingRequestSchema, RerankRequestSchema, ResponsesRequestSchema, ScoreRequestSchema } from "../../src/openai/requests.ts";
-import { chatFingerprint, completionFingerprint, responsesFingerprint, type FingerprintOptions } from "../../src/prefix/fingerprint.ts";
+import { chatFingerprint, completionFingerprint, promptBlocks, responsesFingerprint, type FingerprintOptions } from "../../src/prefix/fingerprint.ts";
 import { firstIssue } from "../../src/zod-issues.ts";
 import type { LoadedConfig } from "../config.ts";
 
@@ -11,26 +11,33 @@ import type { Endpoint } from "../../src/openai/endpoints.ts";
 
 export type { Endpoint };
 
+/** The prompt as a group routes it: its block hashes, and its size in blocks (more than the hashes when they were cut). */
+export interface Prompt {
+  chain: number[];
+  blocks: number;
+}
+
 /** A request body checked once, at the edge, and how to fingerprint it for a group. */
 export interface Validated {
   body: Record<string, unknown> & { model: string; stream?: boolean | null };
-  chain: (g: ResolvedGroup) => number[];
+  prompt: (g: ResolvedGroup) => Prompt;
 }
 
-export function validate(endpoint: Endpoint, raw: unknown, config: LoadedConfig): Validated {
+/** `bodyBytes`: the body's size as it came, what a prompt's size is estimated from past its hashed head. */
+export function validate(endpoint: Endpoint, raw: unknown, config: LoadedConfig, bodyBytes: number): Validated {
   switch (endpoint) {
     case "chat":
-      return checked(raw, config, ChatCompletionRequestSchema, chatFingerprint, chatLimitError);
+      return checked(raw, config, bodyBytes, ChatCompletionRequestSchema, chatFingerprint, chatLimitError);
     case "completions":
-      return checked(raw, config, CompletionRequestSchema, completionFingerprint);
+      return checked(raw, config, bodyBytes, CompletionRequestSchema, completionFingerprint);
     case "responses":
-      return checked(raw, config, ResponsesRequestSchema, responsesFingerprint, responsesLimitError);
+      return checked(raw, config, bodyBytes, ResponsesRequestSchema, responsesFingerprint, responsesLimitError);
     case "embeddings":
-      return checked(raw, config, EmbeddingRequestSchema, noPrompt);
+      return checked(raw, config, bodyBytes, EmbeddingRequestSchema, noPrompt);
     case "rerank":
-      return checked(raw, config, RerankRequestSchema, noPrompt);
+      return checked(raw, config, bodyBytes, RerankRequestSchema, noPrompt);
     case "score":
-      return checked(raw, config, ScoreRequestSchema, noPrompt);
+      return checked(raw, config, bodyBytes, ScoreRequestSchema, noPrompt);
   }
 }
 
@@ -47,6 +54,7 @@ interface Schema<B> {
 function checked<B extends Validated["body"]>(
   raw: unknown,
   config: LoadedConfig,
+  bodyBytes: number,
   schema: Schema<B>,
   fingerprint: (body: B, o: FingerprintOptions) => number[],
   overLimit?: (raw: unknown, limits: LoadedConfig["limits"]) => GatewayError | null,
@@ -56,7 +64,14 @@ function checked<B extends Validated["body"]>(
   const r = schema.safeParse(raw);
   if (!r.success) throw issueError(r.error.issues);
   const body = r.data;
-  return { body, chain: (g) => fingerprint(body, { blockChars: g.blockChars, maxBlocks: g.maxPrefixBlocks }) };
+  return {
+    body,
+    prompt: (g) => {
+      const opts = { blockChars: g.blockChars, maxBlocks: g.maxPrefixBlocks };
+      const chain = fingerprint(body, opts);
+      return { chain, blocks: promptBlocks(chain, bodyBytes, opts) };
+    },
+  };
 }
 
 /** No prompt whose cache a backend could hold: the group's object picks the least-loaded backend. */

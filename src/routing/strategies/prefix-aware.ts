@@ -30,7 +30,7 @@ import { leastLoadedChoice } from "./least-loaded.ts";
  */
 export const prefixAware: Policy = {
   reads: ["prefix"],
-  pick(candidates, { chain, settings, signals, cursor }, rng) {
+  pick(candidates, { chain, blocks, settings, signals, cursor }, rng) {
     // No prompt to place (embeddings, rerank, score): there is no cache to aim for, and the
     // prefill debt of other requests' prompts is no measure of this one's wait.
     if (chain.length === 0) return leastLoadedChoice(candidates, rng);
@@ -47,7 +47,7 @@ export const prefixAware: Policy = {
     // is idle, nothing more; when even the least-queued one has a prompt's worth of work waiting,
     // every block prefilled again is work the whole fleet falls further behind by — an overloaded
     // fleet must not trade cache hits for a shorter queue, or it sinks deeper into overload.
-    const work = 1 + minDebt / chain.length;
+    const work = 1 + minDebt / blocks;
 
     const { matched, best, shared, replicable } = signals.prefix;
     // The valve spills from a backend at it to one below it; with every backend at it (an
@@ -68,7 +68,7 @@ export const prefixAware: Policy = {
       // on the same backend finds the blocks computed when its turn comes, and the wait for them
       // is in the debt already. A shared prefix worth copying counts as cached everywhere (see above).
       // Per unit of weight: a weight-2 server gets through its queue as fast as a weight-1 one through half of it.
-      const cost = (c.prefillDebt + (chain.length - (shared && replicable[i] ? best : m)) * work) / c.weight;
+      const cost = (c.prefillDebt + (blocks - (shared && replicable[i] ? best : m)) * work) / c.weight;
       if (cost < pickCost || (cost === pickCost && m > pickMatch)) {
         pick = i;
         pickCost = cost;
