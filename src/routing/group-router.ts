@@ -202,8 +202,8 @@ export class GroupRouter {
     const { policy, request } = view;
     for (const name of policy.reads) this.signals[name].produce(view.backends, chain, view.group, now);
     request.chain = chain;
-    // A size below the chain's (or not a number: an older Worker sends none) is the chain's.
-    request.blocks = typeof blocks === "number" && blocks > chain.length ? blocks : chain.length;
+    // No size (an older Worker sends none), or none a finite number above the chain's length: the chain's.
+    request.blocks = blocks !== undefined && Number.isFinite(blocks) && blocks > chain.length ? blocks : chain.length;
     const choice = policy.pick(view.backends, request, this.rng);
     if (!choice) return this.refuse("at-capacity");
     return this.commit(view, choice, chain, exclude, now, tenant, failover);

@@ -245,12 +245,14 @@ describe("GroupRouter", () => {
     // Twelve 40-block prompts at once fill the other three backends' queues to 160 blocks before one joins the long prompt's.
     const next = Array.from({ length: 12 }, (_, k) => pick(router.route(g.version, chain(10 + k, 40), [], 0))?.backendId);
     expect(next).not.toContain(busy);
-    // A size below the chain's length (or none, from an older Worker) is the chain's.
+    // A size below the chain's length, or not a finite number, is the chain's.
     const g2 = group({ maxPrefixBlocks: 40 });
     const other = new GroupRouter(g2.name, rng(3));
     other.install(g2, 0);
-    const short = pick(other.route(g2.version, chain(1, 40), [], 0, undefined, false, 7));
-    expect(other.snapshot().find((b) => b.id === short?.backendId)?.prefillDebtBlocks).toBe(40);
+    for (const [k, size] of [7, Infinity, Number.NaN].entries()) {
+      const d = pick(other.route(g2.version, chain(100 + k, 40), [], 0, undefined, false, size));
+      expect(other.snapshot().find((b) => b.id === d?.backendId)?.prefillDebtBlocks).toBe(40);
+    }
   });
 
   it("keeps the prompt work queued since a request when that request ends, so the next arrival does not land on a backend still prefilling", () => {
