@@ -116,6 +116,7 @@ class OpenLoopRun {
   private readonly arrivalsMs: readonly number[];
   private readonly send: SendRequest;
   private readonly now: () => number;
+  private finished = false;
   private inFlight = 0;
   private held = 0;
   private next = 0;
@@ -231,7 +232,9 @@ class OpenLoopRun {
   }
 
   private settleIfDone(): void {
-    if (this.next < this.trace.requests.length || this.inFlight > 0 || this.held > 0 || this.timer !== undefined) return;
+    if (this.finished || this.next < this.trace.requests.length || this.inFlight > 0 || this.held > 0 || this.timer !== undefined) return;
+    // Once: a send that answers at once (the virtual replay's refusals) ends the run inside the tick that sent it.
+    this.finished = true;
     this.finish(this.results.filter((r): r is OpenLoopRequest => r !== undefined));
   }
 }

@@ -5,7 +5,7 @@ import type { LeaseOutcome, LeaseRelease, LeaseRenewal, RouteDecision } from "..
 import { groupShards } from "../../src/sharding/partition.ts";
 import { ShardChoice } from "../../src/sharding/shard-choice.ts";
 
-/** The Worker's release flush (config releaseFlushMs, default 10). */
+/** The Worker's release flush: config releaseFlushMs at its default (bench:routing's gateways keep it). */
 const FLUSH_MS = 10;
 
 interface Held {
@@ -61,6 +61,11 @@ export class VirtualGateway {
   /** Leases the objects count: every one they gave out and were not given back. */
   get leases(): number {
     return this.objects.reduce((n, o) => n + o.router.leaseCount, 0);
+  }
+
+  /** Leases the objects took back because no one renewed them: none, while every holder renews. */
+  get expired(): number {
+    return this.objects.reduce((n, o) => n + o.router.snapshot().reduce((m, b) => m + b.expired, 0), 0);
   }
 
   /** A backend for the prompt (its chain, its size in blocks), its slot taken; null when every object refused. */

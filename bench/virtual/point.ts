@@ -21,6 +21,8 @@ export interface VirtualPoint {
   /** Seeds the hops and the router's draws: another path the same traffic can take. */
   jitterSeed: number;
   hopMs: number;
+  /** The Worker before f50698c: no prompt size beside a cut chain (VirtualReplayOptions.chainOnly). */
+  chainOnly?: boolean;
 }
 
 /** A virtual run's figures, as routing.json's open-loop runs name them. */
@@ -68,6 +70,7 @@ export function runVirtualPoint(p: VirtualPoint): VirtualRun {
     seed: p.jitterSeed,
     hopMs: p.hopMs,
     maxInFlight: MAX_IN_FLIGHT,
+    chainOnly: p.chainOnly === true,
   });
   const s = summarizeOpenLoop(result, { kvCeiling: schedule.kv_ceiling, sloTtftMs: setup.sloTtftMs });
   return {

@@ -33,8 +33,13 @@ export interface VirtualReplayOptions {
   hopMs: number;
   /** Requests open at once at most, as the HTTP replay has it. */
   maxInFlight: number;
-  /** Told, once every timer has run, how many leases the routing objects still count (a leak if any). */
-  onEnd?: (end: { leases: number }) => void;
+  /**
+   * The Worker as it was before f50698c, sending no prompt size beside a cut chain: the router
+   * then queues such a prompt as its chain's length. For an A/B of that change in one harness.
+   */
+  chainOnly?: boolean;
+  /** Told, once every timer has run, how many leases the routing objects still count (a leak if any) and how many expired unrenewed. */
+  onEnd?: (end: { leases: number; expired: number }) => void;
 }
 
 /**
@@ -74,7 +79,7 @@ export function replayVirtual(o: VirtualReplayOptions): OpenLoopResult {
       if (!parsed.success || !rendered.ok || !("text" in rendered)) return done(outcome(400, "the trace's request is not a valid chat request"));
       const chain = chatFingerprint(parsed.data, fingerprint);
       // The Worker estimates a cut prompt's size from the body's bytes: the JSON a client would send.
-      const lease = gateway.route(chain, promptBlocks(chain, Buffer.byteLength(JSON.stringify(body)), fingerprint));
+      const lease = gateway.route(chain, o.chainOnly ? chain.length : promptBlocks(chain, Buffer.byteLength(JSON.stringify(body)), fingerprint));
       if (!lease) return done(outcome(503, "no backend could take the request"));
       const routed = { backend: lease.decision.backendId, reason: lease.decision.reason };
       if (textBlocks(rendered.text).tokens + request.maxTokens > o.profile.maxModelLen) {
@@ -103,9 +108,10 @@ export function replayVirtual(o: VirtualReplayOptions): OpenLoopResult {
       const timeout = setTimeout(() => {
         if (over) return;
         over = true;
-        // The client leaves; the gateway sees it go and the engine drops the sequence.
+        // The client leaves; the gateway sees it go and the engine drops the sequence. The lease
+        // ends as the relay's end settles it: with the first token's time when one came.
         ticket?.cancel();
-        gateway.settle(lease, "client-abort");
+        gateway.settle(lease, "client-abort", { ...(firstAt === null ? {} : { ttftMs: firstAt - sentAt }), durationMs: clock.now() - sentAt });
         done(outcome(200, `no complete answer within ${o.timeoutMs} ms`, routed));
       }, o.timeoutMs);
     };
@@ -114,7 +120,7 @@ export function replayVirtual(o: VirtualReplayOptions): OpenLoopResult {
     scheduleOpenLoop(o.trace, { arrivalsMs: o.arrivalsMs, maxInFlight: o.maxInFlight }, send, clock.now, (r) => (requests = r));
     return () => {
       if (!requests) throw new Error("the virtual replay ended with requests still open");
-      o.onEnd?.({ leases: gateway.leases });
+      o.onEnd?.({ leases: gateway.leases, expired: gateway.expired });
       return { requests, wallMs: clock.now(), serverQueue: null };
     };
   });

@@ -10,6 +10,8 @@ export interface VirtualResults {
   commit: string;
   hop_ms: number;
   jitter_seeds: number;
+  /** The Worker before f50698c: no prompt size beside a cut chain. Absent in results made before the flag. */
+  chain_only?: boolean;
   runs: VirtualRun[];
 }
 
@@ -40,6 +42,7 @@ function routersOf(runs: readonly VirtualRun[]): string[] {
 
 export function renderVirtualReport(results: VirtualResults): string {
   const lines = ["# Routing in virtual time", "", `Command: \`${results.command}\` — ${results.date}, at ${results.commit}.`, ""];
+  if (results.chain_only) lines.push("`--chain-only`: the Worker as it was before f50698c, sending no prompt size beside a fingerprint cut at maxPrefixBlocks, so the router queues such a prompt as its chain's length.", "");
   for (const trace of [...new Set(results.runs.map((r) => r.trace))]) lines.push(...traceSection(trace, results.runs.filter((r) => r.trace === trace), results));
   return `${lines.join("\n")}\n`;
 }
@@ -56,7 +59,7 @@ function traceSection(trace: TimedKind, runs: readonly VirtualRun[], results: Vi
     "",
     `Seeds ${seeds.join(", ")} of that trace, each replayed ${results.jitter_seeds} times per router, each time with another draw of the hops (0–${results.hop_ms} ms per request, seeded). ` +
       "A router's figure is the mean over a seed's draws, then over the seeds, each seed weighing the same; TTFT percentiles are each run's, averaged so. " +
-      `A ratio's interval is the 95% bootstrap interval over the draws (resampled within each seed). Requests: ${of(base).reduce((n, r) => n + r.requests, 0) / results.jitter_seeds} per draw over the seeds.`,
+      `A ratio's interval is the 95% bootstrap interval over the draws (the two routers' runs of a draw resampled as a pair, within each seed). Requests: ${of(base).reduce((n, r) => n + r.requests, 0) / results.jitter_seeds} per draw over the seeds.`,
     "",
     `| router | kv_hit | of the ceiling | kv_hit ÷ ${base}'s | TTFT p50 ms | p95 | p99 | p95 ÷ ${base}'s | errors per draw |`,
     "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",

@@ -1,12 +1,13 @@
 /**
  * npm run bench:routing-virtual [-- --trace mooncake] [--seeds 6] [--jitter-seeds 16] [--hop-ms 20]
  *   [--strategy prefix-aware,least-loaded,round-robin] [--shards 2,4] [--threads N] [--quick]
- *   [--out bench/results] [--report-only]
+ *   [--out bench/results] [--report-only] [--chain-only]
  *
  * The open-loop traces of bench:routing through kvgate's routing code and the fleet simulator's
  * engine in one process, in virtual time (bench/virtual/): deterministic for its inputs, and
  * seconds a run instead of minutes, so a comparison can take many draws of the same traffic.
- * Writes routing-virtual.json ({"runs":[…]}) and routing-virtual.md.
+ * Writes routing-virtual.json ({"runs":[…]}) and routing-virtual.md. --chain-only: the Worker as it
+ * was before f50698c (no prompt size beside a cut chain), for an A/B of that change.
  */
 import { mkdir, readFile, writeFile } from "node:fs/promises";
 import { availableParallelism } from "node:os";
@@ -37,6 +38,7 @@ const { values } = parseArgs({
     quick: { type: "boolean", default: false },
     out: { type: "string", default: join(ROOT, "bench/results") },
     "report-only": { type: "boolean", default: false },
+    "chain-only": { type: "boolean", default: false },
   },
 });
 
@@ -70,8 +72,9 @@ for (const trace of traces) {
   const seeds = values.quick ? 2 : values.seeds ? positiveInt("--seeds", values.seeds) : trace === "mooncake" ? MOONCAKE_SLICE_STARTS.length : 3;
   for (let seed = 1; seed <= seeds; seed++) {
     for (let jitterSeed = 1; jitterSeed <= jitterSeeds; jitterSeed++) {
-      for (const strategy of strategies) points.push({ trace, seed, strategy, shards: 1, jitterSeed, hopMs });
-      if (strategies.includes("prefix-aware")) for (const n of shards) points.push({ trace, seed, strategy: "prefix-aware", shards: n, jitterSeed, hopMs });
+      const chainOnly = values["chain-only"];
+      for (const strategy of strategies) points.push({ trace, seed, strategy, shards: 1, jitterSeed, hopMs, chainOnly });
+      if (strategies.includes("prefix-aware")) for (const n of shards) points.push({ trace, seed, strategy: "prefix-aware", shards: n, jitterSeed, hopMs, chainOnly });
     }
   }
 }
@@ -88,6 +91,7 @@ const results: VirtualResults = {
   commit: commitOf(ROOT),
   hop_ms: hopMs,
   jitter_seeds: jitterSeeds,
+  chain_only: values["chain-only"],
   runs,
 };
 await mkdir(out, { recursive: true });

@@ -22,27 +22,47 @@ export function pooled(runs: readonly VirtualRun[], figure: (r: VirtualRun) => n
 }
 
 /**
- * `a`'s pooled figure over `b`'s, and how far chance in the jitter draws could move it: the
- * bootstrap resamples, within each seed of the trace, each router's jitter draws with
- * replacement (the routers' draws are independent: another router takes another path).
- * Seeded, so a report renders the same interval every time.
+ * `a`'s pooled figure over `b`'s, and how far chance in the draws could move it. The routers' runs
+ * of one seed and jitter seed share their draws (the same hops, the same router seed), so they are
+ * pairs: the bootstrap resamples, within each seed of the trace, the jitter seeds both routers ran,
+ * with replacement, and takes both routers' runs of each. Seeded, so a report renders the same
+ * interval every time.
  */
 export function ratioWithInterval(a: readonly VirtualRun[], b: readonly VirtualRun[], figure: (r: VirtualRun) => number | null): Ratio {
-  const sa = [...groupBySeed(a, figure).entries()].sort(([x], [y]) => x - y);
-  const sb = groupBySeed(b, figure);
-  const pairs = sa.filter(([seed]) => sb.has(seed)).map(([seed, xs]) => [xs, sb.get(seed) as number[]] as const);
-  if (pairs.length === 0) return { ratio: NaN, low: NaN, high: NaN };
-  const ratioOf = (pick: (xs: readonly number[]) => number) => mean(pairs.map(([xs]) => pick(xs))) / mean(pairs.map(([, ys]) => pick(ys)));
-  const rand = mulberry32(0xb007).next;
-  const resample = (xs: readonly number[]) => mean(Array.from(xs, () => xs[Math.floor(rand() * xs.length)] as number));
-  const draws: number[] = [];
-  for (let k = 0; k < RESAMPLES; k++) {
-    const ma = mean(pairs.map(([xs]) => resample(xs)));
-    const mb = mean(pairs.map(([, ys]) => resample(ys)));
-    draws.push(ma / mb);
+  const pa = byDraw(a, figure);
+  const pb = byDraw(b, figure);
+  // Per seed, the draws both have: [a's figure, b's figure] of each.
+  const seeds: [number, number][][] = [];
+  for (const [seed, draws] of [...pa.entries()].sort(([x], [y]) => x - y)) {
+    const other = pb.get(seed);
+    if (!other) continue;
+    const pairs: [number, number][] = [];
+    for (const [draw, x] of draws) {
+      const y = other.get(draw);
+      if (y !== undefined) pairs.push([x, y]);
+    }
+    if (pairs.length > 0) seeds.push(pairs);
   }
+  if (seeds.length === 0) return { ratio: NaN, low: NaN, high: NaN };
+  const ratioOf = (per: readonly (readonly [number, number])[][]) => mean(per.map((p) => mean(p.map(([x]) => x)))) / mean(per.map((p) => mean(p.map(([, y]) => y))));
+  const rand = mulberry32(0xb007).next;
+  const draws: number[] = [];
+  for (let k = 0; k < RESAMPLES; k++) draws.push(ratioOf(seeds.map((p) => Array.from(p, () => p[Math.floor(rand() * p.length)] as [number, number]))));
   draws.sort((x, y) => x - y);
-  return { ratio: ratioOf(mean), low: draws[Math.floor(0.025 * RESAMPLES)] as number, high: draws[Math.ceil(0.975 * RESAMPLES) - 1] as number };
+  return { ratio: ratioOf(seeds), low: draws[Math.floor(0.025 * RESAMPLES)] as number, high: draws[Math.ceil(0.975 * RESAMPLES) - 1] as number };
+}
+
+/** Each seed's figure per jitter seed. */
+function byDraw(runs: readonly VirtualRun[], figure: (r: VirtualRun) => number | null): Map<number, Map<number, number>> {
+  const out = new Map<number, Map<number, number>>();
+  for (const r of runs) {
+    const v = figure(r);
+    if (v === null || !Number.isFinite(v)) continue;
+    let m = out.get(r.seed);
+    if (!m) out.set(r.seed, (m = new Map()));
+    m.set(r.jitter_seed, v);
+  }
+  return out;
 }
 
 function groupBySeed(runs: readonly VirtualRun[], figure: (r: VirtualRun) => number | null): Map<number, number[]> {

@@ -120,8 +120,9 @@ function pushTokenIds(h: BlockHasher, ids: readonly number[]): void {
  * The prompt's size in blocks: its chain's length, or — when the chain was cut at maxBlocks — its
  * body's bytes over blockChars. What a backend will prefill for it is the whole prompt, not the
  * hashed head: a 120k-token prompt counted as its first 32k tokens made its backend look idle
- * while it prefilled for seconds. The body's bytes overcount a little (its JSON around the text),
- * and only when the chain is cut, where a prompt is nearly all text.
+ * while it prefilled for seconds. Bytes, not characters, so it overcounts: the JSON around the
+ * text a little, text outside ASCII up to 3× (6× when a client escapes it as \uXXXX). Only a cut
+ * chain pays it, and it costs nothing to read; counting a long prompt's characters would walk it.
  */
 export function promptBlocks(chain: readonly number[], bodyBytes: number, opts: FingerprintOptions): number {
   return chain.length < opts.maxBlocks ? chain.length : Math.max(chain.length, Math.floor(bodyBytes / opts.blockChars));

@@ -182,9 +182,9 @@ export class GroupRouter {
    * already failed on. A backend whose breaker is open is never picked; a half-open one takes a
    * few trials. A request whose virtual key is over a limit is refused before any of that.
    * `failover`: the attempt follows a failed one or serves a fallback group (counted as such).
+   * `blocks`: the prompt's size in blocks when its chain was cut short of it (RouteCall.blocks).
    * Admit → signals → pick → commit (src/routing/policy.ts): only the pick is the strategy's.
    */
-  /** `blocks`: the prompt's size in blocks, when its chain was cut short of it (RouteCall.blocks). */
   route(version: string, chain: ArrayLike<number>, exclude: readonly string[], now: number, tenant?: RouteTenant, failover = false, blocks?: number): RouteDecision | RouteRefusal | LimitRefusal | VersionRefusal {
     const view = this.views.get(version);
     if (!view) return { refused: "unknown-version", rev: this.rev };

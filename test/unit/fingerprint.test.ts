@@ -1,7 +1,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { BlockHasher } from "../../src/prefix/block-hasher.ts";
-import { chatFingerprint, completionFingerprint, responsesFingerprint } from "../../src/prefix/fingerprint.ts";
+import { chatFingerprint, completionFingerprint, promptBlocks, responsesFingerprint } from "../../src/prefix/fingerprint.ts";
 import type { ChatCompletionRequest, ResponsesRequest } from "../../src/openai/requests.ts";
 
 const opts = { blockChars: 64, maxBlocks: 2048 };
@@ -207,5 +207,20 @@ describe("Responses API fingerprint: its instructions and input read as chat's m
     const untouchable = { type: "x", toJSON: () => expect.unreachable("serialised an item past the cap") };
     const items = [{ role: "user", content: "u".repeat(64) }, ...Array.from({ length: 1000 }, () => untouchable)];
     expect(responsesFingerprint(responses(items), small)).toHaveLength(4);
+  });
+});
+
+describe("a prompt's size in blocks", () => {
+  const opts = { blockChars: 64, maxBlocks: 8 };
+  const chainOf = (n: number) => Array.from({ length: n }, (_, i) => i + 1);
+
+  it("is its chain's length when the chain was not cut, however large the body", () => {
+    expect(promptBlocks(chainOf(5), 1_000_000, opts)).toBe(5);
+    expect(promptBlocks([], 1_000_000, opts)).toBe(0);
+  });
+
+  it("is the body's bytes over blockChars when the chain was cut, and never less than the chain", () => {
+    expect(promptBlocks(chainOf(8), 6_500, opts)).toBe(101);
+    expect(promptBlocks(chainOf(8), 100, opts)).toBe(8);
   });
 });

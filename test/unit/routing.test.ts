@@ -255,6 +255,23 @@ describe("GroupRouter", () => {
     }
   });
 
+  it("weighs a cut prompt's cached head against its whole size: a long prompt's few cached blocks do not outweigh a shorter queue", () => {
+    const g = group({ maxPrefixBlocks: 40 }, 2);
+    // P (150 blocks, its chain cut at 40) goes to one backend, Q (100) to the other; then R repeats P's head.
+    const place = (size: number) => {
+      const router = new GroupRouter(g.name, rng(5));
+      router.install(g, 0);
+      const p = pick(router.route(g.version, chain(1, 40), [], 0, undefined, false, 150));
+      pick(router.route(g.version, chain(2, 40), [], 0, undefined, false, 100));
+      const r = pick(router.route(g.version, chain(1, 40), [], 0, undefined, false, size));
+      return r?.backendId === p?.backendId;
+    };
+    // Sized as its chain, R's 40 cached blocks are all its prompt: worth the longer queue (150 against 100).
+    expect(place(40)).toBe(true);
+    // Sized whole (1,000 blocks), they save a twenty-fifth of its prefill: the shorter queue wins.
+    expect(place(1000)).toBe(false);
+  });
+
   it("keeps the prompt work queued since a request when that request ends, so the next arrival does not land on a backend still prefilling", () => {
     // 10,000 tokens/s: 0.625 blocks drain per ms. Two backends, each with a request that ran its
     // course (its 40 blocks long prefilled); then one of them gets a new 40-block prompt.

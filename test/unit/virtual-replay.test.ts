@@ -6,7 +6,7 @@ import { replayOpenLoop } from "../../bench/replay/index.ts";
 import { mooncakeTrace, type TimedRequest, type TimedTrace } from "../../bench/traces/index.ts";
 import { headOf, OPEN_LOOP_SETUPS, scheduleOf } from "../../bench/routing/open-loop-matrix.ts";
 import { replayVirtual, type VirtualReplayOptions } from "../../bench/virtual/replay.ts";
-import { ratioWithInterval } from "../../bench/virtual/stats.ts";
+import { pooled, ratioWithInterval } from "../../bench/virtual/stats.ts";
 import { verdict } from "../../bench/virtual/report.ts";
 import type { VirtualRun } from "../../bench/virtual/point.ts";
 import { outputText } from "../../bench/fleet/output-text.ts";
@@ -122,7 +122,17 @@ describe("a replay in virtual time", () => {
     expect(stayed / repeats.length).toBeGreaterThan(0.9);
   }, 30_000);
 
-  it("times a request out as the client does: an error, its sequence dropped, its lease given back", () => {
+  it("renews every lease it holds: none expires though answers outlast the lease's time to live", () => {
+    const trace = mooncakeHead(60);
+    const arrivalsMs = trace.requests.map((r) => r.atMs / 4);
+    let end = { leases: -1, expired: -1 };
+    // Leases of 2 s, renewed every 667 ms; Mooncake's answers take seconds.
+    const r = replayVirtual(options(trace, arrivalsMs, { group: group(4, { leaseTtlMs: 2_000 }), onEnd: (e) => (end = e) }));
+    expect(Math.max(...r.requests.map((x) => x.totalMs))).toBeGreaterThan(4_000);
+    expect(end).toEqual({ leases: 0, expired: 0 });
+  }, 30_000);
+
+  it("times a request out as the client does: an error after the timeout, and its lease given back", () => {
     const trace = mooncakeHead(40);
     const arrivalsMs = trace.requests.map(() => 0);
     let leases = -1;
@@ -135,24 +145,37 @@ describe("a replay in virtual time", () => {
 });
 
 describe("a ratio between two routers' virtual runs", () => {
-  const runs = (strategy: string, kv: (seed: number, draw: number) => number): VirtualRun[] =>
+  /** Seeds 1-3, `draws(seed)` jitter seeds each. */
+  const runs = (strategy: string, kv: (seed: number, draw: number) => number, draws: (seed: number) => number = () => 12): VirtualRun[] =>
     [1, 2, 3].flatMap((seed) =>
-      Array.from({ length: 12 }, (_, d) => ({
+      Array.from({ length: draws(seed) }, (_, d) => ({
         trace: "mooncake" as const, seed, strategy, shards: 1, jitter_seed: d + 1, hop_ms: 20, requests: 10, errors: 0,
         kv_hit: kv(seed, d), kv_ceiling: 0.1, ttft_ms: { p50: 1, p95: 2, p99: 3 }, goodput_share: 1, backend_share: {}, virtual_ms: 1,
       })),
     );
   const kv = (r: VirtualRun) => r.kv_hit;
 
-  it("weighs each seed the same, and its interval holds the ratio", () => {
-    // Seed 1's draws are twice the others': its mean counts once, not once per draw.
-    const a = runs("a", (seed, d) => (seed === 1 ? 0.1 : 0.05) + (d % 3) * 0.001);
-    const b = runs("b", (seed, d) => (seed === 1 ? 0.1 : 0.05) + ((d + 1) % 3) * 0.001);
+  it("weighs each seed the same however many draws it has, and its interval holds the ratio", () => {
+    // Seed 1 has 4 draws at 0.2, seeds 2 and 3 have 12 at 0.05; the other router is at 0.1 throughout.
+    // Per seed that is 0.1 against 0.1; pooled over the draws it would be 0.071 against 0.1.
+    const wobble = (d: number) => (d % 2 === 0 ? 0.001 : -0.001);
+    const draws = (seed: number) => (seed === 1 ? 4 : 12);
+    const a = runs("a", (seed, d) => (seed === 1 ? 0.2 : 0.05) + wobble(d), draws);
+    const b = runs("b", (_, d) => 0.1 - wobble(d), draws);
     const r = ratioWithInterval(a, b, kv);
-    expect(r.ratio).toBeCloseTo(1, 6);
+    expect(r.ratio).toBeCloseTo(1, 9);
+    expect(pooled(a, kv)).toBeCloseTo(0.1, 9);
     expect(r.low).toBeLessThan(1);
     expect(r.high).toBeGreaterThan(1);
     expect(verdict(r, 0.02)).toBe("within");
+  });
+
+  it("pairs the two routers' runs of the same draw", () => {
+    // Each draw moves both routers alike: paired, the ratio hardly moves; resampled apart it would.
+    const shared = (d: number) => [0.02, 0.08, 0.05, 0.11, 0.03, 0.09][d % 6] as number;
+    const r = ratioWithInterval(runs("a", (_, d) => shared(d) * 1.01), runs("b", (_, d) => shared(d)), kv);
+    expect(r.ratio).toBeCloseTo(1.01, 9);
+    expect(r.high - r.low).toBeLessThan(0.001);
   });
 
   it("says outside when the whole interval is past the tolerance, and not shown when it straddles it", () => {
