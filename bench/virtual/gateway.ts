@@ -1,26 +1,19 @@
 import type { ResolvedGroup } from "../../src/config/load.ts";
 import { GroupRouter } from "../../src/routing/group-router.ts";
 import type { Rng } from "../../src/routing/policy.ts";
-import type { LeaseOutcome, LeaseRelease, LeaseRenewal, RouteDecision } from "../../src/routing/protocol.ts";
+import { isDue, LeaseBook } from "../../src/routing/lease-book.ts";
+import type { LeaseOutcome, LeaseRelease, RouteDecision } from "../../src/routing/protocol.ts";
 import { groupShards } from "../../src/sharding/partition.ts";
 import { ShardChoice } from "../../src/sharding/shard-choice.ts";
 
 /** The Worker's release flush: config releaseFlushMs at its default (bench:routing's gateways keep it). */
 const FLUSH_MS = 10;
 
-interface Held {
-  renewal: LeaseRenewal;
-  renewedAt: number;
-}
-
 /** One routing object of the group (the group's, or a shard's), with what the Worker keeps for it. */
 interface GroupObject {
   readonly name: string;
   readonly router: GroupRouter;
-  /** Finished leases waiting to ride along with the next call, or the flush. */
-  pending: LeaseRelease[];
   flushArmed: boolean;
-  readonly held: Map<string, Held>;
 }
 
 /** A decision, and the object whose lease it is. */
@@ -43,6 +36,8 @@ export class VirtualGateway {
   private readonly now: () => number;
   private readonly objects: GroupObject[];
   private readonly choice = new ShardChoice();
+  /** The Worker's leases with every object: pending releases and held leases, as route-client.ts keeps them. */
+  private readonly book = new LeaseBook();
 
   constructor(group: ResolvedGroup, rng: Rng, now: () => number) {
     this.group = group;
@@ -54,7 +49,7 @@ export class VirtualGateway {
     this.objects = names.map((name, s) => {
       const router = new GroupRouter(group.name, rng);
       router.install(views[s] as ResolvedGroup, now());
-      return { name, router, pending: [], flushArmed: false, held: new Map() };
+      return { name, router, flushArmed: false };
     });
   }
 
@@ -90,9 +85,9 @@ export class VirtualGateway {
   settle(lease: VirtualLease, outcome: LeaseOutcome, end: Pick<LeaseRelease, "ttftMs" | "durationMs" | "usage" | "streamed"> = {}): void {
     const { object, decision } = lease;
     clearInterval(lease.timer);
-    object.held.delete(decision.lease);
+    this.book.drop(object.name, decision.lease);
     if (this.group.shards > 1) this.choice.ended(object.name);
-    object.pending.push({ lease: decision.lease, outcome, ...end });
+    this.book.requeue(object.name, [{ lease: decision.lease, outcome, ...end }]);
     if (object.flushArmed) return;
     object.flushArmed = true;
     setTimeout(() => {
@@ -107,10 +102,9 @@ export class VirtualGateway {
     const answer = object.router.route(this.group.version, chain, [], now, undefined, false, blocks);
     if ("refused" in answer) return null;
     const everyMs = this.group.leaseTtlMs / 3;
-    const held: Held = { renewal: { lease: answer.lease, version: this.group.version, backendId: answer.backendId }, renewedAt: now };
-    object.held.set(answer.lease, held);
+    const held = this.book.hold(object.name, { lease: answer.lease, version: this.group.version, backendId: answer.backendId }, everyMs, now);
     const timer = setInterval(() => {
-      if (this.now() - held.renewedAt >= everyMs / 2) this.flush(object);
+      if (isDue(held, this.now())) this.flush(object);
     }, everyMs);
     return { decision: answer, object, timer };
   }
@@ -119,16 +113,9 @@ export class VirtualGateway {
     this.deliver(object, this.now());
   }
 
-  /** What waits for `object` — finished leases, renewals not sent for half their interval — delivered to it. */
+  /** What waits for `object` — finished leases, renewals due — delivered to it, as a call carries them. */
   private deliver(object: GroupObject, now: number): void {
-    const released = object.pending;
-    object.pending = [];
-    for (const r of released) object.router.release(r, now);
-    const everyMs = this.group.leaseTtlMs / 3;
-    for (const h of object.held.values()) {
-      if (now - h.renewedAt < everyMs / 2) continue;
-      h.renewedAt = now;
-      object.router.renew(h.renewal, now);
-    }
+    for (const r of this.book.takePending(object.name)) object.router.release(r, now);
+    for (const h of this.book.takeRenewals(object.name, now)) object.router.renew(h.renewal, now);
   }
 }

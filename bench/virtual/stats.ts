@@ -17,8 +17,7 @@ export interface Ratio {
  * its figure the mean over that seed's jitter draws. `runs` are one router's.
  */
 export function pooled(runs: readonly VirtualRun[], figure: (r: VirtualRun) => number | null): number {
-  const bySeed = groupBySeed(runs, figure);
-  return mean([...bySeed.values()].map(mean));
+  return mean([...byDraw(runs, figure).values()].map((draws) => mean([...draws.values()])));
 }
 
 /**
@@ -61,18 +60,6 @@ function byDraw(runs: readonly VirtualRun[], figure: (r: VirtualRun) => number |
     let m = out.get(r.seed);
     if (!m) out.set(r.seed, (m = new Map()));
     m.set(r.jitter_seed, v);
-  }
-  return out;
-}
-
-function groupBySeed(runs: readonly VirtualRun[], figure: (r: VirtualRun) => number | null): Map<number, number[]> {
-  const out = new Map<number, number[]>();
-  for (const r of runs) {
-    const v = figure(r);
-    if (v === null || !Number.isFinite(v)) continue;
-    const list = out.get(r.seed);
-    if (list) list.push(v);
-    else out.set(r.seed, [v]);
   }
   return out;
 }

@@ -3,6 +3,7 @@ import { unavailable } from "../../src/openai/errors.ts";
 import { isVersionRefusal, type LeaseOutcome, type LeaseRelease, type LeaseRenewal, type LimitRefusal, type RouteCall, type RouteDecision, type RouteRefusal, type RouteTenant } from "../../src/routing/protocol.ts";
 import { shardOfObject } from "../../src/sharding/partition.ts";
 import { ShardChoice } from "../../src/sharding/shard-choice.ts";
+import { isDue, LeaseBook, renewLater } from "../../src/routing/lease-book.ts";
 import type { Env, WaitUntil } from "../env.ts";
 import { groupObject } from "./group-object.ts";
 import { fleetBehind } from "../fleet.ts";
@@ -17,61 +18,14 @@ import type { Prompt } from "./validate.ts";
  * object that restarted takes their slots back, and the slots of a Worker that was killed come
  * back within leaseTtlMs. A sharded group has one object per shard: all of this is per object.
  */
-const pending = new Map<string, LeaseRelease[]>();
+const book = new LeaseBook();
 const flushArmed = new Set<string>();
 const shardChoice = new ShardChoice();
 
-interface Held {
-  renewal: LeaseRenewal;
-  renewedAt: number;
-  everyMs: number;
-}
-
-/** Per object, the leases this isolate holds. */
-const held = new Map<string, Map<string, Held>>();
-
-function heldOf(object: string): Map<string, Held> {
-  let m = held.get(object);
-  if (!m) held.set(object, (m = new Map()));
-  return m;
-}
-
-function takePending(object: string): LeaseRelease[] {
-  const list = pending.get(object);
-  if (!list || list.length === 0) return [];
-  pending.set(object, []);
-  return list;
-}
-
-/** Puts back releases whose call failed; the next call carries them (a release counts once however often it comes). */
-function requeue(object: string, released: LeaseRelease[]): void {
-  if (released.length === 0) return;
-  const list = pending.get(object);
-  if (list) list.push(...released);
-  else pending.set(object, [...released]);
-}
-
-/** Held leases not renewed for half their interval: a call going out anyway takes them along. */
-function takeRenewals(object: string): Held[] {
-  const now = Date.now();
-  const out: Held[] = [];
-  for (const h of heldOf(object).values()) {
-    if (now - h.renewedAt < h.everyMs / 2) continue;
-    h.renewedAt = now;
-    out.push(h);
-  }
-  return out;
-}
-
-/** After a failed call: those renewals are due again. */
-function renewLater(renewing: Held[]): void {
-  for (const h of renewing) h.renewedAt = 0;
-}
-
 /** Sends what waits — finished leases and due renewals — when no route call is coming to carry it. */
 async function flush(object: string, env: Env): Promise<void> {
-  const batch = takePending(object);
-  const renewing = takeRenewals(object);
+  const batch = book.takePending(object);
+  const renewing = book.takeRenewals(object, Date.now());
   if (batch.length === 0 && renewing.length === 0) return;
   try {
     await env.MODEL_GROUP.getByName(object).release(
@@ -79,7 +33,7 @@ async function flush(object: string, env: Env): Promise<void> {
       renewing.map((h) => h.renewal),
     );
   } catch (e) {
-    requeue(object, batch);
+    book.requeue(object, batch);
     renewLater(renewing);
     console.error(`kvgate: releasing ${batch.length} and renewing ${renewing.length} lease(s) of ${objectLabel(object)} failed: ${(e as Error).message}`);
   }
@@ -92,7 +46,7 @@ function objectLabel(object: string): string {
 }
 
 function queueRelease(object: string, release: LeaseRelease, env: Env, ctx: WaitUntil, flushMs: number): void {
-  requeue(object, [release]);
+  book.requeue(object, [release]);
   if (flushArmed.has(object)) return;
   flushArmed.add(object);
   // The timer runs under the finishing request's waitUntil, and gets its own stub there:
@@ -151,8 +105,8 @@ export async function route(env: Env, ctx: WaitUntil, group: ResolvedGroup, prom
 
 /** One route call to one object of the group; `view`: the config it routes with, sent when it does not know the version. */
 async function routeOn(env: Env, ctx: WaitUntil, group: ResolvedGroup, object: string, view: ResolvedGroup, prompt: Prompt, exclude: readonly string[], model: string, tenant: RouteTenant | undefined, failover: boolean): Promise<Routed | RouteRefusal | LimitRefusal> {
-  const released = takePending(object);
-  const renewing = takeRenewals(object);
+  const released = book.takePending(object);
+  const renewing = book.takeRenewals(object, Date.now());
   const call: RouteCall = { version: group.version, chain: prompt.chain, released, renewed: renewing.map((h) => h.renewal), exclude: [...exclude] };
   if (prompt.blocks > prompt.chain.length) call.blocks = prompt.blocks;
   if (tenant) call.tenant = tenant;
@@ -168,7 +122,7 @@ async function routeOn(env: Env, ctx: WaitUntil, group: ResolvedGroup, object: s
     // The answer is this call's own copy: marked, not copied.
     return Object.assign(answer, { object });
   } catch (e) {
-    requeue(object, released);
+    book.requeue(object, released);
     renewLater(renewing);
     console.error(`kvgate: route call for ${objectLabel(object)} failed: ${(e as Error).message}`);
     throw unavailable(`routing for model "${model}" is unavailable`, "routing_unavailable");
@@ -196,11 +150,10 @@ export function holdLease(decision: Routed, group: ResolvedGroup, env: Env, ctx:
   const everyMs = group.leaseTtlMs / 3;
   const renewal: LeaseRenewal = { lease: decision.lease, version: group.version, backendId: decision.backendId };
   if (key !== undefined) renewal.key = key;
-  const mine: Held = { renewal, renewedAt: Date.now(), everyMs };
   const { object } = decision;
-  heldOf(object).set(decision.lease, mine);
+  const mine = book.hold(object, renewal, everyMs, Date.now());
   const timer = setInterval(() => {
-    if (Date.now() - mine.renewedAt >= everyMs / 2) ctx.waitUntil(flush(object, env));
+    if (isDue(mine, Date.now())) ctx.waitUntil(flush(object, env));
   }, everyMs);
   let settled = false;
   return {
@@ -209,7 +162,7 @@ export function holdLease(decision: Routed, group: ResolvedGroup, env: Env, ctx:
       if (settled) return;
       settled = true;
       clearInterval(timer);
-      heldOf(object).delete(decision.lease);
+      book.drop(object, decision.lease);
       if (group.shards > 1) shardChoice.ended(object);
       const release: LeaseRelease = { lease: decision.lease, outcome };
       // Only the fields that hold something: the release rides along with a later route call.

@@ -1,0 +1,72 @@
+import type { LeaseRelease, LeaseRenewal } from "./protocol.ts";
+
+/** A lease an isolate holds, renewed every `everyMs`. */
+export interface Holding {
+  readonly renewal: LeaseRenewal;
+  renewedAt: number;
+  readonly everyMs: number;
+}
+
+/**
+ * What a Worker isolate keeps of its leases with each routing object: the finished ones waiting
+ * to ride along with its next call to that object, and the ones it holds, each renewed when it
+ * went unrenewed for half its interval. The calls and the timers are the caller's
+ * (workers/gateway/route-client.ts; bench/virtual/gateway.ts replays it in virtual time).
+ */
+export class LeaseBook {
+  private readonly pending = new Map<string, LeaseRelease[]>();
+  private readonly held = new Map<string, Map<string, Holding>>();
+
+  /** Finished leases of `object`, taken to ride along with a call to it. */
+  takePending(object: string): LeaseRelease[] {
+    const list = this.pending.get(object);
+    if (!list || list.length === 0) return [];
+    this.pending.set(object, []);
+    return list;
+  }
+
+  /** Finished leases for the next call to `object`, or back after a call failed (a release counts once however often it comes). */
+  requeue(object: string, released: LeaseRelease[]): void {
+    if (released.length === 0) return;
+    const list = this.pending.get(object);
+    if (list) list.push(...released);
+    else this.pending.set(object, [...released]);
+  }
+
+  hold(object: string, renewal: LeaseRenewal, everyMs: number, now: number): Holding {
+    const h: Holding = { renewal, renewedAt: now, everyMs };
+    this.heldOf(object).set(renewal.lease, h);
+    return h;
+  }
+
+  drop(object: string, lease: string): void {
+    this.heldOf(object).delete(lease);
+  }
+
+  /** Held leases of `object` due for renewal: a call going out anyway takes them along. */
+  takeRenewals(object: string, now: number): Holding[] {
+    const out: Holding[] = [];
+    for (const h of this.heldOf(object).values()) {
+      if (!isDue(h, now)) continue;
+      h.renewedAt = now;
+      out.push(h);
+    }
+    return out;
+  }
+
+  private heldOf(object: string): Map<string, Holding> {
+    let m = this.held.get(object);
+    if (!m) this.held.set(object, (m = new Map()));
+    return m;
+  }
+}
+
+/** Unrenewed for half its interval. */
+export function isDue(h: Holding, now: number): boolean {
+  return now - h.renewedAt >= h.everyMs / 2;
+}
+
+/** After a failed call: those renewals are due again. */
+export function renewLater(renewing: readonly Holding[]): void {
+  for (const h of renewing) h.renewedAt = 0;
+}
