@@ -73,7 +73,7 @@ function routeThrough(backends: number, chainBlocks: number, shards: number, cal
     const d = (routers[s] as GroupRouter).route(g.version, chain, [], now);
     const t2 = performance.now();
     if ("refused" in d) throw new Error(`shard ${s} refused: ${d.refused}`);
-    choice.answered(object, d.inFlight);
+    choice.answered(object, d);
     inFlight.push({ shard: s, lease: d.lease });
     let released = 0;
     if (inFlight.length > backends * IN_FLIGHT_PER_BACKEND) {

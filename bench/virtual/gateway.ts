@@ -66,17 +66,25 @@ export class VirtualGateway {
   /** A backend for the prompt (its chain, its size in blocks), its slot taken; null when every object refused. */
   route(chain: readonly number[], blocks: number): VirtualLease | null {
     const now = this.now();
-    if (!(this.group.shards > 1)) return this.routeOn(this.objects[0] as GroupObject, chain, blocks, now);
-    const { order } = this.choice.order(this.group, chain, now);
-    for (const s of order) {
+    if (!(this.group.shards > 1)) {
+      const answer = this.routeOn(this.objects[0] as GroupObject, chain, blocks, now);
+      return "refused" in answer ? null : answer;
+    }
+    const plan = this.choice.order(this.group, chain, now, blocks);
+    const { order } = plan;
+    for (let k = 0; k < order.length; k++) {
+      const s = order[k] as number;
       const object = this.objects[s] as GroupObject;
       this.choice.sent(object.name);
-      const lease = this.routeOn(object, chain, blocks, now);
-      if (lease) {
-        this.choice.answered(object.name, lease.decision.inFlight, now);
-        return lease;
+      const answer = this.routeOn(object, chain, blocks, now, k === 0 ? plan.spillOverMs : undefined);
+      if (!("refused" in answer)) {
+        this.choice.answered(object.name, answer.decision, now);
+        this.choice.placed(this.group, plan, s);
+        return answer;
       }
       this.choice.ended(object.name);
+      // Passed on for a shorter wait elsewhere: asked again last, without the limit, as route-client.ts does.
+      if (answer.refused === "spill") order.push(s);
     }
     return null;
   }
@@ -97,10 +105,10 @@ export class VirtualGateway {
   }
 
   /** The route call: the releases and due renewals ride along, then the object routes. */
-  private routeOn(object: GroupObject, chain: readonly number[], blocks: number, now: number): VirtualLease | null {
+  private routeOn(object: GroupObject, chain: readonly number[], blocks: number, now: number, spillOverMs?: number): VirtualLease | { refused: string } {
     this.deliver(object, now);
-    const answer = object.router.route(this.group.version, chain, [], now, undefined, false, blocks);
-    if ("refused" in answer) return null;
+    const answer = object.router.route(this.group.version, chain, [], now, undefined, false, blocks, spillOverMs);
+    if ("refused" in answer) return answer;
     const everyMs = this.group.leaseTtlMs / 3;
     const held = this.book.hold(object.name, { lease: answer.lease, version: this.group.version, backendId: answer.backendId }, everyMs, now);
     const timer = setInterval(() => {

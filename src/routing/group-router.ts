@@ -183,9 +183,11 @@ export class GroupRouter {
    * few trials. A request whose virtual key is over a limit is refused before any of that.
    * `failover`: the attempt follows a failed one or serves a fallback group (counted as such).
    * `blocks`: the prompt's size in blocks when its chain was cut short of it (RouteCall.blocks).
+   * `spillOverMs`: a shard's first call (RouteCall.spillOverMs); refused, nothing taken, when the
+   * pick would keep the prompt waiting longer.
    * Admit → signals → pick → commit (src/routing/policy.ts): only the pick is the strategy's.
    */
-  route(version: string, chain: ArrayLike<number>, exclude: readonly string[], now: number, tenant?: RouteTenant, failover = false, blocks?: number): RouteDecision | RouteRefusal | LimitRefusal | VersionRefusal {
+  route(version: string, chain: ArrayLike<number>, exclude: readonly string[], now: number, tenant?: RouteTenant, failover = false, blocks?: number, spillOverMs?: number): RouteDecision | RouteRefusal | LimitRefusal | VersionRefusal {
     const view = this.views.get(version);
     if (!view) return { refused: "unknown-version", rev: this.rev };
     if (tenant) {
@@ -206,6 +208,7 @@ export class GroupRouter {
     request.blocks = blocks !== undefined && Number.isFinite(blocks) && blocks > chain.length ? blocks : chain.length;
     const choice = policy.pick(view.backends, request, this.rng);
     if (!choice) return this.refuse("at-capacity");
+    if (spillOverMs !== undefined && waitMs(view.backends[choice.index] as Backend, request.blocks - choice.matched) > spillOverMs) return { refused: "spill", rev: this.rev };
     return this.commit(view, choice, chain, exclude, now, tenant, failover);
   }
 
@@ -258,7 +261,9 @@ export class GroupRouter {
       this.ledger.took(tenant, now);
       if (!tenant.admitted) this.keyCounters.request(tenant.id);
     }
-    return { backendId: b.id, lease, reason: choice.reason, matched: choice.matched, total: chain.length, routedAt: now, rev: this.rev, inFlight: this.leases.size };
+    const answer: RouteDecision = { backendId: b.id, lease, reason: choice.reason, matched: choice.matched, total: chain.length, routedAt: now, rev: this.rev, inFlight: this.leases.size };
+    if (g.shards > 1) shardWait(view.backends, answer);
+    return answer;
   }
 
   /** The backend's prefix set learns the chain; what it learned, for the lease to take back, or null when nothing new or past the lessons' memory limit. */
@@ -464,7 +469,7 @@ export class GroupRouter {
     return [...seen];
   }
 
-  private refuse(refused: RouteRefusal["refused"]): RouteRefusal {
+  private refuse(refused: Exclude<RouteRefusal["refused"], "spill">): RouteRefusal {
     this.refusals[refused]++;
     return { refused, rev: this.rev };
   }
@@ -546,6 +551,20 @@ export class GroupRouter {
 
 function newer(a: View, b: View): boolean {
   return a.rev !== b.rev ? a.rev > b.rev : a.seq > b.seq;
+}
+
+/** How long a prompt of `blocks` uncached blocks would wait on `b` for its first token: its queued prompt work, then its own; 0 with no drain rate to go by. */
+function waitMs(b: Backend, blocks: number): number {
+  return b.drainPerMs > 0 ? (b.prefillDebt + blocks) / b.drainPerMs : 0;
+}
+
+/** A shard's least-queued backend that may take requests, as the Worker weighs shards (RouteDecision.waitMs, blockMs). */
+function shardWait(backends: readonly Backend[], decision: RouteDecision): void {
+  let least: Backend | null = null;
+  for (const b of backends) if (b.available && b.drainPerMs > 0 && (least === null || b.prefillDebt / b.drainPerMs < least.prefillDebt / least.drainPerMs)) least = b;
+  if (least === null) return;
+  decision.waitMs = waitMs(least, 0);
+  decision.blockMs = 1 / least.drainPerMs;
 }
 
 /**

@@ -94,6 +94,12 @@ export interface RouteCall {
   failover?: boolean;
   /** The request's virtual key; absent for the master key. */
   tenant?: RouteTenant;
+  /**
+   * A sharded group's first call: what the Worker expects the prompt to wait on the next shard, in
+   * ms. The object refuses with `spill` when its best backend would keep the prompt waiting longer
+   * (its queued prompt work plus the prompt's own uncached blocks).
+   */
+  spillOverMs?: number;
 }
 
 export interface RouteDecision {
@@ -108,11 +114,22 @@ export interface RouteDecision {
   rev: number;
   /** Leases the object holds, this one included: a sharded group's Worker weighs its shards' loads by it. */
   inFlight: number;
+  /**
+   * A shard's answer only (group.shards > 1): the prompt work queued on its least-queued backend
+   * after this decision, in ms at that backend's prefill rate, and what one block of prompt takes
+   * there. The Worker weighs its shards by them (src/sharding/shard-choice.ts).
+   */
+  waitMs?: number;
+  blockMs?: number;
 }
 
-/** Why a route call found no backend: all breaker-open or already tried, or all at their cap. */
+/**
+ * Why a route call found no backend: all breaker-open or already tried, or all at their cap; or,
+ * for a call that set `spillOverMs`, that the prompt would wait longer than that on the best of
+ * them (nothing was taken: the Worker asks the next shard).
+ */
 export interface RouteRefusal {
-  refused: "no-backend" | "at-capacity";
+  refused: "no-backend" | "at-capacity" | "spill";
   rev: number;
 }
 

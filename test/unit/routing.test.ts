@@ -272,6 +272,27 @@ describe("GroupRouter", () => {
     expect(place(1000)).toBe(false);
   });
 
+  it("tells a sharded group's Worker its least queue of prompt work, and passes a prompt on that would wait longer than the Worker's limit", () => {
+    // 10,000 tokens/s at 16 tokens a block: a block takes 1.6 ms.
+    const g = group({ shards: 2 }, 2);
+    const router = routerFor(g, rng(4));
+    const first = pick(router.route(g.version, chain(1, 40), [], 0, undefined, false, 1000));
+    expect(first?.waitMs).toBe(0);
+    expect(first?.blockMs).toBeCloseTo(1.6);
+    const second = pick(router.pick(chain(2, 40), 0));
+    expect(second?.backendId).not.toBe(first?.backendId);
+    // The 1,000 blocks queued on one backend and the 40 on the other: 40 × 1.6 ms is the least.
+    expect(second?.waitMs).toBeCloseTo(64);
+    // A 100-block prompt would wait 64 + 160 ms at best: over a limit of 200 it is passed on, nothing taken.
+    expect(router.route(g.version, chain(3, 40), [], 0, undefined, false, 100, 200)).toEqual({ refused: "spill", rev: 0 });
+    expect(router.leaseCount).toBe(2);
+    expect(router.snapshot().map((b) => b.inFlight)).toEqual([1, 1]);
+    // Under a limit of 250 it is routed, to the shorter queue.
+    expect(pick(router.route(g.version, chain(3, 40), [], 0, undefined, false, 100, 250))?.backendId).toBe(second?.backendId);
+    // One object for the group: its answers carry no queue for a Worker to weigh.
+    expect(pick(routerFor(group({}, 2)).pick(chain(1, 40), 0))).not.toHaveProperty("waitMs");
+  });
+
   it("keeps the prompt work queued since a request when that request ends, so the next arrival does not land on a backend still prefilling", () => {
     // 10,000 tokens/s: 0.625 blocks drain per ms. Two backends, each with a request that ran its
     // course (its 40 blocks long prefilled); then one of them gets a new 40-block prompt.

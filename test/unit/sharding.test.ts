@@ -354,6 +354,34 @@ describe("ShardChoice: an isolate's shard for each prompt", () => {
     expect(firstShards.size).toBe(1);
   });
 
+  it("asks a prompt's shard to pass it on when another would serve it sooner, and sends the key's next prompt where it went", () => {
+    const choice = new ShardChoice();
+    const prompt = chatFingerprint({ model: "m", messages: [{ role: "user", content: text("conversation", 3000) }] }, opts);
+    const plan = choice.order(group, prompt, 0, 100);
+    // No shard has told its queue yet: nothing to weigh, no limit.
+    expect(plan.spillOverMs).toBeUndefined();
+    const own = plan.order[0] as number;
+    const name = (s: number) => plan.shards.objectNames[s] as string;
+    // Its own shard has 5 s of prompt work queued; the others 900, 300 and 600 ms. A block takes 2 ms.
+    const waits = [900, 300, 600];
+    const others = plan.order.filter((s) => s !== own);
+    choice.answered(name(own), { inFlight: 1, waitMs: 5000, blockMs: 2 }, 0);
+    others.forEach((s, i) => choice.answered(name(s), { inFlight: 1, waitMs: waits[i] as number, blockMs: 2 }, 0));
+    const busy = choice.order(group, prompt, 100, 100);
+    // Asked first still (it may hold the prompt's history); the least-queued other next, and the
+    // limit is that one's wait with the whole prompt to prefill, plus the fleet's least queue.
+    expect(busy.order[0]).toBe(own);
+    expect(busy.order[1]).toBe(others[1]);
+    expect(busy.spillOverMs).toBe(200 + 100 * 2 + 200);
+    // Queues drain with the clock.
+    expect(choice.order(group, prompt, 400, 100).spillOverMs).toBe(0 + 200 + 0);
+    // It went to that shard: the key's next prompt goes there first, until one goes home again.
+    choice.placed(group, busy, others[1] as number);
+    expect(choice.order(group, prompt, 500, 100).order[0]).toBe(others[1]);
+    choice.placed(group, busy, own);
+    expect(choice.order(group, prompt, 500, 100).order[0]).toBe(own);
+  });
+
   it("weighs a shard by the other isolates' requests it last reported only while that report is fresh", () => {
     const choice = new ShardChoice();
     const hot = chatFingerprint({ model: "m", messages: [{ role: "user", content: text("hot", 3000) }] }, opts);
@@ -361,7 +389,7 @@ describe("ShardChoice: an isolate's shard for each prompt", () => {
     const home = shards.objectNames[order[0] as number] as string;
     // One request of this isolate's, answered by an object busy with 40 of other isolates'.
     choice.sent(home);
-    choice.answered(home, 41, 0);
+    choice.answered(home, { inFlight: 41 }, 0);
     expect(choice.order(group, hot, 500).order[0]).not.toBe(order[0]);
     // Its own request ended and a second passed: the report is stale, the shard takes the key again.
     choice.ended(home);

@@ -69,20 +69,23 @@ export type Routed = RouteDecision & { object: string };
  * it yet is sent the group's config, once. `tenant`: the request's virtual key, whose limits the
  * object checks before it takes a slot. `failover`: the attempt follows a failed one, or serves a
  * fallback group (the object counts it so). A sharded group's shards are asked in the order its
- * prompt keys them to, the next when one has no backend to give or cannot be reached; routing is
- * unavailable only when none could be.
+ * prompt keys them to (ShardChoice), the next when one has no backend to give, cannot be reached,
+ * or passes the prompt on as the next would serve it sooner (asked again last, then without that
+ * limit); routing is unavailable only when none could be.
  */
 export async function route(env: Env, ctx: WaitUntil, group: ResolvedGroup, prompt: Prompt, exclude: readonly string[], model: string, tenant?: RouteTenant, failover = false): Promise<Routed | RouteRefusal | LimitRefusal> {
   if (!(group.shards > 1)) return routeOn(env, ctx, group, group.name, group, prompt, exclude, model, tenant, failover);
-  const { shards, order } = shardChoice.order(group, prompt.chain);
+  const plan = shardChoice.order(group, prompt.chain, Date.now(), prompt.blocks);
+  const { shards, order } = plan;
   let refusal: RouteRefusal | undefined;
   let failed: unknown = null;
-  for (const s of order) {
+  for (let k = 0; k < order.length; k++) {
+    const s = order[k] as number;
     const object = shards.objectNames[s] as string;
     shardChoice.sent(object);
     let answer: Routed | RouteRefusal | LimitRefusal;
     try {
-      answer = await routeOn(env, ctx, group, object, shards.views[s] as ResolvedGroup, prompt, exclude, model, tenant, failover);
+      answer = await routeOn(env, ctx, group, object, shards.views[s] as ResolvedGroup, prompt, exclude, model, tenant, failover, k === 0 ? plan.spillOverMs : undefined);
     } catch (e) {
       // An object that cannot answer (overloaded, or being reset) is a shard with nothing to give: the next may.
       shardChoice.ended(object);
@@ -90,11 +93,16 @@ export async function route(env: Env, ctx: WaitUntil, group: ResolvedGroup, prom
       continue;
     }
     if (!("refused" in answer)) {
-      shardChoice.answered(object, answer.inFlight);
+      shardChoice.answered(object, answer);
+      shardChoice.placed(group, plan, s);
       return answer;
     }
     shardChoice.ended(object);
     if (answer.refused === "limited") return answer;
+    if (answer.refused === "spill") {
+      order.push(s);
+      continue;
+    }
     // Full beats empty: a request that found every shard without a backend to give, some only at their cap, hears "at capacity".
     if (!refusal || answer.refused === "at-capacity") refusal = answer;
   }
@@ -104,13 +112,14 @@ export async function route(env: Env, ctx: WaitUntil, group: ResolvedGroup, prom
 }
 
 /** One route call to one object of the group; `view`: the config it routes with, sent when it does not know the version. */
-async function routeOn(env: Env, ctx: WaitUntil, group: ResolvedGroup, object: string, view: ResolvedGroup, prompt: Prompt, exclude: readonly string[], model: string, tenant: RouteTenant | undefined, failover: boolean): Promise<Routed | RouteRefusal | LimitRefusal> {
+async function routeOn(env: Env, ctx: WaitUntil, group: ResolvedGroup, object: string, view: ResolvedGroup, prompt: Prompt, exclude: readonly string[], model: string, tenant: RouteTenant | undefined, failover: boolean, spillOverMs?: number): Promise<Routed | RouteRefusal | LimitRefusal> {
   const released = book.takePending(object);
   const renewing = book.takeRenewals(object, Date.now());
   const call: RouteCall = { version: group.version, chain: prompt.chain, released, renewed: renewing.map((h) => h.renewal), exclude: [...exclude] };
   if (prompt.blocks > prompt.chain.length) call.blocks = prompt.blocks;
   if (tenant) call.tenant = tenant;
   if (failover) call.failover = true;
+  if (spillOverMs !== undefined) call.spillOverMs = spillOverMs;
   try {
     const stub = groupObject(env, object, group.locationHint);
     let answer = await stub.route(call);
