@@ -560,11 +560,19 @@ function waitMs(b: Backend, blocks: number): number {
 
 /** A shard's least-queued backend that may take requests, as the Worker weighs shards (RouteDecision.waitMs, blockMs). */
 function shardWait(backends: readonly Backend[], decision: RouteDecision): void {
-  let least: Backend | null = null;
-  for (const b of backends) if (b.available && b.drainPerMs > 0 && (least === null || b.prefillDebt / b.drainPerMs < least.prefillDebt / least.drainPerMs)) least = b;
-  if (least === null) return;
-  decision.waitMs = waitMs(least, 0);
-  decision.blockMs = 1 / least.drainPerMs;
+  let least = Infinity;
+  let drainPerMs = 0;
+  for (const b of backends) {
+    if (!b.available || b.drainPerMs <= 0) continue;
+    const wait = waitMs(b, 0);
+    if (wait < least) {
+      least = wait;
+      drainPerMs = b.drainPerMs;
+    }
+  }
+  if (drainPerMs === 0) return;
+  decision.waitMs = least;
+  decision.blockMs = 1 / drainPerMs;
 }
 
 /**

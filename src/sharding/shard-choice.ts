@@ -1,7 +1,7 @@
 import type { ResolvedGroup } from "../config/load.ts";
 import type { RouteDecision } from "../routing/protocol.ts";
 import { groupShards, type GroupShards } from "./partition.ts";
-import { boundedOrder, shardOrder } from "./shard-order.ts";
+import { boundedOrder, shardOrder, toFront } from "./shard-order.ts";
 import { ShardKeys } from "./shard-key.ts";
 
 /** How long an object's count of other isolates' requests stands for its load: about a request's life. */
@@ -74,7 +74,7 @@ export class ShardChoice {
     if (order.length === 0) return { shards, order: [0], key, own: -1 };
     const own = order[0] as number;
     const moved = this.moved.get(group.name)?.get(key);
-    if (moved !== undefined && order.includes(moved)) toFront(order, order.indexOf(moved));
+    if (moved !== undefined) toFront(order, order.indexOf(moved));
     boundedOrder(order, loads, shards.weights, group);
     const plan: ShardPlan = { shards, order, key, own };
     this.spill(plan, blocks, now);
@@ -159,10 +159,6 @@ export class ShardChoice {
     if (!l) this.loads.set(object, (l = { own: 0, others: 0, at: 0, waitMs: 0, blockMs: 0, waitAt: 0 }));
     return l;
   }
-}
-
-function toFront(order: number[], k: number): void {
-  if (k > 0) order.unshift(...order.splice(k, 1));
 }
 
 /** Shards that take requests, least in flight per unit of weight first. */

@@ -56,8 +56,13 @@ export function boundedOrder(order: number[], inFlight: readonly number[], weigh
     if (w <= 0) continue;
     const load = ((inFlight[s] as number) + 1) / w;
     if (load > balance.balanceRel * mean && load - mean > balance.balanceAbs) continue;
-    if (k > 0) order.unshift(...order.splice(k, 1));
+    toFront(order, k);
     return order;
   }
   return order;
+}
+
+/** Moves the shard at position `k` of `order` to its front, the others keeping their order. */
+export function toFront(order: number[], k: number): void {
+  if (k > 0) order.unshift(...order.splice(k, 1));
 }
