@@ -40,6 +40,7 @@ function parseValue(name: keyof FleetOptions, flag: string, raw: string): string
     return raw;
   }
   if (kind === "fault-target" && raw === "all") return raw;
+  if (kind === "scheduling-policy") return raw;
   return numberFlag(flag, raw);
 }
 

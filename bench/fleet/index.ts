@@ -55,6 +55,7 @@ export async function startFleet(options: StartFleetOptions = {}): Promise<Fleet
           port: resolved.basePort === 0 ? 0 : resolved.basePort + index,
           servedModelName: resolved.servedModelName,
           profile,
+          schedulingPolicy: resolved.schedulingPolicy,
           faults: knobs[index] as (typeof knobs)[number],
           defaultMaxTokens: resolved.defaultMaxTokens,
           embeddingDimensions: resolved.embeddingDimensions,

@@ -140,6 +140,10 @@ function jobSpec(ctx: WorkerContext, generation: Generation, body: Record<string
   const limit = limitValue;
   if (body.n !== undefined && body.n !== null && body.n !== 1) return "n > 1 is not supported by the simulator";
   if (body.stream !== undefined && body.stream !== null && typeof body.stream !== "boolean") return "stream must be a boolean";
+  const priority = body.priority ?? 0;
+  if (typeof priority !== "number" || !Number.isSafeInteger(priority)) return "priority must be an integer";
+  // vLLM's own words, when it was not started with --scheduling-policy priority.
+  if (priority !== 0 && ctx.config.schedulingPolicy !== "priority") return `Got priority ${String(priority)} but Priority scheduling is not enabled.`;
 
   const outputTokens = controls.tokens ?? limit ?? ctx.config.defaultMaxTokens;
   const { maxModelLen } = ctx.config.profile;
@@ -171,5 +175,6 @@ function jobSpec(ctx: WorkerContext, generation: Generation, body: Record<string
     failAfterChunks: controls.failAfterChunks,
     stallAfterChunks: controls.stallAfterChunks ?? (ctx.faulty && ctx.dice.chance(faults.stallRate) ? faults.stallAfterChunks : undefined),
     tokenIntervalMs: controls.chunkDelayMs,
+    priority,
   };
 }

@@ -21,6 +21,8 @@ export interface JobSpec {
   failAfterChunks: number | undefined;
   stallAfterChunks: number | undefined;
   tokenIntervalMs: number;
+  /** The request's `priority` (0 when it set none): its place in a priority engine's queue. */
+  priority: number;
 }
 
 /**
@@ -32,6 +34,7 @@ export class InferenceJob implements Sequence {
   readonly blocksNeeded: number;
   readonly outputTokens: number;
   readonly tokenIntervalMs: number;
+  readonly priority: number;
   private readonly ctx: WorkerContext;
   private readonly spec: JobSpec;
   private readonly res: ServerResponse;
@@ -47,6 +50,7 @@ export class InferenceJob implements Sequence {
     this.res = res;
     this.outputTokens = spec.outputTokens;
     this.tokenIntervalMs = spec.tokenIntervalMs;
+    this.priority = spec.priority;
     this.blocksNeeded = Math.ceil((spec.prompt.tokens + spec.outputTokens) / BLOCK_TOKENS);
     if (spec.stream) {
       this.sse = new SseWriter(res);

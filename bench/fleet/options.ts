@@ -1,5 +1,6 @@
 import { HEALTHY, isFaultKnob, type FaultKnobs } from "./faults.ts";
 import { PRESETS, PRESET_NAMES, isPresetName, isProfileKey, type GpuProfile, type PresetName } from "./presets.ts";
+import { SCHEDULING_POLICIES, isSchedulingPolicy, type SchedulingPolicy } from "./scheduler.ts";
 
 /** Workers a fault applies to: one index, or every worker. */
 export type FaultTarget = number | "all";
@@ -20,9 +21,10 @@ export interface FleetOptions extends GpuProfile, FaultKnobs {
   seed: number;
   requestLogSize: number;
   timeScale: number;
+  schedulingPolicy: SchedulingPolicy;
 }
 
-type Kind = "int" | "number" | "string" | "preset" | "fault-target";
+type Kind = "int" | "number" | "string" | "preset" | "fault-target" | "scheduling-policy";
 
 export interface OptionSpec {
   kind: Kind;
@@ -59,6 +61,10 @@ export const OPTION_SPECS: { readonly [K in keyof FleetOptions]-?: OptionSpec } 
   flapCycles: { kind: "int", min: 0, max: 100_000, help: "flapping: down/up cycles from onset; 0 = no flapping" },
   seed: { kind: "int", min: 0, max: 0xffffffff, help: "seed of the error/stall draws" },
   requestLogSize: { kind: "int", min: 0, max: 100_000, help: "requests kept for GET /sim/requests" },
+  schedulingPolicy: {
+    kind: "scheduling-policy",
+    help: `the order waiting requests are admitted in, as vLLM's --scheduling-policy: ${SCHEDULING_POLICIES.join(", ")} (a request's \`priority\` field, lower first; an fcfs worker refuses a non-zero one with 400, as vLLM does)`,
+  },
   timeScale: {
     kind: "number",
     min: 0.01,
@@ -90,6 +96,7 @@ export const DEFAULTS: Readonly<GeneralOptions> = {
   seed: 1,
   requestLogSize: 50,
   timeScale: 1,
+  schedulingPolicy: "fcfs",
 };
 
 export function isOptionName(name: string): name is keyof FleetOptions {
@@ -126,6 +133,9 @@ function check(name: keyof FleetOptions, value: unknown, all: FleetOptions, labe
       if (typeof value !== "string" || value === "") throw bad("must be a non-empty string");
       return;
     case "preset":
+      return;
+    case "scheduling-policy":
+      if (!isSchedulingPolicy(value)) throw bad(`must be one of ${SCHEDULING_POLICIES.join(", ")}`);
       return;
     case "fault-target":
       if (value === "all") return;

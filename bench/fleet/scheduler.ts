@@ -13,6 +13,21 @@ export interface Sequence {
   token(index: number): boolean;
   /** Every token was generated. */
   finish(): void;
+  /** Its place among waiting ones under the priority policy: lower first (vLLM's `priority` field). */
+  readonly priority?: number;
+}
+
+/**
+ * The order waiting sequences are admitted in: arrival (vLLM's default, `fcfs`), or by their
+ * priority, lower first and arrival within a priority (vLLM's `--scheduling-policy priority`).
+ * Either way a sequence already admitted keeps prefilling first: vLLM v1 schedules its running
+ * requests before it admits waiting ones, so a priority orders admission, not the batch.
+ */
+export const SCHEDULING_POLICIES = ["fcfs", "priority"] as const;
+export type SchedulingPolicy = (typeof SCHEDULING_POLICIES)[number];
+
+export function isSchedulingPolicy(x: unknown): x is SchedulingPolicy {
+  return (SCHEDULING_POLICIES as readonly unknown[]).includes(x);
 }
 
 export interface Ticket {
@@ -41,13 +56,14 @@ interface Slot {
 }
 
 /**
- * One GPU's engine loop: a FIFO of waiting sequences, at most maxNumSeqs running, admission also
+ * One GPU's engine loop: a queue of waiting sequences (SchedulingPolicy), at most maxNumSeqs running, admission also
  * bounded by the KV blocks the running ones pin, and a step timer that advances every running
  * sequence by one token per step. The loop sleeps when nothing runs.
  */
 export class BatchScheduler {
   private readonly cost: CostModel;
   private readonly limits: SchedulerLimits;
+  private readonly policy: SchedulingPolicy;
   private readonly waitingQueue: Slot[] = [];
   private waitingHead = 0;
   private waitingCount = 0;
@@ -59,9 +75,10 @@ export class BatchScheduler {
   /** Inside endStep, which starts the next step itself. */
   private stepping = false;
 
-  constructor(cost: CostModel, limits: SchedulerLimits) {
+  constructor(cost: CostModel, limits: SchedulerLimits, policy: SchedulingPolicy = "fcfs") {
     this.cost = cost;
     this.limits = limits;
+    this.policy = policy;
   }
 
   get running(): number {
@@ -78,7 +95,7 @@ export class BatchScheduler {
 
   submit(seq: Sequence): Ticket {
     const slot: Slot = { seq, state: "waiting", emitted: 0, timer: undefined, prefillLeft: 0, chunk: -1 };
-    this.waitingQueue.push(slot);
+    this.enqueue(slot);
     this.waitingCount++;
     this.wake();
     return { cancel: () => this.drop(slot) };
@@ -109,7 +126,7 @@ export class BatchScheduler {
   /**
    * Schedules one step as vLLM v1's scheduler does with chunked prefill: every decoding sequence
    * takes one token of the step's budget, then sequences partway through their prompt continue in
-   * admission order, then waiting ones are admitted FIFO, each prefilling as much of its uncached
+   * admission order, then waiting ones are admitted in the policy's order, each prefilling as much of its uncached
    * prompt as the budget has left. A prompt longer than the budget spans several steps, so a burst
    * of arrivals gets its first tokens one after another rather than all at the end of one long step.
    */
@@ -217,6 +234,16 @@ export class BatchScheduler {
       return;
     }
     this.release(slot);
+  }
+
+  /** Into the waiting queue: at its end, or under the priority policy after every waiting one of the same or a lower priority. */
+  private enqueue(slot: Slot): void {
+    const q = this.waitingQueue;
+    const p = slot.seq.priority ?? 0;
+    let i = q.length;
+    if (this.policy === "priority") while (i > this.waitingHead && ((q[i - 1] as Slot).seq.priority ?? 0) > p) i--;
+    if (i === q.length) q.push(slot);
+    else q.splice(i, 0, slot);
   }
 
   private peekWaiting(): Slot | undefined {

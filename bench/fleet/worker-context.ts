@@ -4,7 +4,7 @@ import { PrefixCache } from "./kv-cache.ts";
 import { newCounters, type WorkerCounters } from "./metrics.ts";
 import type { GpuProfile } from "./presets.ts";
 import { RequestLog } from "./request-log.ts";
-import { BatchScheduler } from "./scheduler.ts";
+import { BatchScheduler, type SchedulingPolicy } from "./scheduler.ts";
 
 export interface WorkerConfig {
   index: number;
@@ -12,6 +12,8 @@ export interface WorkerConfig {
   port: number;
   servedModelName: string;
   profile: GpuProfile;
+  /** The engine's order for waiting requests, and whether it takes a request's `priority`. */
+  schedulingPolicy: SchedulingPolicy;
   faults: FaultKnobs;
   defaultMaxTokens: number;
   embeddingDimensions: number;
@@ -55,7 +57,7 @@ export function createWorkerContext(config: WorkerConfig): WorkerContext {
     headers: { "x-sim-worker": String(config.index) },
     cost,
     cache: new PrefixCache(profile.kvCapacityBlocks),
-    scheduler: new BatchScheduler(cost, profile),
+    scheduler: new BatchScheduler(cost, profile, config.schedulingPolicy),
     counters: newCounters(),
     log: new RequestLog(config.requestLogSize),
     // Distinct streams per worker from one fleet seed.

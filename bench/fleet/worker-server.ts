@@ -103,7 +103,7 @@ export async function startWorker(config: WorkerConfig): Promise<SimWorker> {
     lifecycle = lifecycle.then(async () => {
       if (ctx.dead) return;
       ctx.cache = new PrefixCache(config.profile.kvCapacityBlocks);
-      ctx.scheduler = new BatchScheduler(ctx.cost, config.profile);
+      ctx.scheduler = new BatchScheduler(ctx.cost, config.profile, config.schedulingPolicy);
       try {
         await listen(port);
         report("up");

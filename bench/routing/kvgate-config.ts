@@ -1,10 +1,15 @@
 import type { GatewayConfigInput, Strategy } from "../../src/config/schema.ts";
 import { PRESETS } from "../fleet/index.ts";
+import type { SchedulingPolicy } from "../fleet/scheduler.ts";
 import { MODEL, type Regime } from "./matrix.ts";
 import { backendId } from "./worker-share.ts";
 
-/** kvgate's config in front of a benchmark fleet: one group of the fleet's workers with `strategy`, over `shards` routing objects. */
-export function kvgateConfig(strategy: Strategy, regime: Pick<Regime, "preset" | "timeScale">, workerUrls: readonly string[], shards = 1): GatewayConfigInput {
+/**
+ * kvgate's config in front of a benchmark fleet: one group of the fleet's workers with `strategy`,
+ * over `shards` routing objects; `schedulingPolicy`: the workers' (bench/fleet --scheduling-policy),
+ * which the deployments name so that kvgate orders a priority fleet's queues.
+ */
+export function kvgateConfig(strategy: Strategy, regime: Pick<Regime, "preset" | "timeScale">, workerUrls: readonly string[], shards = 1, schedulingPolicy: SchedulingPolicy = "fcfs"): GatewayConfigInput {
   return {
     modelGroups: [
       {
@@ -20,6 +25,7 @@ export function kvgateConfig(strategy: Strategy, regime: Pick<Regime, "preset" |
           model: MODEL,
           kvCapacityBlocks: PRESETS[regime.preset].kvCapacityBlocks,
           prefillTokensPerSec: Math.round(1000 / (PRESETS[regime.preset].prefillMsPerToken * regime.timeScale)),
+          ...(schedulingPolicy === "priority" ? { schedulingPolicy } : {}),
         })),
       },
     ],

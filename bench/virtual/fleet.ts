@@ -3,7 +3,7 @@ import { PrefixCache } from "../fleet/kv-cache.ts";
 import { BLOCK_TOKENS, type GpuProfile } from "../fleet/presets.ts";
 import { textBlocks, type PromptBlocks } from "../fleet/prompt-blocks.ts";
 import { admitPrompt, cacheAnswer } from "../fleet/prompt-cache.ts";
-import { BatchScheduler, type Sequence, type Ticket } from "../fleet/scheduler.ts";
+import { BatchScheduler, type SchedulingPolicy, type Sequence, type Ticket } from "../fleet/scheduler.ts";
 
 /** What a generation tells its caller: its first token, and its end with the engine's usage. */
 export interface GenerationEvents {
@@ -21,14 +21,14 @@ export class VirtualWorker {
   private readonly cache: PrefixCache;
   private readonly scheduler: BatchScheduler;
 
-  constructor(profile: GpuProfile) {
+  constructor(profile: GpuProfile, policy: SchedulingPolicy = "fcfs") {
     this.cache = new PrefixCache(profile.kvCapacityBlocks);
-    this.scheduler = new BatchScheduler(costModel(profile, 1), profile);
+    this.scheduler = new BatchScheduler(costModel(profile, 1), profile, policy);
   }
 
-  /** `promptText`: the prompt as the simulator renders it (renderChat). */
-  generate(promptText: string, outputTokens: number, events: GenerationEvents): Ticket {
-    return this.scheduler.submit(new Generation(this.cache, promptText, textBlocks(promptText), outputTokens, events));
+  /** `promptText`: the prompt as the simulator renders it (renderChat); `priority`: the request's field, when it set one. */
+  generate(promptText: string, outputTokens: number, events: GenerationEvents, priority?: number): Ticket {
+    return this.scheduler.submit(new Generation(this.cache, promptText, textBlocks(promptText), outputTokens, events, priority));
   }
 }
 
@@ -37,13 +37,15 @@ class Generation implements Sequence {
   readonly blocksNeeded: number;
   readonly tokenIntervalMs = 0;
   readonly outputTokens: number;
+  readonly priority: number | undefined;
   private readonly cache: PrefixCache;
   private readonly promptText: string;
   private readonly prompt: PromptBlocks;
   private readonly events: GenerationEvents;
   private cached = 0;
 
-  constructor(cache: PrefixCache, promptText: string, prompt: PromptBlocks, outputTokens: number, events: GenerationEvents) {
+  constructor(cache: PrefixCache, promptText: string, prompt: PromptBlocks, outputTokens: number, events: GenerationEvents, priority: number | undefined) {
+    this.priority = priority;
     this.cache = cache;
     this.promptText = promptText;
     this.prompt = prompt;

@@ -8,6 +8,7 @@ import { kvgateConfig } from "../routing/kvgate-config.ts";
 import { MODEL } from "../routing/matrix.ts";
 import { OPEN_LOOP_SETUPS, scheduleOf } from "../routing/open-loop-matrix.ts";
 import { replayVirtual } from "./replay.ts";
+import type { SchedulingPolicy } from "../fleet/scheduler.ts";
 
 const WORKERS = 4;
 const MAX_IN_FLIGHT = 1024;
@@ -23,6 +24,8 @@ export interface VirtualPoint {
   hopMs: number;
   /** The Worker before f50698c: no prompt size beside a cut chain (VirtualReplayOptions.chainOnly). */
   chainOnly?: boolean;
+  /** The workers' scheduling policy, named in the group's deployments (absent: fcfs). */
+  schedulingPolicy?: SchedulingPolicy;
 }
 
 /** A virtual run's figures, as routing.json's open-loop runs name them. */
@@ -32,6 +35,8 @@ export interface VirtualRun {
   /** The strategy, and `@N` over N shards, as bench:routing names a sharded run. */
   strategy: string;
   shards: number;
+  /** The workers' order for waiting requests; absent in runs made before it was a choice (fcfs). */
+  scheduling_policy?: SchedulingPolicy;
   jitter_seed: number;
   hop_ms: number;
   requests: number;
@@ -45,13 +50,17 @@ export interface VirtualRun {
   virtual_ms: number;
 }
 
-export const routerName = (strategy: string, shards: number): string => (shards > 1 ? `${strategy}@${shards}` : strategy);
+/** What a router's name ends with in front of a priority fleet. */
+export const PRIORITY_SUFFIX = "+priority";
+
+/** `@N` over N shards, as bench:routing names a sharded run; PRIORITY_SUFFIX in front of a priority fleet. */
+export const routerName = (strategy: string, shards: number, policy: SchedulingPolicy = "fcfs"): string => `${strategy}${shards > 1 ? `@${shards}` : ""}${policy === "priority" ? PRIORITY_SUFFIX : ""}`;
 
 /** kvgate's group for the fleet, as bench:routing configures it. */
-export function virtualGroup(strategy: Strategy, setup: (typeof OPEN_LOOP_SETUPS)[TimedKind], shards: number): ResolvedGroup {
+export function virtualGroup(strategy: Strategy, setup: (typeof OPEN_LOOP_SETUPS)[TimedKind], shards: number, policy: SchedulingPolicy = "fcfs"): ResolvedGroup {
   // The URLs only name the deployments: no socket is opened.
   const urls = Array.from({ length: WORKERS }, (_, i) => `http://127.0.0.1:${10_000 + i}`);
-  const parsed = parseConfig(kvgateConfig(strategy, setup, urls, shards));
+  const parsed = parseConfig(kvgateConfig(strategy, setup, urls, shards, policy));
   if (!parsed.ok) throw new Error(parsed.error);
   return parsed.config.groups[0] as ResolvedGroup;
 }
@@ -63,7 +72,7 @@ export function runVirtualPoint(p: VirtualPoint): VirtualRun {
   const result = replayVirtual({
     trace: schedule.trace,
     arrivalsMs: schedule.arrivalsMs,
-    group: virtualGroup(p.strategy, setup, p.shards),
+    group: virtualGroup(p.strategy, setup, p.shards, p.schedulingPolicy),
     profile,
     model: MODEL,
     timeoutMs: setup.timeoutMs,
@@ -71,13 +80,15 @@ export function runVirtualPoint(p: VirtualPoint): VirtualRun {
     hopMs: p.hopMs,
     maxInFlight: MAX_IN_FLIGHT,
     chainOnly: p.chainOnly === true,
+    schedulingPolicy: p.schedulingPolicy ?? "fcfs",
   });
   const s = summarizeOpenLoop(result, { kvCeiling: schedule.kv_ceiling, sloTtftMs: setup.sloTtftMs });
   return {
     trace: p.trace,
     seed: p.seed,
-    strategy: routerName(p.strategy, p.shards),
+    strategy: routerName(p.strategy, p.shards, p.schedulingPolicy),
     shards: p.shards,
+    ...(p.schedulingPolicy === "priority" ? { scheduling_policy: p.schedulingPolicy } : {}),
     jitter_seed: p.jitterSeed,
     hop_ms: p.hopMs,
     requests: s.requests,

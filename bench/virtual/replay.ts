@@ -8,7 +8,7 @@ import { scheduleOpenLoop, type OpenLoopRequest, type OpenLoopResult, type SendR
 import type { RequestResult } from "../replay/types.ts";
 import type { TimedTrace } from "../traces/timed.ts";
 import { mulberry32 } from "../traces/prng.ts";
-import type { Ticket } from "../fleet/scheduler.ts";
+import type { SchedulingPolicy, Ticket } from "../fleet/scheduler.ts";
 import { inVirtualTime } from "./clock.ts";
 import { VirtualWorker } from "./fleet.ts";
 import { VirtualGateway } from "./gateway.ts";
@@ -33,6 +33,8 @@ export interface VirtualReplayOptions {
   hopMs: number;
   /** Requests open at once at most, as the HTTP replay has it. */
   maxInFlight: number;
+  /** The workers' order for waiting requests; under `priority` a request carries its route decision's. */
+  schedulingPolicy?: SchedulingPolicy;
   /**
    * The Worker as it was before f50698c, sending no prompt size beside a cut chain: the router
    * then queues such a prompt as its chain's length. For an A/B of that change in one harness.
@@ -53,7 +55,7 @@ export function replayVirtual(o: VirtualReplayOptions): OpenLoopResult {
   return inVirtualTime((clock) => {
     const gateway = new VirtualGateway(o.group, mulberry32(o.seed).next, clock.now);
     const hop = mulberry32(o.seed ^ 0x5bd1e995).next;
-    const workers = o.group.deployments.map(() => new VirtualWorker(o.profile));
+    const workers = o.group.deployments.map(() => new VirtualWorker(o.profile, o.schedulingPolicy));
     const workerOf = new Map(o.group.deployments.map((d, i) => [d.id, workers[i] as VirtualWorker]));
     const fingerprint = { blockChars: o.group.blockChars, maxBlocks: o.group.maxPrefixBlocks };
 
@@ -102,7 +104,7 @@ export function replayVirtual(o: VirtualReplayOptions): OpenLoopResult {
             gateway.settle(lease, "ok", { ...(ttftMs === null ? {} : { ttftMs }), durationMs: clock.now() - sentAt });
             done(outcome(200, null, { ...routed, ttftMs, promptTokens: usage.prompt, cachedTokens: usage.cached, completionTokens: usage.completion }));
           },
-        });
+        }, lease.decision.priority);
       };
       setTimeout(arrive, hop() * o.hopMs);
       const timeout = setTimeout(() => {

@@ -1,7 +1,7 @@
 import { mean } from "../stats/quantiles.ts";
 import { OPEN_LOOP_SETUPS } from "../routing/open-loop-matrix.ts";
 import type { TimedKind } from "../traces/index.ts";
-import type { VirtualRun } from "./point.ts";
+import { PRIORITY_SUFFIX, type VirtualRun } from "./point.ts";
 import { pooled, ratioWithInterval, type Ratio } from "./stats.ts";
 
 export interface VirtualResults {
@@ -14,6 +14,8 @@ export interface VirtualResults {
   chain_only?: boolean;
   runs: VirtualRun[];
 }
+
+const PRIORITY = PRIORITY_SUFFIX;
 
 /** Issue 15: a group over shards keeps one object's kv_hit within this much. */
 export const SHARD_KV_TOLERANCE = 0.02;
@@ -72,7 +74,7 @@ function traceSection(trace: TimedKind, runs: readonly VirtualRun[], results: Vi
     const errors = rs.reduce((n, r) => n + r.errors, 0) / results.jitter_seeds;
     lines.push(`| ${router} | ${f4(pooled(rs, kv))} | ${f3(pooled(rs, kv) / ceiling)} | ${versus} | ${ms(pooled(rs, p50))} | ${ms(pooled(rs, p95))} | ${ms(pooled(rs, p99))} | ${p95Versus} | ${errors.toFixed(1)} |`);
   }
-  lines.push("", ...shardSection(runs, routers), "", ...perSeedTable(runs, routers, seeds), "");
+  lines.push("", ...shardSection(runs, routers), "", ...prioritySection(runs, routers), "", ...perSeedTable(runs, routers, seeds), "");
   return lines;
 }
 
@@ -92,6 +94,32 @@ function shardSection(runs: readonly VirtualRun[], routers: readonly string[]): 
     const rs = runs.filter((r) => r.strategy === router);
     const k = ratioWithInterval(rs, one, kv);
     lines.push(`| ${router} | ${interval(k)} | ${verdict(k, SHARD_KV_TOLERANCE)} | ${interval(ratioWithInterval(rs, one, p50))} | ${interval(ratioWithInterval(rs, one, p95))} |`);
+  }
+  return lines;
+}
+
+/** Each router in front of engines that order their queues by the priority kvgate sets, against the same router in front of first-come-first-served engines. */
+function prioritySection(runs: readonly VirtualRun[], routers: readonly string[]): string[] {
+  const pairs = routers.filter((r) => r.endsWith(PRIORITY) && routers.includes(r.slice(0, -PRIORITY.length)));
+  if (pairs.length === 0) return [];
+  const of = (router: string) => runs.filter((r) => r.strategy === router);
+  const lines = [
+    "### Engines ordered by priority",
+    "",
+    "`+priority`: the workers admit waiting requests by their `priority`, lower first (vLLM `--scheduling-policy priority`), and kvgate sets it on each request to its arrival plus its own uncached prefill at the backend's rate (the deployment's `schedulingPolicy: \"priority\"`; src/routing/engine-priority.ts). Each against the same router in front of first-come-first-served workers:",
+    "",
+    "| router | kv_hit ÷ fcfs | TTFT p50 ÷ fcfs | p95 ÷ fcfs | p99 ÷ fcfs |",
+    "| --- | --- | --- | --- | --- |",
+  ];
+  for (const router of pairs) {
+    const rs = of(router);
+    const fcfs = of(router.slice(0, -PRIORITY.length));
+    lines.push(`| ${router} | ${interval(ratioWithInterval(rs, fcfs, kv))} | ${interval(ratioWithInterval(rs, fcfs, p50))} | ${interval(ratioWithInterval(rs, fcfs, p95))} | ${interval(ratioWithInterval(rs, fcfs, p99))} |`);
+  }
+  const best = `prefix-aware${PRIORITY}`;
+  const against = ["round-robin", `round-robin${PRIORITY}`, "least-loaded", `least-loaded${PRIORITY}`].filter((r) => routers.includes(r));
+  if (routers.includes(best) && against.length > 0) {
+    lines.push("", `Issue 14's Mooncake goal compares TTFT p95 with round-robin's (≤ 0.5 ×) and least-loaded's (≤ 0.8 ×): ${best}'s p95 over ` + against.map((r) => `${r}'s ${interval(ratioWithInterval(of(best), of(r), p95))}`).join(", ") + ".");
   }
   return lines;
 }

@@ -1,13 +1,15 @@
 /**
  * npm run bench:routing-virtual [-- --trace mooncake] [--seeds 6] [--jitter-seeds 16] [--hop-ms 20]
  *   [--strategy prefix-aware,least-loaded,round-robin] [--shards 2,4] [--threads N] [--quick]
- *   [--out bench/results] [--report-only] [--chain-only]
+ *   [--out bench/results] [--report-only] [--chain-only] [--scheduling-policy fcfs,priority]
  *
  * The open-loop traces of bench:routing through kvgate's routing code and the fleet simulator's
  * engine in one process, in virtual time (bench/virtual/): deterministic for its inputs, and
  * seconds a run instead of minutes, so a comparison can take many draws of the same traffic.
  * Writes routing-virtual.json ({"runs":[…]}) and routing-virtual.md. --chain-only: the Worker as it
  * was before f50698c (no prompt size beside a cut chain), for an A/B of that change.
+ * --scheduling-policy: the workers' (bench/fleet's flag of that name); each router runs in front of
+ * each, a priority fleet's named `+priority` (kvgate then sets every request's priority).
  */
 import { mkdir, readFile, writeFile } from "node:fs/promises";
 import { availableParallelism } from "node:os";
@@ -21,6 +23,7 @@ import { list, positiveInt } from "../routing/cli-args.ts";
 import { MOONCAKE_SLICE_STARTS, isOpenLoopTrace } from "../routing/open-loop-matrix.ts";
 import type { TimedKind } from "../traces/index.ts";
 import { routerName, type VirtualPoint, type VirtualRun } from "./point.ts";
+import { SCHEDULING_POLICIES, isSchedulingPolicy, type SchedulingPolicy } from "../fleet/scheduler.ts";
 import { renderVirtualReport, type VirtualResults } from "./report.ts";
 
 const ROOT = resolve(import.meta.dirname, "../..");
@@ -39,6 +42,7 @@ const { values } = parseArgs({
     out: { type: "string", default: join(ROOT, "bench/results") },
     "report-only": { type: "boolean", default: false },
     "chain-only": { type: "boolean", default: false },
+    "scheduling-policy": { type: "string", default: "fcfs" },
   },
 });
 
@@ -66,6 +70,10 @@ const jitterSeeds = values.quick ? 2 : positiveInt("--jitter-seeds", values["jit
 const hopMs = Number(values["hop-ms"]);
 if (!(hopMs >= 0)) throw new Error(`--hop-ms must be a number of at least 0, got "${values["hop-ms"]}"`);
 const threads = positiveInt("--threads", values.threads);
+const policies = (list(values["scheduling-policy"]) ?? []).map((s): SchedulingPolicy => {
+  if (!isSchedulingPolicy(s)) throw new Error(`--scheduling-policy: "${s}" is not one of ${SCHEDULING_POLICIES.join(", ")}`);
+  return s;
+});
 
 const points: VirtualPoint[] = [];
 for (const trace of traces) {
@@ -73,8 +81,10 @@ for (const trace of traces) {
   for (let seed = 1; seed <= seeds; seed++) {
     for (let jitterSeed = 1; jitterSeed <= jitterSeeds; jitterSeed++) {
       const chainOnly = values["chain-only"];
-      for (const strategy of strategies) points.push({ trace, seed, strategy, shards: 1, jitterSeed, hopMs, chainOnly });
-      if (strategies.includes("prefix-aware")) for (const n of shards) points.push({ trace, seed, strategy: "prefix-aware", shards: n, jitterSeed, hopMs, chainOnly });
+      for (const schedulingPolicy of policies) {
+        for (const strategy of strategies) points.push({ trace, seed, strategy, shards: 1, jitterSeed, hopMs, chainOnly, schedulingPolicy });
+        if (strategies.includes("prefix-aware")) for (const n of shards) points.push({ trace, seed, strategy: "prefix-aware", shards: n, jitterSeed, hopMs, chainOnly, schedulingPolicy });
+      }
     }
   }
 }
@@ -82,7 +92,7 @@ for (const trace of traces) {
 const started = performance.now();
 const runs = await runAll(points, threads);
 // Routers in the order they were asked for (the strategies, then prefix-aware over shards): the report's rows follow it.
-const routerOrder = [...new Set(points.map((p) => routerName(p.strategy, p.shards)))];
+const routerOrder = [...new Set(points.map((p) => routerName(p.strategy, p.shards, p.schedulingPolicy)))];
 const rank = (r: VirtualRun) => routerOrder.indexOf(r.strategy);
 runs.sort((a, b) => a.trace.localeCompare(b.trace) || a.seed - b.seed || rank(a) - rank(b) || a.jitter_seed - b.jitter_seed);
 const results: VirtualResults = {

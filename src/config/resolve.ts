@@ -18,6 +18,8 @@ export interface ResolvedDeployment {
   /** Names only (a binding, secrets): the fetcher and the header values are read from env by the Worker (src/config/upstream-access.ts). */
   binding?: string | undefined;
   headersFromEnv?: Record<string, string> | undefined;
+  /** Present only when set to `priority`: a group that does not use it keeps the version it had before the field existed. */
+  schedulingPolicy?: "priority";
 }
 
 export interface ResolvedGroup extends GroupSettings {
@@ -49,6 +51,7 @@ export function resolveDeployment(d: DeploymentConfig, state: DeploymentState): 
     state,
     binding: d.binding,
     headersFromEnv: d.headersFromEnv,
+    ...(d.schedulingPolicy === "priority" ? { schedulingPolicy: "priority" as const } : {}),
   };
 }
 

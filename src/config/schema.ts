@@ -80,6 +80,15 @@ export const DeploymentSchema = z.strictObject({
    * draws in proportion to it. round-robin does not read it: it takes every backend in turn.
    */
   weight: z._default(z.number().check(z.minimum(0.01), z.maximum(1000)), 1),
+  /**
+   * How the server orders the requests waiting for it. `priority`: it was started to take each
+   * request's `priority` field, lower first (vLLM `--scheduling-policy priority`; SGLang
+   * `--enable-priority-scheduling --schedule-low-priority-values-first`), and the gateway sets it on
+   * chat and text completions so that prompts are admitted in the order their prefill would end,
+   * each one's arrival plus its own uncached prefill (src/routing/engine-priority.ts), in place of a
+   * client's. `fcfs` (the default): nothing is set; vLLM refuses a non-zero priority then.
+   */
+  schedulingPolicy: z._default(z.enum(["fcfs", "priority"]), "fcfs"),
 });
 
 export const FAILOVER_CAUSES = ["connect", "timeout", "5xx", "429"] as const;

@@ -6,6 +6,7 @@ import type { GroupMetrics } from "../metrics/group-metrics.ts";
 import { KeyCounters } from "../metrics/key-counters.ts";
 import { Backend, backendKey, type SavedBreaker } from "./backend.ts";
 import type { BreakerState } from "./breaker.ts";
+import { enginePriority } from "./engine-priority.ts";
 import { LeaseTable, type Lease } from "./leases.ts";
 import type { Choice, Policy, Rng } from "./policy.ts";
 import { prefixCapacities } from "./prefix-budget.ts";
@@ -263,6 +264,7 @@ export class GroupRouter {
     }
     const answer: RouteDecision = { backendId: b.id, lease, reason: choice.reason, matched: choice.matched, total: chain.length, routedAt: now, rev: this.rev, inFlight: this.leases.size };
     if (g.shards > 1) shardWait(view.backends, answer);
+    if ((g.deployments[choice.index] as ResolvedDeployment).schedulingPolicy === "priority") answer.priority = enginePriority(now, blocks, b.drainPerMs);
     return answer;
   }
 

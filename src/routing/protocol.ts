@@ -121,6 +121,8 @@ export interface RouteDecision {
    */
   waitMs?: number;
   blockMs?: number;
+  /** The request's `priority` for a backend that orders its queue by it (src/routing/engine-priority.ts); absent for any other. */
+  priority?: number;
 }
 
 /**

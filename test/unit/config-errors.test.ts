@@ -22,6 +22,10 @@ describe("a config with several problems", () => {
     if (!r.ok) expect(r.error).toBe(`config: ${errorsOf(raw).join("; ")}`);
   });
 
+  it("names a deployment's scheduling policy that no server has", () => {
+    expect(errorsOf({ modelGroups: [{ name: "a", deployments: [{ ...deployment, schedulingPolicy: "shortest-first" }] }] })).toEqual(['modelGroups[0].deployments[0].schedulingPolicy must be one of "fcfs", "priority"']);
+  });
+
   it("names the config itself when it is not an object", () => {
     expect(errorsOf("[1]")).toEqual(["the config must be object"]);
   });

@@ -27,7 +27,7 @@ interface FakeSeq extends Sequence {
   done: Promise<void>;
 }
 
-function fakeSeq(name: string, log: string[], opts: { tokens: number; blocks?: number; uncached?: number; stopAt?: number }): FakeSeq {
+function fakeSeq(name: string, log: string[], opts: { tokens: number; blocks?: number; uncached?: number; stopAt?: number; priority?: number }): FakeSeq {
   let finished = (): void => {};
   const done = new Promise<void>((resolve) => (finished = resolve));
   return {
@@ -52,6 +52,7 @@ function fakeSeq(name: string, log: string[], opts: { tokens: number; blocks?: n
       finished();
     },
     done,
+    ...(opts.priority === undefined ? {} : { priority: opts.priority }),
   };
 }
 
@@ -68,6 +69,22 @@ describe("BatchScheduler", () => {
     expect(log).toEqual(["a:admit", "a0", "a1", "a2", "a:finish", "b:admit", "b0", "b1", "b:finish"]);
     expect(s.running).toBe(0);
     expect(s.waiting).toBe(0);
+  });
+
+  it("admits waiting sequences by priority, lower first and in arrival order within one, under the priority policy; fcfs ignores it", async () => {
+    const order = async (policy: "fcfs" | "priority"): Promise<string[]> => {
+      const log: string[] = [];
+      const s = new BatchScheduler(recordingCost([]), { maxNumSeqs: 1, kvCapacityBlocks: 100, maxNumBatchedTokens: 4096 }, policy);
+      // The first is admitted at once (nothing runs); the rest wait, and the policy orders them.
+      const seqs = [fakeSeq("a", log, { tokens: 1, priority: 9 }), fakeSeq("b", log, { tokens: 1, priority: 5 }), fakeSeq("c", log, { tokens: 1, priority: 1 }), fakeSeq("d", log, { tokens: 1, priority: 5 }), fakeSeq("e", log, { tokens: 1 })];
+      s.submit(seqs[0] as FakeSeq);
+      await new Promise((r) => setImmediate(r));
+      for (const q of seqs.slice(1)) s.submit(q);
+      await Promise.all(seqs.map((q) => q.done));
+      return log.filter((l) => l.endsWith(":admit")).map((l) => l.slice(0, 1));
+    };
+    expect(await order("priority")).toEqual(["a", "e", "c", "b", "d"]);
+    expect(await order("fcfs")).toEqual(["a", "b", "c", "d", "e"]);
   });
 
   it("decodes running sequences together, one token each per step", async () => {

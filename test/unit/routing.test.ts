@@ -293,6 +293,28 @@ describe("GroupRouter", () => {
     expect(pick(routerFor(group({}, 2)).pick(chain(1, 40), 0))).not.toHaveProperty("waitMs");
   });
 
+  it("gives a request for a priority server its place in that server's queue: its arrival plus its own uncached prefill there", () => {
+    // 10,000 tokens/s at 16 tokens a block: a block takes 1.6 ms.
+    const prio = group({ strategy: "prefix-aware" }, 1, { schedulingPolicy: "priority" });
+    const router = routerFor(prio);
+    // 40 blocks, none cached: 64 ms of prefill after its arrival at t = 1,000,000 ms.
+    expect(pick(router.pick(chain(1, 40), 1_000_000))?.priority).toBe(1_000_064);
+    // The same conversation a turn later: 40 of its 50 blocks cached, 10 to prefill.
+    expect(pick(router.pick(chain(1, 50), 1_000_100))?.priority).toBe(1_000_116);
+    // A prompt cut at the chain (1,000 blocks in all, 50 cached) pays for the whole of it.
+    expect(pick(router.route(prio.version, chain(1, 50), [], 1_000_200, undefined, false, 1000))?.priority).toBe(1_000_200 + 1520);
+    // Only for the server that takes it: a first-come-first-served one gets none, nor the version's hash a new field.
+    const parsed = parseConfig({
+      modelGroups: [{ name: "g", strategy: "round-robin", deployments: [{ id: "b0", baseUrl: "http://127.0.0.1:9001", model: "m", schedulingPolicy: "priority" }, { id: "b1", baseUrl: "http://127.0.0.1:9002", model: "m" }] }],
+    });
+    if (!parsed.ok) throw new Error(parsed.error);
+    const mixed = routerFor(parsed.config.groups[0] as ResolvedGroup);
+    const answers = [0, 1].map(() => pick(mixed.pick(chain(2, 8), 0)));
+    expect(answers.map((a) => [a?.backendId, a?.priority])).toEqual([["b0", 13], ["b1", undefined]]);
+    expect(group({}, 1).version).toBe(group({}, 1, { schedulingPolicy: "fcfs" }).version);
+    expect(prio.version).not.toBe(group({ strategy: "prefix-aware" }, 1).version);
+  });
+
   it("keeps the prompt work queued since a request when that request ends, so the next arrival does not land on a backend still prefilling", () => {
     // 10,000 tokens/s: 0.625 blocks drain per ms. Two backends, each with a request that ran its
     // course (its 40 blocks long prefilled); then one of them gets a new 40-block prompt.

@@ -82,6 +82,9 @@ export async function attempt(a: AttemptInput): Promise<AttemptResult> {
   const hookCtx: HookContext = { requestId: p.requestId, group: group.name, clientModel: a.body.model, upstreamModel: deployment.model, backendId: deployment.id, stream, endpoint: p.endpoint };
 
   const upstreamBody: Record<string, unknown> = { ...a.body, model: deployment.model };
+  // The server's queue order is the gateway's to set (a client's own priority would jump it); only
+  // generations have a prefill to order by.
+  if (decision.priority !== undefined && (p.endpoint === "chat" || p.endpoint === "completions")) upstreamBody.priority = decision.priority;
   for (const h of pipeline.request) h.onRequest?.(upstreamBody, hookCtx);
   // Serialised outside the fetch's try: a failure here is the request's, never the backend's.
   let payload: string;

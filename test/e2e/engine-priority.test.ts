@@ -1,0 +1,98 @@
+import OpenAI from "openai";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { startFleet, type Fleet } from "../../bench/fleet/index.ts";
+import { EVENTUALLY, startTestGateway, type TestGateway } from "./gateway.ts";
+
+/**
+ * A deployment's `schedulingPolicy: "priority"` (issue 14): the gateway sets each generation's
+ * `priority` and a server that orders its queue by it (the simulator as vLLM with
+ * `--scheduling-policy priority`) admits a short prompt before a long cold one that came first.
+ * Through the bundled gateway on a real socket, to simulated workers that run one sequence at a
+ * time (max-num-seqs 1) so that requests queue; a first-come-first-served worker beside it, to
+ * show the order is the policy's.
+ */
+
+const MODEL = "kvgate-sim";
+let priority: Fleet;
+let fcfs: Fleet;
+let gw: TestGateway;
+let client: OpenAI;
+
+beforeAll(async () => {
+  // The A100's latencies at a twentieth: a queue, but a short one.
+  const engine = { workers: 1, basePort: 0, preset: "a100-7b", timeScale: 0.05, maxNumSeqs: 1, servedModelName: MODEL } as const;
+  priority = await startFleet({ ...engine, schedulingPolicy: "priority" });
+  fcfs = await startFleet(engine);
+  gw = await startTestGateway({
+    modelGroups: [
+      { name: "ordered", deployments: [{ id: "ordered-0", baseUrl: priority.urls[0] as string, model: MODEL, schedulingPolicy: "priority" }] },
+      { name: "in-turn", deployments: [{ id: "in-turn-0", baseUrl: fcfs.urls[0] as string, model: MODEL }] },
+    ],
+  });
+  client = new OpenAI({ apiKey: gw.key, baseURL: `${gw.url}/v1`, maxRetries: 0 });
+});
+afterAll(async () => {
+  await gw?.close();
+  await Promise.all([priority?.close(), fcfs?.close()]);
+});
+
+/** The chat requests a fleet's worker received, in order, with their bodies. */
+const received = (fleet: Fleet) => fleet.requests(0).filter((r) => r.path === "/v1/chat/completions").map((r) => r.body as Record<string, unknown>);
+
+/** Paced by the worker: each answer takes `tokens` × 30 ms once admitted, holding the worker's one seat. */
+const paced = (tokens: number) => ({ kvgate_sim: { tokens, chunk_delay_ms: 30 } });
+
+/**
+ * A request holds the worker; a long cold prompt, then a short one, queue behind it (each sent
+ * once the one before it reached the worker). Which of the two finished first.
+ */
+async function queueOrder(group: string, fleet: Fleet): Promise<string[]> {
+  const done: string[] = [];
+  const send = (name: string, content: string, tokens: number) =>
+    client.chat.completions.create({ model: group, messages: [{ role: "user", content }], max_tokens: tokens, ...paced(tokens) } as OpenAI.ChatCompletionCreateParamsNonStreaming).then((r) => {
+      done.push(name);
+      return r;
+    });
+  const before = received(fleet).length;
+  const arrived = (n: number) => vi.waitFor(() => expect(received(fleet).length).toBe(before + n), EVENTUALLY);
+  const holder = send("holder", "hold the worker", 10);
+  await arrived(1);
+  // ~3,200 tokens of a document nothing has cached, against a few words.
+  const long = send("long", "a page of a long document. ".repeat(480), 3);
+  await arrived(2);
+  const short = send("short", "a short question?", 3);
+  await arrived(3);
+  await Promise.all([holder, long, short]);
+  return done;
+}
+
+describe("a deployment whose server orders its queue by priority", () => {
+  it("gets a short prompt served before a long cold one that arrived first; a first-come-first-served server serves them in turn", async () => {
+    expect(await queueOrder("ordered", priority)).toEqual(["holder", "short", "long"]);
+    expect(await queueOrder("in-turn", fcfs)).toEqual(["holder", "long", "short"]);
+  });
+
+  it("carries the gateway's priority on every generation, in place of a client's own, and none to a first-come-first-served server", async () => {
+    const from = Date.now();
+    const res = await fetch(`${gw.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${gw.key}`, "content-type": "application/json" },
+      // A client asking to go first: on a server kvgate orders, its place is kvgate's to give.
+      body: JSON.stringify({ model: "ordered", messages: [{ role: "user", content: "me first" }], max_tokens: 1, priority: -1_000_000 }),
+    });
+    expect(res.status).toBe(200);
+    await res.text();
+    const sent = received(priority).at(-1)?.priority;
+    // Milliseconds since the epoch: the request's arrival, plus its few blocks' prefill.
+    expect(Number.isSafeInteger(sent)).toBe(true);
+    expect(sent).toBeGreaterThanOrEqual(from);
+    expect(sent).toBeLessThan(Date.now() + 1000);
+
+    const completion = await client.completions.create({ model: "ordered", prompt: "a text completion", max_tokens: 1 });
+    expect(completion.choices).toHaveLength(1);
+    expect(priority.requests(0).at(-1)?.body).toMatchObject({ priority: expect.any(Number) as number });
+
+    await client.chat.completions.create({ model: "in-turn", messages: [{ role: "user", content: "in turn" }], max_tokens: 1 });
+    expect(received(fcfs).at(-1)).not.toHaveProperty("priority");
+  });
+});
