@@ -55,6 +55,8 @@ export function testConfig(u: Upstreams): GatewayConfigInput {
       { name: "dead", deployments: [{ id: "dead", baseUrl: u.deadUrl, model: UPSTREAM_MODEL }] },
       // test/workers/sharding.test.ts: the fleet over two routing objects, and a shard whose only server is dead.
       fleetGroup("sharded", u.fleetUrls, { shards: 2 }),
+      // One server per shard, prefilling 16 tokens (a block) a second: a long prompt's queue stays put while a test looks.
+      { name: "sharded-spill", shards: 2, deployments: [0, 1].map((i) => ({ id: `spill-${i}`, baseUrl: u.fleetUrls[i] as string, model: UPSTREAM_MODEL, prefillTokensPerSec: 16 })) },
       { name: "sharded-failover", shards: 2, deployments: [{ id: "dead", baseUrl: u.deadUrl, model: UPSTREAM_MODEL }, { id: "healthy", baseUrl: u.fleetUrls[0] as string, model: UPSTREAM_MODEL }] },
       ...failoverGroups(u),
       ...privateNetworkGroups(u),

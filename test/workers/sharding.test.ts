@@ -1,8 +1,12 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, inject, it, vi } from "vitest";
 import type { GroupStatus } from "../../src/routing/protocol.ts";
-import { objectNamesOf } from "../../src/sharding/partition.ts";
-import { UPSTREAM_MODEL } from "../support/test-config.ts";
+import { parseConfig, type ResolvedGroup } from "../../src/config/load.ts";
+import { ChatCompletionRequestSchema } from "../../src/openai/requests.ts";
+import { chatFingerprint } from "../../src/prefix/fingerprint.ts";
+import { groupShards, objectNamesOf } from "../../src/sharding/partition.ts";
+import { shardOrder } from "../../src/sharding/shard-order.ts";
+import { testConfig, UPSTREAM_MODEL } from "../support/test-config.ts";
 import { admin, ok } from "./admin.ts";
 import { chat, EVENTUALLY, gateway, type ChatMessage } from "./gateway.ts";
 
@@ -88,6 +92,52 @@ describe("a model group sharded over two routing objects", () => {
     // Requests keyed to the dead server's shard were tried there, then served by the other shard.
     expect(dead?.failed).toBeGreaterThan(0);
     await expectShardsIdle("sharded-failover");
+  });
+
+  it("passes a prompt keyed to a shard backed up with a long prompt to the other shard, and keeps its conversation there", async () => {
+    const config = parseConfig(testConfig(inject("upstreams")));
+    if (!config.ok) throw new Error(config.error);
+    const group = config.config.groups.find((g) => g.name === "sharded-spill") as ResolvedGroup;
+    const { weights, views } = groupShards(group);
+    const serverOf = (shard: number) => views[shard]?.deployments[0]?.id;
+    // The shard a new conversation is keyed to: by its first blocks, as the Worker keys a prompt
+    // under no shared prefix (src/sharding/shard-key.ts), through the same hash.
+    const shardOf = (messages: ChatMessage[]) => {
+      const chain = chatFingerprint(ChatCompletionRequestSchema.parse({ model: "sharded-spill", messages }), { blockChars: group.blockChars, maxBlocks: group.maxPrefixBlocks });
+      return shardOrder(chain[Math.min(4, chain.length) - 1] as number, weights)[0] as number;
+    };
+    const opening = (topic: string): ChatMessage[] => [{ role: "user", content: `${topic}: `.padEnd(320, `${topic} survey notes; `) }];
+    const topics = ["sandbars", "breakwaters", "lagoons", "skerries", "tombolos", "spits", "machair", "saltings"];
+    const [long, spilled, stays] = ((): [string, string, string] => {
+      for (const a of topics) {
+        const same = topics.filter((b) => b !== a && shardOf(opening(b)) === shardOf(opening(a)));
+        if (same.length >= 2) return [a, same[0] as string, same[1] as string];
+      }
+      throw new Error("no three topics keyed to one shard");
+    })();
+    const home = shardOf(opening(long));
+    const away = 1 - home;
+
+    // ~60 blocks to prefill at a block a second: a minute of queued work on the home shard's server.
+    const held = chat("sharded-spill", [...opening(long), { role: "user", content: "the whole logbook, page by page. ".repeat(110) }], { kvgate_sim: { first_byte_delay_ms: 1500 } });
+    await vi.waitFor(async () => expect((await shardStatus("sharded-spill"))[home]?.backends[0]?.inFlight).toBe(1), EVENTUALLY);
+    // Keyed to the same shard, a short prompt would wait behind that minute, and a few seconds on the other.
+    const first = await chat("sharded-spill", opening(spilled));
+    expect(first.status).toBe(200);
+    await first.text();
+    expect(first.headers.get("x-kvgate-backend")).toBe(serverOf(away));
+    const heldRes = await held;
+    expect(heldRes.headers.get("x-kvgate-backend")).toBe(serverOf(home));
+    await heldRes.text();
+    // With the home shard's queue gone, a prompt keyed there is served there;
+    const other = await chat("sharded-spill", opening(stays));
+    await other.text();
+    expect(other.headers.get("x-kvgate-backend")).toBe(serverOf(home));
+    // and the conversation that moved goes on where its history now is.
+    const next = await chat("sharded-spill", [...opening(spilled), { role: "assistant", content: "Noted." }, { role: "user", content: "And in winter?" }]);
+    await next.text();
+    expect([next.headers.get("x-kvgate-backend"), next.headers.get("x-kvgate-reason")]).toEqual([serverOf(away), "prefix-hit"]);
+    await expectShardsIdle("sharded-spill");
   });
 
   it("gets its slices from the fleet registry, which retires the objects of shards a group gives up", async () => {
