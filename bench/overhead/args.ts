@@ -4,7 +4,7 @@
  *   --repeats N        measurements per scenario and target; the median run is reported (3)
  *   --seconds S        length of each measurement window (5; 1.5 with --quick)
  *   --targets a,b      only these targets (direct, floor, ceiling, kvgate, kvgate-nolog, kvgate-restamp,
- *                      kvgate-key, kvgate-feedback, kvgate-sharded, ceiling-apart, kvgate-apart,
+ *                      kvgate-key, kvgate-feedback, kvgate-sharded, kvgate-priority, ceiling-apart, kvgate-apart,
  *                      litellm, portkey); the -apart twins run non-streamed at c=50 only
  *   --scenarios a,b    only these scenarios, e.g. nonstream/c50,stream/c1/100ch (for investigations)
  *   --baseline DIR     add kvgate as bundled from another checkout (a worktree of an earlier

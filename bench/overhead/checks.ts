@@ -97,6 +97,9 @@ export function extraRatios(medians: readonly Measurement[]): { what: string; va
   // The group over 2 routing objects: the Worker keys each prompt and picks its shard.
   r("kvgate-sharded / kvgate, non-streaming RPS at c=50", "kvgate-sharded", "kvgate", NS50, rps);
   r("kvgate-sharded / kvgate, TTFT p50 at c=1, 20 chunks", "kvgate-sharded", "kvgate", ST1_20, ttftP50);
+  // Every deployment ordering its queue by priority: the gateway sets each request's.
+  r("kvgate-priority / kvgate, non-streaming RPS at c=50", "kvgate-priority", "kvgate", NS50, rps);
+  r("kvgate-priority / kvgate, TTFT p50 at c=1, 20 chunks", "kvgate-priority", "kvgate", ST1_20, ttftP50);
   for (const m of medians.filter((x) => x.target === "litellm" && x.mode === "nonstream" && x.concurrency === 50)) {
     r(`kvgate / LiteLLM (${m.workers} worker${m.workers === 1 ? "" : "s"}), non-streaming RPS at c=50`, "kvgate", m.label, NS50, rps);
   }

@@ -1,6 +1,8 @@
 /**
  * The simulated fleet with preset "instant" in a child process of its own: in this process it
- * would share one event loop with the load generators and be measured together with them.
+ * would share one event loop with the load generators and be measured together with them. Its
+ * workers take a request's `priority` (--scheduling-policy priority), for kvgate-priority; a target
+ * that sends none is served as before, and an instant worker queues nothing to order.
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { fileURLToPath } from "node:url";
@@ -14,7 +16,7 @@ export interface FleetProcess {
 const CLI = fileURLToPath(new URL("../fleet/cli.ts", import.meta.url));
 
 export async function startFleetProcess(workers: number): Promise<FleetProcess> {
-  const child = spawn(process.execPath, [CLI, "--preset", "instant", "--base-port", "0", "--workers", String(workers)], {
+  const child = spawn(process.execPath, [CLI, "--preset", "instant", "--base-port", "0", "--workers", String(workers), "--scheduling-policy", "priority"], {
     stdio: ["ignore", "pipe", "inherit"],
   });
   const urls = await new Promise<string[]>((resolve, reject) => {

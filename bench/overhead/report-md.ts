@@ -51,7 +51,8 @@ What a gateway adds to a request: the same zero-latency simulated fleet reached 
 the runtime's floor (a Worker that only fetches the upstream and returns its body), through kvgate
 (no hooks; the same with request lines off, \`kvgate-nolog\`; the restamp hook; no hooks with a virtual
 key, \`kvgate-key\`; no hooks with every answer's usage read for routing, \`kvgate-feedback\`; the
-group over two routing objects, \`kvgate-sharded\`), and through the peer gateways that are installed.
+group over two routing objects, \`kvgate-sharded\`; every deployment ordering its queue by the
+priority kvgate sets, \`kvgate-priority\`), and through the peer gateways that are installed.
 
 \`\`\`sh
 ${r.command}
@@ -157,6 +158,10 @@ npx node bench/peers/install.ts            # both; or: npx node bench/peers/inst
 - kvgate-sharded is kvgate with the group over 2 routing objects (\`shards\` 2), one fleet worker
   each: the Worker keys every prompt and picks its shard (src/sharding/); kvgate-sharded / kvgate
   is what that costs.
+- kvgate-priority is kvgate with every deployment's \`schedulingPolicy\` \`priority\`: the routing
+  object puts each request's priority in its answer and the Worker sets it in the upstream body
+  (src/routing/engine-priority.ts); kvgate-priority / kvgate is what that costs. The fleet's
+  workers take it (\`--scheduling-policy priority\`); an instant worker queues nothing to order.
 - kvgate-key is kvgate's gateway and config with an admin key; the client sends a virtual key made
   through \`POST /admin/v1/keys\` with rpm 10⁸, tpm 10¹⁰, max_parallel 10⁵, a budget of 10¹⁵ tokens a
   month and usage tracking on (bench/overhead/key-target.ts): far above the load, so nothing is

@@ -82,7 +82,7 @@ try {
   if (wants("direct")) running.push(directTarget(upstream));
   if (wants("floor")) running.push(await onWorkerd(() => floorTarget(upstream)));
   if (wants("ceiling")) running.push(await onWorkerd(() => ceilingTarget(upstream)));
-  for (const v of ["kvgate", "kvgate-nolog", "kvgate-restamp", "kvgate-key", "kvgate-feedback", "kvgate-sharded"] as const) if (wants(v)) running.push(await onWorkerd(() => kvgateTarget(v, fleet.urls)));
+  for (const v of ["kvgate", "kvgate-nolog", "kvgate-restamp", "kvgate-key", "kvgate-feedback", "kvgate-sharded", "kvgate-priority"] as const) if (wants(v)) running.push(await onWorkerd(() => kvgateTarget(v, fleet.urls)));
   if (args.baseline) running.push({ ...(await onWorkerd(() => kvgateTarget("kvgate", fleet.urls, { root: args.baseline as string }))), label: `kvgate@${commitOf(args.baseline)}` });
   // The apart twins only split the CPU of a non-streamed request (cpu_us_per_request); their
   // req/s is not comparable (a stub hop between the processes that production does not have).

@@ -11,7 +11,7 @@ import { startFloor, startGateway, startScriptWorker, type ApartPids } from "../
 import { chatBodies } from "./bodies.ts";
 import { BENCH_KEY, confirmKeyUsage, createVirtualKey, newAdminKey, type KeySettings } from "./key-target.ts";
 
-export const TARGET_NAMES = ["direct", "floor", "ceiling", "kvgate", "kvgate-nolog", "kvgate-restamp", "kvgate-key", "kvgate-feedback", "kvgate-sharded", "ceiling-apart", "kvgate-apart", "litellm", "portkey"] as const;
+export const TARGET_NAMES = ["direct", "floor", "ceiling", "kvgate", "kvgate-nolog", "kvgate-restamp", "kvgate-key", "kvgate-feedback", "kvgate-sharded", "kvgate-priority", "ceiling-apart", "kvgate-apart", "litellm", "portkey"] as const;
 export type TargetName = (typeof TARGET_NAMES)[number];
 
 export interface Target {
@@ -52,7 +52,7 @@ export const SIM_MODEL = "kvgate-sim";
 /** What restamp clients ask for: not the upstream's name, so every chunk is rewritten. */
 const RESTAMP_CLIENT_MODEL = "bookshop-assistant";
 
-function kvgateConfig(upstreams: string[], o: { name: string; hooks: "restamp"[]; logRequests: boolean; feedbackRate: number; shards: number }): GatewayConfigInput {
+function kvgateConfig(upstreams: string[], o: { name: string; hooks: "restamp"[]; logRequests: boolean; feedbackRate: number; shards: number; priority: boolean }): GatewayConfigInput {
   return {
     ...(o.logRequests ? {} : { logging: { requests: { sampleRate: 0 } } }),
     modelGroups: [
@@ -62,7 +62,7 @@ function kvgateConfig(upstreams: string[], o: { name: string; hooks: "restamp"[]
         ...(o.feedbackRate > 0 ? { feedback: { sampleRate: o.feedbackRate } } : {}),
         ...(o.shards > 1 ? { shards: o.shards } : {}),
         // Every fleet worker is a deployment, so the route call does the real prefix-aware work.
-        deployments: upstreams.map((baseUrl, i) => ({ id: `sim-${i}`, baseUrl, model: SIM_MODEL })),
+        deployments: upstreams.map((baseUrl, i) => ({ id: `sim-${i}`, baseUrl, model: SIM_MODEL, ...(o.priority ? { schedulingPolicy: "priority" as const } : {}) })),
       },
     ],
   };
@@ -94,9 +94,10 @@ export async function ceilingTarget(upstream: string, o: { objectsApart?: boolea
  * (feedback.sampleRate 1), so that kvgate-feedback − kvgate is what a sampled request costs; a
  * rate r costs r times that on average. kvgate-sharded: the group over 2 routing objects, one
  * fleet worker each, so that kvgate-sharded − kvgate is what choosing a shard costs the Worker
- * (and what two objects cost where one did).
+ * (and what two objects cost where one did). kvgate-priority: every deployment's schedulingPolicy
+ * "priority", so that kvgate-priority − kvgate is what setting each request's priority costs.
  */
-export type KvgateVariant = "kvgate" | "kvgate-nolog" | "kvgate-restamp" | "kvgate-key" | "kvgate-feedback" | "kvgate-sharded" | "kvgate-apart";
+export type KvgateVariant = "kvgate" | "kvgate-nolog" | "kvgate-restamp" | "kvgate-key" | "kvgate-feedback" | "kvgate-sharded" | "kvgate-priority" | "kvgate-apart";
 
 export interface KvgateOptions {
   /** The checkout to bundle the gateway from (this one by default). */
@@ -115,7 +116,7 @@ export async function kvgateTarget(variant: KvgateVariant, upstreams: string[], 
   const objectsApart = o.objectsApart === true || variant === "kvgate-apart";
   const restamp = variant === "kvgate-restamp";
   const model = restamp ? RESTAMP_CLIENT_MODEL : SIM_MODEL;
-  const config = kvgateConfig(upstreams, { name: model, hooks: restamp ? ["restamp"] : [], logRequests: variant !== "kvgate-nolog", feedbackRate: variant === "kvgate-feedback" ? 1 : 0, shards: variant === "kvgate-sharded" ? 2 : 1 });
+  const config = kvgateConfig(upstreams, { name: model, hooks: restamp ? ["restamp"] : [], logRequests: variant !== "kvgate-nolog", feedbackRate: variant === "kvgate-feedback" ? 1 : 0, shards: variant === "kvgate-sharded" ? 2 : 1, priority: variant === "kvgate-priority" });
   const adminKey = variant === "kvgate-key" ? newAdminKey() : null;
   const w = await startGateway({ config, objectsApart, inspect, ...(root ? { root } : {}), ...(adminKey ? { bindings: { KVGATE_ADMIN_KEY: adminKey } } : {}) });
   const master = { authorization: `Bearer ${w.key}` };
