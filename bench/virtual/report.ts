@@ -74,7 +74,7 @@ function traceSection(trace: TimedKind, runs: readonly VirtualRun[], results: Vi
     const errors = rs.reduce((n, r) => n + r.errors, 0) / results.jitter_seeds;
     lines.push(`| ${router} | ${f4(pooled(rs, kv))} | ${f3(pooled(rs, kv) / ceiling)} | ${versus} | ${ms(pooled(rs, p50))} | ${ms(pooled(rs, p95))} | ${ms(pooled(rs, p99))} | ${p95Versus} | ${errors.toFixed(1)} |`);
   }
-  lines.push("", ...shardSection(runs, routers), "", ...prioritySection(runs, routers), "", ...perSeedTable(runs, routers, seeds), "");
+  lines.push("", ...shardSection(runs, routers), "", ...prioritySection(trace, runs, routers), "", ...perSeedTable(runs, routers, seeds), "");
   return lines;
 }
 
@@ -99,7 +99,7 @@ function shardSection(runs: readonly VirtualRun[], routers: readonly string[]): 
 }
 
 /** Each router in front of engines that order their queues by the priority kvgate sets, against the same router in front of first-come-first-served engines. */
-function prioritySection(runs: readonly VirtualRun[], routers: readonly string[]): string[] {
+function prioritySection(trace: TimedKind, runs: readonly VirtualRun[], routers: readonly string[]): string[] {
   const pairs = routers.filter((r) => r.endsWith(PRIORITY) && routers.includes(r.slice(0, -PRIORITY.length)));
   if (pairs.length === 0) return [];
   const of = (router: string) => runs.filter((r) => r.strategy === router);
@@ -118,7 +118,7 @@ function prioritySection(runs: readonly VirtualRun[], routers: readonly string[]
   }
   const best = `prefix-aware${PRIORITY}`;
   const against = ["round-robin", `round-robin${PRIORITY}`, "least-loaded", `least-loaded${PRIORITY}`].filter((r) => routers.includes(r));
-  if (routers.includes(best) && against.length > 0) {
+  if (trace === "mooncake" && routers.includes(best) && against.length > 0) {
     lines.push("", `Issue 14's Mooncake goal compares TTFT p95 with round-robin's (≤ 0.5 ×) and least-loaded's (≤ 0.8 ×): ${best}'s p95 over ` + against.map((r) => `${r}'s ${interval(ratioWithInterval(of(best), of(r), p95))}`).join(", ") + ".");
   }
   return lines;
