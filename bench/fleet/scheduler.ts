@@ -56,9 +56,9 @@ interface Slot {
 }
 
 /**
- * One GPU's engine loop: a queue of waiting sequences (SchedulingPolicy), at most maxNumSeqs running, admission also
- * bounded by the KV blocks the running ones pin, and a step timer that advances every running
- * sequence by one token per step. The loop sleeps when nothing runs.
+ * One GPU's engine loop: a queue of waiting sequences in the policy's order, at most maxNumSeqs
+ * running, admission also bounded by the KV blocks the running ones pin, and a step timer that
+ * advances every running sequence by one token per step. The loop sleeps when nothing runs.
  */
 export class BatchScheduler {
   private readonly cost: CostModel;
@@ -126,8 +126,8 @@ export class BatchScheduler {
   /**
    * Schedules one step as vLLM v1's scheduler does with chunked prefill: every decoding sequence
    * takes one token of the step's budget, then sequences partway through their prompt continue in
-   * admission order, then waiting ones are admitted in the policy's order, each prefilling as much of its uncached
-   * prompt as the budget has left. A prompt longer than the budget spans several steps, so a burst
+   * admission order, then waiting ones are admitted in the policy's order, each prefilling as much
+   * of its uncached prompt as the budget has left. A prompt longer than the budget spans several steps, so a burst
    * of arrivals gets its first tokens one after another rather than all at the end of one long step.
    */
   private beginStep(): void {
