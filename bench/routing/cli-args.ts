@@ -1,5 +1,6 @@
 import { resolve } from "node:path";
 import { parseArgs } from "node:util";
+import { SCHEDULING_POLICIES, isSchedulingPolicy, type SchedulingPolicy } from "../fleet/scheduler.ts";
 
 /** bench:routing's flags, parsed; lists are comma-separated, and absent means "all". */
 export interface RoutingArgs {
@@ -17,6 +18,8 @@ export interface RoutingArgs {
   sessions: number[] | undefined;
   /** The raw --peers value: absent (every installed peer), `none`, or names (see peers.ts). */
   peers: string | undefined;
+  /** The workers' scheduling policies kvgate's routers run in front of. */
+  schedulingPolicies: SchedulingPolicy[];
 }
 
 export const list = (value: string | undefined): string[] | undefined => value?.split(",").filter(Boolean);
@@ -42,6 +45,7 @@ export function parseRoutingArgs(argv: string[], defaultOut: string): RoutingArg
       sessions: { type: "string" },
       peers: { type: "string" },
       out: { type: "string" },
+      "scheduling-policy": { type: "string", default: "fcfs" },
     },
   });
   return {
@@ -56,5 +60,9 @@ export function parseRoutingArgs(argv: string[], defaultOut: string): RoutingArg
     shards: list(values.shards)?.map((s) => positiveInt("--shards", s)),
     sessions: list(values.sessions)?.map((s) => positiveInt("--sessions", s)),
     peers: values.peers,
+    schedulingPolicies: (list(values["scheduling-policy"]) ?? []).map((s) => {
+      if (!isSchedulingPolicy(s)) throw new Error(`--scheduling-policy: "${s}" is not one of ${SCHEDULING_POLICIES.join(", ")}`);
+      return s;
+    }),
   };
 }

@@ -1,5 +1,6 @@
 import type { Strategy } from "../../src/config/schema.ts";
 import type { PresetName } from "../fleet/index.ts";
+import type { SchedulingPolicy } from "../fleet/scheduler.ts";
 import { TRACE_KINDS, generateTrace, type Trace, type TraceKind, type TraceOptions } from "../traces/index.ts";
 
 /** The model name the benchmark's fleets serve and its routers are asked for. */
@@ -33,16 +34,30 @@ export const isKvgateStrategy = (name: string): name is Strategy => (STRATEGY_OR
 /** kvgate's prefix-aware over `shards` routing objects (src/sharding/), as a router of the benchmark. */
 export const shardedRouter = (shards: number) => `prefix-aware@${shards}`;
 
-/** A router of kvgate's: one of its strategies, or prefix-aware over shards ("prefix-aware@4"); null for a peer. */
-export function kvgateRouter(name: string): { strategy: Strategy; shards: number } | null {
-  if (isKvgateStrategy(name)) return { strategy: name, shards: 1 };
-  const m = /^prefix-aware@([1-9][0-9]*)$/.exec(name);
-  return m ? { strategy: "prefix-aware", shards: Number(m[1]) } : null;
+/** What a kvgate router's name ends with in front of workers that order their queues by the priority it sets. */
+export const PRIORITY_SUFFIX = "+priority";
+
+/**
+ * A router of kvgate's: one of its strategies, or prefix-aware over shards ("prefix-aware@4"),
+ * either in front of priority workers ("round-robin+priority"); null for a peer.
+ */
+export function kvgateRouter(name: string): { strategy: Strategy; shards: number; schedulingPolicy: SchedulingPolicy } | null {
+  const priority = name.endsWith(PRIORITY_SUFFIX);
+  const base = priority ? name.slice(0, -PRIORITY_SUFFIX.length) : name;
+  const schedulingPolicy: SchedulingPolicy = priority ? "priority" : "fcfs";
+  if (isKvgateStrategy(base)) return { strategy: base, shards: 1, schedulingPolicy };
+  const m = /^prefix-aware@([1-9][0-9]*)$/.exec(base);
+  return m ? { strategy: "prefix-aware", shards: Number(m[1]), schedulingPolicy } : null;
 }
 
-/** The routers every point runs, in order: kvgate's strategies, prefix-aware over each number of shards asked for, then the peers. */
-export function routersOf(o: Pick<MatrixOptions, "strategies" | "shards" | "peers">): string[] {
-  return [...STRATEGY_ORDER.filter((s) => !o.strategies || o.strategies.includes(s)), ...(o.shards ?? []).map(shardedRouter), ...(o.peers ?? [])];
+/**
+ * The routers every point runs, in order: kvgate's strategies, prefix-aware over each number of
+ * shards asked for, those again in front of priority workers when asked for, then the peers.
+ */
+export function routersOf(o: Pick<MatrixOptions, "strategies" | "shards" | "peers" | "schedulingPolicies">): string[] {
+  const kvgate = [...STRATEGY_ORDER.filter((s) => !o.strategies || o.strategies.includes(s)), ...(o.shards ?? []).map(shardedRouter)];
+  const policies = o.schedulingPolicies ?? ["fcfs"];
+  return [...policies.flatMap((p) => kvgate.map((r) => (p === "priority" ? `${r}${PRIORITY_SUFFIX}` : r))), ...(o.peers ?? [])];
 }
 
 export const REGIMES: readonly Regime[] = [
@@ -87,6 +102,8 @@ export interface MatrixOptions {
   shards?: number[];
   /** Peer routers run after kvgate's strategies at every point, in this order. */
   peers?: string[];
+  /** The workers' scheduling policies kvgate's routers run in front of (fcfs when absent). */
+  schedulingPolicies?: SchedulingPolicy[];
 }
 
 /** Every run, in the order they are made: a whole comparison (strategies, then peers) at a time. */

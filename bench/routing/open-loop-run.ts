@@ -23,7 +23,7 @@ export async function runOpenLoopPoint(
   schedule: OpenLoopSchedule = scheduleOf(p),
 ): Promise<{ run: OpenLoopRoutingRun; errorSamples: RoutingResults["error_samples"] }> {
   const { setup } = p;
-  const fleet = await startFleet({ workers: 4, basePort: 0, preset: setup.preset, timeScale: setup.timeScale, maxModelLen: setup.maxModelLen, servedModelName: MODEL });
+  const fleet = await startFleet({ workers: 4, basePort: 0, preset: setup.preset, timeScale: setup.timeScale, maxModelLen: setup.maxModelLen, servedModelName: MODEL, schedulingPolicy: router.schedulingPolicy });
   try {
     const running = await router.start(fleet);
     try {

@@ -2,6 +2,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Strategy } from "../../src/config/schema.ts";
 import type { Fleet } from "../fleet/index.ts";
+import type { SchedulingPolicy } from "../fleet/scheduler.ts";
 import { startGateway } from "../harness/gateway.ts";
 import type { ReplayOptions } from "../replay/index.ts";
 import { kvgateConfig } from "./kvgate-config.ts";
@@ -18,6 +19,8 @@ export interface RunRouter {
 export interface RouterStart {
   /** A peer names no backend in its answers: its share is counted at the workers. */
   peer: boolean;
+  /** The fleet's workers' order for waiting requests (a peer's fleet: first come, first served). */
+  schedulingPolicy: SchedulingPolicy;
   start(fleet: Fleet): Promise<RunRouter>;
 }
 
@@ -27,14 +30,14 @@ export interface RouterStart {
  */
 export function routerFor(name: string, regime: Pick<Regime, "preset" | "timeScale">, peers: readonly RoutingPeer[], scriptPath?: string): RouterStart {
   const kvgate = kvgateRouter(name);
-  if (kvgate) return { peer: false, start: (fleet) => startKvgate(kvgate.strategy, kvgate.shards, regime, fleet, scriptPath) };
+  if (kvgate) return { peer: false, schedulingPolicy: kvgate.schedulingPolicy, start: (fleet) => startKvgate(kvgate, regime, fleet, scriptPath) };
   const peer = peers.find((x) => x.name === name);
   if (!peer) throw new Error(`no router named ${name}`);
-  return { peer: true, start: (fleet) => startPeer(peer, fleet) };
+  return { peer: true, schedulingPolicy: "fcfs", start: (fleet) => startPeer(peer, fleet) };
 }
 
-async function startKvgate(strategy: Strategy, shards: number, regime: Pick<Regime, "preset" | "timeScale">, fleet: Fleet, scriptPath: string | undefined): Promise<RunRouter> {
-  const gateway = await startGateway({ config: kvgateConfig(strategy, regime, fleet.urls, shards), ...(scriptPath ? { scriptPath } : {}) });
+async function startKvgate(k: { strategy: Strategy; shards: number; schedulingPolicy: SchedulingPolicy }, regime: Pick<Regime, "preset" | "timeScale">, fleet: Fleet, scriptPath: string | undefined): Promise<RunRouter> {
+  const gateway = await startGateway({ config: kvgateConfig(k.strategy, regime, fleet.urls, k.shards, k.schedulingPolicy), ...(scriptPath ? { scriptPath } : {}) });
   return { target: { baseUrl: gateway.url, apiKey: gateway.key }, stop: () => gateway.dispose() };
 }
 

@@ -1,7 +1,7 @@
 /**
  * npm run bench:routing [-- --quick] [--seeds 3] [--regime roomy,pressured,open-loop] [--trace multi-turn,...,mooncake,b2b-saas]
  *                       [--strategy prefix-aware,...] [--shards 2,4] [--sessions 8,16] [--peers sglang-cache_aware,...|none]
- *                       [--out DIR] [--report-only] [--merge]
+ *                       [--out DIR] [--report-only] [--merge] [--scheduling-policy fcfs,priority]
  *
  * Replays seeded session traces through kvgate (served by Miniflare, one Durable Object per run)
  * in front of a fresh simulated fleet of 4 GPU workers (empty caches) for every strategy, regime,
@@ -12,6 +12,8 @@
  * --merge keeps the runs already written of every point this run does not make (merge.ts): the
  * whole sweep takes longer than one sitting, and can be made in parts. --shards 2,4 adds
  * prefix-aware over that many routing objects (`prefix-aware@2`...) beside the strategies.
+ * --scheduling-policy fcfs,priority runs kvgate's routers again in front of workers that order
+ * their queues by the priority kvgate sets (`round-robin+priority`...).
  */
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
@@ -40,7 +42,7 @@ let RESULTS = DEFAULT_RESULTS;
 
 async function runPoint(p: Point, router: RouterStart): Promise<{ run: RoutingRun; errorSamples: RoutingResults["error_samples"] }> {
   const trace = traceOf(p);
-  const fleet = await startFleet({ workers: 4, basePort: 0, preset: p.regime.preset, timeScale: p.regime.timeScale, servedModelName: MODEL });
+  const fleet = await startFleet({ workers: 4, basePort: 0, preset: p.regime.preset, timeScale: p.regime.timeScale, servedModelName: MODEL, schedulingPolicy: router.schedulingPolicy });
   try {
     const running = await router.start(fleet);
     try {
