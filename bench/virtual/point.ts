@@ -5,7 +5,7 @@ import { summarizeOpenLoop } from "../replay/open-loop-stats.ts";
 import type { Percentiles } from "../stats/quantiles.ts";
 import type { TimedKind } from "../traces/index.ts";
 import { kvgateConfig } from "../routing/kvgate-config.ts";
-import { MODEL } from "../routing/matrix.ts";
+import { MODEL, PRIORITY_SUFFIX } from "../routing/matrix.ts";
 import { OPEN_LOOP_SETUPS, scheduleOf } from "../routing/open-loop-matrix.ts";
 import { replayVirtual } from "./replay.ts";
 import type { SchedulingPolicy } from "../fleet/scheduler.ts";
@@ -49,9 +49,6 @@ export interface VirtualRun {
   /** The run's length in virtual time. */
   virtual_ms: number;
 }
-
-/** What a router's name ends with in front of a priority fleet. */
-export const PRIORITY_SUFFIX = "+priority";
 
 /** `@N` over N shards, as bench:routing names a sharded run; PRIORITY_SUFFIX in front of a priority fleet. */
 export const routerName = (strategy: string, shards: number, policy: SchedulingPolicy = "fcfs"): string => `${strategy}${shards > 1 ? `@${shards}` : ""}${policy === "priority" ? PRIORITY_SUFFIX : ""}`;

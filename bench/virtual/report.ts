@@ -1,7 +1,8 @@
 import { mean } from "../stats/quantiles.ts";
 import { OPEN_LOOP_SETUPS } from "../routing/open-loop-matrix.ts";
 import type { TimedKind } from "../traces/index.ts";
-import { PRIORITY_SUFFIX, type VirtualRun } from "./point.ts";
+import { PRIORITY_SUFFIX } from "../routing/matrix.ts";
+import type { VirtualRun } from "./point.ts";
 import { pooled, ratioWithInterval, type Ratio } from "./stats.ts";
 
 export interface VirtualResults {
@@ -15,7 +16,6 @@ export interface VirtualResults {
   runs: VirtualRun[];
 }
 
-const PRIORITY = PRIORITY_SUFFIX;
 
 /** Issue 15: a group over shards keeps one object's kv_hit within this much. */
 export const SHARD_KV_TOLERANCE = 0.02;
@@ -100,7 +100,7 @@ function shardSection(runs: readonly VirtualRun[], routers: readonly string[]): 
 
 /** Each router in front of engines that order their queues by the priority kvgate sets, against the same router in front of first-come-first-served engines. */
 function prioritySection(trace: TimedKind, runs: readonly VirtualRun[], routers: readonly string[]): string[] {
-  const pairs = routers.filter((r) => r.endsWith(PRIORITY) && routers.includes(r.slice(0, -PRIORITY.length)));
+  const pairs = routers.filter((r) => r.endsWith(PRIORITY_SUFFIX) && routers.includes(r.slice(0, -PRIORITY_SUFFIX.length)));
   if (pairs.length === 0) return [];
   const of = (router: string) => runs.filter((r) => r.strategy === router);
   const lines = [
@@ -113,11 +113,11 @@ function prioritySection(trace: TimedKind, runs: readonly VirtualRun[], routers:
   ];
   for (const router of pairs) {
     const rs = of(router);
-    const fcfs = of(router.slice(0, -PRIORITY.length));
+    const fcfs = of(router.slice(0, -PRIORITY_SUFFIX.length));
     lines.push(`| ${router} | ${interval(ratioWithInterval(rs, fcfs, kv))} | ${interval(ratioWithInterval(rs, fcfs, p50))} | ${interval(ratioWithInterval(rs, fcfs, p95))} | ${interval(ratioWithInterval(rs, fcfs, p99))} |`);
   }
-  const best = `prefix-aware${PRIORITY}`;
-  const against = ["round-robin", `round-robin${PRIORITY}`, "least-loaded", `least-loaded${PRIORITY}`].filter((r) => routers.includes(r));
+  const best = `prefix-aware${PRIORITY_SUFFIX}`;
+  const against = ["round-robin", `round-robin${PRIORITY_SUFFIX}`, "least-loaded", `least-loaded${PRIORITY_SUFFIX}`].filter((r) => routers.includes(r));
   if (trace === "mooncake" && routers.includes(best) && against.length > 0) {
     lines.push("", `Issue 14's Mooncake goal compares TTFT p95 with round-robin's (≤ 0.5 ×) and least-loaded's (≤ 0.8 ×): ${best}'s p95 over ` + against.map((r) => `${r}'s ${interval(ratioWithInterval(of(best), of(r), p95))}`).join(", ") + ".");
   }
