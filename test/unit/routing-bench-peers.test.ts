@@ -24,7 +24,7 @@ const MODEL = "kvgate-sim";
 describe("bench:routing flags", () => {
   it("keeps every flag, with --peers beside them", () => {
     const a = parseRoutingArgs(
-      ["--quick", "--report-only", "--merge", "--seeds", "2", "--regime", "roomy", "--trace", "multi-turn,rag", "--strategy", "prefix-aware", "--shards", "2,4", "--sessions", "4,8", "--peers", "none", "--out", "/tmp/x"],
+      ["--quick", "--report-only", "--merge", "--seeds", "2", "--regime", "roomy", "--trace", "multi-turn,rag", "--strategy", "prefix-aware", "--shards", "2,4", "--sessions", "4,8", "--peers", "none", "--scheduling-policy", "fcfs,priority", "--out", "/tmp/x"],
       "/default",
     );
     expect(a).toEqual({
@@ -39,6 +39,7 @@ describe("bench:routing flags", () => {
       shards: [2, 4],
       sessions: [4, 8],
       peers: "none",
+      schedulingPolicies: ["fcfs", "priority"],
     });
   });
 
@@ -55,6 +56,7 @@ describe("bench:routing flags", () => {
       shards: undefined,
       sessions: undefined,
       peers: undefined,
+      schedulingPolicies: ["fcfs"],
     });
   });
 
@@ -63,6 +65,7 @@ describe("bench:routing flags", () => {
     expect(() => parseRoutingArgs(["--seeds", "0"], "/d")).toThrow(/--seeds must be a positive integer/);
     expect(() => parseRoutingArgs(["--sessions", "4,x"], "/d")).toThrow(/--sessions/);
     expect(() => parseRoutingArgs(["--shards", "0"], "/d")).toThrow(/--shards must be a positive integer/);
+    expect(() => parseRoutingArgs(["--scheduling-policy", "fcfs,lifo"], "/d")).toThrow(/--scheduling-policy: "lifo"/);
   });
 });
 
@@ -76,11 +79,18 @@ describe("the plan with peers", () => {
   it("--shards runs prefix-aware over that many routing objects after kvgate's strategies, as kvgate's, not a baseline", () => {
     const plan = points({ quick: true, seeds: 1, traces: ["multi-turn"], regimes: ["roomy"], strategies: ["prefix-aware"], shards: [2, 4], peers: ["sglang-cache_aware"] });
     expect(plan.map((p) => p.strategy)).toEqual(["prefix-aware", "prefix-aware@2", "prefix-aware@4", "sglang-cache_aware"]);
-    expect(kvgateRouter("prefix-aware@4")).toEqual({ strategy: "prefix-aware", shards: 4 });
-    expect(kvgateRouter("least-loaded")).toEqual({ strategy: "least-loaded", shards: 1 });
+    expect(kvgateRouter("prefix-aware@4")).toEqual({ strategy: "prefix-aware", shards: 4, schedulingPolicy: "fcfs" });
+    expect(kvgateRouter("least-loaded")).toEqual({ strategy: "least-loaded", shards: 1, schedulingPolicy: "fcfs" });
+    expect(kvgateRouter("prefix-aware@4+priority")).toEqual({ strategy: "prefix-aware", shards: 4, schedulingPolicy: "priority" });
+    expect(kvgateRouter("sglang-cache_aware+priority")).toBeNull();
     expect(kvgateRouter("sglang-cache_aware")).toBeNull();
     expect(kvgateRouter("prefix-aware@0")).toBeNull();
     expect(baselinesIn(plan)).toEqual(["least-loaded", "round-robin", "sglang-cache_aware"]);
+  });
+
+  it("--scheduling-policy fcfs,priority runs kvgate's routers again in front of priority workers, the peers once", () => {
+    const plan = points({ quick: true, seeds: 1, traces: ["multi-turn"], regimes: ["roomy"], strategies: ["prefix-aware"], shards: [2], peers: ["sglang-cache_aware"], schedulingPolicies: ["fcfs", "priority"] });
+    expect(plan.map((p) => p.strategy)).toEqual(["prefix-aware", "prefix-aware@2", "prefix-aware+priority", "prefix-aware@2+priority", "sglang-cache_aware"]);
   });
 
   it("--sessions picks points of each regime's sweep, with --quick too", () => {
