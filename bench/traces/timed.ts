@@ -1,4 +1,4 @@
-import type { ChatMessage } from "./types.ts";
+import type { ChatMessage, TraceKind } from "./types.ts";
 
 /**
  * The shape of an open-loop trace: independent requests, each with the time it arrives, sent
@@ -33,7 +33,8 @@ export interface TimedRequest {
 }
 
 export interface TimedTrace {
-  kind: TimedKind;
+  /** A session trace's kind when it was one, sent closed-loop (bench/virtual/closed-loop.ts). */
+  kind: TimedKind | TraceKind;
   /** The options that shaped this trace, for a results file. */
   params: Record<string, number | string>;
   /** Tokens per block of every request's `blocks`. */

@@ -3,10 +3,11 @@ import type { Strategy } from "../../src/config/schema.ts";
 import { profileOf, resolveFleetOptions } from "../fleet/options.ts";
 import { summarizeOpenLoop } from "../replay/open-loop-stats.ts";
 import type { Percentiles } from "../stats/quantiles.ts";
-import type { TimedKind } from "../traces/index.ts";
+import type { TimedKind, TimedTrace, TraceKind } from "../traces/index.ts";
 import { kvgateConfig } from "../routing/kvgate-config.ts";
-import { MODEL, PRIORITY_SUFFIX } from "../routing/matrix.ts";
-import { OPEN_LOOP_SETUPS, scheduleOf } from "../routing/open-loop-matrix.ts";
+import { MODEL, PRIORITY_SUFFIX, REGIMES, traceOf, type Regime } from "../routing/matrix.ts";
+import { OPEN_LOOP_SETUPS, isOpenLoopTrace, scheduleOf } from "../routing/open-loop-matrix.ts";
+import { closedLoopCeiling, sessionsAsTimed } from "./closed-loop.ts";
 import { replayVirtual } from "./replay.ts";
 import type { SchedulingPolicy } from "../fleet/scheduler.ts";
 
@@ -15,7 +16,10 @@ const MAX_IN_FLIGHT = 1024;
 
 /** One virtual run: a trace's seed (a Mooncake slice) through one router, with one draw of the hops. */
 export interface VirtualPoint {
-  trace: TimedKind;
+  trace: TimedKind | TraceKind;
+  /** A closed-loop trace's (bench:routing's session traces): its regime's name and its sessions at once. */
+  regime?: string;
+  sessions?: number;
   seed: number;
   strategy: Strategy;
   shards: number;
@@ -30,7 +34,10 @@ export interface VirtualPoint {
 
 /** A virtual run's figures, as routing.json's open-loop runs name them. */
 export interface VirtualRun {
-  trace: TimedKind;
+  trace: TimedKind | TraceKind;
+  /** A closed-loop trace's regime and sessions; absent for an open-loop one. */
+  regime?: string;
+  sessions?: number;
   seed: number;
   /** The strategy, and `@N` over N shards, as bench:routing names a sharded run. */
   strategy: string;
@@ -54,7 +61,7 @@ export interface VirtualRun {
 export const routerName = (strategy: string, shards: number, policy: SchedulingPolicy = "fcfs"): string => `${strategy}${shards > 1 ? `@${shards}` : ""}${policy === "priority" ? PRIORITY_SUFFIX : ""}`;
 
 /** kvgate's group for the fleet, as bench:routing configures it. */
-export function virtualGroup(strategy: Strategy, setup: (typeof OPEN_LOOP_SETUPS)[TimedKind], shards: number, policy: SchedulingPolicy = "fcfs"): ResolvedGroup {
+export function virtualGroup(strategy: Strategy, setup: Pick<Regime, "preset" | "timeScale">, shards: number, policy: SchedulingPolicy = "fcfs"): ResolvedGroup {
   // The URLs only name the deployments: no socket is opened.
   const urls = Array.from({ length: WORKERS }, (_, i) => `http://127.0.0.1:${10_000 + i}`);
   const parsed = parseConfig(kvgateConfig(strategy, setup, urls, shards, policy));
@@ -62,26 +69,77 @@ export function virtualGroup(strategy: Strategy, setup: (typeof OPEN_LOOP_SETUPS
   return parsed.config.groups[0] as ResolvedGroup;
 }
 
+/** What a point replays: its traffic, the fleet it runs on, and what its summary is measured against. */
+interface PointTraffic {
+  trace: TimedTrace;
+  arrivalsMs: readonly number[];
+  fleet: Pick<Regime, "preset" | "timeScale"> & { maxModelLen?: number };
+  timeoutMs: number;
+  maxInFlight: number;
+  kvCeiling: number | null;
+  sloTtftMs: number;
+  /** A closed-loop point's regime and sessions. */
+  at: { regime?: string; sessions?: number };
+}
+
 export function runVirtualPoint(p: VirtualPoint): VirtualRun {
-  const setup = OPEN_LOOP_SETUPS[p.trace];
+  return runOn(p, isOpenLoopTrace(p.trace) ? openLoopTraffic(p, p.trace) : closedLoopTraffic(p, p.trace));
+}
+
+function openLoopTraffic(p: VirtualPoint, trace: TimedKind): PointTraffic {
+  const setup = OPEN_LOOP_SETUPS[trace];
   const schedule = scheduleOf({ setup, seed: p.seed, quick: false });
-  const profile = profileOf(resolveFleetOptions({ preset: setup.preset, workers: WORKERS, timeScale: setup.timeScale, maxModelLen: setup.maxModelLen }));
+  return { trace: schedule.trace, arrivalsMs: schedule.arrivalsMs, fleet: setup, timeoutMs: setup.timeoutMs, maxInFlight: MAX_IN_FLIGHT, kvCeiling: schedule.kv_ceiling, sloTtftMs: setup.sloTtftMs, at: {} };
+}
+
+/** bench:routing's closed-loop runs wait this long for a request (bench/routing/run.ts). */
+const CLOSED_LOOP_TIMEOUT_MS = 300_000;
+
+export function closedLoopRegime(name: string | undefined): Regime {
+  const regime = REGIMES.find((r) => r.name === name);
+  if (!regime) throw new Error(`a closed-loop trace runs in a regime (${REGIMES.map((r) => r.name).join(", ")}), not "${name}"`);
+  return regime;
+}
+
+/**
+ * A closed-loop point as bench:routing runs it: a fresh fleet of 4 workers at the regime's preset
+ * and time scale, every session at once, turns in order (bench/virtual/closed-loop.ts).
+ */
+function closedLoopTraffic(p: VirtualPoint, kind: TraceKind): PointTraffic {
+  const regime = closedLoopRegime(p.regime);
+  const sessions = p.sessions ?? NaN;
+  const trace = sessionsAsTimed(traceOf({ regime, trace: kind, sessions, seed: p.seed, turns: undefined }));
+  return {
+    trace,
+    arrivalsMs: trace.requests.map(() => 0),
+    fleet: regime,
+    timeoutMs: CLOSED_LOOP_TIMEOUT_MS,
+    maxInFlight: trace.requests.length,
+    kvCeiling: closedLoopCeiling(trace, MODEL),
+    sloTtftMs: CLOSED_LOOP_TIMEOUT_MS,
+    at: { regime: regime.name, sessions },
+  };
+}
+
+function runOn(p: VirtualPoint, t: PointTraffic): VirtualRun {
+  const { preset, timeScale, maxModelLen } = t.fleet;
   const result = replayVirtual({
-    trace: schedule.trace,
-    arrivalsMs: schedule.arrivalsMs,
-    group: virtualGroup(p.strategy, setup, p.shards, p.schedulingPolicy),
-    profile,
+    trace: t.trace,
+    arrivalsMs: t.arrivalsMs,
+    group: virtualGroup(p.strategy, t.fleet, p.shards, p.schedulingPolicy),
+    profile: profileOf(resolveFleetOptions({ preset, workers: WORKERS, timeScale, maxModelLen })),
     model: MODEL,
-    timeoutMs: setup.timeoutMs,
+    timeoutMs: t.timeoutMs,
     seed: p.jitterSeed,
     hopMs: p.hopMs,
-    maxInFlight: MAX_IN_FLIGHT,
+    maxInFlight: t.maxInFlight,
     chainOnly: p.chainOnly === true,
     schedulingPolicy: p.schedulingPolicy ?? "fcfs",
   });
-  const s = summarizeOpenLoop(result, { kvCeiling: schedule.kv_ceiling, sloTtftMs: setup.sloTtftMs });
+  const s = summarizeOpenLoop(result, { kvCeiling: t.kvCeiling, sloTtftMs: t.sloTtftMs });
   return {
     trace: p.trace,
+    ...t.at,
     seed: p.seed,
     strategy: routerName(p.strategy, p.shards, p.schedulingPolicy),
     shards: p.shards,

@@ -1,5 +1,5 @@
 import { mean } from "../stats/quantiles.ts";
-import { OPEN_LOOP_SETUPS } from "../routing/open-loop-matrix.ts";
+import { OPEN_LOOP_SETUPS, isOpenLoopTrace } from "../routing/open-loop-matrix.ts";
 import type { TimedKind } from "../traces/index.ts";
 import { PRIORITY_SUFFIX } from "../routing/matrix.ts";
 import type { VirtualRun } from "./point.ts";
@@ -45,8 +45,92 @@ function routersOf(runs: readonly VirtualRun[]): string[] {
 export function renderVirtualReport(results: VirtualResults): string {
   const lines = ["# Routing in virtual time", "", `Command: \`${results.command}\` — ${results.date}, at ${results.commit}.`, ""];
   if (results.chain_only) lines.push("`--chain-only`: the Worker as it was before f50698c, sending no prompt size beside a fingerprint cut at maxPrefixBlocks, so the router queues such a prompt as its chain's length.", "");
-  for (const trace of [...new Set(results.runs.map((r) => r.trace))]) lines.push(...traceSection(trace, results.runs.filter((r) => r.trace === trace), results));
+  const closed = results.runs.filter((r) => !isOpenLoopTrace(r.trace));
+  if (closed.length > 0) lines.push(...closedLoopPart(closed, results));
+  for (const trace of [...new Set(results.runs.map((r) => r.trace))]) if (isOpenLoopTrace(trace)) lines.push(...traceSection(trace, results.runs.filter((r) => r.trace === trace), results));
   return `${lines.join("\n")}\n`;
+}
+
+/** Prefix-aware is kvgate's router; the other strategies are the baselines it must meet (issue 14's goal (a)). */
+const KVGATE_ROUTER = "prefix-aware";
+
+interface Versus {
+  /** The baseline with the lowest figure at the point. */
+  best: string;
+  ratio: Ratio;
+}
+
+/** Prefix-aware's figure over the best baseline's at one point, with its interval. */
+function versusBest(runs: readonly VirtualRun[], baselines: readonly string[], figure: (r: VirtualRun) => number | null): Versus | null {
+  const of = (router: string) => runs.filter((r) => r.strategy === router);
+  const mine = of(KVGATE_ROUTER);
+  const present = baselines.filter((b) => of(b).length > 0);
+  if (mine.length === 0 || present.length === 0) return null;
+  const best = present.reduce((a, b) => (pooled(of(b), figure) < pooled(of(a), figure) ? b : a));
+  return { best, ratio: ratioWithInterval(mine, of(best), figure) };
+}
+
+/** "above" when the whole interval lies above 1 (prefix-aware shown slower), "at or below" when it lies at or below 1, "not shown" otherwise. */
+function side(r: Ratio): "above" | "at or below" | "not shown" {
+  if (r.low > 1) return "above";
+  if (r.high <= 1) return "at or below";
+  return "not shown";
+}
+
+/**
+ * bench:routing's closed-loop points (every session at once, turns in order) in virtual time: the
+ * routing alone, without workerd, the sockets or a busy machine, so that what prefix-aware's TTFT
+ * loses to a baseline on the fleet can be told apart from what its routing loses.
+ */
+function closedLoopPart(runs: readonly VirtualRun[], results: VirtualResults): string[] {
+  const routers = routersOf(runs);
+  const baselines = routers.filter((r) => r !== KVGATE_ROUTER && !r.includes("@") && !r.endsWith(PRIORITY_SUFFIX));
+  const hops = [...new Set(runs.map((r) => r.hop_ms))].join(", ");
+  const seeds = [...new Set(runs.map((r) => r.seed))].sort((a, b) => a - b);
+  const sections = [...new Set(runs.map((r) => `${r.regime} · ${r.trace}`))];
+  const lines = [
+    "## Closed loop",
+    "",
+    `bench:routing's closed-loop points: a fleet of 4 simulated workers at the regime's preset and time scale (fresh caches), every session at once, each session's turns in order with no pause, a reply appended as the fleet's replay appends it; the same traces, seeds and kvgate config as bench:routing. ` +
+      `Seeds ${seeds.join(", ")}, each replayed ${results.jitter_seeds} times per router with another draw of the hops (0–${hops} ms per request, seeded: a gateway's own ~1 ms and the loopback sockets). ` +
+      "A figure is the mean over a seed's draws, then over the seeds; a ratio's interval is the 95% bootstrap over the draws, the two routers' runs of a draw resampled as a pair. " +
+      "What is left out is what the fleet runs add on this machine: workerd, the sockets, the processes sharing 2 cores.",
+    "",
+  ];
+  const summary: { point: string; figure: string; v: Versus }[] = [];
+  const body: string[] = [];
+  for (const section of sections) {
+    const at = runs.filter((r) => `${r.regime} · ${r.trace}` === section);
+    const points = [...new Set(at.map((r) => r.sessions ?? 0))].sort((a, b) => a - b);
+    body.push(
+      `### ${section}`,
+      "",
+      `| sessions | kv_hit ceiling | ${routers.map((r) => `${r} kv_hit · TTFT p50 / p95 ms`).join(" | ")} | ${KVGATE_ROUTER} p50 ÷ best baseline's | p95 ÷ best baseline's |`,
+      `| --- | --- | ${routers.map(() => "---").join(" | ")} | --- | --- |`,
+    );
+    for (const n of points) {
+      const point = at.filter((r) => r.sessions === n);
+      const of = (router: string) => point.filter((r) => r.strategy === router);
+      const cells = routers.map((router) => `${f3(pooled(of(router), kv))} · ${ms(pooled(of(router), p50))} / ${ms(pooled(of(router), p95))}`);
+      const vs = [p50, p95].map((figure, k) => {
+        const v = versusBest(point, baselines, figure);
+        if (!v) return "–";
+        summary.push({ point: `${section} ${n}`, figure: k === 0 ? "p50" : "p95", v });
+        return `${interval(v.ratio)} (${v.best})`;
+      });
+      body.push(`| ${n} | ${f3(pooled(of(routers[0] as string), (r) => r.kv_ceiling))} | ${cells.join(" | ")} | ${vs.join(" | ")} |`);
+    }
+    body.push("");
+  }
+  if (summary.length > 0) {
+    const list = (which: ReturnType<typeof side>) => summary.filter((x) => side(x.v.ratio) === which);
+    const named = (xs: typeof summary) => (xs.length === 0 ? "none" : xs.map((x) => `${x.point} ${x.figure} ${f3(x.v.ratio.ratio)} × ${x.v.best}'s`).join("; "));
+    lines.push(
+      `${KVGATE_ROUTER}'s TTFT p50 and p95 against the best of ${baselines.join(", ")} at each point (${summary.length} figures): at or below it ${list("at or below").length}; above it (the interval wholly above 1) ${list("above").length} — ${named(list("above"))}; not shown either way ${list("not shown").length} — ${named(list("not shown"))}.`,
+      "",
+    );
+  }
+  return [...lines, ...body];
 }
 
 function traceSection(trace: TimedKind, runs: readonly VirtualRun[], results: VirtualResults): string[] {
@@ -59,7 +143,7 @@ function traceSection(trace: TimedKind, runs: readonly VirtualRun[], results: Vi
     "",
     `${OPEN_LOOP_SETUPS[trace].method}`,
     "",
-    `Seeds ${seeds.join(", ")} of that trace, each replayed ${results.jitter_seeds} times per router, each time with another draw of the hops (0–${results.hop_ms} ms per request, seeded). ` +
+    `Seeds ${seeds.join(", ")} of that trace, each replayed ${results.jitter_seeds} times per router, each time with another draw of the hops (0–${[...new Set(runs.map((r) => r.hop_ms))].join(", ")} ms per request, seeded). ` +
       "A router's figure is the mean over a seed's draws, then over the seeds, each seed weighing the same; TTFT percentiles are each run's, averaged so. " +
       `A ratio's interval is the 95% bootstrap interval over the draws (the two routers' runs of a draw resampled as a pair, within each seed). Requests: ${of(base).reduce((n, r) => n + r.requests, 0) / results.jitter_seeds} per draw over the seeds.`,
     "",

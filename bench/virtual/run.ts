@@ -2,10 +2,14 @@
  * npm run bench:routing-virtual [-- --trace mooncake] [--seeds 6] [--jitter-seeds 16] [--hop-ms 20]
  *   [--strategy prefix-aware,least-loaded,round-robin] [--shards 2,4] [--threads N] [--quick]
  *   [--out bench/results] [--report-only] [--chain-only] [--scheduling-policy fcfs,priority]
+ *   [--regime roomy,pressured] [--sessions 8,16]
  *
  * The open-loop traces of bench:routing through kvgate's routing code and the fleet simulator's
  * engine in one process, in virtual time (bench/virtual/): deterministic for its inputs, and
  * seconds a run instead of minutes, so a comparison can take many draws of the same traffic.
+ * `--trace` also takes bench:routing's closed-loop traces (multi-turn, rag, tool-loop,
+ * single-turn, hot-prefix), run at each point of `--regime`'s sweep (`--sessions` picks points),
+ * 3 seeds, hops of 0–2 ms unless --hop-ms says otherwise (bench/virtual/closed-loop.ts).
  * Writes routing-virtual.json ({"runs":[…]}) and routing-virtual.md. --chain-only: the Worker as it
  * was before f50698c (no prompt size beside a cut chain), for an A/B of that change.
  * --scheduling-policy: the workers' (bench/fleet's flag of that name); each router runs in front of
@@ -21,8 +25,9 @@ import { STRATEGY_NAMES } from "../../src/routing/strategies/index.ts";
 import { commitOf } from "../harness/commit.ts";
 import { list, positiveInt } from "../routing/cli-args.ts";
 import { MOONCAKE_SLICE_STARTS, isOpenLoopTrace } from "../routing/open-loop-matrix.ts";
-import type { TimedKind } from "../traces/index.ts";
-import { routerName, type VirtualPoint, type VirtualRun } from "./point.ts";
+import { TRACE_KINDS, type TimedKind, type TraceKind } from "../traces/index.ts";
+import { REGIMES } from "../routing/matrix.ts";
+import { closedLoopRegime, routerName, type VirtualPoint, type VirtualRun } from "./point.ts";
 import { SCHEDULING_POLICIES, isSchedulingPolicy, type SchedulingPolicy } from "../fleet/scheduler.ts";
 import { renderVirtualReport, type VirtualResults } from "./report.ts";
 
@@ -34,7 +39,9 @@ const { values } = parseArgs({
     trace: { type: "string", default: "mooncake" },
     seeds: { type: "string" },
     "jitter-seeds": { type: "string", default: "16" },
-    "hop-ms": { type: "string", default: "20" },
+    "hop-ms": { type: "string" },
+    regime: { type: "string", default: REGIMES.map((r) => r.name).join(",") },
+    sessions: { type: "string" },
     strategy: { type: "string", default: "prefix-aware,least-loaded,round-robin" },
     shards: { type: "string", default: "2,4" },
     threads: { type: "string", default: String(availableParallelism()) },
@@ -57,18 +64,25 @@ if (values["report-only"]) {
   process.exit(0);
 }
 
-const traces = (list(values.trace) ?? []).map((t): TimedKind => {
-  if (!isOpenLoopTrace(t)) throw new Error(`--trace: "${t}" is not an open-loop trace (mooncake, b2b-saas)`);
-  return t;
+const traces = (list(values.trace) ?? []).map((t): TimedKind | TraceKind => {
+  if (!isOpenLoopTrace(t) && !(TRACE_KINDS as readonly string[]).includes(t)) throw new Error(`--trace: "${t}" is not one of mooncake, b2b-saas, ${TRACE_KINDS.join(", ")}`);
+  return t as TimedKind | TraceKind;
 });
+const regimes = (list(values.regime) ?? []).map((name) => closedLoopRegime(name));
+const sessionsAsked = list(values.sessions)?.map((n) => positiveInt("--sessions", n));
 const strategies = (list(values.strategy) ?? []).map((s): Strategy => {
   if (!(STRATEGY_NAMES as readonly string[]).includes(s)) throw new Error(`--strategy: "${s}" is not one of ${STRATEGY_NAMES.join(", ")}`);
   return s as Strategy;
 });
 const shards = (list(values.shards) ?? []).map((s) => positiveInt("--shards", s)).filter((n) => n > 1);
 const jitterSeeds = values.quick ? 2 : positiveInt("--jitter-seeds", values["jitter-seeds"]);
-const hopMs = Number(values["hop-ms"]);
-if (!(hopMs >= 0)) throw new Error(`--hop-ms must be a number of at least 0, got "${values["hop-ms"]}"`);
+/** A hop's bound when --hop-ms is not given: an open-loop trace's requests go out on their own clock, and 20 ms stands for the chaos of the fleet's; a closed-loop point's TTFTs are tens of ms, where 2 ms stands for a gateway's own ~1 ms and the loopback sockets. */
+const hopOf = (trace: string): number => {
+  if (values["hop-ms"] === undefined) return isOpenLoopTrace(trace) ? 20 : 2;
+  const ms = Number(values["hop-ms"]);
+  if (!(ms >= 0)) throw new Error(`--hop-ms must be a number of at least 0, got "${values["hop-ms"]}"`);
+  return ms;
+};
 const threads = positiveInt("--threads", values.threads);
 const policies = (list(values["scheduling-policy"]) ?? []).map((s): SchedulingPolicy => {
   if (!isSchedulingPolicy(s)) throw new Error(`--scheduling-policy: "${s}" is not one of ${SCHEDULING_POLICIES.join(", ")}`);
@@ -78,12 +92,19 @@ const policies = (list(values["scheduling-policy"]) ?? []).map((s): SchedulingPo
 const points: VirtualPoint[] = [];
 for (const trace of traces) {
   const seeds = values.quick ? 2 : values.seeds ? positiveInt("--seeds", values.seeds) : trace === "mooncake" ? MOONCAKE_SLICE_STARTS.length : 3;
-  for (let seed = 1; seed <= seeds; seed++) {
-    for (let jitterSeed = 1; jitterSeed <= jitterSeeds; jitterSeed++) {
-      const chainOnly = values["chain-only"];
-      for (const schedulingPolicy of policies) {
-        for (const strategy of strategies) points.push({ trace, seed, strategy, shards: 1, jitterSeed, hopMs, chainOnly, schedulingPolicy });
-        if (strategies.includes("prefix-aware")) for (const n of shards) points.push({ trace, seed, strategy: "prefix-aware", shards: n, jitterSeed, hopMs, chainOnly, schedulingPolicy });
+  const hopMs = hopOf(trace);
+  // An open-loop trace is one point; a closed-loop one, each point of each regime's sweep.
+  const at: { regime?: string; sessions?: number }[] = isOpenLoopTrace(trace)
+    ? [{}]
+    : regimes.flatMap((r) => (values.quick ? [r.sessions[1] as number] : r.sessions).filter((n) => !sessionsAsked || sessionsAsked.includes(n)).map((sessions) => ({ regime: r.name, sessions })));
+  for (const where of at) {
+    for (let seed = 1; seed <= seeds; seed++) {
+      for (let jitterSeed = 1; jitterSeed <= jitterSeeds; jitterSeed++) {
+        const chainOnly = values["chain-only"];
+        for (const schedulingPolicy of policies) {
+          for (const strategy of strategies) points.push({ trace, ...where, seed, strategy, shards: 1, jitterSeed, hopMs, chainOnly, schedulingPolicy });
+          if (strategies.includes("prefix-aware")) for (const n of shards) points.push({ trace, ...where, seed, strategy: "prefix-aware", shards: n, jitterSeed, hopMs, chainOnly, schedulingPolicy });
+        }
       }
     }
   }
@@ -94,12 +115,12 @@ const runs = await runAll(points, threads);
 // Routers in the order they were asked for (the strategies, then prefix-aware over shards): the report's rows follow it.
 const routerOrder = [...new Set(points.map((p) => routerName(p.strategy, p.shards, p.schedulingPolicy)))];
 const rank = (r: VirtualRun) => routerOrder.indexOf(r.strategy);
-runs.sort((a, b) => a.trace.localeCompare(b.trace) || a.seed - b.seed || rank(a) - rank(b) || a.jitter_seed - b.jitter_seed);
+runs.sort((a, b) => a.trace.localeCompare(b.trace) || (a.regime ?? "").localeCompare(b.regime ?? "") || (a.sessions ?? 0) - (b.sessions ?? 0) || a.seed - b.seed || rank(a) - rank(b) || a.jitter_seed - b.jitter_seed);
 const results: VirtualResults = {
   command: `npm run bench:routing-virtual -- ${process.argv.slice(2).join(" ")}`.trim(),
   date: new Date().toISOString(),
   commit: commitOf(ROOT),
-  hop_ms: hopMs,
+  hop_ms: hopOf("mooncake"),
   jitter_seeds: jitterSeeds,
   chain_only: values["chain-only"],
   runs,
@@ -123,7 +144,7 @@ async function runAll(todo: readonly VirtualPoint[], count: number): Promise<Vir
       };
       worker.on("message", (run: VirtualRun) => {
         done.push(run);
-        console.log(`[${done.length}/${todo.length}] ${run.trace} seed ${run.seed} ${run.strategy} jitter ${run.jitter_seed}: kv_hit ${run.kv_hit?.toFixed(4)} ttft p50 ${Math.round(run.ttft_ms.p50 ?? NaN)} p95 ${Math.round(run.ttft_ms.p95 ?? NaN)} ms, errors ${run.errors}/${run.requests}`);
+        console.log(`[${done.length}/${todo.length}] ${run.regime ? `${run.regime} ` : ""}${run.trace}${run.sessions ? ` ${run.sessions}s` : ""} seed ${run.seed} ${run.strategy} jitter ${run.jitter_seed}: kv_hit ${run.kv_hit?.toFixed(4)} ttft p50 ${Math.round(run.ttft_ms.p50 ?? NaN)} p95 ${Math.round(run.ttft_ms.p95 ?? NaN)} ms, errors ${run.errors}/${run.requests}`);
         feed();
       });
       worker.on("error", reject);

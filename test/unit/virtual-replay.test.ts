@@ -2,12 +2,14 @@ import { describe, expect, it } from "vitest";
 import { parseConfig, type ResolvedGroup } from "../../src/config/load.ts";
 import { groupShards } from "../../src/sharding/partition.ts";
 import { profileOf, resolveFleetOptions } from "../../bench/fleet/options.ts";
-import { replayOpenLoop } from "../../bench/replay/index.ts";
-import { mooncakeTrace, type TimedRequest, type TimedTrace } from "../../bench/traces/index.ts";
+import { replay, replayOpenLoop } from "../../bench/replay/index.ts";
+import { generateTrace, mooncakeTrace, TRACE_KINDS, type TimedRequest, type TimedTrace } from "../../bench/traces/index.ts";
+import { ceilingOf } from "../../bench/routing/ceiling.ts";
+import { closedLoopCeiling, sessionsAsTimed } from "../../bench/virtual/closed-loop.ts";
 import { headOf, OPEN_LOOP_SETUPS, scheduleOf } from "../../bench/routing/open-loop-matrix.ts";
 import { replayVirtual, type VirtualReplayOptions } from "../../bench/virtual/replay.ts";
 import { pooled, ratioWithInterval } from "../../bench/virtual/stats.ts";
-import { verdict } from "../../bench/virtual/report.ts";
+import { renderVirtualReport, verdict } from "../../bench/virtual/report.ts";
 import type { VirtualRun } from "../../bench/virtual/point.ts";
 import { outputText } from "../../bench/fleet/output-text.ts";
 import { useFleets } from "../support/fleets.ts";
@@ -143,6 +145,78 @@ describe("a replay in virtual time", () => {
     expect(late.every((x) => x.error?.includes("2000 ms") && x.totalMs === 2_000)).toBe(true);
     expect(leases).toBe(0);
   }, 30_000);
+});
+
+describe("a closed-loop trace in virtual time", () => {
+  it("sends what bench:routing's replay sends, with the worker's own answers in the history: cached tokens request by request as over HTTP", async () => {
+    const single = profileOf(resolveFleetOptions({ ...FLEET, workers: 1 }));
+    for (const kind of TRACE_KINDS) {
+      // A fresh worker, and one session: its turns in order, so both engines see one order.
+      const fleet = await fleetOf({ workers: 1, ...FLEET, servedModelName: MODEL });
+      const trace = generateTrace(kind, { sessions: 1, turns: 4, seed: 3 });
+      const http = await replay(trace, { baseUrl: fleet.urls[0] ?? "", model: MODEL });
+      const timed = sessionsAsTimed(trace);
+      const virtual = replayVirtual({ ...options(timed, timed.requests.map(() => 0)), group: group(1), profile: single });
+      const usage = (rs: readonly { error: string | null; promptTokens: number | null; cachedTokens: number | null }[]) => rs.map((r) => [r.error, r.promptTokens, r.cachedTokens]);
+      expect(usage(virtual.requests), kind).toEqual(usage(http.requests));
+    }
+    // A conversation's later turns hit through the answers appended before them.
+    const talk = sessionsAsTimed(generateTrace("multi-turn", { sessions: 1, turns: 3, seed: 3 }));
+    const turns = replayVirtual({ ...options(talk, talk.requests.map(() => 0)), group: group(1), profile: single }).requests;
+    expect(turns[2]?.cachedTokens).toBeGreaterThan((turns[1]?.promptTokens ?? Infinity) - 16);
+  }, 60_000);
+
+  it("runs every session at once and each turn once the one before it has ended", () => {
+    const timed = sessionsAsTimed(generateTrace("multi-turn", { sessions: 6, turns: 3, seed: 1 }));
+    const r = replayVirtual(options(timed, timed.requests.map(() => 0), { hopMs: 0 }));
+    expect(r.requests).toHaveLength(18);
+    for (const q of r.requests) {
+      const before = timed.requests[q.index]?.after ?? null;
+      if (before === null) expect(q.sentMs).toBe(0);
+      else {
+        const prior = r.requests[before];
+        expect(q.sentMs).toBe((prior?.sentMs ?? NaN) + (prior?.totalMs ?? NaN));
+      }
+    }
+  });
+
+  it("has bench:routing's ceiling: one worker with an unbounded cache that sees every request", async () => {
+    for (const kind of ["multi-turn", "hot-prefix"] as const) {
+      const trace = generateTrace(kind, { sessions: 4, turns: 3, seed: 2 });
+      const virtual = closedLoopCeiling(sessionsAsTimed(trace), MODEL);
+      expect(virtual).toBeGreaterThan(0.3);
+      expect(virtual).toBeCloseTo((await ceilingOf(trace)) ?? NaN, 6);
+    }
+  }, 30_000);
+});
+
+describe("the closed-loop report", () => {
+  /** One closed-loop point's runs: 3 seeds × 8 draws, p50 and p95 `at(draw)`. */
+  const point = (sessions: number, strategy: string, at: (draw: number) => number): VirtualRun[] =>
+    [1, 2, 3].flatMap((seed) =>
+      Array.from({ length: 8 }, (_, d) => ({
+        trace: "multi-turn" as const, regime: "roomy", sessions, seed, strategy, shards: 1, jitter_seed: d + 1, hop_ms: 2, requests: 10, errors: 0,
+        kv_hit: 0.9, kv_ceiling: 0.95, ttft_ms: { p50: at(d), p95: 2 * at(d), p99: 3 * at(d) }, goodput_share: 1, backend_share: {}, virtual_ms: 1,
+      })),
+    );
+  const wobble = (d: number) => (d % 2 === 0 ? 1 : -1);
+
+  it("sets prefix-aware against the best baseline at each point, and lists where it is shown above it", () => {
+    const runs = [
+      // 8 sessions: prefix-aware 10% over least-loaded, round-robin far behind.
+      ...point(8, "prefix-aware", (d) => 110 + wobble(d)),
+      ...point(8, "least-loaded", (d) => 100 + wobble(d)),
+      ...point(8, "round-robin", (d) => 150 + wobble(d)),
+      // 16 sessions: prefix-aware 10% under round-robin, the better baseline there.
+      ...point(16, "prefix-aware", (d) => 90 + wobble(d)),
+      ...point(16, "least-loaded", (d) => 120 + wobble(d)),
+      ...point(16, "round-robin", (d) => 100 + wobble(d)),
+    ];
+    const md = renderVirtualReport({ command: "c", date: "d", commit: "x", hop_ms: 20, jitter_seeds: 8, runs });
+    expect(md).toContain("### roomy · multi-turn");
+    expect(md).toMatch(/at or below it 2; above it \(the interval wholly above 1\) 2 — roomy · multi-turn 8 p50 1\.100 × least-loaded's; roomy · multi-turn 8 p95 1\.100 × least-loaded's; not shown either way 0/);
+    expect(md).toMatch(/\| 16 \| 0\.950 \| 0\.900 · 90 \/ 180 \| 0\.900 · 120 \/ 240 \| 0\.900 · 100 \/ 200 \| 0\.900 \(0\.\d+–0\.\d+\) \(round-robin\) \|/);
+  });
 });
 
 describe("a ratio between two routers' virtual runs", () => {
