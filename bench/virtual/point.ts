@@ -115,10 +115,17 @@ function closedLoopTraffic(p: VirtualPoint, kind: TraceKind): PointTraffic {
     fleet: regime,
     timeoutMs: CLOSED_LOOP_TIMEOUT_MS,
     maxInFlight: trace.requests.length,
-    kvCeiling: closedLoopCeiling(trace, MODEL),
+    kvCeiling: ceilingOnce(`${regime.name} ${kind} ${sessions} ${p.seed}`, () => closedLoopCeiling(trace, MODEL)),
     sloTtftMs: CLOSED_LOOP_TIMEOUT_MS,
     at: { regime: regime.name, sessions },
   };
+}
+
+/** Each point's ceiling, made once per thread: every router and draw of a seed shares it. */
+const ceilings = new Map<string, number | null>();
+function ceilingOnce(key: string, make: () => number | null): number | null {
+  if (!ceilings.has(key)) ceilings.set(key, make());
+  return ceilings.get(key) ?? null;
 }
 
 function runOn(p: VirtualPoint, t: PointTraffic): VirtualRun {
