@@ -1,7 +1,8 @@
 import { BLOCK_TOKENS } from "../fleet/presets.ts";
 import { textBlocks } from "../fleet/prompt-blocks.ts";
 import { renderChat } from "../fleet/prompt-render.ts";
-import type { ChatMessage, Trace } from "./types.ts";
+import { sessionMessages } from "./session-messages.ts";
+import type { Trace } from "./types.ts";
 
 /**
  * What a trace asks of a prefix cache, counted the way the simulated fleet counts it: each
@@ -31,9 +32,7 @@ export function traceFootprint(trace: Trace): TraceFootprint {
   let promptTotal = 0;
   let maxPromptTokens = 0;
   trace.sessions.forEach((session, s) => {
-    const history: ChatMessage[] = [];
-    session.turns.forEach((turn, t) => {
-      const messages = turn.withHistory ? [...history, ...turn.add] : turn.add;
+    for (const { index: t, messages } of sessionMessages(session, (turn, t) => standInReply(s, t, turn.maxTokens))) {
       const rendered = renderChat({ messages });
       if (!("text" in rendered)) throw new Error(`session ${session.id} turn ${t} does not render`);
       const { tokens, chain } = textBlocks(rendered.text);
@@ -45,9 +44,7 @@ export function traceFootprint(trace: Trace): TraceFootprint {
       requests++;
       promptTotal += tokens;
       maxPromptTokens = Math.max(maxPromptTokens, tokens);
-      if (turn.withHistory) history.push(...turn.add);
-      if (turn.appendReply) history.push({ role: "assistant", content: standInReply(s, t, turn.maxTokens) });
-    });
+    }
   });
   let sharedBlocks = 0;
   for (const first of owner.values()) if (first === -1) sharedBlocks++;

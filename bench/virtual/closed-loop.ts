@@ -6,7 +6,8 @@ import { renderChat } from "../fleet/prompt-render.ts";
 import { textBlocks } from "../fleet/prompt-blocks.ts";
 import { BLOCK_TOKENS } from "../fleet/presets.ts";
 import { kvHit } from "../replay/index.ts";
-import type { ChatMessage, Trace } from "../traces/index.ts";
+import type { Trace } from "../traces/index.ts";
+import { sessionMessages } from "../traces/session-messages.ts";
 import type { TimedRequest, TimedTrace } from "../traces/timed.ts";
 import { replayVirtual } from "./replay.ts";
 
@@ -22,17 +23,13 @@ import { replayVirtual } from "./replay.ts";
 export function sessionsAsTimed(trace: Trace): TimedTrace {
   const requests: TimedRequest[] = [];
   for (const session of trace.sessions) {
-    const history: ChatMessage[] = [];
     let previous: number | null = null;
-    for (const [t, turn] of session.turns.entries()) {
-      const messages = turn.withHistory ? [...history, ...turn.add] : turn.add;
+    for (const { turn, index: t, messages } of sessionMessages(session, (turn) => outputText(turn.maxTokens))) {
       const rendered = renderChat({ messages });
       if (!("text" in rendered)) throw new Error(`session ${session.id} turn ${t} does not render`);
       const { tokens, chain } = textBlocks(rendered.text);
       requests.push({ id: `${session.id}-${t}`, atMs: 0, after: previous, maxTokens: turn.maxTokens, promptTokens: tokens, blocks: chain, messages: () => messages });
       previous = requests.length - 1;
-      if (turn.withHistory) history.push(...turn.add);
-      if (turn.appendReply) history.push({ role: "assistant", content: outputText(turn.maxTokens) });
     }
   }
   return { kind: trace.kind, params: trace.params, blockTokens: BLOCK_TOKENS, requests };

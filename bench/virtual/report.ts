@@ -9,7 +9,8 @@ export interface VirtualResults {
   command: string;
   date: string;
   commit: string;
-  hop_ms: number;
+  /** The hops' bound every run had; null when the traces had different ones (each run names its own). */
+  hop_ms: number | null;
   jitter_seeds: number;
   /** The Worker before f50698c: no prompt size beside a cut chain. Absent in results made before the flag. */
   chain_only?: boolean;

@@ -110,6 +110,7 @@ for (const trace of traces) {
   }
 }
 
+const hops = new Set(points.map((p) => p.hopMs));
 const started = performance.now();
 const runs = await runAll(points, threads);
 // Routers in the order they were asked for (the strategies, then prefix-aware over shards): the report's rows follow it.
@@ -120,7 +121,7 @@ const results: VirtualResults = {
   command: `npm run bench:routing-virtual -- ${process.argv.slice(2).join(" ")}`.trim(),
   date: new Date().toISOString(),
   commit: commitOf(ROOT),
-  hop_ms: hopOf("mooncake"),
+  hop_ms: hops.size === 1 ? ([...hops][0] as number) : null,
   jitter_seeds: jitterSeeds,
   chain_only: values["chain-only"],
   runs,
