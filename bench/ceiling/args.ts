@@ -9,6 +9,8 @@
  *   --client-usage   streamed: the client asks for stream_options.include_usage itself (by
  *                    default it does not, as most clients, so a virtual key's request asks for
  *                    it and takes the usage event out again)
+ *   --target T,...   only these targets (and the baselines), for an A/B probe: with --no-write,
+ *                    since the committed results have every target
  *   --no-write       print the results, leave bench/results/ alone
  */
 import { resolve } from "node:path";
@@ -22,9 +24,11 @@ export interface CeilingArgs {
   /** Chunks per streamed answer, one measurement each; empty for the non-streamed run. */
   stream: number[];
   clientUsage: boolean;
+  /** The targets asked for by name; empty for all of the run's kind. */
+  targets: string[];
 }
 
-const USAGE = "--repeats N --seconds S --baseline DIR --stream N --client-usage --no-write";
+const USAGE = "--repeats N --seconds S --baseline DIR --stream N --client-usage --target T,... --no-write";
 
 export function parseCeilingArgs(argv: readonly string[]): CeilingArgs {
   const v = parseFlags(
@@ -35,12 +39,16 @@ export function parseCeilingArgs(argv: readonly string[]): CeilingArgs {
       baseline: { type: "string", multiple: true, default: [] },
       stream: { type: "string", multiple: true, default: [] },
       "client-usage": { type: "boolean", default: false },
+      target: { type: "string" },
       "no-write": { type: "boolean", default: false },
     },
     USAGE,
   );
   const stream = v.stream.map((n) => positiveInt("--stream", n));
   if (v["client-usage"] && stream.length === 0) throw new Error("--client-usage applies to streamed runs: add --stream N");
+  const targets = v.target === undefined ? [] : v.target.split(",").filter((t) => t !== "");
+  if (v.target !== undefined && targets.length === 0) throw new Error("--target takes one or more target names");
+  if (targets.length > 0 && !v["no-write"]) throw new Error("--target is for probes: add --no-write (the committed results have every target)");
   return {
     repeats: positiveInt("--repeats", v.repeats),
     seconds: positiveNumber("--seconds", v.seconds),
@@ -48,5 +56,6 @@ export function parseCeilingArgs(argv: readonly string[]): CeilingArgs {
     baselines: v.baseline.map((dir) => resolve(dir)),
     stream: [...new Set(stream)].sort((a, b) => a - b),
     clientUsage: v["client-usage"],
+    targets,
   };
 }

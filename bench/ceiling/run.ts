@@ -52,7 +52,9 @@ const args = parseCeilingArgs(process.argv.slice(2));
 const streamed = args.stream.length > 0;
 /** `kvgate@<commit>` → the checkout it is bundled from (--baseline, which may be given several times). */
 const baselineDirs = new Map(args.baselines.map((dir) => [`kvgate@${commitOf(dir)}`, dir]));
-const TARGETS: Name[] = [...(streamed ? STREAM_TARGETS : BASE_TARGETS)];
+const KIND_TARGETS: readonly Name[] = streamed ? STREAM_TARGETS : BASE_TARGETS;
+for (const t of args.targets) if (!KIND_TARGETS.includes(t as Name)) throw new Error(`--target: "${t}" is not one of ${KIND_TARGETS.join(", ")}`);
+const TARGETS: Name[] = args.targets.length > 0 ? KIND_TARGETS.filter((t) => args.targets.includes(t)) : [...KIND_TARGETS];
 for (const [name] of baselineDirs) TARGETS.push(name as Name);
 /** What each measurement sends: non-streamed, or streamed with each length asked for. */
 const loads: { chunks: number | undefined }[] = streamed ? args.stream.map((chunks) => ({ chunks })) : [{ chunks: undefined }];
