@@ -11,6 +11,9 @@
  *                    it and takes the usage event out again)
  *   --target T,...   only these targets (and the baselines), for an A/B probe: with --no-write,
  *                    since the committed results have every target
+ *   --together       each repeat loads every target at once, each at c=50, so the machine's noise
+ *                    (a shared VM's steal) falls on all of them alike: CPU per request paired within
+ *                    one window, for an A/B probe (with --no-write; req/s are not a solo run's)
  *   --no-write       print the results, leave bench/results/ alone
  */
 import { resolve } from "node:path";
@@ -26,9 +29,11 @@ export interface CeilingArgs {
   clientUsage: boolean;
   /** The targets asked for by name; empty for all of the run's kind. */
   targets: string[];
+  /** Every target loaded at once in each repeat. */
+  together: boolean;
 }
 
-const USAGE = "--repeats N --seconds S --baseline DIR --stream N --client-usage --target T,... --no-write";
+const USAGE = "--repeats N --seconds S --baseline DIR --stream N --client-usage --target T,... --together --no-write";
 
 export function parseCeilingArgs(argv: readonly string[]): CeilingArgs {
   const v = parseFlags(
@@ -40,6 +45,7 @@ export function parseCeilingArgs(argv: readonly string[]): CeilingArgs {
       stream: { type: "string", multiple: true, default: [] },
       "client-usage": { type: "boolean", default: false },
       target: { type: "string" },
+      together: { type: "boolean", default: false },
       "no-write": { type: "boolean", default: false },
     },
     USAGE,
@@ -49,6 +55,7 @@ export function parseCeilingArgs(argv: readonly string[]): CeilingArgs {
   const targets = v.target === undefined ? [] : v.target.split(",").filter((t) => t !== "");
   if (v.target !== undefined && targets.length === 0) throw new Error("--target takes one or more target names");
   if (targets.length > 0 && !v["no-write"]) throw new Error("--target is for probes: add --no-write (the committed results have every target)");
+  if (v.together && !v["no-write"]) throw new Error("--together is for probes: add --no-write (the committed results load one target at a time)");
   return {
     repeats: positiveInt("--repeats", v.repeats),
     seconds: positiveNumber("--seconds", v.seconds),
@@ -57,5 +64,6 @@ export function parseCeilingArgs(argv: readonly string[]): CeilingArgs {
     stream: [...new Set(stream)].sort((a, b) => a - b),
     clientUsage: v["client-usage"],
     targets,
+    together: v.together,
   };
 }

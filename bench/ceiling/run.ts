@@ -96,11 +96,14 @@ try {
   for (let repeat = 1; repeat <= args.repeats; repeat++) {
     const order = repeat % 2 === 1 ? running : [...running].reverse();
     for (const l of loads) {
-      for (const t of order) {
-        const run = { ...(await load(t, l, args.seconds)), repeat };
+      const measured: Omit<CeilingRun, "repeat">[] = [];
+      if (args.together) measured.push(...(await Promise.all(order.map((t) => load(t, l, args.seconds)))));
+      else for (const t of order) measured.push(await load(t, l, args.seconds));
+      for (const m of measured) {
+        const run = { ...m, repeat };
         runs.push(run);
         const kind = l.chunks === undefined ? "" : ` ${l.chunks}ch`;
-        log(`rep ${repeat}/${args.repeats} ${t.name.padEnd(17)}${kind.padEnd(6)} ${String(run.rps).padStart(7)} req/s ${String(run.cpu_us_per_request).padStart(7)} µs CPU/req${run.errors ? `  ERRORS ${run.errors}` : ""}`);
+        log(`rep ${repeat}/${args.repeats} ${run.target.padEnd(17)}${kind.padEnd(6)} ${String(run.rps).padStart(7)} req/s ${String(run.cpu_us_per_request).padStart(7)} µs CPU/req${run.errors ? `  ERRORS ${run.errors}` : ""}`);
       }
     }
   }

@@ -87,18 +87,20 @@ describe("npm run bench:overhead's flags", () => {
 
 describe("npm run bench:ceiling's flags", () => {
   it("default to six repeats of 3 s, non-streamed, writing the results", () => {
-    expect(parseCeilingArgs([])).toEqual({ repeats: 6, seconds: 3, write: true, baselines: [], stream: [], clientUsage: false, targets: [] });
+    expect(parseCeilingArgs([])).toEqual({ repeats: 6, seconds: 3, write: true, baselines: [], stream: [], clientUsage: false, targets: [], together: false });
   });
 
   it("take several baselines and stream lengths, the lengths once each and in order", () => {
     const args = parseCeilingArgs(["--stream", "100", "--stream", "1", "--stream=100", "--baseline", "a", "--baseline", "b", "--client-usage", "--no-write", "--seconds", "0.5"]);
-    expect(args).toEqual({ repeats: 6, seconds: 0.5, write: false, baselines: [resolve("a"), resolve("b")], stream: [1, 100], clientUsage: true, targets: [] });
+    expect(args).toEqual({ repeats: 6, seconds: 0.5, write: false, baselines: [resolve("a"), resolve("b")], stream: [1, 100], clientUsage: true, targets: [], together: false });
   });
 
   it("take a list of targets for a probe, only with --no-write", () => {
     expect(parseCeilingArgs(["--target", "kvgate,floor+body+route", "--no-write"]).targets).toEqual(["kvgate", "floor+body+route"]);
     expect(() => parseCeilingArgs(["--target", "kvgate"])).toThrow("--target is for probes: add --no-write");
     expect(() => parseCeilingArgs(["--target", ",", "--no-write"])).toThrow("--target takes one or more target names");
+    expect(parseCeilingArgs(["--together", "--no-write"]).together).toBe(true);
+    expect(() => parseCeilingArgs(["--together"])).toThrow("--together is for probes: add --no-write");
   });
 
   it("refuse --client-usage without --stream, bad numbers and unknown flags", () => {
@@ -106,7 +108,7 @@ describe("npm run bench:ceiling's flags", () => {
     expect(() => parseCeilingArgs(["--stream", "1.5"])).toThrow('--stream takes a positive integer, not "1.5"');
     expect(() => parseCeilingArgs(["--repeats", "0"])).toThrow('--repeats takes a positive integer, not "0"');
     expect(() => parseCeilingArgs(["--seconds", "Infinity"])).toThrow('--seconds takes a positive number, not "Infinity"');
-    expect(() => parseCeilingArgs(["--streams", "1"])).toThrow("unknown argument --streams (--repeats N --seconds S --baseline DIR --stream N --client-usage --target T,... --no-write)");
+    expect(() => parseCeilingArgs(["--streams", "1"])).toThrow("unknown argument --streams (--repeats N --seconds S --baseline DIR --stream N --client-usage --target T,... --together --no-write)");
   });
 });
 
