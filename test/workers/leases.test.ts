@@ -72,6 +72,21 @@ describe("leases: in-flight counts always return to zero", () => {
     await stub.release([{ lease: decision.lease, outcome: "ok" }], []);
     expect(await inFlight("short-lease")).toBe(0);
   });
+
+  it("keeps a slow request's lease past its TTL: the attempt's own timer renews it while the upstream has not answered", async () => {
+    const expired = async () => (await status("short-lease")).backends.reduce((n, b) => n + b.expired, 0);
+    const before = await expired();
+    // Headers after 1 s, five times the 200 ms TTL: unrenewed, the object would reclaim the slot.
+    const pending = chat("short-lease", conversation("slow"), { kvgate_sim: { first_byte_delay_ms: 1_000 } });
+    await vi.waitFor(async () => expect(await inFlight("short-lease")).toBe(1), { ...EVENTUALLY, interval: 10 });
+    await new Promise((r) => setTimeout(r, 600));
+    expect(await inFlight("short-lease")).toBe(1);
+    const res = await pending;
+    expect(res.status).toBe(200);
+    await res.json();
+    await expectIdle("short-lease");
+    expect(await expired()).toBe(before);
+  });
 });
 
 describe("leases across a restart of the Durable Object", () => {

@@ -17,6 +17,7 @@ import { parseRetryAfter, type Failure } from "../../src/upstream/retry.ts";
 import type { Deadline } from "./deadline.ts";
 import type { ProxyInput } from "./proxy.ts";
 import { holdLease, type HeldLease } from "./route-client.ts";
+import { AttemptTimer } from "./attempt-timer.ts";
 import type { Endpoint, Validated } from "./validate.ts";
 
 // Rerank and score go to their /v1 paths, whichever path the client called: vLLM serves them
@@ -113,13 +114,19 @@ export async function attempt(a: AttemptInput): Promise<AttemptResult> {
   // bound is on the generation, and is the gateway's own limit, not a verdict.
   let timedOut: "first-byte" | "generation" | null = null;
   const [limitMs, limit] = stream ? [group.firstByteTimeoutMs, "first-byte" as const] : [group.nonStreamTimeoutMs, "generation" as const];
-  const timer = setTimeout(() => {
-    timedOut = limit;
-    abort.abort(new Error(`upstream ${limit} timeout`));
-  }, limitMs);
+  // The same timer renews the attempt's lease while it runs (attempt-timer.ts).
+  const timer = new AttemptTimer(
+    limitMs,
+    lease.renewEveryMs,
+    () => {
+      timedOut = limit;
+      abort.abort(new Error(`upstream ${limit} timeout`));
+    },
+    lease.renewIfDue,
+  );
   deadline.watch(abort);
   const detach = () => {
-    clearTimeout(timer);
+    timer.stop();
     p.req.signal.removeEventListener("abort", onClientGone);
   };
 
@@ -128,6 +135,8 @@ export async function attempt(a: AttemptInput): Promise<AttemptResult> {
   p.log?.routed(group.name, deployment.id, routing["x-kvgate-reason"] as string, decision.matched, decision.total, a.attempts);
   const failed = (response: Response, verdict: LeaseOutcome, cause: FailoverCause, retryAfterMs: number | null, retryable = true): AttemptResult => {
     detach();
+    // Its caller settles it once the next attempt shows whose failure it was: held till then.
+    lease.keepRenewed();
     return { kind: "failed", response: withHeaders(response, routing), lease, verdict, failure: { cause, retryAfterMs }, retryable };
   };
   /**
@@ -170,7 +179,7 @@ export async function attempt(a: AttemptInput): Promise<AttemptResult> {
     const waitMs = up.status === 429 || up.status === 503 ? parseRetryAfter(retryAfter) : null;
     return answer.kind === "rate-limited" ? failed(err, "rate-limited", "429", waitMs) : failed(err, "upstream-error", FAILURE_CAUSE, waitMs);
   }
-  if (stream) clearTimeout(timer);
+  if (stream) timer.lift();
 
   routing["content-type"] = up.headers.get("content-type") ?? (stream ? "text/event-stream" : "application/json");
   if (stream) routing["cache-control"] = "no-cache";

@@ -60,6 +60,8 @@ export async function openRealtime(p: RealtimeInput): Promise<Response> {
       }
       attempts++;
       const lease = holdLease(decision, group, p.env, p.ctx, config.releaseFlushMs, tenant?.id);
+      // A socket may stay open for hours, with no timer of its own.
+      lease.keepRenewed();
       const deployment = group.deployments.find((d) => d.id === decision.backendId);
       if (!deployment) {
         lease.settle("client-abort");

@@ -144,14 +144,22 @@ export type AttemptEnd = Pick<LeaseRelease, "ttftMs" | "durationMs" | "usage" | 
 /** A backend's slot, held by one upstream attempt until it settles. */
 export interface HeldLease {
   readonly backendId: string;
+  /** How often the lease is renewed while held (leaseTtlMs / 3). */
+  readonly renewEveryMs: number;
+  /** Renews it now if no call to its object carried a renewal for half that interval: for a holder that times its own renewals. */
+  renewIfDue(): void;
+  /** Renews it by a timer of its own until it is settled: for a holder with no timer to carry it. */
+  keepRenewed(): void;
   /** Ends the lease with its outcome; only the first call counts. */
   settle(outcome: LeaseOutcome, end?: AttemptEnd): void;
 }
 
 /**
  * Holds the slot `decision` took; the isolate stays alive (waitUntil) until the lease is settled,
- * and while it does, the lease is renewed: along with any call to the group, or by its own timer
- * when none went out for a renewal interval.
+ * and while it does, the lease is renewed along with any call to the group, and otherwise by its
+ * holder's timer: an upstream attempt's own limit timer (attempt.ts; most requests end long
+ * before a renewal is due, and a timer of the lease's own cost each of them ~20 µs of the
+ * runtime's to set and clear), or the lease's when asked (keepRenewed).
  */
 export function holdLease(decision: Routed, group: ResolvedGroup, env: Env, ctx: WaitUntil, flushMs: number, key?: string): HeldLease {
   let done!: () => void;
@@ -161,16 +169,22 @@ export function holdLease(decision: Routed, group: ResolvedGroup, env: Env, ctx:
   if (key !== undefined) renewal.key = key;
   const { object } = decision;
   const mine = book.hold(object, renewal, everyMs, Date.now());
-  const timer = setInterval(() => {
+  const renewIfDue = () => {
     if (isDue(mine, Date.now())) ctx.waitUntil(flush(object, env));
-  }, everyMs);
+  };
+  let timer: ReturnType<typeof setInterval> | undefined;
   let settled = false;
   return {
     backendId: decision.backendId,
+    renewEveryMs: everyMs,
+    renewIfDue,
+    keepRenewed() {
+      if (!settled && timer === undefined) timer = setInterval(renewIfDue, everyMs);
+    },
     settle(outcome, end) {
       if (settled) return;
       settled = true;
-      clearInterval(timer);
+      if (timer !== undefined) clearInterval(timer);
       book.drop(object, decision.lease);
       if (group.shards > 1) shardChoice.ended(object);
       const release: LeaseRelease = { lease: decision.lease, outcome };
