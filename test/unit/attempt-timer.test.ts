@@ -4,10 +4,10 @@ import { AttemptTimer } from "../../workers/gateway/attempt-timer.ts";
 describe("an attempt's one timer", () => {
   beforeEach(() => vi.useFakeTimers({ now: 0 }));
   afterEach(() => vi.useRealTimers());
+  const calls = () => ({ limit: vi.fn(), renew: vi.fn() });
 
   it("renews every interval until the limit, then fires the limit once and stops", () => {
-    const limit = vi.fn();
-    const renew = vi.fn();
+    const { limit, renew } = calls();
     new AttemptTimer(35_000, 10_000, limit, renew);
     vi.advanceTimersByTime(34_999);
     expect(renew).toHaveBeenCalledTimes(3);
@@ -20,8 +20,7 @@ describe("an attempt's one timer", () => {
   });
 
   it("once lifted (a stream's first byte), only renews, for as long as it runs", () => {
-    const limit = vi.fn();
-    const renew = vi.fn();
+    const { limit, renew } = calls();
     // A limit shorter than the renewal interval: the armed timer is the limit's, and lifting re-arms it as a renewal.
     const t = new AttemptTimer(300, 10_000, limit, renew);
     vi.advanceTimersByTime(100);
@@ -35,8 +34,7 @@ describe("an attempt's one timer", () => {
   });
 
   it("stopped (the answer came), does nothing more", () => {
-    const limit = vi.fn();
-    const renew = vi.fn();
+    const { limit, renew } = calls();
     const t = new AttemptTimer(600_000, 10_000, limit, renew);
     vi.advanceTimersByTime(5);
     t.stop();

@@ -158,8 +158,8 @@ export interface HeldLease {
  * Holds the slot `decision` took; the isolate stays alive (waitUntil) until the lease is settled,
  * and while it does, the lease is renewed along with any call to the group, and otherwise by its
  * holder's timer: an upstream attempt's own limit timer (attempt.ts; most requests end long
- * before a renewal is due, and a timer of the lease's own cost each of them ~20 µs of the
- * runtime's to set and clear), or the lease's when asked (keepRenewed).
+ * before a renewal is due, and a timer of the lease's own cost each of them a set and a clear of
+ * the runtime's, ~10 µs), or the lease's when asked (keepRenewed).
  */
 export function holdLease(decision: Routed, group: ResolvedGroup, env: Env, ctx: WaitUntil, flushMs: number, key?: string): HeldLease {
   let done!: () => void;
