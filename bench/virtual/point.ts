@@ -30,6 +30,12 @@ export interface VirtualPoint {
   chainOnly?: boolean;
   /** The workers' scheduling policy, named in the group's deployments (absent: fcfs). */
   schedulingPolicy?: SchedulingPolicy;
+  /** Every answer's usage read and learned from (VirtualReplayOptions.feedback). */
+  feedback?: boolean;
+  /** Every deployment's kvCapacityBlocks and prefillTokensPerSec as multiples of the workers' own (bench:routing-feedback's configs); absent: × 1. */
+  hints?: { kv: number; rate: number };
+  /** A closed-loop point's trace at another seed through the same gateway and workers first, not counted (VirtualReplayOptions.before). */
+  learningPass?: boolean;
 }
 
 /** A virtual run's figures, as routing.json's open-loop runs name them. */
@@ -60,6 +66,9 @@ export interface VirtualRun {
 /** `@N` over N shards, as bench:routing names a sharded run; PRIORITY_SUFFIX in front of a priority fleet. */
 export const routerName = (strategy: string, shards: number, policy: SchedulingPolicy = "fcfs"): string => `${strategy}${shards > 1 ? `@${shards}` : ""}${policy === "priority" ? PRIORITY_SUFFIX : ""}`;
 
+/** A router learning from the engines' usage (--feedback). */
+export const FEEDBACK_SUFFIX = "+feedback";
+
 /** kvgate's group for the fleet, as bench:routing configures it. */
 export function virtualGroup(strategy: Strategy, setup: Pick<Regime, "preset" | "timeScale">, shards: number, policy: SchedulingPolicy = "fcfs"): ResolvedGroup {
   // The URLs only name the deployments: no socket is opened.
@@ -67,6 +76,12 @@ export function virtualGroup(strategy: Strategy, setup: Pick<Regime, "preset" | 
   const parsed = parseConfig(kvgateConfig(strategy, setup, urls, shards, policy));
   if (!parsed.ok) throw new Error(parsed.error);
   return parsed.config.groups[0] as ResolvedGroup;
+}
+
+function scaleHints(group: ResolvedGroup, hints: VirtualPoint["hints"]): ResolvedGroup {
+  if (!hints) return group;
+  const deployments = group.deployments.map((d) => ({ ...d, kvCapacityBlocks: Math.round(d.kvCapacityBlocks * hints.kv), prefillTokensPerSec: Math.round(d.prefillTokensPerSec * hints.rate) }));
+  return { ...group, deployments };
 }
 
 /** What a point replays: its traffic, the fleet it runs on, and what its summary is measured against. */
@@ -80,6 +95,8 @@ interface PointTraffic {
   sloTtftMs: number;
   /** A closed-loop point's regime and sessions. */
   at: { regime?: string; sessions?: number };
+  /** Replayed first through the same gateway and workers, not counted. */
+  before?: { trace: TimedTrace; arrivalsMs: readonly number[] };
 }
 
 export function runVirtualPoint(p: VirtualPoint): VirtualRun {
@@ -91,6 +108,9 @@ function openLoopTraffic(p: VirtualPoint, trace: TimedKind): PointTraffic {
   const schedule = scheduleOf({ setup, seed: p.seed, quick: false });
   return { trace: schedule.trace, arrivalsMs: schedule.arrivalsMs, fleet: setup, timeoutMs: setup.timeoutMs, maxInFlight: MAX_IN_FLIGHT, kvCeiling: schedule.kv_ceiling, sloTtftMs: setup.sloTtftMs, at: {} };
 }
+
+/** bench:routing-feedback's learning pass: the point's trace at this seed offset (bench/routing/feedback.ts). */
+const LEARNING_SEED_OFFSET = 1000;
 
 /** bench:routing's closed-loop runs wait this long for a request (bench/routing/run.ts). */
 const CLOSED_LOOP_TIMEOUT_MS = 300_000;
@@ -109,7 +129,9 @@ function closedLoopTraffic(p: VirtualPoint, kind: TraceKind): PointTraffic {
   const regime = closedLoopRegime(p.regime);
   const sessions = p.sessions ?? NaN;
   const trace = sessionsAsTimed(traceOf({ regime, trace: kind, sessions, seed: p.seed, turns: undefined }));
+  const learning = p.learningPass === true ? sessionsAsTimed(traceOf({ regime, trace: kind, sessions, seed: p.seed + LEARNING_SEED_OFFSET, turns: undefined })) : null;
   return {
+    ...(learning ? { before: { trace: learning, arrivalsMs: learning.requests.map(() => 0) } } : {}),
     trace,
     arrivalsMs: trace.requests.map(() => 0),
     fleet: regime,
@@ -133,7 +155,7 @@ function runOn(p: VirtualPoint, t: PointTraffic): VirtualRun {
   const result = replayVirtual({
     trace: t.trace,
     arrivalsMs: t.arrivalsMs,
-    group: virtualGroup(p.strategy, t.fleet, p.shards, p.schedulingPolicy),
+    group: scaleHints(virtualGroup(p.strategy, t.fleet, p.shards, p.schedulingPolicy), p.hints),
     profile: profileOf(resolveFleetOptions({ preset, workers: WORKERS, timeScale, maxModelLen })),
     model: MODEL,
     timeoutMs: t.timeoutMs,
@@ -142,13 +164,15 @@ function runOn(p: VirtualPoint, t: PointTraffic): VirtualRun {
     maxInFlight: t.maxInFlight,
     chainOnly: p.chainOnly === true,
     schedulingPolicy: p.schedulingPolicy ?? "fcfs",
+    feedback: p.feedback === true,
+    ...(t.before ? { before: t.before } : {}),
   });
   const s = summarizeOpenLoop(result, { kvCeiling: t.kvCeiling, sloTtftMs: t.sloTtftMs });
   return {
     trace: p.trace,
     ...t.at,
     seed: p.seed,
-    strategy: routerName(p.strategy, p.shards, p.schedulingPolicy),
+    strategy: `${routerName(p.strategy, p.shards, p.schedulingPolicy)}${p.feedback === true ? FEEDBACK_SUFFIX : ""}`,
     shards: p.shards,
     ...(p.schedulingPolicy === "priority" ? { scheduling_policy: p.schedulingPolicy } : {}),
     jitter_seed: p.jitterSeed,

@@ -40,6 +40,18 @@ export interface VirtualReplayOptions {
    * then queues such a prompt as its chain's length. For an A/B of that change in one harness.
    */
   chainOnly?: boolean;
+  /**
+   * Feedback from the engines on (a group's `feedback.sampleRate` 1): every answered request's
+   * release carries the worker's usage, cached tokens reported, and its streamed first token's
+   * time, as the Worker reads them from the stream (src/routing/feedback.ts learns from them).
+   */
+  feedback?: boolean;
+  /**
+   * Another trace replayed through the same gateway and workers first, not counted: a gateway
+   * runs longer than one trace (bench:routing-feedback's learning pass). Its arrivals are from its
+   * own start; the measured trace's from the end of it.
+   */
+  before?: { trace: TimedTrace; arrivalsMs: readonly number[] };
   /** Told, once every timer has run, how many leases the routing objects still count (a leak if any) and how many expired unrenewed. */
   onEnd?: (end: { leases: number; expired: number }) => void;
 }
@@ -101,7 +113,8 @@ export function replayVirtual(o: VirtualReplayOptions): OpenLoopResult {
             over = true;
             clearTimeout(timeout);
             const ttftMs = firstAt === null ? null : firstAt - sentAt;
-            gateway.settle(lease, "ok", { ...(ttftMs === null ? {} : { ttftMs }), durationMs: clock.now() - sentAt });
+            const read = o.feedback === true ? { usage: { ...usage, cacheReported: true }, streamed: true } : {};
+            gateway.settle(lease, "ok", { ...(ttftMs === null ? {} : { ttftMs }), durationMs: clock.now() - sentAt, ...read });
             done(outcome(200, null, { ...routed, ttftMs, promptTokens: usage.prompt, cachedTokens: usage.cached, completionTokens: usage.completion }));
           },
         }, lease.decision.priority);
@@ -119,11 +132,17 @@ export function replayVirtual(o: VirtualReplayOptions): OpenLoopResult {
     };
 
     let requests: OpenLoopRequest[] | null = null;
-    scheduleOpenLoop(o.trace, { arrivalsMs: o.arrivalsMs, maxInFlight: o.maxInFlight }, send, clock.now, (r) => (requests = r));
+    let from = 0;
+    const measured = () => {
+      from = clock.now();
+      scheduleOpenLoop(o.trace, { arrivalsMs: o.arrivalsMs.map((at) => at + from), maxInFlight: o.maxInFlight }, send, clock.now, (r) => (requests = r));
+    };
+    if (o.before) scheduleOpenLoop(o.before.trace, { arrivalsMs: o.before.arrivalsMs, maxInFlight: o.maxInFlight }, send, clock.now, measured);
+    else measured();
     return () => {
       if (!requests) throw new Error("the virtual replay ended with requests still open");
       o.onEnd?.({ leases: gateway.leases, expired: gateway.expired });
-      return { requests, wallMs: clock.now(), serverQueue: null };
+      return { requests, wallMs: clock.now() - from, serverQueue: null };
     };
   });
 }
