@@ -241,6 +241,7 @@ export class GroupRouter {
     // match, still being prefilled or not (engines prefill in order; it waits behind that prefill),
     // to the prompt's end, past the chain's when it was cut.
     const blocks = view.request.blocks - choice.matched;
+    const ahead = b.prefillDebt;
     b.prefillDebt += blocks;
     b.queued += blocks;
     // Before it is learned: learning moves the chain's end past the match.
@@ -257,7 +258,7 @@ export class GroupRouter {
     // A chain cut at maxPrefixBlocks is not the whole prompt: no measure of its characters.
     const total = chain.length < g.maxPrefixBlocks ? chain.length : -1;
     const matched = evidence ? choice.matched : -1;
-    this.leases.add(lease, { backend: b, expiresAt: now + this.leaseTtlMs, blocks, queuedTo: b.queued, trialOf: b.breaker.sent() ? b.breaker.opened : -1, lesson, key: tenant?.id ?? null, decision, predictedCached, pending, matched, total });
+    this.leases.add(lease, { backend: b, expiresAt: now + this.leaseTtlMs, blocks, queuedTo: b.queued, trialOf: b.breaker.sent() ? b.breaker.opened : -1, lesson, key: tenant?.id ?? null, decision, predictedCached, pending, matched, total, ahead });
     if (tenant) {
       this.ledger.took(tenant, now);
       if (!tenant.admitted) this.keyCounters.request(tenant.id);
@@ -314,7 +315,7 @@ export class GroupRouter {
    */
   private feedBack(b: Backend, lease: Lease, r: LeaseRelease): void {
     if (lease.decision < 0 || !r.usage) return;
-    const change = b.learn({ usage: r.usage, firstTokenMs: r.streamed === true ? r.ttftMs : undefined, matched: lease.matched, total: lease.total });
+    const change = b.learn({ usage: r.usage, firstTokenMs: r.streamed === true ? r.ttftMs : undefined, matched: lease.matched, total: lease.total, aheadBlocks: lease.ahead });
     if (change.capacity) {
       const newest = this.newestView();
       if (newest) this.shareCapacity(newest.group);
@@ -336,7 +337,7 @@ export class GroupRouter {
     if (!b) return;
     b.inFlight++;
     const key = typeof r.key === "string" ? r.key : null;
-    this.leases.add(r.lease, { backend: b, expiresAt: now + this.leaseTtlMs, blocks: 0, queuedTo: 0, trialOf: -1, lesson: null, key, decision: -1, predictedCached: 0, pending: -1, matched: 0, total: -1 });
+    this.leases.add(r.lease, { backend: b, expiresAt: now + this.leaseTtlMs, blocks: 0, queuedTo: 0, trialOf: -1, lesson: null, key, decision: -1, predictedCached: 0, pending: -1, matched: 0, total: -1, ahead: 0 });
     if (key !== null) this.ledger.took({ id: key, rpm: null, tpm: null, maxParallel: null, budget: null, admitted: true }, now);
     this.adopted++;
   }

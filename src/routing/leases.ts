@@ -32,6 +32,8 @@ export interface Lease {
   matched: number;
   /** The chain's blocks; −1 when the fingerprint stopped at maxPrefixBlocks, or for a lease taken back from a renewal. */
   total: number;
+  /** Blocks of prompt work its backend was estimated to have queued ahead of it when it was routed. */
+  ahead: number;
 }
 
 /**

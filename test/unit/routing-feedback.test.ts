@@ -157,6 +157,57 @@ describe("prefill rate", () => {
     }
   });
 
+  it("holds its figure when the prefills are too alike for their TTFTs to tell a rate", () => {
+    // A multi-turn workload's later turns (the simulator under bench:routing-feedback's pressured
+    // trace): each prefills 40–110 new tokens, ~4 ms at this rate, while where the request lands
+    // in the engine's decode steps moves its TTFT by 17 ms either way. No slope is in that.
+    const rate = 23_000;
+    const l = new PrefillRateLearner(rate);
+    const r = rng(3);
+    let lowest = rate;
+    let highest = rate;
+    for (let i = 0; i < 400; i++) {
+      const uncached = 40 + Math.floor(r() * 70);
+      l.observe(uncached, 42 + (uncached / rate) * 1000 + (r() < 0.5 ? 0 : 17) + 3 * r());
+      lowest = Math.min(lowest, l.tokensPerSec);
+      highest = Math.max(highest, l.tokensPerSec);
+    }
+    expect(lowest).toBeGreaterThan(rate / 2);
+    expect(highest).toBeLessThan(rate * 2);
+  });
+
+  it("learns from the requests that had no prompt work queued ahead of them, not from a burst's waits", () => {
+    // A window as bench:routing-feedback's pressured multi-turn trace left one backend (32
+    // sessions): 5 first turns of ~3,100 new tokens from the opening burst, 4th to 8th in its
+    // queue, so each waited for the prefills ahead of it; then later turns of 40–110 new tokens
+    // with nothing ahead, their TTFTs moved ±17 ms by where they fell in the decode steps.
+    const rate = 23_000;
+    const blockChars = 64;
+    const blocksOf = (tokens: number) => (tokens * 4) / blockChars;
+    const report = (f: BackendFeedback, tokens: number, ttft: number, ahead: number) =>
+      f.report({ usage: { prompt: tokens + 4000, completion: 64, cached: 4000, cacheReported: true }, firstTokenMs: ttft, matched: 0, total: -1, blockChars, setSize: 0, setCapacity: 1000, aheadBlocks: ahead });
+    const learned = (withQueue: boolean): number => {
+      const f = new BackendFeedback(1000, rate);
+      const r = rng(4);
+      let queued = 3 * 3100;
+      for (let i = 0; i < 5; i++) {
+        const tokens = 3050 + Math.floor(r() * 150);
+        report(f, tokens, 42 + ((queued + tokens) / rate) * 1000, withQueue ? blocksOf(queued) : 0);
+        queued += tokens;
+      }
+      for (let i = 0; i < 27; i++) {
+        const tokens = 40 + Math.floor(r() * 70);
+        report(f, tokens, 42 + (tokens / rate) * 1000 + (r() < 0.5 ? 0 : 17) + 3 * r(), 0);
+      }
+      return f.snapshot().prefillTokensPerSec;
+    };
+    // Told what was queued ahead, only the burst's first request and the later turns teach: the rate holds.
+    expect(learned(true) / rate).toBeGreaterThan(1 / 1.5);
+    expect(learned(true) / rate).toBeLessThan(1.5);
+    // Not told, the queue's waits read as a rate several times too slow.
+    expect(learned(false)).toBeLessThan(rate / 3);
+  });
+
   it("is not moved far by one fast outlier, ignores tiny prefills, and stays within 1/16× to 16×", () => {
     const l = new PrefillRateLearner(10_000);
     const r = rng(9);
@@ -180,7 +231,7 @@ describe("the learned figures in the snapshot", () => {
     for (let i = 0; i < 40; i++) {
       // 5,000 prompt tokens a second after a fixed 10 ms.
       const prompt = 500 + 100 * (i % 10);
-      f.report({ usage: { prompt, completion: 10, cached: 0, cacheReported: true }, firstTokenMs: 10 + prompt / 5, matched: 200, total: 330, blockChars: 64, setSize: 1000, setCapacity: 1000 });
+      f.report({ usage: { prompt, completion: 10, cached: 0, cacheReported: true }, firstTokenMs: 10 + prompt / 5, matched: 200, total: 330, blockChars: 64, setSize: 1000, setCapacity: 1000, aheadBlocks: 0 });
     }
     const learned = f.snapshot();
     expect(learned.kvCapacityBlocks).toBeLessThan(1000);

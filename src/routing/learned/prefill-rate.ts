@@ -16,6 +16,18 @@ import { LearnedFigure } from "./bounded.ts";
  * pairwise slopes, which a few outliers cannot move) over all points, then again over those on or
  * below that line's median residual — the less-queued half, since waiting only ever adds. It is
  * refitted every REFIT reports (a few hundred pairs: microseconds, on sampled releases only).
+ *
+ * A fit is taken only when the window pins the slope down: Sen's confidence interval on the
+ * first fit (the pairwise slopes at the ranks Kendall's tau gives for 95%; the envelope's points
+ * are picked by that line, so its own interval tests nothing) must lie above 0 and within a
+ * factor MAX_INTERVAL_RATIO. Where every request prefills about as much as the next — a
+ * conversation's later turns, each a few dozen new tokens, ~4 ms of prefill against the ±17 ms a
+ * request's place in the engine's decode steps moves its TTFT — the pairwise slopes are noise of
+ * either sign, and the median of noise set the rate anywhere from 1/8× to 3× the engine's (the
+ * simulator under bench:routing-feedback's pressured trace, in virtual time): the prefill debt
+ * then drained up to 8× too slowly, backends looked busy, and sessions were moved off their
+ * cache. The figure held stays. And a fit within DEAD_BAND of it leaves it: a rate that close
+ * drains the debt well enough, and one that moved with every fit's noise moved placement with it.
  */
 
 const WINDOW = 32;
@@ -27,6 +39,12 @@ const MIN_PAIR_SPAN = 32;
 export const MIN_PREFILL_TOKENS = 16;
 /** The furthest it moves from the configured rate, either way. */
 export const RATE_RANGE = 16;
+/** Sen's interval at 95% (the normal quantile). */
+const Z = 1.96;
+/** A fit whose interval spans more than this factor says too little to move the rate. */
+const MAX_INTERVAL_RATIO = 2;
+/** A fit within this factor of the figure held leaves it. */
+const DEAD_BAND = 1.5;
 
 export class PrefillRateLearner {
   private readonly figure: LearnedFigure;
@@ -67,20 +85,29 @@ export class PrefillRateLearner {
     this.samples++;
     if (this.filled < MIN_SAMPLES || this.samples % REFIT !== 0) return false;
     const all = Array.from({ length: this.filled }, (_, i) => i);
-    const first = this.slope(all);
+    const first = this.fit(all);
     if (first === null) return false;
-    const residual = (i: number) => (this.ttft[i] as number) - first * (this.tokens[i] as number);
+    if (!(first.low > 0 && first.high <= MAX_INTERVAL_RATIO * first.low)) return false;
+    const residual = (i: number) => (this.ttft[i] as number) - first.slope * (this.tokens[i] as number);
     const cut = median(all.map(residual));
-    const msPerToken = this.slope(all.filter((i) => residual(i) <= cut)) ?? first;
-    return this.figure.set(1000 / msPerToken);
+    const envelope = this.fit(all.filter((i) => residual(i) <= cut)) ?? first;
+    const rate = 1000 / envelope.slope;
+    const held = this.figure.value;
+    if (rate < held * DEAD_BAND && rate > held / DEAD_BAND) return false;
+    return this.figure.set(rate);
   }
 
   restore(tokensPerSec: number): void {
     this.figure.restore(tokensPerSec);
   }
 
-  /** The median of the pairwise slopes (ms per token) of the points `at`; null when too few pairs, or no positive slope. */
-  private slope(at: readonly number[]): number | null {
+  /**
+   * The Theil–Sen slope (ms per token) of the points `at` — the median of their pairwise slopes —
+   * with Sen's (1968) interval: the slopes ranked (N ∓ C) / 2 of N, C = z·√(n(n−1)(2n+5)/18), its
+   * ranks scaled to the pairs kept (those MIN_PAIR_SPAN apart). Null when too few pairs, or no
+   * positive slope.
+   */
+  private fit(at: readonly number[]): { slope: number; low: number; high: number } | null {
     const slopes: number[] = [];
     for (let a = 0; a < at.length; a++) {
       for (let b = a + 1; b < at.length; b++) {
@@ -91,8 +118,13 @@ export class PrefillRateLearner {
       }
     }
     if (slopes.length < 3) return null;
-    const s = median(slopes);
-    return s > 0 ? s : null;
+    const slope = median(slopes);
+    if (!(slope > 0)) return null;
+    const n = at.length;
+    const pairs = (n * (n - 1)) / 2;
+    const c = Z * Math.sqrt((n * (n - 1) * (2 * n + 5)) / 18) * (slopes.length / pairs);
+    const rank = (r: number) => slopes[Math.min(slopes.length - 1, Math.max(0, Math.round(r)))] as number;
+    return { slope, low: rank((slopes.length - c) / 2 - 1), high: rank((slopes.length + c) / 2) };
   }
 }
 
