@@ -1,4 +1,4 @@
-import { resolve } from "node:path";
+import { join, resolve } from "node:path";
 import { parseFlags, positiveInt } from "../harness/argv.ts";
 import { list } from "./cli-args.ts";
 import type { FeedbackConfig } from "./feedback-types.ts";
@@ -23,6 +23,9 @@ export interface FeedbackArgs {
   turns: number | undefined;
   /** No learning pass before the measured one: every run starts from what was configured. */
   cold: boolean;
+  /** In virtual time (bench/virtual/): kvgate's routing code and the simulator's engine in one process, `draws` draws of the hops per seed. */
+  virtual: boolean;
+  draws: number;
 }
 
 export function parseFeedbackArgs(argv: string[], defaultOut: string): FeedbackArgs {
@@ -32,20 +35,26 @@ export function parseFeedbackArgs(argv: string[], defaultOut: string): FeedbackA
       quick: { type: "boolean", default: false },
       "report-only": { type: "boolean", default: false },
       cold: { type: "boolean", default: false },
+      virtual: { type: "boolean", default: false },
+      draws: { type: "string" },
       seeds: { type: "string" },
       sessions: { type: "string" },
       configs: { type: "string" },
       turns: { type: "string" },
       out: { type: "string" },
     },
-    "npm run bench:routing-feedback -- [--quick] [--sessions 24,32] [--seeds 3] [--configs right,kv-4x-big,kv-4x-small,rate-4x-slow] [--turns N] [--cold] [--out DIR] [--report-only]",
+    "npm run bench:routing-feedback -- [--quick] [--sessions 24,32] [--seeds 3] [--configs right,kv-4x-big,kv-4x-small,rate-4x-slow] [--turns N] [--cold] [--virtual [--draws 16]] [--out DIR] [--report-only]",
   );
   const quick = values.quick;
   const names = list(values.configs);
   const unknown = names?.filter((n) => !FEEDBACK_CONFIGS.some((c) => c.name === n)) ?? [];
   if (unknown.length > 0) throw new Error(`--configs: no config named ${unknown.join(", ")} (there are ${FEEDBACK_CONFIGS.map((c) => c.name).join(", ")})`);
+  const virtual = values.virtual;
+  if (!virtual && values.draws !== undefined) throw new Error("--draws: only with --virtual (the fleet's runs draw their own paths)");
+  if (virtual && values.turns !== undefined) throw new Error("--turns: not with --virtual (it replays bench:routing's sessions whole)");
   return {
-    out: values.out === undefined ? defaultOut : resolve(values.out),
+    // Virtual runs go beside the fleet's, never over them.
+    out: values.out === undefined ? (virtual ? join(defaultOut, "virtual-feedback") : defaultOut) : resolve(values.out),
     quick,
     reportOnly: values["report-only"],
     // Quick: one point, one seed, short sessions — the capacity configs only.
@@ -54,5 +63,7 @@ export function parseFeedbackArgs(argv: string[], defaultOut: string): FeedbackA
     configs: names ? FEEDBACK_CONFIGS.filter((c) => names.includes(c.name)) : quick ? FEEDBACK_CONFIGS.filter((c) => c.rate === 1) : [...FEEDBACK_CONFIGS],
     turns: values.turns === undefined ? (quick ? 4 : undefined) : positiveInt("--turns", values.turns),
     cold: values.cold,
+    virtual,
+    draws: values.draws === undefined ? (quick ? 2 : 16) : positiveInt("--draws", values.draws),
   };
 }

@@ -47,6 +47,12 @@ export function renderFeedbackReport(results: FeedbackResults): string {
   const lines: string[] = [];
   lines.push("# Routing with feedback from the engines", "");
   lines.push(`Command: \`${results.command}\` — ${results.date}${results.quick ? " (--quick: by default one point, one seed, 4 turns, the capacity configs)" : ""}.`, "");
+  if (results.virtual) {
+    lines.push(
+      `**In virtual time** (\`--virtual\`): kvgate's routing code — the group's routing object and the Worker's side of it — and the fleet simulator's engine in one process (bench/virtual/), no workerd, sockets or warm-up; each request's hop to its worker a draw of 0–${results.virtual.hop_ms} ms, ${results.virtual.draws} draws per seed. Medians below are over every seed's draws.`,
+      "",
+    );
+  }
   lines.push(
     `Every run: a fresh fleet of ${g.workers} simulated GPU workers (${g.preset}: ${g.kv_capacity_blocks_per_worker.toLocaleString("en")} KV blocks of 16 tokens each, prefilling ${g.prefill_tokens_per_sec.toLocaleString("en")} tokens/s at time scale ${g.time_scale}: the ${g.name} regime) and a fresh gateway, kvgate prefix-aware, the ${g.trace} trace replayed with all sessions concurrent, streamed. Each config sets every deployment's kvCapacityBlocks and prefillTokensPerSec as a multiple of the workers' real figures:`,
     "",
@@ -54,7 +60,7 @@ export function renderFeedbackReport(results: FeedbackResults): string {
   for (const c of results.configs) lines.push(`- \`${c.name}\`: kvCapacityBlocks × ${c.kv}, prefillTokensPerSec × ${c.rate}`);
   lines.push(
     "",
-    `Feedback off: no usage read by the gateway (feedback.sampleRate 0, no virtual key), routing as configured. On: feedback.sampleRate ${results.sample_rate}, every answer's usage read and learned from. ${results.learning_pass ? "Before the measured pass, a learning pass through the same gateway and fleet — the same trace shape at another seed, not counted — as a gateway runs for longer than one trace; with feedback on, that is where it learns (off gets the same pass). " : "No learning pass (--cold): the measured pass starts from what was configured. "}Warm-up: ${results.warm_up_requests} tiny requests, not counted. Figures are medians over seeds; kv_hit is Σcached / Σprompt tokens as the workers report them; TTFT is to the first content byte. "Recovered": (on − off) / (right − off), the right config's kv_hit with feedback off as the mark; – where the wrong config lost less than 0.005 to win back.`,
+    `Feedback off: no usage read by the gateway (feedback.sampleRate 0, no virtual key), routing as configured. On: feedback.sampleRate ${results.sample_rate}, every answer's usage read and learned from. ${results.learning_pass ? "Before the measured pass, a learning pass through the same gateway and fleet — the same trace shape at another seed, not counted — as a gateway runs for longer than one trace; with feedback on, that is where it learns (off gets the same pass). " : "No learning pass (--cold): the measured pass starts from what was configured. "}${results.warm_up_requests > 0 ? `Warm-up: ${results.warm_up_requests} tiny requests, not counted. ` : ""}Figures are medians over seeds; kv_hit is Σcached / Σprompt tokens as the workers report them; TTFT is to the first content byte. "Recovered": (on − off) / (right − off), the right config's kv_hit with feedback off as the mark; – where the wrong config lost less than 0.005 to win back.`,
     "",
   );
   const wrongKv = results.configs.filter((c) => c.kv !== 1);

@@ -24,6 +24,8 @@ export interface FeedbackRun {
   feedback: "off" | "on";
   sessions: number;
   seed: number;
+  /** A virtual run's draw of the hops (FeedbackResults.virtual). */
+  jitter_seed?: number;
   requests: number;
   errors: number;
   kv_hit: number | null;
@@ -48,5 +50,11 @@ export interface FeedbackResults {
   learning_pass: boolean;
   configs: FeedbackConfig[];
   warm_up_requests: number;
+  /**
+   * Made in virtual time (--virtual): kvgate's routing code and the fleet simulator's engine in one
+   * process (bench/virtual/), each seed `draws` times with another draw of the hops (0 to `hop_ms`
+   * each), no warm-up. Absent for the fleet's runs.
+   */
+  virtual?: { draws: number; hop_ms: number };
   runs: FeedbackRun[];
 }

@@ -11,6 +11,10 @@
  * unless --cold. Writes
  * bench/results/routing-feedback.json and routing-feedback.md: the kv_hit feedback recovers
  * against the right configuration's, and what each backend learned.
+ *
+ * --virtual: the same runs in virtual time (bench/virtual/: the routing code and the simulator's
+ * engine in one process, a run in about a second), each seed --draws times with another draw of
+ * the hops; written to bench/results/virtual-feedback/ unless --out says otherwise.
  */
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
@@ -19,6 +23,8 @@ import type { GroupStatus } from "../../src/routing/protocol.ts";
 import { PRESETS, startFleet } from "../fleet/index.ts";
 import { startGateway } from "../harness/gateway.ts";
 import { replay, summarize } from "../replay/index.ts";
+import { runVirtualPoint } from "../virtual/point.ts";
+import type { LearnedSnapshot } from "../../src/routing/feedback.ts";
 import { parseFeedbackArgs, type FeedbackArgs } from "./feedback-args.ts";
 import { renderFeedbackReport } from "./feedback-report.ts";
 import type { FeedbackConfig, FeedbackResults, FeedbackRun, LearnedFigures } from "./feedback-types.ts";
@@ -65,13 +71,7 @@ async function learnedOf(url: string, key: string): Promise<LearnedFigures> {
   const res = await fetch(`${url}/v1/kvgate/status`, { headers: { authorization: `Bearer ${key}` } });
   const body = (await res.json()) as { groups: GroupStatus[] };
   const backends = body.groups.find((g) => g.group === MODEL)?.backends ?? [];
-  return {
-    kv_capacity_blocks: backends.map((b) => b.learned.kvCapacityBlocks),
-    chars_per_token: backends.map((b) => b.learned.charsPerToken),
-    prefill_tokens_per_sec: backends.map((b) => b.learned.prefillTokensPerSec),
-    capacity_steps: backends.map((b) => b.learned.capacitySteps),
-    usage_reports: backends.reduce((n, b) => n + b.learned.reports.usage, 0),
-  };
+  return learnedFigures(backends.map((b) => b.learned));
 }
 
 async function runPoint(p: FeedbackPoint): Promise<FeedbackRun> {
@@ -102,6 +102,50 @@ async function runPoint(p: FeedbackPoint): Promise<FeedbackRun> {
   } finally {
     await fleet.close();
   }
+}
+
+/** Hops of 0–2 ms: a gateway's own ~1 ms and the loopback sockets (bench/virtual/run.ts's for a closed-loop point). */
+const VIRTUAL_HOP_MS = 2;
+
+/** The learned figures as the status endpoint gives them, per backend. */
+function learnedFigures(backends: readonly LearnedSnapshot[]): LearnedFigures {
+  return {
+    kv_capacity_blocks: backends.map((b) => b.kvCapacityBlocks),
+    chars_per_token: backends.map((b) => b.charsPerToken),
+    prefill_tokens_per_sec: backends.map((b) => b.prefillTokensPerSec),
+    capacity_steps: backends.map((b) => b.capacitySteps),
+    usage_reports: backends.reduce((n, b) => n + b.reports.usage, 0),
+  };
+}
+
+/** A point in virtual time, one draw of its hops: the same trace, configs and learning pass as on the fleet. */
+function runVirtual(p: FeedbackPoint, draw: number): FeedbackRun {
+  const run = runVirtualPoint({
+    trace: TRACE,
+    regime: REGIME.name,
+    sessions: p.sessions,
+    seed: p.seed,
+    strategy: "prefix-aware",
+    shards: 1,
+    jitterSeed: draw,
+    hopMs: VIRTUAL_HOP_MS,
+    feedback: p.feedback,
+    learningPass: !p.cold,
+    hints: { kv: p.config.kv, rate: p.config.rate },
+  });
+  return {
+    config: p.config.name,
+    feedback: p.feedback ? "on" : "off",
+    sessions: p.sessions,
+    seed: p.seed,
+    jitter_seed: draw,
+    requests: run.requests,
+    errors: run.errors,
+    kv_hit: run.kv_hit,
+    ttft_ms: { p50: run.ttft_ms.p50, p95: run.ttft_ms.p95 },
+    ttft_later_turns_ms: { p50: null, p95: null },
+    learned: learnedFigures(run.learned ?? []),
+  };
 }
 
 /** A whole comparison at a time: per sessions and seed, each config with feedback off, then on. */
@@ -144,15 +188,16 @@ async function main(): Promise<void> {
     sample_rate: SAMPLE_RATE,
     learning_pass: !args.cold,
     configs: args.configs,
-    warm_up_requests: WARM_UP_REQUESTS,
+    warm_up_requests: args.virtual ? 0 : WARM_UP_REQUESTS,
+    ...(args.virtual ? { virtual: { draws: args.draws, hop_ms: VIRTUAL_HOP_MS } } : {}),
     runs: [],
   };
-  const points = plan(args);
+  const points: (FeedbackPoint & { draw?: number })[] = args.virtual ? plan(args).flatMap((p) => Array.from({ length: args.draws }, (_, d) => ({ ...p, draw: d + 1 }))) : plan(args);
   const started = Date.now();
   for (const [i, p] of points.entries()) {
-    const run = await runPoint(p);
+    const run = p.draw !== undefined ? runVirtual(p, p.draw) : await runPoint(p);
     results.runs.push(run);
-    write(args.out, results);
+    if (!args.virtual || i === points.length - 1) write(args.out, results);
     const t = run.ttft_ms;
     const kv = run.learned.kv_capacity_blocks.join("/");
     console.log(

@@ -2,6 +2,7 @@ import type { ResolvedGroup } from "../../src/config/load.ts";
 import { GroupRouter } from "../../src/routing/group-router.ts";
 import type { Rng } from "../../src/routing/policy.ts";
 import { isDue, LeaseBook } from "../../src/routing/lease-book.ts";
+import type { LearnedSnapshot } from "../../src/routing/feedback.ts";
 import type { LeaseOutcome, LeaseRelease, RouteDecision } from "../../src/routing/protocol.ts";
 import { groupShards } from "../../src/sharding/partition.ts";
 import { ShardChoice } from "../../src/sharding/shard-choice.ts";
@@ -61,6 +62,11 @@ export class VirtualGateway {
   /** Leases the objects took back because no one renewed them: none, while every holder renews. */
   get expired(): number {
     return this.objects.reduce((n, o) => n + o.router.snapshot().reduce((m, b) => m + b.expired, 0), 0);
+  }
+
+  /** What each backend learned from the engines (every object's, in its deployments' order). */
+  get learned(): LearnedSnapshot[] {
+    return this.objects.flatMap((o) => o.router.snapshot().map((b) => b.learned));
   }
 
   /** A backend for the prompt (its chain, its size in blocks), its slot taken; null when every object refused. */

@@ -1,5 +1,6 @@
 import { parseConfig, type ResolvedGroup } from "../../src/config/load.ts";
 import type { Strategy } from "../../src/config/schema.ts";
+import type { LearnedSnapshot } from "../../src/routing/feedback.ts";
 import { profileOf, resolveFleetOptions } from "../fleet/options.ts";
 import { summarizeOpenLoop } from "../replay/open-loop-stats.ts";
 import type { Percentiles } from "../stats/quantiles.ts";
@@ -61,6 +62,8 @@ export interface VirtualRun {
   backend_share: Record<string, number>;
   /** The run's length in virtual time. */
   virtual_ms: number;
+  /** What each backend learned from the engines, at the end; on a point that says whether feedback is on. */
+  learned?: LearnedSnapshot[];
 }
 
 /** `@N` over N shards, as bench:routing names a sharded run; PRIORITY_SUFFIX in front of a priority fleet. */
@@ -152,6 +155,7 @@ function ceilingOnce(key: string, make: () => number | null): number | null {
 
 function runOn(p: VirtualPoint, t: PointTraffic): VirtualRun {
   const { preset, timeScale, maxModelLen } = t.fleet;
+  let learned: LearnedSnapshot[] = [];
   const result = replayVirtual({
     trace: t.trace,
     arrivalsMs: t.arrivalsMs,
@@ -166,6 +170,7 @@ function runOn(p: VirtualPoint, t: PointTraffic): VirtualRun {
     schedulingPolicy: p.schedulingPolicy ?? "fcfs",
     feedback: p.feedback === true,
     ...(t.before ? { before: t.before } : {}),
+    onEnd: (end) => (learned = end.learned),
   });
   const s = summarizeOpenLoop(result, { kvCeiling: t.kvCeiling, sloTtftMs: t.sloTtftMs });
   return {
@@ -185,5 +190,6 @@ function runOn(p: VirtualPoint, t: PointTraffic): VirtualRun {
     goodput_share: s.goodput.share,
     backend_share: s.backend_share,
     virtual_ms: Math.round(result.wallMs),
+    ...(p.feedback === undefined ? {} : { learned }),
   };
 }

@@ -1,4 +1,5 @@
 import type { ResolvedGroup } from "../../src/config/load.ts";
+import type { LearnedSnapshot } from "../../src/routing/feedback.ts";
 import { ChatCompletionRequestSchema } from "../../src/openai/requests.ts";
 import { chatFingerprint, promptBlocks } from "../../src/prefix/fingerprint.ts";
 import type { GpuProfile } from "../fleet/presets.ts";
@@ -52,8 +53,8 @@ export interface VirtualReplayOptions {
    * own start; the measured trace's from the end of it.
    */
   before?: { trace: TimedTrace; arrivalsMs: readonly number[] };
-  /** Told, once every timer has run, how many leases the routing objects still count (a leak if any) and how many expired unrenewed. */
-  onEnd?: (end: { leases: number; expired: number }) => void;
+  /** Told, once every timer has run, how many leases the routing objects still count (a leak if any), how many expired unrenewed, and what the backends learned. */
+  onEnd?: (end: { leases: number; expired: number; learned: LearnedSnapshot[] }) => void;
 }
 
 /**
@@ -141,7 +142,7 @@ export function replayVirtual(o: VirtualReplayOptions): OpenLoopResult {
     else measured();
     return () => {
       if (!requests) throw new Error("the virtual replay ended with requests still open");
-      o.onEnd?.({ leases: gateway.leases, expired: gateway.expired });
+      o.onEnd?.({ leases: gateway.leases, expired: gateway.expired, learned: gateway.learned });
       return { requests, wallMs: clock.now() - from, serverQueue: null };
     };
   });

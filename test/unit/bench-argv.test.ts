@@ -4,6 +4,7 @@ import { parseArgs as parseChaosArgs, DEFAULT_OUT } from "../../bench/chaos/args
 import { parseCeilingArgs } from "../../bench/ceiling/args.ts";
 import { intBetween, numberFlag, parseFlags, positiveInt, positiveNumber } from "../../bench/harness/argv.ts";
 import { parseArgs as parseOverheadArgs } from "../../bench/overhead/args.ts";
+import { parseFeedbackArgs } from "../../bench/routing/feedback-args.ts";
 import { TARGET_NAMES } from "../../bench/overhead/targets.ts";
 
 const FLAGS = {
@@ -128,5 +129,18 @@ describe("npm run bench:chaos's flags", () => {
     expect(() => parseChaosArgs(["--max-tokens", "0"])).toThrow('--max-tokens takes an integer from 1 to 1024, not "0"');
     expect(() => parseChaosArgs(["--quick=1"])).toThrow("--quick takes no value");
     expect(() => parseChaosArgs(["--conections", "5"])).toThrow(/^unknown argument --conections \(--quick, --connections N/);
+  });
+});
+
+describe("npm run bench:routing-feedback's flags", () => {
+  it("run on the fleet into the results folder; --virtual runs 16 draws a seed beside them, never over them", () => {
+    expect(parseFeedbackArgs([], "/r")).toMatchObject({ out: "/r", virtual: false, seeds: 3, sessions: [24, 32], turns: undefined });
+    expect(parseFeedbackArgs(["--virtual"], "/r")).toMatchObject({ out: "/r/virtual-feedback", virtual: true, draws: 16 });
+    expect(parseFeedbackArgs(["--virtual", "--draws", "4", "--out", "tmp"], "/r")).toMatchObject({ out: resolve("tmp"), draws: 4 });
+  });
+
+  it("refuse --draws on the fleet and --turns in virtual time", () => {
+    expect(() => parseFeedbackArgs(["--draws", "4"], "/r")).toThrow("--draws: only with --virtual");
+    expect(() => parseFeedbackArgs(["--virtual", "--turns", "4"], "/r")).toThrow("--turns: not with --virtual");
   });
 });
