@@ -13,7 +13,7 @@
  * against the right configuration's, and what each backend learned.
  *
  * --virtual: the same runs in virtual time (bench/virtual/: the routing code and the simulator's
- * engine in one process, a run in about a second), each seed --draws times with another draw of
+ * engine in one process, a run in under a second), each seed --draws times with another draw of
  * the hops; written to bench/results/virtual-feedback/ unless --out says otherwise.
  */
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
@@ -23,7 +23,7 @@ import type { GroupStatus } from "../../src/routing/protocol.ts";
 import { PRESETS, startFleet } from "../fleet/index.ts";
 import { startGateway } from "../harness/gateway.ts";
 import { replay, summarize } from "../replay/index.ts";
-import { runVirtualPoint } from "../virtual/point.ts";
+import { LEARNING_SEED_OFFSET, runVirtualPoint } from "../virtual/point.ts";
 import type { LearnedSnapshot } from "../../src/routing/feedback.ts";
 import { parseFeedbackArgs, type FeedbackArgs } from "./feedback-args.ts";
 import { renderFeedbackReport } from "./feedback-report.ts";
@@ -38,8 +38,6 @@ const WORKERS = 4;
 const TRACE = "multi-turn";
 /** Feedback on: every answer's usage is read, the most the demonstration can learn from. */
 const SAMPLE_RATE = 1;
-/** The learning pass's trace: the measured one's shape at a seed no measured pass uses. */
-const LEARNING_SEED_OFFSET = 1000;
 
 interface FeedbackPoint {
   config: FeedbackConfig;

@@ -69,8 +69,8 @@ export interface VirtualRun {
 /** `@N` over N shards, as bench:routing names a sharded run; PRIORITY_SUFFIX in front of a priority fleet. */
 export const routerName = (strategy: string, shards: number, policy: SchedulingPolicy = "fcfs"): string => `${strategy}${shards > 1 ? `@${shards}` : ""}${policy === "priority" ? PRIORITY_SUFFIX : ""}`;
 
-/** A router learning from the engines' usage (--feedback). */
-export const FEEDBACK_SUFFIX = "+feedback";
+/** A router learning from the engines' usage (VirtualPoint.feedback). */
+const FEEDBACK_SUFFIX = "+feedback";
 
 /** kvgate's group for the fleet, as bench:routing configures it. */
 export function virtualGroup(strategy: Strategy, setup: Pick<Regime, "preset" | "timeScale">, shards: number, policy: SchedulingPolicy = "fcfs"): ResolvedGroup {
@@ -112,8 +112,8 @@ function openLoopTraffic(p: VirtualPoint, trace: TimedKind): PointTraffic {
   return { trace: schedule.trace, arrivalsMs: schedule.arrivalsMs, fleet: setup, timeoutMs: setup.timeoutMs, maxInFlight: MAX_IN_FLIGHT, kvCeiling: schedule.kv_ceiling, sloTtftMs: setup.sloTtftMs, at: {} };
 }
 
-/** bench:routing-feedback's learning pass: the point's trace at this seed offset (bench/routing/feedback.ts). */
-const LEARNING_SEED_OFFSET = 1000;
+/** bench:routing-feedback's learning pass: the point's trace at this seed offset, on the fleet and here alike. */
+export const LEARNING_SEED_OFFSET = 1000;
 
 /** bench:routing's closed-loop runs wait this long for a request (bench/routing/run.ts). */
 const CLOSED_LOOP_TIMEOUT_MS = 300_000;
