@@ -28,14 +28,6 @@ import { LearnedFigure } from "./bounded.ts";
  * then drained up to 8× too slowly, backends looked busy, and sessions were moved off their
  * cache. The figure held stays. And a fit within DEAD_BAND of it leaves it: a rate that close
  * drains the debt well enough, and one that moved with every fit's noise moved placement with it.
- *
- * Until a backend's own answers teach it a rate, it borrows its group's: the other backends'
- * learned rates as a multiple of their configured ones (the median), times its own configured
- * rate — so an operator's figure that is wrong for every server alike is put right on all of them
- * once some have learned, and a fleet's servers configured differently stay different. Without it,
- * a rate configured 4× too slow and learned by two backends of four left the other two looking 4×
- * busier than they were, and sessions moved off them (virtual time, bench:routing-feedback's
- * trace at 32 sessions: kv_hit 0.893 against 0.906).
  */
 
 const WINDOW = 32;
@@ -60,26 +52,14 @@ export class PrefillRateLearner {
   private readonly ttft = new Float64Array(WINDOW);
   private filled = 0;
   private next = 0;
-  /** The group's rate (PrefillRateLearner.borrow), until it learns its own; never saved. */
-  private borrowed: number | null = null;
   samples = 0;
 
   constructor(configured: number) {
     this.figure = new LearnedFigure(configured, RATE_RANGE);
   }
 
-  /** Its own learned rate, else the one it borrowed from its group, else the configured one. */
   get tokensPerSec(): number {
-    return this.figure.learnedValue ?? this.borrowed ?? this.figure.value;
-  }
-
-  /** The group's learned rates over their configured ones, as a factor of its own configured rate, while it has learned none; true when the rate changed. */
-  borrow(factor: number): boolean {
-    if (this.figure.learnedValue !== null) return false;
-    const next = this.figure.configuredValue * Math.min(RATE_RANGE, Math.max(1 / RATE_RANGE, factor));
-    const changed = next !== this.tokensPerSec;
-    this.borrowed = next;
-    return changed;
+    return this.figure.value;
   }
 
   get configuredRate(): number {
@@ -112,7 +92,7 @@ export class PrefillRateLearner {
     const cut = median(all.map(residual));
     const envelope = this.fit(all.filter((i) => residual(i) <= cut)) ?? first;
     const rate = 1000 / envelope.slope;
-    const held = this.tokensPerSec;
+    const held = this.figure.value;
     if (rate < held * DEAD_BAND && rate > held / DEAD_BAND) return false;
     return this.figure.set(rate);
   }
