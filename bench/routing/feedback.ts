@@ -50,17 +50,9 @@ interface FeedbackPoint {
 
 /** kvgate's group for the regime (what an operator who knows the servers would write), its two hints scaled by the config. */
 function gatewayConfig(p: FeedbackPoint, workerUrls: readonly string[]): GatewayConfigInput {
-  const base = kvgateConfig("prefix-aware", REGIME, workerUrls);
+  const base = kvgateConfig("prefix-aware", REGIME, workerUrls, 1, "fcfs", p.config);
   return {
-    modelGroups: (base.modelGroups ?? []).map((g) => ({
-      ...g,
-      feedback: { sampleRate: p.feedback ? SAMPLE_RATE : 0 },
-      deployments: (g.deployments ?? []).map((d) => ({
-        ...d,
-        kvCapacityBlocks: Math.round((d.kvCapacityBlocks ?? 0) * p.config.kv),
-        prefillTokensPerSec: Math.round((d.prefillTokensPerSec ?? 0) * p.config.rate),
-      })),
-    })),
+    modelGroups: (base.modelGroups ?? []).map((g) => ({ ...g, feedback: { sampleRate: p.feedback ? SAMPLE_RATE : 0 } })),
   };
 }
 

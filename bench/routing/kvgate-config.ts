@@ -4,12 +4,21 @@ import type { SchedulingPolicy } from "../fleet/scheduler.ts";
 import { MODEL, type Regime } from "./matrix.ts";
 import { backendId } from "./worker-share.ts";
 
+/** The two hints as multiples of the workers' real figures. */
+export interface Hints {
+  kv: number;
+  rate: number;
+}
+const RIGHT: Hints = { kv: 1, rate: 1 };
+
 /**
  * kvgate's config in front of a benchmark fleet: one group of the fleet's workers with `strategy`,
  * over `shards` routing objects; `schedulingPolicy`: the workers' (bench/fleet --scheduling-policy),
- * which the deployments name so that kvgate orders a priority fleet's queues.
+ * which the deployments name so that kvgate orders a priority fleet's queues; `hints`: the
+ * deployments' kvCapacityBlocks and prefillTokensPerSec as multiples of the workers' own
+ * (bench:routing-feedback's wrong configurations).
  */
-export function kvgateConfig(strategy: Strategy, regime: Pick<Regime, "preset" | "timeScale">, workerUrls: readonly string[], shards = 1, schedulingPolicy: SchedulingPolicy = "fcfs"): GatewayConfigInput {
+export function kvgateConfig(strategy: Strategy, regime: Pick<Regime, "preset" | "timeScale">, workerUrls: readonly string[], shards = 1, schedulingPolicy: SchedulingPolicy = "fcfs", hints: Hints = RIGHT): GatewayConfigInput {
   return {
     modelGroups: [
       {
@@ -23,8 +32,9 @@ export function kvgateConfig(strategy: Strategy, regime: Pick<Regime, "preset" |
           id: backendId(i),
           baseUrl,
           model: MODEL,
-          kvCapacityBlocks: PRESETS[regime.preset].kvCapacityBlocks,
-          prefillTokensPerSec: Math.round(1000 / (PRESETS[regime.preset].prefillMsPerToken * regime.timeScale)),
+          kvCapacityBlocks: Math.round(PRESETS[regime.preset].kvCapacityBlocks * hints.kv),
+          // The rate rounded as configured before it is scaled, as the fleet's runs had it.
+          prefillTokensPerSec: Math.round(Math.round(1000 / (PRESETS[regime.preset].prefillMsPerToken * regime.timeScale)) * hints.rate),
           ...(schedulingPolicy === "priority" ? { schedulingPolicy } : {}),
         })),
       },

@@ -5,7 +5,7 @@ import { profileOf, resolveFleetOptions } from "../fleet/options.ts";
 import { summarizeOpenLoop } from "../replay/open-loop-stats.ts";
 import type { Percentiles } from "../stats/quantiles.ts";
 import type { TimedKind, TimedTrace, TraceKind } from "../traces/index.ts";
-import { kvgateConfig } from "../routing/kvgate-config.ts";
+import { kvgateConfig, type Hints } from "../routing/kvgate-config.ts";
 import { MODEL, PRIORITY_SUFFIX, REGIMES, traceOf, type Regime } from "../routing/matrix.ts";
 import { OPEN_LOOP_SETUPS, isOpenLoopTrace, scheduleOf } from "../routing/open-loop-matrix.ts";
 import { closedLoopCeiling, sessionsAsTimed } from "./closed-loop.ts";
@@ -34,7 +34,7 @@ export interface VirtualPoint {
   /** Every answer's usage read and learned from (VirtualReplayOptions.feedback). */
   feedback?: boolean;
   /** Every deployment's kvCapacityBlocks and prefillTokensPerSec as multiples of the workers' own (bench:routing-feedback's configs); absent: × 1. */
-  hints?: { kv: number; rate: number };
+  hints?: Hints;
   /** A closed-loop point's trace at another seed through the same gateway and workers first, not counted (VirtualReplayOptions.before). */
   learningPass?: boolean;
 }
@@ -73,18 +73,12 @@ export const routerName = (strategy: string, shards: number, policy: SchedulingP
 const FEEDBACK_SUFFIX = "+feedback";
 
 /** kvgate's group for the fleet, as bench:routing configures it. */
-export function virtualGroup(strategy: Strategy, setup: Pick<Regime, "preset" | "timeScale">, shards: number, policy: SchedulingPolicy = "fcfs"): ResolvedGroup {
+export function virtualGroup(strategy: Strategy, setup: Pick<Regime, "preset" | "timeScale">, shards: number, policy: SchedulingPolicy = "fcfs", hints?: Hints): ResolvedGroup {
   // The URLs only name the deployments: no socket is opened.
   const urls = Array.from({ length: WORKERS }, (_, i) => `http://127.0.0.1:${10_000 + i}`);
-  const parsed = parseConfig(kvgateConfig(strategy, setup, urls, shards, policy));
+  const parsed = parseConfig(kvgateConfig(strategy, setup, urls, shards, policy, hints));
   if (!parsed.ok) throw new Error(parsed.error);
   return parsed.config.groups[0] as ResolvedGroup;
-}
-
-function scaleHints(group: ResolvedGroup, hints: VirtualPoint["hints"]): ResolvedGroup {
-  if (!hints) return group;
-  const deployments = group.deployments.map((d) => ({ ...d, kvCapacityBlocks: Math.round(d.kvCapacityBlocks * hints.kv), prefillTokensPerSec: Math.round(d.prefillTokensPerSec * hints.rate) }));
-  return { ...group, deployments };
 }
 
 /** What a point replays: its traffic, the fleet it runs on, and what its summary is measured against. */
@@ -159,7 +153,7 @@ function runOn(p: VirtualPoint, t: PointTraffic): VirtualRun {
   const result = replayVirtual({
     trace: t.trace,
     arrivalsMs: t.arrivalsMs,
-    group: scaleHints(virtualGroup(p.strategy, t.fleet, p.shards, p.schedulingPolicy), p.hints),
+    group: virtualGroup(p.strategy, t.fleet, p.shards, p.schedulingPolicy, p.hints),
     profile: profileOf(resolveFleetOptions({ preset, workers: WORKERS, timeScale, maxModelLen })),
     model: MODEL,
     timeoutMs: t.timeoutMs,

@@ -106,7 +106,9 @@ export class BackendFeedback {
       setSize: r.setSize,
       setCapacity: r.setCapacity,
     });
-    if (r.firstTokenMs !== undefined && r.aheadBlocks <= Math.max(1, AHEAD_SHARE * (u.prompt - u.cached) * blocksPerToken) && this.prefillRate.observe(u.prompt - u.cached, r.firstTokenMs)) rates = true;
+    const prefilled = u.prompt - u.cached;
+    const unqueued = r.aheadBlocks <= Math.max(1, AHEAD_SHARE * prefilled * blocksPerToken);
+    if (r.firstTokenMs !== undefined && unqueued && this.prefillRate.observe(prefilled, r.firstTokenMs)) rates = true;
     return { capacity, rates };
   }
 
