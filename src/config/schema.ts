@@ -152,8 +152,14 @@ export const GroupSettingsSchema = z.strictObject({
    * A virtual key's limits hold per shard, as they hold per group.
    */
   shards: z._default(z.number().check(z.int(), z.minimum(1), z.maximum(64)), 1),
-  /** In-flight count at which prefix-aware spills a request off its best-matching backend. */
-  saturation: z._default(positiveInt(), 32),
+  /**
+   * In-flight count at which prefix-aware spills a request off its best-matching backend: where a
+   * server stops starting requests (vLLM's --max-num-seqs, 256 by default; llama.cpp's --parallel).
+   * Below it the queued prompt work prefix-aware weighs is what delays a first token. At 32, a
+   * count open-loop bursts reach, the valve copied b2b-saas's group prompts off their backends
+   * until the fleet's caches thrashed (README, Routing → prefix-aware, rule 3).
+   */
+  saturation: z._default(positiveInt(), 256),
   /**
    * Bounded loads of a sharded group: a shard more than `balanceAbs` requests and `balanceRel`
    * times above the group's mean (per unit of weight) is passed over for the prompt's next shard.
