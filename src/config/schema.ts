@@ -164,8 +164,13 @@ export const GroupSettingsSchema = z.strictObject({
    * Bounded loads of a sharded group: a shard more than `balanceAbs` requests and `balanceRel`
    * times above the group's mean (per unit of weight) is passed over for the prompt's next shard.
    * Prefix-aware's choice of backend does not read them: it weighs queued prompt work instead.
+   * They bound a hot prefix's shard; the wait a prompt would have is the queue-cost spill's to
+   * weigh (src/sharding/shard-choice.ts). 64, SGLang's router's balance_abs_threshold: at 4, a
+   * count a burst reaches on a shard of one worker, prompts left the shard holding their prefix
+   * (Mooncake over 4 shards 0.953 × one object's kv_hit, b2b-saas 0.82 × its ceiling; README,
+   * Which shard).
    */
-  balanceAbs: z._default(nonNegativeInt(), 4),
+  balanceAbs: z._default(nonNegativeInt(), 64),
   balanceRel: z._default(z.number().check(z.minimum(1)), 1.5),
   /**
    * A prefix matched by this many recent requests (a decaying count, half-life hotHalfLifeMs) is

@@ -328,9 +328,14 @@ describe("ShardChoice: an isolate's shard for each prompt", () => {
     const hot = chatFingerprint({ model: "m", messages: [{ role: "user", content: text("hot", 3000) }] }, opts);
     const { shards, order } = choice.order(group, hot);
     const home = order[0] as number;
-    for (let i = 0; i < 30; i++) choice.sent(shards.objectNames[home] as string);
+    // The bound is per unit of weight (a shard of 2 backends here), balanceAbs 64 above the
+    // group's mean and 1.5 × it: 160 in flight is 80.5 a backend against a mean of 20.1, within it.
+    for (let i = 0; i < 160; i++) choice.sent(shards.objectNames[home] as string);
+    expect(choice.order(group, hot).order[0]).toBe(home);
+    // 200: 100.5 against 25.1, past it.
+    for (let i = 0; i < 40; i++) choice.sent(shards.objectNames[home] as string);
     expect(choice.order(group, hot).order[0]).not.toBe(home);
-    for (let i = 0; i < 30; i++) choice.ended(shards.objectNames[home] as string);
+    for (let i = 0; i < 200; i++) choice.ended(shards.objectNames[home] as string);
     expect(choice.order(group, hot).order[0]).toBe(home);
   });
 
@@ -387,9 +392,9 @@ describe("ShardChoice: an isolate's shard for each prompt", () => {
     const hot = chatFingerprint({ model: "m", messages: [{ role: "user", content: text("hot", 3000) }] }, opts);
     const { shards, order } = choice.order(group, hot, 0);
     const home = shards.objectNames[order[0] as number] as string;
-    // One request of this isolate's, answered by an object busy with 40 of other isolates'.
+    // One request of this isolate's, answered by an object busy with 200 of other isolates'.
     choice.sent(home);
-    choice.answered(home, { inFlight: 41 }, 0);
+    choice.answered(home, { inFlight: 201 }, 0);
     expect(choice.order(group, hot, 500).order[0]).not.toBe(order[0]);
     // Its own request ended and a second passed: the report is stale, the shard takes the key again.
     choice.ended(home);

@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { runVirtualPoint, virtualGroup } from "../../bench/virtual/point.ts";
 
 /**
- * The saturation valve, through kvgate's routing code and the fleet simulator's engine in virtual
+ * What moves a prompt off the backend or shard holding its prefix by in-flight counts alone, through kvgate's routing code and the fleet simulator's engine in virtual
  * time (bench/virtual/), on llm-d's b2b-saas shape as bench:routing replays it: 150 group prompts
  * of 6,000 tokens whose working set all but fills the fleet's four caches, in Poisson bursts. At
  * a valve of 32 in flight, a group's backend at 32 passed its next questions to another, which
@@ -10,11 +10,17 @@ import { runVirtualPoint, virtualGroup } from "../../bench/virtual/point.ts";
  * (0.868 over 3 seeds × 4 draws), TTFT p50 113 ms. At the engines' own limit (vLLM's
  * max_num_seqs, 256) a group's questions stay on its backend while its queued prompt work says
  * so: 1.000 of the ceiling here.
+ *
+ * A sharded group's bounded loads did the same between shards: at `balanceAbs` 4, over 4 shards
+ * of one worker each, 0.82 of the ceiling on this seed; at 64 (SGLang's router's
+ * balance_abs_threshold), 0.90. Mooncake over 4 shards (6 slices × 3 draws): 0.953 → 1.002 × one
+ * object's kv_hit.
  */
-describe("the saturation valve, in virtual time", () => {
+describe("the bounds that spill a burst, in virtual time", () => {
   it("is by default the engines' concurrent-sequence limit, not a count a burst reaches", () => {
     const group = virtualGroup("prefix-aware", { preset: "a100-7b", timeScale: 1 }, 1);
     expect(group.saturation).toBe(256);
+    expect(group.balanceAbs).toBe(64);
   });
 
   it("keeps a burst of group prompts on their backends: b2b-saas's kv_hit at the ceiling", () => {
@@ -22,5 +28,11 @@ describe("the saturation valve, in virtual time", () => {
     expect(run.errors).toBe(0);
     expect(run.kv_ceiling).toBeGreaterThan(0.85);
     expect((run.kv_hit ?? 0) / (run.kv_ceiling ?? NaN)).toBeGreaterThanOrEqual(0.97);
+  });
+
+  it("keeps a burst of group prompts on their shards: b2b-saas over 4 shards near the ceiling", () => {
+    const run = runVirtualPoint({ trace: "b2b-saas", seed: 3, strategy: "prefix-aware", shards: 4, jitterSeed: 1, hopMs: 20 });
+    expect(run.errors).toBe(0);
+    expect((run.kv_hit ?? 0) / (run.kv_ceiling ?? NaN)).toBeGreaterThanOrEqual(0.88);
   });
 });
