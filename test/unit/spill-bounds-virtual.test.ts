@@ -2,8 +2,9 @@ import { describe, expect, it } from "vitest";
 import { runVirtualPoint, virtualGroup } from "../../bench/virtual/point.ts";
 
 /**
- * What moves a prompt off the backend or shard holding its prefix by in-flight counts alone, through kvgate's routing code and the fleet simulator's engine in virtual
- * time (bench/virtual/), on llm-d's b2b-saas shape as bench:routing replays it: 150 group prompts
+ * What moves a prompt off the backend or shard holding its prefix by in-flight counts alone,
+ * through kvgate's routing code and the fleet simulator's engine in virtual time (bench/virtual/),
+ * on llm-d's b2b-saas shape as bench:routing replays it: 150 group prompts
  * of 6,000 tokens whose working set all but fills the fleet's four caches, in Poisson bursts. At
  * a valve of 32 in flight, a group's backend at 32 passed its next questions to another, which
  * copied the group prompt and evicted another group's: kv_hit 0.886 of the ceiling on this seed
@@ -17,7 +18,7 @@ import { runVirtualPoint, virtualGroup } from "../../bench/virtual/point.ts";
  * object's kv_hit.
  */
 describe("the bounds that spill a burst, in virtual time", () => {
-  it("is by default the engines' concurrent-sequence limit, not a count a burst reaches", () => {
+  it("default to the engines' concurrent-sequence limit and SGLang's balance threshold, not counts a burst reaches", () => {
     const group = virtualGroup("prefix-aware", { preset: "a100-7b", timeScale: 1 }, 1);
     expect(group.saturation).toBe(256);
     expect(group.balanceAbs).toBe(64);
