@@ -4,13 +4,12 @@ import { runVirtualPoint, virtualGroup } from "../../bench/virtual/point.ts";
 /**
  * What moves a prompt off the backend or shard holding its prefix by in-flight counts alone,
  * through kvgate's routing code and the fleet simulator's engine in virtual time (bench/virtual/),
- * on llm-d's b2b-saas shape as bench:routing replays it: 150 group prompts
- * of 6,000 tokens whose working set all but fills the fleet's four caches, in Poisson bursts. At
- * a valve of 32 in flight, a group's backend at 32 passed its next questions to another, which
- * copied the group prompt and evicted another group's: kv_hit 0.886 of the ceiling on this seed
- * (0.868 over 3 seeds × 4 draws), TTFT p50 113 ms. At the engines' own limit (vLLM's
- * max_num_seqs, 256) a group's questions stay on its backend while its queued prompt work says
- * so: 1.000 of the ceiling here.
+ * on llm-d's b2b-saas shape as bench:routing replays it: 150 group prompts of 6,000 tokens whose
+ * working set all but fills the fleet's four caches, in Poisson bursts. At a valve of 32 in
+ * flight, a group's backend at 32 passed its next questions to another, which copied the group
+ * prompt and evicted another group's: kv_hit 0.886 of the ceiling on this seed (0.868 over 3 seeds
+ * × 4 draws), TTFT p50 113 ms. At the engines' own limit (vLLM's max_num_seqs, 256) a group's
+ * questions stay on its backend while its queued prompt work says so: 1.000 of the ceiling here.
  *
  * A sharded group's bounded loads did the same between shards: at `balanceAbs` 4, over 4 shards
  * of one worker each, 0.82 of the ceiling on this seed; at 64 (SGLang's router's
