@@ -2,6 +2,7 @@ import { sseErrorEvent } from "../openai/errors.ts";
 import type { ChunkTransform, CompletionSummary } from "../hooks/types.ts";
 import { EventAligner } from "./sse-boundary.ts";
 import { readUsage, TailKeeper, USAGE_TAIL_BYTES } from "./usage.ts";
+import { UsageTap } from "./usage-tap.ts";
 
 export interface RelayOptions {
   /** Per-chunk transforms from hooks; empty on the plain pass-through path. */
@@ -15,7 +16,8 @@ export interface RelayOptions {
   /**
    * A byte pipe the runtime pumps without running JavaScript per chunk (workerd's
    * IdentityTransformStream). With it, no transform and no stall bound, the body takes the fast
-   * path: nothing per chunk at all, and the summary has no byte count, first-byte time or usage.
+   * path: nothing per chunk at all, and the summary has no byte count or usage — unless readUsage
+   * asks for them, which a tap on a copy of the body reads in a few large reads.
    */
   nativePipe?: () => ReadableWritablePair<Uint8Array, Uint8Array>;
   /** Whether the client has gone (request.signal in Workers); an errored pipe says so too. */
@@ -36,7 +38,7 @@ export interface RelayOptions {
    * the upstream spoke again. 0 or absent: none.
    */
   keepAliveMs?: number;
-  /** The summary must have the upstream's usage (a virtual key counts tokens): the JavaScript path, which keeps the tail. */
+  /** The summary must have the upstream's usage and byte count (a virtual key counts tokens). */
   readUsage?: boolean;
 }
 
@@ -57,7 +59,7 @@ const KEEP_ALIVE = encoder.encode(": keep-alive\n\n");
  */
 export function relay(body: ReadableStream<Uint8Array>, o: RelayOptions): ReadableStream<Uint8Array> {
   const pipe = o.nativePipe ? o.nativePipe() : new TransformStream<Uint8Array, Uint8Array>();
-  if (o.transforms.length === 0 && o.nativePipe && !o.idleTimeoutMs && !o.readUsage) return relayNative(body, o, pipe);
+  if (o.transforms.length === 0 && o.nativePipe && !o.idleTimeoutMs) return o.readUsage ? relayTapped(body, o, pipe) : relayNative(body, o, pipe);
   void pump(body, pipe.writable.getWriter(), o);
   return pipe.readable;
 }
@@ -182,7 +184,6 @@ async function pump(body: ReadableStream<Uint8Array>, writer: WritableStreamDefa
  */
 function relayNative(body: ReadableStream<Uint8Array>, o: RelayOptions, pipe: ReadableWritablePair<Uint8Array, Uint8Array>): ReadableStream<Uint8Array> {
   let ttftMs: number | null = o.sse ? null : o.now() - o.sentAt;
-  const end = (outcome: CompletionSummary["outcome"]) => o.onEnd({ outcome, bytes: null, usage: null, ttftMs });
   const passFirst = async (): Promise<void> => {
     const reader = body.getReader();
     const first = await reader.read();
@@ -197,24 +198,77 @@ function relayNative(body: ReadableStream<Uint8Array>, o: RelayOptions, pipe: Re
       writer.releaseLock();
     }
   };
-  // A client gone before the first write leaves the writable errored: pipeTo then cancels the body and rejects.
-  (o.sse ? passFirst() : Promise.resolve())
-    .then(() => body.pipeTo(pipe.writable, { preventAbort: true, preventClose: true }))
+  pumpToClient(body, o, pipe, o.sse ? passFirst() : Promise.resolve(), {
+    end: (outcome) => o.onEnd({ outcome, bytes: null, usage: null, ttftMs }),
+    cancel: () => void body.cancel().catch(() => {}),
+  });
+  return pipe.readable;
+}
+
+/**
+ * The fast path for a body whose usage must be read (a virtual key counts its tokens, or routing's
+ * feedback sampled it) and that no hook rewrites: the body is teed, one branch pumped to the
+ * client natively as on the fast path, the other read by a UsageTap a few times a stream. Reading
+ * every chunk in the JavaScript loop instead costs ~120–140 µs of workerd CPU a chunk
+ * (bench:ceiling, a virtual key over the master key). The client's branch does not wait on the
+ * tap. No keep-alive comments: as on the fast path, a silent stream's departed client is found at
+ * its next event (streamIdleTimeoutMs takes the JavaScript loop, which writes them).
+ */
+function relayTapped(body: ReadableStream<Uint8Array>, o: RelayOptions, pipe: ReadableWritablePair<Uint8Array, Uint8Array>): ReadableStream<Uint8Array> {
+  // A whole answer's first byte came with its headers: now (see relayNative).
+  const headersAt = o.sse ? null : o.now();
+  const [toClient, toTap] = body.tee();
+  const tap = new UsageTap(toTap, o.now);
+  pumpToClient(toClient, o, pipe, Promise.resolve(), {
+    end: (outcome) => {
+      tap.finish();
+      void tap.ended.then((t) => {
+        const firstAt = headersAt ?? t.firstAt;
+        o.onEnd({ outcome, bytes: t.bytes, usage: outcome === "client-abort" ? null : t.usage, ttftMs: firstAt === null ? null : firstAt - o.sentAt });
+      });
+    },
+    // The upstream body is cancelled once both branches are; pipeTo leaves the client's to this
+    // (a tee branch's cancel waits for the other's, and pipeTo would wait on it before settling).
+    cancel: () => {
+      toClient.cancel().catch(() => {});
+      tap.cancel();
+    },
+    preventCancel: true,
+  });
+  return pipe.readable;
+}
+
+/**
+ * Pumps `source` into the client's pipe natively once `first` settles, and reports how it ended:
+ * normally, upstream failure (an SSE body then gets an error event), or the client gone
+ * (`cancel` stops the upstream body, and onClientGone the upstream request).
+ */
+function pumpToClient(
+  source: ReadableStream<Uint8Array>,
+  o: RelayOptions,
+  pipe: ReadableWritablePair<Uint8Array, Uint8Array>,
+  first: Promise<void>,
+  on: { end: (outcome: CompletionSummary["outcome"]) => void; cancel: () => void; preventCancel?: boolean },
+): void {
+  // A client gone before the first write leaves the writable errored: pipeTo then cancels the body
+  // (unless preventCancel) and rejects.
+  first
+    .then(() => source.pipeTo(pipe.writable, { preventAbort: true, preventClose: true, preventCancel: on.preventCancel === true }))
     .then(
       () => {
         const writer = pipe.writable.getWriter();
-        if (writer.desiredSize === null || o.clientGone?.()) return end("client-abort");
+        if (writer.desiredSize === null || o.clientGone?.()) return on.end("client-abort");
         writer.close().catch(() => {});
-        end("ok");
+        on.end("ok");
       },
       async (err: unknown) => {
         const writer = pipe.writable.getWriter();
         if (writer.desiredSize === null || o.clientGone?.()) {
-          body.cancel().catch(() => {});
+          on.cancel();
           o.onClientGone?.();
-          return end("client-abort");
+          return on.end("client-abort");
         }
-        end("upstream-error");
+        on.end("upstream-error");
         try {
           if (o.sse) {
             // This path sees no bytes, so it cannot know whether the upstream stopped between events.
@@ -231,5 +285,4 @@ function relayNative(body: ReadableStream<Uint8Array>, o: RelayOptions, pipe: Re
         }
       },
     );
-  return pipe.readable;
 }

@@ -21,6 +21,8 @@ beforeAll(async () => {
   gw = await startTestGateway({
     modelGroups: [
       { name: "endless", deployments: [deployment("endless-stream")] },
+      // Every request sampled for routing's feedback: its usage is read from a tapped copy of the body.
+      { name: "endless-tapped", feedback: { sampleRate: 1 }, deployments: [deployment("endless-stream")] },
       // A stream the gateway reads in JavaScript (it watches for stalls), on a backend with room for two.
       { name: "silent-watched", streamIdleTimeoutMs: 60_000, deployments: [deployment("silent-stream", { maxInFlight: 2 })] },
       { name: "silent-stalls", streamIdleTimeoutMs: 3_000, deployments: [deployment("silent-stream")] },
@@ -35,8 +37,8 @@ afterAll(async () => {
 });
 
 const CHAT = "/v1/chat/completions";
-const ask = (model: string, stream: boolean) => ({ model, stream, messages: [{ role: "user", content: "hello" }] });
-const post = (model: string, stream: boolean): Promise<RawExchange> => rawPost(gw.url, CHAT, ask(model, stream), { authorization: `Bearer ${gw.key}` });
+const ask = (model: string, stream: boolean, extra: Record<string, unknown>) => ({ model, stream, messages: [{ role: "user", content: "hello" }], ...extra });
+const post = (model: string, stream: boolean, extra: Record<string, unknown> = {}): Promise<RawExchange> => rawPost(gw.url, CHAT, ask(model, stream, extra), { authorization: `Bearer ${gw.key}` });
 
 /** The upstream request is cancelled and the slot freed, both within 2 s of `leftAt`. */
 async function expectReleasedWithin2s(group: string, behaviour: string, leftAt: number): Promise<void> {
@@ -56,6 +58,20 @@ describe("a client that leaves", () => {
     const leftAt = Date.now();
     c.close();
     await expectReleasedWithin2s("endless", "endless-stream", leftAt);
+  });
+
+  it("mid-stream, on a stream whose usage is read from a tapped copy of its body (FIN)", async () => {
+    // The client asks for the usage event, so nothing is taken out of the stream: the body is teed,
+    // and both branches must be cancelled for the upstream request to be.
+    upstream.reset();
+    const c = await post("endless-tapped", true, { stream_options: { include_usage: true } });
+    await c.waitFor(/tick/);
+    // Event by event: the client's branch does not wait for the tap's reads to fill (16 KiB).
+    expect(upstream.stats("endless-stream").bytesWritten).toBeLessThan(4096);
+    expect(await gw.inFlight("endless-tapped")).toBe(1);
+    const leftAt = Date.now();
+    c.close();
+    await expectReleasedWithin2s("endless-tapped", "endless-stream", leftAt);
   });
 
   it("a watched stream whose upstream went silent (FIN): an SSE comment written into the idle stream finds the client gone", async () => {

@@ -157,6 +157,23 @@ describe("usage", () => {
     expect({ prompt_tokens: got.prompt_tokens, completion_tokens: got.completion_tokens, cached_tokens: got.cached_tokens, requests: got.requests }).toEqual(want);
   });
 
+  it("counts a long stream whose client asked for its usage: read from a copy of the body in batches, every event passed on", async () => {
+    const { id, key } = await createKey({ name: "long" });
+    const client = new OpenAI({ apiKey: key, baseURL: `${gw.url}/v1`, maxRetries: 0 });
+    let events = 0;
+    let seen: OpenAI.CompletionUsage | null | undefined = null;
+    // ~1,000 events, well past one 16 KiB read of the tap and its 8 KiB tail.
+    for await (const chunk of await client.chat.completions.create({ model: "keys", messages: [{ role: "user", content: "a long answer" }], max_tokens: 1000, stream: true, stream_options: { include_usage: true } })) {
+      if (chunk.choices.length > 0) events++;
+      if (chunk.usage) seen = chunk.usage;
+    }
+    expect(seen?.completion_tokens).toBe(1000);
+    expect(events).toBeGreaterThanOrEqual(1000);
+    await vi.waitFor(async () => expect((await usage(id)).requests).toBe(1), EVENTUALLY);
+    const got = await usage(id);
+    expect([got.prompt_tokens, got.completion_tokens, got.cached_tokens]).toEqual([seen?.prompt_tokens, 1000, seen?.prompt_tokens_details?.cached_tokens ?? 0]);
+  });
+
   it("counts a non-streamed answer once when the first backend broke its body off and another answered", async () => {
     const { id, key } = await createKey({});
     const res = await post(key, "keys-cut", { max_tokens: 7 });

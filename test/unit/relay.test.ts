@@ -235,3 +235,55 @@ describe("relay, fast path (a natively pumped pipe, no transforms)", () => {
     expect(cancelled()).toBe(true);
   });
 });
+
+describe("relay, fast path with the usage read from a tapped copy (no transforms, readUsage)", () => {
+  function startTapped(body: ReadableStream<Uint8Array>, sse = true, now: () => number = () => 5) {
+    let done!: (s: CompletionSummary) => void;
+    const ended = new Promise<CompletionSummary>((r) => (done = r));
+    const out = relay(body, { transforms: [], sse, sentAt: 0, now, onEnd: done, readUsage: true, nativePipe: () => new TransformStream<Uint8Array, Uint8Array>() });
+    return { out, ended };
+  }
+
+  it("passes bytes through unchanged and reads the byte count, first chunk's time and final usage", async () => {
+    const chunks = ['data: {"a":1}\n\n', 'data: {"b":2}\n\n', usageEvent, "data: [DONE]\n\n"];
+    const { out, ended } = startTapped(source(chunks));
+    expect(await new Response(out).text()).toBe(chunks.join(""));
+    expect(await ended).toEqual({ outcome: "ok", bytes: enc.encode(chunks.join("")).length, usage: { promptTokens: 100, completionTokens: 4, cachedTokens: 64, cacheReported: true }, ttftMs: 5 });
+  });
+
+  it("reads a usage event that comes in pieces, after more than the kept tail of other events", async () => {
+    const filler = Array.from({ length: 400 }, (_, i) => `data: {"choices":[{"delta":{"content":"token ${i}"}}]}\n\n`);
+    const chunks = [...filler, usageEvent.slice(0, 40), usageEvent.slice(40), "data: [DONE]\n\n"];
+    const { out, ended } = startTapped(source(chunks));
+    expect(await new Response(out).text()).toBe(chunks.join(""));
+    const s = await ended;
+    expect(s.bytes).toBe(enc.encode(chunks.join("")).length);
+    expect(s.usage).toEqual({ promptTokens: 100, completionTokens: 4, cachedTokens: 64, cacheReported: true });
+  });
+
+  it("times a whole answer's first byte at its headers, and reads its usage", async () => {
+    let clock = 7;
+    const body = JSON.stringify({ choices: [], usage: { prompt_tokens: 9, completion_tokens: 2 } });
+    const { out, ended } = startTapped(source([body]), false, () => clock++);
+    expect(await new Response(out).text()).toBe(body);
+    expect(await ended).toMatchObject({ outcome: "ok", ttftMs: 7, usage: { promptTokens: 9, completionTokens: 2 } });
+  });
+
+  it("ends a stream whose upstream dies with an SSE error event", async () => {
+    const { out, ended } = startTapped(source(['data: {"a":1}\n\n'], { failAfter: 1 }));
+    const text = await new Response(out).text();
+    expect(text.startsWith('data: {"a":1}\n\n')).toBe(true);
+    expect(text).toContain('"code":"upstream_stream_error"');
+    expect(await ended).toMatchObject({ outcome: "upstream-error", ttftMs: 5, usage: null });
+  });
+
+  it("cancels the upstream when the client goes away, and counts no usage", async () => {
+    const { endless, cancelled } = endlessSource();
+    const { out, ended } = startTapped(endless);
+    const reader = out.getReader();
+    await reader.read();
+    await reader.cancel();
+    expect(await ended).toMatchObject({ outcome: "client-abort", usage: null });
+    expect(cancelled()).toBe(true);
+  });
+});

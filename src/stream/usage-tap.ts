@@ -1,0 +1,106 @@
+import { readUsage, TailKeeper, USAGE_TAIL_BYTES, type Usage } from "./usage.ts";
+
+/** What a tap saw of a body: its length, its first byte's time, and its final usage. */
+export interface Tapped {
+  bytes: number;
+  /** When the first bytes came (the `now` clock's time); null for an empty or failed body. */
+  firstAt: number | null;
+  usage: Usage | null;
+}
+
+/** The most one read of a tap takes: what it holds of the body between two drains is in the tee's queue. */
+export const TAP_READ_BYTES = 16 * 1024;
+
+/**
+ * How often a tap drains what its branch has queued while the body still flows. Each drain is a
+ * timer and a read or two, not a read per event; between drains the tee holds about a second of
+ * the answer (~50 events of a fast stream, a few KiB).
+ */
+export const TAP_DRAIN_MS = 1000;
+
+/**
+ * Reads a copy of a body (one branch of its `tee()`) to learn its length, first byte's time and
+ * final usage, while the other branch is pumped to the client natively. The client's branch never
+ * waits on it. It reads the first bytes at once (their time is the first token's), then lets the
+ * tee queue the rest and drains the queue every TAP_DRAIN_MS, and once more when `finish()` says
+ * the body ended: where reads fill a buffer from everything queued (a BYOB reader in workerd), a
+ * stream of small events costs JavaScript a few reads in all, not one per event.
+ *
+ * Not workerd's `readAtLeast`: a tee passes a branch's minimum on to its source, so the client's
+ * branch would get nothing until that many bytes came.
+ */
+export class UsageTap {
+  readonly ended: Promise<Tapped>;
+  private reader: ReadableStreamDefaultReader<Uint8Array> | ReadableStreamBYOBReader | null = null;
+  private finished = false;
+  private wake: (() => void) | null = null;
+
+  constructor(branch: ReadableStream<Uint8Array>, now: () => number) {
+    this.ended = this.read(branch, now);
+  }
+
+  /** The body ended (or failed): drain what is left now, without waiting for the next drain. */
+  finish(): void {
+    this.finished = true;
+    this.wake?.();
+  }
+
+  /** Stops reading (the client left): with the other branch cancelled too, the upstream body is. */
+  cancel(): void {
+    this.finish();
+    this.reader?.cancel().catch(() => {});
+  }
+
+  private async read(branch: ReadableStream<Uint8Array>, now: () => number): Promise<Tapped> {
+    const tail = new TailKeeper(USAGE_TAIL_BYTES);
+    let bytes = 0;
+    let firstAt: number | null = null;
+    const readSome = filling(branch);
+    this.reader = readSome.reader;
+    try {
+      for (let drained = false; ; ) {
+        if (drained && firstAt !== null && !this.finished) await this.untilDrain();
+        const { value, done } = await readSome.read();
+        if (done) break;
+        if (value.byteLength === 0) continue;
+        if (firstAt === null) firstAt = now();
+        bytes += value.byteLength;
+        // A fresh buffer each read: the tail keeps references to the last ones, not copies.
+        tail.push(value);
+        // Less than a full buffer: the queue is empty, and the next read would wait for the upstream.
+        drained = value.byteLength < TAP_READ_BYTES;
+      }
+    } catch {
+      // The upstream failed or the client left: the client's branch says which.
+    }
+    return { bytes, firstAt, usage: readUsage(tail.bytesView()) };
+  }
+
+  private untilDrain(): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        this.wake = null;
+        resolve();
+      }, TAP_DRAIN_MS);
+      this.wake = () => {
+        clearTimeout(timer);
+        this.wake = null;
+        resolve();
+      };
+    });
+  }
+}
+
+/**
+ * Reads of a branch that fill a buffer from everything it has queued (a BYOB reader), or a chunk
+ * at a time where the stream is no byte stream (Node's tee of a JavaScript-made body, in tests).
+ */
+function filling(branch: ReadableStream<Uint8Array>): { reader: ReadableStreamDefaultReader<Uint8Array> | ReadableStreamBYOBReader; read: () => Promise<ReadableStreamReadResult<Uint8Array>> } {
+  try {
+    const reader = branch.getReader({ mode: "byob" });
+    return { reader, read: () => reader.read(new Uint8Array(TAP_READ_BYTES)) };
+  } catch {
+    const reader = branch.getReader();
+    return { reader, read: () => reader.read() };
+  }
+}

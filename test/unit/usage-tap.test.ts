@@ -1,0 +1,50 @@
+import { describe, expect, it } from "vitest";
+import { TAP_READ_BYTES, UsageTap } from "../../src/stream/usage-tap.ts";
+
+const enc = new TextEncoder();
+const usageEvent = 'data: {"choices":[],"usage":{"prompt_tokens":100,"completion_tokens":2000,"prompt_tokens_details":{"cached_tokens":64}}}\n\n';
+
+/** A byte stream (BYOB reads fill a buffer from everything queued), as workerd's bodies are. */
+function byteSource(chunks: string[]): ReadableStream<Uint8Array> {
+  let i = 0;
+  return new ReadableStream({
+    type: "bytes",
+    pull(c) {
+      const next = chunks[i++];
+      if (next === undefined) c.close();
+      else c.enqueue(enc.encode(next));
+    },
+  });
+}
+
+describe("UsageTap", () => {
+  it("reads a body of many buffers' worth from its tee branch: its length, first bytes' time and final usage", async () => {
+    const events = Array.from({ length: 2000 }, (_, i) => `data: {"choices":[{"delta":{"content":"t${i}"}}]}\n\n`);
+    const chunks = [...events, usageEvent.slice(0, 50), usageEvent.slice(50), "data: [DONE]\n\n"];
+    const total = enc.encode(chunks.join("")).length;
+    expect(total).toBeGreaterThan(4 * TAP_READ_BYTES);
+    const [client, branch] = byteSource(chunks).tee();
+    let clock = 10;
+    const tap = new UsageTap(branch, () => clock++);
+    expect(await new Response(client).text()).toBe(chunks.join(""));
+    tap.finish();
+    expect(await tap.ended).toEqual({ bytes: total, firstAt: 10, usage: { promptTokens: 100, completionTokens: 2000, cachedTokens: 64, cacheReported: true } });
+  });
+
+  it("stops when cancelled, and the body's source is cancelled once the client's branch is too", async () => {
+    let cancelled = false;
+    const endless = new ReadableStream<Uint8Array>({
+      type: "bytes",
+      pull: (c) => new Promise((r) => setTimeout(() => r(cancelled ? undefined : c.enqueue(enc.encode("data: {}\n\n"))), 1)),
+      cancel: () => void (cancelled = true),
+    });
+    const [client, branch] = endless.tee();
+    const tap = new UsageTap(branch, () => 1);
+    const reader = client.getReader();
+    await reader.read();
+    tap.cancel();
+    await reader.cancel();
+    expect(await tap.ended).toMatchObject({ firstAt: 1, usage: null });
+    expect(cancelled).toBe(true);
+  });
+});
