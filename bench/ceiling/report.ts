@@ -171,8 +171,9 @@ function keyCostMd(k: KeyCost): string[] {
     "## What a virtual key costs (kvgate-key − kvgate)",
     "",
     "kvgate-key is kvgate with a virtual key instead of the master key: rpm, tpm, max_parallel and a token budget set",
-    "far above the load (checked, never refusing) and usage tracking on, so every answer's usage is read (a stream's by the",
-    "JavaScript relay) and carried to the tenants object. Workerd CPU µs added, paired per repeat:",
+    "far above the load (checked, never refusing) and usage tracking on, so every answer's usage is read and carried to the",
+    "tenants object: a stream's by the JavaScript relay when the event must be taken out (the client did not ask for it), else",
+    "(since e580970) from a tapped copy of the body, the client's bytes on the native pipe. Workerd CPU µs added, paired per repeat:",
     "",
     `- per request (non-streamed, c=50): ${range(k.cpu_us_per_request_added)}; × kvgate: ${range(k.cpu_per_request_ratio)}`,
     `  - of which the key check and rpm / in-flight limits without usage accounting (kvgate-key-nousage, native pipe): ${range(k.cpu_us_per_request_added_without_usage)}`,
@@ -184,7 +185,8 @@ function keyCostMd(k: KeyCost): string[] {
     for (const p of s.per_stream) lines.push(`  - per ${p.chunks}-chunk stream: ${range(p.cpu_us_added)}`);
     if (s.per_chunk) lines.push(`  - per chunk (${s.per_chunk.from_chunks} → ${s.per_chunk.to_chunks} chunks): ${range(s.per_chunk.added)}; from the medians: ${cell(s.per_chunk.added_from_medians)}`);
     const r = s.per_chunk_over_restamp;
-    if (r) lines.push(`  - per chunk over kvgate-restamp, whose chunks take the same JavaScript read loop: ${range(r.added)}; from the medians: ${cell(r.added_from_medians)}`);
+    const loop = s.client_usage ? "whose chunks take the JavaScript read loop, where this key's take the native pipe" : "whose chunks take the same JavaScript read loop";
+    if (r) lines.push(`  - per chunk over kvgate-restamp, ${loop}: ${range(r.added)}; from the medians: ${cell(r.added_from_medians)}`);
   }
   lines.push("", k.how, "");
   return lines;
