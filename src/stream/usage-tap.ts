@@ -28,6 +28,11 @@ export const TAP_DRAIN_MS = 1000;
  *
  * Not workerd's `readAtLeast`: a tee passes a branch's minimum on to its source, so the client's
  * branch would get nothing until that many bytes came.
+ *
+ * A tee pulls its source when either branch reads, and queues what it gets for the other. Between
+ * drains the tap has no read pending, and a drain's last read is the only one that can wait on the
+ * source: so it pulls at most a chunk a drain beyond what the client's branch asks for, and a slow
+ * client still holds the upstream back instead of having its answer queued in the isolate.
  */
 export class UsageTap {
   readonly ended: Promise<Tapped>;

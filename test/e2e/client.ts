@@ -9,6 +9,8 @@ export interface RawExchange {
   received(): string;
   /** Resolves once the received text matches. */
   waitFor(pattern: RegExp, timeoutMs?: number): Promise<void>;
+  /** Stops reading: what comes fills the socket's buffers, then holds the sender back. */
+  pause(): void;
   close(): void;
   reset(): void;
   /** Resolves when the server side has closed the connection. */
@@ -47,6 +49,7 @@ export async function rawPost(baseUrl: string, path: string, body: unknown, head
         };
         check();
       }),
+    pause: () => void socket.pause(),
     close: () => socket.destroy(),
     reset: () => socket.resetAndDestroy(),
     ended,

@@ -23,6 +23,8 @@ beforeAll(async () => {
       { name: "endless", deployments: [deployment("endless-stream")] },
       // Every request sampled for routing's feedback: its usage is read from a tapped copy of the body.
       { name: "endless-tapped", feedback: { sampleRate: 1 }, deployments: [deployment("endless-stream")] },
+      { name: "firehose", deployments: [deployment("firehose-stream")] },
+      { name: "firehose-tapped", feedback: { sampleRate: 1 }, deployments: [deployment("firehose-stream")] },
       // A stream the gateway reads in JavaScript (it watches for stalls), on a backend with room for two.
       { name: "silent-watched", streamIdleTimeoutMs: 60_000, deployments: [deployment("silent-stream", { maxInFlight: 2 })] },
       { name: "silent-stalls", streamIdleTimeoutMs: 3_000, deployments: [deployment("silent-stream")] },
@@ -128,5 +130,31 @@ describe("a client that leaves", () => {
     await vi.waitFor(async () => expect(await gw.inFlight("late-endless")).toBe(0), EVENTUALLY);
     expect(Date.now() - answerAt).toBeLessThan(2000);
     expect((await gw.status("late-endless")).backends[0]?.failed).toBe(0);
+  });
+});
+
+describe("a client that stops reading", () => {
+  // The upstream writes as fast as it is read. Once the client's socket, the gateway's and the
+  // runtime's buffers are full, it must be held back, not read into the isolate's memory: its
+  // bytes written stop growing. A tapped stream's tee must not read on for its tap.
+  it.each(["firehose", "firehose-tapped"])("holds the upstream back (%s)", async (group) => {
+    upstream.reset();
+    const c = await post(group, true, { stream_options: { include_usage: true } });
+    await c.waitFor(/xxxx/);
+    c.pause();
+    const written = () => upstream.stats("firehose-stream").bytesWritten;
+    // Held back: two readings half a second apart agree.
+    await vi.waitFor(
+      async () => {
+        const before = written();
+        await new Promise((r) => setTimeout(r, 500));
+        expect(written()).toBe(before);
+      },
+      { timeout: 20_000, interval: 0 },
+    );
+    // Sockets' and the runtime's buffers: megabytes, never the gigabytes of an unbounded queue.
+    expect(written()).toBeLessThan(256 * 1024 * 1024);
+    c.close();
+    await vi.waitFor(async () => expect(await gw.inFlight(group)).toBe(0), EVENTUALLY);
   });
 });

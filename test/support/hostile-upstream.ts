@@ -100,6 +100,19 @@ const BEHAVIOURS: Record<string, Answer> = {
     }, Number(arg ?? 50));
     res.on("close", () => clearInterval(timer));
   },
+  /** 1 KiB events as fast as the connection takes them (waiting for it to drain), for as long as it lasts. */
+  "firehose-stream": (_req, res, body, _arg, s) => {
+    const { model } = requestOf(body);
+    res.writeHead(200, { "content-type": "text/event-stream" });
+    const text = chunk(model, "x".repeat(1024));
+    const pump = (): void => {
+      while (!res.destroyed) {
+        s.bytesWritten += text.length;
+        if (!res.write(text)) return void res.once("drain", pump);
+      }
+    };
+    pump();
+  },
   /** Nothing for `arg` ms (default 1 s), then events every 50 ms for as long as the connection lasts. */
   "late-endless-stream": (req, res, body, arg, s) => {
     const timer = setTimeout(() => BEHAVIOURS["endless-stream"]?.(req, res, body, undefined, s), Number(arg ?? 1000));
