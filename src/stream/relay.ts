@@ -17,7 +17,7 @@ export interface RelayOptions {
    * A byte pipe the runtime pumps without running JavaScript per chunk (workerd's
    * IdentityTransformStream). With it, no transform and no stall bound, the body takes the fast
    * path: nothing per chunk at all, and the summary has no byte count or usage — unless readUsage
-   * asks for them, which a tap on a copy of the body reads in a few large reads.
+   * asks for them, which a tap reads from a copy of the body a second's worth at a time.
    */
   nativePipe?: () => ReadableWritablePair<Uint8Array, Uint8Array>;
   /** Whether the client has gone (request.signal in Workers); an errored pipe says so too. */
@@ -208,7 +208,7 @@ function relayNative(body: ReadableStream<Uint8Array>, o: RelayOptions, pipe: Re
 /**
  * The fast path for a body whose usage must be read (a virtual key counts its tokens, or routing's
  * feedback sampled it) and that no hook rewrites: the body is teed, one branch pumped to the
- * client natively as on the fast path, the other read by a UsageTap a few times a stream. Reading
+ * client natively as on the fast path, the other read by a UsageTap once a second and at its end. Reading
  * every chunk in the JavaScript loop instead costs ~120–140 µs of workerd CPU a chunk
  * (bench:ceiling, a virtual key over the master key). The client's branch does not wait on the
  * tap. No keep-alive comments: as on the fast path, a silent stream's departed client is found at

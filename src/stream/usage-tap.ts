@@ -19,12 +19,20 @@ export const TAP_READ_BYTES = 16 * 1024;
 export const TAP_DRAIN_MS = 1000;
 
 /**
+ * The most reads one drain makes before the body ends (128 KiB): a read that comes back full may
+ * have pulled the upstream itself, for the tap alone, while a client that stopped reading holds its
+ * branch back; so a drain stops there, and a paused client leaves at most this much a second
+ * queued for it (an LLM stream sends a few KiB a second). At the end, the tap reads to the end.
+ */
+export const TAP_READS_PER_DRAIN = 8;
+
+/**
  * Reads a copy of a body (one branch of its `tee()`) to learn its length, first byte's time and
  * final usage, while the other branch is pumped to the client natively. The client's branch never
  * waits on it. It reads the first bytes at once (their time is the first token's), then lets the
  * tee queue the rest and drains the queue every TAP_DRAIN_MS, and once more when `finish()` says
  * the body ended: where reads fill a buffer from everything queued (a BYOB reader in workerd), a
- * stream of small events costs JavaScript a few reads in all, not one per event.
+ * stream of small events costs JavaScript a read or two a second, not one per event.
  *
  * Not workerd's `readAtLeast`: a tee passes a branch's minimum on to its source, so the client's
  * branch would get nothing until that many bytes came.
@@ -63,15 +71,18 @@ export class UsageTap {
     const readSome = filling(branch);
     this.reader = readSome.reader;
     try {
-      for (let drained = false; ; ) {
-        if (drained && firstAt !== null && !this.finished) await this.untilDrain();
+      for (let reads = 0, drained = false; ; reads++) {
+        if ((drained || reads >= TAP_READS_PER_DRAIN) && firstAt !== null && !this.finished) {
+          await this.untilDrain();
+          reads = 0;
+        }
         const { value, done } = await readSome.read();
         if (done) break;
         if (value.byteLength === 0) continue;
         if (firstAt === null) firstAt = now();
         bytes += value.byteLength;
-        // A fresh buffer each read: the tail keeps references to the last ones, not copies.
-        tail.push(value);
+        // A copy of its own size: a view would pin the whole read buffer for the tail's sake.
+        tail.push(value.slice());
         // Less than a full buffer: the queue is empty, and the next read would wait for the upstream.
         drained = value.byteLength < TAP_READ_BYTES;
       }
@@ -103,7 +114,16 @@ export class UsageTap {
 function filling(branch: ReadableStream<Uint8Array>): { reader: ReadableStreamDefaultReader<Uint8Array> | ReadableStreamBYOBReader; read: () => Promise<ReadableStreamReadResult<Uint8Array>> } {
   try {
     const reader = branch.getReader({ mode: "byob" });
-    return { reader, read: () => reader.read(new Uint8Array(TAP_READ_BYTES)) };
+    // One buffer for the stream: a read hands it back (transferred) with what it filled.
+    let buffer = new ArrayBuffer(TAP_READ_BYTES);
+    return {
+      reader,
+      read: async () => {
+        const step = await reader.read(new Uint8Array(buffer));
+        if (step.value) buffer = step.value.buffer;
+        return step;
+      },
+    };
   } catch {
     const reader = branch.getReader();
     return { reader, read: () => reader.read() };

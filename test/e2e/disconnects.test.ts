@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { TAP_DRAIN_MS } from "../../src/stream/usage-tap.ts";
 import { startHostileUpstream, type HostileUpstream } from "../support/hostile-upstream.ts";
 import { rawPost, type RawExchange } from "./client.ts";
 import { EVENTUALLY, startTestGateway, type TestGateway } from "./gateway.ts";
@@ -143,14 +144,14 @@ describe("a client that stops reading", () => {
     await c.waitFor(/xxxx/);
     c.pause();
     const written = () => upstream.stats("firehose-stream").bytesWritten;
-    // Held back: two readings half a second apart agree.
+    // Held back: two readings agree across more than one of the tap's drains (TAP_DRAIN_MS).
     await vi.waitFor(
       async () => {
         const before = written();
-        await new Promise((r) => setTimeout(r, 500));
+        await new Promise((r) => setTimeout(r, 2.5 * TAP_DRAIN_MS));
         expect(written()).toBe(before);
       },
-      { timeout: 20_000, interval: 0 },
+      { timeout: 30_000, interval: 0 },
     );
     // Sockets' and the runtime's buffers: megabytes, never the gigabytes of an unbounded queue.
     expect(written()).toBeLessThan(256 * 1024 * 1024);

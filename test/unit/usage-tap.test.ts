@@ -1,5 +1,5 @@
-import { describe, expect, it } from "vitest";
-import { TAP_READ_BYTES, UsageTap } from "../../src/stream/usage-tap.ts";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { TAP_DRAIN_MS, TAP_READ_BYTES, TAP_READS_PER_DRAIN, UsageTap } from "../../src/stream/usage-tap.ts";
 
 const enc = new TextEncoder();
 const usageEvent = 'data: {"choices":[],"usage":{"prompt_tokens":100,"completion_tokens":2000,"prompt_tokens_details":{"cached_tokens":64}}}\n\n';
@@ -46,5 +46,42 @@ describe("UsageTap", () => {
     await reader.cancel();
     expect(await tap.ended).toMatchObject({ firstAt: 1, usage: null });
     expect(cancelled).toBe(true);
+  });
+
+  describe("while the body flows", () => {
+    afterEach(() => void vi.useRealTimers());
+
+    /** A byte stream that makes a chunk of `size` bytes each time it is pulled, counting the pulls. */
+    function counted(size: number): { stream: ReadableStream<Uint8Array>; pulls: () => number } {
+      let pulls = 0;
+      const stream = new ReadableStream({ type: "bytes", pull: (c) => void (pulls++, c.enqueue(new Uint8Array(size).fill(0x61))) });
+      return { stream, pulls: () => pulls };
+    }
+
+    it("reads the first bytes at once, then nothing until a drain is due: no read pending that would pull the upstream for it", async () => {
+      vi.useFakeTimers();
+      const { stream, pulls } = counted(100);
+      const tap = new UsageTap(stream, () => 0);
+      await vi.advanceTimersByTimeAsync(0);
+      expect(pulls()).toBe(1);
+      await vi.advanceTimersByTimeAsync(TAP_DRAIN_MS - 1);
+      expect(pulls()).toBe(1);
+      await vi.advanceTimersByTimeAsync(1);
+      expect(pulls()).toBe(2);
+      tap.cancel();
+      expect(await tap.ended).toMatchObject({ bytes: 200 });
+    });
+
+    it("stops a drain after TAP_READS_PER_DRAIN full reads, however much more the upstream has", async () => {
+      vi.useFakeTimers();
+      const { stream, pulls } = counted(TAP_READ_BYTES);
+      const tap = new UsageTap(stream, () => 0);
+      await vi.advanceTimersByTimeAsync(0);
+      expect(pulls()).toBe(TAP_READS_PER_DRAIN);
+      await vi.advanceTimersByTimeAsync(TAP_DRAIN_MS);
+      expect(pulls()).toBe(2 * TAP_READS_PER_DRAIN);
+      tap.cancel();
+      await tap.ended;
+    });
   });
 });
