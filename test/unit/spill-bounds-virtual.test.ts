@@ -16,6 +16,10 @@ import { runVirtualPoint, virtualGroup } from "../../bench/virtual/point.ts";
  * balance_abs_threshold), 0.90. Mooncake over 4 shards (6 slices × 3 draws): 0.953 → 1.002 × one
  * object's kv_hit.
  */
+// Each run replays ~2,000 requests through the routing code and the engine model: a few seconds
+// alone, several times that on a shared machine running other suites beside it.
+const RUN = { timeout: 60_000 };
+
 describe("the bounds that spill a burst, in virtual time", () => {
   it("default to the engines' concurrent-sequence limit and SGLang's balance threshold, not counts a burst reaches", () => {
     const group = virtualGroup("prefix-aware", { preset: "a100-7b", timeScale: 1 }, 1);
@@ -23,14 +27,14 @@ describe("the bounds that spill a burst, in virtual time", () => {
     expect(group.balanceAbs).toBe(64);
   });
 
-  it("keeps a burst of group prompts on their backends: b2b-saas's kv_hit at the ceiling", () => {
+  it("keeps a burst of group prompts on their backends: b2b-saas's kv_hit at the ceiling", RUN, () => {
     const run = runVirtualPoint({ trace: "b2b-saas", seed: 3, strategy: "prefix-aware", shards: 1, jitterSeed: 1, hopMs: 20 });
     expect(run.errors).toBe(0);
     expect(run.kv_ceiling).toBeGreaterThan(0.85);
     expect((run.kv_hit ?? 0) / (run.kv_ceiling ?? NaN)).toBeGreaterThanOrEqual(0.97);
   });
 
-  it("keeps a burst of group prompts on their shards: b2b-saas over 4 shards near the ceiling", () => {
+  it("keeps a burst of group prompts on their shards: b2b-saas over 4 shards near the ceiling", RUN, () => {
     const run = runVirtualPoint({ trace: "b2b-saas", seed: 3, strategy: "prefix-aware", shards: 4, jitterSeed: 1, hopMs: 20 });
     expect(run.errors).toBe(0);
     expect((run.kv_hit ?? 0) / (run.kv_ceiling ?? NaN)).toBeGreaterThanOrEqual(0.88);
