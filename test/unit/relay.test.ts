@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { CompletionSummary } from "../../src/hooks/types.ts";
-import { relay } from "../../src/stream/relay.ts";
+import { relay, type RelayOptions } from "../../src/stream/relay.ts";
 
 const enc = new TextEncoder();
 const dec = new TextDecoder();
@@ -30,12 +30,16 @@ function endlessSource(): { endless: ReadableStream<Uint8Array>; cancelled: () =
   return { endless, cancelled: () => cancelled };
 }
 
-function start(body: ReadableStream<Uint8Array>, sse = true): { out: ReadableStream<Uint8Array>; ended: Promise<CompletionSummary> } {
+/** A relay of `body` with no hooks, the clock at 5 ms; `extra` picks its path (a native pipe, the usage read). */
+function start(body: ReadableStream<Uint8Array>, sse = true, extra: Partial<RelayOptions> = {}): { out: ReadableStream<Uint8Array>; ended: Promise<CompletionSummary> } {
   let done!: (s: CompletionSummary) => void;
   const ended = new Promise<CompletionSummary>((r) => (done = r));
-  const out = relay(body, { transforms: [], sse, sentAt: 0, now: () => 5, onEnd: done });
+  const out = relay(body, { transforms: [], sse, sentAt: 0, now: () => 5, onEnd: done, ...extra });
   return { out, ended };
 }
+
+/** Node has no IdentityTransformStream: a TransformStream stands in for the pipe workerd pumps natively. */
+const nativePipe = () => new TransformStream<Uint8Array, Uint8Array>();
 
 const usageEvent = 'data: {"choices":[],"usage":{"prompt_tokens":100,"completion_tokens":4,"total_tokens":104,"prompt_tokens_details":{"cached_tokens":64}}}\n\n';
 
@@ -165,12 +169,7 @@ describe("relay: keep-alive comments into an idle stream", () => {
 });
 
 describe("relay, fast path (a natively pumped pipe, no transforms)", () => {
-  function startNative(body: ReadableStream<Uint8Array>, sse = true) {
-    let done!: (s: CompletionSummary) => void;
-    const ended = new Promise<CompletionSummary>((r) => (done = r));
-    const out = relay(body, { transforms: [], sse, sentAt: 0, now: () => 5, onEnd: done, nativePipe: () => new TransformStream<Uint8Array, Uint8Array>() });
-    return { out, ended };
-  }
+  const startNative = (body: ReadableStream<Uint8Array>, sse = true) => start(body, sse, { nativePipe });
 
   it("passes bytes through unchanged and counts nothing but the first chunk's time", async () => {
     const chunks = ['data: {"a":1}\n\n', usageEvent, "data: [DONE]\n\n"];
@@ -191,7 +190,7 @@ describe("relay, fast path (a natively pumped pipe, no transforms)", () => {
           c.close();
         }, 5),
     });
-    const out = relay(late, { transforms: [], sse: true, sentAt: 100, now: () => clock, onEnd: done, nativePipe: () => new TransformStream<Uint8Array, Uint8Array>() });
+    const out = relay(late, { transforms: [], sse: true, sentAt: 100, now: () => clock, onEnd: done, nativePipe });
     expect(await new Response(out).text()).toBe("data: {}\n\n");
     expect((await ended).ttftMs).toBe(242);
   });
@@ -237,12 +236,7 @@ describe("relay, fast path (a natively pumped pipe, no transforms)", () => {
 });
 
 describe("relay, fast path with the usage read from a tapped copy (no transforms, readUsage)", () => {
-  function startTapped(body: ReadableStream<Uint8Array>, sse = true, now: () => number = () => 5) {
-    let done!: (s: CompletionSummary) => void;
-    const ended = new Promise<CompletionSummary>((r) => (done = r));
-    const out = relay(body, { transforms: [], sse, sentAt: 0, now, onEnd: done, readUsage: true, nativePipe: () => new TransformStream<Uint8Array, Uint8Array>() });
-    return { out, ended };
-  }
+  const startTapped = (body: ReadableStream<Uint8Array>, sse = true, now: () => number = () => 5) => start(body, sse, { nativePipe, readUsage: true, now });
 
   it("passes bytes through unchanged and reads the byte count, first chunk's time and final usage", async () => {
     const chunks = ['data: {"a":1}\n\n', 'data: {"b":2}\n\n', usageEvent, "data: [DONE]\n\n"];
