@@ -152,9 +152,10 @@ npx node bench/peers/install.ts            # both; or: npx node bench/peers/inst
   kvgate always does.
 - kvgate writes one JSON request line per request (the default, \`logging.requests.sampleRate\` 1);
   kvgate-nolog is the same config with sampleRate 0: kvgate / kvgate-nolog is what logging costs.
-- kvgate-feedback is kvgate with \`feedback.sampleRate\` 1: every answer's usage is read (a stream
-  leaves the native pipe for the JavaScript read) and taught to routing; kvgate-feedback / kvgate is
-  what one sampled request costs, and a rate r costs r times that on average.
+- kvgate-feedback is kvgate with \`feedback.sampleRate\` 1: every answer's usage is read and taught
+  to routing (a stream's from a tapped copy of its body, the stream itself on the native pipe, since
+  its client asks for the usage event: src/stream/usage-tap.ts); kvgate-feedback / kvgate is what one
+  sampled request costs, and a rate r costs r times that on average.
 - kvgate-sharded is kvgate with the group over 2 routing objects (\`shards\` 2), one fleet worker
   each: the Worker keys every prompt and picks its shard (src/sharding/); kvgate-sharded / kvgate
   is what that costs.
@@ -165,10 +166,11 @@ npx node bench/peers/install.ts            # both; or: npx node bench/peers/inst
 - kvgate-key is kvgate's gateway and config with an admin key; the client sends a virtual key made
   through \`POST /admin/v1/keys\` with rpm 10⁸, tpm 10¹⁰, max_parallel 10⁵, a budget of 10¹⁵ tokens a
   month and usage tracking on (bench/overhead/key-target.ts): far above the load, so nothing is
-  refused, but every limit is checked, and every answer's usage is read (a stream's by the
-  JavaScript relay) and sent with the lease's release. After its warm-up the run stops unless
-  \`GET /admin/v1/usage?key=ID\` shows recorded requests. Its streams ask for
-  \`stream_options.include_usage\` themselves, so the usage event is passed on, not stripped.
+  refused, but every limit is checked, and every answer's usage is read and sent with the lease's
+  release. After its warm-up the run stops unless \`GET /admin/v1/usage?key=ID\` shows recorded
+  requests. Its streams ask for \`stream_options.include_usage\` themselves, so the usage event is
+  passed on, not stripped, and the stream keeps the native pipe: its usage is read from a tapped
+  copy of the body (src/stream/usage-tap.ts, since e580970; before it, the JavaScript relay).
 - ceiling is the least a prefix-routing gateway does on this runtime: the floor plus reading and
   re-serialising the body and one RPC to a toy router (bench/harness/ceiling-worker.ts), as
   bench:ceiling's floor+body+route.
