@@ -174,6 +174,23 @@ describe("usage", () => {
     expect([got.prompt_tokens, got.completion_tokens, got.cached_tokens]).toEqual([seen?.prompt_tokens, 1000, seen?.prompt_tokens_details?.cached_tokens ?? 0]);
   });
 
+  it("counts a long stream whose client did not ask for its usage: the event taken out of reads that each take many events, every other event passed on", async () => {
+    const { id, key } = await createKey({ name: "long-stripped" });
+    const client = new OpenAI({ apiKey: key, baseURL: `${gw.url}/v1`, maxRetries: 0 });
+    let events = 0;
+    let usageSeen = false;
+    for await (const chunk of await client.chat.completions.create({ model: "keys", messages: [{ role: "user", content: "a long answer, stripped" }], max_tokens: 1000, stream: true })) {
+      if (chunk.choices.length > 0) events++;
+      if (chunk.usage) usageSeen = true;
+    }
+    expect(usageSeen).toBe(false);
+    expect(events).toBeGreaterThanOrEqual(1000);
+    await vi.waitFor(async () => expect((await usage(id)).requests).toBe(1), EVENTUALLY);
+    const got = await usage(id);
+    expect(got.completion_tokens).toBe(1000);
+    expect(got.prompt_tokens).toBeGreaterThan(0);
+  });
+
   it("counts a non-streamed answer once when the first backend broke its body off and another answered", async () => {
     const { id, key } = await createKey({});
     const res = await post(key, "keys-cut", { max_tokens: 7 });

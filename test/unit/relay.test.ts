@@ -106,6 +106,71 @@ describe("relay", () => {
   });
 });
 
+/** A byte stream whose chunks the test enqueues when it likes, as workerd's fetch bodies are byte streams. */
+function heldByteSource(): { body: ReadableStream<Uint8Array>; send: (text: string) => void; end: () => void } {
+  let controller!: ReadableByteStreamController;
+  const body = new ReadableStream({ type: "bytes", start: (c) => void (controller = c) });
+  return { body, send: (text) => controller.enqueue(enc.encode(text)), end: () => controller.close() };
+}
+
+/** Every chunk the client's side of `out` gives, kept as given (not decoded) until the stream ends. */
+async function chunksOf(out: ReadableStream<Uint8Array>): Promise<Uint8Array[]> {
+  const got: Uint8Array[] = [];
+  const reader = out.getReader();
+  for (let r = await reader.read(); !r.done; r = await reader.read()) got.push(r.value);
+  return got;
+}
+
+describe("relay, JavaScript loop over a byte stream (the reads fill a buffer)", () => {
+  const event = (i: number) => `data: {"choices":[{"delta":{"content":"t${i}"}}]}\n\n`;
+
+  it("takes every event queued in one read, and passes every byte on", async () => {
+    const { body, send, end } = heldByteSource();
+    const events = Array.from({ length: 100 }, (_, i) => event(i));
+    for (const e of events) send(e);
+    send(usageEvent);
+    end();
+    const { out, ended } = start(body);
+    const got = await chunksOf(out);
+    expect(dec.decode(Buffer.concat(got))).toBe(events.join("") + usageEvent);
+    // 101 events queued before the first read: one write (~6 KiB), where a read per chunk made 101.
+    expect(got.length).toBe(1);
+    expect((await ended).usage).toEqual({ promptTokens: 100, completionTokens: 4, cachedTokens: 64, cacheReported: true });
+  });
+
+  it("waits for nothing beyond the first byte: each event reaches the client before the next is sent", async () => {
+    const { body, send, end } = heldByteSource();
+    const { out, ended } = start(body);
+    const reader = out.getReader();
+    for (let i = 0; i < 3; i++) {
+      send(event(i));
+      expect(dec.decode((await reader.read()).value)).toBe(event(i));
+    }
+    end();
+    expect((await reader.read()).done).toBe(true);
+    expect((await ended).outcome).toBe("ok");
+  });
+
+  it("hands the client bytes of their own: what it got stays as it was while later reads fill the buffer again", async () => {
+    const { body, send, end } = heldByteSource();
+    const { out, ended } = start(body);
+    const kept = chunksOf(out);
+    const sent: string[] = [];
+    for (let i = 0; i < 50; i++) {
+      sent.push(event(i));
+      send(event(i));
+      // A turn of the event loop between sends: the loop reads each apart, into the one buffer.
+      await new Promise((r) => setTimeout(r, 0));
+    }
+    send(usageEvent);
+    end();
+    const got = await kept;
+    expect(got.length).toBeGreaterThan(10);
+    expect(dec.decode(Buffer.concat(got))).toBe(sent.join("") + usageEvent);
+    expect((await ended).usage?.completionTokens).toBe(4);
+  });
+});
+
 describe("relay: keep-alive comments into an idle stream", () => {
   /** An upstream that sends one event and then nothing until cancelled. */
   /** An upstream that sends one event and then nothing until cancelled, or until `stall()` errors it. */
