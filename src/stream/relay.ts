@@ -1,7 +1,6 @@
 import { sseErrorEvent } from "../openai/errors.ts";
 import type { ChunkTransform, CompletionSummary } from "../hooks/types.ts";
 import { EventAligner } from "./sse-boundary.ts";
-import { fillingReads } from "./filling-reads.ts";
 import { readUsage, TailKeeper, USAGE_TAIL_BYTES } from "./usage.ts";
 import { UsageTap } from "./usage-tap.ts";
 
@@ -54,9 +53,9 @@ const KEEP_ALIVE = encoder.encode(": keep-alive\n\n");
  * instead of a silent truncation), or client disconnect (the upstream body is cancelled).
  *
  * With hooks or a stall bound, one loop reads the upstream and writes what the hooks make of each
- * read into a pipe the runtime pumps to the client (nativePipe in Workers): the client side stays
- * native, so JavaScript runs once per read, where a TransformStream would also run it for the
- * runtime's pulls of a JavaScript-backed body. A read takes every chunk queued (filling-reads.ts).
+ * chunk into a pipe the runtime pumps to the client (nativePipe in Workers): the client side stays
+ * native, so JavaScript runs once per chunk, where a TransformStream would also run it for the
+ * runtime's pulls of a JavaScript-backed body.
  */
 export function relay(body: ReadableStream<Uint8Array>, o: RelayOptions): ReadableStream<Uint8Array> {
   const pipe = o.nativePipe ? o.nativePipe() : new TransformStream<Uint8Array, Uint8Array>();
@@ -68,10 +67,7 @@ export function relay(body: ReadableStream<Uint8Array>, o: RelayOptions): Readab
 async function pump(body: ReadableStream<Uint8Array>, writer: WritableStreamDefaultWriter<Uint8Array>, o: RelayOptions): Promise<void> {
   const { transforms } = o;
   const tail = new TailKeeper(USAGE_TAIL_BYTES);
-  // A read takes every chunk queued, not one: where the upstream sends faster than this loop runs
-  // (a busy isolate, a fast engine) its reads, each an entry into the isolate, take many events at once.
-  const reads = fillingReads(body);
-  const { reader } = reads;
+  const reader = body.getReader();
   // Only whole events reach the client: a cut stream's error event never lands inside one, and a
   // keep-alive comment can go between any two writes.
   const aligner = o.sse ? new EventAligner() : null;
@@ -132,7 +128,7 @@ async function pump(body: ReadableStream<Uint8Array>, writer: WritableStreamDefa
     for (;;) {
       let step: ReadableStreamReadResult<Uint8Array>;
       try {
-        step = await reads.read();
+        step = await reader.read();
       } catch (err) {
         if (left || o.clientGone?.()) {
           writer.abort().catch(() => {});
@@ -154,8 +150,7 @@ async function pump(body: ReadableStream<Uint8Array>, writer: WritableStreamDefa
       }
       if (step.done) break;
       if (left) break;
-      // Its own bytes: the client's pipe and the tail keep them past the next read.
-      const chunk = reads.reused ? step.value.slice() : step.value;
+      const chunk = step.value;
       lastAt = o.now();
       if (firstAt === null) firstAt = lastAt;
       bytes += chunk.length;

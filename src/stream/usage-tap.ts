@@ -1,4 +1,3 @@
-import { FILL_READ_BYTES, fillingReads } from "./filling-reads.ts";
 import { readUsage, TailKeeper, USAGE_TAIL_BYTES, type Usage } from "./usage.ts";
 
 /** What a tap saw of a body: its length, its first byte's time, and its final usage. */
@@ -10,7 +9,7 @@ export interface Tapped {
 }
 
 /** The most one read of a tap takes: what it holds of the body between two drains is in the tee's queue. */
-export const TAP_READ_BYTES = FILL_READ_BYTES;
+export const TAP_READ_BYTES = 16 * 1024;
 
 /**
  * How often a tap drains what its branch has queued while the body still flows. Each drain is a
@@ -32,8 +31,11 @@ export const TAP_READS_PER_DRAIN = 8;
  * final usage, while the other branch is pumped to the client natively. The client's branch never
  * waits on it. It reads the first bytes at once (their time is the first token's), then lets the
  * tee queue the rest and drains the queue every TAP_DRAIN_MS, and once more when `finish()` says
- * the body ended: its reads fill a buffer from everything queued (filling-reads.ts), so a stream
- * of small events costs JavaScript a read or two a second, not one per event.
+ * the body ended: where reads fill a buffer from everything queued (a BYOB reader in workerd), a
+ * stream of small events costs JavaScript a read or two a second, not one per event.
+ *
+ * Not workerd's `readAtLeast`: a tee passes a branch's minimum on to its source, so the client's
+ * branch would get nothing until that many bytes came.
  *
  * A tee pulls its source when either branch reads, and queues what it gets for the other. Between
  * drains the tap has no read pending, and a drain's last read is the only one that can wait on the
@@ -66,7 +68,7 @@ export class UsageTap {
     const tail = new TailKeeper(USAGE_TAIL_BYTES);
     let bytes = 0;
     let firstAt: number | null = null;
-    const readSome = fillingReads(branch);
+    const readSome = filling(branch);
     this.reader = readSome.reader;
     try {
       for (let reads = 0, drained = false; ; reads++) {
@@ -102,5 +104,28 @@ export class UsageTap {
         resolve();
       };
     });
+  }
+}
+
+/**
+ * Reads of a branch that fill a buffer from everything it has queued (a BYOB reader), or a chunk
+ * at a time where the stream is no byte stream (Node's tee of a JavaScript-made body, in tests).
+ */
+function filling(branch: ReadableStream<Uint8Array>): { reader: ReadableStreamDefaultReader<Uint8Array> | ReadableStreamBYOBReader; read: () => Promise<ReadableStreamReadResult<Uint8Array>> } {
+  try {
+    const reader = branch.getReader({ mode: "byob" });
+    // One buffer for the stream: a read hands it back (transferred) with what it filled.
+    let buffer = new ArrayBuffer(TAP_READ_BYTES);
+    return {
+      reader,
+      read: async () => {
+        const step = await reader.read(new Uint8Array(buffer));
+        if (step.value) buffer = step.value.buffer;
+        return step;
+      },
+    };
+  } catch {
+    const reader = branch.getReader();
+    return { reader, read: () => reader.read() };
   }
 }

@@ -26,7 +26,7 @@ beforeAll(async () => {
       { name: "endless-tapped", feedback: { sampleRate: 1 }, deployments: [deployment("endless-stream")] },
       { name: "firehose", deployments: [deployment("firehose-stream")] },
       { name: "firehose-tapped", feedback: { sampleRate: 1 }, deployments: [deployment("firehose-stream")] },
-      // Read in JavaScript (a stall bound), each read taking everything queued.
+      // Read in JavaScript: a stall bound needs every chunk seen.
       { name: "firehose-watched", streamIdleTimeoutMs: 60_000, deployments: [deployment("firehose-stream")] },
       // A stream the gateway reads in JavaScript (it watches for stalls), on a backend with room for two.
       { name: "silent-watched", streamIdleTimeoutMs: 60_000, deployments: [deployment("silent-stream", { maxInFlight: 2 })] },
@@ -140,7 +140,7 @@ describe("a client that stops reading", () => {
   // The upstream writes as fast as it is read. Once the client's socket, the gateway's and the
   // runtime's buffers are full, it must be held back, not read into the isolate's memory: its
   // bytes written stop growing. A tapped stream's tee must not read on for its tap, nor the
-  // JavaScript loop, whose reads take up to 16 KiB at once, on for itself.
+  // JavaScript loop (a stall bound) on for itself.
   it.each(["firehose", "firehose-tapped", "firehose-watched"])("holds the upstream back (%s)", async (group) => {
     upstream.reset();
     const c = await post(group, true, { stream_options: { include_usage: true } });

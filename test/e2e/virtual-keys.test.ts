@@ -174,7 +174,7 @@ describe("usage", () => {
     expect([got.prompt_tokens, got.completion_tokens, got.cached_tokens]).toEqual([seen?.prompt_tokens, 1000, seen?.prompt_tokens_details?.cached_tokens ?? 0]);
   });
 
-  it("counts a long stream whose client did not ask for its usage: the event taken out of reads that each take many events, every other event passed on", async () => {
+  it("counts a long stream whose client did not ask for its usage: the event taken out, every other event passed on", async () => {
     const { id, key } = await createKey({ name: "long-stripped" });
     const client = new OpenAI({ apiKey: key, baseURL: `${gw.url}/v1`, maxRetries: 0 });
     let events = 0;
