@@ -112,6 +112,19 @@ async function fleetTokens(f: Fleet): Promise<{ prompt: number; cached: number; 
   return sum;
 }
 
+/** A 1,000-token stream through the `openai` SDK: the events that carried choices, and the usage event if one came. */
+async function longStream(key: string, content: string, includeUsage: boolean): Promise<{ events: number; usage: OpenAI.CompletionUsage | null }> {
+  const client = new OpenAI({ apiKey: key, baseURL: `${gw.url}/v1`, maxRetries: 0 });
+  let events = 0;
+  let usage: OpenAI.CompletionUsage | null = null;
+  const stream = await client.chat.completions.create({ model: "keys", messages: [{ role: "user", content }], max_tokens: 1000, stream: true, ...(includeUsage ? { stream_options: { include_usage: true } } : {}) });
+  for await (const chunk of stream) {
+    if (chunk.choices.length > 0) events++;
+    if (chunk.usage) usage = chunk.usage;
+  }
+  return { events, usage };
+}
+
 async function errorOf(res: Response): Promise<{ code: string; type: string; message: string }> {
   return ((await res.json()) as { error: { code: string; type: string; message: string } }).error;
 }
@@ -159,14 +172,8 @@ describe("usage", () => {
 
   it("counts a long stream whose client asked for its usage: read from a copy of the body in batches, every event passed on", async () => {
     const { id, key } = await createKey({ name: "long" });
-    const client = new OpenAI({ apiKey: key, baseURL: `${gw.url}/v1`, maxRetries: 0 });
-    let events = 0;
-    let seen: OpenAI.CompletionUsage | null | undefined = null;
     // ~1,000 events, well past one 16 KiB read of the tap and its 8 KiB tail.
-    for await (const chunk of await client.chat.completions.create({ model: "keys", messages: [{ role: "user", content: "a long answer" }], max_tokens: 1000, stream: true, stream_options: { include_usage: true } })) {
-      if (chunk.choices.length > 0) events++;
-      if (chunk.usage) seen = chunk.usage;
-    }
+    const { events, usage: seen } = await longStream(key, "a long answer", true);
     expect(seen?.completion_tokens).toBe(1000);
     expect(events).toBeGreaterThanOrEqual(1000);
     await vi.waitFor(async () => expect((await usage(id)).requests).toBe(1), EVENTUALLY);
@@ -176,14 +183,8 @@ describe("usage", () => {
 
   it("counts a long stream whose client did not ask for its usage: the event taken out, every other event passed on", async () => {
     const { id, key } = await createKey({ name: "long-stripped" });
-    const client = new OpenAI({ apiKey: key, baseURL: `${gw.url}/v1`, maxRetries: 0 });
-    let events = 0;
-    let usageSeen = false;
-    for await (const chunk of await client.chat.completions.create({ model: "keys", messages: [{ role: "user", content: "a long answer, stripped" }], max_tokens: 1000, stream: true })) {
-      if (chunk.choices.length > 0) events++;
-      if (chunk.usage) usageSeen = true;
-    }
-    expect(usageSeen).toBe(false);
+    const { events, usage: seen } = await longStream(key, "a long answer, stripped", false);
+    expect(seen).toBeNull();
     expect(events).toBeGreaterThanOrEqual(1000);
     await vi.waitFor(async () => expect((await usage(id)).requests).toBe(1), EVENTUALLY);
     const got = await usage(id);
