@@ -28,6 +28,8 @@ export interface FeedbackReport {
   matched: number;
   /** The chain's blocks; −1 when the fingerprint stopped at maxPrefixBlocks (the prompt went on: no measure of its characters). */
   total: number;
+  /** Where the match stood in the prefix set's eviction order when it was routed (PrefixSet.matchRecency): 0 just used, ~1 about to go; NaN when unknown. */
+  recency: number;
   /**
    * Blocks of prompt work the router estimated queued ahead of it on the backend when it was
    * routed. Only a request with little ahead (under a block, or a quarter of its own prefill)
@@ -101,6 +103,7 @@ export class BackendFeedback {
     const capacity = r.matched >= 0 && this.capacity.observe({
       matched: r.matched,
       total: Math.max(r.total, r.matched),
+      recency: r.recency,
       cachedBlocks: u.cached * blocksPerToken,
       answerBlocks: u.completion * blocksPerToken,
       setSize: r.setSize,

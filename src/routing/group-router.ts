@@ -258,7 +258,8 @@ export class GroupRouter {
     // A chain cut at maxPrefixBlocks is not the whole prompt: no measure of its characters.
     const total = chain.length < g.maxPrefixBlocks ? chain.length : -1;
     const matched = evidence ? choice.matched : -1;
-    this.leases.add(lease, { backend: b, expiresAt: now + this.leaseTtlMs, blocks, queuedTo: b.queued, trialOf: b.breaker.sent() ? b.breaker.opened : -1, lesson, key: tenant?.id ?? null, decision, predictedCached, pending, matched, total, ahead });
+    const recency = view.learns && chain.length > 0 ? b.prefixes.matchRecency : NaN;
+    this.leases.add(lease, { backend: b, expiresAt: now + this.leaseTtlMs, blocks, queuedTo: b.queued, trialOf: b.breaker.sent() ? b.breaker.opened : -1, lesson, key: tenant?.id ?? null, decision, predictedCached, pending, matched, total, recency, ahead });
     if (tenant) {
       this.ledger.took(tenant, now);
       if (!tenant.admitted) this.keyCounters.request(tenant.id);
@@ -315,7 +316,7 @@ export class GroupRouter {
    */
   private feedBack(b: Backend, lease: Lease, r: LeaseRelease): void {
     if (lease.decision < 0 || !r.usage) return;
-    const change = b.learn({ usage: r.usage, firstTokenMs: r.streamed === true ? r.ttftMs : undefined, matched: lease.matched, total: lease.total, aheadBlocks: lease.ahead });
+    const change = b.learn({ usage: r.usage, firstTokenMs: r.streamed === true ? r.ttftMs : undefined, matched: lease.matched, total: lease.total, recency: lease.recency, aheadBlocks: lease.ahead });
     if (change.capacity) {
       const newest = this.newestView();
       if (newest) this.shareCapacity(newest.group);
@@ -337,7 +338,7 @@ export class GroupRouter {
     if (!b) return;
     b.inFlight++;
     const key = typeof r.key === "string" ? r.key : null;
-    this.leases.add(r.lease, { backend: b, expiresAt: now + this.leaseTtlMs, blocks: 0, queuedTo: 0, trialOf: -1, lesson: null, key, decision: -1, predictedCached: 0, pending: -1, matched: 0, total: -1, ahead: 0 });
+    this.leases.add(r.lease, { backend: b, expiresAt: now + this.leaseTtlMs, blocks: 0, queuedTo: 0, trialOf: -1, lesson: null, key, decision: -1, predictedCached: 0, pending: -1, matched: 0, total: -1, recency: NaN, ahead: 0 });
     if (key !== null) this.ledger.took({ id: key, rpm: null, tpm: null, maxParallel: null, budget: null, admitted: true }, now);
     this.adopted++;
   }

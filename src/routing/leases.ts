@@ -32,6 +32,8 @@ export interface Lease {
   matched: number;
   /** The chain's blocks; −1 when the fingerprint stopped at maxPrefixBlocks, or for a lease taken back from a renewal. */
   total: number;
+  /** Where the match stood in its prefix set's eviction order (PrefixSet.matchRecency); NaN when unknown. */
+  recency: number;
   /** Blocks of prompt work its backend was estimated to have queued ahead of it when it was routed. */
   ahead: number;
 }

@@ -18,6 +18,10 @@
  * holds. So a match tries the lengths other backends matched before its binary search (`match`'s
  * guesses), a learn takes routing's match as its guess, and an eviction unlinks its slot from its
  * bucket in place instead of walking the bucket to it.
+ *
+ * How near its eviction a matched chain was (`matchRecency`) is read off the stamps it keeps
+ * anyway: its deepest block's age in learns over the oldest leaf's. The feedback's capacity
+ * learner weighs an engine's miss by it (src/routing/learned/kv-capacity.ts).
  */
 
 /** What one `learn` added, to be taken back if the request fails: the new blocks, deepest last. */
@@ -66,6 +70,8 @@ export class PrefixSet {
   private matchedSlot = NONE;
   private cap: number;
   private readonly guess = [0];
+  /** Where the last learn's match stood in the eviction order (matchRecency). */
+  private lastRecency = NaN;
 
   constructor(capacity: number) {
     this.cap = capacity;
@@ -81,6 +87,15 @@ export class PrefixSet {
   }
 
   /** Bytes its arrays hold: what the set costs, whatever the engine. */
+  /**
+   * Where the last learn's match stood in the eviction order before it was touched: its deepest
+   * block's age in learns over the oldest leaf's, 0 the newest, ~1 next to go. NaN when nothing
+   * matched.
+   */
+  get matchRecency(): number {
+    return this.lastRecency;
+  }
+
   get bytes(): number {
     return this.keys.byteLength + this.parent.byteLength + this.stamps.byteLength + this.older.byteLength + this.newer.byteLength + this.next.byteLength + this.prev.byteLength + this.buckets.byteLength;
   }
@@ -144,6 +159,7 @@ export class PrefixSet {
     const m = this.match(chain, this.guess, matched < 0 ? 0 : 1);
     this.stamp = (this.stamp % STAMP_LIMIT) + 1;
     let p = this.matchedSlot;
+    this.lastRecency = p === NONE ? NaN : p === this.newest ? 0 : this.ageOf(p) / Math.max(1, this.ageOf(this.oldest));
     if (p !== NONE) this.stamps[p] = this.stamp;
     let i = m;
     for (; i < n; i++) {
@@ -252,6 +268,7 @@ export class PrefixSet {
 
   clear(): void {
     this.allocate(Math.min(this.cap, MIN_SLOTS));
+    this.lastRecency = NaN;
   }
 
   /**
@@ -338,7 +355,12 @@ export class PrefixSet {
     if (p === NONE) return;
     const children = (this.older[p] as number) - 1;
     this.older[p] = children;
-    if (children === 0) this.linkLeaf(p, parentAsNewest);
+    if (children === 0) {
+      // Evicted from the old end, its last child leaves it the next to go: it takes that child's
+      // age with its place, not the older one of the last learn that stopped at it.
+      if (!parentAsNewest) this.stamps[p] = this.stamps[s] as number;
+      this.linkLeaf(p, parentAsNewest);
+    }
   }
 
   private linkLeaf(s: number, asNewest: boolean): void {
@@ -364,6 +386,11 @@ export class PrefixSet {
     else this.newer[o] = n;
     if (n === NONE) this.newest = o;
     else this.older[n] = o;
+  }
+
+  /** Learns since one ended or branched at the slot; stamps wrap at 2^32. */
+  private ageOf(s: number): number {
+    return (this.stamp - (this.stamps[s] as number)) >>> 0;
   }
 
   private relinkNewest(s: number): void {

@@ -156,6 +156,43 @@ describe("PrefixSet eviction: the oldest chain end first, never the chain being 
   });
 });
 
+describe("PrefixSet match recency: where a learn's match stood in the eviction order", () => {
+  it("is 0 for the newest chain end, near 1 for the next to go, in between by age, NaN when nothing matched", () => {
+    const s = new PrefixSet(100);
+    for (let c = 1; c <= 5; c++) s.learn(chain(c, 4));
+    s.learn(chain(9, 4));
+    expect(s.matchRecency).toBeNaN();
+    // Chain 5 is the newest but one: its age is 2 learns, the oldest's (chain 1) 6.
+    s.learn(chain(5, 4));
+    expect(s.matchRecency).toBeCloseTo(2 / 6, 5);
+    s.learn(chain(5, 4));
+    expect(s.matchRecency).toBe(0);
+    s.learn(chain(1, 4));
+    expect(s.matchRecency).toBe(1);
+    // A match that stops inside a held chain reads the age of the last learn that stopped there.
+    s.learn([...chain(2, 2), ...chain(7, 3)]);
+    expect(s.matchRecency).toBe(1);
+  });
+
+  it("gives a block its evicted child's age when that leaves it the next to go", () => {
+    const s = new PrefixSet(10);
+    const shared = chain(1, 4);
+    const branch = [...shared, ...chain(2, 4)];
+    s.learn(branch);
+    s.learn(chain(6, 1));
+    // The branch comes back whole: only its end's stamp moves (learn 3); the blocks above keep learn 1's.
+    s.learn(branch);
+    s.learn(chain(7, 1));
+    // Five new blocks evict chain 6, then the branch from its end up: the shared prefix's end is the oldest leaf.
+    s.learn(chain(8, 5));
+    expect(s.match(branch)).toBe(4);
+    expect(s.isInterior(shared[3] as number)).toBe(false);
+    // Chain 7 is 2 learns old; the oldest leaf 3 (its evicted branch's age), not 5 (its own last learn's).
+    s.learn(chain(7, 1));
+    expect(s.matchRecency).toBeCloseTo(2 / 3, 5);
+  });
+});
+
 describe("PrefixSet snapshots", () => {
   function branching(): PrefixSet {
     const s = new PrefixSet(100);

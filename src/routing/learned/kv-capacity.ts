@@ -21,6 +21,19 @@
  * capacity instead of hopping by ×2 around it, yet follows a backend whose capacity moves. One
  * odd report moves the pressure by 1/6 and never steps on its own; the capacity stays within
  * 1/16× to 16× of the configured value.
+ *
+ * A miss weighs by where the set held the chain. One the set was about to evict too says only
+ * that the engine holds a little less than the set, and that costs routing nothing: a set a
+ * little too big predicts a few hits that miss, where one too small forgets what the engine
+ * still holds and sends it elsewhere to be prefilled again (llm-d's b2b-saas in virtual time
+ * kept 0.935–0.936 of the ceiling's kv_hit at kvCapacityBlocks × 1 to × 2, 0.81 at × 0.7; seed 1). And the
+ * engine also holds what the set never counts — every answer, a prompt's tail past a cut
+ * fingerprint — so misses at the set's tail come in a steady stream: on b2b-saas they walked a
+ * right capacity down by half and kv_hit with it (0.936 → 0.874 at seed 1). So a miss votes to
+ * shrink only when its match was younger than half the set's oldest chain end, in learns
+ * (PrefixSet.matchRecency < OLD_MATCH). In places down the eviction order that is half way where
+ * chains come back in turn, about three quarters where they come back at random: from too big,
+ * the capacity comes down to within 2× to 4/3× of the engine's.
  */
 
 import { LearnedFigure } from "./bounded.ts";
@@ -34,6 +47,8 @@ const MIN_STEP = 1 / 4;
 export const CAPACITY_RANGE = 16;
 /** A set this full is evicting. */
 const FULL = 0.9;
+/** A miss on a match at least this old (its age over the set's oldest chain end's) is no evidence to shrink. */
+const OLD_MATCH = 1 / 2;
 
 export interface CapacityReport {
   /** Leading blocks of the chain the set matched when the request was routed. */
@@ -47,12 +62,14 @@ export interface CapacityReport {
   /** The set's size and capacity when the report came. */
   setSize: number;
   setCapacity: number;
+  /** Where the set held the match in its eviction order when routed: 0 just used, ~1 about to go (PrefixSet.matchRecency); NaN when unknown. */
+  recency: number;
 }
 
-/** −1: the engine holds less than the set matched; +1: more, while the set evicts; 0: no evidence. */
+/** −1: the engine holds less than the set matched, and the set had not got to evicting it; +1: more, while the set evicts; 0: no evidence. */
 export function capacityVote(r: CapacityReport): -1 | 0 | 1 {
   const slack = 1 + 0.03 * r.total;
-  if (r.cachedBlocks < r.matched - slack) return -1;
+  if (r.cachedBlocks < r.matched - slack) return r.recency >= OLD_MATCH ? 0 : -1;
   if (r.cachedBlocks > r.matched + slack + 1.5 * r.answerBlocks && r.setSize >= FULL * r.setCapacity) return 1;
   return 0;
 }
