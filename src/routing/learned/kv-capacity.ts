@@ -25,15 +25,16 @@
  * A miss weighs by where the set held the chain. One the set was about to evict too says only
  * that the engine holds a little less than the set, and that costs routing nothing: a set a
  * little too big predicts a few hits that miss, where one too small forgets what the engine
- * still holds and sends it elsewhere to be prefilled again (llm-d's b2b-saas in virtual time
- * kept 0.935–0.936 of the ceiling's kv_hit at kvCapacityBlocks × 1 to × 2, 0.81 at × 0.7; seed 1). And the
- * engine also holds what the set never counts — every answer, a prompt's tail past a cut
- * fingerprint — so misses at the set's tail come in a steady stream: on b2b-saas they walked a
- * right capacity down by half and kv_hit with it (0.936 → 0.874 at seed 1). So a miss votes to
- * shrink only when its match was younger than half the set's oldest chain end, in learns
- * (PrefixSet.matchRecency < OLD_MATCH). In places down the eviction order that is half way where
- * chains come back in turn, about three quarters where they come back at random: from too big,
- * the capacity comes down to within 2× to 4/3× of the engine's.
+ * still holds and sends it elsewhere to be prefilled again (llm-d's b2b-saas in virtual time,
+ * seed 1, kept 0.935–0.936 of the ceiling's kv_hit at kvCapacityBlocks × 1 to × 2, 0.81 at
+ * × 0.7). And near its tail the engine's order parts from the set's — it caches a prompt when
+ * admitted, not routed, and holds every answer besides — so misses at the set's tail come in a
+ * steady stream even at the right capacity: on b2b-saas they walked it down by half and kv_hit
+ * with it (0.936 → 0.890, the prefill rate held). So a miss votes to shrink only when its match
+ * was younger than half the set's oldest chain end, in learns (PrefixSet.matchRecency <
+ * OLD_MATCH). In places down the eviction order that is half way where chains come back in turn,
+ * about three quarters where they come back at random: from too big, the capacity comes down to
+ * within 2× to 4/3× of the engine's.
  */
 
 import { LearnedFigure } from "./bounded.ts";
