@@ -99,8 +99,11 @@ describe("feedback from the engine", () => {
     await expect.poll(usageReports, EVENTUALLY).toBeGreaterThanOrEqual(163);
     const b = await backend();
     expect(b.learned.configured.kvCapacityBlocks).toBe(CONFIGURED);
-    // Moved toward the engine's real cache (160 of its blocks, about as many hash blocks at ~4 characters a token), and the prefix set with it.
-    expect(b.learned.kvCapacityBlocks).toBeLessThanOrEqual(Math.ceil(ENGINE_BLOCKS * Math.SQRT2));
+    // Moved toward the engine's real cache (160 of its blocks, about as many hash blocks at ~4
+    // characters a token), and the prefix set with it. From above it stops within 2×: a miss
+    // votes to shrink only on a match younger than half the set's oldest (kv-capacity.ts), and
+    // with ten sessions coming back at random the set's third-newest of five is already older.
+    expect(b.learned.kvCapacityBlocks).toBeLessThanOrEqual(ENGINE_BLOCKS * 2);
     expect(b.learned.kvCapacityBlocks).toBeGreaterThanOrEqual(Math.floor(ENGINE_BLOCKS / Math.SQRT2));
     expect(b.prefixCapacity).toBe(b.learned.kvCapacityBlocks);
     expect(b.learned.charsPerToken).toBeGreaterThan(3.5);
