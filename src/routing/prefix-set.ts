@@ -47,7 +47,10 @@ const SNAPSHOT_FORMAT = 2.5;
 export class PrefixSet {
   private keys!: Float64Array;
   private parent!: Int32Array;
-  /** Which learn last ended at the block or branched from it: what `unlearn` checks. */
+  /**
+   * Which learn last ended at the block or branched from it (or, once eviction left it a leaf,
+   * its evicted child's): what `unlearn` checks, and a block's age.
+   */
   private stamps!: Uint32Array;
   /** While the slot is a leaf: its neighbours in the leaf list. While it has children: INTERIOR in `newer`, their number in `older`. */
   private older!: Int32Array;
@@ -86,7 +89,6 @@ export class PrefixSet {
     return this.count;
   }
 
-  /** Bytes its arrays hold: what the set costs, whatever the engine. */
   /**
    * Where the last learn's match stood in the eviction order before it was touched: its deepest
    * block's age in learns over the oldest leaf's, 0 the newest, ~1 next to go. NaN when nothing
@@ -96,6 +98,7 @@ export class PrefixSet {
     return this.lastRecency;
   }
 
+  /** Bytes its arrays hold: what the set costs, whatever the engine. */
   get bytes(): number {
     return this.keys.byteLength + this.parent.byteLength + this.stamps.byteLength + this.older.byteLength + this.newer.byteLength + this.next.byteLength + this.prev.byteLength + this.buckets.byteLength;
   }
