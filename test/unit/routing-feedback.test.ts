@@ -263,7 +263,7 @@ describe("prefill rate", () => {
     // debt does not count (none ahead). The engine prefills 23,810 tokens a second; the slope
     // between the two sizes read 3,685 and moved the group's placement off that backend (kv_hit
     // 0.95 of the ceiling, 0.97 without the rate learned). Only the last few TTFTs are within 6×
-    // their prefill, too few and too alike to fit.
+    // their prefill (and the first long prompt): five points, under the twelve a fit needs.
     const l = new PrefillRateLearner(23_810);
     const ttfts = [2528, 2477, 2480, 2506, 2212, 2072, 2118, 1955, 2009, 2003, 1819, 1815, 1617, 1559, 1544, 1603, 1296, 1081, 1116, 1032, 982, 1022, 1046, 963, 941, 878, 919, 755, 704, 739, 520, 471, 253, 166, 77, 75];
     l.observe(7211, 394);
