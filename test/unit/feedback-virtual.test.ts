@@ -22,4 +22,24 @@ describe("feedback from the engines, in virtual time", () => {
     expect(on.kv_hit).toBeCloseTo(off.kv_hit ?? NaN, 3);
     expect(on.ttft_ms.p50).toBeLessThanOrEqual((off.ttft_ms.p50 ?? NaN) * 1.05);
   });
+
+  /**
+   * llm-d's b2b-saas shape (open loop, its ramp to saturation): before 165bf12 and 9e55cc4 every
+   * answer read cost seed 1 0.936 → 0.874 of the ceiling's kv_hit. Misses on what the prefix set
+   * was about to evict too walked a right capacity by ×2 both ways, and an overload's waits, which
+   * the router's prefill debt does not count, were learned as a prefill rate as slow as 1/9 of the
+   * engine's.
+   */
+  it("costs b2b-saas nothing: a right capacity and rate stay where they were configured", { timeout: 120_000 }, () => {
+    const b2b = { trace: "b2b-saas", regime: undefined, sessions: undefined, hopMs: 1, learningPass: false } as const;
+    const off = runVirtualPoint(point({ ...b2b, feedback: false }));
+    const on = runVirtualPoint(point({ ...b2b, feedback: true }));
+    expect(on.errors).toBe(off.errors);
+    expect(on.kv_hit).toBeCloseTo(off.kv_hit ?? NaN, 3);
+    for (const l of on.learned ?? []) {
+      expect(l.kvCapacityBlocks).toBe(l.configured.kvCapacityBlocks);
+      expect(l.prefillTokensPerSec).toBe(l.configured.prefillTokensPerSec);
+    }
+    expect(on.learned).toHaveLength(4);
+  });
 });
