@@ -105,6 +105,11 @@ export class Backend implements Candidate {
     return change;
   }
 
+  /** Borrows its group's learned prefill rate (PrefillRateLearner.borrow): a factor of its configured rate. */
+  borrowRate(factor: number): void {
+    if (this.feedback.prefillRate.borrow(factor)) this.rate();
+  }
+
   /** The prefill drain in blocks per millisecond, from its prefill rate and characters per token. */
   private rate(): void {
     this.drainPerMs = this.feedback.prefillRate.tokensPerSec / 1000 / (this.blockChars / this.charsPerToken);

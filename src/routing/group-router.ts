@@ -322,6 +322,22 @@ export class GroupRouter {
       if (newest) this.shareCapacity(newest.group);
     }
     if (change.capacity || change.rates) b.affinityDirty = this.affinityPending = true;
+    if (change.rates) this.lendRate();
+  }
+
+  /** The backends that learned no prefill rate of their own borrow the others' (src/routing/learned/prefill-rate.ts). */
+  private lendRate(): void {
+    const backends = this.newestView()?.backends ?? [];
+    const factors: number[] = [];
+    for (const x of backends) {
+      const learned = x.feedback.prefillRate.learnedRate;
+      if (learned !== null) factors.push(learned / x.feedback.prefillRate.configuredRate);
+    }
+    if (factors.length === 0) return;
+    factors.sort((a, b) => a - b);
+    const m = factors.length >> 1;
+    const factor = factors.length % 2 === 1 ? (factors[m] as number) : Math.sqrt((factors[m - 1] as number) * (factors[m] as number));
+    for (const x of backends) x.borrowRate(factor);
   }
 
   /**

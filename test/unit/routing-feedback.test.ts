@@ -288,6 +288,39 @@ describe("prefill rate", () => {
   });
 });
 
+describe("a prefill rate borrowed from the group", () => {
+  it("is the others' learned rate over their configured one, times its own configured rate, until it learns its own", () => {
+    const deployments = [10_000, 10_000, 10_000, 20_000].map((rate, i) => ({ id: `b${i}`, baseUrl: `http://127.0.0.1:${9001 + i}`, model: "m", maxInFlight: 1000, prefillTokensPerSec: rate }));
+    const parsed = parseConfig({ modelGroups: [{ name: "g", strategy: "prefix-aware", deployments }] });
+    if (!parsed.ok) throw new Error(parsed.error);
+    const g = parsed.config.groups[0] as ResolvedGroup;
+    const router = new GroupRouter("g", rng(2));
+    router.install(g, 0);
+    const r = rng(6);
+    let now = 0;
+    let block = 1;
+    // One request at a time on `id`, nothing queued ahead, its TTFT a fixed 40 ms plus its prompt at `rate`.
+    const teach = (id: string, rate: number, n: number) => {
+      const others = deployments.map((d) => d.id).filter((x) => x !== id);
+      for (let i = 0; i < n; i++) {
+        const chain = Array.from({ length: 10 + Math.floor(r() * 140) }, () => block++);
+        const d = router.route(g.version, chain, others, now) as RouteDecision;
+        const prompt = chain.length * 16;
+        router.release({ lease: d.lease, outcome: "ok", ttftMs: 40 + (prompt / rate) * 1000, streamed: true, usage: { prompt, completion: 16, cached: 0, cacheReported: true } }, now + 500);
+        now += 1000;
+      }
+    };
+    const rates = () => Object.fromEntries(router.snapshot().map((b) => [b.id, b.learned.prefillTokensPerSec]));
+    // Every server is 4× as fast as configured; b0 learns it, the rest borrow it.
+    teach("b0", 40_000, 40);
+    expect(rates()).toEqual({ b0: 40_000, b1: 40_000, b2: 40_000, b3: 80_000 });
+    // b1 learns its own, 2×: it keeps it, and the borrowers take the median of 4× and 2×.
+    teach("b1", 20_000, 40);
+    const both = Math.sqrt(4 * 2);
+    expect(rates()).toEqual({ b0: 40_000, b1: 20_000, b2: Math.round(10_000 * both), b3: Math.round(20_000 * both) });
+  });
+});
+
 describe("the learned figures in the snapshot", () => {
   it("save after the prefix set's numbers and come back; a snapshot without them restores as before", () => {
     const f = new BackendFeedback(1000, 10_000);
