@@ -29,15 +29,16 @@ import { LearnedFigure } from "./bounded.ts";
  * cache. The figure held stays. And a fit within DEAD_BAND of it leaves it: a rate that close
  * drains the debt well enough, and one that moved with every fit's noise moved placement with it.
  *
- * A TTFT over WAITED times its prefill at the rate held is taken for a wait and not fitted. The
- * router's count of prompt work ahead (FeedbackReport.aheadBlocks) misses the engine's own queue:
- * in llm-d's b2b-saas shape an overload drained through one backend with nothing ahead by that
- * count, 1,210-token questions' TTFTs falling from 2.5 s to 0.17 s, and the slope to two whole
- * 7,210-token prompts in the window read 3,685 tokens/s of the engine's 23,810 (virtual time, seed
- * 2): the group's placement moved off that backend. The bound leaves room for a rate held 4× too
- * fast and a fixed cost half as long again beside it (at 4 the learner no longer came down from
- * 4× too fast; at 8 b2b-saas seed 1 still learned 16,533 and lost 0.03 of its kv_hit); a prefill
- * of a few dozen tokens, mostly fixed cost, is dropped too, and could not tell a rate anyway.
+ * A TTFT over WAITED times its prefill at its own rate (learned, else configured; not one
+ * borrowed) is taken for a wait and not fitted. The router's count of prompt work ahead
+ * (FeedbackReport.aheadBlocks) misses the engine's own queue: in llm-d's b2b-saas shape an
+ * overload drained through one backend with nothing ahead by that count, 1,210-token questions'
+ * TTFTs falling from 2.5 s to 0.17 s, and the slope to two whole 7,210-token prompts in the
+ * window read 3,685 tokens/s of the engine's 23,810 (virtual time, seed 2): the group's placement
+ * moved off that backend. The bound leaves room for a rate 4× too fast and a fixed cost half as
+ * long again beside it (at 4 the learner no longer came down from 4× too fast; at 8 b2b-saas
+ * seed 1 still learned 16,533 and lost 0.03 of its kv_hit); a prefill of a few dozen tokens,
+ * mostly fixed cost, is dropped too, and could not tell a rate anyway.
  *
  * Until a backend's own answers teach it a rate, it borrows its group's: the other backends'
  * learned rates as a multiple of their configured ones (the median), times its own configured
@@ -63,7 +64,7 @@ const Z = 1.96;
 const MAX_INTERVAL_RATIO = 2;
 /** A fit within this factor of the figure held leaves it. */
 const DEAD_BAND = 1.5;
-/** A TTFT over this many times its prefill at the rate held was mostly a wait. */
+/** A TTFT over this many times its prefill at its own rate was mostly a wait. */
 const WAITED = 6;
 
 export class PrefillRateLearner {
