@@ -7,6 +7,7 @@ import { KeyCounters } from "../metrics/key-counters.ts";
 import { Backend, backendKey, type SavedBreaker } from "./backend.ts";
 import type { BreakerState } from "./breaker.ts";
 import { enginePriority } from "./engine-priority.ts";
+import { groupRateFactor } from "./learned/prefill-rate.ts";
 import { LeaseTable, type Lease } from "./leases.ts";
 import type { Choice, Policy, Rng } from "./policy.ts";
 import { prefixCapacities } from "./prefix-budget.ts";
@@ -328,16 +329,8 @@ export class GroupRouter {
   /** The backends that learned no prefill rate of their own borrow the others' (src/routing/learned/prefill-rate.ts). */
   private lendRate(): void {
     const backends = this.newestView()?.backends ?? [];
-    const factors: number[] = [];
-    for (const x of backends) {
-      const learned = x.feedback.prefillRate.learnedRate;
-      if (learned !== null) factors.push(learned / x.feedback.prefillRate.configuredRate);
-    }
-    if (factors.length === 0) return;
-    factors.sort((a, b) => a - b);
-    const m = factors.length >> 1;
-    const factor = factors.length % 2 === 1 ? (factors[m] as number) : Math.sqrt((factors[m - 1] as number) * (factors[m] as number));
-    for (const x of backends) x.borrowRate(factor);
+    const factor = groupRateFactor(backends.map((x) => x.feedback.prefillRate));
+    if (factor !== null) for (const x of backends) x.borrowRate(factor);
   }
 
   /**
