@@ -32,6 +32,9 @@ export function parseFlags<const O extends ParseArgsOptionsConfig>(argv: readonl
   return parseArgs({ args: canonical, options, strict: true, allowPositionals: false }).values;
 }
 
+/** A comma-separated list, its empty items dropped; absent stays absent (a flag's "all" or its default). */
+export const listFlag = (value: string | undefined): string[] | undefined => value?.split(",").filter(Boolean);
+
 function refuse(flag: string, what: string, text: string): never {
   throw new Error(`${flag} takes ${what}, not "${text}"`);
 }

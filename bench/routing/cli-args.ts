@@ -1,5 +1,5 @@
 import { resolve } from "node:path";
-import { parseArgs } from "node:util";
+import { listFlag, parseFlags, positiveInt } from "../harness/argv.ts";
 import { SCHEDULING_POLICIES, isSchedulingPolicy, type SchedulingPolicy } from "../fleet/scheduler.ts";
 
 /** bench:routing's flags, parsed; lists are comma-separated, and absent means "all". */
@@ -22,18 +22,12 @@ export interface RoutingArgs {
   schedulingPolicies: SchedulingPolicy[];
 }
 
-export const list = (value: string | undefined): string[] | undefined => value?.split(",").filter(Boolean);
-
-export function positiveInt(flag: string, value: string): number {
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < 1) throw new Error(`${flag} must be a positive integer, got "${value}"`);
-  return n;
-}
+const USAGE = "--quick --report-only --merge --seeds N --regime R,... --trace T,... --strategy S,... --shards N,... --sessions N,... --peers P,...|none --out DIR --scheduling-policy fcfs,priority";
 
 export function parseRoutingArgs(argv: string[], defaultOut: string): RoutingArgs {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
+  const values = parseFlags(
+    argv,
+    {
       quick: { type: "boolean", default: false },
       "report-only": { type: "boolean", default: false },
       merge: { type: "boolean", default: false },
@@ -47,22 +41,28 @@ export function parseRoutingArgs(argv: string[], defaultOut: string): RoutingArg
       out: { type: "string" },
       "scheduling-policy": { type: "string", default: "fcfs" },
     },
-  });
+    USAGE,
+  );
   return {
     out: values.out === undefined ? defaultOut : resolve(values.out),
     quick: values.quick,
     reportOnly: values["report-only"],
     merge: values.merge,
     seeds: positiveInt("--seeds", values.seeds),
-    regimes: list(values.regime),
-    traces: list(values.trace),
-    strategies: list(values.strategy),
-    shards: list(values.shards)?.map((s) => positiveInt("--shards", s)),
-    sessions: list(values.sessions)?.map((s) => positiveInt("--sessions", s)),
+    regimes: listFlag(values.regime),
+    traces: listFlag(values.trace),
+    strategies: listFlag(values.strategy),
+    shards: listFlag(values.shards)?.map((s) => positiveInt("--shards", s)),
+    sessions: listFlag(values.sessions)?.map((s) => positiveInt("--sessions", s)),
     peers: values.peers,
-    schedulingPolicies: (list(values["scheduling-policy"]) ?? []).map((s) => {
-      if (!isSchedulingPolicy(s)) throw new Error(`--scheduling-policy: "${s}" is not one of ${SCHEDULING_POLICIES.join(", ")}`);
-      return s;
-    }),
+    schedulingPolicies: schedulingPoliciesFlag(values["scheduling-policy"]),
   };
+}
+
+/** --scheduling-policy's list: the workers' policies a router runs in front of. */
+export function schedulingPoliciesFlag(value: string): SchedulingPolicy[] {
+  return (listFlag(value) ?? []).map((s) => {
+    if (!isSchedulingPolicy(s)) throw new Error(`--scheduling-policy: "${s}" is not one of ${SCHEDULING_POLICIES.join(", ")}`);
+    return s;
+  });
 }

@@ -1,6 +1,5 @@
 import { join, resolve } from "node:path";
-import { parseFlags, positiveInt } from "../harness/argv.ts";
-import { list } from "./cli-args.ts";
+import { listFlag, parseFlags, positiveInt } from "../harness/argv.ts";
 import type { FeedbackConfig } from "./feedback-types.ts";
 
 /** The deployments' settings a run may be given, each against the simulated workers' real figures. */
@@ -46,7 +45,7 @@ export function parseFeedbackArgs(argv: string[], defaultOut: string): FeedbackA
     "npm run bench:routing-feedback -- [--quick] [--sessions 24,32] [--seeds 3] [--configs right,kv-4x-big,kv-4x-small,rate-4x-slow] [--turns N] [--cold] [--virtual [--draws 16]] [--out DIR] [--report-only]",
   );
   const quick = values.quick;
-  const names = list(values.configs);
+  const names = listFlag(values.configs);
   const unknown = names?.filter((n) => !FEEDBACK_CONFIGS.some((c) => c.name === n)) ?? [];
   if (unknown.length > 0) throw new Error(`--configs: no config named ${unknown.join(", ")} (there are ${FEEDBACK_CONFIGS.map((c) => c.name).join(", ")})`);
   const virtual = values.virtual;
@@ -59,7 +58,7 @@ export function parseFeedbackArgs(argv: string[], defaultOut: string): FeedbackA
     reportOnly: values["report-only"],
     // Quick: one point, one seed, short sessions — the capacity configs only.
     seeds: values.seeds === undefined ? (quick ? 1 : 3) : positiveInt("--seeds", values.seeds),
-    sessions: list(values.sessions)?.map((s) => positiveInt("--sessions", s)) ?? (quick ? [24] : [24, 32]),
+    sessions: listFlag(values.sessions)?.map((s) => positiveInt("--sessions", s)) ?? (quick ? [24] : [24, 32]),
     configs: names ? FEEDBACK_CONFIGS.filter((c) => names.includes(c.name)) : quick ? FEEDBACK_CONFIGS.filter((c) => c.rate === 1) : [...FEEDBACK_CONFIGS],
     turns: values.turns === undefined ? (quick ? 4 : undefined) : positiveInt("--turns", values.turns),
     cold: values.cold,

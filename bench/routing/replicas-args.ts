@@ -1,6 +1,5 @@
 import { resolve } from "node:path";
-import { parseArgs } from "node:util";
-import { list, positiveInt } from "./cli-args.ts";
+import { listFlag, parseFlags, positiveInt } from "../harness/argv.ts";
 
 /** bench:routing-replicas's flags, parsed; lists are comma-separated. */
 export interface ReplicasArgs {
@@ -19,9 +18,9 @@ export interface ReplicasArgs {
 export const DEFAULT_ROUTERS = ["prefix-aware", "sglang-cache_aware"];
 
 export function parseReplicasArgs(argv: string[], defaultOut: string): ReplicasArgs {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
+  const values = parseFlags(
+    argv,
+    {
       quick: { type: "boolean", default: false },
       "report-only": { type: "boolean", default: false },
       seeds: { type: "string" },
@@ -31,8 +30,9 @@ export function parseReplicasArgs(argv: string[], defaultOut: string): ReplicasA
       turns: { type: "string" },
       out: { type: "string" },
     },
-  });
-  const ints = (flag: string, value: string | undefined) => list(value)?.map((s) => positiveInt(flag, s));
+    "--quick --report-only --seeds N --instances N,... --sessions N,... --routers R,... --turns N --out DIR",
+  );
+  const ints = (flag: string, value: string | undefined) => listFlag(value)?.map((s) => positiveInt(flag, s));
   // Quick: the smallest comparison that still shows it — one instance against four, one point, one seed.
   const quick = values.quick;
   return {
@@ -42,7 +42,7 @@ export function parseReplicasArgs(argv: string[], defaultOut: string): ReplicasA
     seeds: values.seeds === undefined ? (quick ? 1 : 3) : positiveInt("--seeds", values.seeds),
     instances: ints("--instances", values.instances) ?? (quick ? [1, 4] : [1, 2, 4, 8]),
     sessions: ints("--sessions", values.sessions) ?? (quick ? [8] : [8, 16, 24]),
-    routers: list(values.routers) ?? DEFAULT_ROUTERS,
+    routers: listFlag(values.routers) ?? DEFAULT_ROUTERS,
     turns: values.turns === undefined ? (quick ? 4 : undefined) : positiveInt("--turns", values.turns),
   };
 }

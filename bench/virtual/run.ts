@@ -16,91 +16,42 @@
  * each, a priority fleet's named `+priority` (kvgate then sets every request's priority).
  */
 import { mkdir, readFile, writeFile } from "node:fs/promises";
-import { availableParallelism } from "node:os";
 import { join, resolve } from "node:path";
-import { parseArgs } from "node:util";
 import { Worker } from "node:worker_threads";
-import type { Strategy } from "../../src/config/schema.ts";
-import { STRATEGY_NAMES } from "../../src/routing/strategies/index.ts";
 import { commitOf } from "../harness/commit.ts";
-import { list, positiveInt } from "../routing/cli-args.ts";
 import { MOONCAKE_SLICE_STARTS, isOpenLoopTrace } from "../routing/open-loop-matrix.ts";
-import { TRACE_KINDS, type TimedKind, type TraceKind } from "../traces/index.ts";
-import { REGIMES } from "../routing/matrix.ts";
-import { closedLoopRegime, routerName, type VirtualPoint, type VirtualRun } from "./point.ts";
-import { SCHEDULING_POLICIES, isSchedulingPolicy, type SchedulingPolicy } from "../fleet/scheduler.ts";
+import { parseVirtualArgs } from "./args.ts";
+import { routerName, type VirtualPoint, type VirtualRun } from "./point.ts";
 import { renderVirtualReport, type VirtualResults } from "./report.ts";
 
 const ROOT = resolve(import.meta.dirname, "../..");
 
-const { values } = parseArgs({
-  args: process.argv.slice(2),
-  options: {
-    trace: { type: "string", default: "mooncake" },
-    seeds: { type: "string" },
-    "jitter-seeds": { type: "string", default: "16" },
-    "hop-ms": { type: "string" },
-    regime: { type: "string", default: REGIMES.map((r) => r.name).join(",") },
-    sessions: { type: "string" },
-    strategy: { type: "string", default: "prefix-aware,least-loaded,round-robin" },
-    shards: { type: "string", default: "2,4" },
-    threads: { type: "string", default: String(availableParallelism()) },
-    quick: { type: "boolean", default: false },
-    out: { type: "string", default: join(ROOT, "bench/results") },
-    "report-only": { type: "boolean", default: false },
-    "chain-only": { type: "boolean", default: false },
-    "scheduling-policy": { type: "string", default: "fcfs" },
-  },
-});
+const args = parseVirtualArgs(process.argv.slice(2), join(ROOT, "bench/results"));
+const jsonPath = join(args.out, "routing-virtual.json");
+const mdPath = join(args.out, "routing-virtual.md");
 
-const out = resolve(values.out);
-const jsonPath = join(out, "routing-virtual.json");
-const mdPath = join(out, "routing-virtual.md");
-
-if (values["report-only"]) {
+if (args.reportOnly) {
   const results = JSON.parse(await readFile(jsonPath, "utf8")) as VirtualResults;
   await writeFile(mdPath, renderVirtualReport(results));
   console.log(`wrote ${mdPath}`);
   process.exit(0);
 }
 
-const traces = (list(values.trace) ?? []).map((t): TimedKind | TraceKind => {
-  if (!isOpenLoopTrace(t) && !(TRACE_KINDS as readonly string[]).includes(t)) throw new Error(`--trace: "${t}" is not one of mooncake, b2b-saas, ${TRACE_KINDS.join(", ")}`);
-  return t as TimedKind | TraceKind;
-});
-const regimes = (list(values.regime) ?? []).map((name) => closedLoopRegime(name));
-const sessionsAsked = list(values.sessions)?.map((n) => positiveInt("--sessions", n));
-const strategies = (list(values.strategy) ?? []).map((s): Strategy => {
-  if (!(STRATEGY_NAMES as readonly string[]).includes(s)) throw new Error(`--strategy: "${s}" is not one of ${STRATEGY_NAMES.join(", ")}`);
-  return s as Strategy;
-});
-const shards = (list(values.shards) ?? []).map((s) => positiveInt("--shards", s)).filter((n) => n > 1);
-const jitterSeeds = values.quick ? 2 : positiveInt("--jitter-seeds", values["jitter-seeds"]);
+const { traces, regimes, strategies, shards, jitterSeeds, policies, chainOnly } = args;
 /** A hop's bound when --hop-ms is not given: an open-loop trace's requests go out on their own clock, and 20 ms stands for the chaos of the fleet's; a closed-loop point's TTFTs are tens of ms, where 2 ms stands for a gateway's own ~1 ms and the loopback sockets. */
-const hopOf = (trace: string): number => {
-  if (values["hop-ms"] === undefined) return isOpenLoopTrace(trace) ? 20 : 2;
-  const ms = Number(values["hop-ms"]);
-  if (!(ms >= 0)) throw new Error(`--hop-ms must be a number of at least 0, got "${values["hop-ms"]}"`);
-  return ms;
-};
-const threads = positiveInt("--threads", values.threads);
-const policies = (list(values["scheduling-policy"]) ?? []).map((s): SchedulingPolicy => {
-  if (!isSchedulingPolicy(s)) throw new Error(`--scheduling-policy: "${s}" is not one of ${SCHEDULING_POLICIES.join(", ")}`);
-  return s;
-});
+const hopOf = (trace: string): number => args.hopMs ?? (isOpenLoopTrace(trace) ? 20 : 2);
 
 const points: VirtualPoint[] = [];
 for (const trace of traces) {
-  const seeds = values.quick ? 2 : values.seeds ? positiveInt("--seeds", values.seeds) : trace === "mooncake" ? MOONCAKE_SLICE_STARTS.length : 3;
+  const seeds = args.quick ? 2 : (args.seeds ?? (trace === "mooncake" ? MOONCAKE_SLICE_STARTS.length : 3));
   const hopMs = hopOf(trace);
   // An open-loop trace is one point; a closed-loop one, each point of each regime's sweep.
   const at: { regime?: string; sessions?: number }[] = isOpenLoopTrace(trace)
     ? [{}]
-    : regimes.flatMap((r) => (values.quick ? [r.sessions[1] as number] : r.sessions).filter((n) => !sessionsAsked || sessionsAsked.includes(n)).map((sessions) => ({ regime: r.name, sessions })));
+    : regimes.flatMap((r) => (args.quick ? [r.sessions[1] as number] : r.sessions).filter((n) => !args.sessions || args.sessions.includes(n)).map((sessions) => ({ regime: r.name, sessions })));
   for (const where of at) {
     for (let seed = 1; seed <= seeds; seed++) {
       for (let jitterSeed = 1; jitterSeed <= jitterSeeds; jitterSeed++) {
-        const chainOnly = values["chain-only"];
         for (const schedulingPolicy of policies) {
           for (const strategy of strategies) points.push({ trace, ...where, seed, strategy, shards: 1, jitterSeed, hopMs, chainOnly, schedulingPolicy });
           if (strategies.includes("prefix-aware")) for (const n of shards) points.push({ trace, ...where, seed, strategy: "prefix-aware", shards: n, jitterSeed, hopMs, chainOnly, schedulingPolicy });
@@ -112,7 +63,7 @@ for (const trace of traces) {
 
 const hops = new Set(points.map((p) => p.hopMs));
 const started = performance.now();
-const runs = await runAll(points, threads);
+const runs = await runAll(points, args.threads);
 // Routers in the order they were asked for (the strategies, then prefix-aware over shards): the report's rows follow it.
 const routerOrder = [...new Set(points.map((p) => routerName(p.strategy, p.shards, p.schedulingPolicy)))];
 const rank = (r: VirtualRun) => routerOrder.indexOf(r.strategy);
@@ -123,10 +74,10 @@ const results: VirtualResults = {
   commit: commitOf(ROOT),
   hop_ms: hops.size === 1 ? ([...hops][0] as number) : null,
   jitter_seeds: jitterSeeds,
-  chain_only: values["chain-only"],
+  chain_only: chainOnly,
   runs,
 };
-await mkdir(out, { recursive: true });
+await mkdir(args.out, { recursive: true });
 await writeFile(jsonPath, `${JSON.stringify(results, null, 2)}\n`);
 await writeFile(mdPath, renderVirtualReport(results));
 console.log(`${runs.length} runs in ${Math.round((performance.now() - started) / 1000)} s; wrote ${jsonPath} and ${mdPath}`);

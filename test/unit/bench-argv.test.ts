@@ -5,6 +5,8 @@ import { parseCeilingArgs } from "../../bench/ceiling/args.ts";
 import { intBetween, numberFlag, parseFlags, positiveInt, positiveNumber } from "../../bench/harness/argv.ts";
 import { parseArgs as parseOverheadArgs } from "../../bench/overhead/args.ts";
 import { parseFeedbackArgs } from "../../bench/routing/feedback-args.ts";
+import { parseReplicasArgs } from "../../bench/routing/replicas-args.ts";
+import { parseVirtualArgs } from "../../bench/virtual/args.ts";
 import { TARGET_NAMES } from "../../bench/overhead/targets.ts";
 
 const FLAGS = {
@@ -142,5 +144,43 @@ describe("npm run bench:routing-feedback's flags", () => {
   it("refuse --draws on the fleet and --turns in virtual time", () => {
     expect(() => parseFeedbackArgs(["--draws", "4"], "/r")).toThrow("--draws: only with --virtual");
     expect(() => parseFeedbackArgs(["--virtual", "--turns", "4"], "/r")).toThrow("--turns: not with --virtual");
+  });
+});
+
+describe("npm run bench:routing-replicas's flags", () => {
+  it("default to 1, 2, 4 and 8 instances at 8, 16 and 24 sessions, 3 seeds; --quick to the smallest comparison", () => {
+    expect(parseReplicasArgs([], "/r")).toEqual({ out: "/r", quick: false, reportOnly: false, seeds: 3, instances: [1, 2, 4, 8], sessions: [8, 16, 24], routers: ["prefix-aware", "sglang-cache_aware"], turns: undefined });
+    expect(parseReplicasArgs(["--quick", "--instances=2,4"], "/r")).toMatchObject({ quick: true, seeds: 1, instances: [2, 4], sessions: [8], turns: 4 });
+  });
+
+  it("refuse an unknown flag and a count that is not a positive integer, in the benchmarks' one wording", () => {
+    expect(() => parseReplicasArgs(["--instance", "2"], "/r")).toThrow(/^unknown argument --instance \(--quick --report-only --seeds N/);
+    expect(() => parseReplicasArgs(["--instances", "2,0"], "/r")).toThrow('--instances takes a positive integer, not "0"');
+    expect(() => parseReplicasArgs(["--turns"], "/r")).toThrow("--turns needs a value");
+  });
+});
+
+describe("npm run bench:routing-virtual's flags", () => {
+  it("default to Mooncake through kvgate's three strategies and 2 and 4 shards, 16 draws a seed, each trace's own seeds and hop", () => {
+    const a = parseVirtualArgs([], "/r");
+    expect(a).toMatchObject({ traces: ["mooncake"], seeds: undefined, jitterSeeds: 16, hopMs: undefined, sessions: undefined, strategies: ["prefix-aware", "least-loaded", "round-robin"], shards: [2, 4], quick: false, out: "/r", reportOnly: false, chainOnly: false, policies: ["fcfs"] });
+    expect(a.regimes.map((r) => r.name)).toEqual(["roomy", "pressured"]);
+  });
+
+  it("take closed-loop traces at picked points, a hop, one object only, and --quick's two draws", () => {
+    const a = parseVirtualArgs(["--trace", "rag,b2b-saas", "--regime", "pressured", "--sessions", "8,16", "--hop-ms", "0", "--shards", "1", "--quick", "--out", "tmp", "--scheduling-policy", "fcfs,priority"], "/r");
+    expect(a).toMatchObject({ traces: ["rag", "b2b-saas"], sessions: [8, 16], hopMs: 0, shards: [], jitterSeeds: 2, out: resolve("tmp"), policies: ["fcfs", "priority"] });
+    expect(a.regimes.map((r) => r.name)).toEqual(["pressured"]);
+  });
+
+  it("refuse, in one line naming it, an unknown flag or name, a bad count and a negative hop", () => {
+    expect(() => parseVirtualArgs(["--help"], "/r")).toThrow(/^unknown argument --help \(--trace T,\.\.\. --seeds N/);
+    expect(() => parseVirtualArgs(["--trace", "chat"], "/r")).toThrow('--trace: "chat" is not one of mooncake, b2b-saas,');
+    expect(() => parseVirtualArgs(["--strategy", "fastest"], "/r")).toThrow('--strategy: "fastest" is not one of');
+    expect(() => parseVirtualArgs(["--regime", "open-loop"], "/r")).toThrow(/a closed-loop trace runs in a regime/);
+    expect(() => parseVirtualArgs(["--jitter-seeds", "0"], "/r")).toThrow('--jitter-seeds takes a positive integer, not "0"');
+    expect(() => parseVirtualArgs(["--hop-ms", "-1"], "/r")).toThrow('--hop-ms takes a number of at least 0, not "-1"');
+    expect(() => parseVirtualArgs(["--hop-ms", "x"], "/r")).toThrow('--hop-ms takes a number, not "x"');
+    expect(() => parseVirtualArgs(["--scheduling-policy", "lifo"], "/r")).toThrow('--scheduling-policy: "lifo" is not one of');
   });
 });

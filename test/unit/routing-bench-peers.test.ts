@@ -61,10 +61,11 @@ describe("bench:routing flags", () => {
   });
 
   it("refuses an unknown flag and a seed count that is not a positive integer", () => {
-    expect(() => parseRoutingArgs(["--peer", "none"], "/d")).toThrow(/--peer/);
-    expect(() => parseRoutingArgs(["--seeds", "0"], "/d")).toThrow(/--seeds must be a positive integer/);
-    expect(() => parseRoutingArgs(["--sessions", "4,x"], "/d")).toThrow(/--sessions/);
-    expect(() => parseRoutingArgs(["--shards", "0"], "/d")).toThrow(/--shards must be a positive integer/);
+    expect(() => parseRoutingArgs(["--peer", "none"], "/d")).toThrow(/^unknown argument --peer \(--quick --report-only --merge --seeds N/);
+    expect(() => parseRoutingArgs(["--seeds", "0"], "/d")).toThrow('--seeds takes a positive integer, not "0"');
+    expect(() => parseRoutingArgs(["--sessions", "4,x"], "/d")).toThrow('--sessions takes a positive integer, not "x"');
+    expect(() => parseRoutingArgs(["--shards", "0"], "/d")).toThrow('--shards takes a positive integer, not "0"');
+    expect(() => parseRoutingArgs(["--trace"], "/d")).toThrow("--trace needs a value");
     expect(() => parseRoutingArgs(["--scheduling-policy", "fcfs,lifo"], "/d")).toThrow(/--scheduling-policy: "lifo"/);
   });
 });
