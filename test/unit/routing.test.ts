@@ -204,6 +204,25 @@ describe("GroupRouter", () => {
     expect(again?.reason).toBe("prefix-hit");
   });
 
+  it("sends a new conversation on a known system prompt to an idle backend after prompts too short to leave a KV block", () => {
+    // bench:routing warms each gateway up with 8 tiny prompts, one block of 64 characters each,
+    // then opens its sessions, which the gateway routes a request at a time. Counted as new
+    // prompts, the tiny ones made the system prompt's 1 of 10 too small a share to copy; by the
+    // second session the first backend's queue had drained below the system prompt, and the second
+    // session went behind it: 4 sessions on 2 backends for the whole run.
+    const router = routerFor(group({ saturation: 100, hotThreshold: 0 }, 4, { prefillTokensPerSec: 10_000 }), rng(17));
+    for (let k = 0; k < 8; k++) {
+      const tiny = pick(router.pick([9_000_000 + k], 0));
+      router.release({ lease: tiny?.lease ?? "", outcome: "ok" }, 5);
+    }
+    const system = chain(7, 40);
+    const first = pick(router.pick([...system, ...chain(100, 3)], 500));
+    // 10 ms later 100 of its 688 tokens are prefilled: its backend's queue is below the 40-block system prompt.
+    const second = pick(router.pick([...system, ...chain(101, 3)], 510));
+    expect(second?.backendId).not.toBe(first?.backendId);
+    expect(second?.reason).toBe("hot-spread");
+  });
+
   it("keeps a conversation on its backend although its system prompt is hot", () => {
     const router = routerFor(group({ saturation: 100 }), rng(13));
     const system = chain(7, 40);

@@ -77,7 +77,11 @@ export class PrefixMatch implements Signal {
     this.shared = false;
     const hot = (this.hot ??= new HotPrefixes(HOT_PREFIXES_TRACKED, settings.hotHalfLifeMs));
     if (best === 0) {
-      if (chain.length > 0) hot.newPrompt(now);
+      // A one-block prompt (at most blockChars characters, about one KV block's tokens) leaves
+      // next to nothing in an engine's cache for anyone to share: counted, a gateway's warm-up or
+      // a burst of "hi"s made the system prompt the next conversations open with look too rare to
+      // copy, and they queued behind its first backend instead, there for all their turns.
+      if (chain.length > 1) hot.newPrompt(now);
       return;
     }
     const last = chain[best - 1] as number;
