@@ -59,6 +59,6 @@ describe("bench:routing-replicas", () => {
   it("refuses a count that is not a positive integer, naming the flag", async () => {
     const run = await runScript("bench/routing/replicas.ts", ["--out", out, "--instances", "1,0"]);
     expect(run.code).not.toBe(0);
-    expect(run.stderr).toContain('--instances must be a positive integer, got "0"');
+    expect(run.stderr).toContain('--instances takes a positive integer, not "0"');
   });
 });
