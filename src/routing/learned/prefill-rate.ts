@@ -164,16 +164,13 @@ export class PrefillRateLearner {
 
 /**
  * What a group's learners lend (PrefillRateLearner.borrow): the median of their learned rates
- * over their configured ones, the middle two's geometric mean when even (a factor); null when none
- * has learned.
+ * over their configured ones, taken over the factors' logarithms, so the middle two's geometric
+ * mean when even (a factor); null when none has learned.
  */
 export function groupRateFactor(learners: readonly PrefillRateLearner[]): number | null {
-  const factors: number[] = [];
-  for (const l of learners) if (l.learnedRate !== null) factors.push(l.learnedRate / l.configuredRate);
-  if (factors.length === 0) return null;
-  factors.sort((a, b) => a - b);
-  const m = factors.length >> 1;
-  return factors.length % 2 === 1 ? (factors[m] as number) : Math.sqrt((factors[m - 1] as number) * (factors[m] as number));
+  const logs: number[] = [];
+  for (const l of learners) if (l.learnedRate !== null) logs.push(Math.log(l.learnedRate / l.configuredRate));
+  return logs.length === 0 ? null : Math.exp(median(logs));
 }
 
 function median(xs: number[]): number {
