@@ -11,6 +11,7 @@
 import { aggregate, axis, key, median, type Cell } from "./aggregate.ts";
 import { aggregateOpenLoop, OPEN_LOOP_SESSIONS } from "./open-loop-aggregate.ts";
 import { OPEN_LOOP_REGIME } from "./open-loop-matrix.ts";
+import type { TraceComparisons } from "./p95-split.ts";
 import type { RoutingResults } from "./types.ts";
 import { baselinesIn, versusBest, worstOf, type Comparison } from "./versus-best.ts";
 
@@ -75,14 +76,26 @@ function eachPoint(compared: Comparison[]): string {
     .join(", ");
 }
 
+/** (a)'s comparisons of one trace: prefix-aware against the best of the baselines that ran there. */
+function comparisonsOf(g: TraceGroup, cells: Map<string, Cell>): TraceComparisons {
+  const baselines = baselinesIn(g.strategies.map((strategy) => ({ strategy }))).filter((b) => g.strategies.includes(b));
+  return { regime: g.regime, trace: g.trace, baselines, compared: versusBest(cells, g.regime, g.trace, g.sessions, baselines) };
+}
+
+/** (a)'s comparisons of every closed-loop trace, for the report's split of the p95s over the best (p95-split.ts). */
+export function closedLoopComparisons(results: RoutingResults, cells: Map<string, Cell> = allCells(results)): TraceComparisons[] {
+  return groupsOf(results)
+    .filter((g) => g.regime !== OPEN_LOOP_REGIME)
+    .map((g) => comparisonsOf(g, cells));
+}
+
 /** (a), one row per trace, then one row saying where it fails over the whole run. */
 function versusBestChecks(groups: TraceGroup[], cells: Map<string, Cell>): Check[] {
   const out: Check[] = [];
   const failing: string[] = [];
   let points = 0;
   for (const g of groups) {
-    const baselines = baselinesIn(g.strategies.map((strategy) => ({ strategy }))).filter((b) => g.strategies.includes(b));
-    const compared = versusBest(cells, g.regime, g.trace, g.sessions, baselines);
+    const { baselines, compared } = comparisonsOf(g, cells);
     if (compared.length === 0) continue;
     const over = compared.filter((c) => c.ratio > c.limit);
     const where = axis(over, (c) => c.sessions);

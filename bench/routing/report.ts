@@ -1,7 +1,8 @@
 import { aggregate, axis, key, strategiesIn } from "./aggregate.ts";
-import { evaluateGoals } from "./goals.ts";
+import { closedLoopComparisons, evaluateGoals } from "./goals.ts";
 import { commitsOf, mixedPoints } from "./merge.ts";
 import { renderOpenLoopSections } from "./open-loop-report.ts";
+import { renderP95Split } from "./p95-split.ts";
 import type { RelatedResult } from "./related-results.ts";
 import { shardPairsLine } from "./shard-pairs.ts";
 import type { RoutingResults } from "./types.ts";
@@ -77,6 +78,8 @@ export function renderReport(results: RoutingResults, related: readonly RelatedR
     lines.push("");
   }
   lines.push(...relatedLines(related));
+  // Closed-loop points only: the cells of the tables below.
+  if (checked.length > 0) lines.push(...renderP95Split(cells, closedLoopComparisons(results, cells)));
   for (const regime of axis(results.runs, (r) => r.regime)) {
     for (const trace of axis(results.runs.filter((r) => r.regime === regime), (r) => r.trace)) {
       const runs = results.runs.filter((r) => r.regime === regime && r.trace === trace);

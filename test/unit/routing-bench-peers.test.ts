@@ -10,6 +10,7 @@ import { renderChart } from "../../bench/routing/chart.ts";
 import { parseRoutingArgs } from "../../bench/routing/cli-args.ts";
 import { kvgateRouter, points } from "../../bench/routing/matrix.ts";
 import { selectPeers, type RoutingPeer } from "../../bench/routing/peers.ts";
+import { p95Splits } from "../../bench/routing/p95-split.ts";
 import { renderReport } from "../../bench/routing/report.ts";
 import type { RoutingResults, RoutingRun } from "../../bench/routing/types.ts";
 import { baselinesIn, versusBest, worstOf } from "../../bench/routing/versus-best.ts";
@@ -245,6 +246,38 @@ describe("prefix-aware against the best of least-loaded, round-robin and every p
     expect(md).toContain("`sglang-cache_aware` (sglang-router 0.3.2, policy cache_aware at its defaults)");
     expect(md).toContain("Warm-up: before each run, 8 streamed requests");
     expect(renderChart(r)).toContain(">sglang-cache_aware</text>");
+  });
+
+  it("splits a p95 over the best into the gateway's share and the routing's, and shows the turns after the first", () => {
+    const later = (p95: number) => ({ ttft_later_turns_ms: { p50: 50, p95, p99: p95 } });
+    const r = results([
+      // 8 sessions: prefix-aware's p95 230 is 1.15 × SGLang's round_robin's 200, where kvgate's own
+      // round-robin, placing the same way, has 220; after the first turns it is the lowest.
+      run("prefix-aware", 8, 1, 100, 230, later(100)),
+      run("least-loaded", 8, 1, 100, 240, later(150)),
+      run("round-robin", 8, 1, 100, 220, later(140)),
+      run("sglang-round_robin", 8, 1, 100, 200, later(120)),
+      // 4 sessions: under the best, so counted in the ranges but given no row.
+      run("prefix-aware", 4, 1, 100, 180, later(90)),
+      run("least-loaded", 4, 1, 100, 190, later(90)),
+      run("round-robin", 4, 1, 100, 200, later(90)),
+      run("sglang-round_robin", 4, 1, 100, 200, later(90)),
+    ]);
+    const cells = aggregate(r);
+    const splits = p95Splits(cells, "roomy", "multi-turn", [4, 8], ["least-loaded", "round-robin", "sglang-round_robin"]);
+    expect(splits[1]).toEqual({ sessions: 8, gateway: 1.1, routing: 230 / 220, laterTurns: { ratio: 100 / 120, baseline: "sglang-round_robin" } });
+    expect(splits[0]).toMatchObject({ sessions: 4, gateway: 1, routing: 0.9, laterTurns: { ratio: 1, baseline: "least-loaded" } });
+    const md = renderReport(r);
+    expect(md).toContain("Over all 2 closed-loop points, TTFT p95 medians: kvgate round-robin over sglang-round_robin 1.00–1.10 (median 1.00); prefix-aware over kvgate round-robin 0.90–1.05 (median 0.90); prefix-aware over the best baseline after each session's first turn 0.83–1.00 (median 0.83).");
+    expect(md).toContain("| roomy multi-turn 8 | 1.15 × sglang-round_robin | 1.10 | 1.05 | 0.83 × sglang-round_robin |");
+    expect(md).not.toContain("| roomy multi-turn 4 |");
+  });
+
+  it("has no p95 split without a baseline to compare prefix-aware with, and says so when no p95 is over", () => {
+    expect(renderReport(results([run("prefix-aware", 8, 1, 100, 200)]))).not.toContain("### Where prefix-aware's p95");
+    const md = renderReport(results([run("prefix-aware", 8, 1, 100, 200), run("round-robin", 8, 1, 100, 210)]));
+    expect(md).toContain("kvgate round-robin over sglang-round_robin –; prefix-aware over kvgate round-robin 0.95–0.95 (median 0.95)");
+    expect(md).toContain("Prefix-aware's p95 is over its limit at no closed-loop point.");
   });
 
   it("leaves the peer and warm-up notes out of results that predate them", () => {
