@@ -53,7 +53,7 @@ export function commitsOf(runs: readonly (RoutingRun | OpenLoopRoutingRun)[]): {
 }
 
 /**
- * Points (a run's key less its router) whose routers' runs were made by more than one part: a
+ * Points (a run's key less its router and seed) whose runs were made by more than one part: a
  * run's part is the last whose start is not after the run (a run without a time, the first).
  */
 export function mixedPoints(runs: readonly (RoutingRun | OpenLoopRoutingRun)[], parts: readonly { date: string }[]): number {
@@ -67,7 +67,8 @@ export function mixedPoints(runs: readonly (RoutingRun | OpenLoopRoutingRun)[], 
   };
   const made = new Map<string, Set<number>>();
   for (const r of runs) {
-    const point = runKey({ ...r, strategy: "", sessions: "sessions" in r ? r.sessions : 0 });
+    // A point is its regime, trace and sessions: its comparisons are medians over its seeds.
+    const point = runKey({ ...r, strategy: "", seed: 0, sessions: "sessions" in r ? r.sessions : 0 });
     let set = made.get(point);
     if (!set) made.set(point, (set = new Set()));
     set.add(partOf(r.at));

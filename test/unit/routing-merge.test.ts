@@ -62,7 +62,18 @@ describe("bench:routing --merge: the results already written, less the points th
     const third = [...parts, { command: "npm run bench:routing -- --sessions 8 --strategy least-loaded --merge", date: "2026-11-24T03:00:00Z", commit: "bbb" }];
     const crossing = [...runs.slice(0, 3), at(run("least-loaded", 8, 1, "bbb"), "2026-11-24T03:01:00Z")];
     expect(mixedPoints(crossing, third)).toBe(1);
-    expect(renderReport(results(crossing, { parts: third }))).toContain("**1 points have runs from more than one part**");
+    expect(renderReport(results(crossing, { parts: third }))).toContain("**1 point has runs from more than one part**: its comparisons cross parts");
     expect(renderReport(results(runs))).not.toContain("Made in");
+  });
+
+  it("counts a point once however many seeds it has: a point is its regime, trace and sessions", () => {
+    const at = (r: RoutingRun, time: string): RoutingRun => ({ ...r, at: time });
+    const parts = [
+      { command: "npm run bench:routing", date: "2026-11-24T00:59:00Z", commit: "aaa" },
+      { command: "npm run bench:routing -- --strategy prefix-aware --merge", date: "2026-11-24T01:59:00Z", commit: "bbb" },
+    ];
+    // Both seeds of the 8-session point have prefix-aware remade in the second part: one point crosses parts.
+    const runs = [1, 2].flatMap((seed) => [at(run("least-loaded", 8, seed, "aaa"), "2026-11-24T01:00:00Z"), at(run("prefix-aware", 8, seed, "bbb"), "2026-11-24T02:00:00Z")]);
+    expect(mixedPoints(runs, parts)).toBe(1);
   });
 });
