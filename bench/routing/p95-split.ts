@@ -63,7 +63,8 @@ export interface TraceComparisons {
 
 /**
  * routing.md's section: over every closed-loop point, the range of each share; then one row per
- * point where prefix-aware's p95 is over its limit. Empty when no closed-loop point was compared.
+ * point where prefix-aware's p95 is over its limit. Empty when no compared point has kvgate's
+ * round-robin beside prefix-aware: without it neither share can be told.
  */
 export function renderP95Split(cells: Map<string, Cell>, traces: readonly TraceComparisons[]): string[] {
   const rows: string[] = [];
