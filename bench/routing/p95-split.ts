@@ -7,7 +7,7 @@
  * when every session's first prompt reaches the gateway at once.
  */
 import { axis, key, median, type Cell } from "./aggregate.ts";
-import type { Comparison } from "./versus-best.ts";
+import { bestBaseline, type Comparison } from "./versus-best.ts";
 
 /** The peer that places as kvgate's round-robin does. */
 export const PEER_ROUND_ROBIN = "sglang-round_robin";
@@ -31,17 +31,14 @@ export function p95Splits(cells: Map<string, Cell>, regime: string, trace: strin
   return sessions.map((n) => {
     const cell = (strategy: string) => cells.get(key(regime, trace, n, strategy));
     const rr = cell(KVGATE_ROUND_ROBIN)?.p95;
-    let best: { value: number; baseline: string } | null = null;
-    for (const b of baselines) {
-      const v = cell(b)?.later_p95 ?? null;
-      if (v !== null && v > 0 && (best === null || v < best.value)) best = { value: v, baseline: b };
-    }
-    const later = best === null ? null : ratio(cell(PA)?.later_p95, best.value);
+    // A baseline with no positive figure is passed over: there is no ratio to it.
+    const best = bestBaseline(cells, regime, trace, n, baselines, (c) => (c.later_p95 !== null && c.later_p95 > 0 ? c.later_p95 : null));
+    const later = ratio(cell(PA)?.later_p95, best?.value);
     return {
       sessions: n,
       gateway: ratio(rr, cell(PEER_ROUND_ROBIN)?.p95),
       routing: ratio(cell(PA)?.p95, rr),
-      laterTurns: later === null || best === null ? null : { ratio: later, baseline: best.baseline },
+      laterTurns: later === null || !best ? null : { ratio: later, baseline: best.name },
     };
   });
 }

@@ -36,6 +36,17 @@ function spreadOf(cell: Cell, metric: Metric): number {
   return seeds.length < 2 || lo <= 0 ? 1 : Math.max(...seeds) / lo;
 }
 
+/** The baseline with the lowest figure at one point (the first of equals), or undefined where none has one. */
+export function bestBaseline(cells: Map<string, Cell>, regime: string, trace: string, sessions: number, baselines: readonly string[], figure: (c: Cell) => number | null): { name: string; cell: Cell; value: number } | undefined {
+  let best: { name: string; cell: Cell; value: number } | undefined;
+  for (const name of baselines) {
+    const cell = cells.get(key(regime, trace, sessions, name));
+    const value = cell ? figure(cell) : null;
+    if (cell && value !== null && (!best || value < best.value)) best = { name, cell, value };
+  }
+  return best;
+}
+
 /** One comparison per concurrency and metric where prefix-aware and at least one baseline have a figure. */
 export function versusBest(cells: Map<string, Cell>, regime: string, trace: string, sessions: number[], baselines: string[]): Comparison[] {
   const out: Comparison[] = [];
@@ -44,12 +55,7 @@ export function versusBest(cells: Map<string, Cell>, regime: string, trace: stri
     for (const metric of ["p50", "p95"] as const) {
       const mine = pa?.[metric] ?? null;
       if (mine === null) continue;
-      let best: { name: string; cell: Cell; value: number } | undefined;
-      for (const name of baselines) {
-        const cell = cells.get(key(regime, trace, n, name));
-        const value = cell?.[metric] ?? null;
-        if (cell && value !== null && (!best || value < best.value)) best = { name, cell, value };
-      }
+      const best = bestBaseline(cells, regime, trace, n, baselines, (c) => c[metric]);
       if (!best || best.value <= 0) continue;
       const spread = spreadOf(best.cell, metric);
       out.push({ sessions: n, metric, baseline: best.name, best: best.value, ratio: mine / best.value, spread, limit: spread > ALLOWANCE ? ALLOWANCE : 1 });
