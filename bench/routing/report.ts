@@ -29,7 +29,7 @@ function partsNote(results: RoutingResults): string[] {
   const all = [...results.runs, ...(results.open_loop_runs ?? [])];
   const commits = commitsOf(all).map((c) => `${c.commit} (${c.runs} runs)`);
   const mixed = mixedPoints(all, parts);
-  const within = mixed === 0 ? "every point's routers ran together, in one part, so every comparison below is within one part" : `**${mixed === 1 ? "1 point has" : `${mixed} points have`} runs from more than one part**: ${mixed === 1 ? "its comparisons cross" : "their comparisons cross"} parts`;
+  const within = mixed === 0 ? "every point's routers ran together, in one part, so every comparison below is within one part" : `**${mixed} point${mixed === 1 ? " has" : "s have"} runs from more than one part**: ${mixed === 1 ? "its" : "their"} comparisons cross parts`;
   return [
     `Made in ${parts.length} parts (\`--merge\`), each replacing the runs of the points it made; ${within}. Runs by commit: ${commits.join(", ")}.`,
     "",
