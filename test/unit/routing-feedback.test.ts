@@ -272,6 +272,19 @@ describe("prefill rate", () => {
     expect(l.learnedRate).toBeNull();
   });
 
+  it("reads a window of two prompt sizes by each size's least-waited request, not by the few of the rarer size", () => {
+    // One backend's first 24 reports in llm-d's b2b-saas shape in virtual time (seed 1, hop 1 ms):
+    // 1,210-token questions under a cached group prompt, ~60 ms each when nothing is ahead, and
+    // three whole 7,212-token prompts, one prefilled at once (374 ms: 303 of prefill at the engine's
+    // 23,810 tokens a second) and two that waited in the engine's queue (561 and 1,211 ms, within
+    // 6× their prefill). Every pairwise slope joins a question to a whole prompt, so the median
+    // slope was the middle prompt's, as if it had not waited: 14,838 tokens a second was learned.
+    const l = new PrefillRateLearner(23_810);
+    const window: [number, number][] = [[7212, 374], [7212, 1211], [1211, 209], [7212, 561], [1212, 75], [1212, 60], [1211, 68], [1211, 69], [1211, 120], [1213, 155], [1210, 85], [1211, 70], [1210, 60], [1211, 60], [1211, 66], [1210, 60], [1212, 60], [1213, 70], [1212, 61], [1212, 66], [1209, 66], [1211, 65], [1209, 68], [1212, 68]];
+    for (const [tokens, ttft] of window) l.observe(tokens, ttft);
+    expect(l.tokensPerSec).toBe(23_810);
+  });
+
   it("is not moved far by one fast outlier, ignores tiny prefills, and stays within 1/16× to 16×", () => {
     const l = new PrefillRateLearner(10_000);
     const r = rng(9);
