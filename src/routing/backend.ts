@@ -63,6 +63,10 @@ export class Backend implements Candidate {
   breakerFrom: BreakerState | null = null;
   affinityDirty = false;
 
+  get cacheFill(): number {
+    return this.prefixes.size / this.prefixes.capacity;
+  }
+
   constructor(d: ResolvedDeployment, g: ResolvedGroup) {
     this.key = backendKey(d.id, d.baseUrl);
     this.id = d.id;

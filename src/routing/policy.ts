@@ -46,6 +46,8 @@ export interface Candidate {
   readonly available: boolean;
   /** Its share of the load relative to the others (the deployment's `weight`, default 1). */
   readonly weight: number;
+  /** How full its KV cache is taken to be, 0–1: the blocks its prefix set holds over what the set may hold. */
+  readonly cacheFill: number;
 }
 
 /** One request, as its strategy is asked about it. */

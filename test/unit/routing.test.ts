@@ -515,6 +515,31 @@ describe("GroupRouter", () => {
     expect(next?.matched).toBe(32);
   });
 
+  it("copies a conversation to a shorter queue only while the cache it would go to has room: on a full one the copy evicts", () => {
+    // The same traffic on roomy caches and on full ones: a conversation's backend takes a 100-block
+    // document just before its next turn. Waiting behind it costs 100 blocks, a copy elsewhere 32:
+    // with room there the turn moves; with that cache full, each of the 30 copied blocks evicts one
+    // a later request prefills again, and the turn stays with its cache.
+    const turnAfterQueue = (kvCapacityBlocks: number) => {
+      const router = routerFor(group({ saturation: 100, balanceAbs: 100, hotThreshold: 0 }, 2, { kvCapacityBlocks }), rng(23));
+      let t = 0;
+      // Unrelated prompts, each done before the next: 500 blocks on each backend.
+      for (let k = 0; k < 10; k++) router.release({ lease: pick(router.pick(chain(200 + k, 100), (t += 1000)))?.lease ?? "", outcome: "ok" }, t);
+      const convo = chain(1, 30);
+      const first = pick(router.pick(convo, (t += 1000)));
+      router.release({ lease: first?.lease ?? "", outcome: "ok" }, t);
+      for (let k = 0; k < 50; k++) {
+        const doc = pick(router.pick(chain(100 + k, 100), (t += 1000)));
+        if (doc?.backendId === first?.backendId) break;
+        router.release({ lease: doc?.lease ?? "", outcome: "ok" }, t);
+      }
+      const next = pick(router.pick([...convo, ...chain(3, 2)], t + 1));
+      return { moved: next?.backendId !== first?.backendId, reason: next?.reason };
+    };
+    expect(turnAfterQueue(65_536)).toEqual({ moved: true, reason: "load-balanced" });
+    expect(turnAfterQueue(400)).toEqual({ moved: false, reason: "prefix-hit" });
+  });
+
   it("skips backends a request already failed on, and says why when none is left", () => {
     const router = routerFor(group({}, 3, { maxInFlight: 1 }), rng(29));
     for (let i = 0; i < 20; i++) {

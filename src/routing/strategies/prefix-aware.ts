@@ -3,6 +3,14 @@ import type { PrefixMatch } from "../signals/prefix-match.ts";
 import { leastLoadedChoice } from "./least-loaded.ts";
 
 /**
+ * What a block copied onto a full cache costs later, in prefills, beside its own prefill now: the
+ * block it evicts, prefilled again by whoever reuses it. Chosen in virtual time from 1, 2, 3 and 6
+ * (bench:routing-virtual, every trace): 3 gains pressured RAG most of the kv_hit 6 gives, where
+ * pressured tool loops' TTFT p50 already pays a few percent for it.
+ */
+const COPY_EVICTS = 3;
+
+/**
  * Picks the backend where the prompt's first token is likely to come soonest: the prompt work
  * already queued there (prefill debt) plus the blocks it would have to prefill itself (those past
  * its cached prefix), in blocks — so a warm cache wins unless its backend is backed up by more
@@ -27,6 +35,10 @@ import { leastLoadedChoice } from "./least-loaded.ts";
  * prefix in use fits a backend's cache with room to spare (signals/prefix-match.ts). One of many
  * shared prefixes (a group prompt among 150) stays where it is cached unless its backend's queue
  * outweighs the prefill a copy costs.
+ * A copy is not free once the backend it goes to has a full cache: each block copied there evicts
+ * one, which a later request prefills again (COPY_EVICTS). Unpriced, a pressured fleet copied RAG's
+ * documents and Mooncake's conversations to shorter queues and evicted their own reuse there
+ * (bench:routing-virtual; the figures are in the README).
  */
 export const prefixAware: Policy = {
   reads: ["prefix"],
@@ -68,7 +80,9 @@ export const prefixAware: Policy = {
       // on the same backend finds the blocks computed when its turn comes, and the wait for them
       // is in the debt already. A shared prefix worth copying counts as cached everywhere (see above).
       // Per unit of weight: a weight-2 server gets through its queue as fast as a weight-1 one through half of it.
-      const cost = (c.prefillDebt + (blocks - (shared && replicable[i] ? best : m)) * work) / c.weight;
+      const held = shared && replicable[i] ? best : m;
+      // Blocks cached on another backend and not here are a copy: priced by what it evicts here.
+      const cost = (c.prefillDebt + (blocks - held + COPY_EVICTS * c.cacheFill * (best - held)) * work) / c.weight;
       if (cost < pickCost || (cost === pickCost && m > pickMatch)) {
         pick = i;
         pickCost = cost;
