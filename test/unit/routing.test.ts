@@ -515,29 +515,38 @@ describe("GroupRouter", () => {
     expect(next?.matched).toBe(32);
   });
 
-  it("copies a conversation to a shorter queue only while the cache it would go to has room: on a full one the copy evicts", () => {
-    // The same traffic on roomy caches and on full ones: a conversation's backend takes a 100-block
-    // document just before its next turn. Waiting behind it costs 100 blocks, a copy elsewhere 32:
-    // with room there the turn moves; with that cache full, each of the 30 copied blocks evicts one
-    // a later request prefills again, and the turn stays with its cache.
-    const turnAfterQueue = (kvCapacityBlocks: number) => {
+  it("copies a shared prompt to a shorter queue only while the cache it would go to has room; a conversation moves either way", () => {
+    // The same traffic on roomy caches and on full ones: a backend holding a 30-block document two
+    // questions have shared, and a 30-block conversation, takes a 100-block prompt just before the
+    // next request of each. Waiting behind it costs 100 blocks, a copy elsewhere 32. With room
+    // there both move. With that cache full, each of the document's 30 copied blocks evicts one a
+    // later request prefills again, while it stays cached where it was for its other users: it
+    // stays. The conversation takes its history with it (what it leaves is reused by no one).
+    const nextAfterQueue = (kvCapacityBlocks: number, shared: boolean) => {
       const router = routerFor(group({ saturation: 100, balanceAbs: 100, hotThreshold: 0 }, 2, { kvCapacityBlocks }), rng(23));
       let t = 0;
+      const done = (lease: string | undefined) => router.release({ lease: lease ?? "", outcome: "ok" }, t);
       // Unrelated prompts, each done before the next: 500 blocks on each backend.
-      for (let k = 0; k < 10; k++) router.release({ lease: pick(router.pick(chain(200 + k, 100), (t += 1000)))?.lease ?? "", outcome: "ok" }, t);
-      const convo = chain(1, 30);
-      const first = pick(router.pick(convo, (t += 1000)));
-      router.release({ lease: first?.lease ?? "", outcome: "ok" }, t);
+      for (let k = 0; k < 10; k++) done(pick(router.pick(chain(200 + k, 100), (t += 1000)))?.lease);
+      const prefix = chain(1, 30);
+      const first = pick(router.pick(shared ? [...prefix, ...chain(2, 2)] : prefix, (t += 1000)));
+      done(first?.lease);
+      if (shared) {
+        const second = pick(router.pick([...prefix, ...chain(4, 2)], (t += 1000)));
+        expect(second?.backendId).toBe(first?.backendId);
+        done(second?.lease);
+      }
       for (let k = 0; k < 50; k++) {
         const doc = pick(router.pick(chain(100 + k, 100), (t += 1000)));
         if (doc?.backendId === first?.backendId) break;
-        router.release({ lease: doc?.lease ?? "", outcome: "ok" }, t);
+        done(doc?.lease);
       }
-      const next = pick(router.pick([...convo, ...chain(3, 2)], t + 1));
+      const next = pick(router.pick([...prefix, ...chain(3, 2)], t + 1));
       return { moved: next?.backendId !== first?.backendId, reason: next?.reason };
     };
-    expect(turnAfterQueue(65_536)).toEqual({ moved: true, reason: "load-balanced" });
-    expect(turnAfterQueue(400)).toEqual({ moved: false, reason: "prefix-hit" });
+    expect(nextAfterQueue(65_536, true)).toEqual({ moved: true, reason: "load-balanced" });
+    expect(nextAfterQueue(400, true)).toEqual({ moved: false, reason: "prefix-hit" });
+    expect(nextAfterQueue(400, false)).toEqual({ moved: true, reason: "load-balanced" });
   });
 
   it("skips backends a request already failed on, and says why when none is left", () => {

@@ -3,10 +3,10 @@ import type { PrefixMatch } from "../signals/prefix-match.ts";
 import { leastLoadedChoice } from "./least-loaded.ts";
 
 /**
- * What a block copied onto a full cache costs later, in prefills, beside its own prefill now: the
- * block it evicts, prefilled again by whoever reuses it. Chosen in virtual time from 1, 2, 3 and 6
- * (bench:routing-virtual, every trace): 3 gains pressured RAG most of the kv_hit 6 gives, where
- * pressured tool loops' TTFT p50 already pays a few percent for it.
+ * What a block of a shared prefix copied onto a full cache costs later, in prefills, beside its own
+ * prefill now: the block it evicts, prefilled again by whoever reuses it. Chosen in virtual time
+ * from 1, 2, 3 and 6 (bench:routing-virtual, every trace): 3 gains pressured RAG most of the
+ * kv_hit 6 gives.
  */
 const COPY_EVICTS = 3;
 
@@ -35,10 +35,13 @@ const COPY_EVICTS = 3;
  * prefix in use fits a backend's cache with room to spare (signals/prefix-match.ts). One of many
  * shared prefixes (a group prompt among 150) stays where it is cached unless its backend's queue
  * outweighs the prefill a copy costs.
- * A copy is not free once the backend it goes to has a full cache: each block copied there evicts
- * one, which a later request prefills again (COPY_EVICTS). Unpriced, a pressured fleet copied RAG's
- * documents and Mooncake's conversations to shorter queues and evicted their own reuse there
- * (bench:routing-virtual; the figures are in the README).
+ * A copy of a shared prefix not worth replicating is not free once the backend it goes to has a
+ * full cache: the prefix stays cached where it was, for the others who use it, and each block
+ * copied evicts one, which a later request prefills again (COPY_EVICTS). Unpriced, a pressured
+ * fleet copied RAG's documents and b2b-saas's group prompts to shorter queues and evicted other
+ * requests' reuse. A conversation that moves takes its own history with it — the copy left behind
+ * is reused by no one and ages out — so that move costs what it did (priced too, pressured tool
+ * loops' TTFT p50 went 68 → 112 ms at 16 sessions on the fleet). Figures: the README.
  */
 export const prefixAware: Policy = {
   reads: ["prefix"],
@@ -81,8 +84,9 @@ export const prefixAware: Policy = {
       // is in the debt already. A shared prefix worth copying counts as cached everywhere (see above).
       // Per unit of weight: a weight-2 server gets through its queue as fast as a weight-1 one through half of it.
       const held = shared && replicable[i] ? best : m;
-      // Blocks cached on another backend and not here are a copy: priced by what it evicts here.
-      const cost = (c.prefillDebt + (blocks - held + COPY_EVICTS * c.cacheFill * (best - held)) * work) / c.weight;
+      // A shared prefix cached on another backend and not here is copied: priced by what it evicts here.
+      const copied = shared ? best - held : 0;
+      const cost = (c.prefillDebt + (blocks - held + COPY_EVICTS * c.cacheFill * copied) * work) / c.weight;
       if (cost < pickCost || (cost === pickCost && m > pickMatch)) {
         pick = i;
         pickCost = cost;
