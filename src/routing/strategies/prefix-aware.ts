@@ -40,8 +40,9 @@ const COPY_EVICTS = 3;
  * copied evicts one, which a later request prefills again (COPY_EVICTS). Unpriced, a pressured
  * fleet copied RAG's documents and b2b-saas's group prompts to shorter queues and evicted other
  * requests' reuse. A conversation that moves takes its own history with it — the copy left behind
- * is reused by no one and ages out — so that move costs what it did (priced too, pressured tool
- * loops' TTFT p50 went 68 → 112 ms at 16 sessions on the fleet). Figures: the README.
+ * is reused by no one and ages out — so that move costs what it did (priced too, in virtual time
+ * pressured tool loops' sessions stayed behind queues: TTFT p50 +3–9% at 16–32 sessions). Figures:
+ * the README.
  */
 export const prefixAware: Policy = {
   reads: ["prefix"],
