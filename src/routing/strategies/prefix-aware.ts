@@ -86,8 +86,8 @@ export const prefixAware: Policy = {
       // Per unit of weight: a weight-2 server gets through its queue as fast as a weight-1 one through half of it.
       const held = shared && replicable[i] ? best : m;
       // A shared prefix cached on another backend and not here is copied: priced by what it evicts here.
-      const copied = shared ? best - held : 0;
-      const cost = (c.prefillDebt + (blocks - held + COPY_EVICTS * c.cacheFill * copied) * work) / c.weight;
+      const copy = shared && held < best ? COPY_EVICTS * c.cacheFill * (best - held) : 0;
+      const cost = (c.prefillDebt + (blocks - held + copy) * work) / c.weight;
       if (cost < pickCost || (cost === pickCost && m > pickMatch)) {
         pick = i;
         pickCost = cost;
