@@ -549,6 +549,41 @@ describe("GroupRouter", () => {
     expect(nextAfterQueue(400, false)).toEqual({ moved: true, reason: "load-balanced" });
   });
 
+  it("prices a shared prompt's copy when a shard would pass it on, as it does between its own backends", () => {
+    // One shard's one backend (10,000 tokens/s, 16-token blocks: 1.6 ms a block) holds a 30-block
+    // document two questions have shared, or a 30-block conversation, behind a 100-block prompt:
+    // the next request of each waits (100 + 2) × 1.6 = 163 ms there, over the Worker's 120 ms
+    // for the next shard. With room in the caches both are passed on. With them full, the
+    // document's copy on the next shard evicts 30 blocks another request prefills again
+    // (3 × 30 × 1.6 = 144 ms more): it stays. The conversation takes its history along: it goes.
+    const spills = (kvCapacityBlocks: number, shared: boolean) => {
+      const g = group({ saturation: 100, balanceAbs: 100, hotThreshold: 0 }, 1, { kvCapacityBlocks });
+      const router = new GroupRouter(g.name, rng(7));
+      router.install(g, 0);
+      let t = 0;
+      const send = (c: number[], spillOverMs?: number) => router.route(g.version, c, [], t, undefined, false, undefined, spillOverMs);
+      const done = (d: ReturnType<typeof send>) => router.release({ lease: pick(d)?.lease ?? "", outcome: "ok" }, t);
+      for (let k = 0; k < 10; k++) {
+        t += 1000;
+        done(send(chain(200 + k, 100)));
+      }
+      const prefix = chain(1, 30);
+      t += 1000;
+      done(send(shared ? [...prefix, ...chain(2, 2)] : prefix));
+      if (shared) {
+        t += 1000;
+        done(send([...prefix, ...chain(4, 2)]));
+      }
+      t += 1000;
+      send(chain(100, 100));
+      const next = send([...prefix, ...chain(3, 2)], 120);
+      return "refused" in next ? next.refused : next.reason;
+    };
+    expect(spills(65_536, true)).toBe("spill");
+    expect(spills(400, true)).toBe("prefix-hit");
+    expect(spills(400, false)).toBe("spill");
+  });
+
   it("skips backends a request already failed on, and says why when none is left", () => {
     const router = routerFor(group({}, 3, { maxInFlight: 1 }), rng(29));
     for (let i = 0; i < 20; i++) {

@@ -117,12 +117,15 @@ describe("a replay in virtual time", () => {
     expect(leases).toBe(0);
     expect(new Set(r.requests.map((x) => x.backend)).size).toBe(4);
     // A prompt that repeats an earlier one's first 8 blocks (4k tokens) is a conversation going on:
-    // its key sends it to that one's shard, whichever of the shard's backends then serves it.
+    // its key sends it to that one's shard, whichever of the shard's backends then serves it —
+    // unless ShardChoice sends it on, its shard's queue longer than its prefill on the other or
+    // its load past the bound: 1 to 3 of these 24, as the shards' queues fall out. A key that
+    // ignored the prefix would keep half of them on their shard.
     const shardOf = new Map(groupShards(sharded).views.flatMap((v, s) => v.deployments.map((d) => [d.id, s] as const)));
     const repeats = repeatsOf(trace.requests, 8);
     expect(repeats.length).toBeGreaterThan(10);
     const stayed = repeats.filter(([earlier, i]) => shardOf.get(r.requests[earlier]?.backend ?? "") === shardOf.get(r.requests[i]?.backend ?? "")).length;
-    expect(stayed / repeats.length).toBeGreaterThan(0.9);
+    expect(stayed / repeats.length).toBeGreaterThan(0.8);
   }, 30_000);
 
   it("renews every lease it holds: none expires though answers outlast the lease's time to live", () => {

@@ -1,14 +1,7 @@
 import { load, usable, type Candidate, type Policy, type RouteReason } from "../policy.ts";
+import { copyCost } from "../copy-cost.ts";
 import type { PrefixMatch } from "../signals/prefix-match.ts";
 import { leastLoadedChoice } from "./least-loaded.ts";
-
-/**
- * What a block of a shared prefix copied onto a full cache costs later, in prefills, beside its own
- * prefill now: the block it evicts, prefilled again by whoever reuses it. Chosen in virtual time
- * from 1, 2, 3 and 6 (bench:routing-virtual, every trace): 3 gains pressured RAG most of the
- * kv_hit 6 gives.
- */
-const COPY_EVICTS = 3;
 
 /**
  * Picks the backend where the prompt's first token is likely to come soonest: the prompt work
@@ -37,7 +30,7 @@ const COPY_EVICTS = 3;
  * outweighs the prefill a copy costs.
  * A copy of a shared prefix not worth replicating is not free once the backend it goes to has a
  * full cache: the prefix stays cached where it was, for the others who use it, and each block
- * copied evicts one, which a later request prefills again (COPY_EVICTS). Unpriced, a pressured
+ * copied evicts one, which a later request prefills again (copy-cost.ts). Unpriced, a pressured
  * fleet copied RAG's documents and b2b-saas's group prompts to shorter queues and evicted other
  * requests' reuse. A conversation that moves takes its own history with it — the copy left behind
  * is reused by no one and ages out — so that move costs what it did (priced too, in virtual time
@@ -86,7 +79,7 @@ export const prefixAware: Policy = {
       // Per unit of weight: a weight-2 server gets through its queue as fast as a weight-1 one through half of it.
       const held = shared && replicable[i] ? best : m;
       // A shared prefix cached on another backend and not here is copied: priced by what it evicts here.
-      const copy = shared && held < best ? COPY_EVICTS * c.cacheFill * (best - held) : 0;
+      const copy = shared && held < best ? copyCost(c.cacheFill, best - held) : 0;
       const cost = (c.prefillDebt + (blocks - held + copy) * work) / c.weight;
       if (cost < pickCost || (cost === pickCost && m > pickMatch)) {
         pick = i;
