@@ -34,6 +34,21 @@ function pick(d: RouteDecision | RouteRefusal | LimitRefusal | VersionRefusal): 
 
 const chain = (prefix: number, n: number) => Array.from({ length: n }, (_, i) => prefix * 1_000_000 + i);
 
+/**
+ * The traffic the copy-pricing tests share: ten unrelated 100-block prompts, each done before the
+ * next (filling a small cache), then a 30-block prefix: a document two questions lead with
+ * (`shared`), or one conversation's prompt. `send` routes a chain a step later than the last.
+ */
+function holdPrefix(send: (c: number[]) => RouteDecision | null, done: (d: RouteDecision | null) => void, shared: boolean) {
+  for (let k = 0; k < 10; k++) done(send(chain(200 + k, 100)));
+  const prefix = chain(1, 30);
+  const first = send(shared ? [...prefix, ...chain(2, 2)] : prefix);
+  done(first);
+  const second = shared ? send([...prefix, ...chain(4, 2)]) : null;
+  if (shared) done(second);
+  return { prefix, first, second };
+}
+
 describe("PrefixSet", () => {
   it("finds the longest leading match", () => {
     const s = new PrefixSet(100);
@@ -525,21 +540,14 @@ describe("GroupRouter", () => {
     const nextAfterQueue = (kvCapacityBlocks: number, shared: boolean) => {
       const router = routerFor(group({ saturation: 100, balanceAbs: 100, hotThreshold: 0 }, 2, { kvCapacityBlocks }), rng(23));
       let t = 0;
-      const done = (lease: string | undefined) => router.release({ lease: lease ?? "", outcome: "ok" }, t);
-      // Unrelated prompts, each done before the next: 500 blocks on each backend.
-      for (let k = 0; k < 10; k++) done(pick(router.pick(chain(200 + k, 100), (t += 1000)))?.lease);
-      const prefix = chain(1, 30);
-      const first = pick(router.pick(shared ? [...prefix, ...chain(2, 2)] : prefix, (t += 1000)));
-      done(first?.lease);
-      if (shared) {
-        const second = pick(router.pick([...prefix, ...chain(4, 2)], (t += 1000)));
-        expect(second?.backendId).toBe(first?.backendId);
-        done(second?.lease);
-      }
+      const done = (d: RouteDecision | null) => router.release({ lease: d?.lease ?? "", outcome: "ok" }, t);
+      // The unrelated prompts put 500 blocks on each backend.
+      const { prefix, first, second } = holdPrefix((c) => pick(router.pick(c, (t += 1000))), done, shared);
+      if (shared) expect(second?.backendId).toBe(first?.backendId);
       for (let k = 0; k < 50; k++) {
         const doc = pick(router.pick(chain(100 + k, 100), (t += 1000)));
         if (doc?.backendId === first?.backendId) break;
-        done(doc?.lease);
+        done(doc);
       }
       const next = pick(router.pick([...prefix, ...chain(3, 2)], t + 1));
       return { moved: next?.backendId !== first?.backendId, reason: next?.reason };
@@ -562,18 +570,15 @@ describe("GroupRouter", () => {
       router.install(g, 0);
       let t = 0;
       const send = (c: number[], spillOverMs?: number) => router.route(g.version, c, [], t, undefined, false, undefined, spillOverMs);
-      const done = (d: ReturnType<typeof send>) => router.release({ lease: pick(d)?.lease ?? "", outcome: "ok" }, t);
-      for (let k = 0; k < 10; k++) {
-        t += 1000;
-        done(send(chain(200 + k, 100)));
-      }
-      const prefix = chain(1, 30);
-      t += 1000;
-      done(send(shared ? [...prefix, ...chain(2, 2)] : prefix));
-      if (shared) {
-        t += 1000;
-        done(send([...prefix, ...chain(4, 2)]));
-      }
+      const done = (d: RouteDecision | null) => router.release({ lease: d?.lease ?? "", outcome: "ok" }, t);
+      const { prefix } = holdPrefix(
+        (c) => {
+          t += 1000;
+          return pick(send(c));
+        },
+        done,
+        shared,
+      );
       t += 1000;
       send(chain(100, 100));
       const next = send([...prefix, ...chain(3, 2)], 120);

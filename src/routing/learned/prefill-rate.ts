@@ -13,8 +13,8 @@ import { LearnedFigure } from "./bounded.ts";
  * the prefill-debt drain needs is the marginal rate — the slope of TTFT over prefilled tokens —
  * and the queue is what the debt itself stands for. So the rate is 1 / the slope of the lower
  * envelope of (tokens, TTFT) over the last WINDOW requests: a Theil–Sen slope (the median of the
- * pairwise slopes, which a few outliers cannot move) over all points, then again over those on or
- * below that line's median residual — the less-queued half, since waiting only ever adds. It is
+ * pairwise slopes, which a few outliers cannot move) over each prompt size's least-waited point
+ * (leastWaited), then again over those on or below that line's median residual — the less-queued half, since waiting only ever adds. It is
  * refitted every REFIT reports (a few hundred pairs: microseconds, on sampled releases only).
  *
  * A fit is taken only when the window pins the slope down: Sen's confidence interval on the
@@ -118,13 +118,13 @@ export class PrefillRateLearner {
     if (this.filled < WINDOW) this.filled++;
     this.samples++;
     if (this.filled < MIN_SAMPLES || this.samples % REFIT !== 0) return false;
-    const all = this.leastWaited();
-    const first = this.fit(all);
+    const points = this.leastWaited();
+    const first = this.fit(points);
     if (first === null) return false;
     if (!(first.low > 0 && first.high <= MAX_INTERVAL_RATIO * first.low)) return false;
     const residual = (i: number) => (this.ttft[i] as number) - first.slope * (this.tokens[i] as number);
-    const cut = median(all.map(residual));
-    const envelope = this.fit(all.filter((i) => residual(i) <= cut)) ?? first;
+    const cut = median(points.map(residual));
+    const envelope = this.fit(points.filter((i) => residual(i) <= cut)) ?? first;
     const rate = 1000 / envelope.slope;
     const held = this.tokensPerSec;
     if (rate < held * DEAD_BAND && rate > held / DEAD_BAND) return false;
