@@ -3,7 +3,7 @@ import { GroupRouter } from "../../src/routing/group-router.ts";
 import type { Rng } from "../../src/routing/policy.ts";
 import { isDue, LeaseBook } from "../../src/routing/lease-book.ts";
 import type { LearnedSnapshot } from "../../src/routing/feedback.ts";
-import type { LeaseOutcome, LeaseRelease, RouteDecision } from "../../src/routing/protocol.ts";
+import type { LeaseOutcome, LeaseRelease, RouteDecision, SpillLimit } from "../../src/routing/protocol.ts";
 import { groupShards } from "../../src/sharding/partition.ts";
 import { ShardChoice } from "../../src/sharding/shard-choice.ts";
 
@@ -82,7 +82,7 @@ export class VirtualGateway {
       const s = order[k] as number;
       const object = this.objects[s] as GroupObject;
       this.choice.sent(object.name);
-      const answer = this.routeOn(object, chain, blocks, now, k === 0 ? plan.spillOverMs : undefined);
+      const answer = this.routeOn(object, chain, blocks, now, k === 0 ? plan.spill : undefined);
       if (!("refused" in answer)) {
         this.choice.answered(object.name, answer.decision, now);
         this.choice.placed(this.group, plan, s);
@@ -111,9 +111,9 @@ export class VirtualGateway {
   }
 
   /** The route call: the releases and due renewals ride along, then the object routes. */
-  private routeOn(object: GroupObject, chain: readonly number[], blocks: number, now: number, spillOverMs?: number): VirtualLease | { refused: string } {
+  private routeOn(object: GroupObject, chain: readonly number[], blocks: number, now: number, spill?: SpillLimit): VirtualLease | { refused: string } {
     this.deliver(object, now);
-    const answer = object.router.route(this.group.version, chain, [], now, undefined, false, blocks, spillOverMs);
+    const answer = object.router.route(this.group.version, chain, [], now, undefined, false, blocks, spill);
     if ("refused" in answer) return answer;
     const everyMs = this.group.leaseTtlMs / 3;
     const held = this.book.hold(object.name, { lease: answer.lease, version: this.group.version, backendId: answer.backendId }, everyMs, now);

@@ -14,7 +14,7 @@ import { prefixCapacities } from "./prefix-budget.ts";
 import type { Lesson } from "./prefix-set.ts";
 import { TenantLedger } from "../tenants/ledger.ts";
 import { costMicros } from "../tenants/pricing.ts";
-import type { BackendSnapshot, LeaseOutcome, LeaseRelease, LeaseRenewal, LimitRefusal, RouteDecision, RouteRefusal, RouteTenant, VersionRefusal } from "./protocol.ts";
+import type { BackendSnapshot, LeaseOutcome, LeaseRelease, LeaseRenewal, LimitRefusal, RouteDecision, RouteRefusal, RouteTenant, SpillLimit, VersionRefusal } from "./protocol.ts";
 import { createSignals, type Signals } from "./signals/index.ts";
 import { POLICIES } from "./strategies/index.ts";
 import { copyCost } from "./copy-cost.ts";
@@ -186,11 +186,11 @@ export class GroupRouter {
    * few trials. A request whose virtual key is over a limit is refused before any of that.
    * `failover`: the attempt follows a failed one or serves a fallback group (counted as such).
    * `blocks`: the prompt's size in blocks when its chain was cut short of it (RouteCall.blocks).
-   * `spillOverMs`: a shard's first call (RouteCall.spillOverMs); refused, nothing taken, when the
-   * pick would keep the prompt waiting longer.
+   * `spill`: a shard's first call (RouteCall.spill); refused, nothing taken, when the pick would
+   * keep the prompt waiting longer.
    * Admit → signals → pick → commit (src/routing/policy.ts): only the pick is the strategy's.
    */
-  route(version: string, chain: ArrayLike<number>, exclude: readonly string[], now: number, tenant?: RouteTenant, failover = false, blocks?: number, spillOverMs?: number): RouteDecision | RouteRefusal | LimitRefusal | VersionRefusal {
+  route(version: string, chain: ArrayLike<number>, exclude: readonly string[], now: number, tenant?: RouteTenant, failover = false, blocks?: number, spill?: SpillLimit): RouteDecision | RouteRefusal | LimitRefusal | VersionRefusal {
     const view = this.views.get(version);
     if (!view) return { refused: "unknown-version", rev: this.rev };
     if (tenant) {
@@ -211,26 +211,28 @@ export class GroupRouter {
     request.blocks = blocks !== undefined && Number.isFinite(blocks) && blocks > chain.length ? blocks : chain.length;
     const choice = policy.pick(view.backends, request, this.rng);
     if (!choice) return this.refuse("at-capacity");
-    if (spillOverMs !== undefined && this.spills(view, choice, spillOverMs)) return { refused: "spill", rev: this.rev };
+    if (spill && this.spills(view, choice, spill)) return { refused: "spill", rev: this.rev };
     return this.commit(view, choice, chain, exclude, now, tenant, failover);
   }
 
   /**
    * Whether a shard's pick would keep the prompt waiting longer than the Worker expects the next
-   * shard to (RouteCall.spillOverMs, which counts the whole prompt's prefill there). A shared
-   * prefix the pick holds, which prefix-aware would not copy between this shard's own backends
-   * for free, is priced the same way on its way to the next shard: by the blocks it would evict
-   * there, this cache's fill standing in for that one's. Unpriced, one object kept a document or
-   * a group prompt home where shards sent it on, and four shards of one worker each lost 4–10%
-   * of one object's kv_hit on b2b-saas.
+   * shard to (RouteCall.spill, which counts the prompt's prefill there). A shared prefix the pick
+   * holds, which prefix-aware would not copy between this shard's own backends for free, is priced
+   * the same way on its way to the next shard: by the blocks it would evict there, this cache's
+   * fill standing in for that one's — all but the blocks every shard holds already (a system
+   * prompt the Worker spreads over them). Unpriced, one object kept a document or a group prompt
+   * home where shards sent it on, and four shards of one worker each lost 4–10% of one object's
+   * kv_hit on b2b-saas.
    */
-  private spills(view: View, choice: Choice, spillOverMs: number): boolean {
+  private spills(view: View, choice: Choice, spill: SpillLimit): boolean {
     const b = view.backends[choice.index] as Backend;
     const wait = waitMs(b, view.request.blocks - choice.matched);
-    if (wait <= spillOverMs) return false;
+    if (wait <= spill.overMs) return false;
     const p = this.signals.prefix;
-    const priced = view.policy.reads.includes("prefix") && p.shared && choice.matched > 0 && !p.replicable[choice.index] && b.drainPerMs > 0;
-    return !priced || wait > spillOverMs + copyCost(b.cacheFill, choice.matched) / b.drainPerMs;
+    const copied = choice.matched - spill.spreadBlocks;
+    const priced = view.policy.reads.includes("prefix") && p.shared && copied > 0 && !p.replicable[choice.index] && b.drainPerMs > 0;
+    return !priced || wait > spill.overMs + copyCost(b.cacheFill, copied) / b.drainPerMs;
   }
 
   /** Marks which of the view's backends may take the request, with their caps, weights and prefill debt as of now; how many may. */

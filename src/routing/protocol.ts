@@ -94,12 +94,21 @@ export interface RouteCall {
   failover?: boolean;
   /** The request's virtual key; absent for the master key. */
   tenant?: RouteTenant;
-  /**
-   * A sharded group's first call: what the Worker expects the prompt to wait on the next shard, in
-   * ms. The object refuses with `spill` when its best backend would keep the prompt waiting longer
-   * (its queued prompt work plus the prompt's own uncached blocks).
-   */
-  spillOverMs?: number;
+  /** A sharded group's first call: when the object passes the prompt on to the next shard. */
+  spill?: SpillLimit;
+}
+
+/**
+ * A shard's limit on the wait it keeps a prompt for (src/sharding/shard-choice.ts sets it). The
+ * object refuses with `spill` when its best backend would keep the prompt waiting longer (its
+ * queued prompt work plus the prompt's own uncached blocks) than `overMs`, plus what copying a
+ * shared prefix that backend holds onto the next shard would cost (src/routing/copy-cost.ts).
+ */
+export interface SpillLimit {
+  /** What the Worker expects the prompt to wait on the next shard, in ms. */
+  overMs: number;
+  /** Leading blocks of the prompt every shard is taken to hold (ShardKey.spread): the next has them too, and copies none of them. */
+  spreadBlocks: number;
 }
 
 export interface RouteDecision {
@@ -127,7 +136,7 @@ export interface RouteDecision {
 
 /**
  * Why a route call found no backend: all breaker-open or already tried, or all at their cap; or,
- * for a call that set `spillOverMs`, that the prompt would wait longer than that on the best of
+ * for a call that set `spill`, that the prompt would wait longer than that on the best of
  * them (nothing was taken: the Worker asks the next shard).
  */
 export interface RouteRefusal {

@@ -5,6 +5,18 @@ import { decayed } from "../routing/half-life.ts";
 const ROOT_BLOCKS = 4;
 /** Blocks kept of the last prompt seen under a key, past the key: prompts that part further in are not told apart. */
 const WINDOW_BLOCKS = 512;
+/** A prompt's shard key, and how far into it the key sits. */
+export interface ShardKey {
+  /** A chain hash; NaN for an empty chain. */
+  key: number;
+  /**
+   * Leading blocks of the prompt under prefixes busier than a shard's share, which the key went
+   * past: a system prompt its app's conversations share. Their prompts are spread over every
+   * shard, so every shard is taken to hold these blocks. 0 when the key is the prompt's first blocks.
+   */
+  spread: number;
+}
+
 /** Keys remembered: branch points, and the last prompt under each key (≤ 4 KB each: 4 MB at most). */
 const MAX_BRANCHES = 4096;
 const MAX_LAST = 1024;
@@ -79,14 +91,15 @@ export class ShardKeys {
   private readonly total: Heat = { heat: 0, at: 0 };
 
   /**
-   * The prompt's key among `shards` shards taking requests (NaN for an empty chain), learning
-   * from it. Each call counts as a request: a retry's second call too, as it is more load there.
+   * The prompt's key among `shards` shards taking requests, learning from it. Each call counts as
+   * a request: a retry's second call too, as it is more load there.
    */
-  keyOf(chain: readonly number[], shards: number): number {
-    if (chain.length === 0) return NaN;
+  keyOf(chain: readonly number[], shards: number): ShardKey {
+    if (chain.length === 0) return { key: NaN, spread: 0 };
     pass(this.total, ++this.seen);
     let at = Math.min(ROOT_BLOCKS, chain.length) - 1;
     let key = chain[at] as number;
+    let spread = 0;
     for (let b = this.branches.get(key); b !== undefined && b.shared < chain.length; b = this.branches.get(key)) {
       // Used: kept longest (a system prompt in use is not the one forgotten).
       this.branches.delete(key);
@@ -96,11 +109,11 @@ export class ShardKeys {
       // wavers about the bar would otherwise move its conversations between shards each time.
       b.split = b.heat * shards > (b.split ? 0.5 : 1) * this.total.heat;
       if (!b.split) break;
-      at = b.shared;
+      spread = at = b.shared;
       key = chain[at] as number;
     }
     this.learn(key, at + 1, chain);
-    return key;
+    return { key, spread };
   }
 
   /** Entries held, for tests of the bounds. */

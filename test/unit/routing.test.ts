@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { parseConfig, type ResolvedGroup } from "../../src/config/load.ts";
 import type { Strategy } from "../../src/config/schema.ts";
 import { GroupRouter } from "../../src/routing/group-router.ts";
-import type { LimitRefusal, RouteDecision, RouteRefusal, VersionRefusal } from "../../src/routing/protocol.ts";
+import type { LimitRefusal, RouteDecision, RouteRefusal, SpillLimit, VersionRefusal } from "../../src/routing/protocol.ts";
 import { PendingPrefills } from "../../src/routing/pending-prefills.ts";
 import { PrefixSet } from "../../src/routing/prefix-set.ts";
 import { SharedWorkingSet } from "../../src/routing/shared-working-set.ts";
@@ -318,11 +318,11 @@ describe("GroupRouter", () => {
     // The 1,000 blocks queued on one backend and the 40 on the other: 40 × 1.6 ms is the least.
     expect(second?.waitMs).toBeCloseTo(64);
     // A 100-block prompt would wait 64 + 160 ms at best: over a limit of 200 it is passed on, nothing taken.
-    expect(router.route(g.version, chain(3, 40), [], 0, undefined, false, 100, 200)).toEqual({ refused: "spill", rev: 0 });
+    expect(router.route(g.version, chain(3, 40), [], 0, undefined, false, 100, { overMs: 200, spreadBlocks: 0 })).toEqual({ refused: "spill", rev: 0 });
     expect(router.leaseCount).toBe(2);
     expect(router.snapshot().map((b) => b.inFlight)).toEqual([1, 1]);
     // Under a limit of 250 it is routed, to the shorter queue.
-    expect(pick(router.route(g.version, chain(3, 40), [], 0, undefined, false, 100, 250))?.backendId).toBe(second?.backendId);
+    expect(pick(router.route(g.version, chain(3, 40), [], 0, undefined, false, 100, { overMs: 250, spreadBlocks: 0 }))?.backendId).toBe(second?.backendId);
     // One object for the group: its answers carry no queue for a Worker to weigh.
     expect(pick(routerFor(group({}, 2)).pick(chain(1, 40), 0))).not.toHaveProperty("waitMs");
   });
@@ -563,13 +563,15 @@ describe("GroupRouter", () => {
     // the next request of each waits (100 + 2) × 1.6 = 163 ms there, over the Worker's 120 ms
     // for the next shard. With room in the caches both are passed on. With them full, the
     // document's copy on the next shard evicts 30 blocks another request prefills again
-    // (3 × 30 × 1.6 = 144 ms more): it stays. The conversation takes its history along: it goes.
-    const spills = (kvCapacityBlocks: number, shared: boolean) => {
+    // (3 × 30 × 1.6 = 144 ms more): it stays — unless the Worker says every shard holds it (a
+    // system prompt it spreads over them), or all but 5 of its blocks (24 ms more): then it goes.
+    // The conversation takes its history along: it goes.
+    const spills = (kvCapacityBlocks: number, shared: boolean, spreadBlocks = 0) => {
       const g = group({ saturation: 100, balanceAbs: 100, hotThreshold: 0 }, 1, { kvCapacityBlocks });
       const router = new GroupRouter(g.name, rng(7));
       router.install(g, 0);
       let t = 0;
-      const send = (c: number[], spillOverMs?: number) => router.route(g.version, c, [], t, undefined, false, undefined, spillOverMs);
+      const send = (c: number[], spill?: SpillLimit) => router.route(g.version, c, [], t, undefined, false, undefined, spill);
       const done = (d: RouteDecision | null) => router.release({ lease: d?.lease ?? "", outcome: "ok" }, t);
       const { prefix } = holdPrefix(
         (c) => {
@@ -581,12 +583,15 @@ describe("GroupRouter", () => {
       );
       t += 1000;
       send(chain(100, 100));
-      const next = send([...prefix, ...chain(3, 2)], 120);
+      const next = send([...prefix, ...chain(3, 2)], { overMs: 120, spreadBlocks });
       return "refused" in next ? next.refused : next.reason;
     };
     expect(spills(65_536, true)).toBe("spill");
     expect(spills(400, true)).toBe("prefix-hit");
     expect(spills(400, false)).toBe("spill");
+    expect(spills(400, true, 30)).toBe("spill");
+    expect(spills(400, true, 25)).toBe("spill");
+    expect(spills(400, true, 10)).toBe("prefix-hit");
   });
 
   it("skips backends a request already failed on, and says why when none is left", () => {

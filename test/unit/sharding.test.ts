@@ -34,7 +34,7 @@ function keysPerConversation(sent: readonly [number, number[]][]): Map<number, S
   const keys = new ShardKeys();
   const out = new Map<number, Set<number>>();
   sent.forEach(([c, blocks], i) => {
-    const key = keys.keyOf(blockPrompt(blocks), 4);
+    const key = keys.keyOf(blockPrompt(blocks), 4).key;
     if (i >= 2) out.set(c, (out.get(c) ?? new Set()).add(key));
   });
   return out;
@@ -120,7 +120,7 @@ describe("partition: each deployment's shard", () => {
 describe("ShardKeys: the prefix that decides a prompt's shard", () => {
   it("keys every conversation that shares a system prompt by its own first message, once two have been seen", () => {
     const keys = new ShardKeys();
-    const seen = conversations(8, 6).map((r) => ({ ...r, key: keys.keyOf(r.chain, 4) }));
+    const seen = conversations(8, 6).map((r) => ({ ...r, key: keys.keyOf(r.chain, 4).key }));
     // The first prompt, and the second (which teaches where the two part), are keyed by their shared first blocks.
     expect((seen[1] as { key: number }).key).toBe((seen[0] as { key: number }).key);
     const perSession = new Map<number, Set<number>>();
@@ -137,7 +137,7 @@ describe("ShardKeys: the prefix that decides a prompt's shard", () => {
   it("keys a conversation the same on every turn, and learns no branch from it alone or from retries", () => {
     const keys = new ShardKeys();
     const one = conversations(1, 8);
-    const got = new Set(one.map((r) => keys.keyOf(r.chain, 4)));
+    const got = new Set(one.map((r) => keys.keyOf(r.chain, 4).key));
     keys.keyOf((one[3] as { chain: number[] }).chain, 4);
     expect(got.size).toBe(1);
     expect(keys.size.branches).toBe(0);
@@ -177,11 +177,11 @@ describe("ShardKeys: the prefix that decides a prompt's shard", () => {
     const hotKeys = new Set<number>();
     for (let round = 0; round < 20; round++) {
       for (let g = 0; g < 40; g++) {
-        const key = keys.keyOf(ask(g, round), 4);
+        const key = keys.keyOf(ask(g, round), 4).key;
         if (round >= 2) perGroup.set(g, (perGroup.get(g) ?? new Set()).add(key));
       }
       for (let h = 0; h < 20; h++) {
-        const key = keys.keyOf(ask(1000, round * 20 + h), 4);
+        const key = keys.keyOf(ask(1000, round * 20 + h), 4).key;
         if (round >= 2) hotKeys.add(key);
       }
     }
@@ -202,7 +202,7 @@ describe("ShardKeys: the prefix that decides a prompt's shard", () => {
       const c = turn++ % 6;
       const h = (histories[app] as ChatMessage[][])[c] as ChatMessage[];
       h.push({ role: "user", content: text(`app ${app} conversation ${c} question ${turn}`, 100) });
-      const key = keys.keyOf(chatFingerprint({ model: "m", messages: [...h] }, opts), 2);
+      const key = keys.keyOf(chatFingerprint({ model: "m", messages: [...h] }, opts), 2).key;
       h.push({ role: "assistant", content: text(`answer ${turn}`, 100) });
       return { c, key };
     };
@@ -234,22 +234,27 @@ describe("ShardKeys: the prefix that decides a prompt's shard", () => {
     const prompt = [1, 2, 3, 4, 5, 6, 7, 8];
     for (let i = 0; i < 300; i++) keys.keyOf(prompt, 4);
     const followed = Array.from({ length: 6 }, (_, q) => keys.keyOf([...prompt, 1000 + q, 2000 + q], 4));
-    // The first two teach where they part; from the third on each is keyed by its own question.
-    expect(followed.slice(0, 2)).toEqual([4, 4]);
-    expect(followed.slice(2)).toEqual([1002, 1003, 1004, 1005]);
+    // The first two teach where they part; from the third on each is keyed by its own question,
+    // past the 8 blocks they all share: those are taken to be on every shard.
+    expect(followed.slice(0, 2)).toEqual([
+      { key: 4, spread: 0 },
+      { key: 4, spread: 0 },
+    ]);
+    expect(followed.slice(2).map((k) => k.key)).toEqual([1002, 1003, 1004, 1005]);
+    expect(followed.slice(2).map((k) => k.spread)).toEqual([8, 8, 8, 8]);
   });
 
   it("never keys past a prefix over one shard: no share of the requests is more than all of them", () => {
     const keys = new ShardKeys();
-    const seen = new Set(conversations(8, 6).map((r) => keys.keyOf(r.chain, 1)));
+    const seen = new Set(conversations(8, 6).map((r) => keys.keyOf(r.chain, 1).key));
     expect(seen.size).toBe(1);
   });
 
   it("gives prompts identical to their end one key (a hot prefix: bounded loads spread it), and an empty prompt none", () => {
     const keys = new ShardKeys();
     const chain = chatFingerprint({ model: "m", messages: [{ role: "user", content: text("same", 4000) }] }, opts);
-    expect(new Set(Array.from({ length: 20 }, () => keys.keyOf([...chain], 4))).size).toBe(1);
-    expect(keys.keyOf([], 4)).toBeNaN();
+    expect(new Set(Array.from({ length: 20 }, () => keys.keyOf([...chain], 4).key)).size).toBe(1);
+    expect(keys.keyOf([], 4).key).toBeNaN();
   });
 
   it("stays bounded however many prompts it sees", () => {
@@ -364,7 +369,7 @@ describe("ShardChoice: an isolate's shard for each prompt", () => {
     const prompt = chatFingerprint({ model: "m", messages: [{ role: "user", content: text("conversation", 3000) }] }, opts);
     const plan = choice.order(group, prompt, 0, 100);
     // No shard has told its queue yet: nothing to weigh, no limit.
-    expect(plan.spillOverMs).toBeUndefined();
+    expect(plan.spill).toBeUndefined();
     const own = plan.order[0] as number;
     const name = (s: number) => plan.shards.objectNames[s] as string;
     // Its own shard has 5 s of prompt work queued; the others 900, 300 and 600 ms. A block takes 2 ms.
@@ -377,14 +382,31 @@ describe("ShardChoice: an isolate's shard for each prompt", () => {
     // limit is that one's wait with the whole prompt to prefill, plus the fleet's least queue.
     expect(busy.order[0]).toBe(own);
     expect(busy.order[1]).toBe(others[1]);
-    expect(busy.spillOverMs).toBe(200 + 100 * 2 + 200);
+    expect(busy.spill).toEqual({ overMs: 200 + 100 * 2 + 200, spreadBlocks: 0 });
     // Queues drain with the clock.
-    expect(choice.order(group, prompt, 400, 100).spillOverMs).toBe(0 + 200 + 0);
+    expect(choice.order(group, prompt, 400, 100).spill?.overMs).toBe(0 + 200 + 0);
     // It went to that shard: the key's next prompt goes there first, until one goes home again.
     choice.placed(group, busy, others[1] as number);
     expect(choice.order(group, prompt, 500, 100).order[0]).toBe(others[1]);
     choice.placed(group, busy, own);
     expect(choice.order(group, prompt, 500, 100).order[0]).toBe(own);
+  });
+
+  it("takes the next shard to hold a system prompt spread over every shard: neither its prefill nor its copy is counted", () => {
+    const choice = new ShardChoice();
+    const [a, b, c] = conversations(3, 1).map((r) => r.chain) as [number[], number[], number[]];
+    // The first two teach where conversations part; the third is keyed past what they share.
+    let system = 0;
+    while (a[system] === b[system]) system++;
+    expect(system).toBeGreaterThan(50);
+    choice.order(group, a, 0);
+    choice.order(group, b, 0);
+    const plan = choice.order(group, c, 0);
+    const name = (s: number) => plan.shards.objectNames[s] as string;
+    // Its shard has 5 s of prompt work queued, the others 300 ms; a block takes 2 ms.
+    plan.order.forEach((s, i) => choice.answered(name(s), { inFlight: 1, waitMs: i === 0 ? 5000 : 300, blockMs: 2 }, 0));
+    // The next shard prefills only the blocks past the system prompt; the object is told not to price copying it.
+    expect(choice.order(group, c, 0).spill).toEqual({ overMs: 300 + (c.length - system) * 2 + 300, spreadBlocks: system });
   });
 
   it("weighs a shard by the other isolates' requests it last reported only while that report is fresh", () => {

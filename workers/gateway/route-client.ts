@@ -1,6 +1,6 @@
 import type { ResolvedGroup } from "../../src/config/load.ts";
 import { unavailable } from "../../src/openai/errors.ts";
-import { isVersionRefusal, type LeaseOutcome, type LeaseRelease, type LeaseRenewal, type LimitRefusal, type RouteCall, type RouteDecision, type RouteRefusal, type RouteTenant } from "../../src/routing/protocol.ts";
+import { isVersionRefusal, type LeaseOutcome, type LeaseRelease, type LeaseRenewal, type LimitRefusal, type RouteCall, type RouteDecision, type RouteRefusal, type RouteTenant, type SpillLimit } from "../../src/routing/protocol.ts";
 import { shardOfObject } from "../../src/sharding/partition.ts";
 import { ShardChoice } from "../../src/sharding/shard-choice.ts";
 import { isDue, LeaseBook, renewLater } from "../../src/routing/lease-book.ts";
@@ -85,7 +85,7 @@ export async function route(env: Env, ctx: WaitUntil, group: ResolvedGroup, prom
     shardChoice.sent(object);
     let answer: Routed | RouteRefusal | LimitRefusal;
     try {
-      answer = await routeOn(env, ctx, group, object, shards.views[s] as ResolvedGroup, prompt, exclude, model, tenant, failover, k === 0 ? plan.spillOverMs : undefined);
+      answer = await routeOn(env, ctx, group, object, shards.views[s] as ResolvedGroup, prompt, exclude, model, tenant, failover, k === 0 ? plan.spill : undefined);
     } catch (e) {
       // An object that cannot answer (overloaded, or being reset) is a shard with nothing to give: the next may.
       shardChoice.ended(object);
@@ -112,14 +112,14 @@ export async function route(env: Env, ctx: WaitUntil, group: ResolvedGroup, prom
 }
 
 /** One route call to one object of the group; `view`: the config it routes with, sent when it does not know the version. */
-async function routeOn(env: Env, ctx: WaitUntil, group: ResolvedGroup, object: string, view: ResolvedGroup, prompt: Prompt, exclude: readonly string[], model: string, tenant: RouteTenant | undefined, failover: boolean, spillOverMs?: number): Promise<Routed | RouteRefusal | LimitRefusal> {
+async function routeOn(env: Env, ctx: WaitUntil, group: ResolvedGroup, object: string, view: ResolvedGroup, prompt: Prompt, exclude: readonly string[], model: string, tenant: RouteTenant | undefined, failover: boolean, spill?: SpillLimit): Promise<Routed | RouteRefusal | LimitRefusal> {
   const released = book.takePending(object);
   const renewing = book.takeRenewals(object, Date.now());
   const call: RouteCall = { version: group.version, chain: prompt.chain, released, renewed: renewing.map((h) => h.renewal), exclude: [...exclude] };
   if (prompt.blocks > prompt.chain.length) call.blocks = prompt.blocks;
   if (tenant) call.tenant = tenant;
   if (failover) call.failover = true;
-  if (spillOverMs !== undefined) call.spillOverMs = spillOverMs;
+  if (spill) call.spill = spill;
   try {
     const stub = groupObject(env, object, group.locationHint);
     let answer = await stub.route(call);
