@@ -2,12 +2,11 @@ import type { ResolvedGroup } from "../config/load.ts";
 import type { RouteDecision, SpillLimit } from "../routing/protocol.ts";
 import { groupShards, type GroupShards } from "./partition.ts";
 import { boundedOrder, shardOrder, toFront } from "./shard-order.ts";
+import { KeyPlacements } from "./key-placements.ts";
 import { ShardKeys } from "./shard-key.ts";
 
 /** How long an object's count of other isolates' requests stands for its load: about a request's life. */
 const OTHERS_FRESH_MS = 1000;
-/** Keys remembered with the shard their last prompt went to when that was not their own: a conversation's history stays findable. */
-const MAX_MOVED = 4096;
 
 interface ShardLoad {
   /** This isolate's calls under way to the object and leases it holds there. */
@@ -25,9 +24,11 @@ interface ShardLoad {
 export interface ShardPlan {
   shards: GroupShards;
   order: number[];
-  /** The prompt's shard key (NaN for no prompt), and the shard it is hashed to (-1 for none): for `placed`. */
+  /** The prompt's shard key (NaN for no prompt), its position, and the shard it is hashed to (-1 for none); the prompt: for `placed`. */
   key: number;
+  at: number;
   own: number;
+  chain: readonly number[];
   /** RouteCall.spill for the first shard: the wait the Worker expects on the second. */
   spill?: SpillLimit;
 }
@@ -52,50 +53,48 @@ export interface ShardPlan {
  * blocks (an overloaded fleet keeps its cache hits). Counting the system prompt as the next
  * shard's prefill too kept tool loops and conversations home behind a queue: over 4 shards in
  * virtual time, tool-loop TTFT p50 fell by 10–47% once it was not. A prompt that went elsewhere
- * leaves its key there (`placed`): the conversation's next turn goes where its history is. Over
+ * is remembered under its key (`placed`, KeyPlacements): the next prompt that shares more with it
+ * than the key goes there first — a conversation's next turn, where its history is. Over
  * 4 shards on the Mooncake trace, in-flight counts alone had TTFT p95 at 2.1 × one object's.
  */
 export class ShardChoice {
   private readonly keys = new Map<string, ShardKeys>();
   private readonly loads = new Map<string, ShardLoad>();
-  /** Per group: key → the shard its last prompt went to, where that was not the key's own; oldest first. */
-  private readonly moved = new Map<string, Map<number, number>>();
+  /** Per group: where the prompts of keys went, for keys whose prompts went elsewhere than their own shard. */
+  private readonly placements = new Map<string, KeyPlacements>();
 
   /** The shards of `group` to try for `chain` (a prompt of `blocks` blocks), best first. */
   order(group: ResolvedGroup, chain: readonly number[], now = Date.now(), blocks = chain.length): ShardPlan {
     const shards = groupShards(group);
     let keys = this.keys.get(group.name);
     if (!keys) this.keys.set(group.name, (keys = new ShardKeys()));
-    const { key, spread } = keys.keyOf(chain, shards.active);
+    const { key, at, spread } = keys.keyOf(chain, shards.active);
     const loads = shards.objectNames.map((n) => this.loadOf(n, now));
     // No prompt (embeddings of nothing alike, a realtime session): no cache to aim for, the least busy shard.
     if (Number.isNaN(key)) {
       const order = byLoad(loads, shards.weights);
-      return { shards, order: order.length === 0 ? [0] : order, key, own: -1 };
+      return { shards, order: order.length === 0 ? [0] : order, key, at, own: -1, chain };
     }
     const order = shardOrder(key, shards.weights);
-    if (order.length === 0) return { shards, order: [0], key, own: -1 };
+    if (order.length === 0) return { shards, order: [0], key, at, own: -1, chain };
     const own = order[0] as number;
-    const moved = this.moved.get(group.name)?.get(key);
-    if (moved !== undefined) toFront(order, order.indexOf(moved));
+    const followed = this.placements.get(group.name)?.follow(key, at, chain) ?? -1;
+    if (followed >= 0) toFront(order, order.indexOf(followed));
     boundedOrder(order, loads, shards.weights, group);
-    const plan: ShardPlan = { shards, order, key, own };
+    const plan: ShardPlan = { shards, order, key, at, own, chain };
     this.spill(plan, blocks, spread, now);
     return plan;
   }
 
-  /** The request `plan` was made for took a lease on shard `shard`: where its key's next prompt goes first, when that is not the key's own. */
+  /** The request `plan` was made for took a lease on shard `shard`: where the next prompts that share it go first. */
   placed(group: ResolvedGroup, plan: ShardPlan, shard: number): void {
     if (plan.own < 0) return;
-    let moved = this.moved.get(group.name);
-    if (shard === plan.own) {
-      moved?.delete(plan.key);
-      return;
+    let placements = this.placements.get(group.name);
+    if (!placements) {
+      if (shard === plan.own) return;
+      this.placements.set(group.name, (placements = new KeyPlacements()));
     }
-    if (!moved) this.moved.set(group.name, (moved = new Map()));
-    moved.delete(plan.key);
-    moved.set(plan.key, shard);
-    if (moved.size > MAX_MOVED) moved.delete(moved.keys().next().value as number);
+    placements.placed(plan.key, plan.at, plan.chain, shard, plan.own);
   }
 
   /** The second shard: the one a prompt would wait least on without its cache (all but the spread prefix); the first's limit: that wait. */

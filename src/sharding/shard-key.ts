@@ -9,6 +9,8 @@ const WINDOW_BLOCKS = 512;
 export interface ShardKey {
   /** A chain hash; NaN for an empty chain. */
   key: number;
+  /** The key's position in the chain: the prompts under the key share every block up to it. */
+  at: number;
   /**
    * Leading blocks of the prompt under prefixes busier than a shard's share, which the key went
    * past: a system prompt its app's conversations share. Their prompts are spread over every
@@ -95,7 +97,7 @@ export class ShardKeys {
    * a request: a retry's second call too, as it is more load there.
    */
   keyOf(chain: readonly number[], shards: number): ShardKey {
-    if (chain.length === 0) return { key: NaN, spread: 0 };
+    if (chain.length === 0) return { key: NaN, at: -1, spread: 0 };
     pass(this.total, ++this.seen);
     let at = Math.min(ROOT_BLOCKS, chain.length) - 1;
     let key = chain[at] as number;
@@ -113,7 +115,7 @@ export class ShardKeys {
       key = chain[at] as number;
     }
     this.learn(key, at + 1, chain);
-    return { key, spread };
+    return { key, at, spread };
   }
 
   /** Entries held, for tests of the bounds. */

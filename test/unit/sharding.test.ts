@@ -9,6 +9,7 @@ import type { GroupStatus } from "../../src/routing/protocol.ts";
 import { mergeDecisions, mergeMetrics, mergeStatus } from "../../src/sharding/merge.ts";
 import { groupShards, objectNamesOf, partition, shardObjectName, shardOfObject } from "../../src/sharding/partition.ts";
 import { ShardChoice } from "../../src/sharding/shard-choice.ts";
+import { KeyPlacements } from "../../src/sharding/key-placements.ts";
 import { ShardKeys } from "../../src/sharding/shard-key.ts";
 import { boundedOrder, shardOrder } from "../../src/sharding/shard-order.ts";
 
@@ -237,8 +238,8 @@ describe("ShardKeys: the prefix that decides a prompt's shard", () => {
     // The first two teach where they part; from the third on each is keyed by its own question,
     // past the 8 blocks they all share: those are taken to be on every shard.
     expect(followed.slice(0, 2)).toEqual([
-      { key: 4, spread: 0 },
-      { key: 4, spread: 0 },
+      { key: 4, at: 3, spread: 0 },
+      { key: 4, at: 3, spread: 0 },
     ]);
     expect(followed.slice(2).map((k) => k.key)).toEqual([1002, 1003, 1004, 1005]);
     expect(followed.slice(2).map((k) => k.spread)).toEqual([8, 8, 8, 8]);
@@ -268,6 +269,38 @@ describe("ShardKeys: the prefix that decides a prompt's shard", () => {
     expect(keys.size.last).toBeLessThanOrEqual(1024);
     expect(keys.size.branches).toBeLessThanOrEqual(4096);
     expect(keys.size.branches).toBeGreaterThan(0);
+  });
+});
+
+describe("KeyPlacements: where the prompts under a key went", () => {
+  // Chains as the fingerprint makes them: equal numbers at a position, equal prefixes up to it.
+  const under = (tail: number[]) => [1, 2, 3, 4, ...tail];
+  const run = (from: number, n: number) => Array.from({ length: n }, (_, i) => from + i);
+
+  it("sends a prompt after the placement it shares most with past the key, the newest of equals; none past it, no shard", () => {
+    const p = new KeyPlacements();
+    // Key 4 at position 3; its own shard 0. A 60-block prompt went to shard 2, then another to shard 0.
+    p.placed(4, 3, under(run(1000, 60)), 2, 0);
+    p.placed(4, 3, under(run(2000, 60)), 0, 0);
+    expect(p.follow(4, 3, under([...run(1000, 30), ...run(5000, 10)]))).toBe(2);
+    expect(p.follow(4, 3, under([...run(2000, 1), 7]))).toBe(0);
+    expect(p.follow(4, 3, under(run(9000, 40)))).toBe(-1);
+    expect(p.follow(5, 3, under(run(1000, 60)))).toBe(-1);
+    // The same prompt again, on shard 1: the newest of equals.
+    p.placed(4, 3, under(run(1000, 60)), 1, 0);
+    expect(p.follow(4, 3, under(run(1000, 61)))).toBe(1);
+  });
+
+  it("forgets a key whose recent prompts all went home, and stays bounded", () => {
+    const p = new KeyPlacements();
+    p.placed(4, 3, under(run(1000, 20)), 0, 0);
+    expect(p.size).toBe(0);
+    p.placed(4, 3, under(run(1000, 20)), 1, 0);
+    expect(p.size).toBe(1);
+    for (let i = 0; i < 8; i++) p.placed(4, 3, under(run(3000 + 100 * i, 20)), 0, 0);
+    expect(p.size).toBe(0);
+    for (let k = 0; k < 5000; k++) p.placed(10_000 + k, 3, [1, 2, 3, 10_000 + k, ...run(20_000, 2000)], 1, 0);
+    expect(p.size).toBeLessThanOrEqual(1024);
   });
 });
 
@@ -407,6 +440,26 @@ describe("ShardChoice: an isolate's shard for each prompt", () => {
     plan.order.forEach((s, i) => choice.answered(name(s), { inFlight: 1, waitMs: i === 0 ? 5000 : 300, blockMs: 2 }, 0));
     // The next shard prefills only the blocks past the system prompt; the object is told not to price copying it.
     expect(choice.order(group, c, 0).spill).toEqual({ overMs: 300 + (c.length - system) * 2 + 300, spreadBlocks: system });
+  });
+
+  it("asks first the shard that holds what a prompt shares past its key, not where the key's last prompt went", () => {
+    const choice = new ShardChoice();
+    // Other traffic, so the prefix the two prompts below share carries less than a shard's share and keys them both.
+    for (let i = 0; i < 40; i++) choice.order(group, [100 + i, 200 + i, 300 + i, 400 + i, 500 + i], 0);
+    const home = [1, 2, 3, 4, ...Array.from({ length: 100 }, (_, i) => 1000 + i)];
+    const away = [1, 2, 3, 4, ...Array.from({ length: 100 }, (_, i) => 2000 + i)];
+    const first = choice.order(group, home, 0);
+    const own = first.own;
+    choice.placed(group, first, own);
+    const second = choice.order(group, away, 0);
+    expect(second.key).toBe(first.key);
+    // The second went elsewhere (passed on for a queue, say).
+    const elsewhere = (own + 1) % 4;
+    choice.placed(group, second, elsewhere);
+    // The first's next turn goes where the first is; the second's where the second is; a third prompt under the key, to its own shard.
+    expect(choice.order(group, [...home, 7, 8], 0).order[0]).toBe(own);
+    expect(choice.order(group, [...away, 7, 8], 0).order[0]).toBe(elsewhere);
+    expect(choice.order(group, [1, 2, 3, 4, 9, 9], 0).order[0]).toBe(own);
   });
 
   it("weighs a shard by the other isolates' requests it last reported only while that report is fresh", () => {
