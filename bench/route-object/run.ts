@@ -162,7 +162,7 @@ const md = [
   "",
   "The same conversations through a group split over N objects (`shards: N`), as the gateway routes them: the",
   "Worker's shard choice (src/sharding/shard-choice.ts: the prompt's key, rendezvous hashing, bounded loads",
-  "from the in-flight counts the objects answer) picks the shard, and that shard's router — holding only its",
+  "from the in-flight counts the objects answer, the shard an earlier prompt sharing the most went to) picks the shard, and that shard's router — holding only its",
   "slice of the backends — routes. Each object's calls are timed one by one (wall clock on a quiet core);",
   "the objects of a group run side by side, each its own thread, so the group takes calls at the rate its",
   "busiest object allows: routes/s = calls ÷ the busiest object's time. Busiest = its share of the calls × N",

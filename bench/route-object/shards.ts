@@ -18,7 +18,7 @@ export interface ShardRun {
   routes_per_sec_max: number;
   /** The busiest object's share of the calls, times the number of shards: 1 is an even split. */
   busiest_load: number;
-  /** The Worker's side: choosing the shard (keying the prompt, ordering the shards), µs per call. */
+  /** The Worker's side: choosing the shard (keying the prompt, ordering the shards) and noting where the prompt went, µs per call. */
   worker_us_per_route: number;
   /** Prompt blocks the chosen backend's prefix set held, over all blocks routed: sharding must keep it. */
   matched_share: number;
@@ -66,14 +66,18 @@ function routeThrough(backends: number, chainBlocks: number, shards: number, cal
     const chain = next().slice();
     const t0 = performance.now();
     // One shard: the gateway routes as it always did, with no key computed (route-client.ts).
-    const s = shards === 1 ? 0 : (choice.order(g, chain).order[0] as number);
+    const plan = shards === 1 ? null : choice.order(g, chain);
+    const s = plan ? (plan.order[0] as number) : 0;
     const t1 = performance.now();
     const object = split.objectNames[s] as string;
     choice.sent(object);
     const d = (routers[s] as GroupRouter).route(g.version, chain, [], now);
     const t2 = performance.now();
     if ("refused" in d) throw new Error(`shard ${s} refused: ${d.refused}`);
+    // Told where the prompt went, as route-client.ts tells it: the Worker's side too.
     choice.answered(object, d);
+    if (plan) choice.placed(g, plan, s);
+    const t2b = performance.now();
     inFlight.push({ shard: s, lease: d.lease });
     let released = 0;
     if (inFlight.length > backends * IN_FLIGHT_PER_BACKEND) {
@@ -87,7 +91,7 @@ function routeThrough(backends: number, chainBlocks: number, shards: number, cal
     if (!timed) return;
     busy[s] = (busy[s] as number) + (t2 - t1);
     count[s] = (count[s] as number) + 1;
-    workerMs += t1 - t0;
+    workerMs += t1 - t0 + (t2b - t2);
     matched += d.matched;
     blocks += d.total;
   };
