@@ -18,7 +18,7 @@ export interface ShardRun {
   routes_per_sec_max: number;
   /** The busiest object's share of the calls, times the number of shards: 1 is an even split. */
   busiest_load: number;
-  /** The Worker's side: choosing the shard (keying the prompt, ordering the shards) and noting where the prompt went, µs per call. */
+  /** The Worker's side: choosing the shard (keying the prompt, ordering the shards), then noting the object's answer and where the prompt went, µs per call. */
   worker_us_per_route: number;
   /** Prompt blocks the chosen backend's prefix set held, over all blocks routed: sharding must keep it. */
   matched_share: number;

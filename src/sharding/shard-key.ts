@@ -5,6 +5,18 @@ import { decayed } from "../routing/half-life.ts";
 const ROOT_BLOCKS = 4;
 /** Blocks kept of the last prompt seen under a key, past the key: prompts that part further in are not told apart. */
 const WINDOW_BLOCKS = 512;
+/** Keys remembered: branch points, and the last prompt under each key (≤ 4 KB each: 4 MB at most). */
+const MAX_BRANCHES = 4096;
+const MAX_LAST = 1024;
+
+/**
+ * A request's weight in a key's heat halves over this many of the isolate's requests of the group.
+ * Long enough that a few requests in a row on one of many prefixes do not make it look like a
+ * shard's share; short enough that a new prefix taking all the traffic shows as one soon: after
+ * HEAT_HALF_LIFE × log2(S / (S − 1)) requests over S shards — 256 at 2, 106 at 4, 49 at 8.
+ */
+const HEAT_HALF_LIFE = 256;
+
 /** A prompt's shard key, and how far into it the key sits. */
 export interface ShardKey {
   /** A chain hash; NaN for an empty chain. */
@@ -18,18 +30,6 @@ export interface ShardKey {
    */
   spread: number;
 }
-
-/** Keys remembered: branch points, and the last prompt under each key (≤ 4 KB each: 4 MB at most). */
-const MAX_BRANCHES = 4096;
-const MAX_LAST = 1024;
-
-/**
- * A request's weight in a key's heat halves over this many of the isolate's requests of the group.
- * Long enough that a few requests in a row on one of many prefixes do not make it look like a
- * shard's share; short enough that a new prefix taking all the traffic shows as one soon: after
- * HEAT_HALF_LIFE × log2(S / (S − 1)) requests over S shards — 256 at 2, 106 at 4, 49 at 8.
- */
-const HEAT_HALF_LIFE = 256;
 
 /** A decaying count of the requests that passed a point, on the clock of the isolate's requests of the group. */
 interface Heat {

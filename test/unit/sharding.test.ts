@@ -15,6 +15,8 @@ import { boundedOrder, shardOrder } from "../../src/sharding/shard-order.ts";
 
 const opts = { blockChars: 64, maxBlocks: 2048 };
 const ids = (n: number, from = 0) => Array.from({ length: n }, (_, i) => `gpu-${from + i}.internal:8000`);
+/** `n` chain hashes from `from` on: chains as the fingerprint makes them, equal numbers at a position meaning equal prefixes up to it. */
+const run = (from: number, n: number) => Array.from({ length: n }, (_, i) => from + i);
 const sizes = (owner: number[], shards: number) => owner.reduce((s, o) => (s[o] = (s[o] as number) + 1, s), new Array<number>(shards).fill(0));
 
 /** Deterministic text of `chars` characters, different for each `seed`. */
@@ -273,9 +275,7 @@ describe("ShardKeys: the prefix that decides a prompt's shard", () => {
 });
 
 describe("KeyPlacements: where the prompts under a key went", () => {
-  // Chains as the fingerprint makes them: equal numbers at a position, equal prefixes up to it.
   const under = (tail: number[]) => [1, 2, 3, 4, ...tail];
-  const run = (from: number, n: number) => Array.from({ length: n }, (_, i) => from + i);
 
   it("sends a prompt after the placement it shares most with past the key, the newest of equals; none past it, no shard", () => {
     const p = new KeyPlacements();
@@ -446,8 +446,8 @@ describe("ShardChoice: an isolate's shard for each prompt", () => {
     const choice = new ShardChoice();
     // Other traffic, so the prefix the two prompts below share carries less than a shard's share and keys them both.
     for (let i = 0; i < 40; i++) choice.order(group, [100 + i, 200 + i, 300 + i, 400 + i, 500 + i], 0);
-    const home = [1, 2, 3, 4, ...Array.from({ length: 100 }, (_, i) => 1000 + i)];
-    const away = [1, 2, 3, 4, ...Array.from({ length: 100 }, (_, i) => 2000 + i)];
+    const home = [1, 2, 3, 4, ...run(1000, 100)];
+    const away = [1, 2, 3, 4, ...run(2000, 100)];
     const first = choice.order(group, home, 0);
     const own = first.own;
     choice.placed(group, first, own);

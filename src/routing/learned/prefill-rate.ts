@@ -14,8 +14,9 @@ import { LearnedFigure } from "./bounded.ts";
  * and the queue is what the debt itself stands for. So the rate is 1 / the slope of the lower
  * envelope of (tokens, TTFT) over the last WINDOW requests: a Theil–Sen slope (the median of the
  * pairwise slopes, which a few outliers cannot move) over each prompt size's least-waited point
- * (leastWaited), then again over those on or below that line's median residual — the less-queued half, since waiting only ever adds. It is
- * refitted every REFIT reports (a few hundred pairs: microseconds, on sampled releases only).
+ * (leastWaited), then again over those on or below that line's median residual — the less-queued
+ * half, since waiting only ever adds. It is refitted every REFIT reports (a few hundred pairs:
+ * microseconds, on sampled releases only).
  *
  * A fit is taken only when the window pins the slope down: Sen's confidence interval on the
  * first fit (the pairwise slopes at the ranks Kendall's tau gives for 95%; the envelope's points
