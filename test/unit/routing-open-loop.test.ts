@@ -55,8 +55,8 @@ describe("the open-loop points of bench:routing", () => {
   it("refuses a trace it does not know, and more Mooncake seeds than it has slices", () => {
     expect(() => checkTraceNames(["mooncake", "b2b-saas", "multi-turn"])).not.toThrow();
     expect(() => checkTraceNames(["moon"])).toThrow("--trace: unknown trace moon (known: multi-turn, rag, tool-loop, single-turn, hot-prefix, mooncake, b2b-saas)");
-    expect(() => openLoopPoints({ quick: false, seeds: 7 })).toThrow("--seeds: the mooncake trace has 6 slices, one per seed");
-    expect(openLoopPoints({ quick: false, seeds: 7, traces: ["b2b-saas"], strategies: ["prefix-aware"] })).toHaveLength(7);
+    expect(() => openLoopPoints({ quick: false, seeds: 13 })).toThrow("--seeds: the mooncake trace has 12 slices, one per seed");
+    expect(openLoopPoints({ quick: false, seeds: 13, traces: ["b2b-saas"], strategies: ["prefix-aware"] })).toHaveLength(13);
   });
 });
 
