@@ -1,9 +1,16 @@
-import { forgetOldest } from "../routing/forget-oldest.ts";
-
 /** Keys remembered, each with where its recent prompts went: only keys one of whose prompts went to another shard than the key's own. */
 const MAX_KEYS = 1024;
-/** A key's placements remembered, newest last. */
-const PER_KEY = 8;
+/**
+ * A key's placements remembered, newest last: one per recent conversation under it, as a prompt
+ * that extends an earlier one (its next turn) takes that one's place. With 8 (any prompts), a key
+ * that many Mooncake conversations shared (their first 512-token block, one of many such
+ * prefixes) had placed more than 8 others before a 71k-token conversation came back 49 s later:
+ * its history's placement was gone, it went to its key's own shard and found 528 tokens cached
+ * instead of 70k, and over 4 shards that slice kept 0.79 × one object's kv_hit.
+ */
+const PER_KEY = 32;
+/** Placements remembered over every key: ~2 MB at most (≤ 22 hashes each). */
+const MAX_PLACEMENTS = 8192;
 
 /** Where one prompt under a key went, and marks of its chain to tell how far another prompt shares it. */
 interface Placement {
@@ -36,11 +43,13 @@ function markAt(m: number): number {
  *
  * A placement keeps its chain's hashes at a few depths past the key (markAt) and at its last
  * block — at most 22 numbers whatever the prompt's length — so a common prefix's depth is known to
- * within a third. Bounded: MAX_KEYS keys × PER_KEY placements, ~2 MB at most.
+ * within a third. Bounded: MAX_KEYS keys, PER_KEY placements a key, MAX_PLACEMENTS in all.
  */
 export class KeyPlacements {
   /** Key → its recent placements, oldest first; keys most recently placed last. */
   private readonly byKey = new Map<number, Placement[]>();
+  /** Placements over every key. */
+  private count = 0;
 
   /**
    * The shard of the placement under `key` whose prompt shares most of `chain` past the key's
@@ -68,20 +77,41 @@ export class KeyPlacements {
     let list = this.byKey.get(key);
     if (!list) {
       if (shard === own) return;
-      if (this.byKey.size >= MAX_KEYS) forgetOldest(this.byKey, MAX_KEYS >> 3);
       list = [];
     }
     this.byKey.delete(key);
+    const before = list.length;
+    // A prompt that holds an earlier one whole (a conversation's next turn) stands for it from now on.
+    list = list.filter((p) => !(p.last < chain.length && chain[p.last] === p.hashes[p.hashes.length - 1]));
     list.push(marks(chain, at, shard));
     if (list.length > PER_KEY) list.shift();
+    this.count += list.length - before;
     // Every recent prompt went home: the key's own shard is where the next goes anyway.
-    if (list.every((p) => p.shard === own)) return;
+    if (list.every((p) => p.shard === own)) {
+      this.count -= list.length;
+      return;
+    }
+    if (this.byKey.size >= MAX_KEYS || this.count > MAX_PLACEMENTS) this.forget();
     this.byKey.set(key, list);
   }
 
-  /** Keys held, for tests of the bound. */
+  /** Forgets the keys least recently placed until an eighth of each bound is free (forget-oldest.ts says why at once). */
+  private forget(): void {
+    for (const [key, list] of this.byKey) {
+      if (this.byKey.size < MAX_KEYS - (MAX_KEYS >> 3) && this.count <= MAX_PLACEMENTS - (MAX_PLACEMENTS >> 3)) return;
+      this.byKey.delete(key);
+      this.count -= list.length;
+    }
+  }
+
+  /** Keys held, for tests of the bounds. */
   get size(): number {
     return this.byKey.size;
+  }
+
+  /** Placements held over every key, for tests of the bounds. */
+  get placements(): number {
+    return this.count;
   }
 }
 

@@ -291,16 +291,38 @@ describe("KeyPlacements: where the prompts under a key went", () => {
     expect(p.follow(4, 3, under(run(1000, 61)))).toBe(1);
   });
 
+  it("finds a conversation's last turn under a key many conversations share, each holding one place", () => {
+    const p = new KeyPlacements();
+    // Conversation A's first turn went to shard 2; then 20 other conversations under the same key,
+    // and B's 40 turns, each extending the last, went to shards 0, 1 and 3.
+    const a = under(run(1000, 60));
+    p.placed(4, 3, a, 2, 0);
+    for (let c = 0; c < 20; c++) p.placed(4, 3, under(run(10_000 + 1000 * c, 30)), c % 3 === 0 ? 1 : 3, 0);
+    for (let t = 1; t <= 40; t++) p.placed(4, 3, under(run(50_000, 10 * t)), 3, 0);
+    // A's next turn goes where its history is; B's next after its last; a new prompt nowhere.
+    expect(p.follow(4, 3, [...a, ...run(7000, 20)])).toBe(2);
+    expect(p.follow(4, 3, under([...run(50_000, 400), 9]))).toBe(3);
+    expect(p.follow(4, 3, under(run(90_000, 30)))).toBe(-1);
+    expect(p.placements).toBe(22);
+  });
+
   it("forgets a key whose recent prompts all went home, and stays bounded", () => {
     const p = new KeyPlacements();
     p.placed(4, 3, under(run(1000, 20)), 0, 0);
     expect(p.size).toBe(0);
     p.placed(4, 3, under(run(1000, 20)), 1, 0);
     expect(p.size).toBe(1);
-    for (let i = 0; i < 8; i++) p.placed(4, 3, under(run(3000 + 100 * i, 20)), 0, 0);
+    // Its next turn went home: the turn before is no longer where the conversation is.
+    p.placed(4, 3, under(run(1000, 25)), 0, 0);
     expect(p.size).toBe(0);
+    expect(p.placements).toBe(0);
+    for (let i = 0; i < 100; i++) p.placed(5, 3, under(run(3000 + 100 * i, 20)), 1, 0);
+    expect(p.placements).toBeLessThanOrEqual(32);
     for (let k = 0; k < 5000; k++) p.placed(10_000 + k, 3, [1, 2, 3, 10_000 + k, ...run(20_000, 2000)], 1, 0);
     expect(p.size).toBeLessThanOrEqual(1024);
+    for (let k = 0; k < 1000; k++) for (let i = 0; i < 32; i++) p.placed(k, 3, [1, 2, 3, k, ...run(100_000 * i, 100)], 1, 0);
+    expect(p.placements).toBeLessThanOrEqual(8192);
+    expect(p.placements).toBeGreaterThan(4096);
   });
 });
 
