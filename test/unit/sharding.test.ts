@@ -294,7 +294,7 @@ describe("KeyPlacements: where the prompts under a key went", () => {
   it("finds a conversation's last turn under a key many conversations share, each holding one place", () => {
     const p = new KeyPlacements();
     // Conversation A's first turn went to shard 2; then 20 other conversations under the same key,
-    // and B's 40 turns, each extending the last, went to shards 0, 1 and 3.
+    // and B's 40 turns, each extending the last, went to shards 1 and 3.
     const a = under(run(1000, 60));
     p.placed(4, 3, a, 2, 0);
     for (let c = 0; c < 20; c++) p.placed(4, 3, under(run(10_000 + 1000 * c, 30)), c % 3 === 0 ? 1 : 3, 0);
