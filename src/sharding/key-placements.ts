@@ -48,7 +48,7 @@ function markAt(m: number): number {
 export class KeyPlacements {
   /** Key → its recent placements, oldest first; keys most recently placed last. */
   private readonly byKey = new Map<number, Placement[]>();
-  /** Placements over every key. */
+  /** Placements over every key: the lists' lengths added up. */
   private count = 0;
 
   /**
@@ -74,23 +74,20 @@ export class KeyPlacements {
 
   /** The prompt `chain` under `key` (at position `at`) took a lease on `shard`; `own`: the key's own shard. */
   placed(key: number, at: number, chain: readonly number[], shard: number, own: number): void {
-    let list = this.byKey.get(key);
-    if (!list) {
-      if (shard === own) return;
-      list = [];
+    const old = this.byKey.get(key);
+    if (!old && shard === own) return;
+    let list: Placement[] = [];
+    if (old) {
+      this.byKey.delete(key);
+      this.count -= old.length;
+      // A prompt that holds an earlier one whole (a conversation's next turn) stands for it from now on.
+      list = old.filter((p) => !holdsWhole(chain, p));
     }
-    this.byKey.delete(key);
-    const before = list.length;
-    // A prompt that holds an earlier one whole (a conversation's next turn) stands for it from now on.
-    list = list.filter((p) => !(p.last < chain.length && chain[p.last] === p.hashes[p.hashes.length - 1]));
     list.push(marks(chain, at, shard));
     if (list.length > PER_KEY) list.shift();
-    this.count += list.length - before;
     // Every recent prompt went home: the key's own shard is where the next goes anyway.
-    if (list.every((p) => p.shard === own)) {
-      this.count -= list.length;
-      return;
-    }
+    if (list.every((p) => p.shard === own)) return;
+    this.count += list.length;
     if (this.byKey.size >= MAX_KEYS || this.count > MAX_PLACEMENTS) this.forget();
     this.byKey.set(key, list);
   }
@@ -131,4 +128,9 @@ function sharedDepth(p: Placement, chain: readonly number[]): number {
     if (i < chain.length && chain[i] === p.hashes[m]) return i;
   }
   return -1;
+}
+
+/** Whether `chain` holds the placement's prompt whole: it has the prompt's last hash at its last block (sharedDepth's first test). */
+function holdsWhole(chain: readonly number[], p: Placement): boolean {
+  return p.last > p.at && p.last < chain.length && chain[p.last] === p.hashes[p.hashes.length - 1];
 }
