@@ -264,4 +264,30 @@ describe("a ratio between two routers' virtual runs", () => {
     expect(wide.high).toBeGreaterThan(1.02);
     expect(verdict(wide, 0.02)).toBe("not shown");
   });
+
+  it("over the seeds, resamples the seeds themselves: slices that disagree widen it where the draws agree", () => {
+    // 12 slices, 6 draws each: every draw of a slice gives the same ratio, but the slices scatter ±6% around 1.
+    const slices = Array.from({ length: 12 }, (_, k) => k + 1);
+    const at = (strategy: string, kv: (seed: number, draw: number) => number): VirtualRun[] =>
+      slices.flatMap((seed) =>
+        Array.from({ length: 6 }, (_, d) => ({
+          trace: "mooncake" as const, seed, strategy, shards: strategy.includes("@") ? 2 : 1, jitter_seed: d + 1, hop_ms: 20, requests: 10, errors: 0,
+          kv_hit: kv(seed, d), kv_ceiling: 0.1, ttft_ms: { p50: 1, p95: 2, p99: 3 }, goodput_share: 1, backend_share: {}, virtual_ms: 1,
+        })),
+      );
+    const base = (seed: number, d: number) => 0.05 + seed * 0.001 + d * 0.0001;
+    const one = at("prefix-aware", base);
+    const sharded = at("prefix-aware@2", (seed, d) => base(seed, d) * (seed % 2 === 0 ? 1.06 : 0.94));
+    const draws = ratioWithInterval(sharded, one, kv);
+    const seeds = ratioWithInterval(sharded, one, kv, "seeds");
+    expect(seeds.ratio).toBeCloseTo(draws.ratio, 12);
+    expect(draws.high - draws.low).toBeLessThan(0.001);
+    expect(seeds.low).toBeLessThan(0.98);
+    expect(seeds.high).toBeGreaterThan(1.02);
+    // One seed is no sample of seeds: no interval.
+    expect(ratioWithInterval(sharded.filter((r) => r.seed === 1), one, kv, "seeds").low).toBeNaN();
+    // The report's verdict on shards reads the interval over the slices.
+    const md = renderVirtualReport({ command: "c", date: "d", commit: "x", hop_ms: 20, jitter_seeds: 6, runs: [...one, ...sharded] });
+    expect(md).toMatch(/\| prefix-aware@2 \| 1\.00\d \(1\.00\d–1\.00\d\) \| 1\.00\d \(0\.9[0-7]\d–1\.0[3-9]\d\) \| not shown \|/);
+  });
 });
