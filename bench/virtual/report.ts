@@ -4,6 +4,7 @@ import type { TimedKind } from "../traces/index.ts";
 import { PRIORITY_SUFFIX } from "../routing/matrix.ts";
 import type { VirtualRun } from "./point.ts";
 import { pooled, ratioWithInterval, type Ratio } from "./stats.ts";
+import type { FleetFit } from "./fleet-fit.ts";
 
 export interface VirtualResults {
   command: string;
@@ -14,6 +15,8 @@ export interface VirtualResults {
   jitter_seeds: number;
   /** The Worker before f50698c: no prompt size beside a cut chain. Absent in results made before the flag. */
   chain_only?: boolean;
+  /** The closed-loop points against the same points on the fleet (fleet-fit.ts), and which fleet results; absent when none were at hand. */
+  fleet_fit?: { against: string; fits: FleetFit[] };
   runs: VirtualRun[];
 }
 
@@ -131,7 +134,34 @@ function closedLoopPart(runs: readonly VirtualRun[], results: VirtualResults): s
       "",
     );
   }
-  return [...lines, ...body];
+  return [...lines, ...body, ...fleetFitSection(results)];
+}
+
+function fleetFitSection({ fleet_fit: fit, hop_ms }: VirtualResults): string[] {
+  if (!fit || fit.fits.length === 0) return [];
+  const lines = [
+    "### Against the fleet",
+    "",
+    `Each point's figure here over the same point's on the fleet (${fit.against}; the median over its seeds), per regime and router: the median point's ratio, and the mean miss: |ln(here ÷ there)| averaged over the points, as a percentage. The hops (0–${hop_ms ?? "various"} ms) stand for what the fleet's runs add; this says how well.`,
+    "",
+    "| regime | router | points | TTFT p50 ÷ the fleet's | mean miss | p95 ÷ the fleet's | mean miss |",
+    "| --- | --- | --- | --- | --- | --- | --- |",
+  ];
+  const rows = new Map<string, Partial<Record<FleetFit["figure"], FleetFit>> & { regime: string; strategy: string }>();
+  for (const f of fit.fits) {
+    const key = `${f.regime} ${f.strategy}`;
+    const row = rows.get(key) ?? { regime: f.regime, strategy: f.strategy };
+    row[f.figure] = f;
+    rows.set(key, row);
+  }
+  for (const row of rows.values()) {
+    const cells = (["p50", "p95"] as const).map((figure) => {
+      const f = row[figure];
+      return f ? `${f3(f.ratio)} | ${(f.miss * 100).toFixed(1)}%` : "– | –";
+    });
+    lines.push(`| ${row.regime} | ${row.strategy} | ${row.p50?.points ?? row.p95?.points ?? 0} | ${cells.join(" | ")} |`);
+  }
+  return [...lines, ""];
 }
 
 function traceSection(trace: TimedKind, runs: readonly VirtualRun[], results: VirtualResults): string[] {

@@ -9,7 +9,8 @@
  * seconds a run instead of minutes, so a comparison can take many draws of the same traffic.
  * `--trace` also takes bench:routing's closed-loop traces (multi-turn, rag, tool-loop,
  * single-turn, hot-prefix), run at each point of `--regime`'s sweep (`--sessions` picks points),
- * 3 seeds, hops of 0–2 ms unless --hop-ms says otherwise (bench/virtual/closed-loop.ts).
+ * 3 seeds, hops of 0–10 ms unless --hop-ms says otherwise (bench/virtual/closed-loop.ts), and
+ * set against the same points in bench/results/routing.json when it has them (fleet-fit.ts).
  * Writes routing-virtual.json ({"runs":[…]}) and routing-virtual.md. --chain-only: the Worker as it
  * was before f50698c (no prompt size beside a cut chain), for an A/B of that change.
  * --scheduling-policy: the workers' (bench/fleet's flag of that name); each router runs in front of
@@ -23,6 +24,8 @@ import { MOONCAKE_SLICE_STARTS, isOpenLoopTrace } from "../routing/open-loop-mat
 import { parseVirtualArgs } from "./args.ts";
 import { routerName, type VirtualPoint, type VirtualRun } from "./point.ts";
 import { renderVirtualReport, type VirtualResults } from "./report.ts";
+import { fleetFit } from "./fleet-fit.ts";
+import type { RoutingResults } from "../routing/types.ts";
 
 const ROOT = resolve(import.meta.dirname, "../..");
 
@@ -38,8 +41,14 @@ if (args.reportOnly) {
 }
 
 const { traces, regimes, strategies, shards, jitterSeeds, policies, chainOnly } = args;
-/** A hop's bound when --hop-ms is not given: an open-loop trace's requests go out on their own clock, and 20 ms stands for the chaos of the fleet's; a closed-loop point's TTFTs are tens of ms, where 2 ms stands for a gateway's own ~1 ms and the loopback sockets. */
-const hopOf = (trace: string): number => args.hopMs ?? (isOpenLoopTrace(trace) ? 20 : 2);
+/**
+ * A hop's bound when --hop-ms is not given: an open-loop trace's requests go out on their own
+ * clock, and 20 ms stands for the chaos of the fleet's; a closed-loop point's TTFTs are tens of
+ * ms, and 10 ms is the bound whose TTFT p50s land nearest the fleet's (fleet-fit.ts: over the 45
+ * points, 0–2 ms put every router's p50 3–8% under the fleet's at the median point, least-loaded's
+ * 16% off it on average; 0–10 ms 1% or less, and 4–6%; 0–15 and 0–20 ms overshoot).
+ */
+const hopOf = (trace: string): number => args.hopMs ?? (isOpenLoopTrace(trace) ? 20 : 10);
 
 const points: VirtualPoint[] = [];
 for (const trace of traces) {
@@ -68,6 +77,8 @@ const runs = await runAll(points, args.threads);
 const routerOrder = [...new Set(points.map((p) => routerName(p.strategy, p.shards, p.schedulingPolicy)))];
 const rank = (r: VirtualRun) => routerOrder.indexOf(r.strategy);
 runs.sort((a, b) => a.trace.localeCompare(b.trace) || (a.regime ?? "").localeCompare(b.regime ?? "") || (a.sessions ?? 0) - (b.sessions ?? 0) || a.seed - b.seed || rank(a) - rank(b) || a.jitter_seed - b.jitter_seed);
+const fleet = await fleetRuns();
+const fits = fleet ? fleetFit(runs, fleet.runs) : [];
 const results: VirtualResults = {
   command: `npm run bench:routing-virtual -- ${process.argv.slice(2).join(" ")}`.trim(),
   date: new Date().toISOString(),
@@ -75,12 +86,23 @@ const results: VirtualResults = {
   hop_ms: hops.size === 1 ? ([...hops][0] as number) : null,
   jitter_seeds: jitterSeeds,
   chain_only: chainOnly,
+  ...(fleet && fits.length > 0 ? { fleet_fit: { against: fleet.against, fits } } : {}),
   runs,
 };
 await mkdir(args.out, { recursive: true });
 await writeFile(jsonPath, `${JSON.stringify(results, null, 2)}\n`);
 await writeFile(mdPath, renderVirtualReport(results));
 console.log(`${runs.length} runs in ${Math.round((performance.now() - started) / 1000)} s; wrote ${jsonPath} and ${mdPath}`);
+
+/** bench:routing's committed closed-loop runs, when this checkout has them. */
+async function fleetRuns(): Promise<{ runs: RoutingResults["runs"]; against: string } | null> {
+  try {
+    const fleet = JSON.parse(await readFile(join(ROOT, "bench/results/routing.json"), "utf8")) as RoutingResults;
+    return { runs: fleet.runs, against: `bench/results/routing.json of ${fleet.date.slice(0, 10)}` };
+  } catch {
+    return null;
+  }
+}
 
 /** Every point, spread over `threads` worker threads (each its own clock and globals). */
 async function runAll(todo: readonly VirtualPoint[], count: number): Promise<VirtualRun[]> {

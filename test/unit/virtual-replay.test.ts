@@ -10,6 +10,8 @@ import { headOf, OPEN_LOOP_SETUPS, scheduleOf } from "../../bench/routing/open-l
 import { replayVirtual, type VirtualReplayOptions } from "../../bench/virtual/replay.ts";
 import { pooled, ratioWithInterval } from "../../bench/virtual/stats.ts";
 import { renderVirtualReport, verdict } from "../../bench/virtual/report.ts";
+import { fleetFit } from "../../bench/virtual/fleet-fit.ts";
+import type { RoutingRun } from "../../bench/routing/types.ts";
 import type { VirtualRun } from "../../bench/virtual/point.ts";
 import { outputText } from "../../bench/fleet/output-text.ts";
 import { useFleets } from "../support/fleets.ts";
@@ -289,5 +291,39 @@ describe("a ratio between two routers' virtual runs", () => {
     // The report's verdict on shards reads the interval over the slices.
     const md = renderVirtualReport({ command: "c", date: "d", commit: "x", hop_ms: 20, jitter_seeds: 6, runs: [...one, ...sharded] });
     expect(md).toMatch(/\| prefix-aware@2 \| 1\.00\d \(1\.00\d–1\.00\d\) \| 1\.00\d \(0\.9[0-7]\d–1\.0[3-9]\d\) \| not shown \|/);
+  });
+});
+
+describe("the closed-loop points set against the fleet's", () => {
+  /** `strategy`'s runs at `sessions`: 3 seeds × 4 draws here, p50 `p50(seed)` and p95 twice it. */
+  const here = (sessions: number, strategy: string, p50: (seed: number) => number): VirtualRun[] =>
+    [1, 2, 3].flatMap((seed) =>
+      Array.from({ length: 4 }, (_, d) => ({
+        trace: "multi-turn" as const, regime: "roomy", sessions, seed, strategy, shards: 1, jitter_seed: d + 1, hop_ms: 10, requests: 10, errors: 0,
+        kv_hit: 0.9, kv_ceiling: 0.95, ttft_ms: { p50: p50(seed) + (d % 2 === 0 ? 1 : -1), p95: 2 * p50(seed), p99: 3 * p50(seed) }, goodput_share: 1, backend_share: {}, virtual_ms: 1,
+      })),
+    );
+  /** The fleet's runs of the point, one per seed. */
+  const there = (sessions: number, strategy: string, p50s: number[]): RoutingRun[] =>
+    p50s.map((p50, k) => ({
+      regime: "roomy", trace: "multi-turn", strategy, sessions, seed: k + 1, requests: 10, errors: 0, kv_hit: 0.9,
+      ttft_ms: { p50, p95: 2 * p50, p99: 3 * p50 }, ttft_later_turns_ms: { p50, p95: p50, p99: p50 }, total_ms: { p50 }, backend_share: {},
+    }));
+
+  it("gives each router's median ratio and mean miss over the points both ran, and names them in the report", () => {
+    const runs = [...here(8, "least-loaded", () => 40), ...here(16, "least-loaded", () => 60), ...here(24, "least-loaded", () => 80), ...here(8, "prefix-aware", () => 50)];
+    // The fleet: 8 sessions 50 (median of 30/50/90), 16 sessions 60, 24 sessions 100; prefix-aware and a point not run here at 12 besides.
+    const fleet = [...there(8, "least-loaded", [90, 30, 50]), ...there(16, "least-loaded", [60, 60, 61]), ...there(24, "least-loaded", [100, 100, 100]), ...there(12, "least-loaded", [10, 10, 10]), ...there(8, "prefix-aware", [50, 50, 50])];
+    const fits = fleetFit(runs, fleet);
+    const ll = fits.find((f) => f.strategy === "least-loaded" && f.figure === "p50");
+    expect(ll?.points).toBe(3);
+    // Ratios 0.8, 1.0, 0.8: the median point's 0.8; misses |ln 0.8|, 0, |ln 0.8|.
+    expect(ll?.ratio).toBeCloseTo(0.8, 9);
+    expect(ll?.miss).toBeCloseTo((2 * Math.abs(Math.log(0.8))) / 3, 9);
+    expect(fits.find((f) => f.strategy === "prefix-aware" && f.figure === "p95")?.ratio).toBeCloseTo(1, 9);
+    const md = renderVirtualReport({ command: "c", date: "d", commit: "x", hop_ms: 10, jitter_seeds: 4, fleet_fit: { against: "the fleet's runs", fits }, runs });
+    expect(md).toContain("### Against the fleet");
+    expect(md).toMatch(/\| roomy \| least-loaded \| 3 \| 0\.800 \| 14\.9% \| 0\.800 \| 14\.9% \|/);
+    expect(md).toMatch(/\| roomy \| prefix-aware \| 1 \| 1\.000 \| 0\.0% \| 1\.000 \| 0\.0% \|/);
   });
 });
