@@ -4,7 +4,7 @@ import type { TimedKind } from "../traces/index.ts";
 import { PRIORITY_SUFFIX } from "../routing/matrix.ts";
 import type { VirtualRun } from "./point.ts";
 import { pooled, ratioWithInterval, type Ratio } from "./stats.ts";
-import type { FleetFit } from "./fleet-fit.ts";
+import type { FitFigure, FleetFit } from "./fleet-fit.ts";
 
 export interface VirtualResults {
   command: string;
@@ -138,30 +138,48 @@ function closedLoopPart(runs: readonly VirtualRun[], results: VirtualResults): s
 }
 
 function fleetFitSection({ fleet_fit: fit, hop_ms }: VirtualResults): string[] {
-  if (!fit || fit.fits.length === 0) return [];
-  const lines = [
+  const fits = fit?.fits.filter((f) => f.trace === undefined) ?? [];
+  if (!fit || fits.length === 0) return [];
+  return [
     "### Against the fleet",
     "",
     `Each point's figure here over the same point's on the fleet (${fit.against}; the median over its seeds), per regime and router: the median point's ratio, and the mean miss: |ln(here ÷ there)| averaged over the points, as a percentage. The hops (0–${hop_ms ?? "various"} ms) stand for what the fleet's runs add; this says how well.`,
     "",
-    "| regime | router | points | TTFT p50 ÷ the fleet's | mean miss | p95 ÷ the fleet's | mean miss |",
-    "| --- | --- | --- | --- | --- | --- | --- |",
+    ...fitTable(fits, ["p50", "p95"], ["regime", "router", "points"], (f) => [f.regime, f.strategy, String(f.points)]),
+    "",
   ];
-  const rows = new Map<string, Partial<Record<FleetFit["figure"], FleetFit>> & { regime: string; strategy: string }>();
-  for (const f of fit.fits) {
-    const key = `${f.regime} ${f.strategy}`;
-    const row = rows.get(key) ?? { regime: f.regime, strategy: f.strategy };
-    row[f.figure] = f;
+}
+
+/** An open-loop trace's runs against the fleet's runs of the same seeds. */
+function openLoopFitSection(trace: TimedKind, results: VirtualResults): string[] {
+  const fits = results.fleet_fit?.fits.filter((f) => f.trace === trace) ?? [];
+  if (!results.fleet_fit || fits.length === 0) return [];
+  return [
+    "### Against the fleet",
+    "",
+    `Each seed's figure here (the mean over its draws) over the fleet's run of the same seed (${results.fleet_fit.against}), per router: the median seed's ratio, and the mean miss: |ln(here ÷ there)| averaged over the seeds, as a percentage. The fleet's runs were made at different commits (routing.md names them).`,
+    "",
+    ...fitTable(fits, ["kv_hit", "p50", "p95"], ["router", "seeds"], (f) => [f.strategy, String(f.points)]),
+  ];
+}
+
+const FIT_NAMES: Record<FitFigure, string> = { kv_hit: "kv_hit", p50: "TTFT p50", p95: "TTFT p95" };
+
+/** One row per label (a regime and router, or a router), the figures side by side. */
+function fitTable(fits: readonly FleetFit[], figures: readonly FitFigure[], heads: readonly string[], labels: (f: FleetFit) => string[]): string[] {
+  const rows = new Map<string, { labels: string[]; at: Partial<Record<FitFigure, FleetFit>> }>();
+  for (const f of fits) {
+    const cells = labels(f);
+    const key = cells.join(" ");
+    const row = rows.get(key) ?? { labels: cells, at: {} };
+    row.at[f.figure] = f;
     rows.set(key, row);
   }
-  for (const row of rows.values()) {
-    const cells = (["p50", "p95"] as const).map((figure) => {
-      const f = row[figure];
-      return f ? `${f3(f.ratio)} | ${(f.miss * 100).toFixed(1)}%` : "– | –";
-    });
-    lines.push(`| ${row.regime} | ${row.strategy} | ${row.p50?.points ?? row.p95?.points ?? 0} | ${cells.join(" | ")} |`);
+  const lines = [`| ${[...heads, ...figures.flatMap((g) => [`${FIT_NAMES[g]} ÷ the fleet's`, "mean miss"])].join(" | ")} |`, `| ${[...heads, ...figures.flatMap(() => ["", ""])].map(() => "---").join(" | ")} |`];
+  for (const { labels: cells, at } of rows.values()) {
+    lines.push(`| ${[...cells, ...figures.flatMap((g) => { const f = at[g]; return f ? [f3(f.ratio), `${(f.miss * 100).toFixed(1)}%`] : ["–", "–"]; })].join(" | ")} |`);
   }
-  return [...lines, ""];
+  return lines;
 }
 
 function traceSection(trace: TimedKind, runs: readonly VirtualRun[], results: VirtualResults): string[] {
@@ -189,7 +207,7 @@ function traceSection(trace: TimedKind, runs: readonly VirtualRun[], results: Vi
     const errors = rs.reduce((n, r) => n + r.errors, 0) / results.jitter_seeds;
     lines.push(`| ${router} | ${f4(pooled(rs, kv))} | ${f3(pooled(rs, kv) / ceiling)} | ${versus} | ${ms(pooled(rs, p50))} | ${ms(pooled(rs, p95))} | ${ms(pooled(rs, p99))} | ${p95Versus} | ${errors.toFixed(1)} |`);
   }
-  lines.push("", ...shardSection(runs, routers), "", ...prioritySection(trace, runs, routers), "", ...perSeedTable(runs, routers, seeds), "");
+  lines.push("", ...shardSection(runs, routers), "", ...prioritySection(trace, runs, routers), "", ...openLoopFitSection(trace, results), "", ...perSeedTable(runs, routers, seeds), "");
   return lines;
 }
 

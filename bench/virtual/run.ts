@@ -10,7 +10,8 @@
  * `--trace` also takes bench:routing's closed-loop traces (multi-turn, rag, tool-loop,
  * single-turn, hot-prefix), run at each point of `--regime`'s sweep (`--sessions` picks points),
  * 3 seeds, hops of 0–10 ms unless --hop-ms says otherwise (bench/virtual/closed-loop.ts), and
- * set against the same points in bench/results/routing.json when it has them (fleet-fit.ts).
+ * set against the same points in bench/results/routing.json when it has them (fleet-fit.ts), as
+ * are an open-loop trace's seeds.
  * Writes routing-virtual.json ({"runs":[…]}) and routing-virtual.md. --chain-only: the Worker as it
  * was before f50698c (no prompt size beside a cut chain), for an A/B of that change.
  * --scheduling-policy: the workers' (bench/fleet's flag of that name); each router runs in front of
@@ -24,7 +25,7 @@ import { MOONCAKE_SLICE_STARTS, isOpenLoopTrace } from "../routing/open-loop-mat
 import { parseVirtualArgs } from "./args.ts";
 import { routerName, type VirtualPoint, type VirtualRun } from "./point.ts";
 import { renderVirtualReport, type VirtualResults } from "./report.ts";
-import { fleetFit } from "./fleet-fit.ts";
+import { fleetFit, openLoopFleetFit } from "./fleet-fit.ts";
 import type { RoutingResults } from "../routing/types.ts";
 
 const ROOT = resolve(import.meta.dirname, "../..");
@@ -35,6 +36,16 @@ const mdPath = join(args.out, "routing-virtual.md");
 
 if (args.reportOnly) {
   const results = JSON.parse(await readFile(jsonPath, "utf8")) as VirtualResults;
+  // Results made before the fit was taken get it now, from the fleet's runs as committed here
+  // (not a --chain-only run's: its Worker is not the one the fleet ran).
+  if (!results.fleet_fit && !results.chain_only) {
+    const fit = await fitAgainstFleet(results.runs);
+    if (fit) {
+      results.fleet_fit = fit;
+      await writeFile(jsonPath, `${JSON.stringify(results, null, 2)}\n`);
+      console.log(`wrote ${jsonPath} (its runs against the fleet's)`);
+    }
+  }
   await writeFile(mdPath, renderVirtualReport(results));
   console.log(`wrote ${mdPath}`);
   process.exit(0);
@@ -77,8 +88,7 @@ const runs = await runAll(points, args.threads);
 const routerOrder = [...new Set(points.map((p) => routerName(p.strategy, p.shards, p.schedulingPolicy)))];
 const rank = (r: VirtualRun) => routerOrder.indexOf(r.strategy);
 runs.sort((a, b) => a.trace.localeCompare(b.trace) || (a.regime ?? "").localeCompare(b.regime ?? "") || (a.sessions ?? 0) - (b.sessions ?? 0) || a.seed - b.seed || rank(a) - rank(b) || a.jitter_seed - b.jitter_seed);
-const fleet = await fleetRuns();
-const fits = fleet ? fleetFit(runs, fleet.runs) : [];
+const fit = chainOnly ? null : await fitAgainstFleet(runs);
 const results: VirtualResults = {
   command: `npm run bench:routing-virtual -- ${process.argv.slice(2).join(" ")}`.trim(),
   date: new Date().toISOString(),
@@ -86,7 +96,7 @@ const results: VirtualResults = {
   hop_ms: hops.size === 1 ? ([...hops][0] as number) : null,
   jitter_seeds: jitterSeeds,
   chain_only: chainOnly,
-  ...(fleet && fits.length > 0 ? { fleet_fit: { against: fleet.against, fits } } : {}),
+  ...(fit ? { fleet_fit: fit } : {}),
   runs,
 };
 await mkdir(args.out, { recursive: true });
@@ -94,14 +104,16 @@ await writeFile(jsonPath, `${JSON.stringify(results, null, 2)}\n`);
 await writeFile(mdPath, renderVirtualReport(results));
 console.log(`${runs.length} runs in ${Math.round((performance.now() - started) / 1000)} s; wrote ${jsonPath} and ${mdPath}`);
 
-/** bench:routing's committed closed-loop runs, when this checkout has them. */
-async function fleetRuns(): Promise<{ runs: RoutingResults["runs"]; against: string } | null> {
+/** `runs` against bench:routing's committed runs of the same points and seeds, when this checkout has any. */
+async function fitAgainstFleet(runs: readonly VirtualRun[]): Promise<VirtualResults["fleet_fit"] | null> {
+  let fleet: RoutingResults;
   try {
-    const fleet = JSON.parse(await readFile(join(ROOT, "bench/results/routing.json"), "utf8")) as RoutingResults;
-    return { runs: fleet.runs, against: `bench/results/routing.json of ${fleet.date.slice(0, 10)}` };
+    fleet = JSON.parse(await readFile(join(ROOT, "bench/results/routing.json"), "utf8")) as RoutingResults;
   } catch {
     return null;
   }
+  const fits = [...fleetFit(runs, fleet.runs), ...openLoopFleetFit(runs, fleet.open_loop_runs ?? [])];
+  return fits.length === 0 ? null : { against: `bench/results/routing.json of ${fleet.date.slice(0, 10)}`, fits };
 }
 
 /** Every point, spread over `threads` worker threads (each its own clock and globals). */

@@ -10,8 +10,7 @@ import { headOf, OPEN_LOOP_SETUPS, scheduleOf } from "../../bench/routing/open-l
 import { replayVirtual, type VirtualReplayOptions } from "../../bench/virtual/replay.ts";
 import { pooled, ratioWithInterval } from "../../bench/virtual/stats.ts";
 import { renderVirtualReport, verdict } from "../../bench/virtual/report.ts";
-import { fleetFit } from "../../bench/virtual/fleet-fit.ts";
-import type { RoutingRun } from "../../bench/routing/types.ts";
+import { fleetFit, openLoopFleetFit } from "../../bench/virtual/fleet-fit.ts";
 import type { VirtualRun } from "../../bench/virtual/point.ts";
 import { outputText } from "../../bench/fleet/output-text.ts";
 import { useFleets } from "../support/fleets.ts";
@@ -304,11 +303,8 @@ describe("the closed-loop points set against the fleet's", () => {
       })),
     );
   /** The fleet's runs of the point, one per seed. */
-  const there = (sessions: number, strategy: string, p50s: number[]): RoutingRun[] =>
-    p50s.map((p50, k) => ({
-      regime: "roomy", trace: "multi-turn", strategy, sessions, seed: k + 1, requests: 10, errors: 0, kv_hit: 0.9,
-      ttft_ms: { p50, p95: 2 * p50, p99: 3 * p50 }, ttft_later_turns_ms: { p50, p95: p50, p99: p50 }, total_ms: { p50 }, backend_share: {},
-    }));
+  const there = (sessions: number, strategy: string, p50s: number[]) =>
+    p50s.map((p50) => ({ regime: "roomy", trace: "multi-turn", strategy, sessions, ttft_ms: { p50, p95: 2 * p50, p99: 3 * p50 } }));
 
   it("gives each router's median ratio and mean miss over the points both ran, and names them in the report", () => {
     const runs = [...here(8, "least-loaded", () => 40), ...here(16, "least-loaded", () => 60), ...here(24, "least-loaded", () => 80), ...here(8, "prefix-aware", () => 50)];
@@ -325,5 +321,26 @@ describe("the closed-loop points set against the fleet's", () => {
     expect(md).toContain("### Against the fleet");
     expect(md).toMatch(/\| roomy \| least-loaded \| 3 \| 0\.800 \| 14\.9% \| 0\.800 \| 14\.9% \|/);
     expect(md).toMatch(/\| roomy \| prefix-aware \| 1 \| 1\.000 \| 0\.0% \| 1\.000 \| 0\.0% \|/);
+  });
+
+  it("pairs an open-loop trace's seeds with the fleet's runs of the same seeds, kv_hit beside TTFT", () => {
+    // Slices 1 and 2 here, 3 draws each; the fleet ran slices 1-3.
+    const runs: VirtualRun[] = [1, 2].flatMap((seed) =>
+      Array.from({ length: 3 }, (_, d) => ({
+        trace: "mooncake" as const, seed, strategy: "prefix-aware", shards: 1, jitter_seed: d + 1, hop_ms: 20, requests: 10, errors: 0,
+        kv_hit: seed === 1 ? 0.05 : 0.06, kv_ceiling: 0.1, ttft_ms: { p50: 1000 * seed + (d - 1) * 10, p95: 4000, p99: 5000 }, goodput_share: 1, backend_share: {}, virtual_ms: 1,
+      })),
+    );
+    const fleet = [1, 2, 3].map((seed) => ({ trace: "mooncake", seed, strategy: "prefix-aware", kv_hit: 0.05, ttft_ms: { p50: 1000, p95: 5000, p99: 6000 } }));
+    const fits = openLoopFleetFit(runs, fleet);
+    const at = (figure: string) => fits.find((f) => f.figure === figure);
+    expect(at("kv_hit")?.points).toBe(2);
+    expect(at("kv_hit")?.trace).toBe("mooncake");
+    // Ratios 1 and 1.2 (two seeds: the median takes the higher); p50 1 and 2; p95 0.8 at both.
+    expect(at("kv_hit")?.miss).toBeCloseTo(Math.log(1.2) / 2, 9);
+    expect(at("p50")?.miss).toBeCloseTo(Math.log(2) / 2, 9);
+    expect(at("p95")?.ratio).toBeCloseTo(0.8, 9);
+    const md = renderVirtualReport({ command: "c", date: "d", commit: "x", hop_ms: 20, jitter_seeds: 3, fleet_fit: { against: "the fleet's runs", fits }, runs });
+    expect(md).toMatch(/\| prefix-aware \| 2 \| 1\.\d{3} \| 9\.1% \| \d\.\d{3} \| 34\.7% \| 0\.800 \| 22\.3% \|/);
   });
 });
