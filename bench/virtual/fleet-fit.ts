@@ -10,8 +10,8 @@ import { groupBy, key as pointKey } from "../routing/aggregate.ts";
  * workerd, the sockets, a client, a gateway and four engines sharing 2 cores — and stands in for
  * it with each request's hop, a draw of 0 to `hop_ms`: this is what says which bound stands in
  * best. Too short a hop keeps closed-loop sessions in a lockstep the fleet does not have: at hops
- * of 0–2 ms least-loaded's TTFT p50 was 0.93 × the fleet's at the median point and 16% off it on
- * average; at 0–10 ms 0.99 × and 4.3%.
+ * of 0–2 ms least-loaded's TTFT p50 was 0.93 × the fleet's at the median point and 15% off it on
+ * average (both regimes' 45 points); at 0–10 ms 0.99 × and 4.3%.
  */
 export interface FleetFit {
   /** A closed-loop regime's points together, or "open-loop" with its `trace`. */

@@ -15,7 +15,7 @@ export interface VirtualResults {
   jitter_seeds: number;
   /** The Worker before f50698c: no prompt size beside a cut chain. Absent in results made before the flag. */
   chain_only?: boolean;
-  /** The closed-loop points against the same points on the fleet (fleet-fit.ts), and which fleet results; absent when none were at hand. */
+  /** The runs against the same points and seeds on the fleet (fleet-fit.ts), and which fleet results; absent when none were at hand. */
   fleet_fit?: { against: string; fits: FleetFit[] };
   runs: VirtualRun[];
 }

@@ -56,8 +56,8 @@ const { traces, regimes, strategies, shards, jitterSeeds, policies, chainOnly } 
  * A hop's bound when --hop-ms is not given: an open-loop trace's requests go out on their own
  * clock, and 20 ms stands for the chaos of the fleet's; a closed-loop point's TTFTs are tens of
  * ms, and 10 ms is the bound whose TTFT p50s land nearest the fleet's (fleet-fit.ts: over the 45
- * points, 0–2 ms put every router's p50 3–8% under the fleet's at the median point, least-loaded's
- * 16% off it on average; 0–10 ms 1% or less, and 4–6%; 0–15 and 0–20 ms overshoot).
+ * points, 0–2 ms put every router's p50 3–9% under the fleet's at the median point, least-loaded's
+ * 14–16% off it on average; 0–10 ms within 3.5%, and 4–7%; 0–15 and 0–20 ms overshoot).
  */
 const hopOf = (trace: string): number => args.hopMs ?? (isOpenLoopTrace(trace) ? 20 : 10);
 
