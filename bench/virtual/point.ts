@@ -27,6 +27,8 @@ export interface VirtualPoint {
   /** Seeds the hops and the router's draws: another path the same traffic can take. */
   jitterSeed: number;
   hopMs: number;
+  /** ms per MB of body before a request is routed (VirtualReplayOptions.msPerMb); absent: none. */
+  msPerMb?: number;
   /** The Worker before f50698c: no prompt size beside a cut chain (VirtualReplayOptions.chainOnly). */
   chainOnly?: boolean;
   /** The workers' scheduling policy, named in the group's deployments (absent: fcfs). */
@@ -53,6 +55,8 @@ export interface VirtualRun {
   scheduling_policy?: SchedulingPolicy;
   jitter_seed: number;
   hop_ms: number;
+  /** ms per MB of body before routing; absent in runs without (all made before it was a choice). */
+  ms_per_mb?: number;
   requests: number;
   errors: number;
   kv_hit: number | null;
@@ -159,6 +163,7 @@ function runOn(p: VirtualPoint, t: PointTraffic): VirtualRun {
     timeoutMs: t.timeoutMs,
     seed: p.jitterSeed,
     hopMs: p.hopMs,
+    msPerMb: p.msPerMb ?? 0,
     maxInFlight: t.maxInFlight,
     chainOnly: p.chainOnly === true,
     schedulingPolicy: p.schedulingPolicy ?? "fcfs",
@@ -176,6 +181,7 @@ function runOn(p: VirtualPoint, t: PointTraffic): VirtualRun {
     ...(p.schedulingPolicy === "priority" ? { scheduling_policy: p.schedulingPolicy } : {}),
     jitter_seed: p.jitterSeed,
     hop_ms: p.hopMs,
+    ...(p.msPerMb ? { ms_per_mb: p.msPerMb } : {}),
     requests: s.requests,
     errors: s.errors,
     kv_hit: s.kv_hit,

@@ -32,6 +32,13 @@ export interface VirtualReplayOptions {
    */
   seed: number;
   hopMs: number;
+  /**
+   * ms per MB of a request's body before it is routed: a gateway reads, parses and fingerprints a
+   * body in a time that grows with it, so in a burst the small bodies reach the router and the
+   * engines first, as on the fleet (Mooncake slice 1, round-robin: of 71 pairs of one burst on one
+   * backend that changed order, 68 changed it by the smaller body). 0 or absent: none.
+   */
+  msPerMb?: number;
   /** Requests open at once at most, as the HTTP replay has it. */
   maxInFlight: number;
   /** The workers' order for waiting requests; under `priority` a request carries its route decision's. */
@@ -94,42 +101,50 @@ export function replayVirtual(o: VirtualReplayOptions): OpenLoopResult {
       if (!parsed.success || !rendered.ok || !("text" in rendered)) return done(outcome(400, "the trace's request is not a valid chat request"));
       const chain = chatFingerprint(parsed.data, fingerprint);
       // The Worker estimates a cut prompt's size from the body's bytes: the JSON a client would send.
-      const lease = gateway.route(chain, o.chainOnly ? chain.length : promptBlocks(chain, Buffer.byteLength(JSON.stringify(body)), fingerprint));
-      if (!lease) return done(outcome(503, "no backend could take the request"));
-      const routed = { backend: lease.decision.backendId, reason: lease.decision.reason };
-      if (textBlocks(rendered.text).tokens + request.maxTokens > o.profile.maxModelLen) {
-        gateway.settle(lease, "rejected");
-        return done(outcome(400, "past the model's context", routed));
-      }
-      let firstAt: number | null = null;
-      let over = false;
-      let ticket: Ticket | null = null;
-      const worker = workerOf.get(lease.decision.backendId) as VirtualWorker;
-      const arrive = () => {
-        if (over) return;
-        ticket = worker.generate(rendered.text, request.maxTokens, {
-          firstToken: () => (firstAt = clock.now()),
-          done: (usage) => {
-            if (over) return;
-            over = true;
-            clearTimeout(timeout);
-            const ttftMs = firstAt === null ? null : firstAt - sentAt;
-            const read = o.feedback === true ? { usage: { ...usage, cacheReported: true }, streamed: true } : {};
-            gateway.settle(lease, "ok", { ...(ttftMs === null ? {} : { ttftMs }), durationMs: clock.now() - sentAt, ...read });
-            done(outcome(200, null, { ...routed, ttftMs, promptTokens: usage.prompt, cachedTokens: usage.cached, completionTokens: usage.completion }));
-          },
-        }, lease.decision.priority);
+      const bytes = Buffer.byteLength(JSON.stringify(body));
+      /** Past the gateway's read of the body: routed, sent to the worker after its hop, timed out on the client's clock. */
+      const routeAndSend = (): void => {
+        const lease = gateway.route(chain, o.chainOnly ? chain.length : promptBlocks(chain, bytes, fingerprint));
+        if (!lease) return done(outcome(503, "no backend could take the request"));
+        const routed = { backend: lease.decision.backendId, reason: lease.decision.reason };
+        if (textBlocks(rendered.text).tokens + request.maxTokens > o.profile.maxModelLen) {
+          gateway.settle(lease, "rejected");
+          return done(outcome(400, "past the model's context", routed));
+        }
+        let firstAt: number | null = null;
+        let over = false;
+        let ticket: Ticket | null = null;
+        const worker = workerOf.get(lease.decision.backendId) as VirtualWorker;
+        const arrive = () => {
+          if (over) return;
+          ticket = worker.generate(rendered.text, request.maxTokens, {
+            firstToken: () => (firstAt = clock.now()),
+            done: (usage) => {
+              if (over) return;
+              over = true;
+              clearTimeout(timeout);
+              const ttftMs = firstAt === null ? null : firstAt - sentAt;
+              const read = o.feedback === true ? { usage: { ...usage, cacheReported: true }, streamed: true } : {};
+              gateway.settle(lease, "ok", { ...(ttftMs === null ? {} : { ttftMs }), durationMs: clock.now() - sentAt, ...read });
+              done(outcome(200, null, { ...routed, ttftMs, promptTokens: usage.prompt, cachedTokens: usage.cached, completionTokens: usage.completion }));
+            },
+          }, lease.decision.priority);
+        };
+        setTimeout(arrive, hop() * o.hopMs);
+        const timeout = setTimeout(() => {
+          if (over) return;
+          over = true;
+          // The client leaves; the gateway sees it go and the engine drops the sequence. The lease
+          // ends as the relay's end settles it: with the first token's time when one came.
+          ticket?.cancel();
+          gateway.settle(lease, "client-abort", { ...(firstAt === null ? {} : { ttftMs: firstAt - sentAt }), durationMs: clock.now() - sentAt });
+          done(outcome(200, `no complete answer within ${o.timeoutMs} ms`, routed));
+        }, o.timeoutMs - (clock.now() - sentAt));
       };
-      setTimeout(arrive, hop() * o.hopMs);
-      const timeout = setTimeout(() => {
-        if (over) return;
-        over = true;
-        // The client leaves; the gateway sees it go and the engine drops the sequence. The lease
-        // ends as the relay's end settles it: with the first token's time when one came.
-        ticket?.cancel();
-        gateway.settle(lease, "client-abort", { ...(firstAt === null ? {} : { ttftMs: firstAt - sentAt }), durationMs: clock.now() - sentAt });
-        done(outcome(200, `no complete answer within ${o.timeoutMs} ms`, routed));
-      }, o.timeoutMs);
+      const readMs = ((o.msPerMb ?? 0) * bytes) / 1e6;
+      // At once without a read time: a timer of 0 set in a timer fires 1 ms later here (clock.ts).
+      if (readMs > 0) setTimeout(routeAndSend, readMs);
+      else routeAndSend();
     };
 
     let requests: OpenLoopRequest[] | null = null;

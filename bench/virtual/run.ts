@@ -60,6 +60,8 @@ const { traces, regimes, strategies, shards, jitterSeeds, policies, chainOnly } 
  * 14–16% off it on average; 0–10 ms within 3.5%, and 4–7%; 0–15 and 0–20 ms overshoot).
  */
 const hopOf = (trace: string): number => args.hopMs ?? (isOpenLoopTrace(trace) ? 20 : 10);
+/** ms per MB of body before routing when --ms-per-mb is not given (VirtualReplayOptions.msPerMb). */
+const msPerMb = args.msPerMb ?? 0;
 
 const points: VirtualPoint[] = [];
 for (const trace of traces) {
@@ -73,8 +75,8 @@ for (const trace of traces) {
     for (let seed = 1; seed <= seeds; seed++) {
       for (let jitterSeed = 1; jitterSeed <= jitterSeeds; jitterSeed++) {
         for (const schedulingPolicy of policies) {
-          for (const strategy of strategies) points.push({ trace, ...where, seed, strategy, shards: 1, jitterSeed, hopMs, chainOnly, schedulingPolicy });
-          if (strategies.includes("prefix-aware")) for (const n of shards) points.push({ trace, ...where, seed, strategy: "prefix-aware", shards: n, jitterSeed, hopMs, chainOnly, schedulingPolicy });
+          for (const strategy of strategies) points.push({ trace, ...where, seed, strategy, shards: 1, jitterSeed, hopMs, msPerMb, chainOnly, schedulingPolicy });
+          if (strategies.includes("prefix-aware")) for (const n of shards) points.push({ trace, ...where, seed, strategy: "prefix-aware", shards: n, jitterSeed, hopMs, msPerMb, chainOnly, schedulingPolicy });
         }
       }
     }

@@ -149,6 +149,26 @@ describe("a replay in virtual time", () => {
     expect(late.every((x) => x.error?.includes("2000 ms") && x.totalMs === 2_000)).toBe(true);
     expect(leases).toBe(0);
   }, 30_000);
+
+  it("reads a body in a time that grows with it: of two requests sent at once, the smaller reaches the engine first", () => {
+    const ask = (id: string, chars: number): TimedRequest => ({
+      id, atMs: 0, after: null, maxTokens: 8, promptTokens: 0, blocks: [],
+      messages: () => [{ role: "user" as const, content: `${id}: ${"words of a prompt ".repeat(chars / 18)}` }],
+    });
+    // The large one is sent first; one worker, no random hop.
+    const trace: TimedTrace = { kind: "mooncake", params: {}, blockTokens: 16, requests: [ask("large", 400_000), ask("small", 2_000)] };
+    const run = (msPerMb: number) => {
+      const r = replayVirtual(options(trace, [0, 0], { group: group(1), hopMs: 0, msPerMb }));
+      return Object.fromEntries(r.requests.map((x) => [x.session, x.ttftMs ?? NaN]));
+    };
+    const unread = run(0);
+    // Without a read time the engine takes them in the order sent: the small one waits out the large one's prefill.
+    expect(unread.small).toBeGreaterThan(unread.large as number);
+    const read = run(50);
+    // 50 ms per MB: the large one's ~0.4 MB takes ~20 ms to read, the small one's ~0.1 ms; the small one is prefilled first.
+    expect(read.small).toBeLessThan(read.large as number);
+    expect(read.large).toBeGreaterThan((unread.large as number) + 15);
+  }, 30_000);
 });
 
 describe("a closed-loop trace in virtual time", () => {
