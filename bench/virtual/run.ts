@@ -1,5 +1,5 @@
 /**
- * npm run bench:routing-virtual [-- --trace mooncake] [--seeds 6] [--jitter-seeds 16] [--hop-ms 20]
+ * npm run bench:routing-virtual [-- --trace mooncake] [--seeds 6] [--jitter-seeds 16] [--hop-ms 20] [--ms-per-mb 50]
  *   [--strategy prefix-aware,least-loaded,round-robin] [--shards 2,4] [--threads N] [--quick]
  *   [--out bench/results] [--report-only] [--chain-only] [--scheduling-policy fcfs,priority]
  *   [--regime roomy,pressured] [--sessions 8,16]
