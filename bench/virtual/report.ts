@@ -42,6 +42,13 @@ export function verdict(r: Ratio, tolerance: number): "within" | "outside" | "no
   return "not shown";
 }
 
+/** What delays a request on its way, as the runs had it: the hops' bounds, and the body's read where there was one. */
+function delaysOf(runs: readonly VirtualRun[]): string {
+  const hops = [...new Set(runs.map((r) => r.hop_ms))].join(", ");
+  const reads = [...new Set(runs.map((r) => r.ms_per_mb ?? 0))].filter((x) => x > 0);
+  return `hops (0–${hops} ms per request, seeded)${reads.length > 0 ? `, each after its body's read at ${reads.join(", ")} ms per MB` : ""}`;
+}
+
 function routersOf(runs: readonly VirtualRun[]): string[] {
   return [...new Set(runs.map((r) => r.strategy))];
 }
@@ -89,14 +96,13 @@ function side(r: Ratio): "above" | "at or below" | "not shown" {
 function closedLoopPart(runs: readonly VirtualRun[], results: VirtualResults): string[] {
   const routers = routersOf(runs);
   const baselines = routers.filter((r) => r !== KVGATE_ROUTER && !r.includes("@") && !r.endsWith(PRIORITY_SUFFIX));
-  const hops = [...new Set(runs.map((r) => r.hop_ms))].join(", ");
   const seeds = [...new Set(runs.map((r) => r.seed))].sort((a, b) => a - b);
   const sections = [...new Set(runs.map((r) => `${r.regime} · ${r.trace}`))];
   const lines = [
     "## Closed loop",
     "",
     `bench:routing's closed-loop points: a fleet of 4 simulated workers at the regime's preset and time scale (fresh caches), every session at once, each session's turns in order with no pause, a reply appended as the fleet's replay appends it; the same traces, seeds and kvgate config as bench:routing. ` +
-      `Seeds ${seeds.join(", ")}, each replayed ${results.jitter_seeds} times per router with another draw of the hops (0–${hops} ms per request, seeded: a gateway's own ~1 ms and the loopback sockets). ` +
+      `Seeds ${seeds.join(", ")}, each replayed ${results.jitter_seeds} times per router with another draw of the ${delaysOf(runs)}: what the fleet's runs add, fitted to them (*Against the fleet*, below). ` +
       "A figure is the mean over a seed's draws, then over the seeds; a ratio's interval is the 95% bootstrap over the draws, the two routers' runs of a draw resampled as a pair. " +
       "What is left out is what the fleet runs add on this machine: workerd, the sockets, the processes sharing 2 cores.",
     "",
@@ -137,13 +143,13 @@ function closedLoopPart(runs: readonly VirtualRun[], results: VirtualResults): s
   return [...lines, ...body, ...fleetFitSection(results)];
 }
 
-function fleetFitSection({ fleet_fit: fit, hop_ms }: VirtualResults): string[] {
+function fleetFitSection({ fleet_fit: fit, runs }: VirtualResults): string[] {
   const fits = fit?.fits.filter((f) => f.trace === undefined) ?? [];
   if (!fit || fits.length === 0) return [];
   return [
     "### Against the fleet",
     "",
-    `Each point's figure here over the same point's on the fleet (${fit.against}; the median over its seeds), per regime and router: the median point's ratio, and the mean miss: |ln(here ÷ there)| averaged over the points, as a percentage. The hops (0–${hop_ms ?? "various"} ms) stand for what the fleet's runs add; this says how well.`,
+    `Each point's figure here over the same point's on the fleet (${fit.against}; the median over its seeds), per regime and router: the median point's ratio, and the mean miss: |ln(here ÷ there)| averaged over the points, as a percentage. The delays — ${delaysOf(runs.filter((r) => r.regime !== undefined))} — stand for what the fleet's runs add; this says how well.`,
     "",
     ...fitTable(fits, ["p50", "p95"], ["regime", "router", "points"], (f) => [f.regime, f.strategy, String(f.points)]),
     "",
@@ -175,7 +181,7 @@ function fitTable(fits: readonly FleetFit[], figures: readonly FitFigure[], head
     row.at[f.figure] = f;
     rows.set(key, row);
   }
-  const lines = [`| ${[...heads, ...figures.flatMap((g) => [`${FIT_NAMES[g]} ÷ the fleet's`, "mean miss"])].join(" | ")} |`, `| ${[...heads, ...figures.flatMap(() => ["", ""])].map(() => "---").join(" | ")} |`];
+  const lines = [`| ${[...heads, ...figures.flatMap((g) => [`${FIT_NAMES[g]} ÷ the fleet's`, "mean miss"])].join(" | ")} |`, `| ${Array.from({ length: heads.length + 2 * figures.length }, () => "---").join(" | ")} |`];
   for (const { labels: cells, at } of rows.values()) {
     lines.push(`| ${[...cells, ...figures.flatMap((g) => { const f = at[g]; return f ? [f3(f.ratio), `${(f.miss * 100).toFixed(1)}%`] : ["–", "–"]; })].join(" | ")} |`);
   }
@@ -192,7 +198,7 @@ function traceSection(trace: TimedKind, runs: readonly VirtualRun[], results: Vi
     "",
     `${OPEN_LOOP_SETUPS[trace].method}`,
     "",
-    `Seeds ${seeds.join(", ")} of that trace, each replayed ${results.jitter_seeds} times per router, each time with another draw of the hops (0–${[...new Set(runs.map((r) => r.hop_ms))].join(", ")} ms per request, seeded). ` +
+    `Seeds ${seeds.join(", ")} of that trace, each replayed ${results.jitter_seeds} times per router, each time with another draw of the ${delaysOf(runs)}. ` +
       "A router's figure is the mean over a seed's draws, then over the seeds, each seed weighing the same; TTFT percentiles are each run's, averaged so. " +
       `A ratio's interval is the 95% bootstrap interval over the draws (the two routers' runs of a draw resampled as a pair, within each seed). Requests: ${of(base).reduce((n, r) => n + r.requests, 0) / results.jitter_seeds} per draw over the seeds.`,
     "",
