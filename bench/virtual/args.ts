@@ -16,8 +16,9 @@ export interface VirtualArgs {
   /** Seeds per trace; absent: each trace's own count (bench/virtual/run.ts). */
   seeds: number | undefined;
   jitterSeeds: number;
-  /** A hop's bound in ms; absent: each trace's own (bench/virtual/run.ts). */
+  /** A hop's bound in ms, after routing and before it; absent: each trace's own (bench/virtual/run.ts). */
   hopMs: number | undefined;
+  preRouteHopMs: number | undefined;
   msPerMb: number | undefined;
   regimes: Regime[];
   /** Points of the regimes' sweeps; absent: every one. */
@@ -33,7 +34,7 @@ export interface VirtualArgs {
   policies: SchedulingPolicy[];
 }
 
-const USAGE = "--trace T,... --seeds N --jitter-seeds N --hop-ms MS --ms-per-mb MS --regime R,... --sessions N,... --strategy S,... --shards N,... --threads N --quick --out DIR --report-only --chain-only --scheduling-policy fcfs,priority";
+const USAGE = "--trace T,... --seeds N --jitter-seeds N --hop-ms MS --pre-route-hop-ms MS --ms-per-mb MS --regime R,... --sessions N,... --strategy S,... --shards N,... --threads N --quick --out DIR --report-only --chain-only --scheduling-policy fcfs,priority";
 
 export function parseVirtualArgs(argv: readonly string[], defaultOut: string): VirtualArgs {
   const values = parseFlags(
@@ -43,6 +44,7 @@ export function parseVirtualArgs(argv: readonly string[], defaultOut: string): V
       seeds: { type: "string" },
       "jitter-seeds": { type: "string", default: "16" },
       "hop-ms": { type: "string" },
+      "pre-route-hop-ms": { type: "string" },
       "ms-per-mb": { type: "string" },
       regime: { type: "string", default: REGIMES.map((r) => r.name).join(",") },
       sessions: { type: "string" },
@@ -57,12 +59,11 @@ export function parseVirtualArgs(argv: readonly string[], defaultOut: string): V
     },
     USAGE,
   );
-  const hop = values["hop-ms"];
-  const hopMs = hop === undefined ? undefined : numberFlag("--hop-ms", hop);
-  if (hopMs !== undefined && hopMs < 0) throw new Error(`--hop-ms takes a number of at least 0, not "${hop}"`);
-  const perMb = values["ms-per-mb"];
-  const msPerMb = perMb === undefined ? undefined : numberFlag("--ms-per-mb", perMb);
-  if (msPerMb !== undefined && msPerMb < 0) throw new Error(`--ms-per-mb takes a number of at least 0, not "${perMb}"`);
+  const ms = (flag: string, value: string | undefined): number | undefined => {
+    const n = value === undefined ? undefined : numberFlag(flag, value);
+    if (n !== undefined && n < 0) throw new Error(`${flag} takes a number of at least 0, not "${value}"`);
+    return n;
+  };
   return {
     traces: (listFlag(values.trace) ?? []).map((t): TimedKind | TraceKind => {
       if (!isOpenLoopTrace(t) && !(TRACE_KINDS as readonly string[]).includes(t)) throw new Error(`--trace: "${t}" is not one of mooncake, b2b-saas, ${TRACE_KINDS.join(", ")}`);
@@ -70,8 +71,9 @@ export function parseVirtualArgs(argv: readonly string[], defaultOut: string): V
     }),
     seeds: values.seeds === undefined ? undefined : positiveInt("--seeds", values.seeds),
     jitterSeeds: values.quick ? 2 : positiveInt("--jitter-seeds", values["jitter-seeds"]),
-    hopMs,
-    msPerMb,
+    hopMs: ms("--hop-ms", values["hop-ms"]),
+    preRouteHopMs: ms("--pre-route-hop-ms", values["pre-route-hop-ms"]),
+    msPerMb: ms("--ms-per-mb", values["ms-per-mb"]),
     regimes: (listFlag(values.regime) ?? []).map((name) => closedLoopRegime(name)),
     sessions: listFlag(values.sessions)?.map((n) => positiveInt("--sessions", n)),
     strategies: (listFlag(values.strategy) ?? []).map((s): Strategy => {

@@ -29,6 +29,8 @@ export interface VirtualPoint {
   hopMs: number;
   /** ms per MB of body before a request is routed (VirtualReplayOptions.msPerMb); absent: none. */
   msPerMb?: number;
+  /** A hop's bound before a request is routed (VirtualReplayOptions.preRouteHopMs); absent: none. */
+  preRouteHopMs?: number;
   /** The Worker before f50698c: no prompt size beside a cut chain (VirtualReplayOptions.chainOnly). */
   chainOnly?: boolean;
   /** The workers' scheduling policy, named in the group's deployments (absent: fcfs). */
@@ -57,6 +59,8 @@ export interface VirtualRun {
   hop_ms: number;
   /** ms per MB of body before routing; absent in runs without (all made before it was a choice). */
   ms_per_mb?: number;
+  /** The bound of a hop before routing, beside hop_ms's after it; absent in runs without (all made before it was a choice). */
+  pre_route_hop_ms?: number;
   requests: number;
   errors: number;
   kv_hit: number | null;
@@ -164,6 +168,7 @@ function runOn(p: VirtualPoint, t: PointTraffic): VirtualRun {
     seed: p.jitterSeed,
     hopMs: p.hopMs,
     msPerMb: p.msPerMb ?? 0,
+    preRouteHopMs: p.preRouteHopMs ?? 0,
     maxInFlight: t.maxInFlight,
     chainOnly: p.chainOnly === true,
     schedulingPolicy: p.schedulingPolicy ?? "fcfs",
@@ -182,6 +187,7 @@ function runOn(p: VirtualPoint, t: PointTraffic): VirtualRun {
     jitter_seed: p.jitterSeed,
     hop_ms: p.hopMs,
     ...(p.msPerMb ? { ms_per_mb: p.msPerMb } : {}),
+    ...(p.preRouteHopMs ? { pre_route_hop_ms: p.preRouteHopMs } : {}),
     requests: s.requests,
     errors: s.errors,
     kv_hit: s.kv_hit,

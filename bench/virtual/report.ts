@@ -44,9 +44,13 @@ export function verdict(r: Ratio, tolerance: number): "within" | "outside" | "no
 
 /** What delays a request on its way, as the runs had it: the hops' bounds, and the body's read where there was one. */
 function delaysOf(runs: readonly VirtualRun[]): string {
+  const values = (of: (r: VirtualRun) => number) => [...new Set(runs.map(of))].filter((x) => x > 0).join(", ");
   const hops = [...new Set(runs.map((r) => r.hop_ms))].join(", ");
-  const reads = [...new Set(runs.map((r) => r.ms_per_mb ?? 0))].filter((x) => x > 0);
-  return `hops (0–${hops} ms per request, seeded)${reads.length > 0 ? `, each after its body's read at ${reads.join(", ")} ms per MB` : ""}`;
+  const pre = values((r) => r.pre_route_hop_ms ?? 0);
+  const reads = values((r) => r.ms_per_mb ?? 0);
+  const read = reads ? `its body's read at ${reads} ms per MB` : "";
+  if (pre) return `hops (0–${pre} ms per request before it is routed${read ? `, after ${read},` : ""} and 0–${hops} ms after, seeded)`;
+  return `hops (0–${hops} ms per request, seeded)${read ? `, each after ${read}` : ""}`;
 }
 
 function routersOf(runs: readonly VirtualRun[]): string[] {

@@ -163,13 +163,13 @@ describe("npm run bench:routing-replicas's flags", () => {
 describe("npm run bench:routing-virtual's flags", () => {
   it("default to Mooncake through kvgate's three strategies and 2 and 4 shards, 16 draws a seed, each trace's own seeds and hop", () => {
     const a = parseVirtualArgs([], "/r");
-    expect(a).toMatchObject({ traces: ["mooncake"], seeds: undefined, jitterSeeds: 16, hopMs: undefined, sessions: undefined, strategies: ["prefix-aware", "least-loaded", "round-robin"], shards: [2, 4], quick: false, out: "/r", reportOnly: false, chainOnly: false, policies: ["fcfs"] });
+    expect(a).toMatchObject({ traces: ["mooncake"], seeds: undefined, jitterSeeds: 16, hopMs: undefined, preRouteHopMs: undefined, sessions: undefined, strategies: ["prefix-aware", "least-loaded", "round-robin"], shards: [2, 4], quick: false, out: "/r", reportOnly: false, chainOnly: false, policies: ["fcfs"] });
     expect(a.regimes.map((r) => r.name)).toEqual(["roomy", "pressured"]);
   });
 
-  it("take closed-loop traces at picked points, a hop, one object only, and --quick's two draws", () => {
-    const a = parseVirtualArgs(["--trace", "rag,b2b-saas", "--regime", "pressured", "--sessions", "8,16", "--hop-ms", "0", "--shards", "1", "--quick", "--out", "tmp", "--scheduling-policy", "fcfs,priority"], "/r");
-    expect(a).toMatchObject({ traces: ["rag", "b2b-saas"], sessions: [8, 16], hopMs: 0, shards: [], jitterSeeds: 2, out: resolve("tmp"), policies: ["fcfs", "priority"] });
+  it("take closed-loop traces at picked points, the hops, one object only, and --quick's two draws", () => {
+    const a = parseVirtualArgs(["--trace", "rag,b2b-saas", "--regime", "pressured", "--sessions", "8,16", "--hop-ms", "0", "--pre-route-hop-ms", "7.5", "--shards", "1", "--quick", "--out", "tmp", "--scheduling-policy", "fcfs,priority"], "/r");
+    expect(a).toMatchObject({ traces: ["rag", "b2b-saas"], sessions: [8, 16], hopMs: 0, preRouteHopMs: 7.5, shards: [], jitterSeeds: 2, out: resolve("tmp"), policies: ["fcfs", "priority"] });
     expect(a.regimes.map((r) => r.name)).toEqual(["pressured"]);
   });
 
@@ -181,6 +181,8 @@ describe("npm run bench:routing-virtual's flags", () => {
     expect(() => parseVirtualArgs(["--jitter-seeds", "0"], "/r")).toThrow('--jitter-seeds takes a positive integer, not "0"');
     expect(() => parseVirtualArgs(["--hop-ms", "-1"], "/r")).toThrow('--hop-ms takes a number of at least 0, not "-1"');
     expect(() => parseVirtualArgs(["--hop-ms", "x"], "/r")).toThrow('--hop-ms takes a number, not "x"');
+    expect(() => parseVirtualArgs(["--pre-route-hop-ms", "-2"], "/r")).toThrow('--pre-route-hop-ms takes a number of at least 0, not "-2"');
+    expect(() => parseVirtualArgs(["--ms-per-mb", "-2"], "/r")).toThrow('--ms-per-mb takes a number of at least 0, not "-2"');
     expect(() => parseVirtualArgs(["--scheduling-policy", "lifo"], "/r")).toThrow('--scheduling-policy: "lifo" is not one of');
   });
 });

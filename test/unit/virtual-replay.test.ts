@@ -169,6 +169,33 @@ describe("a replay in virtual time", () => {
     expect(read.small).toBeLessThan(read.large as number);
     expect(read.large).toBeGreaterThan((unread.large as number) + 15);
   }, 30_000);
+
+  it("draws a hop before routing too: a burst is routed in the order it reaches the gateway, not the order it was sent", () => {
+    const ask = (id: string): TimedRequest => ({
+      id, atMs: 0, after: null, maxTokens: 8, promptTokens: 0, blocks: [],
+      messages: () => [{ role: "user" as const, content: `${id}: ${"words of a prompt ".repeat(100)}` }],
+    });
+    // Eight prompts of one size, sent at once in this order, round-robin over two workers: the
+    // router takes them in turn as they reach it.
+    const trace: TimedTrace = { kind: "mooncake", params: {}, blockTokens: 16, requests: ["a", "b", "c", "d", "e", "f", "g", "h"].map(ask) };
+    const run = (seed: number, over: Partial<VirtualReplayOptions>) =>
+      replayVirtual(options(trace, trace.requests.map(() => 0), { group: group(2, { strategy: "round-robin" }), msPerMb: 0, seed, ...over })).requests;
+    const alternates = (rs: readonly { backend: string | null }[]) => rs.every((r, i) => i === 0 || r.backend !== rs[i - 1]?.backend);
+    const seeds = [1, 2, 3, 4, 5, 6];
+    // A hop after routing only: every burst is routed in the order sent, whatever the draws.
+    expect(seeds.every((seed) => alternates(run(seed, { hopMs: 20 })))).toBe(true);
+    // A hop before it: the order they reach the router is the draws'.
+    const before = seeds.map((seed) => run(seed, { hopMs: 0, preRouteHopMs: 20 }));
+    expect(before.some((rs) => !alternates(rs))).toBe(true);
+  }, 60_000);
+
+  it("leaves every other draw as it was without a hop before routing", () => {
+    const trace = mooncakeHead(30);
+    const arrivalsMs = trace.requests.map(() => 0);
+    const run = (over: Partial<VirtualReplayOptions>) => replayVirtual(options(trace, arrivalsMs, { msPerMb: 50, ...over })).requests.map((r) => [r.backend, r.ttftMs]);
+    expect(run({ preRouteHopMs: 0 })).toEqual(run({}));
+    expect(run({ preRouteHopMs: 10 })).not.toEqual(run({}));
+  }, 60_000);
 });
 
 describe("a closed-loop trace in virtual time", () => {
@@ -362,5 +389,11 @@ describe("the closed-loop points set against the fleet's", () => {
     expect(at("p95")?.ratio).toBeCloseTo(0.8, 9);
     const md = renderVirtualReport({ command: "c", date: "d", commit: "x", hop_ms: 20, jitter_seeds: 3, fleet_fit: { against: "the fleet's runs", fits }, runs });
     expect(md).toMatch(/\| prefix-aware \| 2 \| 1\.\d{3} \| 9\.1% \| \d\.\d{3} \| 34\.7% \| 0\.800 \| 22\.3% \|/);
+    // The delays the runs drew, named where the report says what they stand for.
+    expect(md).toContain("another draw of the hops (0–20 ms per request, seeded).");
+    const split = runs.map((r) => ({ ...r, hop_ms: 10, pre_route_hop_ms: 10, ms_per_mb: 50 }));
+    expect(renderVirtualReport({ command: "c", date: "d", commit: "x", hop_ms: 10, jitter_seeds: 3, runs: split })).toContain(
+      "another draw of the hops (0–10 ms per request before it is routed, after its body's read at 50 ms per MB, and 0–10 ms after, seeded).",
+    );
   });
 });
