@@ -8,8 +8,8 @@ import { groupBy, key as pointKey } from "../routing/aggregate.ts";
  * How far the runs in virtual time land from the same traffic on the fleet (bench:routing's
  * committed runs), per router and figure. The harness leaves out what the fleet's runs add —
  * workerd, the sockets, a client, a gateway and four engines sharing 2 cores — and stands in for
- * it with each request's hop, a draw of 0 to `hop_ms`: this is what says which bound stands in
- * best. Too short a hop keeps closed-loop sessions in a lockstep the fleet does not have: at hops
+ * it with each request's body read and its hops, draws of 0 to `pre_route_hop_ms` before routing
+ * and 0 to `hop_ms` after: this is what says which bounds stand in best. Too short a hop keeps closed-loop sessions in a lockstep the fleet does not have: at hops
  * of 0–2 ms least-loaded's TTFT p50 was 0.93 × the fleet's at the median point and 15% off it on
  * average (both regimes' 45 points); at 0–10 ms 0.99 × and 4.3%.
  */

@@ -40,7 +40,8 @@ export interface VirtualReplayOptions {
    * reorders a burst the router has already queued: a short prompt routed first lands behind the
    * long ones routed after it, which the router priced as queued behind it. On Mooncake slices 1-3
    * that put prefix-aware's TTFT p50 at 1.23 x the fleet's (least-loaded's 1.03 x, round-robin's
-   * 0.95 x); with 0-10 ms on each side, 1.06 x, 1.00 x and 1.02 x (16 draws, bench/virtual/run.ts).
+   * 0.95 x); with 0-10 ms on each side, 1.06 x, 1.00 x and 1.02 x (16 draws; README, Routing →
+   * *In virtual time*).
    */
   preRouteHopMs?: number;
   /**

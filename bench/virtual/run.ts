@@ -58,12 +58,13 @@ const { traces, regimes, strategies, shards, jitterSeeds, policies, chainOnly } 
  * one after (VirtualReplayOptions.preRouteHopMs says why both). An open-loop trace's requests go
  * out on their own clock, and 0–10 ms on each side stands for the chaos of the fleet's: on
  * Mooncake slices 1–3 (16 draws) it puts every router's TTFT p50 within 6% of the fleet's
- * (prefix-aware 1.06 x, least-loaded 1.00 x, round-robin 1.02 x), where 0–20 ms after routing alone
- * put prefix-aware's at 1.23 x. A closed-loop point's TTFTs are tens of ms, and 0–10 ms in all is
+ * (prefix-aware 1.06 x the mean of its fleet runs at 41f4bb0 and 61bc37b, least-loaded 1.00 x,
+ * round-robin 1.02 x), where 0–20 ms after routing alone put prefix-aware's at 1.23 x. A closed-loop point's TTFTs are tens of ms, and 0–10 ms in all is
  * the bound whose TTFT p50s land nearest the fleet's (fleet-fit.ts: over the 45 points, 0–2 ms
  * after routing put every router's p50 3–9% under the fleet's at the median point, least-loaded's
  * 14–16% off it on average; 0–10 ms within 3.5%, and 4–7%; 0–15 and 0–20 ms overshoot); split 0–5
- * on each side, prefix-aware's roomy p50s miss by 6.8% on average instead of 8.8%.
+ * on each side, the six regime-and-router p50 fits stay within 3% at the median point, and
+ * prefix-aware's mean miss falls to 7.2% and 3.0% (roomy, pressured) from 8.8% and 3.8%.
  */
 const hopsOf = (trace: string): { hopMs: number; preRouteHopMs: number } => {
   const half = isOpenLoopTrace(trace) ? 10 : 5;
