@@ -49,7 +49,7 @@ export function renderFeedbackReport(results: FeedbackResults): string {
   lines.push(`Command: \`${results.command}\` — ${results.date}${results.quick ? " (--quick: by default one point, one seed, 4 turns, the capacity configs)" : ""}.`, "");
   if (results.virtual) {
     lines.push(
-      `**In virtual time** (\`--virtual\`): kvgate's routing code — the group's routing object and the Worker's side of it — and the fleet simulator's engine in one process (bench/virtual/), no workerd, sockets or warm-up; each request's hop to its worker a draw of 0–${results.virtual.hop_ms} ms, ${results.virtual.draws} draws per seed. Medians below are over every seed's draws.`,
+      `**In virtual time** (\`--virtual\`): kvgate's routing code — the group's routing object and the Worker's side of it — and the fleet simulator's engine in one process (bench/virtual/), no workerd, sockets or warm-up; ${virtualDelays(results.virtual)}, ${results.virtual.draws} draws per seed. Medians below are over every seed's draws.`,
       "",
     );
   }
@@ -97,4 +97,10 @@ export function renderFeedbackReport(results: FeedbackResults): string {
   }
   lines.push("");
   return lines.join("\n");
+}
+
+/** The delays a virtual run drew for each request; a run made before the body's read and the hop before routing names one hop. */
+function virtualDelays(v: NonNullable<FeedbackResults["virtual"]>): string {
+  if (v.pre_route_hop_ms === undefined) return `each request's hop to its worker a draw of 0–${v.hop_ms} ms`;
+  return `each request routed after its body's read (${v.ms_per_mb ?? 0} ms per MB) and a hop of 0–${v.pre_route_hop_ms} ms, and reaching its worker after another of 0–${v.hop_ms} ms`;
 }

@@ -52,9 +52,10 @@ export interface FeedbackResults {
   warm_up_requests: number;
   /**
    * Made in virtual time (--virtual): kvgate's routing code and the fleet simulator's engine in one
-   * process (bench/virtual/), each seed `draws` times with another draw of the hops (0 to `hop_ms`
-   * each), no warm-up. Absent for the fleet's runs.
+   * process (bench/virtual/), each seed `draws` times with another draw of the hops (0 to
+   * `pre_route_hop_ms` before routing, after a body's read at `ms_per_mb`, and 0 to `hop_ms` after;
+   * runs before e59c593's delays name `hop_ms` alone), no warm-up. Absent for the fleet's runs.
    */
-  virtual?: { draws: number; hop_ms: number };
+  virtual?: { draws: number; hop_ms: number; pre_route_hop_ms?: number; ms_per_mb?: number };
   runs: FeedbackRun[];
 }

@@ -24,6 +24,7 @@ import { PRESETS, startFleet } from "../fleet/index.ts";
 import { startGateway } from "../harness/gateway.ts";
 import { replay, summarize } from "../replay/index.ts";
 import { LEARNING_SEED_OFFSET, runVirtualPoint } from "../virtual/point.ts";
+import { CLOSED_LOOP_DELAYS } from "../virtual/delays.ts";
 import type { LearnedSnapshot } from "../../src/routing/feedback.ts";
 import { parseFeedbackArgs, type FeedbackArgs } from "./feedback-args.ts";
 import { renderFeedbackReport } from "./feedback-report.ts";
@@ -94,9 +95,6 @@ async function runPoint(p: FeedbackPoint): Promise<FeedbackRun> {
   }
 }
 
-/** Hops of 0–2 ms: a gateway's own ~1 ms and the loopback sockets (bench/virtual/run.ts's for a closed-loop point). */
-const VIRTUAL_HOP_MS = 2;
-
 /** The learned figures as the status endpoint gives them, per backend. */
 function learnedFigures(backends: readonly LearnedSnapshot[]): LearnedFigures {
   return {
@@ -118,7 +116,8 @@ function runVirtual(p: FeedbackPoint, draw: number): FeedbackRun {
     strategy: "prefix-aware",
     shards: 1,
     jitterSeed: draw,
-    hopMs: VIRTUAL_HOP_MS,
+    // A closed-loop point's delays, as bench:routing-virtual fits them to the fleet's.
+    ...CLOSED_LOOP_DELAYS,
     feedback: p.feedback,
     learningPass: !p.cold,
     hints: { kv: p.config.kv, rate: p.config.rate },
@@ -179,7 +178,7 @@ async function main(): Promise<void> {
     learning_pass: !args.cold,
     configs: args.configs,
     warm_up_requests: args.virtual ? 0 : WARM_UP_REQUESTS,
-    ...(args.virtual ? { virtual: { draws: args.draws, hop_ms: VIRTUAL_HOP_MS } } : {}),
+    ...(args.virtual ? { virtual: { draws: args.draws, hop_ms: CLOSED_LOOP_DELAYS.hopMs, pre_route_hop_ms: CLOSED_LOOP_DELAYS.preRouteHopMs, ms_per_mb: CLOSED_LOOP_DELAYS.msPerMb } } : {}),
     runs: [],
   };
   const points: (FeedbackPoint & { draw?: number })[] = args.virtual ? plan(args).flatMap((p) => Array.from({ length: args.draws }, (_, d) => ({ ...p, draw: d + 1 }))) : plan(args);

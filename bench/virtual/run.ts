@@ -27,6 +27,7 @@ import { parseVirtualArgs } from "./args.ts";
 import { routerName, type VirtualPoint, type VirtualRun } from "./point.ts";
 import { renderVirtualReport, type VirtualResults } from "./report.ts";
 import { fleetFit, openLoopFleetFit } from "./fleet-fit.ts";
+import { CLOSED_LOOP_DELAYS, OPEN_LOOP_DELAYS, type Delays } from "./delays.ts";
 import type { RoutingResults } from "../routing/types.ts";
 
 const ROOT = resolve(import.meta.dirname, "../..");
@@ -53,34 +54,16 @@ if (args.reportOnly) {
 }
 
 const { traces, regimes, strategies, shards, jitterSeeds, policies, chainOnly } = args;
-/**
- * The hops' bounds when --hop-ms and --pre-route-hop-ms are not given: one hop before routing and
- * one after (VirtualReplayOptions.preRouteHopMs says why both). An open-loop trace's requests go
- * out on their own clock, and 0–10 ms on each side stands for the chaos of the fleet's: on
- * Mooncake slices 1–3 (16 draws) it puts every router's TTFT p50 within 6% of the fleet's
- * (prefix-aware 1.06 x the mean of its fleet runs at 41f4bb0 and 61bc37b, least-loaded 1.00 x,
- * round-robin 1.02 x), where 0–20 ms after routing alone put prefix-aware's at 1.23 x. A closed-loop point's TTFTs are tens of ms, and 0–10 ms in all is
- * the bound whose TTFT p50s land nearest the fleet's (fleet-fit.ts: over the 45 points, 0–2 ms
- * after routing put every router's p50 3–9% under the fleet's at the median point, least-loaded's
- * 14–16% off it on average; 0–10 ms within 3.5%, and 4–7%; 0–15 and 0–20 ms overshoot); split 0–5
- * on each side, the six regime-and-router p50 fits stay within 3% at the median point, and
- * prefix-aware's mean miss falls to 7.2% and 3.0% (roomy, pressured) from 8.8% and 3.8%.
- */
-const hopsOf = (trace: string): { hopMs: number; preRouteHopMs: number } => {
-  const half = isOpenLoopTrace(trace) ? 10 : 5;
-  return { hopMs: args.hopMs ?? half, preRouteHopMs: args.preRouteHopMs ?? half };
+/** Each trace's delays (bench/virtual/delays.ts), as far as the flags do not set them. */
+const delaysOf = (trace: string): Delays => {
+  const fitted = isOpenLoopTrace(trace) ? OPEN_LOOP_DELAYS : CLOSED_LOOP_DELAYS;
+  return { msPerMb: args.msPerMb ?? fitted.msPerMb, preRouteHopMs: args.preRouteHopMs ?? fitted.preRouteHopMs, hopMs: args.hopMs ?? fitted.hopMs };
 };
-/**
- * ms per MB of body before routing when --ms-per-mb is not given (VirtualReplayOptions.msPerMb):
- * 50 puts least-loaded's and round-robin's Mooncake TTFT p50 within 6% of the fleet's (slices 1-3;
- * 1.34 x and 1.25 x without it) and, with the closed-loop hops, the 45 points' p95s nearer theirs.
- */
-const msPerMb = args.msPerMb ?? 50;
 
 const points: VirtualPoint[] = [];
 for (const trace of traces) {
   const seeds = args.quick ? 2 : (args.seeds ?? (trace === "mooncake" ? MOONCAKE_SLICE_STARTS.length : 3));
-  const { hopMs, preRouteHopMs } = hopsOf(trace);
+  const { hopMs, preRouteHopMs, msPerMb } = delaysOf(trace);
   // An open-loop trace is one point; a closed-loop one, each point of each regime's sweep.
   const at: { regime?: string; sessions?: number }[] = isOpenLoopTrace(trace)
     ? [{}]
