@@ -17,6 +17,11 @@ export interface VirtualResults {
   chain_only?: boolean;
   /** The runs against the same points and seeds on the fleet (fleet-fit.ts), and which fleet results; absent when none were at hand. */
   fleet_fit?: { against: string; fits: FleetFit[] };
+  /**
+   * Each open-loop trace's method as the runs were made (OPEN_LOOP_SETUPS), so that --report-only
+   * describes them and not what the code says today. Absent in results made before it was kept.
+   */
+  methods?: Partial<Record<TimedKind, string>>;
   runs: VirtualRun[];
 }
 
@@ -200,7 +205,7 @@ function traceSection(trace: TimedKind, runs: readonly VirtualRun[], results: Vi
   const lines = [
     `## ${trace}`,
     "",
-    `${OPEN_LOOP_SETUPS[trace].method}`,
+    `${results.methods?.[trace] ?? OPEN_LOOP_SETUPS[trace].method}`,
     "",
     `Seeds ${seeds.join(", ")} of that trace, each replayed ${results.jitter_seeds} times per router, each time with another draw of the ${delaysOf(runs)}. ` +
       "A router's figure is the mean over a seed's draws, then over the seeds, each seed weighing the same; TTFT percentiles are each run's, averaged so. " +

@@ -22,7 +22,7 @@ import { mkdir, readFile, writeFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { Worker } from "node:worker_threads";
 import { commitOf } from "../harness/commit.ts";
-import { MOONCAKE_SLICE_STARTS, isOpenLoopTrace } from "../routing/open-loop-matrix.ts";
+import { MOONCAKE_SLICE_STARTS, OPEN_LOOP_SETUPS, isOpenLoopTrace } from "../routing/open-loop-matrix.ts";
 import { parseVirtualArgs } from "./args.ts";
 import { routerName, type VirtualPoint, type VirtualRun } from "./point.ts";
 import { renderVirtualReport, type VirtualResults } from "./report.ts";
@@ -96,6 +96,7 @@ const results: VirtualResults = {
   jitter_seeds: jitterSeeds,
   chain_only: chainOnly,
   ...(fit ? { fleet_fit: fit } : {}),
+  methods: Object.fromEntries(traces.filter(isOpenLoopTrace).map((t) => [t, OPEN_LOOP_SETUPS[t].method])),
   runs,
 };
 await mkdir(args.out, { recursive: true });

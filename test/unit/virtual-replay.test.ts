@@ -395,5 +395,10 @@ describe("the closed-loop points set against the fleet's", () => {
     expect(renderVirtualReport({ command: "c", date: "d", commit: "x", hop_ms: 10, jitter_seeds: 3, runs: split })).toContain(
       "another draw of the hops (0–10 ms per request before it is routed, after its body's read at 50 ms per MB, and 0–10 ms after, seeded).",
     );
+    // The method as the runs were made, when the results keep it: --report-only renders what was run, not what the code says now.
+    expect(md).toContain(OPEN_LOOP_SETUPS.mooncake.method);
+    const kept = renderVirtualReport({ command: "c", date: "d", commit: "x", hop_ms: 20, jitter_seeds: 3, methods: { mooncake: "Six slices, as they were run then." }, runs });
+    expect(kept).toContain("Six slices, as they were run then.");
+    expect(kept).not.toContain(OPEN_LOOP_SETUPS.mooncake.method);
   });
 });
