@@ -9,8 +9,8 @@
  * seconds a run instead of minutes, so a comparison can take many draws of the same traffic.
  * `--trace` also takes bench:routing's closed-loop traces (multi-turn, rag, tool-loop,
  * single-turn, hot-prefix), run at each point of `--regime`'s sweep (`--sessions` picks points),
- * 3 seeds, hops of 0–5 ms before routing and 0–5 after unless --pre-route-hop-ms and --hop-ms say otherwise (bench/virtual/closed-loop.ts), a body's read
- * at 50 ms per MB unless --ms-per-mb says otherwise, and
+ * 3 seeds, hops of 0–5 ms before routing and 0–5 after and a body's read at 50 ms per MB unless
+ * --pre-route-hop-ms, --hop-ms and --ms-per-mb say otherwise (bench/virtual/delays.ts), and
  * set against the same points in bench/results/routing.json when it has them (fleet-fit.ts), as
  * are an open-loop trace's seeds.
  * Writes routing-virtual.json ({"runs":[…]}) and routing-virtual.md. --chain-only: the Worker as it
