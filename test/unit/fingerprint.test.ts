@@ -69,6 +69,20 @@ describe("prefix fingerprint", () => {
     expect(completionFingerprint({ model: "m", prompt: [1, 2, 3] }, opts).length).toBe(1);
   });
 
+  it("hashes a prompt to the chain it always has: prefix sets a running gateway saved stay valid", () => {
+    // Made by the hasher as it was before its loop was rewritten for V8 (lanes seeded as int32s, hashes in a typed array).
+    const h = new BlockHasher(16, 6);
+    h.push("\u0001system\u0002");
+    h.push("You are terse. Réponds en français, s'il te plaît — 日本語も可。");
+    h.boundary();
+    h.push("\u0001user\u0002");
+    h.push("hi");
+    h.boundary();
+    h.push("never hashed: the chain is full by now, six blocks of sixteen characters");
+    expect(h.hashes).toEqual([247433993844464, 7640695251738012, 5769576739565580, 7303041750429414, 2125186693296340, 3262771361152920]);
+    expect(h.full).toBe(true);
+  });
+
   it("splits text into blocks of blockChars characters", () => {
     const h = new BlockHasher(4, 100);
     h.push("abcdefghij");
