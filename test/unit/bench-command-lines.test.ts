@@ -58,6 +58,7 @@ describe("each benchmark refuses a flag it does not know before it starts anythi
     ["bench/route-memory/run.ts", "--no-write"],
     ["bench/route-object/run.ts", "--repeats N --seconds S --no-write"],
     ["bench/fleet/measure-throughput.ts", "--workers N --concurrency N --seconds S --max-requests N"],
+    ["bench/processes/run.ts", "--processes N --requests N --prompt-kb K --baseline DIR --no-write"],
   ];
   for (const [script, usage] of scripts) {
     it(script, () => refused(script, ["--bogus"], `unknown argument --bogus (${usage})`), SPAWN_TIMEOUT_MS);
