@@ -28,7 +28,7 @@ const RESULTS = resolve(ROOT, "bench", "results");
 const flags = parseFlags(
   process.argv.slice(2),
   {
-    processes: { type: "string", default: "12" },
+    processes: { type: "string", default: "30" },
     requests: { type: "string", default: "400" },
     "prompt-kb": { type: "string", default: "21" },
     baseline: { type: "string" },

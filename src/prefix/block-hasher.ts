@@ -3,8 +3,9 @@
  * block i, so equal h[i] means equal prefixes (up to hash collisions, which only cost a cache
  * miss). Two 32-bit lanes give 53-bit values that survive RPC as plain numbers.
  *
- * push's loop runs once per character of every prompt, so it is kept to what V8 optimises once
- * and leaves optimised: locals only, int32 lanes, the hashes in a typed array (module note below).
+ * The loop runs once per character of every prompt, so it is kept to what V8 optimises once and
+ * leaves optimised: a function of its arguments alone (BlockHasher.hashInto), int32 lanes, the hashes in a
+ * typed array with room made before the loop (module note below).
  */
 export class BlockHasher {
   /** The two lanes, the characters in the open block, and the hashes made: int32s between pushes. */
@@ -22,16 +23,32 @@ export class BlockHasher {
     return (this.state[COUNT] as number) >= this.maxBlocks;
   }
 
-  /** The chain so far, as a plain array (what the route call carries). */
+  /** The chain so far, as a plain array (what the route call carries); copied by hand, quicker than Array.from's iterator. */
   get hashes(): number[] {
-    return Array.from(this.blocks.subarray(0, this.state[COUNT]));
+    const n = this.state[COUNT] as number;
+    const { blocks } = this;
+    const out: number[] = [];
+    for (let i = 0; i < n; i++) out.push(blocks[i] as number);
+    return out;
   }
 
   push(text: string): void {
-    const { maxBlocks, blockChars, state } = this;
-    let count = state[COUNT] as number;
+    const { state, maxBlocks, blockChars } = this;
+    const count = state[COUNT] as number;
     if (count >= maxBlocks) return;
-    let blocks = this.blocks;
+    // Room for every block this text can close, made before the loop: nothing in the loop runs rarely.
+    const room = Math.min(maxBlocks, count + Math.floor(((state[FILLED] as number) + text.length) / blockChars));
+    if (room > this.blocks.length) this.blocks = grown(this.blocks, room, maxBlocks);
+    BlockHasher.hashInto(text, state, this.blocks, blockChars, maxBlocks);
+  }
+
+  /**
+   * The loop, over one text: the state's lanes and counts in and out, closed blocks' hashes into
+   * `blocks` (room made by the caller). It touches nothing but its arguments. A static method, so
+   * that its name survives the bundle's minifier in V8's traces (test/e2e/block-hasher-jit.test.ts).
+   */
+  private static hashInto(text: string, state: Int32Array, blocks: Float64Array, blockChars: number, maxBlocks: number): void {
+    let count = state[COUNT] as number;
     let a = state[A] as number;
     let b = state[B] as number;
     let filled = state[FILLED] as number;
@@ -41,7 +58,6 @@ export class BlockHasher {
       b = Math.imul(b ^ c, 0x5bd1e995);
       b ^= b >>> 15;
       if (++filled === blockChars) {
-        if (count === blocks.length) blocks = this.grow(blocks);
         blocks[count++] = finish(a, b);
         filled = 0;
         if (count >= maxBlocks) break;
@@ -61,23 +77,16 @@ export class BlockHasher {
     const { state } = this;
     const count = state[COUNT] as number;
     if ((state[FILLED] as number) > 0 && count < this.maxBlocks) {
-      const blocks = count === this.blocks.length ? this.grow(this.blocks) : this.blocks;
-      blocks[count] = finish(state[A] as number, state[B] as number);
+      if (count === this.blocks.length) this.blocks = grown(this.blocks, count + 1, this.maxBlocks);
+      this.blocks[count] = finish(state[A] as number, state[B] as number);
       state[COUNT] = count + 1;
       state[FILLED] = 0;
     }
   }
-
-  private grow(blocks: Float64Array<ArrayBuffer>): Float64Array<ArrayBuffer> {
-    const more = new Float64Array(Math.min(blocks.length * 2, Math.max(this.maxBlocks, 1)));
-    more.set(blocks);
-    this.blocks = more;
-    return more;
-  }
 }
 
-/** Room for a short prompt's chain; a longer one's grows by doubling, up to maxBlocks. */
-const INITIAL_BLOCKS = 64;
+/** Room for a short prompt's chain, 64 bytes (V8 keeps a typed array that small on its heap); a longer one's is made before its text is hashed. */
+const INITIAL_BLOCKS = 8;
 /** FNV-1a's offset basis and the second lane's seed, as int32s (the same bits: every use goes through ToInt32). */
 const LANE_A_SEED = 0x811c9dc5 | 0;
 const LANE_B_SEED = 0x9747b28c | 0;
@@ -87,14 +96,23 @@ const B = 1;
 const FILLED = 2;
 const COUNT = 3;
 
+/** `blocks` with room for at least `room` hashes: twice as many, up to maxBlocks. */
+function grown(blocks: Float64Array<ArrayBuffer>, room: number, maxBlocks: number): Float64Array<ArrayBuffer> {
+  const more = new Float64Array(Math.min(maxBlocks, Math.max(room, blocks.length * 2)));
+  more.set(blocks);
+  return more;
+}
+
 /*
- * Why the loop looks as it does. In workerd's V8, two things deoptimised push's optimised loop on
- * every new hasher: lanes seeded above 2^31 (not int32: "lost precision"), and an empty `[]` of
- * hashes whose first 53-bit hash changed its elements kind ("not a Smi"). In about two of five
- * gateway processes V8 then left the loop unoptimised for good, and the Worker spent twice the CPU
- * on a request with a 20 KB prompt (README, Benchmarks → Gateway processes). A typed array has one
- * kind whatever it holds. test/unit/block-hasher-jit.test.ts and test/e2e/block-hasher-jit.test.ts
- * watch V8's deoptimisations of it.
+ * Why the loop looks as it does. Each of these deoptimised V8's optimised loop in workerd, on every
+ * new hasher (one per request) or on the first that reached it: lanes seeded above 2^31 (not int32:
+ * "lost precision"); an empty `[]` of hashes whose first 53-bit hash changed its elements kind ("not
+ * a Smi"); and, once the hashes were in a typed array grown inside the loop, the growth's property
+ * reads, which had not run when the loop was compiled ("insufficient type feedback"). After a
+ * deoptimisation V8 sometimes never optimised the loop again: about two gateway processes in five
+ * before, one in twelve with the growth still inside, and the Worker then spent twice the CPU on a
+ * request with a 20 KB prompt (README, Benchmarks → Gateway processes). test/unit/block-hasher-jit
+ * and test/e2e/block-hasher-jit watch V8's deoptimisations of it.
  */
 
 /** murmur3's 32-bit finaliser: every input bit moves every output bit. */
