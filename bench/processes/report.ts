@@ -6,18 +6,30 @@ export interface ProcessRun {
   target: string;
   /** Its round, from 1. */
   process: number;
-  /** The workerd process's CPU time per request over the measured half of its requests. */
+  /** The workerd process's CPU time per request with the long prompt, over the measured half. */
   cpu_us_per_request: number;
-  /** The median time to the first byte of those requests' answers, at the client. */
+  /** The same with the short prompt, measured in the same seconds (blocks of each in turn). */
+  short_cpu_us_per_request: number;
+  /** The one over the other: what the process is judged by (the machine's drift cancels). */
+  long_over_short: number;
+  /** The median time to the first byte of the measured long-prompt answers, at the client. */
   ttfb_ms_p50: number;
+}
+
+interface Spread {
+  median: number;
+  min: number;
+  max: number;
 }
 
 /** A target over its processes. */
 export interface TargetSummary {
   target: string;
   processes: number;
-  cpu_us_per_request: { median: number; min: number; max: number };
-  /** Its processes whose CPU per request was over SLOW × the run's lowest, of any target. */
+  cpu_us_per_request: Spread;
+  short_cpu_us_per_request: Spread;
+  long_over_short: Spread;
+  /** Its processes whose long_over_short was over SLOW × the run's lowest, of any target. */
   slow: number;
 }
 
@@ -29,24 +41,36 @@ export interface ProcessesReport {
   processes: number;
   requests: number;
   prompt_kb: number;
+  short_prompt_kb: number;
   targets: TargetSummary[];
   runs: ProcessRun[];
 }
 
-/** A process this much over the run's lowest CPU per request counts as slow: the two modes seen were ~2× apart, the spread within one ~1.3×. */
+/** A process whose ratio is this much over the run's lowest counts as slow: the loop V8 gave up on doubled it. */
 export const SLOW = 1.5;
 
+const spread = (xs: number[]): Spread => ({ median: median(xs) as number, min: Math.min(...xs), max: Math.max(...xs) });
+
 export function summarise(runs: readonly ProcessRun[], targets: readonly string[]): TargetSummary[] {
-  const floor = Math.min(...runs.map((r) => r.cpu_us_per_request));
+  const floor = Math.min(...runs.map((r) => r.long_over_short));
   return targets.map((target) => {
-    const cpu = runs.filter((r) => r.target === target).map((r) => r.cpu_us_per_request);
-    return { target, processes: cpu.length, cpu_us_per_request: { median: median(cpu) as number, min: Math.min(...cpu), max: Math.max(...cpu) }, slow: cpu.filter((c) => c > SLOW * floor).length };
+    const mine = runs.filter((r) => r.target === target);
+    return {
+      target,
+      processes: mine.length,
+      cpu_us_per_request: spread(mine.map((r) => r.cpu_us_per_request)),
+      short_cpu_us_per_request: spread(mine.map((r) => r.short_cpu_us_per_request)),
+      long_over_short: spread(mine.map((r) => r.long_over_short)),
+      slow: mine.filter((r) => r.long_over_short > SLOW * floor).length,
+    };
   });
 }
 
+const range = (s: Spread): string => `${s.median} (${s.min}–${s.max})`;
+
 export function renderProcesses(r: ProcessesReport): string {
-  const rows = r.targets.map((t) => `| ${t.target} | ${t.processes} | ${t.cpu_us_per_request.median} | ${t.cpu_us_per_request.min}–${t.cpu_us_per_request.max} | ${t.slow} |`);
-  const each = r.targets.map((t) => `- ${t.target}: ${r.runs.filter((x) => x.target === t.target).map((x) => x.cpu_us_per_request).join(", ")}`);
+  const rows = r.targets.map((t) => `| ${t.target} | ${t.processes} | ${range(t.cpu_us_per_request)} | ${range(t.short_cpu_us_per_request)} | ${range(t.long_over_short)} | ${t.slow} |`);
+  const each = r.targets.map((t) => `- ${t.target}: ${r.runs.filter((x) => x.target === t.target).map((x) => `${x.cpu_us_per_request} / ${x.short_cpu_us_per_request} (× ${x.long_over_short})`).join(", ")}`);
   return `# Gateway processes
 
 \`\`\`sh
@@ -55,13 +79,13 @@ ${r.command}
 
 ${r.generated_at} · ${r.machine.cpu}, ${r.machine.cores} cores · Node ${r.machine.node} · kvgate ${r.commit}
 
-Each process: the gateway started afresh in a workerd of its own, in front of the zero-latency simulated fleet, then ${r.requests} streamed chat requests one after another, each a ${r.prompt_kb} KB system prompt and a question of its own. The figure is the workerd process's CPU time (user + system, from /proc) per request over the last ${r.requests - Math.floor(r.requests / 2)}: the first half warms V8 up. The targets take turns, round by round. A process is slow when its figure is over ${SLOW} × the run's lowest.
+Each process: the gateway started afresh in a workerd of its own, in front of the zero-latency simulated fleet, then ${r.requests} streamed chat requests one after another, each a system prompt and a question of its own, the prompt ${r.prompt_kb} KB and ${r.short_prompt_kb} KB in turn. The first half warms V8 up; over the second, in blocks of each size in turn, the workerd process's CPU time (user + system, from /proc) per request of each size. A process is judged by the ratio of the two, measured in the same seconds, so the machine's own drift cancels: slow when it is over ${SLOW} × the run's lowest. The targets take turns, round by round.
 
-| target | processes | workerd CPU µs/req, median | lowest–highest | slow |
-| --- | --- | --- | --- | --- |
+| target | processes | workerd CPU µs/req at ${r.prompt_kb} KB, median (lowest–highest) | at ${r.short_prompt_kb} KB | ratio | slow |
+| --- | --- | --- | --- | --- | --- |
 ${rows.join("\n")}
 
-Each process, in order:
+Each process, in order (µs at ${r.prompt_kb} KB / at ${r.short_prompt_kb} KB, and their ratio):
 
 ${each.join("\n")}
 `;

@@ -4,11 +4,14 @@
  * What a warm gateway costs per request, process by process. Each of `--processes` rounds starts
  * kvgate afresh in a workerd of its own (and, with --baseline, the gateway bundled from another
  * checkout, in turn), in front of the zero-latency simulated fleet, and sends it `--requests`
- * streamed chat requests one after another: a `--prompt-kb` KB system prompt, a question of its
- * own each. The figure is the workerd process's CPU time per request over the second half (the
- * first warms V8 up). V8 optimises each process on its own, and code it gave up optimising stays
- * slow for the process's life: a benchmark that starts one process per target reads that as noise,
- * or as the target. Writes bench/results/processes.{json,md}.
+ * streamed chat requests one after another, each a system prompt and a question of its own: a
+ * `--prompt-kb` KB prompt and a 1 KB one, in turn. The first half warms V8 up; over the second,
+ * in blocks of 50 of each, the workerd process's CPU time per request of each size, and their
+ * ratio. V8 optimises each process on its own, and code it gave up optimising stays slow for the
+ * process's life: a benchmark that starts one process per target reads that as noise, or as the
+ * target. The ratio is the figure a process is judged by: what hashing the longer prompt costs
+ * beside the rest of the request, measured in the same seconds, so the machine's own drift
+ * cancels. Writes bench/results/processes.{json,md}.
  */
 import { writeFile } from "node:fs/promises";
 import { resolve } from "node:path";
@@ -25,11 +28,14 @@ import { renderProcesses, summarise, type ProcessRun, type ProcessesReport } fro
 const ROOT = resolve(import.meta.dirname, "..", "..");
 const RESULTS = resolve(ROOT, "bench", "results");
 
+/** Requests of one prompt size in a row while measuring: /proc counts CPU in 10 ms ticks, so a block is ~100 ms of it. */
+const BLOCK = 50;
+
 const flags = parseFlags(
   process.argv.slice(2),
   {
     processes: { type: "string", default: "30" },
-    requests: { type: "string", default: "400" },
+    requests: { type: "string", default: "800" },
     "prompt-kb": { type: "string", default: "21" },
     baseline: { type: "string" },
     "no-write": { type: "boolean", default: false },
@@ -39,36 +45,53 @@ const flags = parseFlags(
 const processes = positiveInt("--processes", flags.processes);
 const requests = positiveInt("--requests", flags.requests);
 const promptKb = positiveInt("--prompt-kb", flags["prompt-kb"]);
-if (requests < 2) throw new Error(`--requests takes at least 2 (half warm V8 up, half are measured), not "${requests}"`);
+if (requests < 4 * BLOCK) throw new Error(`--requests takes at least ${4 * BLOCK} (half warm V8 up, the other half is measured in blocks of ${BLOCK} of each prompt), not "${requests}"`);
 const baseline = flags.baseline === undefined ? null : resolve(flags.baseline);
 
 /** The gateway of this checkout, and of --baseline's as `kvgate@<its commit>`. */
 const targets: { name: string; root: string | undefined }[] = [{ name: "kvgate", root: undefined }];
 if (baseline) targets.push({ name: `kvgate@${commitOf(baseline)}`, root: baseline });
 
-const SYSTEM = "You are a careful assistant. Answer from the documents given, and cite them. ".repeat(Math.ceil((promptKb * 1024) / 78)).slice(0, promptKb * 1024);
+const SHORT_KB = 1;
+const systemPrompt = (kb: number): string => "You are a careful assistant. Answer from the documents given, and cite them. ".repeat(Math.ceil((kb * 1024) / 78)).slice(0, kb * 1024);
+const LONG = systemPrompt(promptKb);
+const SHORT = systemPrompt(SHORT_KB);
 
-/** One fresh process of `target`: its workerd CPU per request over the measured half, and its requests' median time to first byte there. */
+/** One fresh process of `target`: its workerd CPU per request of each prompt size over the measured half, and the long prompt's median time to first byte there. */
 async function measure(target: (typeof targets)[number], round: number, fleet: string[]): Promise<ProcessRun> {
   const { served, pid } = await servedBy(() => kvgateTarget("kvgate", fleet, target.root ? { root: target.root } : {}));
   try {
     if (pid === null) throw new Error(`cannot tell which workerd serves ${target.name} (this benchmark reads /proc, Linux only)`);
-    const warm = Math.floor(requests / 2);
-    let cpu: (() => number) | null = null;
-    const ttfb: number[] = [];
-    for (let i = 0; i < requests; i++) {
-      if (i === warm) cpu = cpuSince(pid);
-      const body = JSON.stringify({ model: SIM_MODEL, stream: true, max_tokens: 4, messages: [{ role: "system", content: SYSTEM }, { role: "user", content: `Question ${round}.${i}: what does document ${i % 97} say?` }] });
+    const send = async (system: string, i: number): Promise<number> => {
+      const body = JSON.stringify({ model: SIM_MODEL, stream: true, max_tokens: 4, messages: [{ role: "system", content: system }, { role: "user", content: `Question ${round}.${i}: what does document ${i % 97} say?` }] });
       const t0 = performance.now();
       const res = await fetch(`${served.url}/v1/chat/completions`, { method: "POST", headers: { ...served.headers, "content-type": "application/json" }, body });
       if (res.status !== 200 || !res.body) throw new Error(`${target.name} answered ${res.status}: ${await res.text()}`);
       const reader = res.body.getReader();
       await reader.read();
-      if (i >= warm) ttfb.push(performance.now() - t0);
+      const ttfb = performance.now() - t0;
       while (!(await reader.read()).done) {}
+      return ttfb;
+    };
+    const warm = Math.floor(requests / 2);
+    for (let i = 0; i < warm; i++) await send(i % 2 === 0 ? LONG : SHORT, i);
+    const cpuMs = { long: 0, short: 0 };
+    const sent = { long: 0, short: 0 };
+    const ttfb: number[] = [];
+    for (let i = warm; i < requests; ) {
+      const kind = Math.floor((i - warm) / BLOCK) % 2 === 0 ? "long" : "short";
+      const n = Math.min(BLOCK, requests - i);
+      const cpu = cpuSince(pid);
+      for (let k = 0; k < n; k++, i++) {
+        const t = await send(kind === "long" ? LONG : SHORT, i);
+        if (kind === "long") ttfb.push(t);
+      }
+      cpuMs[kind] += cpu();
+      sent[kind] += n;
     }
-    const measured = requests - warm;
-    return { target: target.name, process: round, cpu_us_per_request: Math.round(((cpu as () => number)() * 1000) / measured), ttfb_ms_p50: Math.round((median(ttfb) as number) * 100) / 100 };
+    const long = Math.round((cpuMs.long * 1000) / sent.long);
+    const short = Math.round((cpuMs.short * 1000) / sent.short);
+    return { target: target.name, process: round, cpu_us_per_request: long, short_cpu_us_per_request: short, long_over_short: Math.round((long / short) * 1000) / 1000, ttfb_ms_p50: Math.round((median(ttfb) as number) * 100) / 100 };
   } finally {
     await served.stop();
   }
@@ -84,7 +107,7 @@ try {
     for (const target of round % 2 === 1 ? targets : [...targets].reverse()) {
       const run = await measure(target, round, fleet.urls);
       runs.push(run);
-      log(`process ${round}/${processes} ${target.name.padEnd(16)} ${String(run.cpu_us_per_request).padStart(6)} µs CPU/req, TTFB p50 ${run.ttfb_ms_p50} ms`);
+      log(`process ${round}/${processes} ${target.name.padEnd(16)} ${String(run.cpu_us_per_request).padStart(6)} µs CPU/req at ${promptKb} KB, ${String(run.short_cpu_us_per_request).padStart(6)} at ${SHORT_KB} KB (× ${run.long_over_short}), TTFB p50 ${run.ttfb_ms_p50} ms`);
     }
   }
 } finally {
@@ -99,6 +122,7 @@ const report: ProcessesReport = {
   processes,
   requests,
   prompt_kb: promptKb,
+  short_prompt_kb: SHORT_KB,
   targets: summarise(runs, targets.map((t) => t.name)),
   runs,
 };
