@@ -79,7 +79,7 @@ ${r.command}
 
 ${r.generated_at} · ${r.machine.cpu}, ${r.machine.cores} cores · Node ${r.machine.node} · kvgate ${r.commit}
 
-Each process: the gateway started afresh in a workerd of its own, in front of the zero-latency simulated fleet, then ${r.requests} streamed chat requests one after another, each a system prompt and a question of its own, the prompt ${r.prompt_kb} KB and ${r.short_prompt_kb} KB in turn. The first half warms V8 up; over the second, in blocks of each size in turn, the workerd process's CPU time (user + system, from /proc) per request of each size. A process is judged by the ratio of the two, measured in the same seconds, so the machine's own drift cancels: slow when it is over ${SLOW} × the run's lowest. The targets take turns, round by round.
+Each process: the gateway started afresh in a workerd of its own, in front of the zero-latency simulated fleet, then ${r.requests} streamed chat requests one after another, each a system prompt and a question of its own: the first half, with a ${r.prompt_kb} KB prompt, warms V8 up; over the second, with that prompt and a ${r.short_prompt_kb} KB one in blocks of each in turn, the workerd process's CPU time (user + system, from /proc) per request of each size. A process is judged by the ratio of the two, measured in the same seconds, so the machine's own drift cancels: slow when it is over ${SLOW} × the run's lowest. The targets take turns, round by round.
 
 | target | processes | workerd CPU µs/req at ${r.prompt_kb} KB, median (lowest–highest) | at ${r.short_prompt_kb} KB | ratio | slow |
 | --- | --- | --- | --- | --- | --- |
