@@ -53,7 +53,8 @@ const targets: { name: string; root: string | undefined }[] = [{ name: "kvgate",
 if (baseline) targets.push({ name: `kvgate@${commitOf(baseline)}`, root: baseline });
 
 const SHORT_KB = 1;
-const systemPrompt = (kb: number): string => "You are a careful assistant. Answer from the documents given, and cite them. ".repeat(Math.ceil((kb * 1024) / 78)).slice(0, kb * 1024);
+const SENTENCE = "You are a careful assistant. Answer from the documents given, and cite them. ";
+const systemPrompt = (kb: number): string => SENTENCE.repeat(Math.ceil((kb * 1024) / SENTENCE.length)).slice(0, kb * 1024);
 const LONG = systemPrompt(promptKb);
 const SHORT = systemPrompt(SHORT_KB);
 

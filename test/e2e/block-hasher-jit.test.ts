@@ -10,10 +10,10 @@ import { startTestGateway, type TestGateway } from "./gateway.ts";
  * may deoptimise the hasher's loop for a type its optimised code did not expect: lanes seeded
  * above 2^31, or an empty array of hashes changing kind at its first hash, did on every new one,
  * and in about two of five workerd processes V8 then left the loop unoptimised, at twice the
- * Worker's CPU per request (README, Benchmarks → Gateway processes). Its loop
- * is BlockHasher.hashInto, a static method whose name survives the minifier; its methods before
- * were `push`, the bundle's only one these requests run (the other, src/stream/usage.ts's, reads
- * streamed usage). test/unit/block-hasher-jit.test.ts checks the same under Node's V8.
+ * Worker's CPU per request (README, Benchmarks → Gateway processes). Its loop is
+ * BlockHasher.hashInto, a static method whose name survives the minifier; before, it was `push`,
+ * the bundle's only method of that name these requests run (the other, src/stream/usage.ts's,
+ * reads streamed usage). test/unit/block-hasher-jit.test.ts checks the same under Node's V8.
  */
 
 let fleet: Fleet;
