@@ -8,7 +8,11 @@
  * typed array with room made before the loop (module note below).
  */
 export class BlockHasher {
-  /** The two lanes, the characters in the open block, and the hashes made: int32s between pushes. */
+  /**
+   * The two lanes, the characters in the open block, and the hashes made: int32s between pushes.
+   * In a typed array rather than fields: stored back as properties after the loop, they had Node's
+   * V8 deoptimise it at those stores on about half its calls ("insufficient type feedback").
+   */
   private readonly state = Int32Array.of(LANE_A_SEED, LANE_B_SEED, 0, 0);
   private blocks = new Float64Array(INITIAL_BLOCKS);
   private readonly blockChars: number;
