@@ -195,8 +195,9 @@ export const GroupSettingsSchema = z.strictObject({
    */
   prefixBudgetBlocks: z._default(positiveInt(), 1_048_576),
   /**
-   * A streamed request's time until the upstream's response headers, which come with its first
-   * token: past it the backend counts as failed and the request is retried elsewhere.
+   * A streamed request's time until the upstream's first token (the body's first bytes: vLLM and
+   * SGLang send the headers before it, while the request still waits in the engine's queue): past
+   * it the backend counts as failed and the request is retried elsewhere.
    */
   firstByteTimeoutMs: z._default(positiveInt(), 60_000),
   /**

@@ -31,6 +31,10 @@ beforeAll(async () => {
       { name: "keepalive", deployments: [hostile("keepalive-lie")] },
       { name: "rejecting", deployments: [hostile("context-exceeded")] },
       { name: "failing", failover: { maxAttempts: 1 }, deployments: [hostile("crash-on:hello", "failing")] },
+      // Servers that send a stream's headers before its first token, as vLLM and SGLang do.
+      { name: "no-first-token", strategy: "round-robin", firstByteTimeoutMs: 300, breaker, deployments: [hostile("headers-first", "hung"), hostile("ok")] },
+      { name: "no-first-token-alone", firstByteTimeoutMs: 300, failover: { maxAttempts: 1 }, deployments: [hostile("headers-first", "hung")] },
+      { name: "late-first-token", firstByteTimeoutMs: 5000, failover: { maxAttempts: 1 }, deployments: [hostile("headers-first:600", "late")] },
     ],
   });
 });
@@ -112,6 +116,58 @@ describe("answers no healthy backend gives count against it", () => {
       await res.text();
     }
     await vi.waitFor(async () => expect((await breakers(group))[bad]).toBe("open"), EVENTUALLY);
+  });
+});
+
+describe("a stream's time to its first token is bounded by firstByteTimeoutMs, whenever its headers came", () => {
+  /** A streamed chat, read to its end; a body that never ends fails the test instead of hanging it. */
+  async function streamed(model: string): Promise<{ status: number; attempts: string | null; backend: string | null; body: string }> {
+    const res = await fetch(`${gw.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${gw.key}`, "content-type": "application/json" },
+      body: JSON.stringify({ model, stream: true, messages: [{ role: "user", content: "hello" }], max_tokens: 4 }),
+      signal: AbortSignal.timeout(4000),
+    });
+    return { status: res.status, attempts: res.headers.get("x-kvgate-attempts"), backend: res.headers.get("x-kvgate-backend"), body: await res.text() };
+  }
+
+  it("a backend that sent its headers and no token in time failed: the request goes to the next, and its breaker learns it", async () => {
+    upstream.reset();
+    const answers = [];
+    for (let i = 0; i < 4; i++) answers.push(await streamed("no-first-token"));
+    for (const a of answers) {
+      expect(a.status).toBe(200);
+      expect(a.backend).toBe("ok");
+      expect(a.body).toContain("data: [DONE]");
+    }
+    // Round-robin put every other request on the hung server first.
+    expect(answers.filter((a) => a.attempts === "2").length).toBeGreaterThanOrEqual(1);
+    await vi.waitFor(() => expect(upstream.stats("headers-first").open).toBe(0), EVENTUALLY);
+    await vi.waitFor(async () => expect(await gw.inFlight("no-first-token")).toBe(0), EVENTUALLY);
+    expect((await gw.status("no-first-token")).backends.find((b) => b.id === "hung")?.failed).toBeGreaterThanOrEqual(1);
+  });
+
+  it("with nowhere else to go, the client gets a 504 naming the limit, and the slot is freed", async () => {
+    upstream.reset();
+    const res = await fetch(`${gw.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${gw.key}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: "no-first-token-alone", stream: true, messages: [{ role: "user", content: "hello" }] }),
+      signal: AbortSignal.timeout(4000),
+    });
+    expect(res.status).toBe(504);
+    const body = (await res.json()) as { error: { type: string; message: string } };
+    expect(body.error.type).toBe("timeout_error");
+    expect(body.error.message).toMatch(/within 300 ms/);
+    await vi.waitFor(() => expect(upstream.stats("headers-first").open).toBe(0), EVENTUALLY);
+    await vi.waitFor(async () => expect(await gw.inFlight("no-first-token-alone")).toBe(0), EVENTUALLY);
+  });
+
+  it("a first token within the limit is answered as ever, after headers that came long before it", async () => {
+    const a = await streamed("late-first-token");
+    expect(a.status).toBe(200);
+    expect(a.attempts).toBe("1");
+    expect(a.body).toContain("data: [DONE]");
   });
 });
 

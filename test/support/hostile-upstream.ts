@@ -118,6 +118,19 @@ const BEHAVIOURS: Record<string, Answer> = {
     const timer = setTimeout(() => BEHAVIOURS["endless-stream"]?.(req, res, body, undefined, s), Number(arg ?? 1000));
     res.on("close", () => clearTimeout(timer));
   },
+  /**
+   * Status and headers at once, then no token for `arg` ms (default: never), then a normal stream:
+   * vLLM and SGLang (through uvicorn) send a stream's headers before its first token, while the
+   * request still waits in the engine's queue or the engine hangs.
+   */
+  "headers-first": (_req, res, body, arg) => {
+    const { model } = requestOf(body);
+    res.writeHead(200, { "content-type": "text/event-stream" });
+    res.flushHeaders();
+    if (arg === undefined) return;
+    const timer = setTimeout(() => res.end(chunk(model, "o") + chunk(model, "k", "stop") + "data: [DONE]\n\n"), Number(arg));
+    res.on("close", () => clearTimeout(timer));
+  },
   /** Nothing at all for `arg` ms (default 20 s), then a normal answer. */
   "slow-headers": (req, res, body, arg) => {
     const timer = setTimeout(() => answerOk(req, res, body, undefined, emptyStats()), Number(arg ?? 20_000));
