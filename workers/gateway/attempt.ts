@@ -250,7 +250,10 @@ export async function attempt(a: AttemptInput): Promise<AttemptResult> {
     ...(first !== undefined ? { first } : {}),
     clientGone: () => p.req.signal.aborted,
     onClientGone: () => abort.abort(new Error("client disconnected")),
-    ...(stream && group.streamIdleTimeoutMs ? { idleTimeoutMs: group.streamIdleTimeoutMs, onIdle: () => ((stalled = true), abort.abort(new Error("upstream stream stalled"))), keepAliveMs: group.streamKeepAliveMs } : {}),
+    // Comments into a silent stream find a client that left, wherever JavaScript reads the stream
+    // (a chunk hook, or a stall bound); the native pipe ignores them.
+    ...(stream ? { keepAliveMs: group.streamKeepAliveMs } : {}),
+    ...(stream && group.streamIdleTimeoutMs ? { idleTimeoutMs: group.streamIdleTimeoutMs, onIdle: () => ((stalled = true), abort.abort(new Error("upstream stream stalled"))) } : {}),
     onEnd: (summary) => {
       detach();
       deadline.clear();
