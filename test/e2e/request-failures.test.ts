@@ -29,6 +29,7 @@ beforeAll(async () => {
       { name: "wrong-model", strategy: "round-robin", breaker, deployments: [hostile("wrong-model"), hostile("ok")] },
       { name: "no-content", strategy: "round-robin", breaker, deployments: [hostile("status:204", "no-content"), hostile("ok")] },
       { name: "keepalive", deployments: [hostile("keepalive-lie")] },
+      { name: "stored-elsewhere", breaker, deployments: [hostile("response-not-found")] },
       { name: "rejecting", deployments: [hostile("context-exceeded")] },
       { name: "failing", failover: { maxAttempts: 1 }, deployments: [hostile("crash-on:hello", "failing")] },
       // Servers that send a stream's headers before its first token, as vLLM and SGLang do.
@@ -168,6 +169,26 @@ describe("a stream's time to its first token is bounded by firstByteTimeoutMs, w
     expect(a.status).toBe(200);
     expect(a.attempts).toBe("1");
     expect(a.body).toContain("data: [DONE]");
+  });
+});
+
+describe("a 404 about what the request refers to, not the model", () => {
+  it("is the request's: passed on as the backend said it, and no verdict on the backend", async () => {
+    for (let i = 0; i < 3; i++) {
+      const res = await fetch(`${gw.url}/v1/responses`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${gw.key}`, "content-type": "application/json" },
+        body: JSON.stringify({ model: "stored-elsewhere", input: "and then?", previous_response_id: "resp_elsewhere" }),
+      });
+      expect(res.status).toBe(404);
+      expect(res.headers.get("x-kvgate-attempts")).toBe("1");
+      const body = (await res.json()) as { error: { type: string; param: string | null; message: string } };
+      expect(body.error).toMatchObject({ type: "invalid_request_error", param: "response_id", message: "Response with id 'resp_elsewhere' not found." });
+    }
+    await vi.waitFor(async () => expect(await gw.inFlight("stored-elsewhere")).toBe(0), EVENTUALLY);
+    const b = (await gw.status("stored-elsewhere")).backends[0];
+    expect(b?.failed).toBe(0);
+    expect(b?.breaker.state).toBe("closed");
   });
 });
 

@@ -181,6 +181,11 @@ const BEHAVIOURS: Record<string, Answer> = {
     res.writeHead(404, { "content-type": "application/json" });
     res.end(JSON.stringify({ object: "error", message: `The model \`${model}\` does not exist.`, type: "NotFoundError", param: null, code: 404 }));
   },
+  /** vLLM's answer to a Responses request whose `previous_response_id` it did not store (its response store on). */
+  "response-not-found": (_req, res) => {
+    res.writeHead(404, { "content-type": "application/json" });
+    res.end(JSON.stringify({ error: { message: "Response with id 'resp_elsewhere' not found.", type: "invalid_request_error", param: "response_id", code: 404 } }));
+  },
   /** Answers with status `arg` (e.g. 204, 304) and no body. */
   status: (_req, res, _body, arg) => {
     res.writeHead(Number(arg ?? 204)).end();
@@ -276,7 +281,7 @@ export async function startHostileUpstream(): Promise<HostileUpstream> {
       return void res.writeHead(200, { "content-type": "application/json" }).end('{"status":"ok"}');
     }
     const answer = answers[name];
-    if (!answer || !m?.[3]?.endsWith("/completions")) {
+    if (!answer || !/\/(completions|responses)$/.test(m?.[3] ?? "")) {
       req.resume();
       return void res.writeHead(404, { "content-type": "application/json" }).end('{"error":{"message":"no such behaviour"}}');
     }

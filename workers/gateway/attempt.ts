@@ -171,10 +171,12 @@ export async function attempt(a: AttemptInput): Promise<AttemptResult> {
   }
 
   const headersAt = performance.now();
-  const answer = classifyStatus(up.status, up.body !== null);
+  // An answer that is no success is read (bounded) before it is judged: what it says can decide it.
+  const said = up.status === 200 && up.body !== null ? null : parseUpstreamError(await readBounded(up.body));
+  const answer = classifyStatus(up.status, up.body !== null, said);
   if (answer.kind !== "success") {
     const retryAfter = up.headers.get("retry-after");
-    const err = clientError(up.status, answer, parseUpstreamError(await readBounded(up.body)), deployment.id, retryAfter).toResponse();
+    const err = clientError(up.status, answer, said, deployment.id, retryAfter).toResponse();
     if (answer.kind === "rejected") {
       detach();
       lease.settle("rejected");
