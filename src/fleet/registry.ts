@@ -9,6 +9,12 @@ export type Source = "config" | "admin" | "heartbeat";
 export interface DeploymentRecord {
   spec: DeploymentConfig & { id: string };
   state: DeploymentState;
+  /**
+   * The operator's drain or disable, kept apart from `state` because a lapsed TTL drains a server
+   * too: its next heartbeat undoes that drain, never the operator's. Absent after an enable, and
+   * in records stored before it was kept.
+   */
+  operatorState?: Exclude<DeploymentState, "active">;
   source: Source;
   /** A registered server: when its TTL runs out unless a heartbeat renews it (epoch ms). */
   expiresAt: number | null;
@@ -192,8 +198,12 @@ export class FleetRegistry {
   setState(group: string, id: string, state: DeploymentState): Change {
     const next = this.copy();
     const d = this.needDeployment(next, group, id);
-    if (d.state === state) return NONE;
+    const word = state === "active" ? undefined : state;
+    // Drained by a lapsed TTL, a server's state is the one asked for already, but not the operator's word yet.
+    if (d.state === state && d.operatorState === word) return NONE;
     d.state = state;
+    if (word) d.operatorState = word;
+    else delete d.operatorState;
     // An operator's word outlasts a registration: a server enabled again is no longer on its way out.
     d.removeAt = null;
     return this.commit(next);
@@ -218,7 +228,8 @@ export class FleetRegistry {
     if (live && live.source !== "heartbeat") {
       throw new RegistryError(409, "deployment_exists", `deployment "${spec.id}" of group "${group}" was added by ${live.source === "config" ? "the config" : "the admin API"}; heartbeats renew only servers that registered themselves`, "id");
     }
-    const state = live?.state === "disabled" ? "disabled" : "active";
+    const word = live ? heldState(live) : undefined;
+    const state = word ?? "active";
     if (live && live.state === state && JSON.stringify(live.spec) === JSON.stringify(spec)) {
       // The common case, every few seconds per server: no copy of the fleet, no check, no revision.
       live.expiresAt = now + ttlMs;
@@ -229,7 +240,7 @@ export class FleetRegistry {
     }
     const next = this.copy();
     const g = this.need(next, group);
-    const record: DeploymentRecord = { spec, state, source: "heartbeat", expiresAt: now + ttlMs, removeAt: null, ttlMs };
+    const record: DeploymentRecord = { spec, state, ...(word ? { operatorState: word } : {}), source: "heartbeat", expiresAt: now + ttlMs, removeAt: null, ttlMs };
     const at = g.deployments.findIndex((d) => d.spec.id === spec.id);
     if (at >= 0) g.deployments[at] = record;
     else g.deployments.push(record);
@@ -330,6 +341,15 @@ export class FleetRegistry {
     this.groups = next;
     return { changed, removed };
   }
+}
+
+/**
+ * The state the operator set and a heartbeat keeps, if any. A record stored before the operator's
+ * word was kept apart has its state alone: a disable there can only be the operator's, while a
+ * drain may be a lapsed TTL's, and a server that came back takes requests again.
+ */
+function heldState(d: DeploymentRecord): DeploymentRecord["operatorState"] {
+  return d.operatorState ?? (d.state === "disabled" ? "disabled" : undefined);
 }
 
 function adminRecord(spec: DeploymentConfig & { id: string }): DeploymentRecord {

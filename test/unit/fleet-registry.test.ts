@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { ModelGroupSchema, type ModelGroupConfig } from "../../src/config/schema.ts";
 import { applyCommand } from "../../src/fleet/apply.ts";
-import { FleetRegistry, RegistryError } from "../../src/fleet/registry.ts";
+import { FleetRegistry, RegistryError, type GroupRecord } from "../../src/fleet/registry.ts";
 
 const group = (name: string, ids: string[], extra: Record<string, unknown> = {}): ModelGroupConfig =>
   ModelGroupSchema.parse({ name, deployments: ids.map((id, i) => ({ id, baseUrl: `http://10.0.0.${i + 1}:8000`, model: "m" })), ...extra });
@@ -126,6 +126,52 @@ describe("FleetRegistry", () => {
     applyCommand(r, { op: "set-state", group: "a", id: "gpu-7", state: "disabled" }, 0);
     applyCommand(r, { op: "heartbeat", heartbeat: hb }, 1000);
     expect(states(r, "a")["gpu-7"]).toBe("disabled");
+  });
+
+  it("an operator's drain outlasts a server's heartbeats, and only an enable ends it", () => {
+    const r = seeded(group("a", ["a1"]));
+    const hb = { group: "a", id: "gpu-7", baseUrl: "http://10.0.0.7:8000", model: "m", ttlSeconds: 10 };
+    applyCommand(r, { op: "heartbeat", heartbeat: hb }, 0);
+    applyCommand(r, { op: "set-state", group: "a", id: "gpu-7", state: "draining" }, 1000);
+    applyCommand(r, { op: "heartbeat", heartbeat: hb }, 2000);
+    expect(states(r, "a")["gpu-7"]).toBe("draining");
+    // Lapsed while drained and back: still the operator's drain.
+    r.expire(12_000);
+    applyCommand(r, { op: "heartbeat", heartbeat: hb }, 13_000);
+    expect(states(r, "a")["gpu-7"]).toBe("draining");
+    applyCommand(r, { op: "set-state", group: "a", id: "gpu-7", state: "active" }, 14_000);
+    applyCommand(r, { op: "heartbeat", heartbeat: hb }, 15_000);
+    expect(states(r, "a")["gpu-7"]).toBe("active");
+  });
+
+  it("an operator's drain of a server its lapsed TTL drained already holds when it comes back", () => {
+    const r = seeded(group("a", ["a1"]));
+    const hb = { group: "a", id: "gpu-7", baseUrl: "http://10.0.0.7:8000", model: "m", ttlSeconds: 10 };
+    applyCommand(r, { op: "heartbeat", heartbeat: hb }, 0);
+    r.expire(10_000);
+    applyCommand(r, { op: "set-state", group: "a", id: "gpu-7", state: "draining" }, 11_000);
+    applyCommand(r, { op: "heartbeat", heartbeat: hb }, 12_000);
+    expect(states(r, "a")["gpu-7"]).toBe("draining");
+  });
+
+  it("a record stored before the operator's word was kept: a lapsed server comes back active, a disabled one stays disabled", () => {
+    const r = seeded(group("a", ["a1"]));
+    const hb = (id: string) => ({ group: "a", id, baseUrl: `http://10.0.0.${id.length}:8000`, model: "m", ttlSeconds: 10 });
+    applyCommand(r, { op: "heartbeat", heartbeat: hb("lapsed") }, 0);
+    applyCommand(r, { op: "heartbeat", heartbeat: hb("off") }, 0);
+    r.expire(10_000);
+    const w = r.takeWrites();
+    // As such a record was written: the state alone, a disable by the operator, a drain by expire().
+    const old = (JSON.parse(JSON.stringify(w.put)) as GroupRecord[]).map((g) => ({
+      ...g,
+      deployments: g.deployments.map(({ operatorState: _, ...d }) => (d.spec.id === "off" ? { ...d, state: "disabled" as const } : d)),
+    }));
+    const again = new FleetRegistry();
+    again.load(w.rev, w.seedHash, old);
+    expect(states(again, "a")).toEqual({ a1: "active", lapsed: "draining", off: "disabled" });
+    applyCommand(again, { op: "heartbeat", heartbeat: hb("lapsed") }, 11_000);
+    applyCommand(again, { op: "heartbeat", heartbeat: hb("off") }, 11_000);
+    expect(states(again, "a")).toEqual({ a1: "active", lapsed: "active", off: "disabled" });
   });
 
   it("replacing the fleet checks it whole", () => {

@@ -155,4 +155,18 @@ describe("heartbeats", () => {
     expect(await servedBy("admin-hb", 4)).toEqual(Array(4).fill("fixed"));
     await vi.waitFor(async () => expect((await admin("/admin/v1/groups/admin-hb/deployments/hb")).status).toBe(404), { timeout: 5000, interval: 100 });
   });
+
+  it("an operator's drain holds through the server's next heartbeats, and an enable ends it", async () => {
+    await ok(admin("/admin/v1/groups", { method: "POST", json: { name: "admin-hb-drain", strategy: "round-robin", deployments: [sim(0, "fixed")] } }), 201);
+    const beat = { group: "admin-hb-drain", ...sim(1, "hb") };
+    const post = () => ok<{ changed: string[] }>(admin("/admin/v1/heartbeats", { method: "POST", json: beat }, env.KVGATE_REGISTER_KEY));
+    await post();
+    await ok(admin("/admin/v1/groups/admin-hb-drain/deployments/hb/drain", { method: "POST" }));
+    await post();
+    expect(await row("admin-hb-drain", "hb")).toMatchObject({ state: "draining", takesRequests: false, drained: true });
+    expect(await servedBy("admin-hb-drain", 4)).toEqual(Array(4).fill("fixed"));
+    await ok(admin("/admin/v1/groups/admin-hb-drain/deployments/hb/enable", { method: "POST" }));
+    await post();
+    expect(await row("admin-hb-drain", "hb")).toMatchObject({ state: "active", takesRequests: true });
+  });
 });
