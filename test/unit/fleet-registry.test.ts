@@ -75,6 +75,11 @@ describe("FleetRegistry", () => {
     ["a group others fall back to", { op: "remove-group", group: "b" }, 400, "invalid_fleet"],
     ["a heartbeat for a deployment the API added", { op: "heartbeat", heartbeat: { group: "a", id: "a1", baseUrl: "http://h:1", model: "m" } }, 409, "deployment_exists"],
     ["a heartbeat TTL of 0", { op: "heartbeat", heartbeat: { group: "a", id: "h", baseUrl: "http://h:1", model: "m", ttlSeconds: 0 } }, 400, "invalid_value"],
+    ["a deployment naming the gateway's admin key", { op: "add-deployment", group: "a", deployment: { id: "k", baseUrl: "http://h:1", model: "m", apiKeyEnv: "KVGATE_ADMIN_KEY" } }, 400, "gateway_key_named"],
+    ["an update naming the master key in a header", { op: "update-deployment", group: "a", id: "x", patch: { headersFromEnv: { "x-k": "KVGATE_MASTER_KEY" } } }, 400, "gateway_key_named"],
+    ["a fleet naming the register key", { op: "replace", modelGroups: [{ name: "a", deployments: [{ id: "k", baseUrl: "http://h:1", model: "m", apiKeyEnv: "KVGATE_REGISTER_KEY" }] }] }, 400, "gateway_key_named"],
+    ["a heartbeat naming the metrics key", { op: "heartbeat", heartbeat: { group: "a", id: "h", baseUrl: "http://h:1", model: "m", apiKeyEnv: "KVGATE_METRICS_KEY" } }, 400, "gateway_key_named"],
+    ["a heartbeat naming a secret not listed for heartbeats", { op: "heartbeat", heartbeat: { group: "a", id: "h", baseUrl: "http://h:1", model: "m", headersFromEnv: { "x-t": "VLLM_KEY" } } }, 403, "secret_not_allowed"],
   ] as const)("refuses %s, and changes nothing", (_what, cmd, status, code) => {
     const r = seeded(group("a", ["a1"], { fallbacks: ["b"] }), group("b", ["b1"]));
     applyCommand(r, { op: "add-deployment", group: "a", deployment: { id: "x", baseUrl: "http://10.0.1.1:8000", model: "m" } }, 0);
@@ -172,6 +177,37 @@ describe("FleetRegistry", () => {
     applyCommand(again, { op: "heartbeat", heartbeat: hb("lapsed") }, 11_000);
     applyCommand(again, { op: "heartbeat", heartbeat: hb("off") }, 11_000);
     expect(states(again, "a")).toEqual({ a1: "active", lapsed: "active", off: "disabled" });
+  });
+
+  it("a refused secret is named by its field in the request", () => {
+    const r = seeded(group("a", ["a1"]));
+    const add = refused(() => applyCommand(r, { op: "add-deployment", group: "a", deployment: { id: "k", baseUrl: "http://h:1", model: "m", apiKeyEnv: "KVGATE_ADMIN_KEY" } }, 0));
+    expect([add.param, add.message]).toEqual(["apiKeyEnv", expect.stringMatching(/^apiKeyEnv names KVGATE_ADMIN_KEY, the gateway's own key \(auth\.adminKeyEnv\)/)]);
+    const patch = refused(() => applyCommand(r, { op: "update-deployment", group: "a", id: "a1", patch: { headersFromEnv: { "x-k": "KVGATE_MASTER_KEY" } } }, 0));
+    expect(patch.param).toBe("headersFromEnv.x-k");
+    const fleet = refused(() => applyCommand(r, { op: "replace", modelGroups: [group("b", []), { name: "a", deployments: [{ id: "k", baseUrl: "http://h:1", model: "m", apiKeyEnv: "KVGATE_ADMIN_KEY" }] }] }, 0));
+    expect(fleet.param).toBe("modelGroups[1].deployments[0].apiKeyEnv");
+    const beat = refused(() => applyCommand(r, { op: "heartbeat", heartbeat: { group: "a", id: "h", baseUrl: "http://h:1", model: "m", apiKeyEnv: "VLLM_KEY" } }, 0));
+    expect([beat.param, beat.message]).toEqual(["apiKeyEnv", expect.stringContaining("auth.registrationSecrets")]);
+  });
+
+  it("a heartbeat may name the secrets the config lists for heartbeats; a server whose secret is no longer listed stops renewing", () => {
+    const auth = { masterKeyEnv: "K_MASTER", adminKeyEnv: "K_ADMIN", registerKeyEnv: "K_REGISTER", metricsKeyEnv: "K_METRICS", registrationSecrets: ["VLLM_KEY"] };
+    const r = new FleetRegistry({ auth });
+    r.seed([group("a", ["a1"])]);
+    const hb = { group: "a", id: "gpu-7", baseUrl: "http://10.0.0.7:8000", model: "m", ttlSeconds: 10, apiKeyEnv: "VLLM_KEY" };
+    applyCommand(r, { op: "heartbeat", heartbeat: hb }, 0);
+    expect(r.resolved("a")?.deployments.find((d) => d.id === "gpu-7")?.apiKeyEnv).toBe("VLLM_KEY");
+    // The gateway's keys are the config's names, never listed.
+    expect(refused(() => applyCommand(r, { op: "heartbeat", heartbeat: { ...hb, apiKeyEnv: "K_ADMIN" } }, 1000)).code).toBe("gateway_key_named");
+    expect(refused(() => applyCommand(r, { op: "heartbeat", heartbeat: { ...hb, apiKeyEnv: "KVGATE_ADMIN_KEY" } }, 1000)).code).toBe("secret_not_allowed");
+
+    const w = r.takeWrites();
+    const unlisted = new FleetRegistry({ auth: { ...auth, registrationSecrets: [] } });
+    unlisted.load(w.rev, w.seedHash, JSON.parse(JSON.stringify(w.put)) as GroupRecord[]);
+    expect(refused(() => applyCommand(unlisted, { op: "heartbeat", heartbeat: hb }, 5000)).status).toBe(403);
+    unlisted.expire(10_000);
+    expect(states(unlisted, "a")["gpu-7"]).toBe("draining");
   });
 
   it("replacing the fleet checks it whole", () => {
