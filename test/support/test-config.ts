@@ -30,7 +30,8 @@ const fleetGroup = (name: string, fleetUrls: string[], extra: Record<string, unk
 /** One group per scenario, so test files running side by side never share routing state. */
 export function testConfig(u: Upstreams): GatewayConfigInput {
   return {
-    auth: { masterKeyEnv: "KVGATE_MASTER_KEY" },
+    // A server behind Access may register itself with the service token (test/workers/private-network.test.ts).
+    auth: { masterKeyEnv: "KVGATE_MASTER_KEY", registrationSecrets: ["ACCESS_CLIENT_ID", "ACCESS_CLIENT_SECRET"] },
     cors: { allowedOrigins: ["https://app.example"] },
     limits: TEST_LIMITS,
     releaseFlushMs: 10,
@@ -98,6 +99,7 @@ function privateNetworkGroups(u: Upstreams): NonNullable<GatewayConfigInput["mod
     { name: "vpc", deployments: [{ ...privateServer, headersFromEnv: access }] },
     { name: "vpc-no-token", failover: { maxAttempts: 1 }, deployments: [privateServer] },
     { name: "vpc-probed", breaker: { consecutiveFailures: 2, openMs: 600_000, probeIntervalMs: 200, closeAfterSuccesses: 2 }, deployments: [{ ...privateServer, model: "always-fails", headersFromEnv: access }] },
+    { name: "vpc-registered", deployments: [] },
     { name: "placed", locationHint: "weur", deployments: [{ id: "sim-0", baseUrl: u.fleetUrls[0] as string, model: UPSTREAM_MODEL }] },
   ];
 }

@@ -6,6 +6,7 @@ import type { GatewayConfigInput } from "../../src/config/schema.ts";
 import { UPSTREAM_MODEL } from "../support/test-config.ts";
 import { VPC_HOST } from "../support/vpc-stand-in.ts";
 import worker from "../../workers/gateway/index.ts";
+import { admin } from "./admin.ts";
 import { chat, EVENTUALLY, expectIdle, firstRouteCall, groupConfig, routeCall, sseEvents, status } from "./gateway.ts";
 
 /**
@@ -65,6 +66,18 @@ describe("a deployment behind a VPC binding", () => {
     expect((await status(g.name)).backends[0]?.breaker.state).toBe("open");
     // The runtime's own fetch cannot resolve the private name: only the binding reaches /health.
     await vi.waitFor(async () => expect((await status(g.name)).backends[0]?.breaker.state).toBe("closed"), EVENTUALLY);
+  });
+});
+
+describe("a server in the private network registering itself", () => {
+  it("may name the binding, and the Access secrets the config lists for heartbeats", async () => {
+    const beat = { group: "vpc-registered", id: "gpu-self", baseUrl: `http://${VPC_HOST}`, model: UPSTREAM_MODEL, binding: "GPU_VPC", headersFromEnv: { "CF-Access-Client-Id": "ACCESS_CLIENT_ID", "CF-Access-Client-Secret": "ACCESS_CLIENT_SECRET" } };
+    const registered = await admin("/admin/v1/heartbeats", { method: "POST", json: beat }, env.KVGATE_REGISTER_KEY);
+    expect(registered.status, await registered.text()).toBe(200);
+    const res = await chat("vpc-registered", ask);
+    expect(res.status).toBe(200);
+    expect(res.headers.get("x-kvgate-backend")).toBe("gpu-self");
+    expect(((await res.json()) as { choices: { message: { content: string } }[] }).choices[0]?.message.content).toBe(`reached ${VPC_HOST} through the binding`);
   });
 });
 
