@@ -47,6 +47,8 @@ export function testConfig(u: Upstreams): GatewayConfigInput {
       fleetGroup("hostile-prefix", u.fleetUrls, { blockChars: 8, maxPrefixBlocks: 4 }),
       // A backend with room for two, and leases renewed every 300 ms (test/workers/leases.test.ts evicts its object mid-stream).
       { name: "evicted", leaseTtlMs: 900, deployments: [{ id: "only", baseUrl: u.fleetUrls[0] as string, model: UPSTREAM_MODEL, maxInFlight: 2 }] },
+      // Its object is evicted under a request that ends before its lease's first renewal (every 10 s).
+      { name: "evicted-usage", deployments: [{ id: "only", baseUrl: u.fleetUrls[0] as string, model: UPSTREAM_MODEL }] },
       // A fingerprint cut at 8 blocks (512 characters), and a prefill rate slow enough that its queued work stays put (test/workers/routing.test.ts).
       { name: "long-prompt", maxPrefixBlocks: 8, deployments: [{ id: "only", baseUrl: u.fleetUrls[0] as string, model: UPSTREAM_MODEL, prefillTokensPerSec: 16 }] },
       { name: "one-slot", deployments: [{ id: "only", baseUrl: u.fleetUrls[0] as string, model: UPSTREAM_MODEL, maxInFlight: 1 }] },

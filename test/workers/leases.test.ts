@@ -1,6 +1,8 @@
 import { evictDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, inject, it, vi } from "vitest";
+import type { IssuedKeyView, UsageView } from "../../src/tenants/admin-api.ts";
+import { admin, ok } from "./admin.ts";
 import { chat, conversation, EVENTUALLY, expectIdle, firstRouteCall, groupConfig, inFlight, sseEvents, status } from "./gateway.ts";
 
 const G = "leases";
@@ -110,5 +112,29 @@ describe("leases across a restart of the Durable Object", () => {
     for (const r of readers) await r.cancel();
     await expectIdle(group);
     expect((await status(group)).backends[0]?.aborted).toBe(2);
+  });
+
+  it("a release the new instance does not hold still counts its virtual key's usage", async () => {
+    const group = "evicted-usage";
+    const made = await ok<IssuedKeyView>(admin("/admin/v1/keys", { method: "POST", json: { name: "evicted" } }), 201);
+    const res = await chat(group, conversation("restarted usage"), { stream: true, max_tokens: 20, stream_options: { include_usage: true }, kvgate_sim: { chunk_delay_ms: 30 } }, { headers: { authorization: `Bearer ${made.key}` } });
+    expect(res.status).toBe(200);
+    const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+    const decoder = new TextDecoder();
+    let text = decoder.decode((await reader.read()).value, { stream: true });
+    // Evicted mid-stream; the stream ends long before its lease's first renewal could reach the new instance.
+    await evictDurableObject(env.MODEL_GROUP.getByName(group));
+    for (let r = await reader.read(); !r.done; r = await reader.read()) text += decoder.decode(r.value, { stream: true });
+    const chunks = text.split("\n\n").filter((e) => e.startsWith("data: {")).map((e) => JSON.parse(e.slice("data: ".length)) as { usage?: { prompt_tokens: number; completion_tokens: number } });
+    const usage = chunks.findLast((c) => c.usage)?.usage;
+    if (!usage) throw new Error("the stream carried no usage");
+    expect(usage.completion_tokens).toBe(20);
+    await vi.waitFor(async () => {
+      const counted = await ok<UsageView>(admin(`/admin/v1/usage?key=${made.id}`));
+      expect(counted).toMatchObject({ requests: 1, prompt_tokens: usage.prompt_tokens, completion_tokens: 20 });
+    }, EVENTUALLY);
+    const s = await status(group);
+    expect(s.restored.leases).toBe(0);
+    expect(s.backends[0]).toMatchObject({ inFlight: 0, completed: 0 });
   });
 });

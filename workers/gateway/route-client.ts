@@ -191,7 +191,14 @@ export function holdLease(decision: Routed, group: ResolvedGroup, env: Env, ctx:
       // Only the fields that hold something: the release rides along with a later route call.
       if (end?.ttftMs !== undefined) release.ttftMs = end.ttftMs;
       if (end?.durationMs !== undefined) release.durationMs = end.durationMs;
-      if (end?.usage) release.usage = end.usage;
+      if (end?.usage) {
+        release.usage = end.usage;
+        // An object that no longer holds the lease (restarted, or it expired) records it by these.
+        if (key !== undefined) {
+          release.key = key;
+          release.backendId = decision.backendId;
+        }
+      }
       if (end?.streamed) release.streamed = true;
       queueRelease(object, release, env, ctx, flushMs);
       done();
