@@ -51,6 +51,8 @@ export function testConfig(u: Upstreams): GatewayConfigInput {
       { name: "evicted-usage", deployments: [{ id: "only", baseUrl: u.fleetUrls[0] as string, model: UPSTREAM_MODEL }] },
       // A fingerprint cut at 8 blocks (512 characters), and a prefill rate slow enough that its queued work stays put (test/workers/routing.test.ts).
       { name: "long-prompt", maxPrefixBlocks: 8, deployments: [{ id: "only", baseUrl: u.fleetUrls[0] as string, model: UPSTREAM_MODEL, prefillTokensPerSec: 16 }] },
+      // Its first release call fails (test/workers/leases.test.ts): one slot, so a release that never came would keep it at its cap.
+      { name: "release-retry", deployments: [{ id: "only", baseUrl: u.fleetUrls[0] as string, model: UPSTREAM_MODEL, maxInFlight: 1 }] },
       { name: "one-slot", deployments: [{ id: "only", baseUrl: u.fleetUrls[0] as string, model: UPSTREAM_MODEL, maxInFlight: 1 }] },
       { name: "scripted", deployments: [{ id: "scripted", baseUrl: u.scriptedUrl, model: UPSTREAM_MODEL }] },
       { name: "scripted-restamp", hooks: ["restamp"], deployments: [{ id: "scripted", baseUrl: u.scriptedUrl, model: UPSTREAM_MODEL }] },
