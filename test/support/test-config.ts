@@ -1,5 +1,5 @@
 import type { GatewayConfigInput } from "../../src/config/schema.ts";
-import { VPC_HOST } from "./vpc-stand-in.ts";
+import { KEYED_HOST, VPC_HOST } from "./vpc-stand-in.ts";
 
 declare module "vitest" {
   export interface ProvidedContext {
@@ -102,6 +102,8 @@ function privateNetworkGroups(u: Upstreams): NonNullable<GatewayConfigInput["mod
     { name: "vpc", deployments: [{ ...privateServer, headersFromEnv: access }] },
     { name: "vpc-no-token", failover: { maxAttempts: 1 }, deployments: [privateServer] },
     { name: "vpc-probed", breaker: { consecutiveFailures: 2, openMs: 600_000, probeIntervalMs: 200, closeAfterSuccesses: 2 }, deployments: [{ ...privateServer, model: "always-fails", headersFromEnv: access }] },
+    // A server started with an API key, probed at a path behind it.
+    { name: "keyed-probed", breaker: { consecutiveFailures: 2, openMs: 600_000, probeIntervalMs: 200, closeAfterSuccesses: 2, probePath: "/v1/models" }, deployments: [{ id: "gpu-keyed", baseUrl: `http://${KEYED_HOST}`, model: UPSTREAM_MODEL, binding: "GPU_VPC", apiKeyEnv: "GPU_API_KEY" }] },
     { name: "placed", locationHint: "weur", deployments: [{ id: "sim-0", baseUrl: u.fleetUrls[0] as string, model: UPSTREAM_MODEL }] },
   ];
 }
