@@ -32,6 +32,17 @@ export interface ReachProblem {
 
 type ReachNeeds = Pick<ResolvedDeployment, "binding" | "headersFromEnv">;
 
+/**
+ * The Authorization every call to the deployment carries — a request, a realtime handshake, a
+ * health probe (vLLM's --api-key guards every /v1 route, so a probePath there wants it too): its
+ * apiKeyEnv secret as a bearer token; null when it names none, or the secret is unset or empty.
+ */
+export function upstreamAuthorization(d: Pick<ResolvedDeployment, "apiKeyEnv">, env: Readonly<Record<string, unknown>>): string | null {
+  if (!d.apiKeyEnv) return null;
+  const key = env[d.apiKeyEnv];
+  return typeof key === "string" && key !== "" ? `Bearer ${key}` : null;
+}
+
 /** A deployment on the public internet with no extra headers: the runtime's fetch, as it is. */
 export const PUBLIC_REACH: UpstreamReach = { ok: true, via: null, headers: null };
 

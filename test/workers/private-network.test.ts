@@ -67,6 +67,27 @@ describe("a deployment behind a VPC binding", () => {
     // The runtime's own fetch cannot resolve the private name: only the binding reaches /health.
     await vi.waitFor(async () => expect((await status(g.name)).backends[0]?.breaker.state).toBe("closed"), EVENTUALLY);
   });
+
+  it("is probed with its API key when its server wants one on the probe's path: probes alone close its breaker, and no log shows the key", async () => {
+    const logged = (["log", "info", "warn", "error"] as const).map((m) => vi.spyOn(console, m));
+    // Requests carry the key.
+    const res = await chat("keyed-probed", ask);
+    expect(res.status).toBe(200);
+    await res.text();
+    const g = groupConfig("keyed-probed");
+    const stub = env.MODEL_GROUP.getByName(g.name);
+    for (let i = 0; i < 2; i++) {
+      const d = await stub.route(i === 0 ? firstRouteCall(g, []) : routeCall(g, []));
+      if ("refused" in d) throw new Error(`refused: ${d.refused}`);
+      await stub.release([{ lease: d.lease, outcome: "upstream-error" }], []);
+    }
+    expect((await status(g.name)).backends[0]?.breaker.state).toBe("open");
+    // Without the key every probe gets a 401, and each one opens the breaker again.
+    await vi.waitFor(async () => expect((await status(g.name)).backends[0]?.breaker.state).toBe("closed"), EVENTUALLY);
+    const lines = logged.flatMap((spy) => spy.mock.calls.flat().map(String));
+    expect(lines.some((l) => l.includes('"to":"closed"'))).toBe(true);
+    expect(lines.join("\n")).not.toContain(env.GPU_API_KEY);
+  });
 });
 
 describe("a server in the private network registering itself", () => {

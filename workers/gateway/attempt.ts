@@ -1,6 +1,6 @@
 import type { ResolvedDeployment, ResolvedGroup } from "../../src/config/load.ts";
 import type { FailoverCause } from "../../src/config/schema.ts";
-import { reachOf, type UpstreamFetcher } from "../../src/config/upstream-access.ts";
+import { reachOf, upstreamAuthorization, type UpstreamFetcher } from "../../src/config/upstream-access.ts";
 import type { CompletionSummary, HookContext } from "../../src/hooks/types.ts";
 import { pipelineFor } from "../config.ts";
 import { badGateway, badRequest, GatewayError, gatewayTimeout, unavailable } from "../../src/openai/errors.ts";
@@ -99,10 +99,8 @@ export async function attempt(a: AttemptInput): Promise<AttemptResult> {
   // Plain records, not Headers objects: the runtime copies them natively once, in fetch and Response.
   const headers: Record<string, string> = { "content-type": "application/json", "x-request-id": p.requestId, "x-kvgate-routed-at": String(decision.routedAt) };
   if (stream) headers.accept = "text/event-stream";
-  if (deployment.apiKeyEnv) {
-    const key = env[deployment.apiKeyEnv];
-    if (typeof key === "string" && key !== "") headers.authorization = `Bearer ${key}`;
-  }
+  const authorization = upstreamAuthorization(deployment, env);
+  if (authorization !== null) headers.authorization = authorization;
   if (reach.headers) Object.assign(headers, reach.headers);
 
   const abort = new AbortController();
