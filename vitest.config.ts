@@ -8,6 +8,8 @@ import { VPC_STAND_IN_SCRIPT } from "./test/support/vpc-stand-in.ts";
 const masterKey = `sk-test-${randomBytes(16).toString("hex")}`;
 // A Cloudflare Access service token, as secrets: the gateway sends it, the private network's stand-in checks it.
 const accessToken = { ACCESS_CLIENT_ID: `access-id-${randomBytes(8).toString("hex")}`, ACCESS_CLIENT_SECRET: `access-secret-${randomBytes(16).toString("hex")}` };
+// The key a GPU server was started with (vLLM's --api-key), as the secret a deployment's apiKeyEnv names.
+const gpuKey = { GPU_API_KEY: `sk-gpu-${randomBytes(16).toString("hex")}` };
 const adminKey = `sk-admin-${randomBytes(16).toString("hex")}`;
 const registerKey = `sk-register-${randomBytes(16).toString("hex")}`;
 
@@ -30,12 +32,13 @@ export default defineConfig({
                 KVGATE_CONFIG: JSON.stringify(testConfig(inject("upstreams") as Upstreams)),
                 KVGATE_MASTER_KEY: masterKey,
                 ...accessToken,
+                ...gpuKey,
                 KVGATE_ADMIN_KEY: adminKey,
                 KVGATE_REGISTER_KEY: registerKey,
               },
               // Workers VPC needs a Cloudflare account: a second Worker stands in for the binding (test/support/vpc-stand-in.ts).
               serviceBindings: { GPU_VPC: "vpc-stand-in" },
-              workers: [{ name: "vpc-stand-in", modules: true, script: VPC_STAND_IN_SCRIPT, compatibilityDate: "2026-10-20", bindings: accessToken }],
+              workers: [{ name: "vpc-stand-in", modules: true, script: VPC_STAND_IN_SCRIPT, compatibilityDate: "2026-10-20", bindings: { ...accessToken, ...gpuKey } }],
             },
           })),
         ],

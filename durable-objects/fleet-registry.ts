@@ -1,5 +1,5 @@
 import { DurableObject } from "cloudflare:workers";
-import { parseConfig } from "../src/config/load.ts";
+import { parseConfig, type ConfigResult } from "../src/config/load.ts";
 import { reachProblems } from "../src/config/upstream-access.ts";
 import { applyCommand } from "../src/fleet/apply.ts";
 import type { AdminCommand, AdminResult, FleetRegistryRpc, FleetSnapshot } from "../src/fleet/protocol.ts";
@@ -30,15 +30,17 @@ export class FleetRegistry extends DurableObject<RegistryEnv> implements FleetRe
 
   constructor(ctx: DurableObjectState, env: RegistryEnv) {
     super(ctx, env);
-    // A binding or secret a deployment names must exist before it takes traffic, as for the config's own.
-    this.fleet = new Fleet((groups) => reachProblems(groups, env));
+    const parsed = parseConfig(env.KVGATE_CONFIG);
+    // A binding or secret a deployment names must exist before it takes traffic, as for the config's
+    // own; the config's auth says which secrets are the gateway's keys, and which a heartbeat may name.
+    this.fleet = new Fleet({ reachable: (groups) => reachProblems(groups, env), ...(parsed.ok ? { auth: parsed.config.auth } : {}) });
     this.sql = ctx.storage.sql;
     this.sql.exec("CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL)");
     this.sql.exec("CREATE TABLE IF NOT EXISTS groups (name TEXT PRIMARY KEY, record TEXT NOT NULL, pos INTEGER NOT NULL)");
     const meta = new Map(this.sql.exec<{ k: string; v: string }>("SELECT k, v FROM meta").toArray().map((r) => [r.k, r.v]));
     const groups = this.sql.exec<{ record: string }>("SELECT record FROM groups ORDER BY pos").toArray().map((r) => JSON.parse(r.record) as GroupRecord);
     this.fleet.load(Number(meta.get("rev") ?? 0), meta.get("seed") ?? null, groups);
-    this.seedFromConfig();
+    this.seedFromConfig(parsed);
   }
 
   snapshot(): FleetSnapshot {
@@ -73,8 +75,7 @@ export class FleetRegistry extends DurableObject<RegistryEnv> implements FleetRe
   }
 
   /** The config's groups, when they are not the seed taken last (a deploy changed them). */
-  private seedFromConfig(): void {
-    const parsed = parseConfig(this.env.KVGATE_CONFIG);
+  private seedFromConfig(parsed: ConfigResult): void {
     if (!parsed.ok) return; // The Worker answers every request with the config's error.
     try {
       this.fleet.seed(parsed.config.seed);

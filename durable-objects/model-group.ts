@@ -1,6 +1,6 @@
 import { DurableObject } from "cloudflare:workers";
 import type { ResolvedGroup } from "../src/config/load.ts";
-import { PUBLIC_REACH, reachOf, type UpstreamReach } from "../src/config/upstream-access.ts";
+import { PUBLIC_REACH, reachOf, upstreamAuthorization, type UpstreamReach } from "../src/config/upstream-access.ts";
 import { backendKey, type SavedBreaker } from "../src/routing/backend.ts";
 import { GroupRouter } from "../src/routing/group-router.ts";
 import { shardOfObject } from "../src/sharding/partition.ts";
@@ -148,7 +148,7 @@ export class ModelGroup extends DurableObject<GroupEnv> implements ModelGroupRpc
     r.dropIdleViews(now);
     const probes = r.dueProbes(now);
     if (probes.length > 0) {
-      const results = await Promise.all(probes.map((p) => probe(p.url, p.timeoutMs, this.reach(p.key))));
+      const results = await Promise.all(probes.map((p) => probe(p.url, p.timeoutMs, this.probeWay(p.key))));
       const at = Date.now();
       probes.forEach((p, i) => r.probed(p.key, results[i] as boolean, at));
     }
@@ -175,10 +175,10 @@ export class ModelGroup extends DurableObject<GroupEnv> implements ModelGroupRpc
     }
   }
 
-  /** A probe goes the way requests go: through the deployment's binding, with its headers (the newest version's). */
-  private reach(key: string): UpstreamReach {
+  /** A probe goes the way requests go: through the deployment's binding, with its headers and its API key (the newest version's). */
+  private probeWay(key: string): ProbeWay {
     const d = this.router.newest?.deployments.find((x) => backendKey(x.id, x.baseUrl) === key);
-    return d ? reachOf(d, this.env) : PUBLIC_REACH;
+    return d ? { reach: reachOf(d, this.env), authorization: upstreamAuthorization(d, this.env) } : { reach: PUBLIC_REACH, authorization: null };
   }
 
   /** A version a caller brought, or the registry pushed; one known already may come at a later revision. */
@@ -268,11 +268,18 @@ export class ModelGroup extends DurableObject<GroupEnv> implements ModelGroupRpc
   }
 }
 
+interface ProbeWay {
+  reach: UpstreamReach;
+  /** The bearer token requests to the deployment carry (upstreamAuthorization); null for none. */
+  authorization: string | null;
+}
+
 /** A health probe: a 2xx within the timeout is healthy. A redirect is not followed, and is no answer. */
-async function probe(url: string, timeoutMs: number, reach: UpstreamReach): Promise<boolean> {
+async function probe(url: string, timeoutMs: number, { reach, authorization }: ProbeWay): Promise<boolean> {
   if (!reach.ok) return false;
   try {
-    const init: RequestInit = { method: "GET", redirect: "manual", signal: AbortSignal.timeout(timeoutMs), ...(reach.headers ? { headers: reach.headers } : {}) };
+    const headers = authorization === null ? reach.headers : { authorization, ...reach.headers };
+    const init: RequestInit = { method: "GET", redirect: "manual", signal: AbortSignal.timeout(timeoutMs), ...(headers ? { headers } : {}) };
     const res = await (reach.via ? reach.via.fetch(url, init) : fetch(url, init));
     await res.body?.cancel();
     return res.ok;

@@ -67,7 +67,9 @@ export function minified(source: ConfigSource): string {
 
 /** What the Worker will read from its env: secrets by name, and bindings; each must be set where it runs. */
 export function envNames(config: ResolvedConfig): { secrets: string[]; bindings: string[] } {
-  const secrets = new Set<string>(Object.values(config.auth));
+  // The secrets heartbeats may name are read only for self-registered servers, but are read there.
+  const { registrationSecrets, ...keys } = config.auth;
+  const secrets = new Set<string>([...Object.values(keys), ...registrationSecrets]);
   const bindings = new Set<string>();
   for (const g of config.groups) {
     for (const d of g.deployments) {

@@ -51,10 +51,28 @@ export function fleetBehind(env: Env, ctx: WaitUntil): void {
   );
 }
 
-/** A model this isolate does not know may be a group added since its snapshot: looked up afresh, at most once a second. */
+/**
+ * The registry's snapshot for a request that can do without it: null when the registry cannot be
+ * reached (overloaded, or being reset), which is logged and counts as a read for the once-a-second
+ * bound, so an outage does not send every such request to it again.
+ */
+export async function reloadFleet(env: Env): Promise<FleetView | null> {
+  try {
+    return await loadFleet(env);
+  } catch (e) {
+    fetchedAt = Date.now();
+    console.error(`kvgate: reading the fleet registry failed: ${(e as Error).message}`);
+    return null;
+  }
+}
+
+/**
+ * A model this isolate does not know may be a group added since its snapshot: looked up afresh, at
+ * most once a second. With the registry unreachable, the isolate's snapshot is all it knows.
+ */
 export async function freshGroup(env: Env, model: string): Promise<{ group: ResolvedGroup; fleet: FleetView } | null> {
   if (Date.now() - fetchedAt < UNKNOWN_MODEL_REFRESH_MS) return null;
-  const fleet = await loadFleet(env);
-  const group = fleet.byModel.get(model);
-  return group ? { group, fleet } : null;
+  const fleet = await reloadFleet(env);
+  const group = fleet?.byModel.get(model);
+  return fleet && group ? { group, fleet } : null;
 }

@@ -3,6 +3,7 @@ import { parseJsonc } from "./jsonc.ts";
 import { removedSetting } from "./removed.ts";
 import { fleetProblems, resolveDeployment, resolveGroup, type ResolvedGroup } from "./resolve.ts";
 import { GatewayConfigSchema, type GatewayConfig, type ModelGroupConfig } from "./schema.ts";
+import { gatewayKeyRefusal, gatewayKeys } from "./upstream-access.ts";
 
 export type { DeploymentState, ResolvedDeployment, ResolvedGroup } from "./resolve.ts";
 
@@ -34,7 +35,14 @@ export function parseConfig(raw: unknown): ConfigResult {
     return { ok: false, error: `config: ${errors.join("; ")}`, errors };
   }
   const { modelGroups, ...rest } = parsed.data;
-  const problems = fleetProblems(modelGroups).map((p) => `${p.field} ${p.message}`);
+  const keys = gatewayKeys(rest.auth);
+  const problems = [
+    ...rest.auth.registrationSecrets.flatMap((name, i) => {
+      const why = gatewayKeyRefusal(name, keys);
+      return why === null ? [] : [`auth.registrationSecrets[${i}] ${why}`];
+    }),
+    ...fleetProblems(modelGroups, keys).map((p) => `${p.field} ${p.message}`),
+  ];
   if (problems.length > 0) return { ok: false, error: `config: ${problems.join("; ")}`, errors: problems };
   const groups = modelGroups.map(({ deployments, ...settings }) =>
     resolveGroup(

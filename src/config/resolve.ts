@@ -1,4 +1,5 @@
 import type { DeploymentConfig, GroupSettings } from "./schema.ts";
+import { gatewayKeyProblems, type GatewayKeys } from "./upstream-access.ts";
 import { groupVersion } from "./version.ts";
 
 /** What the operator says of a deployment: active takes requests; draining and disabled take none (in-flight ones finish). */
@@ -60,24 +61,29 @@ export function resolveGroup(settings: GroupSettings, deployments: ResolvedDeplo
   return { ...settled, version: groupVersion(settled), rev };
 }
 
-/** A fleet-wide rule a set of groups breaks: the field (as a path) and why. */
+/** The error code of a deployment naming one of the gateway's keys, wherever it came from. */
+export const GATEWAY_KEY_NAMED = "gateway_key_named";
+
+/** A fleet-wide rule a set of groups breaks: the field (as a path) and why; `code` when the rule has its own. */
 export interface FleetProblem {
   field: string;
   message: string;
+  code?: string;
 }
 
 interface GroupShape {
   name: string;
   aliases: readonly string[];
   fallbacks: readonly string[];
-  deployments: readonly Pick<DeploymentConfig, "id" | "baseUrl">[];
+  deployments: readonly Pick<DeploymentConfig, "id" | "baseUrl" | "apiKeyEnv" | "headersFromEnv">[];
 }
 
 /**
  * The rules no single group can check: names and aliases unique across groups, deployment ids
- * unique in a group, fallbacks naming other groups. One place, for the config and the registry.
+ * unique in a group, fallbacks naming other groups; and no deployment naming one of the gateway's
+ * own keys (`keys`, from the config's auth). One place, for the config and the registry.
  */
-export function fleetProblems(groups: readonly GroupShape[], where = "modelGroups"): FleetProblem[] {
+export function fleetProblems(groups: readonly GroupShape[], keys: GatewayKeys, where = "modelGroups"): FleetProblem[] {
   const out: FleetProblem[] = [];
   const owner = new Map<string, number>();
   for (const [gi, g] of groups.entries()) {
@@ -86,6 +92,7 @@ export function fleetProblems(groups: readonly GroupShape[], where = "modelGroup
       const id = deploymentId(d);
       if (ids.has(id)) out.push({ field: `${where}[${gi}].deployments[${di}].id`, message: `"${id}" is used twice in the group (set distinct ids)` });
       ids.add(id);
+      for (const p of gatewayKeyProblems(d, keys)) out.push({ field: `${where}[${gi}].deployments[${di}].${p.field}`, message: p.message, code: GATEWAY_KEY_NAMED });
     }
     for (const [ni, modelName] of [g.name, ...g.aliases].entries()) {
       if (owner.has(modelName) && owner.get(modelName) !== gi) {

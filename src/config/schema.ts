@@ -195,8 +195,9 @@ export const GroupSettingsSchema = z.strictObject({
    */
   prefixBudgetBlocks: z._default(positiveInt(), 1_048_576),
   /**
-   * A streamed request's time until the upstream's response headers, which come with its first
-   * token: past it the backend counts as failed and the request is retried elsewhere.
+   * A streamed request's time until the upstream's first token (the body's first bytes: vLLM and
+   * SGLang send the headers before it, while the request still waits in the engine's queue): past
+   * it the backend counts as failed and the request is retried elsewhere.
    */
   firstByteTimeoutMs: z._default(positiveInt(), 60_000),
   /**
@@ -261,7 +262,7 @@ export const ModelGroupSchema = z.extend(GroupSettingsSchema, {
   deployments: z._default(z.array(DeploymentSchema).check(z.maxLength(MAX_DEPLOYMENTS)), []),
 });
 
-const AUTH_DEFAULTS = { masterKeyEnv: "KVGATE_MASTER_KEY", adminKeyEnv: "KVGATE_ADMIN_KEY", registerKeyEnv: "KVGATE_REGISTER_KEY", metricsKeyEnv: "KVGATE_METRICS_KEY" };
+export const AUTH_DEFAULTS = { masterKeyEnv: "KVGATE_MASTER_KEY", adminKeyEnv: "KVGATE_ADMIN_KEY", registerKeyEnv: "KVGATE_REGISTER_KEY", metricsKeyEnv: "KVGATE_METRICS_KEY", registrationSecrets: [] as string[] };
 
 const LIMIT_DEFAULTS = { maxBodyBytes: 4 * 1024 * 1024, maxMessages: 4096, maxTools: 1024, maxContentParts: 8192, maxToolCalls: 8192 };
 
@@ -282,6 +283,12 @@ export const GatewayConfigSchema = z.strictObject({
       registerKeyEnv: z._default(envName(), AUTH_DEFAULTS.registerKeyEnv),
       /** A key a Prometheus scraper can hold without holding the admin key: it opens GET /metrics only. */
       metricsKeyEnv: z._default(envName(), AUTH_DEFAULTS.metricsKeyEnv),
+      /**
+       * The secrets a heartbeat may name in apiKeyEnv or headersFromEnv: the register key is on every
+       * GPU server, and the gateway sends a deployment the secrets it names, so a heartbeat names
+       * none unless listed here. Never one of the gateway's own keys (src/config/upstream-access.ts).
+       */
+      registrationSecrets: z._default(z.array(envName()), AUTH_DEFAULTS.registrationSecrets),
     }),
     AUTH_DEFAULTS,
   ),

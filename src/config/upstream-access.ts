@@ -1,4 +1,5 @@
 import type { ResolvedDeployment } from "./load.ts";
+import type { GatewayConfig } from "./schema.ts";
 
 /**
  * How the gateway reaches a deployment: the public internet (the runtime's own fetch), or a
@@ -30,6 +31,17 @@ export interface ReachProblem {
 }
 
 type ReachNeeds = Pick<ResolvedDeployment, "binding" | "headersFromEnv">;
+
+/**
+ * The Authorization every call to the deployment carries — a request, a realtime handshake, a
+ * health probe (vLLM's --api-key guards every /v1 route, so a probePath there wants it too): its
+ * apiKeyEnv secret as a bearer token; null when it names none, or the secret is unset or empty.
+ */
+export function upstreamAuthorization(d: Pick<ResolvedDeployment, "apiKeyEnv">, env: Readonly<Record<string, unknown>>): string | null {
+  if (!d.apiKeyEnv) return null;
+  const key = env[d.apiKeyEnv];
+  return typeof key === "string" && key !== "" ? `Bearer ${key}` : null;
+}
 
 /** A deployment on the public internet with no extra headers: the runtime's fetch, as it is. */
 export const PUBLIC_REACH: UpstreamReach = { ok: true, via: null, headers: null };
@@ -80,6 +92,54 @@ export function resolveReach(d: ReachNeeds, env: Readonly<Record<string, unknown
 
 function isFetcher(v: unknown): v is UpstreamFetcher {
   return typeof v === "object" && v !== null && typeof Reflect.get(v, "fetch") === "function";
+}
+
+/** What a deployment names that the gateway sends it: its bearer (apiKeyEnv) and its extra headers' values. */
+interface SecretNeeds {
+  apiKeyEnv?: string | undefined;
+  headersFromEnv?: Readonly<Record<string, string>> | undefined;
+}
+
+/** The gateway's own keys: each secret's name, with the `auth` field that names it. */
+export type GatewayKeys = ReadonlyMap<string, string>;
+
+/** Every name `auth` gives a key by (masterKeyEnv, adminKeyEnv, ...): each opens one of the gateway's doors. */
+export function gatewayKeys(auth: GatewayConfig["auth"]): GatewayKeys {
+  return new Map(Object.entries(auth).flatMap(([field, name]) => (typeof name === "string" ? [[name, `auth.${field}`] as const] : [])));
+}
+
+function secretsNamed(d: SecretNeeds): { field: string; name: string }[] {
+  const named = d.apiKeyEnv === undefined ? [] : [{ field: "apiKeyEnv", name: d.apiKeyEnv }];
+  for (const [header, name] of Object.entries(d.headersFromEnv ?? {})) named.push({ field: `headersFromEnv.${header}`, name });
+  return named;
+}
+
+/** Why a secret's name may not be one the gateway sends upstream, or null: it is one of the gateway's own keys. */
+export function gatewayKeyRefusal(name: string, keys: GatewayKeys): string | null {
+  const field = keys.get(name);
+  return field === undefined ? null : `names ${name}, the gateway's own key (${field}): a deployment is sent the secrets it names, and no upstream may hold the gateway's keys`;
+}
+
+/**
+ * A deployment that names one of the gateway's keys would be sent it with every request, to an
+ * address whoever added the deployment chose: refused from every source (config, admin API,
+ * heartbeat).
+ */
+export function gatewayKeyProblems(d: SecretNeeds, keys: GatewayKeys): ReachProblem[] {
+  return secretsNamed(d).flatMap(({ field, name }) => {
+    const why = gatewayKeyRefusal(name, keys);
+    return why === null ? [] : [{ field, message: why }];
+  });
+}
+
+/**
+ * A heartbeat comes with the register key, which every GPU server holds: it may name only the
+ * secrets the operator listed for self-registered servers (auth.registrationSecrets).
+ */
+export function unlistedSecretProblems(d: SecretNeeds, listed: readonly string[]): ReachProblem[] {
+  return secretsNamed(d)
+    .filter(({ name }) => !listed.includes(name))
+    .map(({ field, name }) => ({ field, message: `names ${name}, which a heartbeat may not name: list it in the config's auth.registrationSecrets for self-registered servers to use, or add the deployment through the admin API` }));
 }
 
 /** Every deployment's problems, with the config's field paths; resolving them also fills the cache reachOf reads. */

@@ -1,5 +1,5 @@
 import type { ResolvedGroup } from "../config/resolve.ts";
-import type { DeploymentRecord, GroupRecord } from "./registry.ts";
+import type { DeploymentRecord, GroupRecord, RefusalStatus } from "./registry.ts";
 
 /** What the Worker and the fleet registry's Durable Object say to each other. */
 
@@ -28,7 +28,7 @@ export type AdminCommand =
  */
 export type AdminResult =
   | { ok: true; rev: number; changed: string[]; removed: string[]; routing: "applied" | "pending" }
-  | { ok: false; status: 400 | 404 | 409; code: string; message: string; param: string | null };
+  | { ok: false; status: RefusalStatus; code: string; message: string; param: string | null };
 
 export interface FleetRegistryRpc {
   snapshot(): FleetSnapshot;

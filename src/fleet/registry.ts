@@ -1,6 +1,7 @@
 import { fnv1a64 } from "../fnv64.ts";
-import { deploymentId, fleetProblems, resolveDeployment, resolveGroup, type DeploymentState, type ResolvedGroup } from "../config/resolve.ts";
-import { MAX_DEPLOYMENTS, type DeploymentConfig, type GroupSettings, type ModelGroupConfig } from "../config/schema.ts";
+import { deploymentId, fleetProblems, GATEWAY_KEY_NAMED, resolveDeployment, resolveGroup, type DeploymentState, type ResolvedGroup } from "../config/resolve.ts";
+import { AUTH_DEFAULTS, MAX_DEPLOYMENTS, type DeploymentConfig, type GatewayConfig, type GroupSettings, type ModelGroupConfig } from "../config/schema.ts";
+import { gatewayKeyProblems, gatewayKeys, unlistedSecretProblems, type GatewayKeys } from "../config/upstream-access.ts";
 import type { DeploymentPatch, GroupPatch, Heartbeat, NewDeployment } from "./commands.ts";
 
 /** Who put a deployment or group there: the config's seed, the admin API, or a server's heartbeats. */
@@ -9,6 +10,12 @@ export type Source = "config" | "admin" | "heartbeat";
 export interface DeploymentRecord {
   spec: DeploymentConfig & { id: string };
   state: DeploymentState;
+  /**
+   * The operator's drain or disable, kept apart from `state` because a lapsed TTL drains a server
+   * too: its next heartbeat undoes that drain, never the operator's. Absent after an enable, and
+   * in records stored before it was kept.
+   */
+  operatorState?: Exclude<DeploymentState, "active">;
   source: Source;
   /** A registered server: when its TTL runs out unless a heartbeat renews it (epoch ms). */
   expiresAt: number | null;
@@ -27,16 +34,30 @@ export interface GroupRecord {
 
 /** A refused command: an OpenAI-style error's status, code, message and the field it names. */
 export class RegistryError extends Error {
-  readonly status: 400 | 404 | 409;
+  readonly status: RefusalStatus;
   readonly code: string;
   readonly param: string | null;
 
-  constructor(status: 400 | 404 | 409, code: string, message: string, param: string | null = null) {
+  constructor(status: RefusalStatus, code: string, message: string, param: string | null = null) {
     super(message);
     this.status = status;
     this.code = code;
     this.param = param;
   }
+}
+
+/** 403: a heartbeat naming a secret the operator did not list for heartbeats. */
+export type RefusalStatus = 400 | 403 | 404 | 409;
+
+/** What the registry holds a fleet to beyond its own rules. */
+export interface FleetRules {
+  /**
+   * What the fleet's deployments need of the runtime (bindings, secrets) that it lacks, one line
+   * each; a fleet that needs any is refused like one that breaks a rule.
+   */
+  reachable?: (groups: readonly { deployments: readonly DeploymentConfig[] }[]) => string[];
+  /** The config's auth: the gateway's own keys, which no deployment may name, and the secrets a heartbeat may (the schema's defaults when absent). */
+  auth?: GatewayConfig["auth"];
 }
 
 /** Groups whose routing changed (to push to their objects), and groups that went. */
@@ -54,14 +75,14 @@ const NONE: Change = { changed: [], removed: [] };
  * make before it replaces the fleet, so a refused one leaves nothing half-applied.
  */
 export class FleetRegistry {
-  /**
-   * `reachable`: what the fleet's deployments need of the runtime (bindings, secrets) that it
-   * lacks, one line each; a fleet that needs any is refused like one that breaks a rule.
-   */
-  private readonly reachable: (groups: readonly { deployments: readonly DeploymentConfig[] }[]) => string[];
+  private readonly reachable: NonNullable<FleetRules["reachable"]>;
+  private readonly keys: GatewayKeys;
+  private readonly registrationSecrets: readonly string[];
 
-  constructor(reachable: (groups: readonly { deployments: readonly DeploymentConfig[] }[]) => string[] = () => []) {
+  constructor({ reachable = () => [], auth = AUTH_DEFAULTS }: FleetRules = {}) {
     this.reachable = reachable;
+    this.keys = gatewayKeys(auth);
+    this.registrationSecrets = auth.registrationSecrets;
   }
 
   private groups = new Map<string, GroupRecord>();
@@ -178,6 +199,7 @@ export class FleetRegistry {
     const next = this.copy();
     const g = this.need(next, group);
     if (g.deployments.some((d) => d.spec.id === spec.id)) throw new RegistryError(409, "deployment_exists", `deployment "${spec.id}" already exists in group "${group}"`, "id");
+    this.refuseSecrets(spec, "admin");
     g.deployments.push(adminRecord(spec));
     return this.commit(next);
   }
@@ -186,14 +208,19 @@ export class FleetRegistry {
     const next = this.copy();
     const d = this.needDeployment(next, group, id);
     d.spec = { ...d.spec, ...patch };
+    this.refuseSecrets(d.spec, "admin");
     return this.commit(next);
   }
 
   setState(group: string, id: string, state: DeploymentState): Change {
     const next = this.copy();
     const d = this.needDeployment(next, group, id);
-    if (d.state === state) return NONE;
+    const word = state === "active" ? undefined : state;
+    // Drained by a lapsed TTL, a server's state is the one asked for already, but not the operator's word yet.
+    if (d.state === state && d.operatorState === word) return NONE;
     d.state = state;
+    if (word) d.operatorState = word;
+    else delete d.operatorState;
     // An operator's word outlasts a registration: a server enabled again is no longer on its way out.
     d.removeAt = null;
     return this.commit(next);
@@ -218,7 +245,10 @@ export class FleetRegistry {
     if (live && live.source !== "heartbeat") {
       throw new RegistryError(409, "deployment_exists", `deployment "${spec.id}" of group "${group}" was added by ${live.source === "config" ? "the config" : "the admin API"}; heartbeats renew only servers that registered themselves`, "id");
     }
-    const state = live?.state === "disabled" ? "disabled" : "active";
+    // Before the renewal below, which skips the fleet's check: a secret no longer listed stops renewing.
+    this.refuseSecrets(spec, "heartbeat");
+    const word = live ? heldState(live) : undefined;
+    const state = word ?? "active";
     if (live && live.state === state && JSON.stringify(live.spec) === JSON.stringify(spec)) {
       // The common case, every few seconds per server: no copy of the fleet, no check, no revision.
       live.expiresAt = now + ttlMs;
@@ -229,7 +259,7 @@ export class FleetRegistry {
     }
     const next = this.copy();
     const g = this.need(next, group);
-    const record: DeploymentRecord = { spec, state, source: "heartbeat", expiresAt: now + ttlMs, removeAt: null, ttlMs };
+    const record: DeploymentRecord = { spec, state, ...(word ? { operatorState: word } : {}), source: "heartbeat", expiresAt: now + ttlMs, removeAt: null, ttlMs };
     const at = g.deployments.findIndex((d) => d.spec.id === spec.id);
     if (at >= 0) g.deployments[at] = record;
     else g.deployments.push(record);
@@ -280,6 +310,19 @@ export class FleetRegistry {
     return new Map([...this.groups].map(([n, g]) => [n, { ...g, deployments: g.deployments.map((d) => ({ ...d })) }]));
   }
 
+  /**
+   * The secrets one deployment names, as `source` asks for it; checked before the fleet's whole
+   * check (which names the same problem by its place in the fleet) so that the error names the
+   * field of the request.
+   */
+  private refuseSecrets(spec: DeploymentConfig, source: Source): void {
+    const own = gatewayKeyProblems(spec, this.keys)[0];
+    if (own) throw new RegistryError(400, GATEWAY_KEY_NAMED, `${own.field} ${own.message}`, own.field);
+    if (source !== "heartbeat") return;
+    const unlisted = unlistedSecretProblems(spec, this.registrationSecrets)[0];
+    if (unlisted) throw new RegistryError(403, "secret_not_allowed", `${unlisted.field} ${unlisted.message}`, unlisted.field);
+  }
+
   private need(fleet: Map<string, GroupRecord>, name: string): GroupRecord {
     const g = fleet.get(name);
     if (!g) throw new RegistryError(404, "group_not_found", `no group "${name}" in the fleet`, "group");
@@ -299,8 +342,8 @@ export class FleetRegistry {
   private commit(next: Map<string, GroupRecord>, where = "groups"): Change {
     const list = [...next.values()];
     const shapes = list.map((g) => ({ ...g.settings, deployments: g.deployments.map((d) => d.spec) }));
-    const problem = fleetProblems(shapes, where)[0];
-    if (problem) throw new RegistryError(problem.message.includes("already") || problem.message.includes("twice") ? 409 : 400, "invalid_fleet", `${problem.field} ${problem.message}`, problem.field);
+    const problem = fleetProblems(shapes, this.keys, where)[0];
+    if (problem) throw new RegistryError(problem.message.includes("already") || problem.message.includes("twice") ? 409 : 400, problem.code ?? "invalid_fleet", `${problem.field} ${problem.message}`, problem.field);
     const unreachable = this.reachable(shapes)[0];
     if (unreachable) throw new RegistryError(400, "invalid_fleet", unreachable.replace(/^modelGroups/, where), null);
     const tooMany = list.find((g) => g.deployments.length > MAX_DEPLOYMENTS);
@@ -330,6 +373,15 @@ export class FleetRegistry {
     this.groups = next;
     return { changed, removed };
   }
+}
+
+/**
+ * The state the operator set and a heartbeat keeps, if any. A record stored before the operator's
+ * word was kept apart has its state alone: a disable there can only be the operator's, while a
+ * drain may be a lapsed TTL's, and a server that came back takes requests again.
+ */
+function heldState(d: DeploymentRecord): DeploymentRecord["operatorState"] {
+  return d.operatorState ?? (d.state === "disabled" ? "disabled" : undefined);
 }
 
 function adminRecord(spec: DeploymentConfig & { id: string }): DeploymentRecord {

@@ -12,9 +12,9 @@ import { LeaseTable, type Lease } from "./leases.ts";
 import type { Choice, Policy, Rng } from "./policy.ts";
 import { prefixCapacities } from "./prefix-budget.ts";
 import type { Lesson } from "./prefix-set.ts";
-import { TenantLedger } from "../tenants/ledger.ts";
+import { TenantLedger, type UsedAt } from "../tenants/ledger.ts";
 import { costMicros } from "../tenants/pricing.ts";
-import type { BackendSnapshot, LeaseOutcome, LeaseRelease, LeaseRenewal, LimitRefusal, RouteDecision, RouteRefusal, RouteTenant, SpillLimit, VersionRefusal } from "./protocol.ts";
+import type { BackendSnapshot, LeaseOutcome, LeaseRelease, LeaseRenewal, LimitRefusal, RouteDecision, RouteRefusal, RouteTenant, SpillLimit, TokenUsage, VersionRefusal } from "./protocol.ts";
 import { createSignals, type Signals } from "./signals/index.ts";
 import { POLICIES } from "./strategies/index.ts";
 import { copyCost } from "./copy-cost.ts";
@@ -300,10 +300,20 @@ export class GroupRouter {
     return lesson && this.leases.lessonBlocks + lesson.blocks > this.lessonLimit ? null : lesson;
   }
 
-  /** Idempotent: a lease already released or reclaimed is ignored, so counts never go negative. */
+  /**
+   * Idempotent: a lease already released or reclaimed is ignored, so counts never go negative.
+   * One this object does not hold (it restarted since the lease was taken, or the lease expired
+   * first) has no slot to give back and no say on its backend, but the usage it carries is still
+   * its key's.
+   */
   release(r: LeaseRelease, now: number): void {
+    // Only a release with usage to record names its key; one that came before is not counted twice.
+    const again = r.key !== undefined && this.leases.endedRecently(r.lease);
     const lease = this.leases.end(r.lease);
-    if (!lease) return;
+    if (!lease) {
+      if (!again) this.usedUnheld(r, now);
+      return;
+    }
     const b = lease.backend;
     b.inFlight--;
     // The debt as of now first: what it is set against (the work queued since) is now's.
@@ -325,10 +335,20 @@ export class GroupRouter {
     if (r.usage && r.outcome === "ok") this.feedBack(b, lease, r);
     if (lease.key !== null) {
       if (r.usage) this.keyCounters.used(lease.key, r.usage);
-      const cost = r.usage ? costMicros(r.usage, this.newest?.pricing) : 0;
-      this.ledger.finished(lease.key, r.usage, r.outcome === "ok", { model: this.name, backend: b.id, costMicros: cost }, now);
+      this.ledger.finished(lease.key, r.usage, r.outcome === "ok", this.usedAt(b.id, r.usage), now);
     }
     this.letGoIfOrphan(b);
+  }
+
+  /** A release of a lease this object does not hold: its usage, when it names the key and backend it is for. */
+  private usedUnheld(r: LeaseRelease, now: number): void {
+    if (!r.usage || typeof r.key !== "string" || typeof r.backendId !== "string") return;
+    this.keyCounters.used(r.key, r.usage);
+    this.ledger.finishedUnheld(r.key, r.usage, r.outcome === "ok", this.usedAt(r.backendId, r.usage), now);
+  }
+
+  private usedAt(backend: string, usage: TokenUsage | undefined): UsedAt {
+    return { model: this.name, backend, costMicros: usage ? costMicros(usage, this.newest?.pricing) : 0 };
   }
 
   /**

@@ -61,6 +61,27 @@ export class LeaseBook {
   }
 }
 
+/** The first try again after a flush that failed; each next waits twice as long, up to FLUSH_RETRY_MAX_MS. */
+const FLUSH_RETRY_FIRST_MS = 100;
+const FLUSH_RETRY_MAX_MS = 5_000;
+/**
+ * Tries again after a flush failed: 16.3 s of them in all, within the 30 s the runtime lets a
+ * finished request's waitUntil run. An object out for longer is not called ever more often, and
+ * what waits goes with the isolate's next call to it.
+ */
+const FLUSH_RETRIES = 8;
+
+/**
+ * How long after the flush's `failures`-th failure in a row to try again (the object overloaded,
+ * or being reset in a deploy); null: no more. Without a try again, an isolate with no other call
+ * for that object kept its releases until their leases expired: its in-flight counts stayed high,
+ * and their outcomes and usage were lost.
+ */
+export function flushRetryMs(failures: number): number | null {
+  if (failures < 1 || failures > FLUSH_RETRIES) return null;
+  return Math.min(FLUSH_RETRY_MAX_MS, FLUSH_RETRY_FIRST_MS * 2 ** (failures - 1));
+}
+
 /** Unrenewed for half its interval. */
 export function isDue(h: Holding, now: number): boolean {
   return now - h.renewedAt >= h.everyMs / 2;

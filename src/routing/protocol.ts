@@ -35,6 +35,12 @@ export interface LeaseRelease {
   usage?: TokenUsage;
   /** The answer was streamed: ttftMs is its first token's, a measure of its prefill (src/routing/learned/prefill-rate.ts). */
   streamed?: boolean;
+  /**
+   * Sent with a virtual key's usage only: the key and the backend it is for, so an object that
+   * does not hold the lease (it restarted since, or the lease expired first) still records it.
+   */
+  key?: string;
+  backendId?: string;
 }
 
 export interface TokenUsage {

@@ -2,6 +2,7 @@ import { sseErrorEvent } from "../openai/errors.ts";
 import type { ChunkTransform, CompletionSummary } from "../hooks/types.ts";
 import { EventAligner } from "./sse-boundary.ts";
 import { readUsage, TailKeeper, USAGE_TAIL_BYTES } from "./usage.ts";
+import { readFirstBytes, type FirstBytes } from "./first-bytes.ts";
 import { UsageTap } from "./usage-tap.ts";
 
 export interface RelayOptions {
@@ -40,7 +41,14 @@ export interface RelayOptions {
   keepAliveMs?: number;
   /** The summary must have the upstream's usage and byte count (a virtual key counts tokens). */
   readUsage?: boolean;
+  /**
+   * The body's first bytes, already read by the caller (readFirstBytes: a stream's first token,
+   * awaited under the first-byte limit before anything went to the client); null: it ended with
+   * none. The relay goes on from there. Absent: the relay reads them itself.
+   */
+  first?: FirstBytes | null;
 }
+
 
 const encoder = new TextEncoder();
 /** A comment line and a blank line: every SSE parser skips it, and it dispatches no event. */
@@ -124,11 +132,13 @@ async function pump(body: ReadableStream<Uint8Array>, writer: WritableStreamDefa
           }
         }, tickMs);
 
+  // Bytes the caller read already go first, at the time they came.
+  let pending = o.first ?? null;
   try {
     for (;;) {
       let step: ReadableStreamReadResult<Uint8Array>;
       try {
-        step = await reader.read();
+        step = pending ? { done: false, value: pending.chunk } : await reader.read();
       } catch (err) {
         if (left || o.clientGone?.()) {
           writer.abort().catch(() => {});
@@ -151,7 +161,8 @@ async function pump(body: ReadableStream<Uint8Array>, writer: WritableStreamDefa
       if (step.done) break;
       if (left) break;
       const chunk = step.value;
-      lastAt = o.now();
+      lastAt = pending ? pending.at : o.now();
+      pending = null;
       if (firstAt === null) firstAt = lastAt;
       bytes += chunk.length;
       tail.push(chunk);
@@ -185,18 +196,10 @@ async function pump(body: ReadableStream<Uint8Array>, writer: WritableStreamDefa
 function relayNative(body: ReadableStream<Uint8Array>, o: RelayOptions, pipe: ReadableWritablePair<Uint8Array, Uint8Array>): ReadableStream<Uint8Array> {
   let ttftMs: number | null = o.sse ? null : o.now() - o.sentAt;
   const passFirst = async (): Promise<void> => {
-    const reader = body.getReader();
-    const first = await reader.read();
-    reader.releaseLock();
-    // An empty chunk carries no token, and a write of nothing is no write: the pipe takes it from here.
-    if (first.done || first.value.byteLength === 0) return;
-    ttftMs = o.now() - o.sentAt;
-    const writer = pipe.writable.getWriter();
-    try {
-      await writer.write(first.value);
-    } finally {
-      writer.releaseLock();
-    }
+    const first = o.first !== undefined ? o.first : await readFirstBytes(body, o.now);
+    if (!first) return;
+    ttftMs = first.at - o.sentAt;
+    await writeFirst(pipe, first);
   };
   pumpToClient(body, o, pipe, o.sse ? passFirst() : Promise.resolve(), {
     end: (outcome) => o.onEnd({ outcome, bytes: null, usage: null, ttftMs }),
@@ -218,8 +221,10 @@ function relayTapped(body: ReadableStream<Uint8Array>, o: RelayOptions, pipe: Re
   // A whole answer's first byte came with its headers: now (see relayNative).
   const headersAt = o.sse ? null : o.now();
   const [toClient, toTap] = body.tee();
-  const tap = new UsageTap(toTap, o.now);
-  pumpToClient(toClient, o, pipe, Promise.resolve(), {
+  // Bytes read before the tee go to the client first, and count in what the tap saw.
+  const first = o.first ?? null;
+  const tap = new UsageTap(toTap, o.now, first);
+  pumpToClient(toClient, o, pipe, first ? writeFirst(pipe, first) : Promise.resolve(), {
     end: (outcome) => {
       tap.finish();
       void tap.ended.then((t) => {
@@ -236,6 +241,16 @@ function relayTapped(body: ReadableStream<Uint8Array>, o: RelayOptions, pipe: Re
     preventCancel: true,
   });
   return pipe.readable;
+}
+
+/** Writes bytes read before the pump into the client's pipe, ahead of it. */
+async function writeFirst(pipe: ReadableWritablePair<Uint8Array, Uint8Array>, first: FirstBytes): Promise<void> {
+  const writer = pipe.writable.getWriter();
+  try {
+    await writer.write(first.chunk);
+  } finally {
+    writer.releaseLock();
+  }
 }
 
 /**

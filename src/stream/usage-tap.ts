@@ -1,3 +1,4 @@
+import type { FirstBytes } from "./first-bytes.ts";
 import { readUsage, TailKeeper, USAGE_TAIL_BYTES, type Usage } from "./usage.ts";
 
 /** What a tap saw of a body: its length, its first byte's time, and its final usage. */
@@ -48,8 +49,9 @@ export class UsageTap {
   private finished = false;
   private wake: (() => void) | null = null;
 
-  constructor(branch: ReadableStream<Uint8Array>, now: () => number) {
-    this.ended = this.read(branch, now);
+  /** `first`: the body's first bytes, read before it was teed (they are not in the branch). */
+  constructor(branch: ReadableStream<Uint8Array>, now: () => number, first: FirstBytes | null = null) {
+    this.ended = this.read(branch, now, first);
   }
 
   /** The body ended (or failed): drain what is left now, without waiting for the next drain. */
@@ -64,10 +66,11 @@ export class UsageTap {
     this.reader?.cancel().catch(() => {});
   }
 
-  private async read(branch: ReadableStream<Uint8Array>, now: () => number): Promise<Tapped> {
+  private async read(branch: ReadableStream<Uint8Array>, now: () => number, first: FirstBytes | null): Promise<Tapped> {
     const tail = new TailKeeper(USAGE_TAIL_BYTES);
-    let bytes = 0;
-    let firstAt: number | null = null;
+    let bytes = first ? first.chunk.byteLength : 0;
+    let firstAt: number | null = first ? first.at : null;
+    if (first) tail.push(first.chunk);
     const readSome = filling(branch);
     this.reader = readSome.reader;
     try {

@@ -22,6 +22,13 @@ interface KeyState {
   seenAt: number;
 }
 
+/** Where a request's usage was spent, and what it cost. */
+export interface UsedAt {
+  model: string;
+  backend: string;
+  costMicros: number;
+}
+
 export interface Refusal {
   limit: LimitName;
   retryAfterMs: number | null;
@@ -74,9 +81,21 @@ export class TenantLedger {
   }
 
   /** A lease of the key ended; `usage`, when the Worker read it, counts for the key's tokens and is recorded. */
-  finished(key: string, usage: TokenUsage | undefined, served: boolean, where: { model: string; backend: string; costMicros: number }, now: number): void {
+  finished(key: string, usage: TokenUsage | undefined, served: boolean, where: UsedAt, now: number): void {
     const k = this.state(key, now);
     k.inFlight = Math.max(0, k.inFlight - 1);
+    this.used(k, key, usage, served, where, now);
+  }
+
+  /**
+   * A lease of the key this object does not hold ended (it restarted since, or the lease expired
+   * first): its usage counts all the same; what is in flight is not its to change.
+   */
+  finishedUnheld(key: string, usage: TokenUsage, served: boolean, where: UsedAt, now: number): void {
+    this.used(this.state(key, now), key, usage, served, where, now);
+  }
+
+  private used(k: KeyState, key: string, usage: TokenUsage | undefined, served: boolean, where: UsedAt, now: number): void {
     if (!usage && !served) return;
     const tokens = usage ? usage.prompt + usage.completion : 0;
     const day = dayOf(now);

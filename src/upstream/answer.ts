@@ -19,13 +19,16 @@ export type Answer =
 
 export type BackendFailure = "server-error" | "redirect" | "no-content" | "not-served" | "credentials" | "status";
 
-export function classifyStatus(status: number, hasBody: boolean): Answer {
+/** `said`: what the upstream's error body said, when it was JSON (a 404's meaning turns on its `param`). */
+export function classifyStatus(status: number, hasBody: boolean, said: UpstreamErrorBody | null = null): Answer {
   if (status === 200) return hasBody ? { kind: "success" } : { kind: "backend-failure", why: "no-content" };
   if (status >= 500) return { kind: "backend-failure", why: "server-error" };
   if (status === 429) return { kind: "rate-limited" };
   // The gateway asked for the model the deployment is configured with, at the path every
-  // OpenAI-compatible server serves: a 404 says the backend serves something else.
-  if (status === 404) return { kind: "backend-failure", why: "not-served" };
+  // OpenAI-compatible server serves: a 404 says the backend serves something else — unless it
+  // names another parameter, which is what the request refers to (vLLM's answer to a
+  // `previous_response_id` it did not store names `response_id`): that is the request's.
+  if (status === 404) return said?.param && said.param !== "model" ? { kind: "rejected" } : { kind: "backend-failure", why: "not-served" };
   // The gateway's own key was refused: the backend is misconfigured, not the client.
   if (status === 401 || status === 403) return { kind: "backend-failure", why: "credentials" };
   if (status >= 300 && status < 400) return { kind: "backend-failure", why: "redirect" };

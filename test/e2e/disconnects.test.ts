@@ -31,6 +31,8 @@ beforeAll(async () => {
       // A stream the gateway reads in JavaScript (it watches for stalls), on a backend with room for two.
       { name: "silent-watched", streamIdleTimeoutMs: 60_000, deployments: [deployment("silent-stream", { maxInFlight: 2 })] },
       { name: "silent-stalls", streamIdleTimeoutMs: 3_000, deployments: [deployment("silent-stream")] },
+      // Read in JavaScript for a chunk hook, with no stall bound.
+      { name: "silent-restamped", hooks: ["restamp"], deployments: [deployment("silent-stream")] },
       { name: "slow-headers", deployments: [deployment("slow-headers:20000")] },
       { name: "late-endless", deployments: [deployment("late-endless-stream:1000")] },
     ],
@@ -86,6 +88,15 @@ describe("a client that leaves", () => {
     const leftAt = Date.now();
     c.close();
     await expectReleasedWithin2s("silent-watched", "silent-stream", leftAt);
+  });
+
+  it("a stream read for a chunk hook whose upstream went silent (FIN): found by the same comments, with no stall bound set", async () => {
+    upstream.reset();
+    const c = await post("silent-restamped", true);
+    await c.waitFor(/first/);
+    const leftAt = Date.now();
+    c.close();
+    await expectReleasedWithin2s("silent-restamped", "silent-stream", leftAt);
   });
 
   it("two departed clients on a backend capped at 2 do not lock everyone else out", async () => {

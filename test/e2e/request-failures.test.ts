@@ -29,8 +29,13 @@ beforeAll(async () => {
       { name: "wrong-model", strategy: "round-robin", breaker, deployments: [hostile("wrong-model"), hostile("ok")] },
       { name: "no-content", strategy: "round-robin", breaker, deployments: [hostile("status:204", "no-content"), hostile("ok")] },
       { name: "keepalive", deployments: [hostile("keepalive-lie")] },
+      { name: "stored-elsewhere", breaker, deployments: [hostile("response-not-found")] },
       { name: "rejecting", deployments: [hostile("context-exceeded")] },
       { name: "failing", failover: { maxAttempts: 1 }, deployments: [hostile("crash-on:hello", "failing")] },
+      // Servers that send a stream's headers before its first token, as vLLM and SGLang do.
+      { name: "no-first-token", strategy: "round-robin", firstByteTimeoutMs: 300, breaker, deployments: [hostile("headers-first", "hung"), hostile("ok")] },
+      { name: "no-first-token-alone", firstByteTimeoutMs: 300, failover: { maxAttempts: 1 }, deployments: [hostile("headers-first", "hung")] },
+      { name: "late-first-token", firstByteTimeoutMs: 5000, failover: { maxAttempts: 1 }, deployments: [hostile("headers-first:600", "late")] },
     ],
   });
 });
@@ -112,6 +117,78 @@ describe("answers no healthy backend gives count against it", () => {
       await res.text();
     }
     await vi.waitFor(async () => expect((await breakers(group))[bad]).toBe("open"), EVENTUALLY);
+  });
+});
+
+describe("a stream's time to its first token is bounded by firstByteTimeoutMs, whenever its headers came", () => {
+  /** A streamed chat, read to its end; a body that never ends fails the test instead of hanging it. */
+  async function streamed(model: string): Promise<{ status: number; attempts: string | null; backend: string | null; body: string }> {
+    const res = await fetch(`${gw.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${gw.key}`, "content-type": "application/json" },
+      body: JSON.stringify({ model, stream: true, messages: [{ role: "user", content: "hello" }], max_tokens: 4 }),
+      signal: AbortSignal.timeout(4000),
+    });
+    return { status: res.status, attempts: res.headers.get("x-kvgate-attempts"), backend: res.headers.get("x-kvgate-backend"), body: await res.text() };
+  }
+
+  it("a backend that sent its headers and no token in time failed: the request goes to the next, and its breaker learns it", async () => {
+    upstream.reset();
+    const answers = [];
+    for (let i = 0; i < 4; i++) answers.push(await streamed("no-first-token"));
+    for (const a of answers) {
+      expect(a.status).toBe(200);
+      expect(a.backend).toBe("ok");
+      expect(a.body).toContain("data: [DONE]");
+    }
+    // Round-robin put every other request on the hung server first.
+    expect(answers.filter((a) => a.attempts === "2").length).toBeGreaterThanOrEqual(1);
+    await vi.waitFor(() => expect(upstream.stats("headers-first").open).toBe(0), EVENTUALLY);
+    await vi.waitFor(async () => expect(await gw.inFlight("no-first-token")).toBe(0), EVENTUALLY);
+    expect((await gw.status("no-first-token")).backends.find((b) => b.id === "hung")?.failed).toBeGreaterThanOrEqual(1);
+  });
+
+  it("with nowhere else to go, the client gets a 504 naming the limit, and the slot is freed", async () => {
+    upstream.reset();
+    const res = await fetch(`${gw.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${gw.key}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: "no-first-token-alone", stream: true, messages: [{ role: "user", content: "hello" }] }),
+      signal: AbortSignal.timeout(4000),
+    });
+    expect(res.status).toBe(504);
+    const body = (await res.json()) as { error: { type: string; message: string } };
+    expect(body.error.type).toBe("timeout_error");
+    expect(body.error.message).toMatch(/within 300 ms/);
+    await vi.waitFor(() => expect(upstream.stats("headers-first").open).toBe(0), EVENTUALLY);
+    await vi.waitFor(async () => expect(await gw.inFlight("no-first-token-alone")).toBe(0), EVENTUALLY);
+  });
+
+  it("a first token within the limit is answered as ever, after headers that came long before it", async () => {
+    const a = await streamed("late-first-token");
+    expect(a.status).toBe(200);
+    expect(a.attempts).toBe("1");
+    expect(a.body).toContain("data: [DONE]");
+  });
+});
+
+describe("a 404 about what the request refers to, not the model", () => {
+  it("is the request's: passed on as the backend said it, and no verdict on the backend", async () => {
+    for (let i = 0; i < 3; i++) {
+      const res = await fetch(`${gw.url}/v1/responses`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${gw.key}`, "content-type": "application/json" },
+        body: JSON.stringify({ model: "stored-elsewhere", input: "and then?", previous_response_id: "resp_elsewhere" }),
+      });
+      expect(res.status).toBe(404);
+      expect(res.headers.get("x-kvgate-attempts")).toBe("1");
+      const body = (await res.json()) as { error: { type: string; param: string | null; message: string } };
+      expect(body.error).toMatchObject({ type: "invalid_request_error", param: "response_id", message: "Response with id 'resp_elsewhere' not found." });
+    }
+    await vi.waitFor(async () => expect(await gw.inFlight("stored-elsewhere")).toBe(0), EVENTUALLY);
+    const b = (await gw.status("stored-elsewhere")).backends[0];
+    expect(b?.failed).toBe(0);
+    expect(b?.breaker.state).toBe("closed");
   });
 });
 

@@ -362,6 +362,13 @@ describe("a browser app's key", () => {
     expect(other.headers.get("access-control-allow-origin")).toBeNull();
     expect((await errorOf(other)).code).toBe("origin_not_allowed");
     expect((await post(key, "keys")).status).toBe(403);
+    // vLLM's own paths outside /v1 take the same key, and their errors are readable by its page too.
+    for (const path of ["/rerank", "/v2/rerank", "/score"]) {
+      const bad = await fetch(`${gw.url}${path}`, { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json", origin: page }, body: JSON.stringify({ model: "keys" }) });
+      expect(bad.status).toBe(400);
+      expect(bad.headers.get("access-control-allow-origin")).toBe(page);
+      expect(bad.headers.get("x-request-id")).toBeTruthy();
+    }
     // A page no key is for gets no preflight.
     const stranger = await fetch(`${gw.url}/v1/chat/completions`, { method: "OPTIONS", headers: { origin: "https://evil.example", "access-control-request-method": "POST" } });
     expect(stranger.headers.get("access-control-allow-origin")).toBeNull();

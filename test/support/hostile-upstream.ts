@@ -118,6 +118,19 @@ const BEHAVIOURS: Record<string, Answer> = {
     const timer = setTimeout(() => BEHAVIOURS["endless-stream"]?.(req, res, body, undefined, s), Number(arg ?? 1000));
     res.on("close", () => clearTimeout(timer));
   },
+  /**
+   * Status and headers at once, then no token for `arg` ms (default: never), then a normal stream:
+   * vLLM and SGLang (through uvicorn) send a stream's headers before its first token, while the
+   * request still waits in the engine's queue or the engine hangs.
+   */
+  "headers-first": (_req, res, body, arg) => {
+    const { model } = requestOf(body);
+    res.writeHead(200, { "content-type": "text/event-stream" });
+    res.flushHeaders();
+    if (arg === undefined) return;
+    const timer = setTimeout(() => res.end(chunk(model, "o") + chunk(model, "k", "stop") + "data: [DONE]\n\n"), Number(arg));
+    res.on("close", () => clearTimeout(timer));
+  },
   /** Nothing at all for `arg` ms (default 20 s), then a normal answer. */
   "slow-headers": (req, res, body, arg) => {
     const timer = setTimeout(() => answerOk(req, res, body, undefined, emptyStats()), Number(arg ?? 20_000));
@@ -167,6 +180,11 @@ const BEHAVIOURS: Record<string, Answer> = {
     const { model } = requestOf(body);
     res.writeHead(404, { "content-type": "application/json" });
     res.end(JSON.stringify({ object: "error", message: `The model \`${model}\` does not exist.`, type: "NotFoundError", param: null, code: 404 }));
+  },
+  /** vLLM's answer to a Responses request whose `previous_response_id` it did not store (its response store on). */
+  "response-not-found": (_req, res) => {
+    res.writeHead(404, { "content-type": "application/json" });
+    res.end(JSON.stringify({ error: { message: "Response with id 'resp_elsewhere' not found.", type: "invalid_request_error", param: "response_id", code: 404 } }));
   },
   /** Answers with status `arg` (e.g. 204, 304) and no body. */
   status: (_req, res, _body, arg) => {
@@ -263,7 +281,7 @@ export async function startHostileUpstream(): Promise<HostileUpstream> {
       return void res.writeHead(200, { "content-type": "application/json" }).end('{"status":"ok"}');
     }
     const answer = answers[name];
-    if (!answer || !m?.[3]?.endsWith("/completions")) {
+    if (!answer || !/\/(completions|responses)$/.test(m?.[3] ?? "")) {
       req.resume();
       return void res.writeHead(404, { "content-type": "application/json" }).end('{"error":{"message":"no such behaviour"}}');
     }

@@ -1,5 +1,5 @@
 import type { GatewayConfigInput } from "../../src/config/schema.ts";
-import { VPC_HOST } from "./vpc-stand-in.ts";
+import { KEYED_HOST, VPC_HOST } from "./vpc-stand-in.ts";
 
 declare module "vitest" {
   export interface ProvidedContext {
@@ -30,7 +30,8 @@ const fleetGroup = (name: string, fleetUrls: string[], extra: Record<string, unk
 /** One group per scenario, so test files running side by side never share routing state. */
 export function testConfig(u: Upstreams): GatewayConfigInput {
   return {
-    auth: { masterKeyEnv: "KVGATE_MASTER_KEY" },
+    // A server behind Access may register itself with the service token (test/workers/private-network.test.ts).
+    auth: { masterKeyEnv: "KVGATE_MASTER_KEY", registrationSecrets: ["ACCESS_CLIENT_ID", "ACCESS_CLIENT_SECRET"] },
     cors: { allowedOrigins: ["https://app.example"] },
     limits: TEST_LIMITS,
     releaseFlushMs: 10,
@@ -47,8 +48,12 @@ export function testConfig(u: Upstreams): GatewayConfigInput {
       fleetGroup("hostile-prefix", u.fleetUrls, { blockChars: 8, maxPrefixBlocks: 4 }),
       // A backend with room for two, and leases renewed every 300 ms (test/workers/leases.test.ts evicts its object mid-stream).
       { name: "evicted", leaseTtlMs: 900, deployments: [{ id: "only", baseUrl: u.fleetUrls[0] as string, model: UPSTREAM_MODEL, maxInFlight: 2 }] },
+      // Its object is evicted under a request that ends before its lease's first renewal (every 10 s).
+      { name: "evicted-usage", deployments: [{ id: "only", baseUrl: u.fleetUrls[0] as string, model: UPSTREAM_MODEL }] },
       // A fingerprint cut at 8 blocks (512 characters), and a prefill rate slow enough that its queued work stays put (test/workers/routing.test.ts).
       { name: "long-prompt", maxPrefixBlocks: 8, deployments: [{ id: "only", baseUrl: u.fleetUrls[0] as string, model: UPSTREAM_MODEL, prefillTokensPerSec: 16 }] },
+      // Its first release call fails (test/workers/leases.test.ts): one slot, so a release that never came would keep it at its cap.
+      { name: "release-retry", deployments: [{ id: "only", baseUrl: u.fleetUrls[0] as string, model: UPSTREAM_MODEL, maxInFlight: 1 }] },
       { name: "one-slot", deployments: [{ id: "only", baseUrl: u.fleetUrls[0] as string, model: UPSTREAM_MODEL, maxInFlight: 1 }] },
       { name: "scripted", deployments: [{ id: "scripted", baseUrl: u.scriptedUrl, model: UPSTREAM_MODEL }] },
       { name: "scripted-restamp", hooks: ["restamp"], deployments: [{ id: "scripted", baseUrl: u.scriptedUrl, model: UPSTREAM_MODEL }] },
@@ -98,6 +103,9 @@ function privateNetworkGroups(u: Upstreams): NonNullable<GatewayConfigInput["mod
     { name: "vpc", deployments: [{ ...privateServer, headersFromEnv: access }] },
     { name: "vpc-no-token", failover: { maxAttempts: 1 }, deployments: [privateServer] },
     { name: "vpc-probed", breaker: { consecutiveFailures: 2, openMs: 600_000, probeIntervalMs: 200, closeAfterSuccesses: 2 }, deployments: [{ ...privateServer, model: "always-fails", headersFromEnv: access }] },
+    { name: "vpc-registered", deployments: [] },
+    // A server started with an API key, probed at a path behind it.
+    { name: "keyed-probed", breaker: { consecutiveFailures: 2, openMs: 600_000, probeIntervalMs: 200, closeAfterSuccesses: 2, probePath: "/v1/models" }, deployments: [{ id: "gpu-keyed", baseUrl: `http://${KEYED_HOST}`, model: UPSTREAM_MODEL, binding: "GPU_VPC", apiKeyEnv: "GPU_API_KEY" }] },
     { name: "placed", locationHint: "weur", deployments: [{ id: "sim-0", baseUrl: u.fleetUrls[0] as string, model: UPSTREAM_MODEL }] },
   ];
 }

@@ -8,16 +8,29 @@
  * /health stays good), for breaker probes.
  */
 export const VPC_HOST = "gpu.vpc.internal:8000";
+/**
+ * A server at another private address started with an API key (vLLM's --api-key): every /v1
+ * route, its models list too, wants the key as a bearer token, and it wants no Access token.
+ */
+export const KEYED_HOST = "gpu-keyed.vpc.internal:8000";
 
 export const VPC_STAND_IN_SCRIPT = `
 export default {
   async fetch(req, env) {
     const url = new URL(req.url);
-    if (url.host !== ${JSON.stringify(VPC_HOST)}) return new Response("no route to " + url.host, { status: 502 });
-    const id = req.headers.get("cf-access-client-id");
-    const secret = req.headers.get("cf-access-client-secret");
-    if (id !== env.ACCESS_CLIENT_ID || secret !== env.ACCESS_CLIENT_SECRET) {
-      return new Response("Forbidden", { status: 403, headers: { "content-type": "text/html" } });
+    if (url.host === ${JSON.stringify(KEYED_HOST)}) {
+      if (url.pathname.startsWith("/v1/") && req.headers.get("authorization") !== "Bearer " + env.GPU_API_KEY) {
+        return Response.json({ error: "Unauthorized" }, { status: 401 });
+      }
+      if (req.method === "GET" && url.pathname === "/v1/models") return Response.json({ object: "list", data: [] });
+    } else if (url.host !== ${JSON.stringify(VPC_HOST)}) {
+      return new Response("no route to " + url.host, { status: 502 });
+    } else {
+      const id = req.headers.get("cf-access-client-id");
+      const secret = req.headers.get("cf-access-client-secret");
+      if (id !== env.ACCESS_CLIENT_ID || secret !== env.ACCESS_CLIENT_SECRET) {
+        return new Response("Forbidden", { status: 403, headers: { "content-type": "text/html" } });
+      }
     }
     if (req.method === "GET" && url.pathname === "/health") return new Response("ok");
     if (req.method !== "POST" || url.pathname !== "/v1/chat/completions") return new Response("not found", { status: 404 });

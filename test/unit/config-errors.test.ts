@@ -70,3 +70,36 @@ describe("a group's location hint", () => {
     expect(Object.keys(r.config.groups[0] ?? {})).not.toContain("locationHint");
   });
 });
+
+describe("a deployment naming one of the gateway's own keys", () => {
+  it("is a config error naming the field and the auth setting, whatever the key's name", () => {
+    const group = (d: Record<string, unknown>) => ({ modelGroups: [{ name: "a", deployments: [deployment, { ...deployment, id: "b", ...d }] }] });
+    expect(errorsOf(group({ apiKeyEnv: "KVGATE_ADMIN_KEY" }))).toEqual([
+      "modelGroups[0].deployments[1].apiKeyEnv names KVGATE_ADMIN_KEY, the gateway's own key (auth.adminKeyEnv): a deployment is sent the secrets it names, and no upstream may hold the gateway's keys",
+    ]);
+    expect(errorsOf(group({ headersFromEnv: { "x-a": "KVGATE_MASTER_KEY", "x-b": "KVGATE_METRICS_KEY" } }))).toEqual([
+      expect.stringMatching(/^modelGroups\[0\]\.deployments\[1\]\.headersFromEnv\.x-a names KVGATE_MASTER_KEY, the gateway's own key \(auth\.masterKeyEnv\)/),
+      expect.stringMatching(/^modelGroups\[0\]\.deployments\[1\]\.headersFromEnv\.x-b names KVGATE_METRICS_KEY, the gateway's own key \(auth\.metricsKeyEnv\)/),
+    ]);
+    // The names are the config's: a key renamed is still the gateway's, and the default name is free again.
+    const renamed = { auth: { registerKeyEnv: "GPU_REGISTER_KEY" }, ...group({ apiKeyEnv: "GPU_REGISTER_KEY" }) };
+    expect(errorsOf(renamed)).toEqual([expect.stringMatching(/^modelGroups\[0\]\.deployments\[1\]\.apiKeyEnv names GPU_REGISTER_KEY, the gateway's own key \(auth\.registerKeyEnv\)/)]);
+    expect(parseConfig({ auth: { registerKeyEnv: "GPU_REGISTER_KEY" }, ...group({ apiKeyEnv: "KVGATE_REGISTER_KEY" }) }).ok).toBe(true);
+  });
+});
+
+describe("auth.registrationSecrets", () => {
+  it("is empty unless set, and takes secret names", () => {
+    const r = parseConfig({ auth: { registrationSecrets: ["ACCESS_CLIENT_ID", "VLLM_KEY"] } });
+    if (!r.ok) throw new Error(r.error);
+    expect(r.config.auth.registrationSecrets).toEqual(["ACCESS_CLIENT_ID", "VLLM_KEY"]);
+    const plain = parseConfig({});
+    if (!plain.ok) throw new Error(plain.error);
+    expect(plain.config.auth.registrationSecrets).toEqual([]);
+  });
+
+  it("may not list one of the gateway's own keys", () => {
+    expect(errorsOf({ auth: { registrationSecrets: ["VLLM_KEY", "KVGATE_ADMIN_KEY"] } })).toEqual([expect.stringMatching(/^auth\.registrationSecrets\[1\] names KVGATE_ADMIN_KEY, the gateway's own key \(auth\.adminKeyEnv\)/)]);
+    expect(errorsOf({ auth: { registrationSecrets: ["not a name"] } })).toEqual([expect.stringMatching(/^auth\.registrationSecrets\[0\] /)]);
+  });
+});

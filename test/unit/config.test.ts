@@ -19,7 +19,7 @@ describe("config", () => {
     expect(g?.strategy).toBe("prefix-aware");
     expect(g?.deployments.map((d) => d.id)).toEqual(["127.0.0.1:9001", "127.0.0.1:9002"]);
     expect(g?.deployments[1]?.baseUrl).toBe("http://127.0.0.1:9002");
-    expect(r.config.auth).toEqual({ masterKeyEnv: "KVGATE_MASTER_KEY", adminKeyEnv: "KVGATE_ADMIN_KEY", registerKeyEnv: "KVGATE_REGISTER_KEY", metricsKeyEnv: "KVGATE_METRICS_KEY" });
+    expect(r.config.auth).toEqual({ masterKeyEnv: "KVGATE_MASTER_KEY", adminKeyEnv: "KVGATE_ADMIN_KEY", registerKeyEnv: "KVGATE_REGISTER_KEY", metricsKeyEnv: "KVGATE_METRICS_KEY", registrationSecrets: [] });
     expect(r.config.cors.allowedOrigins).toEqual([]);
     expect(r.config.limits.maxBodyBytes).toBeGreaterThan(0);
   });

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { ModelGroupSchema, type ModelGroupConfig } from "../../src/config/schema.ts";
 import { applyCommand } from "../../src/fleet/apply.ts";
-import { FleetRegistry, RegistryError } from "../../src/fleet/registry.ts";
+import { FleetRegistry, RegistryError, type GroupRecord } from "../../src/fleet/registry.ts";
 
 const group = (name: string, ids: string[], extra: Record<string, unknown> = {}): ModelGroupConfig =>
   ModelGroupSchema.parse({ name, deployments: ids.map((id, i) => ({ id, baseUrl: `http://10.0.0.${i + 1}:8000`, model: "m" })), ...extra });
@@ -75,6 +75,11 @@ describe("FleetRegistry", () => {
     ["a group others fall back to", { op: "remove-group", group: "b" }, 400, "invalid_fleet"],
     ["a heartbeat for a deployment the API added", { op: "heartbeat", heartbeat: { group: "a", id: "a1", baseUrl: "http://h:1", model: "m" } }, 409, "deployment_exists"],
     ["a heartbeat TTL of 0", { op: "heartbeat", heartbeat: { group: "a", id: "h", baseUrl: "http://h:1", model: "m", ttlSeconds: 0 } }, 400, "invalid_value"],
+    ["a deployment naming the gateway's admin key", { op: "add-deployment", group: "a", deployment: { id: "k", baseUrl: "http://h:1", model: "m", apiKeyEnv: "KVGATE_ADMIN_KEY" } }, 400, "gateway_key_named"],
+    ["an update naming the master key in a header", { op: "update-deployment", group: "a", id: "x", patch: { headersFromEnv: { "x-k": "KVGATE_MASTER_KEY" } } }, 400, "gateway_key_named"],
+    ["a fleet naming the register key", { op: "replace", modelGroups: [{ name: "a", deployments: [{ id: "k", baseUrl: "http://h:1", model: "m", apiKeyEnv: "KVGATE_REGISTER_KEY" }] }] }, 400, "gateway_key_named"],
+    ["a heartbeat naming the metrics key", { op: "heartbeat", heartbeat: { group: "a", id: "h", baseUrl: "http://h:1", model: "m", apiKeyEnv: "KVGATE_METRICS_KEY" } }, 400, "gateway_key_named"],
+    ["a heartbeat naming a secret not listed for heartbeats", { op: "heartbeat", heartbeat: { group: "a", id: "h", baseUrl: "http://h:1", model: "m", headersFromEnv: { "x-t": "VLLM_KEY" } } }, 403, "secret_not_allowed"],
   ] as const)("refuses %s, and changes nothing", (_what, cmd, status, code) => {
     const r = seeded(group("a", ["a1"], { fallbacks: ["b"] }), group("b", ["b1"]));
     applyCommand(r, { op: "add-deployment", group: "a", deployment: { id: "x", baseUrl: "http://10.0.1.1:8000", model: "m" } }, 0);
@@ -126,6 +131,83 @@ describe("FleetRegistry", () => {
     applyCommand(r, { op: "set-state", group: "a", id: "gpu-7", state: "disabled" }, 0);
     applyCommand(r, { op: "heartbeat", heartbeat: hb }, 1000);
     expect(states(r, "a")["gpu-7"]).toBe("disabled");
+  });
+
+  it("an operator's drain outlasts a server's heartbeats, and only an enable ends it", () => {
+    const r = seeded(group("a", ["a1"]));
+    const hb = { group: "a", id: "gpu-7", baseUrl: "http://10.0.0.7:8000", model: "m", ttlSeconds: 10 };
+    applyCommand(r, { op: "heartbeat", heartbeat: hb }, 0);
+    applyCommand(r, { op: "set-state", group: "a", id: "gpu-7", state: "draining" }, 1000);
+    applyCommand(r, { op: "heartbeat", heartbeat: hb }, 2000);
+    expect(states(r, "a")["gpu-7"]).toBe("draining");
+    // Lapsed while drained and back: still the operator's drain.
+    r.expire(12_000);
+    applyCommand(r, { op: "heartbeat", heartbeat: hb }, 13_000);
+    expect(states(r, "a")["gpu-7"]).toBe("draining");
+    applyCommand(r, { op: "set-state", group: "a", id: "gpu-7", state: "active" }, 14_000);
+    applyCommand(r, { op: "heartbeat", heartbeat: hb }, 15_000);
+    expect(states(r, "a")["gpu-7"]).toBe("active");
+  });
+
+  it("an operator's drain of a server its lapsed TTL drained already holds when it comes back", () => {
+    const r = seeded(group("a", ["a1"]));
+    const hb = { group: "a", id: "gpu-7", baseUrl: "http://10.0.0.7:8000", model: "m", ttlSeconds: 10 };
+    applyCommand(r, { op: "heartbeat", heartbeat: hb }, 0);
+    r.expire(10_000);
+    applyCommand(r, { op: "set-state", group: "a", id: "gpu-7", state: "draining" }, 11_000);
+    applyCommand(r, { op: "heartbeat", heartbeat: hb }, 12_000);
+    expect(states(r, "a")["gpu-7"]).toBe("draining");
+  });
+
+  it("a record stored before the operator's word was kept: a lapsed server comes back active, a disabled one stays disabled", () => {
+    const r = seeded(group("a", ["a1"]));
+    const hb = (id: string) => ({ group: "a", id, baseUrl: `http://10.0.0.${id.length}:8000`, model: "m", ttlSeconds: 10 });
+    applyCommand(r, { op: "heartbeat", heartbeat: hb("lapsed") }, 0);
+    applyCommand(r, { op: "heartbeat", heartbeat: hb("off") }, 0);
+    r.expire(10_000);
+    const w = r.takeWrites();
+    // As such a record was written: the state alone, a disable by the operator, a drain by expire().
+    const old = (JSON.parse(JSON.stringify(w.put)) as GroupRecord[]).map((g) => ({
+      ...g,
+      deployments: g.deployments.map(({ operatorState: _, ...d }) => (d.spec.id === "off" ? { ...d, state: "disabled" as const } : d)),
+    }));
+    const again = new FleetRegistry();
+    again.load(w.rev, w.seedHash, old);
+    expect(states(again, "a")).toEqual({ a1: "active", lapsed: "draining", off: "disabled" });
+    applyCommand(again, { op: "heartbeat", heartbeat: hb("lapsed") }, 11_000);
+    applyCommand(again, { op: "heartbeat", heartbeat: hb("off") }, 11_000);
+    expect(states(again, "a")).toEqual({ a1: "active", lapsed: "active", off: "disabled" });
+  });
+
+  it("a refused secret is named by its field in the request", () => {
+    const r = seeded(group("a", ["a1"]));
+    const add = refused(() => applyCommand(r, { op: "add-deployment", group: "a", deployment: { id: "k", baseUrl: "http://h:1", model: "m", apiKeyEnv: "KVGATE_ADMIN_KEY" } }, 0));
+    expect([add.param, add.message]).toEqual(["apiKeyEnv", expect.stringMatching(/^apiKeyEnv names KVGATE_ADMIN_KEY, the gateway's own key \(auth\.adminKeyEnv\)/)]);
+    const patch = refused(() => applyCommand(r, { op: "update-deployment", group: "a", id: "a1", patch: { headersFromEnv: { "x-k": "KVGATE_MASTER_KEY" } } }, 0));
+    expect(patch.param).toBe("headersFromEnv.x-k");
+    const fleet = refused(() => applyCommand(r, { op: "replace", modelGroups: [group("b", []), { name: "a", deployments: [{ id: "k", baseUrl: "http://h:1", model: "m", apiKeyEnv: "KVGATE_ADMIN_KEY" }] }] }, 0));
+    expect(fleet.param).toBe("modelGroups[1].deployments[0].apiKeyEnv");
+    const beat = refused(() => applyCommand(r, { op: "heartbeat", heartbeat: { group: "a", id: "h", baseUrl: "http://h:1", model: "m", apiKeyEnv: "VLLM_KEY" } }, 0));
+    expect([beat.param, beat.message]).toEqual(["apiKeyEnv", expect.stringContaining("auth.registrationSecrets")]);
+  });
+
+  it("a heartbeat may name the secrets the config lists for heartbeats; a server whose secret is no longer listed stops renewing", () => {
+    const auth = { masterKeyEnv: "K_MASTER", adminKeyEnv: "K_ADMIN", registerKeyEnv: "K_REGISTER", metricsKeyEnv: "K_METRICS", registrationSecrets: ["VLLM_KEY"] };
+    const r = new FleetRegistry({ auth });
+    r.seed([group("a", ["a1"])]);
+    const hb = { group: "a", id: "gpu-7", baseUrl: "http://10.0.0.7:8000", model: "m", ttlSeconds: 10, apiKeyEnv: "VLLM_KEY" };
+    applyCommand(r, { op: "heartbeat", heartbeat: hb }, 0);
+    expect(r.resolved("a")?.deployments.find((d) => d.id === "gpu-7")?.apiKeyEnv).toBe("VLLM_KEY");
+    // The gateway's keys are the config's names, never listed.
+    expect(refused(() => applyCommand(r, { op: "heartbeat", heartbeat: { ...hb, apiKeyEnv: "K_ADMIN" } }, 1000)).code).toBe("gateway_key_named");
+    expect(refused(() => applyCommand(r, { op: "heartbeat", heartbeat: { ...hb, apiKeyEnv: "KVGATE_ADMIN_KEY" } }, 1000)).code).toBe("secret_not_allowed");
+
+    const w = r.takeWrites();
+    const unlisted = new FleetRegistry({ auth: { ...auth, registrationSecrets: [] } });
+    unlisted.load(w.rev, w.seedHash, JSON.parse(JSON.stringify(w.put)) as GroupRecord[]);
+    expect(refused(() => applyCommand(unlisted, { op: "heartbeat", heartbeat: hb }, 5000)).status).toBe(403);
+    unlisted.expire(10_000);
+    expect(states(unlisted, "a")["gpu-7"]).toBe("draining");
   });
 
   it("replacing the fleet checks it whole", () => {

@@ -2,7 +2,8 @@ import { describe, expect, it } from "vitest";
 import { parseConfig, type ResolvedGroup } from "../../src/config/load.ts";
 import { resolveGroup, type DeploymentState } from "../../src/config/resolve.ts";
 import { GroupRouter } from "../../src/routing/group-router.ts";
-import type { LimitRefusal, RouteDecision, RouteRefusal, VersionRefusal } from "../../src/routing/protocol.ts";
+import type { LeaseRelease, LimitRefusal, RouteDecision, RouteRefusal, RouteTenant, VersionRefusal } from "../../src/routing/protocol.ts";
+import { dayOf } from "../../src/tenants/period.ts";
 
 /**
  * One router, several config versions of its group at once (a deploy in progress): each call is
@@ -219,6 +220,45 @@ describe("GroupRouter: lease renewals", () => {
     r.renew({ lease: "x.1", version: "unknown", backendId: "a1" }, 0);
     r.renew({ lease: "x.2", version: g.version, backendId: "nope" }, 0);
     expect(r.leaseCount).toBe(0);
+  });
+});
+
+describe("GroupRouter: the usage of a release for a lease it does not know", () => {
+  const pricing = { promptUsdPerMillion: 2, cachedPromptUsdPerMillion: 1, completionUsdPerMillion: 4 };
+  const g = version([dep("a1", 9001, { maxInFlight: 4 })], { leaseTtlMs: 300, pricing });
+  const tenant = (over: Partial<RouteTenant> = {}): RouteTenant => ({ id: "key_a", rpm: null, tpm: null, maxParallel: null, budget: null, admitted: false, ...over });
+  const usage = { prompt: 100, completion: 20, cached: 40 };
+  const row = { key: "key_a", day: dayOf(0), model: "g", backend: "a1", promptTokens: 100, completionTokens: 20, cachedTokens: 40, requests: 1, costMicros: 60 * 2 + 40 * 1 + 20 * 4 };
+
+  it("records it once for its key and backend after a restart, and gives back no slot it does not hold", () => {
+    const before = new GroupRouter("g");
+    before.install(g, 0);
+    const d = decided(before.route(g.version, [], [], 0, tenant()));
+    // A new instance (an eviction, a deploy) before any renewal of the lease reached it.
+    const after = new GroupRouter("g");
+    after.install(g, 10);
+    const held = decided(after.route(g.version, [], [], 10));
+    const release: LeaseRelease = { lease: d.lease, outcome: "ok", usage, key: "key_a", backendId: "a1" };
+    after.release(release, 20);
+    // Again, as a Worker sends it once more after a call that failed on its way back: counted once.
+    after.release(release, 21);
+    expect(after.ledger.takeBatch()?.rows).toEqual([row]);
+    // Its outcome is no backend's: the slot it held is not this instance's to give back.
+    expect(byId(after).a1).toMatchObject({ inFlight: 1, completed: 0 });
+    after.release({ lease: held.lease, outcome: "ok" }, 30);
+    expect(byId(after).a1).toMatchObject({ inFlight: 0, completed: 1 });
+  });
+
+  it("records it after the lease expired, and the key's other lease still counts in flight", () => {
+    const r = new GroupRouter("g");
+    r.install(g, 0);
+    const expired = decided(r.route(g.version, [], [], 0, tenant()));
+    decided(r.route(g.version, [], [], 200, tenant()));
+    expect(r.expire(300)).toBe(1);
+    r.release({ lease: expired.lease, outcome: "ok", usage, key: "key_a", backendId: "a1" }, 310);
+    expect(r.ledger.takeBatch()?.rows).toEqual([row]);
+    // One of the key's leases is still in flight: a second is over max_parallel 1.
+    expect(r.route(g.version, [], [], 320, tenant({ maxParallel: 1 }))).toMatchObject({ refused: "limited", limit: "parallel" });
   });
 });
 

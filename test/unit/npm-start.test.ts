@@ -144,7 +144,7 @@ describe("npm start's ports", () => {
 describe("wrangler.toml's dev config", () => {
   it("needs the key and allows no CORS origin", () => {
     const config = wranglerDevConfig();
-    expect(config.auth).toEqual({ masterKeyEnv: "KVGATE_MASTER_KEY", adminKeyEnv: "KVGATE_ADMIN_KEY", registerKeyEnv: "KVGATE_REGISTER_KEY", metricsKeyEnv: "KVGATE_METRICS_KEY" });
+    expect(config.auth).toEqual({ masterKeyEnv: "KVGATE_MASTER_KEY", adminKeyEnv: "KVGATE_ADMIN_KEY", registerKeyEnv: "KVGATE_REGISTER_KEY", metricsKeyEnv: "KVGATE_METRICS_KEY", registrationSecrets: [] });
     expect(config.cors.allowedOrigins).toEqual([]);
   });
 

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { CompletionSummary } from "../../src/hooks/types.ts";
+import { readFirstBytes } from "../../src/stream/first-bytes.ts";
 import { relay, type RelayOptions } from "../../src/stream/relay.ts";
 
 const enc = new TextEncoder();
@@ -279,5 +280,47 @@ describe("relay, fast path with the usage read from a tapped copy (no transforms
     await reader.cancel();
     expect(await ended).toMatchObject({ outcome: "client-abort", usage: null });
     expect(cancelled()).toBe(true);
+  });
+});
+
+describe("a body whose first bytes the caller read (a stream's first token, awaited under the first-byte limit)", () => {
+  const chunks = ["", 'data: {"a":1}\n\n', 'data: {"b":2}\n\n', usageEvent, "data: [DONE]\n\n"];
+  const paths: [string, Partial<RelayOptions>][] = [
+    ["the JavaScript loop", {}],
+    ["the native pipe", { nativePipe }],
+    ["the native pipe, tapped for its usage", { nativePipe, readUsage: true }],
+  ];
+
+  it.each(paths)("%s: passes them on first, then the rest, timed from when they came", async (_path, extra) => {
+    const body = source(chunks);
+    // The empty chunk is skipped: it carries no token.
+    const first = await readFirstBytes(body, () => 3);
+    expect(dec.decode(first?.chunk)).toBe('data: {"a":1}\n\n');
+    const { out, ended } = start(body, true, { ...extra, first });
+    expect(await new Response(out).text()).toBe(chunks.join(""));
+    const s = await ended;
+    expect(s.outcome).toBe("ok");
+    expect(s.ttftMs).toBe(3);
+    if (extra.nativePipe && !extra.readUsage) return;
+    // Whoever counts the body counts the bytes read before it too.
+    expect(s.bytes).toBe(enc.encode(chunks.join("")).length);
+    expect(s.usage).toEqual({ promptTokens: 100, completionTokens: 4, cachedTokens: 64, cacheReported: true });
+  });
+
+  it.each(paths)("%s: a body that ended with none is an empty answer", async (_path, extra) => {
+    const body = source(["", ""]);
+    const first = await readFirstBytes(body, () => 3);
+    expect(first).toBeNull();
+    const { out, ended } = start(body, true, { ...extra, first });
+    expect(await new Response(out).text()).toBe("");
+    expect(await ended).toMatchObject({ outcome: "ok", ttftMs: null });
+  });
+
+  it("a whole answer in its first bytes still has its usage read, on the tapped path", async () => {
+    const body = source([chunks.join("")]);
+    const first = await readFirstBytes(body, () => 3);
+    const { out, ended } = start(body, true, { nativePipe, readUsage: true, first });
+    expect(await new Response(out).text()).toBe(chunks.join(""));
+    expect((await ended).usage).toEqual({ promptTokens: 100, completionTokens: 4, cachedTokens: 64, cacheReported: true });
   });
 });

@@ -28,6 +28,20 @@ describe("what an upstream status means", () => {
   });
 });
 
+describe("a 404", () => {
+  const said = (param: string | null) => parseUpstreamError(JSON.stringify({ error: { message: "not found", type: "invalid_request_error", param, code: 404 } }));
+
+  it("about the model, or saying nothing in JSON, is a backend that serves something else", () => {
+    expect(classifyStatus(404, true, said("model"))).toEqual({ kind: "backend-failure", why: "not-served" });
+    expect(classifyStatus(404, true, said(null))).toEqual({ kind: "backend-failure", why: "not-served" });
+    expect(classifyStatus(404, true, null)).toEqual({ kind: "backend-failure", why: "not-served" });
+  });
+
+  it("naming another parameter (vLLM's unknown previous_response_id: response_id) is the request's", () => {
+    expect(classifyStatus(404, true, said("response_id"))).toEqual({ kind: "rejected" });
+  });
+});
+
 describe("what the client is told", () => {
   const llama = parseUpstreamError(JSON.stringify({ error: { code: 400, message: "the request exceeds the available context size", type: "exceed_context_size_error", n_prompt_tokens: 5000, n_ctx: 4096 } }));
 

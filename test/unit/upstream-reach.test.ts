@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { parseConfig } from "../../src/config/load.ts";
-import { reachOf, reachProblems, resolveReach, type UpstreamFetcher } from "../../src/config/upstream-access.ts";
+import { reachOf, reachProblems, resolveReach, upstreamAuthorization, type UpstreamFetcher } from "../../src/config/upstream-access.ts";
 
 const vpc: UpstreamFetcher = { fetch: () => Promise.resolve(new Response("ok")) };
 const ACCESS = { "CF-Access-Client-Id": "ACCESS_CLIENT_ID", "CF-Access-Client-Secret": "ACCESS_CLIENT_SECRET" };
@@ -76,5 +76,14 @@ describe("a deployment's reach, resolved from the Worker's env", () => {
   it("reports problems with the config's field paths", () => {
     const groups = [{ deployments: [{}, { binding: "NOPE" }] }];
     expect(reachProblems(groups, {})).toEqual(['modelGroups[0].deployments[1].binding "NOPE" is not bound to this Worker (declare it in wrangler.toml: vpc_services or vpc_networks)']);
+  });
+});
+
+describe("a deployment's API key, as every call to it carries it", () => {
+  it("is its apiKeyEnv secret as a bearer token; none when it names none or the secret is unset or empty", () => {
+    expect(upstreamAuthorization({ apiKeyEnv: "VLLM_KEY" }, { VLLM_KEY: "sk-up" })).toBe("Bearer sk-up");
+    expect(upstreamAuthorization({ apiKeyEnv: undefined }, { VLLM_KEY: "sk-up" })).toBeNull();
+    expect(upstreamAuthorization({ apiKeyEnv: "VLLM_KEY" }, {})).toBeNull();
+    expect(upstreamAuthorization({ apiKeyEnv: "VLLM_KEY" }, { VLLM_KEY: "" })).toBeNull();
   });
 });

@@ -124,6 +124,21 @@ describe("deployments through the admin API", () => {
     expect(list.data.map((d) => [d.id, d.state, d.weight])).toEqual([["s", "active", 1]]);
   });
 
+  it("a deployment naming one of the gateway's own keys is refused, naming the field, and nothing of it is applied", async () => {
+    await ok(admin("/admin/v1/groups", { method: "POST", json: { name: "admin-keys", deployments: [sim(0, "k")] } }), 201);
+    const rev = await fleetRev();
+    const post = await refused(admin("/admin/v1/groups/admin-keys/deployments", { method: "POST", json: { ...sim(1, "leak"), apiKeyEnv: "KVGATE_ADMIN_KEY" } }), 400);
+    expect(post).toMatchObject({ type: "invalid_request_error", code: "gateway_key_named", param: "apiKeyEnv" });
+    expect(post.message).toMatch(/^apiKeyEnv names KVGATE_ADMIN_KEY, the gateway's own key \(auth\.adminKeyEnv\)/);
+    expect(JSON.stringify(post)).not.toContain(env.KVGATE_ADMIN_KEY);
+    const patch = await refused(admin("/admin/v1/groups/admin-keys/deployments/k", { method: "PATCH", json: { headersFromEnv: { "x-k": "KVGATE_REGISTER_KEY" } } }), 400);
+    expect(patch).toMatchObject({ code: "gateway_key_named", param: "headersFromEnv.x-k" });
+    const group = await refused(admin("/admin/v1/groups", { method: "POST", json: { name: "admin-keys-2", deployments: [{ ...sim(1, "leak"), apiKeyEnv: "KVGATE_MASTER_KEY" }] } }), 400);
+    expect(group).toMatchObject({ code: "gateway_key_named", param: expect.stringMatching(/^groups\[\d+\]\.deployments\[0\]\.apiKeyEnv$/) });
+    expect(await fleetRev()).toBe(rev);
+    expect((await row("admin-keys", "k")).url).toBe(fleet[0]);
+  });
+
   it("a group removed answers 404 to its model; its name is free again", async () => {
     await ok(admin("/admin/v1/groups", { method: "POST", json: { name: "admin-gone", deployments: [sim(2, "x")] } }), 201);
     expect(await servedBy("admin-gone", 1)).toEqual(["x"]);
@@ -154,5 +169,31 @@ describe("heartbeats", () => {
     await vi.waitFor(async () => expect(await row("admin-hb", "hb")).toMatchObject({ state: "draining", takesRequests: false }), { timeout: 5000, interval: 100 });
     expect(await servedBy("admin-hb", 4)).toEqual(Array(4).fill("fixed"));
     await vi.waitFor(async () => expect((await admin("/admin/v1/groups/admin-hb/deployments/hb")).status).toBe(404), { timeout: 5000, interval: 100 });
+  });
+
+  it("names no secret the config does not list for heartbeats, and none of the gateway's own keys", async () => {
+    await ok(admin("/admin/v1/groups", { method: "POST", json: { name: "admin-hb-secrets", deployments: [sim(0, "fixed")] } }), 201);
+    const beat = { group: "admin-hb-secrets", ...sim(1, "hb") };
+    const post = (json: unknown, key = env.KVGATE_REGISTER_KEY) => admin("/admin/v1/heartbeats", { method: "POST", json }, key);
+    expect(await refused(post({ ...beat, apiKeyEnv: "KVGATE_ADMIN_KEY" }), 400)).toMatchObject({ code: "gateway_key_named", param: "apiKeyEnv" });
+    // Any other value of the Worker's env, the config itself included, unless listed.
+    expect(await refused(post({ ...beat, headersFromEnv: { "x-c": "KVGATE_CONFIG" } }), 403)).toMatchObject({ type: "permission_error", code: "secret_not_allowed", param: "headersFromEnv.x-c" });
+    // The admin key posts the same heartbeat, with the same limits.
+    await refused(post({ ...beat, apiKeyEnv: "KVGATE_CONFIG" }, env.KVGATE_ADMIN_KEY), 403);
+    await refused(admin("/admin/v1/groups/admin-hb-secrets/deployments/hb"), 404);
+  });
+
+  it("an operator's drain holds through the server's next heartbeats, and an enable ends it", async () => {
+    await ok(admin("/admin/v1/groups", { method: "POST", json: { name: "admin-hb-drain", strategy: "round-robin", deployments: [sim(0, "fixed")] } }), 201);
+    const beat = { group: "admin-hb-drain", ...sim(1, "hb") };
+    const post = () => ok<{ changed: string[] }>(admin("/admin/v1/heartbeats", { method: "POST", json: beat }, env.KVGATE_REGISTER_KEY));
+    await post();
+    await ok(admin("/admin/v1/groups/admin-hb-drain/deployments/hb/drain", { method: "POST" }));
+    await post();
+    expect(await row("admin-hb-drain", "hb")).toMatchObject({ state: "draining", takesRequests: false, drained: true });
+    expect(await servedBy("admin-hb-drain", 4)).toEqual(Array(4).fill("fixed"));
+    await ok(admin("/admin/v1/groups/admin-hb-drain/deployments/hb/enable", { method: "POST" }));
+    await post();
+    expect(await row("admin-hb-drain", "hb")).toMatchObject({ state: "active", takesRequests: true });
   });
 });

@@ -8,6 +8,8 @@ declare global {
       GPU_VPC: Fetcher;
       ACCESS_CLIENT_ID: string;
       ACCESS_CLIENT_SECRET: string;
+      /** The key the stand-in's keyed server wants as a bearer token (an upstream's apiKeyEnv). */
+      GPU_API_KEY: string;
       KVGATE_ADMIN_KEY: string;
       KVGATE_REGISTER_KEY: string;
     }

@@ -1,6 +1,11 @@
-import { evictDurableObject } from "cloudflare:test";
+import { createExecutionContext, evictDurableObject, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
-import { describe, expect, inject, it, vi } from "vitest";
+import { afterEach, describe, expect, inject, it, vi } from "vitest";
+import type { LeaseRelease, LeaseRenewal, RouteCall } from "../../src/routing/protocol.ts";
+import type { IssuedKeyView, UsageView } from "../../src/tenants/admin-api.ts";
+import type { Env } from "../../workers/env.ts";
+import { holdLease, route } from "../../workers/gateway/route-client.ts";
+import { admin, ok } from "./admin.ts";
 import { chat, conversation, EVENTUALLY, expectIdle, firstRouteCall, groupConfig, inFlight, sseEvents, status } from "./gateway.ts";
 
 const G = "leases";
@@ -110,5 +115,70 @@ describe("leases across a restart of the Durable Object", () => {
     for (const r of readers) await r.cancel();
     await expectIdle(group);
     expect((await status(group)).backends[0]?.aborted).toBe(2);
+  });
+
+  it("a release the new instance does not hold still counts its virtual key's usage", async () => {
+    const group = "evicted-usage";
+    const made = await ok<IssuedKeyView>(admin("/admin/v1/keys", { method: "POST", json: { name: "evicted" } }), 201);
+    const res = await chat(group, conversation("restarted usage"), { stream: true, max_tokens: 20, stream_options: { include_usage: true }, kvgate_sim: { chunk_delay_ms: 30 } }, { headers: { authorization: `Bearer ${made.key}` } });
+    expect(res.status).toBe(200);
+    const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+    const decoder = new TextDecoder();
+    let text = decoder.decode((await reader.read()).value, { stream: true });
+    // Evicted mid-stream; the stream ends long before its lease's first renewal could reach the new instance.
+    await evictDurableObject(env.MODEL_GROUP.getByName(group));
+    for (let r = await reader.read(); !r.done; r = await reader.read()) text += decoder.decode(r.value, { stream: true });
+    const chunks = text.split("\n\n").filter((e) => e.startsWith("data: {")).map((e) => JSON.parse(e.slice("data: ".length)) as { usage?: { prompt_tokens: number; completion_tokens: number } });
+    const usage = chunks.findLast((c) => c.usage)?.usage;
+    if (!usage) throw new Error("the stream carried no usage");
+    expect(usage.completion_tokens).toBe(20);
+    await vi.waitFor(async () => {
+      const counted = await ok<UsageView>(admin(`/admin/v1/usage?key=${made.id}`));
+      expect(counted).toMatchObject({ requests: 1, prompt_tokens: usage.prompt_tokens, completion_tokens: 20 });
+    }, EVENTUALLY);
+    const s = await status(group);
+    expect(s.restored.leases).toBe(0);
+    expect(s.backends[0]).toMatchObject({ inFlight: 0, completed: 0 });
+  });
+});
+
+/**
+ * The gateway's env with a MODEL_GROUP whose first `failures` release calls fail as a call to an
+ * overloaded object, or one being reset in a deploy, does; every other call reaches the real
+ * object. The runtime has no way to make a real Durable Object call fail on cue.
+ */
+function failingReleases(failures: number): { env: Env; failed: () => number } {
+  let failed = 0;
+  const namespace = {
+    getByName(name: string) {
+      const stub = env.MODEL_GROUP.getByName(name);
+      return {
+        route: (call: RouteCall) => stub.route(call),
+        release: (released: LeaseRelease[], renewed: LeaseRenewal[]) => (failed++ < failures ? Promise.reject(new Error("Durable Object is overloaded. Too many requests queued.")) : stub.release(released, renewed)),
+      };
+    },
+  };
+  return { env: { ...env, MODEL_GROUP: namespace as unknown as Env["MODEL_GROUP"] }, failed: () => failed };
+}
+
+describe("releases whose flush failed", () => {
+  afterEach(() => {
+    vi.restoreAllMocks();
+  });
+
+  it("are sent again by the isolate, which has no other call for that object to carry them", async () => {
+    const g = groupConfig("release-retry");
+    const errors = vi.spyOn(console, "error").mockImplementation(() => undefined);
+    const flaky = failingReleases(1);
+    const ctx = createExecutionContext();
+    const d = await route(flaky.env, ctx, g, { chain: [], blocks: 0 }, [], g.name);
+    if ("refused" in d) throw new Error(`refused: ${d.refused}`);
+    holdLease(d, g, flaky.env, ctx, 10).settle("ok");
+    await vi.waitFor(() => expect(flaky.failed()).toBeGreaterThanOrEqual(1), EVENTUALLY);
+    // Back long before the lease's 30 s TTL, as a release and not an expiry.
+    await vi.waitFor(async () => expect(await inFlight(g.name)).toBe(0), EVENTUALLY);
+    expect((await status(g.name)).backends[0]).toMatchObject({ completed: 1, expired: 0 });
+    await waitOnExecutionContext(ctx);
+    expect(errors.mock.calls.flat().join("\n")).toContain("releasing 1 and renewing 0 lease(s) of release-retry failed: Durable Object is overloaded");
   });
 });

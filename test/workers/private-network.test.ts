@@ -6,6 +6,7 @@ import type { GatewayConfigInput } from "../../src/config/schema.ts";
 import { UPSTREAM_MODEL } from "../support/test-config.ts";
 import { VPC_HOST } from "../support/vpc-stand-in.ts";
 import worker from "../../workers/gateway/index.ts";
+import { admin } from "./admin.ts";
 import { chat, EVENTUALLY, expectIdle, firstRouteCall, groupConfig, routeCall, sseEvents, status } from "./gateway.ts";
 
 /**
@@ -65,6 +66,39 @@ describe("a deployment behind a VPC binding", () => {
     expect((await status(g.name)).backends[0]?.breaker.state).toBe("open");
     // The runtime's own fetch cannot resolve the private name: only the binding reaches /health.
     await vi.waitFor(async () => expect((await status(g.name)).backends[0]?.breaker.state).toBe("closed"), EVENTUALLY);
+  });
+
+  it("is probed with its API key when its server wants one on the probe's path: probes alone close its breaker, and no log shows the key", async () => {
+    const logged = (["log", "info", "warn", "error"] as const).map((m) => vi.spyOn(console, m));
+    // Requests carry the key.
+    const res = await chat("keyed-probed", ask);
+    expect(res.status).toBe(200);
+    await res.text();
+    const g = groupConfig("keyed-probed");
+    const stub = env.MODEL_GROUP.getByName(g.name);
+    for (let i = 0; i < 2; i++) {
+      const d = await stub.route(i === 0 ? firstRouteCall(g, []) : routeCall(g, []));
+      if ("refused" in d) throw new Error(`refused: ${d.refused}`);
+      await stub.release([{ lease: d.lease, outcome: "upstream-error" }], []);
+    }
+    expect((await status(g.name)).backends[0]?.breaker.state).toBe("open");
+    // Without the key every probe gets a 401, and each one opens the breaker again.
+    await vi.waitFor(async () => expect((await status(g.name)).backends[0]?.breaker.state).toBe("closed"), EVENTUALLY);
+    const lines = logged.flatMap((spy) => spy.mock.calls.flat().map(String));
+    expect(lines.some((l) => l.includes('"to":"closed"'))).toBe(true);
+    expect(lines.join("\n")).not.toContain(env.GPU_API_KEY);
+  });
+});
+
+describe("a server in the private network registering itself", () => {
+  it("may name the binding, and the Access secrets the config lists for heartbeats", async () => {
+    const beat = { group: "vpc-registered", id: "gpu-self", baseUrl: `http://${VPC_HOST}`, model: UPSTREAM_MODEL, binding: "GPU_VPC", headersFromEnv: { "CF-Access-Client-Id": "ACCESS_CLIENT_ID", "CF-Access-Client-Secret": "ACCESS_CLIENT_SECRET" } };
+    const registered = await admin("/admin/v1/heartbeats", { method: "POST", json: beat }, env.KVGATE_REGISTER_KEY);
+    expect(registered.status, await registered.text()).toBe(200);
+    const res = await chat("vpc-registered", ask);
+    expect(res.status).toBe(200);
+    expect(res.headers.get("x-kvgate-backend")).toBe("gpu-self");
+    expect(((await res.json()) as { choices: { message: { content: string } }[] }).choices[0]?.message.content).toBe(`reached ${VPC_HOST} through the binding`);
   });
 });
 

@@ -1,7 +1,8 @@
 import type { Context, Hono } from "hono";
-import { GatewayError, notFound } from "../../src/openai/errors.ts";
+import { GatewayError, notFound, type ErrorType } from "../../src/openai/errors.ts";
 import type { DeploymentList, DeploymentRow, FleetStatus, GroupList } from "../../src/fleet/admin-api.ts";
 import type { AdminCommand, AdminResult, GroupRecord } from "../../src/fleet/protocol.ts";
+import type { RefusalStatus } from "../../src/fleet/registry.ts";
 import { REGISTRY_NAME } from "../../src/fleet/registry-name.ts";
 import type { BackendSnapshot, GroupStatus } from "../../src/routing/protocol.ts";
 import { mergeDecisions, mergeStatus } from "../../src/sharding/merge.ts";
@@ -104,6 +105,8 @@ async function body(c: Context<AdminEnv>): Promise<unknown> {
   return readJsonBody(c.req.raw, 4 * 1024 * 1024);
 }
 
+const ERROR_TYPES = { 400: "invalid_request_error", 403: "permission_error", 404: "not_found_error", 409: "invalid_request_error" } as const satisfies Record<RefusalStatus, ErrorType>;
+
 /**
  * Sends a command to the registry; a refusal becomes its OpenAI-style error. After a change this
  * isolate reads the fleet again before answering, so whoever made the change sees it at once from
@@ -111,7 +114,7 @@ async function body(c: Context<AdminEnv>): Promise<unknown> {
  */
 async function changed(c: Context<AdminEnv>, cmd: AdminCommand, okStatus: 200 | 201 = 200): Promise<Response> {
   const r: AdminResult = await registry(c.env).command(cmd);
-  if (!r.ok) throw new GatewayError(r.status, r.status === 404 ? "not_found_error" : "invalid_request_error", r.message, r.code, r.param);
+  if (!r.ok) throw new GatewayError(r.status, ERROR_TYPES[r.status], r.message, r.code, r.param);
   if (r.changed.length + r.removed.length > 0) await loadFleet(c.env);
   return c.json(r, okStatus);
 }

@@ -1,7 +1,7 @@
 import type { Context } from "hono";
 import { Hono } from "hono/tiny";
 import { cors } from "hono/cors";
-import { forbidden, GatewayError, methodNotAllowed, notFound } from "../../src/openai/errors.ts";
+import { forbidden, methodNotAllowed, notFound } from "../../src/openai/errors.ts";
 import { modelObject } from "../../src/openai/models.ts";
 import type { LoadedConfig } from "../config.ts";
 import { mountAdmin } from "../admin/routes.ts";
@@ -9,6 +9,7 @@ import type { AppEnv } from "./app-env.ts";
 import { admitCaller, EXPOSED, keyCors, keyPreflight } from "./admit.ts";
 import { allowsModel } from "../../src/tenants/route-tenant.ts";
 import { mountEndpoints } from "./endpoints.ts";
+import { errorAnswer } from "./error-answer.ts";
 import { requestLogger } from "./request-logger.ts";
 import { mountMetrics } from "./metrics.ts";
 import { askEachObject } from "./group-object.ts";
@@ -75,16 +76,7 @@ export function buildApp(config: LoadedConfig): Hono<AppEnv> {
       throw methodNotAllowed(path, "POST");
     });
   }
-  app.notFound((c) => withRequestId(notFound(`no route for ${c.req.method} ${new URL(c.req.url).pathname}`, "unknown_url").toResponse(), c.get("requestId")));
-  app.onError((err, c) => {
-    if (err instanceof GatewayError) return withRequestId(err.toResponse(), c.get("requestId"));
-    console.error(`kvgate: unhandled error: ${err instanceof Error ? err.stack : String(err)}`);
-    return withRequestId(new GatewayError(500, "server_error", "internal gateway error", "internal_error").toResponse(), c.get("requestId"));
-  });
+  app.notFound((c) => errorAnswer(notFound(`no route for ${c.req.method} ${new URL(c.req.url).pathname}`, "unknown_url"), c.get("requestId")));
+  app.onError((err, c) => errorAnswer(err, c.get("requestId")));
   return app;
-}
-
-function withRequestId(res: Response, requestId: string | undefined): Response {
-  if (requestId) res.headers.set("x-request-id", requestId);
-  return res;
 }

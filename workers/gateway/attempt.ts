@@ -1,11 +1,12 @@
 import type { ResolvedDeployment, ResolvedGroup } from "../../src/config/load.ts";
 import type { FailoverCause } from "../../src/config/schema.ts";
-import { reachOf, type UpstreamFetcher } from "../../src/config/upstream-access.ts";
+import { reachOf, upstreamAuthorization, type UpstreamFetcher } from "../../src/config/upstream-access.ts";
 import type { CompletionSummary, HookContext } from "../../src/hooks/types.ts";
 import { pipelineFor } from "../config.ts";
 import { badGateway, badRequest, GatewayError, gatewayTimeout, unavailable } from "../../src/openai/errors.ts";
 import type { LeaseOutcome, RouteDecision } from "../../src/routing/protocol.ts";
 import type { Routed } from "./route-client.ts";
+import { readFirstBytes, type FirstBytes } from "../../src/stream/first-bytes.ts";
 import { relay } from "../../src/stream/relay.ts";
 import { readUsage, tokenUsage, USAGE_TAIL_BYTES } from "../../src/stream/usage.ts";
 import { sampledForFeedback } from "../../src/routing/learned/sampling.ts";
@@ -98,10 +99,8 @@ export async function attempt(a: AttemptInput): Promise<AttemptResult> {
   // Plain records, not Headers objects: the runtime copies them natively once, in fetch and Response.
   const headers: Record<string, string> = { "content-type": "application/json", "x-request-id": p.requestId, "x-kvgate-routed-at": String(decision.routedAt) };
   if (stream) headers.accept = "text/event-stream";
-  if (deployment.apiKeyEnv) {
-    const key = env[deployment.apiKeyEnv];
-    if (typeof key === "string" && key !== "") headers.authorization = `Bearer ${key}`;
-  }
+  const authorization = upstreamAuthorization(deployment, env);
+  if (authorization !== null) headers.authorization = authorization;
   if (reach.headers) Object.assign(headers, reach.headers);
 
   const abort = new AbortController();
@@ -109,9 +108,11 @@ export async function attempt(a: AttemptInput): Promise<AttemptResult> {
   p.req.signal.addEventListener("abort", onClientGone);
   // Gone during the route call: the listener came too late to hear it.
   if (p.req.signal.aborted) onClientGone();
-  // A stream's headers come with its first token, so waiting for them bounds the backend's time
-  // to first token: a verdict on it. A non-streamed answer comes when the generation ends, so its
-  // bound is on the generation, and is the gateway's own limit, not a verdict.
+  // A stream's limit is on its first token, a verdict on the backend: its headers may come long
+  // before (vLLM and SGLang, through uvicorn, send them while the request still waits in the
+  // engine's queue), so it holds until the body's first bytes, read before anything goes to the
+  // client. A non-streamed answer comes when the generation ends, so its bound is on the
+  // generation, and is the gateway's own limit, not a verdict.
   let timedOut: "first-byte" | "generation" | null = null;
   const [limitMs, limit] = stream ? [group.firstByteTimeoutMs, "first-byte" as const] : [group.nonStreamTimeoutMs, "generation" as const];
   // The same timer renews the attempt's lease while it runs (attempt-timer.ts).
@@ -139,6 +140,7 @@ export async function attempt(a: AttemptInput): Promise<AttemptResult> {
     lease.keepRenewed();
     return { kind: "failed", response: withHeaders(response, routing), lease, verdict, failure: { cause, retryAfterMs }, retryable };
   };
+  const firstByteTimeout = (what: string): Response => gatewayTimeout(`backend ${deployment.id} sent ${what} within ${group.firstByteTimeoutMs} ms`).toResponse();
   /**
    * The client left (thrown), or the gateway's own limits cut the attempt: what they cut short is
    * no verdict on the backend. null: the upstream itself failed.
@@ -160,17 +162,19 @@ export async function attempt(a: AttemptInput): Promise<AttemptResult> {
   } catch (e) {
     const cut = cutShort();
     if (cut) return cut;
-    if (timedOut === "first-byte") return failed(gatewayTimeout(`backend ${deployment.id} sent no response headers within ${group.firstByteTimeoutMs} ms`).toResponse(), "upstream-error", "timeout", null);
+    if (timedOut === "first-byte") return failed(firstByteTimeout("no response headers"), "upstream-error", "timeout", null);
     // The runtime's message may carry the URL it followed; the client gets the backend's id only.
     const why = e instanceof Error && CONNECTION_LOST.test(e.message) ? "the connection failed" : "the request failed";
     return failed(badGateway(`backend ${deployment.id} could not be reached: ${why}`).toResponse(), "upstream-error", "connect", null);
   }
 
   const headersAt = performance.now();
-  const answer = classifyStatus(up.status, up.body !== null);
+  // An answer that is no success is read (bounded) before it is judged: what it says can decide it.
+  const said = up.status === 200 && up.body !== null ? null : parseUpstreamError(await readBounded(up.body));
+  const answer = classifyStatus(up.status, up.body !== null, said);
   if (answer.kind !== "success") {
     const retryAfter = up.headers.get("retry-after");
-    const err = clientError(up.status, answer, parseUpstreamError(await readBounded(up.body)), deployment.id, retryAfter).toResponse();
+    const err = clientError(up.status, answer, said, deployment.id, retryAfter).toResponse();
     if (answer.kind === "rejected") {
       detach();
       lease.settle("rejected");
@@ -179,7 +183,18 @@ export async function attempt(a: AttemptInput): Promise<AttemptResult> {
     const waitMs = up.status === 429 || up.status === 503 ? parseRetryAfter(retryAfter) : null;
     return answer.kind === "rate-limited" ? failed(err, "rate-limited", "429", waitMs) : failed(err, "upstream-error", FAILURE_CAUSE, waitMs);
   }
-  if (stream) timer.lift();
+  let first: FirstBytes | null | undefined;
+  if (stream) {
+    try {
+      first = await readFirstBytes(up.body as ReadableStream<Uint8Array>, () => performance.now());
+    } catch {
+      const cut = cutShort();
+      if (cut) return cut;
+      if (timedOut === "first-byte") return failed(firstByteTimeout("its headers but no token"), "upstream-error", "timeout", null);
+      return failed(badGateway(`backend ${deployment.id} broke off its answer`).toResponse(), "upstream-error", "connect", null);
+    }
+    timer.lift();
+  }
 
   routing["content-type"] = up.headers.get("content-type") ?? (stream ? "text/event-stream" : "application/json");
   if (stream) routing["cache-control"] = "no-cache";
@@ -232,9 +247,13 @@ export async function attempt(a: AttemptInput): Promise<AttemptResult> {
     now: () => performance.now(),
     nativePipe: () => new IdentityTransformStream(),
     readUsage: pipeline.readsUsage,
+    ...(first !== undefined ? { first } : {}),
     clientGone: () => p.req.signal.aborted,
     onClientGone: () => abort.abort(new Error("client disconnected")),
-    ...(stream && group.streamIdleTimeoutMs ? { idleTimeoutMs: group.streamIdleTimeoutMs, onIdle: () => ((stalled = true), abort.abort(new Error("upstream stream stalled"))), keepAliveMs: group.streamKeepAliveMs } : {}),
+    // Comments into a silent stream find a client that left, wherever JavaScript reads the stream
+    // (a chunk hook, or a stall bound); the native pipe ignores them.
+    ...(stream ? { keepAliveMs: group.streamKeepAliveMs } : {}),
+    ...(stream && group.streamIdleTimeoutMs ? { idleTimeoutMs: group.streamIdleTimeoutMs, onIdle: () => ((stalled = true), abort.abort(new Error("upstream stream stalled"))) } : {}),
     onEnd: (summary) => {
       detach();
       deadline.clear();

@@ -4,6 +4,7 @@ import { modelObject } from "../../src/openai/models.ts";
 import type { LoadedConfig } from "../config.ts";
 import type { AppEnv } from "./app-env.ts";
 import { admitCaller, keyCors } from "./admit.ts";
+import { errorAnswer } from "./error-answer.ts";
 import { allowsModel } from "../../src/tenants/route-tenant.ts";
 import { unknownModel } from "./proxy.ts";
 import type { Endpoint } from "./validate.ts";
@@ -37,18 +38,22 @@ export function mountEndpoints(app: Hono<AppEnv>, config: LoadedConfig, proxy: (
   for (const [path, endpoint] of Object.entries(PASSED_THROUGH)) handlers.set(path, proxy(endpoint));
   app.all(PATTERN, async (c) => {
     const path = c.req.param("endpoint") ?? "";
-    // The same key as every /v1 call: no path is a way around it.
-    const outside = !path.startsWith("v1/");
-    if (outside) await admitCaller(c, config);
     const handler = handlers.get(path);
-    if (c.req.method !== "POST" || !handler) throw methodNotAllowed(`/${path}`, "POST");
-    const res = await handler(c);
-    if (outside) {
-      c.res = res;
-      keyCors(c);
-      return c.res;
+    if (path.startsWith("v1/")) {
+      if (c.req.method !== "POST" || !handler) throw methodNotAllowed(`/${path}`, "POST");
+      return handler(c);
     }
-    return res;
+    // Outside /v1 this route does what the /v1 middleware does: the same key check (no path is a
+    // way around it), and a key's CORS headers on its answer, errors included.
+    try {
+      await admitCaller(c, config);
+      if (c.req.method !== "POST" || !handler) throw methodNotAllowed(`/${path}`, "POST");
+      c.res = await handler(c);
+    } catch (e) {
+      c.res = errorAnswer(e, c.get("requestId"));
+    }
+    keyCors(c);
+    return c.res;
   });
   // Model ids may hold slashes (meta-llama/Llama-3.1-8B), sent as they are or as %2F.
   app.get("/v1/models/:id{.+}", (c) => {

@@ -7,7 +7,7 @@ import { logEvent } from "../../src/logging/event-log.ts";
 import type { RequestLog } from "../../src/logging/request-log.ts";
 import type { LoadedConfig } from "../config.ts";
 import type { Env, WaitUntil } from "../env.ts";
-import { freshGroup, loadFleet } from "../fleet.ts";
+import { freshGroup, reloadFleet } from "../fleet.ts";
 import { attempt, isFailover } from "./attempt.ts";
 import type { Caller } from "./auth.ts";
 import { readSizedJsonBody } from "./body.ts";
@@ -65,11 +65,13 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
       const decision = await route(env, p.ctx, group, prompt, exclude, body.model, tenant && { ...tenant, admitted: attempts > 0 }, isFailover(attempts + 1, group !== primary));
       if ("refused" in decision && decision.refused === "limited") throw limitError(decision, p.caller);
       if ("refused" in decision && decision.rev > group.rev && !reread) {
-        // The fleet changed under this isolate (its servers drained, replaced): route with the registry's version.
+        // The fleet changed under this isolate (its servers drained, replaced): route with the
+        // registry's version. Unreachable, the registry leaves the refusal as it is.
         reread = true;
-        byModel = (await loadFleet(env)).byModel;
-        const now = byModel.get(group.name);
-        if (!now && group === primary) throw unknownModel(body.model);
+        const fresh = await reloadFleet(env);
+        if (fresh) byModel = fresh.byModel;
+        const now = fresh?.byModel.get(group.name);
+        if (fresh && !now && group === primary) throw unknownModel(body.model);
         if (now) {
           if (group === primary) primary = now;
           group = now;

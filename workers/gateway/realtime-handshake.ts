@@ -1,4 +1,5 @@
 import type { ResolvedDeployment, ResolvedGroup } from "../../src/config/load.ts";
+import { upstreamAuthorization } from "../../src/config/upstream-access.ts";
 import { badGateway, GatewayError, gatewayTimeout } from "../../src/openai/errors.ts";
 import { classifyRefusedUpgrade } from "../../src/realtime/upgrade-answer.ts";
 import type { LeaseOutcome, RouteDecision } from "../../src/routing/protocol.ts";
@@ -45,10 +46,8 @@ export async function openUpstream(h: HandshakeInput): Promise<Handshake> {
   query.set("model", deployment.model);
   const headers: Record<string, string> = { upgrade: "websocket", "x-request-id": h.requestId, "x-kvgate-routed-at": String(h.decision.routedAt) };
   if (h.protocols.length > 0) headers["sec-websocket-protocol"] = h.protocols.join(", ");
-  if (deployment.apiKeyEnv) {
-    const key = h.env[deployment.apiKeyEnv];
-    if (typeof key === "string" && key !== "") headers.authorization = `Bearer ${key}`;
-  }
+  const authorization = upstreamAuthorization(deployment, h.env);
+  if (authorization !== null) headers.authorization = authorization;
   const failed = (err: GatewayError, verdict: LeaseOutcome, failure: Failure): Handshake => ({ kind: "failed", response: err.toResponse(), verdict, failure });
 
   const abort = new AbortController();

@@ -3,7 +3,7 @@ import { unavailable } from "../../src/openai/errors.ts";
 import { isVersionRefusal, type LeaseOutcome, type LeaseRelease, type LeaseRenewal, type LimitRefusal, type RouteCall, type RouteDecision, type RouteRefusal, type RouteTenant, type SpillLimit } from "../../src/routing/protocol.ts";
 import { shardOfObject } from "../../src/sharding/partition.ts";
 import { ShardChoice } from "../../src/sharding/shard-choice.ts";
-import { isDue, LeaseBook, renewLater } from "../../src/routing/lease-book.ts";
+import { flushRetryMs, isDue, LeaseBook, renewLater } from "../../src/routing/lease-book.ts";
 import type { Env, WaitUntil } from "../env.ts";
 import { groupObject } from "./group-object.ts";
 import { fleetBehind } from "../fleet.ts";
@@ -13,7 +13,8 @@ import type { Prompt } from "./validate.ts";
  * The Worker's side of the group's Durable Object: the route call, and the leases it hands out.
  * Finished leases of this isolate wait here, per group, and ride along with the isolate's next
  * call to that group, so steady traffic costs one Durable Object call per request; an idle
- * isolate flushes them itself after `flushMs`. Held leases are renewed the same way every
+ * isolate flushes them itself after `flushMs`, and tries again when the object cannot take them
+ * (flushRetryMs). Held leases are renewed the same way every
  * leaseTtlMs / 3 — along with the next call, or by a timer of the request holding them — so an
  * object that restarted takes their slots back, and the slots of a Worker that was killed come
  * back within leaseTtlMs. A sharded group has one object per shard: all of this is per object.
@@ -22,8 +23,11 @@ const book = new LeaseBook();
 const flushArmed = new Set<string>();
 const shardChoice = new ShardChoice();
 
-/** Sends what waits — finished leases and due renewals — when no route call is coming to carry it. */
-async function flush(object: string, env: Env): Promise<void> {
+/**
+ * Sends what waits — finished leases and due renewals — when no route call is coming to carry it;
+ * when it cannot, it tries again later. `failures`: the tries before this one that failed in a row.
+ */
+async function flush(object: string, env: Env, ctx: WaitUntil, failures = 0): Promise<void> {
   const batch = book.takePending(object);
   const renewing = book.takeRenewals(object, Date.now());
   if (batch.length === 0 && renewing.length === 0) return;
@@ -36,6 +40,8 @@ async function flush(object: string, env: Env): Promise<void> {
     book.requeue(object, batch);
     renewLater(renewing);
     console.error(`kvgate: releasing ${batch.length} and renewing ${renewing.length} lease(s) of ${objectLabel(object)} failed: ${(e as Error).message}`);
+    const retryMs = flushRetryMs(failures + 1);
+    if (retryMs !== null) armFlush(object, env, ctx, retryMs, failures + 1);
   }
 }
 
@@ -47,14 +53,19 @@ function objectLabel(object: string): string {
 
 function queueRelease(object: string, release: LeaseRelease, env: Env, ctx: WaitUntil, flushMs: number): void {
   book.requeue(object, [release]);
+  armFlush(object, env, ctx, flushMs, 0);
+}
+
+/** A flush of `object` after `delayMs`, unless one is armed already (it will carry what waits then). */
+function armFlush(object: string, env: Env, ctx: WaitUntil, delayMs: number, failures: number): void {
   if (flushArmed.has(object)) return;
   flushArmed.add(object);
   // The timer runs under the finishing request's waitUntil, and gets its own stub there:
   // a stub belongs to the request that created it.
   ctx.waitUntil(
-    new Promise<void>((resolve) => setTimeout(resolve, flushMs)).then(() => {
+    new Promise<void>((resolve) => setTimeout(resolve, delayMs)).then(() => {
       flushArmed.delete(object);
-      return flush(object, env);
+      return flush(object, env, ctx, failures);
     }),
   );
 }
@@ -170,7 +181,7 @@ export function holdLease(decision: Routed, group: ResolvedGroup, env: Env, ctx:
   const { object } = decision;
   const mine = book.hold(object, renewal, everyMs, Date.now());
   const renewIfDue = () => {
-    if (isDue(mine, Date.now())) ctx.waitUntil(flush(object, env));
+    if (isDue(mine, Date.now())) ctx.waitUntil(flush(object, env, ctx));
   };
   let timer: ReturnType<typeof setInterval> | undefined;
   let settled = false;
@@ -191,7 +202,14 @@ export function holdLease(decision: Routed, group: ResolvedGroup, env: Env, ctx:
       // Only the fields that hold something: the release rides along with a later route call.
       if (end?.ttftMs !== undefined) release.ttftMs = end.ttftMs;
       if (end?.durationMs !== undefined) release.durationMs = end.durationMs;
-      if (end?.usage) release.usage = end.usage;
+      if (end?.usage) {
+        release.usage = end.usage;
+        // An object that no longer holds the lease (restarted, or it expired) records it by these.
+        if (key !== undefined) {
+          release.key = key;
+          release.backendId = decision.backendId;
+        }
+      }
       if (end?.streamed) release.streamed = true;
       queueRelease(object, release, env, ctx, flushMs);
       done();

@@ -1,0 +1,55 @@
+import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
+import { env } from "cloudflare:workers";
+import { describe, expect, it } from "vitest";
+import worker from "../../workers/gateway/index.ts";
+import type { Env } from "../../workers/env.ts";
+
+/**
+ * The fleet registry failing (its Durable Object overloaded, or being reset) under a running
+ * gateway. The runtime cannot be made to fail a Durable Object call on purpose, so the registry's
+ * binding is a stand-in whose every call throws, given to the Worker in the env the runtime
+ * passes it; the rest is the real gateway, its routing objects and the simulated fleet.
+ */
+
+let registryCalls = 0;
+const failingRegistry = {
+  getByName: () => ({
+    snapshot: async () => {
+      registryCalls++;
+      throw new Error("Durable Object is overloaded. Too many requests queued.");
+    },
+  }),
+};
+
+async function chat(model: string, registry: unknown = env.FLEET): Promise<Response> {
+  const ctx = createExecutionContext();
+  const req = new Request("https://kvgate.test/v1/chat/completions", {
+    method: "POST",
+    headers: { authorization: `Bearer ${env.KVGATE_MASTER_KEY}`, "content-type": "application/json" },
+    body: JSON.stringify({ model, messages: [{ role: "user", content: "hello" }], max_tokens: 2 }),
+  });
+  const res = await worker.fetch(req, { ...env, FLEET: registry } as Env, ctx);
+  await waitOnExecutionContext(ctx);
+  return res;
+}
+
+describe("the fleet registry unreachable", () => {
+  it("an unknown model is still a 404, the registry is asked again at most once a second, and known models are served", async () => {
+    // The isolate reads its fleet with its first request.
+    const first = await chat("routing");
+    expect(first.status).toBe(200);
+    await first.text();
+    // Past the once-a-second bound on reading it again for a model it does not know.
+    await new Promise((r) => setTimeout(r, 1100));
+    registryCalls = 0;
+    for (let i = 0; i < 3; i++) {
+      const res = await chat(`no-such-model-${i}`, failingRegistry);
+      expect(res.status).toBe(404);
+      expect(((await res.json()) as { error: { code: string } }).error.code).toBe("model_not_found");
+    }
+    expect(registryCalls).toBe(1);
+    const known = await chat("routing", failingRegistry);
+    expect(known.status).toBe(200);
+    await known.text();
+  });
+});
