@@ -55,17 +55,9 @@ describe("a deployment behind a VPC binding", () => {
   });
 
   it("is probed through the binding with the headers: probes alone close its breaker", async () => {
-    const g = groupConfig("vpc-probed");
-    const stub = env.MODEL_GROUP.getByName(g.name);
-    // Two failures open the breaker; openMs is 10 minutes, so only good probes can close it.
-    for (let i = 0; i < 2; i++) {
-      const d = await stub.route(i === 0 ? firstRouteCall(g, []) : routeCall(g, []));
-      if ("refused" in d) throw new Error(`refused: ${d.refused}`);
-      await stub.release([{ lease: d.lease, outcome: "upstream-error" }], []);
-    }
-    expect((await status(g.name)).backends[0]?.breaker.state).toBe("open");
+    await openBreaker("vpc-probed");
     // The runtime's own fetch cannot resolve the private name: only the binding reaches /health.
-    await vi.waitFor(async () => expect((await status(g.name)).backends[0]?.breaker.state).toBe("closed"), EVENTUALLY);
+    await vi.waitFor(async () => expect((await status("vpc-probed")).backends[0]?.breaker.state).toBe("closed"), EVENTUALLY);
   });
 
   it("is probed with its API key when its server wants one on the probe's path: probes alone close its breaker, and no log shows the key", async () => {
@@ -74,16 +66,9 @@ describe("a deployment behind a VPC binding", () => {
     const res = await chat("keyed-probed", ask);
     expect(res.status).toBe(200);
     await res.text();
-    const g = groupConfig("keyed-probed");
-    const stub = env.MODEL_GROUP.getByName(g.name);
-    for (let i = 0; i < 2; i++) {
-      const d = await stub.route(i === 0 ? firstRouteCall(g, []) : routeCall(g, []));
-      if ("refused" in d) throw new Error(`refused: ${d.refused}`);
-      await stub.release([{ lease: d.lease, outcome: "upstream-error" }], []);
-    }
-    expect((await status(g.name)).backends[0]?.breaker.state).toBe("open");
+    await openBreaker("keyed-probed");
     // Without the key every probe gets a 401, and each one opens the breaker again.
-    await vi.waitFor(async () => expect((await status(g.name)).backends[0]?.breaker.state).toBe("closed"), EVENTUALLY);
+    await vi.waitFor(async () => expect((await status("keyed-probed")).backends[0]?.breaker.state).toBe("closed"), EVENTUALLY);
     const lines = logged.flatMap((spy) => spy.mock.calls.flat().map(String));
     expect(lines.some((l) => l.includes('"to":"closed"'))).toBe(true);
     expect(lines.join("\n")).not.toContain(env.GPU_API_KEY);
@@ -101,6 +86,21 @@ describe("a server in the private network registering itself", () => {
     expect(((await res.json()) as { choices: { message: { content: string } }[] }).choices[0]?.message.content).toBe(`reached ${VPC_HOST} through the binding`);
   });
 });
+
+/**
+ * Opens the breaker of the group's one backend with two failed requests, through its routing
+ * object; the group's openMs is 10 minutes, so only good probes can close it.
+ */
+async function openBreaker(group: string): Promise<void> {
+  const g = groupConfig(group);
+  const stub = env.MODEL_GROUP.getByName(g.name);
+  for (let i = 0; i < 2; i++) {
+    const d = await stub.route(i === 0 ? firstRouteCall(g, []) : routeCall(g, []));
+    if ("refused" in d) throw new Error(`refused: ${d.refused}`);
+    await stub.release([{ lease: d.lease, outcome: "upstream-error" }], []);
+  }
+  expect((await status(g.name)).backends[0]?.breaker.state).toBe("open");
+}
 
 /** The gateway Worker with another config and env, called the way the runtime calls it. */
 async function gatewayWith(config: GatewayConfigInput, extraEnv: Record<string, unknown> = {}): Promise<Response> {
