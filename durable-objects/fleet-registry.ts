@@ -1,6 +1,7 @@
 import { DurableObject } from "cloudflare:workers";
 import { parseConfig, type ConfigResult } from "../src/config/load.ts";
-import { reachProblems } from "../src/config/upstream-access.ts";
+import { AUTH_DEFAULTS } from "../src/config/schema.ts";
+import { gatewayKeys, reachProblems } from "../src/config/upstream-access.ts";
 import { applyCommand } from "../src/fleet/apply.ts";
 import type { AdminCommand, AdminResult, FleetRegistryRpc, FleetSnapshot } from "../src/fleet/protocol.ts";
 import { FleetRegistry as Fleet, RegistryError, type Change, type GroupRecord } from "../src/fleet/registry.ts";
@@ -31,9 +32,11 @@ export class FleetRegistry extends DurableObject<RegistryEnv> implements FleetRe
   constructor(ctx: DurableObjectState, env: RegistryEnv) {
     super(ctx, env);
     const parsed = parseConfig(env.KVGATE_CONFIG);
+    const auth = parsed.ok ? parsed.config.auth : AUTH_DEFAULTS;
     // A binding or secret a deployment names must exist before it takes traffic, as for the config's
     // own; the config's auth says which secrets are the gateway's keys, and which a heartbeat may name.
-    this.fleet = new Fleet({ reachable: (groups) => reachProblems(groups, env), ...(parsed.ok ? { auth: parsed.config.auth } : {}) });
+    const keys = gatewayKeys(auth);
+    this.fleet = new Fleet({ reachable: (groups) => reachProblems(groups, env, keys), auth });
     this.sql = ctx.storage.sql;
     this.sql.exec("CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL)");
     this.sql.exec("CREATE TABLE IF NOT EXISTS groups (name TEXT PRIMARY KEY, record TEXT NOT NULL, pos INTEGER NOT NULL)");
