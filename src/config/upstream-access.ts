@@ -116,6 +116,11 @@ function secretsNamed(d: SecretNeeds): { field: string; name: string }[] {
   return named;
 }
 
+/** The secrets `d` names that are the gateway's own keys, with the fields that name them. */
+export function gatewayKeysNamed(d: SecretNeeds, keys: GatewayKeys): { field: string; name: string }[] {
+  return secretsNamed(d).filter(({ name }) => keys.has(name));
+}
+
 /** Why a secret's name may not be one the gateway sends upstream, or null: it is one of the gateway's own keys. */
 export function gatewayKeyRefusal(name: string, keys: GatewayKeys): string | null {
   const field = keys.get(name);
