@@ -1,6 +1,7 @@
 import { DurableObject } from "cloudflare:workers";
 import { parseConfig, type ConfigResult } from "../src/config/load.ts";
-import { reachProblems } from "../src/config/upstream-access.ts";
+import { AUTH_DEFAULTS } from "../src/config/schema.ts";
+import { gatewayKeys, reachProblems } from "../src/config/upstream-access.ts";
 import { applyCommand } from "../src/fleet/apply.ts";
 import type { AdminCommand, AdminResult, FleetRegistryRpc, FleetSnapshot } from "../src/fleet/protocol.ts";
 import { FleetRegistry as Fleet, RegistryError, type Change, type GroupRecord } from "../src/fleet/registry.ts";
@@ -31,15 +32,24 @@ export class FleetRegistry extends DurableObject<RegistryEnv> implements FleetRe
   constructor(ctx: DurableObjectState, env: RegistryEnv) {
     super(ctx, env);
     const parsed = parseConfig(env.KVGATE_CONFIG);
+    const auth = parsed.ok ? parsed.config.auth : AUTH_DEFAULTS;
     // A binding or secret a deployment names must exist before it takes traffic, as for the config's
     // own; the config's auth says which secrets are the gateway's keys, and which a heartbeat may name.
-    this.fleet = new Fleet({ reachable: (groups) => reachProblems(groups, env), ...(parsed.ok ? { auth: parsed.config.auth } : {}) });
+    const keys = gatewayKeys(auth);
+    this.fleet = new Fleet({ reachable: (groups) => reachProblems(groups, env, keys), auth });
     this.sql = ctx.storage.sql;
     this.sql.exec("CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL)");
     this.sql.exec("CREATE TABLE IF NOT EXISTS groups (name TEXT PRIMARY KEY, record TEXT NOT NULL, pos INTEGER NOT NULL)");
     const meta = new Map(this.sql.exec<{ k: string; v: string }>("SELECT k, v FROM meta").toArray().map((r) => [r.k, r.v]));
     const groups = this.sql.exec<{ record: string }>("SELECT record FROM groups ORDER BY pos").toArray().map((r) => JSON.parse(r.record) as GroupRecord);
-    this.fleet.load(Number(meta.get("rev") ?? 0), meta.get("seed") ?? null, groups);
+    const { change, disarmed } = this.fleet.load(Number(meta.get("rev") ?? 0), meta.get("seed") ?? null, groups);
+    if (disarmed.length > 0) {
+      this.persist();
+      for (const d of disarmed) logEvent("gateway_key_named", "warn", { ...d, action: "disabled" });
+      logRegistry("load", this.fleet.rev, change);
+      // Disabling changes no group's shards; the calls are built before the seed below can change the groups again.
+      void this.push(change, this.shardCounts());
+    }
     this.seedFromConfig(parsed);
   }
 

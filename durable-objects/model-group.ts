@@ -1,6 +1,6 @@
 import { DurableObject } from "cloudflare:workers";
-import type { ResolvedGroup } from "../src/config/load.ts";
-import { PUBLIC_REACH, reachOf, upstreamAuthorization, type UpstreamReach } from "../src/config/upstream-access.ts";
+import { gatewayKeysOf, type ResolvedGroup } from "../src/config/load.ts";
+import { PUBLIC_REACH, reachOf, type GatewayKeys, type UpstreamReach } from "../src/config/upstream-access.ts";
 import { backendKey, type SavedBreaker } from "../src/routing/backend.ts";
 import { GroupRouter } from "../src/routing/group-router.ts";
 import { shardOfObject } from "../src/sharding/partition.ts";
@@ -36,6 +36,8 @@ const USAGE_RETRY_MS = 5000;
 /** What a routing object needs of its environment: the tenants object for usage, and the bindings deployments name (probes). */
 interface GroupEnv {
   TENANTS?: DurableObjectNamespace<TenantsRpc & Rpc.DurableObjectBranded>;
+  /** Read only for the names of the gateway's keys, which no probe carries. */
+  KVGATE_CONFIG?: unknown;
   [name: string]: unknown;
 }
 
@@ -55,9 +57,9 @@ interface SavedView {
  * owning a slice of its backends: src/sharding/): it decides and it counts, and is never in
  * the data path. The routing itself is src/routing/group-router.ts; this shell binds it to
  * storage and to the alarm, which reclaims leases no Worker renews, sends health probes to open
- * and half-open backends, and saves the affinity snapshot. It reads no config of its own: its
- * callers bring their version's, and it keeps what it was given, so an alarm after an eviction
- * knows what to probe. Writes are batched: a breaker when it changes state, affinity at most once
+ * and half-open backends, and saves the affinity snapshot. It reads no config of its own (but
+ * the names of the gateway's keys, which no probe carries): its callers bring their version's,
+ * and it keeps what it was given, so an alarm after an eviction knows what to probe. Writes are batched: a breaker when it changes state, affinity at most once
  * per snapshotIntervalMs — never one per request.
  */
 export class ModelGroup extends DurableObject<GroupEnv> implements ModelGroupRpc {
@@ -68,6 +70,8 @@ export class ModelGroup extends DurableObject<GroupEnv> implements ModelGroupRpc
   private readonly calls = { route: 0, release: 0 };
   private readonly restored = { breakers: 0, affinityBlocks: 0 };
   private snapshotAt = 0;
+  /** The config's names for the gateway's keys, read at the first probe. */
+  private gatewayKeys: GatewayKeys | null = null;
 
   constructor(ctx: DurableObjectState, env: GroupEnv) {
     super(ctx, env);
@@ -148,7 +152,7 @@ export class ModelGroup extends DurableObject<GroupEnv> implements ModelGroupRpc
     r.dropIdleViews(now);
     const probes = r.dueProbes(now);
     if (probes.length > 0) {
-      const results = await Promise.all(probes.map((p) => probe(p.url, p.timeoutMs, this.probeWay(p.key))));
+      const results = await Promise.all(probes.map((p) => probe(p.url, p.timeoutMs, this.probeReach(p.key))));
       const at = Date.now();
       probes.forEach((p, i) => r.probed(p.key, results[i] as boolean, at));
     }
@@ -176,9 +180,10 @@ export class ModelGroup extends DurableObject<GroupEnv> implements ModelGroupRpc
   }
 
   /** A probe goes the way requests go: through the deployment's binding, with its headers and its API key (the newest version's). */
-  private probeWay(key: string): ProbeWay {
+  private probeReach(key: string): UpstreamReach {
     const d = this.router.newest?.deployments.find((x) => backendKey(x.id, x.baseUrl) === key);
-    return d ? { reach: reachOf(d, this.env), authorization: upstreamAuthorization(d, this.env) } : { reach: PUBLIC_REACH, authorization: null };
+    // The versions it keeps came from Workers and storage: their deployments are held to the gateway's keys here too.
+    return d ? reachOf(d, this.env, (this.gatewayKeys ??= gatewayKeysOf(this.env.KVGATE_CONFIG))) : PUBLIC_REACH;
   }
 
   /** A version a caller brought, or the registry pushed; one known already may come at a later revision. */
@@ -268,16 +273,11 @@ export class ModelGroup extends DurableObject<GroupEnv> implements ModelGroupRpc
   }
 }
 
-interface ProbeWay {
-  reach: UpstreamReach;
-  /** The bearer token requests to the deployment carry (upstreamAuthorization); null for none. */
-  authorization: string | null;
-}
-
 /** A health probe: a 2xx within the timeout is healthy. A redirect is not followed, and is no answer. */
-async function probe(url: string, timeoutMs: number, { reach, authorization }: ProbeWay): Promise<boolean> {
+async function probe(url: string, timeoutMs: number, reach: UpstreamReach): Promise<boolean> {
   if (!reach.ok) return false;
   try {
+    const { authorization } = reach;
     const headers = authorization === null ? reach.headers : { authorization, ...reach.headers };
     const init: RequestInit = { method: "GET", redirect: "manual", signal: AbortSignal.timeout(timeoutMs), ...(headers ? { headers } : {}) };
     const res = await (reach.via ? reach.via.fetch(url, init) : fetch(url, init));

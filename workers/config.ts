@@ -25,7 +25,7 @@ export function loadConfig(env: Env): Loaded {
   } else {
     let parsed: Loaded = parseConfig(raw);
     // Bindings and secrets the config's deployments name must be there now, not at their first request.
-    const unreachable = parsed.ok ? reachProblems(parsed.config.groups, env) : [];
+    const unreachable = parsed.ok ? reachProblems(parsed.config.groups, env, parsed.config.gatewayKeys) : [];
     if (unreachable.length > 0) parsed = { ok: false, error: `config: ${unreachable.join("; ")}` };
     if (!parsed.ok) console.error(`kvgate: ${parsed.error}`);
     result = parsed;

@@ -2,8 +2,8 @@ import { allIssues } from "../zod-issues.ts";
 import { parseJsonc } from "./jsonc.ts";
 import { removedSetting } from "./removed.ts";
 import { fleetProblems, resolveDeployment, resolveGroup, type ResolvedGroup } from "./resolve.ts";
-import { GatewayConfigSchema, type GatewayConfig, type ModelGroupConfig } from "./schema.ts";
-import { gatewayKeyRefusal, gatewayKeys } from "./upstream-access.ts";
+import { AUTH_DEFAULTS, GatewayConfigSchema, type GatewayConfig, type ModelGroupConfig } from "./schema.ts";
+import { gatewayKeyRefusal, gatewayKeys, type GatewayKeys } from "./upstream-access.ts";
 
 export type { DeploymentState, ResolvedDeployment, ResolvedGroup } from "./resolve.ts";
 
@@ -14,6 +14,8 @@ export interface ResolvedConfig extends Omit<GatewayConfig, "modelGroups"> {
   byModel: Map<string, ResolvedGroup>;
   /** The config's groups as given (defaults filled in): what the fleet registry seeds from. */
   seed: ModelGroupConfig[];
+  /** The names `auth` gives the gateway's own keys, which no deployment is ever sent. */
+  gatewayKeys: GatewayKeys;
 }
 
 /** `errors`: each problem on its own, when there are several to tell at once; `error` says them all. */
@@ -51,7 +53,16 @@ export function parseConfig(raw: unknown): ConfigResult {
       0,
     ),
   );
-  return { ok: true, config: { ...rest, groups, byModel: modelIndex(groups), seed: modelGroups } };
+  return { ok: true, config: { ...rest, groups, byModel: modelIndex(groups), seed: modelGroups, gatewayKeys: keys } };
+}
+
+/**
+ * The gateway's keys by the config's names, for a Durable Object that reads no other setting of
+ * it; the defaults' names when it does not parse (the Worker then serves nothing anyway).
+ */
+export function gatewayKeysOf(raw: unknown): GatewayKeys {
+  const parsed = parseConfig(raw);
+  return parsed.ok ? parsed.config.gatewayKeys : gatewayKeys(AUTH_DEFAULTS);
 }
 
 /** Model name or alias → group; names are unique across groups (fleetProblems). */

@@ -4,9 +4,9 @@ import type { GatewayConfig } from "./schema.ts";
 /**
  * How the gateway reaches a deployment: the public internet (the runtime's own fetch), or a
  * binding — a Workers VPC Service or Network, a Cloudflare Tunnel into the GPUs' private network —
- * with extra headers whose values are secrets (Cloudflare Access service tokens). Read from the
- * isolate's env once per deployment, never per request. A problem names the binding or the
- * secret, never a secret's value.
+ * with its bearer token (apiKeyEnv) and extra headers whose values are secrets (Cloudflare Access
+ * service tokens). Read from the isolate's env once per deployment, never per request. A problem
+ * names the binding or the secret, never a secret's value.
  */
 
 /** What a binding offers the gateway: its fetch. Structural, since src/ knows no Workers types. */
@@ -21,6 +21,13 @@ export type UpstreamReach =
       via: UpstreamFetcher | null;
       /** Headers every request to the deployment carries; null when it has none. */
       headers: Readonly<Record<string, string>> | null;
+      /**
+       * The Authorization every call to the deployment carries — a request, a realtime handshake,
+       * a health probe (vLLM's --api-key guards every /v1 route, so a probePath there wants it
+       * too): its apiKeyEnv secret as a bearer token; null when it names none, or the secret is
+       * unset or empty.
+       */
+      authorization: string | null;
     }
   | { ok: false; problems: ReachProblem[] };
 
@@ -30,42 +37,35 @@ export interface ReachProblem {
   message: string;
 }
 
-type ReachNeeds = Pick<ResolvedDeployment, "binding" | "headersFromEnv">;
+type ReachNeeds = Partial<Pick<ResolvedDeployment, "binding" | "headersFromEnv" | "apiKeyEnv">>;
 
-/**
- * The Authorization every call to the deployment carries — a request, a realtime handshake, a
- * health probe (vLLM's --api-key guards every /v1 route, so a probePath there wants it too): its
- * apiKeyEnv secret as a bearer token; null when it names none, or the secret is unset or empty.
- */
-export function upstreamAuthorization(d: Pick<ResolvedDeployment, "apiKeyEnv">, env: Readonly<Record<string, unknown>>): string | null {
-  if (!d.apiKeyEnv) return null;
-  const key = env[d.apiKeyEnv];
-  return typeof key === "string" && key !== "" ? `Bearer ${key}` : null;
-}
+/** A deployment on the public internet with no key and no extra headers: the runtime's fetch, as it is. */
+export const PUBLIC_REACH: UpstreamReach = { ok: true, via: null, headers: null, authorization: null };
 
-/** A deployment on the public internet with no extra headers: the runtime's fetch, as it is. */
-export const PUBLIC_REACH: UpstreamReach = { ok: true, via: null, headers: null };
-
-/** Two property reads: a deployment that uses neither feature costs the request path nothing more. */
+/** Three property reads: a deployment that uses none of these costs the request path nothing more. */
 export function needsReach(d: ReachNeeds): boolean {
-  return d.binding !== undefined || d.headersFromEnv !== undefined;
+  return d.binding !== undefined || d.headersFromEnv !== undefined || d.apiKeyEnv !== undefined;
 }
 
 const resolved = new WeakMap<ReachNeeds, UpstreamReach>();
 
 /**
  * The deployment's reach in this isolate, resolved on first use and kept for as long as the
- * deployment object lives (one config, or one registry version of its group). `env` is the
- * isolate's, the same for every call.
+ * deployment object lives (one config, or one registry version of its group). `env` and `keys`
+ * (the config's, gatewayKeys) are the isolate's, the same for every call.
  */
-export function reachOf(d: ReachNeeds, env: Readonly<Record<string, unknown>>): UpstreamReach {
+export function reachOf(d: ReachNeeds, env: Readonly<Record<string, unknown>>, keys: GatewayKeys): UpstreamReach {
   if (!needsReach(d)) return PUBLIC_REACH;
   let reach = resolved.get(d);
-  if (!reach) resolved.set(d, (reach = resolveReach(d, env)));
+  if (!reach) resolved.set(d, (reach = resolveReach(d, env, keys)));
   return reach;
 }
 
-export function resolveReach(d: ReachNeeds, env: Readonly<Record<string, unknown>>): UpstreamReach {
+export function resolveReach(d: ReachNeeds, env: Readonly<Record<string, unknown>>, keys: GatewayKeys): UpstreamReach {
+  // Whatever brought the deployment (the config, the registry, a version stored before either
+  // refused it), what is sent to it is built here, and never holds one of the gateway's keys.
+  const own = gatewayKeyProblems(d, keys);
+  if (own.length > 0) return { ok: false, problems: own };
   const problems: ReachProblem[] = [];
   let via: UpstreamFetcher | null = null;
   if (d.binding !== undefined) {
@@ -87,7 +87,9 @@ export function resolveReach(d: ReachNeeds, env: Readonly<Record<string, unknown
     const why = value === undefined ? `is not set${fix}` : typeof value !== "string" ? "is a binding, not a secret" : value === "" ? `is empty${fix}` : "holds a line break, which no header value may";
     problems.push({ field: `headersFromEnv.${header}`, message: `names ${name}, which ${why}` });
   }
-  return problems.length > 0 ? { ok: false, problems } : { ok: true, via, headers };
+  if (problems.length > 0) return { ok: false, problems };
+  const key = d.apiKeyEnv === undefined ? undefined : env[d.apiKeyEnv];
+  return { ok: true, via, headers, authorization: typeof key === "string" && key !== "" ? `Bearer ${key}` : null };
 }
 
 function isFetcher(v: unknown): v is UpstreamFetcher {
@@ -112,6 +114,11 @@ function secretsNamed(d: SecretNeeds): { field: string; name: string }[] {
   const named = d.apiKeyEnv === undefined ? [] : [{ field: "apiKeyEnv", name: d.apiKeyEnv }];
   for (const [header, name] of Object.entries(d.headersFromEnv ?? {})) named.push({ field: `headersFromEnv.${header}`, name });
   return named;
+}
+
+/** The secrets `d` names that are the gateway's own keys, with the fields that name them. */
+export function gatewayKeysNamed(d: SecretNeeds, keys: GatewayKeys): { field: string; name: string }[] {
+  return secretsNamed(d).filter(({ name }) => keys.has(name));
 }
 
 /** Why a secret's name may not be one the gateway sends upstream, or null: it is one of the gateway's own keys. */
@@ -143,11 +150,11 @@ export function unlistedSecretProblems(d: SecretNeeds, listed: readonly string[]
 }
 
 /** Every deployment's problems, with the config's field paths; resolving them also fills the cache reachOf reads. */
-export function reachProblems(groups: readonly { deployments: readonly ReachNeeds[] }[], env: Readonly<Record<string, unknown>>): string[] {
+export function reachProblems(groups: readonly { deployments: readonly ReachNeeds[] }[], env: Readonly<Record<string, unknown>>, keys: GatewayKeys): string[] {
   const out: string[] = [];
   for (const [gi, g] of groups.entries()) {
     for (const [di, d] of g.deployments.entries()) {
-      const reach = reachOf(d, env);
+      const reach = reachOf(d, env, keys);
       if (!reach.ok) for (const p of reach.problems) out.push(`modelGroups[${gi}].deployments[${di}].${p.field} ${p.message}`);
     }
   }

@@ -1,7 +1,7 @@
 import { fnv1a64 } from "../fnv64.ts";
 import { deploymentId, fleetProblems, GATEWAY_KEY_NAMED, resolveDeployment, resolveGroup, type DeploymentState, type ResolvedGroup } from "../config/resolve.ts";
 import { AUTH_DEFAULTS, MAX_DEPLOYMENTS, type DeploymentConfig, type GatewayConfig, type GroupSettings, type ModelGroupConfig } from "../config/schema.ts";
-import { gatewayKeyProblems, gatewayKeys, unlistedSecretProblems, type GatewayKeys } from "../config/upstream-access.ts";
+import { gatewayKeyProblems, gatewayKeys, gatewayKeysNamed, unlistedSecretProblems, type GatewayKeys } from "../config/upstream-access.ts";
 import type { DeploymentPatch, GroupPatch, Heartbeat, NewDeployment } from "./commands.ts";
 
 /** Who put a deployment or group there: the config's seed, the admin API, or a server's heartbeats. */
@@ -60,6 +60,14 @@ export interface FleetRules {
   auth?: GatewayConfig["auth"];
 }
 
+/** A stored deployment that named the gateway's keys (FleetRegistry.load): the fields taken out, and the keys' names. */
+export interface Disarmed {
+  group: string;
+  deployment: string;
+  fields: string[];
+  secrets: string[];
+}
+
 /** Groups whose routing changed (to push to their objects), and groups that went. */
 export interface Change {
   changed: string[];
@@ -92,12 +100,41 @@ export class FleetRegistry {
   private gone = new Set<string>();
   private resolvedCache = new Map<string, ResolvedGroup>();
 
-  /** Restores what `takeWrites` handed out before. */
-  load(rev: number, seedHash: string | null, groups: readonly GroupRecord[]): void {
+  /** Restores what `takeWrites` handed out before; what it had to change, to store and push like any change. */
+  load(rev: number, seedHash: string | null, groups: readonly GroupRecord[]): { change: Change; disarmed: Disarmed[] } {
     this.rev = rev;
     this.seedHash = seedHash;
     this.groups = new Map(groups.map((g) => [g.settings.name, g]));
     this.resolvedCache.clear();
+    return this.disarm();
+  }
+
+  /**
+   * A deployment stored before the gateway's keys were refused may name one (a heartbeat with the
+   * register key could, and have the admin key sent to an address of its choosing). Each such
+   * deployment loses the fields that name them and is disabled, as by the operator (its
+   * heartbeats do not undo it), at once: not through the whole fleet's check, which refuses the
+   * fleet as stored (that very deployment) and would leave the key being sent. Disabled rather
+   * than removed: the operator sees it, and decides.
+   */
+  private disarm(): { change: Change; disarmed: Disarmed[] } {
+    const disarmed: Disarmed[] = [];
+    const rev = this.rev + 1;
+    for (const [name, g] of this.groups) {
+      for (const d of g.deployments) {
+        const named = gatewayKeysNamed(d.spec, this.keys);
+        if (named.length === 0) continue;
+        d.spec = withoutSecrets(d.spec, named);
+        d.state = d.operatorState = "disabled";
+        g.rev = rev;
+        this.dirty.add(name);
+        disarmed.push({ group: name, deployment: d.spec.id, fields: named.map((n) => n.field), secrets: named.map((n) => n.name) });
+      }
+    }
+    if (disarmed.length === 0) return { change: NONE, disarmed };
+    this.rev = rev;
+    this.resolvedCache.clear();
+    return { change: { changed: [...new Set(disarmed.map((x) => x.group))], removed: [] }, disarmed };
   }
 
   /** Group names in the order they were added. */
@@ -382,6 +419,14 @@ export class FleetRegistry {
  */
 function heldState(d: DeploymentRecord): DeploymentRecord["operatorState"] {
   return d.operatorState ?? (d.state === "disabled" ? "disabled" : undefined);
+}
+
+/** The spec without the fields `named` (apiKeyEnv, headersFromEnv.<header>); headersFromEnv goes when no header is left. */
+function withoutSecrets(spec: DeploymentRecord["spec"], named: readonly { field: string }[]): DeploymentRecord["spec"] {
+  const fields = new Set(named.map((n) => n.field));
+  const { apiKeyEnv, headersFromEnv, ...rest } = spec;
+  const headers = Object.entries(headersFromEnv ?? {}).filter(([h]) => !fields.has(`headersFromEnv.${h}`));
+  return { ...rest, ...(apiKeyEnv !== undefined && !fields.has("apiKeyEnv") ? { apiKeyEnv } : {}), ...(headers.length > 0 ? { headersFromEnv: Object.fromEntries(headers) } : {}) };
 }
 
 function adminRecord(spec: DeploymentConfig & { id: string }): DeploymentRecord {

@@ -109,9 +109,16 @@ export class Backend implements Candidate {
     return change;
   }
 
-  /** Borrows its group's learned prefill rate (PrefillRateLearner.borrow): a factor of its configured rate. */
-  borrowRate(factor: number): void {
+  /** Borrows its group's learned prefill rate (PrefillRateLearner.borrow): a factor of its configured rate, null when none learned one. */
+  borrowRate(factor: number | null): void {
     if (this.feedback.prefillRate.borrow(factor)) this.rate();
+  }
+
+  /** Takes back the figures of an affinity snapshot (BackendFeedback.restore), and drains by them; the length of the snapshot's prefix-set part. */
+  restoreLearned(saved: Float64Array): number {
+    const setLength = this.feedback.restore(saved);
+    this.rate();
+    return setLength;
   }
 
   /** The prefill drain in blocks per millisecond, from its prefill rate and characters per token. */

@@ -367,11 +367,14 @@ export class GroupRouter {
     if (change.rates) this.lendRate();
   }
 
-  /** The backends that learned no prefill rate of their own borrow the others' (src/routing/learned/prefill-rate.ts). */
+  /**
+   * The backends that learned no prefill rate of their own borrow the others' (src/routing/learned/prefill-rate.ts):
+   * whenever a rate, the versions (configured rates, backends) or a restored snapshot change what there is to lend.
+   */
   private lendRate(): void {
     const backends = this.newestView()?.backends ?? [];
     const factor = groupRateFactor(backends.map((x) => x.feedback.prefillRate));
-    if (factor !== null) for (const x of backends) x.borrowRate(factor);
+    for (const x of backends) x.borrowRate(factor);
   }
 
   /**
@@ -498,9 +501,10 @@ export class GroupRouter {
   restoreAffinity(key: string, saved: Float64Array): number | null {
     const b = this.backends.get(key);
     if (!b) return null;
-    const setLength = b.feedback.restore(saved);
+    const setLength = b.restoreLearned(saved);
     const newest = this.newestView();
     if (setLength < saved.length && newest) this.shareCapacity(newest.group);
+    if (b.feedback.prefillRate.learnedRate !== null) this.lendRate();
     const loaded = b.prefixes.importRecent(saved.subarray(0, setLength));
     return loaded === 0 && setLength > 0 && setLength === saved.length ? null : loaded;
   }
@@ -544,7 +548,7 @@ export class GroupRouter {
    * leases are in flight there), every server takes the settings of the newest version naming it,
    * only the servers the newest version names as active take new requests (whatever version a
    * caller routes with: a drain holds for a Worker that has not heard of it yet), and the prefix
-   * budget of the newest version is shared out again.
+   * budget of the newest version is shared out again, and so is the group's learned prefill rate.
    */
   private settle(): void {
     const named = new Set<Backend>();
@@ -573,6 +577,7 @@ export class GroupRouter {
     this.leaseTtlMs = Math.max(...oldestFirst.map((v) => v.group.leaseTtlMs));
     this.lessonLimit = newest.group.prefixBudgetBlocks * LESSON_SHARE;
     this.shareCapacity(newest.group);
+    this.lendRate();
   }
 
   /** Sizes every prefix set by its backend's KV capacity (learned, else configured), within the group's budget; a smaller one drops its oldest blocks. */

@@ -11,17 +11,19 @@ import { decayed } from "./half-life.ts";
  * Beside the scores, the same decaying count of the group's new prompts (those that start a
  * conversation or match a shared prefix, as against a conversation coming back): what a prefix's
  * score is a share of.
+ *
+ * The half-life is each call's, its caller's config version's (hotHalfLifeMs): a score is kept as
+ * of its last hit and decayed only when read, so a version with another half-life decays what is
+ * there from then on by its own, and the counts stay shared.
  */
 export class HotPrefixes {
   private readonly scores = new Map<number, { score: number; at: number }>();
   private readonly capacity: number;
-  private readonly halfLifeMs: number;
   private newPrompts = 0;
   private newPromptsAt = 0;
 
-  constructor(capacity: number, halfLifeMs: number) {
+  constructor(capacity: number) {
     this.capacity = capacity;
-    this.halfLifeMs = halfLifeMs;
   }
 
   /** Prefixes remembered. */
@@ -30,11 +32,11 @@ export class HotPrefixes {
   }
 
   /** Records a request matching the prefix that ends at `hash`; returns its score, this hit included. */
-  hit(hash: number, now: number): number {
+  hit(hash: number, now: number, halfLifeMs: number): number {
     const prev = this.scores.get(hash);
     let score = 1;
     if (prev) {
-      score += decayed(prev.score, now - prev.at, this.halfLifeMs);
+      score += decayed(prev.score, now - prev.at, halfLifeMs);
       this.scores.delete(hash);
     } else if (this.scores.size >= this.capacity) {
       // The least recently hit eighth at once: most requests' prefix is a conversation's own,
@@ -46,8 +48,8 @@ export class HotPrefixes {
   }
 
   /** Counts a new prompt; returns the count, this one included. */
-  newPrompt(now: number): number {
-    this.newPrompts = decayed(this.newPrompts, now - this.newPromptsAt, this.halfLifeMs) + 1;
+  newPrompt(now: number, halfLifeMs: number): number {
+    this.newPrompts = decayed(this.newPrompts, now - this.newPromptsAt, halfLifeMs) + 1;
     this.newPromptsAt = now;
     return this.newPrompts;
   }

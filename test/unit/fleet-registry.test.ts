@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { ModelGroupSchema, type ModelGroupConfig } from "../../src/config/schema.ts";
+import { ModelGroupSchema, type DeploymentConfig, type ModelGroupConfig } from "../../src/config/schema.ts";
 import { applyCommand } from "../../src/fleet/apply.ts";
 import { FleetRegistry, RegistryError, type GroupRecord } from "../../src/fleet/registry.ts";
 
@@ -208,6 +208,47 @@ describe("FleetRegistry", () => {
     expect(refused(() => applyCommand(unlisted, { op: "heartbeat", heartbeat: hb }, 5000)).status).toBe(403);
     unlisted.expire(10_000);
     expect(states(unlisted, "a")["gpu-7"]).toBe("draining");
+  });
+
+  it("a deployment stored before the gateway's keys were refused that names one is disabled at load, without the fields that name them", () => {
+    const r = seeded(group("a", ["a1"]), group("b", ["b1"]));
+    const w = { rev: r.rev, seedHash: r.seedHash, put: JSON.stringify([r.group("a"), r.group("b")]) };
+    // As a heartbeat with the register key could store them before the fix, and an operator's slip through the admin API.
+    const stored = JSON.parse(w.put) as GroupRecord[];
+    const spec = (id: string, over: Partial<DeploymentConfig>) => ({ ...(group("x", [id]).deployments[0] as DeploymentConfig), id, ...over });
+    const evil = spec("evil", { baseUrl: "http://10.6.6.6:8000", apiKeyEnv: "KVGATE_ADMIN_KEY", headersFromEnv: { "x-a": "KVGATE_MASTER_KEY", "x-t": "GPU_TOKEN" } });
+    stored[0]?.deployments.push({ spec: evil, state: "active", source: "heartbeat", expiresAt: 30_000, removeAt: null, ttlMs: 30_000 });
+    stored[1]?.deployments.push({ spec: spec("slip", { apiKeyEnv: "KVGATE_METRICS_KEY" }), state: "active", source: "admin", expiresAt: null, removeAt: null, ttlMs: null });
+    const again = new FleetRegistry();
+    const loaded = again.load(w.rev, w.seedHash, stored);
+
+    const d = (g: string, id: string) => again.resolved(g)?.deployments.find((x) => x.id === id);
+    expect(d("a", "evil")).toMatchObject({ state: "disabled", apiKeyEnv: undefined });
+    expect(d("a", "evil")?.headersFromEnv).toEqual({ "x-t": "GPU_TOKEN" });
+    expect(d("b", "slip")).toMatchObject({ state: "disabled", apiKeyEnv: undefined });
+    expect(d("a", "a1")?.state).toBe("active");
+    expect(loaded).toEqual({
+      change: { changed: ["a", "b"], removed: [] },
+      disarmed: [
+        { group: "a", deployment: "evil", fields: ["apiKeyEnv", "headersFromEnv.x-a"], secrets: ["KVGATE_ADMIN_KEY", "KVGATE_MASTER_KEY"] },
+        { group: "b", deployment: "slip", fields: ["apiKeyEnv"], secrets: ["KVGATE_METRICS_KEY"] },
+      ],
+    });
+    // A new revision, stored, so that routing follows it like any change.
+    expect(again.rev).toBe(w.rev + 1);
+    expect(again.resolved("a")?.rev).toBe(w.rev + 1);
+    expect(again.takeWrites().put.map((g) => g.settings.name)).toEqual(["a", "b"]);
+    // The fleet holds again: a change that checks it whole is no longer refused for the stored one.
+    expect(applyCommand(again, { op: "add-deployment", group: "a", deployment: { id: "x", baseUrl: "http://10.0.1.1:8000", model: "m" } }, 0)).toEqual({ changed: ["a"], removed: [] });
+    // The disable is the operator's: the server's heartbeats do not undo it; one naming the key again is refused.
+    applyCommand(again, { op: "heartbeat", heartbeat: { group: "a", id: "evil", baseUrl: "http://10.6.6.6:8000", model: "m", ttlSeconds: 30 } }, 1000);
+    expect(d("a", "evil")?.state).toBe("disabled");
+    const beat = { group: "a", id: "evil", baseUrl: evil.baseUrl, model: "m", apiKeyEnv: "KVGATE_ADMIN_KEY", ttlSeconds: 30 };
+    expect(refused(() => applyCommand(again, { op: "heartbeat", heartbeat: beat }, 2000)).code).toBe("gateway_key_named");
+    // A fleet stored clean loads as it was.
+    const clean = new FleetRegistry();
+    expect(clean.load(w.rev, w.seedHash, JSON.parse(w.put) as GroupRecord[])).toEqual({ change: { changed: [], removed: [] }, disarmed: [] });
+    expect(clean.rev).toBe(w.rev);
   });
 
   it("replacing the fleet checks it whole", () => {

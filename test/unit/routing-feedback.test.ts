@@ -302,17 +302,40 @@ describe("prefill rate", () => {
 });
 
 describe("a prefill rate borrowed from the group", () => {
-  it("is the others' learned rate over their configured one, times its own configured rate, until it learns its own", () => {
-    const deployments = [10_000, 10_000, 10_000, 20_000].map((rate, i) => ({ id: `b${i}`, baseUrl: `http://127.0.0.1:${9001 + i}`, model: "m", maxInFlight: 1000, prefillTokensPerSec: rate }));
-    const parsed = parseConfig({ modelGroups: [{ name: "g", strategy: "prefix-aware", deployments }] });
-    if (!parsed.ok) throw new Error(parsed.error);
-    const g = parsed.config.groups[0] as ResolvedGroup;
+  const rates = (router: GroupRouter) => Object.fromEntries(router.snapshot().map((b) => [b.id, b.learned.prefillTokensPerSec]));
+  /** The prompt blocks each backend's queue of prompt work drains in a second: the rate routing acts on, not the one it shows. */
+  const drains = (router: GroupRouter, g: ResolvedGroup, at: number) => {
+    const ids = g.deployments.map((d) => d.id);
+    return Object.fromEntries(
+      ids.map((id, i) => {
+        const others = ids.filter((x) => x !== id);
+        const debt = () => router.snapshot().find((b) => b.id === id)?.prefillDebtBlocks ?? NaN;
+        // A prompt far longer than its one-block chain queues work no second can drain; an empty one at the second's end adds none.
+        const long = router.route(g.version, [1e9 + i], others, at, undefined, false, 1_000_000) as RouteDecision;
+        const queued = debt();
+        const empty = router.route(g.version, [], others, at + 1000) as RouteDecision;
+        const drained = queued - debt();
+        for (const d of [long, empty]) router.release({ lease: d.lease, outcome: "client-abort" }, at + 1000);
+        return [id, drained];
+      }),
+    );
+  };
+
+  /** A group of four, b3 configured twice as fast; `teach` runs requests on one backend alone, its TTFT a fixed 40 ms plus its prompt at `rate`. */
+  function borrowing(configured = [10_000, 10_000, 10_000, 20_000]) {
+    const deploymentsOf = (rates: number[]) => rates.map((rate, i) => ({ id: `b${i}`, baseUrl: `http://127.0.0.1:${9001 + i}`, model: "m", maxInFlight: 1000, prefillTokensPerSec: rate }));
+    const deployments = deploymentsOf(configured);
+    const version = (rates: number[]): ResolvedGroup => {
+      const parsed = parseConfig({ modelGroups: [{ name: "g", strategy: "prefix-aware", deployments: deploymentsOf(rates) }] });
+      if (!parsed.ok) throw new Error(parsed.error);
+      return parsed.config.groups[0] as ResolvedGroup;
+    };
+    const g = version(configured);
     const router = new GroupRouter("g", rng(2));
     router.install(g, 0);
     const r = rng(6);
     let now = 0;
     let block = 1;
-    // One request at a time on `id`, nothing queued ahead, its TTFT a fixed 40 ms plus its prompt at `rate`.
     const teach = (id: string, rate: number, n: number) => {
       const others = deployments.map((d) => d.id).filter((x) => x !== id);
       for (let i = 0; i < n; i++) {
@@ -323,14 +346,41 @@ describe("a prefill rate borrowed from the group", () => {
         now += 1000;
       }
     };
-    const rates = () => Object.fromEntries(router.snapshot().map((b) => [b.id, b.learned.prefillTokensPerSec]));
+    return { g, version, router, teach };
+  }
+
+  it("is the others' learned rate over their configured one, times its own configured rate, until it learns its own", () => {
+    const { router, teach } = borrowing();
     // Every server is 4× as fast as configured; b0 learns it, the rest borrow it.
     teach("b0", 40_000, 40);
-    expect(rates()).toEqual({ b0: 40_000, b1: 40_000, b2: 40_000, b3: 80_000 });
+    expect(rates(router)).toEqual({ b0: 40_000, b1: 40_000, b2: 40_000, b3: 80_000 });
     // b1 learns its own, 2×: it keeps it, and the borrowers take the median of 4× and 2×.
     teach("b1", 20_000, 40);
     const both = Math.sqrt(4 * 2);
-    expect(rates()).toEqual({ b0: 40_000, b1: 20_000, b2: Math.round(10_000 * both), b3: Math.round(20_000 * both) });
+    expect(rates(router)).toEqual({ b0: 40_000, b1: 20_000, b2: Math.round(10_000 * both), b3: Math.round(20_000 * both) });
+  });
+
+  it("is borrowed again after the routing object restarts, from the learned rates it restored", () => {
+    const { g, router, teach } = borrowing();
+    teach("b0", 40_000, 40);
+    const before = { rates: rates(router), drains: drains(router, g, 1e6) };
+    expect(before.drains.b1).toBeGreaterThan(10_000 / 16);
+    const saved = router.takeAffinityChanges(4096);
+    const back = new GroupRouter("g", rng(3));
+    back.install(g, 0);
+    for (const s of saved) back.restoreAffinity(s.key, s.blocks);
+    expect({ rates: rates(back), drains: drains(back, g, 1e6) }).toEqual(before);
+  });
+
+  it("follows a config change: a factor of the new configured rates, lent to a backend the change adds", () => {
+    const { version, router, teach } = borrowing();
+    teach("b0", 40_000, 40);
+    // b2 is configured at half its old rate and b3 at twice: each borrows 4× its new figure, and so does b4, new.
+    router.install(version([10_000, 10_000, 5_000, 40_000, 8_000]), 1e6);
+    expect(rates(router)).toEqual({ b0: 40_000, b1: 40_000, b2: 20_000, b3: 160_000, b4: 32_000 });
+    // b0's own figure is now configured at 20,000: it learned 2× that, and so the others borrow 2×.
+    router.install(version([20_000, 10_000, 5_000, 40_000, 8_000]), 2e6);
+    expect(rates(router)).toEqual({ b0: 40_000, b1: 20_000, b2: 10_000, b3: 80_000, b4: 16_000 });
   });
 });
 

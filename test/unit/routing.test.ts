@@ -133,18 +133,18 @@ describe("PendingPrefills", () => {
 
 describe("SharedWorkingSet", () => {
   it("counts each shared prefix once, for as long as it is matched, within its bound", () => {
-    const w = new SharedWorkingSet(1000, 3);
-    w.matched(1, 40, 0);
-    w.matched(2, 10, 100);
-    w.matched(1, 40, 500);
+    const w = new SharedWorkingSet(3);
+    w.matched(1, 40, 0, 1000);
+    w.matched(2, 10, 100, 1000);
+    w.matched(1, 40, 500, 1000);
     expect(w.blocks).toBe(50);
     // Prefix 2 was last matched at 100: gone after 1,100; prefix 1 stays until 1,500.
-    w.expire(1200);
+    w.expire(1200, 1000);
     expect(w.blocks).toBe(40);
-    w.matched(3, 5, 1300);
-    w.matched(4, 5, 1300);
+    w.matched(3, 5, 1300, 1000);
+    w.matched(4, 5, 1300, 1000);
     // A fourth prefix takes the place of the least recently matched one.
-    w.matched(5, 5, 1300);
+    w.matched(5, 5, 1300, 1000);
     expect(w.blocks).toBe(15);
   });
 });

@@ -1,10 +1,13 @@
 import { describe, expect, it } from "vitest";
 import { parseConfig } from "../../src/config/load.ts";
-import { reachOf, reachProblems, resolveReach, upstreamAuthorization, type UpstreamFetcher } from "../../src/config/upstream-access.ts";
+import { AUTH_DEFAULTS } from "../../src/config/schema.ts";
+import { gatewayKeys, reachOf, reachProblems, resolveReach, type UpstreamFetcher } from "../../src/config/upstream-access.ts";
 
 const vpc: UpstreamFetcher = { fetch: () => Promise.resolve(new Response("ok")) };
 const ACCESS = { "CF-Access-Client-Id": "ACCESS_CLIENT_ID", "CF-Access-Client-Secret": "ACCESS_CLIENT_SECRET" };
 const SECRETS = { ACCESS_CLIENT_ID: "id.access", ACCESS_CLIENT_SECRET: "s3cr3t-value" };
+/** The gateway's own keys, by the names a config without `auth` gives them. */
+const KEYS = gatewayKeys(AUTH_DEFAULTS);
 
 function errorsOf(raw: unknown): string[] {
   const r = parseConfig(raw);
@@ -43,25 +46,25 @@ describe("a deployment's binding and secret headers in the config", () => {
 
 describe("a deployment's reach, resolved from the Worker's env", () => {
   it("is the runtime's own fetch for a deployment that names nothing", () => {
-    expect(resolveReach({}, {})).toEqual({ ok: true, via: null, headers: null });
+    expect(resolveReach({}, {}, KEYS)).toEqual({ ok: true, via: null, headers: null, authorization: null });
   });
 
   it("goes through the binding with the headers' values", () => {
-    const reach = resolveReach({ binding: "GPU_VPC", headersFromEnv: ACCESS }, { GPU_VPC: vpc, ...SECRETS });
-    expect(reach).toEqual({ ok: true, via: vpc, headers: { "CF-Access-Client-Id": "id.access", "CF-Access-Client-Secret": "s3cr3t-value" } });
+    const reach = resolveReach({ binding: "GPU_VPC", headersFromEnv: ACCESS }, { GPU_VPC: vpc, ...SECRETS }, KEYS);
+    expect(reach).toEqual({ ok: true, via: vpc, headers: { "CF-Access-Client-Id": "id.access", "CF-Access-Client-Secret": "s3cr3t-value" }, authorization: null });
   });
 
   it("is resolved once per deployment object", () => {
     const d = { headersFromEnv: ACCESS };
     const env: Record<string, unknown> = { ...SECRETS };
-    const first = reachOf(d, env);
+    const first = reachOf(d, env, KEYS);
     env.ACCESS_CLIENT_ID = "rotated";
-    expect(reachOf(d, env)).toBe(first);
+    expect(reachOf(d, env, KEYS)).toBe(first);
   });
 
   it("names every missing, empty or wrong binding and secret, and never a value", () => {
     const env = { GPU_VPC: "not a binding", ACCESS_CLIENT_ID: "", ACCESS_CLIENT_SECRET: "line\nbreak-s3cr3t", TOKEN: vpc };
-    const reach = resolveReach({ binding: "GPU_VPC", headersFromEnv: { ...ACCESS, "X-Token": "TOKEN", "X-Other": "UNSET" } }, env);
+    const reach = resolveReach({ binding: "GPU_VPC", headersFromEnv: { ...ACCESS, "X-Token": "TOKEN", "X-Other": "UNSET" } }, env, KEYS);
     if (reach.ok) throw new Error("expected problems");
     expect(reach.problems).toEqual([
       { field: "binding", message: '"GPU_VPC" has no fetch() (a Workers VPC Service or Network binding has one)' },
@@ -75,15 +78,34 @@ describe("a deployment's reach, resolved from the Worker's env", () => {
 
   it("reports problems with the config's field paths", () => {
     const groups = [{ deployments: [{}, { binding: "NOPE" }] }];
-    expect(reachProblems(groups, {})).toEqual(['modelGroups[0].deployments[1].binding "NOPE" is not bound to this Worker (declare it in wrangler.toml: vpc_services or vpc_networks)']);
+    expect(reachProblems(groups, {}, KEYS)).toEqual(['modelGroups[0].deployments[1].binding "NOPE" is not bound to this Worker (declare it in wrangler.toml: vpc_services or vpc_networks)']);
   });
 });
 
 describe("a deployment's API key, as every call to it carries it", () => {
   it("is its apiKeyEnv secret as a bearer token; none when it names none or the secret is unset or empty", () => {
-    expect(upstreamAuthorization({ apiKeyEnv: "VLLM_KEY" }, { VLLM_KEY: "sk-up" })).toBe("Bearer sk-up");
-    expect(upstreamAuthorization({ apiKeyEnv: undefined }, { VLLM_KEY: "sk-up" })).toBeNull();
-    expect(upstreamAuthorization({ apiKeyEnv: "VLLM_KEY" }, {})).toBeNull();
-    expect(upstreamAuthorization({ apiKeyEnv: "VLLM_KEY" }, { VLLM_KEY: "" })).toBeNull();
+    const authorization = (d: { apiKeyEnv?: string }, env: Record<string, unknown>) => {
+      const reach = resolveReach(d, env, KEYS);
+      return reach.ok ? reach.authorization : reach.problems;
+    };
+    expect(authorization({ apiKeyEnv: "VLLM_KEY" }, { VLLM_KEY: "sk-up" })).toBe("Bearer sk-up");
+    expect(authorization({ apiKeyEnv: undefined }, { VLLM_KEY: "sk-up" })).toBeNull();
+    expect(authorization({ apiKeyEnv: "VLLM_KEY" }, {})).toBeNull();
+    expect(authorization({ apiKeyEnv: "VLLM_KEY" }, { VLLM_KEY: "" })).toBeNull();
+  });
+});
+
+describe("what a deployment is sent, whatever brought it", () => {
+  const env = { KVGATE_ADMIN_KEY: "sk-admin-s3cr3t", KVGATE_MASTER_KEY: "sk-master-s3cr3t", K_ADMIN: "sk-renamed-s3cr3t", GPU_VPC: vpc, ...SECRETS };
+
+  it("is never one of the gateway's own keys: the deployment is refused, naming the field and the key, never a value", () => {
+    const bearer = reachOf({ apiKeyEnv: "KVGATE_ADMIN_KEY" }, env, KEYS);
+    expect(bearer).toEqual({ ok: false, problems: [{ field: "apiKeyEnv", message: expect.stringMatching(/^names KVGATE_ADMIN_KEY, the gateway's own key \(auth\.adminKeyEnv\)/) }] });
+    const header = reachOf({ binding: "GPU_VPC", headersFromEnv: { ...ACCESS, "x-a": "KVGATE_MASTER_KEY" } }, env, KEYS);
+    expect(header.ok ? [] : header.problems.map((p) => p.field)).toEqual(["headersFromEnv.x-a"]);
+    // The config's names for its keys, not the defaults.
+    const renamed = gatewayKeys({ ...AUTH_DEFAULTS, adminKeyEnv: "K_ADMIN" });
+    expect(resolveReach({ apiKeyEnv: "K_ADMIN" }, env, renamed).ok).toBe(false);
+    expect(JSON.stringify([bearer, header])).not.toContain("s3cr3t");
   });
 });

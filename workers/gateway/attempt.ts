@@ -1,6 +1,6 @@
 import type { ResolvedDeployment, ResolvedGroup } from "../../src/config/load.ts";
 import type { FailoverCause } from "../../src/config/schema.ts";
-import { reachOf, upstreamAuthorization, type UpstreamFetcher } from "../../src/config/upstream-access.ts";
+import { reachOf, type ReachProblem, type UpstreamFetcher } from "../../src/config/upstream-access.ts";
 import type { CompletionSummary, HookContext } from "../../src/hooks/types.ts";
 import { pipelineFor } from "../config.ts";
 import { badGateway, badRequest, GatewayError, gatewayTimeout, unavailable } from "../../src/openai/errors.ts";
@@ -59,6 +59,11 @@ export const clientGone = () => new GatewayError(499, "invalid_request_error", "
 /** workerd's words for a connection that failed or died before any response byte. */
 const CONNECTION_LOST = /network connection lost/i;
 
+/** A deployment this isolate cannot reach as it says (a binding or secret it lacks, a gateway key it names): the request's answer. */
+export function misconfigured(id: string, problems: readonly ReachProblem[]): GatewayError {
+  return new GatewayError(500, "server_error", `gateway misconfigured: backend ${id}: ${problems.map((x) => `${x.field} ${x.message}`).join("; ")}`, "config_invalid");
+}
+
 /** One upstream attempt on the backend `decision` picked: it holds that lease and settles it once. */
 export async function attempt(a: AttemptInput): Promise<AttemptResult> {
   const { p, group, decision, deadline } = a;
@@ -70,12 +75,11 @@ export async function attempt(a: AttemptInput): Promise<AttemptResult> {
     lease.settle("client-abort");
     throw unavailable(`routing for model "${a.body.model}" named a backend this gateway does not know`, "routing_unavailable");
   }
-  // Resolved once per deployment (a binding, secret headers); a plain one returns at once.
-  const reach = reachOf(deployment, env);
+  // Resolved once per deployment (a binding, its key, secret headers); a plain one returns at once.
+  const reach = reachOf(deployment, env, config.gatewayKeys);
   if (!reach.ok) {
     lease.settle("client-abort");
-    const why = reach.problems.map((x) => `${x.field} ${x.message}`).join("; ");
-    throw new GatewayError(500, "server_error", `gateway misconfigured: backend ${deployment.id}: ${why}`, "config_invalid");
+    throw misconfigured(deployment.id, reach.problems);
   }
   const stream = a.body.stream === true;
   // A key that counts tokens, or a request sampled for routing's feedback, runs usage accounting
@@ -99,8 +103,7 @@ export async function attempt(a: AttemptInput): Promise<AttemptResult> {
   // Plain records, not Headers objects: the runtime copies them natively once, in fetch and Response.
   const headers: Record<string, string> = { "content-type": "application/json", "x-request-id": p.requestId, "x-kvgate-routed-at": String(decision.routedAt) };
   if (stream) headers.accept = "text/event-stream";
-  const authorization = upstreamAuthorization(deployment, env);
-  if (authorization !== null) headers.authorization = authorization;
+  if (reach.authorization !== null) headers.authorization = reach.authorization;
   if (reach.headers) Object.assign(headers, reach.headers);
 
   const abort = new AbortController();

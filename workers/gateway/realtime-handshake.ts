@@ -1,5 +1,4 @@
 import type { ResolvedDeployment, ResolvedGroup } from "../../src/config/load.ts";
-import { upstreamAuthorization } from "../../src/config/upstream-access.ts";
 import { badGateway, GatewayError, gatewayTimeout } from "../../src/openai/errors.ts";
 import { classifyRefusedUpgrade } from "../../src/realtime/upgrade-answer.ts";
 import type { LeaseOutcome, RouteDecision } from "../../src/routing/protocol.ts";
@@ -8,7 +7,6 @@ import { clientError, FAILURE_CAUSE } from "../../src/upstream/answer.ts";
 import { parseUpstreamError } from "../../src/upstream/error-body.ts";
 import { readBounded } from "../../src/upstream/read-bounded.ts";
 import { parseRetryAfter, type Failure } from "../../src/upstream/retry.ts";
-import type { Env } from "../env.ts";
 
 const UPSTREAM_PATH = "/v1/realtime";
 
@@ -22,7 +20,8 @@ export type Handshake =
 export interface HandshakeInput {
   /** The client's query string (`?model=…&…`): passed on with the model rewritten to the deployment's. */
   search: string;
-  env: Env;
+  /** The deployment's bearer token (its reach's): its own key, never the client's. */
+  authorization: string | null;
   requestId: string;
   group: ResolvedGroup;
   deployment: ResolvedDeployment;
@@ -46,8 +45,7 @@ export async function openUpstream(h: HandshakeInput): Promise<Handshake> {
   query.set("model", deployment.model);
   const headers: Record<string, string> = { upgrade: "websocket", "x-request-id": h.requestId, "x-kvgate-routed-at": String(h.decision.routedAt) };
   if (h.protocols.length > 0) headers["sec-websocket-protocol"] = h.protocols.join(", ");
-  const authorization = upstreamAuthorization(deployment, h.env);
-  if (authorization !== null) headers.authorization = authorization;
+  if (h.authorization !== null) headers.authorization = h.authorization;
   const failed = (err: GatewayError, verdict: LeaseOutcome, failure: Failure): Handshake => ({ kind: "failed", response: err.toResponse(), verdict, failure });
 
   const abort = new AbortController();

@@ -1,9 +1,10 @@
 import type { ResolvedGroup } from "../../src/config/load.ts";
+import { reachOf } from "../../src/config/upstream-access.ts";
 import { badRequest, GatewayError, methodNotAllowed, unavailable } from "../../src/openai/errors.ts";
 import { chosenProtocol, isWebSocketUpgrade, keyFromProtocols, protocolsWithoutKey } from "../../src/realtime/handshake.ts";
 import type { RouteRefusal } from "../../src/routing/protocol.ts";
 import { nextStep } from "../../src/upstream/retry.ts";
-import { clientGone, isFailover, routingHeaders } from "./attempt.ts";
+import { clientGone, isFailover, misconfigured, routingHeaders } from "./attempt.ts";
 import { groupAddedSince, limitError, noBackend, tenantFor, type ProxyInput } from "./proxy.ts";
 import { openUpstream } from "./realtime-handshake.ts";
 import { holdLease, route } from "./route-client.ts";
@@ -67,8 +68,14 @@ export async function openRealtime(p: RealtimeInput): Promise<Response> {
         lease.settle("client-abort");
         throw unavailable(`routing for model "${model}" named a backend this gateway does not know`, "routing_unavailable");
       }
+      // Its key as a request's would be (a realtime handshake uses neither binding nor headers).
+      const reach = reachOf(deployment, p.env, config.gatewayKeys);
+      if (!reach.ok) {
+        lease.settle("client-abort");
+        throw misconfigured(deployment.id, reach.problems);
+      }
       const sentAt = performance.now();
-      const answer = await openUpstream({ search: url.search, env: p.env, requestId: p.requestId, group, deployment, decision, protocols, clientSignal: req.signal });
+      const answer = await openUpstream({ search: url.search, authorization: reach.authorization, requestId: p.requestId, group, deployment, decision, protocols, clientSignal: req.signal });
       if (req.signal.aborted) {
         // Nobody is left to relay to: a socket the upstream opened meanwhile is closed at once.
         if (answer.kind === "open") closeUnused(answer.socket);

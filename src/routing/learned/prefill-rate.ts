@@ -74,7 +74,10 @@ export class PrefillRateLearner {
   private readonly ttft = new Float64Array(WINDOW);
   private filled = 0;
   private next = 0;
-  /** The group's rate (PrefillRateLearner.borrow), until it learns its own; never saved. */
+  /**
+   * The group's factor (PrefillRateLearner.borrow), until it learns its own; never saved. A factor,
+   * not a rate: a new configured rate scales it, as it does the group's learners.
+   */
   private borrowed: number | null = null;
   samples = 0;
 
@@ -84,16 +87,14 @@ export class PrefillRateLearner {
 
   /** Its own learned rate, else the one it borrowed from its group, else the configured one. */
   get tokensPerSec(): number {
-    return this.figure.learnedValue ?? this.borrowed ?? this.figure.value;
+    return this.figure.learnedValue ?? this.figure.configuredValue * (this.borrowed ?? 1);
   }
 
-  /** The group's learned rates over their configured ones, as a factor of its own configured rate, while it has learned none; true when the rate changed. */
-  borrow(factor: number): boolean {
-    if (this.figure.learnedValue !== null) return false;
-    const next = this.figure.configuredValue * Math.min(RATE_RANGE, Math.max(1 / RATE_RANGE, factor));
-    const changed = next !== this.tokensPerSec;
-    this.borrowed = next;
-    return changed;
+  /** The group's learned rates over their configured ones (null: none learned), as a factor of its own configured rate while it has learned none; true when the rate changed. */
+  borrow(factor: number | null): boolean {
+    const before = this.tokensPerSec;
+    this.borrowed = factor === null ? null : Math.min(RATE_RANGE, Math.max(1 / RATE_RANGE, factor));
+    return this.tokensPerSec !== before;
   }
 
   get configuredRate(): number {

@@ -48,8 +48,9 @@ export class PrefixMatch implements Signal {
    */
   readonly replicable: boolean[] = [];
   private readonly guesses = new MatchGuesses();
-  private hot: HotPrefixes | null = null;
-  private sharedSet: SharedWorkingSet | null = null;
+  /** Shared by the versions; each call decays them with its own version's hotHalfLifeMs. */
+  private readonly hot = new HotPrefixes(HOT_PREFIXES_TRACKED);
+  private readonly sharedSet = new SharedWorkingSet(HOT_PREFIXES_TRACKED);
 
   produce(backends: readonly Backend[], chain: ArrayLike<number>, settings: GroupSettings, now: number): void {
     let best = 0;
@@ -75,24 +76,24 @@ export class PrefixMatch implements Signal {
     }
     this.best = best;
     this.shared = false;
-    const hot = (this.hot ??= new HotPrefixes(HOT_PREFIXES_TRACKED, settings.hotHalfLifeMs));
+    const { hot } = this;
+    const halfLifeMs = settings.hotHalfLifeMs;
     if (best === 0) {
       // A one-block prompt (at most blockChars characters, about one KV block's tokens) leaves
       // next to nothing in an engine's cache for anyone to share: counted, a gateway's warm-up or
       // a burst of "hi"s made the system prompt the next conversations open with look too rare to
       // copy, and they queued behind its first backend instead, there for all their turns.
-      if (chain.length > 1) hot.newPrompt(now);
+      if (chain.length > 1) hot.newPrompt(now, halfLifeMs);
       return;
     }
     const last = chain[best - 1] as number;
     const branched = (backends[bestAt] as Backend).prefixes.isInterior(last);
     // Counted whether or not the prefix branched: its score is what makes it hot later, elsewhere.
-    const score = hot.hit(last, now);
+    const score = hot.hit(last, now, halfLifeMs);
     this.shared = branched || (settings.hotThreshold > 0 && score >= settings.hotThreshold);
     if (!this.shared) return;
-    const newPrompts = hot.newPrompt(now);
-    this.sharedSet ??= new SharedWorkingSet(settings.hotHalfLifeMs * SHARED_WINDOW_HALF_LIVES, HOT_PREFIXES_TRACKED);
-    this.sharedSet.matched(last, best, now);
+    const newPrompts = hot.newPrompt(now, halfLifeMs);
+    this.sharedSet.matched(last, best, now, halfLifeMs * SHARED_WINDOW_HALF_LIVES);
     const worthCopying = score * usableCount >= newPrompts;
     const needed = this.sharedSet.blocks / REPLICATED_SHARE;
     for (let i = 0; i < backends.length; i++) this.replicable[i] = worthCopying && needed <= (backends[i] as Backend).prefixes.capacity;
