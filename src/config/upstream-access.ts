@@ -133,10 +133,7 @@ export function gatewayKeyRefusal(name: string, keys: GatewayKeys): string | nul
  * heartbeat).
  */
 export function gatewayKeyProblems(d: SecretNeeds, keys: GatewayKeys): ReachProblem[] {
-  return secretsNamed(d).flatMap(({ field, name }) => {
-    const why = gatewayKeyRefusal(name, keys);
-    return why === null ? [] : [{ field, message: why }];
-  });
+  return gatewayKeysNamed(d, keys).map(({ field, name }) => ({ field, message: gatewayKeyRefusal(name, keys) as string }));
 }
 
 /**
