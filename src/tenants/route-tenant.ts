@@ -27,3 +27,12 @@ export function readsUsage(r: KeyRecord): boolean {
 export function allowsModel(r: KeyRecord, model: string, group: string): boolean {
   return r.models.length === 0 || r.models.includes(model) || r.models.includes(group);
 }
+
+/**
+ * Whether the key may be served by a group it did not ask for (a fallback): only if it may call
+ * the group by one of its names. A key's models bound what serves it, not only what it asks for,
+ * or a key for a cheap model could reach a dear one by making its own model fail.
+ */
+export function allowsGroup(r: KeyRecord, group: { name: string; aliases: readonly string[] }): boolean {
+  return [group.name, ...group.aliases].some((name) => allowsModel(r, name, group.name));
+}

@@ -15,6 +15,7 @@ import { connect, opened, type OpenSocket } from "../support/websocket-client.ts
 let fleet: Fleet;
 let upstream: WebSocketUpstream;
 let gw: TestGateway;
+const adminKey = `sk-admin-${randomBytes(16).toString("hex")}`;
 
 const sim = (i: number) => ({ id: `sim-${i}`, baseUrl: fleet.urls[i] as string, model: "sim-7b" });
 const at = (behaviour: string, id = behaviour.replace(/:.*/, "")) => ({ id, baseUrl: `${upstream.url}/${behaviour}`, model: "upstream-rt" });
@@ -36,8 +37,9 @@ beforeAll(async () => {
       single("rate-limited", "refuse:429"),
       single("not-served", "refuse:404"),
       { name: "fails-over", strategy: "round-robin", deployments: [at("refuse:500", "broken"), sim(0)] },
+      { name: "falls-back", fallbacks: ["realtime"], deployments: [at("refuse:500", "down")] },
     ],
-  });
+  }, { KVGATE_ADMIN_KEY: adminKey });
 });
 afterAll(async () => {
   await gw?.close();
@@ -217,6 +219,21 @@ describe("a handshake the gateway refuses", () => {
     const post = await fetch(`${gw.url}/v1/realtime?model=realtime`, { method: "POST", headers: bearer() });
     expect(post.status).toBe(405);
     expect(((await post.json()) as { error: { type: string } }).error.type).toBe("invalid_request_error");
+  });
+
+  it("a key kept to its models: the fallback group it may not use is not tried", async () => {
+    const keyFor = async (models: string[]) => {
+      const made = await fetch(`${gw.url}/admin/v1/keys`, { method: "POST", headers: { authorization: `Bearer ${adminKey}`, "content-type": "application/json" }, body: JSON.stringify({ models }) });
+      expect(made.status).toBe(201);
+      return ((await made.json()) as { key: string }).key;
+    };
+    const h = await connect(wsUrl("?model=falls-back"), { headers: { authorization: `Bearer ${await keyFor(["falls-back"])}` } });
+    expect(h.kind === "refused" && h.status).toBe(502);
+    const s = opened(await connect(wsUrl("?model=falls-back"), { headers: { authorization: `Bearer ${await keyFor(["falls-back", "realtime-alias"])}` } }));
+    expect(s.headers["x-kvgate-group"]).toBe("realtime");
+    s.ws.close();
+    await s.closed;
+    await vi.waitFor(async () => expect(await gw.inFlight("realtime")).toBe(0), EVENTUALLY);
   });
 });
 

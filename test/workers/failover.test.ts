@@ -1,6 +1,8 @@
 import { evictDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, inject, it, vi } from "vitest";
+import type { IssuedKeyView } from "../../src/tenants/admin-api.ts";
+import { admin, ok } from "./admin.ts";
 import { chat, conversation, EVENTUALLY, expectIdle, sseEvents, status } from "./gateway.ts";
 
 const [breakerUpstream, rateLimitedUpstream] = inject("upstreams").switchableUrls as [string, string];
@@ -131,6 +133,29 @@ describe("fallback groups and timeouts", () => {
     expect(res.headers.get("x-kvgate-group")).toBe("fallback-target");
     expect(res.headers.get("x-kvgate-reason")).toBe("failover");
     await res.text();
+    await expectIdle("fallback-primary");
+    await expectIdle("fallback-target");
+  });
+
+  it("keeps a virtual key to its models: a fallback group the key may not use is skipped", async () => {
+    const keyFor = async (models: string[]) => (await ok<IssuedKeyView>(admin("/admin/v1/keys", { method: "POST", json: { models } }), 201)).key;
+    const asKey = (key: string, topic: string) => chat("fallback-primary", conversation(topic), {}, { headers: { authorization: `Bearer ${key}` } });
+
+    // The primary's own failure, as a key that may use no other group gets it: no answer from the fallback.
+    const confined = await asKey(await keyFor(["fallback-primary"]), "sastrugi");
+    const error = (await confined.json()) as { error: { type: string } };
+    expect(confined.status).toBe(502);
+    expect(error.error.type).toBe("upstream_error");
+    expect(confined.headers.get("x-kvgate-group")).toBeNull();
+    expect(confined.headers.get("x-kvgate-attempts")).toBe("1");
+
+    // A key that lists the fallback (by name) or every model is served by it, as the master key is.
+    for (const models of [["fallback-primary", "fallback-target"], []]) {
+      const res = await asKey(await keyFor(models), `pingo ${models.length}`);
+      expect(res.status).toBe(200);
+      expect(res.headers.get("x-kvgate-group")).toBe("fallback-target");
+      await res.text();
+    }
     await expectIdle("fallback-primary");
     await expectIdle("fallback-target");
   });

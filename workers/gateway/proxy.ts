@@ -1,7 +1,7 @@
 import type { ResolvedGroup } from "../../src/config/load.ts";
 import type { LeaseOutcome, LimitRefusal, RouteRefusal, RouteTenant } from "../../src/routing/protocol.ts";
 import { forbidden, GatewayError, notFound, overLimit, unavailable } from "../../src/openai/errors.ts";
-import { allowsModel, routeTenant } from "../../src/tenants/route-tenant.ts";
+import { allowsGroup, allowsModel, routeTenant } from "../../src/tenants/route-tenant.ts";
 import { isServerSide, nextStep } from "../../src/upstream/retry.ts";
 import { logEvent } from "../../src/logging/event-log.ts";
 import type { RequestLog } from "../../src/logging/request-log.ts";
@@ -80,9 +80,8 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
         }
       }
       if ("refused" in decision) {
-        // Fallback names were checked against the groups when the config loaded.
-        const name = primary.fallbacks[fellBackTo++];
-        const next = name === undefined ? undefined : byModel.get(name);
+        let next: ResolvedGroup | undefined;
+        while (!next && fellBackTo < primary.fallbacks.length) next = fallbackFor(p.caller, byModel, primary.fallbacks[fellBackTo++] as string);
         if (next) {
           group = next;
           prompt = promptFor(group);
@@ -136,6 +135,16 @@ export function tenantFor(caller: Caller, model: string, group: ResolvedGroup): 
   const r = caller.key.record;
   if (!allowsModel(r, model, group.name)) throw forbidden(`API key ${r.prefix}… may not use model ${quoted(model)}`, "model_not_allowed");
   return routeTenant(caller.key, false);
+}
+
+/**
+ * A fallback group, if the caller may be served by it: a key limited to some models is kept to
+ * them (its model's own error instead). Fallback names were checked against the groups when the
+ * config loaded; a group removed since is skipped.
+ */
+export function fallbackFor(caller: Caller, byModel: ReadonlyMap<string, ResolvedGroup>, name: string): ResolvedGroup | undefined {
+  const group = byModel.get(name);
+  return group && (caller.kind === "master" || allowsGroup(caller.key.record, group)) ? group : undefined;
 }
 
 const LIMIT_WORDS: Record<LimitRefusal["limit"], string> = {

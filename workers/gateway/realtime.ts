@@ -5,7 +5,7 @@ import { chosenProtocol, isWebSocketUpgrade, keyFromProtocols, protocolsWithoutK
 import type { RouteRefusal } from "../../src/routing/protocol.ts";
 import { nextStep } from "../../src/upstream/retry.ts";
 import { clientGone, isFailover, misconfigured, routingHeaders } from "./attempt.ts";
-import { groupAddedSince, limitError, noBackend, tenantFor, type ProxyInput } from "./proxy.ts";
+import { fallbackFor, groupAddedSince, limitError, noBackend, tenantFor, type ProxyInput } from "./proxy.ts";
 import { openUpstream } from "./realtime-handshake.ts";
 import { holdLease, route } from "./route-client.ts";
 import { closeUnused, relaySockets } from "./socket-relay.ts";
@@ -46,7 +46,7 @@ export async function openRealtime(p: RealtimeInput): Promise<Response> {
     throw badRequest("the WebSocket subprotocols hold only the API key: offer the protocol too (e.g. 'realtime')", null, "invalid_subprotocol");
   }
 
-  const groups = [primary, ...primary.fallbacks.map((name) => byModel.get(name)).filter((g): g is ResolvedGroup => g !== undefined)];
+  const groups = [primary, ...primary.fallbacks.map((name) => fallbackFor(p.caller, byModel, name)).filter((g): g is ResolvedGroup => g !== undefined)];
   let attempts = 0;
   let last: Response | null = null;
   let refused: RouteRefusal["refused"] = "no-backend";
