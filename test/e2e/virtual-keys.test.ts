@@ -42,8 +42,9 @@ beforeAll(async () => {
           name: "keys-cut",
           strategy: "round-robin",
           breaker: { consecutiveFailures: 1000, minRequests: 1000 },
-          deployments: [{ id: "cut", baseUrl: `${upstream.url}/cut-mid-event`, model: "sim-7b" }, sim(fleet, 1)],
+          deployments: [{ id: "cut", baseUrl: `${upstream.url}/cut-body`, model: "sim-7b" }, sim(fleet, 1)],
         },
+        { name: "keys-big", deployments: [{ id: "big", baseUrl: `${upstream.url}/big-answer`, model: "sim-7b" }] },
         { name: "keys-slow", deployments: [sim(slow, 0), sim(slow, 1)] },
         { name: "keys-other", deployments: [sim(slow, 0)] },
       ],
@@ -202,6 +203,20 @@ describe("usage", () => {
     await vi.waitFor(async () => expect((await usage(id)).requests).toBe(1), EVENTUALLY);
     const u = await usage(id);
     expect([u.prompt_tokens, u.completion_tokens]).toEqual([body.usage.prompt_tokens, 7]);
+  });
+  it("counts a non-streamed answer too large to hold whole as it passes, and never holds it whole", async () => {
+    const { id, key } = await createKey({});
+    const res = await post(key, "keys-big");
+    expect(res.status).toBe(200);
+    // The headers came while the upstream was still writing: the gateway did not wait for (and keep) all 64 MiB first.
+    expect(upstream.stats("big-answer").bytesWritten).toBeLessThan(64 * 1024 * 1024);
+    const body = (await res.json()) as { choices: { message: { content: string } }[]; usage: { prompt_tokens: number; completion_tokens: number } };
+    expect(body.choices[0]?.message.content.length).toBe(64 * 1024 * 1024);
+    // Its usage, at its very end, is counted as a small answer's would be.
+    await vi.waitFor(async () => expect((await usage(id)).requests).toBe(1), EVENTUALLY);
+    const u = await usage(id);
+    expect([u.prompt_tokens, u.completion_tokens]).toEqual([body.usage.prompt_tokens, body.usage.completion_tokens]);
+    expect(u.prompt_tokens).toBe(3);
   });
 });
 

@@ -160,6 +160,29 @@ const BEHAVIOURS: Record<string, Answer> = {
     };
     pump();
   },
+  /**
+   * A 200 non-streamed completion whose text is `arg` MiB (default 64) long, its usage at its end,
+   * sent chunked (no content-length) as fast as the reader takes it: as an embeddings answer for a
+   * large batch comes.
+   */
+  "big-answer": (_req, res, body, arg, s) => {
+    const { model } = requestOf(body);
+    const [head, tail] = completion(model).split('"ok"') as [string, string];
+    res.writeHead(200, { "content-type": "application/json" });
+    const total = Number(arg ?? 64) * 1024 * 1024;
+    const piece = Buffer.alloc(64 * 1024, 0x78);
+    let text = 0;
+    res.write(`${head}"`);
+    const pump = (): void => {
+      while (text < total && !res.destroyed) {
+        text += piece.length;
+        s.bytesWritten += piece.length;
+        if (!res.write(piece)) return void res.once("drain", pump);
+      }
+      if (!res.destroyed) res.end(`"${tail}`);
+    };
+    pump();
+  },
   /** A 500 page of HTML with a Python traceback in it, as a crashed server behind a proxy sends. */
   "html-500": (_req, res) => {
     res.writeHead(500, { "content-type": "text/html" });
@@ -201,6 +224,13 @@ const BEHAVIOURS: Record<string, Answer> = {
     const { model } = requestOf(body);
     res.writeHead(200, { "content-type": "text/event-stream" });
     res.write(chunk(model, "first"));
+    setTimeout(() => res.socket?.destroy(), 20);
+  },
+  /** A non-streamed answer that says its length, half of it written, then the connection destroyed. */
+  "cut-body": (_req, res, body) => {
+    const text = completion(requestOf(body).model);
+    res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(text) });
+    res.write(text.slice(0, Math.floor(text.length / 2)));
     setTimeout(() => res.socket?.destroy(), 20);
   },
   /** One whole event, then half of the next, then the connection is destroyed. */

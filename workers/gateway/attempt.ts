@@ -212,11 +212,11 @@ export async function attempt(a: AttemptInput): Promise<AttemptResult> {
     const t = h.onChunk?.(hookCtx);
     if (t) transforms.push(t);
   }
-  if (!stream && pipeline.readsUsage && transforms.length === 0 && pipeline.complete.length === 0) {
+  if (!stream && pipeline.readsUsage && transforms.length === 0 && pipeline.complete.length === 0 && heldWhole(up.headers)) {
     // A non-streamed answer whose usage a key counts: the generation is done, so it is read whole
     // in one native read, its usage taken from its end — cheaper than a JavaScript loop over its
     // chunks into a pipe — and a body the upstream breaks off is a failure no byte of which reached
-    // the client: another backend may answer.
+    // the client: another backend may answer. A larger one (or one of unknown size) is relayed.
     let whole: ArrayBuffer;
     try {
       whole = await up.arrayBuffer();
@@ -273,6 +273,19 @@ export async function attempt(a: AttemptInput): Promise<AttemptResult> {
     },
   });
   return { kind: "answered", response: new Response(relayed, { status: 200, headers: out }), rejected: false };
+}
+
+/**
+ * The largest non-streamed answer read whole for its usage. An isolate's memory (128 MB) is shared
+ * by every request it serves: an embeddings answer for a large batch (tens of MB) held whole, a few
+ * at once, would exceed it and reset the isolate with every request in it. A chat completion is a
+ * few KB; what is larger, or does not say its size, passes through with its usage read as it goes.
+ */
+const WHOLE_READ_MAX_BYTES = 1024 * 1024;
+
+function heldWhole(headers: Headers): boolean {
+  const length = headers.get("content-length");
+  return length !== null && Number(length) <= WHOLE_READ_MAX_BYTES;
 }
 
 /**
