@@ -42,12 +42,12 @@ export class FleetRegistry extends DurableObject<RegistryEnv> implements FleetRe
     this.sql.exec("CREATE TABLE IF NOT EXISTS groups (name TEXT PRIMARY KEY, record TEXT NOT NULL, pos INTEGER NOT NULL)");
     const meta = new Map(this.sql.exec<{ k: string; v: string }>("SELECT k, v FROM meta").toArray().map((r) => [r.k, r.v]));
     const groups = this.sql.exec<{ record: string }>("SELECT record FROM groups ORDER BY pos").toArray().map((r) => JSON.parse(r.record) as GroupRecord);
-    const { change, disarmed } = this.fleet.load(Number(meta.get("rev") ?? 0), meta.get("seed") ?? null, groups);
+    const { change, disarmed } = this.fleet.load(Number(meta.get("rev") ?? 0), meta.get("seed") ?? null, groups, Date.now());
     if (disarmed.length > 0) {
       this.persist();
-      for (const d of disarmed) logEvent("gateway_key_named", "warn", { ...d, action: "disabled" });
+      for (const { code, ...d } of disarmed) logEvent(code, "warn", d);
       logRegistry("load", this.fleet.rev, change);
-      // Disabling changes no group's shards; the calls are built before the seed below can change the groups again.
+      // Disabling or draining changes no group's shards; the calls are built before the seed below can change the groups again.
       void this.push(change, this.shardCounts());
     }
     this.seedFromConfig(parsed);

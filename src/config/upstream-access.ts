@@ -136,14 +136,17 @@ export function gatewayKeyProblems(d: SecretNeeds, keys: GatewayKeys): ReachProb
   return gatewayKeysNamed(d, keys).map(({ field, name }) => ({ field, message: gatewayKeyRefusal(name, keys) as string }));
 }
 
+/** The secrets `d` names that `listed` (auth.registrationSecrets) does not, with the fields that name them. */
+export function unlistedSecretsNamed(d: SecretNeeds, listed: readonly string[]): { field: string; name: string }[] {
+  return secretsNamed(d).filter(({ name }) => !listed.includes(name));
+}
+
 /**
  * A heartbeat comes with the register key, which every GPU server holds: it may name only the
  * secrets the operator listed for self-registered servers (auth.registrationSecrets).
  */
 export function unlistedSecretProblems(d: SecretNeeds, listed: readonly string[]): ReachProblem[] {
-  return secretsNamed(d)
-    .filter(({ name }) => !listed.includes(name))
-    .map(({ field, name }) => ({ field, message: `names ${name}, which a heartbeat may not name: list it in the config's auth.registrationSecrets for self-registered servers to use, or add the deployment through the admin API` }));
+  return unlistedSecretsNamed(d, listed).map(({ field, name }) => ({ field, message: `names ${name}, which a heartbeat may not name: list it in the config's auth.registrationSecrets for self-registered servers to use, or add the deployment through the admin API` }));
 }
 
 /** Every deployment's problems, with the config's field paths; resolving them also fills the cache reachOf reads. */

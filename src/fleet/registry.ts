@@ -1,7 +1,7 @@
 import { fnv1a64 } from "../fnv64.ts";
 import { deploymentId, fleetProblems, GATEWAY_KEY_NAMED, resolveDeployment, resolveGroup, type DeploymentState, type ResolvedGroup } from "../config/resolve.ts";
 import { AUTH_DEFAULTS, MAX_DEPLOYMENTS, type DeploymentConfig, type GatewayConfig, type GroupSettings, type ModelGroupConfig } from "../config/schema.ts";
-import { gatewayKeyProblems, gatewayKeys, gatewayKeysNamed, unlistedSecretProblems, type GatewayKeys } from "../config/upstream-access.ts";
+import { gatewayKeyProblems, gatewayKeys, gatewayKeysNamed, unlistedSecretProblems, unlistedSecretsNamed, type GatewayKeys } from "../config/upstream-access.ts";
 import type { DeploymentPatch, GroupPatch, Heartbeat, NewDeployment } from "./commands.ts";
 
 /** Who put a deployment or group there: the config's seed, the admin API, or a server's heartbeats. */
@@ -60,12 +60,18 @@ export interface FleetRules {
   auth?: GatewayConfig["auth"];
 }
 
-/** A stored deployment that named the gateway's keys (FleetRegistry.load): the fields taken out, and the keys' names. */
+/**
+ * A stored deployment that named a secret it may no longer be sent (FleetRegistry.load): the
+ * fields taken out, the secrets' names, and why — one of the gateway's keys (the deployment is
+ * disabled), or a secret a heartbeat may not name (the server's registration lapses).
+ */
 export interface Disarmed {
   group: string;
   deployment: string;
   fields: string[];
   secrets: string[];
+  code: "gateway_key_named" | "secret_not_allowed";
+  action: "disabled" | "lapsed";
 }
 
 /** Groups whose routing changed (to push to their objects), and groups that went. */
@@ -101,12 +107,12 @@ export class FleetRegistry {
   private resolvedCache = new Map<string, ResolvedGroup>();
 
   /** Restores what `takeWrites` handed out before; what it had to change, to store and push like any change. */
-  load(rev: number, seedHash: string | null, groups: readonly GroupRecord[]): { change: Change; disarmed: Disarmed[] } {
+  load(rev: number, seedHash: string | null, groups: readonly GroupRecord[], now: number): { change: Change; disarmed: Disarmed[] } {
     this.rev = rev;
     this.seedHash = seedHash;
     this.groups = new Map(groups.map((g) => [g.settings.name, g]));
     this.resolvedCache.clear();
-    return this.disarm();
+    return this.disarm(now);
   }
 
   /**
@@ -117,18 +123,24 @@ export class FleetRegistry {
    * fleet as stored (that very deployment) and would leave the key being sent. Disabled rather
    * than removed: the operator sees it, and decides.
    */
-  private disarm(): { change: Change; disarmed: Disarmed[] } {
+  private disarm(now: number): { change: Change; disarmed: Disarmed[] } {
     const disarmed: Disarmed[] = [];
     const rev = this.rev + 1;
     for (const [name, g] of this.groups) {
       for (const d of g.deployments) {
-        const named = gatewayKeysNamed(d.spec, this.keys);
+        const keys = gatewayKeysNamed(d.spec, this.keys);
+        // A self-registered server's renewal naming a secret no longer listed is refused; until its
+        // TTL ran out it would still be sent that secret, so its registration lapses now.
+        const unlisted = keys.length === 0 && d.source === "heartbeat" ? unlistedSecretsNamed(d.spec, this.registrationSecrets) : [];
+        const named = keys.length > 0 ? keys : unlisted;
         if (named.length === 0) continue;
         d.spec = withoutSecrets(d.spec, named);
-        d.state = d.operatorState = "disabled";
+        if (keys.length > 0) d.state = d.operatorState = "disabled";
+        else lapse(d, now);
         g.rev = rev;
         this.dirty.add(name);
-        disarmed.push({ group: name, deployment: d.spec.id, fields: named.map((n) => n.field), secrets: named.map((n) => n.name) });
+        const why = keys.length > 0 ? ({ code: "gateway_key_named", action: "disabled" } as const) : ({ code: "secret_not_allowed", action: "lapsed" } as const);
+        disarmed.push({ group: name, deployment: d.spec.id, fields: named.map((n) => n.field), secrets: named.map((n) => n.name), ...why });
       }
     }
     if (disarmed.length === 0) return { change: NONE, disarmed };
@@ -422,6 +434,13 @@ function heldState(d: DeploymentRecord): DeploymentRecord["operatorState"] {
 }
 
 /** The spec without the fields `named` (apiKeyEnv, headersFromEnv.<header>); headersFromEnv goes when no header is left. */
+/** A registered server's TTL run out at `now`, as `expire` finds it: it drains, and goes a TTL later. */
+function lapse(d: DeploymentRecord, now: number): void {
+  if (d.state === "active") d.state = "draining";
+  d.expiresAt = Math.min(d.expiresAt ?? now, now);
+  d.removeAt = now + (d.ttlMs ?? 0);
+}
+
 function withoutSecrets(spec: DeploymentRecord["spec"], named: readonly { field: string }[]): DeploymentRecord["spec"] {
   const fields = new Set(named.map((n) => n.field));
   const { apiKeyEnv, headersFromEnv, ...rest } = spec;

@@ -172,7 +172,7 @@ describe("FleetRegistry", () => {
       deployments: g.deployments.map(({ operatorState: _, ...d }) => (d.spec.id === "off" ? { ...d, state: "disabled" as const } : d)),
     }));
     const again = new FleetRegistry();
-    again.load(w.rev, w.seedHash, old);
+    again.load(w.rev, w.seedHash, old, 0);
     expect(states(again, "a")).toEqual({ a1: "active", lapsed: "draining", off: "disabled" });
     applyCommand(again, { op: "heartbeat", heartbeat: hb("lapsed") }, 11_000);
     applyCommand(again, { op: "heartbeat", heartbeat: hb("off") }, 11_000);
@@ -202,12 +202,24 @@ describe("FleetRegistry", () => {
     expect(refused(() => applyCommand(r, { op: "heartbeat", heartbeat: { ...hb, apiKeyEnv: "K_ADMIN" } }, 1000)).code).toBe("gateway_key_named");
     expect(refused(() => applyCommand(r, { op: "heartbeat", heartbeat: { ...hb, apiKeyEnv: "KVGATE_ADMIN_KEY" } }, 1000)).code).toBe("secret_not_allowed");
 
+    applyCommand(r, { op: "add-deployment", group: "a", deployment: { id: "ops", baseUrl: "http://10.0.0.8:8000", model: "m", apiKeyEnv: "VLLM_KEY" } }, 0);
     const w = r.takeWrites();
+    // The operator takes the secret off the list and deploys: the registry loads its stored fleet at 2 s, 8 s before the server's TTL runs out.
     const unlisted = new FleetRegistry({ auth: { ...auth, registrationSecrets: [] } });
-    unlisted.load(w.rev, w.seedHash, JSON.parse(JSON.stringify(w.put)) as GroupRecord[]);
+    const loaded = unlisted.load(w.rev, w.seedHash, JSON.parse(JSON.stringify(w.put)) as GroupRecord[], 2000);
+    expect(loaded).toEqual({ change: { changed: ["a"], removed: [] }, disarmed: [{ group: "a", deployment: "gpu-7", fields: ["apiKeyEnv"], secrets: ["VLLM_KEY"], code: "secret_not_allowed", action: "lapsed" }] });
+    // Its registration lapsed then, not at its TTL: it is sent the secret no more, drains, and goes a TTL later.
+    expect(unlisted.resolved("a")?.deployments.find((d) => d.id === "gpu-7")).toMatchObject({ state: "draining", apiKeyEnv: undefined });
+    expect(unlisted.nextWake()).toBe(12_000);
     expect(refused(() => applyCommand(unlisted, { op: "heartbeat", heartbeat: hb }, 5000)).status).toBe(403);
-    unlisted.expire(10_000);
-    expect(states(unlisted, "a")["gpu-7"]).toBe("draining");
+    expect(unlisted.expire(12_000)).toEqual({ changed: ["a"], removed: [] });
+    expect(states(unlisted, "a")["gpu-7"]).toBeUndefined();
+    // Its server, told, registers again without the secret.
+    const { apiKeyEnv: _, ...plain } = hb;
+    applyCommand(unlisted, { op: "heartbeat", heartbeat: plain }, 13_000);
+    expect(states(unlisted, "a")["gpu-7"]).toBe("active");
+    // A deployment the operator added with the secret is the operator's to decide: it loads as it was.
+    expect(unlisted.resolved("a")?.deployments.find((d) => d.id === "ops")).toMatchObject({ state: "active", apiKeyEnv: "VLLM_KEY" });
   });
 
   it("a deployment stored before the gateway's keys were refused that names one is disabled at load, without the fields that name them", () => {
@@ -220,7 +232,7 @@ describe("FleetRegistry", () => {
     stored[0]?.deployments.push({ spec: evil, state: "active", source: "heartbeat", expiresAt: 30_000, removeAt: null, ttlMs: 30_000 });
     stored[1]?.deployments.push({ spec: spec("slip", { apiKeyEnv: "KVGATE_METRICS_KEY" }), state: "active", source: "admin", expiresAt: null, removeAt: null, ttlMs: null });
     const again = new FleetRegistry();
-    const loaded = again.load(w.rev, w.seedHash, stored);
+    const loaded = again.load(w.rev, w.seedHash, stored, 0);
 
     const d = (g: string, id: string) => again.resolved(g)?.deployments.find((x) => x.id === id);
     expect(d("a", "evil")).toMatchObject({ state: "disabled", apiKeyEnv: undefined });
@@ -230,8 +242,8 @@ describe("FleetRegistry", () => {
     expect(loaded).toEqual({
       change: { changed: ["a", "b"], removed: [] },
       disarmed: [
-        { group: "a", deployment: "evil", fields: ["apiKeyEnv", "headersFromEnv.x-a"], secrets: ["KVGATE_ADMIN_KEY", "KVGATE_MASTER_KEY"] },
-        { group: "b", deployment: "slip", fields: ["apiKeyEnv"], secrets: ["KVGATE_METRICS_KEY"] },
+        { group: "a", deployment: "evil", fields: ["apiKeyEnv", "headersFromEnv.x-a"], secrets: ["KVGATE_ADMIN_KEY", "KVGATE_MASTER_KEY"], code: "gateway_key_named", action: "disabled" },
+        { group: "b", deployment: "slip", fields: ["apiKeyEnv"], secrets: ["KVGATE_METRICS_KEY"], code: "gateway_key_named", action: "disabled" },
       ],
     });
     // A new revision, stored, so that routing follows it like any change.
@@ -247,7 +259,7 @@ describe("FleetRegistry", () => {
     expect(refused(() => applyCommand(again, { op: "heartbeat", heartbeat: beat }, 2000)).code).toBe("gateway_key_named");
     // A fleet stored clean loads as it was.
     const clean = new FleetRegistry();
-    expect(clean.load(w.rev, w.seedHash, JSON.parse(w.put) as GroupRecord[])).toEqual({ change: { changed: [], removed: [] }, disarmed: [] });
+    expect(clean.load(w.rev, w.seedHash, JSON.parse(w.put) as GroupRecord[], 0)).toEqual({ change: { changed: [], removed: [] }, disarmed: [] });
     expect(clean.rev).toBe(w.rev);
   });
 
@@ -265,7 +277,7 @@ describe("FleetRegistry", () => {
     applyCommand(r, { op: "heartbeat", heartbeat: { group: "a", id: "h", baseUrl: "http://10.0.0.9:8000", model: "m" } }, 0);
     const w = r.takeWrites();
     const again = new FleetRegistry();
-    again.load(w.rev, w.seedHash, JSON.parse(JSON.stringify(w.put)));
+    again.load(w.rev, w.seedHash, JSON.parse(JSON.stringify(w.put)), 0);
     expect(again.snapshot()).toEqual(r.snapshot());
     expect(again.nextWake()).toBe(r.nextWake());
   });

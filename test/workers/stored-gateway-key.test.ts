@@ -15,7 +15,8 @@ import { EVENTUALLY, status } from "./gateway.ts";
  * A deployment the fleet registry stored before it refused the gateway's own keys (a heartbeat
  * with the register key could name KVGATE_ADMIN_KEY, and be sent it): the registry's SQLite is
  * written as such a heartbeat left it, and the registry is evicted so that it loads it again. And
- * the request path's own check, for such a deployment that reaches a Worker all the same.
+ * the request path's own check, for such a deployment that reaches a Worker all the same. And a
+ * self-registered server stored naming a secret the config no longer lists for heartbeats.
  */
 
 const fleet = inject("upstreams").fleetUrls;
@@ -24,18 +25,50 @@ afterEach(() => {
   vi.restoreAllMocks();
 });
 
+/**
+ * A group of one good server, and beside it in the registry's SQLite a self-registered server as
+ * an older gateway stored it, naming `apiKeyEnv`; then the registry is evicted, so that it loads
+ * the stored fleet again. What the console took from then on, and the registry.
+ */
+async function storedBeside(group: string, id: string, apiKeyEnv: string, ttlMs: number) {
+  await ok(admin("/admin/v1/groups", { method: "POST", json: { name: group, strategy: "round-robin", deployments: [{ id: "good", baseUrl: fleet[0], model: UPSTREAM_MODEL }] } }), 201);
+  const registry = env.FLEET.getByName(REGISTRY_NAME);
+  await runInDurableObject(registry, (_o, state) => {
+    const g = JSON.parse(state.storage.sql.exec<{ record: string }>("SELECT record FROM groups WHERE name = ?", group).one().record) as GroupRecord;
+    const spec = { ...(g.deployments[0] as GroupRecord["deployments"][number]).spec, id, baseUrl: fleet[1] as string, apiKeyEnv };
+    g.deployments.push({ spec, state: "active", source: "heartbeat", expiresAt: Date.now() + 600_000, removeAt: null, ttlMs });
+    state.storage.sql.exec("UPDATE groups SET record = ? WHERE name = ?", JSON.stringify(g), group);
+  });
+  const logged = vi.spyOn(console, "log");
+  await evictDurableObject(registry);
+  return { registry, logged };
+}
+
+describe("a stored self-registered server that names a secret no longer listed", () => {
+  it("lapses when the registry loads, without the field: it drains at once and goes a TTL later, instead of being sent the secret until then", async () => {
+    // As a heartbeat left it while the config listed GPU_API_KEY for heartbeats (the test config lists only the Access token's names).
+    const { registry, logged } = await storedBeside("stored-unlisted", "self", "GPU_API_KEY", 1_000);
+
+    const { groups } = await registry.snapshot();
+    const self = groups.find((g) => g.name === "stored-unlisted")?.deployments.find((d) => d.id === "self");
+    expect(self).toMatchObject({ state: "draining" });
+    expect(self?.apiKeyEnv).toBeUndefined();
+    const lines = logged.mock.calls.map((c) => String(c[0]));
+    const event = lines.flatMap((l) => (l.startsWith("{") ? [JSON.parse(l) as Record<string, unknown>] : [])).find((e) => e.event === "secret_not_allowed");
+    expect(event).toMatchObject({ level: "warn", group: "stored-unlisted", deployment: "self", fields: ["apiKeyEnv"], secrets: ["GPU_API_KEY"], action: "lapsed" });
+    for (const l of lines) expect(l).not.toContain(env.GPU_API_KEY);
+    // Routing follows at once; the registry's alarm, set for a TTL later (1 s here), takes it out.
+    await vi.waitFor(async () => expect((await status("stored-unlisted")).backends.find((b) => b.id === "self")?.takesRequests).toBe(false), EVENTUALLY);
+    const due = await runInDurableObject(registry, (_o, state) => state.storage.getAlarm());
+    expect(due).toBeGreaterThan(Date.now() - 5_000);
+    expect(due).toBeLessThanOrEqual(Date.now() + 1_000);
+    await vi.waitFor(async () => expect((await registry.snapshot()).groups.find((g) => g.name === "stored-unlisted")?.deployments.map((d) => d.id)).toEqual(["good"]), EVENTUALLY);
+  });
+});
+
 describe("a stored deployment that names one of the gateway's keys", () => {
   it("is disabled when the registry loads, without the field, the change pushed to routing and logged by name, never by value", async () => {
-    await ok(admin("/admin/v1/groups", { method: "POST", json: { name: "stored-key", strategy: "round-robin", deployments: [{ id: "good", baseUrl: fleet[0], model: UPSTREAM_MODEL }] } }), 201);
-    const registry = env.FLEET.getByName(REGISTRY_NAME);
-    await runInDurableObject(registry, (_o, state) => {
-      const g = JSON.parse(state.storage.sql.exec<{ record: string }>("SELECT record FROM groups WHERE name = 'stored-key'").one().record) as GroupRecord;
-      const spec = { ...(g.deployments[0] as GroupRecord["deployments"][number]).spec, id: "evil", baseUrl: fleet[1] as string, apiKeyEnv: "KVGATE_ADMIN_KEY" };
-      g.deployments.push({ spec, state: "active", source: "heartbeat", expiresAt: Date.now() + 600_000, removeAt: null, ttlMs: 600_000 });
-      state.storage.sql.exec("UPDATE groups SET record = ? WHERE name = 'stored-key'", JSON.stringify(g));
-    });
-    const logged = vi.spyOn(console, "log");
-    await evictDurableObject(registry);
+    const { registry, logged } = await storedBeside("stored-key", "evil", "KVGATE_ADMIN_KEY", 600_000);
 
     const { rev, groups } = await registry.snapshot();
     const evil = groups.find((g) => g.name === "stored-key")?.deployments.find((d) => d.id === "evil");
