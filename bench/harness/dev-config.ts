@@ -5,6 +5,7 @@
  */
 import { join, resolve } from "node:path";
 import { unstable_readConfig } from "wrangler";
+import { parseJsonc } from "../../src/config/jsonc.ts";
 import { parseConfig } from "../../src/config/load.ts";
 import { GatewayConfigSchema, type GatewayConfig } from "../../src/config/schema.ts";
 
@@ -16,7 +17,10 @@ export function wranglerDevConfig(root: string = ROOT): GatewayConfig {
   if (typeof text !== "string") throw new Error("wrangler.toml has no [vars] KVGATE_CONFIG string");
   const checked = parseConfig(text);
   if (!checked.ok) throw new Error(`wrangler.toml [vars] KVGATE_CONFIG: ${checked.error}`);
-  return GatewayConfigSchema.parse(JSON.parse(text));
+  // JSON with comments and trailing commas, as the gateway reads it.
+  const json = parseJsonc(text);
+  if (!json.ok) throw new Error(`wrangler.toml [vars] KVGATE_CONFIG: ${json.error}`);
+  return GatewayConfigSchema.parse(json.value);
 }
 
 /**

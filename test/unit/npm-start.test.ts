@@ -153,6 +153,19 @@ describe("wrangler.toml's dev config", () => {
     expect(named).toEqual(fleetUrls(DEFAULT_FLEET_PORT));
   });
 
+  it("takes comments and trailing commas, as the gateway and check-config do", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "kvgate-jsonc-toml-"));
+    try {
+      const toml = await readFile(join(ROOT, "wrangler.toml"), "utf8");
+      const commented = toml.replace('"modelGroups"', '// the fleet npm start starts\n  "modelGroups"').replace(/\]\s*\}\s*\n'''/, "],\n}\n'''");
+      expect(commented).toContain("],\n}\n'''");
+      await writeFile(join(dir, "wrangler.toml"), commented);
+      expect(wranglerDevConfig(dir).modelGroups).toEqual(wranglerDevConfig().modelGroups);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
   it("is refused with the gateway's reason when it still turns the removed dev mode on", async () => {
     const dir = await mkdtemp(join(tmpdir(), "kvgate-old-toml-"));
     try {
