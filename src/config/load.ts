@@ -3,7 +3,7 @@ import { parseJsonc } from "./jsonc.ts";
 import { removedSetting } from "./removed.ts";
 import { fleetProblems, resolveDeployment, resolveGroup, type ResolvedGroup } from "./resolve.ts";
 import { AUTH_DEFAULTS, GatewayConfigSchema, type GatewayConfig, type ModelGroupConfig } from "./schema.ts";
-import { gatewayKeyRefusal, gatewayKeys, type GatewayKeys } from "./upstream-access.ts";
+import { gatewayKeyRefusal, gatewayKeys, sharedKeySecrets, type GatewayKeys } from "./upstream-access.ts";
 
 export type { DeploymentState, ResolvedDeployment, ResolvedGroup } from "./resolve.ts";
 
@@ -39,6 +39,7 @@ export function parseConfig(raw: unknown): ConfigResult {
   const { modelGroups, ...rest } = parsed.data;
   const keys = gatewayKeys(rest.auth);
   const problems = [
+    ...sharedKeySecrets(rest.auth),
     ...rest.auth.registrationSecrets.flatMap((name, i) => {
       const why = gatewayKeyRefusal(name, keys);
       return why === null ? [] : [`auth.registrationSecrets[${i}] ${why}`];

@@ -1,5 +1,6 @@
 import * as z from "zod/mini";
 import { STRATEGY_NAMES, type StrategyName } from "../routing/strategies/index.ts";
+import { EXACT_ORIGIN, isExactOrigin } from "../origin.ts";
 
 /**
  * The gateway config: model groups, each a set of deployments (GPU workers) behind one routing
@@ -55,7 +56,12 @@ export const DeploymentSchema = z.strictObject({
   /** Stable id, shown in x-kvgate-backend; defaults to the base URL's host. */
   id: z.optional(name()),
   // Credentials in a URL travel in every error message that names it: keys go in apiKeyEnv.
-  baseUrl: z.url({ protocol: /^https?$/ }).check(z.refine((u) => !/^[a-z]+:\/\/[^/?#]*@/i.test(u), "must not carry credentials (user:password@); name a secret in apiKeyEnv instead")),
+  // The gateway appends the API's path (/v1/chat/completions) to it, as to the server's root.
+  baseUrl: z.url({ protocol: /^https?$/ }).check(
+    z.refine((u) => !/^[a-z]+:\/\/[^/?#]*@/i.test(u), "must not carry credentials (user:password@); name a secret in apiKeyEnv instead"),
+    z.refine((u) => !/[?#]/.test(u), "must have no query or fragment: the gateway appends the endpoint's path to it"),
+    z.refine((u) => !/^[a-z]+:\/\/[^/]+(\/.*)?\/v1\/*$/i.test(u), "must be the server's root, without /v1: the gateway adds /v1/chat/completions (http://gpu:8000, not http://gpu:8000/v1)"),
+  ),
   /** Model name the upstream serves; the request's `model` is rewritten to it. */
   model: name(),
   apiKeyEnv: z.optional(envName()),
@@ -294,7 +300,14 @@ export const GatewayConfigSchema = z.strictObject({
   ),
   /** Origins whose pages may call the gateway from a browser; none unless listed ("*": any). */
   cors: z._default(
-    z.strictObject({ allowedOrigins: z._default(z.array(z.string()), []) }),
+    z.strictObject({
+      allowedOrigins: z._default(
+        z.array(z.string().check(z.refine((o) => o === "*" || isExactOrigin(o), EXACT_ORIGIN))).check(
+          z.refine((list) => !list.includes("*") || list.length === 1, { message: '"*" (any origin) must be alone: with others listed it still lets in any', path: [] }),
+        ),
+        [],
+      ),
+    }),
     { allowedOrigins: [] },
   ),
   /**
@@ -304,7 +317,8 @@ export const GatewayConfigSchema = z.strictObject({
    */
   limits: z._default(
     z.strictObject({
-      maxBodyBytes: z._default(positiveInt(), LIMIT_DEFAULTS.maxBodyBytes),
+      // A body is held several times over (bytes, text, parsed, sent on) in an isolate of 128 MB.
+      maxBodyBytes: z._default(positiveInt().check(z.maximum(16 * 1024 * 1024)), LIMIT_DEFAULTS.maxBodyBytes),
       maxMessages: z._default(positiveInt(), LIMIT_DEFAULTS.maxMessages),
       /** Tool definitions in `tools`. */
       maxTools: z._default(positiveInt(), LIMIT_DEFAULTS.maxTools),

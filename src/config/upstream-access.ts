@@ -110,6 +110,22 @@ export function gatewayKeys(auth: GatewayConfig["auth"]): GatewayKeys {
   return new Map(Object.entries(auth).flatMap(([field, name]) => (typeof name === "string" ? [[name, `auth.${field}`] as const] : [])));
 }
 
+/**
+ * Two of the gateway's keys in one secret: each key opens its own door (a client's, the admin
+ * API's, heartbeats', /metrics), and one secret for two would open both to whoever holds it.
+ */
+export function sharedKeySecrets(auth: GatewayConfig["auth"]): string[] {
+  const first = new Map<string, string>();
+  const out: string[] = [];
+  for (const [field, name] of Object.entries(auth)) {
+    if (typeof name !== "string") continue;
+    const before = first.get(name);
+    if (before === undefined) first.set(name, field);
+    else out.push(`auth.${field} names ${name}, which auth.${before} names too: each of the gateway's keys needs its own secret`);
+  }
+  return out;
+}
+
 function secretsNamed(d: SecretNeeds): { field: string; name: string }[] {
   const named = d.apiKeyEnv === undefined ? [] : [{ field: "apiKeyEnv", name: d.apiKeyEnv }];
   for (const [header, name] of Object.entries(d.headersFromEnv ?? {})) named.push({ field: `headersFromEnv.${header}`, name });

@@ -1,4 +1,5 @@
 import * as z from "zod/mini";
+import { EXACT_ORIGIN, isExactOrigin } from "../origin.ts";
 import { firstIssue } from "../zod-issues.ts";
 import { instantOf } from "./instant.ts";
 import type { BudgetPeriod, KeyLimits, KeyRecord, TenantsRefusal } from "./protocol.ts";
@@ -13,16 +14,6 @@ const positiveInt = () => z.nullable(z.number().check(z.int(), z.minimum(1)));
 const METADATA = { maxEntries: 16, maxValue: 256 } as const;
 const METADATA_LABEL = /^[A-Za-z0-9_.:-]{1,64}$/;
 
-/** `scheme://host[:port]` exactly, as a browser sends it in Origin: no path, no wildcard. */
-function isExactOrigin(text: string): boolean {
-  if (!/^https?:\/\/[^/?#*]+$/i.test(text)) return false;
-  try {
-    return new URL(text).origin === text;
-  } catch {
-    return false;
-  }
-}
-
 const KeyInputSchema = z.strictObject({
   name: z.optional(z.nullable(z.string().check(z.minLength(1), z.maxLength(128)))),
   models: z.optional(z.array(z.string().check(z.minLength(1), z.maxLength(256))).check(z.maxLength(256))),
@@ -32,7 +23,7 @@ const KeyInputSchema = z.strictObject({
   budget_tokens: z.optional(positiveInt()),
   budget_usd: z.optional(z.nullable(z.number().check(z.gt(0), z.maximum(1e9)))),
   budget_period: z.optional(z.enum(["day", "month", "total"])),
-  origins: z.optional(z.array(z.string().check(z.refine(isExactOrigin, "must be an exact origin, scheme://host[:port] (no path, no *)"))).check(z.maxLength(64))),
+  origins: z.optional(z.array(z.string().check(z.refine(isExactOrigin, EXACT_ORIGIN))).check(z.maxLength(64))),
   expires_at: z.optional(z.nullable(z.string().check(z.refine((t) => instantOf(t) !== null, "must be an ISO 8601 timestamp with its zone (2027-01-31T00:00:00Z) or a day (2027-01-31)")))),
   // An object with a catch-all rather than z.record, which adds a few KiB of zod to the Worker bundle.
   metadata: z.optional(

@@ -103,3 +103,35 @@ describe("auth.registrationSecrets", () => {
     expect(errorsOf({ auth: { registrationSecrets: ["not a name"] } })).toEqual([expect.stringMatching(/^auth\.registrationSecrets\[0\] /)]);
   });
 });
+
+describe("a config a request would break on, refused when it loads", () => {
+  const group = (d: Record<string, unknown>) => ({ modelGroups: [{ name: "a", deployments: [{ ...deployment, ...d }] }] });
+
+  it("refuses a baseUrl that names the API's /v1 (the gateway adds it: /v1/v1/chat/completions is a 404), a query or a fragment", () => {
+    for (const baseUrl of ["http://gpu:8000/v1", "http://gpu:8000/v1/", "https://gpu.example/serve/V1"]) {
+      expect(errorsOf(group({ baseUrl }))).toEqual([expect.stringMatching(/^modelGroups\[0\]\.deployments\[0\]\.baseUrl must be the server's root, without \/v1: the gateway adds \/v1\/chat\/completions/)]);
+    }
+    for (const baseUrl of ["http://gpu:8000/?token=x", "http://gpu:8000#frag"]) {
+      expect(errorsOf(group({ baseUrl }))).toEqual([expect.stringMatching(/baseUrl must have no query or fragment/)]);
+    }
+    // A path prefix before the API's (a reverse proxy's) is the server's root.
+    for (const baseUrl of ["http://proxy:8080/llama", "http://gpu:8000/v1beta", "http://gpu:8000/"]) expect(parseConfig(group({ baseUrl })).ok).toBe(true);
+  });
+
+  it("refuses a CORS origin no browser sends, which would match nothing; * only alone", () => {
+    for (const origin of ["https://app.example/", "https://app.example/path", "https://*.example", "app.example", "https://App.example", "https://app.example:443"]) {
+      expect(errorsOf({ cors: { allowedOrigins: [origin] }, ...group({}) })).toEqual([expect.stringMatching(/^cors\.allowedOrigins\[0\] must be an exact origin/)]);
+    }
+    expect(errorsOf({ cors: { allowedOrigins: ["https://app.example", "*"] }, ...group({}) })).toEqual(['cors.allowedOrigins "*" (any origin) must be alone: with others listed it still lets in any']);
+    for (const allowedOrigins of [["*"], ["https://app.example", "http://localhost:5173"], []]) expect(parseConfig({ cors: { allowedOrigins }, ...group({}) }).ok).toBe(true);
+  });
+
+  it("refuses two of the gateway's keys in one secret: each key opens its own door", () => {
+    expect(errorsOf({ auth: { registerKeyEnv: "KVGATE_MASTER_KEY" }, ...group({}) })).toEqual(["auth.registerKeyEnv names KVGATE_MASTER_KEY, which auth.masterKeyEnv names too: each of the gateway's keys needs its own secret"]);
+  });
+
+  it("bounds the body a request may send: one held several times over must fit in an isolate's 128 MB", () => {
+    expect(errorsOf({ limits: { maxBodyBytes: 100 * 1024 * 1024 }, ...group({}) })).toEqual(["limits.maxBodyBytes must be <= 16777216"]);
+    expect(parseConfig({ limits: { maxBodyBytes: 16 * 1024 * 1024 }, ...group({}) }).ok).toBe(true);
+  });
+});

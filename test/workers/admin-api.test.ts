@@ -6,6 +6,8 @@ import type { DeploymentList, DeploymentRow, GroupList } from "../../src/fleet/a
 import { REGISTRY_NAME } from "../../src/fleet/registry-name.ts";
 import type { RouteRefusal } from "../../src/routing/protocol.ts";
 import { holdLease, route, type Routed } from "../../workers/gateway/route-client.ts";
+import type { Env } from "../../workers/env.ts";
+import worker from "../../workers/gateway/index.ts";
 import { UPSTREAM_MODEL } from "../support/test-config.ts";
 import { admin, ok, refused } from "./admin.ts";
 import { chat, EVENTUALLY, gateway } from "./gateway.ts";
@@ -58,6 +60,17 @@ describe("the admin API's keys", () => {
     await refused(admin("/admin/v1/heartbeats", { method: "POST", json: beat }, env.KVGATE_MASTER_KEY), 401);
     // The master key opens no admin route, and an admin route that does not exist is a 404.
     await refused(admin("/admin/v1/nothing-here"), 404);
+  });
+
+  it("takes no heartbeat while the register key is the client key: every client could register a server and be sent others' prompts", async () => {
+    const beat = { group: "routing", id: "alike", baseUrl: fleet[0], model: UPSTREAM_MODEL };
+    const ctx = createExecutionContext();
+    const req = new Request("https://kvgate.test/admin/v1/heartbeats", { method: "POST", headers: { authorization: `Bearer ${env.KVGATE_MASTER_KEY}`, "content-type": "application/json" }, body: JSON.stringify(beat) });
+    const res = await worker.fetch(req, { ...env, KVGATE_REGISTER_KEY: env.KVGATE_MASTER_KEY } as Env, ctx);
+    await waitOnExecutionContext(ctx);
+    const e = await refused(res, 401);
+    expect(e.message).toBe("the register key (KVGATE_REGISTER_KEY) must differ from the client key (KVGATE_MASTER_KEY); heartbeats are off until it does");
+    expect((await env.FLEET.getByName(REGISTRY_NAME).snapshot()).groups.find((g) => g.name === "routing")?.deployments.map((d) => d.id)).not.toContain("alike");
   });
 });
 

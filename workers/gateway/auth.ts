@@ -105,7 +105,14 @@ export async function authenticateMetrics(req: Request, config: LoadedConfig, en
   }
 }
 
-/** A GPU server's heartbeat: the register key, or the admin key. */
-export function authenticateRegistration(req: Request, config: LoadedConfig, env: Env): Promise<void> {
-  return requireKey(req, env, [config.auth.registerKeyEnv, config.auth.adminKeyEnv], "register key");
+/**
+ * A GPU server's heartbeat: the register key, or the admin key. The register key may not be the
+ * client key (the master key): every client could then register a server at its own address and
+ * be sent other clients' prompts.
+ */
+export async function authenticateRegistration(req: Request, config: LoadedConfig, env: Env): Promise<void> {
+  const { registerKeyEnv, adminKeyEnv, masterKeyEnv } = config.auth;
+  await requireKey(req, env, [registerKeyEnv, adminKeyEnv], "register key");
+  const value = env[registerKeyEnv];
+  if (typeof value === "string" && value !== "" && value === env[masterKeyEnv]) throw unauthorized(`the register key (${registerKeyEnv}) must differ from the client key (${masterKeyEnv}); heartbeats are off until it does`);
 }
