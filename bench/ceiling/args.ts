@@ -17,7 +17,7 @@
  *   --no-write       print the results, leave bench/results/ alone
  */
 import { resolve } from "node:path";
-import { parseFlags, positiveInt, positiveNumber } from "../harness/argv.ts";
+import { parseFlags, positiveInt, positiveNumber, UsageError } from "../harness/argv.ts";
 
 export interface CeilingArgs {
   repeats: number;
@@ -51,11 +51,11 @@ export function parseCeilingArgs(argv: readonly string[]): CeilingArgs {
     USAGE,
   );
   const stream = v.stream.map((n) => positiveInt("--stream", n));
-  if (v["client-usage"] && stream.length === 0) throw new Error("--client-usage applies to streamed runs: add --stream N");
+  if (v["client-usage"] && stream.length === 0) throw new UsageError("--client-usage applies to streamed runs: add --stream N");
   const targets = v.target === undefined ? [] : v.target.split(",").filter((t) => t !== "");
-  if (v.target !== undefined && targets.length === 0) throw new Error("--target takes one or more target names");
-  if (targets.length > 0 && !v["no-write"]) throw new Error("--target is for probes: add --no-write (the committed results have every target)");
-  if (v.together && !v["no-write"]) throw new Error("--together is for probes: add --no-write (the committed results load one target at a time)");
+  if (v.target !== undefined && targets.length === 0) throw new UsageError("--target takes one or more target names");
+  if (targets.length > 0 && !v["no-write"]) throw new UsageError("--target is for probes: add --no-write (the committed results have every target)");
+  if (v.together && !v["no-write"]) throw new UsageError("--together is for probes: add --no-write (the committed results load one target at a time)");
   return {
     repeats: positiveInt("--repeats", v.repeats),
     seconds: positiveNumber("--seconds", v.seconds),

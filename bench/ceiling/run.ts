@@ -38,22 +38,27 @@ import { machineInfo } from "../overhead/machine.ts";
 import { round as roundFigure } from "../stats/round.ts";
 import { NONSTREAM_TOKENS, runCompletionsLoad } from "../overhead/completions-load.ts";
 import { SIM_MODEL } from "../overhead/targets.ts";
+import { UsageError } from "../harness/argv.ts";
 import { parseCeilingArgs } from "./args.ts";
 import type { CeilingRun } from "./key-cost.ts";
 import { cpuSince } from "../harness/process-cpu.ts";
 import { routePayload } from "./route-payload.ts";
 import { merge, mediansOf, renderMarkdown, streamedSection, write, type CeilingReport } from "./report.ts";
 import { BASE_TARGETS, startTarget, STREAM_TARGETS, type Name, type Running } from "./targets.ts";
+import { runCli } from "../harness/cli.ts";
 
 const CONCURRENCY = 50;
 const WARM_SECONDS = 1.5;
 
-const args = parseCeilingArgs(process.argv.slice(2));
+const { args, KIND_TARGETS } = await runCli("bench:ceiling", () => {
+  const args = parseCeilingArgs(process.argv.slice(2));
+  const KIND_TARGETS: readonly Name[] = args.stream.length > 0 ? STREAM_TARGETS : BASE_TARGETS;
+  for (const t of args.targets) if (!KIND_TARGETS.includes(t as Name)) throw new UsageError(`--target: "${t}" is not one of ${KIND_TARGETS.join(", ")}`);
+  return { args, KIND_TARGETS };
+});
 const streamed = args.stream.length > 0;
 /** `kvgate@<commit>` → the checkout it is bundled from (--baseline, which may be given several times). */
 const baselineDirs = new Map(args.baselines.map((dir) => [`kvgate@${commitOf(dir)}`, dir]));
-const KIND_TARGETS: readonly Name[] = streamed ? STREAM_TARGETS : BASE_TARGETS;
-for (const t of args.targets) if (!KIND_TARGETS.includes(t as Name)) throw new Error(`--target: "${t}" is not one of ${KIND_TARGETS.join(", ")}`);
 const TARGETS: Name[] = args.targets.length > 0 ? KIND_TARGETS.filter((t) => args.targets.includes(t)) : [...KIND_TARGETS];
 for (const [name] of baselineDirs) TARGETS.push(name as Name);
 /** What each measurement sends: non-streamed, or streamed with each length asked for. */

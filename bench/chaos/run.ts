@@ -19,6 +19,7 @@ import { startLoad, type LoadHandle, type RequestRecord } from "./load.ts";
 import { errorSamples, timeline, writeReport, type ChaosReport } from "./report.ts";
 import { chaosSchedule, fleetFaults } from "./schedule.ts";
 import { pollOnce, startPolling, type StatusPoll } from "./status.ts";
+import { runCli } from "../harness/cli.ts";
 
 const MODEL = "kvgate-sim";
 const PRESET = "a100-7b";
@@ -33,7 +34,7 @@ const MAX_REQUESTS = 300_000;
 /** How long the in-flight counts get to reach 0 once the streams have drained (lease releases are queued). */
 const SETTLE_MS = 5_000;
 
-const args = parseArgs(process.argv.slice(2));
+const args = await runCli("bench:chaos", () => parseArgs(process.argv.slice(2)));
 const started = Date.now();
 const log = (line: string): void => console.error(`[${((Date.now() - started) / 1000).toFixed(1).padStart(6)} s] ${line}`);
 

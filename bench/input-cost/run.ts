@@ -25,27 +25,30 @@ import { SIM_MODEL } from "../overhead/targets.ts";
 import { inputShapes, type InputShape } from "./bodies.ts";
 import { stageTimes, type StageTimes } from "./pieces.ts";
 import { reportMarkdown, summarise, type Answer, type Run } from "./report.ts";
+import { runCli } from "../harness/cli.ts";
 
 const RESULTS = resolve(import.meta.dirname, "..", "results");
 
-const flags = parseFlags(
-  process.argv.slice(2),
-  {
-    repeats: { type: "string", default: "3" },
-    requests: { type: "string", default: "8" },
-    baseline: { type: "string" },
-    only: { type: "string" },
-    "no-write": { type: "boolean", default: false },
-  },
-  "--repeats N --requests N --baseline DIR --only a,b --no-write",
-);
-const args = {
-  repeats: positiveInt("--repeats", flags.repeats),
-  requests: positiveInt("--requests", flags.requests),
-  baseline: flags.baseline === undefined ? null : resolve(flags.baseline),
-  only: flags.only?.split(",") ?? null,
-  write: !flags["no-write"],
-};
+const args = await runCli("bench:input", () => {
+  const flags = parseFlags(
+    process.argv.slice(2),
+    {
+      repeats: { type: "string", default: "3" },
+      requests: { type: "string", default: "8" },
+      baseline: { type: "string" },
+      only: { type: "string" },
+      "no-write": { type: "boolean", default: false },
+    },
+    "--repeats N --requests N --baseline DIR --only a,b --no-write",
+  );
+  return {
+    repeats: positiveInt("--repeats", flags.repeats),
+    requests: positiveInt("--requests", flags.requests),
+    baseline: flags.baseline === undefined ? null : resolve(flags.baseline),
+    only: flags.only?.split(",") ?? null,
+    write: !flags["no-write"],
+  };
+});
 
 interface Target {
   name: string;

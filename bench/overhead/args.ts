@@ -12,7 +12,7 @@
  *   --no-write         print the results, leave bench/results/ alone
  */
 import { resolve } from "node:path";
-import { parseFlags, positiveInt, positiveNumber } from "../harness/argv.ts";
+import { parseFlags, positiveInt, positiveNumber, UsageError } from "../harness/argv.ts";
 import { TARGET_NAMES, type TargetName } from "./targets.ts";
 
 export interface BenchArgs {
@@ -49,7 +49,7 @@ export function parseArgs(argv: readonly string[]): BenchArgs {
     USAGE,
   );
   const names = v.targets?.split(",") ?? [...TARGET_NAMES];
-  for (const n of names) if (!isTargetName(n)) throw new Error(`unknown target "${n}" (${TARGET_NAMES.join(", ")})`);
+  for (const n of names) if (!isTargetName(n)) throw new UsageError(`unknown target "${n}" (${TARGET_NAMES.join(", ")})`);
   return {
     quick: v.quick,
     repeats: v.repeats === undefined ? (v.quick ? 1 : 3) : positiveInt("--repeats", v.repeats),

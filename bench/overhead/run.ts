@@ -12,6 +12,7 @@
  */
 import { performance } from "node:perf_hooks";
 import { commitOf } from "../harness/commit.ts";
+import { UsageError } from "../harness/argv.ts";
 import { parseArgs } from "./args.ts";
 import { bundleInfo } from "./bundle.ts";
 import { startFleetProcess } from "./fleet-process.ts";
@@ -21,11 +22,15 @@ import { peerTargets } from "./peer-targets.ts";
 import { writeReport, type Report } from "./report.ts";
 import { ceilingTarget, directTarget, floorTarget, kvgateTarget, measureColdStart, type Target, type TargetName } from "./targets.ts";
 import { servedBy } from "../harness/process-cpu.ts";
+import { runCli } from "../harness/cli.ts";
 
-const args = parseArgs(process.argv.slice(2));
+const { args, scenarios } = await runCli("bench:overhead", () => {
+  const args = parseArgs(process.argv.slice(2));
+  const scenarios = args.scenarios.length === 0 ? SCENARIOS : SCENARIOS.filter((s) => args.scenarios.includes(scenarioKey(s)));
+  if (scenarios.length === 0) throw new UsageError(`no scenario matches ${args.scenarios.join(",")} (${SCENARIOS.map(scenarioKey).join(", ")})`);
+  return { args, scenarios };
+});
 const wants = (n: TargetName): boolean => args.targets.includes(n);
-const scenarios = args.scenarios.length === 0 ? SCENARIOS : SCENARIOS.filter((s) => args.scenarios.includes(scenarioKey(s)));
-if (scenarios.length === 0) throw new Error(`no scenario matches ${args.scenarios.join(",")} (${SCENARIOS.map(scenarioKey).join(", ")})`);
 const startedAt = performance.now();
 const log = (line: string): void => console.error(`[${((performance.now() - startedAt) / 1000).toFixed(0).padStart(4)} s] ${line}`);
 

@@ -16,7 +16,7 @@
 import { writeFile } from "node:fs/promises";
 import { resolve } from "node:path";
 import { performance } from "node:perf_hooks";
-import { parseFlags, positiveInt } from "../harness/argv.ts";
+import { parseFlags, positiveInt, UsageError } from "../harness/argv.ts";
 import { commitOf } from "../harness/commit.ts";
 import { cpuSince, servedBy } from "../harness/process-cpu.ts";
 import { startFleetProcess } from "../overhead/fleet-process.ts";
@@ -24,6 +24,7 @@ import { machineInfo } from "../overhead/machine.ts";
 import { median } from "../stats/quantiles.ts";
 import { kvgateTarget, SIM_MODEL } from "../overhead/targets.ts";
 import { renderProcesses, summarise, type ProcessRun, type ProcessesReport } from "./report.ts";
+import { runCli } from "../harness/cli.ts";
 
 const ROOT = resolve(import.meta.dirname, "..", "..");
 const RESULTS = resolve(ROOT, "bench", "results");
@@ -31,22 +32,28 @@ const RESULTS = resolve(ROOT, "bench", "results");
 /** Requests of one prompt size in a row while measuring: /proc counts CPU in 10 ms ticks, so a block is ~100 ms of it. */
 const BLOCK = 50;
 
-const flags = parseFlags(
-  process.argv.slice(2),
-  {
-    processes: { type: "string", default: "30" },
-    requests: { type: "string", default: "800" },
-    "prompt-kb": { type: "string", default: "21" },
-    baseline: { type: "string" },
-    "no-write": { type: "boolean", default: false },
-  },
-  "--processes N --requests N --prompt-kb K --baseline DIR --no-write",
-);
-const processes = positiveInt("--processes", flags.processes);
-const requests = positiveInt("--requests", flags.requests);
-const promptKb = positiveInt("--prompt-kb", flags["prompt-kb"]);
-if (requests < 4 * BLOCK) throw new Error(`--requests takes at least ${4 * BLOCK} (half warm V8 up, the other half is measured in blocks of ${BLOCK} of each prompt), not "${requests}"`);
-const baseline = flags.baseline === undefined ? null : resolve(flags.baseline);
+const { flags, processes, requests, promptKb, baseline } = await runCli("bench:processes", () => {
+  const flags = parseFlags(
+    process.argv.slice(2),
+    {
+      processes: { type: "string", default: "30" },
+      requests: { type: "string", default: "800" },
+      "prompt-kb": { type: "string", default: "21" },
+      baseline: { type: "string" },
+      "no-write": { type: "boolean", default: false },
+    },
+    "--processes N --requests N --prompt-kb K --baseline DIR --no-write",
+  );
+  const requests = positiveInt("--requests", flags.requests);
+  if (requests < 4 * BLOCK) throw new UsageError(`--requests takes at least ${4 * BLOCK} (half warm V8 up, the other half is measured in blocks of ${BLOCK} of each prompt), not "${requests}"`);
+  return {
+    flags,
+    processes: positiveInt("--processes", flags.processes),
+    requests,
+    promptKb: positiveInt("--prompt-kb", flags["prompt-kb"]),
+    baseline: flags.baseline === undefined ? null : resolve(flags.baseline),
+  };
+});
 
 /** The gateway of this checkout, and of --baseline's as `kvgate@<its commit>`. */
 const targets: { name: string; root: string | undefined }[] = [{ name: "kvgate", root: undefined }];

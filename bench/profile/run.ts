@@ -25,7 +25,7 @@ import { SourceMap } from "node:module";
 import { basename, resolve } from "node:path";
 import { performance } from "node:perf_hooks";
 import { commitOf } from "../harness/commit.ts";
-import { intBetween, parseFlags, positiveInt, positiveNumber } from "../harness/argv.ts";
+import { intBetween, parseFlags, positiveInt, positiveNumber, UsageError } from "../harness/argv.ts";
 import { buildGateway } from "../harness/gateway.ts";
 import { startFleetProcess } from "../overhead/fleet-process.ts";
 import type { LoadResult } from "../overhead/load-types.ts";
@@ -34,6 +34,7 @@ import { ceilingTarget, kvgateTarget, type Target } from "../overhead/targets.ts
 import { summarise, type Bundle, type CpuProfile } from "./attribute.ts";
 import { openUserWorker } from "./inspector.ts";
 import { renderProfile, type ProfileReport } from "./report.ts";
+import { runCli } from "../harness/cli.ts";
 
 const TARGETS = ["kvgate", "kvgate-nolog", "kvgate-restamp", "kvgate-key", "ceiling"] as const;
 type ProfiledTarget = (typeof TARGETS)[number];
@@ -41,25 +42,30 @@ const ROOT = resolve(import.meta.dirname, "..", "..");
 const RESULTS = resolve(ROOT, "bench", "results");
 const WARM_SECONDS = 3;
 
-const v = parseFlags(
-  process.argv.slice(2),
-  {
-    target: { type: "string", default: "kvgate" },
-    seconds: { type: "string", default: "10" },
-    stream: { type: "string" },
-    concurrency: { type: "string", default: "50" },
-    interval: { type: "string", default: "100" },
-    cpuprofile: { type: "string" },
-    "no-write": { type: "boolean", default: false },
-  },
-  "--target T --seconds S --stream N --concurrency C --interval US --cpuprofile FILE --no-write",
-);
-if (!(TARGETS as readonly string[]).includes(v.target)) throw new Error(`--target takes one of ${TARGETS.join(", ")}, not "${v.target}"`);
-const target = v.target as ProfiledTarget;
-const seconds = positiveNumber("--seconds", v.seconds);
-const chunks = v.stream === undefined ? null : positiveInt("--stream", v.stream);
-const concurrency = intBetween("--concurrency", v.concurrency, 1, 200);
-const intervalUs = intBetween("--interval", v.interval, 50, 10_000);
+const { v, target, seconds, chunks, concurrency, intervalUs } = await runCli("bench:profile", () => {
+  const v = parseFlags(
+    process.argv.slice(2),
+    {
+      target: { type: "string", default: "kvgate" },
+      seconds: { type: "string", default: "10" },
+      stream: { type: "string" },
+      concurrency: { type: "string", default: "50" },
+      interval: { type: "string", default: "100" },
+      cpuprofile: { type: "string" },
+      "no-write": { type: "boolean", default: false },
+    },
+    "--target T --seconds S --stream N --concurrency C --interval US --cpuprofile FILE --no-write",
+  );
+  if (!(TARGETS as readonly string[]).includes(v.target)) throw new UsageError(`--target takes one of ${TARGETS.join(", ")}, not "${v.target}"`);
+  return {
+    v,
+    target: v.target as ProfiledTarget,
+    seconds: positiveNumber("--seconds", v.seconds),
+    chunks: v.stream === undefined ? null : positiveInt("--stream", v.stream),
+    concurrency: intBetween("--concurrency", v.concurrency, 1, 200),
+    intervalUs: intBetween("--interval", v.interval, 50, 10_000),
+  };
+});
 
 const startedAt = performance.now();
 const log = (line: string): void => console.error(`[${((performance.now() - startedAt) / 1000).toFixed(0).padStart(4)} s] ${line}`);

@@ -22,6 +22,7 @@ import { startGateway } from "../harness/gateway.ts";
 import { machineInfo, toolVersions } from "../overhead/machine.ts";
 import { ascending, percentile } from "../stats/quantiles.ts";
 import { round } from "../stats/round.ts";
+import { runCli } from "../harness/cli.ts";
 
 const RESULTS = resolve(import.meta.dirname, "..", "results");
 const GROUP = "m";
@@ -29,8 +30,10 @@ const CLIENTS = 4;
 /** A change that has not reached routing by then counts as a failure of the run. */
 const GIVE_UP_MS = 10_000;
 
-const flags = parseFlags(process.argv.slice(2), { repeats: { type: "string", default: "20" }, "no-write": { type: "boolean", default: false } }, "--repeats N, --no-write");
-const args = { repeats: positiveInt("--repeats", flags.repeats), write: !flags["no-write"] };
+const args = await runCli("bench:registry", () => {
+  const flags = parseFlags(process.argv.slice(2), { repeats: { type: "string", default: "20" }, "no-write": { type: "boolean", default: false } }, "--repeats N, --no-write");
+  return { repeats: positiveInt("--repeats", flags.repeats), write: !flags["no-write"] };
+});
 
 interface Answered {
   sentAt: number;

@@ -17,6 +17,7 @@ import { parseFlags } from "../harness/argv.ts";
 import { machineInfo } from "../overhead/machine.ts";
 import { parseConfig, type ResolvedGroup } from "../../src/config/load.ts";
 import { GroupRouter } from "../../src/routing/group-router.ts";
+import { runCli } from "../harness/cli.ts";
 
 const RESULTS = resolve(import.meta.dirname, "..", "results");
 const BACKENDS = [4, 32, 64, 128];
@@ -24,7 +25,8 @@ const BACKENDS = [4, 32, 64, 128];
 const PROMPT_BLOCKS = 1024;
 const MiB = 1024 * 1024;
 
-const args = { write: !parseFlags(process.argv.slice(2), { "no-write": { type: "boolean", default: false } }, "--no-write")["no-write"] };
+const noWrite = await runCli("bench:route-memory", () => parseFlags(process.argv.slice(2), { "no-write": { type: "boolean", default: false } }, "--no-write")["no-write"]);
+const args = { write: !noWrite };
 
 const gc = (globalThis as { gc?: () => void }).gc;
 if (!gc) throw new Error("run with node --expose-gc (npm run bench:route-memory does)");

@@ -26,6 +26,7 @@ import { ascending, percentile } from "../stats/quantiles.ts";
 import { mulberry32 } from "../traces/prng.ts";
 import { shardRuns } from "./shards.ts";
 import { CONVERSATIONS_PER_BACKEND, conversations, group, IN_FLIGHT_PER_BACKEND, TURNS } from "./workload.ts";
+import { runCli } from "../harness/cli.ts";
 
 const RESULTS = resolve(import.meta.dirname, "..", "results");
 const BACKENDS = [4, 32, 128];
@@ -33,13 +34,14 @@ const CHAINS = [10, 500, 2000];
 /** The goal the issue sets: at 32 backends × 500 blocks. */
 const GOAL_US = 50;
 
-const values = parseFlags(
-  process.argv.slice(2),
-  { repeats: { type: "string", default: "9" }, seconds: { type: "string", default: "1" }, "no-write": { type: "boolean", default: false } },
-  "--repeats N --seconds S --no-write",
-);
-const repeats = positiveInt("--repeats", values.repeats);
-const seconds = positiveNumber("--seconds", values.seconds);
+const { values, repeats, seconds } = await runCli("bench:route-object", () => {
+  const values = parseFlags(
+    process.argv.slice(2),
+    { repeats: { type: "string", default: "9" }, seconds: { type: "string", default: "1" }, "no-write": { type: "boolean", default: false } },
+    "--repeats N --seconds S --no-write",
+  );
+  return { values, repeats: positiveInt("--repeats", values.repeats), seconds: positiveNumber("--seconds", values.seconds) };
+});
 
 export interface RouteObjectRun {
   backends: number;

@@ -1,5 +1,5 @@
 import { resolve } from "node:path";
-import { listFlag, parseFlags, positiveInt } from "../harness/argv.ts";
+import { listFlag, parseFlags, positiveInt, UsageError } from "../harness/argv.ts";
 import { SCHEDULING_POLICIES, isSchedulingPolicy, type SchedulingPolicy } from "../fleet/scheduler.ts";
 
 /** bench:routing's flags, parsed; lists are comma-separated, and absent means "all". */
@@ -62,7 +62,7 @@ export function parseRoutingArgs(argv: string[], defaultOut: string): RoutingArg
 /** --scheduling-policy's list: the workers' policies a router runs in front of. */
 export function schedulingPoliciesFlag(value: string): SchedulingPolicy[] {
   return (listFlag(value) ?? []).map((s) => {
-    if (!isSchedulingPolicy(s)) throw new Error(`--scheduling-policy: "${s}" is not one of ${SCHEDULING_POLICIES.join(", ")}`);
+    if (!isSchedulingPolicy(s)) throw new UsageError(`--scheduling-policy: "${s}" is not one of ${SCHEDULING_POLICIES.join(", ")}`);
     return s;
   });
 }

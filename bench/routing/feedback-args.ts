@@ -1,5 +1,5 @@
 import { join, resolve } from "node:path";
-import { listFlag, parseFlags, positiveInt } from "../harness/argv.ts";
+import { listFlag, parseFlags, positiveInt, UsageError } from "../harness/argv.ts";
 import type { FeedbackConfig } from "./feedback-types.ts";
 
 /** The deployments' settings a run may be given, each against the simulated workers' real figures. */
@@ -42,15 +42,15 @@ export function parseFeedbackArgs(argv: string[], defaultOut: string): FeedbackA
       turns: { type: "string" },
       out: { type: "string" },
     },
-    "npm run bench:routing-feedback -- [--quick] [--sessions 24,32] [--seeds 3] [--configs right,kv-4x-big,kv-4x-small,rate-4x-slow] [--turns N] [--cold] [--virtual [--draws 16]] [--out DIR] [--report-only]",
+    "[--quick] [--sessions 24,32] [--seeds 3] [--configs right,kv-4x-big,kv-4x-small,rate-4x-slow] [--turns N] [--cold] [--virtual [--draws 16]] [--out DIR] [--report-only]",
   );
   const quick = values.quick;
   const names = listFlag(values.configs);
   const unknown = names?.filter((n) => !FEEDBACK_CONFIGS.some((c) => c.name === n)) ?? [];
-  if (unknown.length > 0) throw new Error(`--configs: no config named ${unknown.join(", ")} (there are ${FEEDBACK_CONFIGS.map((c) => c.name).join(", ")})`);
+  if (unknown.length > 0) throw new UsageError(`--configs: no config named ${unknown.join(", ")} (there are ${FEEDBACK_CONFIGS.map((c) => c.name).join(", ")})`);
   const virtual = values.virtual;
-  if (!virtual && values.draws !== undefined) throw new Error("--draws: only with --virtual (the fleet's runs draw their own paths)");
-  if (virtual && values.turns !== undefined) throw new Error("--turns: not with --virtual (it replays bench:routing's sessions whole)");
+  if (!virtual && values.draws !== undefined) throw new UsageError("--draws: only with --virtual (the fleet's runs draw their own paths)");
+  if (virtual && values.turns !== undefined) throw new UsageError("--turns: not with --virtual (it replays bench:routing's sessions whole)");
   return {
     // Virtual runs go beside the fleet's, never over them.
     out: values.out === undefined ? (virtual ? join(defaultOut, "virtual-feedback") : defaultOut) : resolve(values.out),

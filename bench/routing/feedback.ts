@@ -32,6 +32,7 @@ import type { FeedbackConfig, FeedbackResults, FeedbackRun, LearnedFigures } fro
 import { kvgateConfig } from "./kvgate-config.ts";
 import { MODEL, REGIMES, traceOf } from "./matrix.ts";
 import { WARM_UP_REQUESTS, warmUp } from "./warm-up.ts";
+import { runCli } from "../harness/cli.ts";
 
 const DEFAULT_RESULTS = resolve(import.meta.dirname, "..", "results");
 const REGIME = REGIMES.find((r) => r.name === "pressured") as (typeof REGIMES)[number];
@@ -196,4 +197,4 @@ async function main(): Promise<void> {
   }
 }
 
-await main();
+await runCli("bench:routing-feedback", main);

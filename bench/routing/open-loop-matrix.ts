@@ -1,4 +1,5 @@
 import { profileOf, resolveFleetOptions } from "../fleet/options.ts";
+import { UsageError } from "../harness/argv.ts";
 import type { PresetName } from "../fleet/presets.ts";
 import { DEFAULT_SLO_TTFT_MS } from "../replay/index.ts";
 import {
@@ -211,7 +212,7 @@ export function headOf(trace: TimedTrace, arrivalsMs: readonly number[], ms: num
 export function checkTraceNames(names: readonly string[] | undefined): void {
   const known: readonly string[] = [...TRACE_KINDS, ...OPEN_LOOP_TRACES];
   const unknown = (names ?? []).filter((n) => !known.includes(n));
-  if (unknown.length > 0) throw new Error(`--trace: unknown trace ${unknown.join(", ")} (known: ${known.join(", ")})`);
+  if (unknown.length > 0) throw new UsageError(`--trace: unknown trace ${unknown.join(", ")} (known: ${known.join(", ")})`);
 }
 
 /**

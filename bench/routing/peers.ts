@@ -3,6 +3,7 @@
  * A peer's runs carry its name where kvgate's carry the strategy's, so a point compares in one
  * table. A peer that is not installed is skipped with a note, never faked.
  */
+import { UsageError } from "../harness/argv.ts";
 import type { PeerServer } from "../peers/portkey.ts";
 import { SGLANG_POLICIES, sglangRouterInstalled, startSglangRouter } from "../peers/sglang-router.ts";
 import { SGLANG_ROUTER_VERSION } from "../peers/versions.ts";
@@ -47,7 +48,7 @@ export function selectPeers(flag: string | undefined, known: readonly RoutingPee
   if (flag === "none") return { peers: [], notes: [] };
   const names = flag === undefined ? known.map((p) => p.name) : flag.split(",").filter(Boolean);
   const unknown = names.filter((n) => !known.some((p) => p.name === n));
-  if (unknown.length > 0) throw new Error(`--peers: unknown peer ${unknown.join(", ")} (known: ${known.map((p) => p.name).join(", ")}, or none)`);
+  if (unknown.length > 0) throw new UsageError(`--peers: unknown peer ${unknown.join(", ")} (known: ${known.map((p) => p.name).join(", ")}, or none)`);
   const peers: RoutingPeer[] = [];
   const notes: string[] = [];
   for (const peer of known.filter((p) => names.includes(p.name))) {

@@ -22,6 +22,7 @@ import { renderReplicasReport } from "./replicas-report.ts";
 import type { ReplicaResults, ReplicaRun } from "./replicas-types.ts";
 import { WARM_UP_REQUESTS, warmUp } from "./warm-up.ts";
 import { shareBetween, workerRequestCounts } from "./worker-share.ts";
+import { runCli } from "../harness/cli.ts";
 
 const DEFAULT_RESULTS = resolve(import.meta.dirname, "..", "results");
 const REGIME = REGIMES.find((r) => r.name === "roomy") as (typeof REGIMES)[number];
@@ -140,4 +141,4 @@ async function main(): Promise<void> {
   }
 }
 
-await main();
+await runCli("bench:routing-replicas", main);

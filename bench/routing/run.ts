@@ -36,6 +36,7 @@ import { routerFor, type RouterStart } from "./routers.ts";
 import type { RoutingResults, RoutingRun } from "./types.ts";
 import { WARM_UP_REQUESTS, warmUp } from "./warm-up.ts";
 import { shareBetween, workerRequestCounts } from "./worker-share.ts";
+import { runCli } from "../harness/cli.ts";
 
 const DEFAULT_RESULTS = resolve(import.meta.dirname, "..", "results");
 let RESULTS = DEFAULT_RESULTS;
@@ -210,4 +211,4 @@ async function openLoopRun(p: OpenLoopPoint, router: RouterStart, results: Routi
   return openLoopProgress(run);
 }
 
-await main();
+await runCli("bench:routing", main);

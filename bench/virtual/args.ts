@@ -2,7 +2,7 @@ import { availableParallelism } from "node:os";
 import { resolve } from "node:path";
 import type { Strategy } from "../../src/config/schema.ts";
 import { STRATEGY_NAMES } from "../../src/routing/strategies/index.ts";
-import { listFlag, numberFlag, parseFlags, positiveInt } from "../harness/argv.ts";
+import { listFlag, numberFlag, parseFlags, positiveInt, UsageError } from "../harness/argv.ts";
 import type { SchedulingPolicy } from "../fleet/scheduler.ts";
 import { schedulingPoliciesFlag } from "../routing/cli-args.ts";
 import { REGIMES, type Regime } from "../routing/matrix.ts";
@@ -61,12 +61,12 @@ export function parseVirtualArgs(argv: readonly string[], defaultOut: string): V
   );
   const ms = (flag: string, value: string | undefined): number | undefined => {
     const n = value === undefined ? undefined : numberFlag(flag, value);
-    if (n !== undefined && n < 0) throw new Error(`${flag} takes a number of at least 0, not "${value}"`);
+    if (n !== undefined && n < 0) throw new UsageError(`${flag} takes a number of at least 0, not "${value}"`);
     return n;
   };
   return {
     traces: (listFlag(values.trace) ?? []).map((t): TimedKind | TraceKind => {
-      if (!isOpenLoopTrace(t) && !(TRACE_KINDS as readonly string[]).includes(t)) throw new Error(`--trace: "${t}" is not one of mooncake, b2b-saas, ${TRACE_KINDS.join(", ")}`);
+      if (!isOpenLoopTrace(t) && !(TRACE_KINDS as readonly string[]).includes(t)) throw new UsageError(`--trace: "${t}" is not one of mooncake, b2b-saas, ${TRACE_KINDS.join(", ")}`);
       return t as TimedKind | TraceKind;
     }),
     seeds: values.seeds === undefined ? undefined : positiveInt("--seeds", values.seeds),
@@ -77,7 +77,7 @@ export function parseVirtualArgs(argv: readonly string[], defaultOut: string): V
     regimes: (listFlag(values.regime) ?? []).map((name) => closedLoopRegime(name)),
     sessions: listFlag(values.sessions)?.map((n) => positiveInt("--sessions", n)),
     strategies: (listFlag(values.strategy) ?? []).map((s): Strategy => {
-      if (!(STRATEGY_NAMES as readonly string[]).includes(s)) throw new Error(`--strategy: "${s}" is not one of ${STRATEGY_NAMES.join(", ")}`);
+      if (!(STRATEGY_NAMES as readonly string[]).includes(s)) throw new UsageError(`--strategy: "${s}" is not one of ${STRATEGY_NAMES.join(", ")}`);
       return s as Strategy;
     }),
     shards: (listFlag(values.shards) ?? []).map((s) => positiveInt("--shards", s)).filter((n) => n > 1),

@@ -29,10 +29,11 @@ import { renderVirtualReport, type VirtualResults } from "./report.ts";
 import { fleetFit, openLoopFleetFit } from "./fleet-fit.ts";
 import { CLOSED_LOOP_DELAYS, OPEN_LOOP_DELAYS, type Delays } from "./delays.ts";
 import type { RoutingResults } from "../routing/types.ts";
+import { runCli } from "../harness/cli.ts";
 
 const ROOT = resolve(import.meta.dirname, "../..");
 
-const args = parseVirtualArgs(process.argv.slice(2), join(ROOT, "bench/results"));
+const args = await runCli("bench:routing-virtual", () => parseVirtualArgs(process.argv.slice(2), join(ROOT, "bench/results")));
 const jsonPath = join(args.out, "routing-virtual.json");
 const mdPath = join(args.out, "routing-virtual.md");
 

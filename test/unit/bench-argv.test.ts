@@ -2,7 +2,7 @@ import { resolve } from "node:path";
 import { describe, expect, it } from "vitest";
 import { parseArgs as parseChaosArgs, DEFAULT_OUT } from "../../bench/chaos/args.ts";
 import { parseCeilingArgs } from "../../bench/ceiling/args.ts";
-import { intBetween, numberFlag, parseFlags, positiveInt, positiveNumber } from "../../bench/harness/argv.ts";
+import { HelpRequested, intBetween, numberFlag, parseFlags, positiveInt, positiveNumber, UsageError } from "../../bench/harness/argv.ts";
 import { parseArgs as parseOverheadArgs } from "../../bench/overhead/args.ts";
 import { parseFeedbackArgs } from "../../bench/routing/feedback-args.ts";
 import { parseReplicasArgs } from "../../bench/routing/replicas-args.ts";
@@ -48,6 +48,26 @@ describe("a benchmark's command line (parseFlags)", () => {
     expect(refusal(["--no-write=yes"])).toBe("--no-write takes no value");
     expect(refusal(["--constructor", "1"])).toMatch(/^unknown argument --constructor/);
     expect(() => parseFlags(["--x"], {}, "")).toThrow(/^unknown argument --x$/);
+  });
+
+  it("makes every refusal a UsageError, and --help or -h a HelpRequested with the usage unless the command takes --help itself", () => {
+    const thrown = (f: () => unknown): unknown => {
+      try {
+        f();
+      } catch (e) {
+        return e;
+      }
+      throw new Error("accepted");
+    };
+    for (const argv of [["--repeat", "5"], ["5"], ["--repeats"], ["--no-write=yes"]]) expect(thrown(() => parse(argv))).toBeInstanceOf(UsageError);
+    expect(thrown(() => positiveInt("--repeats", "0"))).toBeInstanceOf(UsageError);
+    const options = { repeats: { type: "string" } } as const;
+    for (const argv of [["--help"], ["-h"], ["--bogus", "--help"], ["--repeats", "5", "-h"]]) {
+      const help = thrown(() => parseFlags(argv, options, "--repeats N"));
+      expect(help).toBeInstanceOf(HelpRequested);
+      expect(help).toHaveProperty("usage", "--repeats N");
+    }
+    expect(parse(["--help"]).help).toBe(true);
   });
 
   it("reads values with one wording for every benchmark", () => {
@@ -174,7 +194,7 @@ describe("npm run bench:routing-virtual's flags", () => {
   });
 
   it("refuse, in one line naming it, an unknown flag or name, a bad count and a negative hop", () => {
-    expect(() => parseVirtualArgs(["--help"], "/r")).toThrow(/^unknown argument --help \(--trace T,\.\.\. --seeds N/);
+    expect(() => parseVirtualArgs(["--hepl"], "/r")).toThrow(/^unknown argument --hepl \(--trace T,\.\.\. --seeds N/);
     expect(() => parseVirtualArgs(["--trace", "chat"], "/r")).toThrow('--trace: "chat" is not one of mooncake, b2b-saas,');
     expect(() => parseVirtualArgs(["--strategy", "fastest"], "/r")).toThrow('--strategy: "fastest" is not one of');
     expect(() => parseVirtualArgs(["--regime", "open-loop"], "/r")).toThrow(/a closed-loop trace runs in a regime/);
