@@ -15,12 +15,15 @@ export class UsageError extends Error {
   override name = "UsageError";
 }
 
-/** `--help` or `-h`: not a failure, a request for the usage, which the command prints before running anything. */
+/**
+ * `--help` or `-h`: not a failure, a request for the usage, which the command prints before running
+ * anything. Its message is the usage too, for a command not (yet) run through runCli.
+ */
 export class HelpRequested extends Error {
   override name = "HelpRequested";
   readonly usage: string;
   constructor(usage: string) {
-    super("--help");
+    super(usage);
     this.usage = usage;
   }
 }
