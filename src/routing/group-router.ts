@@ -316,6 +316,7 @@ export class GroupRouter {
     }
     const b = lease.backend;
     b.inFlight--;
+    if (lease.reclaimed) return this.releaseReclaimed(lease, r, now);
     // The debt as of now first: what it is set against (the work queued since) is now's.
     b.drain(now);
     settleDebt(b, lease, r.ttftMs !== undefined || r.outcome === "ok");
@@ -333,6 +334,19 @@ export class GroupRouter {
     }
     if (r.ttftMs !== undefined) b.ttftEwmaMs = b.ttftEwmaMs === null ? r.ttftMs : 0.8 * b.ttftEwmaMs + 0.2 * r.ttftMs;
     if (r.usage && r.outcome === "ok") this.feedBack(b, lease, r);
+    if (lease.key !== null) {
+      if (r.usage) this.keyCounters.used(lease.key, r.usage);
+      this.ledger.finished(lease.key, r.usage, r.outcome === "ok", this.usedAt(b.id, r.usage), now);
+    }
+    this.letGoIfOrphan(b);
+  }
+
+  /**
+   * A lease counted `expired` when it was reclaimed, then taken back by a late renewal: its slot
+   * given back, its usage its key's; its backend's counters and breaker had their say at its expiry.
+   */
+  private releaseReclaimed(lease: Lease, r: LeaseRelease, now: number): void {
+    const b = lease.backend;
     if (lease.key !== null) {
       if (r.usage) this.keyCounters.used(lease.key, r.usage);
       this.ledger.finished(lease.key, r.usage, r.outcome === "ok", this.usedAt(b.id, r.usage), now);
@@ -391,9 +405,11 @@ export class GroupRouter {
     if (!b) return;
     b.inFlight++;
     const key = typeof r.key === "string" ? r.key : null;
-    this.leases.add(r.lease, { backend: b, expiresAt: now + this.leaseTtlMs, blocks: 0, queuedTo: 0, trialOf: -1, lesson: null, key, decision: -1, predictedCached: 0, pending: -1, matched: 0, total: -1, recency: NaN, ahead: 0 });
+    // One reclaimed here at its expiry and renewed late (its Worker's renewals were held up) was counted then.
+    const late = this.leases.expiredRecently(r.lease);
+    this.leases.add(r.lease, { backend: b, expiresAt: now + this.leaseTtlMs, blocks: 0, queuedTo: 0, trialOf: -1, lesson: null, key, decision: -1, predictedCached: 0, pending: -1, matched: 0, total: -1, recency: NaN, ahead: 0, ...(late ? { reclaimed: true as const } : {}) });
     if (key !== null) this.ledger.took({ id: key, rpm: null, tpm: null, maxParallel: null, budget: null, admitted: true }, now);
-    this.adopted++;
+    if (!late) this.adopted++;
   }
 
   /** Reclaims leases past their TTL (their Worker stopped renewing them); returns how many. */
@@ -402,6 +418,12 @@ export class GroupRouter {
     for (const lease of expired) {
       const b = lease.backend;
       b.inFlight--;
+      if (lease.reclaimed) {
+        // Counted when it was reclaimed the first time.
+        if (lease.key !== null) this.ledger.expired(lease.key);
+        this.letGoIfOrphan(b);
+        continue;
+      }
       b.counters.expired();
       this.decisions.ended(lease.decision, "expired", null);
       if (lease.key !== null) this.ledger.expired(lease.key);

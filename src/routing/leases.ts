@@ -36,6 +36,11 @@ export interface Lease {
   recency: number;
   /** Blocks of prompt work its backend was estimated to have queued ahead of it when it was routed. */
   ahead: number;
+  /**
+   * Taken back by a renewal that came after this object had reclaimed it (counted `expired`): its
+   * slot is held again for the rest of its answer, and its release counts nothing more on its backend.
+   */
+  reclaimed?: true;
 }
 
 /**
@@ -51,6 +56,8 @@ export class LeaseTable {
   // Insertion order is expiry order: every lease lives for the object's one TTL from its last renewal.
   private readonly live = new Map<string, Lease>();
   private readonly ended = new Set<string>();
+  /** Ids of leases reclaimed at their expiry lately: a renewal after that is late, not from before a restart. */
+  private readonly expired = new Set<string>();
   /** Blocks the live leases' lessons hold: bounded by the router. */
   lessonBlocks = 0;
 
@@ -76,6 +83,10 @@ export class LeaseTable {
     return this.ended.has(id);
   }
 
+  expiredRecently(id: string): boolean {
+    return this.expired.has(id);
+  }
+
   /** Moves a live lease's expiry; false when the lease is not live here. */
   extend(id: string, expiresAt: number): boolean {
     const lease = this.live.get(id);
@@ -92,6 +103,8 @@ export class LeaseTable {
     for (const [id, lease] of this.live) {
       if (lease.expiresAt > now) break;
       this.remove(id, lease);
+      if (this.expired.size >= ENDED_REMEMBERED) forgetOldest(this.expired, ENDED_REMEMBERED >> 3);
+      this.expired.add(id);
       out.push(lease);
     }
     return out;

@@ -214,6 +214,31 @@ describe("GroupRouter: lease renewals", () => {
     expect(r.adopted).toBe(0);
   });
 
+  it("counts a lease reclaimed at its expiry once, though a late renewal takes its slot back for the rest of its stream", () => {
+    const r = new GroupRouter("g");
+    r.install(g, 0);
+    const d = decided(r.route(g.version, [], [], 0));
+    // Its Worker's renewals did not get through in time (an object overloaded for longer than the TTL).
+    expect(r.expire(300)).toBe(1);
+    expect(byId(r).a1?.inFlight).toBe(0);
+    // Its stream goes on: the late renewal takes the slot back, but it is no lease from before a restart.
+    r.renew({ lease: d.lease, version: g.version, backendId: "a1" }, 400);
+    expect(byId(r).a1?.inFlight).toBe(1);
+    expect(r.adopted).toBe(0);
+    r.release({ lease: d.lease, outcome: "ok", ttftMs: 5, durationMs: 450 }, 450);
+    expect(byId(r).a1?.inFlight).toBe(0);
+    const outcomes = r.metrics().backends.find((b) => b.id === "a1")?.outcomes;
+    expect(outcomes).toMatchObject({ expired: 1, ok: 0 });
+
+    // One taken back so that expires again (its Worker gone for good this time) is not counted again either.
+    const e = decided(r.route(g.version, [], [], 500));
+    expect(r.expire(800)).toBe(1);
+    r.renew({ lease: e.lease, version: g.version, backendId: "a1" }, 900);
+    expect(r.expire(1200)).toBe(1);
+    expect(byId(r).a1?.inFlight).toBe(0);
+    expect(r.metrics().backends.find((b) => b.id === "a1")?.outcomes).toMatchObject({ expired: 2, ok: 0 });
+  });
+
   it("ignores a renewal of a version or backend it does not know", () => {
     const r = new GroupRouter("g");
     r.install(g, 0);
