@@ -11,11 +11,11 @@ export interface FleetView {
 }
 
 /**
- * An unknown model name sends the isolate to the registry at most this often: a new group is
- * found within it, and a client naming models that do not exist cannot turn every request into a
- * registry call.
+ * An unknown model name, or a read of the whole fleet, sends the isolate to the registry at most
+ * this often: a new group is found within it, and a client naming models that do not exist (or a
+ * scraper) cannot turn every request into a registry call.
  */
-const UNKNOWN_MODEL_REFRESH_MS = 1000;
+const REFRESH_MS = 1000;
 
 let current: FleetView | null = null;
 let fetchedAt = 0;
@@ -67,11 +67,24 @@ export async function reloadFleet(env: Env): Promise<FleetView | null> {
 }
 
 /**
+ * The fleet for what reads all of it — /metrics, /v1/kvgate/status, the model list — read afresh
+ * at most once a second. Nothing on such a read's path tells an isolate the fleet changed (a route
+ * call does, for its own group only), and scrapes keep an isolate alive for hours. With the
+ * registry unreachable, the isolate's snapshot.
+ */
+export async function recentFleet(env: Env): Promise<FleetView | null> {
+  if (current && Date.now() - fetchedAt < REFRESH_MS) return current;
+  // Counted from now: reads at the same moment take the snapshot held, not a registry call each.
+  fetchedAt = Date.now();
+  return (await reloadFleet(env)) ?? current;
+}
+
+/**
  * A model this isolate does not know may be a group added since its snapshot: looked up afresh, at
  * most once a second. With the registry unreachable, the isolate's snapshot is all it knows.
  */
 export async function freshGroup(env: Env, model: string): Promise<{ group: ResolvedGroup; fleet: FleetView } | null> {
-  if (Date.now() - fetchedAt < UNKNOWN_MODEL_REFRESH_MS) return null;
+  if (Date.now() - fetchedAt < REFRESH_MS) return null;
   const fleet = await reloadFleet(env);
   const group = fleet?.byModel.get(model);
   return fleet && group ? { group, fleet } : null;

@@ -21,14 +21,18 @@ const BREAKER_STATES: readonly BreakerState[] = ["closed", "half-open", "open"];
 type Sample = { labels: Labels; value: number };
 
 /**
- * The families `GET /metrics` serves, from the groups' answers. `unreachable`: groups whose object
- * did not answer this scrape (their `kvgate_group_up` is 0). Every name and label of the
+ * The families `GET /metrics` serves, from the groups' answers. `unreachable`: groups an object of
+ * which did not answer this scrape (their `kvgate_group_up` is 0; a sharded one may still be in
+ * `groups`, with its other shards' series). Every name and label of the
  * exposition is here, in one place.
  */
 export function metricFamilies(groups: readonly GroupMetrics[], unreachable: readonly string[] = []): MetricFamily[] {
   const perBackend = (f: (b: BackendMetrics, labels: Labels) => Sample[]): Sample[] => groups.flatMap((g) => g.backends.flatMap((b) => f(b, { group: g.group, backend: b.id })));
   const one = (value: (b: BackendMetrics) => number) => perBackend((b, labels) => [{ labels, value: value(b) }]);
-  const perKey = (f: (k: KeyMetrics, labels: Labels) => Sample[]): Sample[] => groups.flatMap((g) => g.keys.flatMap((k) => f(k, { group: g.group, key: k.id })));
+  // A group's own and its keys' counters add up over its shards: of a group a shard of which did
+  // not answer they would fall, which Prometheus reads as a reset. Left out of that scrape instead.
+  const whole = groups.filter((g) => !unreachable.includes(g.group));
+  const perKey = (f: (k: KeyMetrics, labels: Labels) => Sample[]): Sample[] => whole.flatMap((g) => g.keys.flatMap((k) => f(k, { group: g.group, key: k.id })));
   const ofKey = (value: (k: KeyMetrics) => number) => perKey((k, labels) => [{ labels, value: value(k) }]);
   const counter = (name: string, help: string, samples: Sample[]): MetricFamily => ({ name, help, type: "counter", samples });
   const gauge = (name: string, help: string, samples: Sample[]): MetricFamily => ({ name, help, type: "gauge", samples });
@@ -39,8 +43,8 @@ export function metricFamilies(groups: readonly GroupMetrics[], unreachable: rea
     samples: groups.flatMap((g) => g.backends.map((b) => ({ labels: { group: g.group, backend: b.id }, histogram: of(b) }))),
   });
   return [
-    gauge("kvgate_group_up", "1 when the group's routing object answered this scrape, 0 when it did not (its series are then missing).", [
-      ...groups.map((g) => ({ labels: { group: g.group }, value: 1 })),
+    gauge("kvgate_group_up", "1 when every routing object of the group answered this scrape, 0 when one did not (the series it holds are then missing; a sharded group's other shards' still come).", [
+      ...whole.map((g) => ({ labels: { group: g.group }, value: 1 })),
       ...unreachable.map((group) => ({ labels: { group }, value: 0 })),
     ]),
     counter(
@@ -98,7 +102,7 @@ export function metricFamilies(groups: readonly GroupMetrics[], unreachable: rea
     counter(
       "kvgate_route_refusals_total",
       "Route calls that found no backend: no-backend (every one failing, open or already tried), at-capacity (every one at its in-flight limit).",
-      groups.flatMap((g) => (["no-backend", "at-capacity"] as const).map((refused) => ({ labels: { group: g.group, refused }, value: g.refusals[refused] }))),
+      whole.flatMap((g) => (["no-backend", "at-capacity"] as const).map((refused) => ({ labels: { group: g.group, refused }, value: g.refusals[refused] }))),
     ),
     counter("kvgate_key_requests_total", "Requests of a virtual key (by its id) that got a backend; a failover is not counted again.", ofKey((k) => k.requests)),
     counter("kvgate_key_prompt_tokens_total", "Prompt tokens of a virtual key's requests, as the upstream reported them.", ofKey((k) => k.tokens.prompt)),

@@ -49,10 +49,14 @@ function oncePerId<T extends { id: string }>(all: readonly T[], combine: (a: T, 
   return [...byId.values()];
 }
 
-/** The group's series from its shards: backends side by side, a key's counts added over the shards that counted it. */
+/**
+ * The group's series from its shards: backends side by side, a key's counts added over the shards
+ * that counted it. One object may list a deployment twice too — the same id at its old and new
+ * address, while a version that routed to the old one is kept — and a series is one per id.
+ */
 export function mergeMetrics(parts: readonly GroupMetrics[]): GroupMetrics {
   const [first] = parts as [GroupMetrics, ...GroupMetrics[]];
-  if (parts.length === 1) return first;
+  if (parts.length === 1) return { ...first, backends: oncePerId(first.backends, addAddress) };
   const keys = new Map<string, KeyMetrics>();
   for (const p of parts) {
     for (const k of p.keys) {
@@ -101,6 +105,15 @@ function addBackend(a: BackendMetrics, b: BackendMetrics): BackendMetrics {
     prefix: { entries: a.prefix.entries + b.prefix.entries, capacity: a.prefix.capacity + b.prefix.capacity, bytes: a.prefix.bytes + b.prefix.bytes },
     learned: b.learned.reports.usage > a.learned.reports.usage ? b.learned : a.learned,
   };
+}
+
+/**
+ * One deployment at its new address and its old one, in one object (the newest version's entry
+ * first): what both did adds up, and what it is now — its breaker, prefix set, what it learned —
+ * is the new address's (the old one is usually a restarted server's, its breaker open).
+ */
+function addAddress(now: BackendMetrics, before: BackendMetrics): BackendMetrics {
+  return { ...addBackend(now, before), breaker: now.breaker, prefix: now.prefix, learned: now.learned };
 }
 
 function addKey(a: KeyMetrics, b: KeyMetrics): KeyMetrics {

@@ -253,6 +253,19 @@ describe.skipIf(missing)("the pages, served as Workers static assets", () => {
     expect(BACKENDS).toContain(sent.route.backend);
     await vi.waitFor(async () => expect((await admin<UsageView>("GET", `/usage?key=${key.id}`)).requests).toBe(1), EVENTUALLY);
   });
+  it("the playground works with a key limited to the gateway's own origin, whose GETs name no Origin", async () => {
+    const key = await admin<IssuedKeyView>("POST", "/keys", { name: "own page", models: [GROUP], origins: [new URL(gw.url).origin] });
+    const page = await playground(key.key);
+    expect(await page.getByLabel("Model").locator("option").allTextContents()).toEqual([GROUP]);
+    await page.getByLabel("Message").fill("Hello from the gateway's own page");
+    const sent = await sendAndWatch(page, "Send", 1);
+    expect(sent.seen.at(-1)).not.toBe("");
+    // Another page's origin is still refused, and so is a caller that names none and is no browser page.
+    const elsewhere = await fetch(`${gw.url}/v1/models`, { headers: { authorization: `Bearer ${key.key}`, origin: "https://elsewhere.example" } });
+    expect(elsewhere.status).toBe(403);
+    const server = await fetch(`${gw.url}/v1/models`, { headers: { authorization: `Bearer ${key.key}` } });
+    expect(server.status).toBe(403);
+  });
 });
 
 describe.runIf(missing && process.env.CI)("CI", () => {

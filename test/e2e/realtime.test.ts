@@ -47,6 +47,12 @@ afterAll(async () => {
   await fleet?.close();
 });
 
+/** The gateway's JSON log lines of `type`. */
+const logLines = (type: "request" | "event"): Record<string, unknown>[] =>
+  gw.logs.flatMap((l) => {
+    const at = l.indexOf(`{"type":"${type}"`);
+    return at < 0 ? [] : [JSON.parse(l.slice(at)) as Record<string, unknown>];
+  });
 const wsUrl = (query: string) => `${gw.url.replace(/^http/, "ws")}/v1/realtime${query}`;
 const bearer = () => ({ authorization: `Bearer ${gw.key}` });
 const open = async (model: string): Promise<OpenSocket> => opened(await connect(wsUrl(`?model=${model}`), { headers: bearer() }));
@@ -270,6 +276,14 @@ describe("a backend that refuses the upgrade", () => {
     // Round-robin starts on either backend; over two sessions one of them began on the broken one.
     expect(attempts).toContain("2");
     expect((await backend("fails-over", "broken"))?.failed).toBeGreaterThan(0);
+    // Each session's log line names where it went, as a request's does; the failed attempt is an event.
+    await vi.waitFor(() => expect(logLines("request").filter((l) => l.model === "fails-over")).toHaveLength(2), EVENTUALLY);
+    for (const line of logLines("request").filter((l) => l.model === "fails-over")) {
+      expect(line).toMatchObject({ path: "/v1/realtime", status: 101, group: "fails-over", backend: "sim-0" });
+      expect(String(line.attempts)).toBe(line.reason === "failover" ? "2" : "1");
+    }
+    const failedOver = attempts.filter((a) => a === "2").length;
+    expect(logLines("event").filter((l) => l.event === "failover" && l.group === "fails-over")).toEqual(Array.from({ length: failedOver }, () => expect.objectContaining({ backend: "broken", next_attempt: 2 })));
     await vi.waitFor(async () => expect(await gw.inFlight("fails-over")).toBe(0), EVENTUALLY);
   });
 });

@@ -30,6 +30,8 @@ beforeAll(async () => {
   flaky = await startSwitchableUpstream("sim-7b");
   gw = await startTestGateway(
     {
+      // CORS on, as a browser-facing gateway has it: what a line says must not depend on it.
+      cors: { allowedOrigins: ["https://app.example"] },
       modelGroups: [
         { name: "m", deployments: [sim(0), sim(1)] },
         // Round-robin sends each request to the dead server first, until its breaker opens (after 2 failures).
@@ -206,6 +208,18 @@ describe("one JSON line per request", () => {
     const limited = await chat(gw, key, "m", false);
     expect(limited.res.status).toBe(429);
     expect(await lineOf(gw, limited.res.headers.get("x-request-id") as string)).toMatchObject({ level: "warn", status: 429, key_id: id, model: "m", error_code: "rate_limit_exceeded" });
+  });
+
+  it("vLLM's paths outside /v1 (/rerank, /v2/rerank, /score) leave their lines as /v1's do, a wrong key's too", async () => {
+    for (const path of ["/rerank", "/v2/rerank", "/score"]) {
+      const body = path === "/score" ? { model: "m", text_1: "a question", text_2: ["one answer", "another"] } : { model: "m", query: "a question", documents: ["one answer", "another"] };
+      const served = await fetch(`${gw.url}${path}`, { method: "POST", headers: { authorization: `Bearer ${gw.key}`, "content-type": "application/json" }, body: JSON.stringify(body) });
+      expect(served.status, await served.text()).toBe(200);
+      expect(await lineOf(gw, served.headers.get("x-request-id") as string)).toMatchObject({ level: "info", method: "POST", path, status: 200, key_id: "master", model: "m", group: "m", error_code: null });
+      const refused = await fetch(`${gw.url}${path}`, { method: "POST", headers: { authorization: "Bearer sk-wrong", "content-type": "application/json" }, body: JSON.stringify(body) });
+      expect(refused.status).toBe(401);
+      expect(await lineOf(gw, refused.headers.get("x-request-id") as string)).toMatchObject({ level: "warn", path, status: 401, key_id: null, error_code: "invalid_api_key" });
+    }
   });
 
   it("a registry change through the admin API leaves a registry event", async () => {

@@ -17,7 +17,7 @@ export async function admitCaller(c: Context<AppEnv>, config: LoadedConfig): Pro
   const caller = await authenticate(c.req.raw, config, c.env, c.executionCtx);
   if (caller.kind === "key") {
     const allowed = caller.key.record.origins;
-    const origin = c.req.header("origin");
+    const origin = c.req.header("origin") ?? ownOrigin(c);
     if (allowed.length > 0 && (origin === undefined || !allowed.includes(origin))) {
       throw forbidden(origin === undefined ? `API key ${caller.key.record.prefix}… is for browser pages only (${allowed.join(", ")}); this request names no Origin` : `API key ${caller.key.record.prefix}… may not be used from origin ${origin}`, "origin_not_allowed");
     }
@@ -26,15 +26,55 @@ export async function admitCaller(c: Context<AppEnv>, config: LoadedConfig): Pro
   return caller;
 }
 
+/**
+ * A browser names no Origin on a GET to the page's own origin (the Fetch standard sends it with
+ * cross-origin requests and other methods only), but says where the request comes from in
+ * Sec-Fetch-Site: a request from one of the gateway's own pages (the playground) comes from its
+ * origin. A non-browser caller can say either header; a key's origins keep honest pages apart,
+ * they authenticate nothing.
+ */
+function ownOrigin(c: Context<AppEnv>): string | undefined {
+  return c.req.header("sec-fetch-site") === "same-origin" ? new URL(c.req.url).origin : undefined;
+}
+
 /** A virtual key's own browser origins: its answers (errors too) readable by its page, whatever the config's CORS list says. */
 export function keyCors(c: Context<AppEnv>): void {
   const caller = c.get("caller");
   if (caller?.kind !== "key" || caller.key.record.origins.length === 0) return;
   const origin = c.req.header("origin");
   if (origin === undefined || !caller.key.record.origins.includes(origin)) return;
-  c.res.headers.set("access-control-allow-origin", origin);
-  c.res.headers.append("vary", "Origin");
-  c.res.headers.set("access-control-expose-headers", EXPOSED.join(","));
+  allowOrigin(c.res.headers, origin);
+}
+
+/**
+ * The config's CORS list (cors.allowedOrigins) on every answer but a preflight's, set on the answer
+ * once it is made. Hono's cors middleware sets its headers on a stand-in answer before the handler
+ * runs, and Hono then copies the handler's answer into a new one to merge them: a second Response
+ * per request, and the answer the gateway made (which its log line reads its error code from) is
+ * not the one that goes.
+ */
+export function configCors(origins: readonly string[]): MiddlewareHandler<AppEnv> {
+  const any = origins.includes("*");
+  return async (c, next) => {
+    await next();
+    if (c.req.method === "OPTIONS") return;
+    if (any) return allowOrigin(c.res.headers, "*");
+    const origin = c.req.header("origin");
+    if (origin !== undefined && origins.includes(origin)) allowOrigin(c.res.headers, origin);
+    else varyOrigin(c.res.headers);
+  };
+}
+
+/** An answer a page on `origin` may read, its routing headers too. */
+function allowOrigin(headers: Headers, origin: string): void {
+  headers.set("access-control-allow-origin", origin);
+  if (origin !== "*") varyOrigin(headers);
+  headers.set("access-control-expose-headers", EXPOSED.join(","));
+}
+
+/** A cache must keep the answer apart per Origin: said once, whichever CORS rule said it first. */
+function varyOrigin(headers: Headers): void {
+  if (!/(^|,)\s*origin\s*(,|$)/i.test(headers.get("vary") ?? "")) headers.append("vary", "Origin");
 }
 
 /**

@@ -6,13 +6,15 @@ import { modelObject } from "../../src/openai/models.ts";
 import type { LoadedConfig } from "../config.ts";
 import { mountAdmin } from "../admin/routes.ts";
 import type { AppEnv } from "./app-env.ts";
-import { admitCaller, EXPOSED, keyCors, keyPreflight } from "./admit.ts";
+import { admitCaller, configCors, EXPOSED, keyCors, keyPreflight } from "./admit.ts";
 import { allowsModel } from "../../src/tenants/route-tenant.ts";
 import { mountEndpoints } from "./endpoints.ts";
 import { errorAnswer } from "./error-answer.ts";
 import { requestLogger } from "./request-logger.ts";
 import { mountMetrics } from "./metrics.ts";
-import { askEachObject } from "./group-object.ts";
+import { askEveryObject } from "./group-object.ts";
+import { recentFleet } from "../fleet.ts";
+import type { GroupStatus } from "../../src/routing/protocol.ts";
 import { mergeStatus } from "../../src/sharding/merge.ts";
 import { proxyCompletion } from "./proxy.ts";
 import { openRealtime } from "./realtime.ts";
@@ -35,7 +37,8 @@ export function buildApp(config: LoadedConfig): Hono<AppEnv> {
   // Only preflights pay for it: the router skips it for every other method.
   app.options("*", keyPreflight(origins));
   if (origins.length > 0) {
-    app.use("*", cors({ origin: origins.includes("*") ? "*" : origins, exposeHeaders: EXPOSED, maxAge: 600 }));
+    app.options("*", cors({ origin: origins.includes("*") ? "*" : origins, exposeHeaders: EXPOSED, maxAge: 600 }));
+    app.use("*", configCors(origins));
   }
 
   app.get("/health", (c) => c.json({ status: "ok" }));
@@ -49,10 +52,10 @@ export function buildApp(config: LoadedConfig): Hono<AppEnv> {
     keyCors(c);
   });
 
-  app.get("/v1/models", (c) => {
+  app.get("/v1/models", async (c) => {
     const caller = c.get("caller");
     const data = [];
-    for (const g of config.groups) {
+    for (const g of (await recentFleet(c.env))?.groups ?? config.groups) {
       for (const id of [g.name, ...g.aliases]) if (caller.kind === "master" || allowsModel(caller.key.record, id, g.name)) data.push(modelObject(id, g.name));
     }
     return c.json({ object: "list", data });
@@ -67,8 +70,15 @@ export function buildApp(config: LoadedConfig): Hono<AppEnv> {
 
   app.get("/v1/kvgate/status", async (c) => {
     if (c.get("caller").kind !== "master") throw forbidden("the gateway's status is for its operator: use the master key or the admin API", "insufficient_permissions");
-    const groups = await Promise.all(config.groups.map(async (g) => mergeStatus(await askEachObject(c.env, g, (o) => o.status()))));
-    return c.json({ groups });
+    const fleet = (await recentFleet(c.env))?.groups ?? config.groups;
+    const groups: GroupStatus[] = [];
+    const unavailable: string[] = [];
+    for (const a of await askEveryObject(c.env, fleet, (o) => o.status())) {
+      // A sharded group is shown only whole: its shards' parts would read as the group.
+      if (a.complete) groups.push(mergeStatus(a.answers));
+      else unavailable.push(a.group);
+    }
+    return c.json({ groups, unavailable });
   });
 
   for (const path of ["/v1/chat/completions", "/v1/completions"]) {

@@ -5,7 +5,9 @@ import type { LoadedConfig } from "../config.ts";
 import type { AppEnv } from "./app-env.ts";
 import { admitCaller, keyCors } from "./admit.ts";
 import { errorAnswer } from "./error-answer.ts";
+import { requestLogger } from "./request-logger.ts";
 import { allowsModel } from "../../src/tenants/route-tenant.ts";
+import { freshGroup } from "../fleet.ts";
 import { unknownModel } from "./proxy.ts";
 import type { Endpoint } from "./validate.ts";
 
@@ -34,6 +36,7 @@ const PATTERN = `/:endpoint{${Object.keys(PASSED_THROUGH).join("|")}}`;
  * upstream's answer passed on as it comes.
  */
 export function mountEndpoints(app: Hono<AppEnv>, config: LoadedConfig, proxy: (endpoint: Endpoint) => (c: Context<AppEnv>) => Promise<Response>): void {
+  const logged = requestLogger(config.logging.requests);
   const handlers = new Map<string, (c: Context<AppEnv>) => Promise<Response>>();
   for (const [path, endpoint] of Object.entries(PASSED_THROUGH)) handlers.set(path, proxy(endpoint));
   app.all(PATTERN, async (c) => {
@@ -43,22 +46,25 @@ export function mountEndpoints(app: Hono<AppEnv>, config: LoadedConfig, proxy: (
       if (c.req.method !== "POST" || !handler) throw methodNotAllowed(`/${path}`, "POST");
       return handler(c);
     }
-    // Outside /v1 this route does what the /v1 middleware does: the same key check (no path is a
-    // way around it), and a key's CORS headers on its answer, errors included.
-    try {
-      await admitCaller(c, config);
-      if (c.req.method !== "POST" || !handler) throw methodNotAllowed(`/${path}`, "POST");
-      c.res = await handler(c);
-    } catch (e) {
-      c.res = errorAnswer(e, c.get("requestId"));
-    }
-    keyCors(c);
+    // Outside /v1 this route does what the /v1 middleware does: the request's log line, the same
+    // key check (no path is a way around it), and a key's CORS headers on its answer, errors included.
+    await logged(c, async () => {
+      try {
+        await admitCaller(c, config);
+        if (c.req.method !== "POST" || !handler) throw methodNotAllowed(`/${path}`, "POST");
+        c.res = await handler(c);
+      } catch (e) {
+        c.res = errorAnswer(e, c.get("requestId"));
+      }
+      keyCors(c);
+    });
     return c.res;
   });
   // Model ids may hold slashes (meta-llama/Llama-3.1-8B), sent as they are or as %2F.
-  app.get("/v1/models/:id{.+}", (c) => {
+  app.get("/v1/models/:id{.+}", async (c) => {
     const id = c.req.param("id");
-    const group = config.byModel.get(id);
+    // One added since this isolate read its fleet is looked up afresh (at most once a second).
+    const group = config.byModel.get(id) ?? (await freshGroup(c.env, id))?.group;
     const caller = c.get("caller");
     if (!group || (caller.kind === "key" && !allowsModel(caller.key.record, id, group.name))) throw unknownModel(id);
     return c.json(modelObject(id, group.name));

@@ -18,3 +18,18 @@ type GroupStub = ReturnType<typeof groupObject>;
 export function askEachObject<T>(env: Env, group: Pick<ResolvedGroup, "name" | "shards" | "locationHint">, ask: (object: GroupStub) => Promise<T>): Promise<T[]> {
   return Promise.all(objectNamesOf(group.name, group.shards).map((name) => ask(groupObject(env, name, group.locationHint))));
 }
+
+/** What each of the groups' objects answered, at once: per group, the answers and whether every object gave one. */
+export async function askEveryObject<T>(env: Env, groups: readonly ResolvedGroup[], ask: (object: GroupStub) => Promise<T>): Promise<{ group: string; answers: T[]; complete: boolean }[]> {
+  return Promise.all(
+    groups.map(async (g) => {
+      const settled = await Promise.allSettled(objectNamesOf(g.name, g.shards).map((name) => ask(groupObject(env, name, g.locationHint))));
+      const answers: T[] = [];
+      for (const [i, s] of settled.entries()) {
+        if (s.status === "fulfilled") answers.push(s.value);
+        else console.error(`kvgate: routing object ${i} of group ${g.name} did not answer: ${s.reason instanceof Error ? s.reason.message : String(s.reason)}`);
+      }
+      return { group: g.name, answers, complete: answers.length === settled.length };
+    }),
+  );
+}

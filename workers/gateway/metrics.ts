@@ -5,28 +5,27 @@ import type { LoadedConfig } from "../config.ts";
 import type { AppEnv } from "./app-env.ts";
 import { authenticateMetrics } from "./auth.ts";
 import { mergeMetrics } from "../../src/sharding/merge.ts";
-import { askEachObject } from "./group-object.ts";
+import { recentFleet } from "../fleet.ts";
+import { askEveryObject } from "./group-object.ts";
 
 /**
  * GET /metrics: the groups' counters in Prometheus text format, for the metrics key or the admin
  * key. Each group's routing object holds its own (global, not one isolate's): one call each (one
- * per shard of a sharded group), all at once. A group whose object does not answer is reported
- * down, not failed on: the others' series still come.
+ * per shard of a sharded group), all at once, over the fleet as the registry has it. A group whose
+ * object does not answer (or one of whose shards) is reported down, not failed on: the others'
+ * series (and its answering shards') still come.
  */
 export function mountMetrics(app: Hono<AppEnv>, config: LoadedConfig): void {
   app.get("/metrics", async (c) => {
     await authenticateMetrics(c.req.raw, config, c.env);
-    const answers = await Promise.allSettled(config.groups.map(async (g) => mergeMetrics(await askEachObject(c.env, g, (o) => o.metrics()))));
+    const fleet = (await recentFleet(c.env))?.groups ?? config.groups;
     const groups: GroupMetrics[] = [];
     const down: string[] = [];
-    answers.forEach((a, i) => {
-      if (a.status === "fulfilled") groups.push(a.value);
-      else {
-        const name = config.groups[i]?.name ?? "";
-        down.push(name);
-        console.error(`kvgate: metrics of group ${name} unavailable: ${a.reason instanceof Error ? a.reason.message : String(a.reason)}`);
-      }
-    });
+    for (const a of await askEveryObject(c.env, fleet, (o) => o.metrics())) {
+      // A sharded group some of whose objects answered: their series, and the group reported down.
+      if (a.answers.length > 0) groups.push(mergeMetrics(a.answers));
+      if (!a.complete) down.push(a.group);
+    }
     return new Response(renderText(metricFamilies(groups, down)), { headers: { "content-type": PROMETHEUS_CONTENT_TYPE } });
   });
 }

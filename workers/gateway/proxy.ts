@@ -114,7 +114,7 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
       const step = result.retryable ? nextStep(primary.failover, attempts, result.failure, deadline.msLeft()) : ({ retry: false } as const);
       if (!step.retry) return last;
       exclude.push(result.lease.backendId);
-      if (p.log) logEvent("failover", "warn", { request_id: p.requestId, group: group.name, backend: result.lease.backendId, cause: result.failure.cause, next_attempt: attempts + 1 });
+      logFailover(p, group.name, result.lease.backendId, result.failure.cause, attempts + 1);
       if (step.waitMs > 0) await new Promise((r) => setTimeout(r, step.waitMs));
       if (p.req.signal.aborted) throw new GatewayError(499, "invalid_request_error", "client disconnected", "client_closed_request");
     }
@@ -124,6 +124,11 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
     // A relayed body is still under the deadline; its end clears it.
     if (!relaying) deadline.clear();
   }
+}
+
+/** The event of an attempt that failed and is tried again elsewhere, for a request whose line was sampled. */
+export function logFailover(p: Pick<ProxyInput, "log" | "requestId">, group: string, backend: string, cause: string, nextAttempt: number): void {
+  if (p.log) logEvent("failover", "warn", { request_id: p.requestId, group, backend, cause, next_attempt: nextAttempt });
 }
 
 /**

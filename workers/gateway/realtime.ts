@@ -5,7 +5,7 @@ import { chosenProtocol, isWebSocketUpgrade, keyFromProtocols, protocolsWithoutK
 import type { RouteRefusal } from "../../src/routing/protocol.ts";
 import { nextStep } from "../../src/upstream/retry.ts";
 import { clientGone, isFailover, misconfigured, routingHeaders } from "./attempt.ts";
-import { fallbackFor, groupAddedSince, limitError, noBackend, tenantFor, type ProxyInput } from "./proxy.ts";
+import { fallbackFor, groupAddedSince, limitError, logFailover, noBackend, tenantFor, type ProxyInput } from "./proxy.ts";
 import { openUpstream } from "./realtime-handshake.ts";
 import { holdLease, route } from "./route-client.ts";
 import { closeUnused, relaySockets } from "./socket-relay.ts";
@@ -35,6 +35,7 @@ export async function openRealtime(p: RealtimeInput): Promise<Response> {
   const url = new URL(req.url);
   const model = url.searchParams.get("model");
   if (!model) throw badRequest(`model is required: connect to ${PATH}?model=<model>`, "model", "missing_required_parameter");
+  p.log?.asked(model, false);
   let byModel = config.byModel;
   let primary = byModel.get(model);
   if (!primary) ({ group: primary, byModel } = await groupAddedSince(p.env, model));
@@ -83,6 +84,7 @@ export async function openRealtime(p: RealtimeInput): Promise<Response> {
         throw clientGone();
       }
       const headers = routingHeaders(decision, deployment, sentAt - p.startedAt, p.requestId, attempts, group === primary ? null : group.name);
+      p.log?.routed(group.name, deployment.id, headers["x-kvgate-reason"] as string, decision.matched, decision.total, attempts);
       if (answer.kind === "open") {
         const pair = new WebSocketPair();
         relaySockets(pair[1], answer.socket, lease);
@@ -100,6 +102,7 @@ export async function openRealtime(p: RealtimeInput): Promise<Response> {
       const step = nextStep(primary.failover, attempts, answer.failure, Infinity);
       if (!step.retry) return last;
       exclude.push(deployment.id);
+      logFailover(p, group.name, deployment.id, answer.failure.cause, attempts + 1);
       if (step.waitMs > 0) await new Promise((r) => setTimeout(r, step.waitMs));
     }
   }

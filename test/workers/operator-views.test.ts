@@ -1,0 +1,118 @@
+import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
+import { env } from "cloudflare:workers";
+import { describe, expect, inject, it } from "vitest";
+import { REGISTRY_NAME } from "../../src/fleet/registry-name.ts";
+import type { ResolvedGroup } from "../../src/config/load.ts";
+import { groupShards, shardObjectName } from "../../src/sharding/partition.ts";
+import type { GroupStatus } from "../../src/routing/protocol.ts";
+import worker from "../../workers/gateway/index.ts";
+import type { Env } from "../../workers/env.ts";
+import { UPSTREAM_MODEL } from "../support/test-config.ts";
+import { admin, ok } from "./admin.ts";
+import { chat, conversation, expectIdle, gateway, groupConfig } from "./gateway.ts";
+
+/**
+ * What an operator reads of the fleet — /metrics, /v1/kvgate/status, the model list — while the
+ * fleet changes through another isolate (the admin API served elsewhere, a server's heartbeat):
+ * this isolate serves none of the changed groups' models, so nothing on its request path tells it
+ * of the change. And a routing object that does not answer, which the runtime cannot make happen
+ * on purpose: a stand-in for the routing objects' binding whose calls to one object throw.
+ */
+
+const fleet = inject("upstreams").fleetUrls;
+const METRICS = { authorization: `Bearer ${env.KVGATE_ADMIN_KEY}` };
+
+/** The fleet's reads are bounded to one a second per isolate: wait one out. */
+const pastTheBound = () => new Promise((r) => setTimeout(r, 1100));
+
+async function metricsText(): Promise<string> {
+  const res = await gateway("/metrics", { headers: METRICS });
+  expect(res.status).toBe(200);
+  return res.text();
+}
+
+describe("a group added through another isolate", () => {
+  it("is in /metrics, /v1/kvgate/status and the model list within a second, though no request here named it", async () => {
+    // This isolate has read its fleet (and scrapes keep it warm).
+    expect(await metricsText()).toContain('kvgate_group_up{group="routing"} 1');
+    const added = await env.FLEET.getByName(REGISTRY_NAME).command({ op: "add-group", group: { name: "added-elsewhere", shards: 2, deployments: [{ id: "far", baseUrl: fleet[0], model: UPSTREAM_MODEL }] } });
+    expect(added).toMatchObject({ ok: true });
+    await pastTheBound();
+
+    expect(await metricsText()).toContain('kvgate_group_up{group="added-elsewhere"} 1');
+    const status = (await (await gateway("/v1/kvgate/status")).json()) as { groups: GroupStatus[] };
+    expect(status.groups.find((g) => g.group === "added-elsewhere")?.backends.map((b) => b.id)).toEqual(["far"]);
+    const models = (await (await gateway("/v1/models")).json()) as { data: { id: string }[] };
+    expect(models.data.map((m) => m.id)).toContain("added-elsewhere");
+    expect((await gateway("/v1/models/added-elsewhere")).status).toBe(200);
+
+    // Removed the same way: its series go, and no scrape asks its objects again.
+    expect(await env.FLEET.getByName(REGISTRY_NAME).command({ op: "remove-group", group: "added-elsewhere" })).toMatchObject({ ok: true });
+    await pastTheBound();
+    expect(await metricsText()).not.toContain('group="added-elsewhere"');
+  });
+});
+
+describe("a routing object that does not answer", () => {
+  /** The real routing objects, but every call to the object named `down` throws. */
+  const objectsWithout = (down: string): unknown => ({
+    getByName: (name: string, options?: DurableObjectNamespaceGetDurableObjectOptions) => {
+      if (name === down) {
+        const fail = async () => {
+          throw new Error("Durable Object is overloaded. Too many requests queued.");
+        };
+        return { status: fail, metrics: fail };
+      }
+      return env.MODEL_GROUP.getByName(name, options);
+    },
+  });
+
+  async function asOperator(path: string, key: string, down: string): Promise<Response> {
+    const ctx = createExecutionContext();
+    const res = await worker.fetch(new Request(`https://kvgate.test${path}`, { headers: { authorization: `Bearer ${key}` } }), { ...env, MODEL_GROUP: objectsWithout(down) } as Env, ctx);
+    await waitOnExecutionContext(ctx);
+    return res;
+  }
+
+  it("leaves the other groups in /v1/kvgate/status and names it unavailable, instead of a 500", async () => {
+    const res = await asOperator("/v1/kvgate/status", env.KVGATE_MASTER_KEY, "routing");
+    const text = await res.text();
+    expect(res.status, text).toBe(200);
+    const body = JSON.parse(text) as { groups: GroupStatus[]; unavailable: string[] };
+    expect(body.unavailable).toEqual(["routing"]);
+    expect(body.groups.map((g) => g.group)).not.toContain("routing");
+    expect(body.groups.length).toBeGreaterThan(1);
+  });
+
+  it("in a sharded group, leaves the answering shards' series in /metrics, the group reported down", async () => {
+    // Each shard's object holds its slice of the group, as the first requests to it leave it.
+    const shards = groupShards(groupConfig("sharded"));
+    await Promise.all(shards.objectNames.map((name, i) => env.MODEL_GROUP.getByName(name).install(shards.views[i] as ResolvedGroup)));
+    const res = await asOperator("/metrics", env.KVGATE_ADMIN_KEY, shardObjectName("sharded", 1));
+    const text = await res.text();
+    expect(res.status).toBe(200);
+    expect(text).toContain('kvgate_group_up{group="sharded"} 0');
+    // Shard 0's backends are still there; shard 1's are missing, as the gauge says.
+    expect(text).toMatch(/kvgate_requests_in_flight\{group="sharded",backend="[^"]+"\}/);
+    expect(text).toContain('kvgate_group_up{group="routing"} 1');
+  });
+});
+
+describe("a deployment that keeps its id at a new address", () => {
+  it("is one series per counter in /metrics, its counts the sum of both addresses', while the old one is still known", async () => {
+    await ok(admin("/admin/v1/groups", { method: "POST", json: { name: "moved", deployments: [{ id: "x", baseUrl: fleet[0], model: UPSTREAM_MODEL }] } }), 201);
+    const served = async () => {
+      const res = await chat("moved", conversation("moraine"));
+      expect(res.status).toBe(200);
+      await res.text();
+    };
+    await served();
+    // A server's pod restarted with a new address and the same name, as a heartbeat or a PATCH says.
+    await ok(admin("/admin/v1/groups/moved/deployments/x", { method: "PATCH", json: { baseUrl: fleet[1] } }));
+    await served();
+    await expectIdle("moved");
+    const text = await metricsText();
+    expect(text.split("\n").filter((l) => l.startsWith('kvgate_requests_in_flight{group="moved",backend="x"}'))).toHaveLength(1);
+    expect(text).toContain('kvgate_requests_total{group="moved",backend="x",outcome="ok"} 2');
+  });
+});
