@@ -316,12 +316,12 @@ export class GroupRouter {
     }
     const b = lease.backend;
     b.inFlight--;
-    if (lease.reclaimed) return this.releaseReclaimed(lease, r, now);
     // The debt as of now first: what it is set against (the work queued since) is now's.
     b.drain(now);
     settleDebt(b, lease, r.ttftMs !== undefined || r.outcome === "ok");
     if (lease.pending >= 0) b.pending.done(lease.pending);
-    b.counters.released(r.outcome, r.ttftMs, r.durationMs, r.usage, lease.predictedCached);
+    // One reclaimed at its expiry and renewed late was counted `expired` then; its breaker and its key still learn how it ended.
+    if (!lease.reclaimed) b.counters.released(r.outcome, r.ttftMs, r.durationMs, r.usage, lease.predictedCached);
     this.decisions.ended(lease.decision, r.outcome, r.ttftMs ?? null);
     const before = b.breaker.state;
     const trial = isTrial(lease, b);
@@ -334,19 +334,6 @@ export class GroupRouter {
     }
     if (r.ttftMs !== undefined) b.ttftEwmaMs = b.ttftEwmaMs === null ? r.ttftMs : 0.8 * b.ttftEwmaMs + 0.2 * r.ttftMs;
     if (r.usage && r.outcome === "ok") this.feedBack(b, lease, r);
-    if (lease.key !== null) {
-      if (r.usage) this.keyCounters.used(lease.key, r.usage);
-      this.ledger.finished(lease.key, r.usage, r.outcome === "ok", this.usedAt(b.id, r.usage), now);
-    }
-    this.letGoIfOrphan(b);
-  }
-
-  /**
-   * A lease counted `expired` when it was reclaimed, then taken back by a late renewal: its slot
-   * given back, its usage its key's; its backend's counters and breaker had their say at its expiry.
-   */
-  private releaseReclaimed(lease: Lease, r: LeaseRelease, now: number): void {
-    const b = lease.backend;
     if (lease.key !== null) {
       if (r.usage) this.keyCounters.used(lease.key, r.usage);
       this.ledger.finished(lease.key, r.usage, r.outcome === "ok", this.usedAt(b.id, r.usage), now);
@@ -418,13 +405,8 @@ export class GroupRouter {
     for (const lease of expired) {
       const b = lease.backend;
       b.inFlight--;
-      if (lease.reclaimed) {
-        // Counted when it was reclaimed the first time.
-        if (lease.key !== null) this.ledger.expired(lease.key);
-        this.letGoIfOrphan(b);
-        continue;
-      }
-      b.counters.expired();
+      // One reclaimed before and renewed late was counted then.
+      if (!lease.reclaimed) b.counters.expired();
       this.decisions.ended(lease.decision, "expired", null);
       if (lease.key !== null) this.ledger.expired(lease.key);
       b.breaker.abandon(isTrial(lease, b));

@@ -38,7 +38,8 @@ export interface Lease {
   ahead: number;
   /**
    * Taken back by a renewal that came after this object had reclaimed it (counted `expired`): its
-   * slot is held again for the rest of its answer, and its release counts nothing more on its backend.
+   * slot is held again for the rest of its answer, and its end is not counted again among its
+   * backend's outcomes (its breaker and its key still learn of it).
    */
   reclaimed?: true;
 }
