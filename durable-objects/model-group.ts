@@ -59,8 +59,9 @@ interface SavedView {
  * storage and to the alarm, which reclaims leases no Worker renews, sends health probes to open
  * and half-open backends, and saves the affinity snapshot. It reads no config of its own (but
  * the names of the gateway's keys, which no probe carries): its callers bring their version's,
- * and it keeps what it was given, so an alarm after an eviction knows what to probe. Writes are batched: a breaker when it changes state, affinity at most once
- * per snapshotIntervalMs — never one per request.
+ * and it keeps what it was given, so an alarm after an eviction knows what to probe. Writes are
+ * batched: a breaker when it changes state, affinity at most once per snapshotIntervalMs — never
+ * one per request.
  */
 export class ModelGroup extends DurableObject<GroupEnv> implements ModelGroupRpc {
   private readonly router: GroupRouter;

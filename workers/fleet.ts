@@ -70,13 +70,13 @@ export async function reloadFleet(env: Env): Promise<FleetView | null> {
  * The fleet for what reads all of it — /metrics, /v1/kvgate/status, the model list — read afresh
  * at most once a second. Nothing on such a read's path tells an isolate the fleet changed (a route
  * call does, for its own group only), and scrapes keep an isolate alive for hours. With the
- * registry unreachable, the isolate's snapshot.
+ * registry unreachable, the isolate's snapshot (`held`, the app's, before any was read).
  */
-export async function recentFleet(env: Env): Promise<FleetView | null> {
-  if (current && Date.now() - fetchedAt < REFRESH_MS) return current;
+export async function recentGroups(env: Env, held: readonly ResolvedGroup[]): Promise<readonly ResolvedGroup[]> {
+  if (current && Date.now() - fetchedAt < REFRESH_MS) return current.groups;
   // Counted from now: reads at the same moment take the snapshot held, not a registry call each.
   fetchedAt = Date.now();
-  return (await reloadFleet(env)) ?? current;
+  return ((await reloadFleet(env)) ?? current)?.groups ?? held;
 }
 
 /**

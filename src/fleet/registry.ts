@@ -121,7 +121,8 @@ export class FleetRegistry {
    * deployment loses the fields that name them and is disabled, as by the operator (its
    * heartbeats do not undo it), at once: not through the whole fleet's check, which refuses the
    * fleet as stored (that very deployment) and would leave the key being sent. Disabled rather
-   * than removed: the operator sees it, and decides.
+   * than removed: the operator sees it, and decides. A self-registered server naming a secret the
+   * config no longer lists for heartbeats loses those fields too, and its registration lapses.
    */
   private disarm(now: number): { change: Change; disarmed: Disarmed[] } {
     const disarmed: Disarmed[] = [];
@@ -433,7 +434,6 @@ function heldState(d: DeploymentRecord): DeploymentRecord["operatorState"] {
   return d.operatorState ?? (d.state === "disabled" ? "disabled" : undefined);
 }
 
-/** The spec without the fields `named` (apiKeyEnv, headersFromEnv.<header>); headersFromEnv goes when no header is left. */
 /** A registered server's TTL run out at `now`, as `expire` finds it: it drains, and goes a TTL later. */
 function lapse(d: DeploymentRecord, now: number): void {
   if (d.state === "active") d.state = "draining";
@@ -441,6 +441,7 @@ function lapse(d: DeploymentRecord, now: number): void {
   d.removeAt = now + (d.ttlMs ?? 0);
 }
 
+/** The spec without the fields `named` (apiKeyEnv, headersFromEnv.<header>); headersFromEnv goes when no header is left. */
 function withoutSecrets(spec: DeploymentRecord["spec"], named: readonly { field: string }[]): DeploymentRecord["spec"] {
   const fields = new Set(named.map((n) => n.field));
   const { apiKeyEnv, headersFromEnv, ...rest } = spec;

@@ -89,7 +89,7 @@ export async function authenticate(req: Request, config: LoadedConfig, env: Env,
 /** The admin API: the admin key only. A client's key (the master key) administers nothing, even when an operator set both alike. */
 export async function authenticateAdmin(req: Request, config: LoadedConfig, env: Env): Promise<void> {
   await requireKey(req, env, [config.auth.adminKeyEnv], "admin key");
-  if (env[config.auth.adminKeyEnv] === env[config.auth.masterKeyEnv]) throw unauthorized(`the admin key (${config.auth.adminKeyEnv}) must differ from the client key (${config.auth.masterKeyEnv}); the admin API is off until it does`);
+  refuseIfClientKey(env, config.auth.masterKeyEnv, config.auth.adminKeyEnv, "admin key", "the admin API is off");
 }
 
 /**
@@ -99,10 +99,8 @@ export async function authenticateAdmin(req: Request, config: LoadedConfig, env:
 export async function authenticateMetrics(req: Request, config: LoadedConfig, env: Env): Promise<void> {
   const { metricsKeyEnv, adminKeyEnv, masterKeyEnv } = config.auth;
   await requireKey(req, env, [metricsKeyEnv, adminKeyEnv], "metrics key");
-  for (const name of [metricsKeyEnv, adminKeyEnv]) {
-    const value = env[name];
-    if (typeof value === "string" && value !== "" && value === env[masterKeyEnv]) throw unauthorized(`the ${name === adminKeyEnv ? "admin" : "metrics"} key (${name}) must differ from the client key (${masterKeyEnv}); /metrics is off until it does`);
-  }
+  refuseIfClientKey(env, masterKeyEnv, metricsKeyEnv, "metrics key", "/metrics is off");
+  refuseIfClientKey(env, masterKeyEnv, adminKeyEnv, "admin key", "/metrics is off");
 }
 
 /**
@@ -111,8 +109,12 @@ export async function authenticateMetrics(req: Request, config: LoadedConfig, en
  * be sent other clients' prompts.
  */
 export async function authenticateRegistration(req: Request, config: LoadedConfig, env: Env): Promise<void> {
-  const { registerKeyEnv, adminKeyEnv, masterKeyEnv } = config.auth;
-  await requireKey(req, env, [registerKeyEnv, adminKeyEnv], "register key");
-  const value = env[registerKeyEnv];
-  if (typeof value === "string" && value !== "" && value === env[masterKeyEnv]) throw unauthorized(`the register key (${registerKeyEnv}) must differ from the client key (${masterKeyEnv}); heartbeats are off until it does`);
+  await requireKey(req, env, [config.auth.registerKeyEnv, config.auth.adminKeyEnv], "register key");
+  refuseIfClientKey(env, config.auth.masterKeyEnv, config.auth.registerKeyEnv, "register key", "heartbeats are off");
+}
+
+/** A key of another door set to the client key's value opens nothing: every client would hold it. */
+function refuseIfClientKey(env: Env, masterKeyEnv: string, name: string, what: string, off: string): void {
+  const value = env[name];
+  if (typeof value === "string" && value !== "" && value === env[masterKeyEnv]) throw unauthorized(`the ${what} (${name}) must differ from the client key (${masterKeyEnv}); ${off} until it does`);
 }

@@ -14,16 +14,21 @@ export function groupObject(env: Env, object: string, locationHint?: ResolvedGro
 
 type GroupStub = ReturnType<typeof groupObject>;
 
-/** Asks each of the group's objects (its own, or one per shard) at once; fails when any cannot answer. */
+/** The group's objects: its own, or one per shard. */
+function objectsOf(env: Env, group: Pick<ResolvedGroup, "name" | "shards" | "locationHint">): GroupStub[] {
+  return objectNamesOf(group.name, group.shards).map((name) => groupObject(env, name, group.locationHint));
+}
+
+/** Asks each of the group's objects at once; fails when any cannot answer. */
 export function askEachObject<T>(env: Env, group: Pick<ResolvedGroup, "name" | "shards" | "locationHint">, ask: (object: GroupStub) => Promise<T>): Promise<T[]> {
-  return Promise.all(objectNamesOf(group.name, group.shards).map((name) => ask(groupObject(env, name, group.locationHint))));
+  return Promise.all(objectsOf(env, group).map(ask));
 }
 
 /** What each of the groups' objects answered, at once: per group, the answers and whether every object gave one. */
 export async function askEveryObject<T>(env: Env, groups: readonly ResolvedGroup[], ask: (object: GroupStub) => Promise<T>): Promise<{ group: string; answers: T[]; complete: boolean }[]> {
   return Promise.all(
     groups.map(async (g) => {
-      const settled = await Promise.allSettled(objectNamesOf(g.name, g.shards).map((name) => ask(groupObject(env, name, g.locationHint))));
+      const settled = await Promise.allSettled(objectsOf(env, g).map(ask));
       const answers: T[] = [];
       for (const [i, s] of settled.entries()) {
         if (s.status === "fulfilled") answers.push(s.value);

@@ -5,7 +5,7 @@ import type { LoadedConfig } from "../config.ts";
 import type { AppEnv } from "./app-env.ts";
 import { authenticateMetrics } from "./auth.ts";
 import { mergeMetrics } from "../../src/sharding/merge.ts";
-import { recentFleet } from "../fleet.ts";
+import { recentGroups } from "../fleet.ts";
 import { askEveryObject } from "./group-object.ts";
 
 /**
@@ -18,7 +18,7 @@ import { askEveryObject } from "./group-object.ts";
 export function mountMetrics(app: Hono<AppEnv>, config: LoadedConfig): void {
   app.get("/metrics", async (c) => {
     await authenticateMetrics(c.req.raw, config, c.env);
-    const fleet = (await recentFleet(c.env))?.groups ?? config.groups;
+    const fleet = await recentGroups(c.env, config.groups);
     const groups: GroupMetrics[] = [];
     const down: string[] = [];
     for (const a of await askEveryObject(c.env, fleet, (o) => o.metrics())) {
