@@ -20,7 +20,11 @@ export function loadConfig(env: Env): Loaded {
   const raw = env.KVGATE_CONFIG;
   if (cached && cached.raw === raw) return cached.result;
   let result: Loaded;
-  if (typeof raw !== "string" || raw.trim() === "") {
+  if (typeof raw === "object" && raw !== null) {
+    // wrangler passes a [vars.KVGATE_CONFIG] table as an object, where the config is one JSON text.
+    result = { ok: false, error: "KVGATE_CONFIG is a TOML table: give it as one JSON string under [vars], KVGATE_CONFIG = '''{ … }'''" };
+    console.error(`kvgate: ${result.error}`);
+  } else if (typeof raw !== "string" || raw.trim() === "") {
     result = { ok: false, error: "KVGATE_CONFIG is not set" };
   } else {
     let parsed: Loaded = parseConfig(raw);

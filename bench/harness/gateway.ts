@@ -176,6 +176,8 @@ export interface GatewayOptions {
   objectsApart?: boolean;
   /** Open workerd's V8 inspector (ServedWorker.inspector), for a CPU profile. */
   inspect?: boolean;
+  /** Bind KVGATE_CONFIG as an object, as wrangler binds a `[vars.KVGATE_CONFIG]` table, not as JSON text. */
+  configAsTable?: boolean;
 }
 
 /** What wrangler.toml says about the runtime: compatibility settings, Durable Objects and, when asked, the static assets. */
@@ -190,7 +192,7 @@ export async function startGateway(o: GatewayOptions): Promise<ServedGateway> {
   if (instances > 1 && o.assets) throw new Error("several gateway instances are served without the assets");
   const scriptPath = o.scriptPath ?? (await buildGateway(o.root));
   const key = o.masterKey ?? newMasterKey("bench");
-  const bindings: Record<string, string> = { ...o.bindings, KVGATE_CONFIG: JSON.stringify(o.config), KVGATE_MASTER_KEY: key };
+  const bindings: Record<string, unknown> = { ...o.bindings, KVGATE_CONFIG: o.configAsTable ? o.config : JSON.stringify(o.config), KVGATE_MASTER_KEY: key };
   const worker = { ...runtimeOptions(o.assets), modules: true, scriptPath, modulesRoot: dirname(scriptPath), bindings };
   if (o.objectsApart) {
     if (instances > 1 || o.assets || o.inspect) throw new Error("objectsApart serves one instance without the assets or the inspector");

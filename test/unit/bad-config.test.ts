@@ -18,4 +18,14 @@ describe("a gateway started with a bad config", () => {
     expect(body.error.type).toBe("server_error");
     expect(body.error.message).toMatch(/modelGroups\[0\]\.strategy must be one of/);
   }, 60_000);
+
+  it("says a config bound as a TOML table must be one JSON string, not that it is not set", async () => {
+    await gateway?.dispose();
+    gateway = await startGateway({ config: { modelGroups: [{ name: "m", deployments: [{ baseUrl: "http://127.0.0.1:1", model: "x" }] }] }, configAsTable: true });
+    const res = await fetch(`${gateway.url}/v1/models`);
+    expect(res.status).toBe(500);
+    const body = (await res.json()) as { error: { code: string; message: string } };
+    expect(body.error.code).toBe("config_invalid");
+    expect(body.error.message).toContain("KVGATE_CONFIG is a TOML table: give it as one JSON string under [vars]");
+  }, 60_000);
 });
