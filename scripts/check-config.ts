@@ -17,8 +17,16 @@ function devConfig(): ConfigSource {
   return { name: "wrangler.toml [vars] KVGATE_CONFIG", raw: m[1] as string };
 }
 
+const USAGE = "usage: npm run check-config -- [config.json]   (or KVGATE_CONFIG_FILE=… / KVGATE_CONFIG='{…}'; none: wrangler.toml's)";
+
 try {
-  const checked = checkConfig(namedConfig(process.argv[2], process.env) ?? devConfig());
+  const arg = process.argv[2];
+  if (arg === "--help" || arg === "-h") {
+    console.log(USAGE);
+    process.exit(0);
+  }
+  if (arg?.startsWith("-")) throw new UsageError(`unknown flag ${arg} (npm run check-config -- --help)`);
+  const checked = checkConfig(namedConfig(arg, process.env) ?? devConfig());
   if (!checked.ok) {
     for (const line of problemLines(checked.source.name, checked.problems)) console.error(line);
     process.exit(1);

@@ -3,6 +3,7 @@ import { readFileSync } from "node:fs";
 import { connect } from "node:net";
 import { fileURLToPath } from "node:url";
 import { parseFlags, positiveInt, positiveNumber } from "../harness/argv.ts";
+import { runCli } from "../harness/cli.ts";
 import { ascending, percentile } from "../stats/quantiles.ts";
 
 /**
@@ -176,7 +177,4 @@ async function main(): Promise<void> {
   }
 }
 
-main().catch((error: unknown) => {
-  console.error(error);
-  process.exitCode = 1;
-});
+await runCli("measure-throughput", main, "node bench/fleet/measure-throughput.ts");

@@ -1,3 +1,4 @@
+import { UsageError } from "../harness/argv.ts";
 import { startFleet } from "../fleet/index.ts";
 import { atSpeed, loadAtSpeed, poissonArrivals, prefixCeiling, rateForLoad, speedForLoad, traceDemand, type TimedKind, type TimedTrace } from "../traces/index.ts";
 import { fleetFromFlags, number, timedTraceFromFlags, type TimedFlagValues } from "../traces/timed-flags.ts";
@@ -33,10 +34,10 @@ interface Arrivals {
 function arrivals(trace: TimedTrace, v: OpenLoopFlagValues): Arrivals {
   const load = number("load", v.load);
   const fleet = load === undefined ? undefined : fleetFromFlags(v);
-  if (fleet && fleet.profile.prefillMsPerToken === 0) throw new Error("--load needs the fleet's GPU preset: --preset a100-7b or l4-7b");
+  if (fleet && fleet.profile.prefillMsPerToken === 0) throw new UsageError("--load needs the fleet's GPU preset: --preset a100-7b or l4-7b");
   const rate = fleet && load !== undefined && v.poisson ? rateForLoad(traceDemand(trace), fleet, load) : number("rate", v.rate);
   if (rate !== undefined || v.poisson) {
-    if (rate === undefined) throw new Error("--poisson needs --rate or --load");
+    if (rate === undefined) throw new UsageError("--poisson needs --rate or --load");
     const seed = number("seed", v.seed) ?? 1;
     return { spec: { mode: "poisson", rate_per_s: rate, seed }, times: poissonArrivals(trace.requests.length, rate, seed) };
   }

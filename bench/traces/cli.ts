@@ -1,6 +1,7 @@
 import { writeFileSync } from "node:fs";
 import type { ParseArgsOptionsConfig } from "node:util";
-import { numberFlag, parseFlags, positiveInt } from "../harness/argv.ts";
+import { HelpRequested, numberFlag, parseFlags, positiveInt, UsageError } from "../harness/argv.ts";
+import { runCli } from "../harness/cli.ts";
 import { KB } from "./options.ts";
 import {
   TIMED_KINDS,
@@ -42,7 +43,7 @@ import { TIMED_FLAGS, fleetFromFlags, number, timedTraceFromFlags } from "./time
  */
 
 const KINDS = [...TRACE_KINDS, ...TIMED_KINDS].join("|");
-const USAGE = `usage: cli.ts <${KINDS}> [--option value]... [--out file]`;
+const USAGE = `<${KINDS}> [--option value]... [--out file]`;
 
 /** A TRACE_DEFAULTS field's kebab-case flag: systemKB → system-kb. */
 const kebab = (key: string): string => key.replace(/KB$/, "Kb").replace(/[A-Z]/g, (c) => "-" + c.toLowerCase());
@@ -67,7 +68,7 @@ function sessionArgs(argv: readonly string[]): { options: TraceOptions; out: str
 const DESCRIBE_FLAGS = { ...TIMED_FLAGS, shards: { type: "string" } } satisfies ParseArgsOptionsConfig;
 
 function describeTimed(kind: TimedKind, argv: readonly string[]): void {
-  const values = parseFlags(argv, DESCRIBE_FLAGS, `usage: cli.ts ${kind} ${Object.keys(DESCRIBE_FLAGS).map((f) => `[--${f} value]`).join(" ")}`);
+  const values = parseFlags(argv, DESCRIBE_FLAGS, `${kind} ${Object.keys(DESCRIBE_FLAGS).map((f) => `[--${f} value]`).join(" ")}`);
   const started = performance.now();
   const trace = timedTraceFromFlags(kind, values);
   const loadMs = performance.now() - started;
@@ -120,9 +121,17 @@ function describeSessions(kind: TraceKind, argv: readonly string[]): void {
   if (out) writeFileSync(out, JSON.stringify(trace));
 }
 
-const [first = "", ...rest] = process.argv.slice(2);
-const timedKind = TIMED_KINDS.find((k) => k === first);
-const sessionKind = TRACE_KINDS.find((k) => k === first);
-if (timedKind) describeTimed(timedKind, rest);
-else if (sessionKind) describeSessions(sessionKind, rest);
-else throw new Error(USAGE);
+await runCli(
+  "traces",
+  () => {
+    const [first = "", ...rest] = process.argv.slice(2);
+    const timedKind = TIMED_KINDS.find((k) => k === first);
+    const sessionKind = TRACE_KINDS.find((k) => k === first);
+    if (timedKind) describeTimed(timedKind, rest);
+    else if (sessionKind) describeSessions(sessionKind, rest);
+    else if (first === "--help" || first === "-h") throw new HelpRequested(USAGE);
+    else if (first.startsWith("-")) throw new UsageError(`unknown argument ${first} (${USAGE})`);
+    else throw new UsageError(first ? `"${first}" is not a trace kind (${KINDS})` : `name a trace kind (${KINDS})`);
+  },
+  "node bench/traces/cli.ts",
+);

@@ -1,5 +1,5 @@
 import type { ParseArgsOptionsConfig } from "node:util";
-import { numberFlag } from "../harness/argv.ts";
+import { numberFlag, UsageError } from "../harness/argv.ts";
 import { isPresetName, type PresetName } from "../fleet/presets.ts";
 import { profileOf, resolveFleetOptions } from "../fleet/options.ts";
 import type { FleetShape } from "./fleet-load.ts";
@@ -50,9 +50,9 @@ export function number(flag: string, value: string | undefined): number | undefi
 export function timedTraceFromFlags(kind: TimedKind, v: TimedFlagValues): TimedTrace {
   if (kind === "b2b-saas") return b2bSaasTrace(b2bOptions(v.b2b ?? []));
   const file = MOONCAKE_FILES.find((f) => f === v.file);
-  if (!file) throw new Error(`--file must be one of ${MOONCAKE_FILES.join(", ")}`);
+  if (!file) throw new UsageError(`--file must be one of ${MOONCAKE_FILES.join(", ")}`);
   const followUps = v["follow-ups"];
-  if (followUps !== undefined && followUps !== "infer" && followUps !== "none") throw new Error("--follow-ups must be infer or none");
+  if (followUps !== undefined && followUps !== "infer" && followUps !== "none") throw new UsageError("--follow-ups must be infer or none");
   const fromMinutes = number("from-minutes", v["from-minutes"]);
   const minutes = number("minutes", v.minutes);
   const maxModelLen = number("max-model-len", v["max-model-len"]);
@@ -69,8 +69,8 @@ export function b2bOptions(pairs: readonly string[]): Partial<B2bSaasOptions> {
   const options: Record<string, number> = {};
   for (const pair of pairs) {
     const [key = "", value] = pair.split("=");
-    if (!(key in B2B_SAAS_DEFAULTS)) throw new Error(`unknown b2b-saas option ${key} (one of ${Object.keys(B2B_SAAS_DEFAULTS).join(", ")})`);
-    if (value === undefined) throw new Error(`--b2b ${key} needs a value: --b2b ${key}=N`);
+    if (!(key in B2B_SAAS_DEFAULTS)) throw new UsageError(`unknown b2b-saas option ${key} (one of ${Object.keys(B2B_SAAS_DEFAULTS).join(", ")})`);
+    if (value === undefined) throw new UsageError(`--b2b ${key} needs a value: --b2b ${key}=N`);
     options[key] = numberFlag(`--b2b ${key}`, value);
   }
   return options;
@@ -79,7 +79,7 @@ export function b2bOptions(pairs: readonly string[]): Partial<B2bSaasOptions> {
 /** The fleet a load is computed for; its profile at the time scale, as startFleet would run it. */
 export function fleetFromFlags(v: TimedFlagValues): FleetShape & { preset: PresetName; timeScale: number } {
   const preset = v.preset ?? "a100-7b";
-  if (!isPresetName(preset)) throw new Error(`--preset must be a100-7b, l4-7b or instant`);
+  if (!isPresetName(preset)) throw new UsageError(`--preset must be a100-7b, l4-7b or instant`);
   const workers = number("workers", v.workers) ?? 4;
   const timeScale = number("time-scale", v["time-scale"]) ?? 1;
   return { preset, timeScale, workers, profile: profileOf(resolveFleetOptions({ preset, workers, timeScale })) };

@@ -8,7 +8,6 @@ import { schedulingPoliciesFlag } from "../routing/cli-args.ts";
 import { REGIMES, type Regime } from "../routing/matrix.ts";
 import { isOpenLoopTrace } from "../routing/open-loop-matrix.ts";
 import { TRACE_KINDS, type TimedKind, type TraceKind } from "../traces/index.ts";
-import { closedLoopRegime } from "./point.ts";
 
 /** bench:routing-virtual's flags, parsed; lists are comma-separated. */
 export interface VirtualArgs {
@@ -74,7 +73,11 @@ export function parseVirtualArgs(argv: readonly string[], defaultOut: string): V
     hopMs: ms("--hop-ms", values["hop-ms"]),
     preRouteHopMs: ms("--pre-route-hop-ms", values["pre-route-hop-ms"]),
     msPerMb: ms("--ms-per-mb", values["ms-per-mb"]),
-    regimes: (listFlag(values.regime) ?? []).map((name) => closedLoopRegime(name)),
+    regimes: (listFlag(values.regime) ?? []).map((name) => {
+      const regime = REGIMES.find((r) => r.name === name);
+      if (!regime) throw new UsageError(`--regime: "${name}" is not one of ${REGIMES.map((r) => r.name).join(", ")} (an open-loop trace is run with --trace mooncake or b2b-saas)`);
+      return regime;
+    }),
     sessions: listFlag(values.sessions)?.map((n) => positiveInt("--sessions", n)),
     strategies: (listFlag(values.strategy) ?? []).map((s): Strategy => {
       if (!(STRATEGY_NAMES as readonly string[]).includes(s)) throw new UsageError(`--strategy: "${s}" is not one of ${STRATEGY_NAMES.join(", ")}`);

@@ -53,6 +53,18 @@ describe("npm run check-config", () => {
     expect(folder.stderr).toBe(`check-config: ${dir}: is a directory, not a config file\n`);
   });
 
+  it("prints its usage for --help and -h (exit 0), and refuses another flag in one line (exit 1) rather than looking for a file of that name", async () => {
+    for (const flag of ["--help", "-h"]) {
+      const r = await check([flag]);
+      expect(r.code, r.stderr).toBe(0);
+      expect(r.stdout).toMatch(/^usage: npm run check-config -- \[config\.json\]/);
+      expect(r.stderr).toBe("");
+    }
+    const bad = await check(["--strict"]);
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toBe("check-config: unknown flag --strict (npm run check-config -- --help)\n");
+  });
+
   it("takes the README's config example as it is written, comments and all", async () => {
     const readme = await readFile(join(ROOT, "README.md"), "utf8");
     const example = /```jsonc\n([\s\S]*?)```/.exec(readme)?.[1];

@@ -23,6 +23,13 @@ const COMMANDS: { name: string; script: string; bad: string[]; message: string }
   { name: "bench:processes", script: "bench/processes/run.ts", bad: ["--requests", "10"], message: "--requests takes at least 200" },
 ];
 
+/** The tools run with `node` (their READMEs' command lines), as they are invoked, and a bad command line each refuses. */
+const TOOLS: { name: string; script: string; bad: string[]; message: string }[] = [
+  { name: "traces", script: "bench/traces/cli.ts", bad: ["nope"], message: '"nope" is not a trace kind (multi-turn|' },
+  { name: "replay", script: "bench/replay/cli.ts", bad: ["--kind", "mooncake", "--poisson"], message: "--poisson needs --rate or --load" },
+  { name: "measure-throughput", script: "bench/fleet/measure-throughput.ts", bad: ["--workers", "0"], message: '--workers takes a positive integer, not "0"' },
+];
+
 /** A usage error: exit 2, one line on stderr that names the command and says `message`, no stack, nothing on stdout. */
 function expectUsageError(run: ScriptRun, name: string, message: string): void {
   expect(run.code, run.stderr).toBe(2);
@@ -75,5 +82,24 @@ describe("every bench command's command line", () => {
         expect(await results()).toEqual(before);
       }, SPAWN_TIMEOUT_MS);
     });
+  }
+
+  it('bench:routing-virtual says --regime open-loop in one line: an open-loop trace is named by --trace', async () => {
+    expectUsageError(await runScript("bench/virtual/run.ts", ["--regime", "open-loop"]), "bench:routing-virtual", '--regime: "open-loop" is not one of roomy, pressured (an open-loop trace is run with --trace mooncake or b2b-saas)');
+  }, SPAWN_TIMEOUT_MS);
+});
+
+describe("the tools run with node", () => {
+  for (const { name, script, bad, message } of TOOLS) {
+    it(`${name}: --help prints its usage as it is invoked; a bad command line (${bad.join(" ")}) is one line, exit 2`, async () => {
+      for (const flag of ["--help", "-h"]) {
+        const run = await runScript(script, [flag]);
+        expect(run.code, run.stderr).toBe(0);
+        expect(run.stdout).toMatch(new RegExp(`^usage: node ${script} `));
+        expect(run.stderr).toBe("");
+      }
+      expectUsageError(await runScript(script, ["--bogus"]), name, "unknown argument --bogus");
+      expectUsageError(await runScript(script, bad), name, message);
+    }, SPAWN_TIMEOUT_MS);
   }
 });
