@@ -62,16 +62,19 @@ describe("the admin API's keys", () => {
     await refused(admin("/admin/v1/nothing-here"), 404);
   });
 
-  it("takes no heartbeat while the register key is the client key: every client could register a server and be sent others' prompts", async () => {
-    const beat = { group: "routing", id: "alike", baseUrl: fleet[0], model: UPSTREAM_MODEL };
-    const ctx = createExecutionContext();
-    const req = new Request("https://kvgate.test/admin/v1/heartbeats", { method: "POST", headers: { authorization: `Bearer ${env.KVGATE_MASTER_KEY}`, "content-type": "application/json" }, body: JSON.stringify(beat) });
-    const res = await worker.fetch(req, { ...env, KVGATE_REGISTER_KEY: env.KVGATE_MASTER_KEY } as Env, ctx);
-    await waitOnExecutionContext(ctx);
-    const e = await refused(res, 401);
-    expect(e.message).toBe("the register key (KVGATE_REGISTER_KEY) must differ from the client key (KVGATE_MASTER_KEY); heartbeats are off until it does");
-    expect((await env.FLEET.getByName(REGISTRY_NAME).snapshot()).groups.find((g) => g.name === "routing")?.deployments.map((d) => d.id)).not.toContain("alike");
-  });
+  // A heartbeat takes the register key or the admin key: either set to the client key's value would let every client register a server.
+  for (const [name, what] of [["KVGATE_REGISTER_KEY", "register key"], ["KVGATE_ADMIN_KEY", "admin key"]] as const) {
+    it(`takes no heartbeat while the ${what} is the client key: every client could register a server and be sent others' prompts`, async () => {
+      const beat = { group: "routing", id: "alike", baseUrl: fleet[0], model: UPSTREAM_MODEL };
+      const ctx = createExecutionContext();
+      const req = new Request("https://kvgate.test/admin/v1/heartbeats", { method: "POST", headers: { authorization: `Bearer ${env.KVGATE_MASTER_KEY}`, "content-type": "application/json" }, body: JSON.stringify(beat) });
+      const res = await worker.fetch(req, { ...env, [name]: env.KVGATE_MASTER_KEY } as Env, ctx);
+      await waitOnExecutionContext(ctx);
+      const e = await refused(res, 401);
+      expect(e.message).toBe(`the ${what} (${name}) must differ from the client key (KVGATE_MASTER_KEY); heartbeats are off until it does`);
+      expect((await env.FLEET.getByName(REGISTRY_NAME).snapshot()).groups.find((g) => g.name === "routing")?.deployments.map((d) => d.id)).not.toContain("alike");
+    });
+  }
 });
 
 describe("deployments through the admin API", () => {

@@ -104,13 +104,15 @@ export async function authenticateMetrics(req: Request, config: LoadedConfig, en
 }
 
 /**
- * A GPU server's heartbeat: the register key, or the admin key. The register key may not be the
- * client key (the master key): every client could then register a server at its own address and
- * be sent other clients' prompts.
+ * A GPU server's heartbeat: the register key, or the admin key. Neither may be the client key (the
+ * master key): every client could then register a server at its own address and be sent other
+ * clients' prompts.
  */
 export async function authenticateRegistration(req: Request, config: LoadedConfig, env: Env): Promise<void> {
-  await requireKey(req, env, [config.auth.registerKeyEnv, config.auth.adminKeyEnv], "register key");
-  refuseIfClientKey(env, config.auth.masterKeyEnv, config.auth.registerKeyEnv, "register key", "heartbeats are off");
+  const { registerKeyEnv, adminKeyEnv, masterKeyEnv } = config.auth;
+  await requireKey(req, env, [registerKeyEnv, adminKeyEnv], "register key");
+  refuseIfClientKey(env, masterKeyEnv, registerKeyEnv, "register key", "heartbeats are off");
+  refuseIfClientKey(env, masterKeyEnv, adminKeyEnv, "admin key", "heartbeats are off");
 }
 
 /** A key of another door set to the client key's value opens nothing: every client would hold it. */
