@@ -12,7 +12,7 @@ export function groupVersion(group: object): string {
 }
 
 /** JSON with every object's keys sorted, so equal values always give equal text. */
-function canonicalJson(value: unknown): string {
+export function canonicalJson(value: unknown): string {
   return JSON.stringify(value, (_key, v: unknown) => {
     if (v === null || typeof v !== "object" || Array.isArray(v)) return v;
     const sorted: Record<string, unknown> = {};

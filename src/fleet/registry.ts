@@ -1,4 +1,5 @@
 import { fnv1a64 } from "../fnv64.ts";
+import { canonicalJson } from "../config/version.ts";
 import { deploymentId, fleetProblems, GATEWAY_KEY_NAMED, resolveDeployment, resolveGroup, type DeploymentState, type ResolvedGroup } from "../config/resolve.ts";
 import { AUTH_DEFAULTS, MAX_DEPLOYMENTS, type DeploymentConfig, type GatewayConfig, type GroupSettings, type ModelGroupConfig } from "../config/schema.ts";
 import { gatewayKeyProblems, gatewayKeys, gatewayKeysNamed, unlistedSecretProblems, unlistedSecretsNamed, type GatewayKeys } from "../config/upstream-access.ts";
@@ -213,12 +214,29 @@ export class FleetRegistry {
     return change;
   }
 
-  /** Replaces the whole fleet (the API's `PUT /admin/v1/fleet`). */
+  /**
+   * Replaces the whole fleet's specs (the API's `PUT /admin/v1/fleet`), so that what `exported`
+   * gave back changes nothing: a deployment listed again keeps the operator's drain or disable,
+   * and a registered server listed as it registered stays registered, its TTL running. One
+   * listed with another spec becomes the operator's.
+   */
   replace(groups: readonly ModelGroupConfig[]): Change {
     const next = new Map<string, GroupRecord>();
     for (const { deployments, ...settings } of groups) {
       if (next.has(settings.name)) throw new RegistryError(400, "invalid_value", `group "${settings.name}" is listed twice`, "modelGroups");
-      next.set(settings.name, { settings, source: "admin", rev: 0, deployments: deployments.map((spec) => adminRecord({ ...spec, id: deploymentId(spec) })) });
+      const before = this.groups.get(settings.name)?.deployments ?? [];
+      next.set(settings.name, {
+        settings,
+        source: "admin",
+        rev: 0,
+        deployments: deployments.map((given) => {
+          const spec = { ...given, id: deploymentId(given) };
+          const was = before.find((d) => d.spec.id === spec.id);
+          if (was?.source === "heartbeat" && canonicalJson(was.spec) === canonicalJson(spec)) return { ...was };
+          const word = was ? heldState(was) : undefined;
+          return word ? { ...adminRecord(spec), state: word, operatorState: word } : adminRecord(spec);
+        }),
+      });
     }
     return this.commit(next, "modelGroups");
   }

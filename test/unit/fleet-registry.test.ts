@@ -42,6 +42,34 @@ describe("FleetRegistry", () => {
     expect(states(r, "a")).toEqual({ a2: "draining", a3: "active", x: "active" });
   });
 
+  it("a fleet exported and applied again changes nothing: drains and disables hold, a registered server stays registered, its TTL running", () => {
+    const r = seeded(group("a", ["a1", "a2", "a3"]));
+    applyCommand(r, { op: "heartbeat", heartbeat: { group: "a", id: "hb", baseUrl: "http://10.0.2.1:8000", model: "m", ttlSeconds: 30 } }, 0);
+    applyCommand(r, { op: "set-state", group: "a", id: "a2", state: "disabled" }, 0);
+    applyCommand(r, { op: "set-state", group: "a", id: "a3", state: "draining" }, 0);
+    applyCommand(r, { op: "replace", modelGroups: JSON.parse(JSON.stringify(r.exported())) }, 1000);
+    expect(states(r, "a")).toEqual({ a1: "active", a2: "disabled", a3: "draining", hb: "active" });
+    // The server renews its registration as before; past its TTL it drains, and a TTL later it goes.
+    expect(applyCommand(r, { op: "heartbeat", heartbeat: { group: "a", id: "hb", baseUrl: "http://10.0.2.1:8000", model: "m", ttlSeconds: 30 } }, 10_000)).toEqual({ changed: [], removed: [] });
+    r.expire(41_000);
+    expect(states(r, "a").hb).toBe("draining");
+    r.expire(71_000);
+    expect(states(r, "a")).not.toHaveProperty("hb");
+    // An operator's drain still holds against its heartbeats; an enable after the apply takes it back.
+    applyCommand(r, { op: "set-state", group: "a", id: "a2", state: "active" }, 72_000);
+    expect(states(r, "a")).toEqual({ a1: "active", a2: "active", a3: "draining" });
+  });
+
+  it("a fleet applied with a registered server's address changed takes the server over as the operator's: its heartbeats are then refused", () => {
+    const r = seeded(group("a", ["a1"]));
+    applyCommand(r, { op: "heartbeat", heartbeat: { group: "a", id: "hb", baseUrl: "http://10.0.2.1:8000", model: "m", ttlSeconds: 30 } }, 0);
+    const moved = r.exported().map((g) => ({ ...g, deployments: g.deployments.map((d) => (d.id === "hb" ? { ...d, baseUrl: "http://10.0.2.9:8000" } : d)) }));
+    applyCommand(r, { op: "replace", modelGroups: moved }, 1000);
+    expect(refused(() => applyCommand(r, { op: "heartbeat", heartbeat: { group: "a", id: "hb", baseUrl: "http://10.0.2.1:8000", model: "m", ttlSeconds: 30 } }, 2000)).status).toBe(409);
+    r.expire(1_000_000);
+    expect(states(r, "a")).toEqual({ a1: "active", hb: "active" });
+  });
+
   it("a change gets the next revision and names the groups whose routing changed; an unchanged one keeps its revision", () => {
     const r = seeded(group("a", ["a1"]), group("b", ["b1"]));
     const change = applyCommand(r, { op: "set-state", group: "a", id: "a1", state: "draining" }, 0);

@@ -212,4 +212,18 @@ describe("heartbeats", () => {
     await post();
     expect(await row("admin-hb-drain", "hb")).toMatchObject({ state: "active", takesRequests: true });
   });
+
+  it("fleet export then apply (GET then PUT /admin/v1/fleet) changes nothing: a drain holds, a registered server stays registered and renews", async () => {
+    await ok(admin("/admin/v1/groups", { method: "POST", json: { name: "admin-roundtrip", strategy: "round-robin", deployments: [sim(0, "fixed"), sim(2, "spare")] } }), 201);
+    const beat = { group: "admin-roundtrip", ...sim(1, "hb"), ttlSeconds: 60 };
+    await ok(admin("/admin/v1/heartbeats", { method: "POST", json: beat }, env.KVGATE_REGISTER_KEY));
+    await ok(admin("/admin/v1/groups/admin-roundtrip/deployments/spare/drain", { method: "POST" }));
+    const before = await row("admin-roundtrip", "hb");
+    const exported = await ok<{ modelGroups: unknown[] }>(admin("/admin/v1/fleet"));
+    await ok(admin("/admin/v1/fleet", { method: "PUT", json: { modelGroups: exported.modelGroups } }));
+    expect(await row("admin-roundtrip", "spare")).toMatchObject({ state: "draining", takesRequests: false });
+    expect(await row("admin-roundtrip", "hb")).toMatchObject({ source: "heartbeat", state: "active", expiresAt: before.expiresAt });
+    const renewed = await ok<{ changed: string[] }>(admin("/admin/v1/heartbeats", { method: "POST", json: beat }, env.KVGATE_REGISTER_KEY));
+    expect(renewed.changed).toEqual([]);
+  });
 });
