@@ -3,7 +3,7 @@ import type { BackendMetrics } from "../metrics/backend-counters.ts";
 import type { GroupMetrics } from "../metrics/group-metrics.ts";
 import type { HistogramSnapshot } from "../metrics/histogram.ts";
 import type { KeyMetrics } from "../metrics/key-counters.ts";
-import type { GroupStatus } from "../routing/protocol.ts";
+import type { BackendSnapshot, GroupStatus } from "../routing/protocol.ts";
 
 /**
  * A sharded group seen whole: what each of its objects answered, as one group's. Each backend
@@ -12,7 +12,7 @@ import type { GroupStatus } from "../routing/protocol.ts";
  */
 export function mergeStatus(parts: readonly GroupStatus[]): GroupStatus {
   const [first] = parts as [GroupStatus, ...GroupStatus[]];
-  if (parts.length === 1) return first;
+  if (parts.length === 1) return { ...first, backends: oncePerId(first.backends, addStatus) };
   const versions: string[] = [];
   for (const p of parts) for (const v of p.versions) if (!versions.includes(v)) versions.push(v);
   const sum = (f: (p: GroupStatus) => number) => parts.reduce((n, p) => n + f(p), 0);
@@ -27,12 +27,18 @@ export function mergeStatus(parts: readonly GroupStatus[]): GroupStatus {
     restored: { breakers: sum((p) => p.restored.breakers), affinityBlocks: sum((p) => p.restored.affinityBlocks), leases: sum((p) => p.restored.leases) },
     backends: oncePerId(
       parts.flatMap((p) => p.backends),
-      (a, b) => {
-        const [live, old] = b.takesRequests && !a.takesRequests ? [b, a] : [a, b];
-        return { ...live, inFlight: live.inFlight + old.inFlight };
-      },
+      addStatus,
     ),
   };
+}
+
+/**
+ * One deployment listed twice, by two shards or by one object at two addresses: the entry that
+ * takes requests (else the first, the newest version's), with the requests both have in flight.
+ */
+function addStatus(a: BackendSnapshot, b: BackendSnapshot): BackendSnapshot {
+  const [live, old] = b.takesRequests && !a.takesRequests ? [b, a] : [a, b];
+  return { ...live, inFlight: live.inFlight + old.inFlight };
 }
 
 /**
@@ -66,8 +72,9 @@ export function mergeMetrics(parts: readonly GroupMetrics[]): GroupMetrics {
   }
   return {
     group: first.group,
+    // A deployment's two addresses are in the one object its id places it in: combined there first.
     backends: oncePerId(
-      parts.flatMap((p) => p.backends),
+      parts.flatMap((p) => oncePerId(p.backends, addAddress)),
       addBackend,
     ),
     keys: [...keys.values()],

@@ -517,7 +517,18 @@ describe("merging a sharded group's answers", () => {
     expect(merged).toMatchObject({ group: "g", leases: 7, rev: 4, calls: { route: 70, release: 7 }, tenants: { keys: 2, pendingUsageRows: 4 }, restored: { affinityBlocks: 10 }, versions: ["v2", "v1"] });
     expect(merged.backends.map((b) => b.id)).toEqual(["a", "b", "c"]);
     const one = status("g", ["a"], 1);
-    expect(mergeStatus([one])).toBe(one);
+    expect(mergeStatus([one])).toEqual(one);
+  });
+
+  it("lists a deployment one object has at two addresses once, with what both have in flight: drained only when neither has any", () => {
+    const one = status("g", ["d", "d", "e"], 1);
+    // The newest version's entry first: d drained at its new address, a request still on its old one.
+    one.backends = one.backends.map((x, i) => ({ ...x, takesRequests: false, inFlight: i === 1 ? 1 : 0 }));
+    const merged = mergeStatus([one]);
+    expect(merged.backends.map((x) => [x.id, x.inFlight])).toEqual([
+      ["d", 1],
+      ["e", 0],
+    ]);
   });
 
   it("adds up a key's counters over the shards that counted it", () => {
@@ -574,6 +585,32 @@ describe("merging a sharded group's answers", () => {
     ]);
     expect(merged.backends.length).toBe(1);
     expect(merged.backends[0]).toMatchObject({ inFlight: 3, breaker: "open", outcomes: { ok: 10 }, reasons: { "prefix-hit": 10 }, ttft: { cumulative: [10, 10], count: 10, sum: 50 }, prefix: { entries: 20 }, learned: { reports: { usage: 7 } } });
+  });
+
+  it("gives a deployment at two addresses in a sharded group its new address's breaker and prefix set, as one object does", () => {
+    const hist = { bounds: [10], cumulative: [1], sum: 1, count: 1 };
+    const entry = (id: string, breaker: "closed" | "open", entries: number, usage: number): GroupMetrics["backends"][number] =>
+      ({
+        id,
+        inFlight: 1,
+        breaker,
+        breakerTransitions: { closed: 0, "half-open": 0, open: 0 },
+        outcomes: { ok: 1, "upstream-error": 0, rejected: 0, "client-abort": 0, "rate-limited": 0, expired: 0 },
+        reasons: {},
+        ttft: hist,
+        duration: hist,
+        tokens: { prompt: 1, completion: 1, cached: 0, predictedCached: 0, leases: 1 },
+        prefix: { entries, capacity: 100, bytes: 4 * entries },
+        learned: { charsPerToken: 4, kvCapacityBlocks: 100, prefillTokensPerSec: 1000, configured: { kvCapacityBlocks: 100, prefillTokensPerSec: 1000 }, reports: { usage, cached: 0 }, capacitySteps: 0 },
+      }) as GroupMetrics["backends"][number];
+    const shard = (backends: GroupMetrics["backends"]): GroupMetrics => ({ group: "g", backends, keys: [], refusals: { "no-backend": 0, "at-capacity": 0 } });
+    // d restarted at a new address: its shard lists the new entry first, the old one (breaker open) after.
+    const restarted = [entry("d", "closed", 3, 1), entry("d", "open", 90, 40)];
+    const alone = mergeMetrics([shard(restarted)]);
+    const sharded = mergeMetrics([shard(restarted), shard([entry("e", "closed", 5, 2)])]);
+    const d = sharded.backends.find((b) => b.id === "d");
+    expect(d).toEqual(alone.backends[0]);
+    expect(d).toMatchObject({ breaker: "closed", prefix: { entries: 3, capacity: 100 }, inFlight: 2, outcomes: { ok: 2 }, learned: { reports: { usage: 1 } } });
   });
 
   it("interleaves the shards' decisions newest first", () => {
