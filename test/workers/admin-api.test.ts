@@ -108,6 +108,26 @@ describe("deployments through the admin API", () => {
     expect(await servedBy("admin-live", 4)).toEqual(Array(4).fill("a"));
   });
 
+  it("says a drained deployment is drained only when its routing object answered: unknown in flight is not safe to stop", async () => {
+    await ok(admin("/admin/v1/groups", { method: "POST", json: { name: "admin-unseen", strategy: "round-robin", deployments: [sim(0, "a"), sim(1, "b")] } }), 201);
+    expect(await servedBy("admin-unseen", 2)).toHaveLength(2);
+    await ok(admin("/admin/v1/groups/admin-unseen/deployments/b/drain", { method: "POST" }));
+    // Its request's release reaches the object in the isolate's next batch.
+    await vi.waitFor(async () => expect(await row("admin-unseen", "b")).toMatchObject({ state: "draining", inFlight: 0, drained: true }), EVENTUALLY);
+    // The group's routing object does not answer (overloaded, or being reset): nothing is known of b's requests.
+    const unanswered = {
+      getByName: (name: string, options?: DurableObjectNamespaceGetDurableObjectOptions) => {
+        const real = env.MODEL_GROUP.getByName(name, options);
+        return new Proxy(real, { get: (o, p) => (p === "status" ? async () => Promise.reject(new Error("Durable Object is overloaded.")) : Reflect.get(o, p)) });
+      },
+    };
+    const ctx = createExecutionContext();
+    const res = await worker.fetch(new Request("https://kvgate.test/admin/v1/groups/admin-unseen/deployments/b", { headers: { authorization: `Bearer ${env.KVGATE_ADMIN_KEY}` } }), { ...env, MODEL_GROUP: unanswered } as unknown as Env, ctx);
+    await waitOnExecutionContext(ctx);
+    expect(res.status).toBe(200);
+    expect(await res.json()).toMatchObject({ state: "draining", inFlight: null, drained: false });
+  });
+
   it("a weight and a cap change hold for the next requests", async () => {
     await ok(admin("/admin/v1/groups", { method: "POST", json: { name: "admin-weights", deployments: [sim(0, "w")] } }), 201);
     const patched = await ok<{ changed: string[] }>(admin("/admin/v1/groups/admin-weights/deployments/w", { method: "PATCH", json: { weight: 5, maxInFlight: 3 } }));

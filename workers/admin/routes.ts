@@ -135,9 +135,14 @@ async function groupStatus(env: Env, g: GroupRecord["settings"]): Promise<GroupS
   }
 }
 
+/**
+ * The registry's deployments with what the routing objects say of them (`live`; null when one did
+ * not answer). `drained` tells an operator it is safe to stop a server, so it is said only when
+ * every object answered: one the objects never saw has nothing in flight.
+ */
 function deploymentRows(g: GroupRecord, live: GroupStatus | null): DeploymentRow[] {
-  const seen = new Map<string, BackendSnapshot>();
-  for (const b of live?.backends ?? []) if (!seen.has(b.id)) seen.set(b.id, b);
+  // mergeStatus lists a deployment once, its two addresses' requests together.
+  const seen = new Map<string, BackendSnapshot>((live?.backends ?? []).map((b) => [b.id, b]));
   return g.deployments.map((d) => {
     const b = seen.get(d.spec.id);
     const inFlight = b ? b.inFlight : null;
@@ -154,7 +159,7 @@ function deploymentRows(g: GroupRecord, live: GroupStatus | null): DeploymentRow
       removeAt: d.removeAt === null ? null : new Date(d.removeAt).toISOString(),
       inFlight,
       takesRequests,
-      drained: d.state !== "active" && (inFlight ?? 0) === 0,
+      drained: d.state !== "active" && live !== null && (inFlight ?? 0) === 0,
       breaker: b ? b.breaker.state : null,
       prefixBlocks: b ? b.prefixBlocks : null,
       prefixCapacity: b ? b.prefixCapacity : null,
