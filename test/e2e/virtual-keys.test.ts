@@ -47,6 +47,13 @@ beforeAll(async () => {
         { name: "keys-big", deployments: [{ id: "big", baseUrl: `${upstream.url}/big-answer`, model: "sim-7b" }] },
         { name: "keys-slow", deployments: [sim(slow, 0), sim(slow, 1)] },
         { name: "keys-other", deployments: [sim(slow, 0)] },
+        // A server that answers 503 every time, then the slow fleet's group.
+        {
+          name: "keys-fallback",
+          fallbacks: ["keys-slow"],
+          breaker: { consecutiveFailures: 1000, minRequests: 1000 },
+          deployments: [{ id: "down", baseUrl: `${upstream.url}/status:503`, model: "sim-7b" }],
+        },
       ],
     },
     { KVGATE_ADMIN_KEY: adminKey },
@@ -246,6 +253,22 @@ describe("limits", () => {
     expect(third.headers.get("retry-after")).toBe("1");
     await Promise.all(streams.map((s) => s.text()));
     await vi.waitFor(async () => expect((await post(key, "keys-slow")).status).toBe(200), EVENTUALLY);
+  });
+
+  it("holds the key's requests in flight in a fallback group too: a request that failed first in its own group is checked there as any other", async () => {
+    const { key } = await createKey({ max_parallel: 1 });
+    const open = await post(key, "keys-slow", { stream: true, max_tokens: 150 });
+    expect(open.status).toBe(200);
+    // keys-fallback's one server answers 503; its fallback is keys-slow, where the key has its one request in flight.
+    const fellBack = await post(key, "keys-fallback");
+    expect(fellBack.status).toBe(429);
+    expect((await errorOf(fellBack)).message).toContain("requests in flight");
+    await open.text();
+    await vi.waitFor(async () => {
+      const res = await post(key, "keys-fallback");
+      expect(res.status).toBe(200);
+      expect(res.headers.get("x-kvgate-group")).toBe("keys-slow");
+    }, EVENTUALLY);
   });
 
   it("counts the upstream's tokens against the key's tokens per minute", async () => {

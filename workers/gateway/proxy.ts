@@ -57,12 +57,14 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
   let prompt = promptFor(group);
   let exclude: string[] = [];
   let attempts = 0;
+  // The groups whose objects let the request's key in: each keeps the key's limits for its own requests.
+  const admittedBy = new Set<string>();
   let last: Response | null = null;
   let relaying = false;
   let reread = false;
   try {
     for (;;) {
-      const decision = await route(env, p.ctx, group, prompt, exclude, body.model, tenant && { ...tenant, admitted: attempts > 0 }, isFailover(attempts + 1, group !== primary));
+      const decision = await route(env, p.ctx, group, prompt, exclude, body.model, tenant && { ...tenant, admitted: admittedBy.has(group.name) }, isFailover(attempts + 1, group !== primary));
       if ("refused" in decision && decision.refused === "limited") throw limitError(decision, p.caller);
       if ("refused" in decision && decision.rev > group.rev && !reread) {
         // The fleet changed under this isolate (its servers drained, replaced): route with the
@@ -92,6 +94,7 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
         throw noBackend(decision.refused, body.model);
       }
       attempts++;
+      admittedBy.add(group.name);
       const result = await attempt({ p, body, group, decision, deadline, attempts, fellBack: group !== primary });
       if (result.kind === "answered") {
         // Another backend answered: the failures before were the backends'. A rejection says the

@@ -53,14 +53,17 @@ export async function openRealtime(p: RealtimeInput): Promise<Response> {
   let refused: RouteRefusal["refused"] = "no-backend";
   for (const group of groups) {
     const exclude: string[] = [];
+    // Each group's object keeps the key's limits for its own sessions: a fallback group checks them too.
+    let admitted = false;
     for (;;) {
-      const decision = await route(p.env, p.ctx, group, NO_PROMPT, exclude, model, tenant && { ...tenant, admitted: attempts > 0 }, isFailover(attempts + 1, group !== primary));
+      const decision = await route(p.env, p.ctx, group, NO_PROMPT, exclude, model, tenant && { ...tenant, admitted }, isFailover(attempts + 1, group !== primary));
       if ("refused" in decision && decision.refused === "limited") throw limitError(decision, p.caller);
       if ("refused" in decision) {
         refused = decision.refused;
         break;
       }
       attempts++;
+      admitted = true;
       const lease = holdLease(decision, group, p.env, p.ctx, config.releaseFlushMs, tenant?.id);
       // A socket may stay open for hours, with no timer of its own.
       lease.keepRenewed();
