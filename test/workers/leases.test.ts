@@ -161,6 +161,21 @@ function failingReleases(failures: number): { env: Env; failed: () => number } {
   return { env: { ...env, MODEL_GROUP: namespace as unknown as Env["MODEL_GROUP"] }, failed: () => failed };
 }
 
+/** As failingReleases, for route calls: the first `failures` fail after `afterMs`, as a call to an object that is being reset does. */
+function failingRoutes(failures: number, afterMs: number): { env: Env; failed: () => number } {
+  let failed = 0;
+  const namespace = {
+    getByName(name: string) {
+      const stub = env.MODEL_GROUP.getByName(name);
+      return {
+        route: (call: RouteCall) => (failed++ < failures ? new Promise((_, reject) => setTimeout(() => reject(new Error("Durable Object reset because its code was updated.")), afterMs)) : stub.route(call)),
+        release: (released: LeaseRelease[], renewed: LeaseRenewal[]) => stub.release(released, renewed),
+      };
+    },
+  };
+  return { env: { ...env, MODEL_GROUP: namespace as unknown as Env["MODEL_GROUP"] }, failed: () => failed };
+}
+
 describe("releases whose flush failed", () => {
   afterEach(() => {
     vi.restoreAllMocks();
@@ -180,5 +195,22 @@ describe("releases whose flush failed", () => {
     expect((await status(g.name)).backends[0]).toMatchObject({ completed: 1, expired: 0 });
     await waitOnExecutionContext(ctx);
     expect(errors.mock.calls.flat().join("\n")).toContain("releasing 1 and renewing 0 lease(s) of release-retry failed: Durable Object is overloaded");
+  });
+
+  it("are sent again when the route call they rode along with failed, though no other call comes", async () => {
+    const g = groupConfig("release-retry");
+    vi.spyOn(console, "error").mockImplementation(() => undefined);
+    const ctx = createExecutionContext();
+    const d = await route(env, ctx, g, { chain: [], blocks: 0 }, [], g.name);
+    if ("refused" in d) throw new Error(`refused: ${d.refused}`);
+    // It ends, and before its flush is due the next request's route call takes it along: that call fails
+    // after the flush found nothing to send (the next request then fails over elsewhere, or fails).
+    holdLease(d, g, env, ctx, 10).settle("ok");
+    const flaky = failingRoutes(1, 50);
+    await expect(route(flaky.env, ctx, g, { chain: [], blocks: 0 }, [], g.name)).rejects.toThrow("routing for model");
+    // Back long before the lease's 30 s TTL, as a release and not an expiry.
+    await vi.waitFor(async () => expect(await inFlight(g.name)).toBe(0), EVENTUALLY);
+    expect((await status(g.name)).backends[0]).toMatchObject({ expired: 0 });
+    await waitOnExecutionContext(ctx);
   });
 });

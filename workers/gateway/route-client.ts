@@ -144,6 +144,8 @@ async function routeOn(env: Env, ctx: WaitUntil, group: ResolvedGroup, object: s
   } catch (e) {
     book.requeue(object, released);
     renewLater(renewing);
+    // No later call may come to carry them (the request fails over to another shard, or fails): they go as a failed flush's do.
+    if (released.length > 0 || renewing.length > 0) armFlush(object, env, ctx, flushRetryMs(1) ?? 0, 1);
     console.error(`kvgate: route call for ${objectLabel(object)} failed: ${(e as Error).message}`);
     throw unavailable(`routing for model "${model}" is unavailable`, "routing_unavailable");
   }
