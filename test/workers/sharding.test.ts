@@ -7,6 +7,7 @@ import { chatFingerprint } from "../../src/prefix/fingerprint.ts";
 import { groupShards, objectNamesOf } from "../../src/sharding/partition.ts";
 import { shardOrder } from "../../src/sharding/shard-order.ts";
 import { testConfig, UPSTREAM_MODEL } from "../support/test-config.ts";
+import type { IssuedKeyView } from "../../src/tenants/admin-api.ts";
 import { admin, ok } from "./admin.ts";
 import { chat, EVENTUALLY, gateway, type ChatMessage } from "./gateway.ts";
 
@@ -26,6 +27,40 @@ const shardStatus = (group: string): Promise<GroupStatus[]> => Promise.all(objec
 
 async function expectShardsIdle(group: string): Promise<void> {
   await vi.waitFor(async () => expect((await shardStatus(group)).flatMap((s) => s.backends).reduce((n, b) => n + b.inFlight, 0)).toBe(0), EVENTUALLY);
+}
+
+/**
+ * sharded-spill with the server of one shard (`home`) backed up by a long prompt (`held`, the
+ * master key's): `topics.home` are openings keyed to that shard, `topics.away` to the other.
+ * `filler`: the long prompt's text, one the server has not cached yet.
+ */
+async function backedUpShard(filler = "the whole logbook, page by page. ") {
+  const config = parseConfig(testConfig(inject("upstreams")));
+  if (!config.ok) throw new Error(config.error);
+  const group = config.config.groups.find((g) => g.name === "sharded-spill") as ResolvedGroup;
+  const { weights, views } = groupShards(group);
+  const serverOf = (shard: number) => views[shard]?.deployments[0]?.id;
+  // The shard a new conversation is keyed to: by its first blocks, as the Worker keys a prompt
+  // under no shared prefix (src/sharding/shard-key.ts), through the same hash.
+  const shardOf = (messages: ChatMessage[]) => {
+    const chain = chatFingerprint(ChatCompletionRequestSchema.parse({ model: "sharded-spill", messages }), { blockChars: group.blockChars, maxBlocks: group.maxPrefixBlocks });
+    return shardOrder(chain[Math.min(4, chain.length) - 1] as number, weights)[0] as number;
+  };
+  const opening = (topic: string): ChatMessage[] => [{ role: "user", content: `${topic}: `.padEnd(320, `${topic} survey notes; `) }];
+  const all = ["sandbars", "breakwaters", "lagoons", "skerries", "tombolos", "spits", "machair", "saltings"];
+  const [long, ...homeTopics] = ((): string[] => {
+    for (const a of all) {
+      const same = all.filter((b) => b !== a && shardOf(opening(b)) === shardOf(opening(a)));
+      if (same.length >= 2 && same.length < all.length - 1) return [a, ...same];
+    }
+    throw new Error("no three topics keyed to one shard and one to the other");
+  })() as [string, ...string[]];
+  const home = shardOf(opening(long));
+  const topics = { home: homeTopics, away: all.filter((t) => shardOf(opening(t)) !== home) };
+  // ~60 blocks to prefill at a block a second: a minute of queued work on the home shard's server.
+  const held = chat("sharded-spill", [...opening(long), { role: "user", content: filler.repeat(110) }], { kvgate_sim: { first_byte_delay_ms: 1500 } });
+  await vi.waitFor(async () => expect((await shardStatus("sharded-spill"))[home]?.backends[0]?.inFlight).toBe(1), EVENTUALLY);
+  return { serverOf, opening, topics, home, away: 1 - home, held };
 }
 
 describe("a model group sharded over two routing objects", () => {
@@ -95,32 +130,8 @@ describe("a model group sharded over two routing objects", () => {
   });
 
   it("passes a prompt keyed to a shard backed up with a long prompt to the other shard, and keeps its conversation there", async () => {
-    const config = parseConfig(testConfig(inject("upstreams")));
-    if (!config.ok) throw new Error(config.error);
-    const group = config.config.groups.find((g) => g.name === "sharded-spill") as ResolvedGroup;
-    const { weights, views } = groupShards(group);
-    const serverOf = (shard: number) => views[shard]?.deployments[0]?.id;
-    // The shard a new conversation is keyed to: by its first blocks, as the Worker keys a prompt
-    // under no shared prefix (src/sharding/shard-key.ts), through the same hash.
-    const shardOf = (messages: ChatMessage[]) => {
-      const chain = chatFingerprint(ChatCompletionRequestSchema.parse({ model: "sharded-spill", messages }), { blockChars: group.blockChars, maxBlocks: group.maxPrefixBlocks });
-      return shardOrder(chain[Math.min(4, chain.length) - 1] as number, weights)[0] as number;
-    };
-    const opening = (topic: string): ChatMessage[] => [{ role: "user", content: `${topic}: `.padEnd(320, `${topic} survey notes; `) }];
-    const topics = ["sandbars", "breakwaters", "lagoons", "skerries", "tombolos", "spits", "machair", "saltings"];
-    const [long, spilled, stays] = ((): [string, string, string] => {
-      for (const a of topics) {
-        const same = topics.filter((b) => b !== a && shardOf(opening(b)) === shardOf(opening(a)));
-        if (same.length >= 2) return [a, same[0] as string, same[1] as string];
-      }
-      throw new Error("no three topics keyed to one shard");
-    })();
-    const home = shardOf(opening(long));
-    const away = 1 - home;
-
-    // ~60 blocks to prefill at a block a second: a minute of queued work on the home shard's server.
-    const held = chat("sharded-spill", [...opening(long), { role: "user", content: "the whole logbook, page by page. ".repeat(110) }], { kvgate_sim: { first_byte_delay_ms: 1500 } });
-    await vi.waitFor(async () => expect((await shardStatus("sharded-spill"))[home]?.backends[0]?.inFlight).toBe(1), EVENTUALLY);
+    const { serverOf, opening, topics, home, away, held } = await backedUpShard();
+    const [spilled, stays] = topics.home as [string, string];
     // Keyed to the same shard, a short prompt would wait behind that minute, and a few seconds on the other.
     const first = await chat("sharded-spill", opening(spilled));
     expect(first.status).toBe(200);
@@ -137,6 +148,26 @@ describe("a model group sharded over two routing objects", () => {
     const next = await chat("sharded-spill", [...opening(spilled), { role: "assistant", content: "Noted." }, { role: "user", content: "And in winter?" }]);
     await next.text();
     expect([next.headers.get("x-kvgate-backend"), next.headers.get("x-kvgate-reason")]).toEqual([serverOf(away), "prefix-hit"]);
+    await expectShardsIdle("sharded-spill");
+  });
+
+  it("serves a key's prompt on its own shard, backed up, when the other shard it would spill to has the key at its limit there", async () => {
+    const { key } = await ok<IssuedKeyView>(admin("/admin/v1/keys", { method: "POST", json: { max_parallel: 1 } }), 201);
+    const asKey = { headers: { authorization: `Bearer ${key}` } };
+    const { serverOf, opening, topics, home, away, held } = await backedUpShard("the tide tables, hour by hour. ");
+    // The key's one request in flight on the other shard, a slow stream.
+    const open = await chat("sharded-spill", opening(topics.away[0] as string), { stream: true, max_tokens: 40, kvgate_sim: { chunk_delay_ms: 50 } }, asKey);
+    expect([open.status, open.headers.get("x-kvgate-backend")]).toEqual([200, serverOf(away)]);
+    // Keyed to the backed-up shard, where the key has nothing in flight: it is passed on, and the
+    // other shard has the key at its max_parallel; the request waits on its own shard instead of a 429.
+    // (A topic of its own: the test before moved one conversation keyed there to the other shard.)
+    expect(topics.home.length).toBeGreaterThanOrEqual(3);
+    const res = await chat("sharded-spill", opening(topics.home[2] as string), {}, asKey);
+    expect(res.status, await res.clone().text()).toBe(200);
+    expect(res.headers.get("x-kvgate-backend")).toBe(serverOf(home));
+    await res.text();
+    await open.text();
+    await (await held).text();
     await expectShardsIdle("sharded-spill");
   });
 

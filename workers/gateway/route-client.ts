@@ -89,6 +89,8 @@ export async function route(env: Env, ctx: WaitUntil, group: ResolvedGroup, prom
   const plan = shardChoice.order(group, prompt.chain, Date.now(), prompt.blocks);
   const { shards, order } = plan;
   let refusal: RouteRefusal | undefined;
+  let limited: LimitRefusal | undefined;
+  let spilled = false;
   let failed: unknown = null;
   for (let k = 0; k < order.length; k++) {
     const s = order[k] as number;
@@ -109,14 +111,22 @@ export async function route(env: Env, ctx: WaitUntil, group: ResolvedGroup, prom
       return answer;
     }
     shardChoice.ended(object);
-    if (answer.refused === "limited") return answer;
+    if (answer.refused === "limited") {
+      // The key's limits are the prompt's own shard's to say; where it was only passed on to, the shard that passed it serves it.
+      if (!spilled) return answer;
+      limited = answer;
+      continue;
+    }
     if (answer.refused === "spill") {
+      spilled = true;
       order.push(s);
       continue;
     }
     // Full beats empty: a request that found every shard without a backend to give, some only at their cap, hears "at capacity".
     if (!refusal || answer.refused === "at-capacity") refusal = answer;
   }
+  // No shard could take it: the key's limit, where one was met, is what the client can act on.
+  if (limited) return limited;
   if (refusal) return refusal;
   if (failed) throw failed;
   return { refused: "no-backend", rev: group.rev };
