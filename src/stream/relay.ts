@@ -1,7 +1,7 @@
 import { sseErrorEvent } from "../openai/errors.ts";
 import type { ChunkTransform, CompletionSummary } from "../hooks/types.ts";
 import { EventAligner } from "./sse-boundary.ts";
-import { readUsage, TailKeeper, USAGE_TAIL_BYTES } from "./usage.ts";
+import { BodyEnds } from "./usage.ts";
 import { readFirstBytes, type FirstBytes } from "./first-bytes.ts";
 import { UsageTap } from "./usage-tap.ts";
 
@@ -56,7 +56,7 @@ const KEEP_ALIVE = encoder.encode(": keep-alive\n\n");
 
 /**
  * Passes an upstream body to the client as it arrives. Per chunk it only notes the first
- * byte's time and keeps a reference for the tail, unless a hook asked for chunks. At the end it
+ * byte's time and keeps a reference for the usage (BodyEnds), unless a hook asked for chunks. At the end it
  * reports how the body ended — normally, upstream failure (an SSE body then gets an error event
  * instead of a silent truncation), or client disconnect (the upstream body is cancelled).
  *
@@ -74,7 +74,7 @@ export function relay(body: ReadableStream<Uint8Array>, o: RelayOptions): Readab
 
 async function pump(body: ReadableStream<Uint8Array>, writer: WritableStreamDefaultWriter<Uint8Array>, o: RelayOptions): Promise<void> {
   const { transforms } = o;
-  const tail = new TailKeeper(USAGE_TAIL_BYTES);
+  const ends = new BodyEnds();
   const reader = body.getReader();
   // Only whole events reach the client: a cut stream's error event never lands inside one, and a
   // keep-alive comment can go between any two writes.
@@ -89,7 +89,8 @@ async function pump(body: ReadableStream<Uint8Array>, writer: WritableStreamDefa
   const summary = (outcome: CompletionSummary["outcome"]): CompletionSummary => ({
     outcome,
     bytes,
-    usage: outcome === "client-abort" ? null : readUsage(tail.bytesView()),
+    // Usage that came is the upstream's work done, the client gone after it or not.
+    usage: ends.usage(),
     ttftMs: firstAt === null ? null : firstAt - o.sentAt,
   });
   const leave = (): void => {
@@ -165,7 +166,7 @@ async function pump(body: ReadableStream<Uint8Array>, writer: WritableStreamDefa
       pending = null;
       if (firstAt === null) firstAt = lastAt;
       bytes += chunk.length;
-      tail.push(chunk);
+      ends.push(chunk);
       let out = chunk;
       for (const t of transforms) out = t.transform(out);
       if (!(await send(align(out)))) return o.onEnd(summary("client-abort"));
@@ -229,7 +230,7 @@ function relayTapped(body: ReadableStream<Uint8Array>, o: RelayOptions, pipe: Re
       tap.finish();
       void tap.ended.then((t) => {
         const firstAt = headersAt ?? t.firstAt;
-        o.onEnd({ outcome, bytes: t.bytes, usage: outcome === "client-abort" ? null : t.usage, ttftMs: firstAt === null ? null : firstAt - o.sentAt });
+        o.onEnd({ outcome, bytes: t.bytes, usage: t.usage, ttftMs: firstAt === null ? null : firstAt - o.sentAt });
       });
     },
     // The upstream body is cancelled once both branches are; pipeTo leaves the client's to this

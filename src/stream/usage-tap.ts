@@ -1,5 +1,5 @@
 import type { FirstBytes } from "./first-bytes.ts";
-import { readUsage, TailKeeper, USAGE_TAIL_BYTES, type Usage } from "./usage.ts";
+import { BodyEnds, type Usage } from "./usage.ts";
 
 /** What a tap saw of a body: its length, its first byte's time, and its final usage. */
 export interface Tapped {
@@ -67,10 +67,10 @@ export class UsageTap {
   }
 
   private async read(branch: ReadableStream<Uint8Array>, now: () => number, first: FirstBytes | null): Promise<Tapped> {
-    const tail = new TailKeeper(USAGE_TAIL_BYTES);
+    const ends = new BodyEnds();
     let bytes = first ? first.chunk.byteLength : 0;
     let firstAt: number | null = first ? first.at : null;
-    if (first) tail.push(first.chunk);
+    if (first) ends.push(first.chunk);
     const readSome = filling(branch);
     this.reader = readSome.reader;
     try {
@@ -84,15 +84,15 @@ export class UsageTap {
         if (value.byteLength === 0) continue;
         if (firstAt === null) firstAt = now();
         bytes += value.byteLength;
-        // A copy of its own size: a view would pin the whole read buffer for the tail's sake.
-        tail.push(value.slice());
+        // A copy of its own size: a view would pin the whole read buffer for the ends' sake.
+        ends.push(value.slice());
         // Less than a full buffer: the queue is empty, and the next read would wait for the upstream.
         drained = value.byteLength < TAP_READ_BYTES;
       }
     } catch {
       // The upstream failed or the client left: the client's branch says which.
     }
-    return { bytes, firstAt, usage: readUsage(tail.bytesView()) };
+    return { bytes, firstAt, usage: ends.usage() };
   }
 
   private untilDrain(): Promise<void> {

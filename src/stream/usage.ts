@@ -10,7 +10,7 @@ export interface Usage {
 }
 
 /** Keeps references to the last chunks of a body, up to `limit` bytes — no copying per chunk. */
-export class TailKeeper {
+class TailKeeper {
   private chunks: Uint8Array[] = [];
   private bytes = 0;
   private readonly limit: number;
@@ -19,12 +19,16 @@ export class TailKeeper {
     this.limit = limit;
   }
 
-  push(chunk: Uint8Array): void {
+  /** Keeps `chunk`; true when an older one was let go for it. */
+  push(chunk: Uint8Array): boolean {
     this.chunks.push(chunk);
     this.bytes += chunk.length;
+    let dropped = false;
     while (this.chunks.length > 1 && this.bytes - (this.chunks[0] as Uint8Array).length >= this.limit) {
       this.bytes -= (this.chunks.shift() as Uint8Array).length;
+      dropped = true;
     }
+    return dropped;
   }
 
   bytesView(): Uint8Array {
@@ -35,6 +39,50 @@ export class TailKeeper {
 /** How much of a body's end is kept to read its usage from: the final usage event, or a non-streamed body's usage. */
 export const USAGE_TAIL_BYTES = 8192;
 
+/**
+ * Keeps references to a relayed non-streamed body's first and last chunks, USAGE_TAIL_BYTES of
+ * each: its usage is at its end (a chat completion's, an embeddings answer's) or before a long
+ * field (vLLM's rerank puts its results after it, a chat answer its prompt_logprobs).
+ */
+export class BodyEnds {
+  private readonly head: Uint8Array[] = [];
+  private headBytes = 0;
+  private readonly tail = new TailKeeper(USAGE_TAIL_BYTES);
+  private dropped = false;
+
+  push(chunk: Uint8Array): void {
+    if (this.headBytes < USAGE_TAIL_BYTES) {
+      this.head.push(chunk);
+      this.headBytes += chunk.length;
+    } else {
+      if (this.tail.push(chunk)) this.dropped = true;
+    }
+  }
+
+  /** The usage at the body's end, else at its start; a body kept whole is read as one. */
+  usage(): Usage | null {
+    const head = concat(...this.head);
+    if (!this.dropped) return readUsage(concat(head, this.tail.bytesView()));
+    return readUsage(this.tail.bytesView()) ?? readUsage(head);
+  }
+}
+
+/**
+ * A non-streamed body's usage, the body held whole: at its end, or (after a long field such as
+ * vLLM's prompt_logprobs) the top-level `usage` of the parsed body.
+ */
+export function readWholeUsage(body: ArrayBuffer): Usage | null {
+  const atEnd = readUsage(new Uint8Array(body, Math.max(0, body.byteLength - USAGE_TAIL_BYTES)));
+  if (atEnd || body.byteLength <= USAGE_TAIL_BYTES) return atEnd;
+  try {
+    const parsed: unknown = JSON.parse(decoder.decode(body));
+    const usage = typeof parsed === "object" && parsed !== null && "usage" in parsed ? parsed.usage : null;
+    return typeof usage === "object" && usage !== null ? usageOf(usage as UsageJson) : null;
+  } catch {
+    return null;
+  }
+}
+
 const decoder = new TextDecoder();
 
 /**
@@ -43,17 +91,32 @@ const decoder = new TextDecoder();
  */
 export function readUsage(tail: Uint8Array): Usage | null {
   const text = decoder.decode(tail);
-  const at = text.lastIndexOf('"usage"');
-  if (at < 0) return null;
-  const open = text.indexOf("{", at);
-  if (open < 0) return null;
-  let depth = 0;
-  for (let i = open; i < text.length; i++) {
-    const c = text.charCodeAt(i);
-    if (c === 0x7b) depth++;
-    else if (c === 0x7d && --depth === 0) return toUsage(text.slice(open, i + 1));
+  // The last "usage" that is a key with an object of counts: the word may be a value too (a token's text).
+  for (let at = text.lastIndexOf('"usage"'); at >= 0; at = at === 0 ? -1 : text.lastIndexOf('"usage"', at - 1)) {
+    const open = objectAfterKey(text, at + '"usage"'.length);
+    if (open < 0) continue;
+    let depth = 0;
+    for (let i = open; i < text.length; i++) {
+      const c = text.charCodeAt(i);
+      if (c === 0x7b) depth++;
+      else if (c === 0x7d && --depth === 0) {
+        const usage = toUsage(text.slice(open, i + 1));
+        if (usage) return usage;
+        break;
+      }
+    }
   }
   return null;
+}
+
+/** Where the object a key's colon at `from` introduces opens (`"usage": {`), or -1 when `from` follows no key of an object. */
+function objectAfterKey(text: string, from: number): number {
+  let i = from;
+  while (i < text.length && /\s/.test(text[i] as string)) i++;
+  if (text[i] !== ":") return -1;
+  i++;
+  while (i < text.length && /\s/.test(text[i] as string)) i++;
+  return text[i] === "{" ? i : -1;
 }
 
 interface UsageJson {
@@ -71,19 +134,23 @@ const count = (x: unknown): number => (reported(x) ? x : 0);
 
 function toUsage(json: string): Usage | null {
   try {
-    const u = JSON.parse(json) as UsageJson;
-    if (typeof u.prompt_tokens === "number") {
-      const cached = u.prompt_tokens_details?.cached_tokens;
-      return { promptTokens: count(u.prompt_tokens), completionTokens: count(u.completion_tokens), cachedTokens: count(cached), cacheReported: reported(cached) };
-    }
-    if (typeof u.input_tokens === "number") {
-      const cached = u.input_tokens_details?.cached_tokens;
-      return { promptTokens: count(u.input_tokens), completionTokens: count(u.output_tokens), cachedTokens: count(cached), cacheReported: reported(cached) };
-    }
-    return null;
+    return usageOf(JSON.parse(json) as UsageJson);
   } catch {
     return null;
   }
+}
+
+/** A usage object in the Chat Completions' names or the Responses API's; null when it has neither. */
+function usageOf(u: UsageJson): Usage | null {
+  if (typeof u.prompt_tokens === "number") {
+    const cached = u.prompt_tokens_details?.cached_tokens;
+    return { promptTokens: count(u.prompt_tokens), completionTokens: count(u.completion_tokens), cachedTokens: count(cached), cacheReported: reported(cached) };
+  }
+  if (typeof u.input_tokens === "number") {
+    const cached = u.input_tokens_details?.cached_tokens;
+    return { promptTokens: count(u.input_tokens), completionTokens: count(u.output_tokens), cachedTokens: count(cached), cacheReported: reported(cached) };
+  }
+  return null;
 }
 
 /** Usage as a lease's release carries it to the routing object. */

@@ -45,6 +45,8 @@ beforeAll(async () => {
           deployments: [{ id: "cut", baseUrl: `${upstream.url}/cut-body`, model: "sim-7b" }, sim(fleet, 1)],
         },
         { name: "keys-big", deployments: [{ id: "big", baseUrl: `${upstream.url}/big-answer`, model: "sim-7b" }] },
+        { name: "keys-usage-first", deployments: [{ id: "usage-first", baseUrl: `${upstream.url}/usage-first:16`, model: "sim-7b" }] },
+        { name: "keys-usage-first-chunked", deployments: [{ id: "usage-first-chunked", baseUrl: `${upstream.url}/usage-first-chunked:16`, model: "sim-7b" }] },
         { name: "keys-slow", deployments: [sim(slow, 0), sim(slow, 1)] },
         { name: "keys-other", deployments: [sim(slow, 0)] },
         // A server that answers 503 every time, then the slow fleet's group.
@@ -211,6 +213,19 @@ describe("usage", () => {
     const u = await usage(id);
     expect([u.prompt_tokens, u.completion_tokens]).toEqual([body.usage.prompt_tokens, 7]);
   });
+  it("counts a non-streamed answer whose usage comes before a long field (vLLM's prompt_logprobs, a rerank's results), held whole or relayed", async () => {
+    for (const model of ["keys-usage-first", "keys-usage-first-chunked"]) {
+      const { id, key } = await createKey({});
+      const res = await post(key, model);
+      expect(res.status).toBe(200);
+      const body = (await res.json()) as { usage: { prompt_tokens: number; completion_tokens: number }; prompt_logprobs: unknown[] };
+      expect(JSON.stringify(body.prompt_logprobs).length).toBeGreaterThan(16 * 1024);
+      await vi.waitFor(async () => expect((await usage(id)).requests).toBe(1), EVENTUALLY);
+      const u = await usage(id);
+      expect([model, u.prompt_tokens, u.completion_tokens]).toEqual([model, 7, 2]);
+    }
+  });
+
   it("counts a non-streamed answer too large to hold whole as it passes, and never holds it whole", async () => {
     const { id, key } = await createKey({});
     const res = await post(key, "keys-big");

@@ -42,15 +42,25 @@ function chunk(model: string, content: string, finish: string | null = null): st
   return `data: ${JSON.stringify({ id: "chatcmpl-h", object: "chat.completion.chunk", created: 1, model, choices: [{ index: 0, delta: { content }, finish_reason: finish }] })}\n\n`;
 }
 
-function completion(model: string): string {
+/** A chat completion saying "ok", its usage `usage`, then any `after` fields. */
+function completion(model: string, usage = { prompt_tokens: 3, completion_tokens: 1, total_tokens: 4 }, after: Record<string, unknown> = {}): string {
   return JSON.stringify({
     id: "chatcmpl-h",
     object: "chat.completion",
     created: 1,
     model,
     choices: [{ index: 0, message: { role: "assistant", content: "ok" }, finish_reason: "stop" }],
-    usage: { prompt_tokens: 3, completion_tokens: 1, total_tokens: 4 },
+    usage,
+    ...after,
   });
+}
+
+/** A completion as vLLM lays it out with prompt_logprobs: usage (7 prompt, 2 completion tokens), then `kib` KiB of logprobs. */
+function usageFirst(model: string, kib: number): string {
+  const entry = (i: number) => ({ [String(1000 + i)]: { logprob: -1.25, rank: 1, decoded_token: "usage" } });
+  const logprobs: unknown[] = [null];
+  while (JSON.stringify(logprobs).length < kib * 1024) logprobs.push(entry(logprobs.length));
+  return completion(model, { prompt_tokens: 7, completion_tokens: 2, total_tokens: 9 }, { prompt_logprobs: logprobs });
 }
 
 function requestOf(body: Buffer): { model: string; stream: boolean } {
@@ -182,6 +192,25 @@ const BEHAVIOURS: Record<string, Answer> = {
       if (!res.destroyed) res.end(`"${tail}`);
     };
     pump();
+  },
+  /**
+   * A 200 non-streamed completion with its usage before `arg` KiB (default 16) of
+   * `prompt_logprobs`, as vLLM's chat answer is laid out when asked for them (its rerank answer
+   * too: usage before the results), saying its length.
+   */
+  "usage-first": (_req, res, body, arg, s) => {
+    const text = usageFirst(requestOf(body).model, Number(arg ?? 16));
+    res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(text) });
+    s.bytesWritten += Buffer.byteLength(text);
+    res.end(text);
+  },
+  /** The same, sent chunked (no content-length), as an answer too large to hold whole is relayed. */
+  "usage-first-chunked": (_req, res, body, arg, s) => {
+    const text = usageFirst(requestOf(body).model, Number(arg ?? 16));
+    res.writeHead(200, { "content-type": "application/json" });
+    s.bytesWritten += Buffer.byteLength(text);
+    for (let at = 0; at < text.length; at += 4096) res.write(text.slice(at, at + 4096));
+    res.end();
   },
   /** A 500 page of HTML with a Python traceback in it, as a crashed server behind a proxy sends. */
   "html-500": (_req, res) => {

@@ -272,6 +272,38 @@ describe("relay, fast path with the usage read from a tapped copy (no transforms
     expect(await ended).toMatchObject({ outcome: "upstream-error", ttftMs: 5, usage: null });
   });
 
+  it("counts the usage of a body that came whole though the client left as it ended (a client that stops at finish_reason)", async () => {
+    const chunks = ['data: {"a":1}\n\n', usageEvent, "data: [DONE]\n\n"];
+    let gone = false;
+    let i = 0;
+    // The client's connection is found closed as the upstream's body ends.
+    const body = new ReadableStream<Uint8Array>({
+      pull(c) {
+        const next = chunks[i++];
+        if (next !== undefined) return c.enqueue(enc.encode(next));
+        gone = true;
+        c.close();
+      },
+    });
+    const { out, ended } = start(body, true, { nativePipe, readUsage: true, clientGone: () => gone });
+    // The client read every byte, and never the end: it left.
+    const reader = out.getReader();
+    let text = "";
+    while (text.length < chunks.join("").length) text += dec.decode((await reader.read()).value);
+    expect(text).toBe(chunks.join(""));
+    expect(await ended).toMatchObject({ outcome: "client-abort", usage: { promptTokens: 100, completionTokens: 4 } });
+  });
+
+  it("reads a whole answer's usage that comes before a long field, and not a token's text that reads \"usage\"", async () => {
+    const logprobs = Array.from({ length: 600 }, (_, i) => ({ [String(i)]: { logprob: -1, decoded_token: "usage" } }));
+    const body = JSON.stringify({ choices: [], usage: { prompt_tokens: 9, completion_tokens: 2 }, prompt_logprobs: logprobs });
+    expect(body.length).toBeGreaterThan(3 * 8192);
+    const pieces = Array.from({ length: Math.ceil(body.length / 1000) }, (_, i) => body.slice(i * 1000, (i + 1) * 1000));
+    const { out, ended } = startTapped(source(pieces), false);
+    expect(await new Response(out).text()).toBe(body);
+    expect(await ended).toMatchObject({ outcome: "ok", usage: { promptTokens: 9, completionTokens: 2 } });
+  });
+
   it("cancels the upstream when the client goes away, and counts no usage", async () => {
     const { endless, cancelled } = endlessSource();
     const { out, ended } = startTapped(endless);

@@ -8,7 +8,7 @@ import type { LeaseOutcome, RouteDecision } from "../../src/routing/protocol.ts"
 import type { Routed } from "./route-client.ts";
 import { readFirstBytes, type FirstBytes } from "../../src/stream/first-bytes.ts";
 import { relay } from "../../src/stream/relay.ts";
-import { readUsage, tokenUsage, USAGE_TAIL_BYTES } from "../../src/stream/usage.ts";
+import { readWholeUsage, tokenUsage } from "../../src/stream/usage.ts";
 import { sampledForFeedback } from "../../src/routing/learned/sampling.ts";
 import { readsUsage } from "../../src/tenants/route-tenant.ts";
 import { classifyStatus, clientError, FAILURE_CAUSE } from "../../src/upstream/answer.ts";
@@ -225,7 +225,7 @@ export async function attempt(a: AttemptInput): Promise<AttemptResult> {
     }
     detach();
     deadline.clear();
-    const usage = tokenUsage(readUsage(new Uint8Array(whole, Math.max(0, whole.byteLength - USAGE_TAIL_BYTES))));
+    const usage = tokenUsage(readWholeUsage(whole));
     lease.settle("ok", { ttftMs: headersAt - sentAt, durationMs: performance.now() - sentAt, usage });
     p.log?.served(headersAt, usage);
     return { kind: "answered", response: new Response(whole, { status: 200, headers: out }), rejected: false };
