@@ -172,9 +172,9 @@ export class ModelGroup extends DurableObject<GroupEnv> implements ModelGroupRpc
     try {
       const tenants = this.env.TENANTS;
       if (!tenants) throw new Error("the gateway has no TENANTS binding");
-      this.router.ledger.sent(await tenants.getByName(TENANTS_NAME).record(batch.rows, batch.keys));
+      this.router.ledger.sent(await tenants.getByName(TENANTS_NAME).record(batch.rows, batch.keys, batch.id));
     } catch (e) {
-      this.router.ledger.unsent(batch.rows);
+      this.router.ledger.unsent();
       this.usageDueAt = Date.now() + USAGE_RETRY_MS;
       console.error(`kvgate: sending ${batch.rows.length} usage row(s) of ${this.router.name} to the tenants object failed: ${(e as Error).message}`);
     }

@@ -63,6 +63,8 @@ export class Tenants extends DurableObject<unknown> implements TenantsRpc, Tenan
       prompt_tokens INTEGER NOT NULL, completion_tokens INTEGER NOT NULL, cached_tokens INTEGER NOT NULL,
       requests INTEGER NOT NULL, cost_micros INTEGER NOT NULL,
       PRIMARY KEY (key, day, model, backend)) WITHOUT ROWID`);
+    // The batches stored in the last day, by id: one sent again after its answer was lost is not added twice.
+    this.sql.exec("CREATE TABLE IF NOT EXISTS batches (id TEXT PRIMARY KEY, at INTEGER NOT NULL) WITHOUT ROWID");
   }
 
   lookup(hash: string): KeyLookup | null {
@@ -71,9 +73,13 @@ export class Tenants extends DurableObject<unknown> implements TenantsRpc, Tenan
   }
 
   /** Rows of keys it does not know are stored all the same (usage is history); such keys have no spend in the answer. */
-  record(rows: UsageRow[], keys: string[]): Record<string, Spent> {
+  record(rows: UsageRow[], keys: string[], id?: string): Record<string, Spent> {
     const now = Date.now();
     this.ctx.storage.transactionSync(() => {
+      if (id !== undefined) {
+        if (this.sql.exec("SELECT 1 FROM batches WHERE id = ?", id).toArray().length > 0) return;
+        this.sql.exec("INSERT INTO batches (id, at) VALUES (?, ?)", id, now);
+      }
       for (const r of rows) {
         this.sql.exec(
           `INSERT INTO usage (key, day, model, backend, prompt_tokens, completion_tokens, cached_tokens, requests, cost_micros)
@@ -200,6 +206,8 @@ export class Tenants extends DurableObject<unknown> implements TenantsRpc, Tenan
         cutoff, cutoff, cutoff,
       );
       this.sql.exec("DELETE FROM usage WHERE day < ?", cutoff);
+      // A routing object sends a batch again within seconds; a day is far past any retry.
+      this.sql.exec("DELETE FROM batches WHERE at < ?", now - DAY_MS);
     });
     // The next batch sets the next prune: a gateway with no traffic wakes nothing.
     this.pruneScheduled = false;

@@ -23,6 +23,14 @@ interface KeyState {
 }
 
 /** Where a request's usage was spent, and what it cost. */
+/** A batch of usage rows for the tenants object, under an id it stores once. */
+export interface UsageBatch {
+  id: string;
+  rows: UsageRow[];
+  /** The keys whose spend to ask for. */
+  keys: string[];
+}
+
 export interface UsedAt {
   model: string;
   backend: string;
@@ -46,10 +54,13 @@ export class TenantLedger {
   private pending = new Map<string, UsageRow>();
   /** The batch on its way to the tenants object: per key and day, what it adds. */
   private sending: Map<string, Map<string, Amount>> | null = null;
+  /** That batch as sent, and one whose answer did not come, to send again as it was. */
+  private inFlight: UsageBatch | null = null;
+  private retry: UsageBatch | null = null;
 
   /** Rows waiting for the next batch. */
   get pendingRows(): number {
-    return this.pending.size;
+    return this.pending.size + (this.retry?.rows.length ?? 0);
   }
 
   get size(): number {
@@ -115,20 +126,32 @@ export class TenantLedger {
     if (k) k.inFlight = Math.max(0, k.inFlight - 1);
   }
 
-  /** The rows to send, and the keys whose spend to ask for; null when a batch is on its way or nothing waits. */
-  takeBatch(): { rows: UsageRow[]; keys: string[] } | null {
-    if (this.sending || this.pending.size === 0) return null;
-    const rows = [...this.pending.values()];
-    this.pending = new Map();
+  /**
+   * The rows to send under the batch's id, and the keys whose spend to ask for; null when a batch
+   * is on its way or nothing waits. A batch whose answer did not come goes again first, as it was:
+   * the tenants object may have stored it, and stores an id once.
+   */
+  takeBatch(): UsageBatch | null {
+    if (this.sending) return null;
+    let batch = this.retry;
+    this.retry = null;
+    if (!batch) {
+      if (this.pending.size === 0) return null;
+      const rows = [...this.pending.values()];
+      this.pending = new Map();
+      batch = { id: crypto.randomUUID(), rows, keys: [...new Set(rows.map((r) => r.key))] };
+    }
     this.sending = new Map();
-    for (const r of rows) addTo(this.sendingOf(r.key), r.day, r.promptTokens + r.completionTokens, r.costMicros);
-    return { rows, keys: [...new Set(rows.map((r) => r.key))] };
+    for (const r of batch.rows) addTo(this.sendingOf(r.key), r.day, r.promptTokens + r.completionTokens, r.costMicros);
+    this.inFlight = batch;
+    return batch;
   }
 
   /** The tenants object stored the batch and answered the keys' spend. */
   sent(spent: Record<string, Spent>): void {
     const batch = this.sending;
     this.sending = null;
+    this.inFlight = null;
     if (!batch) return;
     for (const [key, days] of batch) {
       const k = this.keys.get(key);
@@ -140,10 +163,11 @@ export class TenantLedger {
     }
   }
 
-  /** The batch did not arrive: its rows wait for the next one. */
-  unsent(rows: UsageRow[]): void {
+  /** No answer came for the batch (it may have arrived or not): it is sent again, under its id. */
+  unsent(): void {
     this.sending = null;
-    for (const r of rows) this.addPending(r);
+    this.retry = this.inFlight;
+    this.inFlight = null;
   }
 
   /** Sums a row into the one waiting for its key, day, model and backend. */

@@ -80,9 +80,10 @@ export interface TenantsRpc {
   lookup(hash: string): KeyLookup | null;
   /**
    * Adds a batch of usage (one SQLite transaction), and answers the spend of every key in `rows`
-   * and in `keys`, in each key's current budget period.
+   * and in `keys`, in each key's current budget period. A batch with an `id` it stored already (its
+   * answer was lost, and the routing object sent it again) adds nothing.
    */
-  record(rows: UsageRow[], keys: string[]): Record<string, Spent>;
+  record(rows: UsageRow[], keys: string[], id?: string): Record<string, Spent>;
   /** Every browser origin some live key allows: what a CORS preflight (which carries no key) is answered for. */
   origins(): string[];
 }

@@ -90,7 +90,7 @@ describe("a routing object's ledger of virtual keys", () => {
     expect(l.check(t, next)).toBeNull();
   });
 
-  it("keeps a batch that did not arrive for the next one, summed with what came since", () => {
+  it("sends a batch whose answer did not come again as it was, under its id (the tenants object may have stored it); what came since goes next", () => {
     const l = new TenantLedger();
     const t = tenant({ budget: { tokens: 100, costMicros: null, period: "total", spent: { period: "total", tokens: 0, costMicros: 0 } } });
     l.took(t, T0);
@@ -99,12 +99,18 @@ describe("a routing object's ledger of virtual keys", () => {
     expect(l.takeBatch()).toBeNull();
     l.took(t, T0);
     l.finished(t.id, { prompt: 5, completion: 5, cached: 0 }, true, { ...where, costMicros: 1 }, T0);
-    l.unsent(first!.rows);
+    l.unsent();
+    expect(l.pendingRows).toBe(2);
     const again = l.takeBatch();
-    expect(again?.rows).toEqual([{ key: "key_a", day: "2026-11-23", model: "m", backend: "b0", promptTokens: 35, completionTokens: 25, cachedTokens: 10, requests: 2, costMicros: 8 }]);
+    expect(again).toEqual(first);
+    expect(again?.id).toMatch(/^[0-9a-f-]{36}$/);
     // Unsent usage still counts against the budget: 60 of 100.
     expect(l.check({ ...t, budget: { ...t.budget!, tokens: 60 } }, T0)?.limit).toBe("budget");
     expect(l.check(t, T0)).toBeNull();
+    l.sent({ key_a: { period: "total", tokens: 50, costMicros: 7 } });
+    const next = l.takeBatch();
+    expect(next?.id).not.toBe(first?.id);
+    expect(next?.rows).toEqual([{ key: "key_a", day: "2026-11-23", model: "m", backend: "b0", promptTokens: 5, completionTokens: 5, cachedTokens: 0, requests: 1, costMicros: 1 }]);
     expect(msToNextPeriod("total", T0)).toBeNull();
   });
 

@@ -68,6 +68,20 @@ describe("lookup", () => {
 });
 
 describe("record", () => {
+  it("stores a batch sent again under its id once: a routing object whose answer was lost sends it again, and it may have been stored", async () => {
+    const id = (await created()).lookup.record.id;
+    const today = dayOf(Date.now());
+    const batch = [row(id, today, "m", "b0", 100, 10)];
+    const first = await tenants().record(batch, [], "batch-1");
+    const again = await tenants().record(batch, [], "batch-1");
+    expect(first[id]?.tokens).toBe(110);
+    expect(again[id]?.tokens).toBe(110);
+    // Another batch with the same rows is other requests' usage.
+    expect((await tenants().record(batch, [], "batch-2"))[id]?.tokens).toBe(220);
+    const report = value(await tenants().usage({ key: id, since: null, until: null, model: null }));
+    expect(report.totals).toMatchObject({ promptTokens: 200, completionTokens: 20, requests: 2 });
+  });
+
   it("sums rows over batches exactly, answers each key's spend, and keeps rows of keys it does not know", async () => {
     const a = (await created()).lookup.record.id;
     const b = (await created({ budget_period: "day" })).lookup.record.id;
