@@ -13,8 +13,11 @@ export const NewDeploymentSchema = z.extend(DeploymentSchema, { id: z.string().c
 /** What an update may change of a deployment (not its id); its state through drain, enable and disable. */
 export const DeploymentPatchSchema = z.partial(z.omit(DeploymentSchema, { id: true }));
 
-/** What an update may change of a group's settings (not its name). */
-export const GroupPatchSchema = z.partial(z.omit(GroupSettingsSchema, { name: true }));
+/**
+ * A group's settings but its name, as an update leaves them: checked whole, once the update is
+ * merged into the settings it changes (src/fleet/apply.ts).
+ */
+export const GroupUpdateSchema = z.omit(GroupSettingsSchema, { name: true });
 
 export const FleetSchema = z.strictObject({ modelGroups: z.array(ModelGroupSchema) });
 
@@ -33,7 +36,7 @@ export const HeartbeatSchema = z.strictObject({
 
 export type NewDeployment = z.output<typeof NewDeploymentSchema>;
 export type DeploymentPatch = z.output<typeof DeploymentPatchSchema>;
-export type GroupPatch = z.output<typeof GroupPatchSchema>;
+export type GroupUpdate = z.output<typeof GroupUpdateSchema>;
 export type Heartbeat = z.output<typeof HeartbeatSchema>;
 
 export const StateSchema = z.enum(DEPLOYMENT_STATES);

@@ -3,7 +3,7 @@ import { canonicalJson } from "../config/version.ts";
 import { deploymentId, fleetProblems, GATEWAY_KEY_NAMED, resolveDeployment, resolveGroup, type DeploymentState, type ResolvedGroup } from "../config/resolve.ts";
 import { AUTH_DEFAULTS, MAX_DEPLOYMENTS, type DeploymentConfig, type GatewayConfig, type GroupSettings, type ModelGroupConfig } from "../config/schema.ts";
 import { gatewayKeyProblems, gatewayKeys, gatewayKeysNamed, unlistedSecretProblems, unlistedSecretsNamed, type GatewayKeys } from "../config/upstream-access.ts";
-import type { DeploymentPatch, GroupPatch, Heartbeat, NewDeployment } from "./commands.ts";
+import type { DeploymentPatch, GroupUpdate, Heartbeat, NewDeployment } from "./commands.ts";
 
 /** Who put a deployment or group there: the config's seed, the admin API, or a server's heartbeats. */
 export type Source = "config" | "admin" | "heartbeat";
@@ -249,10 +249,11 @@ export class FleetRegistry {
     return this.commit(next);
   }
 
-  updateGroup(name: string, patch: GroupPatch): Change {
+  /** The group's settings as `update` makes them of its current ones; its name stays. */
+  updateGroup(name: string, update: (current: GroupSettings) => GroupUpdate): Change {
     const next = this.copy();
     const g = this.need(next, name);
-    g.settings = { ...g.settings, ...patch };
+    g.settings = { name, ...update(g.settings) };
     return this.commit(next);
   }
 

@@ -135,6 +135,37 @@ describe("deployments through the admin API", () => {
     expect(await row("admin-weights", "w")).toMatchObject({ weight: 5, maxInFlight: 3, url: fleet[0], model: UPSTREAM_MODEL });
   });
 
+  it("a group PATCH changes the nested settings it names and keeps the others", async () => {
+    const failover = { maxAttempts: 5, on: ["5xx"], backoffMs: 7, backoffMaxMs: 70, retryAfterCapMs: 700 };
+    await ok(admin("/admin/v1/groups", { method: "POST", json: { name: "admin-nested", failover, breaker: { openMs: 9000, probePath: "/ready" }, pricing: { promptUsdPerMillion: 1, completionUsdPerMillion: 2 }, deployments: [sim(0, "n")] } }), 201);
+    const settings = () => ok<Record<string, unknown>>(admin("/admin/v1/groups/admin-nested"));
+    const patch = (json: unknown) => admin("/admin/v1/groups/admin-nested", { method: "PATCH", json });
+    await ok(patch({ failover: { maxAttempts: 2 } }));
+    expect((await settings()).failover).toEqual({ ...failover, maxAttempts: 2 });
+    await ok(patch({ breaker: { windowMs: 20_000 }, pricing: { completionUsdPerMillion: 3 } }));
+    expect(await settings()).toMatchObject({
+      breaker: { openMs: 9000, probePath: "/ready", windowMs: 20_000, consecutiveFailures: 5 },
+      pricing: { promptUsdPerMillion: 1, completionUsdPerMillion: 3 },
+    });
+    // An array is replaced, not merged; the group that results is checked whole, and a bad field named by its path.
+    await ok(patch({ failover: { on: ["connect"] } }));
+    expect((await settings()).failover).toEqual({ ...failover, maxAttempts: 2, on: ["connect"] });
+    expect(await refused(patch({ failover: { maxAttempts: 0 } }), 400)).toMatchObject({ param: "failover.maxAttempts" });
+    expect((await refused(patch({ name: "renamed" }), 400)).message).toMatch(/unknown key\(s\) name/);
+    expect(await refused(patch({ failover: { maxAttemps: 3 } }), 400)).toMatchObject({ param: "failover" });
+    const proto = admin("/admin/v1/groups/admin-nested", { method: "PATCH", body: '{"failover": {"__proto__": {"maxAttempts": 9}}}' });
+    expect((await refused(proto, 400)).message).toMatch(/unknown key\(s\) __proto__/);
+    expect((await settings()).failover).toEqual({ ...failover, maxAttempts: 2, on: ["connect"] });
+  });
+
+  it("a deployment PATCH replaces headersFromEnv whole: the headers it names are all the deployment is sent", async () => {
+    const access = { "CF-Access-Client-Id": "ACCESS_CLIENT_ID", "CF-Access-Client-Secret": "ACCESS_CLIENT_SECRET" };
+    await ok(admin("/admin/v1/groups", { method: "POST", json: { name: "admin-headers", deployments: [{ ...sim(0, "h"), headersFromEnv: access }] } }), 201);
+    await ok(admin("/admin/v1/groups/admin-headers/deployments/h", { method: "PATCH", json: { headersFromEnv: { "CF-Access-Client-Id": "ACCESS_CLIENT_ID" } } }));
+    const exported = await ok<{ modelGroups: { name: string; deployments: { headersFromEnv?: unknown }[] }[] }>(admin("/admin/v1/fleet"));
+    expect(exported.modelGroups.find((g) => g.name === "admin-headers")?.deployments[0]?.headersFromEnv).toEqual({ "CF-Access-Client-Id": "ACCESS_CLIENT_ID" });
+  });
+
   it("bad input gets an OpenAI-style 4xx, and nothing of it is applied", async () => {
     await ok(admin("/admin/v1/groups", { method: "POST", json: { name: "admin-strict", aliases: ["strict-alias"], deployments: [sim(0, "s")] } }), 201);
     const rev = await fleetRev();
