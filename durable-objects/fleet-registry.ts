@@ -1,7 +1,7 @@
 import { DurableObject } from "cloudflare:workers";
 import { parseConfig, type ConfigResult } from "../src/config/load.ts";
 import { AUTH_DEFAULTS } from "../src/config/schema.ts";
-import { gatewayKeys, reachProblems } from "../src/config/upstream-access.ts";
+import { gatewayKeys, reachProblemsOf } from "../src/config/upstream-access.ts";
 import { applyCommand } from "../src/fleet/apply.ts";
 import type { AdminCommand, AdminResult, FleetRegistryRpc, FleetSnapshot } from "../src/fleet/protocol.ts";
 import { FleetRegistry as Fleet, RegistryError, type Change, type GroupRecord } from "../src/fleet/registry.ts";
@@ -36,7 +36,7 @@ export class FleetRegistry extends DurableObject<RegistryEnv> implements FleetRe
     // A binding or secret a deployment names must exist before it takes traffic, as for the config's
     // own; the config's auth says which secrets are the gateway's keys, and which a heartbeat may name.
     const keys = gatewayKeys(auth);
-    this.fleet = new Fleet({ reachable: (groups) => reachProblems(groups, env, keys), auth });
+    this.fleet = new Fleet({ reachable: (d) => reachProblemsOf(d, env, keys), auth });
     this.sql = ctx.storage.sql;
     this.sql.exec("CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL)");
     this.sql.exec("CREATE TABLE IF NOT EXISTS groups (name TEXT PRIMARY KEY, record TEXT NOT NULL, pos INTEGER NOT NULL)");
@@ -78,7 +78,17 @@ export class FleetRegistry extends DurableObject<RegistryEnv> implements FleetRe
 
   override async alarm(): Promise<void> {
     const before = this.shardCounts();
-    const change = this.fleet.expire(Date.now());
+    let change: Change;
+    try {
+      change = this.fleet.expire(Date.now());
+    } catch (e) {
+      if (!(e instanceof RegistryError)) throw e;
+      // Expiry is not checked against the fleet's rules (FleetRegistry.expire), so this is a guard:
+      // thrown, the alarm would be retried a few times and given up, lapsed servers left taking requests.
+      logEvent("registry_refused", "warn", { op: "expire", code: e.code, message: e.message, param: e.param });
+      await this.ctx.storage.setAlarm(Date.now() + EXPIRE_RETRY_MS);
+      return;
+    }
     this.persist();
     logRegistry("expire", this.fleet.rev, change);
     await this.push(change, before);
@@ -137,6 +147,9 @@ export class FleetRegistry extends DurableObject<RegistryEnv> implements FleetRe
     return failed.length === 0 ? "applied" : "pending";
   }
 }
+
+/** How long the alarm waits before trying an expiry the fleet's rules refused again (at once would spin). */
+const EXPIRE_RETRY_MS = 60_000;
 
 /** The registry's event line for a change that changed something: heartbeats that move nothing write none. */
 function logRegistry(op: string, rev: number, change: Change): void {

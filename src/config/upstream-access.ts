@@ -165,14 +165,13 @@ export function unlistedSecretProblems(d: SecretNeeds, listed: readonly string[]
   return unlistedSecretsNamed(d, listed).map(({ field, name }) => ({ field, message: `names ${name}, which a heartbeat may not name: list it in the config's auth.registrationSecrets for self-registered servers to use, or add the deployment through the admin API` }));
 }
 
-/** Every deployment's problems, with the config's field paths; resolving them also fills the cache reachOf reads. */
+/** One deployment's problems (none: it can be reached as it says); resolving them also fills the cache reachOf reads. */
+export function reachProblemsOf(d: ReachNeeds, env: Readonly<Record<string, unknown>>, keys: GatewayKeys): readonly ReachProblem[] {
+  const reach = reachOf(d, env, keys);
+  return reach.ok ? [] : reach.problems;
+}
+
+/** Every deployment's problems, with the config's field paths. */
 export function reachProblems(groups: readonly { deployments: readonly ReachNeeds[] }[], env: Readonly<Record<string, unknown>>, keys: GatewayKeys): string[] {
-  const out: string[] = [];
-  for (const [gi, g] of groups.entries()) {
-    for (const [di, d] of g.deployments.entries()) {
-      const reach = reachOf(d, env, keys);
-      if (!reach.ok) for (const p of reach.problems) out.push(`modelGroups[${gi}].deployments[${di}].${p.field} ${p.message}`);
-    }
-  }
-  return out;
+  return groups.flatMap((g, gi) => g.deployments.flatMap((d, di) => reachProblemsOf(d, env, keys).map((p) => `modelGroups[${gi}].deployments[${di}].${p.field} ${p.message}`)));
 }

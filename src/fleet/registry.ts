@@ -53,10 +53,10 @@ export type RefusalStatus = 400 | 403 | 404 | 409;
 /** What the registry holds a fleet to beyond its own rules. */
 export interface FleetRules {
   /**
-   * What the fleet's deployments need of the runtime (bindings, secrets) that it lacks, one line
-   * each; a fleet that needs any is refused like one that breaks a rule.
+   * What a deployment needs of the runtime (bindings, secrets) that it lacks; a change that adds
+   * or alters a deployment needing any is refused like one that breaks a rule.
    */
-  reachable?: (groups: readonly { deployments: readonly DeploymentConfig[] }[]) => string[];
+  reachable?: (deployment: DeploymentConfig) => readonly { field: string; message: string }[];
   /** The config's auth: the gateway's own keys, which no deployment may name, and the secrets a heartbeat may (the schema's defaults when absent). */
   auth?: GatewayConfig["auth"];
 }
@@ -350,7 +350,9 @@ export class FleetRegistry {
         any = true;
       }
     }
-    return any ? this.commit(next) : NONE;
+    // Unchecked: draining and removing registered servers breaks no rule, and a lapsed server must
+    // stop taking requests whatever else the fleet holds.
+    return any ? this.install(next) : NONE;
   }
 
   /** When `expire` next has something to do. */
@@ -405,18 +407,46 @@ export class FleetRegistry {
   }
 
   /**
-   * Checks the fleet `next` as a whole and, when it holds, makes it the registry's: each group
-   * whose routing changed gets the next revision.
+   * The first thing a deployment that `next` adds or alters needs of the runtime and lacks. Only
+   * those: a deployment the registry holds already that lacks something (a deploy took away a
+   * secret it names) answers its requests with a 500 saying what, as before, and must not stop
+   * the changes that leave it as it is (a drain of another, a heartbeat, the expiry of a lapsed
+   * registration) nor the ones that take it out of routing.
    */
+  private unreachable(next: readonly GroupRecord[], where: string): string | null {
+    for (const [gi, g] of next.entries()) {
+      const held = new Map(this.groups.get(g.settings.name)?.deployments.map((d) => [d.spec.id, d.spec]));
+      for (const [di, d] of g.deployments.entries()) {
+        const was = held.get(d.spec.id);
+        // A copy of the fleet shares the specs it leaves alone; a seed or a replace lists them anew.
+        if (was === d.spec || (was && canonicalJson(was) === canonicalJson(d.spec))) continue;
+        const problem = this.reachable(d.spec)[0];
+        if (problem) return `${where}[${gi}].deployments[${di}].${problem.field} ${problem.message}`;
+      }
+    }
+    return null;
+  }
+
+  /** Checks the fleet `next` as a whole and, when it holds, makes it the registry's. */
   private commit(next: Map<string, GroupRecord>, where = "groups"): Change {
-    const list = [...next.values()];
+    this.refuseBroken([...next.values()], where);
+    return this.install(next);
+  }
+
+  /** Refuses the fleet `next` when it breaks one of the registry's rules, or needs of the runtime what it lacks. */
+  private refuseBroken(list: readonly GroupRecord[], where: string): void {
     const shapes = list.map((g) => ({ ...g.settings, deployments: g.deployments.map((d) => d.spec) }));
     const problem = fleetProblems(shapes, this.keys, where)[0];
     if (problem) throw new RegistryError(problem.message.includes("already") || problem.message.includes("twice") ? 409 : 400, problem.code ?? "invalid_fleet", `${problem.field} ${problem.message}`, problem.field);
-    const unreachable = this.reachable(shapes)[0];
-    if (unreachable) throw new RegistryError(400, "invalid_fleet", unreachable.replace(/^modelGroups/, where), null);
+    const unreachable = this.unreachable(list, where);
+    if (unreachable) throw new RegistryError(400, "invalid_fleet", unreachable, null);
     const tooMany = list.find((g) => g.deployments.length > MAX_DEPLOYMENTS);
     if (tooMany) throw new RegistryError(400, "too_many_deployments", `group "${tooMany.settings.name}" would have more than ${MAX_DEPLOYMENTS} deployments`, "deployments");
+  }
+
+  /** Makes `next` the registry's fleet: each group whose routing changed gets the next revision. */
+  private install(next: Map<string, GroupRecord>): Change {
+    const list = [...next.values()];
     const changed: string[] = [];
     const rev = this.rev + 1;
     for (const g of list) {

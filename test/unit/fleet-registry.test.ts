@@ -300,6 +300,27 @@ describe("FleetRegistry", () => {
     expect(r.takeWrites().deleted).toEqual(["a"]);
   });
 
+  it("refuses a change for a deployment it adds or alters that the runtime cannot reach, never for one it leaves alone", () => {
+    // The runtime has the secret GPU_KEY and nothing else.
+    const reachable = (d: DeploymentConfig) => Object.values(d.headersFromEnv ?? {}).flatMap((name) => (name === "GPU_KEY" ? [] : [{ field: "headersFromEnv", message: `names ${name}, which is not set` }]));
+    const stored = seeded(group("a", ["a1"], { strategy: "round-robin" }));
+    applyCommand(stored, { op: "add-deployment", group: "a", deployment: { id: "keyed", baseUrl: "http://10.0.1.1:8000", model: "m", headersFromEnv: { "x-k": "GPU_KEY" } } }, 0);
+    applyCommand(stored, { op: "heartbeat", heartbeat: { group: "a", id: "hb", baseUrl: "http://10.0.2.1:8000", model: "m", ttlSeconds: 10 } }, 0);
+    const w = stored.takeWrites();
+    // A deploy took the secret away: the registry loads a deployment that names one the runtime lacks.
+    const records = (JSON.parse(JSON.stringify(w.put)) as GroupRecord[]).map((g) => ({ ...g, deployments: g.deployments.map((d) => (d.spec.id === "keyed" ? { ...d, spec: { ...d.spec, headersFromEnv: { "x-k": "GONE_KEY" } } } : d)) }));
+    const r = new FleetRegistry({ reachable });
+    r.load(w.rev, w.seedHash, records, 0);
+    applyCommand(r, { op: "set-state", group: "a", id: "a1", state: "draining" }, 1000);
+    applyCommand(r, { op: "heartbeat", heartbeat: { group: "a", id: "hb2", baseUrl: "http://10.0.2.2:8000", model: "m", ttlSeconds: 60 } }, 1000);
+    applyCommand(r, { op: "replace", modelGroups: JSON.parse(JSON.stringify(r.exported())) }, 1000);
+    r.expire(11_000);
+    expect(states(r, "a")).toEqual({ a1: "draining", keyed: "active", hb: "draining", hb2: "active" });
+    const e = refused(() => applyCommand(r, { op: "update-deployment", group: "a", id: "keyed", patch: { weight: 2 } }, 12_000));
+    expect(e.message).toBe("groups[0].deployments[1].headersFromEnv names GONE_KEY, which is not set");
+    applyCommand(r, { op: "update-deployment", group: "a", id: "keyed", patch: { headersFromEnv: { "x-k": "GPU_KEY" } } }, 12_000);
+  });
+
   it("persists and restores what routing needs", () => {
     const r = seeded(group("a", ["a1"]));
     applyCommand(r, { op: "heartbeat", heartbeat: { group: "a", id: "h", baseUrl: "http://10.0.0.9:8000", model: "m" } }, 0);
