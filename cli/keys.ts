@@ -33,9 +33,24 @@ function durationMs(text: string): number | null {
 /** An instant flag: an ISO timestamp, a day, or a duration counted from now (`sign` 1: ahead, -1: ago). */
 function instantFlag(flag: string, text: string, sign: 1 | -1): string {
   const d = durationMs(text);
-  if (d !== null) return new Date(Date.now() + sign * d).toISOString();
+  if (d !== null) {
+    const at = isoOf(Date.now() + sign * d);
+    if (at === null) throw new CliError(`--${flag} must be a duration that ends within the years 0000 to 9999, not "${text}"`, 2);
+    return at;
+  }
   if (instantOf(text) === null) throw new CliError(`--${flag} must be an ISO timestamp (2027-01-31T00:00:00Z), a day (2027-01-31) or a duration (30d, 12h), not "${text}"`, 2);
   return text;
+}
+
+/**
+ * `ms` as an ISO timestamp the admin API takes, or null when there is none: past the dates
+ * JavaScript has, or in a year of more than four digits (+010000-…), which the API refuses.
+ */
+function isoOf(ms: number): string | null {
+  const date = new Date(ms);
+  if (Number.isNaN(date.getTime())) return null;
+  const iso = date.toISOString();
+  return instantOf(iso) === null ? null : iso;
 }
 
 /** A limit flag: a positive number; in an update, "none" clears the limit. */

@@ -136,6 +136,10 @@ describe("npx kvgate keys' failures", () => {
       [["keys", "create", "--budget-usd", "0"], /^kvgate: --budget-usd must be a positive number/],
       [["keys", "create", "--period", "week"], /^kvgate: --period must be one of day, month, total/],
       [["keys", "create", "--expires", "soon"], /^kvgate: --expires must be an ISO timestamp/],
+      // Past the dates there are (and, shorter, past the year 9999, which no ISO timestamp the API takes names).
+      [["keys", "create", "--expires", "1000000000d"], /^kvgate: --expires must be a duration that ends within the years 0000 to 9999, not "1000000000d"$/],
+      [["keys", "create", "--expires", "3000000d"], /^kvgate: --expires must be a duration that ends within the years 0000 to 9999/],
+      [["usage", "--key", "key_x", "--since", "1000000000d"], /^kvgate: --since must be a duration that ends within the years 0000 to 9999/],
       [["keys", "create", "--bogus"], /^kvgate: Unknown option '--bogus'/],
       [["keys", "revoke"], /^kvgate: keys revoke needs ID$/],
       [["keys", "show", "a", "b"], /^kvgate: keys show takes ID only, not "a b"$/],
