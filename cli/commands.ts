@@ -55,10 +55,11 @@ function deploymentTable(rows: readonly DeploymentRow[]): string {
 }
 
 async function drain(api: AdminClient, flags: Flags, io: Io): Promise<void> {
+  // Read before the drain is sent: a wrong flag must leave the fleet as it was.
+  const timeoutS = number(flags, "timeout", false) ?? 600;
   const r = await api.call<Applied>("POST", `${deploymentPath(flags)}/drain`);
   if (!flags.wait) return show(io, flags, r, () => said(`draining ${flags.id}: it takes no new requests, those in flight finish`, r));
   if (!flags.json) io.out(said(`draining ${flags.id}: it takes no new requests, those in flight finish`, r));
-  const timeoutS = number(flags, "timeout", false) ?? 600;
   const until = Date.now() + timeoutS * 1000;
   let last: number | null = -1;
   for (;;) {
@@ -104,6 +105,7 @@ export const FLEET_COMMANDS: Record<string, Command> = {
       weight: number(flags, "weight", false),
       apiKeyEnv: flags["api-key-env"],
     };
+    if (Object.values(patch).every((v) => v === undefined)) throw new CliError("deployments update needs at least one flag to change", 2);
     const r = await api.call<Applied>("PATCH", deploymentPath(flags), patch);
     show(io, flags, r, () => said(`updated ${flags.id} of group ${flags.group}`, r));
   },

@@ -204,6 +204,24 @@ describe("npx kvgate's failures and overviews", () => {
     expect(r.stderr.join("\n")).toContain("usage: npx kvgate <command>");
   }, 30_000);
 
+  it("checks every flag before it sends anything: a wrong one exits 2 with the usage, and nothing changed", async () => {
+    const cases: [string[], string][] = [
+      [["deployments", "drain", "--group", GROUP, "--id", "sim-0", "--wait", "--timeout", "abc"], 'kvgate: --timeout must be a number, not "abc"'],
+      [["deployments", "update", "--group", GROUP, "--id", "sim-0"], "kvgate: deployments update needs at least one flag to change"],
+    ];
+    try {
+      for (const [args, message] of cases) {
+        const r = await kvgate(args);
+        expect({ args, code: r.code, first: r.stderr[0], stdout: r.stdout }).toEqual({ args, code: 2, first: message, stdout: "" });
+        expect(r.stderr.join("\n")).toContain("usage: npx kvgate <command>");
+      }
+      expect((await list()).find((r) => r.id === "sim-0")).toMatchObject({ state: "active", takesRequests: true });
+    } finally {
+      // Had the drain gone out, the overviews below would count one server fewer.
+      await admin("POST", `/groups/${GROUP}/deployments/sim-0/enable`);
+    }
+  }, 60_000);
+
   it("says it cannot reach a gateway that is not running", async () => {
     const closed = await freePort(HOST);
     const r = await kvgate(["status"], { KVGATE_URL: `http://${HOST}:${closed}` });
