@@ -4,14 +4,18 @@ const INSTANT = /^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2
 
 /**
  * An instant as the admin API takes one: an ISO 8601 timestamp with its zone, or a UTC day
- * (YYYY-MM-DD, its midnight); null when it is neither or names no real day (2026-02-30).
+ * (YYYY-MM-DD, its midnight); null when it is neither or names no real day (2026-02-30, in a
+ * timestamp too).
  */
 export function instantOf(text: string): number | null {
   if (!INSTANT.test(text)) return null;
   const ms = Date.parse(text);
   if (!Number.isFinite(ms)) return null;
-  // Date.parse rolls some impossible days over into the next month; a real day reads back the same.
-  if (text.length === 10 && dayOf(ms) !== text) return null;
+  // Date.parse rolls an impossible day over into the next month, in a timestamp as in a day
+  // (2027-02-30T00:00:00Z is March 2nd): the day the text names must read back the same.
+  const day = text.slice(0, 10);
+  const midnight = Date.parse(day);
+  if (!Number.isFinite(midnight) || dayOf(midnight) !== day) return null;
   return ms;
 }
 

@@ -88,6 +88,9 @@ describe("creating a key", () => {
       [{ origins: ["https://ok.example", "ftp://files.example"] }, "origins[1]"],
       [{ expires_at: "tomorrow" }, "expires_at"],
       [{ expires_at: "2027-02-30" }, "expires_at"],
+      // A timestamp on a day no month has, which Date.parse would roll over into the next month.
+      [{ expires_at: "2027-02-30T00:00:00Z" }, "expires_at"],
+      [{ expires_at: "2027-04-31T10:00:00+02:00" }, "expires_at"],
       [{ expires_at: "2027-01-01T00:00:00" }, "expires_at"],
       [{ expires_at: "2020-01-01T00:00:00Z" }, "expires_at"],
       [{ name: "" }, "name"],
@@ -216,6 +219,7 @@ describe("usage", () => {
       ["", "key"],
       [`key=${made.id}&since=yesterday`, "since"],
       [`key=${made.id}&until=2026-13-01`, "until"],
+      [`key=${made.id}&since=2026-02-30T00:00:00Z`, "since"],
       [`key=${made.id}&since=2026-05-02&until=2026-05-01`, "since"],
       [`key=${made.id}&from=2026-05-01`, "from"],
     ] as const) {
