@@ -14,6 +14,31 @@ const positiveInt = () => z.nullable(z.number().check(z.int(), z.minimum(1)));
 const METADATA = { maxEntries: 16, maxValue: 256 } as const;
 const METADATA_LABEL = /^[A-Za-z0-9_.:-]{1,64}$/;
 
+/**
+ * A label named "__proto__" is refused, checked before parsing: parsed into an object (by zod, and
+ * by whatever reads the key's view) it is the prototype's setter, and the label would be dropped
+ * without a word.
+ */
+function refuseProtoLabel(labels: unknown, ctx: z.core.$RefinementCtx): void {
+  if (typeof labels === "object" && labels !== null && Object.hasOwn(labels, "__proto__")) {
+    ctx.issues.push({ code: "custom", message: "is a name no label may have (a JavaScript object's prototype)", input: labels, path: ["__proto__"] });
+  }
+}
+
+const LabelsSchema = z.pipe(
+  z.unknown().check(z.superRefine(refuseProtoLabel)),
+  // An object with a catch-all rather than z.record, which adds a few KiB of zod to the Worker bundle.
+  z.catchall(z.object({}), z.string().check(z.maxLength(METADATA.maxValue))).check(
+    z.superRefine((labels, ctx) => {
+      const names = Object.keys(labels);
+      if (names.length > METADATA.maxEntries) ctx.issues.push({ code: "custom", message: `must have at most ${METADATA.maxEntries} entries`, input: labels });
+      for (const name of names) {
+        if (!METADATA_LABEL.test(name)) ctx.issues.push({ code: "custom", message: "must be named with 1 to 64 letters, digits, _ . : or -", input: name, path: [name] });
+      }
+    }),
+  ),
+);
+
 const KeyInputSchema = z.strictObject({
   name: z.optional(z.nullable(z.string().check(z.minLength(1), z.maxLength(128)))),
   models: z.optional(z.array(z.string().check(z.minLength(1), z.maxLength(256))).check(z.maxLength(256))),
@@ -25,18 +50,7 @@ const KeyInputSchema = z.strictObject({
   budget_period: z.optional(z.enum(["day", "month", "total"])),
   origins: z.optional(z.array(z.string().check(z.refine(isExactOrigin, EXACT_ORIGIN))).check(z.maxLength(64))),
   expires_at: z.optional(z.nullable(z.string().check(z.refine((t) => instantOf(t) !== null, "must be an ISO 8601 timestamp with its zone (2027-01-31T00:00:00Z) or a day (2027-01-31)")))),
-  // An object with a catch-all rather than z.record, which adds a few KiB of zod to the Worker bundle.
-  metadata: z.optional(
-    z.catchall(z.object({}), z.string().check(z.maxLength(METADATA.maxValue))).check(
-      z.superRefine((labels, ctx) => {
-        const names = Object.keys(labels);
-        if (names.length > METADATA.maxEntries) ctx.issues.push({ code: "custom", message: `must have at most ${METADATA.maxEntries} entries`, input: labels });
-        for (const name of names) {
-          if (!METADATA_LABEL.test(name)) ctx.issues.push({ code: "custom", message: "must be named with 1 to 64 letters, digits, _ . : or -", input: name, path: [name] });
-        }
-      }),
-    ),
-  ),
+  metadata: z.optional(LabelsSchema),
   track_usage: z.optional(z.boolean()),
 });
 

@@ -99,6 +99,8 @@ describe("creating a key", () => {
       [{ metadata: { "a b": "x" } }, "metadata.a b"],
       [{ metadata: Object.fromEntries(Array.from({ length: 17 }, (_, i) => [`k${i}`, "v"])) }, "metadata"],
       [{ metadata: ["team"] }, "metadata"],
+      // Parsed into an object, such a label would be dropped without a word (it is the prototype's setter).
+      [{ metadata: JSON.parse('{"__proto__": "x", "team": "a"}') as unknown }, "metadata.__proto__"],
       [{ track_usage: "no" }, "track_usage"],
       [{ rpm: 5, rpmm: 5 }, "rpmm"],
       [{ budgetTokens: 5 }, "budgetTokens"],
