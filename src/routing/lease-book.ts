@@ -62,7 +62,7 @@ export class LeaseBook {
 }
 
 /** The first try again after a flush that failed; each next waits twice as long, up to FLUSH_RETRY_MAX_MS. */
-const FLUSH_RETRY_FIRST_MS = 100;
+export const FLUSH_RETRY_FIRST_MS = 100;
 const FLUSH_RETRY_MAX_MS = 5_000;
 /**
  * Tries again after a flush failed: 16.3 s of them in all, within the 30 s the runtime lets a

@@ -161,6 +161,25 @@ function failingReleases(failures: number): { env: Env; failed: () => number } {
   return { env: { ...env, MODEL_GROUP: namespace as unknown as Env["MODEL_GROUP"] }, failed: () => failed };
 }
 
+/**
+ * Route calls whose second one fails: the first reaches the object (which processes the releases
+ * it carries before it looks at the version), the second, carrying the group's config after the
+ * object did not know the version, fails as a call to an object being reset does.
+ */
+function secondRouteFails(): { env: Env; calls: () => number } {
+  let calls = 0;
+  const namespace = {
+    getByName(name: string) {
+      const stub = env.MODEL_GROUP.getByName(name);
+      return {
+        route: (call: RouteCall) => (++calls === 2 ? Promise.reject(new Error("Durable Object reset because its code was updated.")) : stub.route(call)),
+        release: (released: LeaseRelease[], renewed: LeaseRenewal[]) => stub.release(released, renewed),
+      };
+    },
+  };
+  return { env: { ...env, MODEL_GROUP: namespace as unknown as Env["MODEL_GROUP"] }, calls: () => calls };
+}
+
 /** As failingReleases, for route calls: the first `failures` fail after `afterMs`, as a call to an object that is being reset does. */
 function failingRoutes(failures: number, afterMs: number): { env: Env; failed: () => number } {
   let failed = 0;
@@ -195,6 +214,26 @@ describe("releases whose flush failed", () => {
     expect((await status(g.name)).backends[0]).toMatchObject({ completed: 1, expired: 0 });
     await waitOnExecutionContext(ctx);
     expect(errors.mock.calls.flat().join("\n")).toContain("releasing 1 and renewing 0 lease(s) of release-retry failed: Durable Object is overloaded");
+  });
+
+  it("are not sent again when the object took them, though the route call failed after: a key's usage counts once", async () => {
+    const g = groupConfig("release-retry");
+    vi.spyOn(console, "error").mockImplementation(() => undefined);
+    const ctx = createExecutionContext();
+    const tenant = { id: "key_twice", rpm: null, tpm: null, maxParallel: null, budget: null, admitted: false };
+    const d = await route(env, ctx, g, { chain: [], blocks: 0 }, [], g.name, tenant);
+    if ("refused" in d) throw new Error(`refused: ${d.refused}`);
+    // A key's request ends with its usage, and the isolate's next call takes its release along before its flush is due.
+    holdLease(d, g, env, ctx, 10, "key_twice").settle("ok", { usage: { prompt: 10, completion: 5, cached: 0 } });
+    // That call names a version the object does not know yet: it takes the release, asks for the config, and the call with it fails.
+    const flaky = secondRouteFails();
+    await expect(route(flaky.env, ctx, { ...g, version: `${g.version}-next` }, { chain: [], blocks: 0 }, [], g.name)).rejects.toThrow("routing for model");
+    expect(flaky.calls()).toBe(2);
+    // Past the time a release sent again would take (0.1 s).
+    await new Promise((r) => setTimeout(r, 500));
+    const key = (await env.MODEL_GROUP.getByName(g.name).metrics()).keys.find((k) => k.id === "key_twice");
+    expect(key?.tokens).toMatchObject({ prompt: 10, completion: 5 });
+    await waitOnExecutionContext(ctx);
   });
 
   it("are sent again when the route call they rode along with failed, though no other call comes", async () => {

@@ -155,8 +155,8 @@ describe("a model group sharded over two routing objects", () => {
     const { key } = await ok<IssuedKeyView>(admin("/admin/v1/keys", { method: "POST", json: { max_parallel: 1 } }), 201);
     const asKey = { headers: { authorization: `Bearer ${key}` } };
     const { serverOf, opening, topics, home, away, held } = await backedUpShard("the tide tables, hour by hour. ");
-    // The key's one request in flight on the other shard, a slow stream.
-    const open = await chat("sharded-spill", opening(topics.away[0] as string), { stream: true, max_tokens: 40, kvgate_sim: { chunk_delay_ms: 50 } }, asKey);
+    // The key's one request in flight on the other shard, a stream that lasts 20 s unless cancelled.
+    const open = await chat("sharded-spill", opening(topics.away[0] as string), { stream: true, max_tokens: 400, kvgate_sim: { chunk_delay_ms: 50 } }, asKey);
     expect([open.status, open.headers.get("x-kvgate-backend")]).toEqual([200, serverOf(away)]);
     // Keyed to the backed-up shard, where the key has nothing in flight: it is passed on, and the
     // other shard has the key at its max_parallel; the request waits on its own shard instead of a 429.
@@ -166,7 +166,27 @@ describe("a model group sharded over two routing objects", () => {
     expect(res.status, await res.clone().text()).toBe(200);
     expect(res.headers.get("x-kvgate-backend")).toBe(serverOf(home));
     await res.text();
-    await open.text();
+    await open.body?.cancel();
+    await (await held).text();
+    await expectShardsIdle("sharded-spill");
+  });
+
+  it("refuses a key past its budget on the shard a prompt was passed on to: a budget is the key's on every shard", async () => {
+    const { key } = await ok<IssuedKeyView>(admin("/admin/v1/keys", { method: "POST", json: { budget_tokens: 50, budget_period: "total" } }), 201);
+    const asKey = { headers: { authorization: `Bearer ${key}` } };
+    const { serverOf, opening, topics, away, held } = await backedUpShard("the harbour charts, berth by berth. ");
+    // The key spends its budget on the other shard: that shard knows it at once, its own the next time it hears from the tenants object.
+    const spent = await chat("sharded-spill", opening(topics.away[1] as string), { max_tokens: 60 }, asKey);
+    expect([spent.status, spent.headers.get("x-kvgate-backend")]).toEqual([200, serverOf(away)]);
+    await spent.text();
+    // A request in flight on the other shard too, so that the shards' loads do not order the next prompt there first.
+    const busy = await chat("sharded-spill", opening(topics.away[0] as string), { stream: true, max_tokens: 400, kvgate_sim: { chunk_delay_ms: 50 } });
+    expect(busy.headers.get("x-kvgate-backend")).toBe(serverOf(away));
+    // Keyed to the backed-up shard, passed on to the other, which has the key past its budget: refused, not served back home.
+    const res = await chat("sharded-spill", opening(topics.home[2] as string), {}, asKey);
+    expect(res.status, await res.clone().text()).toBe(429);
+    expect(((await res.json()) as { error: { code: string } }).error.code).toBe("insufficient_quota");
+    await busy.body?.cancel();
     await (await held).text();
     await expectShardsIdle("sharded-spill");
   });

@@ -3,7 +3,7 @@ import { unavailable } from "../../src/openai/errors.ts";
 import { isVersionRefusal, type LeaseOutcome, type LeaseRelease, type LeaseRenewal, type LimitRefusal, type RouteCall, type RouteDecision, type RouteRefusal, type RouteTenant, type SpillLimit } from "../../src/routing/protocol.ts";
 import { shardOfObject } from "../../src/sharding/partition.ts";
 import { ShardChoice } from "../../src/sharding/shard-choice.ts";
-import { flushRetryMs, isDue, LeaseBook, renewLater } from "../../src/routing/lease-book.ts";
+import { FLUSH_RETRY_FIRST_MS, flushRetryMs, isDue, LeaseBook, renewLater } from "../../src/routing/lease-book.ts";
 import type { Env, WaitUntil } from "../env.ts";
 import { groupObject } from "./group-object.ts";
 import { fleetBehind } from "../fleet.ts";
@@ -112,8 +112,9 @@ export async function route(env: Env, ctx: WaitUntil, group: ResolvedGroup, prom
     }
     shardChoice.ended(object);
     if (answer.refused === "limited") {
-      // The key's limits are the prompt's own shard's to say; where it was only passed on to, the shard that passed it serves it.
-      if (!spilled) return answer;
+      // The key's limits are each shard's own, and the prompt's own shard's to say; where it was only
+      // passed on to, the shard that passed it serves it. A budget is the key's everywhere.
+      if (!spilled || answer.limit === "budget") return answer;
       limited = answer;
       continue;
     }
@@ -141,10 +142,13 @@ async function routeOn(env: Env, ctx: WaitUntil, group: ResolvedGroup, object: s
   if (tenant) call.tenant = tenant;
   if (failover) call.failover = true;
   if (spill) call.spill = spill;
+  // Once the object answered, it has processed the releases, whatever comes after.
+  let delivered = false;
   try {
     const stub = groupObject(env, object, group.locationHint);
     let answer = await stub.route(call);
-    // It processed the releases already; the renewals go again, now that it will know their version.
+    delivered = true;
+    // The renewals go again, now that it will know their version.
     if (isVersionRefusal(answer)) answer = await stub.route({ ...call, released: [], group: view });
     if (isVersionRefusal(answer)) throw new Error(`it refused version ${group.version} with the group's config attached`);
     if (answer.rev > group.rev) fleetBehind(env, ctx);
@@ -152,10 +156,11 @@ async function routeOn(env: Env, ctx: WaitUntil, group: ResolvedGroup, object: s
     // The answer is this call's own copy: marked, not copied.
     return Object.assign(answer, { object });
   } catch (e) {
-    book.requeue(object, released);
+    // Sent again, a release it processed would count its key's usage twice.
+    if (!delivered) book.requeue(object, released);
     renewLater(renewing);
     // No later call may come to carry them (the request fails over to another shard, or fails): they go as a failed flush's do.
-    if (released.length > 0 || renewing.length > 0) armFlush(object, env, ctx, flushRetryMs(1) ?? 0, 1);
+    if ((!delivered && released.length > 0) || renewing.length > 0) armFlush(object, env, ctx, FLUSH_RETRY_FIRST_MS, 1);
     console.error(`kvgate: route call for ${objectLabel(object)} failed: ${(e as Error).message}`);
     throw unavailable(`routing for model "${model}" is unavailable`, "routing_unavailable");
   }
