@@ -78,17 +78,8 @@ export class FleetRegistry extends DurableObject<RegistryEnv> implements FleetRe
 
   override async alarm(): Promise<void> {
     const before = this.shardCounts();
-    let change: Change;
-    try {
-      change = this.fleet.expire(Date.now());
-    } catch (e) {
-      if (!(e instanceof RegistryError)) throw e;
-      // Expiry is not checked against the fleet's rules (FleetRegistry.expire), so this is a guard:
-      // thrown, the alarm would be retried a few times and given up, lapsed servers left taking requests.
-      logEvent("registry_refused", "warn", { op: "expire", code: e.code, message: e.message, param: e.param });
-      await this.ctx.storage.setAlarm(Date.now() + EXPIRE_RETRY_MS);
-      return;
-    }
+    // Not checked against the fleet's rules (FleetRegistry.expire): a lapsed server stops taking requests whatever else the fleet holds.
+    const change = this.fleet.expire(Date.now());
     this.persist();
     logRegistry("expire", this.fleet.rev, change);
     await this.push(change, before);
@@ -147,9 +138,6 @@ export class FleetRegistry extends DurableObject<RegistryEnv> implements FleetRe
     return failed.length === 0 ? "applied" : "pending";
   }
 }
-
-/** How long the alarm waits before trying an expiry the fleet's rules refused again (at once would spin). */
-const EXPIRE_RETRY_MS = 60_000;
 
 /** The registry's event line for a change that changed something: heartbeats that move nothing write none. */
 function logRegistry(op: string, rev: number, change: Change): void {

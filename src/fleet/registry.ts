@@ -407,19 +407,20 @@ export class FleetRegistry {
   }
 
   /**
-   * The first thing a deployment that `next` adds or alters needs of the runtime and lacks. Only
-   * those: a deployment the registry holds already that lacks something (a deploy took away a
-   * secret it names) answers its requests with a 500 saying what, as before, and must not stop
-   * the changes that leave it as it is (a drain of another, a heartbeat, the expiry of a lapsed
-   * registration) nor the ones that take it out of routing.
+   * The first thing a deployment that `next` adds, alters or puts back into routing needs of the
+   * runtime and lacks. Only those: a deployment the registry holds already that lacks something (a
+   * deploy took away a secret it names) answers its requests with a 500 saying what, as before,
+   * and must not stop the changes that leave it as it is (a drain of another, a heartbeat, the
+   * expiry of a lapsed registration) nor the ones that take it out of routing.
    */
   private unreachable(next: readonly GroupRecord[], where: string): string | null {
     for (const [gi, g] of next.entries()) {
-      const held = new Map(this.groups.get(g.settings.name)?.deployments.map((d) => [d.spec.id, d.spec]));
+      const held = new Map(this.groups.get(g.settings.name)?.deployments.map((d) => [d.spec.id, d]));
       for (const [di, d] of g.deployments.entries()) {
         const was = held.get(d.spec.id);
         // A copy of the fleet shares the specs it leaves alone; a seed or a replace lists them anew.
-        if (was === d.spec || (was && canonicalJson(was) === canonicalJson(d.spec))) continue;
+        const same = was !== undefined && (was.spec === d.spec || canonicalJson(was.spec) === canonicalJson(d.spec));
+        if (same && !(was.state !== "active" && d.state === "active")) continue;
         const problem = this.reachable(d.spec)[0];
         if (problem) return `${where}[${gi}].deployments[${di}].${problem.field} ${problem.message}`;
       }
