@@ -74,7 +74,7 @@ export function relay(body: ReadableStream<Uint8Array>, o: RelayOptions): Readab
 
 async function pump(body: ReadableStream<Uint8Array>, writer: WritableStreamDefaultWriter<Uint8Array>, o: RelayOptions): Promise<void> {
   const { transforms } = o;
-  const ends = new BodyEnds();
+  const ends = new BodyEnds(!o.sse);
   const reader = body.getReader();
   // Only whole events reach the client: a cut stream's error event never lands inside one, and a
   // keep-alive comment can go between any two writes.
@@ -224,7 +224,7 @@ function relayTapped(body: ReadableStream<Uint8Array>, o: RelayOptions, pipe: Re
   const [toClient, toTap] = body.tee();
   // Bytes read before the tee go to the client first, and count in what the tap saw.
   const first = o.first ?? null;
-  const tap = new UsageTap(toTap, o.now, first);
+  const tap = new UsageTap(toTap, o.now, first, !o.sse);
   pumpToClient(toClient, o, pipe, first ? writeFirst(pipe, first) : Promise.resolve(), {
     end: (outcome) => {
       tap.finish();

@@ -49,9 +49,12 @@ export class UsageTap {
   private finished = false;
   private wake: (() => void) | null = null;
 
-  /** `first`: the body's first bytes, read before it was teed (they are not in the branch). */
-  constructor(branch: ReadableStream<Uint8Array>, now: () => number, first: FirstBytes | null = null) {
-    this.ended = this.read(branch, now, first);
+  /**
+   * `first`: the body's first bytes, read before it was teed (they are not in the branch).
+   * `whole`: a non-streamed body, whose usage may come before a long field (BodyEnds).
+   */
+  constructor(branch: ReadableStream<Uint8Array>, now: () => number, first: FirstBytes | null = null, whole = false) {
+    this.ended = this.read(branch, now, first, whole);
   }
 
   /** The body ended (or failed): drain what is left now, without waiting for the next drain. */
@@ -66,8 +69,8 @@ export class UsageTap {
     this.reader?.cancel().catch(() => {});
   }
 
-  private async read(branch: ReadableStream<Uint8Array>, now: () => number, first: FirstBytes | null): Promise<Tapped> {
-    const ends = new BodyEnds();
+  private async read(branch: ReadableStream<Uint8Array>, now: () => number, first: FirstBytes | null, whole: boolean): Promise<Tapped> {
+    const ends = new BodyEnds(whole);
     let bytes = first ? first.chunk.byteLength : 0;
     let firstAt: number | null = first ? first.at : null;
     if (first) ends.push(first.chunk);

@@ -40,30 +40,35 @@ class TailKeeper {
 export const USAGE_TAIL_BYTES = 8192;
 
 /**
- * Keeps references to a relayed non-streamed body's first and last chunks, USAGE_TAIL_BYTES of
- * each: its usage is at its end (a chat completion's, an embeddings answer's) or before a long
- * field (vLLM's rerank puts its results after it, a chat answer its prompt_logprobs).
+ * Keeps references to the chunks a relayed body's usage is read from: its last USAGE_TAIL_BYTES
+ * (a stream's usage event, a chat completion's or an embeddings answer's usage) and, for a
+ * non-streamed body (`keepHead`), its first as many too: vLLM puts a rerank's results after its
+ * usage, and a chat answer's prompt_logprobs.
  */
 export class BodyEnds {
   private readonly head: Uint8Array[] = [];
-  private headBytes = 0;
+  private headLeft: number;
   private readonly tail = new TailKeeper(USAGE_TAIL_BYTES);
   private dropped = false;
 
+  constructor(keepHead: boolean) {
+    this.headLeft = keepHead ? USAGE_TAIL_BYTES : 0;
+  }
+
   push(chunk: Uint8Array): void {
-    if (this.headBytes < USAGE_TAIL_BYTES) {
+    if (this.headLeft > 0) {
       this.head.push(chunk);
-      this.headBytes += chunk.length;
-    } else {
-      if (this.tail.push(chunk)) this.dropped = true;
+      this.headLeft -= chunk.length;
+    } else if (this.tail.push(chunk)) {
+      this.dropped = true;
     }
   }
 
   /** The usage at the body's end, else at its start; a body kept whole is read as one. */
   usage(): Usage | null {
-    const head = concat(...this.head);
-    if (!this.dropped) return readUsage(concat(head, this.tail.bytesView()));
-    return readUsage(this.tail.bytesView()) ?? readUsage(head);
+    if (this.head.length === 0) return readUsage(this.tail.bytesView());
+    if (!this.dropped) return readUsage(concat(...this.head, this.tail.bytesView()));
+    return readUsage(this.tail.bytesView()) ?? readUsage(concat(...this.head));
   }
 }
 
@@ -74,8 +79,11 @@ export class BodyEnds {
 export function readWholeUsage(body: ArrayBuffer): Usage | null {
   const atEnd = readUsage(new Uint8Array(body, Math.max(0, body.byteLength - USAGE_TAIL_BYTES)));
   if (atEnd || body.byteLength <= USAGE_TAIL_BYTES) return atEnd;
+  const text = decoder.decode(body);
+  // An upstream that reports no usage (a score or rerank server may not) costs a search, not a parse.
+  if (!text.includes('"usage"')) return null;
   try {
-    const parsed: unknown = JSON.parse(decoder.decode(body));
+    const parsed: unknown = JSON.parse(text);
     const usage = typeof parsed === "object" && parsed !== null && "usage" in parsed ? parsed.usage : null;
     return typeof usage === "object" && usage !== null ? usageOf(usage as UsageJson) : null;
   } catch {
