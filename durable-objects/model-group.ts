@@ -172,7 +172,7 @@ export class ModelGroup extends DurableObject<GroupEnv> implements ModelGroupRpc
     try {
       const tenants = this.env.TENANTS;
       if (!tenants) throw new Error("the gateway has no TENANTS binding");
-      this.router.ledger.sent(await tenants.getByName(TENANTS_NAME).record(batch.rows, batch.keys, batch.id));
+      this.router.ledger.sent(await tenants.getByName(TENANTS_NAME).record(batch.rows, batch.keys, { from: this.ctx.id.name ?? this.ctx.id.toString(), id: batch.id }));
     } catch (e) {
       this.router.ledger.unsent();
       this.usageDueAt = Date.now() + USAGE_RETRY_MS;

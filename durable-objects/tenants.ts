@@ -3,7 +3,7 @@ import { keyHash, newKey, prefixOf } from "../src/tenants/key-format.ts";
 import { parseKeyInput } from "../src/tenants/key-input.ts";
 import { keyStatus, newKeyId, newRecord, patchedRecord } from "../src/tenants/key-record.ts";
 import { dayOf, periodOf, periodStartDay } from "../src/tenants/period.ts";
-import type { IssuedKey, KeyLookup, KeyRecord, Spent, TenantsAdminRpc, TenantsRefusal, TenantsResult, TenantsRpc, UsageFigures, UsageQuery, UsageReport, UsageRow } from "../src/tenants/protocol.ts";
+import type { BatchId, IssuedKey, KeyLookup, KeyRecord, Spent, TenantsAdminRpc, TenantsRefusal, TenantsResult, TenantsRpc, UsageFigures, UsageQuery, UsageReport, UsageRow } from "../src/tenants/protocol.ts";
 
 const DAY_MS = 86_400_000;
 /**
@@ -63,8 +63,9 @@ export class Tenants extends DurableObject<unknown> implements TenantsRpc, Tenan
       prompt_tokens INTEGER NOT NULL, completion_tokens INTEGER NOT NULL, cached_tokens INTEGER NOT NULL,
       requests INTEGER NOT NULL, cost_micros INTEGER NOT NULL,
       PRIMARY KEY (key, day, model, backend)) WITHOUT ROWID`);
-    // The batches stored in the last day, by id: one sent again after its answer was lost is not added twice.
-    this.sql.exec("CREATE TABLE IF NOT EXISTS batches (id TEXT PRIMARY KEY, at INTEGER NOT NULL) WITHOUT ROWID");
+    // Each routing object's last batch stored: it sends one batch at a time, again (under its id)
+    // until an answer comes, so one sent again after its answer was lost is not added twice.
+    this.sql.exec("CREATE TABLE IF NOT EXISTS senders (name TEXT PRIMARY KEY, last_batch TEXT NOT NULL, at INTEGER NOT NULL) WITHOUT ROWID");
   }
 
   lookup(hash: string): KeyLookup | null {
@@ -73,12 +74,13 @@ export class Tenants extends DurableObject<unknown> implements TenantsRpc, Tenan
   }
 
   /** Rows of keys it does not know are stored all the same (usage is history); such keys have no spend in the answer. */
-  record(rows: UsageRow[], keys: string[], id?: string): Record<string, Spent> {
+  record(rows: UsageRow[], keys: string[], batch?: BatchId): Record<string, Spent> {
     const now = Date.now();
     this.ctx.storage.transactionSync(() => {
-      if (id !== undefined) {
-        if (this.sql.exec("SELECT 1 FROM batches WHERE id = ?", id).toArray().length > 0) return;
-        this.sql.exec("INSERT INTO batches (id, at) VALUES (?, ?)", id, now);
+      if (batch) {
+        const [last] = this.sql.exec<{ last_batch: string }>("SELECT last_batch FROM senders WHERE name = ?", batch.from).toArray();
+        if (last?.last_batch === batch.id) return;
+        this.sql.exec("INSERT INTO senders (name, last_batch, at) VALUES (?, ?, ?) ON CONFLICT (name) DO UPDATE SET last_batch = excluded.last_batch, at = excluded.at", batch.from, batch.id, now);
       }
       for (const r of rows) {
         this.sql.exec(
@@ -206,8 +208,8 @@ export class Tenants extends DurableObject<unknown> implements TenantsRpc, Tenan
         cutoff, cutoff, cutoff,
       );
       this.sql.exec("DELETE FROM usage WHERE day < ?", cutoff);
-      // A routing object sends a batch again within seconds; a day is far past any retry.
-      this.sql.exec("DELETE FROM batches WHERE at < ?", now - DAY_MS);
+      // A routing object silent for a day has no batch left to send again (it retries within seconds).
+      this.sql.exec("DELETE FROM senders WHERE at < ?", now - DAY_MS);
     });
     // The next batch sets the next prune: a gateway with no traffic wakes nothing.
     this.pruneScheduled = false;

@@ -22,7 +22,6 @@ interface KeyState {
   seenAt: number;
 }
 
-/** Where a request's usage was spent, and what it cost. */
 /** A batch of usage rows for the tenants object, under an id it stores once. */
 export interface UsageBatch {
   id: string;
@@ -31,6 +30,7 @@ export interface UsageBatch {
   keys: string[];
 }
 
+/** Where a request's usage was spent, and what it cost. */
 export interface UsedAt {
   model: string;
   backend: string;
@@ -165,6 +165,7 @@ export class TenantLedger {
 
   /** No answer came for the batch (it may have arrived or not): it is sent again, under its id. */
   unsent(): void {
+    if (!this.inFlight) return;
     this.sending = null;
     this.retry = this.inFlight;
     this.inFlight = null;

@@ -75,15 +75,21 @@ export interface UsageRow {
 }
 
 /** The tenants object, as the gateway's Worker and the routing objects call it. */
+/** A routing object's batch: the object's name, and the batch's id (one batch at a time, sent again until answered). */
+export interface BatchId {
+  from: string;
+  id: string;
+}
+
 export interface TenantsRpc {
   /** The key whose SHA-256 (lowercase hex) is `hash`, revoked and expired ones included; null: none. */
   lookup(hash: string): KeyLookup | null;
   /**
    * Adds a batch of usage (one SQLite transaction), and answers the spend of every key in `rows`
-   * and in `keys`, in each key's current budget period. A batch with an `id` it stored already (its
-   * answer was lost, and the routing object sent it again) adds nothing.
+   * and in `keys`, in each key's current budget period. A batch its routing object sent again
+   * (`batch`: the answer was lost, and it may have been stored) adds nothing.
    */
-  record(rows: UsageRow[], keys: string[], id?: string): Record<string, Spent>;
+  record(rows: UsageRow[], keys: string[], batch?: BatchId): Record<string, Spent>;
   /** Every browser origin some live key allows: what a CORS preflight (which carries no key) is answered for. */
   origins(): string[];
 }

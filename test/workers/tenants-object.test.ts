@@ -72,14 +72,15 @@ describe("record", () => {
     const id = (await created()).lookup.record.id;
     const today = dayOf(Date.now());
     const batch = [row(id, today, "m", "b0", 100, 10)];
-    const first = await tenants().record(batch, [], "batch-1");
-    const again = await tenants().record(batch, [], "batch-1");
+    const first = await tenants().record(batch, [], { from: "group-a", id: "batch-1" });
+    const again = await tenants().record(batch, [], { from: "group-a", id: "batch-1" });
     expect(first[id]?.tokens).toBe(110);
     expect(again[id]?.tokens).toBe(110);
-    // Another batch with the same rows is other requests' usage.
-    expect((await tenants().record(batch, [], "batch-2"))[id]?.tokens).toBe(220);
+    // Another batch with the same rows is other requests' usage, and so is another object's batch of that id.
+    expect((await tenants().record(batch, [], { from: "group-a", id: "batch-2" }))[id]?.tokens).toBe(220);
+    expect((await tenants().record(batch, [], { from: "group-b", id: "batch-2" }))[id]?.tokens).toBe(330);
     const report = value(await tenants().usage({ key: id, since: null, until: null, model: null }));
-    expect(report.totals).toMatchObject({ promptTokens: 200, completionTokens: 20, requests: 2 });
+    expect(report.totals).toMatchObject({ promptTokens: 300, completionTokens: 30, requests: 3 });
   });
 
   it("sums rows over batches exactly, answers each key's spend, and keeps rows of keys it does not know", async () => {
