@@ -7,6 +7,7 @@ import type { SchedulingPolicy } from "../fleet/scheduler.ts";
 import { schedulingPoliciesFlag } from "../routing/cli-args.ts";
 import { REGIMES, type Regime } from "../routing/matrix.ts";
 import { isOpenLoopTrace } from "../routing/open-loop-matrix.ts";
+import { closedLoopRegime } from "./point.ts";
 import { TRACE_KINDS, type TimedKind, type TraceKind } from "../traces/index.ts";
 
 /** bench:routing-virtual's flags, parsed; lists are comma-separated. */
@@ -73,11 +74,7 @@ export function parseVirtualArgs(argv: readonly string[], defaultOut: string): V
     hopMs: ms("--hop-ms", values["hop-ms"]),
     preRouteHopMs: ms("--pre-route-hop-ms", values["pre-route-hop-ms"]),
     msPerMb: ms("--ms-per-mb", values["ms-per-mb"]),
-    regimes: (listFlag(values.regime) ?? []).map((name) => {
-      const regime = REGIMES.find((r) => r.name === name);
-      if (!regime) throw new UsageError(`--regime: "${name}" is not one of ${REGIMES.map((r) => r.name).join(", ")} (an open-loop trace is run with --trace mooncake or b2b-saas)`);
-      return regime;
-    }),
+    regimes: (listFlag(values.regime) ?? []).map((name) => closedLoopRegime(name)),
     sessions: listFlag(values.sessions)?.map((n) => positiveInt("--sessions", n)),
     strategies: (listFlag(values.strategy) ?? []).map((s): Strategy => {
       if (!(STRATEGY_NAMES as readonly string[]).includes(s)) throw new UsageError(`--strategy: "${s}" is not one of ${STRATEGY_NAMES.join(", ")}`);

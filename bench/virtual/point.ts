@@ -11,6 +11,7 @@ import { OPEN_LOOP_SETUPS, isOpenLoopTrace, scheduleOf } from "../routing/open-l
 import { closedLoopCeiling, sessionsAsTimed } from "./closed-loop.ts";
 import { replayVirtual } from "./replay.ts";
 import type { SchedulingPolicy } from "../fleet/scheduler.ts";
+import { UsageError } from "../harness/argv.ts";
 
 const WORKERS = 4;
 const MAX_IN_FLIGHT = 1024;
@@ -120,9 +121,10 @@ export const LEARNING_SEED_OFFSET = 1000;
 /** bench:routing's closed-loop runs wait this long for a request (bench/routing/run.ts). */
 const CLOSED_LOOP_TIMEOUT_MS = 300_000;
 
+/** The regime named `name`; another name is a wrong command line (--regime). */
 export function closedLoopRegime(name: string | undefined): Regime {
   const regime = REGIMES.find((r) => r.name === name);
-  if (!regime) throw new Error(`a closed-loop trace runs in a regime (${REGIMES.map((r) => r.name).join(", ")}), not "${name}"`);
+  if (!regime) throw new UsageError(`--regime: "${name}" is not one of ${REGIMES.map((r) => r.name).join(", ")} (an open-loop trace is run with --trace mooncake or b2b-saas)`);
   return regime;
 }
 

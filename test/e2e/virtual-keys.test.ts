@@ -272,13 +272,14 @@ describe("limits", () => {
 
   it("holds the key's requests in flight in a fallback group too: a request that failed first in its own group is checked there as any other", async () => {
     const { key } = await createKey({ max_parallel: 1 });
-    const open = await post(key, "keys-slow", { stream: true, max_tokens: 150 });
+    // A stream that lasts 10 s unless cancelled: in flight through every check below.
+    const open = await post(key, "keys-slow", { stream: true, max_tokens: 1000 });
     expect(open.status).toBe(200);
     // keys-fallback's one server answers 503; its fallback is keys-slow, where the key has its one request in flight.
     const fellBack = await post(key, "keys-fallback");
     expect(fellBack.status).toBe(429);
     expect((await errorOf(fellBack)).message).toContain("requests in flight");
-    await open.text();
+    await open.body?.cancel();
     await vi.waitFor(async () => {
       const res = await post(key, "keys-fallback");
       expect(res.status).toBe(200);

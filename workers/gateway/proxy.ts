@@ -57,14 +57,15 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
   let prompt = promptFor(group);
   let exclude: string[] = [];
   let attempts = 0;
-  // The groups whose objects let the request's key in: each keeps the key's limits for its own requests.
-  const admittedBy = new Set<string>();
+  // The group whose object let the request's key in: each keeps the key's limits for its own
+  // requests, and a request never goes back to a group it left.
+  let admittedBy: string | null = null;
   let last: Response | null = null;
   let relaying = false;
   let reread = false;
   try {
     for (;;) {
-      const decision = await route(env, p.ctx, group, prompt, exclude, body.model, tenant && { ...tenant, admitted: admittedBy.has(group.name) }, isFailover(attempts + 1, group !== primary));
+      const decision = await route(env, p.ctx, group, prompt, exclude, body.model, tenant && { ...tenant, admitted: admittedBy === group.name }, isFailover(attempts + 1, group !== primary));
       if ("refused" in decision && decision.refused === "limited") throw limitError(decision, p.caller);
       if ("refused" in decision && decision.rev > group.rev && !reread) {
         // The fleet changed under this isolate (its servers drained, replaced): route with the
@@ -94,7 +95,7 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
         throw noBackend(decision.refused, body.model);
       }
       attempts++;
-      admittedBy.add(group.name);
+      admittedBy = group.name;
       const result = await attempt({ p, body, group, decision, deadline, attempts, fellBack: group !== primary });
       if (result.kind === "answered") {
         // Another backend answered: the failures before were the backends'. A rejection says the
