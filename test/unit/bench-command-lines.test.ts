@@ -34,20 +34,21 @@ describe("bench/traces/cli.ts for session traces", () => {
   }, SPAWN_TIMEOUT_MS);
 
   it("refuses an unknown option, a missing value and a value that is not a number, naming the flag", async () => {
-    await refused("bench/traces/cli.ts", ["rag", "--sesions", "2"], "unknown argument --sesions (usage: cli.ts <");
+    await refused("bench/traces/cli.ts", ["rag", "--sesions", "2"], "traces: unknown argument --sesions (<multi-turn|rag|");
     await refused("bench/traces/cli.ts", ["rag", "--sessions"], "--sessions needs a value");
     await refused("bench/traces/cli.ts", ["rag", "--document-kb", "big"], '--document-kb takes a number, not "big"');
   }, SPAWN_TIMEOUT_MS);
 
   it("names the kinds when the first word is not one", async () => {
-    await refused("bench/traces/cli.ts", ["--sessions", "2"], "usage: cli.ts <multi-turn|rag|");
+    await refused("bench/traces/cli.ts", ["--sessions", "2"], "traces: unknown argument --sessions (<multi-turn|rag|");
+    await refused("bench/traces/cli.ts", ["sessions"], 'traces: "sessions" is not a trace kind (multi-turn|rag|');
   }, SPAWN_TIMEOUT_MS);
 });
 
 describe("the open-loop trace flags", () => {
   it("refuse a b2b-saas option without its value and an unknown flag", async () => {
     await refused("bench/traces/cli.ts", ["b2b-saas", "--b2b", "stages"], "--b2b stages needs a value: --b2b stages=N");
-    await refused("bench/traces/cli.ts", ["mooncake", "--minute", "1"], "unknown argument --minute (usage: cli.ts mooncake [--file value]");
+    await refused("bench/traces/cli.ts", ["mooncake", "--minute", "1"], "traces: unknown argument --minute (mooncake [--file value]");
   }, SPAWN_TIMEOUT_MS);
 });
 
