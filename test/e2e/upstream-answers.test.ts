@@ -26,6 +26,8 @@ beforeAll(async () => {
       single("html-500", "html-500"),
       single("context-exceeded", "context-exceeded"),
       single("rate-limited", "rate-limited:30"),
+      single("empty", "empty"),
+      { name: "empty-or-ok", strategy: "round-robin", breaker: { consecutiveFailures: 1000, minRequests: 1000 }, deployments: [hostile("empty"), hostile("ok")] },
     ],
   });
 });
@@ -93,6 +95,31 @@ describe("what the client reads of an upstream's error", () => {
     expect(r.status).toBe(400);
     expect(r.error).toMatchObject({ type: "exceed_context_size_error", n_prompt_tokens: 5000, n_ctx: 4096 });
     expect(r.error.message).toMatch(/exceeds the available context size/);
+  });
+
+  it("an empty 200 (a stream with no event, an answer of length 0) is the backend's failure: another answers, or the client gets a 502, never an empty 200", async () => {
+    const ask = (model: string, stream: boolean) =>
+      fetch(`${gw.url}/v1/chat/completions`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${gw.key}`, "content-type": "application/json" },
+        body: JSON.stringify({ model, stream, messages: [{ role: "user", content: "hello" }] }),
+      });
+    let metEmpty = 0;
+    for (const stream of [true, false]) {
+      const alone = await ask("empty", stream);
+      expect([stream, alone.status]).toEqual([stream, 502]);
+      expect(((await alone.json()) as { error: { message: string } }).error.message).toContain("backend empty answered without a body");
+      // Round-robin: requests meet the empty backend first, and go on to the other.
+      for (let i = 0; i < 4; i++) {
+        const res = await ask("empty-or-ok", stream);
+        expect(res.status).toBe(200);
+        expect(res.headers.get("x-kvgate-backend")).toBe("ok");
+        if (res.headers.get("x-kvgate-attempts") === "2") metEmpty++;
+        expect(await res.text()).toContain(stream ? "data: [DONE]" : '"content":"ok"');
+      }
+    }
+    expect(metEmpty).toBeGreaterThan(0);
+    await vi.waitFor(async () => expect((await gw.status("empty-or-ok")).backends.find((b) => b.id === "empty")?.failed).toBe(metEmpty), EVENTUALLY);
   });
 
   it("a 429's Retry-After reaches the client", async () => {

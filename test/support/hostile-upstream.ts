@@ -256,6 +256,12 @@ const BEHAVIOURS: Record<string, Answer> = {
     setTimeout(() => res.socket?.destroy(), 20);
   },
   /** A non-streamed answer that says its length, half of it written, then the connection destroyed. */
+  /** A 200 with no body at all: an empty event stream, or an empty JSON answer that says its length (0). */
+  empty: (_req, res, body) => {
+    const { stream } = requestOf(body);
+    res.writeHead(200, stream ? { "content-type": "text/event-stream" } : { "content-type": "application/json", "content-length": "0" });
+    res.end();
+  },
   "cut-body": (_req, res, body) => {
     const text = completion(requestOf(body).model);
     res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(text) });

@@ -11,7 +11,7 @@ import { relay } from "../../src/stream/relay.ts";
 import { readWholeUsage, tokenUsage } from "../../src/stream/usage.ts";
 import { sampledForFeedback } from "../../src/routing/learned/sampling.ts";
 import { readsUsage } from "../../src/tenants/route-tenant.ts";
-import { classifyStatus, clientError, FAILURE_CAUSE } from "../../src/upstream/answer.ts";
+import { classifyStatus, clientError, FAILURE_CAUSE, type Answer } from "../../src/upstream/answer.ts";
 import { parseUpstreamError } from "../../src/upstream/error-body.ts";
 import { readBounded } from "../../src/upstream/read-bounded.ts";
 import { parseRetryAfter, type Failure } from "../../src/upstream/retry.ts";
@@ -58,6 +58,9 @@ export const clientGone = () => new GatewayError(499, "invalid_request_error", "
 
 /** workerd's words for a connection that failed or died before any response byte. */
 const CONNECTION_LOST = /network connection lost/i;
+
+/** A 200 stream that ended with no event: an answer without a body. */
+const EMPTY: Exclude<Answer, { kind: "success" }> = { kind: "backend-failure", why: "no-content" };
 
 /** A deployment this isolate cannot reach as it says (a binding or secret it lacks, a gateway key it names): the request's answer. */
 export function misconfigured(id: string, problems: readonly ReachProblem[]): GatewayError {
@@ -174,7 +177,8 @@ export async function attempt(a: AttemptInput): Promise<AttemptResult> {
   const headersAt = performance.now();
   // An answer that is no success is read (bounded) before it is judged: what it says can decide it.
   const said = up.status === 200 && up.body !== null ? null : parseUpstreamError(await readBounded(up.body));
-  const answer = classifyStatus(up.status, up.body !== null, said);
+  // A body of length 0 is none: the runtime hands one over all the same.
+  const answer = classifyStatus(up.status, up.body !== null && up.headers.get("content-length") !== "0", said);
   if (answer.kind !== "success") {
     const retryAfter = up.headers.get("retry-after");
     const err = clientError(up.status, answer, said, deployment.id, retryAfter).toResponse();
@@ -196,6 +200,8 @@ export async function attempt(a: AttemptInput): Promise<AttemptResult> {
       if (timedOut === "first-byte") return failed(firstByteTimeout("its headers but no token"), "upstream-error", "timeout", null);
       return failed(badGateway(`backend ${deployment.id} broke off its answer`).toResponse(), "upstream-error", "connect", null);
     }
+    // A stream that ended with no event answered nothing: nothing reached the client, so another backend may.
+    if (first === null) return failed(clientError(200, EMPTY, null, deployment.id, null).toResponse(), "upstream-error", FAILURE_CAUSE, null);
     timer.lift();
   }
 
