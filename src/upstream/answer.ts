@@ -41,6 +41,11 @@ export function classifyStatus(status: number, hasBody: boolean, said: UpstreamE
 /** Which failover cause a backend's failure is (the group's `failover.on` lists the ones retried). */
 export const FAILURE_CAUSE: FailoverCause = "5xx";
 
+/** A failure no request can cause: the backend's however the request is made (src/upstream/retry.ts isServerSide). */
+export function isBackendsOwn(why: BackendFailure): boolean {
+  return why !== "server-error" && why !== "status";
+}
+
 const WHY: Record<BackendFailure, string> = {
   "server-error": "failed",
   redirect: "answered with a redirect, which the gateway does not follow",

@@ -16,6 +16,11 @@ export interface Failure {
   cause: FailoverCause;
   /** The upstream's Retry-After (a 429's or 503's), in ms; null when it sent none. */
   retryAfterMs: number | null;
+  /**
+   * No request can cause it (the backend refused the gateway's key, redirected, serves another
+   * model, answered nothing): always the backend's, whatever failed before or after it.
+   */
+  backendsOwn?: boolean;
 }
 
 export type Step = { retry: true; waitMs: number } | { retry: false };
@@ -52,8 +57,8 @@ export function parseRetryAfter(value: string | null, now: number = Date.now()):
  * A failure on the server's side of the exchange — a 5xx-class answer, or no headers in time —
  * may be the request's own doing (a body a server crashes on, a prompt too long to prefill in
  * time). One such failure says nothing yet; the same failure on a second backend says it follows
- * the request. A refused connection or a 429 never does.
+ * the request. A refused connection, a 429 and a failure that is the backend's own never do.
  */
-export function isServerSide(cause: FailoverCause): boolean {
-  return cause === "5xx" || cause === "timeout";
+export function isServerSide(failure: Failure): boolean {
+  return !failure.backendsOwn && (failure.cause === "5xx" || failure.cause === "timeout");
 }

@@ -24,6 +24,8 @@ beforeAll(async () => {
   gw = await startTestGateway({
     modelGroups: [
       { name: "crashy", strategy: "round-robin", breaker, deployments: [hostile("crash-on", "a"), hostile("crash-on", "b"), hostile("crash-on", "c")] },
+      // A failing server, then one that refuses the gateway's key, then a healthy one.
+      { name: "failing-then-keyless", strategy: "round-robin", breaker: { consecutiveFailures: 1000, minRequests: 1000 }, deployments: [hostile("status:500", "failing"), hostile("status:401", "keyless"), hostile("ok")] },
       { name: "long-generation", strategy: "round-robin", firstByteTimeoutMs: 300, breaker, deployments: [sim(0), sim(1), sim(2)] },
       { name: "drip-total", totalTimeoutMs: 1000, failover: { maxAttempts: 1 }, deployments: [hostile("drip-body")] },
       { name: "wrong-model", strategy: "round-robin", breaker, deployments: [hostile("wrong-model"), hostile("ok")] },
@@ -70,6 +72,20 @@ describe("a failure that follows the request from backend to backend is the requ
     const fine = await chat("crashy");
     expect(fine.status).toBe(200);
     await fine.text();
+  });
+});
+
+describe("a failure no request can cause never follows the request", () => {
+  it("a backend refusing the gateway's key after another failed: the failure is not the request's, and a third backend answers", async () => {
+    const res = await chat("failing-then-keyless");
+    expect(res.status, await res.clone().text()).toBe(200);
+    expect([res.headers.get("x-kvgate-attempts"), res.headers.get("x-kvgate-backend")]).toEqual(["3", "ok"]);
+    await res.text();
+    // Both failures are their backends' own: each is charged.
+    await vi.waitFor(async () => {
+      const failed = Object.fromEntries((await gw.status("failing-then-keyless")).backends.map((b) => [b.id, b.failed]));
+      expect(failed).toMatchObject({ failing: 1, keyless: 1 });
+    }, EVENTUALLY);
   });
 });
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { classifyStatus, clientError, type Answer } from "../../src/upstream/answer.ts";
+import { classifyStatus, clientError, isBackendsOwn, type Answer } from "../../src/upstream/answer.ts";
 import { parseUpstreamError } from "../../src/upstream/error-body.ts";
 import { backoff, isServerSide, nextStep, parseRetryAfter, type RetryPolicy } from "../../src/upstream/retry.ts";
 
@@ -143,7 +143,9 @@ describe("the retry decision", () => {
     expect(parseRetryAfter("Mon, 23 Nov 2026 09:00:00 GMT", now)).toBe(0);
   });
 
-  it("only a server-side failure may follow the request", () => {
-    expect(["connect", "timeout", "5xx", "429"].filter((c) => isServerSide(c as "5xx"))).toEqual(["timeout", "5xx"]);
+  it("only a server-side failure may follow the request, and none that is the backend's own", () => {
+    expect((["connect", "timeout", "5xx", "429"] as const).filter((cause) => isServerSide({ cause, retryAfterMs: null }))).toEqual(["timeout", "5xx"]);
+    expect(isServerSide({ cause: "5xx", retryAfterMs: null, backendsOwn: true })).toBe(false);
+    expect((["server-error", "status", "redirect", "no-content", "not-served", "credentials"] as const).filter((why) => !isBackendsOwn(why))).toEqual(["server-error", "status"]);
   });
 });

@@ -11,7 +11,7 @@ import { relay } from "../../src/stream/relay.ts";
 import { readWholeUsage, tokenUsage } from "../../src/stream/usage.ts";
 import { sampledForFeedback } from "../../src/routing/learned/sampling.ts";
 import { readsUsage } from "../../src/tenants/route-tenant.ts";
-import { classifyStatus, clientError, FAILURE_CAUSE, type Answer } from "../../src/upstream/answer.ts";
+import { classifyStatus, clientError, FAILURE_CAUSE, isBackendsOwn, type Answer } from "../../src/upstream/answer.ts";
 import { parseUpstreamError } from "../../src/upstream/error-body.ts";
 import { readBounded } from "../../src/upstream/read-bounded.ts";
 import { parseRetryAfter, type Failure } from "../../src/upstream/retry.ts";
@@ -140,11 +140,12 @@ export async function attempt(a: AttemptInput): Promise<AttemptResult> {
   const sentAt = performance.now();
   const routing = routingHeaders(decision, deployment, sentAt - p.startedAt, p.requestId, a.attempts, a.fellBack ? group.name : null);
   p.log?.routed(group.name, deployment.id, routing["x-kvgate-reason"] as string, decision.matched, decision.total, a.attempts);
-  const failed = (response: Response, verdict: LeaseOutcome, cause: FailoverCause, retryAfterMs: number | null, retryable = true): AttemptResult => {
+  const failed = (response: Response, verdict: LeaseOutcome, cause: FailoverCause, retryAfterMs: number | null, retryable = true, backendsOwn = false): AttemptResult => {
     detach();
     // Its caller settles it once the next attempt shows whose failure it was: held till then.
     lease.keepRenewed();
-    return { kind: "failed", response: withHeaders(response, routing), lease, verdict, failure: { cause, retryAfterMs }, retryable };
+    const failure: Failure = backendsOwn ? { cause, retryAfterMs, backendsOwn } : { cause, retryAfterMs };
+    return { kind: "failed", response: withHeaders(response, routing), lease, verdict, failure, retryable };
   };
   const firstByteTimeout = (what: string): Response => gatewayTimeout(`backend ${deployment.id} sent ${what} within ${group.firstByteTimeoutMs} ms`).toResponse();
   /**
@@ -188,7 +189,7 @@ export async function attempt(a: AttemptInput): Promise<AttemptResult> {
       return { kind: "answered", response: withHeaders(err, routing), rejected: true };
     }
     const waitMs = up.status === 429 || up.status === 503 ? parseRetryAfter(retryAfter) : null;
-    return answer.kind === "rate-limited" ? failed(err, "rate-limited", "429", waitMs) : failed(err, "upstream-error", FAILURE_CAUSE, waitMs);
+    return answer.kind === "rate-limited" ? failed(err, "rate-limited", "429", waitMs) : failed(err, "upstream-error", FAILURE_CAUSE, waitMs, true, isBackendsOwn(answer.why));
   }
   let first: FirstBytes | null | undefined;
   if (stream) {
@@ -201,7 +202,7 @@ export async function attempt(a: AttemptInput): Promise<AttemptResult> {
       return failed(badGateway(`backend ${deployment.id} broke off its answer`).toResponse(), "upstream-error", "connect", null);
     }
     // A stream that ended with no event answered nothing: nothing reached the client, so another backend may.
-    if (first === null) return failed(clientError(200, EMPTY, null, deployment.id, null).toResponse(), "upstream-error", FAILURE_CAUSE, null);
+    if (first === null) return failed(clientError(200, EMPTY, null, deployment.id, null).toResponse(), "upstream-error", FAILURE_CAUSE, null, true, true);
     timer.lift();
   }
 

@@ -105,7 +105,7 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
         return result.response;
       }
       last = result.response;
-      if (isServerSide(result.failure.cause) && result.verdict === "upstream-error") {
+      if (isServerSide(result.failure) && result.verdict === "upstream-error") {
         if (held.length > 0) {
           result.lease.settle("rejected");
           settleHeld("rejected");
