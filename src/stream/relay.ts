@@ -197,7 +197,7 @@ async function pump(body: ReadableStream<Uint8Array>, writer: WritableStreamDefa
 function relayNative(body: ReadableStream<Uint8Array>, o: RelayOptions, pipe: ReadableWritablePair<Uint8Array, Uint8Array>): ReadableStream<Uint8Array> {
   let ttftMs: number | null = o.sse ? null : o.now() - o.sentAt;
   const passFirst = async (): Promise<void> => {
-    const first = o.first !== undefined ? o.first : await readFirstBytes(body, o.now);
+    const first = o.first !== undefined ? o.first : await readFirstBytes(body, o.now, true);
     if (!first) return;
     ttftMs = first.at - o.sentAt;
     await writeFirst(pipe, first);

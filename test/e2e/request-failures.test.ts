@@ -38,6 +38,9 @@ beforeAll(async () => {
       { name: "no-first-token", strategy: "round-robin", firstByteTimeoutMs: 300, breaker, deployments: [hostile("headers-first", "hung"), hostile("ok")] },
       { name: "no-first-token-alone", firstByteTimeoutMs: 300, failover: { maxAttempts: 1 }, deployments: [hostile("headers-first", "hung")] },
       { name: "late-first-token", firstByteTimeoutMs: 5000, failover: { maxAttempts: 1 }, deployments: [hostile("headers-first:600", "late")] },
+      // A server behind a proxy that writes SSE comments while the request waits, then its tokens.
+      { name: "comments-before-token", strategy: "round-robin", firstByteTimeoutMs: 300, breaker, deployments: [hostile("comments-first:2000", "chatty"), hostile("ok")] },
+      { name: "comments-then-token", firstByteTimeoutMs: 5000, failover: { maxAttempts: 1 }, deployments: [hostile("comments-first:300", "chatty")] },
     ],
   });
 });
@@ -86,6 +89,25 @@ describe("a failure no request can cause never follows the request", () => {
       const failed = Object.fromEntries((await gw.status("failing-then-keyless")).backends.map((b) => [b.id, b.failed]));
       expect(failed).toMatchObject({ failing: 1, keyless: 1 });
     }, EVENTUALLY);
+  });
+});
+
+describe("a stream's first token, not an SSE comment before it, ends firstByteTimeoutMs", () => {
+  it("comments for longer than the limit: the backend failed, nothing reached the client, another answers", async () => {
+    const res = await chat("comments-before-token", { stream: true });
+    expect(res.status).toBe(200);
+    expect([res.headers.get("x-kvgate-backend"), res.headers.get("x-kvgate-attempts")]).toEqual(["ok", "2"]);
+    const text = await res.text();
+    expect(text).not.toContain(": keep-alive");
+    expect(text).toContain("data: [DONE]");
+  });
+
+  it("comments, then a token within the limit: the stream passes whole, comments included", async () => {
+    const res = await chat("comments-then-token", { stream: true });
+    expect(res.status).toBe(200);
+    const text = await res.text();
+    expect(text.startsWith(": keep-alive\n\n")).toBe(true);
+    expect(text).toContain("data: [DONE]");
   });
 });
 

@@ -256,6 +256,24 @@ const BEHAVIOURS: Record<string, Answer> = {
     setTimeout(() => res.socket?.destroy(), 20);
   },
   /** A non-streamed answer that says its length, half of it written, then the connection destroyed. */
+  /**
+   * A stream's headers, then an SSE comment every 100 ms for `arg` ms (default 2000), as a proxy
+   * keeping a queued request's connection alive writes them, then a normal stream.
+   */
+  "comments-first": (req, res, body, arg, s) => {
+    res.writeHead(200, { "content-type": "text/event-stream" });
+    const timer = setInterval(() => res.write(": keep-alive\n\n"), 100);
+    const done = setTimeout(() => {
+      clearInterval(timer);
+      if (res.destroyed) return;
+      const { model } = requestOf(body);
+      res.end(chunk(model, "o") + chunk(model, "k", "stop") + "data: [DONE]\n\n");
+    }, Number(arg ?? 2000));
+    res.on("close", () => {
+      clearInterval(timer);
+      clearTimeout(done);
+    });
+  },
   /** A 200 with no body at all: an empty event stream, or an empty JSON answer that says its length (0). */
   empty: (_req, res, body) => {
     const { stream } = requestOf(body);

@@ -194,7 +194,7 @@ export async function attempt(a: AttemptInput): Promise<AttemptResult> {
   let first: FirstBytes | null | undefined;
   if (stream) {
     try {
-      first = await readFirstBytes(up.body as ReadableStream<Uint8Array>, () => performance.now());
+      first = await readFirstBytes(up.body as ReadableStream<Uint8Array>, () => performance.now(), true);
     } catch {
       const cut = cutShort();
       if (cut) return cut;
