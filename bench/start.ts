@@ -87,7 +87,7 @@ const keys = newDevKeys();
 const stateDir = await mkdtemp(join(tmpdir(), "kvgate-dev-state-"));
 
 const wranglerBin = join(dirname(createRequire(import.meta.url).resolve("wrangler/package.json")), "bin", "wrangler.js");
-const args = wranglerDevArgs({ host: HOST, port, masterKeyEnv: devConfig.auth.masterKeyEnv, keys, persistTo: stateDir, config: moved });
+const args = wranglerDevArgs({ host: HOST, port, auth: devConfig.auth, keys, persistTo: stateDir, config: moved });
 const gateway = spawn(process.execPath, [wranglerBin, ...args], {
   // Its stdout carries the Worker's log lines: shown readably (bench/start/log-lines.ts).
   stdio: ["ignore", "pipe", "inherit"],

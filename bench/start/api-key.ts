@@ -2,8 +2,8 @@
  * `npm start`'s keys: new ones each run, each printed once, on a line of its own, as
  * `<VARIABLE>=<key>`; scripts that start kvgate read them from there. The client key is what
  * every /v1 request needs; the admin key is for the admin API and `npx kvgate`; the register key
- * is for GPU servers that register themselves. The Worker reads the admin and register keys from
- * env vars of the same names; the client key, from the config's master key var (auth.masterKeyEnv).
+ * is for GPU servers that register themselves. The names printed stay these; the Worker reads the
+ * keys from the vars the config names (auth.masterKeyEnv, adminKeyEnv, registerKeyEnv).
  */
 import { newMasterKey } from "../harness/master-key.ts";
 

@@ -4,13 +4,13 @@
  * user who can list processes can read them there; before keys, such a user needed none.)
  */
 import type { GatewayConfig } from "../../src/config/schema.ts";
-import { KEY_VARS, type DevKeys } from "./api-key.ts";
+import type { DevKeys } from "./api-key.ts";
 
 export interface WranglerDev {
   host: string;
   port: number;
-  /** The env var the config reads the master key (the client key) from: auth.masterKeyEnv. */
-  masterKeyEnv: string;
+  /** The env vars the config reads the client (master), admin and register keys from. */
+  auth: Pick<GatewayConfig["auth"], "masterKeyEnv" | "adminKeyEnv" | "registerKeyEnv">;
   keys: DevKeys;
   /** Where the Durable Objects keep their state for this run. */
   persistTo: string;
@@ -19,7 +19,7 @@ export interface WranglerDev {
 }
 
 export function wranglerDevArgs(o: WranglerDev): string[] {
-  const vars = [`${o.masterKeyEnv}:${o.keys.api}`, `${KEY_VARS.admin}:${o.keys.admin}`, `${KEY_VARS.register}:${o.keys.register}`];
+  const vars = [`${o.auth.masterKeyEnv}:${o.keys.api}`, `${o.auth.adminKeyEnv}:${o.keys.admin}`, `${o.auth.registerKeyEnv}:${o.keys.register}`];
   if (o.config) vars.push(`KVGATE_CONFIG:${JSON.stringify(o.config)}`);
   return [
     "dev",

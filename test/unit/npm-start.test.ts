@@ -52,19 +52,23 @@ describe("the curl example", () => {
 
 describe("wrangler dev's command line", () => {
   const keys = { api: "sk-test", admin: "sk-admin", register: "sk-register" };
-  const base = { host: HOST, port: DEFAULT_PORT, masterKeyEnv: "KVGATE_MASTER_KEY", keys, persistTo: "/tmp/state", config: null };
+  const auth = { masterKeyEnv: "KVGATE_MASTER_KEY", adminKeyEnv: "KVGATE_ADMIN_KEY", registerKeyEnv: "KVGATE_REGISTER_KEY" };
+  const base = { host: HOST, port: DEFAULT_PORT, auth, keys, persistTo: "/tmp/state", config: null };
 
   it("passes the client key as the config's master key var, and nowhere else", () => {
     const args = wranglerDevArgs(base);
     expect(args).toEqual(expect.arrayContaining(["--var", "KVGATE_MASTER_KEY:sk-test", "--port", "8787", "--persist-to", "/tmp/state"]));
     expect(args.filter((a) => a.includes("sk-test"))).toEqual(["KVGATE_MASTER_KEY:sk-test"]);
-    expect(wranglerDevArgs({ ...base, masterKeyEnv: "DEV_KEY" })).toContain("DEV_KEY:sk-test");
+    expect(wranglerDevArgs({ ...base, auth: { ...auth, masterKeyEnv: "DEV_KEY" } })).toContain("DEV_KEY:sk-test");
   });
 
-  it("passes the admin and register keys as KVGATE_ADMIN_KEY and KVGATE_REGISTER_KEY", () => {
+  it("passes the admin and register keys as the config's admin and register key vars", () => {
     const args = wranglerDevArgs(base);
     expect(args.filter((a) => a.includes("sk-admin") || a.includes("sk-register"))).toEqual(["KVGATE_ADMIN_KEY:sk-admin", "KVGATE_REGISTER_KEY:sk-register"]);
     expect(args[args.indexOf("KVGATE_ADMIN_KEY:sk-admin") - 1]).toBe("--var");
+    // A config that names its own: the Worker reads the keys there (npm start still prints them as KVGATE_ADMIN_KEY=…).
+    const named = wranglerDevArgs({ ...base, auth: { ...auth, adminKeyEnv: "OPS_KEY", registerKeyEnv: "GPU_JOIN_KEY" } });
+    expect(named.filter((a) => a.includes("sk-admin") || a.includes("sk-register"))).toEqual(["OPS_KEY:sk-admin", "GPU_JOIN_KEY:sk-register"]);
   });
 
   it("serves wrangler.toml's config unless the fleet moved", () => {
