@@ -1,5 +1,6 @@
 import { sseErrorEvent } from "../openai/errors.ts";
 import type { ChunkTransform, CompletionSummary } from "../hooks/types.ts";
+import { concat } from "./bytes.ts";
 import { EventAligner } from "./sse-boundary.ts";
 import { BodyEnds } from "./usage.ts";
 import { readFirstBytes, type FirstBytes } from "./first-bytes.ts";
@@ -155,7 +156,7 @@ async function pump(body: ReadableStream<Uint8Array>, writer: WritableStreamDefa
           : `upstream stream failed after ${bytes} bytes: ${err instanceof Error ? err.message : String(err)}`;
         // What the hooks still hold is flushed only as far as it completes events; an unfinished
         // event is dropped, so the error event is the next thing the client parses.
-        for (const t of transforms) if (!(await send(align(t.flush())))) return;
+        if (!(await send(align(flushAll(transforms))))) return;
         if (await send(encoder.encode(sseErrorEvent(message, stalled ? "upstream_stream_stalled" : "upstream_stream_error")))) writer.close().catch(() => {});
         return;
       }
@@ -175,13 +176,27 @@ async function pump(body: ReadableStream<Uint8Array>, writer: WritableStreamDefa
       writer.abort().catch(() => {});
       return o.onEnd(summary("client-abort"));
     }
-    for (const t of transforms) if (!(await send(align(t.flush())))) return o.onEnd(summary("client-abort"));
+    if (!(await send(align(flushAll(transforms))))) return o.onEnd(summary("client-abort"));
     if (aligner && !(await send(aligner.flush()))) return o.onEnd(summary("client-abort"));
     writer.close().catch(() => {});
     o.onEnd(summary("ok"));
   } finally {
     clearInterval(ticker);
   }
+}
+
+/**
+ * What the hooks still hold at the body's end, in their order: what one lets out goes through
+ * the hooks after it, as its chunks did, before they let out their own.
+ */
+function flushAll(transforms: readonly ChunkTransform[]): Uint8Array | null {
+  let out: Uint8Array | null = null;
+  for (const t of transforms) {
+    const passed: Uint8Array | null = out ? t.transform(out) : null;
+    const held = t.flush();
+    out = passed && held ? concat(passed, held) : (passed ?? held);
+  }
+  return out;
 }
 
 /**

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import type { CompletionSummary } from "../../src/hooks/types.ts";
+import type { ChunkTransform, CompletionSummary } from "../../src/hooks/types.ts";
+import { concat } from "../../src/stream/bytes.ts";
 import { readFirstBytes } from "../../src/stream/first-bytes.ts";
 import { relay, type RelayOptions } from "../../src/stream/relay.ts";
 
@@ -233,6 +234,24 @@ describe("relay, fast path (a natively pumped pipe, no transforms)", () => {
     await reader.cancel();
     expect((await ended).outcome).toBe("client-abort");
     expect(cancelled()).toBe(true);
+  });
+});
+
+describe("relay, hooks in a row", () => {
+  /** Holds every byte back until the body ends, as the usage stripper holds an unfinished event. */
+  const holding = (): ChunkTransform => {
+    const held: Uint8Array[] = [];
+    return { transform: (c) => (held.push(c), new Uint8Array()), flush: () => concat(...held) };
+  };
+  const upper: ChunkTransform = { transform: (c) => enc.encode(dec.decode(c).toUpperCase()), flush: () => null };
+
+  it("passes what a hook lets out at the end through the hooks after it, as it passes its chunks", async () => {
+    let done!: (s: CompletionSummary) => void;
+    const ended = new Promise<CompletionSummary>((r) => (done = r));
+    const body = source(['data: {"model":"up"}\n\n', 'data: {"model":"up","x":1}']);
+    const out = relay(body, { transforms: [holding(), upper], sse: false, sentAt: 0, now: () => 5, onEnd: done });
+    expect(await new Response(out).text()).toBe('DATA: {"MODEL":"UP"}\n\nDATA: {"MODEL":"UP","X":1}');
+    expect((await ended).outcome).toBe("ok");
   });
 });
 
