@@ -26,8 +26,8 @@ function filled(head: string, item: string, tail: string): string {
   return head + Array.from({ length: n }, () => item).join(",") + tail;
 }
 
-async function post(body: string): Promise<{ status: number; error: Record<string, unknown> | undefined }> {
-  const res = await fetch(`${gw.url}/v1/chat/completions`, { method: "POST", headers: { authorization: `Bearer ${gw.key}`, "content-type": "application/json" }, body });
+async function post(body: string, path = "/v1/chat/completions"): Promise<{ status: number; error: Record<string, unknown> | undefined }> {
+  const res = await fetch(`${gw.url}${path}`, { method: "POST", headers: { authorization: `Bearer ${gw.key}`, "content-type": "application/json" }, body });
   const json = (await res.json()) as { error?: Record<string, unknown> };
   return { status: res.status, error: json.error };
 }
@@ -55,6 +55,13 @@ describe("work per request is bounded before it is done", () => {
     const r = await post(`{"model":"limits","messages":[${Array.from({ length: 4097 }, () => "0").join(",")}]}`);
     expect(r.status).toBe(400);
     expect(r.error).toMatchObject({ param: "messages", code: "invalid_request", message: "messages has 4097 items, more than the limit of 4096" });
+    expect(upstream.stats("ok").requests).toBe(0);
+  });
+
+  it("so is an embeddings body of chat-style messages (vLLM's form) over limits.maxMessages", async () => {
+    const r = await post(`{"model":"limits","messages":[${Array.from({ length: 4097 }, () => "0").join(",")}]}`, "/v1/embeddings");
+    expect(r.status).toBe(400);
+    expect(r.error).toMatchObject({ param: "messages", message: "messages has 4097 items, more than the limit of 4096" });
     expect(upstream.stats("ok").requests).toBe(0);
   });
 

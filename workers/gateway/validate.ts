@@ -33,7 +33,8 @@ export function validate(endpoint: Endpoint, raw: unknown, config: LoadedConfig,
     case "responses":
       return checked(raw, config, bodyBytes, ResponsesRequestSchema, responsesFingerprint, responsesLimitError);
     case "embeddings":
-      return checked(raw, config, bodyBytes, EmbeddingRequestSchema, noPrompt);
+      // vLLM's chat-style `messages` are counted as a chat's are.
+      return checked(raw, config, bodyBytes, EmbeddingRequestSchema, noPrompt, chatLimitError);
     case "rerank":
       return checked(raw, config, bodyBytes, RerankRequestSchema, noPrompt);
     case "score":
