@@ -373,12 +373,15 @@ describe("the key itself", () => {
     expect((await errorOf(expired)).message).toContain("expired");
   });
 
-  it("calls only its models: others are a 403, and /v1/models lists only its own", async () => {
+  it("calls only its models: another is answered as a model that does not exist, so a key learns nothing of the gateway's other models, and /v1/models lists only its own", async () => {
     const { key } = await createKey({ models: ["keys"] });
     expect((await post(key, "keys")).status).toBe(200);
     const other = await post(key, "keys-other");
-    expect(other.status).toBe(403);
-    expect((await errorOf(other)).code).toBe("model_not_allowed");
+    const none = await post(key, "no-such-model");
+    expect([other.status, none.status]).toEqual([404, 404]);
+    const [a, b] = [await errorOf(other), await errorOf(none)];
+    expect(a.code).toBe("model_not_found");
+    expect({ ...a, message: a.message.replace("keys-other", "M") }).toEqual({ ...b, message: b.message.replace("no-such-model", "M") });
     const client = new OpenAI({ apiKey: key, baseURL: `${gw.url}/v1`, maxRetries: 0 });
     const ids = [];
     for await (const m of client.models.list()) ids.push(m.id);

@@ -1,6 +1,6 @@
 import type { ResolvedGroup } from "../../src/config/load.ts";
 import type { LeaseOutcome, LimitRefusal, RouteRefusal, RouteTenant } from "../../src/routing/protocol.ts";
-import { forbidden, GatewayError, notFound, overLimit, unavailable } from "../../src/openai/errors.ts";
+import { GatewayError, notFound, overLimit, unavailable } from "../../src/openai/errors.ts";
 import { allowsGroup, allowsModel, routeTenant } from "../../src/tenants/route-tenant.ts";
 import { isServerSide, nextStep } from "../../src/upstream/retry.ts";
 import { logEvent } from "../../src/logging/event-log.ts";
@@ -137,12 +137,13 @@ export function logFailover(p: Pick<ProxyInput, "log" | "requestId">, group: str
 
 /**
  * What the routing object checks for the request's virtual key (null for the master key), after
- * the key's own rule: a key limited to some models gets a 403 for any other.
+ * the key's own rule: a key limited to some models gets a 404 for any other.
  */
 export function tenantFor(caller: Caller, model: string, group: ResolvedGroup): RouteTenant | undefined {
   if (caller.kind === "master") return undefined;
   const r = caller.key.record;
-  if (!allowsModel(r, model, group.name)) throw forbidden(`API key ${r.prefix}… may not use model ${quoted(model)}`, "model_not_allowed");
+  // Answered as a model that does not exist (as OpenAI does): a key learns nothing of the models outside its list.
+  if (!allowsModel(r, model, group.name)) throw unknownModel(model);
   return routeTenant(caller.key, false);
 }
 
@@ -182,7 +183,7 @@ export async function groupAddedSince(env: Env, model: string): Promise<{ group:
 }
 
 export function unknownModel(model: string): GatewayError {
-  return notFound(`model ${quoted(model)} does not exist on this gateway (GET /v1/models lists them)`, "model_not_found");
+  return notFound(`The model ${quoted(model)} does not exist or you do not have access to it (GET /v1/models lists the models you can use)`, "model_not_found");
 }
 
 /** A client's model name as an error quotes it: no group name is longer than 256 characters, so neither is this. */
