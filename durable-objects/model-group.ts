@@ -10,6 +10,7 @@ import type { GroupMetrics } from "../src/metrics/group-metrics.ts";
 import type { GroupStatus, LeaseRelease, LeaseRenewal, LimitRefusal, ModelGroupRpc, RouteCall, RouteDecision, RouteRefusal, VersionRefusal } from "../src/routing/protocol.ts";
 import type { TenantsRpc } from "../src/tenants/protocol.ts";
 import { TENANTS_NAME } from "../src/tenants/tenants-name.ts";
+import { fetchDeployment } from "../src/upstream/reach-fetch.ts";
 
 /** Blocks per backend kept in the affinity snapshot, the recent working set: 32 KiB each, and 16 bytes a chain end. */
 const SNAPSHOT_BLOCKS = 4096;
@@ -278,10 +279,7 @@ export class ModelGroup extends DurableObject<GroupEnv> implements ModelGroupRpc
 async function probe(url: string, timeoutMs: number, reach: UpstreamReach): Promise<boolean> {
   if (!reach.ok) return false;
   try {
-    const { authorization } = reach;
-    const headers = authorization === null ? reach.headers : { authorization, ...reach.headers };
-    const init: RequestInit = { method: "GET", redirect: "manual", signal: AbortSignal.timeout(timeoutMs), ...(headers ? { headers } : {}) };
-    const res = await (reach.via ? reach.via.fetch(url, init) : fetch(url, init));
+    const res = await fetchDeployment(reach, url, { method: "GET", headers: {}, redirect: "manual", signal: AbortSignal.timeout(timeoutMs) });
     await res.body?.cancel();
     return res.ok;
   } catch {

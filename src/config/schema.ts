@@ -28,8 +28,8 @@ export type HookName = (typeof HOOK_NAMES)[number];
 export const LOCATION_HINTS = ["wnam", "enam", "sam", "weur", "eeur", "apac", "oc", "afr", "me"] as const;
 export type LocationHint = (typeof LOCATION_HINTS)[number];
 
-/** Headers the gateway sets on an upstream request itself: a deployment's extra headers cannot replace them. */
-const GATEWAY_HEADERS = new Set(["accept", "authorization", "connection", "content-length", "content-type", "host", "transfer-encoding", "x-kvgate-routed-at", "x-request-id"]);
+/** Headers the gateway sets on an upstream request or realtime handshake itself: a deployment's extra headers cannot replace them. */
+const GATEWAY_HEADERS = new Set(["accept", "authorization", "connection", "content-length", "content-type", "host", "sec-websocket-protocol", "transfer-encoding", "upgrade", "x-kvgate-routed-at", "x-request-id"]);
 
 /** Why a header may not be one a deployment adds, or null: an HTTP token (RFC 9110), none of the gateway's own. */
 function headerRefusal(header: string): string | null {

@@ -16,6 +16,8 @@ let fleet: Fleet;
 let upstream: WebSocketUpstream;
 let gw: TestGateway;
 const adminKey = `sk-admin-${randomBytes(16).toString("hex")}`;
+// A Cloudflare Access service token's secret: the gateway has it as a secret, the `access` upstream wants it.
+const accessSecret = `access-secret-${randomBytes(16).toString("hex")}`;
 
 const sim = (i: number) => ({ id: `sim-${i}`, baseUrl: fleet.urls[i] as string, model: "sim-7b" });
 const at = (behaviour: string, id = behaviour.replace(/:.*/, "")) => ({ id, baseUrl: `${upstream.url}/${behaviour}`, model: "upstream-rt" });
@@ -23,7 +25,7 @@ const single = (name: string, behaviour: string) => ({ name, failover: { maxAtte
 
 beforeAll(async () => {
   fleet = await startFleet({ workers: 2, basePort: 0, preset: "instant", servedModelName: "sim-7b" });
-  upstream = await startWebSocketUpstream();
+  upstream = await startWebSocketUpstream({ accessSecret });
   gw = await startTestGateway({
     // CORS on, as a browser-facing gateway has it: its middleware must leave the 101 intact.
     cors: { allowedOrigins: ["https://app.example"] },
@@ -38,8 +40,9 @@ beforeAll(async () => {
       single("not-served", "refuse:404"),
       { name: "fails-over", strategy: "round-robin", deployments: [at("refuse:500", "broken"), sim(0)] },
       { name: "falls-back", fallbacks: ["realtime"], deployments: [at("refuse:500", "down")] },
+      { name: "behind-access", failover: { maxAttempts: 1 }, deployments: [{ ...at("access"), headersFromEnv: { "CF-Access-Client-Secret": "ACCESS_CLIENT_SECRET" } }] },
     ],
-  }, { KVGATE_ADMIN_KEY: adminKey });
+  }, { KVGATE_ADMIN_KEY: adminKey, ACCESS_CLIENT_SECRET: accessSecret });
 });
 afterAll(async () => {
   await gw?.close();
@@ -112,6 +115,19 @@ describe("a realtime session through the gateway", () => {
     expect(ws.protocol).toBe("realtime");
     expect(JSON.parse(first)).toMatchObject({ type: "session.created" });
     ws.close();
+  });
+});
+
+describe("a backend behind Cloudflare Access", () => {
+  it("is sent the deployment's headersFromEnv with the handshake, as a request is: the session opens", async () => {
+    const h = await connect(wsUrl("?model=behind-access"), { headers: bearer() });
+    expect(h.kind === "refused" ? [h.status, h.body.error.message] : "open").toBe("open");
+    const s = opened(h);
+    s.ws.send("through Access");
+    expect((await s.next()).data.toString()).toBe("through Access");
+    s.ws.close();
+    await vi.waitFor(async () => expect(await gw.inFlight("behind-access")).toBe(0), EVENTUALLY);
+    expect((await backend("behind-access", "access"))?.failed).toBe(0);
   });
 });
 

@@ -102,6 +102,7 @@ function privateNetworkGroups(u: Upstreams): NonNullable<GatewayConfigInput["mod
   return [
     { name: "vpc", deployments: [{ ...privateServer, headersFromEnv: access }] },
     { name: "vpc-no-token", failover: { maxAttempts: 1 }, deployments: [privateServer] },
+    { name: "vpc-realtime", failover: { maxAttempts: 1 }, deployments: [{ ...privateServer, headersFromEnv: access }] },
     { name: "vpc-probed", breaker: { consecutiveFailures: 2, openMs: 600_000, probeIntervalMs: 200, closeAfterSuccesses: 2 }, deployments: [{ ...privateServer, model: "always-fails", headersFromEnv: access }] },
     { name: "vpc-registered", deployments: [] },
     // A server started with an API key, probed at a path behind it.

@@ -5,7 +5,8 @@
  * `fetch(url, init)`. This Worker plays a GPU server at a private address behind Cloudflare
  * Access: it answers only for that address, only with the Access service token, and says in its
  * answer where it was reached. Its model "always-fails" answers every chat with a 500 (its
- * /health stays good), for breaker probes.
+ * /health stays good), for breaker probes. Its /v1/realtime accepts a WebSocket that says first
+ * where it was reached and for which model, then echoes what it is sent.
  */
 export const VPC_HOST = "gpu.vpc.internal:8000";
 /**
@@ -33,6 +34,13 @@ export default {
       }
     }
     if (req.method === "GET" && url.pathname === "/health") return new Response("ok");
+    if (url.pathname === "/v1/realtime" && req.headers.get("upgrade") === "websocket") {
+      const [client, server] = Object.values(new WebSocketPair());
+      server.accept();
+      server.addEventListener("message", (e) => server.send(e.data));
+      server.send("reached " + url.host + " through the binding for " + url.searchParams.get("model"));
+      return new Response(null, { status: 101, webSocket: client });
+    }
     if (req.method !== "POST" || url.pathname !== "/v1/chat/completions") return new Response("not found", { status: 404 });
     const body = await req.json();
     if (body.model === "always-fails") return Response.json({ error: { message: "engine died", type: "server_error" } }, { status: 500 });

@@ -13,6 +13,8 @@ import { WebSocketServer, type WebSocket } from "ws";
  *   still waiting are counted: `waiting()`).
  * - `refuse:<status>`: answers the handshake with that status and an OpenAI-style error (with
  *   Retry-After: 30 on a 429 or 503), never switching protocols.
+ * - `access`: a server behind Cloudflare Access: as `echo` when the handshake carries
+ *   `CF-Access-Client-Secret: <accessSecret>`, Access's 403 page otherwise.
  */
 export interface WebSocketUpstream {
   url: string;
@@ -25,14 +27,24 @@ export interface WebSocketUpstream {
   close(): Promise<void>;
 }
 
-export async function startWebSocketUpstream(): Promise<WebSocketUpstream> {
+export interface WebSocketUpstreamOptions {
+  /** The Access service token's secret `access` wants. */
+  accessSecret?: string;
+}
+
+export async function startWebSocketUpstream(o: WebSocketUpstreamOptions = {}): Promise<WebSocketUpstream> {
   const closes: { code: number; reason: string }[] = [];
   const wss = new WebSocketServer({ noServer: true });
   const held = new Set<Duplex>();
   const server = http.createServer((_req, res) => void res.writeHead(404).end());
   server.on("upgrade", (req: http.IncomingMessage, socket: Duplex, head: Buffer) => {
     const m = /^\/([^/:]+)(?::(\d+))?\/v1\/realtime(\?|$)/.exec(req.url ?? "");
-    if (m?.[1] === "echo") return wss.handleUpgrade(req, socket, head, (ws) => echo(ws, closes));
+    const accept = () => wss.handleUpgrade(req, socket, head, (ws) => echo(ws, closes));
+    if (m?.[1] === "echo") return accept();
+    if (m?.[1] === "access") {
+      if (o.accessSecret !== undefined && req.headers["cf-access-client-secret"] === o.accessSecret) return accept();
+      return void socket.end("HTTP/1.1 403 Forbidden\r\ncontent-type: text/html\r\ncontent-length: 9\r\nconnection: close\r\n\r\nForbidden");
+    }
     if (m?.[1] === "slow") {
       held.add(socket);
       socket.once("close", () => held.delete(socket));

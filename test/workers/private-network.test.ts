@@ -7,7 +7,7 @@ import { UPSTREAM_MODEL } from "../support/test-config.ts";
 import { VPC_HOST } from "../support/vpc-stand-in.ts";
 import worker from "../../workers/gateway/index.ts";
 import { admin } from "./admin.ts";
-import { chat, EVENTUALLY, expectIdle, firstRouteCall, groupConfig, routeCall, sseEvents, status } from "./gateway.ts";
+import { chat, EVENTUALLY, expectIdle, firstRouteCall, gateway, groupConfig, routeCall, sseEvents, status } from "./gateway.ts";
 
 /**
  * GPU servers in a private network, reached through a Workers VPC binding with Cloudflare Access
@@ -72,6 +72,23 @@ describe("a deployment behind a VPC binding", () => {
     const lines = logged.flatMap((spy) => spy.mock.calls.flat().map(String));
     expect(lines.some((l) => l.includes('"to":"closed"'))).toBe(true);
     expect(lines.join("\n")).not.toContain(env.GPU_API_KEY);
+  });
+});
+
+describe("a realtime session with a deployment behind a VPC binding", () => {
+  it("is opened through env[binding].fetch with the Access headers, and relays both ways", async () => {
+    const res = await gateway("/v1/realtime?model=vpc-realtime", { headers: { upgrade: "websocket" } });
+    expect(res.status, res.status === 101 ? "" : await res.text()).toBe(101);
+    expect(res.headers.get("x-kvgate-backend")).toBe("gpu-private");
+    const ws = res.webSocket as WebSocket;
+    const received: string[] = [];
+    ws.addEventListener("message", (e) => received.push(String(e.data)));
+    ws.accept();
+    ws.send("over the tunnel");
+    await vi.waitFor(() => expect(received).toEqual([`reached ${VPC_HOST} through the binding for ${UPSTREAM_MODEL}`, "over the tunnel"]), EVENTUALLY);
+    ws.close(1000);
+    await expectIdle("vpc-realtime");
+    expect((await status("vpc-realtime")).backends[0]?.failed).toBe(0);
   });
 });
 

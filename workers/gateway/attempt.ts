@@ -1,6 +1,6 @@
 import type { ResolvedDeployment, ResolvedGroup } from "../../src/config/load.ts";
 import type { FailoverCause } from "../../src/config/schema.ts";
-import { reachOf, type ReachProblem, type UpstreamFetcher } from "../../src/config/upstream-access.ts";
+import { reachOf, type ReachProblem } from "../../src/config/upstream-access.ts";
 import type { CompletionSummary, HookContext } from "../../src/hooks/types.ts";
 import { pipelineFor } from "../config.ts";
 import { badGateway, badRequest, GatewayError, gatewayTimeout, unavailable } from "../../src/openai/errors.ts";
@@ -14,6 +14,7 @@ import { readsUsage } from "../../src/tenants/route-tenant.ts";
 import { classifyStatus, clientError, FAILURE_CAUSE, isBackendsOwn, type Answer } from "../../src/upstream/answer.ts";
 import { parseUpstreamError } from "../../src/upstream/error-body.ts";
 import { readBounded } from "../../src/upstream/read-bounded.ts";
+import { fetchDeployment, type Reachable } from "../../src/upstream/reach-fetch.ts";
 import { parseRetryAfter, type Failure } from "../../src/upstream/retry.ts";
 import type { Deadline } from "./deadline.ts";
 import type { ProxyInput } from "./proxy.ts";
@@ -106,8 +107,6 @@ export async function attempt(a: AttemptInput): Promise<AttemptResult> {
   // Plain records, not Headers objects: the runtime copies them natively once, in fetch and Response.
   const headers: Record<string, string> = { "content-type": "application/json", "x-request-id": p.requestId, "x-kvgate-routed-at": String(decision.routedAt) };
   if (stream) headers.accept = "text/event-stream";
-  if (reach.authorization !== null) headers.authorization = reach.authorization;
-  if (reach.headers) Object.assign(headers, reach.headers);
 
   const abort = new AbortController();
   const onClientGone = () => abort.abort(new Error("client disconnected"));
@@ -165,7 +164,7 @@ export async function attempt(a: AttemptInput): Promise<AttemptResult> {
 
   let up: Response;
   try {
-    up = await fetchOnce(reach.via, deployment.baseUrl + UPSTREAM_PATH[p.endpoint], { method: "POST", headers, body: payload, signal: abort.signal, redirect: "manual" });
+    up = await fetchOnce(reach, deployment.baseUrl + UPSTREAM_PATH[p.endpoint], { method: "POST", headers, body: payload, signal: abort.signal, redirect: "manual" });
   } catch (e) {
     const cut = cutShort();
     if (cut) return cut;
@@ -300,14 +299,14 @@ function heldWhole(headers: Headers): boolean {
  * byte. A server may close a kept-alive connection between requests without saying so (llama.cpp's
  * server does, after each streamed answer); the runtime then sends the next request on a dead
  * connection. That is no verdict on the server, and no reason to move the request — and its cache
- * — elsewhere. A second failure is real. `via`: the deployment's binding (Workers VPC), if it has one.
+ * — elsewhere. A second failure is real. Both go the way the deployment is reached (reach-fetch.ts).
  */
-async function fetchOnce(via: UpstreamFetcher | null, url: string, init: RequestInit): Promise<Response> {
+async function fetchOnce(reach: Reachable, url: string, init: RequestInit & { headers: Record<string, string> }): Promise<Response> {
   try {
-    return await (via ? via.fetch(url, init) : fetch(url, init));
+    return await fetchDeployment(reach, url, init);
   } catch (e) {
     if (init.signal?.aborted || !(e instanceof Error) || !CONNECTION_LOST.test(e.message)) throw e;
-    return via ? via.fetch(url, init) : fetch(url, init);
+    return fetchDeployment(reach, url, init);
   }
 }
 

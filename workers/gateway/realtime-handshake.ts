@@ -5,6 +5,7 @@ import type { LeaseOutcome, RouteDecision } from "../../src/routing/protocol.ts"
 import type { Routed } from "./route-client.ts";
 import { clientError, FAILURE_CAUSE } from "../../src/upstream/answer.ts";
 import { parseUpstreamError } from "../../src/upstream/error-body.ts";
+import { fetchDeployment, type Reachable } from "../../src/upstream/reach-fetch.ts";
 import { readBounded } from "../../src/upstream/read-bounded.ts";
 import { parseRetryAfter, type Failure } from "../../src/upstream/retry.ts";
 
@@ -20,8 +21,8 @@ export type Handshake =
 export interface HandshakeInput {
   /** The client's query string (`?model=…&…`): passed on with the model rewritten to the deployment's. */
   search: string;
-  /** The deployment's bearer token (its reach's): its own key, never the client's. */
-  authorization: string | null;
+  /** How the deployment is reached (its binding, its bearer — never the client's key — and extra headers), as a request would be. */
+  reach: Reachable;
   requestId: string;
   group: ResolvedGroup;
   deployment: ResolvedDeployment;
@@ -34,7 +35,8 @@ export interface HandshakeInput {
 
 /**
  * Opens the upstream's socket: a fetch with Upgrade: websocket to the deployment's
- * /v1/realtime, with the deployment's model and its own key (never the client's), answered
+ * /v1/realtime, with the deployment's model, sent the way every call to it goes (its binding, its
+ * own key — never the client's — and its extra headers: src/upstream/reach-fetch.ts), answered
  * within the group's firstByteTimeoutMs, and cancelled when the client leaves first (the caller
  * reads that from the client's signal, whatever this answers). An answer that is not a 101 means what it means for any
  * request (src/realtime/upgrade-answer.ts); its body is read only so far.
@@ -45,14 +47,13 @@ export async function openUpstream(h: HandshakeInput): Promise<Handshake> {
   query.set("model", deployment.model);
   const headers: Record<string, string> = { upgrade: "websocket", "x-request-id": h.requestId, "x-kvgate-routed-at": String(h.decision.routedAt) };
   if (h.protocols.length > 0) headers["sec-websocket-protocol"] = h.protocols.join(", ");
-  if (h.authorization !== null) headers.authorization = h.authorization;
   const failed = (err: GatewayError, verdict: LeaseOutcome, failure: Failure): Handshake => ({ kind: "failed", response: err.toResponse(), verdict, failure });
 
   const abort = new AbortController();
   const timer = setTimeout(() => abort.abort(new Error("upstream handshake timeout")), group.firstByteTimeoutMs);
   let up: Response;
   try {
-    up = await fetch(`${deployment.baseUrl}${UPSTREAM_PATH}?${query}`, { headers, signal: AbortSignal.any([abort.signal, h.clientSignal]), redirect: "manual" });
+    up = await fetchDeployment(h.reach, `${deployment.baseUrl}${UPSTREAM_PATH}?${query}`, { headers, signal: AbortSignal.any([abort.signal, h.clientSignal]), redirect: "manual" });
   } catch {
     if (abort.signal.aborted) {
       return failed(gatewayTimeout(`backend ${deployment.id} did not answer the WebSocket handshake within ${group.firstByteTimeoutMs} ms`), "upstream-error", { cause: "timeout", retryAfterMs: null });

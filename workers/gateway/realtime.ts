@@ -19,9 +19,10 @@ const NO_PROMPT: Prompt = { chain: [], blocks: 0 };
 
 /**
  * GET /v1/realtime?model=M, a WebSocket: routed by the model's group like any request (with no
- * prompt to match, by load), the upstream's socket opened with the deployment's model and key,
- * and the two sockets relayed for as long as both stay open. The backend's slot is held for the
- * socket's life — renewed as every held lease is — and released when either side closes. Before
+ * prompt to match, by load), the upstream's socket opened with the deployment's model, reached
+ * as a request to it is (its binding, key and extra headers), and the two sockets relayed for as
+ * long as both stay open. The backend's slot is held for the socket's life — renewed as every
+ * held lease is — and released when either side closes. Before
  * the upstream accepted (a refused connection, no answer in time, a 5xx or 429), the handshake
  * fails over to the next backend, then to the fallback groups, as a request does.
  */
@@ -72,14 +73,14 @@ export async function openRealtime(p: RealtimeInput): Promise<Response> {
         lease.settle("client-abort");
         throw unavailable(`routing for model "${model}" named a backend this gateway does not know`, "routing_unavailable");
       }
-      // Its key as a request's would be (a realtime handshake uses neither binding nor headers).
+      // Reached as a request would be: through its binding, with its key and extra headers.
       const reach = reachOf(deployment, p.env, config.gatewayKeys);
       if (!reach.ok) {
         lease.settle("client-abort");
         throw misconfigured(deployment.id, reach.problems);
       }
       const sentAt = performance.now();
-      const answer = await openUpstream({ search: url.search, authorization: reach.authorization, requestId: p.requestId, group, deployment, decision, protocols, clientSignal: req.signal });
+      const answer = await openUpstream({ search: url.search, reach, requestId: p.requestId, group, deployment, decision, protocols, clientSignal: req.signal });
       if (req.signal.aborted) {
         // Nobody is left to relay to: a socket the upstream opened meanwhile is closed at once.
         if (answer.kind === "open") closeUnused(answer.socket);
