@@ -40,6 +40,9 @@ beforeAll(async () => {
       single("not-served", "refuse:404"),
       { name: "fails-over", strategy: "round-robin", deployments: [at("refuse:500", "broken"), sim(0)] },
       { name: "falls-back", fallbacks: ["realtime"], deployments: [at("refuse:500", "down")] },
+      // Both crash on a session whose query holds crash-me, and serve any other (and chat).
+      { name: "crashes", deployments: [at("crash:crash-me", "crash-a"), at("crash:crash-me", "crash-b")] },
+      { name: "no-endpoint-then-crash", failover: { maxAttempts: 2 }, deployments: [at("refuse:404", "no-endpoint"), at("refuse:500", "crashing")] },
       { name: "behind-access", failover: { maxAttempts: 1 }, deployments: [{ ...at("access"), headersFromEnv: { "CF-Access-Client-Secret": "ACCESS_CLIENT_SECRET" } }] },
     ],
   }, { KVGATE_ADMIN_KEY: adminKey, ACCESS_CLIENT_SECRET: accessSecret });
@@ -301,5 +304,35 @@ describe("a backend that refuses the upgrade", () => {
     const failedOver = attempts.filter((a) => a === "2").length;
     expect(logLines("event").filter((l) => l.event === "failover" && l.group === "fails-over")).toEqual(Array.from({ length: failedOver }, () => expect.objectContaining({ backend: "broken", next_attempt: 2 })));
     await vi.waitFor(async () => expect(await gw.inFlight("fails-over")).toBe(0), EVENTUALLY);
+  });
+});
+
+describe("a handshake every backend fails on", () => {
+  it("follows the request: no backend is charged with it, and the group still serves sessions and chat", async () => {
+    // Six such handshakes would open both breakers (5 consecutive failures) if each were charged.
+    const answers: unknown[] = [];
+    for (let i = 0; i < 6; i++) {
+      const h = await connect(wsUrl("?model=crashes&instructions=crash-me"), { headers: bearer() });
+      answers.push(h.kind === "refused" ? [h.status, h.headers["x-kvgate-attempts"]] : "open");
+    }
+    // Each tried two backends, then stopped: the second failure showed it followed the request.
+    expect(answers).toEqual(Array.from({ length: 6 }, () => [502, "2"]));
+    const charges = async () => (await gw.status("crashes")).backends.map((b) => [b.id, b.failed, b.rejected, b.breaker.state]);
+    await vi.waitFor(async () => expect(await charges()).toEqual([["crash-a", 0, 6, "closed"], ["crash-b", 0, 6, "closed"]]), EVENTUALLY);
+
+    const s = await open("crashes");
+    s.ws.close();
+    await s.closed;
+    const chat = await fetch(`${gw.url}/v1/chat/completions`, { method: "POST", headers: { ...bearer(), "content-type": "application/json" }, body: JSON.stringify({ model: "crashes", messages: [{ role: "user", content: "still there?" }] }) });
+    expect(chat.status).toBe(200);
+    await chat.body?.cancel();
+    await vi.waitFor(async () => expect(await gw.inFlight("crashes")).toBe(0), EVENTUALLY);
+  });
+
+  it("unless one failure is one no request causes (no realtime endpoint): that one is its backend's, and so is the other, with no third backend to tell", async () => {
+    const h = await connect(wsUrl("?model=no-endpoint-then-crash"), { headers: bearer() });
+    expect(h.kind === "refused" && [h.status, h.headers["x-kvgate-attempts"]]).toEqual([502, "2"]);
+    const charges = async () => (await gw.status("no-endpoint-then-crash")).backends.map((b) => [b.id, b.failed, b.rejected]);
+    await vi.waitFor(async () => expect(await charges()).toEqual([["no-endpoint", 1, 0], ["crashing", 1, 0]]), EVENTUALLY);
   });
 });

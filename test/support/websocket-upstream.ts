@@ -15,6 +15,10 @@ import { WebSocketServer, type WebSocket } from "ws";
  *   Retry-After: 30 on a 429 or 503), never switching protocols.
  * - `access`: a server behind Cloudflare Access: as `echo` when the handshake carries
  *   `CF-Access-Client-Secret: <accessSecret>`, Access's 403 page otherwise.
+ * - `crash:<word>`: as `echo`, but a handshake whose query holds the word gets a 500, as from a
+ *   server that crashes on what the session asks for.
+ * A plain POST to `<behaviour>/v1/chat/completions` gets a one-word chat completion, so a test can
+ * tell whether chat still reaches a backend.
  */
 export interface WebSocketUpstream {
   url: string;
@@ -36,15 +40,16 @@ export async function startWebSocketUpstream(o: WebSocketUpstreamOptions = {}): 
   const closes: { code: number; reason: string }[] = [];
   const wss = new WebSocketServer({ noServer: true });
   const held = new Set<Duplex>();
-  const server = http.createServer((_req, res) => void res.writeHead(404).end());
+  const server = http.createServer(chat);
   server.on("upgrade", (req: http.IncomingMessage, socket: Duplex, head: Buffer) => {
-    const m = /^\/([^/:]+)(?::(\d+))?\/v1\/realtime(\?|$)/.exec(req.url ?? "");
+    const m = /^\/([^/:]+)(?::([^/]+))?\/v1\/realtime(\?.*)?$/.exec(req.url ?? "");
     const accept = () => wss.handleUpgrade(req, socket, head, (ws) => echo(ws, closes));
     if (m?.[1] === "echo") return accept();
     if (m?.[1] === "access") {
       if (o.accessSecret !== undefined && req.headers["cf-access-client-secret"] === o.accessSecret) return accept();
       return void socket.end("HTTP/1.1 403 Forbidden\r\ncontent-type: text/html\r\ncontent-length: 9\r\nconnection: close\r\n\r\nForbidden");
     }
+    if (m?.[1] === "crash" && !decodeURIComponent(m[3] ?? "").includes(m[2] ?? "")) return accept();
     if (m?.[1] === "slow") {
       held.add(socket);
       socket.once("close", () => held.delete(socket));
@@ -54,7 +59,7 @@ export async function startWebSocketUpstream(o: WebSocketUpstreamOptions = {}): 
       }, Number(m[2] ?? 5000));
       return void socket.once("close", () => clearTimeout(timer));
     }
-    const status = m?.[1] === "refuse" ? Number(m[2]) : 404;
+    const status = m?.[1] === "refuse" ? Number(m[2]) : m?.[1] === "crash" ? 500 : 404;
     const body = JSON.stringify({ error: { message: `refused with ${status}`, type: status === 429 ? "rate_limit_error" : "invalid_request_error", param: null, code: `refused_${status}` } });
     const retry = status === 429 || status === 503 ? "retry-after: 30\r\n" : "";
     socket.end(`HTTP/1.1 ${status} Refused\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n${retry}connection: close\r\n\r\n${body}`);
@@ -83,4 +88,14 @@ function echo(ws: WebSocket, closes: { code: number; reason: string }[]): void {
     ws.send(data, { binary: isBinary });
   });
   ws.on("close", (code, reason) => closes.push({ code, reason: reason.toString() }));
+}
+
+/** A chat completion of one word for a plain POST to `…/v1/chat/completions`; 404 for anything else. */
+function chat(req: http.IncomingMessage, res: http.ServerResponse): void {
+  req.resume();
+  if (req.method !== "POST" || !/\/v1\/chat\/completions$/.test(req.url ?? "")) return void res.writeHead(404).end();
+  req.on("end", () => {
+    const body = { id: "chatcmpl-ws", object: "chat.completion", created: 0, model: "upstream-rt", choices: [{ index: 0, message: { role: "assistant", content: "served" }, finish_reason: "stop" }], usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 } };
+    res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(body));
+  });
 }

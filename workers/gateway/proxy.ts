@@ -1,8 +1,8 @@
 import type { ResolvedGroup } from "../../src/config/load.ts";
-import type { LeaseOutcome, LimitRefusal, RouteRefusal, RouteTenant } from "../../src/routing/protocol.ts";
+import type { LimitRefusal, RouteRefusal, RouteTenant } from "../../src/routing/protocol.ts";
 import { GatewayError, notFound, overLimit, unavailable } from "../../src/openai/errors.ts";
 import { allowsGroup, allowsModel, routeTenant } from "../../src/tenants/route-tenant.ts";
-import { isServerSide, nextStep } from "../../src/upstream/retry.ts";
+import { nextStep } from "../../src/upstream/retry.ts";
 import { logEvent } from "../../src/logging/event-log.ts";
 import type { RequestLog } from "../../src/logging/request-log.ts";
 import type { LoadedConfig } from "../config.ts";
@@ -12,7 +12,8 @@ import { attempt, isFailover } from "./attempt.ts";
 import type { Caller } from "./auth.ts";
 import { readSizedJsonBody } from "./body.ts";
 import { Deadline } from "./deadline.ts";
-import { route, type HeldLease } from "./route-client.ts";
+import { HeldFailure } from "./held-failure.ts";
+import { route } from "./route-client.ts";
 import { validate, type Endpoint } from "./validate.ts";
 
 export interface ProxyInput {
@@ -47,11 +48,8 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
   const tenant = tenantFor(p.caller, body.model, primary);
 
   const deadline = new Deadline(primary.totalTimeoutMs);
-  // Server-side failures whose verdict waits for the next attempt's answer.
-  const held: HeldLease[] = [];
-  const settleHeld = (outcome: LeaseOutcome) => {
-    for (const lease of held.splice(0)) lease.settle(outcome);
-  };
+  // A server-side failure whose verdict waits for the next attempt's answer.
+  const held = new HeldFailure();
   let fellBackTo = 0;
   let group = primary;
   let prompt = promptFor(group);
@@ -98,23 +96,12 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
       admittedBy = group.name;
       const result = await attempt({ p, body, group, decision, deadline, attempts, fellBack: group !== primary });
       if (result.kind === "answered") {
-        // Another backend answered: the failures before were the backends'. A rejection says the
-        // request itself was bad, which a server may well have crashed on.
-        settleHeld(result.rejected ? "rejected" : "upstream-error");
+        held.answered(result.rejected);
         relaying = !result.rejected;
         return result.response;
       }
       last = result.response;
-      if (isServerSide(result.failure) && result.verdict === "upstream-error") {
-        if (held.length > 0) {
-          result.lease.settle("rejected");
-          settleHeld("rejected");
-          return last;
-        }
-        held.push(result.lease);
-      } else {
-        result.lease.settle(result.verdict);
-      }
+      if (held.failed(result.lease, result.verdict, result.failure)) return last;
       const step = result.retryable ? nextStep(primary.failover, attempts, result.failure, deadline.msLeft()) : ({ retry: false } as const);
       if (!step.retry) return last;
       exclude.push(result.lease.backendId);
@@ -123,8 +110,7 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
       if (p.req.signal.aborted) throw new GatewayError(499, "invalid_request_error", "client disconnected", "client_closed_request");
     }
   } finally {
-    // Whatever ended the loop, a failure nobody confirmed is the backend's, as it would be alone.
-    settleHeld("upstream-error");
+    held.end();
     // A relayed body is still under the deadline; its end clears it.
     if (!relaying) deadline.clear();
   }

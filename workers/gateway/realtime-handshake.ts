@@ -3,7 +3,7 @@ import { badGateway, GatewayError, gatewayTimeout } from "../../src/openai/error
 import { classifyRefusedUpgrade } from "../../src/realtime/upgrade-answer.ts";
 import type { LeaseOutcome, RouteDecision } from "../../src/routing/protocol.ts";
 import type { Routed } from "./route-client.ts";
-import { clientError, FAILURE_CAUSE } from "../../src/upstream/answer.ts";
+import { clientError, FAILURE_CAUSE, isBackendsOwn } from "../../src/upstream/answer.ts";
 import { parseUpstreamError } from "../../src/upstream/error-body.ts";
 import { fetchDeployment, type Reachable } from "../../src/upstream/reach-fetch.ts";
 import { readBounded } from "../../src/upstream/read-bounded.ts";
@@ -16,6 +16,7 @@ export type Handshake =
   | { kind: "open"; socket: WebSocket; protocol: string | null }
   /** The client's fault (a 4xx the upstream judged): passed on, no verdict, not retried. */
   | { kind: "rejected"; response: Response }
+  /** Another backend might accept: `verdict` is what this says about the backend, settled or held by the caller (held-failure.ts). */
   | { kind: "failed"; response: Response; verdict: LeaseOutcome; failure: Failure };
 
 export interface HandshakeInput {
@@ -71,5 +72,7 @@ export async function openUpstream(h: HandshakeInput): Promise<Handshake> {
   if (answer.kind === "rejected") return { kind: "rejected", response: err.toResponse() };
   const limited = answer.kind === "rate-limited";
   const failure: Failure = { cause: limited ? "429" : FAILURE_CAUSE, retryAfterMs: up.status === 429 || up.status === 503 ? parseRetryAfter(retryAfter) : null };
+  // No realtime endpoint, a refused key, a redirect: no request causes these, so none follows one.
+  if (answer.kind === "backend-failure" && isBackendsOwn(answer.why)) failure.backendsOwn = true;
   return failed(err, limited ? "rate-limited" : "upstream-error", failure);
 }

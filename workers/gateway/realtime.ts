@@ -2,9 +2,10 @@ import type { ResolvedGroup } from "../../src/config/load.ts";
 import { reachOf } from "../../src/config/upstream-access.ts";
 import { badRequest, GatewayError, methodNotAllowed, unavailable } from "../../src/openai/errors.ts";
 import { chosenProtocol, isWebSocketUpgrade, keyFromProtocols, protocolsWithoutKey } from "../../src/realtime/handshake.ts";
-import type { RouteRefusal } from "../../src/routing/protocol.ts";
+import type { RouteRefusal, RouteTenant } from "../../src/routing/protocol.ts";
 import { nextStep } from "../../src/upstream/retry.ts";
 import { clientGone, isFailover, misconfigured, routingHeaders } from "./attempt.ts";
+import { HeldFailure } from "./held-failure.ts";
 import { fallbackFor, groupAddedSince, limitError, logFailover, noBackend, tenantFor, type ProxyInput } from "./proxy.ts";
 import { openUpstream } from "./realtime-handshake.ts";
 import { holdLease, route } from "./route-client.ts";
@@ -22,9 +23,10 @@ const NO_PROMPT: Prompt = { chain: [], blocks: 0 };
  * prompt to match, by load), the upstream's socket opened with the deployment's model, reached
  * as a request to it is (its binding, key and extra headers), and the two sockets relayed for as
  * long as both stay open. The backend's slot is held for the socket's life — renewed as every
- * held lease is — and released when either side closes. Before
- * the upstream accepted (a refused connection, no answer in time, a 5xx or 429), the handshake
- * fails over to the next backend, then to the fallback groups, as a request does.
+ * held lease is — and released when either side closes. Before the upstream accepted (a refused
+ * connection, no answer in time, a 5xx or 429), the handshake fails over to the next backend, then
+ * to the fallback groups, as a request does, and a failure that follows it is its own, as a
+ * request's is.
  */
 export async function openRealtime(p: RealtimeInput): Promise<Response> {
   const { req, config } = p;
@@ -48,11 +50,40 @@ export async function openRealtime(p: RealtimeInput): Promise<Response> {
     throw badRequest("the WebSocket subprotocols hold only the API key: offer the protocol too (e.g. 'realtime')", null, "invalid_subprotocol");
   }
 
-  const groups = [primary, ...primary.fallbacks.map((name) => fallbackFor(p.caller, byModel, name)).filter((g): g is ResolvedGroup => g !== undefined)];
+  const fallbacks = primary.fallbacks.map((name) => fallbackFor(p.caller, byModel, name)).filter((g): g is ResolvedGroup => g !== undefined);
+  const held = new HeldFailure();
+  try {
+    return await handshakeInTurn(p, { model, search: url.search, tenant, protocols, primary, fallbacks }, held);
+  } finally {
+    held.end();
+  }
+}
+
+/** What every backend a session tries is asked with, and the groups it may try. */
+interface Session {
+  model: string;
+  /** The client's query string, passed on (realtime-handshake.ts). */
+  search: string;
+  tenant: RouteTenant | undefined;
+  /** The subprotocols the client offered, the key taken out. */
+  protocols: readonly string[];
+  primary: ResolvedGroup;
+  /** The fallback groups the caller may be served by, in order. */
+  fallbacks: readonly ResolvedGroup[];
+}
+
+/**
+ * Tries the groups' backends in turn until one accepts the handshake, as a request's attempts
+ * go: a failure is settled as the backend's, or held until the next attempt tells whose it was
+ * (held-failure.ts), and one that follows the request ends the turn.
+ */
+async function handshakeInTurn(p: RealtimeInput, s: Session, held: HeldFailure): Promise<Response> {
+  const { req, config } = p;
+  const { model, tenant, protocols, primary } = s;
   let attempts = 0;
   let last: Response | null = null;
   let refused: RouteRefusal["refused"] = "no-backend";
-  for (const group of groups) {
+  for (const group of [primary, ...s.fallbacks]) {
     const exclude: string[] = [];
     // Each group's object keeps the key's limits for its own sessions: a fallback group checks them too.
     let admitted = false;
@@ -80,7 +111,7 @@ export async function openRealtime(p: RealtimeInput): Promise<Response> {
         throw misconfigured(deployment.id, reach.problems);
       }
       const sentAt = performance.now();
-      const answer = await openUpstream({ search: url.search, reach, requestId: p.requestId, group, deployment, decision, protocols, clientSignal: req.signal });
+      const answer = await openUpstream({ search: s.search, reach, requestId: p.requestId, group, deployment, decision, protocols, clientSignal: req.signal });
       if (req.signal.aborted) {
         // Nobody is left to relay to: a socket the upstream opened meanwhile is closed at once.
         if (answer.kind === "open") closeUnused(answer.socket);
@@ -94,15 +125,17 @@ export async function openRealtime(p: RealtimeInput): Promise<Response> {
         relaySockets(pair[1], answer.socket, lease);
         const protocol = chosenProtocol(protocols, answer.protocol);
         if (protocol !== null) headers["sec-websocket-protocol"] = protocol;
+        held.answered(false);
         return new Response(null, { status: 101, webSocket: pair[0], headers });
       }
       for (const [k, v] of Object.entries(headers)) answer.response.headers.set(k, v);
       if (answer.kind === "rejected") {
         lease.settle("rejected");
+        held.answered(true);
         return answer.response;
       }
-      lease.settle(answer.verdict);
       last = answer.response;
+      if (held.failed(lease, answer.verdict, answer.failure)) return last;
       const step = nextStep(primary.failover, attempts, answer.failure, Infinity);
       if (!step.retry) return last;
       exclude.push(deployment.id);

@@ -1,0 +1,51 @@
+import type { LeaseOutcome } from "../../src/routing/protocol.ts";
+import { isServerSide, type Failure } from "../../src/upstream/retry.ts";
+import type { HeldLease } from "./route-client.ts";
+
+/**
+ * Whose a failed attempt's failure was, for a request (proxy.ts) and a realtime handshake
+ * (realtime.ts) alike. A server-side failure on one backend (a 5xx-class answer, no answer in
+ * time) says nothing yet, so its lease is held until the next attempt tells: if another backend
+ * answers, the failure was its backend's; if a second backend fails server-side too, the failure
+ * follows the request (a body every server crashes on), and neither backend is charged with it —
+ * one client cannot open every breaker of a group. Any other failure is settled at once.
+ */
+export class HeldFailure {
+  private held: HeldLease | null = null;
+
+  /**
+   * A failed attempt's lease and what its failure says about the backend. True when the failure
+   * follows the request: both leases are settled as the request's, and no other backend is tried.
+   */
+  failed(lease: HeldLease, verdict: LeaseOutcome, failure: Failure): boolean {
+    if (verdict !== "upstream-error" || !isServerSide(failure)) {
+      lease.settle(verdict);
+      return false;
+    }
+    if (this.held === null) {
+      this.held = lease;
+      return false;
+    }
+    lease.settle("rejected");
+    this.settle("rejected");
+    return true;
+  }
+
+  /**
+   * Another backend answered: the failure before was its backend's. A rejection says the request
+   * itself was bad, which a server may well have crashed on.
+   */
+  answered(rejected: boolean): void {
+    this.settle(rejected ? "rejected" : "upstream-error");
+  }
+
+  /** Whatever ended the attempts: a failure nobody confirmed is its backend's, as it would be alone. */
+  end(): void {
+    this.settle("upstream-error");
+  }
+
+  private settle(outcome: LeaseOutcome): void {
+    this.held?.settle(outcome);
+    this.held = null;
+  }
+}
