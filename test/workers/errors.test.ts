@@ -28,7 +28,7 @@ const cases: Case[] = [
   { name: "too many messages", send: () => post(JSON.stringify({ model: "errors", messages: Array.from({ length: TEST_LIMITS.maxMessages + 1 }, () => msg[0]) })), status: 400, type: "invalid_request_error", param: "messages" },
   { name: "an unknown model", send: () => post(JSON.stringify({ model: "gpt-9", messages: msg })), status: 404, type: "not_found_error", message: /gpt-9/ },
   // A name is echoed back, but never more of it than a group's name could be.
-  { name: "an unknown model with a very long name", send: () => post(JSON.stringify({ model: "m".repeat(40_000), messages: msg })), status: 404, type: "not_found_error", message: /^model "m{256}…" \(40000 characters\) does not exist/ },
+  { name: "an unknown model with a very long name", send: () => post(JSON.stringify({ model: "m".repeat(40_000), messages: msg })), status: 404, type: "not_found_error", message: /^The model "m{256}…" \(40000 characters\) does not exist or you do not have access to it/ },
   { name: "a body over the limit", send: () => post(JSON.stringify({ model: "errors", messages: [{ role: "user", content: "x".repeat(TEST_LIMITS.maxBodyBytes) }] })), status: 413, type: "invalid_request_error" },
   { name: "a missing key", send: () => post(JSON.stringify({ model: "errors", messages: msg }), {}, false), status: 401, type: "authentication_error" },
   { name: "a wrong key", send: () => post(JSON.stringify({ model: "errors", messages: msg }), { authorization: "Bearer sk-wrong" }), status: 401, type: "authentication_error" },
