@@ -11,8 +11,12 @@ const positiveInt = () => z.number().check(z.int(), z.minimum(1));
 const nonNegativeInt = () => z.number().check(z.int(), z.minimum(0));
 // No control characters: a sharded group's objects are named with one (src/sharding/partition.ts), so no name can be another's.
 const name = () => z.string().check(z.minLength(1), z.maxLength(256), z.regex(/^[^\u0000-\u001f\u007f]*$/, "must not contain control characters"));
-/** Names a Worker secret / env var; the key itself never appears in the config. */
-const envName = () => z.string().check(z.regex(/^[A-Za-z_][A-Za-z0-9_]*$/));
+/**
+ * Names something on the Worker's env, a secret or a binding (`what`); the key itself never
+ * appears in the config. The message spells out the pattern: a user sees it, not the regex.
+ */
+const envName = (what = "a Worker secret") =>
+  z.string().check(z.regex(/^[A-Za-z_][A-Za-z0-9_]*$/, `must name ${what}: letters, digits and _, not starting with a digit`));
 
 /** A routing strategy's name: its registry (src/routing/strategies/index.ts) says which there are. */
 export type Strategy = StrategyName;
@@ -77,7 +81,7 @@ export const DeploymentSchema = z.strictObject({
    * A Workers VPC binding (a VPC Service or Network, or any fetcher binding) the upstream requests
    * go through, `env[binding].fetch(baseUrl + path)`, to a server with no public address.
    */
-  binding: z.optional(envName()),
+  binding: z.optional(envName("a binding")),
   /** Extra headers on every upstream request, header name → the secret holding its value (Cloudflare Access service tokens). */
   headersFromEnv: z.optional(extraHeaders()),
   /**
@@ -140,7 +144,7 @@ const BreakerSchema = z.strictObject({
   closeAfterSuccesses: z._default(positiveInt(), BREAKER_DEFAULTS.closeAfterSuccesses),
   /** Open and half-open backends get GET probePath about this often (jittered ±50%). */
   probeIntervalMs: z._default(positiveInt(), BREAKER_DEFAULTS.probeIntervalMs),
-  probePath: z._default(z.string().check(z.regex(/^\/[^\s]*$/)), BREAKER_DEFAULTS.probePath),
+  probePath: z._default(z.string().check(z.regex(/^\/[^\s]*$/, "must be a path starting with /, without spaces (e.g. /health)")), BREAKER_DEFAULTS.probePath),
   probeTimeoutMs: z._default(positiveInt(), BREAKER_DEFAULTS.probeTimeoutMs),
 });
 

@@ -43,6 +43,27 @@ describe("npm run check-config", () => {
     ]);
   });
 
+  it("says what a name or a path must be, not that it must be a valid regex", async () => {
+    const path = await file(
+      "names.jsonc",
+      `{
+  "auth": { "masterKeyEnv": "kvgate-master" },
+  "modelGroups": [{ "name": "a", "breaker": { "probePath": "health" },
+                    "deployments": [{ "baseUrl": "http://10.0.0.1:8000", "model": "m", "apiKeyEnv": "vllm-key", "binding": "GPU VPC" }] }],
+}`,
+    );
+    const r = await check([path]);
+    expect(r.code).toBe(1);
+    expect(r.stderr.split("\n")).toEqual([
+      `${path}: 4 problems`,
+      "  auth.masterKeyEnv must name a Worker secret: letters, digits and _, not starting with a digit",
+      "  modelGroups[0].breaker.probePath must be a path starting with /, without spaces (e.g. /health)",
+      "  modelGroups[0].deployments[0].apiKeyEnv must name a Worker secret: letters, digits and _, not starting with a digit",
+      "  modelGroups[0].deployments[0].binding must name a binding: letters, digits and _, not starting with a digit",
+      "",
+    ]);
+  });
+
   it("says in one line that a file is missing, with no stack, and exits 1", async () => {
     const missing = join(dir, "config.prod.json");
     for (const r of [await check([missing]), await check([], { KVGATE_CONFIG_FILE: missing })]) {

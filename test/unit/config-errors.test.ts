@@ -31,6 +31,30 @@ describe("a config with several problems", () => {
   });
 });
 
+describe("a name or path its pattern refuses", () => {
+  it("is told what the field must be, never that it must be a valid regex", () => {
+    const raw = {
+      auth: { masterKeyEnv: "kvgate-master", registrationSecrets: ["1KEY"] },
+      modelGroups: [{ name: "a\u0007b", breaker: { probePath: "health" }, deployments: [{ ...deployment, apiKeyEnv: "vllm-key", binding: "GPU VPC", headersFromEnv: { "x-token": "x.token" } }] }],
+    };
+    const secret = "must name a Worker secret: letters, digits and _, not starting with a digit";
+    expect(errorsOf(raw)).toEqual([
+      `auth.masterKeyEnv ${secret}`,
+      `auth.registrationSecrets[0] ${secret}`,
+      "modelGroups[0].name must not contain control characters",
+      "modelGroups[0].breaker.probePath must be a path starting with /, without spaces (e.g. /health)",
+      `modelGroups[0].deployments[0].apiKeyEnv ${secret}`,
+      "modelGroups[0].deployments[0].binding must name a binding: letters, digits and _, not starting with a digit",
+      `modelGroups[0].deployments[0].headersFromEnv.x-token ${secret}`,
+    ]);
+  });
+
+  it("takes what the pattern allows: lower case, a leading _, digits after the first character", () => {
+    const r = parseConfig({ auth: { masterKeyEnv: "_master_2" }, modelGroups: [{ name: "a", breaker: { probePath: "/v1/models?x=1" }, deployments: [{ ...deployment, apiKeyEnv: "vllm_key", binding: "gpu_vpc9" }] }] });
+    expect(r.ok, r.ok ? "" : r.error).toBe(true);
+  });
+});
+
 describe("a config with comments (JSONC), as the Worker reads KVGATE_CONFIG", () => {
   it("is taken, and resolves as its plain JSON would", () => {
     const jsonc = `{

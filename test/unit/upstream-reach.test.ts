@@ -38,8 +38,8 @@ describe("a deployment's binding and secret headers in the config", () => {
     ["the same in another case", { headersFromEnv: { "X-Request-Id": "ID" } }, "modelGroups[0].deployments[0].headersFromEnv.X-Request-Id is a header the gateway sets itself (an upstream API key goes in apiKeyEnv)"],
     ["one a realtime handshake sets", { headersFromEnv: { Upgrade: "UP" } }, "modelGroups[0].deployments[0].headersFromEnv.Upgrade is a header the gateway sets itself (an upstream API key goes in apiKeyEnv)"],
     ["a header name with a space", { headersFromEnv: { "CF Access": "ID" } }, "modelGroups[0].deployments[0].headersFromEnv.CF Access must be a header name (letters, digits and -)"],
-    ["a secret's value where its name goes", { headersFromEnv: { "CF-Access-Client-Secret": "abc-123.def" } }, "modelGroups[0].deployments[0].headersFromEnv.CF-Access-Client-Secret must be a valid regex"],
-    ["a binding that is no name", { binding: "gpu vpc" }, "modelGroups[0].deployments[0].binding must be a valid regex"],
+    ["a secret's value where its name goes", { headersFromEnv: { "CF-Access-Client-Secret": "abc-123.def" } }, "modelGroups[0].deployments[0].headersFromEnv.CF-Access-Client-Secret must name a Worker secret: letters, digits and _, not starting with a digit"],
+    ["a binding that is no name", { binding: "gpu vpc" }, "modelGroups[0].deployments[0].binding must name a binding: letters, digits and _, not starting with a digit"],
   ])("refuses %s, naming the field", (_what, d, message) => {
     expect(errorsOf(withDeployment(d))).toEqual([message]);
   });
