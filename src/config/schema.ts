@@ -56,15 +56,31 @@ const extraHeaders = () =>
     }),
   );
 
+/**
+ * Why a deployment's base URL cannot be one, or null: every rule on it, read from the URL as
+ * parsed, which is how fetch will read it. The text misleads: `https:///user:pw@gpu` carries
+ * credentials and `https:///gpu/v1` ends in /v1, the parser skipping the third slash.
+ */
+function baseUrlRefusal(text: string): string | null {
+  const url = URL.parse(text);
+  if (!url) return null; // z.url says so.
+  // Credentials in a URL travel in every error message that names it, the admin API and the dashboard: keys go in apiKeyEnv.
+  if (url.username !== "" || url.password !== "") return "must not carry credentials (user:password@); name a secret in apiKeyEnv instead";
+  // The gateway appends the API's path (/v1/chat/completions) to it, as to the server's root. The
+  // href, not search and hash: an empty query ("https://gpu?") has neither, yet swallows that path.
+  if (/[?#]/.test(url.href)) return "must have no query or fragment: the gateway appends the endpoint's path to it";
+  if (/\/v1\/*$/i.test(url.pathname)) return "must be the server's root, without /v1: the gateway adds /v1/chat/completions (http://gpu:8000, not http://gpu:8000/v1)";
+  return null;
+}
+
 export const DeploymentSchema = z.strictObject({
   /** Stable id, shown in x-kvgate-backend; defaults to the base URL's host. */
   id: z.optional(name()),
-  // Credentials in a URL travel in every error message that names it: keys go in apiKeyEnv.
-  // The gateway appends the API's path (/v1/chat/completions) to it, as to the server's root.
   baseUrl: z.url({ protocol: /^https?$/ }).check(
-    z.refine((u) => !/^[a-z]+:\/\/[^/?#]*@/i.test(u), "must not carry credentials (user:password@); name a secret in apiKeyEnv instead"),
-    z.refine((u) => !/[?#]/.test(u), "must have no query or fragment: the gateway appends the endpoint's path to it"),
-    z.refine((u) => !/^[a-z]+:\/\/[^/]+(\/.*)?\/v1\/*$/i.test(u), "must be the server's root, without /v1: the gateway adds /v1/chat/completions (http://gpu:8000, not http://gpu:8000/v1)"),
+    z.superRefine((text, ctx) => {
+      const why = baseUrlRefusal(text);
+      if (why) ctx.issues.push({ code: "custom", message: why, input: text });
+    }),
   ),
   /** Model name the upstream serves; the request's `model` is rewritten to it. */
   model: name(),

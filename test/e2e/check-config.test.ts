@@ -64,6 +64,35 @@ describe("npm run check-config", () => {
     ]);
   });
 
+  it("refuses a baseUrl by the URL it parses to: a third slash hides neither credentials nor /v1, and the password is never printed", async () => {
+    const path = await file(
+      "third-slash.json",
+      JSON.stringify({
+        modelGroups: [
+          {
+            name: "a",
+            deployments: [
+              { id: "creds", baseUrl: "https:///user:s3cret@gpu.example.com", model: "m" },
+              { id: "v1", baseUrl: "https:///gpu.example.com:8000/v1", model: "m" },
+              { id: "query", baseUrl: "https://gpu.example.com?", model: "m" },
+            ],
+          },
+        ],
+      }),
+    );
+    const r = await check([path]);
+    expect(r.code).toBe(1);
+    expect(r.stdout).toBe("");
+    expect(r.stderr.split("\n")).toEqual([
+      `${path}: 3 problems`,
+      "  modelGroups[0].deployments[0].baseUrl must not carry credentials (user:password@); name a secret in apiKeyEnv instead",
+      "  modelGroups[0].deployments[1].baseUrl must be the server's root, without /v1: the gateway adds /v1/chat/completions (http://gpu:8000, not http://gpu:8000/v1)",
+      "  modelGroups[0].deployments[2].baseUrl must have no query or fragment: the gateway appends the endpoint's path to it",
+      "",
+    ]);
+    expect(r.stderr).not.toContain("s3cret");
+  });
+
   it("says in one line that a file is missing, with no stack, and exits 1", async () => {
     const missing = join(dir, "config.prod.json");
     for (const r of [await check([missing]), await check([], { KVGATE_CONFIG_FILE: missing })]) {

@@ -43,6 +43,11 @@ describe("config", () => {
     ["alias clash", { modelGroups: [{ name: "a", deployments: [deployment] }, { name: "b", aliases: ["a"], deployments: [deployment] }] }, /modelGroups\[1\]\.aliases\[0\] "a" is already/],
     ["credentials in a base URL", { modelGroups: [{ name: "a", deployments: [{ ...deployment, baseUrl: "http://user:hunter2@10.0.0.1:8000" }] }] }, /deployments\[0\]\.baseUrl must not carry credentials/],
     ["a user name in a base URL", { modelGroups: [{ name: "a", deployments: [{ ...deployment, baseUrl: "https://user@gpu.example" }] }] }, /baseUrl must not carry credentials/],
+    ["credentials after a third slash (the URL parser skips it)", { modelGroups: [{ name: "a", deployments: [{ ...deployment, baseUrl: "https:///user:s3cret@gpu.example.com" }] }] }, /^config: modelGroups\[0\]\.deployments\[0\]\.baseUrl must not carry credentials/],
+    ["a password without a user name", { modelGroups: [{ name: "a", deployments: [{ ...deployment, baseUrl: "https://:s3cret@gpu.example.com" }] }] }, /baseUrl must not carry credentials/],
+    ["/v1 after a third slash", { modelGroups: [{ name: "a", deployments: [{ ...deployment, baseUrl: "https:///gpu:8000/v1" }] }] }, /baseUrl must be the server's root, without \/v1/],
+    ["/v1 reached through a dot segment", { modelGroups: [{ name: "a", deployments: [{ ...deployment, baseUrl: "https://gpu:8000/x/../v1" }] }] }, /baseUrl must be the server's root, without \/v1/],
+    ["an empty query", { modelGroups: [{ name: "a", deployments: [{ ...deployment, baseUrl: "https://gpu:8000?" }] }] }, /baseUrl must have no query or fragment/],
     ["duplicate deployment id", { modelGroups: [{ name: "a", deployments: [deployment, deployment] }] }, /deployments\[1\]\.id "127\.0\.0\.1:9001" is used twice/],
   ])("rejects %s, naming the field", (_name, raw, message) => {
     expect(errorOf(raw)).toMatch(message);
@@ -61,6 +66,7 @@ describe("config", () => {
   it("never echoes a secret-looking value in its message", () => {
     expect(errorOf({ modelGroups: [{ name: "a", deployments: [{ ...deployment, apiKey: "sk-live-123" }] }] })).not.toContain("sk-live-123");
     expect(errorOf({ modelGroups: [{ name: "a", deployments: [{ ...deployment, baseUrl: "http://user:hunter2@10.0.0.1:8000" }] }] })).not.toContain("hunter2");
+    expect(errorOf({ modelGroups: [{ name: "a", deployments: [{ ...deployment, baseUrl: "https:///user:hunter2@10.0.0.1:8000" }] }] })).not.toContain("hunter2");
   });
 
   it("takes an @ in a base URL's path as what it is", () => {

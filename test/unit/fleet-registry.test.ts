@@ -96,6 +96,7 @@ describe("FleetRegistry", () => {
     ["an id used already", { op: "add-deployment", group: "a", deployment: { id: "a1", baseUrl: "http://h:1", model: "m" } }, 409, "deployment_exists"],
     ["a deployment without an id", { op: "add-deployment", group: "a", deployment: { baseUrl: "http://h:1", model: "m" } }, 400, "invalid_value"],
     ["a URL with credentials", { op: "add-deployment", group: "a", deployment: { id: "x", baseUrl: "http://u:p@h:1", model: "m" } }, 400, "invalid_value"],
+    ["a URL with credentials after a third slash", { op: "update-deployment", group: "a", id: "a1", patch: { baseUrl: "https:///u:p@h:1" } }, 400, "invalid_value"],
     ["an unknown field", { op: "update-deployment", group: "a", id: "a1", patch: { maxInflight: 3 } }, 400, "invalid_value"],
     ["an empty update", { op: "update-deployment", group: "a", id: "a1", patch: {} }, 400, "invalid_value"],
     ["an unknown state", { op: "set-state", group: "a", id: "a1", state: "paused" }, 400, "invalid_value"],
