@@ -6,13 +6,21 @@
 export type JsoncResult = { ok: true; value: unknown } | { ok: false; error: string };
 
 export function parseJsonc(text: string): JsoncResult {
-  const plain = blankOutComments(text);
+  const plain = blankOutComments(withoutBom(text));
   if (typeof plain !== "string") return { ok: false, error: plain.error };
   try {
     return { ok: true, value: JSON.parse(plain) };
   } catch (e) {
     return { ok: false, error: (e as Error).message };
   }
+}
+
+/**
+ * One leading byte order mark, as Notepad and PowerShell save UTF-8 (readFileSync keeps it), is a
+ * space: JSON.parse refuses it, and a space keeps its error positions where they were.
+ */
+function withoutBom(text: string): string {
+  return text.startsWith("\ufeff") ? ` ${text.slice(1)}` : text;
 }
 
 function blankOutComments(text: string): string | { error: string } {

@@ -93,6 +93,14 @@ describe("npm run check-config", () => {
     expect(r.stderr).not.toContain("s3cret");
   });
 
+  it("takes a file saved with a UTF-8 byte order mark, as Windows editors write one", async () => {
+    const path = await file("bom.jsonc", '\ufeff{ // saved by Notepad\n  "modelGroups": [{ "name": "a", "deployments": [{ "baseUrl": "https://gpu.example", "model": "m" }] }]\n}\n');
+    const r = await check([path]);
+    expect(r.stderr).toBe("");
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/: ok — a \(prefix-aware, 1 deployment\(s\)\)\n/);
+  });
+
   it("says in one line that a file is missing, with no stack, and exits 1", async () => {
     const missing = join(dir, "config.prod.json");
     for (const r of [await check([missing]), await check([], { KVGATE_CONFIG_FILE: missing })]) {

@@ -35,6 +35,14 @@ describe("a config written by hand (JSONC)", () => {
     if (!r.ok) expect(r.error).toMatch(/line 3 column 10/);
   });
 
+  it("takes one leading byte order mark, keeping error positions; a second one is an error", () => {
+    expect(value('\ufeff{"a": 1}')).toEqual({ a: 1 });
+    const r = parseJsonc('\ufeff{\n  "a": 1 2\n}');
+    expect(r.ok).toBe(false);
+    if (!r.ok) expect(r.error).toMatch(/line 2 column 10/);
+    expect(parseJsonc('\ufeff\ufeff{"a": 1}').ok).toBe(false);
+  });
+
   it("says where a block comment that never ends began", () => {
     expect(parseJsonc('{\n"a": 1\n/* oops\n}')).toEqual({ ok: false, error: "unterminated /* comment at line 3" });
   });
