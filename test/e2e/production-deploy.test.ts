@@ -60,6 +60,31 @@ describe("npm run deploy", () => {
     expect(lines.slice(1)).toEqual([0, 1, 2, 3].map((i) => expect.stringMatching(new RegExp(`^  modelGroups\\[0\\]\\.deployments\\[${i}\\]\\.baseUrl http://127\\.0\\.0\\.1:900${i + 1} is a loopback address`))));
   });
 
+  it("refuses, without a binding, every name and address only a private network resolves or routes, and takes public ones", async () => {
+    const refused = [
+      ["http://vllm:8000", "a single-label name (a Docker or LAN host's)"],
+      ["http://gpu.local:8000", "a private network's name (.local)"],
+      ["http://gpu-a.internal:8000", "a private network's name (.internal)"],
+      ["http://nas.home.arpa:8000", "a private network's name (.home.arpa)"],
+      ["http://localhost.:8000", "a loopback address"],
+      ["http://169.254.10.1:8000", "a link-local address"],
+      ["http://100.64.0.7:8000", "a carrier-grade NAT address (100.64.0.0/10, Tailscale's too)"],
+      ["http://[fe80::1]:8000", "a link-local address"],
+      ["http://[::ffff:192.168.1.5]:8000", "a private address"],
+      ["http://[::ffff:127.0.0.1]:8000", "a loopback address"],
+    ];
+    const taken = ["https://gpu.example.com", "http://100.128.0.1:8000", "http://172.32.0.1:8000", "http://[2606:4700::1111]:8000"];
+    const deployments = [...refused.map(([baseUrl]) => baseUrl), ...taken].map((baseUrl, i) => ({ id: `d${i}`, baseUrl, model: "m" }));
+    // --dry-run: were the config taken, nothing would be uploaded.
+    const r = await deploy({ KVGATE_CONFIG: JSON.stringify({ modelGroups: [{ name: "a", deployments }] }) }, ["--dry-run", "--outdir", join(dir(), "not-refused")]);
+    expect(r.code).toBe(1);
+    expect(r.stdout).toBe("");
+    expect(r.stderr.trim().split("\n")).toEqual([
+      `$KVGATE_CONFIG: ${refused.length} problems`,
+      ...refused.map(([url, what], i) => `  modelGroups[0].deployments[${i}].baseUrl ${url} is ${what}, which a Worker on Cloudflare cannot reach (reach it through a Workers VPC binding: README, "Private networks")`),
+    ]);
+  });
+
   it("refuses a config whose problems the Worker would find, all of them, and a binding production does not have", async () => {
     const bad = await deploy({ KVGATE_CONFIG: '{"modelGroups":[{"name":"a","locationHint":"mars","deployments":[{"baseUrl":"https://gpu.example","model":"m","headersFromEnv":{"Host":"H"}}]}]}' });
     expect(bad.code).toBe(1);
