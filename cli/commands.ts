@@ -54,6 +54,12 @@ function deploymentTable(rows: readonly DeploymentRow[]): string {
   );
 }
 
+/** What the last deploy's modelGroups did not do, a line each (none when they were taken whole). */
+function seedLines(seed: FleetStatus["seed"]): string[] {
+  if (seed?.state === "refused") return [`warning: the last deploy's modelGroups were refused, the fleet kept as it was: ${seed.message}`];
+  return (seed?.aliasesHeld ?? []).map((h) => `warning: the last deploy's group ${h.group} went without alias ${h.alias}, which group ${h.holder} holds`);
+}
+
 async function drain(api: AdminClient, flags: Flags, io: Io): Promise<void> {
   // Read before the drain is sent: a wrong flag must leave the fleet as it was.
   const timeoutS = number(flags, "timeout", false) ?? 600;
@@ -127,6 +133,7 @@ export const FLEET_COMMANDS: Record<string, Command> = {
     show(io, flags, s, () =>
       [
         `${api.url}: fleet revision ${s.rev}, ${s.groups.length} group(s)`,
+        ...seedLines(s.seed),
         table(
           ["GROUP", "DEPLOYMENTS", "TAKING", "IN-FLIGHT", "REV", "ROUTING"],
           s.groups.map((g) => [g.name, String(g.deployments), String(g.takingRequests), String(g.inFlight), String(g.rev), g.routingRev === null ? "unreachable" : g.routingRev >= g.rev ? "current" : `at ${g.routingRev}`]),

@@ -3,8 +3,8 @@ import { parseConfig, type ConfigResult } from "../src/config/load.ts";
 import { AUTH_DEFAULTS } from "../src/config/schema.ts";
 import { gatewayKeys, reachProblemsOf } from "../src/config/upstream-access.ts";
 import { applyCommand } from "../src/fleet/apply.ts";
-import type { AdminCommand, AdminResult, FleetRegistryRpc, FleetSnapshot } from "../src/fleet/protocol.ts";
-import { FleetRegistry as Fleet, RegistryError, type Change, type GroupRecord } from "../src/fleet/registry.ts";
+import type { AdminCommand, AdminResult, FleetRegistryRpc, FleetSnapshot, SeedReport } from "../src/fleet/protocol.ts";
+import { FleetRegistry as Fleet, RegistryError, type Change, type GroupRecord, type Seeded } from "../src/fleet/registry.ts";
 import type { ResolvedGroup } from "../src/config/load.ts";
 import type { ModelGroupRpc } from "../src/routing/protocol.ts";
 import { groupShards, objectNamesOf } from "../src/sharding/partition.ts";
@@ -28,6 +28,7 @@ export interface RegistryEnv {
 export class FleetRegistry extends DurableObject<RegistryEnv> implements FleetRegistryRpc {
   private readonly fleet: Fleet;
   private readonly sql: SqlStorage;
+  private seedReport: SeedReport | null;
 
   constructor(ctx: DurableObjectState, env: RegistryEnv) {
     super(ctx, env);
@@ -41,6 +42,8 @@ export class FleetRegistry extends DurableObject<RegistryEnv> implements FleetRe
     this.sql.exec("CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL)");
     this.sql.exec("CREATE TABLE IF NOT EXISTS groups (name TEXT PRIMARY KEY, record TEXT NOT NULL, pos INTEGER NOT NULL)");
     const meta = new Map(this.sql.exec<{ k: string; v: string }>("SELECT k, v FROM meta").toArray().map((r) => [r.k, r.v]));
+    const report = meta.get("seedReport");
+    this.seedReport = report === undefined ? null : (JSON.parse(report) as SeedReport);
     const groups = this.sql.exec<{ record: string }>("SELECT record FROM groups ORDER BY pos").toArray().map((r) => JSON.parse(r.record) as GroupRecord);
     const { change, disarmed } = this.fleet.load(Number(meta.get("rev") ?? 0), meta.get("seed") ?? null, groups, Date.now());
     if (disarmed.length > 0) {
@@ -57,8 +60,8 @@ export class FleetRegistry extends DurableObject<RegistryEnv> implements FleetRe
     return { rev: this.fleet.rev, groups: this.fleet.snapshot() };
   }
 
-  records(): { rev: number; groups: GroupRecord[] } {
-    return { rev: this.fleet.rev, groups: this.fleet.names().map((n) => this.fleet.group(n) as GroupRecord) };
+  records(): { rev: number; groups: GroupRecord[]; seed: SeedReport | null } {
+    return { rev: this.fleet.rev, groups: this.fleet.names().map((n) => this.fleet.group(n) as GroupRecord), seed: this.seedReport };
   }
 
   async command(cmd: AdminCommand): Promise<AdminResult> {
@@ -85,17 +88,31 @@ export class FleetRegistry extends DurableObject<RegistryEnv> implements FleetRe
     await this.push(change, before);
   }
 
-  /** The config's groups, when they are not the seed taken last (a deploy changed them). */
+  /**
+   * The config's groups, when they are not the seed taken last (a deploy changed them). What the
+   * fleet made of them is told where an operator looks, warn events and GET /admin/v1/status: a
+   * refused seed leaves every group routing to the servers the last deploy named.
+   */
   private seedFromConfig(parsed: ConfigResult): void {
     if (!parsed.ok) return; // The Worker answers every request with the config's error.
+    let seeded: Seeded | null;
     try {
-      this.fleet.seed(parsed.config.seed);
+      seeded = this.fleet.seed(parsed.config.seed);
     } catch (e) {
       if (!(e instanceof RegistryError)) throw e;
-      console.error(`kvgate: the config's modelGroups were not seeded into the fleet registry: ${e.message}`);
+      logEvent("seed_refused", "warn", { message: e.message, param: e.param, rev: this.fleet.rev });
+      this.report({ state: "refused", message: e.message, param: e.param });
       return;
     }
+    if (seeded === null) return;
+    for (const held of seeded.aliasesHeld) logEvent("seed_alias_held", "warn", { ...held });
     this.persist();
+    this.report({ state: "taken", rev: this.fleet.rev, aliasesHeld: seeded.aliasesHeld });
+  }
+
+  private report(seed: SeedReport): void {
+    this.seedReport = seed;
+    this.sql.exec("INSERT OR REPLACE INTO meta (k, v) VALUES ('seedReport', ?)", JSON.stringify(seed));
   }
 
   /** Writes what changed in one transaction, and sets the alarm for the next heartbeat expiry. */

@@ -67,8 +67,8 @@ export function gatewayKeysOf(raw: unknown): GatewayKeys {
 }
 
 /** Model name or alias → group; names are unique across groups (fleetProblems). */
-export function modelIndex(groups: readonly ResolvedGroup[]): Map<string, ResolvedGroup> {
-  const byModel = new Map<string, ResolvedGroup>();
+export function modelIndex<G extends { name: string; aliases: readonly string[] }>(groups: readonly G[]): Map<string, G> {
+  const byModel = new Map<string, G>();
   for (const g of groups) for (const m of [g.name, ...g.aliases]) byModel.set(m, g);
   return byModel;
 }

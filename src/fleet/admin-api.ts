@@ -1,3 +1,4 @@
+import type { SeedReport } from "./protocol.ts";
 import type { DeploymentRecord } from "./registry.ts";
 
 /** The admin API's answers, as the Worker writes them and the CLI reads them. */
@@ -63,4 +64,6 @@ export interface StatusGroup {
 export interface FleetStatus {
   rev: number;
   groups: StatusGroup[];
+  /** What the fleet made of the config's modelGroups at the last deploy that changed them; null before one was told. */
+  seed: SeedReport | null;
 }

@@ -1,5 +1,5 @@
 import type { ResolvedGroup } from "../config/resolve.ts";
-import type { DeploymentRecord, GroupRecord, RefusalStatus } from "./registry.ts";
+import type { DeploymentRecord, GroupRecord, HeldAlias, RefusalStatus } from "./registry.ts";
 
 /** What the Worker and the fleet registry's Durable Object say to each other. */
 
@@ -30,10 +30,17 @@ export type AdminResult =
   | { ok: true; rev: number; changed: string[]; removed: string[]; routing: "applied" | "pending" }
   | { ok: false; status: RefusalStatus; code: string; message: string; param: string | null };
 
+/**
+ * What became of the config's modelGroups when a deploy last changed them: taken at fleet
+ * revision `rev` (without the aliases other groups held), or refused whole, the fleet staying as it
+ * was (the registry tries them again each time it starts).
+ */
+export type SeedReport = { state: "taken"; rev: number; aliasesHeld: HeldAlias[] } | { state: "refused"; message: string; param: string | null };
+
 export interface FleetRegistryRpc {
   snapshot(): FleetSnapshot;
-  /** The registry's own records: sources, states and heartbeat expiries, for the admin API. */
-  records(): { rev: number; groups: GroupRecord[] };
+  /** The registry's own records: sources, states and heartbeat expiries, and the last seed's fate (null: none told yet), for the admin API. */
+  records(): { rev: number; groups: GroupRecord[]; seed: SeedReport | null };
   command(cmd: AdminCommand): Promise<AdminResult>;
 }
 

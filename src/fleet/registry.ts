@@ -1,5 +1,6 @@
 import { fnv1a64 } from "../fnv64.ts";
 import { canonicalJson } from "../config/version.ts";
+import { modelIndex } from "../config/load.ts";
 import { deploymentId, fleetProblems, GATEWAY_KEY_NAMED, resolveDeployment, resolveGroup, type DeploymentState, type ResolvedGroup } from "../config/resolve.ts";
 import { AUTH_DEFAULTS, MAX_DEPLOYMENTS, type DeploymentConfig, type GatewayConfig, type GroupSettings, type ModelGroupConfig } from "../config/schema.ts";
 import { gatewayKeyProblems, gatewayKeys, gatewayKeysNamed, unlistedSecretProblems, unlistedSecretsNamed, type GatewayKeys } from "../config/upstream-access.ts";
@@ -82,6 +83,18 @@ export interface Change {
 }
 
 const NONE: Change = { changed: [], removed: [] };
+
+/** An alias a seed gave one of its groups that another group of the fleet holds, as its name or an alias: the holder keeps it. */
+export interface HeldAlias {
+  group: string;
+  alias: string;
+  holder: string;
+}
+
+/** A seed taken: what changed, and the aliases its groups went without. */
+export interface Seeded extends Change {
+  aliasesHeld: HeldAlias[];
+}
 
 /**
  * The fleet: model groups and their deployments, with what the operator and the servers said of
@@ -185,13 +198,18 @@ export class FleetRegistry {
   }
 
   /**
-   * The config's groups, when they differ from the seed taken last: a seed group's settings and
-   * its config deployments become the seed's (an operator's drain of one that stays is kept);
-   * deployments the API or heartbeats added stay, and so does a group that still has some.
+   * The config's groups, when they differ from the seed taken last (null when they do not): a seed
+   * group's settings and its config deployments become the seed's (an operator's drain of one that
+   * stays is kept); deployments the API or heartbeats added stay, and so does a group that still
+   * has some. An alias another group holds stays with it, and the seed's group goes without
+   * (`aliasesHeld`): refusing the whole seed for it would leave every group of the config as the
+   * last deploy had it, routing to the servers this one replaced. A seed that breaks another rule
+   * (a group named as another's alias, a fallback to a group it drops) is refused whole, its hash
+   * not taken, so that the registry tries it again when it next starts.
    */
-  seed(groups: readonly ModelGroupConfig[]): Change {
+  seed(groups: readonly ModelGroupConfig[]): Seeded | null {
     const hash = fnv1a64(JSON.stringify(groups));
-    if (hash === this.seedHash) return NONE;
+    if (hash === this.seedHash) return null;
     const next = this.copy();
     const seeded = new Set(groups.map((g) => g.name));
     for (const [name, g] of next) {
@@ -199,7 +217,14 @@ export class FleetRegistry {
       g.deployments = g.deployments.filter((d) => d.source !== "config");
       if (g.deployments.length === 0) next.delete(name);
     }
-    for (const { deployments, ...settings } of groups) {
+    const holders = modelIndex([...next.values()].flatMap((g) => (seeded.has(g.settings.name) ? [] : [g.settings])));
+    const aliasesHeld: HeldAlias[] = [];
+    for (const { deployments, ...given } of groups) {
+      const settings = { ...given, aliases: given.aliases.filter((alias) => !holders.has(alias)) };
+      for (const alias of given.aliases) {
+        const holder = holders.get(alias);
+        if (holder) aliasesHeld.push({ group: given.name, alias, holder: holder.name });
+      }
       const before = next.get(settings.name);
       const kept = before ? before.deployments.filter((d) => d.source !== "config" && !deployments.some((s) => deploymentId(s) === d.spec.id)) : [];
       const fromSeed = deployments.map((spec): DeploymentRecord => {
@@ -211,7 +236,7 @@ export class FleetRegistry {
     }
     const change = this.commit(next, "modelGroups");
     this.seedHash = hash;
-    return change;
+    return { ...change, aliasesHeld };
   }
 
   /**

@@ -63,6 +63,9 @@ export function testConfig(u: Upstreams): GatewayConfigInput {
       // One server per shard, prefilling 16 tokens (a block) a second: a long prompt's queue stays put while a test looks.
       { name: "sharded-spill", shards: 2, deployments: [0, 1].map((i) => ({ id: `spill-${i}`, baseUrl: u.fleetUrls[i] as string, model: UPSTREAM_MODEL, prefillTokensPerSec: 16 })) },
       { name: "sharded-failover", shards: 2, deployments: [{ id: "dead", baseUrl: u.deadUrl, model: UPSTREAM_MODEL }, { id: "healthy", baseUrl: u.fleetUrls[0] as string, model: UPSTREAM_MODEL }] },
+      // test/workers/seed-conflict.test.ts: a deploy whose groups clash with ones the admin API added.
+      { name: "seed-claim", aliases: ["seed-claimed"], deployments: [{ id: "sim-0", baseUrl: u.fleetUrls[0] as string, model: UPSTREAM_MODEL }] },
+      { name: "seed-refused", deployments: [{ id: "sim-0", baseUrl: u.fleetUrls[0] as string, model: UPSTREAM_MODEL }] },
       ...failoverGroups(u),
       ...privateNetworkGroups(u),
     ],

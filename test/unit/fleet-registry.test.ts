@@ -28,9 +28,9 @@ function refused(f: () => unknown): RegistryError {
 describe("FleetRegistry", () => {
   it("takes the config's seed once, and again only when it changes", () => {
     const r = new FleetRegistry();
-    expect(r.seed([group("a", ["a1", "a2"])])).toEqual({ changed: ["a"], removed: [] });
+    expect(r.seed([group("a", ["a1", "a2"])])).toEqual({ changed: ["a"], removed: [], aliasesHeld: [] });
     expect(r.rev).toBe(1);
-    expect(r.seed([group("a", ["a1", "a2"])])).toEqual({ changed: [], removed: [] });
+    expect(r.seed([group("a", ["a1", "a2"])])).toBeNull();
     expect(r.rev).toBe(1);
   });
 
@@ -40,6 +40,39 @@ describe("FleetRegistry", () => {
     applyCommand(r, { op: "set-state", group: "a", id: "a2", state: "draining" }, 0);
     r.seed([group("a", ["a2", "a3"])]);
     expect(states(r, "a")).toEqual({ a2: "draining", a3: "active", x: "active" });
+  });
+
+  it("a new seed giving a group an alias another group holds takes effect without that alias, which stays where it is, and names it", () => {
+    const r = seeded(group("a", ["a1"]), group("gone", ["g1"], { aliases: ["old"] }));
+    applyCommand(r, { op: "add-group", group: { name: "ops", aliases: ["chat"], deployments: [{ id: "o1", baseUrl: "http://10.0.9.1:8000", model: "m" }] } }, 0);
+    applyCommand(r, { op: "heartbeat", heartbeat: { group: "gone", id: "hb", baseUrl: "http://10.0.2.1:8000", model: "m", ttlSeconds: 30 } }, 0);
+    // The next deploy moves a to a2 and gives it the admin-added group's alias, the name of that
+    // group, and the alias of a group it drops, which stays for its registered server.
+    const taken = r.seed([group("a", ["a2"], { aliases: ["chat", "ops", "old", "mine"] })]);
+    expect(states(r, "a")).toEqual({ a2: "active" });
+    expect(r.resolved("a")?.aliases).toEqual(["mine"]);
+    expect(r.resolved("ops")?.aliases).toEqual(["chat"]);
+    expect(r.resolved("gone")?.aliases).toEqual(["old"]);
+    expect(taken).toEqual({
+      changed: ["a", "gone"],
+      removed: [],
+      aliasesHeld: [
+        { group: "a", alias: "chat", holder: "ops" },
+        { group: "a", alias: "ops", holder: "ops" },
+        { group: "a", alias: "old", holder: "gone" },
+      ],
+    });
+  });
+
+  it("a new seed that breaks another rule against the fleet is refused whole, and tried again: its hash is not taken", () => {
+    const r = seeded(group("a", ["a1"]));
+    applyCommand(r, { op: "add-group", group: { name: "ops", aliases: ["b"], deployments: [] } }, 0);
+    // A group's name cannot be left out as an alias can: "b" is the alias of ops.
+    const e = refused(() => r.seed([group("a", ["a2"]), group("b", ["b1"])]));
+    expect([e.status, e.message]).toEqual([409, 'modelGroups[2].name "b" is already the name or alias of another group']);
+    expect(states(r, "a")).toEqual({ a1: "active" });
+    applyCommand(r, { op: "remove-group", group: "ops" }, 0);
+    expect(r.seed([group("a", ["a2"]), group("b", ["b1"])])).toEqual({ changed: ["a", "b"], removed: [], aliasesHeld: [] });
   });
 
   it("a fleet exported and applied again changes nothing: drains and disables hold, a registered server stays registered, its TTL running", () => {

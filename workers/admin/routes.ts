@@ -37,7 +37,7 @@ export function mountAdmin(app: Hono<AdminEnv>, config: LoadedConfig): void {
   });
 
   app.get(`${A}/status`, async (c) => {
-    const { rev, groups } = await registry(c.env).records();
+    const { rev, groups, seed } = await registry(c.env).records();
     const live = await Promise.all(groups.map((g) => groupStatus(c.env, g.settings)));
     const status: FleetStatus = {
       rev,
@@ -45,6 +45,7 @@ export function mountAdmin(app: Hono<AdminEnv>, config: LoadedConfig): void {
         const rows = deploymentRows(g, live[i] ?? null);
         return { name: g.settings.name, rev: g.rev, routingRev: live[i]?.rev ?? null, deployments: rows.length, takingRequests: rows.filter((r) => r.takesRequests).length, inFlight: rows.reduce((n, r) => n + (r.inFlight ?? 0), 0) };
       }),
+      seed,
     };
     return c.json(status);
   });

@@ -1,0 +1,83 @@
+import { evictDurableObject, runInDurableObject } from "cloudflare:test";
+import { env } from "cloudflare:workers";
+import { afterEach, describe, expect, inject, it, vi } from "vitest";
+import type { FleetStatus, GroupRow } from "../../src/fleet/admin-api.ts";
+import type { GroupRecord } from "../../src/fleet/registry.ts";
+import { REGISTRY_NAME } from "../../src/fleet/registry-name.ts";
+import { UPSTREAM_MODEL } from "../support/test-config.ts";
+import { admin, ok } from "./admin.ts";
+
+/**
+ * A deploy whose modelGroups clash with a group the admin API added since the last one. The
+ * registry restarts with the new config as after a deploy: the seed it took is forgotten (as if
+ * the last deploy's modelGroups were other ones), and the object evicted.
+ */
+
+const fleet = inject("upstreams").fleetUrls;
+const registry = () => env.FLEET.getByName(REGISTRY_NAME);
+
+afterEach(() => {
+  vi.restoreAllMocks();
+});
+
+/** Restarts the registry as a deploy that changed modelGroups does, `edit` having made its stored groups the last deploy's; the event lines it writes. */
+async function deployed(edit: (sql: SqlStorage) => void = () => undefined): Promise<Record<string, unknown>[]> {
+  await runInDurableObject(registry(), (_o, state) => {
+    edit(state.storage.sql);
+    state.storage.sql.exec("INSERT OR REPLACE INTO meta (k, v) VALUES ('seed', 'the last deploy')");
+  });
+  const logged = vi.spyOn(console, "log");
+  await evictDurableObject(registry());
+  await registry().snapshot();
+  return logged.mock.calls.flatMap((c) => (String(c[0]).startsWith("{") ? [JSON.parse(String(c[0])) as Record<string, unknown>] : []));
+}
+
+const deploymentIds = async (group: string) => (await ok<{ data: { id: string }[] }>(admin(`/admin/v1/groups/${group}/deployments`))).data.map((d) => d.id);
+const group = (name: string) => ok<GroupRow & { aliases: string[] }>(admin(`/admin/v1/groups/${name}`));
+
+describe("a deploy giving a group an alias an admin-added group holds", () => {
+  it("takes the config's groups without that alias, which stays with its holder, and says so in a warn event and the status", async () => {
+    // The last deploy's seed-claim had another server and no alias; the operator then gave the alias to a group of its own.
+    await ok(admin("/admin/v1/groups/seed-claim", { method: "PATCH", json: { aliases: [] } }));
+    await ok(admin("/admin/v1/groups", { method: "POST", json: { name: "seed-holder", aliases: ["seed-claimed"], deployments: [{ id: "ops", baseUrl: fleet[1], model: UPSTREAM_MODEL }] } }), 201);
+    const events = await deployed((sql) => {
+      const g = JSON.parse(sql.exec<{ record: string }>("SELECT record FROM groups WHERE name = 'seed-claim'").one().record) as GroupRecord;
+      const [only] = g.deployments;
+      if (!only) throw new Error("seed-claim has no deployment");
+      g.deployments = [{ ...only, spec: { ...only.spec, id: "old", baseUrl: fleet[2] as string } }];
+      sql.exec("UPDATE groups SET record = ? WHERE name = 'seed-claim'", JSON.stringify(g));
+    });
+
+    // The new config's server, not the last deploy's.
+    expect(await deploymentIds("seed-claim")).toEqual(["sim-0"]);
+    expect((await group("seed-claim")).aliases).toEqual([]);
+    expect((await group("seed-holder")).aliases).toEqual(["seed-claimed"]);
+    const held = { group: "seed-claim", alias: "seed-claimed", holder: "seed-holder" };
+    expect(events.filter((e) => e.event === "seed_alias_held")).toEqual([expect.objectContaining({ level: "warn", ...held })]);
+    const status = await ok<FleetStatus>(admin("/admin/v1/status"));
+    expect(status.seed).toEqual({ state: "taken", rev: status.rev, aliasesHeld: [held] });
+  });
+});
+
+describe("a deploy the fleet refuses whole", () => {
+  it("keeps the fleet as it was and says why, in a warn event and the status; tried again at the next start", async () => {
+    // The last deploy had no seed-refused; the operator then gave its name to a group as an alias.
+    await ok(admin("/admin/v1/groups/seed-refused", { method: "DELETE" }));
+    await ok(admin("/admin/v1/groups", { method: "POST", json: { name: "seed-squatter", aliases: ["seed-refused"], deployments: [] } }), 201);
+    const { rev } = await ok<FleetStatus>(admin("/admin/v1/status"));
+    const events = await deployed();
+
+    const message = expect.stringMatching(/^modelGroups\[\d+\]\.name "seed-refused" is already the name or alias of another group$/);
+    expect(events.filter((e) => e.event === "seed_refused")).toEqual([expect.objectContaining({ level: "warn", message, rev })]);
+    const status = await ok<FleetStatus>(admin("/admin/v1/status"));
+    expect(status.rev).toBe(rev);
+    expect(status.seed).toEqual({ state: "refused", message, param: expect.stringMatching(/\.name$/) });
+    expect((await admin("/admin/v1/groups/seed-refused")).status).toBe(404);
+
+    // Tried again at the next start, and taken once the clash is gone.
+    await ok(admin("/admin/v1/groups/seed-squatter", { method: "DELETE" }));
+    await evictDurableObject(registry());
+    expect(await deploymentIds("seed-refused")).toEqual(["sim-0"]);
+    expect((await ok<FleetStatus>(admin("/admin/v1/status"))).seed).toMatchObject({ state: "taken" });
+  });
+});
