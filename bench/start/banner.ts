@@ -2,6 +2,7 @@
  * What `npm start` prints once the gateway answers. Each key appears on its own line and nowhere
  * else: the curl example reads the client key from the shell, so copying the example leaks nothing.
  */
+import { DEFAULT_URL as CLI_DEFAULT_URL } from "../../cli/admin-client.ts";
 import { KEY_VARS, keyLine, type DevKeys } from "./api-key.ts";
 
 export interface Running {
@@ -37,7 +38,7 @@ The admin API (npx kvgate) takes the admin key; GPU servers that register themse
 
 ${keyLine("admin", r.keys.admin)}
 ${keyLine("register", r.keys.register)}
-
+${r.url === CLI_DEFAULT_URL ? "" : `\nnpx kvgate looks for ${CLI_DEFAULT_URL}; export this line too:\n\nKVGATE_URL=${r.url}\n`}
 In a browser: ${r.url}/playground/ (chat, with the API key) and ${r.url}/dashboard/ (the fleet live, with the admin key).
 
 Ctrl-C stops the gateway and the fleet.`;

@@ -33,6 +33,13 @@ describe("npm start's keys", () => {
     expect(readKey(text, "register")).toBe(keys.register);
   });
 
+  it("tell npx kvgate where the gateway is when it is not where npx kvgate looks by default", () => {
+    const keys = newDevKeys();
+    expect(readyBanner({ url: DEFAULT_URL, model: MODEL, workers: 4, keys })).not.toContain("KVGATE_URL");
+    const moved = readyBanner({ url: `http://${HOST}:9000`, model: MODEL, workers: 4, keys }).split("\n");
+    expect(moved).toContain(`KVGATE_URL=http://${HOST}:9000`);
+  });
+
   it("are not read from a line that only contains the variable's name", () => {
     expect(readKey("export KVGATE_API_KEY=sk-x\n  KVGATE_API_KEY=sk-y", "api")).toBeNull();
     expect(readKey(keyLine("api", "sk-z"), "api")).toBe("sk-z");
