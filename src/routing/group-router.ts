@@ -170,7 +170,7 @@ export class GroupRouter {
       for (const v of this.views.values()) if (v !== newest && v.group.version !== group.version && (!lru || v.usedAt < lru.usedAt)) lru = v;
       this.dropView(lru as View);
     }
-    this.settle();
+    this.settle(now);
   }
 
   /** The registry removed the group: no server takes new requests; leases in flight finish. */
@@ -424,14 +424,18 @@ export class GroupRouter {
       this.dropView(v);
       changed = true;
     }
-    if (changed) this.settle();
+    if (changed) this.settle(now);
   }
 
-  /** Open and half-open backends whose next health probe is due; each is then not due for a jittered interval. */
+  /**
+   * Open and half-open backends whose next health probe is due; each is then not due for a
+   * jittered interval. Only those that take requests: a probe is how an open breaker gets to close
+   * for traffic, and a drained, disabled or removed server (a retired group's) has none to take.
+   */
   dueProbes(now: number): ProbeTarget[] {
     const out: ProbeTarget[] = [];
     for (const b of this.backends.values()) {
-      if (b.breaker.state === "closed" || b.nextProbeAt > now) continue;
+      if (!needsProbe(b) || b.nextProbeAt > now) continue;
       b.nextProbeAt = now + b.probeIntervalMs * (0.5 + this.rng());
       out.push({ key: b.key, url: b.probeUrl, timeoutMs: b.probeTimeoutMs });
     }
@@ -450,7 +454,7 @@ export class GroupRouter {
   nextWake(): number | null {
     let at = this.nextExpiry;
     for (const b of this.backends.values()) {
-      if (b.breaker.state === "closed") continue;
+      if (!needsProbe(b)) continue;
       if (at === null || b.nextProbeAt < at) at = b.nextProbeAt;
     }
     return at;
@@ -554,7 +558,7 @@ export class GroupRouter {
    * caller routes with: a drain holds for a Worker that has not heard of it yet), and the prefix
    * budget of the newest version is shared out again, and so is the group's learned prefill rate.
    */
-  private settle(): void {
+  private settle(now?: number): void {
     const named = new Set<Backend>();
     const oldestFirst = [...this.views.values()].sort((a, b) => (newer(a, b) ? 1 : -1));
     for (const v of oldestFirst) {
@@ -578,7 +582,11 @@ export class GroupRouter {
         if (d.state === "active") (newest.backends[i] as Backend).admitted = true;
       });
     }
-    this.leaseTtlMs = Math.max(...oldestFirst.map((v) => v.group.leaseTtlMs));
+    const ttl = Math.max(...oldestFirst.map((v) => v.group.leaseTtlMs));
+    // A shorter TTL (a longer one's version let go): no lease may outlive it from now, or leases
+    // taken since, which expire sooner, would wait behind it to be reclaimed.
+    if (ttl < this.leaseTtlMs && now !== undefined) this.leases.capExpiry(now + ttl);
+    this.leaseTtlMs = ttl;
     this.lessonLimit = newest.group.prefixBudgetBlocks * LESSON_SHARE;
     this.shareCapacity(newest.group);
     this.lendRate();
@@ -665,4 +673,9 @@ function settleDebt(b: Backend, lease: Lease, prefilled: boolean): void {
   const after = b.queued - lease.queuedTo;
   if (prefilled) b.prefillDebt = Math.min(b.prefillDebt, after);
   else b.prefillDebt -= Math.min(lease.blocks, Math.max(0, b.prefillDebt - after));
+}
+
+/** An open or half-open breaker of a server that takes requests: its health probes are how it closes for them. */
+function needsProbe(b: Backend): boolean {
+  return b.admitted && b.breaker.state !== "closed";
 }

@@ -111,6 +111,20 @@ export class LeaseTable {
     return out;
   }
 
+  /**
+   * No live lease expires after `at` (the object's TTL got shorter): those that would are brought
+   * forward to it, which keeps insertion order the expiry order for the leases taken after.
+   */
+  capExpiry(at: number): void {
+    for (const [id, lease] of this.live) {
+      if (lease.expiresAt <= at) continue;
+      // Re-inserted with the cap: it goes after those that expire before it, as they all do.
+      this.live.delete(id);
+      lease.expiresAt = at;
+      this.live.set(id, lease);
+    }
+  }
+
   nextExpiry(): number | null {
     for (const lease of this.live.values()) return lease.expiresAt;
     return null;

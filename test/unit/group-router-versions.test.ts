@@ -165,6 +165,24 @@ describe("GroupRouter: registry revisions", () => {
     r.install(at(g, 5), 2);
     expect(decided(r.route(g.version, [], [], 2)).rev).toBe(5);
   });
+
+  it("a retired group probes no server: a removed group's dead server is not called again and again", () => {
+    const r = new GroupRouter("g", () => 0.5);
+    const g = at(version(dep3), 1);
+    r.install(g, 0);
+    // a1's breaker opens (two failures), so it is probed until it answers.
+    for (let i = 0; i < 2; i++) {
+      const d = decided(r.route(g.version, [], ["b2", "c3"], i));
+      r.release({ lease: d.lease, outcome: "upstream-error" }, i);
+    }
+    expect(r.dueProbes(1_000).map((p) => p.url)).toEqual(["http://127.0.0.1:9001/health"]);
+    r.retire(4);
+    expect(r.dueProbes(10_000)).toEqual([]);
+    expect(r.nextWake()).toBeNull();
+    // Brought back, its servers are probed again.
+    r.install(at(g, 5), 20_000);
+    expect(r.dueProbes(30_000)).toHaveLength(1);
+  });
 });
 
 describe("GroupRouter: lease renewals", () => {
@@ -180,6 +198,22 @@ describe("GroupRouter: lease renewals", () => {
     expect(byId(r).a1?.inFlight).toBe(1);
     expect(r.expire(499)).toBe(0);
     expect(r.expire(500)).toBe(1);
+  });
+
+  it("reclaims a lease at its TTL when a version with a longer TTL was let go: leases taken since do not wait behind older ones", () => {
+    const long = version([dep("a1", 9001)], { leaseTtlMs: 300_000 });
+    const short = version([dep("a1", 9001)], { leaseTtlMs: 30_000 });
+    const r = new GroupRouter("g");
+    r.install(long, 0);
+    decided(r.route(long.version, [], [], 0));
+    r.install(short, 1);
+    // A minute later only the short-TTL version is used: the long one goes, and its lease lives the short TTL from now.
+    const later = decided(r.route(short.version, [], [], 70_000));
+    expect(r.versions()).toEqual([short.version]);
+    expect(r.nextWake()).toBe(100_000);
+    expect(r.expire(100_000)).toBe(2);
+    expect(byId(r).a1?.inFlight).toBe(0);
+    expect(later.lease).toBeTypeOf("string");
   });
 
   it("after a restart takes back the slots its Workers still hold, so the cap holds again", () => {
