@@ -1,6 +1,7 @@
 import * as z from "zod/mini";
 import { STRATEGY_NAMES, type StrategyName } from "../routing/strategies/index.ts";
 import { EXACT_ORIGIN, isExactOrigin } from "../origin.ts";
+import { refuseProtoKey } from "../proto-key.ts";
 
 /**
  * The gateway config: model groups, each a set of deployments (GPU workers) behind one routing
@@ -47,13 +48,16 @@ function headerRefusal(header: string): string | null {
  * which would add a few KiB of zod to the Worker bundle; the names are checked here instead.
  */
 const extraHeaders = () =>
-  z.catchall(z.object({}), envName()).check(
-    z.superRefine((headers, ctx) => {
-      for (const header of Object.keys(headers)) {
-        const why = headerRefusal(header);
-        if (why) ctx.issues.push({ code: "custom", message: why, input: header, path: [header] });
-      }
-    }),
+  z.pipe(
+    z.unknown().check(z.superRefine(refuseProtoKey("header"))),
+    z.catchall(z.object({}), envName()).check(
+      z.superRefine((headers, ctx) => {
+        for (const header of Object.keys(headers)) {
+          const why = headerRefusal(header);
+          if (why) ctx.issues.push({ code: "custom", message: why, input: header, path: [header] });
+        }
+      }),
+    ),
   );
 
 /**

@@ -3,6 +3,7 @@ import { EXACT_ORIGIN, isExactOrigin } from "../origin.ts";
 import { firstIssue } from "../zod-issues.ts";
 import { instantOf } from "./instant.ts";
 import type { BudgetPeriod, KeyLimits, KeyRecord, TenantsRefusal } from "./protocol.ts";
+import { refuseProtoKey } from "../proto-key.ts";
 
 /**
  * A key's settings as the admin API takes them (snake_case JSON): one schema for create and for
@@ -14,19 +15,8 @@ const positiveInt = () => z.nullable(z.number().check(z.int(), z.minimum(1)));
 const METADATA = { maxEntries: 16, maxValue: 256 } as const;
 const METADATA_LABEL = /^[A-Za-z0-9_.:-]{1,64}$/;
 
-/**
- * A label named "__proto__" is refused, checked before parsing: parsed into an object (by zod, and
- * by whatever reads the key's view) it is the prototype's setter, and the label would be dropped
- * without a word.
- */
-function refuseProtoLabel(labels: unknown, ctx: z.core.$RefinementCtx): void {
-  if (typeof labels === "object" && labels !== null && Object.hasOwn(labels, "__proto__")) {
-    ctx.issues.push({ code: "custom", message: "is a name no label may have (a JavaScript object's prototype)", input: labels, path: ["__proto__"] });
-  }
-}
-
 const LabelsSchema = z.pipe(
-  z.unknown().check(z.superRefine(refuseProtoLabel)),
+  z.unknown().check(z.superRefine(refuseProtoKey("label"))),
   // An object with a catch-all rather than z.record, which adds a few KiB of zod to the Worker bundle.
   z.catchall(z.object({}), z.string().check(z.maxLength(METADATA.maxValue))).check(
     z.superRefine((labels, ctx) => {

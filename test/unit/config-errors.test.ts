@@ -22,6 +22,11 @@ describe("a config with several problems", () => {
     if (!r.ok) expect(r.error).toBe(`config: ${errorsOf(raw).join("; ")}`);
   });
 
+  it("refuses a header named __proto__ rather than dropping it (JSON as a file or a request body holds it as a key)", () => {
+    const raw = `{"modelGroups":[{"name":"a","deployments":[{"baseUrl":"http://127.0.0.1:9001","model":"m","headersFromEnv":{"__proto__":"ACCESS_ID","x-b":"ACCESS_SECRET"}}]}]}`;
+    expect(errorsOf(raw)).toEqual(["modelGroups[0].deployments[0].headersFromEnv.__proto__ is a name no header may have (a JavaScript object's prototype)"]);
+  });
+
   it("names a deployment's scheduling policy that no server has", () => {
     expect(errorsOf({ modelGroups: [{ name: "a", deployments: [{ ...deployment, schedulingPolicy: "shortest-first" }] }] })).toEqual(['modelGroups[0].deployments[0].schedulingPolicy must be one of "fcfs", "priority"']);
   });
