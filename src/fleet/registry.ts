@@ -257,7 +257,7 @@ export class FleetRegistry {
         deployments: deployments.map((given) => {
           const spec = { ...given, id: deploymentId(given) };
           const was = before.find((d) => d.spec.id === spec.id);
-          if (was?.source === "heartbeat" && canonicalJson(was.spec) === canonicalJson(spec)) return { ...was };
+          if (was?.source === "heartbeat" && sameSpec(was.spec, spec)) return { ...was };
           const word = was ? heldState(was) : undefined;
           return word ? { ...adminRecord(spec), state: word, operatorState: word } : adminRecord(spec);
         }),
@@ -444,7 +444,7 @@ export class FleetRegistry {
       for (const [di, d] of g.deployments.entries()) {
         const was = held.get(d.spec.id);
         // A copy of the fleet shares the specs it leaves alone; a seed or a replace lists them anew.
-        const same = was !== undefined && (was.spec === d.spec || canonicalJson(was.spec) === canonicalJson(d.spec));
+        const same = was !== undefined && sameSpec(was.spec, d.spec);
         if (same && !(was.state !== "active" && d.state === "active")) continue;
         const problem = this.reachable(d.spec)[0];
         if (problem) return `${where}[${gi}].deployments[${di}].${problem.field} ${problem.message}`;
@@ -536,4 +536,9 @@ function sameRouting(a: GroupRecord, b: GroupRecord): boolean {
 
 function sameRecords(a: GroupRecord, b: GroupRecord): boolean {
   return a.source === b.source && JSON.stringify(a.deployments) === JSON.stringify(b.deployments);
+}
+
+/** One deployment's spec alike in two fleets, whatever the order of its keys: a copy shares it, a seed or a fleet apply lists it anew. */
+function sameSpec(a: DeploymentRecord["spec"], b: DeploymentRecord["spec"]): boolean {
+  return a === b || canonicalJson(a) === canonicalJson(b);
 }

@@ -142,58 +142,44 @@ describe("leases across a restart of the Durable Object", () => {
   });
 });
 
-/**
- * The gateway's env with a MODEL_GROUP whose first `failures` release calls fail as a call to an
- * overloaded object, or one being reset in a deploy, does; every other call reaches the real
- * object. The runtime has no way to make a real Durable Object call fail on cue.
- */
-function failingReleases(failures: number): { env: Env; failed: () => number } {
-  let failed = 0;
-  const namespace = {
-    getByName(name: string) {
-      const stub = env.MODEL_GROUP.getByName(name);
-      return {
-        route: (call: RouteCall) => stub.route(call),
-        release: (released: LeaseRelease[], renewed: LeaseRenewal[]) => (failed++ < failures ? Promise.reject(new Error("Durable Object is overloaded. Too many requests queued.")) : stub.release(released, renewed)),
-      };
-    },
-  };
-  return { env: { ...env, MODEL_GROUP: namespace as unknown as Env["MODEL_GROUP"] }, failed: () => failed };
-}
+const overloaded = () => Promise.reject(new Error("Durable Object is overloaded. Too many requests queued."));
+const reset = () => Promise.reject(new Error("Durable Object reset because its code was updated."));
 
 /**
- * Route calls whose second one fails: the first reaches the object (which processes the releases
- * it carries before it looks at the version), the second, carrying the group's config after the
- * object did not know the version, fails as a call to an object being reset does.
+ * The gateway's env with a MODEL_GROUP whose calls go to the real objects unless `script` answers
+ * them otherwise (the `n`th call of its kind, from 1): a call to an overloaded object, or one being
+ * reset in a deploy, fails. The runtime has no way to make a real Durable Object call fail on cue.
  */
-function secondRouteFails(): { env: Env; calls: () => number } {
-  let calls = 0;
+function scriptedObjects(script: { route?: (n: number, call: () => Promise<unknown>) => Promise<unknown>; release?: (n: number, call: () => Promise<unknown>) => Promise<unknown> }): { env: Env; routes: () => number; releases: () => number } {
+  let routes = 0;
+  let releases = 0;
   const namespace = {
     getByName(name: string) {
       const stub = env.MODEL_GROUP.getByName(name);
       return {
-        route: (call: RouteCall) => (++calls === 2 ? Promise.reject(new Error("Durable Object reset because its code was updated.")) : stub.route(call)),
-        release: (released: LeaseRelease[], renewed: LeaseRenewal[]) => stub.release(released, renewed),
+        route: (call: RouteCall) => (script.route ?? ((_n, go) => go()))(++routes, () => stub.route(call)),
+        release: (released: LeaseRelease[], renewed: LeaseRenewal[]) => (script.release ?? ((_n, go) => go()))(++releases, () => stub.release(released, renewed)),
       };
     },
   };
-  return { env: { ...env, MODEL_GROUP: namespace as unknown as Env["MODEL_GROUP"] }, calls: () => calls };
+  return { env: { ...env, MODEL_GROUP: namespace as unknown as Env["MODEL_GROUP"] }, routes: () => routes, releases: () => releases };
 }
 
-/** As failingReleases, for route calls: the first `failures` fail after `afterMs`, as a call to an object that is being reset does. */
-function failingRoutes(failures: number, afterMs: number): { env: Env; failed: () => number } {
-  let failed = 0;
-  const namespace = {
-    getByName(name: string) {
-      const stub = env.MODEL_GROUP.getByName(name);
-      return {
-        route: (call: RouteCall) => (failed++ < failures ? new Promise((_, reject) => setTimeout(() => reject(new Error("Durable Object reset because its code was updated.")), afterMs)) : stub.route(call)),
-        release: (released: LeaseRelease[], renewed: LeaseRenewal[]) => stub.release(released, renewed),
-      };
-    },
-  };
-  return { env: { ...env, MODEL_GROUP: namespace as unknown as Env["MODEL_GROUP"] }, failed: () => failed };
-}
+/** The first `failures` release calls fail, as a call to an overloaded object does. */
+const failingReleases = (failures: number) => {
+  const s = scriptedObjects({ release: (n, go) => (n <= failures ? overloaded() : go()) });
+  return { env: s.env, failed: () => Math.min(s.releases(), failures) };
+};
+
+/** The second route call fails: the first reached the object, which processes the releases it carries before it looks at the version. */
+const secondRouteFails = () => {
+  const s = scriptedObjects({ route: (n, go) => (n === 2 ? reset() : go()) });
+  return { env: s.env, calls: s.routes };
+};
+
+/** The first `failures` route calls fail after `afterMs`, as a call to an object being reset does. */
+const failingRoutes = (failures: number, afterMs: number) =>
+  scriptedObjects({ route: (n, go) => (n <= failures ? new Promise((r) => setTimeout(r, afterMs)).then(reset) : go()) }).env;
 
 describe("releases whose flush failed", () => {
   afterEach(() => {
@@ -246,7 +232,7 @@ describe("releases whose flush failed", () => {
     // after the flush found nothing to send (the next request then fails over elsewhere, or fails).
     holdLease(d, g, env, ctx, 10).settle("ok");
     const flaky = failingRoutes(1, 50);
-    await expect(route(flaky.env, ctx, g, { chain: [], blocks: 0 }, [], g.name)).rejects.toThrow("routing for model");
+    await expect(route(flaky, ctx, g, { chain: [], blocks: 0 }, [], g.name)).rejects.toThrow("routing for model");
     // Back long before the lease's 30 s TTL, as a release and not an expiry.
     await vi.waitFor(async () => expect(await inFlight(g.name)).toBe(0), EVENTUALLY);
     expect((await status(g.name)).backends[0]).toMatchObject({ expired: 0 });
