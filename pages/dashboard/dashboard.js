@@ -19,12 +19,13 @@ import { ApiError, byId, call, el, keyForm, say } from "../shared/api.js";
  * @typedef {{ at: string | number, backend: string, reason: string, matched: number, total: number, outcome: string | null, ttft_ms: number | null }} Decision
  */
 /**
- * @typedef {{ section: HTMLElement, summary: HTMLElement, tbody: HTMLTableSectionElement, rows: Map<string, HTMLTableRowElement>, decisions: HTMLElement, newest: string }} GroupView
+ * @typedef {{ section: HTMLElement, summary: HTMLElement, tbody: HTMLTableSectionElement, rows: Map<string, HTMLTableRowElement>, decisions: HTMLElement, drawn: string }} GroupView
  */
 
 const REFRESH_MS = 1000;
 /** Decisions shown per group: the endpoint keeps 100, a screen holds fewer. */
 const DECISIONS_SHOWN = 20;
+const REFRESH_FAILED = "Refresh failed:";
 const DEPLOYMENT_FIELDS = ["state", "inFlight", "breaker", "prefixBlocks", "ttft", "cached"];
 
 const status = byId("status", HTMLElement);
@@ -98,9 +99,11 @@ async function refresh(gen) {
     }
     for (const { g, list, decisions } of views) renderGroup(g, list.data, decisions);
     updated.textContent = `Last update: ${new Date().toLocaleTimeString()}.`;
+    // A refresh that failed is over once one succeeds; anything said since stays.
+    if (status.textContent?.startsWith(REFRESH_FAILED)) say(status, "");
   } catch (e) {
     if (gen !== generation) return;
-    say(status, `Refresh failed: ${message(e)}`, true);
+    say(status, `${REFRESH_FAILED} ${message(e)}`, true);
     if (e instanceof ApiError && e.status === 401) return;
   }
   timer = setTimeout(() => void refresh(gen), REFRESH_MS);
@@ -166,7 +169,7 @@ function newGroupView(name) {
   const section = el("section", { "aria-labelledby": titleId, "data-group": name }, el("h2", { id: titleId }, `Group ${name}`), summary, table, el("h3", {}, "Recent routing decisions"), decisions);
   groupsBox.append(section);
   /** @type {GroupView} */
-  const view = { section, summary, tbody, rows: new Map(), decisions, newest: "" };
+  const view = { section, summary, tbody, rows: new Map(), decisions, drawn: "" };
   groupViews.set(name, view);
   return view;
 }
@@ -227,18 +230,21 @@ async function setState(group, id, verb) {
 function renderDecisions(view, decisions) {
   if (decisions instanceof ApiError) {
     view.decisions.replaceChildren(el("p", {}, `Decisions unavailable: ${decisions.message}`));
-    view.newest = "none";
+    view.drawn = "";
     return;
   }
-  const newest = decisions.length === 0 ? "empty" : `${decisions[0]?.at}:${decisions.length}`;
-  if (newest === view.newest) return;
-  view.newest = newest;
+  // A decision's outcome and TTFT are filled in where it stands, after it was made: what is shown
+  // changes with them, not only with a newer decision.
+  const shown = decisions.slice(0, DECISIONS_SHOWN);
+  const drawn = `${decisions.length}:${JSON.stringify(shown)}`;
+  if (drawn === view.drawn) return;
+  view.drawn = drawn;
   if (decisions.length === 0) {
     view.decisions.replaceChildren(el("p", {}, "No request routed yet."));
     return;
   }
   const head = el("tr", {}, ...["Time", "Backend", "Reason", "Matched / total blocks", "Outcome", "TTFT"].map((h) => el("th", { scope: "col" }, h)));
-  const rows = decisions.slice(0, DECISIONS_SHOWN).map((d) =>
+  const rows = shown.map((d) =>
     el(
       "tr",
       { "data-reason": d.reason },

@@ -123,6 +123,8 @@ async function send(reply) {
   const max = Number.parseInt(maxTokens.value, 10);
   if (Number.isInteger(max) && max > 0) body.max_tokens = max;
   let answer = "";
+  // The conversation this send belongs to: "Clear" starts another while the reply still streams.
+  const into = turns;
   try {
     const res = await fetch("/v1/chat/completions", {
       method: "POST",
@@ -143,7 +145,7 @@ async function send(reply) {
     reply.text.append(el("em", { class: "error" }, aborted ? " [stopped]" : ` [${e instanceof Error ? e.message : String(e)}]`));
     say(status, aborted ? "Stopped." : "The request failed.", !aborted);
   } finally {
-    if (answer !== "") turns.push({ role: "assistant", content: answer });
+    if (answer !== "") into.push({ role: "assistant", content: answer });
     reply.item.dataset.done = "true";
     if (streaming === controller) streaming = null;
     setBusy(false);
@@ -173,7 +175,10 @@ function routeLine(headers, n) {
 
 /**
  * The text of a chat completion stream, delta by delta, as its events arrive. An error event (the
- * gateway's, when the upstream broke off) ends it with that error.
+ * gateway's, when the upstream broke off) ends it with that error. An event that is not JSON is
+ * passed over: when an upstream breaks off mid-event, the gateway ends the half event and sends
+ * its error event after it. However the reading ends, the stream is cancelled, so that a reply
+ * given up on does not hold its backend until it would have ended.
  * @param {ReadableStream<Uint8Array>} body
  * @returns {AsyncGenerator<string>}
  */
@@ -181,23 +186,40 @@ async function* contentDeltas(body) {
   const reader = body.getReader();
   const decoder = new TextDecoder();
   let buffered = "";
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) return;
-    buffered += decoder.decode(value, { stream: true });
-    const events = buffered.split(/\r?\n\r?\n/);
-    buffered = events.pop() ?? "";
-    for (const event of events) {
-      const data = event
-        .split(/\r?\n/)
-        .filter((line) => line.startsWith("data:"))
-        .map((line) => line.slice(5).trimStart())
-        .join("\n");
-      if (data === "" || data === "[DONE]") continue;
-      const parsed = /** @type {{ error?: { message?: string }, choices?: { delta?: { content?: string | null } }[] }} */ (JSON.parse(data));
-      if (parsed.error) throw new Error(parsed.error.message ?? "the stream failed");
-      const content = parsed.choices?.[0]?.delta?.content;
-      if (content) yield content;
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) return;
+      buffered += decoder.decode(value, { stream: true });
+      const events = buffered.split(/\r?\n\r?\n/);
+      buffered = events.pop() ?? "";
+      for (const event of events) {
+        const data = event
+          .split(/\r?\n/)
+          .filter((line) => line.startsWith("data:"))
+          .map((line) => line.slice(5).trimStart())
+          .join("\n");
+        if (data === "" || data === "[DONE]") continue;
+        const parsed = parseEvent(data);
+        if (parsed === null) continue;
+        if (parsed.error) throw new Error(parsed.error.message ?? "the stream failed");
+        const content = parsed.choices?.[0]?.delta?.content;
+        if (content) yield content;
+      }
     }
+  } finally {
+    reader.cancel().catch(() => {});
+  }
+}
+
+/**
+ * @param {string} data
+ * @returns {{ error?: { message?: string }, choices?: { delta?: { content?: string | null } }[] } | null}
+ */
+function parseEvent(data) {
+  try {
+    return JSON.parse(data);
+  } catch {
+    return null;
   }
 }

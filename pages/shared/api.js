@@ -52,7 +52,8 @@ export async function apiError(res) {
 /**
  * The key form of a page: a password field whose value stays in this tab (sessionStorage, gone
  * when the tab closes) and a "Forget key" button. `use` runs with the key on submit and on load
- * when one is kept; a refusal (it throws) forgets the key and shows why in `status`.
+ * when one is kept; a refusal (it throws) shows why in `status`, and forgets the key when the
+ * gateway refused the key itself (401, 403): a kept key outlives a gateway down for a moment.
  * @param {{ form: HTMLFormElement, input: HTMLInputElement, forget: HTMLButtonElement, status: HTMLElement, storageName: string, use: (key: string) => Promise<void>, dropped: () => void }} o
  */
 export function keyForm(o) {
@@ -65,9 +66,13 @@ export function keyForm(o) {
       o.input.value = "";
       o.forget.hidden = false;
     } catch (e) {
-      sessionStorage.removeItem(o.storageName);
+      const refused = e instanceof ApiError && (e.status === 401 || e.status === 403);
+      if (refused) sessionStorage.removeItem(o.storageName);
       o.dropped();
-      say(o.status, e instanceof Error ? e.message : String(e), true);
+      const why = e instanceof Error ? e.message : String(e);
+      const kept = sessionStorage.getItem(o.storageName) !== null;
+      o.forget.hidden = !kept;
+      say(o.status, kept ? `${why} (the key is kept: reload the page to try again)` : why, true);
     }
   };
   o.form.addEventListener("submit", (ev) => {

@@ -286,6 +286,18 @@ const BEHAVIOURS: Record<string, Answer> = {
     res.write(text.slice(0, Math.floor(text.length / 2)));
     setTimeout(() => res.socket?.destroy(), 20);
   },
+  /** One content event, then an error event, then events every 50 ms for as long as the connection lasts: a server that does not stop at its own error. */
+  "error-then-endless": (_req, res, body, _arg, s) => {
+    const { model } = requestOf(body);
+    res.writeHead(200, { "content-type": "text/event-stream" });
+    res.write(chunk(model, "first") + `data: ${JSON.stringify({ error: { message: "the engine failed", type: "InternalServerError", code: 500 } })}\n\n`);
+    const timer = setInterval(() => {
+      const text = chunk(model, "tick");
+      res.write(text);
+      s.bytesWritten += text.length;
+    }, 50);
+    res.on("close", () => clearInterval(timer));
+  },
   /** One whole event, then half of the next, then the connection is destroyed. */
   "cut-mid-event": (_req, res, body) => {
     const { model } = requestOf(body);

@@ -1,0 +1,173 @@
+import { randomBytes } from "node:crypto";
+import type { Browser, BrowserContext, Page } from "playwright-core";
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
+import { startFleet, type Fleet } from "../../bench/fleet/index.ts";
+import { hasChromium, launchChromium } from "../../bench/harness/chromium.ts";
+import type { DecisionView } from "../../src/metrics/decisions.ts";
+import { startHostileUpstream, type HostileUpstream } from "../support/hostile-upstream.ts";
+import { EVENTUALLY, startTestGateway, type TestGateway } from "./gateway.ts";
+
+/**
+ * The pages when things go wrong or change under them: a request's outcome that comes after its
+ * decision, an admin API that fails for a moment, a stream cut in half or failing while its
+ * upstream goes on, a conversation cleared while it streams. The bundled gateway with its assets
+ * in workerd, the simulated fleet and a hostile upstream as the GPUs, Debian's Chromium as the
+ * browser (test/e2e/pages.test.ts says why it may be skipped).
+ */
+
+const GROUP = "pages";
+const adminKey = `sk-admin-${randomBytes(16).toString("hex")}`;
+const missing = !hasChromium();
+
+let fleet: Fleet;
+let upstream: HostileUpstream;
+let gw: TestGateway;
+let browser: Browser;
+const contexts: BrowserContext[] = [];
+
+beforeAll(async () => {
+  if (missing) return;
+  // 25 ms a token: a stream of 80 tokens takes two seconds, long enough to act on while it runs.
+  fleet = await startFleet({ workers: 1, basePort: 0, preset: "instant", decodeStepMs: 25, prefillBaseMs: 30, servedModelName: "sim-7b" });
+  upstream = await startHostileUpstream();
+  const hostile = (name: string, behaviour: string) => ({ name, failover: { maxAttempts: 1 }, deployments: [{ id: behaviour, baseUrl: `${upstream.url}/${behaviour}`, model: "hostile-7b" }] });
+  gw = await startTestGateway(
+    { modelGroups: [{ name: GROUP, deployments: [{ id: "sim-0", baseUrl: fleet.urls[0] as string, model: "sim-7b" }] }, hostile("cut", "cut-mid-event"), hostile("erring", "error-then-endless")] },
+    { KVGATE_ADMIN_KEY: adminKey },
+    { assets: true },
+  );
+  browser = await launchChromium();
+}, 90_000);
+afterEach(async () => {
+  await Promise.all(contexts.splice(0).map((c) => c.close()));
+});
+afterAll(async () => {
+  await browser?.close();
+  await gw?.close();
+  await upstream?.close();
+  await fleet?.close();
+});
+
+async function open(path: string): Promise<Page> {
+  const context = await browser.newContext({ baseURL: gw.url });
+  contexts.push(context);
+  const page = await context.newPage();
+  await page.goto(path);
+  return page;
+}
+
+async function dashboard(): Promise<Page> {
+  const page = await open("/dashboard");
+  await page.getByLabel("Admin key").fill(adminKey);
+  await page.getByLabel("Admin key").press("Enter");
+  await page.locator(`[data-group="${GROUP}"] tr[data-deployment="sim-0"]`).waitFor();
+  return page;
+}
+
+async function playground(): Promise<Page> {
+  const page = await open("/playground");
+  await page.getByLabel("API key").fill(gw.key);
+  await page.getByRole("button", { name: "Use key" }).click();
+  await page.getByLabel("Model").waitFor();
+  await page.getByLabel("System prompt").fill("");
+  return page;
+}
+
+async function send(page: Page, model: string, message: string, maxTokens: number): Promise<void> {
+  await page.getByLabel("Model").selectOption(model);
+  await page.getByLabel("Message").fill(message);
+  await page.getByLabel("Max tokens").fill(String(maxTokens));
+  await page.getByRole("button", { name: "Send", exact: true }).click();
+}
+
+const lastReply = (page: Page) => page.locator("#conversation li.assistant").last();
+const decisions = async (): Promise<DecisionView[]> => {
+  const res = await fetch(`${gw.url}/admin/v1/groups/${GROUP}/decisions`, { headers: { authorization: `Bearer ${adminKey}` } });
+  return ((await res.json()) as { data: DecisionView[] }).data;
+};
+
+describe.skipIf(missing)("the pages when things change or fail under them", () => {
+  it("a decision's outcome and TTFT show once they come, with no request after it", async () => {
+    const page = await dashboard();
+    const answer = fetch(`${gw.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${gw.key}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: GROUP, stream: true, max_tokens: 40, messages: [{ role: "user", content: `outcome ${randomBytes(4).toString("hex")}` }] }),
+    }).then((r) => r.text());
+    const row = page.locator(`[data-group="${GROUP}"] .decisions tbody tr`).first();
+    await vi.waitFor(async () => expect(await row.locator("td").nth(4).textContent()).toBe("in flight"), EVENTUALLY);
+    await answer;
+    await vi.waitFor(async () => expect((await decisions())[0]?.outcome).toBe("ok"), EVENTUALLY);
+    // The decision's line is filled in where it stands: the page shows it at its next refresh.
+    await vi.waitFor(async () => expect(await row.locator("td").nth(4).textContent()).toBe("ok"), EVENTUALLY);
+    expect(await row.locator("td").nth(5).textContent()).toMatch(/^\d+ ms$/);
+  });
+
+  it("a refresh that fails says so, and the next one that succeeds takes the error away", async () => {
+    const page = await dashboard();
+    const status = page.locator("#status");
+    await page.route("**/admin/v1/**", (r) => r.abort("connectionrefused"));
+    await vi.waitFor(async () => expect(await status.textContent()).toMatch(/^Refresh failed/), EVENTUALLY);
+    expect(await status.getAttribute("class")).toContain("error");
+    await page.unroute("**/admin/v1/**");
+    await vi.waitFor(async () => expect(await status.textContent()).not.toMatch(/Refresh failed/), EVENTUALLY);
+    expect(await status.getAttribute("class")).not.toContain("error");
+  });
+
+  it("a kept key outlives a failure that is no refusal, and a refusal still forgets it", async () => {
+    const page = await dashboard();
+    const kept = () => page.evaluate(() => sessionStorage.getItem("kvgate.adminKey"));
+    expect(await kept()).toBe(adminKey);
+    await page.route("**/admin/v1/status", (r) => r.fulfill({ status: 503, contentType: "application/json", body: JSON.stringify({ error: { message: "registry unavailable", type: "server_error" } }) }));
+    await page.reload();
+    await vi.waitFor(async () => expect(await page.locator("#status").textContent()).toContain("503: registry unavailable"), EVENTUALLY);
+    expect(await kept()).toBe(adminKey);
+    // The gateway back: the kept key serves again, with nothing typed.
+    await page.unroute("**/admin/v1/status");
+    await page.reload();
+    await page.locator(`[data-group="${GROUP}"] tr[data-deployment="sim-0"]`).waitFor();
+    // A refusal is the key's fault: it goes.
+    await page.route("**/admin/v1/status", (r) => r.fulfill({ status: 401, contentType: "application/json", body: JSON.stringify({ error: { message: "invalid admin key", type: "invalid_request_error" } }) }));
+    await page.reload();
+    await vi.waitFor(async () => expect(await page.locator("#status").textContent()).toContain("401: invalid admin key"), EVENTUALLY);
+    expect(await kept()).toBeNull();
+  });
+
+  it("Clear while a reply streams: the next conversation starts empty", async () => {
+    const page = await playground();
+    const sent: string[] = [];
+    page.on("request", (r) => {
+      if (r.url().endsWith("/v1/chat/completions")) sent.push(r.postData() ?? "");
+    });
+    await send(page, GROUP, "the first conversation", 80);
+    await vi.waitFor(async () => expect(((await lastReply(page).locator(".reply-text").textContent()) ?? "").length).toBeGreaterThan(5), EVENTUALLY);
+    await page.getByRole("button", { name: "Clear conversation" }).click();
+    await vi.waitFor(async () => expect(await page.getByRole("button", { name: "Send", exact: true }).isEnabled()).toBe(true), EVENTUALLY);
+    await send(page, GROUP, "a new conversation", 4);
+    await lastReply(page).locator('[data-send="1"]').waitFor();
+    await vi.waitFor(async () => expect(await lastReply(page).getAttribute("data-done")).toBe("true"), EVENTUALLY);
+    expect(sent).toHaveLength(2);
+    expect((JSON.parse(sent[1] as string) as { messages: unknown }).messages).toEqual([{ role: "user", content: "a new conversation" }]);
+  });
+
+  it("a stream cut in the middle of an event shows the gateway's error, after the text that came", async () => {
+    const page = await playground();
+    await send(page, "cut", "hello", 16);
+    await vi.waitFor(async () => expect(await lastReply(page).getAttribute("data-done")).toBe("true"), EVENTUALLY);
+    const text = (await lastReply(page).locator(".reply-text").textContent()) ?? "";
+    expect(text).toMatch(/^first \[upstream stream failed: /);
+    expect(text).not.toMatch(/JSON/);
+    expect(await page.locator("#status").textContent()).toBe("The request failed.");
+  });
+
+  it("a stream that fails is let go: its upstream is cancelled and the backend's slot freed", async () => {
+    const page = await playground();
+    upstream.reset();
+    await send(page, "erring", "hello", 16);
+    await vi.waitFor(async () => expect(await lastReply(page).getAttribute("data-done")).toBe("true"), EVENTUALLY);
+    expect(await lastReply(page).locator(".reply-text").textContent()).toBe("first [the engine failed]");
+    // The upstream would go on for ever: only the page's letting go ends it.
+    await vi.waitFor(() => expect(upstream.stats("error-then-endless")).toMatchObject({ requests: 1, open: 0, cancelled: 1 }), EVENTUALLY);
+    await vi.waitFor(async () => expect(await gw.inFlight("erring")).toBe(0), EVENTUALLY);
+  });
+});
