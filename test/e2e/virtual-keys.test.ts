@@ -430,6 +430,27 @@ describe("a browser app's key", () => {
     const stranger = await fetch(`${gw.url}/v1/chat/completions`, { method: "OPTIONS", headers: { origin: "https://evil.example", "access-control-request-method": "POST" } });
     expect(stranger.headers.get("access-control-allow-origin")).toBeNull();
   });
+
+  it("its page reads the 401 of a key the gateway no longer takes (revoked, or never issued), as it was granted the preflight", async () => {
+    const { id, key } = await createKey({ origins: [page] });
+    // Revoked before its first use, so that no isolate holds it as it was.
+    expect((await admin("POST", `/keys/${id}/revoke`)).status).toBe(200);
+    const unknown = `sk-kvg-${randomBytes(20).toString("hex")}`;
+    for (const [k, path] of [[key, "/v1/chat/completions"], [key, "/rerank"], [unknown, "/v1/chat/completions"]] as const) {
+      const refused = await fetch(`${gw.url}${path}`, { method: "POST", headers: { authorization: `Bearer ${k}`, "content-type": "application/json", origin: page }, body: JSON.stringify({ model: "keys", messages: [{ role: "user", content: "hi" }] }) });
+      expect(refused.status, path).toBe(401);
+      expect(refused.headers.get("access-control-allow-origin"), path).toBe(page);
+      expect(refused.headers.get("vary"), path).toMatch(/origin/i);
+      expect((await errorOf(refused)).code).toBe("invalid_api_key");
+    }
+    const models = await fetch(`${gw.url}/v1/models`, { headers: { authorization: `Bearer ${key}`, origin: page } });
+    expect(models.status).toBe(401);
+    expect(models.headers.get("access-control-allow-origin")).toBe(page);
+    // A page no key is for is told nothing, as its preflight was.
+    const stranger = await post(key, "keys", {}, { origin: "https://evil.example" });
+    expect(stranger.status).toBe(401);
+    expect(stranger.headers.get("access-control-allow-origin")).toBeNull();
+  });
 });
 
 describe("secrecy", () => {

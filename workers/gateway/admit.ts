@@ -2,7 +2,8 @@ import type { Context, MiddlewareHandler } from "hono";
 import { forbidden } from "../../src/openai/errors.ts";
 import type { LoadedConfig } from "../config.ts";
 import type { AppEnv } from "./app-env.ts";
-import { authenticate, type Caller } from "./auth.ts";
+import { authenticate, originsOfRefusedKey, type Caller } from "./auth.ts";
+import { errorAnswer } from "./error-answer.ts";
 import { keyOrigins } from "./key-cache.ts";
 
 /** The routing headers a browser page may read (CORS), for the config's origins and the keys' alike. */
@@ -44,6 +45,19 @@ export function keyCors(c: Context<AppEnv>): void {
   const origin = c.req.header("origin");
   if (origin === undefined || !caller.key.record.origins.includes(origin)) return;
   allowOrigin(c.res.headers, origin);
+}
+
+/**
+ * The answer to a caller the key check refused (`err`), readable by a page a key is for: the
+ * refused key's own page (revoked, expired), or any page some key is for, as its preflight was
+ * granted (a key rotated away or never issued, the key store unavailable). Without it a browser
+ * shows the page a network failure, not the gateway's 401.
+ */
+export async function refusal(c: Context<AppEnv>, err: unknown): Promise<Response> {
+  const res = errorAnswer(err, c.get("requestId"));
+  const origin = c.req.header("origin");
+  if (origin !== undefined && (originsOfRefusedKey(err).includes(origin) || (await keyOrigins(c.env)).has(origin))) allowOrigin(res.headers, origin);
+  return res;
 }
 
 /**

@@ -6,7 +6,7 @@ import { modelObject } from "../../src/openai/models.ts";
 import type { LoadedConfig } from "../config.ts";
 import { mountAdmin } from "../admin/routes.ts";
 import type { AppEnv } from "./app-env.ts";
-import { admitCaller, configCors, EXPOSED, keyCors, keyPreflight } from "./admit.ts";
+import { admitCaller, configCors, EXPOSED, keyCors, keyPreflight, refusal } from "./admit.ts";
 import { allowsModel } from "../../src/tenants/route-tenant.ts";
 import { mountEndpoints } from "./endpoints.ts";
 import { errorAnswer } from "./error-answer.ts";
@@ -47,7 +47,11 @@ export function buildApp(config: LoadedConfig): Hono<AppEnv> {
 
   app.use("/v1/*", requestLogger(config.logging.requests));
   app.use("/v1/*", async (c, next) => {
-    await admitCaller(c, config);
+    try {
+      await admitCaller(c, config);
+    } catch (e) {
+      return refusal(c, e);
+    }
     await next();
     keyCors(c);
   });

@@ -60,6 +60,20 @@ async function matches(given: string, env: Env, accepted: readonly string[], wha
   return ok;
 }
 
+/** The browser origins of a key refused for what it is (revoked, expired): its page may read why. */
+const refusedKeyOrigins = new WeakMap<Error, readonly string[]>();
+
+function refusedKey(message: string, origins: readonly string[]): Error {
+  const err = unauthorized(message);
+  refusedKeyOrigins.set(err, origins);
+  return err;
+}
+
+/** The origins a refused key was for; none for any other error. */
+export function originsOfRefusedKey(err: unknown): readonly string[] {
+  return err instanceof Error ? (refusedKeyOrigins.get(err) ?? []) : [];
+}
+
 /** Who is calling: the operator's master key, or a virtual key and what it may do. */
 export type Caller = { kind: "master" } | { kind: "key"; key: KeyLookup };
 
@@ -78,8 +92,8 @@ export async function authenticate(req: Request, config: LoadedConfig, env: Env,
     const found = await lookupKey(env, ctx, await keyHash(given));
     if (!found) throw unauthorized("invalid API key");
     const r = found.record;
-    if (r.revokedAt !== null) throw unauthorized(`API key ${r.prefix}… was revoked`);
-    if (r.expiresAt !== null && r.expiresAt <= Date.now()) throw unauthorized(`API key ${r.prefix}… expired at ${new Date(r.expiresAt).toISOString()}`);
+    if (r.revokedAt !== null) throw refusedKey(`API key ${r.prefix}… was revoked`, r.origins);
+    if (r.expiresAt !== null && r.expiresAt <= Date.now()) throw refusedKey(`API key ${r.prefix}… expired at ${new Date(r.expiresAt).toISOString()}`, r.origins);
     return { kind: "key", key: found };
   }
   if (await matches(given, env, [config.auth.masterKeyEnv], "master key")) return MASTER;

@@ -3,7 +3,7 @@ import { methodNotAllowed } from "../../src/openai/errors.ts";
 import { modelObject } from "../../src/openai/models.ts";
 import type { LoadedConfig } from "../config.ts";
 import type { AppEnv } from "./app-env.ts";
-import { admitCaller, keyCors } from "./admit.ts";
+import { admitCaller, keyCors, refusal } from "./admit.ts";
 import { errorAnswer } from "./error-answer.ts";
 import { requestLogger } from "./request-logger.ts";
 import { allowsModel } from "../../src/tenants/route-tenant.ts";
@@ -51,6 +51,11 @@ export function mountEndpoints(app: Hono<AppEnv>, config: LoadedConfig, proxy: (
     await logged(c, async () => {
       try {
         await admitCaller(c, config);
+      } catch (e) {
+        c.res = await refusal(c, e);
+        return;
+      }
+      try {
         if (c.req.method !== "POST" || !handler) throw methodNotAllowed(`/${path}`, "POST");
         c.res = await handler(c);
       } catch (e) {
