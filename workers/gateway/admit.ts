@@ -68,15 +68,19 @@ export async function refusal(c: Context<AppEnv>, err: unknown): Promise<Respons
  * not the one that goes.
  */
 export function configCors(origins: readonly string[]): MiddlewareHandler<AppEnv> {
-  const any = origins.includes("*");
   return async (c, next) => {
     await next();
     if (c.req.method === "OPTIONS") return;
-    if (any) return allowOrigin(c.res.headers, "*");
-    const origin = c.req.header("origin");
-    if (origin !== undefined && origins.includes(origin)) allowOrigin(c.res.headers, origin);
-    else varyOrigin(c.res.headers);
+    withConfigCors(c.res.headers, origins, c.req.header("origin"));
   };
+}
+
+/** The config's CORS list on one answer's headers, for a request from `origin`. */
+export function withConfigCors(headers: Headers, origins: readonly string[], origin: string | undefined): void {
+  if (origins.length === 0) return;
+  if (origins.includes("*")) return allowOrigin(headers, "*");
+  if (origin !== undefined && origins.includes(origin)) allowOrigin(headers, origin);
+  else varyOrigin(headers);
 }
 
 /** An answer a page on `origin` may read, its routing headers too. */

@@ -10,6 +10,7 @@ import { admitCaller, configCors, EXPOSED, keyCors, keyPreflight, refusal } from
 import { allowsModel } from "../../src/tenants/route-tenant.ts";
 import { mountEndpoints } from "./endpoints.ts";
 import { errorAnswer } from "./error-answer.ts";
+import { requestIdOf } from "./request-id.ts";
 import { requestLogger } from "./request-logger.ts";
 import { mountMetrics } from "./metrics.ts";
 import { askEveryObject } from "./group-object.ts";
@@ -21,8 +22,6 @@ import { openRealtime } from "./realtime.ts";
 import type { Endpoint } from "./validate.ts";
 
 
-const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
-
 /** The gateway's HTTP surface for one config; built once per isolate. */
 export function buildApp(config: LoadedConfig): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
@@ -30,8 +29,7 @@ export function buildApp(config: LoadedConfig): Hono<AppEnv> {
 
   app.use("*", async (c, next) => {
     c.set("startedAt", performance.now());
-    const given = c.req.header("x-request-id");
-    c.set("requestId", given && REQUEST_ID.test(given) ? given : crypto.randomUUID());
+    c.set("requestId", requestIdOf(c.req.raw));
     await next();
   });
   // Only preflights pay for it: the router skips it for every other method.

@@ -1,4 +1,7 @@
 import { GatewayError, unavailable } from "../../src/openai/errors.ts";
+import { withConfigCors } from "./admit.ts";
+import { errorAnswer } from "./error-answer.ts";
+import { requestIdOf } from "./request-id.ts";
 import type { ResolvedConfig } from "../../src/config/load.ts";
 import { loadConfig, withFleet } from "../config.ts";
 import type { Env } from "../env.ts";
@@ -24,7 +27,10 @@ export default {
       (f) => serve(loaded.config, f, req, env, ctx),
       (e: unknown) => {
         console.error(`kvgate: reading the fleet registry failed: ${(e as Error).message}`);
-        return unavailable("the fleet registry is unavailable", "routing_unavailable").toResponse();
+        // No app to answer yet: this answer says what the app's would (its request id, the config's CORS).
+        const res = errorAnswer(unavailable("the fleet registry is unavailable", "routing_unavailable"), requestIdOf(req));
+        withConfigCors(res.headers, loaded.config.cors.allowedOrigins, req.headers.get("origin") ?? undefined);
+        return res;
       },
     );
   },
