@@ -11,7 +11,15 @@ import { refuseProtoKey } from "../proto-key.ts";
 const positiveInt = () => z.number().check(z.int(), z.minimum(1));
 const nonNegativeInt = () => z.number().check(z.int(), z.minimum(0));
 // No control characters: a sharded group's objects are named with one (src/sharding/partition.ts), so no name can be another's.
-const name = () => z.string().check(z.minLength(1), z.maxLength(256), z.regex(/^[^\u0000-\u001f\u007f]*$/, "must not contain control characters"));
+/** The longest name a group, an alias or a deployment may have. */
+export const NAME_MAX = 256;
+
+/** A client's name as the gateway repeats it (an error, a log line): one longer than any name can be is cut, marked "…". */
+export function clipName(s: string): string {
+  return s.length <= NAME_MAX ? s : `${s.slice(0, NAME_MAX)}…`;
+}
+
+const name = () => z.string().check(z.minLength(1), z.maxLength(NAME_MAX), z.regex(/^[^\u0000-\u001f\u007f]*$/, "must not contain control characters"));
 /**
  * Names something on the Worker's env, a secret or a binding (`what`); the key itself never
  * appears in the config. The message spells out the pattern: a user sees it, not the regex.

@@ -1,4 +1,4 @@
-import type { LogLevel } from "../config/schema.ts";
+import { clipName, type LogLevel } from "../config/schema.ts";
 import type { TokenUsage } from "../routing/protocol.ts";
 import { atLeast } from "./event-log.ts";
 
@@ -61,7 +61,7 @@ export class RequestLog {
   }
 
   asked(model: string, stream: boolean): void {
-    this.line.model = model;
+    this.line.model = clipName(model);
     this.line.stream = stream;
   }
 

@@ -210,6 +210,15 @@ describe("one JSON line per request", () => {
     expect(await lineOf(gw, limited.res.headers.get("x-request-id") as string)).toMatchObject({ level: "warn", status: 429, key_id: id, model: "m", error_code: "rate_limit_exceeded" });
   });
 
+  it("a model name no group can have (over 256 characters) is logged cut, as its 404 quotes it", async () => {
+    const name = `m${"x".repeat(1024 * 1024)}`;
+    const res = await fetch(`${gw.url}/v1/chat/completions`, { method: "POST", headers: { authorization: `Bearer ${gw.key}`, "content-type": "application/json" }, body: JSON.stringify({ model: name, messages: [{ role: "user", content: "hi" }] }) });
+    expect(res.status).toBe(404);
+    const line = await lineOf(gw, res.headers.get("x-request-id") as string);
+    expect(line).toMatchObject({ status: 404, error_code: "model_not_found" });
+    expect(line.model).toBe(`${name.slice(0, 256)}…`);
+  });
+
   it("vLLM's paths outside /v1 (/rerank, /v2/rerank, /score) leave their lines as /v1's do, a wrong key's too", async () => {
     for (const path of ["/rerank", "/v2/rerank", "/score"]) {
       const body = path === "/score" ? { model: "m", text_1: "a question", text_2: ["one answer", "another"] } : { model: "m", query: "a question", documents: ["one answer", "another"] };

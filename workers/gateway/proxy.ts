@@ -1,4 +1,5 @@
 import type { ResolvedGroup } from "../../src/config/load.ts";
+import { clipName, NAME_MAX } from "../../src/config/schema.ts";
 import type { LimitRefusal, RouteRefusal, RouteTenant } from "../../src/routing/protocol.ts";
 import { GatewayError, notFound, overLimit, unavailable } from "../../src/openai/errors.ts";
 import { allowsGroup, allowsModel, routeTenant } from "../../src/tenants/route-tenant.ts";
@@ -172,9 +173,9 @@ export function unknownModel(model: string): GatewayError {
   return notFound(`The model ${quoted(model)} does not exist or you do not have access to it (GET /v1/models lists the models you can use)`, "model_not_found");
 }
 
-/** A client's model name as an error quotes it: no group name is longer than 256 characters, so neither is this. */
+/** A client's model name as an error quotes it: no longer than a group's name can be. */
 function quoted(model: string): string {
-  return model.length <= 256 ? `"${model}"` : `"${model.slice(0, 256)}…" (${model.length} characters)`;
+  return model.length <= NAME_MAX ? `"${model}"` : `"${clipName(model)}" (${model.length} characters)`;
 }
 
 /** The error for a model none of whose groups (its own, its fallbacks) had a backend to give. */
