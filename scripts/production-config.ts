@@ -1,6 +1,7 @@
 /**
  * What a production config must be beyond valid: reachable from Cloudflare (public URLs, or
- * bindings the production Worker has), and small enough for the secret that carries it.
+ * bindings the production Worker has), sending no secret in cleartext, and small enough for the
+ * secret that carries it.
  */
 import type { ResolvedConfig } from "../src/config/load.ts";
 
@@ -66,8 +67,13 @@ export function productionProblems(config: ResolvedConfig, json: string, binding
       if (d.binding && !bindings.has(d.binding)) out.push(`${at}.binding "${d.binding}" is not bound in wrangler.toml's [env.production] (add it to vpc_services or vpc_networks there)`);
       // Through a binding, the URL names the server inside the private network: any host may be right.
       if (d.binding) continue;
-      const what = unreachableHost(new URL(d.baseUrl).hostname);
+      const url = new URL(d.baseUrl);
+      const what = unreachableHost(url.hostname);
       if (what) out.push(`${at}.baseUrl ${d.baseUrl} is ${what}, which a Worker on Cloudflare cannot reach (reach it through a Workers VPC binding: README, "Private networks")`);
+      const secret = d.apiKeyEnv ? "apiKeyEnv" : d.headersFromEnv && Object.keys(d.headersFromEnv).length > 0 ? "headersFromEnv" : null;
+      if (!what && url.protocol === "http:" && secret) {
+        out.push(`${at}.baseUrl ${d.baseUrl} is plain http, and the deployment's ${secret} would cross the internet in cleartext, with every prompt (use https, or reach it through a Workers VPC binding: README, "Private networks")`);
+      }
     }
   }
   const bytes = new TextEncoder().encode(json).length;

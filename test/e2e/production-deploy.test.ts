@@ -85,6 +85,22 @@ describe("npm run deploy", () => {
     ]);
   });
 
+  it("refuses a public http:// server that would be sent a secret in cleartext, and takes one sent none", async () => {
+    const deployments = [
+      { id: "keyed", baseUrl: "http://203.0.113.5:8000", model: "m", apiKeyEnv: "VLLM_KEY" },
+      { id: "access", baseUrl: "http://gpu.example.com", model: "m", headersFromEnv: { "CF-Access-Client-Secret": "ACCESS_CLIENT_SECRET" } },
+      { id: "open", baseUrl: "http://203.0.113.6:8000", model: "m" },
+      { id: "tls", baseUrl: "https://203.0.113.7:8000", model: "m", apiKeyEnv: "VLLM_KEY" },
+    ];
+    const r = await deploy({ KVGATE_CONFIG: JSON.stringify({ modelGroups: [{ name: "a", deployments }] }) }, ["--dry-run", "--outdir", join(dir(), "not-refused")]);
+    expect(r.code).toBe(1);
+    expect(r.stderr.trim().split("\n")).toEqual([
+      "$KVGATE_CONFIG: 2 problems",
+      "  modelGroups[0].deployments[0].baseUrl http://203.0.113.5:8000 is plain http, and the deployment's apiKeyEnv would cross the internet in cleartext, with every prompt (use https, or reach it through a Workers VPC binding: README, \"Private networks\")",
+      "  modelGroups[0].deployments[1].baseUrl http://gpu.example.com is plain http, and the deployment's headersFromEnv would cross the internet in cleartext, with every prompt (use https, or reach it through a Workers VPC binding: README, \"Private networks\")",
+    ]);
+  });
+
   it("refuses a config whose problems the Worker would find, all of them, and a binding production does not have", async () => {
     const bad = await deploy({ KVGATE_CONFIG: '{"modelGroups":[{"name":"a","locationHint":"mars","deployments":[{"baseUrl":"https://gpu.example","model":"m","headersFromEnv":{"Host":"H"}}]}]}' });
     expect(bad.code).toBe(1);
