@@ -13,22 +13,30 @@ import type { Env, WaitUntil } from "../env.ts";
  */
 export const MAX_AGE_MS = 10_000;
 const REFRESH_AFTER_MS = 5_000;
-/** Keys an isolate remembers; past it the least recently read goes. */
+/** Keys an isolate remembers, and as many keys that do not exist; past it the least recently read goes. */
 const MAX_ENTRIES = 10_000;
 
 interface Entry {
-  /** null: no such key (remembered too, so guessing costs the tenants object nothing more). */
+  /** null: no such key (remembered too, so guessing one again costs the tenants object nothing more). */
   found: KeyLookup | null;
   readAt: number;
   refreshing: boolean;
 }
 
-const cache = new Map<string, Entry>();
+/**
+ * Keys that exist, and keys that do not, apart: anyone can send a key-shaped guess, and guesses
+ * enough to fill one cache would push every key in use out of it, each then read again before its
+ * request goes on.
+ */
+const keys = new Map<string, Entry>();
+const misses = new Map<string, Entry>();
 
 async function read(env: Env, hash: string): Promise<Entry> {
   const found = await env.TENANTS.getByName(TENANTS_NAME).lookup(hash);
   const entry: Entry = { found, readAt: Date.now(), refreshing: false };
-  cache.delete(hash);
+  keys.delete(hash);
+  misses.delete(hash);
+  const cache = found ? keys : misses;
   cache.set(hash, entry);
   if (cache.size > MAX_ENTRIES) for (const oldest of cache.keys()) { cache.delete(oldest); break; }
   return entry;
@@ -36,7 +44,7 @@ async function read(env: Env, hash: string): Promise<Entry> {
 
 /** The key whose hash is `hash`, or null when there is none; a 503 when the tenants object cannot say. */
 export async function lookupKey(env: Env, ctx: WaitUntil, hash: string): Promise<KeyLookup | null> {
-  const e = cache.get(hash);
+  const e = keys.get(hash) ?? misses.get(hash);
   const age = e ? Date.now() - e.readAt : Infinity;
   if (e && age < MAX_AGE_MS) {
     if (age >= REFRESH_AFTER_MS && !e.refreshing) {
