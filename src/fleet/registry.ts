@@ -241,23 +241,25 @@ export class FleetRegistry {
 
   /**
    * Replaces the whole fleet's specs (the API's `PUT /admin/v1/fleet`), so that what `exported`
-   * gave back changes nothing: a deployment listed again keeps the operator's drain or disable,
-   * and a registered server listed as it registered stays registered, its TTL running. One
-   * listed with another spec becomes the operator's.
+   * gave back changes nothing: a deployment listed again as it was stays as it was — the config's
+   * (which the next deploy's seed replaces), a registered server's (its TTL running), the
+   * operator's drain or disable held — and a group stays whoever's it was. One listed with
+   * another spec becomes the operator's, keeping a drain or disable.
    */
   replace(groups: readonly ModelGroupConfig[]): Change {
     const next = new Map<string, GroupRecord>();
     for (const { deployments, ...settings } of groups) {
       if (next.has(settings.name)) throw new RegistryError(400, "invalid_value", `group "${settings.name}" is listed twice`, "modelGroups");
-      const before = this.groups.get(settings.name)?.deployments ?? [];
+      const group = this.groups.get(settings.name);
+      const before = group?.deployments ?? [];
       next.set(settings.name, {
         settings,
-        source: "admin",
+        source: group?.source ?? "admin",
         rev: 0,
         deployments: deployments.map((given) => {
           const spec = { ...given, id: deploymentId(given) };
           const was = before.find((d) => d.spec.id === spec.id);
-          if (was?.source === "heartbeat" && sameSpec(was.spec, spec)) return { ...was };
+          if (was && sameSpec(was.spec, spec)) return { ...was };
           const word = was ? heldState(was) : undefined;
           return word ? { ...adminRecord(spec), state: word, operatorState: word } : adminRecord(spec);
         }),

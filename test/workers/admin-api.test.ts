@@ -270,8 +270,19 @@ describe("heartbeats", () => {
     await ok(admin("/admin/v1/heartbeats", { method: "POST", json: beat }, env.KVGATE_REGISTER_KEY));
     await ok(admin("/admin/v1/groups/admin-roundtrip/deployments/spare/drain", { method: "POST" }));
     const before = await row("admin-roundtrip", "hb");
+    // Every group and deployment as the registry holds it: who added it (the config, the admin API, a heartbeat) and its state.
+    const records = async () => {
+      const groups = await ok<GroupList>(admin("/admin/v1/groups"));
+      const rows = await Promise.all(groups.data.map(async (g) => (await ok<DeploymentList>(admin(`/admin/v1/groups/${g.name}/deployments`))).data.map((d) => [g.name, g.source, d.id, d.source, d.state])));
+      return { rev: groups.rev, rows: rows.flat() };
+    };
+    const held = await records();
+    expect(held.rows.some(([, groupSource, , source]) => groupSource === "config" && source === "config")).toBe(true);
     const exported = await ok<{ modelGroups: unknown[] }>(admin("/admin/v1/fleet"));
-    await ok(admin("/admin/v1/fleet", { method: "PUT", json: { modelGroups: exported.modelGroups } }));
+    const put = await ok<{ rev: number; changed: string[] }>(admin("/admin/v1/fleet", { method: "PUT", json: { modelGroups: exported.modelGroups } }));
+    expect(put).toMatchObject({ rev: held.rev, changed: [] });
+    // The config's groups stay the config's: its next deploy still replaces them.
+    expect(await records()).toEqual(held);
     expect(await row("admin-roundtrip", "spare")).toMatchObject({ state: "draining", takesRequests: false });
     expect(await row("admin-roundtrip", "hb")).toMatchObject({ source: "heartbeat", state: "active", expiresAt: before.expiresAt });
     const renewed = await ok<{ changed: string[] }>(admin("/admin/v1/heartbeats", { method: "POST", json: beat }, env.KVGATE_REGISTER_KEY));
