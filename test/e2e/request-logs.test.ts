@@ -36,6 +36,8 @@ beforeAll(async () => {
         { name: "m", deployments: [sim(0), sim(1)] },
         // Round-robin sends each request to the dead server first, until its breaker opens (after 2 failures).
         { name: "m-failover", strategy: "round-robin", breaker: { consecutiveFailures: 2, openMs: 600_000 }, deployments: [{ id: "dead", baseUrl: dead, model: "sim-7b" }, sim(2)] },
+        // One backend, on a port nobody listens on: a failed attempt has nowhere to fail over to.
+        { name: "m-alone", deployments: [{ id: "dead-alone", baseUrl: dead, model: "sim-7b" }] },
         // No health probes: the breaker leaves "open" only when its cool-down ends inside a route call.
         {
           name: "m-recover",
@@ -176,6 +178,15 @@ describe("one JSON line per request", () => {
     expect(events(gw, "breaker").filter((e) => e.backend === "dead")).toEqual([]);
     expect((await chat(gw, gw.key, "m-failover", false)).res.status).toBe(200);
     await vi.waitFor(() => expect(events(gw, "breaker").filter((e) => e.group === "m-failover")).toEqual([expect.objectContaining({ level: "warn", group: "m-failover", backend: "dead", from: "closed", to: "open" })]), EVENTUALLY);
+  });
+
+  it("a failed attempt with no backend left to try leaves no failover event: the request's line says 1 attempt", async () => {
+    const alone = await chat(gw, gw.key, "m-alone", false);
+    expect(alone.res.status).toBe(502);
+    expect(alone.res.headers.get("x-kvgate-attempts")).toBe("1");
+    const id = alone.res.headers.get("x-request-id") as string;
+    expect(await lineOf(gw, id)).toMatchObject({ attempts: 1, backend: "dead-alone", status: 502 });
+    expect(events(gw, "failover").filter((e) => e.request_id === id)).toEqual([]);
   });
 
   it("a breaker's whole round leaves one event per transition: open, half-open when its cool-down ends, closed after a good trial", async () => {

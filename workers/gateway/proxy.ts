@@ -62,6 +62,7 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
   let last: Response | null = null;
   let relaying = false;
   let reread = false;
+  const failover = new FailoverEvent(p);
   try {
     for (;;) {
       const decision = await route(env, p.ctx, group, prompt, exclude, body.model, tenant && { ...tenant, admitted: admittedBy === group.name }, isFailover(attempts + 1, group !== primary));
@@ -94,6 +95,7 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
         throw noBackend(decision.refused, body.model);
       }
       attempts++;
+      failover.attempting(attempts);
       admittedBy = group.name;
       const result = await attempt({ p, body, group, decision, deadline, attempts, fellBack: group !== primary });
       if (result.kind === "answered") {
@@ -106,7 +108,7 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
       const step = result.retryable ? nextStep(primary.failover, attempts, result.failure, deadline.msLeft()) : ({ retry: false } as const);
       if (!step.retry) return last;
       exclude.push(result.lease.backendId);
-      logFailover(p, group.name, result.lease.backendId, result.failure.cause, attempts + 1);
+      failover.failedOn(group.name, result.lease.backendId, result.failure.cause);
       if (step.waitMs > 0) await new Promise((r) => setTimeout(r, step.waitMs));
       if (p.req.signal.aborted) throw new GatewayError(499, "invalid_request_error", "client disconnected", "client_closed_request");
     }
@@ -117,9 +119,28 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
   }
 }
 
-/** The event of an attempt that failed and is tried again elsewhere, for a request whose line was sampled. */
-export function logFailover(p: Pick<ProxyInput, "log" | "requestId">, group: string, backend: string, cause: string, nextAttempt: number): void {
-  if (p.log) logEvent("failover", "warn", { request_id: p.requestId, group, backend, cause, next_attempt: nextAttempt });
+/**
+ * The event of an attempt that failed and was tried again elsewhere, for a request whose line was
+ * sampled: noted when the attempt failed, written when the next one goes out — a request with no
+ * backend left to try failed over nowhere.
+ */
+export class FailoverEvent {
+  private failed: { group: string; backend: string; cause: string } | null = null;
+  private readonly p: Pick<ProxyInput, "log" | "requestId">;
+
+  constructor(p: Pick<ProxyInput, "log" | "requestId">) {
+    this.p = p;
+  }
+
+  failedOn(group: string, backend: string, cause: string): void {
+    this.failed = { group, backend, cause };
+  }
+
+  /** Attempt `n` goes out. */
+  attempting(n: number): void {
+    if (this.failed && this.p.log) logEvent("failover", "warn", { request_id: this.p.requestId, ...this.failed, next_attempt: n });
+    this.failed = null;
+  }
 }
 
 /**

@@ -6,7 +6,7 @@ import type { RouteRefusal, RouteTenant } from "../../src/routing/protocol.ts";
 import { nextStep } from "../../src/upstream/retry.ts";
 import { clientGone, isFailover, misconfigured, routingHeaders } from "./attempt.ts";
 import { HeldFailure } from "./held-failure.ts";
-import { fallbackFor, groupAddedSince, limitError, logFailover, noBackend, tenantFor, type ProxyInput } from "./proxy.ts";
+import { FailoverEvent, fallbackFor, groupAddedSince, limitError, noBackend, tenantFor, type ProxyInput } from "./proxy.ts";
 import { openUpstream } from "./realtime-handshake.ts";
 import { holdLease, route } from "./route-client.ts";
 import { closeUnused, relaySockets } from "./socket-relay.ts";
@@ -82,6 +82,7 @@ async function handshakeInTurn(p: RealtimeInput, s: Session, held: HeldFailure):
   const { model, tenant, protocols, primary } = s;
   let attempts = 0;
   let last: Response | null = null;
+  const failover = new FailoverEvent(p);
   let refused: RouteRefusal["refused"] = "no-backend";
   for (const group of [primary, ...s.fallbacks]) {
     const exclude: string[] = [];
@@ -95,6 +96,7 @@ async function handshakeInTurn(p: RealtimeInput, s: Session, held: HeldFailure):
         break;
       }
       attempts++;
+      failover.attempting(attempts);
       admitted = true;
       const lease = holdLease(decision, group, p.env, p.ctx, config.releaseFlushMs, tenant?.id);
       // A socket may stay open for hours, with no timer of its own.
@@ -139,7 +141,7 @@ async function handshakeInTurn(p: RealtimeInput, s: Session, held: HeldFailure):
       const step = nextStep(primary.failover, attempts, answer.failure, Infinity);
       if (!step.retry) return last;
       exclude.push(deployment.id);
-      logFailover(p, group.name, deployment.id, answer.failure.cause, attempts + 1);
+      failover.failedOn(group.name, deployment.id, answer.failure.cause);
       if (step.waitMs > 0) await new Promise((r) => setTimeout(r, step.waitMs));
     }
   }
