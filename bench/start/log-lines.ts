@@ -56,7 +56,8 @@ function event(f: Fields): string {
 
 /** `/v1/chat/completions` → `chat`: the endpoint's first word. */
 function endpoint(path: unknown): string {
-  return typeof path === "string" ? (path.replace(/^\/v1\//, "").split("/")[0] ?? path) : "?";
+  // vLLM's own paths (/rerank, /v2/rerank, /score) are named as /v1's are.
+  return typeof path === "string" ? (path.replace(/^\/(v\d+\/)?/, "").split("/")[0] ?? path) : "?";
 }
 
 /** The line's time on the local clock, to the second. */

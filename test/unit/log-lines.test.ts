@@ -15,6 +15,11 @@ describe("npm start's readable log lines", () => {
     expect(readableLogLine(JSON.stringify(request))).toBe(`${clock} 200 chat kvgate-sim → sim-2 prefix-hit 12/14 ttft 23 ms 412 ms 900+40 tok (768 cached) key_ab12…`);
   });
 
+  it("names the endpoint of vLLM's paths outside /v1 and of /v2 as /v1's", () => {
+    const named = (path: string) => readableLogLine(JSON.stringify({ ...request, path }))?.split(" ")[2];
+    expect(["/v1/chat/completions", "/v1/embeddings", "/rerank", "/v2/rerank", "/score", "/v1/rerank", "/v1/realtime"].map(named)).toEqual(["chat", "embeddings", "rerank", "rerank", "score", "rerank", "realtime"]);
+  });
+
   it("shows an unrouted error answer with its code", () => {
     const line = { ...request, level: "warn", key_id: null, model: null, group: null, backend: null, reason: null, matched_blocks: null, total_blocks: null, attempts: 0, status: 401, ttft_ms: null, duration_ms: 1.2, prompt_tokens: null, completion_tokens: null, cached_tokens: null, error_code: "invalid_api_key" };
     expect(readableLogLine(JSON.stringify(line))).toBe(`${clock} 401 chat invalid_api_key 1 ms`);
