@@ -10,6 +10,7 @@ import { readFirstBytes, type FirstBytes } from "../../src/stream/first-bytes.ts
 import { relay } from "../../src/stream/relay.ts";
 import { readWholeUsage, tokenUsage } from "../../src/stream/usage.ts";
 import { sampledForFeedback } from "../../src/routing/learned/sampling.ts";
+import type { KeyRecord } from "../../src/tenants/protocol.ts";
 import { readsUsage } from "../../src/tenants/route-tenant.ts";
 import { classifyStatus, clientError, FAILURE_CAUSE, isBackendsOwn, type Answer } from "../../src/upstream/answer.ts";
 import { parseUpstreamError } from "../../src/upstream/error-body.ts";
@@ -68,12 +69,37 @@ export function misconfigured(id: string, problems: readonly ReachProblem[]): Ga
   return new GatewayError(500, "server_error", `gateway misconfigured: backend ${id}: ${problems.map((x) => `${x.field} ${x.message}`).join("; ")}`, "config_invalid");
 }
 
+/** What an attempt has set going, filled in as it goes: what an exception must stop. */
+interface Underway {
+  abort: AbortController;
+  /** Stops the attempt's timer (which renews its lease) and its watch on the client. */
+  detach?: () => void;
+}
+
 /** One upstream attempt on the backend `decision` picked: it holds that lease and settles it once. */
 export async function attempt(a: AttemptInput): Promise<AttemptResult> {
-  const { p, group, decision, deadline } = a;
-  const { config, env, ctx } = p;
+  const { p } = a;
   const key = p.caller.kind === "key" ? p.caller.key.record : null;
-  const lease = holdLease(decision, group, env, ctx, config.releaseFlushMs, key?.id);
+  const lease = holdLease(a.decision, a.group, p.env, p.ctx, p.config.releaseFlushMs, key?.id);
+  const underway: Underway = { abort: new AbortController() };
+  try {
+    return await attemptHeld(a, key, lease, underway);
+  } catch (e) {
+    // What is thrown on purpose settled the lease first. Anything else is the gateway's own
+    // failure after the upstream may have answered (a response header it cannot build, a hook):
+    // no verdict on the backend, and nothing of the attempt may outlive it — not its lease, which
+    // its timer would renew for the isolate's life, nor the upstream's work, which no one reads.
+    lease.settle("client-abort");
+    underway.detach?.();
+    // Cancels the upstream's body too, wherever it is read (a relay set up for it included).
+    underway.abort.abort(new Error("the gateway failed"));
+    throw e;
+  }
+}
+
+async function attemptHeld(a: AttemptInput, key: KeyRecord | null, lease: HeldLease, underway: Underway): Promise<AttemptResult> {
+  const { p, group, decision, deadline } = a;
+  const { config, ctx, env } = p;
   const deployment = group.deployments.find((d) => d.id === decision.backendId);
   if (!deployment) {
     lease.settle("client-abort");
@@ -108,7 +134,7 @@ export async function attempt(a: AttemptInput): Promise<AttemptResult> {
   const headers: Record<string, string> = { "content-type": "application/json", "x-request-id": p.requestId, "x-kvgate-routed-at": String(decision.routedAt) };
   if (stream) headers.accept = "text/event-stream";
 
-  const abort = new AbortController();
+  const { abort } = underway;
   const onClientGone = () => abort.abort(new Error("client disconnected"));
   p.req.signal.addEventListener("abort", onClientGone);
   // Gone during the route call: the listener came too late to hear it.
@@ -135,6 +161,7 @@ export async function attempt(a: AttemptInput): Promise<AttemptResult> {
     timer.stop();
     p.req.signal.removeEventListener("abort", onClientGone);
   };
+  underway.detach = detach;
 
   const sentAt = performance.now();
   const routing = routingHeaders(decision, deployment, sentAt - p.startedAt, p.requestId, a.attempts, a.fellBack ? group.name : null);
@@ -229,23 +256,26 @@ export async function attempt(a: AttemptInput): Promise<AttemptResult> {
     } catch {
       return cutShort() ?? failed(badGateway(`backend ${deployment.id} broke off its answer`).toResponse(), "upstream-error", "connect", null);
     }
+    // Made before the lease settles: an answer the gateway could not make is not served.
+    const response = new Response(whole, { status: 200, headers: out });
     detach();
     deadline.clear();
     const usage = tokenUsage(readWholeUsage(whole));
     lease.settle("ok", { ttftMs: headersAt - sentAt, durationMs: performance.now() - sentAt, usage });
     p.log?.served(headersAt, usage);
-    return { kind: "answered", response: new Response(whole, { status: 200, headers: out }), rejected: false };
+    return { kind: "answered", response, rejected: false };
   }
   if (!stream && !pipeline.readsUsage && transforms.length === 0 && pipeline.complete.length === 0 && deadline.totalMs === undefined) {
     // A non-streamed answer is whole when its headers come (the generation is done). With no hook
     // and no total deadline, nothing needs to know when its body ends, and watching for that end
     // through a pipe costs about a fifth of the request's CPU (measured A/B with bench:ceiling).
+    const response = new Response(up.body, { status: 200, headers: out });
     detach();
     // Its body came with its headers: the time to them is its first token's, and its whole answer's.
     const headersMs = performance.now() - sentAt;
     lease.settle("ok", { ttftMs: headersMs, durationMs: headersMs });
     p.log?.served(headersAt, undefined);
-    return { kind: "answered", response: new Response(up.body, { status: 200, headers: out }), rejected: false };
+    return { kind: "answered", response, rejected: false };
   }
   let stalled = false;
   p.log?.awaitBody();
