@@ -1,5 +1,6 @@
 import * as z from "zod/mini";
 import { STRATEGY_NAMES, type StrategyName } from "../routing/strategies/index.ts";
+import { CONTROL_CHARACTERS_REFUSED, NO_CONTROL_CHARACTERS } from "../control-characters.ts";
 import { EXACT_ORIGIN, isExactOrigin } from "../origin.ts";
 import { refuseProtoKey } from "../proto-key.ts";
 
@@ -10,7 +11,6 @@ import { refuseProtoKey } from "../proto-key.ts";
 
 const positiveInt = () => z.number().check(z.int(), z.minimum(1));
 const nonNegativeInt = () => z.number().check(z.int(), z.minimum(0));
-// No control characters: a sharded group's objects are named with one (src/sharding/partition.ts), so no name can be another's.
 /** The longest name a group, an alias or a deployment may have. */
 export const NAME_MAX = 256;
 
@@ -19,7 +19,8 @@ export function clipName(s: string): string {
   return s.length <= NAME_MAX ? s : `${s.slice(0, NAME_MAX)}…`;
 }
 
-const name = () => z.string().check(z.minLength(1), z.maxLength(NAME_MAX), z.regex(/^[^\u0000-\u001f\u007f]*$/, "must not contain control characters"));
+/** A group's name or alias, a deployment's id, a model name: wherever one enters the fleet (the config, the admin API, a heartbeat). */
+export const fleetName = () => z.string().check(z.minLength(1), z.maxLength(NAME_MAX), z.regex(NO_CONTROL_CHARACTERS, CONTROL_CHARACTERS_REFUSED));
 /**
  * Names something on the Worker's env, a secret or a binding (`what`); the key itself never
  * appears in the config. The message spells out the pattern: a user sees it, not the regex.
@@ -76,6 +77,9 @@ const extraHeaders = () =>
 function baseUrlRefusal(text: string): string | null {
   const url = URL.parse(text);
   if (!url) return null; // z.url says so.
+  // The text, not the URL parsed: the parser drops a tab or line feed and fetch would send ESC
+  // percent-encoded, but the text is what is stored and shown.
+  if (!NO_CONTROL_CHARACTERS.test(text)) return CONTROL_CHARACTERS_REFUSED;
   // Credentials in a URL travel in every error message that names it, the admin API and the dashboard: keys go in apiKeyEnv.
   if (url.username !== "" || url.password !== "") return "must not carry credentials (user:password@); name a secret in apiKeyEnv instead";
   // The gateway appends the API's path (/v1/chat/completions) to it, as to the server's root. The
@@ -87,7 +91,7 @@ function baseUrlRefusal(text: string): string | null {
 
 export const DeploymentSchema = z.strictObject({
   /** Stable id, shown in x-kvgate-backend; defaults to the base URL's host. */
-  id: z.optional(name()),
+  id: z.optional(fleetName()),
   baseUrl: z.url({ protocol: /^https?$/ }).check(
     z.superRefine((text, ctx) => {
       const why = baseUrlRefusal(text);
@@ -95,7 +99,7 @@ export const DeploymentSchema = z.strictObject({
     }),
   ),
   /** Model name the upstream serves; the request's `model` is rewritten to it. */
-  model: name(),
+  model: fleetName(),
   apiKeyEnv: z.optional(envName()),
   maxInFlight: z._default(positiveInt(), 256),
   /** Approximate KV-cache capacity in hash blocks: bounds this backend's prefix set. */
@@ -178,10 +182,10 @@ const BreakerSchema = z.strictObject({
 
 /** A group's settings: everything but its deployments (the registry keeps those one by one). */
 export const GroupSettingsSchema = z.strictObject({
-  name: name(),
+  name: fleetName(),
   /** Where the group's Durable Object is created: near its GPUs, so each route call is a short hop from them. */
   locationHint: z.optional(z.enum(LOCATION_HINTS)),
-  aliases: z._default(z.array(name()), []),
+  aliases: z._default(z.array(fleetName()), []),
   strategy: z._default(z.enum(STRATEGY_NAMES), "prefix-aware"),
   /**
    * Durable Objects the group routes through, each owning a slice of its deployments: one object
@@ -274,7 +278,7 @@ export const GroupSettingsSchema = z.strictObject({
   /** How often the group's Durable Object saves its routing state (breakers are saved as they change). */
   snapshotIntervalMs: z._default(positiveInt(), 10_000),
   /** Groups tried in order when no backend of this one can take the request (all open or full). */
-  fallbacks: z._default(z.array(name()), []),
+  fallbacks: z._default(z.array(fleetName()), []),
   hooks: z._default(z.array(z.enum(HOOK_NAMES)), []),
   /**
    * US dollars per million tokens, for virtual keys' spend and cost budgets. Cached prompt tokens

@@ -1,6 +1,6 @@
 import * as z from "zod/mini";
 import { DEPLOYMENT_STATES } from "../config/resolve.ts";
-import { DeploymentSchema, GroupSettingsSchema, ModelGroupSchema } from "../config/schema.ts";
+import { DeploymentSchema, fleetName, GroupSettingsSchema, ModelGroupSchema } from "../config/schema.ts";
 
 /**
  * What the admin API and heartbeats may ask of the fleet registry. Each input is checked whole
@@ -8,7 +8,7 @@ import { DeploymentSchema, GroupSettingsSchema, ModelGroupSchema } from "../conf
  */
 
 /** A deployment added through the API names itself: an id is what drain, remove and the CLI address it by. */
-export const NewDeploymentSchema = z.extend(DeploymentSchema, { id: z.string().check(z.minLength(1), z.maxLength(256)) });
+export const NewDeploymentSchema = z.extend(DeploymentSchema, { id: fleetName() });
 
 /** What an update may change of a deployment (not its id); its state through drain, enable and disable. */
 export const DeploymentPatchSchema = z.partial(z.omit(DeploymentSchema, { id: true }));
@@ -29,7 +29,7 @@ export const HEARTBEAT_TTL_S = { min: 1, max: 3600, default: 30 } as const;
  * heartbeats come; a missed TTL drains it, and a second TTL without one removes it.
  */
 export const HeartbeatSchema = z.strictObject({
-  group: z.string().check(z.minLength(1), z.maxLength(256)),
+  group: fleetName(),
   ...NewDeploymentSchema.shape,
   ttlSeconds: z._default(z.number().check(z.int(), z.minimum(HEARTBEAT_TTL_S.min), z.maximum(HEARTBEAT_TTL_S.max)), HEARTBEAT_TTL_S.default),
 });

@@ -5,7 +5,7 @@ import { fmix32 } from "../prefix/block-hasher.ts";
  * A group of `shards` > 1 routes through that many Durable Objects, each owning a slice of the
  * group's deployments. Shard 0's object keeps the group's own name (a group that starts sharding
  * keeps its first object's state); shard i's name adds a control character no group name may hold
- * (src/config/schema.ts), so it never names another group's object.
+ * (src/control-characters.ts), so it never names another group's object.
  */
 const SHARD_MARK = "\u001f";
 

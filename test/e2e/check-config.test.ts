@@ -93,6 +93,33 @@ describe("npm run check-config", () => {
     expect(r.stderr).not.toContain("s3cret");
   });
 
+  it("refuses control characters in a baseUrl, as in an id: the text is what the admin API and the CLI show, whatever fetch would send", async () => {
+    const path = await file(
+      "controls.json",
+      JSON.stringify({
+        modelGroups: [
+          {
+            name: "a",
+            deployments: [
+              { id: "esc", baseUrl: "http://10.0.0.1:8000/\u001b[2Jproxy", model: "m" },
+              { id: "c1", baseUrl: "http://10.0.0.1:8000/\u009b31m", model: "m" },
+              { id: "gpu\u001b[31m", baseUrl: "http://10.0.0.2:8000", model: "m" },
+            ],
+          },
+        ],
+      }),
+    );
+    const r = await check([path]);
+    expect(r.code).toBe(1);
+    expect(r.stderr.split("\n")).toEqual([
+      `${path}: 3 problems`,
+      "  modelGroups[0].deployments[0].baseUrl must not contain control characters",
+      "  modelGroups[0].deployments[1].baseUrl must not contain control characters",
+      "  modelGroups[0].deployments[2].id must not contain control characters",
+      "",
+    ]);
+  });
+
   it("takes a file saved with a UTF-8 byte order mark, as Windows editors write one", async () => {
     const path = await file("bom.jsonc", '\ufeff{ // saved by Notepad\n  "modelGroups": [{ "name": "a", "deployments": [{ "baseUrl": "https://gpu.example", "model": "m" }] }]\n}\n');
     const r = await check([path]);
