@@ -126,9 +126,10 @@ export const DeploymentSchema = z.strictObject({
    * How the server orders the requests waiting for it. `priority`: it was started to take each
    * request's `priority` field, lower first (vLLM `--scheduling-policy priority`; SGLang
    * `--enable-priority-scheduling --schedule-low-priority-values-first`), and the gateway sets it on
-   * chat and text completions so that prompts are admitted in the order their prefill would end,
-   * each one's arrival plus its own uncached prefill (src/routing/engine-priority.ts), in place of a
-   * client's. `fcfs` (the default): nothing is set; vLLM refuses a non-zero priority then.
+   * every request, in place of a client's, so that prompts are admitted in the order their prefill
+   * would end, each one's arrival plus its own uncached prefill (src/routing/engine-priority.ts;
+   * embeddings, rerank and score, whose input is not hashed, at their arrival). `fcfs` (the
+   * default): nothing is set; vLLM refuses a non-zero priority then.
    */
   schedulingPolicy: z._default(z.enum(["fcfs", "priority"]), "fcfs"),
 });

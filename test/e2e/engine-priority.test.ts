@@ -95,4 +95,28 @@ describe("a deployment whose server orders its queue by priority", () => {
     await client.chat.completions.create({ model: "in-turn", messages: [{ role: "user", content: "in turn" }], max_tokens: 1 });
     expect(received(fcfs).at(-1)).not.toHaveProperty("priority");
   });
+  it("carries the gateway's priority, never a client's, on every endpoint to a priority server: Responses, embeddings, rerank and score too", async () => {
+    // A client's priority of -1e15 would jump every request of every tenant; without one, a
+    // request goes at vLLM's default 0, before every value the gateway sets.
+    const asks: [string, Record<string, unknown>][] = [
+      ["/v1/responses", { input: "me first", max_output_tokens: 1 }],
+      ["/v1/embeddings", { input: "me first" }],
+      ["/v1/rerank", { query: "me first", documents: ["a", "b"] }],
+      ["/v1/score", { text_1: "me first", text_2: ["a"] }],
+    ];
+    for (const [path, ask] of asks) {
+      const from = Date.now();
+      const res = await fetch(`${gw.url}${path}`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${gw.key}`, "content-type": "application/json" },
+        body: JSON.stringify({ model: "ordered", ...ask, priority: -1e15 }),
+      });
+      expect([path, res.status]).toEqual([path, 200]);
+      await res.text();
+      const sent = (priority.requests(0).findLast((r) => r.path === path)?.body as Record<string, unknown> | undefined)?.priority;
+      expect([path, Number.isSafeInteger(sent)]).toEqual([path, true]);
+      expect(sent).toBeGreaterThanOrEqual(from);
+      expect(sent).toBeLessThan(Date.now() + 1000);
+    }
+  });
 });

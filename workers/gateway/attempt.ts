@@ -118,9 +118,11 @@ async function attemptHeld(a: AttemptInput, key: KeyRecord | null, lease: HeldLe
   const hookCtx: HookContext = { requestId: p.requestId, group: group.name, clientModel: a.body.model, upstreamModel: deployment.model, backendId: deployment.id, stream, endpoint: p.endpoint };
 
   const upstreamBody: Record<string, unknown> = { ...a.body, model: deployment.model };
-  // The server's queue order is the gateway's to set (a client's own priority would jump it); only
-  // generations have a prefill to order by.
-  if (decision.priority !== undefined && (p.endpoint === "chat" || p.endpoint === "completions")) upstreamBody.priority = decision.priority;
+  // On a server that orders its queue by `priority` (the routing object sets one then), the order is
+  // the gateway's on every endpoint: a client's own would jump every other tenant's requests, and
+  // none at all would go at vLLM's default 0, before every value the gateway sets. Embeddings,
+  // rerank and score have no prompt hashed, so theirs is their arrival (src/routing/engine-priority.ts).
+  if (decision.priority !== undefined) upstreamBody.priority = decision.priority;
   for (const h of pipeline.request) h.onRequest?.(upstreamBody, hookCtx);
   // Serialised outside the fetch's try: a failure here is the request's, never the backend's.
   let payload: string;
