@@ -17,10 +17,22 @@ export type Answer =
   /** The backend failed, or gave an answer no working OpenAI-compatible server gives. */
   | { kind: "backend-failure"; why: BackendFailure };
 
-export type BackendFailure = "server-error" | "redirect" | "no-content" | "not-served" | "credentials" | "status";
+export type BackendFailure = "server-error" | "redirect" | "no-content" | "encoding" | "not-served" | "credentials" | "status";
 
-/** `said`: what the upstream's error body said, when it was JSON (a 404's meaning turns on its `param`). */
-export function classifyStatus(status: number, hasBody: boolean, said: UpstreamErrorBody | null = null): Answer {
+/**
+ * The content codings the runtime's fetch decodes (workerd: gzip and br, named exactly so; it
+ * keeps the header), and identity, which is none. The bytes of any other (deflate, zstd, a list of
+ * several) come as they were sent, which no client and no usage reader can read.
+ */
+const DECODED_CODINGS = new Set(["gzip", "br", "identity"]);
+
+/**
+ * `said`: what the upstream's error body said, when it was JSON (a 404's meaning turns on its
+ * `param`). `contentEncoding`: the answer's header. The gateway asks for no coding, so a working
+ * server sends none the runtime does not decode.
+ */
+export function classifyStatus(status: number, hasBody: boolean, said: UpstreamErrorBody | null = null, contentEncoding: string | null = null): Answer {
+  if (status === 200 && hasBody && contentEncoding && !DECODED_CODINGS.has(contentEncoding)) return { kind: "backend-failure", why: "encoding" };
   if (status === 200) return hasBody ? { kind: "success" } : { kind: "backend-failure", why: "no-content" };
   if (status >= 500) return { kind: "backend-failure", why: "server-error" };
   if (status === 429) return { kind: "rate-limited" };
@@ -50,6 +62,7 @@ const WHY: Record<BackendFailure, string> = {
   "server-error": "failed",
   redirect: "answered with a redirect, which the gateway does not follow",
   "no-content": "answered without a body",
+  encoding: "answered in a content-encoding the gateway does not decode (it asks for none)",
   "not-served": "does not serve this model or endpoint",
   credentials: "rejected the gateway's credentials",
   status: "answered with a status no OpenAI-compatible server sends",

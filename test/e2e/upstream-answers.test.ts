@@ -28,6 +28,8 @@ beforeAll(async () => {
       single("rate-limited", "rate-limited:30"),
       single("empty", "empty"),
       { name: "empty-or-ok", strategy: "round-robin", breaker: { consecutiveFailures: 1000, minRequests: 1000 }, deployments: [hostile("empty"), hostile("ok")] },
+      ...["gzip", "br", "deflate", "zstd"].map((coding) => single(coding, `encoded:${coding}`)),
+      { name: "deflate-or-ok", strategy: "round-robin", breaker: { consecutiveFailures: 1000, minRequests: 1000 }, deployments: [hostile("encoded:deflate"), hostile("ok")] },
     ],
   });
 });
@@ -44,6 +46,34 @@ async function chat(model: string): Promise<{ status: number; headers: Headers; 
   });
   const body = (await res.json()) as { error: Record<string, unknown> };
   return { status: res.status, headers: res.headers, error: body.error };
+}
+
+/** A chat request, streamed or not, as it came back. */
+const ask = (model: string, stream: boolean) =>
+  fetch(`${gw.url}/v1/chat/completions`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${gw.key}`, "content-type": "application/json" },
+    body: JSON.stringify({ model, stream, messages: [{ role: "user", content: "hello" }] }),
+  });
+
+/**
+ * A round-robin group of backend `failing` and one that answers (`ok`): requests meet the failing
+ * one first in turn and go on to the other, so every one is answered by `ok`, and the failing
+ * backend is charged with each it failed.
+ */
+async function servedPast(group: string, failing: string): Promise<void> {
+  let met = 0;
+  for (const stream of [true, false]) {
+    for (let i = 0; i < 4; i++) {
+      const res = await ask(group, stream);
+      expect(res.status).toBe(200);
+      expect(res.headers.get("x-kvgate-backend")).toBe("ok");
+      if (res.headers.get("x-kvgate-attempts") === "2") met++;
+      expect(await res.text()).toContain(stream ? "data: [DONE]" : '"content":"ok"');
+    }
+  }
+  expect(met).toBeGreaterThan(0);
+  await vi.waitFor(async () => expect((await gw.status(group)).backends.find((b) => b.id === failing)?.failed).toBe(met), EVENTUALLY);
 }
 
 describe("redirects are never followed", () => {
@@ -98,28 +128,30 @@ describe("what the client reads of an upstream's error", () => {
   });
 
   it("an empty 200 (a stream with no event, an answer of length 0) is the backend's failure: another answers, or the client gets a 502, never an empty 200", async () => {
-    const ask = (model: string, stream: boolean) =>
-      fetch(`${gw.url}/v1/chat/completions`, {
-        method: "POST",
-        headers: { authorization: `Bearer ${gw.key}`, "content-type": "application/json" },
-        body: JSON.stringify({ model, stream, messages: [{ role: "user", content: "hello" }] }),
-      });
-    let metEmpty = 0;
     for (const stream of [true, false]) {
       const alone = await ask("empty", stream);
       expect([stream, alone.status]).toEqual([stream, 502]);
       expect(((await alone.json()) as { error: { message: string } }).error.message).toContain("backend empty answered without a body");
-      // Round-robin: requests meet the empty backend first, and go on to the other.
-      for (let i = 0; i < 4; i++) {
-        const res = await ask("empty-or-ok", stream);
-        expect(res.status).toBe(200);
-        expect(res.headers.get("x-kvgate-backend")).toBe("ok");
-        if (res.headers.get("x-kvgate-attempts") === "2") metEmpty++;
+    }
+    await servedPast("empty-or-ok", "empty");
+  });
+
+  it("a success in a content-encoding the runtime does not decode (deflate, zstd) is the backend's failure, as an empty one is: another answers, or the client gets a 502, never bytes it cannot read", async () => {
+    for (const stream of [false, true]) {
+      // The runtime decodes these: the client reads the answer as it was written.
+      for (const coding of ["gzip", "br"]) {
+        const res = await ask(coding, stream);
+        expect([coding, stream, res.status]).toEqual([coding, stream, 200]);
+        expect(res.headers.get("content-encoding")).toBeNull();
         expect(await res.text()).toContain(stream ? "data: [DONE]" : '"content":"ok"');
       }
+      for (const coding of ["deflate", "zstd"]) {
+        const res = await ask(coding, stream);
+        expect([coding, stream, res.status]).toEqual([coding, stream, 502]);
+        expect(((await res.json()) as { error: { message: string; code: string } }).error).toMatchObject({ code: "upstream_error", message: "backend encoded answered in a content-encoding the gateway does not decode (it asks for none) (HTTP 200)" });
+      }
     }
-    expect(metEmpty).toBeGreaterThan(0);
-    await vi.waitFor(async () => expect((await gw.status("empty-or-ok")).backends.find((b) => b.id === "empty")?.failed).toBe(metEmpty), EVENTUALLY);
+    await servedPast("deflate-or-ok", "encoded");
   });
 
   it("a 429's Retry-After reaches the client", async () => {

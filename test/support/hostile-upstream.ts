@@ -1,5 +1,6 @@
 import http from "node:http";
 import type { Socket } from "node:net";
+import zlib from "node:zlib";
 
 /**
  * An OpenAI-compatible upstream that misbehaves on purpose, one behaviour per deployment: a
@@ -89,6 +90,8 @@ function drip(res: http.ServerResponse, everyMs: number, s: BehaviourStats): voi
   }, everyMs);
   res.on("close", () => clearInterval(timer));
 }
+
+const ENCODERS: Record<string, (b: Buffer) => Buffer> = { gzip: zlib.gzipSync, br: zlib.brotliCompressSync, deflate: zlib.deflateSync, zstd: zlib.zstdCompressSync };
 
 const BEHAVIOURS: Record<string, Answer> = {
   ok: answerOk,
@@ -285,6 +288,19 @@ const BEHAVIOURS: Record<string, Answer> = {
     res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(text) });
     res.write(text.slice(0, Math.floor(text.length / 2)));
     setTimeout(() => res.socket?.destroy(), 20);
+  },
+  /**
+   * A well-behaved answer in content-encoding `arg` (gzip, br, deflate or zstd), though the
+   * gateway asks for none: the runtime decodes gzip and br, and passes the others' bytes on as
+   * they came.
+   */
+  encoded: (_req, res, body, arg = "gzip") => {
+    const { model, stream } = requestOf(body);
+    const text = stream ? chunk(model, "o") + chunk(model, "k", "stop") + "data: [DONE]\n\n" : completion(model);
+    const encoded = ENCODERS[arg]?.(Buffer.from(text));
+    if (!encoded) return void res.writeHead(500).end(`no encoder for ${arg}`);
+    res.writeHead(200, { "content-type": stream ? "text/event-stream" : "application/json", "content-encoding": arg, ...(stream ? {} : { "content-length": encoded.length }) });
+    res.end(encoded);
   },
   /** One content event, then an error event, then events every 50 ms for as long as the connection lasts: a server that does not stop at its own error. */
   "error-then-endless": (_req, res, body, _arg, s) => {

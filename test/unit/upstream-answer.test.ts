@@ -28,6 +28,17 @@ describe("what an upstream status means", () => {
   });
 });
 
+describe("a 200's content-encoding", () => {
+  it("one the runtime decodes (gzip, br) or none is a success; any other is the backend's failure, as no-content is", () => {
+    for (const coding of [null, "", "gzip", "br", "identity"]) expect(classifyStatus(200, true, null, coding)).toEqual({ kind: "success" });
+    for (const coding of ["deflate", "zstd", "x-gzip", "GZIP", "gzip, deflate", "compress"]) expect(classifyStatus(200, true, null, coding)).toEqual({ kind: "backend-failure", why: "encoding" });
+    expect(isBackendsOwn("encoding")).toBe(true);
+    // An error's body is read for what it says, coded or not; an empty 200 is empty first.
+    expect(classifyStatus(500, true, null, "deflate")).toEqual({ kind: "backend-failure", why: "server-error" });
+    expect(classifyStatus(200, false, null, "deflate")).toEqual({ kind: "backend-failure", why: "no-content" });
+  });
+});
+
 describe("a 404", () => {
   const said = (param: string | null) => parseUpstreamError(JSON.stringify({ error: { message: "not found", type: "invalid_request_error", param, code: 404 } }));
 
