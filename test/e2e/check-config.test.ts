@@ -2,7 +2,7 @@ import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ROOT, runScript } from "../support/run-script.ts";
+import { ROOT, runScript, type ScriptRun } from "../support/run-script.ts";
 
 // `npm run check-config` as a user runs it: a child process, its exit code and what it prints.
 const check = (args: string[], env: Record<string, string> = {}) => runScript("scripts/check-config.ts", args, env);
@@ -19,6 +19,15 @@ async function file(name: string, text: string): Promise<string> {
   const path = join(dir, name);
   await writeFile(path, text);
   return path;
+}
+
+/** check-config on file `name`, a config of one group with these deployments, that it refuses: where the file is, and what the run printed. */
+async function checkDeployments(name: string, deployments: Record<string, string>[]): Promise<{ path: string; r: ScriptRun }> {
+  const path = await file(name, JSON.stringify({ modelGroups: [{ name: "a", deployments }] }));
+  const r = await check([path]);
+  expect(r.code).toBe(1);
+  expect(r.stdout).toBe("");
+  return { path, r };
 }
 
 describe("npm run check-config", () => {
@@ -65,24 +74,11 @@ describe("npm run check-config", () => {
   });
 
   it("refuses a baseUrl by the URL it parses to: a third slash hides neither credentials nor /v1, and the password is never printed", async () => {
-    const path = await file(
-      "third-slash.json",
-      JSON.stringify({
-        modelGroups: [
-          {
-            name: "a",
-            deployments: [
-              { id: "creds", baseUrl: "https:///user:s3cret@gpu.example.com", model: "m" },
-              { id: "v1", baseUrl: "https:///gpu.example.com:8000/v1", model: "m" },
-              { id: "query", baseUrl: "https://gpu.example.com?", model: "m" },
-            ],
-          },
-        ],
-      }),
-    );
-    const r = await check([path]);
-    expect(r.code).toBe(1);
-    expect(r.stdout).toBe("");
+    const { path, r } = await checkDeployments("third-slash.json", [
+      { id: "creds", baseUrl: "https:///user:s3cret@gpu.example.com", model: "m" },
+      { id: "v1", baseUrl: "https:///gpu.example.com:8000/v1", model: "m" },
+      { id: "query", baseUrl: "https://gpu.example.com?", model: "m" },
+    ]);
     expect(r.stderr.split("\n")).toEqual([
       `${path}: 3 problems`,
       "  modelGroups[0].deployments[0].baseUrl must not carry credentials (user:password@); name a secret in apiKeyEnv instead",
@@ -94,23 +90,11 @@ describe("npm run check-config", () => {
   });
 
   it("refuses control characters in a baseUrl, as in an id: the text is what the admin API and the CLI show, whatever fetch would send", async () => {
-    const path = await file(
-      "controls.json",
-      JSON.stringify({
-        modelGroups: [
-          {
-            name: "a",
-            deployments: [
-              { id: "esc", baseUrl: "http://10.0.0.1:8000/\u001b[2Jproxy", model: "m" },
-              { id: "c1", baseUrl: "http://10.0.0.1:8000/\u009b31m", model: "m" },
-              { id: "gpu\u001b[31m", baseUrl: "http://10.0.0.2:8000", model: "m" },
-            ],
-          },
-        ],
-      }),
-    );
-    const r = await check([path]);
-    expect(r.code).toBe(1);
+    const { path, r } = await checkDeployments("controls.json", [
+      { id: "esc", baseUrl: "http://10.0.0.1:8000/\u001b[2Jproxy", model: "m" },
+      { id: "c1", baseUrl: "http://10.0.0.1:8000/\u009b31m", model: "m" },
+      { id: "gpu\u001b[31m", baseUrl: "http://10.0.0.2:8000", model: "m" },
+    ]);
     expect(r.stderr.split("\n")).toEqual([
       `${path}: 3 problems`,
       "  modelGroups[0].deployments[0].baseUrl must not contain control characters",
