@@ -10,12 +10,14 @@ const text = z.string();
 const contentPart = z.looseObject({ type: z.string() });
 const content = z.nullable(z.union([text, z.array(contentPart)]));
 
+// Null where a field is optional, as vLLM and SGLang take it: SGLang answers `"tool_calls": null`,
+// and a client sends that message back as the next turn's history.
 export const ChatMessageSchema = z.looseObject({
   role: z.string().check(z.minLength(1)),
   content: z.optional(content),
-  name: z.optional(z.string()),
-  tool_calls: z.optional(z.array(z.looseObject({}))),
-  tool_call_id: z.optional(z.string()),
+  name: z.optional(z.nullable(z.string())),
+  tool_calls: z.optional(z.nullable(z.array(z.looseObject({})))),
+  tool_call_id: z.optional(z.nullable(z.string())),
 });
 
 const tokenCount = z.optional(z.nullable(z.number().check(z.int(), z.minimum(0))));

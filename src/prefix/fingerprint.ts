@@ -64,6 +64,7 @@ function pushTools(h: BlockHasher, tools: readonly object[] | null | undefined):
   h.boundary();
 }
 
+/** A null field hashes as one left out: SGLang's answer sent back with `tool_calls: null` is the same prompt. */
 function pushMessage(h: BlockHasher, m: ChatMessage): void {
   pushTurn(h, m.role, m.name, m.content);
   if (m.tool_calls && !h.full) pushJsonArray(h, m.tool_calls);
@@ -71,7 +72,7 @@ function pushMessage(h: BlockHasher, m: ChatMessage): void {
 }
 
 /** A role-tagged turn and its text: a string, or each part's text (another part as its JSON). */
-function pushTurn(h: BlockHasher, role: string, name: string | undefined, content: ChatMessage["content"]): void {
+function pushTurn(h: BlockHasher, role: string, name: string | null | undefined, content: ChatMessage["content"]): void {
   h.push(ROLE_OPEN + role + (name ? `:${name}` : "") + ROLE_CLOSE);
   if (typeof content === "string") h.push(content);
   else if (Array.isArray(content)) {

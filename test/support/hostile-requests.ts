@@ -130,9 +130,10 @@ const message: fc.Arbitrary<Json> = fc.record(
   {
     role,
     content: fc.oneof({ weight: 4, arbitrary: text(64) }, { weight: 1, arbitrary: fc.constant(null) }, { weight: 2, arbitrary: fc.array(contentPart, { maxLength: 4 }) }),
-    name: text(12),
-    tool_call_id: text(12),
-    tool_calls: fc.array(toolCall, { maxLength: 2 }),
+    // Sometimes null, as SGLang's answers carry them.
+    name: fc.option(text(12), { freq: 4, nil: null }),
+    tool_call_id: fc.option(text(12), { freq: 4, nil: null }),
+    tool_calls: fc.option(fc.array(toolCall, { maxLength: 2 }), { freq: 4, nil: null }),
   },
   { requiredKeys: ["role"] },
 );
@@ -243,7 +244,9 @@ export interface WrongShape extends BodyCase {
   present: boolean;
 }
 
-const notAString = fc.oneof(absurdNumber, fc.boolean(), fc.constant(null), fc.array(jsonValue, { maxLength: 2 }), fc.dictionary(extraKey, jsonValue, { maxKeys: 2 }));
+/** Not a string, and not null either: what a field that takes null (a message's name) refuses. */
+const neitherStringNorNull = fc.oneof(absurdNumber, fc.boolean(), fc.array(jsonValue, { maxLength: 2 }), fc.dictionary(extraKey, jsonValue, { maxKeys: 2 }));
+const notAString = fc.oneof(neitherStringNorNull, fc.constant(null));
 const notANumber = fc.oneof(text(8), fc.boolean(), fc.array(jsonValue, { maxLength: 2 }), fc.dictionary(extraKey, jsonValue, { maxKeys: 2 }), fc.constantFrom("1e400", "-1e400").map((t) => new Raw(t)));
 const notAnObject = fc.oneof(text(8), absurdNumber, fc.boolean(), fc.array(jsonValue, { maxLength: 2 }));
 const notAnArray = fc.oneof(text(8), absurdNumber, fc.boolean(), fc.dictionary(extraKey, jsonValue, { maxKeys: 2 }));
@@ -288,8 +291,9 @@ const messageMutation: fc.Arbitrary<{ message: Json; at: string }> = fc.oneof(
   fc.oneof(absurdNumber, fc.boolean(), fc.dictionary(extraKey, jsonValue, { maxKeys: 2 })).map((v) => ({ message: { role: "user", content: v }, at: ".content" })),
   // A content part must be an object with a string type.
   fc.oneof(notAnObject, notAString.map((t) => ({ type: t })), fc.constant({ text: "x" })).map((p) => ({ message: { role: "user", content: [p] }, at: ".content" })),
-  notAString.map((v) => ({ message: { role: "user", content: "x", name: v }, at: ".name" })),
-  notAString.map((v) => ({ message: { role: "tool", content: "x", tool_call_id: v }, at: ".tool_call_id" })),
+  // Null is taken for these (as vLLM and SGLang take it): only another type is refused.
+  neitherStringNorNull.map((v) => ({ message: { role: "user", content: "x", name: v }, at: ".name" })),
+  neitherStringNorNull.map((v) => ({ message: { role: "tool", content: "x", tool_call_id: v }, at: ".tool_call_id" })),
   notAnArray.map((v) => ({ message: { role: "assistant", content: null, tool_calls: v }, at: ".tool_calls" })),
   notAnObject.map((v) => ({ message: { role: "assistant", content: null, tool_calls: [v] }, at: ".tool_calls[0]" })),
 );

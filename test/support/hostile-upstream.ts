@@ -95,6 +95,12 @@ const ENCODERS: Record<string, (b: Buffer) => Buffer> = { gzip: zlib.gzipSync, b
 
 const BEHAVIOURS: Record<string, Answer> = {
   ok: answerOk,
+  /** A chat answer as SGLang lays it out: the message carries `tool_calls` and `reasoning_content` as null. */
+  sglang: (_req, res, body) => {
+    const message = { role: "assistant", content: "ok", reasoning_content: null, tool_calls: null };
+    const answer = { id: "chatcmpl-h", object: "chat.completion", created: 1, model: requestOf(body).model, choices: [{ index: 0, message, logprobs: null, finish_reason: "stop", matched_stop: 2 }], usage: { prompt_tokens: 3, completion_tokens: 1, total_tokens: 4 } };
+    res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(answer));
+  },
   /** Headers and one event, then nothing, with the connection held open. */
   "silent-stream": (_req, res, body) => {
     const { model } = requestOf(body);

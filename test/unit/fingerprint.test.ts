@@ -58,6 +58,12 @@ describe("prefix fingerprint", () => {
     expect(withTools[0]).not.toBe(without[0]);
   });
 
+  it("hashes a message's null name, tool_calls and tool_call_id as fields left out", () => {
+    const answer = { role: "assistant", content: "ok" };
+    const without = chatFingerprint(chat([answer, { role: "user", content: "again" }]), opts);
+    expect(chatFingerprint(chat([{ ...answer, name: null, tool_calls: null, tool_call_id: null }, { role: "user", content: "again" }]), opts)).toEqual(without);
+  });
+
   it("caps the chain at maxBlocks", () => {
     const long = chatFingerprint(chat([{ role: "user", content: "x".repeat(64 * 100) }]), { blockChars: 64, maxBlocks: 10 });
     expect(long.length).toBe(10);

@@ -1,0 +1,81 @@
+import OpenAI from "openai";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { startHostileUpstream, type HostileUpstream } from "../support/hostile-upstream.ts";
+import { startTestGateway, type TestGateway } from "./gateway.ts";
+
+/**
+ * What clients of vLLM, SGLang and llama.cpp send, through the bundled gateway on a real socket
+ * with the official SDK where it has the call: the gateway passes on what it has no reason to
+ * judge, and refuses what it cannot serve saying why.
+ */
+
+let upstream: HostileUpstream;
+let gw: TestGateway;
+let client: OpenAI;
+
+beforeAll(async () => {
+  upstream = await startHostileUpstream();
+  gw = await startTestGateway({
+    modelGroups: [
+      { name: "bodies", deployments: [{ id: "ok", baseUrl: `${upstream.url}/ok`, model: "hostile-7b" }] },
+      { name: "sglang", deployments: [{ id: "sglang", baseUrl: `${upstream.url}/sglang`, model: "hostile-7b" }] },
+    ],
+  });
+  client = new OpenAI({ apiKey: gw.key, baseURL: `${gw.url}/v1`, maxRetries: 0 });
+});
+afterAll(async () => {
+  await gw?.close();
+  await upstream?.close();
+});
+beforeEach(() => upstream.reset());
+
+interface Reply {
+  status: number;
+  headers: Headers;
+  json: { error?: Record<string, unknown> } & Record<string, unknown>;
+}
+
+async function post(path: string, body: unknown, headers: Record<string, string> = {}): Promise<Reply> {
+  const res = await fetch(`${gw.url}${path}`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${gw.key}`, "content-type": "application/json", ...headers },
+    body: typeof body === "string" ? body : JSON.stringify(body),
+  });
+  return { status: res.status, headers: res.headers, json: (await res.json()) as Reply["json"] };
+}
+
+/** The last body the upstream behaviour received. */
+const lastBody = (behaviour: string) => upstream.stats(behaviour).bodies.at(-1) as Record<string, unknown> | undefined;
+
+describe("null in a chat message's optional fields (vLLM and SGLang take it)", () => {
+  it("a conversation continued with SGLang's own answer (`tool_calls: null`) is served, and the null reaches the upstream", async () => {
+    const messages: OpenAI.Chat.ChatCompletionMessageParam[] = [{ role: "user", content: "hi" }];
+    const first = await client.chat.completions.create({ model: "sglang", messages });
+    expect(first.choices[0]?.message).toMatchObject({ role: "assistant", content: "ok", tool_calls: null });
+    messages.push(first.choices[0]?.message as OpenAI.Chat.ChatCompletionMessageParam, { role: "user", content: "and again" });
+    const second = await client.chat.completions.create({ model: "sglang", messages });
+    expect(second.choices[0]?.message.content).toBe("ok");
+    expect(upstream.stats("sglang").requests).toBe(2);
+    expect((lastBody("sglang")?.messages as unknown[])[1]).toEqual({ role: "assistant", content: "ok", reasoning_content: null, tool_calls: null });
+  });
+
+  it.each([["name"], ["tool_call_id"], ["tool_calls"]])("`%s: null` is served, and routed as the message without it", async (field) => {
+    const message = { role: "assistant", content: "A long enough answer to fill a few blocks of the prompt's hash chain. ".repeat(4) };
+    const without = await post("/v1/chat/completions", { model: "bodies", messages: [message, { role: "user", content: field }] });
+    expect(without.status).toBe(200);
+    const withNull = await post("/v1/chat/completions", { model: "bodies", messages: [{ ...message, [field]: null }, { role: "user", content: field }] });
+    expect(withNull.status).toBe(200);
+    // The same prompt: every block the first request's backend learned matches.
+    const total = (without.headers.get("x-kvgate-prefix-blocks") ?? "").split("/")[1];
+    expect(Number(total)).toBeGreaterThan(1);
+    expect(withNull.headers.get("x-kvgate-prefix-blocks")).toBe(`${total}/${total}`);
+    expect((lastBody("ok")?.messages as Record<string, unknown>[])[0]).toHaveProperty(field, null);
+  });
+
+  it("a field of the wrong type is still a 400 naming it", async () => {
+    const r = await post("/v1/chat/completions", { model: "bodies", messages: [{ role: "assistant", content: null, tool_calls: "none" }] });
+    expect(r.status).toBe(400);
+    expect(r.json.error).toMatchObject({ type: "invalid_request_error", param: "messages[0].tool_calls", message: "messages[0].tool_calls must be array" });
+    expect(upstream.stats("ok").requests).toBe(0);
+  });
+});
