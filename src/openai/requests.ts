@@ -60,10 +60,18 @@ const isTokenIds = (v: unknown): v is number[] => Array.isArray(v) && everyItem(
 /** Text, a batch of texts, token ids, or a batch of token-id lists: a completions prompt, an embeddings input. */
 const textsOrTokens = z.union([z.string(), arrayOf(isText), arrayOf(isTokenId), arrayOf(isTokenIds)]);
 
-export const CompletionRequestSchema = z.looseObject({
-  ...samplingFields,
-  prompt: textsOrTokens,
-});
+const given = (v: unknown): boolean => v !== undefined && v !== null;
+
+/**
+ * A completions request: a prompt, or vLLM's `prompt_embeds` (base64 tensors, passed on unread) in
+ * its place, the prompt then null or left out as vLLM takes it.
+ */
+export const CompletionRequestSchema = z
+  .looseObject({
+    ...samplingFields,
+    prompt: z.optional(z.nullable(textsOrTokens)),
+  })
+  .check(z.refine((b) => given(b.prompt) || given(b.prompt_embeds), { error: "is required", path: ["prompt"] }));
 
 const model = samplingFields.model;
 /** An answer that is one JSON body: a client asking for a stream is told so, not sent a body it cannot read. */

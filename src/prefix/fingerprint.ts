@@ -100,7 +100,10 @@ function pushJsonArray(h: BlockHasher, items: readonly object[]): void {
   h.push("]");
 }
 
-/** Canonical prompt of a completions request; of a batch, the first prompt stands for it. */
+/**
+ * Canonical prompt of a completions request; of a batch, the first prompt stands for it. A request
+ * of vLLM's prompt_embeds alone has no text: its chain is empty, and it is routed as embeddings are.
+ */
 export function completionFingerprint(body: CompletionRequest, opts: FingerprintOptions): number[] {
   const h = new BlockHasher(opts.blockChars, opts.maxBlocks);
   const p = body.prompt;

@@ -266,8 +266,10 @@ export class GroupRouter {
     const ahead = b.prefillDebt;
     b.prefillDebt += blocks;
     b.queued += blocks;
-    // Before it is learned: learning moves the chain's end past the match.
-    const evidence = !view.learns || !stillPrefilling(b, chain, choice.matched, now);
+    // Before it is learned: learning moves the chain's end past the match. A request with no
+    // prompt to hash (embeddings, vLLM's prompt_embeds) is none: what the engine says it had
+    // cached of it, the set had nothing to predict with.
+    const evidence = chain.length > 0 && (!view.learns || !stillPrefilling(b, chain, choice.matched, now));
     // Learned now, not when the answer comes: a burst of the same prompt must find it at once.
     const lesson = view.learns && chain.length > 0 ? this.teach(b, chain, choice.matched) : null;
     // Ready when the backend's queue, this prompt included, has drained.

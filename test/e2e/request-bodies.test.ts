@@ -79,3 +79,35 @@ describe("null in a chat message's optional fields (vLLM and SGLang take it)", (
     expect(upstream.stats("ok").requests).toBe(0);
   });
 });
+
+describe("a completions prompt given as vLLM's prompt_embeds", () => {
+  // A base64 tensor as vLLM reads it; the gateway passes it on unread.
+  const promptEmbeds = Buffer.from("a tensor of prompt embeddings").toString("base64");
+
+  it.each([["null", null], ["left out", undefined]])("with `prompt` %s is served, routed as embeddings are (least-loaded, no prefix), the embeds passed on", async (_what, prompt) => {
+    // As vLLM's docs call it: completions.create(prompt=None, extra_body={"prompt_embeds": ...}).
+    const params = { model: "bodies", prompt, prompt_embeds: promptEmbeds } as unknown as OpenAI.CompletionCreateParamsNonStreaming;
+    const { response } = await client.completions.create(params).withResponse();
+    expect(response.status).toBe(200);
+    expect(response.headers.get("x-kvgate-reason")).toBe("least-loaded");
+    expect(response.headers.get("x-kvgate-prefix-blocks")).toBe("0/0");
+    expect(lastBody("ok")).toMatchObject({ model: "hostile-7b", prompt_embeds: promptEmbeds });
+    expect(lastBody("ok")?.prompt).toBe(prompt);
+  });
+
+  it("beside a prompt, the prompt is what is routed on", async () => {
+    const { response } = await client.completions.create({ model: "bodies", prompt: "Once upon a time ".repeat(8), prompt_embeds: promptEmbeds } as OpenAI.CompletionCreateParamsNonStreaming).withResponse();
+    expect(response.headers.get("x-kvgate-prefix-blocks")).toMatch(/^\d+\/[1-9]\d*$/);
+  });
+
+  it.each([
+    ["neither", {}],
+    ["a null prompt and no embeds", { prompt: null }],
+    ["null embeds", { prompt_embeds: null }],
+  ])("%s is still a 400 `prompt is required`", async (_what, fields) => {
+    const r = await post("/v1/completions", { model: "bodies", ...fields });
+    expect(r.status).toBe(400);
+    expect(r.json.error).toMatchObject({ type: "invalid_request_error", param: "prompt", message: "prompt is required" });
+    expect(upstream.stats("ok").requests).toBe(0);
+  });
+});

@@ -315,12 +315,13 @@ export const wrongShape: fc.Arbitrary<WrongShape> = fc.oneof(
     weight: 2,
     arbitrary: fc
       .oneof(
+        // Null is a prompt not given (vLLM's prompt_embeds may stand in): "is required", as when left out.
         fc.oneof(absurdNumber, fc.boolean(), fc.constant(null), fc.dictionary(extraKey, jsonValue, { maxKeys: 2 })),
         // Arrays mixing strings with token ids, or holding anything else.
         fc.constantFrom<Json>([1, "a"], ["a", 1], [[1], "a"], [["a"]], [null], [true], [{}], [[1, "a"]], [[{}]]),
         fc.constant(undefined),
       )
-      .map((v) => ({ label: `completion prompt = ${show(v)}`, endpoint: "completions" as const, text: writeMembers(mutate(completionBase, "prompt", v)), param: "prompt", present: v !== undefined })),
+      .map((v) => ({ label: `completion prompt = ${show(v)}`, endpoint: "completions" as const, text: writeMembers(mutate(completionBase, "prompt", v)), param: "prompt", present: v !== undefined && v !== null })),
   },
   {
     weight: 1,

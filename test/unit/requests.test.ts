@@ -10,10 +10,18 @@ describe("completions prompt", () => {
     expect(r.success && r.data.prompt).toEqual(prompt);
   });
 
-  it.each([[[1, "a"]], [["a", 1]], [[[1], "a"]], [[["a"]]], [[null]], [[true]], [[{}]], [[[1, "a"]]], [[[{}]]], [{}], [7], [null], [[100, 1.00001]], [[[-1]]], [[2 ** 53]]])("refuses %j, naming prompt", (prompt) => {
+  it.each([[[1, "a"]], [["a", 1]], [[[1], "a"]], [[["a"]]], [[null]], [[true]], [[{}]], [[[1, "a"]]], [[[{}]]], [{}], [7], [[100, 1.00001]], [[[-1]]], [[2 ** 53]]])("refuses %j, naming prompt", (prompt) => {
     const r = parse(prompt);
     expect(r.success).toBe(false);
     if (!r.success) expect(firstIssue(r.error.issues)).toEqual({ param: "prompt", message: "prompt has an invalid type or shape" });
+  });
+
+  it("takes none, or null, beside vLLM's prompt_embeds; without them it is required", () => {
+    for (const prompt of [null, undefined]) {
+      expect(CompletionRequestSchema.safeParse({ model: "m", prompt, prompt_embeds: "AAAA" }).success).toBe(true);
+      const r = parse(prompt);
+      expect(r.success ? null : firstIssue(r.error.issues)).toEqual({ param: "prompt", message: "prompt is required" });
+    }
   });
 
   it("checks a long array against each option in one pass: one issue per option, never one per item", () => {

@@ -170,6 +170,27 @@ describe("KV capacity", () => {
     expect(b.learned.kvCapacityBlocks).toBe(1000);
   });
 
+  it("learns no capacity from a request with no prompt to hash (vLLM's prompt_embeds): the set had nothing to predict its cache hits with", () => {
+    const g = group({ kvCapacityBlocks: 400 });
+    const router = new GroupRouter("g", rng(7));
+    router.install(g, 0);
+    let t = 0;
+    // A full set: the state in which more cached than matched votes to grow.
+    for (let i = 0; i < 50; i++) {
+      const d = router.route(g.version, Array.from({ length: 10 }, (_, k) => 1000 + i * 10 + k), [], t++) as RouteDecision;
+      router.release({ lease: d.lease, outcome: "ok", ttftMs: 50, streamed: true, usage: { prompt: 160, completion: 16, cached: 0, cacheReported: true } }, t++);
+    }
+    // The engine caches embeddings it was sent before and says so; the gateway routed them on no chain.
+    for (let i = 0; i < 200; i++) {
+      const d = router.route(g.version, [], [], t++) as RouteDecision;
+      router.release({ lease: d.lease, outcome: "ok", ttftMs: 50, streamed: true, usage: { prompt: 2000, completion: 16, cached: 1984, cacheReported: true } }, t++);
+    }
+    const b = router.snapshot()[0] as BackendSnapshot;
+    expect(b.learned.reports.cached).toBe(250);
+    expect(b.learned.capacitySteps).toBe(0);
+    expect(b.learned.kvCapacityBlocks).toBe(400);
+  });
+
   it("learns no capacity without the engine's cached-token report, and still learns characters per token", () => {
     const b = run(2400, 600, 600, false);
     expect(b.learned.kvCapacityBlocks).toBe(2400);
