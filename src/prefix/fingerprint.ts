@@ -71,7 +71,7 @@ function pushMessage(h: BlockHasher, m: ChatMessage): void {
   if (m.tool_call_id) h.push(m.tool_call_id);
 }
 
-/** A role-tagged turn and its text: a string, or each part's text (another part as its JSON). */
+/** A role-tagged turn and its text: a string, or each part's text (another part, typed or not, as its JSON). */
 function pushTurn(h: BlockHasher, role: string, name: string | null | undefined, content: ChatMessage["content"]): void {
   h.push(ROLE_OPEN + role + (name ? `:${name}` : "") + ROLE_CLOSE);
   if (typeof content === "string") h.push(content);

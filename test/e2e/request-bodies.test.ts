@@ -111,3 +111,38 @@ describe("a completions prompt given as vLLM's prompt_embeds", () => {
     expect(upstream.stats("ok").requests).toBe(0);
   });
 });
+
+describe("vLLM's content parts without a type", () => {
+  const ask = (part: Record<string, unknown>, question = "What is in it?") =>
+    client.chat.completions
+      .create({ model: "bodies", messages: [{ role: "user", content: [part as unknown as OpenAI.Chat.ChatCompletionContentPart, { type: "text", text: question }] }] })
+      .withResponse();
+
+  it.each([["image_url"], ["audio_url"], ["video_url"]])("`{%s: url}` is served and passed on as sent", async (field) => {
+    const part = { [field]: `https://media.example/${field}/a-long-enough-name-to-fill-a-block-of-its-own.bin` };
+    const { response } = await ask(part);
+    expect(response.status).toBe(200);
+    expect(lastBody("ok")?.messages).toEqual([{ role: "user", content: [part, { type: "text", text: "What is in it?" }] }]);
+  });
+
+  it("is hashed as its JSON: the same part again is the same prompt, another URL another", async () => {
+    const part = { image_url: "https://media.example/cat-on-a-mat-photographed-in-the-afternoon-light.jpg" };
+    const first = await ask(part, "Describe it.");
+    const total = Number((first.response.headers.get("x-kvgate-prefix-blocks") ?? "").split("/")[1]);
+    expect(total).toBeGreaterThan(1);
+    expect((await ask(part, "Describe it.")).response.headers.get("x-kvgate-prefix-blocks")).toBe(`${total}/${total}`);
+    const other = await ask({ image_url: "https://media.example/dog-on-a-mat-photographed-in-the-afternoon-light.jpg" }, "Describe it.");
+    const [matched, of] = (other.response.headers.get("x-kvgate-prefix-blocks") ?? "").split("/").map(Number);
+    expect(of).toBe(total);
+    expect(matched).toBeLessThan(total);
+  });
+
+  it("a part that is no object, or a type that is not a string, is still a 400", async () => {
+    for (const part of ["text", { type: 7, text: "x" }]) {
+      const r = await post("/v1/chat/completions", { model: "bodies", messages: [{ role: "user", content: [part] }] });
+      expect(r.status).toBe(400);
+      expect(r.json.error).toMatchObject({ param: "messages[0].content" });
+    }
+    expect(upstream.stats("ok").requests).toBe(0);
+  });
+});

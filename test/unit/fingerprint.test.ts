@@ -64,6 +64,12 @@ describe("prefix fingerprint", () => {
     expect(chatFingerprint(chat([{ ...answer, name: null, tool_calls: null, tool_call_id: null }, { role: "user", content: "again" }]), opts)).toEqual(without);
   });
 
+  it("hashes a content part without a type (vLLM's simple part) as its JSON, the same each time", () => {
+    const asked = (url: string) => chatFingerprint(chat([{ role: "user", content: [{ image_url: url }, { type: "text", text: "What is it?" }] }]), opts);
+    expect(asked("https://a.example/cat.jpg")).toEqual(asked("https://a.example/cat.jpg"));
+    expect(asked("https://a.example/cat.jpg")[0]).not.toBe(asked("https://a.example/dog.jpg")[0]);
+  });
+
   it("caps the chain at maxBlocks", () => {
     const long = chatFingerprint(chat([{ role: "user", content: "x".repeat(64 * 100) }]), { blockChars: 64, maxBlocks: 10 });
     expect(long.length).toBe(10);
