@@ -21,21 +21,26 @@ export const ChatMessageSchema = z.looseObject({
   tool_call_id: z.optional(z.nullable(z.string())),
 });
 
-const tokenCount = z.optional(z.nullable(z.number().check(z.int(), z.minimum(0))));
+// The gateway reads none of these values (a key's tpm and cost count the usage an answer reports),
+// so their ranges are the server's to judge: vLLM takes a temperature over 2 and n over 128,
+// llama.cpp a max_tokens of -1 for "no limit". Their types are checked, so a string is the
+// gateway's 400 naming the field rather than a backend's.
+const integer = z.optional(z.nullable(z.number().check(z.int())));
+const real = z.optional(z.nullable(z.number()));
 const samplingFields = {
   model: z.string().check(z.minLength(1)),
   stream: z.optional(z.nullable(z.boolean())),
   stream_options: z.optional(z.nullable(z.looseObject({ include_usage: z.optional(z.nullable(z.boolean())) }))),
-  max_tokens: tokenCount,
-  n: z.optional(z.nullable(z.number().check(z.int(), z.minimum(1), z.maximum(128)))),
-  temperature: z.optional(z.nullable(z.number().check(z.minimum(0), z.maximum(2)))),
-  top_p: z.optional(z.nullable(z.number().check(z.minimum(0), z.maximum(1)))),
+  max_tokens: integer,
+  n: integer,
+  temperature: real,
+  top_p: real,
 };
 
 export const ChatCompletionRequestSchema = z.looseObject({
   ...samplingFields,
   messages: z.array(ChatMessageSchema).check(z.minLength(1)),
-  max_completion_tokens: tokenCount,
+  max_completion_tokens: integer,
   tools: z.optional(z.nullable(z.array(z.looseObject({})))),
 });
 
@@ -104,7 +109,7 @@ export const ResponsesRequestSchema = z.looseObject({
   input: z.union([text, z.array(ResponseInputItemSchema)]),
   instructions: z.optional(z.nullable(text)),
   tools: z.optional(z.nullable(z.array(z.looseObject({})))),
-  max_output_tokens: tokenCount,
+  max_output_tokens: integer,
   temperature: samplingFields.temperature,
   top_p: samplingFields.top_p,
 });

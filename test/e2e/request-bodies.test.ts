@@ -146,3 +146,39 @@ describe("vLLM's content parts without a type", () => {
     expect(upstream.stats("ok").requests).toBe(0);
   });
 });
+
+describe("sampling values are the server's to judge: only their types are checked", () => {
+  // vLLM takes a temperature over 2 and n over 128, llama.cpp a max_tokens of -1 for "no limit".
+  const beyond = { temperature: 2.5, top_p: 1.5, n: 200, max_tokens: -1 };
+
+  it("chat: OpenAI's caps are not applied, and the values reach the upstream as sent", async () => {
+    const r = await client.chat.completions.create({ model: "bodies", messages: [{ role: "user", content: "hi" }], ...beyond, max_completion_tokens: -1 });
+    expect(r.choices[0]?.message.content).toBe("ok");
+    expect(lastBody("ok")).toMatchObject({ ...beyond, max_completion_tokens: -1 });
+  });
+
+  it("completions too", async () => {
+    await client.completions.create({ model: "bodies", prompt: "Once upon a time", ...beyond });
+    expect(lastBody("ok")).toMatchObject(beyond);
+  });
+
+  it("responses too", async () => {
+    await client.responses.create({ model: "bodies", input: "hi", temperature: 2.5, top_p: 1.5, max_output_tokens: -1 });
+    expect(lastBody("ok")).toMatchObject({ temperature: 2.5, top_p: 1.5, max_output_tokens: -1 });
+  });
+
+  it.each([
+    ["/v1/chat/completions", "temperature", "hot", "temperature must be number"],
+    ["/v1/chat/completions", "top_p", [1], "top_p must be number"],
+    ["/v1/chat/completions", "n", 1.5, "n must be int"],
+    ["/v1/chat/completions", "max_tokens", "16", "max_tokens must be number"],
+    ["/v1/completions", "max_tokens", 0.5, "max_tokens must be int"],
+    ["/v1/responses", "max_output_tokens", true, "max_output_tokens must be number"],
+  ])("%s: a %s of the wrong type is still a 400 naming it", async (path, field, value, message) => {
+    const base = path === "/v1/responses" ? { input: "hi" } : path === "/v1/completions" ? { prompt: "hi" } : { messages: [{ role: "user", content: "hi" }] };
+    const r = await post(path, { model: "bodies", ...base, [field]: value });
+    expect(r.status).toBe(400);
+    expect(r.json.error).toMatchObject({ type: "invalid_request_error", param: field, message });
+    expect(upstream.stats("ok").requests).toBe(0);
+  });
+});
