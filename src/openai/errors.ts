@@ -77,6 +77,9 @@ export const overLimit = (message: string, code: "rate_limit_exceeded" | "insuff
 export const notFound = (message: string, code = "not_found") => new GatewayError(404, "not_found_error", message, code);
 export const tooLarge = (limit: number) =>
   new GatewayError(413, "invalid_request_error", `request body exceeds the ${limit}-byte limit`, "body_too_large");
+/** A body in a coding the gateway does not decode: 415, and Accept-Encoding says what it takes (RFC 7694). */
+export const unsupportedEncoding = (encoding: string) =>
+  new GatewayError(415, "invalid_request_error", `Content-Encoding ${encoding} is not supported: send the body unencoded (no Content-Encoding, or identity)`, "unsupported_content_encoding", null, { "accept-encoding": "identity" });
 export const unavailable = (message: string, code = "no_healthy_backend") =>
   new GatewayError(503, "service_unavailable", message, code, null, { "retry-after": "1" });
 export const badGateway = (message: string, code = "upstream_error") => new GatewayError(502, "upstream_error", message, code);

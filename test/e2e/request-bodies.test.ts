@@ -1,3 +1,4 @@
+import { gzipSync } from "node:zlib";
 import OpenAI from "openai";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { startHostileUpstream, type HostileUpstream } from "../support/hostile-upstream.ts";
@@ -39,7 +40,7 @@ async function post(path: string, body: unknown, headers: Record<string, string>
   const res = await fetch(`${gw.url}${path}`, {
     method: "POST",
     headers: { authorization: `Bearer ${gw.key}`, "content-type": "application/json", ...headers },
-    body: typeof body === "string" ? body : JSON.stringify(body),
+    body: typeof body === "string" || body instanceof Uint8Array ? (body as string | Uint8Array<ArrayBuffer>) : JSON.stringify(body),
   });
   return { status: res.status, headers: res.headers, json: (await res.json()) as Reply["json"] };
 }
@@ -180,5 +181,30 @@ describe("sampling values are the server's to judge: only their types are checke
     expect(r.status).toBe(400);
     expect(r.json.error).toMatchObject({ type: "invalid_request_error", param: field, message });
     expect(upstream.stats("ok").requests).toBe(0);
+  });
+});
+
+describe("a body with a Content-Encoding", () => {
+  const chat = JSON.stringify({ model: "bodies", messages: [{ role: "user", content: "hi" }] });
+  const send = (body: Uint8Array<ArrayBuffer> | string, encoding: string) =>
+    post("/v1/chat/completions", body, { "content-encoding": encoding });
+
+  it("gzip is refused with a 415 naming it, not read as a body of invalid UTF-8 (workerd hands it over still compressed)", async () => {
+    const r = await send(new Uint8Array(gzipSync(chat)), "gzip");
+    expect(r.status).toBe(415);
+    expect(r.headers.get("accept-encoding")).toBe("identity");
+    expect(r.json.error).toEqual({ type: "invalid_request_error", code: "unsupported_content_encoding", param: null, message: expect.stringContaining("Content-Encoding gzip is not supported") });
+    expect(upstream.stats("ok").requests).toBe(0);
+  });
+
+  it.each([["br"], ["deflate"], ["GZIP"], ["gzip, identity"]])("so is %s, whatever the body holds", async (encoding) => {
+    const r = await send(chat, encoding);
+    expect(r.status).toBe(415);
+    expect(r.json.error).toMatchObject({ code: "unsupported_content_encoding", message: expect.stringContaining(`Content-Encoding ${encoding} is not supported`) });
+    expect(upstream.stats("ok").requests).toBe(0);
+  });
+
+  it.each([["identity"], ["Identity"], [""]])("%j is the body as it is: served", async (encoding) => {
+    expect((await send(chat, encoding)).status).toBe(200);
   });
 });

@@ -1,5 +1,5 @@
 import { BODY_SHAPE, shapeExcess, type ShapeExcess } from "../../src/openai/body-shape.ts";
-import { badRequest, tooLarge, type GatewayError } from "../../src/openai/errors.ts";
+import { badRequest, tooLarge, unsupportedEncoding, type GatewayError } from "../../src/openai/errors.ts";
 import { concat } from "../../src/stream/bytes.ts";
 
 const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: false });
@@ -11,6 +11,7 @@ export async function readJsonBody(req: Request, limit: number): Promise<unknown
 
 /** readJsonBody, with the body's size in bytes. */
 export async function readSizedJsonBody(req: Request, limit: number): Promise<{ json: unknown; bytes: number }> {
+  refuseEncoded(req.headers.get("content-encoding"));
   const declared = req.headers.get("content-length");
   if (declared !== null && Number(declared) > limit) throw tooLarge(limit);
   if (!req.body) throw badRequest("request body is empty", null, "invalid_json");
@@ -19,6 +20,16 @@ export async function readSizedJsonBody(req: Request, limit: number): Promise<{ 
   const bytes = declared !== null ? new Uint8Array(await req.arrayBuffer()) : await readCounted(req.body, limit);
   if (bytes.length > limit) throw tooLarge(limit);
   return { json: parseJson(bytes), bytes: bytes.length };
+}
+
+/**
+ * The runtime hands a request's body over as it came, still compressed (workerd does not decode
+ * it): read as text, a gzip body would be refused as invalid UTF-8, which says nothing of why.
+ */
+function refuseEncoded(encoding: string | null): void {
+  if (encoding === null) return;
+  const codings = encoding.split(",").map((c) => c.trim().toLowerCase());
+  if (codings.some((c) => c !== "" && c !== "identity")) throw unsupportedEncoding(encoding.trim());
 }
 
 async function readCounted(body: ReadableStream<Uint8Array>, limit: number): Promise<Uint8Array> {
