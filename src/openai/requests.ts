@@ -102,10 +102,27 @@ export const ResponseInputItemSchema = z
   .looseObject({ type: z.optional(z.string()), role: z.optional(z.string().check(z.minLength(1))), content: z.optional(content) })
   .check(z.refine((item) => item.type !== undefined || item.role !== undefined, "must have a type or a role"));
 
+/**
+ * A background response is kept by the backend that made it, to be fetched, cancelled or listed
+ * later by its id: the gateway serves none of those calls, and could not route one, not knowing
+ * which backend stored the response (as with previous_response_id).
+ */
+const noBackground = z.optional(
+  z.nullable(
+    z.boolean().check(
+      z.refine(
+        (b) => !b,
+        "is not supported: a background response is fetched later by its id (GET /v1/responses/{id}), which the gateway does not serve and could not route, not knowing which backend stored it; stream the response instead",
+      ),
+    ),
+  ),
+);
+
 /** POST /v1/responses. */
 export const ResponsesRequestSchema = z.looseObject({
   model,
   stream: samplingFields.stream,
+  background: noBackground,
   input: z.union([text, z.array(ResponseInputItemSchema)]),
   instructions: z.optional(z.nullable(text)),
   tools: z.optional(z.nullable(z.array(z.looseObject({})))),

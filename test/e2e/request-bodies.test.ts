@@ -208,3 +208,22 @@ describe("a body with a Content-Encoding", () => {
     expect((await send(chat, encoding)).status).toBe(200);
   });
 });
+
+describe("a background Responses request", () => {
+  it("is refused with a 400 naming background and saying why: no backend's stored response can be fetched through the gateway", async () => {
+    const err = await client.responses.create({ model: "bodies", input: "hi", background: true }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(OpenAI.BadRequestError);
+    expect((err as InstanceType<typeof OpenAI.BadRequestError>).error).toMatchObject({
+      type: "invalid_request_error",
+      param: "background",
+      message: expect.stringMatching(/^background is not supported: .*GET \/v1\/responses\/\{id\}.*which backend/),
+    });
+    expect(upstream.stats("ok").requests).toBe(0);
+  });
+
+  it.each([[false], [null]])("background: %j is served", async (background) => {
+    const r = await post("/v1/responses", { model: "bodies", input: "hi", background });
+    expect(r.status).toBe(200);
+    expect(lastBody("ok")).toHaveProperty("background", background);
+  });
+});
