@@ -83,8 +83,9 @@ export const unsupportedEncoding = (encoding: string) =>
 export const unavailable = (message: string, code = "no_healthy_backend") =>
   new GatewayError(503, "service_unavailable", message, code, null, { "retry-after": "1" });
 export const badGateway = (message: string, code = "upstream_error") => new GatewayError(502, "upstream_error", message, code);
+/** `allow` as the Allow header lists it: "POST", "GET, HEAD". */
 export const methodNotAllowed = (path: string, allow: string) =>
-  new GatewayError(405, "invalid_request_error", `use ${allow} for ${path}`, "method_not_allowed", null, { allow });
+  new GatewayError(405, "invalid_request_error", `use ${allow.split(", ").join(" or ")} for ${path}`, "method_not_allowed", null, { allow });
 export const gatewayTimeout = (message: string) => new GatewayError(504, "timeout_error", message, "upstream_timeout");
 
 /** The SSE event a stream ends with when the upstream fails after bytes reached the client. */

@@ -227,3 +227,32 @@ describe("a background Responses request", () => {
     expect(lastBody("ok")).toHaveProperty("background", background);
   });
 });
+
+describe("another method on /v1/models and /v1/models/{id}", () => {
+  const paths = ["/v1/models", "/v1/models/bodies", "/v1/models/meta-llama/No-Such-Model"];
+
+  it.each(paths.flatMap((path) => ["POST", "PUT", "PATCH", "DELETE", "OPTIONS"].map((method) => [method, path])))("%s %s is a 405 with Allow: GET, HEAD", async (method, path) => {
+    const res = await fetch(`${gw.url}${path}`, { method, headers: { authorization: `Bearer ${gw.key}` } });
+    expect(res.status).toBe(405);
+    expect(res.headers.get("allow")).toBe("GET, HEAD");
+    expect(((await res.json()) as Reply["json"]).error).toMatchObject({ type: "invalid_request_error", code: "method_not_allowed", message: `use GET or HEAD for ${path}` });
+  });
+
+  it("the SDK's models.delete gets the 405", async () => {
+    const err = await client.models.delete("bodies").catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(OpenAI.APIError);
+    expect((err as InstanceType<typeof OpenAI.APIError>).status).toBe(405);
+  });
+
+  it.each(paths.slice(0, 2))("HEAD %s is still answered as GET is", async (path) => {
+    const res = await fetch(`${gw.url}${path}`, { method: "HEAD", headers: { authorization: `Bearer ${gw.key}` } });
+    expect(res.status).toBe(200);
+  });
+
+  it("a key is still asked for first, and a preflight (which carries none) is answered as before", async () => {
+    expect((await fetch(`${gw.url}/v1/models`, { method: "DELETE" })).status).toBe(401);
+    const preflight = await fetch(`${gw.url}/v1/models`, { method: "OPTIONS", headers: { origin: "https://app.example", "access-control-request-method": "GET" } });
+    expect(preflight.status).toBe(401);
+    expect(preflight.headers.get("access-control-allow-origin")).toBeNull();
+  });
+});

@@ -45,6 +45,8 @@ const cases: Case[] = [
   { name: "an unknown path", send: () => gateway("/v1/audio/speech", { method: "POST", body: "{}" }), status: 404, type: "not_found_error" },
   { name: "the wrong method", send: () => gateway("/v1/chat/completions", { method: "GET" }), status: 405, type: "invalid_request_error", headers: { allow: "POST" } },
   { name: "the wrong method on completions", send: () => gateway("/v1/completions", { method: "PUT", body: "{}" }), status: 405, type: "invalid_request_error", headers: { allow: "POST" } },
+  { name: "the wrong method on models", send: () => gateway("/v1/models", { method: "POST", body: "{}" }), status: 405, type: "invalid_request_error", headers: { allow: "GET, HEAD" } },
+  { name: "the wrong method on a model", send: () => gateway("/v1/models/errors", { method: "DELETE" }), status: 405, type: "invalid_request_error", headers: { allow: "GET, HEAD" } },
 ];
 
 describe("bad input gets an OpenAI-style error with the right status", () => {

@@ -431,20 +431,22 @@ describe("hostile methods and paths", () => {
     const route = p.split("?")[0] as string;
     const get = m === "GET" || m === "HEAD";
     const unknown: Expectation = { kind: "error", status: 404, code: "unknown_url" };
+    const notAllowed: Expectation = { kind: "error", status: 405, code: "method_not_allowed" };
     let e: Expectation;
     if (route === "/health") e = get ? { kind: "get", route } : unknown;
     else if ((PASSED_THROUGH_ROUTES as readonly string[]).includes(route)) {
       if (!withKey) e = { kind: "error", status: 401, code: "invalid_api_key" };
-      else if (m !== "POST") e = { kind: "error", status: 405, code: "method_not_allowed" };
+      else if (m !== "POST") e = notAllowed;
       // The bodies generated here are chat's, completions' or junk: mostly a 400, but a chat body is
       // also an embeddings request (vLLM embeds messages), which the fleet answers.
       else e = body !== null && body.length > LIMIT ? tooLarge : { kind: "loose", authed: true };
     } else if (!route.startsWith("/v1/")) e = unknown;
     else if (!withKey) e = { kind: "error", status: 401, code: "invalid_api_key" };
-    else if (route === "/v1/models" || route === "/v1/kvgate/status") e = get ? { kind: "get", route } : unknown;
+    else if (route === "/v1/models") e = get ? { kind: "get", route } : notAllowed;
+    else if (route === "/v1/kvgate/status") e = get ? { kind: "get", route } : unknown;
     else if (route === CHAT || route === COMPLETIONS) {
       const endpoint: Endpoint = route === CHAT ? "chat" : "completions";
-      if (m !== "POST") e = { kind: "error", status: 405, code: "method_not_allowed" };
+      if (m !== "POST") e = notAllowed;
       else e = body === null ? { kind: "error", status: 400, code: "invalid_json" } : forBytes(body, endpoint, bodyFor === endpoint);
     } else e = unknown;
     if (m !== "HEAD") return e;

@@ -83,9 +83,18 @@ export function buildApp(config: LoadedConfig): Hono<AppEnv> {
     return c.json({ groups, unavailable });
   });
 
-  for (const path of ["/v1/chat/completions", "/v1/completions"]) {
-    app.all(path, () => {
-      throw methodNotAllowed(path, "POST");
+  // Another method on these paths is a 405 naming the ones they take (a HEAD is answered by the
+  // GET route: Hono runs it as a GET and drops the body). The /v1 key check comes first, as for
+  // any /v1 call; a preflight that the config's or a key's origins grant is answered before it.
+  const allowed: [string, string][] = [
+    ["/v1/chat/completions", "POST"],
+    ["/v1/completions", "POST"],
+    ["/v1/models", "GET, HEAD"],
+    ["/v1/models/:id{.+}", "GET, HEAD"],
+  ];
+  for (const [path, allow] of allowed) {
+    app.all(path, (c) => {
+      throw methodNotAllowed(c.req.path, allow);
     });
   }
   app.notFound((c) => errorAnswer(notFound(`no route for ${c.req.method} ${new URL(c.req.url).pathname}`, "unknown_url"), c.get("requestId")));
