@@ -4,7 +4,7 @@
  * so the split is indicative; workerd's own CPU per request is measured through the gateway.
  */
 import { performance } from "node:perf_hooks";
-import { shapeExcess } from "../../src/openai/body-shape.ts";
+import { scanBody } from "../../src/openai/body-shape.ts";
 import { chatLimitError } from "../../src/openai/request-limits.ts";
 import { ChatCompletionRequestSchema, CompletionRequestSchema } from "../../src/openai/requests.ts";
 import { chatFingerprint, completionFingerprint } from "../../src/prefix/fingerprint.ts";
@@ -44,7 +44,7 @@ export function stageTimes(shape: InputShape, times: number): StageTimes {
   };
   const bytes = new TextEncoder().encode(shape.text);
   const text = stage("decode", () => utf8.decode(bytes));
-  if (stage("shape", () => shapeExcess(text))) return out;
+  if (stage("shape", () => scanBody(text).excess)) return out;
   const raw: unknown = stage("parse", () => JSON.parse(text));
   if (shape.path === "/v1/completions") return validated(raw, CompletionRequestSchema, completionFingerprint, stage, out);
   if (stage("counts", () => chatLimitError(raw, limits))) return out;

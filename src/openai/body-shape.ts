@@ -40,8 +40,41 @@ const OPEN_OBJECT = 0x7b;
 const CLOSE_OBJECT = 0x7d;
 const OPEN_ARRAY = 0x5b;
 const CLOSE_ARRAY = 0x5d;
+const MINUS = 0x2d;
+const DIGITS = "0123456789";
+/** 1: a character of the structure; 2: one that starts a number. */
 const STRUCTURAL = new Uint8Array(CLOSE_OBJECT + 1);
 for (const c of [QUOTE, COLON, OPEN_OBJECT, CLOSE_OBJECT, OPEN_ARRAY, CLOSE_ARRAY]) STRUCTURAL[c] = 1;
+const NUMBER_START = 2;
+for (const c of [MINUS, ...[...DIGITS].map((d) => d.charCodeAt(0))]) STRUCTURAL[c] = NUMBER_START;
+/** Characters a JSON number may hold. */
+const IN_NUMBER = new Uint8Array(0x80);
+for (const ch of `${DIGITS}+-.eE`) IN_NUMBER[ch.charCodeAt(0)] = 1;
+/** A number this long, or with an exponent, may be one a double does not hold: its value is checked. */
+const SHORT_NUMBER = 15;
+
+/** What one pass over a body's text found: the first bound it passes, and whether a number in it is inexact. */
+export interface BodyScan {
+  excess: ShapeExcess | null;
+  /** A number JSON.parse would change (see `isInexactNumber`): the body must be parsed keeping its text. */
+  inexactNumbers: boolean;
+}
+
+/**
+ * Whether a JSON number's text names a value JSON.parse would change, so that the body serialised
+ * again for the upstream would say something else: an integer past 2^53 (a seed of 2^63 − 1, which
+ * Python's json and the engines read exactly) loses digits, and one past a double's range (1e400)
+ * becomes null. A decimal fraction is read as the nearest double by every JSON reader alike.
+ */
+export function isInexactNumber(text: string): boolean {
+  const v = Number(text);
+  if (!Number.isFinite(v)) return true;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 0x2e || c === 0x65 || c === 0x45) return false;
+  }
+  return !Number.isSafeInteger(v);
+}
 
 /**
  * The first bound the text passes, reading it as JSON: outside strings, `{` and `[` open a
@@ -49,6 +82,11 @@ for (const c of [QUOTE, COLON, OPEN_OBJECT, CLOSE_OBJECT, OPEN_ARRAY, CLOSE_ARRA
  * JSON this still terminates and counts the same way; JSON.parse then judges what passes.
  */
 export function shapeExcess(text: string, bounds: ShapeBounds = BODY_SHAPE): ShapeExcess | null {
+  return scanBody(text, bounds).excess;
+}
+
+/** shapeExcess, and in the same pass whether a number of the body is inexact. */
+export function scanBody(text: string, bounds: ShapeBounds = BODY_SHAPE): BodyScan {
   const keysAt = new Int32Array(bounds.maxDepth + 1);
   let depth = 0;
   let nodes = 0;
@@ -56,13 +94,25 @@ export function shapeExcess(text: string, bounds: ShapeBounds = BODY_SHAPE): Sha
   let lastStart = -1;
   let lastEnd = -1;
   let field: [number, number] | null = null;
-  const excess = (rule: ShapeRule, at: number): ShapeExcess => ({ rule, field: at >= 2 && field ? decodeKey(text, field) : null });
+  let inexactNumbers = false;
+  const excess = (rule: ShapeRule, at: number): BodyScan => ({ excess: { rule, field: at >= 2 && field ? decodeKey(text, field) : null }, inexactNumbers });
   const n = text.length;
   for (let i = 0; i < n; i++) {
     const c = text.charCodeAt(i);
     // Nothing past "}" is structural; most of a body's characters are skipped here.
     if (c > CLOSE_OBJECT || STRUCTURAL[c] === 0) continue;
-    if (c === QUOTE) {
+    if (STRUCTURAL[c] === NUMBER_START) {
+      // A number outside any string (one inside a string is skipped with it).
+      let end = i + 1;
+      let exponent = false;
+      for (; end < n; end++) {
+        const d = text.charCodeAt(end);
+        if (d >= 0x80 || IN_NUMBER[d] === 0) break;
+        if (d === 0x65 || d === 0x45) exponent = true;
+      }
+      if (!inexactNumbers && (exponent || end - i > SHORT_NUMBER)) inexactNumbers = isInexactNumber(text.slice(i, end));
+      i = end - 1;
+    } else if (c === QUOTE) {
       const end = closingQuote(text, i + 1);
       if (depth === 1) {
         lastStart = i;
@@ -85,7 +135,7 @@ export function shapeExcess(text: string, bounds: ShapeBounds = BODY_SHAPE): Sha
       if (keys > bounds.maxObjectKeys) return excess("object-keys", depth);
     }
   }
-  return null;
+  return { excess: null, inexactNumbers };
 }
 
 /**

@@ -48,6 +48,28 @@ async function post(path: string, body: unknown, headers: Record<string, string>
 /** The last body the upstream behaviour received. */
 const lastBody = (behaviour: string) => upstream.stats(behaviour).bodies.at(-1) as Record<string, unknown> | undefined;
 
+describe("numbers a JavaScript number cannot hold", () => {
+  it("reach the upstream as the client wrote them: an int64 seed, an exponent past a double's range", async () => {
+    // The text as Python's json.dumps writes it: seed=2**63-1, and a schema bound of 1e400.
+    const text = `{"model":"bodies","seed":9223372036854775807,"messages":[{"role":"user","content":"9223372036854775807"}],"temperature":0.7,"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"number","maximum":1e400,"minimum":-18446744073709551615}}}]}`;
+    const r = await post("/v1/chat/completions", text);
+    expect(r.status).toBe(200);
+    const sent = upstream.stats("ok").texts.at(-1) as string;
+    expect(sent).toContain(`"seed":9223372036854775807`);
+    expect(sent).toContain(`"maximum":1e400`);
+    expect(sent).toContain(`"minimum":-18446744073709551615`);
+    expect(sent).toContain(`"temperature":0.7`);
+    expect(sent).toContain(`"content":"9223372036854775807"`);
+  });
+
+  it("in a field the gateway reads as a number are a 400 naming it, not a changed value", async () => {
+    const r = await post("/v1/chat/completions", `{"model":"bodies","max_tokens":18446744073709551615,"messages":[{"role":"user","content":"hi"}]}`);
+    expect(r.status).toBe(400);
+    expect(r.json.error).toMatchObject({ type: "invalid_request_error", param: "max_tokens" });
+    expect(upstream.stats("ok").requests).toBe(0);
+  });
+});
+
 describe("null in a chat message's optional fields (vLLM and SGLang take it)", () => {
   it("a conversation continued with SGLang's own answer (`tool_calls: null`) is served, and the null reaches the upstream", async () => {
     const messages: OpenAI.Chat.ChatCompletionMessageParam[] = [{ role: "user", content: "hi" }];

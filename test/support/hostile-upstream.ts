@@ -24,6 +24,8 @@ export interface BehaviourStats {
   health: number;
   /** The request bodies received, parsed (null when not JSON), oldest first; the last 20. */
   bodies: unknown[];
+  /** The same bodies as the text that came, for what parsing would change (a number past 2^53). */
+  texts: string[];
 }
 
 export interface HostileUpstream {
@@ -331,7 +333,7 @@ const BEHAVIOURS: Record<string, Answer> = {
 };
 
 function emptyStats(): BehaviourStats {
-  return { requests: 0, open: 0, cancelled: 0, bytesWritten: 0, health: 0, bodies: [] };
+  return { requests: 0, open: 0, cancelled: 0, bytesWritten: 0, health: 0, bodies: [], texts: [] };
 }
 
 async function listen(server: http.Server): Promise<string> {
@@ -414,6 +416,8 @@ export async function startHostileUpstream(): Promise<HostileUpstream> {
         s.bodies.push(null);
       }
       if (s.bodies.length > 20) s.bodies.shift();
+      s.texts.push(body.toString("utf8"));
+      if (s.texts.length > 20) s.texts.shift();
       res.on("close", () => {
         s.open--;
         if (!res.writableFinished) s.cancelled++;

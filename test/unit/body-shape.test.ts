@@ -1,6 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { BODY_SHAPE, shapeExcess, type ShapeBounds } from "../../src/openai/body-shape.ts";
+import { BODY_SHAPE, isInexactNumber, scanBody, shapeExcess, type ShapeBounds } from "../../src/openai/body-shape.ts";
 import { referenceShapeExcess } from "../support/json-shape-reference.ts";
 
 const tight: ShapeBounds = { maxDepth: 3, maxNodes: 8, maxObjectKeys: 2 };
@@ -62,5 +62,28 @@ describe("body shape, counted on the text before parsing", () => {
       }),
       { numRuns: 2000 },
     );
+  });
+});
+
+describe("numbers JSON.parse would change, found in the same pass", () => {
+  it.each([
+    ["an int64 seed", '{"seed":9223372036854775807}', true],
+    ["a negative integer past 2^53", '{"x":[-18446744073709551615]}', true],
+    ["past a double's range", '{"x":1e400}', true],
+    ["2^53 itself", '{"x":9007199254740992}', true],
+    ["the largest safe integer", '{"x":9007199254740991}', false],
+    ["a long fraction: every reader takes the nearest double", '{"x":0.30000000000000000444089209850062616169452667236328125}', false],
+    ["an exponent within range", '{"x":1e20,"y":-2.5E-300}', false],
+    ["digits inside a string", '{"content":"9223372036854775807 1e400"}', false],
+    ["ordinary sampling fields", '{"max_tokens":64,"temperature":0.7,"top_p":1,"n":-1}', false],
+  ] as const)("%s", (_name, text, inexact) => {
+    expect(scanBody(text).inexactNumbers).toBe(inexact);
+  });
+
+  it("each number is checked with its value, not its length alone", () => {
+    expect(isInexactNumber("12345678901234567")).toBe(true);
+    expect(isInexactNumber("1234567890123456")).toBe(false);
+    expect(isInexactNumber("-0")).toBe(false);
+    expect(isInexactNumber("1E309")).toBe(true);
   });
 });

@@ -1,4 +1,4 @@
-import { BODY_SHAPE, shapeExcess, type ShapeExcess } from "../../src/openai/body-shape.ts";
+import { BODY_SHAPE, isInexactNumber, scanBody, type ShapeExcess } from "../../src/openai/body-shape.ts";
 import { badRequest, tooLarge, unsupportedEncoding, type GatewayError } from "../../src/openai/errors.ts";
 import { concat } from "../../src/stream/bytes.ts";
 
@@ -58,13 +58,29 @@ function parseJson(bytes: Uint8Array): unknown {
   }
   if (text.trim() === "") throw badRequest("request body is empty", null, "invalid_json");
   // Counted before parsing: a body over a bound costs a read of its text, not a parse.
-  const excess = shapeExcess(text);
-  if (excess) throw shapeError(excess);
+  const scan = scanBody(text);
+  if (scan.excess) throw shapeError(scan.excess);
   try {
-    return JSON.parse(text);
+    return scan.inexactNumbers ? JSON.parse(text, keepingInexact) : JSON.parse(text);
   } catch (e) {
     throw badRequest(`request body is not valid JSON: ${(e as Error).message}`, null, "invalid_json");
   }
+}
+
+/** The JSON text of a value, serialised as it is (the JSON.parse source text access proposal, in V8 since 11.4). */
+declare global {
+  interface JSON {
+    rawJSON(text: string): object;
+  }
+}
+
+/**
+ * A number JSON.parse would change stays the text the client wrote, serialised again as that text:
+ * passed on, the upstream reads what the client sent. A field the gateway reads as a number then
+ * holds no number, and the schema refuses it by name.
+ */
+function keepingInexact(_key: string, value: unknown, context?: { source?: string }): unknown {
+  return typeof value === "number" && context?.source !== undefined && isInexactNumber(context.source) ? JSON.rawJSON(context.source) : value;
 }
 
 function shapeError({ rule, field }: ShapeExcess): GatewayError {
