@@ -129,7 +129,7 @@ async function pump(body: ReadableStream<Uint8Array>, writer: WritableStreamDefa
             stalled = true;
             clearInterval(ticker);
             o.onIdle?.();
-          } else if (keepAliveMs && quiet >= keepAliveMs && writing === 0 && !left) {
+          } else if (keepAliveMs && quiet >= keepAliveMs && writing === 0 && !left && !aligner?.midEvent) {
             void send(KEEP_ALIVE);
           }
         }, tickMs);
@@ -155,9 +155,11 @@ async function pump(body: ReadableStream<Uint8Array>, writer: WritableStreamDefa
           ? `upstream stream stalled: no bytes for ${idleMs} ms after ${bytes} bytes`
           : `upstream stream failed after ${bytes} bytes: ${err instanceof Error ? err.message : String(err)}`;
         // What the hooks still hold is flushed only as far as it completes events; an unfinished
-        // event is dropped, so the error event is the next thing the client parses.
+        // event is dropped, so the error event is the next thing the client parses. One too large
+        // to hold went out in part: a blank line ends it first, as on the fast path.
         if (!(await send(align(flushAll(transforms))))) return;
-        if (await send(encoder.encode(sseErrorEvent(message, stalled ? "upstream_stream_stalled" : "upstream_stream_error")))) writer.close().catch(() => {});
+        const error = sseErrorEvent(message, stalled ? "upstream_stream_stalled" : "upstream_stream_error");
+        if (await send(encoder.encode(aligner?.midEvent ? `\n\n${error}` : error))) writer.close().catch(() => {});
         return;
       }
       if (step.done) break;

@@ -1,53 +1,135 @@
-import { concat } from "./bytes.ts";
+import { join } from "./bytes.ts";
 
 /**
  * Where SSE events end in a byte stream. An event ends with a blank line: "\n\n", or "\r\n\r\n"
  * (whose last three bytes are "\n\r\n"). Bare "\r" line endings are legal SSE that no inference
- * server sends; a stream using them is treated as one long unfinished event and passed on at its end.
+ * server sends; a stream using them is treated as one long unfinished event.
  */
 const LF = 0x0a;
 const CR = 0x0d;
 
-/** Index just past the last complete event in `bytes`, or 0 when none ends in it. */
-export function endOfLastEvent(bytes: Uint8Array): number {
-  for (let i = bytes.length - 1; i >= 1; i--) {
-    if (bytes[i] !== LF) continue;
-    if (bytes[i - 1] === LF || (bytes[i - 1] === CR && i >= 2 && bytes[i - 2] === LF)) return i + 1;
+/**
+ * The most an EventAligner holds of an unfinished event (1 MiB). An event that outgrows it goes
+ * out as it comes, up to its end: holding it whole would cost the isolate's memory (128 MB, shared
+ * by every request in it) for a hook that needs no more than an event's start. LLM events are a
+ * few hundred bytes; one this large is a hostile or broken upstream's.
+ */
+export const EVENT_HOLD_MAX_BYTES = 1024 * 1024;
+
+/**
+ * The most chunks held by reference before they are joined into one: an upstream that sends a byte
+ * at a time would otherwise hold an object per byte. Each join copies at most
+ * EVENT_HOLD_MAX_BYTES, once this many chunks: a bounded copy per chunk, never one that grows.
+ */
+const HELD_CHUNKS_MAX = 512;
+
+/**
+ * The last two bytes before a buffer, the later in the low byte (0: none): what an event end at the
+ * buffer's first bytes depends on.
+ */
+type Before = number;
+
+function beforeNext(before: Before, bytes: Uint8Array): Before {
+  const n = bytes.length;
+  if (n >= 2) return ((bytes[n - 2] as number) << 8) | (bytes[n - 1] as number);
+  return n === 1 ? ((before & 0xff) << 8) | (bytes[0] as number) : before;
+}
+
+/** bytes[i], where i may be -1 or -2: the bytes before the buffer. */
+function byteAt(bytes: Uint8Array, i: number, before: Before): number {
+  return i >= 0 ? (bytes[i] as number) : i === -1 ? before & 0xff : before >> 8;
+}
+
+/** Whether the line feed at bytes[i] ends a blank line. */
+function endsEvent(bytes: Uint8Array, i: number, before: Before): boolean {
+  const prev = byteAt(bytes, i - 1, before);
+  return prev === LF || (prev === CR && byteAt(bytes, i - 2, before) === LF);
+}
+
+/**
+ * Index just past the last complete event in `bytes`, or 0 when none ends in it. `before`: the two
+ * bytes that came before it in the stream, for an end split across chunks. Scans from the end: an
+ * upstream that writes whole events has the answer at its last byte.
+ */
+export function endOfLastEvent(bytes: Uint8Array, before: Before = 0): number {
+  for (let i = bytes.lastIndexOf(LF); i >= 0; i = i > 0 ? bytes.lastIndexOf(LF, i - 1) : -1) {
+    if (endsEvent(bytes, i, before)) return i + 1;
   }
   return 0;
 }
+
+const EMPTY = new Uint8Array(0);
 
 /**
  * Splits what passes through a stream at event boundaries: `take(chunk)` returns the part that
  * completes events, and holds back an unfinished event's beginning until it is finished — so a
  * stream cut mid-event leaves no half event in front of the error event that ends it, and a
  * keep-alive comment can be written between any two writes.
+ *
+ * Each chunk is looked at once: the held chunks are kept by reference and joined once, when the
+ * event's end comes. An event that outgrows EVENT_HOLD_MAX_BYTES is passed on as it comes
+ * (`midEvent` says so) until an event ends again.
  */
 export class EventAligner {
-  private held: Uint8Array | null = null;
+  private held: Uint8Array[] = [];
+  private heldBytes = 0;
+  private before: Before = 0;
+  private passing = false;
 
   take(chunk: Uint8Array): Uint8Array {
-    const bytes = this.held ? concat(this.held, chunk) : chunk;
-    // The usual case: an upstream writes whole events, so the chunk ends where an event does.
-    const n = bytes.length;
-    if (n >= 2 && bytes[n - 1] === LF && (bytes[n - 2] === LF || (bytes[n - 2] === CR && bytes[n - 3] === LF))) {
-      this.held = null;
-      return bytes;
+    const end = endOfLastEvent(chunk, this.before);
+    this.before = beforeNext(this.before, chunk);
+    if (end === 0) {
+      if (this.passing) return chunk;
+      if (this.heldBytes + chunk.length <= EVENT_HOLD_MAX_BYTES) {
+        this.hold(chunk);
+        return EMPTY;
+      }
+      this.passing = true;
+      return this.release(chunk);
     }
-    const end = endOfLastEvent(bytes);
-    this.held = end === n ? null : bytes.slice(end);
-    return bytes.subarray(0, end);
+    const rest = chunk.length - end;
+    // An unfinished event's start too large to hold goes out with the events before it.
+    this.passing = rest > EVENT_HOLD_MAX_BYTES;
+    if (rest === 0 || this.passing) return this.release(chunk);
+    const out = this.release(chunk.subarray(0, end));
+    // A copy of its own: the chunk's buffer is the upstream's, and this outlives the chunk.
+    this.hold(chunk.slice(end));
+    return out;
   }
 
   /** Whether an unfinished event is held back. */
   get holding(): boolean {
-    return this.held !== null;
+    return this.heldBytes > 0;
+  }
+
+  /**
+   * Whether what went out ends inside an event (one too large to hold, passed on as it comes): a
+   * comment or an error event written now would land inside it.
+   */
+  get midEvent(): boolean {
+    return this.passing;
   }
 
   /** The held-back rest, at the stream's normal end (a server that omits the last blank line). */
   flush(): Uint8Array | null {
-    const rest = this.held;
-    this.held = null;
-    return rest;
+    return this.heldBytes > 0 ? this.release(EMPTY) : null;
+  }
+
+  private hold(bytes: Uint8Array): void {
+    if (bytes.length === 0) return;
+    if (this.held.length === HELD_CHUNKS_MAX) this.held = [join(this.held)];
+    this.held.push(bytes);
+    this.heldBytes += bytes.length;
+  }
+
+  /** What is held, then `bytes`, as one array; nothing is held after. */
+  private release(bytes: Uint8Array): Uint8Array {
+    if (this.heldBytes === 0) return bytes;
+    this.held.push(bytes);
+    const out = join(this.held);
+    this.held = [];
+    this.heldBytes = 0;
+    return out;
   }
 }

@@ -41,9 +41,10 @@ function isUsageEvent(event: string): boolean {
   }
 }
 
-function dropUsageEvents(bytes: Uint8Array): Uint8Array {
+/** `continuing`: the bytes open with the rest of an event passed on in part, which is kept. */
+function dropUsageEvents(bytes: Uint8Array, continuing: boolean): Uint8Array {
   const events = decoder.decode(bytes).split(/(?<=\n\r?\n)/);
-  const kept = events.filter((e) => !isUsageEvent(e));
+  const kept = events.filter((e, i) => (continuing && i === 0) || !isUsageEvent(e));
   return kept.length === events.length ? bytes : encoder.encode(kept.join(""));
 }
 
@@ -57,12 +58,14 @@ export class UsageEventStripper implements ChunkTransform {
   private readonly aligner = new EventAligner();
 
   transform(chunk: Uint8Array): Uint8Array {
+    const continuing = this.aligner.midEvent;
     const whole = this.aligner.take(chunk);
-    return whole.length > 0 && hasUsageObject(whole) ? dropUsageEvents(whole) : whole;
+    return whole.length > 0 && hasUsageObject(whole) ? dropUsageEvents(whole, continuing) : whole;
   }
 
   flush(): Uint8Array | null {
+    const continuing = this.aligner.midEvent;
     const rest = this.aligner.flush();
-    return rest && hasUsageObject(rest) ? dropUsageEvents(rest) : rest;
+    return rest && hasUsageObject(rest) ? dropUsageEvents(rest, continuing) : rest;
   }
 }

@@ -56,3 +56,22 @@ export async function startTestGateway(config: GatewayConfigInput, bindings: Rec
 
 /** A bound for states the gateway reaches on its own; see test/workers/gateway.ts's EVENTUALLY. */
 export const EVENTUALLY = { timeout: 10_000, interval: 20 } as const;
+
+type GroupInput = NonNullable<GatewayConfigInput["modelGroups"]>[number];
+
+/** The ways a stream takes the gateway's JavaScript loop, one group each (javascriptPathGroups). */
+export const JAVASCRIPT_PATHS = ["restamped", "watched", "stripped"] as const;
+
+/**
+ * A group `<prefix>-<way>` on `deployment` for each way a stream takes the JavaScript loop: a chunk
+ * hook (restamp), a stall bound, and a usage event to take out (every request sampled for
+ * routing's feedback asks the upstream for it; a client that did not ask has it taken out again,
+ * by an aligner of its own ahead of the loop's).
+ */
+export function javascriptPathGroups(prefix: string, deployment: NonNullable<GroupInput["deployments"]>[number]): GroupInput[] {
+  return [
+    { name: `${prefix}-restamped`, hooks: ["restamp"], deployments: [deployment] },
+    { name: `${prefix}-watched`, streamIdleTimeoutMs: 60_000, deployments: [deployment] },
+    { name: `${prefix}-stripped`, feedback: { sampleRate: 1 }, deployments: [deployment] },
+  ];
+}

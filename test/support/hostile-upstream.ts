@@ -95,6 +95,32 @@ function drip(res: http.ServerResponse, everyMs: number, s: BehaviourStats): voi
 
 const ENCODERS: Record<string, (b: Buffer) => Buffer> = { gzip: zlib.gzipSync, br: zlib.brotliCompressSync, deflate: zlib.deflateSync, zstd: zlib.zstdCompressSync };
 
+/** Writes `parts` in order, each when the connection takes it (waiting for it to drain), then `then`. */
+function writeAll(res: http.ServerResponse, parts: Iterable<string>, s: BehaviourStats, then: () => void): void {
+  const it = parts[Symbol.iterator]();
+  const pump = (): void => {
+    for (let next = it.next(); !res.destroyed; next = it.next()) {
+      if (next.done) return then();
+      s.bytesWritten += Buffer.byteLength(next.value);
+      if (!res.write(next.value)) return void res.once("drain", pump);
+    }
+  };
+  pump();
+}
+
+/** A stream's first event, then one whose text is `kib` KiB of "x" in 4 KiB writes; `ended`: its end and [DONE] follow, and the body ends. */
+function bigEvent(res: http.ServerResponse, body: Buffer, kib: number, ended: boolean, s: BehaviourStats): void {
+  const { model } = requestOf(body);
+  const [opening, end] = chunk(model, "@@").split("@@") as [string, string];
+  res.writeHead(200, { "content-type": "text/event-stream" });
+  function* parts(): Generator<string> {
+    yield chunk(model, "first") + opening;
+    for (let i = 0; i < kib / 4; i++) yield "x".repeat(4096);
+    if (ended) yield `${end}data: [DONE]\n\n`;
+  }
+  writeAll(res, parts(), s, () => void (ended && res.end()));
+}
+
 const BEHAVIOURS: Record<string, Answer> = {
   ok: answerOk,
   /** A chat answer as SGLang lays it out: the message carries `tool_calls` and `reasoning_content` as null. */
@@ -134,6 +160,10 @@ const BEHAVIOURS: Record<string, Answer> = {
     };
     pump();
   },
+  /** An event of `arg` KiB (default 4096) after a small one, then [DONE]: an event larger than any a hook holds whole. */
+  "big-event": (_req, res, body, arg, s) => bigEvent(res, body, Number(arg ?? 4096), true, s),
+  /** The same event's start and its `arg` KiB (default 4096) of text, then nothing: its end never comes, and the connection is held open. */
+  "unended-event": (_req, res, body, arg, s) => bigEvent(res, body, Number(arg ?? 4096), false, s),
   /** Nothing for `arg` ms (default 1 s), then events every 50 ms for as long as the connection lasts. */
   "late-endless-stream": (req, res, body, arg, s) => {
     const timer = setTimeout(() => BEHAVIOURS["endless-stream"]?.(req, res, body, undefined, s), Number(arg ?? 1000));

@@ -375,3 +375,50 @@ describe("a body whose first bytes the caller read (a stream's first token, awai
     expect((await ended).usage).toEqual({ promptTokens: 100, completionTokens: 4, cachedTokens: 64, cacheReported: true });
   });
 });
+
+describe("relay: an event too large to hold (EVENT_HOLD_MAX_BYTES) on the JavaScript loop", () => {
+  const opening = 'data: {"choices":[{"delta":{"content":"';
+  const text = "x".repeat(4096);
+
+  /** An event's opening and `kib` KiB of its text in 4 KiB chunks, then `then` (which may end the event). */
+  function bigEvent(kib: number, then: (c: ReadableStreamDefaultController<Uint8Array>) => Promise<void> | void): ReadableStream<Uint8Array> {
+    let i = 0;
+    return new ReadableStream<Uint8Array>({
+      pull(c) {
+        if (i === 0) c.enqueue(enc.encode(`data: {}\n\n${opening}`));
+        else if (i <= kib / 4) c.enqueue(enc.encode(text));
+        else return then(c);
+        i++;
+      },
+    });
+  }
+
+  it("passes it to the client as it comes; a cut inside it ends it with a blank line, then the error event", async () => {
+    const body = bigEvent(4096, (c) => c.error(new Error("connection reset")));
+    const { out, ended } = start(body, true, { idleTimeoutMs: 60_000 });
+    const got = await new Response(out).text();
+    // The 4 MiB the upstream sent before it was cut, not the error event alone.
+    expect(got.length).toBeGreaterThan(4096 * 1024);
+    const events = got.split("\n\n").filter(Boolean);
+    expect(events).toHaveLength(3);
+    expect(JSON.parse((events[2] as string).slice("data: ".length))).toMatchObject({ error: { code: "upstream_stream_error" } });
+    expect((await ended).outcome).toBe("upstream-error");
+  });
+
+  it("writes no keep-alive comment inside it while the upstream is silent", async () => {
+    let paused = false;
+    const body = bigEvent(2048, async (c) => {
+      if (paused) return c.close();
+      paused = true;
+      // Silent long enough for several keep-alive ticks, then the event's end.
+      await new Promise((r) => setTimeout(r, 100));
+      c.enqueue(enc.encode('"}}]}\n\ndata: [DONE]\n\n'));
+    });
+    let done!: (s: CompletionSummary) => void;
+    const ended = new Promise<CompletionSummary>((r) => (done = r));
+    const out = relay(body, { transforms: [], sse: true, sentAt: 0, now: () => performance.now(), onEnd: done, idleTimeoutMs: 60_000, keepAliveMs: 10 });
+    const events = (await new Response(out).text()).split("\n\n").filter(Boolean);
+    expect(events.filter((e) => e !== ": keep-alive").map((e) => e.length)).toEqual([8, opening.length + 2048 * 1024 + 5, 12]);
+    expect((await ended).outcome).toBe("ok");
+  });
+});

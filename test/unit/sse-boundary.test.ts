@@ -45,3 +45,41 @@ describe("EventAligner", () => {
     );
   });
 });
+
+describe("EventAligner: an event too large to hold", () => {
+  const piece = new Uint8Array(4096).fill(0x78);
+  const opening = enc.encode('data: {"choices":[{"delta":{"content":"');
+
+  /** Takes an event's opening and `kib` KiB of its text in 4 KiB chunks, its end never coming; what went out before the stream ended. */
+  function unended(kib: number): { out: number; aligner: EventAligner } {
+    const aligner = new EventAligner();
+    let out = aligner.take(enc.encode("data: {}\n\n")).length + aligner.take(opening).length;
+    for (let i = 0; i < kib / 4; i++) out += aligner.take(piece).length;
+    return { out, aligner };
+  }
+
+  it("passes an event with no end on as it comes once it outgrows what is held, instead of holding all of it", () => {
+    const { out, aligner } = unended(4096);
+    // All but what is held at most: the whole event a chunk at a time, not nothing until the stream ends.
+    expect(out).toBeGreaterThanOrEqual(4096 * 1024 - 1024 * 1024);
+    expect(aligner.midEvent).toBe(true);
+    expect(aligner.holding).toBe(false);
+  });
+
+  it("holds a smaller one until its end, then passes on the events after it whole again", () => {
+    const { out, aligner } = unended(256);
+    expect(out).toBe(10);
+    const end = aligner.take(enc.encode('"}}]}\n\ndata: [DO'));
+    expect(dec.decode(end.subarray(end.length - 7))).toBe('"}}]}\n\n');
+    expect(end.length).toBe(opening.length + 256 * 1024 + 7);
+    expect(dec.decode(aligner.take(enc.encode("NE]\n\n")))).toBe("data: [DONE]\n\n");
+  });
+
+  it("after an event it passed on in part, aligns again from the next event's end", () => {
+    const { aligner } = unended(2048);
+    expect(aligner.take(enc.encode('"}}]}\n\ndata: [DO')).length).toBe(7);
+    expect(aligner.midEvent).toBe(false);
+    expect(aligner.holding).toBe(true);
+    expect(dec.decode(aligner.take(enc.encode("NE]\n\n")))).toBe("data: [DONE]\n\n");
+  });
+});
