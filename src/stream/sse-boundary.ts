@@ -1,9 +1,14 @@
 import { join } from "./bytes.ts";
 
 /**
- * Where SSE events end in a byte stream. An event ends with a blank line: "\n\n", or "\r\n\r\n"
- * (whose last three bytes are "\n\r\n"). Bare "\r" line endings are legal SSE that no inference
- * server sends; a stream using them is treated as one long unfinished event.
+ * Where SSE events end in a byte stream. A line ends with CRLF, LF or a lone CR, and an event with
+ * a blank line: two line ends in a row, of any kind ("\n\n", "\r\n\r\n", "\r\r", "\n\r\n", …).
+ * Whether a line end at a byte ends an event depends on no more than the two bytes before it.
+ *
+ * A CR may be the first half of a CRLF whose LF has not come yet. A CR that ends a blank line ends
+ * the event there (a parser dispatches it at the CR), so the event goes out without waiting for
+ * the next chunk; an LF that comes next is that line end's second half, not a line of its own, and
+ * goes out as the end of the event before.
  */
 const LF = 0x0a;
 const CR = 0x0d;
@@ -27,9 +32,9 @@ const HELD_CHUNKS_MAX = 512;
  * The last two bytes before a buffer, the later in the low byte (0: none): what an event end at the
  * buffer's first bytes depends on.
  */
-type Before = number;
+export type Before = number;
 
-function beforeNext(before: Before, bytes: Uint8Array): Before {
+export function beforeNext(before: Before, bytes: Uint8Array): Before {
   const n = bytes.length;
   if (n >= 2) return ((bytes[n - 2] as number) << 8) | (bytes[n - 1] as number);
   return n === 1 ? ((before & 0xff) << 8) | (bytes[0] as number) : before;
@@ -40,22 +45,45 @@ function byteAt(bytes: Uint8Array, i: number, before: Before): number {
   return i >= 0 ? (bytes[i] as number) : i === -1 ? before & 0xff : before >> 8;
 }
 
-/** Whether the line feed at bytes[i] ends a blank line. */
-function endsEvent(bytes: Uint8Array, i: number, before: Before): boolean {
+/** Whether bytes[i] ends a blank line: it ends a line, and so does what comes before that line end. */
+function endsEventAt(bytes: Uint8Array, i: number, before: Before): boolean {
+  const b = bytes[i];
+  if (b !== LF && b !== CR) return false;
   const prev = byteAt(bytes, i - 1, before);
-  return prev === LF || (prev === CR && byteAt(bytes, i - 2, before) === LF);
+  // The LF of a CRLF: the line end began at the CR, and what came before the CR decides.
+  const beforeLineEnd = b === LF && prev === CR ? byteAt(bytes, i - 2, before) : prev;
+  return beforeLineEnd === LF || beforeLineEnd === CR;
 }
 
 /**
  * Index just past the last complete event in `bytes`, or 0 when none ends in it. `before`: the two
- * bytes that came before it in the stream, for an end split across chunks. Scans from the end: an
- * upstream that writes whole events has the answer at its last byte.
+ * bytes that came before it in the stream, for an end split across chunks. Looks at the last byte
+ * first: an upstream that writes whole events has the answer there.
  */
 export function endOfLastEvent(bytes: Uint8Array, before: Before = 0): number {
-  for (let i = bytes.lastIndexOf(LF); i >= 0; i = i > 0 ? bytes.lastIndexOf(LF, i - 1) : -1) {
-    if (endsEvent(bytes, i, before)) return i + 1;
+  const n = bytes.length;
+  if (n === 0) return 0;
+  if (endsEventAt(bytes, n - 1, before)) return n;
+  let lf = bytes.lastIndexOf(LF);
+  let cr = bytes.lastIndexOf(CR);
+  while (lf >= 0 || cr >= 0) {
+    // A CR's LF comes after it, so a CRLF that ends an event is found at its LF first.
+    const i = Math.max(lf, cr);
+    if (endsEventAt(bytes, i, before)) return i + 1;
+    if (i === lf) lf = i > 0 ? bytes.lastIndexOf(LF, i - 1) : -1;
+    else cr = i > 0 ? bytes.lastIndexOf(CR, i - 1) : -1;
   }
   return 0;
+}
+
+/** Index just past each event that ends in `bytes`, in order (`before` as for endOfLastEvent). */
+export function eventEnds(bytes: Uint8Array, before: Before): number[] {
+  const ends: number[] = [];
+  for (let i = 0; i < bytes.length; i++) {
+    // A CR followed by its LF ends the event at the LF.
+    if (endsEventAt(bytes, i, before) && !(bytes[i] === CR && bytes[i + 1] === LF)) ends.push(i + 1);
+  }
+  return ends;
 }
 
 const EMPTY = new Uint8Array(0);

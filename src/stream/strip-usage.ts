@@ -1,7 +1,10 @@
 import type { ChunkTransform } from "../hooks/types.ts";
-import { EventAligner } from "./sse-boundary.ts";
+import { join } from "./bytes.ts";
+import { beforeNext, EventAligner, eventEnds, type Before } from "./sse-boundary.ts";
 
 const QUOTE = 0x22;
+const LF = 0x0a;
+const CR = 0x0d;
 const USAGE = new TextEncoder().encode('"usage"');
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
@@ -27,9 +30,10 @@ export function hasUsageObject(bytes: Uint8Array): boolean {
 }
 
 /** An event that only reports usage: `choices` empty and `usage` set, as include_usage adds before [DONE]. */
-function isUsageEvent(event: string): boolean {
-  const data = event
-    .split(/\r?\n/)
+function isUsageEvent(event: Uint8Array): boolean {
+  const data = decoder
+    .decode(event)
+    .split(/\r\n?|\n/)
     .filter((l) => l.startsWith("data:"))
     .map((l) => l.slice(5).trimStart())
     .join("\n");
@@ -41,11 +45,24 @@ function isUsageEvent(event: string): boolean {
   }
 }
 
-/** `continuing`: the bytes open with the rest of an event passed on in part, which is kept. */
-function dropUsageEvents(bytes: Uint8Array, continuing: boolean): Uint8Array {
-  const events = decoder.decode(bytes).split(/(?<=\n\r?\n)/);
-  const kept = events.filter((e, i) => (continuing && i === 0) || !isUsageEvent(e));
-  return kept.length === events.length ? bytes : encoder.encode(kept.join(""));
+/**
+ * `bytes` without its usage events, and whether the last one taken out ended it at a CR (whose LF
+ * may come next). `before`: the two bytes before it in the stream, where its events' ends are read
+ * from; `continuing`: it opens with the rest of an event passed on in part, which is kept.
+ */
+function dropUsageEvents(bytes: Uint8Array, before: Before, continuing: boolean): { kept: Uint8Array; droppedAtCr: boolean } {
+  const kept: Uint8Array[] = [];
+  let start = 0;
+  let droppedAtCr = false;
+  for (const end of [...eventEnds(bytes, before), bytes.length]) {
+    if (end === start) continue;
+    const event = bytes.subarray(start, end);
+    const usage = !(continuing && start === 0) && hasUsageObject(event) && isUsageEvent(event);
+    if (!usage) kept.push(event);
+    droppedAtCr = usage && bytes[end - 1] === CR;
+    start = end;
+  }
+  return { kept: kept.length === 1 ? (kept[0] as Uint8Array) : join(kept), droppedAtCr };
 }
 
 /**
@@ -56,16 +73,35 @@ function dropUsageEvents(bytes: Uint8Array, continuing: boolean): Uint8Array {
  */
 export class UsageEventStripper implements ChunkTransform {
   private readonly aligner = new EventAligner();
+  /** The last two bytes the aligner let out: where the next bytes' first event end is read from. */
+  private before: Before = 0;
+  /** The last event taken out ended at a CR: an LF next is its line end's second half, taken out too. */
+  private droppedAtCr = false;
 
   transform(chunk: Uint8Array): Uint8Array {
     const continuing = this.aligner.midEvent;
-    const whole = this.aligner.take(chunk);
-    return whole.length > 0 && hasUsageObject(whole) ? dropUsageEvents(whole, continuing) : whole;
+    return this.strip(this.aligner.take(chunk), continuing);
   }
 
   flush(): Uint8Array | null {
     const continuing = this.aligner.midEvent;
     const rest = this.aligner.flush();
-    return rest && hasUsageObject(rest) ? dropUsageEvents(rest, continuing) : rest;
+    return rest && this.strip(rest, continuing);
+  }
+
+  private strip(whole: Uint8Array, continuing: boolean): Uint8Array {
+    if (whole.length === 0) return whole;
+    let before = this.before;
+    this.before = beforeNext(before, whole);
+    let bytes = whole;
+    if (this.droppedAtCr && bytes[0] === LF) {
+      before = beforeNext(before, bytes.subarray(0, 1));
+      bytes = bytes.subarray(1);
+    }
+    this.droppedAtCr = false;
+    if (!hasUsageObject(bytes)) return bytes;
+    const stripped = dropUsageEvents(bytes, before, continuing);
+    this.droppedAtCr = stripped.droppedAtCr;
+    return stripped.kept;
   }
 }

@@ -160,6 +160,24 @@ const BEHAVIOURS: Record<string, Answer> = {
     };
     pump();
   },
+  /**
+   * A stream whose lines end with a lone CR (legal SSE): one event, nothing for `arg` ms (default
+   * 1000), then another, the usage event when the request asked for it, and [DONE].
+   */
+  "cr-stream": (_req, res, body, arg, s) => {
+    const { model } = requestOf(body);
+    const asked = (JSON.parse(body.toString("utf8")) as { stream_options?: { include_usage?: boolean } }).stream_options?.include_usage === true;
+    const cr = (event: string): string => event.replaceAll("\n", "\r");
+    const usage = `data: ${JSON.stringify({ id: "chatcmpl-h", object: "chat.completion.chunk", created: 1, model, choices: [], usage: { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 } })}\n\n`;
+    res.writeHead(200, { "content-type": "text/event-stream" });
+    res.write(cr(chunk(model, "first")));
+    const timer = setTimeout(() => {
+      const rest = cr(chunk(model, "second", "stop") + (asked ? usage : "") + "data: [DONE]\n\n");
+      s.bytesWritten += rest.length;
+      res.end(rest);
+    }, Number(arg ?? 1000));
+    res.on("close", () => clearTimeout(timer));
+  },
   /** An event of `arg` KiB (default 4096) after a small one, then [DONE]: an event larger than any a hook holds whole. */
   "big-event": (_req, res, body, arg, s) => bigEvent(res, body, Number(arg ?? 4096), true, s),
   /** The same event's start and its `arg` KiB (default 4096) of text, then nothing: its end never comes, and the connection is held open. */
