@@ -251,7 +251,8 @@ export const GroupSettingsSchema = z.strictObject({
   nonStreamTimeoutMs: z._default(positiveInt(), 600_000),
   /**
    * A stream that sends no byte for this long is cut with an SSE error event. Off by default: it
-   * needs JavaScript to see every chunk, which the plain pass-through path otherwise avoids.
+   * needs JavaScript to see every chunk, which the plain pass-through path otherwise avoids. Only
+   * a read the upstream leaves waiting counts: not a write held back by a client that is not reading.
    */
   streamIdleTimeoutMs: z.optional(positiveInt()),
   /**

@@ -27,9 +27,9 @@ export interface RelayOptions {
   /** The relay found the client gone: stop the upstream request. */
   onClientGone?: () => void;
   /**
-   * A stalled upstream: no byte for this long calls onIdle (which aborts the upstream fetch) and
-   * the stream ends with an error event saying so. It needs every chunk seen, so it takes the
-   * JavaScript path.
+   * A stalled upstream: a read of it waiting this long calls onIdle (which aborts the upstream
+   * fetch) and the stream ends with an error event saying so. It needs every chunk seen, so it
+   * takes the JavaScript path.
    */
   idleTimeoutMs?: number;
   onIdle?: () => void;
@@ -82,7 +82,9 @@ async function pump(body: ReadableStream<Uint8Array>, writer: WritableStreamDefa
   const aligner = o.sse ? new EventAligner() : null;
   let bytes = 0;
   let firstAt: number | null = null;
+  /** When the last read of the upstream began: quiet time is counted from there. */
   let lastAt = o.now();
+  let reading = false;
   let stalled = false;
   let left = false;
   let writing = 0;
@@ -119,13 +121,15 @@ async function pump(body: ReadableStream<Uint8Array>, writer: WritableStreamDefa
   const idleMs = o.idleTimeoutMs;
   const keepAliveMs = o.sse ? (o.keepAliveMs ?? 0) : 0;
   const tickMs = Math.min(keepAliveMs || Infinity, idleMs ? idleMs / 4 : Infinity);
-  // One timer per stream, not one per chunk: a chunk only notes its time.
+  // One timer per stream, not one per chunk: a read only notes when it began.
   const ticker =
     tickMs === Infinity
       ? undefined
       : setInterval(() => {
           const quiet = o.now() - lastAt;
-          if (idleMs && quiet >= idleMs) {
+          // Only a read the upstream leaves unanswered is its stall: while a write waits on a
+          // client that is not reading, nothing is read, and the wait is the client's.
+          if (idleMs && reading && quiet >= idleMs) {
             stalled = true;
             clearInterval(ticker);
             o.onIdle?.();
@@ -140,8 +144,15 @@ async function pump(body: ReadableStream<Uint8Array>, writer: WritableStreamDefa
     for (;;) {
       let step: ReadableStreamReadResult<Uint8Array>;
       try {
-        step = pending ? { done: false, value: pending.chunk } : await reader.read();
+        if (pending) step = { done: false, value: pending.chunk };
+        else {
+          lastAt = o.now();
+          reading = true;
+          step = await reader.read();
+          reading = false;
+        }
       } catch (err) {
+        reading = false;
         if (left || o.clientGone?.()) {
           writer.abort().catch(() => {});
           return o.onEnd(summary("client-abort"));
@@ -165,9 +176,8 @@ async function pump(body: ReadableStream<Uint8Array>, writer: WritableStreamDefa
       if (step.done) break;
       if (left) break;
       const chunk = step.value;
-      lastAt = pending ? pending.at : o.now();
+      if (firstAt === null) firstAt = pending ? pending.at : o.now();
       pending = null;
-      if (firstAt === null) firstAt = lastAt;
       bytes += chunk.length;
       ends.push(chunk);
       let out = chunk;

@@ -11,6 +11,8 @@ export interface RawExchange {
   waitFor(pattern: RegExp, timeoutMs?: number): Promise<void>;
   /** Stops reading: what comes fills the socket's buffers, then holds the sender back. */
   pause(): void;
+  /** Reads again after pause(). */
+  resume(): void;
   close(): void;
   reset(): void;
   /** Resolves when the server side has closed the connection. */
@@ -50,6 +52,7 @@ export async function rawPost(baseUrl: string, path: string, body: unknown, head
         check();
       }),
     pause: () => void socket.pause(),
+    resume: () => void socket.resume(),
     close: () => socket.destroy(),
     reset: () => socket.resetAndDestroy(),
     ended,

@@ -28,6 +28,8 @@ beforeAll(async () => {
       { name: "firehose-tapped", feedback: { sampleRate: 1 }, deployments: [deployment("firehose-stream")] },
       // Read in JavaScript: a stall bound needs every chunk seen.
       { name: "firehose-watched", streamIdleTimeoutMs: 60_000, deployments: [deployment("firehose-stream")] },
+      // A stall bound shorter than the pause of a client that stops reading.
+      { name: "firehose-stall-bound", streamIdleTimeoutMs: 1_000, deployments: [deployment("firehose-stream")] },
       // A stream the gateway reads in JavaScript (it watches for stalls), on a backend with room for two.
       { name: "silent-watched", streamIdleTimeoutMs: 60_000, deployments: [deployment("silent-stream", { maxInFlight: 2 })] },
       { name: "silent-stalls", streamIdleTimeoutMs: 3_000, deployments: [deployment("silent-stream")] },
@@ -171,5 +173,21 @@ describe("a client that stops reading", () => {
     expect(written()).toBeLessThan(256 * 1024 * 1024);
     c.close();
     await vi.waitFor(async () => expect(await gw.inFlight(group)).toBe(0), EVENTUALLY);
+  });
+
+  it("for longer than the group's stall bound: no stall, the stream goes on when it reads again, and the backend is not blamed", async () => {
+    // The upstream always has the next event; the gateway waits on the client, not on it.
+    upstream.reset();
+    const c = await post("firehose-stall-bound", true);
+    await c.waitFor(/xxxx/);
+    c.pause();
+    await new Promise((r) => setTimeout(r, 3_000));
+    const before = c.received().length;
+    c.resume();
+    await vi.waitFor(() => expect(c.received().length).toBeGreaterThan(before + 1024 * 1024), EVENTUALLY);
+    expect(c.received()).not.toContain("upstream_stream_stalled");
+    c.close();
+    await vi.waitFor(async () => expect(await gw.inFlight("firehose-stall-bound")).toBe(0), EVENTUALLY);
+    expect((await gw.status("firehose-stall-bound")).backends[0]).toMatchObject({ failed: 0, aborted: 1 });
   });
 });

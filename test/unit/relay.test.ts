@@ -422,3 +422,23 @@ describe("relay: an event too large to hold (EVENT_HOLD_MAX_BYTES) on the JavaSc
     expect((await ended).outcome).toBe("ok");
   });
 });
+
+describe("relay: the stall bound while the client does not read", () => {
+  it("counts no quiet time while a write waits for the client: only a read the upstream leaves unanswered is a stall", async () => {
+    let stalls = 0;
+    // An upstream that always has the next event.
+    const firehose = new ReadableStream<Uint8Array>({ pull: (c) => c.enqueue(enc.encode('data: {"a":1}\n\n')) });
+    let done!: (s: CompletionSummary) => void;
+    const ended = new Promise<CompletionSummary>((r) => (done = r));
+    const out = relay(firehose, { transforms: [], sse: true, sentAt: 0, now: () => performance.now(), onEnd: done, idleTimeoutMs: 40, onIdle: () => stalls++ });
+    const reader = out.getReader();
+    await reader.read();
+    // The client reads nothing for several times the bound: the relay's writes wait, and it reads no more of the upstream.
+    await new Promise((r) => setTimeout(r, 300));
+    expect(stalls).toBe(0);
+    expect(dec.decode((await reader.read()).value)).toBe('data: {"a":1}\n\n');
+    await reader.cancel();
+    expect((await ended).outcome).toBe("client-abort");
+    expect(stalls).toBe(0);
+  });
+});
