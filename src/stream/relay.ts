@@ -19,7 +19,8 @@ export interface RelayOptions {
    * A byte pipe the runtime pumps without running JavaScript per chunk (workerd's
    * IdentityTransformStream). With it, no transform and no stall bound, the body takes the fast
    * path: nothing per chunk at all, and the summary has no byte count or usage — unless readUsage
-   * asks for them, which a tap reads from a copy of the body a second's worth at a time.
+   * asks for them: a tap reads a stream's from a copy of the body a second's worth at a time, and a
+   * whole answer takes the JavaScript loop (see relayTapped).
    */
   nativePipe?: () => ReadableWritablePair<Uint8Array, Uint8Array>;
   /** Whether the client has gone (request.signal in Workers); an errored pipe says so too. */
@@ -68,7 +69,7 @@ const KEEP_ALIVE = encoder.encode(": keep-alive\n\n");
  */
 export function relay(body: ReadableStream<Uint8Array>, o: RelayOptions): ReadableStream<Uint8Array> {
   const pipe = o.nativePipe ? o.nativePipe() : new TransformStream<Uint8Array, Uint8Array>();
-  if (o.transforms.length === 0 && o.nativePipe && !o.idleTimeoutMs) return o.readUsage ? relayTapped(body, o, pipe) : relayNative(body, o, pipe);
+  if (o.transforms.length === 0 && o.nativePipe && !o.idleTimeoutMs && !(o.readUsage && !o.sse)) return o.readUsage ? relayTapped(body, o, pipe) : relayNative(body, o, pipe);
   void pump(body, pipe.writable.getWriter(), o);
   return pipe.readable;
 }
@@ -81,7 +82,8 @@ async function pump(body: ReadableStream<Uint8Array>, writer: WritableStreamDefa
   // keep-alive comment can go between any two writes.
   const aligner = o.sse ? new EventAligner() : null;
   let bytes = 0;
-  let firstAt: number | null = null;
+  // A whole answer's first byte came with its headers: now (see relayNative).
+  let firstAt: number | null = o.sse ? null : o.now();
   /** When the last read of the upstream began: quiet time is counted from there. */
   let lastAt = o.now();
   let reading = false;
@@ -237,27 +239,30 @@ function relayNative(body: ReadableStream<Uint8Array>, o: RelayOptions, pipe: Re
 }
 
 /**
- * The fast path for a body whose usage must be read (a virtual key counts its tokens, or routing's
- * feedback sampled it) and that no hook rewrites: the body is teed, one branch pumped to the
- * client natively as on the fast path, the other read by a UsageTap once a second and at its end.
- * Reading every chunk in the JavaScript loop instead cost +80–123 µs of workerd CPU a chunk over
- * the master key (bench:ceiling); the tap, +0.2. The client's branch does not wait on the tap.
+ * The fast path for a stream whose usage must be read (a virtual key counts its tokens, or
+ * routing's feedback sampled it) and that no hook rewrites: the body is teed, one branch pumped to
+ * the client natively as on the fast path, the other read by a UsageTap once a second and at its
+ * end. Reading every chunk in the JavaScript loop instead cost +80–123 µs of workerd CPU a chunk
+ * over the master key (bench:ceiling); the tap, +0.2. The client's branch does not wait on the tap.
  * No keep-alive comments: as on the fast path, a silent stream's departed client is found at its
  * next event (streamIdleTimeoutMs takes the JavaScript loop, which writes them).
+ *
+ * Not a whole answer's: a tee queues for the slower branch what the faster one has read, and a
+ * client reading a large answer (one too large to read whole, up to hundreds of MB) outruns a tap
+ * that reads 128 KiB a second, so the answer piled up in the isolate. An LLM stream comes at a few
+ * KiB a second, slower than the tap; a whole answer takes the JavaScript loop, which holds a chunk
+ * at a time and its first and last 8 KiB.
  */
 function relayTapped(body: ReadableStream<Uint8Array>, o: RelayOptions, pipe: ReadableWritablePair<Uint8Array, Uint8Array>): ReadableStream<Uint8Array> {
-  // A whole answer's first byte came with its headers: now (see relayNative).
-  const headersAt = o.sse ? null : o.now();
   const [toClient, toTap] = body.tee();
   // Bytes read before the tee go to the client first, and count in what the tap saw.
   const first = o.first ?? null;
-  const tap = new UsageTap(toTap, o.now, first, !o.sse);
+  const tap = new UsageTap(toTap, o.now, first);
   pumpToClient(toClient, o, pipe, first ? writeFirst(pipe, first) : Promise.resolve(), {
     end: (outcome) => {
       tap.finish();
       void tap.ended.then((t) => {
-        const firstAt = headersAt ?? t.firstAt;
-        o.onEnd({ outcome, bytes: t.bytes, usage: t.usage, ttftMs: firstAt === null ? null : firstAt - o.sentAt });
+        o.onEnd({ outcome, bytes: t.bytes, usage: t.usage, ttftMs: t.firstAt === null ? null : t.firstAt - o.sentAt });
       });
     },
     // The upstream body is cancelled once both branches are; pipeTo leaves the client's to this

@@ -28,7 +28,7 @@ export const TAP_DRAIN_MS = 1000;
 export const TAP_READS_PER_DRAIN = 8;
 
 /**
- * Reads a copy of a body (one branch of its `tee()`) to learn its length, first byte's time and
+ * Reads a copy of a stream (one branch of its `tee()`) to learn its length, first byte's time and
  * final usage, while the other branch is pumped to the client natively. The client's branch never
  * waits on it. It reads the first bytes at once (their time is the first token's), then lets the
  * tee queue the rest and drains the queue every TAP_DRAIN_MS, and once more when `finish()` says
@@ -42,6 +42,10 @@ export const TAP_READS_PER_DRAIN = 8;
  * drains the tap has no read pending, and a drain's last read is the only one that can wait on the
  * source: so it pulls at most a chunk a drain beyond what the client's branch asks for, and a slow
  * client still holds the upstream back instead of having its answer queued in the isolate.
+ *
+ * The other way round, what the client's branch reads ahead of the tap waits in the tap's queue:
+ * a tap is for a stream, whose bytes come far slower than a drain takes them; a whole answer,
+ * which comes as fast as the client reads, is read for its usage in relay's JavaScript loop.
  */
 export class UsageTap {
   readonly ended: Promise<Tapped>;
@@ -51,10 +55,9 @@ export class UsageTap {
 
   /**
    * `first`: the body's first bytes, read before it was teed (they are not in the branch).
-   * `whole`: a non-streamed body, whose usage may come before a long field (BodyEnds).
    */
-  constructor(branch: ReadableStream<Uint8Array>, now: () => number, first: FirstBytes | null = null, whole = false) {
-    this.ended = this.read(branch, now, first, whole);
+  constructor(branch: ReadableStream<Uint8Array>, now: () => number, first: FirstBytes | null = null) {
+    this.ended = this.read(branch, now, first);
   }
 
   /** The body ended (or failed): drain what is left now, without waiting for the next drain. */
@@ -69,8 +72,8 @@ export class UsageTap {
     this.reader?.cancel().catch(() => {});
   }
 
-  private async read(branch: ReadableStream<Uint8Array>, now: () => number, first: FirstBytes | null, whole: boolean): Promise<Tapped> {
-    const ends = new BodyEnds(whole);
+  private async read(branch: ReadableStream<Uint8Array>, now: () => number, first: FirstBytes | null): Promise<Tapped> {
+    const ends = new BodyEnds(false);
     let bytes = first ? first.chunk.byteLength : 0;
     let firstAt: number | null = first ? first.at : null;
     if (first) ends.push(first.chunk);

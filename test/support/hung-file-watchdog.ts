@@ -1,6 +1,7 @@
-import { mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, writeFileSync } from "node:fs";
 import { dirname, relative } from "node:path";
 import type { Reporter, TestCase, TestModule, TestSuite, Vitest } from "vitest/node";
+import { childWorkerd } from "./workerd-processes.ts";
 
 /**
  * A test in the Workers pool runs in the same isolate as the Durable Objects it calls. If that
@@ -92,7 +93,7 @@ export default class HungFileWatchdog implements Reporter {
     const now = Date.now();
     const stuck = [...this.running].filter(([, at]) => now - at >= this.limitMs).map(([id]) => id);
     if (stuck.length === 0) return;
-    const pids = poolWorkerd();
+    const pids = childWorkerd();
     for (const pid of pids) stop(pid);
     this.stops++;
     for (const id of stuck) this.running.delete(id);
@@ -108,32 +109,6 @@ export default class HungFileWatchdog implements Reporter {
 function ended(m: TestModule): boolean {
   const state = m.state();
   return state === "passed" || state === "failed" || state === "skipped";
-}
-
-/**
- * The workerd processes this process started: the Workers pool's (the e2e gateways' are children
- * of vitest's forks). Linux only, where CI runs: elsewhere none are found and nothing is stopped.
- */
-function poolWorkerd(): number[] {
-  let entries: string[];
-  try {
-    entries = readdirSync("/proc").filter((p) => /^\d+$/.test(p));
-  } catch {
-    return [];
-  }
-  const out: number[] = [];
-  for (const p of entries) {
-    try {
-      // /proc/<pid>/stat: "pid (comm) state ppid …"; comm may hold spaces, so read past its last ")".
-      const stat = readFileSync(`/proc/${p}/stat`, "utf8");
-      const comm = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"));
-      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
-      if (comm === "workerd" && ppid === process.pid) out.push(Number(p));
-    } catch {
-      // Gone already.
-    }
-  }
-  return out;
 }
 
 function stop(pid: number): void {

@@ -1,3 +1,5 @@
+import { setFlagsFromString } from "node:v8";
+import { runInNewContext } from "node:vm";
 import { describe, expect, it } from "vitest";
 import type { ChunkTransform, CompletionSummary } from "../../src/hooks/types.ts";
 import { concat } from "../../src/stream/bytes.ts";
@@ -6,6 +8,10 @@ import { relay, type RelayOptions } from "../../src/stream/relay.ts";
 
 const enc = new TextEncoder();
 const dec = new TextDecoder();
+
+// A full garbage collection on demand, to count what is still held (not what awaits collection).
+setFlagsFromString("--expose-gc");
+const gc = runInNewContext("gc") as () => void;
 
 function source(chunks: string[], opts: { failAfter?: number; onCancel?: () => void } = {}): ReadableStream<Uint8Array> {
   let i = 0;
@@ -440,5 +446,46 @@ describe("relay: the stall bound while the client does not read", () => {
     await reader.cancel();
     expect((await ended).outcome).toBe("client-abort");
     expect(stalls).toBe(0);
+  });
+});
+
+describe("relay: a whole answer whose usage is read (readUsage, not SSE), its client reading as fast as it comes", () => {
+  /** The bytes of ArrayBuffers still reachable, after a full garbage collection. */
+  const heldBytes = (): number => {
+    gc();
+    return process.memoryUsage().arrayBuffers;
+  };
+
+  it("holds a few of its chunks at a time, not the answer: none is queued for a tap the client outruns", async () => {
+    const chunk = 64 * 1024;
+    const total = 1024;
+    let i = 0;
+    // A 64 MiB answer as it comes: a new buffer each chunk, the usage at the end.
+    const body = new ReadableStream<Uint8Array>({
+      pull(c) {
+        if (i === total) {
+          c.enqueue(enc.encode('","usage":{"prompt_tokens":9,"completion_tokens":2}}'));
+          return c.close();
+        }
+        c.enqueue(new Uint8Array(chunk).fill(i++ === 0 ? 0x7b : 0x78));
+      },
+    });
+    const before = heldBytes();
+    const { out, ended } = start(body, false, { nativePipe, readUsage: true });
+    const reader = out.getReader();
+    let read = 0;
+    let heldHalfway = 0;
+    for (let step = await reader.read(); !step.done; step = await reader.read()) {
+      read += step.value.length;
+      if (read === (total / 2) * chunk) {
+        // Halfway through, between two of the tap's drains (TAP_DRAIN_MS): what the relay holds now.
+        await new Promise((r) => setTimeout(r, 0));
+        heldHalfway = heldBytes() - before;
+      }
+    }
+    expect(read).toBeGreaterThan(total * chunk);
+    // The chunk in hand, the pipe's, and those its first and last 8 KiB are in (kept for the usage); 32 MiB on a tee.
+    expect(heldHalfway).toBeLessThan(8 * chunk);
+    expect(await ended).toMatchObject({ outcome: "ok", usage: { promptTokens: 9, completionTokens: 2 } });
   });
 });
