@@ -29,6 +29,8 @@ beforeAll(async () => {
       single("empty", "empty"),
       { name: "empty-or-ok", strategy: "round-robin", breaker: { consecutiveFailures: 1000, minRequests: 1000 }, deployments: [hostile("empty"), hostile("ok")] },
       ...["gzip", "br", "deflate", "zstd"].map((coding) => single(coding, `encoded:${coding}`)),
+      // The JavaScript stream path (a hook), which writes keep-alive comments into a quiet SSE stream.
+      single("json-always", "json-always:1500", { hooks: ["restamp"] }),
       { name: "deflate-or-ok", strategy: "round-robin", breaker: { consecutiveFailures: 1000, minRequests: 1000 }, deployments: [hostile("encoded:deflate"), hostile("ok")] },
     ],
   });
@@ -152,6 +154,15 @@ describe("what the client reads of an upstream's error", () => {
       }
     }
     await servedPast("deflate-or-ok", "encoded");
+  });
+
+  it("a JSON answer to a stream request (a server that ignores stream) reaches the client as the JSON it is: no keep-alive comment inside it", async () => {
+    const res = await ask("json-always", true);
+    expect(res.status).toBe(200);
+    expect(res.headers.get("content-type")).toBe("application/json");
+    const text = await res.text();
+    expect(text).not.toContain("keep-alive");
+    expect(JSON.parse(text)).toMatchObject({ object: "chat.completion", model: "json-always" });
   });
 
   it("a 429's Retry-After reaches the client", async () => {

@@ -370,6 +370,17 @@ const BEHAVIOURS: Record<string, Answer> = {
     }, 50);
     res.on("close", () => clearInterval(timer));
   },
+  /**
+   * A server that ignores `stream`: a JSON completion whatever was asked, its first half, then
+   * after `arg` ms (default 1500) the rest.
+   */
+  "json-always": (_req, res, body, arg) => {
+    const text = completion(requestOf(body).model);
+    res.writeHead(200, { "content-type": "application/json" });
+    res.write(text.slice(0, text.length >> 1));
+    const timer = setTimeout(() => res.end(text.slice(text.length >> 1)), Number(arg ?? 1500));
+    res.on("close", () => clearTimeout(timer));
+  },
   /** One whole event, then half of the next, then the connection is destroyed. */
   "cut-mid-event": (_req, res, body) => {
     const { model } = requestOf(body);

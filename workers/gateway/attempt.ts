@@ -286,7 +286,9 @@ async function attemptHeld(a: AttemptInput, key: KeyRecord | null, lease: HeldLe
   p.log?.awaitBody();
   const relayed = relay(up.body as ReadableStream<Uint8Array>, {
     transforms,
-    sse: stream,
+    // What the answer is, not what was asked: a server that ignores `stream` answers JSON, into
+    // which no event boundary may be awaited and no comment written.
+    sse: stream && EVENT_STREAM.test(routing["content-type"]),
     sentAt,
     now: () => performance.now(),
     nativePipe: () => new IdentityTransformStream(),
@@ -315,6 +317,8 @@ async function attemptHeld(a: AttemptInput, key: KeyRecord | null, lease: HeldLe
   });
   return { kind: "answered", response: new Response(relayed, { status: 200, headers: out }), rejected: false };
 }
+
+const EVENT_STREAM = /^\s*text\/event-stream/i;
 
 /**
  * The largest non-streamed answer read whole for its usage. An isolate's memory (128 MB) is shared
