@@ -14,6 +14,7 @@ import type { KeyRecord } from "../../src/tenants/protocol.ts";
 import { readsUsage } from "../../src/tenants/route-tenant.ts";
 import { classifyStatus, clientError, FAILURE_CAUSE, isBackendsOwn, type Answer } from "../../src/upstream/answer.ts";
 import { parseUpstreamError } from "../../src/upstream/error-body.ts";
+import { heldWhole } from "../../src/upstream/whole-read.ts";
 import { readBounded } from "../../src/upstream/read-bounded.ts";
 import { fetchDeployment, type Reachable } from "../../src/upstream/reach-fetch.ts";
 import { parseRetryAfter, type Failure } from "../../src/upstream/retry.ts";
@@ -319,19 +320,6 @@ async function attemptHeld(a: AttemptInput, key: KeyRecord | null, lease: HeldLe
 }
 
 const EVENT_STREAM = /^\s*text\/event-stream/i;
-
-/**
- * The largest non-streamed answer read whole for its usage. An isolate's memory (128 MB) is shared
- * by every request it serves: an embeddings answer for a large batch (tens of MB) held whole, a few
- * at once, would exceed it and reset the isolate with every request in it. A chat completion is a
- * few KB; what is larger, or does not say its size, passes through with its usage read as it goes.
- */
-const WHOLE_READ_MAX_BYTES = 1024 * 1024;
-
-function heldWhole(headers: Headers): boolean {
-  const length = headers.get("content-length");
-  return length !== null && Number(length) <= WHOLE_READ_MAX_BYTES;
-}
 
 /**
  * One fetch, and once more on the same backend when the connection died before any response
