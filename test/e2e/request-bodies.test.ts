@@ -51,7 +51,7 @@ const lastBody = (behaviour: string) => upstream.stats(behaviour).bodies.at(-1) 
 describe("numbers a JavaScript number cannot hold", () => {
   it("reach the upstream as the client wrote them: an int64 seed, an exponent past a double's range", async () => {
     // The text as Python's json.dumps writes it: seed=2**63-1, and a schema bound of 1e400.
-    const text = `{"model":"bodies","seed":9223372036854775807,"messages":[{"role":"user","content":"9223372036854775807"}],"temperature":0.7,"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"number","maximum":1e400,"minimum":-18446744073709551615}}}]}`;
+    const text = `{"model":"bodies","__proto__":{"stream":true},"seed":9223372036854775807,"messages":[{"role":"user","content":"9223372036854775807"}],"temperature":0.7,"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"number","maximum":1e400,"minimum":-18446744073709551615}}}]}`;
     const r = await post("/v1/chat/completions", text);
     expect(r.status).toBe(200);
     const sent = upstream.stats("ok").texts.at(-1) as string;
@@ -60,6 +60,8 @@ describe("numbers a JavaScript number cannot hold", () => {
     expect(sent).toContain(`"minimum":-18446744073709551615`);
     expect(sent).toContain(`"temperature":0.7`);
     expect(sent).toContain(`"content":"9223372036854775807"`);
+    // What validation dropped stays dropped.
+    expect(sent).not.toContain("__proto__");
   });
 
   it("in a field the gateway reads as a number are a 400 naming it, not a changed value", async () => {

@@ -38,6 +38,8 @@ const UPSTREAM_PATH: Record<Endpoint, string> = {
 export interface AttemptInput {
   p: ProxyInput;
   body: Validated["body"];
+  /** The body as the client wrote its numbers, when JSON.parse changed one (body.ts): what goes upstream. */
+  exact: Record<string, unknown> | null;
   group: ResolvedGroup;
   decision: Routed;
   deadline: Deadline;
@@ -118,7 +120,7 @@ async function attemptHeld(a: AttemptInput, key: KeyRecord | null, lease: HeldLe
   const pipeline = pipelineFor(group, (key !== null && readsUsage(key)) || sampledForFeedback(group.feedback));
   const hookCtx: HookContext = { requestId: p.requestId, group: group.name, clientModel: a.body.model, upstreamModel: deployment.model, backendId: deployment.id, stream, endpoint: p.endpoint };
 
-  const upstreamBody: Record<string, unknown> = { ...a.body, model: deployment.model };
+  const upstreamBody: Record<string, unknown> = { ...(a.exact ?? a.body), model: deployment.model };
   // On a server that orders its queue by `priority` (the routing object sets one then), the order is
   // the gateway's on every endpoint: a client's own would jump every other tenant's requests, and
   // none at all would go at vLLM's default 0, before every value the gateway sets. Embeddings,

@@ -9,8 +9,21 @@ export async function readJsonBody(req: Request, limit: number): Promise<unknown
   return (await readSizedJsonBody(req, limit)).json;
 }
 
+/** A body as read: its JSON, its size, and — for one holding a number JSON.parse changes — that JSON as the client wrote it. */
+export interface ReadBody {
+  json: unknown;
+  bytes: number;
+  /**
+   * The body with every number JSON.parse would change kept as the text the client wrote (an
+   * integer past 2^53, a number past a double's range; see isInexactNumber), to be sent upstream
+   * in place of `json` once `json` passed validation; null for a body with none (nearly every one).
+   * Validation reads `json` alone, so a misplaced such number is refused as it was.
+   */
+  exact: Record<string, unknown> | null;
+}
+
 /** readJsonBody, with the body's size in bytes. */
-export async function readSizedJsonBody(req: Request, limit: number): Promise<{ json: unknown; bytes: number }> {
+export async function readSizedJsonBody(req: Request, limit: number): Promise<ReadBody> {
   refuseEncoded(req.headers.get("content-encoding"));
   const declared = req.headers.get("content-length");
   if (declared !== null && Number(declared) > limit) throw tooLarge(limit);
@@ -19,7 +32,7 @@ export async function readSizedJsonBody(req: Request, limit: number): Promise<{ 
   // unknown length is counted as it streams in.
   const bytes = declared !== null ? new Uint8Array(await req.arrayBuffer()) : await readCounted(req.body, limit);
   if (bytes.length > limit) throw tooLarge(limit);
-  return { json: parseJson(bytes), bytes: bytes.length };
+  return { ...parseJson(bytes), bytes: bytes.length };
 }
 
 /**
@@ -49,7 +62,7 @@ async function readCounted(body: ReadableStream<Uint8Array>, limit: number): Pro
   return parts.length === 1 ? (parts[0] as Uint8Array) : concat(...parts);
 }
 
-function parseJson(bytes: Uint8Array): unknown {
+function parseJson(bytes: Uint8Array): { json: unknown; exact: Record<string, unknown> | null } {
   let text: string;
   try {
     text = utf8.decode(bytes);
@@ -60,11 +73,14 @@ function parseJson(bytes: Uint8Array): unknown {
   // Counted before parsing: a body over a bound costs a read of its text, not a parse.
   const scan = scanBody(text);
   if (scan.excess) throw shapeError(scan.excess);
+  let json: unknown;
   try {
-    return scan.inexactNumbers ? JSON.parse(text, keepingInexact) : JSON.parse(text);
+    json = JSON.parse(text);
   } catch (e) {
     throw badRequest(`request body is not valid JSON: ${(e as Error).message}`, null, "invalid_json");
   }
+  if (!scan.inexactNumbers || typeof json !== "object" || json === null || Array.isArray(json)) return { json, exact: null };
+  return { json, exact: JSON.parse(text, keepingInexact) as Record<string, unknown> };
 }
 
 /** The JSON text of a value, serialised as it is (the JSON.parse source text access proposal, in V8 since 11.4). */
@@ -76,10 +92,11 @@ declare global {
 
 /**
  * A number JSON.parse would change stays the text the client wrote, serialised again as that text:
- * passed on, the upstream reads what the client sent. A field the gateway reads as a number then
- * holds no number, and the schema refuses it by name.
+ * passed on, the upstream reads what the client sent. A `__proto__` key goes, as validation drops it
+ * from the body it checks.
  */
-function keepingInexact(_key: string, value: unknown, context?: { source?: string }): unknown {
+function keepingInexact(key: string, value: unknown, context?: { source?: string }): unknown {
+  if (key === "__proto__") return undefined;
   return typeof value === "number" && context?.source !== undefined && isInexactNumber(context.source) ? JSON.rawJSON(context.source) : value;
 }
 

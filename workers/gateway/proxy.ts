@@ -97,7 +97,7 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
       attempts++;
       failover.attempting(attempts);
       admittedBy = group.name;
-      const result = await attempt({ p, body, group, decision, deadline, attempts, fellBack: group !== primary });
+      const result = await attempt({ p, body, exact: raw.exact, group, decision, deadline, attempts, fellBack: group !== primary });
       if (result.kind === "answered") {
         held.answered(result.rejected);
         relaying = !result.rejected;
