@@ -1,10 +1,11 @@
 import { randomBytes } from "node:crypto";
-import type { Browser, BrowserContext, Page } from "playwright-core";
+import type { Page } from "playwright-core";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { startFleet, type Fleet } from "../../bench/fleet/index.ts";
-import { hasChromium, launchChromium } from "../../bench/harness/chromium.ts";
+import { hasChromium } from "../../bench/harness/chromium.ts";
 import type { DecisionView } from "../../src/metrics/decisions.ts";
 import { startHostileUpstream, type HostileUpstream } from "../support/hostile-upstream.ts";
+import { browserPages, type BrowserPages } from "./browser-pages.ts";
 import { EVENTUALLY, startTestGateway, type TestGateway } from "./gateway.ts";
 
 /**
@@ -22,8 +23,7 @@ const missing = !hasChromium();
 let fleet: Fleet;
 let upstream: HostileUpstream;
 let gw: TestGateway;
-let browser: Browser;
-const contexts: BrowserContext[] = [];
+let pages: BrowserPages;
 
 beforeAll(async () => {
   if (missing) return;
@@ -36,39 +36,22 @@ beforeAll(async () => {
     { KVGATE_ADMIN_KEY: adminKey },
     { assets: true },
   );
-  browser = await launchChromium();
+  pages = await browserPages(gw.url);
 }, 90_000);
 afterEach(async () => {
-  await Promise.all(contexts.splice(0).map((c) => c.close()));
+  await pages?.closePages();
 });
 afterAll(async () => {
-  await browser?.close();
+  await pages?.close();
   await gw?.close();
   await upstream?.close();
   await fleet?.close();
 });
 
-async function open(path: string): Promise<Page> {
-  const context = await browser.newContext({ baseURL: gw.url });
-  contexts.push(context);
-  const page = await context.newPage();
-  await page.goto(path);
-  return page;
-}
-
-async function dashboard(): Promise<Page> {
-  const page = await open("/dashboard");
-  await page.getByLabel("Admin key").fill(adminKey);
-  await page.getByLabel("Admin key").press("Enter");
-  await page.locator(`[data-group="${GROUP}"] tr[data-deployment="sim-0"]`).waitFor();
-  return page;
-}
+const dashboard = () => pages.dashboard(adminKey, `[data-group="${GROUP}"] tr[data-deployment="sim-0"]`);
 
 async function playground(): Promise<Page> {
-  const page = await open("/playground");
-  await page.getByLabel("API key").fill(gw.key);
-  await page.getByRole("button", { name: "Use key" }).click();
-  await page.getByLabel("Model").waitFor();
+  const page = await pages.playground(gw.key);
   await page.getByLabel("System prompt").fill("");
   return page;
 }

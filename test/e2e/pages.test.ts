@@ -1,14 +1,15 @@
 import { randomBytes } from "node:crypto";
 import { join } from "node:path";
-import type { Browser, BrowserContext, Locator, Page } from "playwright-core";
+import type { Locator, Page } from "playwright-core";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { unstable_readConfig } from "wrangler";
 import { startFleet, type Fleet } from "../../bench/fleet/index.ts";
 import { startChatLoad } from "../../bench/harness/chat-load.ts";
-import { CHROMIUM, hasChromium, launchChromium } from "../../bench/harness/chromium.ts";
+import { CHROMIUM, hasChromium } from "../../bench/harness/chromium.ts";
 import type { DeploymentRow } from "../../src/fleet/admin-api.ts";
 import type { IssuedKeyView, KeyView, UsageView } from "../../src/tenants/admin-api.ts";
 import { ROOT } from "../support/run-script.ts";
+import { browserPages, type BrowserPages } from "./browser-pages.ts";
 import { EVENTUALLY, startTestGateway, type TestGateway } from "./gateway.ts";
 
 /**
@@ -26,8 +27,7 @@ if (missing) console.warn(`test/e2e/pages.test.ts: skipped, ${CHROMIUM} is missi
 
 let fleet: Fleet;
 let gw: TestGateway;
-let browser: Browser;
-const contexts: BrowserContext[] = [];
+let pages: BrowserPages;
 
 beforeAll(async () => {
   if (missing) return;
@@ -35,24 +35,18 @@ beforeAll(async () => {
   fleet = await startFleet({ workers: 3, basePort: 0, preset: "instant", decodeStepMs: 25, prefillBaseMs: 30, servedModelName: "sim-7b" });
   const deployments = BACKENDS.map((id, i) => ({ id, baseUrl: fleet.urls[i] as string, model: "sim-7b" }));
   gw = await startTestGateway({ modelGroups: [{ name: GROUP, strategy: "prefix-aware", deployments }] }, { KVGATE_ADMIN_KEY: adminKey }, { assets: true });
-  browser = await launchChromium();
+  pages = await browserPages(gw.url);
 }, 60_000);
 afterEach(async () => {
-  await Promise.all(contexts.splice(0).map((c) => c.close()));
+  await pages?.closePages();
 });
 afterAll(async () => {
-  await browser?.close();
+  await pages?.close();
   await gw?.close();
   await fleet?.close();
 });
 
-async function open(path: string): Promise<Page> {
-  const context = await browser.newContext({ baseURL: gw.url });
-  contexts.push(context);
-  const page = await context.newPage();
-  await page.goto(path);
-  return page;
-}
+const open = (path: string) => pages.open(path);
 
 async function admin<T>(method: string, path: string, body?: unknown): Promise<T> {
   const res = await fetch(`${gw.url}/admin/v1${path}`, { method, headers: { authorization: `Bearer ${adminKey}`, "content-type": "application/json" }, body: body === undefined ? undefined : JSON.stringify(body) });
@@ -63,25 +57,13 @@ async function admin<T>(method: string, path: string, body?: unknown): Promise<T
 const deployment = (id: string) => admin<DeploymentRow>("GET", `/groups/${GROUP}/deployments/${id}`);
 
 /** Opens the dashboard with the admin key, typed and sent as a person does (Enter in the field). */
-async function dashboard(): Promise<Page> {
-  const page = await open("/dashboard");
-  await page.getByLabel("Admin key").fill(adminKey);
-  await page.getByLabel("Admin key").press("Enter");
-  await page.locator(`[data-group="${GROUP}"] tr[data-deployment="sim-2"]`).waitFor();
-  return page;
-}
+const dashboard = () => pages.dashboard(adminKey, `[data-group="${GROUP}"] tr[data-deployment="sim-2"]`);
 
 const cell = (page: Page, id: string, field: string): Locator => page.locator(`[data-group="${GROUP}"] tr[data-deployment="${id}"] [data-field="${field}"]`);
 /** The number a cell starts with ("3 / 64" → 3, "41 ms" → 41); NaN for "–". */
 const leading = async (l: Locator): Promise<number> => Number.parseFloat((await l.textContent()) ?? "");
 
-async function playground(key: string): Promise<Page> {
-  const page = await open("/playground");
-  await page.getByLabel("API key").fill(key);
-  await page.getByRole("button", { name: "Use key" }).click();
-  await page.getByLabel("Model").waitFor();
-  return page;
-}
+const playground = (key: string) => pages.playground(key);
 
 interface Sent {
   /** The reply's text each time it was seen to change, while it streamed. */
