@@ -1,6 +1,7 @@
 import { GroupRouter } from "../../src/routing/group-router.ts";
 import { groupShards } from "../../src/sharding/partition.ts";
 import { ShardChoice } from "../../src/sharding/shard-choice.ts";
+import { medianBy } from "../stats/quantiles.ts";
 import { mulberry32 } from "../traces/prng.ts";
 import { conversations, group, IN_FLIGHT_PER_BACKEND } from "./workload.ts";
 
@@ -25,7 +26,8 @@ export interface ShardRun {
   calls_per_repeat: number;
 }
 
-interface Repeat {
+/** One repeat's figures of one point. */
+export interface Repeat {
   usPerRoute: number;
   routesPerSec: number;
   busiestLoad: number;
@@ -114,22 +116,28 @@ export function shardRuns(points: readonly { backends: number; chainBlocks: numb
     points.forEach((p, i) => (got[i] as Repeat[]).push(routeThrough(p.backends, p.chainBlocks, p.shards, calls)));
     progress(`shards: repeat ${r + 1}/${repeats}`);
   }
+  return points.map((p, i) => shardRun(p, got[i] as Repeat[], calls));
+}
+
+/**
+ * One point's figures: those of its median repeat by rate (bench/stats/quantiles.ts's rule, the
+ * lower middle of an even count), so every figure is of one repeat; the range of the rates beside.
+ */
+export function shardRun(p: { backends: number; chainBlocks: number; shards: number }, repeats: readonly Repeat[], calls: number): ShardRun {
   const round = (x: number, digits: number) => Math.round(x * 10 ** digits) / 10 ** digits;
-  return points.map((p, i) => {
-    const reps = [...(got[i] as Repeat[])].sort((a, b) => a.routesPerSec - b.routesPerSec);
-    const mid = reps[reps.length >> 1] as Repeat;
-    return {
-      backends: p.backends,
-      chain_blocks: p.chainBlocks,
-      shards: p.shards,
-      us_per_route: round(mid.usPerRoute, 2),
-      routes_per_sec: Math.round(mid.routesPerSec),
-      routes_per_sec_min: Math.round((reps[0] as Repeat).routesPerSec),
-      routes_per_sec_max: Math.round((reps.at(-1) as Repeat).routesPerSec),
-      busiest_load: round(mid.busiestLoad, 3),
-      worker_us_per_route: round(mid.workerUs, 2),
-      matched_share: round(mid.matchedShare, 4),
-      calls_per_repeat: calls,
-    };
-  });
+  const rates = repeats.map((r) => r.routesPerSec);
+  const mid = medianBy(repeats, (r) => r.routesPerSec);
+  return {
+    backends: p.backends,
+    chain_blocks: p.chainBlocks,
+    shards: p.shards,
+    us_per_route: round(mid.usPerRoute, 2),
+    routes_per_sec: Math.round(mid.routesPerSec),
+    routes_per_sec_min: Math.round(Math.min(...rates)),
+    routes_per_sec_max: Math.round(Math.max(...rates)),
+    busiest_load: round(mid.busiestLoad, 3),
+    worker_us_per_route: round(mid.workerUs, 2),
+    matched_share: round(mid.matchedShare, 4),
+    calls_per_repeat: calls,
+  };
 }
