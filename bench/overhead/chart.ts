@@ -4,6 +4,7 @@
  */
 import type { Measurement, Scenario } from "./measure.ts";
 import { find } from "./summary.ts";
+import { round } from "../stats/round.ts";
 
 const SERIES: { label: string; s: Scenario; color: string }[] = [
   { label: "non-streaming", s: { mode: "nonstream", concurrency: 50, chunks: null }, color: "#4C78A8" },
@@ -49,7 +50,7 @@ export function renderChart(medians: readonly Measurement[]): string | null {
       if (!m || !f || f.rps <= 0) return;
       const ratio = m.rps / f.rps;
       const y = y0 + i * BAR + 2;
-      parts.push(`<rect x="${LEFT}" y="${y}" width="${Math.max(1, x(ratio) - LEFT)}" height="${BAR - 2}" fill="${ser.color}"><title>${esc(label)} ${ser.label}: ${m.rps} req/s = ${ratio.toFixed(2)}× floor</title></rect>`);
+      parts.push(`<rect x="${LEFT}" y="${y}" width="${Math.max(1, x(ratio) - LEFT)}" height="${BAR - 2}" fill="${ser.color}"><title>${esc(label)} ${ser.label}: ${round(m.rps)} req/s = ${ratio.toFixed(2)}× floor</title></rect>`);
       parts.push(`<text x="${x(ratio) + 4}" y="${y + BAR - 3}" font-size="9">${ratio.toFixed(2)}</text>`);
     });
   });

@@ -2,6 +2,9 @@
  * Issue 15's targets (which replaced issue 4's), each a ratio or a difference between median runs
  * of the same benchmark run (absolute figures from a shared 2-core machine mean little; ratios
  * within a run do). Issue 4's figures stay among the ratios, without a goal.
+ *
+ * A verdict is taken on the figures as measured; only the value and basis shown are rounded. A
+ * ratio of 0.8951 shows as 0.9 and misses ">= 0.9" (judged on the rounded value it was met).
  */
 import type { Measurement, Scenario } from "./measure.ts";
 import { find, keyOf } from "./summary.ts";
@@ -10,6 +13,7 @@ import { round } from "../stats/round.ts";
 export interface Check {
   what: string;
   goal: string;
+  /** Rounded for the report (bench/stats/round.ts); `met` was judged on the unrounded value, which `basis` ends with. */
   value: number | null;
   /** null when a figure it needs was not measured (target skipped or not installed). */
   met: boolean | null;
@@ -36,8 +40,8 @@ export function evaluate(medians: readonly Measurement[], cpuTotals: ReadonlyMap
   const ratio = (what: string, goal: string, a: string, b: string, s: Scenario, pick: Pick, test: (r: number) => boolean, unit: string): Check => {
     const x = get(a, s, pick);
     const y = get(b, s, pick);
-    const value = x !== null && y !== null && y > 0 ? round(x / y) : null;
-    return { what, goal, value, met: value === null ? null : test(value), basis: `${a} ${fmt(x)} / ${b} ${fmt(y)} ${unit}` };
+    const exact = x !== null && y !== null && y > 0 ? x / y : null;
+    return { what, goal, value: round(exact), met: exact === null ? null : test(exact), basis: `${a} ${fmt(x)} / ${b} ${fmt(y)} ${unit}${unrounded(exact)}` };
   };
   const litellm1 = medians.find((m) => m.target === "litellm" && m.workers === 1)?.label ?? "litellm-1w";
   const cpu: Pick = (m) => cpuTotals.get(keyOf(m.label, m)) ?? null;
@@ -48,8 +52,8 @@ export function evaluate(medians: readonly Measurement[], cpuTotals: ReadonlyMap
   ];
   const kt = get("kvgate", ST1_20, ttftP50);
   const ft = get("floor", ST1_20, ttftP50);
-  const added = kt !== null && ft !== null ? round(kt - ft) : null;
-  checks.push({ what: "TTFT added over the floor, p50 at c=1 (ms)", goal: "<= 0.5", value: added, met: added === null ? null : added <= 0.5, basis: `kvgate ${fmt(kt)} − floor ${fmt(ft)} ms (20 chunks)` });
+  const added = kt !== null && ft !== null ? kt - ft : null;
+  checks.push({ what: "TTFT added over the floor, p50 at c=1 (ms)", goal: "<= 0.5", value: round(added), met: added === null ? null : added <= 0.5, basis: `kvgate ${fmt(kt)} − floor ${fmt(ft)} ms (20 chunks)${unrounded(added)}` });
   checks.push(ratio("kvgate / floor, 100-chunk full-stream time p50 at c=1", "<= 1.15", "kvgate", "floor", ST1_100, fullP50, (r) => r <= 1.15, "ms"));
   checks.push(ratio("kvgate / Portkey, non-streaming RPS at c=50", ">= 1.3", "kvgate", "portkey", NS50, rps, (r) => r >= 1.3, "req/s"));
   checks.push(ratio("kvgate / LiteLLM (1 worker), non-streaming RPS at c=50", ">= 25", "kvgate", litellm1, NS50, rps, (r) => r >= 25, "req/s"));
@@ -117,8 +121,14 @@ export function extraRatios(medians: readonly Measurement[]): { what: string; va
   return out;
 }
 
+/** A figure as the report shows it. */
 function fmt(x: number | null): string {
-  return x === null ? "n/a" : String(x);
+  return x === null ? "n/a" : String(round(x));
+}
+
+/** The value a verdict was judged on, to four significant digits: the rounded one may sit on the other side of the goal. */
+function unrounded(x: number | null): string {
+  return x === null ? "" : ` = ${Number(x.toPrecision(4))}`;
 }
 
 /** TTFT p50 each target adds over the floor, at c=1 with 20 chunks. */

@@ -1,11 +1,12 @@
 /**
  * One measurement: a scenario (mode, concurrency, stream length) against one target, with the
  * Durable Object's call counters read before and after, reduced to the figures the report keeps.
+ * They are kept unrounded: the checks judge them as measured (checks.ts), and only what is written
+ * is rounded (summary.ts's toRun, report-md.ts).
  */
 import { setTimeout as sleep } from "node:timers/promises";
 import { runCompletionsLoad } from "./completions-load.ts";
 import { ascending, percentile } from "../stats/quantiles.ts";
-import { round } from "../stats/round.ts";
 import { cpuSince } from "../harness/process-cpu.ts";
 import { doCalls, type Target, type TargetName } from "./targets.ts";
 
@@ -60,7 +61,7 @@ export interface Measurement extends Scenario {
 
 function distribution(values: number[]): Distribution {
   const s = ascending(values);
-  return { p50: round(percentile(s, 50)), p95: round(percentile(s, 95)), p99: round(percentile(s, 99)) };
+  return { p50: percentile(s, 50), p95: percentile(s, 95), p99: percentile(s, 99) };
 }
 
 /** A finished lease waits up to releaseFlushMs (10 ms) for a route call before it flushes itself. */
@@ -72,14 +73,14 @@ export async function measure(target: Target, s: Scenario, durationMs: number, r
   const mainCpu = target.pid === undefined ? null : cpuSince(target.pid);
   const objectsCpu = target.pids ? cpuSince(target.pids.object) : null;
   const r = await runCompletionsLoad({ url: target.url, headers: target.headers, model: target.model, chunks: s.chunks, connections: s.concurrency, durationMs, maxRequests: MAX_REQUESTS });
-  const perRequest = (ms: number): number => round((ms * 1000) / Math.max(1, r.completed)) as number;
+  const perRequest = (ms: number): number => (ms * 1000) / Math.max(1, r.completed);
   const processCpuUs = mainCpu === null ? null : { main: perRequest(mainCpu()), objects: objectsCpu === null ? null : perRequest(objectsCpu()) };
   let callsPerRequest: number | null = null;
   if (before !== null) {
     await sleep(FLUSH_WAIT_MS);
     const after = (await doCalls(target)) as number;
     const requests = r.completed + r.errors;
-    callsPerRequest = requests > 0 ? round((after - before) / requests) : null;
+    callsPerRequest = requests > 0 ? (after - before) / requests : null;
   }
   const ttft = ascending(r.ttftMs);
   return {
@@ -87,10 +88,10 @@ export async function measure(target: Target, s: Scenario, durationMs: number, r
     target: target.name,
     label: target.label,
     workers: target.workers,
-    rps: r.elapsedMs > 0 ? (round((r.completed * 1000) / r.elapsedMs) as number) : 0,
+    rps: r.elapsedMs > 0 ? (r.completed * 1000) / r.elapsedMs : 0,
     completed: r.completed,
     latency: distribution(r.latenciesMs),
-    ttft: s.mode === "stream" ? { p50: round(percentile(ttft, 50)), p95: round(percentile(ttft, 95)) } : { p50: null, p95: null },
+    ttft: s.mode === "stream" ? { p50: percentile(ttft, 50), p95: percentile(ttft, 95) } : { p50: null, p95: null },
     errors: r.errors,
     errorSamples: r.errorSamples,
     doCallsPerRequest: callsPerRequest,

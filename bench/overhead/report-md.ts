@@ -3,6 +3,7 @@ import { ttftAdded, type Check } from "./checks.ts";
 import type { Measurement } from "./measure.ts";
 import type { Report } from "./report.ts";
 import { keyOf, type Summary } from "./summary.ts";
+import { round } from "../stats/round.ts";
 
 type Row = (string | number | null)[];
 
@@ -16,12 +17,12 @@ const verdict = (c: Check): string => (c.met === null ? "not measured" : c.met ?
 function figures(medians: Measurement[]): string {
   return table(
     ["target", "mode", "c", "chunks", "req/s", "p50 ms", "p95 ms", "p99 ms", "TTFT p50", "TTFT p95", "errors", "DO calls/req"],
-    medians.map((m) => [m.label, m.mode, m.concurrency, m.chunks, m.rps, m.latency.p50, m.latency.p95, m.latency.p99, m.ttft.p50, m.ttft.p95, m.errors, m.doCallsPerRequest]),
+    medians.map((m) => [m.label, m.mode, m.concurrency, m.chunks, ...[m.rps, m.latency.p50, m.latency.p95, m.latency.p99, m.ttft.p50, m.ttft.p95].map(round), m.errors, round(m.doCallsPerRequest)]),
   );
 }
 
 function overheadHeader(medians: Measurement[]): string {
-  const rows = medians.filter((m) => m.overheadHeader).map((m): Row => [keyOf(m.label, m), m.overheadHeader?.p50 ?? null, m.overheadHeader?.p95 ?? null, m.overheadHeader?.p99 ?? null]);
+  const rows = medians.filter((m) => m.overheadHeader).map((m): Row => [keyOf(m.label, m), round(m.overheadHeader?.p50 ?? null), round(m.overheadHeader?.p95 ?? null), round(m.overheadHeader?.p99 ?? null)]);
   return table(["kvgate target and scenario", "p50 ms", "p95 ms", "p99 ms"], rows);
 }
 
@@ -31,7 +32,7 @@ function cpuTable(s: Summary): string {
     .map((m): Row => {
       const k = keyOf(m.label, m);
       const split = s.cpuSplits.get(k);
-      return [m.label, s.cpuTotals.get(k) ?? null, split?.worker ?? null, split?.object ?? null];
+      return [m.label, round(s.cpuTotals.get(k) ?? null), round(split?.worker ?? null), round(split?.object ?? null)];
     });
   return table(["target", "workerd CPU µs/req", "Worker µs", "object µs"], rows);
 }

@@ -11,7 +11,7 @@ import { evaluate, extraRatios } from "./checks.ts";
 import type { MachineInfo } from "./machine.ts";
 import type { Measurement } from "./measure.ts";
 import { renderMarkdown } from "./report-md.ts";
-import { keyOf, summarise, toRun } from "./summary.ts";
+import { keyOf, roundDistribution, summarise, toRun } from "./summary.ts";
 import type { ColdStart } from "./targets.ts";
 
 export interface Report {
@@ -35,7 +35,7 @@ export async function writeReport(r: Report, write: boolean, log: (line: string)
   const checks = evaluate(summary.medians, summary.cpuTotals);
   const ratios = extraRatios(summary.medians);
   const overheadHeader: Record<string, unknown> = {};
-  for (const m of summary.medians) if (m.overheadHeader) overheadHeader[keyOf(m.label, m)] = m.overheadHeader;
+  for (const m of summary.medians) if (m.overheadHeader) overheadHeader[keyOf(m.label, m)] = roundDistribution(m.overheadHeader);
   const json = {
     runs: summary.medians.map((m) => toRun(m, summary.cpuSplits.get(keyOf(m.label, m)))),
     command: r.command,

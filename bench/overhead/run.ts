@@ -22,6 +22,7 @@ import { peerTargets } from "./peer-targets.ts";
 import { writeReport, type Report } from "./report.ts";
 import { ceilingTarget, directTarget, floorTarget, kvgateTarget, measureColdStart, type Target, type TargetName } from "./targets.ts";
 import { servedBy } from "../harness/process-cpu.ts";
+import { round } from "../stats/round.ts";
 import { runCli } from "../harness/cli.ts";
 
 const { args, scenarios } = await runCli("bench:overhead", () => {
@@ -66,9 +67,9 @@ async function runAll(targets: Target[]): Promise<void> {
       for (const s of scenarios.filter((x) => !t.scenarios || t.scenarios.includes(scenarioKey(x)))) {
         const m = await measure(t, s, args.seconds * 1000, rep + 1);
         measurements.push(m);
-        const ttft = m.ttft.p50 === null ? "" : ` ttft p50 ${m.ttft.p50} ms`;
-        const dos = m.doCallsPerRequest === null ? "" : ` DO/req ${m.doCallsPerRequest}`;
-        log(`rep ${rep + 1}/${args.repeats} ${t.label.padEnd(16)} ${scenarioKey(s).padEnd(18)} ${String(m.rps).padStart(8)} req/s  p50 ${m.latency.p50} ms${ttft}${dos}${m.errors ? `  ERRORS ${m.errors}: ${m.errorSamples[0]}` : ""}`);
+        const ttft = m.ttft.p50 === null ? "" : ` ttft p50 ${round(m.ttft.p50)} ms`;
+        const dos = m.doCallsPerRequest === null ? "" : ` DO/req ${round(m.doCallsPerRequest)}`;
+        log(`rep ${rep + 1}/${args.repeats} ${t.label.padEnd(16)} ${scenarioKey(s).padEnd(18)} ${String(round(m.rps)).padStart(8)} req/s  p50 ${round(m.latency.p50)} ms${ttft}${dos}${m.errors ? `  ERRORS ${m.errors}: ${m.errorSamples[0]}` : ""}`);
       }
     }
   }

@@ -1,8 +1,9 @@
 /**
  * From repeated measurements to reported figures: the median run per target and scenario, in the
- * exact shape of overhead.json's "runs", and a lookup for the ratios.
+ * exact shape of overhead.json's "runs", and a lookup for the ratios. Figures stay unrounded here
+ * (the checks judge them so); toRun() and roundDistribution() round what is written.
  */
-import { scenarioKey, type Measurement, type Scenario } from "./measure.ts";
+import { scenarioKey, type Distribution, type Measurement, type Scenario } from "./measure.ts";
 import { median, medianBy } from "../stats/quantiles.ts";
 import { round } from "../stats/round.ts";
 import type { TargetName } from "./targets.ts";
@@ -32,11 +33,11 @@ export interface CpuSplit {
 export interface Summary {
   /** Median measurement per label and scenario, in measurement order. */
   medians: Measurement[];
-  /** Per label and scenario (keyOf), where it was split: the median over repeats of each side. */
+  /** Per label and scenario (keyOf), where it was split: the median over repeats of each side, unrounded. */
   cpuSplits: Map<string, CpuSplit>;
-  /** Per label and scenario, workerd's CPU per request (the serving process, objects apart included): median over repeats. */
+  /** Per label and scenario, workerd's CPU per request (the serving process, objects apart included): median over repeats, unrounded. */
   cpuTotals: Map<string, number>;
-  /** rps of every repeat, to show the spread behind each median. */
+  /** rps of every repeat, rounded, to show the spread behind each median. */
   repeatsRps: Record<string, number[]>;
   /** Errors over all repeats, where there were any. */
   errorsAllRepeats: Record<string, { errors: number; samples: string[] }>;
@@ -57,7 +58,7 @@ export function summarise(all: Measurement[]): Summary {
   const errorsAllRepeats: Record<string, { errors: number; samples: string[] }> = {};
   for (const [k, list] of groups) {
     medians.push(medianBy(list, (m) => m.rps));
-    repeatsRps[k] = list.map((m) => m.rps);
+    repeatsRps[k] = list.map((m) => round(m.rps) as number);
     const errors = list.reduce((n, m) => n + m.errors, 0);
     if (errors > 0) errorsAllRepeats[k] = { errors, samples: [...new Set(list.flatMap((m) => m.errorSamples))].slice(0, 5) };
   }
@@ -72,7 +73,7 @@ function cpuTotals(groups: ReadonlyMap<string, Measurement[]>): Map<string, numb
   for (const [k, list] of groups) {
     const totals = list.flatMap((m) => (m.processCpuUs ? [m.processCpuUs.main + (m.processCpuUs.objects ?? 0)] : []));
     const mid = median(totals);
-    if (mid !== null) out.set(k, round(mid) as number);
+    if (mid !== null) out.set(k, mid);
   }
   return out;
 }
@@ -106,24 +107,29 @@ export function cpuSplits(all: readonly Measurement[]): Map<string, CpuSplit> {
     }
   }
   const out = new Map<string, CpuSplit>();
-  for (const [k, s] of sides) out.set(k, { worker: round(median(s.worker)) as number, object: round(median(s.object)) as number });
+  for (const [k, s] of sides) out.set(k, { worker: median(s.worker) as number, object: median(s.object) as number });
   return out;
 }
 
+/** A run as overhead.json writes it: its figures rounded (bench/stats/round.ts). */
 export function toRun(m: Measurement, split?: CpuSplit): RunRecord {
   return {
     target: m.target,
     mode: m.mode,
     concurrency: m.concurrency,
     chunks: m.chunks,
-    rps: m.rps,
-    latency_ms: { p50: m.latency.p50, p95: m.latency.p95, p99: m.latency.p99 },
-    ttft_ms: { p50: m.ttft.p50, p95: m.ttft.p95 },
+    rps: round(m.rps) as number,
+    latency_ms: roundDistribution(m.latency),
+    ttft_ms: { p50: round(m.ttft.p50), p95: round(m.ttft.p95) },
     errors: m.errors,
-    do_calls_per_request: m.doCallsPerRequest,
+    do_calls_per_request: round(m.doCallsPerRequest),
     ...(m.workers === undefined ? {} : { workers: m.workers }),
-    ...(split ? { cpu_us_per_request: split } : {}),
+    ...(split ? { cpu_us_per_request: { worker: round(split.worker) as number, object: round(split.object) as number } } : {}),
   };
+}
+
+export function roundDistribution(d: Distribution): Distribution {
+  return { p50: round(d.p50), p95: round(d.p95), p99: round(d.p99) };
 }
 
 /** The median measurement of `label` in scenario `s`, if it was measured. */

@@ -1,26 +1,12 @@
 import { describe, expect, it } from "vitest";
 import type { Measurement } from "../../bench/overhead/measure.ts";
 import { cpuSplits, summarise, toRun } from "../../bench/overhead/summary.ts";
+import { measurement } from "../support/overhead-measurements.ts";
 
 const NS50 = { mode: "nonstream", concurrency: 50, chunks: null } as const;
 
 function run(label: string, repeat: number, main: number, objects: number | null = null, rps = 1000): Measurement {
-  return {
-    ...NS50,
-    target: label as Measurement["target"],
-    label,
-    workers: undefined,
-    rps,
-    completed: 1,
-    latency: { p50: 1, p95: 1, p99: 1 },
-    ttft: { p50: null, p95: null },
-    errors: 0,
-    errorSamples: [],
-    doCallsPerRequest: null,
-    overheadHeader: null,
-    processCpuUs: { main, objects },
-    repeat,
-  };
+  return measurement(label, NS50, { rps, processCpuUs: { main, objects }, repeat });
 }
 
 describe("bench:overhead's CPU split between the Worker and its routing object", () => {
