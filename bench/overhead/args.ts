@@ -1,7 +1,7 @@
 /**
  * Command line of `npm run bench:overhead`:
  *   --quick            one repeat, short windows (the whole run under 3 minutes)
- *   --repeats N        measurements per scenario and target; the median run is reported (3)
+ *   --repeats N        measurements per scenario and target; each figure is the median over them (3)
  *   --seconds S        length of each measurement window (5; 1.5 with --quick)
  *   --targets a,b      only these targets (direct, floor, ceiling, kvgate, kvgate-nolog, kvgate-restamp,
  *                      kvgate-key, kvgate-feedback, kvgate-sharded, kvgate-priority, ceiling-apart, kvgate-apart,

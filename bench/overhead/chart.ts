@@ -2,8 +2,8 @@
  * overhead.svg: each target's throughput at c=50 relative to the runtime's floor (log scale), for
  * non-streaming and streaming at 20 and 100 chunks. Plain SVG, no dependencies.
  */
-import type { Measurement, Scenario } from "./measure.ts";
-import { find } from "./summary.ts";
+import type { Scenario } from "./measure.ts";
+import { find, type Figures } from "./summary.ts";
 import { round } from "../stats/round.ts";
 
 const SERIES: { label: string; s: Scenario; color: string }[] = [
@@ -23,7 +23,7 @@ const ROW = SERIES.length * BAR + 14;
 const x = (ratio: number): number => LEFT + (Math.log10(Math.min(MAX, Math.max(MIN, ratio)) / MIN) / Math.log10(MAX / MIN)) * PLOT;
 const esc = (s: string): string => s.replace(/&/g, "&amp;").replace(/</g, "&lt;");
 
-export function renderChart(medians: readonly Measurement[]): string | null {
+export function renderChart(medians: readonly Figures[]): string | null {
   const labels = [...new Set(medians.map((m) => m.label))];
   if (!labels.includes("floor")) return null;
   const top = 50;

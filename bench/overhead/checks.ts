@@ -6,8 +6,8 @@
  * A verdict is taken on the figures as measured; only the value and basis shown are rounded. A
  * ratio of 0.8951 shows as 0.9 and misses ">= 0.9" (judged on the rounded value it was met).
  */
-import type { Measurement, Scenario } from "./measure.ts";
-import { find, keyOf } from "./summary.ts";
+import type { Scenario } from "./measure.ts";
+import { find, keyOf, type Figures } from "./summary.ts";
 import { round } from "../stats/round.ts";
 
 export interface Check {
@@ -27,12 +27,12 @@ const ST50_100: Scenario = { mode: "stream", concurrency: 50, chunks: 100 };
 const ST1_20: Scenario = { mode: "stream", concurrency: 1, chunks: 20 };
 const ST1_100: Scenario = { mode: "stream", concurrency: 1, chunks: 100 };
 
-type Pick = (m: Measurement) => number | null;
+type Pick = (m: Figures) => number | null;
 const rps: Pick = (m) => m.rps;
 const fullP50: Pick = (m) => m.latency.p50;
 const ttftP50: Pick = (m) => m.ttft.p50;
 
-export function evaluate(medians: readonly Measurement[], cpuTotals: ReadonlyMap<string, number> = new Map()): Check[] {
+export function evaluate(medians: readonly Figures[], cpuTotals: ReadonlyMap<string, number> = new Map()): Check[] {
   const get = (label: string, s: Scenario, pick: Pick): number | null => {
     const m = find(medians, label, s);
     return m ? pick(m) : null;
@@ -61,7 +61,7 @@ export function evaluate(medians: readonly Measurement[], cpuTotals: ReadonlyMap
 }
 
 /** Further ratios the report shows without a goal. */
-export function extraRatios(medians: readonly Measurement[]): { what: string; value: number | null; basis: string }[] {
+export function extraRatios(medians: readonly Figures[]): { what: string; value: number | null; basis: string }[] {
   const out: { what: string; value: number | null; basis: string }[] = [];
   const r = (what: string, a: string, b: string, s: Scenario, pick: Pick): void => {
     const x = find(medians, a, s);
@@ -132,7 +132,7 @@ function unrounded(x: number | null): string {
 }
 
 /** TTFT p50 each target adds over the floor, at c=1 with 20 chunks. */
-export function ttftAdded(medians: readonly Measurement[]): { label: string; addedMs: number | null }[] {
+export function ttftAdded(medians: readonly Figures[]): { label: string; addedMs: number | null }[] {
   const floor = find(medians, "floor", ST1_20)?.ttft.p50 ?? null;
   return medians
     .filter((m) => m.mode === "stream" && m.concurrency === 1 && m.chunks === 20 && m.label !== "floor")

@@ -1,8 +1,7 @@
 /** overhead.md: the checks, the ratios, every median figure, and how they were taken. */
 import { ttftAdded, type Check } from "./checks.ts";
-import type { Measurement } from "./measure.ts";
 import type { Report } from "./report.ts";
-import { keyOf, type Summary } from "./summary.ts";
+import { keyOf, type Figures, type Summary } from "./summary.ts";
 import { round } from "../stats/round.ts";
 
 type Row = (string | number | null)[];
@@ -14,14 +13,14 @@ function table(head: string[], rows: Row[]): string {
 
 const verdict = (c: Check): string => (c.met === null ? "not measured" : c.met ? "met" : "**missed**");
 
-function figures(medians: Measurement[]): string {
+function figures(medians: Figures[]): string {
   return table(
     ["target", "mode", "c", "chunks", "req/s", "p50 ms", "p95 ms", "p99 ms", "TTFT p50", "TTFT p95", "errors", "DO calls/req"],
     medians.map((m) => [m.label, m.mode, m.concurrency, m.chunks, ...[m.rps, m.latency.p50, m.latency.p95, m.latency.p99, m.ttft.p50, m.ttft.p95].map(round), m.errors, round(m.doCallsPerRequest)]),
   );
 }
 
-function overheadHeader(medians: Measurement[]): string {
+function overheadHeader(medians: Figures[]): string {
   const rows = medians.filter((m) => m.overheadHeader).map((m): Row => [keyOf(m.label, m), round(m.overheadHeader?.p50 ?? null), round(m.overheadHeader?.p95 ?? null), round(m.overheadHeader?.p99 ?? null)]);
   return table(["kvgate target and scenario", "p50 ms", "p95 ms", "p99 ms"], rows);
 }
@@ -60,7 +59,7 @@ ${r.command}
 \`\`\`
 
 ${r.date} · ${m.cpu}, ${m.cores} cores (shared), ${m.memoryGiB} GiB · Node ${m.node} · ${versions}
-· median of ${r.args.repeats} repeat(s) of ${r.args.seconds} s per figure · run took ${r.elapsedSeconds} s.
+· each figure the median over ${r.args.repeats} repeat(s) of ${r.args.seconds} s · run took ${r.elapsedSeconds} s.
 Absolute figures are for this machine only; the ratios compare windows of the same run.
 
 ![req/s at c=50 relative to the floor](overhead.svg)
@@ -96,7 +95,7 @@ ${table(
   ttftAdded(s.medians).map((t) => [t.label, t.addedMs]),
 )}
 
-## Figures (median run of each)
+## Figures (medians over repeats)
 
 Latency is the whole response (for streams: the full stream); TTFT is the time to the first
 event carrying content. DO calls/req = the model group's Durable Object route + release calls
@@ -175,7 +174,9 @@ npx node bench/peers/install.ts            # both; or: npx node bench/peers/inst
 - ceiling is the least a prefix-routing gateway does on this runtime: the floor plus reading and
   re-serialising the body and one RPC to a toy router (bench/harness/ceiling-worker.ts), as
   bench:ceiling's floor+body+route.
-- Each figure is the median (by req/s) of the repeats; warm-up traffic first, per target.
+- Each figure is the median over the repeats of that figure: req/s, each latency and TTFT
+  percentile, DO calls and errors apart, so a TTFT target compares median TTFTs, not one repeat's
+  (overhead.json's \`figures_per_repeat\` has each repeat's). Warm-up traffic first, per target.
 - The load generator, the fleet, workerd and the peers share the machine's cores: every target
   pays the client's and the fleet's CPU, which narrows the ratios of gateway-bound targets.
 

@@ -54,6 +54,7 @@ export async function writeReport(r: Report, write: boolean, log: (line: string)
     checks,
     ratios,
     rps_per_repeat: summary.repeatsRps,
+    figures_per_repeat: summary.perRepeat,
     errors_all_repeats: summary.errorsAllRepeats,
     notes: r.notes,
     elapsed_seconds: r.elapsedSeconds,

@@ -1,14 +1,17 @@
 /**
- * From repeated measurements to reported figures: the median run per target and scenario, in the
- * exact shape of overhead.json's "runs", and a lookup for the ratios. Figures stay unrounded here
- * (the checks judge them so); toRun() and roundDistribution() round what is written.
+ * From repeated measurements to reported figures: per target and scenario, each figure the median
+ * over the repeats of that figure, in the exact shape of overhead.json's "runs", and a lookup for
+ * the ratios. Not one repeat's figures (the repeat with the median req/s): its TTFT and stream time
+ * were that repeat's, whatever the others measured, and a TTFT target then compared two single
+ * repeats. Figures stay unrounded here (the checks judge them so); toRun() and roundDistribution()
+ * round what is written.
  */
 import { scenarioKey, type Distribution, type Measurement, type Scenario } from "./measure.ts";
-import { median, medianBy } from "../stats/quantiles.ts";
+import { median } from "../stats/quantiles.ts";
 import { round } from "../stats/round.ts";
 import type { TargetName } from "./targets.ts";
 
-/** One element of overhead.json's "runs" — the schema issue 4 fixes; issue 15 adds cpu_us_per_request only. */
+/** One element of overhead.json's "runs" — the schema issue 4 fixes; issue 15 adds cpu_us_per_request only. Each figure is a median over repeats. */
 export interface RunRecord {
   target: TargetName;
   mode: "nonstream" | "stream";
@@ -30,9 +33,21 @@ export interface CpuSplit {
   object: number;
 }
 
+/** A label's figures in one scenario: each the median over its repeats of that figure, unrounded (errors too). */
+export type Figures = Pick<Measurement, "label" | "target" | "workers" | "mode" | "concurrency" | "chunks" | "rps" | "latency" | "ttft" | "errors" | "doCallsPerRequest" | "overheadHeader">;
+
+/** Each repeat's figures of one label and scenario, rounded, in the order measured: what the medians are the medians of. */
+export interface RepeatFigures {
+  rps: number[];
+  latency_ms: { p50: (number | null)[]; p95: (number | null)[]; p99: (number | null)[] };
+  ttft_ms: { p50: (number | null)[]; p95: (number | null)[] };
+}
+
 export interface Summary {
-  /** Median measurement per label and scenario, in measurement order. */
-  medians: Measurement[];
+  /** Per label and scenario, in measurement order. */
+  medians: Figures[];
+  /** Per label and scenario (keyOf): each repeat's figures (overhead.json's figures_per_repeat). */
+  perRepeat: Record<string, RepeatFigures>;
   /** Per label and scenario (keyOf), where it was split: the median over repeats of each side, unrounded. */
   cpuSplits: Map<string, CpuSplit>;
   /** Per label and scenario, workerd's CPU per request (the serving process, objects apart included): median over repeats, unrounded. */
@@ -53,16 +68,48 @@ export function summarise(all: Measurement[]): Summary {
     if (list) list.push(m);
     else groups.set(k, [m]);
   }
-  const medians: Measurement[] = [];
+  const medians: Figures[] = [];
+  const perRepeat: Record<string, RepeatFigures> = {};
   const repeatsRps: Record<string, number[]> = {};
   const errorsAllRepeats: Record<string, { errors: number; samples: string[] }> = {};
   for (const [k, list] of groups) {
-    medians.push(medianBy(list, (m) => m.rps));
+    medians.push(medianFigures(list));
+    perRepeat[k] = repeatFigures(list);
     repeatsRps[k] = list.map((m) => round(m.rps) as number);
     const errors = list.reduce((n, m) => n + m.errors, 0);
     if (errors > 0) errorsAllRepeats[k] = { errors, samples: [...new Set(list.flatMap((m) => m.errorSamples))].slice(0, 5) };
   }
-  return { medians, repeatsRps, errorsAllRepeats, cpuSplits: cpuSplits(all), cpuTotals: cpuTotals(groups) };
+  return { medians, perRepeat, repeatsRps, errorsAllRepeats, cpuSplits: cpuSplits(all), cpuTotals: cpuTotals(groups) };
+}
+
+/** The repeats of one label and scenario (at least one) as one set of figures, each the median of its own values. */
+function medianFigures(list: readonly Measurement[]): Figures {
+  const first = list[0] as Measurement;
+  const of = (pick: (m: Measurement) => number | null | undefined): number | null => median(list.map(pick).filter((x): x is number => typeof x === "number"));
+  const spread = (pick: (m: Measurement) => Distribution | null): Distribution => ({ p50: of((m) => pick(m)?.p50), p95: of((m) => pick(m)?.p95), p99: of((m) => pick(m)?.p99) });
+  return {
+    label: first.label,
+    target: first.target,
+    workers: first.workers,
+    mode: first.mode,
+    concurrency: first.concurrency,
+    chunks: first.chunks,
+    rps: of((m) => m.rps) as number,
+    latency: spread((m) => m.latency),
+    ttft: { p50: of((m) => m.ttft.p50), p95: of((m) => m.ttft.p95) },
+    errors: of((m) => m.errors) as number,
+    doCallsPerRequest: of((m) => m.doCallsPerRequest),
+    overheadHeader: list.some((m) => m.overheadHeader) ? spread((m) => m.overheadHeader) : null,
+  };
+}
+
+function repeatFigures(list: readonly Measurement[]): RepeatFigures {
+  const each = (pick: (m: Measurement) => number | null) => list.map((m) => round(pick(m)));
+  return {
+    rps: list.map((m) => round(m.rps) as number),
+    latency_ms: { p50: each((m) => m.latency.p50), p95: each((m) => m.latency.p95), p99: each((m) => m.latency.p99) },
+    ttft_ms: { p50: each((m) => m.ttft.p50), p95: each((m) => m.ttft.p95) },
+  };
 }
 
 /** A target served in one workerd and its twin with the Durable Objects in a workerd of their own. */
@@ -112,7 +159,7 @@ export function cpuSplits(all: readonly Measurement[]): Map<string, CpuSplit> {
 }
 
 /** A run as overhead.json writes it: its figures rounded (bench/stats/round.ts). */
-export function toRun(m: Measurement, split?: CpuSplit): RunRecord {
+export function toRun(m: Figures, split?: CpuSplit): RunRecord {
   return {
     target: m.target,
     mode: m.mode,
@@ -132,7 +179,7 @@ export function roundDistribution(d: Distribution): Distribution {
   return { p50: round(d.p50), p95: round(d.p95), p99: round(d.p99) };
 }
 
-/** The median measurement of `label` in scenario `s`, if it was measured. */
-export function find(medians: readonly Measurement[], label: string, s: Scenario): Measurement | undefined {
+/** The figures of `label` in scenario `s`, if it was measured. */
+export function find<T extends Figures>(medians: readonly T[], label: string, s: Scenario): T | undefined {
   return medians.find((m) => m.label === label && m.mode === s.mode && m.concurrency === s.concurrency && m.chunks === s.chunks);
 }
