@@ -12,6 +12,8 @@ export interface StreamHandlers {
   response(status: number, headers: IncomingHttpHeaders): void;
   /** A body chunk, with performance.now() at its arrival. */
   chunk(data: Buffer, at: number): void;
+  /** The timeout ended the request: the failure it resolves with is the timeout's. */
+  timedOut?(): void;
 }
 
 /** Many streams at once on one origin: no socket limit, and idle sockets are kept for the next turn. */
@@ -47,6 +49,7 @@ export function streamPost(
     });
     req.on("error", (error) => finish(`request failed: ${error.message}`));
     const timer = setTimeout(() => {
+      handlers.timedOut?.();
       finish(`timed out after ${timeoutMs} ms`);
       req.destroy();
     }, timeoutMs);

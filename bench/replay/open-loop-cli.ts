@@ -1,6 +1,6 @@
 import { UsageError } from "../harness/argv.ts";
 import { startFleet } from "../fleet/index.ts";
-import { atSpeed, loadAtSpeed, poissonArrivals, prefixCeiling, rateForLoad, speedForLoad, traceDemand, type TimedKind, type TimedTrace } from "../traces/index.ts";
+import { atSpeed, ceilingPerRequest, loadAtSpeed, poissonArrivals, rateForLoad, speedForLoad, traceDemand, type TimedKind, type TimedTrace } from "../traces/index.ts";
 import { fleetFromFlags, number, timedTraceFromFlags, type TimedFlagValues } from "../traces/timed-flags.ts";
 import { replayOpenLoop } from "./open-loop.ts";
 import { summarizeOpenLoop } from "./open-loop-stats.ts";
@@ -71,7 +71,7 @@ export async function runOpenLoopCli(kind: TimedKind, v: OpenLoopFlagValues): Pr
       ...(metricsIntervalMs !== undefined ? { metricsIntervalMs } : {}),
     });
     const sloTtftMs = number("slo-ttft-ms", v["slo-ttft-ms"]);
-    const summary = summarizeOpenLoop(result, { kvCeiling: prefixCeiling(trace).kvHit, ...(sloTtftMs !== undefined ? { sloTtftMs } : {}) });
+    const summary = summarizeOpenLoop(result, { kvCeiling: ceilingPerRequest(trace), ...(sloTtftMs !== undefined ? { sloTtftMs } : {}) });
     const target = plan.spec.mode === "trace" && fleetPreset !== "instant" ? fleetFromFlags(v) : undefined;
     const firstError = result.requests.find((r) => r.outcome === "sent" && r.error !== null)?.error ?? null;
     console.log(

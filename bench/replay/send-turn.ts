@@ -54,6 +54,7 @@ export async function sendTurn(endpoint: Endpoint, request: TurnRequest): Promis
   let streaming = false;
   let rawBody = "";
   let chunkAt = 0;
+  let timedOut = false;
   const scanner = new SseScanner((event, data) => reply.onEvent(event, data, chunkAt));
 
   const started = performance.now();
@@ -71,6 +72,9 @@ export async function sendTurn(endpoint: Endpoint, request: TurnRequest): Promis
         rawBody += data.toString("utf8");
       }
     },
+    timedOut() {
+      timedOut = true;
+    },
   });
   const ended = performance.now();
   if (streaming && failure === null) {
@@ -87,6 +91,7 @@ export async function sendTurn(endpoint: Endpoint, request: TurnRequest): Promis
       error,
       ttftMs: reply.firstOutputAt === null ? null : reply.firstOutputAt - started,
       totalMs: ended - started,
+      ...(timedOut ? { timedOutMs: endpoint.timeoutMs } : {}),
       promptTokens: reply.usage?.promptTokens ?? null,
       cachedTokens: reply.usage?.cachedTokens ?? null,
       completionTokens: reply.usage?.completionTokens ?? null,

@@ -25,6 +25,12 @@ export interface RequestResult {
   ttftMs: number | null;
   /** Request start → end of the stream (or the failure). */
   totalMs: number;
+  /**
+   * Set when the client stopped waiting: the timeout it waited, from the request's start (`error`
+   * says so too). Without a first token by then, the request's TTFT is at least this: the
+   * summaries rank it as that bound, above the TTFTs of answered requests (stats.ts ttftPercentiles).
+   */
+  timedOutMs?: number;
   /** From the final usage chunk. */
   promptTokens: number | null;
   cachedTokens: number | null;

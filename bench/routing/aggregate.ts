@@ -1,6 +1,6 @@
 import { STRATEGY_ORDER, isKvgateStrategy } from "./matrix.ts";
 import type { RoutingResults, RoutingRun } from "./types.ts";
-import { median as medianOf } from "../stats/quantiles.ts";
+import { boundedPercentile, median as medianOf, type Bounded, type CensoredPercentiles, type PercentileName } from "../stats/quantiles.ts";
 
 /** The figures of one (regime, trace, sessions, strategy) point: medians over seeds. */
 export interface Cell {
@@ -19,6 +19,43 @@ export interface Cell {
   /** Largest backend share (median over seeds). */
   max_share: number | null;
   seeds: number;
+  /** Those of p50, p95, p99 and later_p95 that are only lower bounds, shown "≥" (ttftMedians). Absent when none is. */
+  at_least?: TtftFigure[];
+}
+
+export type TtftFigure = PercentileName | "later_p95";
+
+/** A run's TTFT percentiles, as many as it has, and which are lower bounds. */
+type TtftOfRun = Partial<Record<PercentileName, number | null>> & Pick<CensoredPercentiles, "at_least">;
+
+/** "≥ " before a cell's figure that is a lower bound. */
+export const atLeastMark = (c: Pick<Cell, "at_least">, figure: TtftFigure): string => (c.at_least?.includes(figure) ? "≥ " : "");
+
+/**
+ * The median over seeds of one TTFT percentile of each run. A run's percentile that reached
+ * requests timed out before their first token is only a lower bound (its `at_least`), and the
+ * median is one too when such a figure ranks at or below it (bench/stats/quantiles.ts boundedPercentile).
+ */
+export function ttftMedian(percentiles: readonly (TtftOfRun | undefined)[], name: PercentileName): Bounded | null {
+  const figures: Bounded[] = [];
+  for (const t of percentiles) {
+    const value = t?.[name];
+    if (value !== null && value !== undefined) figures.push({ value, atLeast: t?.at_least?.includes(name) ?? false });
+  }
+  return boundedPercentile(figures, 50);
+}
+
+/** A cell's TTFT figures, medians over its runs, and which are lower bounds. */
+export function ttftMedians(runs: readonly { ttft_ms: CensoredPercentiles; ttft_later_turns_ms?: CensoredPercentiles }[]): Pick<Cell, "p50" | "p95" | "p99" | "later_p95" | "at_least"> {
+  const medians: Record<TtftFigure, Bounded | null> = {
+    p50: ttftMedian(runs.map((r) => r.ttft_ms), "p50"),
+    p95: ttftMedian(runs.map((r) => r.ttft_ms), "p95"),
+    p99: ttftMedian(runs.map((r) => r.ttft_ms), "p99"),
+    later_p95: ttftMedian(runs.map((r) => r.ttft_later_turns_ms), "p95"),
+  };
+  const atLeast = (Object.keys(medians) as TtftFigure[]).filter((name) => medians[name]?.atLeast);
+  const value = (name: TtftFigure) => medians[name]?.value ?? null;
+  return { p50: value("p50"), p95: value("p95"), p99: value("p99"), later_p95: value("later_p95"), ...(atLeast.length > 0 ? { at_least: atLeast } : {}) };
 }
 
 /** The median over seeds of the figures a run has (bench/stats/quantiles.ts: the lower middle of an even count). */
@@ -49,11 +86,11 @@ export interface SeedFigures {
   seeds: number;
 }
 
-export function seedFigures(runs: readonly { kv_hit: number | null; ttft_ms: { p50: number | null; p95: number | null }; errors: number }[]): SeedFigures {
+export function seedFigures(runs: readonly { kv_hit: number | null; ttft_ms: Pick<CensoredPercentiles, "p50" | "p95" | "at_least">; errors: number }[]): SeedFigures {
   return {
     kv_hit: median(runs.map((r) => r.kv_hit)),
-    p50: median(runs.map((r) => r.ttft_ms.p50)),
-    p95: median(runs.map((r) => r.ttft_ms.p95)),
+    p50: ttftMedian(runs.map((r) => r.ttft_ms), "p50")?.value ?? null,
+    p95: ttftMedian(runs.map((r) => r.ttft_ms), "p95")?.value ?? null,
     errors: runs.reduce((n, r) => n + r.errors, 0),
     seeds: runs.length,
   };
@@ -65,10 +102,7 @@ export function aggregate(results: RoutingResults): Map<string, Cell> {
   for (const [k, runs] of groups) {
     out.set(k, {
       kv_hit: median(runs.map((r) => r.kv_hit)),
-      p50: median(runs.map((r) => r.ttft_ms.p50)),
-      p95: median(runs.map((r) => r.ttft_ms.p95)),
-      p99: median(runs.map((r) => r.ttft_ms.p99)),
-      later_p95: median(runs.map((r) => r.ttft_later_turns_ms?.p95 ?? null)),
+      ...ttftMedians(runs),
       p50_seeds: runs.map((r) => r.ttft_ms.p50).filter((x): x is number => x !== null),
       p95_seeds: runs.map((r) => r.ttft_ms.p95).filter((x): x is number => x !== null),
       total_p50: median(runs.map((r) => r.total_ms.p50)),

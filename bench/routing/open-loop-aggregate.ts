@@ -1,4 +1,4 @@
-import { groupBy, key, median, type Cell } from "./aggregate.ts";
+import { groupBy, key, median, ttftMedians, type Cell } from "./aggregate.ts";
 import { OPEN_LOOP_REGIME } from "./open-loop-matrix.ts";
 import type { OpenLoopRoutingRun } from "./types.ts";
 
@@ -7,8 +7,9 @@ import type { OpenLoopRoutingRun } from "./types.ts";
  * compare a closed-loop point) keyed at 0 sessions: open-loop traffic has no session count.
  */
 export interface OpenLoopCell extends Cell {
+  /** Median over seeds of the ideal cache's kv_hit over the requests each run's kv_hit counts. */
   kv_ceiling: number | null;
-  /** Median over seeds of each seed's kv_hit over its own ceiling (each seed is another slice). */
+  /** Median over seeds of each seed's kv_hit over its own ceiling, over the same requests (each seed is another slice). */
   kv_of_ceiling: number | null;
   goodput: number | null;
   slo_ttft_ms: number | null;
@@ -35,9 +36,7 @@ export function aggregateOpenLoop(runs: readonly OpenLoopRoutingRun[]): Map<stri
     const seeds = (pick: (r: OpenLoopRoutingRun) => number | null) => rs.map(pick).filter((x): x is number => x !== null);
     out.set(k, {
       kv_hit: median(rs.map((r) => r.kv_hit)),
-      p50: median(rs.map((r) => r.ttft_ms.p50)),
-      p95: median(rs.map((r) => r.ttft_ms.p95)),
-      p99: median(rs.map((r) => r.ttft_ms.p99)),
+      ...ttftMedians(rs),
       later_p95: null,
       total_p50: null,
       errors: rs.reduce((n, r) => n + r.errors, 0),

@@ -1,4 +1,4 @@
-import { axis, strategiesIn } from "./aggregate.ts";
+import { atLeastMark, axis, strategiesIn } from "./aggregate.ts";
 import { aggregateOpenLoop, openLoopKey } from "./open-loop-aggregate.ts";
 import { shardPairsLine } from "./shard-pairs.ts";
 import type { OpenLoopRoutingRun, RoutingResults } from "./types.ts";
@@ -28,7 +28,8 @@ function section(results: RoutingResults, trace: string): string[] {
   const seeds = axis(runs.filter((r) => r.strategy === runs[0]?.strategy), (r) => r);
   const loads = seeds.map((r) => {
     const stages = r.load.stages ? `; per stage, its rate: load at the ceiling – without cache: ${r.load.stages.map((s) => `${f(s.rate_per_s, 1)}/s: ${f(s.at_ceiling, 2)}–${f(s.without_cache, 2)}`).join(", ")}` : "";
-    return `${arrivalsOf(r)}: ${r.requests} requests, offered ${f(r.offered_rps, 1)}/s, load ${f(r.load.at_ceiling, 2)} at the ceiling (${f(r.load.without_cache, 2)} without cache)${stages}, ceiling ${f(r.kv_ceiling, 3)}, working set ${Math.round(r.working_set_tokens / 1000).toLocaleString("en")}k tokens`;
+    // The whole trace's ceiling; a run's kv_ceiling is over the requests it answered (kv_ceiling_trace absent: results that predate it, where kv_ceiling was this).
+    return `${arrivalsOf(r)}: ${r.requests} requests, offered ${f(r.offered_rps, 1)}/s, load ${f(r.load.at_ceiling, 2)} at the ceiling (${f(r.load.without_cache, 2)} without cache)${stages}, ceiling ${f(r.kv_ceiling_trace ?? r.kv_ceiling, 3)}, working set ${Math.round(r.working_set_tokens / 1000).toLocaleString("en")}k tokens`;
   });
   if (loads.length > 0) lines.push("Schedules (the cost model's load, bench/traces/fleet-load.ts):", "", ...loads.map((l) => `- ${l}`), "");
   lines.push(
@@ -39,7 +40,7 @@ function section(results: RoutingResults, trace: string): string[] {
     const c = cells.get(openLoopKey(trace, s));
     if (!c) continue;
     lines.push(
-      `| ${s} | ${f(c.kv_hit, 3)} (${f(c.kv_of_ceiling, 2)}) | ${f(c.p50)} / ${f(c.p95)} / ${f(c.p99)} | ${f(c.goodput, 3)} | ${f(c.max_share, 3)} | ${c.errors} · ${c.overflow} / ${c.requests} | ${f(c.lag_p99, 1)} | ${f(c.server_wait_ms)} |`,
+      `| ${s} | ${f(c.kv_hit, 3)} (${f(c.kv_of_ceiling, 2)}) | ${atLeastMark(c, "p50")}${f(c.p50)} / ${atLeastMark(c, "p95")}${f(c.p95)} / ${atLeastMark(c, "p99")}${f(c.p99)} | ${f(c.goodput, 3)} | ${f(c.max_share, 3)} | ${c.errors} · ${c.overflow} / ${c.requests} | ${f(c.lag_p99, 1)} | ${f(c.server_wait_ms)} |`,
     );
   }
   const sharded = shardPairsLine(runs);
@@ -48,7 +49,7 @@ function section(results: RoutingResults, trace: string): string[] {
   if (decisions.length > 0) lines.push("", `kvgate's decisions (x-kvgate-reason, over every seed): ${decisions.join("; ")}.`);
   lines.push(
     "",
-    "Medians over seeds (errors and overflow summed). Client lag: how late the replay sent a request after it was due (timers, rendering: the client's own share); server queue wait: the workers' `vllm:num_requests_waiting` integrated over the run, per request sent.",
+    "Medians over seeds (errors and overflow summed); kv_hit's share of the ceiling is over the requests each run answered, the ceiling's hits on those. A TTFT marked ≥ is a lower bound: requests that timed out before their first token reach it. Client lag: how late the replay sent a request after it was due (timers, rendering: the client's own share); server queue wait: the workers' `vllm:num_requests_waiting` integrated over the run, per request sent.",
     "",
   );
   return lines;
@@ -79,7 +80,7 @@ export function openLoopProgress(run: OpenLoopRoutingRun): string {
   const t = run.ttft_ms;
   const lag = run.queueing.send_lag_ms;
   return (
-    `kv_hit ${f(run.kv_hit, 3)} of ${f(run.kv_ceiling, 3)} ttft p50 ${f(t.p50)} p95 ${f(t.p95)} p99 ${f(t.p99)} ms  goodput ${f(run.goodput.share, 2)}` +
+    `kv_hit ${f(run.kv_hit, 3)} of ${f(run.kv_ceiling, 3)} ttft p50 ${atLeastMark(t, "p50")}${f(t.p50)} p95 ${atLeastMark(t, "p95")}${f(t.p95)} p99 ${atLeastMark(t, "p99")}${f(t.p99)} ms  goodput ${f(run.goodput.share, 2)}` +
     `  lag p99 ${f(lag.p99)} ms  queue wait ${f(run.queueing.server?.mean_wait_ms)} ms  errors ${run.errors}/${run.sent} (${run.overflow} overflow) of ${run.requests}  ${(run.wall_ms / 1000).toFixed(0)}s`
   );
 }

@@ -1,5 +1,6 @@
 import { startFleet } from "../fleet/index.ts";
 import { replayOpenLoop, summarizeOpenLoop } from "../replay/index.ts";
+import { ceilingPerRequest } from "../traces/index.ts";
 import { MODEL } from "./matrix.ts";
 import { OPEN_LOOP_REGIME, scheduleOf, type OpenLoopPoint, type OpenLoopSchedule } from "./open-loop-matrix.ts";
 import type { RouterStart } from "./routers.ts";
@@ -37,7 +38,7 @@ export async function runOpenLoopPoint(
         metricsUrls: fleet.urls,
         metricsIntervalMs: METRICS_INTERVAL_MS,
       });
-      const summary = summarizeOpenLoop(result, { kvCeiling: schedule.kv_ceiling, sloTtftMs: setup.sloTtftMs });
+      const summary = summarizeOpenLoop(result, { kvCeiling: ceilingPerRequest(schedule.trace), sloTtftMs: setup.sloTtftMs });
       if (before) summary.backend_share = shareBetween(before, await workerRequestCounts(fleet.urls));
       const run: OpenLoopRoutingRun = {
         regime: OPEN_LOOP_REGIME,

@@ -7,7 +7,7 @@
  * when every session's first prompt reaches the gateway at once.
  */
 import { axis, key, median, type Cell } from "./aggregate.ts";
-import { bestBaseline, type Comparison } from "./versus-best.ts";
+import { bestBaseline, overLimit, type Comparison } from "./versus-best.ts";
 
 /** The peer that places as kvgate's round-robin does. */
 export const PEER_ROUND_ROBIN = "sglang-round_robin";
@@ -74,10 +74,10 @@ export function renderP95Split(cells: Map<string, Cell>, traces: readonly TraceC
       if (s.gateway !== null) gateway.push(s.gateway);
       if (s.routing !== null) routing.push(s.routing);
       if (s.laterTurns !== null) later.push(s.laterTurns.ratio);
-      const over = t.compared.find((c) => c.sessions === s.sessions && c.metric === "p95" && c.ratio > c.limit);
+      const over = t.compared.find((c) => c.sessions === s.sessions && c.metric === "p95" && overLimit(c));
       if (!over) continue;
       const laterText = s.laterTurns === null ? "–" : `${s.laterTurns.ratio.toFixed(2)} × ${s.laterTurns.baseline}`;
-      rows.push(`| ${t.regime} ${t.trace} ${s.sessions} | ${over.ratio.toFixed(2)} × ${over.baseline} | ${f2(s.gateway)} | ${f2(s.routing)} | ${laterText} |`);
+      rows.push(`| ${t.regime} ${t.trace} ${s.sessions} | ${over.atLeast ? "≥ " : ""}${over.ratio.toFixed(2)} × ${over.baseline} | ${f2(s.gateway)} | ${f2(s.routing)} | ${laterText} |`);
     }
   }
   if (routing.length === 0) return [];

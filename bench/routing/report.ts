@@ -1,4 +1,5 @@
-import { aggregate, axis, key, strategiesIn } from "./aggregate.ts";
+import { openLoopKvRule, ttftRuleOf } from "../replay/index.ts";
+import { aggregate, atLeastMark, axis, key, strategiesIn } from "./aggregate.ts";
 import { closedLoopComparisons, evaluateGoals } from "./goals.ts";
 import { commitsOf, mixedPoints } from "./merge.ts";
 import { renderOpenLoopSections } from "./open-loop-report.ts";
@@ -60,9 +61,11 @@ export function renderReport(results: RoutingResults, related: readonly RelatedR
   if (closed) {
     lines.push("Every closed-loop run: a fresh fleet of 4 simulated GPU workers (empty KV caches) behind kvgate (Miniflare), one trace replayed with all sessions concurrent, turns in order, streaming. Figures are medians over seeds; TTFT is to the first content byte; kv_hit is Σcached / Σprompt tokens as the workers report them. The kv_hit ceiling is the same trace against one worker with an unbounded cache and no latency (mean over seeds): no routing over a fleet can beat it.", "");
   }
-  if ((results.open_loop_runs ?? []).length > 0) {
-    lines.push("Every open-loop run (the open-loop sections): a fresh fleet of 4 simulated GPU workers, each request of the trace sent at its arrival time whatever is still open, streaming; its kv_hit ceiling is one infinite cache that sees every request in arrival order (bench/traces/prefix-ceiling.ts).", "");
+  const open = (results.open_loop_runs ?? []).length > 0;
+  if (open) {
+    lines.push(`Every open-loop run (the open-loop sections): a fresh fleet of 4 simulated GPU workers, each request of the trace sent at its arrival time whatever is still open, streaming; its kv_hit ceiling is one infinite cache that sees every request in arrival order (bench/traces/prefix-ceiling.ts). ${openLoopKvRule(results.open_loop_runs ?? [])}`, "");
   }
+  if (closed || open) lines.push(ttftRuleOf(results), "");
   lines.push(...methodNotes(results));
   if (closed) {
     lines.push("| regime | GPU preset | time scale | KV cache per worker | sessions |", "| --- | --- | --- | --- | --- |");
@@ -97,7 +100,7 @@ export function renderReport(results: RoutingResults, related: readonly RelatedR
           const c = cells.get(key(regime, trace, n, s));
           if (!c) return "–";
           const err = c.errors > 0 ? ` (${c.errors} errors)` : "";
-          return `${f(c.kv_hit, 3)} · ${f(c.p50)} / ${f(c.p95)}${err}`;
+          return `${f(c.kv_hit, 3)} · ${atLeastMark(c, "p50")}${f(c.p50)} / ${atLeastMark(c, "p95")}${f(c.p95)}${err}`;
         });
         const ceil = (results.ceilings ?? []).filter((c) => c.regime === regime && c.trace === trace && c.sessions === n).map((c) => c.kv_hit ?? 0);
         const ceilText = ceil.length ? f(ceil.reduce((a, b) => a + b, 0) / ceil.length, 3) : "–";

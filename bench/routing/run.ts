@@ -19,7 +19,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { PRESETS, startFleet } from "../fleet/index.ts";
 import { commitOf } from "../harness/commit.ts";
-import { replay, summarize } from "../replay/index.ts";
+import { replay, summarize, TTFT_RULE } from "../replay/index.ts";
 import { generateTrace, traceFootprint } from "../traces/index.ts";
 import { renderChart } from "./chart.ts";
 import { parseRoutingArgs } from "./cli-args.ts";
@@ -124,6 +124,7 @@ async function main(): Promise<void> {
     error_samples: [],
     peers: peers.map((p) => ({ name: p.name, package: p.package, version: p.version, settings: p.settings })),
     warm_up_requests: WARM_UP_REQUESTS,
+    ttft_rule: TTFT_RULE,
     runs: [],
     open_loop_setups: Object.values(OPEN_LOOP_SETUPS).map((s) => ({
       trace: s.kind,

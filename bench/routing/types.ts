@@ -41,6 +41,8 @@ export interface RoutingResults {
   peers?: { name: string; package: string; version: string; settings: string }[];
   /** Requests sent through each router before its run and not counted (absent: no warm-up). */
   warm_up_requests?: number;
+  /** How ttft_ms counts requests that timed out (bench/replay/stats.ts TTFT_RULE); absent in results made before timeouts were counted (they were left out). */
+  ttft_rule?: string;
   runs: RoutingRun[];
   /** The open-loop traces' regimes (absent in results that predate them). */
   open_loop_setups?: OpenLoopSetupRecord[];

@@ -23,7 +23,16 @@ export interface Comparison {
   spread: number;
   /** What the ratio may reach here: 1, or ALLOWANCE where the spread is larger. */
   limit: number;
+  /**
+   * prefix-aware's median is only a lower bound (requests timed out before their first token reach
+   * it), so the ratio is one too and cannot show it within its limit. A baseline's lower bound
+   * needs no flag: it can only overstate the ratio.
+   */
+  atLeast: boolean;
 }
+
+/** Over its limit, or not shown within it. */
+export const overLimit = (c: Comparison): boolean => c.ratio > c.limit || c.atLeast;
 
 /** least-loaded, round-robin and every peer that ran in `runs` (prefix-aware over shards is kvgate's own, not a baseline). */
 export function baselinesIn(runs: readonly { strategy: string }[]): string[] {
@@ -58,7 +67,7 @@ export function versusBest(cells: Map<string, Cell>, regime: string, trace: stri
       const best = bestBaseline(cells, regime, trace, n, baselines, (c) => c[metric]);
       if (!best || best.value <= 0) continue;
       const spread = spreadOf(best.cell, metric);
-      out.push({ sessions: n, metric, baseline: best.name, best: best.value, ratio: mine / best.value, spread, limit: spread > ALLOWANCE ? ALLOWANCE : 1 });
+      out.push({ sessions: n, metric, baseline: best.name, best: best.value, ratio: mine / best.value, spread, limit: spread > ALLOWANCE ? ALLOWANCE : 1, atLeast: pa?.at_least?.includes(metric) ?? false });
     }
   }
   return out;

@@ -12,7 +12,7 @@ export { TRACE_DEFAULTS, resolveTraceOptions, type TraceOptions, type TraceParam
 export { traceFootprint, type TraceFootprint } from "./footprint.ts";
 export { TIMED_KINDS, type TimedKind, type TimedRequest, type TimedTrace } from "./timed.ts";
 export { atSpeed, poissonArrivals, stagedPoissonArrivals, type RateStage } from "./arrivals.ts";
-export { pooledLruHit, hitConcentration, prefixCeiling, type PrefixCeiling } from "./prefix-ceiling.ts";
+export { ceilingPerRequest, pooledLruHit, hitConcentration, prefixCeiling, type CeilingPerRequest, type PrefixCeiling } from "./prefix-ceiling.ts";
 export { fleetBusyMs, loadAtSpeed, rateForLoad, speedForLoad, traceDemand, type FleetShape, type TraceDemand } from "./fleet-load.ts";
 export { MOONCAKE_FILES, mooncakeTrace, type MooncakeFile, type MooncakeOptions } from "./kinds/mooncake.ts";
 export { B2B_SAAS_DEFAULTS, LLMD_SATURATED_RPS, LLMD_STAGES, b2bSaasRateScale, b2bSaasTrace, type B2bSaasOptions } from "./kinds/b2b-saas.ts";

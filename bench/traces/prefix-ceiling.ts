@@ -36,6 +36,21 @@ export function prefixCeiling(trace: Pick<TimedTrace, "blockTokens" | "requests"
   return { kvHit: promptTokens === 0 ? null : cachedTokens / promptTokens, promptTokens, cachedTokens, perRequest };
 }
 
+/**
+ * A ceiling request by request, by trace index: what an ideal cache held of each prompt, and the
+ * prompt's tokens. A run's kv_hit counts only some requests (those answered with their usage), and
+ * its ceiling must count the same ones (bench/replay/open-loop-stats.ts).
+ */
+export interface CeilingPerRequest {
+  cached: readonly number[];
+  prompt: readonly number[];
+}
+
+/** prefixCeiling() request by request. */
+export function ceilingPerRequest(trace: Pick<TimedTrace, "blockTokens" | "requests">): CeilingPerRequest {
+  return { cached: prefixCeiling(trace).perRequest, prompt: trace.requests.map((r) => r.promptTokens) };
+}
+
 /** The tokens of `request`'s leading blocks that `cached` holds, up to the first it does not: a partial last block counts its own tokens. */
 function leadingCachedTokens(request: Pick<TimedRequest, "blocks" | "promptTokens">, blockTokens: number, cached: (block: number) => boolean): number {
   let tokens = 0;

@@ -5,8 +5,7 @@ import { outputText } from "../fleet/output-text.ts";
 import { renderChat } from "../fleet/prompt-render.ts";
 import { textBlocks } from "../fleet/prompt-blocks.ts";
 import { BLOCK_TOKENS } from "../fleet/presets.ts";
-import { kvHit } from "../replay/index.ts";
-import type { Trace } from "../traces/index.ts";
+import type { CeilingPerRequest, Trace } from "../traces/index.ts";
 import { sessionMessages } from "../traces/session-messages.ts";
 import type { TimedRequest, TimedTrace } from "../traces/timed.ts";
 import { replayVirtual } from "./replay.ts";
@@ -43,9 +42,10 @@ const CEILING_TIMEOUT_MS = 3_600_000;
 /**
  * bench:routing's closed-loop ceiling (bench/routing/ceiling.ts), in virtual time: the same trace
  * against one worker with an unbounded cache and no latency, which sees every request, answers
- * included.
+ * included. Request by request, as that worker reported each one's usage, so that a run's kv_hit
+ * is compared with the ceiling over the requests it counts.
  */
-export function closedLoopCeiling(timed: TimedTrace, model: string): number | null {
+export function closedLoopCeiling(timed: TimedTrace, model: string): CeilingPerRequest {
   const parsed = parseConfig({ modelGroups: [{ name: model, strategy: "round-robin", deployments: [{ id: "ceiling", baseUrl: "http://127.0.0.1:10000", model }] }] });
   if (!parsed.ok) throw new Error(parsed.error);
   const result = replayVirtual({
@@ -59,5 +59,11 @@ export function closedLoopCeiling(timed: TimedTrace, model: string): number | nu
     hopMs: 0,
     maxInFlight: timed.requests.length,
   });
-  return kvHit(result.requests);
+  const cached = timed.requests.map(() => 0);
+  const prompt = timed.requests.map(() => 0);
+  for (const r of result.requests) {
+    cached[r.index] = r.cachedTokens ?? 0;
+    prompt[r.index] = r.promptTokens ?? 0;
+  }
+  return { cached, prompt };
 }

@@ -3,8 +3,8 @@ import type { Strategy } from "../../src/config/schema.ts";
 import type { LearnedSnapshot } from "../../src/routing/feedback.ts";
 import { profileOf, resolveFleetOptions } from "../fleet/options.ts";
 import { summarizeOpenLoop } from "../replay/open-loop-stats.ts";
-import type { Percentiles } from "../stats/quantiles.ts";
-import type { TimedKind, TimedTrace, TraceKind } from "../traces/index.ts";
+import type { CensoredPercentiles } from "../stats/quantiles.ts";
+import { ceilingPerRequest, type CeilingPerRequest, type TimedKind, type TimedTrace, type TraceKind } from "../traces/index.ts";
 import { kvgateConfig, type Hints } from "../routing/kvgate-config.ts";
 import { MODEL, PRIORITY_SUFFIX, REGIMES, traceOf, type Regime } from "../routing/matrix.ts";
 import { OPEN_LOOP_SETUPS, isOpenLoopTrace, scheduleOf } from "../routing/open-loop-matrix.ts";
@@ -64,9 +64,14 @@ export interface VirtualRun {
   pre_route_hop_ms?: number;
   requests: number;
   errors: number;
+  /** Over the requests answered with their usage (bench/replay/open-loop-stats.ts). */
   kv_hit: number | null;
+  /** The ideal cache's kv_hit over the same requests as kv_hit. */
   kv_ceiling: number | null;
-  ttft_ms: Percentiles;
+  /** The ideal cache's kv_hit over every request of the trace; absent in runs that predate it (their kv_ceiling was this). */
+  kv_ceiling_trace?: number | null;
+  /** By bench/replay/stats.ts ttftPercentiles' rule: a request timed out before its first token counts as the timeout, a lower bound (`at_least`). */
+  ttft_ms: CensoredPercentiles;
   goodput_share: number | null;
   backend_share: Record<string, number>;
   /** The run's length in virtual time. */
@@ -97,7 +102,7 @@ interface PointTraffic {
   fleet: Pick<Regime, "preset" | "timeScale"> & { maxModelLen?: number };
   timeoutMs: number;
   maxInFlight: number;
-  kvCeiling: number | null;
+  kvCeiling: CeilingPerRequest | null;
   sloTtftMs: number;
   /** A closed-loop point's regime and sessions. */
   at: { regime?: string; sessions?: number };
@@ -112,7 +117,7 @@ export function runVirtualPoint(p: VirtualPoint): VirtualRun {
 function openLoopTraffic(p: VirtualPoint, trace: TimedKind): PointTraffic {
   const setup = OPEN_LOOP_SETUPS[trace];
   const schedule = scheduleOf({ setup, seed: p.seed, quick: false });
-  return { trace: schedule.trace, arrivalsMs: schedule.arrivalsMs, fleet: setup, timeoutMs: setup.timeoutMs, maxInFlight: MAX_IN_FLIGHT, kvCeiling: schedule.kv_ceiling, sloTtftMs: setup.sloTtftMs, at: {} };
+  return { trace: schedule.trace, arrivalsMs: schedule.arrivalsMs, fleet: setup, timeoutMs: setup.timeoutMs, maxInFlight: MAX_IN_FLIGHT, kvCeiling: ceilingPerRequest(schedule.trace), sloTtftMs: setup.sloTtftMs, at: {} };
 }
 
 /** bench:routing-feedback's learning pass: the point's trace at this seed offset, on the fleet and here alike. */
@@ -151,10 +156,13 @@ function closedLoopTraffic(p: VirtualPoint, kind: TraceKind): PointTraffic {
 }
 
 /** Each point's ceiling, made once per thread: every router and draw of a seed shares it. */
-const ceilings = new Map<string, number | null>();
-function ceilingOnce(key: string, make: () => number | null): number | null {
-  if (!ceilings.has(key)) ceilings.set(key, make());
-  return ceilings.get(key) ?? null;
+const ceilings = new Map<string, CeilingPerRequest>();
+function ceilingOnce(key: string, make: () => CeilingPerRequest): CeilingPerRequest {
+  const known = ceilings.get(key);
+  if (known) return known;
+  const made = make();
+  ceilings.set(key, made);
+  return made;
 }
 
 function runOn(p: VirtualPoint, t: PointTraffic): VirtualRun {
@@ -194,6 +202,7 @@ function runOn(p: VirtualPoint, t: PointTraffic): VirtualRun {
     errors: s.errors,
     kv_hit: s.kv_hit,
     kv_ceiling: s.kv_ceiling,
+    kv_ceiling_trace: s.kv_ceiling_trace ?? null,
     ttft_ms: s.ttft_ms,
     goodput_share: s.goodput.share,
     backend_share: s.backend_share,

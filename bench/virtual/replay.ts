@@ -150,8 +150,10 @@ export function replayVirtual(o: VirtualReplayOptions): OpenLoopResult {
           // The client leaves; the gateway sees it go and the engine drops the sequence. The lease
           // ends as the relay's end settles it: with the first token's time when one came.
           ticket?.cancel();
-          gateway.settle(lease, "client-abort", { ...(firstAt === null ? {} : { ttftMs: firstAt - sentAt }), durationMs: clock.now() - sentAt });
-          done(outcome(200, `no complete answer within ${o.timeoutMs} ms`, routed));
+          const ttftMs = firstAt === null ? null : firstAt - sentAt;
+          gateway.settle(lease, "client-abort", { ...(ttftMs === null ? {} : { ttftMs }), durationMs: clock.now() - sentAt });
+          // The first token's time, when one came, is the request's TTFT as the HTTP replay records it.
+          done(outcome(200, `no complete answer within ${o.timeoutMs} ms`, { ...routed, ttftMs, timedOutMs: o.timeoutMs }));
         }, o.timeoutMs - (clock.now() - sentAt));
       };
       const beforeRouteMs = ((o.msPerMb ?? 0) * bytes) / 1e6 + (o.preRouteHopMs ? preRouteHop() * o.preRouteHopMs : 0);

@@ -1,4 +1,5 @@
-import { mean } from "../stats/quantiles.ts";
+import { openLoopKvRule, ttftRuleOf } from "../replay/index.ts";
+import { mean, type PercentileName } from "../stats/quantiles.ts";
 import { OPEN_LOOP_SETUPS, isOpenLoopTrace } from "../routing/open-loop-matrix.ts";
 import type { TimedKind } from "../traces/index.ts";
 import { PRIORITY_SUFFIX } from "../routing/matrix.ts";
@@ -22,18 +23,39 @@ export interface VirtualResults {
    * describes them and not what the code says today. Absent in results made before it was kept.
    */
   methods?: Partial<Record<TimedKind, string>>;
+  /** How ttft_ms counts requests that timed out (bench/replay/stats.ts TTFT_RULE); absent in results made before timeouts were counted (they were left out). */
+  ttft_rule?: string;
   runs: VirtualRun[];
 }
 
+
+/** How lower bounds carry into the report's means and ratios. */
+const BOUNDS_IN_MEANS = "A mean with such a bound in it is one too (≥); a ratio marked ≥ has lower bounds in its numerator, so the true ratio is at least it, ≤ in its denominator, at most it, and ? on both sides, either.";
 
 /** Issue 15: a group over shards keeps one object's kv_hit within this much. */
 export const SHARD_KV_TOLERANCE = 0.02;
 
 const kv = (r: VirtualRun) => r.kv_hit;
-const p50 = (r: VirtualRun) => r.ttft_ms.p50;
-const p95 = (r: VirtualRun) => r.ttft_ms.p95;
-const p99 = (r: VirtualRun) => r.ttft_ms.p99;
+const ttft = (name: PercentileName) => (r: VirtualRun) => r.ttft_ms[name];
+const p50 = ttft("p50");
+const p95 = ttft("p95");
+/** The trace's ceiling over all its requests (kv_ceiling in runs that predate kv_ceiling_trace, where it was that). */
+const traceCeiling = (r: VirtualRun) => r.kv_ceiling_trace ?? r.kv_ceiling;
 
+/** Whether a TTFT figure of any of `runs` is a lower bound (timeouts reach it): a mean over them is one too. */
+const bounded = (runs: readonly VirtualRun[], name: PercentileName) => runs.some((r) => r.ttft_ms.at_least?.includes(name));
+/** "≥ " before a pooled TTFT figure that is a lower bound. */
+const ge = (runs: readonly VirtualRun[], name: PercentileName) => (bounded(runs, name) ? "≥ " : "");
+/**
+ * Where a TTFT ratio's truth lies when lower bounds are in it: "≥" with them in `a` (the true ratio
+ * is at least this), "≤" with them in `b`, "?" with them on both sides (either way).
+ */
+function boundMark(a: readonly VirtualRun[], b: readonly VirtualRun[], name: PercentileName): "" | "≥ " | "≤ " | "? " {
+  const [x, y] = [bounded(a, name), bounded(b, name)];
+  return x && y ? "? " : x ? "≥ " : y ? "≤ " : "";
+}
+/** `a`'s TTFT percentile over `b`'s, with its interval and boundMark. */
+const ttftInterval = (a: readonly VirtualRun[], b: readonly VirtualRun[], name: PercentileName) => `${boundMark(a, b, name)}${interval(ratioWithInterval(a, b, ttft(name)))}`;
 const f3 = (x: number) => (Number.isFinite(x) ? x.toFixed(3) : "–");
 const f4 = (x: number) => (Number.isFinite(x) ? x.toFixed(4) : "–");
 const ms = (x: number) => (Number.isFinite(x) ? String(Math.round(x)) : "–");
@@ -78,22 +100,30 @@ interface Versus {
   /** The baseline with the lowest figure at the point. */
   best: string;
   ratio: Ratio;
+  /** Where lower bounds in it put the truth (boundMark). */
+  mark: ReturnType<typeof boundMark>;
 }
 
-/** Prefix-aware's figure over the best baseline's at one point, with its interval. */
-function versusBest(runs: readonly VirtualRun[], baselines: readonly string[], figure: (r: VirtualRun) => number | null): Versus | null {
+/** Prefix-aware's TTFT percentile over the best baseline's at one point, with its interval. */
+function versusBest(runs: readonly VirtualRun[], baselines: readonly string[], name: PercentileName): Versus | null {
   const of = (router: string) => runs.filter((r) => r.strategy === router);
+  const figure = ttft(name);
   const mine = of(KVGATE_ROUTER);
   const present = baselines.filter((b) => of(b).length > 0);
   if (mine.length === 0 || present.length === 0) return null;
   const best = present.reduce((a, b) => (pooled(of(b), figure) < pooled(of(a), figure) ? b : a));
-  return { best, ratio: ratioWithInterval(mine, of(best), figure) };
+  return { best, ratio: ratioWithInterval(mine, of(best), figure), mark: boundMark(mine, of(best), name) };
 }
 
-/** "above" when the whole interval lies above 1 (prefix-aware shown slower), "at or below" when it lies at or below 1, "not shown" otherwise. */
-function side(r: Ratio): "above" | "at or below" | "not shown" {
-  if (r.low > 1) return "above";
-  if (r.high <= 1) return "at or below";
+/**
+ * "above" when the whole interval lies above 1 (prefix-aware shown slower), "at or below" when it
+ * lies at or below 1, "not shown" otherwise, or when lower bounds in the ratio leave its truth on
+ * the other side (a ratio that is at least its value cannot show "at or below", nor one at most it "above").
+ */
+function side(v: Pick<Versus, "ratio" | "mark">): "above" | "at or below" | "not shown" {
+  const r = v.ratio;
+  if (r.low > 1 && (v.mark === "" || v.mark === "≥ ")) return "above";
+  if (r.high <= 1 && (v.mark === "" || v.mark === "≤ ")) return "at or below";
   return "not shown";
 }
 
@@ -115,6 +145,8 @@ function closedLoopPart(runs: readonly VirtualRun[], results: VirtualResults): s
       "A figure is the mean over a seed's draws, then over the seeds; a ratio's interval is the 95% bootstrap over the draws, the two routers' runs of a draw resampled as a pair. " +
       "What is left out is what the fleet runs add on this machine: workerd, the sockets, the processes sharing 2 cores.",
     "",
+    `${ttftRuleOf(results)} ${BOUNDS_IN_MEANS}`,
+    "",
   ];
   const summary: { point: string; figure: string; v: Versus }[] = [];
   const body: string[] = [];
@@ -130,20 +162,20 @@ function closedLoopPart(runs: readonly VirtualRun[], results: VirtualResults): s
     for (const n of points) {
       const point = at.filter((r) => r.sessions === n);
       const of = (router: string) => point.filter((r) => r.strategy === router);
-      const cells = routers.map((router) => `${f3(pooled(of(router), kv))} · ${ms(pooled(of(router), p50))} / ${ms(pooled(of(router), p95))}`);
-      const vs = [p50, p95].map((figure, k) => {
-        const v = versusBest(point, baselines, figure);
+      const cells = routers.map((router) => `${f3(pooled(of(router), kv))} · ${ge(of(router), "p50")}${ms(pooled(of(router), p50))} / ${ge(of(router), "p95")}${ms(pooled(of(router), p95))}`);
+      const vs = (["p50", "p95"] as const).map((name) => {
+        const v = versusBest(point, baselines, name);
         if (!v) return "–";
-        summary.push({ point: `${section} ${n}`, figure: k === 0 ? "p50" : "p95", v });
-        return `${interval(v.ratio)} (${v.best})`;
+        summary.push({ point: `${section} ${n}`, figure: name, v });
+        return `${v.mark}${interval(v.ratio)} (${v.best})`;
       });
-      body.push(`| ${n} | ${f3(pooled(of(routers[0] as string), (r) => r.kv_ceiling))} | ${cells.join(" | ")} | ${vs.join(" | ")} |`);
+      body.push(`| ${n} | ${f3(pooled(of(routers[0] as string), traceCeiling))} | ${cells.join(" | ")} | ${vs.join(" | ")} |`);
     }
     body.push("");
   }
   if (summary.length > 0) {
-    const list = (which: ReturnType<typeof side>) => summary.filter((x) => side(x.v.ratio) === which);
-    const named = (xs: typeof summary) => (xs.length === 0 ? "none" : xs.map((x) => `${x.point} ${x.figure} ${f3(x.v.ratio.ratio)} × ${x.v.best}'s`).join("; "));
+    const list = (which: ReturnType<typeof side>) => summary.filter((x) => side(x.v) === which);
+    const named = (xs: typeof summary) => (xs.length === 0 ? "none" : xs.map((x) => `${x.point} ${x.figure} ${x.v.mark}${f3(x.v.ratio.ratio)} × ${x.v.best}'s`).join("; "));
     lines.push(
       `${KVGATE_ROUTER}'s TTFT p50 and p95 against the best of ${baselines.join(", ")} at each point (${summary.length} figures): at or below it ${list("at or below").length}; above it (the interval wholly above 1) ${list("above").length} — ${named(list("above"))}; not shown either way ${list("not shown").length} — ${named(list("not shown"))}.`,
       "",
@@ -211,16 +243,18 @@ function traceSection(trace: TimedKind, runs: readonly VirtualRun[], results: Vi
       "A router's figure is the mean over a seed's draws, then over the seeds, each seed weighing the same; TTFT percentiles are each run's, averaged so. " +
       `A ratio's interval is the 95% bootstrap interval over the draws (the two routers' runs of a draw resampled as a pair, within each seed). Requests: ${of(base).reduce((n, r) => n + r.requests, 0) / results.jitter_seeds} per draw over the seeds.`,
     "",
+    `${ttftRuleOf(results)} ${BOUNDS_IN_MEANS} ${openLoopKvRule(runs)} "Of the ceiling" is each router's kv_hit over its own runs' ceiling; the tables' ceiling columns are the whole trace's.`,
+    "",
     `| router | kv_hit | of the ceiling | kv_hit ÷ ${base}'s | TTFT p50 ms | p95 | p99 | p95 ÷ ${base}'s | errors per draw |`,
     "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
   ];
-  const ceiling = pooled(of(base), (r) => r.kv_ceiling);
   for (const router of routers) {
     const rs = of(router);
     const versus = router === base ? "1" : interval(ratioWithInterval(rs, of(base), kv));
-    const p95Versus = router === base ? "1" : interval(ratioWithInterval(rs, of(base), p95));
+    const p95Versus = router === base ? "1" : ttftInterval(rs, of(base), "p95");
     const errors = rs.reduce((n, r) => n + r.errors, 0) / results.jitter_seeds;
-    lines.push(`| ${router} | ${f4(pooled(rs, kv))} | ${f3(pooled(rs, kv) / ceiling)} | ${versus} | ${ms(pooled(rs, p50))} | ${ms(pooled(rs, p95))} | ${ms(pooled(rs, p99))} | ${p95Versus} | ${errors.toFixed(1)} |`);
+    const pct = (["p50", "p95", "p99"] as const).map((name) => `${ge(rs, name)}${ms(pooled(rs, ttft(name)))}`);
+    lines.push(`| ${router} | ${f4(pooled(rs, kv))} | ${f3(pooled(rs, kv) / pooled(rs, (r) => r.kv_ceiling))} | ${versus} | ${pct.join(" | ")} | ${p95Versus} | ${errors.toFixed(1)} |`);
   }
   lines.push("", ...shardSection(runs, routers), "", ...prioritySection(trace, runs, routers), "", ...openLoopFitSection(trace, results), "", ...perSeedTable(runs, routers, seeds), "");
   return lines;
@@ -241,7 +275,7 @@ function shardSection(runs: readonly VirtualRun[], routers: readonly string[]): 
   for (const router of sharded) {
     const rs = runs.filter((r) => r.strategy === router);
     const k = ratioWithInterval(rs, one, kv, "seeds");
-    lines.push(`| ${router} | ${interval(ratioWithInterval(rs, one, kv))} | ${interval(k)} | ${verdict(k, SHARD_KV_TOLERANCE)} | ${interval(ratioWithInterval(rs, one, p50))} | ${interval(ratioWithInterval(rs, one, p95))} |`);
+    lines.push(`| ${router} | ${interval(ratioWithInterval(rs, one, kv))} | ${interval(k)} | ${verdict(k, SHARD_KV_TOLERANCE)} | ${ttftInterval(rs, one, "p50")} | ${ttftInterval(rs, one, "p95")} |`);
   }
   return lines;
 }
@@ -262,12 +296,12 @@ function prioritySection(trace: TimedKind, runs: readonly VirtualRun[], routers:
   for (const router of pairs) {
     const rs = of(router);
     const fcfs = of(router.slice(0, -PRIORITY_SUFFIX.length));
-    lines.push(`| ${router} | ${interval(ratioWithInterval(rs, fcfs, kv))} | ${interval(ratioWithInterval(rs, fcfs, p50))} | ${interval(ratioWithInterval(rs, fcfs, p95))} | ${interval(ratioWithInterval(rs, fcfs, p99))} |`);
+    lines.push(`| ${router} | ${interval(ratioWithInterval(rs, fcfs, kv))} | ${ttftInterval(rs, fcfs, "p50")} | ${ttftInterval(rs, fcfs, "p95")} | ${ttftInterval(rs, fcfs, "p99")} |`);
   }
   const best = `prefix-aware${PRIORITY_SUFFIX}`;
   const against = ["round-robin", `round-robin${PRIORITY_SUFFIX}`, "least-loaded", `least-loaded${PRIORITY_SUFFIX}`].filter((r) => routers.includes(r));
   if (trace === "mooncake" && routers.includes(best) && against.length > 0) {
-    lines.push("", `Issue 14's Mooncake goal compares TTFT p95 with round-robin's (≤ 0.5 ×) and least-loaded's (≤ 0.8 ×): ${best}'s p95 over ` + against.map((r) => `${r}'s ${interval(ratioWithInterval(of(best), of(r), p95))}`).join(", ") + ".");
+    lines.push("", `Issue 14's Mooncake goal compares TTFT p95 with round-robin's (≤ 0.5 ×) and least-loaded's (≤ 0.8 ×): ${best}'s p95 over ` + against.map((r) => `${r}'s ${ttftInterval(of(best), of(r), "p95")}`).join(", ") + ".");
   }
   return lines;
 }
@@ -286,9 +320,9 @@ function perSeedTable(runs: readonly VirtualRun[], routers: readonly string[], s
     const cells = routers.map((router) => {
       const rs = at.filter((r) => r.strategy === router);
       const kvs = rs.map((r) => r.kv_hit ?? NaN);
-      return `${f4(mean(kvs))} (${f4(Math.min(...kvs))}–${f4(Math.max(...kvs))}) · ${ms(mean(rs.map((r) => r.ttft_ms.p50 ?? NaN)))} / ${ms(mean(rs.map((r) => r.ttft_ms.p95 ?? NaN)))}`;
+      return `${f4(mean(kvs))} (${f4(Math.min(...kvs))}–${f4(Math.max(...kvs))}) · ${ge(rs, "p50")}${ms(mean(rs.map((r) => r.ttft_ms.p50 ?? NaN)))} / ${ge(rs, "p95")}${ms(mean(rs.map((r) => r.ttft_ms.p95 ?? NaN)))}`;
     });
-    lines.push(`| ${seed} | ${f4(at[0]?.kv_ceiling ?? NaN)} | ${cells.join(" | ")} |`);
+    lines.push(`| ${seed} | ${f4((at[0] && traceCeiling(at[0])) ?? NaN)} | ${cells.join(" | ")} |`);
   }
   const one = runs.filter((r) => r.strategy === "prefix-aware");
   const sharded = routers.filter((r) => r.startsWith("prefix-aware@"));

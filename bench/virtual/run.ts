@@ -30,6 +30,7 @@ import { fleetFit, openLoopFleetFit } from "./fleet-fit.ts";
 import { CLOSED_LOOP_DELAYS, OPEN_LOOP_DELAYS, type Delays } from "./delays.ts";
 import type { RoutingResults } from "../routing/types.ts";
 import { runCli } from "../harness/cli.ts";
+import { TTFT_RULE } from "../replay/index.ts";
 
 const ROOT = resolve(import.meta.dirname, "../..");
 
@@ -98,6 +99,7 @@ const results: VirtualResults = {
   chain_only: chainOnly,
   ...(fit ? { fleet_fit: fit } : {}),
   methods: Object.fromEntries(traces.filter(isOpenLoopTrace).map((t) => [t, OPEN_LOOP_SETUPS[t].method])),
+  ttft_rule: TTFT_RULE,
   runs,
 };
 await mkdir(args.out, { recursive: true });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { ascending, median, medianBy, percentile, percentiles } from "../../bench/stats/quantiles.ts";
+import { ascending, boundedPercentile, censoredPercentiles, median, medianBy, percentile, percentiles } from "../../bench/stats/quantiles.ts";
 import { round } from "../../bench/stats/round.ts";
 
 describe("the benchmarks' percentile (nearest rank)", () => {
@@ -77,5 +77,28 @@ describe("a report's rounding", () => {
     expect(round(-3.456)).toBe(-3.46);
     expect(round(null)).toBeNull();
     expect(round(Number.POSITIVE_INFINITY)).toBeNull();
+  });
+});
+
+describe("the benchmarks' percentile of figures some of which are lower bounds", () => {
+  const m = (value: number) => ({ value, atLeast: false });
+  const b = (value: number) => ({ value, atLeast: true });
+
+  it("is exact while every bound ranks above it, a lower bound once one ranks at or below it", () => {
+    const figures = [b(60), m(1), m(2), m(3), b(60)];
+    expect(boundedPercentile(figures, 40)).toEqual({ value: 2, atLeast: false });
+    expect(boundedPercentile(figures, 60)).toEqual({ value: 3, atLeast: false });
+    expect(boundedPercentile(figures, 80)).toEqual({ value: 60, atLeast: true });
+    // A bound below a measured figure can still lift that rank: the result is a lower bound.
+    expect(boundedPercentile([m(1), b(2), m(3)], 100)).toEqual({ value: 3, atLeast: true });
+    // Of equal values, the measured one ranks first.
+    expect(boundedPercentile([b(5), m(5)], 50)).toEqual({ value: 5, atLeast: false });
+    expect(boundedPercentile([], 50)).toBeNull();
+  });
+
+  it("gives censored values their bound and names the percentiles that are lower bounds; none censored, percentiles() as it was", () => {
+    expect(censoredPercentiles([3, 1, 2], [])).toEqual(percentiles([3, 1, 2]));
+    expect(censoredPercentiles(Array.from({ length: 98 }, (_, i) => i + 1), [500, 500])).toEqual({ p50: 50, p95: 95, p99: 500, censored: 2, at_least: ["p99"] });
+    expect(censoredPercentiles([], [500])).toEqual({ p50: 500, p95: 500, p99: 500, censored: 1, at_least: ["p50", "p95", "p99"] });
   });
 });

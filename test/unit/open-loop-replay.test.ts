@@ -1,7 +1,7 @@
 import OpenAI from "openai";
 import { afterEach, describe, expect, it } from "vitest";
 import { replayOpenLoop, summarizeOpenLoop } from "../../bench/replay/index.ts";
-import { atSpeed, mooncakeTrace, prefixCeiling, type TimedRequest, type TimedTrace } from "../../bench/traces/index.ts";
+import { atSpeed, ceilingPerRequest, mooncakeTrace, prefixCeiling, type TimedRequest, type TimedTrace } from "../../bench/traces/index.ts";
 import { renderChat } from "../../bench/fleet/prompt-render.ts";
 import { BlockText } from "../../bench/traces/block-text.ts";
 import { useFleets } from "../support/fleets.ts";
@@ -68,7 +68,7 @@ describe("open-loop replay against a fleet worker", () => {
     const arrivalsMs = atSpeed(small.requests.map((r) => r.atMs), 50);
     const result = await replayOpenLoop(small, { baseUrl: fleet.urls[0] ?? "", model: MODEL, arrivalsMs });
     const ceiling = prefixCeiling(small);
-    const summary = summarizeOpenLoop(result, { kvCeiling: ceiling.kvHit });
+    const summary = summarizeOpenLoop(result, { kvCeiling: ceilingPerRequest(small) });
 
     expect(summary).toMatchObject({ requests: 60, sent: 60, completed: 60, errors: 0, overflow: 0, cut: 0, kv_ceiling: ceiling.kvHit });
     const firstBlocks = new Set<number>();

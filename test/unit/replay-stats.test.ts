@@ -52,4 +52,19 @@ describe("replay stats", () => {
       backend_share: { "gpu-0": 0.5, "gpu-1": 0.5 },
     });
   });
+
+  it("counts a request that timed out before its first token as its timeout, above every answer, in both TTFT figures", () => {
+    const requests = [
+      request({ ttftMs: 10 }),
+      request({ ttftMs: 20, turn: 1 }),
+      request({ error: "timed out after 300000 ms", timedOutMs: 300_000, ttftMs: null, promptTokens: null, turn: 1 }),
+      request({ error: "timed out after 300000 ms", timedOutMs: 300_000, ttftMs: 40, promptTokens: null, turn: 1 }), // its first token came
+      request({ status: 500, error: "HTTP 500: boom", ttftMs: null, promptTokens: null }), // no time, no bound: left out
+    ];
+    const s = summarize({ requests, wallMs: 0 });
+    expect(s.errors).toBe(3);
+    expect(s.ttft_ms).toEqual({ p50: 20, p95: 300_000, p99: 300_000, censored: 1, at_least: ["p95", "p99"] });
+    expect(s.ttft_later_turns_ms).toEqual({ p50: 40, p95: 300_000, p99: 300_000, censored: 1, at_least: ["p95", "p99"] });
+    expect(s.total_ms.p50).toBe(20);
+  });
 });

@@ -177,6 +177,8 @@ describe("replay failures are recorded, never thrown", () => {
     });
     expect(requests).toHaveLength(4);
     for (const r of requests) expect(r.error).toBe("timed out after 200 ms");
+    // Marked as timed out, for the summaries' TTFT; the one chunk before the stall is its first token.
+    for (const r of requests) expect(r).toMatchObject({ timedOutMs: 200, ttftMs: expect.any(Number) });
   });
 
   it("records a refused connection with status 0", async () => {

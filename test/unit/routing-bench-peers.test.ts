@@ -3,7 +3,7 @@ import { renderMetrics, newCounters } from "../../bench/fleet/metrics.ts";
 import { outputText } from "../../bench/fleet/output-text.ts";
 import { textBlocks } from "../../bench/fleet/prompt-blocks.ts";
 import { renderChat } from "../../bench/fleet/prompt-render.ts";
-import { replay } from "../../bench/replay/index.ts";
+import { replay, TTFT_RULE } from "../../bench/replay/index.ts";
 import { generateTrace } from "../../bench/traces/index.ts";
 import { aggregate } from "../../bench/routing/aggregate.ts";
 import { renderChart } from "../../bench/routing/chart.ts";
@@ -213,10 +213,25 @@ describe("prefix-aware against the best of least-loaded, round-robin and every p
     ]);
     const compared = versusBest(aggregate(r), "roomy", "multi-turn", [8], ["least-loaded", "round-robin", "sglang-cache_aware"]);
     expect(compared).toEqual([
-      { sessions: 8, metric: "p50", baseline: "sglang-cache_aware", best: 100, ratio: 1.04, spread: 1, limit: 1 },
-      { sessions: 8, metric: "p95", baseline: "least-loaded", best: 210, ratio: 200 / 210, spread: 1, limit: 1 },
+      { sessions: 8, metric: "p50", baseline: "sglang-cache_aware", best: 100, ratio: 1.04, spread: 1, limit: 1, atLeast: false },
+      { sessions: 8, metric: "p95", baseline: "least-loaded", best: 210, ratio: 200 / 210, spread: 1, limit: 1, atLeast: false },
     ]);
     expect(worstOf(compared, "p50")?.baseline).toBe("sglang-cache_aware");
+  });
+
+  it("does not show prefix-aware within its limit on a p95 that is only a lower bound (timeouts reach it)", () => {
+    const timedOut = { p50: 100, p95: 190, p99: 300_000, censored: 2, at_least: ["p95" as const, "p99" as const] };
+    const r = { ...results([run("prefix-aware", 8, 1, 100, 190, { errors: 2, ttft_ms: timedOut }), run("least-loaded", 8, 1, 120, 210)]), ttft_rule: TTFT_RULE };
+    const cells = aggregate(r);
+    expect(cells.get("roomy|multi-turn|8|prefix-aware")).toMatchObject({ p95: 190, p99: 300_000, at_least: ["p95", "p99"] });
+    const [, p95] = versusBest(cells, "roomy", "multi-turn", [8], ["least-loaded", "round-robin"]);
+    expect(p95).toMatchObject({ ratio: 190 / 210, atLeast: true });
+    const md = renderReport(r);
+    expect(md).toContain("| 8 | – | 0.900 · 120 / 210 | 0.900 · 100 / ≥ 190 (2 errors) |");
+    expect(md).toContain("each point, p50 · p95 over the best (bold: over its limit): 8 0.83 · **≥ 0.90** |");
+    expect(md).toContain(TTFT_RULE);
+    // Results made before the rule say so instead.
+    expect(renderReport({ ...r, ttft_rule: undefined })).toContain("these results predate counting a request that timed out");
   });
 
   it("gives the allowance where the best baseline's own seeds moved more than 5%", () => {

@@ -279,6 +279,21 @@ describe("issue 14's goals, from a results file", () => {
     ]);
   });
 
+  it("(c) is not shown met on a prefix-aware p95 that is only a lower bound, and routing.md marks it ≥", () => {
+    const r = results();
+    r.open_loop_runs = (r.open_loop_runs ?? []).map((run) =>
+      run.strategy === "prefix-aware" ? { ...run, errors: 1, ttft_ms: { p50: 900, p95: 3600, p99: 60_000, censored: 1, at_least: ["p95" as const, "p99" as const] } } : run,
+    );
+    const c = evaluateGoals(r).filter((x) => x.goal.startsWith("(c)"));
+    expect(c.map((x) => [x.ok, x.detail])).toEqual([
+      [false, "≥ 0.400 (≥ 3600 against 9000 ms); load 0.85"],
+      [false, "≥ 0.720 (≥ 3600 against 5000 ms); load 0.85"],
+    ]);
+    const md = renderReport(r);
+    expect(md).toContain("| prefix-aware | 0.098 (0.98) | 900 / ≥ 3600 / ≥ 60000 | 0.800 | 0.400 | 3 · 0 / 30 | 20.0 | 100 |");
+    expect(md).toContain("(a) open-loop mooncake: prefix-aware TTFT p50 and p95 ≤ the best of least-loaded, round-robin, sglang-cache_aware | **no** |");
+  });
+
   it("(d) prefix-aware's largest backend share on every trace", () => {
     expect(row("(d) pressured multi-turn")).toEqual({ goal: "(d) pressured multi-turn: no backend above 1.5 × the mean share (0.375 of 4)", ok: true, detail: "prefix-aware's largest 0.250 at 8 sessions" });
     expect(row("(d) open-loop mooncake")).toEqual({ goal: "(d) open-loop mooncake: no backend above 1.5 × the mean share (0.375 of 4)", ok: false, detail: "prefix-aware's largest 0.400" });

@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { parseConfig, type ResolvedGroup } from "../../src/config/load.ts";
 import { groupShards } from "../../src/sharding/partition.ts";
 import { profileOf, resolveFleetOptions } from "../../bench/fleet/options.ts";
-import { replay, replayOpenLoop } from "../../bench/replay/index.ts";
+import { replay, replayOpenLoop, TTFT_RULE } from "../../bench/replay/index.ts";
 import { generateTrace, mooncakeTrace, TRACE_KINDS, type TimedRequest, type TimedTrace } from "../../bench/traces/index.ts";
 import { ceilingOf } from "../../bench/routing/ceiling.ts";
 import { closedLoopCeiling, sessionsAsTimed } from "../../bench/virtual/closed-loop.ts";
@@ -139,14 +139,18 @@ describe("a replay in virtual time", () => {
     expect(end).toEqual({ leases: 0, expired: 0 });
   }, 30_000);
 
-  it("times a request out as the client does: an error after the timeout, and its lease given back", () => {
+  it("times a request out as the client does: an error after the timeout, its first token's time kept, and its lease given back", () => {
     const trace = mooncakeHead(40);
     const arrivalsMs = trace.requests.map(() => 0);
     let leases = -1;
     const r = replayVirtual(options(trace, arrivalsMs, { timeoutMs: 2_000, onEnd: (g) => (leases = g.leases) }));
     const late = r.requests.filter((x) => x.error !== null);
     expect(late.length).toBeGreaterThan(0);
-    expect(late.every((x) => x.error?.includes("2000 ms") && x.totalMs === 2_000)).toBe(true);
+    expect(late.every((x) => x.error?.includes("2000 ms") && x.totalMs === 2_000 && x.timedOutMs === 2_000)).toBe(true);
+    // Some had their first token before the timeout: it is their TTFT, as the HTTP replay records it.
+    const started = late.filter((x) => x.ttftMs !== null);
+    expect(started.length).toBeGreaterThan(0);
+    expect(started.every((x) => (x.ttftMs as number) < 2_000)).toBe(true);
     expect(leases).toBe(0);
   }, 30_000);
 
@@ -234,7 +238,10 @@ describe("a closed-loop trace in virtual time", () => {
   it("has bench:routing's ceiling: one worker with an unbounded cache that sees every request", async () => {
     for (const kind of ["multi-turn", "hot-prefix"] as const) {
       const trace = generateTrace(kind, { sessions: 4, turns: 3, seed: 2 });
-      const virtual = closedLoopCeiling(sessionsAsTimed(trace), MODEL);
+      // Request by request; over every request, the kv_hit bench:routing's ceiling replay reports.
+      const { cached, prompt } = closedLoopCeiling(sessionsAsTimed(trace), MODEL);
+      const sum = (xs: readonly number[]) => xs.reduce((x, y) => x + y, 0);
+      const virtual = sum(cached) / sum(prompt);
       expect(virtual).toBeGreaterThan(0.3);
       expect(virtual).toBeCloseTo((await ceilingOf(trace)) ?? NaN, 6);
     }
@@ -337,6 +344,30 @@ describe("a ratio between two routers' virtual runs", () => {
     // The report's verdict on shards reads the interval over the slices.
     const md = renderVirtualReport({ command: "c", date: "d", commit: "x", hop_ms: 20, jitter_seeds: 6, runs: [...one, ...sharded] });
     expect(md).toMatch(/\| prefix-aware@2 \| 1\.00\d \(1\.00\d–1\.00\d\) \| 1\.00\d \(0\.9[0-7]\d–1\.0[3-9]\d\) \| not shown \|/);
+  });
+});
+
+describe("timeouts in a virtual report", () => {
+  /** A router's runs of Mooncake seeds 1-2, 2 draws each; `timedOut` puts its p95 and p99 among timed-out requests. */
+  const runs = (strategy: string, p95: number, timedOut: boolean, kvCeiling: number): VirtualRun[] =>
+    [1, 2].flatMap((seed) =>
+      [1, 2].map((d) => ({
+        trace: "mooncake" as const, seed, strategy, shards: 1, jitter_seed: d, hop_ms: 20, requests: 100, errors: timedOut ? 6 : 0,
+        kv_hit: 0.05, kv_ceiling: kvCeiling, kv_ceiling_trace: 0.1,
+        ttft_ms: timedOut ? { p50: 1000, p95, p99: 60_000, censored: 6, at_least: ["p95" as const, "p99" as const] } : { p50: 1000, p95, p99: p95 },
+        goodput_share: 1, backend_share: {}, virtual_ms: 1,
+      })),
+    );
+
+  it("marks a mean with a lower bound in it ≥, and a ratio by the side its bounds are on; kv_hit against its own runs' ceiling", () => {
+    const md = renderVirtualReport({ command: "c", date: "d", commit: "x", hop_ms: 20, jitter_seeds: 2, ttft_rule: TTFT_RULE, runs: [...runs("prefix-aware", 5000, false, 0.1), ...runs("round-robin", 60_000, true, 0.08)] });
+    expect(md).toContain(TTFT_RULE);
+    expect(md).toContain("kv_hit and its ceiling are over the same requests");
+    // round-robin: kv_hit 0.05 of its answered requests' ceiling 0.08; its p95 and p99 are lower bounds, and so is its p95 over prefix-aware's.
+    expect(md).toMatch(/\| round-robin \| 0\.0500 \| 0\.625 \| 1\.000 \(1\.000–1\.000\) \| 1000 \| ≥ 60000 \| ≥ 60000 \| ≥ 12\.000 \(12\.000–12\.000\) \| 12\.0 \|/);
+    expect(md).toMatch(/\| prefix-aware \| 0\.0500 \| 0\.500 \| 1 \| 1000 \| 5000 \| 5000 \| 1 \| 0\.0 \|/);
+    // Each seed's table: the whole trace's ceiling.
+    expect(md).toMatch(/\| 1 \| 0\.1000 \| /);
   });
 });
 
