@@ -231,7 +231,9 @@ function relayNative(body: ReadableStream<Uint8Array>, o: RelayOptions, pipe: Re
     ttftMs = first.at - o.sentAt;
     await writeFirst(pipe, first);
   };
-  pumpToClient(body, o, pipe, o.sse ? passFirst() : Promise.resolve(), {
+  // Bytes read before the relay (a stream request's first ones, whatever the answer turned out to be) go first.
+  const before = o.sse ? passFirst() : o.first ? writeFirst(pipe, o.first) : Promise.resolve();
+  pumpToClient(body, o, pipe, before, {
     end: (outcome) => o.onEnd({ outcome, bytes: null, usage: null, ttftMs }),
     cancel: () => void body.cancel().catch(() => {}),
   });

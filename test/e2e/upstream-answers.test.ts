@@ -31,6 +31,8 @@ beforeAll(async () => {
       ...["gzip", "br", "deflate", "zstd"].map((coding) => single(coding, `encoded:${coding}`)),
       // The JavaScript stream path (a hook), which writes keep-alive comments into a quiet SSE stream.
       single("json-always", "json-always:1500", { hooks: ["restamp"] }),
+      // The default path: the runtime pipes the answer after the bytes the gateway read first.
+      single("json-always-native", "json-always:300"),
       { name: "deflate-or-ok", strategy: "round-robin", breaker: { consecutiveFailures: 1000, minRequests: 1000 }, deployments: [hostile("encoded:deflate"), hostile("ok")] },
     ],
   });
@@ -156,13 +158,13 @@ describe("what the client reads of an upstream's error", () => {
     await servedPast("deflate-or-ok", "encoded");
   });
 
-  it("a JSON answer to a stream request (a server that ignores stream) reaches the client as the JSON it is: no keep-alive comment inside it", async () => {
-    const res = await ask("json-always", true);
+  it.each(["json-always", "json-always-native"])("a JSON answer to a stream request (a server that ignores stream) reaches the client as the JSON it is, whole, with no keep-alive comment inside it: %s", async (model) => {
+    const res = await ask(model, true);
     expect(res.status).toBe(200);
     expect(res.headers.get("content-type")).toBe("application/json");
     const text = await res.text();
     expect(text).not.toContain("keep-alive");
-    expect(JSON.parse(text)).toMatchObject({ object: "chat.completion", model: "json-always" });
+    expect(JSON.parse(text)).toMatchObject({ object: "chat.completion", choices: [{ message: { content: "ok" } }] });
   });
 
   it("a 429's Retry-After reaches the client", async () => {
