@@ -41,10 +41,14 @@ async function internalError(res: Response): Promise<void> {
 }
 
 describe("an exception in the gateway's own code after the upstream answered", () => {
-  it("a stream: 500, its lease released (no verdict on the backend) and the upstream cancelled, not held and renewed for the isolate's life", async () => {
+  it("a stream: 500, its lease released (no verdict on the backend) and the upstream cancelled, not held and renewed for the isolate's life; its request line written", async () => {
     await storeGroup();
+    const logged = vi.spyOn(console, "log");
     // 1,000 tokens 20 ms apart: 20 s of upstream work unless it is cancelled.
-    await internalError(await chat(GROUP, conversation("line feed stream"), { stream: true, max_tokens: 1000, kvgate_sim: { chunk_delay_ms: 20 } }));
+    await internalError(await chat(GROUP, conversation("line feed stream"), { stream: true, max_tokens: 1000, kvgate_sim: { chunk_delay_ms: 20 } }, { headers: { "x-request-id": "stream-exception" } }));
+    const line = () => logged.mock.calls.map(([l]) => String(l)).find((l) => l.includes('"request_id":"stream-exception"'));
+    await vi.waitFor(() => expect(JSON.parse(line() ?? "null")).toMatchObject({ type: "request", status: 500, error_code: "internal_error" }), EVENTUALLY);
+    logged.mockRestore();
     await vi.waitFor(async () => expect(await inFlight(GROUP)).toBe(0), EVENTUALLY);
     await vi.waitFor(async () => expect(await running()).toBe(0), { ...EVENTUALLY, interval: 50 });
     expect((await status(GROUP)).backends[0]).toMatchObject({ completed: 0, failed: 0, aborted: 1, breaker: { state: "closed" } });

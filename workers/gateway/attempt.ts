@@ -286,6 +286,9 @@ async function attemptHeld(a: AttemptInput, key: KeyRecord | null, lease: HeldLe
     return { kind: "answered", response, rejected: false };
   }
   let stalled = false;
+  // Built before anything waits on the body: headers the runtime refuses throw here, with no relay
+  // under way and no request line waiting for a body's end.
+  const headersOut = out instanceof Headers ? out : new Headers(out);
   p.log?.awaitBody();
   const relayed = relay(up.body as ReadableStream<Uint8Array>, {
     transforms,
@@ -318,7 +321,7 @@ async function attemptHeld(a: AttemptInput, key: KeyRecord | null, lease: HeldLe
       for (const h of pipeline.complete) ctx.waitUntil(Promise.resolve(h.onComplete?.(summary, hookCtx)));
     },
   });
-  return { kind: "answered", response: new Response(relayed, { status: 200, headers: out }), rejected: false };
+  return { kind: "answered", response: new Response(relayed, { status: 200, headers: headersOut }), rejected: false };
 }
 
 const EVENT_STREAM = /^\s*text\/event-stream/i;
