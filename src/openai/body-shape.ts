@@ -50,8 +50,13 @@ for (const c of [MINUS, ...[...DIGITS].map((d) => d.charCodeAt(0))]) STRUCTURAL[
 /** Characters a JSON number may hold. */
 const IN_NUMBER = new Uint8Array(0x80);
 for (const ch of `${DIGITS}+-.eE`) IN_NUMBER[ch.charCodeAt(0)] = 1;
-/** A number this long, or with an exponent, may be one a double does not hold: its value is checked. */
-const SHORT_NUMBER = 15;
+/**
+ * An integer this long may be one a double does not hold exactly: its value is checked, as is any
+ * number with an exponent. A fraction is read as the nearest double by every reader alike; one
+ * longer than a double's largest value is written (309 digits) may be past its range.
+ */
+const SHORT_INTEGER = 15;
+const SHORT_FRACTION = 309;
 
 /** What one pass over a body's text found: the first bound it passes, and whether a number in it is inexact. */
 export interface BodyScan {
@@ -105,12 +110,15 @@ export function scanBody(text: string, bounds: ShapeBounds = BODY_SHAPE): BodySc
       // A number outside any string (one inside a string is skipped with it).
       let end = i + 1;
       let exponent = false;
+      let fraction = false;
       for (; end < n; end++) {
         const d = text.charCodeAt(end);
         if (d >= 0x80 || IN_NUMBER[d] === 0) break;
         if (d === 0x65 || d === 0x45) exponent = true;
+        else if (d === 0x2e) fraction = true;
       }
-      if (!inexactNumbers && (exponent || end - i > SHORT_NUMBER)) inexactNumbers = isInexactNumber(text.slice(i, end));
+      const long = end - i > (fraction ? SHORT_FRACTION : SHORT_INTEGER);
+      if (!inexactNumbers && (exponent || long)) inexactNumbers = isInexactNumber(text.slice(i, end));
       i = end - 1;
     } else if (c === QUOTE) {
       const end = closingQuote(text, i + 1);

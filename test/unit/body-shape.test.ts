@@ -87,3 +87,10 @@ describe("numbers JSON.parse would change, found in the same pass", () => {
     expect(isInexactNumber("1E309")).toBe(true);
   });
 });
+
+describe("a fraction longer than a double's largest value written", () => {
+  it("is checked too: 400 digits before the point are past a double's range", () => {
+    expect(scanBody(`{"x":${"9".repeat(400)}.5}`).inexactNumbers).toBe(true);
+    expect(scanBody(`{"x":0.${"1".repeat(300)}}`).inexactNumbers).toBe(false);
+  });
+});

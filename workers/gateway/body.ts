@@ -80,7 +80,11 @@ function parseJson(bytes: Uint8Array): { json: unknown; exact: Record<string, un
     throw badRequest(`request body is not valid JSON: ${(e as Error).message}`, null, "invalid_json");
   }
   if (!scan.inexactNumbers || typeof json !== "object" || json === null || Array.isArray(json)) return { json, exact: null };
-  return { json, exact: JSON.parse(text, keepingInexact) as Record<string, unknown> };
+  const exact = JSON.parse(text, keepingInexact) as Record<string, unknown>;
+  // Validation drops a body's own __proto__ key; nested ones in values it does not walk (a tool's
+  // schema) it passes on, and so does this.
+  delete exact.__proto__;
+  return { json, exact };
 }
 
 /** The JSON text of a value, serialised as it is (the JSON.parse source text access proposal, in V8 since 11.4). */
@@ -92,11 +96,9 @@ declare global {
 
 /**
  * A number JSON.parse would change stays the text the client wrote, serialised again as that text:
- * passed on, the upstream reads what the client sent. A `__proto__` key goes, as validation drops it
- * from the body it checks.
+ * passed on, the upstream reads what the client sent.
  */
-function keepingInexact(key: string, value: unknown, context?: { source?: string }): unknown {
-  if (key === "__proto__") return undefined;
+function keepingInexact(_key: string, value: unknown, context?: { source?: string }): unknown {
   return typeof value === "number" && context?.source !== undefined && isInexactNumber(context.source) ? JSON.rawJSON(context.source) : value;
 }
 
