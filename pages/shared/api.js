@@ -70,9 +70,10 @@ export function keyForm(o) {
       if (refused) sessionStorage.removeItem(o.storageName);
       o.dropped();
       const why = e instanceof Error ? e.message : String(e);
-      const kept = sessionStorage.getItem(o.storageName) !== null;
-      o.forget.hidden = !kept;
-      say(o.status, kept ? `${why} (the key is kept: reload the page to try again)` : why, true);
+      // Said of the key tried, which is kept only if it was the one the tab kept.
+      const keptThis = sessionStorage.getItem(o.storageName) === key;
+      o.forget.hidden = sessionStorage.getItem(o.storageName) === null;
+      say(o.status, keptThis ? `${why} (the key is kept: reload the page to try again)` : why, true);
     }
   };
   o.form.addEventListener("submit", (ev) => {

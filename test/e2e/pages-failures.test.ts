@@ -105,6 +105,12 @@ describe.skipIf(missing)("the pages when things change or fail under them", () =
     await page.reload();
     await vi.waitFor(async () => expect(await page.locator("#status").textContent()).toContain("503: registry unavailable"), EVENTUALLY);
     expect(await kept()).toBe(adminKey);
+    expect(await page.locator("#status").textContent()).toContain("the key is kept");
+    // Another key typed meanwhile fails the same way: it is not the one kept, and the page does not say it is.
+    await page.getByLabel("Admin key").fill(`sk-admin-${randomBytes(16).toString("hex")}`);
+    await page.getByLabel("Admin key").press("Enter");
+    await vi.waitFor(async () => expect(await page.locator("#status").textContent()).toBe("503: registry unavailable"), EVENTUALLY);
+    expect(await kept()).toBe(adminKey);
     // The gateway back: the kept key serves again, with nothing typed.
     await page.unroute("**/admin/v1/status");
     await page.reload();
