@@ -1,5 +1,5 @@
 import type { Context, MiddlewareHandler } from "hono";
-import { forbidden } from "../../src/openai/errors.ts";
+import { forbidden, GatewayError } from "../../src/openai/errors.ts";
 import type { LoadedConfig } from "../config.ts";
 import type { AppEnv } from "./app-env.ts";
 import { authenticate, originsOfRefusedKey, type Caller } from "./auth.ts";
@@ -56,7 +56,10 @@ export function keyCors(c: Context<AppEnv>): void {
 export async function refusal(c: Context<AppEnv>, err: unknown): Promise<Response> {
   const res = errorAnswer(err, c.get("requestId"));
   const origin = c.req.header("origin");
-  if (origin !== undefined && (originsOfRefusedKey(err).includes(origin) || (await keyOrigins(c.env)).has(origin))) allowOrigin(res.headers, origin);
+  if (origin === undefined) return res;
+  // The key store down answers no question about origins either: not asked twice.
+  const storeDown = err instanceof GatewayError && err.code === "key_store_unavailable";
+  if (originsOfRefusedKey(err).includes(origin) || (!storeDown && (await keyOrigins(c.env)).has(origin))) allowOrigin(res.headers, origin);
   return res;
 }
 

@@ -18,7 +18,7 @@ export default {
   fetch(req: Request, env: Env, ctx: ExecutionContext): Response | Promise<Response> {
     const loaded = loadConfig(env);
     if (!loaded.ok) {
-      return new GatewayError(500, "server_error", `gateway misconfigured: ${loaded.error}`, "config_invalid").toResponse();
+      return errorAnswer(new GatewayError(500, "server_error", `gateway misconfigured: ${loaded.error}`, "config_invalid"), requestIdOf(req));
     }
     const fleet = cachedFleet();
     if (fleet) return serve(loaded.config, fleet, req, env, ctx);
