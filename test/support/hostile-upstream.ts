@@ -121,6 +121,17 @@ function bigEvent(res: http.ServerResponse, body: Buffer, kib: number, ended: bo
   writeAll(res, parts(), s, () => void (ended && res.end()));
 }
 
+/** An event every `everyMs` for as long as the connection lasts (the status already written). */
+function tickForever(res: http.ServerResponse, model: string, s: BehaviourStats, everyMs: number): void {
+  const timer = setInterval(() => {
+    if (res.destroyed) return clearInterval(timer);
+    const text = chunk(model, "tick");
+    res.write(text);
+    s.bytesWritten += text.length;
+  }, everyMs);
+  res.on("close", () => clearInterval(timer));
+}
+
 const BEHAVIOURS: Record<string, Answer> = {
   ok: answerOk,
   /** A chat answer as SGLang lays it out: the message carries `tool_calls` and `reasoning_content` as null. */
@@ -137,15 +148,8 @@ const BEHAVIOURS: Record<string, Answer> = {
   },
   /** Events every `arg` ms (default 50) for as long as the connection lasts. */
   "endless-stream": (_req, res, body, arg, s) => {
-    const { model } = requestOf(body);
     res.writeHead(200, { "content-type": "text/event-stream" });
-    const timer = setInterval(() => {
-      if (res.destroyed) return clearInterval(timer);
-      const text = chunk(model, "tick");
-      res.write(text);
-      s.bytesWritten += text.length;
-    }, Number(arg ?? 50));
-    res.on("close", () => clearInterval(timer));
+    tickForever(res, requestOf(body).model, s, Number(arg ?? 50));
   },
   /** 1 KiB events as fast as the connection takes them (waiting for it to drain), for as long as it lasts. */
   "firehose-stream": (_req, res, body, _arg, s) => {
@@ -363,12 +367,7 @@ const BEHAVIOURS: Record<string, Answer> = {
     const { model } = requestOf(body);
     res.writeHead(200, { "content-type": "text/event-stream" });
     res.write(chunk(model, "first") + `data: ${JSON.stringify({ error: { message: "the engine failed", type: "InternalServerError", code: 500 } })}\n\n`);
-    const timer = setInterval(() => {
-      const text = chunk(model, "tick");
-      res.write(text);
-      s.bytesWritten += text.length;
-    }, 50);
-    res.on("close", () => clearInterval(timer));
+    tickForever(res, model, s, 50);
   },
   /**
    * A server that ignores `stream`: a JSON completion whatever was asked, its first half, then
