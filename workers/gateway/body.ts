@@ -32,7 +32,7 @@ export async function readSizedJsonBody(req: Request, limit: number): Promise<Re
   // unknown length is counted as it streams in.
   const bytes = declared !== null ? new Uint8Array(await req.arrayBuffer()) : await readCounted(req.body, limit);
   if (bytes.length > limit) throw tooLarge(limit);
-  return { ...parseJson(bytes), bytes: bytes.length };
+  return parseJson(bytes);
 }
 
 /**
@@ -62,7 +62,7 @@ async function readCounted(body: ReadableStream<Uint8Array>, limit: number): Pro
   return parts.length === 1 ? (parts[0] as Uint8Array) : concat(...parts);
 }
 
-function parseJson(bytes: Uint8Array): { json: unknown; exact: Record<string, unknown> | null } {
+function parseJson(bytes: Uint8Array): ReadBody {
   let text: string;
   try {
     text = utf8.decode(bytes);
@@ -79,12 +79,12 @@ function parseJson(bytes: Uint8Array): { json: unknown; exact: Record<string, un
   } catch (e) {
     throw badRequest(`request body is not valid JSON: ${(e as Error).message}`, null, "invalid_json");
   }
-  if (!scan.inexactNumbers || typeof json !== "object" || json === null || Array.isArray(json)) return { json, exact: null };
+  if (!scan.inexactNumbers || typeof json !== "object" || json === null || Array.isArray(json)) return { json, exact: null, bytes: bytes.length };
   const exact = JSON.parse(text, keepingInexact) as Record<string, unknown>;
   // Validation drops a body's own __proto__ key; nested ones in values it does not walk (a tool's
   // schema) it passes on, and so does this.
   delete exact.__proto__;
-  return { json, exact };
+  return { json, exact, bytes: bytes.length };
 }
 
 /** The JSON text of a value, serialised as it is (the JSON.parse source text access proposal, in V8 since 11.4). */
