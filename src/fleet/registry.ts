@@ -3,6 +3,7 @@ import { canonicalJson } from "../config/version.ts";
 import { modelIndex } from "../config/load.ts";
 import { deploymentId, fleetProblems, GATEWAY_KEY_NAMED, resolveDeployment, resolveGroup, type DeploymentState, type ResolvedGroup } from "../config/resolve.ts";
 import { AUTH_DEFAULTS, MAX_DEPLOYMENTS, type DeploymentConfig, type GatewayConfig, type GroupSettings, type ModelGroupConfig } from "../config/schema.ts";
+import { cleartextSecret } from "../config/private-hosts.ts";
 import { gatewayKeyProblems, gatewayKeys, gatewayKeysNamed, unlistedSecretProblems, unlistedSecretsNamed, type GatewayKeys } from "../config/upstream-access.ts";
 import type { DeploymentPatch, GroupUpdate, Heartbeat, NewDeployment } from "./commands.ts";
 
@@ -248,7 +249,7 @@ export class FleetRegistry {
    */
   replace(groups: readonly ModelGroupConfig[]): Change {
     const next = new Map<string, GroupRecord>();
-    for (const { deployments, ...settings } of groups) {
+    for (const [gi, { deployments, ...settings }] of groups.entries()) {
       if (next.has(settings.name)) throw new RegistryError(400, "invalid_value", `group "${settings.name}" is listed twice`, "modelGroups");
       const group = this.groups.get(settings.name);
       const before = group?.deployments ?? [];
@@ -256,10 +257,11 @@ export class FleetRegistry {
         settings,
         source: group?.source ?? "admin",
         rev: 0,
-        deployments: deployments.map((given) => {
+        deployments: deployments.map((given, di) => {
           const spec = { ...given, id: deploymentId(given) };
           const was = before.find((d) => d.spec.id === spec.id);
           if (was && sameSpec(was.spec, spec)) return { ...was };
+          refuseCleartext(spec, `modelGroups[${gi}].deployments[${di}].baseUrl`);
           const word = was ? heldState(was) : undefined;
           return word ? { ...adminRecord(spec), state: word, operatorState: word } : adminRecord(spec);
         }),
@@ -271,6 +273,7 @@ export class FleetRegistry {
   addGroup(group: ModelGroupConfig): Change {
     if (this.groups.has(group.name)) throw new RegistryError(409, "group_exists", `group "${group.name}" already exists`, "name");
     const { deployments, ...settings } = group;
+    for (const [di, spec] of deployments.entries()) refuseCleartext(spec, `deployments[${di}].baseUrl`);
     const next = this.copy();
     next.set(group.name, { settings, source: "admin", rev: 0, deployments: deployments.map((spec) => adminRecord({ ...spec, id: deploymentId(spec) })) });
     return this.commit(next);
@@ -416,6 +419,7 @@ export class FleetRegistry {
   private refuseSecrets(spec: DeploymentConfig, source: Source): void {
     const own = gatewayKeyProblems(spec, this.keys)[0];
     if (own) throw new RegistryError(400, GATEWAY_KEY_NAMED, `${own.field} ${own.message}`, own.field);
+    refuseCleartext(spec, "baseUrl");
     if (source !== "heartbeat") return;
     const unlisted = unlistedSecretProblems(spec, this.registrationSecrets)[0];
     if (unlisted) throw new RegistryError(403, "secret_not_allowed", `${unlisted.field} ${unlisted.message}`, unlisted.field);
@@ -516,6 +520,16 @@ function lapse(d: DeploymentRecord, now: number): void {
   if (d.state === "active") d.state = "draining";
   d.expiresAt = Math.min(d.expiresAt ?? now, now);
   d.removeAt = now + (d.ttlMs ?? 0);
+}
+
+/**
+ * A deployment the API or a heartbeat adds or alters whose secrets would cross the internet in
+ * cleartext. Not through the fleet's whole check: a deployment stored before the rule would then
+ * block every change to the fleet.
+ */
+function refuseCleartext(spec: DeploymentConfig, field: string): void {
+  const why = cleartextSecret(spec);
+  if (why) throw new RegistryError(400, "cleartext_secret", `${field} ${why}`, field);
 }
 
 /** The spec without the fields `named` (apiKeyEnv, headersFromEnv.<header>); headersFromEnv goes when no header is left. */

@@ -113,3 +113,56 @@ describe("a config's auth.registrationSecrets", () => {
     ]);
   });
 });
+
+describe("a deployment on a public host over plain http", () => {
+  let gw: TestGateway;
+  const TOKEN = secret("gpu-token");
+
+  beforeAll(async () => {
+    gw = await startTestGateway({ auth: { registrationSecrets: ["GPU_TOKEN"] }, modelGroups: [{ name: "public", deployments: [] }] }, { ...KEYS, GPU_TOKEN: TOKEN });
+  });
+  afterAll(async () => {
+    await gw?.close();
+  });
+
+  async function admin(method: string, path: string, body?: unknown): Promise<{ status: number; error?: { message: string; type: string; code: string; param: string | null } }> {
+    const res = await fetch(`${gw.url}/admin/v1${path}`, { method, headers: { authorization: `Bearer ${KEYS.KVGATE_ADMIN_KEY}`, "content-type": "application/json" }, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
+    const answer = (await res.json()) as { error?: { message: string; type: string; code: string; param: string | null } };
+    return { status: res.status, ...(answer.error ? { error: answer.error } : {}) };
+  }
+
+  // No request reaches these hosts: the refusal comes before any, and this machine has no internet.
+  const PUBLIC = "http://gpu.example.com:8000";
+  const cleartext = { status: 400, error: { type: "invalid_request_error", code: "cleartext_secret", param: "baseUrl" } };
+
+  it("may not name a secret, from a heartbeat or the admin API: it would cross the internet in cleartext", async () => {
+    const beat = await heartbeat(gw, { group: "public", id: "far", baseUrl: PUBLIC, model: MODEL, apiKeyEnv: "GPU_TOKEN" });
+    expect(beat).toMatchObject(cleartext);
+    expect(beat.error?.message).toMatch(/plain http.*apiKeyEnv.*cleartext/);
+    expect(JSON.stringify(beat)).not.toContain(TOKEN);
+    expect(await admin("POST", "/groups/public/deployments", { id: "far", baseUrl: PUBLIC, model: MODEL, headersFromEnv: { "cf-access-client-secret": "GPU_TOKEN" } })).toMatchObject(cleartext);
+  });
+
+  it("may not become one by a patch of either field", async () => {
+    expect((await admin("POST", "/groups/public/deployments", { id: "tls", baseUrl: "https://gpu.example.com", model: MODEL, apiKeyEnv: "GPU_TOKEN" })).status).toBe(201);
+    expect(await admin("PATCH", "/groups/public/deployments/tls", { baseUrl: PUBLIC })).toMatchObject(cleartext);
+    expect((await admin("POST", "/groups/public/deployments", { id: "open", baseUrl: PUBLIC, model: MODEL })).status).toBe(201);
+    expect(await admin("PATCH", "/groups/public/deployments/open", { apiKeyEnv: "GPU_TOKEN" })).toMatchObject(cleartext);
+  });
+
+  it("may not come in a new group or the whole fleet's PUT; what the fleet held already stays", async () => {
+    const far = { id: "far", baseUrl: PUBLIC, model: MODEL, apiKeyEnv: "GPU_TOKEN" };
+    const group = await admin("POST", "/groups", { name: "other", deployments: [{ id: "near", baseUrl: "http://10.0.0.9:8000", model: MODEL }, far] });
+    expect(group).toMatchObject({ ...cleartext, error: { ...cleartext.error, param: "deployments[1].baseUrl" } });
+    const fleet = (await (await fetch(`${gw.url}/admin/v1/fleet`, { headers: { authorization: `Bearer ${KEYS.KVGATE_ADMIN_KEY}` } })).json()) as { modelGroups: { deployments: unknown[] }[] };
+    const put = await admin("PUT", "/fleet", { modelGroups: fleet.modelGroups.map((g) => ({ ...g, deployments: [...g.deployments, far] })) });
+    expect(put).toMatchObject({ ...cleartext, error: { ...cleartext.error, param: `modelGroups[0].deployments[${fleet.modelGroups[0]?.deployments.length}].baseUrl` } });
+    expect((await admin("PUT", "/fleet", fleet)).status).toBe(200);
+  });
+
+  it("is taken without a secret, and with one on a host only a private network reaches", async () => {
+    expect((await heartbeat(gw, { group: "public", id: "lan", baseUrl: "http://gpu-7:8000", model: MODEL, apiKeyEnv: "GPU_TOKEN" })).status).toBe(200);
+    expect((await heartbeat(gw, { group: "public", id: "near", baseUrl: "http://10.0.0.7:8000", model: MODEL, apiKeyEnv: "GPU_TOKEN" })).status).toBe(200);
+    expect((await heartbeat(gw, { group: "public", id: "keyless", baseUrl: "http://gpu-8.example.com:8000", model: MODEL })).status).toBe(200);
+  });
+});
