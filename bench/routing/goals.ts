@@ -13,7 +13,8 @@ import { aggregateOpenLoop, OPEN_LOOP_SESSIONS } from "./open-loop-aggregate.ts"
 import { OPEN_LOOP_REGIME } from "./open-loop-matrix.ts";
 import type { TraceComparisons } from "./p95-split.ts";
 import type { RoutingResults } from "./types.ts";
-import { baselinesIn, overLimit, versusBest, worstOf, type Comparison } from "./versus-best.ts";
+import { baselinesIn, comparisonMark, overLimit, versusBest, worstOf, type Comparison } from "./versus-best.ts";
+import { boundedRatioMark } from "../stats/quantiles.ts";
 
 export interface Check {
   goal: string;
@@ -65,14 +66,14 @@ export function allCells(results: RoutingResults): Map<string, Cell> {
 function describe(c: Comparison | undefined): string {
   if (!c) return "";
   const allowance = c.limit > 1 ? `its seeds ×${c.spread.toFixed(2)}, so a 5% allowance` : `its seeds ×${c.spread.toFixed(2)}, no allowance`;
-  return `${c.metric} ${c.atLeast ? "≥ " : ""}${c.ratio.toFixed(3)} × ${c.baseline}${at(c.sessions)} (${allowance})`;
+  return `${c.metric} ${comparisonMark(c)}${c.ratio.toFixed(3)} × ${c.baseline}${at(c.sessions)} (${allowance})`;
 }
 
 /** Each concurrency's two ratios, the ones over their limit in bold. */
 function eachPoint(compared: Comparison[]): string {
   const ratio = (c: Comparison | undefined) => {
     if (!c) return "–";
-    const shown = `${c.atLeast ? "≥ " : ""}${c.ratio.toFixed(2)}`;
+    const shown = `${comparisonMark(c)}${c.ratio.toFixed(2)}`;
     return overLimit(c) ? `**${shown}**` : shown;
   };
   return axis(compared, (c) => c.sessions)
@@ -228,7 +229,7 @@ function mooncakeChecks(results: RoutingResults, cells: Map<string, Cell>): Chec
     out.push({
       goal: `(c) open-loop mooncake at ≥ ${MOONCAKE_MIN_LOAD * 100}% load: prefix-aware TTFT p95 ≤ ${limit} × ${baseline}'s`,
       ok: loaded && ratio !== null && ratio <= limit && !paAtLeast,
-      detail: `${ratio === null ? "no figure" : `${paAtLeast ? "≥ " : ""}${ratio.toFixed(3)} (${paAtLeast ? "≥ " : ""}${pa?.toFixed(0)} against ${atLeastMark(cell(baseline) ?? {}, "p95")}${other?.toFixed(0)} ms)`}; load ${load === null ? "–" : load.toFixed(2)}${loaded ? "" : ", under the goal's load"}`,
+      detail: `${ratio === null ? "no figure" : `${boundedRatioMark(paAtLeast, cell(baseline)?.at_least?.includes("p95") ?? false)}${ratio.toFixed(3)} (${paAtLeast ? "≥ " : ""}${pa?.toFixed(0)} against ${atLeastMark(cell(baseline) ?? {}, "p95")}${other?.toFixed(0)} ms)`}; load ${load === null ? "–" : load.toFixed(2)}${loaded ? "" : ", under the goal's load"}`,
     });
   }
   return out;

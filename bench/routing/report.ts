@@ -1,4 +1,5 @@
 import { openLoopKvRule, ttftRuleOf } from "../replay/index.ts";
+import { RATIO_MARKS } from "../stats/quantiles.ts";
 import { aggregate, atLeastMark, axis, key, strategiesIn } from "./aggregate.ts";
 import { closedLoopComparisons, evaluateGoals } from "./goals.ts";
 import { commitsOf, mixedPoints } from "./merge.ts";
@@ -65,7 +66,8 @@ export function renderReport(results: RoutingResults, related: readonly RelatedR
   if (open) {
     lines.push(`Every open-loop run (the open-loop sections): a fresh fleet of 4 simulated GPU workers, each request of the trace sent at its arrival time whatever is still open, streaming; its kv_hit ceiling is one infinite cache that sees every request in arrival order (bench/traces/prefix-ceiling.ts). ${openLoopKvRule(results.open_loop_runs ?? [])}`, "");
   }
-  if (closed || open) lines.push(ttftRuleOf(results), "");
+  // Results made before the rule have no bounds to mark.
+  if (closed || open) lines.push(results.ttft_rule ? `${ttftRuleOf(results)} ${RATIO_MARKS}` : ttftRuleOf(results), "");
   lines.push(...methodNotes(results));
   if (closed) {
     lines.push("| regime | GPU preset | time scale | KV cache per worker | sessions |", "| --- | --- | --- | --- | --- |");

@@ -5,6 +5,7 @@
  */
 import { key, strategiesIn, type Cell } from "./aggregate.ts";
 import { kvgateRouter } from "./matrix.ts";
+import { boundedRatioMark } from "../stats/quantiles.ts";
 
 export const ALLOWANCE = 1.05;
 const KVGATE_BASELINES = ["least-loaded", "round-robin"];
@@ -25,11 +26,15 @@ export interface Comparison {
   limit: number;
   /**
    * prefix-aware's median is only a lower bound (requests timed out before their first token reach
-   * it), so the ratio is one too and cannot show it within its limit. A baseline's lower bound
-   * needs no flag: it can only overstate the ratio.
+   * it), so the ratio is one too and cannot show it within its limit.
    */
   atLeast: boolean;
+  /** The best baseline's median is only a lower bound: the ratio overstates, unless atLeast too, when it is either. */
+  baselineAtLeast: boolean;
 }
+
+/** boundedRatioMark of the comparison's ratio. */
+export const comparisonMark = (c: Comparison) => boundedRatioMark(c.atLeast, c.baselineAtLeast);
 
 /** Over its limit, or not shown within it. */
 export const overLimit = (c: Comparison): boolean => c.ratio > c.limit || c.atLeast;
@@ -67,7 +72,7 @@ export function versusBest(cells: Map<string, Cell>, regime: string, trace: stri
       const best = bestBaseline(cells, regime, trace, n, baselines, (c) => c[metric]);
       if (!best || best.value <= 0) continue;
       const spread = spreadOf(best.cell, metric);
-      out.push({ sessions: n, metric, baseline: best.name, best: best.value, ratio: mine / best.value, spread, limit: spread > ALLOWANCE ? ALLOWANCE : 1, atLeast: pa?.at_least?.includes(metric) ?? false });
+      out.push({ sessions: n, metric, baseline: best.name, best: best.value, ratio: mine / best.value, spread, limit: spread > ALLOWANCE ? ALLOWANCE : 1, atLeast: pa?.at_least?.includes(metric) ?? false, baselineAtLeast: best.cell.at_least?.includes(metric) ?? false });
     }
   }
   return out;

@@ -71,6 +71,18 @@ export function boundedPercentile(figures: readonly Bounded[], p: number): Bound
 }
 
 /** Percentiles of measured values with censored ones among them (censoredPercentiles). */
+/** boundedRatioMark's marks in words, for the reports that show them. */
+export const RATIO_MARKS = "A ratio marked ≥ has lower bounds in its numerator, so the true ratio is at least it, ≤ in its denominator, at most it, and ? on both sides, either.";
+
+/**
+ * Where a ratio's truth lies when lower bounds are in it: "≥" with one in the numerator (the true
+ * ratio is at least this), "≤" with one in the denominator, "?" with them on both sides (either way).
+ */
+export function boundedRatioMark(numeratorAtLeast: boolean, denominatorAtLeast: boolean): "" | "≥ " | "≤ " | "? " {
+  if (numeratorAtLeast) return denominatorAtLeast ? "? " : "≥ ";
+  return denominatorAtLeast ? "≤ " : "";
+}
+
 export interface CensoredPercentiles extends Percentiles {
   /** Values known only to be at least a bound (for TTFT: requests that timed out before their first token). Absent when there were none. */
   censored?: number;

@@ -1,5 +1,5 @@
 import { openLoopKvRule, ttftRuleOf } from "../replay/index.ts";
-import { mean, type PercentileName } from "../stats/quantiles.ts";
+import { boundedRatioMark, mean, RATIO_MARKS, type PercentileName } from "../stats/quantiles.ts";
 import { OPEN_LOOP_SETUPS, isOpenLoopTrace } from "../routing/open-loop-matrix.ts";
 import type { TimedKind } from "../traces/index.ts";
 import { PRIORITY_SUFFIX } from "../routing/matrix.ts";
@@ -30,7 +30,8 @@ export interface VirtualResults {
 
 
 /** How lower bounds carry into the report's means and ratios. */
-const BOUNDS_IN_MEANS = "A mean with such a bound in it is one too (≥); a ratio marked ≥ has lower bounds in its numerator, so the true ratio is at least it, ≤ in its denominator, at most it, and ? on both sides, either.";
+/** The TTFT rule the results were made by, and what its bounds do to means and ratios; results made before it have none. */
+const ttftRuleWithBounds = (results: { ttft_rule?: string }) => (results.ttft_rule ? `${ttftRuleOf(results)} A mean with such a bound in it is one too (≥). ${RATIO_MARKS}` : ttftRuleOf(results));
 
 /** Issue 15: a group over shards keeps one object's kv_hit within this much. */
 export const SHARD_KV_TOLERANCE = 0.02;
@@ -46,14 +47,8 @@ const traceCeiling = (r: VirtualRun) => r.kv_ceiling_trace ?? r.kv_ceiling;
 const bounded = (runs: readonly VirtualRun[], name: PercentileName) => runs.some((r) => r.ttft_ms.at_least?.includes(name));
 /** "≥ " before a pooled TTFT figure that is a lower bound. */
 const ge = (runs: readonly VirtualRun[], name: PercentileName) => (bounded(runs, name) ? "≥ " : "");
-/**
- * Where a TTFT ratio's truth lies when lower bounds are in it: "≥" with them in `a` (the true ratio
- * is at least this), "≤" with them in `b`, "?" with them on both sides (either way).
- */
-function boundMark(a: readonly VirtualRun[], b: readonly VirtualRun[], name: PercentileName): "" | "≥ " | "≤ " | "? " {
-  const [x, y] = [bounded(a, name), bounded(b, name)];
-  return x && y ? "? " : x ? "≥ " : y ? "≤ " : "";
-}
+/** boundedRatioMark of `a`'s TTFT figure over `b`'s. */
+const boundMark = (a: readonly VirtualRun[], b: readonly VirtualRun[], name: PercentileName) => boundedRatioMark(bounded(a, name), bounded(b, name));
 /** `a`'s TTFT percentile over `b`'s, with its interval and boundMark. */
 const ttftInterval = (a: readonly VirtualRun[], b: readonly VirtualRun[], name: PercentileName) => `${boundMark(a, b, name)}${interval(ratioWithInterval(a, b, ttft(name)))}`;
 const f3 = (x: number) => (Number.isFinite(x) ? x.toFixed(3) : "–");
@@ -145,7 +140,7 @@ function closedLoopPart(runs: readonly VirtualRun[], results: VirtualResults): s
       "A figure is the mean over a seed's draws, then over the seeds; a ratio's interval is the 95% bootstrap over the draws, the two routers' runs of a draw resampled as a pair. " +
       "What is left out is what the fleet runs add on this machine: workerd, the sockets, the processes sharing 2 cores.",
     "",
-    `${ttftRuleOf(results)} ${BOUNDS_IN_MEANS}`,
+    `${ttftRuleWithBounds(results)}`,
     "",
   ];
   const summary: { point: string; figure: string; v: Versus }[] = [];
@@ -243,7 +238,7 @@ function traceSection(trace: TimedKind, runs: readonly VirtualRun[], results: Vi
       "A router's figure is the mean over a seed's draws, then over the seeds, each seed weighing the same; TTFT percentiles are each run's, averaged so. " +
       `A ratio's interval is the 95% bootstrap interval over the draws (the two routers' runs of a draw resampled as a pair, within each seed). Requests: ${of(base).reduce((n, r) => n + r.requests, 0) / results.jitter_seeds} per draw over the seeds.`,
     "",
-    `${ttftRuleOf(results)} ${BOUNDS_IN_MEANS} ${openLoopKvRule(runs)} "Of the ceiling" is each router's kv_hit over its own runs' ceiling; the tables' ceiling columns are the whole trace's.`,
+    `${ttftRuleWithBounds(results)} ${openLoopKvRule(runs)} "Of the ceiling" is each router's kv_hit over its own runs' ceiling; the tables' ceiling columns are the whole trace's.`,
     "",
     `| router | kv_hit | of the ceiling | kv_hit ÷ ${base}'s | TTFT p50 ms | p95 | p99 | p95 ÷ ${base}'s | errors per draw |`,
     "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",

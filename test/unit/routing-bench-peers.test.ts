@@ -213,8 +213,8 @@ describe("prefix-aware against the best of least-loaded, round-robin and every p
     ]);
     const compared = versusBest(aggregate(r), "roomy", "multi-turn", [8], ["least-loaded", "round-robin", "sglang-cache_aware"]);
     expect(compared).toEqual([
-      { sessions: 8, metric: "p50", baseline: "sglang-cache_aware", best: 100, ratio: 1.04, spread: 1, limit: 1, atLeast: false },
-      { sessions: 8, metric: "p95", baseline: "least-loaded", best: 210, ratio: 200 / 210, spread: 1, limit: 1, atLeast: false },
+      { sessions: 8, metric: "p50", baseline: "sglang-cache_aware", best: 100, ratio: 1.04, spread: 1, limit: 1, atLeast: false, baselineAtLeast: false },
+      { sessions: 8, metric: "p95", baseline: "least-loaded", best: 210, ratio: 200 / 210, spread: 1, limit: 1, atLeast: false, baselineAtLeast: false },
     ]);
     expect(worstOf(compared, "p50")?.baseline).toBe("sglang-cache_aware");
   });
@@ -232,6 +232,16 @@ describe("prefix-aware against the best of least-loaded, round-robin and every p
     expect(md).toContain(TTFT_RULE);
     // Results made before the rule say so instead.
     expect(renderReport({ ...r, ttft_rule: undefined })).toContain("these results predate counting a request that timed out");
+  });
+
+  it("marks a ratio ? where both its sides are lower bounds, ≤ where the baseline's alone is", () => {
+    const timedOut = { p50: 100, p95: 190, p99: 300_000, censored: 2, at_least: ["p95" as const, "p99" as const] };
+    const bothBound = { ...results([run("prefix-aware", 8, 1, 100, 190, { errors: 2, ttft_ms: timedOut }), run("least-loaded", 8, 1, 120, 210, { errors: 2, ttft_ms: { ...timedOut, p50: 120, p95: 210 } })]), ttft_rule: TTFT_RULE };
+    const [, both] = versusBest(aggregate(bothBound), "roomy", "multi-turn", [8], ["least-loaded", "round-robin"]);
+    expect(both).toMatchObject({ atLeast: true, baselineAtLeast: true });
+    expect(renderReport(bothBound)).toContain("each point, p50 · p95 over the best (bold: over its limit): 8 0.83 · **? 0.90** |");
+    const baselineBound = { ...results([run("prefix-aware", 8, 1, 100, 190), run("least-loaded", 8, 1, 120, 210, { errors: 2, ttft_ms: { ...timedOut, p50: 120, p95: 210 } })]), ttft_rule: TTFT_RULE };
+    expect(renderReport(baselineBound)).toContain("each point, p50 · p95 over the best (bold: over its limit): 8 0.83 · ≤ 0.90 |");
   });
 
   it("gives the allowance where the best baseline's own seeds moved more than 5%", () => {

@@ -294,6 +294,18 @@ describe("issue 14's goals, from a results file", () => {
     expect(md).toContain("(a) open-loop mooncake: prefix-aware TTFT p50 and p95 ≤ the best of least-loaded, round-robin, sglang-cache_aware | **no** |");
   });
 
+  it("(c) marks its ratio ? where round-robin's p95 is a lower bound too, ≤ where it alone is", () => {
+    const r = results();
+    const bound = { censored: 1, at_least: ["p95" as const, "p99" as const] };
+    r.open_loop_runs = (r.open_loop_runs ?? []).map((run) =>
+      run.strategy === "prefix-aware" || run.strategy === "round-robin" ? { ...run, errors: 1, ttft_ms: { ...run.ttft_ms, ...bound } } : run,
+    );
+    const detail = (rows: ReturnType<typeof evaluateGoals>) => rows.find((x) => x.goal.startsWith("(c)") && x.goal.endsWith("round-robin's"))?.detail;
+    expect(detail(evaluateGoals(r))).toBe("? 0.400 (≥ 3600 against ≥ 9000 ms); load 0.85");
+    r.open_loop_runs = (r.open_loop_runs ?? []).map((run) => (run.strategy === "prefix-aware" ? { ...run, errors: 0, ttft_ms: { p50: run.ttft_ms.p50, p95: run.ttft_ms.p95, p99: run.ttft_ms.p99 } } : run));
+    expect(detail(evaluateGoals(r))).toBe("≤ 0.400 (3600 against ≥ 9000 ms); load 0.85");
+  });
+
   it("(d) prefix-aware's largest backend share on every trace", () => {
     expect(row("(d) pressured multi-turn")).toEqual({ goal: "(d) pressured multi-turn: no backend above 1.5 × the mean share (0.375 of 4)", ok: true, detail: "prefix-aware's largest 0.250 at 8 sessions" });
     expect(row("(d) open-loop mooncake")).toEqual({ goal: "(d) open-loop mooncake: no backend above 1.5 × the mean share (0.375 of 4)", ok: false, detail: "prefix-aware's largest 0.400" });
