@@ -1,4 +1,5 @@
-import { concat } from "./bytes.ts";
+import { join } from "./bytes.ts";
+import { EVENT_HOLD_MAX_BYTES } from "./sse-boundary.ts";
 
 /** A body's first bytes, and when they came (the `now` clock's time). */
 export interface FirstBytes {
@@ -16,26 +17,55 @@ export interface FirstBytes {
  */
 export async function readFirstBytes(body: ReadableStream<Uint8Array>, now: () => number, sse = false): Promise<FirstBytes | null> {
   const reader = body.getReader();
-  let comments: Uint8Array | null = null;
+  const comments = new KeptComments();
   try {
     for (;;) {
       const { done, value } = await reader.read();
       if (done) return null;
       if (value.byteLength === 0) continue;
       if (sse && onlyComments(value)) {
-        comments = comments ? concat(comments, value) : value;
+        comments.keep(value);
         continue;
       }
-      return { chunk: comments ? concat(comments, value) : value, at: now() };
+      return { chunk: comments.before(value), at: now() };
     }
   } finally {
     reader.releaseLock();
   }
 }
 
+/**
+ * The comments read before the first event, joined once when it comes. Held up to
+ * EVENT_HOLD_MAX_BYTES: an upstream that sends nothing else until the first-byte limit must not
+ * fill the isolate's memory. Past it they are dropped, all of them, and a line end goes out in
+ * their place, ending a comment line a dropped chunk may have left open: the event after it
+ * stays an event. They carry nothing a client reads.
+ */
+class KeptComments {
+  private chunks: Uint8Array[] = [];
+  private bytes = 0;
+
+  keep(chunk: Uint8Array): void {
+    if (this.bytes + chunk.length > EVENT_HOLD_MAX_BYTES) {
+      this.chunks = [LINE_END];
+      this.bytes = LINE_END.length;
+      return;
+    }
+    this.chunks.push(chunk);
+    this.bytes += chunk.length;
+  }
+
+  before(chunk: Uint8Array): Uint8Array {
+    if (this.chunks.length === 0) return chunk;
+    this.chunks.push(chunk);
+    return join(this.chunks);
+  }
+}
+
 const COLON = 0x3a;
 const LF = 0x0a;
 const CR = 0x0d;
+const LINE_END = new Uint8Array([LF]);
 
 /** Every line of `chunk` an SSE comment (`:` first) or blank: it dispatches no event. */
 function onlyComments(chunk: Uint8Array): boolean {

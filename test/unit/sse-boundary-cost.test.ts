@@ -1,6 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { EventAligner } from "../../src/stream/sse-boundary.ts";
+import { EVENT_HOLD_MAX_BYTES, EventAligner } from "../../src/stream/sse-boundary.ts";
 import { UsageEventStripper } from "../../src/stream/strip-usage.ts";
+import { readFirstBytes } from "../../src/stream/first-bytes.ts";
 
 /**
  * What holding an unfinished event costs, counted in bytes copied: every copy the aligner and the
@@ -70,5 +71,43 @@ describe("an event that comes in many chunks is copied once, not once a chunk", 
     expect(out).toBeGreaterThan(512 * 1024);
     // Joined once when its end came, and the next event's start copied once: about the event's size, not a chunk's times the chunks.
     expect(copied.bytes).toBeLessThanOrEqual(2 * size);
+  });
+});
+
+describe("comments before a stream's first event (a proxy's keep-alives)", () => {
+  const comment = enc.encode(": keep-alive, the request is queued\n\n");
+  const event = 'data: {"choices":[{"delta":{"content":"hi"}}]}\n\n';
+
+  function commentsThenEvent(n: number): ReadableStream<Uint8Array> {
+    let i = 0;
+    return new ReadableStream<Uint8Array>({
+      pull(c) {
+        if (i++ < n) c.enqueue(comment);
+        else {
+          c.enqueue(enc.encode(event));
+          c.close();
+        }
+      },
+    });
+  }
+
+  it("are copied once, not once a comment, and go out with the first event", async () => {
+    const first = await readFirstBytes(commentsThenEvent(1000), () => 0, true);
+    const text = new TextDecoder().decode(first?.chunk);
+    expect(text).toBe(new TextDecoder().decode(comment).repeat(1000) + event);
+    expect(copied.bytes).toBeLessThanOrEqual(2 * text.length);
+  });
+
+  it("are held up to EVENT_HOLD_MAX_BYTES: an upstream that sends them without end cannot fill the isolate's memory", async () => {
+    // ~2.3 MiB of comments.
+    const n = Math.ceil((2.2 * EVENT_HOLD_MAX_BYTES) / comment.length);
+    const first = await readFirstBytes(commentsThenEvent(n), () => 0, true);
+    const text = new TextDecoder().decode(first?.chunk);
+    expect(text.length).toBeLessThanOrEqual(EVENT_HOLD_MAX_BYTES + comment.length + event.length + 1);
+    expect(text.endsWith(event)).toBe(true);
+    // What was kept is whole lines, so the event after them is an event, not a comment's continuation.
+    const events = text.split("\n\n").filter((e) => e.trim() !== "");
+    expect(events.at(-1)).toBe(event.trimEnd());
+    expect(events.slice(0, -1).every((e) => e.split(/\n/).every((line) => line === "" || line.startsWith(":")))).toBe(true);
   });
 });
