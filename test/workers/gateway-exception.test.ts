@@ -5,7 +5,7 @@ import { DeploymentSchema, GroupSettingsSchema } from "../../src/config/schema.t
 import { REGISTRY_NAME } from "../../src/fleet/registry-name.ts";
 import type { GroupRecord } from "../../src/fleet/registry.ts";
 import { UPSTREAM_MODEL } from "../support/test-config.ts";
-import { chat, conversation, EVENTUALLY, inFlight, status } from "./gateway.ts";
+import { chat, conversation, EVENTUALLY, gateway, inFlight, status } from "./gateway.ts";
 
 /**
  * An exception in the gateway's own code once the upstream answered: here, the answer's
@@ -17,18 +17,25 @@ import { chat, conversation, EVENTUALLY, inFlight, status } from "./gateway.ts";
  */
 
 const GROUP = "stored-line-feed";
+/** The same server under a model it does not serve: its realtime endpoint answers 404, a failed handshake. */
+const WRONG_MODEL_GROUP = "stored-line-feed-wrong-model";
 // One simulated server of the four, to read its running requests.
 const upstream = inject("upstreams").fleetUrls[3] as string;
 
-async function storeGroup(): Promise<void> {
+async function storeGroups(): Promise<void> {
   const registry = env.FLEET.getByName(REGISTRY_NAME);
   await runInDurableObject(registry, (_o, state) => {
     const { sql } = state.storage;
     const rev = Number(sql.exec<{ v: string }>("SELECT v FROM meta WHERE k = 'rev'").toArray()[0]?.v ?? 0);
-    const pos = sql.exec<{ n: number }>("SELECT count(*) AS n FROM groups").one().n;
-    const spec = { ...DeploymentSchema.parse({ baseUrl: upstream, model: UPSTREAM_MODEL }), id: "gpu\nstored" };
-    const record: GroupRecord = { settings: GroupSettingsSchema.parse({ name: GROUP }), source: "admin", rev, deployments: [{ spec, state: "active", source: "admin", expiresAt: null, removeAt: null, ttlMs: null }] };
-    sql.exec("INSERT INTO groups (name, record, pos) VALUES (?, ?, ?)", GROUP, JSON.stringify(record), pos);
+    for (const [name, model] of [
+      [GROUP, UPSTREAM_MODEL],
+      [WRONG_MODEL_GROUP, "not-served-here"],
+    ] as const) {
+      const pos = sql.exec<{ n: number }>("SELECT count(*) AS n FROM groups").one().n;
+      const spec = { ...DeploymentSchema.parse({ baseUrl: upstream, model }), id: "gpu\nstored" };
+      const record: GroupRecord = { settings: GroupSettingsSchema.parse({ name }), source: "admin", rev, deployments: [{ spec, state: "active", source: "admin", expiresAt: null, removeAt: null, ttlMs: null }] };
+      sql.exec("INSERT INTO groups (name, record, pos) VALUES (?, ?, ?)", name, JSON.stringify(record), pos);
+    }
   });
   await evictDurableObject(registry);
 }
@@ -42,7 +49,7 @@ async function internalError(res: Response): Promise<void> {
 
 describe("an exception in the gateway's own code after the upstream answered", () => {
   it("a stream: 500, its lease released (no verdict on the backend) and the upstream cancelled, not held and renewed for the isolate's life; its request line written", async () => {
-    await storeGroup();
+    await storeGroups();
     const logged = vi.spyOn(console, "log");
     // 1,000 tokens 20 ms apart: 20 s of upstream work unless it is cancelled.
     await internalError(await chat(GROUP, conversation("line feed stream"), { stream: true, max_tokens: 1000, kvgate_sim: { chunk_delay_ms: 20 } }, { headers: { "x-request-id": "stream-exception" } }));
@@ -59,5 +66,14 @@ describe("an exception in the gateway's own code after the upstream answered", (
     await internalError(await chat(GROUP, conversation("line feed failure"), { kvgate_sim: { fail_status: 500 } }));
     await vi.waitFor(async () => expect(await inFlight(GROUP)).toBe(0), EVENTUALLY);
     expect((await status(GROUP)).backends[0]).toMatchObject({ completed: 0, failed: 0, aborted: 3 });
+  });
+
+  it("a realtime handshake the upstream accepted, and one it refused: 500, the lease released as abandoned, not held and renewed for the isolate's life", async () => {
+    await internalError(await gateway(`/v1/realtime?model=${GROUP}`, { headers: { upgrade: "websocket", "sec-websocket-protocol": "realtime" } }));
+    await internalError(await gateway(`/v1/realtime?model=${WRONG_MODEL_GROUP}`, { headers: { upgrade: "websocket" } }));
+    await vi.waitFor(async () => expect(await inFlight(GROUP)).toBe(0), EVENTUALLY);
+    await vi.waitFor(async () => expect(await inFlight(WRONG_MODEL_GROUP)).toBe(0), EVENTUALLY);
+    expect((await status(GROUP)).backends[0]).toMatchObject({ completed: 0, failed: 0, aborted: 4 });
+    expect((await status(WRONG_MODEL_GROUP)).backends[0]).toMatchObject({ completed: 0, failed: 0, aborted: 1, breaker: { state: "closed" } });
   });
 });

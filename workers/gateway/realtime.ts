@@ -7,7 +7,7 @@ import { nextStep } from "../../src/upstream/retry.ts";
 import { clientGone, isFailover, misconfigured, routingHeaders } from "./attempt.ts";
 import { HeldFailure } from "./held-failure.ts";
 import { FailoverEvent, fallbackFor, groupAddedSince, limitError, noBackend, tenantFor, type ProxyInput } from "./proxy.ts";
-import { openUpstream } from "./realtime-handshake.ts";
+import { openUpstream, type Handshake } from "./realtime-handshake.ts";
 import { holdLease, route } from "./route-client.ts";
 import { closeUnused, relaySockets } from "./socket-relay.ts";
 import type { Prompt } from "./validate.ts";
@@ -112,25 +112,41 @@ async function handshakeInTurn(p: RealtimeInput, s: Session, held: HeldFailure):
         lease.settle("client-abort");
         throw misconfigured(deployment.id, reach.problems);
       }
-      const sentAt = performance.now();
-      const answer = await openUpstream({ search: s.search, reach, requestId: p.requestId, group, deployment, decision, protocols, clientSignal: req.signal });
-      if (req.signal.aborted) {
-        // Nobody is left to relay to: a socket the upstream opened meanwhile is closed at once.
-        if (answer.kind === "open") closeUnused(answer.socket);
+      // The upstream's socket until the relay takes it: what an exception must close.
+      let unused: WebSocket | null = null;
+      let answer: Handshake;
+      try {
+        const sentAt = performance.now();
+        answer = await openUpstream({ search: s.search, reach, requestId: p.requestId, group, deployment, decision, protocols, clientSignal: req.signal });
+        if (answer.kind === "open") unused = answer.socket;
+        if (req.signal.aborted) {
+          // Nobody is left to relay to: a socket the upstream opened meanwhile is closed at once (below).
+          lease.settle("client-abort");
+          throw clientGone();
+        }
+        const headers = routingHeaders(decision, deployment, sentAt - p.startedAt, p.requestId, attempts, group === primary ? null : group.name);
+        p.log?.routed(group.name, deployment.id, headers["x-kvgate-reason"] as string, decision.matched, decision.total, attempts);
+        if (answer.kind === "open") {
+          const pair = new WebSocketPair();
+          const protocol = chosenProtocol(protocols, answer.protocol);
+          if (protocol !== null) headers["sec-websocket-protocol"] = protocol;
+          // Made before the relay takes the sockets: an answer the gateway cannot build leaves the upstream's unused.
+          const accepted = new Response(null, { status: 101, webSocket: pair[0], headers });
+          relaySockets(pair[1], answer.socket, lease);
+          unused = null;
+          held.answered(false);
+          return accepted;
+        }
+        for (const [k, v] of Object.entries(headers)) answer.response.headers.set(k, v);
+      } catch (e) {
+        // What is thrown on purpose settled the lease first. Anything else is the gateway's own
+        // failure once the upstream answered (a response header the runtime cannot build): no
+        // verdict on the backend, and nothing of the handshake may outlive it — not its lease,
+        // which keepRenewed would renew for the isolate's life, nor a socket the upstream opened.
         lease.settle("client-abort");
-        throw clientGone();
+        if (unused) closeUnused(unused);
+        throw e;
       }
-      const headers = routingHeaders(decision, deployment, sentAt - p.startedAt, p.requestId, attempts, group === primary ? null : group.name);
-      p.log?.routed(group.name, deployment.id, headers["x-kvgate-reason"] as string, decision.matched, decision.total, attempts);
-      if (answer.kind === "open") {
-        const pair = new WebSocketPair();
-        relaySockets(pair[1], answer.socket, lease);
-        const protocol = chosenProtocol(protocols, answer.protocol);
-        if (protocol !== null) headers["sec-websocket-protocol"] = protocol;
-        held.answered(false);
-        return new Response(null, { status: 101, webSocket: pair[0], headers });
-      }
-      for (const [k, v] of Object.entries(headers)) answer.response.headers.set(k, v);
       if (answer.kind === "rejected") {
         lease.settle("rejected");
         held.answered(true);
