@@ -193,6 +193,8 @@ export class GroupRouter {
   route(version: string, chain: ArrayLike<number>, exclude: readonly string[], now: number, tenant?: RouteTenant, failover = false, blocks?: number, spill?: SpillLimit): RouteDecision | RouteRefusal | LimitRefusal | VersionRefusal {
     const view = this.views.get(version);
     if (!view) return { refused: "unknown-version", rev: this.rev };
+    // Before the key's limits: a lease past its TTL whose alarm is late holds none of its max_parallel.
+    if (this.leases.size > 0) this.expire(now);
     if (tenant) {
       const over = this.ledger.check(tenant, now);
       if (over) {
@@ -202,7 +204,6 @@ export class GroupRouter {
     }
     view.usedAt = now;
     if (this.views.size > 1) this.dropIdleViews(now);
-    if (this.leases.size > 0) this.expire(now);
     if (this.admit(view, exclude, now) === 0) return this.refuse("no-backend");
     const { policy, request } = view;
     for (const name of policy.reads) this.signals[name].produce(view.backends, chain, view.group, now);

@@ -321,6 +321,21 @@ describe("GroupRouter: the usage of a release for a lease it does not know", () 
   });
 });
 
+describe("GroupRouter: a key's max_parallel and leases past their TTL", () => {
+  const g = version([dep("a1", 9001, { maxInFlight: 4 })], { leaseTtlMs: 300 });
+  const tenant: RouteTenant = { id: "key_a", rpm: null, tpm: null, maxParallel: 1, budget: null, admitted: false };
+
+  it("counts no lease the Worker lost once its TTL ran out, though the alarm that reclaims it has not run yet", () => {
+    const r = new GroupRouter("g");
+    r.install(g, 0);
+    // Taken, and never released or renewed: the Worker that held it is gone.
+    decided(r.route(g.version, [], [], 0, tenant));
+    expect(r.route(g.version, [], [], 100, tenant)).toMatchObject({ refused: "limited", limit: "parallel" });
+    // Past its TTL, with no alarm in between: the key's one slot is free again.
+    expect(decided(r.route(g.version, [], [], 400, tenant)).backendId).toBe("a1");
+  });
+});
+
 describe("GroupRouter: a backend learns a prompt only from a request it served", () => {
   const g = version([dep("a1"), dep("b2")], { strategy: "prefix-aware", hotThreshold: 0 });
   const prompt = Array.from({ length: 20 }, (_, i) => 7_000 + i);
