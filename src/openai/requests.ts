@@ -7,8 +7,9 @@ import * as z from "zod/mini";
  */
 
 const text = z.string();
-// No `type` is vLLM's "simple" part: a bare {"image_url": "https://…"} (audio_url, video_url alike).
-const contentPart = z.looseObject({ type: z.optional(z.string()) });
+// No `type` is vLLM's "simple" part: a bare {"image_url": "https://…"} (audio_url, video_url alike),
+// or a plain string, which vLLM takes as a text part.
+const contentPart = z.union([text, z.looseObject({ type: z.optional(z.string()) })]);
 const content = z.nullable(z.union([text, z.array(contentPart)]));
 
 // Null where a field is optional, as vLLM and SGLang take it: SGLang answers `"tool_calls": null`,

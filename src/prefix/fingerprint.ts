@@ -71,13 +71,17 @@ function pushMessage(h: BlockHasher, m: ChatMessage): void {
   if (m.tool_call_id) h.push(m.tool_call_id);
 }
 
-/** A role-tagged turn and its text: a string, or each part's text (another part, typed or not, as its JSON). */
+/** A role-tagged turn and its text: a string, or each part's text (a plain string part is its text; another part, typed or not, its JSON). */
 function pushTurn(h: BlockHasher, role: string, name: string | null | undefined, content: ChatMessage["content"]): void {
   h.push(ROLE_OPEN + role + (name ? `:${name}` : "") + ROLE_CLOSE);
   if (typeof content === "string") h.push(content);
   else if (Array.isArray(content)) {
     for (const part of content) {
       if (h.full) return;
+      if (typeof part === "string") {
+        h.push(part);
+        continue;
+      }
       const t = part as Record<string, unknown>;
       if (typeof t.text === "string") h.push(t.text);
       else h.push(JSON.stringify(part));

@@ -162,8 +162,18 @@ describe("vLLM's content parts without a type", () => {
     expect(matched).toBeLessThan(total);
   });
 
-  it("a part that is no object, or a type that is not a string, is still a 400", async () => {
-    for (const part of ["text", { type: 7, text: "x" }]) {
+  it("a plain string part is served as vLLM takes it, and hashed as the same text in a text part", async () => {
+    const long = "A plain string part, long enough to fill a block of the prompt's own. ".repeat(4);
+    const plain = await client.chat.completions.create({ model: "bodies", messages: [{ role: "user", content: [long as unknown as OpenAI.Chat.ChatCompletionContentPart] }] }).withResponse();
+    expect(plain.response.status).toBe(200);
+    expect(lastBody("ok")?.messages).toEqual([{ role: "user", content: [long] }]);
+    const total = plain.response.headers.get("x-kvgate-prefix-blocks")?.split("/")[1];
+    const typed = await client.chat.completions.create({ model: "bodies", messages: [{ role: "user", content: [{ type: "text", text: long }] }] }).withResponse();
+    expect(typed.response.headers.get("x-kvgate-prefix-blocks")).toBe(`${total}/${total}`);
+  });
+
+  it("a part that is neither an object nor a string, or a type that is not a string, is still a 400", async () => {
+    for (const part of [7, null, ["text"], { type: 7, text: "x" }]) {
       const r = await post("/v1/chat/completions", { model: "bodies", messages: [{ role: "user", content: [part] }] });
       expect(r.status).toBe(400);
       expect(r.json.error).toMatchObject({ param: "messages[0].content" });

@@ -116,8 +116,9 @@ const contentPart: fc.Arbitrary<Json> = fc.oneof(
   fc.record({ type: fc.constant("text"), text: text(48) }),
   fc.record({ type: fc.constant("image_url"), image_url: fc.record({ url: text(48) }) }),
   fc.tuple(text(12), fc.dictionary(extraKey, jsonValue, { maxKeys: 3 })).map(([type, rest]) => ({ ...rest, type })),
-  // vLLM's simple parts: no type.
+  // vLLM's simple parts: no type, or a plain string.
   fc.record({ image_url: text(48) }),
+  text(48),
 );
 
 const toolCall: fc.Arbitrary<Json> = fc.record({
@@ -291,8 +292,8 @@ const messageMutation: fc.Arbitrary<{ message: Json; at: string }> = fc.oneof(
   fc.oneof(notAString, fc.constant("")).map((v) => ({ message: { role: v, content: "x" }, at: ".role" })),
   fc.constant({ message: { content: "x" }, at: ".role" }),
   fc.oneof(absurdNumber, fc.boolean(), fc.dictionary(extraKey, jsonValue, { maxKeys: 2 })).map((v) => ({ message: { role: "user", content: v }, at: ".content" })),
-  // A content part must be an object, its type (vLLM's simple parts have none) a string.
-  fc.oneof(notAnObject, notAString.map((t) => ({ type: t }))).map((p) => ({ message: { role: "user", content: [p] }, at: ".content" })),
+  // A content part must be an object or a plain string (vLLM takes both), its type (vLLM's simple parts have none) a string.
+  fc.oneof(absurdNumber, fc.boolean(), fc.array(jsonValue, { maxLength: 2 }), fc.constant(null), notAString.map((t) => ({ type: t }))).map((p) => ({ message: { role: "user", content: [p] }, at: ".content" })),
   // Null is taken for these (as vLLM and SGLang take it): only another type is refused.
   neitherStringNorNull.map((v) => ({ message: { role: "user", content: "x", name: v }, at: ".name" })),
   neitherStringNorNull.map((v) => ({ message: { role: "tool", content: "x", tool_call_id: v }, at: ".tool_call_id" })),

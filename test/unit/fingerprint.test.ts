@@ -144,7 +144,7 @@ describe("prefix fingerprint, bounded work", () => {
       if (h.full) break;
       h.push(`\u0001${m.role}${m.name ? `:${m.name}` : ""}\u0002`);
       if (typeof m.content === "string") h.push(m.content);
-      else if (Array.isArray(m.content)) for (const part of m.content) h.push(typeof part.text === "string" ? part.text : JSON.stringify(part));
+      else if (Array.isArray(m.content)) for (const part of m.content) h.push(typeof part === "string" ? part : typeof part.text === "string" ? part.text : JSON.stringify(part));
       if (m.tool_calls) h.push(JSON.stringify(m.tool_calls));
       if (m.tool_call_id) h.push(m.tool_call_id);
       h.boundary();
