@@ -6,6 +6,7 @@ import { startFleet, type Fleet } from "../../bench/fleet/index.ts";
 import { startGateway, type ServedGateway } from "../../bench/harness/gateway.ts";
 import type { GroupStatus } from "../../src/routing/protocol.ts";
 import { EVENTUALLY } from "./gateway.ts";
+import { connect, opened } from "../support/websocket-client.ts";
 
 /**
  * Several gateway instances as bench:routing-replicas serves them (issue 14, "One index for every
@@ -90,5 +91,30 @@ describe("gateway instances", () => {
       expect(completed(after) - completed(before)).toBe(2);
       expect(after.calls.route - before.calls.route).toBeGreaterThanOrEqual(2);
     }, EVENTUALLY);
+  });
+});
+
+describe("an instance whose fleet is behind the registry's", () => {
+  const admin = (instance: number, path: string, json?: unknown) =>
+    fetch(`${gw.urls[instance]}/admin/v1${path}`, { method: "POST", headers: { authorization: `Bearer ${adminKey}`, "content-type": "application/json" }, body: json === undefined ? undefined : JSON.stringify(json) });
+  const sim = (i: number, id: string) => ({ id, baseUrl: fleet.urls[i] as string, model: MODEL });
+  const realtime = (instance: number, model: string) => connect(`${(gw.urls[instance] as string).replace(/^http/, "ws")}/v1/realtime?model=${model}`, { headers: { authorization: `Bearer ${gw.key}` } });
+
+  it("opens a realtime session on the server that replaced the one it knows, as a request goes there, from the first handshake on", async () => {
+    expect((await admin(1, "/groups", { name: "moved", deployments: [sim(0, "old")] })).status).toBe(201);
+    // Instance 0 learns the group with its one server, `old` (a model it does not know sends it to the registry at most once a second).
+    const first = await vi.waitFor(async () => opened(await realtime(0, "moved")), EVENTUALLY);
+    expect(first.headers["x-kvgate-backend"]).toBe("old");
+    first.ws.close();
+    await first.closed;
+    // Through another instance, `new` joins and `old` drains: instance 0 has not heard of either.
+    expect((await admin(1, "/groups/moved/deployments", sim(1, "new"))).status).toBe(201);
+    expect((await admin(1, "/groups/moved/deployments/old/drain")).status).toBe(200);
+    const h = await realtime(0, "moved");
+    expect(h.kind === "refused" ? [h.status, h.body.error.message] : h.socket.headers["x-kvgate-backend"]).toBe("new");
+    const s = opened(h);
+    await s.event("session.created");
+    s.ws.close();
+    await s.closed;
   });
 });

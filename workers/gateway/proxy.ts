@@ -71,10 +71,9 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
         // The fleet changed under this isolate (its servers drained, replaced): route with the
         // registry's version. Unreachable, the registry leaves the refusal as it is.
         reread = true;
-        const fresh = await reloadFleet(env);
+        const fresh = await groupAfterRefusal(env, group, group === primary, body.model);
         if (fresh) byModel = fresh.byModel;
-        const now = fresh?.byModel.get(group.name);
-        if (fresh && !now && group === primary) throw unknownModel(body.model);
+        const now = fresh?.group;
         if (now) {
           if (group === primary) primary = now;
           group = now;
@@ -188,6 +187,20 @@ export async function groupAddedSince(env: Env, model: string): Promise<{ group:
   const fresh = await freshGroup(env, model);
   if (!fresh) throw unknownModel(model);
   return { group: fresh.group, byModel: fresh.fleet.byModel };
+}
+
+/**
+ * A group refused by a routing object that knows a later revision of it than this isolate (its
+ * servers drained, replaced): the registry's fleet read again, with the group as it is there now
+ * (undefined: gone), to route with once more; null when the registry cannot be reached, the
+ * refusal then standing. The request's own group gone means its model is: a 404.
+ */
+export async function groupAfterRefusal(env: Env, group: ResolvedGroup, own: boolean, model: string): Promise<{ group: ResolvedGroup | undefined; byModel: Map<string, ResolvedGroup> } | null> {
+  const fresh = await reloadFleet(env);
+  if (!fresh) return null;
+  const now = fresh.byModel.get(group.name);
+  if (!now && own) throw unknownModel(model);
+  return { group: now, byModel: fresh.byModel };
 }
 
 export function unknownModel(model: string): GatewayError {

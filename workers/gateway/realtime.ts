@@ -2,11 +2,11 @@ import type { ResolvedGroup } from "../../src/config/load.ts";
 import { reachOf } from "../../src/config/upstream-access.ts";
 import { badRequest, GatewayError, methodNotAllowed, unavailable } from "../../src/openai/errors.ts";
 import { chosenProtocol, isWebSocketUpgrade, keyFromProtocols, protocolsWithoutKey } from "../../src/realtime/handshake.ts";
-import type { RouteRefusal, RouteTenant } from "../../src/routing/protocol.ts";
+import type { RouteTenant } from "../../src/routing/protocol.ts";
 import { nextStep } from "../../src/upstream/retry.ts";
 import { clientGone, isFailover, misconfigured, routingHeaders } from "./attempt.ts";
 import { HeldFailure } from "./held-failure.ts";
-import { FailoverEvent, fallbackFor, groupAddedSince, limitError, noBackend, tenantFor, type ProxyInput } from "./proxy.ts";
+import { FailoverEvent, fallbackFor, groupAddedSince, groupAfterRefusal, limitError, noBackend, tenantFor, type ProxyInput } from "./proxy.ts";
 import { openUpstream, type Handshake } from "./realtime-handshake.ts";
 import { holdLease, route } from "./route-client.ts";
 import { closeUnused, relaySockets } from "./socket-relay.ts";
@@ -50,10 +50,9 @@ export async function openRealtime(p: RealtimeInput): Promise<Response> {
     throw badRequest("the WebSocket subprotocols hold only the API key: offer the protocol too (e.g. 'realtime')", null, "invalid_subprotocol");
   }
 
-  const fallbacks = primary.fallbacks.map((name) => fallbackFor(p.caller, byModel, name)).filter((g): g is ResolvedGroup => g !== undefined);
   const held = new HeldFailure();
   try {
-    return await handshakeInTurn(p, { model, search: url.search, tenant, protocols, primary, fallbacks }, held);
+    return await handshakeInTurn(p, { model, search: url.search, tenant, protocols, primary, byModel }, held);
   } finally {
     held.end();
   }
@@ -68,32 +67,52 @@ interface Session {
   /** The subprotocols the client offered, the key taken out. */
   protocols: readonly string[];
   primary: ResolvedGroup;
-  /** The fallback groups the caller may be served by, in order. */
-  fallbacks: readonly ResolvedGroup[];
+  /** The fleet the primary group was found in: where its fallback groups are looked up. */
+  byModel: ReadonlyMap<string, ResolvedGroup>;
 }
 
 /**
  * Tries the groups' backends in turn until one accepts the handshake, as a request's attempts
  * go: a failure is settled as the backend's, or held until the next attempt tells whose it was
- * (held-failure.ts), and one that follows the request ends the turn.
+ * (held-failure.ts), and one that follows the request ends the turn. A group refused by an object
+ * that knows it newer than this isolate is read again and tried once more, as a request's is.
  */
 async function handshakeInTurn(p: RealtimeInput, s: Session, held: HeldFailure): Promise<Response> {
   const { req, config } = p;
-  const { model, tenant, protocols, primary } = s;
+  const { model, tenant, protocols } = s;
+  let { primary, byModel } = s;
   let attempts = 0;
   let last: Response | null = null;
   const failover = new FailoverEvent(p);
-  let refused: RouteRefusal["refused"] = "no-backend";
-  for (const group of [primary, ...s.fallbacks]) {
+  let group = primary;
+  let fellBackTo = 0;
+  let reread = false;
+  for (;;) {
     const exclude: string[] = [];
     // Each group's object keeps the key's limits for its own sessions: a fallback group checks them too.
     let admitted = false;
     for (;;) {
       const decision = await route(p.env, p.ctx, group, NO_PROMPT, exclude, model, tenant && { ...tenant, admitted }, isFailover(attempts + 1, group !== primary));
       if ("refused" in decision && decision.refused === "limited") throw limitError(decision, p.caller);
+      if ("refused" in decision && decision.rev > group.rev && !reread) {
+        reread = true;
+        const fresh = await groupAfterRefusal(p.env, group, group === primary, model);
+        if (fresh) byModel = fresh.byModel;
+        if (fresh?.group) {
+          if (group === primary) primary = fresh.group;
+          group = fresh.group;
+          continue;
+        }
+      }
       if ("refused" in decision) {
-        refused = decision.refused;
-        break;
+        let next: ResolvedGroup | undefined;
+        while (!next && fellBackTo < primary.fallbacks.length) next = fallbackFor(p.caller, byModel, primary.fallbacks[fellBackTo++] as string);
+        if (next) {
+          group = next;
+          break;
+        }
+        if (last) return last;
+        throw noBackend(decision.refused, model);
       }
       attempts++;
       failover.attempting(attempts);
@@ -161,6 +180,4 @@ async function handshakeInTurn(p: RealtimeInput, s: Session, held: HeldFailure):
       if (step.waitMs > 0) await new Promise((r) => setTimeout(r, step.waitMs));
     }
   }
-  if (last) return last;
-  throw noBackend(refused, model);
 }
