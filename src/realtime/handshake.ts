@@ -13,6 +13,19 @@ export function isWebSocketUpgrade(headers: Headers): boolean {
   return headers.get("upgrade")?.trim().toLowerCase() === "websocket";
 }
 
+/**
+ * What a WebSocket handshake lacks for the runtime to switch protocols (RFC 6455 §4.1: a key, and
+ * version 13), or null. The runtime answers a 101 for such a request with its own plain-text 400 or
+ * 426 instead, and the WebSocketPair's other end hears nothing of it: a session opened upstream
+ * for it would stay open, its backend's slot held, behind nobody. So it is refused before routing.
+ */
+export function handshakeFault(headers: Headers): "no-key" | "version" | null {
+  if (!headers.get("sec-websocket-key")?.trim()) return "no-key";
+  // A repeated header reads as "13, 13": the runtime refuses that too.
+  if (headers.get("sec-websocket-version")?.trim() !== "13") return "version";
+  return null;
+}
+
 /** The offered subprotocols of a Sec-WebSocket-Protocol header, in order. */
 export function offeredProtocols(header: string | null): string[] {
   if (header === null) return [];

@@ -1,4 +1,5 @@
 import { randomBytes } from "node:crypto";
+import http, { type IncomingHttpHeaders } from "node:http";
 import net from "node:net";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { startFleet, type Fleet } from "../../bench/fleet/index.ts";
@@ -235,6 +236,40 @@ describe("a handshake the gateway refuses", () => {
   it("the key as the only subprotocol: 400, since the client must get one of its own back", async () => {
     const h = await connect(wsUrl("?model=realtime"), { protocols: [`openai-insecure-api-key.${gw.key}`] });
     expect(h.kind === "refused" && [h.status, h.body.error.code]).toEqual([400, "invalid_subprotocol"]);
+  });
+
+  /** A handshake as a hand-written client may send it, with these headers beside the key and Upgrade: its answer, or "switched" on a 101. */
+  const rawHandshake = (headers: Record<string, string>) =>
+    new Promise<{ status: number; headers: IncomingHttpHeaders; body: string } | "switched">((resolve, reject) => {
+      const req = http.get(wsUrl("?model=echo").replace(/^ws/, "http"), { headers: { ...bearer(), upgrade: "websocket", connection: "upgrade", ...headers } });
+      req.on("upgrade", (_res, socket) => {
+        socket.destroy();
+        resolve("switched");
+      });
+      req.on("response", (res) => {
+        const parts: Buffer[] = [];
+        res.on("data", (c: Buffer) => parts.push(c));
+        res.on("end", () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(parts).toString("utf8") }));
+      });
+      req.on("error", reject);
+    });
+
+  it.each([
+    ["no Sec-WebSocket-Key", { "sec-websocket-version": "13" }, 400, "invalid_websocket_handshake"],
+    ["an empty Sec-WebSocket-Key", { "sec-websocket-version": "13", "sec-websocket-key": "" }, 400, "invalid_websocket_handshake"],
+    ["no Sec-WebSocket-Version", { "sec-websocket-key": randomBytes(16).toString("base64") }, 426, "unsupported_websocket_version"],
+    ["a Sec-WebSocket-Version other than 13", { "sec-websocket-version": "8", "sec-websocket-key": randomBytes(16).toString("base64") }, 426, "unsupported_websocket_version"],
+  ])("%s: an OpenAI-style error, and no session opened behind it", async (_what, headers, status, code) => {
+    const sessions = upstream.open();
+    const answer = await rawHandshake(headers);
+    // The runtime would not send a 101 for it: a session opened upstream would stay open, its slot held, behind nobody.
+    expect(upstream.open()).toBe(sessions);
+    await vi.waitFor(async () => expect(await gw.inFlight("echo")).toBe(0), EVENTUALLY);
+    expect(answer === "switched" ? answer : [answer.status, answer.headers["content-type"]]).toEqual([status, "application/json"]);
+    if (answer === "switched") return;
+    expect(JSON.parse(answer.body)).toMatchObject({ error: { type: "invalid_request_error", code } });
+    // RFC 6455 §4.4: the versions the server speaks.
+    if (status === 426) expect(answer.headers["sec-websocket-version"]).toBe("13");
   });
 
   it("a plain GET, and a POST: 426 and 405", async () => {

@@ -77,7 +77,7 @@ describe("a deployment behind a VPC binding", () => {
 
 describe("a realtime session with a deployment behind a VPC binding", () => {
   it("is opened through env[binding].fetch with the Access headers, and relays both ways", async () => {
-    const res = await gateway("/v1/realtime?model=vpc-realtime", { headers: { upgrade: "websocket" } });
+    const res = await gateway("/v1/realtime?model=vpc-realtime", { headers: { upgrade: "websocket", "sec-websocket-key": "dGhlIHNhbXBsZSBub25jZQ==", "sec-websocket-version": "13" } });
     expect(res.status, res.status === 101 ? "" : await res.text()).toBe(101);
     expect(res.headers.get("x-kvgate-backend")).toBe("gpu-private");
     const ws = res.webSocket as WebSocket;

@@ -1,7 +1,7 @@
 import type { ResolvedGroup } from "../../src/config/load.ts";
 import { reachOf } from "../../src/config/upstream-access.ts";
 import { badRequest, GatewayError, methodNotAllowed, unavailable } from "../../src/openai/errors.ts";
-import { chosenProtocol, isWebSocketUpgrade, keyFromProtocols, protocolsWithoutKey } from "../../src/realtime/handshake.ts";
+import { chosenProtocol, handshakeFault, isWebSocketUpgrade, keyFromProtocols, protocolsWithoutKey } from "../../src/realtime/handshake.ts";
 import type { RouteTenant } from "../../src/routing/protocol.ts";
 import { nextStep } from "../../src/upstream/retry.ts";
 import { clientGone, isFailover, misconfigured, routingHeaders } from "./attempt.ts";
@@ -34,6 +34,11 @@ export async function openRealtime(p: RealtimeInput): Promise<Response> {
   if (!isWebSocketUpgrade(req.headers)) {
     // No Upgrade header on the 426: the runtime drops it from any answer but a 101.
     throw new GatewayError(426, "invalid_request_error", `${PATH} is a WebSocket: connect with Upgrade: websocket`, "upgrade_required");
+  }
+  const fault = handshakeFault(req.headers);
+  if (fault === "no-key") throw badRequest("the WebSocket handshake has no Sec-WebSocket-Key", null, "invalid_websocket_handshake");
+  if (fault === "version") {
+    throw new GatewayError(426, "invalid_request_error", "the gateway speaks WebSocket version 13 only: send Sec-WebSocket-Version: 13", "unsupported_websocket_version", null, { "sec-websocket-version": "13" });
   }
   const url = new URL(req.url);
   const model = url.searchParams.get("model");
