@@ -69,8 +69,10 @@ describe("an exception in the gateway's own code after the upstream answered", (
   });
 
   it("a realtime handshake the upstream accepted, and one it refused: 500, the lease released as abandoned, not held and renewed for the isolate's life", async () => {
-    await internalError(await gateway(`/v1/realtime?model=${GROUP}`, { headers: { upgrade: "websocket", "sec-websocket-protocol": "realtime" } }));
-    await internalError(await gateway(`/v1/realtime?model=${WRONG_MODEL_GROUP}`, { headers: { upgrade: "websocket" } }));
+    // The headers every WebSocket client sends (RFC 6455), without which the handshake is refused before routing.
+    const handshake = { upgrade: "websocket", "sec-websocket-key": "dGhlIHNhbXBsZSBub25jZQ==", "sec-websocket-version": "13" };
+    await internalError(await gateway(`/v1/realtime?model=${GROUP}`, { headers: { ...handshake, "sec-websocket-protocol": "realtime" } }));
+    await internalError(await gateway(`/v1/realtime?model=${WRONG_MODEL_GROUP}`, { headers: handshake }));
     await vi.waitFor(async () => expect(await inFlight(GROUP)).toBe(0), EVENTUALLY);
     await vi.waitFor(async () => expect(await inFlight(WRONG_MODEL_GROUP)).toBe(0), EVENTUALLY);
     expect((await status(GROUP)).backends[0]).toMatchObject({ completed: 0, failed: 0, aborted: 4 });
