@@ -1,6 +1,7 @@
 import * as z from "zod/mini";
 import { STRATEGY_NAMES, type StrategyName } from "../routing/strategies/index.ts";
 import { CONTROL_CHARACTERS_REFUSED, NO_CONTROL_CHARACTERS } from "../control-characters.ts";
+import { DOT_SEGMENT_REFUSED, isDotSegment } from "../dot-segment.ts";
 import { EXACT_ORIGIN, isExactOrigin } from "../origin.ts";
 import { refuseProtoKey } from "../proto-key.ts";
 
@@ -21,6 +22,8 @@ export function clipName(s: string): string {
 
 /** A group's name or alias, a deployment's id, a model name: wherever one enters the fleet (the config, the admin API, a heartbeat). */
 export const fleetName = () => z.string().check(z.minLength(1), z.maxLength(NAME_MAX), z.regex(NO_CONTROL_CHARACTERS, CONTROL_CHARACTERS_REFUSED));
+/** A group's name or a deployment's id: what the admin API's paths address (src/dot-segment.ts). */
+export const addressName = () => fleetName().check(z.refine((s) => !isDotSegment(s), DOT_SEGMENT_REFUSED));
 /**
  * Names something on the Worker's env, a secret or a binding (`what`); the key itself never
  * appears in the config. The message spells out the pattern: a user sees it, not the regex.
@@ -91,7 +94,7 @@ function baseUrlRefusal(text: string): string | null {
 
 export const DeploymentSchema = z.strictObject({
   /** Stable id, shown in x-kvgate-backend; defaults to the base URL's host. */
-  id: z.optional(fleetName()),
+  id: z.optional(addressName()),
   baseUrl: z.url({ protocol: /^https?$/ }).check(
     z.superRefine((text, ctx) => {
       const why = baseUrlRefusal(text);
@@ -183,7 +186,7 @@ const BreakerSchema = z.strictObject({
 
 /** A group's settings: everything but its deployments (the registry keeps those one by one). */
 export const GroupSettingsSchema = z.strictObject({
-  name: fleetName(),
+  name: addressName(),
   /** Where the group's Durable Object is created: near its GPUs, so each route call is a short hop from them. */
   locationHint: z.optional(z.enum(LOCATION_HINTS)),
   aliases: z._default(z.array(fleetName()), []),

@@ -1,6 +1,6 @@
 import * as z from "zod/mini";
 import { DEPLOYMENT_STATES } from "../config/resolve.ts";
-import { DeploymentSchema, fleetName, GroupSettingsSchema, ModelGroupSchema } from "../config/schema.ts";
+import { addressName, DeploymentSchema, fleetName, GroupSettingsSchema, ModelGroupSchema } from "../config/schema.ts";
 
 /**
  * What the admin API and heartbeats may ask of the fleet registry. Each input is checked whole
@@ -8,7 +8,7 @@ import { DeploymentSchema, fleetName, GroupSettingsSchema, ModelGroupSchema } fr
  */
 
 /** A deployment added through the API names itself: an id is what drain, remove and the CLI address it by. */
-export const NewDeploymentSchema = z.extend(DeploymentSchema, { id: fleetName() });
+export const NewDeploymentSchema = z.extend(DeploymentSchema, { id: addressName() });
 
 /** What an update may change of a deployment (not its id); its state through drain, enable and disable. */
 export const DeploymentPatchSchema = z.partial(z.omit(DeploymentSchema, { id: true }));
