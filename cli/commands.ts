@@ -1,4 +1,5 @@
 import { readFile } from "node:fs/promises";
+import { isDotSegment } from "../src/dot-segment.ts";
 import type { DeploymentList, DeploymentRow, FleetStatus, GroupList } from "../src/fleet/admin-api.ts";
 import type { AdminResult } from "../src/fleet/protocol.ts";
 import type { AdminClient } from "./admin-client.ts";
@@ -24,7 +25,15 @@ function number(flags: Flags, name: "max-in-flight" | "weight" | "timeout", inte
   return n;
 }
 
-const deploymentPath = (f: Flags) => `/admin/v1/groups/${enc(need(f, "group"))}/deployments/${enc(need(f, "id"))}`;
+/** A flag as one segment of an admin path; "." or ".." would be taken out of the path by fetch, and the call would land elsewhere (a deployment's DELETE on its group). */
+function segment(flags: Flags, name: "group" | "id"): string {
+  const v = need(flags, name);
+  if (isDotSegment(v)) throw new CliError(`--${name} cannot be "${v}": no group or deployment has that name, and in a URL path it would address another route`, 2);
+  return enc(v);
+}
+
+const groupPath = (f: Flags) => `/admin/v1/groups/${segment(f, "group")}`;
+const deploymentPath = (f: Flags) => `${groupPath(f)}/deployments/${segment(f, "id")}`;
 
 /** What a change did, in a line: its revision, and whether routing follows it already. */
 function said(what: string, r: Applied): string {
@@ -88,7 +97,7 @@ function stateChange(verb: "enable" | "disable", what: string): Command {
 /** The fleet: deployments, groups, status (over the registry's admin API). */
 export const FLEET_COMMANDS: Record<string, Command> = {
   "deployments list": async (api, flags, io) => {
-    const list = await api.call<DeploymentList>("GET", `/admin/v1/groups/${enc(need(flags, "group"))}/deployments`);
+    const list = await api.call<DeploymentList>("GET", `${groupPath(flags)}/deployments`);
     show(io, flags, list, () => deploymentTable(list.data));
   },
   "deployments add": async (api, flags, io) => {
@@ -100,7 +109,7 @@ export const FLEET_COMMANDS: Record<string, Command> = {
       weight: number(flags, "weight", false),
       apiKeyEnv: flags["api-key-env"],
     };
-    const r = await api.call<Applied>("POST", `/admin/v1/groups/${enc(need(flags, "group"))}/deployments`, deployment);
+    const r = await api.call<Applied>("POST", `${groupPath(flags)}/deployments`, deployment);
     show(io, flags, r, () => said(`added ${deployment.id} to group ${flags.group}`, r));
   },
   "deployments update": async (api, flags, io) => {
