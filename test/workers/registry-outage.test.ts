@@ -53,3 +53,27 @@ describe("the fleet registry unreachable", () => {
     await known.text();
   });
 });
+
+describe("the fleet registry failing a read right after it took a change", () => {
+  it("the admin API still answers the change as applied: an error would have the operator retry one that holds (a 409, or a second removal's 404)", async () => {
+    const warm = await chat("routing");
+    expect(warm.status).toBe(200);
+    await warm.text();
+    // Commands reach the real registry; only the snapshot the Worker reads after one fails.
+    const readFails = {
+      getByName: (name: string) => {
+        const real = env.FLEET.getByName(name);
+        return { command: (cmd: Parameters<typeof real.command>[0]) => real.command(cmd), records: () => real.records(), snapshot: async () => Promise.reject(new Error("Durable Object is overloaded. Too many requests queued.")) };
+      },
+    };
+    const group = { name: "outage-after-change", deployments: [{ id: "a", baseUrl: "http://127.0.0.1:9/", model: "m" }] };
+    const ctx = createExecutionContext();
+    const req = new Request("https://kvgate.test/admin/v1/groups", { method: "POST", headers: { authorization: `Bearer ${env.KVGATE_ADMIN_KEY}`, "content-type": "application/json" }, body: JSON.stringify(group) });
+    const res = await worker.fetch(req, { ...env, FLEET: readFails } as unknown as Env, ctx);
+    await waitOnExecutionContext(ctx);
+    const text = await res.text();
+    expect(res.status, text).toBe(201);
+    expect(JSON.parse(text)).toMatchObject({ ok: true, changed: ["outage-after-change"], routing: "applied" });
+    expect((await env.FLEET.getByName("fleet").snapshot()).groups.map((g) => g.name)).toContain("outage-after-change");
+  });
+});

@@ -9,7 +9,7 @@ import { mergeDecisions, mergeStatus } from "../../src/sharding/merge.ts";
 import type { LoadedConfig } from "../config.ts";
 import type { Env } from "../env.ts";
 import type { AppEnv } from "../gateway/app-env.ts";
-import { loadFleet } from "../fleet.ts";
+import { reloadFleet } from "../fleet.ts";
 import { authenticateAdmin, authenticateRegistration } from "../gateway/auth.ts";
 import { askEachObject } from "../gateway/group-object.ts";
 import { readJsonBody } from "../gateway/body.ts";
@@ -111,12 +111,14 @@ const ERROR_TYPES = { 400: "invalid_request_error", 403: "permission_error", 404
 /**
  * Sends a command to the registry; a refusal becomes its OpenAI-style error. After a change this
  * isolate reads the fleet again before answering, so whoever made the change sees it at once from
- * here (other isolates learn it from their routing objects, or on an unknown model name).
+ * here (other isolates learn it from their routing objects, or on an unknown model name). That
+ * read failing is logged, not answered: the change holds, and an error would have the operator
+ * send it again (a 409, or a second removal's 404).
  */
 async function changed(c: Context<AdminEnv>, cmd: AdminCommand, okStatus: 200 | 201 = 200): Promise<Response> {
   const r: AdminResult = await registry(c.env).command(cmd);
   if (!r.ok) throw new GatewayError(r.status, ERROR_TYPES[r.status], r.message, r.code, r.param);
-  if (r.changed.length + r.removed.length > 0) await loadFleet(c.env);
+  if (r.changed.length + r.removed.length > 0) await reloadFleet(c.env);
   return c.json(r, okStatus);
 }
 
