@@ -15,6 +15,9 @@ interface ErrorBody {
 
 export function adminClient(env: NodeJS.ProcessEnv, fetchImpl: typeof fetch = fetch): AdminClient {
   const url = (env.KVGATE_URL || DEFAULT_URL).replace(/\/+$/, "");
+  // Before anything repeats the URL: fetch refuses one with credentials, and its error and ours would print the password.
+  const parsed = URL.parse(url);
+  if (parsed && (parsed.username !== "" || parsed.password !== "")) throw new CliError("KVGATE_URL must not carry credentials (user:password@): the admin key goes in KVGATE_ADMIN_KEY", 2);
   if (!/^https?:\/\//.test(url)) throw new CliError(`KVGATE_URL must be an http(s) URL, not "${url}"`, 2);
   const key = env.KVGATE_ADMIN_KEY;
   return {
