@@ -1,4 +1,5 @@
 import { modelIndex, type ResolvedGroup } from "../src/config/load.ts";
+import { unavailable, type GatewayError } from "../src/openai/errors.ts";
 import type { FleetSnapshot } from "../src/fleet/protocol.ts";
 import { REGISTRY_NAME } from "../src/fleet/registry-name.ts";
 import type { Env, WaitUntil } from "./env.ts";
@@ -35,6 +36,15 @@ export async function loadFleet(env: Env): Promise<FleetView> {
   fetchedAt = Date.now();
   if (!current || snap.rev >= current.rev) current = { rev: snap.rev, groups: snap.groups, byModel: modelIndex(snap.groups) };
   return current;
+}
+
+/**
+ * The answer to a call the registry could not take (overloaded, or being reset): a 503 to retry,
+ * its cause to the log. `message` says what became of a change that may have reached it.
+ */
+export function registryUnavailable(e: unknown, message = "the fleet registry is unavailable"): GatewayError {
+  console.error(`kvgate: calling the fleet registry failed: ${(e as Error).message}`);
+  return unavailable(message, "routing_unavailable");
 }
 
 /**

@@ -77,3 +77,30 @@ describe("the fleet registry failing a read right after it took a change", () =>
     expect((await env.FLEET.getByName("fleet").snapshot()).groups.map((g) => g.name)).toContain("outage-after-change");
   });
 });
+
+describe("the admin API while the fleet registry cannot be reached", () => {
+  it("answers 503 saying so, not a 500 that names nothing; a change's answer says it may have been made", async () => {
+    const warm = await chat("routing");
+    expect(warm.status).toBe(200);
+    await warm.text();
+    const overloaded = async () => Promise.reject(new Error("Durable Object is overloaded. Too many requests queued."));
+    const down = { getByName: () => ({ records: overloaded, command: overloaded, snapshot: overloaded }) };
+    const call = async (method: string, path: string, body?: unknown) => {
+      const ctx = createExecutionContext();
+      const headers = { authorization: `Bearer ${env.KVGATE_ADMIN_KEY}`, "content-type": "application/json" };
+      const res = await worker.fetch(new Request(`https://kvgate.test/admin/v1${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) }), { ...env, FLEET: down } as unknown as Env, ctx);
+      await waitOnExecutionContext(ctx);
+      return { status: res.status, retryAfter: res.headers.get("retry-after"), error: ((await res.json()) as { error: { type: string; code: string; param: string | null; message: string } }).error };
+    };
+    const unavailable = { status: 503, retryAfter: "1", error: { type: "service_unavailable", code: "routing_unavailable", param: null, message: "the fleet registry is unavailable" } };
+    for (const path of ["/status", "/fleet", "/groups", "/groups/routing", "/groups/routing/deployments"]) expect(await call("GET", path), path).toEqual(unavailable);
+    const changes: [string, string, unknown?][] = [
+      ["POST", "/groups/routing/deployments/sim-0/drain"],
+      ["PATCH", "/groups/routing", { saturation: 9 }],
+      ["DELETE", "/groups/routing"],
+    ];
+    for (const [method, path, body] of changes) {
+      expect(await call(method, path, body), path).toEqual({ ...unavailable, error: { ...unavailable.error, message: "the fleet registry did not answer: the change may or may not have been made; read the fleet back before sending it again" } });
+    }
+  });
+});

@@ -1,7 +1,7 @@
 import type { Context, Hono } from "hono";
 import { GatewayError, notFound, type ErrorType } from "../../src/openai/errors.ts";
 import type { DeploymentList, DeploymentRow, FleetStatus, GroupList } from "../../src/fleet/admin-api.ts";
-import type { AdminCommand, AdminResult, GroupRecord } from "../../src/fleet/protocol.ts";
+import type { AdminCommand, AdminResult, FleetRegistryRpc, GroupRecord } from "../../src/fleet/protocol.ts";
 import type { RefusalStatus } from "../../src/fleet/registry.ts";
 import { REGISTRY_NAME } from "../../src/fleet/registry-name.ts";
 import type { BackendSnapshot, GroupStatus } from "../../src/routing/protocol.ts";
@@ -9,7 +9,7 @@ import { mergeDecisions, mergeStatus } from "../../src/sharding/merge.ts";
 import type { LoadedConfig } from "../config.ts";
 import type { Env } from "../env.ts";
 import type { AppEnv } from "../gateway/app-env.ts";
-import { reloadFleet } from "../fleet.ts";
+import { registryUnavailable, reloadFleet } from "../fleet.ts";
 import { authenticateAdmin, authenticateRegistration } from "../gateway/auth.ts";
 import { askEachObject } from "../gateway/group-object.ts";
 import { readJsonBody } from "../gateway/body.ts";
@@ -18,6 +18,15 @@ import { mountKeys } from "./keys.ts";
 type AdminEnv = AppEnv;
 
 const registry = (env: Env) => env.FLEET.getByName(REGISTRY_NAME);
+
+/** The registry's records, for every read of the admin API; a 503 while it cannot be reached. */
+async function records(env: Env): Promise<ReturnType<FleetRegistryRpc["records"]>> {
+  try {
+    return await registry(env).records();
+  } catch (e) {
+    throw registryUnavailable(e);
+  }
+}
 
 /**
  * The admin API under /admin/v1: the fleet registry's groups and deployments, and the heartbeats
@@ -37,7 +46,7 @@ export function mountAdmin(app: Hono<AdminEnv>, config: LoadedConfig): void {
   });
 
   app.get(`${A}/status`, async (c) => {
-    const { rev, groups, seed } = await registry(c.env).records();
+    const { rev, groups, seed } = await records(c.env);
     const live = await Promise.all(groups.map((g) => groupStatus(c.env, g.settings)));
     const status: FleetStatus = {
       rev,
@@ -51,7 +60,7 @@ export function mountAdmin(app: Hono<AdminEnv>, config: LoadedConfig): void {
   });
 
   app.get(`${A}/fleet`, async (c) => {
-    const { rev, groups } = await registry(c.env).records();
+    const { rev, groups } = await records(c.env);
     return c.json({ rev, modelGroups: groups.map((g) => ({ ...g.settings, deployments: g.deployments.map((d) => d.spec) })) });
   });
   app.put(`${A}/fleet`, async (c) => {
@@ -60,7 +69,7 @@ export function mountAdmin(app: Hono<AdminEnv>, config: LoadedConfig): void {
   });
 
   app.get(`${A}/groups`, async (c) => {
-    const { rev, groups } = await registry(c.env).records();
+    const { rev, groups } = await records(c.env);
     const list: GroupList = { object: "list", rev, data: groups.map((g) => ({ ...g.settings, rev: g.rev, source: g.source, deployments: g.deployments.length })) };
     return c.json(list);
   });
@@ -116,14 +125,20 @@ const ERROR_TYPES = { 400: "invalid_request_error", 403: "permission_error", 404
  * send it again (a 409, or a second removal's 404).
  */
 async function changed(c: Context<AdminEnv>, cmd: AdminCommand, okStatus: 200 | 201 = 200): Promise<Response> {
-  const r: AdminResult = await registry(c.env).command(cmd);
+  let r: AdminResult;
+  try {
+    r = await registry(c.env).command(cmd);
+  } catch (e) {
+    // It may have failed before the registry took the command, or after (reset while pushing it).
+    throw registryUnavailable(e, "the fleet registry did not answer: the change may or may not have been made; read the fleet back before sending it again");
+  }
   if (!r.ok) throw new GatewayError(r.status, ERROR_TYPES[r.status], r.message, r.code, r.param);
   if (r.changed.length + r.removed.length > 0) await reloadFleet(c.env);
   return c.json(r, okStatus);
 }
 
 async function recordOf(env: Env, name: string): Promise<GroupRecord> {
-  const { groups } = await registry(env).records();
+  const { groups } = await records(env);
   const g = groups.find((x) => x.settings.name === name);
   if (!g) throw notFound(`no group "${name}" in the fleet`, "group_not_found");
   return g;

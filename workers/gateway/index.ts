@@ -1,11 +1,11 @@
-import { GatewayError, unavailable } from "../../src/openai/errors.ts";
+import { GatewayError } from "../../src/openai/errors.ts";
 import { withConfigCors } from "./admit.ts";
 import { errorAnswer } from "./error-answer.ts";
 import { requestIdOf } from "./request-id.ts";
 import type { ResolvedConfig } from "../../src/config/load.ts";
 import { loadConfig, withFleet } from "../config.ts";
 import type { Env } from "../env.ts";
-import { cachedFleet, loadFleet, type FleetView } from "../fleet.ts";
+import { cachedFleet, loadFleet, registryUnavailable, type FleetView } from "../fleet.ts";
 import { buildApp } from "./app.ts";
 
 export { ModelGroup } from "../../durable-objects/model-group.ts";
@@ -26,9 +26,8 @@ export default {
     return loadFleet(env).then(
       (f) => serve(loaded.config, f, req, env, ctx),
       (e: unknown) => {
-        console.error(`kvgate: reading the fleet registry failed: ${(e as Error).message}`);
         // No app to answer yet: this answer says what the app's would (its request id, the config's CORS).
-        const res = errorAnswer(unavailable("the fleet registry is unavailable", "routing_unavailable"), requestIdOf(req));
+        const res = errorAnswer(registryUnavailable(e), requestIdOf(req));
         withConfigCors(res.headers, loaded.config.cors.allowedOrigins, req.headers.get("origin") ?? undefined);
         return res;
       },
