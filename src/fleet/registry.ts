@@ -507,12 +507,14 @@ export class FleetRegistry {
 }
 
 /**
- * The state the operator set and a heartbeat keeps, if any. A record stored before the operator's
- * word was kept apart has its state alone: a disable there can only be the operator's, while a
- * drain may be a lapsed TTL's, and a server that came back takes requests again.
+ * The state the operator set and a heartbeat keeps, if any. A record without the operator's word
+ * kept apart (stored before it was, or a config deployment a seed listed again) has its state
+ * alone: a disable there can only be the operator's, and so can any drain but a registered
+ * server's, which may be a lapsed TTL's (a server that came back takes requests again).
  */
 function heldState(d: DeploymentRecord): DeploymentRecord["operatorState"] {
-  return d.operatorState ?? (d.state === "disabled" ? "disabled" : undefined);
+  if (d.operatorState !== undefined || d.state === "active") return d.operatorState;
+  return d.state === "disabled" || d.source !== "heartbeat" ? d.state : undefined;
 }
 
 /** A registered server's TTL run out at `now`, as `expire` finds it: it drains, and goes a TTL later. */

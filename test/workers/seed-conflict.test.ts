@@ -81,3 +81,20 @@ describe("a deploy the fleet refuses whole", () => {
     expect((await ok<FleetStatus>(admin("/admin/v1/status"))).seed).toMatchObject({ state: "taken" });
   });
 });
+
+describe("an operator's drain of a config deployment, after a deploy", () => {
+  it("holds through a fleet apply that lists the deployment with another spec, as before the deploy", async () => {
+    const row = async () => (await ok<{ data: { id: string; state: string; weight: number }[] }>(admin("/admin/v1/groups/seed-claim/deployments"))).data.find((d) => d.id === "sim-0");
+    await ok(admin("/admin/v1/groups/seed-claim/deployments/sim-0/drain", { method: "POST" }));
+    await deployed();
+    expect(await row()).toMatchObject({ state: "draining" });
+    // The operator gives it another weight with `fleet export` and `fleet apply`: a changed spec becomes the operator's, its drain kept.
+    const exported = await ok<{ modelGroups: { name: string; deployments: { id?: string; weight?: number }[] }[] }>(admin("/admin/v1/fleet"));
+    const claim = exported.modelGroups.find((g) => g.name === "seed-claim");
+    const server = claim?.deployments.find((d) => d.id === "sim-0");
+    if (!server) throw new Error("seed-claim has no sim-0");
+    server.weight = 3;
+    await ok(admin("/admin/v1/fleet", { method: "PUT", json: { modelGroups: exported.modelGroups } }));
+    expect(await row()).toMatchObject({ weight: 3, state: "draining" });
+  });
+});
