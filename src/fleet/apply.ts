@@ -25,7 +25,7 @@ export function applyCommand(registry: FleetRegistry, cmd: AdminCommand, now: nu
     case "update-deployment":
       return registry.updateDeployment(cmd.group, cmd.id, given(DeploymentPatchSchema, cmd.patch));
     case "set-state":
-      return registry.setState(cmd.group, cmd.id, parse(StateSchema, cmd.state));
+      return registry.setState(cmd.group, cmd.id, parse(StateSchema, cmd.state), now);
     case "remove-deployment":
       return registry.removeDeployment(cmd.group, cmd.id);
     case "heartbeat":

@@ -311,7 +311,7 @@ export class FleetRegistry {
     return this.commit(next);
   }
 
-  setState(group: string, id: string, state: DeploymentState): Change {
+  setState(group: string, id: string, state: DeploymentState, now: number): Change {
     const next = this.copy();
     const d = this.needDeployment(next, group, id);
     const word = state === "active" ? undefined : state;
@@ -322,6 +322,8 @@ export class FleetRegistry {
     else delete d.operatorState;
     // An operator's word outlasts a registration: a server enabled again is no longer on its way out.
     d.removeAt = null;
+    // Nor drained again by the expiry that ran out already (at once, by the next alarm): it keeps no TTL until a heartbeat renews one.
+    if (!word && d.expiresAt !== null && d.expiresAt <= now) d.expiresAt = null;
     return this.commit(next);
   }
 

@@ -264,6 +264,22 @@ describe("heartbeats", () => {
     expect(await row("admin-hb-drain", "hb")).toMatchObject({ state: "active", takesRequests: true });
   });
 
+  it("an operator's enable of a server whose TTL ran out holds: it takes requests until its heartbeats come again, and lapses as any from then", async () => {
+    await ok(admin("/admin/v1/groups", { method: "POST", json: { name: "admin-hb-enable", strategy: "round-robin", deployments: [sim(0, "fixed")] } }), 201);
+    const beat = { group: "admin-hb-enable", ...sim(1, "hb"), ttlSeconds: 1 };
+    await ok(admin("/admin/v1/heartbeats", { method: "POST", json: beat }, env.KVGATE_REGISTER_KEY));
+    await vi.waitFor(async () => expect(await row("admin-hb-enable", "hb")).toMatchObject({ state: "draining", takesRequests: false }), { timeout: 5000, interval: 100 });
+    await ok(admin("/admin/v1/groups/admin-hb-enable/deployments/hb/enable", { method: "POST" }));
+    // Past the second TTL that would have removed it.
+    await new Promise((r) => setTimeout(r, 2500));
+    expect(await row("admin-hb-enable", "hb")).toMatchObject({ state: "active", takesRequests: true, source: "heartbeat", expiresAt: null, removeAt: null });
+    await vi.waitFor(async () => expect(await servedBy("admin-hb-enable", 4)).toContain("hb"), EVENTUALLY);
+    // Its heartbeats back, its TTL runs again.
+    await ok(admin("/admin/v1/heartbeats", { method: "POST", json: beat }, env.KVGATE_REGISTER_KEY));
+    expect((await row("admin-hb-enable", "hb")).expiresAt).not.toBeNull();
+    await vi.waitFor(async () => expect(await row("admin-hb-enable", "hb")).toMatchObject({ state: "draining", takesRequests: false }), { timeout: 5000, interval: 100 });
+  });
+
   it("fleet export then apply (GET then PUT /admin/v1/fleet) changes nothing: a drain holds, a registered server stays registered and renews", async () => {
     await ok(admin("/admin/v1/groups", { method: "POST", json: { name: "admin-roundtrip", strategy: "round-robin", deployments: [sim(0, "fixed"), sim(2, "spare")] } }), 201);
     const beat = { group: "admin-roundtrip", ...sim(1, "hb"), ttlSeconds: 60 };
