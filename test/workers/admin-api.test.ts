@@ -128,6 +128,20 @@ describe("deployments through the admin API", () => {
     expect(await res.json()).toMatchObject({ state: "draining", inFlight: null, drained: false });
   });
 
+  it("answers 503 for a group's decisions while its routing object does not answer, not a 500 naming nothing", async () => {
+    await ok(admin("/admin/v1/groups", { method: "POST", json: { name: "admin-undecided", deployments: [sim(0, "a")] } }), 201);
+    const unanswered = {
+      getByName: (name: string, options?: DurableObjectNamespaceGetDurableObjectOptions) => {
+        const real = env.MODEL_GROUP.getByName(name, options);
+        return new Proxy(real, { get: (o, p) => (p === "decisions" ? async () => Promise.reject(new Error("Durable Object is overloaded.")) : Reflect.get(o, p)) });
+      },
+    };
+    const ctx = createExecutionContext();
+    const res = await worker.fetch(new Request("https://kvgate.test/admin/v1/groups/admin-undecided/decisions", { headers: { authorization: `Bearer ${env.KVGATE_ADMIN_KEY}` } }), { ...env, MODEL_GROUP: unanswered } as unknown as Env, ctx);
+    await waitOnExecutionContext(ctx);
+    expect(await refused(res, 503)).toEqual({ type: "service_unavailable", code: "routing_unavailable", param: null, message: 'the routing object of group "admin-undecided" did not answer' });
+  });
+
   it("a weight and a cap change hold for the next requests", async () => {
     await ok(admin("/admin/v1/groups", { method: "POST", json: { name: "admin-weights", deployments: [sim(0, "w")] } }), 201);
     const patched = await ok<{ changed: string[] }>(admin("/admin/v1/groups/admin-weights/deployments/w", { method: "PATCH", json: { weight: 5, maxInFlight: 3 } }));

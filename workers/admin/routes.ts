@@ -1,10 +1,11 @@
 import type { Context, Hono } from "hono";
-import { GatewayError, notFound, type ErrorType } from "../../src/openai/errors.ts";
+import { GatewayError, notFound, unavailable, type ErrorType } from "../../src/openai/errors.ts";
 import type { DeploymentList, DeploymentRow, FleetStatus, GroupList } from "../../src/fleet/admin-api.ts";
 import type { AdminCommand, AdminResult, FleetRegistryRpc, GroupRecord } from "../../src/fleet/protocol.ts";
 import type { RefusalStatus } from "../../src/fleet/registry.ts";
 import { REGISTRY_NAME } from "../../src/fleet/registry-name.ts";
 import type { BackendSnapshot, GroupStatus } from "../../src/routing/protocol.ts";
+import type { DecisionView } from "../../src/metrics/decisions.ts";
 import { mergeDecisions, mergeStatus } from "../../src/sharding/merge.ts";
 import type { LoadedConfig } from "../config.ts";
 import type { Env } from "../env.ts";
@@ -81,7 +82,14 @@ export function mountAdmin(app: Hono<AdminEnv>, config: LoadedConfig): void {
   // The routing object's last decisions, newest first: what the dashboard polls.
   app.get(`${A}/groups/:group/decisions`, async (c) => {
     const g = await recordOf(c.env, c.req.param("group"));
-    return c.json({ object: "list", group: g.settings.name, data: mergeDecisions(await askEachObject(c.env, g.settings, (o) => o.decisions())) });
+    let answers: DecisionView[][];
+    try {
+      answers = await askEachObject(c.env, g.settings, (o) => o.decisions());
+    } catch (e) {
+      console.error(`kvgate: reading the decisions of group ${g.settings.name} failed: ${(e as Error).message}`);
+      throw unavailable(`the routing object of group "${g.settings.name}" did not answer`, "routing_unavailable");
+    }
+    return c.json({ object: "list", group: g.settings.name, data: mergeDecisions(answers) });
   });
   app.patch(`${A}/groups/:group`, async (c) => changed(c, { op: "update-group", group: c.req.param("group"), patch: await body(c) }));
   app.delete(`${A}/groups/:group`, (c) => changed(c, { op: "remove-group", group: c.req.param("group") }));
