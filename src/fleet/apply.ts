@@ -1,6 +1,6 @@
 import type * as z from "zod/mini";
 import { firstIssue } from "../zod-issues.ts";
-import { DeploymentPatchSchema, FleetSchema, GroupUpdateSchema, HeartbeatSchema, NewDeploymentSchema, StateSchema } from "./commands.ts";
+import { DeploymentPatchSchema, ExportedRevSchema, FleetSchema, GroupUpdateSchema, HeartbeatSchema, NewDeploymentSchema, StateSchema } from "./commands.ts";
 import { isRecord, mergePatch } from "./merge-patch.ts";
 import { ModelGroupSchema } from "../config/schema.ts";
 import type { AdminCommand } from "./protocol.ts";
@@ -10,7 +10,7 @@ import { RegistryError, type Change, type FleetRegistry } from "./registry.ts";
 export function applyCommand(registry: FleetRegistry, cmd: AdminCommand, now: number): Change {
   switch (cmd.op) {
     case "replace":
-      return registry.replace(parse(FleetSchema, { modelGroups: cmd.modelGroups }).modelGroups);
+      return registry.replace(parse(FleetSchema, { modelGroups: cmd.modelGroups }).modelGroups, parse(ExportedRevSchema, { rev: cmd.rev }).rev);
     case "add-group":
       return registry.addGroup(parse(ModelGroupSchema, cmd.group));
     case "update-group": {

@@ -11,7 +11,8 @@ export interface FleetSnapshot {
 
 /** A command of the admin API, checked by the Worker against src/fleet/commands.ts before it is sent. */
 export type AdminCommand =
-  | { op: "replace"; modelGroups: unknown }
+  /** `rev`: the revision the fleet was read at (GET /admin/v1/fleet's); a fleet past it is not replaced. */
+  | { op: "replace"; modelGroups: unknown; rev?: unknown }
   | { op: "add-group"; group: unknown }
   | { op: "update-group"; group: string; patch: unknown }
   | { op: "remove-group"; group: string }

@@ -245,9 +245,15 @@ export class FleetRegistry {
    * gave back changes nothing: a deployment listed again as it was stays as it was — the config's
    * (which the next deploy's seed replaces), a registered server's (its TTL running), the
    * operator's drain or disable held — and a group stays whoever's it was. One listed with
-   * another spec becomes the operator's, keeping a drain or disable.
+   * another spec becomes the operator's, keeping a drain or disable. `readAt`: the revision the
+   * fleet was exported at, when the PUT carries it back.
    */
-  replace(groups: readonly ModelGroupConfig[]): Change {
+  replace(groups: readonly ModelGroupConfig[], readAt?: number): Change {
+    // An export edited and put back must not undo what changed since it was read: a drain, a
+    // deployment added, a server's registration.
+    if (readAt !== undefined && readAt !== this.rev) {
+      throw new RegistryError(409, "fleet_changed", `the fleet changed since revision ${readAt} (it is at ${this.rev}): export it again and make the edit there`, "rev");
+    }
     const next = new Map<string, GroupRecord>();
     for (const [gi, { deployments, ...settings }] of groups.entries()) {
       if (next.has(settings.name)) throw new RegistryError(400, "invalid_value", `group "${settings.name}" is listed twice`, "modelGroups");

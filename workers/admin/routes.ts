@@ -66,7 +66,8 @@ export function mountAdmin(app: Hono<AdminEnv>, config: LoadedConfig): void {
   });
   app.put(`${A}/fleet`, async (c) => {
     const b = await body(c);
-    return changed(c, { op: "replace", modelGroups: typeof b === "object" && b !== null && "modelGroups" in b ? b.modelGroups : undefined });
+    const given = typeof b === "object" && b !== null ? (b as { modelGroups?: unknown; rev?: unknown }) : {};
+    return changed(c, { op: "replace", modelGroups: given.modelGroups, rev: given.rev });
   });
 
   app.get(`${A}/groups`, async (c) => {
