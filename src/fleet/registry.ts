@@ -312,6 +312,9 @@ export class FleetRegistry {
   updateDeployment(group: string, id: string, patch: DeploymentPatch): Change {
     const next = this.copy();
     const d = this.needDeployment(next, group, id);
+    if (d.source === "heartbeat") {
+      throw new RegistryError(409, "deployment_registered", `deployment "${id}" of group "${group}" registers itself: its heartbeats set its spec, and its next one would undo this change (change what the server sends; a drain or disable here holds)`, "id");
+    }
     d.spec = { ...d.spec, ...patch };
     this.refuseSecrets(d.spec, "admin");
     return this.commit(next);

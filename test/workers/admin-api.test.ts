@@ -264,6 +264,16 @@ describe("heartbeats", () => {
     await refused(admin("/admin/v1/groups/admin-hb-secrets/deployments/hb"), 404);
   });
 
+  it("a PATCH of a self-registered server is refused: its next heartbeat would put its own spec back", async () => {
+    await ok(admin("/admin/v1/groups", { method: "POST", json: { name: "admin-hb-patch", deployments: [sim(0, "fixed")] } }), 201);
+    const beat = { group: "admin-hb-patch", ...sim(1, "hb") };
+    await ok(admin("/admin/v1/heartbeats", { method: "POST", json: beat }, env.KVGATE_REGISTER_KEY));
+    const patch = refused(admin("/admin/v1/groups/admin-hb-patch/deployments/hb", { method: "PATCH", json: { weight: 5 } }), 409);
+    expect(await patch).toMatchObject({ code: "deployment_registered", param: "id" });
+    await ok(admin("/admin/v1/heartbeats", { method: "POST", json: beat }, env.KVGATE_REGISTER_KEY));
+    expect(await row("admin-hb-patch", "hb")).toMatchObject({ source: "heartbeat", weight: 1 });
+  });
+
   it("an operator's drain holds through the server's next heartbeats, and an enable ends it", async () => {
     await ok(admin("/admin/v1/groups", { method: "POST", json: { name: "admin-hb-drain", strategy: "round-robin", deployments: [sim(0, "fixed")] } }), 201);
     const beat = { group: "admin-hb-drain", ...sim(1, "hb") };
