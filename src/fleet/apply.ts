@@ -1,7 +1,7 @@
 import type * as z from "zod/mini";
 import { firstIssue } from "../zod-issues.ts";
 import { DeploymentPatchSchema, ExportedRevSchema, FleetSchema, GroupUpdateSchema, HeartbeatSchema, NewDeploymentSchema, StateSchema } from "./commands.ts";
-import { isRecord, mergePatch } from "./merge-patch.ts";
+import { isRecord, mergePatch, shallowPatch, withoutNulls } from "./merge-patch.ts";
 import { ModelGroupSchema } from "../config/schema.ts";
 import type { AdminCommand } from "./protocol.ts";
 import { RegistryError, type Change, type FleetRegistry } from "./registry.ts";
@@ -22,8 +22,12 @@ export function applyCommand(registry: FleetRegistry, cmd: AdminCommand, now: nu
       return registry.removeGroup(cmd.group);
     case "add-deployment":
       return registry.addDeployment(cmd.group, parse(NewDeploymentSchema, cmd.deployment));
-    case "update-deployment":
-      return registry.updateDeployment(cmd.group, cmd.id, given(DeploymentPatchSchema, cmd.patch));
+    case "update-deployment": {
+      const patch = named(cmd.patch);
+      // The patch alone first, its nulls aside: each field's type, and no field a deployment has not (its id among them).
+      parse(DeploymentPatchSchema, withoutNulls(patch));
+      return registry.updateDeployment(cmd.group, cmd.id, (current) => parse(NewDeploymentSchema, shallowPatch(current, patch)));
+    }
     case "set-state":
       return registry.setState(cmd.group, cmd.id, parse(StateSchema, cmd.state), now);
     case "remove-deployment":
@@ -38,16 +42,6 @@ function parse<S extends z.ZodMiniType>(schema: S, input: unknown): z.output<S> 
   if (r.success) return r.data;
   const { param, message } = firstIssue(r.error.issues);
   throw new RegistryError(400, "invalid_value", message, param || null);
-}
-
-/**
- * A deployment's patch: only the fields the request names. (Parsing fills a field's default in
- * where it is missing, and a patch must not reset what it does not mention.) Its one object,
- * headersFromEnv, is a list of headers rather than settings, and is replaced whole.
- */
-function given<S extends z.ZodMiniType>(schema: S, input: unknown): Partial<z.output<S>> {
-  const parsed = parse(schema, input) as Record<string, unknown>;
-  return Object.fromEntries(Object.keys(named(input)).map((k) => [k, parsed[k]])) as Partial<z.output<S>>;
 }
 
 /** A patch as the request gives it: an object naming at least one field (one naming none would change nothing). */

@@ -38,7 +38,6 @@ export const HeartbeatSchema = z.strictObject({
 });
 
 export type NewDeployment = z.output<typeof NewDeploymentSchema>;
-export type DeploymentPatch = z.output<typeof DeploymentPatchSchema>;
 export type GroupUpdate = z.output<typeof GroupUpdateSchema>;
 export type Heartbeat = z.output<typeof HeartbeatSchema>;
 

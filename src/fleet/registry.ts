@@ -5,7 +5,7 @@ import { deploymentId, fleetProblems, GATEWAY_KEY_NAMED, resolveDeployment, reso
 import { AUTH_DEFAULTS, MAX_DEPLOYMENTS, type DeploymentConfig, type GatewayConfig, type GroupSettings, type ModelGroupConfig } from "../config/schema.ts";
 import { cleartextSecret } from "../config/private-hosts.ts";
 import { gatewayKeyProblems, gatewayKeys, gatewayKeysNamed, unlistedSecretProblems, unlistedSecretsNamed, type GatewayKeys } from "../config/upstream-access.ts";
-import type { DeploymentPatch, GroupUpdate, Heartbeat, NewDeployment } from "./commands.ts";
+import type { GroupUpdate, Heartbeat, NewDeployment } from "./commands.ts";
 
 /** Who put a deployment or group there: the config's seed, the admin API, or a server's heartbeats. */
 export type Source = "config" | "admin" | "heartbeat";
@@ -309,13 +309,14 @@ export class FleetRegistry {
     return this.commit(next);
   }
 
-  updateDeployment(group: string, id: string, patch: DeploymentPatch): Change {
+  /** The deployment's spec as `update` makes it of its current one (a PATCH merged and checked whole); its id stays. */
+  updateDeployment(group: string, id: string, update: (current: DeploymentRecord["spec"]) => NewDeployment): Change {
     const next = this.copy();
     const d = this.needDeployment(next, group, id);
     if (d.source === "heartbeat") {
       throw new RegistryError(409, "deployment_registered", `deployment "${id}" of group "${group}" registers itself: its heartbeats set its spec, and its next one would undo this change (change what the server sends; a drain or disable here holds)`, "id");
     }
-    d.spec = { ...d.spec, ...patch };
+    d.spec = { ...update(d.spec), id };
     this.refuseSecrets(d.spec, "admin");
     return this.commit(next);
   }

@@ -180,6 +180,25 @@ describe("deployments through the admin API", () => {
     expect(exported.modelGroups.find((g) => g.name === "admin-headers")?.deployments[0]?.headersFromEnv).toEqual({ "CF-Access-Client-Id": "ACCESS_CLIENT_ID" });
   });
 
+  it("null in a PATCH takes a setting out (RFC 7396): an optional one is then unset, one with a default back at it", async () => {
+    const access = { "CF-Access-Client-Id": "ACCESS_CLIENT_ID" };
+    await ok(admin("/admin/v1/groups", { method: "POST", json: { name: "admin-null", totalTimeoutMs: 9000, pricing: { promptUsdPerMillion: 1, completionUsdPerMillion: 2 }, deployments: [{ ...sim(0, "n"), maxInFlight: 3, headersFromEnv: access }] } }), 201);
+    const settings = () => ok<Record<string, unknown>>(admin("/admin/v1/groups/admin-null"));
+    // Within a nested setting too, where the field is one it can be without; pricing's prices it cannot.
+    expect(await refused(admin("/admin/v1/groups/admin-null", { method: "PATCH", json: { pricing: { promptUsdPerMillion: null } } }), 400)).toMatchObject({ param: "pricing.promptUsdPerMillion" });
+    await ok(admin("/admin/v1/groups/admin-null", { method: "PATCH", json: { totalTimeoutMs: null, pricing: null } }));
+    const g = await settings();
+    expect(g).not.toHaveProperty("totalTimeoutMs");
+    expect(g).not.toHaveProperty("pricing");
+    await ok(admin("/admin/v1/groups/admin-null/deployments/n", { method: "PATCH", json: { headersFromEnv: null, maxInFlight: null } }));
+    const exported = await ok<{ modelGroups: { name: string; deployments: Record<string, unknown>[] }[] }>(admin("/admin/v1/fleet"));
+    const d = exported.modelGroups.find((x) => x.name === "admin-null")?.deployments[0];
+    expect(d).not.toHaveProperty("headersFromEnv");
+    expect(d?.maxInFlight).toBe(256);
+    // A field the deployment cannot be without is still required.
+    expect(await refused(admin("/admin/v1/groups/admin-null/deployments/n", { method: "PATCH", json: { baseUrl: null } }), 400)).toMatchObject({ param: "baseUrl" });
+  });
+
   it("bad input gets an OpenAI-style 4xx, and nothing of it is applied", async () => {
     await ok(admin("/admin/v1/groups", { method: "POST", json: { name: "admin-strict", aliases: ["strict-alias"], deployments: [sim(0, "s")] } }), 201);
     const rev = await fleetRev();
