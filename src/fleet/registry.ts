@@ -7,6 +7,15 @@ import { cleartextSecret } from "../config/private-hosts.ts";
 import { gatewayKeyProblems, gatewayKeys, gatewayKeysNamed, unlistedSecretProblems, unlistedSecretsNamed, type GatewayKeys } from "../config/upstream-access.ts";
 import type { GroupUpdate, Heartbeat, NewDeployment } from "./commands.ts";
 
+/**
+ * What one group's record may take as stored JSON: it is one row of the registry's SQLite, which
+ * holds at most 2 MB in production (Cloudflare's Durable Objects limits, "Maximum string, BLOB or
+ * table row size"; local workerd takes more), and a write past it would fail after the change was
+ * made in memory. Half of it, for the state heartbeats and drains add to a group near it.
+ */
+export const GROUP_RECORD_MAX_BYTES = 1024 * 1024;
+const UTF8 = new TextEncoder();
+
 /** Who put a deployment or group there: the config's seed, the admin API, or a server's heartbeats. */
 export type Source = "config" | "admin" | "heartbeat";
 
@@ -486,6 +495,12 @@ export class FleetRegistry {
     if (unreachable) throw new RegistryError(400, "invalid_fleet", unreachable, null);
     const tooMany = list.find((g) => g.deployments.length > MAX_DEPLOYMENTS);
     if (tooMany) throw new RegistryError(400, "too_many_deployments", `group "${tooMany.settings.name}" would have more than ${MAX_DEPLOYMENTS} deployments`, "deployments");
+    for (const g of list) {
+      const bytes = UTF8.encode(JSON.stringify(g)).length;
+      if (bytes > GROUP_RECORD_MAX_BYTES) {
+        throw new RegistryError(400, "group_too_large", `group "${g.settings.name}" would be ${bytes} bytes as stored, over the ${GROUP_RECORD_MAX_BYTES} one group may take (split it into groups, or shorten what its deployments carry)`, "deployments");
+      }
+    }
   }
 
   /** Makes `next` the registry's fleet: each group whose routing changed gets the next revision. */

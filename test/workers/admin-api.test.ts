@@ -199,6 +199,20 @@ describe("deployments through the admin API", () => {
     expect(await refused(admin("/admin/v1/groups/admin-null/deployments/n", { method: "PATCH", json: { baseUrl: null } }), 400)).toMatchObject({ param: "baseUrl" });
   });
 
+  it("a group that would not fit one storage row is refused, and nothing of it is applied", async () => {
+    // Eight deployments each with a 160 KB base URL: a 1.3 MB group, within the admin API's 4 MiB body.
+    const long = (i: number) => ({ ...sim(0, `long-${i}`), baseUrl: `${fleet[0]}/${"p".repeat(160 * 1024)}` });
+    const rev = await fleetRev();
+    const refusal = await refused(admin("/admin/v1/groups", { method: "POST", json: { name: "admin-huge", deployments: Array.from({ length: 8 }, (_, i) => long(i)) } }), 400);
+    expect(refusal).toMatchObject({ code: "group_too_large", param: "deployments" });
+    expect(refusal.message).toMatch(/group "admin-huge" would be \d+ bytes as stored, over the 1048576/);
+    // Grown one deployment at a time, the same.
+    await ok(admin("/admin/v1/groups", { method: "POST", json: { name: "admin-huge", deployments: [] } }), 201);
+    for (let i = 0; i < 6; i++) await ok(admin("/admin/v1/groups/admin-huge/deployments", { method: "POST", json: long(i) }), 201);
+    expect(await refused(admin("/admin/v1/groups/admin-huge/deployments", { method: "POST", json: long(6) }), 400)).toMatchObject({ code: "group_too_large" });
+    expect(await fleetRev()).toBe(rev + 7);
+  });
+
   it("bad input gets an OpenAI-style 4xx, and nothing of it is applied", async () => {
     await ok(admin("/admin/v1/groups", { method: "POST", json: { name: "admin-strict", aliases: ["strict-alias"], deployments: [sim(0, "s")] } }), 201);
     const rev = await fleetRev();
