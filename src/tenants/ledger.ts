@@ -110,10 +110,12 @@ export class TenantLedger {
     if (!usage && !served) return;
     const tokens = usage ? usage.prompt + usage.completion : 0;
     const day = dayOf(now);
+    // Usage comes only with the attempt that answered (a failed one before a failover reads none):
+    // one whose client left after its usage event is a request its tokens were spent on.
     this.addPending({
       key, day, model: where.model, backend: where.backend,
       promptTokens: usage?.prompt ?? 0, completionTokens: usage?.completion ?? 0, cachedTokens: usage?.cached ?? 0,
-      requests: served ? 1 : 0, costMicros: usage ? where.costMicros : 0,
+      requests: 1, costMicros: usage ? where.costMicros : 0,
     });
     if (!usage) return;
     k.tokens.add(now, tokens);

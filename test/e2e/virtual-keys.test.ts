@@ -47,6 +47,7 @@ beforeAll(async () => {
         { name: "keys-big", deployments: [{ id: "big", baseUrl: `${upstream.url}/big-answer`, model: "sim-7b" }] },
         { name: "keys-usage-first", deployments: [{ id: "usage-first", baseUrl: `${upstream.url}/usage-first:16`, model: "sim-7b" }] },
         { name: "keys-usage-first-chunked", deployments: [{ id: "usage-first-chunked", baseUrl: `${upstream.url}/usage-first-chunked:16`, model: "sim-7b" }] },
+        { name: "keys-usage-then-done", deployments: [{ id: "usage-then-done", baseUrl: `${upstream.url}/usage-then-done:1000`, model: "sim-7b" }] },
         { name: "keys-slow", deployments: [sim(slow, 0), sim(slow, 1)] },
         { name: "keys-other", deployments: [sim(slow, 0)] },
         // A server that answers 503 every time, then the slow fleet's group.
@@ -200,6 +201,26 @@ describe("usage", () => {
     const got = await usage(id);
     expect(got.completion_tokens).toBe(1000);
     expect(got.prompt_tokens).toBeGreaterThan(0);
+  });
+
+  it("counts a stream whose client left after its usage event as a request, with its tokens, whether the client asked for the event or not", async () => {
+    for (const asked of [true, false]) {
+      const { id, key } = await createKey({});
+      const res = await post(key, "keys-usage-then-done", { stream: true, ...(asked ? { stream_options: { include_usage: true } } : {}) });
+      expect(res.status).toBe(200);
+      // The answer's last event and its usage came in one write; its [DONE] comes a second later.
+      const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+      let text = "";
+      while (!text.includes(asked ? '"usage":{' : '"finish_reason":"stop"')) {
+        const { value, done } = await reader.read();
+        if (done) throw new Error(`the stream ended before the client left: ${text}`);
+        text += new TextDecoder().decode(value);
+      }
+      await reader.cancel();
+      await vi.waitFor(async () => expect((await usage(id)).completion_tokens).toBe(2), EVENTUALLY);
+      const u = await usage(id);
+      expect({ asked, tokens: [u.prompt_tokens, u.completion_tokens], requests: u.requests }).toEqual({ asked, tokens: [3, 2], requests: 1 });
+    }
   });
 
   it("counts a non-streamed answer once when the first backend broke its body off and another answered", async () => {

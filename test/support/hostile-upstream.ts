@@ -45,6 +45,11 @@ function chunk(model: string, content: string, finish: string | null = null): st
   return `data: ${JSON.stringify({ id: "chatcmpl-h", object: "chat.completion.chunk", created: 1, model, choices: [{ index: 0, delta: { content }, finish_reason: finish }] })}\n\n`;
 }
 
+/** A stream's usage event, as vLLM sends it when asked for stream_options.include_usage: 3 prompt and 2 completion tokens. */
+function usageChunk(model: string): string {
+  return `data: ${JSON.stringify({ id: "chatcmpl-h", object: "chat.completion.chunk", created: 1, model, choices: [], usage: { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 } })}\n\n`;
+}
+
 /** A chat completion saying "ok", its usage `usage`, then any `after` fields. */
 function completion(model: string, usage = { prompt_tokens: 3, completion_tokens: 1, total_tokens: 4 }, after: Record<string, unknown> = {}): string {
   return JSON.stringify({
@@ -172,7 +177,7 @@ const BEHAVIOURS: Record<string, Answer> = {
     const { model } = requestOf(body);
     const asked = (JSON.parse(body.toString("utf8")) as { stream_options?: { include_usage?: boolean } }).stream_options?.include_usage === true;
     const cr = (event: string): string => event.replaceAll("\n", "\r");
-    const usage = `data: ${JSON.stringify({ id: "chatcmpl-h", object: "chat.completion.chunk", created: 1, model, choices: [], usage: { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 } })}\n\n`;
+    const usage = usageChunk(model);
     res.writeHead(200, { "content-type": "text/event-stream" });
     res.write(cr(chunk(model, "first")));
     const timer = setTimeout(() => {
@@ -180,6 +185,17 @@ const BEHAVIOURS: Record<string, Answer> = {
       s.bytesWritten += rest.length;
       res.end(rest);
     }, Number(arg ?? 1000));
+    res.on("close", () => clearTimeout(timer));
+  },
+  /**
+   * A stream's last event and its usage event (3 prompt, 2 completion tokens) in one write, then
+   * [DONE] `arg` ms later (default 1000): a client may leave between its usage and its end.
+   */
+  "usage-then-done": (_req, res, body, arg) => {
+    const { model } = requestOf(body);
+    res.writeHead(200, { "content-type": "text/event-stream" });
+    res.write(chunk(model, "ok", "stop") + usageChunk(model));
+    const timer = setTimeout(() => res.end("data: [DONE]\n\n"), Number(arg ?? 1000));
     res.on("close", () => clearTimeout(timer));
   },
   /** An event of `arg` KiB (default 4096) after a small one, then [DONE]: an event larger than any a hook holds whole. */
