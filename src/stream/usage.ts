@@ -137,7 +137,11 @@ interface UsageJson {
   input_tokens_details?: { cached_tokens?: unknown } | null;
 }
 
-const reported = (x: unknown): x is number => typeof x === "number" && Number.isFinite(x) && x >= 0;
+/**
+ * A count of tokens: a whole number an engine could have counted. One past 2^53 (1e308) is none:
+ * summed into a key's spend it became Infinity, then NaN, and the key's budget compared false.
+ */
+const reported = (x: unknown): x is number => typeof x === "number" && Number.isSafeInteger(x) && x >= 0;
 const count = (x: unknown): number => (reported(x) ? x : 0);
 
 function toUsage(json: string): Usage | null {

@@ -48,6 +48,15 @@ beforeAll(async () => {
         { name: "keys-usage-first", deployments: [{ id: "usage-first", baseUrl: `${upstream.url}/usage-first:16`, model: "sim-7b" }] },
         { name: "keys-usage-first-chunked", deployments: [{ id: "usage-first-chunked", baseUrl: `${upstream.url}/usage-first-chunked:16`, model: "sim-7b" }] },
         { name: "keys-usage-then-done", deployments: [{ id: "usage-then-done", baseUrl: `${upstream.url}/usage-then-done:1000`, model: "sim-7b" }] },
+        {
+          name: "keys-absurd",
+          strategy: "round-robin",
+          pricing: { promptUsdPerMillion: 2, completionUsdPerMillion: 2 },
+          deployments: [
+            { id: "usage-absurd", baseUrl: `${upstream.url}/usage-absurd`, model: "sim-7b" },
+            { id: "ok", baseUrl: `${upstream.url}/ok`, model: "sim-7b" },
+          ],
+        },
         { name: "keys-slow", deployments: [sim(slow, 0), sim(slow, 1)] },
         { name: "keys-other", deployments: [sim(slow, 0)] },
         // A server that answers 503 every time, then the slow fleet's group.
@@ -221,6 +230,33 @@ describe("usage", () => {
       const u = await usage(id);
       expect({ asked, tokens: [u.prompt_tokens, u.completion_tokens], requests: u.requests }).toEqual({ asked, tokens: [3, 2], requests: 1 });
     }
+  });
+
+  it("does not count usage no engine could report (1e308 tokens): the key's usage and spend stay numbers, and its budget counts the rest", async () => {
+    const { id, key } = await createKey({ budget_tokens: 20 });
+    let refused: Response | null = null;
+    let absurd = 0;
+    let counted = 0;
+    // keys-absurd takes turns: an answer of 1e308 tokens, then one of 4.
+    for (let n = 0; n < 60 && !refused; n++) {
+      const res = await post(key, "keys-absurd");
+      if (res.status === 429) refused = res;
+      else {
+        expect(res.status).toBe(200);
+        const total = ((await res.json()) as { usage: { total_tokens: number } }).usage.total_tokens;
+        if (total === 1e308) absurd++;
+        else counted += total;
+      }
+    }
+    expect(absurd).toBeGreaterThan(0);
+    expect(refused && (await errorOf(refused)).code).toBe("insufficient_quota");
+    expect(counted).toBeGreaterThanOrEqual(20);
+    await vi.waitFor(async () => expect((await usage(id)).requests).toBe(absurd + counted / 4), EVENTUALLY);
+    const u = (await (await admin("GET", `/usage?key=${id}`)).json()) as UsageTotals & { cost_usd: number };
+    expect(u.prompt_tokens + u.completion_tokens).toBe(counted);
+    expect(u.cost_usd).toBeCloseTo((counted * 2) / 1e6, 12);
+    const view = (await (await admin("GET", `/keys/${id}`)).json()) as { spent: { tokens: number } };
+    expect(view.spent.tokens).toBe(counted);
   });
 
   it("counts a non-streamed answer once when the first backend broke its body off and another answered", async () => {

@@ -283,6 +283,11 @@ const BEHAVIOURS: Record<string, Answer> = {
     s.bytesWritten += Buffer.byteLength(text);
     res.end(text);
   },
+  /** A chat answer whose usage counts no engine could have reported: `arg` tokens each (default 1e308). */
+  "usage-absurd": (_req, res, body, arg) => {
+    const n = Number(arg ?? 1e308);
+    res.writeHead(200, { "content-type": "application/json" }).end(completion(requestOf(body).model, { prompt_tokens: n, completion_tokens: n, total_tokens: n }));
+  },
   /** The same, sent chunked (no content-length), as an answer too large to hold whole is relayed. */
   "usage-first-chunked": (_req, res, body, arg, s) => {
     const text = usageFirst(requestOf(body).model, Number(arg ?? 16));
