@@ -159,7 +159,10 @@ export class TenantLedger {
       const k = this.keys.get(key);
       if (!k) continue;
       for (const [day, a] of days) addTo(k.unacked, day, -a.tokens, -a.costMicros);
-      for (const [day, a] of k.unacked) if (a.tokens <= 0 && a.costMicros <= 0) k.unacked.delete(day);
+      // Tokens are whole numbers, so they say exactly when a day is all acknowledged; its dollars,
+      // summed in another order than the batches', may leave a residue of 1e-17, which is no spend
+      // and kept the key from ever being forgotten.
+      for (const [day, a] of k.unacked) if (a.tokens <= 0) k.unacked.delete(day);
       const s = spent[key];
       if (s) k.known = s;
     }

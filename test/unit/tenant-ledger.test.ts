@@ -127,4 +127,23 @@ describe("a routing object's ledger of virtual keys", () => {
     l.sweep(T0 + 121_000);
     expect(l.size).toBe(0);
   });
+
+  it("forgets a key whose usage the tenants object acknowledged, though its dollars were summed in another order than the batches'", () => {
+    const l = new TenantLedger();
+    const t = tenant();
+    // 0.1 and 0.2 micro-dollars on two backends go in one batch; 0.3 finishes while it is away.
+    // ((0.1 + 0.2) + 0.3) - (0.1 + 0.2) - 0.3 is 5.6e-17 in floating point, not 0.
+    for (const [backend, costMicros] of [["b0", 0.1], ["b1", 0.2]] as const) {
+      l.took(t, T0);
+      l.finished(t.id, { prompt: 1, completion: 0, cached: 0 }, true, { ...where, backend, costMicros }, T0);
+    }
+    expect(l.takeBatch()).not.toBeNull();
+    l.took(t, T0);
+    l.finished(t.id, { prompt: 1, completion: 0, cached: 0 }, true, { ...where, costMicros: 0.3 }, T0);
+    l.sent({});
+    expect(l.takeBatch()).not.toBeNull();
+    l.sent({});
+    l.sweep(T0 + 121_000);
+    expect(l.size).toBe(0);
+  });
 });
