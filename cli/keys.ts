@@ -1,3 +1,4 @@
+import { printable } from "../src/control-characters.ts";
 import type { IssuedKeyView, KeyList, KeyView, UsageFiguresView, UsageView } from "../src/tenants/admin-api.ts";
 import { instantOf } from "../src/tenants/instant.ts";
 import type { AdminClient } from "./admin-client.ts";
@@ -105,6 +106,7 @@ function limitsLine(k: KeyView): string {
 
 const spentLine = (k: KeyView) => `${k.spent.tokens} tokens, ${usd(k.spent.cost_usd)} (${k.spent.period})`;
 
+/** A key's fields, one a line; its name, labels and models are any text, so their control characters are written out, as a table's are. */
 function keyBlock(k: KeyView): string {
   const meta = Object.entries(k.metadata).map(([n, v]) => `${n}=${v}`);
   return [
@@ -120,7 +122,9 @@ function keyBlock(k: KeyView): string {
     `metadata  ${meta.length === 0 ? "-" : meta.join(" ")}`,
     `created   ${k.created_at}`,
     `spent     ${spentLine(k)}`,
-  ].join("\n");
+  ]
+    .map(printable)
+    .join("\n");
 }
 
 /** The one time a key is shown: it says so. */

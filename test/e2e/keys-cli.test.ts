@@ -90,6 +90,22 @@ describe("npx kvgate keys", () => {
   }, 60_000);
 });
 
+describe("what npx kvgate keys prints of a key", () => {
+  it("writes out the control characters of its name, labels and models, in create's and show's text as in list's table: a key's values cannot rewrite the operator's terminal", async () => {
+    const args = ["keys", "create", "--name", "web\u001b[2J", "--team", "a\u001b]0;pwned\u0007", "--models", "m\u009b31m"];
+    const created = await done(args);
+    const id = /^created key (key_\w+);/m.exec(created)?.[1] ?? "";
+    const shown = await done(["keys", "show", id]);
+    for (const out of [created, shown, await done(["keys", "list"])]) {
+      // Line feeds end its lines; no other control character reaches the terminal.
+      expect(out).not.toMatch(/[\u0000-\u0009\u000b-\u001f\u007f-\u009f]/);
+      expect(out).toContain("web\\u001b[2J");
+    }
+    expect(shown).toContain("team=a\\u001b]0;pwned\\u0007");
+    expect(shown).toContain("m\\u009b31m");
+  }, 30_000);
+});
+
 describe("npx kvgate usage", () => {
   it("--json prints the four totals, zero for a new key, and the days asked for", async () => {
     const made = await json<IssuedKeyView>(["keys", "create"]);
