@@ -12,6 +12,12 @@ import { refuseProtoKey } from "../proto-key.ts";
 
 const positiveInt = () => z.number().check(z.int(), z.minimum(1));
 const nonNegativeInt = () => z.number().check(z.int(), z.minimum(0));
+/**
+ * A price, in dollars per million tokens. Bounded so a key's spend stays a finite sum: at 1e308 a
+ * request of two tokens cost Infinity, and once acknowledged, its routing object held Infinity less
+ * Infinity, NaN, against which the key's budget compared false. $1 a token is past any model's.
+ */
+const usdPerMillion = () => z.number().check(z.minimum(0), z.maximum(1_000_000));
 /** The longest name a group, an alias or a deployment may have. */
 export const NAME_MAX = 256;
 
@@ -291,9 +297,9 @@ export const GroupSettingsSchema = z.strictObject({
    */
   pricing: z.optional(
     z.strictObject({
-      promptUsdPerMillion: z.number().check(z.minimum(0)),
-      cachedPromptUsdPerMillion: z.optional(z.number().check(z.minimum(0))),
-      completionUsdPerMillion: z.number().check(z.minimum(0)),
+      promptUsdPerMillion: usdPerMillion(),
+      cachedPromptUsdPerMillion: z.optional(usdPerMillion()),
+      completionUsdPerMillion: usdPerMillion(),
     }),
   ),
 });

@@ -104,6 +104,19 @@ describe("npm run check-config", () => {
     ]);
   });
 
+  it("refuses a price a key's spend cannot be summed in: past $1,000,000 a million tokens, a request's cost could be Infinity", async () => {
+    const deployments = [{ baseUrl: "https://gpu.example", model: "m" }];
+    const path = await file("prices.json", JSON.stringify({ modelGroups: [{ name: "a", pricing: { promptUsdPerMillion: 1e308, cachedPromptUsdPerMillion: 2e6, completionUsdPerMillion: 1e6 }, deployments }] }));
+    const r = await check([path]);
+    expect(r.code).toBe(1);
+    expect(r.stderr.split("\n")).toEqual([
+      `${path}: 2 problems`,
+      "  modelGroups[0].pricing.promptUsdPerMillion must be <= 1000000",
+      "  modelGroups[0].pricing.cachedPromptUsdPerMillion must be <= 1000000",
+      "",
+    ]);
+  });
+
   it("takes a file saved with a UTF-8 byte order mark, as Windows editors write one", async () => {
     const path = await file("bom.jsonc", '\ufeff{ // saved by Notepad\n  "modelGroups": [{ "name": "a", "deployments": [{ "baseUrl": "https://gpu.example", "model": "m" }] }]\n}\n');
     const r = await check([path]);
