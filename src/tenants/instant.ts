@@ -1,5 +1,6 @@
 import { dayOf } from "./period.ts";
 
+const FOUR_DIGIT_YEAR = /^\d{4}-/;
 const INSTANT = /^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2}))?$/i;
 
 /**
@@ -16,6 +17,9 @@ export function instantOf(text: string): number | null {
   const day = text.slice(0, 10);
   const midnight = Date.parse(day);
   if (!Number.isFinite(midnight) || dayOf(midnight) !== day) return null;
+  // A zone's offset can carry the last day of 9999 (or the first of 0000) out of the four-digit
+  // years: the instant would be shown as +010000-…, which this refuses as input.
+  if (!FOUR_DIGIT_YEAR.test(new Date(ms).toISOString())) return null;
   return ms;
 }
 

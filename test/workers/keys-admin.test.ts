@@ -93,6 +93,8 @@ describe("creating a key", () => {
       [{ expires_at: "2027-04-31T10:00:00+02:00" }, "expires_at"],
       [{ expires_at: "2027-01-01T00:00:00" }, "expires_at"],
       [{ expires_at: "2020-01-01T00:00:00Z" }, "expires_at"],
+      // An instant in the year 10000, which the view would show as +010000-01-01T23:58:59.000Z: a value this field refuses.
+      [{ expires_at: "9999-12-31T23:59:59-23:59" }, "expires_at"],
       [{ name: "" }, "name"],
       [{ name: 5 }, "name"],
       [{ metadata: { team: 5 } }, "metadata.team"],
