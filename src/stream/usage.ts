@@ -135,6 +135,7 @@ interface UsageJson {
   input_tokens?: unknown;
   output_tokens?: unknown;
   input_tokens_details?: { cached_tokens?: unknown } | null;
+  total_tokens?: unknown;
 }
 
 /**
@@ -152,7 +153,11 @@ function toUsage(json: string): Usage | null {
   }
 }
 
-/** A usage object in the Chat Completions' names or the Responses API's; null when it has neither. */
+/**
+ * A usage object in the Chat Completions' names or the Responses API's, or a total alone (older
+ * vLLM's and TEI-style servers' rerank and embeddings: an input-only call, its total the
+ * prompt's); null when it has none of them.
+ */
 function usageOf(u: UsageJson): Usage | null {
   if (typeof u.prompt_tokens === "number") {
     const cached = u.prompt_tokens_details?.cached_tokens;
@@ -162,6 +167,7 @@ function usageOf(u: UsageJson): Usage | null {
     const cached = u.input_tokens_details?.cached_tokens;
     return { promptTokens: count(u.input_tokens), completionTokens: count(u.output_tokens), cachedTokens: count(cached), cacheReported: reported(cached) };
   }
+  if (typeof u.total_tokens === "number") return { promptTokens: count(u.total_tokens), completionTokens: 0, cachedTokens: 0, cacheReported: false };
   return null;
 }
 

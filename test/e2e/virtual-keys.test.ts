@@ -47,6 +47,7 @@ beforeAll(async () => {
         { name: "keys-big", deployments: [{ id: "big", baseUrl: `${upstream.url}/big-answer`, model: "sim-7b" }] },
         { name: "keys-usage-first", deployments: [{ id: "usage-first", baseUrl: `${upstream.url}/usage-first:16`, model: "sim-7b" }] },
         { name: "keys-usage-first-chunked", deployments: [{ id: "usage-first-chunked", baseUrl: `${upstream.url}/usage-first-chunked:16`, model: "sim-7b" }] },
+        { name: "keys-total-only", deployments: [{ id: "usage-total-only", baseUrl: `${upstream.url}/usage-total-only:37`, model: "sim-7b" }] },
         { name: "keys-usage-then-done", deployments: [{ id: "usage-then-done", baseUrl: `${upstream.url}/usage-then-done:1000`, model: "sim-7b" }] },
         {
           name: "keys-absurd",
@@ -281,6 +282,20 @@ describe("usage", () => {
       const u = await usage(id);
       expect([model, u.prompt_tokens, u.completion_tokens]).toEqual([model, 7, 2]);
     }
+  });
+
+  it("counts a rerank whose usage is a total alone (older vLLM, TEI-style servers) as that many prompt tokens", async () => {
+    const { id, key } = await createKey({});
+    const res = await fetch(`${gw.url}/v1/rerank`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: "keys-total-only", query: "which?", documents: ["a", "b"] }),
+    });
+    expect(res.status, await res.clone().text()).toBe(200);
+    await res.arrayBuffer();
+    await vi.waitFor(async () => expect((await usage(id)).requests).toBe(1), EVENTUALLY);
+    const u = await usage(id);
+    expect([u.prompt_tokens, u.completion_tokens]).toEqual([37, 0]);
   });
 
   it("counts a non-streamed answer too large to hold whole as it passes, and never holds it whole", async () => {

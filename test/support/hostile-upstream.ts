@@ -288,6 +288,14 @@ const BEHAVIOURS: Record<string, Answer> = {
     const n = Number(arg ?? 1e308);
     res.writeHead(200, { "content-type": "application/json" }).end(completion(requestOf(body).model, { prompt_tokens: n, completion_tokens: n, total_tokens: n }));
   },
+  /**
+   * A rerank answer whose usage is a total alone, `arg` tokens (default 37), as older vLLM and
+   * TEI-style servers report an input-only call.
+   */
+  "usage-total-only": (_req, res, _body, arg) => {
+    const usage = { total_tokens: Number(arg ?? 37) };
+    res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ id: "rerank-1", results: [{ index: 0, relevance_score: 0.9 }], usage }));
+  },
   /** The same, sent chunked (no content-length), as an answer too large to hold whole is relayed. */
   "usage-first-chunked": (_req, res, body, arg, s) => {
     const text = usageFirst(requestOf(body).model, Number(arg ?? 16));
@@ -479,7 +487,7 @@ export async function startHostileUpstream(): Promise<HostileUpstream> {
       return void res.writeHead(200, { "content-type": "application/json" }).end('{"status":"ok"}');
     }
     const answer = answers[name];
-    if (!answer || !/\/(completions|responses)$/.test(m?.[3] ?? "")) {
+    if (!answer || !/\/(completions|responses|rerank)$/.test(m?.[3] ?? "")) {
       req.resume();
       return void res.writeHead(404, { "content-type": "application/json" }).end('{"error":{"message":"no such behaviour"}}');
     }
