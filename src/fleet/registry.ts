@@ -441,6 +441,9 @@ export class FleetRegistry {
     const own = gatewayKeyProblems(spec, this.keys)[0];
     if (own) throw new RegistryError(400, GATEWAY_KEY_NAMED, `${own.field} ${own.message}`, own.field);
     refuseCleartext(spec, "baseUrl");
+    // What the fleet's whole check would name by its place in the fleet, named by the request's own field.
+    const lacking = this.reachable(spec)[0];
+    if (lacking) throw new RegistryError(400, "invalid_fleet", `${lacking.field} ${lacking.message}`, lacking.field);
     if (source !== "heartbeat") return;
     const unlisted = unlistedSecretProblems(spec, this.registrationSecrets)[0];
     if (unlisted) throw new RegistryError(403, "secret_not_allowed", `${unlisted.field} ${unlisted.message}`, unlisted.field);

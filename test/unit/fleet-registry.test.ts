@@ -351,7 +351,8 @@ describe("FleetRegistry", () => {
     r.expire(11_000);
     expect(states(r, "a")).toEqual({ a1: "draining", keyed: "active", hb: "draining", hb2: "active" });
     const e = refused(() => applyCommand(r, { op: "update-deployment", group: "a", id: "keyed", patch: { weight: 2 } }, 12_000));
-    expect(e.message).toBe("groups[0].deployments[1].headersFromEnv names GONE_KEY, which is not set");
+    // Named by the field of the request.
+    expect([e.message, e.param]).toEqual(["headersFromEnv names GONE_KEY, which is not set", "headersFromEnv"]);
     applyCommand(r, { op: "update-deployment", group: "a", id: "keyed", patch: { headersFromEnv: { "x-k": "GPU_KEY" } } }, 12_000);
   });
 

@@ -222,8 +222,10 @@ describe("deployments through the admin API", () => {
     expect(await refused(post({ ...sim(1, "t"), apiKey: "sk-live" }), 400)).toMatchObject({ message: expect.stringMatching(/unknown key/) });
     expect((await refused(post(sim(1, "s")), 409)).code).toBe("deployment_exists");
     // What a deployment needs of the runtime must be there: a binding, the secrets its headers come from.
-    expect((await refused(post({ ...sim(1, "t"), binding: "NO_SUCH_VPC" }), 400)).message).toMatch(/"NO_SUCH_VPC" is not bound/);
-    expect((await refused(post({ ...sim(1, "t"), headersFromEnv: { "CF-Access-Client-Id": "NO_SUCH_SECRET" } }), 400)).message).toMatch(/NO_SUCH_SECRET/);
+    // Named by the field of the request, as any other refusal of its fields is.
+    expect(await refused(post({ ...sim(1, "t"), binding: "NO_SUCH_VPC" }), 400)).toMatchObject({ param: "binding", message: expect.stringMatching(/^binding "NO_SUCH_VPC" is not bound/) as string });
+    expect(await refused(post({ ...sim(1, "t"), headersFromEnv: { "CF-Access-Client-Id": "NO_SUCH_SECRET" } }), 400)).toMatchObject({ param: "headersFromEnv.CF-Access-Client-Id", message: expect.stringMatching(/NO_SUCH_SECRET/) as string });
+    expect(await refused(admin("/admin/v1/groups/admin-strict/deployments/s", { method: "PATCH", json: { binding: "NO_SUCH_VPC" } }), 400)).toMatchObject({ param: "binding" });
     expect((await refused(admin("/admin/v1/groups/admin-strict/deployments/s", { method: "PATCH", json: { weight: 0 } }), 400)).param).toBe("weight");
     expect((await refused(admin("/admin/v1/groups/admin-strict/deployments/s", { method: "PATCH", json: {} }), 400)).message).toMatch(/names no field/);
     expect((await refused(admin("/admin/v1/groups/admin-strict/deployments/nope/drain", { method: "POST" }), 404)).code).toBe("deployment_not_found");
