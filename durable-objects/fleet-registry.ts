@@ -7,7 +7,7 @@ import type { AdminCommand, AdminResult, FleetRegistryRpc, FleetSnapshot, SeedRe
 import { FleetRegistry as Fleet, RegistryError, type Change, type GroupRecord, type Seeded } from "../src/fleet/registry.ts";
 import type { ResolvedGroup } from "../src/config/load.ts";
 import type { ModelGroupRpc } from "../src/routing/protocol.ts";
-import { groupShards, objectNamesOf } from "../src/sharding/partition.ts";
+import { groupShards, objectNamesOf, shardOfObject } from "../src/sharding/partition.ts";
 import { logEvent } from "../src/logging/event-log.ts";
 
 /** What the registry needs of its environment: the config (for its seed) and the groups' routing objects. */
@@ -29,6 +29,9 @@ export class FleetRegistry extends DurableObject<RegistryEnv> implements FleetRe
   private readonly fleet: Fleet;
   private readonly sql: SqlStorage;
   private seedReport: SeedReport | null;
+  /** Routing objects a push did not reach (stored, so a restart tries them again), and how long until the next try. */
+  private readonly unpushed: Set<string>;
+  private retryMs: number = PUSH_RETRY_MS.min;
 
   constructor(ctx: DurableObjectState, env: RegistryEnv) {
     super(ctx, env);
@@ -44,6 +47,7 @@ export class FleetRegistry extends DurableObject<RegistryEnv> implements FleetRe
     const meta = new Map(this.sql.exec<{ k: string; v: string }>("SELECT k, v FROM meta").toArray().map((r) => [r.k, r.v]));
     const report = meta.get("seedReport");
     this.seedReport = report === undefined ? null : (JSON.parse(report) as SeedReport);
+    this.unpushed = new Set(JSON.parse(meta.get("unpushed") ?? "[]") as string[]);
     const groups = this.sql.exec<{ record: string }>("SELECT record FROM groups ORDER BY pos").toArray().map((r) => JSON.parse(r.record) as GroupRecord);
     const { change, disarmed } = this.fleet.load(Number(meta.get("rev") ?? 0), meta.get("seed") ?? null, groups, Date.now());
     if (disarmed.length > 0) {
@@ -85,7 +89,10 @@ export class FleetRegistry extends DurableObject<RegistryEnv> implements FleetRe
     const change = this.fleet.expire(Date.now());
     this.persist();
     logRegistry("expire", this.fleet.rev, change);
+    const again = [...this.unpushed];
     await this.push(change, before);
+    // What an earlier push did not get to its object, as the fleet now is.
+    if (again.length > 0) await this.pushTo(again.filter((o) => this.unpushed.has(o)));
   }
 
   /**
@@ -125,8 +132,7 @@ export class FleetRegistry extends DurableObject<RegistryEnv> implements FleetRe
       for (const g of w.put) this.sql.exec("INSERT OR REPLACE INTO groups (name, record, pos) VALUES (?, ?, ?)", g.settings.name, JSON.stringify(g), order.get(g.settings.name) ?? 0);
       for (const n of w.deleted) this.sql.exec("DELETE FROM groups WHERE name = ?", n);
     });
-    const wake = this.fleet.nextWake();
-    if (wake !== null) void this.ctx.storage.setAlarm(Math.ceil(wake));
+    this.wake();
   }
 
   /** Each group's number of routing objects, before a change: a group that loses shards retires their objects. */
@@ -137,24 +143,61 @@ export class FleetRegistry extends DurableObject<RegistryEnv> implements FleetRe
   /**
    * Hands each changed group to its routing objects — a sharded group's each its own slice — and
    * retires the objects of removed groups and of shards a group no longer has; "pending" when one
-   * could not be reached.
+   * could not be reached. Those are pushed again by the alarm until each has taken the fleet as it
+   * then is: a changed group's next request brings its change along, but nothing else tells an
+   * object its group went, and an isolate still holding the old fleet would be served by it.
    */
   private async push(change: Change, before: ReadonlyMap<string, number>): Promise<"applied" | "pending"> {
-    const ns = this.env.MODEL_GROUP;
     const retired = (n: string, from: number) => objectNamesOf(n, before.get(n)).slice(from);
-    const calls = [
+    const objects = [
       ...change.changed.flatMap((n) => {
-        const shards = groupShards(this.fleet.resolved(n) as NonNullable<ReturnType<Fleet["resolved"]>>);
-        return [...shards.objectNames.map((o, i) => ns.getByName(o).install(shards.views[i] as ResolvedGroup)), ...retired(n, shards.count).map((o) => ns.getByName(o).retire(this.fleet.rev))];
+        const { objectNames, count } = groupShards(this.fleet.resolved(n) as ResolvedGroup);
+        return [...objectNames, ...retired(n, count)];
       }),
-      ...change.removed.flatMap((n) => retired(n, 0).map((o) => ns.getByName(o).retire(this.fleet.rev))),
+      ...change.removed.flatMap((n) => retired(n, 0)),
     ];
-    const results = await Promise.allSettled(calls);
-    const failed = results.filter((r) => r.status === "rejected");
-    for (const f of failed) console.error(`kvgate: pushing a fleet change to a routing object failed: ${String((f as PromiseRejectedResult).reason)}`);
-    return failed.length === 0 ? "applied" : "pending";
+    return this.pushTo(objects);
+  }
+
+  /** What each named routing object is to hold of the fleet as it is now: its slice of its group, or nothing (retired). */
+  private async pushTo(objects: readonly string[]): Promise<"applied" | "pending"> {
+    const ns = this.env.MODEL_GROUP;
+    const results = await Promise.allSettled(
+      objects.map((o) => {
+        const g = this.fleet.resolved(shardOfObject(o).group);
+        const shards = g ? groupShards(g) : null;
+        const at = shards ? shards.objectNames.indexOf(o) : -1;
+        return shards && at >= 0 ? ns.getByName(o).install(shards.views[at] as ResolvedGroup) : ns.getByName(o).retire(this.fleet.rev);
+      }),
+    );
+    let failed = 0;
+    for (const [i, r] of results.entries()) {
+      const o = objects[i] as string;
+      if (r.status === "fulfilled") {
+        this.unpushed.delete(o);
+        continue;
+      }
+      failed++;
+      this.unpushed.add(o);
+      console.error(`kvgate: pushing a fleet change to routing object ${o} failed: ${String(r.reason)}`);
+    }
+    this.retryMs = failed === 0 ? PUSH_RETRY_MS.min : Math.min(this.retryMs * 2, PUSH_RETRY_MS.max);
+    this.sql.exec("INSERT OR REPLACE INTO meta (k, v) VALUES ('unpushed', ?)", JSON.stringify([...this.unpushed]));
+    this.wake();
+    return failed === 0 ? "applied" : "pending";
+  }
+
+  /** The alarm at the next heartbeat expiry, or sooner while a push is to be tried again. */
+  private wake(): void {
+    const expiry = this.fleet.nextWake();
+    const retry = this.unpushed.size > 0 ? Date.now() + this.retryMs : null;
+    const at = expiry === null ? retry : retry === null ? expiry : Math.min(expiry, retry);
+    if (at !== null) void this.ctx.storage.setAlarm(Math.ceil(at));
   }
 }
+
+/** How long after a failed push the registry tries it again: doubling from the least to the most. */
+const PUSH_RETRY_MS = { min: 1_000, max: 60_000 } as const;
 
 /** The registry's event line for a change that changed something: heartbeats that move nothing write none. */
 function logRegistry(op: string, rev: number, change: Change): void {

@@ -1,0 +1,66 @@
+import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
+import { env } from "cloudflare:workers";
+import { expect, inject, it } from "vitest";
+import type { AdminResult } from "../../src/fleet/protocol.ts";
+import { REGISTRY_NAME } from "../../src/fleet/registry-name.ts";
+import type { FleetRegistry } from "../../durable-objects/fleet-registry.ts";
+import { UPSTREAM_MODEL } from "../support/test-config.ts";
+import { admin, ok } from "./admin.ts";
+import { chat } from "./gateway.ts";
+
+/**
+ * A change the registry made is pushed to the group's routing object before it is answered; when
+ * that object cannot be reached (overloaded, being reset) the answer says "pending". A changed
+ * group's next request from an isolate that read the change brings it along, but nothing brings a
+ * removal: an isolate still holding the old fleet routes through the object as before, and the
+ * object, never told, serves the group it no longer has. The push is what must come again.
+ * The routing objects are real; the registry's way to them fails on purpose for one command.
+ */
+
+const fleet = inject("upstreams").fleetUrls;
+const registry = () => env.FLEET.getByName(REGISTRY_NAME);
+
+/** The registry's command with every call to a routing object failing, as when none can be reached. */
+async function unreachableObjects(cmd: Parameters<FleetRegistry["command"]>[0]): Promise<AdminResult> {
+  return runInDurableObject(registry(), async (instance: FleetRegistry) => {
+    const own = instance as unknown as { env: Record<string, unknown> };
+    const real = own.env;
+    const down = { getByName: () => ({ install: () => Promise.reject(new Error("overloaded")), retire: () => Promise.reject(new Error("overloaded")) }) };
+    own.env = { ...real, MODEL_GROUP: down };
+    try {
+      return await instance.command(cmd);
+    } finally {
+      own.env = real;
+    }
+  });
+}
+
+it("a group removed while its routing object could not be reached stops being served once the registry pushes again", async () => {
+  await ok(admin("/admin/v1/groups", { method: "POST", json: { name: "push-retry", deployments: [{ id: "sim-0", baseUrl: fleet[0] as string, model: UPSTREAM_MODEL }] } }), 201);
+  const served = await chat("push-retry", [{ role: "user", content: "hello" }]);
+  expect(served.status).toBe(200);
+  await served.text();
+
+  const removed = await unreachableObjects({ op: "remove-group", group: "push-retry" });
+  expect(removed).toMatchObject({ ok: true, removed: ["push-retry"], routing: "pending" });
+  // This isolate read the fleet before the removal: it routes through the object, which was never told.
+  const stale = await chat("push-retry", [{ role: "user", content: "still there?" }]);
+  await stale.text();
+  expect(stale.status).toBe(200);
+
+  // The registry's alarm pushes what did not reach its object.
+  expect(await runDurableObjectAlarm(registry())).toBe(true);
+  const gone = await chat("push-retry", [{ role: "user", content: "and now?" }]);
+  expect(gone.status, await gone.clone().text()).toBe(404);
+  await gone.text();
+});
+
+it("a change that did not reach its object is pushed again, and then answers as applied", async () => {
+  await ok(admin("/admin/v1/groups", { method: "POST", json: { name: "push-again", deployments: [{ id: "sim-0", baseUrl: fleet[0] as string, model: UPSTREAM_MODEL }] } }), 201);
+  const drained = await unreachableObjects({ op: "set-state", group: "push-again", id: "sim-0", state: "draining" });
+  expect(drained).toMatchObject({ ok: true, changed: ["push-again"], routing: "pending" });
+  expect(await runDurableObjectAlarm(registry())).toBe(true);
+  // Pushed: the object knows the registry's revision, as a Worker's status read shows.
+  const status = await env.MODEL_GROUP.getByName("push-again").status();
+  expect(status.rev).toBe(drained.ok ? drained.rev : -1);
+});
