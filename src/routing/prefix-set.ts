@@ -175,6 +175,15 @@ export class PrefixSet {
       // which takes leaves only, cannot take the chain being learned.
       if (p !== NONE) this.adopt(p);
       if (this.count >= this.cap) this.evictOldest();
+      // Nothing left to evict but the chain being learned: its match was found deeper in the set
+      // than its own place in the chain (a block hash that collides with a deeper one's), so its
+      // path is longer than the chain. It stops here, the set at its capacity: one block more
+      // was written past the end of the arrays, and a bucket then linked to no slot sent every
+      // later lookup in it round for ever.
+      if (this.count >= this.cap) {
+        this.disown(p);
+        break;
+      }
       p = this.add(h, p);
     }
     if (p === NONE) return null;
@@ -182,7 +191,8 @@ export class PrefixSet {
       if (this.newer[p] !== INTERIOR) this.relinkNewest(p);
       return null;
     }
-    this.linkLeaf(p, true);
+    // Unless it stopped short, when disown made it a chain end already.
+    if (i === n) this.linkLeaf(p, true);
     return { tip: chain[i - 1] as number, blocks: i - m, stamp: this.stamp };
   }
 
@@ -336,6 +346,14 @@ export class PrefixSet {
     this.unlinkLeaf(s);
     this.newer[s] = INTERIOR;
     this.older[s] = 1;
+  }
+
+  /** Takes back the child `adopt` just gave `s`, which it will not get: with no other child it is a chain end again, the newest. */
+  private disown(s: number): void {
+    if (s === NONE) return;
+    const children = (this.older[s] as number) - 1;
+    this.older[s] = children;
+    if (children === 0) this.linkLeaf(s, true);
   }
 
   /** Evicts the oldest leaf. Its parent, if that was its last child, was kept only by it: the oldest leaf next. */

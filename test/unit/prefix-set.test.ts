@@ -328,4 +328,24 @@ describe("PrefixSet given blocks that are not a hash chain", () => {
     s.resize(1);
     expect(s.size).toBe(1);
   });
+
+  it("never outgrows its capacity when a chain's match is found deeper than its own place (a collision)", () => {
+    const s = new PrefixSet(9);
+    const held = chain(1, 9);
+    s.learn(held);
+    // Its first block is the held chain's last: a path of ten blocks for a chain of three.
+    const odd = [held[8] as number, 77, 78];
+    expect(s.match(odd)).toBe(1);
+    const lesson = s.learn(odd, 1);
+    expect(lesson).toBeNull();
+    expect(s.size).toBe(9);
+    expect(s.values().length).toBe(9);
+    // Every lookup still ends (a bucket once linked to a slot past the arrays' end, walked for ever).
+    expect(s.match(odd)).toBe(1);
+    // Room made elsewhere, it learns what fits.
+    s.resize(12);
+    expect(s.learn(odd, 1)).toMatchObject({ blocks: 2 });
+    expect(s.size).toBe(11);
+    expect(s.values().length).toBe(11);
+  });
 });
