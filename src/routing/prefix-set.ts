@@ -250,33 +250,31 @@ export class PrefixSet {
    */
   importRecent(saved: Float64Array): number {
     if (saved[0] !== SNAPSHOT_FORMAT) return 0;
-    const hashes: number[] = [];
+    /** The slot each block of the snapshot was loaded into, by its ordinal. */
+    const slots: number[] = [];
     let at = 1;
     while (at + 2 <= saved.length) {
       const from = saved[at] as number;
       const take = saved[at + 1] as number;
       at += 2;
-      if (!Number.isInteger(from) || from < -1 || from >= hashes.length || !Number.isInteger(take) || take < 1 || at + take > saved.length) break;
-      let p = from < 0 ? NONE : this.find(hashes[from] as number);
-      if (from >= 0 && p === NONE) break;
+      if (!Number.isInteger(from) || from < -1 || from >= slots.length || !Number.isInteger(take) || take < 1 || at + take > saved.length) break;
+      // Each block hangs from the one its ordinal names, not from wherever its hash is held, and
+      // takes a slot of its own, as learn gives it: a set given blocks that are not a hash chain
+      // can hold a hash twice, and a lookup once hung a segment from the other one and linked a
+      // block that had children as a chain end, whose eviction freed a slot still in use.
+      let p = from < 0 ? NONE : (slots[from] as number);
       let added = false;
       for (let k = 0; k < take && this.count < this.cap; k++, at++) {
-        const h = saved[at] as number;
-        const s = this.find(h);
-        hashes.push(h);
-        if (s !== NONE) {
-          p = s;
-          continue;
-        }
         if (p !== NONE) this.adopt(p);
-        p = this.add(h, p);
+        p = this.add(saved[at] as number, p);
+        slots.push(p);
         added = true;
       }
       // Appended at the old end: the segments come newest first.
       if (added) this.linkLeaf(p, false);
       if (this.count >= this.cap) break;
     }
-    return hashes.length;
+    return slots.length;
   }
 
   clear(): void {

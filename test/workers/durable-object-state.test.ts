@@ -1,6 +1,7 @@
 import { evictDurableObject, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it, vi } from "vitest";
+import type { ResolvedDeployment } from "../../src/config/load.ts";
 import type { LimitRefusal, RouteDecision, RouteRefusal, VersionRefusal } from "../../src/routing/protocol.ts";
 import { EVENTUALLY, firstRouteCall, groupConfig, routeCall, status } from "./gateway.ts";
 
@@ -54,6 +55,32 @@ describe("the affinity snapshot", () => {
     const after = await status(name);
     expect(after.restored.affinityBlocks).toBe(80 * 4096);
     expect(after.backends.every((b) => b.prefixBlocks === 4096)).toBe(true);
+  });
+
+  it("brings back a prefix set that holds a block hash twice (a collision) as it was, and it stays whole", async () => {
+    const durable = groupConfig("durable");
+    // One backend whose prefix set holds four blocks, in an object of its own.
+    const g = { ...durable, version: `${durable.version}-collision`, deployments: [{ ...(durable.deployments[0] as ResolvedDeployment), kvCapacityBlocks: 4 }] };
+    const stub = env.MODEL_GROUP.getByName("collision-restart");
+    const [a, b, c1, c2, c3, x] = [9_100_001, 9_100_002, 9_100_003, 9_100_004, 9_100_005, 9_100_006];
+    const routed = async (chain: number[], first = false) => {
+      const d = decided(await stub.route(first ? firstRouteCall(g, chain) : routeCall(g, chain)));
+      await stub.release([{ lease: d.lease, outcome: "ok" }], []);
+    };
+    const saved = () => runInDurableObject(stub, async (_o, state) => [...(await state.storage.list<Float64Array>({ prefix: "affinity:" })).values()].map((v) => [...v]));
+    // Its third block hashes as its first: a collision, which a client can search for offline.
+    await routed([a, b, a], true);
+    await vi.waitFor(async () => expect((await saved()).flat()).toContain(a), EVENTUALLY);
+    await evictDurableObject(stub);
+    // It was 2: the repeated hash was found where the first one was loaded and linked as a chain end,
+    // though it had a child, and the child was in no list at all.
+    expect((await stub.status()).backends[0]?.prefixBlocks).toBe(3);
+    // Such a set went on to hang a block from a slot freed under its child: a cycle of parents, which
+    // the next snapshot's walk up from the chain end followed without end.
+    await routed([c1, c2, c3]);
+    await routed([a, b, x]);
+    await vi.waitFor(async () => expect((await saved()).flat()).toContain(x), EVENTUALLY);
+    expect((await stub.status()).backends[0]?.prefixBlocks).toBe(4);
   });
 });
 
