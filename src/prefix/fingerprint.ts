@@ -6,10 +6,23 @@ export interface FingerprintOptions {
   maxBlocks: number;
 }
 
-// Control characters cannot be confused with message text, so "user: x" in a message body
-// never hashes like a user turn.
+// Control characters, which no client text holds as hashed (`written`), so "user: x" in a
+// message body never hashes like a user turn.
 const ROLE_OPEN = "\u0001";
 const ROLE_CLOSE = "\u0002";
+const ESCAPE = "\u0003";
+const WRITTEN_OUT = /[\u0001-\u0003]/g;
+
+/**
+ * What a client wrote, as hashed: the delimiters and the escape each become the escape and a
+ * letter. A client may send control characters, and a message whose text spelled
+ * \u0001user\u0002… hashed as the turns it spells: one prompt then matched another's blocks, at
+ * another depth of the chain than its own. Text without them (any real prompt) is itself.
+ */
+function written(text: string): string {
+  if (text.indexOf(ROLE_OPEN) < 0 && text.indexOf(ROLE_CLOSE) < 0 && text.indexOf(ESCAPE) < 0) return text;
+  return text.replace(WRITTEN_OUT, (c) => ESCAPE + String.fromCharCode(0x40 + c.charCodeAt(0)));
+}
 
 /**
  * Canonical prompt of a chat request, hashed as it streams: tools first (a template renders
@@ -68,22 +81,22 @@ function pushTools(h: BlockHasher, tools: readonly object[] | null | undefined):
 function pushMessage(h: BlockHasher, m: ChatMessage): void {
   pushTurn(h, m.role, m.name, m.content);
   if (m.tool_calls && !h.full) pushJsonArray(h, m.tool_calls);
-  if (m.tool_call_id) h.push(m.tool_call_id);
+  if (m.tool_call_id) h.push(written(m.tool_call_id));
 }
 
 /** A role-tagged turn and its text: a string, or each part's text (a plain string part is its text; another part, typed or not, its JSON). */
 function pushTurn(h: BlockHasher, role: string, name: string | null | undefined, content: ChatMessage["content"]): void {
-  h.push(ROLE_OPEN + role + (name ? `:${name}` : "") + ROLE_CLOSE);
-  if (typeof content === "string") h.push(content);
+  h.push(ROLE_OPEN + written(role) + (name ? `:${written(name)}` : "") + ROLE_CLOSE);
+  if (typeof content === "string") h.push(written(content));
   else if (Array.isArray(content)) {
     for (const part of content) {
       if (h.full) return;
       if (typeof part === "string") {
-        h.push(part);
+        h.push(written(part));
         continue;
       }
       const t = part as Record<string, unknown>;
-      if (typeof t.text === "string") h.push(t.text);
+      if (typeof t.text === "string") h.push(written(t.text));
       else h.push(JSON.stringify(part));
     }
   }
@@ -92,7 +105,7 @@ function pushTurn(h: BlockHasher, role: string, name: string | null | undefined,
 function pushItem(h: BlockHasher, item: ResponseInputItem): void {
   if (item.role !== undefined) pushTurn(h, item.role, undefined, item.content);
   else {
-    h.push(ROLE_OPEN + (item.type ?? "") + ROLE_CLOSE);
+    h.push(ROLE_OPEN + written(item.type ?? "") + ROLE_CLOSE);
     h.push(JSON.stringify(item));
   }
 }
@@ -112,7 +125,7 @@ export function completionFingerprint(body: CompletionRequest, opts: Fingerprint
   const h = new BlockHasher(opts.blockChars, opts.maxBlocks);
   const p = body.prompt;
   const first: unknown = Array.isArray(p) ? p[0] : p;
-  if (typeof first === "string") h.push(first);
+  if (typeof first === "string") h.push(written(first));
   else if (typeof first === "number") pushTokenIds(h, p as number[]);
   else if (Array.isArray(first)) pushTokenIds(h, first as number[]);
   h.boundary();

@@ -18,18 +18,23 @@ let gw: TestGateway;
 beforeAll(async () => {
   upstream = await startHostileUpstream();
   // A prefix set of two blocks: the two-block prompt fills it.
-  gw = await startTestGateway({ modelGroups: [{ name: "collide", deployments: [{ id: "ok", baseUrl: `${upstream.url}/ok`, model: "hostile-7b", kvCapacityBlocks: 2 }] }] });
+  gw = await startTestGateway({
+    modelGroups: [
+      { name: "collide", deployments: [{ id: "ok", baseUrl: `${upstream.url}/ok`, model: "hostile-7b", kvCapacityBlocks: 2 }] },
+      { name: "delimiters", deployments: [{ id: "ok", baseUrl: `${upstream.url}/ok`, model: "hostile-7b" }] },
+    ],
+  });
 });
 afterAll(async () => {
   await gw?.close();
   await upstream?.close();
 });
 
-async function chat(contents: string[]): Promise<Response> {
+async function chat(contents: string[], model = "collide"): Promise<Response> {
   return fetch(`${gw.url}/v1/chat/completions`, {
     method: "POST",
     headers: { authorization: `Bearer ${gw.key}`, "content-type": "application/json" },
-    body: JSON.stringify({ model: "collide", messages: contents.map((content) => ({ role: "user", content })) }),
+    body: JSON.stringify({ model, messages: contents.map((content) => ({ role: "user", content })) }),
     signal: AbortSignal.timeout(10_000),
   });
 }
@@ -53,5 +58,20 @@ describe("a prompt whose first block collides with a block held deeper in a pref
     const again = await chat([COLLIDING.one, "and a second message"]);
     expect(again.status).toBe(200);
     await again.text();
+  });
+});
+
+describe("text that writes the delimiters the prompt's hash puts around each message's role", () => {
+  it("is hashed as that text, not as the messages it spells: no match with them", async () => {
+    // Nine messages "a": each is \u0001user\u0002a in the hashed text, a block of its own.
+    const nine = await chat(Array.from({ length: 9 }, () => "a"), "delimiters");
+    expect(nine.headers.get("x-kvgate-prefix-blocks")).toBe("0/9");
+    await nine.text();
+    // One message whose text is the other eight written out: the same characters, one block,
+    // which hashed as the nine messages' last block, found at its ninth place in the set.
+    const one = await chat([`a${"\u0001user\u0002a".repeat(8)}`, "and a second message"], "delimiters");
+    expect(one.status).toBe(200);
+    expect(one.headers.get("x-kvgate-prefix-blocks")?.split("/")[0]).toBe("0");
+    await one.text();
   });
 });

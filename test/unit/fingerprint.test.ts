@@ -50,6 +50,25 @@ describe("prefix fingerprint", () => {
     expect(a[0]).not.toBe(b[0]);
   });
 
+  it("hashes no text a client wrote as a role's delimiters: spelled out in a message, a part, a role, a name, a tool call id or a completions prompt", () => {
+    // Each turn here hashes as \u0001user\u0002a, a block of its own.
+    const turns = chatFingerprint(chat([{ role: "user", content: "a" }, { role: "user", content: "b" }]), opts);
+    const spelled = [
+      chat([{ role: "user", content: "a\u0001user\u0002b" }]),
+      chat([{ role: "user", content: ["a\u0001user\u0002b"] }]),
+      chat([{ role: "user", content: [{ type: "text", text: "a\u0001user\u0002b" }] }]),
+      chat([{ role: "user\u0002a\u0001user", content: "b" }]),
+      chat([{ role: "user", name: "x\u0002a\u0001user", content: "b" }]),
+      chat([{ role: "user", content: "a" }, { role: "tool", content: "", tool_call_id: "\u0001user\u0002b" }]),
+    ].map((body) => chatFingerprint(body, opts));
+    spelled.push(completionFingerprint({ model: "m", prompt: "\u0001user\u0002a\u0001user\u0002b" }, opts));
+    for (const chain of spelled) expect(chain).not.toContain(turns[1]);
+    // The escape itself is written out too: text that spells an escaped delimiter is not the delimiter's text.
+    const escaped = (content: string) => chatFingerprint(chat([{ role: "user", content }]), opts)[0];
+    expect(escaped("\u0003A")).not.toBe(escaped("\u0001"));
+    expect(escaped("\u0003C")).not.toBe(escaped("\u0003"));
+  });
+
   it("hashes tools ahead of the conversation", () => {
     const tools = [{ type: "function", function: { name: "lookup", parameters: {} } }];
     const withTools = chatFingerprint({ ...chat([{ role: "user", content: "x" }]), tools }, opts);
