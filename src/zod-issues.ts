@@ -38,8 +38,8 @@ export function describeIssue(issue: core.$ZodIssue): string {
     case "invalid_value":
       return `must be one of ${issue.values.map((v) => JSON.stringify(v)).join(", ")}`;
     case "invalid_format":
-      // A pattern says nothing to a user: each z.regex of the schemas carries what it wants in words.
-      return issue.format === "regex" ? issue.message : `must be a valid ${issue.format}`;
+      // A pattern says nothing to a user: each z.regex and z.url of the schemas carries what it wants in words.
+      return issue.format === "regex" || issue.format === "url" ? issue.message : `must be a valid ${issue.format}`;
     case "unrecognized_keys":
       return `has unknown key(s) ${issue.keys.join(", ")}`;
     case "invalid_union":

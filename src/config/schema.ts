@@ -101,7 +101,8 @@ function baseUrlRefusal(text: string): string | null {
 export const DeploymentSchema = z.strictObject({
   /** Stable id, shown in x-kvgate-backend; defaults to the base URL's host. */
   id: z.optional(addressName()),
-  baseUrl: z.url({ protocol: /^https?$/ }).check(
+  // "gpu:8000" and "ws://gpu" are URLs of other schemes, so zod's "valid url" would mislead.
+  baseUrl: z.url({ protocol: /^https?$/, error: "must be an http:// or https:// URL, the server's root (http://gpu:8000)" }).check(
     z.superRefine((text, ctx) => {
       const why = baseUrlRefusal(text);
       if (why) ctx.issues.push({ code: "custom", message: why, input: text });

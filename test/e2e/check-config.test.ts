@@ -47,7 +47,7 @@ describe("npm run check-config", () => {
       `${path}: 3 problems`,
       '  modelGroups[0].strategy must be one of "round-robin", "random", "least-loaded", "prefix-aware"',
       "  modelGroups[0].saturation must be >= 1",
-      "  modelGroups[0].deployments[0].baseUrl must be a valid url",
+      "  modelGroups[0].deployments[0].baseUrl must be an http:// or https:// URL, the server's root (http://gpu:8000)",
       "",
     ]);
   });
@@ -87,6 +87,17 @@ describe("npm run check-config", () => {
       "",
     ]);
     expect(r.stderr).not.toContain("s3cret");
+  });
+
+  it("says a baseUrl must be http:// or https://, not that a URL of another scheme (or a host with no scheme) is no valid url", async () => {
+    const { path, r } = await checkDeployments("schemes.json", [
+      { id: "ws", baseUrl: "ws://gpu.example.com:8000", model: "m" },
+      { id: "host-port", baseUrl: "gpu.example.com:8000", model: "m" },
+      { id: "ip-port", baseUrl: "10.0.0.1:8000", model: "m" },
+      { id: "garbage", baseUrl: "not a url", model: "m" },
+    ]);
+    const wanted = "must be an http:// or https:// URL, the server's root (http://gpu:8000)";
+    expect(r.stderr.split("\n")).toEqual([`${path}: 4 problems`, ...[0, 1, 2, 3].map((i) => `  modelGroups[0].deployments[${i}].baseUrl ${wanted}`), ""]);
   });
 
   it("refuses control characters in a baseUrl, as in an id: the text is what the admin API and the CLI show, whatever fetch would send", async () => {

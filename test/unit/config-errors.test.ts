@@ -16,7 +16,7 @@ describe("a config with several problems", () => {
       "cors.allowedOrigins must be array",
       'modelGroups[0].strategy must be one of "round-robin", "random", "least-loaded", "prefix-aware"',
       "modelGroups[0].saturation must be >= 1",
-      "modelGroups[0].deployments[0].baseUrl must be a valid url",
+      "modelGroups[0].deployments[0].baseUrl must be an http:// or https:// URL, the server's root (http://gpu:8000)",
     ]);
     const r = parseConfig(raw);
     if (!r.ok) expect(r.error).toBe(`config: ${errorsOf(raw).join("; ")}`);
