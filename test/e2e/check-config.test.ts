@@ -169,6 +169,26 @@ describe("npm run check-config", () => {
     expect(r.stdout).toContain("secrets it reads: KVGATE_MASTER_KEY");
   });
 
+  it("takes every config and deployment the README's Config and Deploy sections show, as written (a deployment in a group of its own)", async () => {
+    const readme = await readFile(join(ROOT, "README.md"), "utf8");
+    const section = (title: string): string => {
+      const from = readme.indexOf(`\n## ${title}\n`);
+      expect(from, title).toBeGreaterThan(0);
+      const to = readme.indexOf("\n## ", from + 1);
+      return readme.slice(from, to < 0 ? undefined : to);
+    };
+    const blocks = ["Config", "Deploy"].flatMap((title) => [...section(title).matchAll(/```jsonc?\n([\s\S]*?)```/g)].map((m) => m[1] as string));
+    // The Config example and the Private networks deployment, at least.
+    expect(blocks.length).toBeGreaterThanOrEqual(2);
+    for (const [i, block] of blocks.entries()) {
+      // A block that starts with a deployment's field is one deployment: checked in a group of one.
+      const text = /^\{\s*"(id|baseUrl)"/.test(block) ? `{ "modelGroups": [{ "name": "readme", "deployments": [\n${block}] }] }` : block;
+      const r = await check([await file(`readme-block-${i}.jsonc`, text)]);
+      expect(r.stderr, block).toBe("");
+      expect(r.code).toBe(0);
+    }
+  });
+
   it("reads $KVGATE_CONFIG, refuses to guess between it and a file, and checks the dev config when given neither", async () => {
     const fromEnv = await check([], { KVGATE_CONFIG: '{"modelGroups":[{"name":"a","deployments":[{"baseUrl":"https://gpu.example","model":"m"}]}]}' });
     expect(fromEnv.code).toBe(0);
