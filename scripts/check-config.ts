@@ -7,14 +7,16 @@
  *   npm run check-config                                the dev config in wrangler.toml
  * Exits 1 when the config has a problem or cannot be read.
  */
-import { readFileSync } from "node:fs";
 import { checkConfig, envNames, namedConfig, okLine, problemLines, UsageError, type ConfigSource } from "./config-check.ts";
 
-function devConfig(): ConfigSource {
-  const toml = readFileSync("wrangler.toml", "utf8");
-  const m = /^KVGATE_CONFIG\s*=\s*'''([\s\S]*?)'''/m.exec(toml);
-  if (!m) throw new UsageError("no KVGATE_CONFIG in wrangler.toml's [vars]; name a config file");
-  return { name: "wrangler.toml [vars] KVGATE_CONFIG", raw: m[1] as string };
+/** The dev config as `npm start` reads it (wrangler's parser takes a second to load: only when asked). */
+async function devConfig(): Promise<ConfigSource> {
+  const { wranglerDevConfigText } = await import("../bench/harness/dev-config.ts");
+  try {
+    return { name: "wrangler.toml [vars] KVGATE_CONFIG", raw: wranglerDevConfigText(process.cwd()) };
+  } catch (e) {
+    throw new UsageError(`${(e as Error).message}; or name a config file`);
+  }
 }
 
 const USAGE = "usage: npm run check-config -- [config.json]   (or KVGATE_CONFIG_FILE=… / KVGATE_CONFIG='{…}'; none: wrangler.toml's)";
@@ -26,7 +28,7 @@ try {
     process.exit(0);
   }
   if (arg?.startsWith("-")) throw new UsageError(`unknown flag ${arg} (npm run check-config -- --help)`);
-  const checked = checkConfig(namedConfig(arg, process.env) ?? devConfig());
+  const checked = checkConfig(namedConfig(arg, process.env) ?? (await devConfig()));
   if (!checked.ok) {
     for (const line of problemLines(checked.source.name, checked.problems)) console.error(line);
     process.exit(1);

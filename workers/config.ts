@@ -1,6 +1,6 @@
 import { buildPipeline, buildUsagePipeline } from "../src/hooks/index.ts";
 import type { HookPipeline } from "../src/hooks/types.ts";
-import { parseConfig, type ResolvedConfig, type ResolvedGroup } from "../src/config/load.ts";
+import { parseConfig, TOML_TABLE, type ResolvedConfig, type ResolvedGroup } from "../src/config/load.ts";
 import { reachProblems } from "../src/config/upstream-access.ts";
 import type { Env } from "./env.ts";
 import type { FleetView } from "./fleet.ts";
@@ -21,8 +21,7 @@ export function loadConfig(env: Env): Loaded {
   if (cached && cached.raw === raw) return cached.result;
   let result: Loaded;
   if (typeof raw === "object" && raw !== null) {
-    // wrangler passes a [vars.KVGATE_CONFIG] table as an object, where the config is one JSON text.
-    result = { ok: false, error: "KVGATE_CONFIG is a TOML table: give it as one JSON string under [vars], KVGATE_CONFIG = '''{ … }'''" };
+    result = { ok: false, error: `KVGATE_CONFIG ${TOML_TABLE}` };
     console.error(`kvgate: ${result.error}`);
   } else if (typeof raw !== "string" || raw.trim() === "") {
     result = { ok: false, error: "KVGATE_CONFIG is not set" };

@@ -18,6 +18,9 @@ export interface ResolvedConfig extends Omit<GatewayConfig, "modelGroups"> {
   gatewayKeys: GatewayKeys;
 }
 
+/** What the Worker says of a `[vars.KVGATE_CONFIG]` table, which wrangler hands it as an object where the config is one JSON text. */
+export const TOML_TABLE = "is a TOML table: give it as one JSON string under [vars], KVGATE_CONFIG = '''{ … }'''";
+
 /** `errors`: each problem on its own, when there are several to tell at once; `error` says them all. */
 export type ConfigResult = { ok: true; config: ResolvedConfig } | { ok: false; error: string; errors?: string[] };
 

@@ -1,4 +1,4 @@
-import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -187,6 +187,24 @@ describe("npm run check-config", () => {
       expect(r.stderr, block).toBe("");
       expect(r.code).toBe(0);
     }
+  });
+
+  it("reads wrangler.toml's dev config as wrangler dev (npm start) does, whatever TOML string holds it, and tells a TOML table as the Worker does", async () => {
+    const project = join(dir, "project");
+    await mkdir(project, { recursive: true });
+    const toml = (vars: string) => writeFile(join(project, "wrangler.toml"), `name = "kvgate-dev"\nmain = "workers/gateway/index.ts"\ncompatibility_date = "2026-10-20"\n\n[vars]\n${vars}\n`);
+    const devCheck = () => runScript("scripts/check-config.ts", [], {}, project);
+    const config = '{"modelGroups": [{"name": "one-line", "deployments": [{"baseUrl": "http://127.0.0.1:9001", "model": "m"}]}]}';
+    for (const quoted of [`'${config}'`, `"""\n${config}\n"""`]) {
+      await toml(`KVGATE_CONFIG = ${quoted}`);
+      const r = await devCheck();
+      expect(r.stderr, quoted).toBe("");
+      expect(r.stdout).toMatch(/^wrangler\.toml \[vars\] KVGATE_CONFIG: ok — one-line \(prefix-aware, 1 deployment\(s\)\)\n/);
+    }
+    await toml(`[vars.KVGATE_CONFIG]\nmodelGroups = []`);
+    const table = await devCheck();
+    expect(table.code).toBe(1);
+    expect(table.stderr).toBe("check-config: wrangler.toml [vars] KVGATE_CONFIG is a TOML table: give it as one JSON string under [vars], KVGATE_CONFIG = '''{ … }'''; or name a config file\n");
   });
 
   it("reads $KVGATE_CONFIG, refuses to guess between it and a file, and checks the dev config when given neither", async () => {

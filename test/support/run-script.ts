@@ -13,12 +13,13 @@ export interface ScriptRun {
  * Runs one of the package's scripts as its npm script does (`node scripts/….ts`, on the Node that
  * runs the tests: the project's Node 22, as npm puts it first on PATH), with `env` in place of
  * the variables a user would set. Variables of the test's own environment that a user would not
- * have set (KVGATE_*) are left out.
+ * have set (KVGATE_*) are left out. `cwd`: where it runs, the repository unless another
+ * folder stands in for it (a wrangler.toml of the test's own).
  */
-export function runScript(script: string, args: readonly string[], env: Record<string, string> = {}): Promise<ScriptRun> {
+export function runScript(script: string, args: readonly string[], env: Record<string, string> = {}, cwd = ROOT): Promise<ScriptRun> {
   const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("KVGATE_")));
-  const child = spawn(process.execPath, [script, ...args], {
-    cwd: ROOT,
+  const child = spawn(process.execPath, [resolve(ROOT, script), ...args], {
+    cwd,
     env: { ...base, CLOUDFLARE_CF_FETCH_ENABLED: "false", WRANGLER_SEND_METRICS: "false", ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });
