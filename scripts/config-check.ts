@@ -3,6 +3,7 @@
  * Whatever goes wrong is told in lines a user can act on, never as a stack.
  */
 import { readFileSync } from "node:fs";
+import { resolve } from "node:path";
 import { parseConfig, type ResolvedConfig } from "../src/config/load.ts";
 import { parseJsonc } from "../src/config/jsonc.ts";
 
@@ -15,9 +16,10 @@ export interface ConfigSource {
 /** Told to the user in one line, after which the command exits non-zero. */
 export class UsageError extends Error {}
 
-export function readConfigFile(path: string): ConfigSource {
+/** `from`: the folder a relative path is read from. */
+export function readConfigFile(path: string, from = "."): ConfigSource {
   try {
-    return { name: path, raw: readFileSync(path, "utf8") };
+    return { name: path, raw: readFileSync(resolve(from, path), "utf8") };
   } catch (e) {
     throw new UsageError(`${path}: ${unreadable(e)}`);
   }
@@ -33,12 +35,14 @@ function unreadable(e: unknown): string {
 
 /**
  * The config the user named: a path given on the command line, else the file KVGATE_CONFIG_FILE
- * names, else the text of KVGATE_CONFIG; null when there is none.
+ * names, else the text of KVGATE_CONFIG; null when there is none. A relative path is the user's:
+ * npm runs a script at the package's root, and says in INIT_CWD where the command was typed.
  */
 export function namedConfig(path: string | undefined, env: NodeJS.ProcessEnv): ConfigSource | null {
-  if (path) return readConfigFile(path);
+  const from = env.INIT_CWD || ".";
+  if (path) return readConfigFile(path, from);
   if (env.KVGATE_CONFIG_FILE && env.KVGATE_CONFIG) throw new UsageError("KVGATE_CONFIG_FILE and KVGATE_CONFIG are both set: unset one, so that it is clear which config is meant");
-  if (env.KVGATE_CONFIG_FILE) return readConfigFile(env.KVGATE_CONFIG_FILE);
+  if (env.KVGATE_CONFIG_FILE) return readConfigFile(env.KVGATE_CONFIG_FILE, from);
   if (env.KVGATE_CONFIG) return { name: "$KVGATE_CONFIG", raw: env.KVGATE_CONFIG };
   return null;
 }

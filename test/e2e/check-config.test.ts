@@ -136,6 +136,16 @@ describe("npm run check-config", () => {
     expect(r.stdout).toMatch(/: ok — a \(prefix-aware, 1 deployment\(s\)\)\n/);
   });
 
+  it("finds a file named relative to the folder npm run was typed in, though npm runs the script at the package's root", async () => {
+    await file("here.jsonc", '{ "modelGroups": [{ "name": "here", "deployments": [{ "baseUrl": "https://gpu.example", "model": "m" }] }] }');
+    // npm sets INIT_CWD to the folder the command was typed in.
+    const byArg = await check(["here.jsonc"], { INIT_CWD: dir });
+    expect(byArg.stderr).toBe("");
+    expect(byArg.stdout).toMatch(/^here\.jsonc: ok — here /);
+    const byEnv = await check([], { INIT_CWD: dir, KVGATE_CONFIG_FILE: "here.jsonc" });
+    expect(byEnv.stdout).toMatch(/^here\.jsonc: ok — here /);
+  });
+
   it("says in one line that a file is missing, with no stack, and exits 1", async () => {
     const missing = join(dir, "config.prod.json");
     for (const r of [await check([missing]), await check([], { KVGATE_CONFIG_FILE: missing })]) {
