@@ -88,5 +88,7 @@ export function envNames(config: ResolvedConfig): { secrets: string[]; bindings:
 /** The line that says a config is good, and what it holds. */
 export function okLine(checked: Extract<Checked, { ok: true }>): string {
   const groups = checked.config.groups.map((g) => `${g.name} (${g.strategy}, ${g.deployments.length} deployment(s))`);
-  return `${checked.source.name}: ok — ${groups.join(", ")}`;
+  // A config may leave the fleet out, when it is too big for the secret that carries the config (README, Deploy).
+  const held = groups.length > 0 ? groups.join(", ") : "no model groups (the admin API seeds the fleet: npx kvgate fleet apply --file fleet.json)";
+  return `${checked.source.name}: ok — ${held}`;
 }

@@ -217,6 +217,12 @@ describe("npm run check-config", () => {
     expect(table.stderr).toBe("check-config: wrangler.toml [vars] KVGATE_CONFIG is a TOML table: give it as one JSON string under [vars], KVGATE_CONFIG = '''{ … }'''; or name a config file\n");
   });
 
+  it("says a config with no model groups is ok in a whole line, naming where the fleet then comes from", async () => {
+    const r = await check([], { KVGATE_CONFIG: '{ "cors": { "allowedOrigins": ["https://app.example.com"] } }' });
+    expect(r.code).toBe(0);
+    expect(r.stdout.split("\n")[0]).toBe("$KVGATE_CONFIG: ok — no model groups (the admin API seeds the fleet: npx kvgate fleet apply --file fleet.json)");
+  });
+
   it("reads $KVGATE_CONFIG, refuses to guess between it and a file, and checks the dev config when given neither", async () => {
     const fromEnv = await check([], { KVGATE_CONFIG: '{"modelGroups":[{"name":"a","deployments":[{"baseUrl":"https://gpu.example","model":"m"}]}]}' });
     expect(fromEnv.code).toBe(0);
