@@ -72,7 +72,7 @@ describe("a config with comments (JSONC), as the Worker reads KVGATE_CONFIG", ()
     expect(a.config.groups[0]?.version).toBe(b.config.groups[0]?.version);
   });
 
-  it("that is not JSON says so, with what JSON.parse saw", () => {
+  it("that is not JSON says so, and where, quoting none of its text", () => {
     expect(errorsOf('{\n  "modelGroups": [\n}')).toEqual([expect.stringMatching(/^config is not valid JSON: Unexpected token '\}'/)]);
   });
 });

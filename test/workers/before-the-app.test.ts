@@ -57,6 +57,22 @@ it("a config the Worker cannot load: its 500 says which request it was", async (
   expect(res.headers.get("x-request-id")).toBe("req-bad-config");
 });
 
+it.each([
+  ["a key pasted where a secret's name goes", '{"modelGroups": [{"name": "g", "deployments": [{"baseUrl": "https://gpu.example", "model": "m", "apiKeyEnv": sk-live-0123456789abcdef}]}]}', 1, 110],
+  ["a short config that is the key alone", "sk-live-0123456789abcdef", 1, 1],
+  ["a key on its own line", '{\n  "modelGroups": [],\n  "x": sk-live-0123456789abcdef\n}', 3, 8],
+])("a config that is not JSON (%s): its 500, which anyone may get, quotes none of its text, and says where", async (_what, config, line, column) => {
+  const ctx = createExecutionContext();
+  const req = new Request("https://kvgate.test/v1/models", { headers: { "x-request-id": "req-leak" } });
+  const res = await worker.fetch(req, { ...env, KVGATE_CONFIG: config } as unknown as Env, ctx);
+  await waitOnExecutionContext(ctx);
+  expect(res.status).toBe(500);
+  const { error } = (await res.json()) as { error: { code: string; message: string } };
+  expect(error.code).toBe("config_invalid");
+  expect(error.message).not.toMatch(/0123|live/);
+  expect(error.message).toContain(`line ${line} column ${column}`);
+});
+
 it("the key store down: a browser key's 503 asks it nothing more (not the keys' origins too)", async () => {
   let origins = 0;
   const failingTenants = {
