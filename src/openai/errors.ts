@@ -71,9 +71,23 @@ export const badRequest = (message: string, param: string | null = null, code = 
   new GatewayError(400, "invalid_request_error", message, code, param);
 export const unauthorized = (message: string) => new GatewayError(401, "authentication_error", message, "invalid_api_key");
 export const forbidden = (message: string, code: string) => new GatewayError(403, "permission_error", message, code);
-/** A limit of the caller's key: 429, and when trying again can succeed (none for a budget that never renews). */
-export const overLimit = (message: string, code: "rate_limit_exceeded" | "insufficient_quota", retryAfterMs: number | null) =>
-  new GatewayError(429, code === "insufficient_quota" ? "insufficient_quota" : "rate_limit_error", message, code, null, retryAfterMs === null ? undefined : { "retry-after": String(Math.max(1, Math.ceil(retryAfterMs / 1000))) });
+/**
+ * The longest Retry-After (seconds) the official OpenAI SDKs wait for: past it they retry a 429 as
+ * if it named no wait, twice within seconds (Node's and Python's retry logic alike).
+ */
+const SDK_RETRY_AFTER_MAX_S = 60;
+
+/**
+ * A limit of the caller's key: 429, and when trying again can succeed (none for a budget that never
+ * renews). One that no retry of the SDKs' can outlast says `x-should-retry: false`, which they obey:
+ * else they send it twice more into the same refusal and fail seconds later.
+ */
+export function overLimit(message: string, code: "rate_limit_exceeded" | "insufficient_quota", retryAfterMs: number | null): GatewayError {
+  const seconds = retryAfterMs === null ? null : Math.max(1, Math.ceil(retryAfterMs / 1000));
+  const headers: Record<string, string> = seconds === null ? {} : { "retry-after": String(seconds) };
+  if (seconds === null || seconds > SDK_RETRY_AFTER_MAX_S) headers["x-should-retry"] = "false";
+  return new GatewayError(429, code === "insufficient_quota" ? "insufficient_quota" : "rate_limit_error", message, code, null, headers);
+}
 export const notFound = (message: string, code = "not_found") => new GatewayError(404, "not_found_error", message, code);
 export const tooLarge = (limit: number) =>
   new GatewayError(413, "invalid_request_error", `request body exceeds the ${limit}-byte limit`, "body_too_large");

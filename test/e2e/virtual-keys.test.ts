@@ -406,6 +406,37 @@ describe("limits", () => {
     expect(spent).toBeGreaterThanOrEqual(budget);
     expect(spent).toBeLessThan(budget + parallel * perRequest);
   });
+
+  it.each([
+    ["for good", "total"],
+    ["for the month", "month"],
+  ])("a budget spent %s is refused to the official SDK at once: it is told not to retry a refusal its retries cannot outlast", async (_, period) => {
+    // A browser page's key: the SDK in the page reads only the headers CORS exposes.
+    const origin = "https://budget.example";
+    const { id, key } = await createKey({ budget_tokens: 5, budget_period: period, origins: [origin] });
+    let calls = 0;
+    // The SDK's defaults: two retries of every 429, a Retry-After past 60 s read as none.
+    const sdk = new OpenAI({ apiKey: key, baseURL: `${gw.url}/v1`, defaultHeaders: { origin }, fetch: (url, init) => (calls++, fetch(url, init)) });
+    await sdk.chat.completions.create({ model: "keys", messages: [{ role: "user", content: "spend the budget" }], max_tokens: 8 });
+    await vi.waitFor(async () => expect((await usage(id)).requests).toBe(1), EVENTUALLY);
+    calls = 0;
+    const err = await sdk.chat.completions.create({ model: "keys", messages: [{ role: "user", content: "and more" }], max_tokens: 8 }).catch((e: unknown) => e);
+    if (!(err instanceof OpenAI.RateLimitError)) throw err;
+    expect(err.code).toBe("insufficient_quota");
+    expect(err.headers?.get("x-should-retry")).toBe("false");
+    expect(err.headers?.get("access-control-expose-headers")?.split(",")).toContain("x-should-retry");
+    expect(calls).toBe(1);
+  });
+
+  it("a limit that lifts within the SDK's wait is left to its retries", async () => {
+    const { key } = await createKey({ max_parallel: 1 });
+    const open = await post(key, "keys-slow", { stream: true, max_tokens: 150 });
+    const refused = await post(key, "keys-slow");
+    expect(refused.status).toBe(429);
+    expect(refused.headers.get("retry-after")).toBe("1");
+    expect(refused.headers.get("x-should-retry")).toBeNull();
+    await open.text();
+  });
 });
 
 describe("the key itself", () => {
