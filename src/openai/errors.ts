@@ -72,6 +72,12 @@ export const badRequest = (message: string, param: string | null = null, code = 
 export const unauthorized = (message: string) => new GatewayError(401, "authentication_error", message, "invalid_api_key");
 export const forbidden = (message: string, code: string) => new GatewayError(403, "permission_error", message, code);
 /**
+ * The header the official OpenAI SDKs (Node, Python) read before retrying an answer, which they do
+ * for every 429 and 5xx by default: "false" stops them.
+ */
+export const SHOULD_RETRY = "x-should-retry";
+
+/**
  * The longest Retry-After (seconds) the official OpenAI SDKs wait for: past it they retry a 429 as
  * if it named no wait, twice within seconds (Node's and Python's retry logic alike).
  */
@@ -85,7 +91,7 @@ const SDK_RETRY_AFTER_MAX_S = 60;
 export function overLimit(message: string, code: "rate_limit_exceeded" | "insufficient_quota", retryAfterMs: number | null): GatewayError {
   const seconds = retryAfterMs === null ? null : Math.max(1, Math.ceil(retryAfterMs / 1000));
   const headers: Record<string, string> = seconds === null ? {} : { "retry-after": String(seconds) };
-  if (seconds === null || seconds > SDK_RETRY_AFTER_MAX_S) headers["x-should-retry"] = "false";
+  if (seconds === null || seconds > SDK_RETRY_AFTER_MAX_S) headers[SHOULD_RETRY] = "false";
   return new GatewayError(429, code === "insufficient_quota" ? "insufficient_quota" : "rate_limit_error", message, code, null, headers);
 }
 export const notFound = (message: string, code = "not_found") => new GatewayError(404, "not_found_error", message, code);

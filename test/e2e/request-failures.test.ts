@@ -1,3 +1,4 @@
+import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { startFleet, type Fleet } from "../../bench/fleet/index.ts";
 import { startHostileUpstream, type HostileUpstream } from "../support/hostile-upstream.ts";
@@ -75,6 +76,28 @@ describe("a failure that follows the request from backend to backend is the requ
     const fine = await chat("crashy");
     expect(fine.status).toBe(200);
     await fine.text();
+  });
+});
+
+describe("a failure that follows the request, to the official SDK", () => {
+  it("is told not to retry it: one request crashes two backends, not two on each of the SDK's three tries", async () => {
+    upstream.reset();
+    let calls = 0;
+    // The SDK's defaults: every 5xx retried twice.
+    const sdk = new OpenAI({ apiKey: gw.key, baseURL: `${gw.url}/v1`, fetch: (url, init) => (calls++, fetch(url, init)) });
+    const err = await sdk.chat.completions.create({ model: "crashy", messages: [{ role: "user", content: "CRASH sdk" }], max_tokens: 4 }).catch((e: unknown) => e);
+    if (!(err instanceof OpenAI.InternalServerError)) throw err;
+    expect([err.status, err.headers?.get("x-should-retry"), err.headers?.get("x-kvgate-attempts")]).toEqual([502, "false", "2"]);
+    expect(calls).toBe(1);
+    expect(upstream.stats("crash-on").requests).toBe(2);
+    await vi.waitFor(async () => expect(await gw.inFlight("crashy")).toBe(0), EVENTUALLY);
+  });
+
+  it("a failure on a lone backend says nothing of the request: the SDK may try again", async () => {
+    const res = await chat("failing");
+    expect(res.status).toBe(502);
+    expect(res.headers.get("x-should-retry")).toBeNull();
+    await res.text();
   });
 });
 

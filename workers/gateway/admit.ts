@@ -1,5 +1,5 @@
 import type { Context, MiddlewareHandler } from "hono";
-import { forbidden, GatewayError } from "../../src/openai/errors.ts";
+import { forbidden, GatewayError, SHOULD_RETRY } from "../../src/openai/errors.ts";
 import type { LoadedConfig } from "../config.ts";
 import type { AppEnv } from "./app-env.ts";
 import { authenticate, originsOfRefusedKey, type Caller } from "./auth.ts";
@@ -7,7 +7,7 @@ import { errorAnswer } from "./error-answer.ts";
 import { keyOrigins } from "./key-cache.ts";
 
 /** The routing headers a browser page may read (CORS), for the config's origins and the keys' alike. */
-export const EXPOSED = ["x-kvgate-backend", "x-kvgate-reason", "x-kvgate-attempts", "x-kvgate-group", "x-kvgate-prefix-blocks", "x-kvgate-overhead-ms", "x-request-id", "retry-after", "x-should-retry"];
+export const EXPOSED = ["x-kvgate-backend", "x-kvgate-reason", "x-kvgate-attempts", "x-kvgate-group", "x-kvgate-prefix-blocks", "x-kvgate-overhead-ms", "x-request-id", "retry-after", SHOULD_RETRY];
 
 /**
  * The key check of a client request: who calls (set as the request's `caller`), or a 401. A

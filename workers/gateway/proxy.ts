@@ -1,7 +1,7 @@
 import type { ResolvedGroup } from "../../src/config/load.ts";
 import { clipName, NAME_MAX } from "../../src/config/schema.ts";
 import type { LimitRefusal, RouteRefusal, RouteTenant } from "../../src/routing/protocol.ts";
-import { GatewayError, notFound, overLimit, unavailable } from "../../src/openai/errors.ts";
+import { GatewayError, notFound, overLimit, SHOULD_RETRY, unavailable } from "../../src/openai/errors.ts";
 import { allowsGroup, allowsModel, routeTenant } from "../../src/tenants/route-tenant.ts";
 import { nextStep } from "../../src/upstream/retry.ts";
 import { logEvent } from "../../src/logging/event-log.ts";
@@ -103,7 +103,11 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
         return result.response;
       }
       last = result.response;
-      if (held.failed(result.lease, result.verdict, result.failure)) return last;
+      if (held.failed(result.lease, result.verdict, result.failure)) {
+        // The SDKs would send it twice more, each time to two more backends to fail on.
+        last.headers.set(SHOULD_RETRY, "false");
+        return last;
+      }
       const step = result.retryable ? nextStep(primary.failover, attempts, result.failure, deadline.msLeft()) : ({ retry: false } as const);
       if (!step.retry) return last;
       exclude.push(result.lease.backendId);
