@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startFleet, type Fleet } from "../../bench/fleet/index.ts";
+import { adminCall } from "./admin-gateway.ts";
 import { startTestGateway, type TestGateway } from "./gateway.ts";
 
 /**
@@ -28,11 +29,7 @@ afterAll(async () => {
 /** Every header value the server was sent, over all its requests. */
 const headerValues = (fleet: Fleet) => fleet.requests(0).flatMap((r) => Object.values(r.headers).flat().filter((v): v is string => typeof v === "string"));
 
-async function heartbeat(gw: TestGateway, beat: Record<string, unknown>, key = KEYS.KVGATE_REGISTER_KEY): Promise<{ status: number; error?: { message: string; type: string; code: string; param: string | null } }> {
-  const res = await fetch(`${gw.url}/admin/v1/heartbeats`, { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body: JSON.stringify(beat) });
-  const body = (await res.json()) as { error?: { message: string; type: string; code: string; param: string | null } };
-  return { status: res.status, ...(body.error ? { error: body.error } : {}) };
-}
+const heartbeat = (gw: TestGateway, beat: Record<string, unknown>, key = KEYS.KVGATE_REGISTER_KEY) => adminCall(gw.url, key, "POST", "/heartbeats", beat);
 
 async function chat(gw: TestGateway, group: string): Promise<Response> {
   const res = await fetch(`${gw.url}/v1/chat/completions`, {
@@ -125,11 +122,7 @@ describe("a deployment on a public host over plain http", () => {
     await gw?.close();
   });
 
-  async function admin(method: string, path: string, body?: unknown): Promise<{ status: number; error?: { message: string; type: string; code: string; param: string | null } }> {
-    const res = await fetch(`${gw.url}/admin/v1${path}`, { method, headers: { authorization: `Bearer ${KEYS.KVGATE_ADMIN_KEY}`, "content-type": "application/json" }, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
-    const answer = (await res.json()) as { error?: { message: string; type: string; code: string; param: string | null } };
-    return { status: res.status, ...(answer.error ? { error: answer.error } : {}) };
-  }
+  const admin = (method: string, path: string, body?: unknown) => adminCall(gw.url, KEYS.KVGATE_ADMIN_KEY, method, path, body);
 
   // No request reaches these hosts: the refusal comes before any, and this machine has no internet.
   const PUBLIC = "http://gpu.example.com:8000";
