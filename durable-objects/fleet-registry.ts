@@ -32,6 +32,8 @@ export class FleetRegistry extends DurableObject<RegistryEnv> implements FleetRe
   /** Routing objects a push did not reach (stored, so a restart tries them again), and how long until the next try. */
   private readonly unpushed: Set<string>;
   private retryMs: number = PUSH_RETRY_MS.min;
+  /** When the pushes in `unpushed` are next tried (epoch ms), or null when none is. */
+  private retryAt: number | null = null;
 
   constructor(ctx: DurableObjectState, env: RegistryEnv) {
     super(ctx, env);
@@ -48,6 +50,7 @@ export class FleetRegistry extends DurableObject<RegistryEnv> implements FleetRe
     const report = meta.get("seedReport");
     this.seedReport = report === undefined ? null : (JSON.parse(report) as SeedReport);
     this.unpushed = new Set(JSON.parse(meta.get("unpushed") ?? "[]") as string[]);
+    if (this.unpushed.size > 0) this.retryAt = Date.now() + PUSH_RETRY_MS.min;
     const groups = this.sql.exec<{ record: string }>("SELECT record FROM groups ORDER BY pos").toArray().map((r) => JSON.parse(r.record) as GroupRecord);
     const { change, disarmed } = this.fleet.load(Number(meta.get("rev") ?? 0), meta.get("seed") ?? null, groups, Date.now());
     if (disarmed.length > 0) {
@@ -58,6 +61,8 @@ export class FleetRegistry extends DurableObject<RegistryEnv> implements FleetRe
       void this.push(change, this.shardCounts());
     }
     this.seedFromConfig(parsed);
+    // Pushes a restart found untried: their alarm, which the seed may not have set.
+    if (this.retryAt !== null) this.wake();
   }
 
   snapshot(): FleetSnapshot {
@@ -89,10 +94,12 @@ export class FleetRegistry extends DurableObject<RegistryEnv> implements FleetRe
     const change = this.fleet.expire(Date.now());
     this.persist();
     logRegistry("expire", this.fleet.rev, change);
-    const again = [...this.unpushed];
     await this.push(change, before);
-    // What an earlier push did not get to its object, as the fleet now is.
-    if (again.length > 0) await this.pushTo(again.filter((o) => this.unpushed.has(o)));
+    // What an earlier push did not get to its object, as the fleet now is, once its time has come.
+    if (this.retryAt !== null && Date.now() >= this.retryAt) {
+      this.retryAt = null;
+      await this.pushTo([...this.unpushed], true);
+    }
   }
 
   /**
@@ -159,8 +166,13 @@ export class FleetRegistry extends DurableObject<RegistryEnv> implements FleetRe
     return this.pushTo(objects);
   }
 
-  /** What each named routing object is to hold of the fleet as it is now: its slice of its group, or nothing (retired). */
-  private async pushTo(objects: readonly string[]): Promise<"applied" | "pending"> {
+  /**
+   * What each named routing object is to hold of the fleet as it is now: its slice of its group, or
+   * nothing (retired). One that fails is tried again by the alarm; `retrying`: this is that try,
+   * and the next waits twice as long.
+   */
+  private async pushTo(objects: readonly string[], retrying = false): Promise<"applied" | "pending"> {
+    if (objects.length === 0) return "applied";
     const ns = this.env.MODEL_GROUP;
     const results = await Promise.allSettled(
       objects.map((o) => {
@@ -170,6 +182,7 @@ export class FleetRegistry extends DurableObject<RegistryEnv> implements FleetRe
         return shards && at >= 0 ? ns.getByName(o).install(shards.views[at] as ResolvedGroup) : ns.getByName(o).retire(this.fleet.rev);
       }),
     );
+    const was = this.unpushed.size;
     let failed = 0;
     for (const [i, r] of results.entries()) {
       const o = objects[i] as string;
@@ -181,17 +194,23 @@ export class FleetRegistry extends DurableObject<RegistryEnv> implements FleetRe
       this.unpushed.add(o);
       console.error(`kvgate: pushing a fleet change to routing object ${o} failed: ${String(r.reason)}`);
     }
-    this.retryMs = failed === 0 ? PUSH_RETRY_MS.min : Math.min(this.retryMs * 2, PUSH_RETRY_MS.max);
-    this.sql.exec("INSERT OR REPLACE INTO meta (k, v) VALUES ('unpushed', ?)", JSON.stringify([...this.unpushed]));
+    if (this.unpushed.size === 0) {
+      this.retryMs = PUSH_RETRY_MS.min;
+      this.retryAt = null;
+    } else if (retrying || this.retryAt === null) {
+      // A try already due is not put off by later failures (nor by heartbeats): only its own failure doubles the wait.
+      if (retrying) this.retryMs = Math.min(this.retryMs * 2, PUSH_RETRY_MS.max);
+      this.retryAt = Date.now() + this.retryMs;
+    }
+    if (failed > 0 || this.unpushed.size !== was) this.sql.exec("INSERT OR REPLACE INTO meta (k, v) VALUES ('unpushed', ?)", JSON.stringify([...this.unpushed]));
     this.wake();
     return failed === 0 ? "applied" : "pending";
   }
 
-  /** The alarm at the next heartbeat expiry, or sooner while a push is to be tried again. */
+  /** The alarm at the next heartbeat expiry, or at the next try of a push, whichever comes first. */
   private wake(): void {
     const expiry = this.fleet.nextWake();
-    const retry = this.unpushed.size > 0 ? Date.now() + this.retryMs : null;
-    const at = expiry === null ? retry : retry === null ? expiry : Math.min(expiry, retry);
+    const at = expiry === null ? this.retryAt : this.retryAt === null ? expiry : Math.min(expiry, this.retryAt);
     if (at !== null) void this.ctx.storage.setAlarm(Math.ceil(at));
   }
 }

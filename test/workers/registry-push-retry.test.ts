@@ -20,20 +20,30 @@ import { chat } from "./gateway.ts";
 const fleet = inject("upstreams").fleetUrls;
 const registry = () => env.FLEET.getByName(REGISTRY_NAME);
 
-/** The registry's command with every call to a routing object failing, as when none can be reached. */
-async function unreachableObjects(cmd: Parameters<FleetRegistry["command"]>[0]): Promise<AdminResult> {
-  return runInDurableObject(registry(), async (instance: FleetRegistry) => {
+/** `run` in the registry with every call to a routing object failing, as when none can be reached; and the registry's alarm then. */
+async function withObjectsDown<T>(run: (registry: FleetRegistry) => Promise<T>): Promise<{ value: T; alarm: number | null }> {
+  return runInDurableObject(registry(), async (instance: FleetRegistry, state) => {
     const own = instance as unknown as { env: Record<string, unknown> };
     const real = own.env;
     const down = { getByName: () => ({ install: () => Promise.reject(new Error("overloaded")), retire: () => Promise.reject(new Error("overloaded")) }) };
     own.env = { ...real, MODEL_GROUP: down };
     try {
-      return await instance.command(cmd);
+      const value = await run(instance);
+      return { value, alarm: await state.storage.getAlarm() };
     } finally {
       own.env = real;
     }
   });
 }
+
+/** The registry's alarm, run when it is due (as the runtime runs it), not before. */
+async function alarmWhenDue(): Promise<boolean> {
+  const due = await runInDurableObject(registry(), (_r, state) => state.storage.getAlarm());
+  if (due !== null) await new Promise((done) => setTimeout(done, Math.max(0, due - Date.now())));
+  return runDurableObjectAlarm(registry());
+}
+
+const unreachableObjects = async (cmd: Parameters<FleetRegistry["command"]>[0]): Promise<AdminResult> => (await withObjectsDown((r) => r.command(cmd))).value;
 
 it("a group removed while its routing object could not be reached stops being served once the registry pushes again", async () => {
   await ok(admin("/admin/v1/groups", { method: "POST", json: { name: "push-retry", deployments: [{ id: "sim-0", baseUrl: fleet[0] as string, model: UPSTREAM_MODEL }] } }), 201);
@@ -49,7 +59,7 @@ it("a group removed while its routing object could not be reached stops being se
   expect(stale.status).toBe(200);
 
   // The registry's alarm pushes what did not reach its object.
-  expect(await runDurableObjectAlarm(registry())).toBe(true);
+  expect(await alarmWhenDue()).toBe(true);
   const gone = await chat("push-retry", [{ role: "user", content: "and now?" }]);
   expect(gone.status, await gone.clone().text()).toBe(404);
   await gone.text();
@@ -59,8 +69,38 @@ it("a change that did not reach its object is pushed again, and then answers as 
   await ok(admin("/admin/v1/groups", { method: "POST", json: { name: "push-again", deployments: [{ id: "sim-0", baseUrl: fleet[0] as string, model: UPSTREAM_MODEL }] } }), 201);
   const drained = await unreachableObjects({ op: "set-state", group: "push-again", id: "sim-0", state: "draining" });
   expect(drained).toMatchObject({ ok: true, changed: ["push-again"], routing: "pending" });
-  expect(await runDurableObjectAlarm(registry())).toBe(true);
+  expect(await alarmWhenDue()).toBe(true);
   // Pushed: the object knows the registry's revision, as a Worker's status read shows.
   const status = await env.MODEL_GROUP.getByName("push-again").status();
   expect(status.rev).toBe(drained.ok ? drained.rev : -1);
 });
+
+it("a push that keeps failing is tried at 1 s, then 2, 4…; heartbeats in between put no try off", async () => {
+  await ok(admin("/admin/v1/groups", { method: "POST", json: { name: "push-backoff", deployments: [{ id: "sim-0", baseUrl: fleet[0] as string, model: UPSTREAM_MODEL }] } }), 201);
+  await ok(admin("/admin/v1/groups", { method: "POST", json: { name: "push-backoff-beats", deployments: [] } }), 201);
+  const first = await withObjectsDown((r) => r.command({ op: "set-state", group: "push-backoff", id: "sim-0", state: "draining" }));
+  const at = Date.now();
+  expect(first.value).toMatchObject({ routing: "pending" });
+  expect(first.alarm).not.toBeNull();
+  expect((first.alarm as number) - at).toBeLessThanOrEqual(1_000);
+  // A server's heartbeats, each a command that pushes nothing: the try stays when it was.
+  // (Another group's: one into this group would push this group again, and take its try.)
+  const beat = { group: "push-backoff-beats", id: "beating", baseUrl: fleet[1] as string, model: UPSTREAM_MODEL, ttlSeconds: 3600 };
+  for (let i = 0; i < 3; i++) await ok(admin("/admin/v1/heartbeats", { method: "POST", json: beat }, env.KVGATE_REGISTER_KEY));
+  expect(await runInDurableObject(registry(), (_r, state) => state.storage.getAlarm())).toBe(first.alarm);
+  // Each try that fails waits twice as long for the next.
+  const waits: number[] = [];
+  for (let i = 0; i < 3; i++) {
+    const tried = await withObjectsDown(async (r) => {
+      const due = (await runInDurableObject(registry(), (_o, state) => state.storage.getAlarm())) as number;
+      await new Promise((done) => setTimeout(done, Math.max(0, due - Date.now())));
+      await r.alarm();
+      return Date.now();
+    });
+    waits.push(Math.round(((tried.alarm as number) - tried.value) / 1000));
+  }
+  expect(waits).toEqual([2, 4, 8]);
+  // Once it goes through, no try is left: the alarm is the heartbeat's expiry, an hour away.
+  expect(await alarmWhenDue()).toBe(true);
+  expect(((await runInDurableObject(registry(), (_r, state) => state.storage.getAlarm())) as number) - Date.now()).toBeGreaterThan(3_000_000);
+}, 30_000);
