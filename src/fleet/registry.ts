@@ -288,7 +288,7 @@ export class FleetRegistry {
   addGroup(group: ModelGroupConfig): Change {
     if (this.groups.has(group.name)) throw new RegistryError(409, "group_exists", `group "${group.name}" already exists`, "name");
     const { deployments, ...settings } = group;
-    for (const [di, spec] of deployments.entries()) refuseCleartext(spec, `deployments[${di}].baseUrl`);
+    for (const [di, spec] of deployments.entries()) this.refuseSecrets(spec, "admin", false, `deployments[${di}].`);
     const next = this.copy();
     next.set(group.name, { settings, source: "admin", rev: 0, deployments: deployments.map((spec) => adminRecord({ ...spec, id: deploymentId(spec) })) });
     return this.commit(next);
@@ -366,7 +366,7 @@ export class FleetRegistry {
       throw new RegistryError(409, "deployment_exists", `deployment "${spec.id}" of group "${group}" was added by ${live.source === "config" ? "the config" : "the admin API"}; heartbeats renew only servers that registered themselves`, "id");
     }
     // Before the renewal below, which skips the fleet's check: a secret no longer listed stops renewing.
-    this.refuseSecrets(spec, "heartbeat");
+    this.refuseSecrets(spec, "heartbeat", live !== undefined && sameSpec(live.spec, { ...spec, id: spec.id }));
     const word = live ? heldState(live) : undefined;
     const state = word ?? "active";
     if (live && live.state === state && JSON.stringify(live.spec) === JSON.stringify(spec)) {
@@ -435,18 +435,26 @@ export class FleetRegistry {
   /**
    * The secrets one deployment names, as `source` asks for it; checked before the fleet's whole
    * check (which names the same problem by its place in the fleet) so that the error names the
-   * field of the request.
+   * field of the request (`at`: where the deployment is in it). `renewed`: a registered server's renewal of the spec it has, which is no
+   * change: what it lacks of the runtime (a secret a deploy took away), or a plain-http address
+   * stored before that rule, stops no renewal, as the fleet's check stops none (`unreachable`);
+   * the gateway's keys and the secrets heartbeats may name still do.
    */
-  private refuseSecrets(spec: DeploymentConfig, source: Source): void {
+  private refuseSecrets(spec: DeploymentConfig, source: Source, renewed = false, at = ""): void {
     const own = gatewayKeyProblems(spec, this.keys)[0];
-    if (own) throw new RegistryError(400, GATEWAY_KEY_NAMED, `${own.field} ${own.message}`, own.field);
-    refuseCleartext(spec, "baseUrl");
-    // What the fleet's whole check would name by its place in the fleet, named by the request's own field.
-    const lacking = this.reachable(spec)[0];
-    if (lacking) throw new RegistryError(400, "invalid_fleet", `${lacking.field} ${lacking.message}`, lacking.field);
+    if (own) throw new RegistryError(400, GATEWAY_KEY_NAMED, `${at}${own.field} ${own.message}`, `${at}${own.field}`);
+    if (!renewed) this.refuseUnreachable(spec, at);
     if (source !== "heartbeat") return;
     const unlisted = unlistedSecretProblems(spec, this.registrationSecrets)[0];
     if (unlisted) throw new RegistryError(403, "secret_not_allowed", `${unlisted.field} ${unlisted.message}`, unlisted.field);
+  }
+
+  /** A deployment that would send its secrets in cleartext, or needs of the runtime what it lacks, named by its own fields (`at`: where it is in the request). */
+  private refuseUnreachable(spec: DeploymentConfig, at = ""): void {
+    refuseCleartext(spec, `${at}baseUrl`);
+    // What the fleet's whole check would name by its place in the fleet, named by the request's own field.
+    const lacking = this.reachable(spec)[0];
+    if (lacking) throw new RegistryError(400, "invalid_fleet", `${at}${lacking.field} ${lacking.message}`, `${at}${lacking.field}`);
   }
 
   private need(fleet: Map<string, GroupRecord>, name: string): GroupRecord {

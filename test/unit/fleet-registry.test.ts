@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { ModelGroupSchema, type DeploymentConfig, type ModelGroupConfig } from "../../src/config/schema.ts";
 import { applyCommand } from "../../src/fleet/apply.ts";
-import { FleetRegistry, RegistryError, type GroupRecord } from "../../src/fleet/registry.ts";
+import { FleetRegistry, RegistryError, type DeploymentRecord, type GroupRecord } from "../../src/fleet/registry.ts";
 
 const group = (name: string, ids: string[], extra: Record<string, unknown> = {}): ModelGroupConfig =>
   ModelGroupSchema.parse({ name, deployments: ids.map((id, i) => ({ id, baseUrl: `http://10.0.0.${i + 1}:8000`, model: "m" })), ...extra });
@@ -354,6 +354,32 @@ describe("FleetRegistry", () => {
     // Named by the field of the request.
     expect([e.message, e.param]).toEqual(["headersFromEnv names GONE_KEY, which is not set", "headersFromEnv"]);
     applyCommand(r, { op: "update-deployment", group: "a", id: "keyed", patch: { headersFromEnv: { "x-k": "GPU_KEY" } } }, 12_000);
+  });
+
+  it("renews a registered server whose spec is unchanged though the runtime lost its secret, or its plain http predates the rule", () => {
+    const auth = { masterKeyEnv: "K_MASTER", adminKeyEnv: "K_ADMIN", registerKeyEnv: "K_REGISTER", metricsKeyEnv: "K_METRICS", registrationSecrets: ["GPU_KEY"] };
+    const stored = new FleetRegistry({ auth });
+    applyCommand(stored, { op: "add-group", group: group("a", ["a1"]) }, 0);
+    const lost = { group: "a", id: "lost", baseUrl: "http://10.0.3.1:8000", model: "m", headersFromEnv: { "x-k": "GPU_KEY" }, ttlSeconds: 10 };
+    applyCommand(stored, { op: "heartbeat", heartbeat: lost }, 0);
+    const w = stored.takeWrites();
+    // Stored before the cleartext rule: a public host over plain http, naming a secret.
+    const old = { group: "a", id: "old", baseUrl: "http://gpu.example.com:8000", model: "m", apiKeyEnv: "GPU_KEY", ttlSeconds: 10 };
+    const records = (JSON.parse(JSON.stringify(w.put)) as GroupRecord[]).map((g) => {
+      const like = g.deployments.find((d) => d.spec.id === "lost") as DeploymentRecord;
+      const { headersFromEnv: _h, ...spec } = like.spec;
+      return { ...g, deployments: [...g.deployments, { ...like, spec: { ...spec, id: old.id, baseUrl: old.baseUrl, apiKeyEnv: old.apiKeyEnv } }] };
+    });
+    // A deploy took GPU_KEY away.
+    const r = new FleetRegistry({ auth, reachable: (d) => (d.headersFromEnv || d.apiKeyEnv ? [{ field: "headersFromEnv", message: "names GPU_KEY, which is not set" }] : []) });
+    r.load(w.rev, w.seedHash, records, 0);
+    // Their renewals are not changes: they renew, as before (what they lack answers their requests 500, as before).
+    applyCommand(r, { op: "heartbeat", heartbeat: lost }, 5_000);
+    applyCommand(r, { op: "heartbeat", heartbeat: old }, 5_000);
+    r.expire(12_000);
+    expect(states(r, "a")).toMatchObject({ lost: "active", old: "active" });
+    // A registration that changes the spec is checked as any change is.
+    expect(refused(() => applyCommand(r, { op: "heartbeat", heartbeat: { ...lost, weight: 2 } }, 13_000)).param).toBe("headersFromEnv");
   });
 
   it("persists and restores what routing needs", () => {

@@ -250,7 +250,10 @@ describe("deployments through the admin API", () => {
     const patch = await refused(admin("/admin/v1/groups/admin-keys/deployments/k", { method: "PATCH", json: { headersFromEnv: { "x-k": "KVGATE_REGISTER_KEY" } } }), 400);
     expect(patch).toMatchObject({ code: "gateway_key_named", param: "headersFromEnv.x-k" });
     const group = await refused(admin("/admin/v1/groups", { method: "POST", json: { name: "admin-keys-2", deployments: [{ ...sim(1, "leak"), apiKeyEnv: "KVGATE_MASTER_KEY" }] } }), 400);
-    expect(group).toMatchObject({ code: "gateway_key_named", param: expect.stringMatching(/^groups\[\d+\]\.deployments\[0\]\.apiKeyEnv$/) });
+    expect(group).toMatchObject({ code: "gateway_key_named", param: "deployments[0].apiKeyEnv" });
+    // What a new group's deployment lacks of the runtime is named by its place in the request too.
+    const unbound = await refused(admin("/admin/v1/groups", { method: "POST", json: { name: "admin-keys-3", deployments: [sim(1, "a"), { ...sim(1, "b"), binding: "NO_SUCH_VPC" }] } }), 400);
+    expect(unbound).toMatchObject({ param: "deployments[1].binding", message: expect.stringMatching(/^deployments\[1\]\.binding "NO_SUCH_VPC" is not bound/) as string });
     expect(await fleetRev()).toBe(rev);
     expect((await row("admin-keys", "k")).url).toBe(fleet[0]);
   });
