@@ -16,6 +16,12 @@ import type { GroupUpdate, Heartbeat, NewDeployment } from "./commands.ts";
 export const GROUP_RECORD_MAX_BYTES = 1024 * 1024;
 const UTF8 = new TextEncoder();
 
+/** A group's record as stored, in bytes of UTF-8; encoded only when its length could be over the bound (3 bytes a UTF-16 unit at most). */
+function storedBytes(g: GroupRecord): number {
+  const json = JSON.stringify(g);
+  return json.length * 3 <= GROUP_RECORD_MAX_BYTES ? json.length : UTF8.encode(json).length;
+}
+
 /** Who put a deployment or group there: the config's seed, the admin API, or a server's heartbeats. */
 export type Source = "config" | "admin" | "heartbeat";
 
@@ -507,10 +513,12 @@ export class FleetRegistry {
     const tooMany = list.find((g) => g.deployments.length > MAX_DEPLOYMENTS);
     if (tooMany) throw new RegistryError(400, "too_many_deployments", `group "${tooMany.settings.name}" would have more than ${MAX_DEPLOYMENTS} deployments`, "deployments");
     for (const g of list) {
-      const bytes = UTF8.encode(JSON.stringify(g)).length;
-      if (bytes > GROUP_RECORD_MAX_BYTES) {
-        throw new RegistryError(400, "group_too_large", `group "${g.settings.name}" would be ${bytes} bytes as stored, over the ${GROUP_RECORD_MAX_BYTES} one group may take (split it into groups, or shorten what its deployments carry)`, "deployments");
-      }
+      const bytes = storedBytes(g);
+      if (bytes <= GROUP_RECORD_MAX_BYTES) continue;
+      // A group stored over the bound before it was one may shrink, and stops no other group's change.
+      const before = this.groups.get(g.settings.name);
+      if (before && bytes <= storedBytes(before)) continue;
+      throw new RegistryError(400, "group_too_large", `group "${g.settings.name}" would be ${bytes} bytes as stored, over the ${GROUP_RECORD_MAX_BYTES} one group may take (split it into groups, or shorten what its deployments carry)`, "deployments");
     }
   }
 

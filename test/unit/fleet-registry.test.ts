@@ -382,6 +382,21 @@ describe("FleetRegistry", () => {
     expect(refused(() => applyCommand(r, { op: "heartbeat", heartbeat: { ...lost, weight: 2 } }, 13_000)).param).toBe("headersFromEnv");
   });
 
+  it("a group stored over the size bound before it was one stops no other change, and may shrink, not grow", () => {
+    const long = (i: number) => ({ id: `long-${i}`, baseUrl: `http://10.0.0.${i}:8000/${"p".repeat(200 * 1024)}`, model: "m" });
+    const stored = new FleetRegistry();
+    stored.seed([group("small", ["s1"]), group("big", ["b1"])]);
+    // Stored before the bound: 1.6 MB, written straight into the records as a registry of then held it.
+    const w = stored.takeWrites();
+    const records = (JSON.parse(JSON.stringify(w.put)) as GroupRecord[]).map((g) => (g.settings.name !== "big" ? g : { ...g, deployments: [...g.deployments, ...Array.from({ length: 8 }, (_, i) => ({ ...(g.deployments[0] as DeploymentRecord), spec: { ...(g.deployments[0] as DeploymentRecord).spec, ...long(i) } }))] }));
+    const r = new FleetRegistry();
+    r.load(w.rev, w.seedHash, records, 0);
+    applyCommand(r, { op: "set-state", group: "small", id: "s1", state: "draining" }, 0);
+    applyCommand(r, { op: "add-deployment", group: "small", deployment: { id: "s2", baseUrl: "http://10.0.1.2:8000", model: "m" } }, 0);
+    applyCommand(r, { op: "remove-deployment", group: "big", id: "long-0" }, 0);
+    expect(refused(() => applyCommand(r, { op: "add-deployment", group: "big", deployment: long(9) }, 0)).code).toBe("group_too_large");
+  });
+
   it("persists and restores what routing needs", () => {
     const r = seeded(group("a", ["a1"]));
     applyCommand(r, { op: "heartbeat", heartbeat: { group: "a", id: "h", baseUrl: "http://10.0.0.9:8000", model: "m" } }, 0);
