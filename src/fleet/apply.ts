@@ -1,7 +1,7 @@
 import type * as z from "zod/mini";
 import { firstIssue } from "../zod-issues.ts";
 import { DeploymentPatchSchema, ExportedRevSchema, FleetSchema, GroupUpdateSchema, HeartbeatSchema, NewDeploymentSchema, StateSchema } from "./commands.ts";
-import { isRecord, mergePatch, shallowPatch, withoutNulls } from "./merge-patch.ts";
+import { isRecord, mergePatch, nullsAsAbsent, shallowPatch } from "./merge-patch.ts";
 import { ModelGroupSchema } from "../config/schema.ts";
 import type { AdminCommand } from "./protocol.ts";
 import { RegistryError, type Change, type FleetRegistry } from "./registry.ts";
@@ -16,7 +16,10 @@ export function applyCommand(registry: FleetRegistry, cmd: AdminCommand, now: nu
     case "update-group": {
       // Merged into the group's settings before the check: a nested setting's other fields are the group's, not their defaults.
       const patch = named(cmd.patch);
-      return registry.updateGroup(cmd.group, ({ name: _name, ...current }) => parse(GroupUpdateSchema, mergePatch(current, patch)));
+      return registry.updateGroup(cmd.group, ({ name: _name, ...current }) => {
+        refuseUnknown(GroupUpdateSchema, mergePatch(current, nullsAsAbsent(patch)));
+        return parse(GroupUpdateSchema, mergePatch(current, patch));
+      });
     }
     case "remove-group":
       return registry.removeGroup(cmd.group);
@@ -24,8 +27,8 @@ export function applyCommand(registry: FleetRegistry, cmd: AdminCommand, now: nu
       return registry.addDeployment(cmd.group, parse(NewDeploymentSchema, cmd.deployment));
     case "update-deployment": {
       const patch = named(cmd.patch);
-      // The patch alone first, its nulls aside: each field's type, and no field a deployment has not (its id among them).
-      parse(DeploymentPatchSchema, withoutNulls(patch));
+      // The patch alone first: each field's type, and no field a deployment has not (its id among them), taken out or not.
+      parse(DeploymentPatchSchema, nullsAsAbsent(patch));
       return registry.updateDeployment(cmd.group, cmd.id, (current) => parse(NewDeploymentSchema, shallowPatch(current, patch)));
     }
     case "set-state":
@@ -35,6 +38,15 @@ export function applyCommand(registry: FleetRegistry, cmd: AdminCommand, now: nu
     case "heartbeat":
       return registry.heartbeat(parse(HeartbeatSchema, cmd.heartbeat), now);
   }
+}
+
+/** Only the fields `input` names that `schema` does not know: the rest is checked when the result is. */
+function refuseUnknown(schema: z.ZodMiniType, input: unknown): void {
+  const r = schema.safeParse(input);
+  const unknown = r.success ? [] : r.error.issues.filter((i) => i.code === "unrecognized_keys");
+  if (unknown.length === 0) return;
+  const { param, message } = firstIssue(unknown);
+  throw new RegistryError(400, "invalid_value", message, param || null);
 }
 
 function parse<S extends z.ZodMiniType>(schema: S, input: unknown): z.output<S> {

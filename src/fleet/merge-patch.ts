@@ -23,9 +23,13 @@ export function shallowPatch(current: Record<string, unknown>, patch: Record<str
   return out;
 }
 
-/** The patch without the fields it takes out: what its own schema checks. */
-export function withoutNulls(patch: Record<string, unknown>): Record<string, unknown> {
-  return Object.fromEntries(Object.entries(patch).filter(([, v]) => v !== null));
+/**
+ * The patch with each field it takes out (null, at any depth) left in as absent (undefined): what
+ * a strict schema checks the names of, so that a misspelled field taken out is refused as
+ * unknown, not taken as a change of nothing.
+ */
+export function nullsAsAbsent(patch: Record<string, unknown>): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(patch).map(([k, v]) => [k, v === null ? undefined : isRecord(v) ? nullsAsAbsent(v) : v]));
 }
 
 /** A JSON object: not null, not an array. */

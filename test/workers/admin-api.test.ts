@@ -195,6 +195,10 @@ describe("deployments through the admin API", () => {
     const d = exported.modelGroups.find((x) => x.name === "admin-null")?.deployments[0];
     expect(d).not.toHaveProperty("headersFromEnv");
     expect(d?.maxInFlight).toBe(256);
+    // A misspelled field taken out is refused as unknown, not taken as a change of nothing.
+    expect(await refused(admin("/admin/v1/groups/admin-null", { method: "PATCH", json: { totalTimeoutMS: null } }), 400)).toMatchObject({ message: expect.stringMatching(/unknown key\(s\) totalTimeoutMS/) as string });
+    expect(await refused(admin("/admin/v1/groups/admin-null", { method: "PATCH", json: { failover: { maxAttemps: null } } }), 400)).toMatchObject({ param: "failover" });
+    expect(await refused(admin("/admin/v1/groups/admin-null/deployments/n", { method: "PATCH", json: { apikeyEnv: null } }), 400)).toMatchObject({ message: expect.stringMatching(/unknown key\(s\) apikeyEnv/) as string });
     // A field the deployment cannot be without is still required.
     expect(await refused(admin("/admin/v1/groups/admin-null/deployments/n", { method: "PATCH", json: { baseUrl: null } }), 400)).toMatchObject({ param: "baseUrl" });
   });
