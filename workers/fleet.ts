@@ -48,6 +48,16 @@ export function registryUnavailable(e: unknown, message = "the fleet registry is
 }
 
 /**
+ * What an admin route throws when its call to the registry failed: registryUnavailable's 503 when
+ * a retry may mend it (the runtime says so: `overloaded`, `retryable`), and the error itself
+ * otherwise, a 500 — a bug, a write its storage refused — which no retry mends.
+ */
+export function registryFailure(e: unknown, message?: string): unknown {
+  const said = typeof e === "object" && e !== null ? (e as { overloaded?: unknown; retryable?: unknown }) : {};
+  return said.overloaded === true || said.retryable === true ? registryUnavailable(e, message) : e;
+}
+
+/**
  * A routing object knows a later revision of a group than this isolate's: the isolate reads the
  * registry again, after this request, once however many requests notice.
  */

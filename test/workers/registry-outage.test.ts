@@ -83,15 +83,10 @@ describe("the admin API while the fleet registry cannot be reached", () => {
     const warm = await chat("routing");
     expect(warm.status).toBe(200);
     await warm.text();
-    const overloaded = async () => Promise.reject(new Error("Durable Object is overloaded. Too many requests queued."));
+    // As the runtime's own error says it: `overloaded` (Cloudflare's Durable Objects error handling).
+    const overloaded = async () => Promise.reject(Object.assign(new Error("Durable Object is overloaded. Too many requests queued."), { overloaded: true }));
     const down = { getByName: () => ({ records: overloaded, command: overloaded, snapshot: overloaded }) };
-    const call = async (method: string, path: string, body?: unknown) => {
-      const ctx = createExecutionContext();
-      const headers = { authorization: `Bearer ${env.KVGATE_ADMIN_KEY}`, "content-type": "application/json" };
-      const res = await worker.fetch(new Request(`https://kvgate.test/admin/v1${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) }), { ...env, FLEET: down } as unknown as Env, ctx);
-      await waitOnExecutionContext(ctx);
-      return { status: res.status, retryAfter: res.headers.get("retry-after"), error: ((await res.json()) as { error: { type: string; code: string; param: string | null; message: string } }).error };
-    };
+    const call = (method: string, path: string, body?: unknown) => adminCallWith(down, method, path, body);
     const unavailable = { status: 503, retryAfter: "1", error: { type: "service_unavailable", code: "routing_unavailable", param: null, message: "the fleet registry is unavailable" } };
     for (const path of ["/status", "/fleet", "/groups", "/groups/routing", "/groups/routing/deployments"]) expect(await call("GET", path), path).toEqual(unavailable);
     const changes: [string, string, unknown?][] = [
@@ -101,6 +96,29 @@ describe("the admin API while the fleet registry cannot be reached", () => {
     ];
     for (const [method, path, body] of changes) {
       expect(await call(method, path, body), path).toEqual({ ...unavailable, error: { ...unavailable.error, message: "the fleet registry did not answer: the change may or may not have been made; read the fleet back before sending it again" } });
+    }
+  });
+});
+
+/** An admin call through the gateway, whose registry binding is `registry`. */
+async function adminCallWith(registry: unknown, method: string, path: string, body?: unknown): Promise<{ status: number; retryAfter: string | null; error: { type: string; code: string; param: string | null; message: string } }> {
+  const ctx = createExecutionContext();
+  const headers = { authorization: `Bearer ${env.KVGATE_ADMIN_KEY}`, "content-type": "application/json" };
+  const res = await worker.fetch(new Request(`https://kvgate.test/admin/v1${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) }), { ...env, FLEET: registry } as unknown as Env, ctx);
+  await waitOnExecutionContext(ctx);
+  return { status: res.status, retryAfter: res.headers.get("retry-after"), error: ((await res.json()) as { error: { type: string; code: string; param: string | null; message: string } }).error };
+}
+
+describe("the admin API when the fleet registry fails for a reason a retry cannot mend", () => {
+  it("answers 500, not a 503 that asks for the retry (a bug in the registry, a write its storage refuses)", async () => {
+    const broken = async () => Promise.reject(new TypeError("Cannot read properties of undefined (reading 'deployments')"));
+    const registry = { getByName: () => ({ records: broken, command: broken, snapshot: broken }) };
+    for (const [method, path] of [
+      ["GET", "/groups"],
+      ["POST", "/groups/routing/deployments/sim-0/drain"],
+    ] as const) {
+      const r = await adminCallWith(registry, method, path);
+      expect([path, r.status, r.retryAfter, r.error.code]).toEqual([path, 500, null, "internal_error"]);
     }
   });
 });

@@ -10,7 +10,7 @@ import { mergeDecisions, mergeStatus } from "../../src/sharding/merge.ts";
 import type { LoadedConfig } from "../config.ts";
 import type { Env } from "../env.ts";
 import type { AppEnv } from "../gateway/app-env.ts";
-import { registryUnavailable, reloadFleet } from "../fleet.ts";
+import { registryFailure, reloadFleet } from "../fleet.ts";
 import { authenticateAdmin, authenticateRegistration } from "../gateway/auth.ts";
 import { askEachObject } from "../gateway/group-object.ts";
 import { readJsonBody } from "../gateway/body.ts";
@@ -25,7 +25,7 @@ async function records(env: Env): Promise<ReturnType<FleetRegistryRpc["records"]
   try {
     return await registry(env).records();
   } catch (e) {
-    throw registryUnavailable(e);
+    throw registryFailure(e);
   }
 }
 
@@ -139,7 +139,7 @@ async function changed(c: Context<AdminEnv>, cmd: AdminCommand, okStatus: 200 | 
     r = await registry(c.env).command(cmd);
   } catch (e) {
     // It may have failed before the registry took the command, or after (reset while pushing it).
-    throw registryUnavailable(e, "the fleet registry did not answer: the change may or may not have been made; read the fleet back before sending it again");
+    throw registryFailure(e, "the fleet registry did not answer: the change may or may not have been made; read the fleet back before sending it again");
   }
   if (!r.ok) throw new GatewayError(r.status, ERROR_TYPES[r.status], r.message, r.code, r.param);
   if (r.changed.length + r.removed.length > 0) await reloadFleet(c.env);
