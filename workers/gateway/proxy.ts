@@ -51,7 +51,7 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
   const deadline = new Deadline(primary.totalTimeoutMs);
   // A server-side failure whose verdict waits for the next attempt's answer.
   const held = new HeldFailure();
-  let fellBackTo = 0;
+  const path = new GroupPath(primary, byModel, p.caller, body.model);
   let group = primary;
   let prompt = promptFor(group);
   let exclude: string[] = [];
@@ -61,33 +61,18 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
   let admittedBy: string | null = null;
   let last: Response | null = null;
   let relaying = false;
-  let reread = false;
   const failover = new FailoverEvent(p);
   try {
     for (;;) {
       const decision = await route(env, p.ctx, group, prompt, exclude, body.model, tenant && { ...tenant, admitted: admittedBy === group.name }, isFailover(attempts + 1, group !== primary));
       if ("refused" in decision && decision.refused === "limited") throw limitError(decision, p.caller);
-      if ("refused" in decision && decision.rev > group.rev && !reread) {
-        // The fleet changed under this isolate (its servers drained, replaced): route with the
-        // registry's version. Unreachable, the registry leaves the refusal as it is.
-        reread = true;
-        const fresh = await groupAfterRefusal(env, group, group === primary, body.model);
-        if (fresh) byModel = fresh.byModel;
-        const now = fresh?.group;
-        if (now) {
-          if (group === primary) primary = now;
-          group = now;
-          prompt = promptFor(group);
-          continue;
-        }
-      }
       if ("refused" in decision) {
-        let next: ResolvedGroup | undefined;
-        while (!next && fellBackTo < primary.fallbacks.length) next = fallbackFor(p.caller, byModel, primary.fallbacks[fellBackTo++] as string);
-        if (next) {
-          group = next;
+        const step = await path.afterRefusal(env, decision);
+        ({ group, primary } = path);
+        if (step !== null) {
           prompt = promptFor(group);
-          exclude = [];
+          // A fallback group's backends are others: none of them failed yet.
+          if (step === "fallback") exclude = [];
           continue;
         }
         if (last) return last;
@@ -205,6 +190,51 @@ export async function groupAfterRefusal(env: Env, group: ResolvedGroup, own: boo
   const now = fresh.byModel.get(group.name);
   if (!now && own) throw unknownModel(model);
   return { group: now, byModel: fresh.byModel };
+}
+
+/**
+ * The groups a request or a realtime handshake may go through: its own, then its fallbacks in
+ * order, each as the fleet this isolate last read has it. One rule for both after a refusal.
+ */
+export class GroupPath {
+  primary: ResolvedGroup;
+  group: ResolvedGroup;
+  private byModel: ReadonlyMap<string, ResolvedGroup>;
+  private readonly caller: Caller;
+  private readonly model: string;
+  private fellBackTo = 0;
+  private reread = false;
+
+  constructor(primary: ResolvedGroup, byModel: ReadonlyMap<string, ResolvedGroup>, caller: Caller, model: string) {
+    this.primary = this.group = primary;
+    this.byModel = byModel;
+    this.caller = caller;
+    this.model = model;
+  }
+
+  /**
+   * Where to go after the group's object refused: "again" into the group as the registry now has
+   * it, when the object knows it newer than this isolate (its servers drained, replaced; once a
+   * request, and the refusal stands when the registry cannot be reached); "fallback" into the next
+   * fallback group the caller may use; null when none is left.
+   */
+  async afterRefusal(env: Env, refusal: { rev: number }): Promise<"again" | "fallback" | null> {
+    if (refusal.rev > this.group.rev && !this.reread) {
+      this.reread = true;
+      const fresh = await groupAfterRefusal(env, this.group, this.group === this.primary, this.model);
+      if (fresh) this.byModel = fresh.byModel;
+      if (fresh?.group) {
+        if (this.group === this.primary) this.primary = fresh.group;
+        this.group = fresh.group;
+        return "again";
+      }
+    }
+    let next: ResolvedGroup | undefined;
+    while (!next && this.fellBackTo < this.primary.fallbacks.length) next = fallbackFor(this.caller, this.byModel, this.primary.fallbacks[this.fellBackTo++] as string);
+    if (!next) return null;
+    this.group = next;
+    return "fallback";
+  }
 }
 
 export function unknownModel(model: string): GatewayError {

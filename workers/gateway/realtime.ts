@@ -6,7 +6,7 @@ import type { RouteTenant } from "../../src/routing/protocol.ts";
 import { nextStep } from "../../src/upstream/retry.ts";
 import { clientGone, isFailover, misconfigured, routingHeaders } from "./attempt.ts";
 import { HeldFailure } from "./held-failure.ts";
-import { FailoverEvent, fallbackFor, groupAddedSince, groupAfterRefusal, limitError, noBackend, tenantFor, type ProxyInput } from "./proxy.ts";
+import { FailoverEvent, groupAddedSince, GroupPath, limitError, noBackend, tenantFor, type ProxyInput } from "./proxy.ts";
 import { openUpstream, type Handshake } from "./realtime-handshake.ts";
 import { holdLease, route } from "./route-client.ts";
 import { closeUnused, relaySockets } from "./socket-relay.ts";
@@ -85,13 +85,12 @@ interface Session {
 async function handshakeInTurn(p: RealtimeInput, s: Session, held: HeldFailure): Promise<Response> {
   const { req, config } = p;
   const { model, tenant, protocols } = s;
-  let { primary, byModel } = s;
+  let { primary } = s;
+  const path = new GroupPath(primary, s.byModel, p.caller, model);
   let attempts = 0;
   let last: Response | null = null;
   const failover = new FailoverEvent(p);
   let group = primary;
-  let fellBackTo = 0;
-  let reread = false;
   for (;;) {
     const exclude: string[] = [];
     // Each group's object keeps the key's limits for its own sessions: a fallback group checks them too.
@@ -99,23 +98,12 @@ async function handshakeInTurn(p: RealtimeInput, s: Session, held: HeldFailure):
     for (;;) {
       const decision = await route(p.env, p.ctx, group, NO_PROMPT, exclude, model, tenant && { ...tenant, admitted }, isFailover(attempts + 1, group !== primary));
       if ("refused" in decision && decision.refused === "limited") throw limitError(decision, p.caller);
-      if ("refused" in decision && decision.rev > group.rev && !reread) {
-        reread = true;
-        const fresh = await groupAfterRefusal(p.env, group, group === primary, model);
-        if (fresh) byModel = fresh.byModel;
-        if (fresh?.group) {
-          if (group === primary) primary = fresh.group;
-          group = fresh.group;
-          continue;
-        }
-      }
       if ("refused" in decision) {
-        let next: ResolvedGroup | undefined;
-        while (!next && fellBackTo < primary.fallbacks.length) next = fallbackFor(p.caller, byModel, primary.fallbacks[fellBackTo++] as string);
-        if (next) {
-          group = next;
-          break;
-        }
+        const step = await path.afterRefusal(p.env, decision);
+        ({ group, primary } = path);
+        if (step === "again") continue;
+        // A fallback group: its own exclusions, and its own object's admission of the key.
+        if (step === "fallback") break;
         if (last) return last;
         throw noBackend(decision.refused, model);
       }
