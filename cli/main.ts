@@ -90,7 +90,11 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv, io: 
     await command(adminClient(env), values as Flags, io, args);
     return 0;
   } catch (e) {
-    if (!(e instanceof CliError)) throw e;
+    if (!(e instanceof CliError)) {
+      // What is left after the client's own checks is an answer it could not read: a server that is not a gateway.
+      process.stderr.write(`kvgate: reading the answer failed (${String((e as Error).message ?? e).split("\n")[0]}): not what a kvgate gateway answers; is KVGATE_URL one?\n`);
+      return 1;
+    }
     // A wrong command line (a missing flag too) shows what a right one looks like.
     process.stderr.write(`kvgate: ${e.message}\n${e.exitCode === 2 ? USAGE + "\n" : ""}`);
     return e.exitCode;

@@ -1,3 +1,5 @@
+import http from "node:http";
+import type { AddressInfo } from "node:net";
 import { describe, expect, it } from "vitest";
 import { kvgate } from "./npm-start-cli.ts";
 
@@ -11,6 +13,27 @@ describe("npx kvgate with credentials in KVGATE_URL", () => {
       expect({ url, code: r.code, stdout: r.stdout }).toEqual({ url, code: 2, stdout: "" });
       expect(r.stderr[0]).toBe("kvgate: KVGATE_URL must not carry credentials (user:password@): the admin key goes in KVGATE_ADMIN_KEY");
       expect(r.stderr.join("\n")).not.toContain(password);
+    }
+  }, 60_000);
+});
+
+describe("npx kvgate with a KVGATE_URL that is some other JSON server", () => {
+  it("says in one line that the answer is not a gateway's, with no stack, and exits 1", async () => {
+    // Answers 200 and an empty object to anything, as another service's API might.
+    const other = http.createServer((req, res) => {
+      req.resume();
+      res.writeHead(200, { "content-type": "application/json" }).end("{}");
+    });
+    await new Promise<void>((done) => other.listen(0, "127.0.0.1", done));
+    try {
+      const url = `http://127.0.0.1:${(other.address() as AddressInfo).port}`;
+      for (const args of [["status"], ["groups", "list"], ["deployments", "list", "--group", "g"]]) {
+        const r = await kvgate(args, { KVGATE_URL: url, KVGATE_ADMIN_KEY: "sk-admin-unused" });
+        expect({ args, code: r.code, lines: r.stderr.length }).toEqual({ args, code: 1, lines: 1 });
+        expect(r.stderr[0]).toMatch(/^kvgate: .*not what a kvgate gateway answers.*KVGATE_URL/);
+      }
+    } finally {
+      other.close();
     }
   }, 60_000);
 });
