@@ -371,11 +371,13 @@ export class FleetRegistry {
     if (live && live.source !== "heartbeat") {
       throw new RegistryError(409, "deployment_exists", `deployment "${spec.id}" of group "${group}" was added by ${live.source === "config" ? "the config" : "the admin API"}; heartbeats renew only servers that registered themselves`, "id");
     }
+    // As the server sent it last: the common renewal, compared once (key order aside only when that fails).
+    const asSent = live !== undefined && JSON.stringify(live.spec) === JSON.stringify(spec);
     // Before the renewal below, which skips the fleet's check: a secret no longer listed stops renewing.
-    this.refuseSecrets(spec, "heartbeat", live !== undefined && sameSpec(live.spec, { ...spec, id: spec.id }));
+    this.refuseSecrets(spec, "heartbeat", asSent || (live !== undefined && sameSpec(live.spec, spec)));
     const word = live ? heldState(live) : undefined;
     const state = word ?? "active";
-    if (live && live.state === state && JSON.stringify(live.spec) === JSON.stringify(spec)) {
+    if (live && live.state === state && asSent) {
       // The common case, every few seconds per server: no copy of the fleet, no check, no revision.
       live.expiresAt = now + ttlMs;
       live.removeAt = null;
@@ -441,10 +443,11 @@ export class FleetRegistry {
   /**
    * The secrets one deployment names, as `source` asks for it; checked before the fleet's whole
    * check (which names the same problem by its place in the fleet) so that the error names the
-   * field of the request (`at`: where the deployment is in it). `renewed`: a registered server's renewal of the spec it has, which is no
-   * change: what it lacks of the runtime (a secret a deploy took away), or a plain-http address
-   * stored before that rule, stops no renewal, as the fleet's check stops none (`unreachable`);
-   * the gateway's keys and the secrets heartbeats may name still do.
+   * field of the request (`at`: where the deployment is in it). `renewed`: a registered server's
+   * renewal of the spec it has, which is no change: what it lacks of the runtime (a secret a
+   * deploy took away), or a plain-http address stored before that rule, stops no renewal, as the
+   * fleet's check stops none (`unreachable`); the gateway's keys and the secrets heartbeats may
+   * name still do.
    */
   private refuseSecrets(spec: DeploymentConfig, source: Source, renewed = false, at = ""): void {
     const own = gatewayKeyProblems(spec, this.keys)[0];
