@@ -179,20 +179,6 @@ export async function groupAddedSince(env: Env, model: string): Promise<{ group:
 }
 
 /**
- * A group refused by a routing object that knows a later revision of it than this isolate (its
- * servers drained, replaced): the registry's fleet read again, with the group as it is there now
- * (undefined: gone), to route with once more; null when the registry cannot be reached, the
- * refusal then standing. The request's own group gone means its model is: a 404.
- */
-export async function groupAfterRefusal(env: Env, group: ResolvedGroup, own: boolean, model: string): Promise<{ group: ResolvedGroup | undefined; byModel: Map<string, ResolvedGroup> } | null> {
-  const fresh = await reloadFleet(env);
-  if (!fresh) return null;
-  const now = fresh.byModel.get(group.name);
-  if (!now && own) throw unknownModel(model);
-  return { group: now, byModel: fresh.byModel };
-}
-
-/**
  * The groups a request or a realtime handshake may go through: its own, then its fallbacks in
  * order, each as the fleet this isolate last read has it. One rule for both after a refusal.
  */
@@ -216,17 +202,22 @@ export class GroupPath {
    * Where to go after the group's object refused: "again" into the group as the registry now has
    * it, when the object knows it newer than this isolate (its servers drained, replaced; once a
    * request, and the refusal stands when the registry cannot be reached); "fallback" into the next
-   * fallback group the caller may use; null when none is left.
+   * fallback group the caller may use; null when none is left. The request's own group gone from
+   * the registry means its model is: a 404.
    */
   async afterRefusal(env: Env, refusal: { rev: number }): Promise<"again" | "fallback" | null> {
     if (refusal.rev > this.group.rev && !this.reread) {
       this.reread = true;
-      const fresh = await groupAfterRefusal(env, this.group, this.group === this.primary, this.model);
-      if (fresh) this.byModel = fresh.byModel;
-      if (fresh?.group) {
-        if (this.group === this.primary) this.primary = fresh.group;
-        this.group = fresh.group;
-        return "again";
+      const fresh = await reloadFleet(env);
+      if (fresh) {
+        this.byModel = fresh.byModel;
+        const now = fresh.byModel.get(this.group.name);
+        if (!now && this.group === this.primary) throw unknownModel(this.model);
+        if (now) {
+          if (this.group === this.primary) this.primary = now;
+          this.group = now;
+          return "again";
+        }
       }
     }
     let next: ResolvedGroup | undefined;
