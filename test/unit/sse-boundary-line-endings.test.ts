@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { EventAligner } from "../../src/stream/sse-boundary.ts";
+import { EventAligner, EventCounter } from "../../src/stream/sse-boundary.ts";
 import { UsageEventStripper } from "../../src/stream/strip-usage.ts";
 
 /**
@@ -81,6 +81,22 @@ describe.each(FRAMINGS)("%s line endings", (_name, eols) => {
       }
       expect(aligner.flush()).toBeNull();
       expect(dec.decode(Buffer.concat(pieces))).toBe(text);
+    }
+  });
+
+  it("the event counter counts each event once, as soon as its blank line has come, wherever the chunks are cut", () => {
+    for (const chunks of chunkings(bytes)) {
+      const counter = new EventCounter();
+      let seen = 0;
+      for (const c of chunks) {
+        counter.push(c);
+        seen += c.length;
+        // Every event whose blank line came is counted; one more only when its CRLF's CR has come and its LF not yet.
+        const whole = ends.filter((e) => e <= seen).length;
+        const atCr = ends.filter((e) => e <= seen + 1).length;
+        expect([chunks.map((x) => x.length), counter.count >= whole && counter.count <= atCr]).toEqual([chunks.map((x) => x.length), true]);
+      }
+      expect([chunks.map((x) => x.length), counter.count]).toEqual([chunks.map((x) => x.length), 4]);
     }
   });
 
