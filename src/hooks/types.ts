@@ -29,6 +29,11 @@ export interface CompletionSummary {
   /** The final usage event's figures, when a hook path read the tail; null on the fast path. */
   usage: Usage | null;
   ttftMs: number | null;
+  /**
+   * The SSE events that passed, where the usage was read (readsUsage); null otherwise. A stream
+   * its client left before the usage event is charged by them (a token an event).
+   */
+  events: number | null;
 }
 
 /**

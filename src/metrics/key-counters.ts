@@ -5,6 +5,8 @@ export interface KeyMetrics {
   id: string;
   requests: number;
   tokens: TokenUsage;
+  /** Requests whose tokens were estimated: their client left before the upstream reported them (src/tenants/estimate.ts). */
+  estimated: number;
   /** Requests refused for a limit, by limit; only the limits hit. */
   limitHits: Partial<Record<LimitName, number>>;
 }
@@ -25,8 +27,10 @@ export class KeyCounters {
     this.of(id).requests++;
   }
 
-  used(id: string, usage: TokenUsage): void {
-    const t = this.of(id).tokens;
+  used(id: string, usage: TokenUsage, estimated = false): void {
+    const k = this.of(id);
+    if (estimated) k.estimated++;
+    const t = k.tokens;
     t.prompt += usage.prompt;
     t.completion += usage.completion;
     t.cached += usage.cached;
@@ -48,7 +52,7 @@ export class KeyCounters {
       this.keys.delete(oldest);
       break;
     }
-    this.keys.set(id, (k = { id, requests: 0, tokens: { prompt: 0, completion: 0, cached: 0 }, limitHits: {} }));
+    this.keys.set(id, (k = { id, requests: 0, tokens: { prompt: 0, completion: 0, cached: 0 }, estimated: 0, limitHits: {} }));
     return k;
   }
 }

@@ -13,7 +13,9 @@ import type { Choice, Policy, Rng } from "./policy.ts";
 import { prefixCapacities } from "./prefix-budget.ts";
 import type { Lesson } from "./prefix-set.ts";
 import { TenantLedger, type UsedAt } from "../tenants/ledger.ts";
+import { estimatedUsage } from "../tenants/estimate.ts";
 import { costMicros } from "../tenants/pricing.ts";
+import { CHARS_PER_TOKEN } from "./learned/chars-per-token.ts";
 import type { BackendSnapshot, LeaseOutcome, LeaseRelease, LeaseRenewal, LimitRefusal, RouteDecision, RouteRefusal, RouteTenant, SpillLimit, TokenUsage, VersionRefusal } from "./protocol.ts";
 import { createSignals, type Signals } from "./signals/index.ts";
 import { POLICIES } from "./strategies/index.ts";
@@ -338,17 +340,31 @@ export class GroupRouter {
     if (r.ttftMs !== undefined) b.ttftEwmaMs = b.ttftEwmaMs === null ? r.ttftMs : 0.8 * b.ttftEwmaMs + 0.2 * r.ttftMs;
     if (r.usage && r.outcome === "ok") this.feedBack(b, lease, r);
     if (lease.key !== null) {
-      if (r.usage) this.keyCounters.used(lease.key, r.usage);
-      this.ledger.finished(lease.key, r.usage, r.outcome === "ok", this.usedAt(b.id, r.usage), now);
+      const usage = this.charged(r, b);
+      if (usage) this.keyCounters.used(lease.key, usage, r.usage === undefined);
+      this.ledger.finished(lease.key, usage, r.outcome === "ok", this.usedAt(b.id, usage), now);
     }
     this.letGoIfOrphan(b);
   }
 
   /** A release of a lease this object does not hold: its usage, when it names the key and backend it is for. */
   private usedUnheld(r: LeaseRelease, now: number): void {
-    if (!r.usage || typeof r.key !== "string" || typeof r.backendId !== "string") return;
-    this.keyCounters.used(r.key, r.usage);
-    this.ledger.finishedUnheld(r.key, r.usage, r.outcome === "ok", this.usedAt(r.backendId, r.usage), now);
+    if (typeof r.key !== "string" || typeof r.backendId !== "string") return;
+    const usage = this.charged(r, this.newestView()?.backends.find((b) => b.id === r.backendId));
+    if (!usage) return;
+    this.keyCounters.used(r.key, usage, r.usage === undefined);
+    this.ledger.finishedUnheld(r.key, usage, r.outcome === "ok", this.usedAt(r.backendId, usage), now);
+  }
+
+  /**
+   * What a release charges its key: the upstream's usage, or the estimate of an answer whose
+   * client left before it came (src/tenants/estimate.ts), by the backend's characters per token
+   * (by the default where the backend is gone).
+   */
+  private charged(r: LeaseRelease, b: Backend | undefined): TokenUsage | undefined {
+    if (r.usage || !r.estimate) return r.usage;
+    const blockChars = this.newestView()?.group.blockChars ?? 0;
+    return estimatedUsage(r.estimate, b ? (blocks) => b.tokensOf(blocks) : (blocks) => (blocks * blockChars) / CHARS_PER_TOKEN) ?? undefined;
   }
 
   private usedAt(backend: string, usage: TokenUsage | undefined): UsedAt {

@@ -36,11 +36,26 @@ export interface LeaseRelease {
   /** The answer was streamed: ttftMs is its first token's, a measure of its prefill (src/routing/learned/prefill-rate.ts). */
   streamed?: boolean;
   /**
-   * Sent with a virtual key's usage only: the key and the backend it is for, so an object that
-   * does not hold the lease (it restarted since, or the lease expired first) still records it.
+   * In place of `usage`, for a virtual key that counts tokens, when its client left (or the
+   * gateway's own limit cut the answer) after the answer began and before the upstream's usage
+   * came: what the key is charged is estimated from these (src/tenants/estimate.ts).
+   */
+  estimate?: UsageEstimate;
+  /**
+   * Sent with a virtual key's usage or estimate only: the key and the backend it is for, so an
+   * object that does not hold the lease (it restarted since, or the lease expired first) still
+   * records it.
    */
   key?: string;
   backendId?: string;
+}
+
+/** What an answer the upstream never reported the usage of is charged by. */
+export interface UsageEstimate {
+  /** The prompt's size in blocks, as it was routed (RouteDecision.total). */
+  blocks: number;
+  /** The SSE events that reached the client: a token each. 0 for an answer that is no stream. */
+  events: number;
 }
 
 export interface TokenUsage {

@@ -1,7 +1,7 @@
 import { sseErrorEvent } from "../openai/errors.ts";
 import type { ChunkTransform, CompletionSummary } from "../hooks/types.ts";
 import { concat } from "./bytes.ts";
-import { EventAligner } from "./sse-boundary.ts";
+import { EventAligner, EventCounter } from "./sse-boundary.ts";
 import { BodyEnds } from "./usage.ts";
 import { readFirstBytes, type FirstBytes } from "./first-bytes.ts";
 import { UsageTap } from "./usage-tap.ts";
@@ -81,6 +81,7 @@ async function pump(body: ReadableStream<Uint8Array>, writer: WritableStreamDefa
   // Only whole events reach the client: a cut stream's error event never lands inside one, and a
   // keep-alive comment can go between any two writes.
   const aligner = o.sse ? new EventAligner() : null;
+  const events = o.sse && o.readUsage ? new EventCounter() : null;
   let bytes = 0;
   // A whole answer's first byte came with its headers: now (see relayNative).
   let firstAt: number | null = o.sse ? null : o.now();
@@ -97,6 +98,7 @@ async function pump(body: ReadableStream<Uint8Array>, writer: WritableStreamDefa
     // Usage that came is the upstream's work done, the client gone after it or not.
     usage: ends.usage(),
     ttftMs: firstAt === null ? null : firstAt - o.sentAt,
+    events: events && events.count,
   });
   const leave = (): void => {
     if (left) return;
@@ -182,6 +184,7 @@ async function pump(body: ReadableStream<Uint8Array>, writer: WritableStreamDefa
       pending = null;
       bytes += chunk.length;
       ends.push(chunk);
+      events?.push(chunk);
       let out = chunk;
       for (const t of transforms) out = t.transform(out);
       if (!(await send(align(out)))) return o.onEnd(summary("client-abort"));
@@ -234,7 +237,7 @@ function relayNative(body: ReadableStream<Uint8Array>, o: RelayOptions, pipe: Re
   // Bytes read before the relay (a stream request's first ones, whatever the answer turned out to be) go first.
   const before = o.sse ? passFirst() : o.first ? writeFirst(pipe, o.first) : Promise.resolve();
   pumpToClient(body, o, pipe, before, {
-    end: (outcome) => o.onEnd({ outcome, bytes: null, usage: null, ttftMs }),
+    end: (outcome) => o.onEnd({ outcome, bytes: null, usage: null, ttftMs, events: null }),
     cancel: () => void body.cancel().catch(() => {}),
   });
   return pipe.readable;
@@ -264,7 +267,7 @@ function relayTapped(body: ReadableStream<Uint8Array>, o: RelayOptions, pipe: Re
     end: (outcome) => {
       tap.finish();
       void tap.ended.then((t) => {
-        o.onEnd({ outcome, bytes: t.bytes, usage: t.usage, ttftMs: t.firstAt === null ? null : t.firstAt - o.sentAt });
+        o.onEnd({ outcome, bytes: t.bytes, usage: t.usage, ttftMs: t.firstAt === null ? null : t.firstAt - o.sentAt, events: t.events });
       });
     },
     // The upstream body is cancelled once both branches are; pipeTo leaves the client's to this

@@ -1,9 +1,12 @@
 import type { FirstBytes } from "./first-bytes.ts";
+import { EventCounter } from "./sse-boundary.ts";
 import { BodyEnds, type Usage } from "./usage.ts";
 
-/** What a tap saw of a body: its length, its first byte's time, and its final usage. */
+/** What a tap saw of a body: its length and events, its first byte's time, and its final usage. */
 export interface Tapped {
   bytes: number;
+  /** The SSE events that ended in what it read. */
+  events: number;
   /** When the first bytes came (the `now` clock's time); null for an empty or failed body. */
   firstAt: number | null;
   usage: Usage | null;
@@ -51,6 +54,7 @@ export class UsageTap {
   readonly ended: Promise<Tapped>;
   private reader: ReadableStreamDefaultReader<Uint8Array> | ReadableStreamBYOBReader | null = null;
   private finished = false;
+  private leaving = false;
   private wake: (() => void) | null = null;
 
   /**
@@ -66,21 +70,32 @@ export class UsageTap {
     this.wake?.();
   }
 
-  /** Stops reading (the client left): with the other branch cancelled too, the upstream body is. */
+  /**
+   * Stops reading (the client left): with the other branch cancelled too, the upstream body is.
+   * What the tee queued for the tap is read first — the events that came before the client left,
+   * what a key is charged by when their usage never comes (src/tenants/estimate.ts) — up to a read
+   * that empties the queue or TAP_READS_PER_DRAIN reads, or until the upstream request's abort
+   * ends the branch; a source that neither sends nor ends is let go after TAP_DRAIN_MS.
+   */
   cancel(): void {
+    this.leaving = true;
     this.finish();
-    this.reader?.cancel().catch(() => {});
+    setTimeout(() => this.reader?.cancel().catch(() => {}), TAP_DRAIN_MS);
   }
 
   private async read(branch: ReadableStream<Uint8Array>, now: () => number, first: FirstBytes | null): Promise<Tapped> {
     const ends = new BodyEnds(false);
+    const events = new EventCounter();
     let bytes = first ? first.chunk.byteLength : 0;
     let firstAt: number | null = first ? first.at : null;
-    if (first) ends.push(first.chunk);
+    if (first) {
+      ends.push(first.chunk);
+      events.push(first.chunk);
+    }
     const readSome = filling(branch);
     this.reader = readSome.reader;
     try {
-      for (let reads = 0, drained = false; ; reads++) {
+      for (let reads = 0, drained = false, leftReads = 0; ; reads++) {
         if ((drained || reads >= TAP_READS_PER_DRAIN) && firstAt !== null && !this.finished) {
           await this.untilDrain();
           reads = 0;
@@ -90,15 +105,18 @@ export class UsageTap {
         if (value.byteLength === 0) continue;
         if (firstAt === null) firstAt = now();
         bytes += value.byteLength;
+        events.push(value);
         // A copy of its own size: a view would pin the whole read buffer for the ends' sake.
         ends.push(value.slice());
         // Less than a full buffer: the queue is empty, and the next read would wait for the upstream.
         drained = value.byteLength < TAP_READ_BYTES;
+        if (this.leaving && (drained || ++leftReads >= TAP_READS_PER_DRAIN)) break;
       }
     } catch {
       // The upstream failed or the client left: the client's branch says which.
     }
-    return { bytes, firstAt, usage: ends.usage() };
+    if (this.leaving) readSome.reader.cancel().catch(() => {});
+    return { bytes, events: events.count, firstAt, usage: ends.usage() };
   }
 
   private untilDrain(): Promise<void> {

@@ -142,8 +142,8 @@ interface UsageJson {
  * A count of tokens: a whole number an engine could have counted. One past 2^53 (1e308) is none:
  * summed into a key's spend it became Infinity, then NaN, and the key's budget compared false.
  */
-const reported = (x: unknown): x is number => typeof x === "number" && Number.isSafeInteger(x) && x >= 0;
-const count = (x: unknown): number => (reported(x) ? x : 0);
+export const isTokenCount = (x: unknown): x is number => typeof x === "number" && Number.isSafeInteger(x) && x >= 0;
+const count = (x: unknown): number => (isTokenCount(x) ? x : 0);
 
 function toUsage(json: string): Usage | null {
   try {
@@ -161,11 +161,11 @@ function toUsage(json: string): Usage | null {
 function usageOf(u: UsageJson): Usage | null {
   if (typeof u.prompt_tokens === "number") {
     const cached = u.prompt_tokens_details?.cached_tokens;
-    return { promptTokens: count(u.prompt_tokens), completionTokens: count(u.completion_tokens), cachedTokens: count(cached), cacheReported: reported(cached) };
+    return { promptTokens: count(u.prompt_tokens), completionTokens: count(u.completion_tokens), cachedTokens: count(cached), cacheReported: isTokenCount(cached) };
   }
   if (typeof u.input_tokens === "number") {
     const cached = u.input_tokens_details?.cached_tokens;
-    return { promptTokens: count(u.input_tokens), completionTokens: count(u.output_tokens), cachedTokens: count(cached), cacheReported: reported(cached) };
+    return { promptTokens: count(u.input_tokens), completionTokens: count(u.output_tokens), cachedTokens: count(cached), cacheReported: isTokenCount(cached) };
   }
   if (typeof u.total_tokens === "number") return { promptTokens: count(u.total_tokens), completionTokens: 0, cachedTokens: 0, cacheReported: false };
   return null;

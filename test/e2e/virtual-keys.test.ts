@@ -428,6 +428,45 @@ describe("limits", () => {
     expect(calls).toBe(1);
   });
 
+  it.each([
+    ["asked for the usage event (read from a copy)", true],
+    ["did not ask for it (taken out)", false],
+  ])("charges a stream its client left before the usage event, when the client %s: an estimate, so a budget holds against clients that leave", async (_, asked) => {
+    const budget = 150;
+    const { id, key } = await createKey({ budget_tokens: budget, budget_period: "total" });
+    const client = new OpenAI({ apiKey: key, baseURL: `${gw.url}/v1`, maxRetries: 0 });
+    const take = 60;
+    let left = 0;
+    let refusal: unknown = null;
+    // Each stream would run 1,000 tokens (10 s); the client takes 60 of them and leaves, as a
+    // client that stops a generation does: the usage event never comes.
+    for (let n = 0; n < 8 && refusal === null; n++) {
+      try {
+        const stream = await client.chat.completions.create({ model: "keys-slow", messages: [{ role: "user", content: `leave early ${n}` }], max_tokens: 1000, stream: true, ...(asked ? { stream_options: { include_usage: true } } : {}) });
+        let events = 0;
+        for await (const chunk of stream) {
+          expect(chunk.usage ?? null).toBeNull();
+          if (chunk.choices[0]?.delta?.content && ++events === take) break;
+        }
+        expect(events).toBe(take);
+        left++;
+      } catch (e) {
+        refusal = e;
+      }
+    }
+    // 60 tokens out and a prompt each: the budget of 150 is spent by the third.
+    if (!(refusal instanceof OpenAI.RateLimitError)) throw refusal ?? new Error(`${left} streams left early and the budget never refused one`);
+    expect(refusal.code).toBe("insufficient_quota");
+    expect(left).toBeGreaterThanOrEqual(2);
+    expect(left).toBeLessThanOrEqual(3);
+    await vi.waitFor(async () => expect((await usage(id)).requests).toBe(left), EVENTUALLY);
+    const u = await usage(id);
+    // One completion token per event relayed, the role's and the events in flight when it left included.
+    expect(u.completion_tokens).toBeGreaterThanOrEqual(left * take);
+    expect(u.completion_tokens).toBeLessThan(left * (take + 40));
+    expect(u.prompt_tokens).toBeGreaterThan(0);
+  });
+
   it("a limit that lifts within the SDK's wait is left to its retries", async () => {
     const { key } = await createKey({ max_parallel: 1 });
     const open = await post(key, "keys-slow", { stream: true, max_tokens: 150 });

@@ -29,9 +29,11 @@ function source(chunks: string[], opts: { failAfter?: number; onCancel?: () => v
 }
 
 /** An upstream that never ends on its own; says whether it was cancelled. */
-function endlessSource(): { endless: ReadableStream<Uint8Array>; cancelled: () => boolean } {
+/** `bytes`: a byte stream, as workerd's bodies are (a tee branch's BYOB read takes everything queued). */
+function endlessSource(bytes = false): { endless: ReadableStream<Uint8Array>; cancelled: () => boolean } {
   let cancelled = false;
   const endless = new ReadableStream<Uint8Array>({
+    ...(bytes ? { type: "bytes" as const } : {}),
     pull: (c) => new Promise((r) => setTimeout(() => r(cancelled ? undefined : c.enqueue(enc.encode("data: {}\n\n"))), 1)),
     cancel: () => void (cancelled = true),
   });
@@ -183,7 +185,7 @@ describe("relay, fast path (a natively pumped pipe, no transforms)", () => {
     const chunks = ['data: {"a":1}\n\n', usageEvent, "data: [DONE]\n\n"];
     const { out, ended } = startNative(source(chunks));
     expect(await new Response(out).text()).toBe(chunks.join(""));
-    expect(await ended).toEqual({ outcome: "ok", bytes: null, usage: null, ttftMs: 5 });
+    expect(await ended).toEqual({ outcome: "ok", bytes: null, usage: null, ttftMs: 5, events: null });
   });
 
   it("times the first chunk from when the request went out", async () => {
@@ -206,7 +208,7 @@ describe("relay, fast path (a natively pumped pipe, no transforms)", () => {
   it("ends an empty body at once, with no first chunk to time", async () => {
     const { out, ended } = startNative(source([]));
     expect(await new Response(out).text()).toBe("");
-    expect(await ended).toEqual({ outcome: "ok", bytes: null, usage: null, ttftMs: null });
+    expect(await ended).toEqual({ outcome: "ok", bytes: null, usage: null, ttftMs: null, events: null });
   });
 
   it("ends a stream whose upstream dies before its first chunk with an SSE error event", async () => {
@@ -268,7 +270,7 @@ describe("relay, fast path with the usage read from a tapped copy (no transforms
     const chunks = ['data: {"a":1}\n\n', 'data: {"b":2}\n\n', usageEvent, "data: [DONE]\n\n"];
     const { out, ended } = startTapped(source(chunks));
     expect(await new Response(out).text()).toBe(chunks.join(""));
-    expect(await ended).toEqual({ outcome: "ok", bytes: enc.encode(chunks.join("")).length, usage: { promptTokens: 100, completionTokens: 4, cachedTokens: 64, cacheReported: true }, ttftMs: 5 });
+    expect(await ended).toEqual({ outcome: "ok", bytes: enc.encode(chunks.join("")).length, usage: { promptTokens: 100, completionTokens: 4, cachedTokens: 64, cacheReported: true }, ttftMs: 5, events: 4 });
   });
 
   it("reads a usage event that comes in pieces, after more than the kept tail of other events", async () => {
@@ -336,6 +338,23 @@ describe("relay, fast path with the usage read from a tapped copy (no transforms
     await reader.read();
     await reader.cancel();
     expect(await ended).toMatchObject({ outcome: "client-abort", usage: null });
+    expect(cancelled()).toBe(true);
+  });
+});
+
+describe("a stream whose usage is read, left by its client before its usage came", () => {
+  it.each([
+    ["the JavaScript loop", {}],
+    ["the native pipe, tapped for its usage", { nativePipe }],
+  ])("%s counts the events the client was sent: what its key is charged by", async (_path, extra) => {
+    const { endless, cancelled } = endlessSource(true);
+    const { out, ended } = start(endless, true, { ...extra, readUsage: true });
+    const reader = out.getReader();
+    for (let i = 0; i < 30; i++) await reader.read();
+    await reader.cancel();
+    const s = await ended;
+    expect(s).toMatchObject({ outcome: "client-abort", usage: null });
+    expect(s.events).toBeGreaterThanOrEqual(30);
     expect(cancelled()).toBe(true);
   });
 });

@@ -534,18 +534,18 @@ describe("merging a sharded group's answers", () => {
   it("adds up a key's counters over the shards that counted it", () => {
     const m = (keys: GroupMetrics["keys"], refused: number): GroupMetrics => ({ group: "g", backends: [], keys, refusals: { "no-backend": refused, "at-capacity": 1 } });
     const merged = mergeMetrics([
-      m([{ id: "k1", requests: 2, tokens: { prompt: 10, completion: 5, cached: 4 }, limitHits: { rpm: 1 } }], 1),
+      m([{ id: "k1", requests: 2, tokens: { prompt: 10, completion: 5, cached: 4 }, estimated: 1, limitHits: { rpm: 1 } }], 1),
       m(
         [
-          { id: "k1", requests: 3, tokens: { prompt: 1, completion: 1, cached: 0 }, limitHits: { rpm: 2, tpm: 1 } },
-          { id: "k2", requests: 1, tokens: { prompt: 1, completion: 1, cached: 1 }, limitHits: {} },
+          { id: "k1", requests: 3, tokens: { prompt: 1, completion: 1, cached: 0 }, estimated: 2, limitHits: { rpm: 2, tpm: 1 } },
+          { id: "k2", requests: 1, tokens: { prompt: 1, completion: 1, cached: 1 }, estimated: 0, limitHits: {} },
         ],
         2,
       ),
     ]);
     expect(merged.keys).toEqual([
-      { id: "k1", requests: 5, tokens: { prompt: 11, completion: 6, cached: 4 }, limitHits: { rpm: 3, tpm: 1 } },
-      { id: "k2", requests: 1, tokens: { prompt: 1, completion: 1, cached: 1 }, limitHits: {} },
+      { id: "k1", requests: 5, tokens: { prompt: 11, completion: 6, cached: 4 }, estimated: 3, limitHits: { rpm: 3, tpm: 1 } },
+      { id: "k2", requests: 1, tokens: { prompt: 1, completion: 1, cached: 1 }, estimated: 0, limitHits: {} },
     ]);
     expect(merged.refusals).toEqual({ "no-backend": 3, "at-capacity": 2 });
   });

@@ -17,6 +17,17 @@ function byteSource(chunks: string[]): ReadableStream<Uint8Array> {
   });
 }
 
+/** A byte stream of an event a millisecond, until it is cancelled. */
+function endlessBytes(): { endless: ReadableStream<Uint8Array>; cancelled: () => boolean } {
+  let cancelled = false;
+  const endless = new ReadableStream<Uint8Array>({
+    type: "bytes",
+    pull: (c) => new Promise((r) => setTimeout(() => r(cancelled ? undefined : c.enqueue(enc.encode("data: {}\n\n"))), 1)),
+    cancel: () => void (cancelled = true),
+  });
+  return { endless, cancelled: () => cancelled };
+}
+
 describe("UsageTap", () => {
   it("reads a body of many buffers' worth from its tee branch: its length, first bytes' time and final usage", async () => {
     const events = Array.from({ length: 2000 }, (_, i) => `data: {"choices":[{"delta":{"content":"t${i}"}}]}\n\n`);
@@ -28,16 +39,11 @@ describe("UsageTap", () => {
     const tap = new UsageTap(branch, () => clock++);
     expect(await new Response(client).text()).toBe(chunks.join(""));
     tap.finish();
-    expect(await tap.ended).toEqual({ bytes: total, firstAt: 10, usage: { promptTokens: 100, completionTokens: 2000, cachedTokens: 64, cacheReported: true } });
+    expect(await tap.ended).toEqual({ bytes: total, events: 2002, firstAt: 10, usage: { promptTokens: 100, completionTokens: 2000, cachedTokens: 64, cacheReported: true } });
   });
 
   it("stops when cancelled, and the body's source is cancelled once the client's branch is too", async () => {
-    let cancelled = false;
-    const endless = new ReadableStream<Uint8Array>({
-      type: "bytes",
-      pull: (c) => new Promise((r) => setTimeout(() => r(cancelled ? undefined : c.enqueue(enc.encode("data: {}\n\n"))), 1)),
-      cancel: () => void (cancelled = true),
-    });
+    const { endless, cancelled } = endlessBytes();
     const [client, branch] = endless.tee();
     const tap = new UsageTap(branch, () => 1);
     const reader = client.getReader();
@@ -45,7 +51,22 @@ describe("UsageTap", () => {
     tap.cancel();
     await reader.cancel();
     expect(await tap.ended).toMatchObject({ firstAt: 1, usage: null });
-    expect(cancelled).toBe(true);
+    expect(cancelled()).toBe(true);
+  });
+
+  it("reads what its branch had queued when the client left before it lets go: the events the client was sent, what an estimate charges", async () => {
+    const { endless, cancelled } = endlessBytes();
+    const [client, branch] = endless.tee();
+    const tap = new UsageTap(branch, () => 1);
+    const reader = client.getReader();
+    // Far less than a drain's wait: the tap has read the first event only.
+    for (let i = 0; i < 40; i++) await reader.read();
+    tap.cancel();
+    await reader.cancel();
+    const { events } = await tap.ended;
+    expect(events).toBeGreaterThanOrEqual(40);
+    expect(events).toBeLessThanOrEqual(42);
+    expect(cancelled()).toBe(true);
   });
 
   describe("while the body flows", () => {
@@ -69,7 +90,8 @@ describe("UsageTap", () => {
       await vi.advanceTimersByTimeAsync(1);
       expect(pulls()).toBe(2);
       tap.cancel();
-      expect(await tap.ended).toMatchObject({ bytes: 200 });
+      // Leaving, it reads once more what the branch has (here the upstream has it at once).
+      expect(await tap.ended).toMatchObject({ bytes: 300 });
     });
 
     it("stops a drain after TAP_READS_PER_DRAIN full reads, however much more the upstream has", async () => {

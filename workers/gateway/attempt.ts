@@ -313,7 +313,10 @@ async function attemptHeld(a: AttemptInput, key: KeyRecord | null, lease: HeldLe
       // A body the gateway's own limit cut was abandoned, not failed.
       const cut = deadline.expired || timedOut === "generation";
       const usage = tokenUsage(summary.usage);
-      lease.settle(cut && summary.outcome === "upstream-error" ? "client-abort" : summary.outcome, { ttftMs: summary.ttftMs ?? undefined, durationMs: performance.now() - sentAt, usage, ...(stream && usage ? { streamed: true } : {}) });
+      const outcome = cut && summary.outcome === "upstream-error" ? "client-abort" : summary.outcome;
+      // A key is charged for what its client took of an answer it left before the usage came (src/tenants/estimate.ts).
+      const estimate = !usage && outcome === "client-abort" && key !== null && readsUsage(key) && summary.ttftMs !== null ? { blocks: decision.total, events: summary.events ?? 0 } : undefined;
+      lease.settle(outcome, { ttftMs: summary.ttftMs ?? undefined, durationMs: performance.now() - sentAt, usage, ...(stream && usage ? { streamed: true } : {}), ...(estimate ? { estimate } : {}) });
       if (p.log) {
         p.log.served(summary.ttftMs === null ? null : sentAt + summary.ttftMs, usage);
         p.log.bodyEnded(performance.now(), endCode(summary.outcome, stalled));

@@ -167,7 +167,7 @@ async function routeOn(env: Env, ctx: WaitUntil, group: ResolvedGroup, object: s
 }
 
 /** What an answered attempt tells of itself when its lease ends: its timings, and the upstream's usage when it was read. */
-export type AttemptEnd = Pick<LeaseRelease, "ttftMs" | "durationMs" | "usage" | "streamed">;
+export type AttemptEnd = Pick<LeaseRelease, "ttftMs" | "durationMs" | "usage" | "streamed" | "estimate">;
 
 /** A backend's slot, held by one upstream attempt until it settles. */
 export interface HeldLease {
@@ -219,8 +219,9 @@ export function holdLease(decision: Routed, group: ResolvedGroup, env: Env, ctx:
       // Only the fields that hold something: the release rides along with a later route call.
       if (end?.ttftMs !== undefined) release.ttftMs = end.ttftMs;
       if (end?.durationMs !== undefined) release.durationMs = end.durationMs;
-      if (end?.usage) {
-        release.usage = end.usage;
+      if (end?.usage) release.usage = end.usage;
+      else if (end?.estimate) release.estimate = end.estimate;
+      if (release.usage || release.estimate) {
         // An object that no longer holds the lease (restarted, or it expired) records it by these.
         if (key !== undefined) {
           release.key = key;
