@@ -7,7 +7,7 @@ import type { Labels, MetricFamily } from "./prometheus-text.ts";
 /** A group's counters as its routing object answers `metrics()`: what `GET /metrics` renders. */
 export interface GroupMetrics {
   group: string;
-  /** Every backend the object keeps state for (see GroupRouter.snapshot). */
+  /** Every backend the object keeps state for (see GroupRouter.snapshot); a deployment id may come more than once (mergeMetrics makes it one series). */
   backends: BackendMetrics[];
   keys: KeyMetrics[];
   /** Route calls that found no backend to give. */

@@ -1,6 +1,6 @@
 import type { ResolvedDeployment, ResolvedGroup } from "../config/load.ts";
 import type { GroupSettings } from "../config/schema.ts";
-import type { RoutedAs } from "../metrics/backend-counters.ts";
+import type { BackendMetrics, RoutedAs } from "../metrics/backend-counters.ts";
 import { DecisionRing } from "../metrics/decisions.ts";
 import type { GroupMetrics } from "../metrics/group-metrics.ts";
 import { KeyCounters } from "../metrics/key-counters.ts";
@@ -16,6 +16,7 @@ import { TenantLedger, type UsedAt } from "../tenants/ledger.ts";
 import { estimatedUsage } from "../tenants/estimate.ts";
 import { costMicros } from "../tenants/pricing.ts";
 import { CHARS_PER_TOKEN } from "./learned/chars-per-token.ts";
+import { addAddress } from "../sharding/merge.ts";
 import type { BackendSnapshot, LeaseOutcome, LeaseRelease, LeaseRenewal, LimitRefusal, RouteDecision, RouteRefusal, RouteTenant, SpillLimit, TokenUsage, VersionRefusal } from "./protocol.ts";
 import { createSignals, type Signals } from "./signals/index.ts";
 import { POLICIES } from "./strategies/index.ts";
@@ -107,6 +108,12 @@ export class GroupRouter {
   /** The last decisions, for the dashboard. */
   readonly decisions = new DecisionRing();
   private readonly refusals = { "no-backend": 0, "at-capacity": 0 };
+  /**
+   * Per deployment id, what its addresses counted that were let go while another address of it is
+   * kept (a restarted pod's old one): its series goes on from there, where dropping them would make
+   * every counter fall, which Prometheus reads as a reset.
+   */
+  private readonly carried = new Map<string, BackendMetrics>();
 
   constructor(name: string, rng: Rng = Math.random) {
     this.name = name;
@@ -540,9 +547,11 @@ export class GroupRouter {
     return this.kept().map((b) => b.snapshot());
   }
 
-  /** The counters GET /metrics renders, backends in the order of snapshot(). */
+  /** The counters GET /metrics renders, backends in the order of snapshot(), then the counts carried from let-go addresses. */
   metrics(): GroupMetrics {
-    return { group: this.name, backends: this.kept().map((b) => b.metrics()), keys: this.keyCounters.snapshot(), refusals: { ...this.refusals } };
+    // A carried entry comes after its id's live ones: mergeMetrics adds its counts to theirs.
+    const backends = [...this.kept().map((b) => b.metrics()), ...this.carried.values()];
+    return { group: this.name, backends, keys: this.keyCounters.snapshot(), refusals: { ...this.refusals } };
   }
 
   /** The newest version's backends in its order, then those only other versions (or leases) still name. */
@@ -629,6 +638,9 @@ export class GroupRouter {
     this.orphans.delete(b);
     this.backends.delete(b.key);
     this.dropped.backends.push(b.key);
+    const had = this.carried.get(b.id);
+    if (![...this.backends.values()].some((o) => o.id === b.id)) this.carried.delete(b.id);
+    else this.carried.set(b.id, had ? addAddress(had, b.metrics()) : b.metrics());
   }
 
   private breakerChanged(b: Backend, now: number, from: BreakerState): void {

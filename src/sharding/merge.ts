@@ -90,7 +90,8 @@ const BREAKER_WORSE: Record<BackendMetrics["breaker"], number> = { closed: 0, "h
 /**
  * One backend's series from the two shards that count it: counts and histograms add up (each
  * shard counted its own requests), as do in-flight requests and prefix-set memory; its breaker is
- * the worse of the two, and what it learned is the entry with more reports.
+ * the worse of the two, and what it learned is the entry with more reports (the reports themselves
+ * added up, as a counter).
  */
 function addBackend(a: BackendMetrics, b: BackendMetrics): BackendMetrics {
   const add = <K extends string>(x: Partial<Record<K, number>>, y: Partial<Record<K, number>>): Record<K, number> => {
@@ -110,7 +111,7 @@ function addBackend(a: BackendMetrics, b: BackendMetrics): BackendMetrics {
     duration: histogram(a.duration, b.duration),
     tokens: add(a.tokens, b.tokens),
     prefix: { entries: a.prefix.entries + b.prefix.entries, capacity: a.prefix.capacity + b.prefix.capacity, bytes: a.prefix.bytes + b.prefix.bytes },
-    learned: b.learned.reports.usage > a.learned.reports.usage ? b.learned : a.learned,
+    learned: { ...(b.learned.reports.usage > a.learned.reports.usage ? b.learned : a.learned), reports: add(a.learned.reports, b.learned.reports) },
   };
 }
 
@@ -119,8 +120,9 @@ function addBackend(a: BackendMetrics, b: BackendMetrics): BackendMetrics {
  * first): what both did adds up, and what it is now — its breaker, prefix set, what it learned —
  * is the new address's (the old one is usually a restarted server's, its breaker open).
  */
-function addAddress(now: BackendMetrics, before: BackendMetrics): BackendMetrics {
-  return { ...addBackend(now, before), breaker: now.breaker, prefix: now.prefix, learned: now.learned };
+export function addAddress(now: BackendMetrics, before: BackendMetrics): BackendMetrics {
+  const both = addBackend(now, before);
+  return { ...both, breaker: now.breaker, prefix: now.prefix, learned: { ...now.learned, reports: both.learned.reports } };
 }
 
 function addKey(a: KeyMetrics, b: KeyMetrics): KeyMetrics {

@@ -288,3 +288,43 @@ describe("TTFT on the fast path", () => {
     }, EVENTUALLY);
   });
 });
+
+describe("a deployment that moved to a new address under its id", () => {
+  it("keeps counting up when its old address is let go: no counter falls", async () => {
+    expect((await admin("POST", "/groups", { name: "moved", deployments: [{ id: "x", baseUrl: fleet.urls[0], model: "sim-7b" }] })).status).toBe(201);
+    // A virtual key's requests have their usage read: the token and cache-report counters move too.
+    const key = await createKey({ name: "metrics-moved" });
+    let served = 0;
+    /** One request with the group's current version, once its routing object routes with it. */
+    const serve = async () => {
+      const res = await fetch(`${gw.url}/admin/v1/status`, { headers: { authorization: `Bearer ${adminKey}` } });
+      const { rev } = ((await res.json()) as { groups: { name: string; rev: number }[] }).groups.find((g) => g.name === "moved") as { rev: number };
+      await vi.waitFor(async () => {
+        expect((await chat(key.key, "moved", true, `moved ${served}`)).status).toBe(200);
+        served++;
+        const now = ((await (await admin("GET", "/status")).json()) as { groups: { name: string; routingRev: number | null }[] }).groups.find((g) => g.name === "moved");
+        expect(now?.routingRev).toBe(rev);
+      }, EVENTUALLY);
+    };
+    const counted = async () => {
+      const { families } = await scrape(metricsKey);
+      const of = (name: string) => sum(families, name, { group: "moved", backend: "x" });
+      return { ok: sum(families, "kvgate_requests_total", { group: "moved", backend: "x", outcome: "ok" }), reads: of("kvgate_usage_reads_total"), reports: of("kvgate_cache_reports_total"), ttft: of("kvgate_ttft_seconds_count") };
+    };
+    const settled = async () => {
+      await vi.waitFor(async () => expect((await counted()).ttft).toBe(served), EVENTUALLY);
+      return counted();
+    };
+    await serve();
+    // Its pod restarted at another address.
+    expect((await admin("PATCH", "/groups/moved/deployments/x", { baseUrl: fleet.urls[1] })).status).toBe(200);
+    await serve();
+    expect(await settled()).toEqual({ ok: served, reads: served, reports: served, ttft: served });
+    // Newer versions (an operator tuning it) push the one that named the old address out.
+    for (const maxInFlight of [11, 12, 13, 14]) {
+      expect((await admin("PATCH", "/groups/moved/deployments/x", { maxInFlight })).status).toBe(200);
+      await serve();
+    }
+    expect(await settled()).toEqual({ ok: served, reads: served, reports: served, ttft: served });
+  }, 60_000);
+});

@@ -577,14 +577,14 @@ describe("merging a sharded group's answers", () => {
         duration: hist(ok),
         tokens: { prompt: ok, completion: ok, cached: 0, predictedCached: 0, leases: ok },
         prefix: { entries: 10, capacity: 100, bytes: 400 },
-        learned: { charsPerToken: 4, kvCapacityBlocks: 100, prefillTokensPerSec: 1000, configured: { kvCapacityBlocks: 100, prefillTokensPerSec: 1000 }, reports: { usage: ok, cached: 0 }, capacitySteps: 0 },
+        learned: { charsPerToken: ok, kvCapacityBlocks: 100, prefillTokensPerSec: 1000, configured: { kvCapacityBlocks: 100, prefillTokensPerSec: 1000 }, reports: { usage: ok, cached: 0 }, capacitySteps: 0 },
       }) as GroupMetrics["backends"][number];
     const merged = mergeMetrics([
       { group: "g", backends: [backend(1, 7, "open")], keys: [], refusals: { "no-backend": 0, "at-capacity": 0 } },
       { group: "g", backends: [backend(2, 3, "closed")], keys: [], refusals: { "no-backend": 0, "at-capacity": 0 } },
     ]);
     expect(merged.backends.length).toBe(1);
-    expect(merged.backends[0]).toMatchObject({ inFlight: 3, breaker: "open", outcomes: { ok: 10 }, reasons: { "prefix-hit": 10 }, ttft: { cumulative: [10, 10], count: 10, sum: 50 }, prefix: { entries: 20 }, learned: { reports: { usage: 7 } } });
+    expect(merged.backends[0]).toMatchObject({ inFlight: 3, breaker: "open", outcomes: { ok: 10 }, reasons: { "prefix-hit": 10 }, ttft: { cumulative: [10, 10], count: 10, sum: 50 }, prefix: { entries: 20 }, learned: { charsPerToken: 7, reports: { usage: 10 } } });
   });
 
   it("gives a deployment at two addresses in a sharded group its new address's breaker and prefix set, as one object does", () => {
@@ -601,7 +601,7 @@ describe("merging a sharded group's answers", () => {
         duration: hist,
         tokens: { prompt: 1, completion: 1, cached: 0, predictedCached: 0, leases: 1 },
         prefix: { entries, capacity: 100, bytes: 4 * entries },
-        learned: { charsPerToken: 4, kvCapacityBlocks: 100, prefillTokensPerSec: 1000, configured: { kvCapacityBlocks: 100, prefillTokensPerSec: 1000 }, reports: { usage, cached: 0 }, capacitySteps: 0 },
+        learned: { charsPerToken: usage, kvCapacityBlocks: 100, prefillTokensPerSec: 1000, configured: { kvCapacityBlocks: 100, prefillTokensPerSec: 1000 }, reports: { usage, cached: 0 }, capacitySteps: 0 },
       }) as GroupMetrics["backends"][number];
     const shard = (backends: GroupMetrics["backends"]): GroupMetrics => ({ group: "g", backends, keys: [], refusals: { "no-backend": 0, "at-capacity": 0 } });
     // d restarted at a new address: its shard lists the new entry first, the old one (breaker open) after.
@@ -610,7 +610,7 @@ describe("merging a sharded group's answers", () => {
     const sharded = mergeMetrics([shard(restarted), shard([entry("e", "closed", 5, 2)])]);
     const d = sharded.backends.find((b) => b.id === "d");
     expect(d).toEqual(alone.backends[0]);
-    expect(d).toMatchObject({ breaker: "closed", prefix: { entries: 3, capacity: 100 }, inFlight: 2, outcomes: { ok: 2 }, learned: { reports: { usage: 1 } } });
+    expect(d).toMatchObject({ breaker: "closed", prefix: { entries: 3, capacity: 100 }, inFlight: 2, outcomes: { ok: 2 }, learned: { charsPerToken: 1, reports: { usage: 41 } } });
   });
 
   it("interleaves the shards' decisions newest first", () => {
