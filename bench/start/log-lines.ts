@@ -4,6 +4,8 @@
  * line per request is dropped (the Worker's says more), and every other line passes as it came.
  */
 
+import { printable } from "../../src/control-characters.ts";
+
 type Fields = Record<string, unknown>;
 
 /** wrangler dev's request line, e.g. `[wrangler:info] POST /v1/chat/completions 200 OK (50ms)`. */
@@ -20,8 +22,9 @@ export function readableLogLine(line: string): string | null {
   } catch {
     return line;
   }
-  if (f.type === "request") return `${clock(f.time)} ${request(f)}`;
-  if (f.type === "event") return `${clock(f.time)} ${event(f)}`;
+  // The path is the client's, decoded: a control character in it is written out, not sent to the terminal.
+  if (f.type === "request") return `${clock(f.time)} ${printable(request(f))}`;
+  if (f.type === "event") return `${clock(f.time)} ${printable(event(f))}`;
   return line;
 }
 

@@ -125,6 +125,17 @@ describe("npm start", () => {
     }
   }, 60_000);
 
+  it("shows a request whose path holds escape sequences with them written out: a client cannot rewrite the terminal", async () => {
+    const text = await banner(main, 45_000);
+    // Any web page the developer opens can send this to the local gateway.
+    const res = await fetch(`${upUrl(text)}/v1/%1B%5B2J%1B%5B31mowned%1B%5B0m`, { method: "POST" });
+    expect(res.status).toBe(401);
+    await vi.waitFor(() => expect(main.stdout).toMatch(/^\d\d:\d\d:\d\d 401 .*owned/m), { timeout: 10_000, interval: 100 });
+    const shown = main.stdout.split("\n").find((l) => l.includes("owned")) as string;
+    expect(shown).not.toMatch(/[\u0000-\u001f\u007f-\u009f]/);
+    expect(shown).toContain("\\u001b[31mowned");
+  }, 60_000);
+
   it("serves on the port PORT names", async () => {
     const text = await banner(main, 45_000);
     expect(upUrl(text)).toBe(`http://${HOST}:${mainPort}`);
