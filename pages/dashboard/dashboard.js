@@ -153,9 +153,12 @@ function renderGroup(g, rows, decisions) {
   renderDecisions(view, decisions);
 }
 
+/** Numbers the groups' headings: aria-labelledby reads a list of ids split at spaces, and a group's name may hold some. */
+let headings = 0;
+
 /** @param {string} name @returns {GroupView} */
 function newGroupView(name) {
-  const titleId = `group-${name}-title`;
+  const titleId = `group-title-${++headings}`;
   const summary = el("p");
   const tbody = el("tbody");
   const table = el(

@@ -248,6 +248,26 @@ describe.skipIf(missing)("the pages, served as Workers static assets", () => {
     const server = await fetch(`${gw.url}/v1/models`, { headers: { authorization: `Bearer ${key.key}` } });
     expect(server.status).toBe(403);
   });
+
+  it("the dashboard shows hostile group, deployment and key names as text, each group a region named by its heading", async () => {
+    const group = `llama 3 "<img src=x onerror=window.owned=1>" \\`;
+    const id = `<b id=owned>x</b> "d" \\`;
+    await admin("POST", "/groups", { name: group, deployments: [{ id, baseUrl: fleet.urls[0], model: "sim-7b" }] });
+    await admin("POST", "/keys", { name: "<script>window.owned=2</script>" });
+    try {
+      const page = await pages.dashboard(adminKey, `[data-group="${GROUP}"] tr[data-deployment="sim-2"]`);
+      const section = page.getByRole("region", { name: `Group ${group}`, exact: true });
+      await page.locator(`[data-group="${group.replace(/["\\]/g, "\\$&")}"] th`).first().waitFor({ timeout: 10_000 });
+      await expect(section.count()).resolves.toBe(1);
+      await expect(section.getByRole("rowheader", { name: id, exact: true }).count()).resolves.toBe(1);
+      await page.locator("#keys").getByText("<script>window.owned=2</script>").waitFor({ timeout: 10_000 });
+      expect(await page.evaluate(() => ({ owned: (window as unknown as { owned?: number }).owned, b: document.getElementById("owned") !== null }))).toEqual({ owned: undefined, b: false });
+      // The other groups keep their names too.
+      await expect(page.getByRole("region", { name: `Group ${GROUP}`, exact: true }).count()).resolves.toBe(1);
+    } finally {
+      await fetch(`${gw.url}/admin/v1/groups/${encodeURIComponent(group)}`, { method: "DELETE", headers: { authorization: `Bearer ${adminKey}` } });
+    }
+  }, 30_000);
 });
 
 describe.runIf(missing && process.env.CI)("CI", () => {
