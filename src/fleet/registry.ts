@@ -5,6 +5,7 @@ import { deploymentId, fleetProblems, GATEWAY_KEY_NAMED, resolveDeployment, reso
 import { AUTH_DEFAULTS, MAX_DEPLOYMENTS, type DeploymentConfig, type GatewayConfig, type GroupSettings, type ModelGroupConfig } from "../config/schema.ts";
 import { cleartextSecret } from "../config/private-hosts.ts";
 import { gatewayKeyProblems, gatewayKeys, gatewayKeysNamed, unlistedSecretProblems, unlistedSecretsNamed, type GatewayKeys } from "../config/upstream-access.ts";
+import { objectNamesOf } from "../sharding/partition.ts";
 import type { GroupUpdate, Heartbeat, NewDeployment } from "./commands.ts";
 
 /**
@@ -48,6 +49,16 @@ export interface GroupRecord {
   /** The registry's revision at this group's last change. */
   rev: number;
   deployments: DeploymentRecord[];
+  /**
+   * The routing objects the group has had, when more than its `shards` now give it: the objects
+   * of the shards it gave up finish the requests they hold, which are its deployments' until they end.
+   */
+  objects?: number;
+}
+
+/** The names of every routing object that may hold requests of the group: its shards', and those of shards it gave up. */
+export function routingObjectsOf(g: GroupRecord): string[] {
+  return objectNamesOf(g.settings.name, Math.max(g.settings.shards ?? 1, g.objects ?? 1));
 }
 
 /** A refused command: an OpenAI-style error's status, code, message and the field it names. */
@@ -533,6 +544,9 @@ export class FleetRegistry {
     for (const g of list) {
       const name = g.settings.name;
       const before = this.groups.get(name);
+      const had = before ? routingObjectsOf(before).length : 0;
+      if (had > objectNamesOf(name, g.settings.shards).length) g.objects = had;
+      else delete g.objects;
       if (before && sameRouting(before, g)) {
         g.rev = before.rev;
         if (!sameRecords(before, g)) this.dirty.add(name);

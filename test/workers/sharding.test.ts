@@ -215,4 +215,29 @@ describe("a model group sharded over two routing objects", () => {
     await after.text();
     await expectShardsIdle("sharded-live");
   });
+
+  it("counts a drained server's requests still in flight on a shard the group gave up: not drained until they end", async () => {
+    const fleet = inject("upstreams").fleetUrls;
+    const deployments = fleet.map((baseUrl, i) => ({ id: `g${i}`, baseUrl, model: UPSTREAM_MODEL }));
+    await ok(admin("/admin/v1/groups", { method: "POST", json: { name: "sharded-shrink", shards: 2, deployments } }), 201);
+    const [, second] = await Promise.all(objectNamesOf("sharded-shrink", 2).map((o) => env.MODEL_GROUP.getByName(o).status()));
+    const onSecond = new Set(second?.backends.map((b) => b.id));
+    // A stream of 20 s (unless cancelled) on a server of the second shard.
+    let open: Response | null = null;
+    for (let i = 0; i < 16 && !open; i++) {
+      const res = await chat("sharded-shrink", turnOf(`seal ${i}`, 1), { stream: true, max_tokens: 400, kvgate_sim: { chunk_delay_ms: 50 } });
+      expect(res.status).toBe(200);
+      if (onSecond.has(res.headers.get("x-kvgate-backend") ?? "")) open = res;
+      else await res.body?.cancel();
+    }
+    if (!open) throw new Error("no conversation went to the second shard");
+    const id = open.headers.get("x-kvgate-backend") as string;
+    // One shard again: the second shard's object is retired, its stream still running through it.
+    await ok(admin("/admin/v1/groups/sharded-shrink", { method: "PATCH", json: { shards: 1 } }));
+    await ok(admin(`/admin/v1/groups/sharded-shrink/deployments/${id}/drain`, { method: "POST" }));
+    const row = await ok<{ inFlight: number | null; drained: boolean }>(admin(`/admin/v1/groups/sharded-shrink/deployments/${id}`));
+    expect([row.inFlight, row.drained]).toEqual([1, false]);
+    await open.body?.cancel();
+    await vi.waitFor(async () => expect((await ok<{ drained: boolean }>(admin(`/admin/v1/groups/sharded-shrink/deployments/${id}`))).drained).toBe(true), EVENTUALLY);
+  });
 });

@@ -2,7 +2,7 @@ import type { Context, Hono } from "hono";
 import { GatewayError, notFound, unavailable, type ErrorType } from "../../src/openai/errors.ts";
 import type { DeploymentList, DeploymentRow, FleetStatus, GroupList } from "../../src/fleet/admin-api.ts";
 import type { AdminCommand, AdminResult, FleetRegistryRpc, GroupRecord } from "../../src/fleet/protocol.ts";
-import type { RefusalStatus } from "../../src/fleet/registry.ts";
+import { routingObjectsOf, type RefusalStatus } from "../../src/fleet/registry.ts";
 import { REGISTRY_NAME } from "../../src/fleet/registry-name.ts";
 import type { BackendSnapshot, GroupStatus } from "../../src/routing/protocol.ts";
 import type { DecisionView } from "../../src/metrics/decisions.ts";
@@ -48,7 +48,7 @@ export function mountAdmin(app: Hono<AdminEnv>, config: LoadedConfig): void {
 
   app.get(`${A}/status`, async (c) => {
     const { rev, groups, seed } = await records(c.env);
-    const live = await Promise.all(groups.map((g) => groupStatus(c.env, g.settings)));
+    const live = await Promise.all(groups.map((g) => groupStatus(c.env, g)));
     const status: FleetStatus = {
       rev,
       groups: groups.map((g, i) => {
@@ -78,7 +78,7 @@ export function mountAdmin(app: Hono<AdminEnv>, config: LoadedConfig): void {
   app.post(`${A}/groups`, async (c) => changed(c, { op: "add-group", group: await body(c) }, 201));
   app.get(`${A}/groups/:group`, async (c) => {
     const g = await recordOf(c.env, c.req.param("group"));
-    return c.json({ ...g.settings, rev: g.rev, source: g.source, deployments: deploymentRows(g, await groupStatus(c.env, g.settings)) });
+    return c.json({ ...g.settings, rev: g.rev, source: g.source, deployments: deploymentRows(g, await groupStatus(c.env, g)) });
   });
   // The routing object's last decisions, newest first: what the dashboard polls.
   app.get(`${A}/groups/:group/decisions`, async (c) => {
@@ -97,13 +97,13 @@ export function mountAdmin(app: Hono<AdminEnv>, config: LoadedConfig): void {
 
   app.get(`${A}/groups/:group/deployments`, async (c) => {
     const g = await recordOf(c.env, c.req.param("group"));
-    const list: DeploymentList = { object: "list", group: g.settings.name, rev: g.rev, data: deploymentRows(g, await groupStatus(c.env, g.settings)) };
+    const list: DeploymentList = { object: "list", group: g.settings.name, rev: g.rev, data: deploymentRows(g, await groupStatus(c.env, g)) };
     return c.json(list);
   });
   app.post(`${A}/groups/:group/deployments`, async (c) => changed(c, { op: "add-deployment", group: c.req.param("group"), deployment: await body(c) }, 201));
   app.get(`${A}/groups/:group/deployments/:id`, async (c) => {
     const g = await recordOf(c.env, c.req.param("group"));
-    const row = deploymentRows(g, await groupStatus(c.env, g.settings)).find((r) => r.id === c.req.param("id"));
+    const row = deploymentRows(g, await groupStatus(c.env, g)).find((r) => r.id === c.req.param("id"));
     if (!row) throw notFound(`no deployment "${c.req.param("id")}" in group "${g.settings.name}"`, "deployment_not_found");
     return c.json(row);
   });
@@ -154,9 +154,9 @@ async function recordOf(env: Env, name: string): Promise<GroupRecord> {
 }
 
 /** The routing objects' view of the group (its shards' together); null when they cannot be reached (the registry's records still answer). */
-async function groupStatus(env: Env, g: GroupRecord["settings"]): Promise<GroupStatus | null> {
+async function groupStatus(env: Env, g: GroupRecord): Promise<GroupStatus | null> {
   try {
-    return mergeStatus(await askEachObject(env, g, (o) => o.status()));
+    return mergeStatus(await askEachObject(env, { ...g.settings, shards: routingObjectsOf(g).length }, (o) => o.status()));
   } catch {
     return null;
   }
