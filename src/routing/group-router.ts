@@ -196,10 +196,10 @@ export class GroupRouter {
    * `failover`: the attempt follows a failed one or serves a fallback group (counted as such).
    * `blocks`: the prompt's size in blocks when its chain was cut short of it (RouteCall.blocks).
    * `spill`: a shard's first call (RouteCall.spill); refused, nothing taken, when the pick would
-   * keep the prompt waiting longer.
+   * keep the prompt waiting longer. `passedOn`: RouteCall.passedOn.
    * Admit → signals → pick → commit (src/routing/policy.ts): only the pick is the strategy's.
    */
-  route(version: string, chain: ArrayLike<number>, exclude: readonly string[], now: number, tenant?: RouteTenant, failover = false, blocks?: number, spill?: SpillLimit): RouteDecision | RouteRefusal | LimitRefusal | VersionRefusal {
+  route(version: string, chain: ArrayLike<number>, exclude: readonly string[], now: number, tenant?: RouteTenant, failover = false, blocks?: number, spill?: SpillLimit, passedOn = false): RouteDecision | RouteRefusal | LimitRefusal | VersionRefusal {
     const view = this.views.get(version);
     if (!view) return { refused: "unknown-version", rev: this.rev };
     // Before the key's limits: a lease past its TTL whose alarm is late holds none of its max_parallel.
@@ -207,7 +207,7 @@ export class GroupRouter {
     if (tenant) {
       const over = this.ledger.check(tenant, now);
       if (over) {
-        this.keyCounters.limited(tenant.id, over.limit);
+        if (!passedOn || over.limit === "budget") this.keyCounters.limited(tenant.id, over.limit);
         return { refused: "limited", limit: over.limit, retryAfterMs: over.retryAfterMs, rev: this.rev };
       }
     }

@@ -117,6 +117,11 @@ export interface RouteCall {
   tenant?: RouteTenant;
   /** A sharded group's first call: when the object passes the prompt on to the next shard. */
   spill?: SpillLimit;
+  /**
+   * A shard the prompt was passed on to (`spill`): its refusal for the key's limits, but a budget,
+   * is not the request's, whose own shard serves it then; a 429 of the key's is not counted here.
+   */
+  passedOn?: boolean;
 }
 
 /**

@@ -152,7 +152,7 @@ describe("a model group sharded over two routing objects", () => {
   });
 
   it("serves a key's prompt on its own shard, backed up, when the other shard it would spill to has the key at its limit there", async () => {
-    const { key } = await ok<IssuedKeyView>(admin("/admin/v1/keys", { method: "POST", json: { max_parallel: 1 } }), 201);
+    const { key, id } = await ok<IssuedKeyView>(admin("/admin/v1/keys", { method: "POST", json: { max_parallel: 1 } }), 201);
     const asKey = { headers: { authorization: `Bearer ${key}` } };
     const { serverOf, opening, topics, home, away, held } = await backedUpShard("the tide tables, hour by hour. ");
     // The key's one request in flight on the other shard, a stream that lasts 20 s unless cancelled.
@@ -166,6 +166,10 @@ describe("a model group sharded over two routing objects", () => {
     expect(res.status, await res.clone().text()).toBe(200);
     expect(res.headers.get("x-kvgate-backend")).toBe(serverOf(home));
     await res.text();
+    // The other shard's refusal was no 429 of the key's: its limit hits count none.
+    const metrics = await (await gateway("/metrics", { headers: { authorization: `Bearer ${env.KVGATE_ADMIN_KEY}` } })).text();
+    expect(metrics).toContain(`kvgate_key_requests_total{group="sharded-spill",key="${id}"} 2`);
+    expect(metrics).not.toContain(`kvgate_key_limit_hits_total{group="sharded-spill",key="${id}"`);
     await open.body?.cancel();
     await (await held).text();
     await expectShardsIdle("sharded-spill");

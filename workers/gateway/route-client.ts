@@ -98,7 +98,7 @@ export async function route(env: Env, ctx: WaitUntil, group: ResolvedGroup, prom
     shardChoice.sent(object);
     let answer: Routed | RouteRefusal | LimitRefusal;
     try {
-      answer = await routeOn(env, ctx, group, object, shards.views[s] as ResolvedGroup, prompt, exclude, model, tenant, failover, k === 0 ? plan.spill : undefined);
+      answer = await routeOn(env, ctx, group, object, shards.views[s] as ResolvedGroup, prompt, exclude, model, tenant, failover, k === 0 ? plan.spill : undefined, spilled && s !== order[0]);
     } catch (e) {
       // An object that cannot answer (overloaded, or being reset) is a shard with nothing to give: the next may.
       shardChoice.ended(object);
@@ -126,7 +126,8 @@ export async function route(env: Env, ctx: WaitUntil, group: ResolvedGroup, prom
     // Full beats empty: a request that found every shard without a backend to give, some only at their cap, hears "at capacity".
     if (!refusal || answer.refused === "at-capacity") refusal = answer;
   }
-  // No shard could take it: the key's limit, where one was met, is what the client can act on.
+  // No shard could take it: the key's limit, where one was met, is what the client can act on. One
+  // met where the prompt was passed on to was not counted there: the key's metrics miss this rare 429.
   if (limited) return limited;
   if (refusal) return refusal;
   if (failed) throw failed;
@@ -134,7 +135,7 @@ export async function route(env: Env, ctx: WaitUntil, group: ResolvedGroup, prom
 }
 
 /** One route call to one object of the group; `view`: the config it routes with, sent when it does not know the version. */
-async function routeOn(env: Env, ctx: WaitUntil, group: ResolvedGroup, object: string, view: ResolvedGroup, prompt: Prompt, exclude: readonly string[], model: string, tenant: RouteTenant | undefined, failover: boolean, spill?: SpillLimit): Promise<Routed | RouteRefusal | LimitRefusal> {
+async function routeOn(env: Env, ctx: WaitUntil, group: ResolvedGroup, object: string, view: ResolvedGroup, prompt: Prompt, exclude: readonly string[], model: string, tenant: RouteTenant | undefined, failover: boolean, spill?: SpillLimit, passedOn = false): Promise<Routed | RouteRefusal | LimitRefusal> {
   const released = book.takePending(object);
   const renewing = book.takeRenewals(object, Date.now());
   const call: RouteCall = { version: group.version, chain: prompt.chain, released, renewed: renewing.map((h) => h.renewal), exclude: [...exclude] };
@@ -142,6 +143,7 @@ async function routeOn(env: Env, ctx: WaitUntil, group: ResolvedGroup, object: s
   if (tenant) call.tenant = tenant;
   if (failover) call.failover = true;
   if (spill) call.spill = spill;
+  if (passedOn) call.passedOn = true;
   // Once the object answered, it has processed the releases, whatever comes after.
   let delivered = false;
   try {
