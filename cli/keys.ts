@@ -1,6 +1,7 @@
 import { printable } from "../src/control-characters.ts";
 import type { IssuedKeyView, KeyList, KeyView, UsageFiguresView, UsageView } from "../src/tenants/admin-api.ts";
 import { instantOf } from "../src/tenants/instant.ts";
+import { KEY_RECORD_MAX_AGE_MS } from "../src/tenants/key-record.ts";
 import type { AdminClient } from "./admin-client.ts";
 import { CliError } from "./cli-error.ts";
 import { show, type Command, type Flags, type Io } from "./command-io.ts";
@@ -132,6 +133,9 @@ function issuedBlock(what: string, k: IssuedKeyView): string {
   return [`${what} ${k.id}; its key, shown this once (only its hash is kept, it will not be shown again):`, "", `  ${k.key}`, "", keyBlock(k)].join("\n");
 }
 
+/** Each isolate acts on a key as it last read it, so a revocation or rotation is not at once everywhere. */
+const WITHIN = `within ${KEY_RECORD_MAX_AGE_MS / 1000} s`;
+
 function needKey(flags: Flags): string {
   if (flags.key === undefined || flags.key === "") throw new CliError("--key is required: the id of the key whose usage to show (npx kvgate keys list)", 2);
   return flags.key;
@@ -179,11 +183,11 @@ export const KEY_COMMANDS: Record<string, Command> = {
   },
   "keys revoke": async (api, flags, io, [id]) => {
     const k = await api.call<KeyView>("POST", `${keyPath(id as string)}/revoke`);
-    show(io, flags, k, () => `revoked ${k.id} (${k.prefix}) at ${k.revoked_at}: the gateway refuses it with 401`);
+    show(io, flags, k, () => `revoked ${k.id} (${k.prefix}) at ${k.revoked_at}: the gateway refuses it with 401 ${WITHIN}`);
   },
   "keys rotate": async (api, flags, io, [id]) => {
     const k = await api.call<IssuedKeyView>("POST", `${keyPath(id as string)}/rotate`);
-    show(io, flags, k, () => issuedBlock("rotated key (the old key no longer works)", k));
+    show(io, flags, k, () => issuedBlock(`rotated key (the old key stops working ${WITHIN})`, k));
   },
   "keys update": update,
   usage: async (api, flags, io) => {

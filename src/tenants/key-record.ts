@@ -3,6 +3,12 @@ import type { KeyRecord } from "./protocol.ts";
 
 export type KeyStatus = "active" | "revoked" | "expired";
 
+/**
+ * How long an isolate acts on a key as it last read it from the tenants object: a revocation, a
+ * rotation or a changed limit takes effect in every isolate within this (plus the read itself).
+ */
+export const KEY_RECORD_MAX_AGE_MS = 10_000;
+
 /** Whether the key may be used at `now`: a revocation outranks an expiry. */
 export function keyStatus(record: KeyRecord, now: number): KeyStatus {
   if (record.revokedAt !== null) return "revoked";

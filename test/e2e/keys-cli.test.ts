@@ -88,6 +88,22 @@ describe("npx kvgate keys", () => {
     expect(again.code).toBe(1);
     expect(again.stderr).toEqual([expect.stringMatching(new RegExp(`^kvgate: POST /admin/v1/keys/${made.id}/rotate: 409 key "${made.id}" is revoked`))]);
   }, 60_000);
+
+  it("rotate and revoke say the old key stops working within 10 s, not at once: an isolate that read it lately still takes it", async () => {
+    const made = await json<IssuedKeyView>(["keys", "create"]);
+    const models = (key: string) => fetch(`${gateway.url}/v1/models`, { headers: { authorization: `Bearer ${key}` } }).then((r) => r.status);
+    expect(await models(made.key)).toBe(200);
+    const usedAt = Date.now();
+
+    const rotated = await done(["keys", "rotate", made.id]);
+    // What the operator reads right after a rotation of a leaked key must not promise more than holds.
+    if (Date.now() - usedAt < 5_000) expect(await models(made.key)).toBe(200);
+    expect(rotated.split("\n")[0]).toMatch(/^rotated key \(the old key stops working within 10 s\) key_/);
+    expect(rotated).not.toContain("no longer works");
+
+    const revoked = await done(["keys", "revoke", made.id]);
+    expect(revoked).toMatch(new RegExp(`^revoked ${made.id} \\(sk-kvg-\\w+\\) at \\S+: the gateway refuses it with 401 within 10 s\\n?$`));
+  }, 60_000);
 });
 
 describe("what npx kvgate keys prints of a key", () => {

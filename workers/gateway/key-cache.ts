@@ -1,5 +1,6 @@
 import { unavailable } from "../../src/openai/errors.ts";
 import type { KeyLookup } from "../../src/tenants/protocol.ts";
+import { KEY_RECORD_MAX_AGE_MS as MAX_AGE_MS } from "../../src/tenants/key-record.ts";
 import { TENANTS_NAME } from "../../src/tenants/tenants-name.ts";
 import type { Env, WaitUntil } from "../env.ts";
 
@@ -11,7 +12,6 @@ import type { Env, WaitUntil } from "../env.ts";
  * and what an isolate acts on was true at most MAX_AGE_MS ago: a revocation, an expiry moved
  * earlier or a changed limit takes effect within that bound (plus the read itself).
  */
-export const MAX_AGE_MS = 10_000;
 const REFRESH_AFTER_MS = 5_000;
 /** Keys an isolate remembers, and as many keys that do not exist; past it the least recently read goes. */
 const MAX_ENTRIES = 10_000;
