@@ -17,7 +17,7 @@ export type Answer =
   /** The backend failed, or gave an answer no working OpenAI-compatible server gives. */
   | { kind: "backend-failure"; why: BackendFailure };
 
-export type BackendFailure = "server-error" | "redirect" | "no-content" | "encoding" | "not-served" | "credentials" | "status";
+export type BackendFailure = "server-error" | "redirect" | "no-content" | "encoding" | "html" | "not-served" | "credentials" | "status";
 
 /**
  * The content codings the runtime's fetch decodes (workerd: gzip and br, named exactly so; it
@@ -27,12 +27,20 @@ export type BackendFailure = "server-error" | "redirect" | "no-content" | "encod
 const DECODED_CODINGS = new Set(["gzip", "br", "identity"]);
 
 /**
- * `said`: what the upstream's error body said, when it was JSON (a 404's meaning turns on its
- * `param`). `contentEncoding`: the answer's header. The gateway asks for no coding, so a working
- * server sends none the runtime does not decode.
+ * A page for a browser. No OpenAI-compatible API answers with one; a web server that is not the
+ * API does (a proxy's login or block page, a web UI's catch-all route), with a 200 too: passed
+ * on, the SDKs return the page as the completion, or end a stream with no event and no error.
  */
-export function classifyStatus(status: number, hasBody: boolean, said: UpstreamErrorBody | null = null, contentEncoding: string | null = null): Answer {
+const HTML = /^\s*text\/html\b/i;
+
+/**
+ * `said`: what the upstream's error body said, when it was JSON (a 404's meaning turns on its
+ * `param`). `contentEncoding`, `contentType`: the answer's headers. The gateway asks for no coding,
+ * so a working server sends none the runtime does not decode.
+ */
+export function classifyStatus(status: number, hasBody: boolean, said: UpstreamErrorBody | null = null, contentEncoding: string | null = null, contentType: string | null = null): Answer {
   if (status === 200 && hasBody && contentEncoding && !DECODED_CODINGS.has(contentEncoding)) return { kind: "backend-failure", why: "encoding" };
+  if (status === 200 && hasBody && contentType !== null && HTML.test(contentType)) return { kind: "backend-failure", why: "html" };
   if (status === 200) return hasBody ? { kind: "success" } : { kind: "backend-failure", why: "no-content" };
   if (status >= 500) return { kind: "backend-failure", why: "server-error" };
   if (status === 429) return { kind: "rate-limited" };
@@ -63,6 +71,7 @@ const WHY: Record<BackendFailure, string> = {
   redirect: "answered with a redirect, which the gateway does not follow",
   "no-content": "answered without a body",
   encoding: "answered in a content-encoding the gateway does not decode (it asks for none)",
+  html: "answered with an HTML page, not an API's answer",
   "not-served": "does not serve this model or endpoint",
   credentials: "rejected the gateway's credentials",
   status: "answered with a status no OpenAI-compatible server sends",

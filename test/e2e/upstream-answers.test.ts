@@ -1,3 +1,4 @@
+import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { startHostileUpstream, type HostileUpstream } from "../support/hostile-upstream.ts";
 import { EVENTUALLY, startTestGateway, type TestGateway } from "./gateway.ts";
@@ -33,6 +34,8 @@ beforeAll(async () => {
       single("json-always", "json-always:1500", { hooks: ["restamp"] }),
       // The default path: the runtime pipes the answer after the bytes the gateway read first.
       single("json-always-native", "json-always:300"),
+      single("html-200", "html-200"),
+      { name: "html-or-ok", strategy: "round-robin", breaker: { consecutiveFailures: 1000, minRequests: 1000 }, deployments: [hostile("html-200"), hostile("ok")] },
       { name: "deflate-or-ok", strategy: "round-robin", breaker: { consecutiveFailures: 1000, minRequests: 1000 }, deployments: [hostile("encoded:deflate"), hostile("ok")] },
     ],
   });
@@ -156,6 +159,28 @@ describe("what the client reads of an upstream's error", () => {
       }
     }
     await servedPast("deflate-or-ok", "encoded");
+  });
+
+  it("a 200 that is an HTML page (a proxy's login page, a web UI) is the backend's failure: the openai SDK gets a 502, never a page for a completion or a stream that ends with no event; another backend answers", async () => {
+    const client = new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: gw.key, maxRetries: 0 });
+    const messages = [{ role: "user" as const, content: "hello" }];
+    const outcome = async (call: () => Promise<unknown>): Promise<unknown> => {
+      try {
+        return { answered: await call() };
+      } catch (e) {
+        return e instanceof OpenAI.APIError ? { status: e.status, code: e.code, message: e.message } : { thrown: String(e) };
+      }
+    };
+    const refused = { status: 502, code: "upstream_error", message: "502 backend html-200 answered with an HTML page, not an API's answer (HTTP 200)" };
+    expect(await outcome(() => client.chat.completions.create({ model: "html-200", messages }))).toEqual(refused);
+    expect(
+      await outcome(async () => {
+        const chunks: unknown[] = [];
+        for await (const chunk of await client.chat.completions.create({ model: "html-200", messages, stream: true })) chunks.push(chunk);
+        return chunks;
+      }),
+    ).toEqual(refused);
+    await servedPast("html-or-ok", "html-200");
   });
 
   it.each(["json-always", "json-always-native"])("a JSON answer to a stream request (a server that ignores stream) reaches the client as the JSON it is, whole, with no keep-alive comment inside it: %s", async (model) => {

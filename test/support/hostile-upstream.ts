@@ -309,6 +309,14 @@ const BEHAVIOURS: Record<string, Answer> = {
     res.writeHead(500, { "content-type": "text/html" });
     res.end('<html><body><h1>Internal Server Error</h1><pre>Traceback (most recent call last):\n  File "/srv/app/secret_path.py", line 42, in handler\nKeyError: \'token\'</pre></body></html>');
   },
+  /**
+   * A 200 page of HTML, streamed or not: what a baseUrl that reaches a web server other than the
+   * API (a proxy's login or block page, a web UI's catch-all route) answers.
+   */
+  "html-200": (_req, res) => {
+    res.writeHead(200, { "content-type": "text/html; charset=utf-8" });
+    res.end("<!doctype html><html><head><title>Sign in</title></head><body><form>Sign in to continue</form></body></html>");
+  },
   /** llama.cpp's answer to a prompt longer than its context: an OpenAI-style error with extra fields. */
   "context-exceeded": (_req, res) => {
     res.writeHead(400, { "content-type": "application/json" });

@@ -39,6 +39,14 @@ describe("a 200's content-encoding", () => {
   });
 });
 
+describe("a 200's content-type", () => {
+  it("an HTML page is the backend's failure, whatever its parameters; JSON, an event stream or none is a success", () => {
+    for (const type of ["text/html", "text/html; charset=utf-8", "TEXT/HTML"]) expect(classifyStatus(200, true, null, null, type)).toEqual({ kind: "backend-failure", why: "html" });
+    for (const type of [null, "application/json", "text/event-stream", "text/plain"]) expect(classifyStatus(200, true, null, null, type)).toEqual({ kind: "success" });
+    expect(isBackendsOwn("html")).toBe(true);
+  });
+});
+
 describe("a 404", () => {
   const said = (param: string | null) => parseUpstreamError(JSON.stringify({ error: { message: "not found", type: "invalid_request_error", param, code: 404 } }));
 

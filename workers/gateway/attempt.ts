@@ -211,7 +211,7 @@ async function attemptHeld(a: AttemptInput, key: KeyRecord | null, lease: HeldLe
   const unread = up.status === 200 && up.body !== null;
   const said = unread ? null : parseUpstreamError(await readBounded(up.body));
   // A body of length 0 is none: the runtime hands one over all the same.
-  const answer = classifyStatus(up.status, up.body !== null && up.headers.get("content-length") !== "0", said, up.headers.get("content-encoding"));
+  const answer = classifyStatus(up.status, up.body !== null && up.headers.get("content-length") !== "0", said, up.headers.get("content-encoding"), up.headers.get("content-type"));
   if (answer.kind !== "success") {
     // A 200 judged by its headers (bytes in a coding no one can read): its body is not wanted.
     if (unread) up.body?.cancel().catch(() => {});
