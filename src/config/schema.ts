@@ -256,7 +256,8 @@ export const GroupSettingsSchema = z.strictObject({
   /**
    * A non-streamed answer comes when its generation ends, so it gets a bound of its own: past it
    * the client gets a 504, the request is not retried (it would redo the whole generation), and
-   * the backend is not blamed.
+   * the backend is not blamed. Once its headers came, what is left of it bounds only the waits on
+   * an upstream that drips the body, not on a client that reads it slowly.
    */
   nonStreamTimeoutMs: z._default(positiveInt(), 600_000),
   /**

@@ -35,6 +35,14 @@ export interface RelayOptions {
   idleTimeoutMs?: number;
   onIdle?: () => void;
   /**
+   * A whole answer's bound on its upstream: its reads may wait this long in all, then onReadLimit
+   * (which aborts the upstream fetch). Time a write waits on a client that reads slowly is not
+   * counted: the answer was generated, and only an upstream that drips it is cut. The native pipe
+   * sees no read: there it bounds the body's whole time.
+   */
+  readLimitMs?: number;
+  onReadLimit?: () => void;
+  /**
    * On the JavaScript path, an SSE stream idle this long gets a comment line, and again at this
    * interval while it stays idle. The runtime learns that a client has left only when a write to
    * it fails; without these writes a client that left a silent stream would hold its slot until
@@ -88,6 +96,8 @@ async function pump(body: ReadableStream<Uint8Array>, writer: WritableStreamDefa
   /** When the last read of the upstream began: quiet time is counted from there. */
   let lastAt = o.now();
   let reading = false;
+  /** How long the reads that ended waited on the upstream, for readLimitMs. */
+  let readWaited = 0;
   let stalled = false;
   let left = false;
   let writing = 0;
@@ -141,6 +151,16 @@ async function pump(body: ReadableStream<Uint8Array>, writer: WritableStreamDefa
             void send(KEEP_ALIVE);
           }
         }, tickMs);
+  // Checked when the limit could be reached at the earliest: when every moment until then is spent reading.
+  const readLimitMs = o.readLimitMs;
+  let readLimiter: ReturnType<typeof setTimeout> | undefined;
+  const checkReadLimit = (): void => {
+    if (readLimitMs === undefined) return;
+    const waited = readWaited + (reading ? o.now() - lastAt : 0);
+    if (waited >= readLimitMs) o.onReadLimit?.();
+    else readLimiter = setTimeout(checkReadLimit, readLimitMs - waited);
+  };
+  checkReadLimit();
 
   // Bytes the caller read already go first, at the time they came.
   let pending = o.first ?? null;
@@ -154,6 +174,7 @@ async function pump(body: ReadableStream<Uint8Array>, writer: WritableStreamDefa
           reading = true;
           step = await reader.read();
           reading = false;
+          if (readLimitMs !== undefined) readWaited += o.now() - lastAt;
         }
       } catch (err) {
         reading = false;
@@ -199,6 +220,7 @@ async function pump(body: ReadableStream<Uint8Array>, writer: WritableStreamDefa
     o.onEnd(summary("ok"));
   } finally {
     clearInterval(ticker);
+    clearTimeout(readLimiter);
   }
 }
 
@@ -303,18 +325,21 @@ function pumpToClient(
   first: Promise<void>,
   on: { end: (outcome: CompletionSummary["outcome"]) => void; cancel: () => void; preventCancel?: boolean },
 ): void {
+  const limit = o.readLimitMs === undefined ? undefined : setTimeout(() => o.onReadLimit?.(), o.readLimitMs);
   // A client gone before the first write leaves the writable errored: pipeTo then cancels the body
   // (unless preventCancel) and rejects.
   first
     .then(() => source.pipeTo(pipe.writable, { preventAbort: true, preventClose: true, preventCancel: on.preventCancel === true }))
     .then(
       () => {
+        clearTimeout(limit);
         const writer = pipe.writable.getWriter();
         if (writer.desiredSize === null || o.clientGone?.()) return on.end("client-abort");
         writer.close().catch(() => {});
         on.end("ok");
       },
       async (err: unknown) => {
+        clearTimeout(limit);
         const writer = pipe.writable.getWriter();
         if (writer.desiredSize === null || o.clientGone?.()) {
           on.cancel();

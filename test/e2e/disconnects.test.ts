@@ -37,6 +37,10 @@ beforeAll(async () => {
       { name: "silent-restamped", hooks: ["restamp"], deployments: [deployment("silent-stream")] },
       { name: "slow-headers", deployments: [deployment("slow-headers:20000")] },
       { name: "late-endless", deployments: [deployment("late-endless-stream:1000")] },
+      // A non-streamed answer relayed by the JavaScript loop (every request sampled for routing's
+      // feedback: its usage is read as it passes), generated well within a short nonStreamTimeoutMs.
+      { name: "big-answer-bound", nonStreamTimeoutMs: 2_000, feedback: { sampleRate: 1 }, deployments: [deployment("big-answer:16")] },
+      { name: "drip-body-bound", nonStreamTimeoutMs: 2_000, feedback: { sampleRate: 1 }, deployments: [deployment("drip-body")] },
     ],
   });
 });
@@ -173,6 +177,29 @@ describe("a client that stops reading", () => {
     expect(written()).toBeLessThan(256 * 1024 * 1024);
     c.close();
     await vi.waitFor(async () => expect(await gw.inFlight(group)).toBe(0), EVENTUALLY);
+  });
+
+  it("a non-streamed answer, for longer than the group's nonStreamTimeoutMs: the answer was generated in time, so it comes whole when the client reads again, and counts as served", async () => {
+    const c = await post("big-answer-bound", false);
+    await c.waitFor(/xxxx/);
+    c.pause();
+    await new Promise((r) => setTimeout(r, 3_000));
+    c.resume();
+    // The whole 16 MiB answer and the chunked body's end: its usage closes the JSON.
+    await c.waitFor(/"total_tokens":4\}\}\r\n0\r\n\r\n$/, 20_000);
+    await vi.waitFor(async () => expect((await gw.status("big-answer-bound")).backends[0]).toMatchObject({ inFlight: 0, completed: 1, aborted: 0 }), EVENTUALLY);
+    c.close();
+  });
+
+  it("a non-streamed body that drips is still cut at the group's nonStreamTimeoutMs: the time the gateway waits on the upstream counts", async () => {
+    upstream.reset();
+    const c = await post("drip-body-bound", false);
+    const sentAt = Date.now();
+    await c.ended;
+    expect(Date.now() - sentAt).toBeLessThan(5_000);
+    await vi.waitFor(() => expect(upstream.stats("drip-body")).toMatchObject({ open: 0, cancelled: 1 }), EVENTUALLY);
+    await vi.waitFor(async () => expect(await gw.inFlight("drip-body-bound")).toBe(0), EVENTUALLY);
+    expect((await gw.status("drip-body-bound")).backends[0]).toMatchObject({ failed: 0, aborted: 1 });
   });
 
   it("for longer than the group's stall bound: no stall, the stream goes on when it reads again, and the backend is not blamed", async () => {

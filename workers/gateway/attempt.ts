@@ -151,16 +151,12 @@ async function attemptHeld(a: AttemptInput, key: KeyRecord | null, lease: HeldLe
   // generation, and is the gateway's own limit, not a verdict.
   let timedOut: "first-byte" | "generation" | null = null;
   const [limitMs, limit] = stream ? [group.firstByteTimeoutMs, "first-byte" as const] : [group.nonStreamTimeoutMs, "generation" as const];
+  const onLimit = (): void => {
+    timedOut = limit;
+    abort.abort(new Error(`upstream ${limit} timeout`));
+  };
   // The same timer renews the attempt's lease while it runs (attempt-timer.ts).
-  const timer = new AttemptTimer(
-    limitMs,
-    lease.renewEveryMs,
-    () => {
-      timedOut = limit;
-      abort.abort(new Error(`upstream ${limit} timeout`));
-    },
-    lease.renewIfDue,
-  );
+  const timer = new AttemptTimer(limitMs, lease.renewEveryMs, onLimit, lease.renewIfDue);
   deadline.watch(abort);
   const detach = () => {
     timer.stop();
@@ -286,6 +282,11 @@ async function attemptHeld(a: AttemptInput, key: KeyRecord | null, lease: HeldLe
     return { kind: "answered", response, rejected: false };
   }
   let stalled = false;
+  // A whole answer's headers came when its generation ended: what is left of its limit bounds only
+  // the relay's waits on the upstream (one that drips the body), not those on a client that reads
+  // slowly, which would lose an answer already made.
+  const readLimitMs = stream ? undefined : Math.max(0, limitMs - (performance.now() - sentAt));
+  if (!stream) timer.lift();
   // Built before anything waits on the body: headers the runtime refuses throw here, with no relay
   // under way and no request line waiting for a body's end.
   const headersOut = out instanceof Headers ? out : new Headers(out);
@@ -305,6 +306,7 @@ async function attemptHeld(a: AttemptInput, key: KeyRecord | null, lease: HeldLe
     // Comments into a silent stream find a client that left, wherever JavaScript reads the stream
     // (a chunk hook, or a stall bound); the native pipe ignores them.
     ...(stream ? { keepAliveMs: group.streamKeepAliveMs } : {}),
+    ...(readLimitMs !== undefined ? { readLimitMs, onReadLimit: onLimit } : {}),
     ...(stream && group.streamIdleTimeoutMs ? { idleTimeoutMs: group.streamIdleTimeoutMs, onIdle: () => ((stalled = true), abort.abort(new Error("upstream stream stalled"))) } : {}),
     onEnd: (summary) => {
       detach();
