@@ -303,6 +303,17 @@ function relayTapped(body: ReadableStream<Uint8Array>, o: RelayOptions, pipe: Re
   return pipe.readable;
 }
 
+/**
+ * A body handed over as it is, with the bytes read from it first put back in front: the runtime
+ * pipes the rest natively, and a client that leaves cancels it. Nothing waits on its end.
+ */
+export function handOver(body: ReadableStream<Uint8Array>, first: FirstBytes, pipe: ReadableWritablePair<Uint8Array, Uint8Array>): ReadableStream<Uint8Array> {
+  writeFirst(pipe, first)
+    .then(() => body.pipeTo(pipe.writable))
+    .catch(() => body.cancel().catch(() => {}));
+  return pipe.readable;
+}
+
 /** Writes bytes read before the pump into the client's pipe, ahead of it. */
 async function writeFirst(pipe: ReadableWritablePair<Uint8Array, Uint8Array>, first: FirstBytes): Promise<void> {
   const writer = pipe.writable.getWriter();

@@ -12,6 +12,12 @@ export const WHOLE_READ_MAX_BYTES = 1024 * 1024;
  * br): 1 MiB of gzip can be a thousand times that, so its size is not known.
  */
 export function heldWhole(headers: Headers): boolean {
+  const length = statedLength(headers);
+  return length !== null && length <= WHOLE_READ_MAX_BYTES;
+}
+
+/** The length of the bytes the runtime hands over, when the headers say it: not a compressed answer's. */
+export function statedLength(headers: Headers): number | null {
   const length = headers.get("content-length");
-  return length !== null && Number(length) <= WHOLE_READ_MAX_BYTES && headers.get("content-encoding") === null;
+  return length !== null && headers.get("content-encoding") === null ? Number(length) : null;
 }

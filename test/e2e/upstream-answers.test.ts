@@ -29,6 +29,11 @@ beforeAll(async () => {
       single("rate-limited", "rate-limited:30"),
       single("empty", "empty"),
       { name: "empty-or-ok", strategy: "round-robin", breaker: { consecutiveFailures: 1000, minRequests: 1000 }, deployments: [hostile("empty"), hostile("ok")] },
+      single("empty-chunked", "empty:chunked"),
+      // The same read for its usage, or under a total deadline: the body is piped, not handed over.
+      single("empty-chunked-sampled", "empty:chunked", { feedback: { sampleRate: 1 } }),
+      single("empty-chunked-deadline", "empty:chunked", { totalTimeoutMs: 60_000 }),
+      { name: "empty-chunked-or-ok", strategy: "round-robin", breaker: { consecutiveFailures: 1000, minRequests: 1000 }, deployments: [hostile("empty:chunked"), hostile("ok")] },
       ...["gzip", "br", "deflate", "zstd"].map((coding) => single(coding, `encoded:${coding}`)),
       // The JavaScript stream path (a hook), which writes keep-alive comments into a quiet SSE stream.
       single("json-always", "json-always:1500", { hooks: ["restamp"] }),
@@ -141,6 +146,18 @@ describe("what the client reads of an upstream's error", () => {
       expect(((await alone.json()) as { error: { message: string } }).error.message).toContain("backend empty answered without a body");
     }
     await servedPast("empty-or-ok", "empty");
+  });
+
+  it("a non-streamed 200 that does not say its length and sends nothing (chunked, no chunk) is empty too: the openai SDK gets a 502, never undefined for a completion; another backend answers", async () => {
+    const client = new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: gw.key, maxRetries: 0 });
+    for (const model of ["empty-chunked", "empty-chunked-sampled", "empty-chunked-deadline"]) {
+      const outcome = await client.chat.completions.create({ model, messages: [{ role: "user", content: "hello" }] }).then(
+        (answered) => ({ model, answered }),
+        (e: unknown) => (e instanceof OpenAI.APIError ? { model, status: e.status, message: e.message } : { model, thrown: String(e) }),
+      );
+      expect(outcome).toEqual({ model, status: 502, message: "502 backend empty answered without a body (HTTP 200)" });
+    }
+    await servedPast("empty-chunked-or-ok", "empty");
   });
 
   it("a success in a content-encoding the runtime does not decode (deflate, zstd) is the backend's failure, as an empty one is: another answers, or the client gets a 502, never bytes it cannot read", async () => {

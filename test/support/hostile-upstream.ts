@@ -374,10 +374,13 @@ const BEHAVIOURS: Record<string, Answer> = {
       clearTimeout(done);
     });
   },
-  /** A 200 with no body at all: an empty event stream, or an empty JSON answer that says its length (0). */
-  empty: (_req, res, body) => {
+  /**
+   * A 200 with no body at all: an empty event stream, or an empty JSON answer that says its length
+   * (0) — or, with `arg` "chunked", that does not (chunked, no chunk).
+   */
+  empty: (_req, res, body, arg) => {
     const { stream } = requestOf(body);
-    res.writeHead(200, stream ? { "content-type": "text/event-stream" } : { "content-type": "application/json", "content-length": "0" });
+    res.writeHead(200, stream || arg === "chunked" ? { "content-type": stream ? "text/event-stream" : "application/json" } : { "content-type": "application/json", "content-length": "0" });
     res.end();
   },
   "cut-body": (_req, res, body) => {

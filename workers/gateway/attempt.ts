@@ -7,14 +7,14 @@ import { badGateway, badRequest, GatewayError, gatewayTimeout, unavailable } fro
 import type { LeaseOutcome, RouteDecision } from "../../src/routing/protocol.ts";
 import type { Routed } from "./route-client.ts";
 import { readFirstBytes, type FirstBytes } from "../../src/stream/first-bytes.ts";
-import { relay } from "../../src/stream/relay.ts";
+import { handOver, relay } from "../../src/stream/relay.ts";
 import { readWholeUsage, tokenUsage } from "../../src/stream/usage.ts";
 import { sampledForFeedback } from "../../src/routing/learned/sampling.ts";
 import type { KeyRecord } from "../../src/tenants/protocol.ts";
 import { readsUsage } from "../../src/tenants/route-tenant.ts";
 import { classifyStatus, clientError, FAILURE_CAUSE, isBackendsOwn, type Answer } from "../../src/upstream/answer.ts";
 import { parseUpstreamError } from "../../src/upstream/error-body.ts";
-import { heldWhole } from "../../src/upstream/whole-read.ts";
+import { heldWhole, statedLength } from "../../src/upstream/whole-read.ts";
 import { readBounded } from "../../src/upstream/read-bounded.ts";
 import { fetchDeployment, type Reachable } from "../../src/upstream/reach-fetch.ts";
 import { parseRetryAfter, type Failure } from "../../src/upstream/retry.ts";
@@ -64,7 +64,7 @@ export const clientGone = () => new GatewayError(499, "invalid_request_error", "
 /** workerd's words for a connection that failed or died before any response byte. */
 const CONNECTION_LOST = /network connection lost/i;
 
-/** A 200 stream that ended with no event: an answer without a body. */
+/** A 200 stream that ended with no event, or a whole answer with no byte: an answer without a body. */
 const EMPTY: Exclude<Answer, { kind: "success" }> = { kind: "backend-failure", why: "no-content" };
 
 /** A deployment this isolate cannot reach as it says (a binding or secret it lacks, a gateway key it names): the request's answer. */
@@ -222,18 +222,20 @@ async function attemptHeld(a: AttemptInput, key: KeyRecord | null, lease: HeldLe
     return answer.kind === "rate-limited" ? failed(err, "rate-limited", "429", waitMs) : failed(err, "upstream-error", FAILURE_CAUSE, waitMs, true, isBackendsOwn(answer.why));
   }
   let first: FirstBytes | null | undefined;
-  if (stream) {
+  // A whole answer that does not say its length (chunked, or a compressed one) may have none: only
+  // its first read tells, and it is read before anything goes to the client, as a stream's is.
+  if (stream || statedLength(up.headers) === null) {
     try {
-      first = await readFirstBytes(up.body as ReadableStream<Uint8Array>, () => performance.now(), true);
+      first = await readFirstBytes(up.body as ReadableStream<Uint8Array>, () => performance.now(), stream);
     } catch {
       const cut = cutShort();
       if (cut) return cut;
       if (timedOut === "first-byte") return failed(firstByteTimeout("its headers but no token"), "upstream-error", "timeout", null);
       return failed(badGateway(`backend ${deployment.id} broke off its answer`).toResponse(), "upstream-error", "connect", null);
     }
-    // A stream that ended with no event answered nothing: nothing reached the client, so another backend may.
+    // An answer that ended with no event or byte answered nothing: nothing reached the client, so another backend may.
     if (first === null) return failed(clientError(200, EMPTY, null, deployment.id, null).toResponse(), "upstream-error", FAILURE_CAUSE, null, true, true);
-    timer.lift();
+    if (stream) timer.lift();
   }
 
   routing["content-type"] = up.headers.get("content-type") ?? (stream ? "text/event-stream" : "application/json");
@@ -273,7 +275,8 @@ async function attemptHeld(a: AttemptInput, key: KeyRecord | null, lease: HeldLe
     // A non-streamed answer is whole when its headers come (the generation is done). With no hook
     // and no total deadline, nothing needs to know when its body ends, and watching for that end
     // through a pipe costs about a fifth of the request's CPU (measured A/B with bench:ceiling).
-    const response = new Response(up.body, { status: 200, headers: out });
+    const body = first ? handOver(up.body as ReadableStream<Uint8Array>, first, new IdentityTransformStream()) : up.body;
+    const response = new Response(body, { status: 200, headers: out });
     detach();
     // Its body came with its headers: the time to them is its first token's, and its whole answer's.
     const headersMs = performance.now() - sentAt;
