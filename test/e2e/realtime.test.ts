@@ -122,6 +122,29 @@ describe("a realtime session through the gateway", () => {
   });
 });
 
+describe("a virtual key's session", () => {
+  const admin = (method: string, path: string, body?: unknown) =>
+    fetch(`${gw.url}/admin/v1${path}`, { method, headers: { authorization: `Bearer ${adminKey}`, "content-type": "application/json" }, body: body === undefined ? undefined : JSON.stringify(body) });
+
+  it("is charged its responses' tokens, as the backend reported them in response.done: a spent budget refuses the next session", async () => {
+    const made = await admin("POST", "/keys", { budget_tokens: 20, budget_period: "total" });
+    expect(made.status).toBe(201);
+    const { id, key } = (await made.json()) as { id: string; key: string };
+    const s = opened(await connect(wsUrl("?model=realtime"), { headers: { authorization: `Bearer ${key}` } }));
+    await s.event("session.created");
+    for (const tokens of [12, 9]) {
+      s.ws.send(JSON.stringify({ type: "response.create", response: { max_output_tokens: tokens } }));
+      expect((await s.event("response.done")).response).toMatchObject({ usage: { output_tokens: tokens } });
+    }
+    s.ws.close(1000);
+    await s.closed;
+    // One session, one request: its responses' tokens summed.
+    await vi.waitFor(async () => expect(await (await admin("GET", `/usage?key=${id}`)).json()).toMatchObject({ requests: 1, prompt_tokens: 0, completion_tokens: 21 }), EVENTUALLY);
+    const refused = await connect(wsUrl("?model=realtime"), { headers: { authorization: `Bearer ${key}` } });
+    expect(refused.kind === "refused" && [refused.status, refused.body.error.code]).toEqual([429, "insufficient_quota"]);
+  });
+});
+
 describe("a backend behind Cloudflare Access", () => {
   it("is sent the deployment's headersFromEnv with the handshake, as a request is: the session opens", async () => {
     const h = await connect(wsUrl("?model=behind-access"), { headers: bearer() });

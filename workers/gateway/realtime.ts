@@ -3,6 +3,7 @@ import { reachOf } from "../../src/config/upstream-access.ts";
 import { badRequest, GatewayError, methodNotAllowed, unavailable } from "../../src/openai/errors.ts";
 import { chosenProtocol, handshakeFault, isWebSocketUpgrade, keyFromProtocols, protocolsWithoutKey } from "../../src/realtime/handshake.ts";
 import type { RouteTenant } from "../../src/routing/protocol.ts";
+import { readsUsage } from "../../src/tenants/route-tenant.ts";
 import { nextStep } from "../../src/upstream/retry.ts";
 import { clientGone, isFailover, misconfigured, routingHeaders } from "./attempt.ts";
 import { HeldFailure } from "./held-failure.ts";
@@ -144,7 +145,7 @@ async function handshakeInTurn(p: RealtimeInput, s: Session, held: HeldFailure):
           if (protocol !== null) headers["sec-websocket-protocol"] = protocol;
           // Made before the relay takes the sockets: an answer the gateway cannot build leaves the upstream's unused.
           const accepted = new Response(null, { status: 101, webSocket: pair[0], headers });
-          relaySockets(pair[1], answer.socket, lease);
+          relaySockets(pair[1], answer.socket, lease, p.caller.kind === "key" && readsUsage(p.caller.key.record));
           unused = null;
           held.answered(false);
           return accepted;

@@ -1,33 +1,46 @@
 import { CLIENT_LOST, clientCloseOutcome, forwardedClose, UPSTREAM_LOST, upstreamCloseOutcome, type CloseFrame } from "../../src/realtime/closing.ts";
+import { RealtimeUsage } from "../../src/realtime/usage.ts";
+import type { LeaseOutcome } from "../../src/routing/protocol.ts";
 import type { HeldLease } from "./route-client.ts";
 
 /**
  * Accepts and relays two WebSockets to each other — the client's end of a WebSocketPair and the
  * upstream's — message for message, text as text and binary as binary, and passes each side's
  * close to the other with its code and reason. The lease is settled once, by whichever side ends
- * first, with what that side's close says about the backend (src/realtime/closing.ts).
+ * first, with what that side's close says about the backend (src/realtime/closing.ts), and the
+ * tokens the backend reported over the session when `readUsage` (a virtual key that counts them).
  */
-export function relaySockets(client: WebSocket, upstream: WebSocket, lease: HeldLease): void {
+export function relaySockets(client: WebSocket, upstream: WebSocket, lease: HeldLease, readUsage: boolean): void {
   // Binary messages as ArrayBuffers: send() takes those, not the Blobs the runtime gives by default.
   client.binaryType = "arraybuffer";
   upstream.binaryType = "arraybuffer";
+  const usage = readUsage ? new RealtimeUsage() : null;
+  const settle = (outcome: LeaseOutcome) => lease.settle(outcome, usage?.total && { usage: usage.total });
   client.addEventListener("message", (e) => pass(upstream, e.data));
-  upstream.addEventListener("message", (e) => pass(client, e.data));
+  upstream.addEventListener(
+    "message",
+    usage
+      ? (e) => {
+          pass(client, e.data);
+          if (typeof e.data === "string") usage.take(e.data);
+        }
+      : (e) => pass(client, e.data),
+  );
   client.addEventListener("close", (e) => {
-    lease.settle(clientCloseOutcome(e.code));
+    settle(clientCloseOutcome(e.code));
     closeQuietly(upstream, forwardedClose(e.code, e.reason, CLIENT_LOST));
   });
   upstream.addEventListener("close", (e) => {
-    lease.settle(upstreamCloseOutcome(e.code));
+    settle(upstreamCloseOutcome(e.code));
     closeQuietly(client, forwardedClose(e.code, e.reason, UPSTREAM_LOST));
   });
   // The runtime reports a broken connection as an error (and, after a close, the connection's end).
   client.addEventListener("error", () => {
-    lease.settle("client-abort");
+    settle("client-abort");
     closeQuietly(upstream, CLIENT_LOST);
   });
   upstream.addEventListener("error", () => {
-    lease.settle("upstream-error");
+    settle("upstream-error");
     closeQuietly(client, UPSTREAM_LOST);
   });
   client.accept();

@@ -1,0 +1,32 @@
+import { describe, expect, it } from "vitest";
+import { RealtimeUsage } from "../../src/realtime/usage.ts";
+
+const done = (usage: unknown, extra: Record<string, unknown> = {}) => JSON.stringify({ type: "response.done", event_id: "e1", ...extra, response: { id: "r1", status: "completed", usage } });
+
+describe("RealtimeUsage", () => {
+  it("sums the usage of every response.done over a session, cached input tokens by either API's name", () => {
+    const u = new RealtimeUsage();
+    expect(u.total).toBeUndefined();
+    u.take(done({ input_tokens: 100, output_tokens: 7, input_token_details: { cached_tokens: 64 } }));
+    u.take(JSON.stringify({ type: "response.text.delta", delta: "hi" }));
+    u.take(done({ input_tokens: 120, output_tokens: 5, input_tokens_details: { cached_tokens: 100 } }));
+    expect(u.total).toEqual({ prompt: 220, completion: 12, cached: 164, cacheReported: false });
+  });
+
+  it("reads only a response.done: another event naming it in its text, a delta too long to search, or a broken message count nothing", () => {
+    const u = new RealtimeUsage();
+    u.take(JSON.stringify({ type: "response.text.delta", delta: '"response.done"', response: { usage: { output_tokens: 9 } } }));
+    // An audio delta's base64 past the searched head, with the words inside it.
+    u.take(JSON.stringify({ type: "response.audio.delta", delta: "A".repeat(1000) + '"response.done"', response: { usage: { output_tokens: 9 } } }));
+    u.take('{"type":"response.done","response":{"usage":{"output_tokens":9}');
+    u.take(done(null));
+    expect(u.total).toBeUndefined();
+  });
+
+  it("counts no figure an engine could not have counted, and no more cached tokens than prompt tokens", () => {
+    const u = new RealtimeUsage();
+    u.take(done({ input_tokens: 1e308, output_tokens: -3, input_token_details: { cached_tokens: 2.5 } }));
+    u.take(done({ input_tokens: 10, output_tokens: 4, input_token_details: { cached_tokens: 50 } }));
+    expect(u.total).toEqual({ prompt: 10, completion: 4, cached: 10, cacheReported: false });
+  });
+});
