@@ -108,7 +108,7 @@ export function metricFamilies(groups: readonly GroupMetrics[], unreachable: rea
     counter("kvgate_key_prompt_tokens_total", "Prompt tokens of a virtual key's requests, as the upstream reported them (estimated for a request its client left before they came).", ofKey((k) => k.tokens.prompt)),
     counter("kvgate_key_completion_tokens_total", "Completion tokens of a virtual key's requests, as the upstream reported them (estimated for a request its client left before they came).", ofKey((k) => k.tokens.completion)),
     counter("kvgate_key_cached_tokens_total", "Cached prompt tokens of a virtual key's requests, as the upstream reported them.", ofKey((k) => k.tokens.cached)),
-    counter("kvgate_key_estimated_requests_total", "Requests of a virtual key whose tokens were estimated: its client left (or the gateway's own limit cut the answer) after the answer began, before the upstream reported them.", ofKey((k) => k.estimated)),
+    counter("kvgate_key_estimated_requests_total", "Requests of a virtual key whose tokens were estimated: its client left (or the gateway's own limit cut the answer) after the answer began, before the upstream reported them.", ofKey((k) => k.estimated ?? 0)),
     counter(
       "kvgate_key_limit_hits_total",
       "Requests of a virtual key refused with a 429 for a limit: rpm, tpm, parallel, budget.",

@@ -5,8 +5,11 @@ export interface KeyMetrics {
   id: string;
   requests: number;
   tokens: TokenUsage;
-  /** Requests whose tokens were estimated: their client left before the upstream reported them (src/tenants/estimate.ts). */
-  estimated: number;
+  /**
+   * Requests whose tokens were estimated: the upstream never reported them (src/tenants/estimate.ts).
+   * Absent from an object of a release before it (a deploy's Workers and objects change apart).
+   */
+  estimated?: number;
   /** Requests refused for a limit, by limit; only the limits hit. */
   limitHits: Partial<Record<LimitName, number>>;
 }
@@ -29,7 +32,7 @@ export class KeyCounters {
 
   used(id: string, usage: TokenUsage, estimated = false): void {
     const k = this.of(id);
-    if (estimated) k.estimated++;
+    if (estimated) k.estimated = (k.estimated ?? 0) + 1;
     const t = k.tokens;
     t.prompt += usage.prompt;
     t.completion += usage.completion;

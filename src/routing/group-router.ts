@@ -364,14 +364,13 @@ export class GroupRouter {
   }
 
   /**
-   * What a release charges its key: the upstream's usage, or the estimate of an answer whose
-   * client left before it came (src/tenants/estimate.ts), by the backend's characters per token
-   * (by the default where the backend is gone).
+   * What a release charges its key: the upstream's usage, or the estimate of an answer it never
+   * reported (src/tenants/estimate.ts), by the backend's characters per token (the default's where
+   * the backend is gone).
    */
   private charged(r: LeaseRelease, b: Backend | undefined): TokenUsage | undefined {
     if (r.usage || !r.estimate) return r.usage;
-    const blockChars = this.newestView()?.group.blockChars ?? 0;
-    return estimatedUsage(r.estimate, b ? (blocks) => b.tokensOf(blocks) : (blocks) => (blocks * blockChars) / CHARS_PER_TOKEN) ?? undefined;
+    return estimatedUsage(r.estimate, b ? b.charsPerToken : CHARS_PER_TOKEN) ?? undefined;
   }
 
   private usedAt(backend: string, usage: TokenUsage | undefined): UsedAt {

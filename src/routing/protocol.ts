@@ -36,9 +36,9 @@ export interface LeaseRelease {
   /** The answer was streamed: ttftMs is its first token's, a measure of its prefill (src/routing/learned/prefill-rate.ts). */
   streamed?: boolean;
   /**
-   * In place of `usage`, for a virtual key that counts tokens, when its client left (or the
-   * gateway's own limit cut the answer) after the answer began and before the upstream's usage
-   * came: what the key is charged is estimated from these (src/tenants/estimate.ts).
+   * In place of `usage`, for a virtual key that counts tokens, when the upstream's usage never
+   * came for an answer that began (its client left, or it reported none): what the key is charged
+   * is estimated from these (src/tenants/estimate.ts).
    */
   estimate?: UsageEstimate;
   /**
@@ -50,11 +50,13 @@ export interface LeaseRelease {
   backendId?: string;
 }
 
-/** What an answer the upstream never reported the usage of is charged by. */
+/** What an answer the upstream never reported the usage of is charged by (src/tenants/estimate.ts). */
 export interface UsageEstimate {
-  /** The prompt's size in blocks, as it was routed (RouteDecision.total). */
-  blocks: number;
-  /** The SSE events that reached the client: a token each. 0 for an answer that is no stream. */
+  /** The characters of the prompt's text. */
+  chars: number;
+  /** The token ids the prompt gave as numbers. */
+  tokens: number;
+  /** The SSE events that came: a token each. 0 for an answer that is no stream. */
   events: number;
 }
 

@@ -129,7 +129,7 @@ function addKey(a: KeyMetrics, b: KeyMetrics): KeyMetrics {
   const tokens: KeyMetrics["tokens"] = { prompt: a.tokens.prompt + b.tokens.prompt, completion: a.tokens.completion + b.tokens.completion, cached: a.tokens.cached + b.tokens.cached };
   const limitHits = { ...a.limitHits };
   for (const [name, n] of Object.entries(b.limitHits) as [keyof KeyMetrics["limitHits"], number][]) limitHits[name] = (limitHits[name] ?? 0) + n;
-  return { id: a.id, requests: a.requests + b.requests, tokens, estimated: a.estimated + b.estimated, limitHits };
+  return { id: a.id, requests: a.requests + b.requests, tokens, estimated: (a.estimated ?? 0) + (b.estimated ?? 0), limitHits };
 }
 
 /** The shards' last decisions as one list, newest first, as long as the longest shard's. */

@@ -52,6 +52,12 @@ export interface RelayOptions {
   /** The summary must have the upstream's usage and byte count (a virtual key counts tokens). */
   readUsage?: boolean;
   /**
+   * With readUsage, an SSE body's events are counted too: what a virtual key is charged by when
+   * the usage never comes (src/tenants/estimate.ts). A request sampled for routing's feedback alone
+   * has no use for them.
+   */
+  countEvents?: boolean;
+  /**
    * The body's first bytes, already read by the caller (readFirstBytes: a stream's first token,
    * awaited under the first-byte limit before anything went to the client); null: it ended with
    * none. The relay goes on from there. Absent: the relay reads them itself.
@@ -89,7 +95,7 @@ async function pump(body: ReadableStream<Uint8Array>, writer: WritableStreamDefa
   // Only whole events reach the client: a cut stream's error event never lands inside one, and a
   // keep-alive comment can go between any two writes.
   const aligner = o.sse ? new EventAligner() : null;
-  const events = o.sse && o.readUsage ? new EventCounter() : null;
+  const events = o.sse && o.readUsage && o.countEvents ? new EventCounter() : null;
   let bytes = 0;
   // A whole answer's first byte came with its headers: now (see relayNative).
   let firstAt: number | null = o.sse ? null : o.now();
@@ -284,7 +290,7 @@ function relayTapped(body: ReadableStream<Uint8Array>, o: RelayOptions, pipe: Re
   const [toClient, toTap] = body.tee();
   // Bytes read before the tee go to the client first, and count in what the tap saw.
   const first = o.first ?? null;
-  const tap = new UsageTap(toTap, o.now, first);
+  const tap = new UsageTap(toTap, o.now, first, o.countEvents === true);
   pumpToClient(toClient, o, pipe, first ? writeFirst(pipe, first) : Promise.resolve(), {
     end: (outcome) => {
       tap.finish();

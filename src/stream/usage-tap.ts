@@ -5,8 +5,8 @@ import { BodyEnds, type Usage } from "./usage.ts";
 /** What a tap saw of a body: its length and events, its first byte's time, and its final usage. */
 export interface Tapped {
   bytes: number;
-  /** The SSE events that ended in what it read. */
-  events: number;
+  /** The SSE events that ended in what it read, when they were counted. */
+  events: number | null;
   /** When the first bytes came (the `now` clock's time); null for an empty or failed body. */
   firstAt: number | null;
   usage: Usage | null;
@@ -55,13 +55,16 @@ export class UsageTap {
   private reader: ReadableStreamDefaultReader<Uint8Array> | ReadableStreamBYOBReader | null = null;
   private finished = false;
   private leaving = false;
+  /** Lets a branch that neither sends nor ends go, once the client left. */
+  private letGo: ReturnType<typeof setTimeout> | undefined;
   private wake: (() => void) | null = null;
 
   /**
    * `first`: the body's first bytes, read before it was teed (they are not in the branch).
+   * `countEvents`: count the SSE events too (EventCounter).
    */
-  constructor(branch: ReadableStream<Uint8Array>, now: () => number, first: FirstBytes | null = null) {
-    this.ended = this.read(branch, now, first);
+  constructor(branch: ReadableStream<Uint8Array>, now: () => number, first: FirstBytes | null = null, countEvents = false) {
+    this.ended = this.read(branch, now, first, countEvents ? new EventCounter() : null);
   }
 
   /** The body ended (or failed): drain what is left now, without waiting for the next drain. */
@@ -80,17 +83,16 @@ export class UsageTap {
   cancel(): void {
     this.leaving = true;
     this.finish();
-    setTimeout(() => this.reader?.cancel().catch(() => {}), TAP_DRAIN_MS);
+    this.letGo ??= setTimeout(() => this.reader?.cancel().catch(() => {}), TAP_DRAIN_MS);
   }
 
-  private async read(branch: ReadableStream<Uint8Array>, now: () => number, first: FirstBytes | null): Promise<Tapped> {
+  private async read(branch: ReadableStream<Uint8Array>, now: () => number, first: FirstBytes | null, events: EventCounter | null): Promise<Tapped> {
     const ends = new BodyEnds(false);
-    const events = new EventCounter();
     let bytes = first ? first.chunk.byteLength : 0;
     let firstAt: number | null = first ? first.at : null;
     if (first) {
       ends.push(first.chunk);
-      events.push(first.chunk);
+      events?.push(first.chunk);
     }
     const readSome = filling(branch);
     this.reader = readSome.reader;
@@ -105,7 +107,7 @@ export class UsageTap {
         if (value.byteLength === 0) continue;
         if (firstAt === null) firstAt = now();
         bytes += value.byteLength;
-        events.push(value);
+        events?.push(value);
         // A copy of its own size: a view would pin the whole read buffer for the ends' sake.
         ends.push(value.slice());
         // Less than a full buffer: the queue is empty, and the next read would wait for the upstream.
@@ -115,8 +117,11 @@ export class UsageTap {
     } catch {
       // The upstream failed or the client left: the client's branch says which.
     }
-    if (this.leaving) readSome.reader.cancel().catch(() => {});
-    return { bytes, events: events.count, firstAt, usage: ends.usage() };
+    if (this.leaving) {
+      clearTimeout(this.letGo);
+      readSome.reader.cancel().catch(() => {});
+    }
+    return { bytes, events: events && events.count, firstAt, usage: ends.usage() };
   }
 
   private untilDrain(): Promise<void> {

@@ -2,18 +2,61 @@ import type { TokenUsage, UsageEstimate } from "../routing/protocol.ts";
 import { isTokenCount } from "../stream/usage.ts";
 
 /**
- * What a virtual key is charged for an answer its client left (or the gateway's own limit cut)
- * after it began and before the upstream reported its usage: the engine stopped then, and
- * reports nothing. Without a charge, a client that stops every stream before its last event
- * would spend no budget at all.
- *
- * The prompt is counted as routing counts it, by its blocks and the backend's characters per
- * token (learned from its reports, else 4), priced as uncached; the completion as one token per
- * event that reached the client — what vLLM, SGLang and llama.cpp send by default, and fewer
- * where a server packs several tokens into an event. `tokensOf`: a block count's prompt tokens.
+ * What a virtual key is charged for an answer whose usage the upstream never reported: one its
+ * client left (or the gateway's total deadline cut) after it began — the engine is stopped then,
+ * and reports nothing — or one that ended with none (a server that ignores
+ * `stream_options.include_usage`). Without a charge, a client that stops every stream before its
+ * last event would spend no budget at all.
  */
-export function estimatedUsage(e: UsageEstimate, tokensOf: (blocks: number) => number): TokenUsage | null {
-  if (!isTokenCount(e.blocks) || !isTokenCount(e.events)) return null;
-  const prompt = Math.round(tokensOf(e.blocks));
-  return isTokenCount(prompt) ? { prompt, completion: e.events, cached: 0 } : null;
+
+/**
+ * Whether an attempt's end is charged an estimate: the key counts tokens, no usage came, and
+ * the answer had begun (its first token, or a whole answer's headers) — before that the engine
+ * may not have begun it — and it was served, or left: by its client, or cut by the request's
+ * total deadline while the client read it. Not when its backend failed it, nor when the backend
+ * dripped a whole answer past its limit: neither is the key's doing.
+ */
+export function chargesEstimate(o: { counts: boolean; usage: boolean; began: boolean; end: "served" | "left" | "failed" }): boolean {
+  return o.counts && !o.usage && o.began && o.end !== "failed";
+}
+
+/** Strings that are no text of the prompt: a data URL (an image, audio, a file), base64 under these keys. */
+const DATA_URL = /^data:/;
+const BINARY_KEYS = new Set(["data", "file_data", "b64_json"]);
+
+/**
+ * A request's prompt as an estimate counts it: the characters of its text (every string of the
+ * body but data URLs and base64 fields: an image's size says little of its tokens, and is not
+ * charged) and the token ids it gives as numbers (a completion's or an embedding's input). Walked
+ * only when an estimate is made, never on the request's path; the body's depth is bounded
+ * (src/openai/body-shape.ts).
+ */
+export function promptSize(body: unknown): Pick<UsageEstimate, "chars" | "tokens"> {
+  const size = { chars: 0, tokens: 0 };
+  const walk = (v: unknown, inArray: boolean): void => {
+    if (typeof v === "string") {
+      if (!DATA_URL.test(v)) size.chars += v.length;
+    } else if (typeof v === "number") {
+      if (inArray && Number.isInteger(v)) size.tokens++;
+    } else if (Array.isArray(v)) {
+      for (const x of v) walk(x, true);
+    } else if (typeof v === "object" && v !== null) {
+      for (const [k, x] of Object.entries(v)) if (!BINARY_KEYS.has(k)) walk(x, false);
+    }
+  };
+  walk(body, false);
+  return size;
+}
+
+/**
+ * The usage an estimate charges: the prompt's characters over the backend's characters per token
+ * (learned from its reports, else 4) and its token ids, priced as uncached; one completion token
+ * per event that came — what vLLM, SGLang and llama.cpp send by default, fewer where a server packs
+ * several tokens into an event, and a few more on the Responses API, whose answers open and close
+ * with events of their own. null for figures no count could be.
+ */
+export function estimatedUsage(e: UsageEstimate, charsPerToken: number): TokenUsage | null {
+  if (!isTokenCount(e.chars) || !isTokenCount(e.tokens) || !isTokenCount(e.events) || !(charsPerToken > 0)) return null;
+  const prompt = Math.min(Number.MAX_SAFE_INTEGER, Math.round(e.chars / charsPerToken) + e.tokens);
+  return { prompt, completion: e.events, cached: 0 };
 }

@@ -48,6 +48,8 @@ beforeAll(async () => {
         { name: "keys-usage-first", deployments: [{ id: "usage-first", baseUrl: `${upstream.url}/usage-first:16`, model: "sim-7b" }] },
         { name: "keys-usage-first-chunked", deployments: [{ id: "usage-first-chunked", baseUrl: `${upstream.url}/usage-first-chunked:16`, model: "sim-7b" }] },
         { name: "keys-total-only", deployments: [{ id: "usage-total-only", baseUrl: `${upstream.url}/usage-total-only:37`, model: "sim-7b" }] },
+        // A server that ignores stream_options.include_usage: its streams carry no usage.
+        { name: "keys-no-stream-usage", deployments: [{ id: "no-stream-usage", baseUrl: `${upstream.url}/ok`, model: "sim-7b" }] },
         { name: "keys-usage-then-done", deployments: [{ id: "usage-then-done", baseUrl: `${upstream.url}/usage-then-done:1000`, model: "sim-7b" }] },
         {
           name: "keys-absurd",
@@ -231,6 +233,24 @@ describe("usage", () => {
       const u = await usage(id);
       expect({ asked, tokens: [u.prompt_tokens, u.completion_tokens], requests: u.requests }).toEqual({ asked, tokens: [3, 2], requests: 1 });
     }
+  });
+
+  it("charges an estimate for a stream whose server reported no usage (one that ignores stream_options.include_usage)", async () => {
+    const { id, key } = await createKey({});
+    const content = "x".repeat(400);
+    const res = await post(key, "keys-no-stream-usage", { stream: true, messages: [{ role: "user", content }] });
+    expect(res.status).toBe(200);
+    const text = await res.text();
+    // Two tokens and [DONE]: three events.
+    expect(text.match(/\n\n/g)).toHaveLength(3);
+    await vi.waitFor(async () => expect((await usage(id)).requests).toBe(1), EVENTUALLY);
+    const u = await usage(id);
+    expect(u.completion_tokens).toBe(3);
+    // The prompt's 400 characters at 4 a token, and the few of the body's other strings (model, role).
+    expect(u.prompt_tokens).toBeGreaterThanOrEqual(100);
+    expect(u.prompt_tokens).toBeLessThan(110);
+    const metrics = await (await fetch(`${gw.url}/metrics`, { headers: { authorization: `Bearer ${adminKey}` } })).text();
+    expect(metrics).toContain(`kvgate_key_estimated_requests_total{group="keys-no-stream-usage",key="${id}"} 1`);
   });
 
   it("does not count usage no engine could report (1e308 tokens): the key's usage and spend stay numbers, and its budget counts the rest", async () => {
@@ -450,6 +470,9 @@ describe("limits", () => {
         }
         expect(events).toBe(take);
         left++;
+        // The next request comes once the gateway has seen this one leave: a request sent before
+        // that is one in flight when the budget is crossed, which it may overshoot by.
+        await vi.waitFor(async () => expect(await gw.inFlight("keys-slow")).toBe(0), EVENTUALLY);
       } catch (e) {
         refusal = e;
       }

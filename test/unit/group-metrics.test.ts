@@ -93,23 +93,23 @@ describe("GroupRouter: the counters GET /metrics renders", () => {
     expect(r.metrics().keys).toEqual([{ id: "key_a", requests: 2, tokens: { prompt: 12, completion: 4, cached: 2 }, estimated: 0, limitHits: { rpm: 1 } }]);
   });
 
-  it("charges a key an estimate for an answer its client left before the usage came: the prompt by its blocks, a token an event", () => {
+  it("charges a key an estimate for an answer whose usage never came: its prompt's characters over the backend's characters per token, a token an event", () => {
     const g = group();
     const r = new GroupRouter("g", () => 0.5);
     r.install(g, 0);
     const k = key("key_e");
-    // 10 blocks of 64 characters at the default 4 characters a token: 160 prompt tokens.
+    // 640 characters at the default 4 characters a token, and 6 token ids: 166 prompt tokens.
     const left = decided(r.route(g.version, chain(1, 10), [], 0, k));
-    r.release({ lease: left.lease, outcome: "client-abort", estimate: { blocks: 10, events: 25 } }, 1);
+    r.release({ lease: left.lease, outcome: "client-abort", estimate: { chars: 640, tokens: 6, events: 25 } }, 1);
     // The upstream's usage, when it came, is what counts.
     const reported = decided(r.route(g.version, chain(2, 10), [], 2, k));
-    r.release({ lease: reported.lease, outcome: "client-abort", usage: { prompt: 7, completion: 3, cached: 0 }, estimate: { blocks: 10, events: 99 } }, 3);
+    r.release({ lease: reported.lease, outcome: "client-abort", usage: { prompt: 7, completion: 3, cached: 0 }, estimate: { chars: 640, tokens: 0, events: 99 } }, 3);
     // A release the object no longer holds (it restarted, or the lease expired) is charged by its key and backend.
-    r.release({ lease: "gone", outcome: "client-abort", estimate: { blocks: 5, events: 4 }, key: "key_e", backendId: "b0" }, 4);
+    r.release({ lease: "gone", outcome: "ok", estimate: { chars: 320, tokens: 0, events: 4 }, key: "key_e", backendId: "b0" }, 4);
     // One that no count could be is not charged.
     const bad = decided(r.route(g.version, chain(3, 10), [], 5, k));
-    r.release({ lease: bad.lease, outcome: "client-abort", estimate: { blocks: 1.5, events: -1 } }, 6);
-    expect(r.metrics().keys).toEqual([{ id: "key_e", requests: 3, tokens: { prompt: 160 + 7 + 80, completion: 25 + 3 + 4, cached: 0 }, estimated: 2, limitHits: {} }]);
+    r.release({ lease: bad.lease, outcome: "client-abort", estimate: { chars: 1.5, tokens: 0, events: -1 } }, 6);
+    expect(r.metrics().keys).toEqual([{ id: "key_e", requests: 3, tokens: { prompt: 166 + 7 + 80, completion: 25 + 3 + 4, cached: 0 }, estimated: 2, limitHits: {} }]);
   });
 });
 

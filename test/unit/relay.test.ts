@@ -264,7 +264,7 @@ describe("relay, hooks in a row", () => {
 });
 
 describe("relay, fast path with the usage read from a tapped copy (no transforms, readUsage)", () => {
-  const startTapped = (body: ReadableStream<Uint8Array>, sse = true, now: () => number = () => 5) => start(body, sse, { nativePipe, readUsage: true, now });
+  const startTapped = (body: ReadableStream<Uint8Array>, sse = true, now: () => number = () => 5) => start(body, sse, { nativePipe, readUsage: true, countEvents: true, now });
 
   it("passes bytes through unchanged and reads the byte count, first chunk's time and final usage", async () => {
     const chunks = ['data: {"a":1}\n\n', 'data: {"b":2}\n\n', usageEvent, "data: [DONE]\n\n"];
@@ -348,13 +348,15 @@ describe("a stream whose usage is read, left by its client before its usage came
     ["the native pipe, tapped for its usage", { nativePipe }],
   ])("%s counts the events the client was sent: what its key is charged by", async (_path, extra) => {
     const { endless, cancelled } = endlessSource(true);
-    const { out, ended } = start(endless, true, { ...extra, readUsage: true });
+    const { out, ended } = start(endless, true, { ...extra, readUsage: true, countEvents: true });
     const reader = out.getReader();
     for (let i = 0; i < 30; i++) await reader.read();
     await reader.cancel();
     const s = await ended;
     expect(s).toMatchObject({ outcome: "client-abort", usage: null });
+    // What the client read, and the few the upstream had sent on meanwhile.
     expect(s.events).toBeGreaterThanOrEqual(30);
+    expect(s.events).toBeLessThanOrEqual(34);
     expect(cancelled()).toBe(true);
   });
 });

@@ -36,7 +36,7 @@ describe("UsageTap", () => {
     expect(total).toBeGreaterThan(4 * TAP_READ_BYTES);
     const [client, branch] = byteSource(chunks).tee();
     let clock = 10;
-    const tap = new UsageTap(branch, () => clock++);
+    const tap = new UsageTap(branch, () => clock++, null, true);
     expect(await new Response(client).text()).toBe(chunks.join(""));
     tap.finish();
     expect(await tap.ended).toEqual({ bytes: total, events: 2002, firstAt: 10, usage: { promptTokens: 100, completionTokens: 2000, cachedTokens: 64, cacheReported: true } });
@@ -57,7 +57,7 @@ describe("UsageTap", () => {
   it("reads what its branch had queued when the client left before it lets go: the events the client was sent, what an estimate charges", async () => {
     const { endless, cancelled } = endlessBytes();
     const [client, branch] = endless.tee();
-    const tap = new UsageTap(branch, () => 1);
+    const tap = new UsageTap(branch, () => 1, null, true);
     const reader = client.getReader();
     // Far less than a drain's wait: the tap has read the first event only.
     for (let i = 0; i < 40; i++) await reader.read();
@@ -102,8 +102,10 @@ describe("UsageTap", () => {
       expect(pulls()).toBe(TAP_READS_PER_DRAIN);
       await vi.advanceTimersByTimeAsync(TAP_DRAIN_MS);
       expect(pulls()).toBe(2 * TAP_READS_PER_DRAIN);
+      // Left by its client, it reads at most one drain's worth more, however much the upstream has.
       tap.cancel();
       await tap.ended;
+      expect(pulls()).toBeLessThanOrEqual(3 * TAP_READS_PER_DRAIN + 1);
     });
   });
 });

@@ -4,7 +4,7 @@ import { reachOf, type ReachProblem } from "../../src/config/upstream-access.ts"
 import type { CompletionSummary, HookContext } from "../../src/hooks/types.ts";
 import { pipelineFor } from "../config.ts";
 import { badGateway, badRequest, GatewayError, gatewayTimeout, unavailable } from "../../src/openai/errors.ts";
-import type { LeaseOutcome, RouteDecision } from "../../src/routing/protocol.ts";
+import type { LeaseOutcome, RouteDecision, TokenUsage, UsageEstimate } from "../../src/routing/protocol.ts";
 import type { Routed } from "./route-client.ts";
 import { readFirstBytes, type FirstBytes } from "../../src/stream/first-bytes.ts";
 import { handOver, relay } from "../../src/stream/relay.ts";
@@ -12,6 +12,7 @@ import { readWholeUsage, tokenUsage } from "../../src/stream/usage.ts";
 import { sampledForFeedback } from "../../src/routing/learned/sampling.ts";
 import type { KeyRecord } from "../../src/tenants/protocol.ts";
 import { readsUsage } from "../../src/tenants/route-tenant.ts";
+import { chargesEstimate, promptSize } from "../../src/tenants/estimate.ts";
 import { classifyStatus, clientError, FAILURE_CAUSE, isBackendsOwn, type Answer } from "../../src/upstream/answer.ts";
 import { parseUpstreamError } from "../../src/upstream/error-body.ts";
 import { heldWhole, statedLength } from "../../src/upstream/whole-read.ts";
@@ -115,9 +116,13 @@ async function attemptHeld(a: AttemptInput, key: KeyRecord | null, lease: HeldLe
     throw misconfigured(deployment.id, reach.problems);
   }
   const stream = a.body.stream === true;
+  const counts = key !== null && readsUsage(key);
+  /** What a key that counts tokens is charged by for an answer whose usage never came (src/tenants/estimate.ts). */
+  const estimateFor = (end: "served" | "left" | "failed", began: boolean, usage: TokenUsage | undefined, events: number | null): UsageEstimate | undefined =>
+    chargesEstimate({ counts, usage: usage !== undefined, began, end }) ? { ...promptSize(a.exact ?? a.body), events: events ?? 0 } : undefined;
   // A key that counts tokens, or a request sampled for routing's feedback, runs usage accounting
   // (src/hooks/usage.ts) before the group's hooks.
-  const pipeline = pipelineFor(group, (key !== null && readsUsage(key)) || sampledForFeedback(group.feedback));
+  const pipeline = pipelineFor(group, counts || sampledForFeedback(group.feedback));
   const hookCtx: HookContext = { requestId: p.requestId, group: group.name, clientModel: a.body.model, upstreamModel: deployment.model, backendId: deployment.id, stream, endpoint: p.endpoint };
 
   const upstreamBody: Record<string, unknown> = { ...(a.exact ?? a.body), model: deployment.model };
@@ -267,7 +272,8 @@ async function attemptHeld(a: AttemptInput, key: KeyRecord | null, lease: HeldLe
     detach();
     deadline.clear();
     const usage = tokenUsage(readWholeUsage(whole));
-    lease.settle("ok", { ttftMs: headersAt - sentAt, durationMs: performance.now() - sentAt, usage });
+    const estimate = estimateFor("served", true, usage, null);
+    lease.settle("ok", { ttftMs: headersAt - sentAt, durationMs: performance.now() - sentAt, usage, ...(estimate ? { estimate } : {}) });
     p.log?.served(headersAt, usage);
     return { kind: "answered", response, rejected: false };
   }
@@ -303,6 +309,7 @@ async function attemptHeld(a: AttemptInput, key: KeyRecord | null, lease: HeldLe
     now: () => performance.now(),
     nativePipe: () => new IdentityTransformStream(),
     readUsage: pipeline.readsUsage,
+    countEvents: counts,
     ...(first !== undefined ? { first } : {}),
     clientGone: () => p.req.signal.aborted,
     onClientGone: () => abort.abort(new Error("client disconnected")),
@@ -319,8 +326,8 @@ async function attemptHeld(a: AttemptInput, key: KeyRecord | null, lease: HeldLe
       const cut = deadline.expired || timedOut === "generation";
       const usage = tokenUsage(summary.usage);
       const outcome = cut && summary.outcome === "upstream-error" ? "client-abort" : summary.outcome;
-      // A key is charged for what its client took of an answer it left before the usage came (src/tenants/estimate.ts).
-      const estimate = !usage && outcome === "client-abort" && key !== null && readsUsage(key) && summary.ttftMs !== null ? { blocks: decision.total, events: summary.events ?? 0 } : undefined;
+      const left = summary.outcome === "client-abort" || (summary.outcome === "upstream-error" && deadline.expired);
+      const estimate = estimateFor(summary.outcome === "ok" ? "served" : left ? "left" : "failed", summary.ttftMs !== null, usage, summary.events);
       lease.settle(outcome, { ttftMs: summary.ttftMs ?? undefined, durationMs: performance.now() - sentAt, usage, ...(stream && usage ? { streamed: true } : {}), ...(estimate ? { estimate } : {}) });
       if (p.log) {
         p.log.served(summary.ttftMs === null ? null : sentAt + summary.ttftMs, usage);
