@@ -66,7 +66,12 @@ export class FleetRegistry extends DurableObject<RegistryEnv> implements FleetRe
   }
 
   snapshot(): FleetSnapshot {
-    return { rev: this.fleet.rev, groups: this.fleet.snapshot() };
+    const objects: Record<string, number> = {};
+    for (const n of this.fleet.names()) {
+      const had = this.fleet.group(n)?.objects;
+      if (had !== undefined) objects[n] = had;
+    }
+    return { rev: this.fleet.rev, groups: this.fleet.snapshot(), objects };
   }
 
   records(): { rev: number; groups: GroupRecord[]; seed: SeedReport | null } {

@@ -7,7 +7,7 @@ import { shardOfObject } from "../src/sharding/partition.ts";
 import { logEvent } from "../src/logging/event-log.ts";
 import type { DecisionView } from "../src/metrics/decisions.ts";
 import type { GroupMetrics } from "../src/metrics/group-metrics.ts";
-import type { GroupStatus, LeaseRelease, LeaseRenewal, LimitRefusal, ModelGroupRpc, RouteCall, RouteDecision, RouteRefusal, VersionRefusal } from "../src/routing/protocol.ts";
+import type { GroupIds, GroupStatus, LeaseRelease, LeaseRenewal, LimitRefusal, ModelGroupRpc, RouteCall, RouteDecision, RouteRefusal, VersionRefusal } from "../src/routing/protocol.ts";
 import type { TenantsRpc } from "../src/tenants/protocol.ts";
 import { TENANTS_NAME } from "../src/tenants/tenants-name.ts";
 import { fetchDeployment } from "../src/upstream/reach-fetch.ts";
@@ -122,9 +122,10 @@ export class ModelGroup extends DurableObject<GroupEnv> implements ModelGroupRpc
     this.afterChange();
   }
 
-  status(): GroupStatus {
+  status(fleet?: GroupIds): GroupStatus {
     // Counts as they stand: expiry is the alarm's and the route call's job, so a test can see it happen.
     const r = this.router;
+    checkFleet(fleet);
     return {
       group: r.name,
       strategy: r.newest?.strategy ?? "",
@@ -134,12 +135,13 @@ export class ModelGroup extends DurableObject<GroupEnv> implements ModelGroupRpc
       calls: { ...this.calls },
       tenants: { keys: r.ledger.size, pendingUsageRows: r.ledger.pendingRows },
       restored: { ...this.restored, leases: r.adopted },
-      backends: r.snapshot(),
+      backends: r.snapshot(fleet),
     };
   }
 
-  metrics(): GroupMetrics {
-    return this.router.metrics();
+  metrics(fleet?: GroupIds): GroupMetrics {
+    checkFleet(fleet);
+    return this.router.metrics(fleet);
   }
 
   decisions(): DecisionView[] {
@@ -273,6 +275,11 @@ export class ModelGroup extends DurableObject<GroupEnv> implements ModelGroupRpc
     this.alarmAt = at;
     void this.ctx.storage.setAlarm(at);
   }
+}
+
+/** A status or metrics call's group (GroupIds), if it brings one, in the shape this protocol gives it. */
+function checkFleet(fleet: GroupIds | undefined): void {
+  if (fleet !== undefined && (typeof fleet !== "object" || fleet === null || typeof fleet.rev !== "number" || !Array.isArray(fleet.ids))) throw new TypeError(OTHER_PROTOCOL);
 }
 
 /** A health probe: a 2xx within the timeout is healthy. A redirect is not followed, and is no answer. */

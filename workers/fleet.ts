@@ -9,6 +9,8 @@ export interface FleetView {
   rev: number;
   groups: ResolvedGroup[];
   byModel: Map<string, ResolvedGroup>;
+  /** FleetSnapshot.objects: groups with routing objects beyond their shards, and how many they have had. */
+  objects: ReadonlyMap<string, number>;
 }
 
 /**
@@ -34,7 +36,7 @@ export function cachedFleet(): FleetView | null {
 export async function loadFleet(env: Env): Promise<FleetView> {
   const snap: FleetSnapshot = await env.FLEET.getByName(REGISTRY_NAME).snapshot();
   fetchedAt = Date.now();
-  if (!current || snap.rev >= current.rev) current = { rev: snap.rev, groups: snap.groups, byModel: modelIndex(snap.groups) };
+  if (!current || snap.rev >= current.rev) current = { rev: snap.rev, groups: snap.groups, byModel: modelIndex(snap.groups), objects: new Map(Object.entries(snap.objects ?? {})) };
   return current;
 }
 
@@ -92,12 +94,15 @@ export async function reloadFleet(env: Env): Promise<FleetView | null> {
  * call does, for its own group only), and scrapes keep an isolate alive for hours. With the
  * registry unreachable, the isolate's snapshot (`held`, the app's, before any was read).
  */
-export async function recentGroups(env: Env, held: readonly ResolvedGroup[]): Promise<readonly ResolvedGroup[]> {
-  if (current && Date.now() - fetchedAt < REFRESH_MS) return current.groups;
+export async function recentFleet(env: Env, held: readonly ResolvedGroup[]): Promise<RecentFleet> {
+  if (current && Date.now() - fetchedAt < REFRESH_MS) return current;
   // Counted from now: reads at the same moment take the snapshot held, not a registry call each.
   fetchedAt = Date.now();
-  return ((await reloadFleet(env)) ?? current)?.groups ?? held;
+  return (await reloadFleet(env)) ?? current ?? { groups: held, objects: new Map() };
 }
+
+/** What a read of the whole fleet needs of it: its groups, and the routing objects of shards they gave up. */
+export type RecentFleet = { readonly groups: readonly ResolvedGroup[]; readonly objects: ReadonlyMap<string, number> };
 
 /**
  * A model this isolate does not know may be a group added since its snapshot: looked up afresh, at

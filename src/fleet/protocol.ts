@@ -7,6 +7,11 @@ export interface FleetSnapshot {
   /** The registry's revision: every group's `rev` is at most this. */
   rev: number;
   groups: ResolvedGroup[];
+  /**
+   * Groups that have had more routing objects than their shards now give them (GroupRecord.objects):
+   * how many. Those of the shards given up still hold requests, and counts /metrics reads.
+   */
+  objects?: Record<string, number>;
 }
 
 /** A command of the admin API, checked by the Worker against src/fleet/commands.ts before it is sent. */

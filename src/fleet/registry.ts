@@ -5,7 +5,7 @@ import { deploymentId, fleetProblems, GATEWAY_KEY_NAMED, resolveDeployment, reso
 import { AUTH_DEFAULTS, MAX_DEPLOYMENTS, type DeploymentConfig, type GatewayConfig, type GroupSettings, type ModelGroupConfig } from "../config/schema.ts";
 import { cleartextSecret } from "../config/private-hosts.ts";
 import { gatewayKeyProblems, gatewayKeys, gatewayKeysNamed, unlistedSecretProblems, unlistedSecretsNamed, type GatewayKeys } from "../config/upstream-access.ts";
-import { objectNamesOf } from "../sharding/partition.ts";
+import { objectNamesOf, routingObjectNames } from "../sharding/partition.ts";
 import type { GroupUpdate, Heartbeat, NewDeployment } from "./commands.ts";
 
 /**
@@ -58,7 +58,7 @@ export interface GroupRecord {
 
 /** The names of every routing object that may hold requests of the group: its shards', and those of shards it gave up. */
 export function routingObjectsOf(g: GroupRecord): string[] {
-  return objectNamesOf(g.settings.name, Math.max(g.settings.shards ?? 1, g.objects ?? 1));
+  return routingObjectNames(g.settings.name, g.settings.shards, g.objects);
 }
 
 /** A refused command: an OpenAI-style error's status, code, message and the field it names. */

@@ -13,6 +13,13 @@ export type RoutedAs = RouteReason | "failover";
 /** One backend's counters as `GET /metrics` reads them (ModelGroupRpc.metrics). */
 export interface BackendMetrics {
   id: string;
+  /**
+   * The object that answered routes for it now (its newest version names it, and the group has
+   * not given the object up). Else its breaker, prefix set and what it learned are stale there — a
+   * shard the group gave up, one the deployment moved from, an address let go — and only its counts
+   * and requests in flight are still the backend's.
+   */
+  current: boolean;
   inFlight: number;
   breaker: BreakerState;
   /** Breaker transitions, by the state entered. */

@@ -159,10 +159,12 @@ export class Backend implements Candidate {
     };
   }
 
-  metrics(): BackendMetrics {
+  /** `current`: BackendMetrics.current, which its router knows. */
+  metrics(current: boolean): BackendMetrics {
     const c = this.counters;
     return {
       id: this.id,
+      current,
       inFlight: this.inFlight,
       breaker: this.breaker.state,
       breakerTransitions: { ...this.breaker.entered },

@@ -17,7 +17,7 @@ import { estimatedUsage } from "../tenants/estimate.ts";
 import { costMicros } from "../tenants/pricing.ts";
 import { CHARS_PER_TOKEN } from "./learned/chars-per-token.ts";
 import { addAddress } from "../sharding/merge.ts";
-import type { BackendSnapshot, LeaseOutcome, LeaseRelease, LeaseRenewal, LimitRefusal, RouteDecision, RouteRefusal, RouteTenant, SpillLimit, TokenUsage, VersionRefusal } from "./protocol.ts";
+import type { BackendSnapshot, GroupIds, LeaseOutcome, LeaseRelease, LeaseRenewal, LimitRefusal, RouteDecision, RouteRefusal, RouteTenant, SpillLimit, TokenUsage, VersionRefusal } from "./protocol.ts";
 import { createSignals, type Signals } from "./signals/index.ts";
 import { POLICIES } from "./strategies/index.ts";
 import { copyCost } from "./copy-cost.ts";
@@ -542,15 +542,32 @@ export class GroupRouter {
     return loaded === 0 && setLength > 0 && setLength === saved.length ? null : loaded;
   }
 
-  snapshot(): BackendSnapshot[] {
-    return this.kept().map((b) => b.snapshot());
+  snapshot(fleet?: GroupIds): BackendSnapshot[] {
+    const shows = this.shows(fleet);
+    return this.kept()
+      .filter((b) => shows(b.id, b.inFlight))
+      .map((b) => b.snapshot());
   }
 
   /** The counters GET /metrics renders, backends in the order of snapshot(), then the counts carried from let-go addresses. */
-  metrics(): GroupMetrics {
+  metrics(fleet?: GroupIds): GroupMetrics {
+    const shows = this.shows(fleet);
+    const newest = this.newestView();
+    const current = new Set(newest && newest.rev >= this.retiredRev ? newest.backends : []);
     // A carried entry comes after its id's live ones: mergeMetrics adds its counts to theirs.
-    const backends = [...this.kept().map((b) => b.metrics()), ...this.carried.values()];
+    const backends = [...this.kept().map((b) => b.metrics(current.has(b))), ...this.carried.values()].filter((b) => shows(b.id, b.inFlight));
     return { group: this.name, backends, keys: this.keyCounters.snapshot(), refusals: { ...this.refusals } };
+  }
+
+  /**
+   * Whether to list a deployment, by its id and what it has in flight here: one the group no longer
+   * has, as `fleet` says, only while requests are in flight on it (GroupIds). A caller's fleet
+   * behind what this object knows may not know of a deployment added since: all are listed.
+   */
+  private shows(fleet: GroupIds | undefined): (id: string, inFlight: number) => boolean {
+    if (!fleet || fleet.rev < this.rev) return () => true;
+    const ids = new Set(fleet.ids);
+    return (id, inFlight) => ids.has(id) || inFlight > 0;
   }
 
   /** The newest version's backends in its order, then those only other versions (or leases) still name. */
@@ -639,7 +656,7 @@ export class GroupRouter {
     this.dropped.backends.push(b.key);
     const had = this.carried.get(b.id);
     if (![...this.backends.values()].some((o) => o.id === b.id)) this.carried.delete(b.id);
-    else this.carried.set(b.id, had ? addAddress(had, b.metrics()) : b.metrics());
+    else this.carried.set(b.id, had ? addAddress(had, b.metrics(false)) : b.metrics(false));
   }
 
   private breakerChanged(b: Backend, now: number, from: BreakerState): void {

@@ -241,15 +241,27 @@ export interface GroupStatus {
   backends: BackendSnapshot[];
 }
 
+/**
+ * A group's revision and deployment ids, as a Worker's fleet has them. A routing object lists
+ * what its config versions name, and the object of a shard the group gave up keeps its last
+ * version for good: a deployment the group no longer has is left out, but while requests are in
+ * flight on it there, and only when the caller's revision is not behind the object's.
+ */
+export interface GroupIds {
+  rev: number;
+  ids: string[];
+}
+
 /** The group's Durable Object, as the Worker calls it. */
 export interface ModelGroupRpc {
   /** Processes `released` and `renewed`, then picks a backend of the caller's version and takes its slot. */
   route(call: RouteCall): RouteDecision | RouteRefusal | LimitRefusal | VersionRefusal;
   /** Finished and held leases of an isolate with no route call to carry them. */
   release(released: LeaseRelease[], renewed: LeaseRenewal[]): void;
-  status(): GroupStatus;
-  /** The group's counters, gauges and histograms since the object started (GET /metrics). */
-  metrics(): GroupMetrics;
+  /** `fleet`: the group as the caller has it, to leave out what the object still lists of deployments the group no longer has. */
+  status(fleet?: GroupIds): GroupStatus;
+  /** The group's counters, gauges and histograms since the object started (GET /metrics); `fleet` as for status. */
+  metrics(fleet?: GroupIds): GroupMetrics;
   /** The last routing decisions, newest first (GET /admin/v1/groups/:group/decisions). */
   decisions(): DecisionView[];
   /** The fleet registry's push of the group's newest version: routing follows it at once. */

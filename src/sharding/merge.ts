@@ -56,9 +56,10 @@ function oncePerId<T extends { id: string }>(all: readonly T[], combine: (a: T, 
 }
 
 /**
- * The group's series from its shards: backends side by side, a key's counts added over the shards
- * that counted it. One object may list a deployment twice too — the same id at its old and new
- * address, while a version that routed to the old one is kept — and a series is one per id.
+ * The group's series from its objects (its shards', then those of shards it gave up): backends
+ * side by side, a key's counts added over the objects that counted it. One object may list a
+ * deployment twice too — the same id at its old and new address, while a version that routed to
+ * the old one is kept — and a series is one per id.
  */
 export function mergeMetrics(parts: readonly GroupMetrics[]): GroupMetrics {
   const [first] = parts as [GroupMetrics, ...GroupMetrics[]];
@@ -75,7 +76,7 @@ export function mergeMetrics(parts: readonly GroupMetrics[]): GroupMetrics {
     // A deployment's two addresses are in the one object its id places it in: combined there first.
     backends: oncePerId(
       parts.flatMap((p) => oncePerId(p.backends, addAddress)),
-      addBackend,
+      addObject,
     ),
     keys: [...keys.values()],
     refusals: {
@@ -83,6 +84,16 @@ export function mergeMetrics(parts: readonly GroupMetrics[]): GroupMetrics {
       "at-capacity": parts.reduce((n, p) => n + p.refusals["at-capacity"], 0),
     },
   };
+}
+
+/**
+ * One deployment listed by two objects: one routes for it now (BackendMetrics.current), and the
+ * other — a shard the group gave up, which probes it no more, or one it moved from — adds its counts
+ * and requests in flight; two alike (a change on its way to one of them) add up as two shards'.
+ */
+function addObject(a: BackendMetrics, b: BackendMetrics): BackendMetrics {
+  if (a.current === b.current) return addBackend(a, b);
+  return a.current ? addAddress(a, b) : addAddress(b, a);
 }
 
 const BREAKER_WORSE: Record<BackendMetrics["breaker"], number> = { closed: 0, "half-open": 1, open: 2 };
@@ -102,6 +113,7 @@ function addBackend(a: BackendMetrics, b: BackendMetrics): BackendMetrics {
   const histogram = (x: HistogramSnapshot, y: HistogramSnapshot): HistogramSnapshot => ({ bounds: x.bounds, cumulative: x.cumulative.map((n, i) => n + (y.cumulative[i] ?? 0)), sum: x.sum + y.sum, count: x.count + y.count });
   return {
     id: a.id,
+    current: a.current || b.current,
     inFlight: a.inFlight + b.inFlight,
     breaker: BREAKER_WORSE[b.breaker] > BREAKER_WORSE[a.breaker] ? b.breaker : a.breaker,
     breakerTransitions: add(a.breakerTransitions, b.breakerTransitions),

@@ -19,6 +19,14 @@ export function objectNamesOf(group: string, shards: number | undefined): string
   return Array.from({ length: n }, (_, i) => shardObjectName(group, i));
 }
 
+/**
+ * Every routing object that may hold requests or counts of a group: its shards', and those of the
+ * shards it gave up (`objects`: how many it has had, when more than its shards give it — GroupRecord.objects).
+ */
+export function routingObjectNames(group: string, shards: number | undefined, objects: number | undefined): string[] {
+  return objectNamesOf(group, Math.max(shards ?? 1, objects ?? 1));
+}
+
 /** The group and shard an object's name stands for. */
 export function shardOfObject(objectName: string): { group: string; shard: number } {
   const at = objectName.lastIndexOf(SHARD_MARK);

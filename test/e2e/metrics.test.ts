@@ -2,6 +2,7 @@ import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { startFleet, type Fleet } from "../../bench/fleet/index.ts";
 import type { DecisionView } from "../../src/metrics/decisions.ts";
+import { partition } from "../../src/sharding/partition.ts";
 import { closedPort } from "../support/closed-port.ts";
 import { EVENTUALLY, startTestGateway, type TestGateway } from "./gateway.ts";
 import { ensurePython, runPython } from "./python.ts";
@@ -326,5 +327,74 @@ describe("a deployment that moved to a new address under its id", () => {
       await serve();
     }
     expect(await settled()).toEqual({ ok: served, reads: served, reports: served, ttft: served });
+  }, 60_000);
+});
+
+/** Every sample of `group`'s counters and histograms (buckets, counts, sums), by name and labels. */
+function countersOf(families: Family[], group: string): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const f of families) {
+    if (f.type !== "counter" && f.type !== "histogram") continue;
+    for (const s of f.samples) if (s.labels.group === group) out.set(`${s.name}${JSON.stringify(s.labels)}`, s.value);
+  }
+  return out;
+}
+
+/** The samples that fell from one scrape to the next (a series gone counts as 0): what Prometheus reads as a reset. */
+function fallen(before: Map<string, number>, after: Map<string, number>): string[] {
+  return [...before].filter(([k, v]) => (after.get(k) ?? 0) < v).map(([k, v]) => `${k}: ${v} -> ${after.get(k) ?? "gone"}`);
+}
+
+describe("a group whose shards change", () => {
+  const ids = ["sim-0", "sim-1", "sim-2", "sim-3"];
+  const deployments = () => ids.map((_, i) => sim(i));
+  /** Requests of `group` over distinct prompts (both shards get some), some with a key of rpm 1 (limit hits on both shards too); how many were answered. */
+  const workload = async (group: string, key: string, tag: string): Promise<number> => {
+    let answered = 0;
+    for (let i = 0; i < 8; i++) if ((await chat(gw.key, group, i % 2 === 0, `${tag} ${i}: how deep is the water here?`)).status === 200) answered++;
+    for (let i = 0; i < 6; i++) if ((await chat(key, group, false, `${tag} keyed ${i}: and the tide?`)).status === 200) answered++;
+    return answered;
+  };
+  const settled = async (group: string, answered: number) => {
+    await vi.waitFor(async () => expect(sum((await scrape(metricsKey)).families, "kvgate_ttft_seconds_count", { group })).toBe(answered), EVENTUALLY);
+    return (await scrape(metricsKey)).families;
+  };
+  /** The fleet each isolate reads for /metrics and the status is at most this old. */
+  const fleetRead = () => new Promise((r) => setTimeout(r, 1_100));
+
+  it("keeps the dropped shard's counters and requests in flight when shards are lowered", async () => {
+    expect((await admin("POST", "/groups", { name: "shrinks", shards: 2, deployments: deployments() })).status).toBe(201);
+    const key = await createKey({ name: "metrics-shrinks", rpm: 1 });
+    const answered = await workload("shrinks", key.key, "shrinks");
+    // A stream of 20 s (unless cancelled) on a server of the second shard.
+    const second = new Set(ids.filter((_, i) => partition(ids, 2)[i] === 1));
+    let open: Response | null = null;
+    for (let i = 0; i < 16 && !open; i++) {
+      const res = await fetch(`${gw.url}/v1/chat/completions`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${gw.key}`, "content-type": "application/json" },
+        body: JSON.stringify({ model: "shrinks", stream: true, max_tokens: 400, kvgate_sim: { chunk_delay_ms: 50 }, messages: [{ role: "user", content: `seal ${i}: `.padEnd(300, "notes; ") }] }),
+      });
+      expect(res.status).toBe(200);
+      if (second.has(res.headers.get("x-kvgate-backend") ?? "")) open = res;
+      else await res.body?.cancel();
+    }
+    if (!open) throw new Error("no stream went to the second shard");
+    const held = open.headers.get("x-kvgate-backend") as string;
+    const before = countersOf(await settled("shrinks", answered), "shrinks");
+    expect(sum((await scrape(metricsKey)).families, "kvgate_key_limit_hits_total", { group: "shrinks" })).toBeGreaterThan(0);
+    expect((await admin("PATCH", "/groups/shrinks", { shards: 1 })).status).toBe(200);
+    await fleetRead();
+    const after = await scrape(metricsKey);
+    expect(fallen(before, countersOf(after.families, "shrinks"))).toEqual([]);
+    expect(sum(after.families, "kvgate_requests_in_flight", { group: "shrinks", backend: held })).toBe(1);
+    expect((await gw.status("shrinks")).backends.find((b) => b.id === held)?.inFlight).toBe(1);
+    await open.body?.cancel();
+    await vi.waitFor(async () => expect(await gw.inFlight("shrinks")).toBe(0), EVENTUALLY);
+    // The given-up shard's object keeps its last version for good: a deployment the group then loses goes from both views all the same.
+    expect((await admin("DELETE", `/groups/shrinks/deployments/${held}`)).status).toBe(200);
+    await fleetRead();
+    expect(sum((await scrape(metricsKey)).families, "kvgate_requests_total", { group: "shrinks", backend: held })).toBe(0);
+    expect((await gw.status("shrinks")).backends.map((b) => b.id).sort()).toEqual(ids.filter((id) => id !== held));
   }, 60_000);
 });

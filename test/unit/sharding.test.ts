@@ -563,22 +563,25 @@ describe("merging a sharded group's answers", () => {
     ]);
   });
 
+  /** A backend "b" as an object lists it, with `ok` requests; `current`: that object routes for it. */
+  const hist = (count: number) => ({ bounds: [10, 100], cumulative: [count, count], sum: 5 * count, count });
+  const backend = (inFlight: number, ok: number, breaker: "closed" | "open", current = true): GroupMetrics["backends"][number] =>
+    ({
+      id: "b",
+      current,
+      inFlight,
+      breaker,
+      breakerTransitions: { closed: 0, "half-open": 0, open: breaker === "open" ? 1 : 0 },
+      outcomes: { ok, "upstream-error": 0, rejected: 0, "client-abort": 0, "rate-limited": 0, expired: 0 },
+      reasons: { "prefix-hit": ok },
+      ttft: hist(ok),
+      duration: hist(ok),
+      tokens: { prompt: ok, completion: ok, cached: 0, predictedCached: 0, leases: ok },
+      prefix: { entries: 10, capacity: 100, bytes: 400 },
+      learned: { charsPerToken: ok, kvCapacityBlocks: 100, prefillTokensPerSec: 1000, configured: { kvCapacityBlocks: 100, prefillTokensPerSec: 1000 }, reports: { usage: ok, cached: 0 }, capacitySteps: 0 },
+    }) as GroupMetrics["backends"][number];
+
   it("gives a backend counted by two shards one set of series: counts added, the worse breaker", () => {
-    const hist = (count: number) => ({ bounds: [10, 100], cumulative: [count, count], sum: 5 * count, count });
-    const backend = (inFlight: number, ok: number, breaker: "closed" | "open"): GroupMetrics["backends"][number] =>
-      ({
-        id: "b",
-        inFlight,
-        breaker,
-        breakerTransitions: { closed: 0, "half-open": 0, open: breaker === "open" ? 1 : 0 },
-        outcomes: { ok, "upstream-error": 0, rejected: 0, "client-abort": 0, "rate-limited": 0, expired: 0 },
-        reasons: { "prefix-hit": ok },
-        ttft: hist(ok),
-        duration: hist(ok),
-        tokens: { prompt: ok, completion: ok, cached: 0, predictedCached: 0, leases: ok },
-        prefix: { entries: 10, capacity: 100, bytes: 400 },
-        learned: { charsPerToken: ok, kvCapacityBlocks: 100, prefillTokensPerSec: 1000, configured: { kvCapacityBlocks: 100, prefillTokensPerSec: 1000 }, reports: { usage: ok, cached: 0 }, capacitySteps: 0 },
-      }) as GroupMetrics["backends"][number];
     const merged = mergeMetrics([
       { group: "g", backends: [backend(1, 7, "open")], keys: [], refusals: { "no-backend": 0, "at-capacity": 0 } },
       { group: "g", backends: [backend(2, 3, "closed")], keys: [], refusals: { "no-backend": 0, "at-capacity": 0 } },
@@ -587,11 +590,19 @@ describe("merging a sharded group's answers", () => {
     expect(merged.backends[0]).toMatchObject({ inFlight: 3, breaker: "open", outcomes: { ok: 10 }, reasons: { "prefix-hit": 10 }, ttft: { cumulative: [10, 10], count: 10, sum: 50 }, prefix: { entries: 20 }, learned: { charsPerToken: 7, reports: { usage: 10 } } });
   });
 
+  it("takes a backend's breaker, prefix set and lessons from the object that routes for it, and only counts from one the group gave up", () => {
+    const part = (b: GroupMetrics["backends"][number]): GroupMetrics => ({ group: "g", backends: [b], keys: [], refusals: { "no-backend": 0, "at-capacity": 0 } });
+    // The retired shard's entry (after the group's own, as the Worker asks them): its breaker opened before it was given up, and stays so.
+    const merged = mergeMetrics([part(backend(0, 3, "closed")), part(backend(1, 7, "open", false))]);
+    expect(merged.backends[0]).toMatchObject({ current: true, inFlight: 1, breaker: "closed", outcomes: { ok: 10 }, ttft: { count: 10 }, prefix: { entries: 10 }, learned: { charsPerToken: 3, reports: { usage: 10 } } });
+  });
+
   it("gives a deployment at two addresses in a sharded group its new address's breaker and prefix set, as one object does", () => {
     const hist = { bounds: [10], cumulative: [1], sum: 1, count: 1 };
     const entry = (id: string, breaker: "closed" | "open", entries: number, usage: number): GroupMetrics["backends"][number] =>
       ({
         id,
+        current: true,
         inFlight: 1,
         breaker,
         breakerTransitions: { closed: 0, "half-open": 0, open: 0 },

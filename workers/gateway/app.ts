@@ -13,8 +13,8 @@ import { errorAnswer } from "./error-answer.ts";
 import { requestIdOf } from "./request-id.ts";
 import { requestLogger } from "./request-logger.ts";
 import { mountMetrics } from "./metrics.ts";
-import { askEveryObject } from "./group-object.ts";
-import { recentGroups } from "../fleet.ts";
+import { askEveryObject, groupIds } from "./group-object.ts";
+import { recentFleet } from "../fleet.ts";
 import type { GroupStatus } from "../../src/routing/protocol.ts";
 import { mergeStatus } from "../../src/sharding/merge.ts";
 import { proxyCompletion } from "./proxy.ts";
@@ -57,7 +57,7 @@ export function buildApp(config: LoadedConfig): Hono<AppEnv> {
   app.get("/v1/models", async (c) => {
     const caller = c.get("caller");
     const data = [];
-    for (const g of await recentGroups(c.env, config.groups)) {
+    for (const g of (await recentFleet(c.env, config.groups)).groups) {
       for (const id of [g.name, ...g.aliases]) if (caller.kind === "master" || allowsModel(caller.key.record, id, g.name)) data.push(modelObject(id, g.name));
     }
     return c.json({ object: "list", data });
@@ -72,10 +72,10 @@ export function buildApp(config: LoadedConfig): Hono<AppEnv> {
 
   app.get("/v1/kvgate/status", async (c) => {
     if (c.get("caller").kind !== "master") throw forbidden("the gateway's status is for its operator: use the master key or the admin API", "insufficient_permissions");
-    const fleet = await recentGroups(c.env, config.groups);
+    const fleet = await recentFleet(c.env, config.groups);
     const groups: GroupStatus[] = [];
     const unavailable: string[] = [];
-    for (const a of await askEveryObject(c.env, fleet, (o) => o.status())) {
+    for (const a of await askEveryObject(c.env, fleet, (o, g) => o.status(groupIds(g)))) {
       // A sharded group is shown only whole: its shards' parts would read as the group.
       if (a.complete) groups.push(mergeStatus(a.answers));
       else unavailable.push(a.group);

@@ -1,6 +1,8 @@
 import type { ResolvedGroup } from "../../src/config/load.ts";
-import { objectNamesOf } from "../../src/sharding/partition.ts";
+import { objectNamesOf, routingObjectNames } from "../../src/sharding/partition.ts";
+import type { GroupIds } from "../../src/routing/protocol.ts";
 import type { Env } from "../env.ts";
+import type { RecentFleet } from "../fleet.ts";
 
 /**
  * A stub of one of the group's Durable Objects (the group's own, or a shard's). Its locationHint
@@ -24,11 +26,16 @@ export function askEachObject<T>(env: Env, group: Pick<ResolvedGroup, "name" | "
   return Promise.all(objectsOf(env, group).map(ask));
 }
 
-/** What each of the groups' objects answered, at once: per group, the answers and whether every object gave one. */
-export async function askEveryObject<T>(env: Env, groups: readonly ResolvedGroup[], ask: (object: GroupStub) => Promise<T>): Promise<{ group: string; answers: T[]; complete: boolean }[]> {
+/**
+ * What each of the groups' objects answered, at once: per group, the answers and whether every
+ * object gave one. The objects of shards a group gave up are asked too (after its shards'): they
+ * hold requests still in flight, and what they counted, which would otherwise fall.
+ */
+export async function askEveryObject<T>(env: Env, fleet: RecentFleet, ask: (object: GroupStub, group: ResolvedGroup) => Promise<T>): Promise<{ group: string; answers: T[]; complete: boolean }[]> {
   return Promise.all(
-    groups.map(async (g) => {
-      const settled = await Promise.allSettled(objectsOf(env, g).map(ask));
+    fleet.groups.map(async (g) => {
+      const objects = routingObjectNames(g.name, g.shards, fleet.objects.get(g.name)).map((name) => groupObject(env, name, g.locationHint));
+      const settled = await Promise.allSettled(objects.map((o) => ask(o, g)));
       const answers: T[] = [];
       for (const [i, s] of settled.entries()) {
         if (s.status === "fulfilled") answers.push(s.value);
@@ -37,4 +44,9 @@ export async function askEveryObject<T>(env: Env, groups: readonly ResolvedGroup
       return { group: g.name, answers, complete: answers.length === settled.length };
     }),
   );
+}
+
+/** The group as this isolate's fleet has it, for a routing object's status and metrics (GroupIds). */
+export function groupIds(g: ResolvedGroup): GroupIds {
+  return { rev: g.rev, ids: g.deployments.map((d) => d.id) };
 }

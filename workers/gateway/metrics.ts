@@ -5,23 +5,24 @@ import type { LoadedConfig } from "../config.ts";
 import type { AppEnv } from "./app-env.ts";
 import { authenticateMetrics } from "./auth.ts";
 import { mergeMetrics } from "../../src/sharding/merge.ts";
-import { recentGroups } from "../fleet.ts";
-import { askEveryObject } from "./group-object.ts";
+import { recentFleet } from "../fleet.ts";
+import { askEveryObject, groupIds } from "./group-object.ts";
 
 /**
  * GET /metrics: the groups' counters in Prometheus text format, for the metrics key or the admin
  * key. Each group's routing object holds its own (global, not one isolate's): one call each (one
- * per shard of a sharded group), all at once, over the fleet as the registry has it. A group whose
+ * per shard of a sharded group, and one per object of a shard it gave up), all at once, over the
+ * fleet as the registry has it. A group whose
  * object does not answer (or one of whose shards) is reported down, not failed on: the others'
  * series (and its answering shards') still come.
  */
 export function mountMetrics(app: Hono<AppEnv>, config: LoadedConfig): void {
   app.get("/metrics", async (c) => {
     await authenticateMetrics(c.req.raw, config, c.env);
-    const fleet = await recentGroups(c.env, config.groups);
+    const fleet = await recentFleet(c.env, config.groups);
     const groups: GroupMetrics[] = [];
     const down: string[] = [];
-    for (const a of await askEveryObject(c.env, fleet, (o) => o.metrics())) {
+    for (const a of await askEveryObject(c.env, fleet, (o, g) => o.metrics(groupIds(g)))) {
       // A sharded group some of whose objects answered: their series, and the group reported down.
       if (a.answers.length > 0) groups.push(mergeMetrics(a.answers));
       if (!a.complete) down.push(a.group);
