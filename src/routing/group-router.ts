@@ -109,9 +109,11 @@ export class GroupRouter {
   readonly decisions = new DecisionRing();
   private readonly refusals = { "no-backend": 0, "at-capacity": 0 };
   /**
-   * Per deployment id, what its addresses counted that were let go while another address of it is
-   * kept (a restarted pod's old one): its series goes on from there, where dropping them would make
-   * every counter fall, which Prometheus reads as a reset.
+   * Per deployment id, what its addresses counted that were let go: a restarted pod's old address,
+   * or every address of one that moved to another shard's object (the group's `shards` or its
+   * deployments changed), which counts its requests from then on. Its series is the sum over the
+   * objects, and goes on from there, where dropping them would make every counter fall, which
+   * Prometheus reads as a reset. Kept while the group has the id, as a scrape says (GroupIds).
    */
   private readonly carried = new Map<string, BackendMetrics>();
 
@@ -552,6 +554,8 @@ export class GroupRouter {
   /** The counters GET /metrics renders, backends in the order of snapshot(), then the counts carried from let-go addresses. */
   metrics(fleet?: GroupIds): GroupMetrics {
     const shows = this.shows(fleet);
+    // The counts of a deployment the group no longer has end with its series, as they would in the object that routed to it.
+    for (const id of this.carried.keys()) if (!shows(id, 0)) this.carried.delete(id);
     const newest = this.newestView();
     const current = new Set(newest && newest.rev >= this.retiredRev ? newest.backends : []);
     // A carried entry comes after its id's live ones: mergeMetrics adds its counts to theirs.
@@ -655,8 +659,7 @@ export class GroupRouter {
     this.backends.delete(b.key);
     this.dropped.backends.push(b.key);
     const had = this.carried.get(b.id);
-    if (![...this.backends.values()].some((o) => o.id === b.id)) this.carried.delete(b.id);
-    else this.carried.set(b.id, had ? addAddress(had, b.metrics(false)) : b.metrics(false));
+    this.carried.set(b.id, had ? addAddress(had, b.metrics(false)) : b.metrics(false));
   }
 
   private breakerChanged(b: Backend, now: number, from: BreakerState): void {

@@ -397,4 +397,31 @@ describe("a group whose shards change", () => {
     expect(sum((await scrape(metricsKey)).families, "kvgate_requests_total", { group: "shrinks", backend: held })).toBe(0);
     expect((await gw.status("shrinks")).backends.map((b) => b.id).sort()).toEqual(ids.filter((id) => id !== held));
   }, 60_000);
+
+  it("counts a deployment that moved to a new shard once, and keeps its counts when the shard it left lets it go", async () => {
+    expect((await admin("POST", "/groups", { name: "grows", deployments: deployments() })).status).toBe(201);
+    const key = await createKey({ name: "metrics-grows", rpm: 1 });
+    let answered = await workload("grows", key.key, "grows");
+    const before = countersOf(await settled("grows", answered), "grows");
+    // Two shards: half the servers move to the new shard's object, and the first still has them in the version it routed with.
+    expect((await admin("PATCH", "/groups/grows", { shards: 2 })).status).toBe(200);
+    await fleetRead();
+    answered += await workload("grows", key.key, "grows again");
+    const moved = countersOf(await settled("grows", answered), "grows");
+    expect(fallen(before, moved)).toEqual([]);
+    // Newer versions (an operator tuning a server) push that version out of the first shard's object, which then lets the servers that left go.
+    for (const maxInFlight of [11, 12, 13, 14]) expect((await admin("PATCH", "/groups/grows/deployments/sim-0", { maxInFlight })).status).toBe(200);
+    await fleetRead();
+    const { families } = await scrape(metricsKey);
+    expect(fallen(moved, countersOf(families, "grows"))).toEqual([]);
+    // Each request counted once, by the one object that routed it.
+    expect(sum(families, "kvgate_requests_total", { group: "grows" })).toBe(answered);
+    expect(sum(families, "kvgate_ttft_seconds_count", { group: "grows" })).toBe(answered);
+    // A server the group then loses goes from /metrics, the counts the first shard carried of it too.
+    const gone = ids[partition(ids, 2).indexOf(1)] as string;
+    expect(sum(families, "kvgate_requests_total", { group: "grows", backend: gone })).toBeGreaterThan(0);
+    expect((await admin("DELETE", `/groups/grows/deployments/${gone}`)).status).toBe(200);
+    await fleetRead();
+    expect(sum((await scrape(metricsKey)).families, "kvgate_requests_total", { group: "grows", backend: gone })).toBe(0);
+  }, 60_000);
 });

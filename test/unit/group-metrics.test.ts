@@ -57,6 +57,28 @@ describe("GroupRouter: the counters GET /metrics renders", () => {
     expect(a?.prefix.bytes).toBeGreaterThanOrEqual((a?.prefix.entries ?? 0) * 28);
   });
 
+  it("carries the counts of a deployment that moved to another shard's object once it lets it go, while the group has it", () => {
+    const g = group();
+    const r = new GroupRouter("g", () => 0.5);
+    r.install(g, 0);
+    const d = decided(r.route(g.version, chain(1, 4), [], 0));
+    r.release({ lease: d.lease, outcome: "ok", ttftMs: 10 }, 1);
+    // The group went to two shards: this object's slice is the other deployment; the version that named both is let go.
+    const moved = d.backendId;
+    const slice: ResolvedGroup = { ...g, deployments: g.deployments.filter((x) => x.id !== moved), version: "slice", rev: 1 };
+    r.install(slice, 2);
+    r.dropIdleViews(10 * 60_000);
+    expect(r.snapshot().map((b) => b.id)).not.toContain(moved);
+    const carried = () => r.metrics().backends.find((b) => b.id === moved);
+    expect(carried()).toMatchObject({ current: false, inFlight: 0, outcomes: { ok: 1 }, ttft: { count: 1 } });
+    // A caller whose fleet is behind this object's revision, or still has the deployment, keeps it.
+    expect(r.metrics({ rev: 0, ids: [] }).backends.some((b) => b.id === moved)).toBe(true);
+    expect(r.metrics({ rev: 1, ids: g.deployments.map((x) => x.id) }).backends.some((b) => b.id === moved)).toBe(true);
+    // One whose group no longer has it: its counts go, with its series.
+    expect(r.metrics({ rev: 1, ids: slice.deployments.map((x) => x.id) }).backends.some((b) => b.id === moved)).toBe(false);
+    expect(carried()).toBeUndefined();
+  });
+
   it("counts breaker transitions by the state entered, and refusals", () => {
     const g = group({ breaker: { consecutiveFailures: 1, openMs: 100, closeAfterSuccesses: 1 } });
     const r = new GroupRouter("g", () => 0.5);
