@@ -39,6 +39,9 @@ beforeAll(async () => {
       { name: "no-first-token", strategy: "round-robin", firstByteTimeoutMs: 300, breaker, deployments: [hostile("headers-first", "hung"), hostile("ok")] },
       { name: "no-first-token-alone", firstByteTimeoutMs: 300, failover: { maxAttempts: 1 }, deployments: [hostile("headers-first", "hung")] },
       { name: "late-first-token", firstByteTimeoutMs: 5000, failover: { maxAttempts: 1 }, deployments: [hostile("headers-first:600", "late")] },
+      // vLLM's Responses API stream: response.created and response.in_progress before the first token.
+      { name: "responses-no-first-token", strategy: "round-robin", firstByteTimeoutMs: 300, breaker, deployments: [hostile("responses-created-first", "queued"), sim(0)] },
+      { name: "responses-late-first-token", firstByteTimeoutMs: 5000, failover: { maxAttempts: 1 }, deployments: [hostile("responses-created-first:600", "late")] },
       // A server behind a proxy that writes SSE comments while the request waits, then its tokens.
       { name: "comments-before-token", strategy: "round-robin", firstByteTimeoutMs: 300, breaker, deployments: [hostile("comments-first:2000", "chatty"), hostile("ok")] },
       { name: "comments-then-token", firstByteTimeoutMs: 5000, failover: { maxAttempts: 1 }, deployments: [hostile("comments-first:300", "chatty")] },
@@ -230,6 +233,54 @@ describe("a stream's time to its first token is bounded by firstByteTimeoutMs, w
     expect(a.status).toBe(200);
     expect(a.attempts).toBe("1");
     expect(a.body).toContain("data: [DONE]");
+  });
+});
+
+describe("a Responses API stream's first token is its first event after response.created and response.in_progress", () => {
+  const client = () => new OpenAI({ apiKey: gw.key, baseURL: `${gw.url}/v1`, maxRetries: 0, timeout: 4000 });
+
+  /** A streamed response through the SDK, read to its end: its events' types, and the routing headers. */
+  async function streamed(model: string): Promise<{ types: string[]; attempts: string | null; backend: string | null; ttftMs: number }> {
+    const sentAt = performance.now();
+    const { data: stream, response } = await client().responses.create({ model, input: "hello", stream: true }, { signal: AbortSignal.timeout(4000) }).withResponse();
+    const ttftMs = performance.now() - sentAt;
+    const types: string[] = [];
+    for await (const event of stream) types.push(event.type);
+    return { types, attempts: response.headers.get("x-kvgate-attempts"), backend: response.headers.get("x-kvgate-backend"), ttftMs };
+  }
+
+  it("a backend that sent those (as vLLM does while the request waits for its engine) and no token in time failed: the request goes to the next", async () => {
+    upstream.reset();
+    const answers = [];
+    for (let i = 0; i < 2; i++) answers.push(await streamed("responses-no-first-token"));
+    for (const a of answers) {
+      expect(a.backend).toBe("sim-0");
+      expect(a.types.at(-1)).toBe("response.completed");
+    }
+    // Round-robin put a request on the stalled server first.
+    expect(answers.filter((a) => a.attempts === "2").length).toBeGreaterThanOrEqual(1);
+    await vi.waitFor(() => expect(upstream.stats("responses-created-first").open).toBe(0), EVENTUALLY);
+    await vi.waitFor(async () => expect(await gw.inFlight("responses-no-first-token")).toBe(0), EVENTUALLY);
+    expect((await gw.status("responses-no-first-token")).backends.find((b) => b.id === "queued")?.failed).toBeGreaterThanOrEqual(1);
+  });
+
+  it("a first token within the limit: every event reaches the client, response.created first, once the token came", async () => {
+    const a = await streamed("responses-late-first-token");
+    expect(a.attempts).toBe("1");
+    expect(a.types).toEqual([
+      "response.created",
+      "response.in_progress",
+      "response.output_item.added",
+      "response.content_part.added",
+      "response.output_text.delta",
+      "response.output_text.done",
+      "response.content_part.done",
+      "response.output_item.done",
+      "response.completed",
+    ]);
+    // The answer's headers waited for the token, as a chat stream's do: its TTFT is the token's.
+    expect(a.ttftMs).toBeGreaterThanOrEqual(550);
+    await vi.waitFor(async () => expect((await gw.status("responses-late-first-token")).backends[0]?.ttftEwmaMs).toBeGreaterThanOrEqual(550), EVENTUALLY);
   });
 });
 

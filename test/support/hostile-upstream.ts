@@ -71,6 +71,46 @@ function usageFirst(model: string, kib: number): string {
   return completion(model, { prompt_tokens: 7, completion_tokens: 2, total_tokens: 9 }, { prompt_logprobs: logprobs });
 }
 
+/**
+ * A Responses API stream's events as vLLM writes them (`event:` and `data:` lines; the event's
+ * fields in the openai package's order, its type last), answering "ok" in one delta: `opening`,
+ * response.created and response.in_progress, which vLLM sends as soon as the request is accepted,
+ * before the engine has made any token; `rest`, the answer through response.completed, its usage
+ * (5 input, 1 output tokens) placed as `layout` says: last but `user` as vLLM lays the response out,
+ * or before the echoed `instructions` and `tools` as SGLang does.
+ */
+function responsesEvents(body: Buffer, layout: "vllm" | "sglang" = "vllm"): { opening: string; rest: string } {
+  const request = ((): Record<string, unknown> => {
+    try {
+      return JSON.parse(body.toString("utf8")) as Record<string, unknown>;
+    } catch {
+      return {};
+    }
+  })();
+  const model = typeof request.model === "string" ? request.model : "hostile";
+  let seq = 0;
+  const event = (type: string, fields: Record<string, unknown>): string => `event: ${type}\ndata: ${JSON.stringify({ ...fields, sequence_number: seq++, type })}\n\n`;
+  const echoed = { instructions: request.instructions ?? null, tools: request.tools ?? [], metadata: request.metadata ?? {} };
+  const response = (status: string, output: unknown[], usage: unknown) => {
+    const head = { id: "resp_h", created_at: 1, model, object: "response", output, status };
+    return layout === "sglang" ? { ...head, usage, parallel_tool_calls: true, tool_choice: "auto", ...echoed } : { ...head, ...echoed, parallel_tool_calls: true, tool_choice: "auto", usage, user: null };
+  };
+  const text = { type: "output_text", text: "ok", annotations: [] };
+  const message = (status: string, content: unknown[]) => ({ id: "msg_h", content, role: "assistant", status, type: "message" });
+  const part = { item_id: "msg_h", output_index: 0, content_index: 0 };
+  const usage = { input_tokens: 5, input_tokens_details: { cached_tokens: 0 }, output_tokens: 1, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: 6 };
+  const opening = event("response.created", { response: response("in_progress", [], null) }) + event("response.in_progress", { response: response("in_progress", [], null) });
+  const rest =
+    event("response.output_item.added", { item: message("in_progress", []), output_index: 0 }) +
+    event("response.content_part.added", { ...part, part: { ...text, text: "" } }) +
+    event("response.output_text.delta", { ...part, delta: "ok", logprobs: [] }) +
+    event("response.output_text.done", { ...part, text: "ok", logprobs: [] }) +
+    event("response.content_part.done", { ...part, part: text }) +
+    event("response.output_item.done", { item: message("completed", [text]), output_index: 0 }) +
+    event("response.completed", { response: response("completed", [message("completed", [text])], usage) });
+  return { opening, rest };
+}
+
 function requestOf(body: Buffer): { model: string; stream: boolean } {
   try {
     const j = JSON.parse(body.toString("utf8")) as { model?: unknown; stream?: unknown };
@@ -418,6 +458,19 @@ const BEHAVIOURS: Record<string, Answer> = {
     res.writeHead(200, { "content-type": "application/json" });
     res.write(text.slice(0, text.length >> 1));
     const timer = setTimeout(() => res.end(text.slice(text.length >> 1)), Number(arg ?? 1500));
+    res.on("close", () => clearTimeout(timer));
+  },
+  /**
+   * A Responses API stream as vLLM sends it: response.created and response.in_progress at once,
+   * while the request waits for the engine, then its tokens after `arg` ms (default: never, the
+   * connection held open).
+   */
+  "responses-created-first": (_req, res, body, arg) => {
+    const { opening, rest } = responsesEvents(body);
+    res.writeHead(200, { "content-type": "text/event-stream" });
+    res.write(opening);
+    if (arg === undefined) return;
+    const timer = setTimeout(() => res.end(rest), Number(arg));
     res.on("close", () => clearTimeout(timer));
   },
   /** One whole event, then half of the next, then the connection is destroyed. */

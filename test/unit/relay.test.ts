@@ -403,6 +403,43 @@ describe("a body whose first bytes the caller read (a stream's first token, awai
   });
 });
 
+describe("readFirstBytes of a Responses API stream: its first token is the first event after its openings", () => {
+  const created = 'event: response.created\ndata: {"response":{"status":"in_progress"},"sequence_number":0,"type":"response.created"}\n\n';
+  const progress = 'event: response.in_progress\ndata: {"response":{"status":"in_progress"},"sequence_number":1,"type":"response.in_progress"}\n\n';
+  const delta = 'event: response.output_text.delta\ndata: {"delta":"ok","sequence_number":2,"type":"response.output_text.delta"}\n\n';
+  const noName = (event: string) => event.replace(/^event: .*\n/, "");
+
+  it.each([
+    ["events written one a chunk", [created, progress, delta]],
+    ["one event cut across chunks", [created, progress.slice(0, 30), progress.slice(30), delta.slice(0, 10), delta.slice(10)]],
+    ["no event: line, the type in the data", [noName(created), noName(progress), noName(delta)]],
+    ["CRLF line ends", [created.replaceAll("\n", "\r\n"), progress.replaceAll("\n", "\r\n"), delta.replaceAll("\n", "\r\n")]],
+    ["a comment between", [created, ": keep-alive\n\n", progress, delta]],
+  ])("%s: the openings are held and go out with it, at its time", async (_what, chunks) => {
+    let clock = 0;
+    const first = await readFirstBytes(source(chunks), () => ++clock, true, true);
+    expect(dec.decode(first?.chunk)).toBe(chunks.join(""));
+    expect(first?.at).toBe(1);
+  });
+
+  it("a token in the openings' chunk is read with them; what follows stays in the body", async () => {
+    const body = source([created + progress + delta, "rest"]);
+    const first = await readFirstBytes(body, () => 1, true, true);
+    expect(dec.decode(first?.chunk)).toBe(created + progress + delta);
+    const rest = await body.getReader().read();
+    expect(dec.decode(rest.value)).toBe("rest");
+  });
+
+  it("a stream that ended after its openings has them as its first bytes; one of comments alone has none", async () => {
+    expect(dec.decode((await readFirstBytes(source([created, progress]), () => 1, true, true))?.chunk)).toBe(created + progress);
+    expect(await readFirstBytes(source([": waiting\n\n"]), () => 1, true, true)).toBeNull();
+  });
+
+  it("a chat stream's first event is its first bytes, whatever its data says", async () => {
+    expect(dec.decode((await readFirstBytes(source([created, delta]), () => 1, true))?.chunk)).toBe(created);
+  });
+});
+
 describe("relay: an event too large to hold (EVENT_HOLD_MAX_BYTES) on the JavaScript loop", () => {
   const opening = 'data: {"choices":[{"delta":{"content":"';
   const text = "x".repeat(4096);

@@ -231,7 +231,9 @@ async function attemptHeld(a: AttemptInput, key: KeyRecord | null, lease: HeldLe
   // its first read tells, and it is read before anything goes to the client, as a stream's is.
   if (stream || statedLength(up.headers) === null) {
     try {
-      first = await readFirstBytes(up.body as ReadableStream<Uint8Array>, () => performance.now(), stream);
+      // A Responses API stream's opening events come before the engine has begun the request: its first token is the event after them.
+      const responses = stream && p.endpoint === "responses" && EVENT_STREAM.test(up.headers.get("content-type") ?? "text/event-stream");
+      first = await readFirstBytes(up.body as ReadableStream<Uint8Array>, () => performance.now(), stream, responses);
     } catch {
       const cut = cutShort();
       if (cut) return cut;
