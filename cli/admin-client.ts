@@ -18,7 +18,7 @@ export function adminClient(env: NodeJS.ProcessEnv, fetchImpl: typeof fetch = fe
   // Before anything repeats the URL: fetch refuses one with credentials, and its error and ours would print the password.
   const parsed = URL.parse(url);
   if (parsed && (parsed.username !== "" || parsed.password !== "")) throw new CliError("KVGATE_URL must not carry credentials (user:password@): the admin key goes in KVGATE_ADMIN_KEY", 2);
-  if (!/^https?:\/\//.test(url)) throw new CliError(`KVGATE_URL must be an http(s) URL, not "${url}"`, 2);
+  if (!parsed || !/^https?:$/.test(parsed.protocol)) throw new CliError(`KVGATE_URL must be an http(s) URL, not "${unlessUserinfo(url)}"`, 2);
   const key = env.KVGATE_ADMIN_KEY;
   return {
     url,
@@ -51,6 +51,15 @@ export function adminClient(env: NodeJS.ProcessEnv, fetchImpl: typeof fetch = fe
       return parsed as T;
     },
   };
+}
+
+/**
+ * A URL that did not parse is repeated only after its last "@": URL.parse found no credentials in
+ * it, yet `ops:pw@host` (no scheme) or a password before a host with a typo still carries one.
+ */
+function unlessUserinfo(url: string): string {
+  const at = url.lastIndexOf("@");
+  return at < 0 ? url : `…${url.slice(at)}`;
 }
 
 function reason(e: unknown): string {

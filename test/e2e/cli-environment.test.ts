@@ -15,6 +15,17 @@ describe("npx kvgate with credentials in KVGATE_URL", () => {
       expect(r.stderr.join("\n")).not.toContain(password);
     }
   }, 60_000);
+
+  it("writes the password out no more when the URL around it does not parse, or has no scheme", async () => {
+    const password = "pw-never-printed-9c1e";
+    // A space in the host, a port past 65535, no scheme at all: URL.parse finds no credentials in these.
+    for (const url of [`http://ops:${password}@gate way.example`, `https://ops:${password}@gateway.example:99999`, `ops:${password}@gateway.example`]) {
+      const r = await kvgate(["status"], { KVGATE_URL: url, KVGATE_ADMIN_KEY: "sk-admin-unused" });
+      expect({ url, code: r.code, stdout: r.stdout }).toEqual({ url, code: 2, stdout: "" });
+      expect(r.stderr[0]).toMatch(/^kvgate: KVGATE_URL must be an http\(s\) URL/);
+      expect(r.stderr.join("\n")).not.toContain(password);
+    }
+  }, 60_000);
 });
 
 describe("npx kvgate with a KVGATE_URL that is some other JSON server", () => {
