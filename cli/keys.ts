@@ -67,11 +67,21 @@ function limit(flag: string, text: string, integer: boolean, clearable: boolean)
 
 const list = (text: string) => text.split(",").map((s) => s.trim()).filter((s) => s !== "");
 
+/**
+ * A create's --models or --origins: a list of one or more. The API reads an empty list as no
+ * restriction, so `--models "$MODELS"` with the variable empty made a key for every model.
+ */
+function restriction(flag: "models" | "origins", text: string, update: boolean): string[] {
+  const items = list(text);
+  if (items.length === 0 && !update) throw new CliError(`--${flag} names no ${flag === "models" ? "model" : "origin"}: leave the flag out for a key with no such restriction`, 2);
+  return items;
+}
+
 /** The admin API body the flags say (only the fields they name); an update may clear limits with "none". */
 function keyBody(flags: Flags, update: boolean): Record<string, unknown> {
   const body: Record<string, unknown> = {};
   if (flags.name !== undefined) body.name = flags.name;
-  if (flags.models !== undefined) body.models = list(flags.models);
+  if (flags.models !== undefined) body.models = restriction("models", flags.models, update);
   for (const flag of Object.keys(INT_FIELDS) as IntFlag[]) {
     const v = flags[flag];
     if (v !== undefined) body[INT_FIELDS[flag]] = limit(flag, v, true, update);
@@ -81,7 +91,7 @@ function keyBody(flags: Flags, update: boolean): Record<string, unknown> {
     if (!PERIODS.includes(flags.period)) throw new CliError(`--period must be one of ${PERIODS.join(", ")}, not "${flags.period}"`, 2);
     body.budget_period = flags.period;
   }
-  if (flags.origins !== undefined) body.origins = list(flags.origins);
+  if (flags.origins !== undefined) body.origins = restriction("origins", flags.origins, update);
   if (flags.expires !== undefined) body.expires_at = update && flags.expires === "never" ? null : instantFlag("expires", flags.expires, 1);
   if (flags["no-usage"]) body.track_usage = false;
   return body;

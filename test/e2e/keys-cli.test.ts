@@ -65,6 +65,16 @@ describe("npx kvgate keys", () => {
     expect(Math.abs(expires - (Date.now() + 30 * 86_400_000))).toBeLessThan(120_000);
   }, 30_000);
 
+  it("create refuses an empty --models or --origins, which the API reads as no restriction: a script's empty variable made a key for every model", async () => {
+    const before = (await json<KeyList>(["keys", "list"])).data.length;
+    for (const args of [["--models", ""], ["--models", " , "], ["--origins", ""]]) {
+      const r = await kvgate(["keys", "create", ...args, "--json"]);
+      expect({ args, code: r.code, stdout: r.stdout }).toEqual({ args, code: 2, stdout: "" });
+      expect(r.stderr[0]).toMatch(new RegExp(`^kvgate: ${args[0]} names no `));
+    }
+    expect((await json<KeyList>(["keys", "list"])).data.length).toBe(before);
+  }, 60_000);
+
   it("update changes what its flags name; none clears a limit and --team keeps the other labels", async () => {
     const made = await json<IssuedKeyView>(["keys", "create", "--rpm", "5", "--tpm", "50", "--team", "a", "--user", "u"]);
     const updated = await json<KeyView>(["keys", "update", made.id, "--rpm", "none", "--team", "b", "--models", "kvgate-sim"]);
