@@ -16,6 +16,8 @@ const ABNORMAL = 1006;
 export const UPSTREAM_LOST: Required<CloseFrame> = { code: 1014, reason: "upstream connection lost" };
 /** Sent to the upstream when the client's connection broke without a close frame (1001: going away). */
 export const CLIENT_LOST: Required<CloseFrame> = { code: 1001, reason: "client connection lost" };
+/** Sent to both sides when the gateway ends a session whose key it no longer takes (1008: policy violation). */
+export const POLICY_VIOLATION = 1008;
 
 /** A code a WebSocket may send: 1000–1003, 1007–1014 (1004 is reserved), 3000–4999. */
 export function isSendable(code: number): boolean {

@@ -320,6 +320,33 @@ describe("a handshake the gateway refuses", () => {
   });
 });
 
+describe("a virtual key's session", () => {
+  it("is closed once the key is revoked, rotated away or expired, within the 10 s in which its requests are refused: a leaked key's session does not outlive the key", async () => {
+    const admin = async (method: string, path: string, body?: unknown) => {
+      const res = await fetch(`${gw.url}/admin/v1${path}`, { method, headers: { authorization: `Bearer ${adminKey}`, "content-type": "application/json" }, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
+      expect(res.status).toBeLessThan(300);
+      return (await res.json()) as { id: string; key: string };
+    };
+    const revoked = await admin("POST", "/keys", {});
+    const rotated = await admin("POST", "/keys", {});
+    const expiring = await admin("POST", "/keys", { expires_at: new Date(Date.now() + 4000).toISOString() });
+    const sessions = await Promise.all([revoked, rotated, expiring].map(async (k) => opened(await connect(wsUrl("?model=echo"), { headers: { authorization: `Bearer ${k.key}` } }))));
+    for (const s of sessions) {
+      s.ws.send("before");
+      expect((await s.next()).data.toString()).toBe("before");
+    }
+    await admin("POST", `/keys/${revoked.id}/revoke`);
+    await admin("POST", `/keys/${rotated.id}/rotate`);
+    const closes = await Promise.all(sessions.map((s) => Promise.race([s.closed, new Promise<null>((r) => setTimeout(() => r(null), 12_000))])));
+    expect(closes).toEqual([
+      { code: 1008, reason: expect.stringMatching(/revoked/) },
+      { code: 1008, reason: "invalid API key" },
+      { code: 1008, reason: expect.stringMatching(/expired at/) },
+    ]);
+    await vi.waitFor(async () => expect(await gw.inFlight("echo")).toBe(0), EVENTUALLY);
+  }, 30_000);
+});
+
 describe("a backend that refuses the upgrade", () => {
   it("with a 400: the client's fault, passed on as it came; the slot freed, no failure counted", async () => {
     const h = await connect(wsUrl("?model=rejecting"), { headers: bearer() });

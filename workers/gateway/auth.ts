@@ -74,8 +74,8 @@ export function originsOfRefusedKey(err: unknown): readonly string[] {
   return err instanceof Error ? (refusedKeyOrigins.get(err) ?? []) : [];
 }
 
-/** Who is calling: the operator's master key, or a virtual key and what it may do. */
-export type Caller = { kind: "master" } | { kind: "key"; key: KeyLookup };
+/** Who is calling: the operator's master key, or a virtual key (by its SHA-256, `hash`) and what it may do. */
+export type Caller = { kind: "master" } | { kind: "key"; key: KeyLookup; hash: string };
 
 const MASTER: Caller = { kind: "master" };
 
@@ -89,15 +89,30 @@ const MASTER: Caller = { kind: "master" };
 export async function authenticate(req: Request, config: LoadedConfig, env: Env, ctx: WaitUntil): Promise<Caller> {
   const given = bearer(req);
   if (looksLikeVirtualKey(given)) {
-    const found = await lookupKey(env, ctx, await keyHash(given));
-    if (!found) throw unauthorized("invalid API key");
-    const r = found.record;
-    if (r.revokedAt !== null) throw refusedKey(`API key ${r.prefix}… was revoked`, r.origins);
-    if (r.expiresAt !== null && r.expiresAt <= Date.now()) throw refusedKey(`API key ${r.prefix}… expired at ${new Date(r.expiresAt).toISOString()}`, r.origins);
-    return { kind: "key", key: found };
+    const hash = await keyHash(given);
+    return { kind: "key", key: usableKey(await lookupKey(env, ctx, hash)), hash };
   }
   if (await matches(given, env, [config.auth.masterKeyEnv], "master key")) return MASTER;
   throw unauthorized("invalid API key");
+}
+
+/** The key found, or the 401 it gets: one that does not exist (never issued, rotated away), revoked or expired. */
+function usableKey(found: KeyLookup | null): KeyLookup {
+  if (!found) throw unauthorized("invalid API key");
+  const r = found.record;
+  if (r.revokedAt !== null) throw refusedKey(`API key ${r.prefix}… was revoked`, r.origins);
+  if (r.expiresAt !== null && r.expiresAt <= Date.now()) throw refusedKey(`API key ${r.prefix}… expired at ${new Date(r.expiresAt).toISOString()}`, r.origins);
+  return found;
+}
+
+/**
+ * The key check again, for a caller admitted a while ago (a realtime session, open for hours):
+ * throws the 401 a request with its key would get now, read from the isolate's key cache as a
+ * request's is, so a revocation, rotation or expiry reaches it within the same bound
+ * (KEY_RECORD_MAX_AGE_MS). A 503 when the tenants object cannot say, as for a request.
+ */
+export async function recheckKey(caller: Extract<Caller, { kind: "key" }>, env: Env, ctx: WaitUntil): Promise<void> {
+  usableKey(await lookupKey(env, ctx, caller.hash));
 }
 
 /** The admin API: the admin key only. A client's key (the master key) administers nothing, even when an operator set both alike. */

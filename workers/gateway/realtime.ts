@@ -1,6 +1,7 @@
 import type { ResolvedGroup } from "../../src/config/load.ts";
 import { reachOf } from "../../src/config/upstream-access.ts";
 import { badRequest, GatewayError, methodNotAllowed, unavailable } from "../../src/openai/errors.ts";
+import { POLICY_VIOLATION } from "../../src/realtime/closing.ts";
 import { chosenProtocol, handshakeFault, isWebSocketUpgrade, keyFromProtocols, protocolsWithoutKey } from "../../src/realtime/handshake.ts";
 import type { RouteTenant } from "../../src/routing/protocol.ts";
 import { readsUsage } from "../../src/tenants/route-tenant.ts";
@@ -10,7 +11,8 @@ import { HeldFailure } from "./held-failure.ts";
 import { FailoverEvent, groupAddedSince, GroupPath, limitError, noBackend, tenantFor, type ProxyInput } from "./proxy.ts";
 import { openUpstream, type Handshake } from "./realtime-handshake.ts";
 import { holdLease, route } from "./route-client.ts";
-import { closeUnused, relaySockets } from "./socket-relay.ts";
+import { closeUnused, relaySockets, type Relay } from "./socket-relay.ts";
+import { recheckKey, type Caller } from "./auth.ts";
 import type { Prompt } from "./validate.ts";
 
 export type RealtimeInput = Omit<ProxyInput, "endpoint">;
@@ -145,7 +147,8 @@ async function handshakeInTurn(p: RealtimeInput, s: Session, held: HeldFailure):
           if (protocol !== null) headers["sec-websocket-protocol"] = protocol;
           // Made before the relay takes the sockets: an answer the gateway cannot build leaves the upstream's unused.
           const accepted = new Response(null, { status: 101, webSocket: pair[0], headers });
-          relaySockets(pair[1], answer.socket, lease, p.caller.kind === "key" && readsUsage(p.caller.key.record));
+          const relay = relaySockets(pair[1], answer.socket, lease, p.caller.kind === "key" && readsUsage(p.caller.key.record));
+          if (p.caller.kind === "key") endWhenKeyRefused(p.caller, p, relay);
           unused = null;
           held.answered(false);
           return accepted;
@@ -174,4 +177,32 @@ async function handshakeInTurn(p: RealtimeInput, s: Session, held: HeldFailure):
       if (step.waitMs > 0) await new Promise((r) => setTimeout(r, step.waitMs));
     }
   }
+}
+
+/**
+ * How often an open session's key is checked: a read of the isolate's key cache, which bounds
+ * how old what it says may be (workers/gateway/key-cache.ts), so a session ends within about the
+ * time a request with its key starts being refused.
+ */
+const KEY_CHECK_MS = 1000;
+
+/**
+ * Ends a virtual key's session once a request with its key would be refused (revoked, rotated
+ * away, expired): closed both ways with 1008 and that refusal's message. A session lives for
+ * hours, and its tokens are not counted: a leaked key must not keep one after it is revoked.
+ * While the tenants object cannot say (a 503), the session goes on, as it did before the outage.
+ */
+function endWhenKeyRefused(caller: Extract<Caller, { kind: "key" }>, p: RealtimeInput, relay: Relay): void {
+  let checking = false;
+  const timer = setInterval(() => {
+    if (checking) return;
+    checking = true;
+    recheckKey(caller, p.env, p.ctx)
+      .catch((e: unknown) => {
+        // Each refusal's message (a key prefix, an ISO date) fits a close frame's 123 bytes.
+        if (e instanceof GatewayError && e.status === 401) relay.end({ code: POLICY_VIOLATION, reason: e.message });
+      })
+      .finally(() => (checking = false));
+  }, KEY_CHECK_MS);
+  relay.onEnd(() => clearInterval(timer));
 }

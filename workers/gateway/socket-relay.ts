@@ -3,6 +3,17 @@ import { RealtimeUsage } from "../../src/realtime/usage.ts";
 import type { LeaseOutcome } from "../../src/routing/protocol.ts";
 import type { HeldLease } from "./route-client.ts";
 
+/** A relayed session, as the gateway may end it itself. */
+export interface Relay {
+  /**
+   * Closes both sides with `frame` (the client is told why) and settles the lease as a session
+   * the client's side ended: no verdict on the backend.
+   */
+  end(frame: Required<CloseFrame>): void;
+  /** Runs `f` once the session has ended, whichever side (or `end`) ended it. */
+  onEnd(f: () => void): void;
+}
+
 /**
  * Accepts and relays two WebSockets to each other — the client's end of a WebSocketPair and the
  * upstream's — message for message, text as text and binary as binary, and passes each side's
@@ -10,12 +21,19 @@ import type { HeldLease } from "./route-client.ts";
  * first, with what that side's close says about the backend (src/realtime/closing.ts), and the
  * tokens the backend reported over the session when `readUsage` (a virtual key that counts them).
  */
-export function relaySockets(client: WebSocket, upstream: WebSocket, lease: HeldLease, readUsage: boolean): void {
+export function relaySockets(client: WebSocket, upstream: WebSocket, lease: HeldLease, readUsage: boolean): Relay {
+  const ended: (() => void)[] = [];
+  let over = false;
+  const usage = readUsage ? new RealtimeUsage() : null;
+  const finish = (outcome: LeaseOutcome) => {
+    lease.settle(outcome, usage?.total && { usage: usage.total });
+    if (over) return;
+    over = true;
+    for (const f of ended.splice(0)) f();
+  };
   // Binary messages as ArrayBuffers: send() takes those, not the Blobs the runtime gives by default.
   client.binaryType = "arraybuffer";
   upstream.binaryType = "arraybuffer";
-  const usage = readUsage ? new RealtimeUsage() : null;
-  const settle = (outcome: LeaseOutcome) => lease.settle(outcome, usage?.total && { usage: usage.total });
   client.addEventListener("message", (e) => pass(upstream, e.data));
   upstream.addEventListener(
     "message",
@@ -27,24 +45,36 @@ export function relaySockets(client: WebSocket, upstream: WebSocket, lease: Held
       : (e) => pass(client, e.data),
   );
   client.addEventListener("close", (e) => {
-    settle(clientCloseOutcome(e.code));
+    finish(clientCloseOutcome(e.code));
     closeQuietly(upstream, forwardedClose(e.code, e.reason, CLIENT_LOST));
   });
   upstream.addEventListener("close", (e) => {
-    settle(upstreamCloseOutcome(e.code));
+    finish(upstreamCloseOutcome(e.code));
     closeQuietly(client, forwardedClose(e.code, e.reason, UPSTREAM_LOST));
   });
   // The runtime reports a broken connection as an error (and, after a close, the connection's end).
   client.addEventListener("error", () => {
-    settle("client-abort");
+    finish("client-abort");
     closeQuietly(upstream, CLIENT_LOST);
   });
   upstream.addEventListener("error", () => {
-    settle("upstream-error");
+    finish("upstream-error");
     closeQuietly(client, UPSTREAM_LOST);
   });
   client.accept();
   upstream.accept();
+  return {
+    end(frame) {
+      if (over) return;
+      finish("client-abort");
+      closeQuietly(client, frame);
+      closeQuietly(upstream, frame);
+    },
+    onEnd(f) {
+      if (over) f();
+      else ended.push(f);
+    },
+  };
 }
 
 /** Closes an upstream's socket that no client will use (the client left during the handshake). */
