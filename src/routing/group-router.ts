@@ -1,5 +1,5 @@
 import type { ResolvedDeployment, ResolvedGroup } from "../config/load.ts";
-import type { GroupSettings } from "../config/schema.ts";
+import { MAX_DEPLOYMENTS, type GroupSettings } from "../config/schema.ts";
 import type { BackendMetrics, RoutedAs } from "../metrics/backend-counters.ts";
 import { DecisionRing } from "../metrics/decisions.ts";
 import type { GroupMetrics } from "../metrics/group-metrics.ts";
@@ -113,7 +113,10 @@ export class GroupRouter {
    * or every address of one that moved to another shard's object (the group's `shards` or its
    * deployments changed), which counts its requests from then on. Its series is the sum over the
    * objects, and goes on from there, where dropping them would make every counter fall, which
-   * Prometheus reads as a reset. Kept while the group has the id, as a scrape says (GroupIds).
+   * Prometheus reads as a reset. Kept while the group has the id, as a scrape says (GroupIds), and
+   * at most MAX_DEPLOYMENTS of them: an object no one scrapes, whose servers register a new id at
+   * each restart (a pod's address), would else keep one for every restart; the longest-kept goes
+   * first (its series then falls, as a counter reset).
    */
   private readonly carried = new Map<string, BackendMetrics>();
 
@@ -660,6 +663,7 @@ export class GroupRouter {
     this.dropped.backends.push(b.key);
     const had = this.carried.get(b.id);
     this.carried.set(b.id, had ? addAddress(had, b.metrics(false)) : b.metrics(false));
+    if (this.carried.size > MAX_DEPLOYMENTS) this.carried.delete(this.carried.keys().next().value as string);
   }
 
   private breakerChanged(b: Backend, now: number, from: BreakerState): void {

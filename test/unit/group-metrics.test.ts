@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { parseConfig, type ResolvedGroup } from "../../src/config/load.ts";
+import { MAX_DEPLOYMENTS } from "../../src/config/schema.ts";
 import { DecisionRing } from "../../src/metrics/decisions.ts";
 import { metricFamilies } from "../../src/metrics/group-metrics.ts";
 import { GroupRouter } from "../../src/routing/group-router.ts";
@@ -77,6 +78,23 @@ describe("GroupRouter: the counters GET /metrics renders", () => {
     // One whose group no longer has it: its counts go, with its series.
     expect(r.metrics({ rev: 1, ids: slice.deployments.map((x) => x.id) }).backends.some((b) => b.id === moved)).toBe(false);
     expect(carried()).toBeUndefined();
+  });
+
+  it("carries at most MAX_DEPLOYMENTS let-go ids: an object no one scrapes, whose servers take a new id at each restart, keeps no more", () => {
+    const g = group();
+    const r = new GroupRouter("g", () => 0.5);
+    const base = g.deployments[0] as ResolvedGroup["deployments"][number];
+    const n = MAX_DEPLOYMENTS + 10;
+    for (let i = 0; i < n; i++) {
+      const id = `pod-${i}`;
+      r.install({ ...g, deployments: [{ ...base, id, baseUrl: `http://10.0.${i >> 8}.${i & 255}:8000` }], version: `v${i}`, rev: i }, i);
+      r.dropIdleViews(i + 10 * 60_000);
+    }
+    const ids = r.metrics().backends.map((b) => b.id);
+    expect(ids.length).toBeLessThanOrEqual(MAX_DEPLOYMENTS + 1);
+    // The newest stay; the longest-kept went first.
+    expect(ids).toContain(`pod-${n - 2}`);
+    expect(ids).not.toContain("pod-0");
   });
 
   it("counts breaker transitions by the state entered, and refusals", () => {
