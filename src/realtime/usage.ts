@@ -52,6 +52,7 @@ export class RealtimeUsage {
    * prediction to set them against.
    */
   get total(): TokenUsage | undefined {
-    return this.sum ?? undefined;
+    // A copy: a release queued with it must not change with what the backend sends after.
+    return this.sum ? { ...this.sum } : undefined;
   }
 }

@@ -122,7 +122,7 @@ describe("a realtime session through the gateway", () => {
   });
 });
 
-describe("a virtual key's session", () => {
+describe("a virtual key's session's tokens", () => {
   const admin = (method: string, path: string, body?: unknown) =>
     fetch(`${gw.url}/admin/v1${path}`, { method, headers: { authorization: `Bearer ${adminKey}`, "content-type": "application/json" }, body: body === undefined ? undefined : JSON.stringify(body) });
 
@@ -329,7 +329,7 @@ describe("a virtual key's session", () => {
     };
     const revoked = await admin("POST", "/keys", {});
     const rotated = await admin("POST", "/keys", {});
-    const expiring = await admin("POST", "/keys", { expires_at: new Date(Date.now() + 4000).toISOString() });
+    const expiring = await admin("POST", "/keys", { expires_at: new Date(Date.now() + 6000).toISOString() });
     const sessions = await Promise.all([revoked, rotated, expiring].map(async (k) => opened(await connect(wsUrl("?model=echo"), { headers: { authorization: `Bearer ${k.key}` } }))));
     for (const s of sessions) {
       s.ws.send("before");
@@ -344,6 +344,8 @@ describe("a virtual key's session", () => {
       { code: 1008, reason: expect.stringMatching(/expired at/) },
     ]);
     await vi.waitFor(async () => expect(await gw.inFlight("echo")).toBe(0), EVENTUALLY);
+    // The backend learns that the gateway ended the session, not what the client was told of its key.
+    await vi.waitFor(() => expect(upstream.closes().slice(-3)).toEqual(Array(3).fill({ code: 1008, reason: "session ended by the gateway" })), EVENTUALLY);
   }, 30_000);
 });
 

@@ -6,8 +6,9 @@ import type { HeldLease } from "./route-client.ts";
 /** A relayed session, as the gateway may end it itself. */
 export interface Relay {
   /**
-   * Closes both sides with `frame` (the client is told why) and settles the lease as a session
-   * the client's side ended: no verdict on the backend.
+   * Closes both sides with `frame`'s code, the client told its reason, the backend only that the
+   * gateway ended it (the reason is the client's: a key's prefix, when it expired); and settles the
+   * lease as a session the client's side ended: no verdict on the backend.
    */
   end(frame: Required<CloseFrame>): void;
   /** Runs `f` once the session has ended, whichever side (or `end`) ended it. */
@@ -40,7 +41,7 @@ export function relaySockets(client: WebSocket, upstream: WebSocket, lease: Held
     usage
       ? (e) => {
           pass(client, e.data);
-          if (typeof e.data === "string") usage.take(e.data);
+          if (!over && typeof e.data === "string") usage.take(e.data);
         }
       : (e) => pass(client, e.data),
   );
@@ -68,7 +69,7 @@ export function relaySockets(client: WebSocket, upstream: WebSocket, lease: Held
       if (over) return;
       finish("client-abort");
       closeQuietly(client, frame);
-      closeQuietly(upstream, frame);
+      closeQuietly(upstream, { code: frame.code, reason: ENDED_BY_GATEWAY });
     },
     onEnd(f) {
       if (over) f();
@@ -76,6 +77,9 @@ export function relaySockets(client: WebSocket, upstream: WebSocket, lease: Held
     },
   };
 }
+
+/** What the backend of a session the gateway ended is told. */
+const ENDED_BY_GATEWAY = "session ended by the gateway";
 
 /** Closes an upstream's socket that no client will use (the client left during the handshake). */
 export function closeUnused(upstream: WebSocket): void {
