@@ -187,20 +187,28 @@ async function handshakeInTurn(p: RealtimeInput, s: Session, held: HeldFailure):
 const KEY_CHECK_MS = 1000;
 
 /**
+ * After a check the tenants object could not answer, how long a session waits before the next:
+ * every open session checks its own key, and an outage would else have each ask again every second.
+ */
+const KEY_CHECK_BACKOFF_MS = 10_000;
+
+/**
  * Ends a virtual key's session once a request with its key would be refused (revoked, rotated
- * away, expired): closed both ways with 1008 and that refusal's message. A session lives for
- * hours, and its tokens are not counted: a leaked key must not keep one after it is revoked.
- * While the tenants object cannot say (a 503), the session goes on, as it did before the outage.
+ * away, expired): closed with 1008, the client told that refusal's message. A session lives for
+ * hours: a leaked key must not keep one after it is revoked. While the tenants object cannot say
+ * (a 503), the session goes on, as it did before the outage, and is checked again less often.
  */
 function endWhenKeyRefused(caller: Extract<Caller, { kind: "key" }>, p: RealtimeInput, relay: Relay): void {
   let checking = false;
+  let quietUntil = 0;
   const timer = setInterval(() => {
-    if (checking) return;
+    if (checking || Date.now() < quietUntil) return;
     checking = true;
     recheckKey(caller, p.env, p.ctx)
       .catch((e: unknown) => {
         // Each refusal's message (a key prefix, an ISO date) fits a close frame's 123 bytes.
         if (e instanceof GatewayError && e.status === 401) relay.end({ code: POLICY_VIOLATION, reason: e.message });
+        else quietUntil = Date.now() + KEY_CHECK_BACKOFF_MS;
       })
       .finally(() => (checking = false));
   }, KEY_CHECK_MS);
