@@ -92,9 +92,13 @@ export function mergeMetrics(parts: readonly GroupMetrics[]): GroupMetrics {
  * and requests in flight; two alike (a change on its way to one of them) add up as two shards'.
  */
 function addObject(a: BackendMetrics, b: BackendMetrics): BackendMetrics {
-  if (a.current === b.current) return addBackend(a, b);
-  return a.current ? addAddress(a, b) : addAddress(b, a);
+  const [x, y] = [isCurrent(a), isCurrent(b)];
+  if (x === y) return addBackend(a, b);
+  return x ? addAddress(a, b) : addAddress(b, a);
 }
+
+/** An object of the release before `current` (a deploy's Workers and objects change apart) says nothing: it routed for all it listed. */
+const isCurrent = (b: BackendMetrics): boolean => b.current !== false;
 
 const BREAKER_WORSE: Record<BackendMetrics["breaker"], number> = { closed: 0, "half-open": 1, open: 2 };
 
@@ -113,7 +117,7 @@ function addBackend(a: BackendMetrics, b: BackendMetrics): BackendMetrics {
   const histogram = (x: HistogramSnapshot, y: HistogramSnapshot): HistogramSnapshot => ({ bounds: x.bounds, cumulative: x.cumulative.map((n, i) => n + (y.cumulative[i] ?? 0)), sum: x.sum + y.sum, count: x.count + y.count });
   return {
     id: a.id,
-    current: a.current || b.current,
+    current: isCurrent(a) || isCurrent(b),
     inFlight: a.inFlight + b.inFlight,
     breaker: BREAKER_WORSE[b.breaker] > BREAKER_WORSE[a.breaker] ? b.breaker : a.breaker,
     breakerTransitions: add(a.breakerTransitions, b.breakerTransitions),

@@ -595,6 +595,10 @@ describe("merging a sharded group's answers", () => {
     // The retired shard's entry (after the group's own, as the Worker asks them): its breaker opened before it was given up, and stays so.
     const merged = mergeMetrics([part(backend(0, 3, "closed")), part(backend(1, 7, "open", false))]);
     expect(merged.backends[0]).toMatchObject({ current: true, inFlight: 1, breaker: "closed", outcomes: { ok: 10 }, ttft: { count: 10 }, prefix: { entries: 10 }, learned: { charsPerToken: 3, reports: { usage: 10 } } });
+    // An object of the release before (mid-deploy) names no `current`: it routes for what it lists, and a retired one's stale view still loses.
+    const { current: _, ...older } = backend(0, 3, "closed");
+    const skewed = mergeMetrics([part(older as GroupMetrics["backends"][number]), part(backend(1, 7, "open", false))]);
+    expect(skewed.backends[0]).toMatchObject({ breaker: "closed", outcomes: { ok: 10 }, learned: { charsPerToken: 3 } });
   });
 
   it("gives a deployment at two addresses in a sharded group its new address's breaker and prefix set, as one object does", () => {
