@@ -17,7 +17,8 @@ export interface FirstBytes {
  *
  * `responses`: a Responses API stream's first bytes are its first event that is not an opening
  * (OPENING_EVENTS), the openings before it held and sent with it; a stream that ends after
- * openings alone has them as its first bytes.
+ * openings alone has none, as one of comments alone: it answered nothing, and nothing of it
+ * reached the client, so another backend may answer.
  */
 export async function readFirstBytes(body: ReadableStream<Uint8Array>, now: () => number, sse = false, responses = false): Promise<FirstBytes | null> {
   const reader = body.getReader();
@@ -26,7 +27,7 @@ export async function readFirstBytes(body: ReadableStream<Uint8Array>, now: () =
   try {
     for (;;) {
       const { done, value } = await reader.read();
-      if (done) return openings && !openings.empty ? { chunk: comments.before(openings.joined()), at: now() } : null;
+      if (done) return null;
       if (value.byteLength === 0) continue;
       if (sse && (openings === null || openings.empty) && onlyComments(value)) {
         comments.keep(value);
