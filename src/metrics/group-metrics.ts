@@ -105,10 +105,10 @@ export function metricFamilies(groups: readonly GroupMetrics[], unreachable: rea
       whole.flatMap((g) => (["no-backend", "at-capacity"] as const).map((refused) => ({ labels: { group: g.group, refused }, value: g.refusals[refused] }))),
     ),
     counter("kvgate_key_requests_total", "Requests of a virtual key (by its id) that got a backend; a failover is not counted again.", ofKey((k) => k.requests)),
-    counter("kvgate_key_prompt_tokens_total", "Prompt tokens of a virtual key's requests, as the upstream reported them (estimated for a request its client left before they came).", ofKey((k) => k.tokens.prompt)),
-    counter("kvgate_key_completion_tokens_total", "Completion tokens of a virtual key's requests, as the upstream reported them (estimated for a request its client left before they came).", ofKey((k) => k.tokens.completion)),
+    counter("kvgate_key_prompt_tokens_total", "Prompt tokens of a virtual key's requests, as the upstream reported them (estimated where it never did: src/tenants/estimate.ts).", ofKey((k) => k.tokens.prompt)),
+    counter("kvgate_key_completion_tokens_total", "Completion tokens of a virtual key's requests, as the upstream reported them (estimated where it never did: src/tenants/estimate.ts).", ofKey((k) => k.tokens.completion)),
     counter("kvgate_key_cached_tokens_total", "Cached prompt tokens of a virtual key's requests, as the upstream reported them.", ofKey((k) => k.tokens.cached)),
-    counter("kvgate_key_estimated_requests_total", "Requests of a virtual key whose tokens were estimated: its client left (or the gateway's own limit cut the answer) after the answer began, before the upstream reported them.", ofKey((k) => k.estimated ?? 0)),
+    counter("kvgate_key_estimated_requests_total", "Requests of a virtual key whose tokens were estimated: the upstream never reported them (the client left, the request's total timeout cut the answer, or the server sends no usage).", ofKey((k) => k.estimated ?? 0)),
     counter(
       "kvgate_key_limit_hits_total",
       "Requests of a virtual key refused with a 429 for a limit: rpm, tpm, parallel, budget.",
