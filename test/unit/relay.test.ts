@@ -416,10 +416,18 @@ describe("readFirstBytes of a Responses API stream: its first token is the first
     ["CRLF line ends", [created.replaceAll("\n", "\r\n"), progress.replaceAll("\n", "\r\n"), delta.replaceAll("\n", "\r\n")]],
     ["a comment between", [created, ": keep-alive\n\n", progress, delta]],
   ])("%s: the openings are held and go out with it, at its time", async (_what, chunks) => {
+    // The clock is the number of chunks read: the token's time is its last chunk's.
     let clock = 0;
-    const first = await readFirstBytes(source(chunks), () => ++clock, true, true);
+    const ticking = new ReadableStream<Uint8Array>({
+      pull(c) {
+        const next = chunks[clock++];
+        if (next === undefined) c.close();
+        else c.enqueue(enc.encode(next));
+      },
+    });
+    const first = await readFirstBytes(ticking, () => clock, true, true);
     expect(dec.decode(first?.chunk)).toBe(chunks.join(""));
-    expect(first?.at).toBe(1);
+    expect(first?.at).toBe(chunks.length);
   });
 
   it("a token in the openings' chunk is read with them; what follows stays in the body", async () => {
