@@ -67,13 +67,21 @@ function limit(flag: string, text: string, integer: boolean, clearable: boolean)
 
 const list = (text: string) => text.split(",").map((s) => s.trim()).filter((s) => s !== "");
 
+/** The word an update lifts each restriction with: what `keys show` prints for none. */
+const UNRESTRICTED = { models: "all", origins: "any" } as const;
+
 /**
- * A create's --models or --origins: a list of one or more. The API reads an empty list as no
- * restriction, so `--models "$MODELS"` with the variable empty made a key for every model.
+ * --models or --origins: a list of one or more, or, on an update, the word that lifts the
+ * restriction. The API reads an empty list as no restriction, so `--models "$MODELS"` with the
+ * variable empty made a key for every model (on create), or widened one to every model (on update).
  */
 function restriction(flag: "models" | "origins", text: string, update: boolean): string[] {
+  if (update && text.trim() === UNRESTRICTED[flag]) return [];
   const items = list(text);
-  if (items.length === 0 && !update) throw new CliError(`--${flag} names no ${flag === "models" ? "model" : "origin"}: leave the flag out for a key with no such restriction`, 2);
+  if (items.length === 0) {
+    const lift = update ? `--${flag} ${UNRESTRICTED[flag]} lifts the restriction` : "leave the flag out for a key with no such restriction";
+    throw new CliError(`--${flag} names no ${flag === "models" ? "model" : "origin"}: ${lift}`, 2);
+  }
   return items;
 }
 
@@ -215,7 +223,8 @@ export const KEY_USAGE = `  keys create [--models M1,M2] [--rpm N] [--tpm N] [--
                                     a new virtual key, shown once (T: an ISO timestamp, a day, or a duration: 30d, 12h)
   keys list
   keys show ID
-  keys update ID [the create flags]  changes what the flags name; "none" clears a limit, --expires never clears the expiry
+  keys update ID [the create flags]  changes what the flags name; "none" clears a limit, --expires never clears the expiry,
+                                    --models all and --origins any lift those restrictions
   keys revoke ID
   keys rotate ID                    a new key for the same id (same limits, usage goes on); the old key stops working
   usage --key ID [--since T] [--until T] [--model M]

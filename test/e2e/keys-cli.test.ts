@@ -75,6 +75,19 @@ describe("npx kvgate keys", () => {
     expect((await json<KeyList>(["keys", "list"])).data.length).toBe(before);
   }, 60_000);
 
+  it("update refuses an empty --models or --origins too, and lifts a restriction only when told so in words: --models all, --origins any", async () => {
+    const made = await json<IssuedKeyView>(["keys", "create", "--models", "kvgate-sim", "--origins", "https://app.example"]);
+    for (const args of [["--models", ""], ["--origins", " , "]]) {
+      const r = await kvgate(["keys", "update", made.id, ...args, "--json"]);
+      expect({ args, code: r.code, stdout: r.stdout }).toEqual({ args, code: 2, stdout: "" });
+      expect(r.stderr[0]).toMatch(new RegExp(`^kvgate: ${args[0]} names no .*${args[0] === "--models" ? "--models all" : "--origins any"}`));
+    }
+    // The key kept both restrictions.
+    expect(await json<KeyView>(["keys", "show", made.id])).toMatchObject({ models: ["kvgate-sim"], origins: ["https://app.example"] });
+    const lifted = await json<KeyView>(["keys", "update", made.id, "--models", "all", "--origins", "any"]);
+    expect(lifted).toMatchObject({ models: [], origins: [] });
+  }, 60_000);
+
   it("update changes what its flags name; none clears a limit and --team keeps the other labels", async () => {
     const made = await json<IssuedKeyView>(["keys", "create", "--rpm", "5", "--tpm", "50", "--team", "a", "--user", "u"]);
     const updated = await json<KeyView>(["keys", "update", made.id, "--rpm", "none", "--team", "b", "--models", "kvgate-sim"]);
