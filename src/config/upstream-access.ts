@@ -71,10 +71,9 @@ export function resolveReach(d: ReachNeeds, env: Readonly<Record<string, unknown
   if (d.binding !== undefined) {
     const bound = env[d.binding];
     if (isFetcher(bound)) via = bound;
-    else {
-      const why = bound === undefined ? "is not bound to this Worker (declare it in wrangler.toml: vpc_services or vpc_networks)" : "has no fetch() (a Workers VPC Service or Network binding has one)";
-      problems.push({ field: "binding", message: `"${d.binding}" ${why}` });
-    }
+    // One message whether or not the name holds something else (a secret, a variable): a heartbeat,
+    // sent with the register key every GPU server has, learns nothing of which names exist.
+    else problems.push({ field: "binding", message: `"${d.binding}" is not a Workers VPC binding of this Worker (declare it in wrangler.toml: vpc_services or vpc_networks)` });
   }
   let headers: Record<string, string> | null = null;
   for (const [header, name] of Object.entries(d.headersFromEnv ?? {})) {

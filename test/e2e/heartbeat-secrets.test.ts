@@ -76,6 +76,16 @@ describe("a heartbeat with the register key", () => {
     expect(beat).toMatchObject({ status: 403, error: { type: "permission_error", code: "secret_not_allowed", param: "apiKeyEnv" } });
     expect(beat.error?.message).toMatch(/auth\.registrationSecrets/);
   });
+
+  it("learns nothing of which secrets exist from a binding it names: a secret's name and a name nothing has are refused alike", async () => {
+    const refusal = async (binding: string) => {
+      const beat = await heartbeat(gw, { group: "open", id: "probe", baseUrl: "http://10.0.0.9:8000", model: MODEL, binding });
+      expect(beat.status).toBe(400);
+      return beat.error?.message.replaceAll(binding, "NAME");
+    };
+    expect(await refusal("UPSTREAM_TOKEN")).toBe(await refusal("NO_SUCH_NAME_AT_ALL"));
+    expect(await refusal("KVGATE_ADMIN_KEY")).toBe(await refusal("NO_SUCH_NAME_AT_ALL"));
+  });
 });
 
 describe("a config's auth.registrationSecrets", () => {

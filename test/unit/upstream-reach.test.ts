@@ -68,7 +68,7 @@ describe("a deployment's reach, resolved from the Worker's env", () => {
     const reach = resolveReach({ binding: "GPU_VPC", headersFromEnv: { ...ACCESS, "X-Token": "TOKEN", "X-Other": "UNSET" } }, env, KEYS);
     if (reach.ok) throw new Error("expected problems");
     expect(reach.problems).toEqual([
-      { field: "binding", message: '"GPU_VPC" has no fetch() (a Workers VPC Service or Network binding has one)' },
+      { field: "binding", message: '"GPU_VPC" is not a Workers VPC binding of this Worker (declare it in wrangler.toml: vpc_services or vpc_networks)' },
       { field: "headersFromEnv.CF-Access-Client-Id", message: "names ACCESS_CLIENT_ID, which is empty (npx wrangler secret put ACCESS_CLIENT_ID --env production)" },
       { field: "headersFromEnv.CF-Access-Client-Secret", message: "names ACCESS_CLIENT_SECRET, which holds a line break, which no header value may" },
       { field: "headersFromEnv.X-Token", message: "names TOKEN, which is a binding, not a secret" },
@@ -79,7 +79,7 @@ describe("a deployment's reach, resolved from the Worker's env", () => {
 
   it("reports problems with the config's field paths", () => {
     const groups = [{ deployments: [{}, { binding: "NOPE" }] }];
-    expect(reachProblems(groups, {}, KEYS)).toEqual(['modelGroups[0].deployments[1].binding "NOPE" is not bound to this Worker (declare it in wrangler.toml: vpc_services or vpc_networks)']);
+    expect(reachProblems(groups, {}, KEYS)).toEqual(['modelGroups[0].deployments[1].binding "NOPE" is not a Workers VPC binding of this Worker (declare it in wrangler.toml: vpc_services or vpc_networks)']);
   });
 });
 

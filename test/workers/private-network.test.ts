@@ -150,7 +150,7 @@ describe("a binding or a secret the config names but the Worker lacks", () => {
     expect(res.status).toBe(500);
     const body = (await res.json()) as { error: { code: string; message: string } };
     expect(body.error.code).toBe("config_invalid");
-    expect(body.error.message).toContain('modelGroups[0].deployments[0].binding "NO_SUCH_VPC" is not bound to this Worker');
+    expect(body.error.message).toContain('modelGroups[0].deployments[0].binding "NO_SUCH_VPC" is not a Workers VPC binding of this Worker');
     expect(body.error.message).toContain("modelGroups[0].deployments[0].headersFromEnv.CF-Access-Client-Secret names NOT_A_SECRET_HERE, which is not set");
     // The header whose secret is set is no problem, and its value appears nowhere.
     expect(body.error.message).not.toContain("CF-Access-Client-Id");
