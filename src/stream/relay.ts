@@ -58,6 +58,11 @@ export interface RelayOptions {
    */
   countEvents?: boolean;
   /**
+   * With readUsage, an SSE body that may come faster than a tap drains it (usage-tap.ts,
+   * mayOutrunTap): it takes the JavaScript loop instead of the tap.
+   */
+  outrunsTap?: boolean;
+  /**
    * The body's first bytes, already read by the caller (readFirstBytes: a stream's first token,
    * awaited under the first-byte limit before anything went to the client); null: it ended with
    * none. The relay goes on from there. Absent: the relay reads them itself.
@@ -83,7 +88,7 @@ const KEEP_ALIVE = encoder.encode(": keep-alive\n\n");
  */
 export function relay(body: ReadableStream<Uint8Array>, o: RelayOptions): ReadableStream<Uint8Array> {
   const pipe = o.nativePipe ? o.nativePipe() : new TransformStream<Uint8Array, Uint8Array>();
-  if (o.transforms.length === 0 && o.nativePipe && !o.idleTimeoutMs && !(o.readUsage && !o.sse)) return o.readUsage ? relayTapped(body, o, pipe) : relayNative(body, o, pipe);
+  if (o.transforms.length === 0 && o.nativePipe && !o.idleTimeoutMs && !(o.readUsage && (!o.sse || o.outrunsTap))) return o.readUsage ? relayTapped(body, o, pipe) : relayNative(body, o, pipe);
   void pump(body, pipe.writable.getWriter(), o);
   return pipe.readable;
 }

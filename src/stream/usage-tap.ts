@@ -31,6 +31,20 @@ export const TAP_DRAIN_MS = 1000;
 export const TAP_READS_PER_DRAIN = 8;
 
 /**
+ * Whether a request asks for a stream that may come faster than a tap drains it (TAP_READ_BYTES ×
+ * TAP_READS_PER_DRAIN a TAP_DRAIN_MS, 128 KiB a second): its logprobs (~1.5 KiB an event with 20
+ * top_logprobs, a few hundred KiB a second from a fast engine) or several choices at once (`n`).
+ * A tap that falls behind leaves the tee queueing for it what the client has read already: the
+ * whole answer, in the isolate. Such a stream's usage is read in the JavaScript loop, which holds
+ * an event at a time.
+ */
+export function mayOutrunTap(body: Record<string, unknown>): boolean {
+  const { logprobs, top_logprobs: top, n } = body;
+  // A completions request's `logprobs` is a count, 0 included (the chosen token's alone); chat's a boolean.
+  return (logprobs !== undefined && logprobs !== null && logprobs !== false) || (typeof top === "number" && top > 0) || (typeof n === "number" && n > 1);
+}
+
+/**
  * Reads a copy of a stream (one branch of its `tee()`) to learn its length, first byte's time and
  * final usage, while the other branch is pumped to the client natively. The client's branch never
  * waits on it. It reads the first bytes at once (their time is the first token's), then lets the

@@ -238,6 +238,33 @@ const BEHAVIOURS: Record<string, Answer> = {
     const timer = setTimeout(() => res.end("data: [DONE]\n\n"), Number(arg ?? 1000));
     res.on("close", () => clearTimeout(timer));
   },
+  /**
+   * `arg` MiB (default 64) of events as vLLM writes them for `n: 4, logprobs: true, top_logprobs: 20`
+   * (~2 KiB each, the four choices in turn), as fast as the connection takes them, then the usage
+   * event (3 prompt tokens, a completion token an event) and [DONE].
+   */
+  "logprobs-stream": (_req, res, body, arg, s) => {
+    const { model } = requestOf(body);
+    const total = Number(arg ?? 64) * 1024 * 1024;
+    const entry = (token: string) => ({ token, logprob: -0.123456789, bytes: [...Buffer.from(token)] });
+    const event = (i: number): string => {
+      const logprobs = { content: [{ ...entry("x"), top_logprobs: Array.from({ length: 20 }, (_, k) => entry(`tok${i}_${k}`)) }] };
+      return `data: ${JSON.stringify({ id: "chatcmpl-h", object: "chat.completion.chunk", created: 1, model, choices: [{ index: i % 4, delta: { content: "x" }, logprobs, finish_reason: null }] })}\n\n`;
+    };
+    res.writeHead(200, { "content-type": "text/event-stream" });
+    let events = 0;
+    function* parts(): Generator<string> {
+      for (let sent = 0; sent < total; events++) {
+        const text = event(events);
+        sent += text.length;
+        yield text;
+      }
+    }
+    writeAll(res, parts(), s, () => {
+      const usage = { prompt_tokens: 3, completion_tokens: events, total_tokens: 3 + events };
+      res.end(`data: ${JSON.stringify({ id: "chatcmpl-h", object: "chat.completion.chunk", created: 1, model, choices: [], usage })}\n\ndata: [DONE]\n\n`);
+    });
+  },
   /** An event of `arg` KiB (default 4096) after a small one, then [DONE]: an event larger than any a hook holds whole. */
   "big-event": (_req, res, body, arg, s) => bigEvent(res, body, Number(arg ?? 4096), true, s),
   /** The same event's start and its `arg` KiB (default 4096) of text, then nothing: its end never comes, and the connection is held open. */

@@ -8,6 +8,7 @@ import type { LeaseOutcome, RouteDecision, TokenUsage, UsageEstimate } from "../
 import type { Routed } from "./route-client.ts";
 import { readFirstBytes, type FirstBytes } from "../../src/stream/first-bytes.ts";
 import { handOver, relay } from "../../src/stream/relay.ts";
+import { mayOutrunTap } from "../../src/stream/usage-tap.ts";
 import { readWholeUsage, tokenUsage } from "../../src/stream/usage.ts";
 import { sampledForFeedback } from "../../src/routing/learned/sampling.ts";
 import type { KeyRecord } from "../../src/tenants/protocol.ts";
@@ -312,6 +313,7 @@ async function attemptHeld(a: AttemptInput, key: KeyRecord | null, lease: HeldLe
     nativePipe: () => new IdentityTransformStream(),
     readUsage: pipeline.readsUsage,
     countEvents: counts,
+    outrunsTap: stream && mayOutrunTap(a.body),
     ...(first !== undefined ? { first } : {}),
     clientGone: () => p.req.signal.aborted,
     onClientGone: () => abort.abort(new Error("client disconnected")),
