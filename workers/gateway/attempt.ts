@@ -313,7 +313,7 @@ async function attemptHeld(a: AttemptInput, key: KeyRecord | null, lease: HeldLe
     nativePipe: () => new IdentityTransformStream(),
     readUsage: pipeline.readsUsage,
     countEvents: counts,
-    outrunsTap: stream && mayOutrunTap(a.body),
+    outrunsTap: stream && pipeline.readsUsage && mayOutrunTap(a.body),
     ...(first !== undefined ? { first } : {}),
     clientGone: () => p.req.signal.aborted,
     onClientGone: () => abort.abort(new Error("client disconnected")),
