@@ -7,6 +7,7 @@ import type { AdminCommand, AdminResult, FleetRegistryRpc, FleetSnapshot, SeedRe
 import { FleetRegistry as Fleet, RegistryError, type Change, type GroupRecord, type Seeded } from "../src/fleet/registry.ts";
 import type { ResolvedGroup } from "../src/config/load.ts";
 import type { ModelGroupRpc } from "../src/routing/protocol.ts";
+import type { GroupMetrics } from "../src/metrics/group-metrics.ts";
 import { groupShards, objectNamesOf, shardOfObject } from "../src/sharding/partition.ts";
 import { logEvent } from "../src/logging/event-log.ts";
 
@@ -34,6 +35,8 @@ export class FleetRegistry extends DurableObject<RegistryEnv> implements FleetRe
   private retryMs: number = PUSH_RETRY_MS.min;
   /** When the pushes in `unpushed` are next tried (epoch ms), or null when none is. */
   private retryAt: number | null = null;
+  /** When the objects of shards groups gave up are next asked to hand their counts over (handOver), or null when no group has one. */
+  private handOverAt: number | null = null;
 
   constructor(ctx: DurableObjectState, env: RegistryEnv) {
     super(ctx, env);
@@ -104,6 +107,31 @@ export class FleetRegistry extends DurableObject<RegistryEnv> implements FleetRe
     if (this.retryAt !== null && Date.now() >= this.retryAt) {
       this.retryAt = null;
       await this.pushTo([...this.unpushed], true);
+    }
+    if (this.handOverAt !== null && Date.now() >= this.handOverAt) {
+      this.handOverAt = null;
+      await this.handOver();
+      this.wake();
+    }
+  }
+
+  /**
+   * Asks the objects of shards each group gave up for their counts, and, once every one of a group's
+   * has nothing in flight, hands them to the group's own object, which carries them in /metrics
+   * (GroupMetrics.handedOver): those objects are then listed no more, so no scrape, status read or
+   * admin row asks them (nor fails on them) again. Until then the alarm asks again.
+   */
+  private async handOver(): Promise<void> {
+    const ns = this.env.MODEL_GROUP;
+    for (const { group, own, retired, shards, objects } of this.fleet.givenUp()) {
+      try {
+        const counts = await Promise.all(retired.map((o) => ns.getByName(o).handOver()));
+        if (counts.some((m) => m === null)) continue;
+        await ns.getByName(own).adopt(retired.map((object, i) => ({ object, metrics: counts[i] as GroupMetrics })));
+        if (this.fleet.handedOver(group, shards, objects)) this.persist();
+      } catch (e) {
+        console.error(`kvgate: handing the counts of the objects of shards group ${group} gave up to its own object failed: ${String(e)}`);
+      }
     }
   }
 
@@ -212,13 +240,20 @@ export class FleetRegistry extends DurableObject<RegistryEnv> implements FleetRe
     return failed === 0 ? "applied" : "pending";
   }
 
-  /** The alarm at the next heartbeat expiry, or at the next try of a push, whichever comes first. */
+  /** The alarm at the next heartbeat expiry, the next try of a push or the next hand-over, whichever comes first. */
   private wake(): void {
-    const expiry = this.fleet.nextWake();
-    const at = expiry === null ? this.retryAt : this.retryAt === null ? expiry : Math.min(expiry, this.retryAt);
-    if (at !== null) void this.ctx.storage.setAlarm(Math.ceil(at));
+    if (this.fleet.givenUp().length === 0) this.handOverAt = null;
+    else this.handOverAt ??= Date.now() + HAND_OVER_MS;
+    const due = [this.fleet.nextWake(), this.retryAt, this.handOverAt].filter((t) => t !== null);
+    if (due.length > 0) void this.ctx.storage.setAlarm(Math.ceil(Math.min(...due)));
   }
 }
+
+/**
+ * How often the objects of shards a group gave up are asked to hand their counts over: what they
+ * hold in flight ends within a stream's length, and each try is a call to each of them.
+ */
+const HAND_OVER_MS = 5_000;
 
 /** How long after a failed push the registry tries it again: doubling from the least to the most. */
 const PUSH_RETRY_MS = { min: 1_000, max: 60_000 } as const;

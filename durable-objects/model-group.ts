@@ -6,7 +6,7 @@ import { GroupRouter } from "../src/routing/group-router.ts";
 import { shardOfObject } from "../src/sharding/partition.ts";
 import { logEvent } from "../src/logging/event-log.ts";
 import type { DecisionView } from "../src/metrics/decisions.ts";
-import type { GroupMetrics } from "../src/metrics/group-metrics.ts";
+import type { GroupMetrics, HandedOver } from "../src/metrics/group-metrics.ts";
 import type { GroupIds, GroupStatus, LeaseRelease, LeaseRenewal, LimitRefusal, ModelGroupRpc, RouteCall, RouteDecision, RouteRefusal, VersionRefusal } from "../src/routing/protocol.ts";
 import type { TenantsRpc } from "../src/tenants/protocol.ts";
 import { TENANTS_NAME } from "../src/tenants/tenants-name.ts";
@@ -142,6 +142,15 @@ export class ModelGroup extends DurableObject<GroupEnv> implements ModelGroupRpc
   metrics(fleet?: GroupIds): GroupMetrics {
     checkFleet(fleet);
     return this.router.metrics(fleet);
+  }
+
+  handOver(): GroupMetrics | null {
+    return this.router.handOver();
+  }
+
+  adopt(handed: HandedOver[]): void {
+    if (!Array.isArray(handed) || !handed.every((h) => typeof h?.object === "string" && typeof h.metrics === "object" && h.metrics !== null && Array.isArray(h.metrics.backends))) throw new TypeError(OTHER_PROTOCOL);
+    this.router.adopt(handed);
   }
 
   decisions(): DecisionView[] {

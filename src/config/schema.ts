@@ -20,6 +20,8 @@ const nonNegativeInt = () => z.number().check(z.int(), z.minimum(0));
 const usdPerMillion = () => z.number().check(z.minimum(0), z.maximum(1_000_000));
 /** The longest name a group, an alias or a deployment may have. */
 export const NAME_MAX = 256;
+/** The most routing objects (shards) a group may have. */
+export const MAX_SHARDS = 64;
 
 /** A client's name as the gateway repeats it (an error, a log line): one longer than any name can be is cut, marked "…". */
 export function clipName(s: string): string {
@@ -204,7 +206,7 @@ export const GroupSettingsSchema = z.strictObject({
    * The Worker sends a prompt to the shard its prefix keys to (src/sharding/), with bounded loads.
    * A virtual key's limits hold per shard, as they hold per group.
    */
-  shards: z._default(z.number().check(z.int(), z.minimum(1), z.maximum(64)), 1),
+  shards: z._default(z.number().check(z.int(), z.minimum(1), z.maximum(MAX_SHARDS)), 1),
   /**
    * In-flight count at which prefix-aware spills a request off its best-matching backend: where a
    * server stops starting requests (vLLM's --max-num-seqs, 256 by default; llama.cpp's --parallel).

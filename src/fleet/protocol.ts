@@ -9,7 +9,8 @@ export interface FleetSnapshot {
   groups: ResolvedGroup[];
   /**
    * Groups that have had more routing objects than their shards now give them (GroupRecord.objects):
-   * how many. Those of the shards given up still hold requests, and counts /metrics reads.
+   * how many. Those of the shards given up still hold requests, and counts /metrics reads, until
+   * they hand them to the group's own object (FleetRegistry.handedOver).
    */
   objects?: Record<string, number>;
 }

@@ -51,7 +51,8 @@ export interface GroupRecord {
   deployments: DeploymentRecord[];
   /**
    * The routing objects the group has had, when more than its `shards` now give it: the objects
-   * of the shards it gave up finish the requests they hold, which are its deployments' until they end.
+   * of the shards it gave up finish the requests they hold, which are its deployments' until they
+   * end, and hold what they counted until they hand it to the group's own object (handedOver).
    */
   objects?: number;
 }
@@ -435,6 +436,33 @@ export class FleetRegistry {
       }
     }
     return at;
+  }
+
+  /**
+   * The groups with objects of shards they gave up (GroupRecord.objects), each with its own object
+   * (which takes their counts), those objects, and the `shards` and `objects` handedOver checks.
+   */
+  givenUp(): { group: string; own: string; retired: string[]; shards: number; objects: number }[] {
+    return [...this.groups.values()].flatMap((g) => {
+      if (g.objects === undefined) return [];
+      const name = g.settings.name;
+      const all = routingObjectsOf(g);
+      const shards = objectNamesOf(name, g.settings.shards).length;
+      return [{ group: name, own: all[0] as string, retired: all.slice(shards), shards, objects: g.objects }];
+    });
+  }
+
+  /**
+   * The objects of shards `group` gave up handed their counts to its own object, with nothing in
+   * flight: they are listed no more (FleetSnapshot.objects, the admin API's rows). Not when the
+   * group's shards changed since they were asked (`shards`, `objects`): then others may be retired.
+   */
+  handedOver(group: string, shards: number, objects: number): boolean {
+    const g = this.groups.get(group);
+    if (!g || g.objects !== objects || objectNamesOf(group, g.settings.shards).length !== shards) return false;
+    delete g.objects;
+    this.dirty.add(group);
+    return true;
   }
 
   /** Groups to write and to delete since the last call, with the registry's revision. */

@@ -12,6 +12,19 @@ export interface GroupMetrics {
   keys: KeyMetrics[];
   /** Route calls that found no backend to give. */
   refusals: { "no-backend": number; "at-capacity": number };
+  /**
+   * What the objects of shards the group gave up counted, handed to this object (the group's own)
+   * once they had nothing in flight (GroupRouter.adopt), by object name. The registry then stops
+   * listing those objects, so these counts carry their series; while one of them still answers,
+   * its own answer counts instead (mergeMetrics).
+   */
+  handedOver?: HandedOver[];
+}
+
+/** One retired object's counts, as it handed them over (ModelGroupRpc.handOver). */
+export interface HandedOver {
+  object: string;
+  metrics: GroupMetrics;
 }
 
 const BREAKER_GAUGE: Record<BreakerState, number> = { closed: 0, "half-open": 1, open: 2 };
@@ -23,15 +36,22 @@ type Sample = { labels: Labels; value: number };
 /**
  * The families `GET /metrics` serves, from the groups' answers. `unreachable`: groups an object of
  * which did not answer this scrape (their `kvgate_group_up` is 0; a sharded one may still be in
- * `groups`, with its other shards' series). Every name and label of the
- * exposition is here, in one place.
+ * `groups`, with its other shards' series). `uncounted`: groups an object of a shard they gave up
+ * did not answer before it handed its counts over (up, their counters left out). Every name and
+ * label of the exposition is here, in one place.
  */
-export function metricFamilies(groups: readonly GroupMetrics[], unreachable: readonly string[] = []): MetricFamily[] {
-  const perBackend = (f: (b: BackendMetrics, labels: Labels) => Sample[]): Sample[] => groups.flatMap((g) => g.backends.flatMap((b) => f(b, { group: g.group, backend: b.id })));
+export function metricFamilies(groups: readonly GroupMetrics[], unreachable: readonly string[] = [], uncounted: readonly string[] = []): MetricFamily[] {
+  // An uncounted group's counts are not all known this scrape (an object of a shard it gave up did
+  // not answer before handing them over): they would fall, read as a reset. Its gauges still come.
+  const counted = groups.filter((g) => !uncounted.includes(g.group));
+  const backendsOf = (list: readonly GroupMetrics[], f: (b: BackendMetrics, labels: Labels) => Sample[]): Sample[] => list.flatMap((g) => g.backends.flatMap((b) => f(b, { group: g.group, backend: b.id })));
+  const perBackend = (f: (b: BackendMetrics, labels: Labels) => Sample[]): Sample[] => backendsOf(counted, f);
   const one = (value: (b: BackendMetrics) => number) => perBackend((b, labels) => [{ labels, value: value(b) }]);
+  const now = (value: (b: BackendMetrics) => number) => backendsOf(groups, (b, labels) => [{ labels, value: value(b) }]);
   // A group's own and its keys' counters add up over its shards: of a group a shard of which did
   // not answer they would fall, which Prometheus reads as a reset. Left out of that scrape instead.
-  const whole = groups.filter((g) => !unreachable.includes(g.group));
+  const up = groups.filter((g) => !unreachable.includes(g.group));
+  const whole = up.filter((g) => !uncounted.includes(g.group));
   const perKey = (f: (k: KeyMetrics, labels: Labels) => Sample[]): Sample[] => whole.flatMap((g) => g.keys.flatMap((k) => f(k, { group: g.group, key: k.id })));
   const ofKey = (value: (k: KeyMetrics) => number) => perKey((k, labels) => [{ labels, value: value(k) }]);
   const counter = (name: string, help: string, samples: Sample[]): MetricFamily => ({ name, help, type: "counter", samples });
@@ -40,11 +60,11 @@ export function metricFamilies(groups: readonly GroupMetrics[], unreachable: rea
     name,
     help,
     type: "histogram",
-    samples: groups.flatMap((g) => g.backends.map((b) => ({ labels: { group: g.group, backend: b.id }, histogram: of(b) }))),
+    samples: counted.flatMap((g) => g.backends.map((b) => ({ labels: { group: g.group, backend: b.id }, histogram: of(b) }))),
   });
   return [
-    gauge("kvgate_group_up", "1 when every routing object of the group answered this scrape, 0 when one did not (the series it holds are then missing; a sharded group's other shards' still come).", [
-      ...whole.map((g) => ({ labels: { group: g.group }, value: 1 })),
+    gauge("kvgate_group_up", "1 when the routing object of each of the group's shards answered this scrape, 0 when one did not (the series it holds are then missing; a sharded group's other shards' still come). The object of a shard it gave up that does not answer, before it has handed over its counts, leaves the group 1 and its counters out of that scrape.", [
+      ...up.map((g) => ({ labels: { group: g.group }, value: 1 })),
       ...unreachable.map((group) => ({ labels: { group }, value: 0 })),
     ]),
     counter(
@@ -58,8 +78,8 @@ export function metricFamilies(groups: readonly GroupMetrics[], unreachable: rea
       perBackend((b, labels) => Object.entries(b.reasons).map(([reason, value]) => ({ labels: { ...labels, reason }, value: value ?? 0 }))),
     ),
     counter("kvgate_failovers_total", "Attempts that followed a failed attempt of the same request, or went to a fallback group, by the backend they went to.", one((b) => b.reasons.failover ?? 0)),
-    gauge("kvgate_requests_in_flight", "Leases in flight on a backend.", one((b) => b.inFlight)),
-    gauge("kvgate_breaker_state", "The backend's circuit breaker: 0 closed, 1 half-open, 2 open.", one((b) => BREAKER_GAUGE[b.breaker])),
+    gauge("kvgate_requests_in_flight", "Leases in flight on a backend.", now((b) => b.inFlight)),
+    gauge("kvgate_breaker_state", "The backend's circuit breaker: 0 closed, 1 half-open, 2 open.", now((b) => BREAKER_GAUGE[b.breaker])),
     counter(
       "kvgate_breaker_transitions_total",
       "Circuit breaker transitions, by the state entered.",
@@ -80,24 +100,24 @@ export function metricFamilies(groups: readonly GroupMetrics[], unreachable: rea
       "Prompt tokens routing expected the backend to hold (matched prefix blocks × blockChars / its learned characters per token), over the same attempts as kvgate_cached_tokens_total: their ratio is routing's precision.",
       one((b) => b.tokens.predictedCached),
     ),
-    gauge("kvgate_prefix_set_entries", "Prompt blocks in the backend's prefix set (what routing believes its KV cache holds).", one((b) => b.prefix.entries)),
-    gauge("kvgate_prefix_set_capacity", "Prompt blocks the backend's prefix set may hold.", one((b) => b.prefix.capacity)),
-    gauge("kvgate_prefix_set_bytes", "Memory the backend's prefix set holds in the routing object, in bytes.", one((b) => b.prefix.bytes)),
+    gauge("kvgate_prefix_set_entries", "Prompt blocks in the backend's prefix set (what routing believes its KV cache holds).", now((b) => b.prefix.entries)),
+    gauge("kvgate_prefix_set_capacity", "Prompt blocks the backend's prefix set may hold.", now((b) => b.prefix.capacity)),
+    gauge("kvgate_prefix_set_bytes", "Memory the backend's prefix set holds in the routing object, in bytes.", now((b) => b.prefix.bytes)),
     counter(
       "kvgate_cache_reports_total",
       "Attempts whose upstream usage carried its cached-token count (prompt_tokens_details.cached_tokens, 0 included): the ones capacity and prefill-rate learning see.",
       one((b) => b.learned.reports.cached),
     ),
-    gauge("kvgate_learned_chars_per_token", "Characters of the prompt as routing hashes it (blocks × blockChars) per prompt token the backend reported; 4 until a report came.", one((b) => b.learned.charsPerToken)),
+    gauge("kvgate_learned_chars_per_token", "Characters of the prompt as routing hashes it (blocks × blockChars) per prompt token the backend reported; 4 until a report came.", now((b) => b.learned.charsPerToken)),
     gauge(
       "kvgate_learned_kv_capacity_blocks",
       "The backend's effective KV capacity in hash blocks, learned from cached tokens it reported against what its prefix set predicted (its kvCapacityBlocks until learned); its prefix set is sized by it.",
-      one((b) => b.learned.kvCapacityBlocks),
+      now((b) => b.learned.kvCapacityBlocks),
     ),
     gauge(
       "kvgate_learned_prefill_tokens_per_second",
       "The backend's prefill rate, learned from the TTFT of streamed answers and the prompt tokens they did not find cached (its prefillTokensPerSec until learned); the prefill-debt drain uses it.",
-      one((b) => b.learned.prefillTokensPerSec),
+      now((b) => b.learned.prefillTokensPerSec),
     ),
     counter(
       "kvgate_route_refusals_total",

@@ -1,8 +1,8 @@
 import type { ResolvedDeployment, ResolvedGroup } from "../config/load.ts";
-import { MAX_DEPLOYMENTS, type GroupSettings } from "../config/schema.ts";
+import { MAX_DEPLOYMENTS, MAX_SHARDS, type GroupSettings } from "../config/schema.ts";
 import type { BackendMetrics, RoutedAs } from "../metrics/backend-counters.ts";
 import { DecisionRing } from "../metrics/decisions.ts";
-import type { GroupMetrics } from "../metrics/group-metrics.ts";
+import type { GroupMetrics, HandedOver } from "../metrics/group-metrics.ts";
 import { KeyCounters } from "../metrics/key-counters.ts";
 import { Backend, backendKey, type SavedBreaker } from "./backend.ts";
 import type { BreakerState } from "./breaker.ts";
@@ -119,6 +119,8 @@ export class GroupRouter {
    * first (its series then falls, as a counter reset).
    */
   private readonly carried = new Map<string, BackendMetrics>();
+  /** The counts the objects of shards the group gave up handed to this one (GroupMetrics.handedOver), by object name: at most one per shard. */
+  private readonly handed = new Map<string, GroupMetrics>();
 
   constructor(name: string, rng: Rng = Math.random) {
     this.name = name;
@@ -563,7 +565,33 @@ export class GroupRouter {
     const current = new Set(newest && newest.rev >= this.retiredRev ? newest.backends : []);
     // A carried entry comes after its id's live ones: mergeMetrics adds its counts to theirs.
     const backends = [...this.kept().map((b) => b.metrics(current.has(b))), ...this.carried.values()].filter((b) => shows(b.id, b.inFlight));
-    return { group: this.name, backends, keys: this.keyCounters.snapshot(), refusals: { ...this.refusals } };
+    const handedOver: HandedOver[] = [];
+    for (const [object, m] of this.handed) {
+      m.backends = m.backends.filter((b) => shows(b.id, 0));
+      handedOver.push({ object, metrics: m });
+    }
+    return { group: this.name, backends, keys: this.keyCounters.snapshot(), refusals: { ...this.refusals }, ...(handedOver.length > 0 ? { handedOver } : {}) };
+  }
+
+  /**
+   * Its counts, once the registry retired it and nothing is in flight here: they change no more
+   * (it takes no new request), so the group's own object can carry them (adopt) and it need not be
+   * asked again. Null until then.
+   */
+  handOver(): GroupMetrics | null {
+    const retired = this.retiredRev > (this.newestView()?.rev ?? -1);
+    if (!retired || this.leases.size > 0 || [...this.backends.values()].some((b) => b.inFlight > 0)) return null;
+    const { handedOver: _, ...own } = this.metrics();
+    return own;
+  }
+
+  /** What the objects of shards the group gave up handed over: one's later hand-over (the same counts, or more) replaces its earlier. */
+  adopt(handed: readonly HandedOver[]): void {
+    for (const h of handed) {
+      this.handed.delete(h.object);
+      this.handed.set(h.object, h.metrics);
+    }
+    while (this.handed.size > MAX_SHARDS) this.handed.delete(this.handed.keys().next().value as string);
   }
 
   /**

@@ -1,6 +1,6 @@
 import type { ResolvedGroup } from "../config/load.ts";
 import type { DecisionView } from "../metrics/decisions.ts";
-import type { GroupMetrics } from "../metrics/group-metrics.ts";
+import type { GroupMetrics, HandedOver } from "../metrics/group-metrics.ts";
 import type { BudgetPeriod, Spent } from "../tenants/protocol.ts";
 import type { BreakerSnapshot } from "./breaker.ts";
 import type { LearnedSnapshot } from "./feedback.ts";
@@ -268,4 +268,11 @@ export interface ModelGroupRpc {
   install(group: ResolvedGroup): void;
   /** The registry removed the group at revision `rev`. */
   retire(rev: number): void;
+  /**
+   * The object of a shard its group gave up (retired), with nothing in flight: its counts, which no
+   * longer change, for the group's own object to carry. Null while it is not retired or requests are in flight.
+   */
+  handOver(): GroupMetrics | null;
+  /** The registry hands the group's own object the counts of the objects of shards the group gave up. */
+  adopt(handed: HandedOver[]): void;
 }

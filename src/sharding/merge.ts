@@ -59,9 +59,14 @@ function oncePerId<T extends { id: string }>(all: readonly T[], combine: (a: T, 
  * The group's series from its objects (its shards', then those of shards it gave up): backends
  * side by side, a key's counts added over the objects that counted it. One object may list a
  * deployment twice too — the same id at its old and new address, while a version that routed to
- * the old one is kept — and a series is one per id.
+ * the old one is kept — and a series is one per id. `answered`: the names of the objects that gave
+ * `answers`; the counts an object handed over (GroupMetrics.handedOver) count for it unless it
+ * answered itself, with its counts as they are now (the same, or more).
  */
-export function mergeMetrics(parts: readonly GroupMetrics[]): GroupMetrics {
+export function mergeMetrics(answers: readonly GroupMetrics[], answered: ReadonlySet<string> = new Set()): GroupMetrics {
+  const handed = new Map<string, GroupMetrics>();
+  for (const a of answers) for (const h of a.handedOver ?? []) if (!answered.has(h.object)) handed.set(h.object, h.metrics);
+  const parts = [...answers.map(({ handedOver: _, ...m }) => m), ...handed.values()];
   const [first] = parts as [GroupMetrics, ...GroupMetrics[]];
   if (parts.length === 1) return { ...first, backends: oncePerId(first.backends, addAddress) };
   const keys = new Map<string, KeyMetrics>();

@@ -391,6 +391,11 @@ describe("a group whose shards change", () => {
     expect((await gw.status("shrinks")).backends.find((b) => b.id === held)?.inFlight).toBe(1);
     await open.body?.cancel();
     await vi.waitFor(async () => expect(await gw.inFlight("shrinks")).toBe(0), EVENTUALLY);
+    // Idle, the given-up shard's object hands its counts to the group's own (within 5 s) and is asked no more: still none falls.
+    const idle = countersOf((await scrape(metricsKey)).families, "shrinks");
+    await new Promise((r) => setTimeout(r, 5_000));
+    await fleetRead();
+    expect(fallen(idle, countersOf((await scrape(metricsKey)).families, "shrinks"))).toEqual([]);
     // The given-up shard's object keeps its last version for good: a deployment the group then loses goes from both views all the same.
     expect((await admin("DELETE", `/groups/shrinks/deployments/${held}`)).status).toBe(200);
     await fleetRead();

@@ -190,3 +190,26 @@ describe("metricFamilies", () => {
     expect(families.find((f) => f.name === "kvgate_key_requests_total")?.samples).toEqual([{ labels: { group: "g", key: "key_a" }, value: 1 }]);
   });
 });
+
+describe("GroupRouter: the counts of a shard's object the group gave up", () => {
+  it("are handed over only once it is retired and nothing is in flight there, and carried by the object that adopts them", () => {
+    const g = group();
+    const r = new GroupRouter("g", () => 0.5);
+    r.install(g, 0);
+    const held = decided(r.route(g.version, chain(1, 4), [], 0, key("key_a")));
+    expect(r.handOver()).toBeNull(); // not retired: it still routes
+    r.retire(g.rev + 1);
+    expect(r.handOver()).toBeNull(); // a request still in flight
+    r.release({ lease: held.lease, outcome: "ok" }, 5);
+    const handed = r.handOver();
+    expect(handed?.backends.find((b) => b.id === held.backendId)).toMatchObject({ current: false, inFlight: 0, outcomes: { ok: 1 } });
+    expect(handed?.keys.map((k) => k.id)).toEqual(["key_a"]);
+
+    const own = new GroupRouter("g", () => 0.5);
+    own.install(g, 0);
+    own.adopt([{ object: "g\u001f1", metrics: handed as NonNullable<typeof handed> }]);
+    expect(own.metrics().handedOver).toEqual([{ object: "g\u001f1", metrics: handed }]);
+    // A deployment the group no longer has goes from the copy as from the object's own series.
+    expect(own.metrics({ rev: g.rev + 1, ids: [] }).handedOver?.[0]?.metrics.backends).toEqual([]);
+  });
+});

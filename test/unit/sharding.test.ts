@@ -601,6 +601,20 @@ describe("merging a sharded group's answers", () => {
     expect(skewed.backends[0]).toMatchObject({ breaker: "closed", outcomes: { ok: 10 }, learned: { charsPerToken: 3 } });
   });
 
+  it("counts what a given-up shard's object handed over once: its own answer while it still gives one, else the copy the group's own object carries", () => {
+    const refusals = (n: number) => ({ "no-backend": n, "at-capacity": 0 });
+    const retired: GroupMetrics = { group: "g", backends: [backend(0, 7, "closed", false)], keys: [{ id: "k", requests: 7, tokens: { prompt: 7, completion: 7, cached: 0 }, limitHits: {} }], refusals: refusals(2) };
+    const own = (handed: GroupMetrics): GroupMetrics => ({ group: "g", backends: [backend(1, 3, "closed")], keys: [], refusals: refusals(1), handedOver: [{ object: "g\u001f1", metrics: handed }] });
+    // Asked while the handed copy is older (it answered since with more: a later hand-over would carry them).
+    const both = mergeMetrics([own({ ...retired, refusals: refusals(1) }), retired], new Set(["g", "g\u001f1"]));
+    // Asked no more, or not answering: the copy.
+    const alone = mergeMetrics([own(retired)], new Set(["g"]));
+    for (const m of [both, alone]) {
+      expect(m.backends[0]).toMatchObject({ inFlight: 1, outcomes: { ok: 10 } });
+      expect([m.keys, m.refusals, m.handedOver]).toEqual([retired.keys, refusals(3), undefined]);
+    }
+  });
+
   it("gives a deployment at two addresses in a sharded group its new address's breaker and prefix set, as one object does", () => {
     const hist = { bounds: [10], cumulative: [1], sum: 1, count: 1 };
     const entry = (id: string, breaker: "closed" | "open", entries: number, usage: number): GroupMetrics["backends"][number] =>

@@ -1,10 +1,13 @@
+import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, inject, it, vi } from "vitest";
 import type { GroupStatus } from "../../src/routing/protocol.ts";
 import { parseConfig, type ResolvedGroup } from "../../src/config/load.ts";
 import { ChatCompletionRequestSchema } from "../../src/openai/requests.ts";
 import { chatFingerprint } from "../../src/prefix/fingerprint.ts";
-import { groupShards, objectNamesOf } from "../../src/sharding/partition.ts";
+import { groupShards, objectNamesOf, shardObjectName } from "../../src/sharding/partition.ts";
+import worker from "../../workers/gateway/index.ts";
+import type { Env } from "../../workers/env.ts";
 import { shardOrder } from "../../src/sharding/shard-order.ts";
 import { testConfig, UPSTREAM_MODEL } from "../support/test-config.ts";
 import type { IssuedKeyView } from "../../src/tenants/admin-api.ts";
@@ -244,4 +247,93 @@ describe("a model group sharded over two routing objects", () => {
     await open.body?.cancel();
     await vi.waitFor(async () => expect((await ok<{ drained: boolean }>(admin(`/admin/v1/groups/sharded-shrink/deployments/${id}`))).drained).toBe(true), EVENTUALLY);
   });
+});
+
+describe("the object of a shard a group gave up", () => {
+  const group = "sharded-given-up";
+  const retired = shardObjectName(group, 1);
+  const METRICS = { authorization: `Bearer ${env.KVGATE_ADMIN_KEY}` };
+
+  /** The real routing objects, but every call a Worker makes to the given-up shard's object throws (an outage, an overloaded object). */
+  const withoutRetired: unknown = {
+    getByName: (name: string, options?: DurableObjectNamespaceGetDurableObjectOptions) => {
+      if (name !== retired) return env.MODEL_GROUP.getByName(name, options);
+      const fail = async () => {
+        throw new Error("Durable Object is overloaded. Too many requests queued.");
+      };
+      return { status: fail, metrics: fail };
+    },
+  };
+  /** `path` read through the gateway Worker, that object failing (`down`) or not. */
+  async function read(path: string, key: string, down: boolean): Promise<Response> {
+    const ctx = createExecutionContext();
+    const res = await worker.fetch(new Request(`https://kvgate.test${path}`, { headers: { authorization: `Bearer ${key}` } }), (down ? { ...env, MODEL_GROUP: withoutRetired } : env) as Env, ctx);
+    await waitOnExecutionContext(ctx);
+    return res;
+  }
+  /** The group's counter and histogram samples in a /metrics text, by line. */
+  const countersOf = (text: string) =>
+    new Map(
+      text
+        .split("\n")
+        .filter((l) => l.includes(`group="${group}"`) && /^kvgate_\w+(_total|_bucket|_count|_sum)\{/.test(l))
+        .map((l) => [l.slice(0, l.lastIndexOf(" ")), Number(l.slice(l.lastIndexOf(" ") + 1))] as const),
+    );
+  const scrape = async (down: boolean) => {
+    const res = await read("/metrics", env.KVGATE_ADMIN_KEY, down);
+    expect(res.status).toBe(200);
+    return res.text();
+  };
+  const statusOf = async (down: boolean) => ok<{ groups: GroupStatus[]; unavailable: string[]; inFlightUnknown: string[] }>(read("/v1/kvgate/status", env.KVGATE_MASTER_KEY, down));
+  const rowOf = async (id: string, down: boolean) => ok<{ inFlight: number | null; drained: boolean }>(read(`/admin/v1/groups/${group}/deployments/${id}`, env.KVGATE_ADMIN_KEY, down));
+
+  it("is asked no more once its requests ended: its failure then leaves the group whole, and no counter falls", async () => {
+    const fleet = inject("upstreams").fleetUrls;
+    const deployments = fleet.map((baseUrl, i) => ({ id: `u${i}`, baseUrl, model: UPSTREAM_MODEL }));
+    await ok(admin("/admin/v1/groups", { method: "POST", json: { name: group, shards: 2, deployments } }), 201);
+    const [, second] = await Promise.all(objectNamesOf(group, 2).map((o) => env.MODEL_GROUP.getByName(o).status()));
+    const onSecond = new Set(second?.backends.map((b) => b.id));
+    // Requests served by both shards, then a stream of 20 s (unless cancelled) on a server of the second.
+    for (let i = 0; i < 8; i++) {
+      const res = await chat(group, turnOf(`heron ${i}`, 1));
+      expect(res.status).toBe(200);
+      await res.text();
+    }
+    let open: Response | null = null;
+    for (let i = 0; i < 16 && !open; i++) {
+      const res = await chat(group, turnOf(`otter ${i}`, 1), { stream: true, max_tokens: 400, kvgate_sim: { chunk_delay_ms: 50 } });
+      expect(res.status).toBe(200);
+      if (onSecond.has(res.headers.get("x-kvgate-backend") ?? "")) open = res;
+      else await res.body?.cancel();
+    }
+    if (!open) throw new Error("no conversation went to the second shard");
+    const id = open.headers.get("x-kvgate-backend") as string;
+    const before = countersOf(await scrape(false));
+    expect([...before.keys()].some((k) => k.includes(`backend="${id}"`))).toBe(true);
+
+    await ok(admin(`/admin/v1/groups/${group}`, { method: "PATCH", json: { shards: 1 } }));
+    await ok(admin(`/admin/v1/groups/${group}/deployments/${id}/drain`, { method: "POST" }));
+    await new Promise((r) => setTimeout(r, 1_100)); // the fleet's reads are bounded to one a second per isolate
+    // While it holds the stream and does not answer, the group is up and shown; what it holds is unknown, and said so.
+    const during = await scrape(true);
+    expect(during).toContain(`kvgate_group_up{group="${group}"} 1`);
+    expect(countersOf(during).size).toBe(0);
+    const status = await statusOf(true);
+    expect([status.unavailable.includes(group), status.inFlightUnknown.includes(group)]).toEqual([false, true]);
+    expect(status.groups.find((g) => g.group === group)?.backends.length).toBe(4);
+    expect(await rowOf(id, true)).toMatchObject({ inFlight: null, drained: false });
+    expect(await rowOf(id, false)).toMatchObject({ inFlight: 1, drained: false });
+
+    await open.body?.cancel();
+    // Once it has nothing in flight its counts are carried by the group's own object, and it is asked no more.
+    await vi.waitFor(async () => expect(await rowOf(id, true)).toMatchObject({ inFlight: 0, drained: true }), { timeout: 20_000, interval: 200 });
+    const after = await scrape(true);
+    expect(after).toContain(`kvgate_group_up{group="${group}"} 1`);
+    const counted = countersOf(after);
+    expect([...before].filter(([k, v]) => (counted.get(k) ?? -1) < v)).toEqual([]);
+    const whole = await statusOf(true);
+    expect([whole.groups.find((g) => g.group === group)?.backends.length, whole.inFlightUnknown]).toEqual([4, []]);
+    // And read without any failure: the same counts, none twice.
+    expect(countersOf(await scrape(false))).toEqual(counted);
+  }, 40_000);
 });

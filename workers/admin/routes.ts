@@ -2,7 +2,7 @@ import type { Context, Hono } from "hono";
 import { GatewayError, notFound, unavailable, type ErrorType } from "../../src/openai/errors.ts";
 import type { DeploymentList, DeploymentRow, FleetStatus, GroupList } from "../../src/fleet/admin-api.ts";
 import type { AdminCommand, AdminResult, FleetRegistryRpc, GroupRecord } from "../../src/fleet/protocol.ts";
-import { routingObjectsOf, type RefusalStatus } from "../../src/fleet/registry.ts";
+import type { RefusalStatus } from "../../src/fleet/registry.ts";
 import { REGISTRY_NAME } from "../../src/fleet/registry-name.ts";
 import type { BackendSnapshot, GroupStatus } from "../../src/routing/protocol.ts";
 import type { DecisionView } from "../../src/metrics/decisions.ts";
@@ -12,7 +12,7 @@ import type { Env } from "../env.ts";
 import type { AppEnv } from "../gateway/app-env.ts";
 import { registryFailure, reloadFleet } from "../fleet.ts";
 import { authenticateAdmin, authenticateRegistration } from "../gateway/auth.ts";
-import { askEachObject } from "../gateway/group-object.ts";
+import { askEachObject, askGroup } from "../gateway/group-object.ts";
 import { readJsonBody } from "../gateway/body.ts";
 import { mountKeys } from "./keys.ts";
 
@@ -53,7 +53,7 @@ export function mountAdmin(app: Hono<AdminEnv>, config: LoadedConfig): void {
       rev,
       groups: groups.map((g, i) => {
         const rows = deploymentRows(g, live[i] ?? null);
-        return { name: g.settings.name, rev: g.rev, routingRev: live[i]?.rev ?? null, deployments: rows.length, takingRequests: rows.filter((r) => r.takesRequests).length, inFlight: rows.reduce((n, r) => n + (r.inFlight ?? 0), 0) };
+        return { name: g.settings.name, rev: g.rev, routingRev: live[i]?.status.rev ?? null, deployments: rows.length, takingRequests: rows.filter((r) => r.takesRequests).length, inFlight: rows.reduce((n, r) => n + (r.inFlight ?? 0), 0) };
       }),
       seed,
     };
@@ -153,26 +153,29 @@ async function recordOf(env: Env, name: string): Promise<GroupRecord> {
   return g;
 }
 
-/** The routing objects' view of the group (its shards' together); null when they cannot be reached (the registry's records still answer). */
-async function groupStatus(env: Env, g: GroupRecord): Promise<GroupStatus | null> {
-  try {
-    return mergeStatus(await askEachObject(env, { ...g.settings, shards: routingObjectsOf(g).length }, (o) => o.status()));
-  } catch {
-    return null;
-  }
+/**
+ * The routing objects' view of the group (its shards' together, and those of shards it gave up);
+ * null when one of its shards' cannot be reached (the registry's records still answer).
+ * `inFlightKnown`: every object answered, those of shards it gave up too, which may hold requests.
+ */
+async function groupStatus(env: Env, g: GroupRecord): Promise<{ status: GroupStatus; inFlightKnown: boolean } | null> {
+  const a = await askGroup(env, g.settings, g.objects, (o) => o.status());
+  return a.complete ? { status: mergeStatus(a.answers), inFlightKnown: a.unanswered.length === 0 } : null;
 }
 
 /**
- * The registry's deployments with what the routing objects say of them (`live`; null when one did
- * not answer). `drained` tells an operator it is safe to stop a server, so it is said only when
- * every object answered: one the objects never saw has nothing in flight.
+ * The registry's deployments with what the routing objects say of them (`live`; null when one of
+ * its shards' did not answer). `drained` tells an operator it is safe to stop a server, so it is
+ * said only when every object answered (an object of a shard the group gave up that did not may
+ * hold its requests: `inFlight` is then null): one the objects never saw has nothing in flight.
  */
-function deploymentRows(g: GroupRecord, live: GroupStatus | null): DeploymentRow[] {
+function deploymentRows(g: GroupRecord, answered: { status: GroupStatus; inFlightKnown: boolean } | null): DeploymentRow[] {
+  const live = answered?.inFlightKnown ? answered.status : null;
   // mergeStatus lists a deployment once, its two addresses' requests together.
-  const seen = new Map<string, BackendSnapshot>((live?.backends ?? []).map((b) => [b.id, b]));
+  const seen = new Map<string, BackendSnapshot>((answered?.status.backends ?? []).map((b) => [b.id, b]));
   return g.deployments.map((d) => {
     const b = seen.get(d.spec.id);
-    const inFlight = b ? b.inFlight : null;
+    const inFlight = b && live ? b.inFlight : null;
     const takesRequests = d.state === "active" && (b?.takesRequests ?? true);
     return {
       id: d.spec.id,

@@ -75,12 +75,14 @@ export function buildApp(config: LoadedConfig): Hono<AppEnv> {
     const fleet = await recentFleet(c.env, config.groups);
     const groups: GroupStatus[] = [];
     const unavailable: string[] = [];
+    const inFlightUnknown: string[] = [];
     for (const a of await askEveryObject(c.env, fleet, (o, g) => o.status(groupIds(g)))) {
       // A sharded group is shown only whole: its shards' parts would read as the group.
       if (a.complete) groups.push(mergeStatus(a.answers));
       else unavailable.push(a.group);
+      if (a.complete && a.unanswered.length > 0) inFlightUnknown.push(a.group);
     }
-    return c.json({ groups, unavailable });
+    return c.json({ groups, unavailable, inFlightUnknown });
   });
 
   // Another method on these paths is a 405 naming the ones they take (a HEAD is answered by the

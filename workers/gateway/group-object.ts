@@ -27,23 +27,40 @@ export function askEachObject<T>(env: Env, group: Pick<ResolvedGroup, "name" | "
 }
 
 /**
- * What each of the groups' objects answered, at once: per group, the answers and whether every
- * object gave one. The objects of shards a group gave up are asked too (after its shards'): they
- * hold requests still in flight, and what they counted, which would otherwise fall.
+ * What a group's objects answered, at once: `answers`, and the names of the `objects` that gave
+ * them. The objects of shards the group gave up (`objects` of the registry: GroupRecord.objects)
+ * are asked too, after its shards': they hold requests still in flight, and what they counted
+ * until they hand it over. `complete`: each of its shards' objects answered. One of a shard it
+ * gave up that did not is named in `unanswered`: what it holds is then unknown, but the group is
+ * whole without it (it routes nothing).
  */
-export async function askEveryObject<T>(env: Env, fleet: RecentFleet, ask: (object: GroupStub, group: ResolvedGroup) => Promise<T>): Promise<{ group: string; answers: T[]; complete: boolean }[]> {
-  return Promise.all(
-    fleet.groups.map(async (g) => {
-      const objects = routingObjectNames(g.name, g.shards, fleet.objects.get(g.name)).map((name) => groupObject(env, name, g.locationHint));
-      const settled = await Promise.allSettled(objects.map((o) => ask(o, g)));
-      const answers: T[] = [];
-      for (const [i, s] of settled.entries()) {
-        if (s.status === "fulfilled") answers.push(s.value);
-        else console.error(`kvgate: routing object ${i} of group ${g.name} did not answer: ${s.reason instanceof Error ? s.reason.message : String(s.reason)}`);
-      }
-      return { group: g.name, answers, complete: answers.length === settled.length };
-    }),
-  );
+export async function askGroup<T>(
+  env: Env,
+  g: Pick<ResolvedGroup, "name" | "shards" | "locationHint">,
+  objects: number | undefined,
+  ask: (object: GroupStub) => Promise<T>,
+): Promise<{ group: string; answers: T[]; objects: string[]; complete: boolean; unanswered: string[] }> {
+  const own = objectNamesOf(g.name, g.shards).length;
+  const names = routingObjectNames(g.name, g.shards, objects);
+  const settled = await Promise.allSettled(names.map((name) => ask(groupObject(env, name, g.locationHint))));
+  const answered = { group: g.name, answers: [] as T[], objects: [] as string[], complete: true, unanswered: [] as string[] };
+  for (const [i, s] of settled.entries()) {
+    const name = names[i] as string;
+    if (s.status === "fulfilled") {
+      answered.answers.push(s.value);
+      answered.objects.push(name);
+      continue;
+    }
+    console.error(`kvgate: routing object ${i} of group ${g.name}${i < own ? "" : " (of a shard it gave up)"} did not answer: ${s.reason instanceof Error ? s.reason.message : String(s.reason)}`);
+    if (i < own) answered.complete = false;
+    else answered.unanswered.push(name);
+  }
+  return answered;
+}
+
+/** askGroup over every group of the fleet, at once. */
+export function askEveryObject<T>(env: Env, fleet: RecentFleet, ask: (object: GroupStub, group: ResolvedGroup) => Promise<T>) {
+  return Promise.all(fleet.groups.map((g) => askGroup(env, g, fleet.objects.get(g.name), (o) => ask(o, g))));
 }
 
 /** The group as this isolate's fleet has it, for a routing object's status and metrics (GroupIds). */

@@ -14,7 +14,8 @@ import { askEveryObject, groupIds } from "./group-object.ts";
  * per shard of a sharded group, and one per object of a shard it gave up), all at once, over the
  * fleet as the registry has it. A group whose
  * object does not answer (or one of whose shards) is reported down, not failed on: the others'
- * series (and its answering shards') still come.
+ * series (and its answering shards') still come. One of a shard it gave up that does not answer,
+ * before it handed its counts over, leaves the group up but its counters out of the scrape.
  */
 export function mountMetrics(app: Hono<AppEnv>, config: LoadedConfig): void {
   app.get("/metrics", async (c) => {
@@ -22,11 +23,14 @@ export function mountMetrics(app: Hono<AppEnv>, config: LoadedConfig): void {
     const fleet = await recentFleet(c.env, config.groups);
     const groups: GroupMetrics[] = [];
     const down: string[] = [];
+    const uncounted: string[] = [];
     for (const a of await askEveryObject(c.env, fleet, (o, g) => o.metrics(groupIds(g)))) {
       // A sharded group some of whose objects answered: their series, and the group reported down.
-      if (a.answers.length > 0) groups.push(mergeMetrics(a.answers));
+      if (a.answers.length > 0) groups.push(mergeMetrics(a.answers, new Set(a.objects)));
+      const handed = new Set(a.answers.flatMap((m) => (m.handedOver ?? []).map((h) => h.object)));
       if (!a.complete) down.push(a.group);
+      else if (a.unanswered.some((o) => !handed.has(o))) uncounted.push(a.group);
     }
-    return new Response(renderText(metricFamilies(groups, down)), { headers: { "content-type": PROMETHEUS_CONTENT_TYPE } });
+    return new Response(renderText(metricFamilies(groups, down, uncounted)), { headers: { "content-type": PROMETHEUS_CONTENT_TYPE } });
   });
 }
