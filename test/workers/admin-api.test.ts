@@ -227,7 +227,7 @@ describe("deployments through the admin API", () => {
     expect((await refused(post(sim(1, "s")), 409)).code).toBe("deployment_exists");
     // What a deployment needs of the runtime must be there: a binding, the secrets its headers come from.
     // Named by the field of the request, as any other refusal of its fields is.
-    expect(await refused(post({ ...sim(1, "t"), binding: "NO_SUCH_VPC" }), 400)).toMatchObject({ param: "binding", message: expect.stringMatching(/^binding "NO_SUCH_VPC" is not bound/) as string });
+    expect(await refused(post({ ...sim(1, "t"), binding: "NO_SUCH_VPC" }), 400)).toMatchObject({ param: "binding", message: expect.stringMatching(/^binding "NO_SUCH_VPC" is not a Workers VPC binding/) as string });
     expect(await refused(post({ ...sim(1, "t"), headersFromEnv: { "CF-Access-Client-Id": "NO_SUCH_SECRET" } }), 400)).toMatchObject({ param: "headersFromEnv.CF-Access-Client-Id", message: expect.stringMatching(/NO_SUCH_SECRET/) as string });
     expect(await refused(admin("/admin/v1/groups/admin-strict/deployments/s", { method: "PATCH", json: { binding: "NO_SUCH_VPC" } }), 400)).toMatchObject({ param: "binding" });
     expect((await refused(admin("/admin/v1/groups/admin-strict/deployments/s", { method: "PATCH", json: { weight: 0 } }), 400)).param).toBe("weight");
@@ -257,7 +257,7 @@ describe("deployments through the admin API", () => {
     expect(group).toMatchObject({ code: "gateway_key_named", param: "deployments[0].apiKeyEnv" });
     // What a new group's deployment lacks of the runtime is named by its place in the request too.
     const unbound = await refused(admin("/admin/v1/groups", { method: "POST", json: { name: "admin-keys-3", deployments: [sim(1, "a"), { ...sim(1, "b"), binding: "NO_SUCH_VPC" }] } }), 400);
-    expect(unbound).toMatchObject({ param: "deployments[1].binding", message: expect.stringMatching(/^deployments\[1\]\.binding "NO_SUCH_VPC" is not bound/) as string });
+    expect(unbound).toMatchObject({ param: "deployments[1].binding", message: expect.stringMatching(/^deployments\[1\]\.binding "NO_SUCH_VPC" is not a Workers VPC binding/) as string });
     expect(await fleetRev()).toBe(rev);
     expect((await row("admin-keys", "k")).url).toBe(fleet[0]);
   });
