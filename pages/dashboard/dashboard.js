@@ -23,6 +23,8 @@ import { ApiError, byId, call, el, keyForm, say } from "../shared/api.js";
  */
 
 const REFRESH_MS = 1000;
+/** A read that long unanswered fails the refresh, so the page says so and tries again. */
+const READ_TIMEOUT_MS = 10_000;
 /** Decisions shown per group: the endpoint keeps 100, a screen holds fewer. */
 const DECISIONS_SHOWN = 20;
 const REFRESH_FAILED = "Refresh failed:";
@@ -44,10 +46,13 @@ let timer;
 /** @type {Map<string, GroupView>} */
 const groupViews = new Map();
 
-/** @param {string} path @param {{ method?: string, body?: unknown }} [init] */
+/**
+ * A change (a POST) is not bounded: given up on, it may still be made, and the page could only say it failed.
+ * @param {string} path @param {{ method?: string, body?: unknown }} [init]
+ */
 function admin(path, init) {
   if (adminKey === null) return Promise.reject(new Error("no admin key"));
-  return call(adminKey, `/admin/v1${path}`, init);
+  return call(adminKey, `/admin/v1${path}`, init?.method === undefined || init.method === "GET" ? { ...init, timeoutMs: READ_TIMEOUT_MS } : init);
 }
 
 const enc = encodeURIComponent;
@@ -60,7 +65,7 @@ keyForm({
   status,
   storageName: "kvgate.adminKey",
   async use(key) {
-    await call(key, "/admin/v1/status");
+    await call(key, "/admin/v1/status", { timeoutMs: READ_TIMEOUT_MS });
     adminKey = key;
     const gen = ++generation;
     live.hidden = false;

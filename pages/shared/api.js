@@ -19,18 +19,26 @@ export class ApiError extends Error {
 
 /**
  * Calls the gateway with `key` as the bearer key; the parsed JSON answer, or an ApiError.
+ * `timeoutMs` bounds a read whose answer may never come: a connection can stay open with nothing
+ * on it (a network gone under a laptop), and the browser waits on it for minutes.
  * @param {string} key
  * @param {string} path
- * @param {{ method?: string, body?: unknown }} [init]
+ * @param {{ method?: string, body?: unknown, timeoutMs?: number }} [init]
  * @returns {Promise<unknown>}
  */
 export async function call(key, path, init = {}) {
   /** @type {Record<string, string>} */
   const headers = { authorization: `Bearer ${key}` };
   if (init.body !== undefined) headers["content-type"] = "application/json";
-  const res = await fetch(path, { method: init.method ?? "GET", headers, body: init.body === undefined ? null : JSON.stringify(init.body) });
-  if (!res.ok) throw await apiError(res);
-  return res.json();
+  const signal = init.timeoutMs === undefined ? null : AbortSignal.timeout(init.timeoutMs);
+  try {
+    const res = await fetch(path, { method: init.method ?? "GET", headers, body: init.body === undefined ? null : JSON.stringify(init.body), signal });
+    if (!res.ok) throw await apiError(res);
+    return await res.json();
+  } catch (e) {
+    if (e instanceof DOMException && e.name === "TimeoutError") throw new Error(`no answer from the gateway in ${(init.timeoutMs ?? 0) / 1000} s`);
+    throw e;
+  }
 }
 
 /**

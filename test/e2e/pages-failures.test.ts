@@ -97,6 +97,17 @@ describe.skipIf(missing)("the pages when things change or fail under them", () =
     expect(await status.getAttribute("class")).not.toContain("error");
   });
 
+  it("a refresh the gateway never answers says so, and the next answer takes the error away", async () => {
+    const page = await dashboard();
+    const status = page.locator("#status");
+    // A connection that stays open with nothing coming back (a network gone under a laptop, a stuck hop).
+    await page.route("**/admin/v1/status", () => {});
+    await vi.waitFor(async () => expect(await status.textContent()).toMatch(/^Refresh failed: no answer from the gateway in 10 s/), { timeout: 15_000, interval: 100 });
+    expect(await status.getAttribute("class")).toContain("error");
+    await page.unroute("**/admin/v1/status");
+    await vi.waitFor(async () => expect(await status.textContent()).not.toMatch(/Refresh failed/), EVENTUALLY);
+  }, 30_000);
+
   it("a kept key outlives a failure that is no refusal, and a refusal still forgets it", async () => {
     const page = await dashboard();
     const kept = () => page.evaluate(() => sessionStorage.getItem("kvgate.adminKey"));
