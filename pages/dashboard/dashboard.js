@@ -5,7 +5,7 @@
  * number comes from an admin call made with the key the person gave: without it the page is empty.
  * Rows are updated in place, never rebuilt, so a focused button keeps its focus across refreshes.
  */
-import { ApiError, byId, call, el, keyForm, say } from "../shared/api.js";
+import { ApiError, byId, call, el, keyForm, refusesKey, say } from "../shared/api.js";
 
 /** @typedef {import("../../src/fleet/admin-api.ts").FleetStatus} FleetStatus */
 /** @typedef {import("../../src/fleet/admin-api.ts").StatusGroup} StatusGroup */
@@ -58,7 +58,7 @@ function admin(path, init) {
 const enc = encodeURIComponent;
 const message = (/** @type {unknown} */ e) => (e instanceof Error ? e.message : String(e));
 
-keyForm({
+const form = keyForm({
   form: byId("key-form", HTMLFormElement),
   input: byId("admin-key", HTMLInputElement),
   forget: byId("forget-key", HTMLButtonElement),
@@ -108,8 +108,9 @@ async function refresh(gen) {
     if (status.textContent?.startsWith(REFRESH_FAILED)) say(status, "");
   } catch (e) {
     if (gen !== generation) return;
+    // A key refused now (rotated since it was typed) goes, as one refused when typed does: its view with it.
+    if (refusesKey(e) && adminKey !== null) return form.failed(adminKey, e);
     say(status, `${REFRESH_FAILED} ${message(e)}`, true);
-    if (e instanceof ApiError && e.status === 401) return;
   }
   timer = setTimeout(() => void refresh(gen), REFRESH_MS);
 }

@@ -57,15 +57,29 @@ export async function apiError(res) {
   return new ApiError(res.status, `${res.status}: ${message}`);
 }
 
+/** The gateway refused the key itself, not the request: a key to forget. */
+export const refusesKey = (/** @type {unknown} */ e) => e instanceof ApiError && (e.status === 401 || e.status === 403);
+
 /**
  * The key form of a page: a password field whose value stays in this tab (sessionStorage, gone
  * when the tab closes) and a "Forget key" button. `use` runs with the key on submit and on load
  * when one is kept; a refusal (it throws) shows why in `status`, and forgets the key when the
  * gateway refused the key itself (401, 403): a kept key outlives a gateway down for a moment.
+ * The page calls the returned `failed` when the key in use fails later (refused mid-session).
  * @param {{ form: HTMLFormElement, input: HTMLInputElement, forget: HTMLButtonElement, status: HTMLElement, storageName: string, use: (key: string) => Promise<void>, dropped: () => void }} o
+ * @returns {{ failed: (key: string, e: unknown) => void }}
  */
 export function keyForm(o) {
   const kept = sessionStorage.getItem(o.storageName);
+  const failed = (/** @type {string} */ key, /** @type {unknown} */ e) => {
+    if (refusesKey(e)) sessionStorage.removeItem(o.storageName);
+    o.dropped();
+    const why = e instanceof Error ? e.message : String(e);
+    // Said of the key tried, which is kept only if it was the one the tab kept.
+    const keptThis = sessionStorage.getItem(o.storageName) === key;
+    o.forget.hidden = sessionStorage.getItem(o.storageName) === null;
+    say(o.status, keptThis ? `${why} (the key is kept: reload the page to try again)` : why, true);
+  };
   const start = async (/** @type {string} */ key) => {
     say(o.status, "Checking the key…");
     try {
@@ -74,14 +88,7 @@ export function keyForm(o) {
       o.input.value = "";
       o.forget.hidden = false;
     } catch (e) {
-      const refused = e instanceof ApiError && (e.status === 401 || e.status === 403);
-      if (refused) sessionStorage.removeItem(o.storageName);
-      o.dropped();
-      const why = e instanceof Error ? e.message : String(e);
-      // Said of the key tried, which is kept only if it was the one the tab kept.
-      const keptThis = sessionStorage.getItem(o.storageName) === key;
-      o.forget.hidden = sessionStorage.getItem(o.storageName) === null;
-      say(o.status, keptThis ? `${why} (the key is kept: reload the page to try again)` : why, true);
+      failed(key, e);
     }
   };
   o.form.addEventListener("submit", (ev) => {
@@ -97,6 +104,7 @@ export function keyForm(o) {
     o.input.focus();
   });
   if (kept) void start(kept);
+  return { failed };
 }
 
 /**

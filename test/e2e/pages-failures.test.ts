@@ -134,6 +134,26 @@ describe.skipIf(missing)("the pages when things change or fail under them", () =
     expect(await kept()).toBeNull();
   });
 
+  it("a key refused mid-session (the admin key rotated) is forgotten, and its numbers go with it", async () => {
+    const page = await dashboard();
+    const kept = () => page.evaluate(() => sessionStorage.getItem("kvgate.adminKey"));
+    await vi.waitFor(async () => expect(await kept()).toBe(adminKey), EVENTUALLY);
+    let asked = 0;
+    await page.route("**/admin/v1/**", (r) => {
+      asked++;
+      return r.fulfill({ status: 401, contentType: "application/json", body: JSON.stringify({ error: { message: "invalid API key", type: "authentication_error" } }) });
+    });
+    await vi.waitFor(async () => expect(await page.locator("#status").textContent()).toContain("401: invalid API key"), EVENTUALLY);
+    await vi.waitFor(async () => expect(await kept()).toBeNull(), EVENTUALLY);
+    expect(await page.locator("#live").isHidden()).toBe(true);
+    expect(await page.locator("[data-group]").count()).toBe(0);
+    expect(await page.getByRole("button", { name: "Forget key" }).isHidden()).toBe(true);
+    // And it stops asking.
+    const after = asked;
+    await new Promise((r) => setTimeout(r, 2500));
+    expect(asked).toBe(after);
+  });
+
   it("Clear while a reply streams: the next conversation starts empty", async () => {
     const page = await playground();
     const sent: string[] = [];
