@@ -174,8 +174,8 @@ function newGroupView(name) {
     el("thead", {}, el("tr", {}, ...["Deployment", "State", "In flight / max", "Breaker", "Prefix blocks / capacity", "TTFT (EWMA)", "Cached tokens", "Actions"].map((h) => el("th", { scope: "col" }, h)))),
     tbody,
   );
-  const decisions = el("div", { class: "decisions" });
-  const section = el("section", { "aria-labelledby": titleId, "data-group": name }, el("h2", { id: titleId }, `Group ${name}`), summary, table, el("h3", {}, "Recent routing decisions"), decisions);
+  const decisions = el("div", { class: "decisions scroll" });
+  const section = el("section", { "aria-labelledby": titleId, "data-group": name }, el("h2", { id: titleId }, `Group ${name}`), summary, el("div", { class: "scroll" }, table), el("h3", {}, "Recent routing decisions"), decisions);
   groupsBox.append(section);
   /** @type {GroupView} */
   const view = { section, summary, tbody, rows: new Map(), decisions, drawn: "" };

@@ -173,6 +173,22 @@ describe.skipIf(missing)("the pages, served as Workers static assets", () => {
     await expect.poll(() => cell(page, "sim-1", "state").textContent(), EVENTUALLY).toBe("active");
   });
 
+  it("on a phone's width the page does not scroll sideways: a wide table scrolls in its own box, its buttons still reached", async () => {
+    await admin<IssuedKeyView>("POST", "/keys", { name: "a phone's view", rpm: 600, tpm: 100000, max_parallel: 4, budget_usd: 25, models: [GROUP] });
+    const page = await dashboard();
+    await page.setViewportSize({ width: 375, height: 800 });
+    await page.locator("#keys tbody tr[data-key]").first().waitFor();
+    const width = () => page.evaluate(() => ({ scroll: document.documentElement.scrollWidth, client: document.documentElement.clientWidth }));
+    const { scroll, client } = await width();
+    expect(scroll).toBeLessThanOrEqual(client);
+    // The keyboard reaches the last column's buttons: the table's box scrolls them into view.
+    const drain = page.getByRole("button", { name: "Drain sim-2" });
+    await drain.focus();
+    const box = await drain.boundingBox();
+    expect(box !== null && box.x >= 0 && box.x + box.width <= 375).toBe(true);
+    expect((await width()).scroll).toBeLessThanOrEqual(client);
+  });
+
   it("keys and usage from the dashboard: the list, a key's usage, its revocation", async () => {
     const key = await admin<IssuedKeyView>("POST", "/keys", { name: "usage-view", rpm: 600 });
     const res = await fetch(`${gw.url}/v1/chat/completions`, {
