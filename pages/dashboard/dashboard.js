@@ -112,8 +112,18 @@ async function refresh(gen) {
     if (refusesKey(e) && adminKey !== null) return form.failed(adminKey, e);
     say(status, `${REFRESH_FAILED} ${message(e)}`, true);
   }
-  timer = setTimeout(() => void refresh(gen), REFRESH_MS);
+  // A tab in the background asks nothing: each refresh is a call per group and then some, and the
+  // browser would go on making them every second for minutes before it throttles the timer.
+  if (!document.hidden) timer = setTimeout(() => void refresh(gen), REFRESH_MS);
 }
+
+document.addEventListener("visibilitychange", () => {
+  if (document.hidden || adminKey === null) return;
+  // Shown again: numbers now, not a second later. A new generation, so that a refresh still under
+  // way from before ends without scheduling a second loop beside this one.
+  clearTimeout(timer);
+  void refresh(++generation);
+});
 
 /**
  * The group's recent decisions, or the gateway's refusal (its routing object unreachable, say):

@@ -154,6 +154,38 @@ describe.skipIf(missing)("the pages when things change or fail under them", () =
     expect(asked).toBe(after);
   });
 
+  it("a hidden dashboard asks the gateway nothing, and refreshes at once when it shows again", async () => {
+    const page = await dashboard();
+    let asked = 0;
+    page.on("request", (r) => {
+      // One a refresh.
+      if (r.url().endsWith("/admin/v1/status")) asked++;
+    });
+    // What the browser does when the tab goes to the background (headless Chromium keeps every page
+    // visible, so the test says it as the browser would).
+    const show = (hidden: boolean) =>
+      page.evaluate((h) => {
+        Object.defineProperty(document, "hidden", { configurable: true, get: () => h });
+        Object.defineProperty(document, "visibilityState", { configurable: true, get: () => (h ? "hidden" : "visible") });
+        document.dispatchEvent(new Event("visibilitychange"));
+      }, hidden);
+    await show(true);
+    // A refresh already under way may end; nothing starts after it.
+    await new Promise((r) => setTimeout(r, 1500));
+    const before = asked;
+    await new Promise((r) => setTimeout(r, 3000));
+    expect(asked).toBe(before);
+    const last = await page.locator("#updated").textContent();
+    await show(false);
+    await vi.waitFor(() => expect(asked).toBeGreaterThan(before), { timeout: 500, interval: 20 });
+    await vi.waitFor(async () => expect(await page.locator("#updated").textContent()).not.toBe(last), EVENTUALLY);
+    // And it goes on refreshing, once a second, not twice.
+    const start = asked;
+    await new Promise((r) => setTimeout(r, 3000));
+    expect(asked - start).toBeGreaterThanOrEqual(2);
+    expect(asked - start).toBeLessThanOrEqual(4);
+  });
+
   it("Clear while a reply streams: the next conversation starts empty", async () => {
     const page = await playground();
     const sent: string[] = [];
