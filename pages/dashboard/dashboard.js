@@ -317,11 +317,13 @@ function keyRow(k) {
 /** @param {KeyView} k */
 function limits(k) {
   const parts = [];
+  // "total" is a budget for the key's whole life: "a total" would read as some period.
+  const per = k.budget_period === "total" ? "in total" : `a ${k.budget_period}`;
   if (k.rpm !== null) parts.push(`${k.rpm} rpm`);
   if (k.tpm !== null) parts.push(`${k.tpm} tpm`);
   if (k.max_parallel !== null) parts.push(`${k.max_parallel} in flight`);
-  if (k.budget_tokens !== null) parts.push(`${k.budget_tokens} tokens a ${k.budget_period}`);
-  if (k.budget_usd !== null) parts.push(`$${k.budget_usd} a ${k.budget_period}`);
+  if (k.budget_tokens !== null) parts.push(`${k.budget_tokens} tokens ${per}`);
+  if (k.budget_usd !== null) parts.push(`$${k.budget_usd} ${per}`);
   if (k.models.length > 0) parts.push(`models: ${k.models.join(", ")}`);
   return parts.length === 0 ? "none" : parts.join(" · ");
 }

@@ -189,6 +189,18 @@ describe.skipIf(missing)("the pages, served as Workers static assets", () => {
     expect((await width()).scroll).toBeLessThanOrEqual(client);
   });
 
+  it("a key's budgets read with their period: a day's, a month's, and one for the key's whole life", async () => {
+    const keys = await Promise.all(
+      (["day", "month", "total"] as const).map((budget_period) => admin<IssuedKeyView>("POST", "/keys", { name: `budget ${budget_period}`, budget_tokens: 1000, budget_usd: 2.5, budget_period })),
+    );
+    const page = await dashboard();
+    const limits = (k: IssuedKeyView) => page.locator(`#keys tr[data-key="${k.id}"] td`).nth(2).textContent();
+    await page.locator(`#keys tr[data-key="${keys[2]?.id}"]`).waitFor();
+    expect(await limits(keys[0] as IssuedKeyView)).toBe("1000 tokens a day · $2.5 a day");
+    expect(await limits(keys[1] as IssuedKeyView)).toBe("1000 tokens a month · $2.5 a month");
+    expect(await limits(keys[2] as IssuedKeyView)).toBe("1000 tokens in total · $2.5 in total");
+  });
+
   it("keys and usage from the dashboard: the list, a key's usage, its revocation", async () => {
     const key = await admin<IssuedKeyView>("POST", "/keys", { name: "usage-view", rpm: 600 });
     const res = await fetch(`${gw.url}/v1/chat/completions`, {
