@@ -5,7 +5,7 @@
  * number comes from an admin call made with the key the person gave: without it the page is empty.
  * Rows are updated in place, never rebuilt, so a focused button keeps its focus across refreshes.
  */
-import { ApiError, byId, call, el, keyForm, refusesKey, say } from "../shared/api.js";
+import { ApiError, byId, call, el, keyForm, READ_TIMEOUT_MS, refusesKey, say } from "../shared/api.js";
 
 /** @typedef {import("../../src/fleet/admin-api.ts").FleetStatus} FleetStatus */
 /** @typedef {import("../../src/fleet/admin-api.ts").StatusGroup} StatusGroup */
@@ -23,8 +23,6 @@ import { ApiError, byId, call, el, keyForm, refusesKey, say } from "../shared/ap
  */
 
 const REFRESH_MS = 1000;
-/** A read that long unanswered fails the refresh, so the page says so and tries again. */
-const READ_TIMEOUT_MS = 10_000;
 /** Decisions shown per group: the endpoint keeps 100, a screen holds fewer. */
 const DECISIONS_SHOWN = 20;
 const REFRESH_FAILED = "Refresh failed:";

@@ -5,7 +5,7 @@
  * headers); "Send again" sends the same conversation once more, to watch it come back as
  * prefix-hit on the backend that now holds its prefix.
  */
-import { apiError, byId, call, el, keyForm, say } from "../shared/api.js";
+import { apiError, byId, call, el, keyForm, READ_TIMEOUT_MS, say } from "../shared/api.js";
 
 /** @typedef {{ role: "system" | "user" | "assistant", content: string }} Message */
 /** @typedef {{ object: "list", data: { id: string }[] }} ModelList */
@@ -48,7 +48,7 @@ keyForm({
   status,
   storageName: "kvgate.apiKey",
   async use(key) {
-    const list = /** @type {ModelList} */ (await call(key, "/v1/models"));
+    const list = /** @type {ModelList} */ (await call(key, "/v1/models", { timeoutMs: READ_TIMEOUT_MS }));
     const chosen = modelSelect.value;
     modelSelect.replaceChildren(...list.data.map((m) => el("option", { value: m.id }, m.id)));
     if (list.data.some((m) => m.id === chosen)) modelSelect.value = chosen;

@@ -17,6 +17,9 @@ export class ApiError extends Error {
   }
 }
 
+/** How long a page waits on a read (a key check, a dashboard refresh) before it says the gateway did not answer. */
+export const READ_TIMEOUT_MS = 10_000;
+
 /**
  * Calls the gateway with `key` as the bearer key; the parsed JSON answer, or an ApiError.
  * `timeoutMs` bounds a read whose answer may never come: a connection can stay open with nothing

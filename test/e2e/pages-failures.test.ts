@@ -186,6 +186,15 @@ describe.skipIf(missing)("the pages when things change or fail under them", () =
     expect(asked - start).toBeLessThanOrEqual(4);
   });
 
+  it("the playground's key check the gateway never answers says so, not 'Checking the key…' for good", async () => {
+    const page = await pages.open("/playground");
+    await page.route("**/v1/models", () => {});
+    await page.getByLabel("API key").fill(gw.key);
+    await page.getByRole("button", { name: "Use key" }).click();
+    await vi.waitFor(async () => expect(await page.locator("#status").textContent()).toBe("no answer from the gateway in 10 s"), { timeout: 15_000, interval: 100 });
+    expect(await page.locator("#chat").isHidden()).toBe(true);
+  }, 30_000);
+
   it("Clear while a reply streams: the next conversation starts empty", async () => {
     const page = await playground();
     const sent: string[] = [];
