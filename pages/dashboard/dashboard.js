@@ -108,7 +108,9 @@ async function refresh(gen) {
     if (gen !== generation) return;
     // A key refused now (rotated since it was typed) goes, as one refused when typed does: its view with it.
     if (refusesKey(e) && adminKey !== null) return form.failed(adminKey, e);
-    say(status, `${REFRESH_FAILED} ${message(e)}`, true);
+    // The same failure again is no news: the status line is a live region, read out at each rewrite.
+    const failed = `${REFRESH_FAILED} ${message(e)}`;
+    if (status.textContent !== failed) say(status, failed, true);
   }
   // A tab in the background asks nothing: each refresh is a call per group and then some, and the
   // browser would go on making them every second for minutes before it throttles the timer.

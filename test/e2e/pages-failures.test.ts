@@ -92,6 +92,14 @@ describe.skipIf(missing)("the pages when things change or fail under them", () =
     await page.route("**/admin/v1/**", (r) => r.abort("connectionrefused"));
     await vi.waitFor(async () => expect(await status.textContent()).toMatch(/^Refresh failed/), EVENTUALLY);
     expect(await status.getAttribute("class")).toContain("error");
+    // Said once: the status line is a live region, and each rewrite is news to a screen reader.
+    await page.evaluate(() => {
+      const w = window as unknown as { rewrites: number };
+      w.rewrites = 0;
+      new MutationObserver((m) => (w.rewrites += m.length)).observe(document.getElementById("status") as HTMLElement, { childList: true, characterData: true, subtree: true });
+    });
+    await new Promise((r) => setTimeout(r, 2500));
+    expect(await page.evaluate(() => (window as unknown as { rewrites: number }).rewrites)).toBe(0);
     await page.unroute("**/admin/v1/**");
     await vi.waitFor(async () => expect(await status.textContent()).not.toMatch(/Refresh failed/), EVENTUALLY);
     expect(await status.getAttribute("class")).not.toContain("error");
