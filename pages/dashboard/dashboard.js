@@ -45,12 +45,41 @@ let timer;
 const groupViews = new Map();
 
 /**
- * A change (a POST) is not bounded: given up on, it may still be made, and the page could only say it failed.
- * @param {string} path @param {{ method?: string, body?: unknown }} [init]
+ * A read is bounded (`signal`, else READ_TIMEOUT_MS of its own). A change (a POST) is not: given
+ * up on, it may still be made, and the page could only say it failed.
+ * @param {string} path @param {{ method?: string, body?: unknown, signal?: AbortSignal }} [init]
  */
-function admin(path, init) {
+function admin(path, init = {}) {
   if (adminKey === null) return Promise.reject(new Error("no admin key"));
-  return call(adminKey, `/admin/v1${path}`, init?.method === undefined || init.method === "GET" ? { ...init, timeoutMs: READ_TIMEOUT_MS } : init);
+  const read = init.method === undefined || init.method === "GET";
+  return call(adminKey, `/admin/v1${path}`, read ? { ...init, signal: init.signal ?? AbortSignal.timeout(READ_TIMEOUT_MS) } : init);
+}
+
+/**
+ * A refresh's watch: its signal aborts as a timeout once READ_TIMEOUT_MS pass with none of its
+ * reads answered. Not a bound on each read: a refresh sends two a group at once, and behind the
+ * browser's six connections to the gateway (HTTP/1.1, as under `npm start`) a big fleet's last
+ * reads wait their turn for longer than that while the gateway answers all along.
+ */
+function silenceWatch() {
+  const controller = new AbortController();
+  /** @type {ReturnType<typeof setTimeout> | undefined} */
+  let t;
+  const answered = () => {
+    if (controller.signal.aborted) return;
+    clearTimeout(t);
+    t = setTimeout(() => controller.abort(new DOMException("no answer", "TimeoutError")), READ_TIMEOUT_MS);
+  };
+  answered();
+  return {
+    signal: controller.signal,
+    answered,
+    /** The refresh is over: the reads it no longer waits for (one failed) are let go. */
+    end() {
+      clearTimeout(t);
+      controller.abort();
+    },
+  };
 }
 
 const enc = encodeURIComponent;
@@ -63,7 +92,7 @@ const form = keyForm({
   status,
   storageName: "kvgate.adminKey",
   async use(key) {
-    await call(key, "/admin/v1/status", { timeoutMs: READ_TIMEOUT_MS });
+    await call(key, "/admin/v1/status", { signal: AbortSignal.timeout(READ_TIMEOUT_MS) });
     adminKey = key;
     const gen = ++generation;
     live.hidden = false;
@@ -85,11 +114,14 @@ const form = keyForm({
 
 /** @param {number} gen */
 async function refresh(gen) {
+  const watch = silenceWatch();
+  /** @type {(path: string) => Promise<unknown>} */
+  const read = (path) => admin(path, { signal: watch.signal }).finally(watch.answered);
   try {
-    const fleet = /** @type {FleetStatus} */ (await admin("/status"));
+    const fleet = /** @type {FleetStatus} */ (await read("/status"));
     const views = await Promise.all(
       fleet.groups.map(async (g) => {
-        const [list, decisions] = await Promise.all([/** @type {Promise<DeploymentList>} */ (admin(`/groups/${enc(g.name)}/deployments`)), recentDecisions(g.name)]);
+        const [list, decisions] = await Promise.all([/** @type {Promise<DeploymentList>} */ (read(`/groups/${enc(g.name)}/deployments`)), recentDecisions(g.name, read)]);
         return { g, list, decisions };
       }),
     );
@@ -111,6 +143,8 @@ async function refresh(gen) {
     // The same failure again is no news: the status line is a live region, read out at each rewrite.
     const failed = `${REFRESH_FAILED} ${message(e)}`;
     if (status.textContent !== failed) say(status, failed, true);
+  } finally {
+    watch.end();
   }
   // A tab in the background asks nothing: each refresh is a call per group and then some, and the
   // browser would go on making them every second for minutes before it throttles the timer.
@@ -129,11 +163,12 @@ document.addEventListener("visibilitychange", () => {
  * The group's recent decisions, or the gateway's refusal (its routing object unreachable, say):
  * the rest of the group's view still shows.
  * @param {string} group
+ * @param {(path: string) => Promise<unknown>} read
  * @returns {Promise<Decision[] | ApiError>}
  */
-async function recentDecisions(group) {
+async function recentDecisions(group, read) {
   try {
-    const list = /** @type {{ data: Decision[] }} */ (await admin(`/groups/${enc(group)}/decisions`));
+    const list = /** @type {{ data: Decision[] }} */ (await read(`/groups/${enc(group)}/decisions`));
     return list.data;
   } catch (e) {
     if (e instanceof ApiError) return e;

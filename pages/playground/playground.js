@@ -48,7 +48,7 @@ keyForm({
   status,
   storageName: "kvgate.apiKey",
   async use(key) {
-    const list = /** @type {ModelList} */ (await call(key, "/v1/models", { timeoutMs: READ_TIMEOUT_MS }));
+    const list = /** @type {ModelList} */ (await call(key, "/v1/models", { signal: AbortSignal.timeout(READ_TIMEOUT_MS) }));
     const chosen = modelSelect.value;
     modelSelect.replaceChildren(...list.data.map((m) => el("option", { value: m.id }, m.id)));
     if (list.data.some((m) => m.id === chosen)) modelSelect.value = chosen;

@@ -17,29 +17,32 @@ export class ApiError extends Error {
   }
 }
 
-/** How long a page waits on a read (a key check, a dashboard refresh) before it says the gateway did not answer. */
+/**
+ * How long a page waits with no answer from the gateway (to a key check; to any read of a dashboard
+ * refresh) before it says the gateway did not answer: a connection can stay open with nothing on
+ * it (a network gone under a laptop), and the browser would wait on it for minutes.
+ */
 export const READ_TIMEOUT_MS = 10_000;
 
 /**
- * Calls the gateway with `key` as the bearer key; the parsed JSON answer, or an ApiError.
- * `timeoutMs` bounds a read whose answer may never come: a connection can stay open with nothing
- * on it (a network gone under a laptop), and the browser waits on it for minutes.
+ * Calls the gateway with `key` as the bearer key; the parsed JSON answer, or an ApiError. A
+ * `signal` aborted with a "TimeoutError" (AbortSignal.timeout(READ_TIMEOUT_MS), a silence watch)
+ * fails it as the gateway not answering.
  * @param {string} key
  * @param {string} path
- * @param {{ method?: string, body?: unknown, timeoutMs?: number }} [init]
+ * @param {{ method?: string, body?: unknown, signal?: AbortSignal }} [init]
  * @returns {Promise<unknown>}
  */
 export async function call(key, path, init = {}) {
   /** @type {Record<string, string>} */
   const headers = { authorization: `Bearer ${key}` };
   if (init.body !== undefined) headers["content-type"] = "application/json";
-  const signal = init.timeoutMs === undefined ? null : AbortSignal.timeout(init.timeoutMs);
   try {
-    const res = await fetch(path, { method: init.method ?? "GET", headers, body: init.body === undefined ? null : JSON.stringify(init.body), signal });
+    const res = await fetch(path, { method: init.method ?? "GET", headers, body: init.body === undefined ? null : JSON.stringify(init.body), signal: init.signal ?? null });
     if (!res.ok) throw await apiError(res);
     return await res.json();
   } catch (e) {
-    if (e instanceof DOMException && e.name === "TimeoutError") throw new Error(`no answer from the gateway in ${(init.timeoutMs ?? 0) / 1000} s`);
+    if (e instanceof DOMException && e.name === "TimeoutError") throw new Error(`no answer from the gateway in ${READ_TIMEOUT_MS / 1000} s`);
     throw e;
   }
 }
