@@ -161,6 +161,24 @@ describe.skipIf(missing)("the pages when things change or fail under them", () =
     await page.unroute("**/admin/v1/**");
   }, 40_000);
 
+  it("a fleet of a thousand groups shows: a refresh does not send all its reads at once", async () => {
+    const groups = Array.from({ length: 1000 }, (_, i) => ({ name: `many-${i}`, deployments: [{ id: `d-${i}`, baseUrl: fleet.urls[0] as string, model: "sim-7b" }] }));
+    const big = await startTestGateway({ modelGroups: groups }, { KVGATE_ADMIN_KEY: adminKey }, { assets: true });
+    const bigPages = await browserPages(big.url);
+    try {
+      const page = await bigPages.open("/dashboard");
+      await page.getByLabel("Admin key").fill(adminKey);
+      await page.getByLabel("Admin key").press("Enter");
+      // Two thousand reads through six connections to workerd on a busy machine: slow, but whole.
+      await page.locator('[data-group="many-999"] tr[data-deployment="d-999"]').waitFor({ timeout: 100_000 });
+      expect(await page.locator("#status").textContent()).not.toMatch(/Refresh failed/);
+      expect(await page.locator("section[data-group]").count()).toBe(1000);
+    } finally {
+      await bigPages.close();
+      await big.close();
+    }
+  }, 180_000);
+
   it("a key refused mid-session (the admin key rotated) is forgotten, and its numbers go with it", async () => {
     const page = await dashboard();
     const kept = () => page.evaluate(() => sessionStorage.getItem("kvgate.adminKey"));
