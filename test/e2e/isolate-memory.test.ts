@@ -31,46 +31,55 @@ afterAll(async () => {
   await upstream?.close();
 });
 
+/** How far workerd's resident memory rose above where it stood while `run` ran, sampled every 20 ms. */
+async function growthWhile(run: () => Promise<void>): Promise<number> {
+  const before = residentBytes(workerd);
+  let peak = before;
+  const sample = setInterval(() => (peak = Math.max(peak, residentBytes(workerd))), 20);
+  try {
+    await run();
+  } finally {
+    clearInterval(sample);
+  }
+  return Math.max(peak, residentBytes(workerd)) - before;
+}
+
+/** Reads a body as fast as it comes, keeping nothing but its length and its last `keep` characters. */
+async function readThrough(res: Response, keep: number): Promise<{ received: number; tail: string }> {
+  const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+  let received = 0;
+  let tail = "";
+  const decoder = new TextDecoder();
+  for (let step = await reader.read(); !step.done; step = await reader.read()) {
+    received += step.value.length;
+    tail = (tail + decoder.decode(step.value, { stream: true })).slice(-keep);
+  }
+  return { received, tail };
+}
+
 describe("a non-streamed answer larger than the isolate's memory, whose usage is read", () => {
   it("passes through without the gateway's process ever holding it", async () => {
-    const before = residentBytes(workerd);
-    let peak = before;
-    const sample = setInterval(() => (peak = Math.max(peak, residentBytes(workerd))), 20);
-    try {
+    const growth = await growthWhile(async () => {
       const res = await fetch(`${gw.url}/v1/chat/completions`, {
         method: "POST",
         headers: { authorization: `Bearer ${gw.key}`, "content-type": "application/json" },
         body: JSON.stringify({ model: "big-sampled", messages: [{ role: "user", content: "hello" }] }),
       });
       expect(res.status).toBe(200);
-      // Read as fast as it comes, nothing kept but the count and the end.
-      const reader = (res.body as ReadableStream<Uint8Array>).getReader();
-      let received = 0;
-      let tail = "";
-      const decoder = new TextDecoder();
-      for (let step = await reader.read(); !step.done; step = await reader.read()) {
-        received += step.value.length;
-        tail = (tail + decoder.decode(step.value, { stream: true })).slice(-200);
-      }
+      const { received, tail } = await readThrough(res, 200);
       expect(received).toBeGreaterThan(512 * 1024 * 1024);
       expect(tail).toContain('"usage":{"prompt_tokens":3');
-    } finally {
-      clearInterval(sample);
-    }
-    peak = Math.max(peak, residentBytes(workerd));
+    });
     // The relay keeps a chunk at a time and the answer's first and last 8 KiB; what workerd's heap
     // grows by is the chunks read and not yet collected (~100-140 MiB here, for 256 MiB to 1 GiB
     // answers alike). Held for a tap outrun by its client, the answer grew it by more than its size.
-    expect(peak - before).toBeLessThan(256 * 1024 * 1024);
+    expect(growth).toBeLessThan(256 * 1024 * 1024);
   });
 });
 
 describe("a stream of logprobs faster than a usage tap drains, whose client asked for its usage event", () => {
   it("passes through without the gateway's process holding what the client has read", async () => {
-    const before = residentBytes(workerd);
-    let peak = before;
-    const sample = setInterval(() => (peak = Math.max(peak, residentBytes(workerd))), 20);
-    try {
+    const growth = await growthWhile(async () => {
       // What the SDKs send for n choices with their logprobs, the usage asked for: the event comes, and nothing is taken out.
       const res = await fetch(`${gw.url}/v1/chat/completions`, {
         method: "POST",
@@ -78,23 +87,13 @@ describe("a stream of logprobs faster than a usage tap drains, whose client aske
         body: JSON.stringify({ model: "logprobs-sampled", stream: true, n: 4, logprobs: true, top_logprobs: 20, stream_options: { include_usage: true }, messages: [{ role: "user", content: "hello" }] }),
       });
       expect(res.status).toBe(200);
-      const reader = (res.body as ReadableStream<Uint8Array>).getReader();
-      let received = 0;
-      let tail = "";
-      const decoder = new TextDecoder();
-      for (let step = await reader.read(); !step.done; step = await reader.read()) {
-        received += step.value.length;
-        tail = (tail + decoder.decode(step.value, { stream: true })).slice(-300);
-      }
+      const { received, tail } = await readThrough(res, 300);
       expect(received).toBeGreaterThan(256 * 1024 * 1024);
       expect(tail).toMatch(/"choices":\[\],"usage":\{"prompt_tokens":3,/);
-    } finally {
-      clearInterval(sample);
-    }
-    peak = Math.max(peak, residentBytes(workerd));
+    });
     // Read by a tap, which drains 128 KiB a second, the stream was held in the isolate as fast as
     // its client read it: growth past the stream's size (~340 MiB for 256). The JavaScript loop
     // holds an event at a time (~40 MiB of chunks read and not yet collected).
-    expect(peak - before).toBeLessThan(128 * 1024 * 1024);
+    expect(growth).toBeLessThan(128 * 1024 * 1024);
   }, 60_000);
 });
