@@ -76,37 +76,43 @@ export function endOfLastEvent(bytes: Uint8Array, before: Before = 0): number {
   return 0;
 }
 
+/**
+ * Calls `f` with the index just past each event that ends in `bytes`, in order (`before` as for
+ * endOfLastEvent): a CR followed by its LF ends the event at the LF. A native search finds each
+ * line end, so an event costs a few calls, not a JavaScript step a byte.
+ */
+function forEachEventEnd(bytes: Uint8Array, before: Before, f: (end: number) => void): void {
+  let lf = bytes.indexOf(LF);
+  let cr = bytes.indexOf(CR);
+  while (lf >= 0 || cr >= 0) {
+    const i = lf < 0 ? cr : cr < 0 ? lf : Math.min(lf, cr);
+    if (endsEventAt(bytes, i, before) && !(bytes[i] === CR && bytes[i + 1] === LF)) f(i + 1);
+    if (i === lf) lf = bytes.indexOf(LF, i + 1);
+    else cr = bytes.indexOf(CR, i + 1);
+  }
+}
+
 /** Index just past each event that ends in `bytes`, in order (`before` as for endOfLastEvent). */
 export function eventEnds(bytes: Uint8Array, before: Before): number[] {
   const ends: number[] = [];
-  for (let i = 0; i < bytes.length; i++) {
-    // A CR followed by its LF ends the event at the LF.
-    if (endsEventAt(bytes, i, before) && !(bytes[i] === CR && bytes[i + 1] === LF)) ends.push(i + 1);
-  }
+  forEachEventEnd(bytes, before, (end) => ends.push(end));
   return ends;
 }
 
 /**
- * Counts the events that end in a byte stream, chunk by chunk, as eventEnds would find them — a
- * CRLF's CR and LF in two chunks counted once — with a native search for each line end: a few
- * calls an event, not a JavaScript step a byte.
+ * Counts the events that end in a byte stream, chunk by chunk, as eventEnds finds them, but a
+ * CRLF's CR and LF in two chunks once: an LF that begins a chunk after a CR that ended an event is
+ * that line end's second half (eventEnds gives it an end of its own, where it splits a chunk).
  */
 export class EventCounter {
   count = 0;
   private before: Before = 0;
 
   push(bytes: Uint8Array): void {
-    let lf = bytes.indexOf(LF);
-    let cr = bytes.indexOf(CR);
-    while (lf >= 0 || cr >= 0) {
-      const i = lf < 0 ? cr : cr < 0 ? lf : Math.min(lf, cr);
-      // A CR followed by its LF ends the event at the LF; an LF that begins the chunk after a CR
-      // that ended an event is that line end's second half, counted at the CR.
-      const secondHalf = i === 0 && bytes[0] === LF && (this.before & 0xff) === CR;
-      if (endsEventAt(bytes, i, this.before) && !(bytes[i] === CR && bytes[i + 1] === LF) && !secondHalf) this.count++;
-      if (i === lf) lf = bytes.indexOf(LF, i + 1);
-      else cr = bytes.indexOf(CR, i + 1);
-    }
+    const secondHalf = bytes[0] === LF && (this.before & 0xff) === CR;
+    forEachEventEnd(bytes, this.before, (end) => {
+      if (!(end === 1 && secondHalf)) this.count++;
+    });
     this.before = beforeNext(this.before, bytes);
   }
 }
