@@ -1,5 +1,5 @@
 import { join } from "./bytes.ts";
-import { beforeNext, EVENT_HOLD_MAX_BYTES, eventEnds, type Before } from "./sse-boundary.ts";
+import { beforeNext, EVENT_HOLD_MAX_BYTES, eventEnds, eventFields, type Before } from "./sse-boundary.ts";
 
 /** A body's first bytes, and when they came (the `now` clock's time). */
 export interface FirstBytes {
@@ -93,24 +93,12 @@ class HeldOpenings {
   }
 }
 
-const decoder = new TextDecoder();
-
 /** Whether an SSE event (its bytes up to its blank line) is no token: an opening, or nothing a client dispatches (comments, no data). */
 function isOpening(event: Uint8Array): boolean {
-  let name: string | null = null;
-  let data: string | null = null;
-  for (const line of decoder.decode(event).split(/\r\n|\r|\n/)) {
-    if (line.startsWith("event:")) name = fieldValue(line, "event:".length);
-    else if (line.startsWith("data:")) data = data === null ? fieldValue(line, "data:".length) : `${data}\n${fieldValue(line, "data:".length)}`;
-  }
+  const { name, data } = eventFields(event);
   if (data === null) return true;
   const type = name ?? typeOfData(data);
   return type !== null && OPENING_EVENTS.has(type);
-}
-
-/** A field's value: what follows its colon, less one space (the SSE rule). */
-function fieldValue(line: string, from: number): string {
-  return line.charCodeAt(from) === 0x20 ? line.slice(from + 1) : line.slice(from);
 }
 
 /** The `type` of an event's JSON data (a server that writes no `event:` line names it there), or null. */

@@ -117,6 +117,26 @@ export class EventCounter {
   }
 }
 
+const fieldDecoder = new TextDecoder();
+
+/**
+ * An event's `event:` name and its data (its `data:` lines joined by a line feed), as a client's
+ * parser reads them: what follows each field's colon, less one space. null for a field it lacks.
+ */
+export function eventFields(event: Uint8Array): { name: string | null; data: string | null } {
+  let name: string | null = null;
+  let data: string | null = null;
+  for (const line of fieldDecoder.decode(event).split(/\r\n|\r|\n/)) {
+    if (line.startsWith("event:")) name = fieldValue(line, "event:".length);
+    else if (line.startsWith("data:")) data = data === null ? fieldValue(line, "data:".length) : `${data}\n${fieldValue(line, "data:".length)}`;
+  }
+  return { name, data };
+}
+
+function fieldValue(line: string, from: number): string {
+  return line.charCodeAt(from) === 0x20 ? line.slice(from + 1) : line.slice(from);
+}
+
 const EMPTY = new Uint8Array(0);
 
 /**

@@ -1,13 +1,12 @@
 import type { ChunkTransform } from "../hooks/types.ts";
 import { join } from "./bytes.ts";
-import { beforeNext, EventAligner, eventEnds, type Before } from "./sse-boundary.ts";
+import { beforeNext, EventAligner, eventEnds, eventFields, type Before } from "./sse-boundary.ts";
 
 const QUOTE = 0x22;
 const LF = 0x0a;
 const CR = 0x0d;
 const USAGE = new TextEncoder().encode('"usage"');
 const encoder = new TextEncoder();
-const decoder = new TextDecoder();
 
 function isJsonSpace(b: number | undefined): boolean {
   return b === 0x20 || b === 0x09 || b === 0x0a || b === 0x0d;
@@ -31,12 +30,8 @@ export function hasUsageObject(bytes: Uint8Array): boolean {
 
 /** An event that only reports usage: `choices` empty and `usage` set, as include_usage adds before [DONE]. */
 function isUsageEvent(event: Uint8Array): boolean {
-  const data = decoder
-    .decode(event)
-    .split(/\r\n?|\n/)
-    .filter((l) => l.startsWith("data:"))
-    .map((l) => l.slice(5).trimStart())
-    .join("\n");
+  const { data } = eventFields(event);
+  if (data === null) return false;
   try {
     const j = JSON.parse(data) as { choices?: unknown; usage?: unknown };
     return Array.isArray(j.choices) && j.choices.length === 0 && typeof j.usage === "object" && j.usage !== null;
