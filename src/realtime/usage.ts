@@ -1,5 +1,5 @@
 import type { TokenUsage } from "../routing/protocol.ts";
-import { isTokenCount } from "../stream/usage.ts";
+import { usageOf } from "../stream/usage.ts";
 
 /**
  * How far into a backend's message its type is looked for. An event names its type first, and
@@ -7,16 +7,6 @@ import { isTokenCount } from "../stream/usage.ts";
  * KiB): only the head of each is searched, and only a `response.done` is parsed.
  */
 const TYPE_WITHIN = 256;
-
-interface ResponseUsage {
-  input_tokens?: unknown;
-  output_tokens?: unknown;
-  /** The Realtime API's name; the Responses API's, `input_tokens_details`, taken too. */
-  input_token_details?: { cached_tokens?: unknown } | null;
-  input_tokens_details?: { cached_tokens?: unknown } | null;
-}
-
-const count = (x: unknown): number => (isTokenCount(x) ? x : 0);
 
 /**
  * The tokens a realtime session's backend reported: each `response.done` event carries its
@@ -31,19 +21,20 @@ export class RealtimeUsage {
   take(message: string): void {
     const head = message.length > TYPE_WITHIN ? message.slice(0, TYPE_WITHIN) : message;
     if (!head.includes('"response.done"')) return;
-    let event: { type?: unknown; response?: { usage?: ResponseUsage | null } | null };
+    let event: { type?: unknown; response?: { usage?: unknown } | null };
     try {
       event = JSON.parse(message) as typeof event;
     } catch {
       return;
     }
-    const u = event?.type === "response.done" ? event.response?.usage : null;
-    if (typeof u !== "object" || u === null) return;
+    const reported = event?.type === "response.done" ? event.response?.usage : null;
+    const u = typeof reported === "object" && reported !== null ? usageOf(reported) : null;
+    if (!u) return;
     const s = (this.sum ??= { prompt: 0, completion: 0, cached: 0, cacheReported: false });
     // Bounded as a reported count is: a sum past 2^53 would stop being a whole number.
-    s.prompt = Math.min(Number.MAX_SAFE_INTEGER, s.prompt + count(u.input_tokens));
-    s.completion = Math.min(Number.MAX_SAFE_INTEGER, s.completion + count(u.output_tokens));
-    s.cached = Math.min(s.prompt, s.cached + count((u.input_token_details ?? u.input_tokens_details)?.cached_tokens));
+    s.prompt = Math.min(Number.MAX_SAFE_INTEGER, s.prompt + u.promptTokens);
+    s.completion = Math.min(Number.MAX_SAFE_INTEGER, s.completion + u.completionTokens);
+    s.cached = Math.min(s.prompt, s.cached + u.cachedTokens);
   }
 
   /**

@@ -131,10 +131,11 @@ interface UsageJson {
   prompt_tokens?: unknown;
   completion_tokens?: unknown;
   prompt_tokens_details?: { cached_tokens?: unknown } | null;
-  /** The Responses API's names. */
+  /** The Responses API's names, and the Realtime API's (`input_token_details`). */
   input_tokens?: unknown;
   output_tokens?: unknown;
   input_tokens_details?: { cached_tokens?: unknown } | null;
+  input_token_details?: { cached_tokens?: unknown } | null;
   total_tokens?: unknown;
 }
 
@@ -154,17 +155,17 @@ function toUsage(json: string): Usage | null {
 }
 
 /**
- * A usage object in the Chat Completions' names or the Responses API's, or a total alone (older
- * vLLM's and TEI-style servers' rerank and embeddings: an input-only call, its total the
- * prompt's); null when it has none of them.
+ * A usage object in the Chat Completions' names or the Responses (and Realtime) API's, or a total
+ * alone (older vLLM's and TEI-style servers' rerank and embeddings: an input-only call, its total
+ * the prompt's); null when it has none of them.
  */
-function usageOf(u: UsageJson): Usage | null {
+export function usageOf(u: UsageJson): Usage | null {
   if (typeof u.prompt_tokens === "number") {
     const cached = u.prompt_tokens_details?.cached_tokens;
     return { promptTokens: count(u.prompt_tokens), completionTokens: count(u.completion_tokens), cachedTokens: count(cached), cacheReported: isTokenCount(cached) };
   }
   if (typeof u.input_tokens === "number") {
-    const cached = u.input_tokens_details?.cached_tokens;
+    const cached = (u.input_tokens_details ?? u.input_token_details)?.cached_tokens;
     return { promptTokens: count(u.input_tokens), completionTokens: count(u.output_tokens), cachedTokens: count(cached), cacheReported: isTokenCount(cached) };
   }
   if (typeof u.total_tokens === "number") return { promptTokens: count(u.total_tokens), completionTokens: 0, cachedTokens: 0, cacheReported: false };
