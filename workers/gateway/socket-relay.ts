@@ -27,9 +27,10 @@ export function relaySockets(client: WebSocket, upstream: WebSocket, lease: Held
   let over = false;
   const usage = readUsage ? new RealtimeUsage() : null;
   const finish = (outcome: LeaseOutcome) => {
-    lease.settle(outcome, usage?.total && { usage: usage.total });
     if (over) return;
     over = true;
+    const total = usage?.total;
+    lease.settle(outcome, total && { usage: total });
     for (const f of ended.splice(0)) f();
   };
   // Binary messages as ArrayBuffers: send() takes those, not the Blobs the runtime gives by default.
