@@ -100,13 +100,19 @@ export class ModelGroup extends DurableObject<GroupEnv> implements ModelGroupRpc
     return decision;
   }
 
-  release(released: LeaseRelease[], renewed: LeaseRenewal[]): void {
+  /**
+   * Processes finished and held leases; answers the held ones whose renewal charged their key
+   * usage (LeaseRenewal.usage) and found its budget spent: their holder ends them.
+   */
+  release(released: LeaseRelease[], renewed: LeaseRenewal[]): string[] {
     if (!Array.isArray(released) || !Array.isArray(renewed)) throw new TypeError(OTHER_PROTOCOL);
     this.calls.release++;
     const now = Date.now();
     for (const x of released) this.router.release(x, now);
-    for (const x of renewed) this.router.renew(x, now);
+    const overBudget: string[] = [];
+    for (const x of renewed) if (this.router.renew(x, now)) overBudget.push(x.lease);
     this.afterChange();
+    return overBudget;
   }
 
   install(group: ResolvedGroup): void {

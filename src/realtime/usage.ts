@@ -11,30 +11,31 @@ const TYPE_WITHIN = 256;
 /**
  * The tokens a realtime session's backend reported: each `response.done` event carries its
  * response's usage (input, output, cached input tokens), summed over the session's life. Read for
- * a virtual key that counts tokens (its budget, token limit or usage records), and charged with
- * the session's end, as a request's usage is with its own.
+ * a virtual key that counts tokens (its budget, token limit or usage records), and charged as it
+ * comes (workers/gateway/realtime.ts), the rest with the session's end.
  */
 export class RealtimeUsage {
   private sum: TokenUsage | null = null;
 
-  /** One message from the backend (a text frame). */
-  take(message: string): void {
+  /** One message from the backend (a text frame); when it reported usage, all reported so far (a copy). */
+  take(message: string): TokenUsage | null {
     const head = message.length > TYPE_WITHIN ? message.slice(0, TYPE_WITHIN) : message;
-    if (!head.includes('"response.done"')) return;
+    if (!head.includes('"response.done"')) return null;
     let event: { type?: unknown; response?: { usage?: unknown } | null };
     try {
       event = JSON.parse(message) as typeof event;
     } catch {
-      return;
+      return null;
     }
     const reported = event?.type === "response.done" ? event.response?.usage : null;
     const u = typeof reported === "object" && reported !== null ? usageOf(reported) : null;
-    if (!u) return;
+    if (!u) return null;
     const s = (this.sum ??= { prompt: 0, completion: 0, cached: 0, cacheReported: false });
     // Bounded as a reported count is: a sum past 2^53 would stop being a whole number.
     s.prompt = Math.min(Number.MAX_SAFE_INTEGER, s.prompt + u.promptTokens);
     s.completion = Math.min(Number.MAX_SAFE_INTEGER, s.completion + u.completionTokens);
     s.cached = Math.min(s.prompt, s.cached + u.cachedTokens);
+    return { ...s };
   }
 
   /**

@@ -354,9 +354,12 @@ export class GroupRouter {
     if (r.ttftMs !== undefined) b.ttftEwmaMs = b.ttftEwmaMs === null ? r.ttftMs : 0.8 * b.ttftEwmaMs + 0.2 * r.ttftMs;
     if (r.usage && r.outcome === "ok") this.feedBack(b, lease, r);
     if (lease.key !== null) {
-      const usage = this.charged(r, b);
+      // Its renewals charged part of it already (a realtime session's): the release charges the rest.
+      const all = this.charged(r, b);
+      const usage = (all && usageAfter(all, lease.charged)) ?? undefined;
       if (usage) this.keyCounters.used(lease.key, usage, r.usage === undefined);
-      this.ledger.finished(lease.key, usage, r.outcome === "ok", this.usedAt(b.id, usage), now);
+      // One its renewals charged tokens for is a request they were spent on, however it ended.
+      this.ledger.finished(lease.key, usage, r.outcome === "ok" || lease.charged !== undefined, this.usedAt(b.id, usage), now);
     }
     this.letGoIfOrphan(b);
   }
@@ -415,20 +418,38 @@ export class GroupRouter {
    * did not release lately, is from before it restarted: it takes that slot again on the backend
    * the lease's version names, so in-flight counts come back to the truth.
    */
-  renew(r: LeaseRenewal, now: number): void {
+  renew(r: LeaseRenewal, now: number): boolean {
     const view = this.views.get(r.version);
     if (view) view.usedAt = now;
-    if (this.leases.extend(r.lease, now + this.leaseTtlMs)) return;
-    if (this.leases.endedRecently(r.lease)) return;
+    const live = this.leases.extend(r.lease, now + this.leaseTtlMs);
+    if (live) {
+      if (live.key === null || !r.usage) return false;
+      this.chargeSoFar(live, live.key, r.usage, now);
+      return r.budget !== undefined && this.ledger.overBudget(live.key, r.budget, now);
+    }
+    if (this.leases.endedRecently(r.lease)) return false;
     const b = view?.backends.find((x) => x.id === r.backendId);
-    if (!b) return;
+    if (!b) return false;
     b.inFlight++;
     const key = typeof r.key === "string" ? r.key : null;
     // One reclaimed here at its expiry and renewed late (its Worker's renewals were held up) was counted then.
     const late = this.leases.expiredRecently(r.lease);
-    this.leases.add(r.lease, { backend: b, expiresAt: now + this.leaseTtlMs, blocks: 0, queuedTo: 0, trialOf: -1, lesson: null, key, decision: -1, predictedCached: 0, pending: -1, matched: 0, total: -1, recency: NaN, ahead: 0, ...(late ? { reclaimed: true as const } : {}) });
+    // What it used so far is taken as charged before: by this object before it restarted, or before it reclaimed the lease.
+    const charged = r.usage ? { charged: { ...r.usage } } : {};
+    this.leases.add(r.lease, { backend: b, expiresAt: now + this.leaseTtlMs, blocks: 0, queuedTo: 0, trialOf: -1, lesson: null, key, decision: -1, predictedCached: 0, pending: -1, matched: 0, total: -1, recency: NaN, ahead: 0, ...(late ? { reclaimed: true as const } : {}), ...charged });
     if (key !== null) this.ledger.took({ id: key, rpm: null, tpm: null, maxParallel: null, budget: null, admitted: true }, now);
     if (!late) this.adopted++;
+    return false;
+  }
+
+  /** Charges the lease's key what `soFar` (all the lease used until now) holds past what it was charged already. */
+  private chargeSoFar(lease: Lease, key: string, soFar: TokenUsage, now: number): void {
+    const more = usageAfter(soFar, lease.charged);
+    // A renewal that came after a later one holds less, and changes nothing.
+    if (!more) return;
+    lease.charged = { ...soFar };
+    this.keyCounters.used(key, more);
+    this.ledger.charge(key, more, this.usedAt(lease.backend.id, more), now);
   }
 
   /** Reclaims leases past their TTL (their Worker stopped renewing them); returns how many. */
@@ -760,4 +781,16 @@ function settleDebt(b: Backend, lease: Lease, prefilled: boolean): void {
 /** An open or half-open breaker of a server that takes requests: its health probes are how it closes for them. */
 function needsProbe(b: Backend): boolean {
   return b.admitted && b.breaker.state !== "closed";
+}
+
+/**
+ * What `total` holds past `charged` (both a lease's usage since it began), field by field; null
+ * when nothing. A renewal that came late, after a later one, holds less: nothing more.
+ */
+function usageAfter(total: TokenUsage, charged: TokenUsage | undefined): TokenUsage | null {
+  if (!charged) return total;
+  const prompt = Math.max(0, total.prompt - charged.prompt);
+  const completion = Math.max(0, total.completion - charged.completion);
+  if (prompt === 0 && completion === 0) return null;
+  return { prompt, completion, cached: Math.min(prompt, Math.max(0, total.cached - charged.cached)), cacheReported: false };
 }

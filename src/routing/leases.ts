@@ -1,6 +1,7 @@
 import type { Backend } from "./backend.ts";
 import { forgetOldest } from "./forget-oldest.ts";
 import type { Lesson } from "./prefix-set.ts";
+import type { TokenUsage } from "./protocol.ts";
 
 /** A backend's in-flight slot, held by one request until its Worker releases it or it expires. */
 export interface Lease {
@@ -42,6 +43,8 @@ export interface Lease {
    * backend's outcomes (its breaker and its key still learn of it).
    */
   reclaimed?: true;
+  /** What its renewals charged its key so far (LeaseRenewal.usage): its release charges the rest. */
+  charged?: TokenUsage;
 }
 
 /**
@@ -88,14 +91,14 @@ export class LeaseTable {
     return this.expired.has(id);
   }
 
-  /** Moves a live lease's expiry; false when the lease is not live here. */
-  extend(id: string, expiresAt: number): boolean {
+  /** Moves a live lease's expiry; undefined when the lease is not live here. */
+  extend(id: string, expiresAt: number): Lease | undefined {
     const lease = this.live.get(id);
-    if (!lease) return false;
+    if (!lease) return undefined;
     this.live.delete(id);
     lease.expiresAt = expiresAt;
     this.live.set(id, lease);
-    return true;
+    return lease;
   }
 
   /** Removes and returns the leases expired by `now`. */

@@ -83,6 +83,25 @@ export interface LeaseRenewal {
   backendId: string;
   /** The virtual key the lease counts for, if any: an object that restarted counts it again. */
   key?: string;
+  /**
+   * A holder that reads its usage as it goes (a realtime session of a key that counts tokens):
+   * all it has used so far. The object charges the key what it had not charged yet, so a session
+   * that lasts hours spends its key's budget and shows in its usage as it goes, not only at its end.
+   */
+  usage?: TokenUsage;
+  /**
+   * Sent with `usage` for a key with a budget: the object answers the renewal (release()) with
+   * the lease when, charged, the key's spend has reached it.
+   */
+  budget?: KeyBudget;
+}
+
+/** A virtual key's budget per period, and its spend as the Worker last read it from the tenants object. */
+export interface KeyBudget {
+  tokens: number | null;
+  costMicros: number | null;
+  period: BudgetPeriod;
+  spent: Spent;
 }
 
 /**
@@ -94,7 +113,7 @@ export interface RouteTenant {
   rpm: number | null;
   tpm: number | null;
   maxParallel: number | null;
-  budget: { tokens: number | null; costMicros: number | null; period: BudgetPeriod; spent: Spent } | null;
+  budget: KeyBudget | null;
   /** A retry or a fallback of a request already admitted: its lease counts, its limits are not checked again. */
   admitted: boolean;
 }

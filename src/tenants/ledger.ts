@@ -1,4 +1,4 @@
-import type { LimitName, RouteTenant, TokenUsage } from "../routing/protocol.ts";
+import type { KeyBudget, LimitName, RouteTenant, TokenUsage } from "../routing/protocol.ts";
 import { dayOf, periodOf } from "./period.ts";
 import type { BudgetPeriod, Spent, UsageRow } from "./protocol.ts";
 import { MinuteWindow } from "./window.ts";
@@ -70,18 +70,20 @@ export class TenantLedger {
   /** Why the key may not have another request now, or null. Changes nothing. */
   check(t: RouteTenant, now: number): Refusal | null {
     if (t.admitted) return null;
+    if (t.budget && this.overBudget(t.id, t.budget, now)) return { limit: "budget", retryAfterMs: msToNextPeriod(t.budget.period, now) };
     const k = this.keys.get(t.id);
-    if (t.budget && (t.budget.tokens !== null || t.budget.costMicros !== null)) {
-      const spent = this.spent(t.id, t.budget.period, t.budget.spent, now);
-      if ((t.budget.tokens !== null && spent.tokens >= t.budget.tokens) || (t.budget.costMicros !== null && spent.costMicros >= t.budget.costMicros)) {
-        return { limit: "budget", retryAfterMs: msToNextPeriod(t.budget.period, now) };
-      }
-    }
     if (!k) return null;
     if (t.maxParallel !== null && k.inFlight >= t.maxParallel) return { limit: "parallel", retryAfterMs: 1000 };
     if (t.rpm !== null && k.requests.total(now) >= t.rpm) return { limit: "rpm", retryAfterMs: k.requests.msUntilBelow(t.rpm, now) };
     if (t.tpm !== null && k.tokens.total(now) >= t.tpm) return { limit: "tpm", retryAfterMs: k.tokens.msUntilBelow(t.tpm, now) };
     return null;
+  }
+
+  /** Whether the key has spent its budget for the period: what it spent as last heard, and what finished here since. */
+  overBudget(key: string, budget: KeyBudget, now: number): boolean {
+    if (budget.tokens === null && budget.costMicros === null) return false;
+    const spent = this.spent(key, budget.period, budget.spent, now);
+    return (budget.tokens !== null && spent.tokens >= budget.tokens) || (budget.costMicros !== null && spent.costMicros >= budget.costMicros);
   }
 
   /** A request of the key took a slot: it counts in the minute's requests (once per request, not per attempt) and in flight. */
@@ -106,7 +108,15 @@ export class TenantLedger {
     this.used(this.state(key, now), key, usage, served, where, now);
   }
 
-  private used(k: KeyState, key: string, usage: TokenUsage | undefined, served: boolean, where: UsedAt, now: number): void {
+  /**
+   * Part of the usage of a request of the key still in flight (a realtime session, charged as its
+   * backend reports it): its tokens count now; the request counts when it finishes.
+   */
+  charge(key: string, usage: TokenUsage, where: UsedAt, now: number): void {
+    this.used(this.state(key, now), key, usage, false, where, now, 0);
+  }
+
+  private used(k: KeyState, key: string, usage: TokenUsage | undefined, served: boolean, where: UsedAt, now: number, requests = 1): void {
     if (!usage && !served) return;
     const tokens = usage ? usage.prompt + usage.completion : 0;
     const day = dayOf(now);
@@ -115,7 +125,7 @@ export class TenantLedger {
     this.addPending({
       key, day, model: where.model, backend: where.backend,
       promptTokens: usage?.prompt ?? 0, completionTokens: usage?.completion ?? 0, cachedTokens: usage?.cached ?? 0,
-      requests: 1, costMicros: usage ? where.costMicros : 0,
+      requests, costMicros: usage ? where.costMicros : 0,
     });
     if (!usage) return;
     k.tokens.add(now, tokens);

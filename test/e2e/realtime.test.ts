@@ -143,6 +143,37 @@ describe("a virtual key's session's tokens", () => {
     const refused = await connect(wsUrl("?model=realtime"), { headers: { authorization: `Bearer ${key}` } });
     expect(refused.kind === "refused" && [refused.status, refused.body.error.code]).toEqual([429, "insufficient_quota"]);
   });
+
+  it("is charged as the backend reports it: a session that spends the key's budget, or finds it spent by another, is closed with 1008", async () => {
+    const made = await admin("POST", "/keys", { budget_tokens: 20, budget_period: "total" });
+    const { id, key } = (await made.json()) as { id: string; key: string };
+    const usage = async () => (await admin("GET", `/usage?key=${id}`)).json();
+    const session = async () => {
+      const s = opened(await connect(wsUrl("?model=realtime"), { headers: { authorization: `Bearer ${key}` } }));
+      await s.event("session.created");
+      return s;
+    };
+    const respond = async (s: OpenSocket, tokens: number) => {
+      s.ws.send(JSON.stringify({ type: "response.create", response: { max_output_tokens: tokens } }));
+      expect((await s.event("response.done")).response).toMatchObject({ usage: { output_tokens: tokens } });
+    };
+    const a = await session();
+    await respond(a, 12);
+    // Charged while the session is open: its request counts when it ends.
+    await vi.waitFor(async () => expect(await usage()).toMatchObject({ requests: 0, completion_tokens: 12 }), EVENTUALLY);
+    const b = await session();
+    // 12 + 9 reach the 20: the response that crosses the budget is served, and its session ends.
+    await respond(b, 9);
+    const reason = expect.stringMatching(/^API key sk-kvg-\w{5}… reached its budget for the period; the budget does not renew$/);
+    expect(await b.closed).toEqual({ code: 1008, reason });
+    // The other session ends at its next response: the key's budget is spent by then.
+    await respond(a, 1);
+    expect(await a.closed).toEqual({ code: 1008, reason });
+    await vi.waitFor(async () => expect(await usage()).toMatchObject({ requests: 2, completion_tokens: 22 }), EVENTUALLY);
+    await vi.waitFor(async () => expect(await gw.inFlight("realtime")).toBe(0), EVENTUALLY);
+    const refused = await connect(wsUrl("?model=realtime"), { headers: { authorization: `Bearer ${key}` } });
+    expect(refused.kind === "refused" && [refused.status, refused.body.error.code]).toEqual([429, "insufficient_quota"]);
+  });
 });
 
 describe("a backend behind Cloudflare Access", () => {

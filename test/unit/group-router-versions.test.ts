@@ -321,6 +321,53 @@ describe("GroupRouter: the usage of a release for a lease it does not know", () 
   });
 });
 
+describe("GroupRouter: a held lease's usage, charged by its renewals as it goes", () => {
+  const g = version([dep("a1", 9001, { maxInFlight: 4 })], { leaseTtlMs: 1000 });
+  const budget = (tokens: number) => ({ tokens, costMicros: null, period: "total" as const, spent: { period: "total", tokens: 0, costMicros: 0 } });
+  const tenant = (): RouteTenant => ({ id: "key_a", rpm: null, tpm: null, maxParallel: null, budget: budget(50), admitted: false });
+  const soFar = (completion: number) => ({ prompt: 10, completion, cached: 0 });
+  // The tenants object stores each batch and answers the key's spend: all the batches so far.
+  let stored = 0;
+  const charged = (r: GroupRouter) => {
+    const rows = r.ledger.takeBatch()?.rows ?? [];
+    stored += rows.reduce((n, x) => n + x.promptTokens + x.completionTokens, 0);
+    r.ledger.sent({ key_a: { period: "total", tokens: stored, costMicros: 0 } });
+    return rows.map((x) => [x.promptTokens, x.completionTokens, x.requests]);
+  };
+
+  it("charges each renewal what the lease used past the last, once however often it comes, and its release the rest", () => {
+    const r = new GroupRouter("g");
+    r.install(g, 0);
+    const d = decided(r.route(g.version, [], [], 0, tenant()));
+    const renewal = { lease: d.lease, version: g.version, backendId: "a1", key: "key_a", budget: budget(50) };
+    expect(r.renew({ ...renewal, usage: soFar(20) }, 10)).toBe(false);
+    // The same again (a flush whose answer was lost), and one that came late, after a later one: nothing more.
+    r.renew({ ...renewal, usage: soFar(20) }, 11);
+    expect(charged(r)).toEqual([[10, 20, 0]]);
+    r.renew({ ...renewal, usage: soFar(30) }, 20);
+    r.renew({ ...renewal, usage: soFar(25) }, 21);
+    expect(charged(r)).toEqual([[0, 10, 0]]);
+    // 10 + 30 + 15 reach the 50: the renewal is answered that the key's budget is spent.
+    expect(r.renew({ ...renewal, usage: soFar(45) }, 30)).toBe(true);
+    r.release({ lease: d.lease, outcome: "client-abort", usage: soFar(48), key: "key_a", backendId: "a1" }, 40);
+    // 15 charged by the last renewal, the 3 left, and the request: it spent tokens, though the gateway ended it.
+    expect(charged(r)).toEqual([[0, 18, 1]]);
+    expect(r.route(g.version, [], [], 50, tenant())).toMatchObject({ refused: "limited", limit: "budget" });
+  });
+
+  it("takes what a lease renewed after a restart used so far as charged before: its release charges only the rest", () => {
+    stored = 0;
+    const before = new GroupRouter("g");
+    before.install(g, 0);
+    const d = decided(before.route(g.version, [], [], 0, tenant()));
+    const after = new GroupRouter("g");
+    after.install(g, 10);
+    after.renew({ lease: d.lease, version: g.version, backendId: "a1", key: "key_a", usage: soFar(20) }, 20);
+    after.release({ lease: d.lease, outcome: "ok", usage: soFar(26), key: "key_a", backendId: "a1" }, 30);
+    expect(charged(after)).toEqual([[0, 6, 1]]);
+  });
+});
+
 describe("GroupRouter: a key's max_parallel and leases past their TTL", () => {
   const g = version([dep("a1", 9001, { maxInFlight: 4 })], { leaseTtlMs: 300 });
   const tenant: RouteTenant = { id: "key_a", rpm: null, tpm: null, maxParallel: 1, budget: null, admitted: false };

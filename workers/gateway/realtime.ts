@@ -3,14 +3,15 @@ import { reachOf } from "../../src/config/upstream-access.ts";
 import { badRequest, GatewayError, methodNotAllowed, unavailable } from "../../src/openai/errors.ts";
 import { POLICY_VIOLATION } from "../../src/realtime/closing.ts";
 import { chosenProtocol, handshakeFault, isWebSocketUpgrade, keyFromProtocols, protocolsWithoutKey } from "../../src/realtime/handshake.ts";
-import type { RouteTenant } from "../../src/routing/protocol.ts";
+import type { KeyBudget, RouteTenant, TokenUsage } from "../../src/routing/protocol.ts";
+import { msToNextPeriod } from "../../src/tenants/ledger.ts";
 import { readsUsage } from "../../src/tenants/route-tenant.ts";
 import { nextStep } from "../../src/upstream/retry.ts";
 import { clientGone, isFailover, misconfigured, routingHeaders } from "./attempt.ts";
 import { HeldFailure } from "./held-failure.ts";
 import { FailoverEvent, groupAddedSince, GroupPath, limitError, noBackend, tenantFor, type ProxyInput } from "./proxy.ts";
 import { openUpstream, type Handshake } from "./realtime-handshake.ts";
-import { holdLease, route } from "./route-client.ts";
+import { holdLease, route, type HeldLease } from "./route-client.ts";
 import { closeUnused, relaySockets, type Relay } from "./socket-relay.ts";
 import { recheckKey, type Caller } from "./auth.ts";
 import type { Prompt } from "./validate.ts";
@@ -147,8 +148,10 @@ async function handshakeInTurn(p: RealtimeInput, s: Session, held: HeldFailure):
           if (protocol !== null) headers["sec-websocket-protocol"] = protocol;
           // Made before the relay takes the sockets: an answer the gateway cannot build leaves the upstream's unused.
           const accepted = new Response(null, { status: 101, webSocket: pair[0], headers });
-          const relay = relaySockets(pair[1], answer.socket, lease, p.caller.kind === "key" && readsUsage(p.caller.key.record));
-          if (p.caller.kind === "key") endWhenKeyRefused(p.caller, p, relay);
+          const { caller } = p;
+          const charging = caller.kind === "key" && readsUsage(caller.key.record) ? chargeAsReported(lease, tenant?.budget ?? null, caller, () => relay) : null;
+          const relay = relaySockets(pair[1], answer.socket, lease, charging);
+          if (caller.kind === "key") endWhenKeyRefused(caller, p, relay);
           unused = null;
           held.answered(false);
           return accepted;
@@ -177,6 +180,23 @@ async function handshakeInTurn(p: RealtimeInput, s: Session, held: HeldFailure):
       if (step.waitMs > 0) await new Promise((r) => setTimeout(r, step.waitMs));
     }
   }
+}
+
+/**
+ * Charges a session's key its tokens as the backend reports them (each response.done), with the
+ * lease's renewal, and ends the session once they, or the key's other requests and sessions, have
+ * spent its budget: closed with 1008, the client told what a request with the key would be (a 429
+ * insufficient_quota's message). A session lasts hours: charged only at its end, it overshot the
+ * budget by all of its tokens. The response that crosses it is served, as a request's is.
+ */
+function chargeAsReported(lease: HeldLease, budget: KeyBudget | null, caller: Extract<Caller, { kind: "key" }>, relay: () => Relay): (soFar: TokenUsage) => void {
+  return (soFar) => {
+    void lease.charge(soFar, budget).then((over) => {
+      if (!over || !budget) return;
+      const refusal = limitError({ refused: "limited", limit: "budget", retryAfterMs: msToNextPeriod(budget.period, Date.now()), rev: 0 }, caller);
+      relay().end({ code: POLICY_VIOLATION, reason: refusal.message });
+    });
+  };
 }
 
 /**

@@ -1,6 +1,6 @@
 import type { ResolvedGroup } from "../../src/config/load.ts";
 import { unavailable } from "../../src/openai/errors.ts";
-import { isVersionRefusal, type LeaseOutcome, type LeaseRelease, type LeaseRenewal, type LimitRefusal, type RouteCall, type RouteDecision, type RouteRefusal, type RouteTenant, type SpillLimit } from "../../src/routing/protocol.ts";
+import { isVersionRefusal, type KeyBudget, type LeaseOutcome, type LeaseRelease, type LeaseRenewal, type LimitRefusal, type RouteCall, type RouteDecision, type RouteRefusal, type RouteTenant, type SpillLimit, type TokenUsage } from "../../src/routing/protocol.ts";
 import { shardOfObject } from "../../src/sharding/partition.ts";
 import { ShardChoice } from "../../src/sharding/shard-choice.ts";
 import { FLUSH_RETRY_FIRST_MS, flushRetryMs, isDue, LeaseBook, renewLater } from "../../src/routing/lease-book.ts";
@@ -26,22 +26,26 @@ const shardChoice = new ShardChoice();
 /**
  * Sends what waits — finished leases and due renewals — when no route call is coming to carry it;
  * when it cannot, it tries again later. `failures`: the tries before this one that failed in a row.
+ * Answers the held leases the object found over their key's budget (LeaseRenewal.budget).
  */
-async function flush(object: string, env: Env, ctx: WaitUntil, failures = 0): Promise<void> {
+async function flush(object: string, env: Env, ctx: WaitUntil, failures = 0): Promise<readonly string[]> {
   const batch = book.takePending(object);
   const renewing = book.takeRenewals(object, Date.now());
-  if (batch.length === 0 && renewing.length === 0) return;
+  if (batch.length === 0 && renewing.length === 0) return [];
   try {
-    await env.MODEL_GROUP.getByName(object).release(
+    const overBudget = await env.MODEL_GROUP.getByName(object).release(
       batch,
       renewing.map((h) => h.renewal),
     );
+    // An object of the release before this one answers nothing.
+    return Array.isArray(overBudget) ? overBudget : [];
   } catch (e) {
     book.requeue(object, batch);
     renewLater(renewing);
     console.error(`kvgate: releasing ${batch.length} and renewing ${renewing.length} lease(s) of ${objectLabel(object)} failed: ${(e as Error).message}`);
     const retryMs = flushRetryMs(failures + 1);
     if (retryMs !== null) armFlush(object, env, ctx, retryMs, failures + 1);
+    return [];
   }
 }
 
@@ -63,9 +67,9 @@ function armFlush(object: string, env: Env, ctx: WaitUntil, delayMs: number, fai
   // The timer runs under the finishing request's waitUntil, and gets its own stub there:
   // a stub belongs to the request that created it.
   ctx.waitUntil(
-    new Promise<void>((resolve) => setTimeout(resolve, delayMs)).then(() => {
+    new Promise<void>((resolve) => setTimeout(resolve, delayMs)).then(async () => {
       flushArmed.delete(object);
-      return flush(object, env, ctx, failures);
+      await flush(object, env, ctx, failures);
     }),
   );
 }
@@ -180,6 +184,12 @@ export interface HeldLease {
   renewIfDue(): void;
   /** Renews it by a timer of its own until it is settled: for a holder with no timer to carry it. */
   keepRenewed(): void;
+  /**
+   * For a holder that reads its usage as it goes (a realtime session): charges the key all it
+   * used so far (what was charged before is not charged again), at once, with the lease's
+   * renewal. True when the object then found the key's `budget` spent: the holder ends it.
+   */
+  charge(soFar: TokenUsage, budget: KeyBudget | null): Promise<boolean>;
   /** Ends the lease with its outcome; only the first call counts. */
   settle(outcome: LeaseOutcome, end?: AttemptEnd): void;
 }
@@ -204,12 +214,25 @@ export function holdLease(decision: Routed, group: ResolvedGroup, env: Env, ctx:
   };
   let timer: ReturnType<typeof setInterval> | undefined;
   let settled = false;
+  // One charge at a time, each with all used until it goes: a later one carries what an earlier held.
+  let charging = Promise.resolve(false);
   return {
     backendId: decision.backendId,
     renewEveryMs: everyMs,
     renewIfDue,
     keepRenewed() {
       if (!settled && timer === undefined) timer = setInterval(renewIfDue, everyMs);
+    },
+    charge(soFar, budget) {
+      // Renewals that ride along with other calls carry it too: a charge that fails goes with the next.
+      renewal.usage = { ...soFar };
+      if (budget) renewal.budget = budget;
+      charging = charging.then(async () => {
+        if (settled) return false;
+        mine.renewedAt = 0;
+        return (await flush(object, env, ctx)).includes(decision.lease);
+      });
+      return charging;
     },
     settle(outcome, end) {
       if (settled) return;

@@ -1,6 +1,6 @@
 import { CLIENT_LOST, clientCloseOutcome, forwardedClose, UPSTREAM_LOST, upstreamCloseOutcome, type CloseFrame } from "../../src/realtime/closing.ts";
 import { RealtimeUsage } from "../../src/realtime/usage.ts";
-import type { LeaseOutcome } from "../../src/routing/protocol.ts";
+import type { LeaseOutcome, TokenUsage } from "../../src/routing/protocol.ts";
 import type { HeldLease } from "./route-client.ts";
 
 /** A relayed session, as the gateway may end it itself. */
@@ -20,12 +20,13 @@ export interface Relay {
  * upstream's — message for message, text as text and binary as binary, and passes each side's
  * close to the other with its code and reason. The lease is settled once, by whichever side ends
  * first, with what that side's close says about the backend (src/realtime/closing.ts), and the
- * tokens the backend reported over the session when `readUsage` (a virtual key that counts them).
+ * tokens the backend reported over the session when `reported` is given (a virtual key that
+ * counts them), which is told all reported so far each time the backend reports more.
  */
-export function relaySockets(client: WebSocket, upstream: WebSocket, lease: HeldLease, readUsage: boolean): Relay {
+export function relaySockets(client: WebSocket, upstream: WebSocket, lease: HeldLease, reported: ((soFar: TokenUsage) => void) | null): Relay {
   const ended: (() => void)[] = [];
   let over = false;
-  const usage = readUsage ? new RealtimeUsage() : null;
+  const usage = reported ? new RealtimeUsage() : null;
   const finish = (outcome: LeaseOutcome) => {
     if (over) return;
     over = true;
@@ -42,7 +43,8 @@ export function relaySockets(client: WebSocket, upstream: WebSocket, lease: Held
     usage
       ? (e) => {
           pass(client, e.data);
-          if (!over && typeof e.data === "string") usage.take(e.data);
+          const soFar = !over && typeof e.data === "string" ? usage.take(e.data) : null;
+          if (soFar) reported?.(soFar);
         }
       : (e) => pass(client, e.data),
   );
