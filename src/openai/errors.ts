@@ -83,6 +83,9 @@ export const SHOULD_RETRY = "x-should-retry";
  */
 const SDK_RETRY_AFTER_MAX_S = 60;
 
+/** A wait of `seconds` that no retry of the official SDKs' outlasts: they retry within seconds instead. */
+export const outlastsSdkRetries = (seconds: number): boolean => seconds > SDK_RETRY_AFTER_MAX_S;
+
 /**
  * A limit of the caller's key: 429, and when trying again can succeed (none for a budget that never
  * renews). One that no retry of the SDKs' can outlast says `x-should-retry: false`, which they obey:
@@ -91,7 +94,7 @@ const SDK_RETRY_AFTER_MAX_S = 60;
 export function overLimit(message: string, code: "rate_limit_exceeded" | "insufficient_quota", retryAfterMs: number | null): GatewayError {
   const seconds = retryAfterMs === null ? null : Math.max(1, Math.ceil(retryAfterMs / 1000));
   const headers: Record<string, string> = seconds === null ? {} : { "retry-after": String(seconds) };
-  if (seconds === null || seconds > SDK_RETRY_AFTER_MAX_S) headers[SHOULD_RETRY] = "false";
+  if (seconds === null || outlastsSdkRetries(seconds)) headers[SHOULD_RETRY] = "false";
   return new GatewayError(429, code === "insufficient_quota" ? "insufficient_quota" : "rate_limit_error", message, code, null, headers);
 }
 export const notFound = (message: string, code = "not_found") => new GatewayError(404, "not_found_error", message, code);

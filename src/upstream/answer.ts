@@ -1,6 +1,7 @@
 import type { FailoverCause } from "../config/schema.ts";
-import { GatewayError } from "../openai/errors.ts";
+import { GatewayError, outlastsSdkRetries, SHOULD_RETRY } from "../openai/errors.ts";
 import type { UpstreamErrorBody } from "./error-body.ts";
+import { parseRetryAfter } from "./retry.ts";
 
 /**
  * What an upstream's answer means, decided in one place: for the client (what it is told), for
@@ -85,7 +86,7 @@ const WHY: Record<BackendFailure, string> = {
  */
 export function clientError(status: number, answer: Exclude<Answer, { kind: "success" }>, upstream: UpstreamErrorBody | null, backendId: string, retryAfter: string | null): GatewayError {
   const said = upstream?.message ?? null;
-  const headers = retryAfter !== null && (status === 429 || status === 503) ? { "retry-after": retryAfter } : undefined;
+  const headers = retryAfter !== null && (status === 429 || status === 503) ? upstreamRetryHeaders(retryAfter) : undefined;
   switch (answer.kind) {
     case "rejected":
       return new GatewayError(
@@ -106,4 +107,14 @@ export function clientError(status: number, answer: Exclude<Answer, { kind: "suc
       return new GatewayError(502, "upstream_error", `backend ${backendId} ${WHY[answer.why]} (HTTP ${status})${detail}`, code, null, headers);
     }
   }
+}
+
+/**
+ * An upstream's Retry-After, passed on. One longer than the official SDKs wait for (failover
+ * waited for none past retryAfterCapMs) says `x-should-retry: false`, as a key's own limit does:
+ * else they send it twice more within seconds into the same refusal.
+ */
+function upstreamRetryHeaders(retryAfter: string): Record<string, string> {
+  const ms = parseRetryAfter(retryAfter);
+  return ms !== null && outlastsSdkRetries(ms / 1000) ? { "retry-after": retryAfter, [SHOULD_RETRY]: "false" } : { "retry-after": retryAfter };
 }

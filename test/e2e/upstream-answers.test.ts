@@ -27,6 +27,7 @@ beforeAll(async () => {
       single("html-500", "html-500"),
       single("context-exceeded", "context-exceeded"),
       single("rate-limited", "rate-limited:30"),
+      single("rate-limited-long", "rate-limited:300"),
       single("empty", "empty"),
       { name: "empty-or-ok", strategy: "round-robin", breaker: { consecutiveFailures: 1000, minRequests: 1000 }, deployments: [hostile("empty"), hostile("ok")] },
       single("empty-chunked", "empty:chunked"),
@@ -213,5 +214,19 @@ describe("what the client reads of an upstream's error", () => {
     const r = await chat("rate-limited");
     expect(r.status).toBe(429);
     expect(r.headers.get("retry-after")).toBe("30");
+    // A wait the SDKs' retries take: theirs to retry after it.
+    expect(r.headers.get("x-should-retry")).toBeNull();
+  });
+
+  it("a 429 whose Retry-After no retry of the official SDK outlasts is raised at once, not sent twice more into the same refusal", async () => {
+    upstream.reset();
+    let calls = 0;
+    // The SDK's defaults: two retries of every 429, a Retry-After past 60 s read as none.
+    const sdk = new OpenAI({ apiKey: gw.key, baseURL: `${gw.url}/v1`, fetch: (url, init) => (calls++, fetch(url, init)) });
+    const err = await sdk.chat.completions.create({ model: "rate-limited-long", messages: [{ role: "user", content: "hello" }] }).catch((e: unknown) => e);
+    if (!(err instanceof OpenAI.RateLimitError)) throw err;
+    expect([err.code, err.headers?.get("retry-after"), err.headers?.get("x-should-retry")]).toEqual(["upstream_rate_limited", "300", "false"]);
+    expect(calls).toBe(1);
+    expect(upstream.stats("rate-limited").requests).toBe(1);
   });
 });
