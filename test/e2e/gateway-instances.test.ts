@@ -5,6 +5,7 @@ import { inject } from "vitest";
 import { startFleet, type Fleet } from "../../bench/fleet/index.ts";
 import { startGateway, type ServedGateway } from "../../bench/harness/gateway.ts";
 import type { GroupStatus } from "../../src/routing/protocol.ts";
+import { adminCall } from "./admin-gateway.ts";
 import { EVENTUALLY } from "./gateway.ts";
 import { connect, opened } from "../support/websocket-client.ts";
 
@@ -116,5 +117,19 @@ describe("an instance whose fleet is behind the registry's", () => {
     await s.event("session.created");
     s.ws.close();
     await s.closed;
+  });
+
+  it("serves a model from the group it moved to when the group it knows was removed, from the first request on", async () => {
+    const call = (method: string, path: string, body?: unknown) => adminCall(gw.urls[1] as string, adminKey, method, path, body);
+    expect((await call("POST", "/groups", { name: "leaving", aliases: ["moving-model"], deployments: [sim(0, "left")] })).status).toBe(201);
+    const ask = () => client(0).chat.completions.create({ model: "moving-model", max_tokens: 2, messages: [{ role: "user", content: "hello" }] }).withResponse();
+    // Instance 0 learns the group (a model it does not know sends it to the registry at most once a second).
+    const first = await vi.waitFor(ask, EVENTUALLY);
+    expect(first.response.headers.get("x-kvgate-backend")).toBe("left");
+    // Through another instance the group goes, and its model name goes to a new one: instance 0 has heard of neither.
+    expect((await call("DELETE", "/groups/leaving")).status).toBe(200);
+    expect((await call("POST", "/groups", { name: "arriving", aliases: ["moving-model"], deployments: [sim(1, "arrived")] })).status).toBe(201);
+    const next = await ask();
+    expect(next.response.headers.get("x-kvgate-backend")).toBe("arrived");
   });
 });

@@ -202,8 +202,10 @@ export class GroupPath {
    * Where to go after the group's object refused: "again" into the group as the registry now has
    * it, when the object knows it newer than this isolate (its servers drained, replaced; once a
    * request, and the refusal stands when the registry cannot be reached); "fallback" into the next
-   * fallback group the caller may use; null when none is left. The request's own group gone from
-   * the registry means its model is: a 404.
+   * fallback group the caller may use; null when none is left. The request's own group is found
+   * again by the model the client named, not by the group's name: a group removed may have handed
+   * that name to another (which the caller must be allowed, as tenantFor says), and one that no
+   * group has any more is a 404.
    */
   async afterRefusal(env: Env, refusal: { rev: number }): Promise<"again" | "fallback" | null> {
     if (refusal.rev > this.group.rev && !this.reread) {
@@ -211,10 +213,14 @@ export class GroupPath {
       const fresh = await reloadFleet(env);
       if (fresh) {
         this.byModel = fresh.byModel;
-        const now = fresh.byModel.get(this.group.name);
-        if (!now && this.group === this.primary) throw unknownModel(this.model);
+        const own = this.group === this.primary;
+        const now = fresh.byModel.get(own ? this.model : this.group.name);
+        if (!now && own) throw unknownModel(this.model);
         if (now) {
-          if (this.group === this.primary) this.primary = now;
+          if (own) {
+            tenantFor(this.caller, this.model, now);
+            this.primary = now;
+          }
           this.group = now;
           return "again";
         }
