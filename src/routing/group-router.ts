@@ -367,7 +367,10 @@ export class GroupRouter {
   /** A release of a lease this object does not hold: its usage, when it names the key and backend it is for. */
   private usedUnheld(r: LeaseRelease, now: number): void {
     if (typeof r.key !== "string" || typeof r.backendId !== "string") return;
-    const usage = this.charged(r, this.newestView()?.backends.find((b) => b.id === r.backendId));
+    const all = this.charged(r, this.newestView()?.backends.find((b) => b.id === r.backendId));
+    // Its renewals' charges an object answered (this one before it restarted or the lease expired) are not charged again.
+    // A request all of whose tokens were charged so is still a request.
+    const usage = (all && usageAfter(all, r.charged)) ?? (r.charged ? { prompt: 0, completion: 0, cached: 0 } : undefined);
     if (!usage) return;
     this.keyCounters.used(r.key, usage, r.usage === undefined);
     this.ledger.finishedUnheld(r.key, usage, r.outcome === "ok", this.usedAt(r.backendId, usage), now);
@@ -416,7 +419,9 @@ export class GroupRouter {
   /**
    * A lease its Worker still holds. A live one is extended. One this object does not know, and
    * did not release lately, is from before it restarted: it takes that slot again on the backend
-   * the lease's version names, so in-flight counts come back to the truth.
+   * the lease's version names, so in-flight counts come back to the truth. A renewal that carries
+   * the lease's usage so far (a realtime session's) charges its key what was not charged yet, and
+   * says whether the key's budget, when it carries one, is then spent.
    */
   renew(r: LeaseRenewal, now: number): boolean {
     const view = this.views.get(r.version);
@@ -434,12 +439,14 @@ export class GroupRouter {
     const key = typeof r.key === "string" ? r.key : null;
     // One reclaimed here at its expiry and renewed late (its Worker's renewals were held up) was counted then.
     const late = this.leases.expiredRecently(r.lease);
-    // What it used so far is taken as charged before: by this object before it restarted, or before it reclaimed the lease.
-    const charged = r.usage ? { charged: { ...r.usage } } : {};
-    this.leases.add(r.lease, { backend: b, expiresAt: now + this.leaseTtlMs, blocks: 0, queuedTo: 0, trialOf: -1, lesson: null, key, decision: -1, predictedCached: 0, pending: -1, matched: 0, total: -1, recency: NaN, ahead: 0, ...(late ? { reclaimed: true as const } : {}), ...charged });
+    // What an object answered having charged (this one before it restarted or reclaimed the lease) was charged before.
+    const lease: Lease = { backend: b, expiresAt: now + this.leaseTtlMs, blocks: 0, queuedTo: 0, trialOf: -1, lesson: null, key, decision: -1, predictedCached: 0, pending: -1, matched: 0, total: -1, recency: NaN, ahead: 0, ...(late ? { reclaimed: true as const } : {}), ...(r.charged ? { charged: { ...r.charged } } : {}) };
+    this.leases.add(r.lease, lease);
     if (key !== null) this.ledger.took({ id: key, rpm: null, tpm: null, maxParallel: null, budget: null, admitted: true }, now);
     if (!late) this.adopted++;
-    return false;
+    if (key === null || !r.usage) return false;
+    this.chargeSoFar(lease, key, r.usage, now);
+    return r.budget !== undefined && this.ledger.overBudget(key, r.budget, now);
   }
 
   /** Charges the lease's key what `soFar` (all the lease used until now) holds past what it was charged already. */

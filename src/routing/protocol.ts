@@ -48,6 +48,8 @@ export interface LeaseRelease {
    */
   key?: string;
   backendId?: string;
+  /** As a renewal's (LeaseRenewal.charged): what of `usage` was charged already, for an object that does not hold the lease. */
+  charged?: TokenUsage;
 }
 
 /** What an answer the upstream never reported the usage of is charged by (src/tenants/estimate.ts). */
@@ -89,6 +91,12 @@ export interface LeaseRenewal {
    * that lasts hours spends its key's budget and shows in its usage as it goes, not only at its end.
    */
   usage?: TokenUsage;
+  /**
+   * What of `usage` an object answered having charged. The object that holds the lease knows what
+   * it charged; one that does not (it restarted since) takes this as charged before, and charges
+   * the rest: neither what a lost call carried is lost, nor what an older object charged counted twice.
+   */
+  charged?: TokenUsage;
   /**
    * Sent with `usage` for a key with a budget: the object answers the renewal (release()) with
    * the lease when, charged, the key's spend has reached it.

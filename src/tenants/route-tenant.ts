@@ -1,18 +1,17 @@
-import type { RouteTenant } from "../routing/protocol.ts";
+import type { KeyBudget, RouteTenant } from "../routing/protocol.ts";
 import type { KeyLookup, KeyRecord } from "./protocol.ts";
 
 /** What a routing object needs of a virtual key to check its limits: sent with the route call. */
 export function routeTenant(k: KeyLookup, admitted: boolean): RouteTenant {
   const r = k.record;
-  const budgeted = r.budgetTokens !== null || r.budgetUsd !== null;
-  return {
-    id: r.id,
-    rpm: r.rpm,
-    tpm: r.tpm,
-    maxParallel: r.maxParallel,
-    budget: budgeted ? { tokens: r.budgetTokens, costMicros: r.budgetUsd === null ? null : r.budgetUsd * 1e6, period: r.budgetPeriod, spent: k.spent } : null,
-    admitted,
-  };
+  return { id: r.id, rpm: r.rpm, tpm: r.tpm, maxParallel: r.maxParallel, budget: keyBudget(k), admitted };
+}
+
+/** The key's budget, with its spend as the tenants object answered it; null for a key without one. */
+export function keyBudget(k: KeyLookup): KeyBudget | null {
+  const r = k.record;
+  if (r.budgetTokens === null && r.budgetUsd === null) return null;
+  return { tokens: r.budgetTokens, costMicros: r.budgetUsd === null ? null : r.budgetUsd * 1e6, period: r.budgetPeriod, spent: k.spent };
 }
 
 /**

@@ -355,16 +355,38 @@ describe("GroupRouter: a held lease's usage, charged by its renewals as it goes"
     expect(r.route(g.version, [], [], 50, tenant())).toMatchObject({ refused: "limited", limit: "budget" });
   });
 
-  it("takes what a lease renewed after a restart used so far as charged before: its release charges only the rest", () => {
+  it("after a restart, charges what no object answered charging: a renewal's usage past its `charged`, and a release's", () => {
     stored = 0;
     const before = new GroupRouter("g");
     before.install(g, 0);
     const d = decided(before.route(g.version, [], [], 0, tenant()));
+    const renewal = { lease: d.lease, version: g.version, backendId: "a1", key: "key_a" };
+    before.renew({ ...renewal, usage: soFar(20) }, 5);
+    expect(charged(before)).toEqual([[10, 20, 0]]);
+    // A new instance (an eviction, a deploy). The Worker's charge of 30 was lost on its way: the 20 was answered.
     const after = new GroupRouter("g");
     after.install(g, 10);
-    after.renew({ lease: d.lease, version: g.version, backendId: "a1", key: "key_a", usage: soFar(20) }, 20);
-    after.release({ lease: d.lease, outcome: "ok", usage: soFar(26), key: "key_a", backendId: "a1" }, 30);
+    after.renew({ ...renewal, usage: soFar(30), charged: soFar(20) }, 20);
+    after.release({ lease: d.lease, outcome: "ok", usage: soFar(36), key: "key_a", backendId: "a1", charged: soFar(30) }, 30);
+    expect(charged(after)).toEqual([[0, 16, 1]]);
+  });
+
+  it("charges a release its object does not hold (restarted before any renewal, or the lease expired) what no object answered charging", () => {
+    stored = 0;
+    const before = new GroupRouter("g");
+    before.install(g, 0);
+    const d = decided(before.route(g.version, [], [], 0, tenant()));
+    before.renew({ lease: d.lease, version: g.version, backendId: "a1", key: "key_a", usage: soFar(20) }, 5);
+    expect(charged(before)).toEqual([[10, 20, 0]]);
+    const after = new GroupRouter("g");
+    after.install(g, 10);
+    after.release({ lease: d.lease, outcome: "ok", usage: soFar(26), key: "key_a", backendId: "a1", charged: soFar(20) }, 30);
     expect(charged(after)).toEqual([[0, 6, 1]]);
+    // All of it charged before: the request still counts.
+    const again = decided(after.route(g.version, [], [], 40, tenant()));
+    expect(after.expire(2000)).toBe(1);
+    after.release({ lease: again.lease, outcome: "ok", usage: soFar(5), key: "key_a", backendId: "a1", charged: soFar(5) }, 2010);
+    expect(charged(after)).toEqual([[0, 0, 1]]);
   });
 });
 

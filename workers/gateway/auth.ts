@@ -107,12 +107,12 @@ function usableKey(found: KeyLookup | null): KeyLookup {
 
 /**
  * The key check again, for a caller admitted a while ago (a realtime session, open for hours):
- * throws the 401 a request with its key would get now, read from the isolate's key cache as a
+ * the key as it stands now, or the 401 a request with its key would get now, read from the isolate's key cache as a
  * request's is, so a revocation, rotation or expiry reaches it within the same bound
  * (KEY_RECORD_MAX_AGE_MS). A 503 when the tenants object cannot say, as for a request.
  */
-export async function recheckKey(caller: Extract<Caller, { kind: "key" }>, env: Env, ctx: WaitUntil): Promise<void> {
-  usableKey(await lookupKey(env, ctx, caller.hash));
+export async function recheckKey(caller: Extract<Caller, { kind: "key" }>, env: Env, ctx: WaitUntil): Promise<KeyLookup> {
+  return usableKey(await lookupKey(env, ctx, caller.hash));
 }
 
 /** The admin API: the admin key only. A client's key (the master key) administers nothing, even when an operator set both alike. */

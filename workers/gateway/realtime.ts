@@ -3,9 +3,9 @@ import { reachOf } from "../../src/config/upstream-access.ts";
 import { badRequest, GatewayError, methodNotAllowed, unavailable } from "../../src/openai/errors.ts";
 import { POLICY_VIOLATION } from "../../src/realtime/closing.ts";
 import { chosenProtocol, handshakeFault, isWebSocketUpgrade, keyFromProtocols, protocolsWithoutKey } from "../../src/realtime/handshake.ts";
-import type { KeyBudget, RouteTenant, TokenUsage } from "../../src/routing/protocol.ts";
+import type { RouteTenant } from "../../src/routing/protocol.ts";
 import { msToNextPeriod } from "../../src/tenants/ledger.ts";
-import { readsUsage } from "../../src/tenants/route-tenant.ts";
+import { keyBudget, readsUsage } from "../../src/tenants/route-tenant.ts";
 import { nextStep } from "../../src/upstream/retry.ts";
 import { clientGone, isFailover, misconfigured, routingHeaders } from "./attempt.ts";
 import { HeldFailure } from "./held-failure.ts";
@@ -149,9 +149,12 @@ async function handshakeInTurn(p: RealtimeInput, s: Session, held: HeldFailure):
           // Made before the relay takes the sockets: an answer the gateway cannot build leaves the upstream's unused.
           const accepted = new Response(null, { status: 101, webSocket: pair[0], headers });
           const { caller } = p;
-          const charging = caller.kind === "key" && readsUsage(caller.key.record) ? chargeAsReported(lease, tenant?.budget ?? null, caller, () => relay) : null;
-          const relay = relaySockets(pair[1], answer.socket, lease, charging);
-          if (caller.kind === "key") endWhenKeyRefused(caller, p, relay);
+          if (caller.kind === "key") {
+            const counts = readsUsage(caller.key.record);
+            if (counts) lease.watchBudget(tenant?.budget ?? null);
+            const relay = relaySockets(pair[1], answer.socket, lease, counts ? (soFar) => void lease.charge(soFar).then(() => endIfSpent(lease, caller, relay)) : null);
+            watchKey(caller, p, relay, counts ? lease : null);
+          } else relaySockets(pair[1], answer.socket, lease, null);
           unused = null;
           held.answered(false);
           return accepted;
@@ -183,20 +186,17 @@ async function handshakeInTurn(p: RealtimeInput, s: Session, held: HeldFailure):
 }
 
 /**
- * Charges a session's key its tokens as the backend reports them (each response.done), with the
- * lease's renewal, and ends the session once they, or the key's other requests and sessions, have
- * spent its budget: closed with 1008, the client told what a request with the key would be (a 429
- * insufficient_quota's message). A session lasts hours: charged only at its end, it overshot the
- * budget by all of its tokens. The response that crosses it is served, as a request's is.
+ * Ends a session whose key's budget is spent, as the routing object answered a renewal of its
+ * lease: closed with 1008, the client told what a request with the key would be (its 429
+ * insufficient_quota's message). Its tokens are charged as the backend reports them (each
+ * response.done, with the lease's renewal): a session lasts hours, and charged only at its end it
+ * overshot the budget by all of them. The response that crosses it is served, as a request's is.
  */
-function chargeAsReported(lease: HeldLease, budget: KeyBudget | null, caller: Extract<Caller, { kind: "key" }>, relay: () => Relay): (soFar: TokenUsage) => void {
-  return (soFar) => {
-    void lease.charge(soFar, budget).then((over) => {
-      if (!over || !budget) return;
-      const refusal = limitError({ refused: "limited", limit: "budget", retryAfterMs: msToNextPeriod(budget.period, Date.now()), rev: 0 }, caller);
-      relay().end({ code: POLICY_VIOLATION, reason: refusal.message });
-    });
-  };
+function endIfSpent(lease: HeldLease, caller: Extract<Caller, { kind: "key" }>, relay: Relay): void {
+  if (!lease.budgetSpent) return;
+  const { budgetPeriod } = caller.key.record;
+  const refusal = limitError({ refused: "limited", limit: "budget", retryAfterMs: msToNextPeriod(budgetPeriod, Date.now()), rev: 0 }, caller);
+  relay.end({ code: POLICY_VIOLATION, reason: refusal.message });
 }
 
 /**
@@ -217,14 +217,18 @@ const KEY_CHECK_BACKOFF_MS = 10_000;
  * away, expired): closed with 1008, the client told that refusal's message. A session lives for
  * hours: a leaked key must not keep one after it is revoked. While the tenants object cannot say
  * (a 503), the session goes on, as it did before the outage, and is checked again less often.
+ * `charged`: the lease of a session whose key counts tokens, which sends the key's budget as it
+ * now stands with its renewals, and ends once an object answered one of them that it is spent.
  */
-function endWhenKeyRefused(caller: Extract<Caller, { kind: "key" }>, p: RealtimeInput, relay: Relay): void {
+function watchKey(caller: Extract<Caller, { kind: "key" }>, p: RealtimeInput, relay: Relay, charged: HeldLease | null): void {
   let checking = false;
   let quietUntil = 0;
   const timer = setInterval(() => {
+    if (charged) endIfSpent(charged, caller, relay);
     if (checking || Date.now() < quietUntil) return;
     checking = true;
     recheckKey(caller, p.env, p.ctx)
+      .then((now) => charged?.watchBudget(keyBudget(now)))
       .catch((e: unknown) => {
         // Each refusal's message (a key prefix, an ISO date) fits a close frame's 123 bytes.
         if (e instanceof GatewayError && e.status === 401) relay.end({ code: POLICY_VIOLATION, reason: e.message });

@@ -21,31 +21,39 @@ import type { Prompt } from "./validate.ts";
  */
 const book = new LeaseBook();
 const flushArmed = new Set<string>();
+/**
+ * Held leases whose key's budget is watched (HeldLease.watchBudget): true once an object answered
+ * a renewal of theirs that it is spent, whichever call of the isolate carried it. Their holder
+ * reads it in its own request's context: a socket belongs to the request that opened it.
+ */
+const budgetSpent = new Map<string, boolean>();
 const shardChoice = new ShardChoice();
 
 /**
  * Sends what waits — finished leases and due renewals — when no route call is coming to carry it;
  * when it cannot, it tries again later. `failures`: the tries before this one that failed in a row.
- * Answers the held leases the object found over their key's budget (LeaseRenewal.budget).
+ * True when the object answered, and charged what the renewals carried: an object of the release
+ * before this one answers no list. The held leases it found over their key's budget are marked.
  */
-async function flush(object: string, env: Env, ctx: WaitUntil, failures = 0): Promise<readonly string[]> {
+async function flush(object: string, env: Env, ctx: WaitUntil, failures = 0): Promise<boolean> {
   const batch = book.takePending(object);
   const renewing = book.takeRenewals(object, Date.now());
-  if (batch.length === 0 && renewing.length === 0) return [];
+  if (batch.length === 0 && renewing.length === 0) return false;
   try {
     const overBudget = await env.MODEL_GROUP.getByName(object).release(
       batch,
       renewing.map((h) => h.renewal),
     );
-    // An object of the release before this one answers nothing.
-    return Array.isArray(overBudget) ? overBudget : [];
+    if (!Array.isArray(overBudget)) return false;
+    for (const lease of overBudget) if (budgetSpent.has(lease)) budgetSpent.set(lease, true);
+    return true;
   } catch (e) {
     book.requeue(object, batch);
     renewLater(renewing);
     console.error(`kvgate: releasing ${batch.length} and renewing ${renewing.length} lease(s) of ${objectLabel(object)} failed: ${(e as Error).message}`);
     const retryMs = flushRetryMs(failures + 1);
     if (retryMs !== null) armFlush(object, env, ctx, retryMs, failures + 1);
-    return [];
+    return false;
   }
 }
 
@@ -187,9 +195,13 @@ export interface HeldLease {
   /**
    * For a holder that reads its usage as it goes (a realtime session): charges the key all it
    * used so far (what was charged before is not charged again), at once, with the lease's
-   * renewal. True when the object then found the key's `budget` spent: the holder ends it.
+   * renewal; resolves once the object answered, or the call failed (later renewals carry it).
    */
-  charge(soFar: TokenUsage, budget: KeyBudget | null): Promise<boolean>;
+  charge(soFar: TokenUsage): Promise<void>;
+  /** Sends the key's budget (as the holder last read it) with the lease's renewals, to be told when it is spent. */
+  watchBudget(budget: KeyBudget | null): void;
+  /** An object answered a renewal of the lease that its key's budget is spent. */
+  readonly budgetSpent: boolean;
   /** Ends the lease with its outcome; only the first call counts. */
   settle(outcome: LeaseOutcome, end?: AttemptEnd): void;
 }
@@ -215,7 +227,7 @@ export function holdLease(decision: Routed, group: ResolvedGroup, env: Env, ctx:
   let timer: ReturnType<typeof setInterval> | undefined;
   let settled = false;
   // One charge at a time, each with all used until it goes: a later one carries what an earlier held.
-  let charging = Promise.resolve(false);
+  let charging = Promise.resolve();
   return {
     backendId: decision.backendId,
     renewEveryMs: everyMs,
@@ -223,22 +235,37 @@ export function holdLease(decision: Routed, group: ResolvedGroup, env: Env, ctx:
     keepRenewed() {
       if (!settled && timer === undefined) timer = setInterval(renewIfDue, everyMs);
     },
-    charge(soFar, budget) {
+    charge(soFar) {
       // Renewals that ride along with other calls carry it too: a charge that fails goes with the next.
       renewal.usage = { ...soFar };
-      if (budget) renewal.budget = budget;
       charging = charging.then(async () => {
-        if (settled) return false;
+        const sent = renewal.usage;
+        if (settled || !sent) return;
         mine.renewedAt = 0;
-        return (await flush(object, env, ctx)).includes(decision.lease);
+        // What an object answered charging: one that restarts after takes it as charged (LeaseRenewal.charged).
+        if (await flush(object, env, ctx)) renewal.charged = sent;
       });
       return charging;
+    },
+    watchBudget(budget) {
+      if (settled) return;
+      if (budget) {
+        renewal.budget = budget;
+        if (!budgetSpent.has(decision.lease)) budgetSpent.set(decision.lease, false);
+      } else {
+        delete renewal.budget;
+        budgetSpent.delete(decision.lease);
+      }
+    },
+    get budgetSpent() {
+      return budgetSpent.get(decision.lease) === true;
     },
     settle(outcome, end) {
       if (settled) return;
       settled = true;
       if (timer !== undefined) clearInterval(timer);
       book.drop(object, decision.lease);
+      budgetSpent.delete(decision.lease);
       if (group.shards > 1) shardChoice.ended(object);
       const release: LeaseRelease = { lease: decision.lease, outcome };
       // Only the fields that hold something: the release rides along with a later route call.
@@ -251,6 +278,7 @@ export function holdLease(decision: Routed, group: ResolvedGroup, env: Env, ctx:
         if (key !== undefined) {
           release.key = key;
           release.backendId = decision.backendId;
+          if (renewal.charged) release.charged = renewal.charged;
         }
       }
       if (end?.streamed) release.streamed = true;
