@@ -18,7 +18,7 @@ export type Answer =
   /** The backend failed, or gave an answer no working OpenAI-compatible server gives. */
   | { kind: "backend-failure"; why: BackendFailure };
 
-export type BackendFailure = "server-error" | "redirect" | "no-content" | "encoding" | "html" | "not-served" | "credentials" | "status";
+export type BackendFailure = "server-error" | "unavailable" | "redirect" | "no-content" | "encoding" | "html" | "not-served" | "credentials" | "status";
 
 /**
  * The content codings the runtime's fetch decodes (workerd: gzip and br, named exactly so; it
@@ -43,6 +43,9 @@ export function classifyStatus(status: number, hasBody: boolean, said: UpstreamE
   if (status === 200 && hasBody && contentEncoding && !DECODED_CODINGS.has(contentEncoding)) return { kind: "backend-failure", why: "encoding" };
   if (status === 200 && hasBody && contentType !== null && HTML.test(contentType)) return { kind: "backend-failure", why: "html" };
   if (status === 200) return hasBody ? { kind: "success" } : { kind: "backend-failure", why: "no-content" };
+  // A 503 says what state the server is in (a model still loading, as llama.cpp answers then; a
+  // queue or a proxy's limit full), whatever it was asked: no request causes it.
+  if (status === 503) return { kind: "backend-failure", why: "unavailable" };
   if (status >= 500) return { kind: "backend-failure", why: "server-error" };
   if (status === 429) return { kind: "rate-limited" };
   // The gateway asked for the model the deployment is configured with, at the path every
@@ -69,6 +72,7 @@ export function isBackendsOwn(why: BackendFailure): boolean {
 
 const WHY: Record<BackendFailure, string> = {
   "server-error": "failed",
+  unavailable: "is unavailable",
   redirect: "answered with a redirect, which the gateway does not follow",
   "no-content": "answered without a body",
   encoding: "answered in a content-encoding the gateway does not decode (it asks for none)",

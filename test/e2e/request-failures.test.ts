@@ -27,6 +27,8 @@ beforeAll(async () => {
       { name: "crashy", strategy: "round-robin", breaker, deployments: [hostile("crash-on", "a"), hostile("crash-on", "b"), hostile("crash-on", "c")] },
       // A failing server, then one that refuses the gateway's key, then a healthy one.
       { name: "failing-then-keyless", strategy: "round-robin", breaker: { consecutiveFailures: 1000, minRequests: 1000 }, deployments: [hostile("status:500", "failing"), hostile("status:401", "keyless"), hostile("ok")] },
+      // Two servers still loading their model (503), then a ready one.
+      { name: "loading-then-ready", strategy: "round-robin", breaker: { consecutiveFailures: 1000, minRequests: 1000 }, deployments: [hostile("loading", "loading-a"), hostile("loading", "loading-b"), hostile("ok")] },
       { name: "long-generation", strategy: "round-robin", firstByteTimeoutMs: 300, breaker, deployments: [sim(0), sim(1), sim(2)] },
       { name: "drip-total", totalTimeoutMs: 1000, failover: { maxAttempts: 1 }, deployments: [hostile("drip-body")] },
       { name: "wrong-model", strategy: "round-robin", breaker, deployments: [hostile("wrong-model"), hostile("ok")] },
@@ -115,6 +117,20 @@ describe("a failure no request can cause never follows the request", () => {
       const failed = Object.fromEntries((await gw.status("failing-then-keyless")).backends.map((b) => [b.id, b.failed]));
       expect(failed).toMatchObject({ failing: 1, keyless: 1 });
     }, EVENTUALLY);
+  });
+});
+
+describe("a 503 is the server's state, never the request's", () => {
+  it("two servers still loading their model: the request goes on to a third that is ready, and both are charged", async () => {
+    const res = await chat("loading-then-ready");
+    expect(res.status, await res.clone().text()).toBe(200);
+    expect([res.headers.get("x-kvgate-attempts"), res.headers.get("x-kvgate-backend")]).toEqual(["3", "ok"]);
+    await res.text();
+    await vi.waitFor(async () => {
+      const failed = Object.fromEntries((await gw.status("loading-then-ready")).backends.map((b) => [b.id, b.failed]));
+      expect(failed).toEqual({ "loading-a": 1, "loading-b": 1, ok: 0 });
+    }, EVENTUALLY);
+    expect(await gw.inFlight("loading-then-ready")).toBe(0);
   });
 });
 

@@ -389,6 +389,11 @@ const BEHAVIOURS: Record<string, Answer> = {
     res.writeHead(400, { "content-type": "application/json" });
     res.end(JSON.stringify({ error: { code: 400, message: "the request exceeds the available context size, try increasing it", type: "exceed_context_size_error", n_prompt_tokens: 5000, n_ctx: 4096 } }));
   },
+  /** llama.cpp's answer while its model still loads: a 503 with an OpenAI-style error. */
+  loading: (_req, res) => {
+    res.writeHead(503, { "content-type": "application/json" });
+    res.end(JSON.stringify({ error: { code: 503, message: "Loading model", type: "unavailable_error" } }));
+  },
   /** A 429 with Retry-After `arg` seconds (default 30). */
   "rate-limited": (_req, res, _body, arg) => {
     res.writeHead(429, { "content-type": "application/json", "retry-after": arg ?? "30" });

@@ -21,7 +21,7 @@ describe("what an upstream status means", () => {
     [408, true, { kind: "backend-failure", why: "status" }],
     [429, true, { kind: "rate-limited" }],
     [500, true, { kind: "backend-failure", why: "server-error" }],
-    [503, true, { kind: "backend-failure", why: "server-error" }],
+    [503, true, { kind: "backend-failure", why: "unavailable" }],
     [599, true, { kind: "backend-failure", why: "server-error" }],
   ])("HTTP %i (body: %s)", (status, hasBody, expected) => {
     expect(classifyStatus(status, hasBody)).toEqual(expected);
@@ -165,6 +165,6 @@ describe("the retry decision", () => {
   it("only a server-side failure may follow the request, and none that is the backend's own", () => {
     expect((["connect", "timeout", "5xx", "429"] as const).filter((cause) => isServerSide({ cause, retryAfterMs: null }))).toEqual(["timeout", "5xx"]);
     expect(isServerSide({ cause: "5xx", retryAfterMs: null, backendsOwn: true })).toBe(false);
-    expect((["server-error", "status", "redirect", "no-content", "not-served", "credentials"] as const).filter((why) => !isBackendsOwn(why))).toEqual(["server-error", "status"]);
+    expect((["server-error", "status", "unavailable", "redirect", "no-content", "not-served", "credentials"] as const).filter((why) => !isBackendsOwn(why))).toEqual(["server-error", "status"]);
   });
 });
