@@ -130,7 +130,7 @@ describe("a 503 is the server's state, never the request's", () => {
       const failed = Object.fromEntries((await gw.status("loading-then-ready")).backends.map((b) => [b.id, b.failed]));
       expect(failed).toEqual({ "loading-a": 1, "loading-b": 1, ok: 0 });
     }, EVENTUALLY);
-    expect(await gw.inFlight("loading-then-ready")).toBe(0);
+    await vi.waitFor(async () => expect(await gw.inFlight("loading-then-ready")).toBe(0), EVENTUALLY);
   });
 });
 
