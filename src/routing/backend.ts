@@ -45,6 +45,8 @@ export class Backend implements Candidate {
   available = true;
   /** The newest version names it as active: it may take new requests. */
   admitted = true;
+  /** Until when it asked to be left alone (epoch ms): a 429's Retry-After. */
+  restingUntil = 0;
   readonly breaker: Breaker;
   nextProbeAt = 0;
   probeUrl = "";

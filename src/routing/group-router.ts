@@ -9,7 +9,7 @@ import type { BreakerState } from "./breaker.ts";
 import { enginePriority } from "./engine-priority.ts";
 import { groupRateFactor } from "./learned/prefill-rate.ts";
 import { LeaseTable, type Lease } from "./leases.ts";
-import type { Choice, Policy, Rng } from "./policy.ts";
+import { usable, type Choice, type Policy, type Rng } from "./policy.ts";
 import { prefixCapacities } from "./prefix-budget.ts";
 import type { Lesson } from "./prefix-set.ts";
 import { TenantLedger, type UsedAt } from "../tenants/ledger.ts";
@@ -32,6 +32,12 @@ const VIEW_IDLE_MS = 60_000;
  * its blocks, and this bounded their memory); the limit is kept so routing stays as it was.
  */
 const LESSON_SHARE = 0.25;
+
+/**
+ * The longest a 429's Retry-After spares its backend: a longer one is taken as this, and the
+ * backend asked again after it (its answer, if it still refuses, says for how long).
+ */
+const REST_MAX_MS = 60_000;
 
 /**
  * Outcomes after which the backend did not hold the prompt: it failed, refused it, or was too
@@ -267,7 +273,26 @@ export class GroupRouter {
       if (wasOpen && b.breaker.state !== "open") this.breakerChanged(b, now, "open");
       if (b.available) admissible++;
     }
-    return admissible;
+    return admissible - this.spareResting(view.backends, now);
+  }
+
+  /**
+   * Takes out of the pick the backends resting after a 429 (its Retry-After not over), while
+   * another can take the request: else every request routed there meets the same 429, with room
+   * elsewhere. With none, they are asked all the same, and what they answer reaches the client.
+   * How many it took out.
+   */
+  private spareResting(backends: readonly Backend[], now: number): number {
+    let resting = 0;
+    let other = false;
+    for (const b of backends) {
+      if (!b.available) continue;
+      if (b.restingUntil > now) resting++;
+      else if (usable(b)) other = true;
+    }
+    if (resting === 0 || !other) return 0;
+    for (const b of backends) if (b.available && b.restingUntil > now) b.available = false;
+    return resting;
   }
 
   /** Takes the chosen backend's slot and its share of prompt work, teaches it the chain when a prefix match placed it, and opens the lease. */
@@ -347,6 +372,7 @@ export class GroupRouter {
     if (r.outcome === "ok" || r.outcome === "upstream-error") b.breaker.record(r.outcome === "ok", now, trial);
     else b.breaker.abandon(trial);
     if (b.breaker.state !== before) this.breakerChanged(b, now, before);
+    if (r.outcome === "rate-limited" && typeof r.retryAfterMs === "number" && r.retryAfterMs > 0) b.restingUntil = Math.max(b.restingUntil, now + Math.min(r.retryAfterMs, REST_MAX_MS));
     if (lease.lesson && NOT_SERVED.has(r.outcome)) {
       b.prefixes.unlearn(lease.lesson);
       b.affinityDirty = this.affinityPending = true;

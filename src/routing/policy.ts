@@ -6,7 +6,8 @@ import type { SignalName, Signals } from "./signals/index.ts";
  * The policy seam: what a routing strategy is. GroupRouter runs every request through
  * admit → signals → pick → commit:
  * - admit: the router marks which backends may take the request (`available`: admitted by the
- *   newest version, not already failed on by this request, breaker not open);
+ *   newest version, not already failed on by this request, breaker not open, not resting after a
+ *   429 while another can take it);
  * - signals: it measures the request against every backend, once, for the signals the strategy
  *   reads (src/routing/signals/), and only for those;
  * - pick: the strategy chooses one candidate from the candidates and those signals, a pure
@@ -42,7 +43,7 @@ export interface Candidate {
   readonly maxInFlight: number;
   /** Prompt blocks routed here and not yet prefilled, by the backend's drain rate. */
   readonly prefillDebt: number;
-  /** False while its breaker is open, when the newest version does not admit it, or when this request already failed on it. */
+  /** False while its breaker is open, when the newest version does not admit it, when this request already failed on it, or while it rests after a 429 and another can take the request. */
   readonly available: boolean;
   /** Its share of the load relative to the others (the deployment's `weight`, default 1). */
   readonly weight: number;

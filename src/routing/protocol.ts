@@ -35,6 +35,8 @@ export interface LeaseRelease {
   usage?: TokenUsage;
   /** The answer was streamed: ttftMs is its first token's, a measure of its prefill (src/routing/learned/prefill-rate.ts). */
   streamed?: boolean;
+  /** A rate-limited attempt's wait, in ms, as its upstream's Retry-After said. */
+  retryAfterMs?: number;
   /**
    * In place of `usage`, for a virtual key that counts tokens, when the upstream's usage never
    * came for an answer that began (its client left, or it reported none): what the key is charged

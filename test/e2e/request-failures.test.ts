@@ -29,6 +29,9 @@ beforeAll(async () => {
       { name: "failing-then-keyless", strategy: "round-robin", breaker: { consecutiveFailures: 1000, minRequests: 1000 }, deployments: [hostile("status:500", "failing"), hostile("status:401", "keyless"), hostile("ok")] },
       // Two servers still loading their model (503), then a ready one.
       { name: "loading-then-ready", strategy: "round-robin", breaker: { consecutiveFailures: 1000, minRequests: 1000 }, deployments: [hostile("loading", "loading-a"), hostile("loading", "loading-b"), hostile("ok")] },
+      // A server that rate-limits for 30 s, beside one that has room; and one alone.
+      { name: "rate-limited-beside-ok", strategy: "round-robin", deployments: [hostile("rate-limited:30", "busy"), hostile("ok")] },
+      { name: "rate-limited-alone", deployments: [hostile("rate-limited:30", "busy")] },
       { name: "long-generation", strategy: "round-robin", firstByteTimeoutMs: 300, breaker, deployments: [sim(0), sim(1), sim(2)] },
       { name: "drip-total", totalTimeoutMs: 1000, failover: { maxAttempts: 1 }, deployments: [hostile("drip-body")] },
       { name: "wrong-model", strategy: "round-robin", breaker, deployments: [hostile("wrong-model"), hostile("ok")] },
@@ -131,6 +134,33 @@ describe("a 503 is the server's state, never the request's", () => {
       expect(failed).toEqual({ "loading-a": 1, "loading-b": 1, ok: 0 });
     }, EVENTUALLY);
     await vi.waitFor(async () => expect(await gw.inFlight("loading-then-ready")).toBe(0), EVENTUALLY);
+  });
+});
+
+describe("a backend that answered 429 with a Retry-After", () => {
+  it("is spared for that long while another backend has room: one request meets its 429, not every other one", async () => {
+    upstream.reset();
+    const answers: [number, string | null][] = [];
+    for (let i = 0; i < 6; i++) {
+      const res = await chat("rate-limited-beside-ok");
+      answers.push([res.status, res.headers.get("x-kvgate-backend")]);
+      await res.text();
+    }
+    expect(answers.filter(([s]) => s === 429)).toEqual([[429, "busy"]]);
+    expect(upstream.stats("rate-limited").requests).toBe(1);
+    await vi.waitFor(async () => expect(await gw.inFlight("rate-limited-beside-ok")).toBe(0), EVENTUALLY);
+    expect((await breakers("rate-limited-beside-ok")).busy).toBe("closed");
+  });
+
+  it("alone, is still asked: the client gets its 429 and its Retry-After, and the slot is freed", async () => {
+    upstream.reset();
+    for (let i = 0; i < 2; i++) {
+      const res = await chat("rate-limited-alone");
+      expect([res.status, res.headers.get("retry-after")]).toEqual([429, "30"]);
+      expect(((await res.json()) as { error: { code: string } }).error.code).toBe("upstream_rate_limited");
+    }
+    expect(upstream.stats("rate-limited").requests).toBe(2);
+    await vi.waitFor(async () => expect(await gw.inFlight("rate-limited-alone")).toBe(0), EVENTUALLY);
   });
 });
 

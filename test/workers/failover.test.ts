@@ -62,6 +62,8 @@ describe("failover before the first byte", () => {
     expect(res.headers.get("x-kvgate-attempts")).toBe("2");
     expect(res.headers.get("x-kvgate-backend")).toBe("healthy");
     await res.text();
+    // The backend asked for 50 ms, and is spared for them while the other has room.
+    await new Promise((r) => setTimeout(r, 100));
 
     await setMode(rateLimitedUpstream, { mode: "429", retryAfter: "30" });
     // Round-robin alternates: within two requests one goes first to the rate-limited backend.

@@ -19,7 +19,8 @@ export class HeldFailure {
    */
   failed(lease: HeldLease, verdict: LeaseOutcome, failure: Failure): boolean {
     if (verdict !== "upstream-error" || !isServerSide(failure)) {
-      lease.settle(verdict);
+      // A backend that asked for a wait is spared for it (src/routing/group-router.ts).
+      lease.settle(verdict, verdict === "rate-limited" && failure.retryAfterMs !== null ? { retryAfterMs: failure.retryAfterMs } : undefined);
       return false;
     }
     if (this.held === null) {

@@ -181,7 +181,7 @@ async function routeOn(env: Env, ctx: WaitUntil, group: ResolvedGroup, object: s
 }
 
 /** What an answered attempt tells of itself when its lease ends: its timings, and the upstream's usage when it was read. */
-export type AttemptEnd = Pick<LeaseRelease, "ttftMs" | "durationMs" | "usage" | "streamed" | "estimate">;
+export type AttemptEnd = Pick<LeaseRelease, "ttftMs" | "durationMs" | "usage" | "streamed" | "estimate" | "retryAfterMs">;
 
 /** A backend's slot, held by one upstream attempt until it settles. */
 export interface HeldLease {
@@ -282,6 +282,7 @@ export function holdLease(decision: Routed, group: ResolvedGroup, env: Env, ctx:
         }
       }
       if (end?.streamed) release.streamed = true;
+      if (end?.retryAfterMs !== undefined) release.retryAfterMs = end.retryAfterMs;
       queueRelease(object, release, env, ctx, flushMs);
       done();
     },
