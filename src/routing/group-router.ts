@@ -105,6 +105,8 @@ export class GroupRouter {
   private retiredRev = -1;
   /** Some prefix set changed since the last takeAffinityChanges. */
   affinityPending = false;
+  /** When the last of its backends' rests after a 429 ends (Backend.restingUntil). */
+  private restingUntil = 0;
   /** Leases taken back from their Workers' renewals (after this object restarted). */
   adopted = 0;
   /** The virtual keys that route here: their share of limits, and the usage to send to the tenants object. */
@@ -273,7 +275,8 @@ export class GroupRouter {
       if (wasOpen && b.breaker.state !== "open") this.breakerChanged(b, now, "open");
       if (b.available) admissible++;
     }
-    return admissible - this.spareResting(view.backends, now);
+    // Most route calls come with no backend resting: they pay one comparison.
+    return this.restingUntil > now ? admissible - this.spareResting(view.backends, now) : admissible;
   }
 
   /**
@@ -372,7 +375,10 @@ export class GroupRouter {
     if (r.outcome === "ok" || r.outcome === "upstream-error") b.breaker.record(r.outcome === "ok", now, trial);
     else b.breaker.abandon(trial);
     if (b.breaker.state !== before) this.breakerChanged(b, now, before);
-    if (r.outcome === "rate-limited" && typeof r.retryAfterMs === "number" && r.retryAfterMs > 0) b.restingUntil = Math.max(b.restingUntil, now + Math.min(r.retryAfterMs, REST_MAX_MS));
+    if (r.outcome === "rate-limited" && typeof r.retryAfterMs === "number" && r.retryAfterMs > 0) {
+      b.restingUntil = Math.max(b.restingUntil, now + Math.min(r.retryAfterMs, REST_MAX_MS));
+      this.restingUntil = Math.max(this.restingUntil, b.restingUntil);
+    }
     if (lease.lesson && NOT_SERVED.has(r.outcome)) {
       b.prefixes.unlearn(lease.lesson);
       b.affinityDirty = this.affinityPending = true;
