@@ -132,4 +132,53 @@ describe("an instance whose fleet is behind the registry's", () => {
     const next = await ask();
     expect(next.response.headers.get("x-kvgate-backend")).toBe("arrived");
   });
+
+  it("serves a model from the group its name moved to, from the first request after the change", async () => {
+    const call = (method: string, path: string, body?: unknown) => adminCall(gw.urls[1] as string, adminKey, method, path, body);
+    expect((await call("POST", "/groups", { name: "alias-from", aliases: ["alias-moving"], deployments: [sim(0, "from")] })).status).toBe(201);
+    expect((await call("POST", "/groups", { name: "alias-to", deployments: [sim(1, "to")] })).status).toBe(201);
+    const ask = () => client(0).chat.completions.create({ model: "alias-moving", max_tokens: 2, messages: [{ role: "user", content: "hello" }] }).withResponse();
+    const first = await vi.waitFor(ask, EVENTUALLY);
+    expect(first.response.headers.get("x-kvgate-backend")).toBe("from");
+    // Through another instance the name goes to the other group; both groups still serve.
+    expect((await call("PATCH", "/groups/alias-from", { aliases: [] })).status).toBe(200);
+    expect((await call("PATCH", "/groups/alias-to", { aliases: ["alias-moving"] })).status).toBe(200);
+    const next = await ask();
+    expect(next.response.headers.get("x-kvgate-backend")).toBe("to");
+    // The lease on the group it left was given back: nothing stays in flight there.
+    await vi.waitFor(async () => {
+      const res = await fetch(`${gw.urls[2]}/v1/kvgate/status`, { headers: { authorization: `Bearer ${gw.key}` } });
+      const left = ((await res.json()) as { groups: GroupStatus[] }).groups.find((g) => g.group === "alias-from");
+      expect(left?.backends.reduce((n, b) => n + b.inFlight, 0)).toBe(0);
+    }, EVENTUALLY);
+  });
+
+  it("sends a deployment's new model name upstream from the first request after the change", async () => {
+    const call = (method: string, path: string, body?: unknown) => adminCall(gw.urls[1] as string, adminKey, method, path, body);
+    expect((await call("POST", "/groups", { name: "renamed", deployments: [sim(2, "kept")] })).status).toBe(201);
+    const ask = () => client(0).chat.completions.create({ model: "renamed", max_tokens: 2, messages: [{ role: "user", content: "hello" }] }).withResponse();
+    const first = await vi.waitFor(ask, EVENTUALLY);
+    expect(first.response.headers.get("x-kvgate-backend")).toBe("kept");
+    // Same server, another model name (which the simulator does not serve: the gateway answers 502).
+    expect((await call("PATCH", "/groups/renamed/deployments/kept", { model: "sim-renamed" })).status).toBe(200);
+    await expect(ask()).rejects.toMatchObject({ status: 502 });
+    expect(fleet.requests(2).at(-1)?.body).toMatchObject({ model: "sim-renamed" });
+  });
+
+  it("opens a realtime session on the group its model name moved to, from the first handshake after the change", async () => {
+    const call = (method: string, path: string, body?: unknown) => adminCall(gw.urls[1] as string, adminKey, method, path, body);
+    expect((await call("POST", "/groups", { name: "rt-from", aliases: ["rt-moving"], deployments: [sim(0, "rt-from-0")] })).status).toBe(201);
+    expect((await call("POST", "/groups", { name: "rt-to", deployments: [sim(1, "rt-to-0")] })).status).toBe(201);
+    const first = await vi.waitFor(async () => opened(await realtime(0, "rt-moving")), EVENTUALLY);
+    expect(first.headers["x-kvgate-backend"]).toBe("rt-from-0");
+    first.ws.close();
+    await first.closed;
+    expect((await call("PATCH", "/groups/rt-from", { aliases: [] })).status).toBe(200);
+    expect((await call("PATCH", "/groups/rt-to", { aliases: ["rt-moving"] })).status).toBe(200);
+    const h = await realtime(0, "rt-moving");
+    expect(h.kind === "refused" ? [h.status, h.body.error.message] : h.socket.headers["x-kvgate-backend"]).toBe("rt-to-0");
+    const s = opened(h);
+    s.ws.close();
+    await s.closed;
+  });
 });

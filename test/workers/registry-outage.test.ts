@@ -78,6 +78,31 @@ describe("the fleet registry failing a read right after it took a change", () =>
   });
 });
 
+describe("the fleet registry unreachable when a request finds its group changed", () => {
+  it("the request is served by the group as the isolate holds it", async () => {
+    const warm = await chat("routing");
+    expect(warm.status).toBe(200);
+    await warm.text();
+    // The change reaches the registry and the group's routing object; the isolate's read of the fleet after it fails.
+    const readFails = {
+      getByName: (name: string) => {
+        const real = env.FLEET.getByName(name);
+        return { command: (cmd: Parameters<typeof real.command>[0]) => real.command(cmd), records: () => real.records(), snapshot: async () => Promise.reject(new Error("Durable Object is overloaded. Too many requests queued.")) };
+      },
+    };
+    const ctx = createExecutionContext();
+    const req = new Request("https://kvgate.test/admin/v1/groups/routing", { method: "PATCH", headers: { authorization: `Bearer ${env.KVGATE_ADMIN_KEY}`, "content-type": "application/json" }, body: JSON.stringify({ aliases: ["routing-renamed-in-outage"] }) });
+    const changed = await worker.fetch(req, { ...env, FLEET: readFails } as unknown as Env, ctx);
+    await waitOnExecutionContext(ctx);
+    expect(changed.status, await changed.text()).toBe(200);
+    registryCalls = 0;
+    const res = await chat("routing", failingRegistry);
+    expect(res.status, await res.text()).toBe(200);
+    // The routing object's newer revision sent the request to the registry, which did not answer.
+    expect(registryCalls).toBeGreaterThan(0);
+  });
+});
+
 describe("the admin API while the fleet registry cannot be reached", () => {
   it("answers 503 saying so, not a 500 that names nothing; a change's answer says it may have been made", async () => {
     const warm = await chat("routing");

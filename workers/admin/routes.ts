@@ -33,7 +33,8 @@ async function records(env: Env): Promise<ReturnType<FleetRegistryRpc["records"]
  * The admin API under /admin/v1: the fleet registry's groups and deployments, and the heartbeats
  * GPU servers register with. Every change goes to the registry, which checks it whole, stores it
  * and pushes it to the group's routing object before answering: a 200 with `"routing": "applied"`
- * means new requests follow it already.
+ * means new requests follow it already, in every isolate — the object refuses what the change took
+ * away, and tells an isolate behind it to read the fleet before it goes upstream (GroupPath.afterDecision).
  */
 export function mountAdmin(app: Hono<AdminEnv>, config: LoadedConfig): void {
   const A = "/admin/v1";

@@ -1,5 +1,6 @@
 import type { ResolvedGroup } from "../../src/config/load.ts";
 import { clipName, NAME_MAX } from "../../src/config/schema.ts";
+import { canonicalJson } from "../../src/config/version.ts";
 import type { LimitRefusal, RouteRefusal, RouteTenant } from "../../src/routing/protocol.ts";
 import { GatewayError, notFound, overLimit, SHOULD_RETRY, unavailable } from "../../src/openai/errors.ts";
 import { allowsGroup, allowsModel, routeTenant } from "../../src/tenants/route-tenant.ts";
@@ -14,7 +15,7 @@ import type { Caller } from "./auth.ts";
 import { readSizedJsonBody } from "./body.ts";
 import { Deadline } from "./deadline.ts";
 import { HeldFailure } from "./held-failure.ts";
-import { route } from "./route-client.ts";
+import { giveBack, route, type Routed } from "./route-client.ts";
 import { validate, type Endpoint } from "./validate.ts";
 
 export interface ProxyInput {
@@ -78,9 +79,18 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
         if (last) return last;
         throw noBackend(decision.refused, body.model);
       }
+      admittedBy = group.name;
+      const routed = group;
+      const again = await path.afterDecision(p, decision);
+      ({ group, primary } = path);
+      if (again) {
+        prompt = promptFor(group);
+        // Another group's backends are others: none of them failed yet.
+        if (group.name !== routed.name) exclude = [];
+        continue;
+      }
       attempts++;
       failover.attempting(attempts);
-      admittedBy = group.name;
       const result = await attempt({ p, body, exact: raw.exact, group, decision, deadline, attempts, fellBack: group !== primary });
       if (result.kind === "answered") {
         held.answered(result.rejected);
@@ -200,38 +210,70 @@ export class GroupPath {
 
   /**
    * Where to go after the group's object refused: "again" into the group as the registry now has
-   * it, when the object knows it newer than this isolate (its servers drained, replaced; once a
-   * request, and the refusal stands when the registry cannot be reached); "fallback" into the next
-   * fallback group the caller may use; null when none is left. The request's own group is found
-   * again by the model the client named, not by the group's name: a group removed may have handed
-   * that name to another (which the caller must be allowed, as tenantFor says), and one that no
-   * group has any more is a 404.
+   * it, when the object knows it newer than this isolate (its servers drained, replaced; the
+   * refusal stands when the registry cannot be reached); "fallback" into the next fallback group
+   * the caller may use; null when none is left.
    */
   async afterRefusal(env: Env, refusal: { rev: number }): Promise<"again" | "fallback" | null> {
-    if (refusal.rev > this.group.rev && !this.reread) {
-      this.reread = true;
-      const fresh = await reloadFleet(env);
-      if (fresh) {
-        this.byModel = fresh.byModel;
-        const own = this.group === this.primary;
-        const now = fresh.byModel.get(own ? this.model : this.group.name);
-        if (!now && own) throw unknownModel(this.model);
-        if (now) {
-          if (own) {
-            tenantFor(this.caller, this.model, now);
-            this.primary = now;
-          }
-          this.group = now;
-          return "again";
-        }
-      }
-    }
+    if (refusal.rev > this.group.rev && !this.reread && (await this.readAgain(env))) return "again";
     let next: ResolvedGroup | undefined;
     while (!next && this.fellBackTo < this.primary.fallbacks.length) next = fallbackFor(this.caller, this.byModel, this.primary.fallbacks[this.fellBackTo++] as string);
     if (!next) return null;
     this.group = next;
     return "fallback";
   }
+
+  /**
+   * A backend picked by an object that knows the group newer than this isolate: the admin API's
+   * "applied" holds for this request too. False: go on, with `group` as the registry now has it
+   * (or as the isolate had it, when the registry cannot be reached); true: the model now names
+   * another group, or the backend picked changed (its model name, key, headers, weight, cap…), so
+   * its lease went back with no verdict on it and the request routes again through `group`.
+   * Costs nothing while the isolate is current: the fleet is read once a change, per isolate.
+   */
+  async afterDecision(p: Pick<ProxyInput, "env" | "ctx" | "config">, decision: Routed): Promise<boolean> {
+    if (decision.rev <= this.group.rev || this.reread) return false;
+    const routed = this.group;
+    let again: boolean;
+    try {
+      again = (await this.readAgain(p.env)) && (this.group.name !== routed.name || !sameDeployment(routed, this.group, decision.backendId));
+    } catch (e) {
+      giveBack(decision, routed, p.env, p.ctx, p.config.releaseFlushMs);
+      throw e;
+    }
+    if (again) giveBack(decision, routed, p.env, p.ctx, p.config.releaseFlushMs);
+    return again;
+  }
+
+  /**
+   * Reads the fleet again, once a request; true when `group` is now the registry's. The request's
+   * own group is found again by the model the client named, not by the group's name: a group
+   * removed may have handed that name to another (which the caller must be allowed, as tenantFor
+   * says), and one that no group has any more is a 404. False when the registry cannot be
+   * reached, or a fallback group is gone.
+   */
+  private async readAgain(env: Env): Promise<boolean> {
+    this.reread = true;
+    const fresh = await reloadFleet(env);
+    if (!fresh) return false;
+    this.byModel = fresh.byModel;
+    const own = this.group === this.primary;
+    const now = fresh.byModel.get(own ? this.model : this.group.name);
+    if (!now && own) throw unknownModel(this.model);
+    if (!now) return false;
+    if (own) {
+      tenantFor(this.caller, this.model, now);
+      this.primary = now;
+    }
+    this.group = now;
+    return true;
+  }
+}
+
+/** Deployment `id` alike in two versions of a group (absent from both counts as alike). */
+function sameDeployment(a: ResolvedGroup, b: ResolvedGroup, id: string): boolean {
+  const of = (g: ResolvedGroup) => canonicalJson(g.deployments.find((d) => d.id === id) ?? null);
+  return of(a) === of(b);
 }
 
 export function unknownModel(model: string): GatewayError {

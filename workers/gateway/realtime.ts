@@ -111,9 +111,15 @@ async function handshakeInTurn(p: RealtimeInput, s: Session, held: HeldFailure):
         if (last) return last;
         throw noBackend(decision.refused, model);
       }
+      admitted = true;
+      const routed = group;
+      const again = await path.afterDecision(p, decision);
+      ({ group, primary } = path);
+      // Another group: its own exclusions, and its own object's admission of the key.
+      if (again && group.name !== routed.name) break;
+      if (again) continue;
       attempts++;
       failover.attempting(attempts);
-      admitted = true;
       const lease = holdLease(decision, group, p.env, p.ctx, config.releaseFlushMs, tenant?.id);
       // A socket may stay open for hours, with no timer of its own.
       lease.keepRenewed();

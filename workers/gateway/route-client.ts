@@ -180,6 +180,14 @@ async function routeOn(env: Env, ctx: WaitUntil, group: ResolvedGroup, object: s
   }
 }
 
+/**
+ * Hands `decision`'s slot back unused, with no verdict on its backend: the request goes elsewhere
+ * for reasons of its own (GroupPath.afterDecision).
+ */
+export function giveBack(decision: Routed, group: ResolvedGroup, env: Env, ctx: WaitUntil, flushMs: number): void {
+  holdLease(decision, group, env, ctx, flushMs).settle("client-abort");
+}
+
 /** What an answered attempt tells of itself when its lease ends: its timings, and the upstream's usage when it was read. */
 export type AttemptEnd = Pick<LeaseRelease, "ttftMs" | "durationMs" | "usage" | "streamed" | "estimate" | "retryAfterMs">;
 
