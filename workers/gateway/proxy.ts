@@ -81,7 +81,8 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
       }
       admittedBy = group.name;
       const routed = group;
-      const again = await path.afterDecision(p, decision);
+      // A decision of an object no newer than this isolate's fleet (nearly every one) awaits nothing.
+      const again = decision.rev > group.rev && (await path.afterDecision(p, decision));
       ({ group, primary } = path);
       if (again) {
         prompt = promptFor(group);

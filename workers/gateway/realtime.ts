@@ -113,7 +113,7 @@ async function handshakeInTurn(p: RealtimeInput, s: Session, held: HeldFailure):
       }
       admitted = true;
       const routed = group;
-      const again = await path.afterDecision(p, decision);
+      const again = decision.rev > group.rev && (await path.afterDecision(p, decision));
       ({ group, primary } = path);
       // Another group: its own exclusions, and its own object's admission of the key.
       if (again && group.name !== routed.name) break;
