@@ -1,16 +1,15 @@
 // @ts-check
 /**
- * /dashboard: every group's backends and routing decisions, refreshed each second from the admin
- * API, with the registry's drain and enable; the virtual keys, their revocation and usage. Every
- * number comes from an admin call made with the key the person gave: without it the page is empty.
- * Rows are updated in place, never rebuilt, so a focused button keeps its focus across refreshes.
+ * /dashboard: every group's backends, and the routing decisions of the groups in view, refreshed
+ * each second from the admin API, with the registry's drain and enable; the virtual keys, their
+ * revocation and usage. Every number comes from an admin call made with the key the person gave:
+ * without it the page is empty. Rows are updated in place, never rebuilt, so a focused button
+ * keeps its focus across refreshes.
  */
 import { ApiError, byId, call, el, keyForm, READ_TIMEOUT_MS, refusesKey, say } from "../shared/api.js";
 
 /** @typedef {import("../../src/fleet/admin-api.ts").FleetStatus} FleetStatus */
 /** @typedef {import("../../src/fleet/admin-api.ts").StatusGroup} StatusGroup */
-/** @typedef {import("../../src/fleet/admin-api.ts").DeploymentList} DeploymentList */
-/** @typedef {import("../../src/fleet/admin-api.ts").DeploymentRow} DeploymentRow */
 /** @typedef {import("../../src/tenants/admin-api.ts").KeyList} KeyList */
 /** @typedef {import("../../src/tenants/admin-api.ts").KeyView} KeyView */
 /** @typedef {import("../../src/tenants/admin-api.ts").UsageView} UsageView */
@@ -57,9 +56,9 @@ function admin(path, init = {}) {
 
 /**
  * A refresh's watch: its signal aborts as a timeout once READ_TIMEOUT_MS pass with none of its
- * reads answered. Not a bound on each read: a refresh sends two a group at once, and behind the
- * browser's six connections to the gateway (HTTP/1.1, as under `npm start`) a big fleet's last
- * reads wait their turn for longer than that while the gateway answers all along.
+ * reads answered. Not a bound on each read: a refresh sends its groups' decisions reads at once,
+ * and behind the browser's six connections to the gateway (HTTP/1.1, as under `npm start`) the
+ * last may wait their turn for longer than that while the gateway answers all along.
  */
 function silenceWatch() {
   const controller = new AbortController();
@@ -113,10 +112,10 @@ const form = keyForm({
 });
 
 /**
- * Reads a refresh has out at once. Two a group, all sent together, are more than Chromium takes
- * from a page (a fleet of 900 groups: every refresh failed, "Failed to fetch"); the browser's
- * connections to the gateway (6 on HTTP/1.1) take fewer still, and on HTTP/2 this many keep a
- * refresh short.
+ * Reads a refresh has out at once: one a group in view, which a screen zoomed far out may show
+ * many of. All sent together, a few hundred are more than Chromium takes from a page ("Failed to
+ * fetch"); the browser's connections to the gateway (6 on HTTP/1.1) take fewer still, and on
+ * HTTP/2 this many keep a refresh short.
  */
 const READS_AT_ONCE = 32;
 
@@ -149,21 +148,23 @@ async function refresh(gen) {
   /** @type {(path: string) => Promise<unknown>} */
   const read = (path) => turn(() => admin(path, { signal: watch.signal }).finally(watch.answered));
   try {
+    // Every group's backends come in this one read, whatever the fleet's size; decisions are a read
+    // a group, made only for the groups on screen: two reads a group made a refresh of a thousand
+    // groups take 15 s and more.
     const fleet = /** @type {FleetStatus} */ (await read("/status"));
-    const views = await Promise.all(
-      fleet.groups.map(async (g) => {
-        const [list, decisions] = await Promise.all([/** @type {Promise<DeploymentList>} */ (read(`/groups/${enc(g.name)}/deployments`)), recentDecisions(g.name, read)]);
-        return { g, list, decisions };
-      }),
-    );
     if (gen !== generation) return;
+    const listed = new Set(fleet.groups.map((g) => g.name));
     for (const [name, view] of groupViews) {
-      if (!fleet.groups.some((g) => g.name === name)) {
+      if (!listed.has(name)) {
         view.section.remove();
         groupViews.delete(name);
       }
     }
-    for (const { g, list, decisions } of views) renderGroup(g, list.data, decisions);
+    for (const g of fleet.groups) renderGroup(g);
+    const shown = [...groupViews].filter(([, view]) => inView(view.section));
+    const decisions = await Promise.all(shown.map(([name]) => recentDecisions(name, read)));
+    if (gen !== generation) return;
+    for (const [i, [, view]] of shown.entries()) renderDecisions(view, /** @type {Decision[] | ApiError} */ (decisions[i]));
     updated.textContent = `Last update: ${new Date().toLocaleTimeString()}.`;
     // A refresh that failed is over once one succeeds; anything said since stays.
     if (status.textContent?.startsWith(REFRESH_FAILED)) say(status, "");
@@ -177,8 +178,8 @@ async function refresh(gen) {
   } finally {
     watch.end();
   }
-  // A tab in the background asks nothing: each refresh is a call per group and then some, and the
-  // browser would go on making them every second for minutes before it throttles the timer.
+  // A tab in the background asks nothing: the browser would go on refreshing every second for
+  // minutes before it throttles the timer, each time the gateway asking every group's routing objects.
   if (!document.hidden) timer = setTimeout(() => void refresh(gen), REFRESH_MS);
 }
 
@@ -189,6 +190,12 @@ document.addEventListener("visibilitychange", () => {
   clearTimeout(timer);
   void refresh(++generation);
 });
+
+/** Some of the element is within the window: the operator may be looking at it. */
+function inView(/** @type {HTMLElement} */ e) {
+  const r = e.getBoundingClientRect();
+  return r.bottom > 0 && r.top < window.innerHeight && r.height > 0;
+}
 
 /**
  * The group's recent decisions, or the gateway's refusal (its routing object unreachable, say):
@@ -207,12 +214,9 @@ async function recentDecisions(group, read) {
   }
 }
 
-/**
- * @param {StatusGroup} g
- * @param {DeploymentRow[]} rows
- * @param {Decision[] | ApiError} decisions
- */
-function renderGroup(g, rows, decisions) {
+/** @param {StatusGroup} g */
+function renderGroup(g) {
+  const rows = g.deploymentRows;
   const view = groupViews.get(g.name) ?? newGroupView(g.name);
   set(view.summary, `Registry revision ${g.rev} (routing object: ${g.routingRev ?? "unreachable"}) · ${g.takingRequests} of ${g.deployments} deployments take requests · ${g.inFlight} in flight`);
   for (const [id, tr] of view.rows) {
@@ -232,7 +236,6 @@ function renderGroup(g, rows, decisions) {
     // Only requests whose usage the gateway read count: none on the master key's fast path.
     set(cells.cached, !r.promptTokens ? "–" : `${Math.round((100 * (r.cachedTokens ?? 0)) / r.promptTokens)} % of ${r.promptTokens}`);
   }
-  renderDecisions(view, decisions);
 }
 
 /** Numbers the groups' headings: aria-labelledby reads a list of ids split at spaces, and a group's name may hold some. */
@@ -250,7 +253,7 @@ function newGroupView(name) {
     el("thead", {}, el("tr", {}, ...["Deployment", "State", "In flight / max", "Breaker", "Prefix blocks / capacity", "TTFT (EWMA)", "Cached tokens", "Actions"].map((h) => el("th", { scope: "col" }, h)))),
     tbody,
   );
-  const decisions = el("div", { class: "decisions scroll" });
+  const decisions = el("div", { class: "decisions scroll" }, el("p", {}, "Read once the group is in view."));
   const section = el("section", { "aria-labelledby": titleId, "data-group": name }, el("h2", { id: titleId }, `Group ${name}`), summary, el("div", { class: "scroll" }, table), el("h3", {}, "Recent routing decisions"), decisions);
   groupsBox.append(section);
   /** @type {GroupView} */

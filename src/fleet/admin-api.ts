@@ -59,6 +59,8 @@ export interface StatusGroup {
   deployments: number;
   takingRequests: number;
   inFlight: number;
+  /** Its deployments as GET /admin/v1/groups/{group}/deployments lists them: the whole fleet's in one read (a dashboard refresh). */
+  deploymentRows: DeploymentRow[];
 }
 
 export interface FleetStatus {

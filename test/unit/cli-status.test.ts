@@ -11,7 +11,7 @@ async function statusText(status: FleetStatus): Promise<string> {
   return out.join("\n");
 }
 
-const groups: FleetStatus["groups"] = [{ name: "a", rev: 3, routingRev: 3, deployments: 1, takingRequests: 1, inFlight: 0 }];
+const groups: FleetStatus["groups"] = [{ name: "a", rev: 3, routingRev: 3, deployments: 1, takingRequests: 1, inFlight: 0, deploymentRows: [] }];
 
 describe("npx kvgate status", () => {
   it("says under its first line what the last deploy's modelGroups did not do", async () => {

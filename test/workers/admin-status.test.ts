@@ -1,5 +1,6 @@
 import { beforeAll, describe, expect, inject, it, vi } from "vitest";
 import { ModelGroup } from "../../durable-objects/model-group.ts";
+import type { DeploymentList, FleetStatus } from "../../src/fleet/admin-api.ts";
 import { UPSTREAM_MODEL } from "../support/test-config.ts";
 import { admin, ok } from "./admin.ts";
 
@@ -38,5 +39,15 @@ describe("GET /admin/v1/status of many groups", () => {
     // 32 groups at once, a sharded group's objects (two, in the test config) asked together.
     expect(most).toBeGreaterThan(1);
     expect(most).toBeLessThanOrEqual(32 * 2);
+  });
+
+  it("gives each group's deployments as its deployments route lists them, beside the counts it always gave", async () => {
+    const status = await ok<FleetStatus>(admin("/admin/v1/status"));
+    for (const name of names.slice(0, 5)) {
+      const g = status.groups.find((x) => x.name === name);
+      const list = await ok<DeploymentList>(admin(`/admin/v1/groups/${name}/deployments`));
+      expect(g).toMatchObject({ rev: list.rev, deployments: 1, takingRequests: 1, inFlight: 0 });
+      expect(g?.deploymentRows).toEqual(list.data);
+    }
   });
 });

@@ -65,7 +65,7 @@ export function mountAdmin(app: Hono<AdminEnv>, config: LoadedConfig): void {
         const rows = deploymentRows(g, answered);
         // The routing objects' every backend, not the rows': a deployment removed while requests run on it is no row, and its server still answers them.
         const inFlight = answered?.inFlightKnown ? answered.status.backends.reduce((n, b) => n + b.inFlight, 0) : 0;
-        return { name: g.settings.name, rev: g.rev, routingRev: answered?.status.rev ?? null, deployments: rows.length, takingRequests: rows.filter((r) => r.takesRequests).length, inFlight };
+        return { name: g.settings.name, rev: g.rev, routingRev: answered?.status.rev ?? null, deployments: rows.length, takingRequests: rows.filter((r) => r.takesRequests).length, inFlight, deploymentRows: rows };
       }),
       seed,
     };
