@@ -36,16 +36,18 @@ const HTML = /^\s*text\/html\b/i;
 
 /**
  * `said`: what the upstream's error body said, when it was JSON (a 404's meaning turns on its
- * `param`). `contentEncoding`, `contentType`: the answer's headers. The gateway asks for no coding,
- * so a working server sends none the runtime does not decode.
+ * `param`). `contentEncoding`, `contentType`, `retryAfter`: the answer's headers. The gateway asks
+ * for no coding, so a working server sends none the runtime does not decode.
  */
-export function classifyStatus(status: number, hasBody: boolean, said: UpstreamErrorBody | null = null, contentEncoding: string | null = null, contentType: string | null = null): Answer {
+export function classifyStatus(status: number, hasBody: boolean, said: UpstreamErrorBody | null = null, contentEncoding: string | null = null, contentType: string | null = null, retryAfter: string | null = null): Answer {
   if (status === 200 && hasBody && contentEncoding && !DECODED_CODINGS.has(contentEncoding)) return { kind: "backend-failure", why: "encoding" };
   if (status === 200 && hasBody && contentType !== null && HTML.test(contentType)) return { kind: "backend-failure", why: "html" };
   if (status === 200) return hasBody ? { kind: "success" } : { kind: "backend-failure", why: "no-content" };
-  // A 503 says what state the server is in (a model still loading, as llama.cpp answers then; a
-  // queue or a proxy's limit full), whatever it was asked: no request causes it.
-  if (status === 503) return { kind: "backend-failure", why: "unavailable" };
+  // A 503 that says it is the server's state — when to come back (a queue or a limit full), or an
+  // `unavailable_error` (a model still loading, as llama.cpp answers then) — no request causes. Any
+  // other may be a crash the request caused, as a 500 may: a proxy in front of the engine (Envoy,
+  // Istio, Knative) answers its crash with a plain 503.
+  if (status === 503 && (retryAfter !== null || said?.type === "unavailable_error")) return { kind: "backend-failure", why: "unavailable" };
   if (status >= 500) return { kind: "backend-failure", why: "server-error" };
   if (status === 429) return { kind: "rate-limited" };
   // The gateway asked for the model the deployment is configured with, at the path every

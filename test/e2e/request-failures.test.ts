@@ -25,6 +25,7 @@ beforeAll(async () => {
   gw = await startTestGateway({
     modelGroups: [
       { name: "crashy", strategy: "round-robin", breaker, deployments: [hostile("crash-on", "a"), hostile("crash-on", "b"), hostile("crash-on", "c")] },
+      { name: "crashy-behind-proxy", strategy: "round-robin", breaker, deployments: ["a", "b", "c"].map((id) => hostile("crash-on-behind-proxy", id)) },
       // A failing server, then one that refuses the gateway's key, then a healthy one.
       { name: "failing-then-keyless", strategy: "round-robin", breaker: { consecutiveFailures: 1000, minRequests: 1000 }, deployments: [hostile("status:500", "failing"), hostile("status:401", "keyless"), hostile("ok")] },
       // Two servers still loading their model (503), then a ready one.
@@ -82,6 +83,22 @@ describe("a failure that follows the request from backend to backend is the requ
     await vi.waitFor(async () => expect(await gw.inFlight("crashy")).toBe(0), EVENTUALLY);
     expect(await breakers("crashy")).toEqual({ a: "closed", b: "closed", c: "closed" });
     const fine = await chat("crashy");
+    expect(fine.status).toBe(200);
+    await fine.text();
+  });
+});
+
+describe("a 503 that says no more than a 500 does", () => {
+  it("follows the request as a 500 does: a body every engine crashes on, behind a proxy that answers 503, opens no breaker", async () => {
+    upstream.reset();
+    for (let i = 0; i < 3; i++) {
+      const res = await chat("crashy-behind-proxy", { messages: [{ role: "user", content: `CRASH ${i}` }] });
+      expect([res.status, res.headers.get("x-kvgate-attempts"), res.headers.get("x-should-retry")]).toEqual([502, "2", "false"]);
+      await res.text();
+    }
+    await vi.waitFor(async () => expect(await gw.inFlight("crashy-behind-proxy")).toBe(0), EVENTUALLY);
+    expect(await breakers("crashy-behind-proxy")).toEqual({ a: "closed", b: "closed", c: "closed" });
+    const fine = await chat("crashy-behind-proxy");
     expect(fine.status).toBe(200);
     await fine.text();
   });

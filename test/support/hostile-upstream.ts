@@ -420,6 +420,15 @@ const BEHAVIOURS: Record<string, Answer> = {
     res.writeHead(500, { "content-type": "application/json" });
     res.end(JSON.stringify({ error: { message: "CUDA error: an illegal memory access was encountered", type: "InternalServerError", param: null, code: 500 } }));
   },
+  /**
+   * As `crash-on`, behind a proxy (Envoy, Istio, Knative): the engine's crash reaches the gateway as
+   * the proxy's plain-text 503, with no Retry-After.
+   */
+  "crash-on-behind-proxy": (req, res, body, arg, s) => {
+    if (!body.toString("utf8").includes(arg ?? "CRASH")) return answerOk(req, res, body, undefined, s);
+    res.writeHead(503, { "content-type": "text/plain" });
+    res.end("upstream connect error or disconnect/reset before headers. reset reason: connection termination");
+  },
   /** One whole event, then the connection is destroyed between events. */
   "cut-between-events": (_req, res, body) => {
     const { model } = requestOf(body);

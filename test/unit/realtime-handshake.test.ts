@@ -57,7 +57,7 @@ describe("an upstream that did not switch protocols", () => {
     expect(classifyRefusedUpgrade(400)).toEqual({ kind: "rejected" });
     expect(classifyRefusedUpgrade(429)).toEqual({ kind: "rate-limited" });
     expect(classifyRefusedUpgrade(500)).toEqual({ kind: "backend-failure", why: "server-error" });
-    expect(classifyRefusedUpgrade(503)).toEqual({ kind: "backend-failure", why: "unavailable" });
+    expect(classifyRefusedUpgrade(503)).toEqual({ kind: "backend-failure", why: "server-error" });
     expect(classifyRefusedUpgrade(401)).toEqual({ kind: "backend-failure", why: "credentials" });
   });
 });

@@ -21,10 +21,18 @@ describe("what an upstream status means", () => {
     [408, true, { kind: "backend-failure", why: "status" }],
     [429, true, { kind: "rate-limited" }],
     [500, true, { kind: "backend-failure", why: "server-error" }],
-    [503, true, { kind: "backend-failure", why: "unavailable" }],
+    [503, true, { kind: "backend-failure", why: "server-error" }],
     [599, true, { kind: "backend-failure", why: "server-error" }],
   ])("HTTP %i (body: %s)", (status, hasBody, expected) => {
     expect(classifyStatus(status, hasBody)).toEqual(expected);
+  });
+
+  it("a 503 is the server's own state when it says so: with a Retry-After, or an unavailable_error (llama.cpp loading its model)", () => {
+    const unavailable = { kind: "backend-failure", why: "unavailable" };
+    expect(classifyStatus(503, true, null, null, null, "5")).toEqual(unavailable);
+    expect(classifyStatus(503, true, { message: "Loading model", type: "unavailable_error", code: 503, param: null, extra: {} })).toEqual(unavailable);
+    // A proxy's plain 503 for the engine behind it, which may have crashed on the request.
+    expect(classifyStatus(503, true, null, null, "text/plain")).toEqual({ kind: "backend-failure", why: "server-error" });
   });
 });
 

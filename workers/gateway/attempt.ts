@@ -212,12 +212,12 @@ async function attemptHeld(a: AttemptInput, key: KeyRecord | null, lease: HeldLe
   // An answer that is no success is read (bounded) before it is judged: what it says can decide it.
   const unread = up.status === 200 && up.body !== null;
   const said = unread ? null : parseUpstreamError(await readBounded(up.body));
+  const retryAfter = up.headers.get("retry-after");
   // A body of length 0 is none: the runtime hands one over all the same.
-  const answer = classifyStatus(up.status, up.body !== null && up.headers.get("content-length") !== "0", said, up.headers.get("content-encoding"), up.headers.get("content-type"));
+  const answer = classifyStatus(up.status, up.body !== null && up.headers.get("content-length") !== "0", said, up.headers.get("content-encoding"), up.headers.get("content-type"), retryAfter);
   if (answer.kind !== "success") {
     // A 200 judged by its headers (bytes in a coding no one can read): its body is not wanted.
     if (unread) up.body?.cancel().catch(() => {});
-    const retryAfter = up.headers.get("retry-after");
     const err = clientError(up.status, answer, said, deployment.id, retryAfter).toResponse();
     if (answer.kind === "rejected") {
       detach();
