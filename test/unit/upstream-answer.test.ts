@@ -138,7 +138,7 @@ describe("the retry decision", () => {
     ["a 5xx on the first attempt", 1, { cause: "5xx" as const, retryAfterMs: null }, Infinity, { retry: true, waitMs: 10 }],
     ["attempts spent", 3, { cause: "5xx" as const, retryAfterMs: null }, Infinity, { retry: false }],
     ["a short Retry-After is waited for", 1, { cause: "429" as const, retryAfterMs: 50 }, Infinity, { retry: true, waitMs: 50 }],
-    ["a long Retry-After goes back to the client", 1, { cause: "429" as const, retryAfterMs: 30_000 }, Infinity, { retry: false }],
+    ["a long Retry-After is not waited for: the next backend is asked at once", 1, { cause: "429" as const, retryAfterMs: 30_000 }, Infinity, { retry: true, waitMs: 0 }],
     ["the wait would outlast the deadline", 1, { cause: "429" as const, retryAfterMs: 500 }, 400, { retry: false }],
   ])("%s", (_name, attempts, failure, msLeft, expected) => {
     expect(nextStep(policy, attempts, failure, msLeft, half)).toEqual(expected);
