@@ -22,6 +22,8 @@ const REFRESH_MS = 1000;
 
 let current: FleetView | null = null;
 let fetchedAt = 0;
+/** When a read of the registry last failed. */
+let failedAt = -Infinity;
 let refreshing = false;
 
 /** The isolate's fleet; null before its first load. */
@@ -82,10 +84,23 @@ export async function reloadFleet(env: Env): Promise<FleetView | null> {
   try {
     return await loadFleet(env);
   } catch (e) {
-    fetchedAt = Date.now();
+    fetchedAt = failedAt = Date.now();
     console.error(`kvgate: reading the fleet registry failed: ${(e as Error).message}`);
     return null;
   }
+}
+
+/**
+ * The fleet at revision `rev` or later, for a request a routing object told its isolate is behind
+ * (workers/gateway/proxy.ts GroupPath): the isolate's own when another request read it since, else
+ * read afresh; null when it cannot be. Within a second of a read that failed, null at once: while
+ * the registry cannot be reached, requests go on with the fleet the isolate holds rather than each
+ * waiting on it.
+ */
+export async function fleetAtLeast(env: Env, rev: number): Promise<FleetView | null> {
+  if (current && current.rev >= rev) return current;
+  if (Date.now() - failedAt < REFRESH_MS) return null;
+  return reloadFleet(env);
 }
 
 /**

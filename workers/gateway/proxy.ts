@@ -9,7 +9,7 @@ import { logEvent } from "../../src/logging/event-log.ts";
 import type { RequestLog } from "../../src/logging/request-log.ts";
 import type { LoadedConfig } from "../config.ts";
 import type { Env, WaitUntil } from "../env.ts";
-import { freshGroup, reloadFleet } from "../fleet.ts";
+import { fleetAtLeast, freshGroup } from "../fleet.ts";
 import { attempt, isFailover } from "./attempt.ts";
 import type { Caller } from "./auth.ts";
 import { readSizedJsonBody } from "./body.ts";
@@ -216,7 +216,7 @@ export class GroupPath {
    * the caller may use; null when none is left.
    */
   async afterRefusal(env: Env, refusal: { rev: number }): Promise<"again" | "fallback" | null> {
-    if (refusal.rev > this.group.rev && !this.reread && (await this.readAgain(env))) return "again";
+    if (refusal.rev > this.group.rev && !this.reread && (await this.readAgain(env, refusal.rev))) return "again";
     let next: ResolvedGroup | undefined;
     while (!next && this.fellBackTo < this.primary.fallbacks.length) next = fallbackFor(this.caller, this.byModel, this.primary.fallbacks[this.fellBackTo++] as string);
     if (!next) return null;
@@ -230,14 +230,16 @@ export class GroupPath {
    * (or as the isolate had it, when the registry cannot be reached); true: the model now names
    * another group, or the backend picked changed (its model name, key, headers, weight, cap…), so
    * its lease went back with no verdict on it and the request routes again through `group`.
-   * Costs nothing while the isolate is current: the fleet is read once a change, per isolate.
+   * Costs nothing while the isolate is current: the requests that meet a change before their
+   * isolate holds it read the fleet (most often one), none while the registry could not be read
+   * within the second before (workers/fleet.ts fleetAtLeast).
    */
   async afterDecision(p: Pick<ProxyInput, "env" | "ctx" | "config">, decision: Routed): Promise<boolean> {
     if (decision.rev <= this.group.rev || this.reread) return false;
     const routed = this.group;
     let again: boolean;
     try {
-      again = (await this.readAgain(p.env)) && (this.group.name !== routed.name || !sameDeployment(routed, this.group, decision.backendId));
+      again = (await this.readAgain(p.env, decision.rev)) && (this.group.name !== routed.name || !sameDeployment(routed, this.group, decision.backendId));
     } catch (e) {
       giveBack(decision, routed, p.env, p.ctx, p.config.releaseFlushMs);
       throw e;
@@ -253,9 +255,9 @@ export class GroupPath {
    * says), and one that no group has any more is a 404. False when the registry cannot be
    * reached, or a fallback group is gone.
    */
-  private async readAgain(env: Env): Promise<boolean> {
+  private async readAgain(env: Env, rev: number): Promise<boolean> {
     this.reread = true;
-    const fresh = await reloadFleet(env);
+    const fresh = await fleetAtLeast(env, rev);
     if (!fresh) return false;
     this.byModel = fresh.byModel;
     const own = this.group === this.primary;

@@ -165,7 +165,8 @@ async function routeOn(env: Env, ctx: WaitUntil, group: ResolvedGroup, object: s
     // The renewals go again, now that it will know their version.
     if (isVersionRefusal(answer)) answer = await stub.route({ ...call, released: [], group: view });
     if (isVersionRefusal(answer)) throw new Error(`it refused version ${group.version} with the group's config attached`);
-    if (answer.rev > group.rev) fleetBehind(env, ctx);
+    // A decision or a refusal for want of a backend has the request read the fleet itself (GroupPath); a key's limit ends it.
+    if (answer.rev > group.rev && "refused" in answer && answer.refused === "limited") fleetBehind(env, ctx);
     if ("refused" in answer) return answer;
     // The answer is this call's own copy: marked, not copied.
     return Object.assign(answer, { object });
