@@ -68,12 +68,13 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
       const decision = await route(env, p.ctx, group, prompt, exclude, body.model, tenant && { ...tenant, admitted: admittedBy === group.name }, isFailover(attempts + 1, group !== primary));
       if ("refused" in decision && decision.refused === "limited") throw limitError(decision, p.caller);
       if ("refused" in decision) {
+        const refusedBy = group;
         const step = await path.afterRefusal(env, decision);
         ({ group, primary } = path);
         if (step !== null) {
           prompt = promptFor(group);
-          // A fallback group's backends are others: none of them failed yet.
-          if (step === "fallback") exclude = [];
+          // Another group's backends (a fallback's, or the model's group as the registry now has it) are others: none of them failed yet.
+          if (group.name !== refusedBy.name) exclude = [];
           continue;
         }
         if (last) return last;

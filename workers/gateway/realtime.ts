@@ -103,11 +103,12 @@ async function handshakeInTurn(p: RealtimeInput, s: Session, held: HeldFailure):
       const decision = await route(p.env, p.ctx, group, NO_PROMPT, exclude, model, tenant && { ...tenant, admitted }, isFailover(attempts + 1, group !== primary));
       if ("refused" in decision && decision.refused === "limited") throw limitError(decision, p.caller);
       if ("refused" in decision) {
+        const refusedBy = group;
         const step = await path.afterRefusal(p.env, decision);
         ({ group, primary } = path);
-        if (step === "again") continue;
-        // A fallback group: its own exclusions, and its own object's admission of the key.
-        if (step === "fallback") break;
+        if (step === "again" && group.name === refusedBy.name) continue;
+        // Another group (a fallback, or the model's as the registry now has it): its own exclusions, and its own object's admission of the key.
+        if (step !== null) break;
         if (last) return last;
         throw noBackend(decision.refused, model);
       }
