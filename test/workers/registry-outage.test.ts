@@ -33,6 +33,24 @@ async function chat(model: string, registry: unknown = env.FLEET): Promise<Respo
   return res;
 }
 
+/**
+ * An admin change through the gateway whose commands reach the real registry, while the snapshot
+ * the Worker reads after one fails.
+ */
+async function changeWhileReadsFail(method: string, path: string, body: unknown): Promise<Response> {
+  const readFails = {
+    getByName: (name: string) => {
+      const real = env.FLEET.getByName(name);
+      return { command: (cmd: Parameters<typeof real.command>[0]) => real.command(cmd), records: () => real.records(), snapshot: async () => Promise.reject(new Error("Durable Object is overloaded. Too many requests queued.")) };
+    },
+  };
+  const ctx = createExecutionContext();
+  const req = new Request(`https://kvgate.test/admin/v1${path}`, { method, headers: { authorization: `Bearer ${env.KVGATE_ADMIN_KEY}`, "content-type": "application/json" }, body: JSON.stringify(body) });
+  const res = await worker.fetch(req, { ...env, FLEET: readFails } as unknown as Env, ctx);
+  await waitOnExecutionContext(ctx);
+  return res;
+}
+
 describe("the fleet registry unreachable", () => {
   it("an unknown model is still a 404, the registry is asked again at most once a second, and known models are served", async () => {
     // The isolate reads its fleet with its first request.
@@ -59,18 +77,8 @@ describe("the fleet registry failing a read right after it took a change", () =>
     const warm = await chat("routing");
     expect(warm.status).toBe(200);
     await warm.text();
-    // Commands reach the real registry; only the snapshot the Worker reads after one fails.
-    const readFails = {
-      getByName: (name: string) => {
-        const real = env.FLEET.getByName(name);
-        return { command: (cmd: Parameters<typeof real.command>[0]) => real.command(cmd), records: () => real.records(), snapshot: async () => Promise.reject(new Error("Durable Object is overloaded. Too many requests queued.")) };
-      },
-    };
     const group = { name: "outage-after-change", deployments: [{ id: "a", baseUrl: "http://127.0.0.1:9/", model: "m" }] };
-    const ctx = createExecutionContext();
-    const req = new Request("https://kvgate.test/admin/v1/groups", { method: "POST", headers: { authorization: `Bearer ${env.KVGATE_ADMIN_KEY}`, "content-type": "application/json" }, body: JSON.stringify(group) });
-    const res = await worker.fetch(req, { ...env, FLEET: readFails } as unknown as Env, ctx);
-    await waitOnExecutionContext(ctx);
+    const res = await changeWhileReadsFail("POST", "/groups", group);
     const text = await res.text();
     expect(res.status, text).toBe(201);
     expect(JSON.parse(text)).toMatchObject({ ok: true, changed: ["outage-after-change"], routing: "applied" });
@@ -84,16 +92,7 @@ describe("the fleet registry unreachable when a request finds its group changed"
     expect(warm.status).toBe(200);
     await warm.text();
     // The change reaches the registry and the group's routing object; the isolate's read of the fleet after it fails.
-    const readFails = {
-      getByName: (name: string) => {
-        const real = env.FLEET.getByName(name);
-        return { command: (cmd: Parameters<typeof real.command>[0]) => real.command(cmd), records: () => real.records(), snapshot: async () => Promise.reject(new Error("Durable Object is overloaded. Too many requests queued.")) };
-      },
-    };
-    const ctx = createExecutionContext();
-    const req = new Request("https://kvgate.test/admin/v1/groups/routing", { method: "PATCH", headers: { authorization: `Bearer ${env.KVGATE_ADMIN_KEY}`, "content-type": "application/json" }, body: JSON.stringify({ aliases: ["routing-renamed-in-outage"] }) });
-    const changed = await worker.fetch(req, { ...env, FLEET: readFails } as unknown as Env, ctx);
-    await waitOnExecutionContext(ctx);
+    const changed = await changeWhileReadsFail("PATCH", "/groups/routing", { aliases: ["routing-renamed-in-outage"] });
     expect(changed.status, await changed.text()).toBe(200);
     // The admin route's own read of the fleet after the change failed: past the second that bounds the next.
     await new Promise((r) => setTimeout(r, 1100));
