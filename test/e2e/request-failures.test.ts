@@ -33,6 +33,7 @@ beforeAll(async () => {
       // A server that rate-limits for 30 s, beside one that has room; and one alone.
       { name: "rate-limited-beside-ok", strategy: "round-robin", deployments: [hostile("rate-limited:30", "busy"), hostile("ok")] },
       { name: "rate-limited-alone", deployments: [hostile("rate-limited:30", "busy")] },
+      { name: "rate-limited-briefly-alone", failover: { retryAfterCapMs: 10_000 }, deployments: [hostile("rate-limited:5", "busy")] },
       { name: "long-generation", strategy: "round-robin", firstByteTimeoutMs: 300, breaker, deployments: [sim(0), sim(1), sim(2)] },
       { name: "drip-total", totalTimeoutMs: 1000, failover: { maxAttempts: 1 }, deployments: [hostile("drip-body")] },
       { name: "wrong-model", strategy: "round-robin", breaker, deployments: [hostile("wrong-model"), hostile("ok")] },
@@ -169,6 +170,16 @@ describe("a backend that answered 429 with a Retry-After", () => {
     expect(upstream.stats("rate-limited").requests).toBe(1);
     await vi.waitFor(async () => expect(await gw.inFlight("rate-limited-beside-ok")).toBe(0), EVENTUALLY);
     expect((await breakers("rate-limited-beside-ok")).busy).toBe("closed");
+  });
+
+  it("alone, its Retry-After is not waited out for nothing: with no other backend to try, the client gets it at once", async () => {
+    const startedAt = Date.now();
+    const res = await chat("rate-limited-briefly-alone");
+    await res.text();
+    expect([res.status, res.headers.get("retry-after")]).toEqual([429, "5"]);
+    // Waited out, its 5 s (within retryAfterCapMs) would have come before the same 429.
+    expect(Date.now() - startedAt).toBeLessThan(4000);
+    await vi.waitFor(async () => expect(await gw.inFlight("rate-limited-briefly-alone")).toBe(0), EVENTUALLY);
   });
 
   it("alone, is still asked: the client gets its 429 and its Retry-After, and the slot is freed", async () => {

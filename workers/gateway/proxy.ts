@@ -108,6 +108,7 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
       const step = result.retryable ? nextStep(primary.failover, attempts, result.failure, deadline.msLeft()) : ({ retry: false } as const);
       if (!step.retry) return last;
       exclude.push(result.lease.backendId);
+      if (path.nothingLeft(exclude)) return last;
       failover.failedOn(group.name, result.lease.backendId, result.failure.cause);
       if (step.waitMs > 0) await new Promise((r) => setTimeout(r, step.waitMs));
       if (p.req.signal.aborted) throw new GatewayError(499, "invalid_request_error", "client disconnected", "client_closed_request");
@@ -208,6 +209,14 @@ export class GroupPath {
     this.byModel = byModel;
     this.caller = caller;
     this.model = model;
+  }
+
+  /**
+   * Every backend of the group as this isolate has it was tried (`exclude`), and no fallback group
+   * is left: what a wait before the next attempt would lead to is a refusal, and the last answer.
+   */
+  nothingLeft(exclude: readonly string[]): boolean {
+    return this.fellBackTo >= this.primary.fallbacks.length && this.group.deployments.every((d) => exclude.includes(d.id));
   }
 
   /**
