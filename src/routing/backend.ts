@@ -157,6 +157,7 @@ export class Backend implements Candidate {
       prefillDebtBlocks: Math.round(this.prefillDebt),
       breaker: this.breaker.snapshot(),
       nextProbeAt: this.breaker.state === "closed" ? null : this.nextProbeAt,
+      restingUntil: this.restingUntil === 0 ? null : this.restingUntil,
       learned: this.feedback.snapshot(),
     };
   }

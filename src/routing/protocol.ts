@@ -243,6 +243,11 @@ export interface BackendSnapshot {
   breaker: BreakerSnapshot;
   /** When its next health probe is due (epoch ms); null while its breaker is closed. */
   nextProbeAt: number | null;
+  /**
+   * Until when (epoch ms) it asked, with a 429's Retry-After, to be left alone: spared while
+   * another backend has room (capped at 60 s). Null when it never asked; a time past is over.
+   */
+  restingUntil: number | null;
   /** What feedback from the engine taught the router about it (src/routing/feedback.ts), beside what was configured. */
   learned: LearnedSnapshot;
 }

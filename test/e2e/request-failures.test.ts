@@ -170,6 +170,9 @@ describe("a backend that answered 429 with a Retry-After", () => {
     expect(upstream.stats("rate-limited").requests).toBe(1);
     await vi.waitFor(async () => expect(await gw.inFlight("rate-limited-beside-ok")).toBe(0), EVENTUALLY);
     expect((await breakers("rate-limited-beside-ok")).busy).toBe("closed");
+    // Why it gets no requests, as the status shows it: the 30 s its 429 asked for.
+    const busy = (await gw.status("rate-limited-beside-ok")).backends.find((b) => b.id === "busy");
+    expect(busy?.restingUntil).toBeGreaterThan(Date.now() + 20_000);
   });
 
   it("alone, its Retry-After is not waited out for nothing: with no other backend to try, the client gets it at once", async () => {
