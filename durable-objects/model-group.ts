@@ -7,7 +7,7 @@ import { shardOfObject } from "../src/sharding/partition.ts";
 import { logEvent } from "../src/logging/event-log.ts";
 import type { DecisionView } from "../src/metrics/decisions.ts";
 import type { GroupMetrics, HandedOver } from "../src/metrics/group-metrics.ts";
-import type { GroupIds, GroupStatus, LeaseRelease, LeaseRenewal, LimitRefusal, ModelGroupRpc, RouteCall, RouteDecision, RouteRefusal, VersionRefusal } from "../src/routing/protocol.ts";
+import type { GroupIds, GroupStatus, LeaseRelease, LeaseRenewal, LimitRefusal, ModelGroupRpc, RenewalAnswers, RouteCall, RouteDecision, RouteRefusal, VersionRefusal } from "../src/routing/protocol.ts";
 import type { TenantsRpc } from "../src/tenants/protocol.ts";
 import { TENANTS_NAME } from "../src/tenants/tenants-name.ts";
 import { fetchDeployment } from "../src/upstream/reach-fetch.ts";
@@ -101,18 +101,21 @@ export class ModelGroup extends DurableObject<GroupEnv> implements ModelGroupRpc
   }
 
   /**
-   * Processes finished and held leases; answers the held ones whose renewal charged their key
-   * usage (LeaseRenewal.usage) and found its budget spent: their holder ends them.
+   * Processes finished and held leases; answers which renewals found their key's budget spent
+   * (their holder ends them) and which leases it does not hold (nothing they carried was charged).
    */
-  release(released: LeaseRelease[], renewed: LeaseRenewal[]): string[] {
+  release(released: LeaseRelease[], renewed: LeaseRenewal[]): RenewalAnswers {
     if (!Array.isArray(released) || !Array.isArray(renewed)) throw new TypeError(OTHER_PROTOCOL);
     this.calls.release++;
     const now = Date.now();
     for (const x of released) this.router.release(x, now);
-    const overBudget: string[] = [];
-    for (const x of renewed) if (this.router.renew(x, now)) overBudget.push(x.lease);
+    const answers: RenewalAnswers = { spent: [], unheld: [] };
+    for (const x of renewed) {
+      const outcome = this.router.renew(x, now);
+      if (outcome !== "held") answers[outcome].push(x.lease);
+    }
     this.afterChange();
-    return overBudget;
+    return answers;
   }
 
   install(group: ResolvedGroup): void {

@@ -17,7 +17,7 @@ import { estimatedUsage } from "../tenants/estimate.ts";
 import { costMicros } from "../tenants/pricing.ts";
 import { CHARS_PER_TOKEN } from "./learned/chars-per-token.ts";
 import { addAddress } from "../sharding/merge.ts";
-import type { BackendSnapshot, GroupIds, LeaseOutcome, LeaseRelease, LeaseRenewal, LimitRefusal, RouteDecision, RouteRefusal, RouteTenant, SpillLimit, TokenUsage, VersionRefusal } from "./protocol.ts";
+import type { BackendSnapshot, GroupIds, LeaseOutcome, LeaseRelease, LeaseRenewal, LimitRefusal, RenewalOutcome, RouteDecision, RouteRefusal, RouteTenant, SpillLimit, TokenUsage, VersionRefusal } from "./protocol.ts";
 import { createSignals, type Signals } from "./signals/index.ts";
 import { POLICIES } from "./strategies/index.ts";
 import { copyCost } from "./copy-cost.ts";
@@ -453,20 +453,17 @@ export class GroupRouter {
    * did not release lately, is from before it restarted: it takes that slot again on the backend
    * the lease's version names, so in-flight counts come back to the truth. A renewal that carries
    * the lease's usage so far (a realtime session's) charges its key what was not charged yet, and
-   * says whether the key's budget, when it carries one, is then spent.
+   * says whether the key's budget, when it carries one, is then spent; "unheld": the lease is not
+   * held here (released already, or its version or backend unknown), and nothing was charged.
    */
-  renew(r: LeaseRenewal, now: number): boolean {
+  renew(r: LeaseRenewal, now: number): RenewalOutcome {
     const view = this.views.get(r.version);
     if (view) view.usedAt = now;
     const live = this.leases.extend(r.lease, now + this.leaseTtlMs);
-    if (live) {
-      if (live.key === null || !r.usage) return false;
-      this.chargeSoFar(live, live.key, r.usage, now);
-      return r.budget !== undefined && this.ledger.overBudget(live.key, r.budget, now);
-    }
-    if (this.leases.endedRecently(r.lease)) return false;
+    if (live) return this.chargeRenewal(live, r, now);
+    if (this.leases.endedRecently(r.lease)) return "unheld";
     const b = view?.backends.find((x) => x.id === r.backendId);
-    if (!b) return false;
+    if (!b) return "unheld";
     b.inFlight++;
     const key = typeof r.key === "string" ? r.key : null;
     // One reclaimed here at its expiry and renewed late (its Worker's renewals were held up) was counted then.
@@ -476,19 +473,24 @@ export class GroupRouter {
     this.leases.add(r.lease, lease);
     if (key !== null) this.ledger.took({ id: key, rpm: null, tpm: null, maxParallel: null, budget: null, admitted: true }, now);
     if (!late) this.adopted++;
-    if (key === null || !r.usage) return false;
-    this.chargeSoFar(lease, key, r.usage, now);
-    return r.budget !== undefined && this.ledger.overBudget(key, r.budget, now);
+    return this.chargeRenewal(lease, r, now);
   }
 
-  /** Charges the lease's key what `soFar` (all the lease used until now) holds past what it was charged already. */
-  private chargeSoFar(lease: Lease, key: string, soFar: TokenUsage, now: number): void {
-    const more = usageAfter(soFar, lease.charged);
-    // A renewal that came after a later one holds less, and changes nothing.
-    if (!more) return;
-    lease.charged = { ...soFar };
-    this.keyCounters.used(key, more);
-    this.ledger.charge(key, more, this.usedAt(lease.backend.id, more), now);
+  /**
+   * Charges a held lease's key what the renewal's usage so far holds past what it was charged
+   * already (a renewal that came after a later one holds less, and changes nothing); "spent" when
+   * the budget it carried is then reached.
+   */
+  private chargeRenewal(lease: Lease, r: LeaseRenewal, now: number): RenewalOutcome {
+    const { key } = lease;
+    if (key === null || !r.usage) return "held";
+    const more = usageAfter(r.usage, lease.charged);
+    if (more) {
+      lease.charged = { ...r.usage };
+      this.keyCounters.used(key, more);
+      this.ledger.charge(key, more, this.usedAt(lease.backend.id, more), now);
+    }
+    return r.budget !== undefined && this.ledger.overBudget(key, r.budget, now) ? "spent" : "held";
   }
 
   /** Reclaims leases past their TTL (their Worker stopped renewing them); returns how many. */

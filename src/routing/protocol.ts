@@ -106,6 +106,17 @@ export interface LeaseRenewal {
   budget?: KeyBudget;
 }
 
+/** A routing object's answer to the leases a release() call renewed (LeaseRenewal). */
+export interface RenewalAnswers {
+  /** Leases whose renewal charged their key's usage and found the budget it carried spent. */
+  spent: string[];
+  /** Leases it does not hold and could not take back (their version or backend unknown to it): nothing their renewal carried was charged. */
+  unheld: string[];
+}
+
+/** What one renewal came to (GroupRouter.renew). */
+export type RenewalOutcome = "held" | "spent" | "unheld";
+
 /** A virtual key's budget per period, and its spend as the Worker last read it from the tenants object. */
 export interface KeyBudget {
   tokens: number | null;
@@ -291,7 +302,7 @@ export interface ModelGroupRpc {
   /** Processes `released` and `renewed`, then picks a backend of the caller's version and takes its slot. */
   route(call: RouteCall): RouteDecision | RouteRefusal | LimitRefusal | VersionRefusal;
   /** Finished and held leases of an isolate with no route call to carry them. */
-  release(released: LeaseRelease[], renewed: LeaseRenewal[]): void;
+  release(released: LeaseRelease[], renewed: LeaseRenewal[]): RenewalAnswers;
   /** `fleet`: the group as the caller has it, to leave out what the object still lists of deployments the group no longer has. */
   status(fleet?: GroupIds): GroupStatus;
   /** The group's counters, gauges and histograms since the object started (GET /metrics); `fleet` as for status. */

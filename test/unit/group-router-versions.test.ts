@@ -340,7 +340,7 @@ describe("GroupRouter: a held lease's usage, charged by its renewals as it goes"
     r.install(g, 0);
     const d = decided(r.route(g.version, [], [], 0, tenant()));
     const renewal = { lease: d.lease, version: g.version, backendId: "a1", key: "key_a", budget: budget(50) };
-    expect(r.renew({ ...renewal, usage: soFar(20) }, 10)).toBe(false);
+    expect(r.renew({ ...renewal, usage: soFar(20) }, 10)).toBe("held");
     // The same again (a flush whose answer was lost), and one that came late, after a later one: nothing more.
     r.renew({ ...renewal, usage: soFar(20) }, 11);
     expect(charged(r)).toEqual([[10, 20, 0]]);
@@ -348,7 +348,7 @@ describe("GroupRouter: a held lease's usage, charged by its renewals as it goes"
     r.renew({ ...renewal, usage: soFar(25) }, 21);
     expect(charged(r)).toEqual([[0, 10, 0]]);
     // 10 + 30 + 15 reach the 50: the renewal is answered that the key's budget is spent.
-    expect(r.renew({ ...renewal, usage: soFar(45) }, 30)).toBe(true);
+    expect(r.renew({ ...renewal, usage: soFar(45) }, 30)).toBe("spent");
     r.release({ lease: d.lease, outcome: "client-abort", usage: soFar(48), key: "key_a", backendId: "a1" }, 40);
     // 15 charged by the last renewal, the 3 left, and the request: it spent tokens, though the gateway ended it.
     expect(charged(r)).toEqual([[0, 18, 1]]);
@@ -369,6 +369,15 @@ describe("GroupRouter: a held lease's usage, charged by its renewals as it goes"
     after.renew({ ...renewal, usage: soFar(30), charged: soFar(20) }, 20);
     after.release({ lease: d.lease, outcome: "ok", usage: soFar(36), key: "key_a", backendId: "a1", charged: soFar(30) }, 30);
     expect(charged(after)).toEqual([[0, 16, 1]]);
+  });
+
+  it("says a renewal it cannot take back is not held, and charges nothing it carried: its Worker does not count that charge made", () => {
+    stored = 0;
+    const r = new GroupRouter("g");
+    r.install(g, 0);
+    // A version this object has not learned yet (it restarted, and no call brought the config since).
+    expect(r.renew({ lease: "other.1", version: "unknown", backendId: "a1", key: "key_a", usage: soFar(20) }, 10)).toBe("unheld");
+    expect(r.ledger.takeBatch()).toBeNull();
   });
 
   it("charges a release its object does not hold (restarted before any renewal, or the lease expired) what no object answered charging", () => {

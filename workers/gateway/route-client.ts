@@ -1,6 +1,6 @@
 import type { ResolvedGroup } from "../../src/config/load.ts";
 import { unavailable } from "../../src/openai/errors.ts";
-import { isVersionRefusal, type KeyBudget, type LeaseOutcome, type LeaseRelease, type LeaseRenewal, type LimitRefusal, type RouteCall, type RouteDecision, type RouteRefusal, type RouteTenant, type SpillLimit, type TokenUsage } from "../../src/routing/protocol.ts";
+import { isVersionRefusal, type KeyBudget, type LeaseOutcome, type LeaseRelease, type LeaseRenewal, type LimitRefusal, type RouteCall, type RouteDecision, type RouteRefusal, type RenewalAnswers, type RouteTenant, type SpillLimit, type TokenUsage } from "../../src/routing/protocol.ts";
 import { shardOfObject } from "../../src/sharding/partition.ts";
 import { ShardChoice } from "../../src/sharding/shard-choice.ts";
 import { FLUSH_RETRY_FIRST_MS, flushRetryMs, isDue, LeaseBook, renewLater } from "../../src/routing/lease-book.ts";
@@ -32,28 +32,30 @@ const shardChoice = new ShardChoice();
 /**
  * Sends what waits — finished leases and due renewals — when no route call is coming to carry it;
  * when it cannot, it tries again later. `failures`: the tries before this one that failed in a row.
- * True when the object answered, and charged what the renewals carried: an object of the release
- * before this one answers no list. The held leases it found over their key's budget are marked.
+ * The object's answers to the renewals, null when none came (the call failed, nothing was due, or
+ * the object is of a release that gives none).
+ * The held leases it found over their key's budget are marked.
  */
-async function flush(object: string, env: Env, ctx: WaitUntil, failures = 0): Promise<boolean> {
+async function flush(object: string, env: Env, ctx: WaitUntil, failures = 0): Promise<RenewalAnswers | null> {
   const batch = book.takePending(object);
   const renewing = book.takeRenewals(object, Date.now());
-  if (batch.length === 0 && renewing.length === 0) return false;
+  if (batch.length === 0 && renewing.length === 0) return null;
   try {
-    const overBudget = await env.MODEL_GROUP.getByName(object).release(
+    const answers = await env.MODEL_GROUP.getByName(object).release(
       batch,
       renewing.map((h) => h.renewal),
     );
-    if (!Array.isArray(overBudget)) return false;
-    for (const lease of overBudget) if (budgetSpent.has(lease)) budgetSpent.set(lease, true);
-    return true;
+    // An object of a release before these answers nothing, and charges nothing a renewal carries.
+    if (typeof answers !== "object" || answers === null || !Array.isArray(answers.spent)) return null;
+    for (const lease of answers.spent) if (budgetSpent.has(lease)) budgetSpent.set(lease, true);
+    return answers;
   } catch (e) {
     book.requeue(object, batch);
     renewLater(renewing);
     console.error(`kvgate: releasing ${batch.length} and renewing ${renewing.length} lease(s) of ${objectLabel(object)} failed: ${(e as Error).message}`);
     const retryMs = flushRetryMs(failures + 1);
     if (retryMs !== null) armFlush(object, env, ctx, retryMs, failures + 1);
-    return false;
+    return null;
   }
 }
 
@@ -252,7 +254,8 @@ export function holdLease(decision: Routed, group: ResolvedGroup, env: Env, ctx:
         if (settled || !sent) return;
         mine.renewedAt = 0;
         // What an object answered charging: one that restarts after takes it as charged (LeaseRenewal.charged).
-        if (await flush(object, env, ctx)) renewal.charged = sent;
+        const answers = await flush(object, env, ctx);
+        if (answers && !answers.unheld.includes(decision.lease)) renewal.charged = sent;
       });
       return charging;
     },
