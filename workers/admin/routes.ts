@@ -1,5 +1,4 @@
 import type { Context, Hono } from "hono";
-import { atMost } from "../../src/at-most.ts";
 import { GatewayError, notFound, unavailable, type ErrorType } from "../../src/openai/errors.ts";
 import type { DeploymentList, DeploymentRow, FleetStatus, GroupList } from "../../src/fleet/admin-api.ts";
 import type { AdminCommand, AdminResult, FleetRegistryRpc, GroupRecord } from "../../src/fleet/protocol.ts";
@@ -13,18 +12,11 @@ import type { Env } from "../env.ts";
 import type { AppEnv } from "../gateway/app-env.ts";
 import { registryFailure, reloadFleet } from "../fleet.ts";
 import { authenticateAdmin, authenticateRegistration } from "../gateway/auth.ts";
-import { askEachObject, askGroup } from "../gateway/group-object.ts";
+import { askEachObject, askGroup, eachGroup } from "../gateway/group-object.ts";
 import { readJsonBody } from "../gateway/body.ts";
 import { mountKeys } from "./keys.ts";
 
 type AdminEnv = AppEnv;
-
-/**
- * Groups whose routing objects one GET /admin/v1/status asks at once: it reads the whole fleet, and
- * a large fleet's calls wait their turn rather than all going out of one request together (a
- * thousand groups, a thousand calls).
- */
-const GROUPS_AT_ONCE = 32;
 
 const registry = (env: Env) => env.FLEET.getByName(REGISTRY_NAME);
 
@@ -57,7 +49,7 @@ export function mountAdmin(app: Hono<AdminEnv>, config: LoadedConfig): void {
 
   app.get(`${A}/status`, async (c) => {
     const { rev, groups, seed } = await records(c.env);
-    const live = await atMost(GROUPS_AT_ONCE, groups, (g) => groupStatus(c.env, g));
+    const live = await eachGroup(groups, (g) => groupStatus(c.env, g));
     const status: FleetStatus = {
       rev,
       groups: groups.map((g, i) => {

@@ -1,3 +1,4 @@
+import { atMost } from "../../src/at-most.ts";
 import type { ResolvedGroup } from "../../src/config/load.ts";
 import { objectNamesOf, routingObjectNames } from "../../src/sharding/partition.ts";
 import type { GroupIds } from "../../src/routing/protocol.ts";
@@ -58,9 +59,22 @@ export async function askGroup<T>(
   return answered;
 }
 
-/** askGroup over every group of the fleet, at once. */
+/**
+ * Groups whose routing objects one read of the whole fleet (GET /admin/v1/status, /metrics,
+ * /v1/kvgate/status) asks at once: a large fleet's calls wait their turn rather than all going
+ * out of one request together (a thousand groups, a thousand calls). A group's own objects (its
+ * shards') are asked together.
+ */
+const GROUPS_AT_ONCE = 32;
+
+/** `fn` over each of the fleet's `groups`, GROUPS_AT_ONCE at a time, the answers in their order. */
+export function eachGroup<G, R>(groups: readonly G[], fn: (group: G) => Promise<R>): Promise<R[]> {
+  return atMost(GROUPS_AT_ONCE, groups, fn);
+}
+
+/** askGroup over every group of the fleet (eachGroup: a bounded number at a time). */
 export function askEveryObject<T>(env: Env, fleet: RecentFleet, ask: (object: GroupStub, group: ResolvedGroup) => Promise<T>) {
-  return Promise.all(fleet.groups.map((g) => askGroup(env, g, fleet.objects.get(g.name), (o) => ask(o, g))));
+  return eachGroup(fleet.groups, (g) => askGroup(env, g, fleet.objects.get(g.name), (o) => ask(o, g)));
 }
 
 /** The group as this isolate's fleet has it, for a routing object's status and metrics (GroupIds). */

@@ -11,8 +11,8 @@ import { askEveryObject, groupIds } from "./group-object.ts";
 /**
  * GET /metrics: the groups' counters in Prometheus text format, for the metrics key or the admin
  * key. Each group's routing object holds its own (global, not one isolate's): one call each (one
- * per shard of a sharded group, and one per object of a shard it gave up), all at once, over the
- * fleet as the registry has it. A group whose
+ * per shard of a sharded group, and one per object of a shard it gave up), a bounded number of
+ * groups at a time (askEveryObject), over the fleet as the registry has it. A group whose
  * object does not answer (or one of whose shards) is reported down, not failed on: the others'
  * series (and its answering shards') still come. One of a shard it gave up that does not answer,
  * before it handed its counts over, leaves the group up but its counters out of the scrape.
