@@ -5,6 +5,7 @@ import { REGISTRY_NAME } from "../../src/fleet/registry-name.ts";
 import type { ResolvedGroup } from "../../src/config/load.ts";
 import { groupShards, shardObjectName } from "../../src/sharding/partition.ts";
 import type { GroupStatus } from "../../src/routing/protocol.ts";
+import type { FleetStatus } from "../../src/fleet/admin-api.ts";
 import worker from "../../workers/gateway/index.ts";
 import type { Env } from "../../workers/env.ts";
 import { UPSTREAM_MODEL } from "../support/test-config.ts";
@@ -54,22 +55,24 @@ describe("a group added through another isolate", () => {
 });
 
 describe("a routing object that does not answer", () => {
-  /** The real routing objects, but every call to the object named `down` throws. */
-  const objectsWithout = (down: string): unknown => ({
+  /** The real routing objects, but every call to the object named `down` throws (or, `hung`, never answers). */
+  const objectsWithout = (down: string, hung = false): unknown => ({
     getByName: (name: string, options?: DurableObjectNamespaceGetDurableObjectOptions) => {
       if (name === down) {
-        const fail = async () => {
-          throw new Error("Durable Object is overloaded. Too many requests queued.");
-        };
+        const fail = hung
+          ? () => new Promise<never>(() => {})
+          : async () => {
+              throw new Error("Durable Object is overloaded. Too many requests queued.");
+            };
         return { status: fail, metrics: fail };
       }
       return env.MODEL_GROUP.getByName(name, options);
     },
   });
 
-  async function asOperator(path: string, key: string, down: string): Promise<Response> {
+  async function asOperator(path: string, key: string, down: string, hung = false): Promise<Response> {
     const ctx = createExecutionContext();
-    const res = await worker.fetch(new Request(`https://kvgate.test${path}`, { headers: { authorization: `Bearer ${key}` } }), { ...env, MODEL_GROUP: objectsWithout(down) } as Env, ctx);
+    const res = await worker.fetch(new Request(`https://kvgate.test${path}`, { headers: { authorization: `Bearer ${key}` } }), { ...env, MODEL_GROUP: objectsWithout(down, hung) } as Env, ctx);
     await waitOnExecutionContext(ctx);
     return res;
   }
@@ -83,6 +86,28 @@ describe("a routing object that does not answer", () => {
     expect(body.groups.map((g) => g.group)).not.toContain("routing");
     expect(body.groups.length).toBeGreaterThan(1);
   });
+
+  it("that never answers holds no read of the whole fleet past its bound: the others come within a scrape's 10 s, it reported down", async () => {
+    const started = Date.now();
+    const [metrics, status, fleetStatus] = await Promise.all([
+      asOperator("/metrics", env.KVGATE_ADMIN_KEY, "routing", true),
+      asOperator("/v1/kvgate/status", env.KVGATE_MASTER_KEY, "routing", true),
+      asOperator("/admin/v1/status", env.KVGATE_ADMIN_KEY, "routing", true),
+    ]);
+    const text = await metrics.text();
+    expect(metrics.status, text).toBe(200);
+    expect(text).toContain('kvgate_group_up{group="routing"} 0');
+    expect(text).toMatch(/kvgate_group_up\{group="(?!routing")[^"]+"\} 1/);
+    const body = (await status.json()) as { groups: GroupStatus[]; unavailable: string[] };
+    expect(status.status).toBe(200);
+    expect(body.unavailable).toEqual(["routing"]);
+    expect(body.groups.length).toBeGreaterThan(1);
+    const fleetBody = (await fleetStatus.json()) as FleetStatus;
+    expect(fleetStatus.status).toBe(200);
+    expect(fleetBody.groups.find((g) => g.name === "routing")?.routingRev).toBeNull();
+    expect(fleetBody.groups.filter((g) => g.routingRev !== null).length).toBeGreaterThan(1);
+    expect(Date.now() - started).toBeLessThan(10_000);
+  }, 20_000);
 
   it("in a sharded group, leaves the answering shards' series in /metrics, the group reported down", async () => {
     // Each shard's object holds its slice of the group, as the first requests to it leave it.

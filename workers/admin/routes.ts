@@ -49,7 +49,7 @@ export function mountAdmin(app: Hono<AdminEnv>, config: LoadedConfig): void {
 
   app.get(`${A}/status`, async (c) => {
     const { rev, groups, seed } = await records(c.env);
-    const live = await eachGroup(groups, (g) => groupStatus(c.env, g));
+    const live = await eachGroup(groups, (g, until) => groupStatus(c.env, g, until));
     const status: FleetStatus = {
       rev,
       groups: groups.map((g, i) => {
@@ -162,8 +162,8 @@ async function recordOf(env: Env, name: string): Promise<GroupRecord> {
  * null when one of its shards' cannot be reached (the registry's records still answer).
  * `inFlightKnown`: every object answered, those of shards it gave up too, which may hold requests.
  */
-async function groupStatus(env: Env, g: GroupRecord): Promise<{ status: GroupStatus; inFlightKnown: boolean } | null> {
-  const a = await askGroup(env, g.settings, g.objects, (o) => o.status());
+async function groupStatus(env: Env, g: GroupRecord, until?: number): Promise<{ status: GroupStatus; inFlightKnown: boolean } | null> {
+  const a = await askGroup(env, g.settings, g.objects, (o) => o.status(), until);
   return a.complete ? { status: mergeStatus(a.answers), inFlightKnown: a.unanswered.length === 0 } : null;
 }
 
