@@ -17,10 +17,22 @@ const TYPE_WITHIN = 256;
 export class RealtimeUsage {
   private sum: TokenUsage | null = null;
 
+  /** Output deltas since the last response.done that reported usage: what a response left before its end made. */
+  private unreported = 0;
+
   /** One message from the backend (a text frame); when it reported usage, all reported so far (a copy). */
   take(message: string): TokenUsage | null {
     const head = message.length > TYPE_WITHIN ? message.slice(0, TYPE_WITHIN) : message;
-    if (!head.includes('"response.done"')) return null;
+    if (head.includes('"response.done"')) {
+      const soFar = this.done(message);
+      if (soFar) return soFar;
+    }
+    if (OUTPUT_DELTA.test(head)) this.unreported++;
+    return null;
+  }
+
+  /** A response.done's usage added to the sum, and all reported so far; null for any other message. */
+  private done(message: string): TokenUsage | null {
     let event: { type?: unknown; response?: { usage?: unknown } | null };
     try {
       event = JSON.parse(message) as typeof event;
@@ -35,6 +47,7 @@ export class RealtimeUsage {
     s.prompt = Math.min(Number.MAX_SAFE_INTEGER, s.prompt + u.promptTokens);
     s.completion = Math.min(Number.MAX_SAFE_INTEGER, s.completion + u.completionTokens);
     s.cached = Math.min(s.prompt, s.cached + u.cachedTokens);
+    this.unreported = 0;
     return { ...s };
   }
 
@@ -47,4 +60,20 @@ export class RealtimeUsage {
     // A copy: a release queued with it must not change with what the backend sends after.
     return this.sum ? { ...this.sum } : undefined;
   }
+
+  /**
+   * What a session its client left (or the gateway ended) is charged: what was reported, and an
+   * output token for every delta of a response whose response.done never came — else a client
+   * that reads each response and leaves before its end is charged nothing for any. A floor for
+   * audio, whose deltas carry several tokens each; as the estimate of a stream a client left is
+   * (src/tenants/estimate.ts), one token an event.
+   */
+  get totalIfLeft(): TokenUsage | undefined {
+    if (this.unreported === 0) return this.total;
+    const s = this.sum ?? { prompt: 0, completion: 0, cached: 0, cacheReported: false };
+    return { ...s, completion: Math.min(Number.MAX_SAFE_INTEGER, s.completion + this.unreported) };
+  }
 }
+
+/** A response's output delta (text, audio, transcript, a call's arguments; either API's names), by its type in a message's head. */
+const OUTPUT_DELTA = /"type"\s*:\s*"response\.[a-z_.]*delta"/;

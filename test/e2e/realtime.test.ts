@@ -14,6 +14,8 @@ import { connect, opened, type OpenSocket } from "../support/websocket-client.ts
  */
 
 let fleet: Fleet;
+// A worker that decodes at a GPU's pace: a client can leave in the middle of a response.
+let paced: Fleet;
 let upstream: WebSocketUpstream;
 let gw: TestGateway;
 const adminKey = `sk-admin-${randomBytes(16).toString("hex")}`;
@@ -26,12 +28,14 @@ const single = (name: string, behaviour: string) => ({ name, failover: { maxAtte
 
 beforeAll(async () => {
   fleet = await startFleet({ workers: 2, basePort: 0, preset: "instant", servedModelName: "sim-7b" });
+  paced = await startFleet({ workers: 1, basePort: 0, preset: "a100-7b", servedModelName: "sim-7b" });
   upstream = await startWebSocketUpstream({ accessSecret });
   gw = await startTestGateway({
     // CORS on, as a browser-facing gateway has it: its middleware must leave the 101 intact.
     cors: { allowedOrigins: ["https://app.example"] },
     modelGroups: [
       { name: "realtime", aliases: ["realtime-alias"], deployments: [sim(0), sim(1)] },
+      { name: "realtime-paced", deployments: [{ id: "paced-0", baseUrl: paced.urls[0] as string, model: "sim-7b" }] },
       { name: "echo", deployments: [at("echo")] },
       // Leases that expire unless renewed within 900 ms: a session outlives several.
       { name: "slow-handshake", deployments: [at("slow:1500", "slow")] },
@@ -52,6 +56,7 @@ afterAll(async () => {
   await gw?.close();
   await upstream?.close();
   await fleet?.close();
+  await paced?.close();
 });
 
 /** The gateway's JSON log lines of `type`. */
@@ -173,6 +178,26 @@ describe("a virtual key's session's tokens", () => {
     await vi.waitFor(async () => expect(await gw.inFlight("realtime")).toBe(0), EVENTUALLY);
     const refused = await connect(wsUrl("?model=realtime"), { headers: { authorization: `Bearer ${key}` } });
     expect(refused.kind === "refused" && [refused.status, refused.body.error.code]).toEqual([429, "insufficient_quota"]);
+  });
+});
+
+describe("a virtual key's session its client leaves in the middle of a response", () => {
+  it("is charged an output token for every delta that came, as a stream its client left is: reading each response and leaving before its end is not free", async () => {
+    const made = await fetch(`${gw.url}/admin/v1/keys`, { method: "POST", headers: { authorization: `Bearer ${adminKey}`, "content-type": "application/json" }, body: JSON.stringify({ track_usage: true }) });
+    const { id, key } = (await made.json()) as { id: string; key: string };
+    const s = opened(await connect(wsUrl("?model=realtime-paced"), { headers: { authorization: `Bearer ${key}` } }));
+    await s.event("session.created");
+    s.ws.send(JSON.stringify({ type: "response.create", response: { max_output_tokens: 2000 } }));
+    for (let i = 0; i < 10; i++) await s.event("response.text.delta");
+    s.ws.close(1000);
+    await s.closed;
+    await vi.waitFor(async () => expect(await gw.inFlight("realtime-paced")).toBe(0), EVENTUALLY);
+    const usage = async () => (await (await fetch(`${gw.url}/admin/v1/usage?key=${id}`, { headers: { authorization: `Bearer ${adminKey}` } })).json()) as { requests: number; completion_tokens: number };
+    await vi.waitFor(async () => expect((await usage()).requests).toBe(1), EVENTUALLY);
+    // The ten it read, and any the gateway relayed before the close reached the backend; never the 2,000 it asked for.
+    const { completion_tokens } = await usage();
+    expect(completion_tokens).toBeGreaterThanOrEqual(10);
+    expect(completion_tokens).toBeLessThan(2000);
   });
 });
 

@@ -29,4 +29,22 @@ describe("RealtimeUsage", () => {
     u.take(done({ input_tokens: 10, output_tokens: 4, input_token_details: { cached_tokens: 50 } }));
     expect(u.total).toEqual({ prompt: 10, completion: 4, cached: 10, cacheReported: false });
   });
+
+  it("counts an output token for every delta of a response whose response.done did not come, for a session its client left", () => {
+    const u = new RealtimeUsage();
+    const delta = (type: string) => JSON.stringify({ event_id: "e", type, response_id: "r2", delta: "x" });
+    u.take(delta("response.text.delta"));
+    u.take(done({ input_tokens: 10, output_tokens: 4 }));
+    // Reported: its deltas are in its usage.
+    expect(u.totalIfLeft).toEqual({ prompt: 10, completion: 4, cached: 0, cacheReported: false });
+    for (const type of ["response.text.delta", "response.output_text.delta", "response.audio.delta", "response.function_call_arguments.delta"]) u.take(delta(type));
+    // Not deltas: the ends of parts, other events.
+    for (const type of ["response.text.done", "response.created", "conversation.item.created"]) u.take(delta(type));
+    expect(u.total).toEqual({ prompt: 10, completion: 4, cached: 0, cacheReported: false });
+    expect(u.totalIfLeft).toEqual({ prompt: 10, completion: 8, cached: 0, cacheReported: false });
+    // With nothing reported at all, the deltas alone.
+    const v = new RealtimeUsage();
+    v.take(delta("response.audio_transcript.delta"));
+    expect([v.total, v.totalIfLeft]).toEqual([undefined, { prompt: 0, completion: 1, cached: 0, cacheReported: false }]);
+  });
 });

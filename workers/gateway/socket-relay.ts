@@ -27,10 +27,11 @@ export function relaySockets(client: WebSocket, upstream: WebSocket, lease: Held
   const ended: (() => void)[] = [];
   let over = false;
   const usage = reported ? new RealtimeUsage() : null;
-  const finish = (outcome: LeaseOutcome) => {
+  // `left`: the client's side ended it (or the gateway did): a response cut short is charged what it sent.
+  const finish = (outcome: LeaseOutcome, left: boolean) => {
     if (over) return;
     over = true;
-    const total = usage?.total;
+    const total = left ? usage?.totalIfLeft : usage?.total;
     lease.settle(outcome, total && { usage: total });
     for (const f of ended.splice(0)) f();
   };
@@ -49,20 +50,20 @@ export function relaySockets(client: WebSocket, upstream: WebSocket, lease: Held
       : (e) => pass(client, e.data),
   );
   client.addEventListener("close", (e) => {
-    finish(clientCloseOutcome(e.code));
+    finish(clientCloseOutcome(e.code), true);
     closeQuietly(upstream, forwardedClose(e.code, e.reason, CLIENT_LOST));
   });
   upstream.addEventListener("close", (e) => {
-    finish(upstreamCloseOutcome(e.code));
+    finish(upstreamCloseOutcome(e.code), false);
     closeQuietly(client, forwardedClose(e.code, e.reason, UPSTREAM_LOST));
   });
   // The runtime reports a broken connection as an error (and, after a close, the connection's end).
   client.addEventListener("error", () => {
-    finish("client-abort");
+    finish("client-abort", true);
     closeQuietly(upstream, CLIENT_LOST);
   });
   upstream.addEventListener("error", () => {
-    finish("upstream-error");
+    finish("upstream-error", false);
     closeQuietly(client, UPSTREAM_LOST);
   });
   client.accept();
@@ -70,7 +71,7 @@ export function relaySockets(client: WebSocket, upstream: WebSocket, lease: Held
   return {
     end(frame) {
       if (over) return;
-      finish("client-abort");
+      finish("client-abort", true);
       closeQuietly(client, frame);
       closeQuietly(upstream, { code: frame.code, reason: ENDED_BY_GATEWAY });
     },
