@@ -1,6 +1,6 @@
 import type * as z from "zod/mini";
 import { firstIssue } from "../zod-issues.ts";
-import { DeploymentPatchSchema, ExportedRevSchema, FleetSchema, GroupUpdateSchema, HeartbeatSchema, NewDeploymentSchema, StateSchema } from "./commands.ts";
+import { DeploymentPatchSchema, FleetSchema, GroupUpdateSchema, HeartbeatSchema, NewDeploymentSchema, ReadRevSchema, StateSchema } from "./commands.ts";
 import { isRecord, mergePatch, nullsAsAbsent, shallowPatch } from "./merge-patch.ts";
 import { ModelGroupSchema } from "../config/schema.ts";
 import type { AdminCommand } from "./protocol.ts";
@@ -10,31 +10,35 @@ import { RegistryError, type Change, type FleetRegistry } from "./registry.ts";
 export function applyCommand(registry: FleetRegistry, cmd: AdminCommand, now: number): Change {
   switch (cmd.op) {
     case "replace":
-      return registry.replace(parse(FleetSchema, { modelGroups: cmd.modelGroups }).modelGroups, parse(ExportedRevSchema, { rev: cmd.rev }).rev);
+      return registry.replace(parse(FleetSchema, { modelGroups: cmd.modelGroups }).modelGroups, readAt(cmd.rev));
     case "add-group":
       return registry.addGroup(parse(ModelGroupSchema, cmd.group));
     case "update-group": {
       // Merged into the group's settings before the check: a nested setting's other fields are the group's, not their defaults.
       const patch = named(cmd.patch);
-      return registry.updateGroup(cmd.group, ({ name: _name, ...current }) => {
-        refuseUnknown(GroupUpdateSchema, mergePatch(current, nullsAsAbsent(patch)));
-        return parse(GroupUpdateSchema, mergePatch(current, patch));
-      });
+      return registry.updateGroup(
+        cmd.group,
+        ({ name: _name, ...current }) => {
+          refuseUnknown(GroupUpdateSchema, mergePatch(current, nullsAsAbsent(patch)));
+          return parse(GroupUpdateSchema, mergePatch(current, patch));
+        },
+        readAt(cmd.rev),
+      );
     }
     case "remove-group":
-      return registry.removeGroup(cmd.group);
+      return registry.removeGroup(cmd.group, readAt(cmd.rev));
     case "add-deployment":
       return registry.addDeployment(cmd.group, parse(NewDeploymentSchema, cmd.deployment));
     case "update-deployment": {
       const patch = named(cmd.patch);
       // The patch alone first: each field's type, and no field a deployment has not (its id among them), taken out or not.
       parse(DeploymentPatchSchema, nullsAsAbsent(patch));
-      return registry.updateDeployment(cmd.group, cmd.id, (current) => parse(NewDeploymentSchema, shallowPatch(current, patch)));
+      return registry.updateDeployment(cmd.group, cmd.id, (current) => parse(NewDeploymentSchema, shallowPatch(current, patch)), readAt(cmd.rev));
     }
     case "set-state":
       return registry.setState(cmd.group, cmd.id, parse(StateSchema, cmd.state), now);
     case "remove-deployment":
-      return registry.removeDeployment(cmd.group, cmd.id);
+      return registry.removeDeployment(cmd.group, cmd.id, readAt(cmd.rev));
     case "heartbeat":
       return registry.heartbeat(parse(HeartbeatSchema, cmd.heartbeat), now);
   }
@@ -54,6 +58,11 @@ function parse<S extends z.ZodMiniType>(schema: S, input: unknown): z.output<S> 
   if (r.success) return r.data;
   const { param, message } = firstIssue(r.error.issues);
   throw new RegistryError(400, "invalid_value", message, param || null);
+}
+
+/** The revision a change carries back (ReadRevSchema), checked before anything is. */
+function readAt(rev: unknown): number | undefined {
+  return parse(ReadRevSchema, { rev }).rev;
 }
 
 /** A patch as the request gives it: an object naming at least one field (one naming none would change nothing). */

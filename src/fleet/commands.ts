@@ -21,8 +21,12 @@ export const GroupUpdateSchema = z.omit(GroupSettingsSchema, { name: true });
 
 export const FleetSchema = z.strictObject({ modelGroups: z.array(ModelGroupSchema) });
 
-/** The revision a fleet export was read at, which its PUT may carry back: absent, the fleet is replaced whatever it is at. */
-export const ExportedRevSchema = z.object({ rev: z.optional(z.int().check(z.minimum(0))) });
+/**
+ * The revision a change was decided at, which it may carry back: a fleet export's for its PUT, a
+ * group's for a PATCH or DELETE of it or of one of its deployments. Absent, the change is made
+ * whatever the fleet or the group is at.
+ */
+export const ReadRevSchema = z.object({ rev: z.optional(z.int().check(z.minimum(0))) });
 
 /** Heartbeats come at least this often for a TTL: a TTL shorter than the interval would flap. */
 export const HEARTBEAT_TTL_S = { min: 1, max: 3600, default: 30 } as const;

@@ -20,12 +20,13 @@ export type AdminCommand =
   /** `rev`: the revision the fleet was read at (GET /admin/v1/fleet's); a fleet past it is not replaced. */
   | { op: "replace"; modelGroups: unknown; rev?: unknown }
   | { op: "add-group"; group: unknown }
-  | { op: "update-group"; group: string; patch: unknown }
-  | { op: "remove-group"; group: string }
+  /** `rev`: the group's revision the change was decided at (its GET's); a group past it is not changed. */
+  | { op: "update-group"; group: string; patch: unknown; rev?: unknown }
+  | { op: "remove-group"; group: string; rev?: unknown }
   | { op: "add-deployment"; group: string; deployment: unknown }
-  | { op: "update-deployment"; group: string; id: string; patch: unknown }
+  | { op: "update-deployment"; group: string; id: string; patch: unknown; rev?: unknown }
   | { op: "set-state"; group: string; id: string; state: unknown }
-  | { op: "remove-deployment"; group: string; id: string }
+  | { op: "remove-deployment"; group: string; id: string; rev?: unknown }
   | { op: "heartbeat"; heartbeat: unknown };
 
 /**

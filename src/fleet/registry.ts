@@ -312,17 +312,18 @@ export class FleetRegistry {
     return this.commit(next);
   }
 
-  /** The group's settings as `update` makes them of its current ones; its name stays. */
-  updateGroup(name: string, update: (current: GroupSettings) => GroupUpdate): Change {
+  /** The group's settings as `update` makes them of its current ones; its name stays. `readAt`: the group's revision the update was decided at, when it carries it. */
+  updateGroup(name: string, update: (current: GroupSettings) => GroupUpdate, readAt?: number): Change {
     const next = this.copy();
     const g = this.need(next, name);
+    refuseMoved(g, readAt);
     g.settings = { name, ...update(g.settings) };
     return this.commit(next);
   }
 
-  removeGroup(name: string): Change {
+  removeGroup(name: string, readAt?: number): Change {
     const next = this.copy();
-    this.need(next, name);
+    refuseMoved(this.need(next, name), readAt);
     next.delete(name);
     return this.commit(next);
   }
@@ -337,9 +338,10 @@ export class FleetRegistry {
   }
 
   /** The deployment's spec as `update` makes it of its current one (a PATCH merged and checked whole); its id stays. */
-  updateDeployment(group: string, id: string, update: (current: DeploymentRecord["spec"]) => NewDeployment): Change {
+  updateDeployment(group: string, id: string, update: (current: DeploymentRecord["spec"]) => NewDeployment, readAt?: number): Change {
     const next = this.copy();
     const d = this.needDeployment(next, group, id);
+    refuseMoved(this.need(next, group), readAt);
     if (d.source === "heartbeat") {
       throw new RegistryError(409, "deployment_registered", `deployment "${id}" of group "${group}" registers itself: its heartbeats set its spec, and its next one would undo this change (change what the server sends; a drain or disable here holds)`, "id");
     }
@@ -364,10 +366,11 @@ export class FleetRegistry {
     return this.commit(next);
   }
 
-  removeDeployment(group: string, id: string): Change {
+  removeDeployment(group: string, id: string, readAt?: number): Change {
     const next = this.copy();
     const g = this.need(next, group);
     this.needDeployment(next, group, id);
+    refuseMoved(g, readAt);
     g.deployments = g.deployments.filter((d) => d.spec.id !== id);
     return this.commit(next);
   }
@@ -606,6 +609,18 @@ export class FleetRegistry {
 function heldState(d: DeploymentRecord): DeploymentRecord["operatorState"] {
   if (d.operatorState !== undefined || d.state === "active") return d.operatorState;
   return d.state === "disabled" || d.source !== "heartbeat" ? d.state : undefined;
+}
+
+/**
+ * A change decided on the group as it was at revision `readAt` (what its GET gave), when the
+ * group has moved on since: made anyway, it would undo what it did not see — another operator's
+ * alias added to a list a PATCH replaces whole, a deployment's drain. A group's revision moves
+ * with every change to its settings or its deployments' specs and states (install), and never
+ * back: one removed and added again takes a newer one. A deployment has no revision of its own.
+ */
+function refuseMoved(g: GroupRecord, readAt: number | undefined): void {
+  if (readAt === undefined || readAt === g.rev) return;
+  throw new RegistryError(409, "group_changed", `group "${g.settings.name}" changed since revision ${readAt} (it is at ${g.rev}): read it again and make the change there`, "rev");
 }
 
 /** A registered server's TTL run out at `now`, as `expire` finds it: it drains, and goes a TTL later. */

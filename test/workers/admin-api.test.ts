@@ -276,6 +276,55 @@ describe("deployments through the admin API", () => {
   });
 });
 
+describe("two operators changing the same group", () => {
+  type Group = Record<string, unknown> & { rev: number; aliases: string[] };
+  const group = (name: string) => ok<Group>(admin(`/admin/v1/groups/${name}`));
+
+  it("each sends back the rev it read: the second PATCH of a group is refused, not a silent overwrite of the first", async () => {
+    await ok(admin("/admin/v1/groups", { method: "POST", json: { name: "admin-race", aliases: ["race-a"], failover: { on: ["5xx"] }, deployments: [sim(0, "r")] } }), 201);
+    // Both read the group, then each adds an alias to the list it read: a PATCH replaces a list whole.
+    const [first, second] = await Promise.all([group("admin-race"), group("admin-race")]);
+    expect(second.rev).toBe(first.rev);
+    await ok(admin("/admin/v1/groups/admin-race", { method: "PATCH", json: { aliases: [...first.aliases, "race-b"], rev: first.rev } }));
+    const stale = await refused(admin("/admin/v1/groups/admin-race", { method: "PATCH", json: { aliases: [...second.aliases, "race-c"], rev: second.rev } }), 409);
+    expect(stale).toMatchObject({ type: "invalid_request_error", code: "group_changed", param: "rev" });
+    expect(stale.message).toMatch(new RegExp(`^group "admin-race" changed since revision ${second.rev} \\(it is at \\d+\\)`));
+    expect((await group("admin-race")).aliases).toEqual(["race-a", "race-b"]);
+    // Read again, the second operator's change is made on top of the first's.
+    const fresh = await group("admin-race");
+    await ok(admin("/admin/v1/groups/admin-race", { method: "PATCH", json: { aliases: [...fresh.aliases, "race-c"], rev: fresh.rev } }));
+    expect((await group("admin-race")).aliases).toEqual(["race-a", "race-b", "race-c"]);
+    // Without a rev, a PATCH applies whatever the group is at, as it always did.
+    await ok(admin("/admin/v1/groups/admin-race", { method: "PATCH", json: { failover: { on: ["connect"] } } }));
+    expect((await group("admin-race")).failover).toMatchObject({ on: ["connect"] });
+  });
+
+  it("a deployment's PATCH and DELETE, and a group's DELETE, carrying the group's rev read before another change, are refused and change nothing", async () => {
+    await ok(admin("/admin/v1/groups", { method: "POST", json: { name: "admin-race-d", deployments: [sim(0, "x"), sim(1, "y")] } }), 201);
+    const read = await ok<DeploymentRow & { rev: number }>(admin("/admin/v1/groups/admin-race-d/deployments/x"));
+    expect(read.rev).toBe((await group("admin-race-d")).rev);
+    expect((await ok<DeploymentList>(admin("/admin/v1/groups/admin-race-d/deployments"))).rev).toBe(read.rev);
+    await ok(admin("/admin/v1/groups/admin-race-d/deployments/x", { method: "PATCH", json: { weight: 3, rev: read.rev } }));
+    const rev = await fleetRev();
+    const patch = await refused(admin("/admin/v1/groups/admin-race-d/deployments/x", { method: "PATCH", json: { weight: 5, rev: read.rev } }), 409);
+    expect(patch).toMatchObject({ code: "group_changed", param: "rev" });
+    expect((await refused(admin(`/admin/v1/groups/admin-race-d/deployments/y?rev=${read.rev}`, { method: "DELETE" }), 409)).code).toBe("group_changed");
+    expect((await refused(admin(`/admin/v1/groups/admin-race-d?rev=${read.rev}`, { method: "DELETE" }), 409)).code).toBe("group_changed");
+    expect(await fleetRev()).toBe(rev);
+    expect((await ok<DeploymentList>(admin("/admin/v1/groups/admin-race-d/deployments"))).data.map((d) => [d.id, d.weight])).toEqual([["x", 3], ["y", 1]]);
+    // A revision that is no revision is a 400 naming it; the current one is taken.
+    for (const bad of ["seven", "-1", "1.5", ""]) {
+      expect(await refused(admin(`/admin/v1/groups/admin-race-d/deployments/y?rev=${bad}`, { method: "DELETE" }), 400)).toMatchObject({ code: "invalid_value", param: "rev" });
+    }
+    expect(await refused(admin("/admin/v1/groups/admin-race-d", { method: "PATCH", json: { strategy: "round-robin", rev: "7" } }), 400)).toMatchObject({ code: "invalid_value", param: "rev" });
+    const now = (await group("admin-race-d")).rev;
+    await ok(admin(`/admin/v1/groups/admin-race-d/deployments/y?rev=${now}`, { method: "DELETE" }));
+    const after = (await group("admin-race-d")).rev;
+    await ok(admin(`/admin/v1/groups/admin-race-d?rev=${after}`, { method: "DELETE" }));
+    await refused(admin("/admin/v1/groups/admin-race-d"), 404);
+  });
+});
+
 describe("heartbeats", () => {
   it("a server registers with the register key and renews; past its TTL it drains, a TTL later it is gone", async () => {
     await ok(admin("/admin/v1/groups", { method: "POST", json: { name: "admin-hb", strategy: "round-robin", deployments: [sim(0, "fixed")] } }), 201);

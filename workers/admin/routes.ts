@@ -1,6 +1,7 @@
 import type { Context, Hono } from "hono";
 import { GatewayError, notFound, unavailable, type ErrorType } from "../../src/openai/errors.ts";
 import type { DeploymentList, DeploymentRow, FleetStatus, GroupList } from "../../src/fleet/admin-api.ts";
+import { isRecord } from "../../src/fleet/merge-patch.ts";
 import type { AdminCommand, AdminResult, FleetRegistryRpc, GroupRecord } from "../../src/fleet/protocol.ts";
 import type { RefusalStatus } from "../../src/fleet/registry.ts";
 import { REGISTRY_NAME } from "../../src/fleet/registry-name.ts";
@@ -96,8 +97,8 @@ export function mountAdmin(app: Hono<AdminEnv>, config: LoadedConfig): void {
     }
     return c.json({ object: "list", group: g.settings.name, data: mergeDecisions(answers) });
   });
-  app.patch(`${A}/groups/:group`, async (c) => changed(c, { op: "update-group", group: c.req.param("group"), patch: await body(c) }));
-  app.delete(`${A}/groups/:group`, (c) => changed(c, { op: "remove-group", group: c.req.param("group") }));
+  app.patch(`${A}/groups/:group`, async (c) => changed(c, { op: "update-group", group: c.req.param("group"), ...(await patchOf(c)) }));
+  app.delete(`${A}/groups/:group`, (c) => changed(c, { op: "remove-group", group: c.req.param("group"), rev: queryRev(c) }));
 
   app.get(`${A}/groups/:group/deployments`, async (c) => {
     const g = await recordOf(c.env, c.req.param("group"));
@@ -109,10 +110,11 @@ export function mountAdmin(app: Hono<AdminEnv>, config: LoadedConfig): void {
     const g = await recordOf(c.env, c.req.param("group"));
     const row = deploymentRows(g, await groupStatus(c.env, g)).find((r) => r.id === c.req.param("id"));
     if (!row) throw notFound(`no deployment "${c.req.param("id")}" in group "${g.settings.name}"`, "deployment_not_found");
-    return c.json(row);
+    // Its group's revision: what a PATCH or DELETE of it carries back (a deployment has none of its own).
+    return c.json({ ...row, rev: g.rev });
   });
-  app.patch(`${A}/groups/:group/deployments/:id`, async (c) => changed(c, { op: "update-deployment", group: c.req.param("group"), id: c.req.param("id"), patch: await body(c) }));
-  app.delete(`${A}/groups/:group/deployments/:id`, (c) => changed(c, { op: "remove-deployment", group: c.req.param("group"), id: c.req.param("id") }));
+  app.patch(`${A}/groups/:group/deployments/:id`, async (c) => changed(c, { op: "update-deployment", group: c.req.param("group"), id: c.req.param("id"), ...(await patchOf(c)) }));
+  app.delete(`${A}/groups/:group/deployments/:id`, (c) => changed(c, { op: "remove-deployment", group: c.req.param("group"), id: c.req.param("id"), rev: queryRev(c) }));
   const STATE_OF = { drain: "draining", enable: "active", disable: "disabled" } as const;
   for (const [verb, state] of Object.entries(STATE_OF)) {
     app.post(`${A}/groups/:group/deployments/:id/${verb}`, (c) => changed(c, { op: "set-state", group: c.req.param("group"), id: c.req.param("id"), state }));
@@ -126,6 +128,23 @@ export function mountAdmin(app: Hono<AdminEnv>, config: LoadedConfig): void {
 
 async function body(c: Context<AdminEnv>): Promise<unknown> {
   return readJsonBody(c.req.raw, 4 * 1024 * 1024);
+}
+
+/**
+ * A PATCH's body: the fields to change, and the group's revision they were decided at (`rev`, as
+ * the PUT of the fleet carries its own), which no group setting nor deployment field is named.
+ */
+async function patchOf(c: Context<AdminEnv>): Promise<{ patch: unknown; rev?: unknown }> {
+  const b = await body(c);
+  if (!isRecord(b) || !Object.hasOwn(b, "rev")) return { patch: b };
+  const { rev, ...patch } = b;
+  return { patch, rev };
+}
+
+/** A DELETE's revision, which has no body to carry it: `?rev=N`; a value that is no whole number is left as text, for the registry's check to refuse. */
+function queryRev(c: Context<AdminEnv>): unknown {
+  const v = c.req.query("rev");
+  return v !== undefined && /^\d{1,15}$/.test(v) ? Number(v) : v;
 }
 
 const ERROR_TYPES = { 400: "invalid_request_error", 403: "permission_error", 404: "not_found_error", 409: "invalid_request_error" } as const satisfies Record<RefusalStatus, ErrorType>;
