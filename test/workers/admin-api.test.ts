@@ -365,6 +365,20 @@ describe("heartbeats", () => {
     expect(await row("admin-hb-patch", "hb")).toMatchObject({ source: "heartbeat", weight: 1 });
   });
 
+  it("a DELETE of a self-registered server lasts until its next heartbeat, which registers it again; a disable holds", async () => {
+    await ok(admin("/admin/v1/groups", { method: "POST", json: { name: "admin-hb-delete", deployments: [sim(0, "fixed")] } }), 201);
+    const beat = { group: "admin-hb-delete", ...sim(1, "hb") };
+    const post = () => ok(admin("/admin/v1/heartbeats", { method: "POST", json: beat }, env.KVGATE_REGISTER_KEY));
+    await post();
+    await ok(admin("/admin/v1/groups/admin-hb-delete/deployments/hb", { method: "DELETE" }));
+    await refused(admin("/admin/v1/groups/admin-hb-delete/deployments/hb"), 404);
+    await post();
+    expect(await row("admin-hb-delete", "hb")).toMatchObject({ state: "active", source: "heartbeat", takesRequests: true });
+    await ok(admin("/admin/v1/groups/admin-hb-delete/deployments/hb/disable", { method: "POST" }));
+    await post();
+    expect(await row("admin-hb-delete", "hb")).toMatchObject({ state: "disabled", takesRequests: false });
+  });
+
   it("an operator's drain holds through the server's next heartbeats, and an enable ends it", async () => {
     await ok(admin("/admin/v1/groups", { method: "POST", json: { name: "admin-hb-drain", strategy: "round-robin", deployments: [sim(0, "fixed")] } }), 201);
     const beat = { group: "admin-hb-drain", ...sim(1, "hb") };
