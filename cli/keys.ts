@@ -1,5 +1,5 @@
 import { printable } from "../src/control-characters.ts";
-import type { IssuedKeyView, KeyList, KeyView, UsageFiguresView, UsageView } from "../src/tenants/admin-api.ts";
+import { keyList, type IssuedKeyView, type KeyList, type KeyView, type UsageFiguresView, type UsageView } from "../src/tenants/admin-api.ts";
 import { instantOf } from "../src/tenants/instant.ts";
 import { KEY_RECORD_MAX_AGE_MS } from "../src/tenants/key-record.ts";
 import type { AdminClient } from "./admin-client.ts";
@@ -169,6 +169,17 @@ function usageText(u: UsageView): string {
   return [head, table(["DAY", "MODEL", "BACKEND", "PROMPT", "CACHED", "COMPLETION", "REQUESTS", "COST"], u.by.map((r) => [r.day, r.model, r.backend, ...usageLine(r)]))].join("\n");
 }
 
+/** Every key, oldest first, read a page at a time (the API answers at most its largest page, and that unless told fewer). */
+async function everyKey(api: AdminClient): Promise<KeyList> {
+  const keys: KeyView[] = [];
+  for (let after = ""; ; ) {
+    const page = await api.call<KeyList>("GET", `/admin/v1/keys${after ? `?after=${enc(after)}` : ""}`);
+    keys.push(...page.data);
+    if (!page.has_more || page.last_id === null) return keyList(keys, false);
+    after = page.last_id;
+  }
+}
+
 async function update(api: AdminClient, flags: Flags, io: Io, [id]: readonly string[]): Promise<void> {
   const body = keyBody(flags, true);
   const meta = labels(flags);
@@ -188,7 +199,7 @@ export const KEY_COMMANDS: Record<string, Command> = {
     show(io, flags, k, () => issuedBlock("created key", k));
   },
   "keys list": async (api, flags, io) => {
-    const l = await api.call<KeyList>("GET", "/admin/v1/keys");
+    const l = await everyKey(api);
     show(io, flags, l, () =>
       l.data.length === 0
         ? "no keys"

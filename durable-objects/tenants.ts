@@ -3,7 +3,7 @@ import { keyHash, newKey, prefixOf } from "../src/tenants/key-format.ts";
 import { parseKeyInput } from "../src/tenants/key-input.ts";
 import { keyStatus, newKeyId, newRecord, patchedRecord } from "../src/tenants/key-record.ts";
 import { dayOf, periodOf, periodStartDay } from "../src/tenants/period.ts";
-import type { BatchId, IssuedKey, KeyLookup, KeyRecord, Spent, TenantsAdminRpc, TenantsRefusal, TenantsResult, TenantsRpc, UsageFigures, UsageQuery, UsageReport, UsageRow } from "../src/tenants/protocol.ts";
+import type { BatchId, IssuedKey, KeyListPage, KeyLookup, KeyPage, KeyRecord, Spent, TenantsAdminRpc, TenantsRefusal, TenantsResult, TenantsRpc, UsageFigures, UsageQuery, UsageReport, UsageRow } from "../src/tenants/protocol.ts";
 
 const DAY_MS = 86_400_000;
 /**
@@ -57,6 +57,8 @@ export class Tenants extends DurableObject<unknown> implements TenantsRpc, Tenan
     this.sql.exec(`CREATE TABLE IF NOT EXISTS keys (
       id TEXT PRIMARY KEY, hash TEXT NOT NULL UNIQUE, record TEXT NOT NULL, created_at INTEGER NOT NULL,
       carried_tokens INTEGER NOT NULL DEFAULT 0, carried_cost_micros INTEGER NOT NULL DEFAULT 0)`);
+    // The list's order: a page is one range read from its cursor, not a sort of every key.
+    this.sql.exec("CREATE INDEX IF NOT EXISTS keys_by_age ON keys (created_at, id)");
     // The primary key's order is the (key, day) index a budget period's sum reads a range of.
     this.sql.exec(`CREATE TABLE IF NOT EXISTS usage (
       key TEXT NOT NULL, day TEXT NOT NULL, model TEXT NOT NULL, backend TEXT NOT NULL,
@@ -125,12 +127,18 @@ export class Tenants extends DurableObject<unknown> implements TenantsRpc, Tenan
     return { ok: true, value: { key, lookup: this.lookupOf(record.id, now) } };
   }
 
-  list(): KeyLookup[] {
+  list(page: KeyPage): TenantsResult<KeyListPage> {
     const now = Date.now();
-    return this.sql
-      .exec<KeyRow>("SELECT record, carried_tokens, carried_cost_micros FROM keys ORDER BY created_at, id")
-      .toArray()
-      .map((row) => this.withSpent(row, now));
+    const columns = "SELECT record, carried_tokens, carried_cost_micros FROM keys";
+    // One more than the page, to tell whether any follow.
+    let rows: KeyRow[];
+    if (page.after === null) rows = this.sql.exec<KeyRow>(`${columns} ORDER BY created_at, id LIMIT ?`, page.limit + 1).toArray();
+    else {
+      const [from] = this.sql.exec<{ created_at: number }>("SELECT created_at FROM keys WHERE id = ?", page.after).toArray();
+      if (!from) return { ok: false, status: 400, code: "invalid_value", message: `after names no key ("${page.after}"): pass the last id of the page before`, param: "after" };
+      rows = this.sql.exec<KeyRow>(`${columns} WHERE (created_at, id) > (?, ?) ORDER BY created_at, id LIMIT ?`, from.created_at, page.after, page.limit + 1).toArray();
+    }
+    return { ok: true, value: { keys: rows.slice(0, page.limit).map((row) => this.withSpent(row, now)), hasMore: rows.length > page.limit } };
   }
 
   get(id: string): TenantsResult<KeyLookup> {

@@ -355,9 +355,17 @@ byId("refresh-keys", HTMLButtonElement).addEventListener("click", () => void loa
 /** @param {string} [focusId] the key whose Usage button gets the focus once the table is rebuilt */
 async function loadKeys(focusId) {
   try {
-    const list = /** @type {KeyList} */ (await admin("/keys"));
-    keysBody.replaceChildren(...list.data.map(keyRow));
-    if (list.data.length === 0) keysBody.append(el("tr", {}, el("td", { colspan: "6" }, "No virtual key yet (npx kvgate keys create, or POST /admin/v1/keys).")));
+    /** @type {KeyView[]} */
+    const keys = [];
+    // The API answers a page of keys at a time; the table shows them all, oldest first.
+    for (let after = ""; ; ) {
+      const page = /** @type {KeyList} */ (await admin(`/keys${after ? `?after=${enc(after)}` : ""}`));
+      keys.push(...page.data);
+      if (!page.has_more || page.last_id === null) break;
+      after = page.last_id;
+    }
+    keysBody.replaceChildren(...keys.map(keyRow));
+    if (keys.length === 0) keysBody.append(el("tr", {}, el("td", { colspan: "6" }, "No virtual key yet (npx kvgate keys create, or POST /admin/v1/keys).")));
     if (focusId) /** @type {HTMLButtonElement | null} */ (keysBody.querySelector(`tr[data-key="${CSS.escape(focusId)}"] button`))?.focus();
   } catch (e) {
     say(status, `Reading the keys failed: ${message(e)}`, true);

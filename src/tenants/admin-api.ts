@@ -41,10 +41,21 @@ export interface IssuedKeyView extends KeyView {
   key: string;
 }
 
+/**
+ * A page of keys, oldest first: `GET /admin/v1/keys?limit=N&after=ID`, the next from
+ * `after=last_id` while `has_more`. A page is bounded, so the list costs the same with a hundred
+ * keys or a million, and never outgrows what one answer of the tenants object may carry.
+ */
 export interface KeyList {
   object: "list";
   data: KeyView[];
+  first_id: string | null;
+  last_id: string | null;
+  has_more: boolean;
 }
+
+/** Keys a page holds unless `limit` says fewer; at most as many (a key with every field at its largest is ~70 KB). */
+export const KEY_PAGE_LIMIT = 100;
 
 export interface UsageFiguresView {
   prompt_tokens: number;
@@ -89,6 +100,10 @@ export function keyView({ record: r, spent }: KeyLookup, now: number): KeyView {
     status: keyStatus(r, now),
     spent: { period: spent.period, tokens: spent.tokens, cost_usd: usd(spent.costMicros) },
   };
+}
+
+export function keyList(views: KeyView[], hasMore: boolean): KeyList {
+  return { object: "list", data: views, first_id: views[0]?.id ?? null, last_id: views.at(-1)?.id ?? null, has_more: hasMore };
 }
 
 function figures(f: UsageFigures): UsageFiguresView {

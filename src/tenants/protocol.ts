@@ -132,14 +132,26 @@ export interface UsageReport {
   rows: (UsageFigures & { day: string; model: string; backend: string })[];
 }
 
+/** A page of the key list: at most `limit` keys, oldest first, after the key `after` (an id) or from the first. */
+export interface KeyPage {
+  limit: number;
+  after: string | null;
+}
+
+export interface KeyListPage {
+  keys: KeyLookup[];
+  /** Whether keys follow the page's last. */
+  hasMore: boolean;
+}
+
 /**
  * The tenants object, as the admin API calls it. Create and update take the admin API's JSON body
  * as it came (src/tenants/key-input.ts checks it); every refusal is a value, never a throw.
  */
 export interface TenantsAdminRpc {
   create(input: unknown): Promise<TenantsResult<IssuedKey>>;
-  /** Every key, oldest first. */
-  list(): KeyLookup[];
+  /** A page of the keys, oldest first. */
+  list(page: KeyPage): TenantsResult<KeyListPage>;
   get(id: string): TenantsResult<KeyLookup>;
   /** Changes the fields the patch names; null clears a limit. */
   update(id: string, patch: unknown): TenantsResult<KeyLookup>;

@@ -143,6 +143,22 @@ describe("what npx kvgate keys prints of a key", () => {
     expect(shown).toContain("team=a\\u001b]0;pwned\\u0007");
     expect(shown).toContain("m\\u009b31m");
   }, 30_000);
+
+  it("list reads every page of keys: the API answers at most 100 a call", async () => {
+    const made: string[] = [];
+    for (let i = 0; i < 230; i++) {
+      const res = await fetch(`${gateway.url}/admin/v1/keys`, { method: "POST", headers: { authorization: `Bearer ${gateway.keys.admin}`, "content-type": "application/json" }, body: JSON.stringify({ name: `paged-${i}` }) });
+      expect(res.status).toBe(201);
+      made.push(((await res.json()) as KeyView).id);
+    }
+    const list = await json<KeyList>(["keys", "list"]);
+    const ids = list.data.map((k) => k.id);
+    expect(ids.slice(-made.length)).toEqual(made);
+    expect(new Set(ids).size).toBe(ids.length);
+    expect(list).toMatchObject({ object: "list", first_id: ids[0], last_id: made.at(-1), has_more: false });
+    const table = (await done(["keys", "list"])).split("\n").filter((line) => line.startsWith("key_"));
+    expect(table.length).toBe(ids.length);
+  }, 60_000);
 });
 
 describe("npx kvgate usage", () => {

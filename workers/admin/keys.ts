@@ -1,8 +1,8 @@
 import type { Context, Hono } from "hono";
 import { badRequest, GatewayError } from "../../src/openai/errors.ts";
-import { keyView, usageView, type IssuedKeyView, type KeyList } from "../../src/tenants/admin-api.ts";
+import { KEY_PAGE_LIMIT, keyList, keyView, usageView, type IssuedKeyView } from "../../src/tenants/admin-api.ts";
 import { dayParam } from "../../src/tenants/instant.ts";
-import type { IssuedKey, TenantsResult, UsageQuery } from "../../src/tenants/protocol.ts";
+import type { IssuedKey, KeyPage, TenantsResult, UsageQuery } from "../../src/tenants/protocol.ts";
 import { TENANTS_NAME } from "../../src/tenants/tenants-name.ts";
 import type { Env } from "../env.ts";
 import type { AppEnv } from "../gateway/app-env.ts";
@@ -11,6 +11,7 @@ import { readJsonBody } from "../gateway/body.ts";
 /** A key's settings are a few hundred bytes; this bounds what an admin call may make the Worker read. */
 const BODY_LIMIT = 64 * 1024;
 const USAGE_PARAMS = ["key", "since", "until", "model"] as const;
+const LIST_PARAMS = ["limit", "after"] as const;
 
 const tenants = (env: Env) => env.TENANTS.getByName(TENANTS_NAME);
 
@@ -24,9 +25,9 @@ export function mountKeys(app: Hono<AppEnv>): void {
   // No body at all is a key with no limits; a body must be a JSON object.
   app.post(K, async (c) => issued(c, await tenants(c.env).create(c.req.raw.body === null || c.req.header("content-length") === "0" ? {} : await body(c)), 201));
   app.get(K, async (c) => {
+    const page = answer(await tenants(c.env).list(keyPage(c.req.url)));
     const now = Date.now();
-    const list: KeyList = { object: "list", data: (await tenants(c.env).list()).map((l) => keyView(l, now)) };
-    return c.json(list);
+    return c.json(keyList(page.keys.map((l) => keyView(l, now)), page.hasMore));
   });
   app.get(`${K}/:id`, async (c) => c.json(keyView(answer(await tenants(c.env).get(c.req.param("id"))), Date.now())));
   app.patch(`${K}/:id`, async (c) => c.json(keyView(answer(await tenants(c.env).update(c.req.param("id"), await body(c))), Date.now())));
@@ -50,12 +51,32 @@ function issued(c: Context<AppEnv>, r: TenantsResult<IssuedKey>, status: 200 | 2
   return c.json(view, status);
 }
 
-/** `?key=ID&since=T&until=T&model=M`; since and until are days or ISO timestamps (a timestamp counts its whole UTC day). */
-function usageQuery(url: string): UsageQuery {
+/** The query's parameters, once each is one `what` takes. */
+function queryParams(url: string, names: readonly string[], what: string): URLSearchParams {
   const params = new URL(url).searchParams;
   for (const name of params.keys()) {
-    if (!(USAGE_PARAMS as readonly string[]).includes(name)) throw badRequest(`unknown query parameter "${name}"; usage takes ${USAGE_PARAMS.join(", ")}`, name, "invalid_value");
+    if (!names.includes(name)) throw badRequest(`unknown query parameter "${name}"; ${what} takes ${names.join(", ")}`, name, "invalid_value");
   }
+  return params;
+}
+
+/** `?limit=N&after=ID`: N keys (1 to KEY_PAGE_LIMIT, that many unless said) after the key ID, oldest first. */
+function keyPage(url: string): KeyPage {
+  const params = queryParams(url, LIST_PARAMS, "the key list");
+  return { limit: pageLimit(params, KEY_PAGE_LIMIT, KEY_PAGE_LIMIT), after: params.get("after") || null };
+}
+
+/** `limit`: an integer from 1 to `max`; `fallback` when it is not given. */
+function pageLimit(params: URLSearchParams, fallback: number, max: number): number {
+  const text = params.get("limit");
+  const limit = text === null || text === "" ? fallback : /^\d{1,9}$/.test(text) ? Number(text) : NaN;
+  if (!(limit >= 1 && limit <= max)) throw badRequest(`limit must be an integer from 1 to ${max}, not "${text}"`, "limit", "invalid_value");
+  return limit;
+}
+
+/** `?key=ID&since=T&until=T&model=M`; since and until are days or ISO timestamps (a timestamp counts its whole UTC day). */
+function usageQuery(url: string): UsageQuery {
+  const params = queryParams(url, USAGE_PARAMS, "usage");
   const key = params.get("key");
   if (!key) throw badRequest("key is required: the id of the key whose usage to read (?key=key_…)", "key", "invalid_value");
   return { key, since: day(params, "since"), until: day(params, "until"), model: params.get("model") || null };
