@@ -180,6 +180,18 @@ async function everyKey(api: AdminClient): Promise<KeyList> {
   }
 }
 
+/** The usage the query names with every row, read a page at a time (the API answers a bounded page a call). */
+async function everyUsageRow(api: AdminClient, q: URLSearchParams): Promise<UsageView> {
+  const first = await api.call<UsageView>("GET", `/admin/v1/usage?${q}`);
+  const by = [...first.by];
+  for (let page = first; page.has_more && page.next_after; ) {
+    q.set("after", page.next_after);
+    page = await api.call<UsageView>("GET", `/admin/v1/usage?${q}`);
+    by.push(...page.by);
+  }
+  return { ...first, by, has_more: false, next_after: null };
+}
+
 async function update(api: AdminClient, flags: Flags, io: Io, [id]: readonly string[]): Promise<void> {
   const body = keyBody(flags, true);
   const meta = labels(flags);
@@ -224,7 +236,7 @@ export const KEY_COMMANDS: Record<string, Command> = {
     if (flags.since !== undefined) q.set("since", instantFlag("since", flags.since, -1));
     if (flags.until !== undefined) q.set("until", instantFlag("until", flags.until, -1));
     if (flags.model !== undefined) q.set("model", flags.model);
-    const u = await api.call<UsageView>("GET", `/admin/v1/usage?${q}`);
+    const u = await everyUsageRow(api, q);
     show(io, flags, u, () => usageText(u));
   },
 };

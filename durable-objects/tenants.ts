@@ -185,22 +185,31 @@ export class Tenants extends DurableObject<unknown> implements TenantsRpc, Tenan
     if (!DAY.test(since)) return badDay("since");
     if (!DAY.test(until)) return badDay("until");
     if (since > until) return { ok: false, status: 400, code: "invalid_value", message: `since (${since}) is after until (${until})`, param: "since" };
-    const rows = this.sql
-      .exec<UsageDbRow>(
-        `SELECT day, model, backend, prompt_tokens, completion_tokens, cached_tokens, requests, cost_micros FROM usage
-         WHERE key = ? AND day >= ? AND day <= ? AND (? IS NULL OR model = ?) ORDER BY day, model, backend`,
+    const range = "FROM usage WHERE key = ? AND day >= ? AND day <= ? AND (? IS NULL OR model = ?)";
+    const sum = this.sql
+      .exec<UsageDbRow & { n: number }>(
+        `SELECT COUNT(*) AS n, COALESCE(SUM(prompt_tokens), 0) AS prompt_tokens, COALESCE(SUM(completion_tokens), 0) AS completion_tokens,
+           COALESCE(SUM(cached_tokens), 0) AS cached_tokens, COALESCE(SUM(requests), 0) AS requests, COALESCE(SUM(cost_micros), 0) AS cost_micros ${range}`,
         query.key, since, until, query.model, query.model,
       )
-      .toArray();
+      .one();
     // A key with usage is history even when it no longer exists; one with neither is a typo.
-    if (rows.length === 0 && !this.rowOf(query.key) && this.sql.exec("SELECT 1 FROM usage WHERE key = ? LIMIT 1", query.key).toArray().length === 0) return notFound(query.key);
-    const totals: UsageFigures = { promptTokens: 0, completionTokens: 0, cachedTokens: 0, requests: 0, costMicros: 0 };
-    const out = rows.map((r) => {
-      const f: UsageFigures = { promptTokens: r.prompt_tokens, completionTokens: r.completion_tokens, cachedTokens: r.cached_tokens, requests: r.requests, costMicros: r.cost_micros };
-      for (const k of Object.keys(totals) as (keyof UsageFigures)[]) totals[k] += f[k];
-      return { day: r.day, model: r.model, backend: r.backend, ...f };
-    });
-    return { ok: true, value: { key: query.key, since, until, model: query.model, totals, rows: out } };
+    if (sum.n === 0 && !this.rowOf(query.key) && this.sql.exec("SELECT 1 FROM usage WHERE key = ? LIMIT 1", query.key).toArray().length === 0) return notFound(query.key);
+    const columns = "SELECT day, model, backend, prompt_tokens, completion_tokens, cached_tokens, requests, cost_micros";
+    // One more than the page, to tell whether any follow. After a cursor, the range starts at its
+    // day, so a page reads from where the last one ended rather than from `since` again.
+    const a = query.after;
+    const rows = (
+      a === null
+        ? this.sql.exec<UsageDbRow>(`${columns} ${range} ORDER BY day, model, backend LIMIT ?`, query.key, since, until, query.model, query.model, query.limit + 1)
+        : this.sql.exec<UsageDbRow>(
+            `${columns} ${range} AND (day, model, backend) > (?, ?, ?) ORDER BY day, model, backend LIMIT ?`,
+            query.key, a.day > since ? a.day : since, until, query.model, query.model, a.day, a.model, a.backend, query.limit + 1,
+          )
+    ).toArray();
+    const figures = (r: UsageDbRow): UsageFigures => ({ promptTokens: r.prompt_tokens, completionTokens: r.completion_tokens, cachedTokens: r.cached_tokens, requests: r.requests, costMicros: r.cost_micros });
+    const out = rows.slice(0, query.limit).map((r) => ({ day: r.day, model: r.model, backend: r.backend, ...figures(r) }));
+    return { ok: true, value: { key: query.key, since, until, model: query.model, totals: figures(sum), rows: out, hasMore: rows.length > query.limit } };
   }
 
   /** Prunes usage rows past USAGE_KEPT_DAYS, carrying their totals into their keys first. */

@@ -424,6 +424,11 @@ async function revokeKey(k) {
 async function showUsage(k) {
   try {
     const u = /** @type {UsageView} */ (await admin(`/usage?key=${enc(k.id)}`));
+    // The API answers the rows a page at a time; the totals above them are over every row.
+    for (let page = u; page.has_more && page.next_after; ) {
+      page = /** @type {UsageView} */ (await admin(`/usage?key=${enc(k.id)}&after=${enc(page.next_after)}`));
+      u.by.push(...page.by);
+    }
     const title = byId("usage-title", HTMLElement);
     title.textContent = `Usage of ${k.name ?? k.id} (${k.id}), ${u.since} to ${u.until}`;
     byId("usage-totals", HTMLElement).textContent = `${u.requests} requests · ${u.prompt_tokens} prompt tokens (${u.cached_tokens} cached) · ${u.completion_tokens} completion tokens · $${u.cost_usd.toFixed(4)}`;

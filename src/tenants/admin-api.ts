@@ -1,5 +1,5 @@
 import { keyStatus, type KeyStatus } from "./key-record.ts";
-import type { BudgetPeriod, KeyLookup, UsageFigures, UsageReport } from "./protocol.ts";
+import type { BudgetPeriod, KeyLookup, UsageCursor, UsageFigures, UsageReport } from "./protocol.ts";
 
 /**
  * The admin API's keys and usage as JSON (snake_case, as the API takes them), as the Worker
@@ -72,8 +72,15 @@ export interface UsageView extends UsageFiguresView {
   since: string;
   until: string;
   model: string | null;
+  /** A page of the rows, oldest day first; the figures above are over every row. */
   by: (UsageFiguresView & { day: string; model: string; backend: string })[];
+  /** Whether rows follow: ask again with `after=next_after`. */
+  has_more: boolean;
+  next_after: string | null;
 }
+
+/** Usage rows a page holds unless `limit` says otherwise, and at most (a row is at most ~600 bytes). */
+export const USAGE_PAGE = { limit: 1000, max: 5000 } as const;
 
 const usd = (micros: number) => micros / 1e6;
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
@@ -111,6 +118,7 @@ function figures(f: UsageFigures): UsageFiguresView {
 }
 
 export function usageView(r: UsageReport): UsageView {
+  const last = r.rows.at(-1);
   return {
     object: "usage",
     key: r.key,
@@ -119,5 +127,29 @@ export function usageView(r: UsageReport): UsageView {
     model: r.model,
     ...figures(r.totals),
     by: r.rows.map((row) => ({ day: row.day, model: row.model, backend: row.backend, ...figures(row) })),
+    has_more: r.hasMore,
+    next_after: r.hasMore && last ? usageCursorText(last) : null,
   };
+}
+
+/** A usage page's cursor as the API gives it: its last row's day, model and backend, as base64url JSON (names are any text). */
+function usageCursorText(c: UsageCursor): string {
+  let binary = "";
+  for (const b of new TextEncoder().encode(JSON.stringify([c.day, c.model, c.backend]))) binary += String.fromCharCode(b);
+  return btoa(binary).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+}
+
+/** The cursor `usageCursorText` wrote, or null when `text` is none. */
+export function usageCursorOf(text: string): UsageCursor | null {
+  if (!/^[A-Za-z0-9_-]+$/.test(text)) return null;
+  try {
+    const bytes = Uint8Array.from(atob(text.replace(/-/g, "+").replace(/_/g, "/")), (ch) => ch.charCodeAt(0));
+    const v: unknown = JSON.parse(new TextDecoder("utf-8", { fatal: true, ignoreBOM: false }).decode(bytes));
+    if (!Array.isArray(v) || v.length !== 3 || !v.every((x) => typeof x === "string")) return null;
+    const [day, model, backend] = v as [string, string, string];
+    return /^\d{4}-\d{2}-\d{2}$/.test(day) ? { day, model, backend } : null;
+  } catch {
+    // Not base64, not UTF-8 or not JSON: no cursor the API gave.
+    return null;
+  }
 }

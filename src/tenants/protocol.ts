@@ -104,7 +104,14 @@ export interface IssuedKey {
   lookup: KeyLookup;
 }
 
-/** What a usage query asks: one key's rows between two UTC days (both included), of one model or all. */
+/** Where a page of usage rows ends: its last row's day, model and backend (the rows' order). */
+export interface UsageCursor {
+  day: string;
+  model: string;
+  backend: string;
+}
+
+/** What a usage query asks: one key's rows between two UTC days (both included), of one model or all, a page of them. */
 export interface UsageQuery {
   key: string;
   /** YYYY-MM-DD; null: the oldest day kept. */
@@ -112,6 +119,10 @@ export interface UsageQuery {
   /** YYYY-MM-DD; null: today. */
   until: string | null;
   model: string | null;
+  /** Rows the page holds at most. */
+  limit: number;
+  /** The page after this row; null: the first. */
+  after: UsageCursor | null;
 }
 
 export interface UsageFigures {
@@ -127,9 +138,12 @@ export interface UsageReport {
   since: string;
   until: string;
   model: string | null;
+  /** Over every row the query names, not only the page's. */
   totals: UsageFigures;
-  /** Per day, model and backend, oldest day first. */
+  /** Per day, model and backend, oldest day first: a page of them. */
   rows: (UsageFigures & { day: string; model: string; backend: string })[];
+  /** Whether rows follow the page's last. */
+  hasMore: boolean;
 }
 
 /** A page of the key list: at most `limit` keys, oldest first, after the key `after` (an id) or from the first. */

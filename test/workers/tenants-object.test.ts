@@ -79,7 +79,7 @@ describe("record", () => {
     // Another batch with the same rows is other requests' usage, and so is another object's batch of that id.
     expect((await tenants().record(batch, [], { from: "group-a", id: "batch-2" }))[id]?.tokens).toBe(220);
     expect((await tenants().record(batch, [], { from: "group-b", id: "batch-2" }))[id]?.tokens).toBe(330);
-    const report = value(await tenants().usage({ key: id, since: null, until: null, model: null }));
+    const report = value(await tenants().usage({ key: id, since: null, until: null, model: null, limit: 1000, after: null }));
     expect(report.totals).toMatchObject({ promptTokens: 300, completionTokens: 30, requests: 3 });
   });
 
@@ -109,7 +109,7 @@ describe("record", () => {
     });
     expect(value(await tenants().get(a)).spent).toEqual(spentA);
 
-    const report = value(await tenants().usage({ key: a, since: null, until: null, model: null }));
+    const report = value(await tenants().usage({ key: a, since: null, until: null, model: null, limit: 1000, after: null }));
     expect(report.totals).toEqual({
       promptTokens: sum(a, (r) => r.promptTokens),
       completionTokens: sum(a, (r) => r.completionTokens),
@@ -122,11 +122,11 @@ describe("record", () => {
       ["llama", "gpu-1", 7, 1],
       ["qwen", "gpu-9", 1, 1],
     ]);
-    const qwen = value(await tenants().usage({ key: a, since: today, until: today, model: "qwen" }));
+    const qwen = value(await tenants().usage({ key: a, since: today, until: today, model: "qwen", limit: 1000, after: null }));
     expect(qwen.totals.promptTokens).toBe(1);
     // Usage is history: a key that is gone (or never was) keeps its rows.
-    expect(value(await tenants().usage({ key: "key_gone", since: null, until: null, model: null })).totals.promptTokens).toBe(4);
-    expect(await tenants().usage({ key: "key_never", since: null, until: null, model: null })).toMatchObject({ ok: false, status: 404 });
+    expect(value(await tenants().usage({ key: "key_gone", since: null, until: null, model: null, limit: 1000, after: null })).totals.promptTokens).toBe(4);
+    expect(await tenants().usage({ key: "key_never", since: null, until: null, model: null, limit: 1000, after: null })).toMatchObject({ ok: false, status: 404 });
   });
 
   it("counts each budget period's days: today for a day, this month for a month, every day for total", async () => {
@@ -160,10 +160,10 @@ describe("the daily prune", () => {
 
     // A batch of usage set the alarm; run it now rather than at midnight.
     expect(await runDurableObjectAlarm(tenants())).toBe(true);
-    const report = value(await tenants().usage({ key: id, since: "2000-01-01", until: null, model: null }));
+    const report = value(await tenants().usage({ key: id, since: "2000-01-01", until: null, model: null, limit: 1000, after: null }));
     expect(report.rows.map((r) => r.day)).toEqual([recent]);
     expect((await tenants().lookup(await keyHash(key)))?.spent).toEqual(before?.spent);
-    expect(await tenants().usage({ key: "key_gone_too", since: "2000-01-01", until: null, model: null })).toMatchObject({ ok: false, status: 404 });
+    expect(await tenants().usage({ key: "key_gone_too", since: "2000-01-01", until: null, model: null, limit: 1000, after: null })).toMatchObject({ ok: false, status: 404 });
     // Nothing more to prune until usage comes again.
     expect(await runDurableObjectAlarm(tenants())).toBe(false);
   });

@@ -1,6 +1,6 @@
 import type { Context, Hono } from "hono";
 import { badRequest, GatewayError } from "../../src/openai/errors.ts";
-import { KEY_PAGE_LIMIT, keyList, keyView, usageView, type IssuedKeyView } from "../../src/tenants/admin-api.ts";
+import { KEY_PAGE_LIMIT, keyList, keyView, USAGE_PAGE, usageCursorOf, usageView, type IssuedKeyView } from "../../src/tenants/admin-api.ts";
 import { dayParam } from "../../src/tenants/instant.ts";
 import type { IssuedKey, KeyPage, TenantsResult, UsageQuery } from "../../src/tenants/protocol.ts";
 import { TENANTS_NAME } from "../../src/tenants/tenants-name.ts";
@@ -10,7 +10,7 @@ import { readJsonBody } from "../gateway/body.ts";
 
 /** A key's settings are a few hundred bytes; this bounds what an admin call may make the Worker read. */
 const BODY_LIMIT = 64 * 1024;
-const USAGE_PARAMS = ["key", "since", "until", "model"] as const;
+const USAGE_PARAMS = ["key", "since", "until", "model", "limit", "after"] as const;
 const LIST_PARAMS = ["limit", "after"] as const;
 
 const tenants = (env: Env) => env.TENANTS.getByName(TENANTS_NAME);
@@ -74,12 +74,15 @@ function pageLimit(params: URLSearchParams, fallback: number, max: number): numb
   return limit;
 }
 
-/** `?key=ID&since=T&until=T&model=M`; since and until are days or ISO timestamps (a timestamp counts its whole UTC day). */
+/** `?key=ID&since=T&until=T&model=M&limit=N&after=C`; since and until are days or ISO timestamps (a timestamp counts its whole UTC day). */
 function usageQuery(url: string): UsageQuery {
   const params = queryParams(url, USAGE_PARAMS, "usage");
   const key = params.get("key");
   if (!key) throw badRequest("key is required: the id of the key whose usage to read (?key=key_…)", "key", "invalid_value");
-  return { key, since: day(params, "since"), until: day(params, "until"), model: params.get("model") || null };
+  const afterText = params.get("after") || null;
+  const after = afterText === null ? null : usageCursorOf(afterText);
+  if (afterText !== null && after === null) throw badRequest("after must be the next_after of a page of usage, as it came", "after", "invalid_value");
+  return { key, since: day(params, "since"), until: day(params, "until"), model: params.get("model") || null, limit: pageLimit(params, USAGE_PAGE.limit, USAGE_PAGE.max), after };
 }
 
 function day(params: URLSearchParams, name: "since" | "until"): string | null {

@@ -1,0 +1,58 @@
+import { describe, expect, it } from "vitest";
+import type { UsageView } from "../../src/tenants/admin-api.ts";
+import { dayOf } from "../../src/tenants/period.ts";
+import type { UsageRow } from "../../src/tenants/protocol.ts";
+import { admin, ok, refused } from "./admin.ts";
+import { DAY_MS, tenants, usageRow } from "./tenants.ts";
+
+/**
+ * GET /admin/v1/usage of a key with a year of usage over many backends: its `by` rows in pages,
+ * each bounded, its totals over every day asked for. Its own file: the usage it stores is large.
+ */
+
+/** Names as long as a config allows (256 characters). */
+const long = (what: string, i: number) => `${what}-${String(i).padStart(3, "0")}-${"x".repeat(248)}`;
+
+describe("a key's usage", () => {
+  it("comes in pages of rows with the totals of every day, where one answer of every row failed", async () => {
+    const made = await tenants().create({ name: "a year on a large fleet" });
+    if (!made.ok) throw new Error(made.message);
+    const id = made.value.lookup.record.id;
+    // 400 days × 2 models × 75 backends: 60,000 rows, ~36 MB as one answer of the tenants object.
+    const now = Date.now();
+    const all: UsageRow[] = [];
+    for (let d = 0; d < 400; d++) for (let m = 0; m < 2; m++) for (let b = 0; b < 75; b++) all.push(usageRow(id, dayOf(now - d * DAY_MS), long("model", m), long("backend", b), 10, 1, { costMicros: 3 }));
+    for (let i = 0; i < all.length; i += 5000) await tenants().record(all.slice(i, i + 5000), [], { from: "group-a", id: `batch-${i}` });
+
+    const first = await ok<UsageView>(admin(`/admin/v1/usage?key=${id}`));
+    expect(first).toMatchObject({ object: "usage", key: id, prompt_tokens: 600_000, completion_tokens: 60_000, requests: 60_000, cost_usd: 0.18, has_more: true });
+    expect(first.by.length).toBe(1000);
+
+    let rows = 0;
+    let after: string | null = null;
+    let last = "";
+    for (;;) {
+      const page: UsageView = await ok<UsageView>(admin(`/admin/v1/usage?key=${id}&limit=5000${after === null ? "" : `&after=${encodeURIComponent(after)}`}`));
+      expect(page.by.length).toBeLessThanOrEqual(5000);
+      expect(page.requests).toBe(60_000);
+      for (const r of page.by) {
+        const at = `${r.day}\n${r.model}\n${r.backend}`;
+        expect(at > last).toBe(true);
+        last = at;
+      }
+      rows += page.by.length;
+      if (!page.has_more) break;
+      after = page.next_after;
+    }
+    expect(rows).toBe(60_000);
+
+    const model = await ok<UsageView>(admin(`/admin/v1/usage?key=${id}&model=${long("model", 1)}&since=${dayOf(now - 9 * DAY_MS)}&limit=100`));
+    expect(model).toMatchObject({ requests: 750, has_more: true });
+    expect(model.by.every((r) => r.model === long("model", 1))).toBe(true);
+  }, 120_000);
+
+  it("refuses a bad limit or cursor by name", async () => {
+    for (const limit of ["0", "5001", "ten", "1.5"]) expect((await refused(admin(`/admin/v1/usage?key=key_x&limit=${limit}`), 400)).param).toBe("limit");
+    for (const after of ["nonsense", "W10", "WyIyMDI2LTAxLTAxIl0"]) expect((await refused(admin(`/admin/v1/usage?key=key_x&after=${after}`), 400)).param).toBe("after");
+  });
+});
