@@ -5,6 +5,13 @@ import { MinuteWindow } from "./window.ts";
 
 /** A key no request of this group used for this long, with nothing in flight or unsent, is forgotten. */
 const IDLE_MS = 120_000;
+/**
+ * Rows a batch holds at most; more wait for the next. A batch is one RPC (at most 32 MiB, ~600
+ * bytes a row with names as long as a config allows) and one transaction of the one tenants
+ * object: all that waited after an outage, in a group with many keys over many backends, went as
+ * one batch past that limit, failed, and was sent again as it was, failing for good.
+ */
+const BATCH_MAX_ROWS = 2000;
 
 interface Amount {
   tokens: number;
@@ -139,9 +146,10 @@ export class TenantLedger {
   }
 
   /**
-   * The rows to send under the batch's id, and the keys whose spend to ask for; null when a batch
-   * is on its way or nothing waits. A batch whose answer did not come goes again first, as it was:
-   * the tenants object may have stored it, and stores an id once.
+   * The rows to send under the batch's id (BATCH_MAX_ROWS at most: the rest go in the next), and
+   * the keys whose spend to ask for; null when a batch is on its way or nothing waits. A batch
+   * whose answer did not come goes again first, as it was: the tenants object may have stored it,
+   * and stores an id once.
    */
   takeBatch(): UsageBatch | null {
     if (this.sending) return null;
@@ -149,8 +157,12 @@ export class TenantLedger {
     this.retry = null;
     if (!batch) {
       if (this.pending.size === 0) return null;
-      const rows = [...this.pending.values()];
-      this.pending = new Map();
+      const rows: UsageRow[] = [];
+      for (const [id, row] of this.pending) {
+        if (rows.length === BATCH_MAX_ROWS) break;
+        rows.push(row);
+        this.pending.delete(id);
+      }
       batch = { id: crypto.randomUUID(), rows, keys: [...new Set(rows.map((r) => r.key))] };
     }
     this.sending = new Map();
