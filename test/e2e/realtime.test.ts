@@ -44,6 +44,8 @@ beforeAll(async () => {
       single("rate-limited", "refuse:429"),
       single("not-served", "refuse:404"),
       { name: "fails-over", strategy: "round-robin", deployments: [at("refuse:500", "broken"), sim(0)] },
+      // Two servers that say they are busy (503, Retry-After: 30) before one that is not.
+      { name: "busy-then-free", strategy: "round-robin", deployments: [at("refuse:503", "busy-a"), at("refuse:503", "busy-b"), sim(0)] },
       { name: "falls-back", fallbacks: ["realtime"], deployments: [at("refuse:500", "down")] },
       // Both crash on a session whose query holds crash-me, and serve any other (and chat).
       { name: "crashes", deployments: [at("crash:crash-me", "crash-a"), at("crash:crash-me", "crash-b")] },
@@ -424,6 +426,19 @@ describe("a backend that refuses the upgrade", () => {
     expect(h.kind === "refused" && h.body.error.message).toContain("backend refuse");
     await vi.waitFor(async () => expect((await backend("not-served", "refuse"))?.failed).toBe(1), EVENTUALLY);
     expect(await gw.inFlight("not-served")).toBe(0);
+  });
+
+  it("with a 503 that says the server is busy (a Retry-After): the backend's own, not the session's; the handshake goes on to one that is free", async () => {
+    for (let i = 0; i < 3; i++) {
+      const h = await connect(wsUrl("?model=busy-then-free"), { headers: bearer() });
+      expect(h.kind === "refused" ? [h.status, h.body.error.message] : "open").toBe("open");
+      const s = opened(h);
+      expect(s.headers["x-kvgate-backend"]).toBe("sim-0");
+      s.ws.close();
+      await s.closed;
+    }
+    await vi.waitFor(async () => expect([(await backend("busy-then-free", "busy-a"))?.failed, (await backend("busy-then-free", "busy-b"))?.failed].every((n) => (n ?? 0) > 0)).toBe(true), EVENTUALLY);
+    await vi.waitFor(async () => expect(await gw.inFlight("busy-then-free")).toBe(0), EVENTUALLY);
   });
 
   it("with a 500: the handshake fails over to the group's next backend", async () => {

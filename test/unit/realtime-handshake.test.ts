@@ -58,6 +58,9 @@ describe("an upstream that did not switch protocols", () => {
     expect(classifyRefusedUpgrade(429)).toEqual({ kind: "rate-limited" });
     expect(classifyRefusedUpgrade(500)).toEqual({ kind: "backend-failure", why: "server-error" });
     expect(classifyRefusedUpgrade(503)).toEqual({ kind: "backend-failure", why: "server-error" });
+    // A 503 that says it is the server's state, as a request's does (src/upstream/answer.ts).
+    expect(classifyRefusedUpgrade(503, null, "30")).toEqual({ kind: "backend-failure", why: "unavailable" });
+    expect(classifyRefusedUpgrade(503, { message: "Loading model", type: "unavailable_error", code: 503, param: null, extra: {} })).toEqual({ kind: "backend-failure", why: "unavailable" });
     expect(classifyRefusedUpgrade(401)).toEqual({ kind: "backend-failure", why: "credentials" });
   });
 });

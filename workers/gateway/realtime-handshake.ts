@@ -66,9 +66,10 @@ export async function openUpstream(h: HandshakeInput): Promise<Handshake> {
   }
   if (up.status === 101 && up.webSocket) return { kind: "open", socket: up.webSocket, protocol: up.headers.get("sec-websocket-protocol") };
 
-  const answer = classifyRefusedUpgrade(up.status);
   const retryAfter = up.headers.get("retry-after");
-  const err = clientError(up.status, answer, parseUpstreamError(await readBounded(up.body)), deployment.id, retryAfter);
+  const said = parseUpstreamError(await readBounded(up.body));
+  const answer = classifyRefusedUpgrade(up.status, said, retryAfter);
+  const err = clientError(up.status, answer, said, deployment.id, retryAfter);
   if (answer.kind === "rejected") return { kind: "rejected", response: err.toResponse() };
   const limited = answer.kind === "rate-limited";
   const failure: Failure = { cause: limited ? "429" : FAILURE_CAUSE, retryAfterMs: up.status === 429 || up.status === 503 ? parseRetryAfter(retryAfter) : null };
