@@ -2,6 +2,7 @@ import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { startFleet, type Fleet } from "../../bench/fleet/index.ts";
 import { startHostileUpstream, type HostileUpstream } from "../support/hostile-upstream.ts";
+import { adminCall } from "./admin-gateway.ts";
 import { EVENTUALLY, startTestGateway, type TestGateway } from "./gateway.ts";
 
 /**
@@ -18,6 +19,7 @@ let gw: TestGateway;
 const hostile = (behaviour: string, id = behaviour.replace(/:.*/, "")) => ({ id, baseUrl: `${upstream.url}/${behaviour}`, model: "hostile-7b" });
 const sim = (i: number) => ({ id: `sim-${i}`, baseUrl: fleet.urls[i] as string, model: "sim-7b" });
 const breaker = { consecutiveFailures: 2, openMs: 60_000, probeIntervalMs: 60_000 };
+const ADMIN_KEY = `sk-admin-${"f".repeat(32)}`;
 
 beforeAll(async () => {
   upstream = await startHostileUpstream();
@@ -34,6 +36,7 @@ beforeAll(async () => {
       { name: "rate-limited-beside-ok", strategy: "round-robin", deployments: [hostile("rate-limited:30", "busy"), hostile("ok")] },
       { name: "rate-limited-alone", deployments: [hostile("rate-limited:30", "busy")] },
       { name: "rate-limited-briefly-alone", failover: { retryAfterCapMs: 10_000 }, deployments: [hostile("rate-limited:5", "busy")] },
+      { name: "rate-limited-beside-drained", failover: { retryAfterCapMs: 10_000 }, deployments: [hostile("rate-limited:5", "busy"), hostile("ok", "drained")] },
       { name: "long-generation", strategy: "round-robin", firstByteTimeoutMs: 300, breaker, deployments: [sim(0), sim(1), sim(2)] },
       { name: "drip-total", totalTimeoutMs: 1000, failover: { maxAttempts: 1 }, deployments: [hostile("drip-body")] },
       { name: "wrong-model", strategy: "round-robin", breaker, deployments: [hostile("wrong-model"), hostile("ok")] },
@@ -53,7 +56,7 @@ beforeAll(async () => {
       { name: "comments-before-token", strategy: "round-robin", firstByteTimeoutMs: 300, breaker, deployments: [hostile("comments-first:2000", "chatty"), hostile("ok")] },
       { name: "comments-then-token", firstByteTimeoutMs: 5000, failover: { maxAttempts: 1 }, deployments: [hostile("comments-first:300", "chatty")] },
     ],
-  });
+  }, { KVGATE_ADMIN_KEY: ADMIN_KEY });
 });
 afterAll(async () => {
   await gw?.close();
@@ -183,6 +186,15 @@ describe("a backend that answered 429 with a Retry-After", () => {
     // Waited out, its 5 s (within retryAfterCapMs) would have come before the same 429.
     expect(Date.now() - startedAt).toBeLessThan(4000);
     await vi.waitFor(async () => expect(await gw.inFlight("rate-limited-briefly-alone")).toBe(0), EVENTUALLY);
+  });
+
+  it("beside a backend drained for a restart, is as alone: the client gets its 429 at once", async () => {
+    expect((await adminCall(gw.url, ADMIN_KEY, "POST", "/groups/rate-limited-beside-drained/deployments/drained/drain")).status).toBe(200);
+    const startedAt = Date.now();
+    const res = await chat("rate-limited-beside-drained");
+    await res.text();
+    expect([res.status, res.headers.get("x-kvgate-backend")]).toEqual([429, "busy"]);
+    expect(Date.now() - startedAt).toBeLessThan(4000);
   });
 
   it("alone, is still asked: the client gets its 429 and its Retry-After, and the slot is freed", async () => {

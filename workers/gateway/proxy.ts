@@ -212,11 +212,12 @@ export class GroupPath {
   }
 
   /**
-   * Every backend of the group as this isolate has it was tried (`exclude`), and no fallback group
-   * is left: what a wait before the next attempt would lead to is a refusal, and the last answer.
+   * Every backend of the group that takes requests, as this isolate has it, was tried (`exclude`),
+   * and no fallback group is left: what a wait before the next attempt would lead to is a refusal,
+   * and the last answer. (A backend added since this isolate read the fleet waits for the next request.)
    */
   nothingLeft(exclude: readonly string[]): boolean {
-    return this.fellBackTo >= this.primary.fallbacks.length && this.group.deployments.every((d) => exclude.includes(d.id));
+    return this.fellBackTo >= this.primary.fallbacks.length && this.group.deployments.every((d) => d.state !== "active" || exclude.includes(d.id));
   }
 
   /**
