@@ -17,38 +17,43 @@ const TYPE_WITHIN = 256;
 export class RealtimeUsage {
   private sum: TokenUsage | null = null;
 
-  /** Output deltas since the last response.done that reported usage: what a response left before its end made. */
+  /** Output deltas since the last response.done: what a response left before its end made. */
   private unreported = 0;
 
   /** One message from the backend (a text frame); when it reported usage, all reported so far (a copy). */
   take(message: string): TokenUsage | null {
     const head = message.length > TYPE_WITHIN ? message.slice(0, TYPE_WITHIN) : message;
     if (head.includes('"response.done"')) {
-      const soFar = this.done(message);
-      if (soFar) return soFar;
+      const done = this.done(message);
+      if (done) return done.reported;
     }
     if (OUTPUT_DELTA.test(head)) this.unreported++;
     return null;
   }
 
-  /** A response.done's usage added to the sum, and all reported so far; null for any other message. */
-  private done(message: string): TokenUsage | null {
+  /**
+   * A response.done: its response is over, whatever it reported (its deltas are no longer one
+   * left); its usage added to the sum, and all reported so far (null when it reported none). Null
+   * for any other message.
+   */
+  private done(message: string): { reported: TokenUsage | null } | null {
     let event: { type?: unknown; response?: { usage?: unknown } | null };
     try {
       event = JSON.parse(message) as typeof event;
     } catch {
       return null;
     }
-    const reported = event?.type === "response.done" ? event.response?.usage : null;
+    if (event?.type !== "response.done") return null;
+    this.unreported = 0;
+    const reported = event.response?.usage;
     const u = typeof reported === "object" && reported !== null ? usageOf(reported) : null;
-    if (!u) return null;
+    if (!u) return { reported: null };
     const s = (this.sum ??= { prompt: 0, completion: 0, cached: 0, cacheReported: false });
     // Bounded as a reported count is: a sum past 2^53 would stop being a whole number.
     s.prompt = Math.min(Number.MAX_SAFE_INTEGER, s.prompt + u.promptTokens);
     s.completion = Math.min(Number.MAX_SAFE_INTEGER, s.completion + u.completionTokens);
     s.cached = Math.min(s.prompt, s.cached + u.cachedTokens);
-    this.unreported = 0;
-    return { ...s };
+    return { reported: { ...s } };
   }
 
   /**

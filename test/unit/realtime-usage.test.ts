@@ -42,6 +42,13 @@ describe("RealtimeUsage", () => {
     for (const type of ["response.text.done", "response.created", "conversation.item.created"]) u.take(delta(type));
     expect(u.total).toEqual({ prompt: 10, completion: 4, cached: 0, cacheReported: false });
     expect(u.totalIfLeft).toEqual({ prompt: 10, completion: 8, cached: 0, cacheReported: false });
+    // A response that ended is not one left, whether its response.done reported usage or not.
+    const w = new RealtimeUsage();
+    for (let r = 0; r < 3; r++) {
+      for (let i = 0; i < 10; i++) w.take(delta("response.text.delta"));
+      w.take(done(null));
+    }
+    expect([w.total, w.totalIfLeft]).toEqual([undefined, undefined]);
     // With nothing reported at all, the deltas alone.
     const v = new RealtimeUsage();
     v.take(delta("response.audio_transcript.delta"));
