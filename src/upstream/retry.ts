@@ -29,8 +29,8 @@ export type Step = { retry: true; waitMs: number } | { retry: false };
  * After `attempts` attempts, the last of which failed with `failure`: retry on the next-best
  * backend unless attempts are spent, the cause is not one the group retries, or the wait would
  * outlast the request's deadline (`msLeft`, Infinity when it has none). A Retry-After up to the
- * cap is waited for; a longer one is that backend's to sit out (the router spares it meanwhile):
- * the next is asked at once, and with none to ask the client gets that Retry-After.
+ * cap is waited for; a longer one is that backend's to sit out (after a 429 the router spares it
+ * meanwhile): the next is asked at once, and with none to ask the client gets that Retry-After.
  */
 export function nextStep(policy: RetryPolicy, attempts: number, failure: Failure, msLeft: number, rng: () => number = Math.random): Step {
   if (attempts >= policy.maxAttempts || !policy.on.includes(failure.cause)) return { retry: false };

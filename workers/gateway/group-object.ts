@@ -88,7 +88,8 @@ function answerBy<T>(until: number | undefined, call: () => Promise<T>): Promise
   const late = new Promise<never>((_, reject) => {
     timer = setTimeout(() => reject(new Error(`no answer within the read's ${FLEET_READ_MS / 1000} s`)), left);
   });
-  return Promise.race([call(), late]).finally(() => clearTimeout(timer));
+  // call() in a then: were it to throw at once, the race would still settle, and clear the timer.
+  return Promise.race([Promise.resolve().then(call), late]).finally(() => clearTimeout(timer));
 }
 
 /**
