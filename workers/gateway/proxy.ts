@@ -174,7 +174,7 @@ const LIMIT_WORDS: Record<LimitRefusal["limit"], string> = {
 };
 
 /** A 429 for a key over a limit: rate_limit_exceeded, or insufficient_quota for a spent budget, with when to try again. */
-export function limitError(d: LimitRefusal, caller: Caller): GatewayError {
+export function limitError(d: Pick<LimitRefusal, "limit" | "retryAfterMs">, caller: Caller): GatewayError {
   const prefix = caller.kind === "key" ? `API key ${caller.key.record.prefix}…` : "this key";
   const budget = d.limit === "budget";
   const when = d.retryAfterMs === null ? "; the budget does not renew" : "";

@@ -203,7 +203,7 @@ async function handshakeInTurn(p: RealtimeInput, s: Session, held: HeldFailure):
 function endIfSpent(lease: HeldLease, caller: Extract<Caller, { kind: "key" }>, relay: Relay): void {
   if (!lease.budgetSpent) return;
   const { budgetPeriod } = caller.key.record;
-  const refusal = limitError({ refused: "limited", limit: "budget", retryAfterMs: msToNextPeriod(budgetPeriod, Date.now()), rev: 0 }, caller);
+  const refusal = limitError({ limit: "budget", retryAfterMs: msToNextPeriod(budgetPeriod, Date.now()) }, caller);
   relay.end({ code: POLICY_VIOLATION, reason: refusal.message });
 }
 

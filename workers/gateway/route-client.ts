@@ -32,9 +32,9 @@ const shardChoice = new ShardChoice();
 /**
  * Sends what waits — finished leases and due renewals — when no route call is coming to carry it;
  * when it cannot, it tries again later. `failures`: the tries before this one that failed in a row.
- * The object's answers to the renewals, null when none came (the call failed, nothing was due, or
- * the object is of a release that gives none).
- * The held leases it found over their key's budget are marked.
+ * Resolves with the object's answers to the renewals (the held leases it found over their key's
+ * budget are marked), or null when none came: the call failed, nothing was due, or the object is
+ * of a release that gives none.
  */
 async function flush(object: string, env: Env, ctx: WaitUntil, failures = 0): Promise<RenewalAnswers | null> {
   const batch = book.takePending(object);
