@@ -108,9 +108,9 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
       const step = result.retryable ? nextStep(primary.failover, attempts, result.failure, deadline.msLeft()) : ({ retry: false } as const);
       if (!step.retry) return last;
       exclude.push(result.lease.backendId);
-      if (path.nothingLeft(exclude)) return last;
       failover.failedOn(group.name, result.lease.backendId, result.failure.cause);
-      if (step.waitMs > 0) await new Promise((r) => setTimeout(r, step.waitMs));
+      // Nothing left to wait for: the route call says so at once (and finds a change of the fleet since, if any).
+      if (step.waitMs > 0 && !path.nothingLeft(exclude)) await new Promise((r) => setTimeout(r, step.waitMs));
       if (p.req.signal.aborted) throw new GatewayError(499, "invalid_request_error", "client disconnected", "client_closed_request");
     }
   } finally {
@@ -213,8 +213,9 @@ export class GroupPath {
 
   /**
    * Every backend of the group that takes requests, as this isolate has it, was tried (`exclude`),
-   * and no fallback group is left: what a wait before the next attempt would lead to is a refusal,
-   * and the last answer. (A backend added since this isolate read the fleet waits for the next request.)
+   * and no fallback group is left: a wait before the next attempt would lead to a refusal, and the
+   * last answer. The next route call is made all the same, unwaited: a routing object that knows
+   * the group newer (a backend added, the model moved) has the request read the fleet and go on.
    */
   nothingLeft(exclude: readonly string[]): boolean {
     return this.fellBackTo >= this.primary.fallbacks.length && this.group.deployments.every((d) => d.state !== "active" || exclude.includes(d.id));

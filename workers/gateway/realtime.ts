@@ -186,9 +186,8 @@ async function handshakeInTurn(p: RealtimeInput, s: Session, held: HeldFailure):
       const step = nextStep(primary.failover, attempts, answer.failure, Infinity);
       if (!step.retry) return last;
       exclude.push(deployment.id);
-      if (path.nothingLeft(exclude)) return last;
       failover.failedOn(group.name, deployment.id, answer.failure.cause);
-      if (step.waitMs > 0) await new Promise((r) => setTimeout(r, step.waitMs));
+      if (step.waitMs > 0 && !path.nothingLeft(exclude)) await new Promise((r) => setTimeout(r, step.waitMs));
     }
   }
 }
