@@ -141,9 +141,14 @@ export async function startWorker(config: WorkerConfig): Promise<SimWorker> {
       ctx.cost.slowFactor = f.slowFactor;
       if (f.errorRate > 0 || f.stallRate > 0 || f.slowFactor !== 1 || f.flapCycles > 0) report("onset");
     };
-    if (t0 + f.onsetMs <= Date.now()) onset();
-    else at(f.onsetMs, onset);
-    flap(0);
+    // The first flap starts from the onset: two timers aimed at the same time could fire in either
+    // order (each's delay is taken a millisecond apart), and a down came before its onset.
+    const begin = (): void => {
+      onset();
+      flap(0);
+    };
+    if (t0 + f.onsetMs <= Date.now()) begin();
+    else at(f.onsetMs, begin);
     if (f.dieAtMs > 0) at(f.dieAtMs, () => ctx.die());
   };
 
