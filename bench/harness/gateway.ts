@@ -6,7 +6,8 @@
  * Durable Object bindings come from wrangler.toml.
  */
 import { execFile } from "node:child_process";
-import { mkdtemp } from "node:fs/promises";
+import { rmSync } from "node:fs";
+import { mkdtemp, rm } from "node:fs/promises";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
@@ -43,6 +44,12 @@ export interface ServedGateway extends ServedWorker {
 
 const bundles = new Map<string, Promise<string>>();
 
+/** Folders this process made for bundles: removed when it exits (only synchronous work runs then). */
+const bundleFolders: string[] = [];
+process.once("exit", () => {
+  for (const folder of bundleFolders) rmSync(folder, { recursive: true, force: true });
+});
+
 /**
  * Bundles workers/gateway of the checkout at `root` (this one by default) once per process, with
  * this checkout's wrangler; returns the script's path. Another root lets a benchmark compare two
@@ -53,6 +60,7 @@ export function buildGateway(root: string = ROOT): Promise<string> {
   if (!bundle) {
     bundle = (async () => {
       const outdir = await mkdtemp(join(tmpdir(), "kvgate-bundle-"));
+      bundleFolders.push(outdir);
       const wrangler = join(dirname(createRequire(import.meta.url).resolve("wrangler/package.json")), "bin", "wrangler.js");
       await run(process.execPath, [wrangler, "deploy", "--dry-run", "--outdir", outdir, "--config", join(root, "wrangler.toml")], {
         cwd: root,
@@ -103,6 +111,7 @@ async function serveApart(worker: Record<string, unknown>, objects: ObjectBindin
   const started: Miniflare[] = [];
   const dispose = async () => {
     for (const mf of started.reverse()) await mf.dispose();
+    await rm(registry, { recursive: true, force: true });
   };
   try {
     const start = async (options: Record<string, unknown>): Promise<{ mf: Miniflare; pid: number }> => {
