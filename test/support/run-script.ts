@@ -17,8 +17,13 @@ export interface ScriptRun {
  * folder stands in for it (a wrangler.toml of the test's own).
  */
 export function runScript(script: string, args: readonly string[], env: Record<string, string> = {}, cwd = ROOT): Promise<ScriptRun> {
+  return runNode([resolve(ROOT, script), ...args], env, cwd);
+}
+
+/** Node (the one running the tests) with `args`, in runScript's environment. */
+export function runNode(args: readonly string[], env: Record<string, string> = {}, cwd = ROOT): Promise<ScriptRun> {
   const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("KVGATE_")));
-  const child = spawn(process.execPath, [resolve(ROOT, script), ...args], {
+  const child = spawn(process.execPath, args, {
     cwd,
     env: { ...base, CLOUDFLARE_CF_FETCH_ENABLED: "false", WRANGLER_SEND_METRICS: "false", ...env },
     stdio: ["ignore", "pipe", "pipe"],
