@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import OpenAI from "openai";
 import { BODY_SHAPE } from "../../src/openai/body-shape.ts";
 import { startHostileUpstream, type HostileUpstream } from "../support/hostile-upstream.ts";
 import { startTestGateway, type TestGateway } from "./gateway.ts";
@@ -81,5 +82,44 @@ describe("work per request is bounded before it is done", () => {
     expect(body.length).toBeLessThanOrEqual(MAX_BODY);
     expect((await post(body)).status).toBe(200);
     expect(upstream.stats("ok").requests).toBe(1);
+  });
+});
+
+describe("a request refused before its body is read gets its answer, not a broken connection", () => {
+  // workerd closes a connection whose request body is left unread: a client still sending a
+  // body of a few MB (an SDK uploads all of it before reading) met EPIPE, "Connection error",
+  // and retried the same body twice more.
+  const sdk = (apiKey: string) => {
+    const sent = { count: 0 };
+    const client = new OpenAI({ baseURL: `${gw.url}/v1`, apiKey, maxRetries: 2, fetch: (url, init) => (sent.count++, fetch(url, init)) });
+    return { client, sent };
+  };
+  /** Three tries, as the failure was a race: the errors, and the HTTP requests the SDK sent for them. */
+  const askWith = async (apiKey: string, model: string, bytes: number) => {
+    const { client, sent } = sdk(apiKey);
+    const errors: unknown[] = [];
+    for (let i = 0; i < 3; i++) {
+      errors.push(await client.chat.completions.create({ model, messages: [{ role: "user", content: "x".repeat(bytes) }] }).then(() => null, (e: unknown) => e));
+    }
+    return { errors, sent: sent.count };
+  };
+
+  it.each([5, 16])("a %i MiB body over the limit is answered, each time at the first request, 413 body_too_large", async (mib) => {
+    const r = await askWith(gw.key, "limits", mib * 1024 * 1024);
+    for (const e of r.errors) expect(e).toMatchObject({ status: 413, code: "body_too_large" });
+    expect(r.sent).toBe(3);
+    expect(upstream.stats("ok").requests).toBe(0);
+  });
+
+  it.each([5, 16])("a %i MiB body with a wrong key is answered, each time at the first request, 401", async (mib) => {
+    const r = await askWith("sk-not-a-key", "limits", mib * 1024 * 1024);
+    for (const e of r.errors) expect(e).toMatchObject({ status: 401 });
+    expect(r.sent).toBe(3);
+  });
+
+  it("a body within the limit for a model that does not exist is answered, each time at the first request, 404", async () => {
+    const r = await askWith(gw.key, "no-such-model", 3 * 1024 * 1024);
+    for (const e of r.errors) expect(e).toMatchObject({ status: 404 });
+    expect(r.sent).toBe(3);
   });
 });

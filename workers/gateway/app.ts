@@ -9,6 +9,7 @@ import type { AppEnv } from "./app-env.ts";
 import { admitCaller, configCors, EXPOSED, keyCors, keyPreflight, refusal } from "./admit.ts";
 import { allowsModel } from "../../src/tenants/route-tenant.ts";
 import { mountEndpoints } from "./endpoints.ts";
+import { discardUnread } from "./body.ts";
 import { errorAnswer } from "./error-answer.ts";
 import { requestIdOf } from "./request-id.ts";
 import { requestLogger } from "./request-logger.ts";
@@ -31,6 +32,7 @@ export function buildApp(config: LoadedConfig): Hono<AppEnv> {
     c.set("startedAt", performance.now());
     c.set("requestId", requestIdOf(c.req.raw));
     await next();
+    if (c.req.raw.body !== null && !c.req.raw.bodyUsed) await discardUnread(c.req.raw);
   });
   // Only preflights pay for it: the router skips it for every other method.
   app.options("*", keyPreflight(origins));
