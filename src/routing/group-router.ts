@@ -211,10 +211,11 @@ export class GroupRouter {
    * `failover`: the attempt follows a failed one or serves a fallback group (counted as such).
    * `blocks`: the prompt's size in blocks when its chain was cut short of it (RouteCall.blocks).
    * `spill`: a shard's first call (RouteCall.spill); refused, nothing taken, when the pick would
-   * keep the prompt waiting longer. `passedOn`: RouteCall.passedOn.
+   * keep the prompt waiting longer. `passedOn`: RouteCall.passedOn. `othersLeft`: RouteCall.othersLeft;
+   * refused with `spill`, nothing taken, when every backend that could take the request rests after a 429.
    * Admit → signals → pick → commit (src/routing/policy.ts): only the pick is the strategy's.
    */
-  route(version: string, chain: ArrayLike<number>, exclude: readonly string[], now: number, tenant?: RouteTenant, failover = false, blocks?: number, spill?: SpillLimit, passedOn = false): RouteDecision | RouteRefusal | LimitRefusal | VersionRefusal {
+  route(version: string, chain: ArrayLike<number>, exclude: readonly string[], now: number, tenant?: RouteTenant, failover = false, blocks?: number, spill?: SpillLimit, passedOn = false, othersLeft = false): RouteDecision | RouteRefusal | LimitRefusal | VersionRefusal {
     const view = this.views.get(version);
     if (!view) return { refused: "unknown-version", rev: this.rev };
     // Before the key's limits: a lease past its TTL whose alarm is late holds none of its max_parallel.
@@ -229,6 +230,8 @@ export class GroupRouter {
     view.usedAt = now;
     if (this.views.size > 1) this.dropIdleViews(now);
     if (this.admit(view, exclude, now) === 0) return this.refuse("no-backend");
+    // Most route calls come with no backend resting: they pay one comparison.
+    if (this.restingUntil > now && this.spareResting(view.backends, now, othersLeft) === null) return { refused: "spill", rev: this.rev };
     const { policy, request } = view;
     for (const name of policy.reads) this.signals[name].produce(view.backends, chain, view.group, now);
     request.chain = chain;
@@ -275,17 +278,17 @@ export class GroupRouter {
       if (wasOpen && b.breaker.state !== "open") this.breakerChanged(b, now, "open");
       if (b.available) admissible++;
     }
-    // Most route calls come with no backend resting: they pay one comparison.
-    return this.restingUntil > now ? admissible - this.spareResting(view.backends, now) : admissible;
+    return admissible;
   }
 
   /**
    * Takes out of the pick the backends resting after a 429 (its Retry-After not over), while
    * another can take the request: else every request routed there meets the same 429, with room
-   * elsewhere. With none, they are asked all the same, and what they answer reaches the client.
-   * How many it took out.
+   * elsewhere. With none, they are asked all the same, and what they answer reaches the client —
+   * unless another shard of the group is left to ask (`othersLeft`): then null, the request is
+   * passed on, and this shard is asked again last, without it. Else how many it took out.
    */
-  private spareResting(backends: readonly Backend[], now: number): number {
+  private spareResting(backends: readonly Backend[], now: number, othersLeft: boolean): number | null {
     let resting = 0;
     let other = false;
     for (const b of backends) {
@@ -293,7 +296,8 @@ export class GroupRouter {
       if (b.restingUntil > now) resting++;
       else if (usable(b)) other = true;
     }
-    if (resting === 0 || !other) return 0;
+    if (resting === 0) return 0;
+    if (!other) return othersLeft ? null : 0;
     for (const b of backends) if (b.available && b.restingUntil > now) b.available = false;
     return resting;
   }

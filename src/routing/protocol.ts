@@ -164,6 +164,12 @@ export interface RouteCall {
    * is not the request's, whose own shard serves it then; a 429 of the key's is not counted here.
    */
   passedOn?: boolean;
+  /**
+   * A sharded group's call to a shard with another still to ask: a shard whose every backend that
+   * could take the request rests after a 429 passes it on (`spill`), nothing taken, rather than
+   * send it to meet the same 429 while another shard may have room; it is asked again last without.
+   */
+  othersLeft?: boolean;
 }
 
 /**
@@ -205,7 +211,8 @@ export interface RouteDecision {
 /**
  * Why a route call found no backend: all breaker-open or already tried, or all at their cap; or,
  * for a call that set `spill`, that the prompt would wait longer than that on the best of
- * them (nothing was taken: the Worker asks the next shard).
+ * them, or for one that set `othersLeft`, that every one that could take it rests after a 429
+ * (nothing was taken: the Worker asks the next shard).
  */
 export interface RouteRefusal {
   refused: "no-backend" | "at-capacity" | "spill";

@@ -95,8 +95,8 @@ export type Routed = RouteDecision & { object: string };
  * object checks before it takes a slot. `failover`: the attempt follows a failed one, or serves a
  * fallback group (the object counts it so). A sharded group's shards are asked in the order its
  * prompt keys them to (ShardChoice), the next when one has no backend to give, cannot be reached,
- * or passes the prompt on as the next would serve it sooner (asked again last, then without that
- * limit); routing is unavailable only when none could be.
+ * or passes the prompt on as the next would serve it sooner or its backends all rest after a 429
+ * (asked again last, then without those limits); routing is unavailable only when none could be.
  */
 export async function route(env: Env, ctx: WaitUntil, group: ResolvedGroup, prompt: Prompt, exclude: readonly string[], model: string, tenant?: RouteTenant, failover = false): Promise<Routed | RouteRefusal | LimitRefusal> {
   if (!(group.shards > 1)) return routeOn(env, ctx, group, group.name, group, prompt, exclude, model, tenant, failover);
@@ -106,13 +106,16 @@ export async function route(env: Env, ctx: WaitUntil, group: ResolvedGroup, prom
   let limited: LimitRefusal | undefined;
   let spilled = false;
   let failed: unknown = null;
+  // Shards asked again (pushed after a `spill`) are asked without the limits that let them pass a prompt on.
+  const firstAsks = order.length;
   for (let k = 0; k < order.length; k++) {
     const s = order[k] as number;
     const object = shards.objectNames[s] as string;
     shardChoice.sent(object);
     let answer: Routed | RouteRefusal | LimitRefusal;
     try {
-      answer = await routeOn(env, ctx, group, object, shards.views[s] as ResolvedGroup, prompt, exclude, model, tenant, failover, k === 0 ? plan.spill : undefined, spilled && s !== order[0]);
+      const othersLeft = k < firstAsks && k < order.length - 1;
+      answer = await routeOn(env, ctx, group, object, shards.views[s] as ResolvedGroup, prompt, exclude, model, tenant, failover, k === 0 ? plan.spill : undefined, spilled && s !== order[0], othersLeft);
     } catch (e) {
       // An object that cannot answer (overloaded, or being reset) is a shard with nothing to give: the next may.
       shardChoice.ended(object);
@@ -149,7 +152,7 @@ export async function route(env: Env, ctx: WaitUntil, group: ResolvedGroup, prom
 }
 
 /** One route call to one object of the group; `view`: the config it routes with, sent when it does not know the version. */
-async function routeOn(env: Env, ctx: WaitUntil, group: ResolvedGroup, object: string, view: ResolvedGroup, prompt: Prompt, exclude: readonly string[], model: string, tenant: RouteTenant | undefined, failover: boolean, spill?: SpillLimit, passedOn = false): Promise<Routed | RouteRefusal | LimitRefusal> {
+async function routeOn(env: Env, ctx: WaitUntil, group: ResolvedGroup, object: string, view: ResolvedGroup, prompt: Prompt, exclude: readonly string[], model: string, tenant: RouteTenant | undefined, failover: boolean, spill?: SpillLimit, passedOn = false, othersLeft = false): Promise<Routed | RouteRefusal | LimitRefusal> {
   const released = book.takePending(object);
   const renewing = book.takeRenewals(object, Date.now());
   const call: RouteCall = { version: group.version, chain: prompt.chain, released, renewed: renewing.map((h) => h.renewal), exclude: [...exclude] };
@@ -158,6 +161,7 @@ async function routeOn(env: Env, ctx: WaitUntil, group: ResolvedGroup, object: s
   if (failover) call.failover = true;
   if (spill) call.spill = spill;
   if (passedOn) call.passedOn = true;
+  if (othersLeft) call.othersLeft = true;
   // Once the object answered, it has processed the releases, whatever comes after.
   let delivered = false;
   try {
