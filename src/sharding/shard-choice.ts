@@ -86,6 +86,20 @@ export class ShardChoice {
     return plan;
   }
 
+  /**
+   * Moves the shard of object `object` to the end of `plan`'s order, and drops the spill limit
+   * (the first shard's, weighed against the one after it). A request that failed server-side on
+   * a shard's backend asks the others first: a shard's backends all get its key's prompts, so a
+   * second failure there is as likely a broken slice of the fleet as a request that breaks every
+   * server, and only another shard's answer tells them apart (workers/gateway/held-failure.ts).
+   */
+  askLast(plan: ShardPlan, object: string): void {
+    const k = plan.order.findIndex((s) => plan.shards.objectNames[s] === object);
+    if (k < 0 || k === plan.order.length - 1) return;
+    plan.order.push(...plan.order.splice(k, 1));
+    delete plan.spill;
+  }
+
   /** The request `plan` was made for took a lease on shard `shard`: where the next prompts that share it go first. */
   placed(group: ResolvedGroup, plan: ShardPlan, shard: number): void {
     if (plan.own < 0) return;

@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { startHostileUpstream, type HostileUpstream } from "../support/hostile-upstream.ts";
+import { closedPort } from "../support/closed-port.ts";
 import { partition } from "../../src/sharding/partition.ts";
 import { adminCall } from "./admin-gateway.ts";
 import { EVENTUALLY, startTestGateway, type TestGateway } from "./gateway.ts";
@@ -21,16 +22,24 @@ const hostile = (behaviour: string, id: string) => ({ id, baseUrl: `${upstream.u
 /** Two deployments over two shards: partition gives each shard one. */
 const pair = (name: string, failing: ReturnType<typeof hostile>) => ({ name, shards: 2, deployments: [failing, hostile("ok", "healthy")] });
 
-/** Six deployments over two shards: those of gpu-0's shard rate-limit, the others answer. */
+/** Six deployments over two shards: those of gpu-0's shard fail (rate-limit, or crash), the others answer. */
 const SIX = ["gpu-0", "gpu-1", "gpu-2", "gpu-3", "gpu-4", "gpu-5"];
 const SIX_SHARDS = partition(SIX, 2);
 
 beforeAll(async () => {
   upstream = await startHostileUpstream();
+  const dead = `http://127.0.0.1:${await closedPort()}`;
   gw = await startTestGateway(
     {
       modelGroups: [
         pair("shard-rests", hostile("rate-limited:30", "busy")),
+        pair("shard-fails", hostile("status:500", "failing")),
+        pair("shard-loads", hostile("loading", "loading")),
+        pair("shard-refuses", { id: "dead", baseUrl: dead, model: "hostile-7b" }),
+        pair("shard-drained", hostile("crash-on", "other")),
+        { name: "shard-streams", shards: 2, deployments: [hostile("status:500", "failing"), hostile("endless-stream", "streaming")] },
+        { name: "shard-all-crash", shards: 2, deployments: SIX.map((id, i) => (SIX_SHARDS[i] === SIX_SHARDS[0] ? hostile("crash-on:harbour", id) : hostile("ok", id))) },
+        { name: "shard-crash-on-body", shards: 2, deployments: [hostile("crash-on", "a"), hostile("crash-on", "b")] },
         { name: "shard-all-rest", shards: 2, deployments: SIX.map((id, i) => (SIX_SHARDS[i] === SIX_SHARDS[0] ? hostile("rate-limited:30", id) : hostile("ok", id))) },
       ],
     },
@@ -63,7 +72,9 @@ async function prompts(model: string, n: number, tag = model): Promise<[number, 
 
 describe("two deployments fall one to each shard", () => {
   it("as partition places them", () => {
-    expect(new Set(partition(["busy", "healthy"], 2)).size).toBe(2);
+    for (const other of ["busy", "failing", "loading", "dead", "other"]) expect(new Set(partition([other, "healthy"], 2)).size).toBe(2);
+    expect(new Set(partition(["failing", "streaming"], 2)).size).toBe(2);
+    expect(new Set(partition(["a", "b"], 2)).size).toBe(2);
   });
 });
 
@@ -95,5 +106,92 @@ describe("a shard of three servers all resting after their 429s", () => {
     expect(answers.filter(([s]) => s !== 200)).toEqual([]);
     expect(upstream.stats("rate-limited").requests).toBe(metBefore);
     await vi.waitFor(async () => expect(await gw.inFlight("shard-all-rest")).toBe(0), EVENTUALLY);
+  });
+});
+
+describe("a shard whose only server fails every request", () => {
+  for (const [group, failing, how] of [
+    ["shard-fails", "failing", "a 500"],
+    ["shard-loads", "loading", "a 503 unavailable_error (its model loading)"],
+    ["shard-refuses", "dead", "a refused connection"],
+  ] as const) {
+    it(`${how}: every prompt keyed to it is answered by the other shard's server, and nothing stays in flight`, async () => {
+      const answers = await prompts(group, 12);
+      expect(answers.filter(([s, b]) => s !== 200 || b !== "healthy")).toEqual([]);
+      // Keyed to the failing shard, a prompt was tried there first, until its breaker opened.
+      expect(answers.some(([, , a]) => a === "2")).toBe(true);
+      await vi.waitFor(async () => expect(await gw.inFlight(group)).toBe(0), EVENTUALLY);
+      const status = await gw.status(group);
+      expect(status.backends.map((b) => b.id).sort()).toEqual([failing, "healthy"].sort());
+      expect(status.backends.find((b) => b.id === failing)?.failed).toBeGreaterThan(0);
+      expect(status.backends.find((b) => b.id === "healthy")?.completed).toBe(12);
+    });
+  }
+});
+
+describe("a shard whose only server is drained, then disabled, then enabled", () => {
+  it("gets no prompt while it takes none, and its share again once enabled", async () => {
+    const completed = async () => Object.fromEntries((await gw.status("shard-drained")).backends.map((b) => [b.id, b.completed]));
+    const before = await prompts("shard-drained", 8, "before");
+    expect(new Set(before.map(([, b]) => b))).toEqual(new Set(["other", "healthy"]));
+    for (const action of ["drain", "disable"]) {
+      expect((await adminCall(gw.url, ADMIN_KEY, "POST", `/groups/shard-drained/deployments/other/${action}`)).status).toBe(200);
+      const was = await completed();
+      const answers = await prompts("shard-drained", 8, action);
+      expect(answers.filter(([s, b, a]) => s !== 200 || b !== "healthy" || a !== "1")).toEqual([]);
+      expect((await completed()).other).toBe(was.other);
+    }
+    expect((await adminCall(gw.url, ADMIN_KEY, "POST", "/groups/shard-drained/deployments/other/enable")).status).toBe(200);
+    await vi.waitFor(async () => expect(new Set((await prompts("shard-drained", 8, "enabled")).map(([, b]) => b))).toEqual(new Set(["other", "healthy"])), EVENTUALLY);
+    await vi.waitFor(async () => expect(await gw.inFlight("shard-drained")).toBe(0), EVENTUALLY);
+  });
+});
+
+describe("streams failed over from one shard to the other, then left by their clients", () => {
+  it("leave nothing in flight on either shard", async () => {
+    const streams: Response[] = [];
+    for (let i = 0; i < 8; i++) {
+      const res = await fetch(`${gw.url}/v1/chat/completions`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${gw.key}`, "content-type": "application/json" },
+        body: JSON.stringify({ model: "shard-streams", stream: true, messages: [{ role: "user", content: `stream ${i}: `.padEnd(400, "tide tables; ") }] }),
+      });
+      expect([res.status, res.headers.get("x-kvgate-backend")]).toEqual([200, "streaming"]);
+      streams.push(res);
+    }
+    // Each stream flows; then every client leaves.
+    for (const res of streams) {
+      const reader = res.body?.getReader();
+      expect((await reader?.read())?.done).toBe(false);
+      await reader?.cancel();
+    }
+    expect(streams.some((r) => r.headers.get("x-kvgate-attempts") === "2")).toBe(true);
+    await vi.waitFor(async () => expect(await gw.inFlight("shard-streams")).toBe(0), EVENTUALLY);
+    await vi.waitFor(async () => expect(upstream.stats("endless-stream").open).toBe(0), EVENTUALLY);
+  });
+});
+
+describe("a shard of three servers that all fail every request with a 500", () => {
+  it("does not take the second failure for the request's own: the other shard answers, and the failing servers' breakers open", async () => {
+    upstream.reset();
+    const answers = await prompts("shard-all-crash", 12);
+    // A prompt keyed to the crashing shard was tried on two of its servers, found failing on both as if it
+    // were a body every server crashes on, and neither was charged: 8 prompts of 12 had a 502, for good.
+    expect(answers.filter(([s]) => s !== 200)).toEqual([]);
+    const crashing = SIX.filter((_, i) => SIX_SHARDS[i] === SIX_SHARDS[0]);
+    await vi.waitFor(async () => expect(await gw.inFlight("shard-all-crash")).toBe(0), EVENTUALLY);
+    const failed = (await gw.status("shard-all-crash")).backends.filter((b) => crashing.includes(b.id)).reduce((n, b) => n + b.failed, 0);
+    expect(failed).toBe(upstream.stats("crash-on").requests);
+  });
+});
+
+describe("a body every server crashes on, in a sharded group", () => {
+  it("still follows the request: its second failure, on the other shard, ends it with x-should-retry false, and neither server is charged", async () => {
+    upstream.reset();
+    const res = await chat("shard-crash-on-body", "CRASH the harbour");
+    expect([res.status, res.headers.get("x-kvgate-attempts"), res.headers.get("x-should-retry")]).toEqual([502, "2", "false"]);
+    await res.text();
+    await vi.waitFor(async () => expect(await gw.inFlight("shard-crash-on-body")).toBe(0), EVENTUALLY);
+    expect((await gw.status("shard-crash-on-body")).backends.map((b) => [b.id, b.failed]).sort()).toEqual([["a", 0], ["b", 0]]);
   });
 });

@@ -13,6 +13,11 @@ import type { HeldLease } from "./route-client.ts";
 export class HeldFailure {
   private held: HeldLease | null = null;
 
+  /** The routing object whose backend's failure is held: the next attempt goes to another shard first (route-client.ts route). */
+  get heldOn(): string | undefined {
+    return this.held?.object;
+  }
+
   /**
    * A failed attempt's lease and what its failure says about the backend. True when the failure
    * follows the request: both leases are settled as the request's, and no other backend is tried.

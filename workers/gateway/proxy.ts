@@ -65,7 +65,7 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
   const failover = new FailoverEvent(p);
   try {
     for (;;) {
-      const decision = await route(env, p.ctx, group, prompt, exclude, body.model, tenant && { ...tenant, admitted: admittedBy === group.name }, isFailover(attempts + 1, group !== primary));
+      const decision = await route(env, p.ctx, group, prompt, exclude, body.model, tenant && { ...tenant, admitted: admittedBy === group.name }, isFailover(attempts + 1, group !== primary), held.heldOn);
       if ("refused" in decision && decision.refused === "limited") throw limitError(decision, p.caller);
       if ("refused" in decision) {
         const refusedBy = group;

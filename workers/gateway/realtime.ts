@@ -100,7 +100,7 @@ async function handshakeInTurn(p: RealtimeInput, s: Session, held: HeldFailure):
     // Each group's object keeps the key's limits for its own sessions: a fallback group checks them too.
     let admitted = false;
     for (;;) {
-      const decision = await route(p.env, p.ctx, group, NO_PROMPT, exclude, model, tenant && { ...tenant, admitted }, isFailover(attempts + 1, group !== primary));
+      const decision = await route(p.env, p.ctx, group, NO_PROMPT, exclude, model, tenant && { ...tenant, admitted }, isFailover(attempts + 1, group !== primary), held.heldOn);
       if ("refused" in decision && decision.refused === "limited") throw limitError(decision, p.caller);
       if ("refused" in decision) {
         const refusedBy = group;

@@ -97,10 +97,13 @@ export type Routed = RouteDecision & { object: string };
  * prompt keys them to (ShardChoice), the next when one has no backend to give, cannot be reached,
  * or passes the prompt on as the next would serve it sooner or its backends all rest after a 429
  * (asked again last, then without those limits); routing is unavailable only when none could be.
+ * `heldOn`: the object whose backend failed the request server-side, its verdict held (HeldFailure):
+ * asked last, so the attempt that tells whether the failure follows the request is another shard's.
  */
-export async function route(env: Env, ctx: WaitUntil, group: ResolvedGroup, prompt: Prompt, exclude: readonly string[], model: string, tenant?: RouteTenant, failover = false): Promise<Routed | RouteRefusal | LimitRefusal> {
+export async function route(env: Env, ctx: WaitUntil, group: ResolvedGroup, prompt: Prompt, exclude: readonly string[], model: string, tenant?: RouteTenant, failover = false, heldOn?: string): Promise<Routed | RouteRefusal | LimitRefusal> {
   if (!(group.shards > 1)) return routeOn(env, ctx, group, group.name, group, prompt, exclude, model, tenant, failover);
   const plan = shardChoice.order(group, prompt.chain, Date.now(), prompt.blocks);
+  if (heldOn !== undefined) shardChoice.askLast(plan, heldOn);
   const { shards, order } = plan;
   let refusal: RouteRefusal | undefined;
   let limited: LimitRefusal | undefined;
@@ -201,6 +204,8 @@ export type AttemptEnd = Pick<LeaseRelease, "ttftMs" | "durationMs" | "usage" | 
 /** A backend's slot, held by one upstream attempt until it settles. */
 export interface HeldLease {
   readonly backendId: string;
+  /** The routing object that gave it (a sharded group's shard). */
+  readonly object: string;
   /** How often the lease is renewed while held (leaseTtlMs / 3). */
   readonly renewEveryMs: number;
   /** Renews it now if no call to its object carried a renewal for half that interval: for a holder that times its own renewals. */
@@ -245,6 +250,7 @@ export function holdLease(decision: Routed, group: ResolvedGroup, env: Env, ctx:
   let charging = Promise.resolve();
   return {
     backendId: decision.backendId,
+    object,
     renewEveryMs: everyMs,
     renewIfDue,
     keepRenewed() {
