@@ -195,3 +195,45 @@ describe("a body every server crashes on, in a sharded group", () => {
     expect((await gw.status("shard-crash-on-body")).backends.map((b) => [b.id, b.failed]).sort()).toEqual([["a", 0], ["b", 0]]);
   });
 });
+
+describe("a sharded group whose fleet changes while requests flow", () => {
+  it("answers every request while deployments come and go and its shards go 2 → 3 → 1, and ends with nothing in flight", async () => {
+    const gpu = (i: number) => hostile(i % 2 === 0 ? "ok" : "crash-on", `live-${i}`);
+    expect((await adminCall(gw.url, ADMIN_KEY, "POST", "/groups", { name: "shard-live", shards: 2, deployments: [0, 1, 2, 3].map(gpu) })).status).toBe(201);
+    let flowing = true;
+    const statuses: number[] = [];
+    const client = async (c: number) => {
+      for (let i = 0; flowing; i++) {
+        const res = await chat("shard-live", `client ${c} question ${i} on the tides`);
+        statuses.push(res.status);
+        await res.text();
+      }
+    };
+    const clients = [0, 1, 2, 3].map(client);
+    const pause = () => new Promise((r) => setTimeout(r, 400));
+    const changes: [string, string, unknown?][] = [
+      ["POST", "/groups/shard-live/deployments", gpu(4)],
+      ["PATCH", "/groups/shard-live", { shards: 3 }],
+      ["DELETE", "/groups/shard-live/deployments/live-1"],
+      ["POST", "/groups/shard-live/deployments", gpu(5)],
+      ["PATCH", "/groups/shard-live", { shards: 1 }],
+      ["DELETE", "/groups/shard-live/deployments/live-0"],
+      ["PATCH", "/groups/shard-live", { shards: 2 }],
+    ];
+    for (const [method, path, body] of changes) {
+      await pause();
+      expect((await adminCall(gw.url, ADMIN_KEY, method, path, body)).status, `${method} ${path}`).toBeLessThan(300);
+    }
+    await pause();
+    flowing = false;
+    await Promise.all(clients);
+    expect(statuses.length).toBeGreaterThan(20);
+    expect(statuses.filter((s) => s !== 200)).toEqual([]);
+    await vi.waitFor(async () => expect(await gw.inFlight("shard-live")).toBe(0), EVENTUALLY);
+    // Every shard's servers in one list, as the group now has them.
+    await vi.waitFor(async () => expect((await gw.status("shard-live")).backends.map((b) => b.id).sort()).toEqual(["live-2", "live-3", "live-4", "live-5"]), EVENTUALLY);
+    const metrics = await (await fetch(`${gw.url}/metrics`, { headers: { authorization: `Bearer ${ADMIN_KEY}` } })).text();
+    for (const id of ["live-2", "live-3", "live-4", "live-5"]) expect(metrics).toContain(`backend="${id}"`);
+    expect(metrics).not.toContain("\u001f");
+  }, 60_000);
+});
