@@ -60,6 +60,8 @@ export class Backend implements Candidate {
   /** What its leases did: outcomes, reasons, latencies, tokens. */
   readonly counters = new BackendCounters();
   ttftEwmaMs: number | null = null;
+  /** When a lease's release last said it served (an answer, a streamed first token): epoch ms, −Infinity for never (src/routing/silence.ts). */
+  servedAt = -Infinity;
   /** Changed since last saved; `breakerFrom`: the state it left then. */
   breakerDirty = false;
   breakerFrom: BreakerState | null = null;

@@ -21,6 +21,7 @@ import type { BackendSnapshot, GroupIds, LeaseOutcome, LeaseRelease, LeaseRenewa
 import { createSignals, type Signals } from "./signals/index.ts";
 import { POLICIES } from "./strategies/index.ts";
 import { copyCost } from "./copy-cost.ts";
+import { silentWhileOthersServe } from "./silence.ts";
 
 /** Config versions an object routes for at once (a deploy in progress, a rollback); another is refused until its call brings its group. */
 const MAX_VIEWS = 4;
@@ -332,7 +333,7 @@ export class GroupRouter {
     const total = chain.length < g.maxPrefixBlocks ? chain.length : -1;
     const matched = evidence ? choice.matched : -1;
     const recency = view.learns && chain.length > 0 ? b.prefixes.matchRecency : NaN;
-    this.leases.add(lease, { backend: b, expiresAt: now + this.leaseTtlMs, blocks, queuedTo: b.queued, trialOf: b.breaker.sent() ? b.breaker.opened : -1, lesson, key: tenant?.id ?? null, decision, predictedCached, pending, matched, total, recency, ahead });
+    this.leases.add(lease, { backend: b, expiresAt: now + this.leaseTtlMs, routedAt: now, blocks, queuedTo: b.queued, trialOf: b.breaker.sent() ? b.breaker.opened : -1, lesson, key: tenant?.id ?? null, decision, predictedCached, pending, matched, total, recency, ahead });
     if (tenant) {
       this.ledger.took(tenant, now);
       if (!tenant.admitted) this.keyCounters.request(tenant.id);
@@ -369,21 +370,25 @@ export class GroupRouter {
     b.inFlight--;
     // The debt as of now first: what it is set against (the work queued since) is now's.
     b.drain(now);
-    settleDebt(b, lease, r.ttftMs !== undefined || r.outcome === "ok");
+    const served = r.ttftMs !== undefined || r.outcome === "ok";
+    settleDebt(b, lease, served);
+    if (served) b.servedAt = now;
+    // A non-streamed timeout is the gateway's own limit, unless the backend served nothing while others did: then it failed.
+    const outcome = r.timedOut === true && this.silentWhileOthersServe(b, lease) ? "upstream-error" : r.outcome;
     if (lease.pending >= 0) b.pending.done(lease.pending);
     // One reclaimed at its expiry and renewed late was counted `expired` then; its breaker and its key still learn how it ended.
-    if (!lease.reclaimed) b.counters.released(r.outcome, r.ttftMs, r.durationMs, r.usage, lease.predictedCached);
-    this.decisions.ended(lease.decision, r.outcome, r.ttftMs ?? null);
+    if (!lease.reclaimed) b.counters.released(outcome, r.ttftMs, r.durationMs, r.usage, lease.predictedCached);
+    this.decisions.ended(lease.decision, outcome, r.ttftMs ?? null);
     const before = b.breaker.state;
     const trial = isTrial(lease, b);
-    if (r.outcome === "ok" || r.outcome === "upstream-error") b.breaker.record(r.outcome === "ok", now, trial);
+    if (outcome === "ok" || outcome === "upstream-error") b.breaker.record(outcome === "ok", now, trial);
     else b.breaker.abandon(trial);
     if (b.breaker.state !== before) this.breakerChanged(b, now, before);
     if (r.outcome === "rate-limited" && typeof r.retryAfterMs === "number" && r.retryAfterMs > 0) {
       b.restingUntil = Math.max(b.restingUntil, now + Math.min(r.retryAfterMs, REST_MAX_MS));
       this.restingUntil = Math.max(this.restingUntil, b.restingUntil);
     }
-    if (lease.lesson && NOT_SERVED.has(r.outcome)) {
+    if (lease.lesson && NOT_SERVED.has(outcome)) {
       b.prefixes.unlearn(lease.lesson);
       b.affinityDirty = this.affinityPending = true;
     }
@@ -398,6 +403,12 @@ export class GroupRouter {
       this.ledger.finished(lease.key, usage, r.outcome === "ok" || lease.charged !== undefined, this.usedAt(b.id, usage), now);
     }
     this.letGoIfOrphan(b);
+  }
+
+  /** src/routing/silence.ts, with the newest version's timeout and backends. */
+  private silentWhileOthersServe(b: Backend, lease: Lease): boolean {
+    const view = this.newestView();
+    return view !== undefined && silentWhileOthersServe(b, lease.routedAt, view.group.nonStreamTimeoutMs, view.backends);
   }
 
   /** A release of a lease this object does not hold: its usage, when it names the key and backend it is for. */
@@ -473,7 +484,7 @@ export class GroupRouter {
     // One reclaimed here at its expiry and renewed late (its Worker's renewals were held up) was counted then.
     const late = this.leases.expiredRecently(r.lease);
     // What an object answered having charged (this one before it restarted or reclaimed the lease) was charged before.
-    const lease: Lease = { backend: b, expiresAt: now + this.leaseTtlMs, blocks: 0, queuedTo: 0, trialOf: -1, lesson: null, key, decision: -1, predictedCached: 0, pending: -1, matched: 0, total: -1, recency: NaN, ahead: 0, ...(late ? { reclaimed: true as const } : {}), ...(r.charged ? { charged: { ...r.charged } } : {}) };
+    const lease: Lease = { backend: b, expiresAt: now + this.leaseTtlMs, routedAt: NaN, blocks: 0, queuedTo: 0, trialOf: -1, lesson: null, key, decision: -1, predictedCached: 0, pending: -1, matched: 0, total: -1, recency: NaN, ahead: 0, ...(late ? { reclaimed: true as const } : {}), ...(r.charged ? { charged: { ...r.charged } } : {}) };
     this.leases.add(r.lease, lease);
     if (key !== null) this.ledger.took({ id: key, rpm: null, tpm: null, maxParallel: null, budget: null, admitted: true }, now);
     if (!late) this.adopted++;

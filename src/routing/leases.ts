@@ -7,6 +7,8 @@ import type { TokenUsage } from "./protocol.ts";
 export interface Lease {
   backend: Backend;
   expiresAt: number;
+  /** When it was routed (epoch ms); NaN for a lease taken back from a renewal, whose start is unknown. */
+  routedAt: number;
   /** Blocks it added to its backend's prefill debt. */
   blocks: number;
   /**

@@ -35,6 +35,11 @@ export interface LeaseRelease {
   usage?: TokenUsage;
   /** The answer was streamed: ttftMs is its first token's, a measure of its prefill (src/routing/learned/prefill-rate.ts). */
   streamed?: boolean;
+  /**
+   * A client-abort: the group's nonStreamTimeoutMs cut a non-streamed attempt before its backend
+   * served it. The routing object judges whether the silence was the backend's (src/routing/silence.ts).
+   */
+  timedOut?: true;
   /** A rate-limited attempt's wait, in ms, as its upstream's Retry-After said. */
   retryAfterMs?: number;
   /**

@@ -287,6 +287,12 @@ const BEHAVIOURS: Record<string, Answer> = {
     const timer = setTimeout(() => res.end(chunk(model, "o") + chunk(model, "k", "stop") + "data: [DONE]\n\n"), Number(arg));
     res.on("close", () => clearTimeout(timer));
   },
+  /**
+   * Wedged: the request is read and never answered — no status, no byte — while the connection
+   * stays open and the health endpoint still says ok, as a hung vLLM or llama.cpp engine behind
+   * a live HTTP server does.
+   */
+  wedged: () => {},
   /** Nothing at all for `arg` ms (default 20 s), then a normal answer. */
   "slow-headers": (req, res, body, arg) => {
     const timer = setTimeout(() => answerOk(req, res, body, undefined, emptyStats()), Number(arg ?? 20_000));

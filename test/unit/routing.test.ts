@@ -623,6 +623,56 @@ describe("GroupRouter", () => {
     expect(router.snapshot()[0]?.breaker.state).toBe("half-open");
   });
 
+  describe("a non-streamed answer cut by nonStreamTimeoutMs (src/routing/silence.ts)", () => {
+    const timedOut = (lease: string) => ({ lease, outcome: "client-abort" as const, timedOut: true as const });
+    const wedgeRouter = () => routerFor(group({ strategy: "round-robin", nonStreamTimeoutMs: 1000, breaker: { consecutiveFailures: 1, openMs: 60_000 } }, 2), rng(31));
+    /** One request to each backend, sent at `at`: [b0's lease, b1's lease]. */
+    const both = (router: ReturnType<typeof wedgeRouter>, at: number) => {
+      const leases = [pick(router.pick([], at)), pick(router.pick([], at))].map((d) => d as RouteDecision);
+      return leases.sort((x, y) => x.backendId.localeCompare(y.backendId)).map((d) => d.lease);
+    };
+    const state = (router: ReturnType<typeof wedgeRouter>) => router.snapshot().map((b) => b.breaker.state);
+
+    it("is its backend's failure when the backend served nothing since it was sent while another did", () => {
+      const router = wedgeRouter();
+      const [wedged, other] = both(router, 0);
+      router.release({ lease: other as string, outcome: "ok", ttftMs: 5 }, 10);
+      router.release(timedOut(wedged as string), 1000);
+      expect(state(router)).toEqual(["open", "closed"]);
+    });
+
+    it("is the request's own when its backend served another request meanwhile", () => {
+      const router = wedgeRouter();
+      const [long, other] = both(router, 0);
+      const [short, other2] = both(router, 100);
+      for (const l of [other, other2]) router.release({ lease: l as string, outcome: "ok" }, 110);
+      router.release({ lease: short as string, outcome: "ok" }, 120);
+      router.release(timedOut(long as string), 1000);
+      expect(state(router)).toEqual(["closed", "closed"]);
+    });
+
+    it("blames no one when no backend of the group served in that time (a workload longer than its timeout)", () => {
+      const router = wedgeRouter();
+      // b served once, longer ago than the timeout before the next two were sent.
+      const [, early] = both(router, 0);
+      router.release({ lease: early as string, outcome: "ok" }, 100);
+      const [a, b] = both(router, 2000);
+      router.release(timedOut(a as string), 3000);
+      router.release(timedOut(b as string), 3000);
+      expect(state(router)).toEqual(["closed", "closed"]);
+    });
+
+    it("a streamed first token counts as served, whatever became of its stream", () => {
+      const router = wedgeRouter();
+      const [long, other] = both(router, 0);
+      const [streamed] = both(router, 100);
+      router.release({ lease: other as string, outcome: "ok" }, 110);
+      router.release({ lease: streamed as string, outcome: "client-abort", ttftMs: 20, streamed: true }, 130);
+      router.release(timedOut(long as string), 1000);
+      expect(state(router)[0]).toBe("closed");
+    });
+  });
+
   it("with every backend at the valve, still places by cache and queue up to the hard cap, then refuses", () => {
     const router = routerFor(group({ saturation: 1, hotThreshold: 0 }, 2, { maxInFlight: 2 }), rng());
     const first = [chain(1, 5), chain(2, 5)].map((c) => pick(router.pick(c, 0))?.backendId);

@@ -5,7 +5,7 @@ import type { CompletionSummary, HookContext } from "../../src/hooks/types.ts";
 import { pipelineFor } from "../config.ts";
 import { badGateway, badRequest, GatewayError, gatewayTimeout, unavailable } from "../../src/openai/errors.ts";
 import type { LeaseOutcome, RouteDecision, TokenUsage, UsageEstimate } from "../../src/routing/protocol.ts";
-import type { Routed } from "./route-client.ts";
+import type { AttemptEnd, Routed } from "./route-client.ts";
 import { readFirstBytes, type FirstBytes } from "../../src/stream/first-bytes.ts";
 import { handOver, relay } from "../../src/stream/relay.ts";
 import { mayOutrunTap } from "../../src/stream/usage-tap.ts";
@@ -55,11 +55,12 @@ export interface AttemptInput {
  * How an attempt ended. `answered`: the client's answer (a relayed body, or the upstream's 4xx
  * passed on); its lease settles itself. `failed`: another backend might answer; `verdict` is what
  * this failure says about the backend, and the caller settles `lease` — a server-side failure's
- * verdict waits to see whether the next backend fails the same way (then it was the request's).
+ * verdict waits to see whether the next backend fails the same way (then it was the request's) —
+ * with `end`, when the attempt tells more of itself.
  */
 export type AttemptResult =
   | { kind: "answered"; response: Response; rejected: boolean }
-  | { kind: "failed"; response: Response; lease: HeldLease; verdict: LeaseOutcome; failure: Failure; retryable: boolean };
+  | { kind: "failed"; response: Response; lease: HeldLease; verdict: LeaseOutcome; failure: Failure; retryable: boolean; end?: AttemptEnd };
 
 export const clientGone = () => new GatewayError(499, "invalid_request_error", "client disconnected", "client_closed_request");
 
@@ -173,7 +174,7 @@ async function attemptHeld(a: AttemptInput, key: KeyRecord | null, lease: HeldLe
   const sentAt = performance.now();
   const routing = routingHeaders(decision, deployment, sentAt - p.startedAt, p.requestId, a.attempts, a.fellBack ? group.name : null);
   p.log?.routed(group.name, deployment.id, routing["x-kvgate-reason"] as string, decision.matched, decision.total, a.attempts);
-  const failed = (response: Response, verdict: LeaseOutcome, cause: FailoverCause, retryAfterMs: number | null, retryable = true, backendsOwn = false): AttemptResult => {
+  const failed = (response: Response, verdict: LeaseOutcome, cause: FailoverCause, retryAfterMs: number | null, retryable = true, backendsOwn = false): Extract<AttemptResult, { kind: "failed" }> => {
     detach();
     // Its caller settles it once the next attempt shows whose failure it was: held till then.
     lease.keepRenewed();
@@ -192,7 +193,12 @@ async function attemptHeld(a: AttemptInput, key: KeyRecord | null, lease: HeldLe
       throw clientGone();
     }
     if (deadline.expired) return failed(gatewayTimeout(`the request exceeded its total timeout of ${deadline.totalMs} ms`).toResponse(), "client-abort", "timeout", null, false);
-    if (timedOut === "generation") return failed(gatewayTimeout(`backend ${deployment.id} did not finish a non-streamed answer within ${group.nonStreamTimeoutMs} ms`).toResponse(), "client-abort", "timeout", null, false);
+    if (timedOut === "generation") {
+      // Not retried (it would redo a whole generation) and no verdict here: the routing object
+      // knows whether the backend served anything else meanwhile (src/routing/silence.ts).
+      const cut = failed(gatewayTimeout(`backend ${deployment.id} did not finish a non-streamed answer within ${group.nonStreamTimeoutMs} ms`).toResponse(), "client-abort", "timeout", null, false);
+      return { ...cut, end: { timedOut: true } };
+    }
     return null;
   };
 

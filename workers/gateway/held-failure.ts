@@ -1,6 +1,6 @@
 import type { LeaseOutcome } from "../../src/routing/protocol.ts";
 import { isServerSide, type Failure } from "../../src/upstream/retry.ts";
-import type { HeldLease } from "./route-client.ts";
+import type { AttemptEnd, HeldLease } from "./route-client.ts";
 
 /**
  * Whose a failed attempt's failure was, for a request (proxy.ts) and a realtime handshake
@@ -22,10 +22,10 @@ export class HeldFailure {
    * A failed attempt's lease and what its failure says about the backend. True when the failure
    * follows the request: both leases are settled as the request's, and no other backend is tried.
    */
-  failed(lease: HeldLease, verdict: LeaseOutcome, failure: Failure): boolean {
+  failed(lease: HeldLease, verdict: LeaseOutcome, failure: Failure, end?: AttemptEnd): boolean {
     if (verdict !== "upstream-error" || !isServerSide(failure)) {
       // A backend that asked for a wait is spared for it (src/routing/group-router.ts).
-      lease.settle(verdict, verdict === "rate-limited" && failure.retryAfterMs !== null ? { retryAfterMs: failure.retryAfterMs } : undefined);
+      lease.settle(verdict, verdict === "rate-limited" && failure.retryAfterMs !== null ? { retryAfterMs: failure.retryAfterMs } : end);
       return false;
     }
     if (this.held === null) {

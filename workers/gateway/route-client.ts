@@ -199,7 +199,7 @@ export function giveBack(decision: Routed, group: ResolvedGroup, env: Env, ctx: 
 }
 
 /** What an answered attempt tells of itself when its lease ends: its timings, and the upstream's usage when it was read. */
-export type AttemptEnd = Pick<LeaseRelease, "ttftMs" | "durationMs" | "usage" | "streamed" | "estimate" | "retryAfterMs">;
+export type AttemptEnd = Pick<LeaseRelease, "ttftMs" | "durationMs" | "usage" | "streamed" | "estimate" | "retryAfterMs" | "timedOut">;
 
 /** A backend's slot, held by one upstream attempt until it settles. */
 export interface HeldLease {
@@ -305,6 +305,7 @@ export function holdLease(decision: Routed, group: ResolvedGroup, env: Env, ctx:
       }
       if (end?.streamed) release.streamed = true;
       if (end?.retryAfterMs !== undefined) release.retryAfterMs = end.retryAfterMs;
+      if (end?.timedOut) release.timedOut = true;
       queueRelease(object, release, env, ctx, flushMs);
       done();
     },
