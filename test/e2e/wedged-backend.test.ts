@@ -40,6 +40,8 @@ beforeAll(async () => {
       group("wedged-whole", [wedged(), sim(0), sim(1)]),
       group("wedged-streamed", [wedged(), sim(0), sim(1)]),
       group("wedged-mixed", [wedged(), sim(0), sim(1)]),
+      // Usage read for every request: a whole answer is read in one go, under the timeout.
+      group("stalled-whole", [{ id: "stalled", baseUrl: `${upstream.url}/stalled-body`, model: "sim-7b" }, sim(0), sim(1)], { feedback: { sampleRate: 1 } }),
       group("long-answer", [sim(0), sim(1)], { breaker: { ...breaker, consecutiveFailures: 1 } }),
     ],
   });
@@ -112,6 +114,17 @@ describe("a wedged backend among answering ones", () => {
     for (const a of answers.filter((x) => x.backend !== "wedged")) expect(a.status).toBe(200);
     expect(upstream.stats("wedged").requests).toBeLessThanOrEqual(CONSECUTIVE + CLIENTS - 1);
     expect(await breakerOf("wedged-mixed", "wedged")).toBe("open");
+  });
+});
+
+describe("a backend that sends a non-streamed answer's headers and half its body, then stalls", () => {
+  it("where the gateway reads the answer whole: a 504 at the timeout, and the silence opens its breaker as a wedged one's does", async () => {
+    upstream.reset();
+    const answers = await traffic("stalled-whole", 15, () => false);
+    for (const a of answers.filter((x) => x.backend === "stalled")) expect([a.status, a.code]).toEqual([504, "upstream_timeout"]);
+    for (const a of answers.filter((x) => x.backend !== "stalled")) expect(a.status).toBe(200);
+    expect(upstream.stats("stalled-body").requests).toBeLessThanOrEqual(CONSECUTIVE + CLIENTS - 1);
+    expect(await breakerOf("stalled-whole", "stalled")).toBe("open");
   });
 });
 
