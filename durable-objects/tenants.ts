@@ -2,15 +2,16 @@ import { DurableObject } from "cloudflare:workers";
 import { keyHash, newKey, prefixOf } from "../src/tenants/key-format.ts";
 import { parseKeyInput } from "../src/tenants/key-input.ts";
 import { keyStatus, newKeyId, newRecord, patchedRecord } from "../src/tenants/key-record.ts";
-import { dayOf, periodOf, periodStartDay } from "../src/tenants/period.ts";
+import { dayOf, periodOf } from "../src/tenants/period.ts";
 import type { BatchId, IssuedKey, KeyListPage, KeyLookup, KeyPage, KeyRecord, Spent, TenantsAdminRpc, TenantsRefusal, TenantsResult, TenantsRpc, UsageFigures, UsageQuery, UsageReport, UsageRow } from "../src/tenants/protocol.ts";
+import { migrateTenants } from "./tenants-schema.ts";
 
 const DAY_MS = 86_400_000;
 /**
  * Usage rows are kept this many days, then pruned once a day by the alarm, so storage stays
  * bounded: keys × models × backends × 400 rows at most (the alarm is set by a batch of usage,
- * for the next midnight, so an idle gateway's object is not woken). A pruned row's tokens and cost are first
- * added to its key's carried totals, so a "total" budget still counts them.
+ * for the next midnight, so an idle gateway's object is not woken). A "total" budget still counts
+ * a pruned row: a key's spend is kept apart, as running totals.
  */
 export const USAGE_KEPT_DAYS = 400;
 /** The alarm prunes a few minutes after each UTC midnight. */
@@ -18,9 +19,12 @@ const PRUNE_AFTER_MIDNIGHT_MS = 5 * 60_000;
 
 interface KeyRow {
   record: string;
-  carried_tokens: number;
-  carried_cost_micros: number;
   [column: string]: SqlStorageValue;
+}
+
+interface Amount {
+  tokens: number;
+  costMicros: number;
 }
 
 interface UsageDbRow {
@@ -59,25 +63,11 @@ export class Tenants extends DurableObject<unknown> implements TenantsRpc, Tenan
   constructor(ctx: DurableObjectState, env: unknown) {
     super(ctx, env);
     this.sql = ctx.storage.sql;
-    // The carried totals: usage of rows pruned since the key was made (see USAGE_KEPT_DAYS).
-    this.sql.exec(`CREATE TABLE IF NOT EXISTS keys (
-      id TEXT PRIMARY KEY, hash TEXT NOT NULL UNIQUE, record TEXT NOT NULL, created_at INTEGER NOT NULL,
-      carried_tokens INTEGER NOT NULL DEFAULT 0, carried_cost_micros INTEGER NOT NULL DEFAULT 0)`);
-    // The list's order: a page is one range read from its cursor, not a sort of every key.
-    this.sql.exec("CREATE INDEX IF NOT EXISTS keys_by_age ON keys (created_at, id)");
-    // The primary key's order is the (key, day) index a budget period's sum reads a range of.
-    this.sql.exec(`CREATE TABLE IF NOT EXISTS usage (
-      key TEXT NOT NULL, day TEXT NOT NULL, model TEXT NOT NULL, backend TEXT NOT NULL,
-      prompt_tokens INTEGER NOT NULL, completion_tokens INTEGER NOT NULL, cached_tokens INTEGER NOT NULL,
-      requests INTEGER NOT NULL, cost_micros INTEGER NOT NULL,
-      PRIMARY KEY (key, day, model, backend)) WITHOUT ROWID`);
-    // Each routing object's last batch stored: it sends one batch at a time, again (under its id)
-    // until an answer comes, so one sent again after its answer was lost is not added twice.
-    this.sql.exec("CREATE TABLE IF NOT EXISTS senders (name TEXT PRIMARY KEY, last_batch TEXT NOT NULL, at INTEGER NOT NULL) WITHOUT ROWID");
+    migrateTenants(ctx.storage, Date.now());
   }
 
   lookup(hash: string): KeyLookup | null {
-    const row = this.sql.exec<KeyRow>("SELECT record, carried_tokens, carried_cost_micros FROM keys WHERE hash = ?", hash).toArray()[0];
+    const row = this.sql.exec<KeyRow>("SELECT record FROM keys WHERE hash = ?", hash).toArray()[0];
     return row ? this.withSpent(row, Date.now()) : null;
   }
 
@@ -90,7 +80,9 @@ export class Tenants extends DurableObject<unknown> implements TenantsRpc, Tenan
         if (last?.last_batch === batch.id) return;
         this.sql.exec("INSERT INTO senders (name, last_batch, at) VALUES (?, ?, ?) ON CONFLICT (name) DO UPDATE SET last_batch = excluded.last_batch, at = excluded.at", batch.from, batch.id, now);
       }
+      const spend = new Map<string, Amount>();
       for (const r of rows) {
+        addSpend(spend, r);
         this.sql.exec(
           `INSERT INTO usage (key, day, model, backend, prompt_tokens, completion_tokens, cached_tokens, requests, cost_micros)
            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
@@ -99,6 +91,14 @@ export class Tenants extends DurableObject<unknown> implements TenantsRpc, Tenan
              cached_tokens = cached_tokens + excluded.cached_tokens, requests = requests + excluded.requests,
              cost_micros = cost_micros + excluded.cost_micros`,
           r.key, r.day, r.model, r.backend, r.promptTokens, r.completionTokens, r.cachedTokens, r.requests, r.costMicros,
+        );
+      }
+      for (const [at, a] of spend) {
+        const [key, period] = at.split("\n") as [string, string];
+        this.sql.exec(
+          `INSERT INTO spend (key, period, tokens, cost_micros) VALUES (?, ?, ?, ?)
+           ON CONFLICT (key, period) DO UPDATE SET tokens = tokens + excluded.tokens, cost_micros = cost_micros + excluded.cost_micros`,
+          key, period, a.tokens, a.costMicros,
         );
       }
     });
@@ -141,7 +141,7 @@ export class Tenants extends DurableObject<unknown> implements TenantsRpc, Tenan
 
   list(page: KeyPage): TenantsResult<KeyListPage> {
     const now = Date.now();
-    const columns = "SELECT record, carried_tokens, carried_cost_micros FROM keys";
+    const columns = "SELECT record FROM keys";
     // One more than the page, to tell whether any follow.
     let rows: KeyRow[];
     if (page.after === null) rows = this.sql.exec<KeyRow>(`${columns} ORDER BY created_at, id LIMIT ?`, page.limit + 1).toArray();
@@ -224,19 +224,14 @@ export class Tenants extends DurableObject<unknown> implements TenantsRpc, Tenan
     return { ok: true, value: { key: query.key, since, until, model: query.model, totals: figures(sum), rows: out, hasMore: rows.length > query.limit } };
   }
 
-  /** Prunes usage rows past USAGE_KEPT_DAYS, carrying their totals into their keys first. */
+  /** Prunes usage rows past USAGE_KEPT_DAYS, and the spend of periods past (no budget asks for them again). */
   override alarm(): void {
     const now = Date.now();
-    const cutoff = dayOf(now - USAGE_KEPT_DAYS * DAY_MS);
+    const today = dayOf(now);
     this.ctx.storage.transactionSync(() => {
-      const old = "FROM usage WHERE usage.key = keys.id AND usage.day < ?";
-      this.sql.exec(
-        `UPDATE keys SET carried_tokens = carried_tokens + (SELECT COALESCE(SUM(prompt_tokens + completion_tokens), 0) ${old}),
-           carried_cost_micros = carried_cost_micros + (SELECT COALESCE(SUM(cost_micros), 0) ${old})
-         WHERE EXISTS (SELECT 1 ${old})`,
-        cutoff, cutoff, cutoff,
-      );
-      this.sql.exec("DELETE FROM usage WHERE day < ?", cutoff);
+      this.sql.exec("DELETE FROM usage WHERE day < ?", dayOf(now - USAGE_KEPT_DAYS * DAY_MS));
+      // A month (YYYY-MM) sorts before its days: this month's row and days are kept, and today's.
+      this.sql.exec("DELETE FROM spend WHERE period <> 'total' AND (period < ? OR (length(period) = 10 AND period < ?))", today.slice(0, 7), today);
       // A routing object silent for a day has no batch left to send again (it retries within seconds).
       this.sql.exec("DELETE FROM senders WHERE at < ?", now - DAY_MS);
     });
@@ -252,7 +247,7 @@ export class Tenants extends DurableObject<unknown> implements TenantsRpc, Tenan
   }
 
   private rowOf(id: string): KeyRow | undefined {
-    return this.sql.exec<KeyRow>("SELECT record, carried_tokens, carried_cost_micros FROM keys WHERE id = ?", id).toArray()[0];
+    return this.sql.exec<KeyRow>("SELECT record FROM keys WHERE id = ?", id).toArray()[0];
   }
 
   private lookupOf(id: string, now: number): KeyLookup {
@@ -264,15 +259,25 @@ export class Tenants extends DurableObject<unknown> implements TenantsRpc, Tenan
     this.liveOrigins = null;
   }
 
-  /** The key's spend in its current budget period: one range read of the (key, day) primary key. */
+  /** The key's spend in its current budget period: one row of its running totals, whatever its history. */
   private withSpent(row: KeyRow, now: number): KeyLookup {
     const record = parse(row);
     const period = periodOf(record.budgetPeriod, now);
-    const sum = this.sql
-      .exec<{ tokens: number; cost: number }>("SELECT COALESCE(SUM(prompt_tokens + completion_tokens), 0) AS tokens, COALESCE(SUM(cost_micros), 0) AS cost FROM usage WHERE key = ? AND day >= ?", record.id, periodStartDay(period))
-      .one();
-    const carried = period === "total" ? { tokens: row.carried_tokens, cost: row.carried_cost_micros } : { tokens: 0, cost: 0 };
-    return { record, spent: { period, tokens: sum.tokens + carried.tokens, costMicros: sum.cost + carried.cost } };
+    const [sum] = this.sql.exec<{ tokens: number; cost_micros: number }>("SELECT tokens, cost_micros FROM spend WHERE key = ? AND period = ?", record.id, period).toArray();
+    return { record, spent: { period, tokens: sum?.tokens ?? 0, costMicros: sum?.cost_micros ?? 0 } };
+  }
+}
+
+/** Adds a usage row to its key's running totals of every period it falls in: its day, its month, and all time. */
+function addSpend(spend: Map<string, Amount>, r: UsageRow): void {
+  for (const period of [r.day, r.day.slice(0, 7), "total"]) {
+    const at = `${r.key}\n${period}`;
+    const a = spend.get(at);
+    const tokens = r.promptTokens + r.completionTokens;
+    if (a) {
+      a.tokens += tokens;
+      a.costMicros += r.costMicros;
+    } else spend.set(at, { tokens, costMicros: r.costMicros });
   }
 }
 

@@ -163,6 +163,10 @@ describe("the daily prune", () => {
     const report = value(await tenants().usage({ key: id, since: "2000-01-01", until: null, model: null, limit: 1000, after: null }));
     expect(report.rows.map((r) => r.day)).toEqual([recent]);
     expect((await tenants().lookup(await keyHash(key)))?.spent).toEqual(before?.spent);
+    // The running totals of periods past are dropped too (the day 3 days ago's): all time, this month and today are what a budget asks for.
+    const today = dayOf(Date.now());
+    const periods = await runInDurableObject(tenants(), (_o, state) => state.storage.sql.exec<{ period: string }>("SELECT period FROM spend WHERE key = ? ORDER BY period", id).toArray().map((r) => r.period));
+    expect(periods).toEqual(recent.slice(0, 7) === today.slice(0, 7) ? [today.slice(0, 7), "total"] : ["total"]);
     expect(await tenants().usage({ key: "key_gone_too", since: "2000-01-01", until: null, model: null, limit: 1000, after: null })).toMatchObject({ ok: false, status: 404 });
     // Nothing more to prune until usage comes again.
     expect(await runDurableObjectAlarm(tenants())).toBe(false);

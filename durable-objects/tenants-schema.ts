@@ -1,0 +1,68 @@
+import { dayOf } from "../src/tenants/period.ts";
+
+/**
+ * The tenants object's tables, and the steps that bring an object made by an older kvgate to
+ * them. Every object, new or old, goes the same way: the first tables, then each step it has not
+ * run (the version it reached is stored), each in one transaction with its backfill, so an object
+ * stopped halfway starts the step again from where it was.
+ */
+
+const FIRST_TABLES = [
+  // carried_*: usage of rows pruned since the key was made (dropped at version 1, kept in `spend`).
+  `CREATE TABLE IF NOT EXISTS keys (
+    id TEXT PRIMARY KEY, hash TEXT NOT NULL UNIQUE, record TEXT NOT NULL, created_at INTEGER NOT NULL,
+    carried_tokens INTEGER NOT NULL DEFAULT 0, carried_cost_micros INTEGER NOT NULL DEFAULT 0)`,
+  // The list's order: a page is one range read from its cursor, not a sort of every key.
+  "CREATE INDEX IF NOT EXISTS keys_by_age ON keys (created_at, id)",
+  // The primary key's order is the (key, day) index a page of usage reads a range of.
+  `CREATE TABLE IF NOT EXISTS usage (
+    key TEXT NOT NULL, day TEXT NOT NULL, model TEXT NOT NULL, backend TEXT NOT NULL,
+    prompt_tokens INTEGER NOT NULL, completion_tokens INTEGER NOT NULL, cached_tokens INTEGER NOT NULL,
+    requests INTEGER NOT NULL, cost_micros INTEGER NOT NULL,
+    PRIMARY KEY (key, day, model, backend)) WITHOUT ROWID`,
+  // Each routing object's last batch stored: it sends one batch at a time, again (under its id)
+  // until an answer comes, so one sent again after its answer was lost is not added twice.
+  "CREATE TABLE IF NOT EXISTS senders (name TEXT PRIMARY KEY, last_batch TEXT NOT NULL, at INTEGER NOT NULL) WITHOUT ROWID",
+  "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)",
+];
+
+type Step = (sql: SqlStorage, now: number) => void;
+
+const STEPS: Step[] = [
+  // 1: each key's spend as running totals, per period (`total`, a month YYYY-MM, a day
+  // YYYY-MM-DD), added to in the transaction that stores the usage: a lookup reads one row where
+  // it summed the key's whole history (3,000 rows for a key 300 days old on 10 backends). The
+  // totals start from the usage kept and what was carried from pruned rows; only the current
+  // month's and day's rows matter (older periods are never asked for again).
+  (sql, now) => {
+    const today = dayOf(now);
+    sql.exec("CREATE TABLE spend (key TEXT NOT NULL, period TEXT NOT NULL, tokens INTEGER NOT NULL, cost_micros INTEGER NOT NULL, PRIMARY KEY (key, period)) WITHOUT ROWID");
+    const summed = "SUM(prompt_tokens + completion_tokens), SUM(cost_micros)";
+    sql.exec(
+      `INSERT INTO spend (key, period, tokens, cost_micros)
+       SELECT key, 'total', SUM(tokens), SUM(cost) FROM (
+         SELECT key, SUM(prompt_tokens + completion_tokens) AS tokens, SUM(cost_micros) AS cost FROM usage GROUP BY key
+         UNION ALL SELECT id, carried_tokens, carried_cost_micros FROM keys WHERE carried_tokens <> 0 OR carried_cost_micros <> 0)
+       GROUP BY key`,
+    );
+    sql.exec(`INSERT INTO spend (key, period, tokens, cost_micros) SELECT key, substr(day, 1, 7), ${summed} FROM usage WHERE day >= ? GROUP BY key, substr(day, 1, 7)`, `${today.slice(0, 7)}-01`);
+    sql.exec(`INSERT INTO spend (key, period, tokens, cost_micros) SELECT key, day, ${summed} FROM usage WHERE day >= ? GROUP BY key, day`, today);
+    sql.exec("ALTER TABLE keys DROP COLUMN carried_tokens");
+    sql.exec("ALTER TABLE keys DROP COLUMN carried_cost_micros");
+  },
+];
+
+/** Brings the object's tables to the latest version. */
+export function migrateTenants(storage: DurableObjectStorage, now: number): void {
+  const sql = storage.sql;
+  for (const statement of FIRST_TABLES) sql.exec(statement);
+  const [row] = sql.exec<{ version: number }>("SELECT version FROM schema_version").toArray();
+  for (let version = row?.version ?? 0; version < STEPS.length; version++) {
+    const step = STEPS[version] as Step;
+    storage.transactionSync(() => {
+      step(sql, now);
+      sql.exec("DELETE FROM schema_version");
+      sql.exec("INSERT INTO schema_version (version) VALUES (?)", version + 1);
+    });
+  }
+}

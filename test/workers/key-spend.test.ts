@@ -1,0 +1,148 @@
+import { evictDurableObject, runInDurableObject } from "cloudflare:test";
+import { env } from "cloudflare:workers";
+import { describe, expect, it } from "vitest";
+import type { Tenants } from "../../durable-objects/tenants.ts";
+import { keyHash } from "../../src/tenants/key-format.ts";
+import { dayOf, periodOf, periodStartDay } from "../../src/tenants/period.ts";
+import type { BudgetPeriod, IssuedKey, TenantsResult, UsageRow } from "../../src/tenants/protocol.ts";
+import { DAY_MS, tenants, usageRow as row } from "./tenants.ts";
+
+/**
+ * A key's spend in its budget period, as each lookup answers it: a running total kept beside the
+ * usage rows, so a key looked up on its 300th day of heavy traffic costs what it did on its first,
+ * exact across the object's restarts, and carried over from an object made before it was kept.
+ */
+
+function value<T>(r: TenantsResult<T>): T {
+  if (!r.ok) throw new Error(`refused: ${r.status} ${r.message}`);
+  return r.value;
+}
+
+type Stub = DurableObjectStub<Tenants>;
+
+async function created(stub: Stub, body: Record<string, unknown>): Promise<IssuedKey> {
+  return value(await stub.create(body));
+}
+
+/** Rows SQLite read while `f` ran in the object: every statement's cursor, counted once it is read. */
+function rowsReadBy(stub: Stub, f: (o: Tenants) => unknown): Promise<number> {
+  return runInDurableObject(stub, async (o: Tenants, state) => {
+    const sql = state.storage.sql;
+    const exec = sql.exec;
+    const cursors: SqlStorageCursor<Record<string, SqlStorageValue>>[] = [];
+    sql.exec = ((query: string, ...bindings: unknown[]) => {
+      const c = exec.call(sql, query, ...bindings);
+      cursors.push(c);
+      return c;
+    }) as typeof sql.exec;
+    try {
+      await f(o);
+    } finally {
+      sql.exec = exec;
+    }
+    return cursors.reduce((n, c) => n + c.rowsRead, 0);
+  });
+}
+
+/** Usage of the key over `days` days up to today, on `backends` backends: one row a day and backend. */
+function history(id: string, days: number, backends: number, now: number): UsageRow[] {
+  const rows: UsageRow[] = [];
+  for (let d = 0; d < days; d++) for (let b = 0; b < backends; b++) rows.push(row(id, dayOf(now - d * DAY_MS), "m", `gpu-${b}`, 10 + d, b, { costMicros: 7 }));
+  return rows;
+}
+
+function expectedSpent(rows: UsageRow[], period: BudgetPeriod, now: number, carried = { tokens: 0, costMicros: 0 }) {
+  const start = periodStartDay(periodOf(period, now));
+  const inPeriod = rows.filter((r) => r.day >= start);
+  return {
+    period: periodOf(period, now),
+    tokens: inPeriod.reduce((n, r) => n + r.promptTokens + r.completionTokens, 0) + carried.tokens,
+    costMicros: inPeriod.reduce((n, r) => n + r.costMicros, 0) + carried.costMicros,
+  };
+}
+
+describe("a key's spend", () => {
+  it("is read without reading the key's usage history: a lookup reads as many rows on day 300 as on day 1", async () => {
+    const stub = tenants();
+    const now = Date.now();
+    const reads: Record<string, number> = {};
+    for (const [name, days] of [["new", 1], ["old", 300]] as const) {
+      const { key, lookup } = await created(stub, { budget_period: "total", budget_usd: 100 });
+      const rows = history(lookup.record.id, days, 10, now);
+      for (let i = 0; i < rows.length; i += 1000) await stub.record(rows.slice(i, i + 1000), []);
+      const hash = await keyHash(key);
+      reads[name] = await rowsReadBy(stub, (o) => expect(o.lookup(hash)?.spent).toEqual(expectedSpent(rows, "total", now)));
+      reads[`${name} get`] = await rowsReadBy(stub, (o) => value(o.get(lookup.record.id)));
+    }
+    // The key's row and its spend's: 3,000 usage rows were summed at each lookup of the old key.
+    expect(reads).toEqual({ new: reads.new, old: reads.new, "new get": reads["new get"], "old get": reads["new get"] });
+    expect(reads.new).toBeLessThanOrEqual(2);
+  });
+
+  it("is exact for each budget period after the object restarts, and goes on from there", async () => {
+    const stub = tenants();
+    const now = Date.now();
+    for (const period of ["day", "month", "total"] as BudgetPeriod[]) {
+      const { key, lookup } = await created(stub, { budget_period: period });
+      const rows = history(lookup.record.id, 45, 3, now);
+      await stub.record(rows, []);
+      await evictDurableObject(stub);
+      const hash = await keyHash(key);
+      expect((await stub.lookup(hash))?.spent, period).toEqual(expectedSpent(rows, period, now));
+      const more = [row(lookup.record.id, dayOf(now), "m", "gpu-0", 5, 5, { costMicros: 11 })];
+      const answered = await stub.record(more, [], { from: "group-a", id: `after-restart-${period}` });
+      expect(answered[lookup.record.id], period).toEqual(expectedSpent([...rows, ...more], period, now));
+      // A batch sent again is counted once in the spend too.
+      await stub.record(more, [], { from: "group-a", id: `after-restart-${period}` });
+      expect((await stub.lookup(hash))?.spent, period).toEqual(expectedSpent([...rows, ...more], period, now));
+    }
+  });
+});
+
+/** The tables as an object made before running totals were kept had them. */
+const LEGACY_SCHEMA = [
+  `CREATE TABLE keys (id TEXT PRIMARY KEY, hash TEXT NOT NULL UNIQUE, record TEXT NOT NULL, created_at INTEGER NOT NULL,
+    carried_tokens INTEGER NOT NULL DEFAULT 0, carried_cost_micros INTEGER NOT NULL DEFAULT 0)`,
+  "CREATE INDEX keys_by_age ON keys (created_at, id)",
+  `CREATE TABLE usage (key TEXT NOT NULL, day TEXT NOT NULL, model TEXT NOT NULL, backend TEXT NOT NULL,
+    prompt_tokens INTEGER NOT NULL, completion_tokens INTEGER NOT NULL, cached_tokens INTEGER NOT NULL,
+    requests INTEGER NOT NULL, cost_micros INTEGER NOT NULL, PRIMARY KEY (key, day, model, backend)) WITHOUT ROWID`,
+  "CREATE TABLE senders (name TEXT PRIMARY KEY, last_batch TEXT NOT NULL, at INTEGER NOT NULL) WITHOUT ROWID",
+];
+
+describe("an object made before running totals were kept", () => {
+  it("keeps each key's spend, pruned usage included, when it is next started", async () => {
+    // Its own object: its tables are rewritten as they were.
+    const stub = env.TENANTS.getByName(`legacy-${crypto.randomUUID()}`);
+    const now = Date.now();
+    const keys: { key: string; period: BudgetPeriod; rows: UsageRow[] }[] = [];
+    for (const period of ["day", "month", "total"] as BudgetPeriod[]) {
+      const { key, lookup } = await created(stub, { budget_period: period });
+      keys.push({ key, period, rows: history(lookup.record.id, 40, 2, now) });
+    }
+    const carried = { tokens: 1_000_000, costMicros: 123_456 };
+    await runInDurableObject(stub, (_o, state) => {
+      const sql = state.storage.sql;
+      const records = sql.exec<{ id: string; hash: string; record: string; created_at: number }>("SELECT id, hash, record, created_at FROM keys").toArray();
+      for (const { name } of sql.exec<{ name: string }>("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE '\\_%' ESCAPE '\\' AND name NOT LIKE 'sqlite%'").toArray()) sql.exec(`DROP TABLE ${name}`);
+      for (const statement of LEGACY_SCHEMA) sql.exec(statement);
+      for (const r of records) sql.exec("INSERT INTO keys (id, hash, record, created_at, carried_tokens, carried_cost_micros) VALUES (?, ?, ?, ?, ?, ?)", r.id, r.hash, r.record, r.created_at, carried.tokens, carried.costMicros);
+      for (const { rows } of keys) {
+        for (const r of rows) {
+          sql.exec(
+            "INSERT INTO usage (key, day, model, backend, prompt_tokens, completion_tokens, cached_tokens, requests, cost_micros) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            r.key, r.day, r.model, r.backend, r.promptTokens, r.completionTokens, r.cachedTokens, r.requests, r.costMicros,
+          );
+        }
+      }
+    });
+    await evictDurableObject(stub);
+    for (const { key, period, rows } of keys) {
+      const hash = await keyHash(key);
+      expect((await stub.lookup(hash))?.spent, period).toEqual(expectedSpent(rows, period, now, period === "total" ? carried : undefined));
+      const more = [row(rows[0]?.key as string, dayOf(now), "m", "gpu-0", 1, 2, { costMicros: 3 })];
+      await stub.record(more, []);
+      expect((await stub.lookup(hash))?.spent, period).toEqual(expectedSpent([...rows, ...more], period, now, period === "total" ? carried : undefined));
+    }
+  });
+});
