@@ -30,6 +30,7 @@ export interface Flags {
   key?: string;
   since?: string;
   until?: string;
+  status?: string;
 }
 
 export interface Io {

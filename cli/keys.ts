@@ -1,7 +1,7 @@
 import { printable } from "../src/control-characters.ts";
 import { keyList, type IssuedKeyView, type KeyList, type KeyView, type UsageFiguresView, type UsageView } from "../src/tenants/admin-api.ts";
 import { instantOf } from "../src/tenants/instant.ts";
-import { KEY_RECORD_MAX_AGE_MS } from "../src/tenants/key-record.ts";
+import { KEY_RECORD_MAX_AGE_MS, KEY_STATUSES } from "../src/tenants/key-record.ts";
 import type { AdminClient } from "./admin-client.ts";
 import { CliError } from "./cli-error.ts";
 import { show, type Command, type Flags, type Io } from "./command-io.ts";
@@ -169,11 +169,14 @@ function usageText(u: UsageView): string {
   return [head, table(["DAY", "MODEL", "BACKEND", "PROMPT", "CACHED", "COMPLETION", "REQUESTS", "COST"], u.by.map((r) => [r.day, r.model, r.backend, ...usageLine(r)]))].join("\n");
 }
 
-/** Every key, oldest first, read a page at a time (the API answers at most its largest page, and that unless told fewer). */
-async function everyKey(api: AdminClient): Promise<KeyList> {
+/** Every key (of the status, when one is given), oldest first, read a page at a time (the API answers at most its largest page, and that unless told fewer). */
+async function everyKey(api: AdminClient, status: string | undefined): Promise<KeyList> {
   const keys: KeyView[] = [];
   for (let after = ""; ; ) {
-    const page = await api.call<KeyList>("GET", `/admin/v1/keys${after ? `?after=${enc(after)}` : ""}`);
+    const q = new URLSearchParams();
+    if (status !== undefined) q.set("status", status);
+    if (after) q.set("after", after);
+    const page = await api.call<KeyList>("GET", `/admin/v1/keys${q.size > 0 ? `?${q}` : ""}`);
     keys.push(...page.data);
     if (!page.has_more || page.last_id === null) return keyList(keys, false);
     after = page.last_id;
@@ -211,10 +214,11 @@ export const KEY_COMMANDS: Record<string, Command> = {
     show(io, flags, k, () => issuedBlock("created key", k));
   },
   "keys list": async (api, flags, io) => {
-    const l = await everyKey(api);
+    if (flags.status !== undefined && !(KEY_STATUSES as readonly string[]).includes(flags.status)) throw new CliError(`--status must be one of ${KEY_STATUSES.join(", ")}, not "${flags.status}"`, 2);
+    const l = await everyKey(api, flags.status);
     show(io, flags, l, () =>
       l.data.length === 0
-        ? "no keys"
+        ? `no ${flags.status === undefined ? "" : `${flags.status} `}keys`
         : table(["ID", "PREFIX", "NAME", "STATUS", "MODELS", "LIMITS", "SPENT"], l.data.map((k) => [k.id, k.prefix, k.name ?? "-", k.status, k.models.length === 0 ? "all" : k.models.join(","), limitsLine(k), spentLine(k)])),
     );
   },
@@ -244,7 +248,7 @@ export const KEY_COMMANDS: Record<string, Command> = {
 export const KEY_USAGE = `  keys create [--models M1,M2] [--rpm N] [--tpm N] [--max-parallel N] [--budget-tokens N] [--budget-usd N]
               [--period day|month|total] [--origins O1,O2] [--expires T] [--name NAME] [--team T] [--user U] [--no-usage]
                                     a new virtual key, shown once (T: an ISO timestamp, a day, or a duration: 30d, 12h)
-  keys list
+  keys list [--status active|revoked|expired]
   keys show ID
   keys update ID [the create flags]  changes what the flags name; "none" clears a limit, --expires never clears the expiry,
                                     --models all and --origins any lift those restrictions

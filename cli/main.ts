@@ -34,6 +34,7 @@ const OPTIONS = {
   key: { type: "string" },
   since: { type: "string" },
   until: { type: "string" },
+  status: { type: "string" },
   help: { type: "boolean", short: "h" },
 } as const;
 

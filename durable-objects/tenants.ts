@@ -1,7 +1,7 @@
 import { DurableObject } from "cloudflare:workers";
 import { keyHash, newKey, prefixOf } from "../src/tenants/key-format.ts";
 import { parseKeyInput } from "../src/tenants/key-input.ts";
-import { keyStatus, newKeyId, newRecord, patchedRecord } from "../src/tenants/key-record.ts";
+import { keyStatus, newKeyId, newRecord, patchedRecord, type KeyStatus } from "../src/tenants/key-record.ts";
 import { dayOf, periodOf } from "../src/tenants/period.ts";
 import type { BatchId, IssuedKey, KeyListPage, KeyLookup, KeyPage, KeyRecord, Spent, TenantsAdminRpc, TenantsRefusal, TenantsResult, TenantsRpc, UsageFigures, UsageQuery, UsageReport, UsageRow } from "../src/tenants/protocol.ts";
 import { migrateTenants } from "./tenants-schema.ts";
@@ -42,6 +42,12 @@ interface UsageDbRow {
 const notFound = (id: string): TenantsRefusal => ({ ok: false, status: 404, code: "key_not_found", message: `no key "${id}"`, param: "id" });
 const badDay = (param: "since" | "until"): TenantsRefusal => ({ ok: false, status: 400, code: "invalid_value", message: `${param} must be a day, YYYY-MM-DD`, param });
 const DAY = /^\d{4}-\d{2}-\d{2}$/;
+/** The keys of a status at `now`, as keyStatus tells it (a revocation outranks an expiry): a condition and its bindings. */
+const STATUS_WHERE: Record<KeyStatus, (now: number) => [string, ...number[]]> = {
+  active: (now) => ["revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?)", now],
+  revoked: () => ["revoked_at IS NOT NULL"],
+  expired: (now) => ["revoked_at IS NULL AND expires_at <= ?", now],
+};
 
 /**
  * The tenants: one object for the gateway (src/tenants/tenants-name.ts), holding the virtual keys
@@ -134,21 +140,23 @@ export class Tenants extends DurableObject<unknown> implements TenantsRpc, Tenan
     const key = newKey();
     const hash = await keyHash(key);
     const record = newRecord(parsed.fields, newKeyId(), prefixOf(key), now);
-    this.sql.exec("INSERT INTO keys (id, hash, record, created_at) VALUES (?, ?, ?, ?)", record.id, hash, JSON.stringify(record), now);
+    this.sql.exec("INSERT INTO keys (id, hash, record, created_at, revoked_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)", record.id, hash, JSON.stringify(record), now, record.revokedAt, record.expiresAt);
     this.liveOrigins = null;
     return { ok: true, value: { key, lookup: this.lookupOf(record.id, now) } };
   }
 
   list(page: KeyPage): TenantsResult<KeyListPage> {
     const now = Date.now();
-    const columns = "SELECT record FROM keys";
+    // Each status reads one of the list's indexes (tenants-schema.ts); an expiry is checked as keyStatus does.
+    const [status, ...bound] = page.status === null ? ["1"] : STATUS_WHERE[page.status](now);
+    const columns = `SELECT record FROM keys WHERE ${status}`;
     // One more than the page, to tell whether any follow.
     let rows: KeyRow[];
-    if (page.after === null) rows = this.sql.exec<KeyRow>(`${columns} ORDER BY created_at, id LIMIT ?`, page.limit + 1).toArray();
+    if (page.after === null) rows = this.sql.exec<KeyRow>(`${columns} ORDER BY created_at, id LIMIT ?`, ...bound, page.limit + 1).toArray();
     else {
       const [from] = this.sql.exec<{ created_at: number }>("SELECT created_at FROM keys WHERE id = ?", page.after).toArray();
       if (!from) return { ok: false, status: 400, code: "invalid_value", message: `after names no key ("${page.after}"): pass the last id of the page before`, param: "after" };
-      rows = this.sql.exec<KeyRow>(`${columns} WHERE (created_at, id) > (?, ?) ORDER BY created_at, id LIMIT ?`, from.created_at, page.after, page.limit + 1).toArray();
+      rows = this.sql.exec<KeyRow>(`${columns} AND (created_at, id) > (?, ?) ORDER BY created_at, id LIMIT ?`, ...bound, from.created_at, page.after, page.limit + 1).toArray();
     }
     return { ok: true, value: { keys: rows.slice(0, page.limit).map((row) => this.withSpent(row, now)), hasMore: rows.length > page.limit } };
   }
@@ -186,7 +194,8 @@ export class Tenants extends DurableObject<unknown> implements TenantsRpc, Tenan
     if (!row) return notFound(id);
     const record = parse(row);
     if (record.revokedAt !== null) return { ok: false, status: 409, code: "key_revoked", message: `key "${id}" is revoked; create a new key instead`, param: "id" };
-    this.sql.exec("UPDATE keys SET hash = ?, record = ? WHERE id = ?", hash, JSON.stringify({ ...record, prefix: prefixOf(key) }), id);
+    this.sql.exec("UPDATE keys SET hash = ? WHERE id = ?", hash, id);
+    this.write({ ...record, prefix: prefixOf(key) });
     return { ok: true, value: { key, lookup: this.lookupOf(id, now) } };
   }
 
@@ -254,8 +263,9 @@ export class Tenants extends DurableObject<unknown> implements TenantsRpc, Tenan
     return this.withSpent(this.rowOf(id) as KeyRow, now);
   }
 
+  /** Stores the key's record, and the columns the list finds a status by. */
   private write(record: KeyRecord): void {
-    this.sql.exec("UPDATE keys SET record = ? WHERE id = ?", JSON.stringify(record), record.id);
+    this.sql.exec("UPDATE keys SET record = ?, revoked_at = ?, expires_at = ? WHERE id = ?", JSON.stringify(record), record.revokedAt, record.expiresAt, record.id);
     this.liveOrigins = null;
   }
 

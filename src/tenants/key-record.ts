@@ -1,7 +1,8 @@
 import { KEY_DEFAULTS, type KeyFields } from "./key-input.ts";
 import type { KeyRecord } from "./protocol.ts";
 
-export type KeyStatus = "active" | "revoked" | "expired";
+export const KEY_STATUSES = ["active", "revoked", "expired"] as const;
+export type KeyStatus = (typeof KEY_STATUSES)[number];
 
 /**
  * How long an isolate acts on a key as it last read it from the tenants object: a revocation, a

@@ -1,4 +1,5 @@
 import type { AdminResult } from "../fleet/protocol.ts";
+import type { KeyStatus } from "./key-record.ts";
 
 /**
  * What the gateway and the tenants' Durable Object (durable-objects/tenants.ts, one object named
@@ -146,10 +147,11 @@ export interface UsageReport {
   hasMore: boolean;
 }
 
-/** A page of the key list: at most `limit` keys, oldest first, after the key `after` (an id) or from the first. */
+/** A page of the key list: at most `limit` keys, oldest first, after the key `after` (an id) or from the first; of one status, or any. */
 export interface KeyPage {
   limit: number;
   after: string | null;
+  status: KeyStatus | null;
 }
 
 export interface KeyListPage {

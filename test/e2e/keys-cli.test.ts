@@ -161,6 +161,57 @@ describe("what npx kvgate keys prints of a key", () => {
   }, 60_000);
 });
 
+describe("the key list by status", () => {
+  it("GET /admin/v1/keys?status= and keys list --status show only keys of that status, page after page, where most keys are revoked", async () => {
+    const adminCall = (method: string, path: string, body?: unknown) =>
+      fetch(`${gateway.url}${path}`, { method, headers: { authorization: `Bearer ${gateway.keys.admin}`, "content-type": "application/json" }, body: body === undefined ? undefined : JSON.stringify(body) });
+    // 5 live keys among 240 revoked (more than two pages of 100), and one expired.
+    const active: string[] = [];
+    for (let i = 0; i < 245; i++) {
+      const res = await adminCall("POST", "/admin/v1/keys", { name: `status-${i}` });
+      expect(res.status).toBe(201);
+      const id = ((await res.json()) as KeyView).id;
+      if (i % 49 === 0) active.push(id);
+      else expect((await adminCall("POST", `/admin/v1/keys/${id}/revoke`)).status).toBe(200);
+    }
+    const expiring = ((await (await adminCall("POST", "/admin/v1/keys", { name: "status-expired", expires_at: new Date(Date.now() + 500).toISOString() })).json()) as KeyView).id;
+    await new Promise((r) => setTimeout(r, 600));
+
+    // Through the API: a page of active keys holds active keys only, up to its limit, and goes on from its last.
+    const seen: string[] = [];
+    for (let after = ""; ; ) {
+      const res = await adminCall("GET", `/admin/v1/keys?status=active&limit=2${after ? `&after=${after}` : ""}`);
+      expect(res.status).toBe(200);
+      const page = (await res.json()) as KeyList;
+      expect(page.data.length).toBeLessThanOrEqual(2);
+      expect(page.data.every((k) => k.status === "active")).toBe(true);
+      seen.push(...page.data.map((k) => k.id));
+      if (!page.has_more) break;
+      after = page.last_id as string;
+    }
+    expect(seen.filter((id) => active.includes(id))).toEqual(active);
+    const expired = (await (await adminCall("GET", "/admin/v1/keys?status=expired")).json()) as KeyList;
+    expect(expired.data.map((k) => k.id)).toContain(expiring);
+    expect(expired.data.every((k) => k.status === "expired")).toBe(true);
+    const revoked = (await (await adminCall("GET", "/admin/v1/keys?status=revoked&limit=100")).json()) as KeyList;
+    expect(revoked).toMatchObject({ has_more: true });
+    expect(revoked.data.length).toBe(100);
+    expect(revoked.data.every((k) => k.status === "revoked")).toBe(true);
+
+    const bad = await adminCall("GET", "/admin/v1/keys?status=live");
+    expect(bad.status).toBe(400);
+    expect(await bad.json()).toEqual({ error: { message: 'status must be one of active, revoked, expired, not "live"', type: "invalid_request_error", param: "status", code: "invalid_value" } });
+
+    // Through the CLI: every page, the active keys only.
+    const listed = await json<KeyList>(["keys", "list", "--status", "active"]);
+    expect(listed.data.every((k) => k.status === "active")).toBe(true);
+    expect(listed.data.filter((k) => active.includes(k.id)).map((k) => k.id)).toEqual(active);
+    const table = (await done(["keys", "list", "--status", "revoked"])).split("\n").filter((line) => line.startsWith("key_"));
+    expect(table.length).toBeGreaterThanOrEqual(240);
+    expect(table.every((line) => /\srevoked\s/.test(line))).toBe(true);
+  }, 90_000);
+});
+
 describe("npx kvgate usage", () => {
   it("--json prints the four totals, zero for a new key, and the days asked for", async () => {
     const made = await json<IssuedKeyView>(["keys", "create"]);
@@ -206,6 +257,7 @@ describe("npx kvgate keys' failures", () => {
       [["keys", "create", "--rpm", "abc"], /^kvgate: --rpm must be a positive integer, not "abc"$/],
       [["keys", "create", "--budget-usd", "0"], /^kvgate: --budget-usd must be a positive number/],
       [["keys", "create", "--period", "week"], /^kvgate: --period must be one of day, month, total/],
+      [["keys", "list", "--status", "live"], /^kvgate: --status must be one of active, revoked, expired, not "live"$/],
       [["keys", "create", "--expires", "soon"], /^kvgate: --expires must be an ISO timestamp/],
       // Past the dates there are (and, shorter, past the year 9999, which no ISO timestamp the API takes names).
       [["keys", "create", "--expires", "1000000000d"], /^kvgate: --expires must be a duration that ends within the years 0000 to 9999, not "1000000000d"$/],

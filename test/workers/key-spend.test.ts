@@ -5,7 +5,7 @@ import type { Tenants } from "../../durable-objects/tenants.ts";
 import { keyHash } from "../../src/tenants/key-format.ts";
 import { dayOf, periodOf, periodStartDay } from "../../src/tenants/period.ts";
 import type { BudgetPeriod, IssuedKey, TenantsResult, UsageRow } from "../../src/tenants/protocol.ts";
-import { DAY_MS, tenants, usageRow as row } from "./tenants.ts";
+import { DAY_MS, rowsReadBy, tenants, usageRow as row } from "./tenants.ts";
 
 /**
  * A key's spend in its budget period, as each lookup answers it: a running total kept beside the
@@ -22,26 +22,6 @@ type Stub = DurableObjectStub<Tenants>;
 
 async function created(stub: Stub, body: Record<string, unknown>): Promise<IssuedKey> {
   return value(await stub.create(body));
-}
-
-/** Rows SQLite read while `f` ran in the object: every statement's cursor, counted once it is read. */
-function rowsReadBy(stub: Stub, f: (o: Tenants) => unknown): Promise<number> {
-  return runInDurableObject(stub, async (o: Tenants, state) => {
-    const sql = state.storage.sql;
-    const exec = sql.exec;
-    const cursors: SqlStorageCursor<Record<string, SqlStorageValue>>[] = [];
-    sql.exec = ((query: string, ...bindings: unknown[]) => {
-      const c = exec.call(sql, query, ...bindings);
-      cursors.push(c);
-      return c;
-    }) as typeof sql.exec;
-    try {
-      await f(o);
-    } finally {
-      sql.exec = exec;
-    }
-    return cursors.reduce((n, c) => n + c.rowsRead, 0);
-  });
 }
 
 /** Usage of the key over `days` days up to today, on `backends` backends: one row a day and backend. */
@@ -111,7 +91,7 @@ const LEGACY_SCHEMA = [
 ];
 
 describe("an object made before running totals were kept", () => {
-  it("keeps each key's spend, pruned usage included, when it is next started", async () => {
+  it("keeps each key's spend, pruned usage included, when it is next started, and lists its keys by status", async () => {
     // Its own object: its tables are rewritten as they were.
     const stub = env.TENANTS.getByName(`legacy-${crypto.randomUUID()}`);
     const now = Date.now();
@@ -121,6 +101,7 @@ describe("an object made before running totals were kept", () => {
       keys.push({ key, period, rows: history(lookup.record.id, 40, 2, now) });
     }
     const carried = { tokens: 1_000_000, costMicros: 123_456 };
+    const revoked = value(await stub.revoke((keys[0] as { rows: UsageRow[] }).rows[0]?.key as string)).record.id;
     await runInDurableObject(stub, (_o, state) => {
       const sql = state.storage.sql;
       const records = sql.exec<{ id: string; hash: string; record: string; created_at: number }>("SELECT id, hash, record, created_at FROM keys").toArray();
@@ -144,5 +125,9 @@ describe("an object made before running totals were kept", () => {
       await stub.record(more, []);
       expect((await stub.lookup(hash))?.spent, period).toEqual(expectedSpent([...rows, ...more], period, now, period === "total" ? carried : undefined));
     }
+    const ids = (status: "active" | "revoked" | "expired") => stub.list({ limit: 100, after: null, status }).then((r) => value(r).keys.map((k) => k.record.id));
+    expect(await ids("revoked")).toEqual([revoked]);
+    expect(await ids("active")).toEqual(keys.slice(1).map((k) => k.rows[0]?.key));
+    expect(await ids("expired")).toEqual([]);
   });
 });

@@ -1,7 +1,8 @@
+import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import type { KeyList } from "../../src/tenants/admin-api.ts";
 import { admin, ok, refused } from "./admin.ts";
-import { tenants } from "./tenants.ts";
+import { rowsReadBy, tenants } from "./tenants.ts";
 
 /**
  * GET /admin/v1/keys with many keys: in pages, each bounded whatever the number of keys, so the
@@ -58,4 +59,30 @@ describe("the key list", () => {
     await make({});
     expect((await ok<KeyList>(admin("/admin/v1/keys?limit=1"))).data.length).toBe(1);
   });
+});
+
+describe("the key list of one status", () => {
+  it("reads the keys of that status only: a page of the few active keys among 1,000 revoked does not read the revoked", async () => {
+    // Its own object: only these keys in it.
+    const stub = env.TENANTS.getByName("keys-of-one-status");
+    const active: string[] = [];
+    for (let i = 0; i < 1000; i++) {
+      const made = await stub.create({ name: `revoked-${i}` });
+      if (!made.ok) throw new Error(made.message);
+      const id = made.value.lookup.record.id;
+      if (i % 250 === 0) active.push(id);
+      else if (!(await stub.revoke(id)).ok) throw new Error("revoke refused");
+    }
+    let seen: string[] = [];
+    const read = await rowsReadBy(stub, (o) => {
+      const page = o.list({ limit: 100, after: null, status: "active" });
+      if (!page.ok) throw new Error(page.message);
+      seen = page.value.keys.map((k) => k.record.id);
+    });
+    expect(seen).toEqual(active);
+    // The 4 active keys and their spend's rows, not the 996 revoked.
+    expect(read).toBeLessThanOrEqual(2 * active.length);
+    const revoked = await stub.list({ limit: 3, after: active[0] as string, status: "revoked" });
+    expect(revoked.ok && revoked.value.keys.map((k) => k.record.revokedAt !== null)).toEqual([true, true, true]);
+  }, 60_000);
 });

@@ -1,4 +1,6 @@
+import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
+import type { Tenants } from "../../durable-objects/tenants.ts";
 import type { UsageRow } from "../../src/tenants/protocol.ts";
 import { TENANTS_NAME } from "../../src/tenants/tenants-name.ts";
 
@@ -10,4 +12,24 @@ export const DAY_MS = 86_400_000;
 /** A row of usage as a routing object sends it: one request, half the prompt cached, a made-up cost, unless `extra` says. */
 export function usageRow(key: string, day: string, model: string, backend: string, prompt: number, completion: number, extra: Partial<UsageRow> = {}): UsageRow {
   return { key, day, model, backend, promptTokens: prompt, completionTokens: completion, cachedTokens: Math.floor(prompt / 2), requests: 1, costMicros: prompt + 2 * completion, ...extra };
+}
+
+/** Rows SQLite read while `f` ran in the object: every statement's cursor, counted once it is read. */
+export function rowsReadBy(stub: DurableObjectStub<Tenants>, f: (o: Tenants) => unknown): Promise<number> {
+  return runInDurableObject(stub, async (o: Tenants, state) => {
+    const sql = state.storage.sql;
+    const exec = sql.exec;
+    const cursors: SqlStorageCursor<Record<string, SqlStorageValue>>[] = [];
+    sql.exec = ((query: string, ...bindings: unknown[]) => {
+      const c = exec.call(sql, query, ...bindings);
+      cursors.push(c);
+      return c;
+    }) as typeof sql.exec;
+    try {
+      await f(o);
+    } finally {
+      sql.exec = exec;
+    }
+    return cursors.reduce((n, c) => n + c.rowsRead, 0);
+  });
 }

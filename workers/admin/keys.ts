@@ -2,6 +2,7 @@ import type { Context, Hono } from "hono";
 import { badRequest, GatewayError } from "../../src/openai/errors.ts";
 import { KEY_PAGE_LIMIT, keyList, keyView, USAGE_PAGE, usageCursorOf, usageView, type IssuedKeyView } from "../../src/tenants/admin-api.ts";
 import { dayParam } from "../../src/tenants/instant.ts";
+import { KEY_STATUSES, type KeyStatus } from "../../src/tenants/key-record.ts";
 import type { IssuedKey, KeyPage, TenantsResult, UsageQuery } from "../../src/tenants/protocol.ts";
 import { TENANTS_NAME } from "../../src/tenants/tenants-name.ts";
 import type { Env } from "../env.ts";
@@ -11,7 +12,7 @@ import { readJsonBody } from "../gateway/body.ts";
 /** A key's settings are a few hundred bytes; this bounds what an admin call may make the Worker read. */
 const BODY_LIMIT = 64 * 1024;
 const USAGE_PARAMS = ["key", "since", "until", "model", "limit", "after"] as const;
-const LIST_PARAMS = ["limit", "after"] as const;
+const LIST_PARAMS = ["limit", "after", "status"] as const;
 
 const tenants = (env: Env) => env.TENANTS.getByName(TENANTS_NAME);
 
@@ -60,10 +61,17 @@ function queryParams(url: string, names: readonly string[], what: string): URLSe
   return params;
 }
 
-/** `?limit=N&after=ID`: N keys (1 to KEY_PAGE_LIMIT, that many unless said) after the key ID, oldest first. */
+/** `?limit=N&after=ID&status=S`: N keys (1 to KEY_PAGE_LIMIT, that many unless said) after the key ID, oldest first, of status S or any. */
 function keyPage(url: string): KeyPage {
   const params = queryParams(url, LIST_PARAMS, "the key list");
-  return { limit: pageLimit(params, KEY_PAGE_LIMIT, KEY_PAGE_LIMIT), after: params.get("after") || null };
+  return { limit: pageLimit(params, KEY_PAGE_LIMIT, KEY_PAGE_LIMIT), after: params.get("after") || null, status: keyStatusParam(params) };
+}
+
+function keyStatusParam(params: URLSearchParams): KeyStatus | null {
+  const text = params.get("status");
+  if (text === null || text === "") return null;
+  if (!(KEY_STATUSES as readonly string[]).includes(text)) throw badRequest(`status must be one of ${KEY_STATUSES.join(", ")}, not "${text}"`, "status", "invalid_value");
+  return text as KeyStatus;
 }
 
 /** `limit`: an integer from 1 to `max`; `fallback` when it is not given. */
