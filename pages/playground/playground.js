@@ -114,7 +114,10 @@ async function send(reply) {
   const controller = new AbortController();
   streaming = controller;
   setBusy(true);
-  reply.text.textContent = "";
+  // The reply grows in one text node: each delta is added to it, not the whole reply written again
+  // (20,000 events wrote 1.2 billion characters into the page, and took seconds to show).
+  const shown = document.createTextNode("");
+  reply.text.replaceChildren(shown);
   reply.item.dataset.done = "false";
   /** @type {Message[]} */
   const messages = systemPrompt.value.trim() ? [{ role: "system", content: systemPrompt.value.trim() }, ...turns] : [...turns];
@@ -137,7 +140,7 @@ async function send(reply) {
     if (!res.body) throw new Error("the answer has no body");
     for await (const delta of contentDeltas(res.body)) {
       answer += delta;
-      reply.text.textContent = answer;
+      shown.appendData(delta);
     }
     say(status, `Reply done (${res.headers.get("x-kvgate-reason") ?? "?"} on ${res.headers.get("x-kvgate-backend") ?? "?"}).`);
   } catch (e) {

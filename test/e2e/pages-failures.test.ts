@@ -30,9 +30,9 @@ beforeAll(async () => {
   // 25 ms a token: a stream of 80 tokens takes two seconds, long enough to act on while it runs.
   fleet = await startFleet({ workers: 1, basePort: 0, preset: "instant", decodeStepMs: 25, prefillBaseMs: 30, servedModelName: "sim-7b" });
   upstream = await startHostileUpstream();
-  const hostile = (name: string, behaviour: string) => ({ name, failover: { maxAttempts: 1 }, deployments: [{ id: behaviour, baseUrl: `${upstream.url}/${behaviour}`, model: "hostile-7b" }] });
+  const hostile = (name: string, behaviour: string) => ({ name, failover: { maxAttempts: 1 }, deployments: [{ id: behaviour.replace(":", "-"), baseUrl: `${upstream.url}/${behaviour}`, model: "hostile-7b" }] });
   gw = await startTestGateway(
-    { modelGroups: [{ name: GROUP, deployments: [{ id: "sim-0", baseUrl: fleet.urls[0] as string, model: "sim-7b" }] }, hostile("cut", "cut-mid-event"), hostile("erring", "error-then-endless")] },
+    { modelGroups: [{ name: GROUP, deployments: [{ id: "sim-0", baseUrl: fleet.urls[0] as string, model: "sim-7b" }] }, hostile("cut", "cut-mid-event"), hostile("erring", "error-then-endless"), hostile("long", "long-stream:20000")] },
     { KVGATE_ADMIN_KEY: adminKey },
     { assets: true },
   );
@@ -354,4 +354,43 @@ describe.skipIf(missing)("the pages when things change or fail under them", () =
     await vi.waitFor(() => expect(upstream.stats("error-then-endless")).toMatchObject({ requests: 1, open: 0, cancelled: 1 }), EVENTUALLY);
     await vi.waitFor(async () => expect(await gw.inFlight("erring")).toBe(0), EVENTUALLY);
   });
+
+  it("a long reply is written into the page once, not once an event: 20,000 events add each character to the document once", async () => {
+    const page = await playground();
+    // Every character the page adds to the conversation: text in nodes it inserts, and what a text node grows by.
+    await page.evaluate(() => {
+      const w = window as unknown as { written: number };
+      w.written = 0;
+      const seen = new WeakMap<Node, number>();
+      const grown = (n: Node): number => {
+        const now = n.nodeType === Node.TEXT_NODE ? (n as Text).length : 0;
+        const before = seen.get(n) ?? 0;
+        seen.set(n, now);
+        return Math.max(0, now - before);
+      };
+      new MutationObserver((records) => {
+        for (const r of records) {
+          if (r.type === "characterData") w.written += grown(r.target);
+          r.addedNodes.forEach((n) => {
+            w.written += n.nodeType === Node.TEXT_NODE ? grown(n) : (n.textContent?.length ?? 0);
+          });
+        }
+      }).observe(byIdOrFail("conversation"), { subtree: true, childList: true, characterData: true });
+      function byIdOrFail(id: string): HTMLElement {
+        const e = document.getElementById(id);
+        if (!e) throw new Error(`no #${id}`);
+        return e;
+      }
+    });
+    await send(page, "long", "a long answer, please", 100_000);
+    await vi.waitFor(async () => expect(await lastReply(page).getAttribute("data-done")).toBe("true"), { timeout: 120_000, interval: 200 });
+    const text = (await lastReply(page).locator(".reply-text").textContent()) ?? "";
+    expect(text.startsWith("w0 w1 w2 ")).toBe(true);
+    expect(text.endsWith("w19999 end")).toBe(true);
+    expect(await page.locator("#status").textContent()).toMatch(/^Reply done/);
+    const written = await page.evaluate(() => (window as unknown as { written: number }).written);
+    // The reply and what is around it (the question, the route line): not the reply again with each event.
+    expect(written).toBeLessThan(text.length + 1000);
+  }, 150_000);
+
 });

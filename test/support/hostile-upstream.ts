@@ -265,6 +265,20 @@ const BEHAVIOURS: Record<string, Answer> = {
       res.end(`data: ${JSON.stringify({ id: "chatcmpl-h", object: "chat.completion.chunk", created: 1, model, choices: [], usage })}\n\ndata: [DONE]\n\n`);
     });
   },
+  /**
+   * A long answer as an engine streams it: `arg` events (default 20,000) of one short word each
+   * ("w0 ", "w1 ", …), as fast as the connection takes them, then its last event and [DONE].
+   */
+  "long-stream": (_req, res, body, arg, s) => {
+    const { model } = requestOf(body);
+    const events = Number(arg ?? 20_000);
+    res.writeHead(200, { "content-type": "text/event-stream" });
+    function* parts(): Generator<string> {
+      for (let i = 0; i < events; i++) yield chunk(model, `w${i} `);
+      yield chunk(model, "end", "stop") + "data: [DONE]\n\n";
+    }
+    writeAll(res, parts(), s, () => res.end());
+  },
   /** An event of `arg` KiB (default 4096) after a small one, then [DONE]: an event larger than any a hook holds whole. */
   "big-event": (_req, res, body, arg, s) => bigEvent(res, body, Number(arg ?? 4096), true, s),
   /** The same event's start and its `arg` KiB (default 4096) of text, then nothing: its end never comes, and the connection is held open. */
