@@ -32,7 +32,7 @@ beforeAll(async () => {
   upstream = await startHostileUpstream();
   const hostile = (name: string, behaviour: string) => ({ name, failover: { maxAttempts: 1 }, deployments: [{ id: behaviour.replace(":", "-"), baseUrl: `${upstream.url}/${behaviour}`, model: "hostile-7b" }] });
   gw = await startTestGateway(
-    { modelGroups: [{ name: GROUP, deployments: [{ id: "sim-0", baseUrl: fleet.urls[0] as string, model: "sim-7b" }] }, hostile("cut", "cut-mid-event"), hostile("erring", "error-then-endless"), hostile("long", "long-stream:20000")] },
+    { modelGroups: [{ name: GROUP, deployments: [{ id: "sim-0", baseUrl: fleet.urls[0] as string, model: "sim-7b" }] }, hostile("cut", "cut-mid-event"), hostile("erring", "error-then-endless"), hostile("long", "long-stream:20000"), hostile("unbroken", "big-event:64")] },
     { KVGATE_ADMIN_KEY: adminKey },
     { assets: true },
   );
@@ -393,4 +393,21 @@ describe.skipIf(missing)("the pages when things change or fail under them", () =
     expect(written).toBeLessThan(text.length + 1000);
   }, 150_000);
 
+  it("a reply of one very long word wraps in its box: the page never scrolls sideways, at a desktop's width or a phone's", async () => {
+    const page = await playground();
+    await send(page, "unbroken", "a 64 KiB word, please", 16);
+    await vi.waitFor(async () => expect(await lastReply(page).getAttribute("data-done")).toBe("true"), EVENTUALLY);
+    expect(((await lastReply(page).locator(".reply-text").textContent()) ?? "").length).toBeGreaterThan(64 * 1024);
+    const width = () => page.evaluate(() => ({ scroll: document.documentElement.scrollWidth, client: document.documentElement.clientWidth }));
+    for (const viewport of [{ width: 1280, height: 800 }, { width: 375, height: 800 }]) {
+      await page.setViewportSize(viewport);
+      const { scroll, client } = await width();
+      expect(scroll, `at ${viewport.width} px`).toBeLessThanOrEqual(client);
+    }
+    // The same of a long word the person sends.
+    await send(page, GROUP, "y".repeat(2000), 4);
+    await vi.waitFor(async () => expect(await lastReply(page).getAttribute("data-done")).toBe("true"), EVENTUALLY);
+    const { scroll, client } = await width();
+    expect(scroll).toBeLessThanOrEqual(client);
+  });
 });
