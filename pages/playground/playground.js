@@ -5,7 +5,7 @@
  * headers); "Send again" sends the same conversation once more, to watch it come back as
  * prefix-hit on the backend that now holds its prefix.
  */
-import { apiError, byId, call, el, keyForm, READ_TIMEOUT_MS, say } from "../shared/api.js";
+import { apiError, byId, call, el, keyForm, lostConnection, reach, READ_TIMEOUT_MS, say } from "../shared/api.js";
 
 /** @typedef {{ role: "system" | "user" | "assistant", content: string }} Message */
 /** @typedef {{ object: "list", data: { id: string }[] }} ModelList */
@@ -129,7 +129,7 @@ async function send(reply) {
   // The conversation this send belongs to: "Clear" starts another while the reply still streams.
   const into = turns;
   try {
-    const res = await fetch("/v1/chat/completions", {
+    const res = await reach("/v1/chat/completions", {
       method: "POST",
       headers: { authorization: `Bearer ${apiKey}`, "content-type": "application/json" },
       body: JSON.stringify(body),
@@ -191,7 +191,9 @@ async function* contentDeltas(body) {
   let buffered = "";
   try {
     for (;;) {
-      const { done, value } = await reader.read();
+      const { done, value } = await reader.read().catch((e) => {
+        throw lostConnection(e);
+      });
       if (done) return;
       buffered += decoder.decode(value, { stream: true });
       const events = buffered.split(/\r?\n\r?\n/);

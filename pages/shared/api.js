@@ -25,6 +25,30 @@ export class ApiError extends Error {
 export const READ_TIMEOUT_MS = 10_000;
 
 /**
+ * fetch, with its own failure — no answer at all: the gateway stopped, the network gone — said as
+ * that, since the browser's words for it ("Failed to fetch", "NetworkError when attempting to fetch
+ * resource") name neither the gateway nor what went wrong.
+ * @param {string} path
+ * @param {RequestInit} init
+ * @returns {Promise<Response>}
+ */
+export async function reach(path, init) {
+  try {
+    return await fetch(path, init);
+  } catch (e) {
+    if (e instanceof TypeError) throw new Error(`could not reach the gateway (${e.message})`);
+    throw e;
+  }
+}
+
+/**
+ * A body's read that fails as the connection under it goes (fetch's TypeError), said as that.
+ * @param {unknown} e
+ * @returns {unknown}
+ */
+export const lostConnection = (e) => (e instanceof TypeError ? new Error(`the connection to the gateway was lost (${e.message})`) : e);
+
+/**
  * Calls the gateway with `key` as the bearer key; the parsed JSON answer, or an ApiError. A
  * `signal` aborted with a "TimeoutError" (AbortSignal.timeout(READ_TIMEOUT_MS), a silence watch)
  * fails it as the gateway not answering.
@@ -38,9 +62,11 @@ export async function call(key, path, init = {}) {
   const headers = { authorization: `Bearer ${key}` };
   if (init.body !== undefined) headers["content-type"] = "application/json";
   try {
-    const res = await fetch(path, { method: init.method ?? "GET", headers, body: init.body === undefined ? null : JSON.stringify(init.body), signal: init.signal ?? null });
+    const res = await reach(path, { method: init.method ?? "GET", headers, body: init.body === undefined ? null : JSON.stringify(init.body), signal: init.signal ?? null });
     if (!res.ok) throw await apiError(res);
-    return await res.json();
+    return await res.json().catch((e) => {
+      throw lostConnection(e);
+    });
   } catch (e) {
     if (e instanceof DOMException && e.name === "TimeoutError") throw new Error(`no answer from the gateway in ${READ_TIMEOUT_MS / 1000} s`);
     throw e;

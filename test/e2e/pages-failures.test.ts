@@ -410,4 +410,36 @@ describe.skipIf(missing)("the pages when things change or fail under them", () =
     const { scroll, client } = await width();
     expect(scroll).toBeLessThanOrEqual(client);
   });
+
+  it("a gateway gone mid-stream, and gone for good, is named as such on both pages, not as the browser's bare 'Failed to fetch'", async () => {
+    // A gateway of its own, to stop under the pages.
+    const own = await startTestGateway({ modelGroups: [{ name: GROUP, deployments: [{ id: "sim-0", baseUrl: fleet.urls[0] as string, model: "sim-7b" }] }] }, { KVGATE_ADMIN_KEY: adminKey }, { assets: true });
+    let closed = false;
+    try {
+      const ownPages = await browserPages(own.url);
+      try {
+        const board = await ownPages.dashboard(adminKey, `[data-group="${GROUP}"] tr[data-deployment="sim-0"]`);
+        const chat = await ownPages.playground(own.key);
+        await send(chat, GROUP, "a long story, please", 200);
+        const reply = lastReply(chat);
+        await vi.waitFor(async () => expect(((await reply.locator(".reply-text").textContent()) ?? "").length).toBeGreaterThan(5), EVENTUALLY);
+        await own.close();
+        closed = true;
+        await vi.waitFor(async () => expect(await reply.getAttribute("data-done")).toBe("true"), EVENTUALLY);
+        expect(await reply.locator(".reply-text").textContent()).toMatch(/ \[the connection to the gateway was lost \(.+\)\]$/);
+        expect(await chat.locator("#status").textContent()).toBe("The request failed.");
+        // The next send finds nobody there.
+        await send(chat, GROUP, "anyone there?", 4);
+        await vi.waitFor(async () => expect(await lastReply(chat).getAttribute("data-done")).toBe("true"), EVENTUALLY);
+        expect(await lastReply(chat).locator(".reply-text").textContent()).toMatch(/^ \[could not reach the gateway \(.+\)\]$/);
+        await vi.waitFor(async () => expect(await board.locator("#status").textContent()).toMatch(/^Refresh failed: could not reach the gateway \(.+\)$/), EVENTUALLY);
+        // The key stays kept: a gateway that is gone refused nothing.
+        expect(await chat.evaluate(() => sessionStorage.getItem("kvgate.apiKey"))).toBe(own.key);
+      } finally {
+        await ownPages.close();
+      }
+    } finally {
+      if (!closed) await own.close();
+    }
+  }, 60_000);
 });
