@@ -442,4 +442,12 @@ describe.skipIf(missing)("the pages when things change or fail under them", () =
       if (!closed) await own.close();
     }
   }, 60_000);
+
+  it("a message of several lines shows as the lines it was typed in, as a reply's do", async () => {
+    const page = await playground();
+    await send(page, GROUP, "line one\n  line two, indented\n\nline four", 4);
+    await vi.waitFor(async () => expect(await lastReply(page).getAttribute("data-done")).toBe("true"), EVENTUALLY);
+    // innerText is the text as laid out: newlines and spaces collapsed by the page are gone from it.
+    expect(await page.locator("#conversation li.user").last().innerText()).toBe("You: line one\n  line two, indented\n\nline four");
+  });
 });
