@@ -24,6 +24,8 @@ export interface SavedBreaker {
   state: BreakerState;
   since: number;
   opened: number;
+  /** Opened by silence (Breaker.silent); absent in one saved before it was kept. */
+  silent?: boolean;
 }
 
 /** One server's routing state, whichever config versions name it. */
@@ -137,8 +139,8 @@ export class Backend implements Candidate {
   }
 
   savedBreaker(): SavedBreaker {
-    const { state, since, opened } = this.breaker.snapshot();
-    return { id: this.id, baseUrl: this.baseUrl, state, since, opened };
+    const { state, since, opened, silent } = this.breaker.snapshot();
+    return { id: this.id, baseUrl: this.baseUrl, state, since, opened, ...(silent ? { silent } : {}) };
   }
 
   snapshot(): BackendSnapshot {

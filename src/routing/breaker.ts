@@ -4,6 +4,11 @@
  * `windowMs` (once `minRequests` ended in it). After `openMs`, or as soon as an active health
  * probe succeeds, half-open: at most `halfOpenRequests` trial requests at a time; a failed trial
  * or probe opens it again, `closeAfterSuccesses` good trials or probes close it.
+ * A breaker opened by silence (a failure that was a timeout with no answer at all: a stream's
+ * first token, or a non-streamed answer its router judged silent, src/routing/silence.ts) takes
+ * no good probe as evidence until it closes: the server took the request and never answered,
+ * and its health endpoint says ok on a hung engine all the same (vLLM's and llama.cpp's do). Only
+ * its cool-down half-opens it, and only trials close it. A failed probe still counts.
  * Pure: the caller passes the time, so tests and the Durable Object drive it alike.
  */
 export type BreakerState = "closed" | "open" | "half-open";
@@ -25,6 +30,8 @@ export interface BreakerSnapshot {
   consecutiveFailures: number;
   /** How often it opened since the object started. */
   opened: number;
+  /** Opened by silence: good health probes are no evidence until trials close it. */
+  silent: boolean;
 }
 
 /** The failure-rate window, in this many buckets: old outcomes leave it a bucket at a time. */
@@ -34,6 +41,8 @@ export class Breaker {
   state: BreakerState = "closed";
   since = 0;
   opened = 0;
+  /** The failure that last opened it was silence (see above); cleared when it closes. */
+  silent = false;
   /** Transitions since the object started, by the state entered (a restored state is none). */
   readonly entered: Record<BreakerState, number> = { closed: 0, "half-open": 0, open: 0 };
   private consecutive = 0;
@@ -69,13 +78,16 @@ export class Breaker {
     return true;
   }
 
-  /** How a request ended: true good, false a backend failure. A trial's end is marked `trial`. */
-  record(good: boolean, now: number, trial: boolean): void {
+  /**
+   * How a request ended: true good, false a backend failure. A trial's end is marked `trial`; a
+   * failure that was silence (a timeout with no answer), `silent`.
+   */
+  record(good: boolean, now: number, trial: boolean, silent = false): void {
     if (trial && this.trials > 0) this.trials--;
     if (this.state === "half-open") {
       if (!trial) return;
       if (good) this.succeed(now);
-      else this.open(now);
+      else this.open(now, silent);
       return;
     }
     if (this.state === "open") return;
@@ -89,7 +101,7 @@ export class Breaker {
     (this.failed[0] as number)++;
     const bad = sum(this.failed);
     const total = bad + sum(this.ok);
-    if (this.consecutive >= this.p.consecutiveFailures || (total >= this.p.minRequests && bad / total >= this.p.failureRate)) this.open(now);
+    if (this.consecutive >= this.p.consecutiveFailures || (total >= this.p.minRequests && bad / total >= this.p.failureRate)) this.open(now, silent);
   }
 
   /** A request ended without a verdict on the backend (client gone, lease expired, rate limited). */
@@ -99,11 +111,11 @@ export class Breaker {
 
   /** An active health probe's answer; only open and half-open backends are probed. */
   probed(good: boolean, now: number): void {
-    if (this.state === "closed") return;
+    if (this.state === "closed" || (good && this.silent)) return;
     if (!good) {
       // Still down: a half-open backend opens again. An open one keeps its cool-down: probes come
       // more often than openMs, and a backend without a health endpoint must still get trials.
-      if (this.state === "half-open") this.open(now);
+      if (this.state === "half-open") this.open(now, this.silent);
       return;
     }
     if (this.state === "open") this.enter("half-open", now);
@@ -111,21 +123,23 @@ export class Breaker {
   }
 
   snapshot(): BreakerSnapshot {
-    return { state: this.state, since: this.since, consecutiveFailures: this.consecutive, opened: this.opened };
+    return { state: this.state, since: this.since, consecutiveFailures: this.consecutive, opened: this.opened, silent: this.silent };
   }
 
-  /** Restores a persisted state (after the Durable Object was evicted). */
-  restore(s: Pick<BreakerSnapshot, "state" | "since" | "opened">): void {
+  /** Restores a persisted state (after the Durable Object was evicted); one saved before `silent` was kept is not. */
+  restore(s: Pick<BreakerSnapshot, "state" | "since" | "opened"> & { silent?: boolean }): void {
     this.to(s.state, s.since);
     this.opened = s.opened;
+    this.silent = s.state !== "closed" && s.silent === true;
   }
 
   private succeed(now: number): void {
     if (++this.successes >= this.p.closeAfterSuccesses) this.enter("closed", now);
   }
 
-  private open(now: number): void {
+  private open(now: number, silent: boolean): void {
     this.opened++;
+    this.silent = silent;
     this.enter("open", now);
   }
 
@@ -141,6 +155,7 @@ export class Breaker {
     this.trials = 0;
     this.successes = 0;
     if (state === "closed") {
+      this.silent = false;
       this.consecutive = 0;
       this.ok.fill(0);
       this.failed.fill(0);

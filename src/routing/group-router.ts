@@ -374,14 +374,16 @@ export class GroupRouter {
     settleDebt(b, lease, served);
     if (served) b.servedAt = now;
     // A non-streamed timeout is the gateway's own limit, unless the backend served nothing while others did: then it failed.
-    const outcome = r.timedOut === true && this.silentWhileOthersServe(b, lease) ? "upstream-error" : r.outcome;
+    const outcome = r.timedOut === true && r.outcome === "client-abort" && this.silentWhileOthersServe(b, lease) ? "upstream-error" : r.outcome;
+    // A failure that was silence: no probe of its health endpoint undoes what it says (src/routing/breaker.ts).
+    const silent = r.timedOut === true && outcome === "upstream-error";
     if (lease.pending >= 0) b.pending.done(lease.pending);
     // One reclaimed at its expiry and renewed late was counted `expired` then; its breaker and its key still learn how it ended.
     if (!lease.reclaimed) b.counters.released(outcome, r.ttftMs, r.durationMs, r.usage, lease.predictedCached);
     this.decisions.ended(lease.decision, outcome, r.ttftMs ?? null);
     const before = b.breaker.state;
     const trial = isTrial(lease, b);
-    if (outcome === "ok" || outcome === "upstream-error") b.breaker.record(outcome === "ok", now, trial);
+    if (outcome === "ok" || outcome === "upstream-error") b.breaker.record(outcome === "ok", now, trial, silent);
     else b.breaker.abandon(trial);
     if (b.breaker.state !== before) this.breakerChanged(b, now, before);
     if (r.outcome === "rate-limited" && typeof r.retryAfterMs === "number" && r.retryAfterMs > 0) {

@@ -36,8 +36,11 @@ export interface LeaseRelease {
   /** The answer was streamed: ttftMs is its first token's, a measure of its prefill (src/routing/learned/prefill-rate.ts). */
   streamed?: boolean;
   /**
-   * A client-abort: the group's nonStreamTimeoutMs cut a non-streamed attempt before its backend
-   * served it. The routing object judges whether the silence was the backend's (src/routing/silence.ts).
+   * The attempt's bound passed with no answer from its backend. With a client-abort: the group's
+   * nonStreamTimeoutMs cut a non-streamed attempt, and the routing object judges whether the
+   * silence was the backend's (src/routing/silence.ts). With an upstream-error: a stream's first
+   * token did not come within firstByteTimeoutMs. Either silence, once the backend's, is one no
+   * good health probe undoes (src/routing/breaker.ts).
    */
   timedOut?: true;
   /** A rate-limited attempt's wait, in ms, as its upstream's Retry-After said. */

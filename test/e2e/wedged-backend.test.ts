@@ -40,6 +40,9 @@ beforeAll(async () => {
       group("wedged-whole", [wedged(), sim(0), sim(1)]),
       group("wedged-streamed", [wedged(), sim(0), sim(1)]),
       group("wedged-mixed", [wedged(), sim(0), sim(1)]),
+      // Probed often, as by default: its health endpoint says ok all along. No cool-down ends in a test.
+      group("wedged-probed", [wedged(), sim(0), sim(1)], { breaker: { ...breaker, probeIntervalMs: 40 } }),
+      group("wedged-probed-streamed", [wedged(), sim(0), sim(1)], { breaker: { ...breaker, probeIntervalMs: 40 } }),
       // Usage read for every request: a whole answer is read in one go, under the timeout.
       group("stalled-whole", [{ id: "stalled", baseUrl: `${upstream.url}/stalled-body`, model: "sim-7b" }, sim(0), sim(1)], { feedback: { sampleRate: 1 } }),
       group("long-answer", [sim(0), sim(1)], { breaker: { ...breaker, consecutiveFailures: 1 } }),
@@ -114,6 +117,27 @@ describe("a wedged backend among answering ones", () => {
     for (const a of answers.filter((x) => x.backend !== "wedged")) expect(a.status).toBe(200);
     expect(upstream.stats("wedged").requests).toBeLessThanOrEqual(CONSECUTIVE + CLIENTS - 1);
     expect(await breakerOf("wedged-mixed", "wedged")).toBe("open");
+  });
+});
+
+describe("a wedged backend whose health endpoint says ok, probed as by default", () => {
+  it("non-streamed: a good health probe neither half-opens nor closes the breaker its silence opened, so it gets no more of the traffic", async () => {
+    upstream.reset();
+    const answers = await traffic("wedged-probed", 15, () => false);
+    for (const a of answers.filter((x) => x.backend !== "wedged")) expect(a.status).toBe(200);
+    // Probed all along, and answered ok each time: a hung engine's health endpoint does.
+    expect(upstream.stats("wedged").health).toBeGreaterThan(5);
+    expect(upstream.stats("wedged").requests).toBeLessThanOrEqual(CONSECUTIVE + CLIENTS - 1);
+    expect(await breakerOf("wedged-probed", "wedged")).toBe("open");
+  });
+
+  it("streamed: a breaker its first-token timeouts opened stays open through good health probes, and no stream waits on it again", async () => {
+    upstream.reset();
+    const answers = await traffic("wedged-probed-streamed", 15, () => true);
+    for (const a of answers) expect([a.status, a.backend === "wedged"]).toEqual([200, false]);
+    expect(upstream.stats("wedged").health).toBeGreaterThan(5);
+    expect(upstream.stats("wedged").requests).toBeLessThanOrEqual(CONSECUTIVE + CLIENTS - 1);
+    expect(await breakerOf("wedged-probed-streamed", "wedged")).toBe("open");
   });
 });
 

@@ -109,6 +109,42 @@ describe("Breaker", () => {
     expect(b.state).toBe("closed");
   });
 
+  it("opened by silence, takes no good probe as evidence: only its cool-down half-opens it and only trials close it", () => {
+    const b = new Breaker({ ...params, consecutiveFailures: 1 });
+    b.record(false, 0, false, true);
+    expect([b.state, b.silent]).toEqual(["open", true]);
+    b.probed(true, 100);
+    b.probed(true, 200);
+    expect(b.state).toBe("open");
+    expect(b.admits(1_000)).toBe(true);
+    b.probed(true, 1_100);
+    b.probed(true, 1_200);
+    expect(b.state).toBe("half-open");
+    // A failed probe still counts, and the silence stands.
+    b.probed(false, 1_300);
+    expect([b.state, b.silent]).toEqual(["open", true]);
+    expect(b.admits(2_300)).toBe(true);
+    request(b, 2_400, true);
+    request(b, 2_500, true);
+    expect([b.state, b.silent]).toEqual(["closed", false]);
+    // Opened by another failure, it moves on probes again.
+    request(b, 2_600, false);
+    b.probed(true, 2_700);
+    expect([b.state, b.silent]).toEqual(["half-open", false]);
+  });
+
+  it("a silent trial's failure opens it silent again, and a silent breaker's state survives a restore", () => {
+    const b = new Breaker({ ...params, consecutiveFailures: 1 });
+    request(b, 0, false);
+    expect(b.admits(1_000)).toBe(true);
+    b.record(false, 1_100, b.sent(), true);
+    expect([b.state, b.silent]).toEqual(["open", true]);
+    const restored = new Breaker(params);
+    restored.restore(b.snapshot());
+    restored.probed(true, 1_200);
+    expect([restored.state, restored.silent]).toEqual(["open", true]);
+  });
+
   it("gives a trial slot back when its request ends without a verdict", () => {
     const b = new Breaker({ ...params, consecutiveFailures: 1, halfOpenRequests: 1 });
     request(b, 0, false);

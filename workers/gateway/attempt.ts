@@ -62,6 +62,9 @@ export type AttemptResult =
   | { kind: "answered"; response: Response; rejected: boolean }
   | { kind: "failed"; response: Response; lease: HeldLease; verdict: LeaseOutcome; failure: Failure; retryable: boolean; end?: AttemptEnd };
 
+/** What an attempt whose bound passed with no answer tells of itself (LeaseRelease.timedOut). */
+const SILENT: AttemptEnd = { timedOut: true };
+
 export const clientGone = () => new GatewayError(499, "invalid_request_error", "client disconnected", "client_closed_request");
 
 /** workerd's words for a connection that failed or died before any response byte. */
@@ -197,7 +200,7 @@ async function attemptHeld(a: AttemptInput, key: KeyRecord | null, lease: HeldLe
       // Not retried (it would redo a whole generation) and no verdict here: the routing object
       // knows whether the backend served anything else meanwhile (src/routing/silence.ts).
       const cut = failed(gatewayTimeout(`backend ${deployment.id} did not finish a non-streamed answer within ${group.nonStreamTimeoutMs} ms`).toResponse(), "client-abort", "timeout", null, false);
-      return { ...cut, end: { timedOut: true } };
+      return { ...cut, end: SILENT };
     }
     return null;
   };
@@ -208,7 +211,7 @@ async function attemptHeld(a: AttemptInput, key: KeyRecord | null, lease: HeldLe
   } catch (e) {
     const cut = cutShort();
     if (cut) return cut;
-    if (timedOut === "first-byte") return failed(firstByteTimeout("no response headers"), "upstream-error", "timeout", null);
+    if (timedOut === "first-byte") return { ...failed(firstByteTimeout("no response headers"), "upstream-error", "timeout", null), end: SILENT };
     // The runtime's message may carry the URL it followed; the client gets the backend's id only.
     const why = e instanceof Error && CONNECTION_LOST.test(e.message) ? "the connection failed" : "the request failed";
     return failed(badGateway(`backend ${deployment.id} could not be reached: ${why}`).toResponse(), "upstream-error", "connect", null);
@@ -245,7 +248,7 @@ async function attemptHeld(a: AttemptInput, key: KeyRecord | null, lease: HeldLe
     } catch {
       const cut = cutShort();
       if (cut) return cut;
-      if (timedOut === "first-byte") return failed(firstByteTimeout("its headers but no token"), "upstream-error", "timeout", null);
+      if (timedOut === "first-byte") return { ...failed(firstByteTimeout("its headers but no token"), "upstream-error", "timeout", null), end: SILENT };
       return failed(badGateway(`backend ${deployment.id} broke off its answer`).toResponse(), "upstream-error", "connect", null);
     }
     // An answer that ended with no event or byte answered nothing: nothing reached the client, so another backend may.

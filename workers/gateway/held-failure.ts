@@ -12,6 +12,8 @@ import type { AttemptEnd, HeldLease } from "./route-client.ts";
  */
 export class HeldFailure {
   private held: HeldLease | null = null;
+  /** What the held attempt told of itself (a timeout with no answer), for when its failure is its backend's. */
+  private heldEnd: AttemptEnd | undefined;
 
   /** The routing object whose backend's failure is held: the next attempt goes to another shard first (route-client.ts route). */
   get heldOn(): string | undefined {
@@ -30,6 +32,7 @@ export class HeldFailure {
     }
     if (this.held === null) {
       this.held = lease;
+      this.heldEnd = end;
       return false;
     }
     lease.settle("rejected");
@@ -51,7 +54,8 @@ export class HeldFailure {
   }
 
   private settle(outcome: LeaseOutcome): void {
-    this.held?.settle(outcome);
+    this.held?.settle(outcome, outcome === "upstream-error" ? this.heldEnd : undefined);
     this.held = null;
+    this.heldEnd = undefined;
   }
 }
