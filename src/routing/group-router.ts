@@ -374,7 +374,7 @@ export class GroupRouter {
     settleDebt(b, lease, served);
     if (served) b.servedAt = now;
     // A non-streamed timeout is the gateway's own limit, unless the backend served nothing while others did: then it failed.
-    const outcome = r.timedOut === true && r.outcome === "client-abort" && this.silentWhileOthersServe(b, lease) ? "upstream-error" : r.outcome;
+    const outcome = r.timedOut === true && r.outcome === "client-abort" && this.silentWhileOthersServe(b, lease, r.othersServedAt) ? "upstream-error" : r.outcome;
     // A failure that was silence: no probe of its health endpoint undoes what it says (src/routing/breaker.ts).
     const silent = r.timedOut === true && outcome === "upstream-error";
     if (lease.pending >= 0) b.pending.done(lease.pending);
@@ -407,10 +407,11 @@ export class GroupRouter {
     this.letGoIfOrphan(b);
   }
 
-  /** src/routing/silence.ts, with the newest version's timeout and backends. */
-  private silentWhileOthersServe(b: Backend, lease: Lease): boolean {
+  /** src/routing/silence.ts, with the newest version's timeout and backends, and what the Worker saw other shards serve (a number, or none). */
+  private silentWhileOthersServe(b: Backend, lease: Lease, othersServedAt: unknown): boolean {
     const view = this.newestView();
-    return view !== undefined && silentWhileOthersServe(b, lease.routedAt, view.group.nonStreamTimeoutMs, view.backends);
+    const elsewhere = typeof othersServedAt === "number" && Number.isFinite(othersServedAt) ? othersServedAt : -Infinity;
+    return view !== undefined && silentWhileOthersServe(b, lease.routedAt, view.group.nonStreamTimeoutMs, view.backends, elsewhere);
   }
 
   /** A release of a lease this object does not hold: its usage, when it names the key and backend it is for. */

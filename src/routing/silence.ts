@@ -22,11 +22,13 @@ export interface Served {
 
 /**
  * `b`'s request, sent at `sentAt` (NaN when unknown: no verdict), was cut by the group's
- * nonStreamTimeoutMs `timeoutMs`; `group` holds `b` and the backends beside it.
+ * nonStreamTimeoutMs `timeoutMs`; `group` holds `b` and the backends beside it (a shard's);
+ * `othersServedAt`: when a backend of the group's other shards last served, as the Worker saw.
  */
-export function silentWhileOthersServe(b: Served, sentAt: number, timeoutMs: number, group: readonly Served[]): boolean {
+export function silentWhileOthersServe(b: Served, sentAt: number, timeoutMs: number, group: readonly Served[], othersServedAt = -Infinity): boolean {
   if (!(b.servedAt < sentAt)) return false;
   const since = sentAt - timeoutMs;
+  if (othersServedAt >= since) return true;
   for (const other of group) if (other !== b && other.servedAt >= since) return true;
   return false;
 }

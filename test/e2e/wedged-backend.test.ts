@@ -43,6 +43,8 @@ beforeAll(async () => {
       // Probed often, as by default: its health endpoint says ok all along. No cool-down ends in a test.
       group("wedged-probed", [wedged(), sim(0), sim(1)], { breaker: { ...breaker, probeIntervalMs: 40 } }),
       group("wedged-probed-streamed", [wedged(), sim(0), sim(1)], { breaker: { ...breaker, probeIntervalMs: 40 } }),
+      // A shard each: the wedged backend's shard holds no other backend that serves.
+      group("wedged-sharded", [wedged(), sim(0), sim(1)], { shards: 3 }),
       // Usage read for every request: a whole answer is read in one go, under the timeout.
       group("stalled-whole", [{ id: "stalled", baseUrl: `${upstream.url}/stalled-body`, model: "sim-7b" }, sim(0), sim(1)], { feedback: { sampleRate: 1 } }),
       group("long-answer", [sim(0), sim(1)], { breaker: { ...breaker, consecutiveFailures: 1 } }),
@@ -138,6 +140,17 @@ describe("a wedged backend whose health endpoint says ok, probed as by default",
     expect(upstream.stats("wedged").health).toBeGreaterThan(5);
     expect(upstream.stats("wedged").requests).toBeLessThanOrEqual(CONSECUTIVE + CLIENTS - 1);
     expect(await breakerOf("wedged-probed-streamed", "wedged")).toBe("open");
+  });
+});
+
+describe("a wedged backend alone in its shard", () => {
+  it("non-streamed: the group's other shards serving is evidence too, and its breaker opens", async () => {
+    upstream.reset();
+    const answers = await traffic("wedged-sharded", 15, () => false);
+    for (const a of answers.filter((x) => x.backend === "wedged")) expect([a.status, a.code]).toEqual([504, "upstream_timeout"]);
+    for (const a of answers.filter((x) => x.backend !== "wedged")) expect(a.status).toBe(200);
+    expect(upstream.stats("wedged").requests).toBeLessThanOrEqual(CONSECUTIVE + CLIENTS - 1);
+    expect(await breakerOf("wedged-sharded", "wedged")).toBe("open");
   });
 });
 

@@ -3,6 +3,7 @@ import { unavailable } from "../../src/openai/errors.ts";
 import { isVersionRefusal, type KeyBudget, type LeaseOutcome, type LeaseRelease, type LeaseRenewal, type LimitRefusal, type RouteCall, type RouteDecision, type RouteRefusal, type RenewalAnswers, type RouteTenant, type SpillLimit, type TokenUsage } from "../../src/routing/protocol.ts";
 import { shardOfObject } from "../../src/sharding/partition.ts";
 import { ShardChoice } from "../../src/sharding/shard-choice.ts";
+import { ServedElsewhere } from "../../src/sharding/served-elsewhere.ts";
 import { FLUSH_RETRY_FIRST_MS, flushRetryMs, isDue, LeaseBook, renewLater } from "../../src/routing/lease-book.ts";
 import type { Env, WaitUntil } from "../env.ts";
 import { groupObject } from "./group-object.ts";
@@ -28,6 +29,8 @@ const flushArmed = new Set<string>();
  */
 const budgetSpent = new Map<string, boolean>();
 const shardChoice = new ShardChoice();
+/** What this isolate saw of its sharded groups' backends serving (src/sharding/served-elsewhere.ts). */
+const servedElsewhere = new ServedElsewhere();
 
 /**
  * Sends what waits — finished leases and due renewals — when no route call is coming to carry it;
@@ -306,6 +309,14 @@ export function holdLease(decision: Routed, group: ResolvedGroup, env: Env, ctx:
       if (end?.streamed) release.streamed = true;
       if (end?.retryAfterMs !== undefined) release.retryAfterMs = end.retryAfterMs;
       if (end?.timedOut) release.timedOut = true;
+      if (group.shards > 1) {
+        // A shard's object sees only its own backends: another shard's serving is this isolate's to tell.
+        if (end?.ttftMs !== undefined || outcome === "ok") servedElsewhere.served(group.name, decision.backendId, Date.now());
+        else if (end?.timedOut) {
+          const at = servedElsewhere.otherThan(group.name, decision.backendId);
+          if (at > -Infinity) release.othersServedAt = at;
+        }
+      }
       queueRelease(object, release, env, ctx, flushMs);
       done();
     },
