@@ -1,5 +1,6 @@
 import { clipName, type LogLevel } from "../config/schema.ts";
 import type { TokenUsage } from "../routing/protocol.ts";
+import type { FailureKind } from "../upstream/answer.ts";
 import { atLeast } from "./event-log.ts";
 
 /** The request line's fields: snake_case and stable, since dashboards and Logpush jobs read them. */
@@ -30,6 +31,14 @@ export interface RequestLine {
   cached_tokens: number | null;
   error_code: string | null;
   stream: boolean;
+  /** The attempts that failed before an answer, in order: each one's group, backend and what it met; null when none did. */
+  failures: AttemptFailureField[] | null;
+}
+
+export interface AttemptFailureField {
+  group: string;
+  backend: string;
+  cause: FailureKind;
 }
 
 export interface RequestLogSettings {
@@ -56,7 +65,7 @@ export class RequestLog {
     this.line = {
       type: "request", time: "", level: "info", request_id: requestId, key_id: null, method, path,
       model: null, group: null, backend: null, reason: null, matched_blocks: null, total_blocks: null, attempts: 0, status: 0,
-      ttft_ms: null, duration_ms: null, prompt_tokens: null, completion_tokens: null, cached_tokens: null, error_code: null, stream: false,
+      ttft_ms: null, duration_ms: null, prompt_tokens: null, completion_tokens: null, cached_tokens: null, error_code: null, stream: false, failures: null,
     };
   }
 
@@ -74,6 +83,11 @@ export class RequestLog {
     l.matched_blocks = matched;
     l.total_blocks = total;
     l.attempts = attempts;
+  }
+
+  /** An attempt failed before any byte reached the client (rare: the list is made then). */
+  failed(group: string, backend: string, cause: FailureKind): void {
+    (this.line.failures ??= []).push({ group, backend, cause });
   }
 
   /** The upstream's first byte, `firstByteAt` on the request's clock; and its usage, when it was read. */

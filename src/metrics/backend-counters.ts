@@ -2,6 +2,7 @@ import type { BreakerState } from "../routing/breaker.ts";
 import type { LeaseOutcome, TokenUsage } from "../routing/protocol.ts";
 import type { LearnedSnapshot } from "../routing/feedback.ts";
 import type { RouteReason } from "../routing/policy.ts";
+import { FAILURE_KINDS, type FailureKind } from "../upstream/answer.ts";
 import { Histogram, type HistogramSnapshot } from "./histogram.ts";
 
 /** How a lease ended: its Worker's outcome, or expired (the Worker stopped renewing it). */
@@ -25,6 +26,8 @@ export interface BackendMetrics {
   /** Breaker transitions, by the state entered. */
   breakerTransitions: Record<BreakerState, number>;
   outcomes: Record<Outcome, number>;
+  /** Failed attempts by what they met, whatever the verdict on the backend; absent from an object of an earlier release. */
+  failures?: Partial<Record<FailureKind, number>>;
   /** Only the reasons seen. */
   reasons: Partial<Record<RoutedAs, number>>;
   ttft: HistogramSnapshot;
@@ -43,6 +46,7 @@ export interface BackendMetrics {
  */
 export class BackendCounters {
   readonly outcomes: Record<Outcome, number> = { ok: 0, "upstream-error": 0, rejected: 0, "client-abort": 0, "rate-limited": 0, expired: 0 };
+  readonly failures = Object.fromEntries(FAILURE_KINDS.map((k) => [k, 0])) as Record<FailureKind, number>;
   readonly reasons: Partial<Record<RoutedAs, number>> = {};
   readonly ttft = new Histogram();
   readonly duration = new Histogram();
@@ -52,9 +56,11 @@ export class BackendCounters {
     this.reasons[as] = (this.reasons[as] ?? 0) + 1;
   }
 
-  /** A lease released; `predictedCached`: the tokens its decision's matched blocks stand for. */
-  released(outcome: LeaseOutcome, ttftMs: number | undefined, durationMs: number | undefined, usage: TokenUsage | undefined, predictedCached: number): void {
+  /** A lease released; `predictedCached`: the tokens its decision's matched blocks stand for; `failure`: what a failed attempt met. */
+  released(outcome: LeaseOutcome, ttftMs: number | undefined, durationMs: number | undefined, usage: TokenUsage | undefined, predictedCached: number, failure?: FailureKind): void {
     this.outcomes[outcome]++;
+    // A kind this release does not know (a Worker of a later one) is not a label: the set stays bounded.
+    if (failure !== undefined && failure in this.failures) this.failures[failure]++;
     if (ttftMs !== undefined) this.ttft.observe(ttftMs / 1000);
     if (durationMs !== undefined) this.duration.observe(durationMs / 1000);
     if (!usage) return;

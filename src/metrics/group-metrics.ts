@@ -3,6 +3,7 @@ import type { BackendMetrics, Outcome } from "./backend-counters.ts";
 import type { HistogramSnapshot } from "./histogram.ts";
 import type { KeyMetrics } from "./key-counters.ts";
 import type { Labels, MetricFamily } from "./prometheus-text.ts";
+import { FAILURE_KINDS } from "../upstream/answer.ts";
 
 /** A group's counters as its routing object answers `metrics()`: what `GET /metrics` renders. */
 export interface GroupMetrics {
@@ -71,6 +72,11 @@ export function metricFamilies(groups: readonly GroupMetrics[], unreachable: rea
       "kvgate_requests_total",
       "Attempts on a backend that ended, by outcome: ok, upstream-error, rejected (the request's own fault), client-abort (the client left, or the gateway's deadline), rate-limited, expired (its Worker stopped renewing the lease). A request that failed over counts once on each backend it tried.",
       perBackend((b, labels) => OUTCOMES.map((outcome) => ({ labels: { ...labels, outcome }, value: b.outcomes[outcome] }))),
+    ),
+    counter(
+      "kvgate_attempt_failures_total",
+      "Attempts on a backend that failed, by what they met: connect (no answer began), timeout (no first byte, or no whole answer, in time), stalled (a stream silent past streamIdleTimeoutMs), broken-off (an answer cut), unavailable (a 503 saying the server's state: a model loading, a queue full), server-error (another 5xx), rate-limited (a 429), credentials (the gateway's key refused), not-served (model or endpoint not served), bad-answer (what no OpenAI-compatible server sends). Counted whatever the verdict on the backend: a failure a second backend met too is the request's, and opens no breaker.",
+      perBackend((b, labels) => FAILURE_KINDS.map((cause) => ({ labels: { ...labels, cause }, value: b.failures?.[cause] ?? 0 }))),
     ),
     counter(
       "kvgate_routing_decisions_total",

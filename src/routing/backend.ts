@@ -176,6 +176,7 @@ export class Backend implements Candidate {
       breaker: this.breaker.state,
       breakerTransitions: { ...this.breaker.entered },
       outcomes: { ...c.outcomes },
+      failures: { ...c.failures },
       reasons: { ...c.reasons },
       ttft: c.ttft.snapshot(),
       duration: c.duration.snapshot(),

@@ -379,7 +379,7 @@ export class GroupRouter {
     const silent = r.timedOut === true && outcome === "upstream-error";
     if (lease.pending >= 0) b.pending.done(lease.pending);
     // One reclaimed at its expiry and renewed late was counted `expired` then; its breaker and its key still learn how it ended.
-    if (!lease.reclaimed) b.counters.released(outcome, r.ttftMs, r.durationMs, r.usage, lease.predictedCached);
+    if (!lease.reclaimed) b.counters.released(outcome, r.ttftMs, r.durationMs, r.usage, lease.predictedCached, r.failure);
     this.decisions.ended(lease.decision, outcome, r.ttftMs ?? null);
     const before = b.breaker.state;
     const trial = isTrial(lease, b);

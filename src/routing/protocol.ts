@@ -1,6 +1,7 @@
 import type { ResolvedGroup } from "../config/load.ts";
 import type { DecisionView } from "../metrics/decisions.ts";
 import type { GroupMetrics, HandedOver } from "../metrics/group-metrics.ts";
+import type { FailureKind } from "../upstream/answer.ts";
 import type { BudgetPeriod, Spent } from "../tenants/protocol.ts";
 import type { BreakerSnapshot } from "./breaker.ts";
 import type { LearnedSnapshot } from "./feedback.ts";
@@ -51,6 +52,8 @@ export interface LeaseRelease {
   othersServedAt?: number;
   /** A rate-limited attempt's wait, in ms, as its upstream's Retry-After said. */
   retryAfterMs?: number;
+  /** A failed attempt: what it met (kvgate_attempt_failures_total). Sent with failures only, whatever the verdict. */
+  failure?: FailureKind;
   /**
    * In place of `usage`, for a virtual key that counts tokens, when the upstream's usage never
    * came for an answer that began (its client left, or it reported none): what the key is charged

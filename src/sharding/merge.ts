@@ -127,6 +127,8 @@ function addBackend(a: BackendMetrics, b: BackendMetrics): BackendMetrics {
     breaker: BREAKER_WORSE[b.breaker] > BREAKER_WORSE[a.breaker] ? b.breaker : a.breaker,
     breakerTransitions: add(a.breakerTransitions, b.breakerTransitions),
     outcomes: add(a.outcomes, b.outcomes),
+    // An object of the release before this family counted none.
+    failures: add(a.failures ?? {}, b.failures ?? {}),
     reasons: add(a.reasons, b.reasons),
     ttft: histogram(a.ttft, b.ttft),
     duration: histogram(a.duration, b.duration),

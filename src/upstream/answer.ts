@@ -64,6 +64,23 @@ export function classifyStatus(status: number, hasBody: boolean, said: UpstreamE
   return { kind: "backend-failure", why: "status" };
 }
 
+/**
+ * What a failed attempt met, as an operator reads it (`kvgate_attempt_failures_total`, the request
+ * line's `failures`): finer than the failover cause, coarse enough to bound the metric's labels.
+ * `connect`: no answer began (refused, reset); `timeout`: no first byte, or no whole answer, in
+ * time; `stalled`: a stream went silent past streamIdleTimeoutMs; `broken-off`: an answer begun
+ * and cut; `unavailable`: a 503 saying the server's state (a model loading, a full queue);
+ * `server-error`: any other 5xx; `rate-limited`: a 429; `credentials`, `not-served`: the gateway's
+ * key refused, the model or endpoint not served; `bad-answer`: what no OpenAI-compatible server sends.
+ */
+export const FAILURE_KINDS = ["connect", "timeout", "stalled", "broken-off", "unavailable", "server-error", "rate-limited", "credentials", "not-served", "bad-answer"] as const;
+export type FailureKind = (typeof FAILURE_KINDS)[number];
+
+/** The kind of a backend failure an answer's status and headers showed. */
+export function failureKind(why: BackendFailure): FailureKind {
+  return why === "server-error" || why === "unavailable" || why === "credentials" || why === "not-served" ? why : "bad-answer";
+}
+
 /** Which failover cause a backend's failure is (the group's `failover.on` lists the ones retried). */
 export const FAILURE_CAUSE: FailoverCause = "5xx";
 

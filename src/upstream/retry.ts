@@ -1,4 +1,5 @@
 import type { FailoverCause } from "../config/schema.ts";
+import type { FailureKind } from "./answer.ts";
 
 /**
  * Whether a request that failed on a backend goes to another one, and after how long. Pure: the
@@ -14,6 +15,8 @@ export interface RetryPolicy {
 
 export interface Failure {
   cause: FailoverCause;
+  /** What the attempt met, for the operator's metrics and logs; absent where the gateway's own limit cut it (a total timeout). */
+  kind?: FailureKind;
   /** The upstream's Retry-After (a 429's or 503's), in ms; null when it sent none. */
   retryAfterMs: number | null;
   /**

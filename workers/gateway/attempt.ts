@@ -14,7 +14,7 @@ import { sampledForFeedback } from "../../src/routing/learned/sampling.ts";
 import type { KeyRecord } from "../../src/tenants/protocol.ts";
 import { readsUsage } from "../../src/tenants/route-tenant.ts";
 import { chargesEstimate, promptSize } from "../../src/tenants/estimate.ts";
-import { classifyStatus, clientError, FAILURE_CAUSE, isBackendsOwn, type Answer } from "../../src/upstream/answer.ts";
+import { classifyStatus, clientError, FAILURE_CAUSE, failureKind, isBackendsOwn, type Answer, type FailureKind } from "../../src/upstream/answer.ts";
 import { parseUpstreamError } from "../../src/upstream/error-body.ts";
 import { heldWhole, statedLength } from "../../src/upstream/whole-read.ts";
 import { readBounded } from "../../src/upstream/read-bounded.ts";
@@ -177,11 +177,13 @@ async function attemptHeld(a: AttemptInput, key: KeyRecord | null, lease: HeldLe
   const sentAt = performance.now();
   const routing = routingHeaders(decision, deployment, sentAt - p.startedAt, p.requestId, a.attempts, a.fellBack ? group.name : null);
   p.log?.routed(group.name, deployment.id, routing["x-kvgate-reason"] as string, decision.matched, decision.total, a.attempts);
-  const failed = (response: Response, verdict: LeaseOutcome, cause: FailoverCause, retryAfterMs: number | null, retryable = true, backendsOwn = false): Extract<AttemptResult, { kind: "failed" }> => {
+  /** `kind`: what the attempt met, for the operator; null where the gateway's own total deadline cut it. */
+  const failed = (response: Response, verdict: LeaseOutcome, cause: FailoverCause, kind: FailureKind | null, retryAfterMs: number | null, retryable = true, backendsOwn = false): Extract<AttemptResult, { kind: "failed" }> => {
     detach();
     // Its caller settles it once the next attempt shows whose failure it was: held till then.
     lease.keepRenewed();
     const failure: Failure = backendsOwn ? { cause, retryAfterMs, backendsOwn } : { cause, retryAfterMs };
+    if (kind !== null) failure.kind = kind;
     return { kind: "failed", response: withHeaders(response, routing), lease, verdict, failure, retryable };
   };
   const firstByteTimeout = (what: string): Response => gatewayTimeout(`backend ${deployment.id} sent ${what} within ${group.firstByteTimeoutMs} ms`).toResponse();
@@ -195,11 +197,11 @@ async function attemptHeld(a: AttemptInput, key: KeyRecord | null, lease: HeldLe
       lease.settle("client-abort");
       throw clientGone();
     }
-    if (deadline.expired) return failed(gatewayTimeout(`the request exceeded its total timeout of ${deadline.totalMs} ms`).toResponse(), "client-abort", "timeout", null, false);
+    if (deadline.expired) return failed(gatewayTimeout(`the request exceeded its total timeout of ${deadline.totalMs} ms`).toResponse(), "client-abort", "timeout", null, null, false);
     if (timedOut === "generation") {
       // Not retried (it would redo a whole generation) and no verdict here: the routing object
       // knows whether the backend served anything else meanwhile (src/routing/silence.ts).
-      const cut = failed(gatewayTimeout(`backend ${deployment.id} did not finish a non-streamed answer within ${group.nonStreamTimeoutMs} ms`).toResponse(), "client-abort", "timeout", null, false);
+      const cut = failed(gatewayTimeout(`backend ${deployment.id} did not finish a non-streamed answer within ${group.nonStreamTimeoutMs} ms`).toResponse(), "client-abort", "timeout", "timeout", null, false);
       return { ...cut, end: SILENT };
     }
     return null;
@@ -211,10 +213,10 @@ async function attemptHeld(a: AttemptInput, key: KeyRecord | null, lease: HeldLe
   } catch (e) {
     const cut = cutShort();
     if (cut) return cut;
-    if (timedOut === "first-byte") return { ...failed(firstByteTimeout("no response headers"), "upstream-error", "timeout", null), end: SILENT };
+    if (timedOut === "first-byte") return { ...failed(firstByteTimeout("no response headers"), "upstream-error", "timeout", "timeout", null), end: SILENT };
     // The runtime's message may carry the URL it followed; the client gets the backend's id only.
     const why = e instanceof Error && CONNECTION_LOST.test(e.message) ? "the connection failed" : "the request failed";
-    return failed(badGateway(`backend ${deployment.id} could not be reached: ${why}`).toResponse(), "upstream-error", "connect", null);
+    return failed(badGateway(`backend ${deployment.id} could not be reached: ${why}`).toResponse(), "upstream-error", "connect", "connect", null);
   }
 
   const headersAt = performance.now();
@@ -235,7 +237,7 @@ async function attemptHeld(a: AttemptInput, key: KeyRecord | null, lease: HeldLe
       return { kind: "answered", response: withHeaders(err, routing), rejected: true };
     }
     const waitMs = up.status === 429 || up.status === 503 ? parseRetryAfter(retryAfter) : null;
-    return answer.kind === "rate-limited" ? failed(err, "rate-limited", "429", waitMs) : failed(err, "upstream-error", FAILURE_CAUSE, waitMs, true, isBackendsOwn(answer.why));
+    return answer.kind === "rate-limited" ? failed(err, "rate-limited", "429", "rate-limited", waitMs) : failed(err, "upstream-error", FAILURE_CAUSE, failureKind(answer.why), waitMs, true, isBackendsOwn(answer.why));
   }
   let first: FirstBytes | null | undefined;
   // A whole answer that does not say its length (chunked, or a compressed one) may have none: only
@@ -248,11 +250,11 @@ async function attemptHeld(a: AttemptInput, key: KeyRecord | null, lease: HeldLe
     } catch {
       const cut = cutShort();
       if (cut) return cut;
-      if (timedOut === "first-byte") return { ...failed(firstByteTimeout("its headers but no token"), "upstream-error", "timeout", null), end: SILENT };
-      return failed(badGateway(`backend ${deployment.id} broke off its answer`).toResponse(), "upstream-error", "connect", null);
+      if (timedOut === "first-byte") return { ...failed(firstByteTimeout("its headers but no token"), "upstream-error", "timeout", "timeout", null), end: SILENT };
+      return failed(badGateway(`backend ${deployment.id} broke off its answer`).toResponse(), "upstream-error", "connect", "broken-off", null);
     }
     // An answer that ended with no event or byte answered nothing: nothing reached the client, so another backend may.
-    if (first === null) return failed(clientError(200, EMPTY, null, deployment.id, null).toResponse(), "upstream-error", FAILURE_CAUSE, null, true, true);
+    if (first === null) return failed(clientError(200, EMPTY, null, deployment.id, null).toResponse(), "upstream-error", FAILURE_CAUSE, "bad-answer", null, true, true);
     if (stream) timer.lift();
   }
 
@@ -278,7 +280,7 @@ async function attemptHeld(a: AttemptInput, key: KeyRecord | null, lease: HeldLe
     try {
       whole = await up.arrayBuffer();
     } catch {
-      return cutShort() ?? failed(badGateway(`backend ${deployment.id} broke off its answer`).toResponse(), "upstream-error", "connect", null);
+      return cutShort() ?? failed(badGateway(`backend ${deployment.id} broke off its answer`).toResponse(), "upstream-error", "connect", "broken-off", null);
     }
     // Made before the lease settles: an answer the gateway could not make is not served.
     const response = new Response(whole, { status: 200, headers: out });
@@ -342,7 +344,9 @@ async function attemptHeld(a: AttemptInput, key: KeyRecord | null, lease: HeldLe
       const outcome = cut && summary.outcome === "upstream-error" ? "client-abort" : summary.outcome;
       const left = summary.outcome === "client-abort" || (summary.outcome === "upstream-error" && deadline.expired);
       const estimate = estimateFor(summary.outcome === "ok" ? "served" : left ? "left" : "failed", summary.ttftMs !== null, usage, summary.events);
-      lease.settle(outcome, { ttftMs: summary.ttftMs ?? undefined, durationMs: performance.now() - sentAt, usage, ...(stream && usage ? { streamed: true } : {}), ...(estimate ? { estimate } : {}) });
+      // A body the upstream cut or left silent: what it met. One the gateway's own limit cut met a timeout of the gateway's.
+      const failure: FailureKind | undefined = outcome !== "upstream-error" ? (timedOut === "generation" ? "timeout" : undefined) : stalled ? "stalled" : "broken-off";
+      lease.settle(outcome, { ttftMs: summary.ttftMs ?? undefined, durationMs: performance.now() - sentAt, usage, ...(stream && usage ? { streamed: true } : {}), ...(estimate ? { estimate } : {}), ...(failure ? { failure } : {}) });
       if (p.log) {
         p.log.served(summary.ttftMs === null ? null : sentAt + summary.ttftMs, usage);
         p.log.bodyEnded(performance.now(), endCode(summary.outcome, stalled));

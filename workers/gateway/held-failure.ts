@@ -12,7 +12,7 @@ import type { AttemptEnd, HeldLease } from "./route-client.ts";
  */
 export class HeldFailure {
   private held: HeldLease | null = null;
-  /** What the held attempt told of itself (a timeout with no answer), for when its failure is its backend's. */
+  /** What the held attempt told of itself (a timeout with no answer) and what it met, sent with its settling whatever the verdict. */
   private heldEnd: AttemptEnd | undefined;
 
   /** The routing object whose backend's failure is held: the next attempt goes to another shard first (route-client.ts route). */
@@ -25,17 +25,18 @@ export class HeldFailure {
    * follows the request: both leases are settled as the request's, and no other backend is tried.
    */
   failed(lease: HeldLease, verdict: LeaseOutcome, failure: Failure, end?: AttemptEnd): boolean {
+    const met: AttemptEnd | undefined = failure.kind === undefined ? end : { ...end, failure: failure.kind };
     if (verdict !== "upstream-error" || !isServerSide(failure)) {
       // A backend that asked for a wait is spared for it (src/routing/group-router.ts).
-      lease.settle(verdict, verdict === "rate-limited" && failure.retryAfterMs !== null ? { retryAfterMs: failure.retryAfterMs } : end);
+      lease.settle(verdict, verdict === "rate-limited" && failure.retryAfterMs !== null ? { ...met, retryAfterMs: failure.retryAfterMs } : met);
       return false;
     }
     if (this.held === null) {
       this.held = lease;
-      this.heldEnd = end;
+      this.heldEnd = met;
       return false;
     }
-    lease.settle("rejected");
+    lease.settle("rejected", met);
     this.settle("rejected");
     return true;
   }
@@ -54,7 +55,7 @@ export class HeldFailure {
   }
 
   private settle(outcome: LeaseOutcome): void {
-    this.held?.settle(outcome, outcome === "upstream-error" ? this.heldEnd : undefined);
+    this.held?.settle(outcome, this.heldEnd);
     this.held = null;
     this.heldEnd = undefined;
   }

@@ -100,6 +100,7 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
         return result.response;
       }
       last = result.response;
+      if (result.failure.kind !== undefined) p.log?.failed(group.name, result.lease.backendId, result.failure.kind);
       if (held.failed(result.lease, result.verdict, result.failure, result.end)) {
         // The SDKs would send it twice more, each time to two more backends to fail on.
         last.headers.set(SHOULD_RETRY, "false");

@@ -3,7 +3,7 @@ import { badGateway, GatewayError, gatewayTimeout } from "../../src/openai/error
 import { classifyRefusedUpgrade } from "../../src/realtime/upgrade-answer.ts";
 import type { LeaseOutcome, RouteDecision } from "../../src/routing/protocol.ts";
 import type { Routed } from "./route-client.ts";
-import { clientError, FAILURE_CAUSE, isBackendsOwn } from "../../src/upstream/answer.ts";
+import { clientError, FAILURE_CAUSE, failureKind, isBackendsOwn } from "../../src/upstream/answer.ts";
 import { parseUpstreamError } from "../../src/upstream/error-body.ts";
 import { fetchDeployment, type Reachable } from "../../src/upstream/reach-fetch.ts";
 import { readBounded } from "../../src/upstream/read-bounded.ts";
@@ -57,10 +57,10 @@ export async function openUpstream(h: HandshakeInput): Promise<Handshake> {
     up = await fetchDeployment(h.reach, `${deployment.baseUrl}${UPSTREAM_PATH}?${query}`, { headers, signal: AbortSignal.any([abort.signal, h.clientSignal]), redirect: "manual" });
   } catch {
     if (abort.signal.aborted) {
-      return failed(gatewayTimeout(`backend ${deployment.id} did not answer the WebSocket handshake within ${group.firstByteTimeoutMs} ms`), "upstream-error", { cause: "timeout", retryAfterMs: null });
+      return failed(gatewayTimeout(`backend ${deployment.id} did not answer the WebSocket handshake within ${group.firstByteTimeoutMs} ms`), "upstream-error", { cause: "timeout", kind: "timeout", retryAfterMs: null });
     }
     // The runtime's message may carry the URL; the client gets the backend's id only.
-    return failed(badGateway(`backend ${deployment.id} could not be reached: the connection failed`), "upstream-error", { cause: "connect", retryAfterMs: null });
+    return failed(badGateway(`backend ${deployment.id} could not be reached: the connection failed`), "upstream-error", { cause: "connect", kind: "connect", retryAfterMs: null });
   } finally {
     clearTimeout(timer);
   }
@@ -72,7 +72,7 @@ export async function openUpstream(h: HandshakeInput): Promise<Handshake> {
   const err = clientError(up.status, answer, said, deployment.id, retryAfter);
   if (answer.kind === "rejected") return { kind: "rejected", response: err.toResponse() };
   const limited = answer.kind === "rate-limited";
-  const failure: Failure = { cause: limited ? "429" : FAILURE_CAUSE, retryAfterMs: up.status === 429 || up.status === 503 ? parseRetryAfter(retryAfter) : null };
+  const failure: Failure = { cause: limited ? "429" : FAILURE_CAUSE, kind: answer.kind === "backend-failure" ? failureKind(answer.why) : "rate-limited", retryAfterMs: up.status === 429 || up.status === 503 ? parseRetryAfter(retryAfter) : null };
   // No realtime endpoint, a refused key, a redirect: no request causes these, so none follows one.
   if (answer.kind === "backend-failure" && isBackendsOwn(answer.why)) failure.backendsOwn = true;
   return failed(err, limited ? "rate-limited" : "upstream-error", failure);

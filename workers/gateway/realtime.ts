@@ -182,6 +182,7 @@ async function handshakeInTurn(p: RealtimeInput, s: Session, held: HeldFailure):
         return answer.response;
       }
       last = answer.response;
+      if (answer.failure.kind !== undefined) p.log?.failed(group.name, deployment.id, answer.failure.kind);
       if (held.failed(lease, answer.verdict, answer.failure)) return last;
       const step = nextStep(primary.failover, attempts, answer.failure, Infinity);
       if (!step.retry) return last;

@@ -202,7 +202,7 @@ export function giveBack(decision: Routed, group: ResolvedGroup, env: Env, ctx: 
 }
 
 /** What an answered attempt tells of itself when its lease ends: its timings, and the upstream's usage when it was read. */
-export type AttemptEnd = Pick<LeaseRelease, "ttftMs" | "durationMs" | "usage" | "streamed" | "estimate" | "retryAfterMs" | "timedOut">;
+export type AttemptEnd = Pick<LeaseRelease, "ttftMs" | "durationMs" | "usage" | "streamed" | "estimate" | "retryAfterMs" | "timedOut" | "failure">;
 
 /** A backend's slot, held by one upstream attempt until it settles. */
 export interface HeldLease {
@@ -317,6 +317,7 @@ export function holdLease(decision: Routed, group: ResolvedGroup, env: Env, ctx:
           if (at > -Infinity) release.othersServedAt = at;
         }
       }
+      if (end?.failure !== undefined) release.failure = end.failure;
       queueRelease(object, release, env, ctx, flushMs);
       done();
     },
