@@ -233,7 +233,8 @@ function renderGroup(g) {
     const cells = cellsOf(tr);
     set(cells.state, r.state + (r.state !== "active" && r.drained ? " (drained)" : ""));
     set(cells.inFlight, `${r.inFlight ?? "–"} / ${r.maxInFlight}`);
-    set(cells.breaker, r.breaker ?? "–");
+    // A backend resting after a 429 takes requests only when no other has room: a state of its own to see.
+    set(cells.breaker, (r.breaker ?? "–") + (r.restingUntil ? ` · resting after a 429 until ${new Date(r.restingUntil).toLocaleTimeString()}` : ""));
     set(cells.prefixBlocks, r.prefixBlocks === null ? "–" : `${r.prefixBlocks} / ${r.prefixCapacity}`);
     set(cells.ttft, r.ttftEwmaMs === null ? "–" : `${Math.round(r.ttftEwmaMs)} ms`);
     // Only requests whose usage the gateway read count: none on the master key's fast path.

@@ -20,6 +20,8 @@ export interface DeploymentRow {
   /** Not taking requests and nothing in flight: safe to stop. */
   drained: boolean;
   breaker: string | null;
+  /** Until when (ISO time) it rests after a 429's Retry-After, spared while another backend has room; null when it does not rest now. */
+  restingUntil: string | null;
   /** From the routing object, null before it has seen the deployment: prefix-set entries and what it may hold, the TTFT EWMA. */
   prefixBlocks: number | null;
   prefixCapacity: number | null;

@@ -4,6 +4,8 @@ import { startFleet, type Fleet } from "../../bench/fleet/index.ts";
 import type { RequestLine } from "../../src/logging/request-log.ts";
 import { closedPort } from "../support/closed-port.ts";
 import { startHostileUpstream, type HostileUpstream } from "../support/hostile-upstream.ts";
+import type { StatusGroup } from "../../src/fleet/admin-api.ts";
+import { browserPages, type BrowserPages } from "./browser-pages.ts";
 import { EVENTUALLY, startTestGateway, type TestGateway } from "./gateway.ts";
 
 /**
@@ -17,6 +19,7 @@ import { EVENTUALLY, startTestGateway, type TestGateway } from "./gateway.ts";
 let upstream: HostileUpstream;
 let fleet: Fleet;
 let gw: TestGateway;
+let pages: BrowserPages;
 const adminKey = `sk-admin-${randomBytes(16).toString("hex")}`;
 
 const sim = (i: number) => ({ id: `sim-${i}`, baseUrl: fleet.urls[i] as string, model: "sim-7b" });
@@ -45,9 +48,12 @@ beforeAll(async () => {
       ],
     },
     { KVGATE_ADMIN_KEY: adminKey },
+    { assets: true },
   );
+  pages = await browserPages(gw.url);
 }, 180_000);
 afterAll(async () => {
+  await pages?.close();
   await gw?.close();
   await fleet?.close();
   await upstream?.close();
@@ -118,5 +124,29 @@ describe("a failed attempt shows what it met", () => {
     const line = await lineOf(res.headers.get("x-request-id") as string);
     expect(line).toMatchObject({ status: 502, attempts: 1, backend: "dead", error_code: "upstream_error", failures: [{ group: "g-dead", backend: "dead", cause: "connect" }] });
     await vi.waitFor(async () => expect(sample(await metricsText(), "kvgate_attempt_failures_total", 'group="g-dead",backend="dead",cause="connect"')).toBe(1), EVENTUALLY);
+  });
+});
+
+describe("a backend resting after a 429's Retry-After", () => {
+  it("shows its rest in GET /admin/v1/status and on the dashboard, beside its closed breaker", async () => {
+    // The group's second request: limited asked for 30 s of rest at its first (the test above), or does now.
+    const res = await chat("g-429", false);
+    expect(res.status).toBe(200);
+    const status = await fetch(`${gw.url}/admin/v1/status`, { headers: { authorization: `Bearer ${adminKey}` } });
+    const groups = ((await status.json()) as { groups: StatusGroup[] }).groups;
+    const rows = groups.find((g) => g.name === "g-429")?.deploymentRows ?? [];
+    const limited = rows.find((r) => r.id === "limited");
+    expect(limited?.breaker).toBe("closed");
+    const until = Date.parse(limited?.restingUntil ?? "");
+    // Retry-After: 30, from a request made within the last seconds.
+    expect(until).toBeGreaterThan(Date.now());
+    expect(until - Date.now()).toBeLessThanOrEqual(30_000);
+    expect(rows.find((r) => r.id === "sim-0")?.restingUntil).toBeNull();
+
+    const page = await pages.dashboard(adminKey, '[data-group="g-429"] tr[data-deployment="limited"]');
+    const breaker = (id: string) => page.locator(`[data-group="g-429"] tr[data-deployment="${id}"] [data-field="breaker"]`);
+    await expect.poll(() => breaker("limited").textContent(), EVENTUALLY).toMatch(/^closed · resting after a 429 until /);
+    expect(await breaker("sim-0").textContent()).toBe("closed");
+    await pages.closePages();
   });
 });

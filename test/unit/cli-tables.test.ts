@@ -24,6 +24,7 @@ const row = (id: string, url: string): DeploymentRow => ({
   takesRequests: true,
   drained: false,
   breaker: "closed",
+  restingUntil: null,
   prefixBlocks: 0,
   prefixCapacity: 65536,
   ttftEwmaMs: null,

@@ -196,6 +196,7 @@ function deploymentRows(g: GroupRecord, answered: { status: GroupStatus; inFligh
   const live = answered?.inFlightKnown ? answered.status : null;
   // mergeStatus lists a deployment once, its two addresses' requests together.
   const seen = new Map<string, BackendSnapshot>((answered?.status.backends ?? []).map((b) => [b.id, b]));
+  const now = Date.now();
   return g.deployments.map((d) => {
     const b = seen.get(d.spec.id);
     const inFlight = b && live ? b.inFlight : null;
@@ -214,6 +215,7 @@ function deploymentRows(g: GroupRecord, answered: { status: GroupStatus; inFligh
       takesRequests,
       drained: d.state !== "active" && live !== null && (inFlight ?? 0) === 0,
       breaker: b ? b.breaker.state : null,
+      restingUntil: b?.restingUntil != null && b.restingUntil > now ? new Date(b.restingUntil).toISOString() : null,
       prefixBlocks: b ? b.prefixBlocks : null,
       prefixCapacity: b ? b.prefixCapacity : null,
       ttftEwmaMs: b ? b.ttftEwmaMs : null,
