@@ -45,6 +45,7 @@ beforeAll(async () => {
         group("g-wedged", [hostile("wedged", "wedged"), sim(0)]),
         group("g-429", [hostile("limited", "rate-limited:30"), sim(0)]),
         group("g-dead", [{ id: "dead", baseUrl: dead, model: "sim-7b" }]),
+        group("g-endless", [hostile("endless", "endless-stream")]),
       ],
     },
     { KVGATE_ADMIN_KEY: adminKey },
@@ -148,5 +149,35 @@ describe("a backend resting after a 429's Retry-After", () => {
     await expect.poll(() => breaker("limited").textContent(), EVENTUALLY).toMatch(/^closed · resting after a 429 until /);
     expect(await breaker("sim-0").textContent()).toBe("closed");
     await pages.closePages();
+  });
+});
+
+describe("requests that end early still leave their line", () => {
+  it("a body over the limit: a 413 line with its code", async () => {
+    const res = await fetch(`${gw.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${gw.key}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: "g-500", messages: [{ role: "user", content: "x".repeat(5 * 1024 * 1024) }] }),
+    });
+    expect(res.status).toBe(413);
+    const code = ((await res.json()) as { error: { code: string } }).error.code;
+    const line = await lineOf(res.headers.get("x-request-id") as string);
+    expect(line).toMatchObject({ status: 413, level: "warn", error_code: code, attempts: 0, failures: null });
+  });
+
+  it("a client that leaves mid-stream: a 200 line with client_closed_request", async () => {
+    const abort = new AbortController();
+    const res = await fetch(`${gw.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${gw.key}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: "g-endless", stream: true, messages: [{ role: "user", content: "go on" }] }),
+      signal: abort.signal,
+    });
+    expect(res.status).toBe(200);
+    const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+    await reader.read();
+    abort.abort();
+    const line = await lineOf(res.headers.get("x-request-id") as string);
+    expect(line).toMatchObject({ status: 200, backend: "endless", error_code: "client_closed_request", failures: null });
   });
 });
