@@ -28,6 +28,8 @@ export type UpstreamReach =
        * unset or empty.
        */
       authorization: string | null;
+      /** The secrets among what it is sent (its key, its secret headers' values): taken out of what its errors say (src/upstream/error-body.ts). */
+      secrets: readonly string[];
     }
   | { ok: false; problems: ReachProblem[] };
 
@@ -40,7 +42,7 @@ export interface ReachProblem {
 type ReachNeeds = Partial<Pick<ResolvedDeployment, "binding" | "headersFromEnv" | "apiKeyEnv">>;
 
 /** A deployment on the public internet with no key and no extra headers: the runtime's fetch, as it is. */
-export const PUBLIC_REACH: UpstreamReach = { ok: true, via: null, headers: null, authorization: null };
+export const PUBLIC_REACH: UpstreamReach = { ok: true, via: null, headers: null, authorization: null, secrets: [] };
 
 /** Three property reads: a deployment that uses none of these costs the request path nothing more. */
 export function needsReach(d: ReachNeeds): boolean {
@@ -88,7 +90,9 @@ export function resolveReach(d: ReachNeeds, env: Readonly<Record<string, unknown
   }
   if (problems.length > 0) return { ok: false, problems };
   const key = d.apiKeyEnv === undefined ? undefined : env[d.apiKeyEnv];
-  return { ok: true, via, headers, authorization: typeof key === "string" && key !== "" ? `Bearer ${key}` : null };
+  const bearer = typeof key === "string" && key !== "" ? key : null;
+  const secrets = [...(bearer !== null ? [bearer] : []), ...Object.values(headers ?? {})];
+  return { ok: true, via, headers, authorization: bearer !== null ? `Bearer ${bearer}` : null, secrets };
 }
 
 function isFetcher(v: unknown): v is UpstreamFetcher {

@@ -24,6 +24,18 @@ const MAX_EXTRA_STRING_CHARS = 200;
 const STANDARD = new Set(["message", "type", "code", "param", "object", "error", "error_type", "detail"]);
 
 type Json = Record<string, unknown>;
+const REDACTED = "[redacted]";
+
+/** `text` with each secret, as written and as JSON escapes it, replaced. */
+function withoutSecrets(text: string, secrets: readonly string[]): string {
+  for (const secret of secrets) {
+    text = text.replaceAll(secret, REDACTED);
+    const escaped = JSON.stringify(secret).slice(1, -1);
+    if (escaped !== secret) text = text.replaceAll(escaped, REDACTED);
+  }
+  return text;
+}
+
 const isRecord = (v: unknown): v is Json => typeof v === "object" && v !== null && !Array.isArray(v);
 
 function text(v: unknown, max: number): string | null {
@@ -51,10 +63,16 @@ function extras(fields: Json): Record<string, ErrorExtra> {
   return out;
 }
 
-export function parseUpstreamError(body: string): UpstreamErrorBody | null {
+/**
+ * `secrets`: what the gateway sent the upstream that is secret (its bearer key, its secret
+ * headers' values). A server or a proxy in front of it may echo the request's headers in its
+ * error (a debug handler, a misconfigured proxy): they are taken out of the text before anything
+ * of it is read, so no part of them reaches a client or a log line, cut at a bound or not.
+ */
+export function parseUpstreamError(body: string, secrets: readonly string[] = []): UpstreamErrorBody | null {
   let j: unknown;
   try {
-    j = JSON.parse(body);
+    j = JSON.parse(secrets.length === 0 ? body : withoutSecrets(body, secrets));
   } catch {
     return null;
   }

@@ -230,3 +230,46 @@ describe("what the client reads of an upstream's error", () => {
     expect(upstream.stats("rate-limited").requests).toBe(1);
   });
 });
+
+describe("an upstream error that echoes the gateway's secrets", () => {
+  // A misconfigured proxy or a debug build's error handler may put the request's headers in its
+  // error: the deployment's bearer key (apiKeyEnv) and its secret headers (headersFromEnv, a
+  // Cloudflare Access token) would reach the client in the message, code or extra fields passed on.
+  const GPU_KEY = `sk-gpu-${"k".repeat(12)}-${Date.now()}`;
+  const ACCESS_SECRET = `access-${"s".repeat(20)}-${Date.now()}`;
+  let echoing: TestGateway;
+  const secretDeployment = (behaviour: string) => ({ ...hostile(behaviour), apiKeyEnv: "GPU_KEY", headersFromEnv: { "cf-access-client-secret": "ACCESS_SECRET" } });
+
+  beforeAll(async () => {
+    echoing = await startTestGateway(
+      {
+        modelGroups: [
+          { name: "echo-500", failover: { maxAttempts: 1 }, deployments: [secretDeployment("echo-headers-error:500")] },
+          { name: "echo-400", failover: { maxAttempts: 1 }, deployments: [secretDeployment("echo-headers-error:400")] },
+          { name: "echo-429", failover: { maxAttempts: 1 }, deployments: [secretDeployment("echo-headers-error:429")] },
+        ],
+      },
+      { GPU_KEY, ACCESS_SECRET },
+    );
+  });
+  afterAll(() => echoing?.close());
+
+  it.each(["echo-500", "echo-400", "echo-429"])("%s reaches the client and the request log with the secrets taken out", async (model) => {
+    const before = upstream.stats("echo-headers-error").requests;
+    const res = await fetch(`${echoing.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${echoing.key}`, "content-type": "application/json" },
+      body: JSON.stringify({ model, messages: [{ role: "user", content: "hello" }] }),
+    });
+    const text = await res.text();
+    // The upstream was asked, with the secrets: what it echoed held them.
+    expect(upstream.stats("echo-headers-error").requests).toBe(before + 1);
+    expect(res.status).toBe(model === "echo-500" ? 502 : model === "echo-400" ? 400 : 429);
+    expect(text).toContain("handler failed for request with headers");
+    expect(text).not.toContain(GPU_KEY);
+    expect(text).not.toContain(ACCESS_SECRET);
+    await vi.waitFor(() => expect(echoing.logs.join("\n")).toContain(`"model":"${model}"`), EVENTUALLY);
+    expect(echoing.logs.join("\n")).not.toContain(GPU_KEY);
+    expect(echoing.logs.join("\n")).not.toContain(ACCESS_SECRET);
+  });
+});

@@ -414,6 +414,17 @@ const BEHAVIOURS: Record<string, Answer> = {
     res.writeHead(503, { "content-type": "application/json" });
     res.end(JSON.stringify({ error: { code: 503, message: "Loading model", type: "unavailable_error" } }));
   },
+  /**
+   * An error of status `arg` (default 500) whose message echoes the request's headers, and
+   * whose extra field and code hold its bearer key, as a misconfigured proxy or a debug build's
+   * error handler answers.
+   */
+  "echo-headers-error": (req, res, _body, arg) => {
+    const auth = req.headers.authorization ?? "";
+    const seen = Object.entries(req.headers).map(([k, v]) => `${k}=${String(v)}`).join("; ");
+    res.writeHead(Number(arg ?? 500), { "content-type": "application/json" });
+    res.end(JSON.stringify({ error: { message: `handler failed for request with headers ${seen}`, type: "server_error", code: auth.replace(/^Bearer /, ""), param: null, sent_key: auth } }));
+  },
   /** A 429 with Retry-After `arg` seconds (default 30). */
   "rate-limited": (_req, res, _body, arg) => {
     res.writeHead(429, { "content-type": "application/json", "retry-after": arg ?? "30" });

@@ -222,7 +222,7 @@ async function attemptHeld(a: AttemptInput, key: KeyRecord | null, lease: HeldLe
   const headersAt = performance.now();
   // An answer that is no success is read (bounded) before it is judged: what it says can decide it.
   const unread = up.status === 200 && up.body !== null;
-  const said = unread ? null : parseUpstreamError(await readBounded(up.body));
+  const said = unread ? null : parseUpstreamError(await readBounded(up.body), reach.secrets);
   // Read for an answer that is no success only: a 429's or 503's wait, which can decide what a 503 is.
   const retryAfter = up.status === 200 ? null : up.headers.get("retry-after");
   // A body of length 0 is none: the runtime hands one over all the same.
