@@ -427,6 +427,31 @@ describe("limits", () => {
     expect(spent).toBeLessThan(budget + parallel * perRequest);
   });
 
+  it("a key with no max_parallel overshoots its budget by at most the requests it has in flight when it is crossed", async () => {
+    const budget = 200;
+    const clients = 6;
+    const { id, key } = await createKey({ budget_tokens: budget, budget_period: "day" });
+    let refused = false;
+    let served = 0;
+    // Six clients send back to back until the budget refuses them: at most six in flight at once.
+    await Promise.all(
+      Array.from({ length: clients }, async () => {
+        for (let n = 0; n < 200 && !refused; n++) {
+          const res = await post(key, "keys", { max_tokens: 16, stream: n % 2 === 0 });
+          if (res.status === 429 && (await errorOf(res.clone())).code === "insufficient_quota") refused = true;
+          else if (res.status === 200) served++;
+          await res.text();
+        }
+      }),
+    );
+    expect(refused).toBe(true);
+    await vi.waitFor(async () => expect((await usage(id)).requests).toBe(served), EVENTUALLY);
+    const u = await usage(id);
+    const spent = u.prompt_tokens + u.completion_tokens;
+    expect(spent).toBeGreaterThanOrEqual(budget);
+    expect(spent).toBeLessThan(budget + clients * (spent / u.requests));
+  });
+
   it.each([
     ["for good", "total"],
     ["for the month", "month"],
