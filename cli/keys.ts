@@ -183,9 +183,16 @@ async function everyKey(api: AdminClient, status: string | undefined): Promise<K
   }
 }
 
-/** The usage the query names with every row, read a page at a time (the API answers a bounded page a call). */
+/**
+ * The usage the query names with every row, read a page at a time (the API answers a bounded page a
+ * call). Every later page asks for the first page's days: a default `since` or `until` is the
+ * gateway's today, which moves at UTC midnight, so a listing read over it skipped the rest of its
+ * oldest day and added rows of a day its totals did not count.
+ */
 async function everyUsageRow(api: AdminClient, q: URLSearchParams): Promise<UsageView> {
   const first = await api.call<UsageView>("GET", `/admin/v1/usage?${q}`);
+  q.set("since", first.since);
+  q.set("until", first.until);
   const by = [...first.by];
   for (let page = first; page.has_more && page.next_after; ) {
     q.set("after", page.next_after);

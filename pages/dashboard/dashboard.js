@@ -425,9 +425,11 @@ async function revokeKey(k) {
 async function showUsage(k) {
   try {
     const u = /** @type {UsageView} */ (await admin(`/usage?key=${enc(k.id)}`));
-    // The API answers the rows a page at a time; the totals above them are over every row.
+    // The API answers the rows a page at a time; the totals above them are over every row. Later
+    // pages ask for the first's days: left out, they are the gateway's today, which UTC midnight moves.
+    const days = `since=${u.since}&until=${u.until}`;
     for (let page = u; page.has_more && page.next_after; ) {
-      page = /** @type {UsageView} */ (await admin(`/usage?key=${enc(k.id)}&after=${enc(page.next_after)}`));
+      page = /** @type {UsageView} */ (await admin(`/usage?key=${enc(k.id)}&${days}&after=${enc(page.next_after)}`));
       u.by.push(...page.by);
     }
     const title = byId("usage-title", HTMLElement);

@@ -228,6 +228,42 @@ describe.skipIf(missing)("the pages, served as Workers static assets", () => {
     expect(await page.getByRole("button", { name: `Revoke ${key.id}` }).count()).toBe(0);
   });
 
+  it("a key's usage on the dashboard reads its later pages over the first page's days, which a UTC midnight would otherwise move", async () => {
+    const key = await admin<IssuedKeyView>("POST", "/keys", { name: "usage-pages" });
+    // Requests at once go to different backends (least in flight): a row each, per day, model and backend.
+    for (let round = 0; round < 5 && (await admin<UsageView>("GET", `/usage?key=${key.id}`)).by.length < 2; round++) {
+      const sent = BACKENDS.map(() =>
+        fetch(`${gw.url}/v1/chat/completions`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${key.key}`, "content-type": "application/json" },
+          body: JSON.stringify({ model: GROUP, max_tokens: 4, messages: [{ role: "user", content: `row ${randomBytes(4).toString("hex")}` }] }),
+        }).then((r) => r.arrayBuffer()),
+      );
+      await Promise.all(sent);
+      await vi.waitFor(async () => expect((await admin<UsageView>("GET", `/usage?key=${key.id}`)).requests).toBe((round + 1) * BACKENDS.length), EVENTUALLY);
+    }
+    const rows = (await admin<UsageView>("GET", `/usage?key=${key.id}`)).by.length;
+    expect(rows).toBeGreaterThanOrEqual(2);
+
+    const page = await dashboard();
+    // A page of one row, so the key's usage takes several: what the page asks for each is kept.
+    const asked: URL[] = [];
+    await page.route("**/admin/v1/usage?*", async (route) => {
+      const url = new URL(route.request().url());
+      asked.push(new URL(url));
+      url.searchParams.set("limit", "1");
+      await route.continue({ url: url.toString() });
+    });
+    await page.getByRole("button", { name: `Usage of ${key.id}` }).click();
+    await expect.poll(() => page.locator("#usage-rows tbody tr").count()).toBe(rows);
+    expect(asked.length).toBe(rows);
+    const first = asked[0] as URL;
+    expect(first.searchParams.has("after")).toBe(false);
+    // The first answer's days, as the title shows them: every later page asks for those, not for the gateway's today again.
+    const [, since, until] = /, (\d{4}-\d{2}-\d{2}) to (\d{4}-\d{2}-\d{2})$/.exec((await page.locator("#usage-title").textContent()) ?? "") ?? [];
+    for (const later of asked.slice(1)) expect({ since: later.searchParams.get("since"), until: later.searchParams.get("until"), after: later.searchParams.has("after") }).toEqual({ since, until, after: true });
+  });
+
   it("the playground streams a reply as it comes, shows how it was routed, and a second send of it comes back as prefix-hit", async () => {
     const page = await playground(gw.key);
     await page.getByLabel("Model").selectOption(GROUP);
