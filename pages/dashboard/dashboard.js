@@ -351,22 +351,32 @@ function renderDecisions(view, decisions) {
   view.decisions.replaceChildren(el("table", {}, el("caption", {}, `The last ${rows.length} of ${decisions.length}, newest first`), el("thead", {}, head), el("tbody", {}, ...rows)));
 }
 
+/** Which keys the table lists: one status, asked of the API (so thousands of revoked keys are not read for the few active ones), or all. */
+const keyStatus = byId("key-status", HTMLSelectElement);
 byId("refresh-keys", HTMLButtonElement).addEventListener("click", () => void loadKeys());
+keyStatus.addEventListener("change", () => void loadKeys());
 
 /** @param {string} [focusId] the key whose Usage button gets the focus once the table is rebuilt */
 async function loadKeys(focusId) {
   try {
     /** @type {KeyView[]} */
     const keys = [];
+    const shown = keyStatus.value;
     // The API answers a page of keys at a time; the table shows them all, oldest first.
     for (let after = ""; ; ) {
-      const page = /** @type {KeyList} */ (await admin(`/keys${after ? `?after=${enc(after)}` : ""}`));
+      const q = new URLSearchParams();
+      if (shown) q.set("status", shown);
+      if (after) q.set("after", after);
+      const page = /** @type {KeyList} */ (await admin(`/keys${q.size > 0 ? `?${q}` : ""}`));
       keys.push(...page.data);
       if (!page.has_more || page.last_id === null) break;
       after = page.last_id;
     }
+    // A choice changed while the pages came: the table is the newer read's.
+    if (keyStatus.value !== shown) return;
     keysBody.replaceChildren(...keys.map(keyRow));
-    if (keys.length === 0) keysBody.append(el("tr", {}, el("td", { colspan: "6" }, "No virtual key yet (npx kvgate keys create, or POST /admin/v1/keys).")));
+    const none = shown ? `No ${shown} key.` : "No virtual key yet (npx kvgate keys create, or POST /admin/v1/keys).";
+    if (keys.length === 0) keysBody.append(el("tr", {}, el("td", { colspan: "6" }, none)));
     if (focusId) /** @type {HTMLButtonElement | null} */ (keysBody.querySelector(`tr[data-key="${CSS.escape(focusId)}"] button`))?.focus();
   } catch (e) {
     say(status, `Reading the keys failed: ${message(e)}`, true);

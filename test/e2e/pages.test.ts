@@ -228,6 +228,51 @@ describe.skipIf(missing)("the pages, served as Workers static assets", () => {
     expect(await page.getByRole("button", { name: `Revoke ${key.id}` }).count()).toBe(0);
   });
 
+  it("the dashboard lists the keys of one status when asked: the active ones alone where most are revoked", async () => {
+    const made: IssuedKeyView[] = [];
+    for (let i = 0; i < 6; i++) made.push(await admin<IssuedKeyView>("POST", "/keys", { name: `status-${i}` }));
+    const revoked = made.slice(0, 4);
+    const active = made.slice(4);
+    for (const k of revoked) await admin<KeyView>("POST", `/keys/${k.id}/revoke`);
+
+    const page = await dashboard();
+    await page.locator(`#keys tr[data-key="${active[0]?.id}"]`).waitFor();
+    const asked: URL[] = [];
+    page.on("request", (r) => {
+      const url = new URL(r.url());
+      if (url.pathname === "/admin/v1/keys") asked.push(url);
+    });
+    const statuses = () => page.locator('#keys tbody [data-field="status"]').allTextContents();
+    const shown = () => page.locator("#keys tbody tr[data-key]").evaluateAll((rows) => rows.map((r) => r.getAttribute("data-key")));
+
+    await page.getByLabel("Show keys").selectOption("active");
+    await expect.poll(async () => [...new Set(await statuses())]).toEqual(["active"]);
+    expect(await shown()).toEqual(expect.arrayContaining(active.map((k) => k.id)));
+    expect(await shown()).not.toEqual(expect.arrayContaining([revoked[0]?.id]));
+    // Asked of the API, not filtered in the page: the revoked keys are never read.
+    expect(asked.every((u) => u.searchParams.get("status") === "active")).toBe(true);
+
+    await page.getByLabel("Show keys").selectOption("revoked");
+    await expect.poll(async () => [...new Set(await statuses())]).toEqual(["revoked"]);
+    expect(await shown()).toEqual(expect.arrayContaining(revoked.map((k) => k.id)));
+    // Refresh keeps the choice.
+    asked.length = 0;
+    await page.getByRole("button", { name: "Refresh keys" }).click();
+    await expect.poll(() => asked.length).toBeGreaterThan(0);
+    expect(asked.every((u) => u.searchParams.get("status") === "revoked")).toBe(true);
+
+    // Revoking from the active list takes the key off it.
+    await page.getByLabel("Show keys").selectOption("active");
+    await expect.poll(async () => [...new Set(await statuses())]).toEqual(["active"]);
+    page.once("dialog", (d) => void d.accept());
+    await page.getByRole("button", { name: `Revoke ${active[0]?.id}` }).click();
+    await expect.poll(shown, EVENTUALLY).not.toContain(active[0]?.id);
+    expect(await shown()).toContain(active[1]?.id);
+
+    await page.getByLabel("Show keys").selectOption("");
+    await expect.poll(shown).toEqual(expect.arrayContaining(made.map((k) => k.id)));
+  });
+
   it("a key's usage on the dashboard reads its later pages over the first page's days, which a UTC midnight would otherwise move", async () => {
     const key = await admin<IssuedKeyView>("POST", "/keys", { name: "usage-pages" });
     // Requests at once go to different backends (least in flight): a row each, per day, model and backend.
