@@ -4,6 +4,7 @@ import { parseKeyInput } from "../src/tenants/key-input.ts";
 import { keyStatus, newKeyId, newRecord, patchedRecord, type KeyStatus } from "../src/tenants/key-record.ts";
 import { dayOf, periodOf } from "../src/tenants/period.ts";
 import type { BatchId, IssuedKey, KeyListPage, KeyLookup, KeyPage, KeyRecord, Spent, TenantsAdminRpc, TenantsRefusal, TenantsResult, TenantsRpc, UsageFigures, UsageQuery, UsageReport, UsageRow } from "../src/tenants/protocol.ts";
+import { UsageTotals } from "../src/tenants/usage-totals.ts";
 import { migrateTenants } from "./tenants-schema.ts";
 
 const DAY_MS = 86_400_000;
@@ -65,6 +66,8 @@ export class Tenants extends DurableObject<unknown> implements TenantsRpc, Tenan
    * reading every key at each call was ~100 ms of this object's time a call with 50,000 keys.
    */
   private liveOrigins: { list: string[]; until: number } | null = null;
+  /** The totals of the usage windows read lately, so a listing's later pages do not sum every row of the window again. */
+  private readonly usageTotals = new UsageTotals();
 
   constructor(ctx: DurableObjectState, env: unknown) {
     super(ctx, env);
@@ -80,10 +83,10 @@ export class Tenants extends DurableObject<unknown> implements TenantsRpc, Tenan
   /** Rows of keys it does not know are stored all the same (usage is history); such keys have no spend in the answer. */
   record(rows: UsageRow[], keys: string[], batch?: BatchId): Record<string, Spent> {
     const now = Date.now();
-    this.ctx.storage.transactionSync(() => {
+    const stored = this.ctx.storage.transactionSync(() => {
       if (batch) {
         const [last] = this.sql.exec<{ last_batch: string }>("SELECT last_batch FROM senders WHERE name = ?", batch.from).toArray();
-        if (last?.last_batch === batch.id) return;
+        if (last?.last_batch === batch.id) return false;
         this.sql.exec("INSERT INTO senders (name, last_batch, at) VALUES (?, ?, ?) ON CONFLICT (name) DO UPDATE SET last_batch = excluded.last_batch, at = excluded.at", batch.from, batch.id, now);
       }
       const spend = new Map<string, Amount>();
@@ -107,7 +110,10 @@ export class Tenants extends DurableObject<unknown> implements TenantsRpc, Tenan
           key, period, a.tokens, a.costMicros,
         );
       }
+      return true;
     });
+    // Once stored for good: a batch sent again, or a transaction that failed, adds nothing.
+    if (stored) for (const r of rows) this.usageTotals.added(r);
     this.schedulePrune(now);
     const spent: Record<string, Spent> = {};
     for (const id of new Set([...rows.map((r) => r.key), ...keys])) {
@@ -207,15 +213,23 @@ export class Tenants extends DurableObject<unknown> implements TenantsRpc, Tenan
     if (!DAY.test(until)) return badDay("until");
     if (since > until) return { ok: false, status: 400, code: "invalid_value", message: `since (${since}) is after until (${until})`, param: "since" };
     const range = "FROM usage WHERE key = ? AND day >= ? AND day <= ? AND (? IS NULL OR model = ?)";
-    const sum = this.sql
-      .exec<UsageDbRow & { n: number }>(
-        `SELECT COUNT(*) AS n, COALESCE(SUM(prompt_tokens), 0) AS prompt_tokens, COALESCE(SUM(completion_tokens), 0) AS completion_tokens,
-           COALESCE(SUM(cached_tokens), 0) AS cached_tokens, COALESCE(SUM(requests), 0) AS requests, COALESCE(SUM(cost_micros), 0) AS cost_micros ${range}`,
-        query.key, since, until, query.model, query.model,
-      )
-      .one();
+    const figures = (r: UsageDbRow): UsageFigures => ({ promptTokens: r.prompt_tokens, completionTokens: r.completion_tokens, cachedTokens: r.cached_tokens, requests: r.requests, costMicros: r.cost_micros });
+    // The totals of every row of the window, on every page: summed once, then kept up to date.
+    const window = { key: query.key, since, until, model: query.model };
+    let totals = this.usageTotals.get(window);
+    if (!totals) {
+      const sum = this.sql
+        .exec<UsageDbRow & { n: number }>(
+          `SELECT COUNT(*) AS n, COALESCE(SUM(prompt_tokens), 0) AS prompt_tokens, COALESCE(SUM(completion_tokens), 0) AS completion_tokens,
+             COALESCE(SUM(cached_tokens), 0) AS cached_tokens, COALESCE(SUM(requests), 0) AS requests, COALESCE(SUM(cost_micros), 0) AS cost_micros ${range}`,
+          query.key, since, until, query.model, query.model,
+        )
+        .one();
+      totals = { figures: figures(sum), rows: sum.n };
+      this.usageTotals.set(window, totals);
+    }
     // A key with usage is history even when it no longer exists; one with neither is a typo.
-    if (sum.n === 0 && !this.rowOf(query.key) && this.sql.exec("SELECT 1 FROM usage WHERE key = ? LIMIT 1", query.key).toArray().length === 0) return notFound(query.key);
+    if (totals.rows === 0 && !this.rowOf(query.key) && this.sql.exec("SELECT 1 FROM usage WHERE key = ? LIMIT 1", query.key).toArray().length === 0) return notFound(query.key);
     const columns = "SELECT day, model, backend, prompt_tokens, completion_tokens, cached_tokens, requests, cost_micros";
     // One more than the page, to tell whether any follow. After a cursor, the range starts at its
     // day, so a page reads from where the last one ended rather than from `since` again.
@@ -228,9 +242,8 @@ export class Tenants extends DurableObject<unknown> implements TenantsRpc, Tenan
             query.key, a.day > since ? a.day : since, until, query.model, query.model, a.day, a.model, a.backend, query.limit + 1,
           )
     ).toArray();
-    const figures = (r: UsageDbRow): UsageFigures => ({ promptTokens: r.prompt_tokens, completionTokens: r.completion_tokens, cachedTokens: r.cached_tokens, requests: r.requests, costMicros: r.cost_micros });
     const out = rows.slice(0, query.limit).map((r) => ({ day: r.day, model: r.model, backend: r.backend, ...figures(r) }));
-    return { ok: true, value: { key: query.key, since, until, model: query.model, totals: figures(sum), rows: out, hasMore: rows.length > query.limit } };
+    return { ok: true, value: { key: query.key, since, until, model: query.model, totals: totals.figures, rows: out, hasMore: rows.length > query.limit } };
   }
 
   /** Prunes usage rows past USAGE_KEPT_DAYS, and the spend of periods past (no budget asks for them again). */
@@ -244,6 +257,7 @@ export class Tenants extends DurableObject<unknown> implements TenantsRpc, Tenan
       // A routing object silent for a day has no batch left to send again (it retries within seconds).
       this.sql.exec("DELETE FROM senders WHERE at < ?", now - DAY_MS);
     });
+    this.usageTotals.clear();
     // The next batch sets the next prune: a gateway with no traffic wakes nothing.
     this.pruneScheduled = false;
   }

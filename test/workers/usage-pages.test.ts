@@ -1,9 +1,11 @@
+import { runInDurableObject } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
+import type { Tenants } from "../../durable-objects/tenants.ts";
 import type { UsageView } from "../../src/tenants/admin-api.ts";
 import { dayOf } from "../../src/tenants/period.ts";
-import type { UsageRow } from "../../src/tenants/protocol.ts";
+import type { UsageReport, UsageRow } from "../../src/tenants/protocol.ts";
 import { admin, ok, refused } from "./admin.ts";
-import { DAY_MS, tenants, usageRow } from "./tenants.ts";
+import { DAY_MS, rowsReadBy, tenants, usageRow } from "./tenants.ts";
 
 /**
  * GET /admin/v1/usage of a key with a year of usage over many backends: its `by` rows in pages,
@@ -54,5 +56,40 @@ describe("a key's usage", () => {
   it("refuses a bad limit or cursor by name", async () => {
     for (const limit of ["0", "5001", "ten", "1.5"]) expect((await refused(admin(`/admin/v1/usage?key=key_x&limit=${limit}`), 400)).param).toBe("limit");
     for (const after of ["nonsense", "W10", "WyIyMDI2LTAxLTAxIl0"]) expect((await refused(admin(`/admin/v1/usage?key=key_x&after=${after}`), 400)).param).toBe("after");
+  });
+});
+
+describe("a key's usage totals on later pages", () => {
+  it("are not summed again from every row at each page, and stay exact as usage arrives and old rows are pruned", async () => {
+    const stub = tenants();
+    const made = await stub.create({ name: "totals once" });
+    if (!made.ok) throw new Error(made.message);
+    const id = made.value.lookup.record.id;
+    const now = Date.now();
+    const rows: UsageRow[] = [];
+    for (let d = 0; d < 300; d++) for (let b = 0; b < 10; b++) rows.push(usageRow(id, dayOf(now - d * DAY_MS), "m", `gpu-${b}`, 10, 1));
+    // One row past the days kept, which the next prune drops.
+    const old = usageRow(id, dayOf(now - 401 * DAY_MS), "m", "gpu-0", 10, 1);
+    await stub.record([...rows, old], [], { from: "group-a", id: "history" });
+    const since = dayOf(now - 402 * DAY_MS);
+    const query = (after: UsageReport["rows"][number] | null) => ({ key: id, since, until: null, model: null, limit: 100, after: after && { day: after.day, model: after.model, backend: after.backend } });
+    const page = (after: UsageReport["rows"][number] | null) => stub.usage(query(after)).then((r) => (r.ok ? r.value : Promise.reject(new Error(r.message))));
+
+    const first = await page(null);
+    expect(first.totals.requests).toBe(3001);
+    const at = first.rows.at(-1) as UsageReport["rows"][number];
+    const reads = await rowsReadBy(stub, (o) => o.usage(query(at)));
+    // The page's rows and the key's, not the 3,001 summed again (3,103 before).
+    expect(reads).toBeLessThanOrEqual(110);
+
+    // Usage that arrives between pages counts as it would in a fresh sum: this key's in the window, not another key's.
+    await stub.record([usageRow(id, dayOf(now), "m", "gpu-new", 5, 5), usageRow("key_other", dayOf(now), "m", "gpu-0", 5, 5)], [], { from: "group-a", id: "later" });
+    const second = await page(at);
+    expect(second.totals).toMatchObject({ requests: 3002, promptTokens: 3001 * 10 + 5, completionTokens: 3001 + 5 });
+    // Through the admin API, with a model of no rows: its own totals.
+    expect((await ok<UsageView>(admin(`/admin/v1/usage?key=${id}&model=none&since=${since}`))).requests).toBe(0);
+    // The prune drops the row past the days kept: the next page's totals do not hold it.
+    await runInDurableObject(stub, (o: Tenants) => o.alarm());
+    expect((await page(at)).totals.requests).toBe(3001);
   });
 });
