@@ -8,7 +8,7 @@ import { dayOf } from "../src/tenants/period.ts";
  */
 
 const FIRST_TABLES = [
-  // carried_*: usage of rows pruned since the key was made (dropped at version 1, kept in `spend`).
+  // carried_*: usage of rows pruned since the key was made (kept in `spend` from version 1; the columns stay for the release before).
   `CREATE TABLE IF NOT EXISTS keys (
     id TEXT PRIMARY KEY, hash TEXT NOT NULL UNIQUE, record TEXT NOT NULL, created_at INTEGER NOT NULL,
     carried_tokens INTEGER NOT NULL DEFAULT 0, carried_cost_micros INTEGER NOT NULL DEFAULT 0)`,
@@ -47,8 +47,8 @@ const STEPS: Step[] = [
     );
     sql.exec(`INSERT INTO spend (key, period, tokens, cost_micros) SELECT key, substr(day, 1, 7), ${summed} FROM usage WHERE day >= ? GROUP BY key, substr(day, 1, 7)`, `${today.slice(0, 7)}-01`);
     sql.exec(`INSERT INTO spend (key, period, tokens, cost_micros) SELECT key, day, ${summed} FROM usage WHERE day >= ? GROUP BY key, day`, today);
-    sql.exec("ALTER TABLE keys DROP COLUMN carried_tokens");
-    sql.exec("ALTER TABLE keys DROP COLUMN carried_cost_micros");
+    // The carried columns stay, unused: the release before reads them, and a rollback to it must
+    // not find every key lookup failing (its totals then miss only usage pruned since).
   },
   // 2: a key's revocation and expiry as columns beside its record, so the list can be asked for
   // one status a page at a time: the keys not revoked (active or expired) and the revoked ones each

@@ -154,7 +154,8 @@ export class Tenants extends DurableObject<unknown> implements TenantsRpc, Tenan
   list(page: KeyPage): TenantsResult<KeyListPage> {
     const now = Date.now();
     // Each status reads one of the list's indexes (tenants-schema.ts); an expiry is checked as keyStatus does.
-    const [status, ...bound] = page.status === null ? ["1"] : STATUS_WHERE[page.status](now);
+    // A Worker of the release before sends no status at all (undefined): every key, as then.
+    const [status, ...bound] = page.status == null ? ["1"] : STATUS_WHERE[page.status](now);
     const columns = `SELECT record FROM keys WHERE ${status}`;
     // One more than the page, to tell whether any follow.
     let rows: KeyRow[];

@@ -131,3 +131,26 @@ describe("an object made before running totals were kept", () => {
     expect(await ids("expired")).toEqual([]);
   });
 });
+
+describe("the release before, beside this one (a deploy under way, or a rollback)", () => {
+  it("lists every key when its Worker asks for a page with no status", async () => {
+    const stub = env.TENANTS.getByName(`before-${crypto.randomUUID()}`);
+    const made = [await created(stub, { name: "a" }), await created(stub, { name: "b" })].map((k) => k.lookup.record.id);
+    await stub.revoke(made[0] as string);
+    // A Worker of the release before sends no `status`: the field is absent, not null.
+    const page = value(await stub.list({ limit: 10, after: null } as Parameters<Stub["list"]>[0]));
+    expect(page.keys.map((k) => k.record.id)).toEqual(made);
+  });
+
+  it("still reads the tables this release migrated: its lookup's and its list's columns are there", async () => {
+    const stub = env.TENANTS.getByName(`rollback-${crypto.randomUUID()}`);
+    const { key } = await created(stub, { budget_period: "total" });
+    const hash = await keyHash(key);
+    await runInDurableObject(stub, (_o, state) => {
+      // d470e17's lookup and list, word for word.
+      const row = state.storage.sql.exec<{ carried_tokens: number }>("SELECT record, carried_tokens, carried_cost_micros FROM keys WHERE hash = ?", hash).toArray()[0];
+      expect(row?.carried_tokens).toBe(0);
+      expect(state.storage.sql.exec("SELECT record, carried_tokens, carried_cost_micros FROM keys ORDER BY created_at, id LIMIT ?", 10).toArray()).toHaveLength(1);
+    });
+  });
+});
