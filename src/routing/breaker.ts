@@ -8,7 +8,7 @@
  * first token, or a non-streamed answer its router judged silent, src/routing/silence.ts) takes
  * no good probe as evidence until it closes: the server took the request and never answered,
  * and its health endpoint says ok on a hung engine all the same (vLLM's and llama.cpp's do). Only
- * its cool-down half-opens it, and only trials close it. A failed probe still counts.
+ * its cool-down half-opens it, and only trials close it; its router does not probe it at all.
  * Pure: the caller passes the time, so tests and the Durable Object drive it alike.
  */
 export type BreakerState = "closed" | "open" | "half-open";

@@ -838,8 +838,13 @@ function settleDebt(b: Backend, lease: Lease, prefilled: boolean): void {
 }
 
 /** An open or half-open breaker of a server that takes requests: its health probes are how it closes for them. */
+/**
+ * A breaker its silence opened is not probed: a hung engine's health endpoint says ok all the same
+ * (src/routing/breaker.ts), and probing it would wake the object every probeIntervalMs for as long
+ * as no request comes to give it its trials.
+ */
 function needsProbe(b: Backend): boolean {
-  return b.admitted && b.breaker.state !== "closed";
+  return b.admitted && b.breaker.state !== "closed" && !b.breaker.silent;
 }
 
 /**

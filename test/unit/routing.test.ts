@@ -662,6 +662,21 @@ describe("GroupRouter", () => {
       expect(state(router)).toEqual(["closed", "closed"]);
     });
 
+    it("a breaker its silence opened is not probed: an idle group's object is not woken for it, and traffic past openMs gives it its trials", () => {
+      // A hung engine's health endpoint answers ok: a probe is no evidence for such a breaker, and
+      // probing it would wake the object every probeIntervalMs for as long as no request came.
+      const router = routerFor(group({ strategy: "round-robin", nonStreamTimeoutMs: 1000, breaker: { consecutiveFailures: 1, openMs: 5000, probeIntervalMs: 100 } }, 2), rng(31));
+      const [wedged, other] = both(router, 0);
+      router.release({ lease: other as string, outcome: "ok" }, 10);
+      router.release(timedOut(wedged as string), 1000);
+      expect(router.snapshot()[0]?.breaker).toMatchObject({ state: "open", silent: true });
+      for (let t = 1000; t < 600_000; t += 100) expect(router.dueProbes(t)).toEqual([]);
+      expect(router.nextWake()).toBeNull();
+      const later = [0, 1].map(() => pick(router.pick([], 600_000))?.backendId);
+      expect(later).toContain("b0");
+      expect(router.snapshot()[0]?.breaker.state).toBe("half-open");
+    });
+
     it("a streamed first token counts as served, whatever became of its stream", () => {
       const router = wedgeRouter();
       const [long, other] = both(router, 0);
