@@ -1,4 +1,5 @@
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import net from "node:net";
+import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
 import OpenAI from "openai";
 import { BODY_SHAPE } from "../../src/openai/body-shape.ts";
 import { startHostileUpstream, type HostileUpstream } from "../support/hostile-upstream.ts";
@@ -116,6 +117,24 @@ describe("a request refused before its body is read gets its answer, not a broke
     for (const e of r.errors) expect(e).toMatchObject({ status: 401 });
     expect(r.sent).toBe(3);
   });
+
+  it("a client that declares a body and then stops sending it still gets its 401: the wait for the body is bounded", async () => {
+    // Else a client with no key could hold each request open as long as it liked, a byte at a time.
+    const u = new URL(gw.url);
+    const socket = net.connect(Number(u.port), u.hostname);
+    await new Promise<void>((resolve, reject) => socket.once("connect", resolve).once("error", reject));
+    let received = "";
+    socket.setEncoding("utf8").on("data", (d: string) => (received += d));
+    socket.on("error", () => {});
+    const head = [`POST /v1/chat/completions HTTP/1.1`, `host: ${u.host}`, "authorization: Bearer sk-not-a-key", "content-type: application/json", `content-length: ${1024 * 1024}`];
+    socket.write(`${head.join("\r\n")}\r\n\r\n{`);
+    try {
+      await vi.waitFor(() => expect(received).toMatch(/^HTTP\/1\.1 401 /), { timeout: 25_000, interval: 100 });
+      expect(received).toContain("invalid API key");
+    } finally {
+      socket.destroy();
+    }
+  }, 30_000);
 
   it("a body within the limit for a model that does not exist is answered, each time at the first request, 404", async () => {
     const r = await askWith(gw.key, "no-such-model", 3 * 1024 * 1024);

@@ -45,31 +45,35 @@ function refuseEncoded(encoding: string | null): void {
   if (codings.some((c) => c !== "" && c !== "identity")) throw unsupportedEncoding(encoding.trim());
 }
 
-/** The most of a refused body read and dropped so that its answer reaches the client (discardUnread). */
+/** The most of a refused body read and dropped so that its answer reaches the client (discardUnread), and the longest wait for it. */
 const DISCARD_BYTES = 64 * 1024 * 1024;
+const DISCARD_MS = 10_000;
 
 /**
  * workerd closes a connection whose request body was left unread, and a client still sending it
  * (an SDK uploads the whole body before it reads the answer) meets a broken pipe instead of the
  * answer — then retries the same body. An answer given before its body was read (a 401, a 413 by
- * the declared length) therefore waits until the body has come, up to DISCARD_BYTES; past that,
- * the connection is cut as before.
+ * the declared length) therefore waits until the body has come, up to DISCARD_BYTES and
+ * DISCARD_MS (a client with no key must not hold the request open a byte at a time); past
+ * either, the connection is cut as before.
  */
 export async function discardUnread(req: Request): Promise<void> {
   if (req.body === null || req.bodyUsed || Number(req.headers.get("content-length") ?? 0) > DISCARD_BYTES) return;
-  await discard(req.body.getReader(), DISCARD_BYTES);
-}
-
-async function discard(reader: ReadableStreamDefaultReader<Uint8Array>, budget: number): Promise<void> {
+  const reader = req.body.getReader();
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<null>((resolve) => (timer = setTimeout(() => resolve(null), DISCARD_MS)));
   try {
-    while (budget > 0) {
-      const { done, value } = await reader.read();
-      if (done) return;
-      budget -= value.length;
+    for (let left = DISCARD_BYTES; left > 0; ) {
+      const next = await Promise.race([reader.read(), late]);
+      if (next === null) break;
+      if (next.done) return;
+      left -= next.value.length;
     }
     await reader.cancel();
   } catch {
     // The client left: there is no one to answer.
+  } finally {
+    clearTimeout(timer);
   }
 }
 
