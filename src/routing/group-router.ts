@@ -478,7 +478,10 @@ export class GroupRouter {
     const view = this.views.get(r.version);
     if (view) view.usedAt = now;
     const live = this.leases.extend(r.lease, now + this.leaseTtlMs);
-    if (live) return this.chargeRenewal(live, r, now);
+    if (live) {
+      if (r.serving === true) live.backend.servedAt = now;
+      return this.chargeRenewal(live, r, now);
+    }
     if (this.leases.endedRecently(r.lease)) return "unheld";
     const b = view?.backends.find((x) => x.id === r.backendId);
     if (!b) return "unheld";
@@ -491,6 +494,7 @@ export class GroupRouter {
     this.leases.add(r.lease, lease);
     if (key !== null) this.ledger.took({ id: key, rpm: null, tpm: null, maxParallel: null, budget: null, admitted: true }, now);
     if (!late) this.adopted++;
+    if (r.serving === true) b.servedAt = now;
     return this.chargeRenewal(lease, r, now);
   }
 

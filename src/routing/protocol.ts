@@ -121,6 +121,12 @@ export interface LeaseRenewal {
    * the lease when, charged, the key's spend has reached it.
    */
   budget?: KeyBudget;
+  /**
+   * The holder's answer has begun (a stream's first token came): its backend is serving. A stream's
+   * release comes only at its end, so without this a backend whose only answers were long streams
+   * would look, to the silence rule (src/routing/silence.ts), like one that served nothing.
+   */
+  serving?: true;
 }
 
 /** A routing object's answer to the leases a release() call renewed (LeaseRenewal). */

@@ -677,6 +677,17 @@ describe("GroupRouter", () => {
       expect(router.snapshot()[0]?.breaker.state).toBe("half-open");
     });
 
+    it("a stream still under way whose renewal said its first token came counts as served: a backend of long streams is not blamed", () => {
+      const router = wedgeRouter();
+      const [stream, other] = both(router, 0);
+      const [slow] = both(router, 100);
+      // The stream's release comes only at its end; its renewal, while it runs, says it is serving.
+      router.renew({ lease: stream as string, version: "v1", backendId: "b0", serving: true }, 500);
+      router.release({ lease: other as string, outcome: "ok" }, 600);
+      router.release(timedOut(slow as string), 1100);
+      expect(state(router)).toEqual(["closed", "closed"]);
+    });
+
     it("a streamed first token counts as served, whatever became of its stream", () => {
       const router = wedgeRouter();
       const [long, other] = both(router, 0);

@@ -255,7 +255,10 @@ async function attemptHeld(a: AttemptInput, key: KeyRecord | null, lease: HeldLe
     }
     // An answer that ended with no event or byte answered nothing: nothing reached the client, so another backend may.
     if (first === null) return failed(clientError(200, EMPTY, null, deployment.id, null).toResponse(), "upstream-error", FAILURE_CAUSE, "bad-answer", null, true, true);
-    if (stream) timer.lift();
+    if (stream) {
+      timer.lift();
+      lease.began();
+    }
   }
 
   routing["content-type"] = up.headers.get("content-type") ?? (stream ? "text/event-stream" : "application/json");

@@ -225,6 +225,8 @@ export interface HeldLease {
   watchBudget(budget: KeyBudget | null): void;
   /** An object answered a renewal of the lease that its key's budget is spent. */
   readonly budgetSpent: boolean;
+  /** Its answer began (a stream's first token): its renewals say so from now on (LeaseRenewal.serving). */
+  began(): void;
   /** Ends the lease with its outcome; only the first call counts. */
   settle(outcome: LeaseOutcome, end?: AttemptEnd): void;
 }
@@ -284,6 +286,9 @@ export function holdLease(decision: Routed, group: ResolvedGroup, env: Env, ctx:
     },
     get budgetSpent() {
       return budgetSpent.get(decision.lease) === true;
+    },
+    began() {
+      renewal.serving = true;
     },
     settle(outcome, end) {
       if (settled) return;
