@@ -30,6 +30,17 @@ const ROUTE_HEADERS = /** @type {const} */ ([
   ["overhead", "x-kvgate-overhead-ms", "overhead ms"],
 ]);
 
+/**
+ * The most of a reply the playground shows, in characters (UTF-16 code units): more than any model
+ * writes in one reply (a quarter of a million tokens or so), and well under what the tab can hold.
+ * A reply that goes past it is cut there and its request let go: an upstream that streams without
+ * end, as fast as it can, froze the tab within seconds (27 MB of text in the first 15 s, the page
+ * answering nothing after that, Stop included).
+ */
+const REPLY_MAX_CHARS = 1_000_000;
+const REPLY_MAX_SAID = REPLY_MAX_CHARS.toLocaleString("en");
+byId("reply-max", HTMLElement).textContent = `A reply shows up to ${REPLY_MAX_SAID} characters; one that goes past is cut there, and its request ended.`;
+
 /** @type {string | null} */
 let apiKey = null;
 /** The conversation as sent: user turns and the replies that came back. */
@@ -138,11 +149,24 @@ async function send(reply) {
     if (!res.ok) throw await apiError(res);
     reply.routes.append(routeLine(res.headers, reply.routes.children.length + 1));
     if (!res.body) throw new Error("the answer has no body");
+    let cut = false;
     for await (const delta of contentDeltas(res.body)) {
-      answer += delta;
-      shown.appendData(delta);
+      const room = REPLY_MAX_CHARS - answer.length;
+      const kept = delta.length > room ? withoutHalfPair(delta.slice(0, room)) : delta;
+      answer += kept;
+      shown.appendData(kept);
+      // Leaving the loop cancels the stream (contentDeltas' finally): the backend is let go.
+      if (delta.length > room) {
+        cut = true;
+        break;
+      }
     }
-    say(status, `Reply done (${res.headers.get("x-kvgate-reason") ?? "?"} on ${res.headers.get("x-kvgate-backend") ?? "?"}).`);
+    if (cut) {
+      reply.text.append(el("em", { class: "error" }, ` [cut at ${REPLY_MAX_SAID} characters: the playground shows no more of a reply]`));
+      say(status, `Reply cut at ${REPLY_MAX_SAID} characters.`);
+    } else {
+      say(status, `Reply done (${res.headers.get("x-kvgate-reason") ?? "?"} on ${res.headers.get("x-kvgate-backend") ?? "?"}).`);
+    }
   } catch (e) {
     const aborted = e instanceof DOMException && e.name === "AbortError";
     reply.text.append(el("em", { class: "error" }, aborted ? " [stopped]" : ` [${e instanceof Error ? e.message : String(e)}]`));
@@ -154,6 +178,12 @@ async function send(reply) {
     setBusy(false);
   }
 }
+
+/**
+ * `text` without a last high surrogate, the first half of a character cut in two.
+ * @param {string} text
+ */
+const withoutHalfPair = (text) => (/[\uD800-\uDBFF]$/.test(text) ? text.slice(0, -1) : text);
 
 /** @param {boolean} busy */
 function setBusy(busy) {

@@ -32,7 +32,7 @@ beforeAll(async () => {
   upstream = await startHostileUpstream();
   const hostile = (name: string, behaviour: string) => ({ name, failover: { maxAttempts: 1 }, deployments: [{ id: behaviour.replace(":", "-"), baseUrl: `${upstream.url}/${behaviour}`, model: "hostile-7b" }] });
   gw = await startTestGateway(
-    { modelGroups: [{ name: GROUP, deployments: [{ id: "sim-0", baseUrl: fleet.urls[0] as string, model: "sim-7b" }] }, hostile("cut", "cut-mid-event"), hostile("erring", "error-then-endless"), hostile("long", "long-stream:20000"), hostile("unbroken", "big-event:64")] },
+    { modelGroups: [{ name: GROUP, deployments: [{ id: "sim-0", baseUrl: fleet.urls[0] as string, model: "sim-7b" }] }, hostile("cut", "cut-mid-event"), hostile("erring", "error-then-endless"), hostile("long", "long-stream:20000"), hostile("unbroken", "big-event:64"), hostile("firehose", "firehose-stream"), hostile("endless", "endless-stream")] },
     { KVGATE_ADMIN_KEY: adminKey },
     { assets: true },
   );
@@ -392,6 +392,39 @@ describe.skipIf(missing)("the pages when things change or fail under them", () =
     // The reply and what is around it (the question, the route line): not the reply again with each event.
     expect(written).toBeLessThan(text.length + 1000);
   }, 150_000);
+
+  it("a reply that never ends, as fast as it comes, stops at the most the playground shows: the page stays usable, and the request is let go", async () => {
+    const page = await playground();
+    upstream.reset();
+    // 1 KiB events for ever, as fast as the connection takes them (tens of MB in seconds).
+    await send(page, "firehose", "never stop", 100_000);
+    await vi.waitFor(async () => expect(await lastReply(page).getAttribute("data-done")).toBe("true"), { timeout: 30_000, interval: 200 });
+    const shown = (await lastReply(page).locator(".reply-text").textContent()) ?? "";
+    expect(shown).toMatch(/^x{1000000} \[cut at 1,000,000 characters: the playground shows no more of a reply\]$/);
+    expect(await page.locator("#status").textContent()).toBe("Reply cut at 1,000,000 characters.");
+    expect(await page.locator(".hint").getByText("A reply shows up to 1,000,000 characters").count()).toBe(1);
+    // The upstream would go on for ever: the page let go of it, and the backend's slot is free.
+    await vi.waitFor(() => expect(upstream.stats("firehose-stream")).toMatchObject({ requests: 1, open: 0, cancelled: 1 }), EVENTUALLY);
+    await vi.waitFor(async () => expect(await gw.inFlight("firehose")).toBe(0), EVENTUALLY);
+    // The page still answers: the next message goes out and its reply shows.
+    await send(page, GROUP, "still there?", 4);
+    await vi.waitFor(async () => expect(await lastReply(page).getAttribute("data-done")).toBe("true"), EVENTUALLY);
+    expect(await page.locator("#status").textContent()).toMatch(/^Reply done/);
+  }, 60_000);
+
+  it("Stop ends a reply that would never end: its upstream is cancelled and the backend's slot freed", async () => {
+    const page = await playground();
+    upstream.reset();
+    await send(page, "endless", "go on", 100_000);
+    await vi.waitFor(async () => expect(((await lastReply(page).locator(".reply-text").textContent()) ?? "").length).toBeGreaterThan(20), EVENTUALLY);
+    expect(await gw.inFlight("endless")).toBe(1);
+    await page.getByRole("button", { name: "Stop" }).click();
+    await vi.waitFor(async () => expect(await lastReply(page).getAttribute("data-done")).toBe("true"), EVENTUALLY);
+    expect(await lastReply(page).locator(".reply-text").textContent()).toMatch(/^(tick)+ \[stopped\]$/);
+    expect(await page.locator("#status").textContent()).toBe("Stopped.");
+    await vi.waitFor(() => expect(upstream.stats("endless-stream")).toMatchObject({ requests: 1, open: 0, cancelled: 1 }), EVENTUALLY);
+    await vi.waitFor(async () => expect(await gw.inFlight("endless")).toBe(0), EVENTUALLY);
+  });
 
   it("a reply of one very long word wraps in its box: the page never scrolls sideways, at a desktop's width or a phone's", async () => {
     const page = await playground();
