@@ -4,8 +4,82 @@ import type { core } from "zod/mini";
 // zod drops an issue's input before handing the issue out (unless a parse passes reportInput), so
 // afterwards a missing field and one of the wrong type look alike: both said "is required". The
 // global error map still sees the input; it marks the missing ones, and describeIssue reads the mark.
+// It also sees the object schema that found keys it does not know, so it names the key each was
+// likely meant to be: the issue handed out keeps only the unknown keys.
 const MISSING = "kvgate:missing";
-z.config({ customError: (issue) => (issue.input === undefined ? MISSING : undefined) });
+z.config({
+  customError: (issue) => {
+    if (issue.input === undefined) return MISSING;
+    if (issue.code === "unrecognized_keys") return unknownKeys(issue.keys, knownKeys(issue.inst, issue.input));
+    return undefined;
+  },
+});
+
+/** The keys the object schema `inst` takes that `input` does not have: what a misspelled key may have been meant to be. */
+function knownKeys(inst: unknown, input: unknown): string[] {
+  const shape = (inst as { _zod?: { def?: { shape?: unknown } } } | undefined)?._zod?.def?.shape;
+  if (typeof shape !== "object" || shape === null) return [];
+  const given = typeof input === "object" && input !== null ? input : {};
+  return Object.keys(shape).filter((k) => !Object.hasOwn(given, k));
+}
+
+/** "has unknown key baseURL (did you mean baseUrl?)", each unknown key with the known one it is nearest, if one is near. */
+function unknownKeys(keys: readonly string[], known: readonly string[]): string {
+  const named = keys.map((key) => {
+    const meant = nearestName(key, known);
+    return meant === null ? key : `${key} (did you mean ${meant}?)`;
+  });
+  return `has unknown key${keys.length === 1 ? "" : "s"} ${named.join(", ")}`;
+}
+
+/**
+ * The name of `names` that `typed` most likely misspells: the same but for case, or the nearest
+ * within one edit (two, for names of six letters or more), an edit being a letter added, dropped,
+ * changed, or two swapped. Null when none is that near.
+ */
+export function nearestName(typed: string, names: readonly string[]): string | null {
+  const lower = typed.toLowerCase();
+  let best: string | null = null;
+  let bestDistance = Infinity;
+  for (const name of names) {
+    const d = editDistance(lower, name.toLowerCase());
+    if (d < bestDistance) [best, bestDistance] = [name, d];
+  }
+  const allowed = Math.min(lower.length, best?.length ?? 0) >= 6 ? 2 : 1;
+  return bestDistance <= allowed ? best : null;
+}
+
+/** Edits from `a` to `b`: letters added, dropped or changed, and neighbours swapped (optimal string alignment). */
+function editDistance(a: string, b: string): number {
+  // Rows i-2, i-1 and i of the table, each b.length + 1 long.
+  let before: number[] = [];
+  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const row = [i];
+    for (let j = 1; j <= b.length; j++) {
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
+      let d = Math.min((prev[j] as number) + 1, (row[j - 1] as number) + 1, (prev[j - 1] as number) + cost);
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) d = Math.min(d, (before[j - 2] as number) + 1);
+      row.push(d);
+    }
+    [before, prev] = [prev, row];
+  }
+  return prev[b.length] as number;
+}
+
+/** How a type zod names is said in a sentence: "must be a number", "must be an object". */
+const TYPE_WORDS: Readonly<Record<string, string>> = {
+  string: "a string",
+  number: "a number",
+  int: "an integer",
+  bigint: "an integer",
+  boolean: "true or false",
+  object: "an object",
+  record: "an object",
+  array: "an array",
+  tuple: "an array",
+  null: "null",
+};
 
 /** `messages[2].content` style path, the way a user would name the field. */
 export function fieldPath(path: readonly PropertyKey[]): string {
@@ -26,7 +100,7 @@ export function describeIssue(issue: core.$ZodIssue): string {
   if (issue.message === MISSING) return "is required";
   switch (issue.code) {
     case "invalid_type":
-      return `must be ${issue.expected}`;
+      return `must be ${TYPE_WORDS[issue.expected] ?? issue.expected}`;
     case "too_small":
       return issue.origin === "array" || issue.origin === "string"
         ? `must have at least ${String(issue.minimum)} ${issue.origin === "array" ? "item(s)" : "character(s)"}`
@@ -41,7 +115,8 @@ export function describeIssue(issue: core.$ZodIssue): string {
       // A pattern says nothing to a user: each z.regex and z.url of the schemas carries what it wants in words.
       return issue.format === "regex" || issue.format === "url" ? issue.message : `must be a valid ${issue.format}`;
     case "unrecognized_keys":
-      return `has unknown key(s) ${issue.keys.join(", ")}`;
+      // The error map above said it, with the key each was likely meant to be, if it saw the issue.
+      return issue.message.startsWith("has unknown key") ? issue.message : unknownKeys(issue.keys, []);
     case "invalid_union":
       return "has an invalid type or shape";
     case "custom":

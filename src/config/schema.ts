@@ -104,7 +104,8 @@ export const DeploymentSchema = z.strictObject({
   /** Stable id, shown in x-kvgate-backend; defaults to the base URL's host. */
   id: z.optional(addressName()),
   // "gpu:8000" and "ws://gpu" are URLs of other schemes, so zod's "valid url" would mislead.
-  baseUrl: z.url({ protocol: /^https?$/, error: "must be an http:// or https:// URL, the server's root (http://gpu:8000)" }).check(
+  // Its words for a URL it refuses only: a baseUrl missing is said as missing (src/zod-issues.ts), not as a bad URL.
+  baseUrl: z.url({ protocol: /^https?$/, error: (issue) => (issue.input === undefined ? undefined : "must be an http:// or https:// URL, the server's root (http://gpu:8000)") }).check(
     z.superRefine((text, ctx) => {
       const why = baseUrlRefusal(text);
       if (why) ctx.issues.push({ code: "custom", message: why, input: text });

@@ -67,7 +67,7 @@ function readAt(rev: unknown): number | undefined {
 
 /** A patch as the request gives it: an object naming at least one field (one naming none would change nothing). */
 function named(input: unknown): Record<string, unknown> {
-  if (!isRecord(input)) throw new RegistryError(400, "invalid_value", "body must be object", null);
+  if (!isRecord(input)) throw new RegistryError(400, "invalid_value", "body must be an object", null);
   if (Object.keys(input).length === 0) throw new RegistryError(400, "invalid_value", "the update names no field to change", null);
   return input;
 }

@@ -52,6 +52,32 @@ describe("npm run check-config", () => {
     ]);
   });
 
+  it("says what a field must be in words, and names the key a misspelled one was meant to be", async () => {
+    const path = await file(
+      "misspelled.jsonc",
+      `{
+  "Cors": { "allowedOrigins": ["https://app.example"] },
+  "modelGroups": [{ "name": "a", "saturation": "8", "stratgy": "random",
+                    "deployments": [{ "baseURL": "http://10.0.0.1:8000", "model": "m", "apikeyEnv": "VLLM_KEY", "colour": "red" }] }],
+}`,
+    );
+    const r = await check([path]);
+    expect(r.code).toBe(1);
+    expect(r.stderr.split("\n")).toEqual([
+      `${path}: 5 problems`,
+      "  modelGroups[0].saturation must be a number",
+      "  modelGroups[0].deployments[0].baseUrl is required",
+      "  modelGroups[0].deployments[0] has unknown keys baseURL (did you mean baseUrl?), apikeyEnv (did you mean apiKeyEnv?), colour",
+      "  modelGroups[0] has unknown key stratgy (did you mean strategy?)",
+      "  the config has unknown key Cors (did you mean cors?)",
+      "",
+    ]);
+    const top = await check([await file("not-an-object.json", "[1]")]);
+    expect(top.stderr).toBe(`${join(dir, "not-an-object.json")}: the config must be an object\n`);
+    const lower = await check([await file("lower.json", JSON.stringify({ modelgroups: [{ name: "a", deployments: [{ baseUrl: "http://10.0.0.1:8000", model: "m" }] }] }))]);
+    expect(lower.stderr).toBe(`${join(dir, "lower.json")}: the config has unknown key modelgroups (did you mean modelGroups?)\n`);
+  });
+
   it("says what a name or a path must be, not that it must be a valid regex", async () => {
     const path = await file(
       "names.jsonc",

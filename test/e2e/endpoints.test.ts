@@ -231,7 +231,7 @@ describe("vLLM's rerank and score", () => {
 describe("bad input is refused at the edge, OpenAI-style, and never reaches a backend", () => {
   const cases: [string, string, unknown, { status: number; param?: string | null; code?: string; message?: string }][] = [
     ["/v1/embeddings", "no model", { input: "x" }, { status: 400, param: "model", message: "model is required" }],
-    ["/v1/embeddings", "a model that is not a string", { model: 7, input: "x" }, { status: 400, param: "model", message: "model must be string" }],
+    ["/v1/embeddings", "a model that is not a string", { model: 7, input: "x" }, { status: 400, param: "model", message: "model must be a string" }],
     ["/v1/embeddings", "no input", { model: MODEL }, { status: 400, param: "input", message: "input is required" }],
     ["/v1/embeddings", "an input of objects", { model: MODEL, input: [{}] }, { status: 400, param: "input" }],
     ["/v1/embeddings", "a stream asked for", { model: MODEL, input: "x", stream: true }, { status: 400, param: "stream" }],

@@ -100,7 +100,7 @@ describe("null in a chat message's optional fields (vLLM and SGLang take it)", (
   it("a field of the wrong type is still a 400 naming it", async () => {
     const r = await post("/v1/chat/completions", { model: "bodies", messages: [{ role: "assistant", content: null, tool_calls: "none" }] });
     expect(r.status).toBe(400);
-    expect(r.json.error).toMatchObject({ type: "invalid_request_error", param: "messages[0].tool_calls", message: "messages[0].tool_calls must be array" });
+    expect(r.json.error).toMatchObject({ type: "invalid_request_error", param: "messages[0].tool_calls", message: "messages[0].tool_calls must be an array" });
     expect(upstream.stats("ok").requests).toBe(0);
   });
 });
@@ -203,12 +203,12 @@ describe("sampling values are the server's to judge: only their types are checke
   });
 
   it.each([
-    ["/v1/chat/completions", "temperature", "hot", "temperature must be number"],
-    ["/v1/chat/completions", "top_p", [1], "top_p must be number"],
-    ["/v1/chat/completions", "n", 1.5, "n must be int"],
-    ["/v1/chat/completions", "max_tokens", "16", "max_tokens must be number"],
-    ["/v1/completions", "max_tokens", 0.5, "max_tokens must be int"],
-    ["/v1/responses", "max_output_tokens", true, "max_output_tokens must be number"],
+    ["/v1/chat/completions", "temperature", "hot", "temperature must be a number"],
+    ["/v1/chat/completions", "top_p", [1], "top_p must be a number"],
+    ["/v1/chat/completions", "n", 1.5, "n must be an integer"],
+    ["/v1/chat/completions", "max_tokens", "16", "max_tokens must be a number"],
+    ["/v1/completions", "max_tokens", 0.5, "max_tokens must be an integer"],
+    ["/v1/responses", "max_output_tokens", true, "max_output_tokens must be a number"],
   ])("%s: a %s of the wrong type is still a 400 naming it", async (path, field, value, message) => {
     const base = path === "/v1/responses" ? { input: "hi" } : path === "/v1/completions" ? { prompt: "hi" } : { messages: [{ role: "user", content: "hi" }] };
     const r = await post(path, { model: "bodies", ...base, [field]: value });

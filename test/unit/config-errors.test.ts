@@ -13,7 +13,7 @@ describe("a config with several problems", () => {
   it("names every one at once, and says them all in its one-line error", () => {
     const raw = { cors: { allowedOrigins: "*" }, modelGroups: [{ name: "a", strategy: "fastest", saturation: 0, deployments: [{ baseUrl: "ftp://x", model: "m" }] }] };
     expect(errorsOf(raw)).toEqual([
-      "cors.allowedOrigins must be array",
+      "cors.allowedOrigins must be an array",
       'modelGroups[0].strategy must be one of "round-robin", "random", "least-loaded", "prefix-aware"',
       "modelGroups[0].saturation must be >= 1",
       "modelGroups[0].deployments[0].baseUrl must be an http:// or https:// URL, the server's root (http://gpu:8000)",
@@ -32,7 +32,7 @@ describe("a config with several problems", () => {
   });
 
   it("names the config itself when it is not an object", () => {
-    expect(errorsOf("[1]")).toEqual(["the config must be object"]);
+    expect(errorsOf("[1]")).toEqual(["the config must be an object"]);
   });
 });
 

@@ -72,9 +72,9 @@ describe("responses request", () => {
     [{ model: "m", input: [{ role: "user", content: "x" }, { content: "y" }] }, { param: "input[1]", message: "input[1] must have a type or a role" }],
     // A union (text or items) names only itself when neither option fits.
     [{ model: "m", input: [{ role: "user", content: 7 }] }, { param: "input", message: "input has an invalid type or shape" }],
-    [{ model: "m", input: "x", instructions: 7 }, { param: "instructions", message: "instructions must be string" }],
+    [{ model: "m", input: "x", instructions: 7 }, { param: "instructions", message: "instructions must be a string" }],
     // Its type only: a -1 (llama.cpp's "no limit") is the server's to judge.
-    [{ model: "m", input: "x", max_output_tokens: 1.5 }, { param: "max_output_tokens", message: "max_output_tokens must be int" }],
+    [{ model: "m", input: "x", max_output_tokens: 1.5 }, { param: "max_output_tokens", message: "max_output_tokens must be an integer" }],
   ])("refuses %j", (body, expected) => {
     expect(issue(ResponsesRequestSchema.safeParse(body))).toEqual(expected);
   });

@@ -165,10 +165,10 @@ describe("deployments through the admin API", () => {
     await ok(patch({ failover: { on: ["connect"] } }));
     expect((await settings()).failover).toEqual({ ...failover, maxAttempts: 2, on: ["connect"] });
     expect(await refused(patch({ failover: { maxAttempts: 0 } }), 400)).toMatchObject({ param: "failover.maxAttempts" });
-    expect((await refused(patch({ name: "renamed" }), 400)).message).toMatch(/unknown key\(s\) name/);
+    expect((await refused(patch({ name: "renamed" }), 400)).message).toMatch(/unknown key name/);
     expect(await refused(patch({ failover: { maxAttemps: 3 } }), 400)).toMatchObject({ param: "failover" });
     const proto = admin("/admin/v1/groups/admin-nested", { method: "PATCH", body: '{"failover": {"__proto__": {"maxAttempts": 9}}}' });
-    expect((await refused(proto, 400)).message).toMatch(/unknown key\(s\) __proto__/);
+    expect((await refused(proto, 400)).message).toMatch(/unknown key __proto__/);
     expect((await settings()).failover).toEqual({ ...failover, maxAttempts: 2, on: ["connect"] });
   });
 
@@ -196,9 +196,9 @@ describe("deployments through the admin API", () => {
     expect(d).not.toHaveProperty("headersFromEnv");
     expect(d?.maxInFlight).toBe(256);
     // A misspelled field taken out is refused as unknown, not taken as a change of nothing.
-    expect(await refused(admin("/admin/v1/groups/admin-null", { method: "PATCH", json: { totalTimeoutMS: null } }), 400)).toMatchObject({ message: expect.stringMatching(/unknown key\(s\) totalTimeoutMS/) as string });
+    expect(await refused(admin("/admin/v1/groups/admin-null", { method: "PATCH", json: { totalTimeoutMS: null } }), 400)).toMatchObject({ message: expect.stringMatching(/unknown key totalTimeoutMS \(did you mean totalTimeoutMs\?\)/) as string });
     expect(await refused(admin("/admin/v1/groups/admin-null", { method: "PATCH", json: { failover: { maxAttemps: null } } }), 400)).toMatchObject({ param: "failover" });
-    expect(await refused(admin("/admin/v1/groups/admin-null/deployments/n", { method: "PATCH", json: { apikeyEnv: null } }), 400)).toMatchObject({ message: expect.stringMatching(/unknown key\(s\) apikeyEnv/) as string });
+    expect(await refused(admin("/admin/v1/groups/admin-null/deployments/n", { method: "PATCH", json: { apikeyEnv: null } }), 400)).toMatchObject({ message: expect.stringMatching(/unknown key apikeyEnv \(did you mean apiKeyEnv\?\)/) as string });
     // A field the deployment cannot be without is still required.
     expect(await refused(admin("/admin/v1/groups/admin-null/deployments/n", { method: "PATCH", json: { baseUrl: null } }), 400)).toMatchObject({ param: "baseUrl" });
   });
