@@ -32,12 +32,16 @@ function unknownKeys(keys: readonly string[], known: readonly string[]): string 
   return `has unknown key${keys.length === 1 ? "" : "s"} ${named.join(", ")}`;
 }
 
+const MAX_NAME_CHARS = 64;
+
 /**
  * The name of `names` that `typed` most likely misspells: the same but for case, or the nearest
  * within one edit (two, for names of six letters or more), an edit being a letter added, dropped,
  * changed, or two swapped. Null when none is that near.
  */
 export function nearestName(typed: string, names: readonly string[]): string | null {
+  // No name is that long: a key past it (an admin body's, up to its limit) costs no table of edits.
+  if (typed.length > MAX_NAME_CHARS) return null;
   const lower = typed.toLowerCase();
   let best: string | null = null;
   let bestDistance = Infinity;
