@@ -126,7 +126,12 @@ export function keyForm(o) {
   o.form.addEventListener("submit", (ev) => {
     ev.preventDefault();
     const key = o.input.value.trim();
-    if (key) void start(key);
+    if (!key) return;
+    // The browser refuses such a key as a header before anything is sent, in words ("Failed to
+    // fetch") that would read as a gateway out of reach.
+    const bad = key.match(/[^\x21-\x7e]/u);
+    if (bad) return say(o.status, `the key holds a character no HTTP header can carry (${JSON.stringify(bad[0])} at position ${(bad.index ?? 0) + 1}): paste it again as it was issued`, true);
+    void start(key);
   });
   o.forget.addEventListener("click", () => {
     sessionStorage.removeItem(o.storageName);

@@ -70,6 +70,21 @@ const decisions = async (): Promise<DecisionView[]> => {
 };
 
 describe.skipIf(missing)("the pages when things change or fail under them", () => {
+  it("a key pasted with a character no HTTP header carries is said to be so, not that the gateway cannot be reached", async () => {
+    // A key pasted from a chat or a document may carry a letter of another script or a typographic
+    // dash; the browser refuses it as a header before any request goes out.
+    for (const [path, label, button] of [["/playground", "API key", "Use key"], ["/dashboard", "Admin key", null]] as const) {
+      const page = await pages.open(path);
+      await page.getByLabel(label).fill(`${gw.key.slice(0, 6)}\u2014${gw.key.slice(6)}`);
+      if (button) await page.getByRole("button", { name: button }).click();
+      else await page.getByLabel(label).press("Enter");
+      const status = page.locator("#status");
+      await vi.waitFor(async () => expect(await status.textContent()).toMatch(/character/), EVENTUALLY);
+      expect(await status.textContent()).not.toMatch(/reach the gateway/);
+      expect(await page.evaluate(() => Object.keys(sessionStorage))).toEqual([]);
+    }
+  });
+
   it("a decision's outcome and TTFT show once they come, with no request after it", async () => {
     const page = await dashboard();
     const answer = fetch(`${gw.url}/v1/chat/completions`, {
