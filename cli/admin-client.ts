@@ -1,3 +1,4 @@
+import { unreachableHost } from "../src/config/private-hosts.ts";
 import { CliError } from "./cli-error.ts";
 
 export const DEFAULT_URL = "http://127.0.0.1:8787";
@@ -19,6 +20,12 @@ export function adminClient(env: NodeJS.ProcessEnv, fetchImpl: typeof fetch = fe
   const parsed = URL.parse(url);
   if (parsed && (parsed.username !== "" || parsed.password !== "")) throw new CliError("KVGATE_URL must not carry credentials (user:password@): the admin key goes in KVGATE_ADMIN_KEY", 2);
   if (!parsed || !/^https?:$/.test(parsed.protocol)) throw new CliError(`KVGATE_URL must be an http(s) URL, not "${unlessUserinfo(url)}"`, 2);
+  // Every command sends the admin key, which opens the whole fleet and every key: never in
+  // cleartext over the internet (the gateway holds its upstreams' secrets to the same rule). On
+  // this machine or a private network, plain http is the operator's call.
+  if (parsed.protocol === "http:" && unreachableHost(parsed.hostname) === null) {
+    throw new CliError(`KVGATE_URL is plain http to a public host (${parsed.hostname}): the admin key would cross the internet in cleartext; use https://${parsed.host}`, 2);
+  }
   const key = env.KVGATE_ADMIN_KEY;
   return {
     url,

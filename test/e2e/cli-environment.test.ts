@@ -48,3 +48,30 @@ describe("npx kvgate with a KVGATE_URL that is some other JSON server", () => {
     }
   }, 60_000);
 });
+
+describe("npx kvgate with a plain http KVGATE_URL on a public host", () => {
+  it("refuses it as a wrong command line before anything is sent: the admin key would cross the internet in cleartext", async () => {
+    // A server on this machine that public DNS (stood in for by the preload) says is gateway.example.
+    const seen: (string | undefined)[] = [];
+    const server = http.createServer((req, res) => {
+      seen.push(req.headers.authorization);
+      req.resume();
+      res.writeHead(200, { "content-type": "application/json" }).end("{}");
+    });
+    await new Promise<void>((done) => server.listen(0, "127.0.0.1", done));
+    const port = (server.address() as AddressInfo).port;
+    const preload = { NODE_OPTIONS: `--import ${new URL("../fixtures/public-name-on-loopback.mjs", import.meta.url).href}`, KVGATE_TEST_PUBLIC_NAME: "gateway.example" };
+    const adminKey = "sk-admin-never-in-cleartext-4b7d";
+    try {
+      const r = await kvgate(["status"], { KVGATE_URL: `http://gateway.example:${port}`, KVGATE_ADMIN_KEY: adminKey, ...preload });
+      expect({ code: r.code, stdout: r.stdout, keySent: seen.includes(`Bearer ${adminKey}`), requests: seen.length }).toEqual({ code: 2, stdout: "", keySent: false, requests: 0 });
+      expect(r.stderr[0]).toMatch(/^kvgate: KVGATE_URL is plain http to a public host \(gateway\.example\): the admin key would cross the internet in cleartext; use https:\/\//);
+      // The same server as a private network's or this machine's: plain http is the operator's call there.
+      const local = await kvgate(["status"], { KVGATE_URL: `http://127.0.0.1:${port}`, KVGATE_ADMIN_KEY: adminKey });
+      expect(local.stderr[0]).toMatch(/not what a kvgate gateway answers/);
+      expect(seen).toEqual([`Bearer ${adminKey}`]);
+    } finally {
+      server.close();
+    }
+  }, 60_000);
+});

@@ -57,8 +57,8 @@ export interface Ran {
   stderr: string[];
 }
 
-/** `npx kvgate <args>` in the repository, with KVGATE_URL and KVGATE_ADMIN_KEY as given. */
-export function kvgate(args: readonly string[], env: { KVGATE_URL: string; KVGATE_ADMIN_KEY: string }): Promise<Ran> {
+/** `npx kvgate <args>` in the repository, with KVGATE_URL and KVGATE_ADMIN_KEY as given (and any other variable `env` names). */
+export function kvgate(args: readonly string[], env: { KVGATE_URL: string; KVGATE_ADMIN_KEY: string } & Record<string, string>): Promise<Ran> {
   return new Promise((done) => {
     execFile("npx", ["kvgate", ...args], { cwd: ROOT, env: { ...process.env, ...env }, timeout: 30_000 }, (error, stdout, stderr) => {
       const code = error === null ? 0 : typeof error.code === "number" ? error.code : 1;
