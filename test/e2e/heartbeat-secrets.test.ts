@@ -169,3 +169,26 @@ describe("a deployment on a public host over plain http", () => {
     expect((await heartbeat(gw, { group: "public", id: "keyless", baseUrl: "http://gpu-8.example.com:8000", model: MODEL })).status).toBe(200);
   });
 });
+
+describe("an admin key whose value the register key or the metrics key shares", () => {
+  // Each GPU server holds the register key, a Prometheus box the metrics key: with the admin key's
+  // value, either would administer the fleet and every virtual key.
+  for (const [name, what] of [["KVGATE_REGISTER_KEY", "register key"], ["KVGATE_METRICS_KEY", "metrics key"]] as const) {
+    it(`opens no admin route while the ${what} is the admin key: a key that holder has administers nothing`, async () => {
+      const shared = secret("sk-shared");
+      const gw = await startTestGateway({ modelGroups: [{ name: "shared", deployments: [] }] }, { ...KEYS, KVGATE_ADMIN_KEY: shared, [name]: shared });
+      try {
+        const minted = await adminCall(gw.url, shared, "POST", "/keys", { name: "minted-by-a-gpu-server" });
+        expect(minted).toMatchObject({ status: 401, error: { type: "authentication_error" } });
+        expect(minted.error?.message).toBe(`the admin key (KVGATE_ADMIN_KEY) must differ from the ${what} (${name}); the admin API is off until it does`);
+        expect(JSON.stringify(minted)).not.toContain(shared);
+        expect((await adminCall(gw.url, shared, "GET", "/groups")).status).toBe(401);
+        // The key still opens its own door.
+        if (name === "KVGATE_REGISTER_KEY") expect((await heartbeat(gw, { group: "shared", id: "gpu-0", baseUrl: attacker.urls[0], model: MODEL }, shared)).status).toBe(200);
+        else expect((await fetch(`${gw.url}/metrics`, { headers: { authorization: `Bearer ${shared}` } })).status).toBe(200);
+      } finally {
+        await gw.close();
+      }
+    }, 60_000);
+  }
+});

@@ -115,10 +115,18 @@ export async function recheckKey(caller: Extract<Caller, { kind: "key" }>, env: 
   return usableKey(await lookupKey(env, ctx, caller.hash));
 }
 
-/** The admin API: the admin key only. A client's key (the master key) administers nothing, even when an operator set both alike. */
+/**
+ * The admin API: the admin key only. No other door's key administers anything, even when an
+ * operator set it alike: not a client's (the master key), nor the register key every GPU server
+ * holds, nor a Prometheus scraper's metrics key.
+ */
 export async function authenticateAdmin(req: Request, config: LoadedConfig, env: Env): Promise<void> {
-  await requireKey(req, env, [config.auth.adminKeyEnv], "admin key");
-  refuseIfClientKey(env, config.auth.masterKeyEnv, config.auth.adminKeyEnv, "admin key", "the admin API is off");
+  const { adminKeyEnv, masterKeyEnv, registerKeyEnv, metricsKeyEnv } = config.auth;
+  await requireKey(req, env, [adminKeyEnv], "admin key");
+  const off = "the admin API is off";
+  refuseIfClientKey(env, masterKeyEnv, adminKeyEnv, "admin key", off);
+  refuseIfAlike(env, adminKeyEnv, "admin key", registerKeyEnv, "register key", off);
+  refuseIfAlike(env, adminKeyEnv, "admin key", metricsKeyEnv, "metrics key", off);
 }
 
 /**
@@ -146,6 +154,14 @@ export async function authenticateRegistration(req: Request, config: LoadedConfi
 
 /** A key of another door set to the client key's value opens nothing: every client would hold it. */
 function refuseIfClientKey(env: Env, masterKeyEnv: string, name: string, what: string, off: string): void {
+  refuseIfAlike(env, name, what, masterKeyEnv, "client key", off);
+}
+
+/**
+ * A key set to the value of a key of a door that opens less (`other`) opens nothing: whoever holds
+ * that one would hold both. Two secrets are compared, never what a request gave.
+ */
+function refuseIfAlike(env: Env, name: string, what: string, other: string, otherWhat: string, off: string): void {
   const value = env[name];
-  if (typeof value === "string" && value !== "" && value === env[masterKeyEnv]) throw unauthorized(`the ${what} (${name}) must differ from the client key (${masterKeyEnv}); ${off} until it does`);
+  if (typeof value === "string" && value !== "" && value === env[other]) throw unauthorized(`the ${what} (${name}) must differ from the ${otherWhat} (${other}); ${off} until it does`);
 }
