@@ -39,6 +39,20 @@ class TailKeeper {
 /** How much of a body's end is kept to read its usage from: the final usage event, or a non-streamed body's usage. */
 export const USAGE_TAIL_BYTES = 8192;
 
+/** The most a Responses stream's tail grows by for the request fields its closing event repeats. */
+export const ECHO_TAIL_MAX_BYTES = 1024 * 1024;
+
+/**
+ * How much of a Responses API stream's end is kept to read its usage from. Its closing event
+ * (response.completed) repeats the request's fields, and SGLang writes them after the usage:
+ * `instructions` and `tools`, tens of KiB for an agent, pushed the usage out of an 8 KiB tail and
+ * the key was charged an estimate. What is repeated is no longer than the request in UTF-8 (at
+ * most 3 bytes a UTF-16 unit of `requestLength`), up to ECHO_TAIL_MAX_BYTES.
+ */
+export function responsesTailBytes(requestLength: number): number {
+  return USAGE_TAIL_BYTES + Math.min(3 * requestLength, ECHO_TAIL_MAX_BYTES);
+}
+
 /**
  * Keeps references to the chunks a relayed body's usage is read from: its last USAGE_TAIL_BYTES
  * (a stream's usage event, a chat completion's or an embeddings answer's usage) and, for a
@@ -48,11 +62,13 @@ export const USAGE_TAIL_BYTES = 8192;
 export class BodyEnds {
   private readonly head: Uint8Array[] = [];
   private headLeft: number;
-  private readonly tail = new TailKeeper(USAGE_TAIL_BYTES);
+  private readonly tail: TailKeeper;
   private dropped = false;
 
-  constructor(keepHead: boolean) {
+  /** `tailBytes`: how much of the end is kept (more than USAGE_TAIL_BYTES for a Responses stream: responsesTailBytes). */
+  constructor(keepHead: boolean, tailBytes = USAGE_TAIL_BYTES) {
     this.headLeft = keepHead ? USAGE_TAIL_BYTES : 0;
+    this.tail = new TailKeeper(tailBytes);
   }
 
   push(chunk: Uint8Array): void {

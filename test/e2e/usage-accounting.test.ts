@@ -30,6 +30,7 @@ beforeAll(async () => {
       modelGroups: [
         { name: "acct", pricing: PRICING, deployments: [{ id: "sim-0", baseUrl: fleet.urls[0] as string, model: "sim-7b" }] },
         { name: "acct-vllm", deployments: [{ id: "f", baseUrl: features.url, model: "feat" }] },
+        { name: "acct-sglang-responses", deployments: [{ id: "sg", baseUrl: `${hostile.url}/responses-sglang`, model: "sg" }] },
       ],
     },
     { KVGATE_ADMIN_KEY: adminKey },
@@ -171,5 +172,21 @@ describe("each request shape is charged what the upstream reported, once", () =>
       expect(did.prompt).toBeGreaterThan(0);
       expectCharged(did, charged);
     }
+  });
+});
+
+describe("where the upstream puts its usage", () => {
+  it("a Responses stream whose server echoes long instructions after its usage (SGLang) is charged that usage, not an estimate", async () => {
+    const { id, key } = await createKey();
+    const client = new OpenAI({ apiKey: key, baseURL: `${gw.url}/v1`, maxRetries: 0 });
+    // A 40 KiB system prompt: SGLang repeats it in response.completed, after the usage.
+    const instructions = "Follow the house style. ".repeat(1700);
+    let reported: OpenAI.Responses.ResponseUsage | undefined;
+    for await (const event of await client.responses.create({ model: "acct-sglang-responses", instructions, input: "hi", stream: true })) {
+      if (event.type === "response.completed") reported = event.response.usage;
+    }
+    expect(reported).toMatchObject({ input_tokens: 5, output_tokens: 1 });
+    const charged = await chargedOnce(id);
+    expect([charged.prompt_tokens, charged.completion_tokens]).toEqual([5, 1]);
   });
 });

@@ -551,6 +551,15 @@ const BEHAVIOURS: Record<string, Answer> = {
     const timer = setTimeout(() => res.end(rest), Number(arg));
     res.on("close", () => clearTimeout(timer));
   },
+  /**
+   * A Responses API stream as SGLang writes it: its closing response.completed puts the usage (5
+   * input, 1 output tokens) before the request's echoed `instructions` and `tools`, however long.
+   */
+  "responses-sglang": (_req, res, body) => {
+    const { opening, rest } = responsesEvents(body, "sglang");
+    res.writeHead(200, { "content-type": "text/event-stream" });
+    res.end(opening + rest);
+  },
   /** One whole event, then half of the next, then the connection is destroyed. */
   "cut-mid-event": (_req, res, body) => {
     const { model } = requestOf(body);

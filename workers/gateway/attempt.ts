@@ -9,7 +9,7 @@ import type { AttemptEnd, Routed } from "./route-client.ts";
 import { readFirstBytes, type FirstBytes } from "../../src/stream/first-bytes.ts";
 import { handOver, relay } from "../../src/stream/relay.ts";
 import { mayOutrunTap } from "../../src/stream/usage-tap.ts";
-import { readWholeUsage, tokenUsage } from "../../src/stream/usage.ts";
+import { readWholeUsage, responsesTailBytes, tokenUsage } from "../../src/stream/usage.ts";
 import { sampledForFeedback } from "../../src/routing/learned/sampling.ts";
 import type { KeyRecord } from "../../src/tenants/protocol.ts";
 import { readsUsage } from "../../src/tenants/route-tenant.ts";
@@ -329,6 +329,8 @@ async function attemptHeld(a: AttemptInput, key: KeyRecord | null, lease: HeldLe
     readUsage: pipeline.readsUsage,
     countEvents: counts,
     outrunsTap: stream && pipeline.readsUsage && mayOutrunTap(a.body),
+    // A Responses stream's usage may come before the request's fields, repeated in its last event.
+    ...(stream && pipeline.readsUsage && p.endpoint === "responses" ? { usageTailBytes: responsesTailBytes(payload.length) } : {}),
     ...(first !== undefined ? { first } : {}),
     clientGone: () => p.req.signal.aborted,
     onClientGone: () => abort.abort(new Error("client disconnected")),
