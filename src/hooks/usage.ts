@@ -15,7 +15,11 @@ export const usageHook: Hook = {
     const asked = body.stream_options;
     const options = typeof asked === "object" && asked !== null ? (asked as Record<string, unknown>) : null;
     if (options?.include_usage === true) return;
-    body.stream_options = { ...options, include_usage: true };
+    // vLLM reads continuous_usage_stats only with include_usage: for this client it meant nothing,
+    // and kept beside the include_usage added here it would put a usage on every chunk, which the
+    // stripper (one usage event, choices empty) leaves in.
+    const { continuous_usage_stats: _unread, ...kept } = options ?? {};
+    body.stream_options = { ...kept, include_usage: true };
     ctx.stripUsage = true;
   },
   onChunk(ctx) {

@@ -190,3 +190,22 @@ describe("where the upstream puts its usage", () => {
     expect([charged.prompt_tokens, charged.completion_tokens]).toEqual([5, 1]);
   });
 });
+
+describe("the usage the gateway asks for and the client did not", () => {
+  it("a client that asked vLLM's continuous_usage_stats without include_usage gets no usage on its chunks, as from vLLM itself, and is charged once", async () => {
+    const { id, key } = await createKey();
+    const client = new OpenAI({ apiKey: key, baseURL: `${gw.url}/v1`, maxRetries: 0 });
+    // vLLM reads continuous_usage_stats only with include_usage: alone, it sends no usage at all.
+    const stream_options = { continuous_usage_stats: true } as OpenAI.ChatCompletionStreamOptions;
+    const withUsage: unknown[] = [];
+    let chunks = 0;
+    for await (const chunk of await client.chat.completions.create({ model: "acct-vllm", messages: [{ role: "user", content: "hello" }], stream: true, stream_options })) {
+      chunks++;
+      if (chunk.usage) withUsage.push(chunk.usage);
+    }
+    expect(chunks).toBe(3);
+    expect(withUsage).toEqual([]);
+    const charged = await chargedOnce(id);
+    expect([charged.prompt_tokens, charged.completion_tokens]).toEqual([11, 2]);
+  });
+});

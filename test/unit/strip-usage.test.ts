@@ -45,9 +45,10 @@ describe("the usage hook", () => {
 
   it("asks a stream for its usage, and strips it only when the client did not ask", () => {
     const c = ctx();
-    const body: Record<string, unknown> = { stream_options: { continuous_usage_stats: false } };
+    // continuous_usage_stats means nothing without include_usage (vLLM): kept, it would put a usage on every chunk.
+    const body: Record<string, unknown> = { stream_options: { include_obfuscation: false, continuous_usage_stats: true } };
     usageHook.onRequest?.(body, c);
-    expect(body.stream_options).toEqual({ continuous_usage_stats: false, include_usage: true });
+    expect(body.stream_options).toEqual({ include_obfuscation: false, include_usage: true });
     expect(usageHook.onChunk?.(c)).toBeInstanceOf(UsageEventStripper);
     const asked = ctx();
     usageHook.onRequest?.({ stream_options: { include_usage: true } }, asked);
