@@ -124,10 +124,11 @@ export class ModelGroup extends DurableObject<GroupEnv> implements ModelGroupRpc
     this.afterChange();
   }
 
-  retire(rev: number): void {
+  async retire(rev: number): Promise<void> {
     if (typeof rev !== "number") throw new TypeError(OTHER_PROTOCOL);
     this.router.retire(rev);
     void this.ctx.storage.put(RETIRED, rev);
+    if (this.router.retired) await this.forgetRouting();
     this.afterChange();
   }
 
@@ -179,7 +180,7 @@ export class ModelGroup extends DurableObject<GroupEnv> implements ModelGroupRpc
       probes.forEach((p, i) => r.probed(p.key, results[i] as boolean, at));
     }
     const g = r.newest;
-    if (g && r.affinityPending && Date.now() - this.snapshotAt >= g.snapshotIntervalMs) this.saveAffinity();
+    if (g && r.affinityPending && !r.retired && Date.now() - this.snapshotAt >= g.snapshotIntervalMs) this.saveAffinity();
     r.ledger.sweep(now);
     if (this.usageDueAt !== null && now >= this.usageDueAt) await this.sendUsage();
     this.afterChange();
@@ -213,7 +214,8 @@ export class ModelGroup extends DurableObject<GroupEnv> implements ModelGroupRpc
     const known = this.router.knows(group.version);
     const rev = this.router.rev;
     this.router.install(group, now);
-    if (known && group.rev <= rev) return;
+    // A version of a group the registry removed (a Worker that has not heard yet) takes no request: nothing to keep.
+    if ((known && group.rev <= rev) || this.router.retired) return;
     const saved: SavedView = { group, installedAt: now };
     void this.ctx.storage.put(VIEW + group.version, saved);
   }
@@ -226,6 +228,12 @@ export class ModelGroup extends DurableObject<GroupEnv> implements ModelGroupRpc
     for (const v of views) this.router.install(v.group, now);
     const retired = await storage.get<number>(RETIRED);
     if (retired !== undefined) this.router.retire(retired);
+    // One retired by a release that kept its state: it goes now.
+    if (this.router.retired) {
+      await this.forgetRouting();
+      this.afterChange();
+      return;
+    }
     const stale: string[] = [];
     for (const [key, saved] of await storage.list<SavedBreaker>({ prefix: BREAKER })) {
       if (!this.router.restoreBreaker(saved)) stale.push(key);
@@ -244,7 +252,7 @@ export class ModelGroup extends DurableObject<GroupEnv> implements ModelGroupRpc
     const r = this.router;
     if (this.usageDueAt === null && r.ledger.pendingRows > 0) this.usageDueAt = Date.now() + USAGE_FLUSH_MS;
     const breakers = r.takeBreakerChanges();
-    if (breakers.length > 0) this.putAll(breakers.map(({ key, saved }) => [BREAKER + key, saved]));
+    if (breakers.length > 0 && !r.retired) this.putAll(breakers.map(({ key, saved }) => [BREAKER + key, saved]));
     for (const { backend, from, saved } of breakers) {
       if (from !== saved.state) logEvent("breaker", saved.state === "open" ? "warn" : "info", { group: r.name, backend, from, to: saved.state });
     }
@@ -253,6 +261,18 @@ export class ModelGroup extends DurableObject<GroupEnv> implements ModelGroupRpc
       this.deleteKeys([...dropped.versions.map((v) => VIEW + v), ...dropped.backends.flatMap((k) => [BREAKER + k, AFFINITY + k])]);
     }
     this.arm();
+  }
+
+  /**
+   * Deletes what the object saved to route its group (versions, breakers, prefix sets): the
+   * registry removed the group, and an object stores for as long as it has data, so every group
+   * or shard an operator ever removed kept up to 64 KiB a backend for good. Only RETIRED stays: it
+   * keeps the object from taking requests for a Worker that has not heard of the removal yet.
+   */
+  private async forgetRouting(): Promise<void> {
+    const keys: string[] = [];
+    for (const prefix of [VIEW, BREAKER, AFFINITY]) keys.push(...(await this.ctx.storage.list({ prefix })).keys());
+    this.deleteKeys(keys);
   }
 
   private saveAffinity(): void {
@@ -278,6 +298,8 @@ export class ModelGroup extends DurableObject<GroupEnv> implements ModelGroupRpc
     let at = r.nextWake();
     if (this.usageDueAt !== null && (at === null || this.usageDueAt < at)) at = this.usageDueAt;
     const g = r.newest;
+    // A retired group's prefix sets are not saved: it takes no request they could place.
+    if (r.affinityPending && r.retired) r.affinityPending = false;
     if (g && r.affinityPending) {
       const snapshotDue = this.snapshotAt + g.snapshotIntervalMs;
       if (at === null || snapshotDue < at) at = snapshotDue;

@@ -104,6 +104,8 @@ export class GroupRouter {
   private dropped: { versions: string[]; backends: string[] } = { versions: [], backends: [] };
   /** The registry removed the group at this revision: nothing takes new requests until a later one installs it again. */
   private retiredRev = -1;
+  /** Removed by the registry, and not installed again since (settle keeps it): its object keeps nothing in storage but that. */
+  retired = false;
   /** Some prefix set changed since the last takeAffinityChanges. */
   affinityPending = false;
   /** When the last of its backends' rests after a 429 ends (Backend.restingUntil). */
@@ -663,8 +665,7 @@ export class GroupRouter {
    * asked again. Null until then.
    */
   handOver(): GroupMetrics | null {
-    const retired = this.retiredRev > (this.newestView()?.rev ?? -1);
-    if (!retired || this.leases.size > 0 || [...this.backends.values()].some((b) => b.inFlight > 0)) return null;
+    if (!this.retired || this.leases.size > 0 || [...this.backends.values()].some((b) => b.inFlight > 0)) return null;
     const { handedOver: _, ...own } = this.metrics();
     return own;
   }
@@ -738,6 +739,7 @@ export class GroupRouter {
       this.letGoIfOrphan(b);
     }
     const newest = oldestFirst.at(-1);
+    this.retired = this.retiredRev > (newest?.rev ?? -1);
     for (const b of this.backends.values()) b.admitted = false;
     if (!newest) return;
     if (newest.rev >= this.retiredRev) {

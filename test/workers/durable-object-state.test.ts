@@ -120,3 +120,43 @@ describe("the alarm", () => {
     expect((await status(name)).backends[0]?.completed).toBe(0);
   });
 });
+
+describe("the object of a group the registry removed", () => {
+  it("keeps no routing state in storage once its last lease ends, and writes none back when an old Worker calls it", async () => {
+    const g = groupConfig("durable");
+    const stub = env.MODEL_GROUP.getByName("retired-storage");
+    const keys = () => runInDurableObject(stub, async (_o, state) => [...(await state.storage.list()).keys()].sort());
+    // Each backend learns a prompt; one lease is still in flight when the group goes.
+    const leases: string[] = [];
+    for (let i = 0; i < g.deployments.length; i++) {
+      const chain = Array.from({ length: 64 }, (_, k) => 9_300_000 + i * 1000 + k);
+      leases.push(decided(await stub.route(i === 0 ? firstRouteCall(g, chain) : routeCall(g, chain))).lease);
+    }
+    await stub.release(leases.slice(1).map((lease) => ({ lease, outcome: "ok" as const })), []);
+    await vi.waitFor(async () => expect((await keys()).filter((k) => k.startsWith("affinity:"))).toHaveLength(g.deployments.length), EVENTUALLY);
+    expect((await keys()).filter((k) => k.startsWith("view:"))).toHaveLength(1);
+
+    await stub.retire(g.rev + 1);
+    // The last lease ends unserved: its backend's prefix set takes the lesson back, and the breaker counts a failure.
+    await stub.release([{ lease: leases[0] as string, outcome: "upstream-error" }], []);
+    // A Worker that has not heard of the removal yet brings its version along: refused, nothing kept for it.
+    const late = await stub.route(firstRouteCall(g, [9_300_001]));
+    expect("refused" in late && late.refused).toBe("no-backend");
+    await runDurableObjectAlarm(stub);
+    expect(await keys()).toEqual(["retired"]);
+
+    // Evicted, it comes back retired, with nothing to restore.
+    await evictDurableObject(stub);
+    const after = await stub.status();
+    expect(after.restored.affinityBlocks).toBe(0);
+    const again = await stub.route(firstRouteCall(g, [9_300_001]));
+    expect("refused" in again && again.refused).toBe("no-backend");
+    expect(await keys()).toEqual(["retired"]);
+
+    // The registry adds the group again: it routes, and keeps its state, as before.
+    await stub.install({ ...g, rev: g.rev + 2 });
+    decided(await stub.route(routeCall(g, [9_300_001])));
+    await vi.waitFor(async () => expect((await keys()).filter((k) => k.startsWith("affinity:"))).toHaveLength(1), EVENTUALLY);
+    expect((await keys()).filter((k) => k.startsWith("view:"))).toHaveLength(1);
+  });
+});
