@@ -17,7 +17,7 @@ export function backendKey(id: string, baseUrl: string): string {
   return fnv1a64(`${id}\n${baseUrl}`);
 }
 
-/** A breaker as persisted: the id and URL say which server it judged. */
+/** A breaker as persisted, with the server's rest after a 429: the id and URL say which server it judged. */
 export interface SavedBreaker {
   id: string;
   baseUrl: string;
@@ -26,6 +26,8 @@ export interface SavedBreaker {
   opened: number;
   /** Opened by silence (Breaker.silent); absent in one saved before it was kept. */
   silent?: boolean;
+  /** Backend.restingUntil when saved (past or not), once it rested; absent in one saved before it was kept. */
+  restingUntil?: number;
 }
 
 /** One server's routing state, whichever config versions name it. */
@@ -49,6 +51,8 @@ export class Backend implements Candidate {
   admitted = true;
   /** Until when it asked to be left alone (epoch ms): a 429's Retry-After. */
   restingUntil = 0;
+  /** The restingUntil last saved with its breaker: a rest that goes past it by more than REST_SAVE_SLACK_MS is saved. */
+  savedRestingUntil = 0;
   readonly breaker: Breaker;
   nextProbeAt = 0;
   probeUrl = "";
@@ -140,7 +144,8 @@ export class Backend implements Candidate {
 
   savedBreaker(): SavedBreaker {
     const { state, since, opened, silent } = this.breaker.snapshot();
-    return { id: this.id, baseUrl: this.baseUrl, state, since, opened, ...(silent ? { silent } : {}) };
+    this.savedRestingUntil = this.restingUntil;
+    return { id: this.id, baseUrl: this.baseUrl, state, since, opened, ...(silent ? { silent } : {}), ...(this.restingUntil > 0 ? { restingUntil: this.restingUntil } : {}) };
   }
 
   snapshot(): BackendSnapshot {

@@ -39,6 +39,12 @@ const LESSON_SHARE = 0.25;
  * backend asked again after it (its answer, if it still refuses, says for how long).
  */
 const REST_MAX_MS = 60_000;
+/**
+ * A rest is saved (with its backend's breaker) when it goes this far past the one saved: a burst
+ * of 429s with the same Retry-After, each a little later, is one write, and a restart loses at
+ * most this much of it.
+ */
+const REST_SAVE_SLACK_MS = 1_000;
 
 /**
  * Outcomes after which the backend did not hold the prompt: it failed, refused it, or was too
@@ -391,6 +397,8 @@ export class GroupRouter {
     if (r.outcome === "rate-limited" && typeof r.retryAfterMs === "number" && r.retryAfterMs > 0) {
       b.restingUntil = Math.max(b.restingUntil, now + Math.min(r.retryAfterMs, REST_MAX_MS));
       this.restingUntil = Math.max(this.restingUntil, b.restingUntil);
+      // Saved, so a restart does not send it the requests it asked to be spared (and their 429s).
+      if (b.restingUntil > b.savedRestingUntil + REST_SAVE_SLACK_MS) b.breakerDirty = true;
     }
     if (lease.lesson && NOT_SERVED.has(outcome)) {
       b.prefixes.unlearn(lease.lesson);
@@ -616,6 +624,10 @@ export class GroupRouter {
     const b = this.backends.get(backendKey(s.id, s.baseUrl));
     if (!b) return false;
     b.breaker.restore(s);
+    if (typeof s.restingUntil === "number" && s.restingUntil > b.restingUntil) {
+      b.restingUntil = b.savedRestingUntil = s.restingUntil;
+      this.restingUntil = Math.max(this.restingUntil, s.restingUntil);
+    }
     return true;
   }
 

@@ -160,3 +160,21 @@ describe("the object of a group the registry removed", () => {
     expect((await keys()).filter((k) => k.startsWith("view:"))).toHaveLength(1);
   });
 });
+
+describe("a backend resting after a 429", () => {
+  it("is still left alone after the object restarts, until its Retry-After is over", async () => {
+    const g = groupConfig("durable");
+    const stub = env.MODEL_GROUP.getByName("resting-restart");
+    const first = decided(await stub.route(firstRouteCall(g, [])));
+    // It asked for a minute's rest.
+    await stub.release([{ lease: first.lease, outcome: "rate-limited", retryAfterMs: 60_000 }], []);
+    const resting = first.backendId;
+    // Its rest is saved with its breaker, a write that settles with the call.
+    await evictDurableObject(stub);
+    expect((await stub.status()).backends.find((b) => b.id === resting)?.restingUntil).not.toBeNull();
+    // Eight requests held at once over four backends: least-loaded spreads them, and none goes to the one resting.
+    const picked: string[] = [];
+    for (let i = 0; i < 8; i++) picked.push(decided(await stub.route(routeCall(g, []))).backendId);
+    expect(picked.filter((id) => id === resting)).toHaveLength(0);
+  });
+});
