@@ -213,3 +213,30 @@ describe("GroupRouter: the counts of a shard's object the group gave up", () => 
     expect(own.metrics({ rev: g.rev + 1, ids: [] }).handedOver?.[0]?.metrics.backends).toEqual([]);
   });
 });
+
+describe("GroupRouter: a virtual key's counters among 30,000 keys that each send once", () => {
+  it("stay bounded, and a key in steady use keeps its count (no reset) while the one-shot keys come and go", () => {
+    const g = group({ leaseTtlMs: 1000 });
+    const r = new GroupRouter("g", () => 0.5);
+    r.install(g, 0);
+    const send = (id: string, now: number) => {
+      const d = decided(r.route(g.version, [], [], now, key(id)));
+      r.release({ lease: d.lease, outcome: "ok", key: id, backendId: d.backendId, usage: { prompt: 10, completion: 1, cached: 0 } }, now);
+    };
+    let steady = 0;
+    for (let i = 0; i < 30_000; i++) {
+      send(`key_${i}`, i);
+      if (i % 100 === 0) {
+        send("key_steady", i);
+        steady++;
+      }
+    }
+    const keys = r.metrics().keys;
+    expect(keys.length).toBeLessThanOrEqual(10_000);
+    expect(keys.find((k) => k.id === "key_steady")?.requests).toBe(steady);
+    // What limits are checked against is forgotten by the alarm's sweep once a key is idle and its usage reached the tenants object.
+    for (let b = r.ledger.takeBatch(); b; b = r.ledger.takeBatch()) r.ledger.sent({});
+    r.ledger.sweep(30_000 + 120_001);
+    expect(r.ledger.size).toBe(0);
+  });
+});
