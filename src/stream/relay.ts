@@ -63,10 +63,10 @@ export interface RelayOptions {
    */
   outrunsTap?: boolean;
   /**
-   * With readUsage, how much of the body's end its usage is read from, where that is more than
-   * USAGE_TAIL_BYTES (a Responses stream: responsesTailBytes).
+   * With readUsage, a Responses API answer's: its last this many bytes are kept (responsesTailBytes)
+   * and its usage is read where that API puts it, not from a search of its text (BodyEnds).
    */
-  usageTailBytes?: number;
+  responsesUsageBytes?: number;
   /**
    * The body's first bytes, already read by the caller (readFirstBytes: a stream's first token,
    * awaited under the first-byte limit before anything went to the client); null: it ended with
@@ -100,7 +100,7 @@ export function relay(body: ReadableStream<Uint8Array>, o: RelayOptions): Readab
 
 async function pump(body: ReadableStream<Uint8Array>, writer: WritableStreamDefaultWriter<Uint8Array>, o: RelayOptions): Promise<void> {
   const { transforms } = o;
-  const ends = new BodyEnds(!o.sse, o.usageTailBytes);
+  const ends = new BodyEnds(!o.sse, o.responsesUsageBytes);
   const reader = body.getReader();
   // Only whole events reach the client: a cut stream's error event never lands inside one, and a
   // keep-alive comment can go between any two writes.
@@ -300,7 +300,7 @@ function relayTapped(body: ReadableStream<Uint8Array>, o: RelayOptions, pipe: Re
   const [toClient, toTap] = body.tee();
   // Bytes read before the tee go to the client first, and count in what the tap saw.
   const first = o.first ?? null;
-  const tap = new UsageTap(toTap, o.now, first, o.countEvents === true, o.usageTailBytes);
+  const tap = new UsageTap(toTap, o.now, first, o.countEvents === true, o.responsesUsageBytes);
   pumpToClient(toClient, o, pipe, first ? writeFirst(pipe, first) : Promise.resolve(), {
     end: (outcome) => {
       tap.finish();

@@ -1,6 +1,6 @@
 import type { FirstBytes } from "./first-bytes.ts";
 import { EventCounter } from "./sse-boundary.ts";
-import { BodyEnds, USAGE_TAIL_BYTES, type Usage } from "./usage.ts";
+import { BodyEnds, type Usage } from "./usage.ts";
 
 /** What a tap saw of a body: its length and events, its first byte's time, and its final usage. */
 export interface Tapped {
@@ -75,11 +75,11 @@ export class UsageTap {
 
   /**
    * `first`: the body's first bytes, read before it was teed (they are not in the branch).
-   * `countEvents`: count the SSE events too (EventCounter). `tailBytes`: how much of the end the
-   * usage is read from (BodyEnds).
+   * `countEvents`: count the SSE events too (EventCounter). `responses`: a Responses API stream's
+   * tail, read as BodyEnds reads one.
    */
-  constructor(branch: ReadableStream<Uint8Array>, now: () => number, first: FirstBytes | null = null, countEvents = false, tailBytes = USAGE_TAIL_BYTES) {
-    this.ended = this.read(branch, now, first, countEvents ? new EventCounter() : null, tailBytes);
+  constructor(branch: ReadableStream<Uint8Array>, now: () => number, first: FirstBytes | null = null, countEvents = false, responses?: number) {
+    this.ended = this.read(branch, now, first, countEvents ? new EventCounter() : null, responses);
   }
 
   /** The body ended (or failed): drain what is left now, without waiting for the next drain. */
@@ -101,8 +101,8 @@ export class UsageTap {
     this.letGo ??= setTimeout(() => this.reader?.cancel().catch(() => {}), TAP_DRAIN_MS);
   }
 
-  private async read(branch: ReadableStream<Uint8Array>, now: () => number, first: FirstBytes | null, events: EventCounter | null, tailBytes: number): Promise<Tapped> {
-    const ends = new BodyEnds(false, tailBytes);
+  private async read(branch: ReadableStream<Uint8Array>, now: () => number, first: FirstBytes | null, events: EventCounter | null, responses: number | undefined): Promise<Tapped> {
+    const ends = new BodyEnds(false, responses);
     let bytes = first ? first.chunk.byteLength : 0;
     let firstAt: number | null = first ? first.at : null;
     if (first) {

@@ -39,18 +39,19 @@ class TailKeeper {
 /** How much of a body's end is kept to read its usage from: the final usage event, or a non-streamed body's usage. */
 export const USAGE_TAIL_BYTES = 8192;
 
-/** The most a Responses stream's tail grows by for the request fields its closing event repeats. */
-export const ECHO_TAIL_MAX_BYTES = 1024 * 1024;
+/** The most a Responses answer's tail grows by for the request fields its closing event repeats. */
+export const ECHO_TAIL_MAX_BYTES = 256 * 1024;
 
 /**
- * How much of a Responses API stream's end is kept to read its usage from. Its closing event
- * (response.completed) repeats the request's fields, and SGLang writes them after the usage:
- * `instructions` and `tools`, tens of KiB for an agent, pushed the usage out of an 8 KiB tail and
- * the key was charged an estimate. What is repeated is no longer than the request in UTF-8 (at
- * most 3 bytes a UTF-16 unit of `requestLength`), up to ECHO_TAIL_MAX_BYTES.
+ * How much of a Responses API answer's end is kept to read its usage from. Its closing event
+ * (response.completed) holds the whole response, the request's fields repeated in it (SGLang's
+ * after the usage: `instructions` and `tools`, tens of KiB for an agent), and the usage is read
+ * from that event parsed whole (responsesUsage): what is repeated is no longer than the request in
+ * UTF-8 (3 bytes a UTF-16 unit of `requestLength`), up to ECHO_TAIL_MAX_BYTES; an event past the
+ * tail is charged an estimate.
  */
 export function responsesTailBytes(requestLength: number): number {
-  return USAGE_TAIL_BYTES + Math.min(3 * requestLength, ECHO_TAIL_MAX_BYTES);
+  return 2 * USAGE_TAIL_BYTES + Math.min(3 * requestLength, ECHO_TAIL_MAX_BYTES);
 }
 
 /**
@@ -64,11 +65,16 @@ export class BodyEnds {
   private headLeft: number;
   private readonly tail: TailKeeper;
   private dropped = false;
+  private readonly responses: number | undefined;
 
-  /** `tailBytes`: how much of the end is kept (more than USAGE_TAIL_BYTES for a Responses stream: responsesTailBytes). */
-  constructor(keepHead: boolean, tailBytes = USAGE_TAIL_BYTES) {
+  /**
+   * `responses`: a Responses API answer's, whose last `responses` bytes are kept and whose usage is
+   * read where that API puts it (responsesUsage), never from a search of its text.
+   */
+  constructor(keepHead: boolean, responses?: number) {
+    this.responses = responses;
     this.headLeft = keepHead ? USAGE_TAIL_BYTES : 0;
-    this.tail = new TailKeeper(tailBytes);
+    this.tail = new TailKeeper(responses ?? USAGE_TAIL_BYTES);
   }
 
   push(chunk: Uint8Array): void {
@@ -82,6 +88,10 @@ export class BodyEnds {
 
   /** The usage at the body's end, else at its start; a body kept whole is read as one. */
   usage(): Usage | null {
+    if (this.responses !== undefined) {
+      if (this.head.length === 0) return responsesUsage(this.tail.bytesView(), true);
+      return this.dropped ? null : responsesUsage(concat(...this.head, this.tail.bytesView()), false);
+    }
     if (this.head.length === 0) return readUsage(this.tail.bytesView());
     if (!this.dropped) return readUsage(concat(...this.head, this.tail.bytesView()));
     return readUsage(this.tail.bytesView()) ?? readUsage(concat(...this.head));
@@ -92,7 +102,8 @@ export class BodyEnds {
  * A non-streamed body's usage, the body held whole: at its end, or (after a long field such as
  * vLLM's prompt_logprobs) the top-level `usage` of the parsed body.
  */
-export function readWholeUsage(body: ArrayBuffer): Usage | null {
+export function readWholeUsage(body: ArrayBuffer, responses = false): Usage | null {
+  if (responses) return responsesUsage(new Uint8Array(body), false);
   const atEnd = readUsage(new Uint8Array(body, Math.max(0, body.byteLength - USAGE_TAIL_BYTES)));
   if (atEnd || body.byteLength <= USAGE_TAIL_BYTES) return atEnd;
   const text = decoder.decode(body);
@@ -108,6 +119,46 @@ export function readWholeUsage(body: ArrayBuffer): Usage | null {
 }
 
 const decoder = new TextDecoder();
+
+/**
+ * A Responses API answer's usage, where that API puts it: a stream's in its last event's
+ * `response.usage` (the closing event, parsed whole), a whole body's at its top level. A search for
+ * the last "usage" object would find one the client wrote: a server repeats the request's tools,
+ * metadata and schemas in that event, SGLang's after the usage. Null when the event (or body) is
+ * not whole in `bytes`: the answer is charged an estimate, never what its text says elsewhere.
+ */
+function responsesUsage(bytes: Uint8Array, stream: boolean): Usage | null {
+  const text = decoder.decode(bytes);
+  const json = stream ? lastEventData(text) : text;
+  if (json === null) return null;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(json);
+  } catch {
+    return null;
+  }
+  const holder = stream ? field(parsed, "response") : parsed;
+  const usage = field(holder, "usage");
+  return typeof usage === "object" && usage !== null ? usageOf(usage as UsageJson) : null;
+}
+
+function field(o: unknown, name: string): unknown {
+  return typeof o === "object" && o !== null && !Array.isArray(o) ? (o as Record<string, unknown>)[name] : undefined;
+}
+
+/** The data of a stream's last event that holds any but `[DONE]`: its `data:` lines joined (SSE); null when none is whole. */
+function lastEventData(text: string): string | null {
+  const events = text.split(/\r?\n\r?\n/);
+  for (let i = events.length - 1; i >= 0; i--) {
+    const lines = (events[i] as string).split(/\r?\n/).filter((l) => l.startsWith("data:"));
+    if (lines.length === 0) continue;
+    const data = lines.map((l) => l.slice(l.startsWith("data: ") ? 6 : 5)).join("\n");
+    if (data.trim() === "[DONE]") continue;
+    // The first event of the tail may begin before it: a last event cut so is not read at all.
+    return i === 0 ? null : data;
+  }
+  return null;
+}
 
 /**
  * The last `usage` object in the tail of a response (the final SSE usage event, or the usage of

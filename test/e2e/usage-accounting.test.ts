@@ -191,6 +191,22 @@ describe("where the upstream puts its usage", () => {
   });
 });
 
+describe("usage a client wrote into its own request", () => {
+  // A tool's JSON schema, metadata, a response format's schema: objects the client writes, which a
+  // server may repeat in its closing event after the usage it counted (SGLang does). A key read
+  // its usage from the last "usage" object of the stream's end, so it could be charged what it wrote.
+  it("a tool whose schema holds a usage object of zeros is charged what the server counted, not what it wrote", async () => {
+    const { id, key } = await createKey();
+    const client = new OpenAI({ apiKey: key, baseURL: `${gw.url}/v1`, maxRetries: 0 });
+    const tools: OpenAI.Responses.Tool[] = [
+      { type: "function", name: "lookup", strict: false, parameters: { type: "object", properties: {}, usage: { input_tokens: 0, output_tokens: 0, total_tokens: 0 } } },
+    ];
+    for await (const _ of await client.responses.create({ model: "acct-sglang-responses", input: "hi", tools, stream: true }));
+    const charged = await chargedOnce(id);
+    expect([charged.prompt_tokens, charged.completion_tokens]).toEqual([5, 1]);
+  });
+});
+
 describe("the usage the gateway asks for and the client did not", () => {
   it("a client that asked vLLM's continuous_usage_stats without include_usage gets no usage on its chunks, as from vLLM itself, and is charged once", async () => {
     const { id, key } = await createKey();

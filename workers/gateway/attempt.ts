@@ -289,7 +289,7 @@ async function attemptHeld(a: AttemptInput, key: KeyRecord | null, lease: HeldLe
     const response = new Response(whole, { status: 200, headers: out });
     detach();
     deadline.clear();
-    const usage = tokenUsage(readWholeUsage(whole));
+    const usage = tokenUsage(readWholeUsage(whole, p.endpoint === "responses"));
     const estimate = estimateFor("served", true, usage, null);
     lease.settle("ok", { ttftMs: headersAt - sentAt, durationMs: performance.now() - sentAt, usage, ...(estimate ? { estimate } : {}) });
     p.log?.served(headersAt, usage);
@@ -329,8 +329,8 @@ async function attemptHeld(a: AttemptInput, key: KeyRecord | null, lease: HeldLe
     readUsage: pipeline.readsUsage,
     countEvents: counts,
     outrunsTap: stream && pipeline.readsUsage && mayOutrunTap(a.body),
-    // A Responses stream's usage may come before the request's fields, repeated in its last event.
-    ...(stream && pipeline.readsUsage && p.endpoint === "responses" ? { usageTailBytes: responsesTailBytes(payload.length) } : {}),
+    // A Responses answer's closing event repeats the request's fields, a server's after the usage: read where that API puts it.
+    ...(pipeline.readsUsage && p.endpoint === "responses" ? { responsesUsageBytes: responsesTailBytes(payload.length) } : {}),
     ...(first !== undefined ? { first } : {}),
     clientGone: () => p.req.signal.aborted,
     onClientGone: () => abort.abort(new Error("client disconnected")),
