@@ -23,13 +23,21 @@ function knownKeys(inst: unknown, input: unknown): string[] {
   return Object.keys(shape).filter((k) => !Object.hasOwn(given, k));
 }
 
-/** "has unknown key baseURL (did you mean baseUrl?)", each unknown key with the known one it is nearest, if one is near. */
+/**
+ * Unknown keys named in one message, each with its hint: a body of 60,000 of them (a 4 MiB
+ * heartbeat, sent with the register key every GPU server holds) cost the fleet registry a table of
+ * edits for each, seconds of its one thread, and was echoed whole in the 400.
+ */
+const NAMED_KEYS = 8;
+
+/** "has unknown key baseURL (did you mean baseUrl?)", each unknown key with the known one it is nearest, if one is near; the first NAMED_KEYS of them. */
 function unknownKeys(keys: readonly string[], known: readonly string[]): string {
-  const named = keys.map((key) => {
+  const named = keys.slice(0, NAMED_KEYS).map((key) => {
     const meant = nearestName(key, known);
     return meant === null ? key : `${key} (did you mean ${meant}?)`;
   });
-  return `has unknown key${keys.length === 1 ? "" : "s"} ${named.join(", ")}`;
+  const more = keys.length > NAMED_KEYS ? ` and ${(keys.length - NAMED_KEYS).toLocaleString("en-US")} more` : "";
+  return `has unknown key${keys.length === 1 ? "" : "s"} ${named.join(", ")}${more}`;
 }
 
 const MAX_NAME_CHARS = 64;
