@@ -48,6 +48,8 @@ beforeAll(async () => {
       // Usage read for every request: a whole answer is read in one go, under the timeout.
       group("stalled-whole", [{ id: "stalled", baseUrl: `${upstream.url}/stalled-body`, model: "sim-7b" }, sim(0), sim(1)], { feedback: { sampleRate: 1 } }),
       group("long-answer", [sim(0), sim(1)], { breaker: { ...breaker, consecutiveFailures: 1 } }),
+      // Leases renewed every 100 ms: a stream under way tells its first token within the test.
+      group("hung-mid-stream", [{ id: "hung", baseUrl: `${upstream.url}/hung-engine`, model: "sim-7b" }, sim(0), sim(1)], { leaseTtlMs: 300 }),
     ],
   });
 });
@@ -183,5 +185,31 @@ describe("a long non-streamed answer on a backend that answers other requests me
       ["sim-0", "closed", 0],
       ["sim-1", "closed", 0],
     ]);
+  });
+});
+
+describe("an engine that hung with a stream under way", () => {
+  it("its stream's renewals said once that it began, not for ever: the non-streamed requests it leaves unanswered open its breaker", async () => {
+    upstream.reset();
+    // A stream on it: its first token comes, then nothing, and the client keeps it open.
+    const held = new AbortController();
+    for (let i = 0; i < 3 && upstream.stats("hung-engine").requests === 0; i++) {
+      const res = await fetch(`${gw.url}/v1/chat/completions`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${gw.key}`, "content-type": "application/json" },
+        body: JSON.stringify({ model: "hung-mid-stream", messages: [{ role: "user", content: `stream ${i}` }], max_tokens: 4, stream: true }),
+        signal: held.signal,
+      });
+      if (res.headers.get("x-kvgate-backend") !== "hung") await res.text();
+    }
+    expect(upstream.stats("hung-engine").requests).toBe(1);
+    try {
+      const answers = await traffic("hung-mid-stream", 15, () => false);
+      for (const a of answers.filter((x) => x.backend === "hung")) expect([a.status, a.code]).toEqual([504, "upstream_timeout"]);
+      expect(upstream.stats("hung-engine").requests).toBeLessThanOrEqual(1 + CONSECUTIVE + CLIENTS - 1);
+      expect(await breakerOf("hung-mid-stream", "hung")).toBe("open");
+    } finally {
+      held.abort();
+    }
   });
 });

@@ -186,6 +186,13 @@ const BEHAVIOURS: Record<string, Answer> = {
     res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(answer));
   },
   /** Headers and one event, then nothing, with the connection held open. */
+  /** An engine that hung mid-generation: a stream gets its first token and then nothing; a non-streamed request, nothing at all. */
+  "hung-engine": (_req, res, body) => {
+    const request = requestOf(body) as { model: string; stream?: unknown };
+    if (request.stream !== true) return;
+    res.writeHead(200, { "content-type": "text/event-stream" });
+    res.write(chunk(request.model, "first"));
+  },
   "silent-stream": (_req, res, body) => {
     const { model } = requestOf(body);
     res.writeHead(200, { "content-type": "text/event-stream" });

@@ -4,7 +4,7 @@ import { isVersionRefusal, type KeyBudget, type LeaseOutcome, type LeaseRelease,
 import { shardOfObject } from "../../src/sharding/partition.ts";
 import { ShardChoice } from "../../src/sharding/shard-choice.ts";
 import { ServedElsewhere } from "../../src/sharding/served-elsewhere.ts";
-import { FLUSH_RETRY_FIRST_MS, flushRetryMs, isDue, LeaseBook, renewLater } from "../../src/routing/lease-book.ts";
+import { FLUSH_RETRY_FIRST_MS, flushRetryMs, isDue, LeaseBook, renewLater, type Holding } from "../../src/routing/lease-book.ts";
 import type { Env, WaitUntil } from "../env.ts";
 import { groupObject } from "./group-object.ts";
 import { fleetBehind } from "../fleet.ts";
@@ -48,6 +48,7 @@ async function flush(object: string, env: Env, ctx: WaitUntil, failures = 0): Pr
       batch,
       renewing.map((h) => h.renewal),
     );
+    toldBegun(renewing);
     // An object of a release before these answers nothing, and charges nothing a renewal carries.
     if (typeof answers !== "object" || answers === null || !Array.isArray(answers.spent)) return null;
     for (const lease of answers.spent) if (budgetSpent.has(lease)) budgetSpent.set(lease, true);
@@ -60,6 +61,16 @@ async function flush(object: string, env: Env, ctx: WaitUntil, failures = 0): Pr
     if (retryMs !== null) armFlush(object, env, ctx, retryMs, failures + 1);
     return null;
   }
+}
+
+/**
+ * Renewals an object took: one that said its answer began says it no more (LeaseRenewal.serving).
+ * Said once, it tells the silence rule the backend served then; said at every renewal, an engine
+ * that hung after a stream's first token looked alive for as long as the stream stayed open, and its
+ * non-streamed requests' timeouts were never its own.
+ */
+function toldBegun(renewing: readonly Holding[]): void {
+  for (const h of renewing) if (h.renewal.serving) delete h.renewal.serving;
 }
 
 /** An object's name as a log line shows it: a shard's with its number after the group's. */
@@ -177,6 +188,7 @@ async function routeOn(env: Env, ctx: WaitUntil, group: ResolvedGroup, object: s
     // The renewals go again, now that it will know their version.
     if (isVersionRefusal(answer)) answer = await stub.route({ ...call, released: [], group: view });
     if (isVersionRefusal(answer)) throw new Error(`it refused version ${group.version} with the group's config attached`);
+    toldBegun(renewing);
     // A decision or a refusal for want of a backend has the request read the fleet itself (GroupPath); a key's limit ends it.
     if (answer.rev > group.rev && "refused" in answer && answer.refused === "limited") fleetBehind(env, ctx);
     if ("refused" in answer) return answer;
