@@ -60,7 +60,7 @@ export class BackendCounters {
   released(outcome: LeaseOutcome, ttftMs: number | undefined, durationMs: number | undefined, usage: TokenUsage | undefined, predictedCached: number, failure?: FailureKind): void {
     this.outcomes[outcome]++;
     // A kind this release does not know (a Worker of a later one) is not a label: the set stays bounded.
-    if (failure !== undefined && failure in this.failures) this.failures[failure]++;
+    if (failure !== undefined && Object.hasOwn(this.failures, failure)) this.failures[failure]++;
     if (ttftMs !== undefined) this.ttft.observe(ttftMs / 1000);
     if (durationMs !== undefined) this.duration.observe(durationMs / 1000);
     if (!usage) return;
