@@ -136,6 +136,33 @@ describe("a request refused before its body is read gets its answer, not a broke
     }
   }, 30_000);
 
+  it("a slow upload that keeps coming, past the 10 s the wait for a stopped one lasts, gets its 401 after its last byte", async () => {
+    // A 30 MB body on a slow uplink takes longer than 10 s; only a client that stops sending is cut.
+    const u = new URL(gw.url);
+    const socket = net.connect(Number(u.port), u.hostname);
+    await new Promise<void>((resolve, reject) => socket.once("connect", resolve).once("error", reject));
+    let received = "";
+    let failed: Error | null = null;
+    socket.setEncoding("utf8").on("data", (d: string) => (received += d));
+    socket.on("error", (e) => (failed = e));
+    const parts = 7;
+    const part = "x".repeat(1024);
+    const head = [`POST /v1/chat/completions HTTP/1.1`, `host: ${u.host}`, "authorization: Bearer sk-not-a-key", "content-type: application/json", `content-length: ${parts * part.length}`];
+    try {
+      socket.write(`${head.join("\r\n")}\r\n\r\n`);
+      for (let i = 0; i < parts; i++) {
+        // Nothing answered while the body still comes.
+        expect(received).toBe("");
+        socket.write(part);
+        if (i < parts - 1) await new Promise((r) => setTimeout(r, 2_000));
+      }
+      await vi.waitFor(() => expect(received).toMatch(/^HTTP\/1\.1 401 /), { timeout: 10_000, interval: 50 });
+      expect(failed).toBeNull();
+    } finally {
+      socket.destroy();
+    }
+  }, 30_000);
+
   it("a body within the limit for a model that does not exist is answered, each time at the first request, 404", async () => {
     const r = await askWith(gw.key, "no-such-model", 3 * 1024 * 1024);
     for (const e of r.errors) expect(e).toMatchObject({ status: 404 });

@@ -45,26 +45,35 @@ function refuseEncoded(encoding: string | null): void {
   if (codings.some((c) => c !== "" && c !== "identity")) throw unsupportedEncoding(encoding.trim());
 }
 
-/** The most of a refused body read and dropped so that its answer reaches the client (discardUnread), and the longest wait for it. */
+/**
+ * The most of a refused body read and dropped so that its answer reaches the client
+ * (discardUnread); the longest wait for its next bytes, and for all of it.
+ */
 const DISCARD_BYTES = 64 * 1024 * 1024;
-const DISCARD_MS = 10_000;
+const DISCARD_IDLE_MS = 10_000;
+const DISCARD_MS = 60_000;
 
 /**
  * workerd closes a connection whose request body was left unread, and a client still sending it
  * (an SDK uploads the whole body before it reads the answer) meets a broken pipe instead of the
  * answer — then retries the same body. An answer given before its body was read (a 401, a 413 by
- * the declared length) therefore waits until the body has come, up to DISCARD_BYTES and
- * DISCARD_MS (a client with no key must not hold the request open a byte at a time); past
- * either, the connection is cut as before.
+ * the declared length) therefore waits until the body has come, up to DISCARD_BYTES, while bytes
+ * keep coming (DISCARD_IDLE_MS) and for DISCARD_MS at most: a slow uplink's upload is waited
+ * for, a client with no key cannot hold the request open a byte at a time. Past any of these,
+ * the connection is cut as before.
  */
 export async function discardUnread(req: Request): Promise<void> {
   if (req.body === null || req.bodyUsed || Number(req.headers.get("content-length") ?? 0) > DISCARD_BYTES) return;
   const reader = req.body.getReader();
+  const until = Date.now() + DISCARD_MS;
   let timer: ReturnType<typeof setTimeout> | undefined;
-  const late = new Promise<null>((resolve) => (timer = setTimeout(() => resolve(null), DISCARD_MS)));
   try {
     for (let left = DISCARD_BYTES; left > 0; ) {
+      const waitMs = Math.min(DISCARD_IDLE_MS, until - Date.now());
+      if (waitMs <= 0) break;
+      const late = new Promise<null>((resolve) => (timer = setTimeout(() => resolve(null), waitMs)));
       const next = await Promise.race([reader.read(), late]);
+      clearTimeout(timer);
       if (next === null) break;
       if (next.done) return;
       left -= next.value.length;
