@@ -26,13 +26,9 @@ const STANDARD = new Set(["message", "type", "code", "param", "object", "error",
 type Json = Record<string, unknown>;
 const REDACTED = "[redacted]";
 
-/** `text` with each secret, as written and as JSON escapes it, replaced. */
+/** `text` with each secret replaced. */
 function withoutSecrets(text: string, secrets: readonly string[]): string {
-  for (const secret of secrets) {
-    text = text.replaceAll(secret, REDACTED);
-    const escaped = JSON.stringify(secret).slice(1, -1);
-    if (escaped !== secret) text = text.replaceAll(escaped, REDACTED);
-  }
+  for (const secret of secrets) text = text.replaceAll(secret, REDACTED);
   return text;
 }
 
@@ -49,12 +45,12 @@ function detailMessage(detail: unknown): string | null {
   return null;
 }
 
-function extras(fields: Json): Record<string, ErrorExtra> {
+function extras(fields: Json, secrets: readonly string[]): Record<string, ErrorExtra> {
   const out: Record<string, ErrorExtra> = {};
   let n = 0;
   for (const [k, v] of Object.entries(fields)) {
     if (n === MAX_EXTRA_FIELDS) break;
-    if (STANDARD.has(k) || k.length > MAX_EXTRA_KEY_CHARS || k === "__proto__") continue;
+    if (STANDARD.has(k) || k.length > MAX_EXTRA_KEY_CHARS || k === "__proto__" || secrets.some((x) => k.includes(x))) continue;
     if (typeof v === "string") out[k] = v.slice(0, MAX_EXTRA_STRING_CHARS);
     else if (typeof v === "number" || typeof v === "boolean" || v === null) out[k] = v;
     else continue;
@@ -66,13 +62,14 @@ function extras(fields: Json): Record<string, ErrorExtra> {
 /**
  * `secrets`: what the gateway sent the upstream that is secret (its bearer key, its secret
  * headers' values). A server or a proxy in front of it may echo the request's headers in its
- * error (a debug handler, a misconfigured proxy): they are taken out of the text before anything
- * of it is read, so no part of them reaches a client or a log line, cut at a bound or not.
+ * error (a debug handler, a misconfigured proxy): they are taken out of every string of it as it
+ * is parsed — however its encoder escaped them (`\u003d` for `=`, `\/`) — before any of it is
+ * read, so no part of them reaches a client or a log line, cut at a bound or not.
  */
 export function parseUpstreamError(body: string, secrets: readonly string[] = []): UpstreamErrorBody | null {
   let j: unknown;
   try {
-    j = JSON.parse(secrets.length === 0 ? body : withoutSecrets(body, secrets));
+    j = secrets.length === 0 ? JSON.parse(body) : JSON.parse(body, (_key, v: unknown) => (typeof v === "string" ? withoutSecrets(v, secrets) : v));
   } catch {
     return null;
   }
@@ -84,5 +81,5 @@ export function parseUpstreamError(body: string, secrets: readonly string[] = []
   const code = typeof f.code === "number" ? f.code : text(f.code, MAX_EXTRA_STRING_CHARS);
   const param = text(f.param, MAX_EXTRA_STRING_CHARS);
   if (message === null && type === null && code === null) return null;
-  return { message, type, code, param, extra: extras(f) };
+  return { message, type, code, param, extra: extras(f, secrets) };
 }

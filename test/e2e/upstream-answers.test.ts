@@ -235,7 +235,8 @@ describe("an upstream error that echoes the gateway's secrets", () => {
   // A misconfigured proxy or a debug build's error handler may put the request's headers in its
   // error: the deployment's bearer key (apiKeyEnv) and its secret headers (headersFromEnv, a
   // Cloudflare Access token) would reach the client in the message, code or extra fields passed on.
-  const GPU_KEY = `sk-gpu-${"k".repeat(12)}-${Date.now()}`;
+  // Base64's = and /: an HTML-safe JSON encoder writes them escaped (\u003d, \/).
+  const GPU_KEY = `sk-gpu-${"k".repeat(12)}/${Date.now()}==`;
   const ACCESS_SECRET = `access-${"s".repeat(20)}-${Date.now()}`;
   let echoing: TestGateway;
   const secretDeployment = (behaviour: string) => ({ ...hostile(behaviour), apiKeyEnv: "GPU_KEY", headersFromEnv: { "cf-access-client-secret": "ACCESS_SECRET" } });
@@ -247,6 +248,7 @@ describe("an upstream error that echoes the gateway's secrets", () => {
           { name: "echo-500", failover: { maxAttempts: 1 }, deployments: [secretDeployment("echo-headers-error:500")] },
           { name: "echo-400", failover: { maxAttempts: 1 }, deployments: [secretDeployment("echo-headers-error:400")] },
           { name: "echo-429", failover: { maxAttempts: 1 }, deployments: [secretDeployment("echo-headers-error:429")] },
+          { name: "echo-escaped", failover: { maxAttempts: 1 }, deployments: [secretDeployment("echo-headers-error-escaped:500")] },
         ],
       },
       { GPU_KEY, ACCESS_SECRET },
@@ -254,8 +256,9 @@ describe("an upstream error that echoes the gateway's secrets", () => {
   });
   afterAll(() => echoing?.close());
 
-  it.each(["echo-500", "echo-400", "echo-429"])("%s reaches the client and the request log with the secrets taken out", async (model) => {
-    const before = upstream.stats("echo-headers-error").requests;
+  it.each(["echo-500", "echo-400", "echo-429", "echo-escaped"])("%s reaches the client and the request log with the secrets taken out", async (model) => {
+    const behaviour = model === "echo-escaped" ? "echo-headers-error-escaped" : "echo-headers-error";
+    const before = upstream.stats(behaviour).requests;
     const res = await fetch(`${echoing.url}/v1/chat/completions`, {
       method: "POST",
       headers: { authorization: `Bearer ${echoing.key}`, "content-type": "application/json" },
@@ -263,8 +266,8 @@ describe("an upstream error that echoes the gateway's secrets", () => {
     });
     const text = await res.text();
     // The upstream was asked, with the secrets: what it echoed held them.
-    expect(upstream.stats("echo-headers-error").requests).toBe(before + 1);
-    expect(res.status).toBe(model === "echo-500" ? 502 : model === "echo-400" ? 400 : 429);
+    expect(upstream.stats(behaviour).requests).toBe(before + 1);
+    expect(res.status).toBe(model === "echo-400" ? 400 : model === "echo-429" ? 429 : 502);
     expect(text).toContain("handler failed for request with headers");
     expect(text).not.toContain(GPU_KEY);
     expect(text).not.toContain(ACCESS_SECRET);

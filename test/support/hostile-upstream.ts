@@ -432,6 +432,14 @@ const BEHAVIOURS: Record<string, Answer> = {
     res.writeHead(Number(arg ?? 500), { "content-type": "application/json" });
     res.end(JSON.stringify({ error: { message: `handler failed for request with headers ${seen}`, type: "server_error", code: auth.replace(/^Bearer /, ""), param: null, sent_key: auth } }));
   },
+  /** echo-headers-error as an HTML-safe encoder writes it (Gson's, Go's): `=`, `&`, `<`, `>` and `/` escaped. */
+  "echo-headers-error-escaped": (req, res, _body, arg) => {
+    const auth = req.headers.authorization ?? "";
+    const seen = Object.entries(req.headers).map(([k, v]) => `${k}=${String(v)}`).join("; ");
+    const escaped = JSON.stringify({ error: { message: `handler failed for request with headers ${seen}`, type: "server_error", code: auth.replace(/^Bearer /, ""), param: null } }).replace(/[=&<>]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`).replaceAll("/", "\\/");
+    res.writeHead(Number(arg ?? 500), { "content-type": "application/json" });
+    res.end(escaped);
+  },
   /** A 429 with Retry-After `arg` seconds (default 30). */
   "rate-limited": (_req, res, _body, arg) => {
     res.writeHead(429, { "content-type": "application/json", "retry-after": arg ?? "30" });
