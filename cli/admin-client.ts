@@ -23,8 +23,10 @@ export function adminClient(env: NodeJS.ProcessEnv, fetchImpl: typeof fetch = fe
   // Every command sends the admin key, which opens the whole fleet and every key: never in
   // cleartext over the internet (the gateway holds its upstreams' secrets to the same rule). On
   // this machine or a private network, plain http is the operator's call.
-  if (parsed.protocol === "http:" && unreachableHost(parsed.hostname) === null) {
-    throw new CliError(`KVGATE_URL is plain http to a public host (${parsed.hostname}): the admin key would cross the internet in cleartext; use https://${parsed.host}`, 2);
+  // A LAN name public DNS would not know (kvgate.lan, a company's internal zone) looks public by
+  // its name alone: KVGATE_ALLOW_PLAIN_HTTP=1 says the network is the operator's.
+  if (parsed.protocol === "http:" && unreachableHost(parsed.hostname) === null && env.KVGATE_ALLOW_PLAIN_HTTP !== "1") {
+    throw new CliError(`KVGATE_URL is plain http to a public host (${parsed.hostname}): the admin key would cross the internet in cleartext; use https://${parsed.host} (or, for a private network's name, KVGATE_ALLOW_PLAIN_HTTP=1)`, 2);
   }
   const key = env.KVGATE_ADMIN_KEY;
   return {

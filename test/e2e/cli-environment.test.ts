@@ -65,11 +65,15 @@ describe("npx kvgate with a plain http KVGATE_URL on a public host", () => {
     try {
       const r = await kvgate(["status"], { KVGATE_URL: `http://gateway.example:${port}`, KVGATE_ADMIN_KEY: adminKey, ...preload });
       expect({ code: r.code, stdout: r.stdout, keySent: seen.includes(`Bearer ${adminKey}`), requests: seen.length }).toEqual({ code: 2, stdout: "", keySent: false, requests: 0 });
-      expect(r.stderr[0]).toMatch(/^kvgate: KVGATE_URL is plain http to a public host \(gateway\.example\): the admin key would cross the internet in cleartext; use https:\/\//);
+      expect(r.stderr[0]).toMatch(/^kvgate: KVGATE_URL is plain http to a public host \(gateway\.example\): the admin key would cross the internet in cleartext; use https:\/\/.*KVGATE_ALLOW_PLAIN_HTTP=1/);
       // The same server as a private network's or this machine's: plain http is the operator's call there.
       const local = await kvgate(["status"], { KVGATE_URL: `http://127.0.0.1:${port}`, KVGATE_ADMIN_KEY: adminKey });
       expect(local.stderr[0]).toMatch(/not what a kvgate gateway answers/);
       expect(seen).toEqual([`Bearer ${adminKey}`]);
+      // A private network's name only its own DNS knows (kvgate.lan) looks public by its name: the operator says it is not.
+      const named = await kvgate(["status"], { KVGATE_URL: `http://gateway.example:${port}`, KVGATE_ADMIN_KEY: adminKey, KVGATE_ALLOW_PLAIN_HTTP: "1", ...preload });
+      expect(named.stderr[0]).toMatch(/not what a kvgate gateway answers/);
+      expect(seen).toEqual([`Bearer ${adminKey}`, `Bearer ${adminKey}`]);
     } finally {
       server.close();
     }
