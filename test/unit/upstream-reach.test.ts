@@ -47,12 +47,13 @@ describe("a deployment's binding and secret headers in the config", () => {
 
 describe("a deployment's reach, resolved from the Worker's env", () => {
   it("is the runtime's own fetch for a deployment that names nothing", () => {
-    expect(resolveReach({}, {}, KEYS)).toEqual({ ok: true, via: null, headers: null, authorization: null });
+    expect(resolveReach({}, {}, KEYS)).toEqual({ ok: true, via: null, headers: null, authorization: null, secrets: [] });
   });
 
   it("goes through the binding with the headers' values", () => {
     const reach = resolveReach({ binding: "GPU_VPC", headersFromEnv: ACCESS }, { GPU_VPC: vpc, ...SECRETS }, KEYS);
-    expect(reach).toEqual({ ok: true, via: vpc, headers: { "CF-Access-Client-Id": "id.access", "CF-Access-Client-Secret": "s3cr3t-value" }, authorization: null });
+    // What it sends that an upstream's error might echo: taken out of what such an error says (src/upstream/error-body.ts).
+    expect(reach).toEqual({ ok: true, via: vpc, headers: { "CF-Access-Client-Id": "id.access", "CF-Access-Client-Secret": "s3cr3t-value" }, authorization: null, secrets: ["id.access", "s3cr3t-value"] });
   });
 
   it("is resolved once per deployment object", () => {
