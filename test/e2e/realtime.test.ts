@@ -21,6 +21,8 @@ let gw: TestGateway;
 const adminKey = `sk-admin-${randomBytes(16).toString("hex")}`;
 // A Cloudflare Access service token's secret: the gateway has it as a secret, the `access` upstream wants it.
 const accessSecret = `access-secret-${randomBytes(16).toString("hex")}`;
+// Opened by one failure, probed every 40 ms, never half-opened by its cool-down within a test.
+const probedOpen = { consecutiveFailures: 1, openMs: 600_000, probeIntervalMs: 40 };
 
 const sim = (i: number) => ({ id: `sim-${i}`, baseUrl: fleet.urls[i] as string, model: "sim-7b" });
 const at = (behaviour: string, id = behaviour.replace(/:.*/, "")) => ({ id, baseUrl: `${upstream.url}/${behaviour}`, model: "upstream-rt" });
@@ -51,6 +53,10 @@ beforeAll(async () => {
       { name: "crashes", deployments: [at("crash:crash-me", "crash-a"), at("crash:crash-me", "crash-b")] },
       { name: "no-endpoint-then-crash", failover: { maxAttempts: 2 }, deployments: [at("refuse:404", "no-endpoint"), at("refuse:500", "crashing")] },
       { name: "behind-access", failover: { maxAttempts: 1 }, deployments: [{ ...at("access"), headersFromEnv: { "CF-Access-Client-Secret": "ACCESS_CLIENT_SECRET" } }] },
+      // An engine hung behind a live server: it takes the connection, never answers the handshake, and its /health says ok.
+      { name: "hung-handshake", firstByteTimeoutMs: 300, failover: { maxAttempts: 1 }, breaker: probedOpen, deployments: [at("slow:60000", "hung")] },
+      // Beside it, a backend whose breaker a plain 502 opened: probed alike.
+      { name: "crashed-handshake", failover: { maxAttempts: 1 }, breaker: probedOpen, deployments: [at("refuse:502", "crashed")] },
     ],
   }, { KVGATE_ADMIN_KEY: adminKey, ACCESS_CLIENT_SECRET: accessSecret });
 });
@@ -492,5 +498,21 @@ describe("a handshake every backend fails on", () => {
     expect(h.kind === "refused" && [h.status, h.headers["x-kvgate-attempts"]]).toEqual([502, "2"]);
     const charges = async () => (await gw.status("no-endpoint-then-crash")).backends.map((b) => [b.id, b.failed, b.rejected]);
     await vi.waitFor(async () => expect(await charges()).toEqual([["no-endpoint", 1, 0], ["crashing", 1, 0]]), EVENTUALLY);
+  });
+});
+
+describe("a backend that never answers the handshake (an engine hung behind a live server)", () => {
+  it("times out as silence: the breaker its timeouts opened takes no good health probe as evidence, as a stream's first-token timeouts' does", async () => {
+    const h = await connect(wsUrl("?model=hung-handshake"), { headers: bearer() });
+    expect(h.kind === "refused" && [h.status, h.body.error.code]).toEqual([504, "upstream_timeout"]);
+    await vi.waitFor(async () => expect((await backend("hung-handshake", "hung"))?.breaker.state).toBe("open"), EVENTUALLY);
+    // A breaker a plain failure opened is probed, half-opened and closed by good probes meanwhile.
+    const crashed = await connect(wsUrl("?model=crashed-handshake"), { headers: bearer() });
+    expect(crashed.kind === "refused" && crashed.status).toBe(502);
+    await vi.waitFor(async () => expect([upstream.health("refuse:502") > 0, (await backend("crashed-handshake", "crashed"))?.breaker.state]).toEqual([true, "closed"]), EVENTUALLY);
+    // Its /health says ok, as a hung engine's does: it is not probed, and its breaker stays open.
+    await new Promise((r) => setTimeout(r, 1000));
+    expect(upstream.health("slow:60000")).toBe(0);
+    expect((await backend("hung-handshake", "hung"))?.breaker).toMatchObject({ state: "open", silent: true });
   });
 });

@@ -18,7 +18,8 @@ import { WebSocketServer, type WebSocket } from "ws";
  * - `crash:<word>`: as `echo`, but a handshake whose query holds the word gets a 500, as from a
  *   server that crashes on what the session asks for.
  * A plain POST to `<behaviour>/v1/chat/completions` gets a one-word chat completion, so a test can
- * tell whether chat still reaches a backend.
+ * tell whether chat still reaches a backend; a GET of `<behaviour>/health` says ok (a hung engine's
+ * does too), counted per behaviour as written (`slow:60000`).
  */
 export interface WebSocketUpstream {
   url: string;
@@ -28,6 +29,8 @@ export interface WebSocketUpstream {
   open(): number;
   /** Handshakes `slow` holds unanswered, their connection still open. */
   waiting(): number;
+  /** Health probes of `behaviour` (as written in the baseUrl: `slow:60000`). */
+  health(behaviour: string): number;
   close(): Promise<void>;
 }
 
@@ -40,7 +43,14 @@ export async function startWebSocketUpstream(o: WebSocketUpstreamOptions = {}): 
   const closes: { code: number; reason: string }[] = [];
   const wss = new WebSocketServer({ noServer: true });
   const held = new Set<Duplex>();
-  const server = http.createServer(chat);
+  const probes = new Map<string, number>();
+  const server = http.createServer((req, res) => {
+    const probed = /^\/([^/]+)\/health$/.exec(req.url ?? "");
+    if (req.method !== "GET" || !probed) return chat(req, res);
+    const behaviour = decodeURIComponent(probed[1] as string);
+    probes.set(behaviour, (probes.get(behaviour) ?? 0) + 1);
+    res.writeHead(200, { "content-type": "application/json" }).end('{"status":"ok"}');
+  });
   server.on("upgrade", (req: http.IncomingMessage, socket: Duplex, head: Buffer) => {
     const m = /^\/([^/:]+)(?::([^/]+))?\/v1\/realtime(\?.*)?$/.exec(req.url ?? "");
     const accept = () => wss.handleUpgrade(req, socket, head, (ws) => echo(ws, closes));
@@ -72,6 +82,7 @@ export async function startWebSocketUpstream(o: WebSocketUpstreamOptions = {}): 
     closes: () => [...closes],
     open: () => wss.clients.size,
     waiting: () => held.size,
+    health: (behaviour) => probes.get(behaviour) ?? 0,
     close: () =>
       new Promise<void>((resolve) => {
         for (const ws of wss.clients) ws.terminate();

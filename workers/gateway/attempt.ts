@@ -5,7 +5,7 @@ import type { CompletionSummary, HookContext } from "../../src/hooks/types.ts";
 import { pipelineFor } from "../config.ts";
 import { badGateway, badRequest, GatewayError, gatewayTimeout, unavailable } from "../../src/openai/errors.ts";
 import type { LeaseOutcome, RouteDecision, TokenUsage, UsageEstimate } from "../../src/routing/protocol.ts";
-import type { AttemptEnd, Routed } from "./route-client.ts";
+import { SILENT, type AttemptEnd, type Routed } from "./route-client.ts";
 import { readFirstBytes, type FirstBytes } from "../../src/stream/first-bytes.ts";
 import { handOver, relay } from "../../src/stream/relay.ts";
 import { mayOutrunTap } from "../../src/stream/usage-tap.ts";
@@ -61,9 +61,6 @@ export interface AttemptInput {
 export type AttemptResult =
   | { kind: "answered"; response: Response; rejected: boolean }
   | { kind: "failed"; response: Response; lease: HeldLease; verdict: LeaseOutcome; failure: Failure; retryable: boolean; end?: AttemptEnd };
-
-/** What an attempt whose bound passed with no answer tells of itself (LeaseRelease.timedOut). */
-const SILENT: AttemptEnd = { timedOut: true };
 
 export const clientGone = () => new GatewayError(499, "invalid_request_error", "client disconnected", "client_closed_request");
 

@@ -2,7 +2,7 @@ import type { ResolvedDeployment, ResolvedGroup } from "../../src/config/load.ts
 import { badGateway, GatewayError, gatewayTimeout } from "../../src/openai/errors.ts";
 import { classifyRefusedUpgrade } from "../../src/realtime/upgrade-answer.ts";
 import type { LeaseOutcome, RouteDecision } from "../../src/routing/protocol.ts";
-import type { Routed } from "./route-client.ts";
+import { SILENT, type AttemptEnd, type Routed } from "./route-client.ts";
 import { clientError, FAILURE_CAUSE, failureKind, isBackendsOwn } from "../../src/upstream/answer.ts";
 import { parseUpstreamError } from "../../src/upstream/error-body.ts";
 import { fetchDeployment, type Reachable } from "../../src/upstream/reach-fetch.ts";
@@ -16,8 +16,11 @@ export type Handshake =
   | { kind: "open"; socket: WebSocket; protocol: string | null }
   /** The client's fault (a 4xx the upstream judged): passed on, no verdict, not retried. */
   | { kind: "rejected"; response: Response }
-  /** Another backend might accept: `verdict` is what this says about the backend, settled or held by the caller (held-failure.ts). */
-  | { kind: "failed"; response: Response; verdict: LeaseOutcome; failure: Failure };
+  /**
+   * Another backend might accept: `verdict` is what this says about the backend, settled or held by
+   * the caller (held-failure.ts), with `end` (a timeout with no answer: SILENT).
+   */
+  | { kind: "failed"; response: Response; verdict: LeaseOutcome; failure: Failure; end?: AttemptEnd };
 
 export interface HandshakeInput {
   /** The client's query string (`?model=…&…`): passed on with the model rewritten to the deployment's. */
@@ -48,7 +51,7 @@ export async function openUpstream(h: HandshakeInput): Promise<Handshake> {
   query.set("model", deployment.model);
   const headers: Record<string, string> = { upgrade: "websocket", "x-request-id": h.requestId, "x-kvgate-routed-at": String(h.decision.routedAt) };
   if (h.protocols.length > 0) headers["sec-websocket-protocol"] = h.protocols.join(", ");
-  const failed = (err: GatewayError, verdict: LeaseOutcome, failure: Failure): Handshake => ({ kind: "failed", response: err.toResponse(), verdict, failure });
+  const failed = (err: GatewayError, verdict: LeaseOutcome, failure: Failure, end?: AttemptEnd): Handshake => ({ kind: "failed", response: err.toResponse(), verdict, failure, end });
 
   const abort = new AbortController();
   const timer = setTimeout(() => abort.abort(new Error("upstream handshake timeout")), group.firstByteTimeoutMs);
@@ -57,7 +60,8 @@ export async function openUpstream(h: HandshakeInput): Promise<Handshake> {
     up = await fetchDeployment(h.reach, `${deployment.baseUrl}${UPSTREAM_PATH}?${query}`, { headers, signal: AbortSignal.any([abort.signal, h.clientSignal]), redirect: "manual" });
   } catch {
     if (abort.signal.aborted) {
-      return failed(gatewayTimeout(`backend ${deployment.id} did not answer the WebSocket handshake within ${group.firstByteTimeoutMs} ms`), "upstream-error", { cause: "timeout", kind: "timeout", retryAfterMs: null });
+      // Silence, as a stream's first-token timeout is: a hung engine's /health says ok all the same.
+      return failed(gatewayTimeout(`backend ${deployment.id} did not answer the WebSocket handshake within ${group.firstByteTimeoutMs} ms`), "upstream-error", { cause: "timeout", kind: "timeout", retryAfterMs: null }, SILENT);
     }
     // The runtime's message may carry the URL; the client gets the backend's id only.
     return failed(badGateway(`backend ${deployment.id} could not be reached: the connection failed`), "upstream-error", { cause: "connect", kind: "connect", retryAfterMs: null });

@@ -183,7 +183,7 @@ async function handshakeInTurn(p: RealtimeInput, s: Session, held: HeldFailure):
       }
       last = answer.response;
       if (answer.failure.kind !== undefined) p.log?.failed(group.name, deployment.id, answer.failure.kind);
-      if (held.failed(lease, answer.verdict, answer.failure)) return last;
+      if (held.failed(lease, answer.verdict, answer.failure, answer.end)) return last;
       const step = nextStep(primary.failover, attempts, answer.failure, Infinity);
       if (!step.retry) return last;
       exclude.push(deployment.id);

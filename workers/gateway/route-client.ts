@@ -216,6 +216,13 @@ export function giveBack(decision: Routed, group: ResolvedGroup, env: Env, ctx: 
 /** What an answered attempt tells of itself when its lease ends: its timings, and the upstream's usage when it was read. */
 export type AttemptEnd = Pick<LeaseRelease, "ttftMs" | "durationMs" | "usage" | "streamed" | "estimate" | "retryAfterMs" | "timedOut" | "failure">;
 
+/**
+ * What an attempt whose bound passed with no answer tells of itself (LeaseRelease.timedOut): a
+ * request's first byte, a non-streamed answer, a realtime handshake. A breaker such silence
+ * opened takes no good health probe as evidence (src/routing/breaker.ts).
+ */
+export const SILENT: AttemptEnd = { timedOut: true };
+
 /** A backend's slot, held by one upstream attempt until it settles. */
 export interface HeldLease {
   readonly backendId: string;
