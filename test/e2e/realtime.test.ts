@@ -57,6 +57,8 @@ beforeAll(async () => {
       { name: "hung-handshake", firstByteTimeoutMs: 300, failover: { maxAttempts: 1 }, breaker: probedOpen, deployments: [at("slow:60000", "hung")] },
       // Beside it, a backend whose breaker a plain 502 opened: probed alike.
       { name: "crashed-handshake", failover: { maxAttempts: 1 }, breaker: probedOpen, deployments: [at("refuse:502", "crashed")] },
+      // Two hung engines before a healthy one, tried in that order (round-robin from the first).
+      { name: "two-hung", strategy: "round-robin", firstByteTimeoutMs: 300, failover: { maxAttempts: 3 }, deployments: [at("slow:60001", "hung-a"), at("slow:60002", "hung-b"), at("echo", "healthy")] },
     ],
   }, { KVGATE_ADMIN_KEY: adminKey, ACCESS_CLIENT_SECRET: accessSecret });
 });
@@ -514,5 +516,18 @@ describe("a backend that never answers the handshake (an engine hung behind a li
     await new Promise((r) => setTimeout(r, 1000));
     expect(upstream.health("slow:60000")).toBe(0);
     expect((await backend("hung-handshake", "hung"))?.breaker).toMatchObject({ state: "open", silent: true });
+  });
+
+  it("two of them before a healthy one: each timeout is its backend's own (a handshake carries no body to choke on), so the session opens on the third and both are charged", async () => {
+    const h = await connect(wsUrl("?model=two-hung"), { headers: bearer() });
+    expect(h.kind === "refused" ? [h.status, h.headers["x-kvgate-attempts"], h.headers["x-should-retry"]] : "open").toBe("open");
+    const s = opened(h);
+    expect([s.headers["x-kvgate-backend"], s.headers["x-kvgate-attempts"]]).toEqual(["healthy", "3"]);
+    s.ws.send("hello");
+    expect((await s.next()).data.toString()).toBe("hello");
+    s.ws.close();
+    await s.closed;
+    const charges = async () => (await gw.status("two-hung")).backends.map((b) => [b.id, b.failed, b.rejected, b.completed]);
+    await vi.waitFor(async () => expect(await charges()).toEqual([["hung-a", 1, 0, 0], ["hung-b", 1, 0, 0], ["healthy", 0, 0, 1]]), EVENTUALLY);
   });
 });

@@ -59,12 +59,15 @@ export async function openUpstream(h: HandshakeInput): Promise<Handshake> {
   try {
     up = await fetchDeployment(h.reach, `${deployment.baseUrl}${UPSTREAM_PATH}?${query}`, { headers, signal: AbortSignal.any([abort.signal, h.clientSignal]), redirect: "manual" });
   } catch {
+    // A handshake has no body a server could choke on, and takes no generation's time: no answer
+    // (or no connection) is its backend's own, whatever another backend did with the same session
+    // (held-failure.ts). Two hung engines do not end a session a third would serve.
     if (abort.signal.aborted) {
       // Silence, as a stream's first-token timeout is: a hung engine's /health says ok all the same.
-      return failed(gatewayTimeout(`backend ${deployment.id} did not answer the WebSocket handshake within ${group.firstByteTimeoutMs} ms`), "upstream-error", { cause: "timeout", kind: "timeout", retryAfterMs: null }, SILENT);
+      return failed(gatewayTimeout(`backend ${deployment.id} did not answer the WebSocket handshake within ${group.firstByteTimeoutMs} ms`), "upstream-error", { cause: "timeout", kind: "timeout", retryAfterMs: null, backendsOwn: true }, SILENT);
     }
     // The runtime's message may carry the URL; the client gets the backend's id only.
-    return failed(badGateway(`backend ${deployment.id} could not be reached: the connection failed`), "upstream-error", { cause: "connect", kind: "connect", retryAfterMs: null });
+    return failed(badGateway(`backend ${deployment.id} could not be reached: the connection failed`), "upstream-error", { cause: "connect", kind: "connect", retryAfterMs: null, backendsOwn: true });
   } finally {
     clearTimeout(timer);
   }
