@@ -34,20 +34,30 @@ export function forwardedClose(code: number, reason: string, lost: Required<Clos
   return { code, reason };
 }
 
+/** Sent by a server that cannot take the session now (overloaded, restarting): RFC 6455's "try again later". */
+const TRY_AGAIN_LATER = 1013;
+
 /**
- * What an upstream's close says about its backend: a close frame is the end of a session it
- * served, unless it says the server failed (1011: internal error, 1014: it is a gateway whose own
- * upstream failed); a connection that broke without one (1006) is a failure.
+ * What an upstream's close says about its backend. A connection that broke without a close frame
+ * (1006), or a close that says the server failed (1011: internal error, 1014: it is a gateway
+ * whose own upstream failed), is a failure. Otherwise a session is one it served only once it sent
+ * something (`served`): an engine that accepts the upgrade and hangs, or closes at once, must not
+ * earn its breaker's successes nor tell the silence rule it serves (src/routing/silence.ts). One
+ * closed before any message with 1013 is the server saying it cannot serve now — its state, as a
+ * 503 with a Retry-After is — a failure; any other close before a message, no verdict.
  */
-export function upstreamCloseOutcome(code: number): LeaseOutcome {
-  return code === ABNORMAL || code === 1011 || code === 1014 ? "upstream-error" : "ok";
+export function upstreamCloseOutcome(code: number, served: boolean): LeaseOutcome {
+  if (code === ABNORMAL || code === 1011 || code === 1014) return "upstream-error";
+  if (served) return "ok";
+  return code === TRY_AGAIN_LATER ? "upstream-error" : "client-abort";
 }
 
 /**
  * What a client's close says about the backend: a session the client ended with a close frame is
- * one the backend served to its end; a client whose connection broke (1006) left, as a client
- * that hangs up on a stream does, which says nothing about the backend.
+ * one the backend served to its end, once the backend sent something (`served`); before that, or
+ * when the client's connection broke (1006), the client left, as a client that hangs up on a
+ * stream does, which says nothing about the backend.
  */
-export function clientCloseOutcome(code: number): LeaseOutcome {
-  return code === ABNORMAL ? "client-abort" : "ok";
+export function clientCloseOutcome(code: number, served: boolean): LeaseOutcome {
+  return served && code !== ABNORMAL ? "ok" : "client-abort";
 }

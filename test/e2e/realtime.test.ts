@@ -59,6 +59,9 @@ beforeAll(async () => {
       { name: "crashed-handshake", failover: { maxAttempts: 1 }, breaker: probedOpen, deployments: [at("refuse:502", "crashed")] },
       // Two hung engines before a healthy one, tried in that order (round-robin from the first).
       { name: "two-hung", strategy: "round-robin", firstByteTimeoutMs: 300, failover: { maxAttempts: 3 }, deployments: [at("slow:60001", "hung-a"), at("slow:60002", "hung-b"), at("echo", "healthy")] },
+      // Servers that accept the upgrade and close at once, sending nothing.
+      single("closes-busy", "close:1013"),
+      single("closes-policy", "close:1008"),
     ],
   }, { KVGATE_ADMIN_KEY: adminKey, ACCESS_CLIENT_SECRET: accessSecret });
 });
@@ -240,10 +243,12 @@ describe("the backend's slot is held for the socket's life", () => {
     const before = await backend("echo", "echo");
     const s = await open("echo");
     expect(await gw.inFlight("echo")).toBe(1);
+    s.ws.send("hello");
+    expect((await s.next()).data.toString()).toBe("hello");
     s.ws.close(4001, "client done");
     await vi.waitFor(() => expect(upstream.closes().at(-1)).toEqual({ code: 4001, reason: "client done" }), EVENTUALLY);
     await vi.waitFor(async () => expect(await gw.inFlight("echo")).toBe(0), EVENTUALLY);
-    // A session the client ended is one the backend served.
+    // A session the client ended, once the backend had answered in it, is one the backend served.
     const after = await backend("echo", "echo");
     expect([after?.completed, after?.failed]).toEqual([(before?.completed ?? 0) + 1, before?.failed ?? 0]);
   });
@@ -529,5 +534,28 @@ describe("a backend that never answers the handshake (an engine hung behind a li
     await s.closed;
     const charges = async () => (await gw.status("two-hung")).backends.map((b) => [b.id, b.failed, b.rejected, b.completed]);
     await vi.waitFor(async () => expect(await charges()).toEqual([["hung-a", 1, 0, 0], ["hung-b", 1, 0, 0], ["healthy", 0, 0, 1]]), EVENTUALLY);
+  });
+});
+
+describe("what a session says of its backend", () => {
+  it("one whose backend never sent a message, closed by its client: no verdict (aborted), not a session served — an engine that accepts and hangs earns no breaker success", async () => {
+    const before = await backend("echo", "echo");
+    const s = await open("echo");
+    s.ws.close(1000);
+    await s.closed;
+    await vi.waitFor(async () => expect(await gw.inFlight("echo")).toBe(0), EVENTUALLY);
+    const after = await backend("echo", "echo");
+    expect([after?.completed, after?.aborted, after?.failed]).toEqual([before?.completed, (before?.aborted ?? 0) + 1, before?.failed]);
+  });
+
+  it.each([
+    ["closes-busy", 1013, "failed"],
+    ["closes-policy", 1008, "aborted"],
+  ] as const)("%s: closed by its backend at once with %i, having sent nothing: counted %s, not completed", async (model, code, counted) => {
+    const s = await open(model);
+    expect(await s.closed).toEqual({ code, reason: "refused: no key" });
+    await vi.waitFor(async () => expect(await gw.inFlight(model)).toBe(0), EVENTUALLY);
+    const b = await backend(model, "close");
+    expect([b?.completed, b?.[counted]]).toEqual([0, 1]);
   });
 });

@@ -17,6 +17,8 @@ import { WebSocketServer, type WebSocket } from "ws";
  *   `CF-Access-Client-Secret: <accessSecret>`, Access's 403 page otherwise.
  * - `crash:<word>`: as `echo`, but a handshake whose query holds the word gets a 500, as from a
  *   server that crashes on what the session asks for.
+ * - `close:<code>`: accepts, then closes at once with that code, sending nothing; the reason
+ *   echoes the handshake's Authorization header, as a careless server's "bad key …" does.
  * A plain POST to `<behaviour>/v1/chat/completions` gets a one-word chat completion, so a test can
  * tell whether chat still reaches a backend; a GET of `<behaviour>/health` says ok (a hung engine's
  * does too), counted per behaviour as written (`slow:60000`).
@@ -58,6 +60,10 @@ export async function startWebSocketUpstream(o: WebSocketUpstreamOptions = {}): 
     if (m?.[1] === "access") {
       if (o.accessSecret !== undefined && req.headers["cf-access-client-secret"] === o.accessSecret) return accept();
       return void socket.end("HTTP/1.1 403 Forbidden\r\ncontent-type: text/html\r\ncontent-length: 9\r\nconnection: close\r\n\r\nForbidden");
+    }
+    if (m?.[1] === "close") {
+      const reason = `refused: ${req.headers.authorization ?? "no key"}`.slice(0, 123);
+      return void wss.handleUpgrade(req, socket, head, (ws) => ws.close(Number(m[2]), reason));
     }
     if (m?.[1] === "crash" && !decodeURIComponent(m[3] ?? "").includes(m[2] ?? "")) return accept();
     if (m?.[1] === "slow") {

@@ -42,11 +42,17 @@ describe("closes passed from one side to the other", () => {
     expect(forwardedClose(2000, "", CLIENT_LOST)).toEqual(CLIENT_LOST);
   });
 
-  it("say what they say about the backend", () => {
-    expect([1000, 1001, 4000].map(upstreamCloseOutcome)).toEqual(["ok", "ok", "ok"]);
-    expect([1006, 1011, 1014].map(upstreamCloseOutcome)).toEqual(["upstream-error", "upstream-error", "upstream-error"]);
-    expect([1000, 1005, 4001].map(clientCloseOutcome)).toEqual(["ok", "ok", "ok"]);
-    expect(clientCloseOutcome(1006)).toBe("client-abort");
+  it("say what they say about the backend: a session it served, once it sent something", () => {
+    expect([1000, 1001, 1008, 1013, 4000].map((c) => upstreamCloseOutcome(c, true))).toEqual(["ok", "ok", "ok", "ok", "ok"]);
+    for (const served of [true, false]) expect([1006, 1011, 1014].map((c) => upstreamCloseOutcome(c, served))).toEqual(["upstream-error", "upstream-error", "upstream-error"]);
+    expect([1000, 1005, 4001].map((c) => clientCloseOutcome(c, true))).toEqual(["ok", "ok", "ok"]);
+    expect(clientCloseOutcome(1006, true)).toBe("client-abort");
+  });
+
+  it("before the backend sent anything: no verdict, but a 1013 (try again later) from it is a failure", () => {
+    expect([1000, 1001, 1008, 4000].map((c) => upstreamCloseOutcome(c, false))).toEqual(["client-abort", "client-abort", "client-abort", "client-abort"]);
+    expect(upstreamCloseOutcome(1013, false)).toBe("upstream-error");
+    expect([1000, 1005, 1006, 4001].map((c) => clientCloseOutcome(c, false))).toEqual(["client-abort", "client-abort", "client-abort", "client-abort"]);
   });
 });
 

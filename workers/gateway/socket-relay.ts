@@ -19,7 +19,8 @@ export interface Relay {
  * Accepts and relays two WebSockets to each other — the client's end of a WebSocketPair and the
  * upstream's — message for message, text as text and binary as binary, and passes each side's
  * close to the other with its code and reason. The lease is settled once, by whichever side ends
- * first, with what that side's close says about the backend (src/realtime/closing.ts), and the
+ * first, with what that side's close says about the backend (src/realtime/closing.ts: a normal
+ * close is a session served only once the backend sent something), and the
  * tokens the backend reported over the session when `reported` is given (a virtual key that
  * counts them), which is told all reported so far each time the backend reports more.
  */
@@ -27,6 +28,8 @@ export function relaySockets(client: WebSocket, upstream: WebSocket, lease: Held
   const ended: (() => void)[] = [];
   let over = false;
   const usage = reported ? new RealtimeUsage() : null;
+  // The backend sent a message: only then is the session's normal end one it served (closing.ts).
+  let served = false;
   // `left`: the client's side ended it (or the gateway did): a response cut short is charged what it sent.
   const finish = (outcome: LeaseOutcome, left: boolean) => {
     if (over) return;
@@ -43,18 +46,22 @@ export function relaySockets(client: WebSocket, upstream: WebSocket, lease: Held
     "message",
     usage
       ? (e) => {
+          served = true;
           pass(client, e.data);
           const soFar = !over && typeof e.data === "string" ? usage.take(e.data) : null;
           if (soFar) reported?.(soFar);
         }
-      : (e) => pass(client, e.data),
+      : (e) => {
+          served = true;
+          pass(client, e.data);
+        },
   );
   client.addEventListener("close", (e) => {
-    finish(clientCloseOutcome(e.code), true);
+    finish(clientCloseOutcome(e.code, served), true);
     closeQuietly(upstream, forwardedClose(e.code, e.reason, CLIENT_LOST));
   });
   upstream.addEventListener("close", (e) => {
-    finish(upstreamCloseOutcome(e.code), false);
+    finish(upstreamCloseOutcome(e.code, served), false);
     closeQuietly(client, forwardedClose(e.code, e.reason, UPSTREAM_LOST));
   });
   // The runtime reports a broken connection as an error (and, after a close, the connection's end).
