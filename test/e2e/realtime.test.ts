@@ -62,6 +62,7 @@ beforeAll(async () => {
       // Servers that accept the upgrade and close at once, sending nothing.
       single("closes-busy", "close:1013"),
       single("closes-policy", "close:1008"),
+      { name: "idle", streamIdleTimeoutMs: 600, deployments: [at("echo", "echo-idle")] },
     ],
   }, { KVGATE_ADMIN_KEY: adminKey, ACCESS_CLIENT_SECRET: accessSecret });
 });
@@ -557,5 +558,28 @@ describe("what a session says of its backend", () => {
     await vi.waitFor(async () => expect(await gw.inFlight(model)).toBe(0), EVENTUALLY);
     const b = await backend(model, "close");
     expect([b?.completed, b?.[counted]]).toEqual([0, 1]);
+  });
+});
+
+describe("a session with nothing said either way for the group's streamIdleTimeoutMs", () => {
+  it("is closed with 1001, both sides told, and its slot freed; one that keeps talking stays open", async () => {
+    const before = await backend("idle", "echo-idle");
+    const quiet = await open("idle");
+    const talking = await open("idle");
+    const within = <T>(p: Promise<T>, ms: number) => Promise.race([p, new Promise<null>((r) => setTimeout(() => r(null), ms))]);
+    // A message each 200 ms, for 1.6 s: more than twice the 600 ms.
+    for (let i = 0; i < 8; i++) {
+      talking.ws.send(`ping ${i}`);
+      expect((await talking.next()).data.toString()).toBe(`ping ${i}`);
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    expect(await within(quiet.closed, 5000)).toEqual({ code: 1001, reason: "session idle for 600 ms" });
+    expect(talking.ws.readyState).toBe(talking.ws.OPEN);
+    expect(await within(talking.closed, 5000)).toEqual({ code: 1001, reason: "session idle for 600 ms" });
+    await vi.waitFor(() => expect(upstream.closes().slice(-2)).toEqual(Array(2).fill({ code: 1001, reason: "session ended by the gateway" })), EVENTUALLY);
+    await vi.waitFor(async () => expect(await gw.inFlight("idle")).toBe(0), EVENTUALLY);
+    // Silence both ways says nothing of which side stopped: no verdict on the backend.
+    const after = await backend("idle", "echo-idle");
+    expect([after?.aborted, after?.failed, after?.completed]).toEqual([(before?.aborted ?? 0) + 2, before?.failed ?? 0, before?.completed ?? 0]);
   });
 });

@@ -3,7 +3,7 @@ import { reachOf } from "../../src/config/upstream-access.ts";
 import { badRequest, GatewayError, methodNotAllowed, unavailable } from "../../src/openai/errors.ts";
 import { POLICY_VIOLATION } from "../../src/realtime/closing.ts";
 import { chosenProtocol, handshakeFault, isWebSocketUpgrade, keyFromProtocols, protocolsWithoutKey } from "../../src/realtime/handshake.ts";
-import type { RouteTenant } from "../../src/routing/protocol.ts";
+import type { RouteTenant, TokenUsage } from "../../src/routing/protocol.ts";
 import { msToNextPeriod } from "../../src/tenants/ledger.ts";
 import { keyBudget, readsUsage } from "../../src/tenants/route-tenant.ts";
 import { nextStep } from "../../src/upstream/retry.ts";
@@ -156,12 +156,15 @@ async function handshakeInTurn(p: RealtimeInput, s: Session, held: HeldFailure):
           // Made before the relay takes the sockets: an answer the gateway cannot build leaves the upstream's unused.
           const accepted = new Response(null, { status: 101, webSocket: pair[0], headers });
           const { caller } = p;
+          // A session nobody uses is ended after the group's stall bound, as a silent stream is.
+          const idleMs = group.streamIdleTimeoutMs;
           if (caller.kind === "key") {
             const counts = readsUsage(caller.key.record);
             if (counts) lease.watchBudget(tenant?.budget ?? null);
-            const relay = relaySockets(pair[1], answer.socket, lease, counts ? (soFar) => void lease.charge(soFar).then(() => endIfSpent(lease, caller, relay)) : null);
+            const reported = counts ? (soFar: TokenUsage) => void lease.charge(soFar).then(() => endIfSpent(lease, caller, relay)) : null;
+            const relay: Relay = relaySockets(pair[1], answer.socket, lease, { reported, idleMs });
             watchKey(caller, p, relay, counts ? lease : null);
-          } else relaySockets(pair[1], answer.socket, lease, null);
+          } else relaySockets(pair[1], answer.socket, lease, { reported: null, idleMs });
           unused = null;
           held.answered(false);
           return accepted;

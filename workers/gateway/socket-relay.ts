@@ -15,6 +15,13 @@ export interface Relay {
   onEnd(f: () => void): void;
 }
 
+export interface RelayOptions {
+  /** Told all the tokens the backend reported so far, each time it reports more; null: not read. */
+  reported: ((soFar: TokenUsage) => void) | null;
+  /** The group's streamIdleTimeoutMs, when set. */
+  idleMs?: number | undefined;
+}
+
 /**
  * Accepts and relays two WebSockets to each other — the client's end of a WebSocketPair and the
  * upstream's — message for message, text as text and binary as binary, and passes each side's
@@ -22,9 +29,11 @@ export interface Relay {
  * first, with what that side's close says about the backend (src/realtime/closing.ts: a normal
  * close is a session served only once the backend sent something), and the
  * tokens the backend reported over the session when `reported` is given (a virtual key that
- * counts them), which is told all reported so far each time the backend reports more.
+ * counts them), which is told all reported so far each time the backend reports more. With
+ * `idleMs` (the group's streamIdleTimeoutMs), a session with no message either way for that long
+ * is ended as the gateway ends one (Relay.end), with 1001: nothing else bounds a stuck session.
  */
-export function relaySockets(client: WebSocket, upstream: WebSocket, lease: HeldLease, reported: ((soFar: TokenUsage) => void) | null): Relay {
+export function relaySockets(client: WebSocket, upstream: WebSocket, lease: HeldLease, { reported, idleMs }: RelayOptions): Relay {
   const ended: (() => void)[] = [];
   let over = false;
   const usage = reported ? new RealtimeUsage() : null;
@@ -41,18 +50,25 @@ export function relaySockets(client: WebSocket, upstream: WebSocket, lease: Held
   // Binary messages as ArrayBuffers: send() takes those, not the Blobs the runtime gives by default.
   client.binaryType = "arraybuffer";
   upstream.binaryType = "arraybuffer";
-  client.addEventListener("message", (e) => pass(upstream, e.data));
+  // When a message last went either way; read only when the session's idleness is watched.
+  let heardAt = Date.now();
+  client.addEventListener("message", (e) => {
+    heardAt = Date.now();
+    pass(upstream, e.data);
+  });
   upstream.addEventListener(
     "message",
     usage
       ? (e) => {
           served = true;
+          heardAt = Date.now();
           pass(client, e.data);
           const soFar = !over && typeof e.data === "string" ? usage.take(e.data) : null;
           if (soFar) reported?.(soFar);
         }
       : (e) => {
           served = true;
+          heardAt = Date.now();
           pass(client, e.data);
         },
   );
@@ -75,7 +91,7 @@ export function relaySockets(client: WebSocket, upstream: WebSocket, lease: Held
   });
   client.accept();
   upstream.accept();
-  return {
+  const relay: Relay = {
     end(frame) {
       if (over) return;
       finish("client-abort", true);
@@ -87,7 +103,31 @@ export function relaySockets(client: WebSocket, upstream: WebSocket, lease: Held
       else ended.push(f);
     },
   };
+  if (idleMs !== undefined) endWhenIdle(relay, idleMs, () => heardAt);
+  return relay;
 }
+
+/**
+ * Ends `relay` once `heardAt` (when a message last went either way) is `idleMs` old, with 1001
+ * (going away: the gateway leaves a session nobody uses; no error of either side's). Silence both
+ * ways does not say which side stopped (a voice client waiting for its user, or an engine that
+ * hung with a response owed), so no verdict on the backend: its slot is freed, as the client's
+ * leaving frees it. One timer a session, re-armed for the time left: nothing per message but a
+ * clock read.
+ */
+function endWhenIdle(relay: Relay, idleMs: number, heardAt: () => number): void {
+  const frame = { code: GOING_AWAY, reason: `session idle for ${idleMs} ms` };
+  const check = (): void => {
+    const quietMs = Date.now() - heardAt();
+    if (quietMs >= idleMs) relay.end(frame);
+    else timer = setTimeout(check, idleMs - quietMs);
+  };
+  let timer = setTimeout(check, idleMs);
+  relay.onEnd(() => clearTimeout(timer));
+}
+
+/** RFC 6455's "going away": sent to both sides of a session the gateway ends for its idleness. */
+const GOING_AWAY = 1001;
 
 /** What the backend of a session the gateway ended is told. */
 const ENDED_BY_GATEWAY = "session ended by the gateway";
