@@ -1,4 +1,5 @@
 import type { LeaseOutcome } from "../routing/protocol.ts";
+import { REDACTED, withoutSecrets } from "../upstream/error-body.ts";
 
 /**
  * How one side's close reaches the other side of a relayed WebSocket, and what the upstream's
@@ -27,11 +28,44 @@ export function isSendable(code: number): boolean {
 /**
  * The close to pass on for a close one side received: its code and reason as they came; no code
  * for 1005 (none was sent); `lost` for a connection that broke (1006) or a code no endpoint may send.
+ * `secrets`: what the gateway sent the side that closed that is secret (an upstream's key, its
+ * secret headers' values), taken out of the reason as they are of an upstream's error body
+ * (src/upstream/error-body.ts): a server may echo what it was sent ("bad key …").
  */
-export function forwardedClose(code: number, reason: string, lost: Required<CloseFrame>): CloseFrame {
+export function forwardedClose(code: number, reason: string, lost: Required<CloseFrame>, secrets: readonly string[] = []): CloseFrame {
   if (code === NO_STATUS) return {};
   if (code === ABNORMAL || !isSendable(code)) return lost;
-  return { code, reason };
+  return { code, reason: secrets.length === 0 || reason === "" ? reason : reasonWithoutSecrets(reason, secrets) };
+}
+
+/** A close frame's reason, in UTF-8: its payload is 125 bytes, two of them the code. */
+const MAX_REASON_BYTES = 123;
+/** A reason's last characters that begin a secret are taken out from this many on: fewer tell nothing. */
+const CUT_SECRET_MIN_CHARS = 4;
+
+/**
+ * `reason` with each secret replaced, and a secret's beginning it ends with (the server cut the
+ * reason at the frame's bound) too; then cut to the bound again, at a character's edge, since a
+ * replacement may be longer than a short secret — a reason past it the runtime refuses to send.
+ */
+function reasonWithoutSecrets(reason: string, secrets: readonly string[]): string {
+  let out = withoutSecrets(reason, secrets);
+  for (const secret of secrets) {
+    for (let n = Math.min(secret.length - 1, out.length); n >= CUT_SECRET_MIN_CHARS; n--) {
+      if (out.endsWith(secret.slice(0, n))) {
+        out = `${out.slice(0, out.length - n)}${REDACTED}`;
+        break;
+      }
+    }
+  }
+  return cutToBytes(out, MAX_REASON_BYTES);
+}
+
+function cutToBytes(text: string, max: number): string {
+  const bytes = new TextEncoder().encode(text);
+  if (bytes.length <= max) return text;
+  // A cut inside a character leaves a replacement character: dropped with it.
+  return new TextDecoder().decode(bytes.subarray(0, max)).replace(/\uFFFD$/, "");
 }
 
 /** Sent by a server that cannot take the session now (overloaded, restarting): RFC 6455's "try again later". */

@@ -24,10 +24,11 @@ const MAX_EXTRA_STRING_CHARS = 200;
 const STANDARD = new Set(["message", "type", "code", "param", "object", "error", "error_type", "detail"]);
 
 type Json = Record<string, unknown>;
-const REDACTED = "[redacted]";
+/** What stands for a secret taken out. */
+export const REDACTED = "[redacted]";
 
 /** `text` with each secret replaced. */
-function withoutSecrets(text: string, secrets: readonly string[]): string {
+export function withoutSecrets(text: string, secrets: readonly string[]): string {
   for (const secret of secrets) text = text.replaceAll(secret, REDACTED);
   return text;
 }

@@ -21,6 +21,8 @@ let gw: TestGateway;
 const adminKey = `sk-admin-${randomBytes(16).toString("hex")}`;
 // A Cloudflare Access service token's secret: the gateway has it as a secret, the `access` upstream wants it.
 const accessSecret = `access-secret-${randomBytes(16).toString("hex")}`;
+// The key the gateway sends one deployment: the `close` upstream echoes it in its close reason.
+const closerKey = `sk-up-${randomBytes(8).toString("hex")}`;
 // Opened by one failure, probed every 40 ms, never half-opened by its cool-down within a test.
 const probedOpen = { consecutiveFailures: 1, openMs: 600_000, probeIntervalMs: 40 };
 
@@ -62,9 +64,10 @@ beforeAll(async () => {
       // Servers that accept the upgrade and close at once, sending nothing.
       single("closes-busy", "close:1013"),
       single("closes-policy", "close:1008"),
+      { name: "closes-with-key", failover: { maxAttempts: 1 }, deployments: [{ ...at("close:4000", "key-closer"), apiKeyEnv: "CLOSER_KEY" }] },
       { name: "idle", streamIdleTimeoutMs: 600, deployments: [at("echo", "echo-idle")] },
     ],
-  }, { KVGATE_ADMIN_KEY: adminKey, ACCESS_CLIENT_SECRET: accessSecret });
+  }, { KVGATE_ADMIN_KEY: adminKey, ACCESS_CLIENT_SECRET: accessSecret, CLOSER_KEY: closerKey });
 });
 afterAll(async () => {
   await gw?.close();
@@ -581,5 +584,14 @@ describe("a session with nothing said either way for the group's streamIdleTimeo
     // Silence both ways says nothing of which side stopped: no verdict on the backend.
     const after = await backend("idle", "echo-idle");
     expect([after?.aborted, after?.failed, after?.completed]).toEqual([(before?.aborted ?? 0) + 2, before?.failed ?? 0, before?.completed ?? 0]);
+  });
+});
+
+describe("a backend's close reason", () => {
+  it("reaches the client without the deployment's secrets in it, as an upstream's error body does", async () => {
+    const s = await open("closes-with-key");
+    const closed = await s.closed;
+    expect(closed.reason).not.toContain(closerKey);
+    expect(closed).toEqual({ code: 4000, reason: "refused: Bearer [redacted]" });
   });
 });

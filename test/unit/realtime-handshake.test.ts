@@ -42,6 +42,19 @@ describe("closes passed from one side to the other", () => {
     expect(forwardedClose(2000, "", CLIENT_LOST)).toEqual(CLIENT_LOST);
   });
 
+  it("from the upstream, without the secrets the gateway sent it: whole, or cut at the frame's bound, and never past the bound once replaced", () => {
+    const key = "sk-up-0123456789abcdef";
+    expect(forwardedClose(4000, `bad key Bearer ${key}!`, UPSTREAM_LOST, [key])).toEqual({ code: 4000, reason: "bad key Bearer [redacted]!" });
+    expect(forwardedClose(4000, `bad key ${key.slice(0, 9)}`, UPSTREAM_LOST, [key])).toEqual({ code: 4000, reason: "bad key [redacted]" });
+    // Three characters of a secret at the end tell nothing: the reason is left as it came.
+    expect(forwardedClose(4000, "all ok sk-", UPSTREAM_LOST, [key]).reason).toBe("all ok sk-");
+    // A one-character secret made ten by its replacement: cut back to 123 bytes, at a character's edge.
+    const cut = forwardedClose(4000, `k${"é".repeat(61)}`, UPSTREAM_LOST, ["k"]).reason ?? "";
+    expect(cut).toBe(`[redacted]${"é".repeat(56)}`);
+    expect(new TextEncoder().encode(cut).length).toBeLessThanOrEqual(123);
+    expect(forwardedClose(1000, `nothing secret here`, UPSTREAM_LOST, [key])).toEqual({ code: 1000, reason: "nothing secret here" });
+  });
+
   it("say what they say about the backend: a session it served, once it sent something", () => {
     expect([1000, 1001, 1008, 1013, 4000].map((c) => upstreamCloseOutcome(c, true))).toEqual(["ok", "ok", "ok", "ok", "ok"]);
     for (const served of [true, false]) expect([1006, 1011, 1014].map((c) => upstreamCloseOutcome(c, served))).toEqual(["upstream-error", "upstream-error", "upstream-error"]);

@@ -20,6 +20,8 @@ export interface RelayOptions {
   reported: ((soFar: TokenUsage) => void) | null;
   /** The group's streamIdleTimeoutMs, when set. */
   idleMs?: number | undefined;
+  /** What the gateway sends the backend that is secret: taken out of the close reason the client is passed. */
+  secrets: readonly string[];
 }
 
 /**
@@ -33,7 +35,7 @@ export interface RelayOptions {
  * `idleMs` (the group's streamIdleTimeoutMs), a session with no message either way for that long
  * is ended as the gateway ends one (Relay.end), with 1001: nothing else bounds a stuck session.
  */
-export function relaySockets(client: WebSocket, upstream: WebSocket, lease: HeldLease, { reported, idleMs }: RelayOptions): Relay {
+export function relaySockets(client: WebSocket, upstream: WebSocket, lease: HeldLease, { reported, idleMs, secrets }: RelayOptions): Relay {
   const ended: (() => void)[] = [];
   let over = false;
   const usage = reported ? new RealtimeUsage() : null;
@@ -78,7 +80,7 @@ export function relaySockets(client: WebSocket, upstream: WebSocket, lease: Held
   });
   upstream.addEventListener("close", (e) => {
     finish(upstreamCloseOutcome(e.code, served), false);
-    closeQuietly(client, forwardedClose(e.code, e.reason, UPSTREAM_LOST));
+    closeQuietly(client, forwardedClose(e.code, e.reason, UPSTREAM_LOST, secrets));
   });
   // The runtime reports a broken connection as an error (and, after a close, the connection's end).
   client.addEventListener("error", () => {
