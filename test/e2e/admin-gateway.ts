@@ -21,6 +21,18 @@ export async function adminCall(url: string, key: string, method: string, path: 
   return { status: res.status, ...(answer.error ? { error: answer.error } : {}) };
 }
 
+/** `method path` under /admin/v1 of the gateway at `url`, with `key`; `body` as JSON: the answer as it came. */
+export function adminFetch(url: string, key: string, method: string, path: string, body?: unknown): Promise<Response> {
+  return fetch(`${url}/admin/v1${path}`, { method, headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
+}
+
+/** A virtual key made through the admin API of the gateway at `url` (`adminKey`), with `fields`: its id and the key. */
+export async function issuedKey(url: string, adminKey: string, fields: Record<string, unknown> = {}): Promise<{ id: string; key: string }> {
+  const res = await adminFetch(url, adminKey, "POST", "/keys", fields);
+  if (res.status !== 201) throw new Error(`POST /admin/v1/keys: ${res.status} ${await res.text()}`);
+  return (await res.json()) as { id: string; key: string };
+}
+
 export interface AdminGateway {
   keys: ReturnType<typeof adminKeys>;
   /** The rest are set once the file's tests run. */

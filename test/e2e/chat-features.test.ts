@@ -2,6 +2,7 @@ import { randomBytes } from "node:crypto";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { startFeaturesUpstream, type FeaturesUpstream } from "../support/vllm-features-upstream.ts";
+import { adminFetch, issuedKey } from "./admin-gateway.ts";
 import { EVENTUALLY, startTestGateway, type TestGateway } from "./gateway.ts";
 
 /**
@@ -37,15 +38,8 @@ afterAll(async () => {
   await upstream?.close();
 });
 
-async function admin(method: string, path: string, body?: unknown): Promise<Response> {
-  return fetch(`${gw.url}/admin/v1${path}`, { method, headers: { authorization: `Bearer ${adminKey}`, "content-type": "application/json" }, body: body === undefined ? undefined : JSON.stringify(body) });
-}
-
-async function createKey(): Promise<{ id: string; key: string }> {
-  const res = await admin("POST", "/keys", {});
-  expect(res.status).toBe(201);
-  return (await res.json()) as { id: string; key: string };
-}
+const admin = (method: string, path: string, body?: unknown): Promise<Response> => adminFetch(gw.url, adminKey, method, path, body);
+const createKey = (): Promise<{ id: string; key: string }> => issuedKey(gw.url, adminKey);
 
 async function usageOf(id: string): Promise<{ prompt_tokens: number; completion_tokens: number; requests: number }> {
   return (await (await admin("GET", `/usage?key=${id}`)).json()) as { prompt_tokens: number; completion_tokens: number; requests: number };

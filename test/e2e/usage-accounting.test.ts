@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { startFleet, type Fleet } from "../../bench/fleet/index.ts";
 import { startFeaturesUpstream, type FeaturesUpstream } from "../support/vllm-features-upstream.ts";
 import { startHostileUpstream, type HostileUpstream } from "../support/hostile-upstream.ts";
+import { adminFetch, issuedKey } from "./admin-gateway.ts";
 import { EVENTUALLY, startTestGateway, type TestGateway } from "./gateway.ts";
 
 /**
@@ -43,15 +44,8 @@ afterAll(async () => {
   await hostile?.close();
 });
 
-async function admin(method: string, path: string, body?: unknown): Promise<Response> {
-  return fetch(`${gw.url}/admin/v1${path}`, { method, headers: { authorization: `Bearer ${adminKey}`, "content-type": "application/json" }, body: body === undefined ? undefined : JSON.stringify(body) });
-}
-
-async function createKey(): Promise<{ id: string; key: string }> {
-  const res = await admin("POST", "/keys", {});
-  expect(res.status).toBe(201);
-  return (await res.json()) as { id: string; key: string };
-}
+const admin = (method: string, path: string, body?: unknown): Promise<Response> => adminFetch(gw.url, adminKey, method, path, body);
+const createKey = (): Promise<{ id: string; key: string }> => issuedKey(gw.url, adminKey);
 
 interface Charged {
   prompt_tokens: number;
