@@ -1,3 +1,4 @@
+import { eventEnds, eventFields } from "./sse-boundary.ts";
 import type { TokenUsage } from "../routing/protocol.ts";
 import { concat } from "./bytes.ts";
 
@@ -128,8 +129,7 @@ const decoder = new TextDecoder();
  * not whole in `bytes`: the answer is charged an estimate, never what its text says elsewhere.
  */
 function responsesUsage(bytes: Uint8Array, stream: boolean): Usage | null {
-  const text = decoder.decode(bytes);
-  const json = stream ? lastEventData(text) : text;
+  const json = stream ? lastEventData(bytes) : decoder.decode(bytes);
   if (json === null) return null;
   let parsed: unknown;
   try {
@@ -146,16 +146,17 @@ function field(o: unknown, name: string): unknown {
   return typeof o === "object" && o !== null && !Array.isArray(o) ? (o as Record<string, unknown>)[name] : undefined;
 }
 
-/** The data of a stream's last event that holds any but `[DONE]`: its `data:` lines joined (SSE); null when none is whole. */
-function lastEventData(text: string): string | null {
-  const events = text.split(/\r?\n\r?\n/);
-  for (let i = events.length - 1; i >= 0; i--) {
-    const lines = (events[i] as string).split(/\r?\n/).filter((l) => l.startsWith("data:"));
-    if (lines.length === 0) continue;
-    const data = lines.map((l) => l.slice(l.startsWith("data: ") ? 6 : 5)).join("\n");
-    if (data.trim() === "[DONE]") continue;
-    // The first event of the tail may begin before it: a last event cut so is not read at all.
-    return i === 0 ? null : data;
+/**
+ * The data of a stream's last event that holds any but `[DONE]` (sse-boundary.ts's reading of
+ * events); null when none is whole: the tail's first event may have begun before it.
+ */
+function lastEventData(tail: Uint8Array): string | null {
+  const ends = eventEnds(tail, 0);
+  // What follows the last end too: a stream that ended without its blank line.
+  const bounds = [...ends, tail.length];
+  for (let k = bounds.length - 1; k >= 1; k--) {
+    const { data } = eventFields(tail.subarray(bounds[k - 1] as number, bounds[k] as number));
+    if (data !== null && data.trim() !== "[DONE]") return data;
   }
   return null;
 }
