@@ -1,6 +1,6 @@
 import type { ResolvedGroup } from "../../src/config/load.ts";
 import { reachOf } from "../../src/config/upstream-access.ts";
-import { badRequest, GatewayError, methodNotAllowed, unavailable } from "../../src/openai/errors.ts";
+import { badRequest, GatewayError, methodNotAllowed, SHOULD_RETRY, unavailable } from "../../src/openai/errors.ts";
 import { POLICY_VIOLATION } from "../../src/realtime/closing.ts";
 import { chosenProtocol, handshakeFault, isWebSocketUpgrade, keyFromProtocols, protocolsWithoutKey } from "../../src/realtime/handshake.ts";
 import type { RouteTenant, TokenUsage } from "../../src/routing/protocol.ts";
@@ -186,7 +186,11 @@ async function handshakeInTurn(p: RealtimeInput, s: Session, held: HeldFailure):
       }
       last = answer.response;
       if (answer.failure.kind !== undefined) p.log?.failed(group.name, deployment.id, answer.failure.kind);
-      if (held.failed(lease, answer.verdict, answer.failure, answer.end)) return last;
+      if (held.failed(lease, answer.verdict, answer.failure, answer.end)) {
+        // As a request's (proxy.ts): a client that tries again sends it to two more backends to fail on.
+        last.headers.set(SHOULD_RETRY, "false");
+        return last;
+      }
       const step = nextStep(primary.failover, attempts, answer.failure, Infinity);
       if (!step.retry) return last;
       exclude.push(deployment.id);
