@@ -267,6 +267,8 @@ export const GroupSettingsSchema = z.strictObject({
    * A stream that sends no byte for this long is cut with an SSE error event. Off by default: it
    * needs JavaScript to see every chunk, which the plain pass-through path otherwise avoids. Only
    * a read the upstream leaves waiting counts: not a write held back by a client that is not reading.
+   * A realtime session whose backend sends no message for this long is closed too, whatever its
+   * client sends meanwhile.
    */
   streamIdleTimeoutMs: z.optional(positiveInt()),
   /**

@@ -66,6 +66,8 @@ beforeAll(async () => {
       single("closes-policy", "close:1008"),
       { name: "closes-with-key", failover: { maxAttempts: 1 }, deployments: [{ ...at("close:4000", "key-closer"), apiKeyEnv: "CLOSER_KEY" }] },
       { name: "idle", streamIdleTimeoutMs: 600, deployments: [at("echo", "echo-idle")] },
+      // A backend that accepts the upgrade and then says nothing, whatever it is sent.
+      { name: "idle-mute", streamIdleTimeoutMs: 600, deployments: [at("mute")] },
     ],
   }, { KVGATE_ADMIN_KEY: adminKey, ACCESS_CLIENT_SECRET: accessSecret, CLOSER_KEY: closerKey });
 });
@@ -586,6 +588,25 @@ describe("a session with nothing said either way for the group's streamIdleTimeo
     // Silence both ways says nothing of which side stopped: no verdict on the backend.
     const after = await backend("idle", "echo-idle");
     expect([after?.aborted, after?.failed, after?.completed]).toEqual([(before?.aborted ?? 0) + 2, before?.failed ?? 0, before?.completed ?? 0]);
+  });
+});
+
+describe("a session whose backend says nothing for the group's streamIdleTimeoutMs while its client talks", () => {
+  it("is closed with 1001, both sides told, as a stream whose backend stalls is: the client's messages do not keep a hung backend's slot", async () => {
+    const s = await open("idle-mute");
+    const closed = Promise.race([s.closed, new Promise<null>((r) => setTimeout(() => r(null), 3000))]);
+    // A message each 200 ms, for up to 3 s: five times the 600 ms.
+    let going = true;
+    void closed.then(() => (going = false));
+    for (let i = 0; i < 15 && going; i++) {
+      s.ws.send(`hello ${i}`);
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    expect(await closed).toEqual({ code: 1001, reason: "session idle for 600 ms" });
+    await vi.waitFor(() => expect(upstream.closes().at(-1)).toEqual({ code: 1001, reason: "session ended by the gateway" }), EVENTUALLY);
+    await vi.waitFor(async () => expect(await gw.inFlight("idle-mute")).toBe(0), EVENTUALLY);
+    // No message from it: no verdict, as for any session its backend never answered in.
+    expect((await backend("idle-mute", "mute"))?.aborted).toBe(1);
   });
 });
 

@@ -9,6 +9,8 @@ import { WebSocketServer, type WebSocket } from "ws";
  * - `echo`: accepts; sends every message back as it came (text as text, binary as binary); the
  *   text message `cut` makes it drop the connection without a close frame, as a crashed server
  *   does. Each session's close code and reason, as the upstream received them, are recorded.
+ * - `mute`: accepts, takes every message and answers none, as an engine that hung after the
+ *   upgrade does; its close is recorded as `echo`'s is.
  * - `slow:<ms>`: as `echo`, after holding the handshake unanswered for that long (handshakes
  *   still waiting are counted: `waiting()`).
  * - `refuse:<status>`: answers the handshake with that status and an OpenAI-style error (with
@@ -27,7 +29,7 @@ export interface WebSocketUpstream {
   url: string;
   /** The close frames the `echo` behaviour received, oldest first (code 1005: none). */
   closes(): { code: number; reason: string }[];
-  /** Sessions of `echo` (and `slow`) still open. */
+  /** Sessions of `echo` (and `slow`, `mute`) still open. */
   open(): number;
   /** Handshakes `slow` holds unanswered, their connection still open. */
   waiting(): number;
@@ -57,6 +59,7 @@ export async function startWebSocketUpstream(o: WebSocketUpstreamOptions = {}): 
     const m = /^\/([^/:]+)(?::([^/]+))?\/v1\/realtime(\?.*)?$/.exec(req.url ?? "");
     const accept = () => wss.handleUpgrade(req, socket, head, (ws) => echo(ws, closes));
     if (m?.[1] === "echo") return accept();
+    if (m?.[1] === "mute") return void wss.handleUpgrade(req, socket, head, (ws) => ws.on("close", (code, reason) => closes.push({ code, reason: reason.toString() })));
     if (m?.[1] === "access") {
       if (o.accessSecret !== undefined && req.headers["cf-access-client-secret"] === o.accessSecret) return accept();
       return void socket.end("HTTP/1.1 403 Forbidden\r\ncontent-type: text/html\r\ncontent-length: 9\r\nconnection: close\r\n\r\nForbidden");

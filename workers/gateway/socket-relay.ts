@@ -32,8 +32,9 @@ export interface RelayOptions {
  * close is a session served only once the backend sent something), and the
  * tokens the backend reported over the session when `reported` is given (a virtual key that
  * counts them), which is told all reported so far each time the backend reports more. With
- * `idleMs` (the group's streamIdleTimeoutMs), a session with no message either way for that long
- * is ended as the gateway ends one (Relay.end), with 1001: nothing else bounds a stuck session.
+ * `idleMs` (the group's streamIdleTimeoutMs), a session whose backend sent nothing for that long
+ * is ended as the gateway ends one (Relay.end), with 1001, as a stream whose backend stalls is,
+ * whatever its client sent meanwhile: nothing else bounds a stuck session.
  */
 export function relaySockets(client: WebSocket, upstream: WebSocket, lease: HeldLease, { reported, idleMs, secrets }: RelayOptions): Relay {
   const ended: (() => void)[] = [];
@@ -52,12 +53,10 @@ export function relaySockets(client: WebSocket, upstream: WebSocket, lease: Held
   // Binary messages as ArrayBuffers: send() takes those, not the Blobs the runtime gives by default.
   client.binaryType = "arraybuffer";
   upstream.binaryType = "arraybuffer";
-  // When a message last went either way; read only when the session's idleness is watched.
+  // When the backend last sent a message (or accepted the session); read only when its idleness is
+  // watched. The client's messages do not count: a hung backend's client may talk on to no one.
   let heardAt = Date.now();
-  client.addEventListener("message", (e) => {
-    heardAt = Date.now();
-    pass(upstream, e.data);
-  });
+  client.addEventListener("message", (e) => pass(upstream, e.data));
   upstream.addEventListener(
     "message",
     usage
@@ -110,12 +109,12 @@ export function relaySockets(client: WebSocket, upstream: WebSocket, lease: Held
 }
 
 /**
- * Ends `relay` once `heardAt` (when a message last went either way) is `idleMs` old, with 1001
- * (going away: the gateway leaves a session nobody uses; no error of either side's). Silence both
- * ways does not say which side stopped (a voice client waiting for its user, or an engine that
- * hung with a response owed), so no verdict on the backend: its slot is freed, as the client's
- * leaving frees it. One timer a session, re-armed for the time left: nothing per message but a
- * clock read.
+ * Ends `relay` once `heardAt` (when the backend last sent a message) is `idleMs` old, with 1001
+ * (going away: the gateway leaves a session nothing comes from; no error of either side's). The
+ * backend's silence does not say which side stopped (a voice client waiting for its user, or an
+ * engine that hung with a response owed, its client asking on), so no verdict on the backend: its
+ * slot is freed, as the client's leaving frees it. One timer a session, re-armed for the time
+ * left: nothing per message but a clock read.
  */
 function endWhenIdle(relay: Relay, idleMs: number, heardAt: () => number): void {
   const frame = { code: GOING_AWAY, reason: `session idle for ${idleMs} ms` };
