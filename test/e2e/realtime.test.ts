@@ -3,6 +3,7 @@ import http, { type IncomingHttpHeaders } from "node:http";
 import net from "node:net";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { startFleet, type Fleet } from "../../bench/fleet/index.ts";
+import { startHostileUpstream, type HostileUpstream } from "../support/hostile-upstream.ts";
 import { startWebSocketUpstream, type WebSocketUpstream } from "../support/websocket-upstream.ts";
 import { EVENTUALLY, startTestGateway, type TestGateway } from "./gateway.ts";
 import { connect, opened, type OpenSocket } from "../support/websocket-client.ts";
@@ -17,6 +18,8 @@ let fleet: Fleet;
 // A worker that decodes at a GPU's pace: a client can leave in the middle of a response.
 let paced: Fleet;
 let upstream: WebSocketUpstream;
+// For chat a wedged engine never answers (its `wedged` behaviour).
+let hostile: HostileUpstream;
 let gw: TestGateway;
 const adminKey = `sk-admin-${randomBytes(16).toString("hex")}`;
 // A Cloudflare Access service token's secret: the gateway has it as a secret, the `access` upstream wants it.
@@ -34,6 +37,7 @@ beforeAll(async () => {
   fleet = await startFleet({ workers: 2, basePort: 0, preset: "instant", servedModelName: "sim-7b" });
   paced = await startFleet({ workers: 1, basePort: 0, preset: "a100-7b", servedModelName: "sim-7b" });
   upstream = await startWebSocketUpstream({ accessSecret });
+  hostile = await startHostileUpstream();
   gw = await startTestGateway({
     // CORS on, as a browser-facing gateway has it: its middleware must leave the 101 intact.
     cors: { allowedOrigins: ["https://app.example"] },
@@ -68,12 +72,24 @@ beforeAll(async () => {
       { name: "idle", streamIdleTimeoutMs: 600, deployments: [at("echo", "echo-idle")] },
       // A backend that accepts the upgrade and then says nothing, whatever it is sent.
       { name: "idle-mute", streamIdleTimeoutMs: 600, deployments: [at("mute")] },
+      // A backend serving a realtime session, and beside it (round-robin's second) an engine wedged for chat.
+      // Leases renewed every 100 ms: a session's serving reaches the object within the test.
+      {
+        name: "credited",
+        strategy: "round-robin",
+        leaseTtlMs: 300,
+        nonStreamTimeoutMs: 1000,
+        failover: { maxAttempts: 1 },
+        breaker: { consecutiveFailures: 1, openMs: 600_000, probeIntervalMs: 600_000 },
+        deployments: [at("echo", "rt-serving"), { id: "wedged", baseUrl: `${hostile.url}/wedged`, model: "upstream-rt" }],
+      },
     ],
   }, { KVGATE_ADMIN_KEY: adminKey, ACCESS_CLIENT_SECRET: accessSecret, CLOSER_KEY: closerKey });
 });
 afterAll(async () => {
   await gw?.close();
   await upstream?.close();
+  await hostile?.close();
   await fleet?.close();
   await paced?.close();
 });
@@ -546,6 +562,25 @@ describe("a backend that never answers the handshake (an engine hung behind a li
 });
 
 describe("what a session says of its backend", () => {
+  it("a backend that answered in a session is serving, to the silence rule: a wedged engine beside it, silent meanwhile, is blamed for its non-streamed timeout", async () => {
+    const s = await open("credited");
+    expect(s.headers["x-kvgate-backend"]).toBe("rt-serving");
+    s.ws.send("hello");
+    expect((await s.next()).data.toString()).toBe("hello");
+    // A renewal or two of the session's lease, which carry what it told.
+    await new Promise((r) => setTimeout(r, 300));
+    const res = await fetch(`${gw.url}/v1/chat/completions`, { method: "POST", headers: { ...bearer(), "content-type": "application/json" }, body: JSON.stringify({ model: "credited", messages: [{ role: "user", content: "hello" }] }) });
+    expect([res.status, res.headers.get("x-kvgate-backend")]).toEqual([504, "wedged"]);
+    await res.text();
+    await vi.waitFor(async () => expect(await gw.inFlight("credited")).toBe(1), EVENTUALLY);
+    const wedged = await backend("credited", "wedged");
+    expect([wedged?.failed, wedged?.aborted, wedged?.breaker.state]).toEqual([1, 0, "open"]);
+    s.ws.close(1000);
+    await s.closed;
+    await vi.waitFor(async () => expect(await gw.inFlight("credited")).toBe(0), EVENTUALLY);
+  });
+
+
   it("one whose backend never sent a message, closed by its client: no verdict (aborted), not a session served — an engine that accepts and hangs earns no breaker success", async () => {
     const before = await backend("echo", "echo");
     const s = await open("echo");

@@ -29,7 +29,8 @@ export interface RelayOptions {
  * upstream's — message for message, text as text and binary as binary, and passes each side's
  * close to the other with its code and reason. The lease is settled once, by whichever side ends
  * first, with what that side's close says about the backend (src/realtime/closing.ts: a normal
- * close is a session served only once the backend sent something), and the
+ * close is a session served only once the backend sent something); the backend's first message
+ * is told at once as its answer beginning (HeldLease.began), as a stream's first token is; and the
  * tokens the backend reported over the session when `reported` is given (a virtual key that
  * counts them), which is told all reported so far each time the backend reports more. With
  * `idleMs` (the group's streamIdleTimeoutMs), a session whose backend sent nothing for that long
@@ -57,21 +58,25 @@ export function relaySockets(client: WebSocket, upstream: WebSocket, lease: Held
   // watched. The client's messages do not count: a hung backend's client may talk on to no one.
   let heardAt = Date.now();
   client.addEventListener("message", (e) => pass(upstream, e.data));
+  const fromBackend = (data: string | ArrayBuffer): void => {
+    if (!served) {
+      served = true;
+      // The session's answer began, as a stream's first token does: told once to the silence rule
+      // (LeaseRenewal.serving), which else saw a backend serving only sessions as one that served nothing.
+      lease.began();
+    }
+    heardAt = Date.now();
+    pass(client, data);
+  };
   upstream.addEventListener(
     "message",
     usage
       ? (e) => {
-          served = true;
-          heardAt = Date.now();
-          pass(client, e.data);
+          fromBackend(e.data);
           const soFar = !over && typeof e.data === "string" ? usage.take(e.data) : null;
           if (soFar) reported?.(soFar);
         }
-      : (e) => {
-          served = true;
-          heardAt = Date.now();
-          pass(client, e.data);
-        },
+      : (e) => fromBackend(e.data),
   );
   client.addEventListener("close", (e) => {
     finish(clientCloseOutcome(e.code, served), true);
