@@ -72,6 +72,8 @@ beforeAll(async () => {
       { name: "idle", streamIdleTimeoutMs: 600, deployments: [at("echo", "echo-idle")] },
       // A backend that accepts the upgrade and then says nothing, whatever it is sent.
       { name: "idle-mute", streamIdleTimeoutMs: 600, deployments: [at("mute")] },
+      // An engine hung behind a live server, tried once per handshake: a client that tries again and again.
+      { name: "wedged-handshake", firstByteTimeoutMs: 300, failover: { maxAttempts: 1 }, deployments: [at("slow:60003", "wedged-rt")] },
       // A backend serving a realtime session, and beside it (round-robin's second) an engine wedged for chat.
       // Leases renewed every 100 ms: a session's serving reaches the object within the test.
       {
@@ -558,6 +560,18 @@ describe("a backend that never answers the handshake (an engine hung behind a li
     await s.closed;
     const charges = async () => (await gw.status("two-hung")).backends.map((b) => [b.id, b.failed, b.rejected, b.completed]);
     await vi.waitFor(async () => expect(await charges()).toEqual([["hung-a", 1, 0, 0], ["hung-b", 1, 0, 0], ["healthy", 0, 0, 1]]), EVENTUALLY);
+  });
+});
+
+describe("a client that tries again and again a backend that never answers the handshake", () => {
+  it("leaves no connection open behind each try: the gateway closes a timed-out handshake's connection", async () => {
+    for (let i = 0; i < 3; i++) {
+      const h = await connect(wsUrl("?model=wedged-handshake"), { headers: bearer() });
+      expect(h.kind === "refused" && [h.status, h.body.error.code]).toEqual([504, "upstream_timeout"]);
+      // The upstream drops a held handshake only once the gateway closed its connection (its FIN, or a reset).
+      await vi.waitFor(() => expect(upstream.waiting()).toBe(0), EVENTUALLY);
+    }
+    await vi.waitFor(async () => expect(await gw.inFlight("wedged-handshake")).toBe(0), EVENTUALLY);
   });
 });
 

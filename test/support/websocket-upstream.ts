@@ -12,7 +12,9 @@ import { WebSocketServer, type WebSocket } from "ws";
  * - `mute`: accepts, takes every message and answers none, as an engine that hung after the
  *   upgrade does; its close is recorded as `echo`'s is.
  * - `slow:<ms>`: as `echo`, after holding the handshake unanswered for that long (handshakes
- *   still waiting are counted: `waiting()`).
+ *   still waiting are counted: `waiting()`). A handshake whose connection the gateway closes
+ *   meanwhile is dropped, as a server's HTTP layer drops it: its socket is read, so the gateway's
+ *   FIN is seen (a socket nobody reads stays half-open on this side, whatever the gateway did).
  * - `refuse:<status>`: answers the handshake with that status and an OpenAI-style error (with
  *   Retry-After: 30 on a 429 or 503), never switching protocols.
  * - `access`: a server behind Cloudflare Access: as `echo` when the handshake carries
@@ -72,6 +74,9 @@ export async function startWebSocketUpstream(o: WebSocketUpstreamOptions = {}): 
     if (m?.[1] === "slow") {
       held.add(socket);
       socket.once("close", () => held.delete(socket));
+      // The client sends nothing before the 101: what comes now is only the end of its connection.
+      socket.once("end", () => socket.destroy());
+      socket.resume();
       const timer = setTimeout(() => {
         held.delete(socket);
         if (!socket.destroyed) wss.handleUpgrade(req, socket, head, (ws) => echo(ws, closes));

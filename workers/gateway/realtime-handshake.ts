@@ -53,6 +53,8 @@ export async function openUpstream(h: HandshakeInput): Promise<Handshake> {
   if (h.protocols.length > 0) headers["sec-websocket-protocol"] = h.protocols.join(", ");
   const failed = (err: GatewayError, verdict: LeaseOutcome, failure: Failure, end?: AttemptEnd): Handshake => ({ kind: "failed", response: err.toResponse(), verdict, failure, end });
 
+  // The abort also closes the connection the runtime opened (workerd sends its FIN at once), so a
+  // hung engine tried again and again keeps none of the gateway's: test/e2e/realtime.test.ts.
   const abort = new AbortController();
   const timer = setTimeout(() => abort.abort(new Error("upstream handshake timeout")), group.firstByteTimeoutMs);
   let up: Response;
