@@ -3,7 +3,9 @@
  * /playground: a chat with any model of the gateway, streamed, with the key a person pastes (the
  * master key or a virtual key). Under each reply, what the gateway says it did (the x-kvgate-*
  * headers); "Send again" sends the same conversation once more, to watch it come back as
- * prefix-hit on the backend that now holds its prefix.
+ * prefix-hit on the backend that now holds its prefix. The backend, reason and prefix blocks are
+ * the master key's to see (a virtual key is not told what other tenants' prompts left cached):
+ * with a virtual key they read "?".
  */
 import { apiError, byId, call, el, keyForm, lostConnection, reach, READ_TIMEOUT_MS, say } from "../shared/api.js";
 
@@ -170,7 +172,8 @@ async function send(reply) {
       reply.text.append(el("em", { class: "error" }, ` [cut at ${REPLY_MAX_SAID} characters: the playground shows no more of a reply]`));
       say(status, `Reply cut at ${REPLY_MAX_SAID} characters.`);
     } else {
-      say(status, `Reply done (${res.headers.get("x-kvgate-reason") ?? "?"} on ${res.headers.get("x-kvgate-backend") ?? "?"}).`);
+      const reason = res.headers.get("x-kvgate-reason");
+      say(status, reason === null ? "Reply done." : `Reply done (${reason} on ${res.headers.get("x-kvgate-backend") ?? "?"}).`);
     }
   } catch (e) {
     const aborted = e instanceof DOMException && e.name === "AbortError";

@@ -284,8 +284,8 @@ describe("usage", () => {
     const { id, key } = await createKey({});
     const res = await post(key, "keys-cut", { max_tokens: 7 });
     expect(res.status).toBe(200);
+    // The group's other backend answered (sim-1): a virtual key is not told which one (README: routing headers).
     expect(res.headers.get("x-kvgate-attempts")).toBe("2");
-    expect(res.headers.get("x-kvgate-backend")).toBe("sim-1");
     const body = (await res.json()) as { usage: { prompt_tokens: number; completion_tokens: number } };
     await vi.waitFor(async () => expect((await usage(id)).requests).toBe(1), EVENTUALLY);
     const u = await usage(id);

@@ -172,8 +172,8 @@ async function attemptHeld(a: AttemptInput, key: KeyRecord | null, lease: HeldLe
   underway.detach = detach;
 
   const sentAt = performance.now();
-  const routing = routingHeaders(decision, deployment, sentAt - p.startedAt, p.requestId, a.attempts, a.fellBack ? group.name : null);
-  p.log?.routed(group.name, deployment.id, routing["x-kvgate-reason"] as string, decision.matched, decision.total, a.attempts);
+  const routing = routingHeaders(decision, deployment, sentAt - p.startedAt, p.requestId, a.attempts, a.fellBack ? group.name : null, key === null);
+  p.log?.routed(group.name, deployment.id, routeReason(decision, a.attempts, a.fellBack), decision.matched, decision.total, a.attempts);
   /** `kind`: what the attempt met, for the operator; null where the gateway's own total deadline cut it. */
   const failed = (response: Response, verdict: LeaseOutcome, cause: FailoverCause, kind: FailureKind | null, retryAfterMs: number | null, retryable = true, backendsOwn = false): Extract<AttemptResult, { kind: "failed" }> => {
     detach();
@@ -394,16 +394,31 @@ export function isFailover(attempt: number, fellBack: boolean): boolean {
   return attempt > 1 || fellBack;
 }
 
-export function routingHeaders(d: RouteDecision, dep: ResolvedDeployment, overheadMs: number, requestId: string, attempts: number, fallbackGroup: string | null): Record<string, string> {
+/** Why the request went where it did, as its headers and its log line say: `failover` once a retry or a fallback group served it. */
+export function routeReason(d: RouteDecision, attempts: number, fellBack: boolean): string {
+  // A retried request says so; the routing reason of its last pick no longer explains it.
+  return isFailover(attempts, fellBack) ? "failover" : d.reason;
+}
+
+/**
+ * The answer's x-kvgate-* headers. Where a prompt went, why, and how much of it that backend held
+ * (backend, reason, prefix blocks) say whether anyone sent that prefix before — under prefix-aware
+ * routing, a backend holding it is picked over an idle one — so only the caller that owns the
+ * whole deployment (`owner`: the master key) reads them; a virtual key, one tenant among others,
+ * would have a cheap probe of the others' prompts. What it did not cost the caller's prompt
+ * (attempts, fallback group, overhead, request id) every caller reads.
+ */
+export function routingHeaders(d: RouteDecision, dep: ResolvedDeployment, overheadMs: number, requestId: string, attempts: number, fallbackGroup: string | null, owner: boolean): Record<string, string> {
   const h: Record<string, string> = {
-    "x-kvgate-backend": dep.id,
-    // A retried request says so; the routing reason of its last pick no longer explains it.
-    "x-kvgate-reason": isFailover(attempts, fallbackGroup !== null) ? "failover" : d.reason,
     "x-kvgate-attempts": String(attempts),
-    "x-kvgate-prefix-blocks": `${d.matched}/${d.total}`,
     "x-kvgate-overhead-ms": overheadMs.toFixed(2),
     "x-request-id": requestId,
   };
+  if (owner) {
+    h["x-kvgate-backend"] = dep.id;
+    h["x-kvgate-reason"] = routeReason(d, attempts, fallbackGroup !== null);
+    h["x-kvgate-prefix-blocks"] = `${d.matched}/${d.total}`;
+  }
   if (fallbackGroup) h["x-kvgate-group"] = fallbackGroup;
   return h;
 }

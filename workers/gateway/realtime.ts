@@ -7,7 +7,7 @@ import type { RouteTenant, TokenUsage } from "../../src/routing/protocol.ts";
 import { msToNextPeriod } from "../../src/tenants/ledger.ts";
 import { keyBudget, readsUsage } from "../../src/tenants/route-tenant.ts";
 import { nextStep } from "../../src/upstream/retry.ts";
-import { clientGone, isFailover, misconfigured, routingHeaders } from "./attempt.ts";
+import { clientGone, isFailover, misconfigured, routeReason, routingHeaders } from "./attempt.ts";
 import { HeldFailure } from "./held-failure.ts";
 import { FailoverEvent, groupAddedSince, GroupPath, limitError, noBackend, tenantFor, type ProxyInput } from "./proxy.ts";
 import { openUpstream, type Handshake } from "./realtime-handshake.ts";
@@ -147,8 +147,8 @@ async function handshakeInTurn(p: RealtimeInput, s: Session, held: HeldFailure):
           lease.settle("client-abort");
           throw clientGone();
         }
-        const headers = routingHeaders(decision, deployment, sentAt - p.startedAt, p.requestId, attempts, group === primary ? null : group.name);
-        p.log?.routed(group.name, deployment.id, headers["x-kvgate-reason"] as string, decision.matched, decision.total, attempts);
+        const headers = routingHeaders(decision, deployment, sentAt - p.startedAt, p.requestId, attempts, group === primary ? null : group.name, p.caller.kind === "master");
+        p.log?.routed(group.name, deployment.id, routeReason(decision, attempts, group !== primary), decision.matched, decision.total, attempts);
         if (answer.kind === "open") {
           const pair = new WebSocketPair();
           const protocol = chosenProtocol(protocols, answer.protocol);
