@@ -78,3 +78,44 @@ describe("another tenant's prompts", () => {
     expect(total).toBeGreaterThan(matched as number);
   });
 });
+
+/** vLLM's disaggregated prefill/decode parameters: where the decode engine fetches its KV cache from. */
+const KV_TRANSFER = { do_remote_prefill: true, remote_engine_id: "attacker-engine", remote_host: "10.0.0.9", remote_port: 5557, remote_block_ids: [0, 1] };
+
+/** A chat body to the scripted upstream with `extra` fields, through the official SDK: its answer or its error. */
+async function sendWith(key: string, extra: Record<string, unknown>): Promise<{ status: number; param?: string | null; code?: string | null; message?: string }> {
+  const body = { model: "seen", messages: [{ role: "user" as const, content: "hello" }], ...extra };
+  try {
+    await client(key).chat.completions.create(body as OpenAI.ChatCompletionCreateParamsNonStreaming);
+    return { status: 200 };
+  } catch (e) {
+    if (!(e instanceof OpenAI.APIError)) throw e;
+    return { status: e.status ?? 0, param: e.param ?? null, code: e.code ?? null, message: e.message };
+  }
+}
+
+describe("an engine's KV transfer", () => {
+  it("is not a virtual key's to steer: kv_transfer_params (and SGLang's bootstrap_*) is a 400 naming the field, and no engine sees it", async () => {
+    for (const [field, value] of [
+      ["kv_transfer_params", KV_TRANSFER],
+      ["bootstrap_host", "10.0.0.9"],
+      ["bootstrap_port", 8998],
+      ["bootstrap_room", 42],
+    ] as const) {
+      const before = upstream.stats("ok").requests;
+      const answer = await sendWith(mallory, { [field]: value });
+      expect(answer, field).toMatchObject({ status: 400, param: field, code: "unsupported_parameter" });
+      expect(answer.message).toContain(field);
+      expect(upstream.stats("ok").requests, field).toBe(before);
+    }
+    // Absent, or null as a client's SDK may send an unset field: served as before.
+    expect(await sendWith(mallory, {})).toEqual({ status: 200 });
+    expect(await sendWith(mallory, { kv_transfer_params: null })).toEqual({ status: 200 });
+  });
+
+  it("is the master key's to set, as the deployment's owner: passed on to the engine as it came", async () => {
+    expect(await sendWith(gw.key, { kv_transfer_params: KV_TRANSFER })).toEqual({ status: 200 });
+    const seen = upstream.stats("ok").bodies.at(-1) as Record<string, unknown>;
+    expect(seen.kv_transfer_params).toEqual(KV_TRANSFER);
+  });
+});

@@ -42,7 +42,7 @@ export interface ProxyInput {
 export async function proxyCompletion(p: ProxyInput): Promise<Response> {
   const { config, env } = p;
   const raw = await readSizedJsonBody(p.req, config.limits.maxBodyBytes);
-  const { body, prompt: promptFor } = validate(p.endpoint, raw.json, config, raw.bytes);
+  const { body, prompt: promptFor } = validate(p.endpoint, raw.json, config, raw.bytes, p.caller.kind === "master");
   p.log?.asked(body.model, body.stream === true);
   let byModel = config.byModel;
   let primary = byModel.get(body.model);

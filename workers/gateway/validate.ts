@@ -1,4 +1,5 @@
 import type { ResolvedGroup } from "../../src/config/load.ts";
+import { engineSteeringRefusal } from "../../src/openai/engine-steering.ts";
 import { badRequest, type GatewayError } from "../../src/openai/errors.ts";
 import { chatLimitError, responsesLimitError } from "../../src/openai/request-limits.ts";
 import { ChatCompletionRequestSchema, CompletionRequestSchema, EmbeddingRequestSchema, RerankRequestSchema, ResponsesRequestSchema, ScoreRequestSchema } from "../../src/openai/requests.ts";
@@ -23,8 +24,19 @@ export interface Validated {
   prompt: (g: ResolvedGroup) => Prompt;
 }
 
-/** `bodyBytes`: the body's size as it came, what a prompt's size is estimated from past its hashed head. */
-export function validate(endpoint: Endpoint, raw: unknown, config: LoadedConfig, bodyBytes: number): Validated {
+/**
+ * `bodyBytes`: the body's size as it came, what a prompt's size is estimated from past its hashed
+ * head. `owner`: the caller owns the deployment (the master key), and may set what steers its
+ * engines (src/openai/engine-steering.ts); a virtual key may not.
+ */
+export function validate(endpoint: Endpoint, raw: unknown, config: LoadedConfig, bodyBytes: number, owner: boolean): Validated {
+  const v = validBody(endpoint, raw, config, bodyBytes);
+  const steering = owner ? null : engineSteeringRefusal(v.body);
+  if (steering) throw steering;
+  return v;
+}
+
+function validBody(endpoint: Endpoint, raw: unknown, config: LoadedConfig, bodyBytes: number): Validated {
   switch (endpoint) {
     case "chat":
       return checked(raw, config, bodyBytes, ChatCompletionRequestSchema, chatFingerprint, chatLimitError);
