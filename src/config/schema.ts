@@ -297,6 +297,13 @@ export const GroupSettingsSchema = z.strictObject({
   snapshotIntervalMs: z._default(positiveInt(), 10_000),
   /** Groups tried in order when no backend of this one can take the request (all open or full). */
   fallbacks: z._default(z.array(fleetName()), []),
+  /**
+   * The Workers VPC bindings a server that registers itself into this group (a heartbeat, with the
+   * register key every GPU server holds) may name: a binding reaches a private network, so a
+   * heartbeat naming one the operator meant for another group, or for no GPU at all, would send
+   * this group's requests into it. Absent: none; the admin API and the config name any.
+   */
+  registrationBindings: z.optional(z.array(envName("a Workers VPC binding"))),
   hooks: z._default(z.array(z.enum(HOOK_NAMES)), []),
   /**
    * US dollars per million tokens, for virtual keys' spend and cost budgets. Cached prompt tokens

@@ -209,7 +209,10 @@ export class FleetRegistry {
     if (!g) return undefined;
     const r = resolveGroup(
       g.settings,
-      g.deployments.map((d) => resolveDeployment(d.spec, d.state)),
+      // A registered server whose binding the group no longer lists (the operator took it off, or
+      // it registered before the list was kept) is routed no request from the moment the group
+      // changes; its renewals are refused, and it goes a TTL or two later like any lapsed server.
+      g.deployments.filter((d) => d.source !== "heartbeat" || bindingListed(d.spec, g.settings)).map((d) => resolveDeployment(d.spec, d.state)),
       g.rev,
     );
     this.resolvedCache.set(name, r);
@@ -382,7 +385,11 @@ export class FleetRegistry {
   heartbeat(h: Heartbeat, now: number): Change {
     const { group, ttlSeconds, ...spec } = h;
     const ttlMs = ttlSeconds * 1000;
-    const live = this.need(this.groups, group).deployments.find((d) => d.spec.id === spec.id);
+    const into = this.need(this.groups, group);
+    if (!bindingListed(spec, into.settings)) {
+      throw new RegistryError(403, "binding_not_allowed", `binding names ${spec.binding}, which group "${group}" does not list for servers that register themselves: add it to the group's registrationBindings, or add the deployment through the admin API`, "binding");
+    }
+    const live = into.deployments.find((d) => d.spec.id === spec.id);
     if (live && live.source !== "heartbeat") {
       throw new RegistryError(409, "deployment_exists", `deployment "${spec.id}" of group "${group}" was added by ${live.source === "config" ? "the config" : "the admin API"}; heartbeats renew only servers that registered themselves`, "id");
     }
@@ -621,6 +628,15 @@ function heldState(d: DeploymentRecord): DeploymentRecord["operatorState"] {
 function refuseMoved(g: GroupRecord, readAt: number | undefined): void {
   if (readAt === undefined || readAt === g.rev) return;
   throw new RegistryError(409, "group_changed", `group "${g.settings.name}" changed since revision ${readAt} (it is at ${g.rev}): read it again and make the change there`, "rev");
+}
+
+/**
+ * Whether a server registering itself into a group may use the binding it names (none, or one the
+ * group's registrationBindings lists). Checked before whether the binding exists, so a heartbeat
+ * learns nothing of the Worker's bindings or secrets by the names it tries.
+ */
+function bindingListed(spec: Pick<DeploymentConfig, "binding">, settings: Pick<GroupSettings, "registrationBindings">): boolean {
+  return spec.binding === undefined || (settings.registrationBindings ?? []).includes(spec.binding);
 }
 
 /** A registered server's TTL run out at `now`, as `expire` finds it: it drains, and goes a TTL later. */

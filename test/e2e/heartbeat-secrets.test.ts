@@ -46,7 +46,7 @@ describe("a heartbeat with the register key", () => {
   const OTHER = secret("worker-secret");
 
   beforeAll(async () => {
-    gw = await startTestGateway({ modelGroups: [{ name: "open", deployments: [] }] }, { ...KEYS, UPSTREAM_TOKEN: OTHER });
+    gw = await startTestGateway({ modelGroups: [{ name: "open", deployments: [] }, { name: "listing", registrationBindings: ["UPSTREAM_TOKEN", "NO_SUCH_NAME_AT_ALL"], deployments: [] }] }, { ...KEYS, UPSTREAM_TOKEN: OTHER });
   });
   afterAll(async () => {
     await gw?.close();
@@ -78,13 +78,16 @@ describe("a heartbeat with the register key", () => {
   });
 
   it("learns nothing of which secrets exist from a binding it names: a secret's name and a name nothing has are refused alike", async () => {
-    const refusal = async (binding: string) => {
-      const beat = await heartbeat(gw, { group: "open", id: "probe", baseUrl: "http://10.0.0.9:8000", model: MODEL, binding });
-      expect(beat.status).toBe(400);
-      return beat.error?.message.replaceAll(binding, "NAME");
+    const refusal = async (group: string, binding: string) => {
+      const beat = await heartbeat(gw, { group, id: "probe", baseUrl: "http://10.0.0.9:8000", model: MODEL, binding });
+      return [beat.status, beat.error?.message.replaceAll(binding, "NAME")];
     };
-    expect(await refusal("UPSTREAM_TOKEN")).toBe(await refusal("NO_SUCH_NAME_AT_ALL"));
-    expect(await refusal("KVGATE_ADMIN_KEY")).toBe(await refusal("NO_SUCH_NAME_AT_ALL"));
+    // Named where the group lists it (an operator's slip): not a binding, whatever the name holds.
+    expect(await refusal("listing", "UPSTREAM_TOKEN")).toEqual(await refusal("listing", "NO_SUCH_NAME_AT_ALL"));
+    expect((await refusal("listing", "UPSTREAM_TOKEN"))[0]).toBe(400);
+    // Where it does not: refused for that before anything is looked up.
+    for (const name of ["UPSTREAM_TOKEN", "KVGATE_ADMIN_KEY"]) expect(await refusal("open", name)).toEqual(await refusal("open", "NO_SUCH_NAME_AT_ALL"));
+    expect((await refusal("open", "UPSTREAM_TOKEN"))[0]).toBe(403);
   });
 });
 

@@ -241,6 +241,23 @@ describe("FleetRegistry", () => {
     expect(states(again, "a")).toEqual({ a1: "active", lapsed: "active", off: "disabled" });
   });
 
+  it("a server registered through a binding its group does not list (stored before the list was kept) is routed nothing, and renews only once listed", () => {
+    const r = seeded(group("a", ["a1"], { registrationBindings: ["GPU_VPC"] }));
+    const hb = { group: "a", id: "gpu-9", baseUrl: "http://10.0.0.9:8000", model: "m", ttlSeconds: 10, binding: "GPU_VPC" };
+    applyCommand(r, { op: "heartbeat", heartbeat: hb }, 0);
+    expect(states(r, "a")).toEqual({ a1: "active", "gpu-9": "active" });
+    // The same records, stored with a group that lists no binding.
+    const w = r.takeWrites();
+    const stored = (JSON.parse(JSON.stringify(w.put)) as GroupRecord[]).map((g) => ({ ...g, settings: { ...g.settings, registrationBindings: undefined } }));
+    const later = new FleetRegistry();
+    later.load(w.rev, w.seedHash, stored, 1000);
+    expect(states(later, "a")).toEqual({ a1: "active" });
+    expect(refused(() => applyCommand(later, { op: "heartbeat", heartbeat: hb }, 2000))).toMatchObject({ status: 403, code: "binding_not_allowed", param: "binding" });
+    applyCommand(later, { op: "update-group", group: "a", patch: { registrationBindings: ["GPU_VPC"] } }, 3000);
+    expect(states(later, "a")).toEqual({ a1: "active", "gpu-9": "active" });
+    applyCommand(later, { op: "heartbeat", heartbeat: hb }, 4000);
+  });
+
   it("a refused secret is named by its field in the request", () => {
     const r = seeded(group("a", ["a1"]));
     const add = refused(() => applyCommand(r, { op: "add-deployment", group: "a", deployment: { id: "k", baseUrl: "http://h:1", model: "m", apiKeyEnv: "KVGATE_ADMIN_KEY" } }, 0));

@@ -93,6 +93,30 @@ describe("a realtime session with a deployment behind a VPC binding", () => {
 });
 
 describe("a server in the private network registering itself", () => {
+  const access = { "CF-Access-Client-Id": "ACCESS_CLIENT_ID", "CF-Access-Client-Secret": "ACCESS_CLIENT_SECRET" };
+  const register = (group: string, id: string) =>
+    admin("/admin/v1/heartbeats", { method: "POST", json: { group, id, baseUrl: `http://${VPC_HOST}`, model: UPSTREAM_MODEL, binding: "GPU_VPC", headersFromEnv: access } }, env.KVGATE_REGISTER_KEY);
+
+  it("may not name a binding its group does not list: a register key cannot send another group's requests into a private network", async () => {
+    const beat = await register("public-registered", "gpu-stray");
+    expect(beat.status).toBe(403);
+    expect(((await beat.json()) as { error: { code: string; param: string } }).error).toMatchObject({ code: "binding_not_allowed", param: "binding" });
+    const res = await chat("public-registered", ask);
+    expect(res.status).toBe(503);
+    expect(await res.text()).not.toContain("through the binding");
+  });
+
+  it("is routed nothing once the operator takes its binding off the group's list, and its renewals are refused", async () => {
+    expect((await register("vpc-registered-revoked", "gpu-revoked")).status).toBe(200);
+    expect((await chat("vpc-registered-revoked", ask)).status).toBe(200);
+    const patched = await admin("/admin/v1/groups/vpc-registered-revoked", { method: "PATCH", json: { registrationBindings: [] } });
+    expect(patched.status, await patched.text()).toBe(200);
+    const res = await chat("vpc-registered-revoked", ask);
+    expect(res.status).toBe(503);
+    expect(await res.text()).not.toContain("through the binding");
+    expect((await register("vpc-registered-revoked", "gpu-revoked")).status).toBe(403);
+  });
+
   it("may name the binding, and the Access secrets the config lists for heartbeats", async () => {
     const beat = { group: "vpc-registered", id: "gpu-self", baseUrl: `http://${VPC_HOST}`, model: UPSTREAM_MODEL, binding: "GPU_VPC", headersFromEnv: { "CF-Access-Client-Id": "ACCESS_CLIENT_ID", "CF-Access-Client-Secret": "ACCESS_CLIENT_SECRET" } };
     const registered = await admin("/admin/v1/heartbeats", { method: "POST", json: beat }, env.KVGATE_REGISTER_KEY);
