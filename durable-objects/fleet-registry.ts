@@ -55,7 +55,8 @@ export class FleetRegistry extends DurableObject<RegistryEnv> implements FleetRe
     this.unpushed = new Set(JSON.parse(meta.get("unpushed") ?? "[]") as string[]);
     if (this.unpushed.size > 0) this.retryAt = Date.now() + PUSH_RETRY_MS.min;
     const groups = this.sql.exec<{ record: string }>("SELECT record FROM groups ORDER BY pos").toArray().map((r) => JSON.parse(r.record) as GroupRecord);
-    const { change, disarmed } = this.fleet.load(Number(meta.get("rev") ?? 0), meta.get("seed") ?? null, groups, Date.now());
+    const { change, disarmed, unrouted } = this.fleet.load(Number(meta.get("rev") ?? 0), meta.get("seed") ?? null, groups, Date.now());
+    for (const u of unrouted) logEvent("binding_not_allowed", "warn", { ...u });
     if (disarmed.length > 0) {
       this.persist();
       for (const { code, ...d } of disarmed) logEvent(code, "warn", d);

@@ -104,6 +104,17 @@ export interface Disarmed {
   action: "disabled" | "lapsed";
 }
 
+/**
+ * A server that registered itself through a binding its group does not list in
+ * registrationBindings (it registered before the list was kept, or the list changed): the group
+ * routes it nothing, and its renewals are refused.
+ */
+export interface Unrouted {
+  group: string;
+  deployment: string;
+  binding: string;
+}
+
 /** Groups whose routing changed (to push to their objects), and groups that went. */
 export interface Change {
   changed: string[];
@@ -149,12 +160,26 @@ export class FleetRegistry {
   private resolvedCache = new Map<string, ResolvedGroup>();
 
   /** Restores what `takeWrites` handed out before; what it had to change, to store and push like any change. */
-  load(rev: number, seedHash: string | null, groups: readonly GroupRecord[], now: number): { change: Change; disarmed: Disarmed[] } {
+  load(rev: number, seedHash: string | null, groups: readonly GroupRecord[], now: number): { change: Change; disarmed: Disarmed[]; unrouted: Unrouted[] } {
     this.rev = rev;
     this.seedHash = seedHash;
     this.groups = new Map(groups.map((g) => [g.settings.name, g]));
     this.resolvedCache.clear();
-    return this.disarm(now);
+    return { ...this.disarm(now), unrouted: this.unrouted() };
+  }
+
+  /**
+   * Servers routed nothing for the binding they named: told when the registry loads, so the deploy
+   * that brings registrationBindings (or drops a binding from it) names each server it left out.
+   */
+  private unrouted(): Unrouted[] {
+    const out: Unrouted[] = [];
+    for (const [name, g] of this.groups) {
+      for (const d of g.deployments) {
+        if (d.source === "heartbeat" && d.spec.binding !== undefined && !bindingListed(d.spec, g.settings)) out.push({ group: name, deployment: d.spec.id, binding: d.spec.binding });
+      }
+    }
+    return out;
   }
 
   /**

@@ -250,7 +250,8 @@ describe("FleetRegistry", () => {
     const w = r.takeWrites();
     const stored = (JSON.parse(JSON.stringify(w.put)) as GroupRecord[]).map((g) => ({ ...g, settings: { ...g.settings, registrationBindings: undefined } }));
     const later = new FleetRegistry();
-    later.load(w.rev, w.seedHash, stored, 1000);
+    // The load names the server it leaves out: the deploy that brings the list says what it dropped.
+    expect(later.load(w.rev, w.seedHash, stored, 1000).unrouted).toEqual([{ group: "a", deployment: "gpu-9", binding: "GPU_VPC" }]);
     expect(states(later, "a")).toEqual({ a1: "active" });
     expect(refused(() => applyCommand(later, { op: "heartbeat", heartbeat: hb }, 2000))).toMatchObject({ status: 403, code: "binding_not_allowed", param: "binding" });
     applyCommand(later, { op: "update-group", group: "a", patch: { registrationBindings: ["GPU_VPC"] } }, 3000);
@@ -286,7 +287,7 @@ describe("FleetRegistry", () => {
     // The operator takes the secret off the list and deploys: the registry loads its stored fleet at 2 s, 8 s before the server's TTL runs out.
     const unlisted = new FleetRegistry({ auth: { ...auth, registrationSecrets: [] } });
     const loaded = unlisted.load(w.rev, w.seedHash, JSON.parse(JSON.stringify(w.put)) as GroupRecord[], 2000);
-    expect(loaded).toEqual({ change: { changed: ["a"], removed: [] }, disarmed: [{ group: "a", deployment: "gpu-7", fields: ["apiKeyEnv"], secrets: ["VLLM_KEY"], code: "secret_not_allowed", action: "lapsed" }] });
+    expect(loaded).toEqual({ change: { changed: ["a"], removed: [] }, disarmed: [{ group: "a", deployment: "gpu-7", fields: ["apiKeyEnv"], secrets: ["VLLM_KEY"], code: "secret_not_allowed", action: "lapsed" }], unrouted: [] });
     // Its registration lapsed then, not at its TTL: it is sent the secret no more, drains, and goes a TTL later.
     expect(unlisted.resolved("a")?.deployments.find((d) => d.id === "gpu-7")).toMatchObject({ state: "draining", apiKeyEnv: undefined });
     expect(unlisted.nextWake()).toBe(12_000);
@@ -324,6 +325,7 @@ describe("FleetRegistry", () => {
         { group: "a", deployment: "evil", fields: ["apiKeyEnv", "headersFromEnv.x-a"], secrets: ["KVGATE_ADMIN_KEY", "KVGATE_MASTER_KEY"], code: "gateway_key_named", action: "disabled" },
         { group: "b", deployment: "slip", fields: ["apiKeyEnv"], secrets: ["KVGATE_METRICS_KEY"], code: "gateway_key_named", action: "disabled" },
       ],
+      unrouted: [],
     });
     // A new revision, stored, so that routing follows it like any change.
     expect(again.rev).toBe(w.rev + 1);
@@ -338,7 +340,7 @@ describe("FleetRegistry", () => {
     expect(refused(() => applyCommand(again, { op: "heartbeat", heartbeat: beat }, 2000)).code).toBe("gateway_key_named");
     // A fleet stored clean loads as it was.
     const clean = new FleetRegistry();
-    expect(clean.load(w.rev, w.seedHash, JSON.parse(w.put) as GroupRecord[], 0)).toEqual({ change: { changed: [], removed: [] }, disarmed: [] });
+    expect(clean.load(w.rev, w.seedHash, JSON.parse(w.put) as GroupRecord[], 0)).toEqual({ change: { changed: [], removed: [] }, disarmed: [], unrouted: [] });
     expect(clean.rev).toBe(w.rev);
   });
 
