@@ -8,7 +8,7 @@ import { FAILURE_KINDS } from "../upstream/answer.ts";
 /** A group's counters as its routing object answers `metrics()`: what `GET /metrics` renders. */
 export interface GroupMetrics {
   group: string;
-  /** Every backend the object keeps state for (see GroupRouter.snapshot); a deployment id may come more than once (mergeMetrics makes it one series). */
+  /** Every backend the object keeps state for (see GroupRouter.snapshot); a deployment id may come more than once (scrapedGroup makes it one series). */
   backends: BackendMetrics[];
   keys: KeyMetrics[];
   /** Route calls that found no backend to give. */
@@ -17,7 +17,7 @@ export interface GroupMetrics {
    * What the objects of shards the group gave up counted, handed to this object (the group's own)
    * once they had nothing in flight (GroupRouter.adopt), by object name. The registry then stops
    * listing those objects, so these counts carry their series; while one of them still answers,
-   * its own answer counts instead (mergeMetrics).
+   * its own answer counts instead (scrapedGroup).
    */
   handedOver?: HandedOver[];
 }
@@ -26,6 +26,22 @@ export interface GroupMetrics {
 export interface HandedOver {
   object: string;
   metrics: GroupMetrics;
+}
+
+/** What one routing object counted (its own, or what one of a shard the group gave up handed it over): one series per counter. */
+export interface ObjectCounts {
+  /** The shard whose object counted them; 0 is the group's own object. */
+  shard: number;
+  metrics: GroupMetrics;
+}
+
+/** A group as one scrape read its objects (src/sharding/merge.ts, scrapedGroup). */
+export interface ScrapedGroup {
+  group: string;
+  /** One entry per deployment, its objects' entries merged: what the gauges show it is now. */
+  backends: BackendMetrics[];
+  /** Each object's counts apart: the counters and histograms. */
+  counts: ObjectCounts[];
 }
 
 const BREAKER_GAUGE: Record<BreakerState, number> = { closed: 0, "half-open": 1, open: 2 };
@@ -37,23 +53,33 @@ type Sample = { labels: Labels; value: number };
 /**
  * The families `GET /metrics` serves, from the groups' answers. `unreachable`: groups an object of
  * which did not answer this scrape (their `kvgate_group_up` is 0; a sharded one may still be in
- * `groups`, with its other shards' series). `uncounted`: groups an object of a shard they gave up
- * did not answer before it handed its counts over (up, their counters left out). Every name and
- * label of the exposition is here, in one place.
+ * `groups`, with its other objects' series). Every name and label of the exposition is here, in
+ * one place.
+ *
+ * A counter's or histogram's series is one routing object's (a `shard` label but for the group's
+ * own object): a sum over objects would fall by one object's part when that object restarts (an
+ * eviction, the runtime moving it) or does not answer, and Prometheus reads any fall as a reset to
+ * 0, so rate() and increase() would count the other objects' totals again. One object's series
+ * falls only to what it counted since, a reset Prometheus reads right; one that did not answer is
+ * missing from that scrape. Gauges say what is now: one series per deployment.
  */
-export function metricFamilies(groups: readonly GroupMetrics[], unreachable: readonly string[] = [], uncounted: readonly string[] = []): MetricFamily[] {
-  // An uncounted group's counts are not all known this scrape (an object of a shard it gave up did
-  // not answer before handing them over): they would fall, read as a reset. Its gauges still come.
-  const counted = groups.filter((g) => !uncounted.includes(g.group));
-  const backendsOf = (list: readonly GroupMetrics[], f: (b: BackendMetrics, labels: Labels) => Sample[]): Sample[] => list.flatMap((g) => g.backends.flatMap((b) => f(b, { group: g.group, backend: b.id })));
-  const perBackend = (f: (b: BackendMetrics, labels: Labels) => Sample[]): Sample[] => backendsOf(counted, f);
+export function metricFamilies(groups: readonly ScrapedGroup[], unreachable: readonly string[] = []): MetricFamily[] {
+  /** `labels` (the group's first), then the object's shard but for the group's own object. */
+  const ofObject = (c: ObjectCounts, labels: Labels): Labels => (c.shard === 0 ? labels : { ...labels, shard: String(c.shard) });
+  const perObject = <T>(items: (m: GroupMetrics) => readonly T[], idLabels: (x: T) => Labels): { x: T; labels: Labels }[] =>
+    groups.flatMap((g) => g.counts.flatMap((c) => items(c.metrics).map((x) => ({ x, labels: ofObject(c, { group: g.group, ...idLabels(x) }) }))));
+  const backends = perObject(
+    (m) => m.backends,
+    (b) => ({ backend: b.id }),
+  );
+  const perBackend = (f: (b: BackendMetrics, labels: Labels) => Sample[]): Sample[] => backends.flatMap(({ x, labels }) => f(x, labels));
   const one = (value: (b: BackendMetrics) => number) => perBackend((b, labels) => [{ labels, value: value(b) }]);
-  const now = (value: (b: BackendMetrics) => number) => backendsOf(groups, (b, labels) => [{ labels, value: value(b) }]);
-  // A group's own and its keys' counters add up over its shards: of a group a shard of which did
-  // not answer they would fall, which Prometheus reads as a reset. Left out of that scrape instead.
-  const up = groups.filter((g) => !unreachable.includes(g.group));
-  const whole = up.filter((g) => !uncounted.includes(g.group));
-  const perKey = (f: (k: KeyMetrics, labels: Labels) => Sample[]): Sample[] => whole.flatMap((g) => g.keys.flatMap((k) => f(k, { group: g.group, key: k.id })));
+  const now = (value: (b: BackendMetrics) => number) => groups.flatMap((g) => g.backends.map((b) => ({ labels: { group: g.group, backend: b.id }, value: value(b) })));
+  const perKey = (f: (k: KeyMetrics, labels: Labels) => Sample[]): Sample[] =>
+    perObject(
+      (m) => m.keys,
+      (k) => ({ key: k.id }),
+    ).flatMap(({ x, labels }) => f(x, labels));
   const ofKey = (value: (k: KeyMetrics) => number) => perKey((k, labels) => [{ labels, value: value(k) }]);
   const counter = (name: string, help: string, samples: Sample[]): MetricFamily => ({ name, help, type: "counter", samples });
   const gauge = (name: string, help: string, samples: Sample[]): MetricFamily => ({ name, help, type: "gauge", samples });
@@ -61,11 +87,11 @@ export function metricFamilies(groups: readonly GroupMetrics[], unreachable: rea
     name,
     help,
     type: "histogram",
-    samples: counted.flatMap((g) => g.backends.map((b) => ({ labels: { group: g.group, backend: b.id }, histogram: of(b) }))),
+    samples: backends.map(({ x, labels }) => ({ labels, histogram: of(x) })),
   });
   return [
-    gauge("kvgate_group_up", "1 when the routing object of each of the group's shards answered this scrape, 0 when one did not (the series it holds are then missing; a sharded group's other shards' still come). The object of a shard it gave up that does not answer, before it has handed over its counts, leaves the group 1 and its counters out of that scrape.", [
-      ...up.map((g) => ({ labels: { group: g.group }, value: 1 })),
+    gauge("kvgate_group_up", "1 when the routing object of each of the group's shards answered this scrape, 0 when one did not (the series it holds are then missing; a sharded group's other shards' still come). The object of a shard it gave up that does not answer, before it has handed over its counts, leaves the group 1 and its counters' series missing from that scrape.", [
+      ...groups.filter((g) => !unreachable.includes(g.group)).map((g) => ({ labels: { group: g.group }, value: 1 })),
       ...unreachable.map((group) => ({ labels: { group }, value: 0 })),
     ]),
     counter(
@@ -128,7 +154,7 @@ export function metricFamilies(groups: readonly GroupMetrics[], unreachable: rea
     counter(
       "kvgate_route_refusals_total",
       "Route calls that found no backend: no-backend (every one failing, open or already tried), at-capacity (every one at its in-flight limit).",
-      whole.flatMap((g) => (["no-backend", "at-capacity"] as const).map((refused) => ({ labels: { group: g.group, refused }, value: g.refusals[refused] }))),
+      groups.flatMap((g) => g.counts.flatMap((c) => (["no-backend", "at-capacity"] as const).map((refused) => ({ labels: { ...ofObject(c, { group: g.group }), refused }, value: c.metrics.refusals[refused] })))),
     ),
     counter("kvgate_key_requests_total", "Requests of a virtual key (by its id) that got a backend; a failover is not counted again.", ofKey((k) => k.requests)),
     counter("kvgate_key_prompt_tokens_total", "Prompt tokens of a virtual key's requests, as the upstream reported them (estimated where it never did: src/tenants/estimate.ts).", ofKey((k) => k.tokens.prompt)),

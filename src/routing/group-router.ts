@@ -661,7 +661,7 @@ export class GroupRouter {
     for (const id of this.carried.keys()) if (!shows(id, 0)) this.carried.delete(id);
     const newest = this.newestView();
     const current = new Set(newest && newest.rev >= this.retiredRev ? newest.backends : []);
-    // A carried entry comes after its id's live ones: mergeMetrics adds its counts to theirs.
+    // A carried entry comes after its id's live ones: scrapedGroup adds its counts to theirs.
     const backends = [...this.kept().map((b) => b.metrics(current.has(b))), ...this.carried.values()].filter((b) => shows(b.id, b.inFlight));
     const handedOver: HandedOver[] = [];
     for (const [object, m] of this.handed) {

@@ -1,9 +1,9 @@
 import type { DecisionView } from "../metrics/decisions.ts";
 import type { BackendMetrics } from "../metrics/backend-counters.ts";
-import type { GroupMetrics } from "../metrics/group-metrics.ts";
+import type { GroupMetrics, ObjectCounts, ScrapedGroup } from "../metrics/group-metrics.ts";
 import type { HistogramSnapshot } from "../metrics/histogram.ts";
-import type { KeyMetrics } from "../metrics/key-counters.ts";
 import type { BackendSnapshot, GroupStatus } from "../routing/protocol.ts";
+import { shardOfObject } from "./partition.ts";
 
 /**
  * A sharded group seen whole: what each of its objects answered, as one group's. Each backend
@@ -56,38 +56,28 @@ function oncePerId<T extends { id: string }>(all: readonly T[], combine: (a: T, 
 }
 
 /**
- * The group's series from its objects (its shards', then those of shards it gave up): backends
- * side by side, a key's counts added over the objects that counted it. One object may list a
- * deployment twice too — the same id at its old and new address, while a version that routed to
- * the old one is kept — and a series is one per id. `answered`: the names of the objects that gave
- * `answers`; the counts an object handed over (GroupMetrics.handedOver) count for it unless it
- * answered itself, with its counts as they are now (the same, or more).
+ * A group as one scrape read its objects (its shards', then those of shards it gave up; `objects`:
+ * the names of the objects that gave `answers`). Its counts stay each object's own
+ * (metricFamilies: one series per object), and the counts an object handed over
+ * (GroupMetrics.handedOver) are that object's unless it answered itself, with its counts as they
+ * are now (the same, or more). The gauges' view lists each deployment once: a deployment one
+ * object lists twice — the same id at its old and new address, while a version that routed to the
+ * old one is kept — and one two objects list (it moved shards) are combined.
  */
-export function mergeMetrics(answers: readonly GroupMetrics[], answered: ReadonlySet<string> = new Set()): GroupMetrics {
+export function scrapedGroup(group: string, answers: readonly GroupMetrics[], objects: readonly string[]): ScrapedGroup {
+  const answered = new Set(objects);
   const handed = new Map<string, GroupMetrics>();
   for (const a of answers) for (const h of a.handedOver ?? []) if (!answered.has(h.object)) handed.set(h.object, h.metrics);
-  const parts = [...answers.map(({ handedOver: _, ...m }) => m), ...handed.values()];
-  const [first] = parts as [GroupMetrics, ...GroupMetrics[]];
-  if (parts.length === 1) return { ...first, backends: oncePerId(first.backends, addAddress) };
-  const keys = new Map<string, KeyMetrics>();
-  for (const p of parts) {
-    for (const k of p.keys) {
-      const had = keys.get(k.id);
-      keys.set(k.id, had ? addKey(had, k) : k);
-    }
-  }
+  const own = answers.map(({ handedOver: _, ...metrics }, i): [string, GroupMetrics] => [objects[i] as string, metrics]);
+  // One object's two addresses of a deployment are one series of that object's: counted by one object, they fall together.
+  const counts = [...own, ...handed].map(([object, m]): ObjectCounts => ({ shard: shardOfObject(object).shard, metrics: { ...m, backends: oncePerId(m.backends, addAddress) } }));
   return {
-    group: first.group,
-    // A deployment's two addresses are in the one object its id places it in: combined there first.
+    group,
     backends: oncePerId(
-      parts.flatMap((p) => oncePerId(p.backends, addAddress)),
+      counts.flatMap((c) => c.metrics.backends),
       addObject,
     ),
-    keys: [...keys.values()],
-    refusals: {
-      "no-backend": parts.reduce((n, p) => n + p.refusals["no-backend"], 0),
-      "at-capacity": parts.reduce((n, p) => n + p.refusals["at-capacity"], 0),
-    },
+    counts,
   };
 }
 
@@ -146,13 +136,6 @@ function addBackend(a: BackendMetrics, b: BackendMetrics): BackendMetrics {
 export function addAddress(now: BackendMetrics, before: BackendMetrics): BackendMetrics {
   const both = addBackend(now, before);
   return { ...both, breaker: now.breaker, prefix: now.prefix, learned: { ...now.learned, reports: both.learned.reports } };
-}
-
-function addKey(a: KeyMetrics, b: KeyMetrics): KeyMetrics {
-  const tokens: KeyMetrics["tokens"] = { prompt: a.tokens.prompt + b.tokens.prompt, completion: a.tokens.completion + b.tokens.completion, cached: a.tokens.cached + b.tokens.cached };
-  const limitHits = { ...a.limitHits };
-  for (const [name, n] of Object.entries(b.limitHits) as [keyof KeyMetrics["limitHits"], number][]) limitHits[name] = (limitHits[name] ?? 0) + n;
-  return { id: a.id, requests: a.requests + b.requests, tokens, estimated: (a.estimated ?? 0) + (b.estimated ?? 0), limitHits };
 }
 
 /** The shards' last decisions as one list, newest first, as long as the longest shard's. */

@@ -3,6 +3,7 @@ import { parseConfig, type ResolvedGroup } from "../../src/config/load.ts";
 import { MAX_DEPLOYMENTS } from "../../src/config/schema.ts";
 import { DecisionRing } from "../../src/metrics/decisions.ts";
 import { metricFamilies } from "../../src/metrics/group-metrics.ts";
+import { scrapedGroup } from "../../src/sharding/merge.ts";
 import { GroupRouter } from "../../src/routing/group-router.ts";
 import type { RouteDecision, RouteTenant } from "../../src/routing/protocol.ts";
 
@@ -173,7 +174,7 @@ describe("metricFamilies", () => {
     const r = new GroupRouter("g", () => 0.5);
     r.install(g, 0);
     decided(r.route(g.version, [], [], 0, key("key_a")));
-    const families = metricFamilies([r.metrics()], ["gone"]);
+    const families = metricFamilies([scrapedGroup("g", [r.metrics()], ["g"])], ["gone"]);
     const names = families.map((f) => f.name);
     expect(new Set(names).size).toBe(names.length);
     for (const f of families) expect(f.name).toMatch(/^kvgate_[a-z_]+$/);

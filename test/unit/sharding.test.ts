@@ -2,11 +2,11 @@ import { describe, expect, it } from "vitest";
 import type { ResolvedGroup } from "../../src/config/load.ts";
 import { parseConfig } from "../../src/config/load.ts";
 import type { DecisionView } from "../../src/metrics/decisions.ts";
-import type { GroupMetrics } from "../../src/metrics/group-metrics.ts";
+import { metricFamilies, type GroupMetrics } from "../../src/metrics/group-metrics.ts";
 import type { ChatMessage } from "../../src/openai/requests.ts";
 import { chatFingerprint, completionFingerprint } from "../../src/prefix/fingerprint.ts";
 import type { GroupStatus } from "../../src/routing/protocol.ts";
-import { mergeDecisions, mergeMetrics, mergeStatus } from "../../src/sharding/merge.ts";
+import { mergeDecisions, mergeStatus, scrapedGroup } from "../../src/sharding/merge.ts";
 import { groupShards, objectNamesOf, partition, shardObjectName, shardOfObject } from "../../src/sharding/partition.ts";
 import { ShardChoice } from "../../src/sharding/shard-choice.ts";
 import { KeyPlacements } from "../../src/sharding/key-placements.ts";
@@ -531,23 +531,36 @@ describe("merging a sharded group's answers", () => {
     ]);
   });
 
-  it("adds up a key's counters over the shards that counted it", () => {
+  /** A group's answers as a scrape reads them: the group's own object's first, then its shards' in turn. */
+  const mergeMetrics = (answers: GroupMetrics[], objects = answers.map((_, i) => shardObjectName("g", i))) => scrapedGroup("g", answers, objects);
+
+  it("keeps a key's counters per object that counted it: a series falls only with its own object, to 0", () => {
     const m = (keys: GroupMetrics["keys"], refused: number): GroupMetrics => ({ group: "g", backends: [], keys, refusals: { "no-backend": refused, "at-capacity": 1 } });
-    const merged = mergeMetrics([
-      m([{ id: "k1", requests: 2, tokens: { prompt: 10, completion: 5, cached: 4 }, estimated: 1, limitHits: { rpm: 1 } }], 1),
-      m(
-        [
-          { id: "k1", requests: 3, tokens: { prompt: 1, completion: 1, cached: 0 }, estimated: 2, limitHits: { rpm: 2, tpm: 1 } },
-          { id: "k2", requests: 1, tokens: { prompt: 1, completion: 1, cached: 1 }, estimated: 0, limitHits: {} },
-        ],
-        2,
-      ),
+    const k1 = { id: "k1", requests: 2, tokens: { prompt: 10, completion: 5, cached: 4 }, estimated: 1, limitHits: { rpm: 1 } };
+    const families = metricFamilies([
+      mergeMetrics([
+        m([k1], 1),
+        m(
+          [
+            { ...k1, requests: 3 },
+            { id: "k2", requests: 1, tokens: { prompt: 1, completion: 1, cached: 1 }, estimated: 0, limitHits: {} },
+          ],
+          2,
+        ),
+      ]),
     ]);
-    expect(merged.keys).toEqual([
-      { id: "k1", requests: 5, tokens: { prompt: 11, completion: 6, cached: 4 }, estimated: 3, limitHits: { rpm: 3, tpm: 1 } },
-      { id: "k2", requests: 1, tokens: { prompt: 1, completion: 1, cached: 1 }, estimated: 0, limitHits: {} },
+    const samples = (name: string) => families.find((f) => f.name === name)?.samples;
+    expect(samples("kvgate_key_requests_total")).toEqual([
+      { labels: { group: "g", key: "k1" }, value: 2 },
+      { labels: { group: "g", key: "k1", shard: "1" }, value: 3 },
+      { labels: { group: "g", key: "k2", shard: "1" }, value: 1 },
     ]);
-    expect(merged.refusals).toEqual({ "no-backend": 3, "at-capacity": 2 });
+    expect(samples("kvgate_route_refusals_total")).toEqual([
+      { labels: { group: "g", refused: "no-backend" }, value: 1 },
+      { labels: { group: "g", refused: "at-capacity" }, value: 1 },
+      { labels: { group: "g", shard: "1", refused: "no-backend" }, value: 2 },
+      { labels: { group: "g", shard: "1", refused: "at-capacity" }, value: 1 },
+    ]);
   });
 
   it("lists a backend that moved shards once: the shard that routes to it, with the requests the other still has", () => {
@@ -587,6 +600,10 @@ describe("merging a sharded group's answers", () => {
       { group: "g", backends: [backend(2, 3, "closed")], keys: [], refusals: { "no-backend": 0, "at-capacity": 0 } },
     ]);
     expect(merged.backends.length).toBe(1);
+    expect(merged.counts.map((c) => [c.shard, c.metrics.backends[0]?.outcomes.ok])).toEqual([
+      [0, 7],
+      [1, 3],
+    ]);
     expect(merged.backends[0]).toMatchObject({ inFlight: 3, breaker: "open", outcomes: { ok: 10 }, reasons: { "prefix-hit": 10 }, ttft: { cumulative: [10, 10], count: 10, sum: 50 }, prefix: { entries: 20 }, learned: { charsPerToken: 7, reports: { usage: 10 } } });
   });
 
@@ -606,12 +623,15 @@ describe("merging a sharded group's answers", () => {
     const retired: GroupMetrics = { group: "g", backends: [backend(0, 7, "closed", false)], keys: [{ id: "k", requests: 7, tokens: { prompt: 7, completion: 7, cached: 0 }, limitHits: {} }], refusals: refusals(2) };
     const own = (handed: GroupMetrics): GroupMetrics => ({ group: "g", backends: [backend(1, 3, "closed")], keys: [], refusals: refusals(1), handedOver: [{ object: "g\u001f1", metrics: handed }] });
     // Asked while the handed copy is older (it answered since with more: a later hand-over would carry them).
-    const both = mergeMetrics([own({ ...retired, refusals: refusals(1) }), retired], new Set(["g", "g\u001f1"]));
+    const both = mergeMetrics([own({ ...retired, refusals: refusals(1) }), retired], ["g", "g\u001f1"]);
     // Asked no more, or not answering: the copy.
-    const alone = mergeMetrics([own(retired)], new Set(["g"]));
+    const alone = mergeMetrics([own(retired)], ["g"]);
     for (const m of [both, alone]) {
       expect(m.backends[0]).toMatchObject({ inFlight: 1, outcomes: { ok: 10 } });
-      expect([m.keys, m.refusals, m.handedOver]).toEqual([retired.keys, refusals(3), undefined]);
+      expect(m.counts.map((c) => [c.shard, c.metrics.keys, c.metrics.refusals, c.metrics.handedOver])).toEqual([
+        [0, [], refusals(1), undefined],
+        [1, retired.keys, refusals(2), undefined],
+      ]);
     }
   });
 

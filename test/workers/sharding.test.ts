@@ -124,7 +124,11 @@ describe("a model group sharded over two routing objects", () => {
     const parts = await shardStatus("sharded");
     expect(sharded[0]?.calls.route).toBe(parts.reduce((n, p) => n + p.calls.route, 0));
     const metrics = await (await gateway("/metrics", { headers: { authorization: `Bearer ${env.KVGATE_ADMIN_KEY}` } })).text();
-    for (const id of ["sim-0", "sim-1", "sim-2", "sim-3"]) expect(metrics).toContain(`kvgate_requests_total{group="sharded",backend="${id}",outcome="ok"}`);
+    // Each backend's counts are its shard's object's (the second shard's named so): one series each.
+    for (const [i, b] of (parts.map((p) => p.backends.map((x) => x.id)) as string[][]).entries()) {
+      for (const id of b) expect(metrics).toContain(`kvgate_requests_total{group="sharded",backend="${id}",${i === 0 ? "" : `shard="${i}",`}outcome="ok"}`);
+    }
+    expect(parts.flatMap((p) => p.backends.map((x) => x.id)).sort()).toEqual(["sim-0", "sim-1", "sim-2", "sim-3"]);
     expect(metrics).not.toContain("\u001f");
   });
 
@@ -186,7 +190,9 @@ describe("a model group sharded over two routing objects", () => {
     await expectCompletedOn(home, before);
     // The other shard's refusal was no 429 of the key's: its limit hits count none.
     const metrics = await (await gateway("/metrics", { headers: { authorization: `Bearer ${env.KVGATE_ADMIN_KEY}` } })).text();
-    expect(metrics).toContain(`kvgate_key_requests_total{group="sharded-spill",key="${id}"} 2`);
+    // One request on each shard, each counted by its object.
+    expect(metrics).toContain(`kvgate_key_requests_total{group="sharded-spill",key="${id}"} 1`);
+    expect(metrics).toContain(`kvgate_key_requests_total{group="sharded-spill",key="${id}",shard="1"} 1`);
     expect(metrics).not.toContain(`kvgate_key_limit_hits_total{group="sharded-spill",key="${id}"`);
     await open.body?.cancel();
     await (await held).text();
@@ -334,7 +340,10 @@ describe("the object of a shard a group gave up", () => {
     // While it holds the stream and does not answer, the group is up and shown; what it holds is unknown, and said so.
     const during = await scrape(true);
     expect(during).toContain(`kvgate_group_up{group="${group}"} 1`);
-    expect(countersOf(during).size).toBe(0);
+    // The group's own object's series come; the given-up one's are missing from this scrape, and none fell.
+    const shown = countersOf(during);
+    expect([[...shown.keys()].some((k) => !k.includes('shard="1"')), [...shown.keys()].some((k) => k.includes('shard="1"'))]).toEqual([true, false]);
+    expect([...before].filter(([k, v]) => (shown.get(k) ?? v) < v)).toEqual([]);
     const status = await statusOf(true);
     expect([status.unavailable.includes(group), status.inFlightUnknown.includes(group)]).toEqual([false, true]);
     expect(status.groups.find((g) => g.group === group)?.backends.length).toBe(4);

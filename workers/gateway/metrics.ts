@@ -1,10 +1,10 @@
 import type { Hono } from "hono";
-import { metricFamilies, type GroupMetrics } from "../../src/metrics/group-metrics.ts";
+import { metricFamilies, type ScrapedGroup } from "../../src/metrics/group-metrics.ts";
 import { PROMETHEUS_CONTENT_TYPE, renderText } from "../../src/metrics/prometheus-text.ts";
 import type { LoadedConfig } from "../config.ts";
 import type { AppEnv } from "./app-env.ts";
 import { authenticateMetrics } from "./auth.ts";
-import { mergeMetrics } from "../../src/sharding/merge.ts";
+import { scrapedGroup } from "../../src/sharding/merge.ts";
 import { recentFleet } from "../fleet.ts";
 import { askEveryObject, groupIds } from "./group-object.ts";
 
@@ -14,23 +14,21 @@ import { askEveryObject, groupIds } from "./group-object.ts";
  * per shard of a sharded group, and one per object of a shard it gave up), a bounded number of
  * groups at a time (askEveryObject), over the fleet as the registry has it. A group whose
  * object does not answer (or one of whose shards) is reported down, not failed on: the others'
- * series (and its answering shards') still come. One of a shard it gave up that does not answer,
- * before it handed its counts over, leaves the group up but its counters out of the scrape.
+ * series (and its answering objects') still come. One of a shard it gave up that does not answer,
+ * before it handed its counts over, leaves the group up and its own series out of the scrape
+ * (each counter's series is one object's: metricFamilies).
  */
 export function mountMetrics(app: Hono<AppEnv>, config: LoadedConfig): void {
   app.get("/metrics", async (c) => {
     await authenticateMetrics(c.req.raw, config, c.env);
     const fleet = await recentFleet(c.env, config.groups);
-    const groups: GroupMetrics[] = [];
+    const groups: ScrapedGroup[] = [];
     const down: string[] = [];
-    const uncounted: string[] = [];
     for (const a of await askEveryObject(c.env, fleet, (o, g) => o.metrics(groupIds(g)))) {
       // A sharded group some of whose objects answered: their series, and the group reported down.
-      if (a.answers.length > 0) groups.push(mergeMetrics(a.answers, new Set(a.objects)));
-      const handed = new Set(a.answers.flatMap((m) => (m.handedOver ?? []).map((h) => h.object)));
+      if (a.answers.length > 0) groups.push(scrapedGroup(a.group, a.answers, a.objects));
       if (!a.complete) down.push(a.group);
-      else if (a.unanswered.some((o) => !handed.has(o))) uncounted.push(a.group);
     }
-    return new Response(renderText(metricFamilies(groups, down, uncounted)), { headers: { "content-type": PROMETHEUS_CONTENT_TYPE } });
+    return new Response(renderText(metricFamilies(groups, down)), { headers: { "content-type": PROMETHEUS_CONTENT_TYPE } });
   });
 }
