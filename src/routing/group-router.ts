@@ -657,12 +657,15 @@ export class GroupRouter {
   /** The counters GET /metrics renders, backends in the order of snapshot(), then the counts carried from let-go addresses. */
   metrics(fleet?: GroupIds): GroupMetrics {
     const shows = this.shows(fleet);
-    // The counts of a deployment the group no longer has end with its series, as they would in the object that routed to it.
-    for (const id of this.carried.keys()) if (!shows(id, 0)) this.carried.delete(id);
+    const listed = this.kept().filter((b) => shows(b.id, b.inFlight));
+    // The counts of a deployment the group no longer has end with its series, as they would in the
+    // object that routed to it: once nothing is in flight on it here (else its series would fall first).
+    const ids = new Set(listed.map((b) => b.id));
+    for (const id of this.carried.keys()) if (!shows(id, 0) && !ids.has(id)) this.carried.delete(id);
     const newest = this.newestView();
     const current = new Set(newest && newest.rev >= this.retiredRev ? newest.backends : []);
     // A carried entry comes after its id's live ones: scrapedGroup adds its counts to theirs.
-    const backends = [...this.kept().map((b) => b.metrics(current.has(b))), ...this.carried.values()].filter((b) => shows(b.id, b.inFlight));
+    const backends = [...listed.map((b) => b.metrics(current.has(b))), ...this.carried.values()];
     const handedOver: HandedOver[] = [];
     for (const [object, m] of this.handed) {
       m.backends = m.backends.filter((b) => shows(b.id, 0));

@@ -140,4 +140,39 @@ describe("a deployment that keeps its id at a new address", () => {
     expect(text.split("\n").filter((l) => l.startsWith('kvgate_requests_in_flight{group="moved",backend="x"}'))).toHaveLength(1);
     expect(text).toContain('kvgate_requests_total{group="moved",backend="x",outcome="ok"} 2');
   });
+
+  it("keeps its let-go address's counts in its series while a request still runs on it after the group lost it: no counter falls before the series goes", async () => {
+    const group = "moved-then-removed";
+    await ok(admin("/admin/v1/groups", { method: "POST", json: { name: group, deployments: [{ id: "x", baseUrl: fleet[0], model: UPSTREAM_MODEL }] } }), 201);
+    const served = async () => {
+      const res = await chat(group, conversation("scree"));
+      expect(res.status).toBe(200);
+      await res.text();
+    };
+    await served();
+    // Its pod restarted at another address; newer versions (an operator tuning it) push out the one that named the old address, which is let go.
+    await ok(admin(`/admin/v1/groups/${group}/deployments/x`, { method: "PATCH", json: { baseUrl: fleet[1] } }));
+    await served();
+    for (const maxInFlight of [11, 12, 13, 14]) {
+      await ok(admin(`/admin/v1/groups/${group}/deployments/x`, { method: "PATCH", json: { maxInFlight } }));
+      await served();
+    }
+    await expectIdle(group);
+    const ok6 = 'kvgate_requests_total{group="moved-then-removed",backend="x",outcome="ok"} 6';
+    expect(await metricsText()).toContain(ok6);
+    // A stream of 20 s (unless cancelled) on it, then the group loses it (another server takes its place).
+    const open = await chat(group, conversation("talus"), { stream: true, max_tokens: 400, kvgate_sim: { chunk_delay_ms: 50 } });
+    expect(open.status).toBe(200);
+    await ok(admin(`/admin/v1/groups/${group}/deployments`, { method: "POST", json: { id: "y", baseUrl: fleet[0], model: UPSTREAM_MODEL } }), 201);
+    await ok(admin(`/admin/v1/groups/${group}/deployments/x`, { method: "DELETE" }));
+    await pastTheBound();
+    // Listed while the request runs (kvgate_requests_in_flight 1), its counters as they were.
+    const during = await metricsText();
+    expect(during).toContain('kvgate_requests_in_flight{group="moved-then-removed",backend="x"} 1');
+    expect(during).toContain(ok6);
+    await open.body?.cancel();
+    await expectIdle(group);
+    // Its request over, its series go, the let-go address's counts with them.
+    expect(await metricsText()).not.toContain('group="moved-then-removed",backend="x"');
+  });
 });
