@@ -7,6 +7,7 @@ import { shardOfObject } from "../src/sharding/partition.ts";
 import { logEvent } from "../src/logging/event-log.ts";
 import type { DecisionView } from "../src/metrics/decisions.ts";
 import type { GroupMetrics, HandedOver } from "../src/metrics/group-metrics.ts";
+import { packKeys } from "../src/metrics/key-columns.ts";
 import type { GroupIds, GroupStatus, LeaseRelease, LeaseRenewal, LimitRefusal, ModelGroupRpc, RenewalAnswers, RouteCall, RouteDecision, RouteRefusal, VersionRefusal } from "../src/routing/protocol.ts";
 import type { TenantsRpc } from "../src/tenants/protocol.ts";
 import { TENANTS_NAME } from "../src/tenants/tenants-name.ts";
@@ -151,7 +152,8 @@ export class ModelGroup extends DurableObject<GroupEnv> implements ModelGroupRpc
 
   metrics(fleet?: GroupIds): GroupMetrics {
     checkFleet(fleet);
-    return this.router.metrics(fleet);
+    // Its keys as columns: their clone is the answer's cost, paid on the thread route calls wait for.
+    return packKeys(this.router.metrics(fleet));
   }
 
   handOver(): GroupMetrics | null {

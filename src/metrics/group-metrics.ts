@@ -1,6 +1,7 @@
 import type { BreakerState } from "../routing/breaker.ts";
 import type { BackendMetrics, Outcome } from "./backend-counters.ts";
 import type { HistogramSnapshot } from "./histogram.ts";
+import type { KeyColumns } from "./key-columns.ts";
 import type { KeyMetrics } from "./key-counters.ts";
 import type { Labels, MetricFamily } from "./prometheus-text.ts";
 import { FAILURE_KINDS } from "../upstream/answer.ts";
@@ -11,6 +12,8 @@ export interface GroupMetrics {
   /** Every backend the object keeps state for (see GroupRouter.snapshot); a deployment id may come more than once (scrapedGroup makes it one series). */
   backends: BackendMetrics[];
   keys: KeyMetrics[];
+  /** `keys` as a routing object sends them (src/metrics/key-columns.ts), `keys` then empty; none once received. */
+  keyColumns?: KeyColumns;
   /** Route calls that found no backend to give. */
   refusals: { "no-backend": number; "at-capacity": number };
   /**

@@ -3,6 +3,7 @@ import { parseConfig, type ResolvedGroup } from "../../src/config/load.ts";
 import { MAX_DEPLOYMENTS } from "../../src/config/schema.ts";
 import { DecisionRing } from "../../src/metrics/decisions.ts";
 import { metricFamilies } from "../../src/metrics/group-metrics.ts";
+import { packKeys, unpackKeys } from "../../src/metrics/key-columns.ts";
 import { scrapedGroup } from "../../src/sharding/merge.ts";
 import { GroupRouter } from "../../src/routing/group-router.ts";
 import type { RouteDecision, RouteTenant } from "../../src/routing/protocol.ts";
@@ -239,5 +240,30 @@ describe("GroupRouter: a virtual key's counters among 30,000 keys that each send
     for (let b = r.ledger.takeBatch(); b; b = r.ledger.takeBatch()) r.ledger.sent({});
     r.ledger.sweep(30_000 + 120_001);
     expect(r.ledger.size).toBe(0);
+  });
+});
+
+describe("a routing object's metrics answer (packKeys, unpackKeys)", () => {
+  it("carries 10,000 keys as two arrays, not 10,000 objects, and reads back as the same keys, handed-over ones too; an earlier release's list as it is", () => {
+    const g = group({ leaseTtlMs: 1000 });
+    const r = new GroupRouter("g", () => 0.5);
+    r.install(g, 0);
+    for (let i = 0; i < 10_000; i++) {
+      const d = decided(r.route(g.version, [], [], i, key(`key_${i}`)));
+      r.release({ lease: d.lease, outcome: "ok", key: `key_${i}`, backendId: d.backendId, usage: { prompt: i, completion: 1, cached: i % 7 } }, i);
+    }
+    // A key refused for its rpm: its limit hits come, the limits it never hit do not.
+    expect(r.route(g.version, [], [], 10_000, key("key_1", { rpm: 1 }))).toMatchObject({ refused: "limited", limit: "rpm" });
+    const own = new GroupRouter("g", () => 0.5);
+    own.install(g, 0);
+    own.adopt([{ object: "g\u001f1", metrics: r.metrics() }]);
+    const m = own.metrics();
+    const sent = packKeys(m);
+    expect([sent.keys.length, sent.handedOver?.[0]?.metrics.keys.length, sent.handedOver?.[0]?.metrics.keyColumns?.ids.length]).toEqual([0, 0, 10_000]);
+    expect(sent.handedOver?.[0]?.metrics.keyColumns?.values).toBeInstanceOf(Float64Array);
+    const received = unpackKeys(structuredClone(sent));
+    expect(received).toEqual(JSON.parse(JSON.stringify(m)));
+    expect(received.handedOver?.[0]?.metrics.keys.find((k) => k.id === "key_1")?.limitHits).toEqual({ rpm: 1 });
+    expect(unpackKeys(m)).toEqual(m);
   });
 });

@@ -7,6 +7,7 @@ import type { Env } from "../../workers/env.ts";
 import { holdLease, route } from "../../workers/gateway/route-client.ts";
 import { admin, ok } from "./admin.ts";
 import { chat, conversation, EVENTUALLY, expectIdle, firstRouteCall, groupConfig, inFlight, sseEvents, status } from "./gateway.ts";
+import { unpackKeys } from "../../src/metrics/key-columns.ts";
 
 const G = "leases";
 
@@ -217,7 +218,7 @@ describe("releases whose flush failed", () => {
     expect(flaky.calls()).toBe(2);
     // Past the time a release sent again would take (0.1 s).
     await new Promise((r) => setTimeout(r, 500));
-    const key = (await env.MODEL_GROUP.getByName(g.name).metrics()).keys.find((k) => k.id === "key_twice");
+    const key = unpackKeys(await env.MODEL_GROUP.getByName(g.name).metrics()).keys.find((k) => k.id === "key_twice");
     expect(key?.tokens).toMatchObject({ prompt: 10, completion: 5 });
     await waitOnExecutionContext(ctx);
   });

@@ -1,6 +1,7 @@
 import { evictDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
+import { unpackKeys } from "../../src/metrics/key-columns.ts";
 import { shardObjectName } from "../../src/sharding/partition.ts";
 import type { IssuedKeyView } from "../../src/tenants/admin-api.ts";
 import { admin, ok } from "./admin.ts";
@@ -48,7 +49,7 @@ describe("a sharded group one routing object of which restarted", () => {
     }
     await expectIdle(shardObjectName(GROUP, 0));
     await expectIdle(shardObjectName(GROUP, 1));
-    const perShard = await Promise.all([0, 1].map(async (i) => (await env.MODEL_GROUP.getByName(shardObjectName(GROUP, i)).metrics()).keys.find((k) => k.id === id)?.requests ?? 0));
+    const perShard = await Promise.all([0, 1].map(async (i) => unpackKeys(await env.MODEL_GROUP.getByName(shardObjectName(GROUP, i)).metrics()).keys.find((k) => k.id === id)?.requests ?? 0));
     expect(perShard.every((n) => n > 0), `the key's requests per shard: ${perShard.join(", ")}`).toBe(true);
     const before = countersOf(await scrape(), GROUP);
     expect([...before.keys()].some((k) => k.includes(`key="${id}"`))).toBe(true);

@@ -1,5 +1,6 @@
 import type { Hono } from "hono";
 import { metricFamilies, type ScrapedGroup } from "../../src/metrics/group-metrics.ts";
+import { unpackKeys } from "../../src/metrics/key-columns.ts";
 import { PROMETHEUS_CONTENT_TYPE, renderText } from "../../src/metrics/prometheus-text.ts";
 import type { LoadedConfig } from "../config.ts";
 import type { AppEnv } from "./app-env.ts";
@@ -24,7 +25,7 @@ export function mountMetrics(app: Hono<AppEnv>, config: LoadedConfig): void {
     const fleet = await recentFleet(c.env, config.groups);
     const groups: ScrapedGroup[] = [];
     const down: string[] = [];
-    for (const a of await askEveryObject(c.env, fleet, (o, g) => o.metrics(groupIds(g)))) {
+    for (const a of await askEveryObject(c.env, fleet, async (o, g) => unpackKeys(await o.metrics(groupIds(g))))) {
       // A sharded group some of whose objects answered: their series, and the group reported down.
       if (a.answers.length > 0) groups.push(scrapedGroup(a.group, a.answers, a.objects));
       if (!a.complete) down.push(a.group);
