@@ -35,11 +35,12 @@ const DECODED_CODINGS = new Set(["gzip", "br", "identity"]);
 const HTML = /^\s*text\/html\b/i;
 
 /**
- * `said`: what the upstream's error body said, when it was JSON (a 404's meaning turns on its
- * `param`). `contentEncoding`, `contentType`, `retryAfter`: the answer's headers. The gateway asks
- * for no coding, so a working server sends none the runtime does not decode.
+ * `said`: what the upstream's error body said, when it was JSON (a 404's meaning turns on it).
+ * `contentEncoding`, `contentType`, `retryAfter`: the answer's headers. The gateway asks for no
+ * coding, so a working server sends none the runtime does not decode. `refersTo`: the id of a
+ * stored object the request refers to (a Responses request's `previous_response_id`).
  */
-export function classifyStatus(status: number, hasBody: boolean, said: UpstreamErrorBody | null = null, contentEncoding: string | null = null, contentType: string | null = null, retryAfter: string | null = null): Answer {
+export function classifyStatus(status: number, hasBody: boolean, said: UpstreamErrorBody | null = null, contentEncoding: string | null = null, contentType: string | null = null, retryAfter: string | null = null, refersTo: string | null = null): Answer {
   if (status === 200 && hasBody && contentEncoding && !DECODED_CODINGS.has(contentEncoding)) return { kind: "backend-failure", why: "encoding" };
   if (status === 200 && hasBody && contentType !== null && HTML.test(contentType)) return { kind: "backend-failure", why: "html" };
   if (status === 200) return hasBody ? { kind: "success" } : { kind: "backend-failure", why: "no-content" };
@@ -51,10 +52,9 @@ export function classifyStatus(status: number, hasBody: boolean, said: UpstreamE
   if (status >= 500) return { kind: "backend-failure", why: "server-error" };
   if (status === 429) return { kind: "rate-limited" };
   // The gateway asked for the model the deployment is configured with, at the path every
-  // OpenAI-compatible server serves: a 404 says the backend serves something else — unless it
-  // names another parameter, which is what the request refers to (vLLM's answer to a
-  // `previous_response_id` it did not store names `response_id`): that is the request's.
-  if (status === 404) return said?.param && said.param !== "model" ? { kind: "rejected" } : { kind: "backend-failure", why: "not-served" };
+  // OpenAI-compatible server serves: a 404 says the backend serves something else — unless it is
+  // about what the request refers to: that is the request's.
+  if (status === 404) return notFoundIsRequests(said, refersTo) ? { kind: "rejected" } : { kind: "backend-failure", why: "not-served" };
   // The gateway's own key was refused: the backend is misconfigured, not the client.
   if (status === 401 || status === 403) return { kind: "backend-failure", why: "credentials" };
   if (status >= 300 && status < 400) return { kind: "backend-failure", why: "redirect" };
@@ -62,6 +62,17 @@ export function classifyStatus(status: number, hasBody: boolean, said: UpstreamE
   // 408: the server gave up waiting for the request — the network or the server, not the prompt.
   if (status >= 400 && status !== 408) return { kind: "rejected" };
   return { kind: "backend-failure", why: "status" };
+}
+
+/**
+ * A 404 about what the request refers to, not the model: it names another parameter (vLLM's
+ * answer to a `previous_response_id` it did not store names `response_id`), or its message names
+ * the stored response the request refers to (other vLLM versions give no `param`). vLLM keeps its
+ * responses in memory: after a restart, or on any other backend, every one of them answers so.
+ */
+function notFoundIsRequests(said: UpstreamErrorBody | null, refersTo: string | null): boolean {
+  if (said?.param && said.param !== "model") return true;
+  return refersTo !== null && refersTo !== "" && said?.message?.includes(refersTo) === true;
 }
 
 /**

@@ -43,6 +43,7 @@ beforeAll(async () => {
       { name: "no-content", strategy: "round-robin", breaker, deployments: [hostile("status:204", "no-content"), hostile("ok")] },
       { name: "keepalive", deployments: [hostile("keepalive-lie")] },
       { name: "stored-elsewhere", breaker, deployments: [hostile("response-not-found")] },
+      { name: "stored-elsewhere-unnamed", strategy: "round-robin", breaker, deployments: ["a", "b", "c"].map((id) => hostile("response-not-found-unnamed", id)) },
       { name: "rejecting", deployments: [hostile("context-exceeded")] },
       { name: "failing", failover: { maxAttempts: 1 }, deployments: [hostile("crash-on:hello", "failing")] },
       // Servers that send a stream's headers before its first token, as vLLM and SGLang do.
@@ -392,6 +393,26 @@ describe("a 404 about what the request refers to, not the model", () => {
     const b = (await gw.status("stored-elsewhere")).backends[0];
     expect(b?.failed).toBe(0);
     expect(b?.breaker.state).toBe("closed");
+  });
+});
+
+describe("a 404 that names the stored response the request refers to, with no param", () => {
+  it("is the request's too: passed on, tried on one backend, and charged to none", async () => {
+    upstream.reset();
+    for (let i = 0; i < 3; i++) {
+      const res = await fetch(`${gw.url}/v1/responses`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${gw.key}`, "content-type": "application/json" },
+        body: JSON.stringify({ model: "stored-elsewhere-unnamed", input: "and then?", previous_response_id: `resp_gone${i}` }),
+      });
+      const body = (await res.json()) as { error: { type: string; message: string } };
+      expect([res.status, res.headers.get("x-kvgate-attempts")]).toEqual([404, "1"]);
+      expect(body.error).toMatchObject({ type: "invalid_request_error", message: `Response with id 'resp_gone${i}' not found.` });
+    }
+    expect(upstream.stats("response-not-found-unnamed").requests).toBe(3);
+    await vi.waitFor(async () => expect(await gw.inFlight("stored-elsewhere-unnamed")).toBe(0), EVENTUALLY);
+    const backends = (await gw.status("stored-elsewhere-unnamed")).backends;
+    expect(backends.map((b) => [b.id, b.failed, b.breaker.state])).toEqual([["a", 0, "closed"], ["b", 0, "closed"], ["c", 0, "closed"]]);
   });
 });
 

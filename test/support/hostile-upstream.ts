@@ -456,6 +456,15 @@ const BEHAVIOURS: Record<string, Answer> = {
     res.writeHead(404, { "content-type": "application/json" });
     res.end(JSON.stringify({ error: { message: "Response with id 'resp_elsewhere' not found.", type: "invalid_request_error", param: "response_id", code: 404 } }));
   },
+  /**
+   * The same answer as other vLLM versions give it: the request's id named in the message, and no
+   * `param` (the older top-level shape, `"object":"error"`).
+   */
+  "response-not-found-unnamed": (_req, res, body) => {
+    const id = String((JSON.parse(body.toString("utf8")) as { previous_response_id?: unknown }).previous_response_id);
+    res.writeHead(404, { "content-type": "application/json" });
+    res.end(JSON.stringify({ object: "error", message: `Response with id '${id}' not found.`, type: "invalid_request_error", param: null, code: 404 }));
+  },
   /** Answers with status `arg` (e.g. 204, 304) and no body. */
   status: (_req, res, _body, arg) => {
     res.writeHead(Number(arg ?? 204)).end();

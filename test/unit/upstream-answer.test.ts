@@ -67,6 +67,17 @@ describe("a 404", () => {
   it("naming another parameter (vLLM's unknown previous_response_id: response_id) is the request's", () => {
     expect(classifyStatus(404, true, said("response_id"))).toEqual({ kind: "rejected" });
   });
+
+  it("naming the stored response the request refers to, with no param (other vLLM versions), is the request's", () => {
+    const unnamed = parseUpstreamError('{"object":"error","message":"Response with id \'resp_gone\' not found.","type":"invalid_request_error","param":null,"code":404}');
+    expect(classifyStatus(404, true, unnamed, null, null, null, "resp_gone")).toEqual({ kind: "rejected" });
+    // The same answer to a request that refers to no stored response, or to another one, says nothing of the request.
+    expect(classifyStatus(404, true, unnamed)).toEqual({ kind: "backend-failure", why: "not-served" });
+    expect(classifyStatus(404, true, unnamed, null, null, null, "resp_other")).toEqual({ kind: "backend-failure", why: "not-served" });
+    // A model the backend does not serve, asked for by a request that refers to a response: the backend's.
+    const model = parseUpstreamError('{"object":"error","message":"The model `m` does not exist.","type":"NotFoundError","param":null,"code":404}');
+    expect(classifyStatus(404, true, model, null, null, null, "resp_gone")).toEqual({ kind: "backend-failure", why: "not-served" });
+  });
 });
 
 describe("what the client is told", () => {
