@@ -60,6 +60,108 @@ function extras(fields: Json, secrets: readonly string[]): Record<string, ErrorE
   return out;
 }
 
+/** `body` parsed, each of its strings without the secrets; null if it is no JSON. */
+function parsed(body: string | null, secrets: readonly string[]): unknown {
+  if (body === null) return null;
+  try {
+    return secrets.length === 0 ? JSON.parse(body) : JSON.parse(body, (_key, v: unknown) => (typeof v === "string" ? withoutSecrets(v, secrets) : v));
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * `text` with its end made good as a fragment of a cut string, once its whole secrets are out: a
+ * secret cut at the end is a prefix of it, which no replacement would find.
+ */
+function withoutCutSecret(text: string, secrets: readonly string[]): string {
+  text = withoutSecrets(text, secrets);
+  for (const secret of secrets) {
+    for (let n = Math.min(secret.length - 1, text.length); n > 0; n--) {
+      if (text.endsWith(secret.slice(0, n))) {
+        text = text.slice(0, -n);
+        break;
+      }
+    }
+  }
+  return text;
+}
+
+const SCALAR = /-?\d+(\.\d+)?([eE][-+]?\d+)?|true|false|null/y;
+/** Longest scalar a cut can leave unfinished but for a number's digits: `false` less a letter. */
+const CUT_SCALAR = 4;
+
+/**
+ * A JSON object cut at a byte bound (readBounded's), closed where it was cut: what came whole
+ * before the cut, and a string value the cut fell in up to its last whole character, with the
+ * containers it was in closed after it. A server's error body is past the bound when its message
+ * echoes the request (vLLM's and SGLang's 400 for a body that fails validation hold the whole
+ * body, twice): its message, first, is what says why. A key or a scalar the cut fell in is
+ * dropped. null for text that is no JSON object's beginning (HTML, a traceback).
+ */
+export function closeCutJson(text: string, secrets: readonly string[] = []): string | null {
+  const closers: string[] = [];
+  // Where the text read so far is whole, and what then closes it.
+  let whole = -1;
+  let closing = "";
+  const mark = (at: number) => {
+    whole = at;
+    closing = closers.toReversed().join("");
+  };
+  let keyNext = false;
+  let i = text.search(/\S/);
+  if (text[i] !== "{") return null;
+  while (i < text.length) {
+    const c = text[i] as string;
+    if (c === '"') {
+      const isKey = keyNext;
+      const from = i;
+      let escape = -1;
+      for (i++; i < text.length && text[i] !== '"'; i++) {
+        if (text[i] === "\\") escape = i++;
+      }
+      if (i < text.length) {
+        if (!isKey) mark(i + 1);
+        i++;
+        continue;
+      }
+      if (isKey) break;
+      // The cut fell in this string value: it ends at its last whole character, not in an escape.
+      const cutEscape = escape >= 0 && (escape + 1 >= text.length || (text[escape + 1] === "u" && escape + 6 > text.length));
+      const value = parsed(`"${text.slice(from + 1, cutEscape ? escape : text.length)}"`, []);
+      if (typeof value !== "string") break;
+      return text.slice(0, from) + JSON.stringify(withoutCutSecret(value, secrets)) + closers.toReversed().join("");
+    }
+    if (c === "{" || c === "[") {
+      closers.push(c === "{" ? "}" : "]");
+      keyNext = c === "{";
+      mark(++i);
+    } else if (c === "}" || c === "]") {
+      closers.pop();
+      // Whole, and what follows it is not JSON: the object is what was meant.
+      if (closers.length === 0) return text.slice(0, i + 1);
+      keyNext = false;
+      mark(++i);
+    } else if (c === ":" || c === ",") {
+      keyNext = c === "," && closers.at(-1) === "}";
+      i++;
+    } else if (/\s/.test(c)) {
+      i++;
+    } else {
+      SCALAR.lastIndex = i;
+      const scalar = SCALAR.exec(text);
+      if (!scalar) {
+        if (text.length - i <= CUT_SCALAR) break;
+        return null;
+      }
+      i += scalar[0].length;
+      // A number the cut fell in may have lost digits: whole only when something follows it.
+      if (i < text.length) mark(i);
+    }
+  }
+  return whole < 0 ? null : text.slice(0, whole) + closing;
+}
+
 /**
  * `secrets`: what the gateway sent the upstream that is secret (its bearer key, its secret
  * headers' values). A server or a proxy in front of it may echo the request's headers in its
@@ -68,12 +170,7 @@ function extras(fields: Json, secrets: readonly string[]): Record<string, ErrorE
  * read, so no part of them reaches a client or a log line, cut at a bound or not.
  */
 export function parseUpstreamError(body: string, secrets: readonly string[] = []): UpstreamErrorBody | null {
-  let j: unknown;
-  try {
-    j = secrets.length === 0 ? JSON.parse(body) : JSON.parse(body, (_key, v: unknown) => (typeof v === "string" ? withoutSecrets(v, secrets) : v));
-  } catch {
-    return null;
-  }
+  const j = parsed(body, secrets) ?? parsed(closeCutJson(body, secrets), secrets);
   if (!isRecord(j)) return null;
   // The fields live in `error` when it is an object, else at the top level.
   const f = isRecord(j.error) ? j.error : j;

@@ -26,6 +26,8 @@ beforeAll(async () => {
       single("drip-error", "drip-error"),
       single("html-500", "html-500"),
       single("context-exceeded", "context-exceeded"),
+      single("validation-2k", "validation-400:2"),
+      single("validation-10k", "validation-400:10"),
       single("rate-limited", "rate-limited:30"),
       single("rate-limited-long", "rate-limited:300"),
       single("empty", "empty"),
@@ -138,6 +140,13 @@ describe("what the client reads of an upstream's error", () => {
     expect(r.status).toBe(400);
     expect(r.error).toMatchObject({ type: "exceed_context_size_error", n_prompt_tokens: 5000, n_ctx: 4096 });
     expect(r.error.message).toMatch(/exceeds the available context size/);
+  });
+
+  it.each(["validation-2k", "validation-10k"])("a 400 whose body the gateway reads only in part (vLLM's validation error, holding the request twice): %s keeps its reason and its status", async (model) => {
+    const r = await chat(model);
+    expect(r.status).toBe(400);
+    expect(r.error.message).toContain("Value error, Stream options can only be defined when `stream=True`.");
+    expect((r.error.message as string).length).toBeLessThanOrEqual(1000);
   });
 
   it("an empty 200 (a stream with no event, an answer of length 0) is the backend's failure: another answers, or the client gets a 502, never an empty 200", async () => {

@@ -416,6 +416,19 @@ const BEHAVIOURS: Record<string, Answer> = {
     res.writeHead(400, { "content-type": "application/json" });
     res.end(JSON.stringify({ error: { code: 400, message: "the request exceeds the available context size, try increasing it", type: "exceed_context_size_error", n_prompt_tokens: 5000, n_ctx: 4096 } }));
   },
+  /**
+   * vLLM's (and SGLang's) answer to a body its request model refuses: a 400 whose message is
+   * `f"{exc} {exc.errors()}"`, each holding the whole request body as the error's `input` — here a
+   * body of `arg` KiB (default 1), so the message holds it twice and passes the gateway's 8 KiB
+   * read past about 4 KiB. The reason (`msg`) comes near the message's start.
+   */
+  "validation-400": (_req, res, _body, arg) => {
+    const input = `{'model': 'hostile-7b', 'messages': [{'role': 'user', 'content': '${"x".repeat(Number(arg ?? 1) * 1024)}'}], 'stream_options': {'include_usage': True}}`;
+    const error = `{'type': 'value_error', 'loc': ('body',), 'msg': 'Value error, Stream options can only be defined when \`stream=True\`.', 'input': ${input}}`;
+    const message = `1 validation error:\n  ${error} [${error}]`;
+    res.writeHead(400, { "content-type": "application/json" });
+    res.end(JSON.stringify({ error: { message, type: "Bad Request", param: null, code: 400 } }));
+  },
   /** llama.cpp's answer while its model still loads: a 503 with an OpenAI-style error. */
   loading: (_req, res) => {
     res.writeHead(503, { "content-type": "application/json" });

@@ -141,6 +141,43 @@ describe("reading an upstream's error body", () => {
   });
 });
 
+describe("reading an error body cut at the gateway's bound", () => {
+  const whole = JSON.stringify({ error: { message: `Value error, bad field \u00e9 "quoted" ${"x".repeat(40)}`, type: "Bad Request", param: null, code: 400 } });
+
+  it("keeps what came whole and the message up to the cut, wherever the cut falls", () => {
+    for (let at = whole.indexOf("Value") + 1; at <= whole.length; at++) {
+      const e = parseUpstreamError(whole.slice(0, at));
+      expect(e?.message, whole.slice(0, at)).toBeTypeOf("string");
+      expect("Value error, bad field \u00e9 \"quoted\" ".concat("x".repeat(40))).toContain(e?.message ?? "");
+      if (at > whole.indexOf('"param"')) expect(e?.type).toBe("Bad Request");
+    }
+  });
+
+  it("drops a key or a number the cut fell in", () => {
+    expect(parseUpstreamError('{"error":{"message":"m","type":"t","co')).toMatchObject({ message: "m", type: "t", code: null });
+    expect(parseUpstreamError('{"error":{"message":"m","code":40')).toMatchObject({ message: "m", code: null });
+    expect(parseUpstreamError('{"error":{"message":"m","param":nu')).toMatchObject({ message: "m", param: null });
+  });
+
+  it("an escape the cut fell in is dropped, an escaped backslash kept", () => {
+    expect(parseUpstreamError('{"message":"a\\u00')?.message).toBe("a");
+    expect(parseUpstreamError('{"message":"a\\')?.message).toBe("a");
+    expect(parseUpstreamError('{"message":"a\\\\')?.message).toBe("a\\");
+  });
+
+  it("no secret, nor the part of one the cut left, reaches the message", () => {
+    const secret = "sk-gpu-0123456789abcdef";
+    for (let at = 1; at <= secret.length; at++) {
+      const e = parseUpstreamError(`{"error":{"message":"key ${secret} refused, echoing ${secret.slice(0, at)}`, [secret]);
+      expect(e?.message).toBe("key [redacted] refused, echoing ".concat(at === secret.length ? "[redacted]" : ""));
+    }
+  });
+
+  it.each(["<html>Traceback", "Internal Server Error {", "{oops", '{"message"'])("no JSON error in %j", (body) => {
+    expect(parseUpstreamError(body)).toBeNull();
+  });
+});
+
 describe("the retry decision", () => {
   const policy: RetryPolicy = { maxAttempts: 3, on: ["connect", "timeout", "5xx", "429"], backoffMs: 20, backoffMaxMs: 500, retryAfterCapMs: 2000 };
   const half = () => 0.5;
