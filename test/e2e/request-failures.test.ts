@@ -39,6 +39,9 @@ beforeAll(async () => {
       { name: "rate-limited-beside-drained", failover: { retryAfterCapMs: 10_000 }, deployments: [hostile("rate-limited:5", "busy"), hostile("ok", "drained")] },
       { name: "long-generation", strategy: "round-robin", firstByteTimeoutMs: 300, breaker, deployments: [sim(0), sim(1), sim(2)] },
       { name: "drip-total", totalTimeoutMs: 1000, failover: { maxAttempts: 1 }, deployments: [hostile("drip-body")] },
+      // A non-streamed answer the gateway's own limits cut before its headers: the generation's, and the request's deadline.
+      { name: "slow-generation", nonStreamTimeoutMs: 300, breaker, deployments: [hostile("slow-headers:5000", "slow")] },
+      { name: "slow-total", totalTimeoutMs: 300, breaker, deployments: [hostile("slow-headers:5000", "slow")] },
       { name: "wrong-model", strategy: "round-robin", breaker, deployments: [hostile("wrong-model"), hostile("ok")] },
       { name: "no-content", strategy: "round-robin", breaker, deployments: [hostile("status:204", "no-content"), hostile("ok")] },
       { name: "keepalive", deployments: [hostile("keepalive-lie")] },
@@ -258,6 +261,22 @@ describe("totalTimeoutMs bounds a non-streamed body too", () => {
     const b = (await gw.status("drip-total")).backends[0];
     expect(b?.completed).toBe(0);
     expect(b?.failed).toBe(0);
+  });
+});
+
+describe("a 504 the gateway does not retry, to the official SDK", () => {
+  it.each([
+    ["nonStreamTimeoutMs", "slow-generation"],
+    ["totalTimeoutMs", "slow-total"],
+  ])("past %s: told not to retry it either, so the generation runs once, not on each of the SDK's three tries", async (_limit, model) => {
+    upstream.reset();
+    let calls = 0;
+    // The SDK's defaults: every 5xx retried twice.
+    const sdk = new OpenAI({ apiKey: gw.key, baseURL: `${gw.url}/v1`, fetch: (url, init) => (calls++, fetch(url, init)) });
+    const err = await sdk.chat.completions.create({ model, messages: [{ role: "user", content: "a long essay" }], max_tokens: 4 }).catch((e: unknown) => e);
+    if (!(err instanceof OpenAI.APIError)) throw err;
+    expect([err.status, err.headers?.get("x-should-retry"), calls, upstream.stats("slow-headers").requests]).toEqual([504, "false", 1, 1]);
+    await vi.waitFor(async () => expect(await gw.inFlight(model)).toBe(0), EVENTUALLY);
   });
 });
 

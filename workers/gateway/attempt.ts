@@ -56,7 +56,8 @@ export interface AttemptInput {
  * passed on); its lease settles itself. `failed`: another backend might answer; `verdict` is what
  * this failure says about the backend, and the caller settles `lease` — a server-side failure's
  * verdict waits to see whether the next backend fails the same way (then it was the request's) —
- * with `end`, when the attempt tells more of itself.
+ * with `end`, when the attempt tells more of itself. Not `retryable`: a failure no one should try
+ * again, the gateway nor its client (`x-should-retry: false`).
  */
 export type AttemptResult =
   | { kind: "answered"; response: Response; rejected: boolean }

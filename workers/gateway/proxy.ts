@@ -101,12 +101,14 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
       }
       last = result.response;
       if (result.failure.kind !== undefined) p.log?.failed(group.name, result.lease.backendId, result.failure.kind);
-      if (held.failed(result.lease, result.verdict, result.failure, result.end)) {
-        // The SDKs would send it twice more, each time to two more backends to fail on.
+      // A failure that follows the request (the SDKs would send it twice more, each time to two
+      // more backends to fail on), or one the gateway does not try again (a generation cut at its
+      // limit or the request's deadline, which a retry would run whole again): nor should they.
+      if (held.failed(result.lease, result.verdict, result.failure, result.end) || !result.retryable) {
         last.headers.set(SHOULD_RETRY, "false");
         return last;
       }
-      const step = result.retryable ? nextStep(primary.failover, attempts, result.failure, deadline.msLeft()) : ({ retry: false } as const);
+      const step = nextStep(primary.failover, attempts, result.failure, deadline.msLeft());
       if (!step.retry) return last;
       exclude.push(result.lease.backendId);
       failover.failedOn(group.name, result.lease.backendId, result.failure.cause);
