@@ -111,8 +111,21 @@ export const methodNotAllowed = (path: string, allow: string) =>
   new GatewayError(405, "invalid_request_error", `use ${allow.split(", ").join(" or ")} for ${path}`, "method_not_allowed", null, { allow });
 export const gatewayTimeout = (message: string) => new GatewayError(504, "timeout_error", message, "upstream_timeout");
 
-/** The SSE event a stream ends with when the upstream fails after bytes reached the client. */
-export function sseErrorEvent(message: string, code: string): string {
+/**
+ * A Responses stream's error event has a `sequence_number`, which the gateway does not know (its
+ * fast path reads no event): one past any an upstream numbers, so that it orders last.
+ */
+const LAST_SEQUENCE_NUMBER = Number.MAX_SAFE_INTEGER;
+
+/**
+ * The SSE event a stream ends with when the upstream fails after bytes reached the client: a
+ * chat or completions stream's is a data line with an `error`. A Responses API stream's is that
+ * API's `error` event (`event: error`; `type`, `code`, `message`, `param` and `sequence_number` at
+ * the top, as the Vercel AI SDK reads it) with the same `error` beside them, which is what the
+ * official SDKs raise.
+ */
+export function sseErrorEvent(message: string, code: string, responses = false): string {
   const body: OpenAIErrorBody = { error: { message, type: "upstream_error", param: null, code } };
-  return `data: ${JSON.stringify(body)}\n\n`;
+  if (!responses) return `data: ${JSON.stringify(body)}\n\n`;
+  return `event: error\ndata: ${JSON.stringify({ type: "error", code, message, param: null, sequence_number: LAST_SEQUENCE_NUMBER, ...body })}\n\n`;
 }

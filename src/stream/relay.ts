@@ -11,6 +11,8 @@ export interface RelayOptions {
   transforms: ChunkTransform[];
   /** An SSE body gets an error event when the upstream dies mid-stream. */
   sse: boolean;
+  /** A Responses API stream: its error event is that API's (sseErrorEvent). */
+  responses?: boolean;
   /** When the upstream request went out, for time to first byte. */
   sentAt: number;
   now: () => number;
@@ -210,7 +212,7 @@ async function pump(body: ReadableStream<Uint8Array>, writer: WritableStreamDefa
         // event is dropped, so the error event is the next thing the client parses. One too large
         // to hold went out in part: a blank line ends it first, as on the fast path.
         if (!(await send(align(flushAll(transforms))))) return;
-        const error = sseErrorEvent(message, stalled ? "upstream_stream_stalled" : "upstream_stream_error");
+        const error = sseErrorEvent(message, stalled ? "upstream_stream_stalled" : "upstream_stream_error", o.responses);
         if (await send(encoder.encode(aligner?.midEvent ? `\n\n${error}` : error))) writer.close().catch(() => {});
         return;
       }
@@ -380,7 +382,7 @@ function pumpToClient(
             // A blank line first ends any unfinished one: the error event is then parsed on its own
             // (after the broken event when the cut fell inside one; the JavaScript path drops that).
             const message = `upstream stream failed: ${err instanceof Error ? err.message : String(err)}`;
-            await writer.write(encoder.encode(`\n\n${sseErrorEvent(message, "upstream_stream_error")}`));
+            await writer.write(encoder.encode(`\n\n${sseErrorEvent(message, "upstream_stream_error", o.responses)}`));
             await writer.close();
           } else {
             await writer.abort(err);

@@ -1,5 +1,6 @@
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import * as z from "zod/mini";
 import { startHostileUpstream, type HostileUpstream } from "../support/hostile-upstream.ts";
 import { startTestGateway, type TestGateway } from "./gateway.ts";
 import { ensurePython, runPython } from "./python.ts";
@@ -24,6 +25,9 @@ beforeAll(async () => {
       { name: "cut-hooked", hooks: ["restamp"], failover: { maxAttempts: 1 }, deployments: [hostile("cut-mid-event")] },
       // The native fast path, cut where an upstream that writes whole events dies: between them.
       { name: "cut-native", failover: { maxAttempts: 1 }, deployments: [hostile("cut-between-events")] },
+      // A Responses API stream cut, on each path.
+      { name: "responses-cut-watched", streamIdleTimeoutMs: 60_000, failover: { maxAttempts: 1 }, deployments: [hostile("responses-cut-between-events")] },
+      { name: "responses-cut-native", failover: { maxAttempts: 1 }, deployments: [hostile("responses-cut-between-events")] },
     ],
   });
 }, 120_000);
@@ -61,5 +65,39 @@ describe.each(["cut-watched", "cut-hooked", "cut-native"])("a stream cut by its 
     const out = await runPython<Outcome>("stream_chat.py", [gw.url, gw.key, model]);
     expect(out.content).toBe("first");
     expect(out.error).toMatchObject({ api_error: true, code: "upstream_stream_error" });
+  });
+});
+
+describe.each(["responses-cut-watched", "responses-cut-native"])("a Responses API stream cut by its upstream (%s)", (model) => {
+  const ask = () =>
+    fetch(`${gw.url}/v1/responses`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${gw.key}`, "content-type": "application/json" },
+      body: JSON.stringify({ model, stream: true, input: "hello" }),
+    });
+
+  it("ends with that API's error event: `event: error`, type, code, message, param and sequence_number, as the Vercel AI SDK reads it, and the error object", async () => {
+    const text = await (await ask()).text();
+    const last = text.trimEnd().split("\n\n").at(-1) ?? "";
+    const [eventLine, dataLine] = last.split("\n");
+    expect(eventLine).toBe("event: error");
+    const data = JSON.parse((dataLine ?? "").replace(/^data: /, "")) as Record<string, unknown>;
+    expect(data).toMatchObject({ type: "error", code: "upstream_stream_error", param: null, error: { type: "upstream_error", code: "upstream_stream_error" } });
+    expect(data.message).toMatch(/^upstream stream failed/);
+    // The Vercel AI SDK's error chunk (@ai-sdk/openai, openai-responses-api.ts): a chunk that fails it is a type-validation error, not the gateway's message.
+    const vercelErrorChunk = z.object({ type: z.literal("error"), code: z.string(), message: z.string(), param: z.nullish(z.string()), sequence_number: z.number() });
+    expect(vercelErrorChunk.safeParse(data).success).toBe(true);
+  });
+
+  it("the openai Node SDK raises an APIError with code upstream_stream_error, after the text that came", async () => {
+    const client = new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: gw.key, maxRetries: 0 });
+    let text = "";
+    const err = await (async () => {
+      const stream = await client.responses.create({ model, stream: true, input: "hello" });
+      for await (const event of stream) if (event.type === "response.output_text.delta") text += event.delta;
+    })().catch((e: unknown) => e);
+    expect(text).toBe("ok");
+    if (!(err instanceof OpenAI.APIError)) throw err;
+    expect(err.code).toBe("upstream_stream_error");
   });
 });

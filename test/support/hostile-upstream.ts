@@ -597,6 +597,13 @@ const BEHAVIOURS: Record<string, Answer> = {
     res.writeHead(200, { "content-type": "text/event-stream" });
     res.end(opening + rest);
   },
+  /** A Responses API stream as vLLM writes it, up to its first delta, then the connection is destroyed between events. */
+  "responses-cut-between-events": (_req, res, body) => {
+    const { opening, rest } = responsesEvents(body);
+    res.writeHead(200, { "content-type": "text/event-stream" });
+    res.write(opening + rest.split("\n\n").slice(0, 3).join("\n\n") + "\n\n");
+    setTimeout(() => res.socket?.destroy(), 20);
+  },
   /** One whole event, then half of the next, then the connection is destroyed. */
   "cut-mid-event": (_req, res, body) => {
     const { model } = requestOf(body);

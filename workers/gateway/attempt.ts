@@ -322,6 +322,7 @@ async function attemptHeld(a: AttemptInput, key: KeyRecord | null, lease: HeldLe
     // What the answer is, not what was asked: a server that ignores `stream` answers JSON, into
     // which no event boundary may be awaited and no comment written.
     sse: stream && EVENT_STREAM.test(routing["content-type"]),
+    responses: p.endpoint === "responses",
     sentAt,
     now: () => performance.now(),
     nativePipe: () => new IdentityTransformStream(),
