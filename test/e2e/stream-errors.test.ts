@@ -25,6 +25,8 @@ beforeAll(async () => {
       { name: "cut-hooked", hooks: ["restamp"], failover: { maxAttempts: 1 }, deployments: [hostile("cut-mid-event")] },
       // The native fast path, cut where an upstream that writes whole events dies: between them.
       { name: "cut-native", failover: { maxAttempts: 1 }, deployments: [hostile("cut-between-events")] },
+      // The native fast path cut inside an event: what it cannot see (README, stream errors).
+      { name: "cut-native-mid-event", failover: { maxAttempts: 1 }, deployments: [hostile("cut-mid-event")] },
       // A Responses API stream cut, on each path.
       { name: "responses-cut-watched", streamIdleTimeoutMs: 60_000, failover: { maxAttempts: 1 }, deployments: [hostile("responses-cut-between-events")] },
       { name: "responses-cut-native", failover: { maxAttempts: 1 }, deployments: [hostile("responses-cut-between-events")] },
@@ -65,6 +67,31 @@ describe.each(["cut-watched", "cut-hooked", "cut-native"])("a stream cut by its 
     const out = await runPython<Outcome>("stream_chat.py", [gw.url, gw.key, model]);
     expect(out.content).toBe("first");
     expect(out.error).toMatchObject({ api_error: true, code: "upstream_stream_error" });
+  });
+});
+
+describe("a stream cut inside an event on the native fast path, which sees no byte of it (README: stream errors)", () => {
+  it("the half event is ended by a blank line before the error event: the openai Node SDK raises its parse error for it, not the APIError", async () => {
+    const out = await nodeSdk("cut-native-mid-event");
+    expect(out.content).toBe("first");
+    expect(out.error).toMatchObject({ class: "SyntaxError", api_error: false });
+  });
+
+  it("the openai Python SDK raises its JSONDecodeError for it", async () => {
+    const out = await runPython<Outcome>("stream_chat.py", [gw.url, gw.key, "cut-native-mid-event"]);
+    expect(out.content).toBe("first");
+    expect(out.error).toMatchObject({ class: "JSONDecodeError", api_error: false });
+  });
+
+  it("the error event itself still comes, whole, after it", async () => {
+    const res = await fetch(`${gw.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${gw.key}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: "cut-native-mid-event", stream: true, messages: [{ role: "user", content: "hello" }] }),
+    });
+    const events = (await res.text()).trimEnd().split("\n\n");
+    expect(JSON.parse((events.at(-1) ?? "").replace(/^data: /, ""))).toMatchObject({ error: { code: "upstream_stream_error" } });
+    expect(() => JSON.parse((events.at(-2) ?? "").replace(/^data: /, ""))).toThrow(SyntaxError);
   });
 });
 
