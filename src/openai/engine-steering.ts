@@ -3,13 +3,14 @@ import { badRequest, type GatewayError } from "./errors.ts";
 /**
  * Request fields that make an engine connect somewhere: vLLM's `kv_transfer_params` (disaggregated
  * prefill/decode: the remote engine, host and port a decode engine pulls its KV cache from, or a
- * prefill engine pushes it to) and SGLang's `bootstrap_host`, `bootstrap_port`, `bootstrap_room`
+ * prefill engine pushes it to) and `ec_transfer_params` (its encoder-cache twin: where a
+ * multimodal input's encoder output is pulled from, per item) and SGLang's `bootstrap_host`, `bootstrap_port`, `bootstrap_room`
  * (the prefill server a decode server joins). They are the deployment's to set: from a tenant they
  * would point the fleet's engines at an address of the tenant's choosing (its own server, to be
  * sent another request's KV cache; a host of the private network), or at another request's room.
  * The gateway itself sets none of them.
  */
-const ENGINE_STEERING = ["kv_transfer_params", "bootstrap_host", "bootstrap_port", "bootstrap_room"] as const;
+const ENGINE_STEERING = ["kv_transfer_params", "ec_transfer_params", "bootstrap_host", "bootstrap_port", "bootstrap_room"] as const;
 
 /**
  * The 400 for a body that steers an engine, or null. Read off the parsed body, a property each:
@@ -20,7 +21,7 @@ export function engineSteeringRefusal(body: Readonly<Record<string, unknown>>): 
   for (const field of ENGINE_STEERING) {
     const v = body[field];
     if (v !== undefined && v !== null) {
-      return badRequest(`${field} is not accepted from a virtual key: it steers an engine's KV-cache transfer (disaggregated prefill and decode), which is the deployment's to set, not a client's`, field, "unsupported_parameter");
+      return badRequest(`${field} is not accepted from a virtual key: it steers an engine's KV- or encoder-cache transfer (disaggregated serving), which is the deployment's to set, not a client's`, field, "unsupported_parameter");
     }
   }
   return null;

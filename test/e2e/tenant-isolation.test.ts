@@ -95,9 +95,10 @@ async function sendWith(key: string, extra: Record<string, unknown>): Promise<{ 
 }
 
 describe("an engine's KV transfer", () => {
-  it("is not a virtual key's to steer: kv_transfer_params (and SGLang's bootstrap_*) is a 400 naming the field, and no engine sees it", async () => {
+  it("is not a virtual key's to steer: kv_transfer_params, ec_transfer_params (and SGLang's bootstrap_*) is a 400 naming the field, and no engine sees it", async () => {
     for (const [field, value] of [
       ["kv_transfer_params", KV_TRANSFER],
+      ["ec_transfer_params", { "mm-hash-1": { remote_host: "10.0.0.9", remote_port: 5600 } }],
       ["bootstrap_host", "10.0.0.9"],
       ["bootstrap_port", 8998],
       ["bootstrap_room", 42],
