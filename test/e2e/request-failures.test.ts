@@ -295,6 +295,21 @@ describe("answers no healthy backend gives count against it", () => {
   });
 });
 
+describe("a 404 is the request's only when it is about what the request refers to", () => {
+  it("a chat request's previous_response_id (a field chat ignores) that the model-not-found message happens to hold does not make that 404 the request's", async () => {
+    // Round-robin over wrong-model and ok: of two requests, one is sent to wrong-model first.
+    for (let i = 0; i < 2; i++) {
+      const res = await fetch(`${gw.url}/v1/chat/completions`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${gw.key}`, "content-type": "application/json" },
+        body: JSON.stringify({ model: "wrong-model", previous_response_id: "model", messages: [{ role: "user", content: "hello" }], max_tokens: 4 }),
+      });
+      expect([res.status, res.headers.get("x-kvgate-backend")]).toEqual([200, "ok"]);
+      await res.text();
+    }
+  });
+});
+
 describe("a stream's time to its first token is bounded by firstByteTimeoutMs, whenever its headers came", () => {
   /** A streamed chat, read to its end; a body that never ends fails the test instead of hanging it. */
   async function streamed(model: string): Promise<{ status: number; attempts: string | null; backend: string | null; body: string }> {

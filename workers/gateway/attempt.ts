@@ -224,7 +224,8 @@ async function attemptHeld(a: AttemptInput, key: KeyRecord | null, lease: HeldLe
   // Read for an answer that is no success only: a 429's or 503's wait, which can decide what a 503 is.
   const retryAfter = up.status === 200 ? null : up.headers.get("retry-after");
   // A body of length 0 is none: the runtime hands one over all the same.
-  const refersTo = typeof a.body.previous_response_id === "string" ? a.body.previous_response_id : null;
+  // Only the Responses API stores what a request refers to: chat passes the field on unread.
+  const refersTo = p.endpoint === "responses" && typeof a.body.previous_response_id === "string" ? a.body.previous_response_id : null;
   const answer = classifyStatus(up.status, up.body !== null && up.headers.get("content-length") !== "0", said, up.headers.get("content-encoding"), up.headers.get("content-type"), retryAfter, refersTo);
   if (answer.kind !== "success") {
     // A 200 judged by its headers (bytes in a coding no one can read): its body is not wanted.
