@@ -88,6 +88,8 @@ function withoutCutSecret(text: string, secrets: readonly string[]): string {
 }
 
 const SCALAR = /-?\d+(\.\d+)?([eE][-+]?\d+)?|true|false|null/y;
+/** What may follow a whole scalar in JSON. */
+const VALUE_END = /[\s,\]}]/;
 /** Longest scalar a cut can leave unfinished but for a number's digits: `false` less a letter. */
 const CUT_SCALAR = 4;
 
@@ -155,8 +157,9 @@ export function closeCutJson(text: string, secrets: readonly string[] = []): str
         return null;
       }
       i += scalar[0].length;
-      // A number the cut fell in may have lost digits: whole only when something follows it.
-      if (i < text.length) mark(i);
+      // A number the cut fell in may have lost digits (`40.` of 40.5, `1e` of 1e3): whole only
+      // when what follows it ends a value.
+      if (i < text.length && VALUE_END.test(text[i] as string)) mark(i);
     }
   }
   return whole < 0 ? null : text.slice(0, whole) + closing;

@@ -156,6 +156,10 @@ describe("reading an error body cut at the gateway's bound", () => {
   it("drops a key or a number the cut fell in", () => {
     expect(parseUpstreamError('{"error":{"message":"m","type":"t","co')).toMatchObject({ message: "m", type: "t", code: null });
     expect(parseUpstreamError('{"error":{"message":"m","code":40')).toMatchObject({ message: "m", code: null });
+    // Cut after its integer part or its exponent's sign: still unfinished (40.5, 1e3 cut short).
+    expect(parseUpstreamError('{"error":{"message":"m","code":40.')).toMatchObject({ message: "m", code: null });
+    expect(parseUpstreamError('{"error":{"message":"m","code":1e')).toMatchObject({ message: "m", code: null });
+    expect(parseUpstreamError('{"error":{"message":"m","code":-')).toMatchObject({ message: "m", code: null });
     expect(parseUpstreamError('{"error":{"message":"m","param":nu')).toMatchObject({ message: "m", param: null });
   });
 
