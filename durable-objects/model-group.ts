@@ -103,14 +103,15 @@ export class ModelGroup extends DurableObject<GroupEnv> implements ModelGroupRpc
 
   /**
    * Processes finished and held leases; answers which renewals found their key's budget spent
-   * (their holder ends them) and which leases it does not hold (nothing they carried was charged).
+   * (their holder ends them) and which leases it does not hold (nothing they carried was charged),
+   * and its incarnation, for a Worker whose only calls are these to tell it restarted.
    */
   release(released: LeaseRelease[], renewed: LeaseRenewal[]): RenewalAnswers {
     if (!Array.isArray(released) || !Array.isArray(renewed)) throw new TypeError(OTHER_PROTOCOL);
     this.calls.release++;
     const now = Date.now();
     for (const x of released) this.router.release(x, now);
-    const answers: RenewalAnswers = { spent: [], unheld: [] };
+    const answers: RenewalAnswers = { spent: [], unheld: [], incarnation: this.router.incarnation };
     for (const x of renewed) {
       const outcome = this.router.renew(x, now);
       if (outcome !== "held") answers[outcome].push(x.lease);

@@ -9,7 +9,7 @@ import { serialize } from "node:v8";
 import { GroupSettingsSchema } from "../../src/config/schema.ts";
 import { chatFingerprint } from "../../src/prefix/fingerprint.ts";
 import { SIM_MODEL } from "../overhead/targets.ts";
-import type { LeaseRelease, RouteCall, RouteDecision } from "../../src/routing/protocol.ts";
+import { leaseId, type LeaseRelease, type RouteCall, type RouteDecision } from "../../src/routing/protocol.ts";
 import type { ChatCompletionRequest } from "../../src/openai/requests.ts";
 
 export interface RoutePayload {
@@ -30,8 +30,8 @@ export function routePayload(body: string): RoutePayload {
   const settings = GroupSettingsSchema.parse({ name: SIM_MODEL });
   const chain = chatFingerprint(JSON.parse(body) as ChatCompletionRequest, { blockChars: settings.blockChars, maxBlocks: settings.maxPrefixBlocks });
   const call: RouteCall = { version: "0123456789abcdef", chain, released: [], renewed: [], exclude: [] };
-  // A lease id as the object makes them (group-router.ts): its epoch in base 36, a dot, a sequence number.
-  const lease = `${(0x7fffffff).toString(36)}.${(123456).toString(36)}`;
+  // A lease id as the object makes them: its incarnation, a 31-bit number in base 36, a dot, a sequence number.
+  const lease = leaseId((0x7fffffff).toString(36), 123456);
   const release: LeaseRelease = { lease, outcome: "ok", ttftMs: 12.345, durationMs: 12.345 };
   const answer: RouteDecision = { backendId: "sim-0", lease, reason: "prefix-hit", matched: chain.length, total: chain.length, routedAt: Date.now(), rev: 1, inFlight: 37 };
   return {

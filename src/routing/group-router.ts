@@ -18,6 +18,7 @@ import { costMicros } from "../tenants/pricing.ts";
 import { CHARS_PER_TOKEN } from "./learned/chars-per-token.ts";
 import { addAddress } from "../sharding/merge.ts";
 import type { BackendSnapshot, GroupIds, LeaseOutcome, LeaseRelease, LeaseRenewal, LimitRefusal, RenewalOutcome, RouteDecision, RouteRefusal, RouteTenant, SpillLimit, TokenUsage, VersionRefusal } from "./protocol.ts";
+import { leaseId } from "./protocol.ts";
 import { createSignals, type Signals } from "./signals/index.ts";
 import { POLICIES } from "./strategies/index.ts";
 import { copyCost } from "./copy-cost.ts";
@@ -98,7 +99,8 @@ export class GroupRouter {
   /** Backends no version names that still have leases in flight. */
   private readonly orphans = new Set<Backend>();
   private readonly leases = new LeaseTable();
-  private readonly epoch: string;
+  /** Drawn when the router is made, once per object's life: what its lease ids begin with (leaseId). */
+  readonly incarnation: string;
   private seq = 0;
   private installs = 0;
   private readonly rng: Rng;
@@ -142,7 +144,7 @@ export class GroupRouter {
   constructor(name: string, rng: Rng = Math.random) {
     this.name = name;
     this.rng = rng;
-    this.epoch = Math.floor(rng() * 0x7fffffff).toString(36);
+    this.incarnation = Math.floor(rng() * 0x7fffffff).toString(36);
   }
 
   get leaseCount(): number {
@@ -332,7 +334,7 @@ export class GroupRouter {
     const lesson = view.learns && chain.length > 0 ? this.teach(b, chain, choice.matched) : null;
     // Ready when the backend's queue, this prompt included, has drained.
     const pending = view.learns && choice.matched < chain.length && b.drainPerMs > 0 ? b.pending.add(choice.matched, chain[choice.matched] as number, now + b.prefillDebt / b.drainPerMs) : -1;
-    const lease = `${this.epoch}.${(++this.seq).toString(36)}`;
+    const lease = leaseId(this.incarnation, ++this.seq);
     const as: RoutedAs = failover || exclude.length > 0 ? "failover" : choice.reason;
     b.counters.routed(as);
     const decision = this.decisions.add(now, b.id, as, choice.matched, chain.length);

@@ -10,12 +10,15 @@ export interface Holding {
 /**
  * What a Worker isolate keeps of its leases with each routing object: the finished ones waiting
  * to ride along with its next call to that object, and the ones it holds, each renewed when it
- * went unrenewed for half its interval. The calls and the timers are the caller's
+ * went unrenewed for half its interval, or at once when the object answers as another
+ * incarnation than before (answeredBy). The calls and the timers are the caller's
  * (workers/gateway/route-client.ts; bench/virtual/gateway.ts replays it in virtual time).
  */
 export class LeaseBook {
   private readonly pending = new Map<string, LeaseRelease[]>();
   private readonly held = new Map<string, Map<string, Holding>>();
+  /** Each object's incarnation as its last answer named it (protocol.ts leaseIncarnation). */
+  private readonly incarnations = new Map<string, string>();
 
   /** Finished leases of `object`, taken to ride along with a call to it. */
   takePending(object: string): LeaseRelease[] {
@@ -54,6 +57,23 @@ export class LeaseBook {
     return out;
   }
 
+  /**
+   * `object` answered as `incarnation`. Another than it last answered as is an object that
+   * restarted since (evicted, crashed, moved, or updated in a deploy), which knows none of the
+   * leases this isolate holds there and counts their backends idle: they are all due at once, to
+   * go with the next call to it, and true says to send that call now. A compare per answer.
+   */
+  answeredBy(object: string, incarnation: string): boolean {
+    const before = this.incarnations.get(object);
+    if (before === incarnation) return false;
+    this.incarnations.set(object, incarnation);
+    const held = this.held.get(object);
+    // A first answer is the one the leases held there came from.
+    if (before === undefined || !held || held.size === 0) return false;
+    renewLater(held.values());
+    return true;
+  }
+
   private heldOf(object: string): Map<string, Holding> {
     let m = this.held.get(object);
     if (!m) this.held.set(object, (m = new Map()));
@@ -87,7 +107,7 @@ export function isDue(h: Holding, now: number): boolean {
   return now - h.renewedAt >= h.everyMs / 2;
 }
 
-/** After a failed call: those renewals are due again. */
-export function renewLater(renewing: readonly Holding[]): void {
-  for (const h of renewing) h.renewedAt = 0;
+/** After a failed call, or to an object that restarted: those renewals are due again. */
+export function renewLater(renewing: Iterable<Holding>): void {
+  for (const h of renewing) h.renewedAt = -Infinity;
 }

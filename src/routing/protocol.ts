@@ -16,6 +16,9 @@ import type { RouteReason } from "./policy.ts";
  * one each get a backend of their own config, whichever code the object runs. An object that does
  * not know the version answers `unknown-version`, and the Worker sends the call again with the
  * group's config attached: only the first call of a version to an object carries it.
+ *
+ * Either side may be of an earlier release than the other while a deploy propagates: a field
+ * one adds is optional, and the other side, not knowing it, does what it did before.
  */
 
 /**
@@ -94,7 +97,8 @@ export interface TokenUsage {
 }
 
 /**
- * A lease its Worker still holds (sent every leaseTtlMs / 3 while it does). The object extends it,
+ * A lease its Worker still holds (sent every leaseTtlMs / 3 while it does, and at once to an object
+ * that answers as another incarnation than before: leaseId). The object extends it,
  * or, when it does not know the lease (it restarted since), takes its slot again on the backend
  * the lease names in the version it was routed with.
  */
@@ -135,6 +139,24 @@ export interface RenewalAnswers {
   spent: string[];
   /** Leases it does not hold and could not take back (their version or backend unknown to it): nothing their renewal carried was charged. */
   unheld: string[];
+  /** The answering object's incarnation (leaseIncarnation); absent from an object of an earlier release. */
+  incarnation?: string;
+}
+
+/**
+ * A lease's id: the incarnation of the object that gave it — random, drawn when the object starts
+ * (after an eviction, a crash, a move or a deploy, another) — a dot, and its number there. Every
+ * release of the object has made them so. A Worker reads from a decision's lease which
+ * incarnation answered: another than before knows none of the leases the isolate holds there.
+ */
+export function leaseId(incarnation: string, n: number): string {
+  return `${incarnation}.${n.toString(36)}`;
+}
+
+/** The incarnation of the object that gave `lease` (leaseId); undefined for an id not made so. */
+export function leaseIncarnation(lease: string): string | undefined {
+  const dot = lease.indexOf(".");
+  return dot > 0 ? lease.slice(0, dot) : undefined;
 }
 
 /** What one renewal came to (GroupRouter.renew). */
@@ -210,6 +232,7 @@ export interface SpillLimit {
 
 export interface RouteDecision {
   backendId: string;
+  /** Its id names the answering object's incarnation (leaseId). */
   lease: string;
   reason: RouteReason;
   matched: number;

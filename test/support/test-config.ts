@@ -48,6 +48,10 @@ export function testConfig(u: Upstreams): GatewayConfigInput {
       fleetGroup("hostile-prefix", u.fleetUrls, { blockChars: 8, maxPrefixBlocks: 4 }),
       // A backend with room for two, and leases renewed every 300 ms (test/workers/leases.test.ts evicts its object mid-stream).
       { name: "evicted", leaseTtlMs: 900, deployments: [{ id: "only", baseUrl: u.fleetUrls[0] as string, model: UPSTREAM_MODEL, maxInFlight: 2 }] },
+      // Their objects are evicted under streams whose leases' timers renew them only every 10 s: the next request tells them (test/workers/leases.test.ts).
+      { name: "evicted-busy", deployments: [{ id: "only", baseUrl: u.fleetUrls[0] as string, model: UPSTREAM_MODEL, maxInFlight: 2 }] },
+      { name: "evicted-keyed", deployments: [{ id: "only", baseUrl: u.fleetUrls[0] as string, model: UPSTREAM_MODEL }] },
+      { name: "evicted-quiet", deployments: [{ id: "only", baseUrl: u.fleetUrls[0] as string, model: UPSTREAM_MODEL }] },
       // Its object is evicted under a request that ends before its lease's first renewal (every 10 s).
       { name: "evicted-usage", deployments: [{ id: "only", baseUrl: u.fleetUrls[0] as string, model: UPSTREAM_MODEL }] },
       // A fingerprint cut at 8 blocks (512 characters), and a prefill rate slow enough that its queued work stays put (test/workers/routing.test.ts).

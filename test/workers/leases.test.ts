@@ -1,12 +1,12 @@
 import { createExecutionContext, evictDurableObject, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, inject, it, vi } from "vitest";
-import type { LeaseRelease, LeaseRenewal, RouteCall } from "../../src/routing/protocol.ts";
+import type { GroupStatus, LeaseRelease, LeaseRenewal, RenewalAnswers, RouteCall } from "../../src/routing/protocol.ts";
 import type { IssuedKeyView, UsageView } from "../../src/tenants/admin-api.ts";
 import type { Env } from "../../workers/env.ts";
 import { holdLease, route } from "../../workers/gateway/route-client.ts";
 import { admin, ok } from "./admin.ts";
-import { chat, conversation, EVENTUALLY, expectIdle, firstRouteCall, groupConfig, inFlight, sseEvents, status } from "./gateway.ts";
+import { chat, conversation, EVENTUALLY, expectIdle, firstRouteCall, gateway, groupConfig, inFlight, sseEvents, status } from "./gateway.ts";
 import { unpackKeys } from "../../src/metrics/key-columns.ts";
 
 const G = "leases";
@@ -118,6 +118,91 @@ describe("leases across a restart of the Durable Object", () => {
     expect((await status(group)).backends[0]?.aborted).toBe(2);
   });
 
+  it("come back as soon as the isolate holding them hears from the new instance, long before their timers: the backend's cap holds", async () => {
+    const group = "evicted-busy";
+    // Two 20 s streams on a backend capped at 2, whose leases' timers renew them every 10 s.
+    const readers = await openStreams(group, ["bief 0", "bief 1"]);
+    await evictDurableObject(env.MODEL_GROUP.getByName(group));
+    // Routed by a new instance that knows neither stream (what the README says remains: an isolate's calls
+    // before its first answer from the new instance); its lease names another incarnation, and the
+    // isolate sends both leases at once.
+    const first = await chat(group, conversation("bief 2"));
+    expect(first.status).toBe(200);
+    await first.text();
+    const next = await chat(group, conversation("bief 3"));
+    expect(next.status, "a request on a backend with two streams, at its cap of 2").toBe(503);
+    await next.text();
+    const shown = (await ok<{ groups: GroupStatus[] }>(gateway("/v1/kvgate/status"))).groups.find((g) => g.group === group);
+    expect(shown?.backends[0]?.inFlight, "in flight on the backend, as /v1/kvgate/status shows it").toBe(2);
+    expect(shown?.restored.leases).toBe(2);
+    for (const r of readers) await r.cancel();
+    await expectIdle(group);
+  });
+
+  it("come back as soon as the isolate holding them hears from the new instance: a key's max_parallel holds", async () => {
+    const group = "evicted-keyed";
+    const made = await ok<IssuedKeyView>(admin("/admin/v1/keys", { method: "POST", json: { name: "evicted-keyed", max_parallel: 2 } }), 201);
+    const asKey = { headers: { authorization: `Bearer ${made.key}` } };
+    const readers = await openStreams(group, ["ecluse 0", "ecluse 1"], asKey);
+    await evictDurableObject(env.MODEL_GROUP.getByName(group));
+    // Another caller's request tells this isolate the object restarted: the key's next is its third in flight.
+    const other = await chat(group, conversation("ecluse 2"));
+    expect(other.status).toBe(200);
+    await other.text();
+    const third = await chat(group, conversation("ecluse 3"), {}, asKey);
+    expect(third.status, "a third request of a key whose max_parallel is 2").toBe(429);
+    expect(((await third.json()) as { error: { message: string } }).error.message).toContain("its requests in flight at once");
+    for (const r of readers) await r.cancel();
+    await expectIdle(group);
+  });
+
+  it("come back with the release call of an isolate that routes nothing more, when its answer names the new instance", async () => {
+    const g = groupConfig("evicted-quiet");
+    const ctx = createExecutionContext();
+    // Three leases held with no timer to renew them: only a call to the object can carry their renewals.
+    const held = [];
+    for (let i = 0; i < 3; i++) {
+      const d = await route(env, ctx, g, { chain: [], blocks: 0 }, [], g.name);
+      if ("refused" in d) throw new Error(`refused: ${d.refused}`);
+      held.push(holdLease(d, g, env, ctx, 10));
+    }
+    await evictDurableObject(env.MODEL_GROUP.getByName(g.name));
+    // One ends: its release goes alone, and the new instance's answer to it tells the isolate it restarted.
+    held[2]?.settle("ok");
+    await vi.waitFor(async () => {
+      const s = await status(g.name);
+      expect(s.backends[0]?.inFlight).toBe(2);
+      expect(s.restored.leases).toBe(2);
+    }, EVENTUALLY);
+    for (const h of held) h.settle("ok");
+    await expectIdle(g.name);
+    await waitOnExecutionContext(ctx);
+  });
+
+  it("an object of an earlier release, whose release answers name no incarnation, is called no more than before", async () => {
+    const g = groupConfig("evicted-quiet");
+    const ctx = createExecutionContext();
+    const earlier = scriptedObjects({
+      release: async (_n, go) => {
+        const { spent, unheld } = (await go()) as RenewalAnswers;
+        return { spent, unheld };
+      },
+    });
+    const held = [];
+    for (let i = 0; i < 2; i++) {
+      const d = await route(earlier.env, ctx, g, { chain: [], blocks: 0 }, [], g.name);
+      if ("refused" in d) throw new Error(`refused: ${d.refused}`);
+      held.push(holdLease(d, g, earlier.env, ctx, 10));
+    }
+    held[0]?.settle("ok");
+    await vi.waitFor(async () => expect(await inFlight(g.name)).toBe(1), EVENTUALLY);
+    held[1]?.settle("ok");
+    await expectIdle(g.name);
+    await waitOnExecutionContext(ctx);
+    // One release call a lease, each alone: no renewal was due, and none was sent.
+    expect(earlier.releases()).toBe(2);
+  });
+
   it("a release the new instance does not hold still counts its virtual key's usage", async () => {
     const group = "evicted-usage";
     const made = await ok<IssuedKeyView>(admin("/admin/v1/keys", { method: "POST", json: { name: "evicted" } }), 201);
@@ -142,6 +227,16 @@ describe("leases across a restart of the Durable Object", () => {
     expect(s.backends[0]).toMatchObject({ inFlight: 0, completed: 0 });
   });
 });
+
+/** Streams of 1,000 tokens 20 ms apart (20 s) on `group`, each past its first chunk: their leases are held. */
+async function openStreams(group: string, topics: string[], init: RequestInit = {}): Promise<ReadableStreamDefaultReader<Uint8Array>[]> {
+  const streams = await Promise.all(topics.map((t) => chat(group, conversation(t), { stream: true, max_tokens: 1000, kvgate_sim: { chunk_delay_ms: 20 } }, init)));
+  for (const s of streams) expect(s.status).toBe(200);
+  const readers = streams.map((r) => (r.body as ReadableStream<Uint8Array>).getReader());
+  for (const r of readers) await r.read();
+  expect(await inFlight(group)).toBe(topics.length);
+  return readers;
+}
 
 const overloaded = () => Promise.reject(new Error("Durable Object is overloaded. Too many requests queued."));
 const reset = () => Promise.reject(new Error("Durable Object reset because its code was updated."));
