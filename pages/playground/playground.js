@@ -4,8 +4,7 @@
  * master key or a virtual key). Under each reply, what the gateway says it did (the x-kvgate-*
  * headers); "Send again" sends the same conversation once more, to watch it come back as
  * prefix-hit on the backend that now holds its prefix. The backend, reason and prefix blocks are
- * the master key's to see (a virtual key is not told what other tenants' prompts left cached):
- * with a virtual key they read "?".
+ * the master key's to see (a virtual key is not told what other tenants' prompts left cached).
  */
 import { apiError, byId, call, el, keyForm, lostConnection, reach, READ_TIMEOUT_MS, say } from "../shared/api.js";
 
@@ -227,16 +226,19 @@ function setBusy(busy) {
 }
 
 /**
- * "Send 2: backend sim-1 · reason prefix-hit · prefix blocks matched 3/3 · overhead ms 0.84"
+ * "Send 2: backend sim-1 · reason prefix-hit · prefix blocks matched 3/3 · overhead ms 0.84": the
+ * headers the answer has. A virtual key's has no backend, reason or prefix blocks (other tenants'
+ * prompts decide them): its line says whose they are to see.
  * @param {Headers} headers
  * @param {number} n
  */
 function routeLine(headers, n) {
   const li = el("li", { "data-send": String(n) }, `Send ${n}: `);
-  ROUTE_HEADERS.forEach(([field, header, label], i) => {
+  ROUTE_HEADERS.filter(([, header]) => headers.has(header)).forEach(([field, header, label], i) => {
     if (i > 0) li.append(" · ");
-    li.append(`${label} `, el("span", { "data-field": field }, headers.get(header) ?? "?"));
+    li.append(`${label} `, el("span", { "data-field": field }, headers.get(header) ?? ""));
   });
+  if (!headers.has("x-kvgate-backend")) li.append(" (where a reply went is the master key's to see)");
   return li;
 }
 
