@@ -14,7 +14,12 @@ export interface KeyColumns {
   values: Float64Array;
 }
 
-const LIMITS: readonly LimitName[] = ["rpm", "tpm", "parallel", "budget"];
+/**
+ * Every limit, a column each. An object keyed by LimitName, so a limit added there is a compile
+ * error here until it has its column: a list alone would let its hits drop out of /metrics unseen.
+ */
+const LIMIT_COLUMNS = { rpm: true, tpm: true, parallel: true, budget: true } as const satisfies Record<LimitName, true>;
+const LIMITS = Object.keys(LIMIT_COLUMNS) as LimitName[];
 /** Per key, in this order: requests, prompt, completion and cached tokens, estimated requests, then its hits of each limit. */
 const KEY_COLUMNS = 5 + LIMITS.length;
 
