@@ -250,7 +250,8 @@ describe("usage", () => {
     expect(u.prompt_tokens).toBeGreaterThanOrEqual(100);
     expect(u.prompt_tokens).toBeLessThan(110);
     const metrics = await (await fetch(`${gw.url}/metrics`, { headers: { authorization: `Bearer ${adminKey}` } })).text();
-    expect(metrics).toContain(`kvgate_key_estimated_requests_total{group="keys-no-stream-usage",key="${id}"} 1`);
+    // The sample a whole line: "} 1" alone would match "} 10" too.
+    expect(metrics).toContain(`\nkvgate_key_estimated_requests_total{group="keys-no-stream-usage",key="${id}"} 1\n`);
   });
 
   it("does not count usage no engine could report (1e308 tokens): the key's usage and spend stay numbers, and its budget counts the rest", async () => {

@@ -138,7 +138,8 @@ describe("a deployment that keeps its id at a new address", () => {
     await expectIdle("moved");
     const text = await metricsText();
     expect(text.split("\n").filter((l) => l.startsWith('kvgate_requests_in_flight{group="moved",backend="x"}'))).toHaveLength(1);
-    expect(text).toContain('kvgate_requests_total{group="moved",backend="x",outcome="ok"} 2');
+    // Each sample a whole line: "} 2" alone would match "} 20" too.
+    expect(text).toContain('\nkvgate_requests_total{group="moved",backend="x",outcome="ok"} 2\n');
   });
 
   it("keeps its let-go address's counts in its series while a request still runs on it after the group lost it: no counter falls before the series goes", async () => {
@@ -158,7 +159,7 @@ describe("a deployment that keeps its id at a new address", () => {
       await served();
     }
     await expectIdle(group);
-    const ok6 = 'kvgate_requests_total{group="moved-then-removed",backend="x",outcome="ok"} 6';
+    const ok6 = '\nkvgate_requests_total{group="moved-then-removed",backend="x",outcome="ok"} 6\n';
     expect(await metricsText()).toContain(ok6);
     // A stream of 20 s (unless cancelled) on it, then the group loses it (another server takes its place).
     const open = await chat(group, conversation("talus"), { stream: true, max_tokens: 400, kvgate_sim: { chunk_delay_ms: 50 } });
@@ -168,7 +169,7 @@ describe("a deployment that keeps its id at a new address", () => {
     await pastTheBound();
     // Listed while the request runs (kvgate_requests_in_flight 1), its counters as they were.
     const during = await metricsText();
-    expect(during).toContain('kvgate_requests_in_flight{group="moved-then-removed",backend="x"} 1');
+    expect(during).toContain('\nkvgate_requests_in_flight{group="moved-then-removed",backend="x"} 1\n');
     expect(during).toContain(ok6);
     await open.body?.cancel();
     await expectIdle(group);

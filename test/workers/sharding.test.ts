@@ -191,8 +191,9 @@ describe("a model group sharded over two routing objects", () => {
     // The other shard's refusal was no 429 of the key's: its limit hits count none.
     const metrics = await (await gateway("/metrics", { headers: { authorization: `Bearer ${env.KVGATE_ADMIN_KEY}` } })).text();
     // One request on each shard, each counted by its object.
-    expect(metrics).toContain(`kvgate_key_requests_total{group="sharded-spill",key="${id}"} 1`);
-    expect(metrics).toContain(`kvgate_key_requests_total{group="sharded-spill",key="${id}",shard="1"} 1`);
+    // Each sample a whole line: "} 1" alone would match "} 10" too.
+    expect(metrics).toContain(`\nkvgate_key_requests_total{group="sharded-spill",key="${id}"} 1\n`);
+    expect(metrics).toContain(`\nkvgate_key_requests_total{group="sharded-spill",key="${id}",shard="1"} 1\n`);
     expect(metrics).not.toContain(`kvgate_key_limit_hits_total{group="sharded-spill",key="${id}"`);
     await open.body?.cancel();
     await (await held).text();
