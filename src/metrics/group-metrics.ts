@@ -45,6 +45,11 @@ export interface ScrapedGroup {
   backends: BackendMetrics[];
   /** Each object's counts apart: the counters and histograms. */
   counts: ObjectCounts[];
+  /**
+   * The group has more than one routing object (shards, or shards it gave up whose counts are still
+   * shown): every counter's series then names its object's shard, the group's own "0".
+   */
+  sharded: boolean;
 }
 
 const BREAKER_GAUGE: Record<BreakerState, number> = { closed: 0, "half-open": 1, open: 2 };
@@ -59,18 +64,21 @@ type Sample = { labels: Labels; value: number };
  * `groups`, with its other objects' series). Every name and label of the exposition is here, in
  * one place.
  *
- * A counter's or histogram's series is one routing object's (a `shard` label but for the group's
- * own object): a sum over objects would fall by one object's part when that object restarts (an
- * eviction, the runtime moving it) or does not answer, and Prometheus reads any fall as a reset to
+ * A counter's or histogram's series is one routing object's. A sharded group's have a `shard`
+ * label, its own object's "0" too: a series without one is the whole of a group of one object (a
+ * sharded group's unlabelled series were once the sum over its objects; its own object's part
+ * under that name would have fallen silently at the upgrade, where a new series shows the change).
+ * A sum over objects would fall by one object's part when that object restarts (an eviction, the
+ * runtime moving it) or does not answer, and Prometheus reads any fall as a reset to
  * 0, so rate() and increase() would count the other objects' totals again. One object's series
  * falls only to what it counted since, a reset Prometheus reads right; one that did not answer is
  * missing from that scrape. Gauges say what is now: one series per deployment.
  */
 export function metricFamilies(groups: readonly ScrapedGroup[], unreachable: readonly string[] = []): MetricFamily[] {
-  /** `labels` (the group's first), then the object's shard but for the group's own object. */
-  const ofObject = (c: ObjectCounts, labels: Labels): Labels => (c.shard === 0 ? labels : { ...labels, shard: String(c.shard) });
+  /** `labels` (the group's first), then, in a sharded group, the object's shard. */
+  const ofObject = (g: ScrapedGroup, c: ObjectCounts, labels: Labels): Labels => (g.sharded ? { ...labels, shard: String(c.shard) } : labels);
   const perObject = <T>(items: (m: GroupMetrics) => readonly T[], idLabels: (x: T) => Labels): { x: T; labels: Labels }[] =>
-    groups.flatMap((g) => g.counts.flatMap((c) => items(c.metrics).map((x) => ({ x, labels: ofObject(c, { group: g.group, ...idLabels(x) }) }))));
+    groups.flatMap((g) => g.counts.flatMap((c) => items(c.metrics).map((x) => ({ x, labels: ofObject(g, c, { group: g.group, ...idLabels(x) }) }))));
   const backends = perObject(
     (m) => m.backends,
     (b) => ({ backend: b.id }),
@@ -157,7 +165,7 @@ export function metricFamilies(groups: readonly ScrapedGroup[], unreachable: rea
     counter(
       "kvgate_route_refusals_total",
       "Route calls that found no backend: no-backend (every one failing, open or already tried), at-capacity (every one at its in-flight limit).",
-      groups.flatMap((g) => g.counts.flatMap((c) => (["no-backend", "at-capacity"] as const).map((refused) => ({ labels: { ...ofObject(c, { group: g.group }), refused }, value: c.metrics.refusals[refused] })))),
+      groups.flatMap((g) => g.counts.flatMap((c) => (["no-backend", "at-capacity"] as const).map((refused) => ({ labels: { ...ofObject(g, c, { group: g.group }), refused }, value: c.metrics.refusals[refused] })))),
     ),
     counter("kvgate_key_requests_total", "Requests of a virtual key (by its id) that got a backend; a failover is not counted again.", ofKey((k) => k.requests)),
     counter("kvgate_key_prompt_tokens_total", "Prompt tokens of a virtual key's requests, as the upstream reported them (estimated where it never did: src/tenants/estimate.ts).", ofKey((k) => k.tokens.prompt)),

@@ -62,9 +62,12 @@ function oncePerId<T extends { id: string }>(all: readonly T[], combine: (a: T, 
  * (GroupMetrics.handedOver) are that object's unless it answered itself, with its counts as they
  * are now (the same, or more). The gauges' view lists each deployment once: a deployment one
  * object lists twice — the same id at its old and new address, while a version that routed to the
- * old one is kept — and one two objects list (it moved shards) are combined.
+ * old one is kept — and one two objects list (it moved shards) are combined. `sharded`: the group
+ * has more than one routing object (routingObjectNames), whether they answered or not; a group
+ * whose own object carries counts handed over is sharded too. Neither turns on which objects
+ * answered this scrape, so a series does not lose or gain its shard label from one scrape to the next.
  */
-export function scrapedGroup(group: string, answers: readonly GroupMetrics[], objects: readonly string[]): ScrapedGroup {
+export function scrapedGroup(group: string, answers: readonly GroupMetrics[], objects: readonly string[], sharded: boolean): ScrapedGroup {
   const answered = new Set(objects);
   const handed = new Map<string, GroupMetrics>();
   for (const a of answers) for (const h of a.handedOver ?? []) if (!answered.has(h.object)) handed.set(h.object, h.metrics);
@@ -78,6 +81,7 @@ export function scrapedGroup(group: string, answers: readonly GroupMetrics[], ob
       addObject,
     ),
     counts,
+    sharded: sharded || handed.size > 0,
   };
 }
 

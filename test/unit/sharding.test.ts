@@ -532,7 +532,7 @@ describe("merging a sharded group's answers", () => {
   });
 
   /** A group's answers as a scrape reads them: the group's own object's first, then its shards' in turn. */
-  const mergeMetrics = (answers: GroupMetrics[], objects = answers.map((_, i) => shardObjectName("g", i))) => scrapedGroup("g", answers, objects);
+  const mergeMetrics = (answers: GroupMetrics[], objects = answers.map((_, i) => shardObjectName("g", i))) => scrapedGroup("g", answers, objects, objects.length > 1);
 
   it("keeps a key's counters per object that counted it: a series falls only with its own object, to 0", () => {
     const m = (keys: GroupMetrics["keys"], refused: number): GroupMetrics => ({ group: "g", backends: [], keys, refusals: { "no-backend": refused, "at-capacity": 1 } });
@@ -551,16 +551,24 @@ describe("merging a sharded group's answers", () => {
     ]);
     const samples = (name: string) => families.find((f) => f.name === name)?.samples;
     expect(samples("kvgate_key_requests_total")).toEqual([
-      { labels: { group: "g", key: "k1" }, value: 2 },
+      { labels: { group: "g", key: "k1", shard: "0" }, value: 2 },
       { labels: { group: "g", key: "k1", shard: "1" }, value: 3 },
       { labels: { group: "g", key: "k2", shard: "1" }, value: 1 },
     ]);
     expect(samples("kvgate_route_refusals_total")).toEqual([
-      { labels: { group: "g", refused: "no-backend" }, value: 1 },
-      { labels: { group: "g", refused: "at-capacity" }, value: 1 },
+      { labels: { group: "g", shard: "0", refused: "no-backend" }, value: 1 },
+      { labels: { group: "g", shard: "0", refused: "at-capacity" }, value: 1 },
       { labels: { group: "g", shard: "1", refused: "no-backend" }, value: 2 },
       { labels: { group: "g", shard: "1", refused: "at-capacity" }, value: 1 },
     ]);
+  });
+
+  it("names a sharded group's own object's series shard=\"0\" whether or not its other objects answered, and a group of one object's by no shard", () => {
+    const m: GroupMetrics = { group: "g", backends: [], keys: [{ id: "k", requests: 2, tokens: { prompt: 1, completion: 1, cached: 0 }, limitHits: {} }], refusals: { "no-backend": 0, "at-capacity": 0 } };
+    const labelsOf = (sharded: boolean) => metricFamilies([scrapedGroup("g", [m], ["g"], sharded)]).find((f) => f.name === "kvgate_key_requests_total")?.samples.map((x) => x.labels);
+    // Its shard 1's object did not answer this scrape: shard 0's series keep their name.
+    expect(labelsOf(true)).toEqual([{ group: "g", key: "k", shard: "0" }]);
+    expect(labelsOf(false)).toEqual([{ group: "g", key: "k" }]);
   });
 
   it("lists a backend that moved shards once: the shard that routes to it, with the requests the other still has", () => {
@@ -627,6 +635,8 @@ describe("merging a sharded group's answers", () => {
     // Asked no more, or not answering: the copy.
     const alone = mergeMetrics([own(retired)], ["g"]);
     for (const m of [both, alone]) {
+      // Its counters' series name their shards, the group's own object's "0", as when it had them.
+      expect(m.sharded).toBe(true);
       expect(m.backends[0]).toMatchObject({ inFlight: 1, outcomes: { ok: 10 } });
       expect(m.counts.map((c) => [c.shard, c.metrics.keys, c.metrics.refusals, c.metrics.handedOver])).toEqual([
         [0, [], refusals(1), undefined],

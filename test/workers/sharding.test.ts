@@ -12,7 +12,7 @@ import { shardOrder } from "../../src/sharding/shard-order.ts";
 import { testConfig, UPSTREAM_MODEL } from "../support/test-config.ts";
 import type { IssuedKeyView } from "../../src/tenants/admin-api.ts";
 import { admin, ok } from "./admin.ts";
-import { chat, EVENTUALLY, gateway, type ChatMessage } from "./gateway.ts";
+import { chat, EVENTUALLY, expectIdle, gateway, type ChatMessage } from "./gateway.ts";
 
 const SYSTEM = "You answer questions about the sea for a coastal survey team. ".repeat(40);
 
@@ -124,12 +124,39 @@ describe("a model group sharded over two routing objects", () => {
     const parts = await shardStatus("sharded");
     expect(sharded[0]?.calls.route).toBe(parts.reduce((n, p) => n + p.calls.route, 0));
     const metrics = await (await gateway("/metrics", { headers: { authorization: `Bearer ${env.KVGATE_ADMIN_KEY}` } })).text();
-    // Each backend's counts are its shard's object's (the second shard's named so): one series each.
+    // Each backend's counts are its shard's object's, named so: one series each.
     for (const [i, b] of (parts.map((p) => p.backends.map((x) => x.id)) as string[][]).entries()) {
-      for (const id of b) expect(metrics).toContain(`kvgate_requests_total{group="sharded",backend="${id}",${i === 0 ? "" : `shard="${i}",`}outcome="ok"}`);
+      for (const id of b) expect(metrics).toContain(`kvgate_requests_total{group="sharded",backend="${id}",shard="${i}",outcome="ok"}`);
     }
     expect(parts.flatMap((p) => p.backends.map((x) => x.id)).sort()).toEqual(["sim-0", "sim-1", "sim-2", "sim-3"]);
     expect(metrics).not.toContain("\u001f");
+  });
+
+  it("names the object of every counter's and histogram's series by its shard, the group's own shard=\"0\" too, and an unsharded group's by none", async () => {
+    // Conversations on both shards' servers (a conversation's first prompt is keyed by its system prompt's blocks: a few topics reach both).
+    for (const topic of ["kelp", "brine", "shoal", "reef", "spume", "wrack"]) await (await chat("sharded", [{ role: "system", content: `${topic}: `.repeat(200) }, ...turnOf(topic, 1).slice(1)])).text();
+    await (await chat("one-slot", turnOf("kelp", 1))).text();
+    await expectShardsIdle("sharded");
+    await expectIdle("one-slot");
+    const text = await (await gateway("/metrics", { headers: { authorization: `Bearer ${env.KVGATE_ADMIN_KEY}` } })).text();
+    /** The sample lines of the counters and histograms of `group`. */
+    const counted = (group: string) => {
+      let counts = false;
+      return text.split("\n").filter((line) => {
+        if (line.startsWith("# TYPE ")) counts = / (counter|histogram)$/.test(line);
+        return counts && line.includes(`{group="${group}",`);
+      });
+    };
+    const shardOf = (line: string) => /[{,]shard="(\d+)"[,}]/.exec(line)?.[1];
+    // Sharded: each series says which object counted it, so none reads as the group's whole (as it did before the shard label).
+    const sharded = counted("sharded");
+    expect(sharded.filter((l) => shardOf(l) === undefined)).toEqual([]);
+    expect(new Set(sharded.map(shardOf))).toEqual(new Set(["0", "1"]));
+    expect(new Set(sharded.filter((l) => l.startsWith("kvgate_requests_total{")).map(shardOf))).toEqual(new Set(["0", "1"]));
+    // One object: its series as they always were, with no shard label.
+    const single = counted("one-slot");
+    expect(single.length).toBeGreaterThan(0);
+    expect(single.filter((l) => shardOf(l) !== undefined)).toEqual([]);
   });
 
   it("fails a request over to the next shard when its own has no server left to try", async () => {
@@ -192,7 +219,7 @@ describe("a model group sharded over two routing objects", () => {
     const metrics = await (await gateway("/metrics", { headers: { authorization: `Bearer ${env.KVGATE_ADMIN_KEY}` } })).text();
     // One request on each shard, each counted by its object.
     // Each sample a whole line: "} 1" alone would match "} 10" too.
-    expect(metrics).toContain(`\nkvgate_key_requests_total{group="sharded-spill",key="${id}"} 1\n`);
+    expect(metrics).toContain(`\nkvgate_key_requests_total{group="sharded-spill",key="${id}",shard="0"} 1\n`);
     expect(metrics).toContain(`\nkvgate_key_requests_total{group="sharded-spill",key="${id}",shard="1"} 1\n`);
     expect(metrics).not.toContain(`kvgate_key_limit_hits_total{group="sharded-spill",key="${id}"`);
     await open.body?.cancel();

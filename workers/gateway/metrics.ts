@@ -6,6 +6,7 @@ import type { LoadedConfig } from "../config.ts";
 import type { AppEnv } from "./app-env.ts";
 import { authenticateMetrics } from "./auth.ts";
 import { scrapedGroup } from "../../src/sharding/merge.ts";
+import { routingObjectNames } from "../../src/sharding/partition.ts";
 import { recentFleet } from "../fleet.ts";
 import { askEveryObject, groupIds } from "./group-object.ts";
 
@@ -25,9 +26,11 @@ export function mountMetrics(app: Hono<AppEnv>, config: LoadedConfig): void {
     const fleet = await recentFleet(c.env, config.groups);
     const groups: ScrapedGroup[] = [];
     const down: string[] = [];
+    // A group of several objects names each series' shard (metricFamilies), as many as it has whether they answer or not.
+    const sharded = new Set(fleet.groups.filter((g) => routingObjectNames(g.name, g.shards, fleet.objects.get(g.name)).length > 1).map((g) => g.name));
     for (const a of await askEveryObject(c.env, fleet, async (o, g) => unpackKeys(await o.metrics(groupIds(g))))) {
       // A sharded group some of whose objects answered: their series, and the group reported down.
-      if (a.answers.length > 0) groups.push(scrapedGroup(a.group, a.answers, a.objects));
+      if (a.answers.length > 0) groups.push(scrapedGroup(a.group, a.answers, a.objects, sharded.has(a.group)));
       if (!a.complete) down.push(a.group);
     }
     return new Response(renderText(metricFamilies(groups, down)), { headers: { "content-type": PROMETHEUS_CONTENT_TYPE } });
