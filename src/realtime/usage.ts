@@ -1,12 +1,6 @@
 import type { TokenUsage } from "../routing/protocol.ts";
 import { usageOf } from "../stream/usage.ts";
-
-/**
- * How far into a backend's message its type is looked for. An event names its type first, and
- * most of a session's messages are audio and text deltas (an audio delta's base64 runs to tens of
- * KiB): only the head of each is searched, and only a `response.done` is parsed.
- */
-const TYPE_WITHIN = 256;
+import { headOf } from "./event-type.ts";
 
 /**
  * The tokens a realtime session's backend reported: each `response.done` event carries its
@@ -20,9 +14,13 @@ export class RealtimeUsage {
   /** Output deltas since the last response.done: what a response left before its end made. */
   private unreported = 0;
 
-  /** One message from the backend (a text frame); when it reported usage, all reported so far (a copy). */
+  /**
+   * One message from the backend (a text frame); when it reported usage, all reported so far (a
+   * copy). Most of a session's messages are deltas: only each one's head is searched, and only a
+   * `response.done` is parsed.
+   */
   take(message: string): TokenUsage | null {
-    const head = message.length > TYPE_WITHIN ? message.slice(0, TYPE_WITHIN) : message;
+    const head = headOf(message);
     if (head.includes('"response.done"')) {
       const done = this.done(message);
       if (done) return done.reported;

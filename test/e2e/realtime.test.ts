@@ -29,6 +29,16 @@ const closerKey = `sk-up-${randomBytes(8).toString("hex")}`;
 // Opened by one failure, probed every 40 ms, never half-opened by its cool-down within a test.
 const probedOpen = { consecutiveFailures: 1, openMs: 600_000, probeIntervalMs: 40 };
 
+// Round-robin, one attempt, a breaker one failure opens for good; leases renewed every 100 ms, so
+// what a session tells reaches the object within a test, and non-streamed answers cut at 1 s.
+const silenceRuleTold = {
+  strategy: "round-robin",
+  leaseTtlMs: 300,
+  nonStreamTimeoutMs: 1000,
+  failover: { maxAttempts: 1 },
+  breaker: { consecutiveFailures: 1, openMs: 600_000, probeIntervalMs: 600_000 },
+} as const;
+
 const sim = (i: number) => ({ id: `sim-${i}`, baseUrl: fleet.urls[i] as string, model: "sim-7b" });
 const at = (behaviour: string, id = behaviour.replace(/:.*/, "")) => ({ id, baseUrl: `${upstream.url}/${behaviour}`, model: "upstream-rt" });
 const single = (name: string, behaviour: string) => ({ name, failover: { maxAttempts: 1 }, deployments: [at(behaviour)] });
@@ -75,16 +85,9 @@ beforeAll(async () => {
       // An engine hung behind a live server, tried once per handshake: a client that tries again and again.
       { name: "wedged-handshake", firstByteTimeoutMs: 300, failover: { maxAttempts: 1 }, deployments: [at("slow:60003", "wedged-rt")] },
       // A backend serving a realtime session, and beside it (round-robin's second) an engine wedged for chat.
-      // Leases renewed every 100 ms: a session's serving reaches the object within the test.
-      {
-        name: "credited",
-        strategy: "round-robin",
-        leaseTtlMs: 300,
-        nonStreamTimeoutMs: 1000,
-        failover: { maxAttempts: 1 },
-        breaker: { consecutiveFailures: 1, openMs: 600_000, probeIntervalMs: 600_000 },
-        deployments: [at("echo", "rt-serving"), { id: "wedged", baseUrl: `${hostile.url}/wedged`, model: "upstream-rt" }],
-      },
+      { name: "credited", ...silenceRuleTold, deployments: [at("echo", "rt-serving"), { id: "wedged", baseUrl: `${hostile.url}/wedged`, model: "upstream-rt" }] },
+      // A vLLM whose engine hung (its server still greets each session, and takes chat it never answers), beside a healthy backend.
+      { name: "greets-then-hangs", ...silenceRuleTold, deployments: [at("echo", "chat-serving"), at("vllm-hung")] },
     ],
   }, { KVGATE_ADMIN_KEY: adminKey, ACCESS_CLIENT_SECRET: accessSecret, CLOSER_KEY: closerKey });
 });
@@ -594,6 +597,35 @@ describe("what a session says of its backend", () => {
     await vi.waitFor(async () => expect(await gw.inFlight("credited")).toBe(0), EVENTUALLY);
   });
 
+
+  it("a backend whose server greets each session (session.created, sent before its engine is asked anything) and says nothing more is not serving: its non-streamed timeout, while sessions keep opening on it, is blamed, and those sessions earn it no breaker success", async () => {
+    // Sessions open on the group every 200 ms, round-robin: every other one on the hung vLLM, each closed normally once greeted.
+    let opening = true;
+    const sessions = (async () => {
+      while (opening) {
+        const s = await open("greets-then-hangs");
+        if (s.headers["x-kvgate-backend"] === "vllm-hung") await s.event("session.created");
+        await new Promise((r) => setTimeout(r, 100));
+        s.ws.close(1000);
+        await s.closed;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    })();
+    // Chat until a request lands on the hung one right after the healthy one served one: the same
+    // traffic answered elsewhere in the timeout's length, so the silence rule may blame it.
+    const answered: [number, string | null][] = [];
+    while (answered.length < 12 && !(answered.at(-1)?.[1] === "vllm-hung" && answered.at(-2)?.[0] === 200)) {
+      const res = await fetch(`${gw.url}/v1/chat/completions`, { method: "POST", headers: { ...bearer(), "content-type": "application/json" }, body: JSON.stringify({ model: "greets-then-hangs", messages: [{ role: "user", content: "hello" }] }) });
+      answered.push([res.status, res.headers.get("x-kvgate-backend")]);
+      await res.text();
+    }
+    opening = false;
+    await sessions;
+    expect(answered.at(-1)).toEqual([504, "vllm-hung"]);
+    await vi.waitFor(async () => expect(await gw.inFlight("greets-then-hangs")).toBe(0), EVENTUALLY);
+    const hung = await backend("greets-then-hangs", "vllm-hung");
+    expect([hung?.failed, hung?.completed, hung?.breaker.state]).toEqual([1, 0, "open"]);
+  });
 
   it("one whose backend never sent a message, closed by its client: no verdict (aborted), not a session served — an engine that accepts and hangs earns no breaker success", async () => {
     const before = await backend("echo", "echo");

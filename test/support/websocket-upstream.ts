@@ -23,15 +23,19 @@ import { WebSocketServer, type WebSocket } from "ws";
  *   server that crashes on what the session asks for.
  * - `close:<code>`: accepts, then closes at once with that code, sending nothing; the reason
  *   echoes the handshake's Authorization header, as a careless server's "bad key …" does.
- * A plain POST to `<behaviour>/v1/chat/completions` gets a one-word chat completion, so a test can
- * tell whether chat still reaches a backend; a GET of `<behaviour>/health` says ok (a hung engine's
+ * - `vllm-hung`: a vLLM whose engine hung behind its live HTTP server: accepts, sends
+ *   `{"type":"session.created",…}` at once, as vLLM's server does before it asks the engine
+ *   anything, then answers nothing; its chat completions are never answered either. Its close is
+ *   recorded as `echo`'s is.
+ * A plain POST to `<behaviour>/v1/chat/completions` gets a one-word chat completion (but for
+ * `vllm-hung`), so a test can tell whether chat still reaches a backend; a GET of `<behaviour>/health` says ok (a hung engine's
  * does too), counted per behaviour as written (`slow:60000`).
  */
 export interface WebSocketUpstream {
   url: string;
   /** The close frames the `echo` behaviour received, oldest first (code 1005: none). */
   closes(): { code: number; reason: string }[];
-  /** Sessions of `echo` (and `slow`, `mute`) still open. */
+  /** Sessions of `echo` (and `slow`, `mute`, `vllm-hung`) still open. */
   open(): number;
   /** Handshakes `slow` holds unanswered, their connection still open. */
   waiting(): number;
@@ -61,7 +65,13 @@ export async function startWebSocketUpstream(o: WebSocketUpstreamOptions = {}): 
     const m = /^\/([^/:]+)(?::([^/]+))?\/v1\/realtime(\?.*)?$/.exec(req.url ?? "");
     const accept = () => wss.handleUpgrade(req, socket, head, (ws) => echo(ws, closes));
     if (m?.[1] === "echo") return accept();
-    if (m?.[1] === "mute") return void wss.handleUpgrade(req, socket, head, (ws) => ws.on("close", (code, reason) => closes.push({ code, reason: reason.toString() })));
+    if (m?.[1] === "mute") return void wss.handleUpgrade(req, socket, head, (ws) => recordClose(ws, closes));
+    if (m?.[1] === "vllm-hung") {
+      return void wss.handleUpgrade(req, socket, head, (ws) => {
+        recordClose(ws, closes);
+        ws.send(JSON.stringify({ type: "session.created", id: `sess-${Math.random().toString(36).slice(2)}`, created: Math.floor(Date.now() / 1000) }));
+      });
+    }
     if (m?.[1] === "access") {
       if (o.accessSecret !== undefined && req.headers["cf-access-client-secret"] === o.accessSecret) return accept();
       return void socket.end("HTTP/1.1 403 Forbidden\r\ncontent-type: text/html\r\ncontent-length: 9\r\nconnection: close\r\n\r\nForbidden");
@@ -112,13 +122,19 @@ function echo(ws: WebSocket, closes: { code: number; reason: string }[]): void {
     if (!isBinary && data.toString() === "cut") return ws.terminate();
     ws.send(data, { binary: isBinary });
   });
+  recordClose(ws, closes);
+}
+
+function recordClose(ws: WebSocket, closes: { code: number; reason: string }[]): void {
   ws.on("close", (code, reason) => closes.push({ code, reason: reason.toString() }));
 }
 
-/** A chat completion of one word for a plain POST to `…/v1/chat/completions`; 404 for anything else. */
+/** A chat completion of one word for a plain POST to `…/v1/chat/completions` (none for `vllm-hung`); 404 for anything else. */
 function chat(req: http.IncomingMessage, res: http.ServerResponse): void {
   req.resume();
   if (req.method !== "POST" || !/\/v1\/chat\/completions$/.test(req.url ?? "")) return void res.writeHead(404).end();
+  // A hung engine: the request is read and never answered (the server's close ends it).
+  if (req.url?.startsWith("/vllm-hung/")) return;
   req.on("end", () => {
     const body = { id: "chatcmpl-ws", object: "chat.completion", created: 0, model: "upstream-rt", choices: [{ index: 0, message: { role: "assistant", content: "served" }, finish_reason: "stop" }], usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 } };
     res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(body));

@@ -1,4 +1,5 @@
 import { CLIENT_LOST, clientCloseOutcome, forwardedClose, UPSTREAM_LOST, upstreamCloseOutcome, type CloseFrame } from "../../src/realtime/closing.ts";
+import { isSetupEvent } from "../../src/realtime/event-type.ts";
 import { RealtimeUsage } from "../../src/realtime/usage.ts";
 import type { LeaseOutcome, TokenUsage } from "../../src/routing/protocol.ts";
 import type { HeldLease } from "./route-client.ts";
@@ -29,19 +30,20 @@ export interface RelayOptions {
  * upstream's — message for message, text as text and binary as binary, and passes each side's
  * close to the other with its code and reason. The lease is settled once, by whichever side ends
  * first, with what that side's close says about the backend (src/realtime/closing.ts: a normal
- * close is a session served only once the backend sent something); the backend's first message
- * is told at once as its answer beginning (HeldLease.began), as a stream's first token is; and the
- * tokens the backend reported over the session when `reported` is given (a virtual key that
- * counts them), which is told all reported so far each time the backend reports more. With
- * `idleMs` (the group's streamIdleTimeoutMs), a session whose backend sent nothing for that long
- * is ended as the gateway ends one (Relay.end), with 1001, as a stream whose backend stalls is,
- * whatever its client sent meanwhile: nothing else bounds a stuck session.
+ * close is a session served only once the backend sent something its engine made); the backend's
+ * first such message is told at once as its answer beginning (HeldLease.began), as a stream's
+ * first token is; and the tokens the backend reported over the session when `reported` is given
+ * (a virtual key that counts them), which is told all reported so far each time the backend
+ * reports more. With `idleMs` (the group's streamIdleTimeoutMs), a session whose backend sent
+ * nothing for that long is ended as the gateway ends one (Relay.end), with 1001, as a stream whose
+ * backend stalls is, whatever its client sent meanwhile: nothing else bounds a stuck session.
  */
 export function relaySockets(client: WebSocket, upstream: WebSocket, lease: HeldLease, { reported, idleMs, secrets }: RelayOptions): Relay {
   const ended: (() => void)[] = [];
   let over = false;
   const usage = reported ? new RealtimeUsage() : null;
-  // The backend sent a message: only then is the session's normal end one it served (closing.ts).
+  // The backend sent a message past its server's setup events (session.created, which a hung engine's
+  // server sends too): only then is the session's normal end one it served (closing.ts).
   let served = false;
   // `left`: the client's side ended it (or the gateway did): a response cut short is charged what it sent.
   const finish = (outcome: LeaseOutcome, left: boolean) => {
@@ -59,7 +61,8 @@ export function relaySockets(client: WebSocket, upstream: WebSocket, lease: Held
   let heardAt = Date.now();
   client.addEventListener("message", (e) => pass(upstream, e.data));
   const fromBackend = (data: string | ArrayBuffer): void => {
-    if (!served) {
+    // A type check of the head of the first messages only: none once the backend served.
+    if (!served && !(typeof data === "string" && isSetupEvent(data))) {
       served = true;
       // The session's answer began, as a stream's first token does: told once to the silence rule
       // (LeaseRenewal.serving), which else saw a backend serving only sessions as one that served nothing.
