@@ -32,3 +32,13 @@ export function isSetupEvent(message: string): boolean {
   const type = eventType(message);
   return type !== null && (type === "session.created" || type === "session.updated" || type === "error" || type.startsWith("transcription_session."));
 }
+
+/**
+ * Whether a client's message asks its backend for a response: `response.create`, or an
+ * `input_audio_buffer.commit` (vLLM starts transcribing at a commit; OpenAI's server answers one).
+ * Until the backend's next message, a response is owed: its silence is then the backend's.
+ */
+export function asksForResponse(message: string): boolean {
+  const type = eventType(message);
+  return type === "response.create" || type === "input_audio_buffer.commit";
+}

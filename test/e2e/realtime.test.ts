@@ -82,6 +82,8 @@ beforeAll(async () => {
       { name: "idle", streamIdleTimeoutMs: 600, deployments: [at("echo", "echo-idle")] },
       // A backend that accepts the upgrade and then says nothing, whatever it is sent.
       { name: "idle-mute", streamIdleTimeoutMs: 600, deployments: [at("mute")] },
+      // vLLM's realtime transcription: audio appended gets no answer, a commit does.
+      { name: "idle-vllm", streamIdleTimeoutMs: 600, deployments: [at("vllm")] },
       // An engine hung behind a live server, tried once per handshake: a client that tries again and again.
       { name: "wedged-handshake", firstByteTimeoutMs: 300, failover: { maxAttempts: 1 }, deployments: [at("slow:60003", "wedged-rt")] },
       // A backend serving a realtime session, and beside it (round-robin's second) an engine wedged for chat.
@@ -672,22 +674,47 @@ describe("a session with nothing said either way for the group's streamIdleTimeo
   });
 });
 
-describe("a session whose backend says nothing for the group's streamIdleTimeoutMs while its client talks", () => {
-  it("is closed with 1001, both sides told, as a stream whose backend stalls is: the client's messages do not keep a hung backend's slot", async () => {
+/** An `input_audio_buffer.append` event with 100 ms of silence (24 kHz PCM16), as a voice client streams its microphone. */
+const audioChunk = JSON.stringify({ type: "input_audio_buffer.append", audio: Buffer.alloc(4800).toString("base64") });
+
+describe("a session whose backend owes a response and says nothing for the group's streamIdleTimeoutMs while its client talks", () => {
+  it("is closed with 1001, both sides told, as a stream whose backend stalls is: the client's messages, its requests asked again included, do not keep a hung backend's slot", async () => {
     const s = await open("idle-mute");
     const closed = Promise.race([s.closed, new Promise<null>((r) => setTimeout(() => r(null), 3000))]);
-    // A message each 200 ms, for up to 3 s: five times the 600 ms.
+    // A response asked for, then audio each 100 ms and the request again each 500 ms, for up to 3 s: five times the 600 ms.
     let going = true;
     void closed.then(() => (going = false));
-    for (let i = 0; i < 15 && going; i++) {
-      s.ws.send(`hello ${i}`);
-      await new Promise((r) => setTimeout(r, 200));
+    for (let i = 0; i < 30 && going; i++) {
+      s.ws.send(i % 5 === 0 ? JSON.stringify({ type: "response.create" }) : audioChunk);
+      await new Promise((r) => setTimeout(r, 100));
     }
     expect(await closed).toEqual({ code: 1001, reason: "session idle for 600 ms" });
     await vi.waitFor(() => expect(upstream.closes().at(-1)).toEqual({ code: 1001, reason: "session ended by the gateway" }), EVENTUALLY);
     await vi.waitFor(async () => expect(await gw.inFlight("idle-mute")).toBe(0), EVENTUALLY);
     // No message from it: no verdict, as for any session its backend never answered in.
     expect((await backend("idle-mute", "mute"))?.aborted).toBe(1);
+  });
+});
+
+describe("a voice session whose backend owes nothing", () => {
+  it("stays open while its client streams audio the backend does not answer (vLLM answers a commit, not an append); once nothing moves either way for streamIdleTimeoutMs, it is closed", async () => {
+    const s = await open("idle-vllm");
+    await s.event("session.created");
+    const startedAt = Date.now();
+    const closedAfter = s.closed.then((c) => ({ ...c, afterMs: Date.now() - startedAt }));
+    // Audio each 100 ms for 2 s, uncommitted: more than three times the 600 ms, the backend silent throughout.
+    for (let i = 0; i < 20 && s.ws.readyState === s.ws.OPEN; i++) {
+      s.ws.send(audioChunk);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(await Promise.race([closedAfter, Promise.resolve("open")])).toBe("open");
+    s.ws.send(JSON.stringify({ type: "input_audio_buffer.commit" }));
+    expect((await s.event("transcription.done")).text).toBe("heard");
+    const closed = Promise.race([s.closed, new Promise<null>((r) => setTimeout(() => r(null), 5000))]);
+    expect(await closed).toEqual({ code: 1001, reason: "session idle for 600 ms" });
+    await vi.waitFor(async () => expect(await gw.inFlight("idle-vllm")).toBe(0), EVENTUALLY);
+    // Its backend answered: the silence says nothing of it.
+    expect((await backend("idle-vllm", "vllm"))?.failed).toBe(0);
   });
 });
 

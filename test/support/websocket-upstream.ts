@@ -23,6 +23,10 @@ import { WebSocketServer, type WebSocket } from "ws";
  *   server that crashes on what the session asks for.
  * - `close:<code>`: accepts, then closes at once with that code, sending nothing; the reason
  *   echoes the handshake's Authorization header, as a careless server's "bad key …" does.
+ * - `vllm`: a vLLM serving realtime transcription: accepts, sends `{"type":"session.created",…}` at
+ *   once; takes `input_audio_buffer.append` events without a word, as vLLM does, and answers an
+ *   `input_audio_buffer.commit` with a `transcription.delta` and a `transcription.done`. Its close
+ *   is recorded as `echo`'s is.
  * - `vllm-hung`: a vLLM whose engine hung behind its live HTTP server: accepts, sends
  *   `{"type":"session.created",…}` at once, as vLLM's server does before it asks the engine
  *   anything, then answers nothing; its chat completions are never answered either. Its close is
@@ -35,7 +39,7 @@ export interface WebSocketUpstream {
   url: string;
   /** The close frames the `echo` behaviour received, oldest first (code 1005: none). */
   closes(): { code: number; reason: string }[];
-  /** Sessions of `echo` (and `slow`, `mute`, `vllm-hung`) still open. */
+  /** Sessions of `echo` (and `slow`, `mute`, `vllm`, `vllm-hung`) still open. */
   open(): number;
   /** Handshakes `slow` holds unanswered, their connection still open. */
   waiting(): number;
@@ -66,10 +70,12 @@ export async function startWebSocketUpstream(o: WebSocketUpstreamOptions = {}): 
     const accept = () => wss.handleUpgrade(req, socket, head, (ws) => echo(ws, closes));
     if (m?.[1] === "echo") return accept();
     if (m?.[1] === "mute") return void wss.handleUpgrade(req, socket, head, (ws) => recordClose(ws, closes));
-    if (m?.[1] === "vllm-hung") {
+    if (m?.[1] === "vllm" || m?.[1] === "vllm-hung") {
+      const hung = m[1] === "vllm-hung";
       return void wss.handleUpgrade(req, socket, head, (ws) => {
         recordClose(ws, closes);
         ws.send(JSON.stringify({ type: "session.created", id: `sess-${Math.random().toString(36).slice(2)}`, created: Math.floor(Date.now() / 1000) }));
+        if (!hung) ws.on("message", (data) => transcribe(ws, data.toString()));
       });
     }
     if (m?.[1] === "access") {
@@ -123,6 +129,13 @@ function echo(ws: WebSocket, closes: { code: number; reason: string }[]): void {
     ws.send(data, { binary: isBinary });
   });
   recordClose(ws, closes);
+}
+
+/** vLLM's realtime transcription, in its minimal form: a commit is answered, an append is not. */
+function transcribe(ws: WebSocket, message: string): void {
+  if (!message.includes('"input_audio_buffer.commit"')) return;
+  ws.send(JSON.stringify({ type: "transcription.delta", delta: "heard" }));
+  ws.send(JSON.stringify({ type: "transcription.done", text: "heard", usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 } }));
 }
 
 function recordClose(ws: WebSocket, closes: { code: number; reason: string }[]): void {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { eventType, isSetupEvent, TYPE_WITHIN } from "../../src/realtime/event-type.ts";
+import { asksForResponse, eventType, isSetupEvent, TYPE_WITHIN } from "../../src/realtime/event-type.ts";
 
 describe("a realtime message's event type", () => {
   it("is the first type its head names, whether or not an event_id comes before it", () => {
@@ -24,5 +24,18 @@ describe("a backend's setup event (sent by its server without asking the engine)
     ["hello", false],
   ] as const)("%s: %s", (message, setup) => {
     expect(isSetupEvent(message)).toBe(setup);
+  });
+});
+
+describe("a client's message that asks for a response (its backend then owes one)", () => {
+  it.each([
+    ['{"type":"response.create"}', true],
+    ['{"event_id":"c1","type":"input_audio_buffer.commit"}', true],
+    ['{"type":"input_audio_buffer.commit","final":true}', true],
+    ['{"type":"input_audio_buffer.append","audio":"AAAA"}', false],
+    ['{"type":"session.update","model":"m"}', false],
+    ['{"type":"conversation.item.create","item":{"type":"message"}}', false],
+  ] as const)("%s: %s", (message, asks) => {
+    expect(asksForResponse(message)).toBe(asks);
   });
 });

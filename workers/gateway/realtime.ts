@@ -156,7 +156,7 @@ async function handshakeInTurn(p: RealtimeInput, s: Session, held: HeldFailure):
           // Made before the relay takes the sockets: an answer the gateway cannot build leaves the upstream's unused.
           const accepted = new Response(null, { status: 101, webSocket: pair[0], headers });
           const { caller } = p;
-          // A session its backend says nothing in is ended after the group's stall bound, as a stalled stream is.
+          // A session nothing moves in, or whose backend owes a response and says nothing, is ended after the group's stall bound, as a stalled stream is.
           const idleMs = group.streamIdleTimeoutMs;
           if (caller.kind === "key") {
             const counts = readsUsage(caller.key.record);

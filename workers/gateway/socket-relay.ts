@@ -1,5 +1,5 @@
 import { CLIENT_LOST, clientCloseOutcome, forwardedClose, UPSTREAM_LOST, upstreamCloseOutcome, type CloseFrame } from "../../src/realtime/closing.ts";
-import { isSetupEvent } from "../../src/realtime/event-type.ts";
+import { asksForResponse, isSetupEvent } from "../../src/realtime/event-type.ts";
 import { RealtimeUsage } from "../../src/realtime/usage.ts";
 import type { LeaseOutcome, TokenUsage } from "../../src/routing/protocol.ts";
 import type { HeldLease } from "./route-client.ts";
@@ -34,9 +34,11 @@ export interface RelayOptions {
  * first such message is told at once as its answer beginning (HeldLease.began), as a stream's
  * first token is; and the tokens the backend reported over the session when `reported` is given
  * (a virtual key that counts them), which is told all reported so far each time the backend
- * reports more. With `idleMs` (the group's streamIdleTimeoutMs), a session whose backend sent
- * nothing for that long is ended as the gateway ends one (Relay.end), with 1001, as a stream whose
- * backend stalls is, whatever its client sent meanwhile: nothing else bounds a stuck session.
+ * reports more. With `idleMs` (the group's streamIdleTimeoutMs), a session in which nothing moved
+ * either way for that long, or whose backend owes a response (the client asked for one:
+ * src/realtime/event-type.ts) and sent nothing for that long whatever its client sent meanwhile,
+ * is ended as the gateway ends one (Relay.end), with 1001, as a stream whose backend stalls is:
+ * nothing else bounds a stuck session.
  */
 export function relaySockets(client: WebSocket, upstream: WebSocket, lease: HeldLease, { reported, idleMs, secrets }: RelayOptions): Relay {
   const ended: (() => void)[] = [];
@@ -56,10 +58,27 @@ export function relaySockets(client: WebSocket, upstream: WebSocket, lease: Held
   // Binary messages as ArrayBuffers: send() takes those, not the Blobs the runtime gives by default.
   client.binaryType = "arraybuffer";
   upstream.binaryType = "arraybuffer";
-  // When the backend last sent a message (or accepted the session); read only when its idleness is
-  // watched. The client's messages do not count: a hung backend's client may talk on to no one.
-  let heardAt = Date.now();
-  client.addEventListener("message", (e) => pass(upstream, e.data));
+  // When the session last moved (the backend accepted it, or a side sent a message); read only when
+  // its idleness is watched. While a response is owed, only the backend's messages move it: a hung
+  // backend's client may talk on (its audio, its request again) to no one. Else the client's do too:
+  // a voice client streams audio a server answers nothing to (vLLM answers a commit, not an append).
+  let movedAt = Date.now();
+  // The client asked for a response (response.create, input_audio_buffer.commit) and the backend
+  // has sent nothing since.
+  let owed = false;
+  client.addEventListener(
+    "message",
+    idleMs === undefined
+      ? (e) => pass(upstream, e.data)
+      : (e) => {
+          // One type check of a text message's head while nothing is owed; none on binary audio, none while owed.
+          if (!owed) {
+            movedAt = Date.now();
+            owed = typeof e.data === "string" && asksForResponse(e.data);
+          }
+          pass(upstream, e.data);
+        },
+  );
   const fromBackend = (data: string | ArrayBuffer): void => {
     // A type check of the head of the first messages only: none once the backend served.
     if (!served && !(typeof data === "string" && isSetupEvent(data))) {
@@ -68,7 +87,8 @@ export function relaySockets(client: WebSocket, upstream: WebSocket, lease: Held
       // (LeaseRenewal.serving), which else saw a backend serving only sessions as one that served nothing.
       lease.began();
     }
-    heardAt = Date.now();
+    owed = false;
+    movedAt = Date.now();
     pass(client, data);
   };
   upstream.addEventListener(
@@ -112,22 +132,22 @@ export function relaySockets(client: WebSocket, upstream: WebSocket, lease: Held
       else ended.push(f);
     },
   };
-  if (idleMs !== undefined) endWhenIdle(relay, idleMs, () => heardAt);
+  if (idleMs !== undefined) endWhenIdle(relay, idleMs, () => movedAt);
   return relay;
 }
 
 /**
- * Ends `relay` once `heardAt` (when the backend last sent a message) is `idleMs` old, with 1001
- * (going away: the gateway leaves a session nothing comes from; no error of either side's). The
- * backend's silence does not say which side stopped (a voice client waiting for its user, or an
- * engine that hung with a response owed, its client asking on), so no verdict on the backend: its
- * slot is freed, as the client's leaving frees it. One timer a session, re-armed for the time
- * left: nothing per message but a clock read.
+ * Ends `relay` once `movedAt` (when the session last moved, as the relay counts it) is `idleMs`
+ * old, with 1001 (going away: the gateway leaves a session nothing comes from; no error of either
+ * side's). The silence does not say which side stopped (a client gone quiet, or an engine that
+ * hung with a response owed, its client asking on), so no verdict on the backend: its slot is
+ * freed, as the client's leaving frees it. One timer a session, re-armed for the time left:
+ * nothing per message but a clock read.
  */
-function endWhenIdle(relay: Relay, idleMs: number, heardAt: () => number): void {
+function endWhenIdle(relay: Relay, idleMs: number, movedAt: () => number): void {
   const frame = { code: GOING_AWAY, reason: `session idle for ${idleMs} ms` };
   const check = (): void => {
-    const quietMs = Date.now() - heardAt();
+    const quietMs = Date.now() - movedAt();
     if (quietMs >= idleMs) relay.end(frame);
     else timer = setTimeout(check, idleMs - quietMs);
   };
