@@ -55,16 +55,22 @@ export class FleetRegistry extends DurableObject<RegistryEnv> implements FleetRe
     this.unpushed = new Set(JSON.parse(meta.get("unpushed") ?? "[]") as string[]);
     if (this.unpushed.size > 0) this.retryAt = Date.now() + PUSH_RETRY_MS.min;
     const groups = this.sql.exec<{ record: string }>("SELECT record FROM groups ORDER BY pos").toArray().map((r) => JSON.parse(r.record) as GroupRecord);
-    const { change, disarmed, unrouted } = this.fleet.load(Number(meta.get("rev") ?? 0), meta.get("seed") ?? null, groups, Date.now());
-    for (const u of unrouted) logEvent("binding_not_allowed", "warn", { ...u });
-    if (disarmed.length > 0) {
+    // Written once the registry has loaded a fleet as one that keeps registrationBindings: until then the fleet stored is an older registry's.
+    const beforeBindingRule = meta.get(BINDING_RULE) === undefined;
+    const { change, disarmed, bindingsKept } = this.fleet.load(Number(meta.get("rev") ?? 0), meta.get("seed") ?? null, groups, Date.now(), { beforeBindingRule });
+    if (change.changed.length > 0) {
       this.persist();
       for (const { code, ...d } of disarmed) logEvent(code, "warn", d);
+      for (const kept of bindingsKept) logEvent("registration_bindings_kept", "warn", { ...kept });
       logRegistry("load", this.fleet.rev, change);
-      // Disabling or draining changes no group's shards; the calls are built before the seed below can change the groups again.
+      // Disabling, draining or listing bindings in use changes no group's shards; the calls are built before the seed below can change the groups again.
       void this.push(change, this.shardCounts());
     }
+    // After the groups it changed are stored: a start cut between the two does the upgrade again, which finds them listing their bindings.
+    if (beforeBindingRule) this.sql.exec("INSERT OR REPLACE INTO meta (k, v) VALUES (?, '1')", BINDING_RULE);
     this.seedFromConfig(parsed);
+    // After the seed, which may have changed a group's list: the servers this start leaves out, as they now are.
+    for (const u of this.fleet.unrouted()) logEvent("binding_not_allowed", "warn", { ...u });
     // Pushes a restart found untried: their alarm, which the seed may not have set.
     if (this.retryAt !== null) this.wake();
   }
@@ -154,6 +160,7 @@ export class FleetRegistry extends DurableObject<RegistryEnv> implements FleetRe
     }
     if (seeded === null) return;
     for (const held of seeded.aliasesHeld) logEvent("seed_alias_held", "warn", { ...held });
+    for (const kept of seeded.bindingsKept) logEvent("registration_bindings_kept", "warn", { ...kept });
     this.persist();
     this.report({ state: "taken", rev: this.fleet.rev, aliasesHeld: seeded.aliasesHeld });
   }
@@ -249,6 +256,9 @@ export class FleetRegistry extends DurableObject<RegistryEnv> implements FleetRe
     if (due.length > 0) void this.ctx.storage.setAlarm(Math.ceil(Math.min(...due)));
   }
 }
+
+/** The meta row saying the stored fleet is one that keeps registrationBindings (FleetRegistry.load's beforeBindingRule). */
+const BINDING_RULE = "bindingRule";
 
 /**
  * How often the objects of shards a group gave up are asked to hand their counts over: what they

@@ -302,7 +302,9 @@ export const GroupSettingsSchema = z.strictObject({
    * The Workers VPC bindings a server that registers itself into this group (a heartbeat, with the
    * register key every GPU server holds) may name: a binding reaches a private network, so a
    * heartbeat naming one the operator meant for another group, or for no GPU at all, would send
-   * this group's requests into it. Absent: none; the admin API and the config name any.
+   * this group's requests into it. Absent: none; the admin API and the config name any. A fleet
+   * stored before this setting gets, once, the bindings its groups' servers named (README, Upgrading
+   * to the release that brings registrationBindings).
    */
   registrationBindings: z.optional(z.array(envName("a Workers VPC binding"))),
   hooks: z._default(z.array(z.enum(HOOK_NAMES)), []),

@@ -50,6 +50,12 @@ export interface GroupRecord {
   rev: number;
   deployments: DeploymentRecord[];
   /**
+   * The bindings the upgrade to registrationBindings listed for the group (BindingsKept): a seed
+   * whose config gives the group no list keeps them, until the group is given another list (by
+   * the config, a PATCH, a fleet PUT). Absent for every group the upgrade left as it was.
+   */
+  bindingsFromUpgrade?: string[];
+  /**
    * The routing objects the group has had, when more than its `shards` now give it: the objects
    * of the shards it gave up finish the requests they hold, which are its deployments' until they
    * end, and hold what they counted until they hand it to the group's own object (handedOver).
@@ -115,6 +121,18 @@ export interface Unrouted {
   binding: string;
 }
 
+/**
+ * Bindings a group's self-registered servers named in a fleet stored before groups listed them
+ * (FleetRegistry.load, once): the registry lists them in the group, so the upgrade leaves those
+ * servers routed; from then on the list is the group's like any setting. And at a seed that gives
+ * such a group no list of its own (no `deployments` then): the upgrade's list, kept.
+ */
+export interface BindingsKept {
+  group: string;
+  bindings: string[];
+  deployments?: string[];
+}
+
 /** Groups whose routing changed (to push to their objects), and groups that went. */
 export interface Change {
   changed: string[];
@@ -130,9 +148,16 @@ export interface HeldAlias {
   holder: string;
 }
 
-/** A seed taken: what changed, and the aliases its groups went without. */
+/** A seed taken: what changed, the aliases its groups went without, and the upgrade's bindings its groups kept. */
 export interface Seeded extends Change {
   aliasesHeld: HeldAlias[];
+  bindingsKept: BindingsKept[];
+}
+
+/** What a fleet stored by a registry of before a rule needs at load. */
+export interface StoredBefore {
+  /** Stored before groups listed registrationBindings: the one-time upgrade (BindingsKept) is due. */
+  beforeBindingRule?: boolean;
 }
 
 /**
@@ -160,19 +185,58 @@ export class FleetRegistry {
   private resolvedCache = new Map<string, ResolvedGroup>();
 
   /** Restores what `takeWrites` handed out before; what it had to change, to store and push like any change. */
-  load(rev: number, seedHash: string | null, groups: readonly GroupRecord[], now: number): { change: Change; disarmed: Disarmed[]; unrouted: Unrouted[] } {
+  load(rev: number, seedHash: string | null, groups: readonly GroupRecord[], now: number, before: StoredBefore = {}): { change: Change; disarmed: Disarmed[]; unrouted: Unrouted[]; bindingsKept: BindingsKept[] } {
     this.rev = rev;
     this.seedHash = seedHash;
     this.groups = new Map(groups.map((g) => [g.settings.name, g]));
     this.resolvedCache.clear();
-    return { ...this.disarm(now), unrouted: this.unrouted() };
+    const bindingsKept = before.beforeBindingRule ? this.keepBindingsInUse() : [];
+    const disarmed = this.disarm(now);
+    const change = this.revised([...new Set([...bindingsKept, ...disarmed].map((x) => x.group))]);
+    return { change, disarmed, unrouted: this.unrouted(), bindingsKept };
+  }
+
+  /** Groups the load changed: the next revision, stored and pushed like any change. */
+  private revised(changed: string[]): Change {
+    if (changed.length === 0) return NONE;
+    this.rev += 1;
+    for (const name of changed) {
+      (this.groups.get(name) as GroupRecord).rev = this.rev;
+      this.dirty.add(name);
+    }
+    this.resolvedCache.clear();
+    return { changed, removed: [] };
   }
 
   /**
-   * Servers routed nothing for the binding they named: told when the registry loads, so the deploy
-   * that brings registrationBindings (or drops a binding from it) names each server it left out.
+   * The upgrade to registrationBindings, once (the registry's Durable Object knows when the fleet
+   * was stored before it): every group whose settings list no binding (none could) and whose
+   * self-registered servers name some lists those, so that the deploy takes none of them out of
+   * routing, nor refuses their renewals. An API-made group could not be given its list in that
+   * deploy: the old Worker refuses a field it does not know, and a PATCH after the deploy comes
+   * after the servers were left out. From then on the list is the group's, and the rule holds:
+   * another binding is refused. A group whose servers name none lists none (absent: none).
    */
-  private unrouted(): Unrouted[] {
+  private keepBindingsInUse(): BindingsKept[] {
+    const kept: BindingsKept[] = [];
+    for (const [name, g] of this.groups) {
+      if (g.settings.registrationBindings !== undefined) continue;
+      const servers = g.deployments.filter((d) => d.source === "heartbeat" && d.spec.binding !== undefined);
+      if (servers.length === 0) continue;
+      const bindings = [...new Set(servers.map((d) => d.spec.binding as string))];
+      g.settings = { ...g.settings, registrationBindings: bindings };
+      g.bindingsFromUpgrade = bindings;
+      kept.push({ group: name, bindings, deployments: servers.map((d) => d.spec.id) });
+    }
+    return kept;
+  }
+
+  /**
+   * Servers routed nothing for the binding they named: told when the registry starts (after the
+   * config's seed), so the deploy that drops a binding from a group's list names each server it
+   * left out.
+   */
+  unrouted(): Unrouted[] {
     const out: Unrouted[] = [];
     for (const [name, g] of this.groups) {
       for (const d of g.deployments) {
@@ -191,9 +255,8 @@ export class FleetRegistry {
    * than removed: the operator sees it, and decides. A self-registered server naming a secret the
    * config no longer lists for heartbeats loses those fields too, and its registration lapses.
    */
-  private disarm(now: number): { change: Change; disarmed: Disarmed[] } {
+  private disarm(now: number): Disarmed[] {
     const disarmed: Disarmed[] = [];
-    const rev = this.rev + 1;
     for (const [name, g] of this.groups) {
       for (const d of g.deployments) {
         const keys = gatewayKeysNamed(d.spec, this.keys);
@@ -205,16 +268,11 @@ export class FleetRegistry {
         d.spec = withoutSecrets(d.spec, named);
         if (keys.length > 0) d.state = d.operatorState = "disabled";
         else lapse(d, now);
-        g.rev = rev;
-        this.dirty.add(name);
         const why = keys.length > 0 ? ({ code: "gateway_key_named", action: "disabled" } as const) : ({ code: "secret_not_allowed", action: "lapsed" } as const);
         disarmed.push({ group: name, deployment: d.spec.id, fields: named.map((n) => n.field), secrets: named.map((n) => n.name), ...why });
       }
     }
-    if (disarmed.length === 0) return { change: NONE, disarmed };
-    this.rev = rev;
-    this.resolvedCache.clear();
-    return { change: { changed: [...new Set(disarmed.map((x) => x.group))], removed: [] }, disarmed };
+    return disarmed;
   }
 
   /** Group names in the order they were added. */
@@ -261,7 +319,10 @@ export class FleetRegistry {
    * (`aliasesHeld`): refusing the whole seed for it would leave every group of the config as the
    * last deploy had it, routing to the servers this one replaced. A seed that breaks another rule
    * (a group named as another's alias, a fallback to a group it drops) is refused whole, its hash
-   * not taken, so that the registry tries it again when it next starts.
+   * not taken, so that the registry tries it again when it next starts. A group the config gives
+   * no registrationBindings keeps the bindings the upgrade listed for it (`bindingsKept`): the
+   * config of the deploy that brings the rule could not know them, and a seed that took them away
+   * would drop the servers the upgrade kept; the config's own list, [] included, replaces them.
    */
   seed(groups: readonly ModelGroupConfig[]): Seeded | null {
     const hash = fnv1a64(JSON.stringify(groups));
@@ -275,24 +336,27 @@ export class FleetRegistry {
     }
     const holders = modelIndex([...next.values()].flatMap((g) => (seeded.has(g.settings.name) ? [] : [g.settings])));
     const aliasesHeld: HeldAlias[] = [];
+    const bindingsKept: BindingsKept[] = [];
     for (const { deployments, ...given } of groups) {
-      const settings = { ...given, aliases: given.aliases.filter((alias) => !holders.has(alias)) };
+      const before = next.get(given.name);
+      const fromUpgrade = given.registrationBindings === undefined ? before?.bindingsFromUpgrade : undefined;
+      const settings = { ...given, aliases: given.aliases.filter((alias) => !holders.has(alias)), ...(fromUpgrade ? { registrationBindings: fromUpgrade } : {}) };
       for (const alias of given.aliases) {
         const holder = holders.get(alias);
         if (holder) aliasesHeld.push({ group: given.name, alias, holder: holder.name });
       }
-      const before = next.get(settings.name);
+      if (fromUpgrade) bindingsKept.push({ group: given.name, bindings: fromUpgrade });
       const kept = before ? before.deployments.filter((d) => d.source !== "config" && !deployments.some((s) => deploymentId(s) === d.spec.id)) : [];
       const fromSeed = deployments.map((spec): DeploymentRecord => {
         const id = deploymentId(spec);
         const was = before?.deployments.find((d) => d.spec.id === id && d.source === "config");
         return { spec: { ...spec, id }, state: was?.state ?? "active", source: "config", expiresAt: null, removeAt: null, ttlMs: null };
       });
-      next.set(settings.name, { settings, source: before?.source ?? "config", rev: before?.rev ?? 0, deployments: [...fromSeed, ...kept] });
+      next.set(settings.name, { settings, source: before?.source ?? "config", rev: before?.rev ?? 0, deployments: [...fromSeed, ...kept], ...(fromUpgrade ? { bindingsFromUpgrade: fromUpgrade } : {}) });
     }
     const change = this.commit(next, "modelGroups");
     this.seedHash = hash;
-    return { ...change, aliasesHeld };
+    return { ...change, aliasesHeld, bindingsKept };
   }
 
   /**
@@ -316,6 +380,7 @@ export class FleetRegistry {
       const before = group?.deployments ?? [];
       next.set(settings.name, {
         settings,
+        ...upgradeBindingsKept(group, settings),
         source: group?.source ?? "admin",
         rev: 0,
         deployments: deployments.map((given, di) => {
@@ -346,6 +411,7 @@ export class FleetRegistry {
     const g = this.need(next, name);
     refuseMoved(g, readAt);
     g.settings = { name, ...update(g.settings) };
+    if (!upgradeBindingsKept(g, g.settings).bindingsFromUpgrade) delete g.bindingsFromUpgrade;
     return this.commit(next);
   }
 
@@ -664,6 +730,12 @@ function bindingListed(spec: Pick<DeploymentConfig, "binding">, settings: Pick<G
   return spec.binding === undefined || (settings.registrationBindings ?? []).includes(spec.binding);
 }
 
+/** The upgrade's bindings of `g` (GroupRecord.bindingsFromUpgrade), still its own while `settings` list those and no other. */
+function upgradeBindingsKept(g: GroupRecord | undefined, settings: GroupSettings): Pick<GroupRecord, "bindingsFromUpgrade"> {
+  const kept = g?.bindingsFromUpgrade;
+  return kept && JSON.stringify(kept) === JSON.stringify(settings.registrationBindings) ? { bindingsFromUpgrade: kept } : {};
+}
+
 /** A registered server's TTL run out at `now`, as `expire` finds it: it drains, and goes a TTL later. */
 function lapse(d: DeploymentRecord, now: number): void {
   if (d.state === "active") d.state = "draining";
@@ -700,7 +772,7 @@ function sameRouting(a: GroupRecord, b: GroupRecord): boolean {
 }
 
 function sameRecords(a: GroupRecord, b: GroupRecord): boolean {
-  return a.source === b.source && JSON.stringify(a.deployments) === JSON.stringify(b.deployments);
+  return a.source === b.source && JSON.stringify([a.deployments, a.bindingsFromUpgrade]) === JSON.stringify([b.deployments, b.bindingsFromUpgrade]);
 }
 
 /** One deployment's spec alike in two fleets, whatever the order of its keys: a copy shares it, a seed or a fleet apply lists it anew. */

@@ -115,6 +115,8 @@ function privateNetworkGroups(u: Upstreams): NonNullable<GatewayConfigInput["mod
     // Public servers register themselves here: the operator listed no binding for it.
     { name: "public-registered", deployments: [] },
     { name: "vpc-registered-revoked", registrationBindings: ["GPU_VPC"], deployments: [] },
+    // Its servers registered through GPU_VPC before groups listed bindings (test/workers/private-network.test.ts stores them so).
+    { name: "vpc-upgraded", deployments: [] },
     // A server started with an API key, probed at a path behind it.
     { name: "keyed-probed", breaker: { consecutiveFailures: 2, openMs: 600_000, probeIntervalMs: 200, closeAfterSuccesses: 2, probePath: "/v1/models" }, deployments: [{ id: "gpu-keyed", baseUrl: `http://${KEYED_HOST}`, model: UPSTREAM_MODEL, binding: "GPU_VPC", apiKeyEnv: "GPU_API_KEY" }] },
     { name: "placed", locationHint: "weur", deployments: [{ id: "sim-0", baseUrl: u.fleetUrls[0] as string, model: UPSTREAM_MODEL }] },

@@ -28,7 +28,7 @@ function refused(f: () => unknown): RegistryError {
 describe("FleetRegistry", () => {
   it("takes the config's seed once, and again only when it changes", () => {
     const r = new FleetRegistry();
-    expect(r.seed([group("a", ["a1", "a2"])])).toEqual({ changed: ["a"], removed: [], aliasesHeld: [] });
+    expect(r.seed([group("a", ["a1", "a2"])])).toEqual({ changed: ["a"], removed: [], aliasesHeld: [], bindingsKept: [] });
     expect(r.rev).toBe(1);
     expect(r.seed([group("a", ["a1", "a2"])])).toBeNull();
     expect(r.rev).toBe(1);
@@ -61,6 +61,7 @@ describe("FleetRegistry", () => {
         { group: "a", alias: "ops", holder: "ops" },
         { group: "a", alias: "old", holder: "gone" },
       ],
+      bindingsKept: [],
     });
   });
 
@@ -72,7 +73,7 @@ describe("FleetRegistry", () => {
     expect([e.status, e.message]).toEqual([409, 'modelGroups[2].name "b" is already the name or alias of another group']);
     expect(states(r, "a")).toEqual({ a1: "active" });
     applyCommand(r, { op: "remove-group", group: "ops" }, 0);
-    expect(r.seed([group("a", ["a2"]), group("b", ["b1"])])).toEqual({ changed: ["a", "b"], removed: [], aliasesHeld: [] });
+    expect(r.seed([group("a", ["a2"]), group("b", ["b1"])])).toEqual({ changed: ["a", "b"], removed: [], aliasesHeld: [], bindingsKept: [] });
   });
 
   it("a fleet exported and applied again changes nothing: drains and disables hold, a registered server stays registered, its TTL running", () => {
@@ -241,12 +242,12 @@ describe("FleetRegistry", () => {
     expect(states(again, "a")).toEqual({ a1: "active", lapsed: "active", off: "disabled" });
   });
 
-  it("a server registered through a binding its group does not list (stored before the list was kept) is routed nothing, and renews only once listed", () => {
+  it("a server registered through a binding its group no longer lists is routed nothing at the next load, and renews only once listed again", () => {
     const r = seeded(group("a", ["a1"], { registrationBindings: ["GPU_VPC"] }));
     const hb = { group: "a", id: "gpu-9", baseUrl: "http://10.0.0.9:8000", model: "m", ttlSeconds: 10, binding: "GPU_VPC" };
     applyCommand(r, { op: "heartbeat", heartbeat: hb }, 0);
     expect(states(r, "a")).toEqual({ a1: "active", "gpu-9": "active" });
-    // The same records, stored with a group that lists no binding.
+    // The same records, stored with a group that lists no binding (the list taken away), by a registry that kept lists.
     const w = r.takeWrites();
     const stored = (JSON.parse(JSON.stringify(w.put)) as GroupRecord[]).map((g) => ({ ...g, settings: { ...g.settings, registrationBindings: undefined } }));
     const later = new FleetRegistry();
@@ -257,6 +258,63 @@ describe("FleetRegistry", () => {
     applyCommand(later, { op: "update-group", group: "a", patch: { registrationBindings: ["GPU_VPC"] } }, 3000);
     expect(states(later, "a")).toEqual({ a1: "active", "gpu-9": "active" });
     applyCommand(later, { op: "heartbeat", heartbeat: hb }, 4000);
+  });
+
+  it("a fleet stored before registrationBindings was kept keeps its self-registered servers at the upgrade: their bindings are listed in their groups, and the rule holds from then on", () => {
+    const r = seeded(group("cfg", ["c1"], { registrationBindings: ["GPU_VPC"] }), group("plain", ["p1"]));
+    applyCommand(r, { op: "add-group", group: group("api", ["a1"], { registrationBindings: ["GPU_VPC", "EDGE_VPC"] }) }, 0);
+    const hb = (g: string, id: string, binding?: string) => ({ group: g, id, baseUrl: "http://10.0.0.9:8000", model: "m", ttlSeconds: 10, ...(binding ? { binding } : {}) });
+    for (const beat of [hb("api", "gpu-1", "GPU_VPC"), hb("api", "gpu-2", "EDGE_VPC"), hb("api", "gpu-3", "GPU_VPC"), hb("cfg", "gpu-9", "GPU_VPC"), hb("plain", "pub")]) applyCommand(r, { op: "heartbeat", heartbeat: beat }, 0);
+    // As a registry of before the rule stored them: no group lists a binding.
+    const stored = r.names().map((n) => JSON.parse(JSON.stringify(r.group(n))) as GroupRecord).map((g) => ({ ...g, settings: { ...g.settings, registrationBindings: undefined } }));
+    const upgraded = new FleetRegistry();
+    const loaded = upgraded.load(r.rev, r.seedHash, JSON.parse(JSON.stringify(stored)) as GroupRecord[], 1000, { beforeBindingRule: true });
+    expect(states(upgraded, "api")).toEqual({ a1: "active", "gpu-1": "active", "gpu-2": "active", "gpu-3": "active" });
+    expect(states(upgraded, "cfg")).toEqual({ c1: "active", "gpu-9": "active" });
+    expect(loaded.unrouted).toEqual([]);
+    expect(loaded.bindingsKept).toEqual([
+      { group: "cfg", bindings: ["GPU_VPC"], deployments: ["gpu-9"] },
+      { group: "api", bindings: ["GPU_VPC", "EDGE_VPC"], deployments: ["gpu-1", "gpu-2", "gpu-3"] },
+    ]);
+    // A new revision of each, stored and pushed like any change; a group whose servers named no binding lists none still.
+    expect(loaded.change).toEqual({ changed: ["cfg", "api"], removed: [] });
+    expect(upgraded.takeWrites().put.map((g) => [g.settings.name, g.settings.registrationBindings])).toEqual([["cfg", ["GPU_VPC"]], ["api", ["GPU_VPC", "EDGE_VPC"]]]);
+    expect(upgraded.group("plain")?.settings.registrationBindings).toBeUndefined();
+    // Their renewals are taken; the rule holds from then on: a binding the group does not list is refused.
+    applyCommand(upgraded, { op: "heartbeat", heartbeat: hb("api", "gpu-1", "GPU_VPC") }, 2000);
+    expect(refused(() => applyCommand(upgraded, { op: "heartbeat", heartbeat: hb("api", "gpu-4", "OTHER_VPC") }, 2000))).toMatchObject({ status: 403, code: "binding_not_allowed" });
+    expect(refused(() => applyCommand(upgraded, { op: "heartbeat", heartbeat: hb("plain", "gpu-5", "GPU_VPC") }, 2000))).toMatchObject({ status: 403, code: "binding_not_allowed" });
+    // The list is the group's like any setting: a PATCH that takes a binding off leaves its server out.
+    applyCommand(upgraded, { op: "update-group", group: "api", patch: { registrationBindings: ["GPU_VPC"] } }, 3000);
+    expect(states(upgraded, "api")).toEqual({ a1: "active", "gpu-1": "active", "gpu-3": "active" });
+
+    // The next deploy's seed gives the config's group no list: the upgrade's stays, and is named.
+    const taken = upgraded.seed([group("cfg", ["c2"]), group("plain", ["p1"])]);
+    expect(taken?.bindingsKept).toEqual([{ group: "cfg", bindings: ["GPU_VPC"] }]);
+    expect(states(upgraded, "cfg")).toEqual({ c2: "active", "gpu-9": "active" });
+    // A later load is no upgrade: what the fleet lists then is what holds.
+    const names = upgraded.names();
+    const again = new FleetRegistry();
+    again.load(upgraded.rev, upgraded.seedHash, names.map((n) => JSON.parse(JSON.stringify(upgraded.group(n))) as GroupRecord), 4000);
+    expect(states(again, "cfg")).toEqual({ c2: "active", "gpu-9": "active" });
+    // Once the config gives a list, [] included, it is the config's: the upgrade's is not brought back when a later deploy gives none.
+    expect(again.seed([group("cfg", ["c2"], { registrationBindings: [] }), group("plain", ["p1"])])?.bindingsKept).toEqual([]);
+    expect(states(again, "cfg")).toEqual({ c2: "active" });
+    expect(again.seed([group("cfg", ["c3"]), group("plain", ["p1"])])?.bindingsKept).toEqual([]);
+    expect(states(again, "cfg")).toEqual({ c3: "active" });
+    expect(again.group("cfg")?.settings.registrationBindings).toBeUndefined();
+  });
+
+  it("the upgrade's bindings are kept by a seed only until the group is given another list", () => {
+    const r = seeded(group("cfg", ["c1"], { registrationBindings: ["GPU_VPC"] }));
+    applyCommand(r, { op: "heartbeat", heartbeat: { group: "cfg", id: "gpu-9", baseUrl: "http://10.0.0.9:8000", model: "m", ttlSeconds: 10, binding: "GPU_VPC" } }, 0);
+    const stored = [{ ...(JSON.parse(JSON.stringify(r.group("cfg"))) as GroupRecord), settings: { ...(r.group("cfg") as GroupRecord).settings, registrationBindings: undefined } }];
+    const upgraded = new FleetRegistry();
+    upgraded.load(r.rev, r.seedHash, JSON.parse(JSON.stringify(stored)) as GroupRecord[], 1000, { beforeBindingRule: true });
+    // The operator takes the binding off with a PATCH; the next deploy, whose config gives no list, does not bring it back.
+    applyCommand(upgraded, { op: "update-group", group: "cfg", patch: { registrationBindings: [] } }, 2000);
+    expect(upgraded.seed([group("cfg", ["c2"])])?.bindingsKept).toEqual([]);
+    expect(states(upgraded, "cfg")).toEqual({ c2: "active" });
   });
 
   it("a refused secret is named by its field in the request", () => {
@@ -287,7 +345,7 @@ describe("FleetRegistry", () => {
     // The operator takes the secret off the list and deploys: the registry loads its stored fleet at 2 s, 8 s before the server's TTL runs out.
     const unlisted = new FleetRegistry({ auth: { ...auth, registrationSecrets: [] } });
     const loaded = unlisted.load(w.rev, w.seedHash, JSON.parse(JSON.stringify(w.put)) as GroupRecord[], 2000);
-    expect(loaded).toEqual({ change: { changed: ["a"], removed: [] }, disarmed: [{ group: "a", deployment: "gpu-7", fields: ["apiKeyEnv"], secrets: ["VLLM_KEY"], code: "secret_not_allowed", action: "lapsed" }], unrouted: [] });
+    expect(loaded).toEqual({ change: { changed: ["a"], removed: [] }, disarmed: [{ group: "a", deployment: "gpu-7", fields: ["apiKeyEnv"], secrets: ["VLLM_KEY"], code: "secret_not_allowed", action: "lapsed" }], unrouted: [], bindingsKept: [] });
     // Its registration lapsed then, not at its TTL: it is sent the secret no more, drains, and goes a TTL later.
     expect(unlisted.resolved("a")?.deployments.find((d) => d.id === "gpu-7")).toMatchObject({ state: "draining", apiKeyEnv: undefined });
     expect(unlisted.nextWake()).toBe(12_000);
@@ -326,6 +384,7 @@ describe("FleetRegistry", () => {
         { group: "b", deployment: "slip", fields: ["apiKeyEnv"], secrets: ["KVGATE_METRICS_KEY"], code: "gateway_key_named", action: "disabled" },
       ],
       unrouted: [],
+      bindingsKept: [],
     });
     // A new revision, stored, so that routing follows it like any change.
     expect(again.rev).toBe(w.rev + 1);
@@ -340,7 +399,7 @@ describe("FleetRegistry", () => {
     expect(refused(() => applyCommand(again, { op: "heartbeat", heartbeat: beat }, 2000)).code).toBe("gateway_key_named");
     // A fleet stored clean loads as it was.
     const clean = new FleetRegistry();
-    expect(clean.load(w.rev, w.seedHash, JSON.parse(w.put) as GroupRecord[], 0)).toEqual({ change: { changed: [], removed: [] }, disarmed: [], unrouted: [] });
+    expect(clean.load(w.rev, w.seedHash, JSON.parse(w.put) as GroupRecord[], 0)).toEqual({ change: { changed: [], removed: [] }, disarmed: [], unrouted: [], bindingsKept: [] });
     expect(clean.rev).toBe(w.rev);
   });
 

@@ -1,12 +1,14 @@
-import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
+import { createExecutionContext, evictDurableObject, runInDurableObject, waitOnExecutionContext } from "cloudflare:test";
 import { env, exports } from "cloudflare:workers";
 import OpenAI from "openai";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import type { GatewayConfigInput } from "../../src/config/schema.ts";
+import { DeploymentSchema, type GatewayConfigInput } from "../../src/config/schema.ts";
+import { REGISTRY_NAME } from "../../src/fleet/registry-name.ts";
+import type { GroupRecord } from "../../src/fleet/registry.ts";
 import { UPSTREAM_MODEL } from "../support/test-config.ts";
 import { VPC_HOST } from "../support/vpc-stand-in.ts";
 import worker from "../../workers/gateway/index.ts";
-import { admin } from "./admin.ts";
+import { admin, ok } from "./admin.ts";
 import { chat, EVENTUALLY, expectIdle, firstRouteCall, gateway, groupConfig, routeCall, sseEvents, status } from "./gateway.ts";
 
 /**
@@ -115,6 +117,53 @@ describe("a server in the private network registering itself", () => {
     expect(res.status).toBe(503);
     expect(await res.text()).not.toContain("through the binding");
     expect((await register("vpc-registered-revoked", "gpu-revoked")).status).toBe(403);
+  });
+
+  it("registered before groups listed bindings, keeps taking requests across the upgrade: the registry lists its binding in its group, config-made or API-made, and says so", async () => {
+    const registry = env.FLEET.getByName(REGISTRY_NAME);
+    await ok(admin("/admin/v1/groups", { method: "POST", json: { name: "vpc-upgraded-api", deployments: [] } }), 201);
+    // As a registry of before the rule stored them: each group lists no binding, and holds a server that registered through GPU_VPC.
+    await runInDurableObject(registry, (_o, state) => {
+      const sql = state.storage.sql;
+      for (const [group, id] of [["vpc-upgraded", "gpu-old-cfg"], ["vpc-upgraded-api", "gpu-old-api"]] as const) {
+        const g = JSON.parse(sql.exec<{ record: string }>("SELECT record FROM groups WHERE name = ?", group).one().record) as GroupRecord;
+        const spec = { ...DeploymentSchema.parse({ baseUrl: `http://${VPC_HOST}`, model: UPSTREAM_MODEL, binding: "GPU_VPC", headersFromEnv: access }), id };
+        g.deployments.push({ spec, state: "active", source: "heartbeat", expiresAt: Date.now() + 600_000, removeAt: null, ttlMs: 30_000 });
+        sql.exec("UPDATE groups SET record = ? WHERE name = ?", JSON.stringify(g), group);
+      }
+      sql.exec("DELETE FROM meta WHERE k = 'bindingRule'");
+      // The upgrade's deploy brings other modelGroups too: the config's seed is taken again.
+      sql.exec("INSERT OR REPLACE INTO meta (k, v) VALUES ('seed', 'the last deploy')");
+    });
+    const logged = vi.spyOn(console, "log");
+    await evictDurableObject(registry);
+
+    const { groups } = await registry.snapshot();
+    for (const [group, id] of [["vpc-upgraded", "gpu-old-cfg"], ["vpc-upgraded-api", "gpu-old-api"]] as const) {
+      expect(groups.find((g) => g.name === group)?.deployments.map((d) => d.id)).toEqual([id]);
+      await vi.waitFor(async () => {
+        const res = await chat(group, ask);
+        expect(res.status).toBe(200);
+        expect(res.headers.get("x-kvgate-backend")).toBe(id);
+        await res.text();
+      }, EVENTUALLY);
+      expect((await register(group, id)).status).toBe(200);
+      // The rule holds from then on: the group lists GPU_VPC alone.
+      const other = await admin("/admin/v1/heartbeats", { method: "POST", json: { group, id: "gpu-new", baseUrl: `http://${VPC_HOST}`, model: UPSTREAM_MODEL, binding: "OTHER_VPC" } }, env.KVGATE_REGISTER_KEY);
+      expect(other.status).toBe(403);
+      expect((await ok<{ registrationBindings?: string[] }>(admin(`/admin/v1/groups/${group}`))).registrationBindings).toEqual(["GPU_VPC"]);
+    }
+    const events = logged.mock.calls.flatMap((c) => (String(c[0]).startsWith("{") ? [JSON.parse(String(c[0])) as Record<string, unknown>] : []));
+    expect(events.filter((e) => e.event === "binding_not_allowed")).toEqual([]);
+    expect(events.filter((e) => e.event === "registration_bindings_kept")).toEqual([
+      expect.objectContaining({ level: "warn", group: "vpc-upgraded", bindings: ["GPU_VPC"], deployments: ["gpu-old-cfg"] }),
+      expect.objectContaining({ level: "warn", group: "vpc-upgraded-api", bindings: ["GPU_VPC"], deployments: ["gpu-old-api"] }),
+      // The deploy's config gives the config's group no list: its seed keeps the upgrade's, and says so.
+      expect.objectContaining({ level: "warn", group: "vpc-upgraded", bindings: ["GPU_VPC"] }),
+    ]);
+    // The next start is no upgrade: the servers stay.
+    await evictDurableObject(registry);
+    expect((await registry.snapshot()).groups.find((g) => g.name === "vpc-upgraded")?.deployments.map((d) => d.id)).toEqual(["gpu-old-cfg"]);
   });
 
   it("may name the binding, and the Access secrets the config lists for heartbeats", async () => {
