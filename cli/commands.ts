@@ -52,7 +52,7 @@ function deploymentTable(rows: readonly DeploymentRow[]): string {
       r.id,
       r.state === "draining" && r.drained ? "drained" : r.state,
       r.inFlight === null ? "-" : String(r.inFlight),
-      r.takesRequests ? "yes" : "no",
+      r.takesRequests ? "yes" : r.unrouted ? `no (${r.unrouted})` : "no",
       String(r.weight),
       String(r.maxInFlight),
       r.breaker ?? "-",

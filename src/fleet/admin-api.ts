@@ -1,5 +1,5 @@
 import type { SeedReport } from "./protocol.ts";
-import type { DeploymentRecord } from "./registry.ts";
+import type { DeploymentRecord, UnroutedReason } from "./registry.ts";
 
 /** The admin API's answers, as the Worker writes them and the CLI reads them. */
 
@@ -17,6 +17,11 @@ export interface DeploymentRow {
   /** From the routing object; null before it has seen the deployment. */
   inFlight: number | null;
   takesRequests: boolean;
+  /**
+   * Why its group routes it nothing though its state may be active (`binding_not_allowed`: a
+   * registered server whose binding the group does not list); null when its state decides.
+   */
+  unrouted: UnroutedReason | null;
   /** Not taking requests and nothing in flight: safe to stop. */
   drained: boolean;
   breaker: string | null;

@@ -240,7 +240,7 @@ export class FleetRegistry {
     const out: Unrouted[] = [];
     for (const [name, g] of this.groups) {
       for (const d of g.deployments) {
-        if (d.source === "heartbeat" && d.spec.binding !== undefined && !bindingListed(d.spec, g.settings)) out.push({ group: name, deployment: d.spec.id, binding: d.spec.binding });
+        if (unroutedReason(d, g.settings) !== null) out.push({ group: name, deployment: d.spec.id, binding: d.spec.binding as string });
       }
     }
     return out;
@@ -292,10 +292,7 @@ export class FleetRegistry {
     if (!g) return undefined;
     const r = resolveGroup(
       g.settings,
-      // A registered server whose binding the group no longer lists (the operator took it off, or
-      // it registered before the list was kept) is routed no request from the moment the group
-      // changes; its renewals are refused, and it goes a TTL or two later like any lapsed server.
-      g.deployments.filter((d) => d.source !== "heartbeat" || bindingListed(d.spec, g.settings)).map((d) => resolveDeployment(d.spec, d.state)),
+      g.deployments.filter((d) => unroutedReason(d, g.settings) === null).map((d) => resolveDeployment(d.spec, d.state)),
       g.rev,
     );
     this.resolvedCache.set(name, r);
@@ -734,6 +731,20 @@ function bindingListed(spec: Pick<DeploymentConfig, "binding">, settings: Pick<G
 function upgradeBindingsKept(g: GroupRecord | undefined, settings: GroupSettings): Pick<GroupRecord, "bindingsFromUpgrade"> {
   const kept = g?.bindingsFromUpgrade;
   return kept && JSON.stringify(kept) === JSON.stringify(settings.registrationBindings) ? { bindingsFromUpgrade: kept } : {};
+}
+
+/** Why a group routes a deployment nothing whatever its state (the admin API's rows say it). */
+export type UnroutedReason = "binding_not_allowed";
+
+/**
+ * Why the group whose settings are `settings` routes `d` nothing whatever its state, or null when
+ * its state decides. A registered server whose binding the group no longer lists (the operator
+ * took it off) is routed no request from the moment the group changes; its renewals are refused,
+ * and it goes a TTL or two later like any lapsed server. The one rule the group as routed, the
+ * registry's load and the admin API's rows all read.
+ */
+export function unroutedReason(d: Pick<DeploymentRecord, "source" | "spec">, settings: Pick<GroupSettings, "registrationBindings">): UnroutedReason | null {
+  return d.source === "heartbeat" && !bindingListed(d.spec, settings) ? "binding_not_allowed" : null;
 }
 
 /** A registered server's TTL run out at `now`, as `expire` finds it: it drains, and goes a TTL later. */

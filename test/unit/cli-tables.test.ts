@@ -22,6 +22,7 @@ const row = (id: string, url: string): DeploymentRow => ({
   removeAt: null,
   inFlight: 0,
   takesRequests: true,
+  unrouted: null,
   drained: false,
   breaker: "closed",
   restingUntil: null,
@@ -41,6 +42,11 @@ async function listText(rows: DeploymentRow[]): Promise<string> {
 }
 
 describe("npx kvgate deployments list", () => {
+  it("says why a registered server its group routes nothing takes no request", async () => {
+    const text = await listText([{ ...row("gpu-left-out", "http://10.0.0.9:8000"), takesRequests: false, unrouted: "binding_not_allowed" }]);
+    expect(text.split("\n")[1]).toMatch(/^gpu-left-out\s+active\s+0\s+no \(binding_not_allowed\)\s/);
+  });
+
   it("writes out the control characters of a stored id and url, one line a deployment", async () => {
     const text = await listText([row("gpu\u001b[2J\u001b[31mpwned\r\nfake-row", "http://10.0.0.9:8000/\u001b]8;;x\u0007"), row("tab\there\u009b", "http://10.0.0.1:8000")]);
     expect(text).not.toMatch(/[\u0000-\u0009\u000b-\u001f\u007f-\u009f]/);

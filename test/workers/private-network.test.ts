@@ -3,6 +3,7 @@ import { env, exports } from "cloudflare:workers";
 import OpenAI from "openai";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { DeploymentSchema, type GatewayConfigInput } from "../../src/config/schema.ts";
+import type { DeploymentRow, FleetStatus } from "../../src/fleet/admin-api.ts";
 import { REGISTRY_NAME } from "../../src/fleet/registry-name.ts";
 import type { GroupRecord } from "../../src/fleet/registry.ts";
 import { UPSTREAM_MODEL } from "../support/test-config.ts";
@@ -116,7 +117,31 @@ describe("a server in the private network registering itself", () => {
     const res = await chat("vpc-registered-revoked", ask);
     expect(res.status).toBe(503);
     expect(await res.text()).not.toContain("through the binding");
+    // The admin API says why its state is active and it takes no request, in its row and the status's.
+    const rows = await ok<{ data: DeploymentRow[] }>(admin("/admin/v1/groups/vpc-registered-revoked/deployments"));
+    expect(rows.data.find((r) => r.id === "gpu-revoked")).toMatchObject({ state: "active", takesRequests: false, unrouted: "binding_not_allowed" });
+    const fleet = (await ok<FleetStatus>(admin("/admin/v1/status"))).groups.find((g) => g.name === "vpc-registered-revoked");
+    expect(fleet).toMatchObject({ takingRequests: 0, deploymentRows: [expect.objectContaining({ id: "gpu-revoked", takesRequests: false, unrouted: "binding_not_allowed" })] });
     expect((await register("vpc-registered-revoked", "gpu-revoked")).status).toBe(403);
+  });
+
+  it("stored through a binding its group does not list is shown by the admin API as taking no request, and why", async () => {
+    // A server of a group that lists no binding, stored so (its list taken away while the registry was out, after the upgrade).
+    await ok(admin("/admin/v1/groups", { method: "POST", json: { name: "vpc-left-out", deployments: [] } }), 201);
+    const registry = env.FLEET.getByName(REGISTRY_NAME);
+    await runInDurableObject(registry, (_o, state) => {
+      const sql = state.storage.sql;
+      const g = JSON.parse(sql.exec<{ record: string }>("SELECT record FROM groups WHERE name = 'vpc-left-out'").one().record) as GroupRecord;
+      const spec = { ...DeploymentSchema.parse({ baseUrl: `http://${VPC_HOST}`, model: UPSTREAM_MODEL, binding: "GPU_VPC", headersFromEnv: access }), id: "gpu-left-out" };
+      g.deployments.push({ spec, state: "active", source: "heartbeat", expiresAt: Date.now() + 600_000, removeAt: null, ttlMs: 30_000 });
+      sql.exec("UPDATE groups SET record = ? WHERE name = 'vpc-left-out'", JSON.stringify(g));
+      sql.exec("INSERT OR REPLACE INTO meta (k, v) VALUES ('bindingRule', '1')");
+    });
+    await evictDurableObject(registry);
+    expect((await chat("vpc-left-out", ask)).status).toBe(503);
+    const rows = await ok<{ data: DeploymentRow[] }>(admin("/admin/v1/groups/vpc-left-out/deployments"));
+    expect(rows.data.find((r) => r.id === "gpu-left-out")).toMatchObject({ state: "active", takesRequests: false, unrouted: "binding_not_allowed" });
+    expect((await ok<FleetStatus>(admin("/admin/v1/status"))).groups.find((g) => g.name === "vpc-left-out")).toMatchObject({ takingRequests: 0 });
   });
 
   it("registered before groups listed bindings, keeps taking requests across the upgrade: the registry lists its binding in its group, config-made or API-made, and says so", async () => {
@@ -154,8 +179,9 @@ describe("a server in the private network registering itself", () => {
       expect((await ok<{ registrationBindings?: string[] }>(admin(`/admin/v1/groups/${group}`))).registrationBindings).toEqual(["GPU_VPC"]);
     }
     const events = logged.mock.calls.flatMap((c) => (String(c[0]).startsWith("{") ? [JSON.parse(String(c[0])) as Record<string, unknown>] : []));
-    expect(events.filter((e) => e.event === "binding_not_allowed")).toEqual([]);
-    expect(events.filter((e) => e.event === "registration_bindings_kept")).toEqual([
+    const upgraded = (e: Record<string, unknown>) => e.group === "vpc-upgraded" || e.group === "vpc-upgraded-api";
+    expect(events.filter((e) => e.event === "binding_not_allowed" && upgraded(e))).toEqual([]);
+    expect(events.filter((e) => e.event === "registration_bindings_kept" && upgraded(e))).toEqual([
       expect.objectContaining({ level: "warn", group: "vpc-upgraded", bindings: ["GPU_VPC"], deployments: ["gpu-old-cfg"] }),
       expect.objectContaining({ level: "warn", group: "vpc-upgraded-api", bindings: ["GPU_VPC"], deployments: ["gpu-old-api"] }),
       // The deploy's config gives the config's group no list: its seed keeps the upgrade's, and says so.

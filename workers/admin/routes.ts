@@ -3,7 +3,7 @@ import { GatewayError, notFound, unavailable, type ErrorType } from "../../src/o
 import type { DeploymentList, DeploymentRow, FleetStatus, GroupList } from "../../src/fleet/admin-api.ts";
 import { isRecord } from "../../src/fleet/merge-patch.ts";
 import type { AdminCommand, AdminResult, FleetRegistryRpc, GroupRecord } from "../../src/fleet/protocol.ts";
-import type { RefusalStatus } from "../../src/fleet/registry.ts";
+import { unroutedReason, type RefusalStatus } from "../../src/fleet/registry.ts";
 import { REGISTRY_NAME } from "../../src/fleet/registry-name.ts";
 import type { BackendSnapshot, GroupStatus } from "../../src/routing/protocol.ts";
 import type { DecisionView } from "../../src/metrics/decisions.ts";
@@ -200,7 +200,9 @@ function deploymentRows(g: GroupRecord, answered: { status: GroupStatus; inFligh
   return g.deployments.map((d) => {
     const b = seen.get(d.spec.id);
     const inFlight = b && live ? b.inFlight : null;
-    const takesRequests = d.state === "active" && (b?.takesRequests ?? true);
+    // A deployment the group routes nothing is no backend of its objects, which may never have seen it.
+    const unrouted = unroutedReason(d, g.settings);
+    const takesRequests = d.state === "active" && unrouted === null && (b?.takesRequests ?? true);
     return {
       id: d.spec.id,
       url: d.spec.baseUrl,
@@ -213,7 +215,8 @@ function deploymentRows(g: GroupRecord, answered: { status: GroupStatus; inFligh
       removeAt: d.removeAt === null ? null : new Date(d.removeAt).toISOString(),
       inFlight,
       takesRequests,
-      drained: d.state !== "active" && live !== null && (inFlight ?? 0) === 0,
+      unrouted,
+      drained: (d.state !== "active" || unrouted !== null) && live !== null && (inFlight ?? 0) === 0,
       breaker: b ? b.breaker.state : null,
       restingUntil: b?.restingUntil != null && b.restingUntil > now ? new Date(b.restingUntil).toISOString() : null,
       prefixBlocks: b ? b.prefixBlocks : null,
