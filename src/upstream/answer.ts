@@ -113,12 +113,23 @@ const WHY: Record<BackendFailure, string> = {
 };
 
 /**
+ * The backend an error message names, as its caller may see it: by its id for the master key,
+ * which owns the deployment; by its group for a virtual key, one tenant among others, to whom
+ * which backend a prompt went says whether someone sent its prefix before, as the routing headers
+ * would (workers/gateway/attempt.ts routingHeaders, master key only). Made where an error is, never
+ * on a success; the request's log line keeps the id.
+ */
+export function backendAsSeen(backend: { id: string }, group: { name: string }, owner: boolean): string {
+  return owner ? `backend ${backend.id}` : `a backend of group ${group.name}`;
+}
+
+/**
  * The error the client gets for an answer that was not a success. Only JSON an upstream sent in
  * OpenAI style reaches the client (bounded by parseUpstreamError); HTML, tracebacks and other
- * text are replaced by a message naming the backend. `retryAfter`: the upstream's header, passed
- * on with a 429 or 503.
+ * text are replaced by a message naming the backend (`backend`: as backendAsSeen names it).
+ * `retryAfter`: the upstream's header, passed on with a 429 or 503.
  */
-export function clientError(status: number, answer: Exclude<Answer, { kind: "success" }>, upstream: UpstreamErrorBody | null, backendId: string, retryAfter: string | null): GatewayError {
+export function clientError(status: number, answer: Exclude<Answer, { kind: "success" }>, upstream: UpstreamErrorBody | null, backend: string, retryAfter: string | null): GatewayError {
   const said = upstream?.message ?? null;
   const headers = retryAfter !== null && (status === 429 || status === 503) ? upstreamRetryHeaders(retryAfter) : undefined;
   switch (answer.kind) {
@@ -126,19 +137,19 @@ export function clientError(status: number, answer: Exclude<Answer, { kind: "suc
       return new GatewayError(
         status,
         upstream?.type ?? "invalid_request_error",
-        said ?? `backend ${backendId} rejected the request (HTTP ${status})`,
+        said ?? `${backend} rejected the request (HTTP ${status})`,
         upstream?.code ?? "upstream_rejected",
         upstream?.param ?? null,
         undefined,
         upstream?.extra,
       );
     case "rate-limited":
-      return new GatewayError(429, "rate_limit_error", `backend ${backendId} is rate limiting${said ? `: ${said}` : ""}`, "upstream_rate_limited", null, headers);
+      return new GatewayError(429, "rate_limit_error", `${backend} is rate limiting${said ? `: ${said}` : ""}`, "upstream_rate_limited", null, headers);
     case "backend-failure": {
       const code = answer.why === "credentials" ? "upstream_auth_error" : "upstream_error";
       // Credentials: what the upstream said about the gateway's key is no business of the client's.
       const detail = said && answer.why !== "credentials" ? `: ${said}` : "";
-      return new GatewayError(502, "upstream_error", `backend ${backendId} ${WHY[answer.why]} (HTTP ${status})${detail}`, code, null, headers);
+      return new GatewayError(502, "upstream_error", `${backend} ${WHY[answer.why]} (HTTP ${status})${detail}`, code, null, headers);
     }
   }
 }

@@ -1,7 +1,10 @@
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startFleet, type Fleet } from "../../bench/fleet/index.ts";
+import { closedPort } from "../support/closed-port.ts";
 import { startHostileUpstream, type HostileUpstream } from "../support/hostile-upstream.ts";
+import { connect } from "../support/websocket-client.ts";
+import { startWebSocketUpstream, type WebSocketUpstream } from "../support/websocket-upstream.ts";
 import { adminKeys, issuedKey } from "./admin-gateway.ts";
 import { startTestGateway, type TestGateway } from "./gateway.ts";
 
@@ -13,6 +16,7 @@ import { startTestGateway, type TestGateway } from "./gateway.ts";
 
 let fleet: Fleet;
 let upstream: HostileUpstream;
+let sockets: WebSocketUpstream;
 let gw: TestGateway;
 const keys = adminKeys();
 let alice: string;
@@ -20,12 +24,22 @@ let mallory: string;
 
 beforeAll(async () => {
   upstream = await startHostileUpstream();
+  sockets = await startWebSocketUpstream();
   fleet = await startFleet({ workers: 2, basePort: 0, preset: "instant", servedModelName: "sim-7b" });
+  const down = `http://127.0.0.1:${await closedPort()}`;
+  // One backend each, tried once: each failure a backend can give a client, its id one no caller should guess.
+  const failing = (name: string, baseUrl: string, extra: Record<string, unknown> = {}) => ({ name, failover: { maxAttempts: 1 }, ...extra, deployments: [{ id: `gpu-${name}-7f3a`, baseUrl, model: "sim-7b" }] });
   gw = await startTestGateway(
     {
       modelGroups: [
         { name: "shared", deployments: fleet.urls.map((baseUrl, i) => ({ id: `sim-${i}`, baseUrl, model: "sim-7b" })) },
         { name: "seen", deployments: [{ id: "seen", baseUrl: `${upstream.url}/ok`, model: "sim-7b" }] },
+        failing("limited", `${upstream.url}/rate-limited:0`),
+        failing("crashed", `${upstream.url}/html-500`),
+        failing("hung", `${upstream.url}/hung-engine`, { nonStreamTimeoutMs: 300 }),
+        failing("down", down),
+        failing("no-realtime", `${sockets.url}/refuse:404`),
+        failing("realtime-down", down),
       ],
     },
     keys,
@@ -37,6 +51,7 @@ afterAll(async () => {
   await gw?.close();
   await fleet?.close();
   await upstream?.close();
+  await sockets?.close();
 });
 
 const client = (key: string) => new OpenAI({ apiKey: key, baseURL: `${gw.url}/v1`, maxRetries: 0 });
@@ -119,4 +134,44 @@ describe("an engine's KV transfer", () => {
     const seen = upstream.stats("ok").bodies.at(-1) as Record<string, unknown>;
     expect(seen.kv_transfer_params).toEqual(KV_TRANSFER);
   });
+});
+
+describe("a backend's failure", () => {
+  /** The error message a chat to `group` gets with `key`. */
+  async function chatError(key: string, group: string): Promise<string> {
+    try {
+      await client(key).chat.completions.create({ model: group, messages: [{ role: "user", content: "hello" }], max_tokens: 2 });
+    } catch (e) {
+      if (e instanceof OpenAI.APIError) return e.message;
+      throw e;
+    }
+    throw new Error(`${group} answered`);
+  }
+
+  /** The error message a realtime handshake to `group` is refused with, with `key`. */
+  async function handshakeError(key: string, group: string): Promise<string> {
+    const h = await connect(`${gw.url.replace(/^http/, "ws")}/v1/realtime?model=${group}`, { headers: { authorization: `Bearer ${key}` } });
+    if (h.kind !== "refused") throw new Error(`${group} opened`);
+    return String(h.body.error.message);
+  }
+
+  it("names its backend to the master key only: a virtual key reads which group's backend failed, never which one", async () => {
+    const cases = [
+      ["limited", chatError, "is rate limiting"],
+      ["crashed", chatError, "failed (HTTP 500)"],
+      ["hung", chatError, "did not finish a non-streamed answer"],
+      ["down", chatError, "could not be reached"],
+      ["no-realtime", handshakeError, "does not serve this model or endpoint"],
+      ["realtime-down", handshakeError, "could not be reached"],
+    ] as const;
+    for (const [group, ask, what] of cases) {
+      const told = await ask(mallory, group);
+      expect(told, group).toContain(`a backend of group ${group} ${what}`);
+      expect(told, group).not.toContain("7f3a");
+      expect(await ask(gw.key, group), group).toContain(`backend gpu-${group}-7f3a ${what}`);
+    }
+    // The request log, the operator's, keeps which backend it was.
+    const lines = gw.logs.flatMap((l) => l.match(/\{"type":"request".*\}/g) ?? []).map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(lines.some((l) => l.group === "crashed" && l.backend === "gpu-crashed-7f3a" && l.key_id !== "master")).toBe(true);
+  }, 30_000);
 });

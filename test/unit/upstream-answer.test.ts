@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { classifyStatus, clientError, isBackendsOwn, type Answer } from "../../src/upstream/answer.ts";
+import { backendAsSeen, classifyStatus, clientError, isBackendsOwn, type Answer } from "../../src/upstream/answer.ts";
 import { parseUpstreamError } from "../../src/upstream/error-body.ts";
 import { backoff, isServerSide, nextStep, parseRetryAfter, type RetryPolicy } from "../../src/upstream/retry.ts";
 
@@ -81,38 +81,45 @@ describe("a 404", () => {
 });
 
 describe("what the client is told", () => {
+  /** How the master key's errors name backend gpu-a of group g. */
+  const OWNER_SEES = backendAsSeen({ id: "gpu-a" }, { name: "g" }, true);
   const llama = parseUpstreamError(JSON.stringify({ error: { code: 400, message: "the request exceeds the available context size", type: "exceed_context_size_error", n_prompt_tokens: 5000, n_ctx: 4096 } }));
 
   it("a rejection keeps the upstream's status, type, code, param and extra fields", () => {
-    const e = clientError(400, { kind: "rejected" }, llama, "gpu-a", null);
+    const e = clientError(400, { kind: "rejected" }, llama, OWNER_SEES, null);
     expect(e.status).toBe(400);
     expect(e.body()).toEqual({ error: { message: "the request exceeds the available context size", type: "exceed_context_size_error", code: 400, param: null, n_prompt_tokens: 5000, n_ctx: 4096 } });
   });
 
   it("a rejection without JSON names the backend", () => {
-    const e = clientError(422, { kind: "rejected" }, null, "gpu-a", null);
+    const e = clientError(422, { kind: "rejected" }, null, OWNER_SEES, null);
     expect(e.body().error).toMatchObject({ message: "backend gpu-a rejected the request (HTTP 422)", type: "invalid_request_error", code: "upstream_rejected" });
+  });
+
+  it("a virtual key is told the backend's group, not which backend: its id is the master key's", () => {
+    const e = clientError(422, { kind: "rejected" }, null, backendAsSeen({ id: "gpu-a" }, { name: "g" }, false), null);
+    expect(e.message).toBe("a backend of group g rejected the request (HTTP 422)");
   });
 
   it("a backend failure is a 502 with the upstream's JSON message, or a generic one", () => {
     const said = parseUpstreamError('{"object":"error","message":"CUDA out of memory","type":"InternalServerError","code":500}');
-    expect(clientError(500, { kind: "backend-failure", why: "server-error" }, said, "gpu-a", null).body().error).toMatchObject({ message: "backend gpu-a failed (HTTP 500): CUDA out of memory", type: "upstream_error", code: "upstream_error" });
-    const e = clientError(500, { kind: "backend-failure", why: "server-error" }, null, "gpu-a", null);
+    expect(clientError(500, { kind: "backend-failure", why: "server-error" }, said, OWNER_SEES, null).body().error).toMatchObject({ message: "backend gpu-a failed (HTTP 500): CUDA out of memory", type: "upstream_error", code: "upstream_error" });
+    const e = clientError(500, { kind: "backend-failure", why: "server-error" }, null, OWNER_SEES, null);
     expect(e.status).toBe(502);
     expect(e.message).toBe("backend gpu-a failed (HTTP 500)");
   });
 
   it("what an upstream says about the gateway's credentials stays with the gateway", () => {
     const said = parseUpstreamError('{"error":{"message":"key sk-abc is revoked"}}');
-    const e = clientError(401, { kind: "backend-failure", why: "credentials" }, said, "gpu-a", null);
+    const e = clientError(401, { kind: "backend-failure", why: "credentials" }, said, OWNER_SEES, null);
     expect(e.message).not.toContain("sk-abc");
     expect(e.code).toBe("upstream_auth_error");
   });
 
   it("a 429's and a 503's Retry-After are passed on", () => {
-    expect(clientError(429, { kind: "rate-limited" }, null, "gpu-a", "30").headers).toEqual({ "retry-after": "30" });
-    expect(clientError(503, { kind: "backend-failure", why: "server-error" }, null, "gpu-a", "5").headers).toEqual({ "retry-after": "5" });
-    expect(clientError(500, { kind: "backend-failure", why: "server-error" }, null, "gpu-a", "5").headers).toBeUndefined();
+    expect(clientError(429, { kind: "rate-limited" }, null, OWNER_SEES, "30").headers).toEqual({ "retry-after": "30" });
+    expect(clientError(503, { kind: "backend-failure", why: "server-error" }, null, OWNER_SEES, "5").headers).toEqual({ "retry-after": "5" });
+    expect(clientError(500, { kind: "backend-failure", why: "server-error" }, null, OWNER_SEES, "5").headers).toBeUndefined();
   });
 });
 

@@ -14,7 +14,7 @@ import { sampledForFeedback } from "../../src/routing/learned/sampling.ts";
 import type { KeyRecord } from "../../src/tenants/protocol.ts";
 import { readsUsage } from "../../src/tenants/route-tenant.ts";
 import { chargesEstimate, promptSize } from "../../src/tenants/estimate.ts";
-import { classifyStatus, clientError, FAILURE_CAUSE, failureKind, isBackendsOwn, type Answer, type FailureKind } from "../../src/upstream/answer.ts";
+import { backendAsSeen, classifyStatus, clientError, FAILURE_CAUSE, failureKind, isBackendsOwn, type Answer, type FailureKind } from "../../src/upstream/answer.ts";
 import { parseUpstreamError } from "../../src/upstream/error-body.ts";
 import { heldWhole, statedLength } from "../../src/upstream/whole-read.ts";
 import { readBounded } from "../../src/upstream/read-bounded.ts";
@@ -71,9 +71,9 @@ const CONNECTION_LOST = /network connection lost/i;
 /** A 200 stream that ended with no event, or a whole answer with no byte: an answer without a body. */
 const EMPTY: Exclude<Answer, { kind: "success" }> = { kind: "backend-failure", why: "no-content" };
 
-/** A deployment this isolate cannot reach as it says (a binding or secret it lacks, a gateway key it names): the request's answer. */
-export function misconfigured(id: string, problems: readonly ReachProblem[]): GatewayError {
-  return new GatewayError(500, "server_error", `gateway misconfigured: backend ${id}: ${problems.map((x) => `${x.field} ${x.message}`).join("; ")}`, "config_invalid");
+/** A deployment this isolate cannot reach as it says (a binding or secret it lacks, a gateway key it names): the request's answer. `backend`: as backendAsSeen names it. */
+export function misconfigured(backend: string, problems: readonly ReachProblem[]): GatewayError {
+  return new GatewayError(500, "server_error", `gateway misconfigured: ${backend}: ${problems.map((x) => `${x.field} ${x.message}`).join("; ")}`, "config_invalid");
 }
 
 /** What an attempt has set going, filled in as it goes: what an exception must stop. */
@@ -116,7 +116,7 @@ async function attemptHeld(a: AttemptInput, key: KeyRecord | null, lease: HeldLe
   const reach = reachOf(deployment, env, config.gatewayKeys);
   if (!reach.ok) {
     lease.settle("client-abort");
-    throw misconfigured(deployment.id, reach.problems);
+    throw misconfigured(backendAsSeen(deployment, group, key === null), reach.problems);
   }
   const stream = a.body.stream === true;
   const counts = key !== null && readsUsage(key);
@@ -184,7 +184,7 @@ async function attemptHeld(a: AttemptInput, key: KeyRecord | null, lease: HeldLe
     if (kind !== null) failure.kind = kind;
     return { kind: "failed", response: withHeaders(response, routing), lease, verdict, failure, retryable };
   };
-  const firstByteTimeout = (what: string): Response => gatewayTimeout(`backend ${deployment.id} sent ${what} within ${group.firstByteTimeoutMs} ms`).toResponse();
+  const firstByteTimeout = (what: string): Response => gatewayTimeout(`${backendAsSeen(deployment, group, key === null)} sent ${what} within ${group.firstByteTimeoutMs} ms`).toResponse();
   /**
    * The client left (thrown), or the gateway's own limits cut the attempt: what they cut short is
    * no verdict on the backend. null: the upstream itself failed.
@@ -199,7 +199,7 @@ async function attemptHeld(a: AttemptInput, key: KeyRecord | null, lease: HeldLe
     if (timedOut === "generation") {
       // Not retried (it would redo a whole generation) and no verdict here: the routing object
       // knows whether the backend served anything else meanwhile (src/routing/silence.ts).
-      const cut = failed(gatewayTimeout(`backend ${deployment.id} did not finish a non-streamed answer within ${group.nonStreamTimeoutMs} ms`).toResponse(), "client-abort", "timeout", "timeout", null, false);
+      const cut = failed(gatewayTimeout(`${backendAsSeen(deployment, group, key === null)} did not finish a non-streamed answer within ${group.nonStreamTimeoutMs} ms`).toResponse(), "client-abort", "timeout", "timeout", null, false);
       return { ...cut, end: SILENT };
     }
     return null;
@@ -212,9 +212,9 @@ async function attemptHeld(a: AttemptInput, key: KeyRecord | null, lease: HeldLe
     const cut = cutShort();
     if (cut) return cut;
     if (timedOut === "first-byte") return { ...failed(firstByteTimeout("no response headers"), "upstream-error", "timeout", "timeout", null), end: SILENT };
-    // The runtime's message may carry the URL it followed; the client gets the backend's id only.
+    // The runtime's message may carry the URL it followed; the client gets the backend's name only.
     const why = e instanceof Error && CONNECTION_LOST.test(e.message) ? "the connection failed" : "the request failed";
-    return failed(badGateway(`backend ${deployment.id} could not be reached: ${why}`).toResponse(), "upstream-error", "connect", "connect", null);
+    return failed(badGateway(`${backendAsSeen(deployment, group, key === null)} could not be reached: ${why}`).toResponse(), "upstream-error", "connect", "connect", null);
   }
 
   const headersAt = performance.now();
@@ -230,7 +230,7 @@ async function attemptHeld(a: AttemptInput, key: KeyRecord | null, lease: HeldLe
   if (answer.kind !== "success") {
     // A 200 judged by its headers (bytes in a coding no one can read): its body is not wanted.
     if (unread) up.body?.cancel().catch(() => {});
-    const err = clientError(up.status, answer, said, deployment.id, retryAfter).toResponse();
+    const err = clientError(up.status, answer, said, backendAsSeen(deployment, group, key === null), retryAfter).toResponse();
     if (answer.kind === "rejected") {
       detach();
       lease.settle("rejected");
@@ -251,10 +251,10 @@ async function attemptHeld(a: AttemptInput, key: KeyRecord | null, lease: HeldLe
       const cut = cutShort();
       if (cut) return cut;
       if (timedOut === "first-byte") return { ...failed(firstByteTimeout("its headers but no token"), "upstream-error", "timeout", "timeout", null), end: SILENT };
-      return failed(badGateway(`backend ${deployment.id} broke off its answer`).toResponse(), "upstream-error", "connect", "broken-off", null);
+      return failed(badGateway(`${backendAsSeen(deployment, group, key === null)} broke off its answer`).toResponse(), "upstream-error", "connect", "broken-off", null);
     }
     // An answer that ended with no event or byte answered nothing: nothing reached the client, so another backend may.
-    if (first === null) return failed(clientError(200, EMPTY, null, deployment.id, null).toResponse(), "upstream-error", FAILURE_CAUSE, "bad-answer", null, true, true);
+    if (first === null) return failed(clientError(200, EMPTY, null, backendAsSeen(deployment, group, key === null), null).toResponse(), "upstream-error", FAILURE_CAUSE, "bad-answer", null, true, true);
     if (stream) {
       timer.lift();
       lease.began();
@@ -283,7 +283,7 @@ async function attemptHeld(a: AttemptInput, key: KeyRecord | null, lease: HeldLe
     try {
       whole = await up.arrayBuffer();
     } catch {
-      return cutShort() ?? failed(badGateway(`backend ${deployment.id} broke off its answer`).toResponse(), "upstream-error", "connect", "broken-off", null);
+      return cutShort() ?? failed(badGateway(`${backendAsSeen(deployment, group, key === null)} broke off its answer`).toResponse(), "upstream-error", "connect", "broken-off", null);
     }
     // Made before the lease settles: an answer the gateway could not make is not served.
     const response = new Response(whole, { status: 200, headers: out });

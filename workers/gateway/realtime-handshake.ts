@@ -3,7 +3,7 @@ import { badGateway, GatewayError, gatewayTimeout } from "../../src/openai/error
 import { classifyRefusedUpgrade } from "../../src/realtime/upgrade-answer.ts";
 import type { LeaseOutcome, RouteDecision } from "../../src/routing/protocol.ts";
 import { SILENT, type AttemptEnd, type Routed } from "./route-client.ts";
-import { clientError, FAILURE_CAUSE, failureKind, isBackendsOwn } from "../../src/upstream/answer.ts";
+import { backendAsSeen, clientError, FAILURE_CAUSE, failureKind, isBackendsOwn } from "../../src/upstream/answer.ts";
 import { parseUpstreamError } from "../../src/upstream/error-body.ts";
 import { fetchDeployment, type Reachable } from "../../src/upstream/reach-fetch.ts";
 import { readBounded } from "../../src/upstream/read-bounded.ts";
@@ -35,6 +35,8 @@ export interface HandshakeInput {
   protocols: readonly string[];
   /** Aborts when the client disconnects: the handshake is then cancelled. */
   clientSignal: AbortSignal;
+  /** The caller owns the deployment (the master key): its errors name the backend by id (backendAsSeen). */
+  owner: boolean;
 }
 
 /**
@@ -66,10 +68,10 @@ export async function openUpstream(h: HandshakeInput): Promise<Handshake> {
     // (held-failure.ts). Two hung engines do not end a session a third would serve.
     if (abort.signal.aborted) {
       // Silence, as a stream's first-token timeout is: a hung engine's /health says ok all the same.
-      return failed(gatewayTimeout(`backend ${deployment.id} did not answer the WebSocket handshake within ${group.firstByteTimeoutMs} ms`), "upstream-error", { cause: "timeout", kind: "timeout", retryAfterMs: null, backendsOwn: true }, SILENT);
+      return failed(gatewayTimeout(`${backendAsSeen(deployment, group, h.owner)} did not answer the WebSocket handshake within ${group.firstByteTimeoutMs} ms`), "upstream-error", { cause: "timeout", kind: "timeout", retryAfterMs: null, backendsOwn: true }, SILENT);
     }
-    // The runtime's message may carry the URL; the client gets the backend's id only.
-    return failed(badGateway(`backend ${deployment.id} could not be reached: the connection failed`), "upstream-error", { cause: "connect", kind: "connect", retryAfterMs: null, backendsOwn: true });
+    // The runtime's message may carry the URL; the client gets the backend's name only.
+    return failed(badGateway(`${backendAsSeen(deployment, group, h.owner)} could not be reached: the connection failed`), "upstream-error", { cause: "connect", kind: "connect", retryAfterMs: null, backendsOwn: true });
   } finally {
     clearTimeout(timer);
   }
@@ -78,7 +80,7 @@ export async function openUpstream(h: HandshakeInput): Promise<Handshake> {
   const retryAfter = up.headers.get("retry-after");
   const said = parseUpstreamError(await readBounded(up.body), h.reach.secrets);
   const answer = classifyRefusedUpgrade(up.status, said, retryAfter);
-  const err = clientError(up.status, answer, said, deployment.id, retryAfter);
+  const err = clientError(up.status, answer, said, backendAsSeen(deployment, group, h.owner), retryAfter);
   if (answer.kind === "rejected") return { kind: "rejected", response: err.toResponse() };
   const limited = answer.kind === "rate-limited";
   const failure: Failure = { cause: limited ? "429" : FAILURE_CAUSE, kind: answer.kind === "backend-failure" ? failureKind(answer.why) : "rate-limited", retryAfterMs: up.status === 429 || up.status === 503 ? parseRetryAfter(retryAfter) : null };

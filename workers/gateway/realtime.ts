@@ -6,6 +6,7 @@ import { chosenProtocol, handshakeFault, isWebSocketUpgrade, keyFromProtocols, p
 import type { RouteTenant, TokenUsage } from "../../src/routing/protocol.ts";
 import { msToNextPeriod } from "../../src/tenants/ledger.ts";
 import { keyBudget, readsUsage } from "../../src/tenants/route-tenant.ts";
+import { backendAsSeen } from "../../src/upstream/answer.ts";
 import { nextStep } from "../../src/upstream/retry.ts";
 import { clientGone, isFailover, misconfigured, routeReason, routingHeaders } from "./attempt.ts";
 import { HeldFailure } from "./held-failure.ts";
@@ -90,6 +91,8 @@ async function handshakeInTurn(p: RealtimeInput, s: Session, held: HeldFailure):
   const { req, config } = p;
   const { model, tenant, protocols } = s;
   let { primary } = s;
+  // The master key owns the deployment: its answers name backends by id, a virtual key's by group (attempt.ts routingHeaders, backendAsSeen).
+  const owner = p.caller.kind === "master";
   const path = new GroupPath(primary, s.byModel, p.caller, model);
   let attempts = 0;
   let last: Response | null = null;
@@ -133,21 +136,21 @@ async function handshakeInTurn(p: RealtimeInput, s: Session, held: HeldFailure):
       const reach = reachOf(deployment, p.env, config.gatewayKeys);
       if (!reach.ok) {
         lease.settle("client-abort");
-        throw misconfigured(deployment.id, reach.problems);
+        throw misconfigured(backendAsSeen(deployment, group, owner), reach.problems);
       }
       // The upstream's socket until the relay takes it: what an exception must close.
       let unused: WebSocket | null = null;
       let answer: Handshake;
       try {
         const sentAt = performance.now();
-        answer = await openUpstream({ search: s.search, reach, requestId: p.requestId, group, deployment, decision, protocols, clientSignal: req.signal });
+        answer = await openUpstream({ search: s.search, reach, requestId: p.requestId, group, deployment, decision, protocols, clientSignal: req.signal, owner });
         if (answer.kind === "open") unused = answer.socket;
         if (req.signal.aborted) {
           // Nobody is left to relay to: a socket the upstream opened meanwhile is closed at once (below).
           lease.settle("client-abort");
           throw clientGone();
         }
-        const headers = routingHeaders(decision, deployment, sentAt - p.startedAt, p.requestId, attempts, group === primary ? null : group.name, p.caller.kind === "master");
+        const headers = routingHeaders(decision, deployment, sentAt - p.startedAt, p.requestId, attempts, group === primary ? null : group.name, owner);
         p.log?.routed(group.name, deployment.id, routeReason(decision, attempts, group !== primary), decision.matched, decision.total, attempts);
         if (answer.kind === "open") {
           const pair = new WebSocketPair();
