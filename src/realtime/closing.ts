@@ -75,9 +75,10 @@ const TRY_AGAIN_LATER = 1013;
  * What an upstream's close says about its backend. A connection that broke without a close frame
  * (1006), or a close that says the server failed (1011: internal error, 1014: it is a gateway
  * whose own upstream failed), is a failure. Otherwise a session is one it served only once it sent
- * something past its server's setup events (`served`; src/realtime/event-type.ts): an engine that
- * accepts the upgrade and hangs, its server greeting the session with `session.created` as vLLM's
- * does before it asks the engine anything, or closes at once, must not earn its breaker's
+ * something its engine made, past its server layer's own events (`served`; src/realtime/event-type.ts
+ * backendEvent): an engine that accepts the upgrade and hangs, its server greeting the session with
+ * `session.created` as vLLM's does before it asks the engine anything (or acknowledging what it is
+ * asked), or closes at once, must not earn its breaker's
  * successes nor tell the silence rule it serves (src/routing/silence.ts). One closed before any
  * such message with 1013 is the server saying it cannot serve now — its state, as a
  * 503 with a Retry-After is — a failure; any other close before a message, no verdict.
@@ -90,7 +91,7 @@ export function upstreamCloseOutcome(code: number, served: boolean): LeaseOutcom
 
 /**
  * What a client's close says about the backend: a session the client ended with a close frame is
- * one the backend served to its end, once the backend sent something past its setup events
+ * one the backend served to its end, once the backend sent something its engine made
  * (`served`); before that, or
  * when the client's connection broke (1006), the client left, as a client that hangs up on a
  * stream does, which says nothing about the backend.

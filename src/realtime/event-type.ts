@@ -22,15 +22,25 @@ export function eventType(message: string): string | null {
 }
 
 /**
- * Whether a backend's message is one its server sends without asking its engine anything: the
- * session's setup (`session.created` on accept, as vLLM's server sends before it reads a message;
- * `session.updated`; a transcription session's `transcription_session.*`) or an `error` (an event
- * the server refused). Such a message does not say the engine answers: a hung engine's server
- * sends it as a healthy one's does.
+ * What a backend's server layer sends without its engine having made anything: the session's
+ * setup (`session.created` on accept, as vLLM's server sends before it reads a message;
+ * `session.updated`; a transcription session's `transcription_session.*`) and its
+ * acknowledgements of what it is asked (`input_audio_buffer.committed`, `response.created`, the
+ * conversation's items and speech marks). A hung engine's server sends them as a healthy one's does.
  */
-export function isSetupEvent(message: string): boolean {
+const SERVER_EVENTS = new Set(["session.created", "session.updated", "input_audio_buffer.committed", "input_audio_buffer.cleared", "input_audio_buffer.speech_started", "input_audio_buffer.speech_stopped", "response.created", "conversation.item.created", "conversation.item.added", "rate_limits.updated"]);
+
+/**
+ * What a backend's message says of its engine: `server` — its server layer's own (SERVER_EVENTS),
+ * which says nothing of the engine; `error` — an event the server refused, an answer that is no
+ * output; `engine` — anything else (output, a message of no known type, binary audio).
+ */
+export function backendEvent(message: string | ArrayBuffer): "server" | "error" | "engine" {
+  if (typeof message !== "string") return "engine";
   const type = eventType(message);
-  return type !== null && (type === "session.created" || type === "session.updated" || type === "error" || type.startsWith("transcription_session."));
+  if (type === null) return "engine";
+  if (type === "error") return "error";
+  return SERVER_EVENTS.has(type) || type.startsWith("transcription_session.") ? "server" : "engine";
 }
 
 /**

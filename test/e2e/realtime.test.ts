@@ -82,6 +82,8 @@ beforeAll(async () => {
       { name: "idle", streamIdleTimeoutMs: 600, deployments: [at("echo", "echo-idle")] },
       // A backend that accepts the upgrade and then says nothing, whatever it is sent.
       { name: "idle-mute", streamIdleTimeoutMs: 600, deployments: [at("mute")] },
+      // A server whose engine hung, its server layer still acknowledging what it is asked.
+      { name: "idle-acks", streamIdleTimeoutMs: 600, deployments: [at("acks-hung")] },
       // vLLM's realtime transcription: audio appended gets no answer, a commit does.
       { name: "idle-vllm", streamIdleTimeoutMs: 600, deployments: [at("vllm")] },
       // An engine hung behind a live server, tried once per handshake: a client that tries again and again.
@@ -693,6 +695,27 @@ describe("a session whose backend owes a response and says nothing for the group
     await vi.waitFor(async () => expect(await gw.inFlight("idle-mute")).toBe(0), EVENTUALLY);
     // No message from it: no verdict, as for any session its backend never answered in.
     expect((await backend("idle-mute", "mute"))?.aborted).toBe(1);
+  });
+});
+
+describe("a session whose backend only acknowledges what it is asked (its engine hung behind a live server)", () => {
+  it("is closed at the group's streamIdleTimeoutMs while its client talks: a committed or a response.created says nothing of the engine, and is no answer", async () => {
+    const s = await open("idle-acks");
+    const closed = Promise.race([s.closed, new Promise<null>((r) => setTimeout(() => r(null), 3000))]);
+    // Audio each 100 ms, a commit and a response asked for each 500 ms, for up to 3 s: five times the 600 ms.
+    let going = true;
+    void closed.then(() => (going = false));
+    for (let i = 0; i < 30 && going; i++) {
+      if (i % 5 === 0) {
+        s.ws.send(JSON.stringify({ type: "input_audio_buffer.commit" }));
+        s.ws.send(JSON.stringify({ type: "response.create" }));
+      } else s.ws.send(audioChunk);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(await closed).toEqual({ code: 1001, reason: "session idle for 600 ms" });
+    await vi.waitFor(async () => expect(await gw.inFlight("idle-acks")).toBe(0), EVENTUALLY);
+    // Its server's acknowledgements are not its engine's answer: no success earned, aborted as a silent backend's session is.
+    expect((await backend("idle-acks", "acks-hung"))?.aborted).toBe(1);
   });
 });
 

@@ -31,6 +31,10 @@ import { WebSocketServer, type WebSocket } from "ws";
  *   `{"type":"session.created",…}` at once, as vLLM's server does before it asks the engine
  *   anything, then answers nothing; its chat completions are never answered either. Its close is
  *   recorded as `echo`'s is.
+ * - `acks-hung`: an OpenAI-style server whose engine hung: accepts, sends `session.created`, and
+ *   acknowledges what it is asked as its server layer does without the engine — an
+ *   `input_audio_buffer.commit` with `input_audio_buffer.committed`, a `response.create` with
+ *   `response.created` — then says nothing more. Its close is recorded as `echo`'s is.
  * A plain POST to `<behaviour>/v1/chat/completions` gets a one-word chat completion (but for
  * `vllm-hung`), so a test can tell whether chat still reaches a backend; a GET of `<behaviour>/health` says ok (a hung engine's
  * does too), counted per behaviour as written (`slow:60000`).
@@ -39,7 +43,7 @@ export interface WebSocketUpstream {
   url: string;
   /** The close frames the `echo` behaviour received, oldest first (code 1005: none). */
   closes(): { code: number; reason: string }[];
-  /** Sessions of `echo` (and `slow`, `mute`, `vllm`, `vllm-hung`) still open. */
+  /** Sessions of `echo` (and `slow`, `mute`, `vllm`, `vllm-hung`, `acks-hung`) still open. */
   open(): number;
   /** Handshakes `slow` holds unanswered, their connection still open. */
   waiting(): number;
@@ -70,6 +74,13 @@ export async function startWebSocketUpstream(o: WebSocketUpstreamOptions = {}): 
     const accept = () => wss.handleUpgrade(req, socket, head, (ws) => echo(ws, closes));
     if (m?.[1] === "echo") return accept();
     if (m?.[1] === "mute") return void wss.handleUpgrade(req, socket, head, (ws) => recordClose(ws, closes));
+    if (m?.[1] === "acks-hung") {
+      return void wss.handleUpgrade(req, socket, head, (ws) => {
+        recordClose(ws, closes);
+        ws.send(JSON.stringify({ type: "session.created", session: {} }));
+        ws.on("message", (data) => acknowledge(ws, data.toString()));
+      });
+    }
     if (m?.[1] === "vllm" || m?.[1] === "vllm-hung") {
       const hung = m[1] === "vllm-hung";
       return void wss.handleUpgrade(req, socket, head, (ws) => {
@@ -136,6 +147,12 @@ function transcribe(ws: WebSocket, message: string): void {
   if (!message.includes('"input_audio_buffer.commit"')) return;
   ws.send(JSON.stringify({ type: "transcription.delta", delta: "heard" }));
   ws.send(JSON.stringify({ type: "transcription.done", text: "heard", usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 } }));
+}
+
+/** What an OpenAI-style server layer answers to a request before its engine makes anything. */
+function acknowledge(ws: WebSocket, message: string): void {
+  if (message.includes('"input_audio_buffer.commit"')) ws.send(JSON.stringify({ type: "input_audio_buffer.committed", item_id: "item-1" }));
+  if (message.includes('"response.create"')) ws.send(JSON.stringify({ type: "response.created", response: { id: "resp-1", status: "in_progress" } }));
 }
 
 function recordClose(ws: WebSocket, closes: { code: number; reason: string }[]): void {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { asksForResponse, eventType, isSetupEvent, TYPE_WITHIN } from "../../src/realtime/event-type.ts";
+import { asksForResponse, backendEvent, eventType, TYPE_WITHIN } from "../../src/realtime/event-type.ts";
 
 describe("a realtime message's event type", () => {
   it("is the first type its head names, whether or not an event_id comes before it", () => {
@@ -13,17 +13,24 @@ describe("a realtime message's event type", () => {
   });
 });
 
-describe("a backend's setup event (sent by its server without asking the engine)", () => {
+describe("what a backend's message says of its engine", () => {
   it.each([
-    ['{"type":"session.created","id":"sess-1","created":0}', true],
-    ['{"event_id":"e1","type":"session.updated","session":{}}', true],
-    ['{"type":"transcription_session.created"}', true],
-    ['{"type":"error","error":"Invalid JSON","code":"invalid_json"}', true],
-    ['{"type":"transcription.delta","delta":"hi"}', false],
-    ['{"type":"response.created","response":{"status_details":{"type":"error"}}}', false],
-    ["hello", false],
-  ] as const)("%s: %s", (message, setup) => {
-    expect(isSetupEvent(message)).toBe(setup);
+    ['{"type":"session.created","id":"sess-1","created":0}', "server"],
+    ['{"event_id":"e1","type":"session.updated","session":{}}', "server"],
+    ['{"type":"transcription_session.created"}', "server"],
+    ['{"type":"input_audio_buffer.committed","item_id":"i1"}', "server"],
+    ['{"type":"response.created","response":{"status_details":{"type":"error"}}}', "server"],
+    ['{"type":"conversation.item.created","item":{}}', "server"],
+    ['{"type":"error","error":"Invalid JSON","code":"invalid_json"}', "error"],
+    ['{"type":"transcription.delta","delta":"hi"}', "engine"],
+    ['{"type":"response.output_audio.delta","delta":"AAAA"}', "engine"],
+    ["hello", "engine"],
+  ] as const)("%s: %s", (message, kind) => {
+    expect(backendEvent(message)).toBe(kind);
+  });
+
+  it("binary audio is the engine's", () => {
+    expect(backendEvent(new ArrayBuffer(8))).toBe("engine");
   });
 });
 

@@ -1,5 +1,5 @@
 import { CLIENT_LOST, clientCloseOutcome, forwardedClose, UPSTREAM_LOST, upstreamCloseOutcome, type CloseFrame } from "../../src/realtime/closing.ts";
-import { asksForResponse, isSetupEvent } from "../../src/realtime/event-type.ts";
+import { asksForResponse, backendEvent } from "../../src/realtime/event-type.ts";
 import { RealtimeUsage } from "../../src/realtime/usage.ts";
 import type { LeaseOutcome, TokenUsage } from "../../src/routing/protocol.ts";
 import type { HeldLease } from "./route-client.ts";
@@ -44,8 +44,9 @@ export function relaySockets(client: WebSocket, upstream: WebSocket, lease: Held
   const ended: (() => void)[] = [];
   let over = false;
   const usage = reported ? new RealtimeUsage() : null;
-  // The backend sent a message past its server's setup events (session.created, which a hung engine's
-  // server sends too): only then is the session's normal end one it served (closing.ts).
+  // The backend sent a message its engine made, not its server layer's own (session.created,
+  // response.created: a hung engine's server sends them too): only then is the session's normal end
+  // one it served (closing.ts).
   let served = false;
   // `left`: the client's side ended it (or the gateway did): a response cut short is charged what it sent.
   const finish = (outcome: LeaseOutcome, left: boolean) => {
@@ -59,12 +60,13 @@ export function relaySockets(client: WebSocket, upstream: WebSocket, lease: Held
   client.binaryType = "arraybuffer";
   upstream.binaryType = "arraybuffer";
   // When the session last moved (the backend accepted it, or a side sent a message); read only when
-  // its idleness is watched. While a response is owed, only the backend's messages move it: a hung
-  // backend's client may talk on (its audio, its request again) to no one. Else the client's do too:
-  // a voice client streams audio a server answers nothing to (vLLM answers a commit, not an append).
+  // its idleness is watched. While a response is owed, only the backend's answer moves it: a hung
+  // backend's client may talk on (its audio, its request again) to no one, and its server layer
+  // acknowledge it. Else the client's messages do too: a voice client streams audio a server answers
+  // nothing to (vLLM answers a commit, not an append).
   let movedAt = Date.now();
   // The client asked for a response (response.create, input_audio_buffer.commit) and the backend
-  // has sent nothing since.
+  // has sent nothing since but its server layer's acknowledgements (event-type.ts backendEvent).
   let owed = false;
   client.addEventListener(
     "message",
@@ -80,15 +82,18 @@ export function relaySockets(client: WebSocket, upstream: WebSocket, lease: Held
         },
   );
   const fromBackend = (data: string | ArrayBuffer): void => {
-    // A type check of the head of the first messages only: none once the backend served.
-    if (!served && !(typeof data === "string" && isSetupEvent(data))) {
+    // A type check of a message's head until the backend served, and while a response is owed: none else.
+    const event = !served || owed ? backendEvent(data) : "engine";
+    if (!served && event === "engine") {
       served = true;
       // The session's answer began, as a stream's first token does: told once to the silence rule
       // (LeaseRenewal.serving), which else saw a backend serving only sessions as one that served nothing.
       lease.began();
     }
-    owed = false;
-    movedAt = Date.now();
+    // Its server's acknowledgement (committed, response.created) is no answer and, while one is
+    // owed, no move: a hung engine's server sends it too.
+    if (event !== "server") owed = false;
+    if (!owed) movedAt = Date.now();
     pass(client, data);
   };
   upstream.addEventListener(
