@@ -1,4 +1,4 @@
-import type { LeaseRelease, LeaseRenewal } from "./protocol.ts";
+import { leaseIncarnation, type LeaseRelease, type LeaseRenewal } from "./protocol.ts";
 
 /** A lease an isolate holds, renewed every `everyMs`. */
 export interface Holding {
@@ -58,20 +58,35 @@ export class LeaseBook {
   }
 
   /**
+   * `object` answered a call with a decision whose lease is `lease`: answeredBy the incarnation its
+   * id names (protocol.ts leaseId), read only when the id is not of the one last seen there — on
+   * the steady path a compare of its head, nothing allocated.
+   */
+  answeredWith(object: string, lease: string, carried: readonly Holding[] = []): boolean {
+    const known = this.incarnations.get(object);
+    if (known !== undefined && lease.charCodeAt(known.length) === 0x2e && lease.startsWith(known)) return false;
+    const incarnation = leaseIncarnation(lease);
+    return incarnation !== undefined && this.answeredBy(object, incarnation, carried);
+  }
+
+  /**
    * `object` answered as `incarnation`. Another than it last answered as is an object that
    * restarted since (evicted, crashed, moved, or updated in a deploy), which knows none of the
    * leases this isolate holds there and counts their backends idle: they are all due at once, to
-   * go with the next call to it, and true says to send that call now. A compare per answer.
+   * go with the next call to it, and true says to send that call now. `carried`: the renewals the
+   * answered call itself carried, which the new object took: not sent again.
    */
-  answeredBy(object: string, incarnation: string): boolean {
+  answeredBy(object: string, incarnation: string, carried: readonly Holding[] = []): boolean {
     const before = this.incarnations.get(object);
     if (before === incarnation) return false;
     this.incarnations.set(object, incarnation);
     const held = this.held.get(object);
     // A first answer is the one the leases held there came from.
-    if (before === undefined || !held || held.size === 0) return false;
-    renewLater(held.values());
-    return true;
+    if (before === undefined || !held) return false;
+    const sent = new Set(carried);
+    const due = [...held.values()].filter((h) => !sent.has(h));
+    renewLater(due);
+    return due.length > 0;
   }
 
   private heldOf(object: string): Map<string, Holding> {

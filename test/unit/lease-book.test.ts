@@ -37,6 +37,33 @@ describe("LeaseBook.answeredBy: an object that answers as another incarnation re
     expect(book.answeredBy("g", "b")).toBe(false);
   });
 
+  it("does not send again the renewals the answered call itself carried: the new object took them", () => {
+    const book = new LeaseBook();
+    book.hold("g", renewal("a.1"), 10_000, 0);
+    book.hold("g", renewal("a.2"), 10_000, 0);
+    book.answeredBy("g", "a");
+    // Both due at 5 s; a.1 rides along with the call the new incarnation answers, a.2 waits.
+    const carried = book.takeRenewals("g", 5_000).filter((h) => h.renewal.lease === "a.1");
+    expect(book.answeredBy("g", "b", carried)).toBe(true);
+    expect(book.takeRenewals("g", 5_001).map((h) => h.renewal.lease)).toEqual(["a.2"]);
+    // Every lease carried: nothing left to send.
+    const all = new LeaseBook();
+    all.hold("g", renewal("a.1"), 10_000, 0);
+    all.answeredBy("g", "a");
+    expect(all.answeredBy("g", "b", all.takeRenewals("g", 5_000))).toBe(false);
+  });
+
+  it("reads the incarnation from a decision's lease, by a compare of its head while it is the one last seen", () => {
+    const book = new LeaseBook();
+    book.hold("g", renewal("a.1"), 10_000, 0);
+    expect(book.answeredWith("g", "a.1")).toBe(false);
+    expect(book.answeredWith("g", "a.2")).toBe(false);
+    // A longer incarnation that begins alike is another.
+    expect(book.answeredWith("g", "ab.1")).toBe(true);
+    expect(book.answeredWith("g", "no-dot")).toBe(false);
+    expect(book.takeRenewals("g", 1).map((h) => h.renewal.lease)).toEqual(["a.1"]);
+  });
+
   it("says nothing to send when the isolate holds no lease there", () => {
     const book = new LeaseBook();
     book.hold("g", renewal("a.1"), 10_000, 0);

@@ -1,6 +1,6 @@
 import type { ResolvedGroup } from "../../src/config/load.ts";
 import { unavailable } from "../../src/openai/errors.ts";
-import { isVersionRefusal, leaseIncarnation, type KeyBudget, type LeaseOutcome, type LeaseRelease, type LeaseRenewal, type LimitRefusal, type RouteCall, type RouteDecision, type RouteRefusal, type RenewalAnswers, type RouteTenant, type SpillLimit, type TokenUsage } from "../../src/routing/protocol.ts";
+import { isVersionRefusal, type KeyBudget, type LeaseOutcome, type LeaseRelease, type LeaseRenewal, type LimitRefusal, type RouteCall, type RouteDecision, type RouteRefusal, type RenewalAnswers, type RouteTenant, type SpillLimit, type TokenUsage } from "../../src/routing/protocol.ts";
 import { shardOfObject } from "../../src/sharding/partition.ts";
 import { ShardChoice } from "../../src/sharding/shard-choice.ts";
 import { ServedElsewhere } from "../../src/sharding/served-elsewhere.ts";
@@ -55,7 +55,7 @@ async function flush(object: string, env: Env, ctx: WaitUntil, failures = 0): Pr
     // An object of a release before these answers nothing, and charges nothing a renewal carries.
     if (typeof answers !== "object" || answers === null || !Array.isArray(answers.spent)) return null;
     for (const lease of answers.spent) if (budgetSpent.has(lease)) budgetSpent.set(lease, true);
-    if (typeof answers.incarnation === "string") tellIfRestarted(object, answers.incarnation, env, ctx);
+    if (typeof answers.incarnation === "string" && book.answeredBy(object, answers.incarnation, renewing)) sendHeld(object, env, ctx);
     return answers;
   } catch (e) {
     book.requeue(object, batch);
@@ -68,11 +68,11 @@ async function flush(object: string, env: Env, ctx: WaitUntil, failures = 0): Pr
 }
 
 /**
- * `object` answered as `incarnation`: if it restarted since its last answer, every lease this
+ * `object` restarted since its last answer to this isolate (LeaseBook.answeredBy): every lease the
  * isolate holds there goes to it now (a call going out sooner takes them along instead).
  */
-function tellIfRestarted(object: string, incarnation: string, env: Env, ctx: WaitUntil): void {
-  if (book.answeredBy(object, incarnation)) ctx.waitUntil(flush(object, env, ctx));
+function sendHeld(object: string, env: Env, ctx: WaitUntil): void {
+  ctx.waitUntil(flush(object, env, ctx));
 }
 
 /**
@@ -204,8 +204,7 @@ async function routeOn(env: Env, ctx: WaitUntil, group: ResolvedGroup, object: s
     // A decision or a refusal for want of a backend has the request read the fleet itself (GroupPath); a key's limit ends it.
     if (answer.rev > group.rev && "refused" in answer && answer.refused === "limited") fleetBehind(env, ctx);
     if ("refused" in answer) return answer;
-    const incarnation = leaseIncarnation(answer.lease);
-    if (incarnation !== undefined) tellIfRestarted(object, incarnation, env, ctx);
+    if (book.answeredWith(object, answer.lease, renewing)) sendHeld(object, env, ctx);
     // The answer is this call's own copy: marked, not copied.
     return Object.assign(answer, { object });
   } catch (e) {
