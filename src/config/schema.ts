@@ -268,7 +268,7 @@ export const GroupSettingsSchema = z.strictObject({
    * needs JavaScript to see every chunk, which the plain pass-through path otherwise avoids. Only
    * a read the upstream leaves waiting counts: not a write held back by a client that is not reading.
    * A realtime session in which no message goes either way for this long is closed too, and one
-   * whose backend owes a response (the client's response.create or input_audio_buffer.commit) and
+   * whose backend owes an answer (to the client's response.create or input_audio_buffer.commit) and
    * sends nothing for this long, whatever its client sends meanwhile.
    */
   streamIdleTimeoutMs: z.optional(positiveInt()),

@@ -24,31 +24,51 @@ export function eventType(message: string): string | null {
 /**
  * What a backend's server layer sends without its engine having made anything: the session's
  * setup (`session.created` on accept, as vLLM's server sends before it reads a message;
- * `session.updated`; a transcription session's `transcription_session.*`) and its
- * acknowledgements of what it is asked (`input_audio_buffer.committed`, `response.created`, the
- * conversation's items and speech marks). A hung engine's server sends them as a healthy one's does.
+ * `session.updated`, `conversation.created`; a transcription session's `transcription_session.*`)
+ * and its acknowledgements of what it is asked (`response.created`, the conversation's items,
+ * speech marks, audio buffer events). A hung engine's server sends them as a healthy one's does.
  */
-const SERVER_EVENTS = new Set(["session.created", "session.updated", "input_audio_buffer.committed", "input_audio_buffer.cleared", "input_audio_buffer.speech_started", "input_audio_buffer.speech_stopped", "response.created", "conversation.item.created", "conversation.item.added", "rate_limits.updated"]);
+const SERVER_EVENTS = new Set([
+  "session.created",
+  "session.updated",
+  "conversation.created",
+  "input_audio_buffer.cleared",
+  "input_audio_buffer.speech_started",
+  "input_audio_buffer.speech_stopped",
+  "input_audio_buffer.timeout_triggered",
+  "response.created",
+  "conversation.item.created",
+  "conversation.item.added",
+  "conversation.item.done",
+  "conversation.item.retrieved",
+  "conversation.item.truncated",
+  "conversation.item.deleted",
+  "rate_limits.updated",
+]);
 
 /**
  * What a backend's message says of its engine: `server` — its server layer's own (SERVER_EVENTS),
- * which says nothing of the engine; `error` — an event the server refused, an answer that is no
- * output; `engine` — anything else (output, a message of no known type, binary audio).
+ * which says nothing of the engine; `committed` — `input_audio_buffer.committed`, the server
+ * layer's whole answer to a commit that asks for no response (OpenAI's manual turns); `error` — an
+ * event the server refused, an answer that is no output; `engine` — anything else (output, a
+ * message of no known type, binary audio).
  */
-export function backendEvent(message: string | ArrayBuffer): "server" | "error" | "engine" {
+export function backendEvent(message: string | ArrayBuffer): "server" | "committed" | "error" | "engine" {
   if (typeof message !== "string") return "engine";
   const type = eventType(message);
   if (type === null) return "engine";
   if (type === "error") return "error";
-  return SERVER_EVENTS.has(type) || type.startsWith("transcription_session.") ? "server" : "engine";
+  if (type === "input_audio_buffer.committed") return "committed";
+  return SERVER_EVENTS.has(type) || type.startsWith("transcription_session.") || type.startsWith("output_audio_buffer.") ? "server" : "engine";
 }
 
 /**
- * Whether a client's message asks its backend for a response: `response.create`, or an
- * `input_audio_buffer.commit` (vLLM starts transcribing at a commit; OpenAI's server answers one).
- * Until the backend's next message, a response is owed: its silence is then the backend's.
+ * What a client's message asks of its backend: `response` — a `response.create`, which only the
+ * engine's output (or an error) answers; `commit` — an `input_audio_buffer.commit`, which vLLM
+ * answers with its transcription and OpenAI's server with `input_audio_buffer.committed` (its
+ * response, if any, asked apart); null — nothing it owes an answer to.
  */
-export function asksForResponse(message: string): boolean {
+export function clientAsks(message: string): "response" | "commit" | null {
   const type = eventType(message);
-  return type === "response.create" || type === "input_audio_buffer.commit";
+  return type === "response.create" ? "response" : type === "input_audio_buffer.commit" ? "commit" : null;
 }

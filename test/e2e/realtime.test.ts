@@ -719,6 +719,21 @@ describe("a session whose backend only acknowledges what it is asked (its engine
   });
 });
 
+describe("a commit its server answers with input_audio_buffer.committed (OpenAI's manual turns: a response is asked apart)", () => {
+  it("is answered: the session stays open while its client streams audio and commits, and is closed once nothing moves either way", async () => {
+    const s = await open("idle-acks");
+    let closedAt: number | null = null;
+    void s.closed.then(() => (closedAt = Date.now()));
+    // Audio each 100 ms and a commit each 500 ms, no response asked, for 2 s: over three times the 600 ms.
+    for (let i = 0; i < 20; i++) {
+      s.ws.send(i % 5 === 4 ? JSON.stringify({ type: "input_audio_buffer.commit" }) : audioChunk);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(closedAt).toBeNull();
+    expect(await s.closed).toEqual({ code: 1001, reason: "session idle for 600 ms" });
+  });
+});
+
 describe("a voice session whose backend owes nothing", () => {
   it("stays open while its client streams audio the backend does not answer (vLLM answers a commit, not an append); once nothing moves either way for streamIdleTimeoutMs, it is closed", async () => {
     const s = await open("idle-vllm");

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { asksForResponse, backendEvent, eventType, TYPE_WITHIN } from "../../src/realtime/event-type.ts";
+import { backendEvent, clientAsks, eventType, TYPE_WITHIN } from "../../src/realtime/event-type.ts";
 
 describe("a realtime message's event type", () => {
   it("is the first type its head names, whether or not an event_id comes before it", () => {
@@ -18,7 +18,9 @@ describe("what a backend's message says of its engine", () => {
     ['{"type":"session.created","id":"sess-1","created":0}', "server"],
     ['{"event_id":"e1","type":"session.updated","session":{}}', "server"],
     ['{"type":"transcription_session.created"}', "server"],
-    ['{"type":"input_audio_buffer.committed","item_id":"i1"}', "server"],
+    ['{"type":"input_audio_buffer.committed","item_id":"i1"}', "committed"],
+    ['{"type":"conversation.created","conversation":{}}', "server"],
+    ['{"type":"output_audio_buffer.started"}', "server"],
     ['{"type":"response.created","response":{"status_details":{"type":"error"}}}', "server"],
     ['{"type":"conversation.item.created","item":{}}', "server"],
     ['{"type":"error","error":"Invalid JSON","code":"invalid_json"}', "error"],
@@ -34,15 +36,15 @@ describe("what a backend's message says of its engine", () => {
   });
 });
 
-describe("a client's message that asks for a response (its backend then owes one)", () => {
+describe("what a client's message asks its backend (a response, a commit: then owed)", () => {
   it.each([
-    ['{"type":"response.create"}', true],
-    ['{"event_id":"c1","type":"input_audio_buffer.commit"}', true],
-    ['{"type":"input_audio_buffer.commit","final":true}', true],
-    ['{"type":"input_audio_buffer.append","audio":"AAAA"}', false],
-    ['{"type":"session.update","model":"m"}', false],
-    ['{"type":"conversation.item.create","item":{"type":"message"}}', false],
+    ['{"type":"response.create"}', "response"],
+    ['{"event_id":"c1","type":"input_audio_buffer.commit"}', "commit"],
+    ['{"type":"input_audio_buffer.commit","final":true}', "commit"],
+    ['{"type":"input_audio_buffer.append","audio":"AAAA"}', null],
+    ['{"type":"session.update","model":"m"}', null],
+    ['{"type":"conversation.item.create","item":{"type":"message"}}', null],
   ] as const)("%s: %s", (message, asks) => {
-    expect(asksForResponse(message)).toBe(asks);
+    expect(clientAsks(message)).toBe(asks);
   });
 });

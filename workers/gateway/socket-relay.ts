@@ -1,5 +1,5 @@
 import { CLIENT_LOST, clientCloseOutcome, forwardedClose, UPSTREAM_LOST, upstreamCloseOutcome, type CloseFrame } from "../../src/realtime/closing.ts";
-import { asksForResponse, backendEvent } from "../../src/realtime/event-type.ts";
+import { backendEvent, clientAsks } from "../../src/realtime/event-type.ts";
 import { RealtimeUsage } from "../../src/realtime/usage.ts";
 import type { LeaseOutcome, TokenUsage } from "../../src/routing/protocol.ts";
 import type { HeldLease } from "./route-client.ts";
@@ -65,35 +65,39 @@ export function relaySockets(client: WebSocket, upstream: WebSocket, lease: Held
   // acknowledge it. Else the client's messages do too: a voice client streams audio a server answers
   // nothing to (vLLM answers a commit, not an append).
   let movedAt = Date.now();
-  // The client asked for a response (response.create, input_audio_buffer.commit) and the backend
-  // has sent nothing since but its server layer's acknowledgements (event-type.ts backendEvent).
-  let owed = false;
+  // What the client asked that the backend has not answered (event-type.ts clientAsks): a
+  // response (response.create), which only its engine's output or an error answers, or a commit,
+  // which its server's input_audio_buffer.committed answers too; null when nothing is owed.
+  let owed: "response" | "commit" | null = null;
   client.addEventListener(
     "message",
     idleMs === undefined
       ? (e) => pass(upstream, e.data)
       : (e) => {
-          // One type check of a text message's head while nothing is owed; none on binary audio, none while owed.
-          if (!owed) {
-            movedAt = Date.now();
-            owed = typeof e.data === "string" && asksForResponse(e.data);
+          // The client's messages move the session while nothing is owed: what it says after asking
+          // does not keep a backend that owes it an answer.
+          if (owed === null) movedAt = Date.now();
+          // A type check of a text message's head unless a response is owed; none on binary audio.
+          if (owed !== "response" && typeof e.data === "string") {
+            const asks = clientAsks(e.data);
+            if (asks === "response" || (asks === "commit" && owed === null)) owed = asks;
           }
           pass(upstream, e.data);
         },
   );
   const fromBackend = (data: string | ArrayBuffer): void => {
-    // A type check of a message's head until the backend served, and while a response is owed: none else.
-    const event = !served || owed ? backendEvent(data) : "engine";
+    // A type check of a message's head until the backend served, and while something is owed: none else.
+    const event = !served || owed !== null ? backendEvent(data) : "engine";
     if (!served && event === "engine") {
       served = true;
       // The session's answer began, as a stream's first token does: told once to the silence rule
       // (LeaseRenewal.serving), which else saw a backend serving only sessions as one that served nothing.
       lease.began();
     }
-    // Its server's acknowledgement (committed, response.created) is no answer and, while one is
-    // owed, no move: a hung engine's server sends it too.
-    if (event !== "server") owed = false;
-    if (!owed) movedAt = Date.now();
+    // Its server layer's own events (response.created) answer nothing and, while something is owed,
+    // move nothing: a hung engine's server sends them too. A committed answers a commit only.
+    if (event === "engine" || event === "error" || (event === "committed" && owed === "commit")) owed = null;
+    if (owed === null) movedAt = Date.now();
     pass(client, data);
   };
   upstream.addEventListener(
