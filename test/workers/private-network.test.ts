@@ -187,9 +187,16 @@ describe("a server in the private network registering itself", () => {
       // The deploy's config gives the config's group no list: its seed keeps the upgrade's, and says so.
       expect.objectContaining({ level: "warn", group: "vpc-upgraded", bindings: ["GPU_VPC"] }),
     ]);
-    // The next start is no upgrade: the servers stay.
+    // The next start is no upgrade: the servers stay, and a list the operator took away stays away.
+    // Taken away by unsetting it (RFC 7396 null): the group lists none, as before the upgrade.
+    await ok(admin("/admin/v1/groups/vpc-upgraded-api", { method: "PATCH", json: { registrationBindings: null } }));
+    logged.mockClear();
     await evictDurableObject(registry);
     expect((await registry.snapshot()).groups.find((g) => g.name === "vpc-upgraded")?.deployments.map((d) => d.id)).toEqual(["gpu-old-cfg"]);
+    expect((await ok<{ registrationBindings?: string[] }>(admin("/admin/v1/groups/vpc-upgraded-api"))).registrationBindings).toBeUndefined();
+    const again = logged.mock.calls.flatMap((c) => (String(c[0]).startsWith("{") ? [JSON.parse(String(c[0])) as Record<string, unknown>] : []));
+    expect(again.filter((e) => e.event === "registration_bindings_kept")).toEqual([]);
+    expect(again.filter((e) => e.event === "binding_not_allowed" && e.group === "vpc-upgraded-api")).toEqual([expect.objectContaining({ deployment: "gpu-old-api", binding: "GPU_VPC" })]);
   });
 
   it("may name the binding, and the Access secrets the config lists for heartbeats", async () => {
