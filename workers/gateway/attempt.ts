@@ -112,11 +112,13 @@ async function attemptHeld(a: AttemptInput, key: KeyRecord | null, lease: HeldLe
     lease.settle("client-abort");
     throw unavailable(`routing for model "${a.body.model}" named a backend this gateway does not know`, "routing_unavailable");
   }
+  // The backend as this caller may see it named, made only where an error names it.
+  const seenAs = (): string => backendAsSeen(deployment, group, key === null);
   // Resolved once per deployment (a binding, its key, secret headers); a plain one returns at once.
   const reach = reachOf(deployment, env, config.gatewayKeys);
   if (!reach.ok) {
     lease.settle("client-abort");
-    throw misconfigured(backendAsSeen(deployment, group, key === null), reach.problems);
+    throw misconfigured(seenAs(), reach.problems);
   }
   const stream = a.body.stream === true;
   const counts = key !== null && readsUsage(key);
@@ -184,7 +186,7 @@ async function attemptHeld(a: AttemptInput, key: KeyRecord | null, lease: HeldLe
     if (kind !== null) failure.kind = kind;
     return { kind: "failed", response: withHeaders(response, routing), lease, verdict, failure, retryable };
   };
-  const firstByteTimeout = (what: string): Response => gatewayTimeout(`${backendAsSeen(deployment, group, key === null)} sent ${what} within ${group.firstByteTimeoutMs} ms`).toResponse();
+  const firstByteTimeout = (what: string): Response => gatewayTimeout(`${seenAs()} sent ${what} within ${group.firstByteTimeoutMs} ms`).toResponse();
   /**
    * The client left (thrown), or the gateway's own limits cut the attempt: what they cut short is
    * no verdict on the backend. null: the upstream itself failed.
@@ -199,7 +201,7 @@ async function attemptHeld(a: AttemptInput, key: KeyRecord | null, lease: HeldLe
     if (timedOut === "generation") {
       // Not retried (it would redo a whole generation) and no verdict here: the routing object
       // knows whether the backend served anything else meanwhile (src/routing/silence.ts).
-      const cut = failed(gatewayTimeout(`${backendAsSeen(deployment, group, key === null)} did not finish a non-streamed answer within ${group.nonStreamTimeoutMs} ms`).toResponse(), "client-abort", "timeout", "timeout", null, false);
+      const cut = failed(gatewayTimeout(`${seenAs()} did not finish a non-streamed answer within ${group.nonStreamTimeoutMs} ms`).toResponse(), "client-abort", "timeout", "timeout", null, false);
       return { ...cut, end: SILENT };
     }
     return null;
@@ -214,7 +216,7 @@ async function attemptHeld(a: AttemptInput, key: KeyRecord | null, lease: HeldLe
     if (timedOut === "first-byte") return { ...failed(firstByteTimeout("no response headers"), "upstream-error", "timeout", "timeout", null), end: SILENT };
     // The runtime's message may carry the URL it followed; the client gets the backend's name only.
     const why = e instanceof Error && CONNECTION_LOST.test(e.message) ? "the connection failed" : "the request failed";
-    return failed(badGateway(`${backendAsSeen(deployment, group, key === null)} could not be reached: ${why}`).toResponse(), "upstream-error", "connect", "connect", null);
+    return failed(badGateway(`${seenAs()} could not be reached: ${why}`).toResponse(), "upstream-error", "connect", "connect", null);
   }
 
   const headersAt = performance.now();
@@ -230,7 +232,7 @@ async function attemptHeld(a: AttemptInput, key: KeyRecord | null, lease: HeldLe
   if (answer.kind !== "success") {
     // A 200 judged by its headers (bytes in a coding no one can read): its body is not wanted.
     if (unread) up.body?.cancel().catch(() => {});
-    const err = clientError(up.status, answer, said, backendAsSeen(deployment, group, key === null), retryAfter).toResponse();
+    const err = clientError(up.status, answer, said, seenAs(), retryAfter).toResponse();
     if (answer.kind === "rejected") {
       detach();
       lease.settle("rejected");
@@ -251,10 +253,10 @@ async function attemptHeld(a: AttemptInput, key: KeyRecord | null, lease: HeldLe
       const cut = cutShort();
       if (cut) return cut;
       if (timedOut === "first-byte") return { ...failed(firstByteTimeout("its headers but no token"), "upstream-error", "timeout", "timeout", null), end: SILENT };
-      return failed(badGateway(`${backendAsSeen(deployment, group, key === null)} broke off its answer`).toResponse(), "upstream-error", "connect", "broken-off", null);
+      return failed(badGateway(`${seenAs()} broke off its answer`).toResponse(), "upstream-error", "connect", "broken-off", null);
     }
     // An answer that ended with no event or byte answered nothing: nothing reached the client, so another backend may.
-    if (first === null) return failed(clientError(200, EMPTY, null, backendAsSeen(deployment, group, key === null), null).toResponse(), "upstream-error", FAILURE_CAUSE, "bad-answer", null, true, true);
+    if (first === null) return failed(clientError(200, EMPTY, null, seenAs(), null).toResponse(), "upstream-error", FAILURE_CAUSE, "bad-answer", null, true, true);
     if (stream) {
       timer.lift();
       lease.began();
@@ -283,7 +285,7 @@ async function attemptHeld(a: AttemptInput, key: KeyRecord | null, lease: HeldLe
     try {
       whole = await up.arrayBuffer();
     } catch {
-      return cutShort() ?? failed(badGateway(`${backendAsSeen(deployment, group, key === null)} broke off its answer`).toResponse(), "upstream-error", "connect", "broken-off", null);
+      return cutShort() ?? failed(badGateway(`${seenAs()} broke off its answer`).toResponse(), "upstream-error", "connect", "broken-off", null);
     }
     // Made before the lease settles: an answer the gateway could not make is not served.
     const response = new Response(whole, { status: 200, headers: out });
