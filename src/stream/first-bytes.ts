@@ -5,6 +5,13 @@ import { beforeNext, EVENT_HOLD_MAX_BYTES, eventEnds, eventFields, type Before }
 export interface FirstBytes {
   chunk: Uint8Array;
   at: number;
+  /**
+   * The first event's data, when that event is the server's error (errorData) and no token:
+   * vLLM's and SGLang's stream generators answer an exception raised after the headers so. Nothing
+   * of the stream has reached the client: its answer is that error, as the same request unstreamed
+   * would have been answered.
+   */
+  error?: string;
 }
 
 /**
@@ -13,7 +20,9 @@ export interface FirstBytes {
  *
  * `sse`: an event stream's first bytes are its first event's. SSE comments before it (a proxy
  * keeping a waiting request's connection alive) are no token: they are kept and go out with the
- * first event, and a stream of comments alone has no first bytes.
+ * first event, and a stream of comments alone has no first bytes. A first event that is the
+ * server's error is no token either: its data comes back as `error`. Only a first chunk whose first
+ * data line may be one (mayOpenWithError, a byte check) is held until that event ends and parsed.
  *
  * `responses`: a Responses API stream's first bytes are its first event that is not an opening
  * (OPENING_EVENTS), the openings before it held and sent with it; a stream that ends after
@@ -23,18 +32,24 @@ export interface FirstBytes {
 export async function readFirstBytes(body: ReadableStream<Uint8Array>, now: () => number, sse = false, responses = false): Promise<FirstBytes | null> {
   const reader = body.getReader();
   const comments = new KeptComments();
-  const openings = sse && responses ? new HeldOpenings() : null;
+  let held = sse && responses ? new HeldEvents(isOpening) : null;
   try {
     for (;;) {
       const { done, value } = await reader.read();
-      if (done) return null;
+      // A chat stream's first event held for the check that never ended: what came is the answer's, as it would be unchecked.
+      if (done) return !responses && held?.unended ? { chunk: comments.before(held.joined()), at: now() } : null;
       if (value.byteLength === 0) continue;
-      if (sse && (openings === null || openings.empty) && onlyComments(value)) {
+      if (sse && (held === null || held.empty) && onlyComments(value)) {
         comments.keep(value);
         continue;
       }
-      if (openings && !openings.push(value)) continue;
-      return { chunk: comments.before(openings ? openings.joined() : value), at: now() };
+      if (sse && held === null && mayOpenWithError(value)) held = new HeldEvents(dispatchesNothing);
+      if (held === null) return { chunk: comments.before(value), at: now() };
+      if (!held.push(value)) continue;
+      const first: FirstBytes = { chunk: comments.before(held.joined()), at: now() };
+      const error = held.token !== null && includes(held.token, ERROR, 0, held.token.length) ? errorData(held.token) : null;
+      if (error !== null) first.error = error;
+      return first;
     }
   } finally {
     reader.releaseLock();
@@ -50,20 +65,34 @@ export async function readFirstBytes(body: ReadableStream<Uint8Array>, now: () =
 const OPENING_EVENTS: ReadonlySet<string> = new Set(["response.created", "response.in_progress", "response.queued"]);
 
 /**
- * A Responses API stream's events up to its first token, held by reference: they go out with it,
- * as comments do. Each event is read once, when its end comes. Past EVENT_HOLD_MAX_BYTES (openings
+ * A stream's events up to its first token, held by reference: they go out with it, as comments
+ * do. Each event is read once, when its end comes. Past EVENT_HOLD_MAX_BYTES (Responses openings
  * that echo a long `instructions` are a few hundred KiB at most) what is held goes out as the first
- * bytes: events cannot be dropped as comments are.
+ * bytes: events cannot be dropped as comments are. `opens`: whether an event is no token (a
+ * Responses API opening, an event with no data).
  */
-class HeldOpenings {
+class HeldEvents {
   private held: Uint8Array[] = [];
   private bytes = 0;
   /** The parts of the event whose end has not come yet. */
   private event: Uint8Array[] = [];
   private before: Before = 0;
+  /** The first event that is not an opening, once its end has come. */
+  token: Uint8Array | null = null;
+
+  private readonly opens: (event: Uint8Array) => boolean;
+
+  constructor(opens: (event: Uint8Array) => boolean) {
+    this.opens = opens;
+  }
 
   get empty(): boolean {
     return this.bytes === 0;
+  }
+
+  /** Whether bytes of an event that has not ended are held (a server that omits the last blank line). */
+  get unended(): boolean {
+    return this.event.length > 0;
   }
 
   /** Holds `chunk`; true when what is held now ends an event that is not an opening (a token), or is more than may be held. */
@@ -72,20 +101,19 @@ class HeldOpenings {
     this.bytes += chunk.length;
     if (this.bytes > EVENT_HOLD_MAX_BYTES) return true;
     let start = 0;
-    let token = false;
     for (const end of eventEnds(chunk, this.before)) {
       this.event.push(chunk.subarray(start, end));
       const event = join(this.event);
       this.event = [];
       start = end;
-      if (!isOpening(event)) {
-        token = true;
+      if (!this.opens(event)) {
+        this.token = event;
         break;
       }
     }
-    if (!token && start < chunk.length) this.event.push(chunk.subarray(start));
+    if (this.token === null && start < chunk.length) this.event.push(chunk.subarray(start));
     this.before = beforeNext(this.before, chunk);
-    return token;
+    return this.token !== null;
   }
 
   joined(): Uint8Array {
@@ -99,6 +127,78 @@ function isOpening(event: Uint8Array): boolean {
   if (data === null) return true;
   const type = name ?? typeOfData(data);
   return type !== null && OPENING_EVENTS.has(type);
+}
+
+/** A chat stream's event that no client dispatches (comments, no data): no token, as isOpening has it. */
+function dispatchesNothing(event: Uint8Array): boolean {
+  return eventFields(event).data === null;
+}
+
+/**
+ * Whether a stream's first chunk may open with an error event: its first data line holds the bytes
+ * `"error"` (vLLM's, SGLang's, llama.cpp's and TGI's error events have an `error` field, or vLLM's
+ * older `"object": "error"`), or has not ended in the chunk. Most first events are tokens and fail
+ * this at a few native searches, before any decoding or JSON.parse.
+ */
+function mayOpenWithError(chunk: Uint8Array): boolean {
+  let line = 0;
+  while (line < chunk.length) {
+    const end = lineEnd(chunk, line);
+    if (startsAt(chunk, DATA, line)) return end < 0 || includes(chunk, QUOTED_ERROR, line, end);
+    if (end < 0) return false;
+    line = end + 1;
+  }
+  return false;
+}
+
+/** Where the line that begins at `from` ends (its CR or LF), or -1; a CR is looked for only before the first LF, not through a large chunk. */
+function lineEnd(chunk: Uint8Array, from: number): number {
+  const lf = chunk.indexOf(LF, from);
+  if (lf < 0) return chunk.indexOf(CR, from);
+  const cr = chunk.subarray(from, lf).indexOf(CR);
+  return cr < 0 ? lf : from + cr;
+}
+
+/**
+ * An event's data when the event is a server's error instead of its answer: chat's
+ * `{"error": …}` (vLLM, SGLang, llama.cpp, TGI) or vLLM's older `{"object": "error", …}`; the
+ * Responses API's `error` event or `response.failed`. null for anything else.
+ */
+function errorData(event: Uint8Array): string | null {
+  const { name, data } = eventFields(event);
+  if (data === null) return null;
+  if (name === "error" || name === "response.failed") return data;
+  let json: unknown;
+  try {
+    json = JSON.parse(data);
+  } catch {
+    return null;
+  }
+  if (typeof json !== "object" || json === null || Array.isArray(json)) return null;
+  const fields = json as Record<string, unknown>;
+  const isError = (fields.error !== undefined && fields.error !== null) || fields.object === "error" || fields.type === "error" || fields.type === "response.failed";
+  return isError ? data : null;
+}
+
+const encoder = new TextEncoder();
+const DATA = encoder.encode("data:");
+const QUOTED_ERROR = encoder.encode('"error"');
+/** In every error event's bytes: its `error` field, type or name. */
+const ERROR = encoder.encode("error");
+
+/** Whether `needle` occurs in `bytes` within [from, to). */
+function includes(bytes: Uint8Array, needle: Uint8Array, from: number, to: number): boolean {
+  for (let i = bytes.indexOf(needle[0] as number, from); i >= 0 && i + needle.length <= to; i = bytes.indexOf(needle[0] as number, i + 1)) {
+    if (startsAt(bytes, needle, i)) return true;
+  }
+  return false;
+}
+
+/** Whether `bytes` holds `needle` at `at`. */
+function startsAt(bytes: Uint8Array, needle: Uint8Array, at: number): boolean {
+  if (at + needle.length > bytes.length) return false;
+  for (let j = 0; j < needle.length; j++) if (bytes[at + j] !== needle[j]) return false;
+  return true;
 }
 
 /** The `type` of an event's JSON data (a server that writes no `event:` line names it there), or null. */

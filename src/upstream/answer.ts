@@ -64,6 +64,44 @@ export function classifyStatus(status: number, hasBody: boolean, said: UpstreamE
   return { kind: "backend-failure", why: "status" };
 }
 
+/** A failure that is no success: what a stream's error event (streamErrorAnswer) is judged as. */
+export type NoSuccess = Exclude<Answer, { kind: "success" }>;
+
+/**
+ * What an error event a 200 stream sent in place of its first token means (nothing of the stream
+ * reached the client): what the same request unstreamed would have been answered, the status its
+ * error states. vLLM and SGLang state it as the error's `code` (400 for the request's fault, 500
+ * for the engine's); others by a type or code an OpenAI-style error uses (ERROR_STATUS). One that
+ * states none is the server's failure: no request is known to cause it.
+ */
+export function streamErrorAnswer(said: UpstreamErrorBody | null, refersTo: string | null): { status: number; answer: NoSuccess } {
+  const code = said?.code;
+  const stated = typeof code === "number" ? code : (ERROR_STATUS.get(String(code)) ?? ERROR_STATUS.get(String(said?.type)));
+  const status = stated !== undefined && stated >= 400 && stated <= 599 ? stated : 500;
+  const answer = classifyStatus(status, true, said, null, null, null, refersTo);
+  return { status, answer: answer.kind === "success" ? { kind: "backend-failure", why: "server-error" } : answer };
+}
+
+/**
+ * The status an error's type or code says, where it states no number: OpenAI's, vLLM's and
+ * SGLang's (the Python exception's name), and TGI's `error_type`.
+ */
+const ERROR_STATUS: ReadonlyMap<string, number> = new Map([
+  ["invalid_request_error", 400],
+  ["BadRequestError", 400],
+  ["context_length_exceeded", 400],
+  ["invalid_prompt", 400],
+  ["validation", 422],
+  ["NotFoundError", 404],
+  ["rate_limit_error", 429],
+  ["rate_limit_exceeded", 429],
+  ["overloaded", 429],
+  ["server_error", 500],
+  ["InternalServerError", 500],
+  ["unavailable_error", 503],
+  ["ServiceUnavailableError", 503],
+]);
+
 /**
  * A 404 about what the request refers to, not the model: it names another parameter (vLLM's
  * answer to a `previous_response_id` it did not store names `response_id`), or its message names
@@ -129,7 +167,7 @@ export function backendAsSeen(backend: { id: string }, group: { name: string }, 
  * text are replaced by a message naming the backend (`backend`: as backendAsSeen names it).
  * `retryAfter`: the upstream's header, passed on with a 429 or 503.
  */
-export function clientError(status: number, answer: Exclude<Answer, { kind: "success" }>, upstream: UpstreamErrorBody | null, backend: string, retryAfter: string | null): GatewayError {
+export function clientError(status: number, answer: NoSuccess, upstream: UpstreamErrorBody | null, backend: string, retryAfter: string | null): GatewayError {
   const said = upstream?.message ?? null;
   const headers = retryAfter !== null && (status === 429 || status === 503) ? upstreamRetryHeaders(retryAfter) : undefined;
   switch (answer.kind) {

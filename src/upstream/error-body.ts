@@ -174,7 +174,28 @@ export function closeCutJson(text: string, secrets: readonly string[] = []): str
  */
 export function parseUpstreamError(body: string, secrets: readonly string[] = []): UpstreamErrorBody | null {
   const j = parsed(body, secrets) ?? parsed(closeCutJson(body, secrets), secrets);
+  return isRecord(j) ? errorFields(j, secrets) : null;
+}
+
+/**
+ * What a stream's error event said (its data; src/stream/first-bytes.ts finds it), secrets taken
+ * out as parseUpstreamError takes them: chat's shapes are an error body's; the Responses API's
+ * `error` event has its fields at the top level beside its own `type` and `sequence_number`
+ * (OpenAI's; or in `error`), and `response.failed` has them in its response's `error`.
+ */
+export function parseErrorEvent(data: string, secrets: readonly string[] = []): UpstreamErrorBody | null {
+  const j = parsed(data, secrets);
   if (!isRecord(j)) return null;
+  if (j.type === "response.failed") return isRecord(j.response) && isRecord(j.response.error) ? errorFields(j.response.error, secrets) : null;
+  if (j.type === "error" && !isRecord(j.error)) {
+    const { type: _event, sequence_number: _seq, ...fields } = j;
+    return errorFields(fields, secrets);
+  }
+  return errorFields(j, secrets);
+}
+
+/** The fields of an error's JSON, an error body's or an event's. */
+function errorFields(j: Json, secrets: readonly string[]): UpstreamErrorBody | null {
   // The fields live in `error` when it is an object, else at the top level.
   const f = isRecord(j.error) ? j.error : j;
   const message = text(f.message, MAX_MESSAGE_CHARS) ?? text(j.error, MAX_MESSAGE_CHARS) ?? detailMessage(j.detail);

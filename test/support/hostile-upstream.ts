@@ -565,6 +565,28 @@ const BEHAVIOURS: Record<string, Answer> = {
     tickForever(res, model, s, 50);
   },
   /**
+   * A 200 stream whose first event is the server's error, then [DONE], as vLLM's and SGLang's
+   * stream generators answer an exception raised after the headers went out: `arg` says which —
+   * `vllm-500` (default; vLLM's engine failing: `{"error":{…,"type":"InternalServerError","code":500}}`),
+   * `sglang-400` (SGLang's ValueError: the older shape, `"object":"error"` inside `error`), or
+   * `responses` (a Responses stream: its openings, then the API's `error` event, OpenAI's shape).
+   * Its message carries the request's bearer key, as a debug build's handler may echo it.
+   */
+  "error-event-first": (req, res, body, arg = "vllm-500") => {
+    const key = (req.headers.authorization ?? "").replace(/^Bearer /, "");
+    res.writeHead(200, { "content-type": "text/event-stream" });
+    if (arg === "responses") {
+      const { opening } = responsesEvents(body);
+      const error = { type: "error", code: "server_error", message: `the engine failed (key ${key})`, param: null, sequence_number: 2 };
+      return void res.end(`${opening}event: error\ndata: ${JSON.stringify(error)}\n\n`);
+    }
+    const error =
+      arg === "sglang-400"
+        ? { error: { object: "error", message: `Requested token count exceeds the model's maximum context length (key ${key})`, type: "BadRequestError", param: null, code: 400 } }
+        : { error: { message: `Internal server error (key ${key})`, type: "InternalServerError", param: null, code: 500 } };
+    res.end(`data: ${JSON.stringify(error)}\n\ndata: [DONE]\n\n`);
+  },
+  /**
    * A server that ignores `stream`: a JSON completion whatever was asked, its first half, then
    * after `arg` ms (default 1500) the rest.
    */

@@ -14,8 +14,8 @@ import { sampledForFeedback } from "../../src/routing/learned/sampling.ts";
 import type { KeyRecord } from "../../src/tenants/protocol.ts";
 import { readsUsage } from "../../src/tenants/route-tenant.ts";
 import { chargesEstimate, promptSize } from "../../src/tenants/estimate.ts";
-import { backendAsSeen, classifyStatus, clientError, FAILURE_CAUSE, failureKind, isBackendsOwn, type Answer, type FailureKind } from "../../src/upstream/answer.ts";
-import { parseUpstreamError } from "../../src/upstream/error-body.ts";
+import { backendAsSeen, classifyStatus, clientError, FAILURE_CAUSE, failureKind, isBackendsOwn, streamErrorAnswer, type FailureKind, type NoSuccess } from "../../src/upstream/answer.ts";
+import { parseErrorEvent, parseUpstreamError, type UpstreamErrorBody } from "../../src/upstream/error-body.ts";
 import { heldWhole, statedLength } from "../../src/upstream/whole-read.ts";
 import { readBounded } from "../../src/upstream/read-bounded.ts";
 import { fetchDeployment, type Reachable } from "../../src/upstream/reach-fetch.ts";
@@ -69,7 +69,7 @@ export const clientGone = () => new GatewayError(499, "invalid_request_error", "
 const CONNECTION_LOST = /network connection lost/i;
 
 /** A 200 stream that ended with no event, or a whole answer with no byte: an answer without a body. */
-const EMPTY: Exclude<Answer, { kind: "success" }> = { kind: "backend-failure", why: "no-content" };
+const EMPTY: NoSuccess = { kind: "backend-failure", why: "no-content" };
 
 /** A deployment this isolate cannot reach as it says (a binding or secret it lacks, a gateway key it names): the request's answer. `backend`: as backendAsSeen names it. */
 export function misconfigured(backend: string, problems: readonly ReachProblem[]): GatewayError {
@@ -229,17 +229,21 @@ async function attemptHeld(a: AttemptInput, key: KeyRecord | null, lease: HeldLe
   // Only the Responses API stores what a request refers to: chat passes the field on unread.
   const refersTo = p.endpoint === "responses" && typeof a.body.previous_response_id === "string" ? a.body.previous_response_id : null;
   const answer = classifyStatus(up.status, up.body !== null && up.headers.get("content-length") !== "0", said, up.headers.get("content-encoding"), up.headers.get("content-type"), retryAfter, refersTo);
-  if (answer.kind !== "success") {
-    // A 200 judged by its headers (bytes in a coding no one can read): its body is not wanted.
-    if (unread) up.body?.cancel().catch(() => {});
-    const err = clientError(up.status, answer, said, seenAs(), retryAfter).toResponse();
+  /** An answer that is no success, as `status` and `said` tell it: passed on (the request's fault), or failed (another backend may answer). */
+  const notServed = (status: number, answer: NoSuccess, said: UpstreamErrorBody | null, retryAfter: string | null): AttemptResult => {
+    const err = clientError(status, answer, said, seenAs(), retryAfter).toResponse();
     if (answer.kind === "rejected") {
       detach();
       lease.settle("rejected");
       return { kind: "answered", response: withHeaders(err, routing), rejected: true };
     }
-    const waitMs = up.status === 429 || up.status === 503 ? parseRetryAfter(retryAfter) : null;
+    const waitMs = status === 429 || status === 503 ? parseRetryAfter(retryAfter) : null;
     return answer.kind === "rate-limited" ? failed(err, "rate-limited", "429", "rate-limited", waitMs) : failed(err, "upstream-error", FAILURE_CAUSE, failureKind(answer.why), waitMs, true, isBackendsOwn(answer.why));
+  };
+  if (answer.kind !== "success") {
+    // A 200 judged by its headers (bytes in a coding no one can read): its body is not wanted.
+    if (unread) up.body?.cancel().catch(() => {});
+    return notServed(up.status, answer, said, retryAfter);
   }
   let first: FirstBytes | null | undefined;
   // A whole answer that does not say its length (chunked, or a compressed one) may have none: only
@@ -257,6 +261,15 @@ async function attemptHeld(a: AttemptInput, key: KeyRecord | null, lease: HeldLe
     }
     // An answer that ended with no event or byte answered nothing: nothing reached the client, so another backend may.
     if (first === null) return failed(clientError(200, EMPTY, null, seenAs(), null).toResponse(), "upstream-error", FAILURE_CAUSE, "bad-answer", null, true, true);
+    if (first.error !== undefined) {
+      // A stream that opened with its server's error (vLLM's and SGLang's answer to an exception
+      // raised after the headers): nothing reached the client, so it is judged as the same request
+      // unstreamed would be — passed on when the request caused it, else another backend may answer.
+      up.body?.cancel().catch(() => {});
+      const stated = parseErrorEvent(first.error, reach.secrets);
+      const { status, answer } = streamErrorAnswer(stated, refersTo);
+      return notServed(status, answer, stated, null);
+    }
     if (stream) {
       timer.lift();
       lease.began();
