@@ -7,6 +7,7 @@
  * the master key's to see (a virtual key is not told what other tenants' prompts left cached).
  */
 import { apiError, byId, call, el, keyForm, lostConnection, reach, READ_TIMEOUT_MS, say } from "../shared/api.js";
+import { sseEvents } from "./sse-events.js";
 
 /** @typedef {{ role: "system" | "user" | "assistant", content: string }} Message */
 /** @typedef {{ object: "list", data: { id: string }[] }} ModelList */
@@ -254,22 +255,14 @@ function routeLine(headers, n) {
 async function* contentDeltas(body) {
   const reader = body.getReader();
   const decoder = new TextDecoder();
-  let buffered = "";
+  const events = sseEvents();
   try {
     for (;;) {
       const { done, value } = await reader.read().catch((e) => {
         throw lostConnection(e);
       });
       if (done) return;
-      buffered += decoder.decode(value, { stream: true });
-      const events = buffered.split(/\r?\n\r?\n/);
-      buffered = events.pop() ?? "";
-      for (const event of events) {
-        const data = event
-          .split(/\r?\n/)
-          .filter((line) => line.startsWith("data:"))
-          .map((line) => line.slice(5).trimStart())
-          .join("\n");
+      for (const data of events.push(decoder.decode(value, { stream: true }))) {
         if (data === "" || data === "[DONE]") continue;
         const parsed = parseEvent(data);
         if (parsed === null) continue;

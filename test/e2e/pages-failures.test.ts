@@ -32,7 +32,7 @@ beforeAll(async () => {
   upstream = await startHostileUpstream();
   const hostile = (name: string, behaviour: string) => ({ name, failover: { maxAttempts: 1 }, deployments: [{ id: behaviour.replace(":", "-"), baseUrl: `${upstream.url}/${behaviour}`, model: "hostile-7b" }] });
   gw = await startTestGateway(
-    { modelGroups: [{ name: GROUP, deployments: [{ id: "sim-0", baseUrl: fleet.urls[0] as string, model: "sim-7b" }] }, hostile("cut", "cut-mid-event"), hostile("erring", "error-then-endless"), hostile("long", "long-stream:20000"), hostile("unbroken", "big-event:64"), hostile("firehose", "firehose-stream"), hostile("endless", "endless-stream")] },
+    { modelGroups: [{ name: GROUP, deployments: [{ id: "sim-0", baseUrl: fleet.urls[0] as string, model: "sim-7b" }] }, hostile("cut", "cut-mid-event"), hostile("erring", "error-then-endless"), hostile("long", "long-stream:20000"), hostile("unbroken", "big-event:64"), hostile("firehose", "firehose-stream"), hostile("endless", "endless-stream"), hostile("cr", "cr-stream:300"), hostile("split-crlf", "split-crlf:300")] },
     { KVGATE_ADMIN_KEY: adminKey },
     { assets: true },
   );
@@ -448,6 +448,21 @@ describe.skipIf(missing)("the pages when things change or fail under them", () =
     expect(await page.locator("#status").textContent()).toBe("Stopped.");
     await vi.waitFor(() => expect(upstream.stats("endless-stream")).toMatchObject({ requests: 1, open: 0, cancelled: 1 }), EVENTUALLY);
     await vi.waitFor(async () => expect(await gw.inFlight("endless")).toBe(0), EVENTUALLY);
+  });
+
+  it("a stream whose lines end with a lone CR, or with a CRLF cut between two chunks, shows its reply", async () => {
+    const page = await playground();
+    // Lone CRs (legal SSE, which the gateway passes on): two events 300 ms apart, then [DONE].
+    await send(page, "cr", "hello", 16);
+    await vi.waitFor(async () => expect(await lastReply(page).getAttribute("data-done")).toBe("true"), EVENTUALLY);
+    expect(await lastReply(page).locator(".reply-text").textContent()).toBe("firstsecond");
+    expect(await page.locator("#status").textContent()).toMatch(/^Reply done/);
+    // An event of two data lines whose CRLF is cut: the CR ends one chunk, its LF begins the next;
+    // the LF is the CR's other half, not a blank line ending the event in the middle.
+    await send(page, "split-crlf", "hello", 16);
+    await vi.waitFor(async () => expect(await lastReply(page).getAttribute("data-done")).toBe("true"), EVENTUALLY);
+    expect(await lastReply(page).locator(".reply-text").textContent()).toBe("whole");
+    expect(await page.locator("#status").textContent()).toMatch(/^Reply done/);
   });
 
   it("a reply of one very long word wraps in its box: the page never scrolls sideways, at a desktop's width or a phone's", async () => {

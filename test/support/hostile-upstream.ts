@@ -235,6 +235,22 @@ const BEHAVIOURS: Record<string, Answer> = {
     res.on("close", () => clearTimeout(timer));
   },
   /**
+   * A stream in CRLF lines whose one event's data is two lines (JSON may break a line), the CRLF
+   * between them cut across two writes `arg` ms apart (default 200): a write ends with the CR, the
+   * next begins with its LF. Then [DONE].
+   */
+  "split-crlf": (_req, res, body, arg, s) => {
+    const [head, tail] = chunk(requestOf(body).model, "whole", "stop").split(/(?<="delta":)/) as [string, string];
+    res.writeHead(200, { "content-type": "text/event-stream" });
+    res.write(`${head}\r`);
+    const timer = setTimeout(() => {
+      const rest = `\ndata: ${tail.replaceAll("\n", "\r\n")}data: [DONE]\r\n\r\n`;
+      s.bytesWritten += rest.length;
+      res.end(rest);
+    }, Number(arg ?? 200));
+    res.on("close", () => clearTimeout(timer));
+  },
+  /**
    * A stream's last event and its usage event (3 prompt, 2 completion tokens) in one write, then
    * [DONE] `arg` ms later (default 1000): a client may leave between its usage and its end.
    */
