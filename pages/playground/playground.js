@@ -41,6 +41,14 @@ const ROUTE_HEADERS = /** @type {const} */ ([
  */
 const REPLY_MAX_CHARS = 1_000_000;
 const REPLY_MAX_SAID = REPLY_MAX_CHARS.toLocaleString("en");
+/**
+ * The longest event the playground reads, in characters: room for the most a reply shows in one
+ * event, every character written as a JSON escape (\uXXXX, six), and its JSON around it. An
+ * upstream that writes on with no blank line (broken, passed on untouched on the master key's fast
+ * path) never ends its event: held on, it would grow in the tab as an endless reply did.
+ */
+const EVENT_MAX_CHARS = 8_000_000;
+const EVENT_MAX_SAID = EVENT_MAX_CHARS.toLocaleString("en");
 byId("reply-max", HTMLElement).textContent = `A reply shows up to ${REPLY_MAX_SAID} characters; one that goes past is cut there, and its request ended.`;
 
 /** @type {string | null} */
@@ -270,6 +278,8 @@ async function* contentDeltas(body) {
         const content = parsed.choices?.[0]?.delta?.content;
         if (content) yield content;
       }
+      // Thrown, the stream is cancelled (the finally below), as a reply cut at its most is.
+      if (events.unfinishedLength() > EVENT_MAX_CHARS) throw new Error(`an event longer than ${EVENT_MAX_SAID} characters: the playground reads no further`);
     }
   } finally {
     reader.cancel().catch(() => {});

@@ -17,6 +17,8 @@ export function sseEvents() {
   /** The data of the event not yet ended; null before its first data line. */
   /** @type {string | null} */
   let data = null;
+  /** The characters of the event not yet ended, in its lines that did. */
+  let eventLength = 0;
   /** The last text ended with a CR: an LF that begins the next is the second half of that line end (a CRLF), not a line of its own. */
   let afterCR = false;
   return {
@@ -36,10 +38,12 @@ export function sseEvents() {
       for (let end = lineEnd.exec(text); end !== null; end = lineEnd.exec(text)) {
         const whole = line + text.slice(from, end.index);
         line = "";
+        eventLength += whole.length + lineEnd.lastIndex - end.index;
         from = lineEnd.lastIndex;
         if (whole === "") {
           if (data !== null) ended.push(data);
           data = null;
+          eventLength = 0;
         } else if (whole.startsWith("data:")) {
           const value = whole.slice(whole.startsWith("data: ") ? 6 : 5);
           data = data === null ? value : `${data}\n${value}`;
@@ -48,5 +52,7 @@ export function sseEvents() {
       line += text.slice(from);
       return ended;
     },
+    /** The characters of the event not yet ended, its unended line's included: what a stream that never ends one makes it hold. */
+    unfinishedLength: () => eventLength + line.length,
   };
 }

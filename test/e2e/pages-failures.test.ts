@@ -32,7 +32,7 @@ beforeAll(async () => {
   upstream = await startHostileUpstream();
   const hostile = (name: string, behaviour: string) => ({ name, failover: { maxAttempts: 1 }, deployments: [{ id: behaviour.replace(":", "-"), baseUrl: `${upstream.url}/${behaviour}`, model: "hostile-7b" }] });
   gw = await startTestGateway(
-    { modelGroups: [{ name: GROUP, deployments: [{ id: "sim-0", baseUrl: fleet.urls[0] as string, model: "sim-7b" }] }, hostile("cut", "cut-mid-event"), hostile("erring", "error-then-endless"), hostile("long", "long-stream:20000"), hostile("unbroken", "big-event:64"), hostile("firehose", "firehose-stream"), hostile("endless", "endless-stream"), hostile("cr", "cr-stream:300"), hostile("split-crlf", "split-crlf:300")] },
+    { modelGroups: [{ name: GROUP, deployments: [{ id: "sim-0", baseUrl: fleet.urls[0] as string, model: "sim-7b" }] }, hostile("cut", "cut-mid-event"), hostile("erring", "error-then-endless"), hostile("long", "long-stream:20000"), hostile("unbroken", "big-event:64"), hostile("firehose", "firehose-stream"), hostile("endless", "endless-stream"), hostile("unended", "endless-event"), hostile("cr", "cr-stream:300"), hostile("split-crlf", "split-crlf:300")] },
     { KVGATE_ADMIN_KEY: adminKey },
     { assets: true },
   );
@@ -449,6 +449,19 @@ describe.skipIf(missing)("the pages when things change or fail under them", () =
     await vi.waitFor(() => expect(upstream.stats("endless-stream")).toMatchObject({ requests: 1, open: 0, cancelled: 1 }), EVENTUALLY);
     await vi.waitFor(async () => expect(await gw.inFlight("endless")).toBe(0), EVENTUALLY);
   });
+
+  it("an event that never ends, passed on as it comes, is given up at the longest the playground holds: the page says so, and the request is let go", async () => {
+    const page = await playground();
+    upstream.reset();
+    // A first event, then one that goes on as fast as it comes: no blank line ever ends it, and
+    // the master key's stream passes it on untouched.
+    await send(page, "unended", "hello", 16);
+    await vi.waitFor(async () => expect(await lastReply(page).getAttribute("data-done")).toBe("true"), { timeout: 30_000, interval: 200 });
+    expect(await lastReply(page).locator(".reply-text").textContent()).toBe("first [an event longer than 8,000,000 characters: the playground reads no further]");
+    expect(await page.locator("#status").textContent()).toBe("The request failed.");
+    await vi.waitFor(() => expect(upstream.stats("endless-event")).toMatchObject({ requests: 1, open: 0, cancelled: 1 }), EVENTUALLY);
+    await vi.waitFor(async () => expect(await gw.inFlight("unended")).toBe(0), EVENTUALLY);
+  }, 60_000);
 
   it("a stream whose lines end with a lone CR, or with a CRLF cut between two chunks, shows its reply", async () => {
     const page = await playground();

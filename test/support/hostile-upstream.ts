@@ -306,6 +306,16 @@ const BEHAVIOURS: Record<string, Answer> = {
   "big-event": (_req, res, body, arg, s) => bigEvent(res, body, Number(arg ?? 4096), true, s),
   /** The same event's start and its `arg` KiB (default 4096) of text, then nothing: its end never comes, and the connection is held open. */
   "unended-event": (_req, res, body, arg, s) => bigEvent(res, body, Number(arg ?? 4096), false, s),
+  /** The same event's start, then its text in 4 KiB writes as fast as the connection takes them, for as long as it lasts: an upstream that streams on and never ends its event. */
+  "endless-event": (_req, res, body, _arg, s) => {
+    const [opening] = chunk(requestOf(body).model, "@@").split("@@") as [string];
+    res.writeHead(200, { "content-type": "text/event-stream" });
+    function* parts(): Generator<string> {
+      yield chunk(requestOf(body).model, "first") + opening;
+      for (;;) yield "x".repeat(4096);
+    }
+    writeAll(res, parts(), s, () => {});
+  },
   /** Nothing for `arg` ms (default 1 s), then events every 50 ms for as long as the connection lasts. */
   "late-endless-stream": (req, res, body, arg, s) => {
     const timer = setTimeout(() => BEHAVIOURS["endless-stream"]?.(req, res, body, undefined, s), Number(arg ?? 1000));

@@ -46,3 +46,16 @@ it("an event ended by a lone CR is given at once, not when the next chunk shows 
   expect(events.push(`${first}\r\r`)).toEqual([DATA[0]]);
   expect(events.push(`\n${done}\r\n\r\n`)).toEqual(["[DONE]"]);
 });
+
+it("says how long the event not yet ended is, its lines and its unended line, and nothing once it ends", () => {
+  const events = sseEvents();
+  events.push(`${first}\n\n: a comment\r\n`);
+  expect(events.unfinishedLength()).toBe(": a comment\r\n".length);
+  events.push("data: xx");
+  events.push("x".repeat(1000));
+  expect(events.unfinishedLength()).toBe(": a comment\r\n".length + "data: xx".length + 1000);
+  events.push("\r");
+  expect(events.unfinishedLength()).toBe(": a comment\r\n".length + "data: xx".length + 1001);
+  expect(events.push("\n\n")).toEqual([`xx${"x".repeat(1000)}`]);
+  expect(events.unfinishedLength()).toBe(0);
+});
