@@ -65,8 +65,9 @@ export interface RelayOptions {
    */
   outrunsTap?: boolean;
   /**
-   * With readUsage, a Responses API answer's: its last this many bytes are kept (responsesTailBytes)
-   * and its usage is read where that API puts it, not from a search of its text (BodyEnds).
+   * With readUsage, a Responses API answer's: its last this many bytes are kept (responsesTailBytes;
+   * a stream's back to the start of the event they begin in, EventTail) and its usage is read where
+   * that API puts it, not from a search of its text (BodyEnds).
    */
   responsesUsageBytes?: number;
   /**

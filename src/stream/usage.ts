@@ -1,6 +1,7 @@
 import { eventEnds, eventFields } from "./sse-boundary.ts";
 import type { TokenUsage } from "../routing/protocol.ts";
-import { concat } from "./bytes.ts";
+import { join } from "./bytes.ts";
+import { EVENT_TAIL_MAX_BYTES, EventTail } from "./event-tail.ts";
 
 export interface Usage {
   promptTokens: number;
@@ -33,7 +34,8 @@ class TailKeeper {
   }
 
   bytesView(): Uint8Array {
-    return this.chunks.length === 1 ? (this.chunks[0] as Uint8Array) : concat(...this.chunks);
+    // Not a spread into a call: an upstream that drips a byte at a time leaves more chunks than a call takes arguments.
+    return this.chunks.length === 1 ? (this.chunks[0] as Uint8Array) : join(this.chunks);
   }
 }
 
@@ -44,12 +46,12 @@ export const USAGE_TAIL_BYTES = 8192;
 export const ECHO_TAIL_MAX_BYTES = 256 * 1024;
 
 /**
- * How much of a Responses API answer's end is kept to read its usage from. Its closing event
- * (response.completed) holds the whole response, the request's fields repeated in it (SGLang's
- * after the usage: `instructions` and `tools`, tens of KiB for an agent), and the usage is read
- * from that event parsed whole (responsesUsage): what is repeated is no longer than the request in
- * UTF-8 (3 bytes a UTF-16 unit of `requestLength`), up to ECHO_TAIL_MAX_BYTES; an event past the
- * tail is charged an estimate.
+ * How much of a Responses API answer's end is kept to read its usage from. A whole answer's holds
+ * the response, the request's fields repeated in it (SGLang's after the usage: `instructions` and
+ * `tools`, tens of KiB for an agent), and the usage is read from it parsed whole (responsesUsage):
+ * what is repeated is no longer than the request in UTF-8 (3 bytes a UTF-16 unit of
+ * `requestLength`), up to ECHO_TAIL_MAX_BYTES. A stream's closing event (response.completed) holds
+ * the whole output too: a stream keeps this much and, back from it, the event it begins in (EventTail).
  */
 export function responsesTailBytes(requestLength: number): number {
   return 2 * USAGE_TAIL_BYTES + Math.min(3 * requestLength, ECHO_TAIL_MAX_BYTES);
@@ -67,19 +69,25 @@ export class BodyEnds {
   private readonly tail: TailKeeper;
   private dropped = false;
   private readonly responses: number | undefined;
+  /** A Responses stream's end, from the start of its last events (the closing one whole). */
+  private readonly events: EventTail | null;
 
   /**
-   * `responses`: a Responses API answer's, whose last `responses` bytes are kept and whose usage is
-   * read where that API puts it (responsesUsage), never from a search of its text.
+   * `responses`: a Responses API answer's, whose last `responses` bytes are kept (a stream's from
+   * the start of the event they begin in) and whose usage is read where that API puts it
+   * (responsesUsage), never from a search of its text.
    */
   constructor(keepHead: boolean, responses?: number) {
     this.responses = responses;
     this.headLeft = keepHead ? USAGE_TAIL_BYTES : 0;
     this.tail = new TailKeeper(responses ?? USAGE_TAIL_BYTES);
+    this.events = responses !== undefined && !keepHead ? new EventTail(responses, EVENT_TAIL_MAX_BYTES) : null;
   }
 
   push(chunk: Uint8Array): void {
-    if (this.headLeft > 0) {
+    if (this.events) {
+      this.events.push(chunk);
+    } else if (this.headLeft > 0) {
       this.head.push(chunk);
       this.headLeft -= chunk.length;
     } else if (this.tail.push(chunk)) {
@@ -89,13 +97,14 @@ export class BodyEnds {
 
   /** The usage at the body's end, else at its start; a body kept whole is read as one. */
   usage(): Usage | null {
-    if (this.responses !== undefined) {
-      if (this.head.length === 0) return responsesUsage(this.tail.bytesView(), true);
-      return this.dropped ? null : responsesUsage(concat(...this.head, this.tail.bytesView()), false);
+    if (this.events) {
+      const { bytes, atEventStart } = this.events.view();
+      return responsesStreamUsage(bytes, atEventStart);
     }
+    if (this.responses !== undefined) return this.dropped ? null : responsesUsage(join([...this.head, this.tail.bytesView()]));
     if (this.head.length === 0) return readUsage(this.tail.bytesView());
-    if (!this.dropped) return readUsage(concat(...this.head, this.tail.bytesView()));
-    return readUsage(this.tail.bytesView()) ?? readUsage(concat(...this.head));
+    if (!this.dropped) return readUsage(join([...this.head, this.tail.bytesView()]));
+    return readUsage(this.tail.bytesView()) ?? readUsage(join(this.head));
   }
 }
 
@@ -104,7 +113,7 @@ export class BodyEnds {
  * vLLM's prompt_logprobs) the top-level `usage` of the parsed body.
  */
 export function readWholeUsage(body: ArrayBuffer, responses = false): Usage | null {
-  if (responses) return responsesUsage(new Uint8Array(body), false);
+  if (responses) return responsesUsage(new Uint8Array(body));
   const atEnd = readUsage(new Uint8Array(body, Math.max(0, body.byteLength - USAGE_TAIL_BYTES)));
   if (atEnd || body.byteLength <= USAGE_TAIL_BYTES) return atEnd;
   const text = decoder.decode(body);
@@ -122,22 +131,31 @@ export function readWholeUsage(body: ArrayBuffer, responses = false): Usage | nu
 const decoder = new TextDecoder();
 
 /**
- * A Responses API answer's usage, where that API puts it: a stream's in its last event's
- * `response.usage` (the closing event, parsed whole), a whole body's at its top level. A search for
+ * A Responses API answer's usage, where that API puts it: a whole body's at its top level, a
+ * stream's in its last event's `response.usage` (the closing event, parsed whole). A search for
  * the last "usage" object would find one the client wrote: a server repeats the request's tools,
- * metadata and schemas in that event, SGLang's after the usage. Null when the event (or body) is
+ * metadata and schemas in that event, SGLang's after the usage. Null when the body (or event) is
  * not whole in `bytes`: the answer is charged an estimate, never what its text says elsewhere.
  */
-function responsesUsage(bytes: Uint8Array, stream: boolean): Usage | null {
-  const json = stream ? lastEventData(bytes) : decoder.decode(bytes);
-  if (json === null) return null;
-  let parsed: unknown;
+function responsesUsage(bytes: Uint8Array): Usage | null {
+  return usageIn(parsedJson(decoder.decode(bytes)));
+}
+
+/** `atEventStart`: the tail begins where an event begins (EventTail.view). */
+function responsesStreamUsage(tail: Uint8Array, atEventStart: boolean): Usage | null {
+  const data = lastEventData(tail, atEventStart);
+  return data === null ? null : usageIn(field(parsedJson(data), "response"));
+}
+
+function parsedJson(json: string): unknown {
   try {
-    parsed = JSON.parse(json);
+    return JSON.parse(json);
   } catch {
-    return null;
+    return undefined;
   }
-  const holder = stream ? field(parsed, "response") : parsed;
+}
+
+function usageIn(holder: unknown): Usage | null {
   const usage = field(holder, "usage");
   return typeof usage === "object" && usage !== null ? usageOf(usage as UsageJson) : null;
 }
@@ -148,12 +166,13 @@ function field(o: unknown, name: string): unknown {
 
 /**
  * The data of a stream's last event that holds any but `[DONE]` (sse-boundary.ts's reading of
- * events); null when none is whole: the tail's first event may have begun before it.
+ * events); null when none is whole: unless `atEventStart`, the tail's first event may have begun
+ * before it.
  */
-function lastEventData(tail: Uint8Array): string | null {
+function lastEventData(tail: Uint8Array, atEventStart: boolean): string | null {
   const ends = eventEnds(tail, 0);
   // What follows the last end too: a stream that ended without its blank line.
-  const bounds = [...ends, tail.length];
+  const bounds = [...(atEventStart ? [0] : []), ...ends, tail.length];
   for (let k = bounds.length - 1; k >= 1; k--) {
     const { data } = eventFields(tail.subarray(bounds[k - 1] as number, bounds[k] as number));
     if (data !== null && data.trim() !== "[DONE]") return data;

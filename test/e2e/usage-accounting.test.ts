@@ -147,6 +147,19 @@ describe("each request shape is charged what the upstream reported, once", () =>
     }
   });
 
+  it("a long streamed Responses answer: its closing event repeats the whole output before the usage", async () => {
+    // 6,000 tokens: response.completed is ~30 KiB, past what the tail kept for a short request.
+    let reported: OpenAI.Responses.ResponseUsage | undefined;
+    const { did, charged } = await charge(async (client) => {
+      for await (const event of await client.responses.create({ model: "acct", input: prompt("responses"), max_output_tokens: 6000, stream: true })) {
+        if (event.type === "response.completed" || event.type === "response.incomplete") reported = event.response.usage;
+      }
+    });
+    expect(reported?.output_tokens).toBe(did.completion);
+    expect(did.completion).toBeGreaterThan(4400);
+    expectCharged(did, charged);
+  });
+
   it("embeddings: prompt tokens only", async () => {
     const { did, charged } = await charge(async (client) => {
       await client.embeddings.create({ model: "acct", input: [prompt("a"), prompt("b")] });
