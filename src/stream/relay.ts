@@ -2,9 +2,9 @@ import { sseErrorEvent } from "../openai/errors.ts";
 import type { ChunkTransform, CompletionSummary } from "../hooks/types.ts";
 import { concat } from "./bytes.ts";
 import { EventAligner, EventCounter } from "./sse-boundary.ts";
-import { BodyEnds } from "./usage.ts";
+import { BodyEnds, usageRead } from "./usage.ts";
 import { readFirstBytes, type FirstBytes } from "./first-bytes.ts";
-import { UsageTap } from "./usage-tap.ts";
+import { UsageTap, type Tapped } from "./usage-tap.ts";
 
 export interface RelayOptions {
   /** Per-chunk transforms from hooks; empty on the plain pass-through path. */
@@ -101,6 +101,12 @@ export function relay(body: ReadableStream<Uint8Array>, o: RelayOptions): Readab
   return pipe.readable;
 }
 
+/**
+ * What a client is told when the relay itself failed (a hook's transform threw, or reading the
+ * usage did): not what was thrown, which may say anything.
+ */
+const RELAY_FAILED = "the gateway could not relay the rest of the upstream's answer";
+
 async function pump(body: ReadableStream<Uint8Array>, writer: WritableStreamDefaultWriter<Uint8Array>, o: RelayOptions): Promise<void> {
   const { transforms } = o;
   const ends = new BodyEnds(!o.sse, o.responsesUsageBytes);
@@ -120,15 +126,31 @@ async function pump(body: ReadableStream<Uint8Array>, writer: WritableStreamDefa
   let stalled = false;
   let left = false;
   let writing = 0;
+  let settled = false;
+  /** The client's stream was closed or aborted: nothing more goes to it. */
+  let closed = false;
 
-  const summary = (outcome: CompletionSummary["outcome"]): CompletionSummary => ({
-    outcome,
-    bytes,
-    // Usage that came is the upstream's work done, the client gone after it or not.
-    usage: ends.usage(),
-    ttftMs: firstAt === null ? null : firstAt - o.sentAt,
-    events: events && events.count,
-  });
+  /** Reports how the body ended, once: onEnd settles the request's lease. */
+  const end = (outcome: CompletionSummary["outcome"]): void => {
+    if (settled) return;
+    settled = true;
+    o.onEnd({
+      outcome,
+      bytes,
+      // Usage that came is the upstream's work done, the client gone after it or not.
+      usage: usageRead(ends),
+      ttftMs: firstAt === null ? null : firstAt - o.sentAt,
+      events: events && events.count,
+    });
+  };
+  const close = (): void => {
+    closed = true;
+    writer.close().catch(() => {});
+  };
+  const abort = (err?: unknown): void => {
+    closed = true;
+    writer.abort(err).catch(() => {});
+  };
   const leave = (): void => {
     if (left) return;
     left = true;
@@ -150,6 +172,12 @@ async function pump(body: ReadableStream<Uint8Array>, writer: WritableStreamDefa
     }
   };
   const align = (chunk: Uint8Array | null): Uint8Array | null => (chunk && aligner ? aligner.take(chunk) : chunk);
+  /** Ends an SSE body with an error event (after a blank line where it is inside one), a whole answer with an error. */
+  const fail = async (err: unknown, message: string, code: string): Promise<void> => {
+    if (!o.sse) return abort(err);
+    const error = sseErrorEvent(message, code, o.responses);
+    if (await send(encoder.encode(aligner?.midEvent ? `\n\n${error}` : error))) close();
+  };
 
   const idleMs = o.idleTimeoutMs;
   const keepAliveMs = o.sse ? (o.keepAliveMs ?? 0) : 0;
@@ -198,14 +226,11 @@ async function pump(body: ReadableStream<Uint8Array>, writer: WritableStreamDefa
       } catch (err) {
         reading = false;
         if (left || o.clientGone?.()) {
-          writer.abort().catch(() => {});
-          return o.onEnd(summary("client-abort"));
+          abort();
+          return end("client-abort");
         }
-        o.onEnd(summary("upstream-error"));
-        if (!o.sse) {
-          writer.abort(err).catch(() => {});
-          return;
-        }
+        end("upstream-error");
+        if (!o.sse) return abort(err);
         const message = stalled
           ? `upstream stream stalled: no bytes for ${idleMs} ms after ${bytes} bytes`
           : `upstream stream failed after ${bytes} bytes: ${err instanceof Error ? err.message : String(err)}`;
@@ -213,9 +238,7 @@ async function pump(body: ReadableStream<Uint8Array>, writer: WritableStreamDefa
         // event is dropped, so the error event is the next thing the client parses. One too large
         // to hold went out in part: a blank line ends it first, as on the fast path.
         if (!(await send(align(flushAll(transforms))))) return;
-        const error = sseErrorEvent(message, stalled ? "upstream_stream_stalled" : "upstream_stream_error", o.responses);
-        if (await send(encoder.encode(aligner?.midEvent ? `\n\n${error}` : error))) writer.close().catch(() => {});
-        return;
+        return await fail(err, message, stalled ? "upstream_stream_stalled" : "upstream_stream_error");
       }
       if (step.done) break;
       if (left) break;
@@ -227,16 +250,28 @@ async function pump(body: ReadableStream<Uint8Array>, writer: WritableStreamDefa
       events?.push(chunk);
       let out = chunk;
       for (const t of transforms) out = t.transform(out);
-      if (!(await send(align(out)))) return o.onEnd(summary("client-abort"));
+      if (!(await send(align(out)))) return end("client-abort");
     }
     if (left) {
-      writer.abort().catch(() => {});
-      return o.onEnd(summary("client-abort"));
+      abort();
+      return end("client-abort");
     }
-    if (!(await send(align(flushAll(transforms))))) return o.onEnd(summary("client-abort"));
-    if (aligner && !(await send(aligner.flush()))) return o.onEnd(summary("client-abort"));
-    writer.close().catch(() => {});
-    o.onEnd(summary("ok"));
+    if (!(await send(align(flushAll(transforms))))) return end("client-abort");
+    if (aligner && !(await send(aligner.flush()))) return end("client-abort");
+    close();
+    end("ok");
+  } catch (err) {
+    // The relay's own failure, not the upstream's: a hook's transform or flush threw (or onEnd, after
+    // the end was reported). The upstream is let go, the end reported once, and the client's stream
+    // ends as on an upstream failure.
+    reading = false;
+    reader.cancel().catch(() => {});
+    if (left || o.clientGone?.()) {
+      if (!closed) abort();
+      return end("client-abort");
+    }
+    end("upstream-error");
+    if (!closed) await fail(err, `upstream stream failed after ${bytes} bytes: ${RELAY_FAILED}`, "upstream_stream_error");
   } finally {
     clearInterval(ticker);
     clearTimeout(readLimiter);
@@ -307,9 +342,11 @@ function relayTapped(body: ReadableStream<Uint8Array>, o: RelayOptions, pipe: Re
   pumpToClient(toClient, o, pipe, first ? writeFirst(pipe, first) : Promise.resolve(), {
     end: (outcome) => {
       tap.finish();
-      void tap.ended.then((t) => {
-        o.onEnd({ outcome, bytes: t.bytes, usage: t.usage, ttftMs: t.firstAt === null ? null : t.firstAt - o.sentAt, events: t.events });
-      });
+      // A tap reports what it read even when reading failed (UsageTap.read); should it reject all
+      // the same, the end is reported with nothing known of the body, and the lease still settled.
+      void tap.ended
+        .catch((): Tapped => ({ bytes: 0, events: null, firstAt: null, usage: null }))
+        .then((t) => o.onEnd({ outcome, bytes: t.bytes, usage: t.usage, ttftMs: t.firstAt === null ? null : t.firstAt - o.sentAt, events: t.events }));
     },
     // The upstream body is cancelled once both branches are; pipeTo leaves the client's to this
     // (a tee branch's cancel waits for the other's, and pipeTo would wait on it before settling).

@@ -1,4 +1,4 @@
-import { concat } from "./bytes.ts";
+import { concat, join } from "./bytes.ts";
 
 const QUOTE = 0x22;
 const COLON = 0x3a;
@@ -114,7 +114,7 @@ export class JsonFieldRewriter {
     }
     if (!pieces) return end === n ? data : data.subarray(0, end);
     pieces.push(data.subarray(emitted, end));
-    return concat(...pieces);
+    return join(pieces);
   }
 
   flush(): Uint8Array | null {

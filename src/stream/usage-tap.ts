@@ -1,6 +1,6 @@
 import type { FirstBytes } from "./first-bytes.ts";
 import { EventCounter } from "./sse-boundary.ts";
-import { BodyEnds, type Usage } from "./usage.ts";
+import { BodyEnds, usageRead, type Usage } from "./usage.ts";
 
 /** What a tap saw of a body: its length and events, its first byte's time, and its final usage. */
 export interface Tapped {
@@ -101,17 +101,19 @@ export class UsageTap {
     this.letGo ??= setTimeout(() => this.reader?.cancel().catch(() => {}), TAP_DRAIN_MS);
   }
 
+  /** Never rejects: what was read by a failure, its own or the upstream's, is what it reports. */
   private async read(branch: ReadableStream<Uint8Array>, now: () => number, first: FirstBytes | null, events: EventCounter | null, responses: number | undefined): Promise<Tapped> {
     const ends = new BodyEnds(false, responses);
     let bytes = first ? first.chunk.byteLength : 0;
     let firstAt: number | null = first ? first.at : null;
-    if (first) {
-      ends.push(first.chunk);
-      events?.push(first.chunk);
-    }
     const readSome = filling(branch);
     this.reader = readSome.reader;
+    let stopped = false;
     try {
+      if (first) {
+        ends.push(first.chunk);
+        events?.push(first.chunk);
+      }
       for (let reads = 0, drained = false, leftReads = 0; ; reads++) {
         if ((drained || reads >= TAP_READS_PER_DRAIN) && firstAt !== null && !this.finished) {
           await this.untilDrain();
@@ -130,13 +132,15 @@ export class UsageTap {
         if (this.leaving && (drained || ++leftReads >= TAP_READS_PER_DRAIN)) break;
       }
     } catch {
-      // The upstream failed or the client left: the client's branch says which.
+      // The upstream failed or the client left (the client's branch says which), or reading here
+      // threw: the branch is let go, so that the tee queues nothing more for it.
+      stopped = true;
     }
-    if (this.leaving) {
+    if (this.leaving || stopped) {
       clearTimeout(this.letGo);
       readSome.reader.cancel().catch(() => {});
     }
-    return { bytes, events: events && events.count, firstAt, usage: ends.usage() };
+    return { bytes, events: events && events.count, firstAt, usage: usageRead(ends) };
   }
 
   private untilDrain(): Promise<void> {

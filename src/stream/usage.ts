@@ -108,6 +108,15 @@ export class BodyEnds {
   }
 }
 
+/** A body's usage; null where reading it threw: the answer is then charged an estimate, and its end still reported. */
+export function usageRead(ends: BodyEnds): Usage | null {
+  try {
+    return ends.usage();
+  } catch {
+    return null;
+  }
+}
+
 /**
  * A non-streamed body's usage, the body held whole: at its end, or (after a long field such as
  * vLLM's prompt_logprobs) the top-level `usage` of the parsed body.

@@ -1,10 +1,11 @@
 import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import type { ChunkTransform, CompletionSummary } from "../../src/hooks/types.ts";
 import { concat } from "../../src/stream/bytes.ts";
 import { readFirstBytes } from "../../src/stream/first-bytes.ts";
 import { relay, type RelayOptions } from "../../src/stream/relay.ts";
+import { BodyEnds } from "../../src/stream/usage.ts";
 
 const enc = new TextEncoder();
 const dec = new TextDecoder();
@@ -553,5 +554,94 @@ describe("relay: a whole answer whose usage is read (readUsage, not SSE), its cl
     // The chunk in hand, the pipe's, and those its first and last 8 KiB are in (kept for the usage); 32 MiB on a tee.
     expect(heldHalfway).toBeLessThan(8 * chunk);
     expect(await ended).toMatchObject({ outcome: "ok", usage: { promptTokens: 9, completionTokens: 2 } });
+  });
+});
+
+describe("relay: a throw inside the relay (a hook's, or the usage read's) still ends the body, once", () => {
+  /** Every call the relay makes to onEnd, and a promise of the first. */
+  function counted(body: ReadableStream<Uint8Array>, extra: Partial<RelayOptions>): { out: ReadableStream<Uint8Array>; ends: CompletionSummary[]; ended: Promise<CompletionSummary> } {
+    const ends: CompletionSummary[] = [];
+    let done!: (s: CompletionSummary) => void;
+    const ended = new Promise<CompletionSummary>((r) => (done = r));
+    const out = relay(body, { transforms: [], sse: true, sentAt: 0, now: () => 5, onEnd: (s) => (ends.push(s), done(s)), ...extra });
+    return { out, ends, ended };
+  }
+  const lastEvent = (text: string) => JSON.parse(text.trim().split("\n\n").at(-1)?.slice("data: ".length) ?? "{}") as { error?: { code?: string; message?: string } };
+  /** Throws on its `n`th chunk (1 for the first). */
+  const throwsAt = (n: number): ChunkTransform => {
+    let seen = 0;
+    return {
+      transform: (c) => {
+        if (++seen === n) throw new RangeError("Maximum call stack size exceeded");
+        return c;
+      },
+      flush: () => null,
+    };
+  };
+  const flushThrows: ChunkTransform = {
+    transform: (c) => c,
+    flush: () => {
+      throw new Error("a hook's flush failed");
+    },
+  };
+  const settle = () => new Promise((r) => setTimeout(r, 20));
+
+  it("a hook that throws mid-stream: the client's stream ends with an error event, onEnd is called once, the upstream is cancelled", async () => {
+    const { endless, cancelled } = endlessSource();
+    const { out, ends, ended } = counted(endless, { transforms: [throwsAt(3)] });
+    const text = await new Response(out).text();
+    expect(text.startsWith("data: {}\n\ndata: {}\n\n")).toBe(true);
+    expect(lastEvent(text).error?.code).toBe("upstream_stream_error");
+    // What the hook threw is not shown to the client: it may say anything.
+    expect(text).not.toContain("Maximum call stack");
+    expect(await ended).toMatchObject({ outcome: "upstream-error", bytes: 30 });
+    await settle();
+    expect(ends).toHaveLength(1);
+    expect(cancelled()).toBe(true);
+  });
+
+  it("a hook whose flush throws at the body's end: the same", async () => {
+    const { out, ends, ended } = counted(source(['data: {"a":1}\n\n']), { transforms: [flushThrows] });
+    const text = await new Response(out).text();
+    expect(text.startsWith('data: {"a":1}\n\n')).toBe(true);
+    expect(lastEvent(text).error?.code).toBe("upstream_stream_error");
+    expect((await ended).outcome).toBe("upstream-error");
+    await settle();
+    expect(ends).toHaveLength(1);
+  });
+
+  it("a hook's flush that throws after the upstream failed: one end, and the stream still ends with its error event", async () => {
+    const { out, ends, ended } = counted(source(['data: {"a":1}\n\n'], { failAfter: 1 }), { transforms: [flushThrows] });
+    const text = await new Response(out).text();
+    expect(lastEvent(text).error?.code).toBe("upstream_stream_error");
+    expect((await ended).outcome).toBe("upstream-error");
+    await settle();
+    expect(ends).toHaveLength(1);
+  });
+
+  it("a whole answer whose hook throws: its body errors, and onEnd is called once", async () => {
+    const { out, ends, ended } = counted(source(['{"id":', '"x"}']), { sse: false, transforms: [throwsAt(2)] });
+    await expect(new Response(out).text()).rejects.toThrow();
+    expect((await ended).outcome).toBe("upstream-error");
+    await settle();
+    expect(ends).toHaveLength(1);
+  });
+
+  it("a usage read that throws, in the JavaScript loop or the tap: the body ends as it came, with no usage, once", async () => {
+    const chunks = ['data: {"a":1}\n\n', usageEvent];
+    const usage = vi.spyOn(BodyEnds.prototype, "usage").mockImplementation(() => {
+      throw new RangeError("Maximum call stack size exceeded");
+    });
+    try {
+      for (const extra of [{ readUsage: true, transforms: [throwsAt(0)] }, { readUsage: true, nativePipe }]) {
+        const { out, ends, ended } = counted(source(chunks), extra);
+        expect(await new Response(out).text()).toBe(chunks.join(""));
+        expect(await ended).toMatchObject({ outcome: "ok", usage: null });
+        await settle();
+        expect(ends).toHaveLength(1);
+      }
+    } finally {
+      usage.mockRestore();
+    }
   });
 });

@@ -31,6 +31,11 @@ describe("restamp hook", () => {
     expect(expected).not.toContain(ctx.upstreamModel);
   });
 
+  it("rewrites a chunk with more matches than a call takes arguments (the pieces are joined from a list)", () => {
+    const many = `{"model":"${ctx.upstreamModel}"}`.repeat(200_000);
+    expect(run([many])).toBe(`{"model":"${ctx.clientModel}"}`.repeat(200_000));
+  });
+
   it("is correct wherever the pattern straddles a chunk boundary", () => {
     const bytes = enc.encode(upstream);
     for (let cut = 1; cut < bytes.length; cut++) {
