@@ -1,4 +1,4 @@
-/** One array holding the parts in order. */
+/** One array holding the parts in order; a few, named: a list of parts goes to join (a call takes only so many arguments). */
 export function concat(...parts: Uint8Array[]): Uint8Array {
   return join(parts);
 }

@@ -1,4 +1,4 @@
-import { concat } from "../stream/bytes.ts";
+import { join } from "../stream/bytes.ts";
 
 /** An error body is a sentence of JSON: this much of it is plenty, and the rest is never read. */
 export const ERROR_BODY_MAX_BYTES = 8 * 1024;
@@ -31,6 +31,6 @@ export async function readBounded(body: ReadableStream<Uint8Array> | null, maxBy
     clearTimeout(timer);
     reader.cancel().catch(() => {});
   }
-  const bytes = concat(...parts);
+  const bytes = join(parts);
   return utf8.decode(bytes.length > maxBytes ? bytes.subarray(0, maxBytes) : bytes);
 }

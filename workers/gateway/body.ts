@@ -1,6 +1,6 @@
 import { BODY_SHAPE, isInexactNumber, scanBody, type ShapeExcess } from "../../src/openai/body-shape.ts";
 import { badRequest, tooLarge, unsupportedEncoding, type GatewayError } from "../../src/openai/errors.ts";
-import { concat } from "../../src/stream/bytes.ts";
+import { join } from "../../src/stream/bytes.ts";
 
 const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: false });
 
@@ -100,7 +100,7 @@ async function readCounted(body: ReadableStream<Uint8Array>, limit: number): Pro
     }
     parts.push(value);
   }
-  return parts.length === 1 ? (parts[0] as Uint8Array) : concat(...parts);
+  return parts.length === 1 ? (parts[0] as Uint8Array) : join(parts);
 }
 
 function parseJson(bytes: Uint8Array): ReadBody {
