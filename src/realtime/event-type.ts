@@ -63,6 +63,41 @@ export function backendEvent(message: string | ArrayBuffer): "server" | "committ
 }
 
 /**
+ * A message of a backend's output, as its tokens are counted (src/realtime/usage.ts): `of` whose —
+ * a response's (the Realtime API's `response.*`) or a transcription's of the input audio (vLLM's
+ * `transcription.*`, OpenAI's `conversation.item.input_audio_transcription.*`, which runs beside a
+ * response); `is` what — a `delta` of it, or its `done`: its end, which reports its usage, if
+ * any, in `usage` (a response's in `response.usage`).
+ */
+export interface OutputEvent {
+  of: "response" | "transcription";
+  is: "delta" | "done";
+}
+
+const RESPONSE_DELTA: OutputEvent = { of: "response", is: "delta" };
+const RESPONSE_DONE: OutputEvent = { of: "response", is: "done" };
+const TRANSCRIPTION_DELTA: OutputEvent = { of: "transcription", is: "delta" };
+const TRANSCRIPTION_DONE: OutputEvent = { of: "transcription", is: "done" };
+
+/** A response's deltas: text, audio, transcript, a call's arguments (either API's names). */
+const RESPONSE_DELTA_TYPE = /^response\.[a-z_.]*delta$/;
+
+/** OpenAI's transcription of a conversation's input audio; its end is `completed` (with usage) or `failed`. */
+const INPUT_TRANSCRIPTION = "conversation.item.input_audio_transcription.";
+
+/** The output event of `type` (a backend's message's eventType); null for any other. */
+export function outputEvent(type: string | null): OutputEvent | null {
+  if (type === null) return null;
+  if (type === "response.done") return RESPONSE_DONE;
+  if (RESPONSE_DELTA_TYPE.test(type)) return RESPONSE_DELTA;
+  if (type === "transcription.delta") return TRANSCRIPTION_DELTA;
+  if (type === "transcription.done") return TRANSCRIPTION_DONE;
+  if (!type.startsWith(INPUT_TRANSCRIPTION)) return null;
+  const part = type.slice(INPUT_TRANSCRIPTION.length);
+  return part === "delta" ? TRANSCRIPTION_DELTA : part === "completed" || part === "failed" ? TRANSCRIPTION_DONE : null;
+}
+
+/**
  * What a client's message asks of its backend: `response` — a `response.create`, which only the
  * engine's output (or an error) answers; `commit` — an `input_audio_buffer.commit`, which vLLM
  * answers with its transcription and OpenAI's server with `input_audio_buffer.committed` (its

@@ -86,6 +86,8 @@ beforeAll(async () => {
       { name: "idle-acks", streamIdleTimeoutMs: 600, deployments: [at("acks-hung")] },
       // vLLM's realtime transcription: audio appended gets no answer, a commit does.
       { name: "idle-vllm", streamIdleTimeoutMs: 600, deployments: [at("vllm")] },
+      // vLLM's realtime transcription, for a key whose tokens are counted.
+      { name: "transcribes", deployments: [at("vllm", "vllm-transcribes")] },
       // An engine hung behind a live server, tried once per handshake: a client that tries again and again.
       { name: "wedged-handshake", firstByteTimeoutMs: 300, failover: { maxAttempts: 1 }, deployments: [at("slow:60003", "wedged-rt")] },
       // A backend serving a realtime session, and beside it (round-robin's second) an engine wedged for chat.
@@ -221,6 +223,28 @@ describe("a virtual key's session's tokens", () => {
     await vi.waitFor(async () => expect(await usage()).toMatchObject({ requests: 2, completion_tokens: 22 }), EVENTUALLY);
     await vi.waitFor(async () => expect(await gw.inFlight("realtime")).toBe(0), EVENTUALLY);
     const refused = await connect(wsUrl("?model=realtime"), { headers: { authorization: `Bearer ${key}` } });
+    expect(refused.kind === "refused" && [refused.status, refused.body.error.code]).toEqual([429, "insufficient_quota"]);
+  });
+});
+
+describe("a virtual key's transcription session on vLLM", () => {
+  it("is charged the tokens each transcription.done reports, as a response.done's are: a spent budget ends it and refuses the next session", async () => {
+    const made = await fetch(`${gw.url}/admin/v1/keys`, { method: "POST", headers: { authorization: `Bearer ${adminKey}`, "content-type": "application/json" }, body: JSON.stringify({ budget_tokens: 3, budget_period: "total" }) });
+    const { id, key } = (await made.json()) as { id: string; key: string };
+    const usage = async () => (await (await fetch(`${gw.url}/admin/v1/usage?key=${id}`, { headers: { authorization: `Bearer ${adminKey}` } })).json()) as Record<string, unknown>;
+    const s = opened(await connect(wsUrl("?model=transcribes"), { headers: { authorization: `Bearer ${key}` } }));
+    await s.event("session.created");
+    // Each commit is transcribed: vLLM reports 1 prompt and 1 completion token in its transcription.done.
+    for (let i = 0; i < 2; i++) {
+      s.ws.send(audioChunk);
+      s.ws.send(JSON.stringify({ type: "input_audio_buffer.commit" }));
+      expect((await s.event("transcription.done")).usage).toEqual({ prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 });
+    }
+    await vi.waitFor(async () => expect(await usage()).toMatchObject({ prompt_tokens: 2, completion_tokens: 2 }), EVENTUALLY);
+    // 2 + 2 cross the 3: the transcription that crossed it was served, and the session ends.
+    expect(await s.closed).toEqual({ code: 1008, reason: expect.stringMatching(/^API key sk-kvg-\w{5}… reached its budget for the period; the budget does not renew$/) });
+    await vi.waitFor(async () => expect(await usage()).toMatchObject({ requests: 1, prompt_tokens: 2, completion_tokens: 2 }), EVENTUALLY);
+    const refused = await connect(wsUrl("?model=transcribes"), { headers: { authorization: `Bearer ${key}` } });
     expect(refused.kind === "refused" && [refused.status, refused.body.error.code]).toEqual([429, "insufficient_quota"]);
   });
 });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { backendEvent, clientAsks, eventType, TYPE_WITHIN } from "../../src/realtime/event-type.ts";
+import { backendEvent, clientAsks, eventType, outputEvent, TYPE_WITHIN } from "../../src/realtime/event-type.ts";
 
 describe("a realtime message's event type", () => {
   it("is the first type its head names, whether or not an event_id comes before it", () => {
@@ -46,5 +46,31 @@ describe("what a client's message asks its backend (a response, a commit: then o
     ['{"type":"conversation.item.create","item":{"type":"message"}}', null],
   ] as const)("%s: %s", (message, asks) => {
     expect(clientAsks(message)).toBe(asks);
+  });
+});
+
+describe("what a backend's message is of its output, as its tokens are counted", () => {
+  it.each([
+    ["response.done", { of: "response", is: "done" }],
+    ["response.output_audio_transcript.delta", { of: "response", is: "delta" }],
+    ["response.function_call_arguments.delta", { of: "response", is: "delta" }],
+    ["transcription.delta", { of: "transcription", is: "delta" }],
+    ["transcription.done", { of: "transcription", is: "done" }],
+    ["conversation.item.input_audio_transcription.delta", { of: "transcription", is: "delta" }],
+    ["conversation.item.input_audio_transcription.completed", { of: "transcription", is: "done" }],
+    ["conversation.item.input_audio_transcription.failed", { of: "transcription", is: "done" }],
+    ["conversation.item.input_audio_transcription.segment", null],
+    ["response.text.done", null],
+    ["response.created", null],
+    ["transcription_session.updated", null],
+    [null, null],
+  ] as const)("%s: %o", (type, output) => {
+    expect(outputEvent(type)).toEqual(output);
+  });
+
+  it("every output event is the engine's", () => {
+    for (const type of ["response.done", "response.text.delta", "transcription.delta", "transcription.done", "conversation.item.input_audio_transcription.completed"]) {
+      expect(backendEvent(JSON.stringify({ type }))).toBe("engine");
+    }
   });
 });

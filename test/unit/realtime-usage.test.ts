@@ -54,4 +54,35 @@ describe("RealtimeUsage", () => {
     v.take(delta("response.audio_transcript.delta"));
     expect([v.total, v.totalIfLeft]).toEqual([undefined, { prompt: 0, completion: 1, cached: 0, cacheReported: false }]);
   });
+
+  it("sums a transcription's usage as a response's: vLLM's transcription.done and OpenAI's input transcription, beside the responses", () => {
+    const u = new RealtimeUsage();
+    u.take(JSON.stringify({ type: "transcription.delta", delta: "hel" }));
+    u.take(JSON.stringify({ type: "transcription.done", text: "hello", usage: { prompt_tokens: 40, completion_tokens: 3, total_tokens: 43 } }));
+    const completed = { event_id: "e", type: "conversation.item.input_audio_transcription.completed", item_id: "i", content_index: 0, transcript: "hi" };
+    u.take(JSON.stringify({ ...completed, usage: { type: "tokens", input_tokens: 20, output_tokens: 2, total_tokens: 22, input_token_details: { text_tokens: 0, audio_tokens: 20 } } }));
+    // Billed by its length: no tokens to count.
+    u.take(JSON.stringify({ ...completed, usage: { type: "duration", seconds: 3 } }));
+    u.take(done({ input_tokens: 10, output_tokens: 4 }));
+    expect([u.total, u.totalIfLeft]).toEqual([
+      { prompt: 70, completion: 9, cached: 0, cacheReported: false },
+      { prompt: 70, completion: 9, cached: 0, cacheReported: false },
+    ]);
+  });
+
+  it("counts an output token for every transcription delta whose transcription did not end, apart from a response's that did", () => {
+    const u = new RealtimeUsage();
+    // vLLM: a client that leaves mid-transcription; vLLM stops it and reports nothing.
+    for (let i = 0; i < 3; i++) u.take(JSON.stringify({ type: "transcription.delta", delta: "w" }));
+    expect([u.total, u.totalIfLeft]).toEqual([undefined, { prompt: 0, completion: 3, cached: 0, cacheReported: false }]);
+    // OpenAI transcribes the input audio while a response is made: the response's end does not end the transcription.
+    const w = new RealtimeUsage();
+    w.take(JSON.stringify({ event_id: "e", type: "conversation.item.input_audio_transcription.delta", item_id: "i", delta: "w" }));
+    w.take(JSON.stringify({ type: "response.text.delta", delta: "x" }));
+    w.take(done({ input_tokens: 10, output_tokens: 4 }));
+    expect(w.totalIfLeft).toEqual({ prompt: 10, completion: 5, cached: 0, cacheReported: false });
+    // A failed transcription ended too (its backend's doing): nothing left of it.
+    w.take(JSON.stringify({ event_id: "e", type: "conversation.item.input_audio_transcription.failed", item_id: "i", error: {} }));
+    expect(w.totalIfLeft).toEqual({ prompt: 10, completion: 4, cached: 0, cacheReported: false });
+  });
 });

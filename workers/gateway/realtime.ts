@@ -207,8 +207,9 @@ async function handshakeInTurn(p: RealtimeInput, s: Session, held: HeldFailure):
  * Ends a session whose key's budget is spent, as the routing object answered a renewal of its
  * lease: closed with 1008, the client told what a request with the key would be (its 429
  * insufficient_quota's message). Its tokens are charged as the backend reports them (each
- * response.done, with the lease's renewal): a session lasts hours, and charged only at its end it
- * overshot the budget by all of them. The response that crosses it is served, as a request's is.
+ * output's end — a response.done, a transcription.done —, with the lease's renewal): a session
+ * lasts hours, and charged only at its end it overshot the budget by all of them. The output that
+ * crosses it is served, as a request's is.
  */
 function endIfSpent(lease: HeldLease, caller: Extract<Caller, { kind: "key" }>, relay: Relay): void {
   if (!lease.budgetSpent) return;
