@@ -1,6 +1,7 @@
 import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { expect, it, vi } from "vitest";
+import { GatewayError } from "../../src/openai/errors.ts";
 import { keyHash } from "../../src/tenants/key-format.ts";
 import type { Env } from "../../workers/env.ts";
 import { lookupKey } from "../../workers/gateway/key-cache.ts";
@@ -45,3 +46,64 @@ it("keys nobody issued, however many, never push a key in use out of the cache",
   await waitOnExecutionContext(ctx);
   now.mockRestore();
 }, 60_000);
+
+it("while the tenants object fails, a key is looked up at most once a second: a failed read is not tried again by every request, and a record 10 s old gets a 503 until a read succeeds", async () => {
+  const issued = await tenants().create({ name: "through an outage" });
+  if (!issued.ok) throw new Error(issued.message);
+  const hash = await keyHash(issued.value.key);
+  let tries = 0;
+  let down = false;
+  const flaky = {
+    ...env,
+    TENANTS: {
+      getByName: (name: string) => {
+        const real = env.TENANTS.getByName(name);
+        return { lookup: (h: string) => (tries++, down ? Promise.reject(new Error("Durable Object is overloaded")) : real.lookup(h)) };
+      },
+    },
+  } as unknown as Env;
+  const t0 = Date.now();
+  const now = vi.spyOn(Date, "now").mockReturnValue(t0);
+  // One request after another, each with its own context waited out (its refresh, if any, done).
+  const request = async (): Promise<string> => {
+    const ctx = createExecutionContext();
+    try {
+      return (await lookupKey(flaky, ctx, hash))?.record.id ?? "none";
+    } catch (err) {
+      return err instanceof GatewayError ? `${err.status} ${err.code}` : "thrown";
+    } finally {
+      await waitOnExecutionContext(ctx);
+    }
+  };
+  const id = issued.value.lookup.record.id;
+  expect(await request()).toBe(id);
+  expect(tries).toBe(1);
+  down = true;
+  // 6 s old: used as it is, a refresh beside the request; it fails, and 50 requests within the second try none again.
+  now.mockReturnValue(t0 + 6_000);
+  for (let i = 0; i < 50; i++) expect(await request()).toBe(id);
+  expect(tries).toBe(2);
+  // A second later, one more try.
+  now.mockReturnValue(t0 + 7_000);
+  for (let i = 0; i < 50; i++) expect(await request()).toBe(id);
+  expect(tries).toBe(3);
+  // 10 s old: not used (a revocation takes effect within 10 s); a 503 to each, one read a second.
+  now.mockReturnValue(t0 + 10_500);
+  for (let i = 0; i < 50; i++) expect(await request()).toBe("503 key_store_unavailable");
+  expect(tries).toBe(4);
+  // A key this isolate never read: a 503 too (not taken for an unknown key's 401), asked once.
+  const other = await tenants().create({ name: "first seen in the outage" });
+  if (!other.ok) throw new Error(other.message);
+  const otherHash = await keyHash(other.value.key);
+  for (let i = 0; i < 20; i++) {
+    const ctx = createExecutionContext();
+    await expect(lookupKey(flaky, ctx, otherHash)).rejects.toMatchObject({ status: 503, code: "key_store_unavailable" });
+    await waitOnExecutionContext(ctx);
+  }
+  expect(tries).toBe(5);
+  now.mockReturnValue(t0 + 11_500);
+  down = false;
+  expect(await request()).toBe(id);
+  expect(tries).toBe(6);
+  now.mockRestore();
+});

@@ -10,17 +10,26 @@ import type { Env, WaitUntil } from "../env.ts";
  * fresh read goes out beside the request; one MAX_AGE_MS old or more is read again before the
  * request goes on. So a key in steady use costs no call to the tenants object on its requests,
  * and what an isolate acts on was true at most MAX_AGE_MS ago: a revocation, an expiry moved
- * earlier or a changed limit takes effect within that bound (plus the read itself).
+ * earlier or a changed limit takes effect within that bound (plus the read itself). Past that
+ * bound, a key the tenants object cannot be read for is refused with a 503 (fail closed: a key
+ * revoked during an outage is not served on), and a read that failed is not tried again for that
+ * key within RETRY_AFTER_MS, whatever number of requests come: a slow or overloaded object is not
+ * asked once a request.
  */
 const REFRESH_AFTER_MS = 5_000;
+/** How long after a failed read of a key no other is tried (the 503's Retry-After, 1 s). */
+const RETRY_AFTER_MS = 1_000;
 /** Keys an isolate remembers, and as many keys that do not exist; past it the least recently read goes. */
 const MAX_ENTRIES = 10_000;
 
 interface Entry {
   /** null: no such key (remembered too, so guessing one again costs the tenants object nothing more). */
   found: KeyLookup | null;
+  /** When it was read; -Infinity for a key whose first read failed (nothing to use: remembered for retryAt). */
   readAt: number;
   refreshing: boolean;
+  /** No read of the key before then: its last one failed. */
+  retryAt: number;
 }
 
 /**
@@ -33,36 +42,57 @@ const misses = new Map<string, Entry>();
 
 async function read(env: Env, hash: string): Promise<Entry> {
   const found = await env.TENANTS.getByName(TENANTS_NAME).lookup(hash);
-  const entry: Entry = { found, readAt: Date.now(), refreshing: false };
+  const entry: Entry = { found, readAt: Date.now(), refreshing: false, retryAt: 0 };
   keys.delete(hash);
   misses.delete(hash);
-  const cache = found ? keys : misses;
-  cache.set(hash, entry);
-  if (cache.size > MAX_ENTRIES) for (const oldest of cache.keys()) { cache.delete(oldest); break; }
+  remember(found ? keys : misses, hash, entry);
   return entry;
 }
+
+function remember(cache: Map<string, Entry>, hash: string, entry: Entry): void {
+  cache.set(hash, entry);
+  if (cache.size > MAX_ENTRIES) for (const oldest of cache.keys()) { cache.delete(oldest); break; }
+}
+
+/**
+ * A read of `hash` failed: none is tried again for RETRY_AFTER_MS. `e` is what was cached when it
+ * went out; a key never read is remembered among the misses, as nothing to use (an unknown key's
+ * entry, as a guess's, is bounded there), unless a read that succeeded meanwhile put it back.
+ */
+function readFailed(hash: string, e: Entry | undefined): void {
+  const retryAt = Date.now() + RETRY_AFTER_MS;
+  if (e) e.retryAt = retryAt;
+  else if (!keys.has(hash) && !misses.has(hash)) remember(misses, hash, { found: null, readAt: -Infinity, refreshing: false, retryAt });
+}
+
+const storeUnavailable = () => unavailable("the key store is unavailable; try again shortly", "key_store_unavailable");
 
 /** The key whose hash is `hash`, or null when there is none; a 503 when the tenants object cannot say. */
 export async function lookupKey(env: Env, ctx: WaitUntil, hash: string): Promise<KeyLookup | null> {
   const e = keys.get(hash) ?? misses.get(hash);
-  const age = e ? Date.now() - e.readAt : Infinity;
+  const now = Date.now();
+  const age = e ? now - e.readAt : Infinity;
   if (e && age < MAX_AGE_MS) {
-    if (age >= REFRESH_AFTER_MS && !e.refreshing) {
+    if (age >= REFRESH_AFTER_MS && !e.refreshing && now >= e.retryAt) {
       e.refreshing = true;
       ctx.waitUntil(
         read(env, hash).catch((err: unknown) => {
           e.refreshing = false;
+          readFailed(hash, e);
           console.error(`kvgate: refreshing a key record failed: ${(err as Error).message}`);
         }),
       );
     }
     return e.found;
   }
+  // Too old to use, and its last read failed a moment ago: refused without asking again.
+  if (e && now < e.retryAt) throw storeUnavailable();
   try {
     return (await read(env, hash)).found;
   } catch (err) {
+    readFailed(hash, e);
     console.error(`kvgate: reading a key record failed: ${(err as Error).message}`);
-    throw unavailable("the key store is unavailable; try again shortly", "key_store_unavailable");
+    throw storeUnavailable();
   }
 }
 
