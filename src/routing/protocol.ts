@@ -182,6 +182,12 @@ export interface RouteTenant {
   budget: KeyBudget | null;
   /** A retry or a fallback of a request already admitted: its lease counts, its limits are not checked again. */
   admitted: boolean;
+  /**
+   * Whether the key's usage is recorded (src/tenants/route-tenant.ts readsUsage: usage tracking, a
+   * tpm or a budget); false: a request of it leaves no usage row. Absent (a lease taken back after
+   * a restart): as the key was last routed here, else recorded.
+   */
+  recordsUsage?: boolean;
 }
 
 export interface RouteCall {

@@ -4,7 +4,7 @@ import type { KeyLookup, KeyRecord } from "./protocol.ts";
 /** What a routing object needs of a virtual key to check its limits: sent with the route call. */
 export function routeTenant(k: KeyLookup, admitted: boolean): RouteTenant {
   const r = k.record;
-  return { id: r.id, rpm: r.rpm, tpm: r.tpm, maxParallel: r.maxParallel, budget: keyBudget(k), admitted };
+  return { id: r.id, rpm: r.rpm, tpm: r.tpm, maxParallel: r.maxParallel, budget: keyBudget(k), admitted, recordsUsage: readsUsage(r) };
 }
 
 /** The key's budget, with its spend as the tenants object answered it; null for a key without one. */

@@ -193,6 +193,21 @@ describe("usage", () => {
     expect({ prompt_tokens: got.prompt_tokens, completion_tokens: got.completion_tokens, cached_tokens: got.cached_tokens, requests: got.requests }).toEqual(want);
   });
 
+  it("records none for a key with track_usage false and no token limit or budget (its rpm needs none): its requests leave no usage rows", async () => {
+    const untracked = await createKey({ name: "untracked", track_usage: false, rpm: 1000 });
+    const tracked = await createKey({ name: "tracked, after it" });
+    const client = (key: string) => new OpenAI({ apiKey: key, baseURL: `${gw.url}/v1`, maxRetries: 0 }).chat.completions;
+    const body = { model: "keys", messages: [{ role: "user" as const, content: "untracked?" }], max_tokens: 3 };
+    expect((await client(untracked.key).create(body)).choices[0]?.message.content).toBeTruthy();
+    let events = 0;
+    for await (const _ of await client(untracked.key).create({ ...body, stream: true })) events++;
+    expect(events).toBeGreaterThan(0);
+    // The tracked key's request ends after them, in the same group: once it is recorded, theirs were sent too, were they any.
+    await client(tracked.key).create(body);
+    await vi.waitFor(async () => expect((await usage(tracked.id)).requests).toBe(1), EVENTUALLY);
+    expect(await usage(untracked.id)).toMatchObject({ requests: 0, prompt_tokens: 0, completion_tokens: 0 });
+  });
+
   it("counts a long stream whose client asked for its usage: read from a copy of the body in batches, every event passed on", async () => {
     const { id, key } = await createKey({ name: "long" });
     // ~1,000 events, well past one 16 KiB read of the tap and its 8 KiB tail.
