@@ -109,7 +109,7 @@ const RELAY_FAILED = "the gateway could not relay the rest of the upstream's ans
 
 async function pump(body: ReadableStream<Uint8Array>, writer: WritableStreamDefaultWriter<Uint8Array>, o: RelayOptions): Promise<void> {
   const { transforms } = o;
-  const ends = new BodyEnds(!o.sse, o.responsesUsageBytes);
+  const ends = new BodyEnds(!o.sse, o.responsesUsageBytes, o.readUsage === true);
   const reader = body.getReader();
   // Only whole events reach the client: a cut stream's error event never lands inside one, and a
   // keep-alive comment can go between any two writes.

@@ -103,6 +103,8 @@ export class UsageTap {
 
   /** Never rejects: what was read by a failure, its own or the upstream's, is what it reports. */
   private async read(branch: ReadableStream<Uint8Array>, now: () => number, first: FirstBytes | null, events: EventCounter | null, responses: number | undefined): Promise<Tapped> {
+    // A stream's ends: its usage is its last event's, so nothing is caught per chunk (BodyEnds'
+    // catchUsage); a non-streamed body whose usage is read takes relay's JavaScript loop instead.
     const ends = new BodyEnds(false, responses);
     let bytes = first ? first.chunk.byteLength : 0;
     let firstAt: number | null = first ? first.at : null;

@@ -2,6 +2,7 @@ import { eventEnds, eventFields } from "./sse-boundary.ts";
 import type { TokenUsage } from "../routing/protocol.ts";
 import { join } from "./bytes.ts";
 import { EVENT_TAIL_MAX_BYTES, EventTail } from "./event-tail.ts";
+import { MarkedUsage, TopLevelUsage, type UsageCatcher } from "./usage-catcher.ts";
 
 export interface Usage {
   promptTokens: number;
@@ -61,7 +62,9 @@ export function responsesTailBytes(requestLength: number): number {
  * Keeps references to the chunks a relayed body's usage is read from: its last USAGE_TAIL_BYTES
  * (a stream's usage event, a chat completion's or an embeddings answer's usage) and, for a
  * non-streamed body (`keepHead`), its first as many too: vLLM puts a rerank's results after its
- * usage, and a chat answer's prompt_logprobs.
+ * usage, and a chat answer's prompt_logprobs. A non-streamed body's usage may lie past both (vLLM's
+ * logprobs before it, its prompt_logprobs after): `catchUsage` catches it as the bytes pass
+ * (usage-catcher.ts), the one rule for whichever path relays the body.
  */
 export class BodyEnds {
   private readonly head: Uint8Array[] = [];
@@ -71,20 +74,27 @@ export class BodyEnds {
   private readonly responses: number | undefined;
   /** A Responses stream's end, from the start of its last events (the closing one whole). */
   private readonly events: EventTail | null;
+  /** A non-streamed body's usage object, caught wherever it lies as the body passes (usage-catcher.ts). */
+  private readonly catcher: UsageCatcher | null;
 
   /**
    * `responses`: a Responses API answer's, whose last `responses` bytes are kept (a stream's from
    * the start of the event they begin in) and whose usage is read where that API puts it
-   * (responsesUsage), never from a search of its text.
+   * (responsesUsage), never from a search of its text. `catchUsage`: a non-streamed body (with
+   * `keepHead`) whose usage is read: its usage object is caught as it passes (a Responses answer's
+   * at its top level alone). Nothing per chunk for a stream, whose usage is its last event's, nor
+   * for a body whose usage no one reads.
    */
-  constructor(keepHead: boolean, responses?: number) {
+  constructor(keepHead: boolean, responses?: number, catchUsage = false) {
     this.responses = responses;
     this.headLeft = keepHead ? USAGE_TAIL_BYTES : 0;
     this.tail = new TailKeeper(responses ?? USAGE_TAIL_BYTES);
     this.events = responses !== undefined && !keepHead ? new EventTail(responses, EVENT_TAIL_MAX_BYTES) : null;
+    this.catcher = keepHead && catchUsage ? (responses !== undefined ? new TopLevelUsage() : new MarkedUsage()) : null;
   }
 
   push(chunk: Uint8Array): void {
+    this.catcher?.push(chunk);
     if (this.events) {
       this.events.push(chunk);
     } else if (this.headLeft > 0) {
@@ -95,16 +105,23 @@ export class BodyEnds {
     }
   }
 
-  /** The usage at the body's end, else at its start; a body kept whole is read as one. */
+  /**
+   * The usage at the body's end, else the one caught as it passed, else at its start; a body kept
+   * whole is read as one.
+   */
   usage(): Usage | null {
     if (this.events) {
       const { bytes, atEventStart } = this.events.view();
       return responsesStreamUsage(bytes, atEventStart);
     }
-    if (this.responses !== undefined) return this.dropped ? null : responsesUsage(join([...this.head, this.tail.bytesView()]));
+    const caught = (): Usage | null => {
+      const json = this.catcher?.caught();
+      return json ? toUsage(json) : null;
+    };
+    if (this.responses !== undefined) return this.dropped ? caught() : responsesUsage(join([...this.head, this.tail.bytesView()]));
     if (this.head.length === 0) return readUsage(this.tail.bytesView());
     if (!this.dropped) return readUsage(join([...this.head, this.tail.bytesView()]));
-    return readUsage(this.tail.bytesView()) ?? readUsage(join(this.head));
+    return readUsage(this.tail.bytesView()) ?? caught() ?? readUsage(join(this.head));
   }
 }
 

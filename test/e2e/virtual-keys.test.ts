@@ -47,6 +47,9 @@ beforeAll(async () => {
         { name: "keys-big", deployments: [{ id: "big", baseUrl: `${upstream.url}/big-answer`, model: "sim-7b" }] },
         { name: "keys-usage-first", deployments: [{ id: "usage-first", baseUrl: `${upstream.url}/usage-first:16`, model: "sim-7b" }] },
         { name: "keys-usage-first-chunked", deployments: [{ id: "usage-first-chunked", baseUrl: `${upstream.url}/usage-first-chunked:16`, model: "sim-7b" }] },
+        { name: "keys-usage-middle", deployments: [{ id: "usage-middle", baseUrl: `${upstream.url}/usage-middle:16`, model: "sim-7b" }] },
+        { name: "keys-usage-middle-sized", deployments: [{ id: "usage-middle-sized", baseUrl: `${upstream.url}/usage-middle-sized:1100`, model: "sim-7b" }] },
+        { name: "keys-responses-usage-middle", deployments: [{ id: "responses-usage-middle", baseUrl: `${upstream.url}/responses-usage-middle:64`, model: "sim-7b" }] },
         { name: "keys-total-only", deployments: [{ id: "usage-total-only", baseUrl: `${upstream.url}/usage-total-only:37`, model: "sim-7b" }] },
         // A server that ignores stream_options.include_usage: its streams carry no usage.
         { name: "keys-no-stream-usage", deployments: [{ id: "no-stream-usage", baseUrl: `${upstream.url}/ok`, model: "sim-7b" }] },
@@ -318,6 +321,36 @@ describe("usage", () => {
       const u = await usage(id);
       expect([model, u.prompt_tokens, u.completion_tokens]).toEqual([model, 7, 2]);
     }
+  });
+
+  it("counts a relayed non-streamed answer whose usage lies mid-body, past its first and before its last 8 KiB (vLLM's logprobs, then usage, then prompt_logprobs)", async () => {
+    // Chunked without a content-length (a proxy stripped it), and over 1 MiB saying its length: both relayed, not held whole.
+    for (const model of ["keys-usage-middle", "keys-usage-middle-sized"]) {
+      const { id, key } = await createKey({});
+      const res = await post(key, model, { logprobs: true, top_logprobs: 1, max_tokens: 4000, prompt_logprobs: 1 });
+      expect(res.status).toBe(200);
+      const body = (await res.json()) as { usage: { prompt_tokens: number; completion_tokens: number } };
+      expect(body.usage.completion_tokens).toBe(2);
+      await vi.waitFor(async () => expect((await usage(id)).requests).toBe(1), EVENTUALLY);
+      const u = await usage(id);
+      expect([model, u.prompt_tokens, u.completion_tokens]).toEqual([model, 7, 2]);
+    }
+  });
+
+  it("counts a relayed Responses answer by its top-level usage mid-body, not by a usage object the client wrote in a tool's schema", async () => {
+    const { id, key } = await createKey({});
+    const schema = { type: "object", properties: { usage: { input_tokens: 1000, output_tokens: 1000, prompt_tokens: 1000, completion_tokens: 1000 } } };
+    const res = await fetch(`${gw.url}/v1/responses`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: "keys-responses-usage-middle", input: "hi", tools: [{ type: "function", name: "f", parameters: schema }] }),
+    });
+    expect(res.status, await res.clone().text()).toBe(200);
+    const body = (await res.json()) as { usage: { input_tokens: number; output_tokens: number } };
+    expect(body.usage.output_tokens).toBe(2);
+    await vi.waitFor(async () => expect((await usage(id)).requests).toBe(1), EVENTUALLY);
+    const u = await usage(id);
+    expect([u.prompt_tokens, u.completion_tokens]).toEqual([7, 2]);
   });
 
   it("counts a rerank whose usage is a total alone (older vLLM, TEI-style servers) as that many prompt tokens", async () => {

@@ -72,6 +72,66 @@ function usageFirst(model: string, kib: number): string {
 }
 
 /**
+ * A chat completion as vLLM lays it out with logprobs and prompt_logprobs: ~32 KiB of `choices`
+ * (the content's tokens' logprobs, each token's text a decoy `"usage":{...}` the JSON escapes),
+ * then its usage (7 prompt, 2 completion tokens), then `kib` KiB of `prompt_logprobs`: the usage
+ * is in neither the body's first nor its last 8 KiB.
+ */
+function usageMiddle(model: string, kib: number): string {
+  const decoy = '"usage":{"prompt_tokens":1000,"completion_tokens":1000}';
+  const content: unknown[] = [];
+  while (JSON.stringify(content).length < 32 * 1024) content.push({ token: decoy, logprob: -0.5, bytes: [34, 117], top_logprobs: [{ token: decoy, logprob: -0.5, bytes: [34] }] });
+  const choices = [{ index: 0, message: { role: "assistant", content: decoy }, logprobs: { content }, finish_reason: "length" }];
+  const logprobs: unknown[] = [null];
+  // Its length summed as it grows: a stringify per entry would be quadratic in a MiB of them.
+  for (let length = 6; length < kib * 1024; ) {
+    const entry = { [String(1000 + logprobs.length)]: { logprob: -1.25, rank: 1, decoded_token: "usage" } };
+    logprobs.push(entry);
+    length += JSON.stringify(entry).length + 1;
+  }
+  return JSON.stringify({ id: "chatcmpl-m", object: "chat.completion", created: 1, model, choices, usage: { prompt_tokens: 7, completion_tokens: 2, total_tokens: 9 }, prompt_logprobs: logprobs });
+}
+
+/**
+ * A Responses API answer (not streamed) whose usage (7 input, 2 output tokens) lies mid-body:
+ * ~32 KiB of output before it, and after it the request's `tools` repeated (a schema the client
+ * wrote may hold a `"usage":{...}` of its own) and `kib` KiB of `output_messages`, as vLLM adds
+ * them when asked (`enable_response_messages`).
+ */
+function responsesUsageMiddle(body: Buffer, kib: number): string {
+  const request = ((): Record<string, unknown> => {
+    try {
+      return JSON.parse(body.toString("utf8")) as Record<string, unknown>;
+    } catch {
+      return {};
+    }
+  })();
+  const text = "the usage was fine. ".repeat(1700);
+  const output = [{ id: "msg_m", type: "message", role: "assistant", status: "completed", content: [{ type: "output_text", text, annotations: [] }] }];
+  const messages: unknown[] = [];
+  while (JSON.stringify(messages).length < kib * 1024) messages.push({ author: { role: "assistant" }, content: [{ type: "text", text: "usage" }], channel: "final" });
+  return JSON.stringify({
+    id: "resp_m",
+    object: "response",
+    created_at: 1,
+    model: request.model ?? "hostile",
+    output,
+    status: "completed",
+    usage: { input_tokens: 7, input_tokens_details: { cached_tokens: 0 }, output_tokens: 2, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: 9 },
+    tools: request.tools ?? [],
+    output_messages: messages,
+  });
+}
+
+/** Writes `text` 4 KiB at a time with no content-length (chunked), as a proxy that strips it does. */
+function sendChunked(res: http.ServerResponse, text: string, s: BehaviourStats): void {
+  res.writeHead(200, { "content-type": "application/json" });
+  s.bytesWritten += Buffer.byteLength(text);
+  for (let at = 0; at < text.length; at += 4096) res.write(text.slice(at, at + 4096));
+  res.end();
+}
+
+/**
  * A Responses API stream's events as vLLM writes them (`event:` and `data:` lines; the event's
  * fields in the openai package's order, its type last), answering "ok" in one delta: `opening`,
  * response.created and response.in_progress, which vLLM sends as soon as the request is accepted,
@@ -424,6 +484,20 @@ const BEHAVIOURS: Record<string, Answer> = {
     for (let at = 0; at < text.length; at += 4096) res.write(text.slice(at, at + 4096));
     res.end();
   },
+  /**
+   * A chat answer with its usage mid-body (usageMiddle: `arg` KiB of prompt_logprobs after it,
+   * default 16), sent chunked without content-length, as a proxy that strips it passes one on.
+   */
+  "usage-middle": (_req, res, body, arg, s) => sendChunked(res, usageMiddle(requestOf(body).model, Number(arg ?? 16)), s),
+  /** The same saying its length, `arg` KiB of prompt_logprobs (default 1100): over 1 MiB, too large to hold whole. */
+  "usage-middle-sized": (_req, res, body, arg, s) => {
+    const text = usageMiddle(requestOf(body).model, Number(arg ?? 1100));
+    res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(text) });
+    s.bytesWritten += Buffer.byteLength(text);
+    res.end(text);
+  },
+  /** A Responses API answer with its usage mid-body (responsesUsageMiddle, `arg` KiB after it, default 64), sent chunked. */
+  "responses-usage-middle": (_req, res, body, arg, s) => sendChunked(res, responsesUsageMiddle(body, Number(arg ?? 64)), s),
   /** A 500 page of HTML with a Python traceback in it, as a crashed server behind a proxy sends. */
   "html-500": (_req, res) => {
     res.writeHead(500, { "content-type": "text/html" });

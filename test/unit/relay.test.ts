@@ -332,6 +332,25 @@ describe("relay, fast path with the usage read from a tapped copy (no transforms
     expect(await ended).toMatchObject({ outcome: "ok", usage: { promptTokens: 9, completionTokens: 2 } });
   });
 
+  it("reads a whole answer's usage that lies past its first and before its last 8 KiB, caught as it passes; a Responses answer's at its top level alone", async () => {
+    const logprobs = (n: number) => Array.from({ length: n }, (_, i) => ({ [String(i)]: { logprob: -1, decoded_token: '"usage":{"prompt_tokens":1000}' } }));
+    const chat = JSON.stringify({ choices: [{ logprobs: logprobs(600) }], usage: { prompt_tokens: 9, completion_tokens: 2 }, prompt_logprobs: logprobs(600) });
+    const schema = { properties: { usage: { input_tokens: 1000, output_tokens: 1000 } } };
+    const responses = JSON.stringify({ output: logprobs(600), usage: { input_tokens: 9, output_tokens: 2 }, tools: [{ parameters: schema }], output_messages: logprobs(600) });
+    const pieces = (body: string) => Array.from({ length: Math.ceil(body.length / 1000) }, (_, i) => body.slice(i * 1000, (i + 1) * 1000));
+    for (const [body, extra] of [
+      [chat, {}],
+      [responses, { responsesUsageBytes: 1024 }],
+    ] as const) {
+      // Through the JavaScript loop: with no native pipe, and with one (a whole answer whose usage is read takes the loop).
+      for (const pipe of [{}, { nativePipe }]) {
+        const { out, ended } = start(source(pieces(body)), false, { readUsage: true, ...extra, ...pipe });
+        expect(await new Response(out).text()).toBe(body);
+        expect(await ended).toMatchObject({ outcome: "ok", usage: { promptTokens: 9, completionTokens: 2 } });
+      }
+    }
+  });
+
   it("cancels the upstream when the client goes away, and counts no usage", async () => {
     const { endless, cancelled } = endlessSource();
     const { out, ended } = startTapped(endless);
