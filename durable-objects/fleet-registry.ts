@@ -149,6 +149,7 @@ export class FleetRegistry extends DurableObject<RegistryEnv> implements FleetRe
    */
   private seedFromConfig(parsed: ConfigResult): void {
     if (!parsed.ok) return; // The Worker answers every request with the config's error.
+    const taken = this.fleet.seedHash;
     let seeded: Seeded | null;
     try {
       seeded = this.fleet.seed(parsed.config.seed);
@@ -158,7 +159,11 @@ export class FleetRegistry extends DurableObject<RegistryEnv> implements FleetRe
       this.report({ state: "refused", message: e.message, param: e.param });
       return;
     }
-    if (seeded === null) return;
+    if (seeded === null) {
+      // The seed taken already, under the hash of a registry of before: its new hash, stored.
+      if (this.fleet.seedHash !== taken) this.persist();
+      return;
+    }
     for (const held of seeded.aliasesHeld) logEvent("seed_alias_held", "warn", { ...held });
     for (const kept of seeded.bindingsKept) logEvent("registration_bindings_kept", "warn", { ...kept });
     this.persist();

@@ -12,10 +12,20 @@ export interface ResolvedConfig extends Omit<GatewayConfig, "modelGroups"> {
   groups: ResolvedGroup[];
   /** Model name or alias → group. */
   byModel: Map<string, ResolvedGroup>;
-  /** The config's groups as given (defaults filled in): what the fleet registry seeds from. */
-  seed: ModelGroupConfig[];
+  /** What the fleet registry seeds from. */
+  seed: ConfigSeed;
   /** The names `auth` gives the gateway's own keys, which no deployment is ever sent. */
   gatewayKeys: GatewayKeys;
+}
+
+/**
+ * The config's groups for the registry's seed: `groups` as given (defaults filled in), what it
+ * takes; `written`, the same as the config's text wrote them, what says whether a deploy brought
+ * other ones. A release that adds a setting with a default changes `groups`, never `written`.
+ */
+export interface ConfigSeed {
+  groups: ModelGroupConfig[];
+  written: unknown;
 }
 
 /** What the Worker says of a `[vars.KVGATE_CONFIG]` table, which wrangler hands it as an object where the config is one JSON text. */
@@ -57,7 +67,8 @@ export function parseConfig(raw: unknown): ConfigResult {
       0,
     ),
   );
-  return { ok: true, config: { ...rest, groups, byModel: modelIndex(groups), seed: modelGroups, gatewayKeys: keys } };
+  const seed = { groups: modelGroups, written: (input as { modelGroups?: unknown }).modelGroups ?? [] };
+  return { ok: true, config: { ...rest, groups, byModel: modelIndex(groups), seed, gatewayKeys: keys } };
 }
 
 /**

@@ -1,12 +1,13 @@
 import { fnv1a64 } from "../fnv64.ts";
 import { canonicalJson } from "../config/version.ts";
-import { modelIndex } from "../config/load.ts";
+import { modelIndex, type ConfigSeed } from "../config/load.ts";
 import { deploymentId, fleetProblems, GATEWAY_KEY_NAMED, resolveDeployment, resolveGroup, type DeploymentState, type ResolvedGroup } from "../config/resolve.ts";
 import { AUTH_DEFAULTS, MAX_DEPLOYMENTS, type DeploymentConfig, type GatewayConfig, type GroupSettings, type ModelGroupConfig } from "../config/schema.ts";
 import { cleartextSecret } from "../config/private-hosts.ts";
 import { gatewayKeyProblems, gatewayKeys, gatewayKeysNamed, unlistedSecretProblems, unlistedSecretsNamed, type GatewayKeys } from "../config/upstream-access.ts";
 import { objectNamesOf, routingObjectNames } from "../sharding/partition.ts";
 import type { GroupUpdate, Heartbeat, NewDeployment } from "./commands.ts";
+import { settingsWithDefaults, specWithDefaults } from "./stored-defaults.ts";
 
 /**
  * What one group's record may take as stored JSON: it is one row of the registry's SQLite, which
@@ -154,6 +155,22 @@ export interface Seeded extends Change {
   bindingsKept: BindingsKept[];
 }
 
+/**
+ * The seed's hash as the registry stores it: of the config's groups as its text wrote them, keys
+ * in a fixed order. A release that adds a setting with a default changes the groups it fills in,
+ * never what was written, so its first start takes no seed again (which would undo what the admin
+ * API did to the config's groups since). Marked, to tell it from the hash registries of before
+ * stored (filledSeedHash).
+ */
+export function seedHashOf(written: unknown): string {
+  return `written:${fnv1a64(canonicalJson(written))}`;
+}
+
+/** The hash registries of before stored: of the groups with every default filled in, as the release filled them. */
+export function filledSeedHash(groups: readonly ModelGroupConfig[]): string {
+  return fnv1a64(JSON.stringify(groups));
+}
+
 /** What a fleet stored by a registry of before a rule needs at load. */
 export interface StoredBefore {
   /** Stored before groups listed registrationBindings: the one-time upgrade (BindingsKept) is due. */
@@ -188,11 +205,14 @@ export class FleetRegistry {
   load(rev: number, seedHash: string | null, groups: readonly GroupRecord[], now: number, before: StoredBefore = {}): { change: Change; disarmed: Disarmed[]; unrouted: Unrouted[]; bindingsKept: BindingsKept[] } {
     this.rev = rev;
     this.seedHash = seedHash;
-    this.groups = new Map(groups.map((g) => [g.settings.name, g]));
+    const filled = groups.map(withStoredDefaults);
+    this.groups = new Map(filled.map((g) => [g.settings.name, g]));
     this.resolvedCache.clear();
+    // Pushed like any change: a routing object holds the group as the registry last pushed it, without the setting.
+    const defaulted = filled.filter((g, i) => canonicalJson(g) !== canonicalJson(groups[i])).map((g) => ({ group: g.settings.name }));
     const bindingsKept = before.beforeBindingRule ? this.keepBindingsInUse() : [];
     const disarmed = this.disarm(now);
-    const change = this.revised([...new Set([...bindingsKept, ...disarmed].map((x) => x.group))]);
+    const change = this.revised([...new Set([...defaulted, ...bindingsKept, ...disarmed].map((x) => x.group))]);
     return { change, disarmed, unrouted: this.unrouted(), bindingsKept };
   }
 
@@ -321,9 +341,17 @@ export class FleetRegistry {
    * config of the deploy that brings the rule could not know them, and a seed that took them away
    * would drop the servers the upgrade kept; the config's own list, [] included, replaces them.
    */
-  seed(groups: readonly ModelGroupConfig[]): Seeded | null {
-    const hash = fnv1a64(JSON.stringify(groups));
+  seed({ groups, written }: ConfigSeed): Seeded | null {
+    const hash = seedHashOf(written);
     if (hash === this.seedHash) return null;
+    // The first start of the release that hashes the config as written: a registry of before
+    // stored the hash of the groups filled in. When they are these, as this release fills them
+    // in, the deploy brought the same modelGroups: the seed is taken already, and only its new
+    // hash is stored (a release that also adds a setting takes the seed once more, as before).
+    if (this.seedHash === filledSeedHash(groups)) {
+      this.seedHash = hash;
+      return null;
+    }
     const next = this.copy();
     const seeded = new Set(groups.map((g) => g.name));
     for (const [name, g] of next) {
@@ -770,6 +798,11 @@ function withoutSecrets(spec: DeploymentRecord["spec"], named: readonly { field:
   const { apiKeyEnv, headersFromEnv, ...rest } = spec;
   const headers = Object.entries(headersFromEnv ?? {}).filter(([h]) => !fields.has(`headersFromEnv.${h}`));
   return { ...rest, ...(apiKeyEnv !== undefined && !fields.has("apiKeyEnv") ? { apiKeyEnv } : {}), ...(headers.length > 0 ? { headersFromEnv: Object.fromEntries(headers) } : {}) };
+}
+
+/** A stored group with every setting a later release added at its default (src/fleet/stored-defaults.ts). */
+function withStoredDefaults(g: GroupRecord): GroupRecord {
+  return { ...g, settings: settingsWithDefaults(g.settings), deployments: g.deployments.map((d) => ({ ...d, spec: specWithDefaults(d.spec) })) };
 }
 
 function adminRecord(spec: DeploymentConfig & { id: string }): DeploymentRecord {

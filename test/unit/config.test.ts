@@ -29,8 +29,17 @@ describe("config", () => {
       const r = parseConfig(raw);
       if (!r.ok) throw new Error(r.error);
       expect(r.config.groups).toEqual([]);
-      expect(r.config.seed).toEqual([]);
     }
+  });
+
+  it("seeds the fleet with the groups as written beside them filled in", () => {
+    const empty = parseConfig({ modelGroups: [] });
+    if (!empty.ok) throw new Error(empty.error);
+    expect(empty.config.seed).toEqual({ groups: [], written: [] });
+    const one = parseConfig(`{ "modelGroups": [{ "name": "a" }] }`);
+    if (!one.ok) throw new Error(one.error);
+    expect(one.config.seed?.written).toEqual([{ name: "a" }]);
+    expect(one.config.seed?.groups[0]).toMatchObject({ name: "a", deployments: [], strategy: "prefix-aware" });
   });
 
   it.each([

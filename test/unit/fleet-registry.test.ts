@@ -1,14 +1,18 @@
 import { describe, expect, it } from "vitest";
+import { parseConfig, type ConfigSeed } from "../../src/config/load.ts";
 import { ModelGroupSchema, type DeploymentConfig, type ModelGroupConfig } from "../../src/config/schema.ts";
 import { applyCommand } from "../../src/fleet/apply.ts";
-import { FleetRegistry, RegistryError, type DeploymentRecord, type GroupRecord } from "../../src/fleet/registry.ts";
+import { filledSeedHash, FleetRegistry, RegistryError, seedHashOf, type DeploymentRecord, type GroupRecord } from "../../src/fleet/registry.ts";
 
 const group = (name: string, ids: string[], extra: Record<string, unknown> = {}): ModelGroupConfig =>
   ModelGroupSchema.parse({ name, deployments: ids.map((id, i) => ({ id, baseUrl: `http://10.0.0.${i + 1}:8000`, model: "m" })), ...extra });
 
+/** A seed whose config spelled out every setting: the groups as written are the groups filled in. */
+const asWritten = (groups: ModelGroupConfig[]): ConfigSeed => ({ groups, written: groups });
+
 function seeded(...groups: ModelGroupConfig[]): FleetRegistry {
   const r = new FleetRegistry();
-  r.seed(groups);
+  r.seed(asWritten(groups));
   r.takeWrites();
   return r;
 }
@@ -28,9 +32,9 @@ function refused(f: () => unknown): RegistryError {
 describe("FleetRegistry", () => {
   it("takes the config's seed once, and again only when it changes", () => {
     const r = new FleetRegistry();
-    expect(r.seed([group("a", ["a1", "a2"])])).toEqual({ changed: ["a"], removed: [], aliasesHeld: [], bindingsKept: [] });
+    expect(r.seed(asWritten([group("a", ["a1", "a2"])]))).toEqual({ changed: ["a"], removed: [], aliasesHeld: [], bindingsKept: [] });
     expect(r.rev).toBe(1);
-    expect(r.seed([group("a", ["a1", "a2"])])).toBeNull();
+    expect(r.seed(asWritten([group("a", ["a1", "a2"])]))).toBeNull();
     expect(r.rev).toBe(1);
   });
 
@@ -38,7 +42,7 @@ describe("FleetRegistry", () => {
     const r = seeded(group("a", ["a1", "a2"]));
     applyCommand(r, { op: "add-deployment", group: "a", deployment: { id: "x", baseUrl: "http://10.0.1.1:8000", model: "m" } }, 0);
     applyCommand(r, { op: "set-state", group: "a", id: "a2", state: "draining" }, 0);
-    r.seed([group("a", ["a2", "a3"])]);
+    r.seed(asWritten([group("a", ["a2", "a3"])]));
     expect(states(r, "a")).toEqual({ a2: "draining", a3: "active", x: "active" });
   });
 
@@ -48,7 +52,7 @@ describe("FleetRegistry", () => {
     applyCommand(r, { op: "heartbeat", heartbeat: { group: "gone", id: "hb", baseUrl: "http://10.0.2.1:8000", model: "m", ttlSeconds: 30 } }, 0);
     // The next deploy moves a to a2 and gives it the admin-added group's alias, the name of that
     // group, and the alias of a group it drops, which stays for its registered server.
-    const taken = r.seed([group("a", ["a2"], { aliases: ["chat", "ops", "old", "mine"] })]);
+    const taken = r.seed(asWritten([group("a", ["a2"], { aliases: ["chat", "ops", "old", "mine"] })]));
     expect(states(r, "a")).toEqual({ a2: "active" });
     expect(r.resolved("a")?.aliases).toEqual(["mine"]);
     expect(r.resolved("ops")?.aliases).toEqual(["chat"]);
@@ -69,11 +73,11 @@ describe("FleetRegistry", () => {
     const r = seeded(group("a", ["a1"]));
     applyCommand(r, { op: "add-group", group: { name: "ops", aliases: ["b"], deployments: [] } }, 0);
     // A group's name cannot be left out as an alias can: "b" is the alias of ops.
-    const e = refused(() => r.seed([group("a", ["a2"]), group("b", ["b1"])]));
+    const e = refused(() => r.seed(asWritten([group("a", ["a2"]), group("b", ["b1"])])));
     expect([e.status, e.message]).toEqual([409, 'modelGroups[2].name "b" is already the name or alias of another group']);
     expect(states(r, "a")).toEqual({ a1: "active" });
     applyCommand(r, { op: "remove-group", group: "ops" }, 0);
-    expect(r.seed([group("a", ["a2"]), group("b", ["b1"])])).toEqual({ changed: ["a", "b"], removed: [], aliasesHeld: [], bindingsKept: [] });
+    expect(r.seed(asWritten([group("a", ["a2"]), group("b", ["b1"])]))).toEqual({ changed: ["a", "b"], removed: [], aliasesHeld: [], bindingsKept: [] });
   });
 
   it("a fleet exported and applied again changes nothing: drains and disables hold, a registered server stays registered, its TTL running", () => {
@@ -289,7 +293,7 @@ describe("FleetRegistry", () => {
     expect(states(upgraded, "api")).toEqual({ a1: "active", "gpu-1": "active", "gpu-3": "active" });
 
     // The next deploy's seed gives the config's group no list: the upgrade's stays, and is named.
-    const taken = upgraded.seed([group("cfg", ["c2"]), group("plain", ["p1"])]);
+    const taken = upgraded.seed(asWritten([group("cfg", ["c2"]), group("plain", ["p1"])]));
     expect(taken?.bindingsKept).toEqual([{ group: "cfg", bindings: ["GPU_VPC"] }]);
     expect(states(upgraded, "cfg")).toEqual({ c2: "active", "gpu-9": "active" });
     // A later load is no upgrade: what the fleet lists then is what holds.
@@ -298,9 +302,9 @@ describe("FleetRegistry", () => {
     again.load(upgraded.rev, upgraded.seedHash, names.map((n) => JSON.parse(JSON.stringify(upgraded.group(n))) as GroupRecord), 4000);
     expect(states(again, "cfg")).toEqual({ c2: "active", "gpu-9": "active" });
     // Once the config gives a list, [] included, it is the config's: the upgrade's is not brought back when a later deploy gives none.
-    expect(again.seed([group("cfg", ["c2"], { registrationBindings: [] }), group("plain", ["p1"])])?.bindingsKept).toEqual([]);
+    expect(again.seed(asWritten([group("cfg", ["c2"], { registrationBindings: [] }), group("plain", ["p1"])]))?.bindingsKept).toEqual([]);
     expect(states(again, "cfg")).toEqual({ c2: "active" });
-    expect(again.seed([group("cfg", ["c3"]), group("plain", ["p1"])])?.bindingsKept).toEqual([]);
+    expect(again.seed(asWritten([group("cfg", ["c3"]), group("plain", ["p1"])]))?.bindingsKept).toEqual([]);
     expect(states(again, "cfg")).toEqual({ c3: "active" });
     expect(again.group("cfg")?.settings.registrationBindings).toBeUndefined();
   });
@@ -313,7 +317,7 @@ describe("FleetRegistry", () => {
     upgraded.load(r.rev, r.seedHash, JSON.parse(JSON.stringify(stored)) as GroupRecord[], 1000, { beforeBindingRule: true });
     // The operator takes the binding off with a PATCH; the next deploy, whose config gives no list, does not bring it back.
     applyCommand(upgraded, { op: "update-group", group: "cfg", patch: { registrationBindings: [] } }, 2000);
-    expect(upgraded.seed([group("cfg", ["c2"])])?.bindingsKept).toEqual([]);
+    expect(upgraded.seed(asWritten([group("cfg", ["c2"])]))?.bindingsKept).toEqual([]);
     expect(states(upgraded, "cfg")).toEqual({ c2: "active" });
   });
 
@@ -332,7 +336,7 @@ describe("FleetRegistry", () => {
   it("a heartbeat may name the secrets the config lists for heartbeats; a server whose secret is no longer listed stops renewing", () => {
     const auth = { masterKeyEnv: "K_MASTER", adminKeyEnv: "K_ADMIN", registerKeyEnv: "K_REGISTER", metricsKeyEnv: "K_METRICS", registrationSecrets: ["VLLM_KEY"] };
     const r = new FleetRegistry({ auth });
-    r.seed([group("a", ["a1"])]);
+    r.seed(asWritten([group("a", ["a1"])]));
     const hb = { group: "a", id: "gpu-7", baseUrl: "http://10.0.0.7:8000", model: "m", ttlSeconds: 10, apiKeyEnv: "VLLM_KEY" };
     applyCommand(r, { op: "heartbeat", heartbeat: hb }, 0);
     expect(r.resolved("a")?.deployments.find((d) => d.id === "gpu-7")?.apiKeyEnv).toBe("VLLM_KEY");
@@ -463,7 +467,7 @@ describe("FleetRegistry", () => {
   it("a group stored over the size bound before it was one stops no other change, and may shrink, not grow", () => {
     const long = (i: number) => ({ id: `long-${i}`, baseUrl: `http://10.0.0.${i}:8000/${"p".repeat(200 * 1024)}`, model: "m" });
     const stored = new FleetRegistry();
-    stored.seed([group("small", ["s1"]), group("big", ["b1"])]);
+    stored.seed(asWritten([group("small", ["s1"]), group("big", ["b1"])]));
     // Stored before the bound: 1.6 MB, written straight into the records as a registry of then held it.
     const w = stored.takeWrites();
     const records = (JSON.parse(JSON.stringify(w.put)) as GroupRecord[]).map((g) => (g.settings.name !== "big" ? g : { ...g, deployments: [...g.deployments, ...Array.from({ length: 8 }, (_, i) => ({ ...(g.deployments[0] as DeploymentRecord), spec: { ...(g.deployments[0] as DeploymentRecord).spec, ...long(i) } }))] }));
@@ -483,5 +487,93 @@ describe("FleetRegistry", () => {
     again.load(w.rev, w.seedHash, JSON.parse(JSON.stringify(w.put)), 0);
     expect(again.snapshot()).toEqual(r.snapshot());
     expect(again.nextWake()).toBe(r.nextWake());
+  });
+});
+
+/** The seed of a config's text, as the registry's Durable Object takes it. */
+function seedOf(text: string): ConfigSeed {
+  const parsed = parseConfig(text);
+  if (!parsed.ok) throw new Error(parsed.error);
+  return parsed.config.seed;
+}
+
+/** The stored records, as JSON gives them back. */
+const stored = (r: FleetRegistry): GroupRecord[] => JSON.parse(JSON.stringify(r.names().map((n) => r.group(n)))) as GroupRecord[];
+
+const CONFIG = `{
+  // One group, its defaults left out, as an operator writes it.
+  "modelGroups": [{ "name": "a", "deployments": [
+    { "id": "a1", "baseUrl": "http://10.0.0.1:8000", "model": "m" },
+    { "id": "a2", "baseUrl": "http://10.0.0.2:8000", "model": "m" }
+  ] }]
+}`;
+
+describe("FleetRegistry's seed across releases", () => {
+  it("a release whose defaults fill in more (a setting added, a default changed) takes no seed again: the operator's changes to the config's groups hold", () => {
+    const seed = seedOf(CONFIG);
+    const r = new FleetRegistry();
+    r.seed(seed);
+    applyCommand(r, { op: "remove-deployment", group: "a", id: "a2" }, 0);
+    applyCommand(r, { op: "update-group", group: "a", patch: { hotThreshold: 5 } }, 0);
+    const rev = r.rev;
+    // The next release: the same text, its groups filled in with one more setting.
+    const next = { ...seed, groups: seed.groups.map((g) => ({ ...g, newSetting: 7 })) };
+    expect(r.seed(next)).toBeNull();
+    expect(r.rev).toBe(rev);
+    expect(r.group("a")?.deployments.map((d) => d.spec.id)).toEqual(["a1"]);
+    expect(r.group("a")?.settings.hotThreshold).toBe(5);
+    // Nor does the order the text gives the keys in; other groups are taken.
+    expect(r.seed(seedOf(CONFIG.replace('"id": "a1", "baseUrl": "http://10.0.0.1:8000"', '"baseUrl": "http://10.0.0.1:8000", "id": "a1"')))).toBeNull();
+    expect(r.seed(seedOf(CONFIG.replace("10.0.0.2", "10.0.0.3")))?.changed).toEqual(["a"]);
+    expect(r.group("a")?.deployments.map((d) => d.spec.id)).toEqual(["a1", "a2"]);
+  });
+
+  it("the first start of the release that hashes the config as written takes the seed a registry of before took as taken, and stores its new hash", () => {
+    const seed = seedOf(CONFIG);
+    const before = new FleetRegistry();
+    before.seed(seed);
+    applyCommand(before, { op: "remove-deployment", group: "a", id: "a2" }, 0);
+    // As the registry of before stored it: the hash of the groups filled in.
+    const r = new FleetRegistry();
+    r.load(before.rev, filledSeedHash(seed.groups), stored(before), 0);
+    expect(r.seed(seed)).toBeNull();
+    expect(r.group("a")?.deployments.map((d) => d.spec.id)).toEqual(["a1"]);
+    expect(r.takeWrites().seedHash).toBe(seedHashOf(seed.written));
+    // A registry of before that took other groups: this deploy brings other ones, and they are taken.
+    const other = new FleetRegistry();
+    other.load(before.rev, filledSeedHash(seedOf(CONFIG.replace("10.0.0.2", "10.0.0.3")).groups), stored(before), 0);
+    expect(other.seed(seed)?.changed).toEqual(["a"]);
+    expect(other.group("a")?.deployments.map((d) => d.spec.id)).toEqual(["a1", "a2"]);
+  });
+
+  it("a stored record without a setting a later release added loads with its default, and is pushed as a change", () => {
+    const r = seeded(group("a", ["a1"]), group("b", ["b1"]));
+    const records = stored(r).map((g) => {
+      if (g.settings.name !== "a") return g;
+      const { streamKeepAliveMs: _, failover, ...settings } = g.settings;
+      const { backoffMaxMs: _b, ...olderFailover } = failover;
+      return { ...g, settings: { ...settings, failover: olderFailover } as GroupRecord["settings"], deployments: g.deployments.map(({ spec: { weight: _w, ...spec }, ...d }) => ({ ...d, spec: spec as DeploymentRecord["spec"] })) };
+    });
+    const again = new FleetRegistry();
+    const { change } = again.load(r.rev, r.seedHash, records, 0);
+    expect(change).toEqual({ changed: ["a"], removed: [] });
+    expect(again.rev).toBe(r.rev + 1);
+    expect(again.group("a")?.settings).toEqual(r.group("a")?.settings);
+    expect(again.resolved("a")?.deployments[0]?.weight).toBe(1);
+    expect(again.takeWrites().put.map((g) => g.settings.name)).toEqual(["a"]);
+  });
+
+  it("a stored record the schema now refuses (a rule came later) still gets the defaults of the settings it lacks, and keeps its values", () => {
+    const r = seeded(group("a", ["a1"]));
+    const records = stored(r).map(({ settings: { streamKeepAliveMs: _, ...settings }, ...g }) => ({
+      ...g,
+      // A name refused since (2ecf68f), and an address ending in /v1 (717f7e3).
+      settings: { ...settings, name: "." } as GroupRecord["settings"],
+      deployments: g.deployments.map(({ spec: { weight: _w, ...spec }, ...d }) => ({ ...d, spec: { ...spec, baseUrl: "http://10.0.0.1:8000/v1" } as DeploymentRecord["spec"] })),
+    }));
+    const again = new FleetRegistry();
+    again.load(r.rev, r.seedHash, records, 0);
+    expect(again.group(".")?.settings).toMatchObject({ name: ".", streamKeepAliveMs: 500 });
+    expect(again.group(".")?.deployments[0]?.spec).toMatchObject({ id: "a1", baseUrl: "http://10.0.0.1:8000/v1", weight: 1 });
   });
 });
