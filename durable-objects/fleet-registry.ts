@@ -149,6 +149,8 @@ export class FleetRegistry extends DurableObject<RegistryEnv> implements FleetRe
    */
   private seedFromConfig(parsed: ConfigResult): void {
     if (!parsed.ok) return; // The Worker answers every request with the config's error.
+    // A config without modelGroups leaves the fleet to the admin API and `fleet apply`.
+    if (parsed.config.seed === null) return;
     const taken = this.fleet.seedHash;
     let seeded: Seeded | null;
     try {
@@ -164,6 +166,7 @@ export class FleetRegistry extends DurableObject<RegistryEnv> implements FleetRe
       if (this.fleet.seedHash !== taken) this.persist();
       return;
     }
+    for (const removal of seeded.removals) logEvent("seed_removed", "warn", { ...removal });
     for (const held of seeded.aliasesHeld) logEvent("seed_alias_held", "warn", { ...held });
     for (const kept of seeded.bindingsKept) logEvent("registration_bindings_kept", "warn", { ...kept });
     this.persist();

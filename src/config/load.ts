@@ -12,8 +12,12 @@ export interface ResolvedConfig extends Omit<GatewayConfig, "modelGroups"> {
   groups: ResolvedGroup[];
   /** Model name or alias → group. */
   byModel: Map<string, ResolvedGroup>;
-  /** What the fleet registry seeds from. */
-  seed: ConfigSeed;
+  /**
+   * What the fleet registry seeds from; null when the config leaves `modelGroups` out: such a
+   * config does not manage the fleet (the admin API and `fleet apply` do), so a deploy of it
+   * takes nothing away. `"modelGroups": []` does manage it: the config then has no servers.
+   */
+  seed: ConfigSeed | null;
   /** The names `auth` gives the gateway's own keys, which no deployment is ever sent. */
   gatewayKeys: GatewayKeys;
 }
@@ -67,7 +71,8 @@ export function parseConfig(raw: unknown): ConfigResult {
       0,
     ),
   );
-  const seed = { groups: modelGroups, written: (input as { modelGroups?: unknown }).modelGroups ?? [] };
+  const written = (input as { modelGroups?: unknown }).modelGroups;
+  const seed = written === undefined ? null : { groups: modelGroups, written };
   return { ok: true, config: { ...rest, groups, byModel: modelIndex(groups), seed, gatewayKeys: keys } };
 }
 

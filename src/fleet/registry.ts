@@ -149,10 +149,21 @@ export interface HeldAlias {
   holder: string;
 }
 
-/** A seed taken: what changed, the aliases its groups went without, and the upgrade's bindings its groups kept. */
+/**
+ * What a seed took out of one group: the deployments of the config's last seed it no longer lists,
+ * and whether the group went with them (a config group left with none).
+ */
+export interface SeedRemoval {
+  group: string;
+  deployments: string[];
+  groupRemoved: boolean;
+}
+
+/** A seed taken: what changed, the aliases its groups went without, the upgrade's bindings its groups kept, and what it took out. */
 export interface Seeded extends Change {
   aliasesHeld: HeldAlias[];
   bindingsKept: BindingsKept[];
+  removals: SeedRemoval[];
 }
 
 /**
@@ -340,6 +351,8 @@ export class FleetRegistry {
    * no registrationBindings keeps the bindings the upgrade listed for it (`bindingsKept`): the
    * config of the deploy that brings the rule could not know them, and a seed that took them away
    * would drop the servers the upgrade kept; the config's own list, [] included, replaces them.
+   * What the seed took out (a config's server it no longer lists, a group with none left) is
+   * named in `removals`.
    */
   seed({ groups, written }: ConfigSeed): Seeded | null {
     const hash = seedHashOf(written);
@@ -379,9 +392,21 @@ export class FleetRegistry {
       });
       next.set(settings.name, { settings, source: before?.source ?? "config", rev: before?.rev ?? 0, deployments: [...fromSeed, ...kept], ...(fromUpgrade ? { bindingsFromUpgrade: fromUpgrade } : {}) });
     }
+    const removals = this.removedBy(next);
     const change = this.commit(next, "modelGroups");
     this.seedHash = hash;
-    return { ...change, aliasesHeld, bindingsKept };
+    return { ...change, aliasesHeld, bindingsKept, removals };
+  }
+
+  /** The deployments the fleet holds that `next` does not, by group, and the groups that go. */
+  private removedBy(next: ReadonlyMap<string, GroupRecord>): SeedRemoval[] {
+    const removals: SeedRemoval[] = [];
+    for (const [name, g] of this.groups) {
+      const after = next.get(name);
+      const deployments = g.deployments.filter((d) => !after?.deployments.some((a) => a.spec.id === d.spec.id)).map((d) => d.spec.id);
+      if (deployments.length > 0 || !after) removals.push({ group: name, deployments, groupRemoved: !after });
+    }
+    return removals;
   }
 
   /**

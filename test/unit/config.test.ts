@@ -32,7 +32,10 @@ describe("config", () => {
     }
   });
 
-  it("seeds the fleet with the groups as written beside them filled in", () => {
+  it("seeds the fleet only when it gives modelGroups ([] too: no servers of its own), with the groups as written beside them filled in", () => {
+    const without = parseConfig("{ /* the fleet is the admin API's */ }");
+    if (!without.ok) throw new Error(without.error);
+    expect(without.config.seed).toBeNull();
     const empty = parseConfig({ modelGroups: [] });
     if (!empty.ok) throw new Error(empty.error);
     expect(empty.config.seed).toEqual({ groups: [], written: [] });

@@ -32,7 +32,7 @@ function refused(f: () => unknown): RegistryError {
 describe("FleetRegistry", () => {
   it("takes the config's seed once, and again only when it changes", () => {
     const r = new FleetRegistry();
-    expect(r.seed(asWritten([group("a", ["a1", "a2"])]))).toEqual({ changed: ["a"], removed: [], aliasesHeld: [], bindingsKept: [] });
+    expect(r.seed(asWritten([group("a", ["a1", "a2"])]))).toEqual({ changed: ["a"], removed: [], aliasesHeld: [], bindingsKept: [], removals: [] });
     expect(r.rev).toBe(1);
     expect(r.seed(asWritten([group("a", ["a1", "a2"])]))).toBeNull();
     expect(r.rev).toBe(1);
@@ -66,6 +66,11 @@ describe("FleetRegistry", () => {
         { group: "a", alias: "old", holder: "gone" },
       ],
       bindingsKept: [],
+      // The config's servers it no longer lists; gone stays for its registered server.
+      removals: [
+        { group: "a", deployments: ["a1"], groupRemoved: false },
+        { group: "gone", deployments: ["g1"], groupRemoved: false },
+      ],
     });
   });
 
@@ -77,7 +82,7 @@ describe("FleetRegistry", () => {
     expect([e.status, e.message]).toEqual([409, 'modelGroups[2].name "b" is already the name or alias of another group']);
     expect(states(r, "a")).toEqual({ a1: "active" });
     applyCommand(r, { op: "remove-group", group: "ops" }, 0);
-    expect(r.seed(asWritten([group("a", ["a2"]), group("b", ["b1"])]))).toEqual({ changed: ["a", "b"], removed: [], aliasesHeld: [], bindingsKept: [] });
+    expect(r.seed(asWritten([group("a", ["a2"]), group("b", ["b1"])]))).toEqual({ changed: ["a", "b"], removed: [], aliasesHeld: [], bindingsKept: [], removals: [{ group: "a", deployments: ["a1"], groupRemoved: false }] });
   });
 
   it("a fleet exported and applied again changes nothing: drains and disables hold, a registered server stays registered, its TTL running", () => {
@@ -493,7 +498,7 @@ describe("FleetRegistry", () => {
 /** The seed of a config's text, as the registry's Durable Object takes it. */
 function seedOf(text: string): ConfigSeed {
   const parsed = parseConfig(text);
-  if (!parsed.ok) throw new Error(parsed.error);
+  if (!parsed.ok || parsed.config.seed === null) throw new Error(parsed.ok ? "no modelGroups" : parsed.error);
   return parsed.config.seed;
 }
 
@@ -544,6 +549,19 @@ describe("FleetRegistry's seed across releases", () => {
     other.load(before.rev, filledSeedHash(seedOf(CONFIG.replace("10.0.0.2", "10.0.0.3")).groups), stored(before), 0);
     expect(other.seed(seed)?.changed).toEqual(["a"]);
     expect(other.group("a")?.deployments.map((d) => d.spec.id)).toEqual(["a1", "a2"]);
+  });
+
+  it("a seed that takes deployments out names each, by group, and the groups that went", () => {
+    const r = seeded(group("a", ["a1", "a2"]), group("b", ["b1"]), group("c", []));
+    applyCommand(r, { op: "add-deployment", group: "a", deployment: { id: "ops", baseUrl: "http://10.0.1.1:8000", model: "m" } }, 0);
+    const taken = r.seed(asWritten([group("a", ["a2"])]));
+    expect(taken?.removals).toEqual([
+      { group: "a", deployments: ["a1"], groupRemoved: false },
+      { group: "b", deployments: ["b1"], groupRemoved: true },
+      { group: "c", deployments: [], groupRemoved: true },
+    ]);
+    expect(r.seed(asWritten([group("a", ["a2"])]))).toBeNull();
+    expect(r.seed(asWritten([group("a", ["a2", "a3"])]))?.removals).toEqual([]);
   });
 
   it("a stored record without a setting a later release added loads with its default, and is pushed as a change", () => {

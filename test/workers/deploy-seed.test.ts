@@ -1,21 +1,25 @@
 import { evictDurableObject, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, inject, it, vi } from "vitest";
+import { FleetRegistry } from "../../durable-objects/fleet-registry.ts";
 import { parseConfig } from "../../src/config/load.ts";
 import type { GroupRecord } from "../../src/fleet/registry.ts";
 import { REGISTRY_NAME } from "../../src/fleet/registry-name.ts";
 import { fnv1a64 } from "../../src/fnv64.ts";
+import { UPSTREAM_MODEL } from "../support/test-config.ts";
 import { admin, ok } from "./admin.ts";
 import { chat, EVENTUALLY } from "./gateway.ts";
 
 /**
- * Deploys that bring the same modelGroups: what the operator did through the admin API to the
- * config's groups since the last deploy that changed them holds. The registry is restarted as a
- * deploy restarts it (evicted), its storage as the release before left it.
+ * Deploys that bring the same modelGroups, or none: what the operator did through the admin API
+ * to the config's groups since the last deploy that changed them holds. The registry is restarted
+ * as a deploy restarts it (evicted), its storage as the release before left it; a deploy of
+ * another config is the registry's own class started on the same storage with that config.
  */
 
 const fleet = inject("upstreams").fleetUrls;
 const registry = () => env.FLEET.getByName(REGISTRY_NAME);
+const config = JSON.parse(env.KVGATE_CONFIG) as Record<string, unknown>;
 
 afterEach(() => {
   vi.restoreAllMocks();
@@ -52,7 +56,7 @@ describe("an upgrade that brings the same modelGroups", () => {
     const { rev } = await ok<{ rev: number }>(admin("/admin/v1/status"));
     // What the release before stored: the hash of the groups as it filled them in (this release fills in the same).
     const parsed = parseConfig(env.KVGATE_CONFIG);
-    if (!parsed.ok) throw new Error(parsed.error);
+    if (!parsed.ok || parsed.config.seed === null) throw new Error("the test config has no modelGroups");
     const before = fnv1a64(JSON.stringify(parsed.config.seed.groups));
     await runInDurableObject(registry(), (_o, state) => void state.storage.sql.exec("INSERT OR REPLACE INTO meta (k, v) VALUES ('seed', ?)", before));
     const logged = vi.spyOn(console, "log");
@@ -91,5 +95,41 @@ describe("an upgrade that brings the same modelGroups", () => {
     const stored = groups.find((g) => g.settings.name === "durable");
     expect(stored?.deployments.map((d) => d.spec.schedulingPolicy)).toEqual(ids.map(() => "fcfs"));
     await routesWithout("durable", "sim-1");
+  });
+});
+
+describe("a deploy whose config leaves modelGroups out", () => {
+  it("after a fleet apply (Deploy → The fleet): the fleet stays as the apply made it", async () => {
+    // `npx kvgate fleet export`, an edit, `npx kvgate fleet apply`: the config's groups stay the config's where unchanged.
+    const exported = await ok<{ rev: number; modelGroups: { name: string; deployments: { id?: string }[] }[] }>(admin("/admin/v1/fleet"));
+    const placed = exported.modelGroups.find((g) => g.name === "placed");
+    placed?.deployments.push({ id: "ops-1", baseUrl: fleet[1], model: UPSTREAM_MODEL } as { id: string });
+    await ok(admin("/admin/v1/fleet", { method: "PUT", json: exported }));
+    const applied = (await registry().records()).groups;
+
+    const { modelGroups: _, ...withoutGroups } = config;
+    const logged = vi.spyOn(console, "log");
+    const deployed = await runInDurableObject(registry(), (_o, state) => new FleetRegistry(state, { ...env, KVGATE_CONFIG: JSON.stringify(withoutGroups) }).records());
+
+    expect(deployed.groups).toEqual(applied);
+    expect(events(logged).filter((e) => e.event === "registry" || String(e.event).startsWith("seed_"))).toEqual([]);
+    await evictDurableObject(registry());
+    expect(await deploymentIds("placed")).toEqual(["sim-0", "ops-1"]);
+  });
+
+  it('with "modelGroups": [] drops the config\'s servers, and names each it removed in a warn event', async () => {
+    await ok(admin("/admin/v1/groups/skew/deployments", { method: "POST", json: { id: "ops-2", baseUrl: fleet[2], model: UPSTREAM_MODEL } }), 201);
+    const skew = (await registry().records()).groups.find((g) => g.settings.name === "skew");
+    const fromConfig = skew?.deployments.filter((d) => d.source === "config").map((d) => d.spec.id);
+    const logged = vi.spyOn(console, "log");
+    const deployed = await runInDurableObject(registry(), (_o, state) => new FleetRegistry(state, { ...env, KVGATE_CONFIG: JSON.stringify({ ...config, modelGroups: [] }) }).records());
+    // The registry as that deploy left it; the pool's config seeds it back at its next start.
+    await evictDurableObject(registry());
+
+    expect(deployed.groups.find((g) => g.settings.name === "skew")?.deployments.map((d) => d.spec.id)).toEqual(["ops-2"]);
+    expect(deployed.groups.find((g) => g.settings.name === "one-slot")).toBeUndefined();
+    const removed = events(logged).filter((e) => e.event === "seed_removed");
+    expect(removed).toContainEqual(expect.objectContaining({ level: "warn", group: "skew", deployments: fromConfig, groupRemoved: false }));
+    expect(removed).toContainEqual(expect.objectContaining({ level: "warn", group: "one-slot", deployments: ["only"], groupRemoved: true }));
   });
 });
