@@ -33,6 +33,12 @@ export interface Flags {
   status?: string;
 }
 
+/** A flag's name, as typed after "--". */
+export type Flag = keyof Flags;
+
+/** The flags every command takes beside its own: --json, and --help (which prints the usage instead). */
+export const EVERY_COMMAND_FLAGS: readonly Flag[] = ["json"];
+
 export interface Io {
   out(text: string): void;
   /** Progress lines (never part of --json output). */
@@ -42,6 +48,9 @@ export interface Io {
 
 /** One command: `args` are its positional arguments (cli/main.ts checks their number). */
 export type Command = (api: AdminClient, flags: Flags, io: Io, args: readonly string[]) => Promise<void>;
+
+/** A table of commands by name: each a Command, and its names known, so the table of their flags must name each. */
+export const commandTable = <Name extends string>(table: Record<Name, Command>): Record<Name, Command> => table;
 
 /** The admin API's answer as JSON with --json, else the human text. */
 export function show(io: Io, flags: Flags, json: unknown, human: () => string): void {

@@ -4,7 +4,7 @@ import type { DeploymentList, DeploymentRow, FleetStatus, GroupList } from "../s
 import type { AdminResult } from "../src/fleet/protocol.ts";
 import type { AdminClient } from "./admin-client.ts";
 import { CliError } from "./cli-error.ts";
-import { show, type Command, type Flags, type Io } from "./command-io.ts";
+import { commandTable, show, type Command, type Flag, type Flags, type Io } from "./command-io.ts";
 import { table } from "./table.ts";
 
 type Applied = Extract<AdminResult, { ok: true }>;
@@ -95,7 +95,7 @@ function stateChange(verb: "enable" | "disable", what: string): Command {
 }
 
 /** The fleet: deployments, groups, status (over the registry's admin API). */
-export const FLEET_COMMANDS: Record<string, Command> = {
+export const FLEET_COMMANDS = commandTable({
   "deployments list": async (api, flags, io) => {
     const list = await api.call<DeploymentList>("GET", `${groupPath(flags)}/deployments`);
     show(io, flags, list, () => deploymentTable(list.data));
@@ -165,11 +165,29 @@ export const FLEET_COMMANDS: Record<string, Command> = {
     const r = await api.call<Applied>("PUT", "/admin/v1/fleet", body);
     show(io, flags, r, () => said(`applied ${file}: ${r.changed.length} group(s) changed, ${r.removed.length} removed`, r));
   },
+});
+
+const DEPLOYMENT_FIELDS = ["group", "id", "url", "model", "max-in-flight", "weight", "api-key-env"] as const;
+const ONE_DEPLOYMENT = ["group", "id"] as const;
+
+/** The flags each fleet command takes (cli/main.ts refuses any other): one it does not read would be silently ignored. */
+export const FLEET_FLAGS: Record<keyof typeof FLEET_COMMANDS, readonly Flag[]> = {
+  "deployments list": ["group"],
+  "deployments add": DEPLOYMENT_FIELDS,
+  "deployments update": DEPLOYMENT_FIELDS,
+  "deployments drain": [...ONE_DEPLOYMENT, "wait", "timeout"],
+  "deployments enable": ONE_DEPLOYMENT,
+  "deployments disable": ONE_DEPLOYMENT,
+  "deployments remove": ONE_DEPLOYMENT,
+  "groups list": [],
+  status: [],
+  "fleet export": [],
+  "fleet apply": ["file"],
 };
 
 export const FLEET_USAGE = `  deployments list    --group G
   deployments add     --group G --id ID --url URL --model M [--max-in-flight N] [--weight W] [--api-key-env NAME]
-  deployments update  --group G --id ID [--url URL] [--model M] [--max-in-flight N] [--weight W]
+  deployments update  --group G --id ID [--url URL] [--model M] [--max-in-flight N] [--weight W] [--api-key-env NAME]
   deployments drain   --group G --id ID [--wait [--timeout S]]
   deployments enable  --group G --id ID
   deployments disable --group G --id ID

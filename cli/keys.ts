@@ -4,7 +4,7 @@ import { instantOf } from "../src/tenants/instant.ts";
 import { KEY_RECORD_MAX_AGE_MS, KEY_STATUSES } from "../src/tenants/key-record.ts";
 import type { AdminClient } from "./admin-client.ts";
 import { CliError } from "./cli-error.ts";
-import { show, type Command, type Flags, type Io } from "./command-io.ts";
+import { commandTable, show, type Command, type Flag, type Flags, type Io } from "./command-io.ts";
 import { table } from "./table.ts";
 
 /** `npx kvgate keys …` and `npx kvgate usage`: virtual keys and their usage, over the admin API. */
@@ -212,7 +212,7 @@ async function update(api: AdminClient, flags: Flags, io: Io, [id]: readonly str
   show(io, flags, k, () => `updated ${k.id}\n${keyBlock(k)}`);
 }
 
-export const KEY_COMMANDS: Record<string, Command> = {
+export const KEY_COMMANDS = commandTable({
   "keys create": async (api, flags, io) => {
     const body = keyBody(flags, false);
     const meta = labels(flags);
@@ -250,6 +250,20 @@ export const KEY_COMMANDS: Record<string, Command> = {
     const u = await everyUsageRow(api, q);
     show(io, flags, u, () => usageText(u));
   },
+});
+
+/** What keyBody and labels read: the flags of create, and of update. */
+const KEY_SETTINGS = ["models", "rpm", "tpm", "max-parallel", "budget-tokens", "budget-usd", "period", "origins", "expires", "name", "team", "user", "no-usage"] as const;
+
+/** The flags each key command takes (cli/main.ts refuses any other): `keys create --model M` made a key for every model. */
+export const KEY_FLAGS: Record<keyof typeof KEY_COMMANDS, readonly Flag[]> = {
+  "keys create": KEY_SETTINGS,
+  "keys list": ["status"],
+  "keys show": [],
+  "keys revoke": [],
+  "keys rotate": [],
+  "keys update": KEY_SETTINGS,
+  usage: ["key", "since", "until", "model"],
 };
 
 export const KEY_USAGE = `  keys create [--models M1,M2] [--rpm N] [--tpm N] [--max-parallel N] [--budget-tokens N] [--budget-usd N]

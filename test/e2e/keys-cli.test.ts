@@ -282,6 +282,27 @@ describe("npx kvgate keys' failures", () => {
     }
   }, 90_000);
 
+  it("a flag the command does not take is a wrong command line (exit 2) naming it: keys create --model (deployments' and usage's flag) made a key for every model", async () => {
+    const before = (await json<KeyList>(["keys", "list"])).data.length;
+    const r = await kvgate(["keys", "create", "--model", "kvgate-sim", "--json"]);
+    expect({ code: r.code, stdout: r.stdout, first: r.stderr[0] }).toEqual({ code: 2, stdout: "", first: "kvgate: keys create does not take --model (did you mean --models?)" });
+    expect(r.stderr.join("\n")).toContain("usage: npx kvgate <command>");
+    expect((await json<KeyList>(["keys", "list"])).data.length).toBe(before);
+    const cases: [string[], string][] = [
+      [["keys", "create", "--group", "g"], "kvgate: keys create does not take --group"],
+      [["deployments", "add", "--group", "g", "--id", "gpu-9", "--url", "http://10.0.0.9:8000", "--model", "m", "--max-parallel", "8"], "kvgate: deployments add does not take --max-parallel"],
+      [["usage", "--key", "key_x", "--models", "m"], "kvgate: usage does not take --models (did you mean --model?)"],
+      [["keys", "show", "key_x", "--rpm", "5"], "kvgate: keys show does not take --rpm"],
+      [["status", "--group", "g"], "kvgate: status does not take --group"],
+    ];
+    // Nothing listens at KVGATE_URL: a command that went on to ask the gateway would exit 1.
+    const nowhere = `http://127.0.0.1:${await freePort("127.0.0.1")}`;
+    for (const [args, message] of cases) {
+      const wrong = await runKvgate(args, { KVGATE_URL: nowhere, KVGATE_ADMIN_KEY: gateway.keys.admin });
+      expect({ args, code: wrong.code, stdout: wrong.stdout, first: wrong.stderr[0] }).toEqual({ args, code: 2, stdout: "", first: message });
+    }
+  }, 90_000);
+
   it("the gateway's refusals exit 1 with its message naming the field; the clients' key administers nothing", async () => {
     const badOrigin = await kvgate(["keys", "create", "--origins", "https://app.example/path"]);
     expect(badOrigin.code).toBe(1);
