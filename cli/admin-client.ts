@@ -1,4 +1,5 @@
 import { unreachableHost } from "../src/config/private-hosts.ts";
+import { printable } from "../src/control-characters.ts";
 import { CliError } from "./cli-error.ts";
 
 export const DEFAULT_URL = "http://127.0.0.1:8787";
@@ -51,12 +52,14 @@ export function adminClient(env: NodeJS.ProcessEnv, fetchImpl: typeof fetch = fe
       } catch {
         // Not JSON: said below with the status.
       }
+      // Every line is one printable line (the README's "a failure is one line on stderr"): a
+      // message is written out as a table's values are, and a page that is not JSON — a proxy's
+      // HTML 502, its CRLFs and escape sequences — is not repeated at all.
       if (!res.ok) {
         const err = (parsed as ErrorBody | undefined)?.error;
-        const message = typeof err?.message === "string" ? err.message : text.slice(0, 200) || res.statusText;
-        throw new CliError(`${method} ${path}: ${res.status} ${message}`);
+        if (typeof err?.message === "string") throw new CliError(`${method} ${path}: ${res.status} ${printable(err.message)}`);
       }
-      if (parsed === undefined) throw new CliError(`${method} ${path}: the gateway answered ${res.status} without a JSON body; is KVGATE_URL a kvgate gateway?`);
+      if (parsed === undefined || !res.ok) throw new CliError(`${method} ${path}: answered ${printable(`${res.status} ${res.statusText}`.trim())}, not JSON: is KVGATE_URL a kvgate gateway?`);
       return parsed as T;
     },
   };

@@ -49,6 +49,33 @@ describe("npx kvgate with a KVGATE_URL that is some other JSON server", () => {
   }, 60_000);
 });
 
+describe("npx kvgate behind a proxy that answers an error page", () => {
+  it("says so in one printable line, exit 1: the page's line breaks and escape sequences are not written to the terminal", async () => {
+    // A proxy's 502 page, CRLF line endings and an escape sequence (ESC [2J clears the screen) in it.
+    const page = "<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\u001b[2Jupstream went away\r\n</body>\r\n</html>\r\n";
+    const proxy = http.createServer((req, res) => {
+      req.resume();
+      res.writeHead(502, "Bad Gateway", { "content-type": "text/html" }).end(page);
+    });
+    await new Promise<void>((done) => proxy.listen(0, "127.0.0.1", done));
+    try {
+      const url = `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`;
+      for (const args of [["status"], ["keys", "revoke", "key_x"]]) {
+        const r = await kvgate(args, { KVGATE_URL: url, KVGATE_ADMIN_KEY: "sk-admin-unused" });
+        expect({ args, code: r.code, stdout: r.stdout, stderr: r.stderr }).toEqual({
+          args,
+          code: 1,
+          stdout: "",
+          stderr: [expect.stringMatching(/^kvgate: (GET|POST) \/admin\/v1\/\S+: answered 502 Bad Gateway, not JSON: is KVGATE_URL a kvgate gateway\?$/)],
+        });
+        expect(r.stderr.join("\n")).not.toMatch(/[\u0000-\u001f\u007f-\u009f]/);
+      }
+    } finally {
+      proxy.close();
+    }
+  }, 60_000);
+});
+
 describe("npx kvgate with a plain http KVGATE_URL on a public host", () => {
   it("refuses it as a wrong command line before anything is sent: the admin key would cross the internet in cleartext", async () => {
     // A server on this machine that public DNS (stood in for by the preload) says is gateway.example.
