@@ -57,8 +57,13 @@ export function registryUnavailable(e: unknown, message = "the fleet registry is
  * otherwise, a 500 — a bug, a write its storage refused — which no retry mends.
  */
 export function registryFailure(e: unknown, message?: string): unknown {
+  return mayRetry(e) ? registryUnavailable(e, message) : e;
+}
+
+/** Whether the runtime says a failed Durable Object call may be retried: `overloaded`, or `retryable` (an object reset by a deploy). */
+export function mayRetry(e: unknown): boolean {
   const said = typeof e === "object" && e !== null ? (e as { overloaded?: unknown; retryable?: unknown }) : {};
-  return said.overloaded === true || said.retryable === true ? registryUnavailable(e, message) : e;
+  return said.overloaded === true || said.retryable === true;
 }
 
 /**

@@ -1,11 +1,12 @@
 import type { Context, Hono } from "hono";
-import { badRequest, GatewayError } from "../../src/openai/errors.ts";
+import { badRequest, GatewayError, unavailable } from "../../src/openai/errors.ts";
 import { KEY_PAGE_LIMIT, keyList, keyView, USAGE_PAGE, usageCursorOf, usageView, type IssuedKeyView } from "../../src/tenants/admin-api.ts";
 import { dayParam } from "../../src/tenants/instant.ts";
 import { KEY_STATUSES, type KeyStatus } from "../../src/tenants/key-record.ts";
 import type { IssuedKey, KeyPage, TenantsResult, UsageQuery } from "../../src/tenants/protocol.ts";
 import { TENANTS_NAME } from "../../src/tenants/tenants-name.ts";
 import type { Env } from "../env.ts";
+import { mayRetry } from "../fleet.ts";
 import type { AppEnv } from "../gateway/app-env.ts";
 import { readJsonBody } from "../gateway/body.ts";
 
@@ -14,7 +15,31 @@ const BODY_LIMIT = 64 * 1024;
 const USAGE_PARAMS = ["key", "since", "until", "model", "limit", "after"] as const;
 const LIST_PARAMS = ["limit", "after", "status"] as const;
 
-const tenants = (env: Env) => env.TENANTS.getByName(TENANTS_NAME);
+type Tenants = ReturnType<Env["TENANTS"]["getByName"]>;
+
+/** A call that reads, or one that may change a key (which a failed call may or may not have done). */
+type CallKind = "read" | "change";
+
+/**
+ * One call to the tenants object: its answer, or its refusal as an OpenAI-style error. A call the
+ * runtime says may be retried (overloaded, reset by a deploy) is a 503 with Retry-After, as the
+ * fleet routes answer for the registry (registryFailure), a change's saying it may have been made;
+ * any other failure — a bug, a write its storage refused — is thrown as it is, a 500 no retry mends.
+ */
+async function ask<T>(env: Env, kind: CallKind, call: (tenants: Tenants) => Promise<TenantsResult<T>>): Promise<T> {
+  let r: TenantsResult<T>;
+  try {
+    r = await call(env.TENANTS.getByName(TENANTS_NAME));
+  } catch (e) {
+    if (!mayRetry(e)) throw e;
+    console.error(`kvgate: calling the tenants object failed: ${(e as Error).message}`);
+    throw unavailable(
+      kind === "read" ? "the key store is unavailable; try again shortly" : "the key store did not answer: the change may or may not have been made; read the key back (GET /admin/v1/keys) before sending it again",
+      "key_store_unavailable",
+    );
+  }
+  return answer(r);
+}
 
 /**
  * Virtual keys and their usage under /admin/v1 (the admin key middleware of routes.ts covers
@@ -24,17 +49,27 @@ const tenants = (env: Env) => env.TENANTS.getByName(TENANTS_NAME);
 export function mountKeys(app: Hono<AppEnv>): void {
   const K = "/admin/v1/keys";
   // No body at all is a key with no limits; a body must be a JSON object.
-  app.post(K, async (c) => issued(c, await tenants(c.env).create(c.req.raw.body === null || c.req.header("content-length") === "0" ? {} : await body(c)), 201));
+  app.post(K, async (c) => {
+    const settings = c.req.raw.body === null || c.req.header("content-length") === "0" ? {} : await body(c);
+    return issued(c, await ask(c.env, "change", (t) => t.create(settings)), 201);
+  });
   app.get(K, async (c) => {
-    const page = answer(await tenants(c.env).list(keyPage(c.req.url)));
+    const query = keyPage(c.req.url);
+    const page = await ask(c.env, "read", (t) => t.list(query));
     const now = Date.now();
     return c.json(keyList(page.keys.map((l) => keyView(l, now)), page.hasMore));
   });
-  app.get(`${K}/:id`, async (c) => c.json(keyView(answer(await tenants(c.env).get(c.req.param("id"))), Date.now())));
-  app.patch(`${K}/:id`, async (c) => c.json(keyView(answer(await tenants(c.env).update(c.req.param("id"), await body(c))), Date.now())));
-  app.post(`${K}/:id/revoke`, async (c) => c.json(keyView(answer(await tenants(c.env).revoke(c.req.param("id"))), Date.now())));
-  app.post(`${K}/:id/rotate`, async (c) => issued(c, await tenants(c.env).rotate(c.req.param("id"))));
-  app.get("/admin/v1/usage", async (c) => c.json(usageView(answer(await tenants(c.env).usage(usageQuery(c.req.url))))));
+  app.get(`${K}/:id`, async (c) => c.json(keyView(await ask(c.env, "read", (t) => t.get(c.req.param("id"))), Date.now())));
+  app.patch(`${K}/:id`, async (c) => {
+    const patch = await body(c);
+    return c.json(keyView(await ask(c.env, "change", (t) => t.update(c.req.param("id"), patch)), Date.now()));
+  });
+  app.post(`${K}/:id/revoke`, async (c) => c.json(keyView(await ask(c.env, "change", (t) => t.revoke(c.req.param("id"))), Date.now())));
+  app.post(`${K}/:id/rotate`, async (c) => issued(c, await ask(c.env, "change", (t) => t.rotate(c.req.param("id")))));
+  app.get("/admin/v1/usage", async (c) => {
+    const query = usageQuery(c.req.url);
+    return c.json(usageView(await ask(c.env, "read", (t) => t.usage(query))));
+  });
 }
 
 function body(c: Context<AppEnv>): Promise<unknown> {
@@ -46,8 +81,7 @@ function answer<T>(r: TenantsResult<T>): T {
   throw new GatewayError(r.status, r.status === 404 ? "not_found_error" : "invalid_request_error", r.message, r.code, r.param);
 }
 
-function issued(c: Context<AppEnv>, r: TenantsResult<IssuedKey>, status: 200 | 201 = 200): Response {
-  const { key, lookup } = answer(r);
+function issued(c: Context<AppEnv>, { key, lookup }: IssuedKey, status: 200 | 201 = 200): Response {
   const view: IssuedKeyView = { ...keyView(lookup, Date.now()), key };
   return c.json(view, status);
 }
