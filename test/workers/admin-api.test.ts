@@ -325,6 +325,28 @@ describe("two operators changing the same group", () => {
   });
 });
 
+describe("a revision sent under another name", () => {
+  it("is a 400 naming the field or query parameter, not a change made without the revision check: PUT /fleet's body and a DELETE's query take only their own", async () => {
+    await ok(admin("/admin/v1/groups", { method: "POST", json: { name: "admin-misnamed", deployments: [sim(0, "x"), sim(1, "y")] } }), 201);
+    const stale = await fleetRev();
+    await ok(admin("/admin/v1/groups/admin-misnamed/deployments/x", { method: "PATCH", json: { weight: 2 } }));
+    const rev = await fleetRev();
+    const exported = await ok<{ modelGroups: { name: string }[] }>(admin("/admin/v1/fleet"));
+    // Read before the PATCH, this fleet without the group would be refused with a 409 had its revision been named `rev`.
+    const without = exported.modelGroups.filter((g) => g.name !== "admin-misnamed");
+    expect(await refused(admin("/admin/v1/fleet", { method: "PUT", json: { modelGroups: without, rev: stale } }), 409)).toMatchObject({ code: "fleet_changed", param: "rev" });
+    const put = await refused(admin("/admin/v1/fleet", { method: "PUT", json: { modelGroups: without, revision: stale } }), 400);
+    expect(put).toMatchObject({ type: "invalid_request_error", code: "invalid_value", param: "revision", message: 'unknown field "revision"; PUT /admin/v1/fleet takes modelGroups, rev' });
+    for (const path of [`/admin/v1/groups/admin-misnamed/deployments/y?revision=${stale}`, `/admin/v1/groups/admin-misnamed?revision=${stale}`, `/admin/v1/groups/admin-misnamed?rev=${rev}&force=1`]) {
+      const param = path.includes("force") ? "force" : "revision";
+      expect(await refused(admin(path, { method: "DELETE" }), 400), path).toMatchObject({ code: "invalid_value", param, message: expect.stringMatching(new RegExp(`^unknown query parameter "${param}"; a DELETE takes rev$`)) as string });
+    }
+    expect(await fleetRev()).toBe(rev);
+    expect((await ok<DeploymentList>(admin("/admin/v1/groups/admin-misnamed/deployments"))).data.map((d) => d.id)).toEqual(["x", "y"]);
+    await ok(admin(`/admin/v1/groups/admin-misnamed?rev=${rev}`, { method: "DELETE" }));
+  });
+});
+
 describe("heartbeats", () => {
   it("a server registers with the register key and renews; past its TTL it drains, a TTL later it is gone", async () => {
     await ok(admin("/admin/v1/groups", { method: "POST", json: { name: "admin-hb", strategy: "round-robin", deployments: [sim(0, "fixed")] } }), 201);

@@ -9,6 +9,7 @@ import type { Env } from "../env.ts";
 import { mayRetry } from "../fleet.ts";
 import type { AppEnv } from "../gateway/app-env.ts";
 import { readJsonBody } from "../gateway/body.ts";
+import { queryParams } from "./params.ts";
 
 /** A key's settings are a few hundred bytes; this bounds what an admin call may make the Worker read. */
 const BODY_LIMIT = 64 * 1024;
@@ -84,15 +85,6 @@ function answer<T>(r: TenantsResult<T>): T {
 function issued(c: Context<AppEnv>, { key, lookup }: IssuedKey, status: 200 | 201 = 200): Response {
   const view: IssuedKeyView = { ...keyView(lookup, Date.now()), key };
   return c.json(view, status);
-}
-
-/** The query's parameters, once each is one `what` takes. */
-function queryParams(url: string, names: readonly string[], what: string): URLSearchParams {
-  const params = new URL(url).searchParams;
-  for (const name of params.keys()) {
-    if (!names.includes(name)) throw badRequest(`unknown query parameter "${name}"; ${what} takes ${names.join(", ")}`, name, "invalid_value");
-  }
-  return params;
 }
 
 /** `?limit=N&after=ID&status=S`: N keys (1 to KEY_PAGE_LIMIT, that many unless said) after the key ID, oldest first, of status S or any. */

@@ -16,6 +16,7 @@ import { authenticateAdmin, authenticateRegistration } from "../gateway/auth.ts"
 import { askEachObject, askGroup, eachGroup } from "../gateway/group-object.ts";
 import { readJsonBody } from "../gateway/body.ts";
 import { mountKeys } from "./keys.ts";
+import { bodyFields, queryParams } from "./params.ts";
 
 type AdminEnv = AppEnv;
 
@@ -70,8 +71,8 @@ export function mountAdmin(app: Hono<AdminEnv>, config: LoadedConfig): void {
     return c.json({ rev, modelGroups: groups.map((g) => ({ ...g.settings, deployments: g.deployments.map((d) => d.spec) })) });
   });
   app.put(`${A}/fleet`, async (c) => {
-    const b = await body(c);
-    const given = typeof b === "object" && b !== null ? (b as { modelGroups?: unknown; rev?: unknown }) : {};
+    // What `fleet export` gives, its `rev` sent back.
+    const given = bodyFields(await body(c), ["modelGroups", "rev"], "PUT /admin/v1/fleet");
     return changed(c, { op: "replace", modelGroups: given.modelGroups, rev: given.rev });
   });
 
@@ -141,9 +142,12 @@ async function patchOf(c: Context<AdminEnv>): Promise<{ patch: unknown; rev?: un
   return { patch, rev };
 }
 
-/** A DELETE's revision, which has no body to carry it: `?rev=N`; a value that is no whole number is left as text, for the registry's check to refuse. */
+/**
+ * A DELETE's revision, which has no body to carry it: `?rev=N`, its only query parameter; a value
+ * that is no whole number is left as text, for the registry's check to refuse.
+ */
 function queryRev(c: Context<AdminEnv>): unknown {
-  const v = c.req.query("rev");
+  const v = queryParams(c.req.url, ["rev"], "a DELETE").get("rev") ?? undefined;
   return v !== undefined && /^\d{1,15}$/.test(v) ? Number(v) : v;
 }
 

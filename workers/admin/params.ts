@@ -1,0 +1,26 @@
+import { badRequest } from "../../src/openai/errors.ts";
+import { isRecord } from "../../src/fleet/merge-patch.ts";
+
+/**
+ * What an admin route reads of a request is all it may be sent: a field or query parameter it does
+ * not read is refused, naming it, rather than left out. A revision sent as `revision` (or a `?force=1`)
+ * left out made a change without the check it asked for.
+ */
+
+/** The query's parameters, once each is one `what` takes. */
+export function queryParams(url: string, names: readonly string[], what: string): URLSearchParams {
+  const params = new URL(url).searchParams;
+  for (const name of params.keys()) {
+    if (!names.includes(name)) throw badRequest(`unknown query parameter "${name}"; ${what} takes ${names.join(", ")}`, name, "invalid_value");
+  }
+  return params;
+}
+
+/** `body`'s fields, once each is one `what` takes; a body that is no object is left for the route's own check to refuse. */
+export function bodyFields(body: unknown, names: readonly string[], what: string): Record<string, unknown> {
+  if (!isRecord(body)) return {};
+  for (const name of Object.keys(body)) {
+    if (!names.includes(name)) throw badRequest(`unknown field "${name}"; ${what} takes ${names.join(", ")}`, name, "invalid_value");
+  }
+  return body;
+}
