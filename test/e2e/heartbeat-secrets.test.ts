@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startFleet, type Fleet } from "../../bench/fleet/index.ts";
-import { adminCall } from "./admin-gateway.ts";
+import { adminCall, adminFetch } from "./admin-gateway.ts";
 import { startTestGateway, type TestGateway } from "./gateway.ts";
 
 /**
@@ -194,4 +194,26 @@ describe("an admin key whose value the register key or the metrics key shares", 
       }
     }, 60_000);
   }
+});
+
+describe("a register key whose value the metrics key shares", () => {
+  it("takes no heartbeat: a Prometheus scraper's key would register a server and be sent clients' prompts", async () => {
+    const shared = secret("sk-shared");
+    const gw = await startTestGateway({ modelGroups: [{ name: "scraped", deployments: [] }] }, { ...KEYS, KVGATE_REGISTER_KEY: shared, KVGATE_METRICS_KEY: shared });
+    try {
+      const beat = { group: "scraped", id: "gpu-0", baseUrl: attacker.urls[0], model: MODEL };
+      for (const key of [shared, KEYS.KVGATE_ADMIN_KEY]) {
+        const r = await heartbeat(gw, beat, key);
+        expect(r).toMatchObject({ status: 401, error: { type: "authentication_error" } });
+        expect(r.error?.message).toBe("the register key (KVGATE_REGISTER_KEY) must differ from the metrics key (KVGATE_METRICS_KEY); heartbeats are off until it does");
+        expect(JSON.stringify(r)).not.toContain(shared);
+      }
+      const list = await adminFetch(gw.url, KEYS.KVGATE_ADMIN_KEY, "GET", "/groups/scraped/deployments");
+      expect({ status: list.status, data: ((await list.json()) as { data: unknown[] }).data }).toEqual({ status: 200, data: [] });
+      // The key still opens its own door.
+      expect((await fetch(`${gw.url}/metrics`, { headers: { authorization: `Bearer ${shared}` } })).status).toBe(200);
+    } finally {
+      await gw.close();
+    }
+  }, 60_000);
 });

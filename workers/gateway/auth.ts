@@ -143,13 +143,16 @@ export async function authenticateMetrics(req: Request, config: LoadedConfig, en
 /**
  * A GPU server's heartbeat: the register key, or the admin key. Neither may be the client key (the
  * master key): every client could then register a server at its own address and be sent other
- * clients' prompts.
+ * clients' prompts. Nor may the register key be the metrics key, which a Prometheus scraper holds,
+ * for the same reason.
  */
 export async function authenticateRegistration(req: Request, config: LoadedConfig, env: Env): Promise<void> {
-  const { registerKeyEnv, adminKeyEnv, masterKeyEnv } = config.auth;
+  const { registerKeyEnv, adminKeyEnv, masterKeyEnv, metricsKeyEnv } = config.auth;
   await requireKey(req, env, [registerKeyEnv, adminKeyEnv], "register key");
-  refuseIfClientKey(env, masterKeyEnv, registerKeyEnv, "register key", "heartbeats are off");
-  refuseIfClientKey(env, masterKeyEnv, adminKeyEnv, "admin key", "heartbeats are off");
+  const off = "heartbeats are off";
+  refuseIfClientKey(env, masterKeyEnv, registerKeyEnv, "register key", off);
+  refuseIfClientKey(env, masterKeyEnv, adminKeyEnv, "admin key", off);
+  refuseIfAlike(env, registerKeyEnv, "register key", metricsKeyEnv, "metrics key", off);
 }
 
 /** A key of another door set to the client key's value opens nothing: every client would hold it. */
