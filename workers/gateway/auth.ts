@@ -40,20 +40,37 @@ function bearer(req: Request): string {
   return (m[1] as string).trim();
 }
 
+/** The auth settings that name a key's secret. */
+type KeyField = "masterKeyEnv" | "adminKeyEnv" | "registerKeyEnv" | "metricsKeyEnv";
+
 /**
- * Throws a 401 unless the request's bearer key is the value of one of the `accepted` secrets.
- * Every accepted secret is compared, in constant time, whichever matches: the time taken says
- * nothing of which key was tried. A secret that is not set accepts nothing; when none is, the
- * error names the variables (never a value).
+ * Throws a 401 unless the request's bearer key is the value of one of the secrets the `accepted`
+ * settings name. Every accepted secret is compared, in constant time, whichever matches: the time
+ * taken says nothing of which key was tried.
  */
-async function requireKey(req: Request, env: Env, accepted: readonly string[], what: string): Promise<void> {
+async function requireKey(req: Request, config: LoadedConfig, env: Env, accepted: readonly KeyField[], what: string): Promise<void> {
   const given = bearer(req);
-  if (!(await matches(given, env, accepted, what))) throw unauthorized("invalid API key");
+  if (!(await matches(given, config, env, accepted, what))) throw unauthorized("invalid API key");
 }
 
-async function matches(given: string, env: Env, accepted: readonly string[], what: string): Promise<boolean> {
-  const keys = accepted.map((name) => env[name]).filter((k): k is string => typeof k === "string" && k !== "");
-  if (keys.length === 0) throw unauthorized(`the gateway has no ${what} configured (${accepted.join(" or ")})`);
+/** Settings whose missing secret this isolate has logged: once each, not per request (anyone may send those). */
+const loggedUnset = new Set<string>();
+
+/**
+ * A secret that is not set accepts nothing. When none is, the 401 (which anyone may get) and the
+ * log line name the settings, never the names they hold: an operator who pasted a key where its
+ * secret's name goes (it is shaped like one) would have it sent to every caller.
+ */
+async function matches(given: string, config: LoadedConfig, env: Env, accepted: readonly KeyField[], what: string): Promise<boolean> {
+  const keys = accepted.map((field) => env[config.auth[field]]).filter((k): k is string => typeof k === "string" && k !== "");
+  if (keys.length === 0) {
+    const settings = accepted.map((field) => `auth.${field}`).join(" or ");
+    if (!loggedUnset.has(settings)) {
+      loggedUnset.add(settings);
+      console.error(`kvgate: the Worker has no secret by the name ${settings} gives: every request for the ${what} gets a 401 (npx wrangler secret put <that name>)`);
+    }
+    throw unauthorized(`the gateway has no ${what} configured (see ${settings})`);
+  }
   const [g, ...expected] = await Promise.all([sha256(given), ...keys.map(digestOf)]);
   let ok = false;
   for (const e of expected) ok = constantTimeEqual(e, g as Uint8Array) || ok;
@@ -92,7 +109,7 @@ export async function authenticate(req: Request, config: LoadedConfig, env: Env,
     const hash = await keyHash(given);
     return { kind: "key", key: usableKey(await lookupKey(env, ctx, hash)), hash };
   }
-  if (await matches(given, env, [config.auth.masterKeyEnv], "master key")) return MASTER;
+  if (await matches(given, config, env, ["masterKeyEnv"], "master key")) return MASTER;
   throw unauthorized("invalid API key");
 }
 
@@ -122,7 +139,7 @@ export async function recheckKey(caller: Extract<Caller, { kind: "key" }>, env: 
  */
 export async function authenticateAdmin(req: Request, config: LoadedConfig, env: Env): Promise<void> {
   const { adminKeyEnv, masterKeyEnv, registerKeyEnv, metricsKeyEnv } = config.auth;
-  await requireKey(req, env, [adminKeyEnv], "admin key");
+  await requireKey(req, config, env, ["adminKeyEnv"], "admin key");
   const off = "the admin API is off";
   refuseIfClientKey(env, masterKeyEnv, adminKeyEnv, "admin key", off);
   refuseIfAlike(env, adminKeyEnv, "admin key", registerKeyEnv, "register key", off);
@@ -135,7 +152,7 @@ export async function authenticateAdmin(req: Request, config: LoadedConfig, env:
  */
 export async function authenticateMetrics(req: Request, config: LoadedConfig, env: Env): Promise<void> {
   const { metricsKeyEnv, adminKeyEnv, masterKeyEnv } = config.auth;
-  await requireKey(req, env, [metricsKeyEnv, adminKeyEnv], "metrics key");
+  await requireKey(req, config, env, ["metricsKeyEnv", "adminKeyEnv"], "metrics key");
   refuseIfClientKey(env, masterKeyEnv, metricsKeyEnv, "metrics key", "/metrics is off");
   refuseIfClientKey(env, masterKeyEnv, adminKeyEnv, "admin key", "/metrics is off");
 }
@@ -148,7 +165,7 @@ export async function authenticateMetrics(req: Request, config: LoadedConfig, en
  */
 export async function authenticateRegistration(req: Request, config: LoadedConfig, env: Env): Promise<void> {
   const { registerKeyEnv, adminKeyEnv, masterKeyEnv, metricsKeyEnv } = config.auth;
-  await requireKey(req, env, [registerKeyEnv, adminKeyEnv], "register key");
+  await requireKey(req, config, env, ["registerKeyEnv", "adminKeyEnv"], "register key");
   const off = "heartbeats are off";
   refuseIfClientKey(env, masterKeyEnv, registerKeyEnv, "register key", off);
   refuseIfClientKey(env, masterKeyEnv, adminKeyEnv, "admin key", off);
