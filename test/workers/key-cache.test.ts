@@ -107,3 +107,44 @@ it("while the tenants object fails, a key is looked up at most once a second: a 
   expect(tries).toBe(6);
   now.mockRestore();
 });
+
+it("requests that come together for a key whose record must be read wait on one read: a slow object that then fails is asked once, not once a request", async () => {
+  const issued = await tenants().create({ name: "read by many at once" });
+  if (!issued.ok) throw new Error(issued.message);
+  const hash = await keyHash(issued.value.key);
+  let tries = 0;
+  let down = false;
+  const answers: (() => void)[] = [];
+  const slow = {
+    ...env,
+    TENANTS: {
+      getByName: (name: string) => {
+        const real = env.TENANTS.getByName(name);
+        return {
+          lookup: (h: string) => {
+            tries++;
+            if (!down) return real.lookup(h);
+            // Overloaded: it answers (a failure) only when the test lets it, after every request has asked.
+            return new Promise((_, reject) => answers.push(() => reject(new Error("Durable Object is overloaded"))));
+          },
+        };
+      },
+    },
+  } as unknown as Env;
+  const t0 = Date.now();
+  const now = vi.spyOn(Date, "now").mockReturnValue(t0);
+  const ctx = createExecutionContext();
+  expect((await lookupKey(slow, ctx, hash))?.record.id).toBe(issued.value.lookup.record.id);
+  expect(tries).toBe(1);
+  down = true;
+  // 10 s old: each request must wait for a read; 50 come before the object answers any.
+  now.mockReturnValue(t0 + 10_500);
+  const waiting = Array.from({ length: 50 }, () => lookupKey(slow, ctx, hash).then(() => "served", (err: unknown) => (err instanceof GatewayError ? `${err.status} ${err.code}` : "thrown")));
+  await vi.waitFor(() => expect(answers.length).toBeGreaterThan(0));
+  // Every read that went out (each request asks, if at all, before its first await) fails.
+  for (const fail of answers) fail();
+  expect(new Set(await Promise.all(waiting))).toEqual(new Set(["503 key_store_unavailable"]));
+  expect(tries).toBe(2);
+  await waitOnExecutionContext(ctx);
+  now.mockRestore();
+});
