@@ -43,7 +43,7 @@ export async function readFirstBytes(body: ReadableStream<Uint8Array>, now: () =
         comments.keep(value);
         continue;
       }
-      if (sse && held === null && mayOpenWithError(value)) held = new HeldEvents(dispatchesNothing);
+      if (sse && held === null && mayOpenWithError(value)) held = new HeldEvents(dispatchesNothing, ERROR_EVENT_HOLD_MAX_BYTES);
       if (held === null) return { chunk: comments.before(value), at: now() };
       if (!held.push(value)) continue;
       const first: FirstBytes = { chunk: comments.before(held.joined()), at: now() };
@@ -69,7 +69,7 @@ const OPENING_EVENTS: ReadonlySet<string> = new Set(["response.created", "respon
  * do. Each event is read once, when its end comes. Past EVENT_HOLD_MAX_BYTES (Responses openings
  * that echo a long `instructions` are a few hundred KiB at most) what is held goes out as the first
  * bytes: events cannot be dropped as comments are. `opens`: whether an event is no token (a
- * Responses API opening, an event with no data).
+ * Responses API opening, an event with no data); `maxBytes`, what may be held.
  */
 class HeldEvents {
   private held: Uint8Array[] = [];
@@ -81,9 +81,11 @@ class HeldEvents {
   token: Uint8Array | null = null;
 
   private readonly opens: (event: Uint8Array) => boolean;
+  private readonly maxBytes: number;
 
-  constructor(opens: (event: Uint8Array) => boolean) {
+  constructor(opens: (event: Uint8Array) => boolean, maxBytes = EVENT_HOLD_MAX_BYTES) {
     this.opens = opens;
+    this.maxBytes = maxBytes;
   }
 
   get empty(): boolean {
@@ -99,7 +101,7 @@ class HeldEvents {
   push(chunk: Uint8Array): boolean {
     this.held.push(chunk);
     this.bytes += chunk.length;
-    if (this.bytes > EVENT_HOLD_MAX_BYTES) return true;
+    if (this.bytes > this.maxBytes) return true;
     let start = 0;
     for (const end of eventEnds(chunk, this.before)) {
       this.event.push(chunk.subarray(start, end));
@@ -179,6 +181,13 @@ function errorData(event: Uint8Array): string | null {
   const isError = (fields.error !== undefined && fields.error !== null) || fields.object === "error" || fields.type === "error" || fields.type === "response.failed";
   return isError ? data : null;
 }
+
+/**
+ * The most of a chat stream's first event held to see whether it is an error (a server's error
+ * event is a message of a few KiB at most): past it, what is held goes on unchecked, so an
+ * upstream that drips a first event a byte at a time costs a bounded number of held pieces.
+ */
+const ERROR_EVENT_HOLD_MAX_BYTES = 64 * 1024;
 
 const encoder = new TextEncoder();
 const DATA = encoder.encode("data:");

@@ -124,3 +124,14 @@ describe("what a stream's error event is judged as", () => {
     expect(parseErrorEvent(data, ["sk-gpu-secret"])?.message).toBe("auth was Bearer [redacted]");
   });
 });
+
+describe("a first event that may be an error, dripped a byte at a time", () => {
+  it("is held only so far (64 KiB) to be checked: past it, what came goes on unchecked, before the event ends", async () => {
+    // An upstream that never ends its first event: the check must not hold all of it (up to 1 MiB, a piece a byte).
+    const first = await readFirstBytes(source(['data: {"error": "', ...Array.from({ length: 200_000 }, () => "x")], true), () => 0, true);
+    expect(first?.error).toBeUndefined();
+    expect(first?.chunk.length).toBeGreaterThan(64 * 1024);
+    expect(first?.chunk.length).toBeLessThan(65 * 1024);
+    expect(dec.decode(first?.chunk).startsWith('data: {"error": "xxx')).toBe(true);
+  });
+});
