@@ -34,6 +34,11 @@ export interface CompletionSummary {
    * its client left before the usage event is charged by them (a token an event).
    */
   events: number | null;
+  /**
+   * The gateway's own relay failed (a hook's transform or flush threw), not the upstream: its
+   * `outcome` is `upstream-error` for the hooks, but it is no verdict on the backend.
+   */
+  relayFailed?: true;
 }
 
 /**

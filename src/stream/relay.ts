@@ -131,17 +131,19 @@ async function pump(body: ReadableStream<Uint8Array>, writer: WritableStreamDefa
   let closed = false;
 
   /** Reports how the body ended, once: onEnd settles the request's lease. */
-  const end = (outcome: CompletionSummary["outcome"]): void => {
+  const end = (outcome: CompletionSummary["outcome"], relayFailed = false): void => {
     if (settled) return;
     settled = true;
-    o.onEnd({
+    const summary: CompletionSummary = {
       outcome,
       bytes,
       // Usage that came is the upstream's work done, the client gone after it or not.
       usage: usageRead(ends),
       ttftMs: firstAt === null ? null : firstAt - o.sentAt,
       events: events && events.count,
-    });
+    };
+    if (relayFailed) summary.relayFailed = true;
+    o.onEnd(summary);
   };
   const close = (): void => {
     closed = true;
@@ -270,7 +272,7 @@ async function pump(body: ReadableStream<Uint8Array>, writer: WritableStreamDefa
       if (!closed) abort();
       return end("client-abort");
     }
-    end("upstream-error");
+    end("upstream-error", true);
     if (!closed) await fail(err, `upstream stream failed after ${bytes} bytes: ${RELAY_FAILED}`, "upstream_stream_error");
   } finally {
     clearInterval(ticker);

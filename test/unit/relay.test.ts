@@ -104,6 +104,7 @@ describe("relay", () => {
     const { out, ended } = start(source(['{"id":'], { failAfter: 1 }), false);
     await expect(new Response(out).text()).rejects.toThrow();
     expect((await ended).outcome).toBe("upstream-error");
+    expect((await ended).relayFailed).toBeUndefined();
   });
 
   it("cancels the upstream when the client goes away", async () => {
@@ -613,7 +614,8 @@ describe("relay: a throw inside the relay (a hook's, or the usage read's) still 
     expect(lastEvent(text).error?.code).toBe("upstream_stream_error");
     // What the hook threw is not shown to the client: it may say anything.
     expect(text).not.toContain("Maximum call stack");
-    expect(await ended).toMatchObject({ outcome: "upstream-error", bytes: 30 });
+    // The relay's own failure, not the upstream's: no verdict on the backend (attempt.ts).
+    expect(await ended).toMatchObject({ outcome: "upstream-error", bytes: 30, relayFailed: true });
     await settle();
     expect(ends).toHaveLength(1);
     expect(cancelled()).toBe(true);
@@ -624,7 +626,7 @@ describe("relay: a throw inside the relay (a hook's, or the usage read's) still 
     const text = await new Response(out).text();
     expect(text.startsWith('data: {"a":1}\n\n')).toBe(true);
     expect(lastEvent(text).error?.code).toBe("upstream_stream_error");
-    expect((await ended).outcome).toBe("upstream-error");
+    expect(await ended).toMatchObject({ outcome: "upstream-error", relayFailed: true });
     await settle();
     expect(ends).toHaveLength(1);
   });
@@ -633,7 +635,9 @@ describe("relay: a throw inside the relay (a hook's, or the usage read's) still 
     const { out, ends, ended } = counted(source(['data: {"a":1}\n\n'], { failAfter: 1 }), { transforms: [flushThrows] });
     const text = await new Response(out).text();
     expect(lastEvent(text).error?.code).toBe("upstream_stream_error");
-    expect((await ended).outcome).toBe("upstream-error");
+    // The upstream's failure came first: it is the end reported, a verdict on the backend.
+    expect(await ended).toMatchObject({ outcome: "upstream-error" });
+    expect((await ended).relayFailed).toBeUndefined();
     await settle();
     expect(ends).toHaveLength(1);
   });
@@ -641,7 +645,7 @@ describe("relay: a throw inside the relay (a hook's, or the usage read's) still 
   it("a whole answer whose hook throws: its body errors, and onEnd is called once", async () => {
     const { out, ends, ended } = counted(source(['{"id":', '"x"}']), { sse: false, transforms: [throwsAt(2)] });
     await expect(new Response(out).text()).rejects.toThrow();
-    expect((await ended).outcome).toBe("upstream-error");
+    expect(await ended).toMatchObject({ outcome: "upstream-error", relayFailed: true });
     await settle();
     expect(ends).toHaveLength(1);
   });

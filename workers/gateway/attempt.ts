@@ -362,8 +362,10 @@ async function attemptHeld(a: AttemptInput, key: KeyRecord | null, lease: HeldLe
       // A body the gateway's own limit cut was abandoned, not failed.
       const cut = deadline.expired || timedOut === "generation";
       const usage = tokenUsage(summary.usage);
-      const outcome = cut && summary.outcome === "upstream-error" ? "client-abort" : summary.outcome;
-      const left = summary.outcome === "client-abort" || (summary.outcome === "upstream-error" && deadline.expired);
+      // The gateway's own relay failing (a hook threw) is no verdict on the backend, and what reached the client is charged as a left stream's.
+      const own = summary.relayFailed === true;
+      const outcome = (cut || own) && summary.outcome === "upstream-error" ? "client-abort" : summary.outcome;
+      const left = own || summary.outcome === "client-abort" || (summary.outcome === "upstream-error" && deadline.expired);
       const estimate = estimateFor(summary.outcome === "ok" ? "served" : left ? "left" : "failed", summary.ttftMs !== null, usage, summary.events);
       // A body the upstream cut or left silent: what it met. One the gateway's own limit cut met a timeout of the gateway's.
       const failure: FailureKind | undefined = outcome !== "upstream-error" ? (timedOut === "generation" ? "timeout" : undefined) : stalled ? "stalled" : "broken-off";
