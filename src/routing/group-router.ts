@@ -343,7 +343,7 @@ export class GroupRouter {
     const total = chain.length < g.maxPrefixBlocks ? chain.length : -1;
     const matched = evidence ? choice.matched : -1;
     const recency = view.learns && chain.length > 0 ? b.prefixes.matchRecency : NaN;
-    this.leases.add(lease, { backend: b, expiresAt: now + this.leaseTtlMs, routedAt: now, blocks, queuedTo: b.queued, trialOf: b.breaker.sent() ? b.breaker.opened : -1, lesson, key: tenant?.id ?? null, decision, predictedCached, pending, matched, total, recency, ahead });
+    this.leases.add(lease, { backend: b, expiresAt: now + this.leaseTtlMs, routedAt: now, blocks, queuedTo: b.queued, trialOf: b.breaker.sent() ? b.breaker.opened : -1, lesson, key: tenant?.id ?? null, recordsUsage: tenant !== undefined && tenant.recordsUsage !== false, decision, predictedCached, pending, matched, total, recency, ahead });
     if (tenant) {
       this.ledger.took(tenant, now);
       if (!tenant.admitted) this.keyCounters.request(tenant.id);
@@ -410,11 +410,13 @@ export class GroupRouter {
     if (r.usage && r.outcome === "ok") this.feedBack(b, lease, r);
     if (lease.key !== null) {
       // Its renewals charged part of it already (a realtime session's): the release charges the rest.
-      const all = this.charged(r, b);
+      // A key whose usage is not recorded is charged nothing: what was read taught routing alone.
+      const all = lease.recordsUsage ? this.charged(r, b) : undefined;
       const usage = (all && usageAfter(all, lease.charged)) ?? undefined;
       if (usage) this.keyCounters.used(lease.key, usage, r.usage === undefined);
       // One its renewals charged tokens for is a request they were spent on, however it ended.
-      this.ledger.finished(lease.key, usage, r.outcome === "ok" || lease.charged !== undefined, this.usedAt(b.id, usage), now);
+      const served = lease.recordsUsage && (r.outcome === "ok" || lease.charged !== undefined);
+      this.ledger.finished(lease.key, usage, served, this.usedAt(b.id, usage), now);
     }
     this.letGoIfOrphan(b);
   }
@@ -426,7 +428,10 @@ export class GroupRouter {
     return view !== undefined && silentWhileOthersServe(b, lease.routedAt, view.group.nonStreamTimeoutMs, view.backends, elsewhere);
   }
 
-  /** A release of a lease this object does not hold: its usage, when it names the key and backend it is for. */
+  /**
+   * A release of a lease this object does not hold: its usage, when it names the key and backend it
+   * is for (its Worker names none for a key whose usage is not recorded: LeaseRelease.key).
+   */
   private usedUnheld(r: LeaseRelease, now: number): void {
     if (typeof r.key !== "string" || typeof r.backendId !== "string") return;
     const all = this.charged(r, this.newestView()?.backends.find((b) => b.id === r.backendId));
@@ -502,7 +507,7 @@ export class GroupRouter {
     // One reclaimed here at its expiry and renewed late (its Worker's renewals were held up) was counted then.
     const late = this.leases.expiredRecently(r.lease);
     // What an object answered having charged (this one before it restarted or reclaimed the lease) was charged before.
-    const lease: Lease = { backend: b, expiresAt: now + this.leaseTtlMs, routedAt: NaN, blocks: 0, queuedTo: 0, trialOf: -1, lesson: null, key, decision: -1, predictedCached: 0, pending: -1, matched: 0, total: -1, recency: NaN, ahead: 0, ...(late ? { reclaimed: true as const } : {}), ...(r.charged ? { charged: { ...r.charged } } : {}) };
+    const lease: Lease = { backend: b, expiresAt: now + this.leaseTtlMs, routedAt: NaN, blocks: 0, queuedTo: 0, trialOf: -1, lesson: null, key, recordsUsage: key !== null && r.recordsUsage !== false, decision: -1, predictedCached: 0, pending: -1, matched: 0, total: -1, recency: NaN, ahead: 0, ...(late ? { reclaimed: true as const } : {}), ...(r.charged ? { charged: { ...r.charged } } : {}) };
     this.leases.add(r.lease, lease);
     if (key !== null) this.ledger.took({ id: key, rpm: null, tpm: null, maxParallel: null, budget: null, admitted: true }, now);
     if (!late) this.adopted++;
@@ -517,7 +522,7 @@ export class GroupRouter {
    */
   private chargeRenewal(lease: Lease, r: LeaseRenewal, now: number): RenewalOutcome {
     const { key } = lease;
-    if (key === null || !r.usage) return "held";
+    if (key === null || !lease.recordsUsage || !r.usage) return "held";
     const more = usageAfter(r.usage, lease.charged);
     if (more) {
       lease.charged = { ...r.usage };

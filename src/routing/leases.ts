@@ -25,6 +25,11 @@ export interface Lease {
   lesson: Lesson | null;
   /** The virtual key it counts for, or null (the master key). */
   key: string | null;
+  /**
+   * Its usage is its key's (RouteTenant.recordsUsage, or LeaseRenewal.recordsUsage for a lease
+   * taken back): false, its end charges the key nothing, whatever usage it carries.
+   */
+  recordsUsage: boolean;
   /** Its decision's number in the group's DecisionRing; −1 for a lease taken back from a renewal. */
   decision: number;
   /** The prompt tokens its decision's matched blocks stand for: what routing predicts the backend has cached. */

@@ -66,7 +66,8 @@ export interface LeaseRelease {
   /**
    * Sent with a virtual key's usage or estimate only: the key and the backend it is for, so an
    * object that does not hold the lease (it restarted since, or the lease expired first) still
-   * records it.
+   * records it. Not with the usage of a key whose usage is not recorded (RouteTenant.recordsUsage),
+   * read for routing's feedback alone.
    */
   key?: string;
   backendId?: string;
@@ -108,6 +109,8 @@ export interface LeaseRenewal {
   backendId: string;
   /** The virtual key the lease counts for, if any: an object that restarted counts it again. */
   key?: string;
+  /** Sent with `key` when its usage is not recorded (RouteTenant.recordsUsage): a lease taken back charges it nothing. */
+  recordsUsage?: false;
   /**
    * A holder that reads its usage as it goes (a realtime session of a key that counts tokens):
    * all it has used so far. The object charges the key what it had not charged yet, so a session
@@ -184,8 +187,10 @@ export interface RouteTenant {
   admitted: boolean;
   /**
    * Whether the key's usage is recorded (src/tenants/route-tenant.ts readsUsage: usage tracking, a
-   * tpm or a budget); false: a request of it leaves no usage row. Absent (a lease taken back after
-   * a restart): as the key was last routed here, else recorded.
+   * tpm or a budget). False: the lease the call takes charges the key nothing, no usage row and no
+   * tokens, though a request its group samples for routing's feedback reads its usage all the same
+   * (that usage teaches routing alone); its request counts in kvgate_key_requests_total. Absent (a
+   * Worker of an earlier release): recorded.
    */
   recordsUsage?: boolean;
 }

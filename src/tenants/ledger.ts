@@ -26,8 +26,6 @@ interface KeyState {
   known: Spent | null;
   /** Usage finished here that the tenants object has not acknowledged yet, per UTC day. */
   unacked: Map<string, Amount>;
-  /** Its requests leave usage rows (RouteTenant.recordsUsage, as its last request here said). */
-  records: boolean;
   seenAt: number;
 }
 
@@ -98,7 +96,6 @@ export class TenantLedger {
   /** A request of the key took a slot: it counts in the minute's requests (once per request, not per attempt) and in flight. */
   took(t: RouteTenant, now: number): void {
     const k = this.state(t.id, now);
-    if (t.recordsUsage !== undefined) k.records = t.recordsUsage;
     k.inFlight++;
     if (!t.admitted) k.requests.add(now, 1);
   }
@@ -127,8 +124,7 @@ export class TenantLedger {
   }
 
   private used(k: KeyState, key: string, usage: TokenUsage | undefined, served: boolean, where: UsedAt, now: number, requests = 1): void {
-    // A key whose usage is not recorded (no tracking, tpm or budget) had none read: no row of requests alone either.
-    if (!usage && !(served && k.records)) return;
+    if (!usage && !served) return;
     const tokens = usage ? usage.prompt + usage.completion : 0;
     const day = dayOf(now);
     // Usage comes only with the attempt that answered (a failed one before a failover reads none):
@@ -245,7 +241,7 @@ export class TenantLedger {
 
   private state(key: string, now: number): KeyState {
     let k = this.keys.get(key);
-    if (!k) this.keys.set(key, (k = { inFlight: 0, requests: new MinuteWindow(), tokens: new MinuteWindow(), known: null, unacked: new Map(), records: true, seenAt: now }));
+    if (!k) this.keys.set(key, (k = { inFlight: 0, requests: new MinuteWindow(), tokens: new MinuteWindow(), known: null, unacked: new Map(), seenAt: now }));
     k.seenAt = now;
     return k;
   }

@@ -30,6 +30,8 @@ beforeAll(async () => {
     {
       modelGroups: [
         { name: "keys", deployments: [sim(fleet, 0), sim(fleet, 1), sim(fleet, 2)] },
+        // Every request sampled for routing's feedback: its usage is read, whatever its key.
+        { name: "keys-sampled", feedback: { sampleRate: 1 }, deployments: [sim(fleet, 0), sim(fleet, 1)] },
         // Every second request meets a server that answers 503 first, and fails over to the fleet.
         {
           name: "keys-failover",
@@ -196,11 +198,12 @@ describe("usage", () => {
     expect({ prompt_tokens: got.prompt_tokens, completion_tokens: got.completion_tokens, cached_tokens: got.cached_tokens, requests: got.requests }).toEqual(want);
   });
 
-  it("records none for a key with track_usage false and no token limit or budget (its rpm needs none): its requests leave no usage rows", async () => {
+  // In a group that samples every request for routing's feedback, the usage is read all the same: it teaches routing, and is not the key's.
+  it.each(["keys", "keys-sampled"])("records none for a key with track_usage false and no token limit or budget (its rpm needs none) in %s: its requests leave no usage rows, and count in kvgate_key_requests_total", async (model) => {
     const untracked = await createKey({ name: "untracked", track_usage: false, rpm: 1000 });
     const tracked = await createKey({ name: "tracked, after it" });
     const client = (key: string) => new OpenAI({ apiKey: key, baseURL: `${gw.url}/v1`, maxRetries: 0 }).chat.completions;
-    const body = { model: "keys", messages: [{ role: "user" as const, content: "untracked?" }], max_tokens: 3 };
+    const body = { model, messages: [{ role: "user" as const, content: "untracked?" }], max_tokens: 3 };
     expect((await client(untracked.key).create(body)).choices[0]?.message.content).toBeTruthy();
     let events = 0;
     for await (const _ of await client(untracked.key).create({ ...body, stream: true })) events++;
@@ -209,6 +212,9 @@ describe("usage", () => {
     await client(tracked.key).create(body);
     await vi.waitFor(async () => expect((await usage(tracked.id)).requests).toBe(1), EVENTUALLY);
     expect(await usage(untracked.id)).toMatchObject({ requests: 0, prompt_tokens: 0, completion_tokens: 0 });
+    const metrics = await (await fetch(`${gw.url}/metrics`, { headers: { authorization: `Bearer ${adminKey}` } })).text();
+    expect(metrics).toContain(`\nkvgate_key_requests_total{group="${model}",key="${untracked.id}"} 2\n`);
+    expect(metrics).not.toMatch(new RegExp(`^kvgate_key_\\w+_tokens_total\\{group="${model}",key="${untracked.id}"\\} [1-9]`, "m"));
   });
 
   it("counts a long stream whose client asked for its usage: read from a copy of the body in batches, every event passed on", async () => {

@@ -399,6 +399,54 @@ describe("GroupRouter: a held lease's usage, charged by its renewals as it goes"
   });
 });
 
+describe("GroupRouter: a key whose usage is not recorded (track_usage false, no tpm or budget)", () => {
+  const g = version([dep("a1", 9001, { maxInFlight: 4 })], { leaseTtlMs: 1000 });
+  const quiet: RouteTenant = { id: "key_quiet", rpm: null, tpm: null, maxParallel: 1, budget: null, admitted: false, recordsUsage: false };
+  // Read for routing's feedback (a sampled request), not for the key.
+  const usage = { prompt: 100, completion: 20, cached: 40, cacheReported: true };
+  const tokensOf = (r: GroupRouter) => r.metrics().keys.find((k) => k.id === quiet.id);
+
+  it("charges it nothing of a release's usage, which teaches routing all the same; its request still counts", () => {
+    const r = new GroupRouter("g");
+    r.install(g, 0);
+    const d = decided(r.route(g.version, [], [], 0, quiet));
+    r.release({ lease: d.lease, outcome: "ok", usage }, 10);
+    expect(r.ledger.takeBatch()).toBeNull();
+    expect(tokensOf(r)).toMatchObject({ requests: 1, tokens: { prompt: 0, completion: 0, cached: 0 } });
+    // The backend counts it as any answer's.
+    expect(byId(r).a1).toMatchObject({ completed: 1, usage: { prompt: 100, cached: 40 } });
+    // Its slot is given back: max_parallel 1 admits the next.
+    expect(decided(r.route(g.version, [], [], 20, quiet)).backendId).toBe("a1");
+  });
+
+  it("charges it nothing for a lease taken back from its renewal after a restart, with usage or without", () => {
+    const before = new GroupRouter("g");
+    before.install(g, 0);
+    const sampled = decided(before.route(g.version, [], [], 0, quiet));
+    const plain = decided(before.route(g.version, [], [], 0, { ...quiet, maxParallel: null }));
+    const after = new GroupRouter("g");
+    after.install(g, 10);
+    for (const d of [sampled, plain]) after.renew({ lease: d.lease, version: g.version, backendId: "a1", key: quiet.id, recordsUsage: false }, 20);
+    // The key's leases count in flight here again.
+    expect(after.route(g.version, [], [], 25, { ...quiet, maxParallel: 2 })).toMatchObject({ refused: "limited", limit: "parallel" });
+    after.release({ lease: sampled.lease, outcome: "ok", usage }, 30);
+    after.release({ lease: plain.lease, outcome: "ok" }, 30);
+    expect(after.ledger.takeBatch()).toBeNull();
+    expect(tokensOf(after)?.tokens ?? { prompt: 0 }).toMatchObject({ prompt: 0 });
+  });
+
+  it("still records a key whose renewal says nothing of it (a Worker of an earlier release): as before, its usage is its key's", () => {
+    const before = new GroupRouter("g");
+    before.install(g, 0);
+    const d = decided(before.route(g.version, [], [], 0, { ...quiet, recordsUsage: undefined }));
+    const after = new GroupRouter("g");
+    after.install(g, 10);
+    after.renew({ lease: d.lease, version: g.version, backendId: "a1", key: quiet.id }, 20);
+    after.release({ lease: d.lease, outcome: "ok" }, 30);
+    expect(after.ledger.takeBatch()?.rows.map((x) => [x.key, x.requests])).toEqual([[quiet.id, 1]]);
+  });
+});
+
 describe("GroupRouter: a key's max_parallel and leases past their TTL", () => {
   const g = version([dep("a1", 9001, { maxInFlight: 4 })], { leaseTtlMs: 300 });
   const tenant: RouteTenant = { id: "key_a", rpm: null, tpm: null, maxParallel: 1, budget: null, admitted: false };

@@ -42,23 +42,6 @@ describe("a routing object's ledger of virtual keys", () => {
     expect(l.check(t, T0 + 60_000)).toBeNull();
   });
 
-  it("records a served request without usage only for a key whose usage is recorded; one with usage always", () => {
-    const l = new TenantLedger();
-    const quiet = tenant({ id: "key_quiet", recordsUsage: false });
-    l.took(quiet, T0);
-    l.finished(quiet.id, undefined, true, where, T0);
-    expect(l.takeBatch()).toBeNull();
-    // A lease taken back after a restart says nothing of it: the key is as last routed here.
-    l.took({ ...quiet, recordsUsage: undefined, admitted: true }, T0);
-    l.finished(quiet.id, undefined, true, where, T0);
-    expect(l.takeBatch()).toBeNull();
-    // A key nothing was said of is recorded, as is any usage, whatever the key.
-    l.took(tenant({ id: "key_new", recordsUsage: undefined }), T0);
-    l.finished("key_new", undefined, true, where, T0);
-    l.finished(quiet.id, { prompt: 2, completion: 1, cached: 0, cacheReported: false }, true, where, T0);
-    expect(l.takeBatch()?.rows.map((r) => [r.key, r.requests, r.promptTokens])).toEqual([["key_new", 1, 0], ["key_quiet", 1, 2]]);
-  });
-
   it("refuses past the key's requests in flight, and counts an expired lease out", () => {
     const l = new TenantLedger();
     const t = tenant({ maxParallel: 2 });

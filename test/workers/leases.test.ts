@@ -203,6 +203,34 @@ describe("leases across a restart of the Durable Object", () => {
     expect(earlier.releases()).toBe(2);
   });
 
+  it("a key whose usage is not recorded is charged nothing by the new instance: not a release it does not hold, nor a lease it took back from its renewal", async () => {
+    const g = groupConfig("evicted-quiet");
+    const ctx = createExecutionContext();
+    const made = (json: Record<string, unknown>) => ok<IssuedKeyView>(admin("/admin/v1/keys", { method: "POST", json }), 201);
+    const [quiet, tracked] = [await made({ name: "unrecorded", track_usage: false }), await made({ name: "recorded, after it" })];
+    const tenant = (id: string, recordsUsage: boolean) => ({ id, rpm: null, tpm: null, maxParallel: null, budget: null, admitted: false, recordsUsage });
+    const hold = async (id: string, recordsUsage: boolean) => {
+      const d = await route(env, ctx, g, { chain: [], blocks: 0 }, [], g.name, tenant(id, recordsUsage));
+      if ("refused" in d) throw new Error(`refused: ${d.refused}`);
+      return holdLease(d, g, env, ctx, 10, id);
+    };
+    const held = [await hold(quiet.id, false), await hold(quiet.id, false)];
+    await evictDurableObject(env.MODEL_GROUP.getByName(g.name));
+    // One ends with the usage read for its group's feedback (a sampled request); the new instance does not hold it, and its answer
+    // tells the isolate it restarted: the other lease's renewal goes at once, and is taken back.
+    held[0]?.settle("ok", { usage: { prompt: 10, completion: 5, cached: 0 } });
+    await vi.waitFor(async () => expect((await status(g.name)).restored.leases).toBe(1), EVENTUALLY);
+    held[1]?.settle("ok");
+    // A recorded key's request ends after them: once its usage is stored, theirs was sent too, were there any.
+    (await hold(tracked.id, true)).settle("ok", { usage: { prompt: 3, completion: 2, cached: 0 } });
+    await vi.waitFor(async () => expect(await ok<UsageView>(admin(`/admin/v1/usage?key=${tracked.id}`))).toMatchObject({ requests: 1, prompt_tokens: 3 }), EVENTUALLY);
+    expect(await ok<UsageView>(admin(`/admin/v1/usage?key=${quiet.id}`))).toMatchObject({ requests: 0, prompt_tokens: 0, completion_tokens: 0 });
+    const counted = unpackKeys(await env.MODEL_GROUP.getByName(g.name).metrics()).keys.find((k) => k.id === quiet.id);
+    expect(counted?.tokens ?? { prompt: 0, completion: 0 }).toMatchObject({ prompt: 0, completion: 0 });
+    await expectIdle(g.name);
+    await waitOnExecutionContext(ctx);
+  });
+
   it("a release the new instance does not hold still counts its virtual key's usage", async () => {
     const group = "evicted-usage";
     const made = await ok<IssuedKeyView>(admin("/admin/v1/keys", { method: "POST", json: { name: "evicted" } }), 201);

@@ -110,8 +110,12 @@ function armFlush(object: string, env: Env, ctx: WaitUntil, delayMs: number, fai
   );
 }
 
-/** A decision, with the object that gave it: the one its lease goes back to. */
-export type Routed = RouteDecision & { object: string };
+/**
+ * A decision, with the object that gave it: the one its lease goes back to; and `recordsUsage`
+ * false when the call's key's usage is not recorded (RouteTenant.recordsUsage), which the object
+ * took its lease with: the lease's renewals say so, and its release names no key to charge.
+ */
+export type Routed = RouteDecision & { object: string; recordsUsage?: false };
 
 /**
  * Picks a backend of `group` for the prompt (its hash chain, and its size past the chain) and takes its slot, carrying the
@@ -206,7 +210,9 @@ async function routeOn(env: Env, ctx: WaitUntil, group: ResolvedGroup, object: s
     if ("refused" in answer) return answer;
     if (book.answeredWith(object, answer.lease, renewing)) sendHeld(object, env, ctx);
     // The answer is this call's own copy: marked, not copied.
-    return Object.assign(answer, { object });
+    const routed: Routed = Object.assign(answer, { object });
+    if (tenant?.recordsUsage === false) routed.recordsUsage = false;
+    return routed;
   } catch (e) {
     // Sent again, a release it processed would count its key's usage twice.
     if (!delivered) book.requeue(object, released);
@@ -275,7 +281,11 @@ export function holdLease(decision: Routed, group: ResolvedGroup, env: Env, ctx:
   ctx.waitUntil(new Promise<void>((r) => (done = r)));
   const everyMs = group.leaseTtlMs / 3;
   const renewal: LeaseRenewal = { lease: decision.lease, version: group.version, backendId: decision.backendId };
+  // Whether the lease's usage is its key's: a key whose usage is not recorded is charged nothing by
+  // the object that took the lease, nor by one that takes it back from a renewal or gets its release.
+  const records = key !== undefined && decision.recordsUsage !== false;
   if (key !== undefined) renewal.key = key;
+  if (key !== undefined && !records) renewal.recordsUsage = false;
   const { object } = decision;
   const mine = book.hold(object, renewal, everyMs, Date.now());
   const renewIfDue = () => {
@@ -336,8 +346,9 @@ export function holdLease(decision: Routed, group: ResolvedGroup, env: Env, ctx:
       if (end?.usage) release.usage = end.usage;
       else if (end?.estimate) release.estimate = end.estimate;
       if (release.usage || release.estimate) {
-        // An object that no longer holds the lease (restarted, or it expired) records it by these.
-        if (key !== undefined) {
+        // An object that no longer holds the lease (restarted, or it expired) records it by these:
+        // not the usage read for routing's feedback alone, of a key whose usage is not recorded.
+        if (records) {
           release.key = key;
           release.backendId = decision.backendId;
           if (renewal.charged) release.charged = renewal.charged;
