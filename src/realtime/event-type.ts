@@ -66,14 +66,16 @@ export function backendEvent(message: string | ArrayBuffer): "server" | "committ
  * A message of a backend's output, as its tokens are counted (src/realtime/usage.ts): `of` whose —
  * a response's (the Realtime API's `response.*`) or a transcription's of the input audio (vLLM's
  * `transcription.*`, OpenAI's `conversation.item.input_audio_transcription.*`, which runs beside a
- * response); `is` what — a `delta` of it, or its `done`: its end, which reports its usage, if
- * any, in `usage` (a response's in `response.usage`).
+ * response); `is` what — its `start` (a response's `response.created`; a transcription announces
+ * none), a `delta` of it, or its `done`: its end, which reports its usage, if any, in `usage` (a
+ * response's in `response.usage`).
  */
 export interface OutputEvent {
   of: "response" | "transcription";
-  is: "delta" | "done";
+  is: "start" | "delta" | "done";
 }
 
+const RESPONSE_START: OutputEvent = { of: "response", is: "start" };
 const RESPONSE_DELTA: OutputEvent = { of: "response", is: "delta" };
 const RESPONSE_DONE: OutputEvent = { of: "response", is: "done" };
 const TRANSCRIPTION_DELTA: OutputEvent = { of: "transcription", is: "delta" };
@@ -89,6 +91,7 @@ const INPUT_TRANSCRIPTION = "conversation.item.input_audio_transcription.";
 export function outputEvent(type: string | null): OutputEvent | null {
   if (type === null) return null;
   if (type === "response.done") return RESPONSE_DONE;
+  if (type === "response.created") return RESPONSE_START;
   if (RESPONSE_DELTA_TYPE.test(type)) return RESPONSE_DELTA;
   if (type === "transcription.delta") return TRANSCRIPTION_DELTA;
   if (type === "transcription.done") return TRANSCRIPTION_DONE;

@@ -16,8 +16,17 @@ export class RealtimeUsage {
   /**
    * Output deltas since the last end of their output, a response's and a transcription's apart
    * (OpenAI transcribes the input audio while a response is made): what one left before its end made.
+   * `unclaimed`: a response's deltas while no response is open (none created, or all done), which
+   * the next end of any output claims. vLLM-Omni speaks a transcription: a `response.audio.delta`
+   * for each audio chunk, reported in its transcription.done, and no response.created or
+   * response.done; counted as a response's, nothing ever ended them and a session its client
+   * closed was charged them on top of what was reported. A backend that announces no response
+   * ends its deltas with its response.done.
    */
-  private readonly unreported: Record<OutputEvent["of"], number> = { response: 0, transcription: 0 };
+  private readonly unreported = { response: 0, transcription: 0, unclaimed: 0 };
+
+  /** Responses created (response.created) and not yet done: while one is, a response delta is its. */
+  private openResponses = 0;
 
   /**
    * One message from the backend (a text frame); when it reported usage, all reported so far (a
@@ -27,8 +36,12 @@ export class RealtimeUsage {
   take(message: string): TokenUsage | null {
     const output = outputEvent(eventType(message));
     if (output === null) return null;
+    if (output.is === "start") {
+      this.openResponses++;
+      return null;
+    }
     if (output.is === "delta") {
-      this.unreported[output.of]++;
+      this.unreported[output.of === "response" && this.openResponses === 0 ? "unclaimed" : output.of]++;
       return null;
     }
     return this.done(message, output);
@@ -48,6 +61,8 @@ export class RealtimeUsage {
     }
     if (outputEvent(typeof event?.type === "string" ? event.type : null) !== output) return null;
     this.unreported[output.of] = 0;
+    this.unreported.unclaimed = 0;
+    if (output.of === "response") this.openResponses = Math.max(0, this.openResponses - 1);
     const reported = output.of === "response" ? event.response?.usage : event.usage;
     // A transcription's usage may be a duration (OpenAI's `{type: "duration", seconds}`): no tokens to count.
     const u = typeof reported === "object" && reported !== null ? usageOf(reported) : null;
@@ -79,7 +94,7 @@ export class RealtimeUsage {
    * one token an event.
    */
   get totalIfLeft(): TokenUsage | undefined {
-    const unreported = this.unreported.response + this.unreported.transcription;
+    const unreported = this.unreported.response + this.unreported.transcription + this.unreported.unclaimed;
     if (unreported === 0) return this.total;
     const s = this.sum ?? { prompt: 0, completion: 0, cached: 0, cacheReported: false };
     return { ...s, completion: Math.min(Number.MAX_SAFE_INTEGER, s.completion + unreported) };

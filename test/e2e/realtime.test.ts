@@ -88,6 +88,8 @@ beforeAll(async () => {
       { name: "idle-vllm", streamIdleTimeoutMs: 600, deployments: [at("vllm")] },
       // vLLM's realtime transcription, for a key whose tokens are counted.
       { name: "transcribes", deployments: [at("vllm", "vllm-transcribes")] },
+      // vLLM-Omni's realtime transcription with speech: audio deltas within each transcription.
+      { name: "transcribes-speaking", deployments: [at("vllm-omni")] },
       // An engine hung behind a live server, tried once per handshake: a client that tries again and again.
       { name: "wedged-handshake", firstByteTimeoutMs: 300, failover: { maxAttempts: 1 }, deployments: [at("slow:60003", "wedged-rt")] },
       // A backend serving a realtime session, and beside it (round-robin's second) an engine wedged for chat.
@@ -246,6 +248,26 @@ describe("a virtual key's transcription session on vLLM", () => {
     await vi.waitFor(async () => expect(await usage()).toMatchObject({ requests: 1, prompt_tokens: 2, completion_tokens: 2 }), EVENTUALLY);
     const refused = await connect(wsUrl("?model=transcribes"), { headers: { authorization: `Bearer ${key}` } });
     expect(refused.kind === "refused" && [refused.status, refused.body.error.code]).toEqual([429, "insufficient_quota"]);
+  });
+});
+
+describe("a virtual key's transcription session on vLLM-Omni, which speaks each transcription", () => {
+  it("closed by its client after its transcriptions ended, is charged what each transcription.done reported: its audio deltas (response.audio.delta, with no response) not charged again", async () => {
+    const made = await fetch(`${gw.url}/admin/v1/keys`, { method: "POST", headers: { authorization: `Bearer ${adminKey}`, "content-type": "application/json" }, body: JSON.stringify({ track_usage: true }) });
+    const { id, key } = (await made.json()) as { id: string; key: string };
+    const s = opened(await connect(wsUrl("?model=transcribes-speaking"), { headers: { authorization: `Bearer ${key}` } }));
+    await s.event("session.created");
+    for (let i = 0; i < 2; i++) {
+      s.ws.send(audioChunk);
+      s.ws.send(JSON.stringify({ type: "input_audio_buffer.commit" }));
+      expect((await s.event("transcription.done")).usage).toEqual({ prompt_tokens: 40, completion_tokens: 3, total_tokens: 43 });
+      await s.event("response.audio.done");
+    }
+    s.ws.close(1000);
+    await s.closed;
+    const usage = async () => (await (await fetch(`${gw.url}/admin/v1/usage?key=${id}`, { headers: { authorization: `Bearer ${adminKey}` } })).json()) as Record<string, unknown>;
+    await vi.waitFor(async () => expect((await usage()).requests).toBe(1), EVENTUALLY);
+    expect(await usage()).toMatchObject({ requests: 1, prompt_tokens: 80, completion_tokens: 6 });
   });
 });
 

@@ -27,6 +27,10 @@ import { WebSocketServer, type WebSocket } from "ws";
  *   once; takes `input_audio_buffer.append` events without a word, as vLLM does, and answers an
  *   `input_audio_buffer.commit` with a `transcription.delta` and a `transcription.done`. Its close
  *   is recorded as `echo`'s is.
+ * - `vllm-omni`: vLLM-Omni serving realtime transcription with speech (its realtime_connection.py):
+ *   as `vllm`, but a commit's transcription comes as three `transcription.delta`s, each followed by
+ *   a `response.audio.delta` (an audio chunk), then `transcription.done` with its usage (40 prompt,
+ *   3 completion tokens) and `response.audio.done` — no `response.created` or `response.done`.
  * - `vllm-hung`: a vLLM whose engine hung behind its live HTTP server: accepts, sends
  *   `{"type":"session.created",…}` at once, as vLLM's server does before it asks the engine
  *   anything, then answers nothing; its chat completions are never answered either. Its close is
@@ -43,7 +47,7 @@ export interface WebSocketUpstream {
   url: string;
   /** The close frames the `echo` behaviour received, oldest first (code 1005: none). */
   closes(): { code: number; reason: string }[];
-  /** Sessions of `echo` (and `slow`, `mute`, `vllm`, `vllm-hung`, `acks-hung`) still open. */
+  /** Sessions of `echo` (and `slow`, `mute`, `vllm`, `vllm-omni`, `vllm-hung`, `acks-hung`) still open. */
   open(): number;
   /** Handshakes `slow` holds unanswered, their connection still open. */
   waiting(): number;
@@ -81,12 +85,13 @@ export async function startWebSocketUpstream(o: WebSocketUpstreamOptions = {}): 
         ws.on("message", (data) => acknowledge(ws, data.toString()));
       });
     }
-    if (m?.[1] === "vllm" || m?.[1] === "vllm-hung") {
+    if (m?.[1] === "vllm" || m?.[1] === "vllm-hung" || m?.[1] === "vllm-omni") {
       const hung = m[1] === "vllm-hung";
+      const answer = m[1] === "vllm-omni" ? transcribeAndSpeak : transcribe;
       return void wss.handleUpgrade(req, socket, head, (ws) => {
         recordClose(ws, closes);
         ws.send(JSON.stringify({ type: "session.created", id: `sess-${Math.random().toString(36).slice(2)}`, created: Math.floor(Date.now() / 1000) }));
-        if (!hung) ws.on("message", (data) => transcribe(ws, data.toString()));
+        if (!hung) ws.on("message", (data) => answer(ws, data.toString()));
       });
     }
     if (m?.[1] === "access") {
@@ -147,6 +152,17 @@ function transcribe(ws: WebSocket, message: string): void {
   if (!message.includes('"input_audio_buffer.commit"')) return;
   ws.send(JSON.stringify({ type: "transcription.delta", delta: "heard" }));
   ws.send(JSON.stringify({ type: "transcription.done", text: "heard", usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 } }));
+}
+
+/** vLLM-Omni's realtime transcription with speech: each text delta's audio chunk as a `response.audio.delta`, the generation's usage in its transcription.done. */
+function transcribeAndSpeak(ws: WebSocket, message: string): void {
+  if (!message.includes('"input_audio_buffer.commit"')) return;
+  for (let i = 0; i < 3; i++) {
+    ws.send(JSON.stringify({ type: "transcription.delta", delta: "w" }));
+    ws.send(JSON.stringify({ type: "response.audio.delta", audio: Buffer.alloc(960).toString("base64"), format: "pcm16", sample_rate_hz: 24000 }));
+  }
+  ws.send(JSON.stringify({ type: "transcription.done", text: "www", usage: { prompt_tokens: 40, completion_tokens: 3, total_tokens: 43 } }));
+  ws.send(JSON.stringify({ type: "response.audio.done", has_audio: true }));
 }
 
 /** What an OpenAI-style server layer answers to a request before its engine makes anything. */

@@ -61,7 +61,7 @@ describe("what a backend's message is of its output, as its tokens are counted",
     ["conversation.item.input_audio_transcription.failed", { of: "transcription", is: "done" }],
     ["conversation.item.input_audio_transcription.segment", null],
     ["response.text.done", null],
-    ["response.created", null],
+    ["response.created", { of: "response", is: "start" }],
     ["transcription_session.updated", null],
     [null, null],
   ] as const)("%s: %o", (type, output) => {

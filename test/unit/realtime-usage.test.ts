@@ -85,4 +85,34 @@ describe("RealtimeUsage", () => {
     w.take(JSON.stringify({ event_id: "e", type: "conversation.item.input_audio_transcription.failed", item_id: "i", error: {} }));
     expect(w.totalIfLeft).toEqual({ prompt: 10, completion: 4, cached: 0, cacheReported: false });
   });
+  it("charges a transcription's audio deltas with its transcription, not as a response left: vLLM-Omni sends a response.audio.delta per audio chunk of a transcription, and no response.done", () => {
+    const u = new RealtimeUsage();
+    // vLLM-Omni's realtime transcription (realtime_connection.py): within one generation, the text's deltas and each audio chunk's, its usage in transcription.done, then response.audio.done.
+    for (let i = 0; i < 3; i++) {
+      u.take(JSON.stringify({ type: "transcription.delta", delta: "w" }));
+      u.take(JSON.stringify({ type: "response.audio.delta", audio: "AAAA", format: "pcm16", sample_rate_hz: 24000 }));
+    }
+    u.take(JSON.stringify({ type: "transcription.done", text: "www", usage: { prompt_tokens: 40, completion_tokens: 3, total_tokens: 43 } }));
+    u.take(JSON.stringify({ type: "response.audio.done", has_audio: true }));
+    expect(u.total).toEqual({ prompt: 40, completion: 3, cached: 0, cacheReported: false });
+    // The client closes, the session's normal end: charged what was reported, once.
+    expect(u.totalIfLeft).toEqual(u.total);
+    // Audio of a transcription cut short is charged as its text is: a token a delta.
+    for (let i = 0; i < 2; i++) u.take(JSON.stringify({ type: "response.audio.delta", audio: "AAAA", format: "pcm16", sample_rate_hz: 24000 }));
+    expect(u.totalIfLeft).toEqual({ prompt: 40, completion: 5, cached: 0, cacheReported: false });
+  });
+
+  it("counts a response's deltas with its response while one is open (from response.created to its response.done), whatever ends beside it", () => {
+    const u = new RealtimeUsage();
+    u.take(JSON.stringify({ type: "response.created", response: { id: "r1", status: "in_progress" } }));
+    u.take(JSON.stringify({ type: "response.audio.delta", response_id: "r1", delta: "AAAA" }));
+    // OpenAI's transcription of the input audio ends while the response goes on: the response's delta is still one left.
+    u.take(JSON.stringify({ type: "conversation.item.input_audio_transcription.completed", item_id: "i", transcript: "hi", usage: { type: "tokens", input_tokens: 20, output_tokens: 2, total_tokens: 22 } }));
+    expect(u.totalIfLeft).toEqual({ prompt: 20, completion: 3, cached: 0, cacheReported: false });
+    u.take(done({ input_tokens: 10, output_tokens: 4 }));
+    expect([u.total, u.totalIfLeft]).toEqual([
+      { prompt: 30, completion: 6, cached: 0, cacheReported: false },
+      { prompt: 30, completion: 6, cached: 0, cacheReported: false },
+    ]);
+  });
 });
