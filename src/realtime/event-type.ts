@@ -1,24 +1,38 @@
 /**
- * A realtime message's event type, read from its head only. An event names its type first (the
- * SDKs' JSON.stringify of `{ type, … }`, vLLM's pydantic models; OpenAI and the simulator put an
- * `event_id` before it), and a session's messages can be large (an audio chunk's or delta's base64
- * runs to tens of KiB): no message is parsed to learn what it is.
+ * A realtime message's event type, read from its head or its end only. An event names its type
+ * first (the SDKs' JSON.stringify of `{ type, … }`, vLLM's pydantic models; OpenAI and the
+ * simulator put an `event_id` before it) or last (the OpenAI Python SDK's models serialised in
+ * field order, as vLLM-Omni's full-duplex server sends them: `event_id, response, type`), and a
+ * session's messages can be large (an audio chunk's or delta's base64 runs to tens of KiB): no
+ * message is parsed to learn what it is.
  */
 
-/** How far into a message its type is looked for. */
+/** How far into a message, and back from its end, its type is looked for. */
 export const TYPE_WITHIN = 256;
 
-/** The part of `message` its type is looked for in. */
+/** The part of `message` its type is looked for in first. */
 export function headOf(message: string): string {
   return message.length > TYPE_WITHIN ? message.slice(0, TYPE_WITHIN) : message;
 }
 
-/** The first `"type": "…"` in a message's head: its event's type when the message is an event. */
+/** The first `"type": "…"` in a message's head: its event's type when the message is an event led by it. */
 const TYPE = /"type"\s*:\s*"([^"\\]*)"/;
 
-/** `message`'s event type, by the first type its head names; null when it names none (not an event, or one not led by its type). */
+/**
+ * A `"type": "…"` that closes the message: the outermost object's last field, so its event's type
+ * (a nested object's closes with its own brace before the message's; one quoted in a string has
+ * its quotes escaped).
+ */
+const TYPE_AT_END = /"type"\s*:\s*"([^"\\]*)"\s*\}\s*$/;
+
+/**
+ * `message`'s event type: the type it ends with, else the first type its head names (a head can
+ * name a nested object's type before the event's own, which then comes last); null when it names
+ * none (not an event, or one whose type is neither first nor last).
+ */
 export function eventType(message: string): string | null {
-  return TYPE.exec(headOf(message))?.[1] ?? null;
+  const end = message.length > TYPE_WITHIN ? message.slice(-TYPE_WITHIN) : message;
+  return TYPE_AT_END.exec(end)?.[1] ?? TYPE.exec(headOf(message))?.[1] ?? null;
 }
 
 /**

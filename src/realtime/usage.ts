@@ -30,8 +30,8 @@ export class RealtimeUsage {
 
   /**
    * One message from the backend (a text frame); when it reported usage, all reported so far (a
-   * copy). Most of a session's messages are deltas: only each one's head is searched for its type,
-   * and only an output's end is parsed.
+   * copy). Most of a session's messages are deltas: only each one's head and end are searched for
+   * its type (event-type.ts eventType), and only an output's end is parsed.
    */
   take(message: string): TokenUsage | null {
     const output = outputEvent(eventType(message));

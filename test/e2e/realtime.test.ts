@@ -90,6 +90,8 @@ beforeAll(async () => {
       { name: "transcribes", deployments: [at("vllm", "vllm-transcribes")] },
       // vLLM-Omni's realtime transcription with speech: audio deltas within each transcription.
       { name: "transcribes-speaking", deployments: [at("vllm-omni")] },
+      // vLLM-Omni's full-duplex server: every event's type comes last.
+      { name: "type-last", deployments: [at("omni-duplex")] },
       // An engine hung behind a live server, tried once per handshake: a client that tries again and again.
       { name: "wedged-handshake", firstByteTimeoutMs: 300, failover: { maxAttempts: 1 }, deployments: [at("slow:60003", "wedged-rt")] },
       // A backend serving a realtime session, and beside it (round-robin's second) an engine wedged for chat.
@@ -268,6 +270,22 @@ describe("a virtual key's transcription session on vLLM-Omni, which speaks each 
     const usage = async () => (await (await fetch(`${gw.url}/admin/v1/usage?key=${id}`, { headers: { authorization: `Bearer ${adminKey}` } })).json()) as Record<string, unknown>;
     await vi.waitFor(async () => expect((await usage()).requests).toBe(1), EVENTUALLY);
     expect(await usage()).toMatchObject({ requests: 1, prompt_tokens: 80, completion_tokens: 6 });
+  });
+});
+
+describe("a virtual key's session on vLLM-Omni's full-duplex server, whose events name their type last", () => {
+  it("is charged the tokens its response.done reports: the type after the response (and its nested types) is read", async () => {
+    const made = await fetch(`${gw.url}/admin/v1/keys`, { method: "POST", headers: { authorization: `Bearer ${adminKey}`, "content-type": "application/json" }, body: JSON.stringify({ track_usage: true }) });
+    const { id, key } = (await made.json()) as { id: string; key: string };
+    const s = opened(await connect(wsUrl("?model=type-last"), { headers: { authorization: `Bearer ${key}` } }));
+    await s.event("session.created");
+    s.ws.send(JSON.stringify({ type: "response.create" }));
+    expect((await s.event("response.done")).response).toMatchObject({ status: "completed", usage: { input_tokens: 10, output_tokens: 4 } });
+    s.ws.close(1000);
+    await s.closed;
+    const usage = async () => (await (await fetch(`${gw.url}/admin/v1/usage?key=${id}`, { headers: { authorization: `Bearer ${adminKey}` } })).json()) as Record<string, unknown>;
+    await vi.waitFor(async () => expect((await usage()).requests).toBe(1), EVENTUALLY);
+    expect(await usage()).toMatchObject({ requests: 1, prompt_tokens: 10, completion_tokens: 4 });
   });
 });
 

@@ -31,6 +31,11 @@ import { WebSocketServer, type WebSocket } from "ws";
  *   as `vllm`, but a commit's transcription comes as three `transcription.delta`s, each followed by
  *   a `response.audio.delta` (an audio chunk), then `transcription.done` with its usage (40 prompt,
  *   3 completion tokens) and `response.audio.done` — no `response.created` or `response.done`.
+ * - `omni-duplex`: vLLM-Omni's full-duplex server (OpenAIFullDuplexConnection), which sends the
+ *   OpenAI SDK's event models serialised in field order, `type` last (after a nested object's own
+ *   `type`, or a delta's base64): accepts, sends `session.created`, and answers a `response.create`
+ *   with `response.created`, three `response.output_audio.delta`s and a `response.done` whose usage
+ *   is 10 input and 4 output tokens.
  * - `vllm-hung`: a vLLM whose engine hung behind its live HTTP server: accepts, sends
  *   `{"type":"session.created",…}` at once, as vLLM's server does before it asks the engine
  *   anything, then answers nothing; its chat completions are never answered either. Its close is
@@ -47,7 +52,7 @@ export interface WebSocketUpstream {
   url: string;
   /** The close frames the `echo` behaviour received, oldest first (code 1005: none). */
   closes(): { code: number; reason: string }[];
-  /** Sessions of `echo` (and `slow`, `mute`, `vllm`, `vllm-omni`, `vllm-hung`, `acks-hung`) still open. */
+  /** Sessions of `echo` (and `slow`, `mute`, `vllm`, `vllm-omni`, `omni-duplex`, `vllm-hung`, `acks-hung`) still open. */
   open(): number;
   /** Handshakes `slow` holds unanswered, their connection still open. */
   waiting(): number;
@@ -92,6 +97,13 @@ export async function startWebSocketUpstream(o: WebSocketUpstreamOptions = {}): 
         recordClose(ws, closes);
         ws.send(JSON.stringify({ type: "session.created", id: `sess-${Math.random().toString(36).slice(2)}`, created: Math.floor(Date.now() / 1000) }));
         if (!hung) ws.on("message", (data) => answer(ws, data.toString()));
+      });
+    }
+    if (m?.[1] === "omni-duplex") {
+      return void wss.handleUpgrade(req, socket, head, (ws) => {
+        recordClose(ws, closes);
+        ws.send(typeLast("session.created", { session: { audio: { input: { format: { rate: 24000, type: "audio/pcm" } } }, id: "sess-1", object: "realtime.session", type: "realtime" } }));
+        ws.on("message", (data) => respondTypeLast(ws, data.toString()));
       });
     }
     if (m?.[1] === "access") {
@@ -163,6 +175,21 @@ function transcribeAndSpeak(ws: WebSocket, message: string): void {
   }
   ws.send(JSON.stringify({ type: "transcription.done", text: "www", usage: { prompt_tokens: 40, completion_tokens: 3, total_tokens: 43 } }));
   ws.send(JSON.stringify({ type: "response.audio.done", has_audio: true }));
+}
+
+/** An event as the OpenAI Python SDK's models dump it: its fields in order, `type` last. */
+const typeLast = (type: string, fields: Record<string, unknown>) => JSON.stringify({ event_id: `evt_${Math.random().toString(36).slice(2)}`, ...fields, type });
+
+/** vLLM-Omni's full-duplex answer to a response.create, every event `type` last. */
+function respondTypeLast(ws: WebSocket, message: string): void {
+  if (!message.includes('"response.create"')) return;
+  const response = { id: "resp_1", object: "realtime.response", output: [] as unknown[], status: "in_progress" };
+  ws.send(typeLast("response.created", { response }));
+  for (let i = 0; i < 3; i++) {
+    ws.send(JSON.stringify({ content_index: 0, delta: Buffer.alloc(960).toString("base64"), event_id: `evt_${i}`, item_id: "item_1", output_index: 0, response_id: "resp_1", type: "response.output_audio.delta" }));
+  }
+  const output = [{ id: "item_1", content: [{ transcript: "hi", type: "output_audio" }], role: "assistant", status: "completed", type: "message" }];
+  ws.send(typeLast("response.done", { response: { ...response, output, status: "completed", usage: { input_tokens: 10, output_tokens: 4, total_tokens: 14 } } }));
 }
 
 /** What an OpenAI-style server layer answers to a request before its engine makes anything. */

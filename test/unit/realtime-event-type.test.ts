@@ -8,10 +8,25 @@ describe("a realtime message's event type", () => {
     expect(eventType("hello")).toBeNull();
   });
 
-  it("is not looked for past the head: a message led by a long field is none", () => {
-    expect(eventType(`{"audio":"${"A".repeat(TYPE_WITHIN)}","type":"input_audio_buffer.append"}`)).toBeNull();
+  it("is not looked for between the head and the end: a message led by a long field, its type not last, is none", () => {
+    expect(eventType(`{"audio":"${"A".repeat(TYPE_WITHIN)}","type":"input_audio_buffer.append","x":"${"A".repeat(TYPE_WITHIN)}"}`)).toBeNull();
+  });
+
+  it("is the type a message ends with, whatever its head names: an SDK's model serialised in field order puts it last (vLLM-Omni's full-duplex events)", () => {
+    expect(eventType(`{"audio":"${"A".repeat(TYPE_WITHIN)}","type":"input_audio_buffer.append"}`)).toBe("input_audio_buffer.append");
+    expect(eventType(typeLast("response.done", { response: { output: [{ type: "message" }], usage: { input_tokens: 10, output_tokens: 4 } } }))).toBe("response.done");
+    // Python's json.dumps spaces, a pretty-printed end.
+    expect(eventType('{"error": {"type": "invalid_request_error"}, "event_id": "e", "type": "error"}\n')).toBe("error");
+    // A nested object's type at the message's end is not the message's.
+    expect(eventType('{"type":"response.output_item.done","item":{"id":"i","type":"message"}}')).toBe("response.output_item.done");
+    expect(eventType('{"event_id":"e","item":{"id":"i","type":"message"}}')).toBe("message");
+    // Nor is a type quoted inside a string the message ends with.
+    expect(eventType(JSON.stringify({ delta: "A".repeat(TYPE_WITHIN) + '"type":"response.done"}' }))).toBeNull();
   });
 });
+
+/** An event as the OpenAI SDK's pydantic models dump it: its fields in order, `type` last. */
+const typeLast = (type: string, fields: Record<string, unknown>) => JSON.stringify({ event_id: "evt_1", ...fields, type });
 
 describe("what a backend's message says of its engine", () => {
   it.each([
@@ -28,6 +43,16 @@ describe("what a backend's message says of its engine", () => {
     ['{"type":"response.output_audio.delta","delta":"AAAA"}', "engine"],
     ["hello", "engine"],
   ] as const)("%s: %s", (message, kind) => {
+    expect(backendEvent(message)).toBe(kind);
+  });
+
+  it.each([
+    [typeLast("session.created", { session: { type: "realtime", audio: { input: { format: { type: "audio/pcm", rate: 24000 } } } } }), "server"],
+    [typeLast("response.created", { response: { id: "r", object: "realtime.response", status: "in_progress" } }), "server"],
+    [typeLast("input_audio_buffer.committed", { item_id: "i" }), "committed"],
+    [typeLast("error", { error: { type: "invalid_request_error", code: "invalid_event", message: "m" } }), "error"],
+    [JSON.stringify({ content_index: 0, delta: "A".repeat(2 * TYPE_WITHIN), event_id: "e", item_id: "i", output_index: 0, response_id: "r", type: "response.output_audio.delta" }), "engine"],
+  ] as const)("its type last (vLLM-Omni's full-duplex events): %#, %s", (message, kind) => {
     expect(backendEvent(message)).toBe(kind);
   });
 

@@ -115,4 +115,18 @@ describe("RealtimeUsage", () => {
       { prompt: 30, completion: 6, cached: 0, cacheReported: false },
     ]);
   });
+  it("reads an output's end whose type comes last, as vLLM-Omni's full-duplex server serialises the OpenAI SDK's models (ResponseDoneEvent: event_id, response, type)", () => {
+    const u = new RealtimeUsage();
+    const sdk = (type: string, fields: Record<string, unknown>) => JSON.stringify({ event_id: "evt_1", ...fields, type });
+    u.take(sdk("response.created", { response: { id: "r1", object: "realtime.response", output: [], status: "in_progress" } }));
+    // Its audio deltas, led by their base64 (content_index, delta, event_id, …, type).
+    for (let i = 0; i < 3; i++) u.take(JSON.stringify({ content_index: 0, delta: "A".repeat(1000), event_id: "e", item_id: "i", output_index: 0, response_id: "r1", type: "response.output_audio.delta" }));
+    expect(u.totalIfLeft).toEqual({ prompt: 0, completion: 3, cached: 0, cacheReported: false });
+    const response = { audio: { output: { format: { rate: 24000, type: "audio/pcm" } } }, id: "r1", object: "realtime.response", output: [{ id: "i", content: [{ transcript: "hi", type: "output_audio" }], role: "assistant", type: "message" }], status: "completed" };
+    u.take(sdk("response.done", { response: { ...response, usage: { input_tokens: 10, output_tokens: 4, total_tokens: 14 } } }));
+    expect([u.total, u.totalIfLeft]).toEqual([
+      { prompt: 10, completion: 4, cached: 0, cacheReported: false },
+      { prompt: 10, completion: 4, cached: 0, cacheReported: false },
+    ]);
+  });
 });
