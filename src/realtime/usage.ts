@@ -50,7 +50,7 @@ export class RealtimeUsage {
   /**
    * An output's end: that output is over, whatever it reported (its deltas are no longer one left);
    * its usage added to the sum, and all reported so far (null when it reported none, or the message
-   * is not the event its head named).
+   * is not the event its type as found named).
    */
   private done(message: string, output: OutputEvent): TokenUsage | null {
     let event: { type?: unknown; usage?: unknown; response?: { usage?: unknown } | null };
@@ -60,6 +60,7 @@ export class RealtimeUsage {
       return null;
     }
     if (outputEvent(typeof event?.type === "string" ? event.type : null) !== output) return null;
+    const deltas = this.unreported[output.of];
     this.unreported[output.of] = 0;
     this.unreported.unclaimed = 0;
     if (output.of === "response") this.openResponses = Math.max(0, this.openResponses - 1);
@@ -67,10 +68,15 @@ export class RealtimeUsage {
     // A transcription's usage may be a duration (OpenAI's `{type: "duration", seconds}`): no tokens to count.
     const u = typeof reported === "object" && reported !== null ? usageOf(reported) : null;
     if (!u) return null;
+    // A transcription that sent text and reports no output tokens reported none at all (an early
+    // vLLM's transcription.done says zeros, a TODO): charged as one left, a token a delta. Only
+    // then, not the larger of the two: OpenAI's concurrent transcriptions share one count of
+    // deltas, and one's end would charge the other's deltas, which its own end reports again.
+    const completion = output.of === "transcription" && u.completionTokens === 0 ? deltas : u.completionTokens;
     const s = (this.sum ??= { prompt: 0, completion: 0, cached: 0, cacheReported: false });
     // Bounded as a reported count is: a sum past 2^53 would stop being a whole number.
     s.prompt = Math.min(Number.MAX_SAFE_INTEGER, s.prompt + u.promptTokens);
-    s.completion = Math.min(Number.MAX_SAFE_INTEGER, s.completion + u.completionTokens);
+    s.completion = Math.min(Number.MAX_SAFE_INTEGER, s.completion + completion);
     s.cached = Math.min(s.prompt, s.cached + u.cachedTokens);
     return { ...s };
   }

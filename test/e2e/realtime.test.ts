@@ -90,6 +90,8 @@ beforeAll(async () => {
       { name: "transcribes", deployments: [at("vllm", "vllm-transcribes")] },
       // vLLM-Omni's realtime transcription with speech: audio deltas within each transcription.
       { name: "transcribes-speaking", deployments: [at("vllm-omni")] },
+      // An early vLLM's realtime transcription, whose transcription.done reports zeros.
+      { name: "transcribes-uncounted", deployments: [at("vllm-early")] },
       // vLLM-Omni's full-duplex server: every event's type comes last.
       { name: "type-last", deployments: [at("omni-duplex")] },
       // An engine hung behind a live server, tried once per handshake: a client that tries again and again.
@@ -253,39 +255,50 @@ describe("a virtual key's transcription session on vLLM", () => {
   });
 });
 
-describe("a virtual key's transcription session on vLLM-Omni, which speaks each transcription", () => {
-  it("closed by its client after its transcriptions ended, is charged what each transcription.done reported: its audio deltas (response.audio.delta, with no response) not charged again", async () => {
-    const made = await fetch(`${gw.url}/admin/v1/keys`, { method: "POST", headers: { authorization: `Bearer ${adminKey}`, "content-type": "application/json" }, body: JSON.stringify({ track_usage: true }) });
-    const { id, key } = (await made.json()) as { id: string; key: string };
-    const s = opened(await connect(wsUrl("?model=transcribes-speaking"), { headers: { authorization: `Bearer ${key}` } }));
-    await s.event("session.created");
-    for (let i = 0; i < 2; i++) {
-      s.ws.send(audioChunk);
-      s.ws.send(JSON.stringify({ type: "input_audio_buffer.commit" }));
-      expect((await s.event("transcription.done")).usage).toEqual({ prompt_tokens: 40, completion_tokens: 3, total_tokens: 43 });
-      await s.event("response.audio.done");
-    }
-    s.ws.close(1000);
-    await s.closed;
-    const usage = async () => (await (await fetch(`${gw.url}/admin/v1/usage?key=${id}`, { headers: { authorization: `Bearer ${adminKey}` } })).json()) as Record<string, unknown>;
-    await vi.waitFor(async () => expect((await usage()).requests).toBe(1), EVENTUALLY);
-    expect(await usage()).toMatchObject({ requests: 1, prompt_tokens: 80, completion_tokens: 6 });
-  });
-});
+/**
+ * The usage a new key that counts tokens (track_usage) is charged for a session on `model` in which
+ * `exchange` is done and that its client then closes (the session's normal end).
+ */
+async function chargedForSession(model: string, exchange: (s: OpenSocket) => Promise<void>): Promise<Record<string, unknown>> {
+  const made = await fetch(`${gw.url}/admin/v1/keys`, { method: "POST", headers: { authorization: `Bearer ${adminKey}`, "content-type": "application/json" }, body: JSON.stringify({ track_usage: true }) });
+  const { id, key } = (await made.json()) as { id: string; key: string };
+  const s = opened(await connect(wsUrl(`?model=${model}`), { headers: { authorization: `Bearer ${key}` } }));
+  await s.event("session.created");
+  await exchange(s);
+  s.ws.close(1000);
+  await s.closed;
+  const usage = async () => (await (await fetch(`${gw.url}/admin/v1/usage?key=${id}`, { headers: { authorization: `Bearer ${adminKey}` } })).json()) as Record<string, unknown>;
+  await vi.waitFor(async () => expect((await usage()).requests).toBe(1), EVENTUALLY);
+  return usage();
+}
 
-describe("a virtual key's session on vLLM-Omni's full-duplex server, whose events name their type last", () => {
-  it("is charged the tokens its response.done reports: the type after the response (and its nested types) is read", async () => {
-    const made = await fetch(`${gw.url}/admin/v1/keys`, { method: "POST", headers: { authorization: `Bearer ${adminKey}`, "content-type": "application/json" }, body: JSON.stringify({ track_usage: true }) });
-    const { id, key } = (await made.json()) as { id: string; key: string };
-    const s = opened(await connect(wsUrl("?model=type-last"), { headers: { authorization: `Bearer ${key}` } }));
-    await s.event("session.created");
-    s.ws.send(JSON.stringify({ type: "response.create" }));
-    expect((await s.event("response.done")).response).toMatchObject({ status: "completed", usage: { input_tokens: 10, output_tokens: 4 } });
-    s.ws.close(1000);
-    await s.closed;
-    const usage = async () => (await (await fetch(`${gw.url}/admin/v1/usage?key=${id}`, { headers: { authorization: `Bearer ${adminKey}` } })).json()) as Record<string, unknown>;
-    await vi.waitFor(async () => expect((await usage()).requests).toBe(1), EVENTUALLY);
-    expect(await usage()).toMatchObject({ requests: 1, prompt_tokens: 10, completion_tokens: 4 });
+/** Two transcriptions (audio appended, then committed), each reporting `reported` in its transcription.done; then `after`, if given, awaited. */
+const transcribeTwice = (reported: Record<string, number>, after?: string) => async (s: OpenSocket) => {
+  for (let i = 0; i < 2; i++) {
+    s.ws.send(audioChunk);
+    s.ws.send(JSON.stringify({ type: "input_audio_buffer.commit" }));
+    expect((await s.event("transcription.done")).usage).toEqual(reported);
+    if (after !== undefined) await s.event(after);
+  }
+};
+
+describe("a virtual key's session its client closes once its outputs ended", () => {
+  it("on vLLM-Omni, which speaks each transcription: is charged what each transcription.done reported, its audio deltas (response.audio.delta, with no response) not charged again", async () => {
+    const used = await chargedForSession("transcribes-speaking", transcribeTwice({ prompt_tokens: 40, completion_tokens: 3, total_tokens: 43 }, "response.audio.done"));
+    expect(used).toMatchObject({ requests: 1, prompt_tokens: 80, completion_tokens: 6 });
+  });
+
+  it("on an early vLLM, whose transcription.done reports zeros: is charged an output token for each of its deltas, as a transcription its client left is", async () => {
+    const used = await chargedForSession("transcribes-uncounted", transcribeTwice({ prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 }));
+    expect(used).toMatchObject({ requests: 1, prompt_tokens: 0, completion_tokens: 2 });
+  });
+
+  it("on vLLM-Omni's full-duplex server, whose events name their type last: is charged the tokens its response.done reports, the type after the response (and its nested types) read", async () => {
+    const used = await chargedForSession("type-last", async (s) => {
+      s.ws.send(JSON.stringify({ type: "response.create" }));
+      expect((await s.event("response.done")).response).toMatchObject({ status: "completed", usage: { input_tokens: 10, output_tokens: 4 } });
+    });
+    expect(used).toMatchObject({ requests: 1, prompt_tokens: 10, completion_tokens: 4 });
   });
 });
 

@@ -27,6 +27,7 @@ import { WebSocketServer, type WebSocket } from "ws";
  *   once; takes `input_audio_buffer.append` events without a word, as vLLM does, and answers an
  *   `input_audio_buffer.commit` with a `transcription.delta` and a `transcription.done`. Its close
  *   is recorded as `echo`'s is.
+ * - `vllm-early`: as `vllm`, but its transcription.done reports zeros, as an early vLLM's did (a TODO).
  * - `vllm-omni`: vLLM-Omni serving realtime transcription with speech (its realtime_connection.py):
  *   as `vllm`, but a commit's transcription comes as three `transcription.delta`s, each followed by
  *   a `response.audio.delta` (an audio chunk), then `transcription.done` with its usage (40 prompt,
@@ -52,7 +53,7 @@ export interface WebSocketUpstream {
   url: string;
   /** The close frames the `echo` behaviour received, oldest first (code 1005: none). */
   closes(): { code: number; reason: string }[];
-  /** Sessions of `echo` (and `slow`, `mute`, `vllm`, `vllm-omni`, `omni-duplex`, `vllm-hung`, `acks-hung`) still open. */
+  /** Sessions of `echo` (and `slow`, `mute`, the `vllm`s, `omni-duplex`, `acks-hung`) still open. */
   open(): number;
   /** Handshakes `slow` holds unanswered, their connection still open. */
   waiting(): number;
@@ -90,9 +91,9 @@ export async function startWebSocketUpstream(o: WebSocketUpstreamOptions = {}): 
         ws.on("message", (data) => acknowledge(ws, data.toString()));
       });
     }
-    if (m?.[1] === "vllm" || m?.[1] === "vllm-hung" || m?.[1] === "vllm-omni") {
+    if (m?.[1] === "vllm" || m?.[1] === "vllm-hung" || m?.[1] === "vllm-omni" || m?.[1] === "vllm-early") {
       const hung = m[1] === "vllm-hung";
-      const answer = m[1] === "vllm-omni" ? transcribeAndSpeak : transcribe;
+      const answer = m[1] === "vllm-omni" ? transcribeAndSpeak : m[1] === "vllm-early" ? transcribeCountingNothing : transcribe;
       return void wss.handleUpgrade(req, socket, head, (ws) => {
         recordClose(ws, closes);
         ws.send(JSON.stringify({ type: "session.created", id: `sess-${Math.random().toString(36).slice(2)}`, created: Math.floor(Date.now() / 1000) }));
@@ -160,10 +161,15 @@ function echo(ws: WebSocket, closes: { code: number; reason: string }[]): void {
 }
 
 /** vLLM's realtime transcription, in its minimal form: a commit is answered, an append is not. */
-function transcribe(ws: WebSocket, message: string): void {
+function transcribe(ws: WebSocket, message: string, usage = { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 }): void {
   if (!message.includes('"input_audio_buffer.commit"')) return;
   ws.send(JSON.stringify({ type: "transcription.delta", delta: "heard" }));
-  ws.send(JSON.stringify({ type: "transcription.done", text: "heard", usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 } }));
+  ws.send(JSON.stringify({ type: "transcription.done", text: "heard", usage }));
+}
+
+/** An early vLLM's: its transcription.done's usage all zeros. */
+function transcribeCountingNothing(ws: WebSocket, message: string): void {
+  transcribe(ws, message, { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 });
 }
 
 /** vLLM-Omni's realtime transcription with speech: each text delta's audio chunk as a `response.audio.delta`, the generation's usage in its transcription.done. */
