@@ -40,29 +40,7 @@ interface Entry {
 const keys = new Map<string, Entry>();
 const misses = new Map<string, Entry>();
 
-/**
- * Reads under way, by key hash: requests that come together for a key whose record must be read
- * (a first read, or one too old to use) wait on the same read, so an object that is slow to
- * answer is asked once, not once a request, before the first failure sets its key's retryAt.
- */
-const reading = new Map<string, Promise<Entry>>();
-
-function read(env: Env, hash: string): Promise<Entry> {
-  let r = reading.get(hash);
-  if (!r) {
-    r = readOnce(env, hash)
-      .catch((err: unknown) => {
-        readFailed(hash);
-        console.error(`kvgate: reading a key record failed: ${(err as Error).message}`);
-        throw err;
-      })
-      .finally(() => reading.delete(hash));
-    reading.set(hash, r);
-  }
-  return r;
-}
-
-async function readOnce(env: Env, hash: string): Promise<Entry> {
+async function read(env: Env, hash: string): Promise<Entry> {
   const found = await env.TENANTS.getByName(TENANTS_NAME).lookup(hash);
   const entry: Entry = { found, readAt: Date.now(), refreshing: false, retryAt: 0 };
   keys.delete(hash);
@@ -77,14 +55,14 @@ function remember(cache: Map<string, Entry>, hash: string, entry: Entry): void {
 }
 
 /**
- * A read of `hash` failed: none is tried again for RETRY_AFTER_MS. A key never read is remembered
- * among the misses, as nothing to use (an unknown key's entry, as a guess's, is bounded there).
+ * A read of `hash` failed: none is tried again for RETRY_AFTER_MS. `e` is what was cached when it
+ * went out; a key never read is remembered among the misses, as nothing to use (an unknown key's
+ * entry, as a guess's, is bounded there), unless a read that succeeded meanwhile put it back.
  */
-function readFailed(hash: string): void {
+function readFailed(hash: string, e: Entry | undefined): void {
   const retryAt = Date.now() + RETRY_AFTER_MS;
-  const e = keys.get(hash) ?? misses.get(hash);
   if (e) e.retryAt = retryAt;
-  else remember(misses, hash, { found: null, readAt: -Infinity, refreshing: false, retryAt });
+  else if (!keys.has(hash) && !misses.has(hash)) remember(misses, hash, { found: null, readAt: -Infinity, refreshing: false, retryAt });
 }
 
 const storeUnavailable = () => unavailable("the key store is unavailable; try again shortly", "key_store_unavailable");
@@ -98,8 +76,10 @@ export async function lookupKey(env: Env, ctx: WaitUntil, hash: string): Promise
     if (age >= REFRESH_AFTER_MS && !e.refreshing && now >= e.retryAt) {
       e.refreshing = true;
       ctx.waitUntil(
-        read(env, hash).catch(() => {
+        read(env, hash).catch((err: unknown) => {
           e.refreshing = false;
+          readFailed(hash, e);
+          console.error(`kvgate: refreshing a key record failed: ${(err as Error).message}`);
         }),
       );
     }
@@ -109,7 +89,9 @@ export async function lookupKey(env: Env, ctx: WaitUntil, hash: string): Promise
   if (e && now < e.retryAt) throw storeUnavailable();
   try {
     return (await read(env, hash)).found;
-  } catch {
+  } catch (err) {
+    readFailed(hash, e);
+    console.error(`kvgate: reading a key record failed: ${(err as Error).message}`);
     throw storeUnavailable();
   }
 }
