@@ -107,3 +107,48 @@ it("while the tenants object fails, a key is looked up at most once a second: a 
   expect(tries).toBe(6);
   now.mockRestore();
 });
+
+it("a record counts its age from when its read was sent: one the tenants object was slow to answer is not used past 10 s after it, so a key revoked meanwhile is refused in time", async () => {
+  const issued = await tenants().create({ name: "revoked during a slow read" });
+  if (!issued.ok) throw new Error(issued.message);
+  const hash = await keyHash(issued.value.key);
+  const held: (() => void)[] = [];
+  let slow = false;
+  const slowly = {
+    ...env,
+    TENANTS: {
+      getByName: (name: string) => {
+        const real = env.TENANTS.getByName(name);
+        return {
+          lookup: async (h: string) => {
+            // The object reads the record when the call comes; its answer is held back, as a slow network's.
+            const found = await real.lookup(h);
+            if (slow) await new Promise<void>((resolve) => held.push(resolve));
+            return found;
+          },
+        };
+      },
+    },
+  } as unknown as Env;
+  const t0 = Date.now();
+  const now = vi.spyOn(Date, "now").mockReturnValue(t0);
+  const ctx = createExecutionContext();
+  expect((await lookupKey(slowly, ctx, hash))?.record.id).toBe(issued.value.lookup.record.id);
+  // 5 s old: a refresh goes out beside the request, and its answer takes 4 s to come.
+  slow = true;
+  now.mockReturnValue(t0 + 5_000);
+  expect((await lookupKey(slowly, ctx, hash))?.record.id).toBe(issued.value.lookup.record.id);
+  await vi.waitFor(() => expect(held).toHaveLength(1));
+  const revoked = await tenants().revoke(issued.value.lookup.record.id);
+  expect(revoked.ok).toBe(true);
+  now.mockReturnValue(t0 + 9_000);
+  slow = false;
+  for (const answer of held) answer();
+  await waitOnExecutionContext(ctx);
+  // 10.5 s after the refresh was sent (6.5 s after its answer came), the key, revoked since, must be read again: refused.
+  now.mockReturnValue(t0 + 15_500);
+  const after = createExecutionContext();
+  expect((await lookupKey(slowly, after, hash))?.record.revokedAt).not.toBeNull();
+  await waitOnExecutionContext(after);
+  now.mockRestore();
+});

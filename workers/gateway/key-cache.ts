@@ -25,7 +25,7 @@ const MAX_ENTRIES = 10_000;
 interface Entry {
   /** null: no such key (remembered too, so guessing one again costs the tenants object nothing more). */
   found: KeyLookup | null;
-  /** When it was read; -Infinity for a key whose first read failed (nothing to use: remembered for retryAt). */
+  /** When its read was sent; -Infinity for a key whose first read failed (nothing to use: remembered for retryAt). */
   readAt: number;
   refreshing: boolean;
   /** No read of the key before then: its last one failed. */
@@ -41,8 +41,11 @@ const keys = new Map<string, Entry>();
 const misses = new Map<string, Entry>();
 
 async function read(env: Env, hash: string): Promise<Entry> {
+  // Its age counts from when it was asked for: the object answers with the record as it was then or
+  // a moment later, so one slow to come is not used longer past a revocation than MAX_AGE_MS.
+  const sentAt = Date.now();
   const found = await env.TENANTS.getByName(TENANTS_NAME).lookup(hash);
-  const entry: Entry = { found, readAt: Date.now(), refreshing: false, retryAt: 0 };
+  const entry: Entry = { found, readAt: sentAt, refreshing: false, retryAt: 0 };
   keys.delete(hash);
   misses.delete(hash);
   remember(found ? keys : misses, hash, entry);
