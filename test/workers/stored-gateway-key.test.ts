@@ -10,6 +10,7 @@ import worker from "../../workers/gateway/index.ts";
 import type { Env } from "../../workers/env.ts";
 import { admin, ok } from "./admin.ts";
 import { EVENTUALLY, status } from "./gateway.ts";
+import { tenants } from "./tenants.ts";
 
 /**
  * A deployment the fleet registry stored before it refused the gateway's own keys (a heartbeat
@@ -109,6 +110,28 @@ describe("a stored deployment that names one of the gateway's keys", () => {
     expect(res.status, body).toBe(500);
     expect(JSON.parse(body)).toMatchObject({ error: { code: "config_invalid", message: expect.stringContaining("apiKeyEnv names KVGATE_ADMIN_KEY, the gateway's own key") } });
     expect(body).not.toContain(env.KVGATE_ADMIN_KEY);
+    expect((await status("stale-key")).backends[0]?.inFlight).toBe(0);
+
+    // A virtual key's request is refused the same way, told only that a backend of the group is
+    // misconfigured: which secret or binding it names is the owner's to see, in the log.
+    const issued = await tenants().create({ name: "a tenant of stale-key" });
+    if (!issued.ok) throw new Error(issued.message);
+    const errors = vi.spyOn(console, "error").mockImplementation(() => undefined);
+    const asTenant = createExecutionContext();
+    const tenantReq = new Request("https://kvgate.test/v1/chat/completions", {
+      method: "POST",
+      headers: { authorization: `Bearer ${issued.value.key}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: "stale-key", messages: [{ role: "user", content: "hello" }], max_tokens: 2 }),
+    });
+    const tenantRes = await worker.fetch(tenantReq, { ...env, FLEET: registry } as Env, asTenant);
+    await waitOnExecutionContext(asTenant);
+    const said = await tenantRes.text();
+    expect(tenantRes.status, said).toBe(500);
+    expect(JSON.parse(said)).toMatchObject({ error: { code: "config_invalid", message: "gateway misconfigured: a backend of group stale-key cannot be reached as configured (the gateway's log says why)" } });
+    for (const name of ["KVGATE_ADMIN_KEY", "apiKeyEnv", "evil"]) expect(said).not.toContain(name);
+    const logged = errors.mock.calls.flat().map(String).join("\n");
+    expect(logged).toContain("backend evil of group stale-key cannot be reached as configured: apiKeyEnv names KVGATE_ADMIN_KEY");
+    expect(logged).not.toContain(env.KVGATE_ADMIN_KEY);
     expect((await status("stale-key")).backends[0]?.inFlight).toBe(0);
   });
 });

@@ -71,9 +71,17 @@ const CONNECTION_LOST = /network connection lost/i;
 /** A 200 stream that ended with no event, or a whole answer with no byte: an answer without a body. */
 const EMPTY: NoSuccess = { kind: "backend-failure", why: "no-content" };
 
-/** A deployment this isolate cannot reach as it says (a binding or secret it lacks, a gateway key it names): the request's answer. `backend`: as backendAsSeen names it. */
-export function misconfigured(backend: string, problems: readonly ReachProblem[]): GatewayError {
-  return new GatewayError(500, "server_error", `gateway misconfigured: ${backend}: ${problems.map((x) => `${x.field} ${x.message}`).join("; ")}`, "config_invalid");
+/**
+ * A deployment this isolate cannot reach as it says (a binding or secret it lacks, a gateway key it
+ * names): the request's answer. What is wrong names the deployment's bindings and secrets, the
+ * owner's to see (`owner`: the master key's request); a virtual key's request is told the backend
+ * is misconfigured, and the operator's log says how.
+ */
+export function misconfigured(deployment: { id: string }, group: { name: string }, owner: boolean, problems: readonly ReachProblem[]): GatewayError {
+  const what = problems.map((x) => `${x.field} ${x.message}`).join("; ");
+  if (owner) return new GatewayError(500, "server_error", `gateway misconfigured: ${backendAsSeen(deployment, group, true)}: ${what}`, "config_invalid");
+  console.error(`kvgate: backend ${deployment.id} of group ${group.name} cannot be reached as configured: ${what}`);
+  return new GatewayError(500, "server_error", `gateway misconfigured: ${backendAsSeen(deployment, group, false)} cannot be reached as configured (the gateway's log says why)`, "config_invalid");
 }
 
 /** What an attempt has set going, filled in as it goes: what an exception must stop. */
@@ -118,7 +126,7 @@ async function attemptHeld(a: AttemptInput, key: KeyRecord | null, lease: HeldLe
   const reach = reachOf(deployment, env, config.gatewayKeys);
   if (!reach.ok) {
     lease.settle("client-abort");
-    throw misconfigured(seenAs(), reach.problems);
+    throw misconfigured(deployment, group, key === null, reach.problems);
   }
   const stream = a.body.stream === true;
   const counts = key !== null && readsUsage(key);

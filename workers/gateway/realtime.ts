@@ -6,7 +6,6 @@ import { chosenProtocol, handshakeFault, isWebSocketUpgrade, keyFromProtocols, p
 import type { RouteTenant, TokenUsage } from "../../src/routing/protocol.ts";
 import { msToNextPeriod } from "../../src/tenants/ledger.ts";
 import { keyBudget, readsUsage } from "../../src/tenants/route-tenant.ts";
-import { backendAsSeen } from "../../src/upstream/answer.ts";
 import { nextStep } from "../../src/upstream/retry.ts";
 import { clientGone, isFailover, misconfigured, routeReason, routingHeaders } from "./attempt.ts";
 import { HeldFailure } from "./held-failure.ts";
@@ -136,7 +135,7 @@ async function handshakeInTurn(p: RealtimeInput, s: Session, held: HeldFailure):
       const reach = reachOf(deployment, p.env, config.gatewayKeys);
       if (!reach.ok) {
         lease.settle("client-abort");
-        throw misconfigured(backendAsSeen(deployment, group, owner), reach.problems);
+        throw misconfigured(deployment, group, owner, reach.problems);
       }
       // The upstream's socket until the relay takes it: what an exception must close.
       let unused: WebSocket | null = null;
