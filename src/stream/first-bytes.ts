@@ -1,4 +1,4 @@
-import { join } from "./bytes.ts";
+import { holdsAt, join } from "./bytes.ts";
 import { beforeNext, EVENT_HOLD_MAX_BYTES, eventEnds, eventFields, type Before } from "./sse-boundary.ts";
 
 /** A body's first bytes, and when they came (the `now` clock's time). */
@@ -146,7 +146,7 @@ function mayOpenWithError(chunk: Uint8Array): boolean {
   let line = 0;
   while (line < chunk.length) {
     const end = lineEnd(chunk, line);
-    if (startsAt(chunk, DATA, line)) return end < 0 || includes(chunk, QUOTED_ERROR, line, end);
+    if (holdsAt(chunk, line, DATA)) return end < 0 || includes(chunk, QUOTED_ERROR, line, end);
     if (end < 0) return false;
     line = end + 1;
   }
@@ -198,16 +198,9 @@ const ERROR = encoder.encode("error");
 /** Whether `needle` occurs in `bytes` within [from, to). */
 function includes(bytes: Uint8Array, needle: Uint8Array, from: number, to: number): boolean {
   for (let i = bytes.indexOf(needle[0] as number, from); i >= 0 && i + needle.length <= to; i = bytes.indexOf(needle[0] as number, i + 1)) {
-    if (startsAt(bytes, needle, i)) return true;
+    if (holdsAt(bytes, i, needle)) return true;
   }
   return false;
-}
-
-/** Whether `bytes` holds `needle` at `at`. */
-function startsAt(bytes: Uint8Array, needle: Uint8Array, at: number): boolean {
-  if (at + needle.length > bytes.length) return false;
-  for (let j = 0; j < needle.length; j++) if (bytes[at + j] !== needle[j]) return false;
-  return true;
 }
 
 /** The `type` of an event's JSON data (a server that writes no `event:` line names it there), or null. */

@@ -1,4 +1,4 @@
-import { concat, join } from "./bytes.ts";
+import { concat, holdsAt, join } from "./bytes.ts";
 
 const QUOTE = 0x22;
 const COLON = 0x3a;
@@ -95,7 +95,7 @@ export class JsonFieldRewriter {
         } else if (b !== QUOTE) this.phase = Phase.Idle;
         else {
           const seen = Math.min(n - i, from.length);
-          if (!matchesAt(data, i, from, seen)) {
+          if (!holdsAt(data, i, from, seen)) {
             // Not the value: its opening quote may still open a key.
             this.phase = Phase.Idle;
           } else if (seen < from.length) {
@@ -123,9 +123,4 @@ export class JsonFieldRewriter {
     this.phase = Phase.Idle;
     return rest;
   }
-}
-
-function matchesAt(data: Uint8Array, at: number, p: Uint8Array, length: number): boolean {
-  for (let k = 0; k < length; k++) if (data[at + k] !== p[k]) return false;
-  return true;
 }
