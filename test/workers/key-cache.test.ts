@@ -3,6 +3,8 @@ import { env } from "cloudflare:workers";
 import { expect, it, vi } from "vitest";
 import { GatewayError } from "../../src/openai/errors.ts";
 import { keyHash } from "../../src/tenants/key-format.ts";
+import type { KeyLookup } from "../../src/tenants/protocol.ts";
+import { TENANTS_NAME } from "../../src/tenants/tenants-name.ts";
 import type { Env } from "../../workers/env.ts";
 import { lookupKey } from "../../workers/gateway/key-cache.ts";
 import { tenants } from "./tenants.ts";
@@ -12,16 +14,16 @@ import { tenants } from "./tenants.ts";
  * one; the Worker reaches it through a binding that counts the lookups it passes on.
  */
 
+type Lookup = (hash: string) => Promise<KeyLookup | null>;
+
+/** The Worker's bindings with the tenants object's lookups passed through `lookup`, which is given the real one. */
+function withLookup(lookup: (hash: string, real: Lookup) => Promise<KeyLookup | null>): Env {
+  const real: Lookup = (hash) => env.TENANTS.getByName(TENANTS_NAME).lookup(hash);
+  return { ...env, TENANTS: { getByName: () => ({ lookup: (hash: string) => lookup(hash, real) }) } } as unknown as Env;
+}
+
 let lookups = 0;
-const counted = {
-  ...env,
-  TENANTS: {
-    getByName: (name: string) => {
-      const real = env.TENANTS.getByName(name);
-      return { lookup: (hash: string) => (lookups++, real.lookup(hash)) };
-    },
-  },
-} as unknown as Env;
+const counted = withLookup((hash, real) => (lookups++, real(hash)));
 
 it("keys nobody issued, however many, never push a key in use out of the cache", async () => {
   const issued = await tenants().create({ name: "in use" });
@@ -53,15 +55,7 @@ it("while the tenants object fails, a key is looked up at most once a second: a 
   const hash = await keyHash(issued.value.key);
   let tries = 0;
   let down = false;
-  const flaky = {
-    ...env,
-    TENANTS: {
-      getByName: (name: string) => {
-        const real = env.TENANTS.getByName(name);
-        return { lookup: (h: string) => (tries++, down ? Promise.reject(new Error("Durable Object is overloaded")) : real.lookup(h)) };
-      },
-    },
-  } as unknown as Env;
+  const flaky = withLookup((h, real) => (tries++, down ? Promise.reject(new Error("Durable Object is overloaded")) : real(h)));
   const t0 = Date.now();
   const now = vi.spyOn(Date, "now").mockReturnValue(t0);
   // One request after another, each with its own context waited out (its refresh, if any, done).
@@ -114,22 +108,12 @@ it("a record counts its age from when its read was sent: one the tenants object 
   const hash = await keyHash(issued.value.key);
   const held: (() => void)[] = [];
   let slow = false;
-  const slowly = {
-    ...env,
-    TENANTS: {
-      getByName: (name: string) => {
-        const real = env.TENANTS.getByName(name);
-        return {
-          lookup: async (h: string) => {
-            // The object reads the record when the call comes; its answer is held back, as a slow network's.
-            const found = await real.lookup(h);
-            if (slow) await new Promise<void>((resolve) => held.push(resolve));
-            return found;
-          },
-        };
-      },
-    },
-  } as unknown as Env;
+  const slowly = withLookup(async (h, real) => {
+    // The object reads the record when the call comes; its answer is held back, as a slow network's.
+    const found = await real(h);
+    if (slow) await new Promise<void>((resolve) => held.push(resolve));
+    return found;
+  });
   const t0 = Date.now();
   const now = vi.spyOn(Date, "now").mockReturnValue(t0);
   const ctx = createExecutionContext();
