@@ -1,4 +1,5 @@
-import { holdsAt, join } from "./bytes.ts";
+import { holdsAt } from "./byte-match.ts";
+import { join } from "./bytes.ts";
 import { beforeNext, EVENT_HOLD_MAX_BYTES, eventEnds, eventFields, type Before } from "./sse-boundary.ts";
 
 /** A body's first bytes, and when they came (the `now` clock's time). */

@@ -1,4 +1,5 @@
-import { concat, holdsAt, join } from "./bytes.ts";
+import { holdsAt } from "./byte-match.ts";
+import { concat, join } from "./bytes.ts";
 
 const QUOTE = 0x22;
 const COLON = 0x3a;
