@@ -3,7 +3,12 @@
  * `consecutiveFailures` failures in a row or a failure rate of `failureRate` over the last
  * `windowMs` (once `minRequests` ended in it). After `openMs`, or as soon as an active health
  * probe succeeds, half-open: at most `halfOpenRequests` trial requests at a time; a failed trial
- * or probe opens it again, `closeAfterSuccesses` good trials or probes close it.
+ * opens it again, `closeAfterSuccesses` good trials or probes close it. A failed probe opens it
+ * again only once a probe succeeded since it opened: its probe endpoint then answers, and its
+ * failing says the backend is down. Until then a failed probe may say only that there is no
+ * such endpoint (Ollama has no /health; an ingress may expose only /v1/*), and the trials decide:
+ * opening again on it would disown the trials in flight, and a trial longer than the probe
+ * interval (a chat stream) could never close the breaker.
  * A breaker opened by silence (a failure that was a timeout with no answer at all: a stream's
  * first token, or a non-streamed answer its router judged silent, src/routing/silence.ts) takes
  * no good probe as evidence until it closes: the server took the request and never answered,
@@ -45,6 +50,8 @@ export class Breaker {
   silent = false;
   /** Transitions since the object started, by the state entered (a restored state is none). */
   readonly entered: Record<BreakerState, number> = { closed: 0, "half-open": 0, open: 0 };
+  /** A probe succeeded since it last opened: its probe endpoint answers, so a failed probe is evidence. */
+  private probeAnswers = false;
   private consecutive = 0;
   private trials = 0;
   private successes = 0;
@@ -111,13 +118,17 @@ export class Breaker {
 
   /** An active health probe's answer; only open and half-open backends are probed. */
   probed(good: boolean, now: number): void {
-    if (this.state === "closed" || (good && this.silent)) return;
+    if (this.state === "closed") return;
     if (!good) {
-      // Still down: a half-open backend opens again. An open one keeps its cool-down: probes come
-      // more often than openMs, and a backend without a health endpoint must still get trials.
-      if (this.state === "half-open") this.open(now, this.silent);
+      // Still down, if its probe endpoint answered since it opened: a half-open backend opens again.
+      // Else the trials decide (see above). An open one keeps its cool-down: probes come more often
+      // than openMs, and a backend without a health endpoint must still get trials.
+      if (this.state === "half-open" && this.probeAnswers) this.open(now, this.silent);
       return;
     }
+    // Even a silent breaker's: the endpoint answers, whatever that says of the engine.
+    this.probeAnswers = true;
+    if (this.silent) return;
     if (this.state === "open") this.enter("half-open", now);
     else this.succeed(now);
   }
@@ -129,6 +140,8 @@ export class Breaker {
   /** Restores a persisted state (after the Durable Object was evicted); one saved before `silent` was kept is not. */
   restore(s: Pick<BreakerSnapshot, "state" | "since" | "opened"> & { silent?: boolean }): void {
     this.to(s.state, s.since);
+    // Not saved: trials decide until a probe answers again.
+    this.probeAnswers = false;
     this.opened = s.opened;
     this.silent = s.state !== "closed" && s.silent === true;
   }
@@ -140,6 +153,7 @@ export class Breaker {
   private open(now: number, silent: boolean): void {
     this.opened++;
     this.silent = silent;
+    this.probeAnswers = false;
     this.enter("open", now);
   }
 

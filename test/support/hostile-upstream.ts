@@ -726,6 +726,30 @@ const BEHAVIOURS: Record<string, Answer> = {
     res.write(opening + rest.split("\n\n").slice(0, 3).join("\n\n") + "\n\n");
     setTimeout(() => res.socket?.destroy(), 20);
   },
+  /**
+   * A server with no health endpoint, as Ollama is (or an ingress that exposes only /v1/*): its
+   * `/health` answers 404. Its first `arg` requests (default 0) fail with a 500, a transient
+   * outage; after it, a stream takes 2 s (20 events 100 ms apart, then its end and [DONE]), as a
+   * chat answer does, and a non-streamed request is answered at once.
+   */
+  "no-health": (req, res, body, arg, s) => {
+    if (s.requests <= Number(arg ?? 0)) {
+      res.writeHead(500, { "content-type": "application/json" });
+      return void res.end(JSON.stringify({ error: { message: "model runner crashed", type: "InternalServerError", param: null, code: 500 } }));
+    }
+    const { model, stream } = requestOf(body);
+    if (!stream) return answerOk(req, res, body, arg, s);
+    res.writeHead(200, { "content-type": "text/event-stream" });
+    let sent = 0;
+    const timer = setInterval(() => {
+      const text = ++sent < 20 ? chunk(model, `w${sent} `) : chunk(model, "end", "stop") + "data: [DONE]\n\n";
+      s.bytesWritten += text.length;
+      if (sent < 20) return void res.write(text);
+      clearInterval(timer);
+      res.end(text);
+    }, 100);
+    res.on("close", () => clearInterval(timer));
+  },
   /** One whole event, then half of the next, then the connection is destroyed. */
   "cut-mid-event": (_req, res, body) => {
     const { model } = requestOf(body);
@@ -801,6 +825,7 @@ export async function startHostileUpstream(): Promise<HostileUpstream> {
       s.health++;
       req.resume();
       if (name === "redirect-health") return void res.writeHead(302, { location: `${elsewhereUrl}/health` }).end();
+      if (name === "no-health") return void res.writeHead(404, { "content-type": "text/plain" }).end("404 page not found");
       return void res.writeHead(200, { "content-type": "application/json" }).end('{"status":"ok"}');
     }
     const answer = answers[name];

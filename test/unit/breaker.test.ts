@@ -86,27 +86,77 @@ describe("Breaker", () => {
     expect(b.opened).toBe(2);
   });
 
-  it("moves on health probes: good ones half-open and then close it, a bad one reopens it", () => {
+  it("moves on health probes: good ones half-open and then close it; once one succeeded, a bad one reopens it", () => {
     const b = new Breaker({ ...params, consecutiveFailures: 1 });
     request(b, 0, false);
     // A failed probe while open changes nothing: not another opening, and the cool-down runs on.
     b.probed(false, 50);
     expect(b.since).toBe(0);
     expect(b.opened).toBe(1);
-    expect(b.admits(1_000)).toBe(true);
-    expect(b.state).toBe("half-open");
-    b.probed(false, 60);
-    expect(b.state).toBe("open");
     b.probed(true, 100);
     expect(b.state).toBe("half-open");
+    // Its probe endpoint answered: a failure now says the backend is down again.
     b.probed(false, 200);
     expect(b.state).toBe("open");
     expect(b.since).toBe(200);
-    expect(b.opened).toBe(3);
+    expect(b.opened).toBe(2);
     b.probed(true, 300);
     b.probed(true, 400);
     b.probed(true, 500);
     expect(b.state).toBe("closed");
+  });
+
+  it("half-open by its cool-down, before any probe succeeded: a failed probe is no evidence, the trials decide", () => {
+    const b = new Breaker({ ...params, consecutiveFailures: 1 });
+    request(b, 0, false);
+    expect(b.admits(1_000)).toBe(true);
+    b.probed(false, 1_100);
+    expect([b.state, b.opened]).toEqual(["half-open", 1]);
+    // A failed trial opens it again, as ever.
+    request(b, 1_200, false);
+    expect([b.state, b.opened]).toEqual(["open", 2]);
+  });
+
+  it("remembers a probe's success until it opens again", () => {
+    const b = new Breaker({ ...params, consecutiveFailures: 1 });
+    request(b, 0, false);
+    b.probed(true, 100);
+    // A trial fails: opened again, and what the probe said is of the earlier opening.
+    request(b, 200, false);
+    expect([b.state, b.opened]).toEqual(["open", 2]);
+    expect(b.admits(1_200)).toBe(true);
+    b.probed(false, 1_300);
+    expect(b.state).toBe("half-open");
+    // Closed by its trials, then opened by a new outage: its probe endpoint is unknown again.
+    request(b, 1_400, true);
+    request(b, 1_500, true);
+    expect(b.state).toBe("closed");
+    request(b, 1_600, false);
+    expect(b.admits(2_600)).toBe(true);
+    b.probed(false, 2_700);
+    expect([b.state, b.opened]).toEqual(["half-open", 3]);
+    // A restored half-open breaker has none to remember either.
+    b.probed(true, 2_800);
+    const restored = new Breaker({ ...params, consecutiveFailures: 1 });
+    restored.restore(b.snapshot());
+    restored.probed(false, 2_900);
+    expect(restored.state).toBe("half-open");
+  });
+
+  it("a backend whose probe never answered (no /health): a failed probe while its trials are in flight leaves them to decide", () => {
+    const b = new Breaker({ ...params, consecutiveFailures: 1 });
+    request(b, 0, false);
+    b.probed(false, 500);
+    expect(b.admits(1_000)).toBe(true);
+    const t1 = b.sent();
+    expect(b.admits(1_001)).toBe(true);
+    const t2 = b.sent();
+    // Its probe endpoint 404s (Ollama has none, an ingress may expose only /v1/*): no word on the engine.
+    b.probed(false, 1_500);
+    // Two chat streams of two seconds, both good: the backend is back.
+    b.record(true, 3_000, t1);
+    b.record(true, 3_001, t2);
+    expect([b.state, b.opened]).toEqual(["closed", 1]);
   });
 
   it("opened by silence, takes no good probe as evidence: only its cool-down half-opens it and only trials close it", () => {
