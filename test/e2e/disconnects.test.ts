@@ -9,11 +9,14 @@ import { EVENTUALLY, startTestGateway, type TestGateway } from "./gateway.ts";
  * to it fails, or at once when the client resets the connection (RST); a client that closes its
  * socket (FIN: curl -m, a closed tab) while nothing is being written is invisible until the next
  * write. These tests hold the gateway to what it can know: the upstream request is cancelled and
- * the in-flight slot freed within 2 s of the client leaving.
+ * the in-flight slot freed within 2 s of the client leaving; and where it cannot know (a FIN on a
+ * silent stream on the native path), to what bounds the slot instead.
  */
 
 let upstream: HostileUpstream;
 let gw: TestGateway;
+/** The native-path groups' lease lifetime: three of them pass within a test. */
+const LEASE_TTL_MS = 600;
 
 const deployment = (behaviour: string, extra: Record<string, unknown> = {}) => ({ id: behaviour.replace(/:.*/, ""), baseUrl: `${upstream.url}/${behaviour}`, model: "hostile-7b", ...extra });
 
@@ -35,6 +38,11 @@ beforeAll(async () => {
       { name: "silent-stalls", streamIdleTimeoutMs: 3_000, deployments: [deployment("silent-stream")] },
       // Read in JavaScript for a chunk hook, with no stall bound.
       { name: "silent-restamped", hooks: ["restamp"], deployments: [deployment("silent-stream")] },
+      // The default path, the native pipe, with leases short enough to expire within a test (600 ms).
+      { name: "silent-native", leaseTtlMs: LEASE_TTL_MS, deployments: [deployment("silent-stream")] },
+      { name: "silent-native-tapped", leaseTtlMs: LEASE_TTL_MS, feedback: { sampleRate: 1 }, deployments: [deployment("silent-stream")] },
+      { name: "silent-native-deadline", leaseTtlMs: LEASE_TTL_MS, totalTimeoutMs: 6_000, deployments: [deployment("silent-stream")] },
+      { name: "stalling-native", leaseTtlMs: LEASE_TTL_MS, deployments: [deployment("silent-then-endless:4000")] },
       { name: "slow-headers", deployments: [deployment("slow-headers:20000")] },
       { name: "late-endless", deployments: [deployment("late-endless-stream:1000")] },
       // A non-streamed answer relayed by the JavaScript loop (every request sampled for routing's
@@ -127,6 +135,37 @@ describe("a client that leaves", () => {
     const b = (await gw.status("silent-stalls")).backends[0];
     expect(b?.aborted).toBe(1);
     expect(b?.failed).toBe(0);
+  });
+
+  it.each(["silent-native", "silent-native-tapped"])("a stream on the native path whose upstream went silent, by resetting the connection (RST): found at once, request.signal being listened to for as long as the body is relayed (%s)", async (group) => {
+    // The client asks for the usage event, so nothing is taken out of the stream and no hook reads it.
+    upstream.reset();
+    const c = await post(group, true, { stream_options: { include_usage: true } });
+    await c.waitFor(/first/);
+    expect(await gw.inFlight(group)).toBe(1);
+    const leftAt = Date.now();
+    c.reset();
+    await expectReleasedWithin2s(group, "silent-stream", leftAt);
+  });
+
+  it.each([
+    // Its next event, 4 s after its first, is written: the write fails.
+    ["the upstream's next event", "stalling-native", "silent-then-endless"],
+    // 6 s after the request: the upstream request is aborted.
+    ["the group's total timeout", "silent-native-deadline", "silent-stream"],
+  ])("a stream on the native path whose upstream went silent (FIN): invisible to the runtime, its lease renewed past its lifetime, until %s frees it (%s)", async (_what, group, behaviour) => {
+    upstream.reset();
+    const c = await post(group, true);
+    await c.waitFor(/first/);
+    c.close();
+    // Three lease lifetimes: the lease was renewed all along, the relay not knowing the client left.
+    await new Promise((r) => setTimeout(r, 3 * LEASE_TTL_MS + 200));
+    expect(upstream.stats(behaviour).open).toBe(1);
+    expect(await gw.inFlight(group)).toBe(1);
+    await vi.waitFor(() => expect(upstream.stats(behaviour).open).toBe(0), { timeout: 15_000, interval: 20 });
+    await vi.waitFor(async () => expect(await gw.inFlight(group)).toBe(0), EVENTUALLY);
+    // The client's leaving, not the backend's failure.
+    expect((await gw.status(group)).backends[0]).toMatchObject({ failed: 0, aborted: 1 });
   });
 
   it.each([true, false])("before the upstream's headers, by resetting the connection (stream: %s)", async (stream) => {

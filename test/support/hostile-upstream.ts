@@ -258,6 +258,14 @@ const BEHAVIOURS: Record<string, Answer> = {
     res.writeHead(200, { "content-type": "text/event-stream" });
     res.write(chunk(model, "first"));
   },
+  /** One event, nothing for `arg` ms (default 1 s), then events every 50 ms for as long as the connection lasts: an engine that stalls mid-stream and recovers. */
+  "silent-then-endless": (_req, res, body, arg, s) => {
+    const { model } = requestOf(body);
+    res.writeHead(200, { "content-type": "text/event-stream" });
+    res.write(chunk(model, "first"));
+    const timer = setTimeout(() => tickForever(res, model, s, 50), Number(arg ?? 1000));
+    res.on("close", () => clearTimeout(timer));
+  },
   /** Events every `arg` ms (default 50) for as long as the connection lasts. */
   "endless-stream": (_req, res, body, arg, s) => {
     res.writeHead(200, { "content-type": "text/event-stream" });
