@@ -13,20 +13,58 @@ export type MetricFamily =
   | { name: string; help: string; type: "counter" | "gauge"; samples: { labels: Labels; value: number }[] }
   | { name: string; help: string; type: "histogram"; samples: { labels: Labels; histogram: HistogramSnapshot }[] };
 
-export function renderText(families: readonly MetricFamily[]): string {
-  const lines: string[] = [];
+export function renderText(families: Iterable<MetricFamily>): string {
+  const lines = [...linesOf(families)];
+  return lines.length === 0 ? "" : `${lines.join("\n")}\n`;
+}
+
+/** Characters of text made, and encoded, a chunk: a few hundred lines. */
+const CHUNK_CHARS = 64 * 1024;
+
+/**
+ * renderText's text, byte for byte, as UTF-8 made a chunk at a time as its reader takes them: the
+ * text of a scrape of many key series is tens of MB, more than its families' samples, and neither
+ * need be whole at once. `families` is read as far as the reader has come (family by family, when
+ * it makes them as they are reached: src/metrics/group-metrics.ts, familyByFamily).
+ */
+export function renderStream(families: Iterable<MetricFamily>): ReadableStream<Uint8Array> {
+  const lines = linesOf(families);
+  const encoder = new TextEncoder();
+  return new ReadableStream<Uint8Array>({
+    pull(controller) {
+      let chunk = "";
+      for (let line = lines.next(); !line.done; line = lines.next()) {
+        chunk += `${line.value}\n`;
+        if (chunk.length >= CHUNK_CHARS) {
+          controller.enqueue(encoder.encode(chunk));
+          return;
+        }
+      }
+      if (chunk.length > 0) controller.enqueue(encoder.encode(chunk));
+      controller.close();
+    },
+    cancel() {
+      lines.return(undefined);
+    },
+  });
+}
+
+/** The exposition's lines, without their line feeds, each made when asked for. */
+function* linesOf(families: Iterable<MetricFamily>): Generator<string, void> {
   for (const f of families) {
-    lines.push(`# HELP ${f.name} ${escapeHelp(f.help)}`, `# TYPE ${f.name} ${f.type}`);
+    yield `# HELP ${f.name} ${escapeHelp(f.help)}`;
+    yield `# TYPE ${f.name} ${f.type}`;
     if (f.type !== "histogram") {
-      for (const s of f.samples) lines.push(`${f.name}${labelText(s.labels)} ${number(s.value)}`);
+      for (const s of f.samples) yield `${f.name}${labelText(s.labels)} ${number(s.value)}`;
       continue;
     }
     for (const { labels, histogram: h } of f.samples) {
-      h.bounds.forEach((le, i) => lines.push(`${f.name}_bucket${labelText(labels, number(le))} ${number(h.cumulative[i] as number)}`));
-      lines.push(`${f.name}_bucket${labelText(labels, "+Inf")} ${number(h.count)}`, `${f.name}_sum${labelText(labels)} ${number(h.sum)}`, `${f.name}_count${labelText(labels)} ${number(h.count)}`);
+      for (const [i, le] of h.bounds.entries()) yield `${f.name}_bucket${labelText(labels, number(le))} ${number(h.cumulative[i] as number)}`;
+      yield `${f.name}_bucket${labelText(labels, "+Inf")} ${number(h.count)}`;
+      yield `${f.name}_sum${labelText(labels)} ${number(h.sum)}`;
+      yield `${f.name}_count${labelText(labels)} ${number(h.count)}`;
     }
   }
-  return lines.length === 0 ? "" : `${lines.join("\n")}\n`;
 }
 
 function labelText(labels: Labels, le?: string): string {

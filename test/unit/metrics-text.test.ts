@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { Histogram, LATENCY_BUCKETS_S } from "../../src/metrics/histogram.ts";
-import { renderText, type MetricFamily } from "../../src/metrics/prometheus-text.ts";
+import { renderStream, renderText, type MetricFamily } from "../../src/metrics/prometheus-text.ts";
 
 describe("Histogram", () => {
   it("counts each observation in the first bucket whose bound is at least it, cumulatively, and +Inf past the last", () => {
@@ -75,5 +75,53 @@ describe("renderText (Prometheus text format 0.0.4)", () => {
     expect(text.endsWith("\n")).toBe(true);
     expect(lines.slice(0, -1).every((l) => l.length > 0)).toBe(true);
     expect(renderText([])).toBe("");
+  });
+});
+
+describe("renderStream: renderText's text, a chunk at a time", () => {
+  async function chunksOf(stream: ReadableStream<Uint8Array>): Promise<Uint8Array[]> {
+    const chunks: Uint8Array[] = [];
+    const reader = stream.getReader();
+    for (let read = await reader.read(); !read.done; read = await reader.read()) chunks.push(read.value);
+    return chunks;
+  }
+  const h = new Histogram([0.5, 2]);
+  h.observe(1);
+  const many = (name: string, n: number): MetricFamily => ({ name, help: `${n} series.`, type: "counter", samples: Array.from({ length: n }, (_, i) => ({ labels: { group: "gé", key: `key_${i}` }, value: i * 1.5 })) });
+  const families: MetricFamily[] = [
+    { name: "x_up", help: 'Up.\n"quoted" \\', type: "gauge", samples: [{ labels: {}, value: 1 }, { labels: { group: 'we"ird\\name\nline' }, value: Number.NaN }] },
+    many("x_keys_total", 5_000),
+    { name: "x_latency_seconds", help: "Latency.", type: "histogram", samples: [{ labels: { group: "g" }, histogram: h.snapshot() }] },
+    { name: "x_empty_total", help: "Nothing yet.", type: "counter", samples: [] },
+    many("x_more_total", 3_000),
+  ];
+
+  it("has the same bytes as renderText's text in UTF-8, over several chunks each ending at a line feed", async () => {
+    const chunks = await chunksOf(renderStream(families));
+    expect(chunks.length).toBeGreaterThan(2);
+    expect(chunks.every((c) => c.at(-1) === 0x0a)).toBe(true);
+    expect(Buffer.concat(chunks).equals(Buffer.from(renderText(families), "utf8"))).toBe(true);
+    expect(await chunksOf(renderStream([]))).toEqual([]);
+  });
+
+  it("takes the families as far as its reader has come, and no further once the reader cancels", async () => {
+    let taken = 0;
+    let ended = false;
+    function* oneByOne(): Generator<MetricFamily> {
+      try {
+        for (let i = 0; i < 100; i++) {
+          taken++;
+          yield many(`x_${i}_total`, 1_000);
+        }
+      } finally {
+        ended = true;
+      }
+    }
+    const reader = renderStream(oneByOne()).getReader();
+    expect((await reader.read()).done).toBe(false);
+    expect(taken).toBeLessThan(5);
+    await reader.cancel();
+    expect(ended).toBe(true);
+    expect(taken).toBeLessThan(5);
   });
 });

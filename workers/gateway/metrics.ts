@@ -1,7 +1,7 @@
 import type { Hono } from "hono";
-import { metricFamilies, type ScrapedGroup } from "../../src/metrics/group-metrics.ts";
+import type { ScrapedGroup } from "../../src/metrics/group-metrics.ts";
 import { unpackKeys } from "../../src/metrics/key-columns.ts";
-import { PROMETHEUS_CONTENT_TYPE, renderText } from "../../src/metrics/prometheus-text.ts";
+import { metricsResponse } from "../../src/metrics/scrape-response.ts";
 import type { LoadedConfig } from "../config.ts";
 import type { AppEnv } from "./app-env.ts";
 import { authenticateMetrics } from "./auth.ts";
@@ -33,6 +33,6 @@ export function mountMetrics(app: Hono<AppEnv>, config: LoadedConfig): void {
       if (a.answers.length > 0) groups.push(scrapedGroup(a.group, a.answers, a.objects, sharded.has(a.group)));
       if (!a.complete) down.push(a.group);
     }
-    return new Response(renderText(metricFamilies(groups, down)), { headers: { "content-type": PROMETHEUS_CONTENT_TYPE } });
+    return metricsResponse(groups, down);
   });
 }
