@@ -92,6 +92,8 @@ beforeAll(async () => {
       { name: "transcribes-speaking", deployments: [at("vllm-omni")] },
       // An early vLLM's realtime transcription, whose transcription.done reports zeros.
       { name: "transcribes-uncounted", deployments: [at("vllm-early")] },
+      // vLLM's realtime transcription under a name of the gateway's (an alias too), its deployment's model another.
+      { name: "speech-to-text", aliases: ["stt"], deployments: [at("vllm", "vllm-named")] },
       // vLLM-Omni's full-duplex server: every event's type comes last.
       { name: "type-last", deployments: [at("omni-duplex")] },
       // An engine hung behind a live server, tried once per handshake: a client that tries again and again.
@@ -240,6 +242,7 @@ describe("a virtual key's transcription session on vLLM", () => {
     const usage = async () => (await (await fetch(`${gw.url}/admin/v1/usage?key=${id}`, { headers: { authorization: `Bearer ${adminKey}` } })).json()) as Record<string, unknown>;
     const s = opened(await connect(wsUrl("?model=transcribes"), { headers: { authorization: `Bearer ${key}` } }));
     await s.event("session.created");
+    sessionUpdate(s, "transcribes");
     // Each commit is transcribed: vLLM reports 1 prompt and 1 completion token in its transcription.done.
     for (let i = 0; i < 2; i++) {
       s.ws.send(audioChunk);
@@ -273,7 +276,8 @@ async function chargedForSession(model: string, exchange: (s: OpenSocket) => Pro
 }
 
 /** Two transcriptions (audio appended, then committed), each reporting `reported` in its transcription.done; then `after`, if given, awaited. */
-const transcribeTwice = (reported: Record<string, number>, after?: string) => async (s: OpenSocket) => {
+const transcribeTwice = (model: string, reported: Record<string, number>, after?: string) => async (s: OpenSocket) => {
+  sessionUpdate(s, model);
   for (let i = 0; i < 2; i++) {
     s.ws.send(audioChunk);
     s.ws.send(JSON.stringify({ type: "input_audio_buffer.commit" }));
@@ -284,12 +288,12 @@ const transcribeTwice = (reported: Record<string, number>, after?: string) => as
 
 describe("a virtual key's session its client closes once its outputs ended", () => {
   it("on vLLM-Omni, which speaks each transcription: is charged what each transcription.done reported, its audio deltas (response.audio.delta, with no response) not charged again", async () => {
-    const used = await chargedForSession("transcribes-speaking", transcribeTwice({ prompt_tokens: 40, completion_tokens: 3, total_tokens: 43 }, "response.audio.done"));
+    const used = await chargedForSession("transcribes-speaking", transcribeTwice("transcribes-speaking", { prompt_tokens: 40, completion_tokens: 3, total_tokens: 43 }, "response.audio.done"));
     expect(used).toMatchObject({ requests: 1, prompt_tokens: 80, completion_tokens: 6 });
   });
 
   it("on an early vLLM, whose transcription.done reports zeros: is charged an output token for each of its deltas, as a transcription its client left is", async () => {
-    const used = await chargedForSession("transcribes-uncounted", transcribeTwice({ prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 }));
+    const used = await chargedForSession("transcribes-uncounted", transcribeTwice("transcribes-uncounted", { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 }));
     expect(used).toMatchObject({ requests: 1, prompt_tokens: 0, completion_tokens: 2 });
   });
 
@@ -756,6 +760,59 @@ describe("a session with nothing said either way for the group's streamIdleTimeo
 /** An `input_audio_buffer.append` event with 100 ms of silence (24 kHz PCM16), as a voice client streams its microphone. */
 const audioChunk = JSON.stringify({ type: "input_audio_buffer.append", audio: Buffer.alloc(4800).toString("base64") });
 
+/** The `session.update` a vLLM realtime client sends first, naming its model as the gateway knows it (vLLM reads no query string). */
+const sessionUpdate = (s: OpenSocket, model: string) => s.ws.send(JSON.stringify({ type: "session.update", model }));
+
+/** The backend's answer to a commit: the first `transcription.done` or `error` that comes. */
+async function answerToCommit(s: OpenSocket): Promise<Record<string, unknown>> {
+  for (;;) {
+    const m = await s.next();
+    const e = m.binary ? null : (JSON.parse(m.data.toString("utf8")) as Record<string, unknown>);
+    if (e?.type === "transcription.done" || e?.type === "error") return e;
+  }
+}
+
+/** What the `echo` upstream received of `message` sent through the gateway, parsed. */
+async function echoed(s: OpenSocket, message: string): Promise<Record<string, unknown>> {
+  s.ws.send(message);
+  return JSON.parse((await s.next()).data.toString("utf8")) as Record<string, unknown>;
+}
+
+describe("a realtime session's model, named again in a session.update", () => {
+  it("is the group's deployment's as vLLM gets it: a client that names the gateway's model (an alias too) is transcribed", async () => {
+    for (const name of ["speech-to-text", "stt"]) {
+      const s = await open(name);
+      await s.event("session.created");
+      sessionUpdate(s, name);
+      s.ws.send(audioChunk);
+      s.ws.send(JSON.stringify({ type: "input_audio_buffer.commit" }));
+      expect(await answerToCommit(s)).toMatchObject({ type: "transcription.done", text: "heard" });
+      expect(upstream.updates().at(-1)).toBe("upstream-rt");
+      s.ws.close(1000);
+      await s.closed;
+    }
+  });
+
+  it("cannot be another the backend's server serves: a session.update naming one, at the top or in its session, is pinned to the deployment's, wherever its type is and however it is spelt", async () => {
+    const s = await open("echo");
+    const pinned = await echoed(s, JSON.stringify({ type: "session.update", model: "dear-model", session: { model: "dear-model", voice: "alloy" } }));
+    expect(pinned).toEqual({ type: "session.update", model: "upstream-rt", session: { model: "upstream-rt", voice: "alloy" } });
+    // Its type named twice, the second past the head and not last: the server's JSON parser keeps the second.
+    const lateText = `{"type":"conversation.item.create","model":"dear-model","pad":"${"x".repeat(400)}","type":"session.update","voice":"alloy"}`;
+    expect(await echoed(s, lateText)).toMatchObject({ type: "session.update", model: "upstream-rt" });
+    // Its type in JSON escapes, as a server's JSON parser decodes them; one without a model is given the deployment's.
+    expect(await echoed(s, '{"type":"session\\u002eupdate","session":{"voice":"alloy"}}')).toEqual({ type: "session.update", model: "upstream-rt", session: { voice: "alloy" } });
+    // One the server's parser would read (Python's takes NaN) and the gateway cannot: not passed on, its client told.
+    expect(await echoed(s, '{"type":"session.update","model":"dear-model","temperature":NaN}')).toMatchObject({ type: "error", error: { code: "invalid_json" } });
+    // Anything else passes byte for byte.
+    const item = JSON.stringify({ type: "conversation.item.create", model: "dear-model", item: { content: [{ type: "input_text", text: "a \"quoted\" word" }] } });
+    s.ws.send(item);
+    expect((await s.next()).data.toString("utf8")).toBe(item);
+    s.ws.close(1000);
+    await s.closed;
+  });
+});
+
 describe("a session whose backend owes a response and says nothing for the group's streamIdleTimeoutMs while its client talks", () => {
   it("is closed with 1001, both sides told, as a stream whose backend stalls is: the client's messages, its requests asked again included, do not keep a hung backend's slot", async () => {
     const s = await open("idle-mute");
@@ -815,6 +872,7 @@ describe("a voice session whose backend owes nothing", () => {
   it("stays open while its client streams audio the backend does not answer (vLLM answers a commit, not an append); once nothing moves either way for streamIdleTimeoutMs, it is closed", async () => {
     const s = await open("idle-vllm");
     await s.event("session.created");
+    sessionUpdate(s, "idle-vllm");
     const startedAt = Date.now();
     const closedAfter = s.closed.then((c) => ({ ...c, afterMs: Date.now() - startedAt }));
     // Audio each 100 ms for 2 s, uncommitted: more than three times the 600 ms, the backend silent throughout.

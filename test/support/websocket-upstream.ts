@@ -1,6 +1,6 @@
 import http from "node:http";
 import type { Duplex } from "node:stream";
-import { WebSocketServer, type WebSocket } from "ws";
+import { WebSocketServer, type RawData, type WebSocket } from "ws";
 
 /**
  * A realtime upstream for what the fleet simulator does not do, one behaviour per deployment: a
@@ -23,13 +23,17 @@ import { WebSocketServer, type WebSocket } from "ws";
  *   server that crashes on what the session asks for.
  * - `close:<code>`: accepts, then closes at once with that code, sending nothing; the reason
  *   echoes the handshake's Authorization header, as a careless server's "bad key …" does.
- * - `vllm`: a vLLM serving realtime transcription: accepts, sends `{"type":"session.created",…}` at
- *   once; takes `input_audio_buffer.append` events without a word, as vLLM does, and answers an
- *   `input_audio_buffer.commit` with a `transcription.delta` and a `transcription.done`. Its close
- *   is recorded as `echo`'s is.
- * - `vllm-early`: as `vllm`, but its transcription.done reports zeros, as an early vLLM's did (a TODO).
+ * - `vllm`: a vLLM serving realtime transcription of the model `upstream-rt` (every deployment's
+ *   model here): accepts, sends `{"type":"session.created",…}` at once; reads no query string, as
+ *   vLLM's /v1/realtime does not, and wants the model named in a `session.update`'s top-level
+ *   `model` first: one naming another model gets an `error` `model_not_found`, and until one names
+ *   its own a commit gets an `error` `model_not_validated` (vLLM's realtime/connection.py). Then it
+ *   takes `input_audio_buffer.append` events without a word, as vLLM does, and answers an
+ *   `input_audio_buffer.commit` with a `transcription.delta` and a `transcription.done`. The
+ *   models its session.updates named are recorded (`updates()`); its close as `echo`'s is.
+ * - `vllm-early`: as `vllm` (a session.update naming its model first), but its transcription.done reports zeros, as an early vLLM's did (a TODO).
  * - `vllm-omni`: vLLM-Omni serving realtime transcription with speech (its realtime_connection.py):
- *   as `vllm`, but a commit's transcription comes as three `transcription.delta`s, each followed by
+ *   as `vllm` (a session.update naming its model first), but a commit's transcription comes as three `transcription.delta`s, each followed by
  *   a `response.audio.delta` (an audio chunk), then `transcription.done` with its usage (40 prompt,
  *   3 completion tokens) and `response.audio.done` — no `response.created` or `response.done`.
  * - `omni-duplex`: vLLM-Omni's full-duplex server (OpenAIFullDuplexConnection), which sends the
@@ -57,6 +61,8 @@ export interface WebSocketUpstream {
   open(): number;
   /** Handshakes `slow` holds unanswered, their connection still open. */
   waiting(): number;
+  /** The top-level `model` of each `session.update` the `vllm`s received, oldest first (null: none named). */
+  updates(): (string | null)[];
   /** Health probes of `behaviour` (as written in the baseUrl: `slow:60000`). */
   health(behaviour: string): number;
   close(): Promise<void>;
@@ -69,6 +75,7 @@ export interface WebSocketUpstreamOptions {
 
 export async function startWebSocketUpstream(o: WebSocketUpstreamOptions = {}): Promise<WebSocketUpstream> {
   const closes: { code: number; reason: string }[] = [];
+  const updates: (string | null)[] = [];
   const wss = new WebSocketServer({ noServer: true });
   const held = new Set<Duplex>();
   const probes = new Map<string, number>();
@@ -97,7 +104,7 @@ export async function startWebSocketUpstream(o: WebSocketUpstreamOptions = {}): 
       return void wss.handleUpgrade(req, socket, head, (ws) => {
         recordClose(ws, closes);
         ws.send(JSON.stringify({ type: "session.created", id: `sess-${Math.random().toString(36).slice(2)}`, created: Math.floor(Date.now() / 1000) }));
-        if (!hung) ws.on("message", (data) => answer(ws, data.toString()));
+        if (!hung) ws.on("message", servedAs(ws, updates, answer));
       });
     }
     if (m?.[1] === "omni-duplex") {
@@ -139,6 +146,7 @@ export async function startWebSocketUpstream(o: WebSocketUpstreamOptions = {}): 
   return {
     url: `http://127.0.0.1:${address.port}`,
     closes: () => [...closes],
+    updates: () => [...updates],
     open: () => wss.clients.size,
     waiting: () => held.size,
     health: (behaviour) => probes.get(behaviour) ?? 0,
@@ -158,6 +166,37 @@ function echo(ws: WebSocket, closes: { code: number; reason: string }[]): void {
     ws.send(data, { binary: isBinary });
   });
   recordClose(ws, closes);
+}
+
+/** The model vLLM serves in every `vllm` behaviour: each deployment's `model` in the tests. */
+const SERVED_MODEL = "upstream-rt";
+
+/**
+ * vLLM's realtime connection (realtime/connection.py) before its answer to a commit: a
+ * `session.update` validates the session when its top-level `model` is one the server serves (an
+ * error `model_not_found` otherwise), and a commit before that gets an error `model_not_validated`;
+ * what a validated session is sent goes to `answer`.
+ */
+function servedAs(ws: WebSocket, updates: (string | null)[], answer: (ws: WebSocket, message: string) => void): (data: RawData) => void {
+  let validated = false;
+  const error = (code: string, message: string) => ws.send(JSON.stringify({ type: "error", error: message, code }));
+  return (data) => {
+    const message = data.toString();
+    let event: { type?: unknown; model?: unknown };
+    try {
+      event = JSON.parse(message) as typeof event;
+    } catch {
+      return error("invalid_json", "Invalid JSON");
+    }
+    if (event.type === "session.update") {
+      const model = typeof event.model === "string" ? event.model : null;
+      updates.push(model);
+      if (model === SERVED_MODEL) validated = true;
+      else error("model_not_found", `The model \`${model}\` does not exist.`);
+    } else if (event.type === "input_audio_buffer.commit" && !validated) {
+      error("model_not_validated", "Model not validated. Make sure to validate the model by sending a session.update event.");
+    } else answer(ws, message);
+  };
 }
 
 /** vLLM's realtime transcription, in its minimal form: a commit is answered, an append is not. */

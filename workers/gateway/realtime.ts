@@ -164,9 +164,9 @@ async function handshakeInTurn(p: RealtimeInput, s: Session, held: HeldFailure):
             const counts = readsUsage(caller.key.record);
             if (counts) lease.watchBudget(tenant?.budget ?? null);
             const reported = counts ? (soFar: TokenUsage) => void lease.charge(soFar).then(() => endIfSpent(lease, caller, relay)) : null;
-            const relay: Relay = relaySockets(pair[1], answer.socket, lease, { reported, idleMs, secrets: reach.secrets });
+            const relay: Relay = relaySockets(pair[1], answer.socket, lease, { model: deployment.model, reported, idleMs, secrets: reach.secrets });
             watchKey(caller, p, relay, counts ? lease : null);
-          } else relaySockets(pair[1], answer.socket, lease, { reported: null, idleMs, secrets: reach.secrets });
+          } else relaySockets(pair[1], answer.socket, lease, { model: deployment.model, reported: null, idleMs, secrets: reach.secrets });
           unused = null;
           held.answered(false);
           return accepted;

@@ -1,5 +1,6 @@
 import { CLIENT_LOST, clientCloseOutcome, forwardedClose, UPSTREAM_LOST, upstreamCloseOutcome, type CloseFrame } from "../../src/realtime/closing.ts";
 import { backendEvent, clientAsks } from "../../src/realtime/event-type.ts";
+import { pinSessionModel, UNREADABLE_EVENT } from "../../src/realtime/session-model.ts";
 import { RealtimeUsage } from "../../src/realtime/usage.ts";
 import type { LeaseOutcome, TokenUsage } from "../../src/routing/protocol.ts";
 import type { HeldLease } from "./route-client.ts";
@@ -17,6 +18,8 @@ export interface Relay {
 }
 
 export interface RelayOptions {
+  /** The deployment's model: what the client's session.update names is pinned to it (src/realtime/session-model.ts). */
+  model: string;
   /** Told all the tokens the backend reported so far, each time it reports more; null: not read. */
   reported: ((soFar: TokenUsage) => void) | null;
   /** The group's streamIdleTimeoutMs, when set. */
@@ -27,7 +30,8 @@ export interface RelayOptions {
 
 /**
  * Accepts and relays two WebSockets to each other — the client's end of a WebSocketPair and the
- * upstream's — message for message, text as text and binary as binary, and passes each side's
+ * upstream's — message for message, text as text and binary as binary (the client's
+ * session.update with its model pinned to the deployment's), and passes each side's
  * close to the other with its code and reason. The lease is settled once, by whichever side ends
  * first, with what that side's close says about the backend (src/realtime/closing.ts: a normal
  * close is a session served only once the backend sent something its engine made); the backend's
@@ -40,7 +44,7 @@ export interface RelayOptions {
  * is ended as the gateway ends one (Relay.end), with 1001, as a stream whose backend stalls is:
  * nothing else bounds a stuck session.
  */
-export function relaySockets(client: WebSocket, upstream: WebSocket, lease: HeldLease, { reported, idleMs, secrets }: RelayOptions): Relay {
+export function relaySockets(client: WebSocket, upstream: WebSocket, lease: HeldLease, { model, reported, idleMs, secrets }: RelayOptions): Relay {
   const ended: (() => void)[] = [];
   let over = false;
   const usage = reported ? new RealtimeUsage() : null;
@@ -69,10 +73,17 @@ export function relaySockets(client: WebSocket, upstream: WebSocket, lease: Held
   // response (response.create), which only its engine's output or an error answers, or a commit,
   // which its server's input_audio_buffer.committed answers too; null when nothing is owed.
   let owed: "response" | "commit" | null = null;
+  // Binary audio as it came; a text message too unless it is a session.update, its model pinned to
+  // the deployment's, or one that may be and cannot be read, answered in the backend's stead.
+  const toBackend = (data: string | ArrayBuffer): void => {
+    const pinned = typeof data === "string" ? pinSessionModel(data, model) : data;
+    if (pinned === null) pass(client, UNREADABLE_EVENT);
+    else pass(upstream, pinned);
+  };
   client.addEventListener(
     "message",
     idleMs === undefined
-      ? (e) => pass(upstream, e.data)
+      ? (e) => toBackend(e.data)
       : (e) => {
           // The client's messages move the session while nothing is owed: what it says after asking
           // does not keep a backend that owes it an answer.
@@ -82,7 +93,7 @@ export function relaySockets(client: WebSocket, upstream: WebSocket, lease: Held
             const asks = clientAsks(e.data);
             if (asks === "response" || (asks === "commit" && owed === null)) owed = asks;
           }
-          pass(upstream, e.data);
+          toBackend(e.data);
         },
   );
   const fromBackend = (data: string | ArrayBuffer): void => {

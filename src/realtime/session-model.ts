@@ -1,0 +1,49 @@
+import { isRecord } from "../fleet/merge-patch.ts";
+
+/**
+ * A realtime session's model, pinned to its deployment's. The handshake's `?model=` is rewritten
+ * to the deployment's model (workers/gateway/realtime-handshake.ts), but vLLM's /v1/realtime reads
+ * no query string: it takes the model from the client's `session.update` (its top-level `model`)
+ * and accepts only a name it serves. A client that names the model as the gateway knows it (a
+ * group or an alias) would get `model_not_found`, then `model_not_validated` on every commit; and
+ * a key limited to one group could name another model its backend's server also serves. So a
+ * client's `session.update` reaches the backend naming the deployment's model, at its top level
+ * and in its `session` when that names one (OpenAI's layout).
+ *
+ * Which messages are read is decided without parsing the others (a voice client's audio appends
+ * run to tens of KiB each), and without trusting where a message puts its type: the server's JSON
+ * parser keeps the last of a type named twice, and decodes escapes (`session\u002eupdate`), so a
+ * type read at a message's head or end (event-type.ts) could be told apart from the one the server
+ * acts on. A message can only be a session.update, as the server parses it, when it holds the
+ * words `session.update` or a JSON escape (a backslash); base64 audio holds neither.
+ */
+
+const TYPE = "session.update";
+
+/**
+ * `message` as it goes to the backend: itself when it is not a session.update (byte for byte), a
+ * session.update re-serialised with `model` (and `session.model`, when its session names one) set
+ * to the deployment's `model`; null when it may be one and is not JSON as this runtime reads it
+ * (Python's parser takes `NaN` where JSON.parse does not): it must not reach the backend unpinned.
+ */
+export function pinSessionModel(message: string, model: string): string | null {
+  if (!message.includes(TYPE) && !message.includes("\\")) return message;
+  let event: unknown;
+  try {
+    event = JSON.parse(message);
+  } catch {
+    return null;
+  }
+  if (!isRecord(event) || event.type !== TYPE) return message;
+  const session = isRecord(event.session) && "model" in event.session ? { ...event.session, model } : event.session;
+  return JSON.stringify({ ...event, model, session });
+}
+
+/**
+ * What the client is answered for a message pinSessionModel could not read, instead of its
+ * backend's answer: an error event, as a server answers a message that is not JSON.
+ */
+export const UNREADABLE_EVENT = JSON.stringify({
+  type: "error",
+  error: { type: "invalid_request_error", code: "invalid_json", message: "the gateway could not read this event as JSON: it was not passed on", param: null },
+});

@@ -1,0 +1,39 @@
+import { describe, expect, it } from "vitest";
+import { pinSessionModel } from "../../src/realtime/session-model.ts";
+
+const pin = (message: string) => pinSessionModel(message, "meta-llama/Llama-3.1-8B");
+
+describe("a client's session.update on its way to the backend", () => {
+  it("names the deployment's model at its top level (vLLM's), and in its session when that names one (OpenAI's layout)", () => {
+    expect(JSON.parse(pin('{"type":"session.update","model":"llama-3.1-8b"}') ?? "")).toEqual({ type: "session.update", model: "meta-llama/Llama-3.1-8B" });
+    expect(JSON.parse(pin('{"event_id":"e1","type":"session.update","session":{"model":"other","voice":"alloy"}}') ?? "")).toEqual({
+      event_id: "e1",
+      type: "session.update",
+      model: "meta-llama/Llama-3.1-8B",
+      session: { model: "meta-llama/Llama-3.1-8B", voice: "alloy" },
+    });
+    // A session that names no model is left so.
+    expect(JSON.parse(pin('{"type":"session.update","session":{"voice":"alloy"}}') ?? "")).toEqual({ type: "session.update", model: "meta-llama/Llama-3.1-8B", session: { voice: "alloy" } });
+  });
+
+  it("is found as the backend's JSON parser reads it: its type named twice (the last counts), or spelt with escapes", () => {
+    expect(JSON.parse(pin(`{"type":"input_audio_buffer.append","model":"other","pad":"${"x".repeat(500)}","type":"session.update","z":1}`) ?? "")).toMatchObject({ type: "session.update", model: "meta-llama/Llama-3.1-8B" });
+    expect(JSON.parse(pin('{"type":"\\u0073ession.update","model":"other"}') ?? "")).toMatchObject({ type: "session.update", model: "meta-llama/Llama-3.1-8B" });
+  });
+
+  it("is not passed on when the gateway cannot read it (NaN, which Python's parser takes)", () => {
+    expect(pin('{"type":"session.update","model":"other","temperature":NaN}')).toBeNull();
+  });
+});
+
+describe("any other client message", () => {
+  it("is passed on as it came, unparsed: audio, another event, text that is not JSON", () => {
+    const append = JSON.stringify({ type: "input_audio_buffer.append", audio: Buffer.alloc(4800, 7).toString("base64") });
+    expect(pin(append)).toBe(append);
+    const item = JSON.stringify({ type: "conversation.item.create", item: { content: [{ type: "input_text", text: 'say "session.update"\n' }] } });
+    expect(pin(item)).toBe(item);
+    expect(pin("hello")).toBe("hello");
+    // Not JSON, and no session.update in it: the backend says so itself.
+    expect(pin('{"type":"response.create",')).toBe('{"type":"response.create",');
+  });
+});
