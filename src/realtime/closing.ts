@@ -61,6 +61,11 @@ function reasonWithoutSecrets(reason: string, secrets: readonly string[]): strin
   return cutToBytes(out, MAX_REASON_BYTES);
 }
 
+/** `text` as a close frame's reason: cut to the frame's bound, at a character's edge (the runtime refuses to send a longer one). */
+export function closeReason(text: string): string {
+  return cutToBytes(text, MAX_REASON_BYTES);
+}
+
 function cutToBytes(text: string, max: number): string {
   const bytes = new TextEncoder().encode(text);
   if (bytes.length <= max) return text;

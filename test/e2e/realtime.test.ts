@@ -530,6 +530,41 @@ describe("a virtual key's session", () => {
     // The backend learns that the gateway ended the session, not what the client was told of its key.
     await vi.waitFor(() => expect(upstream.closes().slice(-3)).toEqual(Array(3).fill({ code: 1008, reason: "session ended by the gateway" })), EVENTUALLY);
   }, 30_000);
+
+  it("is closed once the key's models no longer hold its model, or its origins its page's, within the 10 s in which a changed model list takes effect", async () => {
+    const admin = async (method: string, path: string, body: unknown) => {
+      const res = await fetch(`${gw.url}/admin/v1${path}`, { method, headers: { authorization: `Bearer ${adminKey}`, "content-type": "application/json" }, body: JSON.stringify(body) });
+      expect(res.status).toBeLessThan(300);
+      return (await res.json()) as { id: string; key: string; prefix: string };
+    };
+    const page = "https://app.example";
+    const narrowed = await admin("POST", "/keys", { models: ["echo"] });
+    const moved = await admin("POST", "/keys", { origins: [page] });
+    const kept = await admin("POST", "/keys", { models: ["echo", "realtime"] });
+    const sessions = await Promise.all(
+      [narrowed, moved, kept].map(async (k) => opened(await connect(wsUrl("?model=echo"), { headers: { authorization: `Bearer ${k.key}`, origin: page } }))),
+    );
+    for (const s of sessions) {
+      s.ws.send("before");
+      expect((await s.next()).data.toString()).toBe("before");
+    }
+    await admin("PATCH", `/keys/${narrowed.id}`, { models: ["realtime"] });
+    await admin("PATCH", `/keys/${moved.id}`, { origins: ["https://other.example"] });
+    await admin("PATCH", `/keys/${kept.id}`, { models: ["realtime", "echo"] });
+    const closes = await Promise.all(sessions.slice(0, 2).map((s) => Promise.race([s.closed, new Promise<null>((r) => setTimeout(() => r(null), 12_000))])));
+    // The messages a request with the key now gets: a model it may not use is one that does not exist.
+    expect(closes).toEqual([
+      { code: 1008, reason: expect.stringMatching(/^The model "echo" does not exist or you do not have access to it/) },
+      { code: 1008, reason: `API key ${moved.prefix}… may not be used from origin ${page}` },
+    ]);
+    // A change that still allows the session's model leaves it open.
+    const last = sessions[2] as OpenSocket;
+    last.ws.send("after");
+    expect((await last.next()).data.toString()).toBe("after");
+    last.ws.close(1000);
+    await last.closed;
+    await vi.waitFor(async () => expect(await gw.inFlight("echo")).toBe(0), EVENTUALLY);
+  }, 30_000);
 });
 
 describe("a backend that refuses the upgrade", () => {

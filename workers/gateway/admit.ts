@@ -1,5 +1,6 @@
 import type { Context, MiddlewareHandler } from "hono";
 import { forbidden, GatewayError, SHOULD_RETRY } from "../../src/openai/errors.ts";
+import type { KeyRecord } from "../../src/tenants/protocol.ts";
 import type { LoadedConfig } from "../config.ts";
 import type { AppEnv } from "./app-env.ts";
 import { authenticate, originsOfRefusedKey, type Caller } from "./auth.ts";
@@ -17,14 +18,24 @@ export const EXPOSED = ["x-kvgate-backend", "x-kvgate-reason", "x-kvgate-attempt
 export async function admitCaller(c: Context<AppEnv>, config: LoadedConfig): Promise<Caller> {
   const caller = await authenticate(c.req.raw, config, c.env, c.executionCtx);
   if (caller.kind === "key") {
-    const allowed = caller.key.record.origins;
-    const origin = c.req.header("origin") ?? ownOrigin(c);
-    if (allowed.length > 0 && (origin === undefined || !allowed.includes(origin))) {
-      throw forbidden(origin === undefined ? `API key ${caller.key.record.prefix}… is for browser pages only (${allowed.join(", ")}); this request names no Origin` : `API key ${caller.key.record.prefix}… may not be used from origin ${origin}`, "origin_not_allowed");
-    }
+    const refused = originRefusal(caller.key.record, c.req.raw);
+    if (refused) throw refused;
   }
   c.set("caller", caller);
   return caller;
+}
+
+/**
+ * The 403 a request gets with a key (`r`) limited to browser origins from any other origin, or
+ * naming none; null when the key may be used from where `req` comes. Asked again of an open
+ * realtime session with the key as it now stands (workers/gateway/realtime.ts).
+ */
+export function originRefusal(r: KeyRecord, req: Request): GatewayError | null {
+  const allowed = r.origins;
+  if (allowed.length === 0) return null;
+  const origin = req.headers.get("origin") ?? ownOrigin(req);
+  if (origin !== undefined && allowed.includes(origin)) return null;
+  return forbidden(origin === undefined ? `API key ${r.prefix}… is for browser pages only (${allowed.join(", ")}); this request names no Origin` : `API key ${r.prefix}… may not be used from origin ${origin}`, "origin_not_allowed");
 }
 
 /**
@@ -34,8 +45,8 @@ export async function admitCaller(c: Context<AppEnv>, config: LoadedConfig): Pro
  * origin. A non-browser caller can say either header; a key's origins keep honest pages apart,
  * they authenticate nothing.
  */
-function ownOrigin(c: Context<AppEnv>): string | undefined {
-  return c.req.header("sec-fetch-site") === "same-origin" ? new URL(c.req.url).origin : undefined;
+function ownOrigin(req: Request): string | undefined {
+  return req.headers.get("sec-fetch-site") === "same-origin" ? new URL(req.url).origin : undefined;
 }
 
 /** A virtual key's own browser origins: its answers (errors too) readable by its page, whatever the config's CORS list says. */

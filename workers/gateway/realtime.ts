@@ -5,14 +5,16 @@ import { POLICY_VIOLATION } from "../../src/realtime/closing.ts";
 import { chosenProtocol, handshakeFault, isWebSocketUpgrade, keyFromProtocols, protocolsWithoutKey } from "../../src/realtime/handshake.ts";
 import type { RouteTenant, TokenUsage } from "../../src/routing/protocol.ts";
 import { msToNextPeriod } from "../../src/tenants/ledger.ts";
-import { keyBudget, readsUsage } from "../../src/tenants/route-tenant.ts";
+import type { KeyRecord } from "../../src/tenants/protocol.ts";
+import { allowsGroup, allowsModel, keyBudget, readsUsage } from "../../src/tenants/route-tenant.ts";
 import { nextStep } from "../../src/upstream/retry.ts";
 import { clientGone, isFailover, misconfigured, routeReason, routingHeaders } from "./attempt.ts";
 import { HeldFailure } from "./held-failure.ts";
-import { FailoverEvent, groupAddedSince, GroupPath, limitError, noBackend, tenantFor, type ProxyInput } from "./proxy.ts";
+import { FailoverEvent, groupAddedSince, GroupPath, limitError, noBackend, tenantFor, unknownModel, type ProxyInput } from "./proxy.ts";
 import { openUpstream, type Handshake } from "./realtime-handshake.ts";
 import { holdLease, route, type HeldLease } from "./route-client.ts";
 import { closeUnused, relaySockets, type Relay } from "./socket-relay.ts";
+import { originRefusal } from "./admit.ts";
 import { recheckKey, type Caller } from "./auth.ts";
 import type { Prompt } from "./validate.ts";
 
@@ -165,7 +167,7 @@ async function handshakeInTurn(p: RealtimeInput, s: Session, held: HeldFailure):
             if (counts) lease.watchBudget(tenant?.budget ?? null);
             const reported = counts ? (soFar: TokenUsage) => void lease.charge(soFar).then(() => endIfSpent(lease, caller, relay)) : null;
             const relay: Relay = relaySockets(pair[1], answer.socket, lease, { model: deployment.model, reported, idleMs, secrets: reach.secrets });
-            watchKey(caller, p, relay, counts ? lease : null);
+            watchKey(caller, p, relay, counts ? lease : null, sessionRefusal(p.req, model, primary, group));
           } else relaySockets(pair[1], answer.socket, lease, { model: deployment.model, reported: null, idleMs, secrets: reach.secrets });
           unused = null;
           held.answered(false);
@@ -231,14 +233,28 @@ const KEY_CHECK_MS = 1000;
 const KEY_CHECK_BACKOFF_MS = 10_000;
 
 /**
- * Ends a virtual key's session once a request with its key would be refused (revoked, rotated
- * away, expired): closed with 1008, the client told that refusal's message. A session lives for
- * hours: a leaked key must not keep one after it is revoked. While the tenants object cannot say
- * (a 503), the session goes on, as it did before the outage, and is checked again less often.
- * `charged`: the lease of a session whose key counts tokens, which sends the key's budget as it
- * now stands with its renewals, and ends once an object answered one of them that it is spent.
+ * What refuses a session's key as it now stands (`r`), besides what refuses the key itself: a
+ * model list that no longer holds the session's model (asked by `model` of `primary`), or the
+ * group that serves it when that is a fallback (proxy.ts tenantFor, fallbackFor), answered as the
+ * model's 404 is; origins that no longer hold the page the session was opened from (admit.ts).
  */
-function watchKey(caller: Extract<Caller, { kind: "key" }>, p: RealtimeInput, relay: Relay, charged: HeldLease | null): void {
+function sessionRefusal(req: Request, model: string, primary: ResolvedGroup, serving: ResolvedGroup): (r: KeyRecord) => GatewayError | null {
+  return (r) => {
+    if (!allowsModel(r, model, primary.name) || (serving !== primary && !allowsGroup(r, serving))) return unknownModel(model);
+    return originRefusal(r, req);
+  };
+}
+
+/**
+ * Ends a virtual key's session once a request with its key would be refused (revoked, rotated
+ * away, expired; its models or origins changed so that `refused` says so): closed with 1008, the
+ * client told that refusal's message. A session lives for hours: a leaked key must not keep one
+ * after it is revoked, nor a key keep a model or a page taken from it. While the tenants object
+ * cannot say (a 503), the session goes on, as it did before the outage, and is checked again less
+ * often. `charged`: the lease of a session whose key counts tokens, which sends the key's budget
+ * as it now stands with its renewals, and ends once an object answered one of them that it is spent.
+ */
+function watchKey(caller: Extract<Caller, { kind: "key" }>, p: RealtimeInput, relay: Relay, charged: HeldLease | null, refused: (r: KeyRecord) => GatewayError | null): void {
   let checking = false;
   let quietUntil = 0;
   const timer = setInterval(() => {
@@ -246,7 +262,11 @@ function watchKey(caller: Extract<Caller, { kind: "key" }>, p: RealtimeInput, re
     if (checking || Date.now() < quietUntil) return;
     checking = true;
     recheckKey(caller, p.env, p.ctx)
-      .then((now) => charged?.watchBudget(keyBudget(now)))
+      .then((now) => {
+        const refusal = refused(now.record);
+        if (refusal) relay.end({ code: POLICY_VIOLATION, reason: refusal.message });
+        else charged?.watchBudget(keyBudget(now));
+      })
       .catch((e: unknown) => {
         // Each refusal's message (a key prefix, an ISO date) fits a close frame's 123 bytes.
         if (e instanceof GatewayError && e.status === 401) relay.end({ code: POLICY_VIOLATION, reason: e.message });

@@ -1,4 +1,4 @@
-import { CLIENT_LOST, clientCloseOutcome, forwardedClose, UPSTREAM_LOST, upstreamCloseOutcome, type CloseFrame } from "../../src/realtime/closing.ts";
+import { CLIENT_LOST, clientCloseOutcome, closeReason, forwardedClose, UPSTREAM_LOST, upstreamCloseOutcome, type CloseFrame } from "../../src/realtime/closing.ts";
 import { backendEvent, clientAsks } from "../../src/realtime/event-type.ts";
 import { pinSessionModel, UNREADABLE_EVENT } from "../../src/realtime/session-model.ts";
 import { RealtimeUsage } from "../../src/realtime/usage.ts";
@@ -9,7 +9,8 @@ import type { HeldLease } from "./route-client.ts";
 export interface Relay {
   /**
    * Closes both sides with `frame`'s code, the client told its reason, the backend only that the
-   * gateway ended it (the reason is the client's: a key's prefix, when it expired); and settles the
+   * gateway ended it (the reason is the client's: a key's prefix, when it expired; cut to a close
+   * frame's 123 bytes, which a refusal naming a long model or origin passes); and settles the
    * lease as a session the client's side ended: no verdict on the backend.
    */
   end(frame: Required<CloseFrame>): void;
@@ -144,7 +145,7 @@ export function relaySockets(client: WebSocket, upstream: WebSocket, lease: Held
     end(frame) {
       if (over) return;
       finish("client-abort", true);
-      closeQuietly(client, frame);
+      closeQuietly(client, { code: frame.code, reason: closeReason(frame.reason) });
       closeQuietly(upstream, { code: frame.code, reason: ENDED_BY_GATEWAY });
     },
     onEnd(f) {
