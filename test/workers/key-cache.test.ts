@@ -7,6 +7,7 @@ import type { KeyLookup } from "../../src/tenants/protocol.ts";
 import { TENANTS_NAME } from "../../src/tenants/tenants-name.ts";
 import type { Env } from "../../workers/env.ts";
 import { lookupKey } from "../../workers/gateway/key-cache.ts";
+import worker from "../../workers/gateway/index.ts";
 import { tenants } from "./tenants.ts";
 
 /**
@@ -134,5 +135,55 @@ it("a record counts its age from when its read was sent: one the tenants object 
   const after = createExecutionContext();
   expect((await lookupKey(slowly, after, hash))?.record.revokedAt).not.toBeNull();
   await waitOnExecutionContext(after);
+  now.mockRestore();
+});
+
+it("while the tenants object fails, the keys' origins are asked at most once a second: neither anonymous preflights nor refused requests from a page ask again each, and the origins last read still answer", async () => {
+  const page = "https://key-page.example";
+  let asked = 0;
+  let down = false;
+  const tenantsBinding = {
+    getByName: () => ({
+      lookup: async () => null,
+      origins: async () => {
+        asked++;
+        if (down) throw new Error("Durable Object is overloaded. Too many requests queued.");
+        return [page];
+      },
+    }),
+  };
+  const gatewayEnv = { ...env, TENANTS: tenantsBinding } as unknown as Env;
+  const call = async (origin: string, init: RequestInit): Promise<Response> => {
+    const ctx = createExecutionContext();
+    const res = await worker.fetch(new Request("https://kvgate.test/v1/chat/completions", { ...init, headers: { origin, ...(init.headers as Record<string, string>) } }), gatewayEnv, ctx);
+    await waitOnExecutionContext(ctx);
+    return res;
+  };
+  // Anyone may send either: a preflight (no key), or a request with a key that is not one (a 401 asked of no key record).
+  const preflight = (origin: string) => call(origin, { method: "OPTIONS", headers: { "access-control-request-method": "POST" } });
+  const refused = (origin: string) => call(origin, { method: "POST", headers: { authorization: "Bearer x", "content-type": "application/json" }, body: "{}" });
+  // Far past any origins this isolate read before: they are read again first.
+  const t0 = Date.now() + 3_600_000;
+  const now = vi.spyOn(Date, "now").mockReturnValue(t0);
+  expect((await preflight(page)).headers.get("access-control-allow-origin")).toBe(page);
+  expect(asked).toBe(1);
+  down = true;
+  // 10 s old: read again once; it fails, and for a second neither kind of request asks again. The page some key is for is still granted.
+  now.mockReturnValue(t0 + 10_000);
+  for (let i = 0; i < 25; i++) {
+    expect((await preflight(`https://stranger-${i}.example`)).headers.get("access-control-allow-origin")).toBeNull();
+    expect((await refused(`https://stranger-${i}.example`)).status).toBe(401);
+  }
+  expect(asked).toBe(2);
+  expect((await preflight(page)).headers.get("access-control-allow-origin")).toBe(page);
+  expect(asked).toBe(2);
+  // A second later, one more try.
+  now.mockReturnValue(t0 + 11_000);
+  for (let i = 0; i < 25; i++) expect((await preflight(`https://stranger-${i}.example`)).status).not.toBe(500);
+  expect(asked).toBe(3);
+  down = false;
+  now.mockReturnValue(t0 + 12_000);
+  expect((await preflight(page)).headers.get("access-control-allow-origin")).toBe(page);
+  expect(asked).toBe(4);
   now.mockRestore();
 });

@@ -99,20 +99,29 @@ export async function lookupKey(env: Env, ctx: WaitUntil, hash: string): Promise
   }
 }
 
-let origins: { set: ReadonlySet<string>; readAt: number } | null = null;
+/** The keys' origins as last read: `readAt` when that read was sent; `retryAt`, no read before then (the last one failed). */
+let origins: { set: ReadonlySet<string>; readAt: number; retryAt: number } | null = null;
 
 /**
  * The origins some virtual key allows, read at most every MAX_AGE_MS: a preflight carries no key,
  * so it is granted to a page any key is for, and the request that follows is checked against its
- * own key. When the tenants object cannot say, none is granted.
+ * own key. When the tenants object cannot say, the origins last read answer (none, if this isolate
+ * never read them), and they are not asked again for RETRY_AFTER_MS, as a key whose read failed is
+ * not: anyone may send a preflight, or a request with a key that is not one, and while the object
+ * is overloaded each would else add a call to it. An origin granted from a set older than
+ * MAX_AGE_MS lets a page send a request its key then decides: nothing more.
  */
 export async function keyOrigins(env: Env): Promise<ReadonlySet<string>> {
-  if (origins && Date.now() - origins.readAt < MAX_AGE_MS) return origins.set;
+  const sentAt = Date.now();
+  if (origins && (sentAt - origins.readAt < MAX_AGE_MS || sentAt < origins.retryAt)) return origins.set;
   try {
-    origins = { set: new Set(await env.TENANTS.getByName(TENANTS_NAME).origins()), readAt: Date.now() };
-    return origins.set;
+    const set = new Set(await env.TENANTS.getByName(TENANTS_NAME).origins());
+    origins = { set, readAt: sentAt, retryAt: 0 };
+    return set;
   } catch (err) {
+    const retryAt = Date.now() + RETRY_AFTER_MS;
+    origins = origins ? { ...origins, retryAt } : { set: new Set(), readAt: -Infinity, retryAt };
     console.error(`kvgate: reading the keys' origins failed: ${(err as Error).message}`);
-    return new Set();
+    return origins.set;
   }
 }
