@@ -187,3 +187,33 @@ it("while the tenants object fails, the keys' origins are asked at most once a s
   expect(asked).toBe(4);
   now.mockRestore();
 });
+
+it("the key store down, a key's page is still told so: its 503 (Retry-After) carries the origins last read, asked of no one", async () => {
+  const page = "https://outage-page.example";
+  let asked = 0;
+  let down = false;
+  const overloaded = () => new Error("Durable Object is overloaded. Too many requests queued.");
+  const tenantsBinding = {
+    getByName: () => ({
+      lookup: async () => Promise.reject(overloaded()),
+      origins: async () => (asked++, down ? Promise.reject(overloaded()) : [page]),
+    }),
+  };
+  const gatewayEnv = { ...env, TENANTS: tenantsBinding } as unknown as Env;
+  const call = async (init: RequestInit): Promise<Response> => {
+    const ctx = createExecutionContext();
+    const res = await worker.fetch(new Request("https://kvgate.test/v1/models", { ...init, headers: { origin: page, ...(init.headers as Record<string, string>) } }), gatewayEnv, ctx);
+    await waitOnExecutionContext(ctx);
+    return res;
+  };
+  // Far past any origins this isolate read before: the page's preflight reads them.
+  const now = vi.spyOn(Date, "now").mockReturnValue(Date.now() + 7_200_000);
+  expect((await call({ method: "OPTIONS", headers: { "access-control-request-method": "GET" } })).headers.get("access-control-allow-origin")).toBe(page);
+  expect(asked).toBe(1);
+  down = true;
+  const res = await call({ headers: { authorization: `Bearer sk-kvg-${"b".repeat(40)}` } });
+  expect([res.status, res.headers.get("retry-after"), ((await res.json()) as { error: { code: string } }).error.code]).toEqual([503, "1", "key_store_unavailable"]);
+  expect(res.headers.get("access-control-allow-origin")).toBe(page);
+  expect(asked).toBe(1);
+  now.mockRestore();
+});

@@ -5,7 +5,7 @@ import type { LoadedConfig } from "../config.ts";
 import type { AppEnv } from "./app-env.ts";
 import { authenticate, originsOfRefusedKey, type Caller } from "./auth.ts";
 import { errorAnswer } from "./error-answer.ts";
-import { keyOrigins } from "./key-cache.ts";
+import { keyOrigins, lastKeyOrigins } from "./key-cache.ts";
 
 /** The routing headers a browser page may read (CORS), for the config's origins and the keys' alike. */
 export const EXPOSED = ["x-kvgate-backend", "x-kvgate-reason", "x-kvgate-attempts", "x-kvgate-group", "x-kvgate-prefix-blocks", "x-kvgate-overhead-ms", "x-request-id", "retry-after", SHOULD_RETRY];
@@ -62,15 +62,15 @@ export function keyCors(c: Context<AppEnv>): void {
  * The answer to a caller the key check refused (`err`), readable by a page a key is for: the
  * refused key's own page (revoked, expired), or any page some key is for, as its preflight was
  * granted (a key rotated away or never issued, the key store unavailable). Without it a browser
- * shows the page a network failure, not the gateway's 401.
+ * shows the page a network failure, not the gateway's 401 (or 503 and its Retry-After).
  */
 export async function refusal(c: Context<AppEnv>, err: unknown): Promise<Response> {
   const res = errorAnswer(err, c.get("requestId"));
   const origin = c.req.header("origin");
   if (origin === undefined) return res;
-  // The key store down answers no question about origins either: not asked twice.
+  // The key store down answers no question about origins either: not asked twice, the origins last read answer.
   const storeDown = err instanceof GatewayError && err.code === "key_store_unavailable";
-  if (originsOfRefusedKey(err).includes(origin) || (!storeDown && (await keyOrigins(c.env)).has(origin))) allowOrigin(res.headers, origin);
+  if (originsOfRefusedKey(err).includes(origin) || (storeDown ? lastKeyOrigins() : await keyOrigins(c.env)).has(origin)) allowOrigin(res.headers, origin);
   return res;
 }
 

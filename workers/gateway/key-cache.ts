@@ -125,3 +125,14 @@ export async function keyOrigins(env: Env): Promise<ReadonlySet<string>> {
     return origins.set;
   }
 }
+
+/**
+ * The origins some virtual key allows as this isolate last read them, asked of no one (none, if it
+ * never read them): for an answer the key store being down refuses, which a second call to the
+ * failing object would only delay.
+ */
+export function lastKeyOrigins(): ReadonlySet<string> {
+  return origins?.set ?? NO_ORIGINS;
+}
+
+const NO_ORIGINS: ReadonlySet<string> = new Set();
