@@ -1,3 +1,4 @@
+import net from "node:net";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { TAP_DRAIN_MS } from "../../src/stream/usage-tap.ts";
 import { startHostileUpstream, type HostileUpstream } from "../support/hostile-upstream.ts";
@@ -255,5 +256,34 @@ describe("a client that stops reading", () => {
     c.close();
     await vi.waitFor(async () => expect(await gw.inFlight("firehose-stall-bound")).toBe(0), EVENTUALLY);
     expect((await gw.status("firehose-stall-bound")).backends[0]).toMatchObject({ failed: 0, aborted: 1 });
+  });
+});
+
+describe("a client that leaves in the middle of its upload", () => {
+  /** The request log lines of chat requests whose body was never read (no model known), written since the gateway's `from`th log line. */
+  const requestLinesSince = (from: number): Record<string, unknown>[] =>
+    gw.logs.slice(from).flatMap((l) => {
+      const at = l.indexOf('{"type":"request"');
+      const line = at < 0 ? null : (JSON.parse(l.slice(at)) as Record<string, unknown>);
+      return line?.path === CHAT && line.model === null ? [line] : [];
+    });
+
+  it.each(["content-length", "chunked"] as const)("(its body's length by %s, half of it sent, then FIN): is logged as a 499 client_closed_request, not as the gateway's own unhandled error", async (framing) => {
+    const from = gw.logs.length;
+    const u = new URL(gw.url);
+    const socket = net.connect(Number(u.port), u.hostname);
+    socket.on("error", () => {});
+    await new Promise<void>((resolve) => socket.once("connect", resolve));
+    const half = Buffer.from(`{"model":"endless","messages":[{"role":"user","content":"${"a".repeat(100_000)}`);
+    const head = [`POST ${CHAT} HTTP/1.1`, `host: ${u.host}`, `authorization: Bearer ${gw.key}`, "content-type: application/json"];
+    head.push(framing === "chunked" ? "transfer-encoding: chunked" : `content-length: ${half.length * 2}`);
+    const body = framing === "chunked" ? Buffer.concat([Buffer.from(`${half.length.toString(16)}\r\n`), half, Buffer.from("\r\n")]) : half;
+    await new Promise<void>((resolve) => socket.write(Buffer.concat([Buffer.from(`${head.join("\r\n")}\r\n\r\n`), body]), () => resolve()));
+    // The gateway takes the request and reads what came of its body; the client then closes its socket.
+    await new Promise((r) => setTimeout(r, 300));
+    socket.end();
+    await vi.waitFor(() => expect(requestLinesSince(from)).toHaveLength(1), EVENTUALLY);
+    expect(requestLinesSince(from)[0]).toMatchObject({ status: 499, error_code: "client_closed_request" });
+    expect(gw.logs.slice(from).join("\n")).not.toContain("unhandled error");
   });
 });

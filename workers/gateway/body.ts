@@ -1,6 +1,7 @@
 import { BODY_SHAPE, isInexactNumber, scanBody, type ShapeExcess } from "../../src/openai/body-shape.ts";
 import { badRequest, tooLarge, unsupportedEncoding, type GatewayError } from "../../src/openai/errors.ts";
 import { join } from "../../src/stream/bytes.ts";
+import { clientGone } from "./attempt.ts";
 
 const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: false });
 
@@ -30,7 +31,7 @@ export async function readSizedJsonBody(req: Request, limit: number): Promise<Re
   if (!req.body) throw badRequest("request body is empty", null, "invalid_json");
   // A declared length within the limit is read in one native call; only a chunked body of
   // unknown length is counted as it streams in.
-  const bytes = declared !== null ? new Uint8Array(await req.arrayBuffer()) : await readCounted(req.body, limit);
+  const bytes = declared !== null ? new Uint8Array(await fromClient(req.arrayBuffer())) : await readCounted(req.body, limit);
   if (bytes.length > limit) throw tooLarge(limit);
   return parseJson(bytes);
 }
@@ -86,12 +87,26 @@ export async function discardUnread(req: Request): Promise<void> {
   }
 }
 
+/**
+ * A read of the request's body. It fails only when the client's connection ended in the middle of
+ * it (the runtime's "Network connection lost": a client that closed its socket mid-upload, curl -m,
+ * a closed tab): no one is left to answer, and it is no fault of the gateway's — a 499
+ * client_closed_request, as a client that leaves later gets, not a 500 logged as an unhandled error.
+ */
+async function fromClient<T>(read: Promise<T>): Promise<T> {
+  try {
+    return await read;
+  } catch {
+    throw clientGone();
+  }
+}
+
 async function readCounted(body: ReadableStream<Uint8Array>, limit: number): Promise<Uint8Array> {
   const reader = body.getReader();
   const parts: Uint8Array[] = [];
   let size = 0;
   for (;;) {
-    const { done, value } = await reader.read();
+    const { done, value } = await fromClient(reader.read());
     if (done) break;
     size += value.length;
     if (size > limit) {
