@@ -3,15 +3,15 @@ import type { UpstreamErrorBody } from "../upstream/error-body.ts";
 
 export type FailedAnswer = Exclude<Answer, { kind: "success" }>;
 
-const NOT_SERVED: FailedAnswer = { kind: "backend-failure", why: "not-served" };
+const NO_ENDPOINT: FailedAnswer = { kind: "backend-failure", why: "no-endpoint" };
 
 /**
  * What an upstream's answer to a WebSocket handshake means when it did not switch protocols: a
- * 1xx or 2xx (a plain 200) says the server serves no WebSocket there, as a 404 would; the rest
- * means what it means for any request (src/upstream/answer.ts), by what its body said and its
- * Retry-After.
+ * 1xx or 2xx (a plain 200) says the server serves no WebSocket there, as a 404 naming no model
+ * would — an endpoint the group's engines may all lack; the rest means what it means for any
+ * request (src/upstream/answer.ts), by what its body said and its Retry-After.
  */
 export function classifyRefusedUpgrade(status: number, said: UpstreamErrorBody | null = null, retryAfter: string | null = null): FailedAnswer {
-  const answer = status < 300 ? NOT_SERVED : classifyStatus(status, true, said, null, null, retryAfter);
-  return answer.kind === "success" ? NOT_SERVED : answer;
+  const answer = status < 300 ? NO_ENDPOINT : classifyStatus(status, true, said, null, null, retryAfter);
+  return answer.kind === "success" ? NO_ENDPOINT : answer;
 }

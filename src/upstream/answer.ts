@@ -18,7 +18,7 @@ export type Answer =
   /** The backend failed, or gave an answer no working OpenAI-compatible server gives. */
   | { kind: "backend-failure"; why: BackendFailure };
 
-export type BackendFailure = "server-error" | "unavailable" | "redirect" | "no-content" | "encoding" | "html" | "not-served" | "credentials" | "status";
+export type BackendFailure = "server-error" | "unavailable" | "redirect" | "no-content" | "encoding" | "html" | "not-served" | "no-endpoint" | "credentials" | "status";
 
 /**
  * The content codings the runtime's fetch decodes (workerd: gzip and br, named exactly so; it
@@ -51,10 +51,14 @@ export function classifyStatus(status: number, hasBody: boolean, said: UpstreamE
   if (status === 503 && (retryAfter !== null || said?.type === "unavailable_error")) return { kind: "backend-failure", why: "unavailable" };
   if (status >= 500) return { kind: "backend-failure", why: "server-error" };
   if (status === 429) return { kind: "rate-limited" };
-  // The gateway asked for the model the deployment is configured with, at the path every
-  // OpenAI-compatible server serves: a 404 says the backend serves something else — unless it is
-  // about what the request refers to: that is the request's.
-  if (status === 404) return notFoundIsRequests(said, refersTo) ? { kind: "rejected" } : { kind: "backend-failure", why: "not-served" };
+  // The gateway asked for the model the deployment is configured with: a 404 that says the model is
+  // unknown is the backend's (it serves another). One about what the request refers to is the
+  // request's. Any other says the server has no such path: an endpoint its engine does not serve
+  // (a chat model's vLLM has no /v1/embeddings), which every backend of the group may answer alike.
+  if (status === 404) {
+    if (notFoundIsRequests(said, refersTo)) return { kind: "rejected" };
+    return { kind: "backend-failure", why: saysModelUnknown(said) ? "not-served" : "no-endpoint" };
+  }
   // The gateway's own key was refused: the backend is misconfigured, not the client.
   if (status === 401 || status === 403) return { kind: "backend-failure", why: "credentials" };
   if (status >= 300 && status < 400) return { kind: "backend-failure", why: "redirect" };
@@ -114,6 +118,16 @@ function notFoundIsRequests(said: UpstreamErrorBody | null, refersTo: string | n
 }
 
 /**
+ * A 404 that says the model is unknown: it names `model` (its param, or OpenAI's code
+ * `model_not_found`), or its message speaks of a model (vLLM's "The model `m` does not exist.",
+ * Ollama's "model 'm' not found"). FastAPI's `{"detail":"Not Found"}` for a path no route serves,
+ * or a proxy's page, says nothing of it.
+ */
+function saysModelUnknown(said: UpstreamErrorBody | null): boolean {
+  return said !== null && (said.param === "model" || said.code === "model_not_found" || /\bmodel\b/i.test(said.message ?? ""));
+}
+
+/**
  * What a failed attempt met, as an operator reads it (`kvgate_attempt_failures_total`, the request
  * line's `failures`): finer than the failover cause, coarse enough to bound the metric's labels.
  * `connect`: no answer began (refused, reset); `timeout`: no first byte, or no whole answer, in
@@ -127,15 +141,20 @@ export type FailureKind = (typeof FAILURE_KINDS)[number];
 
 /** The kind of a backend failure an answer's status and headers showed. */
 export function failureKind(why: BackendFailure): FailureKind {
+  if (why === "no-endpoint") return "not-served";
   return why === "server-error" || why === "unavailable" || why === "credentials" || why === "not-served" ? why : "bad-answer";
 }
 
 /** Which failover cause a backend's failure is (the group's `failover.on` lists the ones retried). */
 export const FAILURE_CAUSE: FailoverCause = "5xx";
 
-/** A failure no request can cause: the backend's however the request is made (src/upstream/retry.ts isServerSide). */
+/**
+ * A failure no request can cause: the backend's however the request is made (src/upstream/retry.ts
+ * isServerSide). An endpoint not served is not: which endpoint is the client's choice, and a
+ * group whose engines all lack it answers it alike on every backend (workers/gateway/held-failure.ts).
+ */
 export function isBackendsOwn(why: BackendFailure): boolean {
-  return why !== "server-error" && why !== "status";
+  return why !== "server-error" && why !== "status" && why !== "no-endpoint";
 }
 
 const WHY: Record<BackendFailure, string> = {
@@ -145,7 +164,8 @@ const WHY: Record<BackendFailure, string> = {
   "no-content": "answered without a body",
   encoding: "answered in a content-encoding the gateway does not decode (it asks for none)",
   html: "answered with an HTML page, not an API's answer",
-  "not-served": "does not serve this model or endpoint",
+  "not-served": "does not serve this model",
+  "no-endpoint": "does not serve this endpoint",
   credentials: "rejected the gateway's credentials",
   status: "answered with a status no OpenAI-compatible server sends",
 };

@@ -161,7 +161,7 @@ describe("a backend's failure", () => {
       ["crashed", chatError, "failed (HTTP 500)"],
       ["hung", chatError, "did not finish a non-streamed answer"],
       ["down", chatError, "could not be reached"],
-      ["no-realtime", handshakeError, "does not serve this model or endpoint"],
+      ["no-realtime", handshakeError, "does not serve this endpoint"],
       ["realtime-down", handshakeError, "could not be reached"],
     ] as const;
     for (const [group, ask, what] of cases) {

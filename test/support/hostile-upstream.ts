@@ -566,6 +566,14 @@ const BEHAVIOURS: Record<string, Answer> = {
     res.writeHead(429, { "content-type": "application/json", "retry-after": arg ?? "30" });
     res.end(JSON.stringify({ error: { message: "too many requests", type: "rate_limit_error", param: null, code: "rate_limited" } }));
   },
+  /**
+   * A vLLM serving a chat model: every other endpoint (embeddings, rerank, score: vLLM registers
+   * them for pooling models only) is a path no route serves, FastAPI's 404 `{"detail":"Not Found"}`.
+   */
+  "chat-only": (req, res, body, arg, s) => {
+    if (/\/v1\/chat\/completions$/.test(req.url ?? "")) return answerOk(req, res, body, arg, s);
+    res.writeHead(404, { "content-type": "application/json" }).end('{"detail":"Not Found"}');
+  },
   /** vLLM's answer when asked for a model it does not serve. */
   "wrong-model": (_req, res, body) => {
     const { model } = requestOf(body);
@@ -837,7 +845,8 @@ export async function startHostileUpstream(): Promise<HostileUpstream> {
       return void res.writeHead(200, { "content-type": "application/json" }).end('{"status":"ok"}');
     }
     const answer = answers[name];
-    if (!answer || !/\/(completions|responses|rerank)$/.test(m?.[3] ?? "")) {
+    // Each behaviour answers the paths the gateway sends requests to; `chat-only` every path, as a real server's router does.
+    if (!answer || (name !== "chat-only" && !/\/(completions|responses|rerank)$/.test(m?.[3] ?? ""))) {
       req.resume();
       return void res.writeHead(404, { "content-type": "application/json" }).end('{"error":{"message":"no such behaviour"}}');
     }

@@ -71,8 +71,8 @@ describe("closes passed from one side to the other", () => {
 
 describe("an upstream that did not switch protocols", () => {
   it("serves no WebSocket there when it answered 200, as when it answered 404; the rest means what it means for any request", () => {
-    expect(classifyRefusedUpgrade(200)).toEqual({ kind: "backend-failure", why: "not-served" });
-    expect(classifyRefusedUpgrade(404)).toEqual({ kind: "backend-failure", why: "not-served" });
+    expect(classifyRefusedUpgrade(200)).toEqual({ kind: "backend-failure", why: "no-endpoint" });
+    expect(classifyRefusedUpgrade(404)).toEqual({ kind: "backend-failure", why: "no-endpoint" });
     expect(classifyRefusedUpgrade(400)).toEqual({ kind: "rejected" });
     expect(classifyRefusedUpgrade(429)).toEqual({ kind: "rate-limited" });
     expect(classifyRefusedUpgrade(500)).toEqual({ kind: "backend-failure", why: "server-error" });

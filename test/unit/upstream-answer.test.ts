@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { backendAsSeen, classifyStatus, clientError, isBackendsOwn, type Answer } from "../../src/upstream/answer.ts";
+import { backendAsSeen, classifyStatus, clientError, failureKind, isBackendsOwn, type Answer } from "../../src/upstream/answer.ts";
 import { parseUpstreamError } from "../../src/upstream/error-body.ts";
 import { backoff, isServerSide, nextStep, parseRetryAfter, type RetryPolicy } from "../../src/upstream/retry.ts";
 
@@ -17,7 +17,7 @@ describe("what an upstream status means", () => {
     [422, true, { kind: "rejected" }],
     [401, true, { kind: "backend-failure", why: "credentials" }],
     [403, true, { kind: "backend-failure", why: "credentials" }],
-    [404, true, { kind: "backend-failure", why: "not-served" }],
+    [404, true, { kind: "backend-failure", why: "no-endpoint" }],
     [408, true, { kind: "backend-failure", why: "status" }],
     [429, true, { kind: "rate-limited" }],
     [500, true, { kind: "backend-failure", why: "server-error" }],
@@ -58,10 +58,20 @@ describe("a 200's content-type", () => {
 describe("a 404", () => {
   const said = (param: string | null) => parseUpstreamError(JSON.stringify({ error: { message: "not found", type: "invalid_request_error", param, code: 404 } }));
 
-  it("about the model, or saying nothing in JSON, is a backend that serves something else", () => {
+  it("about the model is a backend that serves another: its own failure, whatever the request", () => {
     expect(classifyStatus(404, true, said("model"))).toEqual({ kind: "backend-failure", why: "not-served" });
-    expect(classifyStatus(404, true, said(null))).toEqual({ kind: "backend-failure", why: "not-served" });
-    expect(classifyStatus(404, true, null)).toEqual({ kind: "backend-failure", why: "not-served" });
+    const openai = parseUpstreamError(JSON.stringify({ error: { message: "The model `m` does not exist or you do not have access to it.", type: "invalid_request_error", param: null, code: "model_not_found" } }));
+    const ollama = parseUpstreamError(JSON.stringify({ error: "model 'm' not found, try pulling it first" }));
+    for (const told of [openai, ollama]) expect(classifyStatus(404, true, told)).toEqual({ kind: "backend-failure", why: "not-served" });
+    expect(isBackendsOwn("not-served")).toBe(true);
+  });
+
+  it("saying nothing of the model is a path the server has no route for: an endpoint it does not serve, which may be every backend's", () => {
+    // FastAPI's answer (vLLM's, for /v1/embeddings on a chat model), a message naming nothing, a page or no body.
+    const fastapi = parseUpstreamError('{"detail":"Not Found"}');
+    for (const told of [fastapi, said(null), null]) expect(classifyStatus(404, true, told)).toEqual({ kind: "backend-failure", why: "no-endpoint" });
+    expect(isBackendsOwn("no-endpoint")).toBe(false);
+    expect(failureKind("no-endpoint")).toBe("not-served");
   });
 
   it("naming another parameter (vLLM's unknown previous_response_id: response_id) is the request's", () => {
@@ -72,8 +82,8 @@ describe("a 404", () => {
     const unnamed = parseUpstreamError('{"object":"error","message":"Response with id \'resp_gone\' not found.","type":"invalid_request_error","param":null,"code":404}');
     expect(classifyStatus(404, true, unnamed, null, null, null, "resp_gone")).toEqual({ kind: "rejected" });
     // The same answer to a request that refers to no stored response, or to another one, says nothing of the request.
-    expect(classifyStatus(404, true, unnamed)).toEqual({ kind: "backend-failure", why: "not-served" });
-    expect(classifyStatus(404, true, unnamed, null, null, null, "resp_other")).toEqual({ kind: "backend-failure", why: "not-served" });
+    expect(classifyStatus(404, true, unnamed)).toEqual({ kind: "backend-failure", why: "no-endpoint" });
+    expect(classifyStatus(404, true, unnamed, null, null, null, "resp_other")).toEqual({ kind: "backend-failure", why: "no-endpoint" });
     // A model the backend does not serve, asked for by a request that refers to a response: the backend's.
     const model = parseUpstreamError('{"object":"error","message":"The model `m` does not exist.","type":"NotFoundError","param":null,"code":404}');
     expect(classifyStatus(404, true, model, null, null, null, "resp_gone")).toEqual({ kind: "backend-failure", why: "not-served" });
@@ -232,6 +242,6 @@ describe("the retry decision", () => {
   it("only a server-side failure may follow the request, and none that is the backend's own", () => {
     expect((["connect", "timeout", "5xx", "429"] as const).filter((cause) => isServerSide({ cause, retryAfterMs: null }))).toEqual(["timeout", "5xx"]);
     expect(isServerSide({ cause: "5xx", retryAfterMs: null, backendsOwn: true })).toBe(false);
-    expect((["server-error", "status", "unavailable", "redirect", "no-content", "not-served", "credentials"] as const).filter((why) => !isBackendsOwn(why))).toEqual(["server-error", "status"]);
+    expect((["server-error", "status", "unavailable", "redirect", "no-content", "not-served", "no-endpoint", "credentials"] as const).filter((why) => !isBackendsOwn(why))).toEqual(["server-error", "status", "no-endpoint"]);
   });
 });

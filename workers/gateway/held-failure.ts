@@ -6,18 +6,25 @@ import type { AttemptEnd, HeldLease } from "./route-client.ts";
  * Whose a failed attempt's failure was, for a request (proxy.ts) and a realtime handshake
  * (realtime.ts) alike. A server-side failure on one backend (a 5xx-class answer, no answer in
  * time) says nothing yet, so its lease is held until the next attempt tells: if another backend
- * answers, the failure was its backend's; if a second backend fails server-side too, the failure
- * follows the request (a body every server crashes on), and neither backend is charged with it —
- * one client cannot open every breaker of a group. Any other failure is settled at once.
+ * answers, the failure was its backend's; if a second backend fails the same way, the failure
+ * follows the request (a body every server crashes on, an endpoint no engine of the group serves),
+ * and neither backend is charged with it — one client cannot open every breaker of a group. Any
+ * other failure is settled at once.
  */
 export class HeldFailure {
   private held: HeldLease | null = null;
+  private bothUnserved = false;
   /** What the held attempt told of itself (a timeout with no answer) and what it met, sent with its settling whatever the verdict. */
   private heldEnd: AttemptEnd | undefined;
 
   /** The routing object whose backend's failure is held: the next attempt goes to another shard first (route-client.ts route). */
   get heldOn(): string | undefined {
     return this.held?.object;
+  }
+
+  /** The failure that followed the request was a 404 for the endpoint on both backends: the request asks for what the group does not serve. */
+  get unserved(): boolean {
+    return this.bothUnserved;
   }
 
   /**
@@ -31,14 +38,18 @@ export class HeldFailure {
       lease.settle(verdict, verdict === "rate-limited" && failure.retryAfterMs !== null ? { ...met, retryAfterMs: failure.retryAfterMs } : met);
       return false;
     }
-    if (this.held === null) {
-      this.held = lease;
-      this.heldEnd = met;
-      return false;
+    if (this.held !== null && isUnserved(met) === isUnserved(this.heldEnd)) {
+      this.bothUnserved = isUnserved(met);
+      lease.settle("rejected", met);
+      this.settle("rejected");
+      return true;
     }
-    lease.settle("rejected", met);
-    this.settle("rejected");
-    return true;
+    // Another kind of failure says nothing of the one held (a backend that lacks the endpoint, after
+    // one that crashed on the request): that one is its backend's, as with no second attempt.
+    this.settle("upstream-error");
+    this.held = lease;
+    this.heldEnd = met;
+    return false;
   }
 
   /**
@@ -59,4 +70,12 @@ export class HeldFailure {
     this.held = null;
     this.heldEnd = undefined;
   }
+}
+
+/**
+ * A held failure that was a 404 for the endpoint (src/upstream/answer.ts "no-endpoint"): the only
+ * held one of kind not-served, a model the backend does not serve being its own, never held.
+ */
+function isUnserved(end: AttemptEnd | undefined): boolean {
+  return end?.failure === "not-served";
 }

@@ -105,6 +105,8 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
       // more backends to fail on), or one the gateway does not try again (a generation cut at its
       // limit or the request's deadline, which a retry would run whole again): nor should they.
       if (held.failed(result.lease, result.verdict, result.failure, result.end) || !result.retryable) {
+        // Two backends answered 404 for the endpoint: the group serves no such thing, as a path the gateway does not know.
+        if (held.unserved) last = withRoutingHeaders(endpointNotServed(body.model, new URL(p.req.url).pathname).toResponse(), last);
         last.headers.set(SHOULD_RETRY, "false");
         return last;
       }
@@ -301,6 +303,21 @@ export function unknownModel(model: string): GatewayError {
 /** A client's model name as an error quotes it: no longer than a group's name can be. */
 function quoted(model: string): string {
   return model.length <= NAME_MAX ? `"${model}"` : `"${clipName(model)}" (${model.length} characters)`;
+}
+
+/**
+ * The error for an endpoint the model's backends do not serve (two of them answered 404 for it,
+ * neither about the model): the request's, told as a path the gateway does not serve is, so the
+ * SDKs raise a NotFoundError and retry nothing.
+ */
+export function endpointNotServed(model: string, path: string): GatewayError {
+  return notFound(`the backends of model ${quoted(model)} do not serve ${path}`, "endpoint_not_served");
+}
+
+/** `res` with the routing headers (x-kvgate-*, x-request-id) of the attempt's answer it replaces. */
+function withRoutingHeaders(res: Response, attempt: Response): Response {
+  for (const [k, v] of attempt.headers) if (k.startsWith("x-")) res.headers.set(k, v);
+  return res;
 }
 
 /** The error for a model none of whose groups (its own, its fallbacks) had a backend to give. */

@@ -1,0 +1,108 @@
+import OpenAI from "openai";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { startHostileUpstream, type HostileUpstream } from "../support/hostile-upstream.ts";
+import { startWebSocketUpstream, type WebSocketUpstream } from "../support/websocket-upstream.ts";
+import { connect } from "../support/websocket-client.ts";
+import { EVENTUALLY, startTestGateway, type TestGateway } from "./gateway.ts";
+
+/**
+ * An endpoint the group's engines do not serve (a chat model's vLLM has no /v1/embeddings, no
+ * /v1/rerank, no realtime endpoint) is any client's to call: its 404 follows the request, as a
+ * body every server crashes on does, and must not open the breakers every other tenant's requests
+ * go through. A backend misconfigured among healthy ones is still charged with its 404.
+ */
+
+let upstream: HostileUpstream;
+let sockets: WebSocketUpstream;
+let gw: TestGateway;
+
+const hostile = (behaviour: string, id: string) => ({ id, baseUrl: `${upstream.url}/${behaviour}`, model: "chat-7b" });
+
+beforeAll(async () => {
+  upstream = await startHostileUpstream();
+  sockets = await startWebSocketUpstream();
+  gw = await startTestGateway({
+    modelGroups: [
+      // Three chat-model engines, the breaker as it ships.
+      { name: "chat-only", strategy: "round-robin", deployments: ["a", "b", "c"].map((id) => hostile("chat-only", id)) },
+      // Three engines with no realtime endpoint: each answers the handshake 404 (and chat 200).
+      { name: "no-realtime", strategy: "round-robin", deployments: ["a", "b", "c"].map((id) => ({ id, baseUrl: `${sockets.url}/refuse:404`, model: "chat-7b" })) },
+      // A backend whose baseUrl leads nowhere (a 404 naming no model) beside a healthy one.
+      { name: "one-misconfigured", strategy: "round-robin", breaker: { consecutiveFailures: 2, openMs: 60_000, probeIntervalMs: 60_000 }, deployments: [hostile("nowhere", "misconfigured"), hostile("ok", "ok")] },
+    ],
+  });
+});
+afterAll(async () => {
+  await gw?.close();
+  await sockets?.close();
+  await upstream?.close();
+});
+
+const charges = async (group: string) => (await gw.status(group)).backends.map((b) => [b.id, b.failed, b.breaker.state]);
+
+async function chat(model: string): Promise<Response> {
+  return fetch(`${gw.url}/v1/chat/completions`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${gw.key}`, "content-type": "application/json" },
+    body: JSON.stringify({ model, messages: [{ role: "user", content: "hello" }], max_tokens: 4 }),
+  });
+}
+
+describe("an endpoint no backend of the group serves", () => {
+  it("is the request's: the SDK is told 404 once (no retry), no breaker counts it, and chat is still served", async () => {
+    upstream.reset();
+    let calls = 0;
+    // The SDK's defaults: every 5xx retried twice.
+    const sdk = new OpenAI({ apiKey: gw.key, baseURL: `${gw.url}/v1`, fetch: (url, init) => (calls++, fetch(url, init)) });
+    const answers: unknown[] = [];
+    for (let i = 0; i < 5; i++) {
+      const err = await sdk.embeddings.create({ model: "chat-only", input: `hello ${i}` }).catch((e: unknown) => e);
+      if (!(err instanceof OpenAI.APIError)) throw err;
+      answers.push([err.status, err.message]);
+    }
+    // Two backends answered 404 each: the second showed it follows the request, and no third is asked.
+    expect.soft(answers).toEqual(Array.from({ length: 5 }, () => [404, expect.stringMatching(/model "chat-only".*do not serve \/v1\/embeddings/)]));
+    expect.soft([calls, upstream.stats("chat-only").requests]).toEqual([5, 10]);
+    await vi.waitFor(async () => expect(await gw.inFlight("chat-only")).toBe(0), EVENTUALLY);
+    expect.soft(await charges("chat-only")).toEqual([
+      ["a", 0, "closed"],
+      ["b", 0, "closed"],
+      ["c", 0, "closed"],
+    ]);
+    const res = await chat("chat-only");
+    expect(res.status).toBe(200);
+    await res.text();
+  }, 30_000);
+
+  it("a realtime handshake to engines with no realtime endpoint alike: the session's failure, not told to retry, no breaker counts it", async () => {
+    const answers: unknown[] = [];
+    for (let i = 0; i < 6; i++) {
+      const h = await connect(`${gw.url.replace(/^http/, "ws")}/v1/realtime?model=no-realtime`, { headers: { authorization: `Bearer ${gw.key}` } });
+      answers.push(h.kind === "refused" ? [h.status, h.headers["x-kvgate-attempts"], h.headers["x-should-retry"]] : "open");
+    }
+    expect.soft(answers).toEqual(Array.from({ length: 6 }, () => [502, "2", "false"]));
+    await vi.waitFor(async () => expect(await gw.inFlight("no-realtime")).toBe(0), EVENTUALLY);
+    expect.soft(await charges("no-realtime")).toEqual([
+      ["a", 0, "closed"],
+      ["b", 0, "closed"],
+      ["c", 0, "closed"],
+    ]);
+    const res = await chat("no-realtime");
+    expect(res.status).toBe(200);
+    await res.text();
+  }, 30_000);
+});
+
+describe("a backend that answers 404 where another backend serves", () => {
+  it("is charged with it: the request is served by the other, and the misconfigured backend's breaker opens", async () => {
+    for (let i = 0; i < 4; i++) {
+      const res = await chat("one-misconfigured");
+      expect([res.status, res.headers.get("x-kvgate-backend")]).toEqual([200, "ok"]);
+      await res.text();
+    }
+    await vi.waitFor(async () => expect(await charges("one-misconfigured")).toEqual([
+      ["misconfigured", 2, "open"],
+      ["ok", 0, "closed"],
+    ]), EVENTUALLY);
+  });
+});
