@@ -36,6 +36,8 @@ export class HeldFailure {
     if (verdict !== "upstream-error" || !isServerSide(failure)) {
       // A backend that asked for a wait is spared for it (src/routing/group-router.ts).
       lease.settle(verdict, verdict === "rate-limited" && failure.retryAfterMs !== null ? { ...met, retryAfterMs: failure.retryAfterMs } : met);
+      // One the gateway's own limit cut (the request's deadline, a generation's bound) told nothing of the failure held.
+      if (verdict === "client-abort") this.cut();
       return false;
     }
     if (this.held !== null && isUnserved(met) === isUnserved(this.heldEnd)) {
@@ -63,6 +65,15 @@ export class HeldFailure {
   /** Whatever ended the attempts: a failure nobody confirmed is its backend's, as it would be alone. */
   end(): void {
     this.settle("upstream-error");
+  }
+
+  /**
+   * The attempt that would have told whose the held failure was could not: the client left, or the
+   * gateway cut it or failed itself. No verdict; the routing object still judges a timeout's silence
+   * by what the backend served meanwhile (src/routing/silence.ts).
+   */
+  cut(): void {
+    this.settle("client-abort");
   }
 
   private settle(outcome: LeaseOutcome): void {

@@ -118,6 +118,10 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
       if (step.waitMs > 0 && !path.nothingLeft(exclude)) await new Promise((r) => setTimeout(r, step.waitMs));
       if (p.req.signal.aborted) throw new GatewayError(499, "invalid_request_error", "client disconnected", "client_closed_request");
     }
+  } catch (e) {
+    // The client left (499), or the gateway failed: no attempt told whose a failure held was.
+    held.cut();
+    throw e;
   } finally {
     held.end();
     // A relayed body is still under the deadline; its end clears it.

@@ -64,6 +64,10 @@ export async function openRealtime(p: RealtimeInput): Promise<Response> {
   const held = new HeldFailure();
   try {
     return await handshakeInTurn(p, { model, search: url.search, tenant, protocols, primary, byModel }, held);
+  } catch (e) {
+    // The client left, or the gateway failed: no handshake told whose a failure held was.
+    held.cut();
+    throw e;
   } finally {
     held.end();
   }

@@ -1,0 +1,114 @@
+import { randomBytes } from "node:crypto";
+import net from "node:net";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { startHostileUpstream, type HostileUpstream } from "../support/hostile-upstream.ts";
+import { startWebSocketUpstream, type WebSocketUpstream } from "../support/websocket-upstream.ts";
+import { rawPost } from "./client.ts";
+import { EVENTUALLY, startTestGateway, type TestGateway } from "./gateway.ts";
+
+/**
+ * A server-side failure's verdict waits for the next attempt (workers/gateway/held-failure.ts).
+ * When that attempt is cut before it can tell — the request's total deadline passes, or the client
+ * leaves — nothing told whose the failure was: its backend is not charged with it. A prompt too
+ * long to prefill in time would else charge the first backend it met every time it was sent.
+ */
+
+let upstream: HostileUpstream;
+let sockets: WebSocketUpstream;
+let gw: TestGateway;
+
+// Servers that send nothing for 5 s: every attempt's first byte times out.
+const slow = (id: string) => ({ id, baseUrl: `${upstream.url}/slow-headers:5000`, model: "hostile-7b" });
+// Two consecutive failures open a breaker, for good within a test.
+const breaker = { consecutiveFailures: 2, openMs: 60_000, probeIntervalMs: 60_000 };
+
+beforeAll(async () => {
+  upstream = await startHostileUpstream();
+  sockets = await startWebSocketUpstream();
+  gw = await startTestGateway({
+    modelGroups: [
+      // The second attempt's first byte is due after the request's deadline.
+      { name: "deadline-cut", strategy: "round-robin", firstByteTimeoutMs: 200, totalTimeoutMs: 300, breaker, deployments: [slow("a"), slow("b")] },
+      { name: "client-cut", strategy: "round-robin", firstByteTimeoutMs: 400, breaker, deployments: [slow("a"), slow("b")] },
+      // A realtime backend that crashes (500) on a session whose query holds crash-me, beside one slow to accept any.
+      {
+        name: "handshake-cut",
+        strategy: "round-robin",
+        breaker,
+        deployments: [
+          { id: "crashing", baseUrl: `${sockets.url}/crash:crash-me`, model: "rt" },
+          { id: "slow", baseUrl: `${sockets.url}/slow:5000`, model: "rt" },
+        ],
+      },
+    ],
+  });
+});
+afterAll(async () => {
+  await gw?.close();
+  await sockets?.close();
+  await upstream?.close();
+});
+
+function streamed(model: string): Promise<Response> {
+  return fetch(`${gw.url}/v1/chat/completions`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${gw.key}`, "content-type": "application/json" },
+    body: JSON.stringify({ model, stream: true, messages: [{ role: "user", content: "a very long document" }], max_tokens: 4 }),
+  });
+}
+
+const charges = async (group: string) => (await gw.status(group)).backends.map((b) => [b.id, b.failed, b.breaker.state]);
+
+describe("a held failure whose next attempt was cut before it could tell", () => {
+  it("by the request's total deadline: the request's 504, and neither backend is charged", async () => {
+    const answers: unknown[] = [];
+    for (let i = 0; i < 5; i++) {
+      const res = await streamed("deadline-cut");
+      answers.push([res.status, res.headers.get("x-kvgate-attempts"), res.headers.get("x-should-retry")]);
+      await res.text();
+    }
+    expect.soft(answers).toEqual(Array.from({ length: 5 }, () => [504, "2", "false"]));
+    await vi.waitFor(async () => expect(await gw.inFlight("deadline-cut")).toBe(0), EVENTUALLY);
+    expect(await charges("deadline-cut")).toEqual([
+      ["a", 0, "closed"],
+      ["b", 0, "closed"],
+    ]);
+  });
+
+  it("by the client leaving: neither backend is charged", async () => {
+    for (let i = 0; i < 4; i++) {
+      const c = await rawPost(gw.url, "/v1/chat/completions", { model: "client-cut", stream: true, messages: [{ role: "user", content: "a very long document" }], max_tokens: 4 }, { authorization: `Bearer ${gw.key}` });
+      // The first attempt's first byte times out at 400 ms; the client leaves (a reset, which workerd
+      // sees at once) while the second waits for its own.
+      await new Promise((r) => setTimeout(r, 600));
+      expect.soft(c.received()).toBe("");
+      c.reset();
+      await c.ended;
+    }
+    await vi.waitFor(async () => expect(await gw.inFlight("client-cut")).toBe(0), EVENTUALLY);
+    expect(await charges("client-cut")).toEqual([
+      ["a", 0, "closed"],
+      ["b", 0, "closed"],
+    ]);
+  });
+
+  it("a realtime handshake, by the client leaving while the next backend has not accepted: the backend that crashed is not charged", async () => {
+    const u = new URL(gw.url);
+    for (let i = 0; i < 2; i++) {
+      const socket = net.connect(Number(u.port), u.hostname);
+      await new Promise<void>((resolve) => socket.once("connect", resolve));
+      socket.on("error", () => {});
+      const key = randomBytes(16).toString("base64");
+      socket.write(`GET /v1/realtime?model=handshake-cut&instructions=crash-me HTTP/1.1\r\nhost: ${u.host}\r\nauthorization: Bearer ${gw.key}\r\nupgrade: websocket\r\nconnection: upgrade\r\nsec-websocket-version: 13\r\nsec-websocket-key: ${key}\r\n\r\n`);
+      // Round-robin: the handshake meets the crash first or not at all; either way it ends waiting on the slow one.
+      await vi.waitFor(() => expect(sockets.waiting()).toBe(1), EVENTUALLY);
+      socket.resetAndDestroy();
+      await vi.waitFor(() => expect(sockets.waiting()).toBe(0), EVENTUALLY);
+    }
+    await vi.waitFor(async () => expect(await gw.inFlight("handshake-cut")).toBe(0), EVENTUALLY);
+    const crashing = (await gw.status("handshake-cut")).backends.find((b) => b.id === "crashing");
+    // Round-robin began at least one of the two handshakes on it: its crash got no verdict.
+    expect(crashing?.failed).toBe(0);
+    expect(crashing?.aborted).toBeGreaterThan(0);
+  });
+});
