@@ -44,6 +44,11 @@ export interface AttemptInput {
   exact: Record<string, unknown> | null;
   group: ResolvedGroup;
   decision: Routed;
+  /**
+   * The group as the decision was routed on, when the fleet was read again since (`group`): the
+   * lease is that decision's, settled and renewed as it was taken (its shards, its version).
+   */
+  routedOn: ResolvedGroup;
   deadline: Deadline;
   /** This attempt's number, 1 for the first. */
   attempts: number;
@@ -95,7 +100,7 @@ interface Underway {
 export async function attempt(a: AttemptInput): Promise<AttemptResult> {
   const { p } = a;
   const key = p.caller.kind === "key" ? p.caller.key.record : null;
-  const lease = holdLease(a.decision, a.group, p.env, p.ctx, p.config.releaseFlushMs, key?.id);
+  const lease = holdLease(a.decision, a.routedOn, p.env, p.ctx, p.config.releaseFlushMs, key?.id);
   const underway: Underway = { abort: new AbortController() };
   try {
     return await attemptHeld(a, key, lease, underway);

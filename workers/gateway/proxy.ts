@@ -93,7 +93,8 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
       }
       attempts++;
       failover.attempting(attempts);
-      const result = await attempt({ p, body, exact: raw.exact, group, decision, deadline, attempts, fellBack: group !== primary });
+      // The lease is the decision's: its shards and version are the group's it was routed on, whatever version the request goes on with.
+      const result = await attempt({ p, body, exact: raw.exact, group, decision, routedOn: routed, deadline, attempts, fellBack: group !== primary });
       if (result.kind === "answered") {
         held.answered(result.rejected);
         relaying = !result.rejected;

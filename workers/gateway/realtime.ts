@@ -129,7 +129,8 @@ async function handshakeInTurn(p: RealtimeInput, s: Session, held: HeldFailure):
       if (again) continue;
       attempts++;
       failover.attempting(attempts);
-      const lease = holdLease(decision, group, p.env, p.ctx, config.releaseFlushMs, tenant?.id);
+      // The decision's lease, as the group it was routed on has it (proxy.ts).
+      const lease = holdLease(decision, routed, p.env, p.ctx, config.releaseFlushMs, tenant?.id);
       // A socket may stay open for hours, with no timer of its own.
       lease.keepRenewed();
       const deployment = group.deployments.find((d) => d.id === decision.backendId);
