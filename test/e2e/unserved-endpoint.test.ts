@@ -25,6 +25,8 @@ beforeAll(async () => {
     modelGroups: [
       // Three chat-model engines, the breaker as it ships.
       { name: "chat-only", strategy: "round-robin", deployments: ["a", "b", "c"].map((id) => hostile("chat-only", id)) },
+      // One GPU server, as many a deployment has.
+      { name: "chat-only-alone", deployments: [hostile("chat-only", "alone")] },
       // Three engines with no realtime endpoint: each answers the handshake 404 (and chat 200).
       { name: "no-realtime", strategy: "round-robin", deployments: ["a", "b", "c"].map((id) => ({ id, baseUrl: `${sockets.url}/refuse:404`, model: "chat-7b" })) },
       // A backend whose baseUrl leads nowhere (a 404 naming no model) beside a healthy one.
@@ -48,30 +50,39 @@ async function chat(model: string): Promise<Response> {
   });
 }
 
+/**
+ * Five embeddings calls through the official SDK, with its defaults (every 5xx retried twice), each
+ * refused: its status and message, and the HTTP calls the SDK made for all five.
+ */
+async function embeddingsRefused(model: string): Promise<{ answers: unknown[]; calls: number }> {
+  let calls = 0;
+  const sdk = new OpenAI({ apiKey: gw.key, baseURL: `${gw.url}/v1`, fetch: (url, init) => (calls++, fetch(url, init)) });
+  const answers: unknown[] = [];
+  for (let i = 0; i < 5; i++) {
+    const err = await sdk.embeddings.create({ model, input: `hello ${i}` }).catch((e: unknown) => e);
+    if (!(err instanceof OpenAI.APIError)) throw err;
+    answers.push([err.status, err.message]);
+  }
+  return { answers, calls };
+}
+
+/** The group's backends are none the worse for it: none charged, every breaker closed, and chat is served. */
+async function stillServes(group: string, ids: readonly string[]): Promise<void> {
+  await vi.waitFor(async () => expect(await gw.inFlight(group)).toBe(0), EVENTUALLY);
+  expect.soft(await charges(group)).toEqual(ids.map((id) => [id, 0, "closed"]));
+  const res = await chat(group);
+  expect(res.status).toBe(200);
+  await res.text();
+}
+
 describe("an endpoint no backend of the group serves", () => {
   it("is the request's: the SDK is told 404 once (no retry), no breaker counts it, and chat is still served", async () => {
     upstream.reset();
-    let calls = 0;
-    // The SDK's defaults: every 5xx retried twice.
-    const sdk = new OpenAI({ apiKey: gw.key, baseURL: `${gw.url}/v1`, fetch: (url, init) => (calls++, fetch(url, init)) });
-    const answers: unknown[] = [];
-    for (let i = 0; i < 5; i++) {
-      const err = await sdk.embeddings.create({ model: "chat-only", input: `hello ${i}` }).catch((e: unknown) => e);
-      if (!(err instanceof OpenAI.APIError)) throw err;
-      answers.push([err.status, err.message]);
-    }
+    const { answers, calls } = await embeddingsRefused("chat-only");
     // Two backends answered 404 each: the second showed it follows the request, and no third is asked.
     expect.soft(answers).toEqual(Array.from({ length: 5 }, () => [404, expect.stringMatching(/model "chat-only".*do not serve \/v1\/embeddings/)]));
     expect.soft([calls, upstream.stats("chat-only").requests]).toEqual([5, 10]);
-    await vi.waitFor(async () => expect(await gw.inFlight("chat-only")).toBe(0), EVENTUALLY);
-    expect.soft(await charges("chat-only")).toEqual([
-      ["a", 0, "closed"],
-      ["b", 0, "closed"],
-      ["c", 0, "closed"],
-    ]);
-    const res = await chat("chat-only");
-    expect(res.status).toBe(200);
-    await res.text();
+    await stillServes("chat-only", ["a", "b", "c"]);
   }, 30_000);
 
   it("a realtime handshake to engines with no realtime endpoint alike: the session's failure, not told to retry, no breaker counts it", async () => {
@@ -81,15 +92,17 @@ describe("an endpoint no backend of the group serves", () => {
       answers.push(h.kind === "refused" ? [h.status, h.headers["x-kvgate-attempts"], h.headers["x-should-retry"]] : "open");
     }
     expect.soft(answers).toEqual(Array.from({ length: 6 }, () => [502, "2", "false"]));
-    await vi.waitFor(async () => expect(await gw.inFlight("no-realtime")).toBe(0), EVENTUALLY);
-    expect.soft(await charges("no-realtime")).toEqual([
-      ["a", 0, "closed"],
-      ["b", 0, "closed"],
-      ["c", 0, "closed"],
-    ]);
-    const res = await chat("no-realtime");
-    expect(res.status).toBe(200);
-    await res.text();
+    await stillServes("no-realtime", ["a", "b", "c"]);
+  }, 30_000);
+});
+
+describe("an endpoint the group's only backend does not serve", () => {
+  it("gets no verdict, with no other backend to tell whether it is the request's: the SDK's tries open no breaker", async () => {
+    const { answers, calls } = await embeddingsRefused("chat-only-alone");
+    // Its backend's own words: one 404 confirms nothing, so the SDK may try again (and does, twice).
+    expect.soft(answers).toEqual(Array.from({ length: 5 }, () => [502, "502 backend alone does not serve this endpoint (HTTP 404): Not Found"]));
+    expect.soft(calls).toBe(15);
+    await stillServes("chat-only-alone", ["alone"]);
   }, 30_000);
 });
 

@@ -46,8 +46,9 @@ export class HeldFailure {
       this.settle("rejected");
       return true;
     }
-    // Another kind of failure says nothing of the one held (a backend that lacks the endpoint, after
-    // one that crashed on the request): that one is its backend's, as with no second attempt.
+    // Another kind of failure does not confirm the one held, which is then its backend's: a crash
+    // after a 404 for the endpoint shows another backend serves it; a 404 after a crash tells
+    // nothing of the crash, charged as with no second attempt.
     this.settle("upstream-error");
     this.held = lease;
     this.heldEnd = met;
@@ -62,9 +63,14 @@ export class HeldFailure {
     this.settle(rejected ? "rejected" : "upstream-error");
   }
 
-  /** Whatever ended the attempts: a failure nobody confirmed is its backend's, as it would be alone. */
+  /**
+   * Whatever ended the attempts: a failure nobody confirmed is its backend's, as it would be alone —
+   * but a 404 for the endpoint, which no other backend answered or failed otherwise on: a group's
+   * only backend (or its only one not open or full) lacking an endpoint is what any client may ask
+   * of it, and charged, the SDK's tries would open its breaker for every other client.
+   */
   end(): void {
-    this.settle("upstream-error");
+    this.settle(isUnserved(this.heldEnd) ? "rejected" : "upstream-error");
   }
 
   /**
