@@ -8,10 +8,13 @@ const NO_ENDPOINT: FailedAnswer = { kind: "backend-failure", why: "no-endpoint" 
 /**
  * What an upstream's answer to a WebSocket handshake means when it did not switch protocols: a
  * 1xx or 2xx (a plain 200) says the server serves no WebSocket there, as a 404 naming no model
- * would — an endpoint the group's engines may all lack; the rest means what it means for any
- * request (src/upstream/answer.ts), by what its body said and its Retry-After.
+ * would — an endpoint the group's engines may all lack —, and so does a 403 with no body: an ASGI
+ * server (vLLM's uvicorn) answers so when no WebSocket route serves the path (the app closes the
+ * connection before accepting it, which the ASGI spec makes a bodiless 403), where a refused key
+ * says why (vLLM's 401 body, an access proxy's page). The rest means what it means for any request
+ * (src/upstream/answer.ts), by what its body said and its Retry-After.
  */
-export function classifyRefusedUpgrade(status: number, said: UpstreamErrorBody | null = null, retryAfter: string | null = null): FailedAnswer {
-  const answer = status < 300 ? NO_ENDPOINT : classifyStatus(status, true, said, null, null, retryAfter);
+export function classifyRefusedUpgrade(status: number, said: UpstreamErrorBody | null = null, retryAfter: string | null = null, bodyless = false): FailedAnswer {
+  const answer = status < 300 || (status === 403 && bodyless) ? NO_ENDPOINT : classifyStatus(status, true, said, null, null, retryAfter);
   return answer.kind === "success" ? NO_ENDPOINT : answer;
 }

@@ -29,6 +29,8 @@ beforeAll(async () => {
       { name: "chat-only-alone", deployments: [hostile("chat-only", "alone")] },
       // Three engines with no realtime endpoint: each answers the handshake 404 (and chat 200).
       { name: "no-realtime", strategy: "round-robin", deployments: ["a", "b", "c"].map((id) => ({ id, baseUrl: `${sockets.url}/refuse:404`, model: "chat-7b" })) },
+      // Three vLLMs serving chat: uvicorn answers a WebSocket to a path no route serves with a 403 and no body.
+      { name: "no-realtime-route", strategy: "round-robin", deployments: ["a", "b", "c"].map((id) => ({ id, baseUrl: `${sockets.url}/no-route`, model: "chat-7b" })) },
       // A backend whose baseUrl leads nowhere (a 404 naming no model) beside a healthy one.
       { name: "one-misconfigured", strategy: "round-robin", breaker: { consecutiveFailures: 2, openMs: 60_000, probeIntervalMs: 60_000 }, deployments: [hostile("nowhere", "misconfigured"), hostile("ok", "ok")] },
     ],
@@ -93,6 +95,16 @@ describe("an endpoint no backend of the group serves", () => {
     }
     expect.soft(answers).toEqual(Array.from({ length: 6 }, () => [502, "2", "false"]));
     await stillServes("no-realtime", ["a", "b", "c"]);
+  }, 30_000);
+
+  it("a realtime handshake to vLLMs serving chat alike: uvicorn's bodiless 403 for a path with no WebSocket route is no refused key", async () => {
+    const answers: unknown[] = [];
+    for (let i = 0; i < 6; i++) {
+      const h = await connect(`${gw.url.replace(/^http/, "ws")}/v1/realtime?model=no-realtime-route`, { headers: { authorization: `Bearer ${gw.key}` } });
+      answers.push(h.kind === "refused" ? [h.status, h.headers["x-kvgate-attempts"], h.headers["x-should-retry"]] : "open");
+    }
+    expect.soft(answers).toEqual(Array.from({ length: 6 }, () => [502, "2", "false"]));
+    await stillServes("no-realtime-route", ["a", "b", "c"]);
   }, 30_000);
 });
 

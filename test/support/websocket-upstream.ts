@@ -17,6 +17,8 @@ import { WebSocketServer, type RawData, type WebSocket } from "ws";
  *   FIN is seen (a socket nobody reads stays half-open on this side, whatever the gateway did).
  * - `refuse:<status>`: answers the handshake with that status and an OpenAI-style error (with
  *   Retry-After: 30 on a 429 or 503), never switching protocols.
+ * - `no-route`: an ASGI server (vLLM's uvicorn) with no WebSocket route at the path: the app closes
+ *   the connection before accepting it, which the ASGI spec makes an HTTP 403 with no body.
  * - `access`: a server behind Cloudflare Access: as `echo` when the handshake carries
  *   `CF-Access-Client-Secret: <accessSecret>`, Access's 403 page otherwise.
  * - `crash:<word>`: as `echo`, but a handshake whose query holds the word gets a 500, as from a
@@ -114,6 +116,7 @@ export async function startWebSocketUpstream(o: WebSocketUpstreamOptions = {}): 
         ws.on("message", (data) => respondTypeLast(ws, data.toString()));
       });
     }
+    if (m?.[1] === "no-route") return void socket.end("HTTP/1.1 403 Forbidden\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
     if (m?.[1] === "access") {
       if (o.accessSecret !== undefined && req.headers["cf-access-client-secret"] === o.accessSecret) return accept();
       return void socket.end("HTTP/1.1 403 Forbidden\r\ncontent-type: text/html\r\ncontent-length: 9\r\nconnection: close\r\n\r\nForbidden");

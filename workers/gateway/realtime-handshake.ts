@@ -78,8 +78,9 @@ export async function openUpstream(h: HandshakeInput): Promise<Handshake> {
   if (up.status === 101 && up.webSocket) return { kind: "open", socket: up.webSocket, protocol: up.headers.get("sec-websocket-protocol") };
 
   const retryAfter = up.headers.get("retry-after");
-  const said = parseUpstreamError(await readBounded(up.body), h.reach.secrets);
-  const answer = classifyRefusedUpgrade(up.status, said, retryAfter);
+  const text = await readBounded(up.body);
+  const said = parseUpstreamError(text, h.reach.secrets);
+  const answer = classifyRefusedUpgrade(up.status, said, retryAfter, text === "");
   const err = clientError(up.status, answer, said, backendAsSeen(deployment, group, h.owner), retryAfter);
   if (answer.kind === "rejected") return { kind: "rejected", response: err.toResponse() };
   const limited = answer.kind === "rate-limited";
