@@ -7,8 +7,8 @@ import { isRecord } from "../fleet/merge-patch.ts";
  * and accepts only a name it serves. A client that names the model as the gateway knows it (a
  * group or an alias) would get `model_not_found`, then `model_not_validated` on every commit; and
  * a key limited to one group could name another model its backend's server also serves. So a
- * client's `session.update` reaches the backend naming the deployment's model wherever it names a
- * model: at its top level (vLLM's layout) and in its `session` (OpenAI's).
+ * client's `session.update` reaches the backend naming the deployment's model, at its top level
+ * and in its `session` when that names one (OpenAI's layout).
  *
  * Which messages are read is decided without parsing the others (a voice client's audio appends
  * run to tens of KiB each), and without trusting where a message puts its type: the server's JSON
@@ -22,8 +22,8 @@ const TYPE = "session.update";
 
 /**
  * `message` as it goes to the backend: itself when it is not a session.update (byte for byte), a
- * session.update re-serialised with its `model` and its session's `model`, those it names, set to
- * the deployment's `model`; null when it may be one and is not JSON as this runtime reads it
+ * session.update re-serialised with `model` (and `session.model`, when its session names one) set
+ * to the deployment's `model`; null when it may be one and is not JSON as this runtime reads it
  * (Python's parser takes `NaN` where JSON.parse does not): it must not reach the backend unpinned.
  */
 export function pinSessionModel(message: string, model: string): string | null {
@@ -35,11 +35,8 @@ export function pinSessionModel(message: string, model: string): string | null {
     return null;
   }
   if (!isRecord(event) || event.type !== TYPE) return message;
-  // Only where the client named one: a server whose session.update has no such field (OpenAI's has
-  // none at its top level) may refuse one added, and a model not named steers nothing.
-  if ("model" in event) event.model = model;
-  if (isRecord(event.session) && "model" in event.session) event.session = { ...event.session, model };
-  return JSON.stringify(event);
+  const session = isRecord(event.session) && "model" in event.session ? { ...event.session, model } : event.session;
+  return JSON.stringify({ ...event, model, session });
 }
 
 /**

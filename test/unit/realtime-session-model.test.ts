@@ -4,15 +4,16 @@ import { pinSessionModel } from "../../src/realtime/session-model.ts";
 const pin = (message: string) => pinSessionModel(message, "meta-llama/Llama-3.1-8B");
 
 describe("a client's session.update on its way to the backend", () => {
-  it("names the deployment's model where it names one: at its top level (vLLM's), in its session (OpenAI's layout)", () => {
+  it("names the deployment's model at its top level (vLLM's), and in its session when that names one (OpenAI's layout)", () => {
     expect(JSON.parse(pin('{"type":"session.update","model":"llama-3.1-8b"}') ?? "")).toEqual({ type: "session.update", model: "meta-llama/Llama-3.1-8B" });
     expect(JSON.parse(pin('{"event_id":"e1","type":"session.update","session":{"model":"other","voice":"alloy"}}') ?? "")).toEqual({
       event_id: "e1",
       type: "session.update",
+      model: "meta-llama/Llama-3.1-8B",
       session: { model: "meta-llama/Llama-3.1-8B", voice: "alloy" },
     });
-    // One that names no model is given none: a server whose session.update has no such field may refuse it.
-    expect(JSON.parse(pin('{"type":"session.update","session":{"voice":"alloy"}}') ?? "")).toEqual({ type: "session.update", session: { voice: "alloy" } });
+    // A session that names no model is left so.
+    expect(JSON.parse(pin('{"type":"session.update","session":{"voice":"alloy"}}') ?? "")).toEqual({ type: "session.update", model: "meta-llama/Llama-3.1-8B", session: { voice: "alloy" } });
   });
 
   it("is found as the backend's JSON parser reads it: its type named twice (the last counts), or spelt with escapes", () => {
