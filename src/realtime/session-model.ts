@@ -15,7 +15,8 @@ import { isRecord } from "../fleet/merge-patch.ts";
  * parser keeps the last of a type named twice, and decodes escapes (`session\u002eupdate`), so a
  * type read at a message's head or end (event-type.ts) could be told apart from the one the server
  * acts on. A message can only be a session.update, as the server parses it, when it holds the
- * words `session.update` or a JSON escape (a backslash); base64 audio holds neither.
+ * words `session.update` or a \u escape (no other JSON escape makes a letter or a dot); base64
+ * audio holds neither, even from an encoder that escapes its slashes (`\/`, as PHP's does).
  */
 
 const TYPE = "session.update";
@@ -27,7 +28,7 @@ const TYPE = "session.update";
  * (Python's parser takes `NaN` where JSON.parse does not): it must not reach the backend unpinned.
  */
 export function pinSessionModel(message: string, model: string): string | null {
-  if (!message.includes(TYPE) && !message.includes("\\")) return message;
+  if (!message.includes(TYPE) && !message.includes("\\u")) return message;
   let event: unknown;
   try {
     event = JSON.parse(message);

@@ -927,6 +927,27 @@ describe("a voice session whose backend owes nothing", () => {
   });
 });
 
+describe("a client's event the gateway answers itself", () => {
+  it("leaves the backend owing nothing: a response.create it could not read as JSON, answered invalid_json, does not stop the client's audio moving the session", async () => {
+    const s = await open("idle-vllm");
+    await s.event("session.created");
+    sessionUpdate(s, "idle-vllm");
+    // A \u escape makes the gateway read it (it may spell session.update); NaN makes it unreadable to JSON.parse.
+    s.ws.send('{"type":"response.create","response":{"instructions":"\\u0061","temperature":NaN}}');
+    expect((await s.event("error")).error).toMatchObject({ code: "invalid_json" });
+    const startedAt = Date.now();
+    const closedAfter = s.closed.then((c) => ({ ...c, afterMs: Date.now() - startedAt }));
+    // Audio each 100 ms for 2 s: more than three times the 600 ms, the backend silent throughout.
+    for (let i = 0; i < 20 && s.ws.readyState === s.ws.OPEN; i++) {
+      s.ws.send(audioChunk);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(await Promise.race([closedAfter, Promise.resolve("open")])).toBe("open");
+    s.ws.close(1000);
+    await vi.waitFor(async () => expect(await gw.inFlight("idle-vllm")).toBe(0), EVENTUALLY);
+  });
+});
+
 describe("a backend's close reason", () => {
   it("reaches the client without the deployment's secrets in it, as an upstream's error body does", async () => {
     const s = await open("closes-with-key");

@@ -33,6 +33,9 @@ describe("any other client message", () => {
     const item = JSON.stringify({ type: "conversation.item.create", item: { content: [{ type: "input_text", text: 'say "session.update"\n' }] } });
     expect(pin(item)).toBe(item);
     expect(pin("hello")).toBe("hello");
+    // Escaped slashes (PHP's encoder writes \/ in base64) spell no session.update: not read, even when unreadable.
+    const escaped = '{"type":"input_audio_buffer.append","audio":"ab\\/cd","n":NaN}';
+    expect(pin(escaped)).toBe(escaped);
     // Not JSON, and no session.update in it: the backend says so itself.
     expect(pin('{"type":"response.create",')).toBe('{"type":"response.create",');
   });

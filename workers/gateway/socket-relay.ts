@@ -75,11 +75,16 @@ export function relaySockets(client: WebSocket, upstream: WebSocket, lease: Held
   // which its server's input_audio_buffer.committed answers too; null when nothing is owed.
   let owed: "response" | "commit" | null = null;
   // Binary audio as it came; a text message too unless it is a session.update, its model pinned to
-  // the deployment's, or one that may be and cannot be read, answered in the backend's stead.
-  const toBackend = (data: string | ArrayBuffer): void => {
+  // the deployment's, or one that may be and cannot be read, answered in the backend's stead: false
+  // then, as the backend was not asked.
+  const toBackend = (data: string | ArrayBuffer): boolean => {
     const pinned = typeof data === "string" ? pinSessionModel(data, model) : data;
-    if (pinned === null) pass(client, UNREADABLE_EVENT);
-    else pass(upstream, pinned);
+    if (pinned === null) {
+      pass(client, UNREADABLE_EVENT);
+      return false;
+    }
+    pass(upstream, pinned);
+    return true;
   };
   client.addEventListener(
     "message",
@@ -90,11 +95,9 @@ export function relaySockets(client: WebSocket, upstream: WebSocket, lease: Held
           // does not keep a backend that owes it an answer.
           if (owed === null) movedAt = Date.now();
           // A type check of a text message's head unless a response is owed; none on binary audio.
-          if (owed !== "response" && typeof e.data === "string") {
-            const asks = clientAsks(e.data);
-            if (asks === "response" || (asks === "commit" && owed === null)) owed = asks;
-          }
-          toBackend(e.data);
+          const asks = owed !== "response" && typeof e.data === "string" ? clientAsks(e.data) : null;
+          // One the gateway answered itself asked the backend nothing, and is owed nothing by it.
+          if (toBackend(e.data) && (asks === "response" || (asks === "commit" && owed === null))) owed = asks;
         },
   );
   const fromBackend = (data: string | ArrayBuffer): void => {
