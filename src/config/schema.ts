@@ -396,7 +396,8 @@ export const GatewayConfigSchema = z.strictObject({
   /**
    * The JSON line each request leaves on the console (Workers Logs, `wrangler tail`, Logpush). A
    * request is sampled once, when it comes in (sampleRate 0..1); an unsampled one does no logging
-   * work. Lines under `level` are not written (a 2xx is info, a 4xx warn, a 5xx error).
+   * work. Lines under `level` are not written (a 2xx is info, a 4xx warn, a 5xx error; a stream cut
+   * after its 200 as the answer it stands for: src/logging/request-log.ts).
    */
   logging: z._default(
     z.strictObject({

@@ -105,9 +105,16 @@ export class RequestLog {
     this.waits++;
   }
 
-  /** A relayed body ended at `now`; `errorCode` when it was cut (the stream's error event's code, or the client's leaving). */
+  /**
+   * A relayed body ended at `now`; `errorCode` when it was cut (the stream's error event's code, or
+   * the client's leaving). A cut after the 200 is the failure it would have been before the headers,
+   * and its line has that answer's level: a level filter keeping only failures keeps it.
+   */
   bodyEnded(now: number, errorCode: string | null): void {
-    if (errorCode !== null) this.line.error_code = errorCode;
+    if (errorCode !== null) {
+      this.line.error_code = errorCode;
+      this.raise(levelOf(CUT_STATUS[errorCode] ?? 502));
+    }
     this.end(now);
   }
 
@@ -117,8 +124,13 @@ export class RequestLog {
     l.status = status;
     l.key_id = keyId;
     if (errorCode !== null) l.error_code = errorCode;
-    l.level = status >= 500 ? "error" : status >= 400 ? "warn" : "info";
+    this.raise(levelOf(status));
     this.end(now);
+  }
+
+  /** The line's level is the worst of what the request met: its answer, and its body's end (either may come first). */
+  private raise(level: LogLevel): void {
+    if (atLeast(level, this.line.level)) this.line.level = level;
   }
 
   private end(now: number): void {
@@ -135,5 +147,14 @@ export function sampleRequest(s: RequestLogSettings, requestId: string, method: 
   if (s.sampleRate < 1 && !(Math.random() < s.sampleRate)) return null;
   return new RequestLog(requestId, method, path, startedAt, s.level);
 }
+
+/** A 2xx is info, a 4xx warn, a 5xx error. */
+const levelOf = (status: number): LogLevel => (status >= 500 ? "error" : status >= 400 ? "warn" : "info");
+
+/**
+ * The answer a body's cut stands for, had it come before the headers: a client that left is a 499,
+ * an upstream that broke off a 502, one that stalled a 504. A code not listed is an upstream's failure.
+ */
+const CUT_STATUS: Readonly<Record<string, number>> = { client_closed_request: 499, upstream_stream_error: 502, upstream_stream_stalled: 504 };
 
 const round = (ms: number) => Math.round(ms * 100) / 100;

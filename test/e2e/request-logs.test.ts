@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { startFleet, type Fleet } from "../../bench/fleet/index.ts";
 import type { RequestLine } from "../../src/logging/request-log.ts";
 import { closedPort } from "../support/closed-port.ts";
+import { startHostileUpstream, type HostileUpstream } from "../support/hostile-upstream.ts";
 import { startSwitchableUpstream, type SwitchableUpstream } from "../support/switchable-upstream.ts";
 import { EVENTUALLY, startTestGateway, type TestGateway } from "./gateway.ts";
 
@@ -15,6 +16,7 @@ import { EVENTUALLY, startTestGateway, type TestGateway } from "./gateway.ts";
 
 let fleet: Fleet;
 let flaky: SwitchableUpstream;
+let hostile: HostileUpstream;
 let gw: TestGateway;
 const adminKey = `sk-admin-${randomBytes(16).toString("hex")}`;
 /** Every key string this file used: none may appear in a log line. */
@@ -28,6 +30,7 @@ beforeAll(async () => {
   fleet = await startFleet({ workers: 4, basePort: 0, preset: "instant", servedModelName: "sim-7b" });
   const dead = `http://127.0.0.1:${await closedPort()}`;
   flaky = await startSwitchableUpstream("sim-7b");
+  hostile = await startHostileUpstream();
   gw = await startTestGateway(
     {
       // CORS on, as a browser-facing gateway has it: what a line says must not depend on it.
@@ -55,6 +58,7 @@ afterAll(async () => {
   await gw?.close();
   await fleet?.close();
   await flaky?.close();
+  await hostile?.close();
 });
 
 type Line = Record<string, unknown>;
@@ -267,8 +271,17 @@ describe("one JSON line per request", () => {
 });
 
 describe("the config's sampling rate and level", () => {
+  const broken = (name: string, behaviour: string, more: { streamIdleTimeoutMs?: number } = {}) => ({ name, failover: { maxAttempts: 1 }, ...more, deployments: [{ id: behaviour, baseUrl: `${hostile.url}/${behaviour}`, model: "sim-7b" }] });
+
   async function gatewayWith(logging: { sampleRate?: number; level?: "debug" | "info" | "warn" | "error" }): Promise<TestGateway> {
-    const g = await startTestGateway({ logging: { requests: logging }, modelGroups: [{ name: "m", deployments: [sim(0)] }] }, { KVGATE_ADMIN_KEY: adminKey });
+    const modelGroups = [
+      { name: "m", deployments: [sim(0)] },
+      // Streams that fail after their 200 headers went out: the engine breaks off, stalls, or the client leaves.
+      broken("m-cut", "cut-between-events"),
+      broken("m-stalled", "silent-stream", { streamIdleTimeoutMs: 300 }),
+      broken("m-endless", "endless-stream"),
+    ];
+    const g = await startTestGateway({ logging: { requests: logging }, modelGroups }, { KVGATE_ADMIN_KEY: adminKey });
     secrets.push(g.key);
     return g;
   }
@@ -297,6 +310,33 @@ describe("the config's sampling rate and level", () => {
       expect(await lineOf(g, bad.res.headers.get("x-request-id") as string)).toMatchObject({ level: "warn", status: 401 });
       expect(requestLines(g, ok.res.headers.get("x-request-id") as string)).toEqual([]);
       expect(lines(g, "request").every((l) => l.level !== "info")).toBe(true);
+    } finally {
+      await g.close();
+    }
+  }, 120_000);
+
+  it('level "warn": a stream that fails after its 200 headers is a failure, and its line is written', async () => {
+    const g = await gatewayWith({ level: "warn" });
+    try {
+      // The engine breaks off after one event, and stalls after one: the 502 and 504 they would have been before the headers.
+      for (const [model, code] of [["m-cut", "upstream_stream_error"], ["m-stalled", "upstream_stream_stalled"]] as const) {
+        const { res, text } = await chat(g, g.key, model, true);
+        expect(res.status).toBe(200);
+        expect(text).toContain(`"code":"${code}"`);
+        expect(await lineOf(g, res.headers.get("x-request-id") as string)).toMatchObject({ level: "error", status: 200, stream: true, error_code: code });
+      }
+      // The client leaves mid-stream: the 499 it would have been.
+      const abort = new AbortController();
+      const res = await fetch(`${g.url}/v1/chat/completions`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${g.key}`, "content-type": "application/json" },
+        body: JSON.stringify({ model: "m-endless", stream: true, messages: [{ role: "user", content: PROMPT }] }),
+        signal: abort.signal,
+      });
+      expect(res.status).toBe(200);
+      await (res.body as ReadableStream<Uint8Array>).getReader().read();
+      abort.abort();
+      expect(await lineOf(g, res.headers.get("x-request-id") as string)).toMatchObject({ level: "warn", status: 200, stream: true, error_code: "client_closed_request" });
     } finally {
       await g.close();
     }
