@@ -145,7 +145,7 @@ export const FLEET_COMMANDS = commandTable({
         ...seedLines(s.seed),
         table(
           ["GROUP", "DEPLOYMENTS", "TAKING", "IN-FLIGHT", "REV", "ROUTING"],
-          s.groups.map((g) => [g.name, String(g.deployments), String(g.takingRequests), String(g.inFlight), String(g.rev), g.routingRev === null ? "unreachable" : g.routingRev >= g.rev ? "current" : `at ${g.routingRev}`]),
+          s.groups.map((g) => [g.name, String(g.deployments), String(g.takingRequests), g.inFlight === null ? "-" : String(g.inFlight), String(g.rev), g.routingRev === null ? "unreachable" : g.routingRev >= g.rev ? "current" : `at ${g.routingRev}`]),
         ),
       ].join("\n"),
     );

@@ -221,7 +221,7 @@ async function recentDecisions(group, read) {
 function renderGroup(g) {
   const rows = g.deploymentRows;
   const view = groupViews.get(g.name) ?? newGroupView(g.name);
-  set(view.summary, `Registry revision ${g.rev} (routing object: ${g.routingRev ?? "unreachable"}) · ${g.takingRequests} of ${g.deployments} deployments take requests · ${g.inFlight} in flight`);
+  set(view.summary, `Registry revision ${g.rev} (routing object: ${g.routingRev ?? "unreachable"}) · ${g.takingRequests} of ${g.deployments} deployments take requests · ${g.inFlight === null ? "in flight unknown" : `${g.inFlight} in flight`}`);
   for (const [id, tr] of view.rows) {
     if (!rows.some((r) => r.id === id)) {
       tr.remove();

@@ -65,7 +65,8 @@ export interface StatusGroup {
   routingRev: number | null;
   deployments: number;
   takingRequests: number;
-  inFlight: number;
+  /** Requests in flight on its backends; null when unknown: its routing object, or a shard's it gave up (which may hold requests), did not answer. */
+  inFlight: number | null;
   /** Its deployments as GET /admin/v1/groups/{group}/deployments lists them: the whole fleet's in one read (a dashboard refresh). */
   deploymentRows: DeploymentRow[];
 }

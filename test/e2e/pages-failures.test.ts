@@ -3,6 +3,7 @@ import type { Page } from "playwright-core";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { startFleet, type Fleet } from "../../bench/fleet/index.ts";
 import { hasChromium } from "../../bench/harness/chromium.ts";
+import type { FleetStatus } from "../../src/fleet/admin-api.ts";
 import type { DecisionView } from "../../src/metrics/decisions.ts";
 import { startHostileUpstream, type HostileUpstream } from "../support/hostile-upstream.ts";
 import { browserPages, type BrowserPages } from "./browser-pages.ts";
@@ -130,6 +131,26 @@ describe.skipIf(missing)("the pages when things change or fail under them", () =
     await page.unroute("**/admin/v1/status");
     await vi.waitFor(async () => expect(await status.textContent()).not.toMatch(/Refresh failed/), EVENTUALLY);
   }, 30_000);
+
+  it("a group whose in flight is unknown (a routing object that did not answer) says so, not 0 in flight", async () => {
+    const page = await dashboard();
+    const summary = page.locator(`[data-group="${GROUP}"] > p`);
+    await vi.waitFor(async () => expect(await summary.textContent()).toMatch(/ · \d+ in flight$/), EVENTUALLY);
+    // The gateway's answer while an object of the group (a shard's it gave up) does not answer: its routing revision known, what it holds not.
+    await page.route("**/admin/v1/status", async (r) => {
+      const status = (await (await r.fetch()).json()) as FleetStatus;
+      for (const g of status.groups) {
+        if (g.name !== GROUP) continue;
+        g.inFlight = null;
+        for (const row of g.deploymentRows) row.inFlight = null;
+      }
+      await r.fulfill({ status: 200, contentType: "application/json", body: JSON.stringify(status) });
+    });
+    await vi.waitFor(async () => expect(await summary.textContent()).toMatch(/ · in flight unknown$/), EVENTUALLY);
+    expect(await page.locator(`[data-group="${GROUP}"] tr[data-deployment="sim-0"] [data-field="inFlight"]`).textContent()).toMatch(/^– \/ /);
+    await page.unroute("**/admin/v1/status");
+    await vi.waitFor(async () => expect(await summary.textContent()).toMatch(/ · \d+ in flight$/), EVENTUALLY);
+  });
 
   it("a kept key outlives a failure that is no refusal, and a refusal still forgets it", async () => {
     const page = await dashboard();

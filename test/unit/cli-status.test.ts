@@ -28,3 +28,14 @@ describe("npx kvgate status", () => {
     for (const seed of [{ state: "taken" as const, rev: 3, aliasesHeld: [] }, null]) expect((await statusText({ rev: 3, groups, seed })).split("\n")[1]).toMatch(/^GROUP\s+DEPLOYMENTS/);
   });
 });
+
+describe("npx kvgate status's IN-FLIGHT", () => {
+  it("is - for a group whose in flight is unknown (a routing object that did not answer), not 0", async () => {
+    const unknown: FleetStatus["groups"] = [{ name: "down", rev: 4, routingRev: null, deployments: 2, takingRequests: 2, inFlight: null, deploymentRows: [] }, ...groups];
+    const rows = (await statusText({ rev: 4, groups: unknown, seed: null })).split("\n").slice(2).map((l) => l.trim().split(/\s+/));
+    expect(rows).toEqual([
+      ["down", "2", "2", "-", "4", "unreachable"],
+      ["a", "1", "1", "0", "3", "current"],
+    ]);
+  });
+});

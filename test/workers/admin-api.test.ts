@@ -2,7 +2,7 @@ import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test"
 import { env } from "cloudflare:workers";
 import { describe, expect, inject, it, vi } from "vitest";
 import type { ResolvedGroup } from "../../src/config/load.ts";
-import type { DeploymentList, DeploymentRow, GroupList } from "../../src/fleet/admin-api.ts";
+import type { DeploymentList, DeploymentRow, FleetStatus, GroupList } from "../../src/fleet/admin-api.ts";
 import { REGISTRY_NAME } from "../../src/fleet/registry-name.ts";
 import type { RouteRefusal } from "../../src/routing/protocol.ts";
 import { holdLease, route, type Routed } from "../../workers/gateway/route-client.ts";
@@ -121,11 +121,18 @@ describe("deployments through the admin API", () => {
         return new Proxy(real, { get: (o, p) => (p === "status" ? async () => Promise.reject(new Error("Durable Object is overloaded.")) : Reflect.get(o, p)) });
       },
     };
-    const ctx = createExecutionContext();
-    const res = await worker.fetch(new Request("https://kvgate.test/admin/v1/groups/admin-unseen/deployments/b", { headers: { authorization: `Bearer ${env.KVGATE_ADMIN_KEY}` } }), { ...env, MODEL_GROUP: unanswered } as unknown as Env, ctx);
-    await waitOnExecutionContext(ctx);
+    const read = async (path: string) => {
+      const ctx = createExecutionContext();
+      const res = await worker.fetch(new Request(`https://kvgate.test/admin/v1${path}`, { headers: { authorization: `Bearer ${env.KVGATE_ADMIN_KEY}` } }), { ...env, MODEL_GROUP: unanswered } as unknown as Env, ctx);
+      await waitOnExecutionContext(ctx);
+      return res;
+    };
+    const res = await read("/groups/admin-unseen/deployments/b");
     expect(res.status).toBe(200);
     expect(await res.json()).toMatchObject({ state: "draining", inFlight: null, drained: false });
+    // The fleet's status says the group's in flight is unknown too, not 0.
+    const fleet = (await ok<FleetStatus>(read("/status"))).groups.find((g) => g.name === "admin-unseen");
+    expect(fleet).toMatchObject({ routingRev: null, inFlight: null });
   });
 
   it("answers 503 for a group's decisions while its routing object does not answer, not a 500 naming nothing", async () => {

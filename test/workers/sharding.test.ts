@@ -2,6 +2,7 @@ import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test"
 import { env } from "cloudflare:workers";
 import { describe, expect, inject, it, vi } from "vitest";
 import type { GroupStatus } from "../../src/routing/protocol.ts";
+import type { FleetStatus } from "../../src/fleet/admin-api.ts";
 import { parseConfig, type ResolvedGroup } from "../../src/config/load.ts";
 import { ChatCompletionRequestSchema } from "../../src/openai/requests.ts";
 import { chatFingerprint } from "../../src/prefix/fingerprint.ts";
@@ -337,6 +338,8 @@ describe("the object of a shard a group gave up", () => {
   };
   const statusOf = async (down: boolean) => ok<{ groups: GroupStatus[]; unavailable: string[]; inFlightUnknown: string[] }>(read("/v1/kvgate/status", env.KVGATE_MASTER_KEY, down));
   const rowOf = async (id: string, down: boolean) => ok<{ inFlight: number | null; drained: boolean }>(read(`/admin/v1/groups/${group}/deployments/${id}`, env.KVGATE_ADMIN_KEY, down));
+  /** The group's in flight as GET /admin/v1/status sums it (what the dashboard's summary and `npx kvgate status` show). */
+  const fleetInFlight = async (down: boolean) => (await ok<FleetStatus>(read("/admin/v1/status", env.KVGATE_ADMIN_KEY, down))).groups.find((g) => g.name === group)?.inFlight;
 
   it("is asked no more once its requests ended: its failure then leaves the group whole, and no counter falls", async () => {
     const fleet = inject("upstreams").fleetUrls;
@@ -377,10 +380,14 @@ describe("the object of a shard a group gave up", () => {
     expect(status.groups.find((g) => g.group === group)?.backends.length).toBe(4);
     expect(await rowOf(id, true)).toMatchObject({ inFlight: null, drained: false });
     expect(await rowOf(id, false)).toMatchObject({ inFlight: 1, drained: false });
+    // The group's sum says so too: unknown, not 0 while a stream runs.
+    expect(await fleetInFlight(true)).toBeNull();
+    expect(await fleetInFlight(false)).toBeGreaterThanOrEqual(1);
 
     await open.body?.cancel();
     // Once it has nothing in flight its counts are carried by the group's own object, and it is asked no more.
     await vi.waitFor(async () => expect(await rowOf(id, true)).toMatchObject({ inFlight: 0, drained: true }), { timeout: 20_000, interval: 200 });
+    expect(await fleetInFlight(true)).toEqual(expect.any(Number));
     const after = await scrape(true);
     expect(after).toContain(`kvgate_group_up{group="${group}"} 1`);
     const counted = countersOf(after);

@@ -58,7 +58,7 @@ export function mountAdmin(app: Hono<AdminEnv>, config: LoadedConfig): void {
         const answered = live[i] ?? null;
         const rows = deploymentRows(g, answered);
         // The routing objects' every backend, not the rows': a deployment removed while requests run on it is no row, and its server still answers them.
-        const inFlight = answered?.inFlightKnown ? answered.status.backends.reduce((n, b) => n + b.inFlight, 0) : 0;
+        const inFlight = answered?.inFlightKnown ? answered.status.backends.reduce((n, b) => n + b.inFlight, 0) : null;
         return { name: g.settings.name, rev: g.rev, routingRev: answered?.status.rev ?? null, deployments: rows.length, takingRequests: rows.filter((r) => r.takesRequests).length, inFlight, deploymentRows: rows };
       }),
       seed,
