@@ -904,19 +904,24 @@ describe("a commit its server answers with input_audio_buffer.committed (OpenAI'
   });
 });
 
+/**
+ * Audio each 100 ms for 2 s, uncommitted: more than three times the idle groups' 600 ms, the
+ * backend answering none of it. "open" when the session is still open after it, else its close.
+ */
+async function talksFor2s(s: OpenSocket): Promise<unknown> {
+  for (let i = 0; i < 20 && s.ws.readyState === s.ws.OPEN; i++) {
+    s.ws.send(audioChunk);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return Promise.race([s.closed, Promise.resolve("open")]);
+}
+
 describe("a voice session whose backend owes nothing", () => {
   it("stays open while its client streams audio the backend does not answer (vLLM answers a commit, not an append); once nothing moves either way for streamIdleTimeoutMs, it is closed", async () => {
     const s = await open("idle-vllm");
     await s.event("session.created");
     sessionUpdate(s, "idle-vllm");
-    const startedAt = Date.now();
-    const closedAfter = s.closed.then((c) => ({ ...c, afterMs: Date.now() - startedAt }));
-    // Audio each 100 ms for 2 s, uncommitted: more than three times the 600 ms, the backend silent throughout.
-    for (let i = 0; i < 20 && s.ws.readyState === s.ws.OPEN; i++) {
-      s.ws.send(audioChunk);
-      await new Promise((r) => setTimeout(r, 100));
-    }
-    expect(await Promise.race([closedAfter, Promise.resolve("open")])).toBe("open");
+    expect(await talksFor2s(s)).toBe("open");
     s.ws.send(JSON.stringify({ type: "input_audio_buffer.commit" }));
     expect((await s.event("transcription.done")).text).toBe("heard");
     const closed = Promise.race([s.closed, new Promise<null>((r) => setTimeout(() => r(null), 5000))]);
@@ -935,14 +940,7 @@ describe("a client's event the gateway answers itself", () => {
     // A \u escape makes the gateway read it (it may spell session.update); NaN makes it unreadable to JSON.parse.
     s.ws.send('{"type":"response.create","response":{"instructions":"\\u0061","temperature":NaN}}');
     expect((await s.event("error")).error).toMatchObject({ code: "invalid_json" });
-    const startedAt = Date.now();
-    const closedAfter = s.closed.then((c) => ({ ...c, afterMs: Date.now() - startedAt }));
-    // Audio each 100 ms for 2 s: more than three times the 600 ms, the backend silent throughout.
-    for (let i = 0; i < 20 && s.ws.readyState === s.ws.OPEN; i++) {
-      s.ws.send(audioChunk);
-      await new Promise((r) => setTimeout(r, 100));
-    }
-    expect(await Promise.race([closedAfter, Promise.resolve("open")])).toBe("open");
+    expect(await talksFor2s(s)).toBe("open");
     s.ws.close(1000);
     await vi.waitFor(async () => expect(await gw.inFlight("idle-vllm")).toBe(0), EVENTUALLY);
   });

@@ -14,6 +14,8 @@ import type { AttemptEnd, HeldLease } from "./route-client.ts";
 export class HeldFailure {
   private held: HeldLease | null = null;
   private bothUnserved = false;
+  /** Two backends failed server-side in different ways (a 404 for the endpoint, a crash): another backend serves the endpoint. */
+  private differed = false;
   /** What the held attempt told of itself (a timeout with no answer) and what it met, sent with its settling whatever the verdict. */
   private heldEnd: AttemptEnd | undefined;
 
@@ -49,6 +51,7 @@ export class HeldFailure {
     // Another kind of failure does not confirm the one held, which is then its backend's: a crash
     // after a 404 for the endpoint shows another backend serves it; a 404 after a crash tells
     // nothing of the crash, charged as with no second attempt.
+    if (this.held !== null) this.differed = true;
     this.settle("upstream-error");
     this.held = lease;
     this.heldEnd = met;
@@ -67,10 +70,11 @@ export class HeldFailure {
    * Whatever ended the attempts: a failure nobody confirmed is its backend's, as it would be alone —
    * but a 404 for the endpoint, which no other backend answered or failed otherwise on: a group's
    * only backend (or its only one not open or full) lacking an endpoint is what any client may ask
-   * of it, and charged, the SDK's tries would open its breaker for every other client.
+   * of it, and charged, the SDK's tries would open its breaker for every other client. After
+   * another backend's crash, which shows that backend serves the endpoint, the 404 is its own.
    */
   end(): void {
-    this.settle(isUnserved(this.heldEnd) ? "rejected" : "upstream-error");
+    this.settle(isUnserved(this.heldEnd) && !this.differed ? "rejected" : "upstream-error");
   }
 
   /**
