@@ -49,15 +49,20 @@ export function classifyStatus(status: number, hasBody: boolean, said: UpstreamE
   // other may be a crash the request caused, as a 500 may: a proxy in front of the engine (Envoy,
   // Istio, Knative) answers its crash with a plain 503.
   if (status === 503 && (retryAfter !== null || said?.type === "unavailable_error")) return { kind: "backend-failure", why: "unavailable" };
+  // Not implemented: an endpoint the engine was not started to serve (llama.cpp's /v1/embeddings
+  // without --embeddings, /v1/rerank without --reranking), as a 404 for the path is below.
+  if (status === 501) return { kind: "backend-failure", why: "no-endpoint" };
   if (status >= 500) return { kind: "backend-failure", why: "server-error" };
   if (status === 429) return { kind: "rate-limited" };
   // The gateway asked for the model the deployment is configured with: a 404 that says the model is
   // unknown is the backend's (it serves another). One about what the request refers to is the
-  // request's. Any other says the server has no such path: an endpoint its engine does not serve
-  // (a chat model's vLLM has no /v1/embeddings), which every backend of the group may answer alike.
+  // request's. An engine's other 404 (an error body it wrote) says it has no such path: an endpoint
+  // it does not serve (a chat model's vLLM has no /v1/embeddings), which every backend of the group
+  // may answer alike. A 404 with no error body is no engine's: a proxy's page for a route it
+  // dropped (Traefik's "404 page not found" once the engine's container stopped), the backend's own.
   if (status === 404) {
     if (notFoundIsRequests(said, refersTo)) return { kind: "rejected" };
-    return { kind: "backend-failure", why: saysModelUnknown(said) ? "not-served" : "no-endpoint" };
+    return { kind: "backend-failure", why: said === null || saysModelUnknown(said) ? "not-served" : "no-endpoint" };
   }
   // The gateway's own key was refused: the backend is misconfigured, not the client.
   if (status === 401 || status === 403) return { kind: "backend-failure", why: "credentials" };

@@ -31,6 +31,11 @@ beforeAll(async () => {
       { name: "no-realtime", strategy: "round-robin", deployments: ["a", "b", "c"].map((id) => ({ id, baseUrl: `${sockets.url}/refuse:404`, model: "chat-7b" })) },
       // Three vLLMs serving chat: uvicorn answers a WebSocket to a path no route serves with a 403 and no body.
       { name: "no-realtime-route", strategy: "round-robin", deployments: ["a", "b", "c"].map((id) => ({ id, baseUrl: `${sockets.url}/no-route`, model: "chat-7b" })) },
+      // One llama.cpp started for chat alone: embeddings are its 501.
+      { name: "llamacpp-alone", deployments: [hostile("llamacpp-chat", "llamacpp")] },
+      // Two engines gone behind their proxy (its 404 page on every path), a group to fall back to.
+      { name: "behind-proxy", strategy: "round-robin", fallbacks: ["fallback"], breaker: { consecutiveFailures: 2, openMs: 60_000, probeIntervalMs: 60_000 }, deployments: [hostile("proxy-404", "gone-a"), hostile("proxy-404", "gone-b")] },
+      { name: "fallback", deployments: [hostile("ok", "served")] },
       // A backend whose baseUrl leads nowhere (a 404 naming no model) beside a healthy one.
       { name: "one-misconfigured", strategy: "round-robin", breaker: { consecutiveFailures: 2, openMs: 60_000, probeIntervalMs: 60_000 }, deployments: [hostile("nowhere", "misconfigured"), hostile("ok", "ok")] },
     ],
@@ -115,6 +120,32 @@ describe("an endpoint the group's only backend does not serve", () => {
     expect.soft(answers).toEqual(Array.from({ length: 5 }, () => [502, "502 backend alone does not serve this endpoint (HTTP 404): Not Found"]));
     expect.soft(calls).toBe(15);
     await stillServes("chat-only-alone", ["alone"]);
+  }, 30_000);
+});
+
+describe("an endpoint a llama.cpp started for chat alone does not serve (its 501 not_supported_error)", () => {
+  it("is held as a 404 for the path is: the group's only backend gets no verdict, and the SDK's tries open no breaker", async () => {
+    const { answers } = await embeddingsRefused("llamacpp-alone");
+    expect.soft(answers.map((a) => (a as unknown[])[0])).toEqual(Array.from({ length: 5 }, () => 502));
+    await stillServes("llamacpp-alone", ["llamacpp"]);
+  }, 30_000);
+});
+
+describe("a 404 page from a proxy whose route to the engine went away, on every backend", () => {
+  it("is each backend's own failure, not a request for what the group does not serve: their breakers open and the fallback group serves", async () => {
+    const served: unknown[] = [];
+    for (let i = 0; i < 6; i++) {
+      const res = await chat("behind-proxy");
+      served.push([res.status, res.headers.get("x-kvgate-backend")]);
+      await res.text();
+    }
+    // Once both breakers opened (two failures each), the fallback group's backend serves at once.
+    expect(served.at(-1)).toEqual([200, "served"]);
+    expect(served).not.toContainEqual([404, expect.anything()]);
+    await vi.waitFor(async () => expect(await charges("behind-proxy")).toEqual([
+      ["gone-a", 2, "open"],
+      ["gone-b", 2, "open"],
+    ]), EVENTUALLY);
   }, 30_000);
 });
 

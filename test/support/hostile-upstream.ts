@@ -574,6 +574,20 @@ const BEHAVIOURS: Record<string, Answer> = {
     if (/\/v1\/chat\/completions$/.test(req.url ?? "")) return answerOk(req, res, body, arg, s);
     res.writeHead(404, { "content-type": "application/json" }).end('{"detail":"Not Found"}');
   },
+  /**
+   * A llama.cpp server started for chat alone: /v1/embeddings (and /v1/rerank) without --embeddings
+   * (--reranking) is its 501 not_supported_error.
+   */
+  "llamacpp-chat": (req, res, body, arg, s) => {
+    if (/\/v1\/chat\/completions$/.test(req.url ?? "")) return answerOk(req, res, body, arg, s);
+    res.writeHead(501, { "content-type": "application/json" });
+    res.end(JSON.stringify({ error: { code: 501, message: "This server does not support embeddings. Start it with `--embeddings`", type: "not_supported_error" } }));
+  },
+  /** A reverse proxy whose route to the engine went away (Traefik once its container stopped): its plain-text 404 page on every path. */
+  "proxy-404": (req, res) => {
+    req.resume();
+    res.writeHead(404, { "content-type": "text/plain; charset=utf-8" }).end("404 page not found\n");
+  },
   /** vLLM's answer when asked for a model it does not serve. */
   "wrong-model": (_req, res, body) => {
     const { model } = requestOf(body);
@@ -845,8 +859,8 @@ export async function startHostileUpstream(): Promise<HostileUpstream> {
       return void res.writeHead(200, { "content-type": "application/json" }).end('{"status":"ok"}');
     }
     const answer = answers[name];
-    // Each behaviour answers the paths the gateway sends requests to; `chat-only` every path, as a real server's router does.
-    if (!answer || (name !== "chat-only" && !/\/(completions|responses|rerank)$/.test(m?.[3] ?? ""))) {
+    // Each behaviour answers the paths the gateway sends requests to; `chat-only` and `llamacpp-chat` every path, as a real server's router does.
+    if (!answer || (name !== "chat-only" && name !== "llamacpp-chat" && !/\/(completions|responses|rerank)$/.test(m?.[3] ?? ""))) {
       req.resume();
       return void res.writeHead(404, { "content-type": "application/json" }).end('{"error":{"message":"no such behaviour"}}');
     }

@@ -70,9 +70,13 @@ describe("closes passed from one side to the other", () => {
 });
 
 describe("an upstream that did not switch protocols", () => {
-  it("serves no WebSocket there when it answered 200, as when it answered 404; the rest means what it means for any request", () => {
+  it("serves no WebSocket there when it answered 200, as when it answered an engine's 404 or an ASGI server's bodiless 403; the rest means what it means for any request", () => {
     expect(classifyRefusedUpgrade(200)).toEqual({ kind: "backend-failure", why: "no-endpoint" });
-    expect(classifyRefusedUpgrade(404)).toEqual({ kind: "backend-failure", why: "no-endpoint" });
+    expect(classifyRefusedUpgrade(404, { message: "Not Found", type: null, code: null, param: null, extra: {} })).toEqual({ kind: "backend-failure", why: "no-endpoint" });
+    expect(classifyRefusedUpgrade(403, null, null, true)).toEqual({ kind: "backend-failure", why: "no-endpoint" });
+    // A 404 with no error body is no engine's (a proxy's page), a 403 that says why a refused key: the backend's own.
+    expect(classifyRefusedUpgrade(404)).toEqual({ kind: "backend-failure", why: "not-served" });
+    expect(classifyRefusedUpgrade(403, { message: "Unauthorized", type: null, code: null, param: null, extra: {} })).toEqual({ kind: "backend-failure", why: "credentials" });
     expect(classifyRefusedUpgrade(400)).toEqual({ kind: "rejected" });
     expect(classifyRefusedUpgrade(429)).toEqual({ kind: "rate-limited" });
     expect(classifyRefusedUpgrade(500)).toEqual({ kind: "backend-failure", why: "server-error" });

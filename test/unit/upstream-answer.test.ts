@@ -17,10 +17,11 @@ describe("what an upstream status means", () => {
     [422, true, { kind: "rejected" }],
     [401, true, { kind: "backend-failure", why: "credentials" }],
     [403, true, { kind: "backend-failure", why: "credentials" }],
-    [404, true, { kind: "backend-failure", why: "no-endpoint" }],
+    [404, true, { kind: "backend-failure", why: "not-served" }],
     [408, true, { kind: "backend-failure", why: "status" }],
     [429, true, { kind: "rate-limited" }],
     [500, true, { kind: "backend-failure", why: "server-error" }],
+    [501, true, { kind: "backend-failure", why: "no-endpoint" }],
     [503, true, { kind: "backend-failure", why: "server-error" }],
     [599, true, { kind: "backend-failure", why: "server-error" }],
   ])("HTTP %i (body: %s)", (status, hasBody, expected) => {
@@ -66,12 +67,23 @@ describe("a 404", () => {
     expect(isBackendsOwn("not-served")).toBe(true);
   });
 
-  it("saying nothing of the model is a path the server has no route for: an endpoint it does not serve, which may be every backend's", () => {
-    // FastAPI's answer (vLLM's, for /v1/embeddings on a chat model), a message naming nothing, a page or no body.
+  it("an engine's saying nothing of the model is a path the server has no route for: an endpoint it does not serve, which may be every backend's", () => {
+    // FastAPI's answer (vLLM's, for /v1/embeddings on a chat model), a message naming nothing.
     const fastapi = parseUpstreamError('{"detail":"Not Found"}');
-    for (const told of [fastapi, said(null), null]) expect(classifyStatus(404, true, told)).toEqual({ kind: "backend-failure", why: "no-endpoint" });
+    for (const told of [fastapi, said(null)]) expect(classifyStatus(404, true, told)).toEqual({ kind: "backend-failure", why: "no-endpoint" });
     expect(isBackendsOwn("no-endpoint")).toBe(false);
     expect(failureKind("no-endpoint")).toBe("not-served");
+  });
+
+  it("with no error body is no engine's: a proxy's page for a route it dropped (the engine's container stopped), the backend's own", () => {
+    for (const page of ["404 page not found", "<html><body><h1>404 Not Found</h1></body></html>", ""]) {
+      expect(classifyStatus(404, page !== "", parseUpstreamError(page))).toEqual({ kind: "backend-failure", why: "not-served" });
+    }
+  });
+
+  it("a 501 is an endpoint the engine was not started to serve (llama.cpp's embeddings without --embeddings), as an engine's 404 for the path is", () => {
+    const llamacpp = parseUpstreamError(JSON.stringify({ error: { code: 501, message: "This server does not support embeddings. Start it with `--embeddings`", type: "not_supported_error" } }));
+    expect(classifyStatus(501, true, llamacpp)).toEqual({ kind: "backend-failure", why: "no-endpoint" });
   });
 
   it("naming another parameter (vLLM's unknown previous_response_id: response_id) is the request's", () => {
