@@ -1,3 +1,4 @@
+import { GatewayError } from "../../src/openai/errors.ts";
 import type { LeaseOutcome } from "../../src/routing/protocol.ts";
 import { isServerSide, type Failure } from "../../src/upstream/retry.ts";
 import type { AttemptEnd, HeldLease } from "./route-client.ts";
@@ -84,6 +85,16 @@ export class HeldFailure {
    */
   cut(): void {
     this.settle("client-abort");
+  }
+
+  /**
+   * What was thrown ended the attempts: the client leaving (a 499) or the gateway's own failure (no
+   * answer of its making) cut them (cut); a refusal the gateway answers (a fallback group's object
+   * refusing the key over its limits, no backend left) leaves the held failure to end(), as any
+   * end of the attempts without another backend's word does.
+   */
+  thrown(e: unknown): void {
+    if (!(e instanceof GatewayError) || e.status === 499) this.cut();
   }
 
   private settle(outcome: LeaseOutcome): void {

@@ -120,8 +120,7 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
       if (p.req.signal.aborted) throw new GatewayError(499, "invalid_request_error", "client disconnected", "client_closed_request");
     }
   } catch (e) {
-    // The client left (499), or the gateway failed: no attempt told whose a failure held was.
-    held.cut();
+    held.thrown(e);
     throw e;
   } finally {
     held.end();

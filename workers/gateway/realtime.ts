@@ -65,8 +65,7 @@ export async function openRealtime(p: RealtimeInput): Promise<Response> {
   try {
     return await handshakeInTurn(p, { model, search: url.search, tenant, protocols, primary, byModel }, held);
   } catch (e) {
-    // The client left, or the gateway failed: no handshake told whose a failure held was.
-    held.cut();
+    held.thrown(e);
     throw e;
   } finally {
     held.end();
