@@ -39,8 +39,10 @@ const HTML = /^\s*text\/html\b/i;
  * `contentEncoding`, `contentType`, `retryAfter`: the answer's headers. The gateway asks for no
  * coding, so a working server sends none the runtime does not decode. `refersTo`: the id of a
  * stored object the request refers to (a Responses request's `previous_response_id`).
+ * `everyEngineServes`: the request's path is one every OpenAI-compatible engine serves (chat
+ * completions, completions), where a 404 that is no engine's answer is a proxy's.
  */
-export function classifyStatus(status: number, hasBody: boolean, said: UpstreamErrorBody | null = null, contentEncoding: string | null = null, contentType: string | null = null, retryAfter: string | null = null, refersTo: string | null = null): Answer {
+export function classifyStatus(status: number, hasBody: boolean, said: UpstreamErrorBody | null = null, contentEncoding: string | null = null, contentType: string | null = null, retryAfter: string | null = null, refersTo: string | null = null, everyEngineServes = false): Answer {
   if (status === 200 && hasBody && contentEncoding && !DECODED_CODINGS.has(contentEncoding)) return { kind: "backend-failure", why: "encoding" };
   if (status === 200 && hasBody && contentType !== null && HTML.test(contentType)) return { kind: "backend-failure", why: "html" };
   if (status === 200) return hasBody ? { kind: "success" } : { kind: "backend-failure", why: "no-content" };
@@ -49,20 +51,23 @@ export function classifyStatus(status: number, hasBody: boolean, said: UpstreamE
   // other may be a crash the request caused, as a 500 may: a proxy in front of the engine (Envoy,
   // Istio, Knative) answers its crash with a plain 503.
   if (status === 503 && (retryAfter !== null || said?.type === "unavailable_error")) return { kind: "backend-failure", why: "unavailable" };
-  // Not implemented: an endpoint the engine was not started to serve (llama.cpp's /v1/embeddings
-  // without --embeddings, /v1/rerank without --reranking), as a 404 for the path is below.
-  if (status === 501) return { kind: "backend-failure", why: "no-endpoint" };
+  // llama.cpp's "not supported": an endpoint it was not started to serve (/v1/embeddings without
+  // --embeddings, /v1/rerank without --reranking), as a 404 for the path is below. Another 501 is
+  // a server's error as any 5xx is (vLLM answers a NotImplementedError raised by a request so).
+  if (status === 501 && said?.type === "not_supported_error") return { kind: "backend-failure", why: "no-endpoint" };
   if (status >= 500) return { kind: "backend-failure", why: "server-error" };
   if (status === 429) return { kind: "rate-limited" };
   // The gateway asked for the model the deployment is configured with: a 404 that says the model is
   // unknown is the backend's (it serves another). One about what the request refers to is the
-  // request's. An engine's other 404 (an error body it wrote) says it has no such path: an endpoint
-  // it does not serve (a chat model's vLLM has no /v1/embeddings), which every backend of the group
-  // may answer alike. A 404 with no error body is no engine's: a proxy's page for a route it
-  // dropped (Traefik's "404 page not found" once the engine's container stopped), the backend's own.
+  // request's. Any other says the server has no such path: an endpoint it does not serve (a chat
+  // model's vLLM has no /v1/embeddings, Ollama's router answers /v1/rerank with a plain-text page,
+  // TGI with none), which every backend of the group may answer alike — but on a path every
+  // engine serves, a 404 that is no engine's answer (no error body) is a proxy's page for a route
+  // it dropped (Traefik's once the engine's container stopped): the backend's own.
   if (status === 404) {
     if (notFoundIsRequests(said, refersTo)) return { kind: "rejected" };
-    return { kind: "backend-failure", why: said === null || saysModelUnknown(said) ? "not-served" : "no-endpoint" };
+    const own = saysModelUnknown(said) || (said === null && everyEngineServes);
+    return { kind: "backend-failure", why: own ? "not-served" : "no-endpoint" };
   }
   // The gateway's own key was refused: the backend is misconfigured, not the client.
   if (status === 401 || status === 403) return { kind: "backend-failure", why: "credentials" };

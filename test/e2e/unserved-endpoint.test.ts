@@ -31,6 +31,8 @@ beforeAll(async () => {
       { name: "no-realtime", strategy: "round-robin", deployments: ["a", "b", "c"].map((id) => ({ id, baseUrl: `${sockets.url}/refuse:404`, model: "chat-7b" })) },
       // Three vLLMs serving chat: uvicorn answers a WebSocket to a path no route serves with a 403 and no body.
       { name: "no-realtime-route", strategy: "round-robin", deployments: ["a", "b", "c"].map((id) => ({ id, baseUrl: `${sockets.url}/no-route`, model: "chat-7b" })) },
+      // Three Ollamas serving chat: a path their router has no route for is a plain-text 404 page.
+      { name: "router-page", strategy: "round-robin", deployments: ["a", "b", "c"].map((id) => hostile("router-page", id)) },
       // One llama.cpp started for chat alone: embeddings are its 501.
       { name: "llamacpp-alone", deployments: [hostile("llamacpp-chat", "llamacpp")] },
       // Two engines gone behind their proxy (its 404 page on every path), a group to fall back to.
@@ -120,6 +122,15 @@ describe("an endpoint the group's only backend does not serve", () => {
     expect.soft(answers).toEqual(Array.from({ length: 5 }, () => [502, "502 backend alone does not serve this endpoint (HTTP 404): Not Found"]));
     expect.soft(calls).toBe(15);
     await stillServes("chat-only-alone", ["alone"]);
+  }, 30_000);
+});
+
+describe("an endpoint whose path an engine's router answers with a page, no error body (Ollama's)", () => {
+  it("is the request's all the same, off the paths every engine serves: the SDK is told 404 once, no breaker counts it", async () => {
+    const { answers, calls } = await embeddingsRefused("router-page");
+    expect.soft(answers.map((a) => (a as unknown[])[0])).toEqual(Array.from({ length: 5 }, () => 404));
+    expect.soft(calls).toBe(5);
+    await stillServes("router-page", ["a", "b", "c"]);
   }, 30_000);
 });
 

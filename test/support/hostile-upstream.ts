@@ -583,6 +583,14 @@ const BEHAVIOURS: Record<string, Answer> = {
     res.writeHead(501, { "content-type": "application/json" });
     res.end(JSON.stringify({ error: { code: 501, message: "This server does not support embeddings. Start it with `--embeddings`", type: "not_supported_error" } }));
   },
+  /**
+   * Ollama serving chat: its router (gin) answers a path it has no route for (/v1/rerank, /v1/score)
+   * with a plain-text page, no error body.
+   */
+  "router-page": (req, res, body, arg, s) => {
+    if (/\/v1\/chat\/completions$/.test(req.url ?? "")) return answerOk(req, res, body, arg, s);
+    res.writeHead(404, { "content-type": "text/plain" }).end("404 page not found");
+  },
   /** A reverse proxy whose route to the engine went away (Traefik once its container stopped): its plain-text 404 page on every path. */
   "proxy-404": (req, res) => {
     req.resume();
@@ -859,8 +867,8 @@ export async function startHostileUpstream(): Promise<HostileUpstream> {
       return void res.writeHead(200, { "content-type": "application/json" }).end('{"status":"ok"}');
     }
     const answer = answers[name];
-    // Each behaviour answers the paths the gateway sends requests to; `chat-only` and `llamacpp-chat` every path, as a real server's router does.
-    if (!answer || (name !== "chat-only" && name !== "llamacpp-chat" && !/\/(completions|responses|rerank)$/.test(m?.[3] ?? ""))) {
+    // Each behaviour answers the paths the gateway sends requests to; `chat-only`, `llamacpp-chat` and `router-page` every path, as a real server's router does.
+    if (!answer || (!["chat-only", "llamacpp-chat", "router-page"].includes(name) && !/\/(completions|responses|rerank)$/.test(m?.[3] ?? ""))) {
       req.resume();
       return void res.writeHead(404, { "content-type": "application/json" }).end('{"error":{"message":"no such behaviour"}}');
     }

@@ -74,8 +74,8 @@ describe("an upstream that did not switch protocols", () => {
     expect(classifyRefusedUpgrade(200)).toEqual({ kind: "backend-failure", why: "no-endpoint" });
     expect(classifyRefusedUpgrade(404, { message: "Not Found", type: null, code: null, param: null, extra: {} })).toEqual({ kind: "backend-failure", why: "no-endpoint" });
     expect(classifyRefusedUpgrade(403, null, null, true)).toEqual({ kind: "backend-failure", why: "no-endpoint" });
-    // A 404 with no error body is no engine's (a proxy's page), a 403 that says why a refused key: the backend's own.
-    expect(classifyRefusedUpgrade(404)).toEqual({ kind: "backend-failure", why: "not-served" });
+    // With no body too (an engine's router may give none), where a 403 that says why is a refused key: the backend's own.
+    expect(classifyRefusedUpgrade(404)).toEqual({ kind: "backend-failure", why: "no-endpoint" });
     expect(classifyRefusedUpgrade(403, { message: "Unauthorized", type: null, code: null, param: null, extra: {} })).toEqual({ kind: "backend-failure", why: "credentials" });
     expect(classifyRefusedUpgrade(400)).toEqual({ kind: "rejected" });
     expect(classifyRefusedUpgrade(429)).toEqual({ kind: "rate-limited" });

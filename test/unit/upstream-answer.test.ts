@@ -17,11 +17,11 @@ describe("what an upstream status means", () => {
     [422, true, { kind: "rejected" }],
     [401, true, { kind: "backend-failure", why: "credentials" }],
     [403, true, { kind: "backend-failure", why: "credentials" }],
-    [404, true, { kind: "backend-failure", why: "not-served" }],
+    [404, true, { kind: "backend-failure", why: "no-endpoint" }],
     [408, true, { kind: "backend-failure", why: "status" }],
     [429, true, { kind: "rate-limited" }],
     [500, true, { kind: "backend-failure", why: "server-error" }],
-    [501, true, { kind: "backend-failure", why: "no-endpoint" }],
+    [501, true, { kind: "backend-failure", why: "server-error" }],
     [503, true, { kind: "backend-failure", why: "server-error" }],
     [599, true, { kind: "backend-failure", why: "server-error" }],
   ])("HTTP %i (body: %s)", (status, hasBody, expected) => {
@@ -75,15 +75,20 @@ describe("a 404", () => {
     expect(failureKind("no-endpoint")).toBe("not-served");
   });
 
-  it("with no error body is no engine's: a proxy's page for a route it dropped (the engine's container stopped), the backend's own", () => {
+  it("with no error body: on a path every engine serves, a proxy's page for a route it dropped (the engine's container stopped), the backend's own; elsewhere an endpoint not served (Ollama's router's page, TGI's empty 404)", () => {
     for (const page of ["404 page not found", "<html><body><h1>404 Not Found</h1></body></html>", ""]) {
-      expect(classifyStatus(404, page !== "", parseUpstreamError(page))).toEqual({ kind: "backend-failure", why: "not-served" });
+      expect(classifyStatus(404, page !== "", parseUpstreamError(page), null, null, null, null, true)).toEqual({ kind: "backend-failure", why: "not-served" });
+      expect(classifyStatus(404, page !== "", parseUpstreamError(page))).toEqual({ kind: "backend-failure", why: "no-endpoint" });
     }
+    // An engine's own words on a path every engine serves: an embedding model's vLLM has no chat route.
+    expect(classifyStatus(404, true, parseUpstreamError('{"detail":"Not Found"}'), null, null, null, null, true)).toEqual({ kind: "backend-failure", why: "no-endpoint" });
   });
 
-  it("a 501 is an endpoint the engine was not started to serve (llama.cpp's embeddings without --embeddings), as an engine's 404 for the path is", () => {
+  it("a 501 llama.cpp calls not supported is an endpoint it was not started to serve (embeddings without --embeddings); another 501 is a server error (vLLM's NotImplementedError)", () => {
     const llamacpp = parseUpstreamError(JSON.stringify({ error: { code: 501, message: "This server does not support embeddings. Start it with `--embeddings`", type: "not_supported_error" } }));
     expect(classifyStatus(501, true, llamacpp)).toEqual({ kind: "backend-failure", why: "no-endpoint" });
+    const vllm = parseUpstreamError(JSON.stringify({ error: { message: "Only 'auto' tool_choice is supported in response API with Harmony", type: "NotImplementedError", param: null, code: 501 } }));
+    expect(classifyStatus(501, true, vllm)).toEqual({ kind: "backend-failure", why: "server-error" });
   });
 
   it("naming another parameter (vLLM's unknown previous_response_id: response_id) is the request's", () => {
