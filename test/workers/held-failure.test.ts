@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { GatewayError, overLimit } from "../../src/openai/errors.ts";
+import { GatewayError, overLimit, unavailable } from "../../src/openai/errors.ts";
 import type { LeaseOutcome } from "../../src/routing/protocol.ts";
 import type { Failure } from "../../src/upstream/retry.ts";
 import { HeldFailure } from "../../workers/gateway/held-failure.ts";
@@ -54,11 +54,12 @@ describe("a held failure's verdict", () => {
     }
   });
 
-  it("a refusal the gateway answers after it (a fallback group's object refusing the key) leaves a held crash its backend's; the client leaving or the gateway failing cuts it", () => {
+  it("a refusal the gateway answers after it (a fallback group's object refusing the key) leaves a held crash its backend's; the client leaving or the gateway failing (its routing unreachable) cuts it", () => {
     const cases: [unknown, LeaseOutcome][] = [
       [overLimit("rpm limit of key k reached", "rate_limit_exceeded", 1000), "upstream-error"],
       [new GatewayError(499, "invalid_request_error", "client disconnected", "client_closed_request"), "client-abort"],
       [new TypeError("a bug"), "client-abort"],
+      [unavailable('routing for model "m" is unavailable', "routing_unavailable"), "client-abort"],
     ];
     for (const [thrown, outcome] of cases) {
       const settled = new Map<string, LeaseOutcome>();

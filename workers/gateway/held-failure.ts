@@ -88,13 +88,14 @@ export class HeldFailure {
   }
 
   /**
-   * What was thrown ended the attempts: the client leaving (a 499) or the gateway's own failure (no
-   * answer of its making) cut them (cut); a refusal the gateway answers (a fallback group's object
-   * refusing the key over its limits, no backend left) leaves the held failure to end(), as any
-   * end of the attempts without another backend's word does.
+   * What was thrown ended the attempts: the client leaving (a 499) or the gateway's own failure (an
+   * error it did not mean to answer, its routing unreachable, its configuration unusable) cut them
+   * (cut); a refusal the gateway answers (a fallback group's object refusing the key over its
+   * limits, no backend left) leaves the held failure to end(), as any end of the attempts without
+   * another backend's word does.
    */
   thrown(e: unknown): void {
-    if (!(e instanceof GatewayError) || e.status === 499) this.cut();
+    if (!(e instanceof GatewayError) || e.status === 499 || GATEWAYS_OWN.has(String(e.code))) this.cut();
   }
 
   private settle(outcome: LeaseOutcome): void {
@@ -103,6 +104,9 @@ export class HeldFailure {
     this.heldEnd = undefined;
   }
 }
+
+/** The codes of the gateway's own failures among the errors it answers. */
+const GATEWAYS_OWN: ReadonlySet<string> = new Set(["routing_unavailable", "config_invalid"]);
 
 /**
  * A held failure that was a 404 for the endpoint (src/upstream/answer.ts "no-endpoint"): the only
