@@ -39,10 +39,8 @@ const HTML = /^\s*text\/html\b/i;
  * `contentEncoding`, `contentType`, `retryAfter`: the answer's headers. The gateway asks for no
  * coding, so a working server sends none the runtime does not decode. `refersTo`: the id of a
  * stored object the request refers to (a Responses request's `previous_response_id`).
- * `everyEngineServes`: the request's path is one every OpenAI-compatible engine serves (chat
- * completions, completions), where a 404 that is no engine's answer is a proxy's.
  */
-export function classifyStatus(status: number, hasBody: boolean, said: UpstreamErrorBody | null = null, contentEncoding: string | null = null, contentType: string | null = null, retryAfter: string | null = null, refersTo: string | null = null, everyEngineServes = false): Answer {
+export function classifyStatus(status: number, hasBody: boolean, said: UpstreamErrorBody | null = null, contentEncoding: string | null = null, contentType: string | null = null, retryAfter: string | null = null, refersTo: string | null = null): Answer {
   if (status === 200 && hasBody && contentEncoding && !DECODED_CODINGS.has(contentEncoding)) return { kind: "backend-failure", why: "encoding" };
   if (status === 200 && hasBody && contentType !== null && HTML.test(contentType)) return { kind: "backend-failure", why: "html" };
   if (status === 200) return hasBody ? { kind: "success" } : { kind: "backend-failure", why: "no-content" };
@@ -60,14 +58,14 @@ export function classifyStatus(status: number, hasBody: boolean, said: UpstreamE
   // The gateway asked for the model the deployment is configured with: a 404 that says the model is
   // unknown is the backend's (it serves another). One about what the request refers to is the
   // request's. Any other says the server has no such path: an endpoint it does not serve (a chat
-  // model's vLLM has no /v1/embeddings, Ollama's router answers /v1/rerank with a plain-text page,
-  // TGI with none), which every backend of the group may answer alike — but on a path every
-  // engine serves, a 404 that is no engine's answer (no error body) is a proxy's page for a route
-  // it dropped (Traefik's once the engine's container stopped): the backend's own.
+  // model's vLLM has no /v1/embeddings; Ollama's router answers /v1/rerank with a plain-text page,
+  // TGI's and TEI's with no body, an embeddings engine's /v1/chat/completions too), which every
+  // backend of the group may answer alike, whatever path any client asks. A proxy's page for a
+  // route it dropped (Traefik's once the engine stopped) is the same bytes: a group gone so is
+  // served by its fallback groups (workers/gateway/proxy.ts), its breakers not charged.
   if (status === 404) {
     if (notFoundIsRequests(said, refersTo)) return { kind: "rejected" };
-    const own = saysModelUnknown(said) || (said === null && everyEngineServes);
-    return { kind: "backend-failure", why: own ? "not-served" : "no-endpoint" };
+    return { kind: "backend-failure", why: saysModelUnknown(said) ? "not-served" : "no-endpoint" };
   }
   // The gateway's own key was refused: the backend is misconfigured, not the client.
   if (status === 401 || status === 403) return { kind: "backend-failure", why: "credentials" };

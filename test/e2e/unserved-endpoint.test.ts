@@ -36,8 +36,10 @@ beforeAll(async () => {
       // One llama.cpp started for chat alone: embeddings are its 501.
       { name: "llamacpp-alone", deployments: [hostile("llamacpp-chat", "llamacpp")] },
       // Two engines gone behind their proxy (its 404 page on every path), a group to fall back to.
-      { name: "behind-proxy", strategy: "round-robin", fallbacks: ["fallback"], breaker: { consecutiveFailures: 2, openMs: 60_000, probeIntervalMs: 60_000 }, deployments: [hostile("proxy-404", "gone-a"), hostile("proxy-404", "gone-b")] },
+      { name: "behind-proxy", strategy: "round-robin", fallbacks: ["fallback"], deployments: [hostile("proxy-404", "gone-a"), hostile("proxy-404", "gone-b")] },
       { name: "fallback", deployments: [hostile("ok", "served")] },
+      // Three engines answering every path with a 404 and no body, no fallback group.
+      { name: "bare-404", strategy: "round-robin", deployments: ["a", "b", "c"].map((id) => hostile("proxy-404", id)) },
       // A backend whose baseUrl leads nowhere (a 404 naming no model) beside a healthy one.
       { name: "one-misconfigured", strategy: "round-robin", breaker: { consecutiveFailures: 2, openMs: 60_000, probeIntervalMs: 60_000 }, deployments: [hostile("nowhere", "misconfigured"), hostile("ok", "ok")] },
     ],
@@ -142,21 +144,35 @@ describe("an endpoint a llama.cpp started for chat alone does not serve (its 501
   }, 30_000);
 });
 
-describe("a 404 page from a proxy whose route to the engine went away, on every backend", () => {
-  it("is each backend's own failure, not a request for what the group does not serve: their breakers open and the fallback group serves", async () => {
+describe("a 404 with no error body on every backend (a proxy's page for a route it dropped, an embeddings engine asked for chat)", () => {
+  it("is a path the group does not serve, whatever the path: its fallback group serves in its stead, and no breaker counts it", async () => {
     const served: unknown[] = [];
-    for (let i = 0; i < 6; i++) {
+    for (let i = 0; i < 4; i++) {
       const res = await chat("behind-proxy");
       served.push([res.status, res.headers.get("x-kvgate-backend")]);
       await res.text();
     }
-    // Once both breakers opened (two failures each), the fallback group's backend serves at once.
-    expect(served.at(-1)).toEqual([200, "served"]);
-    expect(served).not.toContainEqual([404, expect.anything()]);
-    await vi.waitFor(async () => expect(await charges("behind-proxy")).toEqual([
-      ["gone-a", 2, "open"],
-      ["gone-b", 2, "open"],
-    ]), EVENTUALLY);
+    expect(served).toEqual(Array.from({ length: 4 }, () => [200, "served"]));
+    await vi.waitFor(async () => expect(await gw.inFlight("behind-proxy")).toBe(0), EVENTUALLY);
+    expect(await charges("behind-proxy")).toEqual([
+      ["gone-a", 0, "closed"],
+      ["gone-b", 0, "closed"],
+    ]);
+  }, 30_000);
+
+  it("with no fallback group, is told 404 endpoint_not_served once, and opens no breaker (an embeddings engine's group asked for chat: TEI's router answers so)", async () => {
+    const answers: unknown[] = [];
+    for (let i = 0; i < 5; i++) {
+      const res = await chat("bare-404");
+      answers.push([res.status, (await res.json() as { error: { code: string } }).error.code]);
+    }
+    expect(answers).toEqual(Array.from({ length: 5 }, () => [404, "endpoint_not_served"]));
+    await vi.waitFor(async () => expect(await gw.inFlight("bare-404")).toBe(0), EVENTUALLY);
+    expect(await charges("bare-404")).toEqual([
+      ["a", 0, "closed"],
+      ["b", 0, "closed"],
+      ["c", 0, "closed"],
+    ]);
   }, 30_000);
 });
 

@@ -75,13 +75,10 @@ describe("a 404", () => {
     expect(failureKind("no-endpoint")).toBe("not-served");
   });
 
-  it("with no error body: on a path every engine serves, a proxy's page for a route it dropped (the engine's container stopped), the backend's own; elsewhere an endpoint not served (Ollama's router's page, TGI's empty 404)", () => {
+  it("with no error body is an endpoint not served too: Ollama's router's page, TGI's and TEI's empty 404 (a proxy's page for a dropped route reads the same)", () => {
     for (const page of ["404 page not found", "<html><body><h1>404 Not Found</h1></body></html>", ""]) {
-      expect(classifyStatus(404, page !== "", parseUpstreamError(page), null, null, null, null, true)).toEqual({ kind: "backend-failure", why: "not-served" });
       expect(classifyStatus(404, page !== "", parseUpstreamError(page))).toEqual({ kind: "backend-failure", why: "no-endpoint" });
     }
-    // An engine's own words on a path every engine serves: an embedding model's vLLM has no chat route.
-    expect(classifyStatus(404, true, parseUpstreamError('{"detail":"Not Found"}'), null, null, null, null, true)).toEqual({ kind: "backend-failure", why: "no-endpoint" });
   });
 
   it("a 501 llama.cpp calls not supported is an endpoint it was not started to serve (embeddings without --embeddings); another 501 is a server error (vLLM's NotImplementedError)", () => {

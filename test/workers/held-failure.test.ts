@@ -70,4 +70,13 @@ describe("a held failure's verdict", () => {
       expect(settled.get("a")).toBe(outcome);
     }
   });
+
+  it("says a request's failure was an endpoint not served only of the last failure: one after it, on a fallback group, is judged afresh", () => {
+    const settled = new Map<string, LeaseOutcome>();
+    const held = new HeldFailure();
+    held.failed(lease("a", settled), "upstream-error", noEndpoint);
+    expect([held.failed(lease("b", settled), "upstream-error", noEndpoint), held.unserved]).toEqual([true, true]);
+    held.failed(lease("c", settled), "upstream-error", crash);
+    expect(held.unserved).toBe(false);
+  });
 });

@@ -241,8 +241,7 @@ async function attemptHeld(a: AttemptInput, key: KeyRecord | null, lease: HeldLe
   // A body of length 0 is none: the runtime hands one over all the same.
   // Only the Responses API stores what a request refers to: chat passes the field on unread.
   const refersTo = p.endpoint === "responses" && typeof a.body.previous_response_id === "string" ? a.body.previous_response_id : null;
-  const everyEngineServes = p.endpoint === "chat" || p.endpoint === "completions";
-  const answer = classifyStatus(up.status, up.body !== null && up.headers.get("content-length") !== "0", said, up.headers.get("content-encoding"), up.headers.get("content-type"), retryAfter, refersTo, everyEngineServes);
+  const answer = classifyStatus(up.status, up.body !== null && up.headers.get("content-length") !== "0", said, up.headers.get("content-encoding"), up.headers.get("content-type"), retryAfter, refersTo);
   /** An answer that is no success, as `status` and `said` tell it: passed on (the request's fault), or failed (another backend may answer). */
   const notServed = (status: number, answer: NoSuccess, said: UpstreamErrorBody | null, retryAfter: string | null): AttemptResult => {
     const err = clientError(status, answer, said, seenAs(), retryAfter).toResponse();

@@ -25,7 +25,7 @@ export class HeldFailure {
     return this.held?.object;
   }
 
-  /** The failure that followed the request was a 404 for the endpoint on both backends: the request asks for what the group does not serve. */
+  /** The last failure followed the request, a 404 for the endpoint on both backends: the request asks for what the group does not serve. */
   get unserved(): boolean {
     return this.bothUnserved;
   }
@@ -36,6 +36,8 @@ export class HeldFailure {
    */
   failed(lease: HeldLease, verdict: LeaseOutcome, failure: Failure, end?: AttemptEnd): boolean {
     const met: AttemptEnd | undefined = failure.kind === undefined ? end : { ...end, failure: failure.kind };
+    // Of this failure only: a request gone on to a fallback group after one confirmed is judged afresh.
+    this.bothUnserved = false;
     if (verdict !== "upstream-error" || !isServerSide(failure)) {
       // A backend that asked for a wait is spared for it (src/routing/group-router.ts).
       lease.settle(verdict, verdict === "rate-limited" && failure.retryAfterMs !== null ? { ...met, retryAfterMs: failure.retryAfterMs } : met);

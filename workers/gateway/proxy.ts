@@ -106,7 +106,15 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
       // more backends to fail on), or one the gateway does not try again (a generation cut at its
       // limit or the request's deadline, which a retry would run whole again): nor should they.
       if (held.failed(result.lease, result.verdict, result.failure, result.end) || !result.retryable) {
-        // Two backends answered 404 for the endpoint: the group serves no such thing, as a path the gateway does not know.
+        // Two backends answered 404 for the endpoint: the group serves no such thing — but a fallback
+        // group may (another engine; or the group is gone behind a proxy whose 404 page reads the
+        // same, and its fallback serves in its stead), as a path the gateway does not know.
+        if (held.unserved && path.fallBack()) {
+          ({ group, primary } = path);
+          prompt = promptFor(group);
+          exclude = [];
+          continue;
+        }
         if (held.unserved) last = withRoutingHeaders(endpointNotServed(body.model, new URL(p.req.url).pathname).toResponse(), last);
         last.headers.set(SHOULD_RETRY, "false");
         return last;
@@ -238,11 +246,16 @@ export class GroupPath {
    */
   async afterRefusal(env: Env, refusal: { rev: number }): Promise<"again" | "fallback" | null> {
     if (refusal.rev > this.group.rev && !this.reread && (await this.readAgain(env, refusal.rev))) return "again";
+    return this.fallBack() ? "fallback" : null;
+  }
+
+  /** Into the next fallback group the caller may use; false when none is left. */
+  fallBack(): boolean {
     let next: ResolvedGroup | undefined;
     while (!next && this.fellBackTo < this.primary.fallbacks.length) next = fallbackFor(this.caller, this.byModel, this.primary.fallbacks[this.fellBackTo++] as string);
-    if (!next) return null;
+    if (!next) return false;
     this.group = next;
-    return "fallback";
+    return true;
   }
 
   /**
