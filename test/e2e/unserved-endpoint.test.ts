@@ -38,6 +38,8 @@ beforeAll(async () => {
       // Two engines gone behind their proxy (its 404 page on every path), a group to fall back to.
       { name: "behind-proxy", strategy: "round-robin", fallbacks: ["fallback"], deployments: [hostile("proxy-404", "gone-a"), hostile("proxy-404", "gone-b")] },
       { name: "fallback", deployments: [hostile("ok", "served")] },
+      // Two engines gone behind their proxy's 404 page and one serving, no fallback group.
+      { name: "two-gone", strategy: "round-robin", breaker: { consecutiveFailures: 2, openMs: 60_000, probeIntervalMs: 60_000 }, deployments: [hostile("proxy-404", "gone-1"), hostile("proxy-404", "gone-2"), hostile("ok", "up")] },
       // Three engines answering every path with a 404 and no body, no fallback group.
       { name: "bare-404", strategy: "round-robin", deployments: ["a", "b", "c"].map((id) => hostile("proxy-404", id)) },
       // A backend whose baseUrl leads nowhere (a 404 naming no model) beside a healthy one.
@@ -59,6 +61,17 @@ async function chat(model: string): Promise<Response> {
     headers: { authorization: `Bearer ${gw.key}`, "content-type": "application/json" },
     body: JSON.stringify({ model, messages: [{ role: "user", content: "hello" }], max_tokens: 4 }),
   });
+}
+
+/** `n` chat requests in turn: each one's status and the backend that answered it. */
+async function chats(model: string, n: number): Promise<unknown[]> {
+  const served: unknown[] = [];
+  for (let i = 0; i < n; i++) {
+    const res = await chat(model);
+    served.push([res.status, res.headers.get("x-kvgate-backend")]);
+    await res.text();
+  }
+  return served;
 }
 
 /**
@@ -90,9 +103,9 @@ describe("an endpoint no backend of the group serves", () => {
   it("is the request's: the SDK is told 404 once (no retry), no breaker counts it, and chat is still served", async () => {
     upstream.reset();
     const { answers, calls } = await embeddingsRefused("chat-only");
-    // Two backends answered 404 each: the second showed it follows the request, and no third is asked.
+    // Every backend answered 404 (3 attempts, the group's maxAttempts): none of the group took the path, so it was the request's.
     expect.soft(answers).toEqual(Array.from({ length: 5 }, () => [404, expect.stringMatching(/model "chat-only".*do not serve \/v1\/embeddings/)]));
-    expect.soft([calls, upstream.stats("chat-only").requests]).toEqual([5, 10]);
+    expect.soft([calls, upstream.stats("chat-only").requests]).toEqual([5, 15]);
     await stillServes("chat-only", ["a", "b", "c"]);
   }, 30_000);
 
@@ -102,7 +115,7 @@ describe("an endpoint no backend of the group serves", () => {
       const h = await connect(`${gw.url.replace(/^http/, "ws")}/v1/realtime?model=no-realtime`, { headers: { authorization: `Bearer ${gw.key}` } });
       answers.push(h.kind === "refused" ? [h.status, h.headers["x-kvgate-attempts"], h.headers["x-should-retry"]] : "open");
     }
-    expect.soft(answers).toEqual(Array.from({ length: 6 }, () => [502, "2", "false"]));
+    expect.soft(answers).toEqual(Array.from({ length: 6 }, () => [502, "3", "false"]));
     await stillServes("no-realtime", ["a", "b", "c"]);
   }, 30_000);
 
@@ -112,23 +125,22 @@ describe("an endpoint no backend of the group serves", () => {
       const h = await connect(`${gw.url.replace(/^http/, "ws")}/v1/realtime?model=no-realtime-route`, { headers: { authorization: `Bearer ${gw.key}` } });
       answers.push(h.kind === "refused" ? [h.status, h.headers["x-kvgate-attempts"], h.headers["x-should-retry"]] : "open");
     }
-    expect.soft(answers).toEqual(Array.from({ length: 6 }, () => [502, "2", "false"]));
+    expect.soft(answers).toEqual(Array.from({ length: 6 }, () => [502, "3", "false"]));
     await stillServes("no-realtime-route", ["a", "b", "c"]);
   }, 30_000);
 });
 
 describe("an endpoint the group's only backend does not serve", () => {
-  it("gets no verdict, with no other backend to tell whether it is the request's: the SDK's tries open no breaker", async () => {
+  it("gets no verdict, with no other backend to contradict it: the request's, told 404 once, and the SDK's tries open no breaker", async () => {
     const { answers, calls } = await embeddingsRefused("chat-only-alone");
-    // Its backend's own words: one 404 confirms nothing, so the SDK may try again (and does, twice).
-    expect.soft(answers).toEqual(Array.from({ length: 5 }, () => [502, "502 backend alone does not serve this endpoint (HTTP 404): Not Found"]));
-    expect.soft(calls).toBe(15);
+    expect.soft(answers).toEqual(Array.from({ length: 5 }, () => [404, expect.stringMatching(/model "chat-only-alone".*do not serve \/v1\/embeddings/)]));
+    expect.soft(calls).toBe(5);
     await stillServes("chat-only-alone", ["alone"]);
   }, 30_000);
 });
 
 describe("an endpoint whose path an engine's router answers with a page, no error body (Ollama's)", () => {
-  it("is the request's all the same, off the paths every engine serves: the SDK is told 404 once, no breaker counts it", async () => {
+  it("is the request's all the same: the SDK is told 404 once, no breaker counts it", async () => {
     const { answers, calls } = await embeddingsRefused("router-page");
     expect.soft(answers.map((a) => (a as unknown[])[0])).toEqual(Array.from({ length: 5 }, () => 404));
     expect.soft(calls).toBe(5);
@@ -137,22 +149,17 @@ describe("an endpoint whose path an engine's router answers with a page, no erro
 });
 
 describe("an endpoint a llama.cpp started for chat alone does not serve (its 501 not_supported_error)", () => {
-  it("is held as a 404 for the path is: the group's only backend gets no verdict, and the SDK's tries open no breaker", async () => {
-    const { answers } = await embeddingsRefused("llamacpp-alone");
-    expect.soft(answers.map((a) => (a as unknown[])[0])).toEqual(Array.from({ length: 5 }, () => 502));
+  it("is held as a 404 for the path is: the group's only backend gets no verdict, the SDK is told 404 once, and opens no breaker", async () => {
+    const { answers, calls } = await embeddingsRefused("llamacpp-alone");
+    expect.soft(answers.map((a) => (a as unknown[])[0])).toEqual(Array.from({ length: 5 }, () => 404));
+    expect.soft(calls).toBe(5);
     await stillServes("llamacpp-alone", ["llamacpp"]);
   }, 30_000);
 });
 
 describe("a 404 with no error body on every backend (a proxy's page for a route it dropped, an embeddings engine asked for chat)", () => {
   it("is a path the group does not serve, whatever the path: its fallback group serves in its stead, and no breaker counts it", async () => {
-    const served: unknown[] = [];
-    for (let i = 0; i < 4; i++) {
-      const res = await chat("behind-proxy");
-      served.push([res.status, res.headers.get("x-kvgate-backend")]);
-      await res.text();
-    }
-    expect(served).toEqual(Array.from({ length: 4 }, () => [200, "served"]));
+    expect(await chats("behind-proxy", 4)).toEqual(Array.from({ length: 4 }, () => [200, "served"]));
     await vi.waitFor(async () => expect(await gw.inFlight("behind-proxy")).toBe(0), EVENTUALLY);
     expect(await charges("behind-proxy")).toEqual([
       ["gone-a", 0, "closed"],
@@ -173,6 +180,17 @@ describe("a 404 with no error body on every backend (a proxy's page for a route 
       ["b", 0, "closed"],
       ["c", 0, "closed"],
     ]);
+  }, 30_000);
+});
+
+describe("two backends of three gone behind their proxy's 404 page", () => {
+  it("are charged as the third serves each request: the 404s were their backends' own, their breakers open, and no client is told 404", async () => {
+    expect(await chats("two-gone", 6)).toEqual(Array.from({ length: 6 }, () => [200, "up"]));
+    await vi.waitFor(async () => expect(await charges("two-gone")).toEqual([
+      ["gone-1", 2, "open"],
+      ["gone-2", 2, "open"],
+      ["up", 0, "closed"],
+    ]), EVENTUALLY);
   }, 30_000);
 });
 

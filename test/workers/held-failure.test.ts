@@ -24,37 +24,64 @@ function lease(backendId: string, settled: Map<string, LeaseOutcome>): HeldLease
 const crash: Failure = { cause: "5xx", kind: "server-error", retryAfterMs: null };
 const noEndpoint: Failure = { cause: "5xx", kind: "not-served", retryAfterMs: null };
 
-/** Two backends fail in turn, then the attempts end: how each was settled. */
-function twoFailures(first: Failure, second: Failure): Record<string, LeaseOutcome | undefined> {
+/** Backends of one group fail in turn, then the attempts end: how each was settled, and whether the last failure ended the request. */
+function fails(...failures: Failure[]): Record<string, LeaseOutcome | boolean | undefined> {
   const settled = new Map<string, LeaseOutcome>();
   const held = new HeldFailure();
-  const confirmed = [held.failed(lease("a", settled), "upstream-error", first), held.failed(lease("b", settled), "upstream-error", second)];
+  let stopped = false;
+  failures.forEach((f, i) => {
+    held.attempting("group");
+    stopped = held.failed(lease(String.fromCharCode(97 + i), settled), "upstream-error", f);
+  });
+  const unserved = held.unserved;
   held.end();
-  return { a: settled.get("a"), b: settled.get("b"), confirmed: confirmed.includes(true) ? "rejected" : undefined };
+  return { ...Object.fromEntries(failures.map((_, i) => [String.fromCharCode(97 + i), settled.get(String.fromCharCode(97 + i))])), stopped, unserved };
 }
 
 describe("a held failure's verdict", () => {
-  it("two 404s for the endpoint, or two crashes, follow the request: neither backend is charged", () => {
-    expect(twoFailures(noEndpoint, noEndpoint)).toEqual({ a: "rejected", b: "rejected", confirmed: "rejected" });
-    expect(twoFailures(crash, crash)).toEqual({ a: "rejected", b: "rejected", confirmed: "rejected" });
+  it("two crashes follow the request: neither backend is charged, and no third is tried", () => {
+    expect(fails(crash, crash)).toEqual({ a: "rejected", b: "rejected", stopped: true, unserved: false });
   });
 
-  it("a crash and a 404 for the endpoint, in either order, confirm nothing: each is its backend's (the crashing one serves the endpoint)", () => {
-    expect(twoFailures(noEndpoint, crash)).toEqual({ a: "upstream-error", b: "upstream-error", confirmed: undefined });
-    expect(twoFailures(crash, noEndpoint)).toEqual({ a: "upstream-error", b: "upstream-error", confirmed: undefined });
+  it("404s for the endpoint do not stop the attempts; none of the group contradicting them, they were the request's", () => {
+    expect(fails(noEndpoint, noEndpoint, noEndpoint)).toEqual({ a: "rejected", b: "rejected", c: "rejected", stopped: false, unserved: true });
+    // A group of one: no verdict either.
+    expect(fails(noEndpoint)).toEqual({ a: "rejected", stopped: false, unserved: true });
   });
 
-  it("a lone 404 for the endpoint, with no other backend to tell, gets no verdict; a lone crash is its backend's", () => {
-    for (const [failure, outcome] of [[noEndpoint, "rejected"], [crash, "upstream-error"]] as const) {
-      const settled = new Map<string, LeaseOutcome>();
-      const held = new HeldFailure();
-      held.failed(lease("a", settled), "upstream-error", failure);
-      held.end();
-      expect(settled.get("a")).toBe(outcome);
+  it("a backend of the group that took the path (it crashed, in either order) makes the 404s their backends' own; the crash waits for its own word", () => {
+    expect(fails(noEndpoint, crash)).toEqual({ a: "upstream-error", b: "upstream-error", stopped: false, unserved: false });
+    expect(fails(crash, noEndpoint)).toEqual({ a: "upstream-error", b: "upstream-error", stopped: false, unserved: false });
+    expect(fails(noEndpoint, crash, crash)).toEqual({ a: "upstream-error", b: "rejected", c: "rejected", stopped: true, unserved: false });
+  });
+
+  it("another backend's answer makes them their backends' own: two dead behind a proxy's 404 page, the third serving", () => {
+    const settled = new Map<string, LeaseOutcome>();
+    const held = new HeldFailure();
+    for (const id of ["a", "b"]) {
+      held.attempting("group");
+      expect(held.failed(lease(id, settled), "upstream-error", noEndpoint)).toBe(false);
     }
+    held.attempting("group");
+    held.answered(false);
+    held.end();
+    expect([settled.get("a"), settled.get("b"), held.unserved]).toEqual(["upstream-error", "upstream-error", false]);
   });
 
-  it("a refusal the gateway answers after it (a fallback group's object refusing the key) leaves a held crash its backend's; the client leaving or the gateway failing (its routing unreachable) cuts it", () => {
+  it("a fallback group has engines of its own: the 404s its primary said alike were the request's, whatever the fallback does", () => {
+    const settled = new Map<string, LeaseOutcome>();
+    const held = new HeldFailure();
+    for (const id of ["a", "b"]) {
+      held.attempting("primary");
+      held.failed(lease(id, settled), "upstream-error", noEndpoint);
+    }
+    held.attempting("fallback");
+    held.answered(false);
+    held.end();
+    expect([settled.get("a"), settled.get("b")]).toEqual(["rejected", "rejected"]);
+  });
+
+  it("a refusal the gateway answers after them (a fallback group's object refusing the key) leaves a held crash its backend's; the client leaving or the gateway failing (its routing unreachable) cuts it", () => {
     const cases: [unknown, LeaseOutcome][] = [
       [overLimit("rpm limit of key k reached", "rate_limit_exceeded", 1000), "upstream-error"],
       [new GatewayError(499, "invalid_request_error", "client disconnected", "client_closed_request"), "client-abort"],
@@ -64,6 +91,7 @@ describe("a held failure's verdict", () => {
     for (const [thrown, outcome] of cases) {
       const settled = new Map<string, LeaseOutcome>();
       const held = new HeldFailure();
+      held.attempting("group");
       held.failed(lease("a", settled), "upstream-error", crash);
       held.thrown(thrown);
       held.end();
@@ -71,12 +99,14 @@ describe("a held failure's verdict", () => {
     }
   });
 
-  it("says a request's failure was an endpoint not served only of the last failure: one after it, on a fallback group, is judged afresh", () => {
-    const settled = new Map<string, LeaseOutcome>();
+  it("says the request met only 404s for the endpoint of everything it met: a failure of another kind after them says otherwise", () => {
     const held = new HeldFailure();
+    const settled = new Map<string, LeaseOutcome>();
+    held.attempting("group");
     held.failed(lease("a", settled), "upstream-error", noEndpoint);
-    expect([held.failed(lease("b", settled), "upstream-error", noEndpoint), held.unserved]).toEqual([true, true]);
-    held.failed(lease("c", settled), "upstream-error", crash);
+    expect(held.unserved).toBe(true);
+    held.attempting("fallback");
+    held.failed(lease("b", settled), "upstream-error", crash);
     expect(held.unserved).toBe(false);
   });
 });

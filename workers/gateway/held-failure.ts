@@ -3,31 +3,62 @@ import type { LeaseOutcome } from "../../src/routing/protocol.ts";
 import { isServerSide, type Failure } from "../../src/upstream/retry.ts";
 import type { AttemptEnd, HeldLease } from "./route-client.ts";
 
+/** An attempt's lease with what it told of itself and what it met, kept for a verdict to come. */
+interface Held {
+  lease: HeldLease;
+  end: AttemptEnd | undefined;
+}
+
 /**
  * Whose a failed attempt's failure was, for a request (proxy.ts) and a realtime handshake
  * (realtime.ts) alike. A server-side failure on one backend (a 5xx-class answer, no answer in
  * time) says nothing yet, so its lease is held until the next attempt tells: if another backend
  * answers, the failure was its backend's; if a second backend fails the same way, the failure
- * follows the request (a body every server crashes on, an endpoint no engine of the group serves),
- * and neither backend is charged with it — one client cannot open every breaker of a group. Any
- * other failure is settled at once.
+ * follows the request (a body every server crashes on), and neither backend is charged with it —
+ * one client cannot open every breaker of a group. Any other failure is settled at once.
+ *
+ * A 404 for the endpoint (one that says nothing of the model; llama.cpp's 501 not_supported_error)
+ * is held apart, for the group's own word: it is what any client may ask of a group whose engines
+ * lack the endpoint, and a proxy's page for a route it dropped reads the same. The request goes on
+ * to the group's other backends (and its fallback groups): one of the group that answers, or fails
+ * otherwise (its engine took the path), shows the endpoint served, and the 404s were their
+ * backends' own; none doing so, they were the request's, and no backend is charged.
  */
 export class HeldFailure {
-  private held: HeldLease | null = null;
-  private bothUnserved = false;
-  /** Two backends failed server-side in different ways (a 404 for the endpoint, a crash): another backend serves the endpoint. */
-  private differed = false;
-  /** What the held attempt told of itself (a timeout with no answer) and what it met, sent with its settling whatever the verdict. */
-  private heldEnd: AttemptEnd | undefined;
+  private held: Held | null = null;
+  /** 404s for the endpoint met in the group tried now, awaiting its word. */
+  private unservedHeld: Held[] = [];
+  /** A backend of the group tried now served the endpoint, or failed on it otherwise. */
+  private groupServes = false;
+  private group: string | undefined;
+  /** What the request met so far: 404s for the endpoint, anything else. */
+  private metUnserved = false;
+  private metOther = false;
 
   /** The routing object whose backend's failure is held: the next attempt goes to another shard first (route-client.ts route). */
   get heldOn(): string | undefined {
-    return this.held?.object;
+    return this.held?.lease.object;
   }
 
-  /** The last failure followed the request, a 404 for the endpoint on both backends: the request asks for what the group does not serve. */
+  /**
+   * Every failure the request met was a 404 for the endpoint, and no backend answered: the
+   * request asks for what the groups tried do not serve.
+   */
   get unserved(): boolean {
-    return this.bothUnserved;
+    return this.metUnserved && !this.metOther;
+  }
+
+  /**
+   * An attempt goes to `group`. Another group than the last one's (a fallback, or the model's as
+   * the registry now has it) has engines of its own: what the group left said alike of the
+   * endpoint was the request's, and no verdict on its backends.
+   */
+  attempting(group: string): void {
+    if (this.group !== undefined && group !== this.group) {
+      this.settleUnserved("rejected");
+      this.groupServes = false;
+    }
+    this.group = group;
   }
 
   /**
@@ -36,74 +67,85 @@ export class HeldFailure {
    */
   failed(lease: HeldLease, verdict: LeaseOutcome, failure: Failure, end?: AttemptEnd): boolean {
     const met: AttemptEnd | undefined = failure.kind === undefined ? end : { ...end, failure: failure.kind };
-    // Of this failure only: a request gone on to a fallback group after one confirmed is judged afresh.
-    this.bothUnserved = false;
     if (verdict !== "upstream-error" || !isServerSide(failure)) {
+      this.metOther = true;
       // A backend that asked for a wait is spared for it (src/routing/group-router.ts).
       lease.settle(verdict, verdict === "rate-limited" && failure.retryAfterMs !== null ? { ...met, retryAfterMs: failure.retryAfterMs } : met);
       // One the gateway's own limit cut (the request's deadline, a generation's bound) told nothing of the failure held.
       if (verdict === "client-abort") this.cut();
       return false;
     }
-    if (this.held !== null && isUnserved(met) === isUnserved(this.heldEnd)) {
-      this.bothUnserved = isUnserved(met);
+    if (isUnserved(met)) {
+      this.metUnserved = true;
+      // Another backend of the group took the path: this one lacks what the group serves.
+      if (this.groupServes) lease.settle("upstream-error", met);
+      else this.unservedHeld.push({ lease, end: met });
+      return false;
+    }
+    this.metOther = true;
+    this.servedInGroup();
+    if (this.held !== null) {
       lease.settle("rejected", met);
-      this.settle("rejected");
+      this.settleHeld("rejected");
       return true;
     }
-    // Another kind of failure does not confirm the one held, which is then its backend's: a crash
-    // after a 404 for the endpoint shows another backend serves it; a 404 after a crash tells
-    // nothing of the crash, charged as with no second attempt.
-    if (this.held !== null) this.differed = true;
-    this.settle("upstream-error");
-    this.held = lease;
-    this.heldEnd = met;
+    this.held = { lease, end: met };
     return false;
   }
 
   /**
    * Another backend answered: the failure before was its backend's. A rejection says the request
-   * itself was bad, which a server may well have crashed on.
+   * itself was bad, which a server may well have crashed on; either way its backend took the path.
    */
   answered(rejected: boolean): void {
-    this.settle(rejected ? "rejected" : "upstream-error");
+    this.metOther = true;
+    this.servedInGroup();
+    this.settleHeld(rejected ? "rejected" : "upstream-error");
   }
 
   /**
-   * Whatever ended the attempts: a failure nobody confirmed is its backend's, as it would be alone —
-   * but a 404 for the endpoint, which no other backend answered or failed otherwise on: a group's
-   * only backend (or its only one not open or full) lacking an endpoint is what any client may ask
-   * of it, and charged, the SDK's tries would open its breaker for every other client. After
-   * another backend's crash, which shows that backend serves the endpoint, the 404 is its own.
+   * Whatever ended the attempts: a failure nobody confirmed is its backend's, as it would be alone;
+   * 404s for the endpoint that no backend of their group contradicted were the request's.
    */
   end(): void {
-    this.settle(isUnserved(this.heldEnd) && !this.differed ? "rejected" : "upstream-error");
+    this.settleHeld("upstream-error");
+    this.settleUnserved("rejected");
   }
 
   /**
-   * The attempt that would have told whose the held failure was could not: the client left, or the
-   * gateway cut it or failed itself. No verdict; the routing object still judges a timeout's silence
-   * by what the backend served meanwhile (src/routing/silence.ts).
+   * The attempt that would have told whose the held failures were could not: the client left, or
+   * the gateway cut it or failed itself. No verdict; the routing object still judges a timeout's
+   * silence by what the backend served meanwhile (src/routing/silence.ts).
    */
   cut(): void {
-    this.settle("client-abort");
+    this.settleHeld("client-abort");
+    this.settleUnserved("client-abort");
   }
 
   /**
    * What was thrown ended the attempts: the client leaving (a 499) or the gateway's own failure (an
    * error it did not mean to answer, its routing unreachable, its configuration unusable) cut them
    * (cut); a refusal the gateway answers (a fallback group's object refusing the key over its
-   * limits, no backend left) leaves the held failure to end(), as any end of the attempts without
+   * limits, no backend left) leaves the held failures to end(), as any end of the attempts without
    * another backend's word does.
    */
   thrown(e: unknown): void {
     if (!(e instanceof GatewayError) || e.status === 499 || GATEWAYS_OWN.has(String(e.code))) this.cut();
   }
 
-  private settle(outcome: LeaseOutcome): void {
-    this.held?.settle(outcome, this.heldEnd);
+  /** A backend of the group took the path: the 404s for it in the group were their backends' own. */
+  private servedInGroup(): void {
+    this.groupServes = true;
+    this.settleUnserved("upstream-error");
+  }
+
+  private settleHeld(outcome: LeaseOutcome): void {
+    this.held?.lease.settle(outcome, this.held.end);
     this.held = null;
-    this.heldEnd = undefined;
+  }
+
+  private settleUnserved(outcome: LeaseOutcome): void {
+    for (const h of this.unservedHeld.splice(0)) h.lease.settle(outcome, h.end);
   }
 }
 
@@ -111,8 +153,8 @@ export class HeldFailure {
 const GATEWAYS_OWN: ReadonlySet<string> = new Set(["routing_unavailable", "config_invalid"]);
 
 /**
- * A held failure that was a 404 for the endpoint (src/upstream/answer.ts "no-endpoint"): the only
- * held one of kind not-served, a model the backend does not serve being its own, never held.
+ * A failure that was a 404 for the endpoint (src/upstream/answer.ts "no-endpoint"): the only
+ * server-side one of kind not-served, a model the backend does not serve being its own, never held.
  */
 function isUnserved(end: AttemptEnd | undefined): boolean {
   return end?.failure === "not-served";

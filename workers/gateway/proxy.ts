@@ -63,6 +63,9 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
   let last: Response | null = null;
   let relaying = false;
   const failover = new FailoverEvent(p);
+  // Every backend tried answered 404 for the endpoint (held-failure.ts): the groups serve no such
+  // thing, a 404 as for a path the gateway does not know, which no SDK retries.
+  const finalAnswer = (answer: Response): Response => (held.unserved ? withRoutingHeaders(endpointNotServed(body.model, new URL(p.req.url).pathname).toResponse(), answer) : answer);
   try {
     for (;;) {
       const decision = await route(env, p.ctx, group, prompt, exclude, body.model, tenant && { ...tenant, admitted: admittedBy === group.name }, isFailover(attempts + 1, group !== primary), held.heldOn);
@@ -77,7 +80,7 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
           if (group.name !== refusedBy.name) exclude = [];
           continue;
         }
-        if (last) return last;
+        if (last) return finalAnswer(last);
         throw noBackend(decision.refused, body.model);
       }
       admittedBy = group.name;
@@ -93,6 +96,7 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
       }
       attempts++;
       failover.attempting(attempts);
+      held.attempting(group.name);
       // The lease is the decision's: its shards and version are the group's it was routed on, whatever version the request goes on with.
       const result = await attempt({ p, body, exact: raw.exact, group, decision, routedOn: routed, deadline, attempts, fellBack: group !== primary });
       if (result.kind === "answered") {
@@ -106,21 +110,11 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
       // more backends to fail on), or one the gateway does not try again (a generation cut at its
       // limit or the request's deadline, which a retry would run whole again): nor should they.
       if (held.failed(result.lease, result.verdict, result.failure, result.end) || !result.retryable) {
-        // Two backends answered 404 for the endpoint: the group serves no such thing — but a fallback
-        // group may (another engine; or the group is gone behind a proxy whose 404 page reads the
-        // same, and its fallback serves in its stead), as a path the gateway does not know.
-        if (held.unserved && path.fallBack()) {
-          ({ group, primary } = path);
-          prompt = promptFor(group);
-          exclude = [];
-          continue;
-        }
-        if (held.unserved) last = withRoutingHeaders(endpointNotServed(body.model, new URL(p.req.url).pathname).toResponse(), last);
         last.headers.set(SHOULD_RETRY, "false");
-        return last;
+        return finalAnswer(last);
       }
       const step = nextStep(primary.failover, attempts, result.failure, deadline.msLeft());
-      if (!step.retry) return last;
+      if (!step.retry) return finalAnswer(last);
       exclude.push(result.lease.backendId);
       failover.failedOn(group.name, result.lease.backendId, result.failure.cause);
       // Nothing left to wait for: the route call says so at once (and finds a change of the fleet since, if any).
@@ -250,7 +244,7 @@ export class GroupPath {
   }
 
   /** Into the next fallback group the caller may use; false when none is left. */
-  fallBack(): boolean {
+  private fallBack(): boolean {
     let next: ResolvedGroup | undefined;
     while (!next && this.fellBackTo < this.primary.fallbacks.length) next = fallbackFor(this.caller, this.byModel, this.primary.fallbacks[this.fellBackTo++] as string);
     if (!next) return false;

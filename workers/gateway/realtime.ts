@@ -101,6 +101,11 @@ async function handshakeInTurn(p: RealtimeInput, s: Session, held: HeldFailure):
   let attempts = 0;
   let last: Response | null = null;
   const failover = new FailoverEvent(p);
+  // Every backend tried lacks a realtime endpoint (held-failure.ts): a client that tries again meets the same.
+  const finalAnswer = (answer: Response): Response => {
+    if (held.unserved) answer.headers.set(SHOULD_RETRY, "false");
+    return answer;
+  };
   let group = primary;
   for (;;) {
     const exclude: string[] = [];
@@ -116,7 +121,7 @@ async function handshakeInTurn(p: RealtimeInput, s: Session, held: HeldFailure):
         if (step === "again" && group.name === refusedBy.name) continue;
         // Another group (a fallback, or the model's as the registry now has it): its own exclusions, and its own object's admission of the key.
         if (step !== null) break;
-        if (last) return last;
+        if (last) return finalAnswer(last);
         throw noBackend(decision.refused, model);
       }
       admitted = true;
@@ -128,6 +133,7 @@ async function handshakeInTurn(p: RealtimeInput, s: Session, held: HeldFailure):
       if (again) continue;
       attempts++;
       failover.attempting(attempts);
+      held.attempting(group.name);
       // The decision's lease, as the group it was routed on has it (proxy.ts).
       const lease = holdLease(decision, routed, p.env, p.ctx, config.releaseFlushMs, tenant?.id);
       // A socket may stay open for hours, with no timer of its own.
@@ -200,7 +206,7 @@ async function handshakeInTurn(p: RealtimeInput, s: Session, held: HeldFailure):
         return last;
       }
       const step = nextStep(primary.failover, attempts, answer.failure, Infinity);
-      if (!step.retry) return last;
+      if (!step.retry) return finalAnswer(last);
       exclude.push(deployment.id);
       failover.failedOn(group.name, deployment.id, answer.failure.cause);
       if (step.waitMs > 0 && !path.nothingLeft(exclude)) await new Promise((r) => setTimeout(r, step.waitMs));
