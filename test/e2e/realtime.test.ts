@@ -649,12 +649,12 @@ describe("a handshake every backend fails on", () => {
     await vi.waitFor(async () => expect(await gw.inFlight("crashes")).toBe(0), EVENTUALLY);
   });
 
-  it("unless one failure is one no request causes (no realtime endpoint): that one is its backend's, and so is the other, with no third backend to tell", async () => {
+  it("unless one failure is a 404 for the endpoint: the crash is its backend's, with no third backend to tell, and the 404 no one's (a crash says nothing of the path)", async () => {
     const h = await connect(wsUrl("?model=no-endpoint-then-crash"), { headers: bearer() });
     // Its backends' failures, not the session's: another try may find them well.
     expect(h.kind === "refused" && [h.status, h.headers["x-kvgate-attempts"], h.headers["x-should-retry"]]).toEqual([502, "2", undefined]);
     const charges = async () => (await gw.status("no-endpoint-then-crash")).backends.map((b) => [b.id, b.failed, b.rejected]);
-    await vi.waitFor(async () => expect(await charges()).toEqual([["no-endpoint", 1, 0], ["crashing", 1, 0]]), EVENTUALLY);
+    await vi.waitFor(async () => expect(await charges()).toEqual([["no-endpoint", 0, 1], ["crashing", 1, 0]]), EVENTUALLY);
   });
 });
 

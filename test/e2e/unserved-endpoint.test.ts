@@ -40,6 +40,10 @@ beforeAll(async () => {
       { name: "fallback", deployments: [hostile("ok", "served")] },
       // Two engines gone behind their proxy's 404 page and one serving, no fallback group.
       { name: "two-gone", strategy: "round-robin", breaker: { consecutiveFailures: 2, openMs: 60_000, probeIntervalMs: 60_000 }, deployments: [hostile("proxy-404", "gone-1"), hostile("proxy-404", "gone-2"), hostile("ok", "up")] },
+      // Three engines gone behind their proxy, as many as the attempts' bound, and a group to fall back to.
+      { name: "all-gone", strategy: "round-robin", fallbacks: ["fallback"], deployments: ["x", "y", "z"].map((id) => hostile("proxy-404", id)) },
+      // Two embeddings engines' bare 404 for chat, and a third sick behind its proxy (its 502 page).
+      { name: "one-sick", strategy: "round-robin", breaker: { consecutiveFailures: 2, openMs: 60_000, probeIntervalMs: 60_000 }, deployments: [hostile("proxy-404", "tei-1"), hostile("proxy-404", "tei-2"), hostile("status:502", "sick")] },
       // Three engines answering every path with a 404 and no body, no fallback group.
       { name: "bare-404", strategy: "round-robin", deployments: ["a", "b", "c"].map((id) => hostile("proxy-404", id)) },
       // A backend whose baseUrl leads nowhere (a 404 naming no model) beside a healthy one.
@@ -179,6 +183,27 @@ describe("a 404 with no error body on every backend (a proxy's page for a route 
       ["a", 0, "closed"],
       ["b", 0, "closed"],
       ["c", 0, "closed"],
+    ]);
+  }, 30_000);
+});
+
+describe("every backend of a group gone behind its proxy, as many as the attempts' bound", () => {
+  it("is served by the group's fallback all the same: one step past the bound, for an endpoint none of the group served", async () => {
+    expect(await chats("all-gone", 3)).toEqual(Array.from({ length: 3 }, () => [200, "served"]));
+    await vi.waitFor(async () => expect(await gw.inFlight("all-gone")).toBe(0), EVENTUALLY);
+    expect(await charges("all-gone")).toEqual(["x", "y", "z"].map((id) => [id, 0, "closed"]));
+  }, 30_000);
+});
+
+describe("a backend sick behind its proxy beside engines that lack the endpoint", () => {
+  it("says nothing of the path: any client's calls for what the others lack charge none of them", async () => {
+    const sdk = new OpenAI({ apiKey: gw.key, baseURL: `${gw.url}/v1` });
+    for (let i = 0; i < 3; i++) await sdk.chat.completions.create({ model: "one-sick", messages: [{ role: "user", content: "hi" }], max_tokens: 4 }).catch(() => {});
+    await vi.waitFor(async () => expect(await gw.inFlight("one-sick")).toBe(0), EVENTUALLY);
+    const [tei1, tei2] = await charges("one-sick");
+    expect([tei1, tei2]).toEqual([
+      ["tei-1", 0, "closed"],
+      ["tei-2", 0, "closed"],
     ]);
   }, 30_000);
 });

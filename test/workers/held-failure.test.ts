@@ -49,10 +49,10 @@ describe("a held failure's verdict", () => {
     expect(fails(noEndpoint)).toEqual({ a: "rejected", stopped: false, unserved: true });
   });
 
-  it("a backend of the group that took the path (it crashed, in either order) makes the 404s their backends' own; the crash waits for its own word", () => {
-    expect(fails(noEndpoint, crash)).toEqual({ a: "upstream-error", b: "upstream-error", stopped: false, unserved: false });
-    expect(fails(crash, noEndpoint)).toEqual({ a: "upstream-error", b: "upstream-error", stopped: false, unserved: false });
-    expect(fails(noEndpoint, crash, crash)).toEqual({ a: "upstream-error", b: "rejected", c: "rejected", stopped: true, unserved: false });
+  it("a failure of another backend is no word on the path (a backend sick behind its proxy says nothing of it): the 404s stay the request's, the crash waits for its own word", () => {
+    expect(fails(noEndpoint, crash)).toEqual({ a: "rejected", b: "upstream-error", stopped: false, unserved: false });
+    expect(fails(crash, noEndpoint)).toEqual({ a: "upstream-error", b: "rejected", stopped: false, unserved: false });
+    expect(fails(noEndpoint, crash, crash)).toEqual({ a: "rejected", b: "rejected", c: "rejected", stopped: true, unserved: false });
   });
 
   it("another backend's answer makes them their backends' own: two dead behind a proxy's 404 page, the third serving", () => {

@@ -20,15 +20,17 @@ interface Held {
  * A 404 for the endpoint (one that says nothing of the model; llama.cpp's 501 not_supported_error)
  * is held apart, for the group's own word: it is what any client may ask of a group whose engines
  * lack the endpoint, and a proxy's page for a route it dropped reads the same. The request goes on
- * to the group's other backends (and its fallback groups): one of the group that answers, or fails
- * otherwise (its engine took the path), shows the endpoint served, and the 404s were their
- * backends' own; none doing so, they were the request's, and no backend is charged.
+ * to the group's other backends (and its fallback groups): one of the group that answers shows the
+ * endpoint served, and the 404s were their backends' own; none doing so, they were the request's,
+ * and no backend is charged. A failure is no such word, whatever it is: a backend sick behind its
+ * proxy (a 502 page, a timeout) says nothing of the path, and counted, would let any client charge
+ * the healthy backends that lack it while one is sick.
  */
 export class HeldFailure {
   private held: Held | null = null;
   /** 404s for the endpoint met in the group tried now, awaiting its word. */
   private unservedHeld: Held[] = [];
-  /** A backend of the group tried now served the endpoint, or failed on it otherwise. */
+  /** A backend of the group tried now served the endpoint: a 404 for it from another is that backend's own. */
   private groupServes = false;
   private group: string | undefined;
   /** What the request met so far: 404s for the endpoint, anything else. */
@@ -83,7 +85,6 @@ export class HeldFailure {
       return false;
     }
     this.metOther = true;
-    this.servedInGroup();
     if (this.held !== null) {
       lease.settle("rejected", met);
       this.settleHeld("rejected");
@@ -95,11 +96,15 @@ export class HeldFailure {
 
   /**
    * Another backend answered: the failure before was its backend's. A rejection says the request
-   * itself was bad, which a server may well have crashed on; either way its backend took the path.
+   * itself was bad, which a server may well have crashed on; a success, that the group serves the
+   * path (a rejection may be a proxy's: it says nothing of it).
    */
   answered(rejected: boolean): void {
     this.metOther = true;
-    this.servedInGroup();
+    if (!rejected) {
+      this.groupServes = true;
+      this.settleUnserved("upstream-error");
+    }
     this.settleHeld(rejected ? "rejected" : "upstream-error");
   }
 
@@ -131,12 +136,6 @@ export class HeldFailure {
    */
   thrown(e: unknown): void {
     if (!(e instanceof GatewayError) || e.status === 499 || GATEWAYS_OWN.has(String(e.code))) this.cut();
-  }
-
-  /** A backend of the group took the path: the 404s for it in the group were their backends' own. */
-  private servedInGroup(): void {
-    this.groupServes = true;
-    this.settleUnserved("upstream-error");
   }
 
   private settleHeld(outcome: LeaseOutcome): void {

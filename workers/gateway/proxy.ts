@@ -114,7 +114,17 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
         return finalAnswer(last);
       }
       const step = nextStep(primary.failover, attempts, result.failure, deadline.msLeft());
-      if (!step.retry) return finalAnswer(last);
+      if (!step.retry) {
+        // Every backend tried lacked the endpoint: a fallback group may serve it (one whose group is
+        // gone behind its proxy's 404 page is served so), one step past the attempts' bound.
+        if (held.unserved && path.fallBack()) {
+          ({ group, primary } = path);
+          prompt = promptFor(group);
+          exclude = [];
+          continue;
+        }
+        return finalAnswer(last);
+      }
       exclude.push(result.lease.backendId);
       failover.failedOn(group.name, result.lease.backendId, result.failure.cause);
       // Nothing left to wait for: the route call says so at once (and finds a change of the fleet since, if any).
@@ -244,7 +254,7 @@ export class GroupPath {
   }
 
   /** Into the next fallback group the caller may use; false when none is left. */
-  private fallBack(): boolean {
+  fallBack(): boolean {
     let next: ResolvedGroup | undefined;
     while (!next && this.fellBackTo < this.primary.fallbacks.length) next = fallbackFor(this.caller, this.byModel, this.primary.fallbacks[this.fellBackTo++] as string);
     if (!next) return false;
@@ -317,9 +327,9 @@ function quoted(model: string): string {
 }
 
 /**
- * The error for an endpoint the model's backends do not serve (two of them answered 404 for it,
- * neither about the model): the request's, told as a path the gateway does not serve is, so the
- * SDKs raise a NotFoundError and retry nothing.
+ * The error for an endpoint the model's backends do not serve (every backend tried answered 404
+ * for it, none about the model, and none answered: held-failure.ts): the request's, told as a path
+ * the gateway does not serve is, so the SDKs raise a NotFoundError and retry nothing.
  */
 export function endpointNotServed(model: string, path: string): GatewayError {
   return notFound(`the backends of model ${quoted(model)} do not serve ${path}`, "endpoint_not_served");
