@@ -110,6 +110,8 @@ export const badGateway = (message: string, code = "upstream_error") => new Gate
 export const methodNotAllowed = (path: string, allow: string) =>
   new GatewayError(405, "invalid_request_error", `use ${allow.split(", ").join(" or ")} for ${path}`, "method_not_allowed", null, { allow });
 export const gatewayTimeout = (message: string) => new GatewayError(504, "timeout_error", message, "upstream_timeout");
+/** The client left before its answer (nginx's 499): nobody reads it, but the request's line and metrics say so. */
+export const clientGone = () => new GatewayError(499, "invalid_request_error", "client disconnected", "client_closed_request");
 
 /**
  * A Responses stream's error event has a `sequence_number`, which the gateway does not know (its

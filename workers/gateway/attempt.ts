@@ -3,7 +3,7 @@ import type { FailoverCause } from "../../src/config/schema.ts";
 import { reachOf, type ReachProblem } from "../../src/config/upstream-access.ts";
 import type { CompletionSummary, HookContext } from "../../src/hooks/types.ts";
 import { pipelineFor } from "../config.ts";
-import { badGateway, badRequest, GatewayError, gatewayTimeout, unavailable } from "../../src/openai/errors.ts";
+import { badGateway, badRequest, clientGone, GatewayError, gatewayTimeout, unavailable } from "../../src/openai/errors.ts";
 import type { LeaseOutcome, RouteDecision, TokenUsage, UsageEstimate } from "../../src/routing/protocol.ts";
 import { SILENT, type AttemptEnd, type Routed } from "./route-client.ts";
 import { readFirstBytes, type FirstBytes } from "../../src/stream/first-bytes.ts";
@@ -67,8 +67,6 @@ export interface AttemptInput {
 export type AttemptResult =
   | { kind: "answered"; response: Response; rejected: boolean }
   | { kind: "failed"; response: Response; lease: HeldLease; verdict: LeaseOutcome; failure: Failure; retryable: boolean; end?: AttemptEnd };
-
-export const clientGone = () => new GatewayError(499, "invalid_request_error", "client disconnected", "client_closed_request");
 
 /** workerd's words for a connection that failed or died before any response byte. */
 const CONNECTION_LOST = /network connection lost/i;

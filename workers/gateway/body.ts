@@ -1,7 +1,6 @@
 import { BODY_SHAPE, isInexactNumber, scanBody, type ShapeExcess } from "../../src/openai/body-shape.ts";
-import { badRequest, tooLarge, unsupportedEncoding, type GatewayError } from "../../src/openai/errors.ts";
+import { badRequest, clientGone, tooLarge, unsupportedEncoding, type GatewayError } from "../../src/openai/errors.ts";
 import { join } from "../../src/stream/bytes.ts";
-import { clientGone } from "./attempt.ts";
 
 const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: false });
 

@@ -2,7 +2,7 @@ import type { ResolvedGroup } from "../../src/config/load.ts";
 import { clipName, NAME_MAX } from "../../src/config/schema.ts";
 import { canonicalJson } from "../../src/config/version.ts";
 import type { LimitRefusal, RouteRefusal, RouteTenant } from "../../src/routing/protocol.ts";
-import { GatewayError, notFound, overLimit, SHOULD_RETRY, unavailable } from "../../src/openai/errors.ts";
+import { clientGone, GatewayError, notFound, overLimit, SHOULD_RETRY, unavailable } from "../../src/openai/errors.ts";
 import { allowsGroup, allowsModel, routeTenant } from "../../src/tenants/route-tenant.ts";
 import { nextStep } from "../../src/upstream/retry.ts";
 import { logEvent } from "../../src/logging/event-log.ts";
@@ -129,7 +129,7 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
       failover.failedOn(group.name, result.lease.backendId, result.failure.cause);
       // Nothing left to wait for: the route call says so at once (and finds a change of the fleet since, if any).
       if (step.waitMs > 0 && !path.nothingLeft(exclude)) await new Promise((r) => setTimeout(r, step.waitMs));
-      if (p.req.signal.aborted) throw new GatewayError(499, "invalid_request_error", "client disconnected", "client_closed_request");
+      if (p.req.signal.aborted) throw clientGone();
     }
   } catch (e) {
     held.thrown(e);

@@ -1,6 +1,6 @@
 import type { ResolvedGroup } from "../../src/config/load.ts";
 import { reachOf } from "../../src/config/upstream-access.ts";
-import { badRequest, GatewayError, methodNotAllowed, SHOULD_RETRY, unavailable } from "../../src/openai/errors.ts";
+import { badRequest, clientGone, GatewayError, methodNotAllowed, SHOULD_RETRY, unavailable } from "../../src/openai/errors.ts";
 import { POLICY_VIOLATION } from "../../src/realtime/closing.ts";
 import { chosenProtocol, handshakeFault, isWebSocketUpgrade, keyFromProtocols, protocolsWithoutKey } from "../../src/realtime/handshake.ts";
 import type { RouteTenant, TokenUsage } from "../../src/routing/protocol.ts";
@@ -8,7 +8,7 @@ import { msToNextPeriod } from "../../src/tenants/ledger.ts";
 import type { KeyRecord } from "../../src/tenants/protocol.ts";
 import { allowsGroup, allowsModel, keyBudget, readsUsage } from "../../src/tenants/route-tenant.ts";
 import { nextStep } from "../../src/upstream/retry.ts";
-import { clientGone, isFailover, misconfigured, routeReason, routingHeaders } from "./attempt.ts";
+import { isFailover, misconfigured, routeReason, routingHeaders } from "./attempt.ts";
 import { HeldFailure } from "./held-failure.ts";
 import { FailoverEvent, groupAddedSince, GroupPath, limitError, noBackend, tenantFor, unknownModel, type ProxyInput } from "./proxy.ts";
 import { openUpstream, type Handshake } from "./realtime-handshake.ts";
