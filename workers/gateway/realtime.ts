@@ -278,7 +278,6 @@ function watchKey(caller: Extract<Caller, { kind: "key" }>, p: RealtimeInput, re
         else charged?.watchBudget(keyBudget(now));
       })
       .catch((e: unknown) => {
-        // Each refusal's message (a key prefix, an ISO date) fits a close frame's 123 bytes.
         if (e instanceof GatewayError && e.status === 401) relay.end({ code: POLICY_VIOLATION, reason: e.message });
         else quietUntil = Date.now() + KEY_CHECK_BACKOFF_MS;
       })
