@@ -94,10 +94,18 @@ async function embeddingsRefused(model: string): Promise<{ answers: unknown[]; c
   return { answers, calls };
 }
 
+/** Each backend's charges, once nothing of the group is in flight: every lease settled. */
+async function chargesOnceSettled(group: string): Promise<unknown[]> {
+  await vi.waitFor(async () => expect(await gw.inFlight(group)).toBe(0), EVENTUALLY);
+  return charges(group);
+}
+
+/** Backends none the worse: none charged, every breaker closed. */
+const uncharged = (ids: readonly string[]) => ids.map((id) => [id, 0, "closed"]);
+
 /** The group's backends are none the worse for it: none charged, every breaker closed, and chat is served. */
 async function stillServes(group: string, ids: readonly string[]): Promise<void> {
-  await vi.waitFor(async () => expect(await gw.inFlight(group)).toBe(0), EVENTUALLY);
-  expect.soft(await charges(group)).toEqual(ids.map((id) => [id, 0, "closed"]));
+  expect.soft(await chargesOnceSettled(group)).toEqual(uncharged(ids));
   const res = await chat(group);
   expect(res.status).toBe(200);
   await res.text();
@@ -164,11 +172,7 @@ describe("an endpoint a llama.cpp started for chat alone does not serve (its 501
 describe("a 404 with no error body on every backend (a proxy's page for a route it dropped, an embeddings engine asked for chat)", () => {
   it("is a path the group does not serve, whatever the path: its fallback group serves in its stead, and no breaker counts it", async () => {
     expect(await chats("behind-proxy", 4)).toEqual(Array.from({ length: 4 }, () => [200, "served"]));
-    await vi.waitFor(async () => expect(await gw.inFlight("behind-proxy")).toBe(0), EVENTUALLY);
-    expect(await charges("behind-proxy")).toEqual([
-      ["gone-a", 0, "closed"],
-      ["gone-b", 0, "closed"],
-    ]);
+    expect(await chargesOnceSettled("behind-proxy")).toEqual(uncharged(["gone-a", "gone-b"]));
   }, 30_000);
 
   it("with no fallback group, is told 404 endpoint_not_served once, and opens no breaker (an embeddings engine's group asked for chat: TEI's router answers so)", async () => {
@@ -178,20 +182,14 @@ describe("a 404 with no error body on every backend (a proxy's page for a route 
       answers.push([res.status, (await res.json() as { error: { code: string } }).error.code]);
     }
     expect(answers).toEqual(Array.from({ length: 5 }, () => [404, "endpoint_not_served"]));
-    await vi.waitFor(async () => expect(await gw.inFlight("bare-404")).toBe(0), EVENTUALLY);
-    expect(await charges("bare-404")).toEqual([
-      ["a", 0, "closed"],
-      ["b", 0, "closed"],
-      ["c", 0, "closed"],
-    ]);
+    expect(await chargesOnceSettled("bare-404")).toEqual(uncharged(["a", "b", "c"]));
   }, 30_000);
 });
 
 describe("every backend of a group gone behind its proxy, as many as the attempts' bound", () => {
   it("is served by the group's fallback all the same: one step past the bound, for an endpoint none of the group served", async () => {
     expect(await chats("all-gone", 3)).toEqual(Array.from({ length: 3 }, () => [200, "served"]));
-    await vi.waitFor(async () => expect(await gw.inFlight("all-gone")).toBe(0), EVENTUALLY);
-    expect(await charges("all-gone")).toEqual(["x", "y", "z"].map((id) => [id, 0, "closed"]));
+    expect(await chargesOnceSettled("all-gone")).toEqual(uncharged(["x", "y", "z"]));
   }, 30_000);
 });
 
@@ -199,12 +197,8 @@ describe("a backend sick behind its proxy beside engines that lack the endpoint"
   it("says nothing of the path: any client's calls for what the others lack charge none of them", async () => {
     const sdk = new OpenAI({ apiKey: gw.key, baseURL: `${gw.url}/v1` });
     for (let i = 0; i < 3; i++) await sdk.chat.completions.create({ model: "one-sick", messages: [{ role: "user", content: "hi" }], max_tokens: 4 }).catch(() => {});
-    await vi.waitFor(async () => expect(await gw.inFlight("one-sick")).toBe(0), EVENTUALLY);
-    const [tei1, tei2] = await charges("one-sick");
-    expect([tei1, tei2]).toEqual([
-      ["tei-1", 0, "closed"],
-      ["tei-2", 0, "closed"],
-    ]);
+    const [tei1, tei2] = await chargesOnceSettled("one-sick");
+    expect([tei1, tei2]).toEqual(uncharged(["tei-1", "tei-2"]));
   }, 30_000);
 });
 
