@@ -571,8 +571,11 @@ describe("relay: a whole answer whose usage is read (readUsage, not SSE), its cl
       }
     }
     expect(read).toBeGreaterThan(total * chunk);
-    // The chunk in hand, the pipe's, and those its first and last 8 KiB are in (kept for the usage); 32 MiB on a tee.
-    expect(heldHalfway).toBeLessThan(8 * chunk);
+    // The chunk in hand, the pipe's, and those its first and last 8 KiB are in (kept for the usage):
+    // a few chunks, where a tee the client outruns holds 32 MiB (512 chunks). V8 frees ArrayBuffer
+    // memory on a thread of its own, which lags on a busy machine (measured 8 to 9 chunks quiet, 37
+    // under the CI's load): the bound sits far over that and far under the tee's.
+    expect(heldHalfway).toBeLessThan(128 * chunk);
     expect(await ended).toMatchObject({ outcome: "ok", usage: { promptTokens: 9, completionTokens: 2 } });
   });
 });
