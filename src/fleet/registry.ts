@@ -637,15 +637,16 @@ export class FleetRegistry {
    * renewal of the spec it has, which is no change: what it lacks of the runtime (a secret a
    * deploy took away), or a plain-http address stored before that rule, stops no renewal, as the
    * fleet's check stops none (`unreachable`); the gateway's keys and the secrets heartbeats may
-   * name still do.
+   * name still do. A heartbeat's secrets are checked against the list before any is looked up:
+   * what the lookup finds (not set, empty, a binding) would tell the register key's holder which
+   * names the Worker has; only the names the operator listed get that far.
    */
   private refuseSecrets(spec: DeploymentConfig, source: Source, renewed = false, at = ""): void {
     const own = gatewayKeyProblems(spec, this.keys)[0];
     if (own) throw new RegistryError(400, GATEWAY_KEY_NAMED, `${at}${own.field} ${own.message}`, `${at}${own.field}`);
-    if (!renewed) this.refuseUnreachable(spec, at);
-    if (source !== "heartbeat") return;
-    const unlisted = unlistedSecretProblems(spec, this.registrationSecrets)[0];
+    const unlisted = source === "heartbeat" ? unlistedSecretProblems(spec, this.registrationSecrets)[0] : undefined;
     if (unlisted) throw new RegistryError(403, "secret_not_allowed", `${unlisted.field} ${unlisted.message}`, unlisted.field);
+    if (!renewed) this.refuseUnreachable(spec, at);
   }
 
   /** A deployment that would send its secrets in cleartext, or needs of the runtime what it lacks, named by its own fields (`at`: where it is in the request). */

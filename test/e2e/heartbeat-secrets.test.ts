@@ -99,7 +99,7 @@ describe("a config's auth.registrationSecrets", () => {
 
   beforeAll(async () => {
     gpu = await startFleet({ workers: 1, basePort: 0, preset: "instant", servedModelName: MODEL });
-    gw = await startTestGateway({ auth: { registrationSecrets: ["GPU_TOKEN"] }, modelGroups: [{ name: "listed", deployments: [] }] }, { ...KEYS, GPU_TOKEN: TOKEN, UPSTREAM_TOKEN: OTHER });
+    gw = await startTestGateway({ auth: { registrationSecrets: ["GPU_TOKEN"] }, modelGroups: [{ name: "listed", deployments: [] }] }, { ...KEYS, GPU_TOKEN: TOKEN, UPSTREAM_TOKEN: OTHER, EMPTY_TOKEN: "" });
   });
   afterAll(async () => {
     await gw?.close();
@@ -121,6 +121,20 @@ describe("a config's auth.registrationSecrets", () => {
       [`Bearer ${TOKEN}`, undefined],
       [`Bearer ${TOKEN}`, undefined],
     ]);
+  });
+
+  it("learns nothing of which names the Worker has from an unlisted name: a secret, an empty one, a binding and a name nothing has are refused alike", async () => {
+    const refusal = async (field: "apiKeyEnv" | "headersFromEnv", name: string) => {
+      const named = field === "apiKeyEnv" ? { apiKeyEnv: name } : { apiKeyEnv: "GPU_TOKEN", headersFromEnv: { "x-b": name } };
+      const beat = await heartbeat(gw, { group: "listed", id: "probe", baseUrl: gpu.urls[0], model: MODEL, ...named });
+      return { status: beat.status, code: beat.error?.code, param: beat.error?.param, message: beat.error?.message.replaceAll(name, "NAME") };
+    };
+    for (const field of ["apiKeyEnv", "headersFromEnv"] as const) {
+      const secret = await refusal(field, "UPSTREAM_TOKEN");
+      expect(secret).toMatchObject({ status: 403, code: "secret_not_allowed" });
+      // Nothing by that name, a Durable Object binding, an empty secret: each as the secret is.
+      for (const name of ["NO_SUCH_NAME_AT_ALL", "TENANTS", "EMPTY_TOKEN"]) expect(await refusal(field, name), `${field} ${name}`).toEqual(secret);
+    }
   });
 });
 
