@@ -342,8 +342,9 @@ export class FleetRegistry {
   /**
    * The config's groups, when they differ from the seed taken last (null when they do not): a seed
    * group's settings and its config deployments become the seed's (an operator's drain of one that
-   * stays is kept); deployments the API or heartbeats added stay, and so does a group that still
-   * has some. An alias another group holds stays with it, and the seed's group goes without
+   * stays is kept); deployments the API or heartbeats added stay. A group the config no longer
+   * lists loses the config's deployments; it goes when it is the config's and none is left (one the
+   * admin API made stays). An alias another group holds stays with it, and the seed's group goes without
    * (`aliasesHeld`): refusing the whole seed for it would leave every group of the config as the
    * last deploy had it, routing to the servers this one replaced. A seed that breaks another rule
    * (a group named as another's alias, a fallback to a group it drops) is refused whole, its hash
@@ -367,10 +368,13 @@ export class FleetRegistry {
     }
     const next = this.copy();
     const seeded = new Set(groups.map((g) => g.name));
+    // A group the config no longer lists loses the config's servers, whoever made it: one the admin
+    // API made and a config then listed holds the config's too. It goes only when it was the
+    // config's and has nothing left; the admin API's stays, as its own commands left it.
     for (const [name, g] of next) {
-      if (seeded.has(name) || g.source !== "config") continue;
+      if (seeded.has(name)) continue;
       g.deployments = g.deployments.filter((d) => d.source !== "config");
-      if (g.deployments.length === 0) next.delete(name);
+      if (g.source === "config" && g.deployments.length === 0) next.delete(name);
     }
     const holders = modelIndex([...next.values()].flatMap((g) => (seeded.has(g.settings.name) ? [] : [g.settings])));
     const aliasesHeld: HeldAlias[] = [];

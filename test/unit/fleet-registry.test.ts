@@ -564,6 +564,24 @@ describe("FleetRegistry's seed across releases", () => {
     expect(r.seed(asWritten([group("a", ["a2", "a3"])]))?.removals).toEqual([]);
   });
 
+  it("a seed that no longer lists a group the admin API made takes out the config's servers there, names them, and leaves the group with what the API added", () => {
+    const r = new FleetRegistry();
+    applyCommand(r, { op: "add-group", group: { name: "a", deployments: [] } }, 0);
+    applyCommand(r, { op: "add-group", group: { name: "b", deployments: [{ id: "ops", baseUrl: "http://10.0.1.1:8000", model: "m" }] } }, 0);
+    // A later config lists both groups, with servers of its own.
+    r.seed(asWritten([group("a", ["a1"]), group("b", ["b1", "b2"])]));
+    expect([states(r, "a"), states(r, "b")]).toEqual([{ a1: "active" }, { b1: "active", b2: "active", ops: "active" }]);
+    // And the next one lists neither: the config's servers go, the groups stay the admin API's.
+    const taken = r.seed(asWritten([]));
+    expect([states(r, "a"), states(r, "b")]).toEqual([{}, { ops: "active" }]);
+    expect(r.names()).toEqual(["a", "b"]);
+    expect(taken?.removals).toEqual([
+      { group: "a", deployments: ["a1"], groupRemoved: false },
+      { group: "b", deployments: ["b1", "b2"], groupRemoved: false },
+    ]);
+    expect(taken?.changed).toEqual(["a", "b"]);
+  });
+
   it("a stored record without a setting a later release added loads with its default, and is pushed as a change", () => {
     const r = seeded(group("a", ["a1"]), group("b", ["b1"]));
     const records = stored(r).map((g) => {
