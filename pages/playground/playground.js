@@ -274,7 +274,7 @@ async function* contentDeltas(body) {
         if (data === "" || data === "[DONE]") continue;
         const parsed = parseEvent(data);
         if (parsed === null) continue;
-        if (parsed.error) throw new Error(parsed.error.message ?? "the stream failed");
+        if (parsed.error) throw new Error(errorMessage(parsed.error));
         const content = parsed.choices?.[0]?.delta?.content;
         if (content) yield content;
       }
@@ -287,8 +287,20 @@ async function* contentDeltas(body) {
 }
 
 /**
+ * A stream's error event's message: OpenAI's, vLLM's, SGLang's and llama.cpp's is `error.message`,
+ * TGI's `error` itself (a string).
+ * @param {unknown} error
+ * @returns {string}
+ */
+function errorMessage(error) {
+  if (typeof error === "string" && error !== "") return error;
+  const message = typeof error === "object" && error !== null ? /** @type {{ message?: unknown }} */ (error).message : undefined;
+  return typeof message === "string" && message !== "" ? message : "the stream failed";
+}
+
+/**
  * @param {string} data
- * @returns {{ error?: { message?: string }, choices?: { delta?: { content?: string | null } }[] } | null}
+ * @returns {{ error?: unknown, choices?: { delta?: { content?: string | null } }[] } | null}
  */
 function parseEvent(data) {
   try {

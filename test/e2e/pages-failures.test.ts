@@ -33,7 +33,7 @@ beforeAll(async () => {
   upstream = await startHostileUpstream();
   const hostile = (name: string, behaviour: string) => ({ name, failover: { maxAttempts: 1 }, deployments: [{ id: behaviour.replace(":", "-"), baseUrl: `${upstream.url}/${behaviour}`, model: "hostile-7b" }] });
   gw = await startTestGateway(
-    { modelGroups: [{ name: GROUP, deployments: [{ id: "sim-0", baseUrl: fleet.urls[0] as string, model: "sim-7b" }] }, hostile("cut", "cut-mid-event"), hostile("erring", "error-then-endless"), hostile("long", "long-stream:20000"), hostile("unbroken", "big-event:64"), hostile("firehose", "firehose-stream"), hostile("endless", "endless-stream"), hostile("unended", "endless-event"), hostile("cr", "cr-stream:300"), hostile("split-crlf", "split-crlf:300")] },
+    { modelGroups: [{ name: GROUP, deployments: [{ id: "sim-0", baseUrl: fleet.urls[0] as string, model: "sim-7b" }] }, hostile("cut", "cut-mid-event"), hostile("erring", "error-then-endless"), hostile("tgi-erring", "error-then-endless:tgi"), hostile("long", "long-stream:20000"), hostile("unbroken", "big-event:64"), hostile("firehose", "firehose-stream"), hostile("endless", "endless-stream"), hostile("unended", "endless-event"), hostile("cr", "cr-stream:300"), hostile("split-crlf", "split-crlf:300")] },
     { KVGATE_ADMIN_KEY: adminKey },
     { assets: true },
   );
@@ -389,6 +389,13 @@ describe.skipIf(missing)("the pages when things change or fail under them", () =
     // The upstream would go on for ever: only the page's letting go ends it.
     await vi.waitFor(() => expect(upstream.stats("error-then-endless")).toMatchObject({ requests: 1, open: 0, cancelled: 1 }), EVENTUALLY);
     await vi.waitFor(async () => expect(await gw.inFlight("erring")).toBe(0), EVENTUALLY);
+  });
+
+  it("an error event after the first token shows its message in TGI's shape too (a bare string), not 'the stream failed'", async () => {
+    const page = await playground();
+    await send(page, "tgi-erring", "hello", 16);
+    await vi.waitFor(async () => expect(await lastReply(page).getAttribute("data-done")).toBe("true"), EVENTUALLY);
+    expect(await lastReply(page).locator(".reply-text").textContent()).toBe("first [the shard failed]");
   });
 
   it("a long reply is written into the page once, not once an event: 20,000 events add each character to the document once, in a few writes", async () => {

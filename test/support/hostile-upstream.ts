@@ -695,11 +695,16 @@ const BEHAVIOURS: Record<string, Answer> = {
     res.writeHead(200, { "content-type": stream ? "text/event-stream" : "application/json", "content-encoding": arg, ...(stream ? {} : { "content-length": encoded.length }) });
     res.end(encoded);
   },
-  /** One content event, then an error event, then events every 50 ms for as long as the connection lasts: a server that does not stop at its own error. */
-  "error-then-endless": (_req, res, body, _arg, s) => {
+  /**
+   * One content event, then an error event, then events every 50 ms for as long as the connection
+   * lasts: a server that does not stop at its own error. `arg` `tgi`: the error event is TGI's,
+   * its `error` a bare string (router/src/server.rs, `impl From<InferError> for Event`).
+   */
+  "error-then-endless": (_req, res, body, arg, s) => {
     const { model } = requestOf(body);
+    const error = arg === "tgi" ? { error: "the shard failed", error_type: "generation" } : { error: { message: "the engine failed", type: "InternalServerError", code: 500 } };
     res.writeHead(200, { "content-type": "text/event-stream" });
-    res.write(chunk(model, "first") + `data: ${JSON.stringify({ error: { message: "the engine failed", type: "InternalServerError", code: 500 } })}\n\n`);
+    res.write(chunk(model, "first") + `data: ${JSON.stringify(error)}\n\n`);
     tickForever(res, model, s, 50);
   },
   /**
