@@ -46,6 +46,14 @@ beforeAll(async () => {
       { name: "one-sick", strategy: "round-robin", breaker: { consecutiveFailures: 2, openMs: 60_000, probeIntervalMs: 60_000 }, deployments: [hostile("proxy-404", "tei-1"), hostile("proxy-404", "tei-2"), hostile("status:502", "sick")] },
       // Three engines answering every path with a 404 and no body, no fallback group.
       { name: "bare-404", strategy: "round-robin", deployments: ["a", "b", "c"].map((id) => hostile("proxy-404", id)) },
+      // Two engines gone behind their proxy, and a fallback group of one slow server taking one request at a time.
+      { name: "gone-then-full", strategy: "round-robin", fallbacks: ["one-slot"], deployments: [hostile("proxy-404", "gone-p"), hostile("proxy-404", "gone-q")] },
+      { name: "one-slot", deployments: [{ ...hostile("slow-headers:2000", "slot"), maxInFlight: 1 }] },
+      // That slow server's group taking one request at a time, falling back to engines that lack the endpoint.
+      { name: "full-then-gone", fallbacks: ["bare-404"], deployments: [{ ...hostile("slow-headers:2000", "only"), maxInFlight: 1 }] },
+      // Two engines with no realtime endpoint, and a fallback group of one realtime server taking one session at a time.
+      { name: "no-realtime-then-full", strategy: "round-robin", fallbacks: ["rt-one-slot"], deployments: ["p", "q"].map((id) => ({ id, baseUrl: `${sockets.url}/refuse:404`, model: "chat-7b" })) },
+      { name: "rt-one-slot", deployments: [{ id: "rt-slot", baseUrl: `${sockets.url}/echo`, model: "chat-7b", maxInFlight: 1 }] },
       // A backend whose baseUrl leads nowhere (a 404 naming no model) beside a healthy one.
       { name: "one-misconfigured", strategy: "round-robin", breaker: { consecutiveFailures: 2, openMs: 60_000, probeIntervalMs: 60_000 }, deployments: [hostile("nowhere", "misconfigured"), hostile("ok", "ok")] },
     ],
@@ -184,12 +192,52 @@ describe("a 404 with no error body on every backend (a proxy's page for a route 
     expect(answers).toEqual(Array.from({ length: 5 }, () => [404, "endpoint_not_served"]));
     expect(await chargesOnceSettled("bare-404")).toEqual(uncharged(["a", "b", "c"]));
   }, 30_000);
+
+  it("a realtime handshake alike: the full fallback's refusal, not told it is no use to retry", async () => {
+    const ws = (model: string) => connect(`${gw.url.replace(/^http/, "ws")}/v1/realtime?model=${model}`, { headers: { authorization: `Bearer ${gw.key}` } });
+    const session = await ws("rt-one-slot");
+    if (session.kind !== "open") throw new Error(`the fallback's session was refused: ${session.status}`);
+    const h = await ws("no-realtime-then-full");
+    expect.soft(h.kind === "refused" ? [h.status, h.headers["x-should-retry"]] : "open").toEqual([503, undefined]);
+    session.socket.ws.close();
+    await session.socket.closed;
+    await vi.waitFor(async () => expect(await gw.inFlight("rt-one-slot")).toBe(0), EVENTUALLY);
+    // Its slot free again, the fallback takes the session.
+    const again = await ws("no-realtime-then-full");
+    expect(again.kind).toBe("open");
+    if (again.kind === "open") again.socket.ws.close();
+    expect.soft(await chargesOnceSettled("no-realtime-then-full")).toEqual(uncharged(["p", "q"]));
+  }, 30_000);
 });
 
 describe("every backend of a group gone behind its proxy, as many as the attempts' bound", () => {
   it("is served by the group's fallback all the same: one step past the bound, for an endpoint none of the group served", async () => {
     expect(await chats("all-gone", 3)).toEqual(Array.from({ length: 3 }, () => [200, "served"]));
     expect(await chargesOnceSettled("all-gone")).toEqual(uncharged(["x", "y", "z"]));
+  }, 30_000);
+});
+
+describe("a group the request could not try (every backend at its in-flight limit) beside groups that lack the endpoint", () => {
+  it("may serve what the others do not: its refusal is the answer, one to try again later, not 404 endpoint_not_served", async () => {
+    // The fallback's one slot is taken; every backend of the model's own group answers 404.
+    let held = chat("one-slot");
+    await vi.waitFor(async () => expect(await gw.inFlight("one-slot")).toBe(1), EVENTUALLY);
+    let res = await chat("gone-then-full");
+    expect.soft([res.status, (await res.json() as { error: { message: string } }).error.message]).toEqual([503, expect.stringMatching(/at its in-flight limit/)]);
+    expect((await held).status).toBe(200);
+    // Its slot free again, the fallback serves it: the 404s were not the model's word on the path.
+    res = await chat("gone-then-full");
+    expect.soft([res.status, res.headers.get("x-kvgate-backend")]).toEqual([200, "slot"]);
+    await res.text();
+    expect.soft(await chargesOnceSettled("gone-then-full")).toEqual(uncharged(["gone-p", "gone-q"]));
+
+    // The model's own group full, every backend of its fallback lacking the endpoint: the same.
+    held = chat("full-then-gone");
+    await vi.waitFor(async () => expect(await gw.inFlight("full-then-gone")).toBe(1), EVENTUALLY);
+    res = await chat("full-then-gone");
+    expect.soft([res.status, (await res.json() as { error: { message: string } }).error.message]).toEqual([503, expect.stringMatching(/at its in-flight limit/)]);
+    expect((await held).status).toBe(200);
+    expect(await chargesOnceSettled("bare-404")).toEqual(uncharged(["a", "b", "c"]));
   }, 30_000);
 });
 

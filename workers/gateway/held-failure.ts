@@ -1,5 +1,5 @@
 import { GatewayError } from "../../src/openai/errors.ts";
-import type { LeaseOutcome } from "../../src/routing/protocol.ts";
+import type { LeaseOutcome, RouteRefusal } from "../../src/routing/protocol.ts";
 import { isServerSide, type Failure } from "../../src/upstream/retry.ts";
 import type { AttemptEnd, HeldLease } from "./route-client.ts";
 
@@ -36,6 +36,8 @@ export class HeldFailure {
   /** What the request met so far: 404s for the endpoint, anything else. */
   private metUnserved = false;
   private metOther = false;
+  /** The refusal of a group none of whose backends the request could try (each at its limit, or resting). */
+  private untried: RouteRefusal["refused"] | undefined;
 
   /** The routing object whose backend's failure is held: the next attempt goes to another shard first (route-client.ts route). */
   get heldOn(): string | undefined {
@@ -47,7 +49,20 @@ export class HeldFailure {
    * request asks for what the groups tried do not serve.
    */
   get unserved(): boolean {
-    return this.metUnserved && !this.metOther;
+    return this.metUnserved && !this.metOther && this.untried === undefined;
+  }
+
+  /**
+   * Every backend tried lacked the endpoint, but a group could not be tried: it may serve what the
+   * others did not, so its refusal is the answer — one to try again later — not "not served".
+   */
+  get untriedRefusal(): RouteRefusal["refused"] | undefined {
+    return this.metUnserved && !this.metOther ? this.untried : undefined;
+  }
+
+  /** A group refused the request before any of its backends was tried. */
+  refusedUntried(refused: RouteRefusal["refused"]): void {
+    this.untried ??= refused;
   }
 
   /**

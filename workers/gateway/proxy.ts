@@ -64,14 +64,20 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
   let relaying = false;
   const failover = new FailoverEvent(p);
   // Every backend tried answered 404 for the endpoint (held-failure.ts): the groups serve no such
-  // thing, a 404 as for a path the gateway does not know, which no SDK retries.
-  const finalAnswer = (answer: Response): Response => (held.unserved ? withRoutingHeaders(endpointNotServed(body.model, new URL(p.req.url).pathname).toResponse(), answer) : answer);
+  // thing, a 404 as for a path the gateway does not know, which no SDK retries — unless a group
+  // could not be tried, whose refusal stands.
+  const finalAnswer = (answer: Response): Response => {
+    const untried = held.untriedRefusal;
+    if (untried !== undefined) return withRoutingHeaders(noBackend(untried, body.model).toResponse(), answer);
+    return held.unserved ? withRoutingHeaders(endpointNotServed(body.model, new URL(p.req.url).pathname).toResponse(), answer) : answer;
+  };
   try {
     for (;;) {
       const decision = await route(env, p.ctx, group, prompt, exclude, body.model, tenant && { ...tenant, admitted: admittedBy === group.name }, isFailover(attempts + 1, group !== primary), held.heldOn);
       if ("refused" in decision && decision.refused === "limited") throw limitError(decision, p.caller);
       if ("refused" in decision) {
         const refusedBy = group;
+        if (exclude.length === 0) held.refusedUntried(decision.refused);
         const step = await path.afterRefusal(env, decision);
         ({ group, primary } = path);
         if (step !== null) {
@@ -336,7 +342,7 @@ export function endpointNotServed(model: string, path: string): GatewayError {
 }
 
 /** `res` with the routing headers (x-kvgate-*, x-request-id) of the attempt's answer it replaces. */
-function withRoutingHeaders(res: Response, attempt: Response): Response {
+export function withRoutingHeaders(res: Response, attempt: Response): Response {
   for (const [k, v] of attempt.headers) if (k.startsWith("x-")) res.headers.set(k, v);
   return res;
 }

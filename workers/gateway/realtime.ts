@@ -10,7 +10,7 @@ import { allowsGroup, allowsModel, keyBudget, readsUsage } from "../../src/tenan
 import { nextStep } from "../../src/upstream/retry.ts";
 import { isFailover, misconfigured, routeReason, routingHeaders } from "./attempt.ts";
 import { HeldFailure } from "./held-failure.ts";
-import { FailoverEvent, groupAddedSince, GroupPath, limitError, noBackend, tenantFor, unknownModel, type ProxyInput } from "./proxy.ts";
+import { FailoverEvent, groupAddedSince, GroupPath, limitError, noBackend, tenantFor, unknownModel, withRoutingHeaders, type ProxyInput } from "./proxy.ts";
 import { openUpstream, type Handshake } from "./realtime-handshake.ts";
 import { holdLease, route, type HeldLease } from "./route-client.ts";
 import { closeUnused, relaySockets, type Relay } from "./socket-relay.ts";
@@ -101,8 +101,11 @@ async function handshakeInTurn(p: RealtimeInput, s: Session, held: HeldFailure):
   let attempts = 0;
   let last: Response | null = null;
   const failover = new FailoverEvent(p);
-  // Every backend tried lacks a realtime endpoint (held-failure.ts): a client that tries again meets the same.
+  // Every backend tried lacks a realtime endpoint (held-failure.ts): a client that tries again meets
+  // the same — unless a group could not be tried, whose refusal stands (proxy.ts).
   const finalAnswer = (answer: Response): Response => {
+    const untried = held.untriedRefusal;
+    if (untried !== undefined) return withRoutingHeaders(noBackend(untried, model).toResponse(), answer);
     if (held.unserved) answer.headers.set(SHOULD_RETRY, "false");
     return answer;
   };
@@ -116,6 +119,7 @@ async function handshakeInTurn(p: RealtimeInput, s: Session, held: HeldFailure):
       if ("refused" in decision && decision.refused === "limited") throw limitError(decision, p.caller);
       if ("refused" in decision) {
         const refusedBy = group;
+        if (exclude.length === 0) held.refusedUntried(decision.refused);
         const step = await path.afterRefusal(p.env, decision);
         ({ group, primary } = path);
         if (step === "again" && group.name === refusedBy.name) continue;
