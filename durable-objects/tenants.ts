@@ -208,10 +208,13 @@ export class Tenants extends DurableObject<unknown> implements TenantsRpc, Tenan
 
   usage(query: UsageQuery): TenantsResult<UsageReport> {
     const now = Date.now();
-    const since = query.since ?? dayOf(now - USAGE_KEPT_DAYS * DAY_MS);
     const until = query.until ?? dayOf(now);
-    if (!DAY.test(since)) return badDay("since");
+    if (query.since != null && !DAY.test(query.since)) return badDay("since");
     if (!DAY.test(until)) return badDay("until");
+    // Left out, `since` is the oldest day kept, or `until` when that is older still: its days are
+    // pruned, an empty page, not a refusal naming a `since` the caller never sent.
+    const oldestKept = dayOf(now - USAGE_KEPT_DAYS * DAY_MS);
+    const since = query.since ?? (until < oldestKept ? until : oldestKept);
     if (since > until) return { ok: false, status: 400, code: "invalid_value", message: `since (${since}) is after until (${until})`, param: "since" };
     const range = "FROM usage WHERE key = ? AND day >= ? AND day <= ? AND (? IS NULL OR model = ?)";
     const figures = (r: UsageDbRow): UsageFigures => ({ promptTokens: r.prompt_tokens, completionTokens: r.completion_tokens, cachedTokens: r.cached_tokens, requests: r.requests, costMicros: r.cost_micros });

@@ -53,6 +53,15 @@ describe("a key's usage", () => {
     expect(model.by.every((r) => r.model === long("model", 1))).toBe(true);
   }, 120_000);
 
+  it("asked only for an `until` older than the days kept, is an empty page of that day, not a refusal of the `since` left out", async () => {
+    const made = await tenants().create({ name: "until long ago" });
+    if (!made.ok) throw new Error(made.message);
+    const id = made.value.lookup.record.id;
+    const until = dayOf(Date.now() - 500 * DAY_MS);
+    const page = await ok<UsageView>(admin(`/admin/v1/usage?key=${id}&until=${until}`));
+    expect(page).toMatchObject({ object: "usage", key: id, since: until, until, requests: 0, by: [], has_more: false });
+  });
+
   it("refuses a bad limit or cursor by name", async () => {
     for (const limit of ["0", "5001", "ten", "1.5"]) expect((await refused(admin(`/admin/v1/usage?key=key_x&limit=${limit}`), 400)).param).toBe("limit");
     for (const after of ["nonsense", "W10", "WyIyMDI2LTAxLTAxIl0"]) expect((await refused(admin(`/admin/v1/usage?key=key_x&after=${after}`), 400)).param).toBe("after");
