@@ -93,6 +93,8 @@ describe("creating a key", () => {
       [{ expires_at: "2027-04-31T10:00:00+02:00" }, "expires_at"],
       [{ expires_at: "2027-01-01T00:00:00" }, "expires_at"],
       [{ expires_at: "2020-01-01T00:00:00Z" }, "expires_at"],
+      // Today: a day is its first instant, 00:00 UTC, already past (README says so).
+      [{ expires_at: dayOf(Date.now()) }, "expires_at"],
       // An instant in the year 10000, which the view would show as +010000-01-01T23:58:59.000Z: a value this field refuses.
       [{ expires_at: "9999-12-31T23:59:59-23:59" }, "expires_at"],
       [{ name: "" }, "name"],
