@@ -83,6 +83,12 @@ export interface UsageEstimate {
   tokens: number;
   /** The SSE events that came: a token each. 0 for an answer that is no stream. */
   events: number;
+  /**
+   * The characters of the text a whole (non-streamed) answer generated: its completion, at the
+   * prompt's characters per token. Absent from a stream's estimate (its events count) and from an
+   * older Worker's.
+   */
+  answerChars?: number;
 }
 
 export interface TokenUsage {

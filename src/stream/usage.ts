@@ -186,7 +186,7 @@ function usageIn(holder: unknown): Usage | null {
   return typeof usage === "object" && usage !== null ? usageOf(usage as UsageJson) : null;
 }
 
-function field(o: unknown, name: string): unknown {
+export function field(o: unknown, name: string): unknown {
   return typeof o === "object" && o !== null && !Array.isArray(o) ? (o as Record<string, unknown>)[name] : undefined;
 }
 

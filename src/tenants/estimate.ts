@@ -1,5 +1,5 @@
 import type { TokenUsage, UsageEstimate } from "../routing/protocol.ts";
-import { isTokenCount } from "../stream/usage.ts";
+import { field, isTokenCount } from "../stream/usage.ts";
 
 /**
  * What a virtual key is charged for an answer whose usage the upstream never reported: one its
@@ -48,15 +48,58 @@ export function promptSize(body: unknown): Pick<UsageEstimate, "chars" | "tokens
   return size;
 }
 
+const decoder = new TextDecoder();
+
+/**
+ * The characters of the text a whole answer generated, for its completion's estimate: a chat
+ * answer's message (its content, reasoning and tool calls' arguments), a completion's text, a Responses
+ * answer's output (its text and function calls' arguments). Parsed only for an answer that
+ * reported no usage, never on the path of one that did; 0 for a body that is none of these (an
+ * embedding or a rerank generates no text).
+ */
+export function answerChars(body: ArrayBuffer): number {
+  let answer: unknown;
+  try {
+    answer = JSON.parse(decoder.decode(body));
+  } catch {
+    return 0;
+  }
+  let chars = 0;
+  const add = (v: unknown): void => {
+    if (typeof v === "string") chars += v.length;
+    else for (const part of list(v)) add(field(part, "text"));
+  };
+  for (const choice of list(field(answer, "choices"))) {
+    add(field(choice, "text"));
+    const message = field(choice, "message");
+    add(field(message, "content"));
+    // vLLM names it either way (both, in the releases that renamed it): counted once.
+    add(field(message, "reasoning_content") ?? field(message, "reasoning"));
+    for (const call of list(field(message, "tool_calls"))) add(field(field(call, "function"), "arguments"));
+  }
+  for (const item of list(field(answer, "output"))) {
+    add(field(item, "content"));
+    add(field(item, "arguments"));
+  }
+  return chars;
+}
+
+function list(v: unknown): unknown[] {
+  return Array.isArray(v) ? v : [];
+}
+
 /**
  * The usage an estimate charges: the prompt's characters over the backend's characters per token
  * (learned from its reports, else 4) and its token ids, priced as uncached; one completion token
  * per event that came — what vLLM, SGLang and llama.cpp send by default, fewer where a server packs
  * several tokens into an event, and a few more on the Responses API, whose answers open and close
- * with events of their own. null for figures no count could be.
+ * with events of their own — or, for a whole answer, its text at the same characters per token.
+ * null for figures no count could be.
  */
 export function estimatedUsage(e: UsageEstimate, charsPerToken: number): TokenUsage | null {
-  if (!isTokenCount(e.chars) || !isTokenCount(e.tokens) || !isTokenCount(e.events) || !(charsPerToken > 0)) return null;
+  const answer = e.answerChars ?? 0;
+  if (!isTokenCount(e.chars) || !isTokenCount(e.tokens) || !isTokenCount(e.events) || !isTokenCount(answer) || !(charsPerToken > 0)) return null;
   const prompt = Math.min(Number.MAX_SAFE_INTEGER, Math.round(e.chars / charsPerToken) + e.tokens);
-  return { prompt, completion: e.events, cached: 0 };
+  const completion = Math.min(Number.MAX_SAFE_INTEGER, e.events + Math.round(answer / charsPerToken));
+  return { prompt, completion, cached: 0 };
 }

@@ -55,6 +55,8 @@ beforeAll(async () => {
         { name: "keys-total-only", deployments: [{ id: "usage-total-only", baseUrl: `${upstream.url}/usage-total-only:37`, model: "sim-7b" }] },
         // A server that ignores stream_options.include_usage: its streams carry no usage.
         { name: "keys-no-stream-usage", deployments: [{ id: "no-stream-usage", baseUrl: `${upstream.url}/ok`, model: "sim-7b" }] },
+        // A server (or a proxy before it) whose whole answers carry no usage: 400 characters of text each.
+        { name: "keys-no-usage", deployments: [{ id: "no-usage", baseUrl: `${upstream.url}/no-usage:400`, model: "sim-7b" }] },
         { name: "keys-usage-then-done", deployments: [{ id: "usage-then-done", baseUrl: `${upstream.url}/usage-then-done:1000`, model: "sim-7b" }] },
         {
           name: "keys-absurd",
@@ -276,6 +278,31 @@ describe("usage", () => {
     const metrics = await (await fetch(`${gw.url}/metrics`, { headers: { authorization: `Bearer ${adminKey}` } })).text();
     // The sample a whole line: "} 1" alone would match "} 10" too.
     expect(metrics).toContain(`\nkvgate_key_estimated_requests_total{group="keys-no-stream-usage",key="${id}"} 1\n`);
+  });
+
+  it("charges a whole answer that reported no usage its generated text at the prompt's characters per token, as the completion", async () => {
+    const asked = [
+      { path: "/v1/chat/completions", body: { messages: [{ role: "user", content: "x".repeat(400) }] } },
+      { path: "/v1/completions", body: { prompt: "x".repeat(400) } },
+      { path: "/v1/responses", body: { input: "x".repeat(400) } },
+    ];
+    for (const { path, body } of asked) {
+      const { id, key } = await createKey({});
+      const res = await fetch(`${gw.url}${path}`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+        body: JSON.stringify({ model: "keys-no-usage", max_tokens: 200, ...body }),
+      });
+      expect(res.status, await res.clone().text()).toBe(200);
+      expect(JSON.stringify(await res.json())).toContain("y".repeat(400));
+      await vi.waitFor(async () => expect((await usage(id)).requests).toBe(1), EVENTUALLY);
+      const u = await usage(id);
+      // The answer's 400 characters at 4 a token (the backend never reported a usage to learn its own from).
+      expect([path, u.completion_tokens]).toEqual([path, 100]);
+      // The prompt's 400 characters, and the few of the body's other strings (model, role).
+      expect(u.prompt_tokens).toBeGreaterThanOrEqual(100);
+      expect(u.prompt_tokens).toBeLessThan(110);
+    }
   });
 
   it("does not count usage no engine could report (1e308 tokens): the key's usage and spend stay numbers, and its budget counts the rest", async () => {

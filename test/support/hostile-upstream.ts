@@ -480,6 +480,23 @@ const BEHAVIOURS: Record<string, Answer> = {
    * A rerank answer whose usage is a total alone, `arg` tokens (default 37), as older vLLM and
    * TEI-style servers report an input-only call.
    */
+  /**
+   * A whole answer (non-streamed, with its length) that reports no usage, as a proxy that strips
+   * it passes one on: `arg` characters of generated text (default 400), laid out as the endpoint
+   * asked lays it out (a chat message, a completion's text, a Responses answer's output text).
+   */
+  "no-usage": (req, res, body, arg) => {
+    const { model } = requestOf(body);
+    const text = "y".repeat(Number(arg ?? 400));
+    const path = req.url ?? "";
+    const answer = /\/v1\/responses$/.test(path)
+      ? { id: "resp-h", object: "response", model, status: "completed", output: [{ type: "message", role: "assistant", content: [{ type: "output_text", text, annotations: [] }] }] }
+      : /\/v1\/completions$/.test(path)
+        ? { id: "cmpl-h", object: "text_completion", created: 1, model, choices: [{ index: 0, text, finish_reason: "stop" }] }
+        : { id: "chatcmpl-h", object: "chat.completion", created: 1, model, choices: [{ index: 0, message: { role: "assistant", content: text }, finish_reason: "stop" }] };
+    const json = JSON.stringify(answer);
+    res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(json) }).end(json);
+  },
   "usage-total-only": (_req, res, _body, arg) => {
     const usage = { total_tokens: Number(arg ?? 37) };
     res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ id: "rerank-1", results: [{ index: 0, relevance_score: 0.9 }], usage }));

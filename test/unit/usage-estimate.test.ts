@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { chargesEstimate, estimatedUsage, promptSize } from "../../src/tenants/estimate.ts";
+import { answerChars, chargesEstimate, estimatedUsage, promptSize } from "../../src/tenants/estimate.ts";
 
 describe("chargesEstimate", () => {
   const base = { counts: true, usage: false, began: true };
@@ -53,10 +53,39 @@ describe("estimatedUsage", () => {
     expect(estimatedUsage({ chars: 1000, tokens: 4, events: 17 }, 5)).toEqual({ prompt: 204, completion: 17, cached: 0 });
   });
 
+  it("prices a whole answer's text by the same characters per token, as its completion", () => {
+    expect(estimatedUsage({ chars: 1000, tokens: 0, events: 0, answerChars: 402 }, 4)).toEqual({ prompt: 250, completion: 101, cached: 0 });
+    expect(estimatedUsage({ chars: 1, tokens: 0, events: 0, answerChars: -1 }, 4)).toBeNull();
+  });
+
   it("charges nothing for figures no count could be", () => {
     expect(estimatedUsage({ chars: -1, tokens: 0, events: 1 }, 4)).toBeNull();
     expect(estimatedUsage({ chars: 1, tokens: 0.5, events: 1 }, 4)).toBeNull();
     expect(estimatedUsage({ chars: 1, tokens: 0, events: 1e308 }, 4)).toBeNull();
     expect(estimatedUsage({ chars: 1, tokens: 0, events: 1 }, 0)).toBeNull();
+  });
+});
+
+describe("answerChars", () => {
+  const bytes = (v: unknown) => new TextEncoder().encode(typeof v === "string" ? v : JSON.stringify(v)).buffer as ArrayBuffer;
+
+  it("counts the text a chat answer, a completion and a Responses answer generated, and nothing else of the body", () => {
+    const call = { id: "call_1", type: "function", function: { name: "get", arguments: '{"a":1}' } };
+    // SGLang's nulls, vLLM's reasoning under both its names (counted once).
+    const message = { role: "assistant", content: "hello", reasoning_content: "think", reasoning: "think", tool_calls: [call] };
+    expect(answerChars(bytes({ id: "x", model: "m", choices: [{ index: 0, message, finish_reason: "stop" }, { message: { content: null, reasoning_content: null, reasoning: "r" } }] }))).toBe(5 + 5 + 7 + 1);
+    expect(answerChars(bytes({ object: "text_completion", choices: [{ text: "abc" }, { text: "de" }] }))).toBe(5);
+    const output = [
+      { type: "reasoning", content: [{ type: "reasoning_text", text: "why" }] },
+      { type: "message", content: [{ type: "output_text", text: "answer", annotations: [] }] },
+      { type: "function_call", name: "f", arguments: "{}" },
+    ];
+    expect(answerChars(bytes({ object: "response", model: "m", instructions: "long instructions", output }))).toBe(3 + 6 + 2);
+  });
+
+  it("is 0 for a body that generated no text, or is no JSON", () => {
+    expect(answerChars(bytes({ object: "list", data: [{ embedding: [0.1] }] }))).toBe(0);
+    expect(answerChars(bytes("<html>"))).toBe(0);
+    expect(answerChars(bytes("[1, 2]"))).toBe(0);
   });
 });
