@@ -152,6 +152,7 @@ export class FleetRegistry extends DurableObject<RegistryEnv> implements FleetRe
     // A config without modelGroups leaves the fleet to the admin API and `fleet apply`.
     if (parsed.config.seed === null) return;
     const taken = this.fleet.seedHash;
+    const before = this.shardCounts();
     let seeded: Seeded | null;
     try {
       seeded = this.fleet.seed(parsed.config.seed);
@@ -171,6 +172,9 @@ export class FleetRegistry extends DurableObject<RegistryEnv> implements FleetRe
     for (const kept of seeded.bindingsKept) logEvent("registration_bindings_kept", "warn", { ...kept });
     this.persist();
     this.report({ state: "taken", rev: this.fleet.rev, aliasesHeld: seeded.aliasesHeld });
+    // As for a command: Workers bring a changed group along on its next request, but nothing else
+    // retires a group the config dropped or a shard it gave up, nor updates a group nobody calls.
+    void this.push(seeded, before);
   }
 
   private report(seed: SeedReport): void {

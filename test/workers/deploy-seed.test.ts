@@ -6,9 +6,10 @@ import { parseConfig } from "../../src/config/load.ts";
 import type { GroupRecord } from "../../src/fleet/registry.ts";
 import { REGISTRY_NAME } from "../../src/fleet/registry-name.ts";
 import { fnv1a64 } from "../../src/fnv64.ts";
+import { shardObjectName } from "../../src/sharding/partition.ts";
 import { UPSTREAM_MODEL } from "../support/test-config.ts";
 import { admin, ok } from "./admin.ts";
-import { chat, EVENTUALLY } from "./gateway.ts";
+import { chat, EVENTUALLY, status } from "./gateway.ts";
 
 /**
  * Deploys that bring the same modelGroups, or none: what the operator did through the admin API
@@ -132,4 +133,83 @@ describe("a deploy whose config leaves modelGroups out", () => {
     expect(removed).toContainEqual(expect.objectContaining({ level: "warn", group: "skew", deployments: fromConfig, groupRemoved: false }));
     expect(removed).toContainEqual(expect.objectContaining({ level: "warn", group: "one-slot", deployments: ["only"], groupRemoved: true }));
   });
+});
+
+describe("a deploy whose config changes the fleet tells the routing objects", () => {
+  const groups = config.modelGroups as { name: string; shards?: number }[];
+  /** The config with `group` as `edit` makes it, or left out when `edit` gives null. */
+  const withGroup = (group: string, edit: (g: { name: string; shards?: number }) => object | null) => {
+    const modelGroups = groups.flatMap((g) => {
+      const edited = g.name === group ? edit(g) : g;
+      return edited === null ? [] : [edited];
+    });
+    return JSON.stringify({ ...config, modelGroups });
+  };
+  const served = async (group: string, prompt: string) => {
+    const res = await chat(group, [{ role: "user", content: prompt }]);
+    expect(res.status).toBe(200);
+    await res.text();
+  };
+
+  it("a group it drops: its object is retired, as by an admin DELETE, and routes (and probes) nothing", async () => {
+    // Its object knows the group: a request went through it.
+    await served("one-slot", "known?");
+    expect((await status("one-slot")).backends.filter((b) => b.takesRequests)).toHaveLength(1);
+    const deployed = await runInDurableObject(registry(), (_o, state) => new FleetRegistry(state, { ...env, KVGATE_CONFIG: withGroup("one-slot", () => null) }).records());
+    expect(deployed.groups.find((g) => g.settings.name === "one-slot")).toBeUndefined();
+
+    await vi.waitFor(async () => {
+      const s = await status("one-slot");
+      expect([s.rev >= deployed.rev, s.backends.filter((b) => b.takesRequests)]).toEqual([true, []]);
+    }, EVENTUALLY);
+    // The registry as that deploy left it; the pool's config seeds the group back at its next start.
+    await evictDurableObject(registry());
+    await served("one-slot", "back?");
+  });
+
+  it("a group it drops while its object cannot be reached: retired when the registry pushes again", async () => {
+    await served("evicted-usage", "known?");
+    const fail = () => Promise.reject(new Error("Durable Object is overloaded. Too many requests queued."));
+    const down = { getByName: () => ({ install: fail, retire: fail }) } as unknown as typeof env.MODEL_GROUP;
+    await runInDurableObject(registry(), async (_o, state) => {
+      const deploy = { ...env, KVGATE_CONFIG: withGroup("evicted-usage", () => null) };
+      const deployed = new FleetRegistry(state, { ...deploy, MODEL_GROUP: down });
+      const unpushed = () => state.storage.sql.exec<{ v: string }>("SELECT v FROM meta WHERE k = 'unpushed'").toArray()[0]?.v;
+      await vi.waitFor(() => expect(JSON.parse(unpushed() ?? "[]")).toContain("evicted-usage"), EVENTUALLY);
+      // The objects are reachable again; the registry's alarm, once the try is due (1 s).
+      (deployed as unknown as { env: unknown }).env = deploy;
+      await vi.waitFor(
+        async () => {
+          await deployed.alarm();
+          expect(JSON.parse(unpushed() ?? "[]")).toEqual([]);
+        },
+        { timeout: 5_000, interval: 200 },
+      );
+      expect((await status("evicted-usage")).backends.filter((b) => b.takesRequests)).toEqual([]);
+    });
+    await evictDurableObject(registry());
+    await served("evicted-usage", "back?");
+  });
+
+  it("shards it lowers: the given-up shard's object is retired, hands its counts over once idle, and is asked no more", async () => {
+    const given = shardObjectName("sharded", 1);
+    // Both objects know the group.
+    for (let i = 0; i < 8; i++) await served("sharded", `walrus ${i}`);
+    expect((await status(given)).backends.filter((b) => b.takesRequests).length).toBeGreaterThan(0);
+    await runInDurableObject(registry(), async (_o, state) => {
+      const deployed = new FleetRegistry(state, { ...env, KVGATE_CONFIG: withGroup("sharded", (g) => ({ ...g, shards: 1 })) });
+      expect(deployed.snapshot().objects?.sharded).toBe(2);
+      await vi.waitFor(async () => expect((await status(given)).backends.filter((b) => b.takesRequests)).toEqual([]), EVENTUALLY);
+      // Its alarm, each run: the hand-over is tried every 5 s, and nothing is in flight.
+      await vi.waitFor(
+        async () => {
+          await deployed.alarm();
+          expect(deployed.snapshot().objects?.sharded).toBeUndefined();
+        },
+        { timeout: 20_000, interval: 500 },
+      );
+    });
+    await evictDurableObject(registry());
+    await served("sharded", "walrus 0");
+  }, 40_000);
 });
