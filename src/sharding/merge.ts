@@ -57,20 +57,22 @@ function oncePerId<T extends { id: string }>(all: readonly T[], combine: (a: T, 
 
 /**
  * A group as one scrape read its objects (its shards', then those of shards it gave up; `objects`:
- * the names of the objects that gave `answers`). Its counts stay each object's own
- * (metricFamilies: one series per object), and the counts an object handed over
- * (GroupMetrics.handedOver) are that object's unless it answered itself, with its counts as they
- * are now (the same, or more). The gauges' view lists each deployment once: a deployment one
+ * the names of the objects that gave `answers`; `shards`: how many shards the group has now). Its
+ * counts stay each object's own (metricFamilies: one series per object), and the counts an object
+ * handed over (GroupMetrics.handedOver) are that object's unless it answered itself, with its
+ * counts as they are now (the same, or more), or is one of the group's shards again: it counts on
+ * from where it was, so the copy is older, and a scrape it does not answer leaves its series out
+ * (a counter that fell would be counted again as a reset). The gauges' view lists each deployment once: a deployment one
  * object lists twice — the same id at its old and new address, while a version that routed to the
  * old one is kept — and one two objects list (it moved shards) are combined. `sharded`: the group
  * has more than one routing object (routingObjectNames), whether they answered or not; a group
  * whose own object carries counts handed over is sharded too. Neither turns on which objects
  * answered this scrape, so a series does not lose or gain its shard label from one scrape to the next.
  */
-export function scrapedGroup(group: string, answers: readonly GroupMetrics[], objects: readonly string[], sharded: boolean): ScrapedGroup {
+export function scrapedGroup(group: string, answers: readonly GroupMetrics[], objects: readonly string[], sharded: boolean, shards: number): ScrapedGroup {
   const answered = new Set(objects);
   const handed = new Map<string, GroupMetrics>();
-  for (const a of answers) for (const h of a.handedOver ?? []) if (!answered.has(h.object)) handed.set(h.object, h.metrics);
+  for (const a of answers) for (const h of a.handedOver ?? []) if (!answered.has(h.object) && shardOfObject(h.object).shard >= shards) handed.set(h.object, h.metrics);
   const own = answers.map(({ handedOver: _, ...metrics }, i): [string, GroupMetrics] => [objects[i] as string, metrics]);
   // One object's two addresses of a deployment are one series of that object's: counted by one object, they fall together.
   const counts = [...own, ...handed].map(([object, m]): ObjectCounts => ({ shard: shardOfObject(object).shard, metrics: { ...m, backends: oncePerId(m.backends, addAddress) } }));

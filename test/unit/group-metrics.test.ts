@@ -175,7 +175,7 @@ describe("metricFamilies", () => {
     const r = new GroupRouter("g", () => 0.5);
     r.install(g, 0);
     decided(r.route(g.version, [], [], 0, key("key_a")));
-    const families = metricFamilies([scrapedGroup("g", [r.metrics()], ["g"], false)], ["gone"]);
+    const families = metricFamilies([scrapedGroup("g", [r.metrics()], ["g"], false, 1)], ["gone"]);
     const names = families.map((f) => f.name);
     expect(new Set(names).size).toBe(names.length);
     for (const f of families) expect(f.name).toMatch(/^kvgate_[a-z_]+$/);

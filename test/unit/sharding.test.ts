@@ -531,8 +531,8 @@ describe("merging a sharded group's answers", () => {
     ]);
   });
 
-  /** A group's answers as a scrape reads them: the group's own object's first, then its shards' in turn. */
-  const mergeMetrics = (answers: GroupMetrics[], objects = answers.map((_, i) => shardObjectName("g", i))) => scrapedGroup("g", answers, objects, objects.length > 1);
+  /** A group's answers as a scrape reads them: the group's own object's first, then its shards' in turn (`shards` of them now). */
+  const mergeMetrics = (answers: GroupMetrics[], objects = answers.map((_, i) => shardObjectName("g", i)), shards = objects.length) => scrapedGroup("g", answers, objects, objects.length > 1 || shards > 1, shards);
 
   it("keeps a key's counters per object that counted it: a series falls only with its own object, to 0", () => {
     const m = (keys: GroupMetrics["keys"], refused: number): GroupMetrics => ({ group: "g", backends: [], keys, refusals: { "no-backend": refused, "at-capacity": 1 } });
@@ -565,7 +565,7 @@ describe("merging a sharded group's answers", () => {
 
   it("names a sharded group's own object's series shard=\"0\" whether or not its other objects answered, and a group of one object's by no shard", () => {
     const m: GroupMetrics = { group: "g", backends: [], keys: [{ id: "k", requests: 2, tokens: { prompt: 1, completion: 1, cached: 0 }, limitHits: {} }], refusals: { "no-backend": 0, "at-capacity": 0 } };
-    const labelsOf = (sharded: boolean) => metricFamilies([scrapedGroup("g", [m], ["g"], sharded)]).find((f) => f.name === "kvgate_key_requests_total")?.samples.map((x) => x.labels);
+    const labelsOf = (sharded: boolean) => metricFamilies([scrapedGroup("g", [m], ["g"], sharded, sharded ? 2 : 1)]).find((f) => f.name === "kvgate_key_requests_total")?.samples.map((x) => x.labels);
     // Its shard 1's object did not answer this scrape: shard 0's series keep their name.
     expect(labelsOf(true)).toEqual([{ group: "g", key: "k", shard: "0" }]);
     expect(labelsOf(false)).toEqual([{ group: "g", key: "k" }]);
@@ -631,9 +631,9 @@ describe("merging a sharded group's answers", () => {
     const retired: GroupMetrics = { group: "g", backends: [backend(0, 7, "closed", false)], keys: [{ id: "k", requests: 7, tokens: { prompt: 7, completion: 7, cached: 0 }, limitHits: {} }], refusals: refusals(2) };
     const own = (handed: GroupMetrics): GroupMetrics => ({ group: "g", backends: [backend(1, 3, "closed")], keys: [], refusals: refusals(1), handedOver: [{ object: "g\u001f1", metrics: handed }] });
     // Asked while the handed copy is older (it answered since with more: a later hand-over would carry them).
-    const both = mergeMetrics([own({ ...retired, refusals: refusals(1) }), retired], ["g", "g\u001f1"]);
+    const both = mergeMetrics([own({ ...retired, refusals: refusals(1) }), retired], ["g", "g\u001f1"], 1);
     // Asked no more, or not answering: the copy.
-    const alone = mergeMetrics([own(retired)], ["g"]);
+    const alone = mergeMetrics([own(retired)], ["g"], 1);
     for (const m of [both, alone]) {
       // Its counters' series name their shards, the group's own object's "0", as when it had them.
       expect(m.sharded).toBe(true);
@@ -643,6 +643,20 @@ describe("merging a sharded group's answers", () => {
         [1, retired.keys, refusals(2), undefined],
       ]);
     }
+  });
+
+  it("uses no handed-over copy for an object that is one of the group's shards again: a scrape it does not answer leaves its series out, none falls", () => {
+    const refusals = (n: number) => ({ "no-backend": n, "at-capacity": 0 });
+    // Shards 2 then 1: shard 1's object handed its counts over. Shards 2 again: it counts on from there (10 requests since).
+    const handed: GroupMetrics = { group: "g", backends: [backend(0, 7, "closed", false)], keys: [{ id: "k", requests: 7, tokens: { prompt: 7, completion: 7, cached: 0 }, limitHits: {} }], refusals: refusals(2) };
+    const own: GroupMetrics = { group: "g", backends: [backend(1, 3, "closed")], keys: [], refusals: refusals(1), handedOver: [{ object: "g\u001f1", metrics: handed }] };
+    const now: GroupMetrics = { ...handed, backends: [backend(0, 17, "closed")], keys: [{ id: "k", requests: 17, tokens: { prompt: 17, completion: 17, cached: 0 }, limitHits: {} }] };
+    const shardOne = (m: ReturnType<typeof mergeMetrics>) => m.counts.filter((c) => c.shard === 1).map((c) => [c.metrics.backends[0]?.outcomes.ok, c.metrics.keys[0]?.requests]);
+    expect(shardOne(mergeMetrics([own, now], ["g", "g\u001f1"], 2))).toEqual([[17, 17]]);
+    // It does not answer this scrape: its series are missing (the group reported down), not set back to the copy's 7.
+    const missing = mergeMetrics([own], ["g"], 2);
+    expect(shardOne(missing)).toEqual([]);
+    expect([missing.sharded, missing.backends[0]?.outcomes.ok]).toEqual([true, 3]);
   });
 
   it("gives a deployment at two addresses in a sharded group its new address's breaker and prefix set, as one object does", () => {

@@ -341,7 +341,7 @@ describe("the object of a shard a group gave up", () => {
   /** The group's in flight as GET /admin/v1/status sums it (what the dashboard's summary and `npx kvgate status` show). */
   const fleetInFlight = async (down: boolean) => (await ok<FleetStatus>(read("/admin/v1/status", env.KVGATE_ADMIN_KEY, down))).groups.find((g) => g.name === group)?.inFlight;
 
-  it("is asked no more once its requests ended: its failure then leaves the group whole, and no counter falls", async () => {
+  it("is asked no more once its requests ended: its failure then leaves the group whole, and no counter falls, nor once it is a shard again", async () => {
     const fleet = inject("upstreams").fleetUrls;
     const deployments = fleet.map((baseUrl, i) => ({ id: `u${i}`, baseUrl, model: UPSTREAM_MODEL }));
     await ok(admin("/admin/v1/groups", { method: "POST", json: { name: group, shards: 2, deployments } }), 201);
@@ -396,5 +396,27 @@ describe("the object of a shard a group gave up", () => {
     expect([whole.groups.find((g) => g.group === group)?.backends.length, whole.inFlightUnknown]).toEqual([4, []]);
     // And read without any failure: the same counts, none twice.
     expect(countersOf(await scrape(false))).toEqual(counted);
+
+    // Two shards again, the drained server back: the object counts on from where it was, past the copy it handed over.
+    await ok(admin(`/admin/v1/groups/${group}`, { method: "PATCH", json: { shards: 2 } }));
+    await ok(admin(`/admin/v1/groups/${group}/deployments/${id}/enable`, { method: "POST" }));
+    await new Promise((r) => setTimeout(r, 1_100)); // the fleet's reads, once a second per isolate
+    let servedThere = 0;
+    for (let i = 0; i < 32 && servedThere < 2; i++) {
+      const res = await chat(group, turnOf(`puffin ${i}`, 1));
+      expect(res.status).toBe(200);
+      if (onSecond.has(res.headers.get("x-kvgate-backend") ?? "")) servedThere++;
+      await res.text();
+    }
+    expect(servedThere).toBe(2);
+    await new Promise((r) => setTimeout(r, 1_100));
+    const again = countersOf(await scrape(false));
+    expect([...again].some(([k, v]) => k.includes('shard="1"') && v > (counted.get(k) ?? 0))).toBe(true);
+    // A scrape it does not answer: one of the group's shards, it is reported down and its series are missing, not set back to the copy.
+    const unanswered = await scrape(true);
+    expect(unanswered).toContain(`kvgate_group_up{group="${group}"} 0`);
+    const left = countersOf(unanswered);
+    expect([...left.keys()].filter((k) => k.includes('shard="1"'))).toEqual([]);
+    expect([...again].filter(([k, v]) => (left.get(k) ?? v) < v)).toEqual([]);
   }, 40_000);
 });

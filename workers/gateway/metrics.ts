@@ -6,7 +6,7 @@ import type { LoadedConfig } from "../config.ts";
 import type { AppEnv } from "./app-env.ts";
 import { authenticateMetrics } from "./auth.ts";
 import { scrapedGroup } from "../../src/sharding/merge.ts";
-import { routingObjectNames } from "../../src/sharding/partition.ts";
+import { objectNamesOf, routingObjectNames } from "../../src/sharding/partition.ts";
 import { recentFleet } from "../fleet.ts";
 import { askEveryObject, groupIds } from "./group-object.ts";
 
@@ -28,9 +28,11 @@ export function mountMetrics(app: Hono<AppEnv>, config: LoadedConfig): void {
     const down: string[] = [];
     // A group of several objects names each series' shard (metricFamilies), as many as it has whether they answer or not.
     const sharded = new Set(fleet.groups.filter((g) => routingObjectNames(g.name, g.shards, fleet.objects.get(g.name)).length > 1).map((g) => g.name));
+    // The shards each group has now: the object of one is never shown by the counts it once handed over (scrapedGroup).
+    const shards = new Map(fleet.groups.map((g) => [g.name, objectNamesOf(g.name, g.shards).length]));
     for (const a of await askEveryObject(c.env, fleet, async (o, g) => unpackKeys(await o.metrics(groupIds(g))))) {
       // A sharded group some of whose objects answered: their series, and the group reported down.
-      if (a.answers.length > 0) groups.push(scrapedGroup(a.group, a.answers, a.objects, sharded.has(a.group)));
+      if (a.answers.length > 0) groups.push(scrapedGroup(a.group, a.answers, a.objects, sharded.has(a.group), shards.get(a.group) ?? 1));
       if (!a.complete) down.push(a.group);
     }
     return metricsResponse(groups, down);
