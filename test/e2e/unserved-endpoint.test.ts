@@ -214,6 +214,13 @@ describe("every backend of a group gone behind its proxy, as many as the attempt
   it("is served by the group's fallback all the same: one step past the bound, for an endpoint none of the group served", async () => {
     expect(await chats("all-gone", 3)).toEqual(Array.from({ length: 3 }, () => [200, "served"]));
     expect(await chargesOnceSettled("all-gone")).toEqual(uncharged(["x", "y", "z"]));
+    // Each move an operator sees in the logs, the step to the fallback too: three a request.
+    const moves = gw.logs.flatMap((l) => {
+      const at = l.indexOf('{"type":"event"');
+      const e = at < 0 ? null : (JSON.parse(l.slice(at)) as Record<string, unknown>);
+      return e?.event === "failover" && e.group === "all-gone" ? [e.next_attempt] : [];
+    });
+    expect(moves).toEqual([2, 3, 4, 2, 3, 4, 2, 3, 4]);
   }, 30_000);
 });
 

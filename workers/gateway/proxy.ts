@@ -124,6 +124,7 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
         // Every backend tried lacked the endpoint: a fallback group may serve it (one whose group is
         // gone behind its proxy's 404 page is served so), one step past the attempts' bound.
         if (held.unserved && path.fallBack()) {
+          failover.failedOn(group.name, result.lease.backendId, result.failure.cause);
           ({ group, primary } = path);
           prompt = promptFor(group);
           exclude = [];
