@@ -35,18 +35,8 @@ const STEPS: Step[] = [
   // totals start from the usage kept and what was carried from pruned rows; only the current
   // month's and day's rows matter (older periods are never asked for again).
   (sql, now) => {
-    const today = dayOf(now);
     sql.exec("CREATE TABLE spend (key TEXT NOT NULL, period TEXT NOT NULL, tokens INTEGER NOT NULL, cost_micros INTEGER NOT NULL, PRIMARY KEY (key, period)) WITHOUT ROWID");
-    const summed = "SUM(prompt_tokens + completion_tokens), SUM(cost_micros)";
-    sql.exec(
-      `INSERT INTO spend (key, period, tokens, cost_micros)
-       SELECT key, 'total', SUM(tokens), SUM(cost) FROM (
-         SELECT key, SUM(prompt_tokens + completion_tokens) AS tokens, SUM(cost_micros) AS cost FROM usage GROUP BY key
-         UNION ALL SELECT id, carried_tokens, carried_cost_micros FROM keys WHERE carried_tokens <> 0 OR carried_cost_micros <> 0)
-       GROUP BY key`,
-    );
-    sql.exec(`INSERT INTO spend (key, period, tokens, cost_micros) SELECT key, substr(day, 1, 7), ${summed} FROM usage WHERE day >= ? GROUP BY key, substr(day, 1, 7)`, `${today.slice(0, 7)}-01`);
-    sql.exec(`INSERT INTO spend (key, period, tokens, cost_micros) SELECT key, day, ${summed} FROM usage WHERE day >= ? GROUP BY key, day`, today);
+    sumSpend(sql, now);
     // The carried columns stay, unused: the release before reads them, and a rollback to it must
     // not find every key lookup failing (its totals then miss only usage pruned since).
   },
@@ -57,11 +47,84 @@ const STEPS: Step[] = [
   (sql) => {
     sql.exec("ALTER TABLE keys ADD COLUMN revoked_at INTEGER");
     sql.exec("ALTER TABLE keys ADD COLUMN expires_at INTEGER");
-    sql.exec("UPDATE keys SET revoked_at = json_extract(record, '$.revokedAt'), expires_at = json_extract(record, '$.expiresAt')");
+    copyStatuses(sql);
     sql.exec("CREATE INDEX keys_revoked_by_age ON keys (created_at, id) WHERE revoked_at IS NOT NULL");
     sql.exec("CREATE INDEX keys_unrevoked_by_age ON keys (created_at, id) WHERE revoked_at IS NULL");
   },
+  // 3: what an earlier release writes (a rollback to it, then this release again) is kept in
+  // `spend` and the status columns too. A release before step 1 writes usage without adding to
+  // `spend`, one before step 2 key records without their columns, and nothing read them again: a
+  // key with a $100 monthly budget that spent $40 while rolled back could spend $140 that month, and
+  // a key it revoked was listed as active for good. Triggers live in the database, so every
+  // release's writes fire them.
+  // - A key record whose columns do not say what it does gets them (this release's write() sets
+  //   them, so its own writes fire nothing more).
+  // - Spend is not added per usage row: every release since step 1 adds each batch to `spend`
+  //   itself, so a trigger adding it too would count it twice after a rollback to one of those.
+  //   Instead `spend_check` notes usage written with no spend after it: a usage write sets `dirty`,
+  //   a spend write clears it. Those releases write a batch's usage rows, then its spend rows, in
+  //   one transaction, so `dirty` is 0 after each batch; a release before step 1 leaves it 1, and
+  //   the next start sums `spend` again (spendChecked). The WHEREs make a batch write spend_check
+  //   twice in all (a row read per row it writes), not once a usage row.
+  // The step also fills both again from what is stored, for a rollback that came before it.
+  (sql, now) => {
+    const keyColumns = `UPDATE keys SET revoked_at = json_extract(NEW.record, '$.revokedAt'), expires_at = json_extract(NEW.record, '$.expiresAt') WHERE id = NEW.id`;
+    const columnsWrong = `NEW.revoked_at IS NOT json_extract(NEW.record, '$.revokedAt') OR NEW.expires_at IS NOT json_extract(NEW.record, '$.expiresAt')`;
+    sql.exec(`CREATE TRIGGER keys_statuses_on_insert AFTER INSERT ON keys WHEN ${columnsWrong} BEGIN ${keyColumns}; END`);
+    sql.exec(`CREATE TRIGGER keys_statuses_on_update AFTER UPDATE OF record ON keys WHEN ${columnsWrong} BEGIN ${keyColumns}; END`);
+    sql.exec("CREATE TABLE spend_check (dirty INTEGER NOT NULL)");
+    sql.exec("INSERT INTO spend_check (dirty) VALUES (0)");
+    for (const [table, dirty, was] of [["usage", 1, 0], ["spend", 0, 1]] as const) {
+      for (const event of ["INSERT", "UPDATE"]) {
+        sql.exec(`CREATE TRIGGER ${table}_${event.toLowerCase()}_checks_spend AFTER ${event} ON ${table} BEGIN UPDATE spend_check SET dirty = ${dirty} WHERE dirty = ${was}; END`);
+      }
+    }
+    copyStatuses(sql);
+    sumSpend(sql, now);
+  },
 ];
+
+/**
+ * Each key's spend summed from the usage kept (and carried, from rows a release before step 1
+ * pruned). This month's and today's are exact (no row of them is pruned yet). The total is the
+ * larger of that and the total kept, both lower bounds: this release prunes rows without carrying
+ * them, so the sum misses those, and the total kept misses what a release before step 1 wrote
+ * alone; neither counts a row twice.
+ */
+function sumSpend(sql: SqlStorage, now: number): void {
+  const today = dayOf(now);
+  const summed = "SUM(prompt_tokens + completion_tokens), SUM(cost_micros)";
+  const set = "ON CONFLICT (key, period) DO UPDATE SET tokens = excluded.tokens, cost_micros = excluded.cost_micros";
+  sql.exec(
+    `INSERT INTO spend (key, period, tokens, cost_micros)
+     SELECT key, 'total', SUM(tokens), SUM(cost) FROM (
+       SELECT key, SUM(prompt_tokens + completion_tokens) AS tokens, SUM(cost_micros) AS cost FROM usage GROUP BY key
+       UNION ALL SELECT id, carried_tokens, carried_cost_micros FROM keys WHERE carried_tokens <> 0 OR carried_cost_micros <> 0)
+     GROUP BY key
+     ON CONFLICT (key, period) DO UPDATE SET tokens = max(tokens, excluded.tokens), cost_micros = max(cost_micros, excluded.cost_micros)`,
+  );
+  sql.exec(`INSERT INTO spend (key, period, tokens, cost_micros) SELECT key, substr(day, 1, 7), ${summed} FROM usage WHERE day >= ? GROUP BY key, substr(day, 1, 7) ${set}`, `${today.slice(0, 7)}-01`);
+  sql.exec(`INSERT INTO spend (key, period, tokens, cost_micros) SELECT key, day, ${summed} FROM usage WHERE day >= ? GROUP BY key, day ${set}`, today);
+}
+
+/** The status columns as the key records say. */
+function copyStatuses(sql: SqlStorage): void {
+  sql.exec("UPDATE keys SET revoked_at = json_extract(record, '$.revokedAt'), expires_at = json_extract(record, '$.expiresAt')");
+}
+
+/**
+ * Sums `spend` again when a release before step 1 wrote usage since it was last right (step 3's
+ * spend_check). Each start asks: the object restarts on every deploy and rollback, before any
+ * lookup of this release.
+ */
+function spendChecked(storage: DurableObjectStorage, now: number): void {
+  const sql = storage.sql;
+  if (sql.exec<{ dirty: number }>("SELECT dirty FROM spend_check").one().dirty === 0) return;
+  storage.transactionSync(() => {
+    sumSpend(sql, now);
+    sql.exec("UPDATE spend_check SET dirty = 0");
+  });
+}
 
 /** Brings the object's tables to the latest version. */
 export function migrateTenants(storage: DurableObjectStorage, now: number): void {
@@ -76,4 +139,5 @@ export function migrateTenants(storage: DurableObjectStorage, now: number): void
       sql.exec("INSERT INTO schema_version (version) VALUES (?)", version + 1);
     });
   }
+  spendChecked(storage, now);
 }

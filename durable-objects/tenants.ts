@@ -89,6 +89,8 @@ export class Tenants extends DurableObject<unknown> implements TenantsRpc, Tenan
         if (last?.last_batch === batch.id) return false;
         this.sql.exec("INSERT INTO senders (name, last_batch, at) VALUES (?, ?, ?) ON CONFLICT (name) DO UPDATE SET last_batch = excluded.last_batch, at = excluded.at", batch.from, batch.id, now);
       }
+      // The usage rows, then their spend, in this order: a spend write after the last usage write
+      // tells the next start that nothing is missing from `spend` (tenants-schema.ts, step 3).
       const spend = new Map<string, Amount>();
       for (const r of rows) {
         addSpend(spend, r);
@@ -281,7 +283,7 @@ export class Tenants extends DurableObject<unknown> implements TenantsRpc, Tenan
     return this.withSpent(this.rowOf(id) as KeyRow, now);
   }
 
-  /** Stores the key's record, and the columns the list finds a status by. */
+  /** Stores the key's record, and the columns the list finds a status by (a trigger sets them for a release that does not: tenants-schema.ts, step 3). */
   private write(record: KeyRecord): void {
     this.sql.exec("UPDATE keys SET record = ?, revoked_at = ?, expires_at = ? WHERE id = ?", JSON.stringify(record), record.revokedAt, record.expiresAt, record.id);
     this.liveOrigins = null;

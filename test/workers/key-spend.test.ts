@@ -4,8 +4,8 @@ import { describe, expect, it } from "vitest";
 import type { Tenants } from "../../durable-objects/tenants.ts";
 import { keyHash } from "../../src/tenants/key-format.ts";
 import { dayOf, periodOf, periodStartDay } from "../../src/tenants/period.ts";
-import type { BudgetPeriod, IssuedKey, TenantsResult, UsageRow } from "../../src/tenants/protocol.ts";
-import { DAY_MS, rowsReadBy, tenants, usageRow as row } from "./tenants.ts";
+import type { BudgetPeriod, IssuedKey, KeyRecord, TenantsResult, UsageRow } from "../../src/tenants/protocol.ts";
+import { DAY_MS, rowsReadBy, rowsWrittenBy, tenants, usageRow as row } from "./tenants.ts";
 
 /**
  * A key's spend in its budget period, as each lookup answers it: a running total kept beside the
@@ -153,4 +153,140 @@ describe("the release before, beside this one (a deploy under way, or a rollback
       expect(state.storage.sql.exec("SELECT record, carried_tokens, carried_cost_micros FROM keys ORDER BY created_at, id LIMIT ?", 10).toArray()).toHaveLength(1);
     });
   });
+
+  // A rollback while this release's step 3 is in place, and one that came while the object was
+  // still at step 2 (a release of steps 1 and 2 alone), which step 3 fills in when it runs.
+  const when = [
+    { when: "after this release's step 3", undo: (_sql: SqlStorage) => {} },
+    { when: "before this release's step 3", undo: toStep2 },
+  ];
+
+  it.each(when)("counts what d470e17 stored while rolled back to, in spend and statuses, for this release back again ($when)", async ({ undo }) => {
+    const stub = env.TENANTS.getByName(`rolled-back-${crypto.randomUUID()}`);
+    const now = Date.now();
+    const keys = await keysOfEveryPeriod(stub, now);
+    const [first] = keys as [KeyOfPeriod];
+    const made = { ...first.record, id: "key_madewhilerolledback", expiresAt: now - 1 };
+    const more = keys.flatMap((k) => history(k.record.id, 3, 2, now));
+    await runInDurableObject(stub, (_o, state) => {
+      undo(state.storage.sql);
+      writeAsD470e17(state.storage.sql, { ...first.record, revokedAt: now }, made, more);
+    });
+    await evictDurableObject(stub);
+    const ids = (status: "active" | "revoked" | "expired") => stub.list({ limit: 100, after: null, status }).then((r) => value(r).keys.map((k) => k.record.id));
+    expect(await ids("revoked")).toEqual([first.record.id]);
+    expect(await ids("expired")).toEqual([made.id]);
+    expect(await ids("active")).toEqual(keys.slice(1).map((k) => k.record.id));
+    await expectCountedOnce(stub, keys, more, now);
+  });
+
+  // The release just before this one, and every one since running totals were kept (434c601):
+  // it adds each batch to `spend` itself, so nothing may add it again.
+  it.each(when)("counts what fd6b3c4 stored while rolled back to once, not twice, for this release back again ($when)", async ({ undo }) => {
+    const stub = env.TENANTS.getByName(`rolled-back-once-${crypto.randomUUID()}`);
+    const now = Date.now();
+    const keys = await keysOfEveryPeriod(stub, now);
+    const [first] = keys as [KeyOfPeriod];
+    const more = keys.flatMap((k) => history(k.record.id, 3, 2, now));
+    await runInDurableObject(stub, (_o, state) => {
+      undo(state.storage.sql);
+      writeAsFd6b3c4(state.storage, { ...first.record, revokedAt: now }, more);
+    });
+    await evictDurableObject(stub);
+    expect(value(await stub.list({ limit: 100, after: null, status: "revoked" })).keys.map((k) => k.record.id)).toEqual([first.record.id]);
+    await expectCountedOnce(stub, keys, more, now);
+  });
+
+  it("costs a batch of this release two rows written more than before step 3, whatever its size: each trigger of spend_check writes once a batch", async () => {
+    const stub = env.TENANTS.getByName(`batch-cost-${crypto.randomUUID()}`);
+    const now = Date.now();
+    const ids = [value(await stub.create({})).lookup.record.id, value(await stub.create({})).lookup.record.id];
+    for (const rows of [[row(ids[0] as string, dayOf(now), "m", "gpu-0", 1, 1)], ids.flatMap((id) => history(id, 2, 10, now))]) {
+      // New rows, then the same rows again (each an update of its row).
+      for (const batch of ["new", "again"]) {
+        const written = await rowsWrittenBy(stub, (o) => o.record(rows, [], { from: "group-a", id: `${rows.length} ${batch}` }));
+        // Each key: its days, their month (or two, on the first of a month), all time.
+        const periods = new Set(rows.flatMap((r) => [`${r.key} ${r.day}`, `${r.key} ${r.day.slice(0, 7)}`, `${r.key} total`])).size;
+        // Before step 3: one a usage row, one a key and period, and the sender's. Then spend_check
+        // set by the first usage row's write and cleared by the first spend row's.
+        expect(written, `${rows.length} ${batch}`).toBe(rows.length + periods + 1 + 2);
+      }
+    }
+  });
 });
+
+interface KeyOfPeriod {
+  key: string;
+  period: BudgetPeriod;
+  record: KeyRecord;
+  used: UsageRow[];
+}
+
+/** A key of each budget period, each with usage of its own stored by this release. */
+async function keysOfEveryPeriod(stub: Stub, now: number): Promise<KeyOfPeriod[]> {
+  const keys: KeyOfPeriod[] = [];
+  for (const period of ["day", "month", "total"] as BudgetPeriod[]) {
+    const { key, lookup } = await created(stub, { budget_period: period, budget_usd: 100 });
+    const used = history(lookup.record.id, 2, 2, now);
+    await stub.record(used, []);
+    keys.push({ key, period, record: lookup.record, used });
+  }
+  return keys;
+}
+
+/** Each key's spend is its usage, this release's and `more`, once; and this release's batches after it add once, as before. */
+async function expectCountedOnce(stub: Stub, keys: KeyOfPeriod[], more: UsageRow[], now: number): Promise<void> {
+  for (const { key, period, record, used } of keys) {
+    const all = [...used, ...more.filter((r) => r.key === record.id)];
+    expect((await stub.lookup(await keyHash(key)))?.spent, period).toEqual(expectedSpent(all, period, now));
+    const after = [row(record.id, dayOf(now), "m", "gpu-0", 1, 1, { costMicros: 1 }), row(record.id, dayOf(now), "m", "gpu-9", 2, 2, { costMicros: 2 })];
+    expect((await stub.record(after, []))[record.id], period).toEqual(expectedSpent([...all, ...after], period, now));
+  }
+}
+
+/** A migrated object as a release of steps 1 and 2 alone left it. */
+function toStep2(sql: SqlStorage): void {
+  for (const { name } of sql.exec<{ name: string }>("SELECT name FROM sqlite_master WHERE type = 'trigger'").toArray()) sql.exec(`DROP TRIGGER ${name}`);
+  sql.exec("DROP TABLE IF EXISTS spend_check");
+  sql.exec("UPDATE schema_version SET version = 2");
+}
+
+const UPSERT_USAGE = `INSERT INTO usage (key, day, model, backend, prompt_tokens, completion_tokens, cached_tokens, requests, cost_micros)
+  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+  ON CONFLICT (key, day, model, backend) DO UPDATE SET
+    prompt_tokens = prompt_tokens + excluded.prompt_tokens, completion_tokens = completion_tokens + excluded.completion_tokens,
+    cached_tokens = cached_tokens + excluded.cached_tokens, requests = requests + excluded.requests,
+    cost_micros = cost_micros + excluded.cost_micros`;
+
+const usageBindings = (r: UsageRow) => [r.key, r.day, r.model, r.backend, r.promptTokens, r.completionTokens, r.cachedTokens, r.requests, r.costMicros];
+
+/** d470e17's revoke (or PATCH), create and record, word for word: it knows no `spend` table and no status columns. */
+function writeAsD470e17(sql: SqlStorage, changed: KeyRecord, made: KeyRecord, rows: UsageRow[]): void {
+  sql.exec("UPDATE keys SET record = ? WHERE id = ?", JSON.stringify(changed), changed.id);
+  sql.exec("INSERT INTO keys (id, hash, record, created_at) VALUES (?, ?, ?, ?)", made.id, `a-hash-of-${made.id}`, JSON.stringify(made), made.createdAt);
+  for (const r of rows) sql.exec(UPSERT_USAGE, ...usageBindings(r));
+}
+
+/** fd6b3c4's revoke and record, word for word: a batch's usage rows, then its spend rows (one a key and period), in one transaction. */
+function writeAsFd6b3c4(storage: DurableObjectStorage, changed: KeyRecord, rows: UsageRow[]): void {
+  const sql = storage.sql;
+  sql.exec("UPDATE keys SET record = ?, revoked_at = ?, expires_at = ? WHERE id = ?", JSON.stringify(changed), changed.revokedAt, changed.expiresAt, changed.id);
+  storage.transactionSync(() => {
+    const spend = new Map<string, { tokens: number; costMicros: number }>();
+    for (const r of rows) {
+      for (const period of [r.day, r.day.slice(0, 7), "total"]) {
+        const a = spend.get(`${r.key}\n${period}`) ?? { tokens: 0, costMicros: 0 };
+        spend.set(`${r.key}\n${period}`, { tokens: a.tokens + r.promptTokens + r.completionTokens, costMicros: a.costMicros + r.costMicros });
+      }
+      sql.exec(UPSERT_USAGE, ...usageBindings(r));
+    }
+    for (const [at, a] of spend) {
+      const [key, period] = at.split("\n") as [string, string];
+      sql.exec(
+        `INSERT INTO spend (key, period, tokens, cost_micros) VALUES (?, ?, ?, ?)
+           ON CONFLICT (key, period) DO UPDATE SET tokens = tokens + excluded.tokens, cost_micros = cost_micros + excluded.cost_micros`,
+        key, period, a.tokens, a.costMicros,
+      );
+    }
+  });
+}

@@ -16,6 +16,15 @@ export function usageRow(key: string, day: string, model: string, backend: strin
 
 /** Rows SQLite read while `f` ran in the object: every statement's cursor, counted once it is read. */
 export function rowsReadBy(stub: DurableObjectStub<Tenants>, f: (o: Tenants) => unknown): Promise<number> {
+  return rowsBy(stub, f, "rowsRead");
+}
+
+/** Rows SQLite wrote while `f` ran in the object, a trigger's writes included. */
+export function rowsWrittenBy(stub: DurableObjectStub<Tenants>, f: (o: Tenants) => unknown): Promise<number> {
+  return rowsBy(stub, f, "rowsWritten");
+}
+
+function rowsBy(stub: DurableObjectStub<Tenants>, f: (o: Tenants) => unknown, counted: "rowsRead" | "rowsWritten"): Promise<number> {
   return runInDurableObject(stub, async (o: Tenants, state) => {
     const sql = state.storage.sql;
     const exec = sql.exec;
@@ -30,6 +39,6 @@ export function rowsReadBy(stub: DurableObjectStub<Tenants>, f: (o: Tenants) => 
     } finally {
       sql.exec = exec;
     }
-    return cursors.reduce((n, c) => n + c.rowsRead, 0);
+    return cursors.reduce((n, c) => n + c[counted], 0);
   });
 }
