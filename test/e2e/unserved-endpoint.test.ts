@@ -51,6 +51,10 @@ beforeAll(async () => {
       { name: "one-slot", deployments: [{ ...hostile("slow-headers:2000", "slot"), maxInFlight: 1 }] },
       // That slow server's group taking one request at a time, falling back to engines that lack the endpoint.
       { name: "full-then-gone", fallbacks: ["bare-404"], deployments: [{ ...hostile("slow-headers:2000", "only"), maxInFlight: 1 }] },
+      // That slow server's group taking one request at a time, then two fallbacks: a group gone whole behind its proxy, and one serving.
+      { name: "full-then-gone-then-served", fallbacks: ["bare-404", "fallback"], deployments: [{ ...hostile("slow-headers:2000", "only-2"), maxInFlight: 1 }] },
+      // One engine gone behind its proxy beside a slow server taking one request at a time, no fallback.
+      { name: "gone-beside-full", strategy: "round-robin", deployments: [hostile("proxy-404", "gone-r"), { ...hostile("slow-headers:2000", "slot-2"), maxInFlight: 1 }] },
       // Two engines with no realtime endpoint, and a fallback group of one realtime server taking one session at a time.
       { name: "no-realtime-then-full", strategy: "round-robin", fallbacks: ["rt-one-slot"], deployments: ["p", "q"].map((id) => ({ id, baseUrl: `${sockets.url}/refuse:404`, model: "chat-7b" })) },
       { name: "rt-one-slot", deployments: [{ id: "rt-slot", baseUrl: `${sockets.url}/echo`, model: "chat-7b", maxInFlight: 1 }] },
@@ -245,6 +249,27 @@ describe("a group the request could not try (every backend at its in-flight limi
     expect.soft([res.status, (await res.json() as { error: { message: string } }).error.message]).toEqual([503, expect.stringMatching(/at its in-flight limit/)]);
     expect((await held).status).toBe(200);
     expect(await chargesOnceSettled("bare-404")).toEqual(uncharged(["a", "b", "c"]));
+  }, 30_000);
+
+  it("leaves the step past the attempts' bound to a later fallback: the model's group full, a fallback gone whole behind its proxy, the next one serves", async () => {
+    const held = chat("full-then-gone-then-served");
+    await vi.waitFor(async () => expect(await gw.inFlight("full-then-gone-then-served")).toBe(1), EVENTUALLY);
+    const res = await chat("full-then-gone-then-served");
+    expect.soft([res.status, res.headers.get("x-kvgate-backend")]).toEqual([200, "served"]);
+    await res.text();
+    expect((await held).status).toBe(200);
+  }, 30_000);
+
+  it("a group with a backend it could not try, beside one that lacks the endpoint: the group's refusal, not 404", async () => {
+    const held = chat("gone-beside-full");
+    // Its 404 on the other backend (if it went there first) is held too, until the request ends: the slow server's own slot is what is full.
+    await vi.waitFor(async () => expect((await gw.status("gone-beside-full")).backends.find((b) => b.id === "slot-2")?.inFlight).toBe(1), EVENTUALLY);
+    // Round-robin: the held request went to one backend, so the next goes first to the other; both orders end the same.
+    for (let i = 0; i < 2; i++) {
+      const res = await chat("gone-beside-full");
+      expect.soft([res.status, (await res.json() as { error: { message: string } }).error.message]).toEqual([503, expect.stringMatching(/at its in-flight limit/)]);
+    }
+    expect((await held).status).toBe(200);
   }, 30_000);
 });
 

@@ -1,4 +1,5 @@
 import { GatewayError } from "../../src/openai/errors.ts";
+import type { ResolvedGroup } from "../../src/config/load.ts";
 import type { LeaseOutcome, RouteRefusal } from "../../src/routing/protocol.ts";
 import { isServerSide, type Failure } from "../../src/upstream/retry.ts";
 import type { AttemptEnd, HeldLease } from "./route-client.ts";
@@ -36,7 +37,7 @@ export class HeldFailure {
   /** What the request met so far: 404s for the endpoint, anything else. */
   private metUnserved = false;
   private metOther = false;
-  /** The refusal of a group none of whose backends the request could try (each at its limit, or resting). */
+  /** The refusal of a group with a backend the request could not try (at its limit, or resting). */
   private untried: RouteRefusal["refused"] | undefined;
 
   /** The routing object whose backend's failure is held: the next attempt goes to another shard first (route-client.ts route). */
@@ -49,20 +50,26 @@ export class HeldFailure {
    * request asks for what the groups tried do not serve.
    */
   get unserved(): boolean {
-    return this.metUnserved && !this.metOther && this.untried === undefined;
+    return this.metOnlyUnserved && this.untried === undefined;
+  }
+
+  /** Every failure the request met was a 404 for the endpoint: a fallback group may serve it, even past the attempts' bound. */
+  get metOnlyUnserved(): boolean {
+    return this.metUnserved && !this.metOther;
   }
 
   /**
-   * Every backend tried lacked the endpoint, but a group could not be tried: it may serve what the
-   * others did not, so its refusal is the answer — one to try again later — not "not served".
+   * Every backend tried lacked the endpoint, but a group refused with a backend not tried: it may
+   * serve what the others did not, so that refusal is the answer — one to try again later — not
+   * "not served".
    */
   get untriedRefusal(): RouteRefusal["refused"] | undefined {
-    return this.metUnserved && !this.metOther ? this.untried : undefined;
+    return this.metOnlyUnserved ? this.untried : undefined;
   }
 
-  /** A group refused the request before any of its backends was tried. */
-  refusedUntried(refused: RouteRefusal["refused"]): void {
-    this.untried ??= refused;
+  /** `group`'s object refused the request (`tried`: the group's backends it tried): noted when an active backend of it was not tried. */
+  refused(refusal: RouteRefusal["refused"], group: ResolvedGroup, tried: readonly string[]): void {
+    if (group.deployments.some((d) => d.state === "active" && !tried.includes(d.id))) this.untried ??= refusal;
   }
 
   /**

@@ -77,8 +77,9 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
       if ("refused" in decision && decision.refused === "limited") throw limitError(decision, p.caller);
       if ("refused" in decision) {
         const refusedBy = group;
-        if (exclude.length === 0) held.refusedUntried(decision.refused);
         const step = await path.afterRefusal(env, decision);
+        // Refused by an object that knows the group newer, the group as it is now is tried again.
+        if (step !== "again") held.refused(decision.refused, refusedBy, exclude);
         ({ group, primary } = path);
         if (step !== null) {
           prompt = promptFor(group);
@@ -123,7 +124,7 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
       if (!step.retry) {
         // Every backend tried lacked the endpoint: a fallback group may serve it (one whose group is
         // gone behind its proxy's 404 page is served so), one step past the attempts' bound.
-        if (held.unserved && path.fallBack()) {
+        if (held.metOnlyUnserved && path.fallBack()) {
           failover.failedOn(group.name, result.lease.backendId, result.failure.cause);
           ({ group, primary } = path);
           prompt = promptFor(group);

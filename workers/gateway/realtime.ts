@@ -119,8 +119,9 @@ async function handshakeInTurn(p: RealtimeInput, s: Session, held: HeldFailure):
       if ("refused" in decision && decision.refused === "limited") throw limitError(decision, p.caller);
       if ("refused" in decision) {
         const refusedBy = group;
-        if (exclude.length === 0) held.refusedUntried(decision.refused);
         const step = await path.afterRefusal(p.env, decision);
+        // Refused by an object that knows the group newer, the group as it is now is tried again.
+        if (step !== "again") held.refused(decision.refused, refusedBy, exclude);
         ({ group, primary } = path);
         if (step === "again" && group.name === refusedBy.name) continue;
         // Another group (a fallback, or the model's as the registry now has it): its own exclusions, and its own object's admission of the key.
