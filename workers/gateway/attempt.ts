@@ -14,6 +14,7 @@ import { sampledForFeedback } from "../../src/routing/learned/sampling.ts";
 import type { KeyRecord } from "../../src/tenants/protocol.ts";
 import { readsUsage } from "../../src/tenants/route-tenant.ts";
 import { answerChars, chargesEstimate, promptSize } from "../../src/tenants/estimate.ts";
+import { generatesText } from "../../src/openai/endpoints.ts";
 import { backendAsSeen, classifyStatus, clientError, FAILURE_CAUSE, failureKind, isBackendsOwn, streamErrorAnswer, type FailureKind, type NoSuccess } from "../../src/upstream/answer.ts";
 import { parseErrorEvent, parseUpstreamError, type UpstreamErrorBody } from "../../src/upstream/error-body.ts";
 import { heldWhole, statedLength } from "../../src/upstream/whole-read.ts";
@@ -317,8 +318,9 @@ async function attemptHeld(a: AttemptInput, key: KeyRecord | null, lease: HeldLe
     deadline.clear();
     const usage = tokenUsage(readWholeUsage(whole, p.endpoint === "responses"));
     const estimate = estimateFor("served", true, usage, null);
-    // Its text is read only when it reported no usage: the completion of the estimate it is charged.
-    if (estimate) estimate.answerChars = answerChars(whole);
+    // Its text is read only when it reported no usage: the completion of the estimate it is charged
+    // (an embedding's or a score's answer generated none, and is not parsed for it).
+    if (estimate && generatesText(p.endpoint)) estimate.answerChars = answerChars(whole);
     lease.settle("ok", { ttftMs: headersAt - sentAt, durationMs: performance.now() - sentAt, usage, ...(estimate ? { estimate } : {}) });
     p.log?.served(headersAt, usage);
     return { kind: "answered", response, rejected: false };
