@@ -55,6 +55,8 @@ beforeAll(async () => {
       { name: "full-then-gone-then-served", fallbacks: ["bare-404", "fallback"], deployments: [{ ...hostile("slow-headers:2000", "only-2"), maxInFlight: 1 }] },
       // One engine gone behind its proxy beside a slow server taking one request at a time, no fallback.
       { name: "gone-beside-full", strategy: "round-robin", deployments: [hostile("proxy-404", "gone-r"), { ...hostile("slow-headers:2000", "slot-2"), maxInFlight: 1 }] },
+      // Two engines answering every path with a 404 and no body, and a server down (its breaker opens at its first failure), no fallback.
+      { name: "one-down", strategy: "round-robin", breaker: { consecutiveFailures: 1, openMs: 60_000, probeIntervalMs: 60_000 }, deployments: [hostile("proxy-404", "lacks-1"), hostile("proxy-404", "lacks-2"), hostile("status:502", "down")] },
       // Two engines with no realtime endpoint, and a fallback group of one realtime server taking one session at a time.
       { name: "no-realtime-then-full", strategy: "round-robin", fallbacks: ["rt-one-slot"], deployments: ["p", "q"].map((id) => ({ id, baseUrl: `${sockets.url}/refuse:404`, model: "chat-7b" })) },
       { name: "rt-one-slot", deployments: [{ id: "rt-slot", baseUrl: `${sockets.url}/echo`, model: "chat-7b", maxInFlight: 1 }] },
@@ -195,6 +197,18 @@ describe("a 404 with no error body on every backend (a proxy's page for a route 
     }
     expect(answers).toEqual(Array.from({ length: 5 }, () => [404, "endpoint_not_served"]));
     expect(await chargesOnceSettled("bare-404")).toEqual(uncharged(["a", "b", "c"]));
+  }, 30_000);
+
+  it("but a server resting beside engines that lack the endpoint leaves it not served: 404 endpoint_not_served, not 'every one is failing'", async () => {
+    // Its 502 is the first request's failure beside two 404s, and opens its breaker.
+    await (await chat("one-down")).text();
+    await vi.waitFor(async () => expect((await gw.status("one-down")).backends.find((b) => b.id === "down")?.breaker.state).toBe("open"), EVENTUALLY);
+    const answers: unknown[] = [];
+    for (let i = 0; i < 3; i++) {
+      const res = await chat("one-down");
+      answers.push([res.status, (await res.json() as { error: { code: string } }).error.code]);
+    }
+    expect(answers).toEqual(Array.from({ length: 3 }, () => [404, "endpoint_not_served"]));
   }, 30_000);
 
   it("a realtime handshake alike: the full fallback's refusal, not told it is no use to retry", async () => {

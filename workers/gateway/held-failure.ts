@@ -67,8 +67,14 @@ export class HeldFailure {
     return this.metOnlyUnserved ? this.untried : undefined;
   }
 
-  /** `group`'s object refused the request (`tried`: the group's backends it tried): noted when an active backend of it was not tried. */
+  /**
+   * `group`'s object refused the request (`tried`: the group's backends it tried). Noted when an
+   * active backend of it was not tried for its in-flight limit, or when none of the group was: a
+   * backend resting beside others that lacked the endpoint is no sign it serves it (a server down
+   * for hours would turn every such request into a 503 "every one is failing", retried twice).
+   */
   refused(refusal: RouteRefusal["refused"], group: ResolvedGroup, tried: readonly string[]): void {
+    if (refusal !== "at-capacity" && tried.length > 0) return;
     if (group.deployments.some((d) => d.state === "active" && !tried.includes(d.id))) this.untried ??= refusal;
   }
 
