@@ -86,15 +86,28 @@ const STEPS: Step[] = [
 
 /**
  * Each key's spend summed from the usage kept (and carried, from rows a release before step 1
- * pruned). This month's and today's are exact (no row of them is pruned yet). The total is the
- * larger of that and the total kept, both lower bounds: this release prunes rows without carrying
- * them, so the sum misses those, and the total kept misses what a release before step 1 wrote
- * alone; neither counts a row twice.
+ * pruned). This month's and today's are exact (no row of them is pruned yet). The total kept
+ * first gains what this month's sum finds over the month kept — the usage a release before step 1
+ * wrote alone this month — and is then the larger of that and the sum, both lower bounds: this
+ * release prunes rows without carrying them, so the sum misses those (a key's usage of 400 days
+ * ago outweighed what was written while rolled back, which the larger alone left out), and the
+ * total kept misses what was written alone in an earlier month; neither counts a row twice.
  */
 function sumSpend(sql: SqlStorage, now: number): void {
   const today = dayOf(now);
+  const month = today.slice(0, 7);
   const summed = "SUM(prompt_tokens + completion_tokens), SUM(cost_micros)";
   const set = "ON CONFLICT (key, period) DO UPDATE SET tokens = excluded.tokens, cost_micros = excluded.cost_micros";
+  sql.exec(
+    `INSERT INTO spend (key, period, tokens, cost_micros)
+     SELECT u.key, 'total', max(0, u.tokens - coalesce(s.tokens, 0)), max(0, u.cost - coalesce(s.cost_micros, 0))
+     FROM (SELECT key, SUM(prompt_tokens + completion_tokens) AS tokens, SUM(cost_micros) AS cost FROM usage WHERE day >= ? GROUP BY key) AS u
+     LEFT JOIN spend AS s ON s.key = u.key AND s.period = ?
+     WHERE u.tokens > coalesce(s.tokens, 0) OR u.cost > coalesce(s.cost_micros, 0)
+     ON CONFLICT (key, period) DO UPDATE SET tokens = tokens + excluded.tokens, cost_micros = cost_micros + excluded.cost_micros`,
+    `${month}-01`,
+    month,
+  );
   sql.exec(
     `INSERT INTO spend (key, period, tokens, cost_micros)
      SELECT key, 'total', SUM(tokens), SUM(cost) FROM (
@@ -103,7 +116,7 @@ function sumSpend(sql: SqlStorage, now: number): void {
      GROUP BY key
      ON CONFLICT (key, period) DO UPDATE SET tokens = max(tokens, excluded.tokens), cost_micros = max(cost_micros, excluded.cost_micros)`,
   );
-  sql.exec(`INSERT INTO spend (key, period, tokens, cost_micros) SELECT key, substr(day, 1, 7), ${summed} FROM usage WHERE day >= ? GROUP BY key, substr(day, 1, 7) ${set}`, `${today.slice(0, 7)}-01`);
+  sql.exec(`INSERT INTO spend (key, period, tokens, cost_micros) SELECT key, substr(day, 1, 7), ${summed} FROM usage WHERE day >= ? GROUP BY key, substr(day, 1, 7) ${set}`, `${month}-01`);
   sql.exec(`INSERT INTO spend (key, period, tokens, cost_micros) SELECT key, day, ${summed} FROM usage WHERE day >= ? GROUP BY key, day ${set}`, today);
 }
 

@@ -197,6 +197,23 @@ describe("the release before, beside this one (a deploy under way, or a rollback
     await expectCountedOnce(stub, keys, more, now);
   });
 
+  it("counts in a total budget what d470e17 stored while rolled back to, for a key whose usage older than 400 days was pruned", async () => {
+    const stub = env.TENANTS.getByName(`rolled-back-pruned-${crypto.randomUUID()}`);
+    const now = Date.now();
+    const { key, lookup } = await created(stub, { budget_period: "total", budget_usd: 100 });
+    const id = lookup.record.id;
+    // A row of 401 days ago, pruned (this release carries it in the total kept alone), and today's.
+    const old = [row(id, dayOf(now - 401 * DAY_MS), "m", "gpu-0", 5000, 5000, { costMicros: 500 })];
+    const used = history(id, 2, 2, now);
+    await stub.record([...old, ...used], []);
+    await runInDurableObject(stub, (o: Tenants) => o.alarm());
+    // While rolled back: less than what was pruned.
+    const more = [row(id, dayOf(now), "m", "gpu-7", 30, 40, { costMicros: 9 })];
+    await runInDurableObject(stub, (_o, state) => writeAsD470e17(state.storage.sql, lookup.record, { ...lookup.record, id: "key_unused", expiresAt: null }, more));
+    await evictDurableObject(stub);
+    expect((await stub.lookup(await keyHash(key)))?.spent).toEqual(expectedSpent([...old, ...used, ...more], "total", now));
+  });
+
   it("costs a batch of this release two rows written more than before step 3, whatever its size: each trigger of spend_check writes once a batch", async () => {
     const stub = env.TENANTS.getByName(`batch-cost-${crypto.randomUUID()}`);
     const now = Date.now();
