@@ -9,7 +9,8 @@ import type { DecisionView } from "../src/metrics/decisions.ts";
 import type { GroupMetrics, HandedOver } from "../src/metrics/group-metrics.ts";
 import { packKeys } from "../src/metrics/key-columns.ts";
 import type { GroupIds, GroupStatus, LeaseRelease, LeaseRenewal, LimitRefusal, ModelGroupRpc, RenewalAnswers, RouteCall, RouteDecision, RouteRefusal, VersionRefusal } from "../src/routing/protocol.ts";
-import type { TenantsRpc } from "../src/tenants/protocol.ts";
+import type { UnsentUsage } from "../src/tenants/ledger.ts";
+import type { TenantsRpc, UsageRow } from "../src/tenants/protocol.ts";
 import { TENANTS_NAME } from "../src/tenants/tenants-name.ts";
 import { fetchDeployment } from "../src/upstream/reach-fetch.ts";
 
@@ -22,6 +23,13 @@ const SNAPSHOT_BLOCKS = 4096;
 const VIEW = "view:";
 const BREAKER = "breaker:";
 const AFFINITY = "affinity:";
+/**
+ * Virtual keys' usage not delivered, saved while the tenants object fails (one copy, each save in
+ * place of the last): `usage:<part>`, parts of USAGE_ROWS_PER_VALUE rows, the batch's first.
+ */
+const USAGE = "usage:";
+/** A row is at most ~1.2 KB (names of 256 characters, 2 bytes each outside Latin-1): a part stays far under 2 MB. */
+const USAGE_ROWS_PER_VALUE = 500;
 /** The registry revision at which it removed the group, if it did. */
 const RETIRED = "retired";
 /** storage.put and storage.delete take at most this many keys a call. */
@@ -29,7 +37,8 @@ const KEYS_PER_CALL = 128;
 /**
  * Virtual keys' usage waits this long in memory and goes to the tenants object as one batch: a
  * key's spend there is at most this far behind (plus the call), and an object that dies loses at
- * most this much of it.
+ * most this much of it. A send that fails saves what is not delivered (USAGE), so while the
+ * tenants object fails, an object that dies loses only what finished since its last try.
  */
 const USAGE_FLUSH_MS = 1000;
 /** After a batch that did not arrive, the next try. */
@@ -54,6 +63,12 @@ interface SavedView {
   installedAt: number;
 }
 
+/** A part of the saved usage: rows of the batch to send first, under its id, or (batch null) rows waiting behind it. */
+interface SavedUsagePart {
+  batch: string | null;
+  rows: UsageRow[];
+}
+
 /**
  * One object per model group (its name is the group's), or per shard of a sharded group (each
  * owning a slice of its backends: src/sharding/): it decides and it counts, and is never in
@@ -62,8 +77,8 @@ interface SavedView {
  * and half-open backends, and saves the affinity snapshot. It reads no config of its own (but
  * the names of the gateway's keys, which no probe carries): its callers bring their version's,
  * and it keeps what it was given, so an alarm after an eviction knows what to probe. Writes are
- * batched: a breaker when it changes state, affinity at most once per snapshotIntervalMs — never
- * one per request.
+ * batched: a breaker when it changes state, affinity at most once per snapshotIntervalMs, keys'
+ * usage only while the tenants object fails to take it — never one per request.
  */
 export class ModelGroup extends DurableObject<GroupEnv> implements ModelGroupRpc {
   private readonly router: GroupRouter;
@@ -75,6 +90,8 @@ export class ModelGroup extends DurableObject<GroupEnv> implements ModelGroupRpc
   private snapshotAt = 0;
   /** The config's names for the gateway's keys, read at the first probe. */
   private gatewayKeys: GatewayKeys | null = null;
+  /** How many parts of saved usage storage holds (USAGE); 0 while none is saved, as when every send arrives. */
+  private usageParts = 0;
 
   constructor(ctx: DurableObjectState, env: GroupEnv) {
     super(ctx, env);
@@ -189,20 +206,78 @@ export class ModelGroup extends DurableObject<GroupEnv> implements ModelGroupRpc
     this.afterChange();
   }
 
-  /** One batch of the virtual keys' usage to the tenants object, which answers their spend. */
+  /**
+   * One batch of the virtual keys' usage to the tenants object, which answers their spend. A send
+   * that fails saves what is not delivered; while that is saved, each send's end saves it again or
+   * deletes it, so a restart neither sends again what arrived nor loses what did not. Nothing is
+   * written while none is saved: not on the way of a send that arrives.
+   */
   private async sendUsage(): Promise<void> {
     this.usageDueAt = null;
-    const batch = this.router.ledger.takeBatch();
+    const ledger = this.router.ledger;
+    const batch = ledger.takeBatch();
     if (!batch) return;
     try {
       const tenants = this.env.TENANTS;
       if (!tenants) throw new Error("the gateway has no TENANTS binding");
-      this.router.ledger.sent(await tenants.getByName(TENANTS_NAME).record(batch.rows, batch.keys, { from: this.ctx.id.name ?? this.ctx.id.toString(), id: batch.id }));
+      // The tenants object knows a batch sent again (after a restart) by its sender and id: the
+      // sender is the object's id, the same in every incarnation, where its name may be unknown
+      // to one its alarm woke after an eviction (cloudflare/workerd#6850).
+      ledger.sent(await tenants.getByName(TENANTS_NAME).record(batch.rows, batch.keys, { from: this.ctx.id.toString(), id: batch.id }));
     } catch (e) {
-      this.router.ledger.unsent();
+      ledger.unsent();
+      this.saveUsage();
       this.usageDueAt = Date.now() + USAGE_RETRY_MS;
       console.error(`kvgate: sending ${batch.rows.length} usage row(s) of ${this.router.name} to the tenants object failed: ${(e as Error).message}`);
+      return;
     }
+    if (this.usageParts === 0) return;
+    if (!ledger.cutOwed()) {
+      this.deleteKeys(this.usagePartKeys(0, this.usageParts));
+      this.usageParts = 0;
+      return;
+    }
+    this.saveUsage();
+    // What waited through an outage goes batch after batch, not one a second.
+    this.usageDueAt = Date.now();
+  }
+
+  /**
+   * Saves what is not delivered in place of the copy saved before, deleting the parts it no longer
+   * uses: bounded as the ledger is (one batch, and a row per key, day, model and backend), however
+   * long the outage. Its writes are issued with no await between them, so they commit as one, and
+   * the next send waits until they have.
+   */
+  private saveUsage(): void {
+    const unsent = this.router.ledger.unsentToSave();
+    if (!unsent) return;
+    const parts: SavedUsagePart[] = [];
+    for (const [id, rows] of [[unsent.batch.id, unsent.batch.rows], [null, unsent.pending]] as const) {
+      for (let i = 0; i < rows.length; i += USAGE_ROWS_PER_VALUE) parts.push({ batch: id, rows: rows.slice(i, i + USAGE_ROWS_PER_VALUE) });
+    }
+    const keys = this.usagePartKeys(0, parts.length);
+    this.putAll(parts.map((part, i) => [keys[i] as string, part]));
+    this.deleteKeys(this.usagePartKeys(parts.length, this.usageParts));
+    this.usageParts = parts.length;
+  }
+
+  /** The storage keys of saved usage's parts `from` to `to` (excluded). */
+  private usagePartKeys(from: number, to: number): string[] {
+    const keys: string[] = [];
+    for (let i = from; i < to; i++) keys.push(USAGE + String(i).padStart(6, "0"));
+    return keys;
+  }
+
+  /** The usage an earlier incarnation saved and did not see delivered: sent before anything that finishes here. */
+  private async restoreUsage(now: number): Promise<void> {
+    const parts = await this.ctx.storage.list<SavedUsagePart>({ prefix: USAGE });
+    // Its parts are numbered from 0 without a gap: every save writes them all at once.
+    this.usageParts = parts.size;
+    const first = parts.values().next().value;
+    if (!first?.batch) return;
+    const saved: UnsentUsage = { batch: { id: first.batch, rows: [] }, pending: [] };
+    for (const part of parts.values()) (part.batch === null ? saved.pending : saved.batch.rows).push(...part.rows);
+    this.router.ledger.restoreUnsent(saved, now);
   }
 
   /** A probe goes the way requests go: through the deployment's binding, with its headers and its API key (the newest version's). */
@@ -229,6 +304,8 @@ export class ModelGroup extends DurableObject<GroupEnv> implements ModelGroupRpc
     const views = [...(await storage.list<SavedView>({ prefix: VIEW })).values()].sort((a, b) => a.installedAt - b.installedAt);
     const now = Date.now();
     for (const v of views) this.router.install(v.group, now);
+    // A retired group's object still owes the tenants object its keys' usage.
+    await this.restoreUsage(now);
     const retired = await storage.get<number>(RETIRED);
     if (retired !== undefined) this.router.retire(retired);
     // One retired by a release that kept its state: it goes now.
@@ -270,7 +347,8 @@ export class ModelGroup extends DurableObject<GroupEnv> implements ModelGroupRpc
    * Deletes what the object saved to route its group (versions, breakers, prefix sets): the
    * registry removed the group, and an object stores for as long as it has data, so every group
    * or shard an operator ever removed kept up to 64 KiB a backend for good. Only RETIRED stays: it
-   * keeps the object from taking requests for a Worker that has not heard of the removal yet.
+   * keeps the object from taking requests for a Worker that has not heard of the removal yet; and
+   * usage not yet delivered (USAGE), until it is.
    */
   private async forgetRouting(): Promise<void> {
     const keys: string[] = [];

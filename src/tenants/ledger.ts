@@ -37,6 +37,18 @@ export interface UsageBatch {
   keys: string[];
 }
 
+/**
+ * The usage a routing object has not delivered, as it saves it while the tenants object fails:
+ * the batch whose answer did not come (or the next to send) under its id, and the rows waiting
+ * behind it, summed per key, day, model and backend. Its size is bounded by those, whatever the
+ * length of the outage. Rows waiting are sent only in a batch a copy names first: one cut from
+ * them after the copy was saved could arrive, and go again under another id after a restart.
+ */
+export interface UnsentUsage {
+  batch: { id: string; rows: UsageRow[] };
+  pending: UsageRow[];
+}
+
 /** Where a request's usage was spent, and what it cost. */
 export interface UsedAt {
   model: string;
@@ -64,6 +76,13 @@ export class TenantLedger {
   /** That batch as sent, and one whose answer did not come, to send again as it was. */
   private inFlight: UsageBatch | null = null;
   private retry: UsageBatch | null = null;
+  /**
+   * How many waiting rows, the first in their order, waited when a send last failed (or were
+   * restored): what a copy saved then still owes the tenants object beside its batch. Rows join
+   * the order at its end (a key, day, model and backend once sent starts a new row), so these
+   * leave first, in the next batches.
+   */
+  private owed = 0;
 
   /** Rows waiting for the next batch. */
   get pendingRows(): number {
@@ -157,13 +176,7 @@ export class TenantLedger {
     this.retry = null;
     if (!batch) {
       if (this.pending.size === 0) return null;
-      const rows: UsageRow[] = [];
-      for (const [id, row] of this.pending) {
-        if (rows.length === BATCH_MAX_ROWS) break;
-        rows.push(row);
-        this.pending.delete(id);
-      }
-      batch = { id: crypto.randomUUID(), rows, keys: [...new Set(rows.map((r) => r.key))] };
+      batch = this.batchOfPending();
     }
     this.sending = new Map();
     for (const r of batch.rows) addTo(this.sendingOf(r.key), r.day, r.promptTokens + r.completionTokens, r.costMicros);
@@ -190,12 +203,64 @@ export class TenantLedger {
     }
   }
 
-  /** No answer came for the batch (it may have arrived or not): it is sent again, under its id. */
+  /**
+   * No answer came for the batch (it may have arrived or not): it is sent again, under its id.
+   * The rows waiting are owed from now on (cutOwed).
+   */
   unsent(): void {
     if (!this.inFlight) return;
     this.sending = null;
     this.retry = this.inFlight;
     this.inFlight = null;
+    this.owed = this.pending.size;
+  }
+
+  /**
+   * What is not delivered, to save in place of the copy saved before: the batch to send again (or
+   * next) under its id, and every waiting row; null when no batch is to go first (after unsent()
+   * or cutOwed(), one is).
+   */
+  unsentToSave(): UnsentUsage | null {
+    const batch = this.retry ?? this.inFlight;
+    if (!batch) return null;
+    return { batch: { id: batch.id, rows: batch.rows }, pending: [...this.pending.values()].map((r) => ({ ...r })) };
+  }
+
+  /**
+   * A batch arrived while a saved copy is kept: when that copy still owes rows, the next batch is
+   * cut from them now, under its id, to be saved before it is sent (a copy naming rows sent under
+   * an id it does not know would send them again under another after a restart, counted twice);
+   * false when it owes nothing more, and can go. Rows that finished after the last failure are
+   * not owed (a copy saved holds them, but does not wait for them): they wait in memory as any.
+   */
+  cutOwed(): boolean {
+    if (this.owed === 0 || this.retry || this.sending) return false;
+    this.retry = this.batchOfPending();
+    return true;
+  }
+
+  /**
+   * What an earlier incarnation saved and did not see delivered: its batch goes first, as it was
+   * (it may have arrived: the tenants object skips a sender's last id), then its rows, summed with
+   * any that finish here. All count in their keys' spend until acknowledged.
+   */
+  restoreUnsent(saved: UnsentUsage, now: number): void {
+    for (const r of saved.pending.concat(saved.batch.rows)) addTo(this.state(r.key, now).unacked, r.day, r.promptTokens + r.completionTokens, r.costMicros);
+    this.retry = { id: saved.batch.id, rows: saved.batch.rows, keys: [...new Set(saved.batch.rows.map((r) => r.key))] };
+    for (const r of saved.pending) this.addPending(r);
+    this.owed = this.pending.size;
+  }
+
+  /** Takes up to BATCH_MAX_ROWS waiting rows, the oldest first, out as a batch under a new id. */
+  private batchOfPending(): UsageBatch {
+    const rows: UsageRow[] = [];
+    for (const [id, row] of this.pending) {
+      if (rows.length === BATCH_MAX_ROWS) break;
+      rows.push(row);
+      this.pending.delete(id);
+    }
+    this.owed = Math.max(0, this.owed - rows.length);
+    return { id: crypto.randomUUID(), rows, keys: [...new Set(rows.map((r) => r.key))] };
   }
 
   /** Sums a row into the one waiting for its key, day, model and backend. */

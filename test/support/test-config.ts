@@ -54,6 +54,8 @@ export function testConfig(u: Upstreams): GatewayConfigInput {
       { name: "evicted-quiet", deployments: [{ id: "only", baseUrl: u.fleetUrls[0] as string, model: UPSTREAM_MODEL }] },
       // Its object is evicted under a request that ends before its lease's first renewal (every 10 s).
       { name: "evicted-usage", deployments: [{ id: "only", baseUrl: u.fleetUrls[0] as string, model: UPSTREAM_MODEL }] },
+      // Its object cannot send its keys' usage, and is evicted (test/workers/usage-outage.test.ts).
+      { name: "usage-outage", deployments: [{ id: "only", baseUrl: u.fleetUrls[0] as string, model: UPSTREAM_MODEL }] },
       // A fingerprint cut at 8 blocks (512 characters), and a prefill rate slow enough that its queued work stays put (test/workers/routing.test.ts).
       { name: "long-prompt", maxPrefixBlocks: 8, deployments: [{ id: "only", baseUrl: u.fleetUrls[0] as string, model: UPSTREAM_MODEL, prefillTokensPerSec: 16 }] },
       // Its first release call fails (test/workers/leases.test.ts): one slot, so a release that never came would keep it at its cap.

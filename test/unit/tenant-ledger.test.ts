@@ -117,6 +117,91 @@ describe("a routing object's ledger of virtual keys", () => {
     expect(msToNextPeriod("total", T0)).toBeNull();
   });
 
+  it("gives what a failed send left to save, the batch under its id and the rows behind it summed; a restarted object sends that batch first, as it was, and counts it all against budgets until acknowledged", () => {
+    const l = new TenantLedger();
+    const t = tenant({ budget: { tokens: 100, costMicros: null, period: "total", spent: { period: "total", tokens: 0, costMicros: 0 } } });
+    const use = (prompt: number, backend: string) => {
+      l.took(t, T0);
+      l.finished(t.id, { prompt, completion: 0, cached: 0 }, true, { ...where, backend }, T0);
+    };
+    use(10, "b0");
+    const failed = structuredClone(l.takeBatch());
+    use(20, "b1");
+    use(5, "b1");
+    // A batch on its way is the one to go first.
+    expect(l.unsentToSave()?.batch.id).toBe(failed?.id);
+    l.unsent();
+    const saved = structuredClone(l.unsentToSave());
+    expect(saved?.batch).toEqual({ id: failed?.id, rows: failed?.rows });
+    expect(saved?.pending.map((r) => [r.backend, r.promptTokens, r.requests])).toEqual([["b1", 25, 2]]);
+    // A restarted object: the failed batch first, under its id, then the rows; all count against the budget until acknowledged.
+    const restarted = new TenantLedger();
+    restarted.restoreUnsent(saved!, T0);
+    expect(restarted.pendingRows).toBe(2);
+    expect(restarted.check({ ...t, budget: { ...t.budget!, tokens: 35 } }, T0)?.limit).toBe("budget");
+    expect(restarted.check(t, T0)).toBeNull();
+    const first = restarted.takeBatch();
+    expect(first).toEqual(failed);
+    restarted.sent({});
+    expect(restarted.takeBatch()?.rows.map((r) => [r.backend, r.promptTokens, r.requests])).toEqual([["b1", 25, 2]]);
+    restarted.sent({});
+    expect(restarted.pendingRows).toBe(0);
+    expect(restarted.check({ ...t, budget: { ...t.budget!, tokens: 1 } }, T0)).toBeNull();
+  });
+
+  it("gives a copy of the unsent usage that does not grow with the outage: after any number of failed sends of the same keys, the failed batch and a row per key, day, model and backend", () => {
+    const l = new TenantLedger();
+    const combinations = (round: number) => {
+      for (const key of ["key_a", "key_b", "key_c"]) for (const backend of ["b0", "b1"]) l.finished(key, { prompt: 1, completion: round, cached: 0 }, true, { ...where, backend }, T0);
+    };
+    combinations(0);
+    const failed = l.takeBatch();
+    const sizes = new Set<string>();
+    let requests = 6;
+    for (let round = 1; round <= 720; round++) {
+      combinations(round);
+      requests += 6;
+      l.unsent();
+      const saved = l.unsentToSave();
+      sizes.add(`${saved?.batch.rows.length} + ${saved?.pending.length}`);
+      // All that finished is in it.
+      expect([...(saved?.batch.rows ?? []), ...(saved?.pending ?? [])].reduce((n, r) => n + r.requests, 0)).toBe(requests);
+      // The failed batch goes again at the next try (and fails again).
+      expect(l.takeBatch()?.id).toBe(failed?.id);
+    }
+    expect([...sizes]).toEqual(["6 + 6"]);
+  });
+
+  it("once sends arrive again, cuts the rows a failure left into batches before they are sent, and owes nothing once those are delivered, whatever finished since", () => {
+    const l = new TenantLedger();
+    const use = (backend: string) => l.finished("key_a", { prompt: 1, completion: 1, cached: 0 }, true, { ...where, backend }, T0);
+    use("first");
+    l.takeBatch();
+    // 2,500 rows wait behind the failed batch: two batches' worth.
+    for (let b = 0; b < 2500; b++) use(`b${b}`);
+    l.unsent();
+    // Nothing is cut while a batch is to go first.
+    expect(l.cutOwed()).toBe(false);
+    l.takeBatch();
+    l.sent({});
+    expect(l.cutOwed()).toBe(true);
+    const next = l.unsentToSave();
+    expect([next?.batch.rows.length, next?.pending.length]).toEqual([2000, 500]);
+    use("later");
+    // The batch sent is the one the copy names.
+    expect(l.takeBatch()?.id).toBe(next?.batch.id);
+    l.sent({});
+    expect(l.cutOwed()).toBe(true);
+    const last = l.unsentToSave();
+    expect([last?.batch.rows.length, last?.pending.length]).toEqual([501, 0]);
+    expect(l.takeBatch()?.id).toBe(last?.batch.id);
+    l.sent({});
+    use("after");
+    // What finished since the last failure is not waited for.
+    expect(l.cutOwed()).toBe(false);
+    expect(l.pendingRows).toBe(1);
+  });
+
   it("forgets a key idle for two minutes with nothing in flight or unsent", () => {
     const l = new TenantLedger();
     const t = tenant({ rpm: 10 });
