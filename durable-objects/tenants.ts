@@ -260,8 +260,9 @@ export class Tenants extends DurableObject<unknown> implements TenantsRpc, Tenan
       this.sql.exec("DELETE FROM usage WHERE day < ?", dayOf(now - USAGE_KEPT_DAYS * DAY_MS));
       // A month (YYYY-MM) sorts before its days: this month's row and days are kept, and today's.
       this.sql.exec("DELETE FROM spend WHERE period <> 'total' AND (period < ? OR (length(period) = 10 AND period < ?))", today.slice(0, 7), today);
-      // A routing object silent for a day has no batch left to send again (it retries within seconds).
-      this.sql.exec("DELETE FROM senders WHERE at < ?", now - DAY_MS);
+      // A routing object keeps a batch whose answer it lost across its restarts (a rollback, an
+      // outage of days): its last id is kept as long as usage is, a row per routing object.
+      this.sql.exec("DELETE FROM senders WHERE at < ?", now - USAGE_KEPT_DAYS * DAY_MS);
     });
     this.usageTotals.clear();
     // The next batch sets the next prune: a gateway with no traffic wakes nothing.

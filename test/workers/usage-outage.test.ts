@@ -6,7 +6,8 @@ import type { IssuedKeyView, UsageView } from "../../src/tenants/admin-api.ts";
 import type { Spent, TenantsRpc, UsageRow } from "../../src/tenants/protocol.ts";
 import { admin, ok } from "./admin.ts";
 import { chat, conversation, EVENTUALLY, expectIdle } from "./gateway.ts";
-import { tenants } from "./tenants.ts";
+import type { Tenants } from "../../durable-objects/tenants.ts";
+import { DAY_MS, tenants } from "./tenants.ts";
 
 /**
  * A routing object's virtual-key usage while the tenants object cannot take it (overloaded, or
@@ -132,6 +133,19 @@ describe("a routing object's usage of virtual keys", () => {
     const { made, stub, used } = await throughFailures("answer lost", true);
     // The first batch arrived: the tenants object has it, the routing object does not know.
     expect(await counted(made.id)).toMatchObject({ requests: 2 });
+    await evictDurableObject(stub);
+    await vi.waitFor(async () => expect(await savedUsage(stub)).toEqual([]), EVENTUALLY);
+    expect(await counted(made.id)).toMatchObject({ requests: 3, prompt_tokens: used.prompt, completion_tokens: used.completion });
+  }, 40_000);
+
+  it("is counted once when a batch that arrived, its answer lost, is sent again days later: the tenants object still knows its sender's last batch", async () => {
+    const { made, stub, used } = await throughFailures("answer lost, sent late", true);
+    expect(await counted(made.id)).toMatchObject({ requests: 2 });
+    // Two days pass before the routing object is back (a rollback to a release that sends under another name, an outage): the tenants object's daily prune runs.
+    await runInDurableObject(tenants(), (o: Tenants, state) => {
+      state.storage.sql.exec("UPDATE senders SET at = ?", Date.now() - 2 * DAY_MS);
+      o.alarm();
+    });
     await evictDurableObject(stub);
     await vi.waitFor(async () => expect(await savedUsage(stub)).toEqual([]), EVENTUALLY);
     expect(await counted(made.id)).toMatchObject({ requests: 3, prompt_tokens: used.prompt, completion_tokens: used.completion });
