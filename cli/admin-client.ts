@@ -43,7 +43,7 @@ export function adminClient(env: NodeJS.ProcessEnv, fetchImpl: typeof fetch = fe
           signal: AbortSignal.timeout(30_000),
         });
       } catch (e) {
-        throw new CliError(`cannot reach the gateway at ${url} (${reason(e)}); is it running, and is KVGATE_URL right?`);
+        throw new CliError(`cannot reach the gateway at ${url} (${reason(e)}); is it running, and is KVGATE_URL right?`, 1, true);
       }
       const text = await res.text();
       let parsed: unknown = undefined;
@@ -55,11 +55,12 @@ export function adminClient(env: NodeJS.ProcessEnv, fetchImpl: typeof fetch = fe
       // Every line is one printable line (the README's "a failure is one line on stderr"): a
       // message is written out as a table's values are, and a page that is not JSON — a proxy's
       // HTML 502, its CRLFs and escape sequences — is not repeated at all.
+      const passing = res.status === 502 || res.status === 503 || res.status === 504;
       if (!res.ok) {
         const err = (parsed as ErrorBody | undefined)?.error;
-        if (typeof err?.message === "string") throw new CliError(`${method} ${path}: ${res.status} ${printable(err.message)}`);
+        if (typeof err?.message === "string") throw new CliError(`${method} ${path}: ${res.status} ${printable(err.message)}`, 1, passing);
       }
-      if (parsed === undefined || !res.ok) throw new CliError(`${method} ${path}: answered ${printable(`${res.status} ${res.statusText}`.trim())}, not JSON: is KVGATE_URL a kvgate gateway?`);
+      if (parsed === undefined || !res.ok) throw new CliError(`${method} ${path}: answered ${printable(`${res.status} ${res.statusText}`.trim())}, not JSON: is KVGATE_URL a kvgate gateway?`, 1, passing);
       return parsed as T;
     },
   };

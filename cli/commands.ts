@@ -70,15 +70,28 @@ function seedLines(seed: FleetStatus["seed"]): string[] {
 }
 
 async function drain(api: AdminClient, flags: Flags, io: Io): Promise<void> {
-  // Read before the drain is sent: a wrong flag must leave the fleet as it was.
+  // Read before the drain is sent: a wrong flag must leave the fleet as it was. A --timeout with no
+  // --wait would be ignored, and a script would stop the server with requests still in flight.
   const timeoutS = number(flags, "timeout", false) ?? 600;
+  if (flags.timeout !== undefined && !flags.wait) throw new CliError("--timeout is the bound of --wait: add --wait, or leave --timeout out", 2);
+  if (!(timeoutS > 0)) throw new CliError(`--timeout must be a number of seconds above 0, not "${flags.timeout}"`, 2);
   const r = await api.call<Applied>("POST", `${deploymentPath(flags)}/drain`);
   if (!flags.wait) return show(io, flags, r, () => said(`draining ${flags.id}: it takes no new requests, those in flight finish`, r));
   if (!flags.json) io.out(said(`draining ${flags.id}: it takes no new requests, those in flight finish`, r));
   const until = Date.now() + timeoutS * 1000;
   let last: number | null = -1;
   for (;;) {
-    const row = await api.call<DeploymentRow>("GET", deploymentPath(flags));
+    let row: DeploymentRow;
+    try {
+      row = await api.call<DeploymentRow>("GET", deploymentPath(flags));
+    } catch (e) {
+      // The drain is under way: a gateway that cannot answer for a moment (a deploy restarting its
+      // registry) is waited through, as a routing object that cannot say is; anything else ends it.
+      if (!(e instanceof CliError) || !e.passing || Date.now() > until) throw e;
+      io.note(`${flags.id}: ${e.message}; reading it again`);
+      await io.sleep(1000);
+      continue;
+    }
     if (row.drained) return show(io, flags, row, () => `${row.id} is drained: nothing in flight, safe to stop`);
     if (row.inFlight !== last) io.note(`${row.id}: ${row.inFlight ?? "?"} in flight`);
     last = row.inFlight;
