@@ -13,6 +13,15 @@ import { badRequest, type GatewayError } from "./errors.ts";
 const ENGINE_STEERING = ["kv_transfer_params", "ec_transfer_params", "bootstrap_host", "bootstrap_port", "bootstrap_room"] as const;
 
 /**
+ * vLLM's `request_id` (chat, completions, responses): the engine tracks a request by it, and its
+ * Responses API stores the answer (and its conversation) under it as the response's id, without
+ * looking whether one is stored there: a tenant naming another's response id would overwrite that
+ * conversation, and the other's next turn would go on from what the tenant planted. Each request
+ * has the gateway's own id (`x-request-id`).
+ */
+const ENGINE_IDENTITY = "request_id";
+
+/**
  * The 400 for a body that steers an engine, or null. Read off the parsed body, a property each:
  * a body without them costs nothing more, and none is re-serialised. Null is a field left unset
  * (as the engines read it), not a value.
@@ -23,6 +32,10 @@ export function engineSteeringRefusal(body: Readonly<Record<string, unknown>>): 
     if (v !== undefined && v !== null) {
       return badRequest(`${field} is not accepted from a virtual key: it steers an engine's KV- or encoder-cache transfer (disaggregated serving), which is the deployment's to set, not a client's`, field, "unsupported_parameter");
     }
+  }
+  const id = body[ENGINE_IDENTITY];
+  if (id !== undefined && id !== null) {
+    return badRequest(`${ENGINE_IDENTITY} is not accepted from a virtual key: the engine tracks requests and stores responses by it (one naming another's would take its place); each request has the gateway's own id, in x-request-id`, ENGINE_IDENTITY, "unsupported_parameter");
   }
   return null;
 }

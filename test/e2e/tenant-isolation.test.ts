@@ -175,3 +175,15 @@ describe("a backend's failure", () => {
     expect(lines.some((l) => l.group === "crashed" && l.backend === "gpu-crashed-7f3a" && l.key_id !== "master")).toBe(true);
   }, 30_000);
 });
+
+describe("an engine's own request id", () => {
+  it("is not a virtual key's to set: vLLM stores a Responses answer under it (a key naming another's response id would overwrite that conversation) and tracks requests by it; a 400 naming it, and no engine sees it", async () => {
+    const before = upstream.stats("ok").requests;
+    const answer = await sendWith(mallory, { request_id: "resp_of_another_tenant" });
+    expect(answer).toMatchObject({ status: 400, param: "request_id", code: "unsupported_parameter" });
+    expect(upstream.stats("ok").requests).toBe(before);
+    // The master key owns the deployment: passed on as it came.
+    expect(await sendWith(gw.key, { request_id: "ops-trace-1" })).toEqual({ status: 200 });
+    expect((upstream.stats("ok").bodies.at(-1) as Record<string, unknown>).request_id).toBe("ops-trace-1");
+  });
+});
