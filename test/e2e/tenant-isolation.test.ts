@@ -10,8 +10,9 @@ import { startTestGateway, type TestGateway } from "./gateway.ts";
 
 /**
  * What one tenant's virtual key may learn of, or do to, what the others share: the fleet's caches
- * (the routing headers) and its engines (their KV transfers). Through the path a client takes: the
- * bundled gateway on a real socket, keys made through the admin API, the official OpenAI SDK.
+ * (the routing headers) and its engines (their KV transfers, the media URLs they fetch). Through
+ * the path a client takes: the bundled gateway on a real socket, keys made through the admin API,
+ * the official OpenAI SDK.
  */
 
 let fleet: Fleet;
@@ -133,6 +134,65 @@ describe("an engine's KV transfer", () => {
     expect(await sendWith(gw.key, { kv_transfer_params: KV_TRANSFER })).toEqual({ status: 200 });
     const seen = upstream.stats("ok").bodies.at(-1) as Record<string, unknown>;
     expect(seen.kv_transfer_params).toEqual(KV_TRANSFER);
+  });
+});
+
+/** A chat body to the scripted upstream whose one user message is `content`. */
+const chatOf = (content: unknown) => ({ model: "seen", messages: [{ role: "user", content }] }) as OpenAI.ChatCompletionCreateParamsNonStreaming;
+
+/** A Responses body to the scripted upstream whose one user message is `content`. */
+const responseOf = (content: unknown) => ({ model: "seen", input: [{ role: "user", content }] }) as OpenAI.Responses.ResponseCreateParamsNonStreaming;
+
+/** What `key` is answered for `body` on chat or Responses, through the official SDK: 200, or the error. */
+async function askWith(key: string, endpoint: "chat" | "responses", body: unknown): Promise<{ status: number; param?: string | null; code?: string | null; message?: string }> {
+  try {
+    if (endpoint === "chat") await client(key).chat.completions.create(body as OpenAI.ChatCompletionCreateParamsNonStreaming);
+    else await client(key).responses.create(body as OpenAI.Responses.ResponseCreateParamsNonStreaming);
+    return { status: 200 };
+  } catch (e) {
+    if (!(e instanceof OpenAI.APIError)) throw e;
+    return { status: e.status ?? 0, param: e.param ?? null, code: e.code ?? null, message: e.message };
+  }
+}
+
+const question = { type: "text", text: "What is in this picture?" };
+const METADATA = "http://169.254.169.254/latest/meta-data/";
+
+describe("a media URL", () => {
+  it("is not a virtual key's to point at the private network: a part whose URL an engine would fetch from inside it is a 400 naming the part, and no engine sees it", async () => {
+    const cases: [string, "chat" | "responses", unknown, string, string][] = [
+      ["an image_url part for the metadata service", "chat", chatOf([question, { type: "image_url", image_url: { url: METADATA } }]), "messages[0].content[1].image_url.url", "169.254.169.254"],
+      ["vLLM's bare image_url, loopback IPv6", "chat", chatOf([{ image_url: "http://[::1]:8080/admin" }]), "messages[0].content[0].image_url", "[::1]"],
+      ["an audio_url part, RFC 1918", "chat", chatOf([question, { type: "audio_url", audio_url: { url: "http://192.168.1.20:9000/a.wav" } }]), "messages[0].content[1].audio_url.url", "192.168.1.20"],
+      ["a video_url part, localhost", "chat", chatOf([{ type: "video_url", video_url: { url: "http://localhost:6379/v.mp4" } }]), "messages[0].content[0].video_url.url", "localhost"],
+      ["the metadata service's address as one decimal number", "chat", chatOf([{ type: "image_url", image_url: { url: "http://2852039166/" } }]), "messages[0].content[0].image_url.url", "169.254.169.254"],
+      ["a Responses input_image", "responses", responseOf([{ type: "input_text", text: "What is this?" }, { type: "input_image", image_url: "http://10.0.0.5/x.png", detail: "auto" }]), "input[0].content[1].image_url", "10.0.0.5"],
+      ["a Responses input_file", "responses", responseOf([{ type: "input_file", file_url: "http://metadata.google.internal/computeMetadata/v1/" }]), "input[0].content[0].file_url", "metadata.google.internal"],
+    ];
+    for (const [what, endpoint, body, param, host] of cases) {
+      const before = upstream.stats("ok").requests;
+      const answer = await askWith(mallory, endpoint, body);
+      expect(answer, what).toMatchObject({ status: 400, param, code: "invalid_value" });
+      expect(answer.message, what).toContain(host);
+      expect(upstream.stats("ok").requests, what).toBe(before);
+    }
+  });
+
+  it("is passed on to the engine as it came from a virtual key when it is data: or a public host's", async () => {
+    const pixel = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
+    const publicImage = "https://upload.wikimedia.org/wikipedia/commons/a/a9/Example.jpg";
+    const chat = chatOf([question, { type: "image_url", image_url: { url: pixel } }, { type: "image_url", image_url: { url: publicImage } }]);
+    expect(await askWith(mallory, "chat", chat)).toEqual({ status: 200 });
+    expect(upstream.stats("ok").bodies.at(-1)).toMatchObject({ messages: chat.messages });
+    const response = responseOf([{ type: "input_image", image_url: publicImage, detail: "auto" }]);
+    expect(await askWith(mallory, "responses", response)).toEqual({ status: 200 });
+    expect(upstream.stats("ok").bodies.at(-1)).toMatchObject({ input: response.input });
+  });
+
+  it("is the master key's to point anywhere, as the deployment's owner: passed on as it came", async () => {
+    const chat = chatOf([question, { type: "image_url", image_url: { url: METADATA } }]);
+    expect(await askWith(gw.key, "chat", chat)).toEqual({ status: 200 });
+    expect(upstream.stats("ok").bodies.at(-1)).toMatchObject({ messages: chat.messages });
   });
 });
 

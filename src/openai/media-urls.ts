@@ -1,0 +1,125 @@
+import { unreachableHost } from "../config/private-hosts.ts";
+import type { Endpoint } from "./endpoints.ts";
+import { badRequest, type GatewayError } from "./errors.ts";
+import { SCORE_SIDES } from "./requests.ts";
+
+/**
+ * A content part's fields whose URL an engine fetches itself: vLLM's MediaConnector GETs an
+ * `image_url`, `audio_url` or `video_url` (`{"url": …}`, or a bare string in vLLM's untyped parts
+ * and in the Responses API's `input_image`), SGLang alike, and a Responses `input_file` names its
+ * `file_url`. They are read whatever the part's `type` says: vLLM reads the untyped form off a part
+ * that carries a `uuid`, typed or not. The fetch leaves from inside the GPU network, by default
+ * to any host: from a tenant, a link-local address is the cloud's metadata service, and the
+ * engine's error and its timing tell "refused", "timed out" and "not an image" apart, enough to
+ * scan the private network's ports.
+ */
+const URL_FIELDS = ["image_url", "audio_url", "video_url", "file_url"] as const;
+
+/** The fields of a rerank or score request that may be vLLM's multimodal object, `{"content": [parts]}`. */
+const RERANK_FIELDS = ["query", "documents"] as const;
+const SCORE_FIELDS = [...new Set(SCORE_SIDES.flat())];
+
+/**
+ * The 400 for a virtual key's body naming a media URL an engine would fetch from the deployment's
+ * own network, or null. Only what holds content parts is walked (chat and embeddings messages'
+ * content, Responses input items and their content, rerank and score multimodal objects), once,
+ * on the body already parsed and never re-serialised: a string content costs one type check. A
+ * `data:` URL, a public host's, or a value that is no URL (SGLang takes bare base64) passes.
+ */
+export function mediaUrlRefusal(endpoint: Endpoint, body: Readonly<Record<string, unknown>>): GatewayError | null {
+  switch (endpoint) {
+    case "chat":
+    case "embeddings":
+      return listRefusal(body.messages, "messages", contentRefusal);
+    case "responses":
+      return listRefusal(body.input, "input", itemRefusal);
+    case "rerank":
+      return sidesRefusal(body, RERANK_FIELDS);
+    case "score":
+      return sidesRefusal(body, SCORE_FIELDS);
+    case "completions":
+      return null;
+  }
+}
+
+/** A refusal found inside a value: the path below it, built only once something is refused. */
+interface Found {
+  path: string;
+  error: (param: string) => GatewayError;
+}
+
+/** The first refusal among `list`'s items by `check`, named from `at`; a list that is not an array holds none. */
+function listRefusal(list: unknown, at: string, check: (item: unknown) => Found | null): GatewayError | null {
+  const found = itemsFound(list, check);
+  return found && found.error(at + found.path);
+}
+
+function itemsFound(list: unknown, check: (item: unknown) => Found | null): Found | null {
+  if (!Array.isArray(list)) return null;
+  for (let i = 0; i < list.length; i++) {
+    const found = check(list[i]);
+    if (found) return { path: `[${i}]${found.path}`, error: found.error };
+  }
+  return null;
+}
+
+function isObject(v: unknown): v is Readonly<Record<string, unknown>> {
+  return typeof v === "object" && v !== null;
+}
+
+/** A message's, or a multimodal object's, `content` parts; string content has none. */
+function contentRefusal(holder: unknown): Found | null {
+  if (!isObject(holder)) return null;
+  const found = itemsFound(holder.content, partFound);
+  return found && { path: `.content${found.path}`, error: found.error };
+}
+
+/** A Responses input item: a message with content parts, or an item that is a part itself. */
+function itemRefusal(item: unknown): Found | null {
+  return partFound(item) ?? contentRefusal(item);
+}
+
+function sidesRefusal(body: Readonly<Record<string, unknown>>, fields: readonly string[]): GatewayError | null {
+  for (const field of fields) {
+    const found = contentRefusal(body[field]);
+    if (found) return found.error(field + found.path);
+  }
+  return null;
+}
+
+function partFound(part: unknown): Found | null {
+  if (!isObject(part)) return null;
+  for (const field of URL_FIELDS) {
+    const v = part[field];
+    const bare = typeof v === "string";
+    const url = bare ? v : isObject(v) && typeof v.url === "string" ? v.url : null;
+    const why = url === null ? null : unfetchable(url);
+    if (why) return { path: bare ? `.${field}` : `.${field}.url`, error: (param) => refusal(param, why) };
+  }
+  return null;
+}
+
+const refusal = (param: string, why: string): GatewayError =>
+  badRequest(`${param} is not accepted from a virtual key: ${why} (a data: URL, or a public host's, is accepted)`, param, "invalid_value");
+
+const DATA = "data:";
+/** An http(s) URL WHATWG cannot parse (an out-of-range port, a space in its host): Python's parsers may still fetch it. */
+const HTTP_LIKE = /^[\s\x00-\x1f]*https?:/i;
+
+/**
+ * Why a tenant may not have an engine fetch `url`, or null. The URL parser puts a host as the
+ * fetch would reach it (2852039166 and 0xa9.254.0251.254 are 169.254.169.254; IPv4-mapped IPv6
+ * is its IPv4), and `unreachableHost` judges that. A public name that resolves to a private
+ * address passes: only the engine, which resolves it, can refuse that (README, below the table
+ * of response headers).
+ */
+export function unfetchable(url: string): string | null {
+  // A data: URL may be megabytes: told by its first five characters, as vLLM tells it, never parsed.
+  if (url.length >= DATA.length && url.slice(0, DATA.length).toLowerCase() === DATA) return null;
+  const parsed = URL.parse(url);
+  if (parsed === null) return HTTP_LIKE.test(url) ? "it starts as an http URL but cannot be parsed as one, and an engine's own parser may still fetch it" : null;
+  if (parsed.protocol === "file:") return "a file: URL is read off the engine's own disk";
+  if (parsed.protocol !== "http:" && parsed.protocol !== "https:") return null;
+  const why = unreachableHost(parsed.hostname);
+  return why && `its host ${parsed.hostname} is ${why}, which an engine would fetch from inside the deployment's network`;
+}
