@@ -45,7 +45,13 @@ export function adminClient(env: NodeJS.ProcessEnv, fetchImpl: typeof fetch = fe
       } catch (e) {
         throw new CliError(`cannot reach the gateway at ${url} (${reason(e)}); is it running, and is KVGATE_URL right?`, 1, true);
       }
-      const text = await res.text();
+      let text: string;
+      try {
+        text = await res.text();
+      } catch (e) {
+        // The connection broke (or the time ran out) halfway through the answer: a call may have been applied.
+        throw new CliError(`${method} ${path}: the answer broke off (${reason(e)}); read what it changed before sending it again`, 1, true);
+      }
       let parsed: unknown = undefined;
       try {
         parsed = text === "" ? undefined : JSON.parse(text);

@@ -74,9 +74,15 @@ function contentRefusal(holder: unknown): Found | null {
   return found && { path: `.content${found.path}`, error: found.error };
 }
 
-/** A Responses input item: a message with content parts, or an item that is a part itself. */
+/** A Responses input item: a message with content parts, an item that is a part itself, or a tool's output given as parts. */
 function itemRefusal(item: unknown): Found | null {
-  return partFound(item) ?? contentRefusal(item);
+  return partFound(item) ?? contentRefusal(item) ?? outputRefusal(item);
+}
+
+function outputRefusal(item: unknown): Found | null {
+  if (!isObject(item)) return null;
+  const found = itemsFound(item.output, partFound);
+  return found && { path: `.output${found.path}`, error: found.error };
 }
 
 function sidesRefusal(body: Readonly<Record<string, unknown>>, fields: readonly string[]): GatewayError | null {
@@ -105,6 +111,17 @@ const refusal = (param: string, why: string): GatewayError =>
 const DATA = "data:";
 /** An http(s) URL WHATWG cannot parse (an out-of-range port, a space in its host): Python's parsers may still fetch it. */
 const HTTP_LIKE = /^[\s\x00-\x1f]*https?:/i;
+/**
+ * An http(s) URL with a backslash before its path: WHATWG ends the host at it, Python's parsers
+ * (urllib, yarl before its fix) do not, and take the host after the last @ — `cdn.example.com\@10.0.0.5`.
+ */
+const BACKSLASH_IN_AUTHORITY = /^[\s\x00-\x1f]*https?:[/\\]*[^/?#]*\\/i;
+/**
+ * A value that is no URL but a file's path: SGLang opens a string ending in a media extension, or
+ * naming a path, on its own disk. Bare base64 (SGLang's other form) holds no "." or "~", and the
+ * smallest JPEG's (which starts with a slash) is longer than 128 characters.
+ */
+const PATH_LIKE = /^(?:\.{1,2}[/\\]|~|\/[^\s]{0,127}$)|\.[a-z0-9]{2,5}$/i;
 
 /**
  * Why a tenant may not have an engine fetch `url`, or null. The URL parser puts a host as the
@@ -117,9 +134,13 @@ export function unfetchable(url: string): string | null {
   // A data: URL may be megabytes: told by its first five characters, as vLLM tells it, never parsed.
   if (url.length >= DATA.length && url.slice(0, DATA.length).toLowerCase() === DATA) return null;
   const parsed = URL.parse(url);
-  if (parsed === null) return HTTP_LIKE.test(url) ? "it starts as an http URL but cannot be parsed as one, and an engine's own parser may still fetch it" : null;
+  if (parsed === null) {
+    if (HTTP_LIKE.test(url)) return "it starts as an http URL but cannot be parsed as one, and an engine's own parser may still fetch it";
+    return PATH_LIKE.test(url) ? "it names a path on the engine's own disk, which SGLang opens" : null;
+  }
   if (parsed.protocol === "file:") return "a file: URL is read off the engine's own disk";
   if (parsed.protocol !== "http:" && parsed.protocol !== "https:") return null;
   const why = unreachableHost(parsed.hostname);
-  return why && `its host ${parsed.hostname} is ${why}, which an engine would fetch from inside the deployment's network`;
+  if (why) return `its host ${parsed.hostname} is ${why}, which an engine would fetch from inside the deployment's network`;
+  return BACKSLASH_IN_AUTHORITY.test(url) ? "it has a backslash before its path, where an engine's URL parser may read another host than this gateway's" : null;
 }

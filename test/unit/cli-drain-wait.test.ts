@@ -21,6 +21,11 @@ async function adminApi(reads: [number, unknown][]): Promise<string> {
     const reply = (status: number, body: unknown) => res.writeHead(status, { "content-type": "application/json", ...(status === 503 ? { "retry-after": "1" } : {}) }).end(JSON.stringify(body));
     if (req.method === "POST") return drainsSent++, reply(200, { rev: 7, routing: "applied", changed: ["g"], removed: [] });
     const [status, body] = reads.shift() ?? [500, { error: { message: "no more reads scripted" } }];
+    // A connection dropped after the headers, halfway through the body.
+    if (status === 0) {
+      res.writeHead(200, { "content-type": "application/json", "content-length": "1000" }).write('{"id":');
+      return void setTimeout(() => res.socket?.destroy(), 20);
+    }
     reply(status, body);
   });
   await new Promise<void>((resolve) => server?.listen(0, "127.0.0.1", resolve));
@@ -61,6 +66,13 @@ describe("npx kvgate deployments drain --wait", () => {
     expect(error).toBeNull();
     expect(out.at(-1)).toBe("gpu-5 is drained: nothing in flight, safe to stop");
     expect(notes.filter((n) => /503/.test(n))).toHaveLength(2);
+  });
+
+  it("waits on through a connection dropped halfway through an answer's body", async () => {
+    const url = await adminApi([[200, row(2, false)], [0, null], [200, row(0, true)]]);
+    const { out, error } = await drainWait(url);
+    expect(error).toBeNull();
+    expect(out.at(-1)).toBe("gpu-5 is drained: nothing in flight, safe to stop");
   });
 
   it("ends at once on an answer that is no passing failure: the deployment gone (404)", async () => {

@@ -33,6 +33,25 @@ describe("unfetchable: a media URL a tenant may not have an engine fetch", () =>
     expect(unfetchable(url)).toContain(`its host ${why}`);
   });
 
+  it("refuses an http URL with a backslash before its path: Python's URL parsers (yarl before its fix, urllib) take the host after the last @, where WHATWG's ends it at the \\", () => {
+    expect(unfetchable("http://images.example.com\\@169.254.169.254/latest/meta-data/")).toContain("backslash");
+    expect(unfetchable("https://cdn.example.com\\/x.png")).toContain("backslash");
+  });
+
+  it.each([
+    ["an absolute path with a media extension", "/home/vllm/secret.png"],
+    ["a relative path", "../weights/x.jpg"],
+    ["a path from the home folder", "~/.cache/x.webp"],
+    ["a short absolute path", "/etc/passwd"],
+    ["a name with an audio extension", "recording.WAV"],
+  ])("refuses %s: SGLang opens a path on its own disk", (_what, value) => {
+    expect(unfetchable(value)).toContain("a path on the engine's own disk");
+  });
+
+  it("passes bare base64 of a JPEG, which starts with a slash", () => {
+    expect(unfetchable(`/9j/4AAQSkZJRgABAQAAAQABAAD${"A".repeat(400)}`)).toBeNull();
+  });
+
   it("refuses a file: URL, read off the engine's own disk, and an http URL the parser cannot read", () => {
     expect(unfetchable("file:///etc/passwd")).toBe("a file: URL is read off the engine's own disk");
     expect(unfetchable("http://10.0.0.5:99999/")).toContain("cannot be parsed");
@@ -84,6 +103,9 @@ describe("mediaUrlRefusal: where a body holds media URLs", () => {
     expect(refusedParam("responses", { input: [{ role: "user", content: "hi" }, { role: "user", content: [{ type: "input_image", image_url: PRIVATE, detail: "auto" }] }] })).toBe("input[1].content[0].image_url");
     expect(refusedParam("responses", { input: [{ role: "user", content: [{ type: "input_file", file_url: PRIVATE }] }] })).toBe("input[0].content[0].file_url");
     expect(refusedParam("responses", { input: [{ type: "input_image", image_url: PRIVATE }] })).toBe("input[0].image_url");
+    // A tool's output may be a list of parts, images among them.
+    expect(refusedParam("responses", { input: [{ type: "function_call_output", call_id: "c1", output: "done" }] })).toBeNull();
+    expect(refusedParam("responses", { input: [{ type: "function_call_output", call_id: "c1", output: [{ type: "input_image", image_url: PRIVATE }] }] })).toBe("input[0].output[0].image_url");
   });
 
   it("embeddings: vLLM's chat-style messages, as chat's; an input of texts or token ids is not read", () => {
