@@ -118,10 +118,14 @@ const HTTP_LIKE = /^[\s\x00-\x1f]*https?:/i;
 const BACKSLASH_IN_AUTHORITY = /^[\s\x00-\x1f]*https?:[/\\]*[^/?#]*\\/i;
 /**
  * A value that is no URL but a file's path: SGLang opens a string ending in a media extension, or
- * naming a path, on its own disk. Bare base64 (SGLang's other form) holds no "." or "~", and the
- * smallest JPEG's (which starts with a slash) is longer than 128 characters.
+ * naming a path, on its own disk. Bare base64 (SGLang's other form) holds no "." or "~" and no
+ * character outside its alphabet, and the smallest JPEG's (which starts with a slash) is longer
+ * than 128 characters. (A long path of base64's characters alone, /etc/passwd padded with slashes,
+ * still passes: one that ends in a media extension does not.)
  */
-const PATH_LIKE = /^(?:\.{1,2}[/\\]|~|\/[^\s]{0,127}$)|\.[a-z0-9]{2,5}$/i;
+const PATH_LIKE = /^(?:\.{1,2}[/\\]|~|\/[^\s]{0,127}$|\/.*[^A-Za-z0-9+/=\r\n])|(?:^|[/\\])\.\.(?:[/\\]|$)|\.[a-z0-9]{2,5}$/i;
+/** What WHATWG's URL parser and Python's (urlsplit, yarl) both take out of a URL, wherever it is: a scheme split by one is read whole. */
+const DROPPED = /[\t\n\r]/g;
 
 /**
  * Why a tenant may not have an engine fetch `url`, or null. The URL parser puts a host as the
@@ -134,13 +138,14 @@ export function unfetchable(url: string): string | null {
   // A data: URL may be megabytes: told by its first five characters, as vLLM tells it, never parsed.
   if (url.length >= DATA.length && url.slice(0, DATA.length).toLowerCase() === DATA) return null;
   const parsed = URL.parse(url);
+  const read = url.replace(DROPPED, "");
   if (parsed === null) {
-    if (HTTP_LIKE.test(url)) return "it starts as an http URL but cannot be parsed as one, and an engine's own parser may still fetch it";
+    if (HTTP_LIKE.test(read)) return "it starts as an http URL but cannot be parsed as one, and an engine's own parser may still fetch it";
     return PATH_LIKE.test(url) ? "it names a path on the engine's own disk, which SGLang opens" : null;
   }
   if (parsed.protocol === "file:") return "a file: URL is read off the engine's own disk";
   if (parsed.protocol !== "http:" && parsed.protocol !== "https:") return null;
   const why = unreachableHost(parsed.hostname);
   if (why) return `its host ${parsed.hostname} is ${why}, which an engine would fetch from inside the deployment's network`;
-  return BACKSLASH_IN_AUTHORITY.test(url) ? "it has a backslash before its path, where an engine's URL parser may read another host than this gateway's" : null;
+  return BACKSLASH_IN_AUTHORITY.test(read) ? "it has a backslash before its path, where an engine's URL parser may read another host than this gateway's" : null;
 }

@@ -36,6 +36,9 @@ describe("unfetchable: a media URL a tenant may not have an engine fetch", () =>
   it("refuses an http URL with a backslash before its path: Python's URL parsers (yarl before its fix, urllib) take the host after the last @, where WHATWG's ends it at the \\", () => {
     expect(unfetchable("http://images.example.com\\@169.254.169.254/latest/meta-data/")).toContain("backslash");
     expect(unfetchable("https://cdn.example.com\\/x.png")).toContain("backslash");
+    // A tab, CR or LF inside the scheme: WHATWG and Python's parsers both drop them.
+    expect(unfetchable("ht\ttp://images.example.com\\@169.254.169.254/")).toContain("backslash");
+    expect(unfetchable("http\n://images.example.com\\@169.254.169.254/")).toContain("backslash");
   });
 
   it.each([
@@ -44,6 +47,8 @@ describe("unfetchable: a media URL a tenant may not have an engine fetch", () =>
     ["a path from the home folder", "~/.cache/x.webp"],
     ["a short absolute path", "/etc/passwd"],
     ["a name with an audio extension", "recording.WAV"],
+    ["a path with a space", "/home/u/my file"],
+    ["a path climbing out of a folder", "sglang/../../etc/passwd"],
   ])("refuses %s: SGLang opens a path on its own disk", (_what, value) => {
     expect(unfetchable(value)).toContain("a path on the engine's own disk");
   });
