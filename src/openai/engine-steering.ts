@@ -10,7 +10,7 @@ import { badRequest, type GatewayError } from "./errors.ts";
  * sent another request's KV cache; a host of the private network), or at another request's room.
  * The gateway itself sets none of them.
  */
-const ENGINE_STEERING = ["kv_transfer_params", "ec_transfer_params", "bootstrap_host", "bootstrap_port", "bootstrap_room"] as const;
+const TRANSFER = "it steers an engine's KV- or encoder-cache transfer (disaggregated serving), which is the deployment's to set, not a client's";
 
 /**
  * vLLM's `request_id` (chat, completions, responses): the engine tracks a request by it, and its
@@ -19,7 +19,13 @@ const ENGINE_STEERING = ["kv_transfer_params", "ec_transfer_params", "bootstrap_
  * conversation, and the other's next turn would go on from what the tenant planted. Each request
  * has the gateway's own id (`x-request-id`).
  */
-const ENGINE_IDENTITY = "request_id";
+const IDENTITY = "the engine tracks requests and stores responses by it (one naming another's would take its place); each request has the gateway's own id, in x-request-id";
+
+/** Each field a virtual key may not set, with why. */
+const REFUSED: readonly (readonly [string, string])[] = [
+  ...["kv_transfer_params", "ec_transfer_params", "bootstrap_host", "bootstrap_port", "bootstrap_room"].map((f) => [f, TRANSFER] as const),
+  ["request_id", IDENTITY],
+];
 
 /**
  * The 400 for a body that steers an engine, or null. Read off the parsed body, a property each:
@@ -27,15 +33,9 @@ const ENGINE_IDENTITY = "request_id";
  * (as the engines read it), not a value.
  */
 export function engineSteeringRefusal(body: Readonly<Record<string, unknown>>): GatewayError | null {
-  for (const field of ENGINE_STEERING) {
+  for (const [field, why] of REFUSED) {
     const v = body[field];
-    if (v !== undefined && v !== null) {
-      return badRequest(`${field} is not accepted from a virtual key: it steers an engine's KV- or encoder-cache transfer (disaggregated serving), which is the deployment's to set, not a client's`, field, "unsupported_parameter");
-    }
-  }
-  const id = body[ENGINE_IDENTITY];
-  if (id !== undefined && id !== null) {
-    return badRequest(`${ENGINE_IDENTITY} is not accepted from a virtual key: the engine tracks requests and stores responses by it (one naming another's would take its place); each request has the gateway's own id, in x-request-id`, ENGINE_IDENTITY, "unsupported_parameter");
+    if (v !== undefined && v !== null) return badRequest(`${field} is not accepted from a virtual key: ${why}`, field, "unsupported_parameter");
   }
   return null;
 }
