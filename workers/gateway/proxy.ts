@@ -66,11 +66,8 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
   // Every backend tried answered 404 for the endpoint (held-failure.ts): the groups serve no such
   // thing, a 404 as for a path the gateway does not know, which no SDK retries — unless a group
   // could not be tried, whose refusal stands.
-  const finalAnswer = (answer: Response): Response => {
-    const untried = held.untriedRefusal;
-    if (untried !== undefined) return withRoutingHeaders(noBackend(untried, body.model).toResponse(), answer);
-    return held.unserved ? withRoutingHeaders(endpointNotServed(body.model, new URL(p.req.url).pathname).toResponse(), answer) : answer;
-  };
+  const finalAnswer = (answer: Response): Response =>
+    untriedRefusalAnswer(held, body.model, answer) ?? (held.unserved ? withRoutingHeaders(endpointNotServed(body.model, new URL(p.req.url).pathname).toResponse(), answer) : answer);
   try {
     for (;;) {
       const decision = await route(env, p.ctx, group, prompt, exclude, body.model, tenant && { ...tenant, admitted: admittedBy === group.name }, isFailover(attempts + 1, group !== primary), held.heldOn);
@@ -343,8 +340,18 @@ export function endpointNotServed(model: string, path: string): GatewayError {
   return notFound(`the backends of model ${quoted(model)} do not serve ${path}`, "endpoint_not_served");
 }
 
+/**
+ * Every backend tried lacked the endpoint, but a group refused with a backend not tried
+ * (HeldFailure.untriedRefusal): that refusal is the answer, with the routing headers of the last
+ * attempt's; null otherwise.
+ */
+export function untriedRefusalAnswer(held: HeldFailure, model: string, attempt: Response): Response | null {
+  const untried = held.untriedRefusal;
+  return untried === undefined ? null : withRoutingHeaders(noBackend(untried, model).toResponse(), attempt);
+}
+
 /** `res` with the routing headers (x-kvgate-*, x-request-id) of the attempt's answer it replaces. */
-export function withRoutingHeaders(res: Response, attempt: Response): Response {
+function withRoutingHeaders(res: Response, attempt: Response): Response {
   for (const [k, v] of attempt.headers) if (k.startsWith("x-")) res.headers.set(k, v);
   return res;
 }

@@ -10,7 +10,7 @@ import { allowsGroup, allowsModel, keyBudget, readsUsage } from "../../src/tenan
 import { nextStep } from "../../src/upstream/retry.ts";
 import { isFailover, misconfigured, routeReason, routingHeaders } from "./attempt.ts";
 import { HeldFailure } from "./held-failure.ts";
-import { FailoverEvent, groupAddedSince, GroupPath, limitError, noBackend, tenantFor, unknownModel, withRoutingHeaders, type ProxyInput } from "./proxy.ts";
+import { FailoverEvent, groupAddedSince, GroupPath, limitError, noBackend, tenantFor, unknownModel, untriedRefusalAnswer, type ProxyInput } from "./proxy.ts";
 import { openUpstream, type Handshake } from "./realtime-handshake.ts";
 import { holdLease, route, type HeldLease } from "./route-client.ts";
 import { closeUnused, relaySockets, type Relay } from "./socket-relay.ts";
@@ -104,8 +104,8 @@ async function handshakeInTurn(p: RealtimeInput, s: Session, held: HeldFailure):
   // Every backend tried lacks a realtime endpoint (held-failure.ts): a client that tries again meets
   // the same — unless a group could not be tried, whose refusal stands (proxy.ts).
   const finalAnswer = (answer: Response): Response => {
-    const untried = held.untriedRefusal;
-    if (untried !== undefined) return withRoutingHeaders(noBackend(untried, model).toResponse(), answer);
+    const refused = untriedRefusalAnswer(held, model, answer);
+    if (refused) return refused;
     if (held.unserved) answer.headers.set(SHOULD_RETRY, "false");
     return answer;
   };
