@@ -67,22 +67,18 @@ function isObject(v: unknown): v is Readonly<Record<string, unknown>> {
   return typeof v === "object" && v !== null;
 }
 
-/** A message's, or a multimodal object's, `content` parts; string content has none. */
-function contentRefusal(holder: unknown): Found | null {
+/** The parts listed under `key` of `holder` (a message's or a multimodal object's `content`, a tool's `output`); a string there has none. */
+function partsRefusal(holder: unknown, key: "content" | "output"): Found | null {
   if (!isObject(holder)) return null;
-  const found = itemsFound(holder.content, partFound);
-  return found && { path: `.content${found.path}`, error: found.error };
+  const found = itemsFound(holder[key], partFound);
+  return found && { path: `.${key}${found.path}`, error: found.error };
 }
+
+const contentRefusal = (holder: unknown): Found | null => partsRefusal(holder, "content");
 
 /** A Responses input item: a message with content parts, an item that is a part itself, or a tool's output given as parts. */
 function itemRefusal(item: unknown): Found | null {
-  return partFound(item) ?? contentRefusal(item) ?? outputRefusal(item);
-}
-
-function outputRefusal(item: unknown): Found | null {
-  if (!isObject(item)) return null;
-  const found = itemsFound(item.output, partFound);
-  return found && { path: `.output${found.path}`, error: found.error };
+  return partFound(item) ?? contentRefusal(item) ?? partsRefusal(item, "output");
 }
 
 function sidesRefusal(body: Readonly<Record<string, unknown>>, fields: readonly string[]): GatewayError | null {
