@@ -11,8 +11,12 @@ import { parseRetryAfter } from "./retry.ts";
 export type Answer =
   /** A 200 with a body: relayed to the client. */
   | { kind: "success" }
-  /** The request's own fault (a 4xx the upstream judged): passed on; no verdict; not retried. */
-  | { kind: "rejected" }
+  /**
+   * The request's own fault (a 4xx the upstream judged): passed on; no verdict; not retried.
+   * `notHeld`: a 404 for what the request refers to (a stored response), which says only that
+   * this backend does not hold it — another may (workers/gateway/proxy.ts).
+   */
+  | { kind: "rejected"; notHeld?: true }
   /** Load, not failure: no verdict; retried after its Retry-After if that is short. */
   | { kind: "rate-limited" }
   /** The backend failed, or gave an answer no working OpenAI-compatible server gives. */
@@ -64,7 +68,7 @@ export function classifyStatus(status: number, hasBody: boolean, said: UpstreamE
   // route it dropped (Traefik's once the engine stopped) is the same bytes: a group gone so is
   // served by its fallback groups (workers/gateway/proxy.ts), its breakers not charged.
   if (status === 404) {
-    if (notFoundIsRequests(said, refersTo)) return { kind: "rejected" };
+    if (notFoundIsRequests(said, refersTo)) return { kind: "rejected", notHeld: true };
     return { kind: "backend-failure", why: saysModelUnknown(said) ? "not-served" : "no-endpoint" };
   }
   // The gateway's own key was refused: the backend is misconfigured, not the client.

@@ -46,6 +46,9 @@ beforeAll(async () => {
       { name: "no-content", strategy: "round-robin", breaker, deployments: [hostile("status:204", "no-content"), hostile("ok")] },
       { name: "keepalive", deployments: [hostile("keepalive-lie")] },
       { name: "stored-elsewhere", breaker, deployments: [hostile("response-not-found")] },
+      // A backend that holds the stored responses it made and fails, before one that holds none of them.
+      { name: "holder-failing", breaker, fallbacks: ["holding-none"], deployments: [hostile("status:500", "holder")] },
+      { name: "holding-none", breaker, deployments: [hostile("response-not-found", "holding-none")] },
       { name: "stored-elsewhere-unnamed", strategy: "round-robin", breaker, deployments: ["a", "b", "c"].map((id) => hostile("response-not-found-unnamed", id)) },
       { name: "rejecting", deployments: [hostile("context-exceeded")] },
       { name: "failing", failover: { maxAttempts: 1 }, deployments: [hostile("crash-on:hello", "failing")] },
@@ -427,6 +430,21 @@ describe("a 404 about what the request refers to, not the model", () => {
     const b = (await gw.status("stored-elsewhere")).backends[0];
     expect(b?.failed).toBe(0);
     expect(b?.breaker.state).toBe("closed");
+  });
+});
+
+describe("a 404 for the stored response a follow-up refers to, from a backend tried after another failed", () => {
+  it("says only that this one lacks it: the failure before is the answer, one the SDK tries again, and its backend's", async () => {
+    upstream.reset();
+    const sdk = new OpenAI({ apiKey: gw.key, baseURL: `${gw.url}/v1`, maxRetries: 0 });
+    const err = await sdk.responses.create({ model: "holder-failing", input: "and then?", previous_response_id: "resp_elsewhere" }).catch((e: unknown) => e);
+    if (!(err instanceof OpenAI.APIError)) throw err;
+    // Both were tried: the failing holder, then its fallback, which holds none.
+    expect(upstream.stats("response-not-found").requests).toBe(1);
+    expect([err.status, err.param, err.code, err.headers?.get("x-should-retry")]).toEqual([502, null, "upstream_error", null]);
+    await vi.waitFor(async () => expect(await gw.inFlight("holder-failing")).toBe(0), EVENTUALLY);
+    await vi.waitFor(async () => expect((await gw.status("holder-failing")).backends.map((b) => [b.id, b.failed])).toEqual([["holder", 1]]), EVENTUALLY);
+    expect((await gw.status("holding-none")).backends.map((b) => [b.id, b.failed])).toEqual([["holding-none", 0]]);
   });
 });
 

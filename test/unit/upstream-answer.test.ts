@@ -89,12 +89,12 @@ describe("a 404", () => {
   });
 
   it("naming another parameter (vLLM's unknown previous_response_id: response_id) is the request's", () => {
-    expect(classifyStatus(404, true, said("response_id"))).toEqual({ kind: "rejected" });
+    expect(classifyStatus(404, true, said("response_id"))).toEqual({ kind: "rejected", notHeld: true });
   });
 
   it("naming the stored response the request refers to, with no param (other vLLM versions), is the request's", () => {
     const unnamed = parseUpstreamError('{"object":"error","message":"Response with id \'resp_gone\' not found.","type":"invalid_request_error","param":null,"code":404}');
-    expect(classifyStatus(404, true, unnamed, null, null, null, "resp_gone")).toEqual({ kind: "rejected" });
+    expect(classifyStatus(404, true, unnamed, null, null, null, "resp_gone")).toEqual({ kind: "rejected", notHeld: true });
     // The same answer to a request that refers to no stored response, or to another one, says nothing of the request.
     expect(classifyStatus(404, true, unnamed)).toEqual({ kind: "backend-failure", why: "no-endpoint" });
     expect(classifyStatus(404, true, unnamed, null, null, null, "resp_other")).toEqual({ kind: "backend-failure", why: "no-endpoint" });

@@ -59,14 +59,15 @@ export interface AttemptInput {
 
 /**
  * How an attempt ended. `answered`: the client's answer (a relayed body, or the upstream's 4xx
- * passed on); its lease settles itself. `failed`: another backend might answer; `verdict` is what
- * this failure says about the backend, and the caller settles `lease` — a server-side failure's
- * verdict waits to see whether the next backend fails the same way (then it was the request's) —
- * with `end`, when the attempt tells more of itself. Not `retryable`: a failure no one should try
- * again, the gateway nor its client (`x-should-retry: false`).
+ * passed on; `notHeld`: a 404 for the stored response the request refers to); its lease settles
+ * itself. `failed`: another backend might answer; `verdict` is what this failure says about the
+ * backend, and the caller settles `lease` — a server-side failure's verdict waits to see whether
+ * the next backend fails the same way (then it was the request's) — with `end`, when the attempt
+ * tells more of itself. Not `retryable`: a failure no one should try again, the gateway nor its
+ * client (`x-should-retry: false`).
  */
 export type AttemptResult =
-  | { kind: "answered"; response: Response; rejected: boolean }
+  | { kind: "answered"; response: Response; rejected: boolean; notHeld?: true }
   | { kind: "failed"; response: Response; lease: HeldLease; verdict: LeaseOutcome; failure: Failure; retryable: boolean; end?: AttemptEnd };
 
 /** workerd's words for a connection that failed or died before any response byte. */
@@ -247,7 +248,7 @@ async function attemptHeld(a: AttemptInput, key: KeyRecord | null, lease: HeldLe
     if (answer.kind === "rejected") {
       detach();
       lease.settle("rejected");
-      return { kind: "answered", response: withHeaders(err, routing), rejected: true };
+      return { kind: "answered", response: withHeaders(err, routing), rejected: true, ...(answer.notHeld ? { notHeld: true } : {}) };
     }
     const waitMs = status === 429 || status === 503 ? parseRetryAfter(retryAfter) : null;
     return answer.kind === "rate-limited" ? failed(err, "rate-limited", "429", "rate-limited", waitMs) : failed(err, "upstream-error", FAILURE_CAUSE, failureKind(answer.why), waitMs, true, isBackendsOwn(answer.why));

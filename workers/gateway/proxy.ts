@@ -104,6 +104,11 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
       // The lease is the decision's: its shards and version are the group's it was routed on, whatever version the request goes on with.
       const result = await attempt({ p, body, exact: raw.exact, group, decision, routedOn: routed, deadline, attempts, fellBack: group !== primary });
       if (result.kind === "answered") {
+        // A 404 for the stored response the request continues says only that this backend lacks it
+        // (vLLM keeps each in the memory of the one that made it): after a failure, the backend that
+        // failed may hold it. That failure is the answer, one an SDK tries again, and its backend's
+        // (held.end()); the 404 would end the conversation. One that lacked the endpoint holds none.
+        if (result.notHeld && last && !held.metOnlyUnserved) return last;
         held.answered(result.rejected);
         relaying = !result.rejected;
         return result.response;
