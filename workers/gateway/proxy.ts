@@ -108,7 +108,7 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
         // (vLLM keeps each in the memory of the one that made it): after a failure, the backend that
         // failed may hold it. That failure is the answer, one an SDK tries again, and its backend's
         // (held.end()); the 404 would end the conversation. One that lacked the endpoint holds none.
-        if (result.notHeld && last && !held.metOnlyUnserved) return last;
+        if (result.notHeld && last && !held.metOnlyUnserved) return finalAnswer(last);
         held.answered(result.rejected);
         relaying = !result.rejected;
         return result.response;
