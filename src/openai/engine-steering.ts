@@ -21,10 +21,22 @@ const TRANSFER = "it steers an engine's KV- or encoder-cache transfer (disaggreg
  */
 const IDENTITY = "the engine tracks requests and stores responses by it (one naming another's would take its place); each request has the gateway's own id, in x-request-id";
 
+/**
+ * SGLang's `rid` (chat, completions, embeddings; a string, or one per prompt): the engine's own
+ * request id, and the answer's `id`. SGLang refuses a request whose rid is live ("Duplicate request
+ * ID detected"), and aborts by rid prefix — its scheduler drops every queued or running request
+ * whose rid starts with the one aborted, as it does when a client leaves. From a tenant, a rid
+ * another tenant's client sends, taken first, has that client refused; a short rid, then a
+ * dropped connection, aborts every request whose rid starts with it (the rids SGLang makes are
+ * `chatcmpl-` and a UUID, or a bare hex UUID, by version: `chatcmpl-`, or `a`, reaches many).
+ */
+const SGLANG_IDENTITY = "the engine tracks requests by it and aborts every request whose id starts with it (one naming another's would refuse or abort that request); each request has the gateway's own id, in x-request-id";
+
 /** Each field a virtual key may not set, with why. */
 const REFUSED: readonly (readonly [string, string])[] = [
   ...["kv_transfer_params", "ec_transfer_params", "bootstrap_host", "bootstrap_port", "bootstrap_room"].map((f) => [f, TRANSFER] as const),
   ["request_id", IDENTITY],
+  ["rid", SGLANG_IDENTITY],
 ];
 
 /**

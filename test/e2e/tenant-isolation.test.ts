@@ -246,4 +246,19 @@ describe("an engine's own request id", () => {
     expect(await sendWith(gw.key, { request_id: "ops-trace-1" })).toEqual({ status: 200 });
     expect((upstream.stats("ok").bodies.at(-1) as Record<string, unknown>).request_id).toBe("ops-trace-1");
   });
+
+  it("is not a virtual key's to set on SGLang either (rid): SGLang refuses a second live request of the same rid and aborts by rid prefix, so a key's rid \"chatcmpl-\" leaving would abort every chat request on the engine; a 400 naming it, and no engine sees it", async () => {
+    const before = upstream.stats("ok").requests;
+    for (const rid of ["chatcmpl-", ["chatcmpl-a", "chatcmpl-b"]]) {
+      const answer = await sendWith(mallory, { rid });
+      expect(answer, JSON.stringify(rid)).toMatchObject({ status: 400, param: "rid", code: "unsupported_parameter" });
+      expect(answer.message).toContain("rid");
+    }
+    expect(upstream.stats("ok").requests).toBe(before);
+    // Null is a field left unset, as SGLang reads it.
+    expect(await sendWith(mallory, { rid: null })).toEqual({ status: 200 });
+    // The master key owns the deployment: passed on as it came.
+    expect(await sendWith(gw.key, { rid: "ops-trace-2" })).toEqual({ status: 200 });
+    expect((upstream.stats("ok").bodies.at(-1) as Record<string, unknown>).rid).toBe("ops-trace-2");
+  });
 });
