@@ -25,6 +25,7 @@ import type { Deadline } from "./deadline.ts";
 import type { ProxyInput } from "./proxy.ts";
 import { holdLease, type HeldLease } from "./route-client.ts";
 import { AttemptTimer } from "./attempt-timer.ts";
+import { engineRequestId } from "./request-id.ts";
 import type { Endpoint, Validated } from "./validate.ts";
 
 // Rerank and score go to their /v1 paths, whichever path the client called: vLLM serves them
@@ -159,7 +160,7 @@ async function attemptHeld(a: AttemptInput, key: KeyRecord | null, lease: HeldLe
     throw badRequest(`request body cannot be serialised: ${(e as Error).message}`, null, "invalid_json");
   }
   // Plain records, not Headers objects: the runtime copies them natively once, in fetch and Response.
-  const headers: Record<string, string> = { "content-type": "application/json", "x-request-id": p.requestId, "x-kvgate-routed-at": String(decision.routedAt) };
+  const headers: Record<string, string> = { "content-type": "application/json", "x-request-id": engineRequestId(p.requestId, p.caller), "x-kvgate-routed-at": String(decision.routedAt) };
   if (stream) headers.accept = "text/event-stream";
 
   const { abort } = underway;

@@ -27,6 +27,7 @@ export interface HandshakeInput {
   search: string;
   /** How the deployment is reached (its binding, its bearer — never the client's key — and extra headers), as a request would be. */
   reach: Reachable;
+  /** The id the engine is sent as x-request-id (request-id.ts's engineRequestId). */
   requestId: string;
   group: ResolvedGroup;
   deployment: ResolvedDeployment;

@@ -12,6 +12,7 @@ import { isFailover, misconfigured, routeReason, routingHeaders } from "./attemp
 import { HeldFailure } from "./held-failure.ts";
 import { FailoverEvent, groupAddedSince, GroupPath, limitError, noBackend, tenantFor, unknownModel, untriedRefusalAnswer, type ProxyInput } from "./proxy.ts";
 import { openUpstream, type Handshake } from "./realtime-handshake.ts";
+import { engineRequestId } from "./request-id.ts";
 import { holdLease, route, type HeldLease } from "./route-client.ts";
 import { closeUnused, relaySockets, type Relay } from "./socket-relay.ts";
 import { originRefusal } from "./admit.ts";
@@ -159,7 +160,7 @@ async function handshakeInTurn(p: RealtimeInput, s: Session, held: HeldFailure):
       let answer: Handshake;
       try {
         const sentAt = performance.now();
-        answer = await openUpstream({ search: s.search, reach, requestId: p.requestId, group, deployment, decision, protocols, clientSignal: req.signal, owner });
+        answer = await openUpstream({ search: s.search, reach, requestId: engineRequestId(p.requestId, p.caller), group, deployment, decision, protocols, clientSignal: req.signal, owner });
         if (answer.kind === "open") unused = answer.socket;
         if (req.signal.aborted) {
           // Nobody is left to relay to: a socket the upstream opened meanwhile is closed at once (below).
