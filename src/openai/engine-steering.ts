@@ -32,11 +32,22 @@ const IDENTITY = "the engine tracks requests and stores responses by it (one nam
  */
 const SGLANG_IDENTITY = "the engine tracks requests by it and aborts every request whose id starts with it (one naming another's would refuse or abort that request); each request has the gateway's own id, in x-request-id";
 
+/**
+ * Code the engine runs that the request names: SGLang's `custom_logit_processor` is a serialized
+ * Python callable (dill's bytes, as hex) its scheduler deserializes and calls on the logits, when
+ * started with `--enable-custom-logit-processor`: from a tenant, code of its choosing on the GPU
+ * host. vLLM's `logits_processors` (up to 0.10) names a class the engine imports and builds with
+ * the request's arguments, any its `--logits-processor-pattern` admits. The deployment chooses what
+ * runs on its engines; its master key may still send them.
+ */
+const CODE = "the engine runs the code it names (SGLang deserializes and calls a custom_logit_processor; vLLM imports the logits_processors class), and which code runs on the engines is the deployment's to choose";
+
 /** Each field a virtual key may not set, with why. */
 const REFUSED: readonly (readonly [string, string])[] = [
   ...["kv_transfer_params", "ec_transfer_params", "bootstrap_host", "bootstrap_port", "bootstrap_room"].map((f) => [f, TRANSFER] as const),
   ["request_id", IDENTITY],
   ["rid", SGLANG_IDENTITY],
+  ...["custom_logit_processor", "logits_processors"].map((f) => [f, CODE] as const),
 ];
 
 /**

@@ -262,3 +262,30 @@ describe("an engine's own request id", () => {
     expect((upstream.stats("ok").bodies.at(-1) as Record<string, unknown>).rid).toBe("ops-trace-2");
   });
 });
+
+/**
+ * Each field's refusal to a virtual key: a 400 naming it, no engine asked; null is a field left
+ * unset (served); the master key's passes on as it came.
+ */
+async function refusedToTenants(fields: readonly (readonly [string, unknown])[]): Promise<void> {
+  for (const [field, value] of fields) {
+    const before = upstream.stats("ok").requests;
+    const answer = await sendWith(mallory, { [field]: value });
+    expect(answer, field).toMatchObject({ status: 400, param: field, code: "unsupported_parameter" });
+    expect(answer.message, field).toContain(field);
+    expect(upstream.stats("ok").requests, field).toBe(before);
+    expect(await sendWith(mallory, { [field]: null }), field).toEqual({ status: 200 });
+    expect(await sendWith(gw.key, { [field]: value }), field).toEqual({ status: 200 });
+    expect((upstream.stats("ok").bodies.at(-1) as Record<string, unknown>)[field], field).toEqual(value);
+  }
+}
+
+describe("the engine's own code", () => {
+  it("is not a virtual key's to supply: SGLang's custom_logit_processor (a serialized callable the scheduler deserializes and runs) and vLLM's logits_processors (a class it imports and builds) are a 400 naming the field, and no engine sees them", async () => {
+    // What SGLang's CustomLogitProcessor.to_str() makes: dill's bytes, as hex, which the scheduler loads.
+    await refusedToTenants([
+      ["custom_logit_processor", JSON.stringify({ callable: "80049505000000000000008c08627569c3..." })],
+      ["logits_processors", [{ qualname: "os.system", args: ["id"] }]],
+    ]);
+  });
+});
