@@ -42,12 +42,20 @@ const SGLANG_IDENTITY = "the engine tracks requests by it and aborts every reque
  */
 const CODE = "the engine runs the code it names (SGLang deserializes and calls a custom_logit_processor; vLLM imports the logits_processors class), and which code runs on the engines is the deployment's to choose";
 
+/**
+ * vLLM's `vllm_xargs`: the engine takes them as the request's `extra_args`, the very dict its KV
+ * connectors read `kv_transfer_params` from (the field refused above by name is put there too),
+ * and which the deployment's own logits processors and plugins read their settings from.
+ */
+const EXTENSION_ARGS = "the engine takes them as its extra_args, where its KV connectors read kv_transfer_params and the deployment's own extensions their settings, which are the deployment's to set";
+
 /** Each field a virtual key may not set, with why. */
 const REFUSED: readonly (readonly [string, string])[] = [
   ...["kv_transfer_params", "ec_transfer_params", "bootstrap_host", "bootstrap_port", "bootstrap_room"].map((f) => [f, TRANSFER] as const),
   ["request_id", IDENTITY],
   ["rid", SGLANG_IDENTITY],
   ...["custom_logit_processor", "logits_processors"].map((f) => [f, CODE] as const),
+  ["vllm_xargs", EXTENSION_ARGS],
 ];
 
 /**

@@ -289,3 +289,9 @@ describe("the engine's own code", () => {
     ]);
   });
 });
+
+describe("the engine's extension arguments", () => {
+  it("are not a virtual key's to set: vLLM's vllm_xargs become the engine's extra_args, where its KV connectors read kv_transfer_params (refused by name) and the deployment's own extensions their settings; a 400 naming it, and no engine sees it", async () => {
+    await refusedToTenants([["vllm_xargs", { kv_transfer_params: "x", target_token: 7 }]]);
+  });
+});
