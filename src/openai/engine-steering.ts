@@ -49,6 +49,17 @@ const CODE = "the engine runs the code it names (SGLang deserializes and calls a
  */
 const EXTENSION_ARGS = "the engine takes them as its extra_args, where its KV connectors read kv_transfer_params and the deployment's own extensions their settings, which are the deployment's to set";
 
+/**
+ * SGLang's sessions: a request naming `session_params.id` goes on from the conversation the engine
+ * stored under that id (its tokens, another's prompt and answer, ahead of the request's own; `replace`
+ * and `offset` rewrite it), and `session_id` (with `--enable-session-radix-cache`) holds the KV
+ * cache a session references ahead of everyone else's until it is closed. Sessions are opened and
+ * closed on the engine's own endpoints (`/open_session`, `/close_session`), which the gateway does
+ * not serve, and live on one engine, where the gateway routes each request on its own. vLLM's
+ * `session_id` is a label its scheduler and connectors may read, and the same field.
+ */
+const SESSION = "the engine keeps a session's conversation and KV cache under it (one naming another's would go on from, or change, that session), and sessions are opened and closed on the engine's own endpoints, which the gateway does not serve";
+
 /** Each field a virtual key may not set, with why. */
 const REFUSED: readonly (readonly [string, string])[] = [
   ...["kv_transfer_params", "ec_transfer_params", "bootstrap_host", "bootstrap_port", "bootstrap_room"].map((f) => [f, TRANSFER] as const),
@@ -56,6 +67,7 @@ const REFUSED: readonly (readonly [string, string])[] = [
   ["rid", SGLANG_IDENTITY],
   ...["custom_logit_processor", "logits_processors"].map((f) => [f, CODE] as const),
   ["vllm_xargs", EXTENSION_ARGS],
+  ...["session_params", "session_id"].map((f) => [f, SESSION] as const),
 ];
 
 /**

@@ -295,3 +295,12 @@ describe("the engine's extension arguments", () => {
     await refusedToTenants([["vllm_xargs", { kv_transfer_params: "x", target_token: 7 }]]);
   });
 });
+
+describe("an engine's sessions", () => {
+  it("are not a virtual key's to name: SGLang continues the conversation stored under session_params' id (another's, read back) and keeps a session_id's KV cache ahead of others'; a 400 naming the field, and no engine sees it", async () => {
+    await refusedToTenants([
+      ["session_params", { id: "another-tenants-session", offset: 0, replace: true }],
+      ["session_id", "another-tenants-session"],
+    ]);
+  });
+});
