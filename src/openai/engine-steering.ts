@@ -60,6 +60,14 @@ const EXTENSION_ARGS = "the engine takes them as its extra_args, where its KV co
  */
 const SESSION = "the engine keeps a session's conversation and KV cache under it (one naming another's would go on from, or change, that session), and sessions are opened and closed on the engine's own endpoints, which the gateway does not serve";
 
+/**
+ * SGLang's `routed_dp_rank` (and `data_parallel_rank`, its old name): its data-parallel controller
+ * sends the request straight to that rank's scheduler, past its load balancing, and without looking
+ * whether the rank is one it has; `disagg_prefill_dp_rank` tells a decode engine which prefill rank
+ * holds the request's KV cache. Placement is the router's, the deployment's.
+ */
+const PLACEMENT = "it places the request on one of the engine's data-parallel ranks past its load balancing, which is the deployment's router's to choose";
+
 /** Each field a virtual key may not set, with why. */
 const REFUSED: readonly (readonly [string, string])[] = [
   ...["kv_transfer_params", "ec_transfer_params", "bootstrap_host", "bootstrap_port", "bootstrap_room"].map((f) => [f, TRANSFER] as const),
@@ -68,6 +76,7 @@ const REFUSED: readonly (readonly [string, string])[] = [
   ...["custom_logit_processor", "logits_processors"].map((f) => [f, CODE] as const),
   ["vllm_xargs", EXTENSION_ARGS],
   ...["session_params", "session_id"].map((f) => [f, SESSION] as const),
+  ...["routed_dp_rank", "data_parallel_rank", "disagg_prefill_dp_rank"].map((f) => [f, PLACEMENT] as const),
 ];
 
 /**

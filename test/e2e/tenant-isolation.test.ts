@@ -304,3 +304,13 @@ describe("an engine's sessions", () => {
     ]);
   });
 });
+
+describe("an engine's data-parallel placement", () => {
+  it("is not a virtual key's to choose: SGLang sends a request with routed_dp_rank (or data_parallel_rank) to that rank past its load balancing, and disagg_prefill_dp_rank tells a decode engine where the KV cache is; a 400 naming the field, and no engine sees it", async () => {
+    await refusedToTenants([
+      ["routed_dp_rank", 7],
+      ["data_parallel_rank", 7],
+      ["disagg_prefill_dp_rank", 3],
+    ]);
+  });
+});
