@@ -68,6 +68,13 @@ const SESSION = "the engine keeps a session's conversation and KV cache under it
  */
 const PLACEMENT = "it places the request on one of the engine's data-parallel ranks past its load balancing, which is the deployment's router's to choose";
 
+/**
+ * SGLang's `lora_path`: the LoRA adapter, of those loaded on the engine, that serves the request.
+ * The deployment names its adapter in its `model` (`base:adapter`); a key kept to one model by its
+ * `models` would otherwise reach every adapter the engine holds, another tenant's fine-tune too.
+ */
+const ADAPTER = "it picks which of the LoRA adapters loaded on the engine serves the request, which the deployment's model names (a key kept to one model would reach them all)";
+
 /** Each field a virtual key may not set, with why. */
 const REFUSED: readonly (readonly [string, string])[] = [
   ...["kv_transfer_params", "ec_transfer_params", "bootstrap_host", "bootstrap_port", "bootstrap_room"].map((f) => [f, TRANSFER] as const),
@@ -77,6 +84,7 @@ const REFUSED: readonly (readonly [string, string])[] = [
   ["vllm_xargs", EXTENSION_ARGS],
   ...["session_params", "session_id"].map((f) => [f, SESSION] as const),
   ...["routed_dp_rank", "data_parallel_rank", "disagg_prefill_dp_rank"].map((f) => [f, PLACEMENT] as const),
+  ["lora_path", ADAPTER],
 ];
 
 /**

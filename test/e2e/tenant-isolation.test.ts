@@ -314,3 +314,9 @@ describe("an engine's data-parallel placement", () => {
     ]);
   });
 });
+
+describe("an engine's LoRA adapter", () => {
+  it("is not a virtual key's to pick: SGLang applies the adapter lora_path names in place of the deployment's model, so a key kept to one model would reach every adapter loaded on the engine; a 400 naming it, and no engine sees it", async () => {
+    await refusedToTenants([["lora_path", "another-tenants-adapter"]]);
+  });
+});
