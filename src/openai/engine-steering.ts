@@ -75,6 +75,15 @@ const PLACEMENT = "it places the request on one of the engine's data-parallel ra
  */
 const ADAPTER = "it picks which of the LoRA adapters loaded on the engine serves the request, which the deployment's model names (a key kept to one model would reach them all)";
 
+/**
+ * vLLM's `media_io_kwargs` (how a video or image is decoded) and `mm_processor_kwargs` (the model's
+ * processor: an image's pixels, a video's frames per second) override what the engine was started
+ * with, and those settings bound the host memory and GPU work one request costs: a request's
+ * `{"video": {"num_frames": -1}}` decodes every frame of a video, past the engine's ceiling
+ * (CVE-2026-34755, GHSA-vxqj-p4gw-9h4c).
+ */
+const MEDIA_PROCESSING = "it overrides the engine's media decoding or processor settings (vLLM: a video's frame count, -1 for every frame), which bound what one request may cost the engine and are the deployment's to set";
+
 /** Each field a virtual key may not set, with why. */
 const REFUSED: readonly (readonly [string, string])[] = [
   ...["kv_transfer_params", "ec_transfer_params", "bootstrap_host", "bootstrap_port", "bootstrap_room"].map((f) => [f, TRANSFER] as const),
@@ -85,6 +94,7 @@ const REFUSED: readonly (readonly [string, string])[] = [
   ...["session_params", "session_id"].map((f) => [f, SESSION] as const),
   ...["routed_dp_rank", "data_parallel_rank", "disagg_prefill_dp_rank"].map((f) => [f, PLACEMENT] as const),
   ["lora_path", ADAPTER],
+  ...["media_io_kwargs", "mm_processor_kwargs"].map((f) => [f, MEDIA_PROCESSING] as const),
 ];
 
 /**

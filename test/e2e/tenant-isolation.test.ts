@@ -320,3 +320,12 @@ describe("an engine's LoRA adapter", () => {
     await refusedToTenants([["lora_path", "another-tenants-adapter"]]);
   });
 });
+
+describe("an engine's media processing", () => {
+  it("is not a virtual key's to set: vLLM's media_io_kwargs override the engine's frame ceiling (num_frames -1 decodes every frame of a video, CVE-2026-34755) and mm_processor_kwargs its processor's sizes; a 400 naming the field, and no engine sees it", async () => {
+    await refusedToTenants([
+      ["media_io_kwargs", { video: { num_frames: -1 } }],
+      ["mm_processor_kwargs", { max_pixels: 1e9, fps: 60 }],
+    ]);
+  });
+});
