@@ -329,3 +329,16 @@ describe("an engine's media processing", () => {
     ]);
   });
 });
+
+describe("a tenant's own cache salt and queue priority", () => {
+  it("pass on from a virtual key as they came: cache_salt (and SGLang's extra_key) only separates the key's own prefix cache, and a priority is the engine's to refuse (fcfs) or the gateway's to replace (priority)", async () => {
+    for (const [field, value] of [
+      ["cache_salt", "tenant-secret-salt-0123456789abcdef0123456789a"],
+      ["extra_key", "tenant-secret-salt"],
+      ["priority", 0],
+    ] as const) {
+      expect(await sendWith(mallory, { [field]: value }), field).toEqual({ status: 200 });
+      expect((upstream.stats("ok").bodies.at(-1) as Record<string, unknown>)[field], field).toEqual(value);
+    }
+  });
+});
