@@ -8,9 +8,10 @@ export interface FirstBytes {
   at: number;
   /**
    * The first event's data, when that event is the server's error (errorData) and no token:
-   * vLLM's and SGLang's stream generators answer an exception raised after the headers so. Nothing
-   * of the stream has reached the client: its answer is that error, as the same request unstreamed
-   * would have been answered.
+   * vLLM's and SGLang's stream generators answer an exception raised after the headers so, and
+   * llama.cpp its slot's refusal (a prompt past its context) in an `error:` field. Nothing of the
+   * stream has reached the client: its answer is that error, as the same request unstreamed would
+   * have been answered.
    */
   error?: string;
 }
@@ -22,8 +23,8 @@ export interface FirstBytes {
  * `sse`: an event stream's first bytes are its first event's. SSE comments before it (a proxy
  * keeping a waiting request's connection alive) are no token: they are kept and go out with the
  * first event, and a stream of comments alone has no first bytes. A first event that is the
- * server's error is no token either: its data comes back as `error`. Only a first chunk whose first
- * data line may be one (mayOpenWithError, a byte check) is held until that event ends and parsed.
+ * server's error is no token either: its data comes back as `error`. Only a first chunk that may
+ * open with one (mayOpenWithError, a byte check) is held until that event ends and parsed.
  *
  * `responses`: a Responses API stream's first bytes are its first event that is not an opening
  * (OPENING_EVENTS), the openings before it held and sent with it; a stream that ends after
@@ -124,30 +125,38 @@ class HeldEvents {
   }
 }
 
-/** Whether an SSE event (its bytes up to its blank line) is no token: an opening, or nothing a client dispatches (comments, no data). */
+/**
+ * Whether an SSE event (its bytes up to its blank line) is no token: an opening, or nothing a
+ * client dispatches (comments, no data). An `error:` field is no opening: it is llama.cpp's error,
+ * which errorData reads.
+ */
 function isOpening(event: Uint8Array): boolean {
-  const { name, data } = eventFields(event);
-  if (data === null) return true;
+  const { name, data, error } = eventFields(event);
+  if (data === null) return error === null;
   const type = name ?? typeOfData(data);
   return type !== null && OPENING_EVENTS.has(type);
 }
 
-/** A chat stream's event that no client dispatches (comments, no data): no token, as isOpening has it. */
+/** A chat stream's event that no client dispatches (comments, no data) and no `error:` field: no token, as isOpening has it. */
 function dispatchesNothing(event: Uint8Array): boolean {
-  return eventFields(event).data === null;
+  const { data, error } = eventFields(event);
+  return data === null && error === null;
 }
 
 /**
  * Whether a stream's first chunk may open with an error event: its first data line holds the bytes
- * `"error"` (vLLM's, SGLang's, llama.cpp's and TGI's error events have an `error` field, or vLLM's
- * older `"object": "error"`), or has not ended in the chunk. Most first events are tokens and fail
- * this at a few native searches, before any decoding or JSON.parse.
+ * `"error"` (vLLM's, SGLang's and TGI's error events have an `error` field, or vLLM's older
+ * `"object": "error"`), or has not ended in the chunk; or an `error:` field line comes before any
+ * data line (llama.cpp's llama-server of 2024 to mid-2025 writes its error as that field, its JSON
+ * the value, and no data line). Most first events are tokens and fail this at a few native
+ * searches, before any decoding or JSON.parse.
  */
 function mayOpenWithError(chunk: Uint8Array): boolean {
   let line = 0;
   while (line < chunk.length) {
     const end = lineEnd(chunk, line);
     if (holdsAt(chunk, line, DATA)) return end < 0 || includes(chunk, QUOTED_ERROR, line, end);
+    if (holdsAt(chunk, line, ERROR_FIELD)) return true;
     if (end < 0) return false;
     line = end + 1;
   }
@@ -164,12 +173,15 @@ function lineEnd(chunk: Uint8Array, from: number): number {
 
 /**
  * An event's data when the event is a server's error instead of its answer: chat's
- * `{"error": …}` (vLLM, SGLang, llama.cpp, TGI) or vLLM's older `{"object": "error", …}`; the
- * Responses API's `error` event or `response.failed`. null for anything else.
+ * `{"error": …}` (vLLM, SGLang, llama.cpp's later builds, TGI) or vLLM's older
+ * `{"object": "error", …}`; the Responses API's `error` event or `response.failed`; or, in an event
+ * with no data, the value of its `error:` field (llama.cpp's earlier builds:
+ * `{"code": 400, "message": …, "type": "exceed_context_size_error", …}`, the fields an error body has
+ * under `error`). null for anything else.
  */
 function errorData(event: Uint8Array): string | null {
-  const { name, data } = eventFields(event);
-  if (data === null) return null;
+  const { name, data, error } = eventFields(event);
+  if (data === null) return error;
   if (name === "error" || name === "response.failed") return data;
   let json: unknown;
   try {
@@ -193,6 +205,7 @@ const ERROR_EVENT_HOLD_MAX_BYTES = 64 * 1024;
 const encoder = new TextEncoder();
 const DATA = encoder.encode("data:");
 const QUOTED_ERROR = encoder.encode('"error"');
+const ERROR_FIELD = encoder.encode("error:");
 /** In every error event's bytes: its `error` field, type or name. */
 const ERROR = encoder.encode("error");
 

@@ -122,15 +122,20 @@ const fieldDecoder = new TextDecoder();
 /**
  * An event's `event:` name and its data (its `data:` lines joined by a line feed), as a client's
  * parser reads them: what follows each field's colon, less one space. null for a field it lacks.
+ * `error`: the value of an `error:` field (the last one), which no client's parser reads: llama.cpp's
+ * llama-server of 2024 to mid-2025 writes a stream's error so, with no data line
+ * (server_sent_event(sink, "error", …)), and a client sees no event at all.
  */
-export function eventFields(event: Uint8Array): { name: string | null; data: string | null } {
+export function eventFields(event: Uint8Array): { name: string | null; data: string | null; error: string | null } {
   let name: string | null = null;
   let data: string | null = null;
+  let error: string | null = null;
   for (const line of fieldDecoder.decode(event).split(/\r\n|\r|\n/)) {
     if (line.startsWith("event:")) name = fieldValue(line, "event:".length);
     else if (line.startsWith("data:")) data = data === null ? fieldValue(line, "data:".length) : `${data}\n${fieldValue(line, "data:".length)}`;
+    else if (line.startsWith("error:")) error = fieldValue(line, "error:".length);
   }
-  return { name, data };
+  return { name, data, error };
 }
 
 function fieldValue(line: string, from: number): string {

@@ -747,6 +747,17 @@ const BEHAVIOURS: Record<string, Answer> = {
     res.end(`data: ${JSON.stringify(error)}\n\ndata: [DONE]\n\n`);
   },
   /**
+   * A llama.cpp build (llama-server of 2024 to mid-2025) refusing a streamed prompt longer than its
+   * context after its headers went out: it writes the error as an SSE `error:` field, no `data`
+   * line (server_sent_event(sink, "error", …), its JSON compact and in llama.cpp's key order), then
+   * `data: [DONE]`. A client's parser dispatches no event for it.
+   */
+  "error-field-first": (_req, res) => {
+    const error = { code: 400, message: "the request exceeds the available context size, try increasing it", type: "exceed_context_size_error", n_prompt_tokens: 5000, n_ctx: 4096 };
+    res.writeHead(200, { "content-type": "text/event-stream" });
+    res.end(`error: ${JSON.stringify(error)}\n\ndata: [DONE]\n\n`);
+  },
+  /**
    * A server that ignores `stream`: a JSON completion whatever was asked, its first half, then
    * after `arg` ms (default 1500) the rest.
    */

@@ -33,6 +33,9 @@ const SGLANG_400 = `data: ${JSON.stringify({ error: { object: "error", message: 
 const VLLM_OLD = 'data: {"object": "error", "message": "bad", "type": "BadRequestError", "param": null, "code": 400}\n\n';
 const TOKEN = `data: ${JSON.stringify({ id: "c", object: "chat.completion.chunk", choices: [{ index: 0, delta: { content: "error" }, finish_reason: null }] })}\n\n`;
 const DONE = "data: [DONE]\n\n";
+// llama.cpp (llama-server, 2024 to mid-2025) writes a stream's error as an `error:` field and no data: server_sent_event(sink, "error", …).
+const LLAMACPP_DATA = JSON.stringify({ code: 400, message: "the request exceeds the available context size, try increasing it", type: "exceed_context_size_error", n_prompt_tokens: 5000, n_ctx: 4096 });
+const LLAMACPP_400 = `error: ${LLAMACPP_DATA}\n\n`;
 const CREATED = `event: response.created\ndata: ${JSON.stringify({ type: "response.created", response: { id: "r", status: "in_progress", error: null } })}\n\n`;
 const DELTA = `event: response.output_text.delta\ndata: ${JSON.stringify({ type: "response.output_text.delta", delta: "error" })}\n\n`;
 const RESPONSES_ERROR = `event: error\ndata: ${JSON.stringify({ type: "error", code: "server_error", message: "engine failed", param: null, sequence_number: 1 })}\n\n`;
@@ -65,6 +68,23 @@ describe("readFirstBytes of a stream whose first event is its server's error", (
     expect(dec.decode(first?.chunk).startsWith(TOKEN)).toBe(true);
   });
 
+  it.each([
+    ["llama.cpp's error field, then [DONE]", [LLAMACPP_400 + DONE]],
+    ["llama.cpp's error field alone in its chunk", [LLAMACPP_400, DONE]],
+    ["llama.cpp's error field with CRLF line ends", [LLAMACPP_400.replaceAll("\n", "\r\n") + DONE]],
+    ["llama.cpp's error field cut every 7 bytes", cut(LLAMACPP_400 + DONE, 7)],
+    ["llama.cpp's error field after a comment", [": waiting\n\n", LLAMACPP_400 + DONE]],
+  ])("%s: the field's value comes back as the error, with the bytes held", async (_, chunks) => {
+    const first = await readFirstBytes(source(chunks, true), () => 1, true);
+    expect(first?.error).toBe(LLAMACPP_DATA);
+    expect(dec.decode(first?.chunk)).toContain("error: {");
+  });
+
+  it("a token, then llama.cpp's error field in the same chunk: no error (an error after the first token is passed on)", async () => {
+    const first = await readFirstBytes(source([TOKEN + LLAMACPP_400], true), () => 1, true);
+    expect([dec.decode(first?.chunk), first?.error]).toEqual([TOKEN + LLAMACPP_400, undefined]);
+  });
+
   it("a first chunk whose data line ends and says no error is handed on at once: nothing more is awaited", async () => {
     const ok = TOKEN.replace('"error"', '"ok"');
     const first = await readFirstBytes(source([ok.slice(0, -1), "\n"], true), () => 1, true);
@@ -90,6 +110,11 @@ describe("readFirstBytes of a stream whose first event is its server's error", (
     expect(first?.error).toBe(event.slice(event.indexOf("data: ") + 6, -2));
   });
 
+  it("a Responses API stream whose first event after its openings is an `error:` field: its value is the error", async () => {
+    const first = await readFirstBytes(source([CREATED, LLAMACPP_400 + DONE], true), () => 1, true, true);
+    expect(first?.error).toBe(LLAMACPP_DATA);
+  });
+
   it("a Responses API stream whose first token says error in its text: no error", async () => {
     const first = await readFirstBytes(source([CREATED + DELTA], true), () => 1, true, true);
     expect([dec.decode(first?.chunk), first?.error]).toEqual([CREATED + DELTA, undefined]);
@@ -106,6 +131,7 @@ describe("what a stream's error event is judged as", () => {
     ["vLLM's older 400", dataOf(VLLM_OLD), { status: 400, answer: { kind: "rejected" } }],
     ["the Responses API's error event", dataOf(RESPONSES_ERROR), { status: 500, answer: { kind: "backend-failure", why: "server-error" } }],
     ["response.failed for a rate limit", dataOf(RESPONSE_FAILED), { status: 429, answer: { kind: "rate-limited" } }],
+    ["llama.cpp's error field, a prompt past its context", LLAMACPP_DATA, { status: 400, answer: { kind: "rejected" } }],
     ["TGI's validation error", JSON.stringify({ error: "Input validation error: too long", error_type: "validation" }), { status: 422, answer: { kind: "rejected" } }],
     ["TGI's overloaded", JSON.stringify({ error: "Model is overloaded", error_type: "overloaded" }), { status: 429, answer: { kind: "rate-limited" } }],
     ["an error that states nothing", JSON.stringify({ error: { message: "?" } }), { status: 500, answer: { kind: "backend-failure", why: "server-error" } }],
