@@ -49,7 +49,7 @@ function refuseEncoded(encoding: string | null): void {
  * The most of a refused body read and dropped so that its answer reaches the client
  * (discardUnread); the longest wait for its next bytes, and for all of it.
  */
-const DISCARD_BYTES = 64 * 1024 * 1024;
+export const DISCARD_BYTES = 64 * 1024 * 1024;
 const DISCARD_IDLE_MS = 10_000;
 const DISCARD_MS = 60_000;
 
@@ -57,14 +57,21 @@ const DISCARD_MS = 60_000;
  * workerd closes a connection whose request body was left unread, and a client still sending it
  * (an SDK uploads the whole body before it reads the answer) meets a broken pipe instead of the
  * answer — then retries the same body. An answer given before its body was read (a 401, a 413 by
- * the declared length) therefore waits until the body has come, up to DISCARD_BYTES, while bytes
- * keep coming (DISCARD_IDLE_MS) and for DISCARD_MS at most: a slow uplink's upload is waited
- * for, a client with no key cannot hold the request open a byte at a time. Past any of these,
- * the connection is cut as before.
+ * the declared length) therefore waits until the body has come (discardRest).
  */
 export async function discardUnread(req: Request): Promise<void> {
   if (req.body === null || req.bodyUsed || Number(req.headers.get("content-length") ?? 0) > DISCARD_BYTES) return;
-  const reader = req.body.getReader();
+  await discardRest(req.body.getReader());
+}
+
+/**
+ * Reads and drops the rest of a request's body, so that an answer given before it was all read
+ * reaches a client still sending it: up to DISCARD_BYTES, while bytes keep coming
+ * (DISCARD_IDLE_MS) and for DISCARD_MS at most. A slow uplink's upload is waited for, a client
+ * with no key cannot hold the request open a byte at a time. Past any of these the body is
+ * cancelled, and the connection cut as before. Never throws: a client that left has no one to answer.
+ */
+async function discardRest(reader: ReadableStreamDefaultReader<Uint8Array>): Promise<void> {
   const until = Date.now() + DISCARD_MS;
   let timer: ReturnType<typeof setTimeout> | undefined;
   try {
@@ -109,7 +116,8 @@ async function readCounted(body: ReadableStream<Uint8Array>, limit: number): Pro
     if (done) break;
     size += value.length;
     if (size > limit) {
-      await reader.cancel();
+      // The rest of a chunked upload is still coming: left unread, the client would meet a broken pipe, not this 413.
+      await discardRest(reader);
       throw tooLarge(limit);
     }
     parts.push(value);
