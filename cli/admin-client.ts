@@ -4,10 +4,18 @@ import { CliError } from "./cli-error.ts";
 
 export const DEFAULT_URL = "http://127.0.0.1:8787";
 
+/** How long a call waits for the gateway's whole answer. */
+export const ANSWER_TIMEOUT_MS = 30_000;
+
 /** The gateway's admin API, as the CLI reaches it: KVGATE_URL and KVGATE_ADMIN_KEY from the environment. */
 export interface AdminClient {
   url: string;
-  call<T>(method: "GET" | "POST" | "PATCH" | "PUT" | "DELETE", path: string, body?: unknown): Promise<T>;
+  call<T>(method: "GET", path: string): Promise<T>;
+  /**
+   * A change. `readBack` is the command that shows whether it was made (`npx kvgate keys show ID`),
+   * named when its answer does not come: it may have been made, and sent again it would be made twice.
+   */
+  call<T>(method: "POST" | "PATCH" | "PUT" | "DELETE", path: string, body: unknown, readBack: string): Promise<T>;
 }
 
 /** An OpenAI-style error body, as the gateway writes it. */
@@ -15,7 +23,7 @@ interface ErrorBody {
   error?: { message?: unknown; param?: unknown };
 }
 
-export function adminClient(env: NodeJS.ProcessEnv, fetchImpl: typeof fetch = fetch): AdminClient {
+export function adminClient(env: NodeJS.ProcessEnv, fetchImpl: typeof fetch = fetch, answerTimeoutMs = ANSWER_TIMEOUT_MS): AdminClient {
   const url = (env.KVGATE_URL || DEFAULT_URL).replace(/\/+$/, "");
   // Before anything repeats the URL: fetch refuses one with credentials, and its error and ours would print the password.
   const parsed = URL.parse(url);
@@ -32,25 +40,36 @@ export function adminClient(env: NodeJS.ProcessEnv, fetchImpl: typeof fetch = fe
   const key = env.KVGATE_ADMIN_KEY;
   return {
     url,
-    async call<T>(method: string, path: string, body?: unknown): Promise<T> {
+    async call<T>(method: string, path: string, body?: unknown, readBack?: string): Promise<T> {
       if (!key) throw new CliError("KVGATE_ADMIN_KEY is not set: export the gateway's admin key (npm start prints it on a line of its own)", 2);
+      // Covers the answer's body too: a gateway that sends its headers and then stalls is waited on no longer.
+      const signal = AbortSignal.timeout(answerTimeoutMs);
+      /** The call failed after it may have reached the gateway: a change may have been made. */
+      const unsure = (what: string) => {
+        const line = `${method} ${path}: ${what}`;
+        return new CliError(readBack === undefined ? line : `${line}; the change may have been made: read it back (${readBack}) before sending it again`, 1, true);
+      };
+      const late = () => unsure(`no answer within ${answerTimeoutMs / 1000} s`);
       let res: Response;
       try {
         res = await fetchImpl(url + path, {
           method,
           headers: { authorization: `Bearer ${key}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
           body: body === undefined ? undefined : JSON.stringify(body),
-          signal: AbortSignal.timeout(30_000),
+          signal,
         });
       } catch (e) {
+        // Out of time, the request was most likely sent (a connection not made fails sooner, on its
+        // own error): saying the gateway was not reached would have the operator make the change twice.
+        if (signal.aborted) throw late();
         throw new CliError(`cannot reach the gateway at ${url} (${reason(e)}); is it running, and is KVGATE_URL right?`, 1, true);
       }
       let text: string;
       try {
         text = await res.text();
       } catch (e) {
-        // The connection broke (or the time ran out) halfway through the answer: a call may have been applied.
-        throw new CliError(`${method} ${path}: the answer broke off (${reason(e)}); read what it changed before sending it again`, 1, true);
+        // The connection broke (or the time ran out) halfway through the answer: a change may have been made.
+        throw signal.aborted ? late() : unsure(`the answer broke off (${reason(e)})`);
       }
       let parsed: unknown = undefined;
       try {

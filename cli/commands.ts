@@ -34,6 +34,8 @@ function segment(flags: Flags, name: "group" | "id"): string {
 
 const groupPath = (f: Flags) => `/admin/v1/groups/${segment(f, "group")}`;
 const deploymentPath = (f: Flags) => `${groupPath(f)}/deployments/${segment(f, "id")}`;
+/** What shows whether a change to a group's deployments was made (cli/admin-client.ts names it when no answer came). */
+const readDeployments = (f: Flags) => `npx kvgate deployments list --group ${f.group}`;
 
 /** What a change did, in a line: its revision, and whether routing follows it already. */
 function said(what: string, r: Applied): string {
@@ -75,7 +77,7 @@ async function drain(api: AdminClient, flags: Flags, io: Io): Promise<void> {
   const timeoutS = number(flags, "timeout", false) ?? 600;
   if (flags.timeout !== undefined && !flags.wait) throw new CliError("--timeout is the bound of --wait: add --wait, or leave --timeout out", 2);
   if (!(timeoutS > 0)) throw new CliError(`--timeout must be a number of seconds above 0, not "${flags.timeout}"`, 2);
-  const r = await api.call<Applied>("POST", `${deploymentPath(flags)}/drain`);
+  const r = await api.call<Applied>("POST", `${deploymentPath(flags)}/drain`, undefined, readDeployments(flags));
   if (!flags.wait) return show(io, flags, r, () => said(`draining ${flags.id}: it takes no new requests, those in flight finish`, r));
   if (!flags.json) io.out(said(`draining ${flags.id}: it takes no new requests, those in flight finish`, r));
   const until = Date.now() + timeoutS * 1000;
@@ -102,7 +104,7 @@ async function drain(api: AdminClient, flags: Flags, io: Io): Promise<void> {
 
 function stateChange(verb: "enable" | "disable", what: string): Command {
   return async (api, flags, io) => {
-    const r = await api.call<Applied>("POST", `${deploymentPath(flags)}/${verb}`);
+    const r = await api.call<Applied>("POST", `${deploymentPath(flags)}/${verb}`, undefined, readDeployments(flags));
     show(io, flags, r, () => said(`${flags.id} ${what}`, r));
   };
 }
@@ -122,7 +124,7 @@ export const FLEET_COMMANDS = commandTable({
       weight: number(flags, "weight", false),
       apiKeyEnv: flags["api-key-env"],
     };
-    const r = await api.call<Applied>("POST", `${groupPath(flags)}/deployments`, deployment);
+    const r = await api.call<Applied>("POST", `${groupPath(flags)}/deployments`, deployment, readDeployments(flags));
     show(io, flags, r, () => said(`added ${deployment.id} to group ${flags.group}`, r));
   },
   "deployments update": async (api, flags, io) => {
@@ -134,14 +136,14 @@ export const FLEET_COMMANDS = commandTable({
       apiKeyEnv: flags["api-key-env"],
     };
     if (Object.values(patch).every((v) => v === undefined)) throw new CliError("deployments update needs at least one flag to change", 2);
-    const r = await api.call<Applied>("PATCH", deploymentPath(flags), patch);
+    const r = await api.call<Applied>("PATCH", deploymentPath(flags), patch, readDeployments(flags));
     show(io, flags, r, () => said(`updated ${flags.id} of group ${flags.group}`, r));
   },
   "deployments drain": drain,
   "deployments enable": stateChange("enable", "takes requests again"),
   "deployments disable": stateChange("disable", "is disabled: it takes no new requests, those in flight finish"),
   "deployments remove": async (api, flags, io) => {
-    const r = await api.call<Applied>("DELETE", deploymentPath(flags));
+    const r = await api.call<Applied>("DELETE", deploymentPath(flags), undefined, readDeployments(flags));
     show(io, flags, r, () => said(`removed ${flags.id} from group ${flags.group}`, r));
   },
   "groups list": async (api, flags, io) => {
@@ -175,7 +177,7 @@ export const FLEET_COMMANDS = commandTable({
     } catch (e) {
       throw new CliError(`cannot read ${file} as JSON: ${(e as Error).message.split("\n")[0]}`, 2);
     }
-    const r = await api.call<Applied>("PUT", "/admin/v1/fleet", body);
+    const r = await api.call<Applied>("PUT", "/admin/v1/fleet", body, "npx kvgate fleet export");
     show(io, flags, r, () => said(`applied ${file}: ${r.changed.length} group(s) changed, ${r.removed.length} removed`, r));
   },
 });

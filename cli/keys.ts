@@ -11,6 +11,8 @@ import { table } from "./table.ts";
 
 const enc = encodeURIComponent;
 const keyPath = (id: string) => `/admin/v1/keys/${enc(id)}`;
+/** What shows whether a change to a key was made (cli/admin-client.ts names it when no answer came): a rotation gives it a new prefix. */
+const readKey = (id: string) => `npx kvgate keys show ${id}`;
 
 /** The positional arguments each command takes (the others take none). */
 export const KEY_ARGUMENTS: Record<string, readonly string[]> = {
@@ -208,7 +210,7 @@ async function update(api: AdminClient, flags: Flags, io: Io, [id]: readonly str
   // The API replaces metadata whole: --team keeps the key's other labels.
   if (meta) body.metadata = { ...(await api.call<KeyView>("GET", keyPath(id as string))).metadata, ...meta };
   if (Object.keys(body).length === 0) throw new CliError("keys update needs at least one flag to change", 2);
-  const k = await api.call<KeyView>("PATCH", keyPath(id as string), body);
+  const k = await api.call<KeyView>("PATCH", keyPath(id as string), body, readKey(id as string));
   show(io, flags, k, () => `updated ${k.id}\n${keyBlock(k)}`);
 }
 
@@ -217,7 +219,7 @@ export const KEY_COMMANDS = commandTable({
     const body = keyBody(flags, false);
     const meta = labels(flags);
     if (meta) body.metadata = meta;
-    const k = await api.call<IssuedKeyView>("POST", "/admin/v1/keys", body);
+    const k = await api.call<IssuedKeyView>("POST", "/admin/v1/keys", body, "npx kvgate keys list");
     show(io, flags, k, () => issuedBlock("created key", k));
   },
   "keys list": async (api, flags, io) => {
@@ -234,11 +236,11 @@ export const KEY_COMMANDS = commandTable({
     show(io, flags, k, () => keyBlock(k));
   },
   "keys revoke": async (api, flags, io, [id]) => {
-    const k = await api.call<KeyView>("POST", `${keyPath(id as string)}/revoke`);
+    const k = await api.call<KeyView>("POST", `${keyPath(id as string)}/revoke`, undefined, readKey(id as string));
     show(io, flags, k, () => `revoked ${k.id} (${k.prefix}) at ${k.revoked_at}: the gateway refuses it with 401 ${WITHIN}`);
   },
   "keys rotate": async (api, flags, io, [id]) => {
-    const k = await api.call<IssuedKeyView>("POST", `${keyPath(id as string)}/rotate`);
+    const k = await api.call<IssuedKeyView>("POST", `${keyPath(id as string)}/rotate`, undefined, readKey(id as string));
     show(io, flags, k, () => issuedBlock(`rotated key (the old key stops working ${WITHIN})`, k));
   },
   "keys update": update,

@@ -1,0 +1,104 @@
+import { writeFile } from "node:fs/promises";
+import http from "node:http";
+import type { AddressInfo } from "node:net";
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { adminClient } from "../../cli/admin-client.ts";
+import { CliError } from "../../cli/cli-error.ts";
+import type { Command, Flags } from "../../cli/command-io.ts";
+import { FLEET_COMMANDS } from "../../cli/commands.ts";
+import { KEY_COMMANDS } from "../../cli/keys.ts";
+import { closedPort } from "../support/closed-port.ts";
+import { useTempDir } from "../support/temp-dir.ts";
+
+/**
+ * `npx kvgate` against a gateway that takes the request and does not answer in time (its tenants
+ * object or fleet registry overloaded): a change may have been made, so the CLI must not say the
+ * gateway was not reached, which tells the operator to send it again (a second key, whose secret
+ * nobody saw; a second rotation). The stand-in is a real socket; the CLI's wait is shortened.
+ */
+
+const WAIT_MS = 300;
+const tempDir = useTempDir("kvgate-cli-no-answer-");
+
+let server: http.Server | undefined;
+afterEach(() => {
+  server?.closeAllConnections();
+  return new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()));
+});
+
+/** A gateway that reads each request whole and never answers it (`headers`: it sends its headers and the body's first bytes, then nothing more). */
+async function silentGateway(headers = false): Promise<{ url: string; seen: string[] }> {
+  const seen: string[] = [];
+  server = http.createServer((req, res) => {
+    req.resume().on("end", () => {
+      seen.push(`${req.method} ${req.url}`);
+      if (headers) res.writeHead(200, { "content-type": "application/json", "content-length": "1000" }).write('{"id":');
+    });
+  });
+  await new Promise<void>((resolve) => server?.listen(0, "127.0.0.1", resolve));
+  return { url: `http://127.0.0.1:${(server?.address() as AddressInfo).port}`, seen };
+}
+
+/** Runs one command through the CLI's own client; the error it ends with (null if none). */
+async function run(url: string, command: Command | undefined, flags: Flags, args: string[] = []): Promise<CliError> {
+  const api = adminClient({ KVGATE_URL: url, KVGATE_ADMIN_KEY: "admin-key" }, fetch, WAIT_MS);
+  const quiet = { out: () => undefined, note: () => undefined, sleep: async () => undefined };
+  const error = await command?.(api, flags, quiet, args).then(() => null, (e: unknown) => e);
+  expect(error).toBeInstanceOf(CliError);
+  return error as CliError;
+}
+
+describe("npx kvgate, a change the gateway took and did not answer in time", () => {
+  it("says the change may have been made and names the command that reads it back, exit 1: not that the gateway was not reached", async () => {
+    const fleetFile = join(tempDir(), "fleet.json");
+    await writeFile(fleetFile, JSON.stringify({ modelGroups: [] }));
+    const cases: [string, Command | undefined, Flags, string[], string, string][] = [
+      ["keys create", KEY_COMMANDS["keys create"], { name: "ci" }, [], "POST /admin/v1/keys", "npx kvgate keys list"],
+      ["keys rotate", KEY_COMMANDS["keys rotate"], {}, ["key_1"], "POST /admin/v1/keys/key_1/rotate", "npx kvgate keys show key_1"],
+      ["keys revoke", KEY_COMMANDS["keys revoke"], {}, ["key_1"], "POST /admin/v1/keys/key_1/revoke", "npx kvgate keys show key_1"],
+      ["fleet apply", FLEET_COMMANDS["fleet apply"], { file: fleetFile }, [], "PUT /admin/v1/fleet", "npx kvgate fleet export"],
+      ["deployments remove", FLEET_COMMANDS["deployments remove"], { group: "g", id: "gpu-5" }, [], "DELETE /admin/v1/groups/g/deployments/gpu-5", "npx kvgate deployments list --group g"],
+      ["deployments drain", FLEET_COMMANDS["deployments drain"], { group: "g", id: "gpu-5", wait: true }, [], "POST /admin/v1/groups/g/deployments/gpu-5/drain", "npx kvgate deployments list --group g"],
+    ];
+    for (const [name, command, flags, args, call, readBack] of cases) {
+      const { url, seen } = await silentGateway();
+      const error = await run(url, command, flags, args);
+      // The request went out whole: whatever the gateway does with it, it may be done.
+      expect(seen, name).toEqual([call]);
+      expect({ name, exitCode: error.exitCode, message: error.message }).toEqual({
+        name,
+        exitCode: 1,
+        message: `${call}: no answer within ${WAIT_MS / 1000} s; the change may have been made: read it back (${readBack}) before sending it again`,
+      });
+      server?.closeAllConnections();
+      await new Promise((resolve) => server?.close(resolve));
+      server = undefined;
+    }
+  });
+
+  it("says the same when the time runs out halfway through the answer", async () => {
+    const { url } = await silentGateway(true);
+    const error = await run(url, KEY_COMMANDS["keys create"], {});
+    expect(error.message).toBe(`POST /admin/v1/keys: no answer within ${WAIT_MS / 1000} s; the change may have been made: read it back (npx kvgate keys list) before sending it again`);
+  });
+});
+
+describe("npx kvgate, a read the gateway did not answer in time", () => {
+  it("says it timed out, exit 1: not that the gateway was not reached, nor that anything may have changed", async () => {
+    const { url, seen } = await silentGateway();
+    const error = await run(url, FLEET_COMMANDS.status, {});
+    expect(seen).toEqual(["GET /admin/v1/status"]);
+    expect({ exitCode: error.exitCode, message: error.message }).toEqual({ exitCode: 1, message: `GET /admin/v1/status: no answer within ${WAIT_MS / 1000} s` });
+  });
+});
+
+describe("npx kvgate, a gateway that is not there", () => {
+  it("still says it cannot be reached: nothing was sent", async () => {
+    const url = `http://127.0.0.1:${await closedPort()}`;
+    for (const command of [KEY_COMMANDS["keys create"], FLEET_COMMANDS.status]) {
+      const error = await run(url, command, {});
+      expect(error.message).toBe(`cannot reach the gateway at ${url} (ECONNREFUSED); is it running, and is KVGATE_URL right?`);
+    }
+  });
+});
