@@ -1,7 +1,7 @@
 import type { ResolvedGroup } from "../../src/config/load.ts";
 import { GroupRouter } from "../../src/routing/group-router.ts";
 import type { Rng } from "../../src/routing/policy.ts";
-import { isDue, LeaseBook } from "../../src/routing/lease-book.ts";
+import { isDue, LeaseBook, renewEveryMs } from "../../src/routing/lease-book.ts";
 import type { LearnedSnapshot } from "../../src/routing/feedback.ts";
 import type { LeaseOutcome, LeaseRelease, RouteDecision, SpillLimit } from "../../src/routing/protocol.ts";
 import { groupShards } from "../../src/sharding/partition.ts";
@@ -115,7 +115,7 @@ export class VirtualGateway {
     this.deliver(object, now);
     const answer = object.router.route(this.group.version, chain, [], now, undefined, false, blocks, spill);
     if ("refused" in answer) return answer;
-    const everyMs = this.group.leaseTtlMs / 3;
+    const everyMs = renewEveryMs(this.group.leaseTtlMs);
     const held = this.book.hold(object.name, { lease: answer.lease, version: this.group.version, backendId: answer.backendId }, everyMs, now);
     const timer = setInterval(() => {
       if (isDue(held, this.now())) this.flush(object);

@@ -4,6 +4,7 @@ import { CONTROL_CHARACTERS_REFUSED, NO_CONTROL_CHARACTERS } from "../control-ch
 import { DOT_SEGMENT_REFUSED, isDotSegment } from "../dot-segment.ts";
 import { EXACT_ORIGIN, isExactOrigin } from "../origin.ts";
 import { refuseProtoKey } from "../proto-key.ts";
+import { FLUSH_RETRY_FIRST_MS, MIN_LEASE_TTL_MS, RENEWALS_PER_TTL } from "../routing/lease-book.ts";
 
 /**
  * The gateway config: model groups, each a set of deployments (GPU workers) behind one routing
@@ -11,6 +12,16 @@ import { refuseProtoKey } from "../proto-key.ts";
  */
 
 const positiveInt = () => z.number().check(z.int(), z.minimum(1));
+/** A group's lease TTL: src/routing/lease-book.ts says why it has a floor. */
+const leaseTtl = () =>
+  z.number().check(
+    z.int(),
+    z.superRefine((ms, ctx) => {
+      if (ms >= MIN_LEASE_TTL_MS) return;
+      const message = `must be >= ${MIN_LEASE_TTL_MS}: leases are renewed every leaseTtlMs / ${RENEWALS_PER_TTL}, which must be at least the ${FLUSH_RETRY_FIRST_MS} ms a renewal that failed waits to be sent again, or a running request loses its slot`;
+      ctx.issues.push({ code: "custom", message, input: ms });
+    }),
+  );
 const nonNegativeInt = () => z.number().check(z.int(), z.minimum(0));
 /**
  * A price, in dollars per million tokens. Bounded so a key's spend stays a finite sum: at 1e308 a
@@ -241,9 +252,9 @@ export const GroupSettingsSchema = z.strictObject({
   maxPrefixBlocks: z._default(z.number().check(z.int(), z.minimum(1), z.maximum(16_384)), 2048),
   /**
    * A Worker renews each lease it holds every leaseTtlMs / 3; one neither renewed nor released
-   * for this long (its Worker was killed mid-stream) is reclaimed.
+   * for this long (its Worker was killed mid-stream) is reclaimed. At least MIN_LEASE_TTL_MS.
    */
-  leaseTtlMs: z._default(positiveInt(), 30_000),
+  leaseTtlMs: z._default(leaseTtl(), 30_000),
   /**
    * Prefix-set entries the group's Durable Object keeps over all its backends: each gets
    * min(kvCapacityBlocks, its share by kvCapacityBlocks of this). An entry costs 36–40 bytes, so

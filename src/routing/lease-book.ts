@@ -117,6 +117,23 @@ export function flushRetryMs(failures: number): number | null {
   return Math.min(FLUSH_RETRY_MAX_MS, FLUSH_RETRY_FIRST_MS * 2 ** (failures - 1));
 }
 
+/** A held lease is renewed this many times per leaseTtlMs: a renewal leaves at the latest one interval after the last, and has the rest of the TTL to land. */
+export const RENEWALS_PER_TTL = 3;
+
+/** How often a Worker renews a lease it holds, for a group whose leases last `leaseTtlMs`. */
+export function renewEveryMs(leaseTtlMs: number): number {
+  return leaseTtlMs / RENEWALS_PER_TTL;
+}
+
+/**
+ * The shortest leaseTtlMs a group may have (300 ms): its renewal interval is then at least the
+ * wait before a renewal whose call failed (the object busy for a moment) is sent again, so that
+ * try again leaves within the next interval and has the last one to land. Shorter, it lands after
+ * the lease expired: the object frees the slot under the running request and hands it to another,
+ * past the backend's maxInFlight, and the late renewal takes it back on top (test/unit/lease-ttl.test.ts).
+ */
+export const MIN_LEASE_TTL_MS = RENEWALS_PER_TTL * FLUSH_RETRY_FIRST_MS;
+
 /** Unrenewed for half its interval. */
 export function isDue(h: Holding, now: number): boolean {
   return now - h.renewedAt >= h.everyMs / 2;

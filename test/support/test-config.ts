@@ -42,7 +42,7 @@ export function testConfig(u: Upstreams): GatewayConfigInput {
       fleetGroup("streaming", u.fleetUrls),
       fleetGroup("errors", u.fleetUrls, { firstByteTimeoutMs: 300, nonStreamTimeoutMs: 300 }),
       fleetGroup("sdk", u.fleetUrls, { hooks: ["restamp"] }),
-      fleetGroup("short-lease", u.fleetUrls, { leaseTtlMs: 200 }),
+      fleetGroup("short-lease", u.fleetUrls, { leaseTtlMs: 300 }),
       // Generated hostile bodies (test/workers/hostile-input.test.ts); the second caps fingerprints at 4 blocks of 8 characters.
       fleetGroup("hostile", u.fleetUrls, { aliases: ["hostile-alias"] }),
       fleetGroup("hostile-prefix", u.fleetUrls, { blockChars: 8, maxPrefixBlocks: 4 }),

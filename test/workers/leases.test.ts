@@ -82,7 +82,7 @@ describe("leases: in-flight counts always return to zero", () => {
   it("keeps a slow request's lease past its TTL: the attempt's own timer renews it while the upstream has not answered", async () => {
     const expired = async () => (await status("short-lease")).backends.reduce((n, b) => n + b.expired, 0);
     const before = await expired();
-    // Headers after 1 s, five times the 200 ms TTL: unrenewed, the object would reclaim the slot.
+    // Headers after 1 s, over three times the 300 ms TTL: unrenewed, the object would reclaim the slot.
     const pending = chat("short-lease", conversation("slow"), { kvgate_sim: { first_byte_delay_ms: 1_000 } });
     await vi.waitFor(async () => expect(await inFlight("short-lease")).toBe(1), { ...EVENTUALLY, interval: 10 });
     await new Promise((r) => setTimeout(r, 600));

@@ -4,7 +4,7 @@ import { isVersionRefusal, type KeyBudget, type LeaseOutcome, type LeaseRelease,
 import { shardOfObject } from "../../src/sharding/partition.ts";
 import { ShardChoice } from "../../src/sharding/shard-choice.ts";
 import { ServedElsewhere } from "../../src/sharding/served-elsewhere.ts";
-import { FLUSH_RETRY_FIRST_MS, flushRetryMs, isDue, LeaseBook, renewLater, type Holding } from "../../src/routing/lease-book.ts";
+import { FLUSH_RETRY_FIRST_MS, flushRetryMs, isDue, LeaseBook, renewEveryMs, renewLater, type Holding } from "../../src/routing/lease-book.ts";
 import type { Env, WaitUntil } from "../env.ts";
 import { groupObject } from "./group-object.ts";
 import { fleetBehind } from "../fleet.ts";
@@ -279,7 +279,7 @@ export interface HeldLease {
 export function holdLease(decision: Routed, group: ResolvedGroup, env: Env, ctx: WaitUntil, flushMs: number, key?: string): HeldLease {
   let done!: () => void;
   ctx.waitUntil(new Promise<void>((r) => (done = r)));
-  const everyMs = group.leaseTtlMs / 3;
+  const everyMs = renewEveryMs(group.leaseTtlMs);
   const renewal: LeaseRenewal = { lease: decision.lease, version: group.version, backendId: decision.backendId };
   // Whether the lease's usage is its key's: a key whose usage is not recorded is charged nothing by
   // the object that took the lease, nor by one that takes it back from a renewal or gets its release.
