@@ -71,7 +71,9 @@ export function classifyStatus(status: number, hasBody: boolean, said: UpstreamE
     if (notFoundIsRequests(said, refersTo)) return { kind: "rejected", notHeld: true };
     return { kind: "backend-failure", why: saysModelUnknown(said) ? "not-served" : "no-endpoint" };
   }
-  // The gateway's own key was refused: the backend is misconfigured, not the client.
+  // A refusal: the gateway's own key refused (the backend misconfigured), or a proxy in front of the
+  // engine refusing what the request holds (a WAF rule on its body, an ext_authz policy), which
+  // every backend behind that proxy answers alike (workers/gateway/held-failure.ts).
   if (status === 401 || status === 403) return { kind: "backend-failure", why: "credentials" };
   if (status >= 300 && status < 400) return { kind: "backend-failure", why: "redirect" };
   if (status === 204 || status === 205) return { kind: "backend-failure", why: "no-content" };
@@ -145,8 +147,9 @@ function saysModelUnknown(said: UpstreamErrorBody | null): boolean {
  * `connect`: no answer began (refused, reset); `timeout`: no first byte, or no whole answer, in
  * time; `stalled`: a stream went silent past streamIdleTimeoutMs; `broken-off`: an answer begun
  * and cut; `unavailable`: a 503 saying the server's state (a model loading, a full queue);
- * `server-error`: any other 5xx; `rate-limited`: a 429; `credentials`, `not-served`: the gateway's
- * key refused, the model or endpoint not served; `bad-answer`: what no OpenAI-compatible server sends.
+ * `server-error`: any other 5xx; `rate-limited`: a 429; `credentials`: a 401 or 403 (the gateway's
+ * key refused, or a proxy in front of the engine refusing the request); `not-served`: the model or
+ * endpoint not served; `bad-answer`: what no OpenAI-compatible server sends.
  */
 export const FAILURE_KINDS = ["connect", "timeout", "stalled", "broken-off", "unavailable", "server-error", "rate-limited", "credentials", "not-served", "bad-answer"] as const;
 export type FailureKind = (typeof FAILURE_KINDS)[number];
@@ -164,9 +167,11 @@ export const FAILURE_CAUSE: FailoverCause = "5xx";
  * A failure no request can cause: the backend's however the request is made (src/upstream/retry.ts
  * isServerSide). An endpoint not served is not: which endpoint is the client's choice, and a
  * group whose engines all lack it answers it alike on every backend (workers/gateway/held-failure.ts).
+ * Nor is a refusal (401, 403): a firewall in front of the engines refuses a prompt by its text on
+ * every backend alike, as a refused key is refused on its own backend only.
  */
 export function isBackendsOwn(why: BackendFailure): boolean {
-  return why !== "server-error" && why !== "status" && why !== "no-endpoint";
+  return why !== "server-error" && why !== "status" && why !== "no-endpoint" && why !== "credentials";
 }
 
 const WHY: Record<BackendFailure, string> = {
@@ -178,7 +183,7 @@ const WHY: Record<BackendFailure, string> = {
   html: "answered with an HTML page, not an API's answer",
   "not-served": "does not serve this model",
   "no-endpoint": "does not serve this endpoint",
-  credentials: "rejected the gateway's credentials",
+  credentials: "refused the request",
   status: "answered with a status no OpenAI-compatible server sends",
 };
 
@@ -197,7 +202,9 @@ export function backendAsSeen(backend: { id: string }, group: { name: string }, 
  * The error the client gets for an answer that was not a success. Only JSON an upstream sent in
  * OpenAI style reaches the client (bounded by parseUpstreamError); HTML, tracebacks and other
  * text are replaced by a message naming the backend (`backend`: as backendAsSeen names it).
- * `retryAfter`: the upstream's header, passed on with a 429 or 503.
+ * `retryAfter`: the upstream's header, passed on with a 429 or 503. A refusal (401, 403) the client
+ * meets only when no backend after it answered, so it was the request's (held-failure.ts): its
+ * status, which trying again does not change (`x-should-retry: false`).
  */
 export function clientError(status: number, answer: NoSuccess, upstream: UpstreamErrorBody | null, backend: string, retryAfter: string | null): GatewayError {
   const said = upstream?.message ?? null;
@@ -216,10 +223,13 @@ export function clientError(status: number, answer: NoSuccess, upstream: Upstrea
     case "rate-limited":
       return new GatewayError(429, "rate_limit_error", `${backend} is rate limiting${said ? `: ${said}` : ""}`, "upstream_rate_limited", null, headers);
     case "backend-failure": {
-      const code = answer.why === "credentials" ? "upstream_auth_error" : "upstream_error";
-      // Credentials: what the upstream said about the gateway's key is no business of the client's.
-      const detail = said && answer.why !== "credentials" ? `: ${said}` : "";
-      return new GatewayError(502, "upstream_error", `${backend} ${WHY[answer.why]} (HTTP ${status})${detail}`, code, null, headers);
+      // What the upstream said about the gateway's key is no business of the client's.
+      if (answer.why === "credentials") {
+        const why = "its server refused the gateway's credentials, or a proxy in front of it what the request holds";
+        return new GatewayError(status, "upstream_error", `${backend} ${WHY.credentials} (HTTP ${status}): ${why}`, "upstream_auth_error", null, { [SHOULD_RETRY]: "false" });
+      }
+      const detail = said ? `: ${said}` : "";
+      return new GatewayError(502, "upstream_error", `${backend} ${WHY[answer.why]} (HTTP ${status})${detail}`, "upstream_error", null, headers);
     }
   }
 }

@@ -652,6 +652,17 @@ const BEHAVIOURS: Record<string, Answer> = {
     res.writeHead(503, { "content-type": "text/plain" });
     res.end("upstream connect error or disconnect/reset before headers. reset reason: connection termination");
   },
+  /**
+   * An engine behind a web application firewall that judges bodies (Cloudflare's WAF managed rules,
+   * ModSecurity with the OWASP CRS): a request whose body holds the text `arg` (default "DROP TABLE")
+   * is refused with the firewall's 403 HTML page, any other answered; its `/health`, which has no
+   * body, passes.
+   */
+  waf: (req, res, body, arg, s) => {
+    if (!body.toString("utf8").includes(arg ?? "DROP TABLE")) return answerOk(req, res, body, undefined, s);
+    res.writeHead(403, { "content-type": "text/html; charset=UTF-8" });
+    res.end("<!DOCTYPE html><html><head><title>Attention Required!</title></head><body><h1>Sorry, you have been blocked</h1></body></html>");
+  },
   /** One whole event, then the connection is destroyed between events. */
   "cut-between-events": (_req, res, body) => {
     const { model } = requestOf(body);

@@ -140,6 +140,12 @@ describe("what the client is told", () => {
     expect(e.code).toBe("upstream_auth_error");
   });
 
+  it("a refusal reaches the client only when no backend after it answered (the request's): its status, not to be retried", () => {
+    const e = clientError(403, { kind: "backend-failure", why: "credentials" }, null, OWNER_SEES, null);
+    expect([e.status, e.headers]).toEqual([403, { "x-should-retry": "false" }]);
+    expect(e.message).toBe("backend gpu-a refused the request (HTTP 403): its server refused the gateway's credentials, or a proxy in front of it what the request holds");
+  });
+
   it("a 429's and a 503's Retry-After are passed on", () => {
     expect(clientError(429, { kind: "rate-limited" }, null, OWNER_SEES, "30").headers).toEqual({ "retry-after": "30" });
     expect(clientError(503, { kind: "backend-failure", why: "server-error" }, null, OWNER_SEES, "5").headers).toEqual({ "retry-after": "5" });
@@ -256,6 +262,6 @@ describe("the retry decision", () => {
   it("only a server-side failure may follow the request, and none that is the backend's own", () => {
     expect((["connect", "timeout", "5xx", "429"] as const).filter((cause) => isServerSide({ cause, retryAfterMs: null }))).toEqual(["timeout", "5xx"]);
     expect(isServerSide({ cause: "5xx", retryAfterMs: null, backendsOwn: true })).toBe(false);
-    expect((["server-error", "status", "unavailable", "redirect", "no-content", "not-served", "no-endpoint", "credentials"] as const).filter((why) => !isBackendsOwn(why))).toEqual(["server-error", "status", "no-endpoint"]);
+    expect((["server-error", "status", "unavailable", "redirect", "no-content", "not-served", "no-endpoint", "credentials"] as const).filter((why) => !isBackendsOwn(why))).toEqual(["server-error", "status", "no-endpoint", "credentials"]);
   });
 });

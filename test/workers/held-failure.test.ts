@@ -23,6 +23,7 @@ function lease(backendId: string, settled: Map<string, LeaseOutcome>): HeldLease
 
 const crash: Failure = { cause: "5xx", kind: "server-error", retryAfterMs: null };
 const noEndpoint: Failure = { cause: "5xx", kind: "not-served", retryAfterMs: null };
+const refusal: Failure = { cause: "5xx", kind: "credentials", retryAfterMs: null };
 
 /** Backends of one group fail in turn, then the attempts end: how each was settled, and whether the last failure ended the request. */
 function fails(...failures: Failure[]): Record<string, LeaseOutcome | boolean | undefined> {
@@ -66,6 +67,26 @@ describe("a held failure's verdict", () => {
     held.answered(false);
     held.end();
     expect([settled.get("a"), settled.get("b"), held.unserved]).toEqual(["upstream-error", "upstream-error", false]);
+  });
+
+  it("refusals (401, 403) alike: none of the group answering, they were the request's (a firewall's for what it holds), and say nothing of a crash", () => {
+    expect(fails(refusal, refusal, refusal)).toEqual({ a: "rejected", b: "rejected", c: "rejected", stopped: false, unserved: false });
+    expect(fails(refusal, crash)).toEqual({ a: "rejected", b: "upstream-error", stopped: false, unserved: false });
+    expect(fails(crash, refusal, crash)).toEqual({ a: "rejected", b: "rejected", c: "rejected", stopped: true, unserved: false });
+    expect(fails(noEndpoint, refusal)).toEqual({ a: "rejected", b: "rejected", stopped: false, unserved: false });
+  });
+
+  it("another backend serving makes a refusal its backend's own (its gateway key refused), before the answer or after it", () => {
+    const settled = new Map<string, LeaseOutcome>();
+    const held = new HeldFailure();
+    held.attempting("group");
+    held.failed(lease("a", settled), "upstream-error", refusal);
+    held.attempting("group");
+    held.answered(false);
+    held.attempting("group");
+    held.failed(lease("b", settled), "upstream-error", refusal);
+    held.end();
+    expect([settled.get("a"), settled.get("b")]).toEqual(["upstream-error", "upstream-error"]);
   });
 
   it("a fallback group has engines of its own: the 404s its primary said alike were the request's, whatever the fallback does", () => {

@@ -26,13 +26,20 @@ interface Held {
  * and no backend is charged. A failure is no such word, whatever it is: a backend sick behind its
  * proxy (a 502 page, a timeout) says nothing of the path, and counted, would let any client charge
  * the healthy backends that lack it while one is sick.
+ *
+ * A refusal (401, 403) is held apart alike: a firewall or an ingress in front of the engines (a WAF
+ * rule, ModSecurity, an ext_authz policy) refuses a request by what it holds, on every backend behind
+ * it, and charged, one client's prompt would open every breaker of the group. A backend of the group
+ * that answers shows the request passes: each refusal was its backend's own (its gateway key
+ * refused, its token missing). None doing so, the refusals were the request's, and no backend is
+ * charged; the client gets the refusal's status (src/upstream/answer.ts clientError).
  */
 export class HeldFailure {
   private held: Held | null = null;
-  /** 404s for the endpoint met in the group tried now, awaiting its word. */
-  private unservedHeld: Held[] = [];
-  /** A backend of the group tried now served the endpoint: a 404 for it from another is that backend's own. */
-  private groupServes = false;
+  /** 404s for the endpoint and refusals met in the group tried now, awaiting its word. */
+  private heldForGroup: Held[] = [];
+  /** A backend of the group tried now served the request: a 404 for its endpoint, or a refusal, from another is that backend's own. */
+  private groupServed = false;
   private group: string | undefined;
   /** What the request met so far: 404s for the endpoint, anything else. */
   private metUnserved = false;
@@ -85,8 +92,8 @@ export class HeldFailure {
    */
   attempting(group: string): void {
     if (this.group !== undefined && group !== this.group) {
-      this.settleUnserved("rejected");
-      this.groupServes = false;
+      this.settleHeldForGroup("rejected");
+      this.groupServed = false;
     }
     this.group = group;
   }
@@ -105,11 +112,12 @@ export class HeldFailure {
       if (verdict === "client-abort") this.cut();
       return false;
     }
-    if (isUnserved(met)) {
-      this.metUnserved = true;
-      // Another backend of the group took the path: this one lacks what the group serves.
-      if (this.groupServes) lease.settle("upstream-error", met);
-      else this.unservedHeld.push({ lease, end: met });
+    if (awaitsGroup(met)) {
+      if (isUnserved(met)) this.metUnserved = true;
+      else this.metOther = true;
+      // Another backend of the group served the request: this one lacks what the group serves, or refused the gateway's key.
+      if (this.groupServed) lease.settle("upstream-error", met);
+      else this.heldForGroup.push({ lease, end: met });
       return false;
     }
     this.metOther = true;
@@ -125,24 +133,24 @@ export class HeldFailure {
   /**
    * Another backend answered: the failure before was its backend's. A rejection says the request
    * itself was bad, which a server may well have crashed on; a success, that the group serves the
-   * path (a rejection may be a proxy's: it says nothing of it).
+   * path and lets the request pass (a rejection may be a proxy's: it says nothing of either).
    */
   answered(rejected: boolean): void {
     this.metOther = true;
     if (!rejected) {
-      this.groupServes = true;
-      this.settleUnserved("upstream-error");
+      this.groupServed = true;
+      this.settleHeldForGroup("upstream-error");
     }
     this.settleHeld(rejected ? "rejected" : "upstream-error");
   }
 
   /**
    * Whatever ended the attempts: a failure nobody confirmed is its backend's, as it would be alone;
-   * 404s for the endpoint that no backend of their group contradicted were the request's.
+   * 404s for the endpoint and refusals that no backend of their group contradicted were the request's.
    */
   end(): void {
     this.settleHeld("upstream-error");
-    this.settleUnserved("rejected");
+    this.settleHeldForGroup("rejected");
   }
 
   /**
@@ -152,7 +160,7 @@ export class HeldFailure {
    */
   cut(): void {
     this.settleHeld("client-abort");
-    this.settleUnserved("client-abort");
+    this.settleHeldForGroup("client-abort");
   }
 
   /**
@@ -171,8 +179,8 @@ export class HeldFailure {
     this.held = null;
   }
 
-  private settleUnserved(outcome: LeaseOutcome): void {
-    for (const h of this.unservedHeld.splice(0)) h.lease.settle(outcome, h.end);
+  private settleHeldForGroup(outcome: LeaseOutcome): void {
+    for (const h of this.heldForGroup.splice(0)) h.lease.settle(outcome, h.end);
   }
 }
 
@@ -185,4 +193,9 @@ const GATEWAYS_OWN: ReadonlySet<string> = new Set(["routing_unavailable", "confi
  */
 function isUnserved(end: AttemptEnd | undefined): boolean {
   return end?.failure === "not-served";
+}
+
+/** A failure whose verdict is the group's word (a backend of it serving the request): a 404 for the endpoint, a refusal (401, 403). */
+function awaitsGroup(end: AttemptEnd | undefined): boolean {
+  return isUnserved(end) || end?.failure === "credentials";
 }
