@@ -57,6 +57,9 @@ beforeAll(async () => {
       { name: "gone-beside-full", strategy: "round-robin", deployments: [hostile("proxy-404", "gone-r"), { ...hostile("slow-headers:2000", "slot-2"), maxInFlight: 1 }] },
       // Two engines answering every path with a 404 and no body, and a server down (its breaker opens at its first failure), no fallback.
       { name: "one-down", strategy: "round-robin", breaker: { consecutiveFailures: 1, openMs: 60_000, probeIntervalMs: 60_000 }, deployments: [hostile("proxy-404", "lacks-1"), hostile("proxy-404", "lacks-2"), hostile("status:502", "down")] },
+      // Two engines answering every path with a 404 and no body, and a fallback group of one server down (its breaker opens at its first failure).
+      { name: "bare-then-down", strategy: "round-robin", fallbacks: ["down-fallback"], deployments: [hostile("proxy-404", "lacks-3"), hostile("proxy-404", "lacks-4")] },
+      { name: "down-fallback", breaker: { consecutiveFailures: 1, openMs: 60_000, probeIntervalMs: 60_000 }, deployments: [hostile("status:502", "fallback-down")] },
       // Two engines with no realtime endpoint, and a fallback group of one realtime server taking one session at a time.
       { name: "no-realtime-then-full", strategy: "round-robin", fallbacks: ["rt-one-slot"], deployments: ["p", "q"].map((id) => ({ id, baseUrl: `${sockets.url}/refuse:404`, model: "chat-7b" })) },
       { name: "rt-one-slot", deployments: [{ id: "rt-slot", baseUrl: `${sockets.url}/echo`, model: "chat-7b", maxInFlight: 1 }] },
@@ -209,6 +212,19 @@ describe("a 404 with no error body on every backend (a proxy's page for a route 
       answers.push([res.status, (await res.json() as { error: { code: string } }).error.code]);
     }
     expect(answers).toEqual(Array.from({ length: 3 }, () => [404, "endpoint_not_served"]));
+  }, 30_000);
+
+  it("and a fallback group none of which was tried for its open breakers (as may last hours) leaves it not served: 404 endpoint_not_served, not 'every one is failing'", async () => {
+    // The fallback's own request fails on its one server, and opens its breaker.
+    await (await chat("down-fallback")).text();
+    await vi.waitFor(async () => expect((await gw.status("down-fallback")).backends[0]?.breaker.state).toBe("open"), EVENTUALLY);
+    const answers: unknown[] = [];
+    for (let i = 0; i < 3; i++) {
+      const res = await chat("bare-then-down");
+      answers.push([res.status, (await res.json() as { error: { code: string } }).error.code]);
+    }
+    expect(answers).toEqual(Array.from({ length: 3 }, () => [404, "endpoint_not_served"]));
+    expect(await chargesOnceSettled("bare-then-down")).toEqual(uncharged(["lacks-3", "lacks-4"]));
   }, 30_000);
 
   it("a realtime handshake alike: the full fallback's refusal, not told it is no use to retry", async () => {

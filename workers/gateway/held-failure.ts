@@ -44,7 +44,7 @@ export class HeldFailure {
   /** What the request met so far: 404s for the endpoint, anything else. */
   private metUnserved = false;
   private metOther = false;
-  /** The refusal of a group with a backend the request could not try (at its limit, or resting). */
+  /** The refusal of a group with a backend the request could not try for its in-flight limit. */
   private untried: RouteRefusal["refused"] | undefined;
 
   /** The routing object whose backend's failure is held: the next attempt goes to another shard first (route-client.ts route). */
@@ -76,12 +76,13 @@ export class HeldFailure {
 
   /**
    * `group`'s object refused the request (`tried`: the group's backends it tried). Noted when an
-   * active backend of it was not tried for its in-flight limit, or when none of the group was: a
-   * backend resting beside others that lacked the endpoint is no sign it serves it (a server down
-   * for hours would turn every such request into a 503 "every one is failing", retried twice).
+   * active backend of it was not tried for its in-flight limit (or a shard passed the prompt on as
+   * the next would serve it sooner). A backend resting (its breaker open) is no sign it serves what
+   * the others lacked, beside them or in a fallback group none of which was tried: a server down for
+   * hours would turn every such request into a 503 "every one is failing", retried twice.
    */
   refused(refusal: RouteRefusal["refused"], group: ResolvedGroup, tried: readonly string[]): void {
-    if (refusal !== "at-capacity" && tried.length > 0) return;
+    if (refusal === "no-backend") return;
     if (group.deployments.some((d) => d.state === "active" && !tried.includes(d.id))) this.untried ??= refusal;
   }
 
