@@ -88,6 +88,10 @@ export class FleetRegistry extends DurableObject<RegistryEnv> implements FleetRe
     return { rev: this.fleet.rev, groups: this.fleet.names().map((n) => this.fleet.group(n) as GroupRecord), seed: this.seedReport };
   }
 
+  record(name: string): GroupRecord | null {
+    return this.fleet.group(name) ?? null;
+  }
+
   async command(cmd: AdminCommand): Promise<AdminResult> {
     let change: Change;
     const before = this.shardCounts();

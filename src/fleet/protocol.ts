@@ -49,6 +49,8 @@ export interface FleetRegistryRpc {
   snapshot(): FleetSnapshot;
   /** The registry's own records: sources, states and heartbeat expiries, and the last seed's fate (null: none told yet), for the admin API. */
   records(): { rev: number; groups: GroupRecord[]; seed: SeedReport | null };
+  /** One group's record (null: no such group), for the admin API's reads of one group, which would otherwise copy the whole fleet out of the object. */
+  record(name: string): GroupRecord | null;
   command(cmd: AdminCommand): Promise<AdminResult>;
 }
 

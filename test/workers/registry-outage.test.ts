@@ -116,7 +116,7 @@ describe("the admin API while the fleet registry cannot be reached", () => {
     await warm.text();
     // As the runtime's own error says it: `overloaded` (Cloudflare's Durable Objects error handling).
     const overloaded = async () => Promise.reject(Object.assign(new Error("Durable Object is overloaded. Too many requests queued."), { overloaded: true }));
-    const down = { getByName: () => ({ records: overloaded, command: overloaded, snapshot: overloaded }) };
+    const down = { getByName: () => ({ records: overloaded, record: overloaded, command: overloaded, snapshot: overloaded }) };
     const call = (method: string, path: string, body?: unknown) => adminCallWith(down, method, path, body);
     const unavailable = { status: 503, retryAfter: "1", error: { type: "service_unavailable", code: "routing_unavailable", param: null, message: "the fleet registry is unavailable" } };
     for (const path of ["/status", "/fleet", "/groups", "/groups/routing", "/groups/routing/deployments"]) expect(await call("GET", path), path).toEqual(unavailable);
@@ -143,7 +143,7 @@ async function adminCallWith(registry: unknown, method: string, path: string, bo
 describe("the admin API when the fleet registry fails for a reason a retry cannot mend", () => {
   it("answers 500, not a 503 that asks for the retry (a bug in the registry, a write its storage refuses)", async () => {
     const broken = async () => Promise.reject(new TypeError("Cannot read properties of undefined (reading 'deployments')"));
-    const registry = { getByName: () => ({ records: broken, command: broken, snapshot: broken }) };
+    const registry = { getByName: () => ({ records: broken, record: broken, command: broken, snapshot: broken }) };
     for (const [method, path] of [
       ["GET", "/groups"],
       ["POST", "/groups/routing/deployments/sim-0/drain"],

@@ -173,11 +173,28 @@ async function changed(c: Context<AdminEnv>, cmd: AdminCommand, okStatus: 200 | 
   return c.json(r, okStatus);
 }
 
+/**
+ * The group's record, alone: what the dashboard polls every second for each group on screen, and
+ * `deployments drain --wait` every 250 ms, would otherwise copy the whole fleet out of the
+ * registry, whose one thread also serves every heartbeat and fleet read. A Worker of this release
+ * may call an object of the release before during a deploy (the two change apart), which has no
+ * `record`: that one is read whole, as before, until it restarts on this release.
+ */
 async function recordOf(env: Env, name: string): Promise<GroupRecord> {
-  const { groups } = await records(env);
-  const g = groups.find((x) => x.settings.name === name);
+  let g: GroupRecord | null | undefined;
+  try {
+    g = await registry(env).record(name);
+  } catch (e) {
+    if (!lacksRecord(e)) throw registryFailure(e);
+    g = (await records(env)).groups.find((x) => x.settings.name === name);
+  }
   if (!g) throw notFound(`no group "${name}" in the fleet`, "group_not_found");
   return g;
+}
+
+/** What the runtime throws when the object called has no such RPC method: a registry of the release before `record`. */
+function lacksRecord(e: unknown): boolean {
+  return e instanceof TypeError && /does not implement/.test(e.message);
 }
 
 /**
