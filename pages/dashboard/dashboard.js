@@ -38,6 +38,11 @@ const usageBox = byId("usage", HTMLElement);
 let adminKey = null;
 /** Bumped when the key changes: a refresh of an older key leaves the page alone. */
 let generation = 0;
+/**
+ * Bumped when a key is taken or dropped, not when the refresh loop starts again (a tab shown
+ * again): a key table or usage read of the key before draws nothing on a page that has no key.
+ */
+let keyGeneration = 0;
 /** @type {ReturnType<typeof setTimeout> | undefined} */
 let timer;
 /** @type {Map<string, GroupView>} */
@@ -96,6 +101,7 @@ const form = keyForm({
     // refresh reads it anyway.
     await call(key, "/admin/v1/groups", { signal: AbortSignal.timeout(READ_TIMEOUT_MS) });
     adminKey = key;
+    keyGeneration++;
     const gen = ++generation;
     live.hidden = false;
     say(status, "Admin key accepted.");
@@ -105,6 +111,7 @@ const form = keyForm({
   dropped() {
     adminKey = null;
     generation++;
+    keyGeneration++;
     clearTimeout(timer);
     live.hidden = true;
     groupsBox.replaceChildren();
@@ -359,6 +366,7 @@ keyStatus.addEventListener("change", () => void loadKeys());
 
 /** @param {string} [focusId] the key whose Usage button gets the focus once the table is rebuilt */
 async function loadKeys(focusId) {
+  const gen = keyGeneration;
   try {
     /** @type {KeyView[]} */
     const keys = [];
@@ -373,13 +381,14 @@ async function loadKeys(focusId) {
       if (!page.has_more || page.last_id === null) break;
       after = page.last_id;
     }
-    // A choice changed while the pages came: the table is the newer read's.
-    if (keyStatus.value !== shown) return;
+    // A choice changed while the pages came: the table is the newer read's. A key dropped: no table.
+    if (keyStatus.value !== shown || gen !== keyGeneration) return;
     keysBody.replaceChildren(...keys.map(keyRow));
     const none = shown ? `No ${shown} key.` : "No virtual key yet (npx kvgate keys create, or POST /admin/v1/keys).";
     if (keys.length === 0) keysBody.append(el("tr", {}, el("td", { colspan: "6" }, none)));
     if (focusId) /** @type {HTMLButtonElement | null} */ (keysBody.querySelector(`tr[data-key="${CSS.escape(focusId)}"] button`))?.focus();
   } catch (e) {
+    if (gen !== keyGeneration) return;
     say(status, `Reading the keys failed: ${message(e)}`, true);
   }
 }
@@ -434,6 +443,7 @@ async function revokeKey(k) {
 
 /** @param {KeyView} k */
 async function showUsage(k) {
+  const gen = keyGeneration;
   try {
     const u = /** @type {UsageView} */ (await admin(`/usage?key=${enc(k.id)}`));
     // The API answers the rows a page at a time; the totals above them are over every row. Later
@@ -443,6 +453,7 @@ async function showUsage(k) {
       page = /** @type {UsageView} */ (await admin(`/usage?key=${enc(k.id)}&${days}&after=${enc(page.next_after)}`));
       u.by.push(...page.by);
     }
+    if (gen !== keyGeneration) return;
     const title = byId("usage-title", HTMLElement);
     title.textContent = `Usage of ${k.name ?? k.id} (${k.id}), ${u.since} to ${u.until}`;
     byId("usage-totals", HTMLElement).textContent = `${u.requests} requests · ${u.prompt_tokens} prompt tokens (${u.cached_tokens} cached) · ${u.completion_tokens} completion tokens · $${u.cost_usd.toFixed(4)}`;
@@ -456,6 +467,7 @@ async function showUsage(k) {
     title.tabIndex = -1;
     title.focus();
   } catch (e) {
+    if (gen !== keyGeneration) return;
     say(status, `Reading the usage of ${k.id} failed: ${message(e)}`, true);
   }
 }

@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import type { Page } from "playwright-core";
+import type { Page, Route } from "playwright-core";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { startFleet, type Fleet } from "../../bench/fleet/index.ts";
 import { hasChromium } from "../../bench/harness/chromium.ts";
@@ -310,6 +310,37 @@ describe.skipIf(missing)("the pages when things change or fail under them", () =
     const after = asked;
     await new Promise((r) => setTimeout(r, 2500));
     expect(asked).toBe(after);
+  });
+
+  it("Forget key while the key table or a key's usage is being read: what that read brings is not drawn on the page that has no key", async () => {
+    const made = await fetch(`${gw.url}/admin/v1/keys`, { method: "POST", headers: { authorization: `Bearer ${adminKey}`, "content-type": "application/json" }, body: JSON.stringify({ name: "forgotten-while-read" }) });
+    expect(made.status).toBe(201);
+    const { id } = (await made.json()) as { id: string };
+    for (const [path, start] of [
+      ["/admin/v1/keys?", (page: Page) => page.getByLabel("Show keys").selectOption("active")],
+      ["/admin/v1/usage?", (page: Page) => page.getByRole("button", { name: `Usage of ${id}` }).click()],
+    ] as const) {
+      const page = await dashboard();
+      await page.getByRole("button", { name: `Usage of ${id}` }).waitFor();
+      // The read held until Forget key is pressed.
+      const held: Route[] = [];
+      const matches = (url: URL) => `${url.pathname}?`.startsWith(path) && url.search !== "";
+      await page.route(matches, (r) => void held.push(r));
+      await start(page);
+      await vi.waitFor(() => expect(held.length, path).toBe(1), EVENTUALLY);
+      await page.getByRole("button", { name: "Forget key" }).click();
+      expect(await page.locator("#keys tbody tr").count(), path).toBe(0);
+      const answered = page.waitForResponse((r) => matches(new URL(r.url())));
+      await (held[0] as Route).continue();
+      await answered;
+      // Past the answer's reading and drawing, had the page kept it.
+      await page.waitForTimeout(300);
+      expect(await page.locator("#keys tbody tr").count(), path).toBe(0);
+      // In the DOM, not only out of sight under the hidden view: a key opened next would show the usage box as it was left.
+      expect(await page.locator("#usage").evaluate((e) => (e as HTMLElement).hidden), path).toBe(true);
+      expect(await page.locator("#status").textContent(), path).not.toContain("failed");
+      await page.unroute(matches);
+    }
   });
 
   it("a hidden dashboard asks the gateway nothing, and refreshes at once when it shows again", async () => {
