@@ -15,6 +15,7 @@ import { registryFailure, reloadFleet } from "../fleet.ts";
 import { authenticateAdmin, authenticateRegistration } from "../gateway/auth.ts";
 import { askEachObject, askGroup, eachGroup } from "../gateway/group-object.ts";
 import { readJsonBody } from "../gateway/body.ts";
+import { BODY_SHAPE, type ShapeBounds } from "../../src/openai/body-shape.ts";
 import { mountKeys } from "./keys.ts";
 import { bodyFields, queryParams } from "./params.ts";
 
@@ -72,7 +73,7 @@ export function mountAdmin(app: Hono<AdminEnv>, config: LoadedConfig): void {
   });
   app.put(`${A}/fleet`, async (c) => {
     // What `fleet export` gives, its `rev` sent back.
-    const given = bodyFields(await body(c), ["modelGroups", "rev"], "PUT /admin/v1/fleet");
+    const given = bodyFields(await body(c, FLEET_SHAPE), ["modelGroups", "rev"], "PUT /admin/v1/fleet");
     return changed(c, { op: "replace", modelGroups: given.modelGroups, rev: given.rev });
   });
 
@@ -127,8 +128,20 @@ export function mountAdmin(app: Hono<AdminEnv>, config: LoadedConfig): void {
   });
 }
 
-async function body(c: Context<AdminEnv>): Promise<unknown> {
-  return readJsonBody(c.req.raw, 4 * 1024 * 1024);
+/** The most bytes an admin body may hold: a whole fleet's, for PUT /admin/v1/fleet. */
+const BODY_BYTES = 4 * 1024 * 1024;
+
+/**
+ * The shape a whole fleet's body may have. An export fills in every setting's default, some 20
+ * bytes a node (48 nodes a group, 9 a deployment): a thousand groups of ten deployments pass the
+ * client API's 131,072 nodes at 3 MB, and `fleet export` then `fleet apply` would be refused. A
+ * node a 8 bytes leaves the bytes the bound on any export; a body of bare brackets is still
+ * counted and refused before it is parsed. Only the admin key's holder sends one.
+ */
+const FLEET_SHAPE: ShapeBounds = { ...BODY_SHAPE, maxNodes: BODY_BYTES / 8 };
+
+async function body(c: Context<AdminEnv>, bounds: ShapeBounds = BODY_SHAPE): Promise<unknown> {
+  return readJsonBody(c.req.raw, BODY_BYTES, bounds);
 }
 
 /**

@@ -1,12 +1,15 @@
-import { BODY_SHAPE, isInexactNumber, scanBody, type ShapeExcess } from "../../src/openai/body-shape.ts";
+import { BODY_SHAPE, isInexactNumber, scanBody, type ShapeBounds, type ShapeExcess } from "../../src/openai/body-shape.ts";
 import { badRequest, clientGone, tooLarge, unsupportedEncoding, type GatewayError } from "../../src/openai/errors.ts";
 import { join } from "../../src/stream/bytes.ts";
 
 const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: false });
 
-/** Reads a JSON body, refusing more than `limit` bytes without buffering past it. */
-export async function readJsonBody(req: Request, limit: number): Promise<unknown> {
-  return (await readSizedJsonBody(req, limit)).json;
+/**
+ * Reads a JSON body, refusing more than `limit` bytes without buffering past it, and a shape past
+ * `bounds` (the client API's unless a route's own bodies are larger by nature: the admin fleet's).
+ */
+export async function readJsonBody(req: Request, limit: number, bounds: ShapeBounds = BODY_SHAPE): Promise<unknown> {
+  return (await readSizedJsonBody(req, limit, bounds)).json;
 }
 
 /** A body as read: its JSON, its size, and — for one holding a number JSON.parse changes — that JSON as the client wrote it. */
@@ -23,7 +26,7 @@ export interface ReadBody {
 }
 
 /** readJsonBody, with the body's size in bytes. */
-export async function readSizedJsonBody(req: Request, limit: number): Promise<ReadBody> {
+export async function readSizedJsonBody(req: Request, limit: number, bounds: ShapeBounds = BODY_SHAPE): Promise<ReadBody> {
   refuseEncoded(req.headers.get("content-encoding"));
   const declared = req.headers.get("content-length");
   if (declared !== null && Number(declared) > limit) throw tooLarge(limit);
@@ -32,7 +35,7 @@ export async function readSizedJsonBody(req: Request, limit: number): Promise<Re
   // unknown length is counted as it streams in.
   const bytes = declared !== null ? new Uint8Array(await fromClient(req.arrayBuffer())) : await readCounted(req.body, limit);
   if (bytes.length > limit) throw tooLarge(limit);
-  return parseJson(bytes);
+  return parseJson(bytes, bounds);
 }
 
 /**
@@ -125,7 +128,7 @@ async function readCounted(body: ReadableStream<Uint8Array>, limit: number): Pro
   return parts.length === 1 ? (parts[0] as Uint8Array) : join(parts);
 }
 
-function parseJson(bytes: Uint8Array): ReadBody {
+function parseJson(bytes: Uint8Array, bounds: ShapeBounds): ReadBody {
   let text: string;
   try {
     text = utf8.decode(bytes);
@@ -134,8 +137,8 @@ function parseJson(bytes: Uint8Array): ReadBody {
   }
   if (text.trim() === "") throw badRequest("request body is empty", null, "invalid_json");
   // Counted before parsing: a body over a bound costs a read of its text, not a parse.
-  const scan = scanBody(text);
-  if (scan.excess) throw shapeError(scan.excess);
+  const scan = scanBody(text, bounds);
+  if (scan.excess) throw shapeError(scan.excess, bounds);
   let json: unknown;
   try {
     json = JSON.parse(text);
@@ -165,9 +168,9 @@ function keepingInexact(_key: string, value: unknown, context?: { source?: strin
   return typeof value === "number" && context?.source !== undefined && isInexactNumber(context.source) ? JSON.rawJSON(context.source) : value;
 }
 
-function shapeError({ rule, field }: ShapeExcess): GatewayError {
+function shapeError({ rule, field }: ShapeExcess, bounds: ShapeBounds): GatewayError {
   const where = field === null ? "" : ` (in ${field})`;
-  if (rule === "depth") return badRequest(`request body nests objects and arrays more than ${BODY_SHAPE.maxDepth} levels deep${where}`, field, "json_too_deep");
-  if (rule === "nodes") return badRequest(`request body holds more than ${BODY_SHAPE.maxNodes} objects, arrays and keys${field === null ? "" : ` (passed in ${field})`}`, field, "json_too_complex");
-  return badRequest(`request body has an object with more than ${BODY_SHAPE.maxObjectKeys} keys${where}`, field, "json_too_complex");
+  if (rule === "depth") return badRequest(`request body nests objects and arrays more than ${bounds.maxDepth} levels deep${where}`, field, "json_too_deep");
+  if (rule === "nodes") return badRequest(`request body holds more than ${bounds.maxNodes} objects, arrays and keys${field === null ? "" : ` (passed in ${field})`}`, field, "json_too_complex");
+  return badRequest(`request body has an object with more than ${bounds.maxObjectKeys} keys${where}`, field, "json_too_complex");
 }

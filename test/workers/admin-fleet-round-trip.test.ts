@@ -1,0 +1,34 @@
+import { describe, expect, inject, it } from "vitest";
+import { shapeExcess } from "../../src/openai/body-shape.ts";
+import { UPSTREAM_MODEL } from "../support/test-config.ts";
+import { admin, ok, refused } from "./admin.ts";
+
+/**
+ * `fleet export` then `fleet apply`: the PUT of what GET /admin/v1/fleet gave changes nothing,
+ * for a fleet that holds more objects, arrays and keys than a client request may. An export fills
+ * in every setting's default (about 48 nodes a group, 9 a deployment, some 20 bytes a node), so a
+ * fleet of a thousand groups of ten deployments passes the client API's bound at about 3 MB.
+ */
+
+const fleetUrls = inject("upstreams").fleetUrls;
+
+describe("a fleet exported and applied back", () => {
+  it("changes nothing for a fleet past the client API's node bound; the admin body's own bound still refuses a body of bare brackets", async () => {
+    // 14 groups of the most deployments a group takes: with the config's groups, just past 131,072 nodes.
+    for (let i = 0; i < 14; i++) {
+      const deployments = Array.from({ length: 1024 }, (_, d) => ({ id: `d${d}`, baseUrl: fleetUrls[0], model: UPSTREAM_MODEL }));
+      await ok(admin("/admin/v1/groups", { method: "POST", json: { name: `round-trip-${i}`, deployments } }), 201);
+    }
+    const exported = await (await admin("/admin/v1/fleet")).text();
+    // Past the bound a client's request is read with: what the admin PUT read its body with before.
+    expect(shapeExcess(exported)).toMatchObject({ rule: "nodes", field: "modelGroups" });
+    const applied = await ok<{ changed: string[]; removed: string[] }>(admin("/admin/v1/fleet", { method: "PUT", json: JSON.parse(exported) }));
+    expect(applied).toMatchObject({ changed: [], removed: [] });
+
+    // 4 MiB / 8 nodes: a body within the bytes, of nothing but empty arrays, is still counted and refused before it is parsed.
+    const brackets = `{"modelGroups":[${"[],".repeat(600_000)}[]]}`;
+    const e = await refused(admin("/admin/v1/fleet", { method: "PUT", body: brackets }), 400);
+    expect(e).toMatchObject({ code: "json_too_complex", param: "modelGroups" });
+    expect(e.message).toContain("524288");
+  });
+});
