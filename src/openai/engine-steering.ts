@@ -84,28 +84,80 @@ const ADAPTER = "it picks which of the LoRA adapters loaded on the engine serves
  */
 const MEDIA_PROCESSING = "it overrides the engine's media decoding or processor settings (vLLM: a video's frame count, -1 for every frame), which bound what one request may cost the engine and are the deployment's to set";
 
-/** Each field a virtual key may not set, with why. */
-const REFUSED: readonly (readonly [string, string])[] = [
-  ...["kv_transfer_params", "ec_transfer_params", "bootstrap_host", "bootstrap_port", "bootstrap_room"].map((f) => [f, TRANSFER] as const),
-  ["request_id", IDENTITY],
-  ["rid", SGLANG_IDENTITY],
-  ...["custom_logit_processor", "logits_processors"].map((f) => [f, CODE] as const),
-  ["vllm_xargs", EXTENSION_ARGS],
-  ...["session_params", "session_id"].map((f) => [f, SESSION] as const),
-  ...["routed_dp_rank", "data_parallel_rank", "disagg_prefill_dp_rank"].map((f) => [f, PLACEMENT] as const),
-  ["lora_path", ADAPTER],
-  ...["media_io_kwargs", "mm_processor_kwargs"].map((f) => [f, MEDIA_PROCESSING] as const),
-];
+/**
+ * Tensors the engine deserializes: vLLM's `prompt_embeds` (completions, with
+ * `--enable-prompt-embeds`) and a content part's `image_embeds`, `audio_embeds` or `video_embeds`
+ * (with `--enable-mm-embeds`) are base64 of `torch.save`, which it `torch.load`s and densifies. A
+ * crafted sparse tensor wrote out of bounds there (CVE-2025-62164, GHSA-mrw7-hf4f-83pf, 0.10.2 to
+ * 0.11.0); one of a few KiB that declares a (2^20, 2^20) shape densifies to 4 TiB, until the engine
+ * bounds it; PyTorch's own `weights_only` unpickler corrupted memory before 2.10 (CVE-2026-24747).
+ * And what the engine serves then is no prompt the gateway read: routed on nothing, estimated as
+ * nothing, past the configured counts.
+ */
+const TENSOR = "the engine deserializes it (torch.load: a crafted tensor corrupts or exhausts the engine's memory, CVE-2025-62164) and serves a prompt the gateway never read, routed and estimated as none";
 
 /**
- * The 400 for a body that steers an engine, or null. Read off the parsed body, a property each:
- * a body without them costs nothing more, and none is re-serialised. Null is a field left unset
- * (as the engines read it), not a value.
+ * Where a field sits: a top-level field's name, or a field inside an object (`holder.field`); one
+ * in a chat message's content part is named from the part (`image_url.max_dynamic_patch`).
+ */
+type Refused = readonly (readonly [path: readonly string[], why: string])[];
+
+const refused = (why: string, ...paths: string[]): Refused => paths.map((p) => [p.split("."), why] as const);
+
+/** Each field a virtual key may not set, with why. */
+const REFUSED: Refused = [
+  ...refused(TRANSFER, "kv_transfer_params", "ec_transfer_params", "bootstrap_host", "bootstrap_port", "bootstrap_room"),
+  ...refused(IDENTITY, "request_id"),
+  ...refused(SGLANG_IDENTITY, "rid"),
+  ...refused(CODE, "custom_logit_processor", "logits_processors"),
+  ...refused(EXTENSION_ARGS, "vllm_xargs"),
+  ...refused(SESSION, "session_params", "session_id"),
+  ...refused(PLACEMENT, "routed_dp_rank", "data_parallel_rank", "disagg_prefill_dp_rank"),
+  ...refused(ADAPTER, "lora_path"),
+  ...refused(MEDIA_PROCESSING, "media_io_kwargs", "mm_processor_kwargs"),
+  ...refused(TENSOR, "prompt_embeds"),
+];
+
+/** Each field of a chat message's content part a virtual key may not set, with why. */
+const REFUSED_IN_PART: Refused = [...refused(TENSOR, "image_embeds", "audio_embeds", "video_embeds")];
+
+/**
+ * The 400 for a body that steers an engine, or null. Read off the parsed body, a property each
+ * (and, in a chat's messages, each content part's): a body without them costs nothing more, and
+ * none is re-serialised. Null is a field left unset (as the engines read it), not a value.
  */
 export function engineSteeringRefusal(body: Readonly<Record<string, unknown>>): GatewayError | null {
-  for (const [field, why] of REFUSED) {
-    const v = body[field];
-    if (v !== undefined && v !== null) return badRequest(`${field} is not accepted from a virtual key: ${why}`, field, "unsupported_parameter");
+  return fieldsRefusal(body, REFUSED, "") ?? partsRefusal(body.messages);
+}
+
+function fieldsRefusal(holder: Readonly<Record<string, unknown>>, table: Refused, at: string): GatewayError | null {
+  for (const [path, why] of table) {
+    let v: unknown = holder;
+    for (const key of path) v = isObject(v) ? v[key] : undefined;
+    if (v !== undefined && v !== null) {
+      const param = at + path.join(".");
+      return badRequest(`${param} is not accepted from a virtual key: ${why}`, param, "unsupported_parameter");
+    }
   }
   return null;
+}
+
+/** The first content part of a chat's (or vLLM's chat-style embeddings') messages that steers an engine. */
+function partsRefusal(messages: unknown): GatewayError | null {
+  if (!Array.isArray(messages)) return null;
+  for (let i = 0; i < messages.length; i++) {
+    const message: unknown = messages[i];
+    const content = isObject(message) ? message.content : undefined;
+    if (!Array.isArray(content)) continue;
+    for (let j = 0; j < content.length; j++) {
+      const part: unknown = content[j];
+      const found = isObject(part) ? fieldsRefusal(part, REFUSED_IN_PART, `messages[${i}].content[${j}].`) : null;
+      if (found) return found;
+    }
+  }
+  return null;
+}
+
+function isObject(v: unknown): v is Readonly<Record<string, unknown>> {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
 }

@@ -99,10 +99,23 @@ describe("another tenant's prompts", () => {
 const KV_TRANSFER = { do_remote_prefill: true, remote_engine_id: "attacker-engine", remote_host: "10.0.0.9", remote_port: 5557, remote_block_ids: [0, 1] };
 
 /** A chat body to the scripted upstream with `extra` fields, through the official SDK: its answer or its error. */
-async function sendWith(key: string, extra: Record<string, unknown>): Promise<{ status: number; param?: string | null; code?: string | null; message?: string }> {
+async function sendWith(key: string, extra: Record<string, unknown>): Promise<Answer> {
   const body = { model: "seen", messages: [{ role: "user" as const, content: "hello" }], ...extra };
+  return answerOf(client(key).chat.completions.create(body as OpenAI.ChatCompletionCreateParamsNonStreaming));
+}
+
+/** A completions body to the scripted upstream with `extra` fields (beside a text prompt), through the official SDK. */
+function completeWith(key: string, extra: Record<string, unknown>): Promise<Answer> {
+  const body = { model: "seen", prompt: "hello", ...extra };
+  return answerOf(client(key).completions.create(body as OpenAI.CompletionCreateParamsNonStreaming));
+}
+
+/** What a client is answered: 200, or the error's status and fields. */
+type Answer = { status: number; param?: string | null; code?: string | null; message?: string };
+
+async function answerOf(call: Promise<unknown>): Promise<Answer> {
   try {
-    await client(key).chat.completions.create(body as OpenAI.ChatCompletionCreateParamsNonStreaming);
+    await call;
     return { status: 200 };
   } catch (e) {
     if (!(e instanceof OpenAI.APIError)) throw e;
@@ -144,15 +157,9 @@ const chatOf = (content: unknown) => ({ model: "seen", messages: [{ role: "user"
 const responseOf = (content: unknown) => ({ model: "seen", input: [{ role: "user", content }] }) as OpenAI.Responses.ResponseCreateParamsNonStreaming;
 
 /** What `key` is answered for `body` on chat or Responses, through the official SDK: 200, or the error. */
-async function askWith(key: string, endpoint: "chat" | "responses", body: unknown): Promise<{ status: number; param?: string | null; code?: string | null; message?: string }> {
-  try {
-    if (endpoint === "chat") await client(key).chat.completions.create(body as OpenAI.ChatCompletionCreateParamsNonStreaming);
-    else await client(key).responses.create(body as OpenAI.Responses.ResponseCreateParamsNonStreaming);
-    return { status: 200 };
-  } catch (e) {
-    if (!(e instanceof OpenAI.APIError)) throw e;
-    return { status: e.status ?? 0, param: e.param ?? null, code: e.code ?? null, message: e.message };
-  }
+function askWith(key: string, endpoint: "chat" | "responses", body: unknown): Promise<Answer> {
+  if (endpoint === "chat") return answerOf(client(key).chat.completions.create(body as OpenAI.ChatCompletionCreateParamsNonStreaming));
+  return answerOf(client(key).responses.create(body as OpenAI.Responses.ResponseCreateParamsNonStreaming));
 }
 
 const question = { type: "text", text: "What is in this picture?" };
@@ -267,16 +274,28 @@ describe("an engine's own request id", () => {
  * Each field's refusal to a virtual key: a 400 naming it, no engine asked; null is a field left
  * unset (served); the master key's passes on as it came.
  */
-async function refusedToTenants(fields: readonly (readonly [string, unknown])[]): Promise<void> {
-  for (const [field, value] of fields) {
+async function refusedToTenants(fields: readonly (readonly [string, unknown])[], send: (key: string, extra: Record<string, unknown>) => Promise<Answer> = sendWith): Promise<void> {
+  await refusedWithin(fields.map(([field, value]) => [field, (v: unknown) => ({ [field]: v }), value] as const), send);
+}
+
+/**
+ * Each case's fields, built around a value a virtual key may not send at `param` (a field, or one
+ * inside another): a 400 naming it, and no engine asked; with null there (left unset), served; the
+ * master key's passed on as it came.
+ */
+async function refusedWithin(
+  cases: readonly (readonly [param: string, fields: (value: unknown) => Record<string, unknown>, value: unknown])[],
+  send: (key: string, extra: Record<string, unknown>) => Promise<Answer> = sendWith,
+): Promise<void> {
+  for (const [param, fields, value] of cases) {
     const before = upstream.stats("ok").requests;
-    const answer = await sendWith(mallory, { [field]: value });
-    expect(answer, field).toMatchObject({ status: 400, param: field, code: "unsupported_parameter" });
-    expect(answer.message, field).toContain(field);
-    expect(upstream.stats("ok").requests, field).toBe(before);
-    expect(await sendWith(mallory, { [field]: null }), field).toEqual({ status: 200 });
-    expect(await sendWith(gw.key, { [field]: value }), field).toEqual({ status: 200 });
-    expect((upstream.stats("ok").bodies.at(-1) as Record<string, unknown>)[field], field).toEqual(value);
+    const answer = await send(mallory, fields(value));
+    expect(answer, param).toMatchObject({ status: 400, param, code: "unsupported_parameter" });
+    expect(answer.message, param).toContain(param);
+    expect(upstream.stats("ok").requests, param).toBe(before);
+    expect(await send(mallory, fields(null)), param).toEqual({ status: 200 });
+    expect(await send(gw.key, fields(value)), param).toEqual({ status: 200 });
+    expect(upstream.stats("ok").bodies.at(-1), param).toMatchObject(fields(value));
   }
 }
 
@@ -326,6 +345,22 @@ describe("an engine's media processing", () => {
     await refusedToTenants([
       ["media_io_kwargs", { video: { num_frames: -1 } }],
       ["mm_processor_kwargs", { max_pixels: 1e9, fps: 60 }],
+    ]);
+  });
+});
+
+/** A chat body's fields whose one user message holds a question and `part`. */
+const withPart = (part: Record<string, unknown>) => ({ messages: [{ role: "user", content: [question, part] }] });
+
+describe("tensors for an engine to deserialize", () => {
+  it("are not a virtual key's to send: vLLM torch.loads prompt_embeds and a part's image_embeds, audio_embeds or video_embeds (a crafted sparse tensor wrote out of bounds, CVE-2025-62164; a small one densifies to TiBs), and the gateway neither routes, limits nor estimates what they hold; a 400 naming the field, and no engine sees it", async () => {
+    // What vLLM's docs send: base64 of torch.save(tensor); the gateway never reads it.
+    const tensor = Buffer.from("PK\u0003\u0004 a torch.save archive of a sparse tensor").toString("base64");
+    await refusedToTenants([["prompt_embeds", tensor]], completeWith);
+    await refusedWithin([
+      ["messages[0].content[1].image_embeds", (v) => withPart({ type: "image_embeds", image_embeds: v }), tensor],
+      ["messages[0].content[1].audio_embeds", (v) => withPart({ type: "audio_embeds", audio_embeds: v }), tensor],
+      ["messages[0].content[1].video_embeds", (v) => withPart({ type: "video_embeds", video_embeds: v }), tensor],
     ]);
   });
 });
