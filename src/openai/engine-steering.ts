@@ -97,6 +97,16 @@ const MEDIA_PROCESSING = "it overrides the engine's media decoding or processor 
 const TENSOR = "the engine deserializes it (torch.load: a crafted tensor corrupts or exhausts the engine's memory, CVE-2025-62164) and serves a prompt the gateway never read, routed and estimated as none";
 
 /**
+ * SGLang's chat `input_ids`: the engine serves those tokens and skips its chat template, the
+ * messages then read only for stop strings and a tool call's grammar (their images not at all). The
+ * gateway routed and fingerprinted the messages, so its shared prefix table learns, of the backend
+ * it chose, blocks that backend never cached (and what the engine then reports cached is set
+ * against them): every key's routing reads that table. A completions prompt of token ids is
+ * OpenAI's own, and routed on the ids the engine serves.
+ */
+const TOKENS_IN_PLACE = "the engine serves these tokens in place of the messages, which are what the gateway routed, fingerprinted and counted (the prefix table every key's routing reads would learn blocks no backend holds)";
+
+/**
  * Where a field sits: a top-level field's name, or a field inside an object (`holder.field`); one
  * in a chat message's content part is named from the part (`image_url.max_dynamic_patch`).
  */
@@ -116,6 +126,7 @@ const REFUSED: Refused = [
   ...refused(ADAPTER, "lora_path"),
   ...refused(MEDIA_PROCESSING, "media_io_kwargs", "mm_processor_kwargs"),
   ...refused(TENSOR, "prompt_embeds"),
+  ...refused(TOKENS_IN_PLACE, "input_ids"),
 ];
 
 /** Each field of a chat message's content part a virtual key may not set, with why. */

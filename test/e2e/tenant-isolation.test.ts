@@ -365,6 +365,17 @@ describe("tensors for an engine to deserialize", () => {
   });
 });
 
+describe("a chat's prompt given as token ids", () => {
+  it("is not a virtual key's to send: SGLang serves a chat's input_ids in place of its messages, which are what the gateway routed, fingerprinted (its shared prefix table learns blocks the engine never cached) and counted; a 400 naming it, and no engine sees it", async () => {
+    await refusedToTenants([["input_ids", [151644, 8948, 198, 2610, 525]]]);
+  });
+
+  it("passes on from a virtual key on completions, OpenAI's own prompt: the gateway routes on the very ids the engine serves", async () => {
+    expect(await completeWith(mallory, { prompt: [9707, 11, 1879, 0] })).toEqual({ status: 200 });
+    expect(upstream.stats("ok").bodies.at(-1)).toMatchObject({ prompt: [9707, 11, 1879, 0] });
+  });
+});
+
 describe("a tenant's own cache salt and queue priority", () => {
   it("pass on from a virtual key as they came: cache_salt (and SGLang's extra_key) only separates the key's own prefix cache, and a priority is the engine's to refuse (fcfs) or the gateway's to replace (priority)", async () => {
     for (const [field, value] of [
