@@ -107,6 +107,18 @@ const TENSOR = "the engine deserializes it (torch.load: a crafted tensor corrupt
 const TOKENS_IN_PLACE = "the engine serves these tokens in place of the messages, which are what the gateway routed, fingerprinted and counted (the prefix table every key's routing reads would learn blocks no backend holds)";
 
 /**
+ * A Jinja chat template from the request, which the engine renders in place of the model's own:
+ * vLLM's `chat_template` (chat, Responses), rendered up to 0.10 as sent and from 0.11 only with
+ * `--trust-request-chat-template` (CVE-2025-61620), though its Rust frontend renders it regardless;
+ * and a `chat_template` key inside `chat_template_kwargs`, which SGLang hands to the tokenizer's
+ * `apply_chat_template` as its template (and vLLM's Responses API did, past that gate). The
+ * renderer is sandboxed, not bounded: three nested `range`s, a 116-byte body, held a thread of
+ * vLLM's frontend for 55 seconds (vllm#52025), the requests behind it waiting. The template's own switches
+ * (`enable_thinking`) are read off `chat_template_kwargs` and pass.
+ */
+const TEMPLATE = "the engine renders it in place of the model's chat template, and its Jinja renderer bounds no work (a hundred bytes of nested loops hold the engine's frontend for seconds to minutes)";
+
+/**
  * Where a field sits: a top-level field's name, or a field inside an object (`holder.field`); one
  * in a chat message's content part is named from the part (`image_url.max_dynamic_patch`).
  */
@@ -127,6 +139,7 @@ const REFUSED: Refused = [
   ...refused(MEDIA_PROCESSING, "media_io_kwargs", "mm_processor_kwargs"),
   ...refused(TENSOR, "prompt_embeds"),
   ...refused(TOKENS_IN_PLACE, "input_ids"),
+  ...refused(TEMPLATE, "chat_template", "chat_template_kwargs.chat_template"),
 ];
 
 /** Each field of a chat message's content part a virtual key may not set, with why. */

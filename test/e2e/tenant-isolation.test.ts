@@ -376,6 +376,21 @@ describe("a chat's prompt given as token ids", () => {
   });
 });
 
+describe("a chat template", () => {
+  // Three nested ranges: a few hundred bytes of body, about 10^9 iterations in the engine's renderer.
+  const BOMB = "{% for a in range(1000) %}{% for b in range(1000) %}{% for c in range(1000) %}x{% endfor %}{% endfor %}{% endfor %}";
+
+  it("is not a virtual key's to supply: vLLM renders a request's chat_template (before 0.11, and on its Rust frontend, with no bound on the work), and SGLang and vLLM's Responses take one inside chat_template_kwargs; a 400 naming it, and no engine sees it", async () => {
+    await refusedToTenants([["chat_template", BOMB]]);
+    await refusedWithin([["chat_template_kwargs.chat_template", (v) => ({ chat_template_kwargs: { enable_thinking: false, chat_template: v } }), BOMB]]);
+  });
+
+  it("passes on from a virtual key with the template's own switches: chat_template_kwargs' enable_thinking reaches the engine as it came", async () => {
+    expect(await sendWith(mallory, { chat_template_kwargs: { enable_thinking: true } })).toEqual({ status: 200 });
+    expect(upstream.stats("ok").bodies.at(-1)).toMatchObject({ chat_template_kwargs: { enable_thinking: true } });
+  });
+});
+
 describe("a tenant's own cache salt and queue priority", () => {
   it("pass on from a virtual key as they came: cache_salt (and SGLang's extra_key) only separates the key's own prefix cache, and a priority is the engine's to refuse (fcfs) or the gateway's to replace (priority)", async () => {
     for (const [field, value] of [
