@@ -80,9 +80,12 @@ const ADAPTER = "it picks which of the LoRA adapters loaded on the engine serves
  * processor: an image's pixels, a video's frames per second) override what the engine was started
  * with, and those settings bound the host memory and GPU work one request costs: a request's
  * `{"video": {"num_frames": -1}}` decodes every frame of a video, past the engine's ceiling
- * (CVE-2026-34755, GHSA-vxqj-p4gw-9h4c).
+ * (CVE-2026-34755, GHSA-vxqj-p4gw-9h4c). SGLang's alike: `max_dynamic_patch` (and
+ * `min_dynamic_patch`, the fewest) is how many tiles an image is cut into, each some 256 tokens
+ * for the vision encoder and the prompt (InternVL-style models start with 12; a content part's
+ * `image_url` or `video_url` may carry its own), and `images_config` an OCR processor's sizes.
  */
-const MEDIA_PROCESSING = "it overrides the engine's media decoding or processor settings (vLLM: a video's frame count, -1 for every frame), which bound what one request may cost the engine and are the deployment's to set";
+const MEDIA_PROCESSING = "it overrides the engine's media decoding or processor settings (vLLM: a video's frame count, -1 for every frame; SGLang: an image's tile count), which bound what one request may cost the engine and are the deployment's to set";
 
 /**
  * Tensors the engine deserializes: vLLM's `prompt_embeds` (completions, with
@@ -136,14 +139,17 @@ const REFUSED: Refused = [
   ...refused(SESSION, "session_params", "session_id"),
   ...refused(PLACEMENT, "routed_dp_rank", "data_parallel_rank", "disagg_prefill_dp_rank"),
   ...refused(ADAPTER, "lora_path"),
-  ...refused(MEDIA_PROCESSING, "media_io_kwargs", "mm_processor_kwargs"),
+  ...refused(MEDIA_PROCESSING, "media_io_kwargs", "mm_processor_kwargs", "max_dynamic_patch", "min_dynamic_patch", "images_config"),
   ...refused(TENSOR, "prompt_embeds"),
   ...refused(TOKENS_IN_PLACE, "input_ids"),
   ...refused(TEMPLATE, "chat_template", "chat_template_kwargs.chat_template"),
 ];
 
 /** Each field of a chat message's content part a virtual key may not set, with why. */
-const REFUSED_IN_PART: Refused = [...refused(TENSOR, "image_embeds", "audio_embeds", "video_embeds")];
+const REFUSED_IN_PART: Refused = [
+  ...refused(TENSOR, "image_embeds", "audio_embeds", "video_embeds"),
+  ...refused(MEDIA_PROCESSING, "image_url.max_dynamic_patch", "video_url.max_dynamic_patch"),
+];
 
 /**
  * The 400 for a body that steers an engine, or null. Read off the parsed body, a property each

@@ -352,6 +352,21 @@ describe("an engine's media processing", () => {
 /** A chat body's fields whose one user message holds a question and `part`. */
 const withPart = (part: Record<string, unknown>) => ({ messages: [{ role: "user", content: [question, part] }] });
 
+describe("an engine's image tiling", () => {
+  it("is not a virtual key's to set: SGLang cuts an image into up to max_dynamic_patch tiles (at least min_dynamic_patch), a part's image_url or video_url may name its own, and images_config sets an OCR processor's sizes, each past what the engine was started with; a 400 naming the field, and no engine sees it", async () => {
+    await refusedToTenants([
+      ["max_dynamic_patch", 4096],
+      ["min_dynamic_patch", 4096],
+      ["images_config", { base_size: 8192, image_size: 8192, crop_mode: true }],
+    ]);
+    const url = "https://upload.wikimedia.org/wikipedia/commons/a/a9/Example.jpg";
+    await refusedWithin([
+      ["messages[0].content[1].image_url.max_dynamic_patch", (v) => withPart({ type: "image_url", image_url: { url, max_dynamic_patch: v } }), 4096],
+      ["messages[0].content[1].video_url.max_dynamic_patch", (v) => withPart({ type: "video_url", video_url: { url, max_dynamic_patch: v } }), 4096],
+    ]);
+  });
+});
+
 describe("tensors for an engine to deserialize", () => {
   it("are not a virtual key's to send: vLLM torch.loads prompt_embeds and a part's image_embeds, audio_embeds or video_embeds (a crafted sparse tensor wrote out of bounds, CVE-2025-62164; a small one densifies to TiBs), and the gateway neither routes, limits nor estimates what they hold; a 400 naming the field, and no engine sees it", async () => {
     // What vLLM's docs send: base64 of torch.save(tensor); the gateway never reads it.
