@@ -406,6 +406,18 @@ describe("a chat template", () => {
   });
 });
 
+describe("fields an engine's OpenAI endpoints read nothing from", () => {
+  it("pass on from a virtual key as they came: SGLang takes metric labels from a header the gateway never forwards (custom_labels in the body is read by nothing), and input_embeds only on its native /generate, which the gateway does not serve", async () => {
+    for (const [field, value] of [
+      ["custom_labels", { tenant: "another-tenant" }],
+      ["input_embeds", [[0.1, 0.2, 0.3]]],
+    ] as const) {
+      expect(await sendWith(mallory, { [field]: value }), field).toEqual({ status: 200 });
+      expect((upstream.stats("ok").bodies.at(-1) as Record<string, unknown>)[field], field).toEqual(value);
+    }
+  });
+});
+
 describe("a tenant's own cache salt and queue priority", () => {
   it("pass on from a virtual key as they came: cache_salt (and SGLang's extra_key) only separates the key's own prefix cache, and a priority is the engine's to refuse (fcfs) or the gateway's to replace (priority)", async () => {
     for (const [field, value] of [
