@@ -152,38 +152,31 @@ const REFUSED_IN_PART: Refused = [
 ];
 
 /**
- * The 400 for a body that steers an engine, or null. Read off the parsed body, a property each
- * (and, in a chat's messages, each content part's): a body without them costs nothing more, and
- * none is re-serialised. Null is a field left unset (as the engines read it), not a value.
+ * The 400 for a body whose top-level fields steer an engine, or null. Read off the parsed body, a
+ * property each: a body without them costs nothing more, and none is re-serialised. Null is a
+ * field left unset (as the engines read it), not a value. A content part's fields are read by the
+ * one walk over a body's parts (content-parts.ts, with partSteering).
  */
 export function engineSteeringRefusal(body: Readonly<Record<string, unknown>>): GatewayError | null {
-  return fieldsRefusal(body, REFUSED, "") ?? partsRefusal(body.messages);
+  const found = fieldFound(body, REFUSED);
+  return found && steeringRefusal(found.path, found.why);
 }
 
-function fieldsRefusal(holder: Readonly<Record<string, unknown>>, table: Refused, at: string): GatewayError | null {
+/** The first field of a content part a virtual key may not set: its path below the part (`.image_url.max_dynamic_patch`), and why. */
+export function partSteering(part: Readonly<Record<string, unknown>>): { path: string; why: string } | null {
+  const found = fieldFound(part, REFUSED_IN_PART);
+  return found && { path: `.${found.path}`, why: found.why };
+}
+
+export function steeringRefusal(param: string, why: string): GatewayError {
+  return badRequest(`${param} is not accepted from a virtual key: ${why}`, param, "unsupported_parameter");
+}
+
+function fieldFound(holder: Readonly<Record<string, unknown>>, table: Refused): { path: string; why: string } | null {
   for (const [path, why] of table) {
     let v: unknown = holder;
     for (const key of path) v = isObject(v) ? v[key] : undefined;
-    if (v !== undefined && v !== null) {
-      const param = at + path.join(".");
-      return badRequest(`${param} is not accepted from a virtual key: ${why}`, param, "unsupported_parameter");
-    }
-  }
-  return null;
-}
-
-/** The first content part of a chat's (or vLLM's chat-style embeddings') messages that steers an engine. */
-function partsRefusal(messages: unknown): GatewayError | null {
-  if (!Array.isArray(messages)) return null;
-  for (let i = 0; i < messages.length; i++) {
-    const message: unknown = messages[i];
-    const content = isObject(message) ? message.content : undefined;
-    if (!Array.isArray(content)) continue;
-    for (let j = 0; j < content.length; j++) {
-      const part: unknown = content[j];
-      const found = isObject(part) ? fieldsRefusal(part, REFUSED_IN_PART, `messages[${i}].content[${j}].`) : null;
-      if (found) return found;
-    }
+    if (v !== undefined && v !== null) return { path: path.join("."), why };
   }
   return null;
 }

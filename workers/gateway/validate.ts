@@ -1,7 +1,7 @@
 import type { ResolvedGroup } from "../../src/config/load.ts";
 import { engineSteeringRefusal } from "../../src/openai/engine-steering.ts";
 import { badRequest, type GatewayError } from "../../src/openai/errors.ts";
-import { mediaUrlRefusal } from "../../src/openai/media-urls.ts";
+import { contentPartRefusal } from "../../src/openai/content-parts.ts";
 import { chatLimitError, responsesLimitError } from "../../src/openai/request-limits.ts";
 import { ChatCompletionRequestSchema, CompletionRequestSchema, EmbeddingRequestSchema, RerankRequestSchema, ResponsesRequestSchema, ScoreRequestSchema } from "../../src/openai/requests.ts";
 import { chatFingerprint, completionFingerprint, promptBlocks, responsesFingerprint, type FingerprintOptions } from "../../src/prefix/fingerprint.ts";
@@ -29,11 +29,11 @@ export interface Validated {
  * `bodyBytes`: the body's size as it came, what a prompt's size is estimated from past its hashed
  * head. `owner`: the caller owns the deployment (the master key), and may set what steers its
  * engines (src/openai/engine-steering.ts) and have them fetch media from any host
- * (src/openai/media-urls.ts); a virtual key may not, and its body is read for neither.
+ * (src/openai/content-parts.ts); a virtual key may not, and its body is read for neither.
  */
 export function validate(endpoint: Endpoint, raw: unknown, config: LoadedConfig, bodyBytes: number, owner: boolean): Validated {
   const v = validBody(endpoint, raw, config, bodyBytes);
-  const refused = owner ? null : (engineSteeringRefusal(v.body) ?? mediaUrlRefusal(endpoint, v.body));
+  const refused = owner ? null : (engineSteeringRefusal(v.body) ?? contentPartRefusal(endpoint, v.body));
   if (refused) throw refused;
   return v;
 }

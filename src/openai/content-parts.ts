@@ -1,5 +1,6 @@
 import { unreachableHost } from "../config/private-hosts.ts";
 import type { Endpoint } from "./endpoints.ts";
+import { partSteering, steeringRefusal } from "./engine-steering.ts";
 import { badRequest, type GatewayError } from "./errors.ts";
 import { SCORE_SIDES } from "./requests.ts";
 
@@ -20,13 +21,16 @@ const RERANK_FIELDS = ["query", "documents"] as const;
 const SCORE_FIELDS = [...new Set(SCORE_SIDES.flat())];
 
 /**
- * The 400 for a virtual key's body naming a media URL an engine would fetch from the deployment's
- * own network, or null. Only what holds content parts is walked (chat and embeddings messages'
- * content, Responses input items and their content, rerank and score multimodal objects), once,
- * on the body already parsed and never re-serialised: a string content costs one type check. A
- * `data:` URL, a public host's, or a value that is no URL (SGLang takes bare base64) passes.
+ * The 400 for a virtual key's body whose content parts hold what a tenant may not send, or null: a
+ * media URL an engine would fetch from the deployment's own network, or a part's field that steers
+ * the engine (engine-steering.ts partSteering: a tensor to deserialize, its own image tiling). The
+ * one walk over a body's parts: only what holds content parts is walked (chat and embeddings
+ * messages' content, Responses input items and their content, rerank and score multimodal
+ * objects), once, on the body already parsed and never re-serialised: a string content costs one
+ * type check. A `data:` URL, a public host's, or a value that is no URL (SGLang takes bare base64)
+ * passes.
  */
-export function mediaUrlRefusal(endpoint: Endpoint, body: Readonly<Record<string, unknown>>): GatewayError | null {
+export function contentPartRefusal(endpoint: Endpoint, body: Readonly<Record<string, unknown>>): GatewayError | null {
   switch (endpoint) {
     case "chat":
     case "embeddings":
@@ -89,6 +93,7 @@ function sidesRefusal(body: Readonly<Record<string, unknown>>, fields: readonly 
   return null;
 }
 
+/** A part's first field a virtual key may not set: a media URL an engine would fetch from the deployment's network, or a field that steers the engine (engine-steering.ts). */
 function partFound(part: unknown): Found | null {
   if (!isObject(part)) return null;
   for (const field of URL_FIELDS) {
@@ -98,7 +103,8 @@ function partFound(part: unknown): Found | null {
     const why = url === null ? null : unfetchable(url);
     if (why) return { path: bare ? `.${field}` : `.${field}.url`, error: (param) => refusal(param, why) };
   }
-  return null;
+  const steers = partSteering(part);
+  return steers && { path: steers.path, error: (param) => steeringRefusal(param, steers.why) };
 }
 
 const refusal = (param: string, why: string): GatewayError =>

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { Endpoint } from "../../src/openai/endpoints.ts";
-import { mediaUrlRefusal, unfetchable } from "../../src/openai/media-urls.ts";
+import { contentPartRefusal, unfetchable } from "../../src/openai/content-parts.ts";
 
 describe("unfetchable: a media URL a tenant may not have an engine fetch", () => {
   it.each([
@@ -80,14 +80,14 @@ const PUBLIC = "https://upload.wikimedia.org/x.png";
 
 /** The param of the 400 for `body` on `endpoint`, or null when it is passed on. */
 function refusedParam(endpoint: Endpoint, body: Record<string, unknown>): string | null {
-  const e = mediaUrlRefusal(endpoint, body);
+  const e = contentPartRefusal(endpoint, body);
   if (e === null) return null;
   expect(e).toMatchObject({ status: 400, type: "invalid_request_error", code: "invalid_value" });
   expect(e.message).toMatch(new RegExp(`^${e.param?.replace(/[[\].]/g, "\\$&")} is not accepted from a virtual key: `));
   return e.param;
 }
 
-describe("mediaUrlRefusal: where a body holds media URLs", () => {
+describe("contentPartRefusal: where a body holds media URLs", () => {
   it("chat: every message's content parts, typed or not, as {url} or a bare string; string content is not read", () => {
     const messages = (...content: unknown[]) => ({ messages: [{ role: "system", content: "Be brief." }, { role: "user", content }] });
     expect(refusedParam("chat", { messages: [{ role: "user", content: `look at ${PRIVATE}` }] })).toBeNull();
@@ -129,5 +129,25 @@ describe("mediaUrlRefusal: where a body holds media URLs", () => {
 
   it("completions: no content parts, nothing read", () => {
     expect(refusedParam("completions", { prompt: PRIVATE, messages: [{ role: "user", content: [{ image_url: PRIVATE }] }] })).toBeNull();
+  });
+});
+
+describe("contentPartRefusal: a part's fields that steer an engine, read in the same walk", () => {
+  const refused = (endpoint: Endpoint, body: Record<string, unknown>) => {
+    const e = contentPartRefusal(endpoint, body);
+    return e && { status: e.status, code: e.code, param: e.param };
+  };
+  const tensor = { type: "input_image", image_embeds: "UEsDBAAACAgA" };
+
+  it("refuses a tensor or a tiling wherever a body holds parts: chat, Responses input items and their content, rerank", () => {
+    expect(refused("chat", { messages: [{ role: "user", content: [{ type: "text", text: "hi" }, tensor] }] })).toEqual({ status: 400, code: "unsupported_parameter", param: "messages[0].content[1].image_embeds" });
+    expect(refused("responses", { input: [{ role: "user", content: [tensor] }] })).toEqual({ status: 400, code: "unsupported_parameter", param: "input[0].content[0].image_embeds" });
+    expect(refused("responses", { input: [tensor] })).toEqual({ status: 400, code: "unsupported_parameter", param: "input[0].image_embeds" });
+    expect(refused("rerank", { query: { content: [{ type: "image_url", image_url: { url: PUBLIC, max_dynamic_patch: 40 } }] }, documents: [] })).toEqual({ status: 400, code: "unsupported_parameter", param: "query.content[0].image_url.max_dynamic_patch" });
+  });
+
+  it("passes parts that set none of them, and a null one (a field left unset)", () => {
+    expect(refused("responses", { input: [{ role: "user", content: [{ type: "input_image", image_url: PUBLIC, image_embeds: null }] }] })).toBeNull();
+    expect(refused("chat", { messages: [{ role: "user", content: [{ type: "image_url", image_url: { url: PUBLIC } }] }] })).toBeNull();
   });
 });
