@@ -98,8 +98,9 @@ export function overLimit(message: string, code: "rate_limit_exceeded" | "insuff
   return new GatewayError(429, code === "insufficient_quota" ? "insufficient_quota" : "rate_limit_error", message, code, null, headers);
 }
 export const notFound = (message: string, code = "not_found") => new GatewayError(404, "not_found_error", message, code);
-export const tooLarge = (limit: number) =>
-  new GatewayError(413, "invalid_request_error", `request body exceeds the ${limit}-byte limit`, "body_too_large");
+/** `what`: what is too large (a realtime session's event is bound as a request body is). */
+export const tooLarge = (limit: number, what = "request body") =>
+  new GatewayError(413, "invalid_request_error", `${what} exceeds the ${limit}-byte limit`, "body_too_large");
 /** A body in a coding the gateway does not decode: 415, and Accept-Encoding says what it takes (RFC 7694). */
 export const unsupportedEncoding = (encoding: string) =>
   new GatewayError(415, "invalid_request_error", `Content-Encoding ${encoding} is not supported: send the body unencoded (no Content-Encoding, or identity)`, "unsupported_content_encoding", null, { "accept-encoding": "identity" });

@@ -1,4 +1,6 @@
 import { isRecord } from "../fleet/merge-patch.ts";
+import { badRequest } from "../openai/errors.ts";
+import { errorEvent } from "./error-event.ts";
 
 /**
  * A realtime session's model, pinned to its deployment's. The handshake's `?model=` is rewritten
@@ -25,26 +27,30 @@ const TYPE = "session.update";
  * `message` as it goes to the backend: itself when it is not a session.update (byte for byte), a
  * session.update re-serialised with `model` (and `session.model`, when its session names one) set
  * to the deployment's `model`; null when it may be one and is not JSON as this runtime reads it
- * (Python's parser takes `NaN` where JSON.parse does not): it must not reach the backend unpinned.
+ * (Python's parser takes `NaN` where JSON.parse does not), or cannot be serialised again: it must
+ * not reach the backend unpinned. Its caller holds it to a request body's bounds first
+ * (workers/gateway/body.ts sessionMessageRefusal): what is parsed here is not otherwise bounded.
  */
 export function pinSessionModel(message: string, model: string): string | null {
-  if (!message.includes(TYPE) && !message.includes("\\u")) return message;
-  let event: unknown;
+  if (!mayBeSessionUpdate(message)) return message;
   try {
-    event = JSON.parse(message);
+    const event: unknown = JSON.parse(message);
+    if (!isRecord(event) || event.type !== TYPE) return message;
+    const session = isRecord(event.session) && "model" in event.session ? { ...event.session, model } : event.session;
+    // Inside the try: serialising what was parsed may still throw (a RangeError on deep nesting).
+    return JSON.stringify({ ...event, model, session });
   } catch {
     return null;
   }
-  if (!isRecord(event) || event.type !== TYPE) return message;
-  const session = isRecord(event.session) && "model" in event.session ? { ...event.session, model } : event.session;
-  return JSON.stringify({ ...event, model, session });
+}
+
+/** Whether `message` may be a session.update as the server parses it: what pinSessionModel parses. */
+export function mayBeSessionUpdate(message: string): boolean {
+  return message.includes(TYPE) || message.includes("\\u");
 }
 
 /**
  * What the client is answered for a message pinSessionModel could not read, instead of its
  * backend's answer: an error event, as a server answers a message that is not JSON.
  */
-export const UNREADABLE_EVENT = JSON.stringify({
-  type: "error",
-  error: { type: "invalid_request_error", code: "invalid_json", message: "the gateway could not read this event as JSON: it was not passed on", param: null },
-});
+export const UNREADABLE_EVENT = errorEvent(badRequest("the gateway could not read this event as JSON: it was not passed on", null, "invalid_json"));

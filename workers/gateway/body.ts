@@ -1,4 +1,4 @@
-import { BODY_SHAPE, isInexactNumber, scanBody, type ShapeBounds, type ShapeExcess } from "../../src/openai/body-shape.ts";
+import { BODY_SHAPE, isInexactNumber, scanBody, shapeExcess, type ShapeBounds, type ShapeExcess } from "../../src/openai/body-shape.ts";
 import { badRequest, clientGone, tooLarge, unsupportedEncoding, type GatewayError } from "../../src/openai/errors.ts";
 import { join } from "../../src/stream/bytes.ts";
 
@@ -168,9 +168,37 @@ function keepingInexact(_key: string, value: unknown, context?: { source?: strin
   return typeof value === "number" && context?.source !== undefined && isInexactNumber(context.source) ? JSON.rawJSON(context.source) : value;
 }
 
-function shapeError({ rule, field }: ShapeExcess, bounds: ShapeBounds): GatewayError {
+function shapeError({ rule, field }: ShapeExcess, bounds: ShapeBounds, what = "request body"): GatewayError {
   const where = field === null ? "" : ` (in ${field})`;
-  if (rule === "depth") return badRequest(`request body nests objects and arrays more than ${bounds.maxDepth} levels deep${where}`, field, "json_too_deep");
-  if (rule === "nodes") return badRequest(`request body holds more than ${bounds.maxNodes} objects, arrays and keys${field === null ? "" : ` (passed in ${field})`}`, field, "json_too_complex");
-  return badRequest(`request body has an object with more than ${bounds.maxObjectKeys} keys${where}`, field, "json_too_complex");
+  if (rule === "depth") return badRequest(`${what} nests objects and arrays more than ${bounds.maxDepth} levels deep${where}`, field, "json_too_deep");
+  if (rule === "nodes") return badRequest(`${what} holds more than ${bounds.maxNodes} objects, arrays and keys${field === null ? "" : ` (passed in ${field})`}`, field, "json_too_complex");
+  return badRequest(`${what} has an object with more than ${bounds.maxObjectKeys} keys${where}`, field, "json_too_complex");
+}
+
+/**
+ * What refuses one message of a realtime session, held to a request body's bounds: over `limit`
+ * bytes (maxBodyBytes), or, when the gateway is to parse it (`parsed`: a session.update), past
+ * BODY_SHAPE. A frame may be 32 MiB (the runtime's bound), and parsing, copying and serialising
+ * 32 MiB of `{}` again is more than an isolate's 128 MB holds: one message would end every request
+ * and session the isolate serves. Null when it may go on.
+ */
+export function sessionMessageRefusal(text: string, limit: number, parsed: boolean): GatewayError | null {
+  if (utf8Length(text, limit) > limit) return tooLarge(limit, "event");
+  const excess = parsed ? shapeExcess(text) : null;
+  return excess && shapeError(excess, BODY_SHAPE, "event");
+}
+
+/**
+ * `text`'s length in UTF-8, counted only when its length in UTF-16 units does not settle whether
+ * it is over `limit` (a unit is 1 to 3 bytes, a surrogate pair 4): an ASCII message is never walked.
+ */
+function utf8Length(text: string, limit: number): number {
+  if (text.length > limit || text.length * 3 <= limit) return text.length;
+  let bytes = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    // A surrogate half is 2 of a pair's 4 bytes; an unpaired one is sent as U+FFFD, 3.
+    bytes += c < 0x80 ? 1 : c < 0x800 ? 2 : c >= 0xd800 && c <= 0xdfff ? 2 : 3;
+  }
+  return bytes;
 }

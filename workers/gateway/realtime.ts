@@ -182,9 +182,9 @@ async function handshakeInTurn(p: RealtimeInput, s: Session, held: HeldFailure):
             const counts = readsUsage(caller.key.record);
             if (counts) lease.watchBudget(tenant?.budget ?? null);
             const reported = counts ? (soFar: TokenUsage) => void lease.charge(soFar).then(() => endIfSpent(lease, caller, relay)) : null;
-            const relay: Relay = relaySockets(pair[1], answer.socket, lease, { model: deployment.model, reported, idleMs, secrets: reach.secrets });
+            const relay: Relay = relaySockets(pair[1], answer.socket, lease, { model: deployment.model, reported, idleMs, secrets: reach.secrets, maxEventBytes: config.limits.maxBodyBytes });
             watchKey(caller, p, relay, counts ? lease : null, sessionRefusal(p.req, model, primary, group));
-          } else relaySockets(pair[1], answer.socket, lease, { model: deployment.model, reported: null, idleMs, secrets: reach.secrets });
+          } else relaySockets(pair[1], answer.socket, lease, { model: deployment.model, reported: null, idleMs, secrets: reach.secrets, maxEventBytes: config.limits.maxBodyBytes });
           unused = null;
           held.answered(false);
           return accepted;

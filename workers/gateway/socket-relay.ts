@@ -1,8 +1,10 @@
 import { CLIENT_LOST, clientCloseOutcome, closeReason, forwardedClose, UPSTREAM_LOST, upstreamCloseOutcome, type CloseFrame } from "../../src/realtime/closing.ts";
 import { backendEvent, clientAsks } from "../../src/realtime/event-type.ts";
-import { pinSessionModel, UNREADABLE_EVENT } from "../../src/realtime/session-model.ts";
+import { errorEvent } from "../../src/realtime/error-event.ts";
+import { mayBeSessionUpdate, pinSessionModel, UNREADABLE_EVENT } from "../../src/realtime/session-model.ts";
 import { RealtimeUsage } from "../../src/realtime/usage.ts";
 import type { LeaseOutcome, TokenUsage } from "../../src/routing/protocol.ts";
+import { sessionMessageRefusal } from "./body.ts";
 import type { HeldLease } from "./route-client.ts";
 
 /** A relayed session, as the gateway may end it itself. */
@@ -27,6 +29,8 @@ export interface RelayOptions {
   idleMs?: number | undefined;
   /** What the gateway sends the backend that is secret: taken out of the close reason the client is passed. */
   secrets: readonly string[];
+  /** The most bytes one client message may hold: a request body's (limits.maxBodyBytes). */
+  maxEventBytes: number;
 }
 
 /**
@@ -45,7 +49,7 @@ export interface RelayOptions {
  * is ended as the gateway ends one (Relay.end), with 1001, as a stream whose backend stalls is:
  * nothing else bounds a stuck session.
  */
-export function relaySockets(client: WebSocket, upstream: WebSocket, lease: HeldLease, { model, reported, idleMs, secrets }: RelayOptions): Relay {
+export function relaySockets(client: WebSocket, upstream: WebSocket, lease: HeldLease, { model, reported, idleMs, secrets, maxEventBytes }: RelayOptions): Relay {
   const ended: (() => void)[] = [];
   let over = false;
   const usage = reported ? new RealtimeUsage() : null;
@@ -75,12 +79,14 @@ export function relaySockets(client: WebSocket, upstream: WebSocket, lease: Held
   // which its server's input_audio_buffer.committed answers too; null when nothing is owed.
   let owed: "response" | "commit" | null = null;
   // Binary audio as it came; a text message too unless it is a session.update, its model pinned to
-  // the deployment's, or one that may be and cannot be read, answered in the backend's stead: false
-  // then, as the backend was not asked.
+  // the deployment's; answered in the backend's stead when it is one that may be and cannot be read,
+  // or past a request body's bounds (body.ts sessionMessageRefusal): false then, as the backend was
+  // not asked.
   const toBackend = (data: string | ArrayBuffer): boolean => {
-    const pinned = typeof data === "string" ? pinSessionModel(data, model) : data;
+    const refusal = typeof data === "string" ? sessionMessageRefusal(data, maxEventBytes, mayBeSessionUpdate(data)) : null;
+    const pinned = typeof data !== "string" ? data : refusal ? null : pinSessionModel(data, model);
     if (pinned === null) {
-      pass(client, UNREADABLE_EVENT);
+      pass(client, refusal ? errorEvent(refusal) : UNREADABLE_EVENT);
       return false;
     }
     pass(upstream, pinned);
