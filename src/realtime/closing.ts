@@ -73,6 +73,9 @@ function cutToBytes(text: string, max: number): string {
   return new TextDecoder().decode(bytes.subarray(0, max)).replace(/\uFFFD$/, "");
 }
 
+/** RFC 6455's unsupported data, invalid payload data and message too big: the peer's message refused. */
+const REFUSED_WHAT_CLIENT_SENT: ReadonlySet<number> = new Set([1003, 1007, 1009]);
+
 /** Sent by a server that cannot take the session now (overloaded, restarting): RFC 6455's "try again later". */
 const TRY_AGAIN_LATER = 1013;
 
@@ -86,10 +89,14 @@ const TRY_AGAIN_LATER = 1013;
  * asked), or closes at once, must not earn its breaker's
  * successes nor tell the silence rule it serves (src/routing/silence.ts). One closed before any
  * such message with 1013 is the server saying it cannot serve now — its state, as a
- * 503 with a Retry-After is — a failure; any other close before a message, no verdict.
+ * 503 with a Retry-After is — a failure; any other close before a message, no verdict. A close
+ * that refuses what the client sent (1003, 1007, 1009: a message the server does not take, one
+ * not valid, one too big — uvicorn's ws_max_size) ended the session for the client's message, not
+ * as one served: no verdict, whatever came before, nor a breaker success.
  */
 export function upstreamCloseOutcome(code: number, served: boolean): LeaseOutcome {
   if (code === ABNORMAL || code === 1011 || code === 1014) return "upstream-error";
+  if (REFUSED_WHAT_CLIENT_SENT.has(code)) return "client-abort";
   if (served) return "ok";
   return code === TRY_AGAIN_LATER ? "upstream-error" : "client-abort";
 }

@@ -1,4 +1,4 @@
-import type { GatewayError } from "../openai/errors.ts";
+import { badRequest, type GatewayError } from "../openai/errors.ts";
 
 /**
  * An OpenAI-style realtime `error` event: what the client is answered, in its backend's stead, for
@@ -8,3 +8,13 @@ export function errorEvent(e: GatewayError): string {
   return JSON.stringify({ type: "error", error: { type: e.type, code: e.code, message: e.message, param: e.param } });
 }
 
+
+/**
+ * What a client's binary message is answered: the realtime API's client events are JSON text, and
+ * vLLM and vLLM-Omni read them with Starlette's receive_text(), which fails on a binary message and
+ * ends the session (a close 1000, a transcription cut short with no transcription.done): passed on,
+ * a client could end its backend's output unreported, and that end reads as the backend's own.
+ */
+export const BINARY_REFUSED = errorEvent(
+  badRequest("the realtime API takes JSON events in text messages: this binary message was not passed on", null, "binary_message_unsupported"),
+);

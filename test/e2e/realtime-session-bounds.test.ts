@@ -22,7 +22,13 @@ beforeAll(async () => {
   gw = await startTestGateway(
     {
       limits: { maxBodyBytes: MAX_BODY_BYTES },
-      modelGroups: [{ name: "echo", deployments: [at("echo")] }],
+      modelGroups: [
+        { name: "echo", deployments: [at("echo")] },
+        // vLLM's streaming transcription: a delta per audio append once a commit began it.
+        { name: "streams", deployments: [at("vllm-stream")] },
+        // The same, its server ending the session after its 20th delta, no transcription.done.
+        { name: "streams-ending", deployments: [at("vllm-stream:20", "vllm-stream-20")] },
+      ],
     },
     { KVGATE_ADMIN_KEY: adminKey },
   );
@@ -35,6 +41,27 @@ afterAll(async () => {
 const wsUrl = (query: string) => `${gw.url.replace(/^http/, "ws")}/v1/realtime${query}`;
 const open = async (model: string, key = gw.key): Promise<OpenSocket> => opened(await connect(wsUrl(`?model=${model}`), { headers: { authorization: `Bearer ${key}` } }));
 const parsed = (m: Received) => JSON.parse(m.data.toString("utf8")) as Record<string, unknown>;
+const admin = (method: string, path: string, body?: unknown) =>
+  fetch(`${gw.url}/admin/v1${path}`, { method, headers: { authorization: `Bearer ${adminKey}`, "content-type": "application/json" }, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
+/** A new virtual key made with `fields`, and a reader of its usage. */
+async function newKey(fields: Record<string, unknown>): Promise<{ id: string; key: string; usage: () => Promise<Record<string, unknown>> }> {
+  const made = await admin("POST", "/keys", fields);
+  expect(made.status).toBe(201);
+  const { id, key } = (await made.json()) as { id: string; key: string };
+  return { id, key, usage: async () => (await (await admin("GET", `/usage?key=${id}`)).json()) as Record<string, unknown> };
+}
+const audioChunk = JSON.stringify({ type: "input_audio_buffer.append", audio: Buffer.alloc(4800).toString("base64") });
+
+/** A streaming transcription begun on `s` (its model named, a commit sent) and `n` of its deltas read, one an audio chunk. */
+async function readDeltas(s: OpenSocket, group: string, n: number): Promise<void> {
+  await s.event("session.created");
+  s.ws.send(JSON.stringify({ type: "session.update", model: group }));
+  s.ws.send(JSON.stringify({ type: "input_audio_buffer.commit" }));
+  for (let i = 0; i < n; i++) {
+    s.ws.send(audioChunk);
+    await s.event("transcription.delta");
+  }
+}
 
 describe("a client's message past a request body's bounds", () => {
   it("is not passed on: its client is answered an error event, as a request body over maxBodyBytes or BODY_SHAPE is refused, and the session goes on", async () => {
@@ -64,5 +91,32 @@ describe("a client's message past a request body's bounds", () => {
     s.ws.close(1000);
     await s.closed;
     await vi.waitFor(async () => expect(await gw.inFlight("echo")).toBe(0), EVENTUALLY);
+  });
+});
+
+describe("a virtual key's streaming transcription whose end never comes", () => {
+  it("a client's binary message is answered an error event, not passed on: vLLM reads text only, and would end the session with its transcription unreported", async () => {
+    const { key, usage } = await newKey({ track_usage: true });
+    const s = await open("streams", key);
+    await readDeltas(s, "streams", 20);
+    s.ws.send(Buffer.from([1, 2, 3]));
+    expect(parsed(await s.next())).toMatchObject({ type: "error", error: { type: "invalid_request_error", code: "binary_message_unsupported" } });
+    // The session goes on: the backend never saw it.
+    s.ws.send(audioChunk);
+    await s.event("transcription.delta");
+    s.ws.close(1000);
+    await s.closed;
+    // Left before its end: a token a delta, as a stream its client left is.
+    await vi.waitFor(async () => expect(await usage()).toMatchObject({ requests: 1, completion_tokens: 21 }), EVENTUALLY);
+  });
+
+  it("is charged the deltas it relayed when its backend ends the session with a close that is no failure, as when its client leaves: reading a transcription is not free", async () => {
+    const { key, usage } = await newKey({ track_usage: true });
+    const s = await open("streams-ending", key);
+    await readDeltas(s, "streams-ending", 20);
+    expect(await s.closed).toEqual({ code: 1000, reason: "" });
+    await vi.waitFor(async () => expect(await gw.inFlight("streams-ending")).toBe(0), EVENTUALLY);
+    await vi.waitFor(async () => expect((await usage()).requests).toBe(1), EVENTUALLY);
+    expect(await usage()).toMatchObject({ prompt_tokens: 0, completion_tokens: 20 });
   });
 });

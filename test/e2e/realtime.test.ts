@@ -139,13 +139,16 @@ describe("a realtime session through the gateway", () => {
     await s.closed;
   });
 
-  it("relays binary messages as binary and text as text, byte for byte", async () => {
+  it("relays text as text, byte for byte, and the backend's binary messages as binary; a client's binary message, which no realtime server reads, is answered an error event", async () => {
     const s = await open("echo");
-    const bytes = Buffer.from([0, 1, 2, 0xff, 0xfe, 0x80, 10, 13]);
-    s.ws.send(bytes);
+    s.ws.send("as-binary:\u0000bytes\r\n");
     const b = await s.next();
     expect(b.binary).toBe(true);
-    expect(b.data.equals(bytes)).toBe(true);
+    expect(b.data.equals(Buffer.from("\u0000bytes\r\n"))).toBe(true);
+    s.ws.send(Buffer.from([0, 1, 2, 0xff, 0xfe, 0x80, 10, 13]));
+    const refused = await s.next();
+    expect(refused.binary).toBe(false);
+    expect(JSON.parse(refused.data.toString("utf8"))).toMatchObject({ type: "error", error: { code: "binary_message_unsupported" } });
     const text = "Grüße ✓ — {\"not\":\"json\"";
     s.ws.send(text);
     const t = await s.next();

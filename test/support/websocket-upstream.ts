@@ -8,7 +8,7 @@ import { WebSocketServer, type RawData, type WebSocket } from "ws";
  * `/<behaviour>/v1/realtime`.
  * - `echo`: accepts; sends every message back as it came (text as text, binary as binary); the
  *   text message `cut` makes it drop the connection without a close frame, as a crashed server
- *   does. Each session's close code and reason, as the upstream received them, are recorded.
+ *   does, and `as-binary:<text>` is sent back as a binary message of <text>'s bytes. Each session's close code and reason, as the upstream received them, are recorded.
  * - `mute`: accepts, takes every message and answers none, as an engine that hung after the
  *   upgrade does; its close is recorded as `echo`'s is.
  * - `slow:<ms>`: as `echo`, after holding the handshake unanswered for that long (handshakes
@@ -33,6 +33,13 @@ import { WebSocketServer, type RawData, type WebSocket } from "ws";
  *   takes `input_audio_buffer.append` events without a word, as vLLM does, and answers an
  *   `input_audio_buffer.commit` with a `transcription.delta` and a `transcription.done`. The
  *   models its session.updates named are recorded (`updates()`); its close as `echo`'s is.
+ * - `vllm-stream`: vLLM's streaming transcription as its client meets it: as `vllm` (a
+ *   session.update naming its model first), but a commit starts a transcription whose deltas come
+ *   as the audio does, a `transcription.delta` for each append after it, and only a commit with
+ *   `final: true` ends it, with a `transcription.done` (1 prompt token, a completion token a delta).
+ *   A binary message ends the session as it ends vLLM's, which reads with Starlette's
+ *   receive_text(): closed 1000, the transcription cut short with no `done`. `vllm-stream:<n>`
+ *   also ends it so after its n-th delta (a server that ends the session of its own accord).
  * - `vllm-early`: as `vllm` (a session.update naming its model first), but its transcription.done reports zeros, as an early vLLM's did (a TODO).
  * - `vllm-omni`: vLLM-Omni serving realtime transcription with speech (its realtime_connection.py):
  *   as `vllm` (a session.update naming its model first), but a commit's transcription comes as three `transcription.delta`s, each followed by
@@ -109,6 +116,15 @@ export async function startWebSocketUpstream(o: WebSocketUpstreamOptions = {}): 
         if (!hung) ws.on("message", servedAs(ws, updates, answer));
       });
     }
+    if (m?.[1] === "vllm-stream") {
+      const endAfter = m[2] === undefined ? Infinity : Number(m[2]);
+      return void wss.handleUpgrade(req, socket, head, (ws) => {
+        recordClose(ws, closes);
+        ws.send(JSON.stringify({ type: "session.created", id: "sess-stream" }));
+        const served = servedAs(ws, updates, streamTranscription(ws, endAfter));
+        ws.on("message", (data, isBinary) => (isBinary ? ws.close(1000) : served(data)));
+      });
+    }
     if (m?.[1] === "omni-duplex") {
       return void wss.handleUpgrade(req, socket, head, (ws) => {
         recordClose(ws, closes);
@@ -166,6 +182,7 @@ export async function startWebSocketUpstream(o: WebSocketUpstreamOptions = {}): 
 function echo(ws: WebSocket, closes: { code: number; reason: string }[]): void {
   ws.on("message", (data, isBinary) => {
     if (!isBinary && data.toString() === "cut") return ws.terminate();
+    if (!isBinary && data.toString().startsWith("as-binary:")) return ws.send(Buffer.from(data.toString().slice("as-binary:".length)), { binary: true });
     ws.send(data, { binary: isBinary });
   });
   recordClose(ws, closes);
@@ -207,6 +224,24 @@ function transcribe(ws: WebSocket, message: string, usage = { prompt_tokens: 1, 
   if (!message.includes('"input_audio_buffer.commit"')) return;
   ws.send(JSON.stringify({ type: "transcription.delta", delta: "heard" }));
   ws.send(JSON.stringify({ type: "transcription.done", text: "heard", usage }));
+}
+
+/** vLLM's streaming transcription (`vllm-stream`): a delta per append once a commit began it, its done at a final commit; closed 1000 after `endAfter` deltas. */
+function streamTranscription(ws: WebSocket, endAfter: number): (ws: WebSocket, message: string) => void {
+  let started = false;
+  let deltas = 0;
+  return (_ws, message) => {
+    const event = JSON.parse(message) as { type?: unknown; final?: unknown };
+    if (event.type === "input_audio_buffer.commit" && event.final !== true) started = true;
+    else if (event.type === "input_audio_buffer.commit" && started) {
+      ws.send(JSON.stringify({ type: "transcription.done", text: "w".repeat(deltas), usage: { prompt_tokens: 1, completion_tokens: deltas, total_tokens: 1 + deltas } }));
+      started = false;
+      deltas = 0;
+    } else if (event.type === "input_audio_buffer.append" && started) {
+      ws.send(JSON.stringify({ type: "transcription.delta", delta: "w" }));
+      if (++deltas >= endAfter) ws.close(1000);
+    }
+  };
 }
 
 /** An early vLLM's: its transcription.done's usage all zeros. */

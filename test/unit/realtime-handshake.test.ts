@@ -62,6 +62,10 @@ describe("closes passed from one side to the other", () => {
     expect(clientCloseOutcome(1006, true)).toBe("client-abort");
   });
 
+  it("one that refuses what the client sent (unsupported, invalid, too big): no verdict, served or not — no breaker success for a session its client's message ended", () => {
+    for (const served of [true, false]) expect([1003, 1007, 1009].map((c) => upstreamCloseOutcome(c, served))).toEqual(["client-abort", "client-abort", "client-abort"]);
+  });
+
   it("before the backend sent anything: no verdict, but a 1013 (try again later) from it is a failure", () => {
     expect([1000, 1001, 1008, 4000].map((c) => upstreamCloseOutcome(c, false))).toEqual(["client-abort", "client-abort", "client-abort", "client-abort"]);
     expect(upstreamCloseOutcome(1013, false)).toBe("upstream-error");

@@ -1,6 +1,6 @@
 import { CLIENT_LOST, clientCloseOutcome, closeReason, forwardedClose, UPSTREAM_LOST, upstreamCloseOutcome, type CloseFrame } from "../../src/realtime/closing.ts";
 import { backendEvent, clientAsks } from "../../src/realtime/event-type.ts";
-import { errorEvent } from "../../src/realtime/error-event.ts";
+import { BINARY_REFUSED, errorEvent } from "../../src/realtime/error-event.ts";
 import { mayBeSessionUpdate, pinSessionModel, UNREADABLE_EVENT } from "../../src/realtime/session-model.ts";
 import { RealtimeUsage } from "../../src/realtime/usage.ts";
 import type { LeaseOutcome, TokenUsage } from "../../src/routing/protocol.ts";
@@ -35,8 +35,9 @@ export interface RelayOptions {
 
 /**
  * Accepts and relays two WebSockets to each other — the client's end of a WebSocketPair and the
- * upstream's — message for message, text as text and binary as binary (the client's
- * session.update with its model pinned to the deployment's), and passes each side's
+ * upstream's — message for message, text as text and the backend's binary as binary (the client's
+ * session.update with its model pinned to the deployment's; its binary messages, and what passes a
+ * request body's bounds, answered in the backend's stead), and passes each side's
  * close to the other with its code and reason. The lease is settled once, by whichever side ends
  * first, with what that side's close says about the backend (src/realtime/closing.ts: a normal
  * close is a session served only once the backend sent something its engine made); the backend's
@@ -57,11 +58,14 @@ export function relaySockets(client: WebSocket, upstream: WebSocket, lease: Held
   // response.created: a hung engine's server sends them too): only then is the session's normal end
   // one it served (closing.ts).
   let served = false;
-  // `left`: the client's side ended it (or the gateway did): a response cut short is charged what it sent.
-  const finish = (outcome: LeaseOutcome, left: boolean) => {
+  // An output cut short is charged what it sent (a token a delta) unless its backend failed: a
+  // client that left, the gateway's end, and a backend's close that is no failure alike — the client
+  // read those deltas, and a backend may end a session for what its client sent (vLLM's, on a message
+  // it cannot read). A failed backend's cut output is spared, as a stream it broke off is.
+  const finish = (outcome: LeaseOutcome) => {
     if (over) return;
     over = true;
-    const total = left ? usage?.totalIfLeft : usage?.total;
+    const total = outcome === "upstream-error" ? usage?.total : usage?.totalIfLeft;
     lease.settle(outcome, total && { usage: total });
     for (const f of ended.splice(0)) f();
   };
@@ -78,17 +82,20 @@ export function relaySockets(client: WebSocket, upstream: WebSocket, lease: Held
   // response (response.create), which only its engine's output or an error answers, or a commit,
   // which its server's input_audio_buffer.committed answers too; null when nothing is owed.
   let owed: "response" | "commit" | null = null;
-  // Binary audio as it came; a text message too unless it is a session.update, its model pinned to
-  // the deployment's; answered in the backend's stead when it is one that may be and cannot be read,
-  // or past a request body's bounds (body.ts sessionMessageRefusal): false then, as the backend was
-  // not asked.
+  // A text message as it came unless it is a session.update, its model pinned to the deployment's;
+  // answered in the backend's stead when it is one that may be and cannot be read, when it is past
+  // a request body's bounds (body.ts sessionMessageRefusal), or when it is binary, which no realtime
+  // server reads (error-event.ts BINARY_REFUSED): false then, as the backend was not asked.
+  const answered = (event: string): false => {
+    pass(client, event);
+    return false;
+  };
   const toBackend = (data: string | ArrayBuffer): boolean => {
-    const refusal = typeof data === "string" ? sessionMessageRefusal(data, maxEventBytes, mayBeSessionUpdate(data)) : null;
-    const pinned = typeof data !== "string" ? data : refusal ? null : pinSessionModel(data, model);
-    if (pinned === null) {
-      pass(client, refusal ? errorEvent(refusal) : UNREADABLE_EVENT);
-      return false;
-    }
+    if (typeof data !== "string") return answered(BINARY_REFUSED);
+    const refusal = sessionMessageRefusal(data, maxEventBytes, mayBeSessionUpdate(data));
+    if (refusal) return answered(errorEvent(refusal));
+    const pinned = pinSessionModel(data, model);
+    if (pinned === null) return answered(UNREADABLE_EVENT);
     pass(upstream, pinned);
     return true;
   };
@@ -132,20 +139,20 @@ export function relaySockets(client: WebSocket, upstream: WebSocket, lease: Held
       : (e) => fromBackend(e.data),
   );
   client.addEventListener("close", (e) => {
-    finish(clientCloseOutcome(e.code, served), true);
+    finish(clientCloseOutcome(e.code, served));
     closeQuietly(upstream, forwardedClose(e.code, e.reason, CLIENT_LOST));
   });
   upstream.addEventListener("close", (e) => {
-    finish(upstreamCloseOutcome(e.code, served), false);
+    finish(upstreamCloseOutcome(e.code, served));
     closeQuietly(client, forwardedClose(e.code, e.reason, UPSTREAM_LOST, secrets));
   });
   // The runtime reports a broken connection as an error (and, after a close, the connection's end).
   client.addEventListener("error", () => {
-    finish("client-abort", true);
+    finish("client-abort");
     closeQuietly(upstream, CLIENT_LOST);
   });
   upstream.addEventListener("error", () => {
-    finish("upstream-error", false);
+    finish("upstream-error");
     closeQuietly(client, UPSTREAM_LOST);
   });
   client.accept();
@@ -153,7 +160,7 @@ export function relaySockets(client: WebSocket, upstream: WebSocket, lease: Held
   const relay: Relay = {
     end(frame) {
       if (over) return;
-      finish("client-abort", true);
+      finish("client-abort");
       closeQuietly(client, { code: frame.code, reason: closeReason(frame.reason) });
       closeQuietly(upstream, { code: frame.code, reason: ENDED_BY_GATEWAY });
     },
