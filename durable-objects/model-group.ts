@@ -119,8 +119,8 @@ export class ModelGroup extends DurableObject<GroupEnv> implements ModelGroupRpc
   }
 
   /**
-   * Processes finished and held leases; answers which renewals found their key's budget spent
-   * (their holder ends them) and which leases it does not hold (nothing they carried was charged),
+   * Processes finished and held leases; answers which renewals found their key's budget spent, or
+   * its tpm reached (their holder ends them) and which leases it does not hold (nothing they carried was charged),
    * and its incarnation, for a Worker whose only calls are these to tell it restarted.
    */
   release(released: LeaseRelease[], renewed: LeaseRenewal[]): RenewalAnswers {
@@ -128,7 +128,7 @@ export class ModelGroup extends DurableObject<GroupEnv> implements ModelGroupRpc
     this.calls.release++;
     const now = Date.now();
     for (const x of released) this.router.release(x, now);
-    const answers: RenewalAnswers = { spent: [], unheld: [], incarnation: this.router.incarnation };
+    const answers: Required<RenewalAnswers> = { spent: [], overTpm: [], unheld: [], incarnation: this.router.incarnation };
     for (const x of renewed) {
       const outcome = this.router.renew(x, now);
       if (outcome !== "held") answers[outcome].push(x.lease);

@@ -518,7 +518,7 @@ export class GroupRouter {
   /**
    * Charges a held lease's key what the renewal's usage so far holds past what it was charged
    * already (a renewal that came after a later one holds less, and changes nothing); "spent" when
-   * the budget it carried is then reached.
+   * the budget it carried is then reached, else "overTpm" when the tpm it carried is.
    */
   private chargeRenewal(lease: Lease, r: LeaseRenewal, now: number): RenewalOutcome {
     const { key } = lease;
@@ -529,7 +529,8 @@ export class GroupRouter {
       this.keyCounters.used(key, more);
       this.ledger.charge(key, more, this.usedAt(lease.backend.id, more), now);
     }
-    return r.budget !== undefined && this.ledger.overBudget(key, r.budget, now) ? "spent" : "held";
+    if (r.budget !== undefined && this.ledger.overBudget(key, r.budget, now)) return "spent";
+    return r.tpm !== undefined && this.ledger.overTpm(key, r.tpm, now) ? "overTpm" : "held";
   }
 
   /** Reclaims leases past their TTL (their Worker stopped renewing them); returns how many. */

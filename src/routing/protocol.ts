@@ -135,6 +135,12 @@ export interface LeaseRenewal {
    */
   budget?: KeyBudget;
   /**
+   * Sent with `usage` for a key with a tpm: the object answers the renewal (RenewalAnswers.overTpm)
+   * with the lease when, charged, the key's tokens of the last minute here have reached it — a
+   * session lasts hours, and its tokens fill the window its requests are held to.
+   */
+  tpm?: number;
+  /**
    * The holder's answer has begun (a stream's first token came): its backend is serving. A stream's
    * release comes only at its end, so without this a backend whose only answers were long streams
    * would look, to the silence rule (src/routing/silence.ts), like one that served nothing.
@@ -146,6 +152,8 @@ export interface LeaseRenewal {
 export interface RenewalAnswers {
   /** Leases whose renewal charged their key's usage and found the budget it carried spent. */
   spent: string[];
+  /** Leases whose renewal charged their key's usage and found the tpm it carried reached (not spent: a budget's answer is given first); absent from an object of an earlier release. */
+  overTpm?: string[];
   /** Leases it does not hold and could not take back (their version or backend unknown to it): nothing their renewal carried was charged. */
   unheld: string[];
   /** The answering object's incarnation (leaseIncarnation); absent from an object of an earlier release. */
@@ -169,7 +177,7 @@ export function leaseIncarnation(lease: string): string | undefined {
 }
 
 /** What one renewal came to (GroupRouter.renew). */
-export type RenewalOutcome = "held" | "spent" | "unheld";
+export type RenewalOutcome = "held" | "spent" | "overTpm" | "unheld";
 
 /** A virtual key's budget per period, and its spend as the Worker last read it from the tenants object. */
 export interface KeyBudget {

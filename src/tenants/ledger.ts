@@ -101,8 +101,14 @@ export class TenantLedger {
     if (!k) return null;
     if (t.maxParallel !== null && k.inFlight >= t.maxParallel) return { limit: "parallel", retryAfterMs: 1000 };
     if (t.rpm !== null && k.requests.total(now) >= t.rpm) return { limit: "rpm", retryAfterMs: k.requests.msUntilBelow(t.rpm, now) };
-    if (t.tpm !== null && k.tokens.total(now) >= t.tpm) return { limit: "tpm", retryAfterMs: k.tokens.msUntilBelow(t.tpm, now) };
+    if (t.tpm !== null && this.overTpm(t.id, t.tpm, now)) return { limit: "tpm", retryAfterMs: k.tokens.msUntilBelow(t.tpm, now) };
     return null;
+  }
+
+  /** Whether the key's tokens of the last minute here have reached `tpm`. */
+  overTpm(key: string, tpm: number, now: number): boolean {
+    const k = this.keys.get(key);
+    return k !== undefined && k.tokens.total(now) >= tpm;
   }
 
   /** Whether the key has spent its budget for the period: what it spent as last heard, and what finished here since. */

@@ -28,6 +28,8 @@ beforeAll(async () => {
         { name: "streams", deployments: [at("vllm-stream")] },
         // The same, its server ending the session after its 20th delta, no transcription.done.
         { name: "streams-ending", deployments: [at("vllm-stream:20", "vllm-stream-20")] },
+        // vLLM-Omni's full-duplex server: 14 tokens (10 in, 4 out) reported in each response.done.
+        { name: "type-last", deployments: [at("omni-duplex")] },
       ],
     },
     { KVGATE_ADMIN_KEY: adminKey },
@@ -118,5 +120,25 @@ describe("a virtual key's streaming transcription whose end never comes", () => 
     await vi.waitFor(async () => expect(await gw.inFlight("streams-ending")).toBe(0), EVENTUALLY);
     await vi.waitFor(async () => expect((await usage()).requests).toBe(1), EVENTUALLY);
     expect(await usage()).toMatchObject({ prompt_tokens: 0, completion_tokens: 20 });
+  });
+});
+
+/** `s`'s close, or null when it stays open `ms` more. */
+const closedWithin = (s: OpenSocket, ms: number) => Promise.race([s.closed, new Promise<null>((r) => setTimeout(() => r(null), ms))]);
+
+describe("a virtual key's tpm, inside an open session", () => {
+  it("holds as its budget does: the session whose tokens reach it is closed with 1008 and the message of the 429 its requests get", async () => {
+    const { key } = await newKey({ tpm: 30 });
+    const s = await open("type-last", key);
+    await s.event("session.created");
+    // 14 tokens a response: the third reaches 30 within the minute, and is served, as a request's is.
+    for (let i = 0; i < 3; i++) {
+      s.ws.send(JSON.stringify({ type: "response.create" }));
+      expect((await s.event("response.done")).response).toMatchObject({ usage: { total_tokens: 14 } });
+    }
+    expect(await closedWithin(s, 3000)).toEqual({ code: 1008, reason: expect.stringMatching(/^API key sk-kvg-\w{5}… reached its tokens per minute$/) });
+    await vi.waitFor(async () => expect(await gw.inFlight("type-last")).toBe(0), EVENTUALLY);
+    const refused = await connect(wsUrl("?model=type-last"), { headers: { authorization: `Bearer ${key}` } });
+    expect(refused.kind === "refused" && [refused.status, refused.body.error.code]).toEqual([429, "rate_limit_exceeded"]);
   });
 });

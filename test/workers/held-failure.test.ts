@@ -14,8 +14,8 @@ function lease(backendId: string, settled: Map<string, LeaseOutcome>): HeldLease
     renewIfDue: () => {},
     keepRenewed: () => {},
     charge: async () => {},
-    watchBudget: () => {},
-    budgetSpent: false,
+    watchLimits: () => {},
+    limitReached: null,
     began: () => {},
     settle: (outcome) => void (settled.has(backendId) || settled.set(backendId, outcome)),
   };

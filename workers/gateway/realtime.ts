@@ -180,8 +180,8 @@ async function handshakeInTurn(p: RealtimeInput, s: Session, held: HeldFailure):
           const idleMs = group.streamIdleTimeoutMs;
           if (caller.kind === "key") {
             const counts = readsUsage(caller.key.record);
-            if (counts) lease.watchBudget(tenant?.budget ?? null);
-            const reported = counts ? (soFar: TokenUsage) => void lease.charge(soFar).then(() => endIfSpent(lease, caller, relay)) : null;
+            if (counts) lease.watchLimits(tenant?.budget ?? null, tenant?.tpm ?? null);
+            const reported = counts ? (soFar: TokenUsage) => void lease.charge(soFar).then(() => endIfLimited(lease, caller, relay)) : null;
             const relay: Relay = relaySockets(pair[1], answer.socket, lease, { model: deployment.model, reported, idleMs, secrets: reach.secrets, maxEventBytes: config.limits.maxBodyBytes });
             watchKey(caller, p, relay, counts ? lease : null, sessionRefusal(p.req, model, primary, group));
           } else relaySockets(pair[1], answer.socket, lease, { model: deployment.model, reported: null, idleMs, secrets: reach.secrets, maxEventBytes: config.limits.maxBodyBytes });
@@ -221,19 +221,25 @@ async function handshakeInTurn(p: RealtimeInput, s: Session, held: HeldFailure):
 }
 
 /**
- * Ends a session whose key's budget is spent, as the routing object answered a renewal of its
- * lease: closed with 1008, the client told what a request with the key would be (its 429
- * insufficient_quota's message). Its tokens are charged as the backend reports them (each
- * output's end — a response.done, a transcription.done —, with the lease's renewal): a session
- * lasts hours, and charged only at its end it overshot the budget by all of them. The output that
- * crosses it is served, as a request's is.
+ * Ends a session whose key's budget is spent, or whose key's tpm is reached, as the routing object
+ * answered a renewal of its lease: closed with 1008, the client told what a request with the key
+ * would be (its 429's message: insufficient_quota, rate_limit_exceeded). Its tokens are charged as
+ * the backend reports them (each output's end — a response.done, a transcription.done —, with the
+ * lease's renewal): a session lasts hours, and charged only at its end it overshot the budget by
+ * all of them; and its tokens fill the minute's window, held only at its opening, it spent any
+ * number a minute while its key's requests were refused. The output that crosses either is
+ * served, as a request's is.
  */
-function endIfSpent(lease: HeldLease, caller: Extract<Caller, { kind: "key" }>, relay: Relay): void {
-  if (!lease.budgetSpent) return;
+function endIfLimited(lease: HeldLease, caller: Extract<Caller, { kind: "key" }>, relay: Relay): void {
+  const limit = lease.limitReached;
+  if (limit === null) return;
   const { budgetPeriod } = caller.key.record;
-  const refusal = limitError({ limit: "budget", retryAfterMs: msToNextPeriod(budgetPeriod, Date.now()) }, caller);
-  relay.end({ code: POLICY_VIOLATION, reason: refusal.message });
+  const retryAfterMs = limit === "budget" ? msToNextPeriod(budgetPeriod, Date.now()) : TPM_WINDOW_MS;
+  relay.end({ code: POLICY_VIOLATION, reason: limitError({ limit, retryAfterMs }, caller).message });
 }
+
+/** The wait a tpm's refusal names (its window's minute): with none, limitError would say the budget's "does not renew". */
+const TPM_WINDOW_MS = 60_000;
 
 /**
  * How often an open session's key is checked: a read of the isolate's key cache, which bounds
@@ -268,20 +274,21 @@ function sessionRefusal(req: Request, model: string, primary: ResolvedGroup, ser
  * after it is revoked, nor a key keep a model or a page taken from it. While the tenants object
  * cannot say (a 503), the session goes on, as it did before the outage, and is checked again less
  * often. `charged`: the lease of a session whose key counts tokens, which sends the key's budget
- * as it now stands with its renewals, and ends once an object answered one of them that it is spent.
+ * and tpm as they now stand with its renewals, and ends once an object answered one of them that
+ * the budget is spent or the tpm reached.
  */
 function watchKey(caller: Extract<Caller, { kind: "key" }>, p: RealtimeInput, relay: Relay, charged: HeldLease | null, refused: (r: KeyRecord) => GatewayError | null): void {
   let checking = false;
   let quietUntil = 0;
   const timer = setInterval(() => {
-    if (charged) endIfSpent(charged, caller, relay);
+    if (charged) endIfLimited(charged, caller, relay);
     if (checking || Date.now() < quietUntil) return;
     checking = true;
     recheckKey(caller, p.env, p.ctx)
       .then((now) => {
         const refusal = refused(now.record);
         if (refusal) relay.end({ code: POLICY_VIOLATION, reason: refusal.message });
-        else charged?.watchBudget(keyBudget(now));
+        else charged?.watchLimits(keyBudget(now), now.record.tpm);
       })
       .catch((e: unknown) => {
         if (e instanceof GatewayError && e.status === 401) relay.end({ code: POLICY_VIOLATION, reason: e.message });

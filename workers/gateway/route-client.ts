@@ -26,11 +26,12 @@ import type { Prompt } from "./validate.ts";
 const book = new LeaseBook();
 const flushArmed = new Set<string>();
 /**
- * Held leases whose key's budget is watched (HeldLease.watchBudget): true once an object answered
- * a renewal of theirs that it is spent, whichever call of the isolate carried it. Their holder
- * reads it in its own request's context: a socket belongs to the request that opened it.
+ * Held leases whose key's limits are watched (HeldLease.watchLimits): the limit an object answered
+ * a renewal of theirs that the key reached (its budget spent, its tpm), whichever call of the
+ * isolate carried it; null until then. Their holder reads it in its own request's context: a
+ * socket belongs to the request that opened it.
  */
-const budgetSpent = new Map<string, boolean>();
+const limitReached = new Map<string, "budget" | "tpm" | null>();
 const shardChoice = new ShardChoice();
 /** What this isolate saw of its sharded groups' backends serving (src/sharding/served-elsewhere.ts). */
 const servedElsewhere = new ServedElsewhere();
@@ -54,7 +55,8 @@ async function flush(object: string, env: Env, ctx: WaitUntil, failures = 0): Pr
     toldBegun(renewing);
     // An object of a release before these answers nothing, and charges nothing a renewal carries.
     if (typeof answers !== "object" || answers === null || !Array.isArray(answers.spent)) return null;
-    for (const lease of answers.spent) if (budgetSpent.has(lease)) budgetSpent.set(lease, true);
+    for (const lease of answers.spent) if (limitReached.has(lease)) limitReached.set(lease, "budget");
+    for (const lease of answers.overTpm ?? []) if (limitReached.get(lease) === null) limitReached.set(lease, "tpm");
     if (typeof answers.incarnation === "string" && book.answeredBy(object, answers.incarnation, renewing)) sendHeld(object, env, ctx);
     return answers;
   } catch (e) {
@@ -259,10 +261,10 @@ export interface HeldLease {
    * renewal; resolves once the object answered, or the call failed (later renewals carry it).
    */
   charge(soFar: TokenUsage): Promise<void>;
-  /** Sends the key's budget (as the holder last read it) with the lease's renewals, to be told when it is spent. */
-  watchBudget(budget: KeyBudget | null): void;
-  /** An object answered a renewal of the lease that its key's budget is spent. */
-  readonly budgetSpent: boolean;
+  /** Sends the key's budget and tpm (as the holder last read them) with the lease's renewals, to be told when one is reached. */
+  watchLimits(budget: KeyBudget | null, tpm: number | null): void;
+  /** The limit an object answered a renewal of the lease that its key reached (its budget spent, its tpm); null: none. */
+  readonly limitReached: "budget" | "tpm" | null;
   /** Its answer began (a stream's first token): its renewals say so from now on (LeaseRenewal.serving). */
   began(): void;
   /** Ends the lease with its outcome; only the first call counts. */
@@ -316,18 +318,17 @@ export function holdLease(decision: Routed, group: ResolvedGroup, env: Env, ctx:
       });
       return charging;
     },
-    watchBudget(budget) {
+    watchLimits(budget, tpm) {
       if (settled) return;
-      if (budget) {
-        renewal.budget = budget;
-        if (!budgetSpent.has(decision.lease)) budgetSpent.set(decision.lease, false);
-      } else {
-        delete renewal.budget;
-        budgetSpent.delete(decision.lease);
-      }
+      if (budget) renewal.budget = budget;
+      else delete renewal.budget;
+      if (tpm !== null) renewal.tpm = tpm;
+      else delete renewal.tpm;
+      if (!budget && tpm === null) limitReached.delete(decision.lease);
+      else if (!limitReached.has(decision.lease)) limitReached.set(decision.lease, null);
     },
-    get budgetSpent() {
-      return budgetSpent.get(decision.lease) === true;
+    get limitReached() {
+      return limitReached.get(decision.lease) ?? null;
     },
     began() {
       renewal.serving = true;
@@ -337,7 +338,7 @@ export function holdLease(decision: Routed, group: ResolvedGroup, env: Env, ctx:
       settled = true;
       if (timer !== undefined) clearInterval(timer);
       book.drop(object, decision.lease);
-      budgetSpent.delete(decision.lease);
+      limitReached.delete(decision.lease);
       if (group.shards > 1) shardChoice.ended(object);
       const release: LeaseRelease = { lease: decision.lease, outcome };
       // Only the fields that hold something: the release rides along with a later route call.
