@@ -142,3 +142,15 @@ describe("a virtual key's tpm, inside an open session", () => {
     expect(refused.kind === "refused" && [refused.status, refused.body.error.code]).toEqual([429, "rate_limit_exceeded"]);
   });
 });
+
+describe("a virtual key given a budget while its session, opened counting nothing, is open", () => {
+  it("ends the session with 1008 within the 10 s in which a changed key takes effect: a session whose tokens were never read cannot be held to the new limit", async () => {
+    const { id, key } = await newKey({ track_usage: false });
+    const s = await open("echo", key);
+    s.ws.send("before");
+    expect((await s.next()).data.toString()).toBe("before");
+    expect((await admin("PATCH", `/keys/${id}`, { budget_tokens: 1 })).status).toBe(200);
+    expect(await closedWithin(s, 12_000)).toEqual({ code: 1008, reason: expect.stringMatching(/^API key sk-kvg-\w{5}… now counts its usage/) });
+    await vi.waitFor(async () => expect(await gw.inFlight("echo")).toBe(0), EVENTUALLY);
+  }, 30_000);
+});

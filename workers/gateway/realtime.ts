@@ -183,7 +183,7 @@ async function handshakeInTurn(p: RealtimeInput, s: Session, held: HeldFailure):
             if (counts) lease.watchLimits(tenant?.budget ?? null, tenant?.tpm ?? null);
             const reported = counts ? (soFar: TokenUsage) => void lease.charge(soFar).then(() => endIfLimited(lease, caller, relay)) : null;
             const relay: Relay = relaySockets(pair[1], answer.socket, lease, { model: deployment.model, reported, idleMs, secrets: reach.secrets, maxEventBytes: config.limits.maxBodyBytes });
-            watchKey(caller, p, relay, counts ? lease : null, sessionRefusal(p.req, model, primary, group));
+            watchKey(caller, p, relay, counts ? lease : null, sessionRefusal(p.req, model, primary, group, counts));
           } else relaySockets(pair[1], answer.socket, lease, { model: deployment.model, reported: null, idleMs, secrets: reach.secrets, maxEventBytes: config.limits.maxBodyBytes });
           unused = null;
           held.answered(false);
@@ -258,13 +258,22 @@ const KEY_CHECK_BACKOFF_MS = 10_000;
  * What refuses a session's key as it now stands (`r`), besides what refuses the key itself: a
  * model list that no longer holds the session's model (asked by `model` of `primary`), or the
  * group that serves it when that is a fallback (proxy.ts tenantFor, fallbackFor), answered as the
- * model's 404 is; origins that no longer hold the page the session was opened from (admit.ts).
+ * model's 404 is; origins that no longer hold the page the session was opened from (admit.ts); and,
+ * for a session opened while the key counted no usage (`counted` false), the key's counting it now
+ * (a budget, a tpm or usage tracking set since): the session's tokens were never read, nor its
+ * lease's renewals made to carry them, so it could not be held to the new limit for its hours.
  */
-function sessionRefusal(req: Request, model: string, primary: ResolvedGroup, serving: ResolvedGroup): (r: KeyRecord) => GatewayError | null {
+function sessionRefusal(req: Request, model: string, primary: ResolvedGroup, serving: ResolvedGroup, counted: boolean): (r: KeyRecord) => GatewayError | null {
   return (r) => {
     if (!allowsModel(r, model, primary.name) || (serving !== primary && !allowsGroup(r, serving))) return unknownModel(model);
+    if (!counted && readsUsage(r)) return usageNowCounted(r);
     return originRefusal(r, req);
   };
+}
+
+/** Why a session opened counting nothing ends once its key counts usage: the client reconnects, and its new session is counted. */
+function usageNowCounted(r: KeyRecord): GatewayError {
+  return new GatewayError(409, "invalid_request_error", `API key ${r.prefix}… now counts its usage (a budget, tpm or tracking set since this session opened): reconnect`, "session_outdated");
 }
 
 /**
