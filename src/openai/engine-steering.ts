@@ -129,6 +129,20 @@ type Refused = readonly (readonly [path: readonly string[], why: string])[];
 
 const refused = (why: string, ...paths: string[]): Refused => paths.map((p) => [p.split("."), why] as const);
 
+/**
+ * A table by its fields' first names: a body is read by its own keys (a handful), each looked up
+ * here, rather than by the table's thirty names each looked up in the body (a lookup that misses
+ * costs as much as one that finds).
+ */
+function byFirstName(table: Refused): ReadonlyMap<string, Refused> {
+  const m = new Map<string, (readonly [readonly string[], string])[]>();
+  for (const entry of table) {
+    const first = entry[0][0] as string;
+    m.set(first, [...(m.get(first) ?? []), entry]);
+  }
+  return m;
+}
+
 /** Each field a virtual key may not set, with why. */
 const REFUSED: Refused = [
   ...refused(TRANSFER, "kv_transfer_params", "ec_transfer_params", "bootstrap_host", "bootstrap_port", "bootstrap_room"),
@@ -151,20 +165,23 @@ const REFUSED_IN_PART: Refused = [
   ...refused(MEDIA_PROCESSING, "image_url.max_dynamic_patch", "video_url.max_dynamic_patch"),
 ];
 
+const REFUSED_BY_NAME = byFirstName(REFUSED);
+const REFUSED_IN_PART_BY_NAME = byFirstName(REFUSED_IN_PART);
+
 /**
- * The 400 for a body whose top-level fields steer an engine, or null. Read off the parsed body, a
- * property each: a body without them costs nothing more, and none is re-serialised. Null is a
+ * The 400 for a body whose top-level fields steer an engine, or null. Read off the parsed body, by
+ * its own keys (byFirstName): a body without them costs nothing more, and none is re-serialised. Null is a
  * field left unset (as the engines read it), not a value. A content part's fields are read by the
  * one walk over a body's parts (content-parts.ts, with partSteering).
  */
 export function engineSteeringRefusal(body: Readonly<Record<string, unknown>>): GatewayError | null {
-  const found = fieldFound(body, REFUSED);
+  const found = fieldFound(body, REFUSED_BY_NAME);
   return found && steeringRefusal(found.path, found.why);
 }
 
 /** The first field of a content part a virtual key may not set: its path below the part (`.image_url.max_dynamic_patch`), and why. */
 export function partSteering(part: Readonly<Record<string, unknown>>): { path: string; why: string } | null {
-  const found = fieldFound(part, REFUSED_IN_PART);
+  const found = fieldFound(part, REFUSED_IN_PART_BY_NAME);
   return found && { path: `.${found.path}`, why: found.why };
 }
 
@@ -172,14 +189,18 @@ export function steeringRefusal(param: string, why: string): GatewayError {
   return badRequest(`${param} is not accepted from a virtual key: ${why}`, param, "unsupported_parameter");
 }
 
-function fieldFound(holder: Readonly<Record<string, unknown>>, table: Refused): { path: string; why: string } | null {
-  for (const [path, why] of table) {
-    let v: unknown = holder;
-    for (const key of path) v = isObject(v) ? v[key] : undefined;
-    if (v !== undefined && v !== null) return { path: path.join("."), why };
+function fieldFound(holder: Readonly<Record<string, unknown>>, table: ReadonlyMap<string, Refused>): { path: string; why: string } | null {
+  for (const name in holder) {
+    for (const [path, why] of table.get(name) ?? NONE) {
+      let v: unknown = holder;
+      for (const key of path) v = isObject(v) ? v[key] : undefined;
+      if (v !== undefined && v !== null) return { path: path.join("."), why };
+    }
   }
   return null;
 }
+
+const NONE: Refused = [];
 
 function isObject(v: unknown): v is Readonly<Record<string, unknown>> {
   return typeof v === "object" && v !== null && !Array.isArray(v);
