@@ -62,7 +62,10 @@ export function adminClient(env: NodeJS.ProcessEnv, fetchImpl: typeof fetch = fe
         // Out of time, the request was most likely sent (a connection not made fails sooner, on its
         // own error): saying the gateway was not reached would have the operator make the change twice.
         if (signal.aborted) throw late();
-        throw new CliError(`cannot reach the gateway at ${url} (${reason(e)}); is it running, and is KVGATE_URL right?`, 1, true);
+        const why = reason(e);
+        if (beforeSending(why)) throw new CliError(`cannot reach the gateway at ${url} (${why}); is it running, and is KVGATE_URL right?`, 1, true);
+        // Closed or reset once the request went out (wrangler dev reloading under it, a load balancer): it may have been taken.
+        throw unsure(`the connection closed before the answer (${why})`);
       }
       let text: string;
       try {
@@ -98,6 +101,17 @@ export function adminClient(env: NodeJS.ProcessEnv, fetchImpl: typeof fetch = fe
 function unlessUserinfo(url: string): string {
   const at = url.lastIndexOf("@");
   return at < 0 ? url : `…${url.slice(at)}`;
+}
+
+/**
+ * A connection that was never made, so nothing was sent: no such host, nothing listening, no
+ * route, no connection in time, or a TLS handshake refused (its codes name a certificate, SSL or
+ * TLS). Any other failure (UND_ERR_SOCKET, ECONNRESET) came once the request may have gone out.
+ */
+const CONNECT_FAILURES = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH", "ENETDOWN", "EADDRNOTAVAIL", "UND_ERR_CONNECT_TIMEOUT"]);
+
+function beforeSending(reason: string): boolean {
+  return CONNECT_FAILURES.has(reason) || /CERT|SSL|TLS|SIGNATURE|ISSUER/.test(reason);
 }
 
 function reason(e: unknown): string {

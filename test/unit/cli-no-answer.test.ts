@@ -27,13 +27,18 @@ afterEach(() => {
   return new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()));
 });
 
-/** A gateway that reads each request whole and never answers it (`headers`: it sends its headers and the body's first bytes, then nothing more). */
-async function silentGateway(headers = false): Promise<{ url: string; seen: string[] }> {
+/**
+ * A gateway that reads each request whole and never answers it (`headers`: it sends its headers
+ * and the body's first bytes, then nothing more; `cut`: it closes the connection, as `npm start`'s
+ * wrangler dev does when it reloads or crashes under a request, or a load balancer resetting it).
+ */
+async function silentGateway(then: "nothing" | "headers" | "cut" = "nothing"): Promise<{ url: string; seen: string[] }> {
   const seen: string[] = [];
   server = http.createServer((req, res) => {
     req.resume().on("end", () => {
       seen.push(`${req.method} ${req.url}`);
-      if (headers) res.writeHead(200, { "content-type": "application/json", "content-length": "1000" }).write('{"id":');
+      if (then === "headers") res.writeHead(200, { "content-type": "application/json", "content-length": "1000" }).write('{"id":');
+      if (then === "cut") req.socket.destroy();
     });
   });
   await new Promise<void>((resolve) => server?.listen(0, "127.0.0.1", resolve));
@@ -78,9 +83,28 @@ describe("npx kvgate, a change the gateway took and did not answer in time", () 
   });
 
   it("says the same when the time runs out halfway through the answer", async () => {
-    const { url } = await silentGateway(true);
+    const { url } = await silentGateway("headers");
     const error = await run(url, KEY_COMMANDS["keys create"], {});
     expect(error.message).toBe(`POST /admin/v1/keys: no answer within ${WAIT_MS / 1000} s; the change may have been made: read it back (npx kvgate keys list) before sending it again`);
+  });
+});
+
+describe("npx kvgate, a change whose connection closed after the request went out", () => {
+  it("says the change may have been made and names the command that reads it back: not that the gateway was not reached", async () => {
+    const { url, seen } = await silentGateway("cut");
+    const error = await run(url, KEY_COMMANDS["keys create"], { name: "ci" });
+    expect(seen).toEqual(["POST /admin/v1/keys"]);
+    expect({ exitCode: error.exitCode, message: error.message }).toEqual({
+      exitCode: 1,
+      message: "POST /admin/v1/keys: the connection closed before the answer (UND_ERR_SOCKET); the change may have been made: read it back (npx kvgate keys list) before sending it again",
+    });
+  });
+
+  it("a read says the connection closed, not that the gateway was not reached", async () => {
+    const { url, seen } = await silentGateway("cut");
+    const error = await run(url, FLEET_COMMANDS.status, {});
+    expect(seen).toEqual(["GET /admin/v1/status"]);
+    expect(error.message).toBe("GET /admin/v1/status: the connection closed before the answer (UND_ERR_SOCKET)");
   });
 });
 
