@@ -13,8 +13,9 @@ export type Answer =
   | { kind: "success" }
   /**
    * The request's own fault (a 4xx the upstream judged): passed on; no verdict; not retried.
-   * `notHeld`: a 404 for what the request refers to (a stored response), which says only that
-   * this backend does not hold it — another may (workers/gateway/proxy.ts).
+   * `notHeld`: a 404 for what a follow-up refers to (the stored response its previous_response_id
+   * names), which says only that this backend does not hold it — another may
+   * (workers/gateway/proxy.ts). Never of a request that refers to no stored response.
    */
   | { kind: "rejected"; notHeld?: true }
   /** Load, not failure: no verdict; retried after its Retry-After if that is short. */
@@ -68,7 +69,9 @@ export function classifyStatus(status: number, hasBody: boolean, said: UpstreamE
   // route it dropped (Traefik's once the engine stopped) is the same bytes: a group gone so is
   // served by its fallback groups (workers/gateway/proxy.ts), its breakers not charged.
   if (status === 404) {
-    if (notFoundIsRequests(said, refersTo)) return { kind: "rejected", notHeld: true };
+    // notHeld only of a follow-up (refersTo: a Responses request's previous_response_id): on any
+    // other request a 404 naming a parameter is the answer, not a stored response another lacks.
+    if (notFoundIsRequests(said, refersTo)) return refersTo ? { kind: "rejected", notHeld: true } : { kind: "rejected" };
     return { kind: "backend-failure", why: saysModelUnknown(said) ? "not-served" : "no-endpoint" };
   }
   // A refusal: the gateway's own key refused (the backend misconfigured), or a proxy in front of the

@@ -448,6 +448,18 @@ describe("a 404 for the stored response a follow-up refers to, from a backend tr
   });
 });
 
+describe("a 404 naming a parameter, from a backend tried after another failed, for a request that refers to no stored response", () => {
+  it("is that backend's answer, passed on as it said it: not the failure before", async () => {
+    upstream.reset();
+    const res = await chat("holder-failing");
+    // Both were tried: the failing holder, then its fallback, which answers the 404.
+    expect(upstream.stats("response-not-found").requests).toBe(1);
+    const body = (await res.json()) as { error: { param: string | null; message: string } };
+    expect([res.status, body.error.param, body.error.message]).toEqual([404, "response_id", "Response with id 'resp_elsewhere' not found."]);
+    await vi.waitFor(async () => expect(await gw.inFlight("holder-failing")).toBe(0), EVENTUALLY);
+  });
+});
+
 describe("a 404 that names the stored response the request refers to, with no param", () => {
   it("is the request's too: passed on, tried on one backend, and charged to none", async () => {
     upstream.reset();

@@ -89,7 +89,11 @@ describe("a 404", () => {
   });
 
   it("naming another parameter (vLLM's unknown previous_response_id: response_id) is the request's", () => {
-    expect(classifyStatus(404, true, said("response_id"))).toEqual({ kind: "rejected", notHeld: true });
+    expect(classifyStatus(404, true, said("response_id"), null, null, null, "resp_gone")).toEqual({ kind: "rejected", notHeld: true });
+    // Of a request that refers to no stored response (chat, embeddings, a Responses request without
+    // previous_response_id) it is the request's all the same, but says nothing of a stored response
+    // another backend holds: the answer the client gets, not the failure before it.
+    expect(classifyStatus(404, true, said("response_id"))).toEqual({ kind: "rejected" });
   });
 
   it("naming the stored response the request refers to, with no param (other vLLM versions), is the request's", () => {
