@@ -1,4 +1,5 @@
 import { DeploymentSchema, GroupSettingsSchema, type DeploymentConfig, type GroupSettings } from "../config/schema.ts";
+import { MIN_LEASE_TTL_MS } from "../routing/lease-book.ts";
 
 /**
  * A group's settings and deployment specs as stored hold what the release that wrote them filled
@@ -8,9 +9,15 @@ import { DeploymentSchema, GroupSettingsSchema, type DeploymentConfig, type Grou
  * that routing never reads one as undefined.
  */
 
-/** A stored group's settings, with every setting it lacks at its default. */
+/**
+ * A stored group's settings, with every setting it lacks at its default, and a leaseTtlMs stored
+ * below the floor (taken before there was one) at the floor: below it a running request loses its
+ * slot (src/routing/lease-book.ts), and kept, the group's settings fail the check every admin
+ * change to it (of any field) and a fleet export applied again are put through.
+ */
 export function settingsWithDefaults(stored: GroupSettings): GroupSettings {
-  return withDefaults(GroupSettingsSchema, stored, () => GroupSettingsSchema.parse({ name: "defaults" }));
+  const safe = stored.leaseTtlMs < MIN_LEASE_TTL_MS ? { ...stored, leaseTtlMs: MIN_LEASE_TTL_MS } : stored;
+  return withDefaults(GroupSettingsSchema, safe, () => GroupSettingsSchema.parse({ name: "defaults" }));
 }
 
 /** A stored deployment's spec, with every setting it lacks at its default. */

@@ -599,6 +599,21 @@ describe("FleetRegistry's seed across releases", () => {
     expect(again.takeWrites().put.map((g) => g.settings.name)).toEqual(["a"]);
   });
 
+  it("a group stored with leaseTtlMs below the floor (taken before afaee18) reads as the floor: stored and pushed so, and every change to it, or the fleet exported and applied again, is taken", () => {
+    const r = seeded(group("a", ["a1"]), group("b", ["b1"]));
+    const records = stored(r).map((g) => (g.settings.name !== "a" ? g : { ...g, settings: { ...g.settings, leaseTtlMs: 200 } }));
+    const again = new FleetRegistry();
+    expect(again.load(r.rev, r.seedHash, records, 0).change).toEqual({ changed: ["a"], removed: [] });
+    expect(again.group("a")?.settings.leaseTtlMs).toBe(300);
+    expect(again.takeWrites().put.map((g) => [g.settings.name, g.settings.leaseTtlMs])).toEqual([["a", 300]]);
+    // A change of another field, then the fleet as exported, applied unchanged.
+    applyCommand(again, { op: "update-group", group: "a", patch: { fallbacks: ["b"] } }, 0);
+    expect(again.group("a")?.settings).toMatchObject({ fallbacks: ["b"], leaseTtlMs: 300 });
+    applyCommand(again, { op: "replace", modelGroups: JSON.parse(JSON.stringify(again.exported())) }, 0);
+    // Set below it anew, it is refused as any config is.
+    expect(refused(() => applyCommand(again, { op: "update-group", group: "a", patch: { leaseTtlMs: 200 } }, 0)).param).toBe("leaseTtlMs");
+  });
+
   it("a stored record the schema now refuses (a rule came later) still gets the defaults of the settings it lacks, and keeps its values", () => {
     const r = seeded(group("a", ["a1"]));
     const records = stored(r).map(({ settings: { streamKeepAliveMs: _, ...settings }, ...g }) => ({
