@@ -120,6 +120,8 @@ async function readCounted(body: ReadableStream<Uint8Array>, limit: number): Pro
     size += value.length;
     if (size > limit) {
       // The rest of a chunked upload is still coming: left unread, the client would meet a broken pipe, not this 413.
+      // What was counted (up to maxBodyBytes) is dropped first, not held for the discard's up to DISCARD_MS.
+      parts.length = 0;
       await discardRest(reader);
       throw tooLarge(limit);
     }
