@@ -6,9 +6,7 @@ import type { AppEnv } from "./app-env.ts";
 import { admitCaller, keyCors, refusal } from "./admit.ts";
 import { errorAnswer } from "./error-answer.ts";
 import { requestLogger } from "./request-logger.ts";
-import { allowsModel } from "../../src/tenants/route-tenant.ts";
-import { freshGroup } from "../fleet.ts";
-import { unknownModel } from "./proxy.ts";
+import { groupForCaller } from "./proxy.ts";
 import type { Endpoint } from "./validate.ts";
 
 /** The endpoints vLLM and SGLang serve beside chat and completions, by the path a client calls. */
@@ -68,10 +66,8 @@ export function mountEndpoints(app: Hono<AppEnv>, config: LoadedConfig, proxy: (
   // Model ids may hold slashes (meta-llama/Llama-3.1-8B), sent as they are or as %2F.
   app.get("/v1/models/:id{.+}", async (c) => {
     const id = c.req.param("id");
-    // One added since this isolate read its fleet is looked up afresh (at most once a second).
-    const group = config.byModel.get(id) ?? (await freshGroup(c.env, id))?.group;
-    const caller = c.get("caller");
-    if (!group || (caller.kind === "key" && !allowsModel(caller.key.record, id, group.name))) throw unknownModel(id);
+    // One added since this isolate read its fleet is looked up afresh (at most once a second), as a request's model is.
+    const { group } = await groupForCaller(c.env, c.get("caller"), id, config.byModel);
     return c.json(modelObject(id, group.name));
   });
 }

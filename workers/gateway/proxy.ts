@@ -44,9 +44,9 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
   const raw = await readSizedJsonBody(p.req, config.limits.maxBodyBytes);
   const { body, prompt: promptFor } = validate(p.endpoint, raw.json, config, raw.bytes, p.caller.kind === "master");
   p.log?.asked(body.model, body.stream === true);
-  let byModel = config.byModel;
-  let primary = byModel.get(body.model);
-  if (!primary) ({ group: primary, byModel } = await groupAddedSince(env, body.model));
+  const found = await groupForCaller(env, p.caller, body.model, config.byModel);
+  const byModel = found.byModel;
+  let primary = found.group;
   const tenant = tenantFor(p.caller, body.model, primary);
 
   const deadline = new Deadline(primary.totalTimeoutMs);
@@ -181,10 +181,29 @@ export class FailoverEvent {
  */
 export function tenantFor(caller: Caller, model: string, group: ResolvedGroup): RouteTenant | undefined {
   if (caller.kind === "master") return undefined;
-  const r = caller.key.record;
   // Answered as a model that does not exist (as OpenAI does): a key learns nothing of the models outside its list.
-  if (!allowsModel(r, model, group.name)) throw unknownModel(model);
+  if (!mayCall(caller, model, group)) throw unknownModel(model);
   return routeTenant(caller.key, false);
+}
+
+/** Whether the caller may call `model` (a name or alias of `group`): the master key any. */
+function mayCall(caller: Caller, model: string, group: ResolvedGroup): boolean {
+  return caller.kind === "master" || allowsModel(caller.key.record, model, group.name);
+}
+
+/**
+ * The group serving `model` as the caller may call it, and the fleet it is in, or a 404. A model
+ * the isolate's fleet does not name may be a group added since the isolate read it: looked up
+ * afresh (at most once a second). One the fleet names in a group the caller's key may not call is
+ * looked up afresh too, before its 404: one path for both, so a key cannot tell by the answer's
+ * time (a registry read or none) which models outside its list exist.
+ */
+export async function groupForCaller(env: Env, caller: Caller, model: string, byModel: Map<string, ResolvedGroup>): Promise<{ group: ResolvedGroup; byModel: Map<string, ResolvedGroup> }> {
+  const known = byModel.get(model);
+  if (known && mayCall(caller, model, known)) return { group: known, byModel };
+  const fresh = await freshGroup(env, model);
+  if (!fresh || !mayCall(caller, model, fresh.group)) throw unknownModel(model);
+  return { group: fresh.group, byModel: fresh.fleet.byModel };
 }
 
 /**
@@ -210,16 +229,6 @@ export function limitError(d: Pick<LimitRefusal, "limit" | "retryAfterMs">, call
   const budget = d.limit === "budget";
   const when = d.retryAfterMs === null ? "; the budget does not renew" : "";
   return overLimit(`${prefix} reached ${LIMIT_WORDS[d.limit]}${budget ? " for the period" : ""}${when}`, budget ? "insufficient_quota" : "rate_limit_exceeded", d.retryAfterMs);
-}
-
-/**
- * A model this isolate's fleet does not name may be a group added since the isolate read it:
- * its group and the fleet it is in, read afresh (at most once a second), or a 404.
- */
-export async function groupAddedSince(env: Env, model: string): Promise<{ group: ResolvedGroup; byModel: Map<string, ResolvedGroup> }> {
-  const fresh = await freshGroup(env, model);
-  if (!fresh) throw unknownModel(model);
-  return { group: fresh.group, byModel: fresh.fleet.byModel };
 }
 
 /**

@@ -10,7 +10,7 @@ import { allowsGroup, allowsModel, keyBudget, readsUsage } from "../../src/tenan
 import { nextStep } from "../../src/upstream/retry.ts";
 import { isFailover, misconfigured, routeReason, routingHeaders } from "./attempt.ts";
 import { HeldFailure } from "./held-failure.ts";
-import { FailoverEvent, groupAddedSince, GroupPath, limitError, noBackend, tenantFor, unknownModel, untriedRefusalAnswer, type ProxyInput } from "./proxy.ts";
+import { FailoverEvent, groupForCaller, GroupPath, limitError, noBackend, tenantFor, unknownModel, untriedRefusalAnswer, type ProxyInput } from "./proxy.ts";
 import { openUpstream, type Handshake } from "./realtime-handshake.ts";
 import { engineRequestId } from "./request-id.ts";
 import { holdLease, route, type HeldLease } from "./route-client.ts";
@@ -51,9 +51,7 @@ export async function openRealtime(p: RealtimeInput): Promise<Response> {
   const model = url.searchParams.get("model");
   if (!model) throw badRequest(`model is required: connect to ${PATH}?model=<model>`, "model", "missing_required_parameter");
   p.log?.asked(model, false);
-  let byModel = config.byModel;
-  let primary = byModel.get(model);
-  if (!primary) ({ group: primary, byModel } = await groupAddedSince(p.env, model));
+  const { group: primary, byModel } = await groupForCaller(p.env, p.caller, model, config.byModel);
   const tenant = tenantFor(p.caller, model, primary);
   const offered = req.headers.get("sec-websocket-protocol");
   const protocols = protocolsWithoutKey(offered);
