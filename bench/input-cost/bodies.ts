@@ -4,8 +4,11 @@
  * a client gets for going past it. Each body is written as text, so what it holds is exact.
  */
 import { BODY_SHAPE } from "../../src/openai/body-shape.ts";
+import { MAX_EXACT_FIELD_VALUES } from "../../workers/gateway/body.ts";
 
 export const MAX_BODY = 4 * 1024 * 1024;
+/** A seed past 2^53, which a JavaScript number would round (2^64 − 1). */
+const INEXACT_SEED = "18446744073709551615";
 /** The default config's counts (src/config/schema.ts). */
 const LIMITS = { maxMessages: 4096, maxTools: 1024, maxContentParts: 8192, maxToolCalls: 8192 };
 
@@ -65,6 +68,10 @@ export function inputShapes(model: string): InputShape[] {
     { name: "tool-calls", holds: "8,192 tool calls in one message", path: chatPath, text: padded(repeat(`${chat.slice(0, -1)},{"role":"assistant","content":null,"tool_calls":[`, toolCall, "]}]", LIMITS.maxToolCalls)) },
     { name: "numbers", holds: "2 million numbers in a passed-through field", path: chatPath, text: repeat(`${chat},"x":[`, "1", "]}") },
     { name: "token-ids", holds: "a prompt of 2 million token ids", path: "/v1/completions", text: repeat(`{"model":${JSON.stringify(model)},"max_tokens":1,"prompt":[`, "1", "]}") },
+    // A number JavaScript cannot hold exactly is sent on as written: its field is parsed again keeping it (workers/gateway/body.ts).
+    { name: "numbers-seed", holds: "2 million numbers in a passed-through field, and a seed past 2^53", path: chatPath, text: repeat(`${chat},"seed":${INEXACT_SEED},"x":[`, "1", "]}") },
+    { name: "exact-at-bound", holds: `the same, and a passed-through field of ${MAX_EXACT_FIELD_VALUES} values with a 1e400: the most parsed again`, path: chatPath, text: repeat(`${chat},"seed":${INEXACT_SEED},"y":[${"1,".repeat(MAX_EXACT_FIELD_VALUES - 2)}1e400],"x":[`, "1", "]}") },
+    { name: "inexact-field", holds: "690,000 numbers past a double's range (1e999) in a passed-through field", path: chatPath, text: repeat(`${chat},"x":[`, "1e999", "]}") },
     { name: "prompt-batch", holds: "a batch of 1.4 million empty prompts", path: "/v1/completions", text: repeat(`{"model":${JSON.stringify(model)},"max_tokens":1,"prompt":[`, '""', "]}") },
   ];
 }

@@ -63,6 +63,18 @@ export interface BodyScan {
   excess: ShapeExcess | null;
   /** A number JSON.parse would change (see `isInexactNumber`): the body must be parsed keeping its text. */
   inexactNumbers: boolean;
+  /**
+   * The top-level fields whose value (as JSON.parse keeps it: a key's last) holds such a number,
+   * each with where its value's text lies: only these need parsing again keeping it.
+   */
+  inexactFields: InexactField[];
+}
+
+/** A top-level field holding an inexact number, and its value's text: `text.slice(start, end)`. */
+export interface InexactField {
+  field: string;
+  start: number;
+  end: number;
 }
 
 /**
@@ -100,7 +112,21 @@ export function scanBody(text: string, bounds: ShapeBounds = BODY_SHAPE): BodySc
   let lastEnd = -1;
   let field: [number, number] | null = null;
   let inexactNumbers = false;
-  const excess = (rule: ShapeRule, at: number): BodyScan => ({ excess: { rule, field: at >= 2 && field ? decodeKey(text, field) : null }, inexactNumbers });
+  // Where the current top-level field's value starts, and whether it holds an inexact number.
+  let valueStart = -1;
+  let inexactHere = false;
+  const inexactFields: InexactField[] = [];
+  // The top-level field that just ended (its value's text up to `end`), kept when it holds one.
+  const fieldEnds = (end: number): void => {
+    if (valueStart < 0 || (!inexactHere && inexactFields.length === 0)) return;
+    const name = field && decodeKey(text, field);
+    if (name === null) return;
+    // A key given again replaces its value (JSON.parse keeps the last): so does its entry.
+    const again = inexactFields.findIndex((f) => f.field === name);
+    if (again >= 0) inexactFields.splice(again, 1);
+    if (inexactHere) inexactFields.push({ field: name, start: valueStart, end });
+  };
+  const excess = (rule: ShapeRule, at: number): BodyScan => ({ excess: { rule, field: at >= 2 && field ? decodeKey(text, field) : null }, inexactNumbers, inexactFields });
   const n = text.length;
   for (let i = 0; i < n; i++) {
     const c = text.charCodeAt(i);
@@ -118,7 +144,11 @@ export function scanBody(text: string, bounds: ShapeBounds = BODY_SHAPE): BodySc
         else if (d === 0x2e) fraction = true;
       }
       const long = end - i > (fraction ? SHORT_FRACTION : SHORT_INTEGER);
-      if (!inexactNumbers && (exponent || long)) inexactNumbers = isInexactNumber(text.slice(i, end));
+      if (!inexactHere && (exponent || long) && isInexactNumber(text.slice(i, end))) {
+        inexactNumbers = true;
+        // Past the first in a field, its others change nothing: the field is parsed again whole.
+        inexactHere = depth >= 1;
+      }
       i = end - 1;
     } else if (c === QUOTE) {
       const end = closingQuote(text, i + 1);
@@ -133,9 +163,16 @@ export function scanBody(text: string, bounds: ShapeBounds = BODY_SHAPE): BodySc
       if (++nodes > bounds.maxNodes) return excess("nodes", depth);
       keysAt[depth] = 0;
     } else if (c === CLOSE_OBJECT || c === CLOSE_ARRAY) {
+      if (depth === 1 && c === CLOSE_OBJECT) fieldEnds(i);
       if (depth > 0) depth--;
     } else if (c === COLON) {
-      if (depth === 1) field = [lastStart, lastEnd];
+      if (depth === 1) {
+        // The field before ends at the comma before this one's key.
+        fieldEnds(text.lastIndexOf(",", lastStart));
+        field = [lastStart, lastEnd];
+        valueStart = i + 1;
+        inexactHere = false;
+      }
       if (++nodes > bounds.maxNodes) return excess("nodes", depth);
       if (depth === 0) continue;
       const keys = (keysAt[depth] as number) + 1;
@@ -143,7 +180,7 @@ export function scanBody(text: string, bounds: ShapeBounds = BODY_SHAPE): BodySc
       if (keys > bounds.maxObjectKeys) return excess("object-keys", depth);
     }
   }
-  return { excess: null, inexactNumbers };
+  return { excess: null, inexactNumbers, inexactFields };
 }
 
 /**

@@ -65,6 +65,23 @@ describe("numbers a JavaScript number cannot hold", () => {
     expect(sent).not.toContain("__proto__");
   });
 
+  it("beside 2 million small numbers: the seed reaches the upstream as written, and so does every other number", async () => {
+    const numbers = Array.from({ length: 2_000_000 }, () => "1").join(",");
+    const text = `{"model":"bodies","seed":18446744073709551615,"messages":[{"role":"user","content":"hi"}],"x":[${numbers}]}`;
+    const r = await post("/v1/chat/completions", text);
+    expect(r.status).toBe(200);
+    const sent = upstream.stats("ok").texts.at(-1) as string;
+    expect(sent).toContain(`"seed":18446744073709551615`);
+    expect(sent).toContain(`"x":[${numbers}]`);
+  });
+
+  it("throughout a field too large to parse again keeping them (690,000 × 1e999, within 4 MiB): a 400 naming the field, none changed upstream", async () => {
+    const text = `{"model":"bodies","messages":[{"role":"user","content":"hi"}],"x":[${Array.from({ length: 690_000 }, () => "1e999").join(",")}]}`;
+    const r = await post("/v1/chat/completions", text);
+    expect([r.status, r.json.error?.code, r.json.error?.param]).toEqual([400, "json_too_complex", "x"]);
+    expect(upstream.stats("ok").requests).toBe(0);
+  });
+
   it("in a field the gateway reads as a number are a 400 naming it, not a changed value", async () => {
     const r = await post("/v1/chat/completions", `{"model":"bodies","max_tokens":18446744073709551615,"messages":[{"role":"user","content":"hi"}]}`);
     expect(r.status).toBe(400);

@@ -1,0 +1,78 @@
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { isInexactNumber, scanBody } from "../../src/openai/body-shape.ts";
+import { GatewayError } from "../../src/openai/errors.ts";
+import { MAX_EXACT_FIELD_VALUES, readSizedJsonBody, type ReadBody } from "../../workers/gateway/body.ts";
+
+/**
+ * A body holding a number JSON.parse would change is sent upstream as the client wrote it: the
+ * top-level fields that hold one are parsed again keeping it (workers/gateway/body.ts), not the
+ * whole body, and only up to a bound on such a field's values.
+ */
+
+const read = (text: string): Promise<ReadBody> => readSizedJsonBody(new Request("http://kvgate.test/", { method: "POST", body: text }), 8 * 1024 * 1024);
+
+/** The body as the whole-text parse keeping every inexact number (as the gateway did before) serialises it: what the upstream must get. */
+function reference(text: string): string {
+  const exact = JSON.parse(text, (_k, v: unknown, context?: { source?: string }) =>
+    typeof v === "number" && context?.source !== undefined && isInexactNumber(context.source) ? JSON.rawJSON(context.source) : v,
+  ) as Record<string, unknown>;
+  delete exact.__proto__;
+  return JSON.stringify(exact);
+}
+
+const NUMBERS = ["1", "-0", "0.5", "1e20", "9007199254740991", "18446744073709551615", "-9223372036854775808", "1e400", "-1e999", "1E309"];
+const space = fc.constantFrom("", " ", "\n  ");
+const key = fc.constantFrom("seed", "x", "tools", "__proto__", "a\\u0062", "k\\\"q", "");
+const valueText: fc.Arbitrary<string> = fc.letrec<{ value: string }>((tie) => ({
+  value: fc.oneof(
+    { depthSize: "small", withCrossShrink: true },
+    fc.constantFrom(...NUMBERS, "true", "null", '"1e400"', '"s"'),
+    fc.array(tie("value"), { maxLength: 4 }).map((items) => `[${items.join(",")}]`),
+    fc.array(fc.tuple(key, tie("value")), { maxLength: 3 }).map((members) => `{${members.map(([k, v]) => `"${k}":${v}`).join(",")}}`),
+  ),
+})).value;
+/** A body: an object of top-level fields, keys repeated at times, with space around the parts. */
+const bodyText = fc
+  .array(fc.tuple(key, valueText, space, space), { minLength: 1, maxLength: 6 })
+  .map((members) => `{${members.map(([k, v, s1, s2]) => `${s1}"${k}"${s2}:${s1}${v}${s2}`).join(",")}}`);
+
+describe("the body sent upstream with its inexact numbers as written", () => {
+  it("is what parsing the whole text keeping them gives, for any body (keys given twice, nested, spaced, __proto__)", async () => {
+    await fc.assert(
+      fc.asyncProperty(bodyText, async (text) => {
+        const r = await read(text);
+        // Without one, the parsed body is sent, less its own __proto__ (validation drops it).
+        const sent = { ...(r.exact ?? (r.json as Record<string, unknown>)) };
+        delete sent.__proto__;
+        expect(JSON.stringify(sent)).toBe(reference(text));
+      }),
+      { numRuns: 3000 },
+    );
+  });
+
+  it("parses again only the fields that hold one: every other field is the parsed body's own value", async () => {
+    const r = await read(`{"model":"m","x":[1,2,3],"seed":18446744073709551615,"tools":[{"maximum":1e400}],"y":{"z":[4]}}`);
+    const json = r.json as Record<string, unknown>;
+    expect(r.exact?.x).toBe(json.x);
+    expect(r.exact?.y).toBe(json.y);
+    expect(JSON.stringify(r.exact)).toBe(`{"model":"m","x":[1,2,3],"seed":18446744073709551615,"tools":[{"maximum":1e400}],"y":{"z":[4]}}`);
+    expect(scanBody(`{"seed":1,"x":[1e400],"seed":18446744073709551615}`).inexactFields.map((f) => f.field)).toEqual(["x", "seed"]);
+    // A key given again without one: its last value is the parsed body's, nothing to keep.
+    expect(scanBody(`{"seed":18446744073709551615,"seed":1}`).inexactFields).toEqual([]);
+  });
+
+  it("refuses one in a field of more values than it parses again: a 400 naming the field; at the bound, kept", async () => {
+    const items = (n: number) => Array.from({ length: n }, () => "1").join(",");
+    // The array itself counts as a value, as do its items.
+    const atBound = await read(`{"model":"m","x":[${items(MAX_EXACT_FIELD_VALUES - 2)},1e400]}`);
+    expect(JSON.stringify(atBound.exact).endsWith(",1e400]}")).toBe(true);
+    const over = await read(`{"model":"m","x":[${items(MAX_EXACT_FIELD_VALUES - 1)},1e400]}`).catch((e: unknown) => e);
+    expect(over).toBeInstanceOf(GatewayError);
+    expect(over).toMatchObject({ status: 400, code: "json_too_complex", param: "x" });
+    // Values nested in objects count the same.
+    const objects = Array.from({ length: MAX_EXACT_FIELD_VALUES / 2 }, () => `{"a":1}`).join(",");
+    const nested = await read(`{"model":"m","tools":[${objects},{"max":1e400}]}`).catch((e: unknown) => e);
+    expect(nested).toMatchObject({ status: 400, code: "json_too_complex", param: "tools" });
+  });
+});
