@@ -23,7 +23,7 @@ export type Answer =
   /** The backend failed, or gave an answer no working OpenAI-compatible server gives. */
   | { kind: "backend-failure"; why: BackendFailure };
 
-export type BackendFailure = "server-error" | "unavailable" | "redirect" | "no-content" | "encoding" | "html" | "not-served" | "no-endpoint" | "credentials" | "status";
+export type BackendFailure = "server-error" | "unavailable" | "redirect" | "no-content" | "encoding" | "html" | "not-served" | "no-endpoint" | "credentials" | "refused" | "status";
 
 /**
  * The content codings the runtime's fetch decodes (workerd: gzip and br, named exactly so; it
@@ -74,10 +74,15 @@ export function classifyStatus(status: number, hasBody: boolean, said: UpstreamE
     if (notFoundIsRequests(said, refersTo)) return refersTo ? { kind: "rejected", notHeld: true } : { kind: "rejected" };
     return { kind: "backend-failure", why: saysModelUnknown(said) ? "not-served" : "no-endpoint" };
   }
-  // A refusal: the gateway's own key refused (the backend misconfigured), or a proxy in front of the
-  // engine refusing what the request holds (a WAF rule on its body, an ext_authz policy), which
-  // every backend behind that proxy answers alike (workers/gateway/held-failure.ts).
-  if (status === 401 || status === 403) return { kind: "backend-failure", why: "credentials" };
+  // The gateway's own key refused: what the engines answer a wrong or missing key with, a 401
+  // (vLLM's and SGLang's --api-key middleware: {"error": "Unauthorized"}, 401; llama.cpp's
+  // authentication_error, 401; TGI's router, 401 Unauthorized). The backend is misconfigured, not
+  // the request: it is the backend's own, whatever another backend did.
+  if (status === 401) return { kind: "backend-failure", why: "credentials" };
+  // A 403 is what a proxy in front of the engine answers: a WAF rule on the request's body, an
+  // ext_authz deny, Cloudflare Access without its service token. A proxy refusing what the request
+  // holds refuses it on every backend behind it alike (workers/gateway/held-failure.ts).
+  if (status === 403) return { kind: "backend-failure", why: "refused" };
   if (status >= 300 && status < 400) return { kind: "backend-failure", why: "redirect" };
   if (status === 204 || status === 205) return { kind: "backend-failure", why: "no-content" };
   // 408: the server gave up waiting for the request — the network or the server, not the prompt.
@@ -150,9 +155,10 @@ function saysModelUnknown(said: UpstreamErrorBody | null): boolean {
  * `connect`: no answer began (refused, reset); `timeout`: no first byte, or no whole answer, in
  * time; `stalled`: a stream went silent past streamIdleTimeoutMs; `broken-off`: an answer begun
  * and cut; `unavailable`: a 503 saying the server's state (a model loading, a full queue);
- * `server-error`: any other 5xx; `rate-limited`: a 429; `credentials`: a 401 or 403 (the gateway's
- * key refused, or a proxy in front of the engine refusing the request); `not-served`: the model or
- * endpoint not served; `bad-answer`: what no OpenAI-compatible server sends.
+ * `server-error`: any other 5xx; `rate-limited`: a 429; `credentials`: a 401 (the engine refused
+ * the gateway's key) or a 403 (a proxy in front of it refused the request: a WAF rule, an ext_authz
+ * deny, an Access token missing or wrong); `not-served`: the model or endpoint not served;
+ * `bad-answer`: what no OpenAI-compatible server sends.
  */
 export const FAILURE_KINDS = ["connect", "timeout", "stalled", "broken-off", "unavailable", "server-error", "rate-limited", "credentials", "not-served", "bad-answer"] as const;
 export type FailureKind = (typeof FAILURE_KINDS)[number];
@@ -160,6 +166,7 @@ export type FailureKind = (typeof FAILURE_KINDS)[number];
 /** The kind of a backend failure an answer's status and headers showed. */
 export function failureKind(why: BackendFailure): FailureKind {
   if (why === "no-endpoint") return "not-served";
+  if (why === "refused") return "credentials";
   return why === "server-error" || why === "unavailable" || why === "credentials" || why === "not-served" ? why : "bad-answer";
 }
 
@@ -170,11 +177,11 @@ export const FAILURE_CAUSE: FailoverCause = "5xx";
  * A failure no request can cause: the backend's however the request is made (src/upstream/retry.ts
  * isServerSide). An endpoint not served is not: which endpoint is the client's choice, and a
  * group whose engines all lack it answers it alike on every backend (workers/gateway/held-failure.ts).
- * Nor is a refusal (401, 403): a firewall in front of the engines refuses a prompt by its text on
- * every backend alike, as a refused key is refused on its own backend only.
+ * Nor is a proxy's 403: a firewall in front of the engines refuses a prompt by its text on every
+ * backend alike. An engine's 401 is: its key is the gateway's, whatever the request holds.
  */
 export function isBackendsOwn(why: BackendFailure): boolean {
-  return why !== "server-error" && why !== "status" && why !== "no-endpoint" && why !== "credentials";
+  return why !== "server-error" && why !== "status" && why !== "no-endpoint" && why !== "refused";
 }
 
 const WHY: Record<BackendFailure, string> = {
@@ -186,7 +193,8 @@ const WHY: Record<BackendFailure, string> = {
   html: "answered with an HTML page, not an API's answer",
   "not-served": "does not serve this model",
   "no-endpoint": "does not serve this endpoint",
-  credentials: "refused the request",
+  credentials: "rejected the gateway's credentials",
+  refused: "refused the request",
   status: "answered with a status no OpenAI-compatible server sends",
 };
 
@@ -205,9 +213,10 @@ export function backendAsSeen(backend: { id: string }, group: { name: string }, 
  * The error the client gets for an answer that was not a success. Only JSON an upstream sent in
  * OpenAI style reaches the client (bounded by parseUpstreamError); HTML, tracebacks and other
  * text are replaced by a message naming the backend (`backend`: as backendAsSeen names it).
- * `retryAfter`: the upstream's header, passed on with a 429 or 503. A refusal (401, 403) the client
- * meets only when no backend after it answered, so it was the request's (held-failure.ts): its
- * status, which trying again does not change (`x-should-retry: false`).
+ * `retryAfter`: the upstream's header, passed on with a 429 or 503. A proxy's 403 the client meets
+ * only when no backend of its group served the request, so it was the request's (held-failure.ts):
+ * its status, which trying again does not change (`x-should-retry: false`). An engine's 401 is a
+ * 502 as any backend's failure is, which the SDKs retry (another backend may hold the right key).
  */
 export function clientError(status: number, answer: NoSuccess, upstream: UpstreamErrorBody | null, backend: string, retryAfter: string | null): GatewayError {
   const said = upstream?.message ?? null;
@@ -226,13 +235,14 @@ export function clientError(status: number, answer: NoSuccess, upstream: Upstrea
     case "rate-limited":
       return new GatewayError(429, "rate_limit_error", `${backend} is rate limiting${said ? `: ${said}` : ""}`, "upstream_rate_limited", null, headers);
     case "backend-failure": {
-      // What the upstream said about the gateway's key is no business of the client's.
-      if (answer.why === "credentials") {
-        const why = "its server refused the gateway's credentials, or a proxy in front of it what the request holds";
-        return new GatewayError(status, "upstream_error", `${backend} ${WHY.credentials} (HTTP ${status}): ${why}`, "upstream_auth_error", null, { [SHOULD_RETRY]: "false" });
+      // What the upstream said about the gateway's key, or a proxy about the request, is no business of the client's.
+      if (answer.why === "refused") {
+        const why = "a proxy in front of its server refused what the request holds, or the gateway's access token";
+        return new GatewayError(status, "upstream_error", `${backend} ${WHY.refused} (HTTP ${status}): ${why}`, "upstream_auth_error", null, { [SHOULD_RETRY]: "false" });
       }
-      const detail = said ? `: ${said}` : "";
-      return new GatewayError(502, "upstream_error", `${backend} ${WHY[answer.why]} (HTTP ${status})${detail}`, "upstream_error", null, headers);
+      const credentials = answer.why === "credentials";
+      const detail = said && !credentials ? `: ${said}` : "";
+      return new GatewayError(502, "upstream_error", `${backend} ${WHY[answer.why]} (HTTP ${status})${detail}`, credentials ? "upstream_auth_error" : "upstream_error", null, headers);
     }
   }
 }

@@ -20,9 +20,10 @@ export interface Failure {
   /** The upstream's Retry-After (a 429's or 503's), in ms; null when it sent none. */
   retryAfterMs: number | null;
   /**
-   * No request can cause it (the backend redirected, serves another model, answered nothing):
-   * always the backend's, whatever failed before or after it. A refusal (401, 403) is not: a
-   * firewall in front of the engines refuses a request by what it holds (workers/gateway/held-failure.ts).
+   * No request can cause it (the backend refused the gateway's key with a 401, redirected, serves
+   * another model, answered nothing): always the backend's, whatever failed before or after it. A
+   * proxy's 403 is not: a firewall in front of the engines refuses a request by what it holds
+   * (workers/gateway/held-failure.ts).
    */
   backendsOwn?: boolean;
 }

@@ -78,9 +78,9 @@ describe("an upstream that did not switch protocols", () => {
     expect(classifyRefusedUpgrade(200)).toEqual({ kind: "backend-failure", why: "no-endpoint" });
     expect(classifyRefusedUpgrade(404, { message: "Not Found", type: null, code: null, param: null, extra: {} })).toEqual({ kind: "backend-failure", why: "no-endpoint" });
     expect(classifyRefusedUpgrade(403, null, null, true)).toEqual({ kind: "backend-failure", why: "no-endpoint" });
-    // With no body too (an engine's router may give none); a 403 that says why is a refused key, the backend's own.
+    // With no body too (an engine's router may give none); a 403 that says why is a proxy's refusal (an Access page, a WAF's), held for the group's word.
     expect(classifyRefusedUpgrade(404)).toEqual({ kind: "backend-failure", why: "no-endpoint" });
-    expect(classifyRefusedUpgrade(403, { message: "Unauthorized", type: null, code: null, param: null, extra: {} })).toEqual({ kind: "backend-failure", why: "credentials" });
+    expect(classifyRefusedUpgrade(403, { message: "Unauthorized", type: null, code: null, param: null, extra: {} })).toEqual({ kind: "backend-failure", why: "refused" });
     expect(classifyRefusedUpgrade(400)).toEqual({ kind: "rejected" });
     expect(classifyRefusedUpgrade(429)).toEqual({ kind: "rate-limited" });
     expect(classifyRefusedUpgrade(500)).toEqual({ kind: "backend-failure", why: "server-error" });

@@ -16,7 +16,7 @@ describe("what an upstream status means", () => {
     [413, true, { kind: "rejected" }],
     [422, true, { kind: "rejected" }],
     [401, true, { kind: "backend-failure", why: "credentials" }],
-    [403, true, { kind: "backend-failure", why: "credentials" }],
+    [403, true, { kind: "backend-failure", why: "refused" }],
     [404, true, { kind: "backend-failure", why: "no-endpoint" }],
     [408, true, { kind: "backend-failure", why: "status" }],
     [429, true, { kind: "rate-limited" }],
@@ -142,12 +142,14 @@ describe("what the client is told", () => {
     const e = clientError(401, { kind: "backend-failure", why: "credentials" }, said, OWNER_SEES, null);
     expect(e.message).not.toContain("sk-abc");
     expect(e.code).toBe("upstream_auth_error");
+    // The engine's own refusal of the gateway's key: a backend's failure, which the SDKs retry (another backend may hold the right key).
+    expect([e.status, e.headers]).toEqual([502, undefined]);
   });
 
-  it("a refusal reaches the client only when no backend after it answered (the request's): its status, not to be retried", () => {
-    const e = clientError(403, { kind: "backend-failure", why: "credentials" }, null, OWNER_SEES, null);
+  it("a proxy's 403 reaches the client only when no backend of its group served the request (the request's): its status, not to be retried", () => {
+    const e = clientError(403, { kind: "backend-failure", why: "refused" }, null, OWNER_SEES, null);
     expect([e.status, e.headers]).toEqual([403, { "x-should-retry": "false" }]);
-    expect(e.message).toBe("backend gpu-a refused the request (HTTP 403): its server refused the gateway's credentials, or a proxy in front of it what the request holds");
+    expect(e.message).toBe("backend gpu-a refused the request (HTTP 403): a proxy in front of its server refused what the request holds, or the gateway's access token");
   });
 
   it("a 429's and a 503's Retry-After are passed on", () => {
@@ -266,6 +268,6 @@ describe("the retry decision", () => {
   it("only a server-side failure may follow the request, and none that is the backend's own", () => {
     expect((["connect", "timeout", "5xx", "429"] as const).filter((cause) => isServerSide({ cause, retryAfterMs: null }))).toEqual(["timeout", "5xx"]);
     expect(isServerSide({ cause: "5xx", retryAfterMs: null, backendsOwn: true })).toBe(false);
-    expect((["server-error", "status", "unavailable", "redirect", "no-content", "not-served", "no-endpoint", "credentials"] as const).filter((why) => !isBackendsOwn(why))).toEqual(["server-error", "status", "no-endpoint", "credentials"]);
+    expect((["server-error", "status", "unavailable", "redirect", "no-content", "not-served", "no-endpoint", "credentials", "refused"] as const).filter((why) => !isBackendsOwn(why))).toEqual(["server-error", "status", "no-endpoint", "refused"]);
   });
 });

@@ -23,7 +23,10 @@ function lease(backendId: string, settled: Map<string, LeaseOutcome>): HeldLease
 
 const crash: Failure = { cause: "5xx", kind: "server-error", retryAfterMs: null };
 const noEndpoint: Failure = { cause: "5xx", kind: "not-served", retryAfterMs: null };
+/** A proxy's 403 (src/upstream/answer.ts "refused"). */
 const refusal: Failure = { cause: "5xx", kind: "credentials", retryAfterMs: null };
+/** An engine's 401: the gateway's key refused, the backend's own (answer.ts isBackendsOwn). */
+const keyRefused: Failure = { cause: "5xx", kind: "credentials", retryAfterMs: null, backendsOwn: true };
 
 /** Backends of one group fail in turn, then the attempts end: how each was settled, and whether the last failure ended the request. */
 function fails(...failures: Failure[]): Record<string, LeaseOutcome | boolean | undefined> {
@@ -69,7 +72,11 @@ describe("a held failure's verdict", () => {
     expect([settled.get("a"), settled.get("b"), held.unserved]).toEqual(["upstream-error", "upstream-error", false]);
   });
 
-  it("refusals (401, 403) alike: none of the group answering, they were the request's (a firewall's for what it holds), and say nothing of a crash", () => {
+  it("an engine's 401 is its backend's own, on every backend alike: each charged at once, and the attempts go on", () => {
+    expect(fails(keyRefused, keyRefused, keyRefused)).toEqual({ a: "upstream-error", b: "upstream-error", c: "upstream-error", stopped: false, unserved: false });
+  });
+
+  it("a proxy's refusals (403) alike: none of the group answering, they were the request's (a firewall's for what it holds), and say nothing of a crash", () => {
     expect(fails(refusal, refusal, refusal)).toEqual({ a: "rejected", b: "rejected", c: "rejected", stopped: false, unserved: false });
     expect(fails(refusal, crash)).toEqual({ a: "rejected", b: "upstream-error", stopped: false, unserved: false });
     expect(fails(crash, refusal, crash)).toEqual({ a: "rejected", b: "rejected", c: "rejected", stopped: true, unserved: false });

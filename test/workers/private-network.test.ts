@@ -54,7 +54,7 @@ describe("a deployment behind a VPC binding", () => {
     expect([res.status, res.headers.get("x-should-retry")]).toEqual([403, "false"]);
     const body = (await res.json()) as { error: { code: string; message: string } };
     expect(body.error.code).toBe("upstream_auth_error");
-    expect(body.error.message).toBe("backend gpu-private refused the request (HTTP 403): its server refused the gateway's credentials, or a proxy in front of it what the request holds");
+    expect(body.error.message).toBe("backend gpu-private refused the request (HTTP 403): a proxy in front of its server refused what the request holds, or the gateway's access token");
     await expectIdle("vpc-no-token");
   });
 

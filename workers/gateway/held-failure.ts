@@ -27,12 +27,13 @@ interface Held {
  * proxy (a 502 page, a timeout) says nothing of the path, and counted, would let any client charge
  * the healthy backends that lack it while one is sick.
  *
- * A refusal (401, 403) is held apart alike: a firewall or an ingress in front of the engines (a WAF
- * rule, ModSecurity, an ext_authz policy) refuses a request by what it holds, on every backend behind
- * it, and charged, one client's prompt would open every breaker of the group. A backend of the group
- * that answers shows the request passes: each refusal was its backend's own (its gateway key
- * refused, its token missing). None doing so, the refusals were the request's, and no backend is
- * charged; the client gets the refusal's status (src/upstream/answer.ts clientError).
+ * A proxy's refusal (a 403) is held apart alike: a firewall or an ingress in front of the engines (a
+ * WAF rule, ModSecurity, an ext_authz policy) refuses a request by what it holds, on every backend
+ * behind it, and charged, one client's prompt would open every breaker of the group. A backend of the
+ * group that answers shows the request passes: each refusal was its backend's own (its Access token
+ * missing). None doing so, the refusals were the request's, and no backend is charged; the client
+ * gets the 403 (src/upstream/answer.ts clientError). An engine's 401 (the gateway's key refused) is
+ * its backend's own, settled at once: no request causes it (answer.ts isBackendsOwn).
  */
 export class HeldFailure {
   private held: Held | null = null;
@@ -116,7 +117,7 @@ export class HeldFailure {
     if (awaitsGroup(met)) {
       if (isUnserved(met)) this.metUnserved = true;
       else this.metOther = true;
-      // Another backend of the group served the request: this one lacks what the group serves, or refused the gateway's key.
+      // Another backend of the group served the request: this one lacks what the group serves, or its proxy refused the gateway (its token).
       if (this.groupServed) lease.settle("upstream-error", met);
       else this.heldForGroup.push({ lease, end: met });
       return false;
@@ -196,7 +197,11 @@ function isUnserved(end: AttemptEnd | undefined): boolean {
   return end?.failure === "not-served";
 }
 
-/** A failure whose verdict is the group's word (a backend of it serving the request): a 404 for the endpoint, a refusal (401, 403). */
+/**
+ * A failure whose verdict is the group's word (a backend of it serving the request): a 404 for the
+ * endpoint, a proxy's 403 (kind credentials: an engine's 401, of the same kind, is the backend's
+ * own and never held).
+ */
 function awaitsGroup(end: AttemptEnd | undefined): boolean {
   return isUnserved(end) || end?.failure === "credentials";
 }

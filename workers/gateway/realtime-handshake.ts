@@ -86,9 +86,9 @@ export async function openUpstream(h: HandshakeInput): Promise<Handshake> {
   if (answer.kind === "rejected") return { kind: "rejected", response: err.toResponse() };
   const limited = answer.kind === "rate-limited";
   const failure: Failure = { cause: limited ? "429" : FAILURE_CAUSE, kind: answer.kind === "backend-failure" ? failureKind(answer.why) : "rate-limited", retryAfterMs: up.status === 429 || up.status === 503 ? parseRetryAfter(retryAfter) : null };
-  // A redirect, a model not served: no request causes these, so none follows one. No realtime
-  // endpoint may be every backend's (a fleet of chat engines), and a refusal (401, 403) a proxy's for
-  // what the client's query holds: held for the group's word, as a request's are (held-failure.ts).
+  // A refused key (401), a redirect, a model not served: no request causes these, so none follows
+  // one. No realtime endpoint may be every backend's (a fleet of chat engines), and a 403 a proxy's
+  // for what the client's query holds: held for the group's word, as a request's are (held-failure.ts).
   if (answer.kind === "backend-failure" && isBackendsOwn(answer.why)) failure.backendsOwn = true;
   return failed(err, limited ? "rate-limited" : "upstream-error", failure);
 }
