@@ -42,8 +42,9 @@ export class HeldFailure {
   /** A backend of the group tried now served the request: a 404 for its endpoint, or a refusal, from another is that backend's own. */
   private groupServed = false;
   private group: string | undefined;
-  /** What the request met so far: 404s for the endpoint, anything else. */
+  /** What the request met so far: 404s for the endpoint, proxies' refusals (403), anything else. */
   private metUnserved = false;
+  private metRefused = false;
   private metOther = false;
   /** The refusal of a group with a backend the request could not try for its in-flight limit. */
   private untried: RouteRefusal["refused"] | undefined;
@@ -61,9 +62,19 @@ export class HeldFailure {
     return this.metOnlyUnserved && this.untried === undefined;
   }
 
-  /** Every failure the request met was a 404 for the endpoint: a fallback group may serve it, even past the attempts' bound. */
+  /** Every failure the request met was a 404 for the endpoint. */
   get metOnlyUnserved(): boolean {
-    return this.metUnserved && !this.metOther;
+    return this.metUnserved && !this.metRefused && !this.metOther;
+  }
+
+  /**
+   * Every failure the request met awaited its group's word (a 404 for the endpoint, a proxy's 403):
+   * a fallback group may serve it, even past the attempts' bound — a group whose every backend sits
+   * behind a proxy refusing the gateway (an Access token wrong) is served by its fallback, as one
+   * gone behind its proxy's 404 page is.
+   */
+  get metOnlyAwaitingGroup(): boolean {
+    return (this.metUnserved || this.metRefused) && !this.metOther;
   }
 
   /**
@@ -116,7 +127,7 @@ export class HeldFailure {
     }
     if (awaitsGroup(met)) {
       if (isUnserved(met)) this.metUnserved = true;
-      else this.metOther = true;
+      else this.metRefused = true;
       // Another backend of the group served the request: this one lacks what the group serves, or its proxy refused the gateway (its token).
       if (this.groupServed) lease.settle("upstream-error", met);
       else this.heldForGroup.push({ lease, end: met });

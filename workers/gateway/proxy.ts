@@ -124,9 +124,10 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
       }
       const step = nextStep(primary.failover, attempts, result.failure, deadline.msLeft());
       if (!step.retry) {
-        // Every backend tried lacked the endpoint: a fallback group may serve it (one whose group is
-        // gone behind its proxy's 404 page is served so), one step past the attempts' bound.
-        if (held.metOnlyUnserved && path.fallBack()) {
+        // Every backend tried lacked the endpoint, or its proxy refused the request: a fallback group
+        // may serve it (one whose group is gone behind its proxy's 404 page, or behind a proxy whose
+        // token the gateway lacks, is served so), one step past the attempts' bound.
+        if (held.metOnlyAwaitingGroup && path.fallBack()) {
           failover.failedOn(group.name, result.lease.backendId, result.failure.cause);
           ({ group, primary } = path);
           prompt = promptFor(group);

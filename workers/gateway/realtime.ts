@@ -210,7 +210,16 @@ async function handshakeInTurn(p: RealtimeInput, s: Session, held: HeldFailure):
         return last;
       }
       const step = nextStep(primary.failover, attempts, answer.failure, Infinity);
-      if (!step.retry) return finalAnswer(last);
+      if (!step.retry) {
+        // As a request's (proxy.ts): past the attempts' bound, one step on to a fallback group when
+        // every backend tried lacked a realtime endpoint or its proxy refused the handshake.
+        if (held.metOnlyAwaitingGroup && path.fallBack()) {
+          failover.failedOn(group.name, deployment.id, answer.failure.cause);
+          ({ group, primary } = path);
+          break;
+        }
+        return finalAnswer(last);
+      }
       exclude.push(deployment.id);
       failover.failedOn(group.name, deployment.id, answer.failure.cause);
       if (step.waitMs > 0 && !path.nothingLeft(exclude)) await new Promise((r) => setTimeout(r, step.waitMs));
