@@ -1,3 +1,4 @@
+import { randomBytes } from "node:crypto";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { startHostileUpstream, type HostileUpstream } from "../support/hostile-upstream.ts";
@@ -21,6 +22,7 @@ const hostile = (behaviour: string, id: string) => ({ id, baseUrl: `${upstream.u
 // The breaker as it ships (5 failures in a row open it), kept open once opened so the test reads it so.
 const breaker = { openMs: 60_000, probeIntervalMs: 60_000 };
 const BLOCKED = "DROP TABLE users; -- explain this SQL";
+const adminKey = `sk-admin-${randomBytes(16).toString("hex")}`;
 
 beforeAll(async () => {
   upstream = await startHostileUpstream();
@@ -29,12 +31,22 @@ beforeAll(async () => {
     modelGroups: [
       // Three engines behind a WAF that refuses SQL in a body; the failover defaults.
       { name: "behind-waf", strategy: "round-robin", breaker, deployments: ["a", "b", "c"].map((id) => hostile("waf", id)) },
-      // A server whose gateway key is wrong (its 403 on every request) beside two serving.
+      // A server whose Access token is missing (its proxy's 403 on every request) beside two serving.
       { name: "one-keyless", strategy: "round-robin", breaker, deployments: [hostile("status:403", "keyless"), hostile("ok", "ok-1"), hostile("ok", "ok-2")] },
       // Three realtime servers behind a proxy that refuses every handshake (as one refuses a query it judges) with a 403 that says why.
       { name: "realtime-refused", strategy: "round-robin", breaker, deployments: ["p", "q", "r"].map((id) => ({ id, baseUrl: `${sockets.url}/refuse:403`, model: "chat-7b" })) },
+      // The engines' key rotated, the Worker's secret still the old one: each engine's own 401 (vLLM's, SGLang's, llama.cpp's), and a fallback group.
+      { name: "all-keyless", strategy: "round-robin", breaker, fallbacks: ["served"], deployments: ["k1", "k2", "k3"].map((id) => hostile("status:401", id)) },
+      // Every engine behind Cloudflare Access, the Worker's Access token wrong: Access's 403 on each, and a fallback group.
+      { name: "all-forbidden", strategy: "round-robin", breaker, fallbacks: ["served"], deployments: ["f1", "f2", "f3"].map((id) => hostile("status:403", id)) },
+      { name: "served", breaker, deployments: [hostile("ok", "served-1")] },
+      // Realtime alike: every handshake refused with a 403 that says why, and a group that serves.
+      { name: "realtime-forbidden", strategy: "round-robin", breaker, fallbacks: ["realtime-served"], deployments: ["rf1", "rf2", "rf3"].map((id) => ({ id, baseUrl: `${sockets.url}/refuse:403`, model: "chat-7b" })) },
+      { name: "realtime-served", breaker, deployments: [{ id: "echo-1", baseUrl: `${sockets.url}/echo`, model: "chat-7b" }] },
+      // One server with its Access token missing (403) beside one that is busy (its one slot held by a slow answer).
+      { name: "forbidden-beside-busy", strategy: "round-robin", breaker, deployments: [{ ...hostile("slow-headers:4000", "busy"), maxInFlight: 1 }, hostile("status:403", "no-token")] },
     ],
-  });
+  }, { KVGATE_ADMIN_KEY: adminKey });
 });
 afterAll(async () => {
   await gw?.close();
@@ -76,7 +88,7 @@ describe("a 403 a firewall in front of every engine answers for what the prompt 
 });
 
 describe("a 403 from one server among others that answer", () => {
-  it("is its own (its gateway key refused): charged until its breaker opens, every request served", async () => {
+  it("is its own (its Access token missing): charged until its breaker opens, every request served", async () => {
     const statuses: number[] = [];
     for (let i = 0; i < 15; i++) {
       const res = await chat("one-keyless", `hello ${i}`);
@@ -96,5 +108,73 @@ describe("a realtime handshake every backend refuses with a 403", () => {
     }
     await vi.waitFor(async () => expect(await gw.inFlight("realtime-refused")).toBe(0), EVENTUALLY);
     expect(await charges("realtime-refused")).toEqual(["p", "q", "r"].map((id) => [id, 0, "closed"]));
+  }, 30_000);
+});
+
+async function metricsText(): Promise<string> {
+  const res = await fetch(`${gw.url}/metrics`, { headers: { authorization: `Bearer ${adminKey}` } });
+  expect(res.status).toBe(200);
+  return res.text();
+}
+
+/** The value of the sample `name{labels}` (labels in the order the gateway writes them), or null. */
+function sample(text: string, name: string, labels: string): number | null {
+  const line = text.split("\n").find((l) => l.startsWith(`${name}{${labels}} `));
+  return line === undefined ? null : Number(line.slice(line.lastIndexOf(" ") + 1));
+}
+
+describe("a 401 from every backend of a group: the engines refusing the gateway's key", () => {
+  it("is each backend's own: a 502 the SDKs retry, every breaker opens, and the fallback group serves", async () => {
+    const seen: unknown[] = [];
+    let served: Response | null = null;
+    for (let i = 0; i < 10 && served === null; i++) {
+      const res = await chat("all-keyless", `hello ${i}`);
+      if (res.status === 200) served = res;
+      else {
+        const body = (await res.json()) as { error: { code: string } };
+        seen.push([res.status, body.error.code, res.headers.get("x-should-retry")]);
+      }
+    }
+    // The engines' refusal is no firewall's: retryable, as any backend's failure is.
+    expect.soft(seen[0]).toEqual([502, "upstream_auth_error", null]);
+    expect(served?.headers.get("x-kvgate-backend")).toBe("served-1");
+    await served?.text();
+    await vi.waitFor(async () => expect((await charges("all-keyless")).map(([, , state]) => state)).toEqual(["open", "open", "open"]), EVENTUALLY);
+  }, 60_000);
+});
+
+describe("a 403 from every backend of a group: a proxy in front of them refusing every request", () => {
+  it("takes the one step on to the fallback group past the attempts' bound, no breaker charged, and shows in the credentials series", async () => {
+    const res = await chat("all-forbidden", "hello");
+    expect([res.status, res.headers.get("x-kvgate-backend")]).toEqual([200, "served-1"]);
+    await res.text();
+    await vi.waitFor(async () => expect(await gw.inFlight("all-forbidden")).toBe(0), EVENTUALLY);
+    expect.soft(await charges("all-forbidden")).toEqual(["f1", "f2", "f3"].map((id) => [id, 0, "closed"]));
+    // What an operator alerts on for a wrong Access token: no breaker opens, but each refusal is counted by its cause.
+    await vi.waitFor(async () => {
+      const text = await metricsText();
+      for (const id of ["f1", "f2", "f3"]) expect(sample(text, "kvgate_attempt_failures_total", `group="all-forbidden",backend="${id}",cause="credentials"`)).toBe(1);
+    }, EVENTUALLY);
+  }, 30_000);
+
+  it("a realtime handshake alike: the fallback group's backend accepts it", async () => {
+    const h = await connect(`${gw.url.replace(/^http/, "ws")}/v1/realtime?model=realtime-forbidden`, { headers: { authorization: `Bearer ${gw.key}` } });
+    expect(h.kind === "refused" ? [h.status, h.headers["x-should-retry"]] : "open").toBe("open");
+    if (h.kind === "open") h.socket.ws.close();
+    await vi.waitFor(async () => expect(await gw.inFlight("realtime-forbidden")).toBe(0), EVENTUALLY);
+    expect.soft(await charges("realtime-forbidden")).toEqual(["rf1", "rf2", "rf3"].map((id) => [id, 0, "closed"]));
+  }, 30_000);
+});
+
+describe("a 403 from one server while the other of its group is at its in-flight limit", () => {
+  it("is no word of the group: the client gets the route's 503 to try again later, not the 403", async () => {
+    // The busy server's one slot, held by a slow answer.
+    const holding = chat("forbidden-beside-busy", "hold the slot").then((r) => r.text(), () => "");
+    await vi.waitFor(async () => expect((await gw.status("forbidden-beside-busy")).backends.find((b) => b.id === "busy")?.inFlight).toBe(1), EVENTUALLY);
+    const res = await chat("forbidden-beside-busy", "hello");
+    const body = (await res.json()) as { error: { code: string | null } };
+    expect([res.status, res.headers.get("x-should-retry")]).toEqual([503, null]);
+    expect(body.error.code).not.toBe("upstream_auth_error");
+    await holding;
   }, 30_000);
 });

@@ -78,12 +78,13 @@ export class HeldFailure {
   }
 
   /**
-   * Every backend tried lacked the endpoint, but a group refused with a backend not tried: it may
-   * serve what the others did not, so that refusal is the answer — one to try again later — not
-   * "not served".
+   * Every backend tried lacked the endpoint or was refused by its proxy (a 403), but a group refused
+   * with a backend not tried: it may serve what the others did not, so that refusal is the answer —
+   * one to try again later — not "not served", nor a 403 no second backend of the group gave (one
+   * server's Access token missing while the others are busy).
    */
   get untriedRefusal(): RouteRefusal["refused"] | undefined {
-    return this.metOnlyUnserved ? this.untried : undefined;
+    return this.metOnlyAwaitingGroup ? this.untried : undefined;
   }
 
   /**

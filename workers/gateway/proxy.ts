@@ -356,7 +356,7 @@ export function endpointNotServed(model: string, path: string): GatewayError {
 }
 
 /**
- * Every backend tried lacked the endpoint, but a group refused with a backend not tried
+ * Every backend tried lacked the endpoint or was refused by its proxy, but a group refused with a backend not tried
  * (HeldFailure.untriedRefusal): that refusal is the answer, with the routing headers of the last
  * attempt's; null otherwise.
  */
@@ -365,9 +365,12 @@ export function untriedRefusalAnswer(held: HeldFailure, model: string, attempt: 
   return untried === undefined ? null : withRoutingHeaders(noBackend(untried, model).toResponse(), attempt);
 }
 
-/** `res` with the routing headers (x-kvgate-*, x-request-id) of the attempt's answer it replaces. */
+/**
+ * `res` with the routing headers (x-kvgate-*, x-request-id) of the attempt's answer it replaces;
+ * not its x-should-retry, which spoke of that answer (a proxy's 403), not of `res` (a 503 to try again).
+ */
 function withRoutingHeaders(res: Response, attempt: Response): Response {
-  for (const [k, v] of attempt.headers) if (k.startsWith("x-")) res.headers.set(k, v);
+  for (const [k, v] of attempt.headers) if (k.startsWith("x-") && k !== SHOULD_RETRY) res.headers.set(k, v);
   return res;
 }
 
