@@ -117,7 +117,7 @@ export function* familyByFamily(groups: readonly ScrapedGroup[], unreachable: re
   );
   yield counter(
     "kvgate_attempt_failures_total",
-    "Attempts on a backend that failed, by what they met: connect (no answer began), timeout (no first byte, or no whole answer, in time), stalled (a stream silent past streamIdleTimeoutMs), broken-off (an answer cut), unavailable (a 503 saying the server's state: a model loading, a queue full), server-error (another 5xx), rate-limited (a 429), credentials (the gateway's key refused), not-served (model or endpoint not served), bad-answer (what no OpenAI-compatible server sends). Counted whatever the verdict on the backend: a failure a second backend met too is the request's, and opens no breaker.",
+    "Attempts on a backend that failed, by what they met: connect (no answer began), timeout (no first byte, or no whole answer, in time), stalled (a stream silent past streamIdleTimeoutMs), broken-off (an answer cut), unavailable (a 503 saying the server's state: a model loading, a queue full), server-error (another 5xx), rate-limited (a 429), credentials (a 401: the engine refused the gateway's key; a 403: a proxy in front of it refused the request, for what it holds or for the gateway's access token — held for the group's word, so no breaker opens and only this series shows a wrong Access token), not-served (model or endpoint not served), bad-answer (what no OpenAI-compatible server sends). Counted whatever the verdict on the backend: a failure a second backend met too is the request's, and opens no breaker.",
     perBackend((b, labels) => FAILURE_KINDS.map((cause) => ({ labels: { ...labels, cause }, value: b.failures?.[cause] ?? 0 }))),
   );
   yield counter(
