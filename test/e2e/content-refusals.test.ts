@@ -2,6 +2,7 @@ import { randomBytes } from "node:crypto";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { startHostileUpstream, type HostileUpstream } from "../support/hostile-upstream.ts";
+import { metricsText, sample } from "../support/metrics-scrape.ts";
 import { connect } from "../support/websocket-client.ts";
 import { startWebSocketUpstream, type WebSocketUpstream } from "../support/websocket-upstream.ts";
 import { EVENTUALLY, startTestGateway, type TestGateway } from "./gateway.ts";
@@ -111,18 +112,6 @@ describe("a realtime handshake every backend refuses with a 403", () => {
   }, 30_000);
 });
 
-async function metricsText(): Promise<string> {
-  const res = await fetch(`${gw.url}/metrics`, { headers: { authorization: `Bearer ${adminKey}` } });
-  expect(res.status).toBe(200);
-  return res.text();
-}
-
-/** The value of the sample `name{labels}` (labels in the order the gateway writes them), or null. */
-function sample(text: string, name: string, labels: string): number | null {
-  const line = text.split("\n").find((l) => l.startsWith(`${name}{${labels}} `));
-  return line === undefined ? null : Number(line.slice(line.lastIndexOf(" ") + 1));
-}
-
 describe("a 401 from every backend of a group: the engines refusing the gateway's key", () => {
   it("is each backend's own: a 502 the SDKs retry, every breaker opens, and the fallback group serves", async () => {
     const seen: unknown[] = [];
@@ -152,7 +141,7 @@ describe("a 403 from every backend of a group: a proxy in front of them refusing
     expect.soft(await charges("all-forbidden")).toEqual(["f1", "f2", "f3"].map((id) => [id, 0, "closed"]));
     // What an operator alerts on for a wrong Access token: no breaker opens, but each refusal is counted by its cause.
     await vi.waitFor(async () => {
-      const text = await metricsText();
+      const text = await metricsText(gw.url, adminKey);
       for (const id of ["f1", "f2", "f3"]) expect(sample(text, "kvgate_attempt_failures_total", `group="all-forbidden",backend="${id}",cause="credentials"`)).toBe(1);
     }, EVENTUALLY);
   }, 30_000);

@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { startFleet, type Fleet } from "../../bench/fleet/index.ts";
 import type { RequestLine } from "../../src/logging/request-log.ts";
 import { closedPort } from "../support/closed-port.ts";
+import { metricsText as scrape, sample } from "../support/metrics-scrape.ts";
 import { startHostileUpstream, type HostileUpstream } from "../support/hostile-upstream.ts";
 import type { StatusGroup } from "../../src/fleet/admin-api.ts";
 import { browserPages, type BrowserPages } from "./browser-pages.ts";
@@ -70,17 +71,7 @@ async function chat(model: string, stream: boolean): Promise<Response> {
   return res;
 }
 
-async function metricsText(): Promise<string> {
-  const res = await fetch(`${gw.url}/metrics`, { headers: { authorization: `Bearer ${adminKey}` } });
-  expect(res.status).toBe(200);
-  return res.text();
-}
-
-/** The value of the sample `name{labels}` (labels in the order the gateway writes them), or null. */
-function sample(text: string, name: string, labels: string): number | null {
-  const line = text.split("\n").find((l) => l.startsWith(`${name}{${labels}} `));
-  return line === undefined ? null : Number(line.slice(line.lastIndexOf(" ") + 1));
-}
+const metricsText = (): Promise<string> => scrape(gw.url, adminKey);
 
 /** The request line of request `id`, once written. */
 async function lineOf(id: string): Promise<RequestLine> {

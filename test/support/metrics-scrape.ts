@@ -1,0 +1,12 @@
+/** `GET /metrics` of the gateway at `url`, scraped with `adminKey`; throws unless it answers 200. */
+export async function metricsText(url: string, adminKey: string): Promise<string> {
+  const res = await fetch(`${url}/metrics`, { headers: { authorization: `Bearer ${adminKey}` } });
+  if (res.status !== 200) throw new Error(`GET /metrics answered ${res.status}`);
+  return res.text();
+}
+
+/** The value of the sample `name{labels}` (labels in the order the gateway writes them), or null. */
+export function sample(text: string, name: string, labels: string): number | null {
+  const line = text.split("\n").find((l) => l.startsWith(`${name}{${labels}} `));
+  return line === undefined ? null : Number(line.slice(line.lastIndexOf(" ") + 1));
+}
