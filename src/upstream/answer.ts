@@ -76,7 +76,7 @@ export function classifyStatus(status: number, hasBody: boolean, said: UpstreamE
   }
   // The gateway's own key refused: what the engines answer a wrong or missing key with, a 401
   // (vLLM's and SGLang's --api-key middleware: {"error": "Unauthorized"}, 401; llama.cpp's
-  // authentication_error, 401; TGI's router, 401 Unauthorized). The backend is misconfigured, not
+  // authentication_error, 401). The backend is misconfigured, not
   // the request: it is the backend's own, whatever another backend did.
   if (status === 401) return { kind: "backend-failure", why: "credentials" };
   // A 403 is what a proxy in front of the engine answers: a WAF rule on the request's body, an
