@@ -3,9 +3,12 @@ import { badRequest, type GatewayError } from "../openai/errors.ts";
 /**
  * An OpenAI-style realtime `error` event: what the client is answered, in its backend's stead, for
  * a message the gateway does not pass on — the error a request would get, as the session's event.
+ * `eventId`: the refused message's own `event_id` (event-type.ts clientEventId), named in the
+ * error as OpenAI's server names the client event it refuses, so a client can tell which it was.
  */
-export function errorEvent(e: GatewayError): string {
-  return JSON.stringify({ type: "error", error: { type: e.type, code: e.code, message: e.message, param: e.param } });
+export function errorEvent(e: GatewayError, eventId: string | null = null): string {
+  const error = { type: e.type, code: e.code, message: e.message, param: e.param };
+  return JSON.stringify({ type: "error", error: eventId === null ? error : { ...error, event_id: eventId } });
 }
 
 

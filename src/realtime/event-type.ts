@@ -35,6 +35,22 @@ export function eventType(message: string): string | null {
   return TYPE_AT_END.exec(end)?.[1] ?? TYPE.exec(headOf(message))?.[1] ?? null;
 }
 
+/** An `event_id` that opens the message (its first field, or its second after its `type`): the outermost object's own. */
+const EVENT_ID_FIRST = /^\s*\{\s*(?:"type"\s*:\s*"[^"\\]*"\s*,\s*)?"event_id"\s*:\s*"([^"\\]*)"/;
+/** An `event_id` that closes the message: the outermost object's last field, as TYPE_AT_END reads a type. */
+const EVENT_ID_AT_END = /"event_id"\s*:\s*"([^"\\]*)"\s*\}\s*$/;
+
+/**
+ * The `event_id` a client's message names, read from its head or its end only, where its SDK puts
+ * it (first or beside its type in a JSON.stringify of `{ type, event_id, … }`, last in the Python
+ * SDK's models dumped in field order); null when neither names one. What the gateway refuses may
+ * be 32 MiB or too deep to parse: its id is read without parsing it.
+ */
+export function clientEventId(message: string): string | null {
+  const end = message.length > TYPE_WITHIN ? message.slice(-TYPE_WITHIN) : message;
+  return EVENT_ID_FIRST.exec(headOf(message))?.[1] ?? EVENT_ID_AT_END.exec(end)?.[1] ?? null;
+}
+
 /**
  * What a backend's server layer sends without its engine having made anything: the session's
  * setup (`session.created` on accept, as vLLM's server sends before it reads a message;

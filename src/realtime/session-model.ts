@@ -49,8 +49,11 @@ export function mayBeSessionUpdate(message: string): boolean {
   return message.includes(TYPE) || message.includes("\\u");
 }
 
+const UNREADABLE = badRequest("the gateway could not read this event as JSON: it was not passed on", null, "invalid_json");
+
 /**
  * What the client is answered for a message pinSessionModel could not read, instead of its
- * backend's answer: an error event, as a server answers a message that is not JSON.
+ * backend's answer: an error event, as a server answers a message that is not JSON, naming the
+ * message's `event_id` when its head or end does (event-type.ts clientEventId).
  */
-export const UNREADABLE_EVENT = errorEvent(badRequest("the gateway could not read this event as JSON: it was not passed on", null, "invalid_json"));
+export const unreadableEvent = (eventId: string | null): string => errorEvent(UNREADABLE, eventId);

@@ -6,8 +6,8 @@ import { EVENTUALLY, startTestGateway, type TestGateway } from "./gateway.ts";
 
 /**
  * What a realtime session's client may send and spend, through the gateway over real sockets: each
- * message held to a request body's bounds (a maxBodyBytes smaller than the default's, so a test
- * needs no 4 MiB frames to show the rule), and a key's tokens and limits held while its session is open.
+ * message the gateway parses (a session.update) held to a request body's bounds, others passed on
+ * unread (a maxBodyBytes smaller than the default's, so a test needs no 4 MiB frames to show the rule), and a key's tokens and limits held while its session is open.
  */
 
 let upstream: WebSocketUpstream;
@@ -66,17 +66,20 @@ async function readDeltas(s: OpenSocket, group: string, n: number): Promise<void
 }
 
 describe("a client's message past a request body's bounds", () => {
-  it("is not passed on: its client is answered an error event, as a request body over maxBodyBytes or BODY_SHAPE is refused, and the session goes on", async () => {
+  it("a session.update is not passed on: its client is answered an error event, as a request body over maxBodyBytes or BODY_SHAPE is refused, and the session goes on", async () => {
     const s = await open("echo");
     const refused = async (message: string) => {
       s.ws.send(message);
       return parsed(await s.next());
     };
-    // Over maxBodyBytes: a session.update (which the gateway parses), and audio (which it does not).
+    // A session.update (which the gateway parses) over maxBodyBytes; the client's event_id, which
+    // its head or end names, is named in the error, as OpenAI's server names the event it refuses.
     const bigUpdate = JSON.stringify({ type: "session.update", session: { instructions: "x".repeat(MAX_BODY_BYTES) } });
     expect(await refused(bigUpdate)).toEqual({ type: "error", error: { type: "invalid_request_error", code: "body_too_large", message: `event exceeds the ${MAX_BODY_BYTES}-byte limit`, param: null } });
-    const bigAudio = JSON.stringify({ type: "input_audio_buffer.append", audio: "A".repeat(MAX_BODY_BYTES) });
-    expect(await refused(bigAudio)).toMatchObject({ type: "error", error: { code: "body_too_large" } });
+    const named = JSON.stringify({ type: "session.update", event_id: "evt_big", session: { instructions: "x".repeat(MAX_BODY_BYTES) } });
+    expect(await refused(named)).toMatchObject({ type: "error", error: { code: "body_too_large", event_id: "evt_big" } });
+    const namedLast = JSON.stringify({ session: { instructions: "x".repeat(MAX_BODY_BYTES) }, type: "session.update", event_id: "evt_last" });
+    expect(await refused(namedLast)).toMatchObject({ type: "error", error: { code: "body_too_large", event_id: "evt_last" } });
     // Counted in UTF-8, as a body's bytes are: fewer characters than the limit, two bytes each.
     const wide = JSON.stringify({ type: "session.update", session: { instructions: "é".repeat(MAX_BODY_BYTES / 2) } });
     expect(wide.length).toBeLessThan(MAX_BODY_BYTES);
@@ -87,9 +90,27 @@ describe("a client's message past a request body's bounds", () => {
     const many = `{"type":"session.update","session":{"x":[${"{},".repeat(140_000)}{}]}}`;
     expect(many.length).toBeLessThan(MAX_BODY_BYTES);
     expect(await refused(many)).toMatchObject({ type: "error", error: { code: "json_too_complex", param: "session" } });
+    // One it cannot read as JSON names its event_id too.
+    expect(await refused('{"event_id":"evt_nan","type":"session.update","temperature":NaN}')).toMatchObject({ type: "error", error: { code: "invalid_json", event_id: "evt_nan" } });
     // None of them reached the backend: the next message it echoes is the next one sent.
     s.ws.send(JSON.stringify({ type: "session.update", model: "mine" }));
     expect(parsed(await s.next())).toEqual({ type: "session.update", model: "upstream-rt" });
+    s.ws.close(1000);
+    await s.closed;
+    await vi.waitFor(async () => expect(await gw.inFlight("echo")).toBe(0), EVENTUALLY);
+  });
+
+  it("holds only what the gateway parses: audio longer than maxBodyBytes (OpenAI and vLLM-Omni take 15 MiB an append) is passed on as it came, unread", async () => {
+    const s = await open("echo");
+    // What the backend echoed: true when it is what was sent, else its head (a refusal's error event).
+    const echoed = async (sent: string) => {
+      s.ws.send(sent);
+      const back = (await s.next()).data.toString("utf8");
+      return back === sent || back.slice(0, 200);
+    };
+    expect(await echoed(JSON.stringify({ type: "input_audio_buffer.append", audio: "A".repeat(2 * MAX_BODY_BYTES) }))).toBe(true);
+    const item = { type: "message", role: "user", content: [{ type: "input_audio", audio: "B".repeat(2 * MAX_BODY_BYTES) }] };
+    expect(await echoed(JSON.stringify({ type: "conversation.item.create", item }))).toBe(true);
     s.ws.close(1000);
     await s.closed;
     await vi.waitFor(async () => expect(await gw.inFlight("echo")).toBe(0), EVENTUALLY);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { backendEvent, clientAsks, eventType, outputEvent, TYPE_WITHIN } from "../../src/realtime/event-type.ts";
+import { backendEvent, clientAsks, clientEventId, eventType, outputEvent, TYPE_WITHIN } from "../../src/realtime/event-type.ts";
 
 describe("a realtime message's event type", () => {
   it("is the first type its head names, whether or not an event_id comes before it", () => {
@@ -71,6 +71,22 @@ describe("what a client's message asks its backend (a response, a commit: then o
     ['{"type":"conversation.item.create","item":{"type":"message"}}', null],
   ] as const)("%s: %s", (message, asks) => {
     expect(clientAsks(message)).toBe(asks);
+  });
+});
+
+describe("a client's message's event_id, read from its head or end (what is refused may be too large to parse)", () => {
+  const audio = "A".repeat(10 * TYPE_WITHIN);
+  it.each([
+    ['{"event_id":"e1","type":"session.update"}', "e1"],
+    [`{"type":"input_audio_buffer.append", "event_id" : "e2","audio":"${audio}"}`, "e2"],
+    [`{"audio":"${audio}","type":"input_audio_buffer.append","event_id":"e3"}`, "e3"],
+    // Not the outermost object's: a nested one's, or one quoted in a string.
+    [`{"type":"session.update","session":{"event_id":"nested","x":"${audio}"}}`, null],
+    [`{"type":"session.update","session":{"x":"${audio}","event_id":"nested"}}`, null],
+    [`{"type":"session.update","note":"\\"event_id\\":\\"quoted\\"}"}`, null],
+    [`{"type":"input_audio_buffer.append","audio":"${audio}"}`, null],
+  ] as const)("case %#", (message, id) => {
+    expect(clientEventId(message)).toBe(id);
   });
 });
 

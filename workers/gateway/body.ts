@@ -226,15 +226,17 @@ function shapeError({ rule, field }: ShapeExcess, bounds: ShapeBounds, what = "r
 }
 
 /**
- * What refuses one message of a realtime session, held to a request body's bounds: over `limit`
- * bytes (maxBodyBytes), or, when the gateway is to parse it (`parsed`: a session.update), past
- * BODY_SHAPE. A frame may be 32 MiB (the runtime's bound), and parsing, copying and serialising
- * 32 MiB of `{}` again is more than an isolate's 128 MB holds: one message would end every request
- * and session the isolate serves. Null when it may go on.
+ * What refuses a realtime session's message the gateway is to parse (a session.update, its model
+ * pinned), held to a request body's bounds: over `limit` bytes (maxBodyBytes), or past BODY_SHAPE.
+ * A frame may be 32 MiB (the runtime's bound), and parsing, copying and serialising 32 MiB of `{}`
+ * again is more than an isolate's 128 MB holds: one message would end every request and session
+ * the isolate serves. A message the gateway does not parse (audio) is not held to it: passed on as
+ * the string the runtime already holds, it costs nothing more, and an append may be 15 MiB
+ * (OpenAI's bound, vLLM-Omni's). Null when it may go on.
  */
-export function sessionMessageRefusal(text: string, limit: number, parsed: boolean): GatewayError | null {
+export function sessionMessageRefusal(text: string, limit: number): GatewayError | null {
   if (utf8Length(text, limit) > limit) return tooLarge(limit, "event");
-  const excess = parsed ? shapeExcess(text) : null;
+  const excess = shapeExcess(text);
   return excess && shapeError(excess, BODY_SHAPE, "event");
 }
 

@@ -1,7 +1,7 @@
 import { CLIENT_LOST, clientCloseOutcome, closeReason, forwardedClose, UPSTREAM_LOST, upstreamCloseOutcome, type CloseFrame } from "../../src/realtime/closing.ts";
-import { backendEvent, clientAsks } from "../../src/realtime/event-type.ts";
+import { backendEvent, clientAsks, clientEventId } from "../../src/realtime/event-type.ts";
 import { BINARY_REFUSED, errorEvent } from "../../src/realtime/error-event.ts";
-import { mayBeSessionUpdate, pinSessionModel, UNREADABLE_EVENT } from "../../src/realtime/session-model.ts";
+import { mayBeSessionUpdate, pinSessionModel, unreadableEvent } from "../../src/realtime/session-model.ts";
 import { RealtimeUsage } from "../../src/realtime/usage.ts";
 import type { LeaseOutcome, TokenUsage } from "../../src/routing/protocol.ts";
 import { sessionMessageRefusal } from "./body.ts";
@@ -29,15 +29,15 @@ export interface RelayOptions {
   idleMs?: number | undefined;
   /** What the gateway sends the backend that is secret: taken out of the close reason the client is passed. */
   secrets: readonly string[];
-  /** The most bytes one client message may hold: a request body's (limits.maxBodyBytes). */
+  /** The most bytes a client's session.update, which the gateway parses, may hold: a request body's (limits.maxBodyBytes). */
   maxEventBytes: number;
 }
 
 /**
  * Accepts and relays two WebSockets to each other — the client's end of a WebSocketPair and the
  * upstream's — message for message, text as text and the backend's binary as binary (the client's
- * session.update with its model pinned to the deployment's; its binary messages, and what passes a
- * request body's bounds, answered in the backend's stead), and passes each side's
+ * session.update with its model pinned to the deployment's; its binary messages, and a
+ * session.update past a request body's bounds, answered in the backend's stead), and passes each side's
  * close to the other with its code and reason. The lease is settled once, by whichever side ends
  * first, with what that side's close says about the backend (src/realtime/closing.ts: a normal
  * close is a session served only once the backend sent something its engine made); the backend's
@@ -82,20 +82,24 @@ export function relaySockets(client: WebSocket, upstream: WebSocket, lease: Held
   // response (response.create), which only its engine's output or an error answers, or a commit,
   // which its server's input_audio_buffer.committed answers too; null when nothing is owed.
   let owed: "response" | "commit" | null = null;
-  // A text message as it came unless it is a session.update, its model pinned to the deployment's;
-  // answered in the backend's stead when it is one that may be and cannot be read, when it is past
-  // a request body's bounds (body.ts sessionMessageRefusal), or when it is binary, which no realtime
-  // server reads (error-event.ts BINARY_REFUSED): false then, as the backend was not asked.
+  // A text message as it came, unread and unbounded but by the runtime (32 MiB: an append may be
+  // 15 MiB), unless it may be a session.update, its model pinned to the deployment's; answered in
+  // the backend's stead when it is one past a request body's bounds (body.ts sessionMessageRefusal:
+  // it is parsed), or one that cannot be read, naming its event_id when its head or end does; or
+  // when it is binary, which no realtime server reads (error-event.ts BINARY_REFUSED): false then,
+  // as the backend was not asked.
   const answered = (event: string): false => {
     pass(client, event);
     return false;
   };
   const toBackend = (data: string | ArrayBuffer): boolean => {
     if (typeof data !== "string") return answered(BINARY_REFUSED);
-    const refusal = sessionMessageRefusal(data, maxEventBytes, mayBeSessionUpdate(data));
-    if (refusal) return answered(errorEvent(refusal));
+    if (mayBeSessionUpdate(data)) {
+      const refusal = sessionMessageRefusal(data, maxEventBytes);
+      if (refusal) return answered(errorEvent(refusal, clientEventId(data)));
+    }
     const pinned = pinSessionModel(data, model);
-    if (pinned === null) return answered(UNREADABLE_EVENT);
+    if (pinned === null) return answered(unreadableEvent(clientEventId(data)));
     pass(upstream, pinned);
     return true;
   };
