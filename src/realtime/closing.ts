@@ -76,29 +76,35 @@ function cutToBytes(text: string, max: number): string {
 /** RFC 6455's unsupported data, invalid payload data and message too big: the peer's message refused. */
 const REFUSED_WHAT_CLIENT_SENT: ReadonlySet<number> = new Set([1003, 1007, 1009]);
 
-/** Sent by a server that cannot take the session now (overloaded, restarting): RFC 6455's "try again later". */
-const TRY_AGAIN_LATER = 1013;
+/**
+ * A backend's close that says it failed the session, whatever it sent before: 1006 (the
+ * connection broke without a close frame), 1011 (internal error), 1014 (a gateway whose own
+ * upstream failed), and the server leaving it — 1001 (going away: uvicorn shutting down), 1012
+ * (service restart), 1013 (try again later: overloaded, restarting). What such a close cut short is
+ * the backend's breaking off, as a stream's lost connection is, not a session it served.
+ */
+const BACKEND_FAILED: ReadonlySet<number> = new Set([ABNORMAL, 1001, 1011, 1012, 1013, 1014]);
 
 /**
- * What an upstream's close says about its backend. A connection that broke without a close frame
- * (1006), or a close that says the server failed (1011: internal error, 1014: it is a gateway
- * whose own upstream failed), is a failure. Otherwise a session is one it served only once it sent
+ * What an upstream's close says about its backend. A close of BACKEND_FAILED's (a broken
+ * connection, 1011, 1014; a server going away, restarting or overloaded: 1001, 1012, 1013) is a
+ * failure, before or after it served: a rolling restart of vLLM mid-transcription earns no
+ * breaker success, and the output it cut off is not charged (workers/gateway/socket-relay.ts),
+ * as a stream the backend broke off is not. Otherwise a session is one it served only once it sent
  * something its engine made, past its server layer's own events (`served`; src/realtime/event-type.ts
  * backendEvent): an engine that accepts the upgrade and hangs, its server greeting the session with
  * `session.created` as vLLM's does before it asks the engine anything (or acknowledging what it is
  * asked), or closes at once, must not earn its breaker's
- * successes nor tell the silence rule it serves (src/routing/silence.ts). One closed before any
- * such message with 1013 is the server saying it cannot serve now — its state, as a
- * 503 with a Retry-After is — a failure; any other close before a message, no verdict. A close
+ * successes nor tell the silence rule it serves (src/routing/silence.ts); any other close before
+ * such a message is no verdict. A close
  * that refuses what the client sent (1003, 1007, 1009: a message the server does not take, one
  * not valid, one too big — uvicorn's ws_max_size) ended the session for the client's message, not
  * as one served: no verdict, whatever came before, nor a breaker success.
  */
 export function upstreamCloseOutcome(code: number, served: boolean): LeaseOutcome {
-  if (code === ABNORMAL || code === 1011 || code === 1014) return "upstream-error";
+  if (BACKEND_FAILED.has(code)) return "upstream-error";
   if (REFUSED_WHAT_CLIENT_SENT.has(code)) return "client-abort";
-  if (served) return "ok";
-  return code === TRY_AGAIN_LATER ? "upstream-error" : "client-abort";
+  return served ? "ok" : "client-abort";
 }
 
 /**

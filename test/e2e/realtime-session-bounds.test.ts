@@ -28,6 +28,8 @@ beforeAll(async () => {
         { name: "streams", deployments: [at("vllm-stream")] },
         // The same, its server ending the session after its 20th delta, no transcription.done.
         { name: "streams-ending", deployments: [at("vllm-stream:20", "vllm-stream-20")] },
+        // The same, its server going away (1001), restarting (1012) or overloaded (1013) after its 20th delta.
+        ...[1001, 1012, 1013].map((code) => ({ name: `streams-broken-${code}`, deployments: [at(`vllm-stream:20:${code}`, `vllm-stream-${code}`)] })),
         // vLLM-Omni's full-duplex server: 14 tokens (10 in, 4 out) reported in each response.done.
         { name: "type-last", deployments: [at("omni-duplex")] },
       ],
@@ -141,6 +143,17 @@ describe("a virtual key's streaming transcription whose end never comes", () => 
     await vi.waitFor(async () => expect(await gw.inFlight("streams-ending")).toBe(0), EVENTUALLY);
     await vi.waitFor(async () => expect((await usage()).requests).toBe(1), EVENTUALLY);
     expect(await usage()).toMatchObject({ prompt_tokens: 0, completion_tokens: 20 });
+  });
+
+  it.each([1001, 1012, 1013])("is not charged when its backend breaks it off with %i (going away, restarting, try again later), which is its backend's failure, as a stream it broke off is", async (code) => {
+    const { key, usage } = await newKey({ track_usage: true });
+    const group = `streams-broken-${code}`;
+    const s = await open(group, key);
+    await readDeltas(s, group, 20);
+    expect(await s.closed).toEqual({ code, reason: "" });
+    // Settled as its backend's failure, no breaker success: its lease charged nothing.
+    await vi.waitFor(async () => expect((await gw.status(group)).backends.map((b) => [b.inFlight, b.completed, b.failed])).toEqual([[0, 0, 1]]), EVENTUALLY);
+    expect(await usage()).toMatchObject({ prompt_tokens: 0, completion_tokens: 0 });
   });
 });
 

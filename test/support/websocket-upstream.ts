@@ -39,7 +39,8 @@ import { WebSocketServer, type RawData, type WebSocket } from "ws";
  *   `final: true` ends it, with a `transcription.done` (1 prompt token, a completion token a delta).
  *   A binary message ends the session as it ends vLLM's, which reads with Starlette's
  *   receive_text(): closed 1000, the transcription cut short with no `done`. `vllm-stream:<n>`
- *   also ends it so after its n-th delta (a server that ends the session of its own accord).
+ *   also ends it so after its n-th delta (a server that ends the session of its own accord);
+ *   `vllm-stream:<n>:<code>` closes it with that code instead (1012: uvicorn restarting vLLM).
  * - `vllm-early`: as `vllm` (a session.update naming its model first), but its transcription.done reports zeros, as an early vLLM's did (a TODO).
  * - `vllm-omni`: vLLM-Omni serving realtime transcription with speech (its realtime_connection.py):
  *   as `vllm` (a session.update naming its model first), but a commit's transcription comes as three `transcription.delta`s, each followed by
@@ -117,11 +118,12 @@ export async function startWebSocketUpstream(o: WebSocketUpstreamOptions = {}): 
       });
     }
     if (m?.[1] === "vllm-stream") {
-      const endAfter = m[2] === undefined ? Infinity : Number(m[2]);
+      const [after, code] = (m[2] ?? "").split(":");
+      const endAfter = after ? Number(after) : Infinity;
       return void wss.handleUpgrade(req, socket, head, (ws) => {
         recordClose(ws, closes);
         ws.send(JSON.stringify({ type: "session.created", id: "sess-stream" }));
-        const served = servedAs(ws, updates, streamTranscription(ws, endAfter));
+        const served = servedAs(ws, updates, streamTranscription(ws, endAfter, code ? Number(code) : 1000));
         ws.on("message", (data, isBinary) => (isBinary ? ws.close(1000) : served(data)));
       });
     }
@@ -226,8 +228,8 @@ function transcribe(ws: WebSocket, message: string, usage = { prompt_tokens: 1, 
   ws.send(JSON.stringify({ type: "transcription.done", text: "heard", usage }));
 }
 
-/** vLLM's streaming transcription (`vllm-stream`): a delta per append once a commit began it, its done at a final commit; closed 1000 after `endAfter` deltas. */
-function streamTranscription(ws: WebSocket, endAfter: number): (ws: WebSocket, message: string) => void {
+/** vLLM's streaming transcription (`vllm-stream`): a delta per append once a commit began it, its done at a final commit; closed with `endCode` after `endAfter` deltas. */
+function streamTranscription(ws: WebSocket, endAfter: number, endCode: number): (ws: WebSocket, message: string) => void {
   let started = false;
   let deltas = 0;
   return (_ws, message) => {
@@ -239,7 +241,7 @@ function streamTranscription(ws: WebSocket, endAfter: number): (ws: WebSocket, m
       deltas = 0;
     } else if (event.type === "input_audio_buffer.append" && started) {
       ws.send(JSON.stringify({ type: "transcription.delta", delta: "w" }));
-      if (++deltas >= endAfter) ws.close(1000);
+      if (++deltas >= endAfter) ws.close(endCode);
     }
   };
 }

@@ -56,8 +56,9 @@ describe("closes passed from one side to the other", () => {
   });
 
   it("say what they say about the backend: a session it served, once it sent something", () => {
-    expect([1000, 1001, 1008, 1013, 4000].map((c) => upstreamCloseOutcome(c, true))).toEqual(["ok", "ok", "ok", "ok", "ok"]);
-    for (const served of [true, false]) expect([1006, 1011, 1014].map((c) => upstreamCloseOutcome(c, served))).toEqual(["upstream-error", "upstream-error", "upstream-error"]);
+    expect([1000, 1008, 4000].map((c) => upstreamCloseOutcome(c, true))).toEqual(["ok", "ok", "ok"]);
+    // A failure, served or not: broken off, an internal error, a gateway's upstream failed; the server going away, restarting, overloaded.
+    for (const served of [true, false]) expect([1006, 1011, 1014, 1001, 1012, 1013].map((c) => upstreamCloseOutcome(c, served))).toEqual(Array(6).fill("upstream-error"));
     expect([1000, 1005, 4001].map((c) => clientCloseOutcome(c, true))).toEqual(["ok", "ok", "ok"]);
     expect(clientCloseOutcome(1006, true)).toBe("client-abort");
   });
@@ -66,9 +67,9 @@ describe("closes passed from one side to the other", () => {
     for (const served of [true, false]) expect([1003, 1007, 1009].map((c) => upstreamCloseOutcome(c, served))).toEqual(["client-abort", "client-abort", "client-abort"]);
   });
 
-  it("before the backend sent anything: no verdict, but a 1013 (try again later) from it is a failure", () => {
-    expect([1000, 1001, 1008, 4000].map((c) => upstreamCloseOutcome(c, false))).toEqual(["client-abort", "client-abort", "client-abort", "client-abort"]);
-    expect(upstreamCloseOutcome(1013, false)).toBe("upstream-error");
+  it("before the backend sent anything: no verdict, but a 1001, 1012 or 1013 (going away, restarting, try again later) from it is a failure", () => {
+    expect([1000, 1008, 4000].map((c) => upstreamCloseOutcome(c, false))).toEqual(["client-abort", "client-abort", "client-abort"]);
+    expect([1001, 1012, 1013].map((c) => upstreamCloseOutcome(c, false))).toEqual(["upstream-error", "upstream-error", "upstream-error"]);
     expect([1000, 1005, 1006, 4001].map((c) => clientCloseOutcome(c, false))).toEqual(["client-abort", "client-abort", "client-abort", "client-abort"]);
   });
 });

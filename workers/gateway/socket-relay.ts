@@ -61,7 +61,9 @@ export function relaySockets(client: WebSocket, upstream: WebSocket, lease: Held
   // An output cut short is charged what it sent (a token a delta) unless its backend failed: a
   // client that left, the gateway's end, and a backend's close that is no failure alike — the client
   // read those deltas, and a backend may end a session for what its client sent (vLLM's, on a message
-  // it cannot read). A failed backend's cut output is spared, as a stream it broke off is.
+  // it cannot read). A failed backend's cut output is spared, as a stream it broke off is: a lost
+  // connection, 1011, 1014, and a server going away, restarting or overloaded (1001, 1012, 1013:
+  // closing.ts upstreamCloseOutcome).
   const finish = (outcome: LeaseOutcome) => {
     if (over) return;
     over = true;
