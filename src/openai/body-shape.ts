@@ -36,6 +36,7 @@ export interface ShapeExcess {
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
 const COLON = 0x3a;
+const COMMA = 0x2c;
 const OPEN_OBJECT = 0x7b;
 const CLOSE_OBJECT = 0x7d;
 const OPEN_ARRAY = 0x5b;
@@ -107,26 +108,31 @@ export function scanBody(text: string, bounds: ShapeBounds = BODY_SHAPE): BodySc
   const keysAt = new Int32Array(bounds.maxDepth + 1);
   let depth = 0;
   let nodes = 0;
-  // The last string read in the body's own object, and the one that named the current field.
+  // The last string read in the body's own object (taken once a colon has read it as its key), and
+  // the one that named the current field.
   let lastStart = -1;
   let lastEnd = -1;
+  let lastTaken = false;
   let field: [number, number] | null = null;
   let inexactNumbers = false;
   // Where the current top-level field's value starts, and whether it holds an inexact number.
   let valueStart = -1;
   let inexactHere = false;
-  const inexactFields: InexactField[] = [];
+  // Whether the first top-level value has ended: fields are tracked in it only (JSON.parse refuses
+  // the text if another follows), so that text of many top-level objects costs no more to read.
+  let firstValueEnded = false;
+  // By name: a key given again replaces its value (JSON.parse keeps the last), and so its entry.
+  const inexactFields = new Map<string, InexactField>();
   // The top-level field that just ended (its value's text up to `end`), kept when it holds one.
   const fieldEnds = (end: number): void => {
-    if (valueStart < 0 || (!inexactHere && inexactFields.length === 0)) return;
+    if (firstValueEnded || valueStart < 0 || (!inexactHere && inexactFields.size === 0)) return;
     const name = field && decodeKey(text, field);
     if (name === null) return;
-    // A key given again replaces its value (JSON.parse keeps the last): so does its entry.
-    const again = inexactFields.findIndex((f) => f.field === name);
-    if (again >= 0) inexactFields.splice(again, 1);
-    if (inexactHere) inexactFields.push({ field: name, start: valueStart, end });
+    inexactFields.delete(name);
+    if (inexactHere) inexactFields.set(name, { field: name, start: valueStart, end });
   };
-  const excess = (rule: ShapeRule, at: number): BodyScan => ({ excess: { rule, field: at >= 2 && field ? decodeKey(text, field) : null }, inexactNumbers, inexactFields });
+  const found = (excess: ShapeExcess | null): BodyScan => ({ excess, inexactNumbers, inexactFields: [...inexactFields.values()] });
+  const excess = (rule: ShapeRule, at: number): BodyScan => found({ rule, field: at >= 2 && field ? decodeKey(text, field) : null });
   const n = text.length;
   for (let i = 0; i < n; i++) {
     const c = text.charCodeAt(i);
@@ -155,6 +161,7 @@ export function scanBody(text: string, bounds: ShapeBounds = BODY_SHAPE): BodySc
       if (depth === 1) {
         lastStart = i;
         lastEnd = end;
+        lastTaken = false;
       }
       i = end;
     } else if (c === OPEN_OBJECT || c === OPEN_ARRAY) {
@@ -165,11 +172,18 @@ export function scanBody(text: string, bounds: ShapeBounds = BODY_SHAPE): BodySc
     } else if (c === CLOSE_OBJECT || c === CLOSE_ARRAY) {
       if (depth === 1 && c === CLOSE_OBJECT) fieldEnds(i);
       if (depth > 0) depth--;
+      if (depth === 0) firstValueEnded = true;
     } else if (c === COLON) {
       if (depth === 1) {
-        // The field before ends at the comma before this one's key.
-        fieldEnds(text.lastIndexOf(",", lastStart));
+        // The field before ends at the comma before this one's key, past only space: each run of
+        // space is walked once, by the colon that takes the key after it. With no comma there
+        // the text is not JSON, and nothing is recorded.
+        if (lastStart >= 0 && !lastTaken) {
+          const comma = lastNotSpace(text, lastStart);
+          if (comma >= 0 && text.charCodeAt(comma) === COMMA) fieldEnds(comma);
+        }
         field = [lastStart, lastEnd];
+        lastTaken = true;
         valueStart = i + 1;
         inexactHere = false;
       }
@@ -180,7 +194,17 @@ export function scanBody(text: string, bounds: ShapeBounds = BODY_SHAPE): BodySc
       if (keys > bounds.maxObjectKeys) return excess("object-keys", depth);
     }
   }
-  return { excess: null, inexactNumbers, inexactFields };
+  return found(null);
+}
+
+/** Index of the last character before `at` that is not JSON's space (space, tab, line feed, return), or -1. */
+function lastNotSpace(text: string, at: number): number {
+  let i = at - 1;
+  for (; i >= 0; i--) {
+    const c = text.charCodeAt(i);
+    if (c !== 0x20 && c !== 0x09 && c !== 0x0a && c !== 0x0d) break;
+  }
+  return i;
 }
 
 /**

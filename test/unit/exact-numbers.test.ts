@@ -76,3 +76,50 @@ describe("the body sent upstream with its inexact numbers as written", () => {
     expect(nested).toMatchObject({ status: 400, code: "json_too_complex", param: "tools" });
   });
 });
+
+/**
+ * The text scanBody is given, counting the characters it examines through the string's methods:
+ * the pass is linear when the count stays within a few times the text's length, on any text.
+ */
+function countingText(text: string): { text: string; examined: () => number } {
+  let examined = 0;
+  const counted = {
+    length: text.length,
+    charCodeAt: (i: number) => (examined++, text.charCodeAt(i)),
+    indexOf: (s: string, from = 0) => {
+      const at = text.indexOf(s, from);
+      examined += (at < 0 ? text.length : at + 1) - from;
+      return at;
+    },
+    lastIndexOf: (s: string, from = text.length - 1) => {
+      const at = text.lastIndexOf(s, from);
+      examined += from + 1 - (at < 0 ? 0 : at);
+      return at;
+    },
+    slice: (start: number, end?: number) => {
+      const part = text.slice(start, end);
+      examined += part.length;
+      return part;
+    },
+  };
+  return { text: counted as unknown as string, examined: () => examined };
+}
+
+describe("the pass finding them, on text that is not JSON", () => {
+  const pad = " ".repeat(100_000);
+  it.each([
+    ["one object of keys without commas after a run of spaces", `{${pad}${'"a":0 '.repeat(1_000)}}`],
+    ["many top-level objects after a run of spaces", `${pad}${'{"":0}'.repeat(5_000)}`],
+    ["one key read by many colons after a run of spaces", `{${pad}"a"${":".repeat(1_000)}}`],
+    ["many top-level objects holding an inexact number", Array.from({ length: 5_000 }, (_, i) => `{"a${i}":1e400}`).join(",")],
+  ])("examines each character a bounded number of times: %s", (_what, body) => {
+    const { text, examined } = countingText(body);
+    scanBody(text);
+    expect(examined() / body.length).toBeLessThan(3);
+  });
+
+  it("tracks the fields of the first top-level value only: JSON.parse refuses a second", () => {
+    const body = Array.from({ length: 5_000 }, (_, i) => `{"a${i}":1e400}`).join("");
+    expect(scanBody(body).inexactFields.map((f) => f.field)).toEqual(["a0"]);
+  });
+});
