@@ -75,6 +75,16 @@ describe("numbers a JavaScript number cannot hold", () => {
     expect(sent).toContain(`"x":[${numbers}]`);
   });
 
+  it("in a long tools list generated from an OpenAPI or protobuf schema (300 tools, one uint64 bound): served, the bound sent as written", async () => {
+    const parameter = (max: string) => `{"type":"integer","description":"a count","format":"uint64","minimum":0,"maximum":${max}}`;
+    const tool = (i: number) =>
+      `{"type":"function","function":{"name":"f${i}","description":"does f","parameters":{"type":"object","properties":{${Array.from({ length: 10 }, (_, p) => `"p${p}":${parameter(i === 7 && p === 3 ? "18446744073709551615" : "100")}`).join(",")}},"required":["p0"]}}}`;
+    const text = `{"model":"bodies","messages":[{"role":"user","content":"hi"}],"tools":[${Array.from({ length: 300 }, (_, i) => tool(i)).join(",")}]}`;
+    const r = await post("/v1/chat/completions", text);
+    expect(r.status).toBe(200);
+    expect(upstream.stats("ok").texts.at(-1) as string).toContain(`"maximum":18446744073709551615`);
+  });
+
   it("throughout a field too large to parse again keeping them (690,000 × 1e999, within 4 MiB): a 400 naming the field, none changed upstream", async () => {
     const text = `{"model":"bodies","messages":[{"role":"user","content":"hi"}],"x":[${Array.from({ length: 690_000 }, () => "1e999").join(",")}]}`;
     const r = await post("/v1/chat/completions", text);

@@ -2,7 +2,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { isInexactNumber, scanBody } from "../../src/openai/body-shape.ts";
 import { GatewayError } from "../../src/openai/errors.ts";
-import { MAX_EXACT_FIELD_VALUES, readSizedJsonBody, type ReadBody } from "../../workers/gateway/body.ts";
+import { MAX_EXACT_VALUES, readSizedJsonBody, type ReadBody } from "../../workers/gateway/body.ts";
 
 /**
  * A body holding a number JSON.parse would change is sent upstream as the client wrote it: the
@@ -62,18 +62,33 @@ describe("the body sent upstream with its inexact numbers as written", () => {
     expect(scanBody(`{"seed":18446744073709551615,"seed":1}`).inexactFields).toEqual([]);
   });
 
-  it("refuses one in a field of more values than it parses again: a 400 naming the field; at the bound, kept", async () => {
+  it("refuses one past the values it parses again, counted over every such field of the body: a 400 naming the field that passes; at the bound, kept", async () => {
     const items = (n: number) => Array.from({ length: n }, () => "1").join(",");
     // The array itself counts as a value, as do its items.
-    const atBound = await read(`{"model":"m","x":[${items(MAX_EXACT_FIELD_VALUES - 2)},1e400]}`);
+    const atBound = await read(`{"model":"m","x":[${items(MAX_EXACT_VALUES - 2)},1e400]}`);
     expect(JSON.stringify(atBound.exact).endsWith(",1e400]}")).toBe(true);
-    const over = await read(`{"model":"m","x":[${items(MAX_EXACT_FIELD_VALUES - 1)},1e400]}`).catch((e: unknown) => e);
+    const over = await read(`{"model":"m","x":[${items(MAX_EXACT_VALUES - 1)},1e400]}`).catch((e: unknown) => e);
     expect(over).toBeInstanceOf(GatewayError);
     expect(over).toMatchObject({ status: 400, code: "json_too_complex", param: "x" });
     // Values nested in objects count the same.
-    const objects = Array.from({ length: MAX_EXACT_FIELD_VALUES / 2 }, () => `{"a":1}`).join(",");
+    const objects = Array.from({ length: MAX_EXACT_VALUES / 2 }, () => `{"a":1}`).join(",");
     const nested = await read(`{"model":"m","tools":[${objects},{"max":1e400}]}`).catch((e: unknown) => e);
     expect(nested).toMatchObject({ status: 400, code: "json_too_complex", param: "tools" });
+    // Spread over fields, each well within the bound: the field whose values pass the total is named.
+    const fields = (n: number, each: number) => Array.from({ length: n }, (_, i) => `"f${i}":[${items(each - 2)},1e400]`).join(",");
+    const quarter = MAX_EXACT_VALUES / 4;
+    const fourQuarters = await read(`{"model":"m",${fields(4, quarter)}}`);
+    expect(Object.keys(fourQuarters.exact ?? {})).toEqual(["model", "f0", "f1", "f2", "f3"]);
+    const spread = await read(`{"model":"m",${fields(4, quarter)},"seed":18446744073709551615}`).catch((e: unknown) => e);
+    expect(spread).toMatchObject({ status: 400, code: "json_too_complex", param: "seed" });
+  });
+
+  it("keeps one in an ordinary long tools list: 1,024 tools of ten int64 parameters, one bound past 2^63", async () => {
+    const parameter = (max: string) => `{"type":"integer","description":"a count","format":"int64","minimum":0,"maximum":${max}}`;
+    const tool = (i: number) =>
+      `{"type":"function","function":{"name":"f${i}","description":"does f","parameters":{"type":"object","properties":{${Array.from({ length: 10 }, (_, p) => `"p${p}":${parameter(i === 0 && p === 0 ? "9223372036854775807" : "100")}`).join(",")}},"required":["p0"]}}}`;
+    const r = await read(`{"model":"m","tools":[${Array.from({ length: 1_024 }, (_, i) => tool(i)).join(",")}]}`);
+    expect(JSON.stringify(r.exact)).toContain(`"maximum":9223372036854775807`);
   });
 });
 
