@@ -34,6 +34,12 @@ beforeAll(async () => {
       { name: "behind-waf", strategy: "round-robin", breaker, deployments: ["a", "b", "c"].map((id) => hostile("waf", id)) },
       // A server whose Access token is missing (its proxy's 403 on every request) beside two serving.
       { name: "one-keyless", strategy: "round-robin", breaker, deployments: [hostile("status:403", "keyless"), hostile("ok", "ok-1"), hostile("ok", "ok-2")] },
+      // The same with failover off: no second backend is asked whether the 403 was the request's.
+      { name: "one-keyless-no-failover", strategy: "round-robin", breaker, failover: { maxAttempts: 1 }, deployments: [hostile("status:403", "nf-keyless"), hostile("ok", "nf-ok-1"), hostile("ok", "nf-ok-2")] },
+      // A server whose Access token is missing beside one that is down (its breaker opens first): none serves.
+      { name: "keyless-beside-resting", strategy: "round-robin", breaker, deployments: [hostile("status:403", "r-keyless"), hostile("status:500", "r-down")] },
+      // A realtime server whose Access token is missing beside two that serve, failover off.
+      { name: "realtime-one-keyless-no-failover", strategy: "round-robin", breaker, failover: { maxAttempts: 1 }, deployments: [{ id: "rk", baseUrl: `${sockets.url}/refuse:403`, model: "chat-7b" }, ...["re1", "re2"].map((id) => ({ id, baseUrl: `${sockets.url}/echo`, model: "chat-7b" }))] },
       // Three realtime servers behind a proxy that refuses every handshake (as one refuses a query it judges) with a 403 that says why.
       { name: "realtime-refused", strategy: "round-robin", breaker, deployments: ["p", "q", "r"].map((id) => ({ id, baseUrl: `${sockets.url}/refuse:403`, model: "chat-7b" })) },
       // The engines' key rotated, the Worker's secret still the old one: each engine's own 401 (vLLM's, SGLang's, llama.cpp's), and a fallback group.
@@ -64,6 +70,7 @@ function chat(model: string, content: string): Promise<Response> {
 }
 
 const charges = async (group: string) => (await gw.status(group)).backends.map((b) => [b.id, b.failed, b.breaker.state]);
+const breakerOf = async (group: string, id: string) => (await gw.status(group)).backends.find((b) => b.id === id)?.breaker.state;
 
 describe("a 403 a firewall in front of every engine answers for what the prompt holds", () => {
   it("is the request's: two calls through the SDK open no breaker, and the client is told not to retry", async () => {
@@ -97,7 +104,53 @@ describe("a 403 from one server among others that answer", () => {
       await res.text();
     }
     expect(statuses).toEqual(Array.from({ length: 15 }, () => 200));
-    await vi.waitFor(async () => expect((await gw.status("one-keyless")).backends.find((b) => b.id === "keyless")?.breaker.state).toBe("open"), EVENTUALLY);
+    await vi.waitFor(async () => expect(await breakerOf("one-keyless", "keyless")).toBe("open"), EVENTUALLY);
+  }, 30_000);
+});
+
+describe("a 403 from one server among others that answer, with failover off (maxAttempts 1)", () => {
+  it("is its own all the same, though no second backend was asked: a 502 the SDKs retry, charged until its breaker opens", async () => {
+    const seen: unknown[] = [];
+    for (let i = 0; i < 15; i++) {
+      const res = await chat("one-keyless-no-failover", `hello ${i}`);
+      const body = (await res.json()) as { error?: { code: string } };
+      if (res.status !== 200) seen.push([res.status, body.error?.code, res.headers.get("x-should-retry")]);
+    }
+    // One in three before its breaker opens (5 failures in a row): each the backend's, retryable.
+    expect.soft(seen.length).toBeGreaterThan(0);
+    expect.soft(seen).toEqual(seen.map(() => [502, "upstream_auth_error", null]));
+    await vi.waitFor(async () => expect(await breakerOf("one-keyless-no-failover", "nf-keyless")).toBe("open"), EVENTUALLY);
+    const res = await chat("one-keyless-no-failover", "after");
+    expect(res.status).toBe(200);
+    await res.text();
+  }, 60_000);
+});
+
+describe("a 403 from one server beside one that is down (its breaker opens, and it rests)", () => {
+  it("is its own: never the 403 not to retry, and its breaker opens too", async () => {
+    const seen: unknown[] = [];
+    const state = (id: string) => breakerOf("keyless-beside-resting", id);
+    for (let i = 0; i < 15 && (await state("r-keyless")) !== "open"; i++) {
+      const res = await chat("keyless-beside-resting", `hello ${i}`);
+      await res.text();
+      seen.push([res.status, res.headers.get("x-should-retry")]);
+    }
+    expect.soft(seen).not.toContainEqual([403, "false"]);
+    expect(await state("r-keyless")).toBe("open");
+  }, 60_000);
+});
+
+describe("a realtime handshake one server among others refuses with a 403, failover off", () => {
+  it("is its backend's own: a 502 the SDKs retry, and charged", async () => {
+    const seen: unknown[] = [];
+    for (let i = 0; i < 9; i++) {
+      const h = await connect(`${gw.url.replace(/^http/, "ws")}/v1/realtime?model=realtime-one-keyless-no-failover`, { headers: { authorization: `Bearer ${gw.key}` } });
+      if (h.kind === "open") h.socket.ws.close();
+      else seen.push([h.status, h.headers["x-should-retry"]]);
+    }
+    expect.soft(seen.length).toBeGreaterThan(0);
+    expect.soft(seen).toEqual(seen.map(() => [502, undefined]));
+    await vi.waitFor(async () => expect((await gw.status("realtime-one-keyless-no-failover")).backends.find((b) => b.id === "rk")?.failed).toBeGreaterThan(0), EVENTUALLY);
   }, 30_000);
 });
 
@@ -167,3 +220,4 @@ describe("a 403 from one server while the other of its group is at its in-flight
     await holding;
   }, 30_000);
 });
+

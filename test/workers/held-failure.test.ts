@@ -28,13 +28,18 @@ const refusal: Failure = { cause: "5xx", kind: "credentials", retryAfterMs: null
 /** An engine's 401: the gateway's key refused, the backend's own (answer.ts isBackendsOwn). */
 const keyRefused: Failure = { cause: "5xx", kind: "credentials", retryAfterMs: null, backendsOwn: true };
 
-/** Backends of one group fail in turn, then the attempts end: how each was settled, and whether the last failure ended the request. */
+/** Backends of one group of three fail in turn, then the attempts end: how each was settled, and whether the last failure ended the request. */
 function fails(...failures: Failure[]): Record<string, LeaseOutcome | boolean | undefined> {
+  return failsIn(3, ...failures);
+}
+
+/** As fails, in a group `active` of whose backends take requests. */
+function failsIn(active: number, ...failures: Failure[]): Record<string, LeaseOutcome | boolean | undefined> {
   const settled = new Map<string, LeaseOutcome>();
   const held = new HeldFailure();
   let stopped = false;
   failures.forEach((f, i) => {
-    held.attempting("group");
+    held.attempting("group", active);
     stopped = held.failed(lease(String.fromCharCode(97 + i), settled), "upstream-error", f);
   });
   const unserved = held.unserved;
@@ -63,10 +68,10 @@ describe("a held failure's verdict", () => {
     const settled = new Map<string, LeaseOutcome>();
     const held = new HeldFailure();
     for (const id of ["a", "b"]) {
-      held.attempting("group");
+      held.attempting("group", 3);
       expect(held.failed(lease(id, settled), "upstream-error", noEndpoint)).toBe(false);
     }
-    held.attempting("group");
+    held.attempting("group", 3);
     held.answered(false);
     held.end();
     expect([settled.get("a"), settled.get("b"), held.unserved]).toEqual(["upstream-error", "upstream-error", false]);
@@ -76,21 +81,47 @@ describe("a held failure's verdict", () => {
     expect(fails(keyRefused, keyRefused, keyRefused)).toEqual({ a: "upstream-error", b: "upstream-error", c: "upstream-error", stopped: false, unserved: false });
   });
 
-  it("a proxy's refusals (403) alike: none of the group answering, they were the request's (a firewall's for what it holds), and say nothing of a crash", () => {
+  it("a proxy's refusals (403) alike: two backends of the group refusing and none answering, they were the request's (a firewall's for what it holds), and say nothing of a crash", () => {
     expect(fails(refusal, refusal, refusal)).toEqual({ a: "rejected", b: "rejected", c: "rejected", stopped: false, unserved: false });
-    expect(fails(refusal, crash)).toEqual({ a: "rejected", b: "upstream-error", stopped: false, unserved: false });
-    expect(fails(crash, refusal, crash)).toEqual({ a: "rejected", b: "rejected", c: "rejected", stopped: true, unserved: false });
-    expect(fails(noEndpoint, refusal)).toEqual({ a: "rejected", b: "rejected", stopped: false, unserved: false });
+    expect(fails(refusal, crash, refusal)).toEqual({ a: "rejected", b: "upstream-error", c: "rejected", stopped: false, unserved: false });
+    expect(fails(crash, refusal, refusal, crash)).toEqual({ a: "rejected", b: "rejected", c: "rejected", d: "rejected", stopped: true, unserved: false });
+    // A group of one: no second backend to give it, its one refusal is the request's.
+    expect(failsIn(1, refusal)).toEqual({ a: "rejected", stopped: false, unserved: false });
+  });
+
+  it("a refusal no second backend of a group of several confirmed is its backend's own (its Access token missing): charged, and answered as one", () => {
+    expect(fails(refusal)).toEqual({ a: "upstream-error", stopped: false, unserved: false });
+    expect(fails(refusal, crash)).toEqual({ a: "upstream-error", b: "upstream-error", stopped: false, unserved: false });
+    expect(fails(noEndpoint, refusal)).toEqual({ a: "rejected", b: "upstream-error", stopped: false, unserved: false });
+    const held = new HeldFailure();
+    held.attempting("group", 3);
+    held.failed(lease("a", new Map()), "upstream-error", refusal);
+    expect([held.answersOwnRefusal, held.metOnlyAwaitingGroup]).toEqual([true, false]);
+    held.attempting("group", 3);
+    held.failed(lease("b", new Map()), "upstream-error", refusal);
+    expect([held.answersOwnRefusal, held.metOnlyAwaitingGroup]).toEqual([false, true]);
+  });
+
+  it("a refusal none of its group confirmed stays its backend's own in a fallback group, where the request goes on", () => {
+    const settled = new Map<string, LeaseOutcome>();
+    const held = new HeldFailure();
+    held.attempting("primary", 3);
+    held.failed(lease("a", settled), "upstream-error", refusal);
+    held.attempting("fallback", 1);
+    expect([settled.get("a"), held.answersOwnRefusal, held.metOnlyAwaitingGroup]).toEqual(["upstream-error", true, false]);
+    held.failed(lease("b", settled), "upstream-error", refusal);
+    held.end();
+    expect([settled.get("b"), held.answersOwnRefusal]).toEqual(["rejected", false]);
   });
 
   it("another backend serving makes a refusal its backend's own (its gateway key refused), before the answer or after it", () => {
     const settled = new Map<string, LeaseOutcome>();
     const held = new HeldFailure();
-    held.attempting("group");
+    held.attempting("group", 3);
     held.failed(lease("a", settled), "upstream-error", refusal);
-    held.attempting("group");
+    held.attempting("group", 3);
     held.answered(false);
-    held.attempting("group");
+    held.attempting("group", 3);
     held.failed(lease("b", settled), "upstream-error", refusal);
     held.end();
     expect([settled.get("a"), settled.get("b")]).toEqual(["upstream-error", "upstream-error"]);
@@ -100,10 +131,10 @@ describe("a held failure's verdict", () => {
     const settled = new Map<string, LeaseOutcome>();
     const held = new HeldFailure();
     for (const id of ["a", "b"]) {
-      held.attempting("primary");
+      held.attempting("primary", 3);
       held.failed(lease(id, settled), "upstream-error", noEndpoint);
     }
-    held.attempting("fallback");
+    held.attempting("fallback", 3);
     held.answered(false);
     held.end();
     expect([settled.get("a"), settled.get("b")]).toEqual(["rejected", "rejected"]);
@@ -119,7 +150,7 @@ describe("a held failure's verdict", () => {
     for (const [thrown, outcome] of cases) {
       const settled = new Map<string, LeaseOutcome>();
       const held = new HeldFailure();
-      held.attempting("group");
+      held.attempting("group", 3);
       held.failed(lease("a", settled), "upstream-error", crash);
       held.thrown(thrown);
       held.end();
@@ -130,10 +161,10 @@ describe("a held failure's verdict", () => {
   it("says the request met only 404s for the endpoint of everything it met: a failure of another kind after them says otherwise", () => {
     const held = new HeldFailure();
     const settled = new Map<string, LeaseOutcome>();
-    held.attempting("group");
+    held.attempting("group", 3);
     held.failed(lease("a", settled), "upstream-error", noEndpoint);
     expect(held.unserved).toBe(true);
-    held.attempting("fallback");
+    held.attempting("fallback", 3);
     held.failed(lease("b", settled), "upstream-error", crash);
     expect(held.unserved).toBe(false);
   });

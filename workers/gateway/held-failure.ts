@@ -31,9 +31,13 @@ interface Held {
  * WAF rule, ModSecurity, an ext_authz policy) refuses a request by what it holds, on every backend
  * behind it, and charged, one client's prompt would open every breaker of the group. A backend of the
  * group that answers shows the request passes: each refusal was its backend's own (its Access token
- * missing). None doing so, the refusals were the request's, and no backend is charged; the client
- * gets the 403 (src/upstream/answer.ts clientError). An engine's 401 (the gateway's key refused) is
- * its backend's own, settled at once: no request causes it (answer.ts isBackendsOwn).
+ * missing). None doing so, the refusals were the request's only when a second backend of the group
+ * refused alike, or the group has no other backend taking requests: no backend is charged, and the
+ * client gets the 403 (src/upstream/answer.ts clientError). One refusal no second backend confirmed
+ * (failover off, `failover.on` without 5xx, the others resting or busy) is its backend's own, as an
+ * engine's 401 is: else a server whose Access token is missing would fail its share of requests,
+ * uncharged, forever. An engine's 401 (the gateway's key refused) is its backend's own, settled at
+ * once: no request causes it (answer.ts isBackendsOwn).
  */
 export class HeldFailure {
   private held: Held | null = null;
@@ -42,6 +46,15 @@ export class HeldFailure {
   /** A backend of the group tried now served the request: a 404 for its endpoint, or a refusal, from another is that backend's own. */
   private groupServed = false;
   private group: string | undefined;
+  /** The backends of the group tried now that take requests, and how many of them a proxy refused (403). */
+  private activeHere = 0;
+  private refusedHere = 0;
+  /** The last failure met was a proxy's refusal held for its group's word. */
+  private lastRefused = false;
+  /** A group left held a refusal no second backend confirmed: it was its backend's own. */
+  private ownRefusalMet = false;
+  /** The last failure met was such a refusal, in a group left. */
+  private lastRefusalOwn = false;
   /** What the request met so far: 404s for the endpoint, proxies' refusals (403), anything else. */
   private metUnserved = false;
   private metRefused = false;
@@ -74,7 +87,7 @@ export class HeldFailure {
    * gone behind its proxy's 404 page is.
    */
   get metOnlyAwaitingGroup(): boolean {
-    return (this.metUnserved || this.metRefused) && !this.metOther;
+    return this.metOnlyHeldForGroups && !this.ownRefusalMet && !this.loneRefusalHere;
   }
 
   /**
@@ -84,7 +97,26 @@ export class HeldFailure {
    * server's Access token missing while the others are busy).
    */
   get untriedRefusal(): RouteRefusal["refused"] | undefined {
-    return this.metOnlyAwaitingGroup ? this.untried : undefined;
+    return this.metOnlyHeldForGroups ? this.untried : undefined;
+  }
+
+  /**
+   * The last failure, the answer the client would get, is a proxy's refusal (403) no second backend
+   * of its group confirmed, in a group with others taking requests: its backend's own, answered as
+   * an engine's 401 is (a 502 the SDKs retry: proxy.ts backendsOwnRefusal), and charged.
+   */
+  get answersOwnRefusal(): boolean {
+    return this.lastRefused && (this.loneRefusalHere || this.lastRefusalOwn);
+  }
+
+  /** Every failure met was held for its group's word: 404s for the endpoint, proxies' 403s. */
+  private get metOnlyHeldForGroups(): boolean {
+    return (this.metUnserved || this.metRefused) && !this.metOther;
+  }
+
+  /** The group tried now holds one refusal (403), and another backend of it takes requests: none confirmed it. */
+  private get loneRefusalHere(): boolean {
+    return this.refusedHere === 1 && this.activeHere > 1;
   }
 
   /**
@@ -100,16 +132,22 @@ export class HeldFailure {
   }
 
   /**
-   * An attempt goes to `group`. Another group than the last one's (a fallback, or the model's as
-   * the registry now has it) has engines of its own: what the group left said alike of the
-   * endpoint was the request's, and no verdict on its backends.
+   * An attempt goes to `group`, `active` of whose backends take requests. Another group than the
+   * last one's (a fallback, or the model's as the registry now has it) has engines of its own: what
+   * the group left said alike of the endpoint was the request's, and no verdict on its backends; a
+   * refusal none of its backends confirmed was its backend's own.
    */
-  attempting(group: string): void {
+  attempting(group: string, active: number): void {
     if (this.group !== undefined && group !== this.group) {
+      const own = this.loneRefusalHere;
       this.settleHeldForGroup("rejected");
+      this.ownRefusalMet ||= own;
+      this.lastRefusalOwn = this.lastRefused && own;
       this.groupServed = false;
+      this.refusedHere = 0;
     }
     this.group = group;
+    this.activeHere = active;
   }
 
   /**
@@ -118,6 +156,7 @@ export class HeldFailure {
    */
   failed(lease: HeldLease, verdict: LeaseOutcome, failure: Failure, end?: AttemptEnd): boolean {
     const met: AttemptEnd | undefined = failure.kind === undefined ? end : { ...end, failure: failure.kind };
+    this.lastRefused = this.lastRefusalOwn = false;
     if (verdict !== "upstream-error" || !isServerSide(failure)) {
       this.metOther = true;
       // A backend that asked for a wait is spared for it (src/routing/group-router.ts).
@@ -131,7 +170,13 @@ export class HeldFailure {
       else this.metRefused = true;
       // Another backend of the group served the request: this one lacks what the group serves, or its proxy refused the gateway (its token).
       if (this.groupServed) lease.settle("upstream-error", met);
-      else this.heldForGroup.push({ lease, end: met });
+      else {
+        this.heldForGroup.push({ lease, end: met });
+        if (!isUnserved(met)) {
+          this.refusedHere++;
+          this.lastRefused = true;
+        }
+      }
       return false;
     }
     this.metOther = true;
@@ -160,7 +205,8 @@ export class HeldFailure {
 
   /**
    * Whatever ended the attempts: a failure nobody confirmed is its backend's, as it would be alone;
-   * 404s for the endpoint and refusals that no backend of their group contradicted were the request's.
+   * 404s for the endpoint and refusals that no backend of their group contradicted were the
+   * request's — a refusal only when a second backend of the group gave it, or none other takes requests.
    */
   end(): void {
     this.settleHeld("upstream-error");
@@ -193,8 +239,10 @@ export class HeldFailure {
     this.held = null;
   }
 
+  /** `outcome` for the failures held for the group's word; "rejected" (the request's) leaves a refusal none confirmed its backend's. */
   private settleHeldForGroup(outcome: LeaseOutcome): void {
-    for (const h of this.heldForGroup.splice(0)) h.lease.settle(outcome, h.end);
+    const own = outcome === "rejected" && this.loneRefusalHere;
+    for (const h of this.heldForGroup.splice(0)) h.lease.settle(own && !isUnserved(h.end) ? "upstream-error" : outcome, h.end);
   }
 }
 

@@ -65,9 +65,11 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
   const failover = new FailoverEvent(p);
   // Every backend tried answered 404 for the endpoint (held-failure.ts): the groups serve no such
   // thing, a 404 as for a path the gateway does not know, which no SDK retries — unless a group
-  // could not be tried, whose refusal stands.
+  // could not be tried, whose refusal stands. A proxy's 403 no second backend confirmed is its
+  // backend's own: a 502 to retry.
   const finalAnswer = (answer: Response): Response =>
-    untriedRefusalAnswer(held, body.model, answer) ?? (held.unserved ? withRoutingHeaders(endpointNotServed(body.model, new URL(p.req.url).pathname).toResponse(), answer) : answer);
+    untriedRefusalAnswer(held, body.model, answer) ??
+    (held.unserved ? withRoutingHeaders(endpointNotServed(body.model, new URL(p.req.url).pathname).toResponse(), answer) : held.answersOwnRefusal ? backendsOwnRefusal(answer) : answer);
   try {
     for (;;) {
       const decision = await route(env, p.ctx, group, prompt, exclude, body.model, tenant && { ...tenant, admitted: admittedBy === group.name }, isFailover(attempts + 1, group !== primary), held.heldOn);
@@ -100,7 +102,7 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
       }
       attempts++;
       failover.attempting(attempts);
-      held.attempting(group.name);
+      held.attempting(group.name, activeBackends(group));
       // The lease is the decision's: its shards and version are the group's it was routed on, whatever version the request goes on with.
       const result = await attempt({ p, body, exact: raw.exact, group, decision, routedOn: routed, deadline, attempts, fellBack: group !== primary });
       if (result.kind === "answered") {
@@ -363,6 +365,22 @@ export function endpointNotServed(model: string, path: string): GatewayError {
 export function untriedRefusalAnswer(held: HeldFailure, model: string, attempt: Response): Response | null {
   const untried = held.untriedRefusal;
   return untried === undefined ? null : withRoutingHeaders(noBackend(untried, model).toResponse(), attempt);
+}
+
+/** How many of `group`'s backends take requests: with one, its proxy's 403 is the request's whatever (held-failure.ts). */
+export function activeBackends(group: ResolvedGroup): number {
+  return group.deployments.reduce((n, d) => (d.state === "active" ? n + 1 : n), 0);
+}
+
+/**
+ * A proxy's 403 no second backend of its group confirmed (HeldFailure.answersOwnRefusal): its
+ * backend's own (its Access token missing), told as an engine's 401 is — a 502 upstream_auth_error
+ * the SDKs retry, the same message — not the 403 with `x-should-retry: false` it was made as.
+ */
+export function backendsOwnRefusal(refusal: Response): Response {
+  const headers = new Headers(refusal.headers);
+  headers.delete(SHOULD_RETRY);
+  return new Response(refusal.body, { status: 502, headers });
 }
 
 /**

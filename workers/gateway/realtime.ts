@@ -10,7 +10,7 @@ import { allowsGroup, allowsModel, keyBudget, readsUsage } from "../../src/tenan
 import { nextStep } from "../../src/upstream/retry.ts";
 import { isFailover, misconfigured, routeReason, routingHeaders } from "./attempt.ts";
 import { HeldFailure } from "./held-failure.ts";
-import { FailoverEvent, groupForCaller, GroupPath, limitError, noBackend, tenantFor, unknownModel, untriedRefusalAnswer, type ProxyInput } from "./proxy.ts";
+import { activeBackends, backendsOwnRefusal, FailoverEvent, groupForCaller, GroupPath, limitError, noBackend, tenantFor, unknownModel, untriedRefusalAnswer, type ProxyInput } from "./proxy.ts";
 import { openUpstream, type Handshake } from "./realtime-handshake.ts";
 import { engineRequestId } from "./request-id.ts";
 import { holdLease, route, type HeldLease } from "./route-client.ts";
@@ -106,7 +106,8 @@ async function handshakeInTurn(p: RealtimeInput, s: Session, held: HeldFailure):
     const refused = untriedRefusalAnswer(held, model, answer);
     if (refused) return refused;
     if (held.unserved) answer.headers.set(SHOULD_RETRY, "false");
-    return answer;
+    // A proxy's 403 no second backend confirmed: its backend's own, a 502 to retry (proxy.ts).
+    return held.answersOwnRefusal ? backendsOwnRefusal(answer) : answer;
   };
   let group = primary;
   for (;;) {
@@ -137,7 +138,7 @@ async function handshakeInTurn(p: RealtimeInput, s: Session, held: HeldFailure):
       if (again) continue;
       attempts++;
       failover.attempting(attempts);
-      held.attempting(group.name);
+      held.attempting(group.name, activeBackends(group));
       // The decision's lease, as the group it was routed on has it (proxy.ts).
       const lease = holdLease(decision, routed, p.env, p.ctx, config.releaseFlushMs, tenant?.id);
       // A socket may stay open for hours, with no timer of its own.
