@@ -51,6 +51,8 @@ beforeAll(async () => {
       { name: "realtime-forbidden", strategy: "round-robin", breaker, fallbacks: ["realtime-served"], deployments: ["rf1", "rf2", "rf3"].map((id) => ({ id, baseUrl: `${sockets.url}/refuse:403`, model: "chat-7b" })) },
       { name: "realtime-served", breaker, deployments: [{ id: "echo-1", baseUrl: `${sockets.url}/echo`, model: "chat-7b" }] },
       // One server with its Access token missing (403) beside one that is busy (its one slot held by a slow answer).
+      // Two engines behind a WAF beside one that is busy (its one slot held by a slow answer).
+      { name: "waf-beside-busy", strategy: "round-robin", breaker, deployments: [{ ...hostile("slow-headers:4000", "w-busy"), maxInFlight: 1 }, hostile("waf", "w1"), hostile("waf", "w2")] },
       { name: "forbidden-beside-busy", strategy: "round-robin", breaker, deployments: [{ ...hostile("slow-headers:4000", "busy"), maxInFlight: 1 }, hostile("status:403", "no-token")] },
     ],
   }, { KVGATE_ADMIN_KEY: adminKey });
@@ -221,3 +223,14 @@ describe("a 403 from one server while the other of its group is at its in-flight
   }, 30_000);
 });
 
+describe("a 403 two servers gave alike while a third is at its in-flight limit", () => {
+  it("stands (the firewall refuses the prompt, the busy one's would too): the 403 not to retry, not the route's 503", async () => {
+    // The busy server's one slot, held by a slow answer (the WAF refusing it elsewhere sends it there).
+    const holding = chat("waf-beside-busy", BLOCKED).then((r) => r.text(), () => "");
+    await vi.waitFor(async () => expect((await gw.status("waf-beside-busy")).backends.find((b) => b.id === "w-busy")?.inFlight).toBe(1), EVENTUALLY);
+    const res = await chat("waf-beside-busy", BLOCKED);
+    await res.text();
+    expect([res.status, res.headers.get("x-should-retry")]).toEqual([403, "false"]);
+    await holding;
+  }, 30_000);
+});

@@ -49,6 +49,8 @@ export class HeldFailure {
   /** The backends of the group tried now that take requests, and how many of them a proxy refused (403). */
   private activeHere = 0;
   private refusedHere = 0;
+  /** Proxies' refusals (403) the request met, in every group. */
+  private refusals = 0;
   /** The last failure met was a proxy's refusal held for its group's word. */
   private lastRefused = false;
   /** A group left held a refusal no second backend confirmed: it was its backend's own. */
@@ -91,13 +93,14 @@ export class HeldFailure {
   }
 
   /**
-   * Every backend tried lacked the endpoint or was refused by its proxy (a 403), but a group refused
-   * with a backend not tried: it may serve what the others did not, so that refusal is the answer —
-   * one to try again later — not "not served", nor a 403 no second backend of the group gave (one
-   * server's Access token missing while the others are busy).
+   * Every backend tried lacked the endpoint or was refused by its proxy (a 403) — one backend only —
+   * but a group refused with a backend not tried: it may serve what the others did not, so that
+   * refusal is the answer — one to try again later — not "not served", nor a 403 no second backend
+   * of the group gave (one server's Access token missing while the others are busy). A 403 two
+   * backends gave alike (a firewall refusing the prompt) stands: the others would refuse it too.
    */
   get untriedRefusal(): RouteRefusal["refused"] | undefined {
-    return this.metOnlyHeldForGroups ? this.untried : undefined;
+    return this.metOnlyHeldForGroups && this.refusals <= 1 ? this.untried : undefined;
   }
 
   /**
@@ -173,6 +176,7 @@ export class HeldFailure {
       else {
         this.heldForGroup.push({ lease, end: met });
         if (!isUnserved(met)) {
+          this.refusals++;
           this.refusedHere++;
           this.lastRefused = true;
         }
