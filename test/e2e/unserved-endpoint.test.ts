@@ -62,6 +62,9 @@ beforeAll(async () => {
       { name: "down-fallback", breaker: { consecutiveFailures: 1, openMs: 60_000, probeIntervalMs: 60_000 }, deployments: [hostile("status:502", "fallback-down")] },
       // Two engines with no realtime endpoint, and a fallback group of one realtime server taking one session at a time.
       { name: "no-realtime-then-full", strategy: "round-robin", fallbacks: ["rt-one-slot"], deployments: ["p", "q"].map((id) => ({ id, baseUrl: `${sockets.url}/refuse:404`, model: "chat-7b" })) },
+      // Three engines with no realtime endpoint, as many as the attempts' bound, and a fallback group of one realtime server.
+      { name: "no-realtime-then-served", strategy: "round-robin", fallbacks: ["rt-served"], deployments: ["r1", "r2", "r3"].map((id) => ({ id, baseUrl: `${sockets.url}/refuse:404`, model: "chat-7b" })) },
+      { name: "rt-served", deployments: [{ id: "rt-echo", baseUrl: `${sockets.url}/echo`, model: "chat-7b" }] },
       { name: "rt-one-slot", deployments: [{ id: "rt-slot", baseUrl: `${sockets.url}/echo`, model: "chat-7b", maxInFlight: 1 }] },
       // A backend whose baseUrl leads nowhere (a 404 naming no model) beside a healthy one.
       { name: "one-misconfigured", strategy: "round-robin", breaker: { consecutiveFailures: 2, openMs: 60_000, probeIntervalMs: 60_000 }, deployments: [hostile("nowhere", "misconfigured"), hostile("ok", "ok")] },
@@ -245,6 +248,13 @@ describe("a 404 with no error body on every backend (a proxy's page for a route 
 });
 
 describe("every backend of a group gone behind its proxy, as many as the attempts' bound", () => {
+  it("a realtime handshake alike: one step past the bound, the fallback group's server opens the session, none of the group charged", async () => {
+    const h = await connect(`${gw.url.replace(/^http/, "ws")}/v1/realtime?model=no-realtime-then-served`, { headers: { authorization: `Bearer ${gw.key}` } });
+    expect(h.kind === "refused" ? [h.status, h.headers["x-should-retry"]] : "open").toBe("open");
+    if (h.kind === "open") h.socket.ws.close();
+    expect.soft(await chargesOnceSettled("no-realtime-then-served")).toEqual(uncharged(["r1", "r2", "r3"]));
+  }, 30_000);
+
   it("is served by the group's fallback all the same: one step past the bound, for an endpoint none of the group served", async () => {
     expect(await chats("all-gone", 3)).toEqual(Array.from({ length: 3 }, () => [200, "served"]));
     expect(await chargesOnceSettled("all-gone")).toEqual(uncharged(["x", "y", "z"]));
