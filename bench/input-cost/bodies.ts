@@ -70,7 +70,7 @@ export function inputShapes(model: string): InputShape[] {
     { name: "token-ids", holds: "a prompt of 2 million token ids", path: "/v1/completions", text: repeat(`{"model":${JSON.stringify(model)},"max_tokens":1,"prompt":[`, "1", "]}") },
     // A number JavaScript cannot hold exactly is sent on as written: its field is parsed again keeping it (workers/gateway/body.ts).
     { name: "numbers-seed", holds: "2 million numbers in a passed-through field, and a seed past 2^53", path: chatPath, text: repeat(`${chat},"seed":${INEXACT_SEED},"x":[`, "1", "]}") },
-    { name: "exact-at-bound", holds: `the same, and a passed-through field of ${MAX_EXACT_VALUES} values with a 1e400: the most parsed again`, path: chatPath, text: repeat(`${chat},"seed":${INEXACT_SEED},"y":[${"1,".repeat(MAX_EXACT_VALUES - 2)}1e400],"x":[`, "1", "]}") },
+    { name: "exact-at-bound", holds: `the same, and a passed-through field with a 1e400: with the seed, ${MAX_EXACT_VALUES} values parsed again, the most a body may have`, path: chatPath, text: repeat(`${chat},"seed":${INEXACT_SEED},"y":[${"1,".repeat(MAX_EXACT_VALUES - 3)}1e400],"x":[`, "1", "]}") },
     { name: "inexact-field", holds: "690,000 numbers past a double's range (1e999) in a passed-through field", path: chatPath, text: repeat(`${chat},"x":[`, "1e999", "]}") },
     { name: "prompt-batch", holds: "a batch of 1.4 million empty prompts", path: "/v1/completions", text: repeat(`{"model":${JSON.stringify(model)},"max_tokens":1,"prompt":[`, '""', "]}") },
   ];
