@@ -3,7 +3,7 @@ import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { startHostileUpstream, type HostileUpstream } from "../support/hostile-upstream.ts";
 import { metricsText, sample } from "../support/metrics-scrape.ts";
-import { connect } from "../support/websocket-client.ts";
+import { connect, opened } from "../support/websocket-client.ts";
 import { startWebSocketUpstream, type WebSocketUpstream } from "../support/websocket-upstream.ts";
 import { EVENTUALLY, startTestGateway, type TestGateway } from "./gateway.ts";
 
@@ -54,6 +54,12 @@ beforeAll(async () => {
       // Two engines behind a WAF beside one that is busy (its one slot held by a slow answer).
       { name: "waf-beside-busy", strategy: "round-robin", breaker, deployments: [{ ...hostile("slow-headers:4000", "w-busy"), maxInFlight: 1 }, hostile("waf", "w1"), hostile("waf", "w2")] },
       { name: "forbidden-beside-busy", strategy: "round-robin", breaker, deployments: [{ ...hostile("slow-headers:4000", "busy"), maxInFlight: 1 }, hostile("status:403", "no-token")] },
+      // Every engine behind a proxy that refuses the gateway (its Access token wrong), and a fallback group whose one server is busy (its one slot held).
+      { name: "forbidden-then-full", strategy: "round-robin", breaker, fallbacks: ["one-slot"], deployments: ["ff1", "ff2", "ff3"].map((id) => hostile("status:403", id)) },
+      { name: "one-slot", breaker, deployments: [{ ...hostile("slow-headers:4000", "slot"), maxInFlight: 1 }] },
+      // Realtime alike: every handshake refused with a 403, and a fallback group whose one server holds a session (its one slot).
+      { name: "realtime-forbidden-then-full", strategy: "round-robin", breaker, fallbacks: ["realtime-one-slot"], deployments: ["rff1", "rff2", "rff3"].map((id) => ({ id, baseUrl: `${sockets.url}/refuse:403`, model: "chat-7b" })) },
+      { name: "realtime-one-slot", breaker, deployments: [{ id: "rslot", baseUrl: `${sockets.url}/echo`, model: "chat-7b", maxInFlight: 1 }] },
     ],
   }, { KVGATE_ADMIN_KEY: adminKey });
 });
@@ -232,5 +238,28 @@ describe("a 403 two servers gave alike while a third is at its in-flight limit",
     await res.text();
     expect([res.status, res.headers.get("x-should-retry")]).toEqual([403, "false"]);
     await holding;
+  }, 30_000);
+});
+
+describe("a 403 every backend of a group gave alike, its fallback group's one server at its in-flight limit", () => {
+  it("is no word of the fallback group (other servers, behind their own proxy): the route's 503 to try again later, not the 403", async () => {
+    const holding = chat("one-slot", "hold the slot").then((r) => r.text(), () => "");
+    await vi.waitFor(async () => expect(await gw.inFlight("one-slot")).toBe(1), EVENTUALLY);
+    const res = await chat("forbidden-then-full", "hello");
+    await res.text();
+    expect([res.status, res.headers.get("x-should-retry")]).toEqual([503, null]);
+    await holding;
+  }, 30_000);
+
+  it("a realtime handshake alike: the route's 503, not the 403", async () => {
+    const session = opened(await connect(`${gw.url.replace(/^http/, "ws")}/v1/realtime?model=realtime-one-slot`, { headers: { authorization: `Bearer ${gw.key}` } }));
+    try {
+      await vi.waitFor(async () => expect(await gw.inFlight("realtime-one-slot")).toBe(1), EVENTUALLY);
+      const h = await connect(`${gw.url.replace(/^http/, "ws")}/v1/realtime?model=realtime-forbidden-then-full`, { headers: { authorization: `Bearer ${gw.key}` } });
+      if (h.kind === "open") h.socket.ws.close();
+      expect(h.kind === "refused" ? [h.status, h.headers["x-should-retry"]] : "open").toEqual([503, undefined]);
+    } finally {
+      session.ws.close();
+    }
   }, 30_000);
 });

@@ -49,8 +49,8 @@ export class HeldFailure {
   /** The backends of the group tried now that take requests, and how many of them a proxy refused (403). */
   private activeHere = 0;
   private refusedHere = 0;
-  /** Proxies' refusals (403) the request met, in every group. */
-  private refusals = 0;
+  /** The groups whose proxies' refusals (403) were the request's: two backends refused alike, or the group's only one taking requests. */
+  private readonly requestRefusedIn = new Set<string>();
   /** The last failure met was a proxy's refusal held for its group's word. */
   private lastRefused = false;
   /** A group left held a refusal no second backend confirmed: it was its backend's own. */
@@ -61,8 +61,9 @@ export class HeldFailure {
   private metUnserved = false;
   private metRefused = false;
   private metOther = false;
-  /** The refusal of a group with a backend the request could not try for its in-flight limit. */
+  /** The refusal of a group with a backend the request could not try for its in-flight limit, and that group. */
   private untried: RouteRefusal["refused"] | undefined;
+  private untriedGroup: string | undefined;
 
   /** The routing object whose backend's failure is held: the next attempt goes to another shard first (route-client.ts route). */
   get heldOn(): string | undefined {
@@ -93,14 +94,16 @@ export class HeldFailure {
   }
 
   /**
-   * Every backend tried lacked the endpoint or was refused by its proxy (a 403) — one backend only —
-   * but a group refused with a backend not tried: it may serve what the others did not, so that
-   * refusal is the answer — one to try again later — not "not served", nor a 403 no second backend
-   * of the group gave (one server's Access token missing while the others are busy). A 403 two
-   * backends gave alike (a firewall refusing the prompt) stands: the others would refuse it too.
+   * Every backend tried lacked the endpoint or was refused by its proxy (a 403), but a group refused
+   * with a backend not tried: it may serve what the others did not, so that refusal is the answer —
+   * one to try again later — not "not served", nor a 403 no second backend of that group gave (one
+   * server's Access token missing while the others are busy), nor one another group gave (a fallback
+   * group is other servers, behind a proxy of their own). A 403 two backends of that group gave alike
+   * (a firewall refusing the prompt) stands: the busy one's would refuse it too.
    */
   get untriedRefusal(): RouteRefusal["refused"] | undefined {
-    return this.metOnlyHeldForGroups && this.refusals <= 1 ? this.untried : undefined;
+    if (!this.metOnlyHeldForGroups || this.untriedGroup === undefined) return undefined;
+    return this.requestRefusedIn.has(this.untriedGroup) ? undefined : this.untried;
   }
 
   /**
@@ -131,7 +134,9 @@ export class HeldFailure {
    */
   refused(refusal: RouteRefusal["refused"], group: ResolvedGroup, tried: readonly string[]): void {
     if (refusal === "no-backend") return;
-    if (group.deployments.some((d) => d.state === "active" && !tried.includes(d.id))) this.untried ??= refusal;
+    if (this.untried !== undefined || !group.deployments.some((d) => d.state === "active" && !tried.includes(d.id))) return;
+    this.untried = refusal;
+    this.untriedGroup = group.name;
   }
 
   /**
@@ -176,9 +181,9 @@ export class HeldFailure {
       else {
         this.heldForGroup.push({ lease, end: met });
         if (!isUnserved(met)) {
-          this.refusals++;
           this.refusedHere++;
           this.lastRefused = true;
+          if (!this.loneRefusalHere && this.group !== undefined) this.requestRefusedIn.add(this.group);
         }
       }
       return false;
