@@ -32,12 +32,13 @@ interface Held {
  * behind it, and charged, one client's prompt would open every breaker of the group. A backend of the
  * group that answers shows the request passes: each refusal was its backend's own (its Access token
  * missing). None doing so, the refusals were the request's only when a second backend of the group
- * refused alike, or the group has no other backend taking requests: no backend is charged, and the
+ * refused alike, or the group has no other backend taking requests (its only one, or the others
+ * resting: its object refused the request with no backend left): no backend is charged, and the
  * client gets the 403 (src/upstream/answer.ts clientError). One refusal no second backend confirmed
- * (failover off, `failover.on` without 5xx, the others resting or busy) is its backend's own, as an
- * engine's 401 is: else a server whose Access token is missing would fail its share of requests,
- * uncharged, forever. An engine's 401 (the gateway's key refused) is its backend's own, settled at
- * once: no request causes it (answer.ts isBackendsOwn).
+ * (failover off, `failover.on` without 5xx, the others busy) is its backend's own, as an engine's
+ * 401 is: else a server whose Access token is missing would fail its share of requests, uncharged,
+ * forever. An engine's 401 (the gateway's key refused) is its backend's own, settled at once: no
+ * request causes it (answer.ts isBackendsOwn).
  */
 export class HeldFailure {
   private held: Held | null = null;
@@ -131,9 +132,21 @@ export class HeldFailure {
    * the next would serve it sooner). A backend resting (its breaker open) is no sign it serves what
    * the others lacked, beside them or in a fallback group none of which was tried: a server down for
    * hours would turn every such request into a 503 "every one is failing", retried twice.
+   *
+   * Refused with no backend left right after the one 403 its group gave, the only backend it tried:
+   * the others rest, and the group takes requests on that one alone, as a group of one does — the
+   * 403 is the request's. Charged, a prompt a firewall refuses would open the last breaker the
+   * group has (an SDK's retries each charge it), and a wrong Access token on that backend leaves the
+   * group unable to serve either way.
    */
   refused(refusal: RouteRefusal["refused"], group: ResolvedGroup, tried: readonly string[]): void {
-    if (refusal === "no-backend") return;
+    if (refusal === "no-backend") {
+      if (group.name === this.group && this.lastRefused && this.refusedHere === 1 && tried.length === 1) {
+        this.activeHere = 1;
+        this.requestRefusedIn.add(group.name);
+      }
+      return;
+    }
     if (this.untried !== undefined || !group.deployments.some((d) => d.state === "active" && !tried.includes(d.id))) return;
     this.untried = refusal;
     this.untriedGroup = group.name;
