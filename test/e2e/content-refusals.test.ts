@@ -59,6 +59,9 @@ beforeAll(async () => {
       { name: "one-slot", breaker, deployments: [{ ...hostile("slow-headers:4000", "slot"), maxInFlight: 1 }] },
       // Realtime alike: every handshake refused with a 403, and a fallback group whose one server holds a session (its one slot).
       { name: "realtime-forbidden-then-full", strategy: "round-robin", breaker, fallbacks: ["realtime-one-slot"], deployments: ["rff1", "rff2", "rff3"].map((id) => ({ id, baseUrl: `${sockets.url}/refuse:403`, model: "chat-7b" })) },
+      // A server whose Access token is missing beside one that is busy, and fallback groups: two servers behind a proxy refusing the gateway, then one that serves.
+      { name: "keyless-beside-busy-then", strategy: "round-robin", breaker, fallbacks: ["forbidden-pair", "served"], deployments: [{ ...hostile("slow-headers:4000", "lb-busy"), maxInFlight: 1 }, hostile("status:403", "lb-keyless")] },
+      { name: "forbidden-pair", strategy: "round-robin", breaker, deployments: ["fp1", "fp2"].map((id) => hostile("status:403", id)) },
       { name: "realtime-one-slot", breaker, deployments: [{ id: "rslot", baseUrl: `${sockets.url}/echo`, model: "chat-7b", maxInFlight: 1 }] },
     ],
   }, { KVGATE_ADMIN_KEY: adminKey });
@@ -87,6 +90,13 @@ async function twoBlockedCalls(model: string): Promise<{ sdk: OpenAI; answers: u
     answers.push(err instanceof OpenAI.APIError ? [err.status, err.headers?.get("x-should-retry")] : err);
   }
   return { sdk, answers, calls: sent };
+}
+
+/** A slow request holding `backend`'s one slot (its maxInFlight 1), once it holds it; `done` when its answer ends. */
+async function holdSlot(group: string, backend: string, content: string): Promise<{ done: Promise<string> }> {
+  const done = chat(group, content).then((r) => r.text(), () => "");
+  await vi.waitFor(async () => expect((await gw.status(group)).backends.find((b) => b.id === backend)?.inFlight).toBe(1), EVENTUALLY);
+  return { done };
 }
 
 const charges = async (group: string) => (await gw.status(group)).backends.map((b) => [b.id, b.failed, b.breaker.state]);
@@ -230,36 +240,33 @@ describe("a 403 from every backend of a group: a proxy in front of them refusing
 describe("a 403 from one server while the other of its group is at its in-flight limit", () => {
   it("is no word of the group: the client gets the route's 503 to try again later, not the 403", async () => {
     // The busy server's one slot, held by a slow answer.
-    const holding = chat("forbidden-beside-busy", "hold the slot").then((r) => r.text(), () => "");
-    await vi.waitFor(async () => expect((await gw.status("forbidden-beside-busy")).backends.find((b) => b.id === "busy")?.inFlight).toBe(1), EVENTUALLY);
+    const holding = await holdSlot("forbidden-beside-busy", "busy", "hold the slot");
     const res = await chat("forbidden-beside-busy", "hello");
     const body = (await res.json()) as { error: { code: string | null } };
     expect([res.status, res.headers.get("x-should-retry")]).toEqual([503, null]);
     expect(body.error.code).not.toBe("upstream_auth_error");
-    await holding;
+    await holding.done;
   }, 30_000);
 });
 
 describe("a 403 two servers gave alike while a third is at its in-flight limit", () => {
   it("stands (the firewall refuses the prompt, the busy one's would too): the 403 not to retry, not the route's 503", async () => {
     // The busy server's one slot, held by a slow answer (the WAF refusing it elsewhere sends it there).
-    const holding = chat("waf-beside-busy", BLOCKED).then((r) => r.text(), () => "");
-    await vi.waitFor(async () => expect((await gw.status("waf-beside-busy")).backends.find((b) => b.id === "w-busy")?.inFlight).toBe(1), EVENTUALLY);
+    const holding = await holdSlot("waf-beside-busy", "w-busy", BLOCKED);
     const res = await chat("waf-beside-busy", BLOCKED);
     await res.text();
     expect([res.status, res.headers.get("x-should-retry")]).toEqual([403, "false"]);
-    await holding;
+    await holding.done;
   }, 30_000);
 });
 
 describe("a 403 every backend of a group gave alike, its fallback group's one server at its in-flight limit", () => {
   it("is no word of the fallback group (other servers, behind their own proxy): the route's 503 to try again later, not the 403", async () => {
-    const holding = chat("one-slot", "hold the slot").then((r) => r.text(), () => "");
-    await vi.waitFor(async () => expect(await gw.inFlight("one-slot")).toBe(1), EVENTUALLY);
+    const holding = await holdSlot("one-slot", "slot", "hold the slot");
     const res = await chat("forbidden-then-full", "hello");
     await res.text();
     expect([res.status, res.headers.get("x-should-retry")]).toEqual([503, null]);
-    await holding;
+    await holding.done;
   }, 30_000);
 
   it("a realtime handshake alike: the route's 503, not the 403", async () => {
@@ -272,5 +279,15 @@ describe("a 403 every backend of a group gave alike, its fallback group's one se
     } finally {
       session.ws.close();
     }
+  }, 30_000);
+});
+
+describe("a 403 one server gave beside a busy one, then 403s every backend of the fallback group gave alike", () => {
+  it("the fallback group's word takes the one step past the attempts' bound on to the next fallback, which serves", async () => {
+    const holding = await holdSlot("keyless-beside-busy-then", "lb-busy", "hold the slot");
+    const res = await chat("keyless-beside-busy-then", "hello");
+    await res.text();
+    expect([res.status, res.headers.get("x-kvgate-backend")]).toEqual([200, "served-1"]);
+    await holding.done;
   }, 30_000);
 });

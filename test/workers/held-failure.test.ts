@@ -108,10 +108,23 @@ describe("a held failure's verdict", () => {
     held.attempting("primary", 3);
     held.failed(lease("a", settled), "upstream-error", refusal);
     held.attempting("fallback", 1);
-    expect([settled.get("a"), held.answersOwnRefusal, held.metOnlyAwaitingGroup]).toEqual(["upstream-error", true, false]);
+    expect([settled.get("a"), held.answersOwnRefusal]).toEqual(["upstream-error", true]);
     held.failed(lease("b", settled), "upstream-error", refusal);
+    // The fallback group's own word: its one backend's refusal takes the step on past the bound, whatever the primary's backend did.
+    expect(held.metOnlyAwaitingGroup).toBe(true);
     held.end();
     expect([settled.get("b"), held.answersOwnRefusal]).toEqual(["rejected", false]);
+  });
+
+  it("refusals a fallback group's backends gave alike take the step past the bound, though a backend of the primary refused alone", () => {
+    const held = new HeldFailure();
+    held.attempting("primary", 2);
+    held.failed(lease("a", new Map()), "upstream-error", refusal);
+    for (const id of ["b", "c"]) {
+      held.attempting("fallback", 2);
+      held.failed(lease(id, new Map()), "upstream-error", refusal);
+    }
+    expect([held.metOnlyAwaitingGroup, held.answersOwnRefusal]).toEqual([true, false]);
   });
 
   it("another backend serving makes a refusal its backend's own (its gateway key refused), before the answer or after it", () => {

@@ -54,9 +54,7 @@ export class HeldFailure {
   private readonly requestRefusedIn = new Set<string>();
   /** The last failure met was a proxy's refusal held for its group's word. */
   private lastRefused = false;
-  /** A group left held a refusal no second backend confirmed: it was its backend's own. */
-  private ownRefusalMet = false;
-  /** The last failure met was such a refusal, in a group left. */
+  /** The last failure met was a refusal no second backend of its group confirmed (its backend's own), in a group left. */
   private lastRefusalOwn = false;
   /** What the request met so far: 404s for the endpoint, proxies' refusals (403), anything else. */
   private metUnserved = false;
@@ -88,10 +86,12 @@ export class HeldFailure {
    * Every failure the request met awaited its group's word (a 404 for the endpoint, a proxy's 403):
    * a fallback group may serve it, even past the attempts' bound — a group whose every backend sits
    * behind a proxy refusing the gateway (an Access token wrong) is served by its fallback, as one
-   * gone behind its proxy's 404 page is.
+   * gone behind its proxy's 404 page is. The group tried now gives that word: a refusal no second
+   * backend confirmed is its backend's own (its Access token missing), and takes no step; one in a
+   * group left (charged with it) says nothing of the refusals the groups after it gave alike.
    */
   get metOnlyAwaitingGroup(): boolean {
-    return this.metOnlyHeldForGroups && !this.ownRefusalMet && !this.loneRefusalHere;
+    return this.metOnlyHeldForGroups && !this.loneRefusalHere;
   }
 
   /**
@@ -162,7 +162,6 @@ export class HeldFailure {
     if (this.group !== undefined && group !== this.group) {
       const own = this.loneRefusalHere;
       this.settleHeldForGroup("rejected");
-      this.ownRefusalMet ||= own;
       this.lastRefusalOwn = this.lastRefused && own;
       this.groupServed = false;
       this.refusedHere = 0;
