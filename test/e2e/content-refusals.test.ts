@@ -57,6 +57,8 @@ beforeAll(async () => {
       // Every engine behind a proxy that refuses the gateway (its Access token wrong), and a fallback group whose one server is busy (its one slot held).
       { name: "forbidden-then-full", strategy: "round-robin", breaker, fallbacks: ["one-slot"], deployments: ["ff1", "ff2", "ff3"].map((id) => hostile("status:403", id)) },
       { name: "one-slot", breaker, deployments: [{ ...hostile("slow-headers:4000", "slot"), maxInFlight: 1 }] },
+      // Two servers behind a proxy refusing every request and one at its in-flight limit, then the full fallback group.
+      { name: "forbidden-busy-then-full", strategy: "round-robin", breaker, fallbacks: ["one-slot"], deployments: [{ ...hostile("slow-headers:4000", "fbf-busy"), maxInFlight: 1 }, ...["fbf1", "fbf2"].map((id) => hostile("status:403", id))] },
       // Realtime alike: every handshake refused with a 403, and a fallback group whose one server holds a session (its one slot).
       { name: "realtime-forbidden-then-full", strategy: "round-robin", breaker, fallbacks: ["realtime-one-slot"], deployments: ["rff1", "rff2", "rff3"].map((id) => ({ id, baseUrl: `${sockets.url}/refuse:403`, model: "chat-7b" })) },
       // A server whose Access token is missing beside one that is busy, and fallback groups: two servers behind a proxy refusing the gateway, then one that serves.
@@ -267,6 +269,15 @@ describe("a 403 every backend of a group gave alike, its fallback group's one se
     await res.text();
     expect([res.status, res.headers.get("x-should-retry")]).toEqual([503, null]);
     await holding.done;
+  }, 30_000);
+
+  it("alike when the group of the 403s had a busy backend too: the fallback group's 503, not the 403", async () => {
+    const busy = await holdSlot("forbidden-busy-then-full", "fbf-busy", "hold the slot");
+    const full = await holdSlot("one-slot", "slot", "hold the slot");
+    const res = await chat("forbidden-busy-then-full", "hello");
+    await res.text();
+    expect([res.status, res.headers.get("x-should-retry")]).toEqual([503, null]);
+    await Promise.all([busy.done, full.done]);
   }, 30_000);
 
   it("a realtime handshake alike: the route's 503, not the 403", async () => {

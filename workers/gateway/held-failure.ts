@@ -60,9 +60,11 @@ export class HeldFailure {
   private metUnserved = false;
   private metRefused = false;
   private metOther = false;
-  /** The refusal of a group with a backend the request could not try for its in-flight limit, and that group. */
-  private untried: RouteRefusal["refused"] | undefined;
-  private untriedGroup: string | undefined;
+  /**
+   * The refusals of groups with a backend the request could not try for its in-flight limit, the
+   * first of each group, in the order met: one group's 403s, agreed, say nothing of another's.
+   */
+  private readonly untried: { refusal: RouteRefusal["refused"]; group: string }[] = [];
 
   /** The routing object whose backend's failure is held: the next attempt goes to another shard first (route-client.ts route). */
   get heldOn(): string | undefined {
@@ -74,7 +76,7 @@ export class HeldFailure {
    * request asks for what the groups tried do not serve.
    */
   get unserved(): boolean {
-    return this.metOnlyUnserved && this.untried === undefined;
+    return this.metOnlyUnserved && this.untried.length === 0;
   }
 
   /** Every failure the request met was a 404 for the endpoint. */
@@ -103,8 +105,8 @@ export class HeldFailure {
    * (a firewall refusing the prompt) stands: the busy one's would refuse it too.
    */
   get untriedRefusal(): RouteRefusal["refused"] | undefined {
-    if (!this.metOnlyHeldForGroups || this.untriedGroup === undefined) return undefined;
-    return this.requestRefusedIn.has(this.untriedGroup) ? undefined : this.untried;
+    if (!this.metOnlyHeldForGroups) return undefined;
+    return this.untried.find((u) => !this.requestRefusedIn.has(u.group))?.refusal;
   }
 
   /**
@@ -141,15 +143,15 @@ export class HeldFailure {
    */
   refused(refusal: RouteRefusal["refused"], group: ResolvedGroup, tried: readonly string[]): void {
     if (refusal === "no-backend") {
-      if (group.name === this.group && this.lastRefused && this.refusedHere === 1 && tried.length === 1) {
+      // A sharded group's refusal may be one shard's, another's object not reached (route-client.ts): no word that the rest rest.
+      if (group.name === this.group && !(group.shards > 1) && this.lastRefused && this.refusedHere === 1 && tried.length === 1) {
         this.activeHere = 1;
         this.requestRefusedIn.add(group.name);
       }
       return;
     }
-    if (this.untried !== undefined || !group.deployments.some((d) => d.state === "active" && !tried.includes(d.id))) return;
-    this.untried = refusal;
-    this.untriedGroup = group.name;
+    if (this.untried.some((u) => u.group === group.name) || !group.deployments.some((d) => d.state === "active" && !tried.includes(d.id))) return;
+    this.untried.push({ refusal, group: group.name });
   }
 
   /**
