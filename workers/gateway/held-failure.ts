@@ -143,8 +143,7 @@ export class HeldFailure {
    */
   refused(refusal: RouteRefusal["refused"], group: ResolvedGroup, tried: readonly string[]): void {
     if (refusal === "no-backend") {
-      // A sharded group's refusal may be one shard's, another's object not reached (route-client.ts): no word that the rest rest.
-      if (group.name === this.group && !(group.shards > 1) && this.lastRefused && this.refusedHere === 1 && tried.length === 1) {
+      if (group.name === this.group && this.lastRefused && this.refusedHere === 1 && tried.length === 1) {
         this.activeHere = 1;
         this.requestRefusedIn.add(group.name);
       }
