@@ -11,7 +11,6 @@ export function errorEvent(e: GatewayError, eventId: string | null = null): stri
   return JSON.stringify({ type: "error", error: eventId === null ? error : { ...error, event_id: eventId } });
 }
 
-
 /**
  * What a client's binary message is answered: the realtime API's client events are JSON text, and
  * vLLM and vLLM-Omni read them with Starlette's receive_text(), which fails on a binary message and

@@ -4,6 +4,8 @@
  * rate.
  */
 const BUCKETS = 60;
+/** The window's length: a per-minute limit reached lifts within it. */
+export const WINDOW_MS = BUCKETS * 1000;
 
 export class MinuteWindow {
   private readonly counts = new Float64Array(BUCKETS);

@@ -9,6 +9,7 @@ import type { KeyRecord } from "../../src/tenants/protocol.ts";
 import { allowsGroup, allowsModel, keyBudget, readsUsage } from "../../src/tenants/route-tenant.ts";
 import { nextStep } from "../../src/upstream/retry.ts";
 import { isFailover, misconfigured, routeReason, routingHeaders } from "./attempt.ts";
+import { WINDOW_MS } from "../../src/tenants/window.ts";
 import { HeldFailure } from "./held-failure.ts";
 import { activeBackends, backendsOwnRefusal, FailoverEvent, groupForCaller, GroupPath, limitError, noBackend, tenantFor, unknownModel, untriedRefusalAnswer, type ProxyInput } from "./proxy.ts";
 import { openUpstream, type Handshake } from "./realtime-handshake.ts";
@@ -242,12 +243,9 @@ function endIfLimited(lease: HeldLease, caller: Extract<Caller, { kind: "key" }>
   const limit = lease.limitReached;
   if (limit === null) return;
   const { budgetPeriod } = caller.key.record;
-  const retryAfterMs = limit === "budget" ? msToNextPeriod(budgetPeriod, Date.now()) : TPM_WINDOW_MS;
+  const retryAfterMs = limit === "budget" ? msToNextPeriod(budgetPeriod, Date.now()) : WINDOW_MS;
   relay.end({ code: POLICY_VIOLATION, reason: limitError({ limit, retryAfterMs }, caller).message });
 }
-
-/** The wait a tpm's refusal names (its window's minute): with none, limitError would say the budget's "does not renew". */
-const TPM_WINDOW_MS = 60_000;
 
 /**
  * How often an open session's key is checked: a read of the isolate's key cache, which bounds
