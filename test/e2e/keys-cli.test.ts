@@ -145,12 +145,14 @@ describe("what npx kvgate keys prints of a key", () => {
   }, 30_000);
 
   it("list reads every page of keys: the API answers at most 100 a call", async () => {
-    const made: string[] = [];
+    const views: KeyView[] = [];
     for (let i = 0; i < 230; i++) {
       const res = await fetch(`${gateway.url}/admin/v1/keys`, { method: "POST", headers: { authorization: `Bearer ${gateway.keys.admin}`, "content-type": "application/json" }, body: JSON.stringify({ name: `paged-${i}` }) });
       expect(res.status).toBe(201);
-      made.push(((await res.json()) as KeyView).id);
+      views.push((await res.json()) as KeyView);
     }
+    // The list's order: oldest first, keys made in the same millisecond by id.
+    const made = views.sort((a, b) => (a.created_at === b.created_at ? (a.id < b.id ? -1 : 1) : a.created_at < b.created_at ? -1 : 1)).map((k) => k.id);
     const list = await json<KeyList>(["keys", "list"]);
     const ids = list.data.map((k) => k.id);
     expect(ids.slice(-made.length)).toEqual(made);

@@ -4,7 +4,8 @@ import { describe, expect, it } from "vitest";
 import type { KeyList } from "../../src/tenants/admin-api.ts";
 import { admin, ok, refused } from "./admin.ts";
 import type { Tenants } from "../../durable-objects/tenants.ts";
-import { rowsReadBy, tenants } from "./tenants.ts";
+import type { KeyRecord } from "../../src/tenants/protocol.ts";
+import { inListOrder, rowsReadBy, tenants } from "./tenants.ts";
 
 /**
  * GET /admin/v1/keys with many keys: in pages, each bounded whatever the number of keys, so the
@@ -72,14 +73,15 @@ describe("the key list of one status", () => {
   it("reads the keys of that status only: a page of the few active keys among 1,000 revoked does not read the revoked", async () => {
     // Its own object: only these keys in it.
     const stub = env.TENANTS.getByName("keys-of-one-status");
-    const active: string[] = [];
+    const made: KeyRecord[] = [];
     for (let i = 0; i < 1000; i++) {
-      const made = await stub.create({ name: `revoked-${i}` });
-      if (!made.ok) throw new Error(made.message);
-      const id = made.value.lookup.record.id;
-      if (i % 250 === 0) active.push(id);
-      else if (!(await stub.revoke(id)).ok) throw new Error("revoke refused");
+      const one = await stub.create({ name: `revoked-${i}` });
+      if (!one.ok) throw new Error(one.message);
+      const record = one.value.lookup.record;
+      if (i % 250 === 0) made.push(record);
+      else if (!(await stub.revoke(record.id)).ok) throw new Error("revoke refused");
     }
+    const active = inListOrder(made);
     let seen: string[] = [];
     const read = await rowsReadBy(stub, (o) => {
       const page = o.list({ limit: 100, after: null, status: "active" });
@@ -97,12 +99,13 @@ describe("the key list of one status", () => {
     // Short-lived keys (one a CI run, `--expires 1d`) pile up expired between the live ones.
     const stub = env.TENANTS.getByName("keys-past-expiry");
     const expired = await expiredKeys(stub, 2000);
-    const active: string[] = [];
+    const made: KeyRecord[] = [];
     for (let i = 0; i < 3; i++) {
-      const made = await stub.create({ name: `active-${i}` });
-      if (!made.ok) throw new Error(made.message);
-      active.push(made.value.lookup.record.id);
+      const one = await stub.create({ name: `active-${i}` });
+      if (!one.ok) throw new Error(one.message);
+      made.push(one.value.lookup.record);
     }
+    const active = inListOrder(made);
     for (const [status, want] of [
       ["active", active],
       ["expired", expired.slice(0, 100)],
@@ -150,7 +153,7 @@ describe("the key list of one status", () => {
     // A key made and one expired after the step are in its index as any other.
     const later = await stub.create({ name: "later" });
     if (!later.ok) throw new Error(later.message);
-    expect(await ids("active")).toEqual([live.value.lookup.record.id, later.value.lookup.record.id]);
+    expect(await ids("active")).toEqual(inListOrder([live.value.lookup.record, later.value.lookup.record]));
   }, 60_000);
 });
 

@@ -1,13 +1,21 @@
 import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import type { Tenants } from "../../durable-objects/tenants.ts";
-import type { UsageRow } from "../../src/tenants/protocol.ts";
+import type { KeyRecord, UsageRow } from "../../src/tenants/protocol.ts";
 import { TENANTS_NAME } from "../../src/tenants/tenants-name.ts";
 
 /** The gateway's one tenants object, as the Worker and the routing objects reach it. */
 export const tenants = () => env.TENANTS.getByName(TENANTS_NAME);
 
 export const DAY_MS = 86_400_000;
+
+/**
+ * Keys' ids in the list's order: oldest first, keys made in the same millisecond by id. Keys made
+ * back to back can share a millisecond, so the order they were made in is not the list's.
+ */
+export function inListOrder(records: readonly KeyRecord[]): string[] {
+  return [...records].sort((a, b) => a.createdAt - b.createdAt || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)).map((r) => r.id);
+}
 
 /** A row of usage as a routing object sends it: one request, half the prompt cached, a made-up cost, unless `extra` says. */
 export function usageRow(key: string, day: string, model: string, backend: string, prompt: number, completion: number, extra: Partial<UsageRow> = {}): UsageRow {
