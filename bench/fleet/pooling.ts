@@ -66,12 +66,16 @@ function chatInput(body: Record<string, unknown>): EmbeddingInput[] | string {
 
 /** A text, texts, token ids or lists of token ids, as a list of inputs; or the message of a 400. */
 function embeddingInputs(input: unknown): EmbeddingInput[] | string {
-  const bad = "input must be a string, an array of strings, an array of token ids, or an array of such arrays";
-  if (typeof input === "string") return [input];
-  if (!Array.isArray(input) || input.length === 0) return bad;
-  if (input.every(isTokenId)) return [input];
-  if (input.every((x) => typeof x === "string" || (Array.isArray(x) && x.every(isTokenId)))) return input as EmbeddingInput[];
-  return bad;
+  const inputs = Array.isArray(input) && input.length === 0 ? null : inputsOf(input);
+  return inputs ?? "input must be a string, an array of strings, an array of token ids, or an array of such arrays";
+}
+
+/** A text, texts, token ids or lists of token ids (an embeddings input; a score side, as SGLang takes them), as a list of inputs; null for anything else. */
+function inputsOf(value: unknown): EmbeddingInput[] | null {
+  if (typeof value === "string") return [value];
+  if (!Array.isArray(value)) return null;
+  if (value.length > 0 && value.every(isTokenId)) return [value];
+  return value.every((x) => typeof x === "string" || (Array.isArray(x) && x.every(isTokenId))) ? (value as EmbeddingInput[]) : null;
 }
 
 function rerank(ctx: WorkerContext, body: Record<string, unknown>): PoolingAnswer {
@@ -96,11 +100,8 @@ function rerank(ctx: WorkerContext, body: Record<string, unknown>): PoolingAnswe
 function score(ctx: WorkerContext, body: Record<string, unknown>): PoolingAnswer {
   const pair = SCORE_SIDES.find(([one, two]) => body[one] !== undefined && body[two] !== undefined);
   if (!pair) return "text_1 and text_2 are required";
-  const [one, two] = pair.map((side) => {
-    const value = body[side];
-    return typeof value === "string" ? [value] : value;
-  });
-  if (!isTexts(one) || !isTexts(two)) return `${pair.join(" and ")} must each be a string or an array of strings (the simulator scores no multimodal input)`;
+  const [one, two] = pair.map((side) => inputsOf(body[side]));
+  if (!one || !two) return `${pair.join(" and ")} must each be a string, an array of strings, token ids or an array of such (the simulator scores no multimodal input)`;
   // vLLM pairs them 1:1, 1:N or N:N.
   if (one.length !== 1 && one.length !== two.length) return `${pair[0]} must hold one text or as many as ${pair[1]} (1:1, 1:N or N:N)`;
   const scored = scorePairs(ctx, one, two);
@@ -112,19 +113,19 @@ function score(ctx: WorkerContext, body: Record<string, unknown>): PoolingAnswer
   };
 }
 
-/** Each text of `seconds` scored against the first side's text at its index (or its only one); a cross-encoder reads each pair whole. */
-function scorePairs(ctx: WorkerContext, firsts: readonly string[], seconds: readonly string[]): { scores: number[]; promptTokens: number } | string {
+/** Each input of `seconds` scored against the first side's at its index (or its only one); a cross-encoder reads each pair whole. */
+function scorePairs(ctx: WorkerContext, firsts: readonly EmbeddingInput[], seconds: readonly EmbeddingInput[]): { scores: number[]; promptTokens: number } | string {
   const dims = ctx.config.embeddingDimensions;
   const firstVectors = firsts.map((t) => embed(t, dims));
   const scores: number[] = [];
   let promptTokens = 0;
   for (let i = 0; i < seconds.length; i++) {
     const first = firsts.length === 1 ? 0 : i;
-    const tokens = tokensOf(firsts[first] as string) + tokensOf(seconds[i] as string);
+    const tokens = tokensOf(firsts[first] as EmbeddingInput) + tokensOf(seconds[i] as EmbeddingInput);
     const tooLong = contextError(ctx, tokens, `pair ${i}`);
     if (tooLong) return tooLong;
     promptTokens += tokens;
-    scores.push(relevance(firstVectors[first] as Float32Array, embed(seconds[i] as string, dims)));
+    scores.push(relevance(firstVectors[first] as Float32Array, embed(seconds[i] as EmbeddingInput, dims)));
   }
   return { scores, promptTokens };
 }

@@ -143,6 +143,14 @@ export const RerankRequestSchema = z.looseObject({
 
 /** One side of a score request: a text, a list of texts, or vLLM's multimodal object. */
 const scoreSide = z.union([text, arrayOf(isText), z.looseObject({})]);
+/**
+ * SGLang's sides (its ScoringRequest) may be token ids too, for a client that tokenises its query
+ * once and scores many items: the query one list of ids, the items a list of them. The other sides
+ * take no numbers (vLLM's are text or its multimodal object) and stay the gateway's 400; items of ids
+ * beside vLLM's `queries` are vLLM's own 400.
+ */
+const scoreQuery = z.union([text, arrayOf(isText), z.looseObject({}), arrayOf(isTokenId)]);
+const scoreItems = z.union([text, arrayOf(isText), z.looseObject({}), arrayOf(isTokenIds)]);
 /** The pairs of fields a score request names its two sides with: vLLM's (text_1 and text_2 first), then SGLang's. */
 export const SCORE_SIDES = [
   ["text_1", "text_2"],
@@ -160,9 +168,9 @@ export const ScoreRequestSchema = z
     text_1: z.optional(scoreSide),
     text_2: z.optional(scoreSide),
     queries: z.optional(scoreSide),
-    query: z.optional(scoreSide),
+    query: z.optional(scoreQuery),
     documents: z.optional(scoreSide),
-    items: z.optional(scoreSide),
+    items: z.optional(scoreItems),
     data_1: z.optional(scoreSide),
     data_2: z.optional(scoreSide),
   })

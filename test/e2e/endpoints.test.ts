@@ -226,6 +226,16 @@ describe("vLLM's rerank and score", () => {
     expect(data[0]?.score).toBeGreaterThan(data[1]?.score ?? 1);
     expect(upstreamRequests().last?.path).toBe("/v1/score");
   });
+
+  it("POST /v1/score in SGLang's token-id form (a query tokenised once, items as lists of ids): passed on as it came, and scored", async () => {
+    const body = { model: MODEL, query: [791, 6864, 315], items: [[12366], [7295]], label_token_ids: [9642, 2822] };
+    const before = upstreamRequests().count;
+    const r = await post("/v1/score", body);
+    expect([r.status, r.json.error]).toEqual([200, undefined]);
+    expect((r.json.data as unknown[]).length).toBe(2);
+    expect(upstreamRequests().count).toBe(before + 1);
+    expect(upstreamRequests().last).toMatchObject({ path: "/v1/score", body });
+  });
 });
 
 describe("bad input is refused at the edge, OpenAI-style, and never reaches a backend", () => {
@@ -246,6 +256,7 @@ describe("bad input is refused at the edge, OpenAI-style, and never reaches a ba
     ["/v2/rerank", "no model", { query: "q", documents: ["a"] }, { status: 400, param: "model" }],
     ["/score", "one side only", { model: MODEL, text_1: "q" }, { status: 400, param: "text_1", message: "text_1 and text_2 are required (or queries and documents, queries and items, data_1 and data_2, query and items)" }],
     ["/v1/score", "an unknown model", { model: "no-such-model", text_1: "a", text_2: "b" }, { status: 404, code: "model_not_found" }],
+    ["/v1/score", "SGLang's query as lists of token ids (it takes one list)", { model: MODEL, query: [[791]], items: [[12366]] }, { status: 400, param: "query" }],
     ["/v1/embeddings", "a body nested past the bound", `{"model":"${MODEL}","input":${"[".repeat(200)}${"]".repeat(200)}}`, { status: 400, param: "input", code: "json_too_deep" }],
     ["/v1/responses", "malformed JSON", `{"model":"${MODEL}","input":`, { status: 400, code: "invalid_json" }],
   ];

@@ -148,6 +148,16 @@ describe("rerank and score", () => {
     expect(pairs.data).toHaveLength(2);
   });
 
+  it("POST /v1/score takes SGLang's token ids: a query of ids against items that are lists of ids", async () => {
+    const fleet = await fleetOf({ workers: 1 });
+    const r = await postJson(`${fleet.urls[0]}/v1/score`, { model, query: [791, 6864, 315], items: [[12366], [7295, 11]] });
+    expect(r.status).toBe(200);
+    const body = r.json as ScoreBody;
+    expect(body.data.map((d) => d.index)).toEqual([0, 1]);
+    // Each pair reads the query's 3 ids and the item's own.
+    expect(body.usage.prompt_tokens).toBe(3 + 1 + 3 + 2);
+  });
+
   it.each([
     ["/rerank", { model, documents: ["a"] }, "query must be a string"],
     ["/rerank", { model, query: "q", documents: ["a"], top_n: -1 }, "top_n must be an integer"],

@@ -97,6 +97,15 @@ describe("rerank and score requests", () => {
       param: "text_1",
       message: "text_1 and text_2 are required (or queries and documents, queries and items, data_1 and data_2, query and items)",
     });
+    // vLLM's sides are text or its multimodal object: numbers are the gateway's 400, not the engine's.
     expect(issue(ScoreRequestSchema.safeParse({ model: "m", text_1: "q", text_2: [1] }))).toEqual({ param: "text_2", message: "text_2 has an invalid type or shape" });
+  });
+
+  it("score: takes SGLang's token ids, a query of ids and items of id lists, as SGLang does, and no other nesting", () => {
+    expect(ScoreRequestSchema.safeParse({ model: "m", query: [1, 2], items: [[3], [4]] }).success).toBe(true);
+    expect(ScoreRequestSchema.safeParse({ model: "m", query: [1, 2], items: [] }).success).toBe(true);
+    expect(issue(ScoreRequestSchema.safeParse({ model: "m", query: [[1]], items: [[3]] }))).toEqual({ param: "query", message: "query has an invalid type or shape" });
+    expect(issue(ScoreRequestSchema.safeParse({ model: "m", query: [1], items: [3, 4] }))).toEqual({ param: "items", message: "items has an invalid type or shape" });
+    expect(issue(ScoreRequestSchema.safeParse({ model: "m", query: [1.5], items: [[3]] }))).toEqual({ param: "query", message: "query has an invalid type or shape" });
   });
 });
