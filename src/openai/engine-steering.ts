@@ -61,6 +61,18 @@ const EXTENSION_ARGS = "the engine takes them as its extra_args, where its KV co
 const SESSION = "the engine keeps a session's conversation and KV cache under it (one naming another's would go on from, or change, that session), and sessions are opened and closed on the engine's own endpoints, which the gateway does not serve";
 
 /**
+ * The Responses API's `previous_response_id`, on an engine that stores responses (vLLM with
+ * VLLM_ENABLE_RESPONSES_API_STORE=1, SGLang by default): the engine builds the prompt from the
+ * conversation stored under that id, another's prompt and answer too, ahead of the request's own
+ * input, so a tenant naming another's response id (from a log, a shared tool, a support ticket)
+ * reads that conversation back. It is SGLang's sessions' read, by the Responses API, and the mirror
+ * of `request_id`'s write. The gateway keeps no record of which key a response was answered to, nor
+ * of which backend stored it: the whole conversation, sent again, is served as well (routed where
+ * its prefix is cached).
+ */
+const STORED_RESPONSE = "the engine goes on from the conversation it stored under that id, whoever's it is (one naming another's would read that conversation back); send the whole conversation instead, which the gateway routes where its prefix is cached";
+
+/**
  * SGLang's `routed_dp_rank` (and `data_parallel_rank`, its old name): its data-parallel controller
  * sends the request straight to that rank's scheduler, past its load balancing, and without looking
  * whether the rank is one it has; `disagg_prefill_dp_rank` tells a decode engine which prefill rank
@@ -151,6 +163,7 @@ const REFUSED: Refused = [
   ...refused(CODE, "custom_logit_processor", "logits_processors"),
   ...refused(EXTENSION_ARGS, "vllm_xargs"),
   ...refused(SESSION, "session_params", "session_id"),
+  ...refused(STORED_RESPONSE, "previous_response_id"),
   ...refused(PLACEMENT, "routed_dp_rank", "data_parallel_rank", "disagg_prefill_dp_rank"),
   ...refused(ADAPTER, "lora_path"),
   ...refused(MEDIA_PROCESSING, "media_io_kwargs", "mm_processor_kwargs", "max_dynamic_patch", "min_dynamic_patch", "images_config"),

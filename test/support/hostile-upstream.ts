@@ -842,6 +842,40 @@ const BEHAVIOURS: Record<string, Answer> = {
   },
 };
 
+/**
+ * A Responses API engine with its response store on (vLLM with VLLM_ENABLE_RESPONSES_API_STORE=1,
+ * SGLang by default): each answer is stored under a new id, and a request naming one as its
+ * `previous_response_id` goes on from that conversation, its answer reading the stored
+ * conversation back with the new input; an id it did not store is vLLM's 404. Not streamed.
+ */
+function storedResponses(): Answer {
+  const stored = new Map<string, string>();
+  return (_req, res, body) => {
+    const request = JSON.parse(body.toString("utf8")) as { model?: unknown; input?: unknown; previous_response_id?: unknown };
+    const previous = typeof request.previous_response_id === "string" ? request.previous_response_id : null;
+    const before = previous === null ? "" : stored.get(previous);
+    if (before === undefined) {
+      res.writeHead(404, { "content-type": "application/json" });
+      return void res.end(JSON.stringify({ error: { message: `Response with id '${previous}' not found.`, type: "invalid_request_error", param: "response_id", code: 404 } }));
+    }
+    const conversation = `${before}${typeof request.input === "string" ? request.input : JSON.stringify(request.input)}\n`;
+    const id = `resp_${stored.size + 1}`;
+    stored.set(id, conversation);
+    const text = { type: "output_text", text: conversation, annotations: [] };
+    const answer = {
+      id,
+      object: "response",
+      created_at: 1,
+      model: request.model,
+      status: "completed",
+      previous_response_id: previous,
+      output: [{ id: `msg_${id}`, type: "message", role: "assistant", status: "completed", content: [text] }],
+      usage: { input_tokens: 5, input_tokens_details: { cached_tokens: 0 }, output_tokens: 1, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: 6 },
+    };
+    res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(answer));
+  };
+}
+
 function emptyStats(): BehaviourStats {
   return { requests: 0, open: 0, cancelled: 0, bytesWritten: 0, health: 0, bodies: [], texts: [] };
 }
@@ -872,6 +906,7 @@ export async function startHostileUpstream(): Promise<HostileUpstream> {
   // The behaviours that need this server's or the other origin's address.
   const answers: Record<string, Answer> = {
     ...BEHAVIOURS,
+    "response-store": storedResponses(),
     /** A redirect (status `arg`, default 307) to another origin. */
     redirect: (_req, res, _body, arg) => {
       res.writeHead(Number(arg ?? 307), { location: `${elsewhereUrl}/v1/chat/completions` }).end();
