@@ -126,6 +126,9 @@ export const ResponsesRequestSchema = z.looseObject({
   background: noBackground,
   input: z.union([text, z.array(ResponseInputItemSchema)]),
   instructions: z.optional(z.nullable(text)),
+  // No engine stores a response under "": every backend would answer 404 naming none, read as an
+  // endpoint the group does not serve (src/upstream/answer.ts), after each was tried.
+  previous_response_id: z.optional(z.nullable(z.string().check(z.minLength(1)))),
   tools: z.optional(z.nullable(z.array(z.looseObject({})))),
   max_output_tokens: integer,
   temperature: samplingFields.temperature,

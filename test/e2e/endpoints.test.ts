@@ -3,6 +3,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest
 import { startFleet, type Fleet } from "../../bench/fleet/index.ts";
 import { moveFleet, wranglerDevConfig } from "../../bench/harness/dev-config.ts";
 import { DEFAULT_FLEET_PORT, MODEL, fleetUrls } from "../../bench/start/options.ts";
+import { startHostileUpstream, type HostileUpstream } from "../support/hostile-upstream.ts";
 import { EVENTUALLY, startTestGateway, type TestGateway } from "./gateway.ts";
 
 /**
@@ -13,23 +14,29 @@ import { EVENTUALLY, startTestGateway, type TestGateway } from "./gateway.ts";
  */
 
 const LLAMA = "meta-llama/Llama-3.1-8B";
-const GROUPS = [MODEL, LLAMA];
+/** Three backends that each answer a follow-up they did not store as some vLLM versions do: a 404 naming the id in its message, and no param. */
+const UNSTORED = "stores-none";
+const GROUPS = [MODEL, LLAMA, UNSTORED];
 
 let fleet: Fleet;
+let upstream: HostileUpstream;
 let gw: TestGateway;
 let client: OpenAI;
 
 beforeAll(async () => {
   fleet = await startFleet({ workers: 4, basePort: 0, preset: "instant", servedModelName: MODEL });
+  upstream = await startHostileUpstream();
   const dev = moveFleet(wranglerDevConfig(), fleetUrls(DEFAULT_FLEET_PORT), fleet.urls);
   // Its deployments serve the fleet's model: the gateway rewrites the name it was asked for.
   const llama = { name: LLAMA, aliases: ["llama-8b"], deployments: fleet.urls.slice(0, 2).map((baseUrl, i) => ({ id: `llama-${i}`, baseUrl, model: MODEL })) };
-  gw = await startTestGateway({ ...dev, modelGroups: [...dev.modelGroups, llama] });
+  const unstored = { name: UNSTORED, deployments: ["a", "b", "c"].map((id) => ({ id, baseUrl: `${upstream.url}/response-not-found-unnamed`, model: MODEL })) };
+  gw = await startTestGateway({ ...dev, modelGroups: [...dev.modelGroups, llama, unstored] });
   client = new OpenAI({ apiKey: gw.key, baseURL: `${gw.url}/v1`, maxRetries: 0 });
 });
 afterAll(async () => {
   await gw?.close();
   await fleet?.close();
+  await upstream?.close();
 });
 
 // Every answer, refused or served, left no lease behind.
@@ -165,6 +172,16 @@ describe("POST /v1/responses", () => {
     expect(final).toMatchObject({ status: "incomplete", incomplete_details: { reason: "max_output_tokens" } });
     expect(final.output_text).toHaveLength(5 * 4);
     expect(upstreamRequests().last).toMatchObject({ path: "/v1/responses", body: { model: MODEL, stream: true } });
+  });
+});
+
+describe("an empty previous_response_id", () => {
+  it("is a 400 at the edge naming it: no backend is asked (each would answer that response '' is not stored, a 404 that reads as an endpoint none serves)", async () => {
+    const before = upstream.stats("response-not-found-unnamed").requests;
+    const err = await client.responses.create({ model: UNSTORED, input: "and then?", previous_response_id: "" }).catch((e: unknown) => e);
+    if (!(err instanceof OpenAI.APIError)) throw err;
+    expect([err.status, err.param, err.type, err.message]).toEqual([400, "previous_response_id", "invalid_request_error", "400 previous_response_id must have at least 1 character(s)"]);
+    expect(upstream.stats("response-not-found-unnamed").requests).toBe(before);
   });
 });
 

@@ -65,6 +65,7 @@ describe("responses request", () => {
       const r = ResponsesRequestSchema.safeParse({ model: "m", input, instructions: null, reasoning: { effort: "low" } });
       expect(r.success && r.data).toMatchObject({ input, reasoning: { effort: "low" } });
     }
+    for (const previous_response_id of ["resp_1", null]) expect(ResponsesRequestSchema.safeParse({ model: "m", input: "x", previous_response_id }).success).toBe(true);
   });
 
   it.each([
@@ -73,6 +74,9 @@ describe("responses request", () => {
     // A union (text or items) names only itself when neither option fits.
     [{ model: "m", input: [{ role: "user", content: 7 }] }, { param: "input", message: "input has an invalid type or shape" }],
     [{ model: "m", input: "x", instructions: 7 }, { param: "instructions", message: "instructions must be a string" }],
+    // No engine stores a response under "": each backend would answer it with a 404 naming no parameter.
+    [{ model: "m", input: "x", previous_response_id: "" }, { param: "previous_response_id", message: "previous_response_id must have at least 1 character(s)" }],
+    [{ model: "m", input: "x", previous_response_id: 7 }, { param: "previous_response_id", message: "previous_response_id must be a string" }],
     // Its type only: a -1 (llama.cpp's "no limit") is the server's to judge.
     [{ model: "m", input: "x", max_output_tokens: 1.5 }, { param: "max_output_tokens", message: "max_output_tokens must be an integer" }],
   ])("refuses %j", (body, expected) => {
