@@ -81,7 +81,7 @@ export class FleetRegistry extends DurableObject<RegistryEnv> implements FleetRe
       const had = this.fleet.group(n)?.objects;
       if (had !== undefined) objects[n] = had;
     }
-    return { rev: this.fleet.rev, groups: this.fleet.snapshot(), objects };
+    return { rev: this.fleet.rev, groups: this.fleet.snapshot(), objects, seed: this.fleet.seedHash };
   }
 
   records(): { rev: number; groups: GroupRecord[]; seed: SeedReport | null } {

@@ -2,13 +2,20 @@ import { buildPipeline, buildUsagePipeline } from "../src/hooks/index.ts";
 import type { HookPipeline } from "../src/hooks/types.ts";
 import { parseConfig, TOML_TABLE, type ResolvedConfig, type ResolvedGroup } from "../src/config/load.ts";
 import { reachProblems } from "../src/config/upstream-access.ts";
+import { seedHashOf } from "../src/fleet/registry.ts";
 import type { Env } from "./env.ts";
 import type { FleetView } from "./fleet.ts";
 
 /** The gateway's settings from KVGATE_CONFIG, with the fleet's groups (from the registry) in place of the config's seed. */
 export type LoadedConfig = ResolvedConfig;
 
-export type Loaded = { ok: true; config: ResolvedConfig } | { ok: false; error: string };
+export type Loaded = { ok: true; config: ResolvedConfig; seedLacks: SeedLacks | null } | { ok: false; error: string };
+
+/** What the config's modelGroups name that this Worker lacks (bindings, secrets), and the hash the registry takes them under. */
+export interface SeedLacks {
+  hash: string;
+  error: string;
+}
 
 let cached: { raw: string; result: Loaded } | null = null;
 
@@ -26,15 +33,33 @@ export function loadConfig(env: Env): Loaded {
   } else if (typeof raw !== "string" || raw.trim() === "") {
     result = { ok: false, error: "KVGATE_CONFIG is not set" };
   } else {
-    let parsed: Loaded = parseConfig(raw);
-    // Bindings and secrets the config's deployments name must be there now, not at their first request.
-    const unreachable = parsed.ok ? reachProblems(parsed.config.groups, env, parsed.config.gatewayKeys) : [];
-    if (unreachable.length > 0) parsed = { ok: false, error: `config: ${unreachable.join("; ")}` };
+    const parsed = parseConfig(raw);
     if (!parsed.ok) console.error(`kvgate: ${parsed.error}`);
-    result = parsed;
+    result = parsed.ok ? { ok: true, config: parsed.config, seedLacks: seedLacksOf(parsed.config, env) } : parsed;
   }
   cached = { raw, result };
   return result;
+}
+
+/** What the config's deployments need of this Worker and it lacks, found once per config; the gateway's error only while the fleet has not taken them (seedError). */
+function seedLacksOf(config: ResolvedConfig, env: Env): SeedLacks | null {
+  if (config.seed === null) return null;
+  const unreachable = reachProblems(config.groups, env, config.gatewayKeys);
+  if (unreachable.length === 0) return null;
+  console.error(`kvgate: config: ${unreachable.join("; ")}`);
+  return { hash: seedHashOf(config.seed.written), error: `config: ${unreachable.join("; ")}` };
+}
+
+/**
+ * The config error of modelGroups that need of this Worker what it lacks, while the fleet has not
+ * taken them: a deploy that brings them finds it at its first request, and the registry refuses
+ * them (seed_refused). Once the fleet took them, the fleet is the registry's: a secret a deploy
+ * takes away afterwards fails only the requests routed to a deployment that still names it
+ * (attempt.ts, misconfigured), and one the fleet no longer holds (moved or removed through the
+ * admin API) fails nothing.
+ */
+export function seedError(lacks: SeedLacks | null, fleet: FleetView): string | null {
+  return lacks !== null && fleet.seed !== lacks.hash ? lacks.error : null;
 }
 
 /** The settings with the fleet's groups. */

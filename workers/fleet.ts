@@ -11,6 +11,8 @@ export interface FleetView {
   byModel: Map<string, ResolvedGroup>;
   /** FleetSnapshot.objects: groups with routing objects beyond their shards, and how many they have had. */
   objects: ReadonlyMap<string, number>;
+  /** FleetSnapshot.seed: the config modelGroups the fleet took last, by hash. */
+  seed: string | null;
 }
 
 /**
@@ -38,7 +40,7 @@ export function cachedFleet(): FleetView | null {
 export async function loadFleet(env: Env): Promise<FleetView> {
   const snap: FleetSnapshot = await env.FLEET.getByName(REGISTRY_NAME).snapshot();
   fetchedAt = Date.now();
-  if (!current || snap.rev >= current.rev) current = { rev: snap.rev, groups: snap.groups, byModel: modelIndex(snap.groups), objects: new Map(Object.entries(snap.objects ?? {})) };
+  if (!current || snap.rev >= current.rev) current = { rev: snap.rev, groups: snap.groups, byModel: modelIndex(snap.groups), objects: new Map(Object.entries(snap.objects ?? {})), seed: snap.seed ?? null };
   return current;
 }
 

@@ -13,6 +13,8 @@ export interface FleetSnapshot {
    * they hand them to the group's own object (FleetRegistry.handedOver).
    */
   objects?: Record<string, number>;
+  /** The hash of the config's modelGroups the fleet took last (seedHashOf); null before any. */
+  seed?: string | null;
 }
 
 /** A command of the admin API, checked by the Worker against src/fleet/commands.ts before it is sent. */

@@ -3,9 +3,9 @@ import { withConfigCors } from "./admit.ts";
 import { errorAnswer } from "./error-answer.ts";
 import { requestIdOf } from "./request-id.ts";
 import type { ResolvedConfig } from "../../src/config/load.ts";
-import { loadConfig, withFleet } from "../config.ts";
+import { loadConfig, seedError, withFleet } from "../config.ts";
 import type { Env } from "../env.ts";
-import { cachedFleet, loadFleet, registryUnavailable, type FleetView } from "../fleet.ts";
+import { cachedFleet, loadFleet, recentFleet, registryUnavailable, type FleetView } from "../fleet.ts";
 import { buildApp } from "./app.ts";
 
 export { ModelGroup } from "../../durable-objects/model-group.ts";
@@ -20,20 +20,38 @@ export default {
     if (!loaded.ok) {
       return errorAnswer(new GatewayError(500, "server_error", `gateway misconfigured: ${loaded.error}`, "config_invalid"), requestIdOf(req));
     }
+    const { config, seedLacks } = loaded;
     const fleet = cachedFleet();
-    if (fleet) return serve(loaded.config, fleet, req, env, ctx);
+    if (fleet && (seedError(seedLacks, fleet) === null || !servesTheSeed(req))) return serve(config, fleet, req, env, ctx);
     // An isolate's first request reads the fleet from the registry; later ones use what it read.
-    return loadFleet(env).then(
-      (f) => serve(loaded.config, f, req, env, ctx),
-      (e: unknown) => {
-        // No app to answer yet: this answer says what the app's would (its request id, the config's CORS).
-        const res = errorAnswer(registryUnavailable(e), requestIdOf(req));
-        withConfigCors(res.headers, loaded.config.cors.allowedOrigins, req.headers.get("origin") ?? undefined);
-        return res;
+    // One that says the config's lacking modelGroups are not taken is read again (at most once a
+    // second): it may have been read before the registry started with this config.
+    return (fleet ? recentFleet(env, fleet.groups).then(() => cachedFleet() ?? fleet) : loadFleet(env)).then(
+      (f) => {
+        const error = servesTheSeed(req) ? seedError(seedLacks, f) : null;
+        if (error === null) return serve(config, f, req, env, ctx);
+        return beforeTheApp(new GatewayError(500, "server_error", `gateway misconfigured: ${error}`, "config_invalid"), req, config);
       },
+      (e: unknown) => beforeTheApp(registryUnavailable(e), req, config),
     );
   },
 } satisfies ExportedHandler<Env>;
+
+/**
+ * Whether the request is one the config's groups serve (the client API, /v1): the one a config
+ * whose modelGroups lack a binding or secret answers with its error while the fleet has not taken
+ * them. The admin API, /health and /metrics stay open, so the operator can see what became of them.
+ */
+function servesTheSeed(req: Request): boolean {
+  return new URL(req.url).pathname.startsWith("/v1/");
+}
+
+/** No app to answer yet: this answer says what the app's would (its request id, the config's CORS). */
+function beforeTheApp(error: GatewayError, req: Request, config: ResolvedConfig): Response {
+  const res = errorAnswer(error, requestIdOf(req));
+  withConfigCors(res.headers, config.cors.allowedOrigins, req.headers.get("origin") ?? undefined);
+  return res;
+}
 
 function serve(config: ResolvedConfig, fleet: FleetView, req: Request, env: Env, ctx: ExecutionContext): Response | Promise<Response> {
   if (!built || built.config !== config || built.fleet !== fleet) built = { config, fleet, app: buildApp(withFleet(config, fleet)) };

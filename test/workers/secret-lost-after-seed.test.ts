@@ -1,0 +1,85 @@
+import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
+import { env } from "cloudflare:workers";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import worker from "../../workers/gateway/index.ts";
+import type { Env } from "../../workers/env.ts";
+import { admin, ok } from "./admin.ts";
+
+/**
+ * A secret a config deployment names, taken away after the fleet took the config's modelGroups:
+ * the operator moved the fleet on through the admin API (here, removed one of the deployments
+ * that name it), then ran `wrangler secret delete`. The next Worker version starts with the same
+ * config and without the secret. What the fleet no longer holds must stop nothing, and what it
+ * still holds fails only the requests routed to it (README → Fleet registry), never the whole
+ * gateway. The new version's isolate is called with the env it would have and the config as its
+ * own text (another serialisation of the same modelGroups, so nothing this file's isolate loaded
+ * before stands in for it).
+ */
+
+const SECRET = "ACCESS_CLIENT_SECRET";
+const config = JSON.parse(env.KVGATE_CONFIG) as Record<string, unknown>;
+const withoutSecret = { ...env, [SECRET]: undefined, KVGATE_CONFIG: JSON.stringify(config, null, 1) } as unknown as Env;
+
+afterEach(() => {
+  vi.restoreAllMocks();
+});
+
+async function call(path: string, init: RequestInit = {}): Promise<Response> {
+  const ctx = createExecutionContext();
+  const res = await worker.fetch(new Request(`https://kvgate.test${path}`, init), withoutSecret, ctx);
+  await waitOnExecutionContext(ctx);
+  return res;
+}
+
+const chat = (model: string) =>
+  call("/v1/chat/completions", {
+    method: "POST",
+    headers: { authorization: `Bearer ${env.KVGATE_MASTER_KEY}`, "content-type": "application/json" },
+    body: JSON.stringify({ model, max_tokens: 4, messages: [{ role: "user", content: "still there?" }] }),
+  });
+
+describe("a secret deleted after the fleet took the config's deployments that name it", () => {
+  it("fails only requests routed to a deployment that still names it: other groups, /health and the admin API answer", async () => {
+    // With the secret still set: the operator removes one of the config's deployments naming it.
+    await ok(admin("/admin/v1/groups/vpc-realtime/deployments/gpu-private", { method: "DELETE" }));
+    const errors = vi.spyOn(console, "error").mockImplementation(() => undefined);
+
+    const healthy = await chat("routing");
+    expect(healthy.status, await healthy.clone().text()).toBe(200);
+    expect((await call("/health")).status).toBe(200);
+    const status = await call("/admin/v1/status", { headers: { authorization: `Bearer ${env.KVGATE_ADMIN_KEY}` } });
+    expect(status.status, await status.clone().text()).toBe(200);
+    expect(((await status.json()) as { groups: { name: string }[] }).groups.map((g) => g.name)).toContain("vpc");
+
+    // The deployment the fleet still holds: a 500 naming what it lacks, for its own requests only.
+    const lacking = await chat("vpc");
+    expect(lacking.status).toBe(500);
+    const { error } = (await lacking.json()) as { error: { code: string; message: string } };
+    expect(error.code).toBe("config_invalid");
+    expect(error.message).toContain(`names ${SECRET}, which is not set`);
+    expect(error.message).not.toContain("modelGroups[");
+    for (const text of [error.message, errors.mock.calls.flat().map(String).join("\n")]) expect(text).not.toContain(env.ACCESS_CLIENT_ID);
+  });
+});
+
+describe("a deploy whose modelGroups lack a secret, before the fleet took them", () => {
+  it("answers the client API with the config error, and leaves the admin API and /health open to see what became of them", async () => {
+    vi.spyOn(console, "error").mockImplementation(() => undefined);
+    // Other modelGroups than the fleet took: this deploy's seed, which the registry refuses without the secret.
+    const deploy = { ...config, modelGroups: [{ name: "new-vpc", deployments: [{ baseUrl: "https://gpu.example", model: "m", headersFromEnv: { "CF-Access-Client-Secret": SECRET } }] }] };
+    const deployed = { ...withoutSecret, KVGATE_CONFIG: JSON.stringify(deploy) } as Env;
+    const ask = async (path: string, key: string) => {
+      const ctx = createExecutionContext();
+      const res = await worker.fetch(new Request(`https://kvgate.test${path}`, { headers: { authorization: `Bearer ${key}`, origin: "https://app.example" } }), deployed, ctx);
+      await waitOnExecutionContext(ctx);
+      return res;
+    };
+    const models = await ask("/v1/models", env.KVGATE_MASTER_KEY);
+    expect(models.status).toBe(500);
+    expect(models.headers.get("access-control-allow-origin")).toBe("https://app.example");
+    const { error } = (await models.json()) as { error: { code: string; message: string } };
+    expect(error).toMatchObject({ code: "config_invalid", message: `gateway misconfigured: config: modelGroups[0].deployments[0].headersFromEnv.CF-Access-Client-Secret names ${SECRET}, which is not set (npx wrangler secret put ${SECRET} --env production)` });
+    expect((await ask("/health", "")).status).toBe(200);
+    expect((await ask("/admin/v1/status", env.KVGATE_ADMIN_KEY)).status).toBe(200);
+  });
+});
