@@ -123,6 +123,16 @@ export async function recentFleet(env: Env, held: readonly ResolvedGroup[]): Pro
   return (await reloadFleet(env)) ?? current ?? { groups: held, objects: new Map() };
 }
 
+/**
+ * The model names as recentFleet's read has them, for a look-up of one (GET /v1/models/{id}): one
+ * removed or moved since the isolate's snapshot is found as the list finds it, not as the snapshot
+ * had it. `held`: the app's, while the isolate has read no fleet.
+ */
+export async function recentModels(env: Env, held: Map<string, ResolvedGroup>): Promise<Map<string, ResolvedGroup>> {
+  await recentFleet(env, []);
+  return current?.byModel ?? held;
+}
+
 /** What a read of the whole fleet needs of it: its groups, and the routing objects of shards they gave up. */
 export type RecentFleet = { readonly groups: readonly ResolvedGroup[]; readonly objects: ReadonlyMap<string, number> };
 

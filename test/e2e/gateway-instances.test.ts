@@ -153,6 +153,17 @@ describe("an instance whose fleet is behind the registry's", () => {
     }, EVENTUALLY);
   });
 
+  it("no longer finds a model removed through another instance, as its model list no longer lists it", async () => {
+    const call = (method: string, path: string, body?: unknown) => adminCall(gw.urls[1] as string, adminKey, method, path, body);
+    expect((await call("POST", "/groups", { name: "gone", deployments: [sim(0, "gone-0")] })).status).toBe(201);
+    // Instance 0 learns the model (one it does not know sends it to the registry at most once a second).
+    const found = await vi.waitFor(() => client(0).models.retrieve("gone"), EVENTUALLY);
+    expect(found).toMatchObject({ id: "gone", root: "gone" });
+    // Through another instance the group goes; instance 0 is asked for nothing else (a list would read the fleet again).
+    expect((await call("DELETE", "/groups/gone")).status).toBe(200);
+    await vi.waitFor(() => expect(client(0).models.retrieve("gone")).rejects.toMatchObject({ status: 404, code: "model_not_found" }), EVENTUALLY);
+  });
+
   it("sends a deployment's new model name upstream from the first request after the change", async () => {
     const call = (method: string, path: string, body?: unknown) => adminCall(gw.urls[1] as string, adminKey, method, path, body);
     expect((await call("POST", "/groups", { name: "renamed", deployments: [sim(2, "kept")] })).status).toBe(201);

@@ -47,10 +47,12 @@ describe("a key limited to some models, naming one outside its list", () => {
     // The isolate reads its fleet and the key with a first request the key may make.
     const warm = await send(key, "/v1/models/routing");
     expect(warm.status).toBe(200);
-    // Once the isolate knows the fleet, a model the key may call costs no read, nor does the
-    // master key's request for any model it serves: only a refusal is looked up afresh.
-    const permitted = await send(key, "/v1/models/routing");
-    const master = await send(env.KVGATE_MASTER_KEY, "/v1/models/fallback-target");
+    // Once the isolate knows the fleet, a request for a model the key may call costs no read, nor
+    // does the master key's for any model it serves: only a refusal is looked up afresh. (A look-up
+    // of one model, GET /v1/models/{id}, reads the fleet as the list does, at most once a second,
+    // whatever it finds.)
+    const permitted = await send(key, "/v1/chat/completions", chat("routing"));
+    const master = await send(env.KVGATE_MASTER_KEY, "/v1/chat/completions", chat("fallback-target"));
     expect({ permitted, master }).toEqual({ permitted: { status: 200, code: undefined, reads: 0 }, master: { status: 200, code: undefined, reads: 0 } });
 
     const probes: [string, (model: string) => [string, RequestInit?]][] = [

@@ -7,6 +7,7 @@ import { admitCaller, keyCors, refusal } from "./admit.ts";
 import { errorAnswer } from "./error-answer.ts";
 import { requestLogger } from "./request-logger.ts";
 import { groupForCaller } from "./proxy.ts";
+import { recentModels } from "../fleet.ts";
 import type { Endpoint } from "./validate.ts";
 
 /** The endpoints vLLM and SGLang serve beside chat and completions, by the path a client calls. */
@@ -66,8 +67,10 @@ export function mountEndpoints(app: Hono<AppEnv>, config: LoadedConfig, proxy: (
   // Model ids may hold slashes (meta-llama/Llama-3.1-8B), sent as they are or as %2F.
   app.get("/v1/models/:id{.+}", async (c) => {
     const id = c.req.param("id");
-    // One added since this isolate read its fleet is looked up afresh (at most once a second), as a request's model is.
-    const { group } = await groupForCaller(c.env, c.get("caller"), id, config.byModel);
+    // Looked up in the fleet as the model list reads it (afresh at most once a second), so that the
+    // two agree on a model removed or moved since this isolate's snapshot; one added since is
+    // looked up afresh too, as a request's model is.
+    const { group } = await groupForCaller(c.env, c.get("caller"), id, await recentModels(c.env, config.byModel));
     return c.json(modelObject(id, group.name));
   });
 }
