@@ -175,6 +175,8 @@ export class FleetRegistry extends DurableObject<RegistryEnv> implements FleetRe
     for (const held of seeded.aliasesHeld) logEvent("seed_alias_held", "warn", { ...held });
     for (const kept of seeded.bindingsKept) logEvent("registration_bindings_kept", "warn", { ...kept });
     this.persist();
+    // What a deploy changed in the fleet is told as a command's change is: an audit that follows registry events sees it.
+    logRegistry("seed", this.fleet.rev, seeded);
     this.report({ state: "taken", rev: this.fleet.rev, aliasesHeld: seeded.aliasesHeld });
     // As for a command: Workers bring a changed group along on its next request, but nothing else
     // retires a group the config dropped or a shard it gave up, nor updates a group nobody calls.

@@ -294,7 +294,7 @@ describe("the config's sampling rate and level", () => {
       expect([ok.res.status, bad.res.status]).toEqual([200, 401]);
       // An event written after both answers: by then their lines would have been written.
       expect((await admin(g, "POST", "/groups", { name: "barrier", deployments: [sim(1)] })).status).toBe(201);
-      await vi.waitFor(() => expect(events(g, "registry").length).toBeGreaterThan(0), EVENTUALLY);
+      await vi.waitFor(() => expect(events(g, "registry")).toContainEqual(expect.objectContaining({ op: "add-group", changed: ["barrier"] })), EVENTUALLY);
       expect(lines(g, "request")).toEqual([]);
     } finally {
       await g.close();

@@ -151,6 +151,18 @@ describe("a deploy whose config changes the fleet tells the routing objects", ()
     await res.text();
   };
 
+  it("writes the registry event a command writes, naming the groups it changed and the ones it removed", async () => {
+    const modelGroups = groups.flatMap((g) => (g.name === "one-slot" ? [] : [g.name === "placed" ? { ...g, hotThreshold: 7 } : g]));
+    // The registry has taken the pool's config already (its first start, a seed of its own).
+    await registry().records();
+    const logged = vi.spyOn(console, "log");
+    const deployed = await runInDurableObject(registry(), (_o, state) => new FleetRegistry(state, { ...env, KVGATE_CONFIG: JSON.stringify({ ...config, modelGroups }) }).records());
+    // The registry as that deploy left it; the pool's config seeds it back at its next start.
+    await evictDurableObject(registry());
+
+    expect(events(logged).filter((e) => e.event === "registry")).toEqual([expect.objectContaining({ level: "info", op: "seed", rev: deployed.rev, changed: ["placed"], removed: ["one-slot"] })]);
+  });
+
   it("a group it drops: its object is retired, as by an admin DELETE, and routes (and probes) nothing", async () => {
     // Its object knows the group: a request went through it.
     await served("one-slot", "known?");
