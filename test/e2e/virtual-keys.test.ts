@@ -3,6 +3,7 @@ import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { startFleet, type Fleet } from "../../bench/fleet/index.ts";
 import { startHostileUpstream, type HostileUpstream } from "../support/hostile-upstream.ts";
+import { rawPost } from "./client.ts";
 import { EVENTUALLY, startTestGateway, type TestGateway } from "./gateway.ts";
 
 /**
@@ -69,6 +70,9 @@ beforeAll(async () => {
         },
         { name: "keys-slow", deployments: [sim(slow, 0), sim(slow, 1)] },
         { name: "keys-other", deployments: [sim(slow, 0)] },
+        // Whole answers whose body stalls after their headers: one that says its length (held whole), and a chunked one before its first byte.
+        { name: "keys-stalled-whole", deployments: [{ id: "stalled-whole", baseUrl: `${upstream.url}/stalled-body`, model: "sim-7b" }] },
+        { name: "keys-stalled-headers", deployments: [{ id: "stalled-headers", baseUrl: `${upstream.url}/stalled-body:headers`, model: "sim-7b" }] },
         // A server that answers 503 every time, then the slow fleet's group.
         {
           name: "keys-fallback",
@@ -302,6 +306,29 @@ describe("usage", () => {
       // The prompt's 400 characters, and the few of the body's other strings (model, role).
       expect(u.prompt_tokens).toBeGreaterThanOrEqual(100);
       expect(u.prompt_tokens).toBeLessThan(110);
+    }
+  });
+
+  it("charges a whole answer its client left while the gateway read its body the prompt's estimate, as a relayed one: held whole, or chunked before its first byte", async () => {
+    for (const model of ["keys-stalled-whole", "keys-stalled-headers"]) {
+      const { id, key } = await createKey({});
+      const requests = upstream.stats("stalled-body").requests;
+      const c = await rawPost(gw.url, "/v1/chat/completions", { model, max_tokens: 8, messages: [{ role: "user", content: "x".repeat(400) }] }, { authorization: `Bearer ${key}` });
+      // The upstream has the request, and has sent its headers (and half its body, or none): the generation is done.
+      await vi.waitFor(() => expect(upstream.stats("stalled-body").requests).toBe(requests + 1), EVENTUALLY);
+      await new Promise((r) => setTimeout(r, 300));
+      // Left by a reset, which the runtime hears at once (a FIN it would hear only when the answer is written: disconnects.test.ts).
+      c.reset();
+      await vi.waitFor(() => expect(upstream.stats("stalled-body").open).toBe(0), EVENTUALLY);
+      await vi.waitFor(async () => expect(await gw.inFlight(model)).toBe(0), EVENTUALLY);
+      await vi.waitFor(async () => expect({ model, requests: (await usage(id)).requests }).toEqual({ model, requests: 1 }), EVENTUALLY);
+      const u = await usage(id);
+      // The prompt's 400 characters at 4 a token, and the few of the body's other strings (model, role); no completion came.
+      expect(u.prompt_tokens).toBeGreaterThanOrEqual(100);
+      expect(u.prompt_tokens).toBeLessThan(110);
+      expect(u.completion_tokens).toBe(0);
+      const metrics = await (await fetch(`${gw.url}/metrics`, { headers: { authorization: `Bearer ${adminKey}` } })).text();
+      expect(metrics).toContain(`\nkvgate_key_estimated_requests_total{group="${model}",key="${id}"} 1\n`);
     }
   });
 

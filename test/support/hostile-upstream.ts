@@ -698,10 +698,15 @@ const BEHAVIOURS: Record<string, Answer> = {
     res.writeHead(200, stream || arg === "chunked" ? { "content-type": stream ? "text/event-stream" : "application/json" } : { "content-type": "application/json", "content-length": "0" });
     res.end();
   },
-  /** A non-streamed answer that says its length (or, with `arg` "chunked", does not), half of it written, then nothing, with the connection held open. */
+  /**
+   * A non-streamed answer that says its length (or, with `arg` "chunked", does not), half of it
+   * written, then nothing, with the connection held open; with `arg` "headers", chunked, its
+   * headers alone.
+   */
   "stalled-body": (_req, res, body, arg) => {
     const text = completion(requestOf(body).model);
-    res.writeHead(200, { "content-type": "application/json", ...(arg === "chunked" ? {} : { "content-length": Buffer.byteLength(text) }) });
+    res.writeHead(200, { "content-type": "application/json", ...(arg === "chunked" || arg === "headers" ? {} : { "content-length": Buffer.byteLength(text) }) });
+    if (arg === "headers") return void res.flushHeaders();
     res.write(text.slice(0, Math.floor(text.length / 2)));
   },
   "cut-body": (_req, res, body) => {

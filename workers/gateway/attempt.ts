@@ -203,12 +203,15 @@ async function attemptHeld(a: AttemptInput, key: KeyRecord | null, lease: HeldLe
   const firstByteTimeout = (what: string): Response => gatewayTimeout(`${seenAs()} sent ${what} within ${group.firstByteTimeoutMs} ms`).toResponse();
   /**
    * The client left (thrown), or the gateway's own limits cut the attempt: what they cut short is
-   * no verdict on the backend. null: the upstream itself failed.
+   * no verdict on the backend. null: the upstream itself failed. `began`: a whole answer's headers
+   * came (its generation is done), so a client that left while its body was read is charged the
+   * estimate a relayed one is (the prompt's: no usage came).
    */
-  const cutShort = (): AttemptResult | null => {
+  const cutShort = (began = false): AttemptResult | null => {
     if (p.req.signal.aborted) {
       detach();
-      lease.settle("client-abort");
+      const estimate = estimateFor("left", began, undefined, 0);
+      lease.settle("client-abort", estimate ? { estimate } : undefined);
       throw clientGone();
     }
     if (deadline.expired) return failed(gatewayTimeout(`the request exceeded its total timeout of ${deadline.totalMs} ms`).toResponse(), "client-abort", "timeout", null, null, false);
@@ -268,7 +271,7 @@ async function attemptHeld(a: AttemptInput, key: KeyRecord | null, lease: HeldLe
       const responses = stream && p.endpoint === "responses" && EVENT_STREAM.test(up.headers.get("content-type") ?? "text/event-stream");
       first = await readFirstBytes(up.body as ReadableStream<Uint8Array>, () => performance.now(), stream, responses);
     } catch {
-      const cut = cutShort();
+      const cut = cutShort(!stream);
       if (cut) return cut;
       if (timedOut === "first-byte") return { ...failed(firstByteTimeout("its headers but no token"), "upstream-error", "timeout", "timeout", null), end: SILENT };
       return failed(badGateway(`${seenAs()} broke off its answer`).toResponse(), "upstream-error", "connect", "broken-off", null);
@@ -312,7 +315,7 @@ async function attemptHeld(a: AttemptInput, key: KeyRecord | null, lease: HeldLe
     try {
       whole = await up.arrayBuffer();
     } catch {
-      return cutShort() ?? failed(badGateway(`${seenAs()} broke off its answer`).toResponse(), "upstream-error", "connect", "broken-off", null);
+      return cutShort(true) ?? failed(badGateway(`${seenAs()} broke off its answer`).toResponse(), "upstream-error", "connect", "broken-off", null);
     }
     // Made before the lease settles: an answer the gateway could not make is not served.
     const response = new Response(whole, { status: 200, headers: out });
