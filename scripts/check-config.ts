@@ -7,7 +7,7 @@
  *   npm run check-config                                the dev config in wrangler.toml
  * Exits 1 when the config has a problem or cannot be read.
  */
-import { checkConfig, envNames, namedConfig, okLine, problemLines, UsageError, type ConfigSource } from "./config-check.ts";
+import { checkConfig, envNames, namedConfig, okLine, problemLines, unpricedLine, UsageError, type ConfigSource } from "./config-check.ts";
 
 /** The dev config as `npm start` reads it (wrangler's parser takes a second to load: only when asked). */
 async function devConfig(): Promise<ConfigSource> {
@@ -37,6 +37,8 @@ try {
   const { secrets, bindings } = envNames(checked.config);
   console.log(`  secrets it reads: ${secrets.join(", ")}`);
   if (bindings.length > 0) console.log(`  bindings it fetches through: ${bindings.join(", ")}`);
+  const unpriced = unpricedLine(checked.config);
+  if (unpriced) console.log(unpriced);
 } catch (e) {
   if (!(e instanceof UsageError)) throw e;
   console.error(`check-config: ${e.message}`);

@@ -85,6 +85,16 @@ export function envNames(config: ResolvedConfig): { secrets: string[]; bindings:
   return { secrets: [...secrets], bindings: [...bindings] };
 }
 
+/**
+ * The line that names the groups without `pricing`, where a virtual key whose only budget is in
+ * dollars is refused (src/tenants/route-tenant.ts countsSpendIn); null when every group has one.
+ */
+export function unpricedLine(config: ResolvedConfig): string | null {
+  const unpriced = config.groups.filter((g) => g.pricing === undefined).map((g) => g.name);
+  if (unpriced.length === 0) return null;
+  return `  without pricing (a virtual key whose only budget is budget_usd is refused there, and passes over them as fallbacks): ${unpriced.join(", ")}`;
+}
+
 /** The line that says a config is good, and what it holds. */
 export function okLine(checked: Extract<Checked, { ok: true }>): string {
   const groups = checked.config.groups.map((g) => `${g.name} (${g.strategy}, ${g.deployments.length} deployment(s))`);

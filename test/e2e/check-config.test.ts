@@ -162,6 +162,17 @@ describe("npm run check-config", () => {
     expect(r.stdout).toMatch(/: ok — a \(prefix-aware, 1 deployment\(s\)\)\n/);
   });
 
+  it("names the groups without pricing, where a virtual key whose only budget is in dollars is refused, and says nothing of them when every group has one", async () => {
+    const group = (name: string, priced: boolean) => ({ name, deployments: [{ baseUrl: "https://gpu.example", model: name }], ...(priced ? { pricing: { promptUsdPerMillion: 1, completionUsdPerMillion: 2 } } : {}) });
+    const some = await check([await file("unpriced.json", JSON.stringify({ modelGroups: [group("a", true), group("b", false), group("c", false)] }))]);
+    expect(some.code, some.stderr).toBe(0);
+    expect(some.stderr).toBe("");
+    expect(some.stdout).toContain("\n  without pricing (a virtual key whose only budget is budget_usd is refused there, and passes over them as fallbacks): b, c\n");
+    const all = await check([await file("priced.json", JSON.stringify({ modelGroups: [group("a", true)] }))]);
+    expect(all.code, all.stderr).toBe(0);
+    expect(all.stdout).not.toContain("without pricing");
+  });
+
   it("finds a file named relative to the folder npm run was typed in, though npm runs the script at the package's root", async () => {
     await file("here.jsonc", '{ "modelGroups": [{ "name": "here", "deployments": [{ "baseUrl": "https://gpu.example", "model": "m" }] }] }');
     // npm sets INIT_CWD to the folder the command was typed in.

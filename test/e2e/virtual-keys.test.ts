@@ -21,6 +21,8 @@ const adminKey = `sk-admin-${randomBytes(16).toString("hex")}`;
 const issued: string[] = [];
 
 const sim = (f: Fleet, i: number) => ({ id: `sim-${i}`, baseUrl: f.urls[i] as string, model: "sim-7b" });
+/** A dollar a million tokens, in and out. */
+const PRICING = { promptUsdPerMillion: 1, completionUsdPerMillion: 1 };
 
 beforeAll(async () => {
   upstream = await startHostileUpstream();
@@ -70,6 +72,16 @@ beforeAll(async () => {
         },
         { name: "keys-slow", deployments: [sim(slow, 0), sim(slow, 1)] },
         { name: "keys-other", deployments: [sim(slow, 0)] },
+        // Priced: a key's dollars are counted here.
+        { name: "keys-priced", pricing: PRICING, deployments: [sim(fleet, 2)] },
+        // Priced, with a server that answers 503 every time, then an unpriced fallback group, then a priced one.
+        {
+          name: "keys-priced-fallback",
+          pricing: PRICING,
+          fallbacks: ["keys-other", "keys-priced"],
+          breaker: { consecutiveFailures: 1000, minRequests: 1000 },
+          deployments: [{ id: "down", baseUrl: `${upstream.url}/status:503`, model: "sim-7b" }],
+        },
         // Whole answers whose body stalls after their headers: one that says its length (held whole), and a chunked one before its first byte.
         { name: "keys-stalled-whole", deployments: [{ id: "stalled-whole", baseUrl: `${upstream.url}/stalled-body`, model: "sim-7b" }] },
         { name: "keys-stalled-headers", deployments: [{ id: "stalled-headers", baseUrl: `${upstream.url}/stalled-body:headers`, model: "sim-7b" }] },
@@ -622,6 +634,35 @@ describe("limits", () => {
     expect(u.completion_tokens).toBeGreaterThanOrEqual(left * take);
     expect(u.completion_tokens).toBeLessThan(left * (take + 40));
     expect(u.prompt_tokens).toBeGreaterThan(0);
+  });
+
+  it("refuses a key whose only budget is in dollars on a model with no pricing (a 403 model_not_priced, not a budget that never fills), and passes over such a fallback group", async () => {
+    const { key } = await createKey({ budget_usd: 0.000001 });
+    const client = new OpenAI({ apiKey: key, baseURL: `${gw.url}/v1`, maxRetries: 0 });
+    const ask = (model: string) => client.chat.completions.create({ model, max_tokens: 8, messages: [{ role: "user", content: `hello ${randomBytes(4).toString("hex")}` }] });
+    // Its tokens would cost nothing there: every request would be served, however many.
+    for (let n = 0; n < 3; n++) {
+      const e = await ask("keys").then(() => null, (x: unknown) => x);
+      expect(e, `request ${n + 1}`).toBeInstanceOf(OpenAI.PermissionDeniedError);
+      expect(e).toMatchObject({ status: 403, code: "model_not_priced" });
+      expect((e as Error).message).toMatch(/model "keys" has no pricing/);
+    }
+    // A priced model counts its dollars: the millionth of a dollar is spent by the first answer.
+    let quota: unknown = null;
+    for (let n = 0; n < 5 && !quota; n++) await ask("keys-priced").catch((x: unknown) => (quota = x));
+    expect(quota).toBeInstanceOf(OpenAI.RateLimitError);
+    expect(quota).toMatchObject({ status: 429, code: "insufficient_quota" });
+    // A fallback group with no pricing is passed over, as one the key may not call: the next, priced, serves.
+    const rich = await createKey({ budget_usd: 5 });
+    const res = await post(rich.key, "keys-priced-fallback");
+    expect(res.status, await res.clone().text()).toBe(200);
+    expect(res.headers.get("x-kvgate-group")).toBe("keys-priced");
+    await res.text();
+    // A token budget is counted anywhere: a key with one (and dollars beside it) is served there as before.
+    const tokens = await createKey({ budget_tokens: 10_000, budget_usd: 0.000001 });
+    const served = await post(tokens.key, "keys");
+    expect(served.status).toBe(200);
+    await served.text();
   });
 
   it("a limit that lifts within the SDK's wait is left to its retries", async () => {

@@ -3,7 +3,7 @@ import { clipName, NAME_MAX } from "../../src/config/schema.ts";
 import { canonicalJson } from "../../src/config/version.ts";
 import type { LimitRefusal, RouteRefusal, RouteTenant } from "../../src/routing/protocol.ts";
 import { clientGone, GatewayError, notFound, overLimit, SHOULD_RETRY, unavailable } from "../../src/openai/errors.ts";
-import { allowsGroup, allowsModel, routeTenant } from "../../src/tenants/route-tenant.ts";
+import { allowsGroup, allowsModel, countsSpendIn, routeTenant, unpricedModel } from "../../src/tenants/route-tenant.ts";
 import { nextStep } from "../../src/upstream/retry.ts";
 import { logEvent } from "../../src/logging/event-log.ts";
 import type { RequestLog } from "../../src/logging/request-log.ts";
@@ -180,12 +180,14 @@ export class FailoverEvent {
 
 /**
  * What the routing object checks for the request's virtual key (null for the master key), after
- * the key's own rule: a key limited to some models gets a 404 for any other.
+ * the key's own rules: a key limited to some models gets a 404 for any other, and one whose only
+ * budget is in dollars a 403 for a model whose group has no pricing to count them by.
  */
 export function tenantFor(caller: Caller, model: string, group: ResolvedGroup): RouteTenant | undefined {
   if (caller.kind === "master") return undefined;
   // Answered as a model that does not exist (as OpenAI does): a key learns nothing of the models outside its list.
   if (!mayCall(caller, model, group)) throw unknownModel(model);
+  if (!countsSpendIn(caller.key.record, group)) throw unpricedModel(caller.key.record, model);
   return routeTenant(caller.key, false);
 }
 
