@@ -171,6 +171,21 @@ async function longStream(key: string, content: string, includeUsage: boolean): 
   return { events, usage };
 }
 
+/**
+ * The key made one request, in `group`, charged an estimate: a prompt of 400 characters at 4 a
+ * token (and the few of the body's other strings: model, role), and `completion` tokens.
+ */
+async function expectOneEstimate(id: string, group: string, completion: number): Promise<void> {
+  await vi.waitFor(async () => expect({ group, requests: (await usage(id)).requests }).toEqual({ group, requests: 1 }), EVENTUALLY);
+  const u = await usage(id);
+  expect(u.completion_tokens).toBe(completion);
+  expect(u.prompt_tokens).toBeGreaterThanOrEqual(100);
+  expect(u.prompt_tokens).toBeLessThan(110);
+  const metrics = await (await fetch(`${gw.url}/metrics`, { headers: { authorization: `Bearer ${adminKey}` } })).text();
+  // The sample a whole line: "} 1" alone would match "} 10" too.
+  expect(metrics).toContain(`\nkvgate_key_estimated_requests_total{group="${group}",key="${id}"} 1\n`);
+}
+
 async function errorOf(res: Response): Promise<{ code: string; type: string; message: string }> {
   return ((await res.json()) as { error: { code: string; type: string; message: string } }).error;
 }
@@ -285,15 +300,7 @@ describe("usage", () => {
     const text = await res.text();
     // Two tokens and [DONE]: three events.
     expect(text.match(/\n\n/g)).toHaveLength(3);
-    await vi.waitFor(async () => expect((await usage(id)).requests).toBe(1), EVENTUALLY);
-    const u = await usage(id);
-    expect(u.completion_tokens).toBe(3);
-    // The prompt's 400 characters at 4 a token, and the few of the body's other strings (model, role).
-    expect(u.prompt_tokens).toBeGreaterThanOrEqual(100);
-    expect(u.prompt_tokens).toBeLessThan(110);
-    const metrics = await (await fetch(`${gw.url}/metrics`, { headers: { authorization: `Bearer ${adminKey}` } })).text();
-    // The sample a whole line: "} 1" alone would match "} 10" too.
-    expect(metrics).toContain(`\nkvgate_key_estimated_requests_total{group="keys-no-stream-usage",key="${id}"} 1\n`);
+    await expectOneEstimate(id, "keys-no-stream-usage", 3);
   });
 
   it("charges a whole answer that reported no usage its generated text at the prompt's characters per token, as the completion", async () => {
@@ -333,14 +340,8 @@ describe("usage", () => {
       c.reset();
       await vi.waitFor(() => expect(upstream.stats("stalled-body").open).toBe(0), EVENTUALLY);
       await vi.waitFor(async () => expect(await gw.inFlight(model)).toBe(0), EVENTUALLY);
-      await vi.waitFor(async () => expect({ model, requests: (await usage(id)).requests }).toEqual({ model, requests: 1 }), EVENTUALLY);
-      const u = await usage(id);
-      // The prompt's 400 characters at 4 a token, and the few of the body's other strings (model, role); no completion came.
-      expect(u.prompt_tokens).toBeGreaterThanOrEqual(100);
-      expect(u.prompt_tokens).toBeLessThan(110);
-      expect(u.completion_tokens).toBe(0);
-      const metrics = await (await fetch(`${gw.url}/metrics`, { headers: { authorization: `Bearer ${adminKey}` } })).text();
-      expect(metrics).toContain(`\nkvgate_key_estimated_requests_total{group="${model}",key="${id}"} 1\n`);
+      // No completion came.
+      await expectOneEstimate(id, model, 0);
     }
   });
 
