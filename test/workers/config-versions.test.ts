@@ -5,7 +5,7 @@ import { parseConfig, type ResolvedGroup } from "../../src/config/load.ts";
 import type { ModelGroupConfig } from "../../src/config/schema.ts";
 import type { LimitRefusal, RouteDecision, RouteRefusal } from "../../src/routing/protocol.ts";
 import { UPSTREAM_MODEL } from "../support/test-config.ts";
-import { holdLease, route } from "../../workers/gateway/route-client.ts";
+import { holdLease, route, type GroupRefusal } from "../../workers/gateway/route-client.ts";
 import { EVENTUALLY, expectIdle, firstRouteCall, groupConfig, routeCall, status } from "./gateway.ts";
 
 /**
@@ -25,7 +25,7 @@ function redeployed(of: ResolvedGroup, deployments: ReturnType<typeof sim>[]): R
   return parsed.config.groups[0] as ResolvedGroup;
 }
 
-function decided<D extends RouteDecision>(d: D | RouteRefusal | LimitRefusal): D {
+function decided<D extends RouteDecision>(d: D | GroupRefusal | LimitRefusal): D {
   if ("refused" in d) throw new Error(`refused: ${d.refused}`);
   return d;
 }

@@ -61,8 +61,9 @@ export class HeldFailure {
   private metRefused = false;
   private metOther = false;
   /**
-   * The refusals of groups with a backend the request could not try for its in-flight limit, the
-   * first of each group, in the order met: one group's 403s, agreed, say nothing of another's.
+   * The refusals of groups with a backend the request could not try for its in-flight limit, or
+   * in a shard whose object could not be asked, the first of each group, in the order met: one
+   * group's 403s, agreed, say nothing of another's.
    */
   private readonly untried: { refusal: RouteRefusal["refused"]; group: string }[] = [];
 
@@ -140,16 +141,22 @@ export class HeldFailure {
    * 403 is the request's. Charged, a prompt a firewall refuses would open the last breaker the
    * group has (an SDK's retries each charge it), and a wrong Access token on that backend leaves the
    * group unable to serve either way.
+   *
+   * `unreached`: a shard of the group holding a backend not tried could not be asked (route-client.ts
+   * GroupRefusal). Its backends are not resting, only unknown: the refusal is one with backends not
+   * tried, whatever it is — taken for the group's, a lone 403 became the request's (not retried,
+   * its backend uncharged) and a lone 404 "not served", for as long as a routing object was out.
    */
-  refused(refusal: RouteRefusal["refused"], group: ResolvedGroup, tried: readonly string[]): void {
-    if (refusal === "no-backend") {
+  refused(refusal: RouteRefusal["refused"], group: ResolvedGroup, tried: readonly string[], unreached = false): void {
+    if (refusal === "no-backend" && !unreached) {
       if (group.name === this.group && this.lastRefused && this.refusedHere === 1 && tried.length === 1) {
         this.activeHere = 1;
         this.requestRefusedIn.add(group.name);
       }
       return;
     }
-    if (this.untried.some((u) => u.group === group.name) || !group.deployments.some((d) => d.state === "active" && !tried.includes(d.id))) return;
+    if (this.untried.some((u) => u.group === group.name)) return;
+    if (!unreached && !group.deployments.some((d) => d.state === "active" && !tried.includes(d.id))) return;
     this.untried.push({ refusal, group: group.name });
   }
 

@@ -78,7 +78,7 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
         const refusedBy = group;
         const step = await path.afterRefusal(env, decision);
         // Refused by an object that knows the group newer, the group as it is now is tried again.
-        if (step !== "again") held.refused(decision.refused, refusedBy, exclude);
+        if (step !== "again") held.refused(decision.refused, refusedBy, exclude, decision.unreached);
         ({ group, primary } = path);
         if (step !== null) {
           prompt = promptFor(group);

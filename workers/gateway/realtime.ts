@@ -122,7 +122,7 @@ async function handshakeInTurn(p: RealtimeInput, s: Session, held: HeldFailure):
         const refusedBy = group;
         const step = await path.afterRefusal(p.env, decision);
         // Refused by an object that knows the group newer, the group as it is now is tried again.
-        if (step !== "again") held.refused(decision.refused, refusedBy, exclude);
+        if (step !== "again") held.refused(decision.refused, refusedBy, exclude, decision.unreached);
         ({ group, primary } = path);
         if (step === "again" && group.name === refusedBy.name) continue;
         // Another group (a fallback, or the model's as the registry now has it): its own exclusions, and its own object's admission of the key.

@@ -120,6 +120,13 @@ function armFlush(object: string, env: Env, ctx: WaitUntil, delayMs: number, fai
 export type Routed = RouteDecision & { object: string; recordsUsage?: false };
 
 /**
+ * A group's refusal, `unreached` when it is not the whole group's: a shard's object that holds a
+ * backend this request did not try could not be asked (overloaded, being reset), so the others'
+ * "no backend" says nothing of that backend (HeldFailure.refused).
+ */
+export type GroupRefusal = RouteRefusal & { unreached?: true };
+
+/**
  * Picks a backend of `group` for the prompt (its hash chain, and its size past the chain) and takes its slot, carrying the
  * isolate's finished and held leases along. `exclude`: ids of backends this request already
  * failed on. The object routes with this isolate's version of the group; one that does not know
@@ -129,10 +136,12 @@ export type Routed = RouteDecision & { object: string; recordsUsage?: false };
  * prompt keys them to (ShardChoice), the next when one has no backend to give, cannot be reached,
  * or passes the prompt on as the next would serve it sooner or its backends all rest after a 429
  * (asked again last, then without those limits); routing is unavailable only when none could be.
+ * A refusal while a shard holding a backend not tried (not in `exclude`) could not be asked is
+ * marked `unreached`: the others' refusal is not the group's.
  * `heldOn`: the object whose backend failed the request server-side, its verdict held (HeldFailure):
  * asked last, so the attempt that tells whether the failure follows the request is another shard's.
  */
-export async function route(env: Env, ctx: WaitUntil, group: ResolvedGroup, prompt: Prompt, exclude: readonly string[], model: string, tenant?: RouteTenant, failover = false, heldOn?: string): Promise<Routed | RouteRefusal | LimitRefusal> {
+export async function route(env: Env, ctx: WaitUntil, group: ResolvedGroup, prompt: Prompt, exclude: readonly string[], model: string, tenant?: RouteTenant, failover = false, heldOn?: string): Promise<Routed | GroupRefusal | LimitRefusal> {
   if (!(group.shards > 1)) return routeOn(env, ctx, group, group.name, group, prompt, exclude, model, tenant, failover);
   const plan = shardChoice.order(group, prompt.chain, Date.now(), prompt.blocks);
   if (heldOn !== undefined) shardChoice.askLast(plan, heldOn);
@@ -141,6 +150,8 @@ export async function route(env: Env, ctx: WaitUntil, group: ResolvedGroup, prom
   let limited: LimitRefusal | undefined;
   let spilled = false;
   let failed: unknown = null;
+  // A shard not asked holds a backend the request did not try.
+  let unreached = false;
   // Shards asked again (pushed after a `spill`) are asked without the limits that let them pass a prompt on.
   const firstAsks = order.length;
   for (let k = 0; k < order.length; k++) {
@@ -155,6 +166,7 @@ export async function route(env: Env, ctx: WaitUntil, group: ResolvedGroup, prom
       // An object that cannot answer (overloaded, or being reset) is a shard with nothing to give: the next may.
       shardChoice.ended(object);
       failed = e;
+      if (!unreached) unreached = (shards.views[s] as ResolvedGroup).deployments.some((d) => d.state === "active" && !exclude.includes(d.id));
       continue;
     }
     if (!("refused" in answer)) {
@@ -181,7 +193,7 @@ export async function route(env: Env, ctx: WaitUntil, group: ResolvedGroup, prom
   // No shard could take it: the key's limit, where one was met, is what the client can act on. One
   // met where the prompt was passed on to was not counted there: the key's metrics miss this rare 429.
   if (limited) return limited;
-  if (refusal) return refusal;
+  if (refusal) return unreached ? { ...refusal, unreached: true } : refusal;
   if (failed) throw failed;
   return { refused: "no-backend", rev: group.rev };
 }
