@@ -1,13 +1,9 @@
 import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, inject, it, vi } from "vitest";
-import { parseConfig, type ResolvedGroup } from "../../src/config/load.ts";
-import type { BackendSnapshot, LeaseOutcome } from "../../src/routing/protocol.ts";
+import type { BackendSnapshot } from "../../src/routing/protocol.ts";
 import { partition, shardObjectName } from "../../src/sharding/partition.ts";
-import type { Failure } from "../../src/upstream/retry.ts";
-import { HeldFailure } from "../../workers/gateway/held-failure.ts";
 import worker from "../../workers/gateway/index.ts";
-import type { HeldLease } from "../../workers/gateway/route-client.ts";
 import type { Env } from "../../workers/env.ts";
 import { UPSTREAM_MODEL } from "../support/test-config.ts";
 import { VPC_HOST } from "../support/vpc-stand-in.ts";
@@ -76,10 +72,11 @@ function handshake(model: string): Request {
   });
 }
 
-/** The answer's status and its x-should-retry. */
-async function answerOf(res: Response): Promise<[number, string | null]> {
-  await res.text();
-  return [res.status, res.headers.get(SHOULD_RETRY)];
+/** The answer's status, its x-should-retry and its error code. */
+async function answerOf(res: Response): Promise<[number, string | null, string | undefined]> {
+  const text = await res.text();
+  const code = text.startsWith("{") ? (JSON.parse(text) as { error?: { code?: string } }).error?.code : undefined;
+  return [res.status, res.headers.get(SHOULD_RETRY), code];
 }
 const SHOULD_RETRY = "x-should-retry";
 
@@ -95,80 +92,41 @@ async function settled(group: string, id: string): Promise<BackendSnapshot> {
   return row as BackendSnapshot;
 }
 
-/** A 503 a client tries again: what a group of one routing object answers unreachable. */
-const TRY_AGAIN: [number, string | null] = [503, null];
+/** A 503 routing_unavailable a client tries again: what a group of one routing object answers unreachable. */
+const ROUTING_UNAVAILABLE: [number, string | null, string] = [503, null, "routing_unavailable"];
 
 describe("a sharded group whose healthy server's shard object cannot be reached", () => {
-  it("answers a lone server's proxy 403 with a 503 to try again, and charges that server with its 403", async () => {
-    const unreached = await shardedPair("unreached-refused", tokenMissing);
-    expect(await answerOf(await call(chatRequest("unreached-refused"), unreached))).toEqual(TRY_AGAIN);
-    // Its Access token missing is its own: charged, as when the other server serves the request.
-    const row = await settled("unreached-refused", tokenMissing.id);
-    expect([row.failed, row.rejected]).toEqual([1, 0]);
-  });
+  for (const [what, ask, tag] of [
+    ["a request", chatRequest, ""],
+    ["a realtime handshake", handshake, "-rt"],
+  ] as const) {
+    it(`answers ${what} a lone server's proxy refused (403) with a 503 to try again, and charges that server with its 403`, async () => {
+      const group = `unreached-refused${tag}`;
+      const unreached = await shardedPair(group, tokenMissing);
+      expect(await answerOf(await call(ask(group), unreached))).toEqual(ROUTING_UNAVAILABLE);
+      // Its Access token missing is its own: charged, as when the other server serves the request.
+      const row = await settled(group, tokenMissing.id);
+      expect([row.failed, row.rejected]).toEqual([1, 0]);
+    });
 
-  it("answers a lone server's 404 for the endpoint with a 503 to try again, not 404 endpoint_not_served", async () => {
-    const unreached = await shardedPair("unreached-unserved", lacking);
-    expect(await answerOf(await call(chatRequest("unreached-unserved"), unreached))).toEqual(TRY_AGAIN);
-    // No verdict: the group's word on the endpoint was never given.
-    const row = await settled("unreached-unserved", lacking.id);
-    expect([row.failed, row.rejected]).toEqual([0, 1]);
-  });
-
-  it("answers a realtime handshake a lone server's proxy refused with a 503 to try again, and charges that server", async () => {
-    const unreached = await shardedPair("unreached-refused-rt", tokenMissing);
-    expect(await answerOf(await call(handshake("unreached-refused-rt"), unreached))).toEqual(TRY_AGAIN);
-    const row = await settled("unreached-refused-rt", tokenMissing.id);
-    expect([row.failed, row.rejected]).toEqual([1, 0]);
-  });
-
-  it("answers a realtime handshake a lone server answered 404 with a 503 to try again, not its 404 with x-should-retry: false", async () => {
-    const unreached = await shardedPair("unreached-unserved-rt", lacking);
-    expect(await answerOf(await call(handshake("unreached-unserved-rt"), unreached))).toEqual(TRY_AGAIN);
-  });
-});
-
-/** A lease that records how it was settled (the first settling counts, as a real one's). */
-function heldLease(backendId: string, settled: Map<string, LeaseOutcome>): HeldLease {
-  return {
-    backendId,
-    object: "pair",
-    renewEveryMs: 1000,
-    renewIfDue: () => {},
-    keepRenewed: () => {},
-    charge: async () => {},
-    watchLimits: () => {},
-    limitReached: null,
-    began: () => {},
-    settle: (outcome) => void (settled.has(backendId) || settled.set(backendId, outcome)),
-  };
-}
-
-/** A proxy's 403 (src/upstream/answer.ts "refused"). */
-const proxyRefusal: Failure = { cause: "5xx", kind: "credentials", retryAfterMs: null };
-
-describe("a refusal of a sharded group one of whose shard objects was not reached", () => {
-  const parsed = parseConfig({ auth: { masterKeyEnv: "KVGATE_MASTER_KEY" }, modelGroups: [{ name: "pair", shards: 2, deployments: [tokenMissing, healthy] }] });
-  if (!parsed.ok) throw new Error(parsed.error);
-  const pair = parsed.config.groups[0] as ResolvedGroup;
-
-  /** A lone 403 of `token-missing`, then the group's refusal with it excluded: how it was settled, and the answer's verdict. */
-  function loneRefusalThen(unreached: boolean) {
-    const settled = new Map<string, LeaseOutcome>();
-    const held = new HeldFailure();
-    held.attempting("pair", 2);
-    held.failed(heldLease(tokenMissing.id, settled), "upstream-error", proxyRefusal);
-    held.refused("no-backend", pair, [tokenMissing.id], unreached);
-    const verdict = { untried: held.untriedRefusal, own: held.answersOwnRefusal };
-    held.end();
-    return { ...verdict, settled: settled.get(tokenMissing.id) };
+    it(`answers ${what} a lone server answered 404 for the endpoint with a 503 to try again, not a final "not served"`, async () => {
+      const group = `unreached-unserved${tag}`;
+      const unreached = await shardedPair(group, lacking);
+      expect(await answerOf(await call(ask(group), unreached))).toEqual(ROUTING_UNAVAILABLE);
+      // No verdict: the group's word on the endpoint was never given.
+      const row = await settled(group, lacking.id);
+      expect([row.failed, row.rejected]).toEqual([0, 1]);
+    });
   }
 
-  it("reached whole, is the group's: the other server rests, and the lone 403 is the request's", () => {
-    expect(loneRefusalThen(false)).toEqual({ untried: undefined, own: false, settled: "rejected" });
-  });
-
-  it("not reached whole, is one with a server not tried: answered as such, and the lone 403 is its backend's own", () => {
-    expect(loneRefusalThen(true)).toEqual({ untried: "no-backend", own: true, settled: "upstream-error" });
+  it("with the other server resting, blames the unreachable routing object, not breakers: 503 routing_unavailable", async () => {
+    // A server that refuses connections, whose breaker opens on its first failure and stays open.
+    const dead = { id: "dead", baseUrl: inject("upstreams").deadUrl, model: UPSTREAM_MODEL };
+    const breaker = { consecutiveFailures: 1, openMs: 600_000, probeIntervalMs: 600_000 };
+    const unreached = await shardedPair("unreached-resting", dead, { breaker });
+    await (await call(chatRequest("unreached-resting"), unreached)).text();
+    await vi.waitFor(async () => expect((await settled("unreached-resting", dead.id)).breaker.state).toBe("open"), EVENTUALLY);
+    // Its shard has no backend to give; the other's object may have a healthy one.
+    expect(await answerOf(await call(chatRequest("unreached-resting"), unreached))).toEqual(ROUTING_UNAVAILABLE);
   });
 });

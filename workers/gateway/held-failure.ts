@@ -1,8 +1,8 @@
 import { GatewayError } from "../../src/openai/errors.ts";
 import type { ResolvedGroup } from "../../src/config/load.ts";
-import type { LeaseOutcome, RouteRefusal } from "../../src/routing/protocol.ts";
+import type { LeaseOutcome } from "../../src/routing/protocol.ts";
 import { isServerSide, type Failure } from "../../src/upstream/retry.ts";
-import type { AttemptEnd, HeldLease } from "./route-client.ts";
+import type { AttemptEnd, HeldLease, NoBackendCause } from "./route-client.ts";
 
 /** An attempt's lease with what it told of itself and what it met, kept for a verdict to come. */
 interface Held {
@@ -65,7 +65,7 @@ export class HeldFailure {
    * in a shard whose object could not be asked, the first of each group, in the order met: one
    * group's 403s, agreed, say nothing of another's.
    */
-  private readonly untried: { refusal: RouteRefusal["refused"]; group: string }[] = [];
+  private readonly untried: { refusal: NoBackendCause; group: string }[] = [];
 
   /** The routing object whose backend's failure is held: the next attempt goes to another shard first (route-client.ts route). */
   get heldOn(): string | undefined {
@@ -78,6 +78,14 @@ export class HeldFailure {
    */
   get unserved(): boolean {
     return this.metOnlyUnserved && this.untried.length === 0;
+  }
+
+  /**
+   * A group refused the request while a routing object of it, holding a backend not tried, could
+   * not be asked: routing, not the backends, left the request unserved.
+   */
+  get routingUnreached(): boolean {
+    return this.untried.some((u) => u.refusal === "unreached");
   }
 
   /** Every failure the request met was a 404 for the endpoint. */
@@ -105,7 +113,7 @@ export class HeldFailure {
    * group is other servers, behind a proxy of their own). A 403 two backends of that group gave alike
    * (a firewall refusing the prompt) stands: the busy one's would refuse it too.
    */
-  get untriedRefusal(): RouteRefusal["refused"] | undefined {
+  get untriedRefusal(): NoBackendCause | undefined {
     if (!this.metOnlyHeldForGroups) return undefined;
     return this.untried.find((u) => !this.requestRefusedIn.has(u.group))?.refusal;
   }
@@ -144,11 +152,11 @@ export class HeldFailure {
    *
    * `unreached`: a shard of the group holding a backend not tried could not be asked (route-client.ts
    * GroupRefusal). Its backends are not resting, only unknown: the refusal is one with backends not
-   * tried, whatever it is — taken for the group's, a lone 403 became the request's (not retried,
-   * its backend uncharged) and a lone 404 "not served", for as long as a routing object was out.
+   * tried, whatever the others said — taken for the group's, a lone 403 became the request's (not
+   * retried, its backend uncharged) and a lone 404 "not served", for as long as a routing object was out.
    */
-  refused(refusal: RouteRefusal["refused"], group: ResolvedGroup, tried: readonly string[], unreached = false): void {
-    if (refusal === "no-backend" && !unreached) {
+  refused(refusal: NoBackendCause, group: ResolvedGroup, tried: readonly string[]): void {
+    if (refusal === "no-backend") {
       if (group.name === this.group && this.lastRefused && this.refusedHere === 1 && tried.length === 1) {
         this.activeHere = 1;
         this.requestRefusedIn.add(group.name);
@@ -156,7 +164,7 @@ export class HeldFailure {
       return;
     }
     if (this.untried.some((u) => u.group === group.name)) return;
-    if (!unreached && !group.deployments.some((d) => d.state === "active" && !tried.includes(d.id))) return;
+    if (refusal !== "unreached" && !group.deployments.some((d) => d.state === "active" && !tried.includes(d.id))) return;
     this.untried.push({ refusal, group: group.name });
   }
 

@@ -1,7 +1,7 @@
 import type { ResolvedGroup } from "../../src/config/load.ts";
 import { clipName, NAME_MAX } from "../../src/config/schema.ts";
 import { canonicalJson } from "../../src/config/version.ts";
-import type { LimitRefusal, RouteRefusal, RouteTenant } from "../../src/routing/protocol.ts";
+import type { LimitRefusal, RouteTenant } from "../../src/routing/protocol.ts";
 import { clientGone, GatewayError, notFound, overLimit, SHOULD_RETRY, unavailable } from "../../src/openai/errors.ts";
 import { allowsGroup, allowsModel, countsSpendIn, routeTenant, unpricedModel } from "../../src/tenants/route-tenant.ts";
 import { nextStep } from "../../src/upstream/retry.ts";
@@ -15,7 +15,7 @@ import type { Caller } from "./auth.ts";
 import { readSizedJsonBody } from "./body.ts";
 import { Deadline } from "./deadline.ts";
 import { HeldFailure } from "./held-failure.ts";
-import { giveBack, route, type Routed } from "./route-client.ts";
+import { giveBack, refusalCause, route, routingUnavailable, type NoBackendCause, type Routed } from "./route-client.ts";
 import { validate, type Endpoint } from "./validate.ts";
 
 export interface ProxyInput {
@@ -78,7 +78,7 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
         const refusedBy = group;
         const step = await path.afterRefusal(env, decision);
         // Refused by an object that knows the group newer, the group as it is now is tried again.
-        if (step !== "again") held.refused(decision.refused, refusedBy, exclude, decision.unreached);
+        if (step !== "again") held.refused(refusalCause(decision), refusedBy, exclude);
         ({ group, primary } = path);
         if (step !== null) {
           prompt = promptFor(group);
@@ -87,7 +87,8 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
           continue;
         }
         if (last) return finalAnswer(last);
-        throw noBackend(decision.refused, body.model);
+        // A group's shard object not reached (its servers unknown) is the answer, not "every one is failing".
+        throw noBackend(held.routingUnreached ? "unreached" : decision.refused, body.model);
       }
       admittedBy = group.name;
       const routed = group;
@@ -394,8 +395,12 @@ function withRoutingHeaders(res: Response, attempt: Response): Response {
   return res;
 }
 
-/** The error for a model none of whose groups (its own, its fallbacks) had a backend to give. */
-export function noBackend(refused: RouteRefusal["refused"], model: string): GatewayError {
+/**
+ * The error for a model none of whose groups (its own, its fallbacks) had a backend to give; one
+ * a shard object of which could not be asked is told so (NoBackendCause).
+ */
+export function noBackend(refused: NoBackendCause, model: string): GatewayError {
+  if (refused === "unreached") return routingUnavailable(model);
   return refused === "at-capacity"
     ? unavailable(`every backend of model "${model}" is at its in-flight limit`)
     : unavailable(`no healthy backend for model "${model}": every one is failing or its circuit is open`);

@@ -14,7 +14,7 @@ import { HeldFailure } from "./held-failure.ts";
 import { activeBackends, backendsOwnRefusal, FailoverEvent, groupForCaller, GroupPath, limitError, noBackend, tenantFor, unknownModel, untriedRefusalAnswer, type ProxyInput } from "./proxy.ts";
 import { openUpstream, type Handshake } from "./realtime-handshake.ts";
 import { engineRequestId } from "./request-id.ts";
-import { holdLease, route, type HeldLease } from "./route-client.ts";
+import { holdLease, refusalCause, route, type HeldLease } from "./route-client.ts";
 import { closeUnused, relaySockets, type Relay } from "./socket-relay.ts";
 import { originRefusal } from "./admit.ts";
 import { recheckKey, type Caller } from "./auth.ts";
@@ -122,13 +122,13 @@ async function handshakeInTurn(p: RealtimeInput, s: Session, held: HeldFailure):
         const refusedBy = group;
         const step = await path.afterRefusal(p.env, decision);
         // Refused by an object that knows the group newer, the group as it is now is tried again.
-        if (step !== "again") held.refused(decision.refused, refusedBy, exclude, decision.unreached);
+        if (step !== "again") held.refused(refusalCause(decision), refusedBy, exclude);
         ({ group, primary } = path);
         if (step === "again" && group.name === refusedBy.name) continue;
         // Another group (a fallback, or the model's as the registry now has it): its own exclusions, and its own object's admission of the key.
         if (step !== null) break;
         if (last) return finalAnswer(last);
-        throw noBackend(decision.refused, model);
+        throw noBackend(held.routingUnreached ? "unreached" : decision.refused, model);
       }
       admitted = true;
       const routed = group;

@@ -1,5 +1,5 @@
 import type { ResolvedGroup } from "../../src/config/load.ts";
-import { unavailable } from "../../src/openai/errors.ts";
+import { unavailable, type GatewayError } from "../../src/openai/errors.ts";
 import { isVersionRefusal, type KeyBudget, type LeaseOutcome, type LeaseRelease, type LeaseRenewal, type LimitRefusal, type RouteCall, type RouteDecision, type RouteRefusal, type RenewalAnswers, type RouteTenant, type SpillLimit, type TokenUsage } from "../../src/routing/protocol.ts";
 import { shardOfObject } from "../../src/sharding/partition.ts";
 import { ShardChoice } from "../../src/sharding/shard-choice.ts";
@@ -127,6 +127,23 @@ export type Routed = RouteDecision & { object: string; recordsUsage?: false };
 export type GroupRefusal = RouteRefusal & { unreached?: true };
 
 /**
+ * Why a group gave the request no backend, as the client is told it: its refusal, or `unreached`
+ * for one marked so — a routing object could not be asked, which may hold healthy servers: the
+ * answer a group of one object unreachable gets (routingUnavailable), not "every one is failing".
+ */
+export type NoBackendCause = RouteRefusal["refused"] | "unreached";
+
+/** `refusal`'s cause: `unreached` when it is marked so, its own word otherwise. */
+export function refusalCause(refusal: GroupRefusal): NoBackendCause {
+  return refusal.unreached ? "unreached" : refusal.refused;
+}
+
+/** The 503 for a model whose routing could not be asked. */
+export function routingUnavailable(model: string): GatewayError {
+  return unavailable(`routing for model "${model}" is unavailable`, "routing_unavailable");
+}
+
+/**
  * Picks a backend of `group` for the prompt (its hash chain, and its size past the chain) and takes its slot, carrying the
  * isolate's finished and held leases along. `exclude`: ids of backends this request already
  * failed on. The object routes with this isolate's version of the group; one that does not know
@@ -234,7 +251,7 @@ async function routeOn(env: Env, ctx: WaitUntil, group: ResolvedGroup, object: s
     // No later call may come to carry them (the request fails over to another shard, or fails): they go as a failed flush's do.
     if ((!delivered && released.length > 0) || renewing.length > 0) armFlush(object, env, ctx, FLUSH_RETRY_FIRST_MS, 1);
     console.error(`kvgate: route call for ${objectLabel(object)} failed: ${(e as Error).message}`);
-    throw unavailable(`routing for model "${model}" is unavailable`, "routing_unavailable");
+    throw routingUnavailable(model);
   }
 }
 
