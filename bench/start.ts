@@ -25,8 +25,9 @@ async function waitForHealth(url: string, timeoutMs: number): Promise<void> {
   while (Date.now() < deadline) {
     try {
       if ((await fetch(url)).ok) return;
-    } catch {
-      // Not listening yet.
+    } catch (e) {
+      // Not listening yet; but a port fetch refuses ("bad port", one options.ts's list lacks) it would never reach.
+      if ((e as { cause?: { message?: unknown } }).cause?.message === "bad port") throw new Error(`fetch refuses the port of ${url} ("bad port"); pick another with --port or PORT`);
     }
     await new Promise((r) => setTimeout(r, 250));
   }

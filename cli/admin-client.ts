@@ -1,5 +1,6 @@
 import { unreachableHost } from "../src/config/private-hosts.ts";
 import { printable } from "../src/control-characters.ts";
+import { fetchBlockedPort } from "../src/fetch-blocked-ports.ts";
 import { CliError } from "./cli-error.ts";
 
 export const DEFAULT_URL = "http://127.0.0.1:8787";
@@ -37,6 +38,9 @@ export function adminClient(env: NodeJS.ProcessEnv, fetchImpl: typeof fetch = fe
   if (parsed.protocol === "http:" && unreachableHost(parsed.hostname) === null && env.KVGATE_ALLOW_PLAIN_HTTP !== "1") {
     throw new CliError(`KVGATE_URL is plain http to a public host (${parsed.hostname}): the admin key would cross the internet in cleartext; use https://${parsed.host} (or, for a private network's name, KVGATE_ALLOW_PLAIN_HTTP=1)`, 2);
   }
+  // fetch refuses these ports without connecting: the CLI could never reach a gateway there.
+  const blocked = parsed.port === "" ? null : fetchBlockedPort(Number(parsed.port));
+  if (blocked !== null) throw new CliError(`KVGATE_URL: ${blocked}; serve the gateway on another port`, 2);
   const key = env.KVGATE_ADMIN_KEY;
   return {
     url,
@@ -105,10 +109,12 @@ function unlessUserinfo(url: string): string {
 
 /**
  * A connection that was never made, so nothing was sent: no such host, nothing listening, no
- * route, no connection in time, or a TLS handshake refused (its codes name a certificate, SSL or
- * TLS). Any other failure (UND_ERR_SOCKET, ECONNRESET) came once the request may have gone out.
+ * route, no connection in time, a TLS handshake refused (its codes name a certificate, SSL or
+ * TLS), or a port fetch will not connect to ("bad port": src/fetch-blocked-ports.ts, should Node's
+ * list hold one ours lacks). Any other failure (UND_ERR_SOCKET, ECONNRESET) came once the request
+ * may have gone out.
  */
-const CONNECT_FAILURES = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH", "ENETDOWN", "EADDRNOTAVAIL", "UND_ERR_CONNECT_TIMEOUT"]);
+const CONNECT_FAILURES = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH", "ENETDOWN", "EADDRNOTAVAIL", "UND_ERR_CONNECT_TIMEOUT", "bad port"]);
 
 function beforeSending(reason: string): boolean {
   return CONNECT_FAILURES.has(reason) || /CERT|SSL|TLS|SIGNATURE|ISSUER/.test(reason);

@@ -3,6 +3,7 @@
  * Flags (`npm start -- --port 9000`) or the environment move them (0: free ports the OS picks), so
  * a second copy — a test, another checkout — runs beside a developer's own without taking its ports.
  */
+import { fetchBlockedPort } from "../../src/fetch-blocked-ports.ts";
 import { parseFlags } from "../harness/argv.ts";
 
 export const HOST = "127.0.0.1";
@@ -55,6 +56,10 @@ export function startOptions(env: Env, argv: readonly string[] = []): StartOptio
   const fleetPort = portFrom("fleetPort", flags["fleet-port"], env, DEFAULT_FLEET_PORT);
   const lastFirst = 65_535 - (FLEET_WORKERS - 1);
   if (fleetPort > lastFirst) throw new Error(`the fleet's first port must leave room for its ${FLEET_WORKERS} workers: at most ${lastFirst}, not ${fleetPort}`);
+  // wrangler would serve on it and curl reach it, but npm start's own readiness check (fetch) never
+  // would, nor the CLI or the dashboard in a browser: it would fail 60 s later, naming no cause.
+  const blocked = fetchBlockedPort(port);
+  if (blocked !== null) throw new Error(`${blocked}; pick another with --port or PORT`);
   if (port !== 0 && fleetPort !== 0 && port >= fleetPort && port < fleetPort + FLEET_WORKERS) {
     throw new Error(`port ${port} is one of the fleet's (${fleetRange(fleetPort)}); pick another with --port or --fleet-port`);
   }

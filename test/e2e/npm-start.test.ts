@@ -186,6 +186,16 @@ describe("npm start", () => {
     expect(stderrLines(unknown)[0]).toMatch(/^kvgate: unknown argument --prot/);
   });
 
+  it("refuses, in one line and at once, a port browsers and fetch will not connect to, and starts nothing", async () => {
+    // 6000 is a Fetch "bad port": wrangler would serve on it, curl would reach it, but fetch (npm
+    // start's own readiness check, the CLI, the dashboard in a browser) never would.
+    const bad = start(["--port", "6000", "--fleet-port", "0"]);
+    expect(await bad.exit).not.toBe(0);
+    expect(stderrLines(bad)).toEqual([`kvgate: port 6000 is one that browsers and fetch refuse to connect to (the Fetch standard's "bad ports"); pick another with --port or PORT`]);
+    expect(bad.stdout).toBe("");
+    expect(await groupGone(bad.child.pid as number)).toBe(true);
+  }, 20_000);
+
   it("prints its usage with --help and starts nothing", async () => {
     const help = start(["--help"]);
     expect(await help.exit).toBe(0);

@@ -126,3 +126,34 @@ describe("npx kvgate, a gateway that is not there", () => {
     }
   });
 });
+
+describe("npx kvgate, a KVGATE_URL on a port fetch will not connect to (6000, 10080, the Fetch standard's bad ports)", () => {
+  it("is refused as a wrong setting, exit 2, before anything is sent: not a change that may have been made", async () => {
+    for (const url of ["http://127.0.0.1:6000", "https://gateway.internal:10080/"]) {
+      let error: unknown;
+      try {
+        adminClient({ KVGATE_URL: url, KVGATE_ADMIN_KEY: "admin-key" }, fetch, WAIT_MS);
+      } catch (e) {
+        error = e;
+      }
+      expect(error).toBeInstanceOf(CliError);
+      const port = new URL(url).port;
+      expect({ exitCode: (error as CliError).exitCode, message: (error as CliError).message }).toEqual({
+        exitCode: 2,
+        message: `KVGATE_URL: port ${port} is one that browsers and fetch refuse to connect to (the Fetch standard's "bad ports"); serve the gateway on another port`,
+      });
+    }
+  });
+
+  it("a refusal fetch calls 'bad port' is said as a gateway not reached: fetch made no connection, so nothing was sent", async () => {
+    // A port Node's fetch refuses that the CLI's own list would lack (a newer Node's list): the
+    // request is handed to Node's fetch for port 6000, whatever KVGATE_URL's port.
+    const refusing: typeof fetch = (_input, init) => fetch("http://127.0.0.1:6000/", init);
+    const url = `http://127.0.0.1:${await closedPort()}`;
+    const api = adminClient({ KVGATE_URL: url, KVGATE_ADMIN_KEY: "admin-key" }, refusing, WAIT_MS);
+    const quiet = { out: () => undefined, note: () => undefined, sleep: async () => undefined };
+    const error = await FLEET_COMMANDS["deployments remove"]?.(api, { group: "g", id: "a" }, quiet, []).then(() => null, (e: unknown) => e);
+    expect(error).toBeInstanceOf(CliError);
+    expect((error as CliError).message).toBe(`cannot reach the gateway at ${url} (bad port); is it running, and is KVGATE_URL right?`);
+  });
+});

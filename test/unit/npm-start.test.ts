@@ -126,6 +126,14 @@ describe("npm start's ports", () => {
     for (const message of ["--port abc", "--port 9003"].map((a) => refusal({}, a.split(" ")))) expect(message).not.toContain("\n");
   });
 
+  it("refuse, in one line, a port browsers and fetch will not connect to: the gateway would answer curl, yet not npm start's own check", () => {
+    const reason = 'port 6000 is one that browsers and fetch refuse to connect to (the Fetch standard\'s "bad ports"); pick another with --port or PORT';
+    expect(() => startOptions({}, ["--port", "6000"])).toThrow(reason);
+    expect(() => startOptions({ PORT: "6000" })).toThrow(reason);
+    expect(() => startOptions({ KVGATE_PORT: "10080" })).toThrow(/^port 10080 is one that browsers and fetch refuse/);
+    expect(startOptions({}, ["--port", "6001"])).toEqual({ port: 6001, fleetPort: 9001 });
+  });
+
   it("are named in the usage, with their variables and defaults", () => {
     const usage = startUsage();
     for (const word of ["npm start -- [--port N] [--fleet-port N]", "PORT", "KVGATE_FLEET_PORT", "8787", "9001–9004", "--help"]) expect(usage).toContain(word);
