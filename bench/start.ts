@@ -15,10 +15,11 @@ import { moveFleet, wranglerDevConfig } from "./harness/dev-config.ts";
 import { freePort } from "./harness/free-port.ts";
 import { newDevKeys } from "./start/api-key.ts";
 import { readyBanner } from "./start/banner.ts";
+import { writeKeysFile } from "./start/keys-file.ts";
 import { readableLogLine } from "./start/log-lines.ts";
 import { DEFAULT_FLEET_PORT, FLEET_WORKERS, HOST, MODEL, fleetUrls, startOptions, startUsage, wantsHelp } from "./start/options.ts";
 import { portRefusal } from "./start/port-taken.ts";
-import { wranglerDevArgs } from "./start/wrangler-dev.ts";
+import { WRANGLER_ENV_FILE_SETTINGS, wranglerDevArgs } from "./start/wrangler-dev.ts";
 
 async function waitForHealth(url: string, timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs;
@@ -86,14 +87,15 @@ const keys = newDevKeys();
 // empty caches, so prefix sets restored from an earlier run would be wrong, and two copies
 // running side by side must not share one state directory.
 const stateDir = await mkdtemp(join(tmpdir(), "kvgate-dev-state-"));
+const keysFile = await writeKeysFile(devConfig.auth, keys);
 
 const wranglerBin = join(dirname(createRequire(import.meta.url).resolve("wrangler/package.json")), "bin", "wrangler.js");
-const args = wranglerDevArgs({ host: HOST, port, auth: devConfig.auth, keys, persistTo: stateDir, config: moved });
+const args = wranglerDevArgs({ host: HOST, port, envFile: keysFile.path, persistTo: stateDir, config: moved });
 const gateway = spawn(process.execPath, [wranglerBin, ...args], {
   // Its stdout carries the Worker's log lines: shown readably (bench/start/log-lines.ts).
   stdio: ["ignore", "pipe", "inherit"],
   // Offline-friendly: no fetch of Cloudflare's request.cf sample, no telemetry.
-  env: { ...process.env, CLOUDFLARE_CF_FETCH_ENABLED: "false", WRANGLER_SEND_METRICS: "false" },
+  env: { ...process.env, CLOUDFLARE_CF_FETCH_ENABLED: "false", WRANGLER_SEND_METRICS: "false", ...WRANGLER_ENV_FILE_SETTINGS },
 });
 
 createInterface({ input: gateway.stdout, crlfDelay: Infinity }).on("line", (line) => {
@@ -109,6 +111,7 @@ async function stop(code: number): Promise<never> {
     await exited(gateway, 5000);
     await fleet.close();
     await rm(stateDir, { recursive: true, force: true });
+    await keysFile.remove();
   }
   process.exit(code);
 }

@@ -1,34 +1,38 @@
 /**
- * The command line `npm start` gives `wrangler dev`. The keys go in as --vars: wrangler shows
- * such vars as hidden, lets them override .dev.vars, and nothing is written to disk. (A local
- * user who can list processes can read them there; before keys, such a user needed none.)
+ * The command line `npm start` gives `wrangler dev`. It holds no key: the keys are in the file
+ * `--env-file` names (bench/start/keys-file.ts), which wrangler reads in place of .dev.vars, so a
+ * developer's .dev.vars (for `npm run dev`) does not override the keys npm start printed.
  */
 import type { GatewayConfig } from "../../src/config/schema.ts";
-import type { DevKeys } from "./api-key.ts";
 
 export interface WranglerDev {
   host: string;
   port: number;
-  /** The env vars the config reads the client (master), admin and register keys from. */
-  auth: Pick<GatewayConfig["auth"], "masterKeyEnv" | "adminKeyEnv" | "registerKeyEnv">;
-  keys: DevKeys;
+  /** The .env file with the keys (keys-file.ts). */
+  envFile: string;
   /** Where the Durable Objects keep their state for this run. */
   persistTo: string;
-  /** A config to serve instead of wrangler.toml's (its fleet moved); null to serve the file's. */
+  /** A config to serve instead of wrangler.toml's (its fleet moved); null to serve the file's. It holds no secret. */
   config: GatewayConfig | null;
 }
 
 export function wranglerDevArgs(o: WranglerDev): string[] {
-  const vars = [`${o.auth.masterKeyEnv}:${o.keys.api}`, `${o.auth.adminKeyEnv}:${o.keys.admin}`, `${o.auth.registerKeyEnv}:${o.keys.register}`];
-  if (o.config) vars.push(`KVGATE_CONFIG:${JSON.stringify(o.config)}`);
   return [
     "dev",
     "--ip", o.host,
     "--port", String(o.port),
     "--persist-to", o.persistTo,
+    "--env-file", o.envFile,
     // "log": the Worker's console lines (its request and event lines) show; wrangler's info lines too.
     "--log-level", "log",
     "--show-interactive-dev-session=false",
-    ...vars.flatMap((v) => ["--var", v]),
+    ...(o.config ? ["--var", `KVGATE_CONFIG:${JSON.stringify(o.config)}`] : []),
   ];
 }
+
+/**
+ * wrangler's own settings for how it reads the file, whatever the shell has: it reads the file
+ * (CLOUDFLARE_LOAD_DEV_VARS_FROM_DOT_ENV=false would skip it, and the printed keys would not work)
+ * and adds no other variable of the shell to the Worker's env (CLOUDFLARE_INCLUDE_PROCESS_ENV).
+ */
+export const WRANGLER_ENV_FILE_SETTINGS = { CLOUDFLARE_LOAD_DEV_VARS_FROM_DOT_ENV: "true", CLOUDFLARE_INCLUDE_PROCESS_ENV: "false" } as const;

@@ -358,7 +358,7 @@ export const GatewayConfigSchema = z.strictObject({
    */
   auth: z._default(
     z.strictObject({
-      /** Env var holding the master key (a Worker secret in deploys, npm start's --var locally). */
+      /** Env var holding the master key (a Worker secret in deploys, npm start's keys file locally). */
       masterKeyEnv: z._default(envName(), AUTH_DEFAULTS.masterKeyEnv),
       adminKeyEnv: z._default(envName(), AUTH_DEFAULTS.adminKeyEnv),
       registerKeyEnv: z._default(envName(), AUTH_DEFAULTS.registerKeyEnv),

@@ -1,4 +1,5 @@
 import { execFile, spawn, type ChildProcess } from "node:child_process";
+import { existsSync, statSync } from "node:fs";
 import { resolve } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
@@ -75,6 +76,8 @@ const upUrl = (text: string): string => /kvgate is up on (http:\/\/\S+)/.exec(te
 // given as --fleet-port 0, so it never takes a running copy's 8787 and 9001–9004.
 let main: Started;
 let mainPort: number;
+/** The file main's wrangler dev reads its keys from (--env-file), once a test found it. */
+let mainKeysFile: string | undefined;
 
 beforeAll(async () => {
   mainPort = await freePort(HOST);
@@ -123,6 +126,21 @@ describe("npm start", () => {
       // Not a client key: the gateway does not take it for /v1.
       expect((await fetch(`${upUrl(text)}/v1/models`, { headers: { authorization: `Bearer ${key}` } })).status).toBe(401);
     }
+  }, 60_000);
+
+  it("keeps its keys off every command line: ps shows none of them, wrangler dev reads them from a file only this user can read", async () => {
+    const text = await banner(main, 45_000);
+    const keys = [readKey(text, "api"), readKey(text, "admin"), readKey(text, "register")] as string[];
+    // Every process npm start started is in its group; `ps` is what any local user can run.
+    const { stdout: table } = await run("ps", ["-eo", "pgid=,args="], { maxBuffer: 16 * 1024 * 1024 });
+    const commandLines = table.split("\n").filter((l) => l.trim().split(/\s+/)[0] === String(main.child.pid));
+    const wrangler = commandLines.find((l) => l.includes("wrangler") && / dev /.test(l)) as string;
+    expect(wrangler, commandLines.join("\n")).toBeDefined();
+    for (const key of keys) expect(commandLines.filter((l) => l.includes(key)), key).toEqual([]);
+    mainKeysFile = / --env-file (\S+)/.exec(wrangler)?.[1];
+    expect(mainKeysFile, wrangler).toBeDefined();
+    expect(statSync(mainKeysFile as string).mode & 0o777).toBe(0o600);
+    expect(statSync(resolve(mainKeysFile as string, "..")).mode & 0o777).toBe(0o700);
   }, 60_000);
 
   it("shows a request whose path holds escape sequences with them written out: a client cannot rewrite the terminal", async () => {
@@ -209,5 +227,7 @@ describe("npm start", () => {
     expect(await main.exit).toBe(0);
     // wrangler dev and its workerd are gone with it.
     expect(await groupGone(pid)).toBe(true);
+    // And the file that held its keys, folder and all.
+    if (mainKeysFile !== undefined) expect(existsSync(resolve(mainKeysFile, ".."))).toBe(false);
   }, 20_000);
 });

@@ -1,13 +1,15 @@
-import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { existsSync } from "node:fs";
+import { mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import { describe, expect, it } from "vitest";
 import { moveFleet, wranglerDevConfig } from "../../bench/harness/dev-config.ts";
 import { keyLine, newDevKeys, readKey } from "../../bench/start/api-key.ts";
 import { curlExample, readyBanner } from "../../bench/start/banner.ts";
 import { DEFAULT_FLEET_PORT, DEFAULT_PORT, HOST, MODEL, fleetUrls, startOptions, startUsage } from "../../bench/start/options.ts";
 import { portRefusal } from "../../bench/start/port-taken.ts";
-import { wranglerDevArgs } from "../../bench/start/wrangler-dev.ts";
+import { keysEnvText, writeKeysFile } from "../../bench/start/keys-file.ts";
+import { WRANGLER_ENV_FILE_SETTINGS, wranglerDevArgs } from "../../bench/start/wrangler-dev.ts";
 
 const ROOT = resolve(import.meta.dirname, "..", "..");
 const DEFAULT_URL = `http://${HOST}:${DEFAULT_PORT}`;
@@ -58,24 +60,13 @@ describe("the curl example", () => {
 });
 
 describe("wrangler dev's command line", () => {
-  const keys = { api: "sk-test", admin: "sk-admin", register: "sk-register" };
-  const auth = { masterKeyEnv: "KVGATE_MASTER_KEY", adminKeyEnv: "KVGATE_ADMIN_KEY", registerKeyEnv: "KVGATE_REGISTER_KEY" };
-  const base = { host: HOST, port: DEFAULT_PORT, auth, keys, persistTo: "/tmp/state", config: null };
+  const base = { host: HOST, port: DEFAULT_PORT, envFile: "/tmp/kvgate-dev-keys-x/keys.env", persistTo: "/tmp/state", config: null };
 
-  it("passes the client key as the config's master key var, and nowhere else", () => {
+  it("holds no key: any local user can read a command line (ps, /proc/PID/cmdline); it names the keys' file", () => {
     const args = wranglerDevArgs(base);
-    expect(args).toEqual(expect.arrayContaining(["--var", "KVGATE_MASTER_KEY:sk-test", "--port", "8787", "--persist-to", "/tmp/state"]));
-    expect(args.filter((a) => a.includes("sk-test"))).toEqual(["KVGATE_MASTER_KEY:sk-test"]);
-    expect(wranglerDevArgs({ ...base, auth: { ...auth, masterKeyEnv: "DEV_KEY" } })).toContain("DEV_KEY:sk-test");
-  });
-
-  it("passes the admin and register keys as the config's admin and register key vars", () => {
-    const args = wranglerDevArgs(base);
-    expect(args.filter((a) => a.includes("sk-admin") || a.includes("sk-register"))).toEqual(["KVGATE_ADMIN_KEY:sk-admin", "KVGATE_REGISTER_KEY:sk-register"]);
-    expect(args[args.indexOf("KVGATE_ADMIN_KEY:sk-admin") - 1]).toBe("--var");
-    // A config that names its own: the Worker reads the keys there (npm start still prints them as KVGATE_ADMIN_KEY=…).
-    const named = wranglerDevArgs({ ...base, auth: { ...auth, adminKeyEnv: "OPS_KEY", registerKeyEnv: "GPU_JOIN_KEY" } });
-    expect(named.filter((a) => a.includes("sk-admin") || a.includes("sk-register"))).toEqual(["OPS_KEY:sk-admin", "GPU_JOIN_KEY:sk-register"]);
+    expect(args).toEqual(expect.arrayContaining(["--port", "8787", "--persist-to", "/tmp/state"]));
+    expect(args[args.indexOf("--env-file") + 1]).toBe("/tmp/kvgate-dev-keys-x/keys.env");
+    expect(args.join(" ")).not.toMatch(/sk-|KVGATE_MASTER_KEY|KVGATE_ADMIN_KEY|KVGATE_REGISTER_KEY/);
   });
 
   it("serves wrangler.toml's config unless the fleet moved", () => {
@@ -83,6 +74,34 @@ describe("wrangler dev's command line", () => {
     const config = moveFleet(wranglerDevConfig(), fleetUrls(DEFAULT_FLEET_PORT), fleetUrls(19001));
     const args = wranglerDevArgs({ ...base, config });
     expect(args).toContain(`KVGATE_CONFIG:${JSON.stringify(config)}`);
+  });
+
+  it("has wrangler read the keys' file whatever the shell says, and add nothing else of the shell to the Worker", () => {
+    expect(WRANGLER_ENV_FILE_SETTINGS).toEqual({ CLOUDFLARE_LOAD_DEV_VARS_FROM_DOT_ENV: "true", CLOUDFLARE_INCLUDE_PROCESS_ENV: "false" });
+  });
+});
+
+describe("npm start's keys file", () => {
+  const keys = { api: "sk-test", admin: "sk-admin", register: "sk-register" };
+  const auth = { masterKeyEnv: "KVGATE_MASTER_KEY", adminKeyEnv: "KVGATE_ADMIN_KEY", registerKeyEnv: "KVGATE_REGISTER_KEY" };
+
+  it("gives the client, admin and register keys as the config's master, admin and register key vars", () => {
+    expect(keysEnvText(auth, keys)).toBe("KVGATE_MASTER_KEY=sk-test\nKVGATE_ADMIN_KEY=sk-admin\nKVGATE_REGISTER_KEY=sk-register\n");
+    // A config that names its own: the Worker reads the keys there (npm start still prints them as KVGATE_ADMIN_KEY=…).
+    expect(keysEnvText({ masterKeyEnv: "DEV_KEY", adminKeyEnv: "OPS_KEY", registerKeyEnv: "GPU_JOIN_KEY" }, keys)).toBe("DEV_KEY=sk-test\nOPS_KEY=sk-admin\nGPU_JOIN_KEY=sk-register\n");
+  });
+
+  it("is readable by this user only, in a folder of its own, and gone once removed", async () => {
+    const file = await writeKeysFile(auth, newDevKeys());
+    try {
+      expect((await stat(file.path)).mode & 0o777).toBe(0o600);
+      expect((await stat(dirname(file.path))).mode & 0o777).toBe(0o700);
+      expect(await readdir(dirname(file.path))).toEqual(["keys.env"]);
+    } finally {
+      await file.remove();
+    }
+    expect(existsSync(dirname(file.path))).toBe(false);
+    await file.remove();
   });
 });
 
