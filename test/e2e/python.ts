@@ -8,19 +8,38 @@ const run = promisify(execFile);
 const DIR = resolve(import.meta.dirname, "..", "python");
 const VENV = resolve(import.meta.dirname, "..", ".venv");
 const PYTHON = join(VENV, "bin", "python");
-const STAMP = join(VENV, "kvgate-requirements.txt");
 
 /**
  * The official Python SDK, pinned in test/python/requirements.txt, in a virtualenv of its own
  * (test/.venv, git-ignored): made on the first run, remade when the requirements change.
  */
-export async function ensurePython(): Promise<string> {
+export async function ensurePython(venv = VENV, env: NodeJS.ProcessEnv = process.env): Promise<string> {
+  const python = join(venv, "bin", "python");
+  const stamp = join(venv, "kvgate-requirements.txt");
   const wanted = await readFile(join(DIR, "requirements.txt"), "utf8");
-  if (existsSync(PYTHON) && existsSync(STAMP) && (await readFile(STAMP, "utf8")) === wanted) return PYTHON;
-  await run("python3", ["-m", "venv", VENV]);
-  await run(PYTHON, ["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-r", join(DIR, "requirements.txt")]);
-  await writeFile(STAMP, wanted);
-  return PYTHON;
+  if (existsSync(python) && existsSync(stamp) && (await readFile(stamp, "utf8")) === wanted) return python;
+  await run("python3", ["-m", "venv", venv], { env }).catch((e: unknown) => {
+    throw new Error(cannotMakeVenv(`python3 -m venv failed: ${lastLine(e)}`));
+  });
+  await run(python, ["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-r", join(DIR, "requirements.txt")], { env }).catch((e: unknown) => {
+    throw new Error(cannotMakeVenv(`pip could not install test/python/requirements.txt: ${lastLine(e)}`));
+  });
+  await writeFile(stamp, wanted);
+  return python;
+}
+
+/**
+ * What the machine lacks, said in one line (the README's quickstart says it too): these tests fail
+ * without it, as they must, but they should not leave a newcomer reading python's traceback.
+ */
+function cannotMakeVenv(why: string): string {
+  return `the Python SDK's tests need python3 with venv (Debian, Ubuntu: apt-get install python3-venv; .ci/run installs it), and PyPI on their first run: ${why}`;
+}
+
+/** The last line python or pip wrote on stderr: the one that says what went wrong. */
+function lastLine(e: unknown): string {
+  const stderr = String((e as { stderr?: unknown }).stderr ?? "").trim();
+  return stderr === "" ? (e instanceof Error ? e.message : String(e)) : (stderr.split("\n").at(-1) as string).trim();
 }
 
 /** Runs a script of test/python with `args`; returns what it printed, parsed as JSON. */
