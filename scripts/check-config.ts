@@ -1,6 +1,6 @@
 /**
  * Validates a gateway config before a deploy, with the same parser the Worker uses, and reports
- * every problem it finds at once. JSON, or JSON with comments and trailing commas.
+ * every field's problems at once (the checks across fields follow once the fields pass). JSON, or JSON with comments and trailing commas.
  *   npm run check-config -- config.prod.json          a file
  *   KVGATE_CONFIG_FILE=config.prod.json npm run check-config
  *   KVGATE_CONFIG='{…}' npm run check-config            the environment

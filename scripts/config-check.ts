@@ -49,7 +49,10 @@ export function namedConfig(path: string | undefined, env: NodeJS.ProcessEnv): C
 
 export type Checked = { ok: true; config: ResolvedConfig; source: ConfigSource } | { ok: false; problems: string[]; source: ConfigSource };
 
-/** Every problem the parser can tell at once, one a line. */
+/**
+ * Every problem the parser can tell at once, one a line: every field's; the checks across fields
+ * (src/config/load.ts) run only once the fields pass, as they read the parsed config.
+ */
 export function checkConfig(source: ConfigSource): Checked {
   const result = parseConfig(source.raw);
   if (result.ok) return { ok: true, config: result.config, source };
