@@ -7,7 +7,7 @@
  *   npm run check-config                                the dev config in wrangler.toml
  * Exits 1 when the config has a problem or cannot be read.
  */
-import { checkConfig, envNames, namedConfig, okLine, problemLines, unpricedLine, UsageError, type ConfigSource } from "./config-check.ts";
+import { checkConfig, envNames, namedConfig, okLine, problemLines, secretLines, unpricedLine, UsageError, type ConfigSource } from "./config-check.ts";
 
 /** The dev config as `npm start` reads it (wrangler's parser takes a second to load: only when asked). */
 async function devConfig(): Promise<ConfigSource> {
@@ -34,9 +34,9 @@ try {
     process.exit(1);
   }
   console.log(okLine(checked));
-  const { secrets, bindings } = envNames(checked.config);
-  console.log(`  secrets it reads: ${secrets.join(", ")}`);
-  if (bindings.length > 0) console.log(`  bindings it fetches through: ${bindings.join(", ")}`);
+  const names = envNames(checked.config);
+  for (const line of secretLines(names, "secrets it reads")) console.log(line);
+  if (names.bindings.length > 0) console.log(`  bindings it fetches through: ${names.bindings.join(", ")}`);
   const unpriced = unpricedLine(checked.config);
   if (unpriced) console.log(unpriced);
 } catch (e) {

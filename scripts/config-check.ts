@@ -72,11 +72,36 @@ export function minified(source: ConfigSource): string {
   return JSON.stringify(parsed.value);
 }
 
+/**
+ * What each of the gateway's optional keys turns on: unset, that door stays shut and nothing else
+ * fails (workers/gateway/auth.ts). The master key is never optional: every /v1 request needs it.
+ */
+const OPTIONAL_KEYS = {
+  adminKeyEnv: "the admin API, npx kvgate and GET /metrics",
+  registerKeyEnv: "heartbeats of GPU servers that register themselves, with a key that opens nothing else",
+  metricsKeyEnv: "GET /metrics for a scraper that should not hold the admin key",
+} as const;
+
+export interface EnvNames {
+  /** The secrets the config cannot do without: the master key, the upstreams' and Access headers' secrets. */
+  secrets: string[];
+  /** The gateway's keys that only turn something on, each with what. */
+  optional: { name: string; turnsOn: string }[];
+  bindings: string[];
+}
+
 /** What the Worker will read from its env: secrets by name, and bindings; each must be set where it runs. */
-export function envNames(config: ResolvedConfig): { secrets: string[]; bindings: string[] } {
+export function envNames(config: ResolvedConfig): EnvNames {
   // The secrets heartbeats may name are read only for self-registered servers, but are read there.
-  const { registrationSecrets, ...keys } = config.auth;
-  const secrets = new Set<string>([...Object.values(keys), ...registrationSecrets]);
+  const { registrationSecrets, masterKeyEnv, ...keys } = config.auth;
+  const secrets = new Set<string>([masterKeyEnv]);
+  const optional: EnvNames["optional"] = [];
+  for (const [field, name] of Object.entries(keys) as [keyof typeof OPTIONAL_KEYS, string][]) {
+    // A config that leaves the fleet out has it filled through the admin API: that key is then needed.
+    if (field === "adminKeyEnv" && config.seed === null) secrets.add(name);
+    else optional.push({ name, turnsOn: OPTIONAL_KEYS[field] });
+  }
+  for (const name of registrationSecrets) secrets.add(name);
   const bindings = new Set<string>();
   for (const g of config.groups) {
     for (const d of g.deployments) {
@@ -85,7 +110,17 @@ export function envNames(config: ResolvedConfig): { secrets: string[]; bindings:
       if (d.binding) bindings.add(d.binding);
     }
   }
-  return { secrets: [...secrets], bindings: [...bindings] };
+  return { secrets: [...secrets], optional, bindings: [...bindings] };
+}
+
+/** The lines that name the secrets: `lead` before the needed ones, then the optional ones, one a line. */
+export function secretLines(names: EnvNames, lead: string): string[] {
+  if (names.optional.length === 0) return [`  ${lead}: ${names.secrets.join(", ")}`];
+  return [
+    `  ${lead}: ${names.secrets.join(", ")}`,
+    "  optional secrets, each turning on what it names (unset, it stays off):",
+    ...names.optional.map((o) => `    ${o.name}: ${o.turnsOn}`),
+  ];
 }
 
 /**

@@ -11,7 +11,7 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
-import { checkConfig, envNames, minified, namedConfig, okLine, problemLines, UsageError } from "./config-check.ts";
+import { checkConfig, envNames, minified, namedConfig, okLine, problemLines, secretLines, UsageError } from "./config-check.ts";
 import { productionProblems } from "./production-config.ts";
 
 function fail(lines: string[]): never {
@@ -38,9 +38,9 @@ const unfit = productionProblems(checked.config, json, bound);
 if (unfit.length > 0) fail(problemLines(source.name, unfit));
 
 console.log(okLine(checked));
-const { secrets, bindings } = envNames(checked.config);
-console.log(`  secrets it reads (each once: npx wrangler secret put NAME --env production): ${secrets.join(", ")}`);
-if (bindings.length > 0) console.log(`  bindings it fetches through (in wrangler.toml's [env.production]): ${bindings.join(", ")}`);
+const names = envNames(checked.config);
+for (const line of secretLines(names, "secrets it reads (each once: npx wrangler secret put NAME --env production)")) console.log(line);
+if (names.bindings.length > 0) console.log(`  bindings it fetches through (in wrangler.toml's [env.production]): ${names.bindings.join(", ")}`);
 console.log("  wrangler may warn that [vars] KVGATE_CONFIG is missing from env.production: production takes it as a secret, on purpose.");
 
 // A secrets file only this user can read, gone when wrangler is done with it.

@@ -205,6 +205,25 @@ describe("npm run check-config", () => {
     expect(bad.stderr).toBe("check-config: unknown flag --strict (npm run check-config -- --help)\n");
   });
 
+  it("lists the secrets a config needs apart from the optional keys, each of those with what it turns on", async () => {
+    const deployments = [{ id: "a", baseUrl: "https://gpu.example.com", model: "m", apiKeyEnv: "VLLM_KEY" }];
+    const seeded = await check([await file("secrets-seeded.json", JSON.stringify({ modelGroups: [{ name: "m", deployments }] }))]);
+    expect(seeded.code, seeded.stderr).toBe(0);
+    expect(seeded.stdout.split("\n").slice(1)).toEqual([
+      "  secrets it reads: KVGATE_MASTER_KEY, VLLM_KEY",
+      "  optional secrets, each turning on what it names (unset, it stays off):",
+      "    KVGATE_ADMIN_KEY: the admin API, npx kvgate and GET /metrics",
+      "    KVGATE_REGISTER_KEY: heartbeats of GPU servers that register themselves, with a key that opens nothing else",
+      "    KVGATE_METRICS_KEY: GET /metrics for a scraper that should not hold the admin key",
+      "",
+    ]);
+    // A config that leaves the fleet out fills it through the admin API: its key is then needed.
+    const unseeded = await check([await file("secrets-unseeded.json", JSON.stringify({ auth: { adminKeyEnv: "OPS_KEY" } }))]);
+    expect(unseeded.code, unseeded.stderr).toBe(0);
+    expect(unseeded.stdout).toContain("  secrets it reads: KVGATE_MASTER_KEY, OPS_KEY\n");
+    expect(unseeded.stdout).not.toContain("    OPS_KEY:");
+  });
+
   it("takes the README's config example as it is written, comments and all", async () => {
     const readme = await readFile(join(ROOT, "README.md"), "utf8");
     const example = /```jsonc\n([\s\S]*?)```/.exec(readme)?.[1];

@@ -126,7 +126,7 @@ describe("npm run deploy", () => {
     const r = await deploy({ KVGATE_CONFIG_FILE: path }, ["--dry-run", "--outdir", out]);
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toContain(`${path}: ok — llama (prefix-aware, 1 deployment(s))`);
-    expect(r.stdout).toContain("secrets it reads (each once: npx wrangler secret put NAME --env production): KVGATE_MASTER_KEY, KVGATE_ADMIN_KEY, KVGATE_REGISTER_KEY, KVGATE_METRICS_KEY, VLLM_KEY");
+    expect(r.stdout).toContain("secrets it reads (each once: npx wrangler secret put NAME --env production): KVGATE_MASTER_KEY, VLLM_KEY\n  optional secrets, each turning on what it names (unset, it stays off):\n    KVGATE_ADMIN_KEY: ");
     // wrangler's table of what the Worker gets: the object, and the config as a hidden secret, no var.
     const bindings = r.stdout.slice(r.stdout.indexOf("Your Worker has access to the following bindings:"), r.stdout.indexOf("--dry-run: exiting now."));
     const rows = bindings.split("\n").filter((l) => l.startsWith("env."));
