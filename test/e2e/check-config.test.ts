@@ -207,7 +207,8 @@ describe("npm run check-config", () => {
 
   it("lists the secrets a config needs apart from the optional keys, each of those with what it turns on", async () => {
     const deployments = [{ id: "a", baseUrl: "https://gpu.example.com", model: "m", apiKeyEnv: "VLLM_KEY" }];
-    const seeded = await check([await file("secrets-seeded.json", JSON.stringify({ modelGroups: [{ name: "m", deployments }] }))]);
+    // Priced: the line naming groups without pricing (its own test above) stays out of this one.
+    const seeded = await check([await file("secrets-seeded.json", JSON.stringify({ modelGroups: [{ name: "m", pricing: { promptUsdPerMillion: 1, completionUsdPerMillion: 2 }, deployments }] }))]);
     expect(seeded.code, seeded.stderr).toBe(0);
     expect(seeded.stdout.split("\n").slice(1)).toEqual([
       "  secrets it reads: KVGATE_MASTER_KEY, VLLM_KEY",
