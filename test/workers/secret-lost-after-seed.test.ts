@@ -82,4 +82,32 @@ describe("a deploy whose modelGroups lack a secret, before the fleet took them",
     expect((await ask("/health", "")).status).toBe(200);
     expect((await ask("/admin/v1/status", env.KVGATE_ADMIN_KEY)).status).toBe(200);
   });
+
+  it("answers every client path with it, vLLM's outside /v1 too, and leaves the operator's views open", async () => {
+    vi.spyOn(console, "error").mockImplementation(() => undefined);
+    const deploy = { ...config, modelGroups: [{ name: "new-vpc", deployments: [{ baseUrl: "https://gpu.example", model: "m", headersFromEnv: { "CF-Access-Client-Secret": SECRET } }] }] };
+    const deployed = { ...withoutSecret, KVGATE_CONFIG: JSON.stringify(deploy) } as Env;
+    const send = async (method: string, path: string, key: string, body?: unknown) => {
+      const ctx = createExecutionContext();
+      const init: RequestInit = { method, headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body: body === undefined ? undefined : JSON.stringify(body) };
+      const res = await worker.fetch(new Request(`https://kvgate.test${path}`, init), deployed, ctx);
+      await waitOnExecutionContext(ctx);
+      return res;
+    };
+    // The same model by its /v1 path and by vLLM's own: the error names what the deploy lacks on each, not a model not found.
+    const score = { model: "new-vpc", text_1: "a", text_2: "b" };
+    const rerank = { model: "new-vpc", query: "a", documents: ["b"] };
+    for (const [path, body] of [["/v1/score", score], ["/score", score], ["/v1/rerank", rerank], ["/rerank", rerank], ["/v2/rerank", rerank]] as const) {
+      const res = await send("POST", path, env.KVGATE_MASTER_KEY, body);
+      const { error } = (await res.json()) as { error: { code: string; message: string } };
+      expect([path, res.status, error.code], error.message).toEqual([path, 500, "config_invalid"]);
+      expect(error.message).toContain(`names ${SECRET}, which is not set`);
+    }
+    // A path no route serves is answered so too: the gateway's cause, not a 404 a client would look into.
+    expect((await send("POST", "/chat/completions", env.KVGATE_MASTER_KEY, {})).status).toBe(500);
+    // The operator's views of the fleet: what became of the deploy's groups.
+    expect((await send("GET", "/v1/kvgate/status", env.KVGATE_MASTER_KEY)).status).toBe(200);
+    expect((await send("GET", "/metrics", env.KVGATE_ADMIN_KEY)).status).toBe(200);
+    expect((await send("GET", "/admin/v1/groups", env.KVGATE_ADMIN_KEY)).status).toBe(200);
+  });
 });

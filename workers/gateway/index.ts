@@ -38,12 +38,17 @@ export default {
 } satisfies ExportedHandler<Env>;
 
 /**
- * Whether the request is one the config's groups serve (the client API, /v1): the one a config
- * whose modelGroups lack a binding or secret answers with its error while the fleet has not taken
- * them. The admin API, /health and /metrics stay open, so the operator can see what became of them.
+ * Whether the request is one the config's groups may serve: the one a config whose modelGroups
+ * lack a binding or secret answers with its error while the fleet has not taken them. Every path
+ * but the operator's, so that none a client calls (vLLM's /score, /rerank and /v2/rerank outside
+ * /v1, a path no route serves) is served on the fleet of a deploy before, or answered as a model
+ * not found, hiding the cause. The operator's stay open to see what became of the groups: /health,
+ * the admin API, /metrics and the master key's /v1/kvgate/status. (The pages are files Cloudflare
+ * serves without the Worker.)
  */
 function servesTheSeed(req: Request): boolean {
-  return new URL(req.url).pathname.startsWith("/v1/");
+  const path = new URL(req.url).pathname;
+  return !(path === "/health" || path === "/metrics" || path === "/v1/kvgate/status" || path.startsWith("/admin/"));
 }
 
 /** No app to answer yet: this answer says what the app's would (its request id, the config's CORS). */
