@@ -648,6 +648,13 @@ describe("limits", () => {
       expect(e).toMatchObject({ status: 403, code: "model_not_priced" });
       expect((e as Error).message).toMatch(/model "keys" has no pricing/);
     }
+    // The model list is the models the key can use: not one it is refused, and a look-up of one answers as a call does.
+    const listed = (await client.models.list()).data.map((m) => m.id);
+    expect(listed).toContain("keys-priced");
+    expect(listed).not.toContain("keys");
+    const looked = await client.models.retrieve("keys").then(() => null, (x: unknown) => x);
+    expect(looked).toMatchObject({ status: 403, code: "model_not_priced" });
+    expect(await client.models.retrieve("keys-priced")).toMatchObject({ id: "keys-priced" });
     // A priced model counts its dollars: the millionth of a dollar is spent by the first answer.
     let quota: unknown = null;
     for (let n = 0; n < 5 && !quota; n++) await ask("keys-priced").catch((x: unknown) => (quota = x));
@@ -664,6 +671,8 @@ describe("limits", () => {
     const served = await post(tokens.key, "keys");
     expect(served.status).toBe(200);
     await served.text();
+    const tokensClient = new OpenAI({ apiKey: tokens.key, baseURL: `${gw.url}/v1`, maxRetries: 0 });
+    expect((await tokensClient.models.list()).data.map((m) => m.id)).toContain("keys");
   });
 
   it("a limit that lifts within the SDK's wait is left to its retries", async () => {

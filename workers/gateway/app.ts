@@ -7,7 +7,7 @@ import type { LoadedConfig } from "../config.ts";
 import { mountAdmin } from "../admin/routes.ts";
 import type { AppEnv } from "./app-env.ts";
 import { admitCaller, configCors, EXPOSED, keyCors, keyPreflight, refusal } from "./admit.ts";
-import { allowsModel } from "../../src/tenants/route-tenant.ts";
+import { allowsModel, countsSpendIn } from "../../src/tenants/route-tenant.ts";
 import { mountEndpoints } from "./endpoints.ts";
 import { discardUnread } from "./body.ts";
 import { errorAnswer } from "./error-answer.ts";
@@ -60,6 +60,8 @@ export function buildApp(config: LoadedConfig): Hono<AppEnv> {
     const caller = c.get("caller");
     const data = [];
     for (const g of (await recentFleet(c.env, config.groups)).groups) {
+      // The models the key can use: not those of a group it would be refused for its pricing (proxy.ts tenantFor).
+      if (caller.kind === "key" && !countsSpendIn(caller.key.record, g)) continue;
       for (const id of [g.name, ...g.aliases]) if (caller.kind === "master" || allowsModel(caller.key.record, id, g.name)) data.push(modelObject(id, g.name));
     }
     return c.json({ object: "list", data });

@@ -6,7 +6,7 @@ import type { AppEnv } from "./app-env.ts";
 import { admitCaller, keyCors, refusal } from "./admit.ts";
 import { errorAnswer } from "./error-answer.ts";
 import { requestLogger } from "./request-logger.ts";
-import { groupForCaller } from "./proxy.ts";
+import { groupForCaller, tenantFor } from "./proxy.ts";
 import { recentModels } from "../fleet.ts";
 import type { Endpoint } from "./validate.ts";
 
@@ -70,7 +70,11 @@ export function mountEndpoints(app: Hono<AppEnv>, config: LoadedConfig, proxy: (
     // Looked up in the fleet as the model list reads it (afresh at most once a second), so that the
     // two agree on a model removed or moved since this isolate's snapshot; one added since is
     // looked up afresh too, as a request's model is.
-    const { group } = await groupForCaller(c.env, c.get("caller"), id, await recentModels(c.env, config.byModel));
+    const caller = c.get("caller");
+    const { group } = await groupForCaller(c.env, caller, id, await recentModels(c.env, config.byModel));
+    // Answered as a call to it would be: a key whose only budget is in dollars gets the 403 of a
+    // group without pricing (model_not_priced), which says why the list leaves it out.
+    tenantFor(caller, id, group);
     return c.json(modelObject(id, group.name));
   });
 }
