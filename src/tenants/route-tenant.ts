@@ -36,7 +36,12 @@ export function allowsModel(r: KeyRecord, model: string, group: string): boolean
  * making its own model fail.
  */
 export function allowsGroup(r: KeyRecord, group: { name: string; aliases: readonly string[] } & Pick<GroupSettings, "pricing">): boolean {
-  return countsSpendIn(r, group) && [group.name, ...group.aliases].some((name) => allowsModel(r, name, group.name));
+  return countsSpendIn(r, group) && listsGroup(r, group);
+}
+
+/** Whether the key's models hold the group by one of its names (or hold none: every model). */
+export function listsGroup(r: KeyRecord, group: { name: string; aliases: readonly string[] }): boolean {
+  return [group.name, ...group.aliases].some((name) => allowsModel(r, name, group.name));
 }
 
 /**

@@ -568,6 +568,44 @@ describe("a virtual key's session", () => {
     await last.closed;
     await vi.waitFor(async () => expect(await gw.inFlight("echo")).toBe(0), EVENTUALLY);
   }, 30_000);
+
+  it("is closed once the key's only budget is in dollars on a group without pricing, its own or the fallback serving it, within the 10 s in which its requests are refused: its dollars could not be counted there", async () => {
+    const admin = async (method: string, path: string, body: unknown) => {
+      const res = await fetch(`${gw.url}/admin/v1${path}`, { method, headers: { authorization: `Bearer ${adminKey}`, "content-type": "application/json" }, body: JSON.stringify(body) });
+      expect(res.status).toBeLessThan(300);
+      return (await res.json()) as { id: string; key: string; prefix: string };
+    };
+    // Tokens and dollars: served on groups without pricing, where its tokens are counted.
+    const both = { budget_tokens: 1_000_000, budget_usd: 100 };
+    const own = await admin("POST", "/keys", both);
+    const fellBack = await admin("POST", "/keys", both);
+    const kept = await admin("POST", "/keys", both);
+    const sessions = [
+      opened(await connect(wsUrl("?model=echo"), { headers: { authorization: `Bearer ${own.key}` } })),
+      // falls-back's one server refuses the handshake: its fallback group, realtime, serves.
+      opened(await connect(wsUrl("?model=falls-back"), { headers: { authorization: `Bearer ${fellBack.key}` } })),
+      opened(await connect(wsUrl("?model=echo"), { headers: { authorization: `Bearer ${kept.key}` } })),
+    ];
+    expect(sessions[1]?.headers["x-kvgate-group"]).toBe("realtime");
+    // Dollars alone: the tokens its sessions spend there would cost it nothing, for hours.
+    await admin("PATCH", `/keys/${own.id}`, { budget_tokens: null });
+    await admin("PATCH", `/keys/${fellBack.id}`, { budget_tokens: null });
+    await admin("PATCH", `/keys/${kept.id}`, { budget_usd: 50 });
+    const closes = await Promise.all(sessions.slice(0, 2).map((s) => Promise.race([s.closed, new Promise<null>((r) => setTimeout(() => r(null), 12_000))])));
+    // What a request with the key now gets there: the 403 model_not_priced's message (cut to a close frame's 123 bytes), naming the group that has no pricing.
+    expect(closes).toEqual([
+      { code: 1008, reason: expect.stringMatching(new RegExp(`^model "echo" has no pricing, and API key ${own.prefix}… has a budget in dollars alone`)) },
+      { code: 1008, reason: expect.stringMatching(new RegExp(`^model "realtime" has no pricing, and API key ${fellBack.prefix}… has a budget in dollars alone`)) },
+    ]);
+    // A key whose tokens are still counted keeps its session.
+    const last = sessions[2] as OpenSocket;
+    last.ws.send("after");
+    expect((await last.next()).data.toString()).toBe("after");
+    last.ws.close(1000);
+    await last.closed;
+    await vi.waitFor(async () => expect(await gw.inFlight("echo")).toBe(0), EVENTUALLY);
+    await vi.waitFor(async () => expect(await gw.inFlight("realtime")).toBe(0), EVENTUALLY);
+  }, 30_000);
 });
 
 describe("a backend that refuses the upgrade", () => {

@@ -6,7 +6,7 @@ import { chosenProtocol, handshakeFault, isWebSocketUpgrade, keyFromProtocols, p
 import type { RouteTenant, TokenUsage } from "../../src/routing/protocol.ts";
 import { msToNextPeriod } from "../../src/tenants/ledger.ts";
 import type { KeyRecord } from "../../src/tenants/protocol.ts";
-import { allowsGroup, allowsModel, keyBudget, readsUsage } from "../../src/tenants/route-tenant.ts";
+import { allowsModel, countsSpendIn, keyBudget, listsGroup, readsUsage, unpricedModel } from "../../src/tenants/route-tenant.ts";
 import { nextStep } from "../../src/upstream/retry.ts";
 import { isFailover, misconfigured, routeReason, routingHeaders } from "./attempt.ts";
 import { WINDOW_MS } from "../../src/tenants/window.ts";
@@ -264,14 +264,18 @@ const KEY_CHECK_BACKOFF_MS = 10_000;
  * What refuses a session's key as it now stands (`r`), besides what refuses the key itself: a
  * model list that no longer holds the session's model (asked by `model` of `primary`), or the
  * group that serves it when that is a fallback (proxy.ts tenantFor, fallbackFor), answered as the
- * model's 404 is; origins that no longer hold the page the session was opened from (admit.ts); and,
+ * model's 404 is; a budget in dollars alone on a group without pricing, its 403 model_not_priced
+ * (countsSpendIn: the session's tokens would cost it nothing there); origins that no longer hold the page the session was opened from (admit.ts); and,
  * for a session opened while the key counted no usage (`counted` false), the key's counting it now
  * (a budget, a tpm or usage tracking set since): the session's tokens were never read, nor its
  * lease's renewals made to carry them, so it could not be held to the new limit for its hours.
  */
 function sessionRefusal(req: Request, model: string, primary: ResolvedGroup, serving: ResolvedGroup, counted: boolean): (r: KeyRecord) => GatewayError | null {
   return (r) => {
-    if (!allowsModel(r, model, primary.name) || (serving !== primary && !allowsGroup(r, serving))) return unknownModel(model);
+    if (!allowsModel(r, model, primary.name) || (serving !== primary && !listsGroup(r, serving))) return unknownModel(model);
+    // A budget in dollars alone, where the group serving has no pricing to count them by: what a
+    // request there is told (tenantFor), naming that group. One comparison for a key with no budget in dollars.
+    if (!countsSpendIn(r, serving)) return unpricedModel(r, serving === primary ? model : serving.name);
     if (!counted && readsUsage(r)) return usageNowCounted(r);
     return originRefusal(r, req);
   };
