@@ -274,7 +274,7 @@ export class GroupPath {
    * the caller may use; null when none is left.
    */
   async afterRefusal(env: Env, refusal: { rev: number }): Promise<"again" | "fallback" | null> {
-    if (refusal.rev > this.group.rev && !this.reread && (await this.readAgain(env, refusal.rev))) return "again";
+    if (refusal.rev > this.group.rev && !this.reread && (await this.readAgain(env, refusal.rev)) === "current") return "again";
     return this.fallBack() ? "fallback" : null;
   }
 
@@ -292,7 +292,9 @@ export class GroupPath {
    * "applied" holds for this request too. False: go on, with `group` as the registry now has it
    * (or as the isolate had it, when the registry cannot be reached); true: the model now names
    * another group, or the backend picked changed (its model name, key, headers, weight, cap…), so
-   * its lease went back with no verdict on it and the request routes again through `group`.
+   * its lease went back with no verdict on it and the request routes again through `group`. A
+   * fallback group the caller may no longer use as it now is (fallbackFor) is passed over the
+   * same way, to the next; with none left, the request gets the 503 of a group with no backend.
    * Costs nothing while the isolate is current: the requests that meet a change before their
    * isolate holds it read the fleet (most often one), none while the registry could not be read
    * within the second before (workers/fleet.ts fleetAtLeast).
@@ -302,7 +304,9 @@ export class GroupPath {
     const routed = this.group;
     let again: boolean;
     try {
-      again = (await this.readAgain(p.env, decision.rev)) && (this.group.name !== routed.name || !sameDeployment(routed, this.group, decision.backendId));
+      const read = await this.readAgain(p.env, decision.rev);
+      if (read === "refused" && !this.fallBack()) throw noBackend("no-backend", this.model);
+      again = read === "refused" || (read === "current" && (this.group.name !== routed.name || !sameDeployment(routed, this.group, decision.backendId)));
     } catch (e) {
       giveBack(decision, routed, p.env, p.ctx, p.config.releaseFlushMs);
       throw e;
@@ -312,27 +316,29 @@ export class GroupPath {
   }
 
   /**
-   * Reads the fleet again, once a request; true when `group` is now the registry's. The request's
-   * own group is found again by the model the client named, not by the group's name: a group
-   * removed may have handed that name to another (which the caller must be allowed, as tenantFor
-   * says), and one that no group has any more is a 404. False when the registry cannot be
-   * reached, or a fallback group is gone.
+   * Reads the fleet again, once a request; "current" when `group` is now the registry's. The
+   * request's own group is found again by the model the client named, not by the group's name: a
+   * group removed may have handed that name to another (which the caller must be allowed, as
+   * tenantFor says), and one that no group has any more is a 404. A fallback group as it now is
+   * is checked as fallBack checks one (fallbackFor: its names, its pricing for a budget in dollars
+   * alone): "refused" when the caller may no longer use it, `group` left as it was. "stale" when
+   * the registry cannot be reached, or a fallback group is gone.
    */
-  private async readAgain(env: Env, rev: number): Promise<boolean> {
+  private async readAgain(env: Env, rev: number): Promise<"current" | "refused" | "stale"> {
     this.reread = true;
     const fresh = await fleetAtLeast(env, rev);
-    if (!fresh) return false;
+    if (!fresh) return "stale";
     this.byModel = fresh.byModel;
     const own = this.group === this.primary;
     const now = fresh.byModel.get(own ? this.model : this.group.name);
     if (!now && own) throw unknownModel(this.model);
-    if (!now) return false;
+    if (!now) return "stale";
     if (own) {
       tenantFor(this.caller, this.model, now);
       this.primary = now;
-    }
+    } else if (fallbackFor(this.caller, fresh.byModel, now.name) !== now) return "refused";
     this.group = now;
-    return true;
+    return "current";
   }
 }
 
