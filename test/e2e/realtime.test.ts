@@ -506,6 +506,25 @@ describe("a handshake the gateway refuses", () => {
   });
 });
 
+/** The admin API's keys, as an operator makes and changes them. */
+async function keyAdmin(method: string, path: string, body: unknown): Promise<{ id: string; key: string; prefix: string }> {
+  const res = await fetch(`${gw.url}/admin/v1${path}`, { method, headers: { authorization: `Bearer ${adminKey}`, "content-type": "application/json" }, body: JSON.stringify(body) });
+  expect(res.status).toBeLessThan(300);
+  return (await res.json()) as { id: string; key: string; prefix: string };
+}
+
+/** How each session was closed within 12 s, past the 10 s a key's change takes to reach it; null for one still open. */
+const closedWithin12s = (sessions: readonly OpenSocket[]) => Promise.all(sessions.map((s) => Promise.race([s.closed, new Promise<null>((r) => setTimeout(() => r(null), 12_000))])));
+
+/** A session a key's change left open: it still carries a message; then its client closes it, and its slot in `group` is freed. */
+async function stillOpen(s: OpenSocket, group: string): Promise<void> {
+  s.ws.send("after");
+  expect((await s.next()).data.toString()).toBe("after");
+  s.ws.close(1000);
+  await s.closed;
+  await vi.waitFor(async () => expect(await gw.inFlight(group)).toBe(0), EVENTUALLY);
+}
+
 describe("a virtual key's session", () => {
   it("is closed once the key is revoked, rotated away or expired, within the 10 s in which its requests are refused: a leaked key's session does not outlive the key", async () => {
     const admin = async (method: string, path: string, body?: unknown) => {
@@ -523,7 +542,7 @@ describe("a virtual key's session", () => {
     }
     await admin("POST", `/keys/${revoked.id}/revoke`);
     await admin("POST", `/keys/${rotated.id}/rotate`);
-    const closes = await Promise.all(sessions.map((s) => Promise.race([s.closed, new Promise<null>((r) => setTimeout(() => r(null), 12_000))])));
+    const closes = await closedWithin12s(sessions);
     expect(closes).toEqual([
       { code: 1008, reason: expect.stringMatching(/revoked/) },
       { code: 1008, reason: "invalid API key" },
@@ -535,15 +554,10 @@ describe("a virtual key's session", () => {
   }, 30_000);
 
   it("is closed once the key's models no longer hold its model, or its origins its page's, within the 10 s in which a changed model list takes effect", async () => {
-    const admin = async (method: string, path: string, body: unknown) => {
-      const res = await fetch(`${gw.url}/admin/v1${path}`, { method, headers: { authorization: `Bearer ${adminKey}`, "content-type": "application/json" }, body: JSON.stringify(body) });
-      expect(res.status).toBeLessThan(300);
-      return (await res.json()) as { id: string; key: string; prefix: string };
-    };
     const page = "https://app.example";
-    const narrowed = await admin("POST", "/keys", { models: ["echo"] });
-    const moved = await admin("POST", "/keys", { origins: [page] });
-    const kept = await admin("POST", "/keys", { models: ["echo", "realtime"] });
+    const narrowed = await keyAdmin("POST", "/keys", { models: ["echo"] });
+    const moved = await keyAdmin("POST", "/keys", { origins: [page] });
+    const kept = await keyAdmin("POST", "/keys", { models: ["echo", "realtime"] });
     const sessions = await Promise.all(
       [narrowed, moved, kept].map(async (k) => opened(await connect(wsUrl("?model=echo"), { headers: { authorization: `Bearer ${k.key}`, origin: page } }))),
     );
@@ -551,35 +565,25 @@ describe("a virtual key's session", () => {
       s.ws.send("before");
       expect((await s.next()).data.toString()).toBe("before");
     }
-    await admin("PATCH", `/keys/${narrowed.id}`, { models: ["realtime"] });
-    await admin("PATCH", `/keys/${moved.id}`, { origins: ["https://other.example"] });
-    await admin("PATCH", `/keys/${kept.id}`, { models: ["realtime", "echo"] });
-    const closes = await Promise.all(sessions.slice(0, 2).map((s) => Promise.race([s.closed, new Promise<null>((r) => setTimeout(() => r(null), 12_000))])));
+    await keyAdmin("PATCH", `/keys/${narrowed.id}`, { models: ["realtime"] });
+    await keyAdmin("PATCH", `/keys/${moved.id}`, { origins: ["https://other.example"] });
+    await keyAdmin("PATCH", `/keys/${kept.id}`, { models: ["realtime", "echo"] });
+    const closes = await closedWithin12s(sessions.slice(0, 2));
     // The messages a request with the key now gets: a model it may not use is one that does not exist.
     expect(closes).toEqual([
       { code: 1008, reason: expect.stringMatching(/^The model "echo" does not exist or you do not have access to it/) },
       { code: 1008, reason: `API key ${moved.prefix}… may not be used from origin ${page}` },
     ]);
     // A change that still allows the session's model leaves it open.
-    const last = sessions[2] as OpenSocket;
-    last.ws.send("after");
-    expect((await last.next()).data.toString()).toBe("after");
-    last.ws.close(1000);
-    await last.closed;
-    await vi.waitFor(async () => expect(await gw.inFlight("echo")).toBe(0), EVENTUALLY);
+    await stillOpen(sessions[2] as OpenSocket, "echo");
   }, 30_000);
 
   it("is closed once the key's only budget is in dollars on a group without pricing, its own or the fallback serving it, within the 10 s in which its requests are refused: its dollars could not be counted there", async () => {
-    const admin = async (method: string, path: string, body: unknown) => {
-      const res = await fetch(`${gw.url}/admin/v1${path}`, { method, headers: { authorization: `Bearer ${adminKey}`, "content-type": "application/json" }, body: JSON.stringify(body) });
-      expect(res.status).toBeLessThan(300);
-      return (await res.json()) as { id: string; key: string; prefix: string };
-    };
     // Tokens and dollars: served on groups without pricing, where its tokens are counted.
     const both = { budget_tokens: 1_000_000, budget_usd: 100 };
-    const own = await admin("POST", "/keys", both);
-    const fellBack = await admin("POST", "/keys", both);
-    const kept = await admin("POST", "/keys", both);
+    const own = await keyAdmin("POST", "/keys", both);
+    const fellBack = await keyAdmin("POST", "/keys", both);
+    const kept = await keyAdmin("POST", "/keys", both);
     const sessions = [
       opened(await connect(wsUrl("?model=echo"), { headers: { authorization: `Bearer ${own.key}` } })),
       // falls-back's one server refuses the handshake: its fallback group, realtime, serves.
@@ -588,22 +592,17 @@ describe("a virtual key's session", () => {
     ];
     expect(sessions[1]?.headers["x-kvgate-group"]).toBe("realtime");
     // Dollars alone: the tokens its sessions spend there would cost it nothing, for hours.
-    await admin("PATCH", `/keys/${own.id}`, { budget_tokens: null });
-    await admin("PATCH", `/keys/${fellBack.id}`, { budget_tokens: null });
-    await admin("PATCH", `/keys/${kept.id}`, { budget_usd: 50 });
-    const closes = await Promise.all(sessions.slice(0, 2).map((s) => Promise.race([s.closed, new Promise<null>((r) => setTimeout(() => r(null), 12_000))])));
+    await keyAdmin("PATCH", `/keys/${own.id}`, { budget_tokens: null });
+    await keyAdmin("PATCH", `/keys/${fellBack.id}`, { budget_tokens: null });
+    await keyAdmin("PATCH", `/keys/${kept.id}`, { budget_usd: 50 });
+    const closes = await closedWithin12s(sessions.slice(0, 2));
     // What a request with the key now gets there: the 403 model_not_priced's message (cut to a close frame's 123 bytes), naming the group that has no pricing.
     expect(closes).toEqual([
       { code: 1008, reason: expect.stringMatching(new RegExp(`^model "echo" has no pricing, and API key ${own.prefix}… has a budget in dollars alone`)) },
       { code: 1008, reason: expect.stringMatching(new RegExp(`^model "realtime" has no pricing, and API key ${fellBack.prefix}… has a budget in dollars alone`)) },
     ]);
     // A key whose tokens are still counted keeps its session.
-    const last = sessions[2] as OpenSocket;
-    last.ws.send("after");
-    expect((await last.next()).data.toString()).toBe("after");
-    last.ws.close(1000);
-    await last.closed;
-    await vi.waitFor(async () => expect(await gw.inFlight("echo")).toBe(0), EVENTUALLY);
+    await stillOpen(sessions[2] as OpenSocket, "echo");
     await vi.waitFor(async () => expect(await gw.inFlight("realtime")).toBe(0), EVENTUALLY);
   }, 30_000);
 });
