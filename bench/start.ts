@@ -1,10 +1,12 @@
 /**
  * `npm start`: the simulated GPU fleet (4 workers on 127.0.0.1:9001-9004) and the gateway in
  * front of it on http://127.0.0.1:8787 under `wrangler dev`, with wrangler.toml's dev config and
- * keys made for this run, each printed as VARIABLE=<key>. Ctrl-C stops both.
+ * keys made for this run, each printed as VARIABLE=<key>. Ctrl-C (or SIGTERM, or SIGHUP from a
+ * closed terminal) stops both.
  * `--port` / PORT and `--fleet-port` / KVGATE_FLEET_PORT move the ports (bench/start/options.ts).
  */
 import { spawn, type ChildProcess } from "node:child_process";
+import { rmSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
@@ -88,6 +90,12 @@ const keys = newDevKeys();
 // running side by side must not share one state directory.
 const stateDir = await mkdtemp(join(tmpdir(), "kvgate-dev-state-"));
 const keysFile = await writeKeysFile(devConfig.auth, keys);
+// The last resort: however this process ends (short of SIGKILL), even past a stop() that failed
+// half-way or never ran, the keys and the state do not stay on disk. Only synchronous work runs here.
+process.on("exit", () => {
+  keysFile.remove();
+  rmSync(stateDir, { recursive: true, force: true });
+});
 
 const wranglerBin = join(dirname(createRequire(import.meta.url).resolve("wrangler/package.json")), "bin", "wrangler.js");
 const args = wranglerDevArgs({ host: HOST, port, envFile: keysFile.path, persistTo: stateDir, config: moved });
@@ -107,16 +115,31 @@ let stopping = false;
 async function stop(code: number): Promise<never> {
   if (!stopping) {
     stopping = true;
-    gateway.kill("SIGTERM");
-    await exited(gateway, 5000);
-    await fleet.close();
-    await rm(stateDir, { recursive: true, force: true });
-    await keysFile.remove();
+    try {
+      gateway.kill("SIGTERM");
+      await exited(gateway, 5000);
+      await fleet.close();
+      await rm(stateDir, { recursive: true, force: true });
+    } catch (e) {
+      console.error(`kvgate: while stopping: ${(e as Error).message}`);
+      code ||= 1;
+    } finally {
+      // Whatever step failed, the keys do not stay behind.
+      keysFile.remove();
+    }
   }
   process.exit(code);
 }
-process.on("SIGINT", () => void stop(0));
-process.on("SIGTERM", () => void stop(0));
+// SIGHUP is what every process of the job gets when its terminal window closes or its ssh
+// session drops; Node's default for it is to exit at once, without stop().
+for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const) process.on(signal, () => void stop(0));
+gateway.on("error", (e) => {
+  // Unhandled, it would end this process without stop(): wrangler could not be started or signalled.
+  if (!stopping) {
+    console.error(`kvgate: wrangler dev: ${e.message}`);
+    void stop(1);
+  }
+});
 gateway.on("exit", (code) => {
   if (!stopping) {
     console.error(`kvgate: wrangler dev exited (${code ?? "signal"})`);

@@ -4,7 +4,8 @@
  * command line (`--var`) any local user could read them with `ps` or /proc/PID/cmdline, and use
  * them on 127.0.0.1. wrangler reads the file again when it reloads, so it stays while wrangler runs.
  */
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { rmSync } from "node:fs";
+import { mkdtemp, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { GatewayConfig } from "../../src/config/schema.ts";
@@ -23,8 +24,11 @@ export function keysEnvText(names: KeyNames, keys: DevKeys): string {
 
 export interface KeysFile {
   path: string;
-  /** Removes the file and its folder; safe to call twice. */
-  remove(): Promise<void>;
+  /**
+   * Removes the file and its folder; safe to call twice. Synchronous, so that a process 'exit'
+   * handler, where nothing asynchronous runs, can call it too.
+   */
+  remove(): void;
 }
 
 export async function writeKeysFile(names: KeyNames, keys: DevKeys): Promise<KeysFile> {
@@ -32,5 +36,5 @@ export async function writeKeysFile(names: KeyNames, keys: DevKeys): Promise<Key
   const dir = await mkdtemp(join(tmpdir(), "kvgate-dev-keys-"));
   const path = join(dir, "keys.env");
   await writeFile(path, keysEnvText(names, keys), { mode: 0o600, flag: "wx" });
-  return { path, remove: () => rm(dir, { recursive: true, force: true }) };
+  return { path, remove: () => rmSync(dir, { recursive: true, force: true }) };
 }

@@ -72,6 +72,15 @@ const stderrLines = (s: Started): string[] => s.stderr.split("\n").filter((l) =>
 
 const upUrl = (text: string): string => /kvgate is up on (http:\/\/\S+)/.exec(text)?.[1] as string;
 
+/** The command lines of every process in npm start's group, as `ps` shows them to any local user. */
+async function groupCommandLines(s: Started): Promise<string[]> {
+  const { stdout: table } = await run("ps", ["-eo", "pgid=,args="], { maxBuffer: 16 * 1024 * 1024 });
+  return table.split("\n").filter((l) => l.trim().split(/\s+/)[0] === String(s.child.pid));
+}
+
+/** The file wrangler dev reads npm start's keys from (its --env-file), or undefined. */
+const envFileOf = (wranglerLine: string): string | undefined => / --env-file (\S+)/.exec(wranglerLine)?.[1];
+
 // The copy most tests share: the gateway on a free port given as PORT, the fleet on free ports
 // given as --fleet-port 0, so it never takes a running copy's 8787 and 9001–9004.
 let main: Started;
@@ -132,12 +141,11 @@ describe("npm start", () => {
     const text = await banner(main, 45_000);
     const keys = [readKey(text, "api"), readKey(text, "admin"), readKey(text, "register")] as string[];
     // Every process npm start started is in its group; `ps` is what any local user can run.
-    const { stdout: table } = await run("ps", ["-eo", "pgid=,args="], { maxBuffer: 16 * 1024 * 1024 });
-    const commandLines = table.split("\n").filter((l) => l.trim().split(/\s+/)[0] === String(main.child.pid));
+    const commandLines = await groupCommandLines(main);
     const wrangler = commandLines.find((l) => l.includes("wrangler") && / dev /.test(l)) as string;
     expect(wrangler, commandLines.join("\n")).toBeDefined();
     for (const key of keys) expect(commandLines.filter((l) => l.includes(key)), key).toEqual([]);
-    mainKeysFile = / --env-file (\S+)/.exec(wrangler)?.[1];
+    mainKeysFile = envFileOf(wrangler);
     expect(mainKeysFile, wrangler).toBeDefined();
     expect(statSync(mainKeysFile as string).mode & 0o777).toBe(0o600);
     expect(statSync(resolve(mainKeysFile as string, "..")).mode & 0o777).toBe(0o700);
@@ -220,6 +228,22 @@ describe("npm start", () => {
     expect(help.stdout).toContain("usage: npm start -- [--port N] [--fleet-port N]");
     expect(help.stdout).not.toContain("simulated GPU fleet:");
   });
+
+  it("removes the file that holds its keys when its terminal closes (SIGHUP to the whole group)", async () => {
+    const other = start(["--port", "0", "--fleet-port", "0"]);
+    await banner(other, 45_000);
+    const keysFile = envFileOf((await groupCommandLines(other)).join("\n"));
+    expect(keysFile).toBeDefined();
+    const folder = resolve(keysFile as string, "..");
+    expect(existsSync(folder)).toBe(true);
+
+    // What a closed terminal window or a lost ssh session sends every process of the job.
+    const pid = other.child.pid as number;
+    process.kill(-pid, "SIGHUP");
+    await other.exit;
+    expect(await groupGone(pid)).toBe(true);
+    expect(existsSync(folder)).toBe(false);
+  }, 60_000);
 
   it("stops the gateway and the fleet on SIGTERM", async () => {
     const pid = main.child.pid as number;

@@ -98,10 +98,10 @@ describe("npm start's keys file", () => {
       expect((await stat(dirname(file.path))).mode & 0o777).toBe(0o700);
       expect(await readdir(dirname(file.path))).toEqual(["keys.env"]);
     } finally {
-      await file.remove();
+      file.remove();
     }
     expect(existsSync(dirname(file.path))).toBe(false);
-    await file.remove();
+    file.remove();
   });
 });
 
