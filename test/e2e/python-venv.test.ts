@@ -22,10 +22,32 @@ async function failureOf(python3: string): Promise<string> {
   return (error as Error).message;
 }
 
+/**
+ * What Debian's python3 prints, and where, when python3-venv is not installed: its venv module's
+ * own text (/usr/lib/python3.11/venv/__init__.py, Debian's patch), several lines on stdout, the
+ * last naming the venv's python ("$3" is the folder `python3 -m venv` was given).
+ */
+const DEBIAN_WITHOUT_VENV = `cat <<EOF
+The virtual environment was not created successfully because ensurepip is not
+available.  On Debian/Ubuntu systems, you need to install the python3-venv
+package using the following command.
+
+    apt install python3.11-venv
+
+You may need to use sudo with that command.  After installing the python3-venv
+package, recreate your virtual environment.
+
+Failing command: $3/bin/python3
+
+EOF
+exit 1`;
+
 describe("the Python SDK's tests on a machine that cannot make their virtualenv", () => {
-  it("fail saying python3-venv is missing when python3 has no venv (Debian leaves ensurepip out)", async () => {
-    const message = await failureOf('echo "The virtual environment was not created successfully because ensurepip is not available." >&2; exit 1');
-    expect(message).toMatch(/^the Python SDK's tests need python3 with venv \(Debian, Ubuntu: apt-get install python3-venv; \.ci\/run installs it\), and PyPI on their first run: python3 -m venv failed: The virtual environment was not created successfully because ensurepip is not available\.$/);
+  it("fail saying python3-venv is missing when python3 has no venv (Debian leaves ensurepip out), whichever stream python writes it to", async () => {
+    for (const python3 of [DEBIAN_WITHOUT_VENV, DEBIAN_WITHOUT_VENV.replace("cat <<EOF", "cat >&2 <<EOF")]) {
+      const message = await failureOf(python3);
+      expect(message).toMatch(/^the Python SDK's tests need python3 with venv \(Debian, Ubuntu: apt-get install python3-venv; \.ci\/run installs it\), and PyPI on their first run: python3 -m venv failed: ensurepip is missing$/);
+    }
   });
 
   it("fail saying PyPI is needed when pip cannot install the requirements", async () => {

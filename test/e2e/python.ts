@@ -19,7 +19,10 @@ export async function ensurePython(venv = VENV, env: NodeJS.ProcessEnv = process
   const wanted = await readFile(join(DIR, "requirements.txt"), "utf8");
   if (existsSync(python) && existsSync(stamp) && (await readFile(stamp, "utf8")) === wanted) return python;
   await run("python3", ["-m", "venv", venv], { env }).catch((e: unknown) => {
-    throw new Error(cannotMakeVenv(`python3 -m venv failed: ${lastLine(e)}`));
+    // Debian's python3 without python3-venv says so in several lines, on stdout, the last of them
+    // "Failing command: …/bin/python3": quoted, that line would not say what is missing.
+    const why = written(e).some((text) => text.includes("ensurepip")) ? "ensurepip is missing" : lastLine(e);
+    throw new Error(cannotMakeVenv(`python3 -m venv failed: ${why}`));
   });
   await run(python, ["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-r", join(DIR, "requirements.txt")], { env }).catch((e: unknown) => {
     throw new Error(cannotMakeVenv(`pip could not install test/python/requirements.txt: ${lastLine(e)}`));
@@ -36,10 +39,20 @@ function cannotMakeVenv(why: string): string {
   return `the Python SDK's tests need python3 with venv (Debian, Ubuntu: apt-get install python3-venv; .ci/run installs it), and PyPI on their first run: ${why}`;
 }
 
-/** The last line python or pip wrote on stderr: the one that says what went wrong. */
+/** What a failed command wrote, on stderr then on stdout (execFile's error holds both). */
+function written(e: unknown): string[] {
+  const { stderr, stdout } = e as { stderr?: unknown; stdout?: unknown };
+  return [String(stderr ?? "").trim(), String(stdout ?? "").trim()];
+}
+
+/**
+ * The last line pip wrote on stderr (its "ERROR: …", the one that says what went wrong), else on
+ * stdout, else the first line of the error ("Command failed: …").
+ */
 function lastLine(e: unknown): string {
-  const stderr = String((e as { stderr?: unknown }).stderr ?? "").trim();
-  return stderr === "" ? (e instanceof Error ? e.message : String(e)) : (stderr.split("\n").at(-1) as string).trim();
+  const text = written(e).find((t) => t !== "");
+  if (text !== undefined) return (text.split("\n").at(-1) as string).trim();
+  return (e instanceof Error ? e.message : String(e)).split("\n")[0] as string;
 }
 
 /** Runs a script of test/python with `args`; returns what it printed, parsed as JSON. */
