@@ -83,33 +83,51 @@ const OPTIONAL_KEYS = {
 } as const;
 
 export interface EnvNames {
-  /** The secrets the config cannot do without: the master key, the upstreams' and Access headers' secrets. */
+  /**
+   * The secrets the config cannot do without: the master key, the upstreams' and Access headers'
+   * secrets, and the key (with the secrets it reads) without which its fleet can get no server.
+   */
   secrets: string[];
-  /** The gateway's keys that only turn something on, each with what. */
+  /** The gateway's keys that only turn something on, each with what, and the secrets only they read. */
   optional: { name: string; turnsOn: string }[];
   bindings: string[];
 }
 
 /** What the Worker will read from its env: secrets by name, and bindings; each must be set where it runs. */
 export function envNames(config: ResolvedConfig): EnvNames {
-  // The secrets heartbeats may name are read only for self-registered servers, but are read there.
   const { registrationSecrets, masterKeyEnv, ...keys } = config.auth;
-  const secrets = new Set<string>([masterKeyEnv]);
-  const optional: EnvNames["optional"] = [];
-  for (const [field, name] of Object.entries(keys) as [keyof typeof OPTIONAL_KEYS, string][]) {
-    // A config that leaves the fleet out has it filled through the admin API: that key is then needed.
-    if (field === "adminKeyEnv" && config.seed === null) secrets.add(name);
-    else optional.push({ name, turnsOn: OPTIONAL_KEYS[field] });
-  }
-  for (const name of registrationSecrets) secrets.add(name);
+  const upstreams = new Set<string>();
   const bindings = new Set<string>();
   for (const g of config.groups) {
     for (const d of g.deployments) {
-      if (d.apiKeyEnv) secrets.add(d.apiKeyEnv);
-      for (const name of Object.values(d.headersFromEnv ?? {})) secrets.add(name);
+      if (d.apiKeyEnv) upstreams.add(d.apiKeyEnv);
+      for (const name of Object.values(d.headersFromEnv ?? {})) upstreams.add(name);
       if (d.binding) bindings.add(d.binding);
     }
   }
+  // A key is needed when, without it, some of the config's fleet can get no server.
+  const needed: Record<keyof typeof OPTIONAL_KEYS, boolean> = {
+    // No group (modelGroups left out, or []): a heartbeat joins a group, never makes one, so only
+    // the admin API can give the fleet a server.
+    adminKeyEnv: config.groups.length === 0,
+    // A group with no deployments gets its servers from their heartbeats, with the register key.
+    registerKeyEnv: config.groups.some((g) => g.deployments.length === 0),
+    metricsKeyEnv: false,
+  };
+  const secrets = new Set<string>([masterKeyEnv]);
+  const optional: EnvNames["optional"] = [];
+  for (const [field, name] of Object.entries(keys) as [keyof typeof OPTIONAL_KEYS, string][]) {
+    // The secrets a heartbeat may name are read only for the servers heartbeats register: they go
+    // with the register key, needed or optional as it is (an upstream's secret is needed anyway).
+    const readWith = field === "registerKeyEnv" ? registrationSecrets.filter((secret) => !upstreams.has(secret)) : [];
+    if (needed[field]) {
+      for (const secret of [name, ...readWith]) secrets.add(secret);
+      continue;
+    }
+    optional.push({ name, turnsOn: OPTIONAL_KEYS[field] });
+    for (const secret of readWith) optional.push({ name: secret, turnsOn: `for servers that register themselves and name it (auth.registrationSecrets), with ${name}` });
+  }
+  for (const name of upstreams) secrets.add(name);
   return { secrets: [...secrets], optional, bindings: [...bindings] };
 }
 

@@ -225,6 +225,45 @@ describe("npm run check-config", () => {
     expect(unseeded.stdout).not.toContain("    OPS_KEY:");
   });
 
+  it("lists as needed the key without which the config's fleet can get no server, and a heartbeat's secrets beside the register key", async () => {
+    const pricing = { promptUsdPerMillion: 1, completionUsdPerMillion: 2 };
+    const secretsOf = async (name: string, config: unknown): Promise<string[]> => {
+      const r = await check([await file(name, JSON.stringify(config))]);
+      expect(r.code, r.stderr).toBe(0);
+      return r.stdout.split("\n").slice(1);
+    };
+    // No group: a heartbeat joins a group, never makes one, so only the admin API can add servers.
+    expect(await secretsOf("secrets-no-groups.json", { modelGroups: [] })).toEqual([
+      "  secrets it reads: KVGATE_MASTER_KEY, KVGATE_ADMIN_KEY",
+      "  optional secrets, each turning on what it names (unset, it stays off):",
+      "    KVGATE_REGISTER_KEY: heartbeats of GPU servers that register themselves, with a key that opens nothing else",
+      "    KVGATE_METRICS_KEY: GET /metrics for a scraper that should not hold the admin key",
+      "",
+    ]);
+    // A group with no deployments: its servers register themselves, with the register key, and may
+    // be sent the secrets the config lets their heartbeats name.
+    const selfRegistered = { auth: { registrationSecrets: ["VLLM_KEY"] }, modelGroups: [{ name: "m", pricing }] };
+    expect(await secretsOf("secrets-self-registered.json", selfRegistered)).toEqual([
+      "  secrets it reads: KVGATE_MASTER_KEY, KVGATE_REGISTER_KEY, VLLM_KEY",
+      "  optional secrets, each turning on what it names (unset, it stays off):",
+      "    KVGATE_ADMIN_KEY: the admin API, npx kvgate and GET /metrics",
+      "    KVGATE_METRICS_KEY: GET /metrics for a scraper that should not hold the admin key",
+      "",
+    ]);
+    // Servers the config names: the register key is optional, and so are the secrets only its heartbeats read.
+    const deployments = [{ id: "a", baseUrl: "https://gpu.example.com", model: "m", apiKeyEnv: "VLLM_KEY" }];
+    const seeded = { auth: { registrationSecrets: ["VLLM_KEY", "EDGE_KEY"] }, modelGroups: [{ name: "m", pricing, deployments }] };
+    expect(await secretsOf("secrets-registration-optional.json", seeded)).toEqual([
+      "  secrets it reads: KVGATE_MASTER_KEY, VLLM_KEY",
+      "  optional secrets, each turning on what it names (unset, it stays off):",
+      "    KVGATE_ADMIN_KEY: the admin API, npx kvgate and GET /metrics",
+      "    KVGATE_REGISTER_KEY: heartbeats of GPU servers that register themselves, with a key that opens nothing else",
+      "    EDGE_KEY: for servers that register themselves and name it (auth.registrationSecrets), with KVGATE_REGISTER_KEY",
+      "    KVGATE_METRICS_KEY: GET /metrics for a scraper that should not hold the admin key",
+      "",
+    ]);
+  });
+
   it("takes the README's config example as it is written, comments and all", async () => {
     const readme = await readFile(join(ROOT, "README.md"), "utf8");
     const example = /```jsonc\n([\s\S]*?)```/.exec(readme)?.[1];
