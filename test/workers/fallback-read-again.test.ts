@@ -70,3 +70,43 @@ describe("a fallback group whose pricing was taken away since the isolate read t
     await expectIdle("reread-priced");
   });
 });
+
+/**
+ * The same change met by a request whose own group failed first: with no fallback left that the
+ * key may use, the answer is that failure, as when the isolate already holds the change (the
+ * README: "the client gets its own model's error instead"), not a 503 "no healthy backend".
+ */
+describe("a request whose own group failed, its last fallback's pricing taken away since the isolate read the fleet", () => {
+  /** `own` (one deployment, `backend`) falling back to `fb`, priced, which then loses its pricing in the registry; a dollars-only key's answer for `own` then. */
+  async function answerAfterPricingGone(own: string, fb: string, backend: { id: string; baseUrl: string }): Promise<{ status: number; code: string | undefined }> {
+    await ok(admin("/admin/v1/groups", { method: "POST", json: { name: fb, pricing: PRICING, deployments: [{ id: "sim", baseUrl: fleet[2], model: UPSTREAM_MODEL }] } }), 201);
+    await ok(admin("/admin/v1/groups", { method: "POST", json: { name: own, pricing: PRICING, fallbacks: [fb], deployments: [{ ...backend, model: UPSTREAM_MODEL }] } }), 201);
+    const issued = await tenants().create({ name: "dollars alone", budget_usd: 5 });
+    if (!issued.ok) throw new Error(issued.message);
+    const key = issued.value.key;
+    // This isolate's fleet, read now and past the second within which it is not read again: the fallback priced.
+    await new Promise((r) => setTimeout(r, 1100));
+    const warm = await ask(key, fb);
+    expect(warm.status, await warm.clone().text()).toBe(200);
+    await warm.text();
+    const changed = await env.FLEET.getByName(REGISTRY_NAME).command({ op: "update-group", group: fb, patch: { pricing: null } });
+    expect(changed).toMatchObject({ ok: true, routing: "applied" });
+    const res = await ask(key, own);
+    const { error } = (await res.json()) as { error?: { code?: string } };
+    return { status: res.status, code: error?.code };
+  }
+
+  it("gets its own backend's 502 (a refused connection), not a 503 no_healthy_backend", async () => {
+    const answer = await answerAfterPricingGone("reread-dead-own", "reread-dead-fb", { id: "dead", baseUrl: inject("upstreams").deadUrl });
+    expect([answer.status, answer.code]).toEqual([502, "upstream_error"]);
+    await expectIdle("reread-dead-own");
+    await expectIdle("reread-dead-fb");
+  });
+
+  it("gets 404 endpoint_not_served when its backends lack the endpoint, not a 503 to retry", async () => {
+    const answer = await answerAfterPricingGone("reread-lacking-own", "reread-lacking-fb", { id: "lacking", baseUrl: `${fleet[1] as string}/dropped` });
+    expect([answer.status, answer.code]).toEqual([404, "endpoint_not_served"]);
+    await expectIdle("reread-lacking-own");
+    await expectIdle("reread-lacking-fb");
+  });
+});

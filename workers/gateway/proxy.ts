@@ -61,6 +61,8 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
   // requests, and a request never goes back to a group it left.
   let admittedBy: string | null = null;
   let last: Response | null = null;
+  // The cause of the last refusal a group's object gave: the answer when no group is left and no attempt failed.
+  let refused: NoBackendCause = "no-backend";
   let relaying = false;
   const failover = new FailoverEvent(p);
   // Every backend tried answered 404 for the endpoint (held-failure.ts): the groups serve no such
@@ -75,6 +77,7 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
       const decision = await route(env, p.ctx, group, prompt, exclude, body.model, tenant && { ...tenant, admitted: admittedBy === group.name }, isFailover(attempts + 1, group !== primary), held.heldOn);
       if ("refused" in decision && decision.refused === "limited") throw limitError(decision, p.caller);
       if ("refused" in decision) {
+        refused = decision.refused;
         const refusedBy = group;
         const step = await path.afterRefusal(env, decision);
         // Refused by an object that knows the group newer, the group as it is now is tried again.
@@ -86,16 +89,16 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
           if (group.name !== refusedBy.name) exclude = [];
           continue;
         }
-        if (last) return finalAnswer(last);
-        // A group's shard object not reached (its servers unknown) is the answer, not "every one is failing".
-        throw noBackend(held.routingUnreached ? "unreached" : decision.refused, body.model);
+        return noneLeft(last, finalAnswer, held, refused, body.model);
       }
       admittedBy = group.name;
       const routed = group;
       // A decision of an object no newer than this isolate's fleet (nearly every one) awaits nothing.
-      const again = decision.rev > group.rev && (await path.afterDecision(p, decision));
+      const next = decision.rev > group.rev ? await path.afterDecision(p, decision) : "go";
       ({ group, primary } = path);
-      if (again) {
+      // The fallback it came from is one the caller may no longer use, and none is left (its lease went back).
+      if (next === null) return noneLeft(last, finalAnswer, held, refused, body.model);
+      if (next === "again") {
         prompt = promptFor(group);
         // Another group's backends are others: none of them failed yet.
         if (group.name !== routed.name) exclude = [];
@@ -153,6 +156,17 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
     // A relayed body is still under the deadline; its end clears it.
     if (!relaying) deadline.clear();
   }
+}
+
+/**
+ * No group is left for a request or a realtime handshake to try: its last attempt's failure is the
+ * answer, as `finalAnswer` tells it; with none, the 503 of the last refusal a group's object gave
+ * (`refused`) — routing_unavailable when a shard object of a group could not be asked (its
+ * servers unknown), not "every one is failing".
+ */
+export function noneLeft(last: Response | null, finalAnswer: (answer: Response) => Response, held: HeldFailure, refused: NoBackendCause, model: string): Response {
+  if (last) return finalAnswer(last);
+  throw noBackend(held.routingUnreached ? "unreached" : refused, model);
 }
 
 /**
@@ -289,30 +303,31 @@ export class GroupPath {
 
   /**
    * A backend picked by an object that knows the group newer than this isolate: the admin API's
-   * "applied" holds for this request too. False: go on, with `group` as the registry now has it
-   * (or as the isolate had it, when the registry cannot be reached); true: the model now names
-   * another group, or the backend picked changed (its model name, key, headers, weight, cap…), so
-   * its lease went back with no verdict on it and the request routes again through `group`. A
-   * fallback group the caller may no longer use as it now is (fallbackFor) is passed over the
-   * same way, to the next; with none left, the request gets the 503 of a group with no backend.
+   * "applied" holds for this request too. "go": on, with `group` as the registry now has it (or as
+   * the isolate had it, when the registry cannot be reached); "again": the model now names another
+   * group, or the backend picked changed (its model name, key, headers, weight, cap…), so its
+   * lease went back with no verdict on it and the request routes again through `group`. A fallback
+   * group the caller may no longer use as it now is (fallbackFor) is passed over the same way, to
+   * the next; null when none is left, its lease given back: the request ends as after a refusal
+   * with none left (noneLeft), with the failure met before it came to that fallback.
    * Costs nothing while the isolate is current: the requests that meet a change before their
    * isolate holds it read the fleet (most often one), none while the registry could not be read
    * within the second before (workers/fleet.ts fleetAtLeast).
    */
-  async afterDecision(p: Pick<ProxyInput, "env" | "ctx" | "config">, decision: Routed): Promise<boolean> {
-    if (decision.rev <= this.group.rev || this.reread) return false;
+  async afterDecision(p: Pick<ProxyInput, "env" | "ctx" | "config">, decision: Routed): Promise<"go" | "again" | null> {
+    if (decision.rev <= this.group.rev || this.reread) return "go";
     const routed = this.group;
-    let again: boolean;
+    let next: "go" | "again" | null;
     try {
       const read = await this.readAgain(p.env, decision.rev);
-      if (read === "refused" && !this.fallBack()) throw noBackend("no-backend", this.model);
-      again = read === "refused" || (read === "current" && (this.group.name !== routed.name || !sameDeployment(routed, this.group, decision.backendId)));
+      if (read === "refused") next = this.fallBack() ? "again" : null;
+      else next = read === "current" && (this.group.name !== routed.name || !sameDeployment(routed, this.group, decision.backendId)) ? "again" : "go";
     } catch (e) {
       giveBack(decision, routed, p.env, p.ctx, p.config.releaseFlushMs);
       throw e;
     }
-    if (again) giveBack(decision, routed, p.env, p.ctx, p.config.releaseFlushMs);
-    return again;
+    if (next !== "go") giveBack(decision, routed, p.env, p.ctx, p.config.releaseFlushMs);
+    return next;
   }
 
   /**

@@ -11,10 +11,10 @@ import { nextStep } from "../../src/upstream/retry.ts";
 import { isFailover, misconfigured, routeReason, routingHeaders } from "./attempt.ts";
 import { WINDOW_MS } from "../../src/tenants/window.ts";
 import { HeldFailure } from "./held-failure.ts";
-import { activeBackends, backendsOwnRefusal, FailoverEvent, groupForCaller, GroupPath, limitError, noBackend, tenantFor, unknownModel, untriedRefusalAnswer, type ProxyInput } from "./proxy.ts";
+import { activeBackends, backendsOwnRefusal, FailoverEvent, groupForCaller, GroupPath, limitError, noneLeft, tenantFor, unknownModel, untriedRefusalAnswer, type ProxyInput } from "./proxy.ts";
 import { openUpstream, type Handshake } from "./realtime-handshake.ts";
 import { engineRequestId } from "./request-id.ts";
-import { holdLease, refusalCause, route, type HeldLease } from "./route-client.ts";
+import { holdLease, refusalCause, route, type HeldLease, type NoBackendCause } from "./route-client.ts";
 import { closeUnused, relaySockets, type Relay } from "./socket-relay.ts";
 import { originRefusal } from "./admit.ts";
 import { recheckKey, type Caller } from "./auth.ts";
@@ -100,6 +100,8 @@ async function handshakeInTurn(p: RealtimeInput, s: Session, held: HeldFailure):
   const path = new GroupPath(primary, s.byModel, p.caller, model);
   let attempts = 0;
   let last: Response | null = null;
+  // The cause of the last refusal a group's object gave (proxy.ts noneLeft).
+  let refused: NoBackendCause = "no-backend";
   const failover = new FailoverEvent(p);
   // Every backend tried lacks a realtime endpoint (held-failure.ts): a client that tries again meets
   // the same — unless a group could not be tried, whose refusal stands (proxy.ts).
@@ -119,6 +121,7 @@ async function handshakeInTurn(p: RealtimeInput, s: Session, held: HeldFailure):
       const decision = await route(p.env, p.ctx, group, NO_PROMPT, exclude, model, tenant && { ...tenant, admitted }, isFailover(attempts + 1, group !== primary), held.heldOn);
       if ("refused" in decision && decision.refused === "limited") throw limitError(decision, p.caller);
       if ("refused" in decision) {
+        refused = decision.refused;
         const refusedBy = group;
         const step = await path.afterRefusal(p.env, decision);
         // Refused by an object that knows the group newer, the group as it is now is tried again.
@@ -127,16 +130,17 @@ async function handshakeInTurn(p: RealtimeInput, s: Session, held: HeldFailure):
         if (step === "again" && group.name === refusedBy.name) continue;
         // Another group (a fallback, or the model's as the registry now has it): its own exclusions, and its own object's admission of the key.
         if (step !== null) break;
-        if (last) return finalAnswer(last);
-        throw noBackend(held.routingUnreached ? "unreached" : decision.refused, model);
+        return noneLeft(last, finalAnswer, held, refused, model);
       }
       admitted = true;
       const routed = group;
-      const again = decision.rev > group.rev && (await path.afterDecision(p, decision));
+      const next = decision.rev > group.rev ? await path.afterDecision(p, decision) : "go";
       ({ group, primary } = path);
+      // A fallback the caller may no longer use, and none left: as after a refusal (proxy.ts).
+      if (next === null) return noneLeft(last, finalAnswer, held, refused, model);
       // Another group: its own exclusions, and its own object's admission of the key.
-      if (again && group.name !== routed.name) break;
-      if (again) continue;
+      if (next === "again" && group.name !== routed.name) break;
+      if (next === "again") continue;
       attempts++;
       failover.attempting(attempts);
       held.attempting(group.name, activeBackends(group));
