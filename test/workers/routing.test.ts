@@ -1,5 +1,5 @@
 import { describe, expect, it, vi } from "vitest";
-import { chat, conversation, expectIdle, status } from "./gateway.ts";
+import { chat, conversation, EVENTUALLY, expectIdle, status } from "./gateway.ts";
 
 describe("prefix-aware routing through the gateway", () => {
   it("sends every turn of a conversation to the backend that holds its prefix", async () => {
@@ -57,10 +57,16 @@ describe("prefix-aware routing through the gateway", () => {
 
   it("puts no more than 4 in flight on any backend in a burst of 16 identical prefixes (saturation 4)", async () => {
     const messages = conversation("burst");
-    const pending = Array.from({ length: 16 }, () => chat("burst", messages, { kvgate_sim: { first_byte_delay_ms: 400 } }));
-    // The responses are held upstream: look at the counts while all 16 are in flight.
-    await new Promise((r) => setTimeout(r, 200));
-    const during = await status("burst");
+    // Held long enough upstream that all 16 are routed before the first ends, however slow the
+    // machine: a response that ended early would free a slot for a late request to take.
+    const pending = Array.from({ length: 16 }, () => chat("burst", messages, { kvgate_sim: { first_byte_delay_ms: 3000 } }));
+    // Look at the counts once all 16 are in flight (not after a fixed sleep: a loaded machine
+    // had routed none of them 200 ms in).
+    const during = await vi.waitFor(async () => {
+      const s = await status("burst");
+      expect(s.backends.reduce((n, b) => n + b.inFlight, 0)).toBe(16);
+      return s;
+    }, EVENTUALLY);
     expect(during.backends.map((b) => b.inFlight)).toEqual([4, 4, 4, 4]);
     const responses = await Promise.all(pending);
     const perBackend = new Map<string, number>();
@@ -73,5 +79,5 @@ describe("prefix-aware routing through the gateway", () => {
     expect([...perBackend.values()]).toEqual([4, 4, 4, 4]);
     expect(responses.some((r) => r.headers.get("x-kvgate-reason") === "prefix-hit")).toBe(true);
     await expectIdle("burst");
-  });
+  }, 30_000);
 });
