@@ -21,9 +21,14 @@ describe("prefix-aware routing through the gateway", () => {
   it("queues a long prompt's whole size for its backend, not only the head its fingerprint hashed", async () => {
     // 6,400 characters, 100 blocks of 64, against a fingerprint cut at 8 blocks.
     const prompt = "the long document, page by page. ".repeat(194);
-    const held = chat("long-prompt", [{ role: "user", content: prompt }], { kvgate_sim: { first_byte_delay_ms: 1500 } });
-    await vi.waitFor(async () => expect((await status("long-prompt")).backends[0]?.inFlight).toBe(1), { timeout: 1000, interval: 20 });
-    const [b] = (await status("long-prompt")).backends;
+    // Held long enough that a slow machine still sees it in flight.
+    const held = chat("long-prompt", [{ role: "user", content: prompt }], { kvgate_sim: { first_byte_delay_ms: 5000 } });
+    // The debt drains a block a second: read it from the status that first shows the request in flight.
+    const [b] = await vi.waitFor(async () => {
+      const s = await status("long-prompt");
+      expect(s.backends[0]?.inFlight).toBe(1);
+      return s.backends;
+    }, EVENTUALLY);
     // The body's bytes over 64: the prompt's 100 blocks and its JSON around it, less a block's drain at 16 tokens/s.
     expect(b?.prefillDebtBlocks).toBeGreaterThanOrEqual(99);
     expect(b?.prefillDebtBlocks).toBeLessThanOrEqual(103);
@@ -32,7 +37,7 @@ describe("prefix-aware routing through the gateway", () => {
     expect(res.headers.get("x-kvgate-prefix-blocks")).toBe("0/8");
     await res.text();
     await expectIdle("long-prompt");
-  });
+  }, 30_000);
 
   it("answers aliases from the same group", async () => {
     const res = await chat("routing-alias", conversation("glaciers", 2));
