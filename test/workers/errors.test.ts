@@ -1,7 +1,7 @@
 import { env } from "cloudflare:workers";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { TEST_LIMITS } from "../support/test-config.ts";
-import { chat, conversation, expectIdle, gateway, type ChatMessage } from "./gateway.ts";
+import { chat, conversation, EVENTUALLY, expectIdle, gateway, inFlight, type ChatMessage } from "./gateway.ts";
 
 const post = (body: string, headers: Record<string, string> = {}, auth = true) =>
   gateway("/v1/chat/completions", { method: "POST", body, headers: { "content-type": "application/json", ...headers } }, auth);
@@ -66,8 +66,10 @@ describe("bad input gets an OpenAI-style error with the right status", () => {
   });
 
   it("no healthy backend → 503 with Retry-After, and the held slot is released after", async () => {
-    const held = chat("one-slot", conversation("hold"), { kvgate_sim: { first_byte_delay_ms: 300 } });
-    await new Promise((r) => setTimeout(r, 100));
+    // Held long enough upstream that it still holds the one slot when the second request is routed.
+    const held = chat("one-slot", conversation("hold"), { kvgate_sim: { first_byte_delay_ms: 3000 } });
+    // Once it holds the slot (a fixed sleep let the second request take it first on a loaded machine).
+    await vi.waitFor(async () => expect(await inFlight("one-slot")).toBe(1), EVENTUALLY);
     const res = await chat("one-slot", msg);
     expect(res.status).toBe(503);
     expect(res.headers.get("retry-after")).toBe("1");
@@ -75,7 +77,7 @@ describe("bad input gets an OpenAI-style error with the right status", () => {
     expect((await held).status).toBe(200);
     await (await held).text();
     await expectIdle("one-slot");
-  });
+  }, 30_000);
 
   it("leaves no lease behind after any of these", async () => {
     for (const g of ["errors", "dead"]) await expectIdle(g);
