@@ -55,13 +55,17 @@ async function queueOrder(group: string, fleet: Fleet): Promise<string[]> {
     });
   const before = received(fleet).length;
   const arrived = (n: number) => vi.waitFor(() => expect(received(fleet).length).toBe(before + n), EVENTUALLY);
-  const holder = send("holder", "hold the worker", 10);
+  // 3 s on the worker's one seat: both others must queue behind it however slow the machine is
+  // (with 0.3 s, the long prompt was sometimes admitted alone before the short one arrived).
+  const holder = send("holder", "hold the worker", 100);
   await arrived(1);
   // ~3,200 tokens of a document nothing has cached, against a few words.
   const long = send("long", "a page of a long document. ".repeat(480), 3);
   await arrived(2);
   const short = send("short", "a short question?", 3);
   await arrived(3);
+  // Both queued while the holder held the seat: the order that follows is the server's choice.
+  expect(done, "the holder had finished before both others queued: the order would not be the policy's").toEqual([]);
   await Promise.all([holder, long, short]);
   return done;
 }
