@@ -80,12 +80,14 @@ describe("kvgate_sim controls", () => {
   });
 
   it("stall_after_chunks stops sending but keeps the connection open", async () => {
-    const read = await readSse(chatUrl, request({ stall_after_chunks: 1 }, { stream: true }), AbortSignal.timeout(400));
+    // A stall is a stall however long the client waits: 3 s, so that a loaded machine's slow
+    // first events are not cut short.
+    const read = await readSse(chatUrl, request({ stall_after_chunks: 1 }, { stream: true }), AbortSignal.timeout(3000));
     expect(read.status).toBe(200);
     // Ended only because the client gave up waiting.
     expect(read.ended).toBe("error");
     expect(contentEvents(read.events)).toHaveLength(1);
-  });
+  }, 15_000);
 
   it("rejects an unknown or malformed control with 400, so a typo cannot pass silently", async () => {
     const typo = await postJson(chatUrl, request({ fail_after_chunk: 1 }));
