@@ -69,8 +69,8 @@ describe("time-based faults", () => {
   });
 
   it("slowFactor with an onset: the same request takes several times longer after it", async () => {
-    // 10 tokens at 8 ms a step: ~80 ms, then ~640 ms at 8x.
-    const fleet = await fleetOf({ workers: 1, preset: "instant", decodeStepMs: 8, faults: { 0: { slowFactor: 8, onsetMs: 400 } } });
+    // 10 tokens at 8 ms a step: ~80 ms, then ~2.4 s at 30x.
+    const fleet = await fleetOf({ workers: 1, preset: "instant", decodeStepMs: 8, faults: { 0: { slowFactor: 30, onsetMs: 400 } } });
     const url = `${fleet.urls[0]}/v1/chat/completions`;
     const timed = async (): Promise<number> => {
       const t0 = performance.now();
@@ -81,13 +81,13 @@ describe("time-based faults", () => {
     await waitFor("the onset", () => kinds(fleet, 0).includes("onset"));
     const after = await timed();
     // Sleeps are lower bounds whatever the machine's load: the first token comes with the prefill,
-    // the other 9 take a step of 64 ms each, 576 ms (less a millisecond per timer, which
+    // the other 9 take a step of 240 ms each, 2,160 ms (less a millisecond per timer, which
     // libuv may fire early) at least; before the onset the same request
-    // cannot take that long unless the machine stalled for half a second (a ratio of the two failed
-    // on a loaded machine, where `before` took 190 ms).
-    expect(after).toBeGreaterThanOrEqual(560);
-    expect(before).toBeLessThan(560);
-  });
+    // cannot take that long unless the machine stalled for two seconds (a ratio of the two failed
+    // on a loaded machine, where `before` took 190 ms; at 8x, a half-second stall would have).
+    expect(after).toBeGreaterThanOrEqual(2150);
+    expect(before).toBeLessThan(2150);
+  }, 15_000);
 
   it("holdFaults: nothing happens until startFaults(), then dieAtMs counts from it, cuts open streams and closes the port", async () => {
     const fleet = await fleetOf({ workers: 2, holdFaults: true, faults: { 0: { dieAtMs: 150 } } });
@@ -95,9 +95,12 @@ describe("time-based faults", () => {
     expect(fleet.faultsStartedAt).toBeNull();
     expect((await postJson(`${fleet.urls[0]}/v1/chat/completions`, body)).status).toBe(200);
 
-    fleet.startFaults();
     // 100 tokens 20 ms apart: still streaming when the worker dies.
     const streaming = readSse(`${fleet.urls[0]}/v1/chat/completions`, { ...body, stream: true, kvgate_sim: { tokens: 100, chunk_delay_ms: 20 } }, AbortSignal.timeout(5000));
+    // The fault clock starts once the worker has the stream: started before it was sent, a loaded
+    // machine's connect could outlast the 150 ms, and the worker died before the stream began.
+    await waitFor("the stream's arrival", () => fleet.requests(0).length === 2);
+    fleet.startFaults();
     const read = await streaming;
     expect(read.ended).toBe("error");
     expect(read.events.length).toBeGreaterThan(1);
@@ -139,13 +142,11 @@ describe("time-based faults", () => {
     await waitFor("the second up", () => kinds(fleet, 0).length === 5);
     expect(kinds(fleet, 0)).toEqual(["onset", "down", "up", "down", "up"]);
 
-    // Down and up 400 ms each, on the clock.
+    // Down and up 400 ms each, on the clock: none before its time. (No bound after it: that would
+    // time the machine, which a busy one stalls; the waits above bound a flap that never comes.)
     const t0 = fleet.faultsStartedAt ?? 0;
     const offsets = fleet.events.slice(1).map((e) => e.at - t0);
-    [500, 900, 1300, 1700].forEach((expected, i) => {
-      expect(offsets[i]).toBeGreaterThanOrEqual(expected - 5);
-      expect(offsets[i]).toBeLessThan(expected + 250);
-    });
+    [500, 900, 1300, 1700].forEach((expected, i) => expect(offsets[i]).toBeGreaterThanOrEqual(expected - 5));
 
     // No more cycles: it stays up.
     await new Promise((r) => setTimeout(r, 600));
