@@ -1,4 +1,4 @@
-import { evictDurableObject } from "cloudflare:test";
+import { evictDurableObject, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, inject, it, vi } from "vitest";
 import type { IssuedKeyView } from "../../src/tenants/admin-api.ts";
@@ -208,8 +208,10 @@ describe("durable routing state", () => {
     const backend = home.headers.get("x-kvgate-backend");
     await expectIdle("durable");
     const stub = env.MODEL_GROUP.getByName("durable");
-    // The snapshot is written by the alarm, snapshotIntervalMs (20 ms) after routing.
-    await new Promise((r) => setTimeout(r, 200));
+    // The snapshot is written by the alarm, snapshotIntervalMs (20 ms) after routing: wait until it
+    // is stored (a loaded machine's alarm can run later than a fixed sleep), then evict.
+    const savedPieces = () => runInDurableObject(stub, async (_o, state) => (await state.storage.list({ prefix: "affinity:" })).size);
+    await vi.waitFor(async () => expect(await savedPieces()).toBeGreaterThan(0), EVENTUALLY);
     await evictDurableObject(stub);
 
     const after = await status("durable");
