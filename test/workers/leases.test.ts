@@ -82,10 +82,11 @@ describe("leases: in-flight counts always return to zero", () => {
   it("keeps a slow request's lease past its TTL: the attempt's own timer renews it while the upstream has not answered", async () => {
     const expired = async () => (await status("short-lease")).backends.reduce((n, b) => n + b.expired, 0);
     const before = await expired();
-    // Headers after 1 s, over three times the 300 ms TTL: unrenewed, the object would reclaim the slot.
-    const pending = chat("short-lease", conversation("slow"), { kvgate_sim: { first_byte_delay_ms: 1_000 } });
+    // Headers after 3 s, ten times the 300 ms TTL: unrenewed, the object would reclaim the slot. (With
+    // 1 s, a loaded machine's wait to see it in flight plus the 600 ms below outlasted the answer.)
+    const pending = chat("short-lease", conversation("slow"), { kvgate_sim: { first_byte_delay_ms: 3_000 } });
     await vi.waitFor(async () => expect(await inFlight("short-lease")).toBe(1), { ...EVENTUALLY, interval: 10 });
-    await new Promise((r) => setTimeout(r, 600));
+    await new Promise((r) => setTimeout(r, 600)); // twice the TTL: a lease not renewed is gone by then
     expect(await inFlight("short-lease")).toBe(1);
     const res = await pending;
     expect(res.status).toBe(200);
@@ -339,11 +340,11 @@ describe("releases whose flush failed", () => {
     const flaky = secondRouteFails();
     await expect(route(flaky.env, ctx, { ...g, version: `${g.version}-next` }, { chain: [], blocks: 0 }, [], g.name)).rejects.toThrow("routing for model");
     expect(flaky.calls()).toBe(2);
-    // Past the time a release sent again would take (0.1 s).
-    await new Promise((r) => setTimeout(r, 500));
+    // Once every flush and try again the isolate armed has run (they run under the request's
+    // waitUntil): a fixed sleep let a resend that came later pass unseen.
+    await waitOnExecutionContext(ctx);
     const key = unpackKeys(await env.MODEL_GROUP.getByName(g.name).metrics()).keys.find((k) => k.id === "key_twice");
     expect(key?.tokens).toMatchObject({ prompt: 10, completion: 5 });
-    await waitOnExecutionContext(ctx);
   });
 
   it("are sent again when the route call they rode along with failed, though no other call comes", async () => {
