@@ -4,6 +4,9 @@ import { describe, expect, it } from "vitest";
 import { typeDeopts } from "../support/deopts.ts";
 import { ROOT } from "../support/run-script.ts";
 
+/** A Node child that loads TypeScript and writes a deopt trace: seconds on a loaded machine, past vitest's default 5 s. */
+const SPAWN_TIMEOUT_MS = 60_000;
+
 /**
  * The hasher's loop runs once per character of every prompt, and the Worker makes a new hasher per
  * request: what a new hasher holds must not be what the loop's optimised code did not expect. Its
@@ -18,5 +21,5 @@ describe("the block hasher under V8", () => {
   it("is not deoptimised for a type its optimised code did not expect", async () => {
     const { stdout } = await promisify(execFile)(process.execPath, ["--trace-deopt", "test/support/hash-prompts.ts"], { cwd: ROOT, maxBuffer: 64 << 20 });
     expect(typeDeopts(stdout.split("\n"), ["push", "hashInto", "boundary", "finish", "fmix32"])).toEqual([]);
-  });
+  }, SPAWN_TIMEOUT_MS);
 });
