@@ -1,6 +1,6 @@
 import type { TestProject } from "vitest/node";
 import { startFleet } from "../bench/fleet/index.ts";
-import { freePort } from "../bench/harness/free-port.ts";
+import { CLOSED_PORT } from "./support/closed-port.ts";
 import { scriptedStream, startScriptedUpstream } from "./support/scripted-upstream.ts";
 import { startSwitchableUpstream } from "./support/switchable-upstream.ts";
 import { UPSTREAM_MODEL, type Upstreams } from "./support/test-config.ts";
@@ -10,7 +10,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
   const fleet = await startFleet({ workers: 4, basePort: 0, preset: "instant", servedModelName: UPSTREAM_MODEL });
   const scripted = await startScriptedUpstream(scriptedStream(UPSTREAM_MODEL).chunks);
   const switchable = [await startSwitchableUpstream(UPSTREAM_MODEL), await startSwitchableUpstream(UPSTREAM_MODEL)];
-  project.provide("upstreams", { fleetUrls: fleet.urls, scriptedUrl: scripted.url, deadUrl: `http://127.0.0.1:${await freePort("127.0.0.1")}`, switchableUrls: switchable.map((u) => u.url) });
+  project.provide("upstreams", { fleetUrls: fleet.urls, scriptedUrl: scripted.url, deadUrl: `http://127.0.0.1:${CLOSED_PORT}`, switchableUrls: switchable.map((u) => u.url) });
   return async () => {
     await Promise.all([fleet.close(), scripted.close(), ...switchable.map((u) => u.close())]);
   };

@@ -1,10 +1,12 @@
-import { createServer, type AddressInfo } from "node:net";
+/**
+ * A loopback port nothing listens on: a GPU server that is down. Below the kernel's ephemeral range
+ * (32768-60999), so no listen on port 0 by any test can be handed it during the run, as it could a
+ * port found free and closed again; and not one of the ports fetch refuses to try ("bad port": 1 is),
+ * so a connection to it is refused as a down server's is.
+ */
+export const CLOSED_PORT = 2;
 
-/** A loopback port nothing listens on: a GPU server that is down. */
+/** The closed port (async, as its callers await it). */
 export async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-  const { port } = server.address() as AddressInfo;
-  await new Promise((r) => server.close(r));
-  return port;
+  return CLOSED_PORT;
 }
