@@ -1,6 +1,6 @@
 import { Writable } from "node:stream";
 import { Miniflare, convertV4MiniflareOptions } from "miniflare";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import quietWorkerd from "../support/quiet-workerd.ts";
 import { dropWorkerdNoise, isWorkerdNoise } from "../support/workerd-noise.ts";
 
@@ -22,11 +22,21 @@ export default {
 let mf: Miniflare;
 const records: string[] = [];
 
-/** The records one request leaves, as the pool writes them (message and "\\n"). */
-async function recordsOf(path: string): Promise<string[]> {
+/**
+ * The records one request leaves, as the pool writes them (message and "\\n"). They come over
+ * workerd's pipe at its own pace: wait until those `expected` have come, then until none has come
+ * for a while (after a fixed sleep, a late record could fall into the next request's records).
+ */
+async function recordsOf(path: string, expected: string[]): Promise<string[]> {
   const from = records.length;
   await (await mf.dispatchFetch(`http://worker${path}`)).text();
-  await new Promise((r) => setTimeout(r, 300));
+  await vi.waitFor(() => {
+    for (const e of expected) expect(records.slice(from).join("")).toContain(e);
+  }, { timeout: 10_000, interval: 20 });
+  for (let seen = -1; seen !== records.length; ) {
+    seen = records.length;
+    await new Promise((r) => setTimeout(r, 300));
+  }
   return records.slice(from);
 }
 
@@ -46,18 +56,18 @@ afterAll(() => mf.dispose());
 
 describe("workerd's noise", () => {
   it("is every record of a connection the test breaks on purpose", async () => {
-    const refused = await recordsOf("/refused");
+    const refused = await recordsOf("/refused", ["disconnected: Connection refused", "Network connection lost."]);
     expect(refused.join("")).toContain("disconnected: Connection refused");
     expect(refused.join("")).toContain("Network connection lost.");
     expect(refused.filter((r) => !isWorkerdNoise(r))).toEqual([]);
   });
 
   it("is never the Worker's own console, nor an exception of another kind", async () => {
-    const logged = await recordsOf("/console");
+    const logged = await recordsOf("/console", ["kvgate: a line the Worker logs"]);
     expect(logged).toEqual(["kvgate: a line the Worker logs\n"]);
     expect(isWorkerdNoise(logged[0] as string)).toBe(false);
 
-    const failed = await recordsOf("/wait-until");
+    const failed = await recordsOf("/wait-until", ["a release that failed"]);
     expect(failed.join("")).toContain("a release that failed");
     expect(failed.filter((r) => !isWorkerdNoise(r)).join("")).toContain("failed: jsg.Error: a release that failed");
   });
