@@ -77,10 +77,12 @@ describe("a held failure whose next attempt was cut before it could tell", () =>
 
   it("by the client leaving: neither backend is charged", async () => {
     for (let i = 0; i < 4; i++) {
+      const sent = upstream.stats("slow-headers").requests;
       const c = await rawPost(gw.url, "/v1/chat/completions", { model: "client-cut", stream: true, messages: [{ role: "user", content: "a very long document" }], max_tokens: 4 }, { authorization: `Bearer ${gw.key}` });
       // The first attempt's first byte times out at 400 ms; the client leaves (a reset, which workerd
-      // sees at once) while the second waits for its own.
-      await new Promise((r) => setTimeout(r, 600));
+      // sees at once) while the second waits for its own: once the second reached its upstream (a
+      // fixed 600 ms sleep, on a loaded machine, could outlast the second's 400 ms too).
+      await vi.waitFor(() => expect(upstream.stats("slow-headers").requests).toBe(sent + 2), { timeout: 10_000, interval: 10 });
       expect.soft(c.received()).toBe("");
       c.reset();
       await c.ended;
