@@ -79,7 +79,8 @@ beforeAll(async () => {
       single("closes-busy", "close:1013"),
       single("closes-policy", "close:1008"),
       { name: "closes-with-key", failover: { maxAttempts: 1 }, deployments: [{ ...at("close:4000", "key-closer"), apiKeyEnv: "CLOSER_KEY" }] },
-      { name: "idle", streamIdleTimeoutMs: 600, deployments: [at("echo", "echo-idle")] },
+      // 1.5 s: its talking session's pings, 200 ms apart, must each come back well within it, however loaded the machine.
+      { name: "idle", streamIdleTimeoutMs: 1500, deployments: [at("echo", "echo-idle")] },
       // A backend that accepts the upgrade and then says nothing, whatever it is sent.
       { name: "idle-mute", streamIdleTimeoutMs: 600, deployments: [at("mute")] },
       // A server whose engine hung, its server layer still acknowledging what it is asked.
@@ -745,8 +746,10 @@ describe("what a session says of its backend", () => {
     expect(s.headers["x-kvgate-backend"]).toBe("rt-serving");
     s.ws.send("hello");
     expect((await s.next()).data.toString()).toBe("hello");
-    // A renewal or two of the session's lease, which carry what it told.
-    await new Promise((r) => setTimeout(r, 300));
+    // A renewal or two of the session's lease, which carry what it told: two more release calls
+    // landed after it told (after a fixed sleep, on a loaded machine, none might have).
+    const told = (await gw.status("credited")).calls.release;
+    await vi.waitFor(async () => expect((await gw.status("credited")).calls.release).toBeGreaterThanOrEqual(told + 2), EVENTUALLY);
     const res = await fetch(`${gw.url}/v1/chat/completions`, { method: "POST", headers: { ...bearer(), "content-type": "application/json" }, body: JSON.stringify({ model: "credited", messages: [{ role: "user", content: "hello" }] }) });
     expect([res.status, res.headers.get("x-kvgate-backend")]).toEqual([504, "wedged"]);
     await res.text();
@@ -816,15 +819,15 @@ describe("a session with nothing said either way for the group's streamIdleTimeo
     const quiet = await open("idle");
     const talking = await open("idle");
     const within = <T>(p: Promise<T>, ms: number) => Promise.race([p, new Promise<null>((r) => setTimeout(() => r(null), ms))]);
-    // A message each 200 ms, for 1.6 s: more than twice the 600 ms.
-    for (let i = 0; i < 8; i++) {
+    // A message each 200 ms, for 3.2 s: more than twice the 1.5 s.
+    for (let i = 0; i < 16; i++) {
       talking.ws.send(`ping ${i}`);
       expect((await talking.next()).data.toString()).toBe(`ping ${i}`);
       await new Promise((r) => setTimeout(r, 200));
     }
-    expect(await within(quiet.closed, 5000)).toEqual({ code: 1001, reason: "session idle for 600 ms" });
+    expect(await within(quiet.closed, 5000)).toEqual({ code: 1001, reason: "session idle for 1500 ms" });
     expect(talking.ws.readyState).toBe(talking.ws.OPEN);
-    expect(await within(talking.closed, 5000)).toEqual({ code: 1001, reason: "session idle for 600 ms" });
+    expect(await within(talking.closed, 5000)).toEqual({ code: 1001, reason: "session idle for 1500 ms" });
     await vi.waitFor(() => expect(upstream.closes().slice(-2)).toEqual(Array(2).fill({ code: 1001, reason: "session ended by the gateway" })), EVENTUALLY);
     await vi.waitFor(async () => expect(await gw.inFlight("idle")).toBe(0), EVENTUALLY);
     // Silence both ways says nothing of which side stopped: no verdict on the backend.
