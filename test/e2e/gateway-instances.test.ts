@@ -56,16 +56,17 @@ describe("gateway instances", () => {
     expect(made.status).toBe(201);
     const { id, key } = (await made.json()) as { id: string; key: string };
     const ask = (instance: number) => client(instance, key).chat.completions.create({ model: MODEL, max_tokens: 2, messages: [{ role: "user", content: "hello" }] });
-    // Instance 0 reads the key once and keeps the record (fresh for 5 s: no read until then).
+    // Instance 0 reads the key once and keeps the record (used for 10 s from its read, read again
+    // beside a request after 5 s).
     await ask(0);
-    const readAt = Date.now();
     expect((await fetch(`${gw.urls[2]}/admin/v1/keys/${id}/revoke`, { method: "POST", headers: { authorization: `Bearer ${adminKey}` } })).status).toBe(200);
     // Instance 1 never read it: it asks the tenants object, which says revoked.
     await expect(ask(1)).rejects.toMatchObject({ status: 401, code: "invalid_api_key" });
     // Instance 0 still acts on its own copy, as an isolate does within the cache's bound.
+    // (No bound on the time these calls took: that would time the machine. Past the 10 s, this
+    // answer would be the 401 of a record read again, and fail the test all the same.)
     const answer = await ask(0);
     expect(answer.choices[0]?.finish_reason).toBeDefined();
-    expect(Date.now() - readAt).toBeLessThan(5_000);
   });
 
   it("route with the group's one Durable Object: a prefix sent through one instance is a prefix-hit through another", async () => {
