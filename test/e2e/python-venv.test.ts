@@ -50,6 +50,13 @@ describe("the Python SDK's tests on a machine that cannot make their virtualenv"
     }
   });
 
+  it("quote python's own error when venv is there but its ensurepip step failed (a full disk, a noexec mount): no python3-venv would mend that", async () => {
+    const failedStep = `echo "Error: Command '['$3/bin/python3', '-m', 'ensurepip', '--upgrade', '--default-pip']' returned non-zero exit status 1." >&2; exit 1`;
+    const message = await failureOf(failedStep);
+    expect(message).toMatch(/python3 -m venv failed: Error: Command '\[.*'ensurepip'.*\]' returned non-zero exit status 1\.$/);
+    expect(message).not.toContain("ensurepip is missing");
+  });
+
   it("fail saying PyPI is needed when pip cannot install the requirements", async () => {
     // A python3 whose venv is made (a python in it that fails as pip does offline).
     const venvPython = `mkdir -p "$3/bin"; printf '#!/bin/sh\\necho "ERROR: Could not find a version that satisfies the requirement openai==3.54.0" >&2; exit 1\\n' > "$3/bin/python"; chmod 755 "$3/bin/python"`;

@@ -21,7 +21,9 @@ export async function ensurePython(venv = VENV, env: NodeJS.ProcessEnv = process
   await run("python3", ["-m", "venv", venv], { env }).catch((e: unknown) => {
     // Debian's python3 without python3-venv says so in several lines, on stdout, the last of them
     // "Failing command: …/bin/python3": quoted, that line would not say what is missing.
-    const why = written(e).some((text) => text.includes("ensurepip")) ? "ensurepip is missing" : lastLine(e);
+    // Its words, not "ensurepip" alone: a venv whose ensurepip step failed (a full disk, a noexec
+    // mount) names ensurepip too, and no python3-venv would mend that.
+    const why = written(e).some((text) => /ensurepip is not\s+available/.test(text)) ? "ensurepip is missing" : lastLine(e);
     throw new Error(cannotMakeVenv(`python3 -m venv failed: ${why}`));
   });
   await run(python, ["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-r", join(DIR, "requirements.txt")], { env }).catch((e: unknown) => {
