@@ -90,13 +90,6 @@ const keys = newDevKeys();
 // running side by side must not share one state directory.
 const stateDir = await mkdtemp(join(tmpdir(), "kvgate-dev-state-"));
 const keysFile = await writeKeysFile(devConfig.auth, keys);
-// The last resort: however this process ends (short of SIGKILL), even past a stop() that failed
-// half-way or never ran, the keys and the state do not stay on disk. Only synchronous work runs here.
-process.on("exit", () => {
-  keysFile.remove();
-  rmSync(stateDir, { recursive: true, force: true });
-});
-
 const wranglerBin = join(dirname(createRequire(import.meta.url).resolve("wrangler/package.json")), "bin", "wrangler.js");
 const args = wranglerDevArgs({ host: HOST, port, envFile: keysFile.path, persistTo: stateDir, config: moved });
 const gateway = spawn(process.execPath, [wranglerBin, ...args], {
@@ -105,6 +98,25 @@ const gateway = spawn(process.execPath, [wranglerBin, ...args], {
   // Offline-friendly: no fetch of Cloudflare's request.cf sample, no telemetry.
   env: { ...process.env, CLOUDFLARE_CF_FETCH_ENABLED: "false", WRANGLER_SEND_METRICS: "false", ...WRANGLER_ENV_FILE_SETTINGS },
 });
+
+// The last resort: however this process ends (short of SIGKILL), even past a stop() that failed
+// half-way or never ran (an error nothing handled: a closed pipe under `npm start | head`), wrangler
+// does not run on without it, holding the port, and the keys and the state do not stay on disk.
+// Only synchronous work runs here, and nothing in it may throw: an error would hide the one that ended it.
+process.on("exit", () => {
+  if (gateway.exitCode === null && gateway.signalCode === null) gateway.kill("SIGTERM");
+  removeNow(() => keysFile.remove(), "its keys");
+  removeNow(() => rmSync(stateDir, { recursive: true, force: true, maxRetries: 3 }), "its state");
+});
+
+/** Removes what `remove` does, saying on stderr when it could not (a folder workerd still writes in). */
+function removeNow(remove: () => void, what: string): void {
+  try {
+    remove();
+  } catch (e) {
+    console.error(`kvgate: could not remove ${what}: ${(e as Error).message}`);
+  }
+}
 
 createInterface({ input: gateway.stdout, crlfDelay: Infinity }).on("line", (line) => {
   const shown = readableLogLine(line);
@@ -125,7 +137,7 @@ async function stop(code: number): Promise<never> {
       code ||= 1;
     } finally {
       // Whatever step failed, the keys do not stay behind.
-      keysFile.remove();
+      removeNow(() => keysFile.remove(), "its keys");
     }
   }
   process.exit(code);

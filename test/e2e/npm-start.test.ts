@@ -245,6 +245,23 @@ describe("npm start", () => {
     expect(existsSync(folder)).toBe(false);
   }, 60_000);
 
+  it("takes wrangler down with it when it dies of its own output (a closed pipe: `npm start | head`), and leaves no keys", async () => {
+    const other = start(["--port", "0", "--fleet-port", "0"]);
+    const url = upUrl(await banner(other, 45_000));
+    const keysFile = envFileOf((await groupCommandLines(other)).join("\n"));
+    expect(keysFile).toBeDefined();
+    // The reader goes: npm start's next line (a request's) meets a closed pipe, an error nothing handles.
+    other.child.stdout?.destroy();
+    const pid = other.child.pid as number;
+    for (let i = 0; i < 50 && other.child.exitCode === null; i++) {
+      await fetch(`${url}/v1/models`).catch(() => undefined);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(await other.exit).not.toBe(0);
+    expect(await groupGone(pid)).toBe(true);
+    expect(existsSync(resolve(keysFile as string, ".."))).toBe(false);
+  }, 60_000);
+
   it("stops the gateway and the fleet on SIGTERM", async () => {
     const pid = main.child.pid as number;
     main.child.kill("SIGTERM");
