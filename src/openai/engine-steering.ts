@@ -134,6 +134,18 @@ const TOKENS_IN_PLACE = "the engine serves these tokens in place of the messages
 const TEMPLATE = "the engine renders it in place of the model's chat template, and its Jinja renderer bounds no work (a hundred bytes of nested loops hold the engine's frontend for seconds to minutes)";
 
 /**
+ * A realtime handshake's query `session_id`: vLLM-Omni's full-duplex `/v1/realtime` (a server
+ * that runs its duplex handler takes it unless the query's `duplex` says otherwise) opens its
+ * session under the id the query names (experimental/fullduplex/openai/realtime_state.py,
+ * from_query_params), and its registry refuses to open a second session under a live one's id
+ * ("Duplex session already exists": protocol.py, DuplexSessionRegistry.create). From a tenant, an
+ * id another tenant's client names, taken first, has that client's session refused. The query is
+ * passed on (realtime-handshake.ts), so it is held to what a body is. vLLM's own realtime endpoint
+ * and SGLang's read no query string.
+ */
+const REALTIME_SESSION = "the engine opens the realtime session under it (vLLM-Omni), and refuses a second session under a live one's id (one naming another's would take it first); each session has the gateway's own id, in x-request-id";
+
+/**
  * Where a field sits: a top-level field's name, or a field inside an object (`holder.field`); one
  * in a chat message's content part is named from the part (`image_url.max_dynamic_patch`).
  */
@@ -178,6 +190,9 @@ const REFUSED_IN_PART: Refused = [
   ...refused(MEDIA_PROCESSING, "image_url.max_dynamic_patch", "video_url.max_dynamic_patch"),
 ];
 
+/** Each realtime handshake query parameter a virtual key may not set, with why. */
+const REFUSED_IN_QUERY: ReadonlyMap<string, string> = new Map([["session_id", REALTIME_SESSION]]);
+
 const REFUSED_BY_NAME = byFirstName(REFUSED);
 const REFUSED_IN_PART_BY_NAME = byFirstName(REFUSED_IN_PART);
 
@@ -196,6 +211,19 @@ export function engineSteeringRefusal(body: Readonly<Record<string, unknown>>): 
 export function partSteering(part: Readonly<Record<string, unknown>>): { path: string; why: string } | null {
   const found = fieldFound(part, REFUSED_IN_PART_BY_NAME);
   return found && { path: `.${found.path}`, why: found.why };
+}
+
+/**
+ * The 400 for a realtime handshake whose query names what steers an engine, or null: read by the
+ * query's own names, decoded as a server's parser decodes them (`session%5Fid` is `session_id`).
+ * A name present is refused whatever its value, as the query is passed on as it came.
+ */
+export function querySteeringRefusal(query: URLSearchParams): GatewayError | null {
+  for (const name of query.keys()) {
+    const why = REFUSED_IN_QUERY.get(name);
+    if (why !== undefined) return steeringRefusal(name, why);
+  }
+  return null;
 }
 
 export function steeringRefusal(param: string, why: string): GatewayError {

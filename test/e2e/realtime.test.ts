@@ -526,6 +526,24 @@ async function stillOpen(s: OpenSocket, group: string): Promise<void> {
   await vi.waitFor(async () => expect(await gw.inFlight(group)).toBe(0), EVENTUALLY);
 }
 
+describe("a virtual key's handshake query", () => {
+  it("names no engine session: vLLM-Omni's full-duplex realtime opens its session under the query's session_id, so a virtual key's is a 400 naming it and no engine is asked; the master key's reaches the engine, only its model rewritten", async () => {
+    const { key } = await keyAdmin("POST", "/keys", {});
+    const before = upstream.queries().length;
+    const h = await connect(wsUrl("?model=echo&session_id=another-tenants-session"), { headers: { authorization: `Bearer ${key}` } });
+    expect(h.kind === "refused" ? { status: h.status, error: h.body.error } : h.kind).toMatchObject({ status: 400, error: { type: "invalid_request_error", code: "unsupported_parameter", param: "session_id" } });
+    // Spelt as a server's parser reads it (percent-encoded), and beside other parameters.
+    const encoded = await connect(wsUrl("?voice=alloy&session%5Fid=x&model=echo"), { headers: { authorization: `Bearer ${key}` } });
+    expect(encoded.kind === "refused" ? { status: encoded.status, param: encoded.body.error.param } : encoded.kind).toEqual({ status: 400, param: "session_id" });
+    expect(upstream.queries().slice(before)).toEqual([]);
+    const s = opened(await connect(wsUrl("?model=echo&session_id=operators-session"), { headers: bearer() }));
+    expect(upstream.queries().slice(before)).toEqual(["?model=upstream-rt&session_id=operators-session"]);
+    s.ws.close(1000);
+    await s.closed;
+    await vi.waitFor(async () => expect(await gw.inFlight("echo")).toBe(0), EVENTUALLY);
+  });
+});
+
 describe("a virtual key's session", () => {
   it("is closed once the key is revoked, rotated away or expired, within the 10 s in which its requests are refused: a leaked key's session does not outlive the key", async () => {
     const admin = async (method: string, path: string, body?: unknown) => {

@@ -75,6 +75,8 @@ export interface WebSocketUpstream {
   updates(): (string | null)[];
   /** Health probes of `behaviour` (as written in the baseUrl: `slow:60000`). */
   health(behaviour: string): number;
+  /** The query string (`?…`, or "") of each realtime handshake that reached this upstream, oldest first. */
+  queries(): string[];
   close(): Promise<void>;
 }
 
@@ -89,6 +91,7 @@ export async function startWebSocketUpstream(o: WebSocketUpstreamOptions = {}): 
   const wss = new WebSocketServer({ noServer: true });
   const held = new Set<Duplex>();
   const probes = new Map<string, number>();
+  const queries: string[] = [];
   const server = http.createServer((req, res) => {
     const probed = /^\/([^/]+)\/health$/.exec(req.url ?? "");
     if (req.method !== "GET" || !probed) return chat(req, res);
@@ -98,6 +101,7 @@ export async function startWebSocketUpstream(o: WebSocketUpstreamOptions = {}): 
   });
   server.on("upgrade", (req: http.IncomingMessage, socket: Duplex, head: Buffer) => {
     const m = /^\/([^/:]+)(?::([^/]+))?\/v1\/realtime(\?.*)?$/.exec(req.url ?? "");
+    if (m) queries.push(m[3] ?? "");
     const accept = () => wss.handleUpgrade(req, socket, head, (ws) => echo(ws, closes));
     if (m?.[1] === "echo") return accept();
     if (m?.[1] === "mute") return void wss.handleUpgrade(req, socket, head, (ws) => recordClose(ws, closes));
@@ -168,6 +172,7 @@ export async function startWebSocketUpstream(o: WebSocketUpstreamOptions = {}): 
     url: `http://127.0.0.1:${address.port}`,
     closes: () => [...closes],
     updates: () => [...updates],
+    queries: () => [...queries],
     open: () => wss.clients.size,
     waiting: () => held.size,
     health: (behaviour) => probes.get(behaviour) ?? 0,

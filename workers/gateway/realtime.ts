@@ -1,5 +1,6 @@
 import type { ResolvedGroup } from "../../src/config/load.ts";
 import { reachOf } from "../../src/config/upstream-access.ts";
+import { querySteeringRefusal } from "../../src/openai/engine-steering.ts";
 import { badRequest, clientGone, GatewayError, methodNotAllowed, SHOULD_RETRY, unavailable } from "../../src/openai/errors.ts";
 import { POLICY_VIOLATION } from "../../src/realtime/closing.ts";
 import { chosenProtocol, handshakeFault, isWebSocketUpgrade, keyFromProtocols, protocolsWithoutKey } from "../../src/realtime/handshake.ts";
@@ -52,6 +53,10 @@ export async function openRealtime(p: RealtimeInput): Promise<Response> {
   const model = url.searchParams.get("model");
   if (!model) throw badRequest(`model is required: connect to ${PATH}?model=<model>`, "model", "missing_required_parameter");
   p.log?.asked(model, false);
+  // The query reaches the engine as it came, but for its model (realtime-handshake.ts): from a
+  // virtual key, held to what a body is (engine-steering.ts), before anything is routed.
+  const steers = p.caller.kind === "master" ? null : querySteeringRefusal(url.searchParams);
+  if (steers) throw steers;
   const { group: primary, byModel } = await groupForCaller(p.env, p.caller, model, config.byModel);
   const tenant = tenantFor(p.caller, model, primary);
   const offered = req.headers.get("sec-websocket-protocol");
