@@ -39,7 +39,7 @@ export interface DeploymentRecord {
   source: Source;
   /** A registered server: when its TTL runs out unless a heartbeat renews it (epoch ms). */
   expiresAt: number | null;
-  /** A registered server past its TTL, draining: when it goes. */
+  /** A registered server past its TTL, draining: when it goes (never one the operator drained or disabled: expire). */
   removeAt: number | null;
   ttlMs: number | null;
 }
@@ -561,15 +561,26 @@ export class FleetRegistry {
     return this.commit(next);
   }
 
-  /** Registered servers past their TTL drain; a TTL later they go. */
+  /**
+   * Registered servers past their TTL drain; a TTL later they go. Not one the operator drained or
+   * disabled: its record holds that word, and a server back after its heartbeats paused (a restart,
+   * a failing /health) would register again as active. It stays, its lapsed expiry shown, until
+   * the operator enables it (its TTL runs again from its next heartbeat) or removes it.
+   */
   expire(now: number): Change {
     const next = this.copy();
     let any = false;
     for (const g of next.values()) {
       const before = g.deployments.length;
-      g.deployments = g.deployments.filter((d) => d.removeAt === null || d.removeAt > now);
+      g.deployments = g.deployments.filter((d) => d.removeAt === null || d.removeAt > now || heldState(d) !== undefined);
       if (g.deployments.length !== before) any = true;
       for (const d of g.deployments) {
+        if (heldState(d) !== undefined) {
+          // A removal set before the operator's word (stored so) is not due: no alarm for it.
+          if (d.removeAt !== null) any = true;
+          d.removeAt = null;
+          continue;
+        }
         if (d.expiresAt === null || d.expiresAt > now || d.removeAt !== null) continue;
         if (d.state === "active") d.state = "draining";
         d.removeAt = d.expiresAt + (d.ttlMs ?? 0);
@@ -586,6 +597,8 @@ export class FleetRegistry {
     let at: number | null = null;
     for (const g of this.groups.values()) {
       for (const d of g.deployments) {
+        // The operator's drain or disable stops the clock (expire).
+        if (heldState(d) !== undefined) continue;
         const due = d.removeAt ?? d.expiresAt;
         if (due !== null && (at === null || due < at)) at = due;
       }

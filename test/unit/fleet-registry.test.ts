@@ -205,6 +205,46 @@ describe("FleetRegistry", () => {
     expect(states(r, "a")["gpu-7"]).toBe("disabled");
   });
 
+  // A server's heartbeats stopping for two TTLs (a restart, a /health failing a minute) took the operator's word with its record: back, it was active.
+  for (const word of ["disabled", "draining"] as const) {
+    it(`an operator's ${word === "disabled" ? "disable" : "drain"} outlasts a pause in a server's heartbeats: its record stays, lapsed, until an enable or a removal`, () => {
+      const r = seeded(group("a", ["a1"]));
+      const hb = { group: "a", id: "gpu-7", baseUrl: "http://10.0.0.7:8000", model: "m", ttlSeconds: 10 };
+      applyCommand(r, { op: "heartbeat", heartbeat: hb }, 0);
+      applyCommand(r, { op: "set-state", group: "a", id: "gpu-7", state: word }, 1000);
+      r.expire(10_000);
+      r.expire(20_000);
+      expect(states(r, "a")["gpu-7"]).toBe(word);
+      // Its lapse stays to be seen (the expiry that ran out), and no alarm is due for it.
+      expect(r.group("a")?.deployments.find((d) => d.spec.id === "gpu-7")).toMatchObject({ expiresAt: 10_000, removeAt: null });
+      expect(r.nextWake()).toBeNull();
+      applyCommand(r, { op: "heartbeat", heartbeat: hb }, 25_000);
+      expect(states(r, "a")["gpu-7"]).toBe(word);
+      // Renewed, then lapsed again: still held.
+      r.expire(40_000);
+      r.expire(60_000);
+      expect(states(r, "a")["gpu-7"]).toBe(word);
+      // An enable ends it: from then on the server lapses and goes as any.
+      applyCommand(r, { op: "set-state", group: "a", id: "gpu-7", state: "active" }, 61_000);
+      applyCommand(r, { op: "heartbeat", heartbeat: hb }, 62_000);
+      r.expire(72_000);
+      r.expire(82_000);
+      expect(states(r, "a")).toEqual({ a1: "active" });
+    });
+  }
+
+  it("a disable of a server whose TTL ran out already holds past the removal its lapse set", () => {
+    const r = seeded(group("a", ["a1"]));
+    const hb = { group: "a", id: "gpu-7", baseUrl: "http://10.0.0.7:8000", model: "m", ttlSeconds: 10 };
+    applyCommand(r, { op: "heartbeat", heartbeat: hb }, 0);
+    r.expire(10_000);
+    applyCommand(r, { op: "set-state", group: "a", id: "gpu-7", state: "disabled" }, 11_000);
+    r.expire(20_000);
+    r.expire(30_000);
+    applyCommand(r, { op: "heartbeat", heartbeat: hb }, 31_000);
+    expect(states(r, "a")["gpu-7"]).toBe("disabled");
+  });
+
   it("an operator's drain outlasts a server's heartbeats, and only an enable ends it", () => {
     const r = seeded(group("a", ["a1"]));
     const hb = { group: "a", id: "gpu-7", baseUrl: "http://10.0.0.7:8000", model: "m", ttlSeconds: 10 };

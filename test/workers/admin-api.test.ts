@@ -438,6 +438,22 @@ describe("heartbeats", () => {
     await vi.waitFor(async () => expect(await row("admin-hb-enable", "hb")).toMatchObject({ state: "draining", takesRequests: false }), { timeout: 5000, interval: 100 });
   });
 
+  it("an operator's disable outlasts a pause in the server's heartbeats: its row stays, lapsed, and its next heartbeat leaves it disabled", async () => {
+    await ok(admin("/admin/v1/groups", { method: "POST", json: { name: "admin-hb-pause", strategy: "round-robin", deployments: [sim(0, "fixed")] } }), 201);
+    const beat = { group: "admin-hb-pause", ...sim(1, "hb"), ttlSeconds: 1 };
+    await ok(admin("/admin/v1/heartbeats", { method: "POST", json: beat }, env.KVGATE_REGISTER_KEY));
+    await ok(admin("/admin/v1/groups/admin-hb-pause/deployments/hb/disable", { method: "POST" }));
+    // Past the second TTL that removes a lapsed server.
+    await new Promise((r) => setTimeout(r, 2500));
+    const lapsed = await row("admin-hb-pause", "hb");
+    expect(lapsed).toMatchObject({ state: "disabled", takesRequests: false, source: "heartbeat", removeAt: null });
+    // Its lapse is there to see: the expiry its last heartbeat set, passed.
+    expect(Date.parse(lapsed.expiresAt ?? "")).toBeLessThan(Date.now());
+    await ok(admin("/admin/v1/heartbeats", { method: "POST", json: beat }, env.KVGATE_REGISTER_KEY));
+    expect(await row("admin-hb-pause", "hb")).toMatchObject({ state: "disabled", takesRequests: false });
+    expect(await servedBy("admin-hb-pause", 4)).toEqual(Array(4).fill("fixed"));
+  });
+
   it("fleet export then apply (GET then PUT /admin/v1/fleet) changes nothing: a drain holds, a registered server stays registered and renews", async () => {
     await ok(admin("/admin/v1/groups", { method: "POST", json: { name: "admin-roundtrip", strategy: "round-robin", deployments: [sim(0, "fixed"), sim(2, "spare")] } }), 201);
     const beat = { group: "admin-roundtrip", ...sim(1, "hb"), ttlSeconds: 60 };
