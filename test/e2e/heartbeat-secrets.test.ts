@@ -202,7 +202,16 @@ describe("an admin key whose value the register key or the metrics key shares", 
         expect((await adminCall(gw.url, shared, "GET", "/groups")).status).toBe(401);
         // The key still opens its own door.
         if (name === "KVGATE_REGISTER_KEY") expect((await heartbeat(gw, { group: "shared", id: "gpu-0", baseUrl: attacker.urls[0], model: MODEL }, shared)).status).toBe(200);
-        else expect((await fetch(`${gw.url}/metrics`, { headers: { authorization: `Bearer ${shared}` } })).status).toBe(200);
+        else {
+          expect((await fetch(`${gw.url}/metrics`, { headers: { authorization: `Bearer ${shared}` } })).status).toBe(200);
+          // Nor does it open the one admin route a heartbeat is: the scraper would register a server and be sent clients' prompts.
+          const sentBefore = attacker.requests(0).length;
+          expect(await heartbeat(gw, { group: "shared", id: "scraper", baseUrl: attacker.urls[0], model: MODEL }, shared)).toMatchObject({ status: 401, error: { type: "authentication_error" } });
+          await chat(gw, "shared");
+          expect(attacker.requests(0).length).toBe(sentBefore);
+          // The register key, a secret of its own, registers servers as ever.
+          expect((await heartbeat(gw, { group: "shared", id: "gpu-0", baseUrl: attacker.urls[0], model: MODEL })).status).toBe(200);
+        }
       } finally {
         await gw.close();
       }

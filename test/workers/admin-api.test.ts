@@ -75,6 +75,27 @@ describe("the admin API's keys", () => {
       expect((await env.FLEET.getByName(REGISTRY_NAME).snapshot()).groups.find((g) => g.name === "routing")?.deployments.map((d) => d.id)).not.toContain("alike");
     });
   }
+
+  // The admin key set to the metrics key's value turns the admin API off, but a heartbeat took the admin key: a Prometheus scraper's key registered servers.
+  it("takes no heartbeat with the admin key while it is the metrics key, a scraper's: the register key alone, which works on", async () => {
+    const shared = `sk-shared-${crypto.randomUUID()}`;
+    const scraped = { ...env, KVGATE_ADMIN_KEY: shared, KVGATE_METRICS_KEY: shared } as Env;
+    const post = async (key: string, id: string) => {
+      const ctx = createExecutionContext();
+      const req = new Request("https://kvgate.test/admin/v1/heartbeats", { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body: JSON.stringify({ group: "routing", id, baseUrl: fleet[0], model: UPSTREAM_MODEL, ttlSeconds: 60 }) });
+      const res = await worker.fetch(req, scraped, ctx);
+      await waitOnExecutionContext(ctx);
+      return res;
+    };
+    const e = await refused(post(shared, "scraper"), 401);
+    expect(e.type).toBe("authentication_error");
+    expect(JSON.stringify(e)).not.toContain(shared);
+    await ok(post(env.KVGATE_REGISTER_KEY, "registered"));
+    const ids = (await env.FLEET.getByName(REGISTRY_NAME).snapshot()).groups.find((g) => g.name === "routing")?.deployments.map((d) => d.id);
+    expect(ids).not.toContain("scraper");
+    expect(ids).toContain("registered");
+    await ok(admin("/admin/v1/groups/routing/deployments/registered", { method: "DELETE" }));
+  });
 });
 
 describe("deployments through the admin API", () => {

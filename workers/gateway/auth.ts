@@ -161,11 +161,14 @@ export async function authenticateMetrics(req: Request, config: LoadedConfig, en
  * A GPU server's heartbeat: the register key, or the admin key. Neither may be the client key (the
  * master key): every client could then register a server at its own address and be sent other
  * clients' prompts. Nor may the register key be the metrics key, which a Prometheus scraper holds,
- * for the same reason.
+ * for the same reason; and while the admin key is the metrics key (the admin API is off then) the
+ * register key alone is taken, so the scraper's key registers nothing and a register key of its
+ * own works on.
  */
 export async function authenticateRegistration(req: Request, config: LoadedConfig, env: Env): Promise<void> {
   const { registerKeyEnv, adminKeyEnv, masterKeyEnv, metricsKeyEnv } = config.auth;
-  await requireKey(req, config, env, ["registerKeyEnv", "adminKeyEnv"], "register key");
+  const accepted: KeyField[] = alike(env, adminKeyEnv, metricsKeyEnv) ? ["registerKeyEnv"] : ["registerKeyEnv", "adminKeyEnv"];
+  await requireKey(req, config, env, accepted, "register key");
   const off = "heartbeats are off";
   refuseIfClientKey(env, masterKeyEnv, registerKeyEnv, "register key", off);
   refuseIfClientKey(env, masterKeyEnv, adminKeyEnv, "admin key", off);
@@ -182,6 +185,11 @@ function refuseIfClientKey(env: Env, masterKeyEnv: string, name: string, what: s
  * that one would hold both. Two secrets are compared, never what a request gave.
  */
 function refuseIfAlike(env: Env, name: string, what: string, other: string, otherWhat: string, off: string): void {
+  if (alike(env, name, other)) throw unauthorized(`the ${what} (${name}) must differ from the ${otherWhat} (${other}); ${off} until it does`);
+}
+
+/** Two secrets set to one value (an unset or empty one is like none). */
+function alike(env: Env, name: string, other: string): boolean {
   const value = env[name];
-  if (typeof value === "string" && value !== "" && value === env[other]) throw unauthorized(`the ${what} (${name}) must differ from the ${otherWhat} (${other}); ${off} until it does`);
+  return typeof value === "string" && value !== "" && value === env[other];
 }
