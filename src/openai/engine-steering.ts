@@ -146,6 +146,32 @@ const TEMPLATE = "the engine renders it in place of the model's chat template, a
 const REALTIME_SESSION = "the engine opens the realtime session under it (vLLM-Omni), and refuses a second session under a live one's id (one naming another's would take it first); each session has the gateway's own id, in x-request-id";
 
 /**
+ * A realtime handshake's query `autostart` or `resume`: vLLM-Omni's full-duplex `/v1/realtime`
+ * opens each session itself, under an id of its own, when its query names a model (always so
+ * through the gateway: realtime-handshake.ts), unless `resume` is true or `autostart` false
+ * (vllm_omni/experimental/fullduplex/openai/: realtime_state.py, RealtimeSessionState.from_query_params sets `_resume_only`;
+ * realtime_session.py, NativeRealtimeSessionProtocol.receive_internal_event_text autostarts only
+ * without it). Then the client's first event opens the session: a `session.update` under the
+ * `session_id` or `id` its session names (realtime_input.py, _to_duplex_event and
+ * _session_create_from_realtime), a `session.resume` attaching to a live session by id
+ * (serving.py, OmniDuplexSessionHandler._open_session and _resume_session_handshake) — the id
+ * another tenant's client names, as a query `session_id` would.
+ */
+const REALTIME_AUTOSTART = "it turns off the engine's own opening of the realtime session (vLLM-Omni), which then opens it under the id the client's first event names (one naming another's would take it first)";
+
+/**
+ * A realtime client event naming an engine session, from a virtual key: a `session.update`'s
+ * `session_id` or `id` (in its `session`, which vLLM-Omni reads in place of the event when it is
+ * an object, or at its top level: realtime_input.py, _to_duplex_event), under which vLLM-Omni
+ * opens a session not yet open (_session_create_from_realtime), and a `session.resume`, which
+ * attaches the connection to a live session by its id, incarnation and resume token
+ * (serving.py, OmniDuplexSessionHandler._resume_session_handshake) and answers an unknown id
+ * (`session_resume_expired`) apart from a live one whose token is wrong (`invalid_resume_token`).
+ */
+const REALTIME_EVENT_SESSION = "the engine opens or attaches the realtime session under it (vLLM-Omni), and refuses a second session under a live one's id (one naming another's would take it first)";
+const REALTIME_RESUME = "it attaches this connection to a live realtime session by its id (vLLM-Omni), and tells a live id from an unknown one; a virtual key's session is opened by the engine, under an id of its own";
+
+/**
  * Where a field sits: a top-level field's name, or a field inside an object (`holder.field`); one
  * in a chat message's content part is named from the part (`image_url.max_dynamic_patch`).
  */
@@ -191,7 +217,11 @@ const REFUSED_IN_PART: Refused = [
 ];
 
 /** Each realtime handshake query parameter a virtual key may not set, with why. */
-const REFUSED_IN_QUERY: ReadonlyMap<string, string> = new Map([["session_id", REALTIME_SESSION]]);
+const REFUSED_IN_QUERY: ReadonlyMap<string, string> = new Map([
+  ["session_id", REALTIME_SESSION],
+  ["autostart", REALTIME_AUTOSTART],
+  ["resume", REALTIME_AUTOSTART],
+]);
 
 const REFUSED_BY_NAME = byFirstName(REFUSED);
 const REFUSED_IN_PART_BY_NAME = byFirstName(REFUSED_IN_PART);
@@ -225,6 +255,25 @@ export function querySteeringRefusal(query: URLSearchParams): GatewayError | nul
   }
   return null;
 }
+
+/**
+ * The refusal of a realtime client event, parsed, that names an engine session from a virtual key
+ * (REALTIME_EVENT_SESSION), or null: a `session.resume`, whatever it holds (`param` its `type`),
+ * or a `session.update` holding `session_id` or `id` in its `session` or at its top level,
+ * whatever its value.
+ */
+export function realtimeEventSteering(event: Readonly<Record<string, unknown>>): GatewayError | null {
+  if (event.type === "session.resume") return badRequest(`a session.resume event is not accepted from a virtual key: ${REALTIME_RESUME}`, "type", "unsupported_parameter");
+  if (event.type !== "session.update") return null;
+  const session = event.session;
+  const inSession = isObject(session) ? SESSION_IDS.find((name) => name in session) : undefined;
+  if (inSession !== undefined) return steeringRefusal(`session.${inSession}`, REALTIME_EVENT_SESSION);
+  const atTop = SESSION_IDS.find((name) => name in event);
+  return atTop === undefined ? null : steeringRefusal(atTop, REALTIME_EVENT_SESSION);
+}
+
+/** The names vLLM-Omni opens a session under, the first that holds a value (realtime_input.py, _session_create_from_realtime). */
+const SESSION_IDS = ["session_id", "id"] as const;
 
 export function steeringRefusal(param: string, why: string): GatewayError {
   return badRequest(`${param} is not accepted from a virtual key: ${why}`, param, "unsupported_parameter");

@@ -1,5 +1,6 @@
 import { isRecord } from "../fleet/merge-patch.ts";
-import { badRequest } from "../openai/errors.ts";
+import { realtimeEventSteering } from "../openai/engine-steering.ts";
+import { badRequest, type GatewayError } from "../openai/errors.ts";
 import { errorEvent } from "./error-event.ts";
 
 /**
@@ -47,6 +48,34 @@ export function pinSessionModel(message: string, model: string): string | null {
 /** Whether `message` may be a session.update as the server parses it: what pinSessionModel parses. */
 export function mayBeSessionUpdate(message: string): boolean {
   return message.includes(TYPE) || message.includes("\\u");
+}
+
+const RESUME = "session.resume";
+
+/**
+ * Whether `message` may name an engine session as the server parses it (a session.update, or a
+ * session.resume: told as a session.update is): what engineSessionRefusal parses. Its caller holds
+ * it to a request body's bounds first, as a session.update (body.ts sessionMessageRefusal).
+ */
+export function mayNameEngineSession(message: string): boolean {
+  return mayBeSessionUpdate(message) || message.includes(RESUME);
+}
+
+/**
+ * The refusal of a virtual key's client event that names the engine's session (a session.update's
+ * session id, a session.resume: engine-steering.ts realtimeEventSteering), or null, also for one
+ * that is not JSON as this runtime reads it (pinSessionModel answers that). Read apart from
+ * pinSessionModel, only from a virtual key and only for the few events mayNameEngineSession lets
+ * through (a voice client's audio is not parsed): a session.update is parsed twice, bounded.
+ */
+export function engineSessionRefusal(message: string): GatewayError | null {
+  if (!mayNameEngineSession(message)) return null;
+  try {
+    const event: unknown = JSON.parse(message);
+    return isRecord(event) ? realtimeEventSteering(event) : null;
+  } catch {
+    return null;
+  }
 }
 
 const UNREADABLE = badRequest("the gateway could not read this event as JSON: it was not passed on", null, "invalid_json");

@@ -544,6 +544,62 @@ describe("a virtual key's handshake query", () => {
   });
 });
 
+describe("a virtual key's choice of the engine's session", () => {
+  it("is refused in the handshake's query: autostart and resume turn off vLLM-Omni's autostarted session, whose id the engine picks, so a client's first event would open it under an id it names; a 400 naming the parameter, no engine asked", async () => {
+    const { key } = await keyAdmin("POST", "/keys", {});
+    const before = upstream.queries().length;
+    for (const [query, param] of [["?model=echo&autostart=0", "autostart"], ["?resume=1&model=echo", "resume"], ["?model=echo&autostart=true", "autostart"]] as const) {
+      const h = await connect(wsUrl(query), { headers: { authorization: `Bearer ${key}` } });
+      expect(h.kind === "refused" ? { status: h.status, error: h.body.error } : h.kind).toMatchObject({ status: 400, error: { type: "invalid_request_error", code: "unsupported_parameter", param } });
+    }
+    expect(upstream.queries().slice(before)).toEqual([]);
+    // The master key's passes, as its session_id does.
+    const s = opened(await connect(wsUrl("?model=echo&autostart=0"), { headers: bearer() }));
+    expect(upstream.queries().slice(before)).toEqual(["?model=upstream-rt&autostart=0"]);
+    s.ws.close(1000);
+    await s.closed;
+    await vi.waitFor(async () => expect(await gw.inFlight("echo")).toBe(0), EVENTUALLY);
+  });
+
+  it("is refused in its events: a session.update naming a session id (session_id or id, in its session or at its top level: vLLM-Omni opens the session under it) or a session.resume (which attaches to a live session by id) is answered an error event naming the field, and never reaches the engine; the master key's pass", async () => {
+    const { key } = await keyAdmin("POST", "/keys", {});
+    const s = opened(await connect(wsUrl("?model=echo"), { headers: { authorization: `Bearer ${key}` } }));
+    const refused: [string, string][] = [
+      [JSON.stringify({ type: "session.update", session: { session_id: "another-tenants-session", voice: "alloy" } }), "session.session_id"],
+      [JSON.stringify({ event_id: "e2", type: "session.update", session: { id: "another-tenants-session" } }), "session.id"],
+      [JSON.stringify({ type: "session.update", session_id: "another-tenants-session" }), "session_id"],
+      [JSON.stringify({ type: "session.update", id: "another-tenants-session", model: "echo" }), "id"],
+      // Its type in escapes, as the engine's JSON parser decodes them.
+      ['{"type":"session\\u002eupdate","session_id":"another-tenants-session"}', "session_id"],
+      [JSON.stringify({ type: "session.resume", session_id: "another-tenants-session", incarnation: 0, resume_token: "guess" }), "type"],
+      ['{"type":"session.update","type":"session\\u002eresume","session_id":"x"}', "type"],
+    ];
+    for (const [message, param] of refused) {
+      s.ws.send(message);
+      // What the echo upstream got comes back: an error event first, then the next message's echo, shows the refused one never reached it.
+      s.ws.send("after");
+      const answer = JSON.parse((await s.next()).data.toString("utf8")) as Record<string, unknown>;
+      expect({ message, answer }).toMatchObject({ message, answer: { type: "error", error: { type: "invalid_request_error", code: "unsupported_parameter", param } } });
+      expect((await s.next()).data.toString("utf8")).toBe("after");
+    }
+    // Its event_id named, as for any event the gateway answers.
+    s.ws.send(JSON.stringify({ event_id: "e9", type: "session.update", session: { id: "x" } }));
+    expect(JSON.parse((await s.next()).data.toString("utf8"))).toMatchObject({ type: "error", error: { param: "session.id", event_id: "e9" } });
+    // A session.update naming none passes, its model pinned.
+    expect(await echoed(s, JSON.stringify({ type: "session.update", session: { voice: "alloy" } }))).toEqual({ type: "session.update", model: "upstream-rt", session: { voice: "alloy" } });
+    s.ws.close(1000);
+    await s.closed;
+    const m = await open("echo");
+    expect(await echoed(m, JSON.stringify({ type: "session.update", session: { session_id: "operators-session" } }))).toEqual({ type: "session.update", model: "upstream-rt", session: { session_id: "operators-session" } });
+    const resume = JSON.stringify({ type: "session.resume", session_id: "operators-session", incarnation: 0, resume_token: "t" });
+    m.ws.send(resume);
+    expect((await m.next()).data.toString("utf8")).toBe(resume);
+    m.ws.close(1000);
+    await m.closed;
+    await vi.waitFor(async () => expect(await gw.inFlight("echo")).toBe(0), EVENTUALLY);
+  });
+});
+
 describe("a virtual key's session", () => {
   it("is closed once the key is revoked, rotated away or expired, within the 10 s in which its requests are refused: a leaked key's session does not outlive the key", async () => {
     const admin = async (method: string, path: string, body?: unknown) => {

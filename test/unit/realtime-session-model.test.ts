@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { pinSessionModel } from "../../src/realtime/session-model.ts";
+import { engineSessionRefusal, pinSessionModel } from "../../src/realtime/session-model.ts";
 
 const pin = (message: string) => pinSessionModel(message, "meta-llama/Llama-3.1-8B");
 
@@ -38,5 +38,22 @@ describe("any other client message", () => {
     expect(pin(escaped)).toBe(escaped);
     // Not JSON, and no session.update in it: the backend says so itself.
     expect(pin('{"type":"response.create",')).toBe('{"type":"response.create",');
+  });
+});
+
+describe("a virtual key's client event naming the engine's session", () => {
+  it("is refused as the engine reads it: a session.update's session_id or id (in its session, else at its top level), any session.resume; its type named twice (the last counts) or spelt with escapes", () => {
+    const param = (message: string) => engineSessionRefusal(message)?.param;
+    expect(param('{"type":"session.update","session":{"session_id":"x"}}')).toBe("session.session_id");
+    expect(param('{"type":"session.update","session":{"id":""},"session_id":"x"}')).toBe("session.id");
+    expect(param('{"type":"session.update","session":"not an object","id":"x"}')).toBe("id");
+    expect(param('{"type":"session\\u002eresume"}')).toBe("type");
+    expect(param('{"type":"session.resume","type":"session.update","model":"m"}')).toBeUndefined();
+    expect(param('{"type":"session.update","session":{"voice":"alloy","event_id":"e"}}')).toBeUndefined();
+  });
+
+  it("is not parsed unless it may be a session.update or a session.resume; one that is not JSON is left to pinSessionModel", () => {
+    expect(engineSessionRefusal(JSON.stringify({ type: "conversation.item.create", session_id: "x" }))).toBeNull();
+    expect(engineSessionRefusal('{"type":"session.update","session_id":NaN}')).toBeNull();
   });
 });

@@ -1,7 +1,7 @@
 import { CLIENT_LOST, clientCloseOutcome, closeReason, forwardedClose, UPSTREAM_LOST, upstreamCloseOutcome, type CloseFrame } from "../../src/realtime/closing.ts";
 import { backendEvent, clientAsks, clientEventId } from "../../src/realtime/event-type.ts";
 import { BINARY_REFUSED, errorEvent } from "../../src/realtime/error-event.ts";
-import { mayBeSessionUpdate, pinSessionModel, unreadableEvent } from "../../src/realtime/session-model.ts";
+import { engineSessionRefusal, mayBeSessionUpdate, mayNameEngineSession, pinSessionModel, unreadableEvent } from "../../src/realtime/session-model.ts";
 import { RealtimeUsage } from "../../src/realtime/usage.ts";
 import type { LeaseOutcome, TokenUsage } from "../../src/routing/protocol.ts";
 import { sessionMessageRefusal } from "./body.ts";
@@ -31,6 +31,12 @@ export interface RelayOptions {
   secrets: readonly string[];
   /** The most bytes a client's session.update, which the gateway parses, may hold: a request body's (limits.maxBodyBytes). */
   maxEventBytes: number;
+  /**
+   * Whether a client event naming the engine's session (a session.update's session id, a
+   * session.resume) is answered instead of passed on (src/realtime/session-model.ts
+   * engineSessionRefusal): a virtual key's, whose tenant could take or attach another's session.
+   */
+  engineSessionRefused: boolean;
 }
 
 /**
@@ -50,7 +56,7 @@ export interface RelayOptions {
  * is ended as the gateway ends one (Relay.end), with 1001, as a stream whose backend stalls is:
  * nothing else bounds a stuck session.
  */
-export function relaySockets(client: WebSocket, upstream: WebSocket, lease: HeldLease, { model, reported, idleMs, secrets, maxEventBytes }: RelayOptions): Relay {
+export function relaySockets(client: WebSocket, upstream: WebSocket, lease: HeldLease, { model, reported, idleMs, secrets, maxEventBytes, engineSessionRefused }: RelayOptions): Relay {
   const ended: (() => void)[] = [];
   let over = false;
   const usage = reported ? new RealtimeUsage() : null;
@@ -87,7 +93,8 @@ export function relaySockets(client: WebSocket, upstream: WebSocket, lease: Held
   // A text message as it came, unread and unbounded but by the runtime (32 MiB: an append may be
   // 15 MiB), unless it may be a session.update, its model pinned to the deployment's; answered in
   // the backend's stead when it is one past a request body's bounds (body.ts sessionMessageRefusal:
-  // it is parsed), or one that cannot be read, naming its event_id when its head or end does; or
+  // it is parsed), one naming the engine's session from a virtual key (a session.resume too,
+  // session-model.ts engineSessionRefusal), or one that cannot be read, naming its event_id when its head or end does; or
   // when it is binary, which no realtime server reads (error-event.ts BINARY_REFUSED): false then,
   // as the backend was not asked.
   const answered = (event: string): false => {
@@ -96,8 +103,8 @@ export function relaySockets(client: WebSocket, upstream: WebSocket, lease: Held
   };
   const toBackend = (data: string | ArrayBuffer): boolean => {
     if (typeof data !== "string") return answered(BINARY_REFUSED);
-    if (mayBeSessionUpdate(data)) {
-      const refusal = sessionMessageRefusal(data, maxEventBytes);
+    if (engineSessionRefused ? mayNameEngineSession(data) : mayBeSessionUpdate(data)) {
+      const refusal = sessionMessageRefusal(data, maxEventBytes) ?? (engineSessionRefused ? engineSessionRefusal(data) : null);
       if (refusal) return answered(errorEvent(refusal, clientEventId(data)));
     }
     const pinned = pinSessionModel(data, model);
