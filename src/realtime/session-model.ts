@@ -63,19 +63,22 @@ export function mayNameEngineSession(message: string): boolean {
 
 /**
  * The refusal of a virtual key's client event that names the engine's session (a session.update's
- * session id, a session.resume: engine-steering.ts realtimeEventSteering), or null, also for one
- * that is not JSON as this runtime reads it (pinSessionModel answers that). Read apart from
- * pinSessionModel, only from a virtual key and only for the few events mayNameEngineSession lets
- * through (a voice client's audio is not parsed): a session.update is parsed twice, bounded.
+ * session id, a session.resume: engine-steering.ts realtimeEventSteering), or null. One that is not
+ * JSON as this runtime reads it is refused as unreadable: the engine's Python parser takes NaN and
+ * Infinity, so a session.resume holding one would reach it unread (pinSessionModel reads only what
+ * may be a session.update). Read apart from pinSessionModel, only from a virtual key and only for
+ * the few events mayNameEngineSession lets through (a voice client's audio is not parsed): a
+ * session.update is parsed twice, bounded.
  */
 export function engineSessionRefusal(message: string): GatewayError | null {
   if (!mayNameEngineSession(message)) return null;
+  let event: unknown;
   try {
-    const event: unknown = JSON.parse(message);
-    return isRecord(event) ? realtimeEventSteering(event) : null;
+    event = JSON.parse(message);
   } catch {
-    return null;
+    return UNREADABLE;
   }
+  return isRecord(event) ? realtimeEventSteering(event) : null;
 }
 
 const UNREADABLE = badRequest("the gateway could not read this event as JSON: it was not passed on", null, "invalid_json");

@@ -582,6 +582,11 @@ describe("a virtual key's choice of the engine's session", () => {
       expect({ message, answer }).toMatchObject({ message, answer: { type: "error", error: { type: "invalid_request_error", code: "unsupported_parameter", param } } });
       expect((await s.next()).data.toString("utf8")).toBe("after");
     }
+    // One the runtime cannot read as JSON but the engine's Python parser can (NaN, Infinity): not passed on either.
+    s.ws.send('{"type":"session.resume","session_id":"another-tenants-session","incarnation":0,"resume_token":"t","n":NaN}');
+    s.ws.send("after");
+    expect(JSON.parse((await s.next()).data.toString("utf8"))).toMatchObject({ type: "error", error: { type: "invalid_request_error", code: "invalid_json" } });
+    expect((await s.next()).data.toString("utf8")).toBe("after");
     // Its event_id named, as for any event the gateway answers.
     s.ws.send(JSON.stringify({ event_id: "e9", type: "session.update", session: { id: "x" } }));
     expect(JSON.parse((await s.next()).data.toString("utf8"))).toMatchObject({ type: "error", error: { param: "session.id", event_id: "e9" } });

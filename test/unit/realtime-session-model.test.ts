@@ -52,8 +52,9 @@ describe("a virtual key's client event naming the engine's session", () => {
     expect(param('{"type":"session.update","session":{"voice":"alloy","event_id":"e"}}')).toBeUndefined();
   });
 
-  it("is not parsed unless it may be a session.update or a session.resume; one that is not JSON is left to pinSessionModel", () => {
+  it("is not parsed unless it may be a session.update or a session.resume; one of those that is not JSON here (NaN: the engine's parser takes it) is refused as unreadable", () => {
     expect(engineSessionRefusal(JSON.stringify({ type: "conversation.item.create", session_id: "x" }))).toBeNull();
-    expect(engineSessionRefusal('{"type":"session.update","session_id":NaN}')).toBeNull();
+    expect(engineSessionRefusal('{"type":"session.update","session_id":NaN}')?.code).toBe("invalid_json");
+    expect(engineSessionRefusal('{"type":"session.resume","session_id":"x","n":Infinity}')?.code).toBe("invalid_json");
   });
 });
