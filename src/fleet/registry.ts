@@ -39,7 +39,7 @@ export interface DeploymentRecord {
   source: Source;
   /** A registered server: when its TTL runs out unless a heartbeat renews it (epoch ms). */
   expiresAt: number | null;
-  /** A registered server past its TTL, draining: when it goes (never one the operator drained or disabled: expire). */
+  /** A registered server past its TTL, draining: when it goes (never one the operator disabled: expire). */
   removeAt: number | null;
   ttlMs: number | null;
 }
@@ -562,20 +562,22 @@ export class FleetRegistry {
   }
 
   /**
-   * Registered servers past their TTL drain; a TTL later they go. Not one the operator drained or
-   * disabled: its record holds that word, and a server back after its heartbeats paused (a restart,
-   * a failing /health) would register again as active. It stays, its lapsed expiry shown, until
-   * the operator enables it (its TTL runs again from its next heartbeat) or removes it.
+   * Registered servers past their TTL drain; a TTL later they go. Not one the operator disabled
+   * (keptPastTTL): its record holds that word, and a server back after its heartbeats paused (a
+   * restart, a failing /health) would register again as active. It stays, its lapsed expiry shown,
+   * until the operator enables it (its TTL runs again from its next heartbeat) or removes it. A drain is not
+   * kept so: it is how a server is retired (drain --wait, then stop it), and each such row kept
+   * would count against its group's deployments and split its prefix budget for ever.
    */
   expire(now: number): Change {
     const next = this.copy();
     let any = false;
     for (const g of next.values()) {
       const before = g.deployments.length;
-      g.deployments = g.deployments.filter((d) => d.removeAt === null || d.removeAt > now || heldState(d) !== undefined);
+      g.deployments = g.deployments.filter((d) => d.removeAt === null || d.removeAt > now || keptPastTTL(d));
       if (g.deployments.length !== before) any = true;
       for (const d of g.deployments) {
-        if (heldState(d) !== undefined) {
+        if (keptPastTTL(d)) {
           // A removal set before the operator's word (stored so) is not due: no alarm for it.
           if (d.removeAt !== null) any = true;
           d.removeAt = null;
@@ -597,8 +599,8 @@ export class FleetRegistry {
     let at: number | null = null;
     for (const g of this.groups.values()) {
       for (const d of g.deployments) {
-        // The operator's drain or disable stops the clock (expire).
-        if (heldState(d) !== undefined) continue;
+        // The operator's disable stops the clock (expire).
+        if (keptPastTTL(d)) continue;
         const due = d.removeAt ?? d.expiresAt;
         if (due !== null && (at === null || due < at)) at = due;
       }
@@ -775,6 +777,15 @@ export class FleetRegistry {
 function heldState(d: DeploymentRecord): DeploymentRecord["operatorState"] {
   if (d.operatorState !== undefined || d.state === "active") return d.operatorState;
   return d.state === "disabled" || d.source !== "heartbeat" ? d.state : undefined;
+}
+
+/**
+ * A registered server whose TTL running out neither drains nor removes it: one the operator
+ * disabled, which would otherwise come back active at its next heartbeat. Its row stays until the
+ * operator enables or removes it. A drain lasts only while the server's heartbeats come.
+ */
+function keptPastTTL(d: DeploymentRecord): boolean {
+  return heldState(d) === "disabled";
 }
 
 /**

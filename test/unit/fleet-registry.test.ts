@@ -205,33 +205,61 @@ describe("FleetRegistry", () => {
     expect(states(r, "a")["gpu-7"]).toBe("disabled");
   });
 
-  // A server's heartbeats stopping for two TTLs (a restart, a /health failing a minute) took the operator's word with its record: back, it was active.
-  for (const word of ["disabled", "draining"] as const) {
-    it(`an operator's ${word === "disabled" ? "disable" : "drain"} outlasts a pause in a server's heartbeats: its record stays, lapsed, until an enable or a removal`, () => {
-      const r = seeded(group("a", ["a1"]));
-      const hb = { group: "a", id: "gpu-7", baseUrl: "http://10.0.0.7:8000", model: "m", ttlSeconds: 10 };
-      applyCommand(r, { op: "heartbeat", heartbeat: hb }, 0);
-      applyCommand(r, { op: "set-state", group: "a", id: "gpu-7", state: word }, 1000);
-      r.expire(10_000);
-      r.expire(20_000);
-      expect(states(r, "a")["gpu-7"]).toBe(word);
-      // Its lapse stays to be seen (the expiry that ran out), and no alarm is due for it.
-      expect(r.group("a")?.deployments.find((d) => d.spec.id === "gpu-7")).toMatchObject({ expiresAt: 10_000, removeAt: null });
-      expect(r.nextWake()).toBeNull();
-      applyCommand(r, { op: "heartbeat", heartbeat: hb }, 25_000);
-      expect(states(r, "a")["gpu-7"]).toBe(word);
-      // Renewed, then lapsed again: still held.
-      r.expire(40_000);
-      r.expire(60_000);
-      expect(states(r, "a")["gpu-7"]).toBe(word);
-      // An enable ends it: from then on the server lapses and goes as any.
-      applyCommand(r, { op: "set-state", group: "a", id: "gpu-7", state: "active" }, 61_000);
-      applyCommand(r, { op: "heartbeat", heartbeat: hb }, 62_000);
-      r.expire(72_000);
-      r.expire(82_000);
-      expect(states(r, "a")).toEqual({ a1: "active" });
-    });
-  }
+  // A server's heartbeats stopping for two TTLs (a restart, a /health failing a minute) took the operator's disable with its record: back, it was active.
+  it("an operator's disable outlasts a pause in a server's heartbeats: its record stays, lapsed, until an enable or a removal", () => {
+    const r = seeded(group("a", ["a1"]));
+    const hb = { group: "a", id: "gpu-7", baseUrl: "http://10.0.0.7:8000", model: "m", ttlSeconds: 10 };
+    applyCommand(r, { op: "heartbeat", heartbeat: hb }, 0);
+    applyCommand(r, { op: "set-state", group: "a", id: "gpu-7", state: "disabled" }, 1000);
+    r.expire(10_000);
+    r.expire(20_000);
+    expect(states(r, "a")["gpu-7"]).toBe("disabled");
+    // Its lapse stays to be seen (the expiry that ran out), and no alarm is due for it.
+    expect(r.group("a")?.deployments.find((d) => d.spec.id === "gpu-7")).toMatchObject({ expiresAt: 10_000, removeAt: null });
+    expect(r.nextWake()).toBeNull();
+    applyCommand(r, { op: "heartbeat", heartbeat: hb }, 25_000);
+    expect(states(r, "a")["gpu-7"]).toBe("disabled");
+    // Renewed, then lapsed again: still held.
+    r.expire(40_000);
+    r.expire(60_000);
+    expect(states(r, "a")["gpu-7"]).toBe("disabled");
+    // An enable ends it: from then on the server lapses and goes as any.
+    applyCommand(r, { op: "set-state", group: "a", id: "gpu-7", state: "active" }, 61_000);
+    applyCommand(r, { op: "heartbeat", heartbeat: hb }, 62_000);
+    r.expire(72_000);
+    r.expire(82_000);
+    expect(states(r, "a")).toEqual({ a1: "active" });
+  });
+
+  // Held as a disable was, every drained-then-stopped server (a rollout: drain --wait, delete the pod, a new $HOSTNAME) stayed for ever, until its group's 1,024 rows refused new servers.
+  it("an operator's drain lasts while the server's heartbeats come: two TTLs without them, its row goes, and a new server registers", () => {
+    const r = seeded(group("a", ["a1"]));
+    const hb = { group: "a", id: "gpu-7", baseUrl: "http://10.0.0.7:8000", model: "m", ttlSeconds: 10 };
+    applyCommand(r, { op: "heartbeat", heartbeat: hb }, 0);
+    applyCommand(r, { op: "set-state", group: "a", id: "gpu-7", state: "draining" }, 1000);
+    applyCommand(r, { op: "heartbeat", heartbeat: hb }, 5000);
+    expect(r.nextWake()).toBe(15_000);
+    r.expire(15_000);
+    expect(r.group("a")?.deployments.find((d) => d.spec.id === "gpu-7")).toMatchObject({ state: "draining", expiresAt: 15_000, removeAt: 25_000 });
+    expect(r.nextWake()).toBe(25_000);
+    r.expire(25_000);
+    expect(states(r, "a")).toEqual({ a1: "active" });
+    expect(r.nextWake()).toBeNull();
+  });
+
+  it("servers drained and stopped do not fill their group: the 1,025th server's heartbeat registers it", () => {
+    const r = seeded(group("a", ["a1"]));
+    const hb = (id: string) => ({ group: "a", id, baseUrl: "http://10.0.0.7:8000", model: "m", ttlSeconds: 10 });
+    for (let i = 0; i < 1024; i++) {
+      const at = i * 100_000;
+      applyCommand(r, { op: "heartbeat", heartbeat: hb(`gpu-${i}`) }, at);
+      applyCommand(r, { op: "set-state", group: "a", id: `gpu-${i}`, state: "draining" }, at + 1000);
+      r.expire(at + 10_000);
+      r.expire(at + 20_000);
+    }
+    applyCommand(r, { op: "heartbeat", heartbeat: hb("new") }, 1024 * 100_000);
+    expect(states(r, "a")).toEqual({ a1: "active", new: "active" });
+  });
 
   it("a disable of a server whose TTL ran out already holds past the removal its lapse set", () => {
     const r = seeded(group("a", ["a1"]));
