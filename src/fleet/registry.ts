@@ -509,8 +509,10 @@ export class FleetRegistry {
     else delete d.operatorState;
     // An operator's word outlasts a registration: a server enabled again is no longer on its way out.
     d.removeAt = null;
-    // Nor drained again by the expiry that ran out already (at once, by the next alarm): it keeps no TTL until a heartbeat renews one.
-    if (!word && d.expiresAt !== null && d.expiresAt <= now) d.expiresAt = null;
+    // Nor drained again by the expiry that ran out already (at once, by the next alarm): it gets one
+    // TTL from now, which its heartbeats renew; a server that never comes back lapses again, rather
+    // than stay active at a dead address for good.
+    if (!word && d.expiresAt !== null && d.expiresAt <= now) d.expiresAt = d.ttlMs === null ? null : now + d.ttlMs;
     return this.commit(next);
   }
 
@@ -565,7 +567,7 @@ export class FleetRegistry {
    * Registered servers past their TTL drain; a TTL later they go. Not one the operator disabled
    * (keptPastTTL): its record holds that word, and a server back after its heartbeats paused (a
    * restart, a failing /health) would register again as active. It stays, its lapsed expiry shown,
-   * until the operator enables it (its TTL runs again from its next heartbeat) or removes it. A drain is not
+   * until the operator enables it (one TTL from then: setState) or removes it. A drain is not
    * kept so: it is how a server is retired (drain --wait, then stop it), and each such row kept
    * would count against its group's deployments and split its prefix budget for ever.
    */

@@ -261,6 +261,32 @@ describe("FleetRegistry", () => {
     expect(states(r, "a")).toEqual({ a1: "active", new: "active" });
   });
 
+  // An enable of a server whose TTL ran out long ago left it active with no TTL: a dead address taking requests for good.
+  it("an enable of a disabled server whose TTL ran out gives it one TTL: without a heartbeat it lapses and goes, with one it renews", () => {
+    const r = seeded(group("a", ["a1"]));
+    const hb = { group: "a", id: "gpu-7", baseUrl: "http://10.0.0.7:8000", model: "m", ttlSeconds: 10 };
+    applyCommand(r, { op: "heartbeat", heartbeat: hb }, 0);
+    applyCommand(r, { op: "set-state", group: "a", id: "gpu-7", state: "disabled" }, 1000);
+    r.expire(10_000);
+    r.expire(20_000);
+    r.expire(3_600_000);
+    applyCommand(r, { op: "set-state", group: "a", id: "gpu-7", state: "active" }, 3_600_000);
+    expect(r.group("a")?.deployments.find((d) => d.spec.id === "gpu-7")).toMatchObject({ state: "active", expiresAt: 3_610_000, removeAt: null });
+    expect(r.nextWake()).toBe(3_610_000);
+    // One that comes back renews as usual.
+    const back = new FleetRegistry();
+    const w = r.takeWrites();
+    back.load(w.rev, w.seedHash, JSON.parse(JSON.stringify(w.put)) as GroupRecord[], 3_600_000);
+    applyCommand(back, { op: "heartbeat", heartbeat: hb }, 3_605_000);
+    back.expire(3_612_000);
+    expect(states(back, "a")["gpu-7"]).toBe("active");
+    // One that never does: drained at its TTL, gone a TTL later.
+    r.expire(3_610_000);
+    expect(states(r, "a")["gpu-7"]).toBe("draining");
+    r.expire(3_620_000);
+    expect(states(r, "a")).toEqual({ a1: "active" });
+  });
+
   it("a disable of a server whose TTL ran out already holds past the removal its lapse set", () => {
     const r = seeded(group("a", ["a1"]));
     const hb = { group: "a", id: "gpu-7", baseUrl: "http://10.0.0.7:8000", model: "m", ttlSeconds: 10 };
