@@ -100,7 +100,8 @@ export interface FleetRules {
 /**
  * A stored deployment that named a secret it may no longer be sent (FleetRegistry.load): the
  * fields taken out, the secrets' names, and why — one of the gateway's keys (the deployment is
- * disabled), or a secret a heartbeat may not name (the server's registration lapses).
+ * disabled), or a secret a heartbeat may not name (the server's registration lapses; `kept`, one
+ * the operator disabled, which stays so).
  */
 export interface Disarmed {
   group: string;
@@ -108,7 +109,7 @@ export interface Disarmed {
   fields: string[];
   secrets: string[];
   code: "gateway_key_named" | "secret_not_allowed";
-  action: "disabled" | "lapsed";
+  action: "disabled" | "lapsed" | "kept";
 }
 
 /**
@@ -284,7 +285,8 @@ export class FleetRegistry {
    * heartbeats do not undo it), at once: not through the whole fleet's check, which refuses the
    * fleet as stored (that very deployment) and would leave the key being sent. Disabled rather
    * than removed: the operator sees it, and decides. A self-registered server naming a secret the
-   * config no longer lists for heartbeats loses those fields too, and its registration lapses.
+   * config no longer lists for heartbeats loses those fields too, and its registration lapses;
+   * unless the operator disabled it: it stays so, kept (expire), until enabled or removed.
    */
   private disarm(now: number): Disarmed[] {
     const disarmed: Disarmed[] = [];
@@ -297,9 +299,11 @@ export class FleetRegistry {
         const named = keys.length > 0 ? keys : unlisted;
         if (named.length === 0) continue;
         d.spec = withoutSecrets(d.spec, named);
+        // A removal set on a row expire() keeps would be shown and never made.
+        const kept = keys.length === 0 && keptPastTTL(d);
         if (keys.length > 0) d.state = d.operatorState = "disabled";
-        else lapse(d, now);
-        const why = keys.length > 0 ? ({ code: "gateway_key_named", action: "disabled" } as const) : ({ code: "secret_not_allowed", action: "lapsed" } as const);
+        else if (!kept) lapse(d, now);
+        const why = keys.length > 0 ? ({ code: "gateway_key_named", action: "disabled" } as const) : ({ code: "secret_not_allowed", action: kept ? "kept" : "lapsed" } as const);
         disarmed.push({ group: name, deployment: d.spec.id, fields: named.map((n) => n.field), secrets: named.map((n) => n.name), ...why });
       }
     }
@@ -824,7 +828,8 @@ export type UnroutedReason = "binding_not_allowed";
  * Why the group whose settings are `settings` routes `d` nothing whatever its state, or null when
  * its state decides. A registered server whose binding the group no longer lists (the operator
  * took it off) is routed no request from the moment the group changes; its renewals are refused,
- * and it goes a TTL or two later like any lapsed server. The one rule the group as routed, the
+ * and it goes a TTL or two later like any lapsed server, unless the operator disabled it: that row
+ * stays until enabled (it lapses a TTL later) or removed. The one rule the group as routed, the
  * registry's load and the admin API's rows all read.
  */
 export function unroutedReason(d: Pick<DeploymentRecord, "source" | "spec">, settings: Pick<GroupSettings, "registrationBindings">): UnroutedReason | null {

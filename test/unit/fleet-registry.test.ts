@@ -463,6 +463,25 @@ describe("FleetRegistry", () => {
     expect(unlisted.resolved("a")?.deployments.find((d) => d.id === "ops")).toMatchObject({ state: "active", apiKeyEnv: "VLLM_KEY" });
   });
 
+  // Its secret taken off the list, a server the operator disabled showed a removeAt no alarm would honour (expire() holds it), and the README said it goes.
+  it("a server the operator disabled whose secret is taken off the list loses the fields that name it and stays disabled, with no removal shown", () => {
+    const auth = { masterKeyEnv: "K_MASTER", adminKeyEnv: "K_ADMIN", registerKeyEnv: "K_REGISTER", metricsKeyEnv: "K_METRICS", registrationSecrets: ["VLLM_KEY"] };
+    const r = new FleetRegistry({ auth });
+    r.seed(asWritten([group("a", ["a1"])]));
+    const hb = { group: "a", id: "gpu-7", baseUrl: "http://10.0.0.7:8000", model: "m", ttlSeconds: 10, apiKeyEnv: "VLLM_KEY" };
+    applyCommand(r, { op: "heartbeat", heartbeat: hb }, 0);
+    applyCommand(r, { op: "set-state", group: "a", id: "gpu-7", state: "disabled" }, 1000);
+    const w = r.takeWrites();
+    const unlisted = new FleetRegistry({ auth: { ...auth, registrationSecrets: [] } });
+    const loaded = unlisted.load(w.rev, w.seedHash, JSON.parse(JSON.stringify(w.put)) as GroupRecord[], 2000);
+    expect(loaded.disarmed).toEqual([{ group: "a", deployment: "gpu-7", fields: ["apiKeyEnv"], secrets: ["VLLM_KEY"], code: "secret_not_allowed", action: "kept" }]);
+    expect(unlisted.group("a")?.deployments.find((d) => d.spec.id === "gpu-7")).toMatchObject({ state: "disabled", expiresAt: 10_000, removeAt: null });
+    expect(unlisted.resolved("a")?.deployments.find((d) => d.id === "gpu-7")?.apiKeyEnv).toBeUndefined();
+    expect(unlisted.nextWake()).toBeNull();
+    unlisted.expire(3_600_000);
+    expect(states(unlisted, "a")["gpu-7"]).toBe("disabled");
+  });
+
   it("a deployment stored before the gateway's keys were refused that names one is disabled at load, without the fields that name them", () => {
     const r = seeded(group("a", ["a1"]), group("b", ["b1"]));
     const w = { rev: r.rev, seedHash: r.seedHash, put: JSON.stringify([r.group("a"), r.group("b")]) };
