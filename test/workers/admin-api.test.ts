@@ -87,9 +87,16 @@ describe("the admin API's keys", () => {
       await waitOnExecutionContext(ctx);
       return res;
     };
+    const logged = vi.spyOn(console, "error");
     const e = await refused(post(shared, "scraper"), 401);
     expect(e.type).toBe("authentication_error");
     expect(JSON.stringify(e)).not.toContain(shared);
+    // The caller learns nothing more; the operator is told why, once per isolate, never the value.
+    await refused(post(shared, "scraper"), 401);
+    const why = logged.mock.calls.map((c) => c.join(" ")).filter((l) => l.includes("auth.adminKeyEnv"));
+    logged.mockRestore();
+    expect(why).toEqual([expect.stringMatching(/heartbeats with the admin key are refused.*auth\.metricsKeyEnv/)]);
+    expect(why.join()).not.toContain(shared);
     await ok(post(env.KVGATE_REGISTER_KEY, "registered"));
     const ids = (await env.FLEET.getByName(REGISTRY_NAME).snapshot()).groups.find((g) => g.name === "routing")?.deployments.map((d) => d.id);
     expect(ids).not.toContain("scraper");

@@ -167,12 +167,39 @@ export async function authenticateMetrics(req: Request, config: LoadedConfig, en
  */
 export async function authenticateRegistration(req: Request, config: LoadedConfig, env: Env): Promise<void> {
   const { registerKeyEnv, adminKeyEnv, masterKeyEnv, metricsKeyEnv } = config.auth;
-  const accepted: KeyField[] = alike(env, adminKeyEnv, metricsKeyEnv) ? ["registerKeyEnv"] : ["registerKeyEnv", "adminKeyEnv"];
-  await requireKey(req, config, env, accepted, "register key");
+  const adminIsMetrics = alike(env, adminKeyEnv, metricsKeyEnv);
+  const accepted: KeyField[] = adminIsMetrics ? ["registerKeyEnv"] : ["registerKeyEnv", "adminKeyEnv"];
+  try {
+    await requireKey(req, config, env, accepted, "register key");
+  } catch (err) {
+    if (adminIsMetrics) await logAdminKeyRefused(req, config, env);
+    throw err;
+  }
   const off = "heartbeats are off";
   refuseIfClientKey(env, masterKeyEnv, registerKeyEnv, "register key", off);
   refuseIfClientKey(env, masterKeyEnv, adminKeyEnv, "admin key", off);
   refuseIfAlike(env, registerKeyEnv, "register key", metricsKeyEnv, "metrics key", off);
+}
+
+/** Whether this isolate has logged a heartbeat refused for bearing the admin key while it is the metrics key. */
+let loggedAdminIsMetrics = false;
+
+/**
+ * A heartbeat with the admin key, refused while that key is the metrics key's value, gets the 401
+ * any wrong key gets (a scraper learns nothing); the operator, whose servers stop registering,
+ * is told why in the log: once per isolate, naming the settings, never the value.
+ */
+async function logAdminKeyRefused(req: Request, config: LoadedConfig, env: Env): Promise<void> {
+  if (loggedAdminIsMetrics) return;
+  let given: string;
+  try {
+    given = bearer(req);
+  } catch {
+    return;
+  }
+  if (!(await matches(given, config, env, ["adminKeyEnv"], "admin key"))) return;
+  loggedAdminIsMetrics = true;
+  console.error("kvgate: heartbeats with the admin key are refused while it equals the metrics key (auth.adminKeyEnv and auth.metricsKeyEnv name secrets of one value): a GPU server registers with the register key (auth.registerKeyEnv), or give the admin key a value of its own");
 }
 
 /** A key of another door set to the client key's value opens nothing: every client would hold it. */
