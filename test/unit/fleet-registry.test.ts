@@ -19,6 +19,15 @@ function seeded(...groups: ModelGroupConfig[]): FleetRegistry {
 
 const states = (r: FleetRegistry, g: string) => Object.fromEntries((r.resolved(g)?.deployments ?? []).map((d) => [d.id, d.state]));
 
+/** Group "a" (one config deployment) with server gpu-7 registered at 0 s with a 10 s TTL, and the operator's `word` on it at 1 s. */
+function gpu7Under(word: "disabled" | "draining") {
+  const r = seeded(group("a", ["a1"]));
+  const hb = { group: "a", id: "gpu-7", baseUrl: "http://10.0.0.7:8000", model: "m", ttlSeconds: 10 };
+  applyCommand(r, { op: "heartbeat", heartbeat: hb }, 0);
+  applyCommand(r, { op: "set-state", group: "a", id: "gpu-7", state: word }, 1000);
+  return { r, hb };
+}
+
 function refused(f: () => unknown): RegistryError {
   try {
     f();
@@ -207,10 +216,7 @@ describe("FleetRegistry", () => {
 
   // A server's heartbeats stopping for two TTLs (a restart, a /health failing a minute) took the operator's disable with its record: back, it was active.
   it("an operator's disable outlasts a pause in a server's heartbeats: its record stays, lapsed, until an enable or a removal", () => {
-    const r = seeded(group("a", ["a1"]));
-    const hb = { group: "a", id: "gpu-7", baseUrl: "http://10.0.0.7:8000", model: "m", ttlSeconds: 10 };
-    applyCommand(r, { op: "heartbeat", heartbeat: hb }, 0);
-    applyCommand(r, { op: "set-state", group: "a", id: "gpu-7", state: "disabled" }, 1000);
+    const { r, hb } = gpu7Under("disabled");
     r.expire(10_000);
     r.expire(20_000);
     expect(states(r, "a")["gpu-7"]).toBe("disabled");
@@ -233,10 +239,7 @@ describe("FleetRegistry", () => {
 
   // Held as a disable was, every drained-then-stopped server (a rollout: drain --wait, delete the pod, a new $HOSTNAME) stayed for ever, until its group's 1,024 rows refused new servers.
   it("an operator's drain lasts while the server's heartbeats come: two TTLs without them, its row goes, and a new server registers", () => {
-    const r = seeded(group("a", ["a1"]));
-    const hb = { group: "a", id: "gpu-7", baseUrl: "http://10.0.0.7:8000", model: "m", ttlSeconds: 10 };
-    applyCommand(r, { op: "heartbeat", heartbeat: hb }, 0);
-    applyCommand(r, { op: "set-state", group: "a", id: "gpu-7", state: "draining" }, 1000);
+    const { r, hb } = gpu7Under("draining");
     applyCommand(r, { op: "heartbeat", heartbeat: hb }, 5000);
     expect(r.nextWake()).toBe(15_000);
     r.expire(15_000);
@@ -263,10 +266,7 @@ describe("FleetRegistry", () => {
 
   // An enable of a server whose TTL ran out long ago left it active with no TTL: a dead address taking requests for good.
   it("an enable of a disabled server whose TTL ran out gives it one TTL: without a heartbeat it lapses and goes, with one it renews", () => {
-    const r = seeded(group("a", ["a1"]));
-    const hb = { group: "a", id: "gpu-7", baseUrl: "http://10.0.0.7:8000", model: "m", ttlSeconds: 10 };
-    applyCommand(r, { op: "heartbeat", heartbeat: hb }, 0);
-    applyCommand(r, { op: "set-state", group: "a", id: "gpu-7", state: "disabled" }, 1000);
+    const { r, hb } = gpu7Under("disabled");
     r.expire(10_000);
     r.expire(20_000);
     r.expire(3_600_000);
