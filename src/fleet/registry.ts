@@ -299,10 +299,11 @@ export class FleetRegistry {
         const named = keys.length > 0 ? keys : unlisted;
         if (named.length === 0) continue;
         d.spec = withoutSecrets(d.spec, named);
-        // A removal set on a row expire() keeps would be shown and never made.
-        const kept = keys.length === 0 && keptPastTTL(d);
         if (keys.length > 0) d.state = d.operatorState = "disabled";
-        else if (!kept) lapse(d, now);
+        // A removal set on a row expire() keeps (its lapse's, before it was disabled) would be shown and never made.
+        const kept = keptPastTTL(d);
+        if (kept) d.removeAt = null;
+        else lapse(d, now);
         const why = keys.length > 0 ? ({ code: "gateway_key_named", action: "disabled" } as const) : ({ code: "secret_not_allowed", action: kept ? "kept" : "lapsed" } as const);
         disarmed.push({ group: name, deployment: d.spec.id, fields: named.map((n) => n.field), secrets: named.map((n) => n.name), ...why });
       }
@@ -513,10 +514,11 @@ export class FleetRegistry {
     else delete d.operatorState;
     // An operator's word outlasts a registration: a server enabled again is no longer on its way out.
     d.removeAt = null;
-    // Nor drained again by the expiry that ran out already (at once, by the next alarm): it gets one
-    // TTL from now, which its heartbeats renew; a server that never comes back lapses again, rather
-    // than stay active at a dead address for good.
-    if (!word && d.expiresAt !== null && d.expiresAt <= now) d.expiresAt = d.ttlMs === null ? null : now + d.ttlMs;
+    // Nor drained again by the expiry that ran out already (at once, by the next alarm): enabled or
+    // drained, it gets one TTL from now, which its heartbeats renew; a server that never comes back
+    // lapses again, rather than stay active at a dead address for good, or go before a drain's
+    // `--wait` sees it drained. A disable keeps it whatever its TTL (expire).
+    if (word !== "disabled" && d.expiresAt !== null && d.expiresAt <= now) d.expiresAt = d.ttlMs === null ? null : now + d.ttlMs;
     return this.commit(next);
   }
 

@@ -482,6 +482,38 @@ describe("FleetRegistry", () => {
     expect(states(unlisted, "a")["gpu-7"]).toBe("disabled");
   });
 
+  // Disabled at load for naming a gateway key after its lapse had set a removal, a server showed a removeAt no alarm would honour (expire() keeps a disabled row).
+  it("a lapsed server disabled at load for naming a gateway key shows no removal: it is kept, as any disabled one", () => {
+    const auth = { masterKeyEnv: "K_MASTER", adminKeyEnv: "K_ADMIN", registerKeyEnv: "K_REGISTER", metricsKeyEnv: "K_METRICS", registrationSecrets: ["VLLM_KEY"] };
+    const r = new FleetRegistry({ auth });
+    r.seed(asWritten([group("a", ["a1"])]));
+    applyCommand(r, { op: "heartbeat", heartbeat: { group: "a", id: "gpu-7", baseUrl: "http://10.0.0.7:8000", model: "m", ttlSeconds: 10, apiKeyEnv: "VLLM_KEY" } }, 0);
+    r.expire(10_000);
+    expect(r.group("a")?.deployments.find((d) => d.spec.id === "gpu-7")).toMatchObject({ state: "draining", removeAt: 20_000 });
+    const w = r.takeWrites();
+    // The admin key's env renamed to the secret the server names.
+    const renamed = new FleetRegistry({ auth: { ...auth, adminKeyEnv: "VLLM_KEY" } });
+    const loaded = renamed.load(w.rev, w.seedHash, JSON.parse(JSON.stringify(w.put)) as GroupRecord[], 12_000);
+    expect(loaded.disarmed).toMatchObject([{ deployment: "gpu-7", code: "gateway_key_named", action: "disabled" }]);
+    expect(renamed.group("a")?.deployments.find((d) => d.spec.id === "gpu-7")).toMatchObject({ state: "disabled", removeAt: null });
+    renamed.expire(3_600_000);
+    expect(states(renamed, "a")["gpu-7"]).toBe("disabled");
+  });
+
+  // A drain of a disabled server long lapsed left its passed expiry: the next alarms removed it at once, and \`drain --wait\` met a 404.
+  it("a drain of a server whose TTL ran out gives it one TTL, as an enable does: it drains, and goes two TTLs later without heartbeats", () => {
+    const { r } = gpu7Under("disabled");
+    r.expire(3_600_000);
+    applyCommand(r, { op: "set-state", group: "a", id: "gpu-7", state: "draining" }, 3_600_000);
+    expect(r.group("a")?.deployments.find((d) => d.spec.id === "gpu-7")).toMatchObject({ state: "draining", expiresAt: 3_610_000, removeAt: null });
+    r.expire(3_600_001);
+    r.expire(3_605_000);
+    expect(states(r, "a")["gpu-7"]).toBe("draining");
+    r.expire(3_610_000);
+    r.expire(3_620_000);
+    expect(states(r, "a")).toEqual({ a1: "active" });
+  });
+
   it("a deployment stored before the gateway's keys were refused that names one is disabled at load, without the fields that name them", () => {
     const r = seeded(group("a", ["a1"]), group("b", ["b1"]));
     const w = { rev: r.rev, seedHash: r.seedHash, put: JSON.stringify([r.group("a"), r.group("b")]) };
