@@ -21,6 +21,8 @@ let gw: TestGateway;
 const slow = (id: string) => ({ id, baseUrl: `${upstream.url}/slow-headers:5000`, model: "hostile-7b" });
 // Two consecutive failures open a breaker, for good within a test.
 const breaker = { consecutiveFailures: 2, openMs: 60_000, probeIntervalMs: 60_000 };
+// A server that answers at once, first in its group: round-robin gives it every third request.
+const quick = (id: string) => ({ id, baseUrl: `${upstream.url}/ok`, model: "hostile-7b" });
 
 beforeAll(async () => {
   upstream = await startHostileUpstream();
@@ -30,6 +32,9 @@ beforeAll(async () => {
       // The second attempt's first byte is due after the request's deadline.
       { name: "deadline-cut", strategy: "round-robin", firstByteTimeoutMs: 200, totalTimeoutMs: 300, breaker, deployments: [slow("a"), slow("b")] },
       { name: "client-cut", strategy: "round-robin", firstByteTimeoutMs: 400, breaker, deployments: [slow("a"), slow("b")] },
+      // The same, beside a backend that serves: the timeouts' backends look silent while another serves.
+      { name: "deadline-cut-busy", strategy: "round-robin", firstByteTimeoutMs: 200, totalTimeoutMs: 300, breaker, deployments: [quick("c"), slow("a"), slow("b")] },
+      { name: "client-cut-busy", strategy: "round-robin", firstByteTimeoutMs: 400, breaker, deployments: [quick("c"), slow("a"), slow("b")] },
       // A realtime backend that crashes (500) on a session whose query holds crash-me, beside one slow to accept any.
       {
         name: "handshake-cut",
@@ -57,7 +62,33 @@ function streamed(model: string): Promise<Response> {
   });
 }
 
-const charges = async (group: string) => (await gw.status(group)).backends.map((b) => [b.id, b.failed, b.breaker.state]);
+/** Once the group's leases are all back: its backends, `ids`, each failed nothing, its breaker closed. */
+async function expectNoneCharged(group: string, ids: string[]): Promise<void> {
+  await vi.waitFor(async () => expect(await gw.inFlight(group)).toBe(0), EVENTUALLY);
+  const charges = (await gw.status(group)).backends.map((b) => [b.id, b.failed, b.breaker.state]);
+  expect(charges).toEqual(ids.map((id) => [id, 0, "closed"]));
+}
+
+/** Round-robin's first pick in a `*-busy` group: `c`, which answers; read to its end. */
+async function servedByC(model: string): Promise<unknown> {
+  const res = await streamed(model);
+  await res.text();
+  return [res.status, res.headers.get("x-kvgate-backend")];
+}
+
+/**
+ * A streamed request to `model` whose first attempt's first byte times out (400 ms): the client
+ * leaves (a reset, which workerd sees at once) while the second waits for its own, once the second
+ * reached its upstream (a fixed 600 ms sleep, on a loaded machine, could outlast the second's 400 ms too).
+ */
+async function leaveDuringSecondAttempt(model: string): Promise<void> {
+  const sent = upstream.stats("slow-headers").requests;
+  const c = await rawPost(gw.url, "/v1/chat/completions", { model, stream: true, messages: [{ role: "user", content: "a very long document" }], max_tokens: 4 }, { authorization: `Bearer ${gw.key}` });
+  await vi.waitFor(() => expect(upstream.stats("slow-headers").requests).toBe(sent + 2), { timeout: 10_000, interval: 10 });
+  expect.soft(c.received()).toBe("");
+  c.reset();
+  await c.ended;
+}
 
 describe("a held failure whose next attempt was cut before it could tell", () => {
   it("by the request's total deadline: the request's 504, and neither backend is charged", async () => {
@@ -68,30 +99,37 @@ describe("a held failure whose next attempt was cut before it could tell", () =>
       await res.text();
     }
     expect.soft(answers).toEqual(Array.from({ length: 5 }, () => [504, "2", "false"]));
-    await vi.waitFor(async () => expect(await gw.inFlight("deadline-cut")).toBe(0), EVENTUALLY);
-    expect(await charges("deadline-cut")).toEqual([
-      ["a", 0, "closed"],
-      ["b", 0, "closed"],
-    ]);
+    await expectNoneCharged("deadline-cut", ["a", "b"]);
   });
 
   it("by the client leaving: neither backend is charged", async () => {
-    for (let i = 0; i < 4; i++) {
-      const sent = upstream.stats("slow-headers").requests;
-      const c = await rawPost(gw.url, "/v1/chat/completions", { model: "client-cut", stream: true, messages: [{ role: "user", content: "a very long document" }], max_tokens: 4 }, { authorization: `Bearer ${gw.key}` });
-      // The first attempt's first byte times out at 400 ms; the client leaves (a reset, which workerd
-      // sees at once) while the second waits for its own: once the second reached its upstream (a
-      // fixed 600 ms sleep, on a loaded machine, could outlast the second's 400 ms too).
-      await vi.waitFor(() => expect(upstream.stats("slow-headers").requests).toBe(sent + 2), { timeout: 10_000, interval: 10 });
-      expect.soft(c.received()).toBe("");
-      c.reset();
-      await c.ended;
+    for (let i = 0; i < 4; i++) await leaveDuringSecondAttempt("client-cut");
+    await expectNoneCharged("client-cut", ["a", "b"]);
+  });
+
+  // Found by review: the held first-byte timeout was settled as a cut generation's (a client-abort
+  // with timedOut), which the routing object judges by silence: its backend had served nothing
+  // while `c` had, so it was charged an upstream-error, as silence no health probe undoes.
+  it("by the request's total deadline, while another backend of the group serves: neither is charged", async () => {
+    const answers: unknown[] = [];
+    for (let i = 0; i < 2; i++) {
+      answers.push(await servedByC("deadline-cut-busy"));
+      const res = await streamed("deadline-cut-busy");
+      answers.push([res.status, res.headers.get("x-kvgate-attempts")]);
+      await res.text();
     }
-    await vi.waitFor(async () => expect(await gw.inFlight("client-cut")).toBe(0), EVENTUALLY);
-    expect(await charges("client-cut")).toEqual([
-      ["a", 0, "closed"],
-      ["b", 0, "closed"],
-    ]);
+    expect.soft(answers).toEqual([[200, "c"], [504, "2"], [200, "c"], [504, "2"]]);
+    await expectNoneCharged("deadline-cut-busy", ["c", "a", "b"]);
+  });
+
+  it("by the client leaving, while another backend of the group serves: neither is charged", async () => {
+    const answers: unknown[] = [];
+    for (let i = 0; i < 2; i++) {
+      answers.push(await servedByC("client-cut-busy"));
+      await leaveDuringSecondAttempt("client-cut-busy");
+    }
+    expect.soft(answers).toEqual([[200, "c"], [200, "c"]]);
+    await expectNoneCharged("client-cut-busy", ["c", "a", "b"]);
   });
 
   it("a realtime handshake, by the client leaving while the next backend has not accepted: the backend that crashed is not charged", async () => {

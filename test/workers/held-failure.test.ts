@@ -3,7 +3,7 @@ import { GatewayError, overLimit, unavailable } from "../../src/openai/errors.ts
 import type { LeaseOutcome } from "../../src/routing/protocol.ts";
 import type { Failure } from "../../src/upstream/retry.ts";
 import { HeldFailure } from "../../workers/gateway/held-failure.ts";
-import type { HeldLease } from "../../workers/gateway/route-client.ts";
+import { SILENT, type AttemptEnd, type HeldLease } from "../../workers/gateway/route-client.ts";
 
 /** A lease that records how it was settled (the first settling counts, as a real one's). */
 function lease(backendId: string, settled: Map<string, LeaseOutcome>): HeldLease {
@@ -169,6 +169,17 @@ describe("a held failure's verdict", () => {
       held.end();
       expect(settled.get("a")).toBe(outcome);
     }
+  });
+
+  it("a first byte's timeout held, then cut, goes back with no verdict: not as a timed-out cut, whose backend the routing object charges when others served meanwhile", () => {
+    const settled: [LeaseOutcome, AttemptEnd | undefined][] = [];
+    const held = new HeldFailure();
+    held.attempting("group", 3);
+    held.failed({ ...lease("a", new Map()), settle: (outcome, end) => void settled.push([outcome, end]) }, "upstream-error", { cause: "timeout", kind: "timeout", retryAfterMs: null }, SILENT);
+    held.cut();
+    held.end();
+    // What it met still counts among the attempts' failures.
+    expect(settled).toEqual([["client-abort", { failure: "timeout" }]]);
   });
 
   it("says the request met only 404s for the endpoint of everything it met: a failure of another kind after them says otherwise", () => {

@@ -252,11 +252,15 @@ export class HeldFailure {
 
   /**
    * The attempt that would have told whose the held failures were could not: the client left, or
-   * the gateway cut it or failed itself. No verdict; the routing object still judges a timeout's
-   * silence by what the backend served meanwhile (src/routing/silence.ts).
+   * the gateway cut it or failed itself. No verdict, a timeout's either: a client-abort that says it
+   * timed out reads as a non-streamed generation the gateway cut, whose backend the routing object
+   * charges when it served nothing while others did (src/routing/silence.ts). A stream's first byte
+   * not come while others serve is no such sign (a prompt too long to prefill in time, on a backend
+   * the rest of the traffic was steered away from): charged, as silence no health probe undoes, it
+   * opened the breaker of the first backend such prompts met.
    */
   cut(): void {
-    this.settleHeld("client-abort");
+    this.settleHeld("client-abort", noTimeout(this.held?.end));
     this.settleHeldForGroup("client-abort");
   }
 
@@ -271,8 +275,8 @@ export class HeldFailure {
     if (!(e instanceof GatewayError) || e.status === 499 || GATEWAYS_OWN.has(String(e.code))) this.cut();
   }
 
-  private settleHeld(outcome: LeaseOutcome): void {
-    this.held?.lease.settle(outcome, this.held.end);
+  private settleHeld(outcome: LeaseOutcome, end = this.held?.end): void {
+    this.held?.lease.settle(outcome, end);
     this.held = null;
   }
 
@@ -285,6 +289,13 @@ export class HeldFailure {
 
 /** The codes of the gateway's own failures among the errors it answers. */
 const GATEWAYS_OWN: ReadonlySet<string> = new Set(["routing_unavailable", "config_invalid"]);
+
+/** What an attempt told of itself, but for its timing out: a cut's, which is no verdict (HeldFailure.cut). */
+function noTimeout(end: AttemptEnd | undefined): AttemptEnd | undefined {
+  if (end?.timedOut === undefined) return end;
+  const { timedOut: _, ...rest } = end;
+  return rest;
+}
 
 /**
  * A failure that was a 404 for the endpoint (src/upstream/answer.ts "no-endpoint"): the only
