@@ -26,7 +26,12 @@ import { silentWhileOthersServe } from "./silence.ts";
 
 /** Config versions an object routes for at once (a deploy in progress, a rollback); another is refused until its call brings its group. */
 const MAX_VIEWS = 4;
-/** A version (never the newest) that no call used for this long is let go: its Workers are gone. */
+/**
+ * A version (never the newest) that no call used for this long, or for its own leaseTtlMs when
+ * longer, is let go: its Workers are gone. Their renewals are calls, every leaseTtlMs / 3; let go
+ * between two of them, a version with a longer TTL than the newest's left its live leases the
+ * newest's, and the object reclaimed them under running requests.
+ */
 const VIEW_IDLE_MS = 60_000;
 /**
  * Share of the prefix budget whose blocks the live leases may take back if they fail; past it a
@@ -549,12 +554,12 @@ export class GroupRouter {
     return expired.length;
   }
 
-  /** Lets go of versions no call used lately (never the newest). */
+  /** Lets go of versions no call used lately (never the newest; VIEW_IDLE_MS). */
   dropIdleViews(now: number): void {
     const newest = this.newestView();
     let changed = false;
     for (const v of [...this.views.values()]) {
-      if (v === newest || now - v.usedAt < VIEW_IDLE_MS) continue;
+      if (v === newest || now - v.usedAt < Math.max(VIEW_IDLE_MS, v.group.leaseTtlMs)) continue;
       this.dropView(v);
       changed = true;
     }

@@ -91,15 +91,16 @@ describe("GroupRouter: config versions", () => {
   });
 
   it("lets go of a version no call used lately, and of servers only it named once nothing is in flight there", () => {
-    // Leases that outlive the version (their Worker went quiet without releasing them).
-    const old = version([dep("a1"), dep("b2"), dep("c3")], { leaseTtlMs: 600_000 });
+    // A lease that outlives its version: renewed while the group's TTL was the new version's, longer, then its Worker went quiet.
+    const next = version([dep("c3"), dep("d4"), dep("a1")], { leaseTtlMs: 600_000 });
     const r = new GroupRouter("g");
     r.install(old, 0);
     const held = decided(r.route(old.version, [], ["a1", "c3"], 0));
     expect(held.backendId).toBe("b2");
     r.install(next, 1);
+    r.renew({ lease: held.lease, version: old.version, backendId: "b2" }, 1);
     // A minute later only the new version is used: the old one goes, b2 stays while its lease is held.
-    decided(r.route(next.version, [], [], 61_000));
+    decided(r.route(next.version, [], [], 61_001));
     expect(r.versions()).toEqual([next.version]);
     expect(r.takeDropped().versions).toEqual([old.version]);
     expect(r.snapshot().map((b) => b.id)).toEqual(["c3", "d4", "a1", "b2"]);
@@ -207,11 +208,14 @@ describe("GroupRouter: lease renewals", () => {
     r.install(long, 0);
     decided(r.route(long.version, [], [], 0));
     r.install(short, 1);
-    // A minute later only the short-TTL version is used: the long one goes, and its lease lives the short TTL from now.
-    const later = decided(r.route(short.version, [], [], 70_000));
+    // Taken while the long version is kept (its Workers renew every 100 s): the long TTL.
+    decided(r.route(short.version, [], [], 70_000));
+    // The long TTL after its last call only the short-TTL version is used: the long one goes (its
+    // lease expired), and the lease taken since lives the short TTL from now.
+    const later = decided(r.route(short.version, [], [], 300_000));
     expect(r.versions()).toEqual([short.version]);
-    expect(r.nextWake()).toBe(100_000);
-    expect(r.expire(100_000)).toBe(2);
+    expect(r.nextWake()).toBe(330_000);
+    expect(r.expire(330_000)).toBe(2);
     expect(byId(r).a1?.inFlight).toBe(0);
     expect(later.lease).toBeTypeOf("string");
   });
