@@ -1,7 +1,7 @@
 import { DurableObject } from "cloudflare:workers";
 import { keyHash, newKey, prefixOf } from "../src/tenants/key-format.ts";
 import { parseKeyInput } from "../src/tenants/key-input.ts";
-import { keyStatus, newKeyId, newRecord, patchedRecord, type KeyStatus } from "../src/tenants/key-record.ts";
+import { newKeyId, newRecord, patchedRecord, type KeyStatus } from "../src/tenants/key-record.ts";
 import { dayOf, periodOf } from "../src/tenants/period.ts";
 import type { BatchId, IssuedKey, KeyListPage, KeyLookup, KeyPage, KeyRecord, Spent, TenantsAdminRpc, TenantsRefusal, TenantsResult, TenantsRpc, UsageFigures, UsageQuery, UsageReport, UsageRow } from "../src/tenants/protocol.ts";
 import { UsageTotals } from "../src/tenants/usage-totals.ts";
@@ -61,11 +61,11 @@ export class Tenants extends DurableObject<unknown> implements TenantsRpc, Tenan
   private readonly sql: SqlStorage;
   private pruneScheduled = false;
   /**
-   * The live keys' origins as last read, good until a key is made or changed (which clears it) or
-   * the first of those keys expires. Every isolate asks every 10 s, for preflights anyone may send:
-   * reading every key at each call was ~100 ms of this object's time a call with 50,000 keys.
+   * The keys' origins as last read, good until a key is made or changed (which clears it): no
+   * status counts, so time changes nothing. Every isolate asks every 10 s, for preflights anyone
+   * may send: reading every key at each call was ~100 ms of this object's time a call with 50,000 keys.
    */
-  private liveOrigins: { list: string[]; until: number } | null = null;
+  private keyOrigins: string[] | null = null;
   /** The totals of the usage windows read lately, so a listing's later pages do not sum every row of the window again. */
   private readonly usageTotals = new UsageTotals();
 
@@ -125,20 +125,19 @@ export class Tenants extends DurableObject<unknown> implements TenantsRpc, Tenan
     return spent;
   }
 
-  /** Live: neither revoked nor expired. */
+  /**
+   * Of every key, revoked and expired ones too (keys are never deleted): a preflight carries no
+   * key, and the page of a key the gateway no longer takes is to read that key's 401, which its
+   * browser sends only once the preflight is granted. The request that follows is its key's to decide.
+   */
   origins(): string[] {
-    const now = Date.now();
-    if (this.liveOrigins && now < this.liveOrigins.until) return this.liveOrigins.list;
+    if (this.keyOrigins) return this.keyOrigins;
     const out = new Set<string>();
-    let until = Infinity;
     for (const { record } of this.sql.exec<{ record: string }>("SELECT record FROM keys").toArray()) {
-      const r = JSON.parse(record) as KeyRecord;
-      if (r.origins.length === 0 || keyStatus(r, now) !== "active") continue;
-      for (const o of r.origins) out.add(o);
-      if (r.expiresAt !== null) until = Math.min(until, r.expiresAt);
+      for (const o of (JSON.parse(record) as KeyRecord).origins) out.add(o);
     }
-    this.liveOrigins = { list: [...out], until };
-    return this.liveOrigins.list;
+    this.keyOrigins = [...out];
+    return this.keyOrigins;
   }
 
   async create(input: unknown): Promise<TenantsResult<IssuedKey>> {
@@ -149,7 +148,7 @@ export class Tenants extends DurableObject<unknown> implements TenantsRpc, Tenan
     const hash = await keyHash(key);
     const record = newRecord(parsed.fields, newKeyId(), prefixOf(key), now);
     this.sql.exec("INSERT INTO keys (id, hash, record, created_at, revoked_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)", record.id, hash, JSON.stringify(record), now, record.revokedAt, record.expiresAt);
-    this.liveOrigins = null;
+    this.keyOrigins = null;
     return { ok: true, value: { key, lookup: this.lookupOf(record.id, now) } };
   }
 
@@ -287,7 +286,7 @@ export class Tenants extends DurableObject<unknown> implements TenantsRpc, Tenan
   /** Stores the key's record, and the columns the list finds a status by (a trigger sets them for a release that does not: tenants-schema.ts, step 3). */
   private write(record: KeyRecord): void {
     this.sql.exec("UPDATE keys SET record = ?, revoked_at = ?, expires_at = ? WHERE id = ?", JSON.stringify(record), record.revokedAt, record.expiresAt, record.id);
-    this.liveOrigins = null;
+    this.keyOrigins = null;
   }
 
   /** The key's spend in its current budget period: one row of its running totals, whatever its history. */

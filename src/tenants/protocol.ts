@@ -91,7 +91,7 @@ export interface TenantsRpc {
    * (`batch`: the answer was lost, and it may have been stored) adds nothing.
    */
   record(rows: UsageRow[], keys: string[], batch?: BatchId): Record<string, Spent>;
-  /** Every browser origin some live key allows: what a CORS preflight (which carries no key) is answered for. */
+  /** Every browser origin some key is for, live, revoked or expired: what a CORS preflight (which carries no key) is answered for. */
   origins(): string[];
 }
 

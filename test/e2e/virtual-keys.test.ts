@@ -807,6 +807,39 @@ describe("a browser app's key", () => {
     expect(stranger.status).toBe(401);
     expect(stranger.headers.get("access-control-allow-origin")).toBeNull();
   });
+
+  it("the page of a key the gateway no longer takes (revoked, expired), its only key, is granted its preflight, and reads the 401 that follows", async () => {
+    const revokedPage = "https://solo.example";
+    const expiredPage = "https://solo-expired.example";
+    const revoked = await createKey({ origins: [revokedPage] });
+    expect((await admin("POST", `/keys/${revoked.id}/revoke`)).status).toBe(200);
+    // A margin a loaded machine's create survives: an expiry already past when it lands is refused.
+    const expiresAt = Date.now() + 2000;
+    const expired = await createKey({ origins: [expiredPage], expires_at: new Date(expiresAt).toISOString() });
+    await new Promise((r) => setTimeout(r, expiresAt + 100 - Date.now()));
+    // A live key made after both: once its page is granted, the isolate has read the keys' origins
+    // since the revocation and the expiry, so what the two pages get is not an older read's.
+    const witness = "https://witness.example";
+    await createKey({ origins: [witness] });
+    const preflight = (origin: string) =>
+      fetch(`${gw.url}/v1/chat/completions`, {
+        method: "OPTIONS",
+        headers: { origin, "access-control-request-method": "POST", "access-control-request-headers": "authorization, content-type" },
+      });
+    // The isolate reads them at most every 10 s (workers/gateway/key-cache.ts): a margin past that.
+    await vi.waitFor(async () => expect((await preflight(witness)).status).toBe(204), { ...EVENTUALLY, timeout: 15_000 });
+    for (const [page, key] of [[revokedPage, revoked.key], [expiredPage, expired.key]] as const) {
+      const granted = await preflight(page);
+      expect(granted.status, page).toBe(204);
+      expect(granted.headers.get("access-control-allow-origin"), page).toBe(page);
+      expect(granted.headers.get("access-control-allow-headers"), page).toContain("authorization");
+      // What the browser then sends: the key's 401, readable by its page.
+      const refused = await post(key, "keys", {}, { origin: page });
+      expect(refused.status, page).toBe(401);
+      expect(refused.headers.get("access-control-allow-origin"), page).toBe(page);
+      expect((await errorOf(refused)).message, page).toMatch(page === revokedPage ? /revoked/ : /expired/);
+    }
+  });
 });
 
 describe("secrecy", () => {
