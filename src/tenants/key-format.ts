@@ -32,7 +32,11 @@ const encoder = new TextEncoder();
 
 /** Lowercase hex SHA-256 of the key: all that is stored of it, and what the gateway looks it up by. */
 export async function keyHash(key: string): Promise<string> {
-  const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", encoder.encode(key)));
+  return keyHashOf(new Uint8Array(await crypto.subtle.digest("SHA-256", encoder.encode(key))));
+}
+
+/** keyHash of a key whose SHA-256 is `digest`: for a caller that needs the digest's bytes too. */
+export function keyHashOf(digest: Uint8Array): string {
   let hex = "";
   for (const b of digest) hex += b.toString(16).padStart(2, "0");
   return hex;

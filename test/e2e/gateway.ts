@@ -21,9 +21,16 @@ export interface TestGateway {
   close(): Promise<void>;
 }
 
-/** `assets`: the pages too, in front of the Worker as Cloudflare serves them (bench/harness/gateway.ts). */
-export async function startTestGateway(config: GatewayConfigInput, bindings: Record<string, string> = {}, { assets = false } = {}): Promise<TestGateway> {
-  const key = `sk-e2e-${randomBytes(16).toString("hex")}`;
+/**
+ * `assets`: the pages too, in front of the Worker as Cloudflare serves them (bench/harness/gateway.ts).
+ * `masterKey`: the master key's value (KVGATE_MASTER_KEY), a fresh `sk-e2e-…` unless given.
+ */
+export async function startTestGateway(
+  config: GatewayConfigInput,
+  bindings: Record<string, string> = {},
+  { assets = false, masterKey = `sk-e2e-${randomBytes(16).toString("hex")}` } = {},
+): Promise<TestGateway> {
+  const key = masterKey;
   const logs: string[] = [];
   const verbose = process.env.KVGATE_TEST_LOGS === "1";
   const served = await startGateway({

@@ -1,6 +1,6 @@
 import { unauthorized } from "../../src/openai/errors.ts";
 import { subprotocolAuthorization } from "../../src/realtime/handshake.ts";
-import { keyHash, looksLikeVirtualKey } from "../../src/tenants/key-format.ts";
+import { keyHashOf, looksLikeVirtualKey } from "../../src/tenants/key-format.ts";
 import type { KeyLookup } from "../../src/tenants/protocol.ts";
 import type { LoadedConfig } from "../config.ts";
 import type { Env, WaitUntil } from "../env.ts";
@@ -62,7 +62,7 @@ const loggedUnset = new Set<string>();
  * secret's name goes (it is shaped like one) would have it sent to every caller.
  */
 async function matches(given: string, config: LoadedConfig, env: Env, accepted: readonly KeyField[], what: string): Promise<boolean> {
-  const keys = accepted.map((field) => env[config.auth[field]]).filter((k): k is string => typeof k === "string" && k !== "");
+  const keys = accepted.map((field) => secretOf(env, config.auth[field])).filter((k) => k !== undefined);
   if (keys.length === 0) {
     const settings = accepted.map((field) => `auth.${field}`).join(" or ");
     if (!loggedUnset.has(settings)) {
@@ -105,12 +105,19 @@ const MASTER: Caller = { kind: "master" };
  */
 export async function authenticate(req: Request, config: LoadedConfig, env: Env, ctx: WaitUntil): Promise<Caller> {
   const given = bearer(req);
-  if (looksLikeVirtualKey(given)) {
-    const hash = await keyHash(given);
-    return { kind: "key", key: usableKey(await lookupKey(env, ctx, hash)), hash };
+  if (!looksLikeVirtualKey(given)) {
+    if (await matches(given, config, env, ["masterKeyEnv"], "master key")) return MASTER;
+    throw unauthorized("invalid API key");
   }
-  if (await matches(given, config, env, ["masterKeyEnv"], "master key")) return MASTER;
-  throw unauthorized("invalid API key");
+  // A master key may be shaped like a virtual key too (an operator who copied the style of the
+  // keys `keys create` prints): whenever one is set, it is compared first, in constant time, with
+  // the one SHA-256 the lookup takes, so it is never taken for a virtual key (never found, or
+  // that key's limits) nor refused while the tenants object is down.
+  const digest = await sha256(given);
+  const master = secretOf(env, config.auth.masterKeyEnv);
+  if (master !== undefined && constantTimeEqual(await digestOf(master), digest)) return MASTER;
+  const hash = keyHashOf(digest);
+  return { kind: "key", key: usableKey(await lookupKey(env, ctx, hash)), hash };
 }
 
 /** The key found, or the 401 it gets: one that does not exist (never issued, rotated away), revoked or expired. */
@@ -217,6 +224,12 @@ function refuseIfAlike(env: Env, name: string, what: string, other: string, othe
 
 /** Two secrets set to one value (an unset or empty one is like none). */
 function alike(env: Env, name: string, other: string): boolean {
+  const value = secretOf(env, name);
+  return value !== undefined && value === env[other];
+}
+
+/** The value of the secret `name`, or undefined when it is not set (an empty one is like none). */
+function secretOf(env: Env, name: string): string | undefined {
   const value = env[name];
-  return typeof value === "string" && value !== "" && value === env[other];
+  return typeof value === "string" && value !== "" ? value : undefined;
 }
