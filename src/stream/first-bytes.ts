@@ -148,19 +148,21 @@ function dispatchesNothing(event: Uint8Array): boolean {
  * `"error"` (vLLM's, SGLang's and TGI's error events have an `error` field, or vLLM's older
  * `"object": "error"`), or has not ended in the chunk; or an `error:` field line comes before any
  * data line (llama.cpp's llama-server of 2024 to mid-2025 writes its error as that field, its JSON
- * the value, and no data line). Most first events are tokens and fail this at a few native
- * searches, before any decoding or JSON.parse.
+ * the value, and no data line); or the chunk ends before either could be read (a line not ended, as
+ * `dat` or `err`, or whole lines that were neither, as `event: error`: an upstream that drips bytes,
+ * a proxy that re-chunks them; handed on, an error was a 200 stream). Most first events are tokens
+ * and fail this at a few native searches, before any decoding or JSON.parse; a held event that
+ * ends as a token costs what holding it took.
  */
 function mayOpenWithError(chunk: Uint8Array): boolean {
   let line = 0;
   while (line < chunk.length) {
     const end = lineEnd(chunk, line);
     if (holdsAt(chunk, line, DATA)) return end < 0 || includes(chunk, QUOTED_ERROR, line, end);
-    if (holdsAt(chunk, line, ERROR_FIELD)) return true;
-    if (end < 0) return false;
+    if (holdsAt(chunk, line, ERROR_FIELD) || end < 0) return true;
     line = end + 1;
   }
-  return false;
+  return true;
 }
 
 /** Where the line that begins at `from` ends (its CR or LF), or -1; a CR is looked for only before the first LF, not through a large chunk. */

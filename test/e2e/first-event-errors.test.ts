@@ -37,6 +37,8 @@ beforeAll(async () => {
         beside("request-refused", "error-event-first:sglang-400", "usage-then-done:10"),
         // llama.cpp's `error:` field, no data line, then [DONE].
         beside("llamacpp-refused", "error-field-first", "usage-then-done:10"),
+        // The same, 3 bytes an HTTP chunk: its first chunk ends before the field's name does.
+        beside("llamacpp-refused-rechunked", "error-field-first:3", "usage-then-done:10"),
         // Its healthy backend's stream reports 5 input and 1 output tokens.
         beside("responses-failed", "error-event-first:responses", "responses-sglang"),
         { name: "healthy", deployments: [hostile("usage-then-done:10", "healthy")] },
@@ -113,10 +115,10 @@ describe("a stream whose first event is its server's error", () => {
     expect(await failedCounts("request-refused")).toEqual({ failing: 0, healthy: 0 });
   });
 
-  it("that llama.cpp writes as an SSE `error:` field (a prompt past its context): the SDK raises its BadRequestError 400 with llama.cpp's type and counts, not an empty completion; not retried, not charged, no failure counted", async () => {
+  it.each(["llamacpp-refused", "llamacpp-refused-rechunked"])("that llama.cpp writes as an SSE `error:` field (a prompt past its context; %s): the SDK raises its BadRequestError 400 with llama.cpp's type and counts, not an empty completion; not retried, not charged, no failure counted", async (group) => {
     const { id, sdk } = await budgetedClient();
     const asked = upstream.stats("usage-then-done").requests;
-    const raised = await sdk.chat.completions.create({ model: "llamacpp-refused", messages: [{ role: "user", content: "hello" }], stream: true }).then(
+    const raised = await sdk.chat.completions.create({ model: group, messages: [{ role: "user", content: "hello" }], stream: true }).then(
       async (chunks) => {
         let n = 0;
         for await (const _ of chunks) n++;
@@ -132,7 +134,7 @@ describe("a stream whose first event is its server's error", () => {
     // The next request, to a healthy group, is the key's first charge: the refused ones cost nothing (no estimate).
     expect(await chatStream(sdk, "healthy")).toEqual({ text: "ok", error: null, attempts: "1" });
     expect(await charged(id, 1)).toEqual({ prompt_tokens: 3, completion_tokens: 2, requests: 1 });
-    expect(await failedCounts("llamacpp-refused")).toEqual({ failing: 0, healthy: 0 });
+    expect(await failedCounts(group)).toEqual({ failing: 0, healthy: 0 });
   });
 
   it("a Responses API stream whose first event after its openings is the API's error event: another backend answers, charged alone", async () => {

@@ -766,12 +766,20 @@ const BEHAVIOURS: Record<string, Answer> = {
    * A llama.cpp build (llama-server of 2024 to mid-2025) refusing a streamed prompt longer than its
    * context after its headers went out: it writes the error as an SSE `error:` field, no `data`
    * line (server_sent_event(sink, "error", …), its JSON compact and in llama.cpp's key order), then
-   * `data: [DONE]`. A client's parser dispatches no event for it.
+   * `data: [DONE]`. A client's parser dispatches no event for it. With `arg` a number, the body goes
+   * out that many bytes an HTTP chunk, as a proxy that re-chunks it may pass it on.
    */
-  "error-field-first": (_req, res) => {
+  "error-field-first": (_req, res, _body, arg) => {
     const error = { code: 400, message: "the request exceeds the available context size, try increasing it", type: "exceed_context_size_error", n_prompt_tokens: 5000, n_ctx: 4096 };
     res.writeHead(200, { "content-type": "text/event-stream" });
-    res.end(`error: ${JSON.stringify(error)}\n\ndata: [DONE]\n\n`);
+    const text = `error: ${JSON.stringify(error)}\n\ndata: [DONE]\n\n`;
+    const every = Number(arg ?? text.length);
+    const write = (at: number): void => {
+      if (at + every >= text.length) return void res.end(text.slice(at));
+      res.write(text.slice(at, at + every));
+      setTimeout(() => write(at + every), 1);
+    };
+    write(0);
   },
   /**
    * A server that ignores `stream`: a JSON completion whatever was asked, its first half, then

@@ -51,6 +51,12 @@ describe("readFirstBytes of a stream whose first event is its server's error", (
     ["CRLF line ends", [VLLM_500.replaceAll("\n", "\r\n") + DONE]],
     ["cut every 7 bytes", cut(VLLM_500 + DONE, 7)],
     ["cut before its error field", ["data: {", VLLM_500.slice(7) + DONE]],
+    // Found by review: a first chunk that ended before `data:` could be read, or after whole lines
+    // that were no data line, was handed on unchecked.
+    ["cut every 3 bytes", cut(VLLM_500 + DONE, 3)],
+    ["its data line's name cut", ["dat", VLLM_500.slice(3) + DONE]],
+    ["a comment, then its data line's name cut, in one chunk", [": waiting\n\nda", VLLM_500.slice(2) + DONE]],
+    ["an `event: error` line alone in the first chunk", ["event: error\n", VLLM_500 + DONE]],
   ])("%s: its data comes back as the error, with the bytes held", async (_, chunks) => {
     const first = await readFirstBytes(source(chunks, true), () => 1, true);
     expect(first?.error).toBeDefined();
@@ -73,6 +79,7 @@ describe("readFirstBytes of a stream whose first event is its server's error", (
     ["llama.cpp's error field alone in its chunk", [LLAMACPP_400, DONE]],
     ["llama.cpp's error field with CRLF line ends", [LLAMACPP_400.replaceAll("\n", "\r\n") + DONE]],
     ["llama.cpp's error field cut every 7 bytes", cut(LLAMACPP_400 + DONE, 7)],
+    ["llama.cpp's error field cut every 3 bytes", cut(LLAMACPP_400 + DONE, 3)],
     ["llama.cpp's error field after a comment", [": waiting\n\n", LLAMACPP_400 + DONE]],
   ])("%s: the field's value comes back as the error, with the bytes held", async (_, chunks) => {
     const first = await readFirstBytes(source(chunks, true), () => 1, true);
