@@ -110,4 +110,38 @@ describe("a deploy whose modelGroups lack a secret, before the fleet took them",
     expect((await send("GET", "/metrics", env.KVGATE_ADMIN_KEY)).status).toBe(200);
     expect((await send("GET", "/admin/v1/groups", env.KVGATE_ADMIN_KEY)).status).toBe(200);
   });
+
+  it("grants a page's preflight as the app does, so the page reads the 500; a virtual key's page too", async () => {
+    vi.spyOn(console, "error").mockImplementation(() => undefined);
+    const deploy = { ...config, modelGroups: [{ name: "new-vpc", deployments: [{ baseUrl: "https://gpu.example", model: "m", headersFromEnv: { "CF-Access-Client-Secret": SECRET } }] }] };
+    const deployed = { ...withoutSecret, KVGATE_CONFIG: JSON.stringify(deploy) } as Env;
+    const send = async (method: string, headers: Record<string, string>) => {
+      const ctx = createExecutionContext();
+      const res = await worker.fetch(new Request("https://kvgate.test/v1/models", { method, headers }), deployed, ctx);
+      await waitOnExecutionContext(ctx);
+      return res;
+    };
+    // What a browser sends before a GET /v1/models with Authorization from `origin`.
+    const preflight = (origin: string) => send("OPTIONS", { origin, "access-control-request-method": "GET", "access-control-request-headers": "authorization" });
+    const keyPage = "https://secret-lost-page.example";
+    const { key } = await ok<{ key: string }>(admin("/admin/v1/keys", { method: "POST", json: { origins: [keyPage] } }), 201);
+
+    // The config's page (cors.allowedOrigins), and a page only a virtual key's origins list.
+    for (const origin of ["https://app.example", keyPage]) {
+      const res = await preflight(origin);
+      expect([origin, res.status, res.headers.get("access-control-allow-origin")]).toEqual([origin, 204, origin]);
+      expect(res.headers.get("access-control-allow-headers")?.toLowerCase()).toContain("authorization");
+    }
+    // The request it let through: the error naming the secret, readable by the key's page.
+    const models = await send("GET", { authorization: `Bearer ${key}`, origin: keyPage });
+    expect(models.status).toBe(500);
+    expect(models.headers.get("access-control-allow-origin")).toBe(keyPage);
+    const { error } = (await models.json()) as { error: { code: string; message: string } };
+    expect(error.code).toBe("config_invalid");
+    expect(error.message).toContain(`names ${SECRET}, which is not set`);
+    // A page neither grants is answered as before: the 500, readable by no page.
+    const stranger = await preflight("https://stranger.example");
+    expect(stranger.status).toBe(500);
+    expect(stranger.headers.get("access-control-allow-origin")).toBeNull();
+  });
 });

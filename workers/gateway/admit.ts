@@ -1,7 +1,9 @@
-import type { Context, MiddlewareHandler } from "hono";
+import type { Context, Hono, MiddlewareHandler } from "hono";
+import { cors } from "hono/cors";
 import { forbidden, GatewayError, SHOULD_RETRY } from "../../src/openai/errors.ts";
 import type { KeyRecord } from "../../src/tenants/protocol.ts";
 import type { LoadedConfig } from "../config.ts";
+import type { Env } from "../env.ts";
 import type { AppEnv } from "./app-env.ts";
 import { authenticate, originsOfRefusedKey, type Caller } from "./auth.ts";
 import { errorAnswer } from "./error-answer.ts";
@@ -68,10 +70,29 @@ export async function refusal(c: Context<AppEnv>, err: unknown): Promise<Respons
   const res = errorAnswer(err, c.get("requestId"));
   const origin = c.req.header("origin");
   if (origin === undefined) return res;
+  if (originsOfRefusedKey(err).includes(origin)) allowOrigin(res.headers, origin);
   // The key store down answers no question about origins either: not asked twice, the origins last read answer.
-  const storeDown = err instanceof GatewayError && err.code === "key_store_unavailable";
-  if (originsOfRefusedKey(err).includes(origin) || (storeDown ? lastKeyOrigins() : await keyOrigins(c.env)).has(origin)) allowOrigin(res.headers, origin);
+  else await forKeyPages(res.headers, origin, c.env, err instanceof GatewayError && err.code === "key_store_unavailable");
   return res;
+}
+
+/**
+ * CORS on an answer given before the app (workers/gateway/index.ts: the fleet cannot be read, or
+ * the deploy lacks a secret): the config's list, and any page some key is for, as `refusal`
+ * answers a caller it could not admit. The page's preflight was granted (`mountPreflight`), so
+ * it reads the error (a 503 to retry, the secret to set) rather than a network failure.
+ */
+export async function corsBeforeTheApp(headers: Headers, configOrigins: readonly string[], origin: string | undefined, env: Env): Promise<void> {
+  withConfigCors(headers, configOrigins, origin);
+  if (origin !== undefined && !headers.has("access-control-allow-origin")) await forKeyPages(headers, origin, env);
+}
+
+/**
+ * An answer readable by the page on `origin` when some key is for it: its preflight was
+ * granted. `lastRead`: the origins as last read, asking no one (the key store is down).
+ */
+async function forKeyPages(headers: Headers, origin: string, env: Env, lastRead = false): Promise<void> {
+  if ((lastRead ? lastKeyOrigins() : await keyOrigins(env)).has(origin)) allowOrigin(headers, origin);
 }
 
 /**
@@ -110,10 +131,21 @@ function varyOrigin(headers: Headers): void {
 }
 
 /**
+ * The answers to a CORS preflight, which carries no key: granted to a page some virtual key is for
+ * (keyPreflight), and to the config's origins (cors.allowedOrigins). Mounted on the app, and on
+ * the gateway's preflight answers given before the app exists (workers/gateway/index.ts): a
+ * preflight needs no fleet. Only preflights pay for it: the router skips it for every other method.
+ */
+export function mountPreflight(app: Hono<AppEnv>, origins: readonly string[]): void {
+  app.options("*", keyPreflight(origins));
+  if (origins.length > 0) app.options("*", cors({ origin: origins.includes("*") ? "*" : [...origins], exposeHeaders: EXPOSED, maxAge: 600 }));
+}
+
+/**
  * A preflight (which carries no key) from an origin the config does not list but some virtual key
  * allows: granted, so the page may send its request, which its key then decides.
  */
-export function keyPreflight(configOrigins: readonly string[]): MiddlewareHandler<AppEnv> {
+function keyPreflight(configOrigins: readonly string[]): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
     if (c.req.method !== "OPTIONS") return next();
     const origin = c.req.header("origin");

@@ -1,12 +1,11 @@
 import type { Context } from "hono";
 import { Hono } from "hono/tiny";
-import { cors } from "hono/cors";
 import { forbidden, methodNotAllowed, notFound } from "../../src/openai/errors.ts";
 import { modelObject } from "../../src/openai/models.ts";
 import type { LoadedConfig } from "../config.ts";
 import { mountAdmin } from "../admin/routes.ts";
 import type { AppEnv } from "./app-env.ts";
-import { admitCaller, configCors, EXPOSED, keyCors, keyPreflight, refusal } from "./admit.ts";
+import { admitCaller, configCors, keyCors, mountPreflight, refusal } from "./admit.ts";
 import { allowsModel, countsSpendIn } from "../../src/tenants/route-tenant.ts";
 import { mountEndpoints } from "./endpoints.ts";
 import { discardUnread } from "./body.ts";
@@ -34,12 +33,8 @@ export function buildApp(config: LoadedConfig): Hono<AppEnv> {
     await next();
     if (c.req.raw.body !== null && !c.req.raw.bodyUsed) await discardUnread(c.req.raw);
   });
-  // Only preflights pay for it: the router skips it for every other method.
-  app.options("*", keyPreflight(origins));
-  if (origins.length > 0) {
-    app.options("*", cors({ origin: origins.includes("*") ? "*" : origins, exposeHeaders: EXPOSED, maxAge: 600 }));
-    app.use("*", configCors(origins));
-  }
+  mountPreflight(app, origins);
+  if (origins.length > 0) app.use("*", configCors(origins));
 
   app.get("/health", (c) => c.json({ status: "ok" }));
   mountAdmin(app, config);

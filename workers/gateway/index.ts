@@ -1,9 +1,11 @@
+import { Hono } from "hono/tiny";
 import { GatewayError } from "../../src/openai/errors.ts";
-import { withConfigCors } from "./admit.ts";
+import { corsBeforeTheApp, mountPreflight } from "./admit.ts";
+import type { AppEnv } from "./app-env.ts";
 import { errorAnswer } from "./error-answer.ts";
 import { requestIdOf } from "./request-id.ts";
 import type { ResolvedConfig } from "../../src/config/load.ts";
-import { loadConfig, seedError, withFleet } from "../config.ts";
+import { loadConfig, seedError, withFleet, type Loaded } from "../config.ts";
 import type { Env } from "../env.ts";
 import { cachedFleet, loadFleet, recentFleet, registryUnavailable, type FleetView } from "../fleet.ts";
 import { buildApp } from "./app.ts";
@@ -13,6 +15,8 @@ export { FleetRegistry } from "../../durable-objects/fleet-registry.ts";
 export { Tenants } from "../../durable-objects/tenants.ts";
 
 let built: { config: ResolvedConfig; fleet: FleetView; app: ReturnType<typeof buildApp> } | null = null;
+/** The app's preflight answers alone, for the config they were made for (mountPreflight). */
+let preflights: { config: ResolvedConfig; app: Hono<AppEnv> } | null = null;
 
 export default {
   fetch(req: Request, env: Env, ctx: ExecutionContext): Response | Promise<Response> {
@@ -20,22 +24,45 @@ export default {
     if (!loaded.ok) {
       return errorAnswer(new GatewayError(500, "server_error", `gateway misconfigured: ${loaded.error}`, "config_invalid"), requestIdOf(req));
     }
-    const { config, seedLacks } = loaded;
-    const fleet = cachedFleet();
-    if (fleet && (seedError(seedLacks, fleet) === null || !servesTheSeed(req))) return serve(config, fleet, req, env, ctx);
-    // An isolate's first request reads the fleet from the registry; later ones use what it read.
-    // One that says the config's lacking modelGroups are not taken is read again (at most once a
-    // second): it may have been read before the registry started with this config.
-    return (fleet ? recentFleet(env, fleet.groups).then(() => cachedFleet() ?? fleet) : loadFleet(env)).then(
-      (f) => {
-        const error = servesTheSeed(req) ? seedError(seedLacks, f) : null;
-        if (error === null) return serve(config, f, req, env, ctx);
-        return beforeTheApp(new GatewayError(500, "server_error", `gateway misconfigured: ${error}`, "config_invalid"), req, config);
-      },
-      (e: unknown) => beforeTheApp(registryUnavailable(e), req, config),
-    );
+    // A preflight needs no fleet: granted as the app grants it before the fleet is read or checked,
+    // so that while the registry cannot be reached or the deploy lacks a secret, a page still sends
+    // its request and reads the answer (a 503 to retry, the secret to set), not a CORS failure.
+    if (isPreflight(req)) return grantedPreflight(loaded.config, req, env, ctx).then((granted) => granted ?? throughTheFleet(loaded, req, env, ctx));
+    return throughTheFleet(loaded, req, env, ctx);
   },
 } satisfies ExportedHandler<Env>;
+
+function throughTheFleet({ config, seedLacks }: Extract<Loaded, { ok: true }>, req: Request, env: Env, ctx: ExecutionContext): Response | Promise<Response> {
+  const fleet = cachedFleet();
+  if (fleet && (seedError(seedLacks, fleet) === null || !servesTheSeed(req))) return serve(config, fleet, req, env, ctx);
+  // An isolate's first request reads the fleet from the registry; later ones use what it read.
+  // One that says the config's lacking modelGroups are not taken is read again (at most once a
+  // second): it may have been read before the registry started with this config.
+  return (fleet ? recentFleet(env, fleet.groups).then(() => cachedFleet() ?? fleet) : loadFleet(env)).then(
+    (f) => {
+      const error = servesTheSeed(req) ? seedError(seedLacks, f) : null;
+      if (error === null) return serve(config, f, req, env, ctx);
+      return beforeTheApp(new GatewayError(500, "server_error", `gateway misconfigured: ${error}`, "config_invalid"), req, config, env);
+    },
+    (e: unknown) => beforeTheApp(registryUnavailable(e), req, config, env),
+  );
+}
+
+/** A CORS preflight: what a browser sends, with no key, before a request a page may not send unasked. */
+function isPreflight(req: Request): boolean {
+  return req.method === "OPTIONS" && req.headers.has("origin") && req.headers.has("access-control-request-method");
+}
+
+/** The app's answer to a preflight when it grants it (a page allowed to read the answer); null when it does not. */
+async function grantedPreflight(config: ResolvedConfig, req: Request, env: Env, ctx: ExecutionContext): Promise<Response | null> {
+  if (preflights?.config !== config) {
+    const app = new Hono<AppEnv>();
+    mountPreflight(app, config.cors.allowedOrigins);
+    preflights = { config, app };
+  }
+  const res = await preflights.app.fetch(req, env, ctx);
+  return res.headers.has("access-control-allow-origin") ? res : null;
+}
 
 /**
  * Whether the request is one the config's groups may serve: the one a config whose modelGroups
@@ -51,10 +78,10 @@ function servesTheSeed(req: Request): boolean {
   return !(path === "/health" || path === "/metrics" || path === "/v1/kvgate/status" || path.startsWith("/admin/"));
 }
 
-/** No app to answer yet: this answer says what the app's would (its request id, the config's CORS). */
-function beforeTheApp(error: GatewayError, req: Request, config: ResolvedConfig): Response {
+/** No app to answer yet: this answer says what the app's would (its request id, CORS for the config's pages and the keys'). */
+async function beforeTheApp(error: GatewayError, req: Request, config: ResolvedConfig, env: Env): Promise<Response> {
   const res = errorAnswer(error, requestIdOf(req));
-  withConfigCors(res.headers, config.cors.allowedOrigins, req.headers.get("origin") ?? undefined);
+  await corsBeforeTheApp(res.headers, config.cors.allowedOrigins, req.headers.get("origin") ?? undefined, env);
   return res;
 }
 
