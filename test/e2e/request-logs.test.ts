@@ -275,6 +275,25 @@ describe("one JSON line per request", () => {
   });
 });
 
+describe("an answer given before the gateway's app", () => {
+  it("a deploy whose modelGroups lack a secret: each client request's 500 leaves its error line, which names no caller", async () => {
+    // The deploy's seed names a secret this Worker lacks: the registry refuses it, and every client request gets the 500 naming it.
+    const lacking = { name: "m-lacking", deployments: [{ baseUrl: "https://gpu.example", model: "sim-7b", headersFromEnv: { "CF-Access-Client-Secret": "NOT_SET_ACCESS_SECRET" } }] };
+    const g = await startTestGateway({ modelGroups: [lacking] }, { KVGATE_ADMIN_KEY: adminKey });
+    secrets.push(g.key);
+    try {
+      for (const path of ["/v1/chat/completions", "/rerank"]) {
+        const res = await fetch(`${g.url}${path}`, { method: "POST", headers: { authorization: `Bearer ${g.key}`, "content-type": "application/json" }, body: JSON.stringify({ model: "m-lacking", messages: [{ role: "user", content: PROMPT }] }) });
+        expect(res.status).toBe(500);
+        expect(((await res.json()) as { error: { code: string } }).error.code).toBe("config_invalid");
+        expect(await lineOf(g, res.headers.get("x-request-id") as string)).toMatchObject({ type: "request", level: "error", key_id: null, method: "POST", path, status: 500, error_code: "config_invalid" });
+      }
+    } finally {
+      await g.close();
+    }
+  }, 120_000);
+});
+
 describe("the config's sampling rate and level", () => {
   const broken = (name: string, behaviour: string, more: { streamIdleTimeoutMs?: number } = {}) => ({ name, failover: { maxAttempts: 1 }, ...more, deployments: [{ id: behaviour, baseUrl: `${hostile.url}/${behaviour}`, model: "sim-7b" }] });
 

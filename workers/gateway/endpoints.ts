@@ -29,6 +29,17 @@ const PASSED_THROUGH: Readonly<Record<string, Endpoint>> = {
 const PATTERN = `/:endpoint{${Object.keys(PASSED_THROUGH).join("|")}}`;
 
 /**
+ * The paths whose requests leave a request line (README → Logs): /v1's (the app's /v1 logger) and
+ * these endpoints' outside it (`logged`, below), as the app's routes match them.
+ */
+const LINED_PATH = new RegExp(`^/(?:v1(?:$|/)|(?:${Object.keys(PASSED_THROUGH).join("|")})/?$)`);
+
+/** Whether a request to `path` leaves a request line: for the answers the gateway gives before its app (workers/gateway/index.ts). */
+export function writesRequestLine(path: string): boolean {
+  return LINED_PATH.test(path);
+}
+
+/**
  * Mounts those endpoints and GET /v1/models/{id}; mount it after the /v1 key check. Each POST
  * takes chat's path through the gateway (`proxy`, the app's handler): its body validated once,
  * one route call to the group's Durable Object, the lease held until the answer ends, the

@@ -1,9 +1,13 @@
 import { Hono } from "hono/tiny";
+import { getPath } from "hono/utils/url";
+import { sampleRequest, type RequestLog } from "../../src/logging/request-log.ts";
 import { GatewayError } from "../../src/openai/errors.ts";
 import { corsBeforeTheApp, mountPreflight } from "./admit.ts";
 import type { AppEnv } from "./app-env.ts";
+import { writesRequestLine } from "./endpoints.ts";
 import { errorAnswer } from "./error-answer.ts";
 import { requestIdOf } from "./request-id.ts";
+import { noteAnswer } from "./request-logger.ts";
 import type { ResolvedConfig } from "../../src/config/load.ts";
 import { loadConfig, seedError, withFleet, type Loaded } from "../config.ts";
 import type { Env } from "../env.ts";
@@ -35,6 +39,7 @@ export default {
 function throughTheFleet({ config, seedLacks }: Extract<Loaded, { ok: true }>, req: Request, env: Env, ctx: ExecutionContext): Response | Promise<Response> {
   const fleet = cachedFleet();
   if (fleet && (seedError(seedLacks, fleet) === null || !servesTheSeed(req))) return serve(config, fleet, req, env, ctx);
+  const came = arrival(config, req);
   // An isolate's first request reads the fleet from the registry; later ones use what it read.
   // One that says the config's lacking modelGroups are not taken is read again (at most once a
   // second): it may have been read before the registry started with this config.
@@ -42,10 +47,26 @@ function throughTheFleet({ config, seedLacks }: Extract<Loaded, { ok: true }>, r
     (f) => {
       const error = servesTheSeed(req) ? seedError(seedLacks, f) : null;
       if (error === null) return serve(config, f, req, env, ctx);
-      return beforeTheApp(new GatewayError(500, "server_error", `gateway misconfigured: ${error}`, "config_invalid"), req, config, env);
+      return beforeTheApp(new GatewayError(500, "server_error", `gateway misconfigured: ${error}`, "config_invalid"), req, config, env, ctx, came);
     },
-    (e: unknown) => beforeTheApp(registryUnavailable(e), req, config, env),
+    (e: unknown) => beforeTheApp(registryUnavailable(e), req, config, env, ctx, came),
   );
+}
+
+/** A request as it came in, for an answer the gateway may give before its app: its id, and its line when it writes one. */
+interface Arrival {
+  requestId: string;
+  log: RequestLog | null;
+}
+
+/**
+ * Sampled as it comes in, as the app's logger samples it (its `time` and duration from then, the
+ * registry's read included). Dropped when the app answers it after all: the app writes its own.
+ */
+function arrival(config: ResolvedConfig, req: Request): Arrival {
+  const requestId = requestIdOf(req);
+  const path = getPath(req);
+  return { requestId, log: writesRequestLine(path) ? sampleRequest(config.logging.requests, requestId, req.method, path, performance.now()) : null };
 }
 
 /** A CORS preflight: what a browser sends, with no key, before a request a page may not send unasked. */
@@ -78,10 +99,15 @@ function servesTheSeed(req: Request): boolean {
   return !(path === "/health" || path === "/metrics" || path === "/v1/kvgate/status" || path.startsWith("/admin/"));
 }
 
-/** No app to answer yet: this answer says what the app's would (its request id, CORS for the config's pages and the keys'). */
-async function beforeTheApp(error: GatewayError, req: Request, config: ResolvedConfig, env: Env): Promise<Response> {
-  const res = errorAnswer(error, requestIdOf(req));
+/**
+ * No app to answer yet: this answer says what the app's would (its request id, CORS for the
+ * config's pages and the keys'), and leaves the request line the app's would: no caller was
+ * authenticated.
+ */
+async function beforeTheApp(error: GatewayError, req: Request, config: ResolvedConfig, env: Env, ctx: ExecutionContext, came: Arrival): Promise<Response> {
+  const res = errorAnswer(error, came.requestId);
   await corsBeforeTheApp(res.headers, config.cors.allowedOrigins, req.headers.get("origin") ?? undefined, env);
+  if (came.log) noteAnswer(came.log, res, null, ctx);
   return res;
 }
 

@@ -1,6 +1,7 @@
 import type { MiddlewareHandler } from "hono";
-import { sampleRequest, type RequestLogSettings } from "../../src/logging/request-log.ts";
+import { sampleRequest, type RequestLog, type RequestLogSettings } from "../../src/logging/request-log.ts";
 import { errorCodeOf } from "../../src/openai/errors.ts";
+import type { WaitUntil } from "../env.ts";
 import type { AppEnv } from "./app-env.ts";
 
 /**
@@ -14,17 +15,24 @@ export function requestLogger(settings: RequestLogSettings): MiddlewareHandler<A
     c.set("log", log);
     await next();
     if (!log) return;
-    const res = c.res;
-    const at = performance.now();
     const caller = c.get("caller");
-    const keyId = caller === undefined ? null : caller.kind === "master" ? "master" : caller.key.record.id;
-    c.executionCtx.waitUntil(
-      new Promise<void>((done) =>
-        setTimeout(() => {
-          log.answered(at, res.status, keyId, errorCodeOf(res));
-          done();
-        }, 0),
-      ),
-    );
+    noteAnswer(log, c.res, caller === undefined ? null : caller.kind === "master" ? "master" : caller.key.record.id, c.executionCtx);
   };
+}
+
+/**
+ * `res` is the request's answer, going out now: noted on its line once the response has gone to
+ * the runtime (a timer under waitUntil). Also for the answers the gateway gives before its app
+ * (workers/gateway/index.ts), which no caller was authenticated for.
+ */
+export function noteAnswer(log: RequestLog, res: Response, keyId: string | null, ctx: WaitUntil): void {
+  const at = performance.now();
+  ctx.waitUntil(
+    new Promise<void>((done) =>
+      setTimeout(() => {
+        log.answered(at, res.status, keyId, errorCodeOf(res));
+        done();
+      }, 0),
+    ),
+  );
 }
