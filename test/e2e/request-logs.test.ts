@@ -239,6 +239,20 @@ describe("one JSON line per request", () => {
     expect(await lineOf(gw, limited.res.headers.get("x-request-id") as string)).toMatchObject({ level: "warn", status: 429, key_id: id, model: "m", error_code: "rate_limit_exceeded" });
   });
 
+  it("a browser app's key used from another page, or from no page, is refused 403 and its line names the key", async () => {
+    const { id, key } = await createKey({ origins: ["https://keys-page.example"] });
+    for (const origin of ["https://evil.example", undefined]) {
+      const res = await fetch(`${gw.url}/v1/chat/completions`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${key}`, "content-type": "application/json", ...(origin === undefined ? {} : { origin }) },
+        body: JSON.stringify({ model: "m", messages: [{ role: "user", content: PROMPT }] }),
+      });
+      expect(res.status).toBe(403);
+      expect(((await res.json()) as { error: { code: string } }).error.code).toBe("origin_not_allowed");
+      expect(await lineOf(gw, res.headers.get("x-request-id") as string)).toMatchObject({ level: "warn", status: 403, key_id: id, error_code: "origin_not_allowed" });
+    }
+  });
+
   it("a model name no group can have (over 256 characters) is logged cut, as its 404 quotes it", async () => {
     const name = `m${"x".repeat(1024 * 1024)}`;
     const res = await fetch(`${gw.url}/v1/chat/completions`, { method: "POST", headers: { authorization: `Bearer ${gw.key}`, "content-type": "application/json" }, body: JSON.stringify({ model: name, messages: [{ role: "user", content: "hi" }] }) });

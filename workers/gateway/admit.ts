@@ -19,11 +19,13 @@ export const EXPOSED = ["x-kvgate-backend", "x-kvgate-reason", "x-kvgate-attempt
  */
 export async function admitCaller(c: Context<AppEnv>, config: LoadedConfig): Promise<Caller> {
   const caller = await authenticate(c.req.raw, config, c.env, c.executionCtx);
+  // Set before the origin check: a key refused for where it is used did authenticate, and its
+  // request line names it (a browser key used from a foreign page is one an operator looks into).
+  c.set("caller", caller);
   if (caller.kind === "key") {
     const refused = originRefusal(caller.key.record, c.req.raw);
     if (refused) throw refused;
   }
-  c.set("caller", caller);
   return caller;
 }
 
