@@ -145,7 +145,7 @@ export function mountPreflight(app: Hono<AppEnv>, origins: readonly string[]): v
 
 /**
  * A preflight (which carries no key) from an origin the config does not list but some virtual key
- * allows: granted, so the page may send its request, which its key then decides.
+ * is for, live or not: granted, so the page may send its request, which its key then decides.
  */
 function keyPreflight(configOrigins: readonly string[]): MiddlewareHandler<AppEnv> {
   return async (c, next) => {

@@ -103,8 +103,8 @@ export async function lookupKey(env: Env, ctx: WaitUntil, hash: string): Promise
 let origins: { set: ReadonlySet<string>; readAt: number; retryAt: number } | null = null;
 
 /**
- * The origins some virtual key allows, read at most every MAX_AGE_MS: a preflight carries no key,
- * so it is granted to a page any key is for, and the request that follows is checked against its
+ * The origins of every virtual key (revoked and expired ones too: Tenants.origins), read at most
+ * every MAX_AGE_MS: a preflight carries no key, so it is granted to a page any key is for, and the request that follows is checked against its
  * own key. When the tenants object cannot say, the origins last read answer (none, if this isolate
  * never read them), and they are not asked again for RETRY_AFTER_MS, as a key whose read failed is
  * not: anyone may send a preflight, or a request with a key that is not one, and while the object
@@ -127,7 +127,7 @@ export async function keyOrigins(env: Env): Promise<ReadonlySet<string>> {
 }
 
 /**
- * The origins some virtual key allows as this isolate last read them, asked of no one (none, if it
+ * The origins of every virtual key as this isolate last read them, asked of no one (none, if it
  * never read them): for an answer the key store being down refuses, which a second call to the
  * failing object would only delay.
  */
