@@ -1,12 +1,13 @@
 import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
-import { expect, inject, it } from "vitest";
+import { expect, inject, it, vi } from "vitest";
+import type { DeploymentRow } from "../../src/fleet/admin-api.ts";
 import type { AdminResult } from "../../src/fleet/protocol.ts";
 import { REGISTRY_NAME } from "../../src/fleet/registry-name.ts";
 import type { FleetRegistry } from "../../durable-objects/fleet-registry.ts";
 import { UPSTREAM_MODEL } from "../support/test-config.ts";
 import { admin, ok } from "./admin.ts";
-import { chat } from "./gateway.ts";
+import { chat, EVENTUALLY } from "./gateway.ts";
 
 /**
  * A change the registry made is pushed to the group's routing object before it is answered; when
@@ -104,3 +105,27 @@ it("a push that keeps failing is tried at 1 s, then 2, 4…; heartbeats in betwe
   expect(await alarmWhenDue()).toBe(true);
   expect(((await runInDurableObject(registry(), (_r, state) => state.storage.getAlarm())) as number) - Date.now()).toBeGreaterThan(3_000_000);
 }, 30_000);
+
+it("a drain that did not reach its object is not drained while that object still routes to the server", async () => {
+  const row = () => ok<DeploymentRow>(admin("/admin/v1/groups/push-drain/deployments/sim-0"));
+  await ok(admin("/admin/v1/groups", { method: "POST", json: { name: "push-drain", deployments: [{ id: "sim-0", baseUrl: fleet[0] as string, model: UPSTREAM_MODEL }] } }), 201);
+  const served = await chat("push-drain", [{ role: "user", content: "hello" }]);
+  expect(served.status).toBe(200);
+  await served.text();
+  // Its release reaches the object in the isolate's next batch: nothing in flight before the drain.
+  await vi.waitFor(async () => expect(await row()).toMatchObject({ state: "active", inFlight: 0 }), EVENTUALLY);
+
+  const drained = await unreachableObjects({ op: "set-state", group: "push-drain", id: "sim-0", state: "draining" });
+  expect(drained).toMatchObject({ ok: true, changed: ["push-drain"], routing: "pending" });
+  // The object answers again but is not yet told: `drain --wait` must not say "safe to stop".
+  expect(await row()).toMatchObject({ state: "draining", inFlight: 0, drained: false });
+  // Which it is not: this isolate read the fleet before the drain, and the object still gives it sim-0.
+  const stale = await chat("push-drain", [{ role: "user", content: "still there?" }]);
+  await stale.text();
+  expect(stale.status).toBe(200);
+  expect(stale.headers.get("x-kvgate-backend")).toBe("sim-0");
+
+  // Once the registry's alarm pushes the drain, the object no longer routes to it: drained.
+  expect(await alarmWhenDue()).toBe(true);
+  await vi.waitFor(async () => expect(await row()).toMatchObject({ state: "draining", inFlight: 0, takesRequests: false, drained: true }), EVENTUALLY);
+});

@@ -224,7 +224,8 @@ async function groupStatus(env: Env, g: GroupRecord, until?: number): Promise<{ 
  * The registry's deployments with what the routing objects say of them (`live`; null when one of
  * its shards' did not answer). `drained` tells an operator it is safe to stop a server, so it is
  * said only when every object answered (an object of a shard the group gave up that did not may
- * hold its requests: `inFlight` is then null): one the objects never saw has nothing in flight.
+ * hold its requests: `inFlight` is then null) and none of them admits it any longer (mergeStatus
+ * keeps the entry that does): one the objects never saw has nothing in flight.
  */
 function deploymentRows(g: GroupRecord, answered: { status: GroupStatus; inFlightKnown: boolean } | null): DeploymentRow[] {
   const live = answered?.inFlightKnown ? answered.status : null;
@@ -250,7 +251,9 @@ function deploymentRows(g: GroupRecord, answered: { status: GroupStatus; inFligh
       inFlight,
       takesRequests,
       unrouted,
-      drained: (d.state !== "active" || unrouted !== null) && live !== null && (inFlight ?? 0) === 0,
+      // Not while an object still admits it: a drain it has not been told of yet (the registry's
+      // push pending) leaves it routing there, to any isolate holding the fleet before the drain.
+      drained: (d.state !== "active" || unrouted !== null) && live !== null && (inFlight ?? 0) === 0 && b?.takesRequests !== true,
       breaker: b ? b.breaker.state : null,
       restingUntil: b?.restingUntil != null && b.restingUntil > now ? new Date(b.restingUntil).toISOString() : null,
       prefixBlocks: b ? b.prefixBlocks : null,
