@@ -1,6 +1,7 @@
 import { unreachableHost } from "../src/config/private-hosts.ts";
 import { printable } from "../src/control-characters.ts";
 import { fetchBlockedPort } from "../src/fetch-blocked-ports.ts";
+import { asFetchSends, HEADER_BREAK } from "../src/header-value.ts";
 import { CliError } from "./cli-error.ts";
 
 export const DEFAULT_URL = "http://127.0.0.1:8787";
@@ -41,11 +42,12 @@ export function adminClient(env: NodeJS.ProcessEnv, fetchImpl: typeof fetch = fe
   // fetch refuses these ports without connecting: the CLI could never reach a gateway there.
   const blocked = parsed.port === "" ? null : fetchBlockedPort(Number(parsed.port));
   if (blocked !== null) throw new CliError(`KVGATE_URL: ${blocked}; serve the gateway on another port`, 2);
-  const key = env.KVGATE_ADMIN_KEY;
+  const key = asFetchSends(env.KVGATE_ADMIN_KEY ?? "");
   return {
     url,
     async call<T>(method: string, path: string, body?: unknown, readBack?: string): Promise<T> {
       if (!key) throw new CliError("KVGATE_ADMIN_KEY is not set: export the gateway's admin key (npm start prints it on a line of its own)", 2);
+      if (unsendable(key)) throw new CliError("KVGATE_ADMIN_KEY holds a character no HTTP header may (a line break, a NUL, or one past U+00FF such as a curly quote): export the admin key alone, as npm start prints it", 2);
       // Covers the answer's body too: a gateway that sends its headers and then stalls is waited on no longer.
       const signal = AbortSignal.timeout(answerTimeoutMs);
       /** The call failed after it may have reached the gateway: a change may have been made. */
@@ -66,7 +68,7 @@ export function adminClient(env: NodeJS.ProcessEnv, fetchImpl: typeof fetch = fe
         // Out of time, the request was most likely sent (a connection not made fails sooner, on its
         // own error): saying the gateway was not reached would have the operator make the change twice.
         if (signal.aborted) throw late();
-        const why = reason(e);
+        const why = withoutKey(reason(e), key);
         if (beforeSending(why)) throw new CliError(`cannot reach the gateway at ${url} (${why}); is it running, and is KVGATE_URL right?`, 1, true);
         // Closed or reset once the request went out (wrangler dev reloading under it, a load balancer): it may have been taken.
         throw unsure(`the connection closed before the answer (${why})`);
@@ -76,7 +78,7 @@ export function adminClient(env: NodeJS.ProcessEnv, fetchImpl: typeof fetch = fe
         text = await res.text();
       } catch (e) {
         // The connection broke (or the time ran out) halfway through the answer: a change may have been made.
-        throw signal.aborted ? late() : unsure(`the answer broke off (${reason(e)})`);
+        throw signal.aborted ? late() : unsure(`the answer broke off (${withoutKey(reason(e), key)})`);
       }
       let parsed: unknown = undefined;
       try {
@@ -118,6 +120,19 @@ const CONNECT_FAILURES = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EHO
 
 function beforeSending(reason: string): boolean {
   return CONNECT_FAILURES.has(reason) || /CERT|SSL|TLS|SIGNATURE|ISSUER/.test(reason);
+}
+
+/** A header value Node's fetch cannot send: a line break or NUL, or a character past U+00FF (not a byte; its error names no value). */
+function unsendable(value: string): boolean {
+  return HEADER_BREAK.test(value) || /[^\u0000-\u00ff]/.test(value);
+}
+
+/**
+ * A fetch error's reason as one line that does not hold the admin key: a message of fetch's own
+ * may quote a header it refused, and would be written to stderr, which CI logs keep.
+ */
+function withoutKey(why: string, key: string): string {
+  return printable(key === "" ? why : why.replaceAll(key, "<KVGATE_ADMIN_KEY>"));
 }
 
 function reason(e: unknown): string {

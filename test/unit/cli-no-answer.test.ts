@@ -2,12 +2,13 @@ import { writeFile } from "node:fs/promises";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { adminClient } from "../../cli/admin-client.ts";
 import { CliError } from "../../cli/cli-error.ts";
 import type { Command, Flags } from "../../cli/command-io.ts";
 import { FLEET_COMMANDS } from "../../cli/commands.ts";
 import { KEY_COMMANDS } from "../../cli/keys.ts";
+import { main, USAGE } from "../../cli/main.ts";
 import { closedPort } from "../support/closed-port.ts";
 import { useTempDir } from "../support/temp-dir.ts";
 
@@ -155,5 +156,47 @@ describe("npx kvgate, a KVGATE_URL on a port fetch will not connect to (6000, 10
     const error = await FLEET_COMMANDS["deployments remove"]?.(api, { group: "g", id: "a" }, quiet, []).then(() => null, (e: unknown) => e);
     expect(error).toBeInstanceOf(CliError);
     expect((error as CliError).message).toBe(`cannot reach the gateway at ${url} (bad port); is it running, and is KVGATE_URL right?`);
+  });
+});
+
+describe("npx kvgate, a KVGATE_ADMIN_KEY no HTTP header can carry (a line break inside, a NUL, a character past U+00FF)", () => {
+  it("is refused as a wrong setting, exit 2, on one line that never repeats the key: not a change that may have been made", async () => {
+    const url = `http://127.0.0.1:${await closedPort()}`;
+    // Two lines of a log grepped for the key, a pasted curly quote, a NUL from a binary file.
+    for (const key of ["sk-a\nsk-b", "sk-a\r\nsk-b", "sk-a\u0000sk-b", "sk-a\u2019sk-b"]) {
+      const stderr: string[] = [];
+      const write = vi.spyOn(process.stderr, "write").mockImplementation((chunk: string | Uint8Array) => (stderr.push(String(chunk)), true));
+      const exit = await main(["keys", "create"], { KVGATE_URL: url, KVGATE_ADMIN_KEY: key }, { out: () => undefined, note: () => undefined, sleep: async () => undefined }).finally(() => write.mockRestore());
+      const written = stderr.join("");
+      expect({ key, exit }).toEqual({ key, exit: 2 });
+      expect(written, JSON.stringify(key)).not.toMatch(/sk-a|sk-b/);
+      expect(written).not.toContain("may have been made");
+      // One line, then the usage, as for any wrong setting.
+      expect(written.endsWith(`\n${USAGE}\n`), written).toBe(true);
+      expect(written.slice(0, -(USAGE.length + 1)).split("\n"), written).toEqual([expect.stringMatching(/^kvgate: KVGATE_ADMIN_KEY /), ""]);
+    }
+  });
+
+  it("a fetch error that quotes the header it refused is said without the key", async () => {
+    const quoting: typeof fetch = async (_input, init) => {
+      throw new TypeError(`Headers.append: "${(init?.headers as Record<string, string>).authorization}" is an invalid header value.`);
+    };
+    const api = adminClient({ KVGATE_URL: "http://127.0.0.1:8787", KVGATE_ADMIN_KEY: "sk-admin-secret" }, quoting, WAIT_MS);
+    const error = await api.call("GET", "/admin/v1/status").then(() => null, (e: unknown) => e);
+    expect(error).toBeInstanceOf(CliError);
+    expect((error as CliError).message).toBe('GET /admin/v1/status: the connection closed before the answer (Headers.append: "Bearer <KVGATE_ADMIN_KEY>" is an invalid header value.)');
+  });
+
+  it("sends a key with a line break or spaces around it as fetch would, trimmed: it still works", async () => {
+    const seen: string[] = [];
+    server = http.createServer((req, res) => {
+      seen.push(req.headers.authorization ?? "");
+      res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ object: "list", data: [], has_more: false }));
+    });
+    await new Promise<void>((resolve) => server?.listen(0, "127.0.0.1", resolve));
+    const url = `http://127.0.0.1:${(server?.address() as AddressInfo).port}`;
+    const api = adminClient({ KVGATE_URL: url, KVGATE_ADMIN_KEY: " admin-key\n" }, fetch, WAIT_MS);
+    await api.call("GET", "/admin/v1/keys");
+    expect(seen).toEqual(["Bearer admin-key"]);
   });
 });
