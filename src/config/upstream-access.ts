@@ -1,4 +1,5 @@
 import type { ResolvedDeployment } from "./load.ts";
+import { asFetchSends, HEADER_BREAK } from "../header-value.ts";
 import type { GatewayConfig } from "./schema.ts";
 
 /**
@@ -79,21 +80,28 @@ export function resolveReach(d: ReachNeeds, env: Readonly<Record<string, unknown
   }
   let headers: Record<string, string> | null = null;
   for (const [header, name] of Object.entries(d.headersFromEnv ?? {})) {
-    const value = env[name];
-    if (typeof value === "string" && value !== "" && !/[\r\n\0]/.test(value)) {
+    const raw = env[name];
+    const value = typeof raw === "string" ? asFetchSends(raw) : raw;
+    if (typeof value === "string" && value !== "" && !HEADER_BREAK.test(value)) {
       (headers ??= {})[header] = value;
       continue;
     }
     const fix = ` (npx wrangler secret put ${name} --env production)`;
-    const why = value === undefined ? `is not set${fix}` : typeof value !== "string" ? "is a binding, not a secret" : value === "" ? `is empty${fix}` : "holds a line break, which no header value may";
+    const why = value === undefined ? `is not set${fix}` : typeof value !== "string" ? "is a binding, not a secret" : value === "" ? `is empty${fix}` : LINE_BREAK_REFUSED;
     problems.push({ field: `headersFromEnv.${header}`, message: `names ${name}, which ${why}` });
   }
-  if (problems.length > 0) return { ok: false, problems };
   const key = d.apiKeyEnv === undefined ? undefined : env[d.apiKeyEnv];
-  const bearer = typeof key === "string" && key !== "" ? key : null;
+  // An unset or empty key is none (a server without --api-key); one fetch could not send would
+  // fail every call before it left, charged to the server as unreachable: refused, as a header's.
+  const bearer = typeof key === "string" ? asFetchSends(key) || null : null;
+  if (bearer !== null && HEADER_BREAK.test(bearer)) problems.push({ field: "apiKeyEnv", message: `names ${d.apiKeyEnv}, which ${LINE_BREAK_REFUSED}` });
+  if (problems.length > 0) return { ok: false, problems };
+  // What is sent, trimmed as fetch would send it anyway, is what an upstream's error may echo.
   const secrets = [...(bearer !== null ? [bearer] : []), ...Object.values(headers ?? {})];
   return { ok: true, via, headers, authorization: bearer !== null ? `Bearer ${bearer}` : null, secrets };
 }
+
+const LINE_BREAK_REFUSED = "holds a line break, which no header value may";
 
 function isFetcher(v: unknown): v is UpstreamFetcher {
   return typeof v === "object" && v !== null && typeof Reflect.get(v, "fetch") === "function";

@@ -285,3 +285,54 @@ describe("an upstream error that echoes the gateway's secrets", () => {
     expect(echoing.logs.join("\n")).not.toContain(ACCESS_SECRET);
   });
 });
+
+describe("an upstream secret stored with whitespace around it (a trailing line break from .dev.vars, a paste)", () => {
+  // The runtime's fetch sends a header value trimmed: what an upstream echoes is the trimmed value,
+  // which is what must be taken out of what reaches the client.
+  const GPU_KEY = `sk-gpu-padded-${Date.now()}`;
+  const ACCESS_SECRET = `access-padded-${Date.now()}`;
+  let padded: TestGateway;
+
+  beforeAll(async () => {
+    const deployment = { ...hostile("echo-headers-error:400"), apiKeyEnv: "GPU_KEY", headersFromEnv: { "cf-access-client-secret": "ACCESS_SECRET" } };
+    padded = await startTestGateway({ modelGroups: [{ name: "echo-padded", failover: { maxAttempts: 1 }, deployments: [deployment] }] }, { GPU_KEY: `${GPU_KEY}\n`, ACCESS_SECRET: ` ${ACCESS_SECRET}\t` });
+  });
+  afterAll(() => padded?.close());
+
+  it("is sent trimmed, and its echo reaches the client with the secrets taken out", async () => {
+    const res = await fetch(`${padded.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${padded.key}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: "echo-padded", messages: [{ role: "user", content: "hello" }] }),
+    });
+    const text = await res.text();
+    expect(res.status).toBe(400);
+    expect(text).toContain("handler failed for request with headers");
+    expect(text).not.toContain(GPU_KEY);
+    expect(text).not.toContain(ACCESS_SECRET);
+  });
+});
+
+describe("an upstream key (apiKeyEnv) holding a line break inside", () => {
+  let broken: TestGateway;
+
+  beforeAll(async () => {
+    broken = await startTestGateway({ modelGroups: [{ name: "broken-key", deployments: [{ ...hostile("ok", "broken-key-ok"), apiKeyEnv: "BROKEN_KEY" }] }] }, { BROKEN_KEY: "sk-broken-a\nsk-broken-b" });
+  });
+  afterAll(() => broken?.close());
+
+  it("is the gateway's config error naming the secret, never its value: not a server that cannot be reached", async () => {
+    const before = upstream.stats("ok").requests;
+    const res = await fetch(`${broken.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${broken.key}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: "broken-key", messages: [{ role: "user", content: "hello" }] }),
+    });
+    const text = await res.text();
+    expect({ status: res.status, code: (JSON.parse(text) as { error: { code: string } }).error.code }, text).toEqual({ status: 500, code: "config_invalid" });
+    expect(text).toContain("apiKeyEnv names BROKEN_KEY, which holds a line break");
+    expect(text).not.toContain("sk-broken");
+    expect(broken.logs.join("\n")).not.toContain("sk-broken");
+    expect(upstream.stats("ok").requests).toBe(before);
+  });
+});

@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import { parseConfig } from "../../src/config/load.ts";
 import { AUTH_DEFAULTS } from "../../src/config/schema.ts";
 import { gatewayKeys, reachOf, reachProblems, resolveReach, type UpstreamFetcher } from "../../src/config/upstream-access.ts";
+import { parseUpstreamError } from "../../src/upstream/error-body.ts";
 
 const vpc: UpstreamFetcher = { fetch: () => Promise.resolve(new Response("ok")) };
 const ACCESS = { "CF-Access-Client-Id": "ACCESS_CLIENT_ID", "CF-Access-Client-Secret": "ACCESS_CLIENT_SECRET" };
@@ -94,6 +95,29 @@ describe("a deployment's API key, as every call to it carries it", () => {
     expect(authorization({ apiKeyEnv: undefined }, { VLLM_KEY: "sk-up" })).toBeNull();
     expect(authorization({ apiKeyEnv: "VLLM_KEY" }, {})).toBeNull();
     expect(authorization({ apiKeyEnv: "VLLM_KEY" }, { VLLM_KEY: "" })).toBeNull();
+  });
+});
+
+describe("a secret with whitespace around it (a trailing line break from .dev.vars, a paste)", () => {
+  it("is sent as fetch sends it, trimmed, and that value is what an upstream's error that echoes it has taken out", () => {
+    const reach = resolveReach({ apiKeyEnv: "K", headersFromEnv: { "X-Token": "T" } }, { K: "sk-up\n", T: " tok-s3cr3t\t" }, KEYS);
+    if (!reach.ok) throw new Error("expected a reach");
+    // An engine (or a proxy) that repeats the headers it was sent, trimmed, in a 4xx, whose message reaches the client.
+    const echoed = parseUpstreamError('{"error":{"message":"bad key: Bearer sk-up, token tok-s3cr3t"}}', reach.secrets)?.message ?? "";
+    expect(echoed).not.toMatch(/sk-up|tok-s3cr3t/);
+    expect({ authorization: reach.authorization, headers: reach.headers }).toEqual({ authorization: "Bearer sk-up", headers: { "X-Token": "tok-s3cr3t" } });
+  });
+
+  it("holding a line break inside is refused, naming the secret, never its value: not sent to fail every call as an unreachable server", () => {
+    const reach = resolveReach({ apiKeyEnv: "K" }, { K: "sk-a\nsk-b-s3cr3t" }, KEYS);
+    expect(reach).toEqual({ ok: false, problems: [{ field: "apiKeyEnv", message: "names K, which holds a line break, which no header value may" }] });
+    for (const inner of ["sk-a\r\nb", "sk-a\u0000b"]) expect(resolveReach({ apiKeyEnv: "K" }, { K: inner }, KEYS).ok, JSON.stringify(inner)).toBe(false);
+  });
+
+  it("that is whitespace alone is as empty", () => {
+    expect(resolveReach({ apiKeyEnv: "K" }, { K: " \n" }, KEYS)).toMatchObject({ ok: true, authorization: null, secrets: [] });
+    const header = resolveReach({ headersFromEnv: { "X-Token": "T" } }, { T: "\n" }, KEYS);
+    expect(header).toEqual({ ok: false, problems: [{ field: "headersFromEnv.X-Token", message: "names T, which is empty (npx wrangler secret put T --env production)" }] });
   });
 });
 
