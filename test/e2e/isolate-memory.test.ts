@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { postByteChunks } from "../support/byte-chunks.ts";
 import { startHostileUpstream, type HostileUpstream } from "../support/hostile-upstream.ts";
 import { childWorkerd, residentBytes } from "../support/workerd-processes.ts";
 import { startTestGateway, type TestGateway } from "./gateway.ts";
@@ -19,6 +20,7 @@ beforeAll(async () => {
     modelGroups: [
       // Every request sampled for routing's feedback: its usage is read as it passes.
       { name: "big-sampled", feedback: { sampleRate: 1 }, deployments: [{ id: "big", baseUrl: `${upstream.url}/big-answer:512`, model: "hostile-7b" }] },
+      { name: "ok", deployments: [{ id: "ok", baseUrl: `${upstream.url}/ok`, model: "hostile-7b" }] },
       { name: "logprobs-sampled", feedback: { sampleRate: 1 }, deployments: [{ id: "logprobs", baseUrl: `${upstream.url}/logprobs-stream:256`, model: "hostile-7b" }] },
     ],
   });
@@ -56,6 +58,22 @@ async function readThrough(res: Response, keep: number): Promise<{ received: num
   }
   return { received, tail };
 }
+
+describe("a chunked request body sent a byte per HTTP chunk", () => {
+  it("costs the isolate its bytes, not a runtime buffer per chunk", async () => {
+    // 100,000 one-byte chunks (600 KB on the wire): workerd reads each into a 4 KiB store of its own.
+    const text = JSON.stringify({ model: "ok", max_tokens: 1, messages: [{ role: "user", content: "drip ".repeat(20_000) }] });
+    let answer = "";
+    const growth = await growthWhile(async () => {
+      answer = await postByteChunks(gw.url, "/v1/chat/completions", gw.key, Buffer.from(text));
+    });
+    expect(answer.split("\r\n")[0]).toBe("HTTP/1.1 200 OK");
+    const sent = upstream.stats("ok").bodies.at(-1) as { messages: { content: string }[] } | undefined;
+    expect(sent?.messages[0]?.content.length).toBe(100_000);
+    console.log(`byte-chunked body: workerd grew ${(growth / 2 ** 20).toFixed(1)} MiB`);
+    expect(growth).toBeLessThan(64 * 1024 * 1024);
+  }, 60_000);
+});
 
 describe("a non-streamed answer larger than the isolate's memory, whose usage is read", () => {
   it("passes through without the gateway's process ever holding it", async () => {

@@ -1,7 +1,7 @@
 import { gzipSync } from "node:zlib";
-import { connect } from "node:net";
 import OpenAI from "openai";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { postByteChunks } from "../support/byte-chunks.ts";
 import { startHostileUpstream, type HostileUpstream } from "../support/hostile-upstream.ts";
 import { startTestGateway, type TestGateway } from "./gateway.ts";
 
@@ -323,18 +323,7 @@ describe("a chunked body that comes a byte per chunk", () => {
   it("is read whole and served, however many chunks it came in", async () => {
     // 250,000 chunks of one byte: more than a call takes arguments, so the parts must not be spread into one.
     const text = JSON.stringify({ model: "bodies", max_tokens: 1, messages: [{ role: "user", content: "drip ".repeat(50_000) }] });
-    const body = Buffer.from(text);
-    const frames = Buffer.alloc(body.length * 6);
-    for (let i = 0; i < body.length; i++) frames.write(`1\r\n${String.fromCharCode(body[i] as number)}\r\n`, i * 6, "latin1");
-    const { hostname, port } = new URL(gw.url);
-    const head = `POST /v1/chat/completions HTTP/1.1\r\nhost: ${hostname}:${port}\r\nauthorization: Bearer ${gw.key}\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n`;
-    const answer = await new Promise<string>((resolve, reject) => {
-      const socket = connect(Number(port), hostname, () => socket.end(Buffer.concat([Buffer.from(head), frames, Buffer.from("0\r\n\r\n")])));
-      const got: Buffer[] = [];
-      socket.on("data", (d: Buffer) => got.push(d));
-      socket.on("end", () => resolve(Buffer.concat(got).toString("latin1")));
-      socket.on("error", reject);
-    });
+    const answer = await postByteChunks(gw.url, "/v1/chat/completions", gw.key, Buffer.from(text));
     expect(answer.split("\r\n")[0]).toBe("HTTP/1.1 200 OK");
     expect(String((lastBody("ok")?.messages as { content: string }[] | undefined)?.[0]?.content).length).toBe(250_000);
   });
