@@ -1,5 +1,6 @@
 import { holdsAt } from "./byte-match.ts";
-import { join } from "./bytes.ts";
+import { concat } from "./bytes.ts";
+import { GatheredBytes } from "./gathered-bytes.ts";
 import { beforeNext, EVENT_HOLD_MAX_BYTES, eventEnds, eventFields, type Before } from "./sse-boundary.ts";
 
 /** A body's first bytes, and when they came (the `now` clock's time). */
@@ -67,17 +68,18 @@ export async function readFirstBytes(body: ReadableStream<Uint8Array>, now: () =
 const OPENING_EVENTS: ReadonlySet<string> = new Set(["response.created", "response.in_progress", "response.queued"]);
 
 /**
- * A stream's events up to its first token, held by reference: they go out with it, as comments
- * do. Each event is read once, when its end comes. Past EVENT_HOLD_MAX_BYTES (Responses openings
- * that echo a long `instructions` are a few hundred KiB at most) what is held goes out as the first
- * bytes: events cannot be dropped as comments are. `opens`: whether an event is no token (a
- * Responses API opening, an event with no data); `maxBytes`, what may be held.
+ * A stream's events up to its first token: they go out with it, as comments do. Each event is
+ * read once, when its end comes. Past EVENT_HOLD_MAX_BYTES (Responses openings that echo a long
+ * `instructions` are a few hundred KiB at most) what is held goes out as the first bytes: events
+ * cannot be dropped as comments are. `opens`: whether an event is no token (a Responses API
+ * opening, an event with no data); `maxBytes`, what may be held. Held as copies (GatheredBytes),
+ * not by reference: an upstream that drips a byte per chunk would have each byte hold a 4 KiB
+ * store of the runtime's, 256 MiB for a chat stream's 64 KiB.
  */
 class HeldEvents {
-  private held: Uint8Array[] = [];
-  private bytes = 0;
-  /** The parts of the event whose end has not come yet. */
-  private event: Uint8Array[] = [];
+  private held = new GatheredBytes();
+  /** Where, in what is held, the event whose end has not come yet begins. */
+  private eventStart = 0;
   private before: Before = 0;
   /** The first event that is not an opening, once its end has come. */
   token: Uint8Array | null = null;
@@ -91,37 +93,34 @@ class HeldEvents {
   }
 
   get empty(): boolean {
-    return this.bytes === 0;
+    return this.held.length === 0;
   }
 
   /** Whether bytes of an event that has not ended are held (a server that omits the last blank line). */
   get unended(): boolean {
-    return this.event.length > 0;
+    return this.held.length > this.eventStart;
   }
 
   /** Holds `chunk`; true when what is held now ends an event that is not an opening (a token), or is more than may be held. */
   push(chunk: Uint8Array): boolean {
+    const offset = this.held.length;
     this.held.push(chunk);
-    this.bytes += chunk.length;
-    if (this.bytes > this.maxBytes) return true;
-    let start = 0;
+    if (this.held.length > this.maxBytes) return true;
     for (const end of eventEnds(chunk, this.before)) {
-      this.event.push(chunk.subarray(start, end));
-      const event = join(this.event);
-      this.event = [];
-      start = end;
+      // A view of what is held: read now, before the next push may move it.
+      const event = this.held.bytes().subarray(this.eventStart, offset + end);
+      this.eventStart = offset + end;
       if (!this.opens(event)) {
         this.token = event;
         break;
       }
     }
-    if (this.token === null && start < chunk.length) this.event.push(chunk.subarray(start));
     this.before = beforeNext(this.before, chunk);
     return this.token !== null;
   }
 
   joined(): Uint8Array {
-    return join(this.held);
+    return this.held.bytes();
   }
 }
 
@@ -231,29 +230,26 @@ function typeOfData(data: string): string | null {
 
 /**
  * The comments read before the first event, joined once when it comes. Held up to
- * EVENT_HOLD_MAX_BYTES: an upstream that sends nothing else until the first-byte limit must not
- * fill the isolate's memory. Past it they are dropped, all of them, and a line end goes out in
- * their place, ending a comment line a dropped chunk may have left open: the event after it
- * stays an event. They carry nothing a client reads.
+ * EVENT_HOLD_MAX_BYTES, as copies (GatheredBytes: a byte per chunk is no 4 KiB store each): an
+ * upstream that sends nothing else until the first-byte limit must not fill the isolate's memory.
+ * Past it they are dropped, all of them, and a line end goes out in their place, ending a comment
+ * line a dropped chunk may have left open: the event after it stays an event. They carry nothing
+ * a client reads.
  */
 class KeptComments {
-  private chunks: Uint8Array[] = [];
-  private bytes = 0;
+  private kept = new GatheredBytes();
 
   keep(chunk: Uint8Array): void {
-    if (this.bytes + chunk.length > EVENT_HOLD_MAX_BYTES) {
-      this.chunks = [LINE_END];
-      this.bytes = LINE_END.length;
+    if (this.kept.length + chunk.length > EVENT_HOLD_MAX_BYTES) {
+      this.kept.clear();
+      this.kept.push(LINE_END);
       return;
     }
-    this.chunks.push(chunk);
-    this.bytes += chunk.length;
+    this.kept.push(chunk);
   }
 
   before(chunk: Uint8Array): Uint8Array {
-    if (this.chunks.length === 0) return chunk;
-    this.chunks.push(chunk);
-    return join(this.chunks);
+    return this.kept.length === 0 ? chunk : concat(this.kept.bytes(), chunk);
   }
 }
 

@@ -423,6 +423,42 @@ const BEHAVIOURS: Record<string, Answer> = {
     res.writeHead(503, { "content-type": "application/json" });
     drip(res, 100, s);
   },
+  /**
+   * A Responses API stream whose opening event comes a byte per write, each its own HTTP chunk (a
+   * runtime reads each into a store of its own): a `response.created` whose data is padded with
+   * `arg` (default 200,000) bytes, then the rest of the stream. Openings are held until the first
+   * token (src/stream/first-bytes.ts), up to 1 MiB.
+   */
+  "byte-drip-opening": (_req, res, body, arg, s) => {
+    const { rest } = responsesEvents(body);
+    res.writeHead(200, { "content-type": "text/event-stream" });
+    function* parts(): Generator<string> {
+      yield 'event: response.created\ndata: {"type":"response.created","sequence_number":0,"pad":"';
+      for (let i = 0; i < Number(arg ?? 200_000); i++) yield "x";
+      yield `"}\n\n${rest}`;
+    }
+    writeAll(res, parts(), s, () => res.end());
+  },
+  /** A stream that opens with `arg` (default 200,000) SSE comments of two bytes (`:` and a line end), each its own HTTP chunk, then a normal stream. */
+  "byte-drip-comments": (_req, res, body, arg, s) => {
+    const { model } = requestOf(body);
+    res.writeHead(200, { "content-type": "text/event-stream" });
+    function* parts(): Generator<string> {
+      for (let i = 0; i < Number(arg ?? 200_000); i++) yield ":\n";
+      yield `${chunk(model, "o")}${chunk(model, "k", "stop")}data: [DONE]\n\n`;
+    }
+    writeAll(res, parts(), s, () => res.end());
+  },
+  /** A 503 whose JSON error body comes a byte per write, each its own HTTP chunk: `arg` (default 10,000) bytes of its message, then its end. */
+  "byte-drip-error": (_req, res, _body, arg, s) => {
+    res.writeHead(503, { "content-type": "application/json" });
+    function* parts(): Generator<string> {
+      yield '{"error":{"message":"';
+      for (let i = 0; i < Number(arg ?? 10_000); i++) yield "x";
+      yield '","type":"ServiceUnavailableError","code":503}}';
+    }
+    writeAll(res, parts(), s, () => res.end());
+  },
   /** A 500 with a body of `arg` MiB (default 300), written as fast as the reader takes it. */
   "big-error": (_req, res, _body, arg, s) => {
     res.writeHead(500, { "content-type": "text/plain" });
