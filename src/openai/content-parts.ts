@@ -67,8 +67,13 @@ function itemsFound(list: unknown, check: (item: unknown) => Found | null): Foun
   return null;
 }
 
+/**
+ * An object that may be a part or hold parts. An array is none: no engine reads one as a content
+ * part, no schema walks what a rerank, score or tool output's `content` holds, and read as a part
+ * an array of 2 million numbers had partSteering's `for…in` list 2 million indices as strings.
+ */
 function isObject(v: unknown): v is Readonly<Record<string, unknown>> {
-  return typeof v === "object" && v !== null;
+  return typeof v === "object" && v !== null && !Array.isArray(v);
 }
 
 /** The parts listed under `key` of `holder` (a message's or a multimodal object's `content`, a tool's `output`); a string there has none. */

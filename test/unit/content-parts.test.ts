@@ -151,3 +151,38 @@ describe("contentPartRefusal: a part's fields that steer an engine, read in the 
     expect(refused("chat", { messages: [{ role: "user", content: [{ type: "image_url", image_url: { url: PUBLIC } }] }] })).toBeNull();
   });
 });
+
+describe("contentPartRefusal: an array where a part would be", () => {
+  /** An array whose every read of a key (an index, a field, the list of its keys) is counted. */
+  function countedArray(length: number): { array: unknown[]; reads: () => number } {
+    let reads = 0;
+    const array = new Proxy(new Array<number>(length).fill(0), {
+      get: (target, key, receiver) => {
+        reads++;
+        return Reflect.get(target, key, receiver);
+      },
+      ownKeys: (target) => {
+        reads++;
+        return Reflect.ownKeys(target);
+      },
+      has: (target, key) => {
+        reads++;
+        return Reflect.has(target, key);
+      },
+    });
+    return { array, reads: () => reads };
+  }
+
+  it.each<[Endpoint, (inner: unknown[]) => Record<string, unknown>]>([
+    ["rerank", (inner) => ({ model: "m", query: { content: [inner] }, documents: ["a"] })],
+    ["rerank", (inner) => ({ model: "m", query: "q", documents: [{ content: [inner] }] })],
+    ["score", (inner) => ({ model: "m", text_1: { content: [inner] }, text_2: "b" })],
+    ["responses", (inner) => ({ model: "m", input: [{ type: "function_call_output", call_id: "c", output: [inner] }] })],
+    ["responses", (inner) => ({ model: "m", input: [inner] })],
+  ])("%s: is passed over unread, not walked as a part", (endpoint, bodyOf) => {
+    const { array, reads } = countedArray(100_000);
+    expect(contentPartRefusal(endpoint, bodyOf(array))).toBeNull();
+    // Read as a part, its four URL fields were looked up and for…in listed its 100,000 indices.
+    expect(reads()).toBe(0);
+  });
+});
