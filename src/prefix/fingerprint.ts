@@ -138,13 +138,26 @@ function pushTokenIds(h: BlockHasher, ids: readonly number[]): void {
 }
 
 /**
- * The prompt's size in blocks: its chain's length, or — when the chain was cut at maxBlocks — its
- * body's bytes over blockChars. What a backend will prefill for it is the whole prompt, not the
- * hashed head: a 120k-token prompt counted as its first 32k tokens made its backend look idle
- * while it prefilled for seconds. Bytes, not characters, so it overcounts: the JSON around the
- * text a little, text outside ASCII up to 3× (6× when a client escapes it as \uXXXX). Only a cut
- * chain pays it, and it costs nothing to read; counting a long prompt's characters would walk it.
+ * Whether a completions prompt is a batch: more than one text or token-id list, of which the chain
+ * hashes the first alone (an OpenAI batch, `[p1, …, p1000]`, or `[[ids…], …]`).
  */
-export function promptBlocks(chain: readonly number[], bodyBytes: number, opts: FingerprintOptions): number {
-  return chain.length < opts.maxBlocks ? chain.length : Math.max(chain.length, Math.floor(bodyBytes / opts.blockChars));
+export function isPromptBatch(body: CompletionRequest): boolean {
+  const p = body.prompt;
+  return Array.isArray(p) && p.length > 1 && typeof p[0] !== "number";
+}
+
+/**
+ * The prompt's size in blocks: its chain's length, or — when the chain stands for part of the
+ * prompt — its body's bytes over blockChars. What a backend will prefill for it is the whole
+ * prompt, not the hashed head: a 120k-token prompt counted as its first 32k tokens made its
+ * backend look idle while it prefilled for seconds, and a batch of a thousand prompts counted as
+ * its first did so too. The chain stands for part of it when it was cut at maxBlocks, or when the
+ * prompt is a batch (`batch`; isPromptBatch). Bytes, not characters, so it overcounts: the JSON
+ * around the text a little, text outside ASCII up to 3× (6× when a client escapes it as \uXXXX).
+ * Only such a prompt pays it, and it costs nothing to read; counting a long prompt's characters
+ * would walk it.
+ */
+export function promptBlocks(chain: readonly number[], bodyBytes: number, opts: FingerprintOptions, batch = false): number {
+  const whole = chain.length < opts.maxBlocks && !batch;
+  return whole ? chain.length : Math.max(chain.length, Math.floor(bodyBytes / opts.blockChars));
 }

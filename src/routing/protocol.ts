@@ -216,7 +216,7 @@ export interface RouteCall {
   group?: ResolvedGroup;
   /** The prompt's block hashes. */
   chain: number[];
-  /** The prompt's size in blocks, sent only when the chain was cut at maxPrefixBlocks (src/prefix/fingerprint.ts promptBlocks): absent, the chain's length. */
+  /** The prompt's size in blocks, sent only when the chain stands for part of it, cut at maxPrefixBlocks or a completions batch's first prompt (src/prefix/fingerprint.ts promptBlocks): absent, the chain's length. */
   blocks?: number;
   /** Leases this isolate finished since its last call: processed whatever the answer. */
   released: LeaseRelease[];

@@ -1,8 +1,8 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { BlockHasher } from "../../src/prefix/block-hasher.ts";
-import { chatFingerprint, completionFingerprint, promptBlocks, responsesFingerprint } from "../../src/prefix/fingerprint.ts";
-import type { ChatCompletionRequest, ResponsesRequest } from "../../src/openai/requests.ts";
+import { chatFingerprint, completionFingerprint, isPromptBatch, promptBlocks, responsesFingerprint } from "../../src/prefix/fingerprint.ts";
+import type { ChatCompletionRequest, CompletionRequest, ResponsesRequest } from "../../src/openai/requests.ts";
 
 const opts = { blockChars: 64, maxBlocks: 2048 };
 const system = { role: "system", content: "You are a careful assistant. ".repeat(40) };
@@ -267,5 +267,34 @@ describe("a prompt's size in blocks", () => {
   it("is the body's bytes over blockChars when the chain was cut, and never less than the chain", () => {
     expect(promptBlocks(chainOf(8), 6_500, opts)).toBe(101);
     expect(promptBlocks(chainOf(8), 100, opts)).toBe(8);
+  });
+});
+
+describe("a completions batch's size in blocks", () => {
+  const o = { blockChars: 64, maxBlocks: 2048 };
+  /** The prompt as the gateway routes a completions body (workers/gateway/validate.ts): its chain, and its size in blocks. */
+  const routed = (body: CompletionRequest) => {
+    const chain = completionFingerprint(body, o);
+    return { chain, blocks: promptBlocks(chain, Buffer.byteLength(JSON.stringify(body)), o, isPromptBatch(body)) };
+  };
+
+  it("is the body's bytes over blockChars, not its first prompt's blocks alone", () => {
+    const texts = Array.from({ length: 1000 }, (_, i) => `Summarise ticket ${i}: the printer on floor ${i % 7} is jammed again.`);
+    const batch = routed({ model: "m", prompt: texts });
+    expect(batch.chain).toEqual(routed({ model: "m", prompt: texts[0] }).chain);
+    expect(batch.chain.length).toBeLessThanOrEqual(2);
+    // ~64 KB of prompts: its backend prefills a thousand of them, not the first one's blocks.
+    expect(batch.blocks).toBe(Math.floor(Buffer.byteLength(JSON.stringify({ model: "m", prompt: texts })) / 64));
+    expect(batch.blocks).toBeGreaterThan(900);
+  });
+
+  it("counts token-id lists alike, and a lone prompt or id list by its chain", () => {
+    const ids = Array.from({ length: 500 }, () => Array.from({ length: 40 }, (_, i) => 1000 + i));
+    expect(routed({ model: "m", prompt: ids }).blocks).toBeGreaterThan(500);
+    expect(routed({ model: "m", prompt: [ids[0] as number[]] }).blocks).toBe(routed({ model: "m", prompt: ids[0] }).chain.length);
+    expect(routed({ model: "m", prompt: ["only one"] }).blocks).toBe(1);
+    const lone = routed({ model: "m", prompt: "x".repeat(1000) });
+    expect(lone.blocks).toBe(lone.chain.length);
+    expect(lone.blocks).toBeLessThan(Math.floor(1000 / 64) + 2);
   });
 });

@@ -4,7 +4,7 @@ import { badRequest, type GatewayError } from "../../src/openai/errors.ts";
 import { contentPartRefusal } from "../../src/openai/content-parts.ts";
 import { chatLimitError, responsesLimitError } from "../../src/openai/request-limits.ts";
 import { ChatCompletionRequestSchema, CompletionRequestSchema, EmbeddingRequestSchema, RerankRequestSchema, ResponsesRequestSchema, ScoreRequestSchema } from "../../src/openai/requests.ts";
-import { chatFingerprint, completionFingerprint, promptBlocks, responsesFingerprint, type FingerprintOptions } from "../../src/prefix/fingerprint.ts";
+import { chatFingerprint, completionFingerprint, isPromptBatch, promptBlocks, responsesFingerprint, type FingerprintOptions } from "../../src/prefix/fingerprint.ts";
 import { firstIssue } from "../../src/zod-issues.ts";
 import type { LoadedConfig } from "../config.ts";
 
@@ -43,7 +43,7 @@ function validBody(endpoint: Endpoint, raw: unknown, config: LoadedConfig, bodyB
     case "chat":
       return checked(raw, config, bodyBytes, ChatCompletionRequestSchema, chatFingerprint, chatLimitError);
     case "completions":
-      return checked(raw, config, bodyBytes, CompletionRequestSchema, completionFingerprint);
+      return checked(raw, config, bodyBytes, CompletionRequestSchema, completionFingerprint, undefined, isPromptBatch);
     case "responses":
       return checked(raw, config, bodyBytes, ResponsesRequestSchema, responsesFingerprint, responsesLimitError);
     case "embeddings":
@@ -64,7 +64,8 @@ interface Schema<B> {
 
 /**
  * The body, parsed: first its configured counts (`overLimit`, read off the parsed JSON before the
- * schema walks it), then the schema; the first issue is the 400. Fingerprinted per group when routed.
+ * schema walks it), then the schema; the first issue is the 400. Fingerprinted per group when routed;
+ * `batch`: whether the body's chain hashes only the first of its prompts (a completions batch).
  */
 function checked<B extends Validated["body"]>(
   raw: unknown,
@@ -73,6 +74,7 @@ function checked<B extends Validated["body"]>(
   schema: Schema<B>,
   fingerprint: (body: B, o: FingerprintOptions) => number[],
   overLimit?: (raw: unknown, limits: LoadedConfig["limits"]) => GatewayError | null,
+  batch?: (body: B) => boolean,
 ): Validated {
   const excess = overLimit?.(raw, config.limits);
   if (excess) throw excess;
@@ -84,7 +86,7 @@ function checked<B extends Validated["body"]>(
     prompt: (g) => {
       const opts = { blockChars: g.blockChars, maxBlocks: g.maxPrefixBlocks };
       const chain = fingerprint(body, opts);
-      return { chain, blocks: promptBlocks(chain, bodyBytes, opts) };
+      return { chain, blocks: promptBlocks(chain, bodyBytes, opts, batch?.(body)) };
     },
   };
 }
