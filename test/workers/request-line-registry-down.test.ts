@@ -57,3 +57,13 @@ it("as the config's logging.requests says: none at sampleRate 0; and none for th
   const health = await linesOf("/health", {});
   expect([health.res.status, health.lines]).toEqual([503, []]);
 });
+
+it("a preflight no one grants leaves no line where the app would write none: a config with a CORS list answers every preflight before its logger (review s62 diff1)", async () => {
+  const preflight = (origin: string): RequestInit => ({ method: "OPTIONS", headers: { origin, "access-control-request-method": "POST", "access-control-request-headers": "authorization, content-type" } });
+  // The test config lists https://app.example.
+  const stranger = await linesOf("/v1/chat/completions", preflight("https://stranger.example"));
+  expect([stranger.res.status, stranger.lines]).toEqual([503, []]);
+  // Without a list the app lets a preflight reach its /v1 logger (and answers its 401): so does this answer.
+  const unlisted = await linesOf("/v1/chat/completions", preflight("https://stranger.example"), { ...config, cors: { allowedOrigins: [] } });
+  expect([unlisted.res.status, unlisted.lines.map((l) => [l.method, l.status])]).toEqual([503, [["OPTIONS", 503]]]);
+});

@@ -66,7 +66,15 @@ interface Arrival {
 function arrival(config: ResolvedConfig, req: Request): Arrival {
   const requestId = requestIdOf(req);
   const path = getPath(req);
-  return { requestId, log: writesRequestLine(path) ? sampleRequest(config.logging.requests, requestId, req.method, path, performance.now()) : null };
+  return { requestId, log: writesRequestLine(path) && !answeredBeforeTheLogger(config, req) ? sampleRequest(config.logging.requests, requestId, req.method, path, performance.now()) : null };
+}
+
+/**
+ * An OPTIONS the app answers before its logger, with no line: with a CORS list, Hono's cors answers
+ * every one (mountPreflight), granted or not. Without a list it reaches the /v1 logger, and its 401.
+ */
+function answeredBeforeTheLogger(config: ResolvedConfig, req: Request): boolean {
+  return req.method === "OPTIONS" && config.cors.allowedOrigins.length > 0;
 }
 
 /** A CORS preflight: what a browser sends, with no key, before a request a page may not send unasked. */
