@@ -96,6 +96,26 @@ describe("another tenant's prompts", () => {
   });
 });
 
+describe("a cache salt, to the routing", () => {
+  /** The matched and total prefix blocks the master key is told of, for `document` sent with `salt` (vLLM's cache_salt) and SGLang's extra_key `extra`. */
+  async function blocksOf(document: string, salt?: string, extra?: string): Promise<[number, number]> {
+    const body = { model: "shared", messages: [{ role: "system" as const, content: document }, { role: "user" as const, content: "Summarise it." }], max_tokens: 2, cache_salt: salt, extra_key: extra };
+    const { response } = await client(gw.key).chat.completions.create(body as OpenAI.ChatCompletionCreateParamsNonStreaming).withResponse();
+    return (response.headers.get("x-kvgate-prefix-blocks") ?? "").split("/").map(Number) as [number, number];
+  }
+
+  it("keys the routing's prefix index as it keys the engine's cache: a prompt cached under one salt is no hit under another, nor unsalted, and is under its own (found by review: routed as the unsalted prompt's, where it misses)", async () => {
+    const secret = doc("salted-1");
+    const [, total] = await blocksOf(secret, "tenant-a-salt");
+    expect(total).toBeGreaterThan(2);
+    expect((await blocksOf(secret, "tenant-b-salt"))[0]).toBe(0);
+    expect((await blocksOf(secret))[0]).toBe(0);
+    expect((await blocksOf(secret, "tenant-a-salt", "sglang-key"))[0]).toBe(0);
+    // Its own salt finds it, every block (the same question too).
+    expect(await blocksOf(secret, "tenant-a-salt")).toEqual([total, total]);
+  });
+});
+
 /** vLLM's disaggregated prefill/decode parameters: where the decode engine fetches its KV cache from. */
 const KV_TRANSFER = { do_remote_prefill: true, remote_engine_id: "attacker-engine", remote_host: "10.0.0.9", remote_port: 5557, remote_block_ids: [0, 1] };
 

@@ -5,6 +5,7 @@ import { contentPartRefusal } from "../../src/openai/content-parts.ts";
 import { chatLimitError, responsesLimitError } from "../../src/openai/request-limits.ts";
 import { ChatCompletionRequestSchema, CompletionRequestSchema, EmbeddingRequestSchema, RerankRequestSchema, ResponsesRequestSchema, ScoreRequestSchema } from "../../src/openai/requests.ts";
 import { chatFingerprint, completionFingerprint, isPromptBatch, promptBlocks, responsesFingerprint, type FingerprintOptions } from "../../src/prefix/fingerprint.ts";
+import { cacheSaltOf, saltedChain } from "../../src/prefix/cache-salt.ts";
 import { firstIssue } from "../../src/zod-issues.ts";
 import type { LoadedConfig } from "../config.ts";
 
@@ -81,11 +82,12 @@ function checked<B extends Validated["body"]>(
   const r = schema.safeParse(raw);
   if (!r.success) throw issueError(r.error.issues);
   const body = r.data;
+  const salt = cacheSaltOf(body);
   return {
     body,
     prompt: (g) => {
       const opts = { blockChars: g.blockChars, maxBlocks: g.maxPrefixBlocks };
-      const chain = fingerprint(body, opts);
+      const chain = salt === null ? fingerprint(body, opts) : saltedChain(fingerprint(body, opts), salt);
       return { chain, blocks: promptBlocks(chain, bodyBytes, opts, batch?.(body)) };
     },
   };
