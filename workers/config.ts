@@ -32,6 +32,7 @@ export function loadConfig(env: Env): Loaded {
     console.error(`kvgate: ${result.error}`);
   } else if (typeof raw !== "string" || raw.trim() === "") {
     result = { ok: false, error: "KVGATE_CONFIG is not set" };
+    console.error(`kvgate: ${result.error}`);
   } else {
     const parsed = parseConfig(raw);
     if (!parsed.ok) console.error(`kvgate: ${parsed.error}`);

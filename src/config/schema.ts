@@ -347,7 +347,8 @@ export const AUTH_DEFAULTS = { masterKeyEnv: "KVGATE_MASTER_KEY", adminKeyEnv: "
 
 const LIMIT_DEFAULTS = { maxBodyBytes: 4 * 1024 * 1024, maxMessages: 4096, maxTools: 1024, maxContentParts: 8192, maxToolCalls: 8192 };
 
-const LOGGING_DEFAULTS = { sampleRate: 1, level: "info" as const };
+/** A config without `logging`: every request's line, at info. Also what a Worker whose config it cannot read logs by (workers/gateway/index.ts). */
+export const LOGGING_DEFAULTS = { sampleRate: 1, level: "info" as const };
 
 export const GatewayConfigSchema = z.strictObject({
   /**

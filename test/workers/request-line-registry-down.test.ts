@@ -67,3 +67,16 @@ it("a preflight no one grants leaves no line where the app would write none: a c
   const unlisted = await linesOf("/v1/chat/completions", preflight("https://stranger.example"), { ...config, cors: { allowedOrigins: [] } });
   expect([unlisted.res.status, unlisted.lines.map((l) => [l.method, l.status])]).toEqual([503, [["OPTIONS", 503]]]);
 });
+
+it("a client request a Worker without a config it can read answers (500 config_invalid) leaves its line, at the logging defaults a config without `logging` has (review s62 diff1)", async () => {
+  for (const [what, raw] of [["unset", ""], ["not-json", "{"]] as const) {
+    vi.spyOn(console, "error").mockImplementation(() => undefined);
+    const log = vi.spyOn(console, "log").mockImplementation(() => undefined);
+    log.mockClear();
+    const ctx = createExecutionContext();
+    const res = await worker.fetch(new Request("https://kvgate.test/v1/chat/completions", chat(`req-config-${what}`)), { ...env, KVGATE_CONFIG: raw } as unknown as Env, ctx);
+    await waitOnExecutionContext(ctx);
+    const lines = log.mock.calls.map((c) => String(c[0])).filter((l) => l.startsWith('{"type":"request"')).map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect([what, res.status, lines]).toEqual([what, 500, [expect.objectContaining({ level: "error", request_id: `req-config-${what}`, key_id: null, status: 500, error_code: "config_invalid" })]]);
+  }
+});

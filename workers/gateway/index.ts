@@ -1,6 +1,7 @@
 import { Hono } from "hono/tiny";
 import { getPath } from "hono/utils/url";
-import { sampleRequest, type RequestLog } from "../../src/logging/request-log.ts";
+import { sampleRequest, type RequestLog, type RequestLogSettings } from "../../src/logging/request-log.ts";
+import { LOGGING_DEFAULTS } from "../../src/config/schema.ts";
 import { GatewayError } from "../../src/openai/errors.ts";
 import { corsBeforeTheApp, mountPreflight } from "./admit.ts";
 import type { AppEnv } from "./app-env.ts";
@@ -26,7 +27,12 @@ export default {
   fetch(req: Request, env: Env, ctx: ExecutionContext): Response | Promise<Response> {
     const loaded = loadConfig(env);
     if (!loaded.ok) {
-      return errorAnswer(new GatewayError(500, "server_error", `gateway misconfigured: ${loaded.error}`, "config_invalid"), requestIdOf(req));
+      // No config to say how to log or whom CORS allows: the line at the defaults a config without
+      // `logging` has, so an operator watching request lines sees every request fail, not none come.
+      const came = arrival(LOGGING_DEFAULTS, false, req);
+      const res = errorAnswer(new GatewayError(500, "server_error", `gateway misconfigured: ${loaded.error}`, "config_invalid"), came.requestId);
+      if (came.log) noteAnswer(came.log, res, null, ctx);
+      return res;
     }
     // A preflight needs no fleet: granted as the app grants it before the fleet is read or checked,
     // so that while the registry cannot be reached or the deploy lacks a secret, a page still sends
@@ -39,7 +45,7 @@ export default {
 function throughTheFleet({ config, seedLacks }: Extract<Loaded, { ok: true }>, req: Request, env: Env, ctx: ExecutionContext): Response | Promise<Response> {
   const fleet = cachedFleet();
   if (fleet && (seedError(seedLacks, fleet) === null || !servesTheSeed(req))) return serve(config, fleet, req, env, ctx);
-  const came = arrival(config, req);
+  const came = arrival(config.logging.requests, answeredBeforeTheLogger(config, req), req);
   // An isolate's first request reads the fleet from the registry; later ones use what it read.
   // One that says the config's lacking modelGroups are not taken is read again (at most once a
   // second): it may have been read before the registry started with this config.
@@ -63,10 +69,10 @@ interface Arrival {
  * Sampled as it comes in, as the app's logger samples it (its `time` and duration from then, the
  * registry's read included). Dropped when the app answers it after all: the app writes its own.
  */
-function arrival(config: ResolvedConfig, req: Request): Arrival {
+function arrival(settings: RequestLogSettings, unlogged: boolean, req: Request): Arrival {
   const requestId = requestIdOf(req);
   const path = getPath(req);
-  return { requestId, log: writesRequestLine(path) && !answeredBeforeTheLogger(config, req) ? sampleRequest(config.logging.requests, requestId, req.method, path, performance.now()) : null };
+  return { requestId, log: writesRequestLine(path) && !unlogged ? sampleRequest(settings, requestId, req.method, path, performance.now()) : null };
 }
 
 /**
