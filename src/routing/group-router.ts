@@ -348,7 +348,9 @@ export class GroupRouter {
     const total = chain.length < g.maxPrefixBlocks ? chain.length : -1;
     const matched = evidence ? choice.matched : -1;
     const recency = view.learns && chain.length > 0 ? b.prefixes.matchRecency : NaN;
-    this.leases.add(lease, { backend: b, expiresAt: now + this.leaseTtlMs, routedAt: now, blocks, queuedTo: b.queued, trialOf: b.breaker.sent() ? b.breaker.opened : -1, lesson, key: tenant?.id ?? null, recordsUsage: tenant !== undefined && tenant.recordsUsage !== false, decision, predictedCached, pending, matched, total, recency, ahead });
+    // A whole chain under a prompt of more blocks is a completions batch's first prompt (isPromptBatch).
+    const batch = total >= 0 && view.request.blocks > chain.length;
+    this.leases.add(lease, { backend: b, expiresAt: now + this.leaseTtlMs, routedAt: now, blocks, queuedTo: b.queued, trialOf: b.breaker.sent() ? b.breaker.opened : -1, lesson, key: tenant?.id ?? null, recordsUsage: tenant !== undefined && tenant.recordsUsage !== false, decision, predictedCached, pending, matched, total, recency, ahead, ...(batch ? { teaches: false as const } : {}) });
     if (tenant) {
       this.ledger.took(tenant, now);
       if (!tenant.admitted) this.keyCounters.request(tenant.id);
@@ -464,11 +466,12 @@ export class GroupRouter {
 
   /**
    * An answer's usage teaches its backend (src/routing/feedback.ts). A lease taken back from a
-   * renewal knows nothing of its prediction and teaches nothing. A learned capacity shares the
+   * renewal knows nothing of its prediction and teaches nothing; nor does a completions batch's
+   * (Lease.teaches). A learned capacity shares the
    * prefix budget out again; a figure that moved is saved with the prefix set's next snapshot.
    */
   private feedBack(b: Backend, lease: Lease, r: LeaseRelease): void {
-    if (lease.decision < 0 || !r.usage) return;
+    if (lease.decision < 0 || !r.usage || lease.teaches === false) return;
     const change = b.learn({ usage: r.usage, firstTokenMs: r.streamed === true ? r.ttftMs : undefined, matched: lease.matched, total: lease.total, recency: lease.recency, aheadBlocks: lease.ahead });
     if (change.capacity) {
       const newest = this.newestView();

@@ -52,6 +52,12 @@ export interface Lease {
   reclaimed?: true;
   /** What its renewals charged its key so far (LeaseRenewal.usage): its release charges the rest. */
   charged?: TokenUsage;
+  /**
+   * false for a completions batch: its usage is its prompts' together (vLLM and SGLang sum them),
+   * its chain and match its first prompt's alone, so no figure it reports measures the chain:
+   * read as one, characters per token fell to its floor, 8× off for every request to the backend.
+   */
+  teaches?: false;
 }
 
 /**

@@ -191,6 +191,20 @@ describe("KV capacity", () => {
     expect(b.learned.kvCapacityBlocks).toBe(400);
   });
 
+  it("learns nothing from a completions batch, whose chain is its first prompt's and its usage the whole batch's (found by review: characters per token fell to its floor)", () => {
+    const g = group({});
+    const router = new GroupRouter("g", rng(7));
+    router.install(g, 0);
+    let t = 0;
+    for (let i = 0; i < 100; i++) {
+      // A batch of a thousand one-block prompts: its chain is the first's, its size (blocks) the whole body's.
+      const d = router.route(g.version, [10_000 + i], [], t++, undefined, false, 1000) as RouteDecision;
+      router.release({ lease: d.lease, outcome: "ok", ttftMs: 50, streamed: true, usage: { prompt: (1000 * g.blockChars) / 4, completion: 16, cached: 900, cacheReported: true } }, t++);
+    }
+    const { learned } = router.snapshot()[0] as BackendSnapshot;
+    expect(learned).toMatchObject({ charsPerToken: 4, reports: { usage: 0, cached: 0 }, capacitySteps: 0, prefillTokensPerSec: learned.configured.prefillTokensPerSec });
+  });
+
   it("learns no capacity without the engine's cached-token report, and still learns characters per token", () => {
     const b = run(2400, 600, 600, false);
     expect(b.learned.kvCapacityBlocks).toBe(2400);
