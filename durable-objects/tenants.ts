@@ -255,17 +255,23 @@ export class Tenants extends DurableObject<unknown> implements TenantsRpc, Tenan
   override alarm(): void {
     const now = Date.now();
     const today = dayOf(now);
-    this.ctx.storage.transactionSync(() => {
-      this.sql.exec("DELETE FROM usage WHERE day < ?", dayOf(now - USAGE_KEPT_DAYS * DAY_MS));
-      // A month (YYYY-MM) sorts before its days: this month's row and days are kept, and today's.
-      this.sql.exec("DELETE FROM spend WHERE period <> 'total' AND (period < ? OR (length(period) = 10 AND period < ?))", today.slice(0, 7), today);
-      // A routing object keeps a batch whose answer it lost across its restarts (a rollback, an
-      // outage of days): its last id is kept as long as usage is, a row per routing object.
-      this.sql.exec("DELETE FROM senders WHERE at < ?", now - USAGE_KEPT_DAYS * DAY_MS);
-    });
-    this.usageTotals.clear();
-    // The next batch sets the next prune: a gateway with no traffic wakes nothing.
-    this.pruneScheduled = false;
+    try {
+      this.ctx.storage.transactionSync(() => {
+        this.sql.exec("DELETE FROM usage WHERE day < ?", dayOf(now - USAGE_KEPT_DAYS * DAY_MS));
+        // A month (YYYY-MM) sorts before its days: this month's row and days are kept, and today's.
+        this.sql.exec("DELETE FROM spend WHERE period <> 'total' AND (period < ? OR (length(period) = 10 AND period < ?))", today.slice(0, 7), today);
+        // A routing object keeps a batch whose answer it lost across its restarts (a rollback, an
+        // outage of days): its last id is kept as long as usage is, a row per routing object.
+        this.sql.exec("DELETE FROM senders WHERE at < ?", now - USAGE_KEPT_DAYS * DAY_MS);
+      });
+      this.usageTotals.clear();
+    } finally {
+      // The next batch sets the next prune: a gateway with no traffic wakes nothing. A prune that
+      // failed too: the runtime retries an alarm that throws a few times, then drops it, and this
+      // object (called by every isolate every 10 s) lives on to the next deploy, so a flag left set
+      // would have kept usage from being pruned until then.
+      this.pruneScheduled = false;
+    }
   }
 
   /** Sets the daily prune, once per object's life in memory (usage only ever arrives through `record`). */

@@ -1,6 +1,7 @@
 import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
+import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { USAGE_KEPT_DAYS } from "../../durable-objects/tenants.ts";
+import { type Tenants, USAGE_KEPT_DAYS } from "../../durable-objects/tenants.ts";
 import { keyHash, looksLikeVirtualKey, prefixOf } from "../../src/tenants/key-format.ts";
 import { dayOf, periodOf, periodStartDay } from "../../src/tenants/period.ts";
 import type { BudgetPeriod, IssuedKey, TenantsResult, UsageRow } from "../../src/tenants/protocol.ts";
@@ -171,7 +172,35 @@ describe("the daily prune", () => {
     // Nothing more to prune until usage comes again.
     expect(await runDurableObjectAlarm(tenants())).toBe(false);
   });
+
+  it("is set again by the next batch after a prune that failed: the runtime gives a failing alarm up after its retries, and the object lives on", async () => {
+    const stub = env.TENANTS.getByName(`prune-failed-${crypto.randomUUID()}`);
+    const now = Date.now();
+    await stub.record([row("key_a", dayOf(now - (USAGE_KEPT_DAYS + 5) * DAY_MS), "m", "b", 1, 1)], []);
+    await failNext(stub, "DELETE FROM usage");
+    await expect(runDurableObjectAlarm(stub)).rejects.toThrow("storage error (test)");
+    // Given up, as after the last retry: no alarm is left.
+    await runInDurableObject(stub, (_o, state) => state.storage.deleteAlarm());
+    await stub.record([row("key_a", dayOf(now), "m", "b", 1, 1)], []);
+    expect(await runInDurableObject(stub, (_o, state) => state.storage.getAlarm())).not.toBeNull();
+    // And that prune drops the row the failed one left.
+    expect(await runDurableObjectAlarm(stub)).toBe(true);
+    expect(await runInDurableObject(stub, (_o, state) => state.storage.sql.exec("SELECT day FROM usage").toArray())).toEqual([{ day: dayOf(now) }]);
+  });
 });
+
+/** The object's next statement that starts with `start` throws, once, as a storage error would. */
+function failNext(stub: DurableObjectStub<Tenants>, start: string): Promise<void> {
+  return runInDurableObject(stub, (_o, state) => {
+    const sql = state.storage.sql;
+    const exec = sql.exec;
+    sql.exec = ((query: string, ...bindings: SqlStorageValue[]) => {
+      if (!query.startsWith(start)) return exec.call(sql, query, ...bindings);
+      sql.exec = exec;
+      throw new Error("storage error (test)");
+    }) as typeof sql.exec;
+  });
+}
 
 describe("origins", () => {
   it("are those of every key, live, revoked or expired: a page whose key the gateway no longer takes is granted the preflight its 401 needs", async () => {
