@@ -17,6 +17,13 @@ const DAY_MS = 86_400_000;
 export const USAGE_KEPT_DAYS = 400;
 /** The alarm prunes a few minutes after each UTC midnight. */
 const PRUNE_AFTER_MIDNIGHT_MS = 5 * 60_000;
+/**
+ * A prune drops at most this many usage rows a transaction, then sets the alarm again
+ * PRUNE_AGAIN_MS on while rows past the days kept remain: lookups and batches are served between,
+ * and no backlog (a prune that failed for days, a rollback's) runs into the 30 s an alarm may take.
+ */
+export const PRUNE_CHUNK_ROWS = 10_000;
+const PRUNE_AGAIN_MS = 1_000;
 
 interface KeyRow {
   record: string;
@@ -251,26 +258,39 @@ export class Tenants extends DurableObject<unknown> implements TenantsRpc, Tenan
     return { ok: true, value: { key: query.key, since, until, model: query.model, totals: totals.figures, rows: out, hasMore: rows.length > query.limit } };
   }
 
-  /** Prunes usage rows past USAGE_KEPT_DAYS, and the spend of periods past (no budget asks for them again). */
+  /**
+   * Prunes usage rows past USAGE_KEPT_DAYS, PRUNE_CHUNK_ROWS at a time (read off the day's index,
+   * tenants-schema.ts step 5), and once none remain the spend of periods past (no budget asks for
+   * them again) and the senders gone quiet.
+   */
   override alarm(): void {
     const now = Date.now();
     const today = dayOf(now);
+    const oldestKept = dayOf(now - USAGE_KEPT_DAYS * DAY_MS);
+    let more = false;
     try {
-      this.ctx.storage.transactionSync(() => {
-        this.sql.exec("DELETE FROM usage WHERE day < ?", dayOf(now - USAGE_KEPT_DAYS * DAY_MS));
+      more = this.ctx.storage.transactionSync(() => {
+        this.sql.exec(
+          "DELETE FROM usage WHERE (key, day, model, backend) IN (SELECT key, day, model, backend FROM usage WHERE day < ? LIMIT ?)",
+          oldestKept, PRUNE_CHUNK_ROWS,
+        );
+        if (this.sql.exec("SELECT 1 FROM usage WHERE day < ? LIMIT 1", oldestKept).toArray().length > 0) return true;
         // A month (YYYY-MM) sorts before its days: this month's row and days are kept, and today's.
         this.sql.exec("DELETE FROM spend WHERE period <> 'total' AND (period < ? OR (length(period) = 10 AND period < ?))", today.slice(0, 7), today);
         // A routing object keeps a batch whose answer it lost across its restarts (a rollback, an
         // outage of days): its last id is kept as long as usage is, a row per routing object.
         this.sql.exec("DELETE FROM senders WHERE at < ?", now - USAGE_KEPT_DAYS * DAY_MS);
+        return false;
       });
       this.usageTotals.clear();
+      if (more) void this.ctx.storage.setAlarm(now + PRUNE_AGAIN_MS);
     } finally {
-      // The next batch sets the next prune: a gateway with no traffic wakes nothing. A prune that
-      // failed too: the runtime retries an alarm that throws a few times, then drops it, and this
-      // object (called by every isolate every 10 s) lives on to the next deploy, so a flag left set
-      // would have kept usage from being pruned until then.
-      this.pruneScheduled = false;
+      // Set while the next chunk's alarm is, so a batch does not move it to the next midnight.
+      // Otherwise the next batch sets the next prune: a gateway with no traffic wakes nothing. A
+      // prune that failed too: the runtime retries an alarm that throws a few times, then drops
+      // it, and this object (called by every isolate every 10 s) lives on to the next deploy, so a
+      // flag left set would have kept usage from being pruned until then.
+      this.pruneScheduled = more;
     }
   }
 

@@ -1,11 +1,11 @@
-import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
+import { evictDurableObject, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { type Tenants, USAGE_KEPT_DAYS } from "../../durable-objects/tenants.ts";
+import { PRUNE_CHUNK_ROWS, type Tenants, USAGE_KEPT_DAYS } from "../../durable-objects/tenants.ts";
 import { keyHash, looksLikeVirtualKey, prefixOf } from "../../src/tenants/key-format.ts";
 import { dayOf, periodOf, periodStartDay } from "../../src/tenants/period.ts";
 import type { BudgetPeriod, IssuedKey, TenantsResult, UsageRow } from "../../src/tenants/protocol.ts";
-import { DAY_MS, tenants, usageRow as row } from "./tenants.ts";
+import { DAY_MS, rowsReadBy, tenants, usageRow as row } from "./tenants.ts";
 
 /**
  * The tenants' Durable Object as the gateway's Worker (lookup) and the routing objects (record)
@@ -188,6 +188,70 @@ describe("the daily prune", () => {
     expect(await runInDurableObject(stub, (_o, state) => state.storage.sql.exec("SELECT day FROM usage").toArray())).toEqual([{ day: dayOf(now) }]);
   });
 });
+
+describe("the daily prune of a large table", () => {
+  it("reads the rows it drops, not every row kept: the day is indexed (a scan of tens of millions of rows held every key lookup for seconds)", async () => {
+    const stub = env.TENANTS.getByName(`prune-indexed-${crypto.randomUUID()}`);
+    const now = Date.now();
+    await stub.record([row("key_a", dayOf(now), "m", "b", 1, 1)], []);
+    await insertUsage(stub, 20_000, dayOf(now - DAY_MS));
+    await insertUsage(stub, 1, dayOf(now - (USAGE_KEPT_DAYS + 1) * DAY_MS));
+    const read = await rowsReadBy(stub, (o) => o.alarm());
+    expect(read).toBeLessThan(100);
+    expect(await usageCount(stub)).toBe(20_001);
+  }, 60_000);
+
+  it("drops a backlog in bounded chunks, one transaction each, the alarm set again a second on while rows past the days kept remain", async () => {
+    const stub = env.TENANTS.getByName(`prune-chunks-${crypto.randomUUID()}`);
+    const now = Date.now();
+    await stub.record([row("key_a", dayOf(now), "m", "b", 1, 1)], []);
+    await insertUsage(stub, PRUNE_CHUNK_ROWS + 5, dayOf(now - (USAGE_KEPT_DAYS + 1) * DAY_MS));
+    const alarm = () => runInDurableObject(stub, (_o, state) => state.storage.getAlarm());
+    expect(await alarm()).toBeGreaterThan(now + 60_000);
+
+    expect(await runDurableObjectAlarm(stub)).toBe(true);
+    expect(await usageCount(stub)).toBe(6);
+    // Soon, not at the next midnight; and a batch meanwhile does not move it there.
+    await stub.record([row("key_a", dayOf(now), "m", "b", 1, 1)], []);
+    expect(await alarm()).toBeLessThan(Date.now() + 10_000);
+
+    expect(await runDurableObjectAlarm(stub)).toBe(true);
+    expect(await usageCount(stub)).toBe(1);
+    // Done: the next batch sets the next day's prune.
+    expect(await alarm()).toBeNull();
+    await stub.record([row("key_a", dayOf(now), "m", "b", 1, 1)], []);
+    expect(await alarm()).toBeGreaterThan(now + 60_000);
+  }, 60_000);
+
+  it("is indexed in an object made before the index, once it next starts (migration step 5)", async () => {
+    const stub = env.TENANTS.getByName(`prune-migrated-${crypto.randomUUID()}`);
+    await stub.record([row("key_a", dayOf(Date.now()), "m", "b", 1, 1)], []);
+    const indexes = () =>
+      runInDurableObject(stub, (_o, state) => ({
+        version: state.storage.sql.exec<{ version: number }>("SELECT version FROM schema_version").one().version,
+        indexes: state.storage.sql.exec<{ name: string }>("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'usage' AND sql IS NOT NULL").toArray().map((r) => r.name),
+      }));
+    expect(await indexes()).toEqual({ version: 5, indexes: ["usage_by_day"] });
+    // The object as step 4 left it.
+    await runInDurableObject(stub, (_o, state) => {
+      state.storage.sql.exec("DROP INDEX usage_by_day");
+      state.storage.sql.exec("UPDATE schema_version SET version = 4");
+    });
+    await evictDurableObject(stub);
+    expect(await indexes()).toEqual({ version: 5, indexes: ["usage_by_day"] });
+  });
+});
+
+/** `n` usage rows of `day` written straight into the object's table, in one transaction (one for each of `n` backends). */
+function insertUsage(stub: DurableObjectStub<Tenants>, n: number, day: string): Promise<void> {
+  return runInDurableObject(stub, (_o, state) =>
+    state.storage.transactionSync(() => {
+      for (let i = 0; i < n; i++) state.storage.sql.exec("INSERT INTO usage VALUES (?, ?, 'm', ?, 1, 1, 0, 1, 1)", `key_${i % 50}`, day, `gpu-${day}-${i}`);
+    }),
+  );
+}
+
+const usageCount = (stub: DurableObjectStub<Tenants>) => runInDurableObject(stub, (_o, state) => state.storage.sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM usage").one().n);
 
 /** The object's next statement that starts with `start` throws, once, as a storage error would. */
 function failNext(stub: DurableObjectStub<Tenants>, start: string): Promise<void> {
