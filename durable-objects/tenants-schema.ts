@@ -92,16 +92,6 @@ const STEPS: Step[] = [
     sql.exec("CREATE INDEX IF NOT EXISTS keys_unrevoked_by_age_expiry ON keys (created_at, id, expires_at) WHERE revoked_at IS NULL");
     sql.exec("DROP INDEX IF EXISTS keys_unrevoked_by_age");
   },
-  // 5: usage by day, so the daily prune reads the rows it drops: the day is the primary key's
-  // second column, and SQLite (no statistics, so no skip-scan) read every row kept to find the
-  // day's oldest — tens of millions, seconds of this object held from every key lookup. An entry
-  // is the day and the primary key (~70 bytes), written when a row is first stored, and deleted
-  // with it; a batch adding to a row already stored changes no indexed column, so writes none. A
-  // rollback keeps it (an index is the database's): the release before's writes keep it up to
-  // date, and its own prune reads it. "if" as step 4's.
-  (sql) => {
-    sql.exec("CREATE INDEX IF NOT EXISTS usage_by_day ON usage (day)");
-  },
 ];
 
 /**

@@ -67,6 +67,8 @@ const STATUS_WHERE: Record<KeyStatus, (now: number) => [string, ...number[]]> = 
 export class Tenants extends DurableObject<unknown> implements TenantsRpc, TenantsAdminRpc {
   private readonly sql: SqlStorage;
   private pruneScheduled = false;
+  /** The key the last prune chunk went on after ("" for the first): the next begins after it. */
+  private pruneAfterKey = "";
   /**
    * The keys' origins as last read, good until a key is made or changed (which clears it): no
    * status counts, so time changes nothing. Every isolate asks every 10 s, for preflights anyone
@@ -259,38 +261,60 @@ export class Tenants extends DurableObject<unknown> implements TenantsRpc, Tenan
   }
 
   /**
-   * Prunes usage rows past USAGE_KEPT_DAYS, PRUNE_CHUNK_ROWS at a time (read off the day's index,
-   * tenants-schema.ts step 5), and once none remain the spend of periods past (no budget asks for
+   * Prunes usage rows past USAGE_KEPT_DAYS, PRUNE_CHUNK_ROWS at a time (found key by key:
+   * pruneKeys), and once none remain the spend of periods past (no budget asks for
    * them again) and the senders gone quiet.
    */
   override alarm(): void {
     const now = Date.now();
     const today = dayOf(now);
     const oldestKept = dayOf(now - USAGE_KEPT_DAYS * DAY_MS);
-    let more = false;
+    let stoppedAfter: string | null = null;
     try {
-      more = this.ctx.storage.transactionSync(() => {
-        this.sql.exec(
-          "DELETE FROM usage WHERE (key, day, model, backend) IN (SELECT key, day, model, backend FROM usage WHERE day < ? LIMIT ?)",
-          oldestKept, PRUNE_CHUNK_ROWS,
-        );
-        if (this.sql.exec("SELECT 1 FROM usage WHERE day < ? LIMIT 1", oldestKept).toArray().length > 0) return true;
+      stoppedAfter = this.ctx.storage.transactionSync(() => {
+        const after = this.pruneKeys(oldestKept, this.pruneAfterKey);
+        if (after !== null) return after;
         // A month (YYYY-MM) sorts before its days: this month's row and days are kept, and today's.
         this.sql.exec("DELETE FROM spend WHERE period <> 'total' AND (period < ? OR (length(period) = 10 AND period < ?))", today.slice(0, 7), today);
         // A routing object keeps a batch whose answer it lost across its restarts (a rollback, an
         // outage of days): its last id is kept as long as usage is, a row per routing object.
         this.sql.exec("DELETE FROM senders WHERE at < ?", now - USAGE_KEPT_DAYS * DAY_MS);
-        return false;
+        return null;
       });
+      // Taken only once the chunk is stored: one rolled back is pruned again from where it began.
+      this.pruneAfterKey = stoppedAfter ?? "";
       this.usageTotals.clear();
-      if (more) void this.ctx.storage.setAlarm(now + PRUNE_AGAIN_MS);
+      if (stoppedAfter !== null) void this.ctx.storage.setAlarm(now + PRUNE_AGAIN_MS);
     } finally {
       // Set while the next chunk's alarm is, so a batch does not move it to the next midnight.
       // Otherwise the next batch sets the next prune: a gateway with no traffic wakes nothing. A
       // prune that failed too: the runtime retries an alarm that throws a few times, then drops
       // it, and this object (called by every isolate every 10 s) lives on to the next deploy, so a
       // flag left set would have kept usage from being pruned until then.
-      this.pruneScheduled = more;
+      this.pruneScheduled = stoppedAfter !== null;
+    }
+  }
+
+  /**
+   * Drops the usage rows of days before `oldestKept`, key by key after the key `after`, until
+   * PRUNE_CHUNK_ROWS are gone: the key to go on after when it stopped with rows left to look at,
+   * null when done. The day is the primary key's second column, so a `day < ?` alone read every row
+   * kept (tens of millions held every key lookup for seconds); key by key, each costs a seek for
+   * the key and one for its first day kept, where an index of the day would add ~70 bytes to each
+   * usage row stored (~150).
+   */
+  private pruneKeys(oldestKept: string, after: string): string | null {
+    let left = PRUNE_CHUNK_ROWS;
+    for (;;) {
+      const [next] = this.sql.exec<{ key: string }>("SELECT key FROM usage WHERE key > ? ORDER BY key LIMIT 1", after).toArray();
+      if (!next) return null;
+      left -= this.sql.exec(
+        "DELETE FROM usage WHERE (key, day, model, backend) IN (SELECT key, day, model, backend FROM usage WHERE key = ? AND day < ? LIMIT ?)",
+        next.key, oldestKept, left,
+      ).rowsWritten;
+      // Its rows may not all be gone: the next chunk begins at it again.
+      if (left <= 0) return after;
+      after = next.key;
     }
   }
 

@@ -146,7 +146,7 @@ describe("the key list of one status", () => {
     expect(await ids("revoked")).toEqual([revoked.value.lookup.record.id]);
     await runInDurableObject(stub, (_o, state) => {
       const sql = state.storage.sql;
-      expect(sql.exec<{ version: number }>("SELECT version FROM schema_version").one().version).toBe(5);
+      expect(sql.exec<{ version: number }>("SELECT version FROM schema_version").one().version).toBe(4);
       const indexes = sql.exec<{ name: string }>("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'keys' AND name LIKE 'keys_%' ORDER BY name").toArray().map((r) => r.name);
       expect(indexes).toEqual(["keys_by_age", "keys_revoked_by_age", "keys_unrevoked_by_age_expiry"]);
     });

@@ -1,4 +1,4 @@
-import { evictDurableObject, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
+import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { PRUNE_CHUNK_ROWS, type Tenants, USAGE_KEPT_DAYS } from "../../durable-objects/tenants.ts";
@@ -190,14 +190,15 @@ describe("the daily prune", () => {
 });
 
 describe("the daily prune of a large table", () => {
-  it("reads the rows it drops, not every row kept: the day is indexed (a scan of tens of millions of rows held every key lookup for seconds)", async () => {
+  it("reads the rows it drops and a couple for each key, not every row kept (a scan of tens of millions of rows held every key lookup for seconds)", async () => {
     const stub = env.TENANTS.getByName(`prune-indexed-${crypto.randomUUID()}`);
     const now = Date.now();
     await stub.record([row("key_a", dayOf(now), "m", "b", 1, 1)], []);
     await insertUsage(stub, 20_000, dayOf(now - DAY_MS));
     await insertUsage(stub, 1, dayOf(now - (USAGE_KEPT_DAYS + 1) * DAY_MS));
     const read = await rowsReadBy(stub, (o) => o.alarm());
-    expect(read).toBeLessThan(100);
+    // 51 keys (insertUsage's 50 and key_a): a seek for each, and one for its first day kept.
+    expect(read).toBeLessThan(250);
     expect(await usageCount(stub)).toBe(20_001);
   }, 60_000);
 
@@ -222,24 +223,6 @@ describe("the daily prune of a large table", () => {
     await stub.record([row("key_a", dayOf(now), "m", "b", 1, 1)], []);
     expect(await alarm()).toBeGreaterThan(now + 60_000);
   }, 60_000);
-
-  it("is indexed in an object made before the index, once it next starts (migration step 5)", async () => {
-    const stub = env.TENANTS.getByName(`prune-migrated-${crypto.randomUUID()}`);
-    await stub.record([row("key_a", dayOf(Date.now()), "m", "b", 1, 1)], []);
-    const indexes = () =>
-      runInDurableObject(stub, (_o, state) => ({
-        version: state.storage.sql.exec<{ version: number }>("SELECT version FROM schema_version").one().version,
-        indexes: state.storage.sql.exec<{ name: string }>("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'usage' AND sql IS NOT NULL").toArray().map((r) => r.name),
-      }));
-    expect(await indexes()).toEqual({ version: 5, indexes: ["usage_by_day"] });
-    // The object as step 4 left it.
-    await runInDurableObject(stub, (_o, state) => {
-      state.storage.sql.exec("DROP INDEX usage_by_day");
-      state.storage.sql.exec("UPDATE schema_version SET version = 4");
-    });
-    await evictDurableObject(stub);
-    expect(await indexes()).toEqual({ version: 5, indexes: ["usage_by_day"] });
-  });
 });
 
 /** `n` usage rows of `day` written straight into the object's table, in one transaction (one for each of `n` backends). */
