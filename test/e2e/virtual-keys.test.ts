@@ -335,7 +335,12 @@ describe("usage", () => {
       const c = await rawPost(gw.url, "/v1/chat/completions", { model, max_tokens: 8, messages: [{ role: "user", content: "x".repeat(400) }] }, { authorization: `Bearer ${key}` });
       // The upstream has the request, and has sent its headers (and half its body, or none): the generation is done.
       await vi.waitFor(() => expect(upstream.stats("stalled-body").requests).toBe(requests + 1), EVENTUALLY);
-      await new Promise((r) => setTimeout(r, 300));
+      // The headers were written in the tick that counted the request; nothing in the gateway shows
+      // when workerd has read them (a try's ttft is kept only when it settles), so this waits for it:
+      // 2 s bounds reading headers already on loopback, on a loaded machine too (300 ms did not: a
+      // reset before they were read is a client leaving before headers, charged nothing). No timeout
+      // of these groups (first byte 60 s, whole answer 600 s) ends the request meanwhile.
+      await new Promise((r) => setTimeout(r, 2_000));
       // Left by a reset, which the runtime hears at once (a FIN it would hear only when the answer is written: disconnects.test.ts).
       c.reset();
       await vi.waitFor(() => expect(upstream.stats("stalled-body").open).toBe(0), EVENTUALLY);
