@@ -49,7 +49,7 @@ describe("the keys' origins", () => {
     // A key's life is no change of them: its page keeps the preflight its 401 needs. An expiry
     // (set with a margin a loaded machine's update survives: one already past is refused) is not
     // even a write: past it, the object still answers from what it kept.
-    const expiresAt = Date.now() + 2000;
+    const expiresAt = Date.now() + 5000;
     value(await tenants().update(made, { expires_at: new Date(expiresAt).toISOString() }));
     expect(await tenants().origins()).toContain("https://moved.example");
     await insert(5_001, ["https://behind-again.example"]);

@@ -256,7 +256,7 @@ describe("origins", () => {
     const gone = await created({ origins: ["https://revoked.example"] });
     value(await tenants().revoke(gone.lookup.record.id));
     // A margin a loaded machine's create survives: an expiry already past when it lands is refused.
-    const soon = await created({ origins: ["https://expiring.example"], expires_at: new Date(Date.now() + 2000).toISOString() });
+    const soon = await created({ origins: ["https://expiring.example"], expires_at: new Date(Date.now() + 5000).toISOString() });
     expect(await tenants().origins()).toEqual(expect.arrayContaining(every));
     await new Promise((r) => setTimeout(r, (soon.lookup.record.expiresAt as number) + 100 - Date.now()));
     // Read whole again once the key has expired (a key made clears what the object kept): its page is still in.
