@@ -29,12 +29,15 @@ beforeAll(async () => {
   sockets = await startWebSocketUpstream();
   gw = await startTestGateway({
     modelGroups: [
-      // The second attempt's first byte is due after the request's deadline.
-      { name: "deadline-cut", strategy: "round-robin", firstByteTimeoutMs: 200, totalTimeoutMs: 300, breaker, deployments: [slow("a"), slow("b")] },
-      { name: "client-cut", strategy: "round-robin", firstByteTimeoutMs: 400, breaker, deployments: [slow("a"), slow("b")] },
+      // The second attempt's first byte is due after the request's deadline (≥ 2000 ms against 1500).
+      // The 500 ms between the first timeout and the deadline is the time the retry has to be routed:
+      // with 100 ms, a late timer or a slow route call on a loaded machine left no second attempt.
+      { name: "deadline-cut", strategy: "round-robin", firstByteTimeoutMs: 1000, totalTimeoutMs: 1500, breaker, deployments: [slow("a"), slow("b")] },
+      // 2 s is the time the client has to leave once the second attempt reached its upstream.
+      { name: "client-cut", strategy: "round-robin", firstByteTimeoutMs: 2000, breaker, deployments: [slow("a"), slow("b")] },
       // The same, beside a backend that serves: the timeouts' backends look silent while another serves.
-      { name: "deadline-cut-busy", strategy: "round-robin", firstByteTimeoutMs: 200, totalTimeoutMs: 300, breaker, deployments: [quick("c"), slow("a"), slow("b")] },
-      { name: "client-cut-busy", strategy: "round-robin", firstByteTimeoutMs: 400, breaker, deployments: [quick("c"), slow("a"), slow("b")] },
+      { name: "deadline-cut-busy", strategy: "round-robin", firstByteTimeoutMs: 1000, totalTimeoutMs: 1500, breaker, deployments: [quick("c"), slow("a"), slow("b")] },
+      { name: "client-cut-busy", strategy: "round-robin", firstByteTimeoutMs: 2000, breaker, deployments: [quick("c"), slow("a"), slow("b")] },
       // A realtime backend that crashes (500) on a session whose query holds crash-me, beside one slow to accept any.
       {
         name: "handshake-cut",
@@ -77,9 +80,10 @@ async function servedByC(model: string): Promise<unknown> {
 }
 
 /**
- * A streamed request to `model` whose first attempt's first byte times out (400 ms): the client
+ * A streamed request to `model` whose first attempt's first byte times out (2 s): the client
  * leaves (a reset, which workerd sees at once) while the second waits for its own, once the second
- * reached its upstream (a fixed 600 ms sleep, on a loaded machine, could outlast the second's 400 ms too).
+ * reached its upstream (a fixed sleep, on a loaded machine, could outlast the second's timeout too;
+ * the 2 s is the margin a stalled test process or a slow workerd has for the reset to land first).
  */
 async function leaveDuringSecondAttempt(model: string): Promise<void> {
   const sent = upstream.stats("slow-headers").requests;
