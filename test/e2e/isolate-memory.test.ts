@@ -86,7 +86,9 @@ describe("an upstream that sends a byte per HTTP chunk", () => {
 
   // What is held of such a stream is copied, not kept by reference: kept, each byte held a 4 KiB
   // store of the runtime's (~800 MiB of growth for each case below, alone). What workerd still
-  // grows by is those stores read and not yet collected (~130-150 MiB here, however many).
+  // grows by is those stores read and not yet collected (~130-150 MiB here, however many), which a
+  // loaded machine, its collector's threads starved, can raise well past: the bound is half the
+  // growth before the fix.
 
   it.each([
     ["a Responses stream's opening, held until the first token", "/v1/responses", { model: "drip-opening", stream: true, input: "hello" }, 200_000, "response.completed"],
@@ -100,13 +102,16 @@ describe("an upstream that sends a byte per HTTP chunk", () => {
       expect(tail).toContain(ending);
     });
     console.log(`${what}, byte-dripped: workerd grew ${(growth / 2 ** 20).toFixed(1)} MiB`);
-    expect(growth).toBeLessThan(256 * 1024 * 1024);
+    expect(growth).toBeLessThan(512 * 1024 * 1024);
   }, 60_000);
 
   it("error bodies dripped a byte at a time cost the 8 KiB read of each", async () => {
     const growth = await growthWhile(async () => {
       // Each attempt reads 8 KiB of its error body: 8,192 chunks, 32 MiB of stores each when kept.
-      const answers = await Promise.all(Array.from({ length: 8 }, () => post("/v1/chat/completions", { model: "drip-error", messages: hello })));
+      // 16 clients: kept, the growth is twice the bound; copied, it is what the stores read and not
+      // yet collected hold, which the number of clients does not raise (test/unit/read-bounded.test.ts
+      // checks the copy itself, by what a forced collection frees).
+      const answers = await Promise.all(Array.from({ length: 16 }, () => post("/v1/chat/completions", { model: "drip-error", messages: hello })));
       for (const res of answers) {
         // The engine's 503 ends the attempt; with no other backend, the client gets the gateway's 502 naming it.
         expect(res.status).toBe(502);
@@ -114,7 +119,7 @@ describe("an upstream that sends a byte per HTTP chunk", () => {
       }
     });
     console.log(`byte-dripped error bodies: workerd grew ${(growth / 2 ** 20).toFixed(1)} MiB`);
-    expect(growth).toBeLessThan(256 * 1024 * 1024);
+    expect(growth).toBeLessThan(384 * 1024 * 1024);
   }, 60_000);
 });
 
