@@ -1,4 +1,4 @@
-import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
+import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { expect, inject, it, vi } from "vitest";
 import type { DeploymentRow } from "../../src/fleet/admin-api.ts";
@@ -21,7 +21,16 @@ import { chat, EVENTUALLY } from "./gateway.ts";
 const fleet = inject("upstreams").fleetUrls;
 const registry = () => env.FLEET.getByName(REGISTRY_NAME);
 
-/** `run` in the registry with every call to a routing object failing, as when none can be reached; and the registry's alarm then. */
+/** Where the registry's alarm is moved once read: out of the runtime's reach for the test's length. */
+const PARKED_MS = 3_600_000;
+
+/**
+ * `run` in the registry with every call to a routing object failing, as when none can be reached;
+ * and the registry's alarm then, which is moved an hour on: the runtime runs a Durable Object's
+ * alarm by itself, and would else push at +1 s whatever the test had still to do before it
+ * (a row read, a chat), and race the test's own run of it (alarmAt). The registry sets it again
+ * at its next command or alarm.
+ */
 async function withObjectsDown<T>(run: (registry: FleetRegistry) => Promise<T>): Promise<{ value: T; alarm: number | null }> {
   return runInDurableObject(registry(), async (instance: FleetRegistry, state) => {
     const own = instance as unknown as { env: Record<string, unknown> };
@@ -30,21 +39,24 @@ async function withObjectsDown<T>(run: (registry: FleetRegistry) => Promise<T>):
     own.env = { ...real, MODEL_GROUP: down };
     try {
       const value = await run(instance);
-      return { value, alarm: await state.storage.getAlarm() };
+      const alarm = await state.storage.getAlarm();
+      if (alarm !== null) await state.storage.setAlarm(Date.now() + PARKED_MS);
+      return { value, alarm };
     } finally {
       own.env = real;
     }
   });
 }
 
-/** The registry's alarm, run when it is due (as the runtime runs it), not before. */
-async function alarmWhenDue(): Promise<boolean> {
-  const due = await runInDurableObject(registry(), (_r, state) => state.storage.getAlarm());
-  if (due !== null) await new Promise((done) => setTimeout(done, Math.max(0, due - Date.now())));
-  return runDurableObjectAlarm(registry());
+/** The registry's alarm, run once `due` has come (as the runtime would run it), not before; `due` as withObjectsDown read it. */
+async function alarmAt(due: number | null): Promise<void> {
+  expect(due, "the registry armed no alarm").not.toBeNull();
+  await new Promise((done) => setTimeout(done, Math.max(0, (due as number) - Date.now())));
+  await runInDurableObject(registry(), (r: FleetRegistry) => r.alarm());
 }
 
-const unreachableObjects = async (cmd: Parameters<FleetRegistry["command"]>[0]): Promise<AdminResult> => (await withObjectsDown((r) => r.command(cmd))).value;
+/** The command's answer, and when the registry's alarm is due (withObjectsDown). */
+const unreachableObjects = async (cmd: Parameters<FleetRegistry["command"]>[0]): Promise<{ value: AdminResult; alarm: number | null }> => withObjectsDown((r) => r.command(cmd));
 
 it("a group removed while its routing object could not be reached stops being served once the registry pushes again", async () => {
   await ok(admin("/admin/v1/groups", { method: "POST", json: { name: "push-retry", deployments: [{ id: "sim-0", baseUrl: fleet[0] as string, model: UPSTREAM_MODEL }] } }), 201);
@@ -52,7 +64,7 @@ it("a group removed while its routing object could not be reached stops being se
   expect(served.status).toBe(200);
   await served.text();
 
-  const removed = await unreachableObjects({ op: "remove-group", group: "push-retry" });
+  const { value: removed, alarm } = await unreachableObjects({ op: "remove-group", group: "push-retry" });
   expect(removed).toMatchObject({ ok: true, removed: ["push-retry"], routing: "pending" });
   // This isolate read the fleet before the removal: it routes through the object, which was never told.
   const stale = await chat("push-retry", [{ role: "user", content: "still there?" }]);
@@ -60,7 +72,7 @@ it("a group removed while its routing object could not be reached stops being se
   expect(stale.status).toBe(200);
 
   // The registry's alarm pushes what did not reach its object.
-  expect(await alarmWhenDue()).toBe(true);
+  await alarmAt(alarm);
   const gone = await chat("push-retry", [{ role: "user", content: "and now?" }]);
   expect(gone.status, await gone.clone().text()).toBe(404);
   await gone.text();
@@ -68,9 +80,9 @@ it("a group removed while its routing object could not be reached stops being se
 
 it("a change that did not reach its object is pushed again, and then answers as applied", async () => {
   await ok(admin("/admin/v1/groups", { method: "POST", json: { name: "push-again", deployments: [{ id: "sim-0", baseUrl: fleet[0] as string, model: UPSTREAM_MODEL }] } }), 201);
-  const drained = await unreachableObjects({ op: "set-state", group: "push-again", id: "sim-0", state: "draining" });
+  const { value: drained, alarm } = await unreachableObjects({ op: "set-state", group: "push-again", id: "sim-0", state: "draining" });
   expect(drained).toMatchObject({ ok: true, changed: ["push-again"], routing: "pending" });
-  expect(await alarmWhenDue()).toBe(true);
+  await alarmAt(alarm);
   // Pushed: the object knows the registry's revision, as a Worker's status read shows.
   const status = await env.MODEL_GROUP.getByName("push-again").status();
   expect(status.rev).toBe(drained.ok ? drained.rev : -1);
@@ -91,18 +103,19 @@ it("a push that keeps failing is tried at 1 s, then 2, 4…; heartbeats in betwe
   expect(await runInDurableObject(registry(), (_r, state) => state.storage.getAlarm())).toBe(first.alarm);
   // Each try that fails waits twice as long for the next.
   const waits: number[] = [];
+  let due = first.alarm as number;
   for (let i = 0; i < 3; i++) {
     const tried = await withObjectsDown(async (r) => {
-      const due = (await runInDurableObject(registry(), (_o, state) => state.storage.getAlarm())) as number;
       await new Promise((done) => setTimeout(done, Math.max(0, due - Date.now())));
       await r.alarm();
       return Date.now();
     });
     waits.push(Math.round(((tried.alarm as number) - tried.value) / 1000));
+    due = tried.alarm as number;
   }
   expect(waits).toEqual([2, 4, 8]);
   // Once it goes through, no try is left: the alarm is the heartbeat's expiry, an hour away.
-  expect(await alarmWhenDue()).toBe(true);
+  await alarmAt(due);
   expect(((await runInDurableObject(registry(), (_r, state) => state.storage.getAlarm())) as number) - Date.now()).toBeGreaterThan(3_000_000);
 }, 30_000);
 
@@ -115,7 +128,7 @@ it("a drain that did not reach its object is not drained while that object still
   // Its release reaches the object in the isolate's next batch: nothing in flight before the drain.
   await vi.waitFor(async () => expect(await row()).toMatchObject({ state: "active", inFlight: 0 }), EVENTUALLY);
 
-  const drained = await unreachableObjects({ op: "set-state", group: "push-drain", id: "sim-0", state: "draining" });
+  const { value: drained, alarm } = await unreachableObjects({ op: "set-state", group: "push-drain", id: "sim-0", state: "draining" });
   expect(drained).toMatchObject({ ok: true, changed: ["push-drain"], routing: "pending" });
   // The object answers again but is not yet told: `drain --wait` must not say "safe to stop".
   expect(await row()).toMatchObject({ state: "draining", inFlight: 0, drained: false });
@@ -126,6 +139,6 @@ it("a drain that did not reach its object is not drained while that object still
   expect(stale.headers.get("x-kvgate-backend")).toBe("sim-0");
 
   // Once the registry's alarm pushes the drain, the object no longer routes to it: drained.
-  expect(await alarmWhenDue()).toBe(true);
+  await alarmAt(alarm);
   await vi.waitFor(async () => expect(await row()).toMatchObject({ state: "draining", inFlight: 0, takesRequests: false, drained: true }), EVENTUALLY);
 });
