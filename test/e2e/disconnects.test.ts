@@ -10,7 +10,7 @@ import { EVENTUALLY, startTestGateway, type TestGateway } from "./gateway.ts";
  * to it fails, or at once when the client resets the connection (RST); a client that closes its
  * socket (FIN: curl -m, a closed tab) while nothing is being written is invisible until the next
  * write. These tests hold the gateway to what it can know: the upstream request is cancelled and
- * the in-flight slot freed within 2 s of the client leaving; and where it cannot know (a FIN on a
+ * the in-flight slot freed within 5 s of the client leaving (~1 s at most in practice); and where it cannot know (a FIN on a
  * silent stream on the native path), to what bounds the slot instead.
  */
 
@@ -63,12 +63,15 @@ const ask = (model: string, stream: boolean, extra: Record<string, unknown>) => 
 const post = (model: string, stream: boolean, extra: Record<string, unknown> = {}): Promise<RawExchange> => rawPost(gw.url, CHAT, ask(model, stream, extra), { authorization: `Bearer ${gw.key}` });
 
 /**
- * The upstream request is cancelled within 2 s of `leftAt`, and the slot freed. Timed when the
+ * The upstream request is cancelled within 5 s of `leftAt`, and the slot freed. Timed when the
  * upstream saw the cancel, not after the status calls that follow (their time is the machine's).
+ * Found by the keep-alives (~1 s), a reset (ms) or the upstream's next event, a departure takes well
+ * under that, on a loaded machine too; held until a silent upstream speaks, or until headers due
+ * after 20 s, it is never found in it.
  */
-async function expectReleasedWithin2s(group: string, behaviour: string, leftAt: number): Promise<void> {
+async function expectReleasedWithin5s(group: string, behaviour: string, leftAt: number): Promise<void> {
   await vi.waitFor(() => expect(upstream.stats(behaviour).open).toBe(0), { ...EVENTUALLY, interval: 10 });
-  expect(Date.now() - leftAt).toBeLessThan(2000);
+  expect(Date.now() - leftAt).toBeLessThan(5000);
   await vi.waitFor(async () => expect(await gw.inFlight(group)).toBe(0), EVENTUALLY);
   const b = (await gw.status(group)).backends[0];
   expect(b?.failed).toBe(0);
@@ -82,7 +85,7 @@ describe("a client that leaves", () => {
     expect(await gw.inFlight("endless")).toBe(1);
     const leftAt = Date.now();
     c.close();
-    await expectReleasedWithin2s("endless", "endless-stream", leftAt);
+    await expectReleasedWithin5s("endless", "endless-stream", leftAt);
   });
 
   it("mid-stream, on a stream whose usage is read from a tapped copy of its body (FIN)", async () => {
@@ -96,7 +99,7 @@ describe("a client that leaves", () => {
     expect(await gw.inFlight("endless-tapped")).toBe(1);
     const leftAt = Date.now();
     c.close();
-    await expectReleasedWithin2s("endless-tapped", "endless-stream", leftAt);
+    await expectReleasedWithin5s("endless-tapped", "endless-stream", leftAt);
   });
 
   it("a watched stream whose upstream went silent (FIN): an SSE comment written into the idle stream finds the client gone", async () => {
@@ -105,7 +108,7 @@ describe("a client that leaves", () => {
     await c.waitFor(/first/);
     const leftAt = Date.now();
     c.close();
-    await expectReleasedWithin2s("silent-watched", "silent-stream", leftAt);
+    await expectReleasedWithin5s("silent-watched", "silent-stream", leftAt);
   });
 
   it("a stream read for a chunk hook whose upstream went silent (FIN): found by the same comments, with no stall bound set", async () => {
@@ -114,7 +117,7 @@ describe("a client that leaves", () => {
     await c.waitFor(/first/);
     const leftAt = Date.now();
     c.close();
-    await expectReleasedWithin2s("silent-restamped", "silent-stream", leftAt);
+    await expectReleasedWithin5s("silent-restamped", "silent-stream", leftAt);
   });
 
   it("two departed clients on a backend capped at 2 do not lock everyone else out", async () => {
@@ -149,7 +152,7 @@ describe("a client that leaves", () => {
     expect(await gw.inFlight(group)).toBe(1);
     const leftAt = Date.now();
     c.reset();
-    await expectReleasedWithin2s(group, "silent-stream", leftAt);
+    await expectReleasedWithin5s(group, "silent-stream", leftAt);
   });
 
   it.each([
@@ -178,7 +181,7 @@ describe("a client that leaves", () => {
     await vi.waitFor(() => expect(upstream.stats("slow-headers").open).toBe(1), EVENTUALLY);
     const leftAt = Date.now();
     c.reset();
-    await expectReleasedWithin2s("slow-headers", "slow-headers", leftAt);
+    await expectReleasedWithin5s("slow-headers", "slow-headers", leftAt);
   });
 
   it("before the upstream's headers, by closing its socket (FIN): found as soon as the answer starts to flow", async () => {
@@ -191,7 +194,8 @@ describe("a client that leaves", () => {
     const answerAt = Date.now() + 1000;
     await vi.waitFor(() => expect(upstream.stats("late-endless-stream").open).toBe(0), EVENTUALLY);
     await vi.waitFor(async () => expect(await gw.inFlight("late-endless")).toBe(0), EVENTUALLY);
-    expect(Date.now() - answerAt).toBeLessThan(2000);
+    // The stream is endless once it starts: a departure not found as it flows is never found.
+    expect(Date.now() - answerAt).toBeLessThan(5000);
     expect((await gw.status("late-endless")).backends[0]?.failed).toBe(0);
   });
 });
