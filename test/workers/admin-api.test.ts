@@ -474,8 +474,11 @@ describe("heartbeats", () => {
     const beat = { group: "admin-hb-pause", ...sim(1, "hb"), ttlSeconds: 1 };
     await ok(admin("/admin/v1/heartbeats", { method: "POST", json: beat }, env.KVGATE_REGISTER_KEY));
     await ok(admin("/admin/v1/groups/admin-hb-pause/deployments/hb/disable", { method: "POST" }));
-    // Past the second TTL that removes a lapsed server.
-    await new Promise((r) => setTimeout(r, 2500));
+    // Past the second TTL that removes a lapsed server: a witness, enabled, its 1 s TTL begun after
+    // hb's last heartbeat, is gone once the registry's expiry has run past it, and so past hb's.
+    // (A fixed sleep could end before a late alarm ran, and the row was then there with or without the fix.)
+    await ok(admin("/admin/v1/heartbeats", { method: "POST", json: { group: "admin-hb-pause", ...sim(2, "witness"), ttlSeconds: 1 } }, env.KVGATE_REGISTER_KEY));
+    await vi.waitFor(async () => expect((await refused(admin("/admin/v1/groups/admin-hb-pause/deployments/witness"), 404)).code).toBe("deployment_not_found"), { timeout: 8000, interval: 100 });
     const lapsed = await row("admin-hb-pause", "hb");
     expect(lapsed).toMatchObject({ state: "disabled", takesRequests: false, source: "heartbeat", removeAt: null });
     // Its lapse is there to see: the expiry its last heartbeat set, passed.
