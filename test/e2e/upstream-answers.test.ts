@@ -332,6 +332,10 @@ describe("an upstream key (apiKeyEnv) holding a line break inside", () => {
     expect({ status: res.status, code: (JSON.parse(text) as { error: { code: string } }).error.code }, text).toEqual({ status: 500, code: "config_invalid" });
     expect(text).toContain("apiKeyEnv names BROKEN_KEY, which holds a line break");
     expect(text).not.toContain("sk-broken");
+    // Once the lines that speak of it are written (the request's, and the registry's refusal of the
+    // seed, which comes later): read at once, a line that leaked it could come after the check.
+    const written = (marker: string) => broken.logs.some((l) => l.includes(marker));
+    await vi.waitFor(() => expect([written('"error_code":"config_invalid"'), written('"event":"seed_refused"')]).toEqual([true, true]), EVENTUALLY);
     expect(broken.logs.join("\n")).not.toContain("sk-broken");
     expect(upstream.stats("ok").requests).toBe(before);
   });
