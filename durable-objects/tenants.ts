@@ -23,6 +23,12 @@ const PRUNE_AFTER_MIDNIGHT_MS = 5 * 60_000;
  * and no backlog (a prune that failed for days, a rollback's) runs into the 30 s an alarm may take.
  */
 export const PRUNE_CHUNK_ROWS = 10_000;
+/**
+ * And looks at this many keys at most: on most days next to nothing is old, and a pass over every
+ * key (two statements each) of a million short-lived keys would hold the object for seconds, past
+ * the 30 s an alarm may take, rolled back and failing the same way each day after.
+ */
+export const PRUNE_CHUNK_KEYS = 10_000;
 const PRUNE_AGAIN_MS = 1_000;
 
 interface KeyRow {
@@ -297,7 +303,7 @@ export class Tenants extends DurableObject<unknown> implements TenantsRpc, Tenan
 
   /**
    * Drops the usage rows of days before `oldestKept`, key by key after the key `after`, until
-   * PRUNE_CHUNK_ROWS are gone: the key to go on after when it stopped with rows left to look at,
+   * PRUNE_CHUNK_ROWS are gone or PRUNE_CHUNK_KEYS looked at: the key to go on after when it stopped with rows left to look at,
    * null when done. The day is the primary key's second column, so a `day < ?` alone read every row
    * kept (tens of millions held every key lookup for seconds); key by key, each costs a seek for
    * the key and one for its first day kept, where an index of the day would add ~70 bytes to each
@@ -305,7 +311,7 @@ export class Tenants extends DurableObject<unknown> implements TenantsRpc, Tenan
    */
   private pruneKeys(oldestKept: string, after: string): string | null {
     let left = PRUNE_CHUNK_ROWS;
-    for (;;) {
+    for (let keys = 0; keys < PRUNE_CHUNK_KEYS; keys++) {
       const [next] = this.sql.exec<{ key: string }>("SELECT key FROM usage WHERE key > ? ORDER BY key LIMIT 1", after).toArray();
       if (!next) return null;
       left -= this.sql.exec(
@@ -316,6 +322,7 @@ export class Tenants extends DurableObject<unknown> implements TenantsRpc, Tenan
       if (left <= 0) return after;
       after = next.key;
     }
+    return after;
   }
 
   /** Sets the daily prune, once per object's life in memory (usage only ever arrives through `record`). */
