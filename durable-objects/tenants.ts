@@ -19,7 +19,7 @@ export const USAGE_KEPT_DAYS = 400;
 const PRUNE_AFTER_MIDNIGHT_MS = 5 * 60_000;
 /**
  * A prune drops at most this many usage rows a transaction, then sets the alarm again
- * PRUNE_AGAIN_MS on while rows past the days kept remain: lookups and batches are served between,
+ * PRUNE_AGAIN_MS on while keys remain to look at: lookups and batches are served between,
  * and no backlog (a prune that failed for days, a rollback's) runs into the 30 s an alarm may take.
  */
 export const PRUNE_CHUNK_ROWS = 10_000;
@@ -267,9 +267,9 @@ export class Tenants extends DurableObject<unknown> implements TenantsRpc, Tenan
   }
 
   /**
-   * Prunes usage rows past USAGE_KEPT_DAYS, PRUNE_CHUNK_ROWS at a time (found key by key:
-   * pruneKeys), and once none remain the spend of periods past (no budget asks for
-   * them again) and the senders gone quiet.
+   * Prunes usage rows past USAGE_KEPT_DAYS a chunk at a time (found key by key: pruneKeys), and
+   * once every key was looked at, the spend of periods past (no budget asks for them again) and
+   * the senders gone quiet.
    */
   override alarm(): void {
     const now = Date.now();
@@ -303,8 +303,8 @@ export class Tenants extends DurableObject<unknown> implements TenantsRpc, Tenan
 
   /**
    * Drops the usage rows of days before `oldestKept`, key by key after the key `after`, until
-   * PRUNE_CHUNK_ROWS are gone or PRUNE_CHUNK_KEYS looked at: the key to go on after when it stopped with rows left to look at,
-   * null when done. The day is the primary key's second column, so a `day < ?` alone read every row
+   * PRUNE_CHUNK_ROWS are gone or PRUNE_CHUNK_KEYS were looked at: the key to go on after when it
+   * stopped with keys left to look at, null when done. The day is the primary key's second column, so a `day < ?` alone read every row
    * kept (tens of millions held every key lookup for seconds); key by key, each costs a seek for
    * the key and one for its first day kept, where an index of the day would add ~70 bytes to each
    * usage row stored (~150).
