@@ -76,11 +76,13 @@ export class Tenants extends DurableObject<unknown> implements TenantsRpc, Tenan
   /** The key the last prune chunk went on after ("" for the first): the next begins after it. */
   private pruneAfterKey = "";
   /**
-   * The keys' origins as last read, good until a key is made or changed (which clears it): no
-   * status counts, so time changes nothing. Every isolate asks every 10 s, for preflights anyone
-   * may send: reading every key at each call was ~100 ms of this object's time a call with 50,000 keys.
+   * The keys' origins as last read, kept up to date as keys are made and changed: no status
+   * counts, so time changes nothing, and only a change that takes an origin off a key clears it
+   * (another key may still name it). Every isolate asks every 10 s, for preflights anyone may send:
+   * reading every key was ~100 ms of this object's time with 50,000 keys, and cleared at each key
+   * made, a gateway minting a key a second read them all again every second.
    */
-  private keyOrigins: string[] | null = null;
+  private keyOrigins: Set<string> | null = null;
   /** The totals of the usage windows read lately, so a listing's later pages do not sum every row of the window again. */
   private readonly usageTotals = new UsageTotals();
 
@@ -146,13 +148,14 @@ export class Tenants extends DurableObject<unknown> implements TenantsRpc, Tenan
    * browser sends only once the preflight is granted. The request that follows is its key's to decide.
    */
   origins(): string[] {
-    if (this.keyOrigins) return this.keyOrigins;
-    const out = new Set<string>();
-    for (const { record } of this.sql.exec<{ record: string }>("SELECT record FROM keys").toArray()) {
-      for (const o of (JSON.parse(record) as KeyRecord).origins) out.add(o);
+    if (!this.keyOrigins) {
+      const out = new Set<string>();
+      for (const { record } of this.sql.exec<{ record: string }>("SELECT record FROM keys").toArray()) {
+        for (const o of (JSON.parse(record) as KeyRecord).origins) out.add(o);
+      }
+      this.keyOrigins = out;
     }
-    this.keyOrigins = [...out];
-    return this.keyOrigins;
+    return [...this.keyOrigins];
   }
 
   async create(input: unknown): Promise<TenantsResult<IssuedKey>> {
@@ -163,7 +166,7 @@ export class Tenants extends DurableObject<unknown> implements TenantsRpc, Tenan
     const hash = await keyHash(key);
     const record = newRecord(parsed.fields, newKeyId(), prefixOf(key), now);
     this.sql.exec("INSERT INTO keys (id, hash, record, created_at, revoked_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)", record.id, hash, JSON.stringify(record), now, record.revokedAt, record.expiresAt);
-    this.keyOrigins = null;
+    this.originsChanged([], record.origins);
     return { ok: true, value: { key, lookup: this.lookupOf(record.id, now) } };
   }
 
@@ -195,7 +198,8 @@ export class Tenants extends DurableObject<unknown> implements TenantsRpc, Tenan
     if (!row) return notFound(id);
     const parsed = parseKeyInput(patch, now, true);
     if (!parsed.ok) return parsed;
-    this.write(patchedRecord(parse(row), parsed.fields));
+    const before = parse(row);
+    this.write(patchedRecord(before, parsed.fields), before);
     return { ok: true, value: this.lookupOf(id, now) };
   }
 
@@ -204,7 +208,7 @@ export class Tenants extends DurableObject<unknown> implements TenantsRpc, Tenan
     const row = this.rowOf(id);
     if (!row) return notFound(id);
     const record = parse(row);
-    if (record.revokedAt === null) this.write({ ...record, revokedAt: now });
+    if (record.revokedAt === null) this.write({ ...record, revokedAt: now }, record);
     return { ok: true, value: this.lookupOf(id, now) };
   }
 
@@ -218,7 +222,7 @@ export class Tenants extends DurableObject<unknown> implements TenantsRpc, Tenan
     const record = parse(row);
     if (record.revokedAt !== null) return { ok: false, status: 409, code: "key_revoked", message: `key "${id}" is revoked; create a new key instead`, param: "id" };
     this.sql.exec("UPDATE keys SET hash = ? WHERE id = ?", hash, id);
-    this.write({ ...record, prefix: prefixOf(key) });
+    this.write({ ...record, prefix: prefixOf(key) }, record);
     return { ok: true, value: { key, lookup: this.lookupOf(id, now) } };
   }
 
@@ -340,10 +344,17 @@ export class Tenants extends DurableObject<unknown> implements TenantsRpc, Tenan
     return this.withSpent(this.rowOf(id) as KeyRow, now);
   }
 
-  /** Stores the key's record, and the columns the list finds a status by (a trigger sets them for a release that does not: tenants-schema.ts, step 3). */
-  private write(record: KeyRecord): void {
+  /** Stores the key's record (`before`: as it was), and the columns the list finds a status by (a trigger sets them for a release that does not: tenants-schema.ts, step 3). */
+  private write(record: KeyRecord, before: KeyRecord): void {
     this.sql.exec("UPDATE keys SET record = ?, revoked_at = ?, expires_at = ? WHERE id = ?", JSON.stringify(record), record.revokedAt, record.expiresAt, record.id);
-    this.keyOrigins = null;
+    this.originsChanged(before.origins, record.origins);
+  }
+
+  /** A key that named `before` names `after`: the origins kept gain its new ones; one it no longer names is read again from every key. */
+  private originsChanged(before: readonly string[], after: readonly string[]): void {
+    if (!this.keyOrigins) return;
+    if (before.some((o) => !after.includes(o))) this.keyOrigins = null;
+    else for (const o of after) this.keyOrigins.add(o);
   }
 
   /** The key's spend in its current budget period: one row of its running totals, whatever its history. */

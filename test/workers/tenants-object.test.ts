@@ -282,8 +282,26 @@ describe("origins", () => {
     const soon = await created({ origins: ["https://expiring.example"], expires_at: new Date(Date.now() + 5000).toISOString() });
     expect(await tenants().origins()).toEqual(expect.arrayContaining(every));
     await new Promise((r) => setTimeout(r, (soon.lookup.record.expiresAt as number) + 100 - Date.now()));
-    // Read whole again once the key has expired (a key made clears what the object kept): its page is still in.
+    // Once the key has expired, its page is still in.
     await created({ origins: [] });
     expect(await tenants().origins()).toEqual(expect.arrayContaining(every));
   }, 30_000);
+
+  it("follow every key made and changed: an origin no key names any more is gone, one another key still names stays", async () => {
+    const o = (name: string) => `https://${name}-${crypto.randomUUID().slice(0, 8)}.example`;
+    const [a, b, c] = [o("a"), o("b"), o("c")];
+    const first = await created({ origins: [a] });
+    expect(await tenants().origins()).toContain(a);
+    await created({ origins: [b] });
+    expect(await tenants().origins()).toEqual(expect.arrayContaining([a, b]));
+    value(await tenants().update(first.lookup.record.id, { origins: [a, c] }));
+    expect(await tenants().origins()).toEqual(expect.arrayContaining([a, b, c]));
+    value(await tenants().update(first.lookup.record.id, { origins: [c] }));
+    const afterDrop = await tenants().origins();
+    expect(afterDrop).not.toContain(a);
+    expect(afterDrop).toEqual(expect.arrayContaining([b, c]));
+    await created({ origins: [c] });
+    value(await tenants().update(first.lookup.record.id, { origins: [] }));
+    expect(await tenants().origins()).toEqual(expect.arrayContaining([b, c]));
+  });
 });
