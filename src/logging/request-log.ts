@@ -105,6 +105,11 @@ export class RequestLog {
     this.waits++;
   }
 
+  /** Whether the line waits for a relayed body's end: noting the answer then writes nothing. */
+  get waitsForBody(): boolean {
+    return this.waits > 1;
+  }
+
   /**
    * A relayed body ended at `now`; `errorCode` when it was cut (the stream's error event's code, or
    * the client's leaving). A cut after the 200 is the failure it would have been before the headers,

@@ -22,11 +22,14 @@ export function requestLogger(settings: RequestLogSettings): MiddlewareHandler<A
 
 /**
  * `res` is the request's answer, going out now: noted on its line once the response has gone to
- * the runtime (a timer under waitUntil). Also for the answers the gateway gives before its app
- * (workers/gateway/index.ts), which no caller was authenticated for.
+ * the runtime (a timer under waitUntil), when noting it writes the line. Also for the answers the
+ * gateway gives before its app (workers/gateway/index.ts), which no caller was authenticated for.
+ * A line that waits for its relayed body's end (a stream) is written then: the answer is noted at
+ * once, a few fields, sparing every such request a timer of the runtime's (~10 µs).
  */
 export function noteAnswer(log: RequestLog, res: Response, keyId: string | null, ctx: WaitUntil): void {
   const at = performance.now();
+  if (log.waitsForBody) return log.answered(at, res.status, keyId, errorCodeOf(res));
   ctx.waitUntil(
     new Promise<void>((done) =>
       setTimeout(() => {
