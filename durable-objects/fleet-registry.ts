@@ -8,6 +8,7 @@ import { FleetRegistry as Fleet, RegistryError, type Change, type GroupRecord, t
 import type { ResolvedGroup } from "../src/config/load.ts";
 import type { ModelGroupRpc } from "../src/routing/protocol.ts";
 import type { GroupMetrics } from "../src/metrics/group-metrics.ts";
+import { FleetRows } from "./fleet-rows.ts";
 import { groupShards, objectNamesOf, shardOfObject } from "../src/sharding/partition.ts";
 import { logEvent } from "../src/logging/event-log.ts";
 
@@ -21,7 +22,8 @@ export interface RegistryEnv {
 
 /**
  * The fleet registry: one object for the gateway, holding every model group and deployment in
- * its SQLite storage (one row per group, so a write is one group's), seeded from the config.
+ * its SQLite storage (a row per group and one per deployment: a write is what changed, FleetRows),
+ * seeded from the config.
  * It is off the request path: Workers read a snapshot once per isolate and again when a routing
  * object tells them their version is behind. A change is pushed to the group's routing object
  * before the command is answered, so it holds for new requests from then on.
@@ -29,6 +31,7 @@ export interface RegistryEnv {
 export class FleetRegistry extends DurableObject<RegistryEnv> implements FleetRegistryRpc {
   private readonly fleet: Fleet;
   private readonly sql: SqlStorage;
+  private readonly rows: FleetRows;
   private seedReport: SeedReport | null;
   /** Routing objects a push did not reach (stored, so a restart tries them again), and how long until the next try. */
   private readonly unpushed: Set<string>;
@@ -48,16 +51,17 @@ export class FleetRegistry extends DurableObject<RegistryEnv> implements FleetRe
     this.fleet = new Fleet({ reachable: (d) => reachProblemsOf(d, env, keys), auth });
     this.sql = ctx.storage.sql;
     this.sql.exec("CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL)");
-    this.sql.exec("CREATE TABLE IF NOT EXISTS groups (name TEXT PRIMARY KEY, record TEXT NOT NULL, pos INTEGER NOT NULL)");
     const meta = new Map(this.sql.exec<{ k: string; v: string }>("SELECT k, v FROM meta").toArray().map((r) => [r.k, r.v]));
     const report = meta.get("seedReport");
     this.seedReport = report === undefined ? null : (JSON.parse(report) as SeedReport);
     this.unpushed = new Set(JSON.parse(meta.get("unpushed") ?? "[]") as string[]);
     if (this.unpushed.size > 0) this.retryAt = Date.now() + PUSH_RETRY_MS.min;
-    const groups = this.sql.exec<{ record: string }>("SELECT record FROM groups ORDER BY pos").toArray().map((r) => JSON.parse(r.record) as GroupRecord);
+    const stored = { rev: Number(meta.get("rev") ?? 0), seedHash: meta.get("seed") ?? null };
+    this.rows = new FleetRows(ctx.storage, stored);
+    const groups = this.rows.load();
     // Written once the registry has loaded a fleet as one that keeps registrationBindings: until then the fleet stored is an older registry's.
     const beforeBindingRule = meta.get(BINDING_RULE) === undefined;
-    const { change, disarmed, bindingsKept } = this.fleet.load(Number(meta.get("rev") ?? 0), meta.get("seed") ?? null, groups, Date.now(), { beforeBindingRule });
+    const { change, disarmed, bindingsKept } = this.fleet.load(stored.rev, stored.seedHash, groups, Date.now(), { beforeBindingRule });
     if (change.changed.length > 0) {
       this.persist();
       for (const { code, ...d } of disarmed) logEvent(code, "warn", d);
@@ -190,14 +194,7 @@ export class FleetRegistry extends DurableObject<RegistryEnv> implements FleetRe
 
   /** Writes what changed in one transaction, and sets the alarm for the next heartbeat expiry. */
   private persist(): void {
-    const w = this.fleet.takeWrites();
-    const order = new Map(this.fleet.names().map((n, i) => [n, i]));
-    this.ctx.storage.transactionSync(() => {
-      this.sql.exec("INSERT OR REPLACE INTO meta (k, v) VALUES ('rev', ?)", String(w.rev));
-      if (w.seedHash !== null) this.sql.exec("INSERT OR REPLACE INTO meta (k, v) VALUES ('seed', ?)", w.seedHash);
-      for (const g of w.put) this.sql.exec("INSERT OR REPLACE INTO groups (name, record, pos) VALUES (?, ?, ?)", g.settings.name, JSON.stringify(g), order.get(g.settings.name) ?? 0);
-      for (const n of w.deleted) this.sql.exec("DELETE FROM groups WHERE name = ?", n);
-    });
+    this.rows.write(this.fleet.takeWrites(), this.fleet.names());
     this.wake();
   }
 

@@ -10,10 +10,11 @@ import type { GroupUpdate, Heartbeat, NewDeployment } from "./commands.ts";
 import { settingsWithDefaults, specWithDefaults } from "./stored-defaults.ts";
 
 /**
- * What one group's record may take as stored JSON: it is one row of the registry's SQLite, which
- * holds at most 2 MB in production (Cloudflare's Durable Objects limits, "Maximum string, BLOB or
- * table row size"; local workerd takes more), and a write past it would fail after the change was
- * made in memory. Half of it, for the state heartbeats and drains add to a group near it.
+ * What one group's record may take as stored JSON. The registry stores a group as rows (its own,
+ * and one per deployment), but each of its routing objects saves the group it routes as one value
+ * of its storage, which holds at most 2 MB in production (Cloudflare's Durable Objects limits, "Key
+ * and value combined"; local workerd takes more), and a write past it would fail after the change
+ * was made. Half of it, for the state heartbeats and drains add to a group near it.
  */
 export const GROUP_RECORD_MAX_BYTES = 1024 * 1024;
 const UTF8 = new TextEncoder();
@@ -135,6 +136,20 @@ export interface BindingsKept {
   deployments?: string[];
 }
 
+/**
+ * What the registry's storage is to write since its last write (FleetRegistry.takeWrites): the
+ * groups with anything to store and, of each, whether its own row changed (the group but its
+ * deployments) and which deployments' records did. The store finds what else a group's list
+ * makes it write: a deployment gone, or one whose place in the list moved.
+ */
+export interface Writes {
+  rev: number;
+  seedHash: string | null;
+  put: GroupRecord[];
+  rows: Map<string, { own: boolean; deployments: Set<string> }>;
+  deleted: string[];
+}
+
 /** Groups whose routing changed (to push to their objects), and groups that went. */
 export interface Change {
   changed: string[];
@@ -209,7 +224,9 @@ export class FleetRegistry {
   private groups = new Map<string, GroupRecord>();
   rev = 0;
   seedHash: string | null = null;
+  /** Groups whose own row changed (all but their deployments), and, beside, deployments whose record changed: a heartbeat renewing one writes its row alone. */
   private dirty = new Set<string>();
+  private dirtyDeployments = new Map<string, Set<string>>();
   private gone = new Set<string>();
   private resolvedCache = new Map<string, ResolvedGroup>();
 
@@ -233,8 +250,11 @@ export class FleetRegistry {
     if (changed.length === 0) return NONE;
     this.rev += 1;
     for (const name of changed) {
-      (this.groups.get(name) as GroupRecord).rev = this.rev;
+      const g = this.groups.get(name) as GroupRecord;
+      g.rev = this.rev;
       this.dirty.add(name);
+      // Its settings, or specs (filled in, disarmed), or both: rare enough to write the group whole.
+      for (const d of g.deployments) this.deploymentChanged(name, d.spec.id);
     }
     this.resolvedCache.clear();
     return { changed, removed: [] };
@@ -557,7 +577,7 @@ export class FleetRegistry {
       live.expiresAt = now + ttlMs;
       live.removeAt = null;
       live.ttlMs = ttlMs;
-      this.dirty.add(group);
+      this.deploymentChanged(group, live.spec.id);
       return NONE;
     }
     const next = this.copy();
@@ -643,13 +663,35 @@ export class FleetRegistry {
     return true;
   }
 
-  /** Groups to write and to delete since the last call, with the registry's revision. */
-  takeWrites(): { rev: number; seedHash: string | null; put: GroupRecord[]; deleted: string[] } {
-    const put = [...this.dirty].flatMap((n) => this.groups.get(n) ?? []);
+  /** What to write and to delete since the last call, with the registry's revision. */
+  takeWrites(): Writes {
+    const rows: Writes["rows"] = new Map();
+    for (const n of new Set([...this.dirty, ...this.dirtyDeployments.keys()])) {
+      if (this.groups.has(n)) rows.set(n, { own: this.dirty.has(n), deployments: this.dirtyDeployments.get(n) ?? new Set() });
+    }
+    const put = [...rows.keys()].map((n) => this.groups.get(n) as GroupRecord);
     const deleted = [...this.gone];
     this.dirty.clear();
+    this.dirtyDeployments.clear();
     this.gone.clear();
-    return { rev: this.rev, seedHash: this.seedHash, put, deleted };
+    return { rev: this.rev, seedHash: this.seedHash, put, rows, deleted };
+  }
+
+  private deploymentChanged(group: string, id: string): void {
+    const ids = this.dirtyDeployments.get(group);
+    if (ids) ids.add(id);
+    else this.dirtyDeployments.set(group, new Set([id]));
+  }
+
+  /** What of group `after` differs from `before` as stored: its own row, and each deployment whose record is new or changed. */
+  private changedRows(after: GroupRecord, before: GroupRecord | undefined): void {
+    const name = after.settings.name;
+    if (!before || JSON.stringify(ownRow(before)) !== JSON.stringify(ownRow(after))) this.dirty.add(name);
+    const was = new Map(before?.deployments.map((d) => [d.spec.id, d]));
+    for (const d of after.deployments) {
+      const w = was.get(d.spec.id);
+      if (w !== d && JSON.stringify(w) !== JSON.stringify(d)) this.deploymentChanged(name, d.spec.id);
+    }
   }
 
   /** A deep enough copy to change: the groups, their deployment lists and records. */
@@ -756,18 +798,19 @@ export class FleetRegistry {
       else delete g.objects;
       if (before && sameRouting(before, g)) {
         g.rev = before.rev;
-        if (!sameRecords(before, g)) this.dirty.add(name);
+        if (!sameRecords(before, g)) this.changedRows(g, before);
         continue;
       }
       g.rev = rev;
       changed.push(name);
-      this.dirty.add(name);
+      this.changedRows(g, before);
       this.resolvedCache.delete(name);
     }
     const removed = [...this.groups.keys()].filter((n) => !next.has(n));
     for (const n of removed) {
       this.gone.add(n);
       this.dirty.delete(n);
+      this.dirtyDeployments.delete(n);
       this.resolvedCache.delete(n);
     }
     if (changed.length + removed.length > 0) this.rev = rev;
@@ -876,6 +919,12 @@ function adminRecord(spec: DeploymentConfig & { id: string }): DeploymentRecord 
 function sameRouting(a: GroupRecord, b: GroupRecord): boolean {
   const view = (g: GroupRecord) => JSON.stringify([g.settings, g.deployments.map((d) => [d.spec, d.state])]);
   return view(a) === view(b);
+}
+
+/** A group's own row as stored: all of its record but its deployments, which are rows of their own. */
+export function ownRow(g: GroupRecord): Omit<GroupRecord, "deployments"> {
+  const { deployments: _, ...own } = g;
+  return own;
 }
 
 function sameRecords(a: GroupRecord, b: GroupRecord): boolean {

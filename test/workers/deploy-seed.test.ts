@@ -3,13 +3,13 @@ import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, inject, it, vi } from "vitest";
 import { FleetRegistry } from "../../durable-objects/fleet-registry.ts";
 import { parseConfig } from "../../src/config/load.ts";
-import type { GroupRecord } from "../../src/fleet/registry.ts";
 import { REGISTRY_NAME } from "../../src/fleet/registry-name.ts";
 import { fnv1a64 } from "../../src/fnv64.ts";
 import { shardObjectName } from "../../src/sharding/partition.ts";
 import { UPSTREAM_MODEL } from "../support/test-config.ts";
 import { admin, ok } from "./admin.ts";
 import { chat, EVENTUALLY, status } from "./gateway.ts";
+import { storeAsBefore, storedGroup } from "./stored-fleet.ts";
 
 /**
  * Deploys that bring the same modelGroups, or none: what the operator did through the admin API
@@ -78,13 +78,13 @@ describe("an upgrade that brings the same modelGroups", () => {
     // As the release before stored them: without the settings this one added (streamKeepAliveMs, a deployment's schedulingPolicy).
     await runInDurableObject(registry(), (_o, state) => {
       const sql = state.storage.sql;
-      const g = JSON.parse(sql.exec<{ record: string }>("SELECT record FROM groups WHERE name = 'durable'").one().record) as GroupRecord;
+      const g = storedGroup(sql, "durable");
       const { streamKeepAliveMs: _, ...older } = g.settings;
       const deployments = g.deployments.map((d) => {
         const { schedulingPolicy: _p, ...spec } = d.spec;
         return { ...d, spec };
       });
-      sql.exec("UPDATE groups SET record = ? WHERE name = 'durable'", JSON.stringify({ ...g, settings: older, deployments }));
+      storeAsBefore(sql, { ...g, settings: older, deployments });
     });
     await evictDurableObject(registry());
 

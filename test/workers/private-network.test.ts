@@ -5,12 +5,12 @@ import { afterEach, describe, expect, it, vi } from "vitest";
 import { DeploymentSchema, type GatewayConfigInput } from "../../src/config/schema.ts";
 import type { DeploymentRow, FleetStatus } from "../../src/fleet/admin-api.ts";
 import { REGISTRY_NAME } from "../../src/fleet/registry-name.ts";
-import type { GroupRecord } from "../../src/fleet/registry.ts";
 import { UPSTREAM_MODEL } from "../support/test-config.ts";
 import { VPC_HOST } from "../support/vpc-stand-in.ts";
 import worker from "../../workers/gateway/index.ts";
 import { admin, ok } from "./admin.ts";
 import { chat, EVENTUALLY, expectIdle, firstRouteCall, gateway, groupConfig, routeCall, sseEvents, status } from "./gateway.ts";
+import { storeAsBefore, storedGroup } from "./stored-fleet.ts";
 
 /**
  * GPU servers in a private network, reached through a Workers VPC binding with Cloudflare Access
@@ -132,10 +132,10 @@ describe("a server in the private network registering itself", () => {
     const registry = env.FLEET.getByName(REGISTRY_NAME);
     await runInDurableObject(registry, (_o, state) => {
       const sql = state.storage.sql;
-      const g = JSON.parse(sql.exec<{ record: string }>("SELECT record FROM groups WHERE name = 'vpc-left-out'").one().record) as GroupRecord;
+      const g = storedGroup(sql, "vpc-left-out");
       const spec = { ...DeploymentSchema.parse({ baseUrl: `http://${VPC_HOST}`, model: UPSTREAM_MODEL, binding: "GPU_VPC", headersFromEnv: access }), id: "gpu-left-out" };
       g.deployments.push({ spec, state: "active", source: "heartbeat", expiresAt: Date.now() + 600_000, removeAt: null, ttlMs: 30_000 });
-      sql.exec("UPDATE groups SET record = ? WHERE name = 'vpc-left-out'", JSON.stringify(g));
+      storeAsBefore(sql, g);
       sql.exec("INSERT OR REPLACE INTO meta (k, v) VALUES ('bindingRule', '1')");
     });
     await evictDurableObject(registry);
@@ -152,10 +152,10 @@ describe("a server in the private network registering itself", () => {
     await runInDurableObject(registry, (_o, state) => {
       const sql = state.storage.sql;
       for (const [group, id] of [["vpc-upgraded", "gpu-old-cfg"], ["vpc-upgraded-api", "gpu-old-api"]] as const) {
-        const g = JSON.parse(sql.exec<{ record: string }>("SELECT record FROM groups WHERE name = ?", group).one().record) as GroupRecord;
+        const g = storedGroup(sql, group);
         const spec = { ...DeploymentSchema.parse({ baseUrl: `http://${VPC_HOST}`, model: UPSTREAM_MODEL, binding: "GPU_VPC", headersFromEnv: access }), id };
         g.deployments.push({ spec, state: "active", source: "heartbeat", expiresAt: Date.now() + 600_000, removeAt: null, ttlMs: 30_000 });
-        sql.exec("UPDATE groups SET record = ? WHERE name = ?", JSON.stringify(g), group);
+        storeAsBefore(sql, g);
       }
       sql.exec("DELETE FROM meta WHERE k = 'bindingRule'");
       // The upgrade's deploy brings other modelGroups too: the config's seed is taken again.

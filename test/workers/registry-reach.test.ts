@@ -7,6 +7,7 @@ import { REGISTRY_NAME } from "../../src/fleet/registry-name.ts";
 import { UPSTREAM_MODEL } from "../support/test-config.ts";
 import { admin, ok, refused } from "./admin.ts";
 import { EVENTUALLY } from "./gateway.ts";
+import { storeAsBefore, storedGroup } from "./stored-fleet.ts";
 
 /**
  * A deployment the Worker can no longer reach as it says (a deploy took away a secret it names)
@@ -22,11 +23,9 @@ const beat = (json: unknown) => admin("/admin/v1/heartbeats", { method: "POST", 
 /** Rewrites the group's stored record as `edit` says, then restarts the registry (as a deploy does), which loads it. */
 async function restartedWith(group: string, edit: (g: GroupRecord) => void): Promise<void> {
   await runInDurableObject(registry(), (_o, state) => {
-    const [stored] = state.storage.sql.exec<{ record: string }>("SELECT record FROM groups WHERE name = ?", group).toArray();
-    if (!stored) throw new Error(`no stored group ${group}`);
-    const g = JSON.parse(stored.record) as GroupRecord;
+    const g = storedGroup(state.storage.sql, group);
     edit(g);
-    state.storage.sql.exec("UPDATE groups SET record = ? WHERE name = ?", JSON.stringify(g), group);
+    storeAsBefore(state.storage.sql, g);
   });
   await evictDurableObject(registry());
 }

@@ -2,10 +2,10 @@ import { evictDurableObject, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, inject, it, vi } from "vitest";
 import type { FleetStatus, GroupRow } from "../../src/fleet/admin-api.ts";
-import type { GroupRecord } from "../../src/fleet/registry.ts";
 import { REGISTRY_NAME } from "../../src/fleet/registry-name.ts";
 import { UPSTREAM_MODEL } from "../support/test-config.ts";
 import { admin, ok } from "./admin.ts";
+import { storeAsBefore, storedGroup } from "./stored-fleet.ts";
 
 /**
  * A deploy whose modelGroups clash with a group the admin API added since the last one. The
@@ -41,11 +41,11 @@ describe("a deploy giving a group an alias an admin-added group holds", () => {
     await ok(admin("/admin/v1/groups/seed-claim", { method: "PATCH", json: { aliases: [] } }));
     await ok(admin("/admin/v1/groups", { method: "POST", json: { name: "seed-holder", aliases: ["seed-claimed"], deployments: [{ id: "ops", baseUrl: fleet[1], model: UPSTREAM_MODEL }] } }), 201);
     const events = await deployed((sql) => {
-      const g = JSON.parse(sql.exec<{ record: string }>("SELECT record FROM groups WHERE name = 'seed-claim'").one().record) as GroupRecord;
+      const g = storedGroup(sql, "seed-claim");
       const [only] = g.deployments;
       if (!only) throw new Error("seed-claim has no deployment");
       g.deployments = [{ ...only, spec: { ...only.spec, id: "old", baseUrl: fleet[2] as string } }];
-      sql.exec("UPDATE groups SET record = ? WHERE name = 'seed-claim'", JSON.stringify(g));
+      storeAsBefore(sql, g);
     });
 
     // The new config's server, not the last deploy's.

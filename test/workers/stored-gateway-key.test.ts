@@ -11,6 +11,7 @@ import type { Env } from "../../workers/env.ts";
 import { admin, ok } from "./admin.ts";
 import { EVENTUALLY, status } from "./gateway.ts";
 import { tenants } from "./tenants.ts";
+import { storeAsBefore, storedGroup } from "./stored-fleet.ts";
 
 /**
  * A deployment the fleet registry stored before it refused the gateway's own keys (a heartbeat
@@ -35,10 +36,10 @@ async function storedBeside(group: string, id: string, apiKeyEnv: string, ttlMs:
   await ok(admin("/admin/v1/groups", { method: "POST", json: { name: group, strategy: "round-robin", deployments: [{ id: "good", baseUrl: fleet[0], model: UPSTREAM_MODEL }] } }), 201);
   const registry = env.FLEET.getByName(REGISTRY_NAME);
   await runInDurableObject(registry, (_o, state) => {
-    const g = JSON.parse(state.storage.sql.exec<{ record: string }>("SELECT record FROM groups WHERE name = ?", group).one().record) as GroupRecord;
+    const g = storedGroup(state.storage.sql, group);
     const spec = { ...(g.deployments[0] as GroupRecord["deployments"][number]).spec, id, baseUrl: fleet[1] as string, apiKeyEnv };
     g.deployments.push({ spec, state: "active", source: "heartbeat", expiresAt: Date.now() + 600_000, removeAt: null, ttlMs });
-    state.storage.sql.exec("UPDATE groups SET record = ? WHERE name = ?", JSON.stringify(g), group);
+    storeAsBefore(state.storage.sql, g);
   });
   const logged = vi.spyOn(console, "log");
   await evictDurableObject(registry);

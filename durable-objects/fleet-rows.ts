@@ -1,0 +1,178 @@
+import { ownRow, type DeploymentRecord, type GroupRecord, type Writes } from "../src/fleet/registry.ts";
+import { ORDER_GAP, positionsToWrite } from "../src/fleet/stored-order.ts";
+
+/**
+ * The fleet registry's SQLite tables: a group's own row (its settings and the rest of its record
+ * but its deployments) and one row per deployment, each at its position in its list. A heartbeat
+ * renewing a server writes that server's row alone: a group of a thousand self-registering
+ * servers is no longer a row of hundreds of KB rewritten at each of their heartbeats.
+ *
+ * Releases before stored each group whole, deployments included, as one row of `groups`. This
+ * one takes those rows when it first starts and leaves them there, never writing that table, so a
+ * rollback finds the fleet as it then was rather than groups without deployments; triggers note
+ * each group a release before writes there, and the next start of this one takes those groups
+ * from it again (a group it removed goes).
+ */
+export class FleetRows {
+  private readonly storage: DurableObjectStorage;
+  private readonly sql: SqlStorage;
+  /** The positions stored: of each group, and of each group's deployments. */
+  private readonly groupAt = new Map<string, number>();
+  private readonly deploymentAt = new Map<string, Map<string, number>>();
+  /** The revision and seed hash stored: a write that changes neither writes no meta row. */
+  private rev: number;
+  private seedHash: string | null;
+
+  constructor(storage: DurableObjectStorage, stored: { rev: number; seedHash: string | null }) {
+    this.storage = storage;
+    this.sql = storage.sql;
+    this.rev = stored.rev;
+    this.seedHash = stored.seedHash;
+  }
+
+  /** The groups stored, in their order, each with its deployments in theirs, once those a release before wrote are taken. */
+  load(): GroupRecord[] {
+    return this.storage.transactionSync(() => {
+      for (const statement of TABLES) this.sql.exec(statement);
+      // The first start of this layout: every group a release before stored is to be taken.
+      if (this.sql.exec("SELECT 1 FROM meta WHERE k = ?", LAYOUT).toArray().length === 0) {
+        this.sql.exec("INSERT OR IGNORE INTO groups_written (name) SELECT name FROM groups ORDER BY pos");
+        this.sql.exec("INSERT INTO meta (k, v) VALUES (?, 'rows')", LAYOUT);
+      }
+      this.takeWritten();
+      const listed = new Map<string, DeploymentRecord[]>();
+      for (const r of this.sql.exec<{ grp: string; id: string; record: string; pos: number }>("SELECT grp, id, record, pos FROM fleet_deployments ORDER BY grp, pos")) {
+        const list = listed.get(r.grp) ?? [];
+        list.push(JSON.parse(r.record) as DeploymentRecord);
+        listed.set(r.grp, list);
+        this.positions(r.grp).set(r.id, r.pos);
+      }
+      return this.sql
+        .exec<{ name: string; record: string; pos: number }>("SELECT name, record, pos FROM fleet_groups ORDER BY pos")
+        .toArray()
+        .map((r) => {
+          this.groupAt.set(r.name, r.pos);
+          return { ...(JSON.parse(r.record) as Omit<GroupRecord, "deployments">), deployments: listed.get(r.name) ?? [] };
+        });
+    });
+  }
+
+  /**
+   * Each group a release before wrote in `groups` (in the order it was written down), as it left
+   * it there: stored in this layout, at its place when it had one, else after the others; one it
+   * removed goes.
+   */
+  private takeWritten(): void {
+    const names = this.sql.exec<{ name: string }>("SELECT name FROM groups_written ORDER BY rowid").toArray();
+    if (names.length === 0) return;
+    let last = this.sql.exec<{ pos: number | null }>("SELECT max(pos) AS pos FROM fleet_groups").one().pos;
+    for (const { name } of names) {
+      const [row] = this.sql.exec<{ record: string }>("SELECT record FROM groups WHERE name = ?", name).toArray();
+      this.sql.exec("DELETE FROM fleet_deployments WHERE grp = ?", name);
+      if (!row) {
+        this.sql.exec("DELETE FROM fleet_groups WHERE name = ?", name);
+        continue;
+      }
+      const g = JSON.parse(row.record) as GroupRecord;
+      const [had] = this.sql.exec<{ pos: number }>("SELECT pos FROM fleet_groups WHERE name = ?", name).toArray();
+      const pos = had?.pos ?? (last = last === null ? 0 : last + ORDER_GAP);
+      this.sql.exec("INSERT INTO fleet_groups (name, record, pos) VALUES (?, ?, ?) ON CONFLICT (name) DO UPDATE SET record = excluded.record", name, JSON.stringify(ownRow(g)), pos);
+      for (const [i, d] of g.deployments.entries()) this.sql.exec("INSERT INTO fleet_deployments (grp, id, record, pos) VALUES (?, ?, ?, ?)", name, d.spec.id, JSON.stringify(d), i * ORDER_GAP);
+    }
+    this.sql.exec("DELETE FROM groups_written");
+  }
+
+  /**
+   * Writes what `w` says changed, in one transaction: the meta rows when they changed, each group's
+   * own row and deployment rows that changed or moved, and the rows of what went. `names`: the
+   * groups in their order.
+   */
+  write(w: Writes, names: readonly string[]): void {
+    try {
+      this.storage.transactionSync(() => this.writeRows(w, names));
+    } catch (e) {
+      // Nothing of it was stored: the positions held are to be those that were.
+      this.readPositions();
+      throw e;
+    }
+    this.rev = w.rev;
+    if (w.seedHash !== null) this.seedHash = w.seedHash;
+  }
+
+  private writeRows(w: Writes, names: readonly string[]): void {
+    if (w.rev !== this.rev) this.sql.exec("INSERT INTO meta (k, v) VALUES ('rev', ?) ON CONFLICT (k) DO UPDATE SET v = excluded.v", String(w.rev));
+    if (w.seedHash !== null && w.seedHash !== this.seedHash) this.sql.exec("INSERT INTO meta (k, v) VALUES ('seed', ?) ON CONFLICT (k) DO UPDATE SET v = excluded.v", w.seedHash);
+    for (const n of w.deleted) {
+      this.sql.exec("DELETE FROM fleet_groups WHERE name = ?", n);
+      this.sql.exec("DELETE FROM fleet_deployments WHERE grp = ?", n);
+      this.groupAt.delete(n);
+      this.deploymentAt.delete(n);
+    }
+    for (const g of w.put) this.writeDeployments(g, w.rows.get(g.settings.name)?.deployments ?? new Set());
+    const moved = positionsToWrite(names, this.groupAt);
+    for (const g of w.put) {
+      const name = g.settings.name;
+      if (!(w.rows.get(name)?.own ?? false)) continue;
+      const pos = moved.get(name) ?? (this.groupAt.get(name) as number);
+      this.sql.exec("INSERT INTO fleet_groups (name, record, pos) VALUES (?, ?, ?) ON CONFLICT (name) DO UPDATE SET record = excluded.record, pos = excluded.pos", name, JSON.stringify(ownRow(g)), pos);
+      this.groupAt.set(name, pos);
+      moved.delete(name);
+    }
+    for (const [name, pos] of moved) {
+      this.sql.exec("UPDATE fleet_groups SET pos = ? WHERE name = ?", pos, name);
+      this.groupAt.set(name, pos);
+    }
+  }
+
+  private readPositions(): void {
+    this.groupAt.clear();
+    this.deploymentAt.clear();
+    for (const r of this.sql.exec<{ name: string; pos: number }>("SELECT name, pos FROM fleet_groups")) this.groupAt.set(r.name, r.pos);
+    for (const r of this.sql.exec<{ grp: string; id: string; pos: number }>("SELECT grp, id, pos FROM fleet_deployments")) this.positions(r.grp).set(r.id, r.pos);
+  }
+
+  /** Of one group's deployments: the rows of those whose record changed or whose place moved, and of those gone. */
+  private writeDeployments(g: GroupRecord, changed: ReadonlySet<string>): void {
+    const name = g.settings.name;
+    const at = this.positions(name);
+    const ids = g.deployments.map((d) => d.spec.id);
+    const listed = new Set(ids);
+    for (const id of [...at.keys()]) {
+      if (listed.has(id)) continue;
+      this.sql.exec("DELETE FROM fleet_deployments WHERE grp = ? AND id = ?", name, id);
+      at.delete(id);
+    }
+    const moved = positionsToWrite(ids, at);
+    for (const d of g.deployments) {
+      const id = d.spec.id;
+      const pos = moved.get(id);
+      if (changed.has(id) || !at.has(id)) {
+        this.sql.exec("INSERT INTO fleet_deployments (grp, id, record, pos) VALUES (?, ?, ?, ?) ON CONFLICT (grp, id) DO UPDATE SET record = excluded.record, pos = excluded.pos", name, id, JSON.stringify(d), pos ?? (at.get(id) as number));
+      } else if (pos !== undefined) {
+        this.sql.exec("UPDATE fleet_deployments SET pos = ? WHERE grp = ? AND id = ?", pos, name, id);
+      }
+      if (pos !== undefined) at.set(id, pos);
+    }
+  }
+
+  private positions(group: string): Map<string, number> {
+    let at = this.deploymentAt.get(group);
+    if (!at) this.deploymentAt.set(group, (at = new Map()));
+    return at;
+  }
+}
+
+/** The meta row saying the fleet is stored in this layout (FleetRows), its groups taken from `groups` once. */
+const LAYOUT = "layout";
+
+const TABLES = [
+  // The releases before's: read, never written by this one.
+  "CREATE TABLE IF NOT EXISTS groups (name TEXT PRIMARY KEY, record TEXT NOT NULL, pos INTEGER NOT NULL)",
+  "CREATE TABLE IF NOT EXISTS fleet_groups (name TEXT PRIMARY KEY, record TEXT NOT NULL, pos INTEGER NOT NULL) WITHOUT ROWID",
+  "CREATE TABLE IF NOT EXISTS fleet_deployments (grp TEXT NOT NULL, id TEXT NOT NULL, record TEXT NOT NULL, pos INTEGER NOT NULL, PRIMARY KEY (grp, id)) WITHOUT ROWID",
+  // The groups a release before wrote in `groups` since this one last took them (a rollback, then a deploy forward again).
+  "CREATE TABLE IF NOT EXISTS groups_written (name TEXT PRIMARY KEY)",
+  "CREATE TRIGGER IF NOT EXISTS groups_inserted AFTER INSERT ON groups BEGIN INSERT OR IGNORE INTO groups_written (name) VALUES (NEW.name); END",
+  "CREATE TRIGGER IF NOT EXISTS groups_updated AFTER UPDATE ON groups BEGIN INSERT OR IGNORE INTO groups_written (name) VALUES (OLD.name); INSERT OR IGNORE INTO groups_written (name) VALUES (NEW.name); END",
+  "CREATE TRIGGER IF NOT EXISTS groups_deleted AFTER DELETE ON groups BEGIN INSERT OR IGNORE INTO groups_written (name) VALUES (OLD.name); END",
+];

@@ -1,0 +1,152 @@
+import { evictDurableObject, runInDurableObject } from "cloudflare:test";
+import { env } from "cloudflare:workers";
+import { describe, expect, inject, it } from "vitest";
+import type { GroupRecord } from "../../src/fleet/registry.ts";
+import { REGISTRY_NAME } from "../../src/fleet/registry-name.ts";
+import { UPSTREAM_MODEL } from "../support/test-config.ts";
+import { admin, ok } from "./admin.ts";
+import { storeAsBefore, storeFleetAsBefore } from "./stored-fleet.ts";
+
+/**
+ * What the fleet registry writes to its SQLite storage, read in the object itself: a server's
+ * heartbeat in a group of hundreds writes that server's row, not the whole group; a restart
+ * loads the fleet as it was, whatever order its changes left it in; and a fleet stored by the
+ * release before (each group one row, its deployments in it) loads as it was and is stored anew,
+ * leaving that release a fleet to find after a rollback.
+ */
+
+const fleet = inject("upstreams").fleetUrls;
+const registry = () => env.FLEET.getByName(REGISTRY_NAME);
+
+/** The rows SQLite wrote and the bytes of the values bound, over the statements that wrote any. */
+interface Written {
+  rows: number;
+  bytes: number;
+}
+
+/** What the registry's statements wrote while `action` (calls through the gateway) ran. */
+async function writtenBy(action: () => Promise<unknown>): Promise<Written> {
+  const seen: { cursor: SqlStorageCursor<Record<string, SqlStorageValue>>; bytes: number }[] = [];
+  let exec: SqlStorage["exec"] | undefined;
+  await runInDurableObject(registry(), (_o, state) => {
+    const sql = state.storage.sql;
+    const original = sql.exec;
+    exec = original;
+    sql.exec = ((query: string, ...bindings: unknown[]) => {
+      const cursor = original.call(sql, query, ...bindings);
+      seen.push({ cursor, bytes: bindings.reduce<number>((n, b) => n + (typeof b === "string" ? b.length : 8), 0) });
+      return cursor;
+    }) as typeof sql.exec;
+  });
+  try {
+    await action();
+  } finally {
+    await runInDurableObject(registry(), (_o, state) => {
+      if (exec) state.storage.sql.exec = exec;
+    });
+  }
+  const writes = seen.filter((s) => s.cursor.rowsWritten > 0);
+  return { rows: writes.reduce((n, s) => n + s.cursor.rowsWritten, 0), bytes: writes.reduce((n, s) => n + s.bytes, 0) };
+}
+
+/** A group of `n` deployments the admin API added, each with a spec of about 150 bytes. */
+async function bigGroup(name: string, n: number): Promise<void> {
+  const deployments = Array.from({ length: n }, (_, i) => ({ id: `gpu-${i}`, baseUrl: `${fleet[0]}/pool-${i}`, model: UPSTREAM_MODEL }));
+  await ok(admin("/admin/v1/groups", { method: "POST", json: { name, deployments } }), 201);
+}
+
+const beat = (group: string, id: string) => ok(admin("/admin/v1/heartbeats", { method: "POST", json: { group, id, baseUrl: fleet[1], model: UPSTREAM_MODEL, ttlSeconds: 600 } }, env.KVGATE_REGISTER_KEY));
+const records = async () => (await registry().records()).groups;
+
+describe("the fleet registry's storage", () => {
+  it("a heartbeat renewing a server of a group of hundreds writes that server's row alone", async () => {
+    await bigGroup("rows-big", 300);
+    await beat("rows-big", "hb-0");
+    const renewal = await writtenBy(() => beat("rows-big", "hb-0"));
+    // The whole group was rewritten (and the fleet's revision, unchanged): 6 rows, 84 KB at 6246caf.
+    expect(renewal.rows).toBe(1);
+    expect(renewal.bytes).toBeLessThan(1024);
+    // A new server's registration, a drain: the group's own row, the server's, the fleet's revision.
+    const registration = await writtenBy(() => beat("rows-big", "hb-1"));
+    expect(registration.rows).toBe(3);
+    expect(registration.bytes).toBeLessThan(4096);
+    const drain = await writtenBy(() => ok(admin("/admin/v1/groups/rows-big/deployments/gpu-7/drain", { method: "POST" })));
+    expect(drain.rows).toBe(3);
+    expect(drain.bytes).toBeLessThan(4096);
+  });
+
+  it("a restart loads each group and its deployments in the order its changes left them", async () => {
+    await bigGroup("rows-order", 6);
+    await beat("rows-order", "hb-a");
+    await ok(admin("/admin/v1/groups/rows-order/deployments/gpu-0", { method: "DELETE" }));
+    await ok(admin("/admin/v1/groups/rows-order/deployments", { method: "POST", json: { id: "late", baseUrl: fleet[2], model: UPSTREAM_MODEL } }), 201);
+    await bigGroup("rows-after", 2);
+    await ok(admin("/admin/v1/groups/rows-order/deployments/gpu-3/disable", { method: "POST" }));
+    // A fleet put back reordered: groups and deployments in other orders, one group gone.
+    const exported = await ok<{ rev: number; modelGroups: { name: string; deployments: unknown[] }[] }>(admin("/admin/v1/fleet"));
+    const order = exported.modelGroups.find((g) => g.name === "rows-order");
+    if (!order) throw new Error("rows-order was not exported");
+    order.deployments = [order.deployments[4], { id: "first", baseUrl: fleet[3], model: UPSTREAM_MODEL }, ...order.deployments.slice(0, 4), ...order.deployments.slice(5)];
+    const groups = exported.modelGroups.filter((g) => g.name !== "rows-after" && g.name !== "rows-order");
+    await ok(admin("/admin/v1/fleet", { method: "PUT", json: { rev: exported.rev, modelGroups: [groups[0], order, ...groups.slice(1)] } }));
+    await bigGroup("rows-last", 1);
+    const before = await records();
+    expect(before.find((g) => g.settings.name === "rows-order")?.deployments.map((d) => d.spec.id)).toEqual(["gpu-5", "first", "gpu-1", "gpu-2", "gpu-3", "gpu-4", "hb-a", "late"]);
+
+    await evictDurableObject(registry());
+    expect(await records()).toEqual(before);
+  });
+
+  it("a fleet the release before stored, each group one row with its deployments, loads as it was and is stored anew", async () => {
+    await bigGroup("rows-old", 5);
+    await beat("rows-old", "hb-old");
+    await ok(admin("/admin/v1/groups/rows-old/deployments/gpu-2/drain", { method: "POST" }));
+    const before = await records();
+    await runInDurableObject(registry(), (_o, state) => storeFleetAsBefore(state.storage.sql, before));
+    await evictDurableObject(registry());
+    expect(await records()).toEqual(before);
+
+    const stored = await runInDurableObject(registry(), (_o, state) => {
+      const sql = state.storage.sql;
+      const own = sql.exec<{ record: string }>("SELECT record FROM fleet_groups").toArray().map((r) => JSON.parse(r.record) as Partial<GroupRecord>);
+      return { groups: own.length, withDeployments: own.filter((g) => g.deployments !== undefined).length, deployments: sql.exec<{ n: number }>("SELECT count(*) AS n FROM fleet_deployments").one().n };
+    });
+    expect(stored).toEqual({ groups: before.length, withDeployments: 0, deployments: before.reduce((n, g) => n + g.deployments.length, 0) });
+    // Stored anew: a renewal writes its row, and the next start loads the same fleet.
+    expect((await writtenBy(() => beat("rows-old", "hb-old"))).rows).toBe(1);
+    const renewed = await records();
+    await evictDurableObject(registry());
+    expect(await records()).toEqual(renewed);
+  });
+
+  it("a rollback to the release before finds the fleet it left, and the groups it changes come forward again", async () => {
+    await bigGroup("rows-back", 2);
+    await bigGroup("rows-kept", 2);
+    const left = await records();
+    await runInDurableObject(registry(), (_o, state) => storeFleetAsBefore(state.storage.sql, left));
+    await evictDurableObject(registry());
+    // This release changes both groups; the release before's table keeps each group whole, as it left it.
+    await ok(admin("/admin/v1/groups/rows-back/deployments/gpu-0/drain", { method: "POST" }));
+    await ok(admin("/admin/v1/groups/rows-kept/deployments/gpu-1", { method: "DELETE" }));
+    const back = await runInDurableObject(registry(), (_o, state) => state.storage.sql.exec<{ record: string }>("SELECT record FROM groups ORDER BY pos").toArray().map((r) => JSON.parse(r.record) as GroupRecord));
+    expect(back).toEqual(left);
+    // Rolled back, the release before removes a deployment of one group, adds a group and removes another; then a deploy forward again.
+    const [again] = left.filter((g) => g.settings.name === "rows-back");
+    if (!again) throw new Error("rows-back was not stored");
+    const doomed = left.find((g) => g.settings.name !== "rows-back" && g.settings.name !== "rows-kept")?.settings.name as string;
+    await runInDurableObject(registry(), (_o, state) => {
+      const sql = state.storage.sql;
+      storeAsBefore(sql, { ...again, deployments: again.deployments.slice(1) });
+      storeAsBefore(sql, { ...again, settings: { ...again.settings, name: "rows-new" } });
+      sql.exec("DELETE FROM groups WHERE name = ?", doomed);
+    });
+    await evictDurableObject(registry());
+    const forward = await records();
+    const names = forward.map((g) => g.settings.name);
+    expect(names).not.toContain(doomed);
+    expect(names.slice(-1)).toEqual(["rows-new"]);
+    expect(forward.find((g) => g.settings.name === "rows-back")?.deployments.map((d) => [d.spec.id, d.state])).toEqual([["gpu-1", "active"]]);
+    // A group the release before left alone is as this release had it.
+    expect(forward.find((g) => g.settings.name === "rows-kept")?.deployments.map((d) => d.spec.id)).toEqual(["gpu-0"]);
+  });
+});
