@@ -81,13 +81,34 @@ export function classifyStatus(status: number, hasBody: boolean, said: UpstreamE
   if (status === 401) return { kind: "backend-failure", why: "credentials" };
   // A 403 is what a proxy in front of the engine answers: a WAF rule on the request's body, an
   // ext_authz deny, Cloudflare Access without its service token. A proxy refusing what the request
-  // holds refuses it on every backend behind it alike (workers/gateway/held-failure.ts).
-  if (status === 403) return { kind: "backend-failure", why: "refused" };
+  // holds refuses it on every backend behind it alike (workers/gateway/held-failure.ts). So is any
+  // other 4xx that is a proxy's page, not an API's error (isPage): nginx's 400 for plain HTTP sent
+  // to its HTTPS port or for a client certificate not sent (mTLS), a static site's 405 at a wrong
+  // baseUrl, a 421. No request causes those; a proxy's limit on the request (nginx's 413) does, on
+  // every backend alike.
+  if (status === 403 || (status >= 400 && status < 500 && status !== 408 && isPage(said, contentType))) return { kind: "backend-failure", why: "refused" };
   if (status >= 300 && status < 400) return { kind: "backend-failure", why: "redirect" };
   if (status === 204 || status === 205) return { kind: "backend-failure", why: "no-content" };
   // 408: the server gave up waiting for the request — the network or the server, not the prompt.
   if (status >= 400 && status !== 408) return { kind: "rejected" };
   return { kind: "backend-failure", why: "status" };
+}
+
+/**
+ * What an error body's media type says it is, when it is an API's: JSON (application/json,
+ * application/problem+json).
+ */
+const JSON_TYPE = /json/i;
+
+/**
+ * An error that is a page, not an API's: its body held no JSON error (`said`) and its type says it
+ * is no JSON (text/html, text/plain). The engines state a request's fault in JSON, whatever the
+ * status (vLLM, SGLang, llama.cpp, TGI, Ollama; FastAPI's {"detail": …}); a web server or a proxy
+ * in front of them answers its own refusals with a page. One of unknown type (none said, as a
+ * realtime handshake's refusal and a stream's error event are judged) is taken as the engine's.
+ */
+function isPage(said: UpstreamErrorBody | null, contentType: string | null): boolean {
+  return said === null && contentType !== null && !JSON_TYPE.test(contentType);
 }
 
 /** A failure that is no success: what a stream's error event (streamErrorAnswer) is judged as. */
@@ -157,7 +178,8 @@ function saysModelUnknown(said: UpstreamErrorBody | null): boolean {
  * and cut; `unavailable`: a 503 saying the server's state (a model loading, a full queue);
  * `server-error`: any other 5xx; `rate-limited`: a 429; `credentials`: a 401 (the engine refused
  * the gateway's key) or a 403 (a proxy in front of it refused the request: a WAF rule, an ext_authz
- * deny, an Access token missing or wrong); `not-served`: the model or endpoint not served;
+ * deny, an Access token missing or wrong), or another 4xx that is a proxy's page (a client
+ * certificate not sent, plain HTTP to its HTTPS port); `not-served`: the model or endpoint not served;
  * `bad-answer`: what no OpenAI-compatible server sends.
  */
 export const FAILURE_KINDS = ["connect", "timeout", "stalled", "broken-off", "unavailable", "server-error", "rate-limited", "credentials", "not-served", "bad-answer"] as const;
@@ -177,8 +199,8 @@ export const FAILURE_CAUSE: FailoverCause = "5xx";
  * A failure no request can cause: the backend's however the request is made (src/upstream/retry.ts
  * isServerSide). An endpoint not served is not: which endpoint is the client's choice, and a
  * group whose engines all lack it answers it alike on every backend (workers/gateway/held-failure.ts).
- * Nor is a proxy's 403: a firewall in front of the engines refuses a prompt by its text on every
- * backend alike. An engine's 401 is: its key is the gateway's, whatever the request holds.
+ * Nor is a proxy's refusal (a 403, another 4xx page): a firewall in front of the engines refuses a
+ * prompt by its text on every backend alike. An engine's 401 is: its key is the gateway's, whatever the request holds.
  */
 export function isBackendsOwn(why: BackendFailure): boolean {
   return why !== "server-error" && why !== "status" && why !== "no-endpoint" && why !== "refused";
@@ -213,8 +235,8 @@ export function backendAsSeen(backend: { id: string }, group: { name: string }, 
  * The error the client gets for an answer that was not a success. Only JSON an upstream sent in
  * OpenAI style reaches the client (bounded by parseUpstreamError); HTML, tracebacks and other
  * text are replaced by a message naming the backend (`backend`: as backendAsSeen names it).
- * `retryAfter`: the upstream's header, passed on with a 429 or 503. A proxy's 403 the client meets
- * only when no backend of its group served the request, so it was the request's (held-failure.ts):
+ * `retryAfter`: the upstream's header, passed on with a 429 or 503. A proxy's refusal (a 403, or
+ * another 4xx page) the client meets only when no backend of its group served the request, so it was the request's (held-failure.ts):
  * its status, which trying again does not change (`x-should-retry: false`). An engine's 401 is a
  * 502 as any backend's failure is, which the SDKs retry (another backend may hold the right key).
  */
@@ -237,8 +259,14 @@ export function clientError(status: number, answer: NoSuccess, upstream: Upstrea
     case "backend-failure": {
       // What the upstream said about the gateway's key, or a proxy about the request, is no business of the client's.
       if (answer.why === "refused") {
-        const why = "a proxy in front of its server refused what the request holds, or the gateway's access token";
-        return new GatewayError(status, "upstream_error", `${backend} ${WHY.refused} (HTTP ${status}): ${why}`, "upstream_auth_error", null, { [SHOULD_RETRY]: "false" });
+        // A 403 may be an Access token missing; another status's page, the way the gateway reaches
+        // the engine (its scheme, its client certificate) or a limit of the proxy's on the request.
+        // Its code is the one any upstream's rejection has.
+        const [why, code] =
+          status === 403
+            ? ["a proxy in front of its server refused what the request holds, or the gateway's access token", "upstream_auth_error"]
+            : ["a proxy in front of its server answered with a page of its own, refusing what the request holds or the way the gateway reaches the server", "upstream_rejected"];
+        return new GatewayError(status, "upstream_error", `${backend} ${WHY.refused} (HTTP ${status}): ${why}`, code, null, { [SHOULD_RETRY]: "false" });
       }
       const credentials = answer.why === "credentials";
       const detail = said && !credentials ? `: ${said}` : "";

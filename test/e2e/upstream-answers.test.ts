@@ -15,6 +15,11 @@ let gw: TestGateway;
 const hostile = (behaviour: string, id = behaviour.replace(/:.*/, "")) => ({ id, baseUrl: `${upstream.url}/${behaviour}`, model: "hostile-7b" });
 const single = (name: string, behaviour: string, extra: Record<string, unknown> = {}) => ({ name, failover: { maxAttempts: 1 }, deployments: [hostile(behaviour)], ...extra });
 
+/** nginx's 4xx pages a proxy in front of an engine answers with (test/support/hostile-upstream.ts html-400). */
+const PROXY_PAGES = ["plain-http", "no-cert", "not-allowed", "misdirected"] as const;
+/** Two failures in a row open a breaker, and nothing closes it during the file. */
+const PAGE_BREAKER = { consecutiveFailures: 2, openMs: 60_000, probeIntervalMs: 60_000 };
+
 beforeAll(async () => {
   upstream = await startHostileUpstream();
   gw = await startTestGateway({
@@ -45,6 +50,12 @@ beforeAll(async () => {
       single("html-200", "html-200"),
       { name: "html-or-ok", strategy: "round-robin", breaker: { consecutiveFailures: 1000, minRequests: 1000 }, deployments: [hostile("html-200"), hostile("ok")] },
       { name: "deflate-or-ok", strategy: "round-robin", breaker: { consecutiveFailures: 1000, minRequests: 1000 }, deployments: [hostile("encoded:deflate"), hostile("ok")] },
+      // A proxy's own 4xx page on one backend (review s63 finding 2), an engine's JSON 4xx beside a
+      // healthy one, the same page from every backend, and a group of one.
+      ...PROXY_PAGES.map((page) => ({ name: `page-${page}-or-ok`, strategy: "round-robin" as const, breaker: PAGE_BREAKER, deployments: [hostile(`html-400:${page}`, "page"), hostile("ok")] })),
+      ...["context-exceeded", "validation-400"].map((engine) => ({ name: `${engine}-or-ok`, strategy: "round-robin" as const, breaker: PAGE_BREAKER, deployments: [hostile(engine), hostile("ok")] })),
+      { name: "page-twice", strategy: "round-robin", breaker: PAGE_BREAKER, deployments: [hostile("html-400", "page-a"), hostile("html-400", "page-b")] },
+      { name: "page-alone", breaker: PAGE_BREAKER, deployments: [hostile("html-400", "page")] },
     ],
   });
 });
@@ -237,6 +248,82 @@ describe("what the client reads of an upstream's error", () => {
     expect([err.code, err.headers?.get("retry-after"), err.headers?.get("x-should-retry")]).toEqual(["upstream_rate_limited", "300", "false"]);
     expect(calls).toBe(1);
     expect(upstream.stats("rate-limited").requests).toBe(1);
+  });
+});
+
+describe("a 4xx that is a page, not an API's error (review s63 finding 2)", () => {
+  const client = () => new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: gw.key, maxRetries: 0 });
+  const messages = [{ role: "user" as const, content: "hello" }];
+  /** `n` chat calls through the official SDK: each one's status, backend and attempts, or its error's status, code and x-should-retry. */
+  async function calls(model: string, n: number): Promise<unknown[]> {
+    const seen: unknown[] = [];
+    for (let i = 0; i < n; i++) {
+      try {
+        const { response } = await client().chat.completions.create({ model, messages }).withResponse();
+        seen.push([response.status, response.headers.get("x-kvgate-backend"), response.headers.get("x-kvgate-attempts")]);
+      } catch (e) {
+        seen.push(e instanceof OpenAI.APIError ? [e.status, e.code, e.headers?.get("x-should-retry") ?? null] : String(e));
+      }
+    }
+    return seen;
+  }
+  const backends = async (group: string) => (await gw.status(group)).backends.map((b) => [b.id, b.failed, b.breaker.state]);
+
+  it.each(PROXY_PAGES)("a proxy's %s page on one backend is that backend's own: every request is served by the other, and its breaker opens", async (page) => {
+    const group = `page-${page}-or-ok`;
+    const seen = (await calls(group, 4)) as unknown[][];
+    // Round-robin: two of them meet the page first and go on (a failover leaves the turn to the
+    // page), and its breaker is open for the others.
+    expect(seen).toEqual(seen.map((s) => [200, "ok", s[2] === "2" ? "2" : "1"]));
+    expect(seen.filter((s) => s[2] === "2")).toHaveLength(2);
+    await vi.waitFor(async () => expect(await backends(group)).toEqual([
+      ["page", 2, "open"],
+      ["ok", 0, "closed"],
+    ]), EVENTUALLY);
+  });
+
+  it.each(["context-exceeded", "validation-400"])("an engine's JSON 400 (%s) beside a healthy backend is the request's: passed on unchanged, never failed over, never charged", async (engine) => {
+    const group = `${engine}-or-ok`;
+    const seen = await calls(group, 4);
+    // Round-robin: every other request meets the engine's 400, which the SDK raises as it is, to retry nothing.
+    expect(seen.filter((s) => (s as unknown[])[0] === 200)).toEqual([
+      [200, "ok", "1"],
+      [200, "ok", "1"],
+    ]);
+    // Its own code (both engines state 400), and nothing that says not to retry: the SDK retries no 400 anyway.
+    expect(seen.filter((s) => (s as unknown[])[0] === 400)).toEqual([
+      [400, 400, null],
+      [400, 400, null],
+    ]);
+    const r = await chat(group);
+    const error = r.status === 400 ? r.error : (await chat(group)).error;
+    expect(error.message).toMatch(engine === "context-exceeded" ? /exceeds the available context size/ : /Stream options can only be defined when `stream=True`/);
+    if (engine === "context-exceeded") expect(error).toMatchObject({ type: "exceed_context_size_error", n_prompt_tokens: 5000, n_ctx: 4096 });
+    await vi.waitFor(async () => expect(await backends(group)).toEqual([
+      [engine, 0, "closed"],
+      ["ok", 0, "closed"],
+    ]), EVENTUALLY);
+  });
+
+  it("the same page from every backend of the group is the request's: the client gets its status, retried by nothing, and no backend is charged", async () => {
+    const seen = await calls("page-twice", 3);
+    expect(seen).toEqual(seen.map(() => [400, "upstream_rejected", "false"]));
+    const r = await chat("page-twice");
+    expect([r.status, r.headers.get("x-kvgate-attempts")]).toEqual([400, "2"]);
+    expect(JSON.stringify(r.error)).not.toMatch(/nginx|<html|HTTPS port/);
+    await vi.waitFor(async () => expect(await backends("page-twice")).toEqual([
+      ["page-a", 0, "closed"],
+      ["page-b", 0, "closed"],
+    ]), EVENTUALLY);
+  });
+
+  it("a group of one's page is the request's too: its status, not charged", async () => {
+    expect(await calls("page-alone", 3)).toEqual([
+      [400, "upstream_rejected", "false"],
+      [400, "upstream_rejected", "false"],
+      [400, "upstream_rejected", "false"],
+    ]);
+    expect(await backends("page-alone")).toEqual([["page", 0, "closed"]]);
   });
 });
 

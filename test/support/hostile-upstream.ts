@@ -39,6 +39,17 @@ export interface HostileUpstream {
   close(): Promise<void>;
 }
 
+/** nginx's 4xx pages (status, heading, text) by the name `html-400` takes as its argument. */
+const NGINX_PAGES: Record<string, [number, string, string]> = {
+  "plain-http": [400, "Bad Request", "The plain HTTP request was sent to HTTPS port"],
+  // ssl_verify_client on, and the gateway sent no client certificate (mTLS in front of the engine).
+  "no-cert": [400, "Bad Request", "No required SSL certificate was sent"],
+  // A baseUrl that leads to a static site or a path nginx serves only by GET.
+  "not-allowed": [405, "Not Allowed", "Not Allowed"],
+  // An HTTP/2 connection reused for a host its certificate does not cover.
+  misdirected: [421, "Misdirected Request", "Misdirected Request"],
+};
+
 type Answer = (req: http.IncomingMessage, res: http.ServerResponse, body: Buffer, arg: string | undefined, s: BehaviourStats) => void;
 
 function chunk(model: string, content: string, finish: string | null = null): string {
@@ -571,6 +582,18 @@ const BEHAVIOURS: Record<string, Answer> = {
   "html-200": (_req, res) => {
     res.writeHead(200, { "content-type": "text/html; charset=utf-8" });
     res.end("<!doctype html><html><head><title>Sign in</title></head><body><form>Sign in to continue</form></body></html>");
+  },
+  /**
+   * nginx's own 4xx page, as a proxy in front of an engine answers every request when the gateway
+   * cannot reach the engine through it as configured, whatever the request holds: `arg` picks which
+   * (NGINX_PAGES), the default a 400 for plain HTTP sent to its HTTPS port (a baseUrl of http://gpu:443).
+   */
+  "html-400": (_req, res, _body, arg) => {
+    const page = NGINX_PAGES[arg ?? "plain-http"];
+    if (!page) throw new Error(`html-400: no nginx page ${arg}`);
+    const [status, title, said] = page;
+    res.writeHead(status, { "content-type": "text/html" });
+    res.end(`<html>\r\n<head><title>${status} ${said}</title></head>\r\n<body>\r\n<center><h1>${status} ${title}</h1></center>\r\n<center>${said}</center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n`);
   },
   /** llama.cpp's answer to a prompt longer than its context: an OpenAI-style error with extra fields. */
   "context-exceeded": (_req, res) => {

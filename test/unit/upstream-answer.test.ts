@@ -56,6 +56,54 @@ describe("a 200's content-type", () => {
   });
 });
 
+describe("a 4xx's body", () => {
+  const page = (status: number, text: string) => classifyStatus(status, true, parseUpstreamError(text), null, "text/html");
+  const refused: Answer = { kind: "backend-failure", why: "refused" };
+
+  it("a proxy's own page (nginx's, no JSON error in it) is its refusal, held for the group's word as a 403 is: no request causes most", () => {
+    const nginx = (status: number, said: string) => `<html>\r\n<head><title>${status} ${said}</title></head>\r\n<body>\r\n<center><h1>${status} ${said}</h1></center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>`;
+    for (const [status, said] of [[400, "The plain HTTP request was sent to HTTPS port"], [400, "No required SSL certificate was sent"], [405, "Not Allowed"], [413, "Request Entity Too Large"], [421, "Misdirected Request"]] as const) {
+      expect([status, page(status, nginx(status, said))]).toEqual([status, refused]);
+    }
+    // Plain text no JSON parser reads is a page too (a proxy's, or a web framework's own).
+    expect(classifyStatus(400, true, parseUpstreamError("Bad Request"), null, "text/plain; charset=utf-8")).toEqual(refused);
+    expect(isBackendsOwn("refused")).toBe(false);
+    expect(failureKind("refused")).toBe("credentials");
+  });
+
+  it("an engine's JSON error is the request's, whatever its type says: vLLM's, SGLang's, llama.cpp's, TGI's, Ollama's and FastAPI's validation errors", () => {
+    for (const body of [
+      '{"object":"error","message":"max_tokens must be at least 1","type":"BadRequestError","param":null,"code":400}',
+      '{"error":{"code":400,"message":"the request exceeds the available context size","type":"exceed_context_size_error","n_prompt_tokens":5000,"n_ctx":4096}}',
+      '{"error":"Input validation error: `inputs` must have less than 4096 tokens","error_type":"validation"}',
+      '{"error":"invalid options"}',
+      '{"detail":[{"loc":["body","messages"],"msg":"Field required","type":"missing"}]}',
+    ]) {
+      for (const type of ["application/json", "application/json; charset=utf-8", "text/html", null]) {
+        expect([body, type, classifyStatus(422, true, parseUpstreamError(body), null, type)]).toEqual([body, type, { kind: "rejected" }]);
+      }
+    }
+  });
+
+  it("one whose type is JSON, or unknown (a realtime handshake's refusal, a stream's error event), is taken as the engine's: the request's", () => {
+    for (const type of ["application/json", "application/problem+json", null]) expect(classifyStatus(400, true, parseUpstreamError("{}"), null, type)).toEqual({ kind: "rejected" });
+    expect(classifyStatus(400, false, null, null, null)).toEqual({ kind: "rejected" });
+  });
+
+  it("401, 404, 408 and 429 keep their own meaning, page or not", () => {
+    expect(page(401, "<html>401 Authorization Required</html>")).toEqual({ kind: "backend-failure", why: "credentials" });
+    expect(page(404, "<html>404 Not Found</html>")).toEqual({ kind: "backend-failure", why: "no-endpoint" });
+    expect(page(408, "<html>408 Request Time-out</html>")).toEqual({ kind: "backend-failure", why: "status" });
+    expect(page(429, "<html>429 Too Many Requests</html>")).toEqual({ kind: "rate-limited" });
+  });
+
+  it("reaches the client, when it was the request's, with its status, the code any upstream rejection has, and nothing of the page; not to be retried", () => {
+    const e = clientError(413, refused, null, backendAsSeen({ id: "gpu-a" }, { name: "g" }, true), null);
+    expect([e.status, e.code, e.headers]).toEqual([413, "upstream_rejected", { "x-should-retry": "false" }]);
+    expect(e.message).toBe("backend gpu-a refused the request (HTTP 413): a proxy in front of its server answered with a page of its own, refusing what the request holds or the way the gateway reaches the server");
+  });
+});
+
 describe("a 404", () => {
   const said = (param: string | null) => parseUpstreamError(JSON.stringify({ error: { message: "not found", type: "invalid_request_error", param, code: 404 } }));
 

@@ -27,7 +27,8 @@ interface Held {
  * proxy (a 502 page, a timeout) says nothing of the path, and counted, would let any client charge
  * the healthy backends that lack it while one is sick.
  *
- * A proxy's refusal (a 403) is held apart alike: a firewall or an ingress in front of the engines (a
+ * A proxy's refusal (a 403, or another 4xx that is its own page: src/upstream/answer.ts) is held
+ * apart alike: a firewall or an ingress in front of the engines (a
  * WAF rule, ModSecurity, an ext_authz policy) refuses a request by what it holds, on every backend
  * behind it, and charged, one client's prompt would open every breaker of the group. A backend of the
  * group that answers shows the request passes: each refusal was its backend's own (its Access token
