@@ -1,5 +1,5 @@
 import type { TokenUsage } from "../routing/protocol.ts";
-import { usageOf } from "../stream/usage.ts";
+import { usageOf, type Usage } from "../stream/usage.ts";
 import { eventType, outputEvent, type OutputEvent } from "./event-type.ts";
 
 /**
@@ -7,7 +7,8 @@ import { eventType, outputEvent, type OutputEvent } from "./event-type.ts";
  * output's usage (event-type.ts outputEvent: a `response.done` its response's, in input, output and
  * cached input tokens; vLLM's `transcription.done` and OpenAI's
  * `conversation.item.input_audio_transcription.completed` their transcription's), summed over the
- * session's life. Read for a virtual key that counts tokens (its budget, token limit or usage
+ * session's life; an end that reports no output tokens is charged its output's deltas, a token each
+ * (chargedAtEnd). Read for a virtual key that counts tokens (its budget, token limit or usage
  * records), and charged as it comes (workers/gateway/realtime.ts), the rest with the session's end.
  */
 export class RealtimeUsage {
@@ -29,8 +30,8 @@ export class RealtimeUsage {
   private openResponses = 0;
 
   /**
-   * One message from the backend (a text frame); when it reported usage, all reported so far (a
-   * copy). Most of a session's messages are deltas: only each one's head and end are searched for
+   * One message from the backend (a text frame); when it ended an output that is charged something,
+   * all charged so far (a copy). Most of a session's messages are deltas: only each one's head and end are searched for
    * its type (event-type.ts eventType), and only an output's end is parsed.
    */
   take(message: string): TokenUsage | null {
@@ -49,34 +50,33 @@ export class RealtimeUsage {
 
   /**
    * An output's end: that output is over, whatever it reported (its deltas are no longer one left);
-   * its usage added to the sum, and all reported so far (null when it reported none, or the message
-   * is not the event its type as found named).
+   * what it is charged added to the sum, and all charged so far (null when it is charged nothing:
+   * no usage and no deltas, or the message is not the event its type as found named).
    */
   private done(message: string, output: OutputEvent): TokenUsage | null {
-    let event: { type?: unknown; usage?: unknown; response?: { usage?: unknown } | null };
+    let event: { type?: unknown; usage?: unknown; response?: { usage?: unknown; status?: unknown } | null };
     try {
       event = JSON.parse(message) as typeof event;
     } catch {
       return null;
     }
     if (outputEvent(typeof event?.type === "string" ? event.type : null) !== output) return null;
-    const deltas = this.unreported[output.of];
+    // A response's own deltas include those sent while none was announced: a backend that announces
+    // no response ends them with its response.done. A transcription's are its text's alone
+    // (vLLM-Omni's audio chunks beside them are reported in its transcription.done).
+    const deltas = this.unreported[output.of] + (output.of === "response" ? this.unreported.unclaimed : 0);
     this.unreported[output.of] = 0;
     this.unreported.unclaimed = 0;
     if (output.of === "response") this.openResponses = Math.max(0, this.openResponses - 1);
-    const reported = output.of === "response" ? event.response?.usage : event.usage;
-    // A transcription's usage may be a duration (OpenAI's `{type: "duration", seconds}`): no tokens to count.
-    const u = typeof reported === "object" && reported !== null ? usageOf(reported) : null;
+    // An output its backend failed (a response.done whose status says so, OpenAI's transcription
+    // `…failed`) is spared its deltas, as a stream its backend broke off is: only what it reported counts.
+    const failed = output.of === "response" ? event.response?.status === "failed" : event.type === TRANSCRIPTION_FAILED;
+    const u = chargedAtEnd(output.of === "response" ? event.response?.usage : event.usage, failed ? 0 : deltas);
     if (!u) return null;
-    // A transcription that sent text and reports no output tokens reported none at all (an early
-    // vLLM's transcription.done says zeros, a TODO): charged as one left, a token a delta. Only
-    // then, not the larger of the two: OpenAI's concurrent transcriptions share one count of
-    // deltas, and one's end would charge the other's deltas, which its own end reports again.
-    const completion = output.of === "transcription" && u.completionTokens === 0 ? deltas : u.completionTokens;
     const s = (this.sum ??= { prompt: 0, completion: 0, cached: 0, cacheReported: false });
     // Bounded as a reported count is: a sum past 2^53 would stop being a whole number.
     s.prompt = Math.min(Number.MAX_SAFE_INTEGER, s.prompt + u.promptTokens);
-    s.completion = Math.min(Number.MAX_SAFE_INTEGER, s.completion + completion);
+    s.completion = Math.min(Number.MAX_SAFE_INTEGER, s.completion + u.completionTokens);
     s.cached = Math.min(s.prompt, s.cached + u.cachedTokens);
     return { ...s };
   }
@@ -105,4 +105,25 @@ export class RealtimeUsage {
     const s = this.sum ?? { prompt: 0, completion: 0, cached: 0, cacheReported: false };
     return { ...s, completion: Math.min(Number.MAX_SAFE_INTEGER, s.completion + unreported) };
   }
+}
+
+/** OpenAI's end of a transcription of the input audio that failed. */
+const TRANSCRIPTION_FAILED = "conversation.item.input_audio_transcription.failed";
+
+/**
+ * What an output whose end reported `reported` (its usage field, as it came) after `deltas` deltas
+ * of its own is charged: the tokens it reported; or, when it reported no output tokens, a token a
+ * delta as completion tokens, as an output left before its end is (RealtimeUsage.totalIfLeft) — an
+ * end that carries no usage (Speaches' response.done says null), a duration (OpenAI's whisper-1
+ * transcription: `{type: "duration", seconds}`) or zeros (an early vLLM's transcription.done, a TODO)
+ * is no free output. Only then, not the larger of the two: OpenAI's concurrent transcriptions share
+ * one count of deltas, and one's end would charge the other's deltas, which its own end reports
+ * again. Null: nothing to charge (no usage, and no deltas: a duration-billed transcription that sent
+ * its text in its end alone stays free).
+ */
+function chargedAtEnd(reported: unknown, deltas: number): Usage | null {
+  const u = typeof reported === "object" && reported !== null ? usageOf(reported) : null;
+  if (u && u.completionTokens > 0) return u;
+  if (!u && deltas === 0) return null;
+  return { promptTokens: u?.promptTokens ?? 0, completionTokens: deltas, cachedTokens: u?.cachedTokens ?? 0, cacheReported: false };
 }

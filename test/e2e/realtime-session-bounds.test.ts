@@ -32,6 +32,8 @@ beforeAll(async () => {
         ...[1001, 1012, 1013].map((code) => ({ name: `streams-broken-${code}`, deployments: [at(`vllm-stream:20:${code}`, `vllm-stream-${code}`)] })),
         // vLLM-Omni's full-duplex server: 14 tokens (10 in, 4 out) reported in each response.done.
         { name: "type-last", deployments: [at("omni-duplex")] },
+        // A server whose response.done carries no usage (Speaches): five text deltas a response.
+        { name: "no-usage", deployments: [at("no-usage")] },
       ],
     },
     { KVGATE_ADMIN_KEY: adminKey },
@@ -174,6 +176,24 @@ describe("a virtual key's tpm, inside an open session", () => {
     await vi.waitFor(async () => expect(await gw.inFlight("type-last")).toBe(0), EVENTUALLY);
     const refused = await connect(wsUrl("?model=type-last"), { headers: { authorization: `Bearer ${key}` } });
     expect(refused.kind === "refused" && [refused.status, refused.body.error.code]).toEqual([429, "rate_limit_exceeded"]);
+  });
+});
+
+describe("a virtual key's session on a backend whose response.done reports no usage (Speaches)", () => {
+  it("is charged each response's deltas, a token each, as a response cut short is: its budget ends the session with 1008", async () => {
+    const { key, usage } = await newKey({ budget_tokens: 8, budget_period: "total" });
+    const s = await open("no-usage", key);
+    await s.event("session.created");
+    // 5 deltas a response: the second reaches the 8, and is served, as a request's is.
+    for (let i = 0; i < 2; i++) {
+      s.ws.send(JSON.stringify({ type: "response.create" }));
+      expect((await s.event("response.done")).response).toMatchObject({ status: "completed", usage: null });
+    }
+    expect(await closedWithin(s, 3000)).toEqual({ code: 1008, reason: expect.stringMatching(/^API key sk-kvg-\w{5}… reached its budget for the period; the budget does not renew$/) });
+    await vi.waitFor(async () => expect((await usage()).requests).toBe(1), EVENTUALLY);
+    expect(await usage()).toMatchObject({ prompt_tokens: 0, completion_tokens: 10 });
+    const refused = await connect(wsUrl("?model=no-usage"), { headers: { authorization: `Bearer ${key}` } });
+    expect(refused.kind === "refused" && [refused.status, refused.body.error.code]).toEqual([429, "insufficient_quota"]);
   });
 });
 

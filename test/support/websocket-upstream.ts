@@ -51,6 +51,9 @@ import { WebSocketServer, type RawData, type WebSocket } from "ws";
  *   `type`, or a delta's base64): accepts, sends `session.created`, and answers a `response.create`
  *   with `response.created`, three `response.output_audio.delta`s and a `response.done` whose usage
  *   is 10 input and 4 output tokens.
+ * - `no-usage`: a realtime server whose `response.done` carries no usage (`"usage": null`), as
+ *   Speaches' does: accepts, sends `session.created`, and answers a `response.create` with
+ *   `response.created`, five `response.text.delta`s and a `response.done` with `usage: null`.
  * - `vllm-hung`: a vLLM whose engine hung behind its live HTTP server: accepts, sends
  *   `{"type":"session.created",…}` at once, as vLLM's server does before it asks the engine
  *   anything, then answers nothing; its chat completions are never answered either. Its close is
@@ -67,7 +70,7 @@ export interface WebSocketUpstream {
   url: string;
   /** The close frames the `echo` behaviour received, oldest first (code 1005: none). */
   closes(): { code: number; reason: string }[];
-  /** Sessions of `echo` (and `slow`, `mute`, the `vllm`s, `omni-duplex`, `acks-hung`) still open. */
+  /** Sessions of `echo` (and `slow`, `mute`, the `vllm`s, `omni-duplex`, `no-usage`, `acks-hung`) still open. */
   open(): number;
   /** Handshakes `slow` holds unanswered, their connection still open. */
   waiting(): number;
@@ -136,6 +139,13 @@ export async function startWebSocketUpstream(o: WebSocketUpstreamOptions = {}): 
         recordClose(ws, closes);
         ws.send(typeLast("session.created", { session: { audio: { input: { format: { rate: 24000, type: "audio/pcm" } } }, id: "sess-1", object: "realtime.session", type: "realtime" } }));
         ws.on("message", (data) => respondTypeLast(ws, data.toString()));
+      });
+    }
+    if (m?.[1] === "no-usage") {
+      return void wss.handleUpgrade(req, socket, head, (ws) => {
+        recordClose(ws, closes);
+        ws.send(JSON.stringify({ type: "session.created", session: {} }));
+        ws.on("message", (data) => respondWithoutUsage(ws, data.toString()));
       });
     }
     if (m?.[1] === "no-route") return void socket.end("HTTP/1.1 403 Forbidden\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
@@ -280,6 +290,15 @@ function respondTypeLast(ws: WebSocket, message: string): void {
   }
   const output = [{ id: "item_1", content: [{ transcript: "hi", type: "output_audio" }], role: "assistant", status: "completed", type: "message" }];
   ws.send(typeLast("response.done", { response: { ...response, output, status: "completed", usage: { input_tokens: 10, output_tokens: 4, total_tokens: 14 } } }));
+}
+
+/** Speaches' answer to a response.create (its ResponseHandler never sets the response's usage): five text deltas, then a response.done whose usage is null. */
+function respondWithoutUsage(ws: WebSocket, message: string): void {
+  if (!message.includes('"response.create"')) return;
+  const response = { id: `resp_${Math.random().toString(36).slice(2)}`, object: "realtime.response", status: "in_progress", output: [] as unknown[], modalities: ["text"] };
+  ws.send(JSON.stringify({ type: "response.created", response }));
+  for (let i = 0; i < 5; i++) ws.send(JSON.stringify({ type: "response.text.delta", response_id: response.id, item_id: "item_1", output_index: 0, content_index: 0, delta: "w" }));
+  ws.send(JSON.stringify({ type: "response.done", response: { ...response, status: "completed", usage: null } }));
 }
 
 /** What an OpenAI-style server layer answers to a request before its engine makes anything. */

@@ -25,8 +25,10 @@ describe("RealtimeUsage", () => {
     // An audio delta's base64 past the searched head, with the words inside it.
     u.take(JSON.stringify({ type: "response.audio.delta", delta: "A".repeat(1000) + '"response.done"', response: { usage: { output_tokens: 9 } } }));
     u.take('{"type":"response.done","response":{"usage":{"output_tokens":9}');
-    u.take(done(null));
     expect(u.total).toBeUndefined();
+    // The deltas they are: a response.done that reports nothing charges them, a token each, not the 9s in them.
+    u.take(done(null));
+    expect(u.total).toEqual({ prompt: 0, completion: 2, cached: 0, cacheReported: false });
   });
 
   it("counts no figure an engine could not have counted, and no more cached tokens than prompt tokens", () => {
@@ -48,13 +50,14 @@ describe("RealtimeUsage", () => {
     for (const type of ["response.text.done", "response.created", "conversation.item.created"]) u.take(delta(type));
     expect(u.total).toEqual({ prompt: 10, completion: 4, cached: 0, cacheReported: false });
     expect(u.totalIfLeft).toEqual({ prompt: 10, completion: 8, cached: 0, cacheReported: false });
-    // A response that ended is not one left, whether its response.done reported usage or not.
+    // A response that ended is not one left; one whose response.done reported no usage (Speaches'
+    // says null) is charged its deltas then, a token each, as one left is: no response is free.
     const w = new RealtimeUsage();
     for (let r = 0; r < 3; r++) {
       for (let i = 0; i < 10; i++) w.take(delta("response.text.delta"));
-      w.take(done(null));
+      expect(w.take(done(null))).toEqual({ prompt: 0, completion: 10 * (r + 1), cached: 0, cacheReported: false });
     }
-    expect([w.total, w.totalIfLeft]).toEqual([undefined, undefined]);
+    expectReported(w, 0, 30);
     // With nothing reported at all, the deltas alone.
     const v = new RealtimeUsage();
     v.take(delta("response.audio_transcript.delta"));
@@ -126,7 +129,32 @@ describe("RealtimeUsage", () => {
     u.take(sdk("response.done", { response: { ...response, usage: { input_tokens: 10, output_tokens: 4, total_tokens: 14 } } }));
     expectReported(u, 10, 4);
   });
-  it("charges a transcription whose end reports no output tokens a token for each of its deltas, as one left: an early vLLM's transcription.done reported zeros (a TODO)", () => {
+  it("charges a response whose end reports no output tokens (no usage field, null, or zeros) its own deltas, those sent while none was announced with them, and nothing when it sent none", () => {
+    const u = new RealtimeUsage();
+    const text = JSON.stringify({ type: "response.text.delta", delta: "x" });
+    const created = JSON.stringify({ type: "response.created", response: { id: "r1", status: "in_progress" } });
+    // No usage field at all, after a response.created.
+    u.take(created);
+    for (let i = 0; i < 4; i++) u.take(text);
+    u.take(JSON.stringify({ type: "response.done", response: { id: "r1", status: "completed" } }));
+    expectReported(u, 0, 4);
+    // Its input counted, its output not: the output is its deltas.
+    u.take(created);
+    for (let i = 0; i < 2; i++) u.take(text);
+    u.take(done({ input_tokens: 7, output_tokens: 0 }));
+    expectReported(u, 7, 6);
+    // A backend that announces no response: its deltas are the response.done's all the same.
+    for (let i = 0; i < 3; i++) u.take(text);
+    u.take(done(null));
+    expectReported(u, 7, 9);
+    // One that sent nothing is charged nothing; one its backend failed, only what it reported.
+    expect(u.take(done(null))).toBeNull();
+    for (let i = 0; i < 3; i++) u.take(text);
+    u.take(JSON.stringify({ type: "response.done", response: { id: "r2", status: "failed", usage: null } }));
+    expectReported(u, 7, 9);
+  });
+
+  it("charges a transcription whose end reports no output tokens a token for each of its deltas, as one left: an early vLLM's transcription.done reported zeros (a TODO), whisper-1's a duration", () => {
     const u = new RealtimeUsage();
     const zeros = JSON.stringify({ type: "transcription.done", text: "www", usage: { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 } });
     for (let i = 0; i < 3; i++) u.take(JSON.stringify({ type: "transcription.delta", delta: "w" }));
@@ -142,5 +170,12 @@ describe("RealtimeUsage", () => {
     for (let i = 0; i < 5; i++) u.take(JSON.stringify({ type: "response.audio.delta", audio: "AAAA", format: "pcm16", sample_rate_hz: 24000 }));
     u.take(zeros);
     expectReported(u, 40, 6);
+    // Billed by its length: its deltas are charged; with none (its text in its end alone), it is free.
+    const completed = { type: "conversation.item.input_audio_transcription.completed", item_id: "i", transcript: "hi", usage: { type: "duration", seconds: 3 } };
+    u.take(JSON.stringify({ type: "conversation.item.input_audio_transcription.delta", item_id: "i", delta: "hi" }));
+    u.take(JSON.stringify(completed));
+    expectReported(u, 40, 7);
+    expect(u.take(JSON.stringify(completed))).toBeNull();
+    expectReported(u, 40, 7);
   });
 });
