@@ -10,8 +10,13 @@ import { errorEvent } from "./error-event.ts";
  * and accepts only a name it serves. A client that names the model as the gateway knows it (a
  * group or an alias) would get `model_not_found`, then `model_not_validated` on every commit; and
  * a key limited to one group could name another model its backend's server also serves. So a
- * client's `session.update` reaches the backend naming the deployment's model, at its top level
- * and in its `session` when that names one (OpenAI's layout).
+ * client's `session.update` (and `transcription_session.update`, OpenAI's beta transcription
+ * session's) reaches the backend naming the deployment's model, at its top level and in its
+ * `session` when that names one (OpenAI's layout); and a virtual key's names it for its
+ * transcription too, where the session names a transcription model: a server of many models
+ * (Speaches) transcribes with the model `session.input_audio_transcription.model` names (OpenAI's
+ * GA layout: `session.audio.input.transcription.model`), loading it on demand. The master key's
+ * transcription model passes (OpenAI's sessions name whisper-1 beside their realtime model).
  *
  * Which messages are read is decided without parsing the others (a voice client's audio appends
  * run to tens of KiB each), and without trusting where a message puts its type: the server's JSON
@@ -24,25 +29,50 @@ import { errorEvent } from "./error-event.ts";
 
 const TYPE = "session.update";
 
+/** The events that update a session as session.update does: OpenAI's beta transcription session's too (its name holds TYPE). */
+const SESSION_UPDATES: ReadonlySet<unknown> = new Set([TYPE, "transcription_session.update"]);
+
+/** Where a session names the model that transcribes its input audio: OpenAI's beta layout, and its GA one. */
+const TRANSCRIPTION_MODEL_AT: readonly (readonly string[])[] = [["input_audio_transcription"], ["audio", "input", "transcription"]];
+
 /**
  * `message` as it goes to the backend: itself when it is not a session.update (byte for byte), a
- * session.update re-serialised with `model` (and `session.model`, when its session names one) set
- * to the deployment's `model`; null when it may be one and is not JSON as this runtime reads it
- * (Python's parser takes `NaN` where JSON.parse does not), or cannot be serialised again: it must
- * not reach the backend unpinned. Its caller holds it to a request body's bounds first
- * (workers/gateway/body.ts sessionMessageRefusal): what is parsed here is not otherwise bounded.
+ * session.update (or transcription_session.update) re-serialised with `model` (and `session.model`,
+ * when its session names one; with `transcription`, each transcription model its session names:
+ * TRANSCRIPTION_MODEL_AT) set to the deployment's `model`; null when it may be one and is not JSON as
+ * this runtime reads it (Python's parser takes `NaN` where JSON.parse does not), or cannot be
+ * serialised again: it must not reach the backend unpinned. Its caller holds it to a request body's
+ * bounds first (workers/gateway/body.ts sessionMessageRefusal): what is parsed here is not otherwise bounded.
  */
-export function pinSessionModel(message: string, model: string): string | null {
+export function pinSessionModel(message: string, model: string, transcription: boolean): string | null {
   if (!mayBeSessionUpdate(message)) return message;
   try {
     const event: unknown = JSON.parse(message);
-    if (!isRecord(event) || event.type !== TYPE) return message;
-    const session = isRecord(event.session) && "model" in event.session ? { ...event.session, model } : event.session;
+    if (!isRecord(event) || !SESSION_UPDATES.has(event.type)) return message;
+    const session = isRecord(event.session) ? pinnedSession(event.session, model, transcription) : event.session;
     // Inside the try: serialising what was parsed may still throw (a RangeError on deep nesting).
     return JSON.stringify({ ...event, model, session });
   } catch {
     return null;
   }
+}
+
+/** `session` naming `model` where it names a model: its own, and with `transcription` each of TRANSCRIPTION_MODEL_AT. */
+function pinnedSession(session: Record<string, unknown>, model: string, transcription: boolean): Record<string, unknown> {
+  const paths = transcription ? [[], ...TRANSCRIPTION_MODEL_AT] : [[]];
+  return paths.reduce((s, path) => pinnedAt(s, path, model), session);
+}
+
+/**
+ * `holder` with the `model` of the object at `path` below it set to `model`, when that object names
+ * one (a copy of each object on the way); itself otherwise. One that names none (or a transcription
+ * turned off: null) is left as it is: the backend's own default is no model the client chose.
+ */
+function pinnedAt(holder: Record<string, unknown>, path: readonly string[], model: string): Record<string, unknown> {
+  const [key, ...rest] = path;
+  if (key === undefined) return "model" in holder ? { ...holder, model } : holder;
+  const inner = holder[key];
+  return isRecord(inner) ? { ...holder, [key]: pinnedAt(inner, rest, model) } : holder;
 }
 
 /** Whether `message` may be a session.update as the server parses it: what pinSessionModel parses. */

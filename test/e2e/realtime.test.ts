@@ -971,6 +971,33 @@ describe("a realtime session's model, named again in a session.update", () => {
   });
 });
 
+describe("a virtual key's transcription model, on a server that serves many (Speaches loads any model its session names)", () => {
+  it("is its deployment's: the model a session.update or transcription_session.update names for its transcription (OpenAI's beta and GA layouts), and the handshake's transcription_model, are pinned to it; the master key's pass", async () => {
+    const { key } = await keyAdmin("POST", "/keys", {});
+    const before = upstream.queries().length;
+    const s = opened(await connect(wsUrl("?model=echo&intent=transcription&transcription_model=dear-model"), { headers: { authorization: `Bearer ${key}` } }));
+    expect(upstream.queries().slice(before)).toEqual(["?model=upstream-rt&intent=transcription&transcription_model=upstream-rt"]);
+    const beta = { type: "session.update", session: { input_audio_transcription: { model: "dear-model", language: "en" } } };
+    expect(await echoed(s, JSON.stringify(beta))).toEqual({ type: "session.update", model: "upstream-rt", session: { input_audio_transcription: { model: "upstream-rt", language: "en" } } });
+    const format = { type: "audio/pcm", rate: 24000 };
+    const ga = { type: "session.update", session: { type: "transcription", audio: { input: { format, transcription: { model: "dear-model" } } } } };
+    expect(await echoed(s, JSON.stringify(ga))).toEqual({ type: "session.update", model: "upstream-rt", session: { type: "transcription", audio: { input: { format, transcription: { model: "upstream-rt" } } } } });
+    const transcriptionSession = { type: "transcription_session.update", session: { model: "dear-model", input_audio_transcription: { model: "dear-model" } } };
+    expect(await echoed(s, JSON.stringify(transcriptionSession))).toEqual({ type: "transcription_session.update", model: "upstream-rt", session: { model: "upstream-rt", input_audio_transcription: { model: "upstream-rt" } } });
+    // Turning transcription off names no model: passed on as it is, its model pinned.
+    expect(await echoed(s, JSON.stringify({ type: "session.update", session: { input_audio_transcription: null } }))).toEqual({ type: "session.update", model: "upstream-rt", session: { input_audio_transcription: null } });
+    s.ws.close(1000);
+    await s.closed;
+    // The master key's, as the deployment's owner: whisper-1 beside its realtime model, as OpenAI's sessions name it.
+    const m = opened(await connect(wsUrl("?model=echo&transcription_model=whisper-1"), { headers: bearer() }));
+    expect(upstream.queries().at(-1)).toBe("?model=upstream-rt&transcription_model=whisper-1");
+    expect(await echoed(m, JSON.stringify({ type: "session.update", session: { input_audio_transcription: { model: "whisper-1" } } }))).toEqual({ type: "session.update", model: "upstream-rt", session: { input_audio_transcription: { model: "whisper-1" } } });
+    m.ws.close(1000);
+    await m.closed;
+    await vi.waitFor(async () => expect(await gw.inFlight("echo")).toBe(0), EVENTUALLY);
+  });
+});
+
 describe("a session whose backend owes a response and says nothing for the group's streamIdleTimeoutMs while its client talks", () => {
   it("is closed with 1001, both sides told, as a stream whose backend stalls is: the client's messages, its requests asked again included, do not keep a hung backend's slot", async () => {
     const s = await open("idle-mute");

@@ -1,7 +1,9 @@
 import { describe, expect, it } from "vitest";
 import { engineSessionRefusal, pinSessionModel } from "../../src/realtime/session-model.ts";
 
-const pin = (message: string) => pinSessionModel(message, "meta-llama/Llama-3.1-8B");
+const MODEL = "meta-llama/Llama-3.1-8B";
+/** `message` as it reaches the backend from the master key (`virtualKey` false) or a virtual key. */
+const pin = (message: string, virtualKey = false) => pinSessionModel(message, MODEL, virtualKey);
 
 describe("a client's session.update on its way to the backend", () => {
   it("names the deployment's model at its top level (vLLM's), and in its session when that names one (OpenAI's layout)", () => {
@@ -19,6 +21,21 @@ describe("a client's session.update on its way to the backend", () => {
   it("is found as the backend's JSON parser reads it: its type named twice (the last counts), or spelt with escapes", () => {
     expect(JSON.parse(pin(`{"type":"input_audio_buffer.append","model":"other","pad":"${"x".repeat(500)}","type":"session.update","z":1}`) ?? "")).toMatchObject({ type: "session.update", model: "meta-llama/Llama-3.1-8B" });
     expect(JSON.parse(pin('{"type":"\\u0073ession.update","model":"other"}') ?? "")).toMatchObject({ type: "session.update", model: "meta-llama/Llama-3.1-8B" });
+  });
+
+  it("names it for a virtual key's transcription too, where its session names one (OpenAI's beta and GA layouts); a transcription_session.update as a session.update; the master key's transcription model passes", () => {
+    const beta = '{"type":"session.update","session":{"input_audio_transcription":{"model":"whisper-1","language":"en"}}}';
+    expect(JSON.parse(pin(beta, true) ?? "")).toEqual({ type: "session.update", model: MODEL, session: { input_audio_transcription: { model: MODEL, language: "en" } } });
+    expect(JSON.parse(pin(beta) ?? "")).toEqual({ type: "session.update", model: MODEL, session: { input_audio_transcription: { model: "whisper-1", language: "en" } } });
+    const ga = '{"type":"session.update","session":{"type":"transcription","audio":{"input":{"transcription":{"model":"gpt-4o-transcribe"},"format":{"type":"audio/pcm"}}}}}';
+    expect(JSON.parse(pin(ga, true) ?? "")).toEqual({ type: "session.update", model: MODEL, session: { type: "transcription", audio: { input: { transcription: { model: MODEL }, format: { type: "audio/pcm" } } } } });
+    const transcriptionSession = '{"type":"transcription_session.update","session":{"model":"other","input_audio_transcription":{"model":"other"}}}';
+    expect(JSON.parse(pin(transcriptionSession, true) ?? "")).toEqual({ type: "transcription_session.update", model: MODEL, session: { model: MODEL, input_audio_transcription: { model: MODEL } } });
+    expect(JSON.parse(pin(transcriptionSession) ?? "")).toEqual({ type: "transcription_session.update", model: MODEL, session: { model: MODEL, input_audio_transcription: { model: "other" } } });
+    // A transcription that names no model, or turned off, is left so.
+    for (const off of ['{"type":"session.update","session":{"input_audio_transcription":null}}', '{"type":"session.update","session":{"audio":{"input":{"transcription":{"language":"en"}}}}}']) {
+      expect(JSON.parse(pin(off, true) ?? "")).toEqual({ ...JSON.parse(off), model: MODEL });
+    }
   });
 
   it("is not passed on when the gateway cannot read it (NaN, which Python's parser takes)", () => {

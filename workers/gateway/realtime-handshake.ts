@@ -10,6 +10,8 @@ import { readBounded } from "../../src/upstream/read-bounded.ts";
 import { parseRetryAfter, type Failure } from "../../src/upstream/retry.ts";
 
 const UPSTREAM_PATH = "/v1/realtime";
+/** Speaches' handshake query parameter for a session's transcription model (its extension of OpenAI's). */
+const TRANSCRIPTION_MODEL = "transcription_model";
 
 /** One backend's answer to the handshake: its socket, or why not and what that says about the backend. */
 export type Handshake =
@@ -23,7 +25,7 @@ export type Handshake =
   | { kind: "failed"; response: Response; verdict: LeaseOutcome; failure: Failure; end?: AttemptEnd };
 
 export interface HandshakeInput {
-  /** The client's query string (`?model=…&…`): passed on with the model rewritten to the deployment's. */
+  /** The client's query string (`?model=…&…`): passed on with the model (and a virtual key's `transcription_model`) rewritten to the deployment's. */
   search: string;
   /** How the deployment is reached (its binding, its bearer — never the client's key — and extra headers), as a request would be. */
   reach: Reachable;
@@ -36,7 +38,7 @@ export interface HandshakeInput {
   protocols: readonly string[];
   /** Aborts when the client disconnects: the handshake is then cancelled. */
   clientSignal: AbortSignal;
-  /** The caller owns the deployment (the master key): its errors name the backend by id (backendAsSeen). */
+  /** The caller owns the deployment (the master key): its errors name the backend by id (backendAsSeen), and its `transcription_model` passes. */
   owner: boolean;
 }
 
@@ -52,6 +54,9 @@ export async function openUpstream(h: HandshakeInput): Promise<Handshake> {
   const { deployment, group } = h;
   const query = new URLSearchParams(h.search);
   query.set("model", deployment.model);
+  // A server of many models (Speaches) transcribes with the model its query's transcription_model
+  // names: a virtual key's is pinned to the deployment's, as its model is (src/realtime/session-model.ts).
+  if (!h.owner && query.has(TRANSCRIPTION_MODEL)) query.set(TRANSCRIPTION_MODEL, deployment.model);
   const headers: Record<string, string> = { upgrade: "websocket", "x-request-id": h.requestId, "x-kvgate-routed-at": String(h.decision.routedAt) };
   if (h.protocols.length > 0) headers["sec-websocket-protocol"] = h.protocols.join(", ");
   const failed = (err: GatewayError, verdict: LeaseOutcome, failure: Failure, end?: AttemptEnd): Handshake => ({ kind: "failed", response: err.toResponse(), verdict, failure, end });

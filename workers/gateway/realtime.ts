@@ -191,9 +191,9 @@ async function handshakeInTurn(p: RealtimeInput, s: Session, held: HeldFailure):
             const counts = readsUsage(caller.key.record);
             if (counts) lease.watchLimits(tenant?.budget ?? null, tenant?.tpm ?? null);
             const reported = counts ? (soFar: TokenUsage) => void lease.charge(soFar).then(() => endIfLimited(lease, caller, relay)) : null;
-            const relay: Relay = relaySockets(pair[1], answer.socket, lease, { model: deployment.model, reported, idleMs, secrets: reach.secrets, maxEventBytes: config.limits.maxBodyBytes, engineSessionRefused: true });
+            const relay: Relay = relaySockets(pair[1], answer.socket, lease, { model: deployment.model, reported, idleMs, secrets: reach.secrets, maxEventBytes: config.limits.maxBodyBytes, virtualKey: true });
             watchKey(caller, p, relay, counts ? lease : null, sessionRefusal(p.req, model, primary, group, counts));
-          } else relaySockets(pair[1], answer.socket, lease, { model: deployment.model, reported: null, idleMs, secrets: reach.secrets, maxEventBytes: config.limits.maxBodyBytes, engineSessionRefused: false });
+          } else relaySockets(pair[1], answer.socket, lease, { model: deployment.model, reported: null, idleMs, secrets: reach.secrets, maxEventBytes: config.limits.maxBodyBytes, virtualKey: false });
           unused = null;
           held.answered(false);
           return accepted;

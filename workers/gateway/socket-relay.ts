@@ -21,7 +21,7 @@ export interface Relay {
 }
 
 export interface RelayOptions {
-  /** The deployment's model: what the client's session.update names is pinned to it (src/realtime/session-model.ts). */
+  /** The deployment's model: what the client's session.update names is pinned to it (src/realtime/session-model.ts); a virtual key's transcription model too. */
   model: string;
   /** Told all the tokens the backend reported so far, each time it reports more; null: not read. */
   reported: ((soFar: TokenUsage) => void) | null;
@@ -32,11 +32,13 @@ export interface RelayOptions {
   /** The most bytes a client's session.update, which the gateway parses, may hold: a request body's (limits.maxBodyBytes). */
   maxEventBytes: number;
   /**
-   * Whether a client event naming the engine's session (a session.update's session id, a
-   * session.resume) is answered instead of passed on (src/realtime/session-model.ts
-   * engineSessionRefusal): a virtual key's, whose tenant could take or attach another's session.
+   * A virtual key's session: a client event naming the engine's session (a session.update's session
+   * id, a session.resume) is answered instead of passed on (src/realtime/session-model.ts
+   * engineSessionRefusal), as its tenant could take or attach another's session; and the
+   * transcription model a session.update names is pinned to the deployment's, as its model is
+   * (pinSessionModel), as it could name another model its backend's server serves.
    */
-  engineSessionRefused: boolean;
+  virtualKey: boolean;
 }
 
 /**
@@ -56,7 +58,7 @@ export interface RelayOptions {
  * is ended as the gateway ends one (Relay.end), with 1001, as a stream whose backend stalls is:
  * nothing else bounds a stuck session.
  */
-export function relaySockets(client: WebSocket, upstream: WebSocket, lease: HeldLease, { model, reported, idleMs, secrets, maxEventBytes, engineSessionRefused }: RelayOptions): Relay {
+export function relaySockets(client: WebSocket, upstream: WebSocket, lease: HeldLease, { model, reported, idleMs, secrets, maxEventBytes, virtualKey }: RelayOptions): Relay {
   const ended: (() => void)[] = [];
   let over = false;
   const usage = reported ? new RealtimeUsage() : null;
@@ -103,11 +105,11 @@ export function relaySockets(client: WebSocket, upstream: WebSocket, lease: Held
   };
   const toBackend = (data: string | ArrayBuffer): boolean => {
     if (typeof data !== "string") return answered(BINARY_REFUSED);
-    if (engineSessionRefused ? mayNameEngineSession(data) : mayBeSessionUpdate(data)) {
-      const refusal = sessionMessageRefusal(data, maxEventBytes) ?? (engineSessionRefused ? engineSessionRefusal(data) : null);
+    if (virtualKey ? mayNameEngineSession(data) : mayBeSessionUpdate(data)) {
+      const refusal = sessionMessageRefusal(data, maxEventBytes) ?? (virtualKey ? engineSessionRefusal(data) : null);
       if (refusal) return answered(errorEvent(refusal, clientEventId(data)));
     }
-    const pinned = pinSessionModel(data, model);
+    const pinned = pinSessionModel(data, model, virtualKey);
     if (pinned === null) return answered(unreadableEvent(clientEventId(data)));
     pass(upstream, pinned);
     return true;
