@@ -155,7 +155,16 @@ describe("a virtual key's streaming transcription whose end never comes", () => 
     expect(await s.closed).toEqual({ code, reason: "" });
     // Settled as its backend's failure, no breaker success: its lease charged nothing.
     await vi.waitFor(async () => expect((await gw.status(group)).backends.map((b) => [b.inFlight, b.completed, b.failed])).toEqual([[0, 0, 1]]), EVENTUALLY);
-    expect(await usage()).toMatchObject({ prompt_tokens: 0, completion_tokens: 0 });
+    // Charging nothing writes no usage row, so there is nothing to wait for: a witness session of the
+    // same key on the same routing object, which its client leaves after 3 deltas (charged 3), is.
+    // That object sends its rows in order, so once the witness's shows, a row of the broken
+    // session's would have too: the key's usage is the witness's alone.
+    const witness = await open(group, key);
+    await readDeltas(witness, group, 3);
+    witness.ws.close(1000);
+    await witness.closed;
+    await vi.waitFor(async () => expect((await usage()).requests).toBeGreaterThanOrEqual(1), EVENTUALLY);
+    expect(await usage()).toMatchObject({ requests: 1, prompt_tokens: 0, completion_tokens: 3 });
   });
 });
 
