@@ -103,6 +103,8 @@ beforeAll(async () => {
       { name: "credited", ...silenceRuleTold, deployments: [at("echo", "rt-serving"), { id: "wedged", baseUrl: `${hostile.url}/wedged`, model: "upstream-rt" }] },
       // A vLLM whose engine hung (its server still greets each session, and takes chat it never answers), beside a healthy backend.
       { name: "greets-then-hangs", ...silenceRuleTold, deployments: [at("echo", "chat-serving"), at("vllm-hung")] },
+      // Priced, so that a key whose only budget is in dollars may open a session on it (until an operator drops its pricing).
+      { name: "priced", pricing: { promptUsdPerMillion: 1, completionUsdPerMillion: 2 }, deployments: [at("echo", "echo-priced")] },
     ],
   }, { KVGATE_ADMIN_KEY: adminKey, ACCESS_CLIENT_SECRET: accessSecret, CLOSER_KEY: closerKey });
 });
@@ -684,6 +686,17 @@ describe("a virtual key's session", () => {
     // A key whose tokens are still counted keeps its session.
     await stillOpen(sessions[2] as OpenSocket, "echo");
     await vi.waitFor(async () => expect(await gw.inFlight("realtime")).toBe(0), EVENTUALLY);
+  }, 30_000);
+
+  it("is closed once the group serving it loses its pricing while the key's only budget is in dollars, within the 10 s in which its requests are refused: the session is checked against the group as it now is, not as it was at the handshake", async () => {
+    const dollars = await keyAdmin("POST", "/keys", { budget_usd: 100 });
+    const s = opened(await connect(wsUrl("?model=priced"), { headers: { authorization: `Bearer ${dollars.key}` } }));
+    s.ws.send("before");
+    expect((await s.next()).data.toString()).toBe("before");
+    const dropped = await fetch(`${gw.url}/admin/v1/groups/priced`, { method: "PATCH", headers: { authorization: `Bearer ${adminKey}`, "content-type": "application/json" }, body: JSON.stringify({ pricing: null }) });
+    expect(dropped.status).toBe(200);
+    expect(await closedWithin12s([s])).toEqual([{ code: 1008, reason: expect.stringMatching(new RegExp(`^model "priced" has no pricing, and API key ${dollars.prefix}… has a budget in dollars alone`)) }]);
+    await vi.waitFor(async () => expect(await gw.inFlight("priced")).toBe(0), EVENTUALLY);
   }, 30_000);
 });
 

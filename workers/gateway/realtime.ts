@@ -19,6 +19,7 @@ import { holdLease, refusalCause, route, type HeldLease, type NoBackendCause } f
 import { closeUnused, relaySockets, type Relay } from "./socket-relay.ts";
 import { originRefusal } from "./admit.ts";
 import { recheckKey, type Caller } from "./auth.ts";
+import { recentModels } from "../fleet.ts";
 import type { Prompt } from "./validate.ts";
 
 export type RealtimeInput = Omit<ProxyInput, "endpoint">;
@@ -273,21 +274,37 @@ const KEY_CHECK_BACKOFF_MS = 10_000;
  * What refuses a session's key as it now stands (`r`), besides what refuses the key itself: a
  * model list that no longer holds the session's model (asked by `model` of `primary`), or the
  * group that serves it when that is a fallback (proxy.ts tenantFor, fallbackFor), answered as the
- * model's 404 is; a budget in dollars alone on a group without pricing, its 403 model_not_priced
- * (countsSpendIn: the session's tokens would cost it nothing there); origins that no longer hold the page the session was opened from (admit.ts); and,
+ * model's 404 is; a budget in dollars alone on a group without pricing (as the fleet now has the
+ * group serving), its 403 model_not_priced (countsSpendIn: the session's tokens would cost it
+ * nothing there); origins that no longer hold the page the session was opened from (admit.ts); and,
  * for a session opened while the key counted no usage (`counted` false), the key's counting it now
  * (a budget, a tpm or usage tracking set since): the session's tokens were never read, nor its
  * lease's renewals made to carry them, so it could not be held to the new limit for its hours.
  */
-function sessionRefusal(req: Request, model: string, primary: ResolvedGroup, serving: ResolvedGroup, counted: boolean): (r: KeyRecord) => GatewayError | null {
-  return (r) => {
+function sessionRefusal(req: Request, model: string, primary: ResolvedGroup, serving: ResolvedGroup, counted: boolean): SessionRefusal {
+  return async (r, fleet) => {
     if (!allowsModel(r, model, primary.name) || (serving !== primary && !listsGroup(r, serving))) return unknownModel(model);
     // A budget in dollars alone, where the group serving has no pricing to count them by: what a
-    // request there is told (tenantFor), naming that group. One comparison for a key with no budget in dollars.
-    if (!countsSpendIn(r, serving)) return unpricedModel(r, serving === primary ? model : serving.name);
+    // request there is told (tenantFor), naming that group. The group as the fleet now has it, not
+    // as the handshake found it: an operator who drops its pricing leaves the session's tokens
+    // costing nothing (its routing object prices them by the group's newest version). The fleet is
+    // asked only for such a key: one comparison for another (countsSpendIn, of a group with no pricing).
+    if (!countsSpendIn(r, NO_PRICING) && !countsSpendIn(r, asNow(serving, await fleet()))) return unpricedModel(r, serving === primary ? model : serving.name);
     if (!counted && readsUsage(r)) return usageNowCounted(r);
     return originRefusal(r, req);
   };
+}
+
+/** What refuses a session's key as it now stands; `fleet` reads the groups (by model name) as the isolate now has them. */
+type SessionRefusal = (r: KeyRecord, fleet: () => Promise<ReadonlyMap<string, ResolvedGroup>>) => Promise<GatewayError | null>;
+
+/** A group without pricing: whether a key's spend counts there says whether its budget is in dollars alone. */
+const NO_PRICING = {};
+
+/** `group` as `fleet` now has it; as it was, when the fleet no longer holds it under its name. */
+function asNow(group: ResolvedGroup, fleet: ReadonlyMap<string, ResolvedGroup>): ResolvedGroup {
+  const now = fleet.get(group.name);
+  return now?.name === group.name ? now : group;
 }
 
 /** Why a session opened counting nothing ends once its key counts usage: the client reconnects, and its new session is counted. */
@@ -305,7 +322,7 @@ function usageNowCounted(r: KeyRecord): GatewayError {
  * and tpm as they now stand with its renewals, and ends once an object answered one of them that
  * the budget is spent or the tpm reached.
  */
-function watchKey(caller: Extract<Caller, { kind: "key" }>, p: RealtimeInput, relay: Relay, charged: HeldLease | null, refused: (r: KeyRecord) => GatewayError | null): void {
+function watchKey(caller: Extract<Caller, { kind: "key" }>, p: RealtimeInput, relay: Relay, charged: HeldLease | null, refused: SessionRefusal): void {
   let checking = false;
   let quietUntil = 0;
   const timer = setInterval(() => {
@@ -313,8 +330,9 @@ function watchKey(caller: Extract<Caller, { kind: "key" }>, p: RealtimeInput, re
     if (checking || Date.now() < quietUntil) return;
     checking = true;
     recheckKey(caller, p.env, p.ctx)
-      .then((now) => {
-        const refusal = refused(now.record);
+      .then(async (now) => {
+        // The fleet read afresh at most once a second for the isolate (workers/fleet.ts), its own snapshot while the registry cannot answer.
+        const refusal = await refused(now.record, () => recentModels(p.env, p.config.byModel));
         if (refusal) relay.end({ code: POLICY_VIOLATION, reason: refusal.message });
         else charged?.watchLimits(keyBudget(now), now.record.tpm);
       })
