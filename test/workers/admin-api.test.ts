@@ -380,6 +380,38 @@ describe("a revision sent under another name", () => {
     expect((await ok<DeploymentList>(admin("/admin/v1/groups/admin-misnamed/deployments"))).data.map((d) => d.id)).toEqual(["x", "y"]);
     await ok(admin(`/admin/v1/groups/admin-misnamed?rev=${rev}`, { method: "DELETE" }));
   });
+
+  it("is a 400 naming the query parameter on a PATCH, PUT or POST, which take none: a stale ?rev= there made the change over another operator's", async () => {
+    await ok(admin("/admin/v1/groups", { method: "POST", json: { name: "admin-query-rev", aliases: ["qr-a"], deployments: [sim(0, "x")] } }), 201);
+    const stale = (await ok<{ rev: number }>(admin("/admin/v1/groups/admin-query-rev"))).rev;
+    // Another operator's change since: the revision read above is stale.
+    await ok(admin("/admin/v1/groups/admin-query-rev", { method: "PATCH", json: { aliases: ["qr-b"] } }));
+    const rev = await fleetRev();
+    const exported = await ok<{ modelGroups: { name: string }[]; rev: number }>(admin("/admin/v1/fleet"));
+    const key = await ok<{ id: string }>(admin("/admin/v1/keys", { method: "POST", json: { name: "query-rev" } }), 201);
+    const changes: [string, string, unknown][] = [
+      ["PATCH", `/admin/v1/groups/admin-query-rev?rev=${stale}`, { aliases: ["qr-c"] }],
+      ["PATCH", `/admin/v1/groups/admin-query-rev/deployments/x?rev=${stale}`, { weight: 3 }],
+      ["PUT", `/admin/v1/fleet?rev=${stale}`, { modelGroups: exported.modelGroups.filter((g) => g.name !== "admin-query-rev") }],
+      ["POST", `/admin/v1/groups?rev=${stale}`, { name: "admin-query-rev-2", deployments: [sim(0, "y")] }],
+      ["POST", `/admin/v1/groups/admin-query-rev/deployments?rev=${stale}`, sim(1, "z")],
+      ["POST", `/admin/v1/groups/admin-query-rev/deployments/x/drain?rev=${stale}`, undefined],
+      ["POST", "/admin/v1/keys?force=1", { name: "query-rev-2" }],
+      ["PATCH", `/admin/v1/keys/${key.id}?rev=1`, { rpm: 5 }],
+      ["POST", `/admin/v1/keys/${key.id}/revoke?force=1`, undefined],
+      ["POST", `/admin/v1/keys/${key.id}/rotate?force=1`, undefined],
+    ];
+    for (const [method, path, json] of changes) {
+      const param = new URL(path, "http://x").searchParams.keys().next().value;
+      const e = await refused(admin(path, { method, ...(json === undefined ? {} : { json }) }), 400);
+      expect(e, `${method} ${path}`).toMatchObject({ type: "invalid_request_error", code: "invalid_value", param, message: expect.stringContaining(`unknown query parameter "${param}"`) as string });
+    }
+    // None of them was made.
+    expect(await fleetRev()).toBe(rev);
+    expect(await ok(admin("/admin/v1/groups/admin-query-rev"))).toMatchObject({ aliases: ["qr-b"], deployments: [{ id: "x", weight: 1, state: "active" }] });
+    expect(await ok(admin(`/admin/v1/keys/${key.id}`))).toMatchObject({ rpm: null, status: "active" });
+    await ok(admin(`/admin/v1/groups/admin-query-rev?rev=${rev}`, { method: "DELETE" }));
+  });
 });
 
 describe("heartbeats", () => {

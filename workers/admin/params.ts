@@ -16,6 +16,17 @@ export function queryParams(url: string, names: readonly string[], what: string)
   return params;
 }
 
+/**
+ * A change (POST, PUT, PATCH) takes no query parameter: what it changes, and the revision it was
+ * decided at (`rev`), go in its JSON body. A DELETE, which has no body, reads its own (queryRev).
+ * A PATCH sent with `?rev=N`, as a DELETE sends it, was made with no check at all, over whatever
+ * another operator had changed since revision N.
+ */
+export function noQuery(url: string, what: string): void {
+  const name = new URL(url).searchParams.keys().next().value;
+  if (name !== undefined) throw badRequest(`unknown query parameter "${name}"; ${what} takes none: its fields, a revision ("rev") among them, go in its JSON body`, name, "invalid_value");
+}
+
 /** `body`'s fields, once each is one `what` takes; a body that is no object is left for the route's own check to refuse. */
 export function bodyFields(body: unknown, names: readonly string[], what: string): Record<string, unknown> {
   if (!isRecord(body)) return {};

@@ -17,9 +17,12 @@ import { askEachObject, askGroup, eachGroup } from "../gateway/group-object.ts";
 import { readJsonBody } from "../gateway/body.ts";
 import { BODY_SHAPE, type ShapeBounds } from "../../src/openai/body-shape.ts";
 import { mountKeys } from "./keys.ts";
-import { bodyFields, queryParams } from "./params.ts";
+import { bodyFields, noQuery, queryParams } from "./params.ts";
 
 type AdminEnv = AppEnv;
+
+/** The admin API's changes whose body carries all they read. */
+const CHANGES_WITH_A_BODY = new Set(["POST", "PUT", "PATCH"]);
 
 const registry = (env: Env) => env.FLEET.getByName(REGISTRY_NAME);
 
@@ -46,7 +49,12 @@ export function mountAdmin(app: Hono<AdminEnv>, config: LoadedConfig): void {
     return changed(c, { op: "heartbeat", heartbeat: await body(c) });
   });
   app.use(`${A}/*`, async (c, next) => {
-    if (c.req.path !== `${A}/heartbeats`) await authenticateAdmin(c.req.raw, config, c.env);
+    if (c.req.path !== `${A}/heartbeats`) {
+      await authenticateAdmin(c.req.raw, config, c.env);
+      // Every change but a DELETE (which reads its revision there) takes no query: see noQuery.
+      // A heartbeat, a server's call and not an operator's, is left as it was.
+      if (CHANGES_WITH_A_BODY.has(c.req.method)) noQuery(c.req.url, `a ${c.req.method} of the admin API`);
+    }
     await next();
   });
 
