@@ -95,18 +95,18 @@ const form = keyForm({
   forget: byId("forget-key", HTMLButtonElement),
   status,
   storageName: "kvgate.adminKey",
-  async use(key) {
-    // A read of the registry only: GET /admin/v1/status asks every group's routing objects, which a
-    // fresh gateway of a thousand groups wakes in seconds (past the 10 s, at times), and the first
-    // refresh reads it anyway.
-    await call(key, "/admin/v1/groups", { signal: AbortSignal.timeout(READ_TIMEOUT_MS) });
+  // A read of the registry only: GET /admin/v1/status asks every group's routing objects, which a
+  // fresh gateway of a thousand groups wakes in seconds (past the 10 s, at times), and the first
+  // refresh reads it anyway.
+  check: (key) => call(key, "/admin/v1/groups", { signal: AbortSignal.timeout(READ_TIMEOUT_MS) }),
+  use(key) {
     adminKey = key;
     keyGeneration++;
     const gen = ++generation;
     live.hidden = false;
     say(status, "Admin key accepted.");
-    await refresh(gen);
-    await loadKeys();
+    void refresh(gen);
+    void loadKeys();
   },
   dropped() {
     adminKey = null;
@@ -117,6 +117,8 @@ const form = keyForm({
     groupsBox.replaceChildren();
     groupViews.clear();
     keysBody.replaceChildren();
+    listing.after = null;
+    moreKeys.hidden = true;
     usageBox.hidden = true;
   },
 });
@@ -359,37 +361,78 @@ function renderDecisions(view, decisions) {
   view.decisions.replaceChildren(el("table", {}, el("caption", {}, `The last ${rows.length} of ${decisions.length}, newest first`), el("thead", {}, head), el("tbody", {}, ...rows)));
 }
 
-/** Which keys the table lists: one status, asked of the API (so thousands of revoked keys are not read for the few active ones), or all. */
+/**
+ * Which keys the table lists: one status, asked of the API (so thousands of revoked keys are not
+ * read for the few active ones; active unless the operator chooses), or all.
+ */
 const keyStatus = byId("key-status", HTMLSelectElement);
+const moreKeys = byId("more-keys", HTMLButtonElement);
 byId("refresh-keys", HTMLButtonElement).addEventListener("click", () => void loadKeys());
 keyStatus.addEventListener("change", () => void loadKeys());
+moreKeys.addEventListener("click", () => void loadMoreKeys());
 
-/** @param {string} [focusId] the key whose Usage button gets the focus once the table is rebuilt */
-async function loadKeys(focusId) {
+/**
+ * The table's listing: a page of keys at a time, the next when the operator asks for it (More
+ * keys). Read whole at each open and each revoke, 10,000 keys were 100 reads one after another and
+ * 10,000 rows before the table showed. `n` is bumped at each new listing: a page read for the one
+ * before draws nothing. `after`: where its next page starts; null, none.
+ * @type {{ n: number, status: string, after: string | null, reading: boolean }}
+ */
+const listing = { n: 0, status: "", after: null, reading: false };
+
+/** A page of keys of `status` (all for ""), after the key `after`, oldest first. */
+function readKeys(/** @type {string} */ status, /** @type {string | null} */ after) {
+  const q = new URLSearchParams();
+  if (status) q.set("status", status);
+  if (after) q.set("after", after);
+  return /** @type {Promise<KeyList>} */ (admin(`/keys${q.size > 0 ? `?${q}` : ""}`));
+}
+
+/** Where the next page starts, and the More keys button while there is one. */
+function keysFollow(/** @type {KeyList} */ page) {
+  listing.after = page.has_more ? page.last_id : null;
+  moreKeys.hidden = listing.after === null;
+}
+
+async function loadKeys() {
   const gen = keyGeneration;
+  const n = ++listing.n;
+  const shown = keyStatus.value;
   try {
-    /** @type {KeyView[]} */
-    const keys = [];
-    const shown = keyStatus.value;
-    // The API answers a page of keys at a time; the table shows them all, oldest first.
-    for (let after = ""; ; ) {
-      const q = new URLSearchParams();
-      if (shown) q.set("status", shown);
-      if (after) q.set("after", after);
-      const page = /** @type {KeyList} */ (await admin(`/keys${q.size > 0 ? `?${q}` : ""}`));
-      keys.push(...page.data);
-      if (!page.has_more || page.last_id === null) break;
-      after = page.last_id;
-    }
-    // A choice changed while the pages came: the table is the newer read's. A key dropped: no table.
-    if (keyStatus.value !== shown || gen !== keyGeneration) return;
-    keysBody.replaceChildren(...keys.map(keyRow));
+    const page = await readKeys(shown, null);
+    // A newer listing (another choice, Refresh keys) is the table's. A key dropped: no table.
+    if (n !== listing.n || gen !== keyGeneration) return;
+    listing.status = shown;
+    keysBody.replaceChildren(...page.data.map(keyRow));
     const none = shown ? `No ${shown} key.` : "No virtual key yet (npx kvgate keys create, or POST /admin/v1/keys).";
-    if (keys.length === 0) keysBody.append(el("tr", {}, el("td", { colspan: "6" }, none)));
-    if (focusId) /** @type {HTMLButtonElement | null} */ (keysBody.querySelector(`tr[data-key="${CSS.escape(focusId)}"] button`))?.focus();
+    if (page.data.length === 0) keysBody.append(el("tr", {}, el("td", { colspan: "6" }, none)));
+    keysFollow(page);
   } catch (e) {
-    if (gen !== keyGeneration) return;
+    if (n !== listing.n || gen !== keyGeneration) return;
     say(status, `Reading the keys failed: ${message(e)}`, true);
+  }
+}
+
+async function loadMoreKeys() {
+  const after = listing.after;
+  if (after === null || listing.reading) return;
+  const gen = keyGeneration;
+  const n = listing.n;
+  listing.reading = true;
+  try {
+    const page = await readKeys(listing.status, after);
+    if (n !== listing.n || gen !== keyGeneration) return;
+    const rows = page.data.map(keyRow);
+    keysBody.append(...rows);
+    const focused = document.activeElement === moreKeys;
+    keysFollow(page);
+    // The button gone with the last page: the keyboard goes on in the rows it brought.
+    if (focused && moreKeys.hidden) rows[0]?.querySelector("button")?.focus();
+  } catch (e) {
+    if (n !== listing.n || gen !== keyGeneration) return;
+    say(status, `Reading more keys failed: ${message(e)}`, true);
+  } finally {
+    listing.reading = false;
   }
 }
 
@@ -432,10 +475,17 @@ function limits(k) {
 /** @param {KeyView} k */
 async function revokeKey(k) {
   if (!confirm(`Revoke ${k.name ?? k.id}? Requests with it are refused within 10 s, and it cannot be undone.`)) return;
+  const gen = keyGeneration;
   try {
-    await admin(`/keys/${enc(k.id)}/revoke`, { method: "POST" });
+    const revoked = /** @type {KeyView} */ (await admin(`/keys/${enc(k.id)}/revoke`, { method: "POST" }));
     say(status, `${k.id} revoked.`);
-    await loadKeys(k.id);
+    if (gen !== keyGeneration) return;
+    // Its row alone, from the answer: the key stays in view, said revoked, until the table is read again.
+    const shown = keysBody.querySelector(`tr[data-key="${CSS.escape(k.id)}"]`);
+    if (!shown) return;
+    const row = keyRow(revoked);
+    shown.replaceWith(row);
+    row.querySelector("button")?.focus();
   } catch (e) {
     say(status, `Revoking ${k.id} failed: ${message(e)}`, true);
   }

@@ -68,8 +68,8 @@ keyForm({
   forget: byId("forget-key", HTMLButtonElement),
   status,
   storageName: "kvgate.apiKey",
-  async use(key) {
-    const list = /** @type {ModelList} */ (await call(key, "/v1/models", { signal: AbortSignal.timeout(READ_TIMEOUT_MS) }));
+  check: async (key) => /** @type {ModelList} */ (await call(key, "/v1/models", { signal: AbortSignal.timeout(READ_TIMEOUT_MS) })),
+  use(key, list) {
     const chosen = modelSelect.value;
     modelSelect.replaceChildren(...list.data.map((m) => el("option", { value: m.id }, m.id)));
     if (list.data.some((m) => m.id === chosen)) modelSelect.value = chosen;

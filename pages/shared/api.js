@@ -94,15 +94,22 @@ export const refusesKey = (/** @type {unknown} */ e) => e instanceof ApiError &&
 
 /**
  * The key form of a page: a password field whose value stays in this tab (sessionStorage, gone
- * when the tab closes) and a "Forget key" button. `use` runs with the key on submit and on load
- * when one is kept; a refusal (it throws) shows why in `status`, and forgets the key when the
- * gateway refused the key itself (401, 403): a kept key outlives a gateway down for a moment.
- * The page calls the returned `failed` when the key in use fails later (refused mid-session).
- * @param {{ form: HTMLFormElement, input: HTMLInputElement, forget: HTMLButtonElement, status: HTMLElement, storageName: string, use: (key: string) => Promise<void>, dropped: () => void }} o
+ * when the tab closes) and a "Forget key" button. `check` asks the gateway with the key, on submit
+ * and on load when one is kept; once it answers, the key is kept and `use` given it with the
+ * answer (the page's loading goes on from there, unawaited: a key kept only after the page's
+ * whole first load was lost to a reload meanwhile). A refusal (`check` throws) shows why in
+ * `status`, and forgets the key when the gateway refused the key itself (401, 403): a kept key
+ * outlives a gateway down for a moment. A check overtaken (Forget key, or another key sent, while
+ * it ran) keeps nothing and uses nothing: its key would come back after the Forget. The page calls
+ * the returned `failed` when the key in use fails later (refused mid-session).
+ * @template T
+ * @param {{ form: HTMLFormElement, input: HTMLInputElement, forget: HTMLButtonElement, status: HTMLElement, storageName: string, check: (key: string) => Promise<T>, use: (key: string, answer: T) => void, dropped: () => void }} o
  * @returns {{ failed: (key: string, e: unknown) => void }}
  */
 export function keyForm(o) {
   const kept = sessionStorage.getItem(o.storageName);
+  /** Bumped by each check and each Forget: a check that answers after either is overtaken. */
+  let attempt = 0;
   const failed = (/** @type {string} */ key, /** @type {unknown} */ e) => {
     if (refusesKey(e)) sessionStorage.removeItem(o.storageName);
     o.dropped();
@@ -113,15 +120,21 @@ export function keyForm(o) {
     say(o.status, keptThis ? `${why} (the key is kept: reload the page to try again)` : why, true);
   };
   const start = async (/** @type {string} */ key) => {
+    const mine = ++attempt;
     say(o.status, "Checking the key…");
+    /** @type {T} */
+    let answer;
     try {
-      await o.use(key);
-      sessionStorage.setItem(o.storageName, key);
-      o.input.value = "";
-      o.forget.hidden = false;
+      answer = await o.check(key);
     } catch (e) {
-      failed(key, e);
+      if (mine === attempt) failed(key, e);
+      return;
     }
+    if (mine !== attempt) return;
+    sessionStorage.setItem(o.storageName, key);
+    o.input.value = "";
+    o.forget.hidden = false;
+    o.use(key, answer);
   };
   o.form.addEventListener("submit", (ev) => {
     ev.preventDefault();
@@ -134,6 +147,7 @@ export function keyForm(o) {
     void start(key);
   });
   o.forget.addEventListener("click", () => {
+    attempt++;
     sessionStorage.removeItem(o.storageName);
     o.forget.hidden = true;
     o.dropped();

@@ -317,7 +317,7 @@ describe.skipIf(missing)("the pages when things change or fail under them", () =
     expect(made.status).toBe(201);
     const { id } = (await made.json()) as { id: string };
     for (const [path, start] of [
-      ["/admin/v1/keys?", (page: Page) => page.getByLabel("Show keys").selectOption("active")],
+      ["/admin/v1/keys?", (page: Page) => page.getByLabel("Show keys").selectOption("revoked")],
       ["/admin/v1/usage?", (page: Page) => page.getByRole("button", { name: `Usage of ${id}` }).click()],
     ] as const) {
       const page = await dashboard();
@@ -340,6 +340,120 @@ describe.skipIf(missing)("the pages when things change or fail under them", () =
       expect(await page.locator("#usage").evaluate((e) => (e as HTMLElement).hidden), path).toBe(true);
       expect(await page.locator("#status").textContent(), path).not.toContain("failed");
       await page.unroute(matches);
+    }
+  });
+
+  it("the dashboard reads a page of keys when it opens and the next when asked, and a revoke redraws its row alone: 250 keys are one read of 100, not every key", async () => {
+    // A gateway of its own: its keys would push the other tests' keys past this file's first page.
+    const many = await startTestGateway({ modelGroups: [{ name: GROUP, deployments: [{ id: "sim-0", baseUrl: fleet.urls[0] as string, model: "sim-7b" }] }] }, { KVGATE_ADMIN_KEY: adminKey }, { assets: true });
+    const manyPages = await browserPages(many.url);
+    try {
+      const ids: string[] = [];
+      const make = async (name: string) => {
+        const res = await fetch(`${many.url}/admin/v1/keys`, { method: "POST", headers: { authorization: `Bearer ${adminKey}`, "content-type": "application/json" }, body: JSON.stringify({ name }) });
+        expect(res.status).toBe(201);
+        return ((await res.json()) as { id: string }).id;
+      };
+      // Oldest first, as the list orders them: made one after another.
+      for (let i = 0; i < 250; i++) ids.push(await make(`many-${i}`));
+      const page = await manyPages.open("/dashboard");
+      const reads: URL[] = [];
+      page.on("request", (r) => {
+        const url = new URL(r.url());
+        if (r.method() === "GET" && url.pathname === "/admin/v1/keys") reads.push(url);
+      });
+      await page.getByLabel("Admin key").fill(adminKey);
+      await page.getByLabel("Admin key").press("Enter");
+      const rows = page.locator("#keys tbody tr[data-key]");
+      await rows.first().waitFor({ timeout: 30_000 });
+      // The rows are drawn once their read answered: what was read to draw them is read by now.
+      expect({ reads: reads.length, rows: await rows.count() }).toEqual({ reads: 1, rows: 100 });
+      expect(reads[0]?.searchParams.get("status")).toBe("active");
+      expect(await page.getByLabel("Show keys").inputValue()).toBe("active");
+      const more = page.getByRole("button", { name: "More keys" });
+      await more.click();
+      await expect.poll(() => rows.count()).toBe(200);
+      expect(reads.map((u) => u.searchParams.get("after"))).toEqual([null, ids[99]]);
+      await more.click();
+      await expect.poll(() => rows.count()).toBe(250);
+      expect(await more.isHidden()).toBe(true);
+      expect(reads.length).toBe(3);
+      expect(await rows.evaluateAll((trs) => trs.map((tr) => tr.getAttribute("data-key")))).toEqual(ids);
+      // A revoke redraws its row from the revoke's answer: no key is read again.
+      page.once("dialog", (d) => void d.accept());
+      await page.getByRole("button", { name: `Revoke ${ids[120]}` }).click();
+      await expect.poll(() => page.locator(`#keys tr[data-key="${ids[120]}"] [data-field="status"]`).textContent(), EVENTUALLY).toBe("revoked");
+      expect(await page.getByRole("button", { name: `Revoke ${ids[120]}` }).count()).toBe(0);
+      expect(await rows.count()).toBe(250);
+      expect(reads.length).toBe(3);
+      // The keyboard stays in the row it acted on.
+      expect(await page.evaluate(() => document.activeElement?.getAttribute("aria-label"))).toBe(`Usage of ${ids[120]}`);
+    } finally {
+      await manyPages.close();
+      await many.close();
+    }
+  }, 120_000);
+
+  it("a key is kept once its check passes, not once the key table is read; a Forget key while it is checked or read holds", async () => {
+    /** Holds the page's first request to `path` until `release`, which lets it go and waits past the page's reading of its answer. */
+    const hold = async (page: Page, path: string) => {
+      const held: Route[] = [];
+      await page.route((url) => url.pathname === path, (r) => void held.push(r));
+      return {
+        arrived: () => vi.waitFor(() => expect(held.length, path).toBe(1), EVENTUALLY),
+        async release() {
+          const answered = page.waitForResponse((r) => new URL(r.url()).pathname === path);
+          await (held[0] as Route).continue();
+          await answered;
+          // Past the answer's reading, had the page kept the key after it.
+          await page.waitForTimeout(300);
+        },
+      };
+    };
+    const forgotten = async (page: Page, storageName: string, view: string, what: string) => {
+      expect(await page.evaluate((n) => sessionStorage.getItem(n), storageName), what).toBeNull();
+      expect(await page.locator(view).isHidden(), what).toBe(true);
+      expect(await page.getByRole("button", { name: "Forget key" }).isHidden(), what).toBe(true);
+    };
+    const kept = (page: Page) => page.evaluate(() => sessionStorage.getItem("kvgate.adminKey"));
+    const typeAdminKey = async (page: Page) => {
+      await page.getByLabel("Admin key").fill(adminKey);
+      await page.getByLabel("Admin key").press("Enter");
+    };
+    // The key table's read held: the key is kept (a reload keeps it), and a Forget then is not undone when the read comes.
+    {
+      const page = await pages.open("/dashboard");
+      const keysRead = await hold(page, "/admin/v1/keys");
+      await typeAdminKey(page);
+      await keysRead.arrived();
+      await vi.waitFor(async () => expect(await page.locator("#status").textContent()).toBe("Admin key accepted."), EVENTUALLY);
+      expect(await kept(page)).toBe(adminKey);
+      await page.getByRole("button", { name: "Forget key" }).click();
+      await keysRead.release();
+      await forgotten(page, "kvgate.adminKey", "#live", "the key table's read");
+    }
+    // The check itself held, a key already kept (Forget key shown): the key typed is not kept, nor its view shown, once the check answers after the Forget.
+    {
+      const page = await dashboard();
+      await vi.waitFor(async () => expect(await kept(page)).toBe(adminKey), EVENTUALLY);
+      const check = await hold(page, "/admin/v1/groups");
+      await typeAdminKey(page);
+      await check.arrived();
+      await page.getByRole("button", { name: "Forget key" }).click();
+      await check.release();
+      await forgotten(page, "kvgate.adminKey", "#live", "the dashboard's key check");
+    }
+    // The playground's check (its model list) held the same way.
+    {
+      const page = await pages.playground(gw.key);
+      await vi.waitFor(async () => expect(await page.evaluate(() => sessionStorage.getItem("kvgate.apiKey"))).toBe(gw.key), EVENTUALLY);
+      const check = await hold(page, "/v1/models");
+      await page.getByLabel("API key").fill(gw.key);
+      await page.getByRole("button", { name: "Use key" }).click();
+      await check.arrived();
+      await page.getByRole("button", { name: "Forget key" }).click();
+      await check.release();
+      await forgotten(page, "kvgate.apiKey", "#chat", "the playground's key check");
     }
   });
 
