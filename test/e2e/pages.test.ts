@@ -166,8 +166,14 @@ describe.skipIf(missing)("the pages, served as Workers static assets", () => {
     const page = await dashboard();
     const drain = page.getByRole("button", { name: "Drain sim-1" });
     await drain.focus();
-    // Two refreshes later the same button still has the focus: rows are updated, not rebuilt.
-    await new Promise((r) => setTimeout(r, 2200));
+    // Two refreshes later the same button still has the focus: rows are updated, not rebuilt. Each
+    // refresh that ends writes the time it ended, even the same text: counted, not waited for.
+    await page.evaluate(() => {
+      const w = window as unknown as { refreshes: number };
+      w.refreshes = 0;
+      new MutationObserver(() => w.refreshes++).observe(document.getElementById("updated") as HTMLElement, { childList: true, characterData: true, subtree: true });
+    });
+    await expect.poll(() => page.evaluate(() => (window as unknown as { refreshes: number }).refreshes), EVENTUALLY).toBeGreaterThanOrEqual(2);
     expect(await page.evaluate(() => document.activeElement?.getAttribute("aria-label"))).toBe("Drain sim-1");
     await drain.press("Enter");
     await vi.waitFor(async () => expect((await deployment("sim-1")).state).toBe("draining"), EVENTUALLY);
