@@ -23,6 +23,9 @@ export function mergeConflict(prior: RoutingResults, fresh: RoutingResults): str
   if (JSON.stringify(prior.regimes) !== JSON.stringify(fresh.regimes)) return "the results there were made with other regimes (bench/routing/matrix.ts changed)";
   if (JSON.stringify(prior.open_loop_setups ?? []) !== JSON.stringify(fresh.open_loop_setups ?? [])) return "the results there were made with other open-loop setups (bench/routing/open-loop-matrix.ts changed)";
   if ((prior.warm_up_requests ?? 0) !== (fresh.warm_up_requests ?? 0)) return "the results there were made with another warm-up";
+  // One report states one TTFT rule for every run, and a goal compares runs of one point: a part
+  // counting timeouts beside runs that left them out would compare the two rules as if one.
+  if ((prior.ttft_rule ?? null) !== (fresh.ttft_rule ?? null)) return `the results there count TTFT ${prior.ttft_rule === undefined ? "without the requests that timed out (they predate counting them)" : "by another rule"}: make the whole sweep again (--out to a new folder, then move it), not a part`;
   return null;
 }
 

@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import { mergeBase, mergeConflict, mixedPoints, runKey } from "../../bench/routing/merge.ts";
 import { renderReport } from "../../bench/routing/report.ts";
 import type { RoutingResults, RoutingRun } from "../../bench/routing/types.ts";
+import { TTFT_RULE } from "../../bench/replay/index.ts";
 import { routingRun } from "../support/routing-runs.ts";
 
 const run = (strategy: string, sessions: number, seed: number, commit: string): RoutingRun => routingRun(strategy, sessions, seed, 50, 100, { commit });
@@ -44,6 +45,14 @@ describe("bench:routing --merge: the results already written, less the points th
     expect(mergeConflict(prior, results([], { quick: true }))).toMatch(/full ones and this run is --quick/);
     expect(mergeConflict(prior, results([], { regimes: [] }))).toMatch(/other regimes/);
     expect(mergeConflict(prior, results([], { warm_up_requests: 0 }))).toMatch(/another warm-up/);
+  });
+
+  it("refuses a part that counts TTFT by another rule than the results there: one report, one rule, every comparison within it", () => {
+    const counted = { ttft_rule: TTFT_RULE };
+    // Results made before timeouts were counted, and a run that counts them.
+    expect(mergeConflict(results([]), results([], counted))).toMatch(/without the requests that timed out/);
+    expect(mergeConflict(results([], counted), results([], { ttft_rule: "another rule" }))).toMatch(/by another rule/);
+    expect(mergeConflict(results([], counted), results([], counted))).toBeNull();
   });
 
   it("the report says which commits made the runs, and counts the points whose routers' runs cross parts", () => {
