@@ -27,8 +27,9 @@ export const MOONCAKE_MIN_LOAD = 0.8;
 export const VERSUS_ROUND_ROBIN = 0.5;
 export const VERSUS_LEAST_LOADED = 0.8;
 export const SHARE_OVER_MEAN = 1.5;
-const WORKERS = 4;
 const PA = "prefix-aware";
+/** The fleet's size where results that predate recording it do not say (every run so far was of 4). */
+const DEFAULT_WORKERS = 4;
 
 /** A trace of one regime (or the open-loop traces), with its points and the strategies that ran. */
 interface TraceGroup {
@@ -36,6 +37,8 @@ interface TraceGroup {
   trace: string;
   sessions: number[];
   strategies: string[];
+  /** The fleet's size in its runs, as the results record it (the regime's, the open-loop setup's). */
+  workers: number;
 }
 
 const f3 = (x: number | null | undefined) => (x === null || x === undefined ? "–" : x.toFixed(3));
@@ -48,12 +51,14 @@ function groupsOf(results: RoutingResults): TraceGroup[] {
   for (const regime of axis(results.runs, (r) => r.regime)) {
     for (const trace of axis(results.runs.filter((r) => r.regime === regime), (r) => r.trace)) {
       const here = results.runs.filter((r) => r.regime === regime && r.trace === trace);
-      out.push({ regime, trace, sessions: axis(here, (r) => r.sessions).sort((a, b) => a - b), strategies: axis(here, (r) => r.strategy) });
+      const workers = results.regimes.find((r) => r.name === regime)?.workers ?? DEFAULT_WORKERS;
+      out.push({ regime, trace, sessions: axis(here, (r) => r.sessions).sort((a, b) => a - b), strategies: axis(here, (r) => r.strategy), workers });
     }
   }
   const open = results.open_loop_runs ?? [];
   for (const trace of axis(open, (r) => r.trace)) {
-    out.push({ regime: OPEN_LOOP_REGIME, trace, sessions: [OPEN_LOOP_SESSIONS], strategies: axis(open.filter((r) => r.trace === trace), (r) => r.strategy) });
+    const workers = results.open_loop_setups?.find((s) => s.trace === trace)?.workers ?? DEFAULT_WORKERS;
+    out.push({ regime: OPEN_LOOP_REGIME, trace, sessions: [OPEN_LOOP_SESSIONS], strategies: axis(open.filter((r) => r.trace === trace), (r) => r.strategy), workers });
   }
   return out;
 }
@@ -237,9 +242,9 @@ function mooncakeChecks(results: RoutingResults, cells: Map<string, Cell>): Chec
 
 /** (d): prefix-aware's largest backend share on each trace, over its points. */
 function shareChecks(groups: TraceGroup[], cells: Map<string, Cell>): Check[] {
-  const limit = SHARE_OVER_MEAN / WORKERS;
   const out: Check[] = [];
   for (const g of groups) {
+    const limit = SHARE_OVER_MEAN / g.workers;
     let worst: { sessions: number; share: number } | undefined;
     for (const n of g.sessions) {
       const share = cells.get(key(g.regime, g.trace, n, PA))?.max_share ?? null;
@@ -247,7 +252,7 @@ function shareChecks(groups: TraceGroup[], cells: Map<string, Cell>): Check[] {
     }
     if (!worst) continue;
     out.push({
-      goal: `(d) ${name(g)}: no backend above ${SHARE_OVER_MEAN} × the mean share (${limit.toFixed(3)} of ${WORKERS})`,
+      goal: `(d) ${name(g)}: no backend above ${SHARE_OVER_MEAN} × the mean share (${limit.toFixed(3)} of ${g.workers})`,
       ok: worst.share <= limit,
       detail: `prefix-aware's largest ${worst.share.toFixed(3)}${at(worst.sessions)}`,
     });

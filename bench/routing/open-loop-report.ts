@@ -49,10 +49,22 @@ function section(results: RoutingResults, trace: string): string[] {
   if (decisions.length > 0) lines.push("", `kvgate's decisions (x-kvgate-reason, over every seed): ${decisions.join("; ")}.`);
   lines.push(
     "",
-    "Medians over seeds (errors and overflow summed); kv_hit's share of the ceiling is over the requests each run answered, the ceiling's hits on those. A TTFT marked ≥ is a lower bound: requests that timed out before their first token reach it. Client lag: how late the replay sent a request after it was due (timers, rendering: the client's own share); server queue wait: the workers' `vllm:num_requests_waiting` integrated over the run, per request sent.",
+    `Medians over seeds (errors and overflow summed); ${kvShareRule(runs)} ${ttftMarkRule(results)} Client lag: how late the replay sent a request after it was due (timers, rendering: the client's own share); server queue wait: the workers' \`vllm:num_requests_waiting\` integrated over the run, per request sent.`,
     "",
   );
   return lines;
+}
+
+/** What a kv_hit's share of the ceiling is over, as the runs were made (kv_ceiling_trace absent: before both were taken over the same requests). */
+function kvShareRule(runs: readonly OpenLoopRoutingRun[]): string {
+  if (runs.some((r) => r.kv_ceiling_trace === undefined)) return "kv_hit's share of the ceiling divides kv_hit over the requests each run answered by the ceiling over every request of the trace (these runs predate taking both over the same requests).";
+  return "kv_hit's share of the ceiling is over the requests each run answered, the ceiling's hits on those.";
+}
+
+/** What a TTFT figure is, as the results count it (ttft_rule absent: before timeouts were counted). */
+function ttftMarkRule(results: RoutingResults): string {
+  if (results.ttft_rule === undefined) return "TTFT is over the requests answered in full only (these runs predate counting a request that timed out): no figure is a bound, and one of a router with more timeouts is lower than it was.";
+  return "A TTFT marked ≥ is a lower bound: requests that timed out before their first token reach it.";
 }
 
 /** Per kvgate strategy, the share of its requests each route reason decided, most first. */

@@ -77,7 +77,10 @@ export function renderReport(results: RoutingResults, related: readonly RelatedR
   const checked = evaluateGoals(results);
   if (checked.length > 0 || related.length > 0) lines.push("## Goals", "");
   if (checked.length > 0) {
-    lines.push("Issue 14's goals, on medians over seeds, at every trace and point of this run.", "");
+    lines.push(
+      "Issue 14's goals, on medians over seeds, at every trace and point of this run. A ratio divides prefix-aware's median over its seeds by the baseline's over its own, as the issue's goals are stated; each seed is another draw of the trace, so the two medians may be of different seeds, and the median of each seed's own ratio can differ from it, either way.",
+      "",
+    );
     lines.push("| goal | met | figure |", "| --- | --- | --- |");
     for (const c of checked) lines.push(`| ${c.goal} | ${c.ok ? "yes" : "**no**"} | ${c.detail} |`);
     lines.push("");

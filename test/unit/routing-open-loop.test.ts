@@ -19,6 +19,7 @@ import {
 import { openLoopProgress } from "../../bench/routing/open-loop-report.ts";
 import { readReport, relatedResults } from "../../bench/routing/related-results.ts";
 import { renderReport } from "../../bench/routing/report.ts";
+import { TTFT_RULE } from "../../bench/replay/index.ts";
 import type { OpenLoopRoutingRun, RoutingResults, RoutingRun } from "../../bench/routing/types.ts";
 import { b2bSaasTrace, prefixCeiling, type TimedTrace } from "../../bench/traces/index.ts";
 
@@ -327,6 +328,25 @@ describe("routing.md with open-loop runs", () => {
     expect(md).toContain("| (c) open-loop mooncake at ≥ 80% load: prefix-aware TTFT p95 ≤ 0.5 × round-robin's | yes | 0.400 (3600 against 9000 ms); load 0.85 |");
     expect(md).toContain("- (e) `npm run bench:routing-replicas`: [routing-replicas.md](routing-replicas.md) — Routing across gateway instances, 2026-11-23T10:00:00.000Z.");
     expect(md).not.toContain("bench:routing-feedback");
+  });
+
+  it("says what its figures count as the runs were made: results that predate counting timeouts and taking kv_hit's ceiling over the same requests say so, newer ones state those rules", () => {
+    const old = renderReport(results());
+    expect(old).toContain("TTFT is over the requests answered in full only (these runs predate counting a request that timed out)");
+    expect(old).toContain("kv_hit's share of the ceiling divides kv_hit over the requests each run answered by the ceiling over every request of the trace");
+    expect(old).not.toContain("A TTFT marked ≥ is a lower bound");
+    const r = results();
+    r.ttft_rule = TTFT_RULE;
+    r.open_loop_runs = (r.open_loop_runs ?? []).map((run) => ({ ...run, kv_ceiling_trace: 0.1 }));
+    const md = renderReport(r);
+    expect(md).toContain("A TTFT marked ≥ is a lower bound: requests that timed out before their first token reach it.");
+    expect(md).toContain("kv_hit's share of the ceiling is over the requests each run answered, the ceiling's hits on those.");
+  });
+
+  it("(d) takes the fleet's size from the results: 1.5 × the mean share of 8 workers is 0.188", () => {
+    const r = results();
+    r.open_loop_setups = (r.open_loop_setups ?? []).map((s) => ({ ...s, workers: 8 }));
+    expect(evaluateGoals(r).find((x) => x.goal.startsWith("(d) open-loop mooncake"))?.goal).toBe("(d) open-loop mooncake: no backend above 1.5 × the mean share (0.188 of 8)");
   });
 
   it("renders results that predate the open-loop runs as before, with no open-loop section", () => {
