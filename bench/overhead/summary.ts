@@ -41,6 +41,13 @@ export interface RepeatFigures {
   rps: number[];
   latency_ms: { p50: (number | null)[]; p95: (number | null)[]; p99: (number | null)[] };
   ttft_ms: { p50: (number | null)[]; p95: (number | null)[] };
+  /**
+   * Each repeat's workerd CPU per completed request, µs: the serving process's (`main`) and, for a
+   * target whose Durable Objects run in a workerd of their own, that process's (`objects`; null
+   * otherwise); absent where CPU was not read. What the CPU target and the Worker/object split are
+   * medians of, so either can be checked from the file.
+   */
+  cpu_us?: { main: (number | null)[]; objects: (number | null)[] };
 }
 
 export interface Summary {
@@ -109,6 +116,7 @@ function repeatFigures(list: readonly Measurement[]): RepeatFigures {
     rps: list.map((m) => round(m.rps) as number),
     latency_ms: { p50: each((m) => m.latency.p50), p95: each((m) => m.latency.p95), p99: each((m) => m.latency.p99) },
     ttft_ms: { p50: each((m) => m.ttft.p50), p95: each((m) => m.ttft.p95) },
+    ...(list.some((m) => m.processCpuUs) ? { cpu_us: { main: each((m) => m.processCpuUs?.main ?? null), objects: each((m) => m.processCpuUs?.objects ?? null) } } : {}),
   };
 }
 

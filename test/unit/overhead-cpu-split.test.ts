@@ -29,6 +29,12 @@ describe("bench:overhead's CPU split between the Worker and its routing object",
     expect(split).toEqual({ worker: 600, object: 200 });
   });
 
+  it("keeps each repeat's CPU of each process in figures_per_repeat, so the split and the CPU target can be checked from the file", () => {
+    const repeats = summarise(all).perRepeat;
+    expect(repeats["kvgate nonstream/c50"]?.cpu_us).toEqual({ main: [600, 700, 900], objects: [null, null, null] });
+    expect(repeats["kvgate-apart nonstream/c50"]?.cpu_us).toEqual({ main: [800, 820, 840], objects: [300, 100, 200] });
+  });
+
   it("reports an apart twin's processes as measured, the floor's CPU as all the Worker's, and no split where none was measured", () => {
     const s = cpuSplits(all);
     expect(s.get("kvgate-apart nonstream/c50")).toEqual({ worker: 820, object: 200 });
