@@ -12,11 +12,18 @@ import { errorEvent } from "./error-event.ts";
  * a key limited to one group could name another model its backend's server also serves. So a
  * client's `session.update` (and `transcription_session.update`, OpenAI's beta transcription
  * session's) reaches the backend naming the deployment's model, at its top level and in its
- * `session` when that names one (OpenAI's layout); and a virtual key's names it for its
- * transcription too, where the session names a transcription model: a server of many models
- * (Speaches) transcribes with the model `session.input_audio_transcription.model` names (OpenAI's
- * GA layout: `session.audio.input.transcription.model`), loading it on demand. The master key's
- * transcription model passes (OpenAI's sessions name whisper-1 beside their realtime model).
+ * `session` when that names one (OpenAI's layout).
+ *
+ * A session names other models beside its own, and a server of many (Speaches) loads whichever it
+ * is named on demand: the one that transcribes the input audio
+ * (`session.input_audio_transcription.model`; OpenAI's GA layout
+ * `session.audio.input.transcription.model`) and the one that speaks (Speaches'
+ * `session.speech_model`). A virtual key names none of them (SessionPins): which one the
+ * deployment's model is depends on the session. In a conversation (Speaches' default, OpenAI's)
+ * it is the LLM, and the transcriber a whisper model apart: set there, the client's speech would
+ * be sent to the LLM and never transcribed. In a transcription session (the handshake's
+ * `intent=transcription`: Speaches then transcribes with the query's model; vLLM's, whose
+ * transcription model is its top-level `model`) it is the transcriber.
  *
  * Which messages are read is decided without parsing the others (a voice client's audio appends
  * run to tens of KiB each), and without trusting where a message puts its type: the server's JSON
@@ -35,21 +42,45 @@ const SESSION_UPDATES: ReadonlySet<unknown> = new Set([TYPE, "transcription_sess
 /** Where a session names the model that transcribes its input audio: OpenAI's beta layout, and its GA one. */
 const TRANSCRIPTION_MODEL_AT: readonly (readonly string[])[] = [["input_audio_transcription"], ["audio", "input", "transcription"]];
 
+/** The session's field naming the model that speaks its answers: Speaches' (OpenAI's sessions name a voice alone). */
+const SPEECH_MODEL = "speech_model";
+
+/**
+ * Which models a client's session.update may name beside its session's own, which is always the
+ * deployment's: "owner", the master key's — all (OpenAI's sessions name whisper-1 beside their
+ * realtime model); a virtual key's, none, by the session's intent (sessionIntent) —
+ * "conversation": the transcription and speech models it names are dropped, the server's defaults
+ * applying (the transcription object stays: naming one turns transcription on); "transcription":
+ * the transcription model it names is the deployment's, and its speech model is dropped.
+ */
+export type SessionPins = "owner" | SessionIntent;
+
+/** What a realtime session is for, as the handshake's `intent` says (OpenAI's, Speaches'): a conversation unless it says transcription. */
+export type SessionIntent = "conversation" | "transcription";
+
+/**
+ * The intent of the session the handshake's query `search` opens: its last `intent`, as Speaches'
+ * parser (FastAPI's) reads a parameter named twice.
+ */
+export function sessionIntent(search: string): SessionIntent {
+  return new URLSearchParams(search).getAll("intent").at(-1) === "transcription" ? "transcription" : "conversation";
+}
+
 /**
  * `message` as it goes to the backend: itself when it is not a session.update (byte for byte), a
  * session.update (or transcription_session.update) re-serialised with `model` (and `session.model`,
- * when its session names one; with `transcription`, each transcription model its session names:
- * TRANSCRIPTION_MODEL_AT) set to the deployment's `model`; null when it may be one and is not JSON as
- * this runtime reads it (Python's parser takes `NaN` where JSON.parse does not), or cannot be
- * serialised again: it must not reach the backend unpinned. Its caller holds it to a request body's
- * bounds first (workers/gateway/body.ts sessionMessageRefusal): what is parsed here is not otherwise bounded.
+ * when its session names one) set to the deployment's `model`, and the other models its session
+ * names as `pins` says; null when it may be one and is not JSON as this runtime reads it (Python's
+ * parser takes `NaN` where JSON.parse does not), or cannot be serialised again: it must not reach
+ * the backend unpinned. Its caller holds it to a request body's bounds first
+ * (workers/gateway/body.ts sessionMessageRefusal): what is parsed here is not otherwise bounded.
  */
-export function pinSessionModel(message: string, model: string, transcription: boolean): string | null {
+export function pinSessionModel(message: string, model: string, pins: SessionPins): string | null {
   if (!mayBeSessionUpdate(message)) return message;
   try {
     const event: unknown = JSON.parse(message);
     if (!isRecord(event) || !SESSION_UPDATES.has(event.type)) return message;
-    const session = isRecord(event.session) ? pinnedSession(event.session, model, transcription) : event.session;
+    const session = isRecord(event.session) ? pinnedSession(event.session, model, pins) : event.session;
     // Inside the try: serialising what was parsed may still throw (a RangeError on deep nesting).
     return JSON.stringify({ ...event, model, session });
   } catch {
@@ -57,22 +88,32 @@ export function pinSessionModel(message: string, model: string, transcription: b
   }
 }
 
-/** `session` naming `model` where it names a model: its own, and with `transcription` each of TRANSCRIPTION_MODEL_AT. */
-function pinnedSession(session: Record<string, unknown>, model: string, transcription: boolean): Record<string, unknown> {
-  const paths = transcription ? [[], ...TRANSCRIPTION_MODEL_AT] : [[]];
-  return paths.reduce((s, path) => pinnedAt(s, path, model), session);
+/** `session` naming `model` as its own model where it names one, and its other models as `pins` says. */
+function pinnedSession(session: Record<string, unknown>, model: string, pins: SessionPins): Record<string, unknown> {
+  const own = modelAt(session, [], "model", model);
+  if (pins === "owner") return own;
+  // Never the deployment's model: that is the conversation's, or the transcriber's, never a voice.
+  const unspoken = modelAt(own, [], SPEECH_MODEL, null);
+  return TRANSCRIPTION_MODEL_AT.reduce((s, path) => modelAt(s, path, "model", pins === "transcription" ? model : null), unspoken);
 }
 
 /**
- * `holder` with the `model` of the object at `path` below it set to `model`, when that object names
- * one (a copy of each object on the way); itself otherwise. One that names none (or a transcription
- * turned off: null) is left as it is: the backend's own default is no model the client chose.
+ * `holder` with the `field` of the object at `path` below it set to `model`, or dropped (null),
+ * when that object names one (a copy of each object on the way); itself otherwise. One that names
+ * none (or a transcription turned off: null) is left as it is: the backend's own default is no
+ * model the client chose.
  */
-function pinnedAt(holder: Record<string, unknown>, path: readonly string[], model: string): Record<string, unknown> {
+function modelAt(holder: Record<string, unknown>, path: readonly string[], field: string, model: string | null): Record<string, unknown> {
   const [key, ...rest] = path;
-  if (key === undefined) return "model" in holder ? { ...holder, model } : holder;
+  if (key === undefined) {
+    if (!(field in holder)) return holder;
+    if (model !== null) return { ...holder, [field]: model };
+    const kept = { ...holder };
+    delete kept[field];
+    return kept;
+  }
   const inner = holder[key];
-  return isRecord(inner) ? { ...holder, [key]: pinnedAt(inner, rest, model) } : holder;
+  return isRecord(inner) ? { ...holder, [key]: modelAt(inner, rest, field, model) } : holder;
 }
 
 /** Whether `message` may be a session.update as the server parses it: what pinSessionModel parses. */

@@ -984,13 +984,13 @@ describe("a realtime session's model, named again in a session.update", () => {
   });
 });
 
-describe("a virtual key's transcription model, on a server that serves many (Speaches loads any model its session names)", () => {
-  it("is its deployment's: the model a session.update or transcription_session.update names for its transcription (OpenAI's beta and GA layouts), and the handshake's transcription_model, are pinned to it; the master key's pass", async () => {
+describe("a virtual key's transcription model in a transcription session, on a server that serves many (Speaches loads any model its session names)", () => {
+  it("is its deployment's: the model a session.update or transcription_session.update names for its transcription (OpenAI's beta and GA layouts), and the handshake's transcription_model, are pinned to it, its speech model dropped; the master key's pass", async () => {
     const { key } = await keyAdmin("POST", "/keys", {});
     const before = upstream.queries().length;
     const s = opened(await connect(wsUrl("?model=echo&intent=transcription&transcription_model=dear-model"), { headers: { authorization: `Bearer ${key}` } }));
     expect(upstream.queries().slice(before)).toEqual(["?model=upstream-rt&intent=transcription&transcription_model=upstream-rt"]);
-    const beta = { type: "session.update", session: { input_audio_transcription: { model: "dear-model", language: "en" } } };
+    const beta = { type: "session.update", session: { input_audio_transcription: { model: "dear-model", language: "en" }, speech_model: "dear-tts" } };
     expect(await echoed(s, JSON.stringify(beta))).toEqual({ type: "session.update", model: "upstream-rt", session: { input_audio_transcription: { model: "upstream-rt", language: "en" } } });
     const format = { type: "audio/pcm", rate: 24000 };
     const ga = { type: "session.update", session: { type: "transcription", audio: { input: { format, transcription: { model: "dear-model" } } } } };
@@ -1007,6 +1007,25 @@ describe("a virtual key's transcription model, on a server that serves many (Spe
     expect(await echoed(m, JSON.stringify({ type: "session.update", session: { input_audio_transcription: { model: "whisper-1" } } }))).toEqual({ type: "session.update", model: "upstream-rt", session: { input_audio_transcription: { model: "whisper-1" } } });
     m.ws.close(1000);
     await m.closed;
+    await vi.waitFor(async () => expect(await gw.inFlight("echo")).toBe(0), EVENTUALLY);
+  });
+});
+
+describe("a virtual key's conversation session's transcription and speech models, on a server of many (Speaches: the session's model is its LLM, its transcription a whisper model, its speech a TTS model)", () => {
+  it("are none the key chose and never the conversation's model: the ones a session.update names (OpenAI's beta and GA layouts, Speaches' speech_model) and the handshake's transcription_model are dropped, the server's defaults applying; transcription turned on stays on", async () => {
+    const { key } = await keyAdmin("POST", "/keys", {});
+    const before = upstream.queries().length;
+    const s = opened(await connect(wsUrl("?model=echo&transcription_model=Systran/faster-whisper-large-v3"), { headers: { authorization: `Bearer ${key}` } }));
+    expect(upstream.queries().slice(before)).toEqual(["?model=upstream-rt"]);
+    const beta = { type: "session.update", session: { input_audio_transcription: { model: "Systran/faster-distil-whisper-small.en", language: "en" }, speech_model: "other-tts", voice: "af_heart" } };
+    expect(await echoed(s, JSON.stringify(beta))).toEqual({ type: "session.update", model: "upstream-rt", session: { input_audio_transcription: { language: "en" }, voice: "af_heart" } });
+    // OpenAI's way of turning transcription on: the object stays, with no model in it.
+    const on = { type: "session.update", session: { input_audio_transcription: { model: "whisper-1" } } };
+    expect(await echoed(s, JSON.stringify(on))).toEqual({ type: "session.update", model: "upstream-rt", session: { input_audio_transcription: {} } });
+    const ga = { type: "session.update", session: { type: "realtime", model: "dear-model", audio: { input: { transcription: { model: "gpt-4o-transcribe", language: "en" } } } } };
+    expect(await echoed(s, JSON.stringify(ga))).toEqual({ type: "session.update", model: "upstream-rt", session: { type: "realtime", model: "upstream-rt", audio: { input: { transcription: { language: "en" } } } } });
+    s.ws.close(1000);
+    await s.closed;
     await vi.waitFor(async () => expect(await gw.inFlight("echo")).toBe(0), EVENTUALLY);
   });
 });

@@ -1,9 +1,9 @@
 import { describe, expect, it } from "vitest";
-import { engineSessionRefusal, pinSessionModel } from "../../src/realtime/session-model.ts";
+import { engineSessionRefusal, pinSessionModel, sessionIntent, type SessionPins } from "../../src/realtime/session-model.ts";
 
 const MODEL = "meta-llama/Llama-3.1-8B";
-/** `message` as it reaches the backend from the master key (`virtualKey` false) or a virtual key. */
-const pin = (message: string, virtualKey = false) => pinSessionModel(message, MODEL, virtualKey);
+/** `message` as it reaches the backend from the master key ("owner") or a virtual key (its session's intent). */
+const pin = (message: string, pins: SessionPins = "owner") => pinSessionModel(message, MODEL, pins);
 
 describe("a client's session.update on its way to the backend", () => {
   it("names the deployment's model at its top level (vLLM's), and in its session when that names one (OpenAI's layout)", () => {
@@ -23,19 +23,35 @@ describe("a client's session.update on its way to the backend", () => {
     expect(JSON.parse(pin('{"type":"\\u0073ession.update","model":"other"}') ?? "")).toMatchObject({ type: "session.update", model: "meta-llama/Llama-3.1-8B" });
   });
 
-  it("names it for a virtual key's transcription too, where its session names one (OpenAI's beta and GA layouts); a transcription_session.update as a session.update; the master key's transcription model passes", () => {
-    const beta = '{"type":"session.update","session":{"input_audio_transcription":{"model":"whisper-1","language":"en"}}}';
-    expect(JSON.parse(pin(beta, true) ?? "")).toEqual({ type: "session.update", model: MODEL, session: { input_audio_transcription: { model: MODEL, language: "en" } } });
-    expect(JSON.parse(pin(beta) ?? "")).toEqual({ type: "session.update", model: MODEL, session: { input_audio_transcription: { model: "whisper-1", language: "en" } } });
+  it("names it for a virtual key's transcription in a transcription session, where its session names one (OpenAI's beta and GA layouts), and drops its speech model; a transcription_session.update as a session.update; the master key's pass", () => {
+    const beta = '{"type":"session.update","session":{"input_audio_transcription":{"model":"whisper-1","language":"en"},"speech_model":"tts-1"}}';
+    expect(JSON.parse(pin(beta, "transcription") ?? "")).toEqual({ type: "session.update", model: MODEL, session: { input_audio_transcription: { model: MODEL, language: "en" } } });
+    expect(JSON.parse(pin(beta) ?? "")).toEqual({ type: "session.update", model: MODEL, session: { input_audio_transcription: { model: "whisper-1", language: "en" }, speech_model: "tts-1" } });
     const ga = '{"type":"session.update","session":{"type":"transcription","audio":{"input":{"transcription":{"model":"gpt-4o-transcribe"},"format":{"type":"audio/pcm"}}}}}';
-    expect(JSON.parse(pin(ga, true) ?? "")).toEqual({ type: "session.update", model: MODEL, session: { type: "transcription", audio: { input: { transcription: { model: MODEL }, format: { type: "audio/pcm" } } } } });
+    expect(JSON.parse(pin(ga, "transcription") ?? "")).toEqual({ type: "session.update", model: MODEL, session: { type: "transcription", audio: { input: { transcription: { model: MODEL }, format: { type: "audio/pcm" } } } } });
     const transcriptionSession = '{"type":"transcription_session.update","session":{"model":"other","input_audio_transcription":{"model":"other"}}}';
-    expect(JSON.parse(pin(transcriptionSession, true) ?? "")).toEqual({ type: "transcription_session.update", model: MODEL, session: { model: MODEL, input_audio_transcription: { model: MODEL } } });
+    expect(JSON.parse(pin(transcriptionSession, "transcription") ?? "")).toEqual({ type: "transcription_session.update", model: MODEL, session: { model: MODEL, input_audio_transcription: { model: MODEL } } });
     expect(JSON.parse(pin(transcriptionSession) ?? "")).toEqual({ type: "transcription_session.update", model: MODEL, session: { model: MODEL, input_audio_transcription: { model: "other" } } });
-    // A transcription that names no model, or turned off, is left so.
+  });
+
+  it("never names the deployment's model for a virtual key's transcription or speech in a conversation (it is the LLM there): the models its session names for them are dropped, its transcription object kept", () => {
+    const beta = '{"type":"session.update","session":{"model":"other","input_audio_transcription":{"model":"Systran/faster-distil-whisper-small.en","language":"en"},"speech_model":"other-tts","voice":"af_heart"}}';
+    expect(JSON.parse(pin(beta, "conversation") ?? "")).toEqual({ type: "session.update", model: MODEL, session: { model: MODEL, input_audio_transcription: { language: "en" }, voice: "af_heart" } });
+    // Transcription turned on as OpenAI's clients do: still on, with the server's model.
+    expect(JSON.parse(pin('{"type":"session.update","session":{"input_audio_transcription":{"model":"whisper-1"}}}', "conversation") ?? "")).toEqual({ type: "session.update", model: MODEL, session: { input_audio_transcription: {} } });
+    const ga = '{"type":"session.update","session":{"type":"realtime","audio":{"input":{"transcription":{"model":"gpt-4o-transcribe","prompt":"p"}}}}}';
+    expect(JSON.parse(pin(ga, "conversation") ?? "")).toEqual({ type: "session.update", model: MODEL, session: { type: "realtime", audio: { input: { transcription: { prompt: "p" } } } } });
+  });
+
+  it("leaves a transcription that names no model, or turned off, as it is, for every key", () => {
     for (const off of ['{"type":"session.update","session":{"input_audio_transcription":null}}', '{"type":"session.update","session":{"audio":{"input":{"transcription":{"language":"en"}}}}}']) {
-      expect(JSON.parse(pin(off, true) ?? "")).toEqual({ ...JSON.parse(off), model: MODEL });
+      for (const pins of ["owner", "conversation", "transcription"] as const) expect(JSON.parse(pin(off, pins) ?? "")).toEqual({ ...JSON.parse(off), model: MODEL });
     }
+  });
+
+  it("reads a session's intent as the handshake's last intent says (FastAPI's reading): a conversation unless it says transcription", () => {
+    expect(["?model=m", "?model=m&intent=conversation", "?intent=transcription&intent=conversation", "?intent=Transcription"].map(sessionIntent)).toEqual(["conversation", "conversation", "conversation", "conversation"]);
+    expect(["?model=m&intent=transcription", "?intent=conversation&intent=transcription"].map(sessionIntent)).toEqual(["transcription", "transcription"]);
   });
 
   it("is not passed on when the gateway cannot read it (NaN, which Python's parser takes)", () => {

@@ -1,5 +1,6 @@
 import type { ResolvedDeployment, ResolvedGroup } from "../../src/config/load.ts";
 import { badGateway, GatewayError, gatewayTimeout } from "../../src/openai/errors.ts";
+import { sessionIntent } from "../../src/realtime/session-model.ts";
 import { classifyRefusedUpgrade } from "../../src/realtime/upgrade-answer.ts";
 import type { LeaseOutcome, RouteDecision } from "../../src/routing/protocol.ts";
 import { SILENT, type AttemptEnd, type Routed } from "./route-client.ts";
@@ -10,7 +11,7 @@ import { readBounded } from "../../src/upstream/read-bounded.ts";
 import { parseRetryAfter, type Failure } from "../../src/upstream/retry.ts";
 
 const UPSTREAM_PATH = "/v1/realtime";
-/** Speaches' handshake query parameter for a session's transcription model (its extension of OpenAI's). */
+/** Speaches' handshake query parameter for a session's transcription model (its extension of OpenAI's: session-model.ts SessionPins). */
 const TRANSCRIPTION_MODEL = "transcription_model";
 
 /** One backend's answer to the handshake: its socket, or why not and what that says about the backend. */
@@ -25,7 +26,7 @@ export type Handshake =
   | { kind: "failed"; response: Response; verdict: LeaseOutcome; failure: Failure; end?: AttemptEnd };
 
 export interface HandshakeInput {
-  /** The client's query string (`?model=…&…`): passed on with the model (and a virtual key's `transcription_model`) rewritten to the deployment's. */
+  /** The client's query string (`?model=…&…`): passed on with the model rewritten to the deployment's (and a virtual key's `transcription_model` too, or dropped). */
   search: string;
   /** How the deployment is reached (its binding, its bearer — never the client's key — and extra headers), as a request would be. */
   reach: Reachable;
@@ -55,8 +56,12 @@ export async function openUpstream(h: HandshakeInput): Promise<Handshake> {
   const query = new URLSearchParams(h.search);
   query.set("model", deployment.model);
   // A server of many models (Speaches) transcribes with the model its query's transcription_model
-  // names: a virtual key's is pinned to the deployment's, as its model is (src/realtime/session-model.ts).
-  if (!h.owner && query.has(TRANSCRIPTION_MODEL)) query.set(TRANSCRIPTION_MODEL, deployment.model);
+  // names: a virtual key's is the deployment's in a transcription session, and in a conversation
+  // (whose model is the LLM) dropped, the server's default applying (src/realtime/session-model.ts).
+  if (!h.owner && query.has(TRANSCRIPTION_MODEL)) {
+    if (sessionIntent(h.search) === "transcription") query.set(TRANSCRIPTION_MODEL, deployment.model);
+    else query.delete(TRANSCRIPTION_MODEL);
+  }
   const headers: Record<string, string> = { upgrade: "websocket", "x-request-id": h.requestId, "x-kvgate-routed-at": String(h.decision.routedAt) };
   if (h.protocols.length > 0) headers["sec-websocket-protocol"] = h.protocols.join(", ");
   const failed = (err: GatewayError, verdict: LeaseOutcome, failure: Failure, end?: AttemptEnd): Handshake => ({ kind: "failed", response: err.toResponse(), verdict, failure, end });

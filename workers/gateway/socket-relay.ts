@@ -1,7 +1,7 @@
 import { CLIENT_LOST, clientCloseOutcome, closeReason, forwardedClose, UPSTREAM_LOST, upstreamCloseOutcome, type CloseFrame } from "../../src/realtime/closing.ts";
 import { backendEvent, clientAsks, clientEventId } from "../../src/realtime/event-type.ts";
 import { BINARY_REFUSED, errorEvent } from "../../src/realtime/error-event.ts";
-import { engineSessionRefusal, mayBeSessionUpdate, mayNameEngineSession, pinSessionModel, unreadableEvent } from "../../src/realtime/session-model.ts";
+import { engineSessionRefusal, mayBeSessionUpdate, mayNameEngineSession, pinSessionModel, unreadableEvent, type SessionIntent } from "../../src/realtime/session-model.ts";
 import { RealtimeUsage } from "../../src/realtime/usage.ts";
 import type { LeaseOutcome, TokenUsage } from "../../src/routing/protocol.ts";
 import { sessionMessageRefusal } from "./body.ts";
@@ -21,7 +21,7 @@ export interface Relay {
 }
 
 export interface RelayOptions {
-  /** The deployment's model: what the client's session.update names is pinned to it (src/realtime/session-model.ts); a virtual key's transcription model too. */
+  /** The deployment's model: what the client's session.update names is pinned to it (src/realtime/session-model.ts). */
   model: string;
   /** Told all the tokens the backend reported so far, each time it reports more; null: not read. */
   reported: ((soFar: TokenUsage) => void) | null;
@@ -35,10 +35,12 @@ export interface RelayOptions {
    * A virtual key's session: a client event naming the engine's session (a session.update's session
    * id, a session.resume) is answered instead of passed on (src/realtime/session-model.ts
    * engineSessionRefusal), as its tenant could take or attach another's session; and the
-   * transcription model a session.update names is pinned to the deployment's, as its model is
+   * transcription and speech models a session.update names are not the client's to choose
    * (pinSessionModel), as it could name another model its backend's server serves.
    */
   virtualKey: boolean;
+  /** What the session is for, as its handshake said (session-model.ts sessionIntent): which model a virtual key's transcription is. */
+  intent: SessionIntent;
 }
 
 /**
@@ -58,7 +60,7 @@ export interface RelayOptions {
  * is ended as the gateway ends one (Relay.end), with 1001, as a stream whose backend stalls is:
  * nothing else bounds a stuck session.
  */
-export function relaySockets(client: WebSocket, upstream: WebSocket, lease: HeldLease, { model, reported, idleMs, secrets, maxEventBytes, virtualKey }: RelayOptions): Relay {
+export function relaySockets(client: WebSocket, upstream: WebSocket, lease: HeldLease, { model, reported, idleMs, secrets, maxEventBytes, virtualKey, intent }: RelayOptions): Relay {
   const ended: (() => void)[] = [];
   let over = false;
   const usage = reported ? new RealtimeUsage() : null;
@@ -109,7 +111,7 @@ export function relaySockets(client: WebSocket, upstream: WebSocket, lease: Held
       const refusal = sessionMessageRefusal(data, maxEventBytes) ?? (virtualKey ? engineSessionRefusal(data) : null);
       if (refusal) return answered(errorEvent(refusal, clientEventId(data)));
     }
-    const pinned = pinSessionModel(data, model, virtualKey);
+    const pinned = pinSessionModel(data, model, virtualKey ? intent : "owner");
     if (pinned === null) return answered(unreadableEvent(clientEventId(data)));
     pass(upstream, pinned);
     return true;
