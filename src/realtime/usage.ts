@@ -35,7 +35,12 @@ export class RealtimeUsage {
    * its type (event-type.ts eventType), and only an output's end is parsed.
    */
   take(message: string): TokenUsage | null {
-    const output = outputEvent(eventType(message));
+    const type = eventType(message);
+    if (type === "error") {
+      this.brokenOff(message);
+      return null;
+    }
+    const output = outputEvent(type);
     if (output === null) return null;
     if (output.is === "start") {
       this.openResponses++;
@@ -79,6 +84,25 @@ export class RealtimeUsage {
     s.completion = Math.min(Number.MAX_SAFE_INTEGER, s.completion + u.completionTokens);
     s.cached = Math.min(s.prompt, s.cached + u.cachedTokens);
     return { ...s };
+  }
+
+  /**
+   * A backend's `error` event, while a response is made: a `server_error` ends that response,
+   * failed, as Speaches ends one its LLM failed (an error event, and no response.done). Its deltas
+   * are spared, as a failed response.done's are; else the next response whose end reports no usage
+   * would be charged them. Another error (a client event refused) leaves the response going.
+   */
+  private brokenOff(message: string): void {
+    if (this.openResponses === 0) return;
+    let event: { error?: { type?: unknown } | null } | null;
+    try {
+      event = JSON.parse(message) as typeof event;
+    } catch {
+      return;
+    }
+    if (event?.error?.type !== "server_error") return;
+    this.unreported.response = 0;
+    this.openResponses--;
   }
 
   /**

@@ -154,6 +154,35 @@ describe("RealtimeUsage", () => {
     expectReported(u, 7, 9);
   });
 
+  it("spares a response its backend broke off with a server_error and no response.done (Speaches' answer to its LLM's failure) its deltas, as a failed response.done's: the next response's end claims none of them; another error leaves the response going", () => {
+    const u = new RealtimeUsage();
+    const text = JSON.stringify({ type: "response.text.delta", delta: "x" });
+    const created = JSON.stringify({ type: "response.created", response: { id: "r1", status: "in_progress" } });
+    // Speaches' ErrorEvent, serialised in its fields' order: its type last.
+    const serverError = JSON.stringify({ error: { code: null, message: "APIConnectionError: Connection error.", param: null, type: "server_error" }, event_id: "e9", type: "error" });
+    u.take(created);
+    for (let i = 0; i < 3; i++) u.take(text);
+    expect(u.take(serverError)).toBeNull();
+    expect([u.total, u.totalIfLeft]).toEqual([undefined, undefined]);
+    u.take(created);
+    for (let i = 0; i < 2; i++) u.take(text);
+    u.take(done(null));
+    expectReported(u, 0, 2);
+    // A client event refused while a response is made: the response goes on, all its deltas its own.
+    u.take(created);
+    u.take(text);
+    u.take(JSON.stringify({ type: "error", event_id: "e10", error: { type: "invalid_request_error", message: "Specifying `session.input_audio_format` is not supported." } }));
+    u.take(text);
+    u.take(done(null));
+    expectReported(u, 0, 4);
+    // A server_error while no response is made ends none; a broken one is not read.
+    u.take(serverError);
+    u.take("{\"type\":\"error\",");
+    u.take(created);
+    u.take(text);
+    expect(u.totalIfLeft).toEqual({ prompt: 0, completion: 5, cached: 0, cacheReported: false });
+  });
+
   it("charges a transcription whose end reports no output tokens a token for each of its deltas, as one left: an early vLLM's transcription.done reported zeros (a TODO), whisper-1's a duration", () => {
     const u = new RealtimeUsage();
     const zeros = JSON.stringify({ type: "transcription.done", text: "www", usage: { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 } });
