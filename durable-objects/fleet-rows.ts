@@ -7,11 +7,15 @@ import { ORDER_GAP, positionsToWrite } from "../src/fleet/stored-order.ts";
  * renewing a server writes that server's row alone: a group of a thousand self-registering
  * servers is no longer a row of hundreds of KB rewritten at each of their heartbeats.
  *
- * Releases before stored each group whole, deployments included, as one row of `groups`. This
- * one takes those rows when it first starts and leaves them there, never writing that table, so a
- * rollback finds the fleet as it then was rather than groups without deployments; triggers note
- * each group a release before writes there, and the next start of this one takes those groups
- * from it again (a group it removed goes).
+ * Releases before stored each group whole, deployments included, as one row of `groups`, which
+ * is all they read. This one takes those rows when it first starts, and keeps `groups` as they
+ * would have it, in the transaction of each write: a group's row there is rewritten whole when
+ * anything of the group but a server's expiry changes (rare: a registration, a drain, a PATCH, a
+ * removal), and at a renewal only once the expiry that row holds for the server is within half
+ * its TTL, so a rollback finds every change and no live server lapsed (which the release before
+ * would drain, then remove). Triggers note each group a release before writes there, and the next
+ * start of this one takes those groups from it again (a group it removed goes); those this one
+ * wrote itself are cleared from that note in the same transaction.
  */
 export class FleetRows {
   private readonly storage: DurableObjectStorage;
@@ -22,6 +26,12 @@ export class FleetRows {
   /** The revision and seed hash stored: a write that changes neither writes no meta row. */
   private rev: number;
   private seedHash: string | null;
+  /**
+   * Of each group whose row of `groups` was written since this start, the expiry that row holds
+   * for each of its deployments: a renewal rewrites the row once the server's expiry there is
+   * within half its TTL. A group not here has its row rewritten at its next renewal.
+   */
+  private readonly wholeExpiry = new Map<string, Map<string, number | null>>();
 
   constructor(storage: DurableObjectStorage, stored: { rev: number; seedHash: string | null }) {
     this.storage = storage;
@@ -34,12 +44,10 @@ export class FleetRows {
   load(): GroupRecord[] {
     return this.storage.transactionSync(() => {
       for (const statement of TABLES) this.sql.exec(statement);
+      const [layout] = this.sql.exec<{ v: string }>("SELECT v FROM meta WHERE k = ?", LAYOUT).toArray();
       // The first start of this layout: every group a release before stored is to be taken.
-      if (this.sql.exec("SELECT 1 FROM meta WHERE k = ?", LAYOUT).toArray().length === 0) {
-        this.sql.exec("INSERT OR IGNORE INTO groups_written (name) SELECT name FROM groups ORDER BY pos");
-        this.sql.exec("INSERT INTO meta (k, v) VALUES (?, 'rows')", LAYOUT);
-      }
-      this.takeWritten();
+      if (!layout) this.sql.exec("INSERT OR IGNORE INTO groups_written (name) SELECT name FROM groups ORDER BY pos");
+      const took = this.takeWritten();
       const listed = new Map<string, DeploymentRecord[]>();
       for (const r of this.sql.exec<{ grp: string; id: string; record: string; pos: number }>("SELECT grp, id, record, pos FROM fleet_deployments ORDER BY grp, pos")) {
         const list = listed.get(r.grp) ?? [];
@@ -47,13 +55,27 @@ export class FleetRows {
         listed.set(r.grp, list);
         this.positions(r.grp).set(r.id, r.pos);
       }
-      return this.sql
+      const groups = this.sql
         .exec<{ name: string; record: string; pos: number }>("SELECT name, record, pos FROM fleet_groups ORDER BY pos")
         .toArray()
         .map((r) => {
           this.groupAt.set(r.name, r.pos);
           return { ...(JSON.parse(r.record) as Omit<GroupRecord, "deployments">), deployments: listed.get(r.name) ?? [] };
         });
+      const names = groups.map((g) => g.settings.name);
+      if (layout?.v !== KEPT) {
+        // Until now `groups` held what a release before left there (fbe621b's layout, "rows", wrote
+        // it at its first start and never again; a new object, nothing): written whole, once.
+        this.sql.exec("DELETE FROM groups");
+        for (const [i, g] of groups.entries()) this.writeWhole(g, i);
+        this.sql.exec("INSERT INTO meta (k, v) VALUES (?, ?) ON CONFLICT (k) DO UPDATE SET v = excluded.v", LAYOUT, KEPT);
+        this.sql.exec("DELETE FROM groups_written");
+      } else if (took) {
+        // A group the release before added was placed after the others: its place there too.
+        this.placeWhole(names);
+        this.sql.exec("DELETE FROM groups_written");
+      }
+      return groups;
     });
   }
 
@@ -62,9 +84,9 @@ export class FleetRows {
    * it there: stored in this layout, at its place when it had one, else after the others; one it
    * removed goes.
    */
-  private takeWritten(): void {
+  private takeWritten(): boolean {
     const names = this.sql.exec<{ name: string }>("SELECT name FROM groups_written ORDER BY rowid").toArray();
-    if (names.length === 0) return;
+    if (names.length === 0) return false;
     let last = this.sql.exec<{ pos: number | null }>("SELECT max(pos) AS pos FROM fleet_groups").one().pos;
     for (const { name } of names) {
       const [row] = this.sql.exec<{ record: string }>("SELECT record FROM groups WHERE name = ?", name).toArray();
@@ -80,6 +102,7 @@ export class FleetRows {
       for (const [i, d] of g.deployments.entries()) this.sql.exec("INSERT INTO fleet_deployments (grp, id, record, pos) VALUES (?, ?, ?, ?)", name, d.spec.id, JSON.stringify(d), i * ORDER_GAP);
     }
     this.sql.exec("DELETE FROM groups_written");
+    return true;
   }
 
   /**
@@ -91,8 +114,10 @@ export class FleetRows {
     try {
       this.storage.transactionSync(() => this.writeRows(w, names));
     } catch (e) {
-      // Nothing of it was stored: the positions held are to be those that were.
+      // Nothing of it was stored: the positions held are to be those that were, and each group's
+      // row of `groups` is as good as unknown (rewritten at its next renewal).
       this.readPositions();
+      this.wholeExpiry.clear();
       throw e;
     }
     this.rev = w.rev;
@@ -102,14 +127,32 @@ export class FleetRows {
   private writeRows(w: Writes, names: readonly string[]): void {
     if (w.rev !== this.rev) this.sql.exec("INSERT INTO meta (k, v) VALUES ('rev', ?) ON CONFLICT (k) DO UPDATE SET v = excluded.v", String(w.rev));
     if (w.seedHash !== null && w.seedHash !== this.seedHash) this.sql.exec("INSERT INTO meta (k, v) VALUES ('seed', ?) ON CONFLICT (k) DO UPDATE SET v = excluded.v", w.seedHash);
+    let wroteWhole = w.deleted.length > 0;
     for (const n of w.deleted) {
       this.sql.exec("DELETE FROM fleet_groups WHERE name = ?", n);
       this.sql.exec("DELETE FROM fleet_deployments WHERE grp = ?", n);
+      this.sql.exec("DELETE FROM groups WHERE name = ?", n);
       this.groupAt.delete(n);
       this.deploymentAt.delete(n);
+      this.wholeExpiry.delete(n);
     }
-    for (const g of w.put) this.writeDeployments(g, w.rows.get(g.settings.name)?.deployments ?? new Set());
+    const index = new Map(names.map((n, i) => [n, i]));
+    for (const g of w.put) {
+      const name = g.settings.name;
+      const rows = w.rows.get(name) ?? { own: false, deployments: new Set<string>(), renewed: new Set<string>() };
+      const listMoved = this.writeDeployments(g, rows.deployments);
+      // Anything but a renewal, or a renewal the row of `groups` is to follow now.
+      if (rows.own || listMoved || rows.deployments.size > rows.renewed.size || this.renewalDue(g, rows.renewed)) {
+        this.writeWhole(g, index.get(name) as number);
+        wroteWhole = true;
+      }
+    }
     const moved = positionsToWrite(names, this.groupAt);
+    // A group gone, added or moved: the places in `groups` of those after it change too.
+    if (w.deleted.length > 0 || moved.size > 0) {
+      this.placeWhole(names);
+      wroteWhole = true;
+    }
     for (const g of w.put) {
       const name = g.settings.name;
       if (!(w.rows.get(name)?.own ?? false)) continue;
@@ -122,6 +165,48 @@ export class FleetRows {
       this.sql.exec("UPDATE fleet_groups SET pos = ? WHERE name = ?", pos, name);
       this.groupAt.set(name, pos);
     }
+    // This release's own writes to `groups`, which the triggers noted: not to be taken back at its
+    // next start. Every name noted is one of them: the table was emptied at this start, and no
+    // other release runs this object meanwhile (one instance of a Durable Object at a time).
+    if (wroteWhole) this.sql.exec("DELETE FROM groups_written");
+  }
+
+  /**
+   * Group `g` whole, as a release before stores it, at `pos`, its place in the fleet's order (the
+   * index a release before writes). Noted in `groups_written` by the triggers: the caller clears it.
+   */
+  private writeWhole(g: GroupRecord, pos: number): void {
+    const name = g.settings.name;
+    const record = JSON.stringify(g);
+    // Not an upsert: its ON CONFLICT would override the triggers' OR IGNORE, and the update
+    // trigger's second insert of the same name would then fail.
+    if (this.sql.exec("UPDATE groups SET record = ?, pos = ? WHERE name = ?", record, pos, name).rowsWritten === 0) {
+      this.sql.exec("INSERT INTO groups (name, record, pos) VALUES (?, ?, ?)", name, record, pos);
+    }
+    this.wholeExpiry.set(name, new Map(g.deployments.map((d) => [d.spec.id, d.expiresAt])));
+  }
+
+  /** Each group's row of `groups` at its index in `names`, the fleet's order: only those elsewhere are written. */
+  private placeWhole(names: readonly string[]): void {
+    for (const [i, name] of names.entries()) this.sql.exec("UPDATE groups SET pos = ? WHERE name = ? AND pos IS NOT ?", i, name, i);
+  }
+
+  /**
+   * Whether a renewal of the servers `renewed` of `g` rewrites its row of `groups`: when that row
+   * holds an expiry of one of them within half its TTL of the new one (it would lapse before long
+   * for a release before), or is not known since this start. So a server renewing every few
+   * seconds rewrites it once per half TTL, and the expiry a release before reads is never more than
+   * half a TTL behind, never past for a server that renews in time.
+   */
+  private renewalDue(g: GroupRecord, renewed: ReadonlySet<string>): boolean {
+    if (renewed.size === 0) return false;
+    const held = this.wholeExpiry.get(g.settings.name);
+    if (!held) return true;
+    return g.deployments.some((d) => {
+      if (!renewed.has(d.spec.id)) return false;
+      const was = held.get(d.spec.id);
+      return was === undefined || was === null || d.expiresAt === null || d.ttlMs === null || was <= d.expiresAt - d.ttlMs / 2;
+    });
   }
 
   private readPositions(): void {
@@ -131,16 +216,18 @@ export class FleetRows {
     for (const r of this.sql.exec<{ grp: string; id: string; pos: number }>("SELECT grp, id, pos FROM fleet_deployments")) this.positions(r.grp).set(r.id, r.pos);
   }
 
-  /** Of one group's deployments: the rows of those whose record changed or whose place moved, and of those gone. */
-  private writeDeployments(g: GroupRecord, changed: ReadonlySet<string>): void {
+  /** Of one group's deployments: the rows of those whose record changed or whose place moved, and of those gone; whether the list did (one gone, new or moved). */
+  private writeDeployments(g: GroupRecord, changed: ReadonlySet<string>): boolean {
     const name = g.settings.name;
     const at = this.positions(name);
     const ids = g.deployments.map((d) => d.spec.id);
     const listed = new Set(ids);
+    let gone = false;
     for (const id of [...at.keys()]) {
       if (listed.has(id)) continue;
       this.sql.exec("DELETE FROM fleet_deployments WHERE grp = ? AND id = ?", name, id);
       at.delete(id);
+      gone = true;
     }
     const moved = positionsToWrite(ids, at);
     for (const d of g.deployments) {
@@ -153,6 +240,7 @@ export class FleetRows {
       }
       if (pos !== undefined) at.set(id, pos);
     }
+    return gone || moved.size > 0;
   }
 
   private positions(group: string): Map<string, number> {
@@ -164,9 +252,14 @@ export class FleetRows {
 
 /** The meta row saying the fleet is stored in this layout (FleetRows), its groups taken from `groups` once. */
 const LAYOUT = "layout";
+/**
+ * Its value once `groups` is kept as a release before reads it (written whole at that start):
+ * "rows", fbe621b's, left it as at its first start.
+ */
+const KEPT = "rows+groups";
 
 const TABLES = [
-  // The releases before's: read, never written by this one.
+  // The releases before's: each group whole, kept for a rollback (FleetRows.writeWhole).
   "CREATE TABLE IF NOT EXISTS groups (name TEXT PRIMARY KEY, record TEXT NOT NULL, pos INTEGER NOT NULL)",
   "CREATE TABLE IF NOT EXISTS fleet_groups (name TEXT PRIMARY KEY, record TEXT NOT NULL, pos INTEGER NOT NULL) WITHOUT ROWID",
   "CREATE TABLE IF NOT EXISTS fleet_deployments (grp TEXT NOT NULL, id TEXT NOT NULL, record TEXT NOT NULL, pos INTEGER NOT NULL, PRIMARY KEY (grp, id)) WITHOUT ROWID",

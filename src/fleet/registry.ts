@@ -139,14 +139,15 @@ export interface BindingsKept {
 /**
  * What the registry's storage is to write since its last write (FleetRegistry.takeWrites): the
  * groups with anything to store and, of each, whether its own row changed (the group but its
- * deployments) and which deployments' records did. The store finds what else a group's list
+ * deployments), which deployments' records did, and which of those only by a heartbeat renewing
+ * them (`renewed`: their expiry moved, nothing else). The store finds what else a group's list
  * makes it write: a deployment gone, or one whose place in the list moved.
  */
 export interface Writes {
   rev: number;
   seedHash: string | null;
   put: GroupRecord[];
-  rows: Map<string, { own: boolean; deployments: Set<string> }>;
+  rows: Map<string, { own: boolean; deployments: Set<string>; renewed: Set<string> }>;
   deleted: string[];
 }
 
@@ -226,7 +227,8 @@ export class FleetRegistry {
   seedHash: string | null = null;
   /** Groups whose own row changed (all but their deployments), and, beside, deployments whose record changed: a heartbeat renewing one writes its row alone. */
   private dirty = new Set<string>();
-  private dirtyDeployments = new Map<string, Set<string>>();
+  /** Of each group, its deployments whose record changed, each true while a renewal (its expiry alone) is all that did. */
+  private dirtyDeployments = new Map<string, Map<string, boolean>>();
   private gone = new Set<string>();
   private resolvedCache = new Map<string, ResolvedGroup>();
 
@@ -577,7 +579,7 @@ export class FleetRegistry {
       live.expiresAt = now + ttlMs;
       live.removeAt = null;
       live.ttlMs = ttlMs;
-      this.deploymentChanged(group, live.spec.id);
+      this.deploymentChanged(group, live.spec.id, true);
       return NONE;
     }
     const next = this.copy();
@@ -667,7 +669,9 @@ export class FleetRegistry {
   takeWrites(): Writes {
     const rows: Writes["rows"] = new Map();
     for (const n of new Set([...this.dirty, ...this.dirtyDeployments.keys()])) {
-      if (this.groups.has(n)) rows.set(n, { own: this.dirty.has(n), deployments: this.dirtyDeployments.get(n) ?? new Set() });
+      if (!this.groups.has(n)) continue;
+      const ids = this.dirtyDeployments.get(n) ?? new Map<string, boolean>();
+      rows.set(n, { own: this.dirty.has(n), deployments: new Set(ids.keys()), renewed: new Set([...ids].flatMap(([id, renewal]) => (renewal ? [id] : []))) });
     }
     const put = [...rows.keys()].map((n) => this.groups.get(n) as GroupRecord);
     const deleted = [...this.gone];
@@ -677,10 +681,11 @@ export class FleetRegistry {
     return { rev: this.rev, seedHash: this.seedHash, put, rows, deleted };
   }
 
-  private deploymentChanged(group: string, id: string): void {
-    const ids = this.dirtyDeployments.get(group);
-    if (ids) ids.add(id);
-    else this.dirtyDeployments.set(group, new Set([id]));
+  /** `renewal`: a heartbeat moved its expiry, nothing else; a change of any other kind to the same record since is kept as one. */
+  private deploymentChanged(group: string, id: string, renewal = false): void {
+    let ids = this.dirtyDeployments.get(group);
+    if (!ids) this.dirtyDeployments.set(group, (ids = new Map()));
+    ids.set(id, renewal && (ids.get(id) ?? true));
   }
 
   /** What of group `after` differs from `before` as stored: its own row, and each deployment whose record is new or changed. */

@@ -176,19 +176,19 @@ describe("FleetRegistry", () => {
 
   it("hands its store the rows a change made: a renewal one deployment's, a registration or a drain the group's own row too", () => {
     const r = seeded(group("a", ["a1", "a2"]), group("b", ["b1"]));
-    const rows = () => Object.fromEntries([...r.takeWrites().rows].map(([n, w]) => [n, { own: w.own, deployments: [...w.deployments] }]));
+    const rows = () => Object.fromEntries([...r.takeWrites().rows].map(([n, w]) => [n, { own: w.own, deployments: [...w.deployments], renewed: [...w.renewed] }]));
     const hb = { group: "a", id: "gpu-7", baseUrl: "http://10.0.0.7:8000", model: "m", ttlSeconds: 10 };
     applyCommand(r, { op: "heartbeat", heartbeat: hb }, 0);
-    expect(rows()).toEqual({ a: { own: true, deployments: ["gpu-7"] } });
+    expect(rows()).toEqual({ a: { own: true, deployments: ["gpu-7"], renewed: [] } });
     applyCommand(r, { op: "heartbeat", heartbeat: hb }, 5_000);
-    expect(rows()).toEqual({ a: { own: false, deployments: ["gpu-7"] } });
+    expect(rows()).toEqual({ a: { own: false, deployments: ["gpu-7"], renewed: ["gpu-7"] } });
     applyCommand(r, { op: "set-state", group: "a", id: "a2", state: "draining" }, 6_000);
-    expect(rows()).toEqual({ a: { own: true, deployments: ["a2"] } });
+    expect(rows()).toEqual({ a: { own: true, deployments: ["a2"], renewed: [] } });
     // A removal: the group's own row (its revision); the store finds the row gone.
     applyCommand(r, { op: "remove-deployment", group: "a", id: "a1" }, 7_000);
-    expect(rows()).toEqual({ a: { own: true, deployments: [] } });
+    expect(rows()).toEqual({ a: { own: true, deployments: [], renewed: [] } });
     applyCommand(r, { op: "update-group", group: "b", patch: { hotThreshold: 3 } }, 8_000);
-    expect(rows()).toEqual({ b: { own: true, deployments: [] } });
+    expect(rows()).toEqual({ b: { own: true, deployments: [], renewed: [] } });
     expect(rows()).toEqual({});
   });
 

@@ -1,6 +1,6 @@
 import { evictDurableObject, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
-import { describe, expect, inject, it } from "vitest";
+import { describe, expect, inject, it, vi } from "vitest";
 import type { GroupRecord } from "../../src/fleet/registry.ts";
 import { REGISTRY_NAME } from "../../src/fleet/registry-name.ts";
 import { UPSTREAM_MODEL } from "../support/test-config.ts";
@@ -58,21 +58,64 @@ async function bigGroup(name: string, n: number): Promise<void> {
 const beat = (group: string, id: string) => ok(admin("/admin/v1/heartbeats", { method: "POST", json: { group, id, baseUrl: fleet[1], model: UPSTREAM_MODEL, ttlSeconds: 600 } }, env.KVGATE_REGISTER_KEY));
 const records = async () => (await registry().records()).groups;
 
+/** The fleet as the release before (6246caf) loads it after a rollback: each row of `groups` a whole GroupRecord, in `pos` order. */
+const asBefore = () => runInDurableObject(registry(), (_o, state) => state.storage.sql.exec<{ record: string }>("SELECT record FROM groups ORDER BY pos").toArray().map((r) => JSON.parse(r.record) as GroupRecord));
+
+/** `action` run with the clock `ms` ahead. */
+async function later<T>(ms: number, action: () => Promise<T>): Promise<T> {
+  const now = Date.now();
+  const clock = vi.spyOn(Date, "now").mockReturnValue(now + ms);
+  try {
+    return await action();
+  } finally {
+    clock.mockRestore();
+  }
+}
+
 describe("the fleet registry's storage", () => {
-  it("a heartbeat renewing a server of a group of hundreds writes that server's row alone", async () => {
+  it("a gateway first started on this release leaves the release before the fleet it has", async () => {
+    // The first test of the file: the registry starts here, on this release, seeded from the config.
+    await bigGroup("rows-fresh", 2);
+    await ok(admin("/admin/v1/groups/rows-fresh/deployments/gpu-1/disable", { method: "POST" }));
+    // Empty at fbe621b: after a rollback every model was a 404.
+    expect(await asBefore()).toEqual(await records());
+  });
+
+  it("a registry fbe621b stored, its groups of the release before left behind, writes them whole at its next start", async () => {
+    const had = await records();
+    await runInDurableObject(registry(), (_o, state) => {
+      const sql = state.storage.sql;
+      // fbe621b's: its layout's mark, and `groups` as at its first start (a new object: none).
+      sql.exec("UPDATE meta SET v = 'rows' WHERE k = 'layout'");
+      sql.exec("DELETE FROM groups");
+      sql.exec("DELETE FROM groups_written");
+    });
+    await evictDurableObject(registry());
+    expect(await records()).toEqual(had);
+    expect(await asBefore()).toEqual(had);
+  });
+
+  it("a heartbeat renewing a server of a group of hundreds writes that server's row alone, and the group whole once per half its TTL", async () => {
     await bigGroup("rows-big", 300);
     await beat("rows-big", "hb-0");
     const renewal = await writtenBy(() => beat("rows-big", "hb-0"));
     // The whole group was rewritten (and the fleet's revision, unchanged): 6 rows, 84 KB at 6246caf.
     expect(renewal.rows).toBe(1);
     expect(renewal.bytes).toBeLessThan(1024);
-    // A new server's registration, a drain: the group's own row, the server's, the fleet's revision.
+    // Past half its TTL (600 s): the group's row of the release before too, once (the row, the trigger's note, its clearing).
+    const whole = JSON.stringify((await records()).find((g) => g.settings.name === "rows-big")).length;
+    const due = await later(301_000, () => writtenBy(() => beat("rows-big", "hb-0")));
+    expect(due.rows).toBe(5);
+    expect(due.bytes).toBeGreaterThan(whole);
+    expect((await later(302_000, () => writtenBy(() => beat("rows-big", "hb-0")))).rows).toBe(1);
+    // A new server's registration, a drain: the group's own row, the server's, the fleet's
+    // revision, and the group's row of the release before (with the trigger's note and its clearing).
     const registration = await writtenBy(() => beat("rows-big", "hb-1"));
-    expect(registration.rows).toBe(3);
-    expect(registration.bytes).toBeLessThan(4096);
+    expect(registration.rows).toBe(7);
+    expect(registration.bytes - whole).toBeLessThan(4096);
     const drain = await writtenBy(() => ok(admin("/admin/v1/groups/rows-big/deployments/gpu-7/drain", { method: "POST" })));
-    expect(drain.rows).toBe(3);
-    expect(drain.bytes).toBeLessThan(4096);
+    expect(drain.rows).toBe(7);
+    expect(drain.bytes - whole).toBeLessThan(4096);
   });
 
   it("a restart loads each group and its deployments in the order its changes left them", async () => {
@@ -125,13 +168,12 @@ describe("the fleet registry's storage", () => {
     const left = await records();
     await runInDurableObject(registry(), (_o, state) => storeFleetAsBefore(state.storage.sql, left));
     await evictDurableObject(registry());
-    // This release changes both groups; the release before's table keeps each group whole, as it left it.
+    // This release changes both groups; the release before's table has each group whole, as this one has it.
     await ok(admin("/admin/v1/groups/rows-back/deployments/gpu-0/drain", { method: "POST" }));
     await ok(admin("/admin/v1/groups/rows-kept/deployments/gpu-1", { method: "DELETE" }));
-    const back = await runInDurableObject(registry(), (_o, state) => state.storage.sql.exec<{ record: string }>("SELECT record FROM groups ORDER BY pos").toArray().map((r) => JSON.parse(r.record) as GroupRecord));
-    expect(back).toEqual(left);
+    expect(await asBefore()).toEqual(await records());
     // Rolled back, the release before removes a deployment of one group, adds a group and removes another; then a deploy forward again.
-    const [again] = left.filter((g) => g.settings.name === "rows-back");
+    const [again] = (await asBefore()).filter((g) => g.settings.name === "rows-back");
     if (!again) throw new Error("rows-back was not stored");
     const doomed = left.find((g) => g.settings.name !== "rows-back" && g.settings.name !== "rows-kept")?.settings.name as string;
     await runInDurableObject(registry(), (_o, state) => {
@@ -148,5 +190,29 @@ describe("the fleet registry's storage", () => {
     expect(forward.find((g) => g.settings.name === "rows-back")?.deployments.map((d) => [d.spec.id, d.state])).toEqual([["gpu-1", "active"]]);
     // A group the release before left alone is as this release had it.
     expect(forward.find((g) => g.settings.name === "rows-kept")?.deployments.map((d) => d.spec.id)).toEqual(["gpu-0"]);
+    // And the release before's table is the fleet as this one took it, in its order.
+    expect(await asBefore()).toEqual(forward);
+  });
+
+  it("after the upgrade, the release before finds each change since: a disable, a removal, a renewal", async () => {
+    await bigGroup("rows-roll", 3);
+    await beat("rows-roll", "hb-roll");
+    const upgraded = await records();
+    await runInDurableObject(registry(), (_o, state) => storeFleetAsBefore(state.storage.sql, upgraded));
+    await evictDurableObject(registry());
+    await ok(admin("/admin/v1/groups/rows-roll/deployments/gpu-1/disable", { method: "POST" }));
+    await ok(admin("/admin/v1/groups/rows-roll/deployments/gpu-2", { method: "DELETE" }));
+    // Past half the server's TTL (600 s): its renewal rewrites the group's row of the release before.
+    const renewedAt = Date.now() + 400_000;
+    await later(400_000, () => beat("rows-roll", "hb-roll"));
+    const old = (await asBefore()).find((g) => g.settings.name === "rows-roll");
+    // At fbe621b: gpu-1 active, gpu-2 there, hb-roll's expiry that of the upgrade (the release before drains it at once).
+    expect(old?.deployments.map((d) => [d.spec.id, d.state])).toEqual([
+      ["gpu-0", "active"],
+      ["gpu-1", "disabled"],
+      ["hb-roll", "active"],
+    ]);
+    expect(old?.deployments.find((d) => d.spec.id === "hb-roll")?.expiresAt).toBeGreaterThanOrEqual(renewedAt + 600_000);
+    expect(await asBefore()).toEqual(await records());
   });
 });
