@@ -192,9 +192,19 @@ export class FleetRegistry extends DurableObject<RegistryEnv> implements FleetRe
     this.sql.exec("INSERT OR REPLACE INTO meta (k, v) VALUES ('seedReport', ?)", JSON.stringify(seed));
   }
 
-  /** Writes what changed in one transaction, and sets the alarm for the next heartbeat expiry. */
+  /**
+   * Writes what changed in one transaction, and sets the alarm for the next heartbeat expiry. A
+   * write that fails is handed back to the fleet, to be written with the next: the change stays
+   * made in memory, and a later write of its group alone would store only its own rows.
+   */
   private persist(): void {
-    this.rows.write(this.fleet.takeWrites(), this.fleet.names());
+    const w = this.fleet.takeWrites();
+    try {
+      this.rows.write(w, this.fleet.names());
+    } catch (e) {
+      this.fleet.requeue(w);
+      throw e;
+    }
     this.wake();
   }
 

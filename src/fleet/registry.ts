@@ -681,6 +681,20 @@ export class FleetRegistry {
     return { rev: this.rev, seedHash: this.seedHash, put, rows, deleted };
   }
 
+  /**
+   * Writes taken (takeWrites) that the store did not write, its transaction having failed: marked
+   * again, so the next write stores them. Taken, they were marked no more, and a later change to
+   * the group writes only its own rows: the change was lost at the next restart.
+   */
+  requeue(w: Writes): void {
+    for (const n of w.deleted) this.gone.add(n);
+    for (const [n, r] of w.rows) {
+      if (!this.groups.has(n)) continue;
+      if (r.own) this.dirty.add(n);
+      for (const id of r.deployments) this.deploymentChanged(n, id, r.renewed.has(id));
+    }
+  }
+
   /** `renewal`: a heartbeat moved its expiry, nothing else; a change of any other kind to the same record since is kept as one. */
   private deploymentChanged(group: string, id: string, renewal = false): void {
     let ids = this.dirtyDeployments.get(group);

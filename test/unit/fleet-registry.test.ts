@@ -192,6 +192,25 @@ describe("FleetRegistry", () => {
     expect(rows()).toEqual({});
   });
 
+  it("takes back writes its store failed to make, so the next write makes them, a renewal still one", () => {
+    const r = seeded(group("a", ["a1", "a2"]), group("b", ["b1"]), group("c", ["c1"]));
+    const hb = { group: "b", id: "gpu-7", baseUrl: "http://10.0.0.7:8000", model: "m", ttlSeconds: 10 };
+    applyCommand(r, { op: "heartbeat", heartbeat: hb }, 0);
+    r.takeWrites();
+    applyCommand(r, { op: "set-state", group: "a", id: "a2", state: "draining" }, 1_000);
+    applyCommand(r, { op: "heartbeat", heartbeat: hb }, 2_000);
+    applyCommand(r, { op: "remove-group", group: "c" }, 3_000);
+    const failed = r.takeWrites();
+    r.requeue(failed);
+    // Then another change to the group (a server registering): the drain's rows are written with it.
+    applyCommand(r, { op: "heartbeat", heartbeat: { ...hb, group: "a", id: "gpu-8" } }, 4_000);
+    const next = r.takeWrites();
+    expect(next.deleted).toEqual(["c"]);
+    expect(next.rows.get("a")?.own).toBe(true);
+    expect([...(next.rows.get("a")?.deployments ?? [])]).toEqual(["a2", "gpu-8"]);
+    expect(next.rows.get("b")).toEqual({ own: false, deployments: new Set(["gpu-7"]), renewed: new Set(["gpu-7"]) });
+  });
+
   it("an update changes only the fields it names", () => {
     const r = seeded(group("a", ["a1"]));
     applyCommand(r, { op: "update-deployment", group: "a", id: "a1", patch: { maxInFlight: 4 } }, 0);
