@@ -5,6 +5,7 @@ import type { GroupRecord } from "../../src/fleet/registry.ts";
 import { REGISTRY_NAME } from "../../src/fleet/registry-name.ts";
 import { UPSTREAM_MODEL } from "../support/test-config.ts";
 import { admin, ok } from "./admin.ts";
+import { failNext } from "./storage-faults.ts";
 import { storeAsBefore, storeFleetAsBefore } from "./stored-fleet.ts";
 
 /**
@@ -60,19 +61,6 @@ const records = async () => (await registry().records()).groups;
 
 /** The fleet as the release before (6246caf) loads it after a rollback: each row of `groups` a whole GroupRecord, in `pos` order. */
 const asBefore = () => runInDurableObject(registry(), (_o, state) => state.storage.sql.exec<{ record: string }>("SELECT record FROM groups ORDER BY pos").toArray().map((r) => JSON.parse(r.record) as GroupRecord));
-
-/** The registry's next statement starting with `start` throws, as a storage failure would; the others run. */
-function failNext(start: string): Promise<void> {
-  return runInDurableObject(registry(), (_o, state) => {
-    const sql = state.storage.sql;
-    const exec = sql.exec;
-    sql.exec = ((query: string, ...bindings: SqlStorageValue[]) => {
-      if (!query.startsWith(start)) return exec.call(sql, query, ...bindings);
-      sql.exec = exec;
-      throw new Error("storage error (test)");
-    }) as typeof sql.exec;
-  });
-}
 
 /** `action` run with the clock `ms` ahead. */
 async function later<T>(ms: number, action: () => Promise<T>): Promise<T> {
@@ -231,7 +219,7 @@ describe("the fleet registry's storage", () => {
 
   it("a change whose write failed is written with the next change, and holds after a restart", async () => {
     await bigGroup("rows-fail", 10);
-    await failNext("INSERT INTO fleet_deployments");
+    await failNext(registry(), "INSERT INTO fleet_deployments");
     expect((await admin("/admin/v1/groups/rows-fail/deployments/gpu-7/drain", { method: "POST" })).status).toBe(500);
     await ok(admin("/admin/v1/groups/rows-fail/deployments/gpu-8/drain", { method: "POST" }));
     const before = await records();

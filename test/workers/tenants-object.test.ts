@@ -5,6 +5,7 @@ import { PRUNE_CHUNK_KEYS, PRUNE_CHUNK_ROWS, type Tenants, USAGE_KEPT_DAYS } fro
 import { keyHash, looksLikeVirtualKey, prefixOf } from "../../src/tenants/key-format.ts";
 import { dayOf, periodOf, periodStartDay } from "../../src/tenants/period.ts";
 import type { BudgetPeriod, IssuedKey, TenantsResult, UsageRow } from "../../src/tenants/protocol.ts";
+import { failNext } from "./storage-faults.ts";
 import { DAY_MS, rowsReadBy, tenants, usageRow as row } from "./tenants.ts";
 
 /**
@@ -258,19 +259,6 @@ function insertUsage(stub: DurableObjectStub<Tenants>, n: number, day: string): 
 }
 
 const usageCount = (stub: DurableObjectStub<Tenants>) => runInDurableObject(stub, (_o, state) => state.storage.sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM usage").one().n);
-
-/** The object's next statement that starts with `start` throws, once, as a storage error would. */
-function failNext(stub: DurableObjectStub<Tenants>, start: string): Promise<void> {
-  return runInDurableObject(stub, (_o, state) => {
-    const sql = state.storage.sql;
-    const exec = sql.exec;
-    sql.exec = ((query: string, ...bindings: SqlStorageValue[]) => {
-      if (!query.startsWith(start)) return exec.call(sql, query, ...bindings);
-      sql.exec = exec;
-      throw new Error("storage error (test)");
-    }) as typeof sql.exec;
-  });
-}
 
 describe("origins", () => {
   it("are those of every key, live, revoked or expired: a page whose key the gateway no longer takes is granted the preflight its 401 needs", async () => {
