@@ -375,10 +375,13 @@ moreKeys.addEventListener("click", () => void loadMoreKeys());
  * The table's listing: a page of keys at a time, the next when the operator asks for it (More
  * keys). Read whole at each open and each revoke, 10,000 keys were 100 reads one after another and
  * 10,000 rows before the table showed. `n` is bumped at each new listing: a page read for the one
- * before draws nothing. `after`: where its next page starts; null, none.
- * @type {{ n: number, status: string, after: string | null, reading: boolean }}
+ * before draws nothing. `status` and `after` are the drawn listing's: the keys it shows, and where
+ * its next page starts (null: none, or a new listing's first page still out, which More keys must
+ * not page on from the rows before). `reading`: the `n` of the listing whose next page is being
+ * read (0, none), so that a More read of the listing before, still out, holds back no other.
+ * @type {{ n: number, status: string, after: string | null, reading: number }}
  */
-const listing = { n: 0, status: "", after: null, reading: false };
+const listing = { n: 0, status: "", after: null, reading: 0 };
 
 /** A page of keys of `status` (all for ""), after the key `after`, oldest first. */
 function readKeys(/** @type {string} */ status, /** @type {string | null} */ after) {
@@ -398,6 +401,10 @@ async function loadKeys() {
   const gen = keyGeneration;
   const n = ++listing.n;
   const shown = keyStatus.value;
+  // No More keys until this listing's first page is drawn: it would page on the rows before,
+  // another choice's maybe, and add them to this one's.
+  listing.after = null;
+  moreKeys.hidden = true;
   try {
     const page = await readKeys(shown, null);
     // A newer listing (another choice, Refresh keys) is the table's. A key dropped: no table.
@@ -409,16 +416,18 @@ async function loadKeys() {
     keysFollow(page);
   } catch (e) {
     if (n !== listing.n || gen !== keyGeneration) return;
+    // The rows drawn are the listing's before, not the one chosen: left, they would read as its.
+    keysBody.replaceChildren();
     say(status, `Reading the keys failed: ${message(e)}`, true);
   }
 }
 
 async function loadMoreKeys() {
   const after = listing.after;
-  if (after === null || listing.reading) return;
-  const gen = keyGeneration;
   const n = listing.n;
-  listing.reading = true;
+  if (after === null || listing.reading === n) return;
+  const gen = keyGeneration;
+  listing.reading = n;
   try {
     const page = await readKeys(listing.status, after);
     if (n !== listing.n || gen !== keyGeneration) return;
@@ -432,7 +441,7 @@ async function loadMoreKeys() {
     if (n !== listing.n || gen !== keyGeneration) return;
     say(status, `Reading more keys failed: ${message(e)}`, true);
   } finally {
-    listing.reading = false;
+    if (listing.reading === n) listing.reading = 0;
   }
 }
 

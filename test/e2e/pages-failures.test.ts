@@ -1,9 +1,10 @@
 import { randomBytes } from "node:crypto";
-import type { Page, Route } from "playwright-core";
+import type { APIResponse, Page, Route } from "playwright-core";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { startFleet, type Fleet } from "../../bench/fleet/index.ts";
 import { hasChromium } from "../../bench/harness/chromium.ts";
 import type { FleetStatus } from "../../src/fleet/admin-api.ts";
+import type { KeyList } from "../../src/tenants/admin-api.ts";
 import type { DecisionView } from "../../src/metrics/decisions.ts";
 import { startHostileUpstream, type HostileUpstream } from "../support/hostile-upstream.ts";
 import { browserPages, type BrowserPages } from "./browser-pages.ts";
@@ -65,6 +66,36 @@ async function send(page: Page, model: string, message: string, maxTokens: numbe
 }
 
 const lastReply = (page: Page) => page.locator("#conversation li.assistant").last();
+
+/**
+ * Holds the answers to the page's requests that `matches` picks: each request goes to the gateway
+ * when the page sends it, and its answer reaches the page only when the test lets it go (as an
+ * answer slow on its way back). `release` lets the first still held go and waits past the page's
+ * reading of it, `releaseAll` each one held, `stop` lets those that come later through.
+ */
+async function holdReads(page: Page, matches: (url: URL) => boolean) {
+  const held: { route: Route; answer: Promise<APIResponse> }[] = [];
+  await page.route(matches, (route) => void held.push({ route, answer: route.fetch() }));
+  const release = async ({ route, answer }: (typeof held)[number]) => {
+    const answered = page.waitForResponse((res) => res.request() === route.request());
+    await route.fulfill({ response: await answer });
+    await answered;
+    // Past the answer's reading and drawing.
+    await page.waitForTimeout(300);
+  };
+  return {
+    arrived: () => vi.waitFor(() => expect(held.length).toBeGreaterThan(0), EVENTUALLY),
+    async release() {
+      const first = held.shift();
+      if (!first) throw new Error("no request held");
+      await release(first);
+    },
+    async releaseAll() {
+      for (let h = held.shift(); h; h = held.shift()) await release(h);
+    },
+    stop: () => page.unroute(matches),
+  };
+}
 const decisions = async (): Promise<DecisionView[]> => {
   const res = await fetch(`${gw.url}/admin/v1/groups/${GROUP}/decisions`, { headers: { authorization: `Bearer ${adminKey}` } });
   return ((await res.json()) as { data: DecisionView[] }).data;
@@ -343,19 +374,51 @@ describe.skipIf(missing)("the pages when things change or fail under them", () =
     }
   });
 
-  it("the dashboard reads a page of keys when it opens and the next when asked, and a revoke redraws its row alone: 250 keys are one read of 100, not every key", async () => {
+  describe("a gateway of 250 keys", () => {
     // A gateway of its own: its keys would push the other tests' keys past this file's first page.
-    const many = await startTestGateway({ modelGroups: [{ name: GROUP, deployments: [{ id: "sim-0", baseUrl: fleet.urls[0] as string, model: "sim-7b" }] }] }, { KVGATE_ADMIN_KEY: adminKey }, { assets: true });
-    const manyPages = await browserPages(many.url);
-    try {
-      const ids: string[] = [];
-      const make = async (name: string) => {
-        const res = await fetch(`${many.url}/admin/v1/keys`, { method: "POST", headers: { authorization: `Bearer ${adminKey}`, "content-type": "application/json" }, body: JSON.stringify({ name }) });
+    let many: TestGateway;
+    let manyPages: BrowserPages;
+    /** The keys' ids, oldest first, as the list orders them: made one after another. */
+    const ids: string[] = [];
+    const asAdmin = (path: string, method = "GET", json?: unknown) =>
+      fetch(`${many.url}${path}`, { method, headers: { authorization: `Bearer ${adminKey}`, "content-type": "application/json" }, body: json === undefined ? null : JSON.stringify(json) });
+    const revoke = async (id: string) => expect((await asAdmin(`/admin/v1/keys/${id}/revoke`, "POST")).status).toBe(200);
+    /** Every key of `status` ("" all), read from the API page after page. */
+    const listed = async (status: string) => {
+      const found: string[] = [];
+      for (let after = ""; ; ) {
+        const q = new URLSearchParams();
+        if (status) q.set("status", status);
+        if (after) q.set("after", after);
+        const page = (await (await asAdmin(`/admin/v1/keys?${q}`)).json()) as KeyList;
+        found.push(...page.data.map((k) => k.id));
+        if (!page.has_more || page.last_id === null) return found;
+        after = page.last_id;
+      }
+    };
+    const rowIds = (page: Page) => page.locator("#keys tbody tr[data-key]").evaluateAll((trs) => trs.map((tr) => tr.getAttribute("data-key")));
+    const focused = (page: Page) => page.evaluate(() => document.activeElement?.getAttribute("aria-label") ?? document.activeElement?.tagName);
+    const keyReads = (test: (q: URLSearchParams) => boolean) => (url: URL) => url.pathname === "/admin/v1/keys" && test(url.searchParams);
+
+    beforeAll(async () => {
+      if (missing) return;
+      many = await startTestGateway({ modelGroups: [{ name: GROUP, deployments: [{ id: "sim-0", baseUrl: fleet.urls[0] as string, model: "sim-7b" }] }] }, { KVGATE_ADMIN_KEY: adminKey }, { assets: true });
+      manyPages = await browserPages(many.url);
+      for (let i = 0; i < 250; i++) {
+        const res = await asAdmin("/admin/v1/keys", "POST", { name: `many-${i}` });
         expect(res.status).toBe(201);
-        return ((await res.json()) as { id: string }).id;
-      };
-      // Oldest first, as the list orders them: made one after another.
-      for (let i = 0; i < 250; i++) ids.push(await make(`many-${i}`));
+        ids.push(((await res.json()) as { id: string }).id);
+      }
+    }, 90_000);
+    afterEach(async () => {
+      await manyPages?.closePages();
+    });
+    afterAll(async () => {
+      await manyPages?.close();
+      await many?.close();
+    });
+
+    it("the dashboard reads a page of keys when it opens and the next when asked, and a revoke redraws its row alone: 250 keys are one read of 100, not every key", async () => {
       const page = await manyPages.open("/dashboard");
       const reads: URL[] = [];
       page.on("request", (r) => {
@@ -378,7 +441,7 @@ describe.skipIf(missing)("the pages when things change or fail under them", () =
       await expect.poll(() => rows.count()).toBe(250);
       expect(await more.isHidden()).toBe(true);
       expect(reads.length).toBe(3);
-      expect(await rows.evaluateAll((trs) => trs.map((tr) => tr.getAttribute("data-key")))).toEqual(ids);
+      expect(await rowIds(page)).toEqual(ids);
       // A revoke redraws its row from the revoke's answer: no key is read again.
       page.once("dialog", (d) => void d.accept());
       await page.getByRole("button", { name: `Revoke ${ids[120]}` }).click();
@@ -387,29 +450,61 @@ describe.skipIf(missing)("the pages when things change or fail under them", () =
       expect(await rows.count()).toBe(250);
       expect(reads.length).toBe(3);
       // The keyboard stays in the row it acted on.
-      expect(await page.evaluate(() => document.activeElement?.getAttribute("aria-label"))).toBe(`Usage of ${ids[120]}`);
-    } finally {
-      await manyPages.close();
-      await many.close();
-    }
-  }, 120_000);
+      expect(await focused(page)).toBe(`Usage of ${ids[120]}`);
+    }, 120_000);
+
+    it("More keys pages on the listing drawn, never one read before it: pressed while another choice is read, it adds nothing to the new table", async () => {
+      // A few of the first 100 keys revoked: the first page of the active keys and the first of all differ.
+      for (const id of ids.slice(10, 15)) await revoke(id);
+      const active = await listed("active");
+      const page = await manyPages.dashboard(adminKey, "#keys tbody tr[data-key]:first-child");
+      expect(await rowIds(page)).toEqual(active.slice(0, 100));
+      // "all" chosen, and More keys pressed before its answer (dispatched as a click that lands
+      // as the choice is made: the button may be gone by then).
+      const all = await holdReads(page, keyReads((q) => q.size === 0));
+      const after = await holdReads(page, keyReads((q) => q.has("after")));
+      await page.getByLabel("Show keys").selectOption("all");
+      await all.arrived();
+      await page.locator("#more-keys").dispatchEvent("click");
+      // Past the read such a click would send.
+      await page.waitForTimeout(300);
+      await all.release();
+      await after.releaseAll();
+      await after.stop();
+      await all.stop();
+      expect(await rowIds(page), "all keys' first page").toEqual(ids.slice(0, 100));
+    }, 60_000);
+
+    it("a More read of the listing before, still out, does not stop the listing drawn from paging on, nor adds to it", async () => {
+      const active = await listed("active");
+      const page = await manyPages.dashboard(adminKey, "#keys tbody tr[data-key]:first-child");
+      await page.getByLabel("Show keys").selectOption("all");
+      await expect.poll(() => rowIds(page), EVENTUALLY).toEqual(ids.slice(0, 100));
+      const stale = await holdReads(page, keyReads((q) => q.get("after") === ids[99] && !q.has("status")));
+      await page.getByRole("button", { name: "More keys" }).click();
+      await stale.arrived();
+      await page.getByLabel("Show keys").selectOption("active");
+      await expect.poll(() => rowIds(page), EVENTUALLY).toEqual(active.slice(0, 100));
+      await page.getByRole("button", { name: "More keys" }).click();
+      await expect.poll(() => rowIds(page), EVENTUALLY).toEqual(active.slice(0, 200));
+      await stale.release();
+      await stale.stop();
+      expect(await rowIds(page), "after the stale More read").toEqual(active.slice(0, 200));
+    }, 60_000);
+
+    it("a choice whose read fails leaves no rows of the choice before under it, and no More keys for them", async () => {
+      const page = await manyPages.dashboard(adminKey, "#keys tbody tr[data-key]:first-child");
+      await page.route(keyReads((q) => q.get("status") === "revoked"), (r) => r.fulfill({ status: 503, contentType: "application/json", body: JSON.stringify({ error: { message: "keys unavailable", type: "server_error" } }) }));
+      await page.getByLabel("Show keys").selectOption("revoked");
+      await vi.waitFor(async () => expect(await page.locator("#status").textContent()).toBe("Reading the keys failed: 503: keys unavailable"), EVENTUALLY);
+      expect(await rowIds(page)).toEqual([]);
+      expect(await page.getByRole("button", { name: "More keys" }).isHidden()).toBe(true);
+    }, 60_000);
+  });
 
   it("a key is kept once its check passes, not once the key table is read; a Forget key while it is checked or read holds", async () => {
-    /** Holds the page's first request to `path` until `release`, which lets it go and waits past the page's reading of its answer. */
-    const hold = async (page: Page, path: string) => {
-      const held: Route[] = [];
-      await page.route((url) => url.pathname === path, (r) => void held.push(r));
-      return {
-        arrived: () => vi.waitFor(() => expect(held.length, path).toBe(1), EVENTUALLY),
-        async release() {
-          const answered = page.waitForResponse((r) => new URL(r.url()).pathname === path);
-          await (held[0] as Route).continue();
-          await answered;
-          // Past the answer's reading, had the page kept the key after it.
-          await page.waitForTimeout(300);
-        },
-      };
-    };
+    /** Holds the page's requests to `path` (its first, here) until released. */
+    const hold = (page: Page, path: string) => holdReads(page, (url) => url.pathname === path);
     const forgotten = async (page: Page, storageName: string, view: string, what: string) => {
       expect(await page.evaluate((n) => sessionStorage.getItem(n), storageName), what).toBeNull();
       expect(await page.locator(view).isHidden(), what).toBe(true);
