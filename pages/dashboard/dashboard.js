@@ -119,6 +119,7 @@ const form = keyForm({
     keysBody.replaceChildren();
     listing.after = null;
     moreKeys.hidden = true;
+    revokedHere.clear();
     usageBox.hidden = true;
   },
 });
@@ -383,6 +384,17 @@ moreKeys.addEventListener("click", () => void loadMoreKeys());
  */
 const listing = { n: 0, status: "", after: null, reading: 0 };
 
+/**
+ * The keys revoked from this page, as their revokes answered. A listing read before a revoke and
+ * answered after it says the key active: drawn as it says, the key came back with a Revoke button.
+ * A revoke is for good, so its answer stands over any listing's that says otherwise.
+ * @type {Map<string, KeyView>}
+ */
+const revokedHere = new Map();
+
+/** A key's row, as a listing read it unless a revoke from this page answered since. */
+const listedRow = (/** @type {KeyView} */ k) => keyRow(k.status === "revoked" ? k : (revokedHere.get(k.id) ?? k));
+
 /** A page of keys of `status` (all for ""), after the key `after`, oldest first. */
 function readKeys(/** @type {string} */ status, /** @type {string | null} */ after) {
   const q = new URLSearchParams();
@@ -410,7 +422,7 @@ async function loadKeys() {
     // A newer listing (another choice, Refresh keys) is the table's. A key dropped: no table.
     if (n !== listing.n || gen !== keyGeneration) return;
     listing.status = shown;
-    keysBody.replaceChildren(...page.data.map(keyRow));
+    keysBody.replaceChildren(...page.data.map(listedRow));
     const none = shown ? `No ${shown} key.` : "No virtual key yet (npx kvgate keys create, or POST /admin/v1/keys).";
     if (page.data.length === 0) keysBody.append(el("tr", {}, el("td", { colspan: "6" }, none)));
     keysFollow(page);
@@ -431,7 +443,7 @@ async function loadMoreKeys() {
   try {
     const page = await readKeys(listing.status, after);
     if (n !== listing.n || gen !== keyGeneration) return;
-    const rows = page.data.map(keyRow);
+    const rows = page.data.map(listedRow);
     keysBody.append(...rows);
     const focused = document.activeElement === moreKeys;
     keysFollow(page);
@@ -489,6 +501,7 @@ async function revokeKey(k) {
     const revoked = /** @type {KeyView} */ (await admin(`/keys/${enc(k.id)}/revoke`, { method: "POST" }));
     say(status, `${k.id} revoked.`);
     if (gen !== keyGeneration) return;
+    revokedHere.set(k.id, revoked);
     // Its row alone, from the answer: the key stays in view, said revoked, until the table is read again.
     const shown = keysBody.querySelector(`tr[data-key="${CSS.escape(k.id)}"]`);
     if (!shown) return;

@@ -500,6 +500,26 @@ describe.skipIf(missing)("the pages when things change or fail under them", () =
       expect(await rowIds(page)).toEqual([]);
       expect(await page.getByRole("button", { name: "More keys" }).isHidden()).toBe(true);
     }, 60_000);
+
+    it("a Revoke made while the key table is read again holds: a listing read before it, answered after, draws the key revoked", async () => {
+      const page = await manyPages.dashboard(adminKey, "#keys tbody tr[data-key]:first-child");
+      const target = (await rowIds(page))[20] as string;
+      const reread = await holdReads(page, keyReads(() => true));
+      await page.getByRole("button", { name: "Refresh keys" }).click();
+      await reread.arrived();
+      page.once("dialog", (d) => void d.accept());
+      await page.getByRole("button", { name: `Revoke ${target}` }).click();
+      const state = page.locator(`#keys tr[data-key="${target}"] [data-field="status"]`);
+      await expect.poll(() => state.textContent(), EVENTUALLY).toBe("revoked");
+      // The listing, read while the key was active, answers now.
+      await reread.release();
+      await reread.stop();
+      expect(await state.textContent()).toBe("revoked");
+      expect(await page.getByRole("button", { name: `Revoke ${target}` }).count()).toBe(0);
+      // Read again, the active keys have it no more.
+      await page.getByRole("button", { name: "Refresh keys" }).click();
+      await expect.poll(() => page.locator(`#keys tr[data-key="${target}"]`).count(), EVENTUALLY).toBe(0);
+    }, 60_000);
   });
 
   it("a key is kept once its check passes, not once the key table is read; a Forget key while it is checked or read holds", async () => {
