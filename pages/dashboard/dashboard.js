@@ -447,8 +447,11 @@ async function loadMoreKeys() {
     keysBody.append(...rows);
     const focused = document.activeElement === moreKeys;
     keysFollow(page);
-    // The button gone with the last page: the keyboard goes on in the rows it brought.
-    if (focused && moreKeys.hidden) rows[0]?.querySelector("button")?.focus();
+    // The button gone with the last page: the keyboard goes on in the rows it brought or, none
+    // came (the keys past the table revoked since the page before said there were more), in the
+    // last row: the button's focus would fall to the page's body.
+    if (focused && moreKeys.hidden) (rows[0] ?? keysBody.lastElementChild)?.querySelector("button")?.focus();
+    if (rows.length === 0) say(status, "No more keys.");
   } catch (e) {
     if (n !== listing.n || gen !== keyGeneration) return;
     say(status, `Reading more keys failed: ${message(e)}`, true);

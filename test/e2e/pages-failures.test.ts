@@ -520,6 +520,24 @@ describe.skipIf(missing)("the pages when things change or fail under them", () =
       await page.getByRole("button", { name: "Refresh keys" }).click();
       await expect.poll(() => page.locator(`#keys tr[data-key="${target}"]`).count(), EVENTUALLY).toBe(0);
     }, 60_000);
+
+    it("More keys that brings no key (the active keys past the table revoked meanwhile) leaves the keyboard in the table, not on the page's body", async () => {
+      const page = await manyPages.dashboard(adminKey, "#keys tbody tr[data-key]:first-child");
+      const more = page.getByRole("button", { name: "More keys" });
+      await more.click();
+      await expect.poll(() => page.locator("#keys tbody tr[data-key]").count(), EVENTUALLY).toBe(200);
+      const shown = await rowIds(page);
+      // Another operator revokes every active key past the table: the page said there were more.
+      const rest = (await listed("active")).filter((id) => !shown.includes(id));
+      expect(rest.length).toBeGreaterThan(0);
+      for (const id of rest) await revoke(id);
+      await more.focus();
+      await page.keyboard.press("Enter");
+      await expect.poll(() => more.isHidden(), EVENTUALLY).toBe(true);
+      expect(await rowIds(page)).toEqual(shown);
+      expect(await focused(page)).toBe(`Usage of ${shown.at(-1)}`);
+      expect(await page.locator("#status").textContent()).toBe("No more keys.");
+    }, 60_000);
   });
 
   it("a key is kept once its check passes, not once the key table is read; a Forget key while it is checked or read holds", async () => {
