@@ -62,13 +62,28 @@ let lastReply = null;
 /** @type {AbortController | null} */
 let streaming = null;
 
+const NO_MODEL_LIST = "/v1/models answered with no model list (something other than the gateway may answer at this address)";
+
+/**
+ * The model list /v1/models answered, or a failure saying it is none: a JSON 200 of something in
+ * front of the gateway (a proxy's, a sign-in page's) would fail the page's reading of it later.
+ * @param {unknown} answer
+ * @returns {ModelList}
+ */
+function modelList(answer) {
+  const data = typeof answer === "object" && answer !== null && "data" in answer ? answer.data : null;
+  const isModel = (/** @type {unknown} */ m) => typeof m === "object" && m !== null && "id" in m && typeof m.id === "string";
+  if (!Array.isArray(data) || !data.every(isModel)) throw new Error(NO_MODEL_LIST);
+  return /** @type {ModelList} */ (answer);
+}
+
 keyForm({
   form: byId("key-form", HTMLFormElement),
   input: byId("api-key", HTMLInputElement),
   forget: byId("forget-key", HTMLButtonElement),
   status,
   storageName: "kvgate.apiKey",
-  check: async (key) => /** @type {ModelList} */ (await call(key, "/v1/models", { signal: AbortSignal.timeout(READ_TIMEOUT_MS) })),
+  check: async (key) => modelList(await call(key, "/v1/models", { signal: AbortSignal.timeout(READ_TIMEOUT_MS) })),
   use(key, list) {
     const chosen = modelSelect.value;
     modelSelect.replaceChildren(...list.data.map((m) => el("option", { value: m.id }, m.id)));

@@ -95,9 +95,9 @@ export const refusesKey = (/** @type {unknown} */ e) => e instanceof ApiError &&
 /**
  * The key form of a page: a password field whose value stays in this tab (sessionStorage, gone
  * when the tab closes) and a "Forget key" button. `check` asks the gateway with the key, on submit
- * and on load when one is kept; once it answers, the key is kept and `use` given it with the
- * answer (the page's loading goes on from there, unawaited: a key kept only after the page's
- * whole first load was lost to a reload meanwhile). A refusal (`check` throws) shows why in
+ * and on load when one is kept; once it answers, `use` is given the key with the answer and the
+ * key is kept (the page's loading goes on from there, unawaited: a key kept only after the page's
+ * whole first load was lost to a reload meanwhile). A refusal (`check` or `use` throws) shows why in
  * `status`, and forgets the key when the gateway refused the key itself (401, 403): a kept key
  * outlives a gateway down for a moment. A check overtaken (Forget key, or another key sent, while
  * it ran) keeps nothing and uses nothing: its key would come back after the Forget. The page calls
@@ -131,10 +131,17 @@ export function keyForm(o) {
       return;
     }
     if (mine !== attempt) return;
+    // A use that throws fails as a check that throws: run after the key was kept, it left the key
+    // kept, "Checking the key…" on screen and the page unusable.
+    try {
+      o.use(key, answer);
+    } catch (e) {
+      failed(key, e);
+      return;
+    }
     sessionStorage.setItem(o.storageName, key);
     o.input.value = "";
     o.forget.hidden = false;
-    o.use(key, answer);
   };
   o.form.addEventListener("submit", (ev) => {
     ev.preventDefault();

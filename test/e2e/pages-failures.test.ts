@@ -633,6 +633,22 @@ describe.skipIf(missing)("the pages when things change or fail under them", () =
     expect(await page.locator("#chat").isHidden()).toBe(true);
   }, 30_000);
 
+  it("a key check answered with no model list (a JSON 200 without data, from something in front of the gateway) says so, and keeps nothing", async () => {
+    const page = await pages.open("/playground");
+    const errors: string[] = [];
+    page.on("pageerror", (e) => errors.push(e.message));
+    await page.route("**/v1/models", (r) => r.fulfill({ status: 200, contentType: "application/json", body: "{}" }));
+    await page.getByLabel("API key").fill(gw.key);
+    await page.getByRole("button", { name: "Use key" }).click();
+    const status = page.locator("#status");
+    await vi.waitFor(async () => expect(await status.getAttribute("class"), (await status.textContent()) ?? "").toBe("error"), EVENTUALLY);
+    expect(await status.textContent()).toBe("/v1/models answered with no model list (something other than the gateway may answer at this address)");
+    expect(await page.evaluate(() => sessionStorage.getItem("kvgate.apiKey"))).toBeNull();
+    expect(await page.getByRole("button", { name: "Forget key" }).isHidden()).toBe(true);
+    expect(await page.locator("#chat").isHidden()).toBe(true);
+    expect(errors).toEqual([]);
+  });
+
   it("Clear while a reply streams: the next conversation starts empty", async () => {
     const page = await playground();
     const sent: string[] = [];
