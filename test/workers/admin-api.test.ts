@@ -5,6 +5,7 @@ import type { ResolvedGroup } from "../../src/config/load.ts";
 import type { DeploymentList, DeploymentRow, FleetStatus, GroupList } from "../../src/fleet/admin-api.ts";
 import { REGISTRY_NAME } from "../../src/fleet/registry-name.ts";
 import type { RouteRefusal } from "../../src/routing/protocol.ts";
+import type { KeyList } from "../../src/tenants/admin-api.ts";
 import { holdLease, route, type Routed } from "../../workers/gateway/route-client.ts";
 import type { Env } from "../../workers/env.ts";
 import worker from "../../workers/gateway/index.ts";
@@ -34,6 +35,17 @@ async function servedBy(model: string, n: number): Promise<string[]> {
 
 const row = (group: string, id: string) => ok<DeploymentRow>(admin(`/admin/v1/groups/${group}/deployments/${id}`));
 const fleetRev = async () => (await ok<{ rev: number }>(admin("/admin/v1/fleet"))).rev;
+
+/** The names of every key, read page after page. */
+async function keyNames(): Promise<(string | null)[]> {
+  const names: (string | null)[] = [];
+  for (let after = ""; ; ) {
+    const page = await ok<KeyList>(admin(`/admin/v1/keys${after ? `?after=${after}` : ""}`));
+    names.push(...page.data.map((k) => k.name));
+    if (!page.has_more || page.last_id === null) return names;
+    after = page.last_id;
+  }
+}
 
 /** The group as the registry resolves it now: what a Worker that has read it routes with. */
 async function resolved(name: string): Promise<ResolvedGroup> {
@@ -388,7 +400,7 @@ describe("a revision sent under another name", () => {
     await ok(admin("/admin/v1/groups/admin-query-rev", { method: "PATCH", json: { aliases: ["qr-b"] } }));
     const rev = await fleetRev();
     const exported = await ok<{ modelGroups: { name: string }[]; rev: number }>(admin("/admin/v1/fleet"));
-    const key = await ok<{ id: string }>(admin("/admin/v1/keys", { method: "POST", json: { name: "query-rev" } }), 201);
+    const key = await ok<{ id: string; prefix: string }>(admin("/admin/v1/keys", { method: "POST", json: { name: "query-rev" } }), 201);
     const changes: [string, string, unknown][] = [
       ["PATCH", `/admin/v1/groups/admin-query-rev?rev=${stale}`, { aliases: ["qr-c"] }],
       ["PATCH", `/admin/v1/groups/admin-query-rev/deployments/x?rev=${stale}`, { weight: 3 }],
@@ -409,7 +421,10 @@ describe("a revision sent under another name", () => {
     // None of them was made.
     expect(await fleetRev()).toBe(rev);
     expect(await ok(admin("/admin/v1/groups/admin-query-rev"))).toMatchObject({ aliases: ["qr-b"], deployments: [{ id: "x", weight: 1, state: "active" }] });
-    expect(await ok(admin(`/admin/v1/keys/${key.id}`))).toMatchObject({ rpm: null, status: "active" });
+    expect(await ok(admin(`/admin/v1/keys/${key.id}`))).toMatchObject({ rpm: null, status: "active", prefix: key.prefix });
+    const names = await keyNames();
+    expect(names).toContain("query-rev");
+    expect(names).not.toContain("query-rev-2");
     await ok(admin(`/admin/v1/groups/admin-query-rev?rev=${rev}`, { method: "DELETE" }));
   });
 });
