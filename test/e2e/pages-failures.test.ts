@@ -353,24 +353,18 @@ describe.skipIf(missing)("the pages when things change or fail under them", () =
     ] as const) {
       const page = await dashboard();
       await page.getByRole("button", { name: `Usage of ${id}` }).waitFor();
-      // The read held until Forget key is pressed.
-      const held: Route[] = [];
-      const matches = (url: URL) => `${url.pathname}?`.startsWith(path) && url.search !== "";
-      await page.route(matches, (r) => void held.push(r));
+      // The read's answer held until Forget key is pressed.
+      const read = await holdReads(page, (url) => `${url.pathname}?`.startsWith(path) && url.search !== "");
       await start(page);
-      await vi.waitFor(() => expect(held.length, path).toBe(1), EVENTUALLY);
+      await read.arrived();
       await page.getByRole("button", { name: "Forget key" }).click();
       expect(await page.locator("#keys tbody tr").count(), path).toBe(0);
-      const answered = page.waitForResponse((r) => matches(new URL(r.url())));
-      await (held[0] as Route).continue();
-      await answered;
-      // Past the answer's reading and drawing, had the page kept it.
-      await page.waitForTimeout(300);
+      await read.release();
       expect(await page.locator("#keys tbody tr").count(), path).toBe(0);
       // In the DOM, not only out of sight under the hidden view: a key opened next would show the usage box as it was left.
       expect(await page.locator("#usage").evaluate((e) => (e as HTMLElement).hidden), path).toBe(true);
       expect(await page.locator("#status").textContent(), path).not.toContain("failed");
-      await page.unroute(matches);
+      await read.stop();
     }
   });
 
