@@ -2,6 +2,7 @@ import { isRecord } from "../fleet/merge-patch.ts";
 import { realtimeEventSteering } from "../openai/engine-steering.ts";
 import { badRequest, type GatewayError } from "../openai/errors.ts";
 import { errorEvent } from "./error-event.ts";
+import { eventType } from "./event-type.ts";
 
 /**
  * A realtime session's model, pinned to its deployment's. The handshake's `?model=` is rewritten
@@ -18,12 +19,16 @@ import { errorEvent } from "./error-event.ts";
  * is named on demand: the one that transcribes the input audio
  * (`session.input_audio_transcription.model`; OpenAI's GA layout
  * `session.audio.input.transcription.model`) and the one that speaks (Speaches'
- * `session.speech_model`). A virtual key names none of them (SessionPins): which one the
- * deployment's model is depends on the session. In a conversation (Speaches' default, OpenAI's)
- * it is the LLM, and the transcriber a whisper model apart: set there, the client's speech would
- * be sent to the LLM and never transcribed. In a transcription session (the handshake's
- * `intent=transcription`: Speaches then transcribes with the query's model; vLLM's, whose
- * transcription model is its top-level `model`) it is the transcriber.
+ * `session.speech_model`). A virtual key names none of them of its choosing (SessionPins): which
+ * one the deployment's model is depends on the session. In a conversation (Speaches' default,
+ * OpenAI's) it is the LLM, and the transcriber a whisper model apart: set there, the client's
+ * speech would be sent to the LLM and never transcribed. So a virtual key's session names the
+ * ones the server itself announced in the session.created it opened the session with
+ * (announcedModels): a client that sends back the session it was given passes as it is, and
+ * Speaches, which refuses a transcription object naming no model, applies it. In a transcription
+ * session (the handshake's `intent=transcription`: Speaches then transcribes with the query's
+ * model; vLLM's, whose transcription model is its top-level `model`) the deployment's model is the
+ * transcriber.
  *
  * Which messages are read is decided without parsing the others (a voice client's audio appends
  * run to tens of KiB each), and without trusting where a message puts its type: the server's JSON
@@ -48,12 +53,57 @@ const SPEECH_MODEL = "speech_model";
 /**
  * Which models a client's session.update may name beside its session's own, which is always the
  * deployment's: "owner", the master key's — all (OpenAI's sessions name whisper-1 beside their
- * realtime model); a virtual key's, none, by the session's intent (sessionIntent) —
- * "conversation": the transcription and speech models it names are dropped, the server's defaults
- * applying (the transcription object stays: naming one turns transcription on); "transcription":
- * the transcription model it names is the deployment's, and its speech model is dropped.
+ * realtime model); a virtual key's, none of its choosing: each transcription and speech model it
+ * names is set to the one its server announced (`announced`), or dropped where it announced none
+ * (the server's default applying; the transcription object stays: naming one turns transcription
+ * on) — but in a transcription session (`intent`: sessionIntent), whose transcription model is the
+ * deployment's.
  */
-export type SessionPins = "owner" | SessionIntent;
+export type SessionPins = "owner" | { intent: SessionIntent; announced: AnnouncedModels };
+
+/**
+ * The models a backend's server said it runs a session's transcription and speech on, in the
+ * session.created it opened the session with (Speaches': its defaults, as a virtual key's
+ * handshake names none); null where it named none.
+ */
+export interface AnnouncedModels {
+  transcription: string | null;
+  speech: string | null;
+}
+
+/** What a session whose server announced nothing (not yet, or not in its first message) is pinned to: nothing, each model dropped. */
+export const NONE_ANNOUNCED: AnnouncedModels = Object.freeze({ transcription: null, speech: null });
+
+const CREATED = "session.created";
+
+/**
+ * The models `message`, a backend's message, announces when it is the session.created a server
+ * opens a session with: its session's transcription model (OpenAI's beta layout or its GA one:
+ * TRANSCRIPTION_MODEL_AT) and speech model (Speaches'). Null when it is none: its type, as
+ * event-type.ts reads it without parsing, another (its caller asks of one message only, but that
+ * may be audio), more characters than `maxBytes` (a request body's bounds: what is parsed is
+ * bounded), or not JSON.
+ */
+export function announcedModels(message: string, maxBytes: number): AnnouncedModels | null {
+  if (message.length > maxBytes || eventType(message) !== CREATED) return null;
+  let event: unknown;
+  try {
+    event = JSON.parse(message);
+  } catch {
+    return null;
+  }
+  if (!isRecord(event) || event.type !== CREATED || !isRecord(event.session)) return null;
+  const session = event.session;
+  const transcription = TRANSCRIPTION_MODEL_AT.map((path) => stringAt(session, [...path, "model"])).find((m) => m !== null) ?? null;
+  return { transcription, speech: stringAt(session, [SPEECH_MODEL]) };
+}
+
+/** The string at `path` below `holder`; null when there is none. */
+function stringAt(holder: Record<string, unknown>, path: readonly string[]): string | null {
+  let v: unknown = holder;
+  for (const key of path) v = isRecord(v) ? v[key] : undefined;
+  return typeof v === "string" ? v : null;
+}
 
 /** What a realtime session is for, as the handshake's `intent` says (OpenAI's, Speaches'): a conversation unless it says transcription. */
 export type SessionIntent = "conversation" | "transcription";
@@ -92,9 +142,11 @@ export function pinSessionModel(message: string, model: string, pins: SessionPin
 function pinnedSession(session: Record<string, unknown>, model: string, pins: SessionPins): Record<string, unknown> {
   const own = modelAt(session, [], "model", model);
   if (pins === "owner") return own;
+  const { intent, announced } = pins;
   // Never the deployment's model: that is the conversation's, or the transcriber's, never a voice.
-  const unspoken = modelAt(own, [], SPEECH_MODEL, null);
-  return TRANSCRIPTION_MODEL_AT.reduce((s, path) => modelAt(s, path, "model", pins === "transcription" ? model : null), unspoken);
+  const spoken = modelAt(own, [], SPEECH_MODEL, announced.speech);
+  const transcriber = intent === "transcription" ? model : announced.transcription;
+  return TRANSCRIPTION_MODEL_AT.reduce((s, path) => modelAt(s, path, "model", transcriber), spoken);
 }
 
 /**

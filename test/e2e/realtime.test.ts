@@ -4,7 +4,7 @@ import net from "node:net";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { startFleet, type Fleet } from "../../bench/fleet/index.ts";
 import { startHostileUpstream, type HostileUpstream } from "../support/hostile-upstream.ts";
-import { startWebSocketUpstream, type WebSocketUpstream } from "../support/websocket-upstream.ts";
+import { SPEACHES_SPEECH_MODEL, SPEACHES_TRANSCRIPTION_MODEL, startWebSocketUpstream, type WebSocketUpstream } from "../support/websocket-upstream.ts";
 import { EVENTUALLY, startTestGateway, type TestGateway } from "./gateway.ts";
 import { connect, opened, type OpenSocket } from "../support/websocket-client.ts";
 
@@ -87,6 +87,8 @@ beforeAll(async () => {
       { name: "idle-acks", streamIdleTimeoutMs: 600, deployments: [at("acks-hung")] },
       // vLLM's realtime transcription: audio appended gets no answer, a commit does.
       { name: "idle-vllm", streamIdleTimeoutMs: 600, deployments: [at("vllm")] },
+      // Speaches' realtime: its session.created announces the whisper and TTS models it runs the session on.
+      { name: "speaches", deployments: [at("speaches")] },
       // vLLM's realtime transcription, for a key whose tokens are counted.
       { name: "transcribes", deployments: [at("vllm", "vllm-transcribes")] },
       // vLLM-Omni's realtime transcription with speech: audio deltas within each transcription.
@@ -1012,7 +1014,7 @@ describe("a virtual key's transcription model in a transcription session, on a s
 });
 
 describe("a virtual key's conversation session's transcription and speech models, on a server of many (Speaches: the session's model is its LLM, its transcription a whisper model, its speech a TTS model)", () => {
-  it("are none the key chose and never the conversation's model: the ones a session.update names (OpenAI's beta and GA layouts, Speaches' speech_model) and the handshake's transcription_model are dropped, the server's defaults applying; transcription turned on stays on", async () => {
+  it("are none the key chose and never the conversation's model: where the server announced none (the echo upstream sends no session.created), the ones a session.update names (OpenAI's beta and GA layouts, Speaches' speech_model) and the handshake's transcription_model are dropped, the server's defaults applying; transcription turned on stays on", async () => {
     const { key } = await keyAdmin("POST", "/keys", {});
     const before = upstream.queries().length;
     const s = opened(await connect(wsUrl("?model=echo&transcription_model=Systran/faster-whisper-large-v3"), { headers: { authorization: `Bearer ${key}` } }));
@@ -1027,6 +1029,54 @@ describe("a virtual key's conversation session's transcription and speech models
     s.ws.close(1000);
     await s.closed;
     await vi.waitFor(async () => expect(await gw.inFlight("echo")).toBe(0), EVENTUALLY);
+  });
+});
+
+describe("a virtual key's conversation session on Speaches, whose session.created announces its transcription and speech models (and refuses a transcription object naming none)", () => {
+  /** A virtual key's session on the `speaches` upstream, opened with `query`, and the session its session.created announced. */
+  const speaches = async (query: string) => {
+    const { key } = await keyAdmin("POST", "/keys", {});
+    const s = opened(await connect(wsUrl(`?model=speaches${query}`), { headers: { authorization: `Bearer ${key}` } }));
+    const created = await s.event("session.created");
+    return { s, session: created.session as Record<string, unknown> };
+  };
+  const closeAll = async (s: OpenSocket) => {
+    s.ws.close(1000);
+    await s.closed;
+    await vi.waitFor(async () => expect(await gw.inFlight("speaches")).toBe(0), EVENTUALLY);
+  };
+
+  it("is applied when the client sends back the session it was given (its id aside, which is refused from a virtual key): the announced models reach the server as they came", async () => {
+    const { s, session } = await speaches("&transcription_model=Systran/faster-whisper-large-v3");
+    expect(upstream.queries().at(-1)).toBe("?model=upstream-rt");
+    // The handshake's transcription model was not the key's to choose: the server's default transcribes.
+    expect(session).toMatchObject({ model: "upstream-rt", speech_model: SPEACHES_SPEECH_MODEL, input_audio_transcription: { model: SPEACHES_TRANSCRIPTION_MODEL } });
+    const given = { ...session };
+    delete given.id;
+    const sentBack = { type: "session.update", session: { ...given, input_audio_transcription: { ...(given.input_audio_transcription as object), language: "en" } } };
+    expect(await echoed(s, JSON.stringify(sentBack))).toEqual({ ...sentBack, model: "upstream-rt" });
+    await closeAll(s);
+  });
+
+  it("names the announced models where a session.update names others (OpenAI's beta and GA layouts, Speaches' speech_model): the server's, not the key's; the master key's pass", async () => {
+    const { s } = await speaches("");
+    const beta = { type: "session.update", session: { input_audio_transcription: { model: "Systran/faster-whisper-large-v3", language: "en" }, speech_model: "other-tts", voice: "af_heart" } };
+    expect(await echoed(s, JSON.stringify(beta))).toEqual({ type: "session.update", model: "upstream-rt", session: { input_audio_transcription: { model: SPEACHES_TRANSCRIPTION_MODEL, language: "en" }, speech_model: SPEACHES_SPEECH_MODEL, voice: "af_heart" } });
+    const ga = { type: "session.update", session: { type: "realtime", audio: { input: { transcription: { model: "gpt-4o-transcribe" } } } } };
+    expect(await echoed(s, JSON.stringify(ga))).toEqual({ type: "session.update", model: "upstream-rt", session: { type: "realtime", audio: { input: { transcription: { model: SPEACHES_TRANSCRIPTION_MODEL } } } } });
+    await closeAll(s);
+    const m = opened(await connect(wsUrl("?model=speaches"), { headers: bearer() }));
+    await m.event("session.created");
+    expect(await echoed(m, JSON.stringify(beta))).toEqual({ ...beta, model: "upstream-rt" });
+    await closeAll(m);
+  });
+
+  it("in a transcription session, names the deployment's model for its transcription (the server announced it so) and the announced speech model", async () => {
+    const { s, session } = await speaches("&intent=transcription&transcription_model=Systran/faster-whisper-large-v3");
+    expect(session).toMatchObject({ input_audio_transcription: { model: "upstream-rt" }, speech_model: SPEACHES_SPEECH_MODEL });
+    const beta = { type: "session.update", session: { input_audio_transcription: { model: "Systran/faster-whisper-large-v3" }, speech_model: "other-tts" } };
+    expect(await echoed(s, JSON.stringify(beta))).toEqual({ type: "session.update", model: "upstream-rt", session: { input_audio_transcription: { model: "upstream-rt" }, speech_model: SPEACHES_SPEECH_MODEL } });
+    await closeAll(s);
   });
 });
 

@@ -9,6 +9,11 @@ import { WebSocketServer, type RawData, type WebSocket } from "ws";
  * - `echo`: accepts; sends every message back as it came (text as text, binary as binary); the
  *   text message `cut` makes it drop the connection without a close frame, as a crashed server
  *   does, and `as-binary:<text>` is sent back as a binary message of <text>'s bytes. Each session's close code and reason, as the upstream received them, are recorded.
+ * - `speaches`: as `echo`, after opening the session with Speaches' session.created, which
+ *   announces the models it runs the session on (its defaults: a whisper model transcribes,
+ *   Kokoro speaks; in a transcription session, the handshake's `transcription_model` or `model`
+ *   transcribes); a `session.update` whose transcription object (Speaches' layout) names no model
+ *   is refused with an `invalid_request_error` event, as Speaches' validation refuses it, not echoed.
  * - `mute`: accepts, takes every message and answers none, as an engine that hung after the
  *   upgrade does; its close is recorded as `echo`'s is.
  * - `slow:<ms>`: as `echo`, after holding the handshake unanswered for that long (handshakes
@@ -70,7 +75,7 @@ export interface WebSocketUpstream {
   url: string;
   /** The close frames the `echo` behaviour received, oldest first (code 1005: none). */
   closes(): { code: number; reason: string }[];
-  /** Sessions of `echo` (and `slow`, `mute`, the `vllm`s, `omni-duplex`, `no-usage`, `acks-hung`) still open. */
+  /** Sessions of `echo` (and `speaches`, `slow`, `mute`, the `vllm`s, `omni-duplex`, `no-usage`, `acks-hung`) still open. */
   open(): number;
   /** Handshakes `slow` holds unanswered, their connection still open. */
   waiting(): number;
@@ -107,6 +112,13 @@ export async function startWebSocketUpstream(o: WebSocketUpstreamOptions = {}): 
     if (m) queries.push(m[3] ?? "");
     const accept = () => wss.handleUpgrade(req, socket, head, (ws) => echo(ws, closes));
     if (m?.[1] === "echo") return accept();
+    if (m?.[1] === "speaches") {
+      return void wss.handleUpgrade(req, socket, head, (ws) => {
+        recordClose(ws, closes);
+        ws.send(JSON.stringify({ type: "session.created", event_id: "event_created", session: speachesSession(new URLSearchParams(m[3] ?? "")) }));
+        ws.on("message", (data, isBinary) => (isBinary ? ws.send(data, { binary: true }) : echoUnlessRefused(ws, data.toString())));
+      });
+    }
     if (m?.[1] === "mute") return void wss.handleUpgrade(req, socket, head, (ws) => recordClose(ws, closes));
     if (m?.[1] === "acks-hung") {
       return void wss.handleUpgrade(req, socket, head, (ws) => {
@@ -203,6 +215,53 @@ function echo(ws: WebSocket, closes: { code: number; reason: string }[]): void {
     ws.send(data, { binary: isBinary });
   });
   recordClose(ws, closes);
+}
+
+/** Speaches' default transcription model in a conversation, as its session.created announces it. */
+export const SPEACHES_TRANSCRIPTION_MODEL = "Systran/faster-distil-whisper-small.en";
+/** Speaches' speech model, as its session.created announces it. */
+export const SPEACHES_SPEECH_MODEL = "speaches-ai/Kokoro-82M-v1.0-ONNX";
+
+/** The session Speaches opens for a handshake's `query` (its create_session_object_configuration), as its session.created says. */
+function speachesSession(query: URLSearchParams): Record<string, unknown> {
+  const transcribing = query.getAll("intent").at(-1) === "transcription";
+  const model = query.get("model") ?? "";
+  const transcriptionModel = query.get("transcription_model") ?? (transcribing ? model : SPEACHES_TRANSCRIPTION_MODEL);
+  return {
+    id: "sess_speaches",
+    model: transcribing ? "gpt-4o-realtime-preview" : model,
+    modalities: ["audio", "text"],
+    instructions: "Your knowledge cutoff is 2023-10.",
+    speech_model: SPEACHES_SPEECH_MODEL,
+    voice: "af_heart",
+    input_audio_format: "pcm16",
+    output_audio_format: "pcm16",
+    input_audio_transcription: { model: transcriptionModel, language: null },
+    turn_detection: { type: "server_vad", threshold: 0.9, prefix_padding_ms: 0, silence_duration_ms: 550, create_response: !transcribing },
+    temperature: 0.8,
+    tools: [],
+    tool_choice: "auto",
+    max_response_output_tokens: "inf",
+  };
+}
+
+/** `message` sent back, unless Speaches' validation refuses it (namesNoTranscriptionModel). */
+function echoUnlessRefused(ws: WebSocket, message: string): void {
+  if (!namesNoTranscriptionModel(message)) return ws.send(message);
+  const error = { type: "invalid_request_error", code: null, param: null, message: "1 validation error for SessionUpdateEvent\nsession.input_audio_transcription.model\n  Field required" };
+  ws.send(JSON.stringify({ type: "error", event_id: "event_refused", error }));
+}
+
+/** Whether `message` is a session.update whose input_audio_transcription names no model (Speaches requires its `model`). */
+function namesNoTranscriptionModel(message: string): boolean {
+  let event: { type?: unknown; session?: { input_audio_transcription?: { model?: unknown } | null } } | null;
+  try {
+    event = JSON.parse(message) as typeof event;
+  } catch {
+    return false;
+  }
+  const transcription = event?.type === "session.update" ? event.session?.input_audio_transcription : undefined;
+  return typeof transcription === "object" && transcription !== null && typeof transcription.model !== "string";
 }
 
 /** The model vLLM serves in every `vllm` behaviour: each deployment's `model` in the tests. */

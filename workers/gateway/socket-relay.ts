@@ -1,7 +1,7 @@
 import { CLIENT_LOST, clientCloseOutcome, closeReason, forwardedClose, UPSTREAM_LOST, upstreamCloseOutcome, type CloseFrame } from "../../src/realtime/closing.ts";
 import { backendEvent, clientAsks, clientEventId } from "../../src/realtime/event-type.ts";
 import { BINARY_REFUSED, errorEvent } from "../../src/realtime/error-event.ts";
-import { engineSessionRefusal, mayBeSessionUpdate, mayNameEngineSession, pinSessionModel, unreadableEvent, type SessionIntent } from "../../src/realtime/session-model.ts";
+import { announcedModels, engineSessionRefusal, mayBeSessionUpdate, mayNameEngineSession, NONE_ANNOUNCED, pinSessionModel, unreadableEvent, type SessionIntent, type SessionPins } from "../../src/realtime/session-model.ts";
 import { RealtimeUsage } from "../../src/realtime/usage.ts";
 import type { LeaseOutcome, TokenUsage } from "../../src/routing/protocol.ts";
 import { sessionMessageRefusal } from "./body.ts";
@@ -36,7 +36,9 @@ export interface RelayOptions {
    * id, a session.resume) is answered instead of passed on (src/realtime/session-model.ts
    * engineSessionRefusal), as its tenant could take or attach another's session; and the
    * transcription and speech models a session.update names are not the client's to choose
-   * (pinSessionModel), as it could name another model its backend's server serves.
+   * (pinSessionModel), as it could name another model its backend's server serves: they are the
+   * ones the backend's first message, its session.created, announced (session-model.ts
+   * announcedModels), or none.
    */
   virtualKey: boolean;
   /** What the session is for, as its handshake said (session-model.ts sessionIntent): which model a virtual key's transcription is. */
@@ -81,6 +83,13 @@ export function relaySockets(client: WebSocket, upstream: WebSocket, lease: Held
     lease.settle(outcome, total && { usage: total });
     for (const f of ended.splice(0)) f();
   };
+  // What a client's session.update may name beside its model (session-model.ts SessionPins). A
+  // virtual key's are the models its backend announced in its session.created, read from the
+  // backend's first text message only (a server opens a session with it: Speaches', OpenAI's,
+  // vLLM's): no later message is looked at for them, nor one before the first text (binary audio);
+  // a session.update sent before it came names none.
+  let pins: SessionPins = virtualKey ? { intent, announced: NONE_ANNOUNCED } : "owner";
+  let awaitingCreated = virtualKey;
   // Binary messages as ArrayBuffers: send() takes those, not the Blobs the runtime gives by default.
   client.binaryType = "arraybuffer";
   upstream.binaryType = "arraybuffer";
@@ -111,7 +120,7 @@ export function relaySockets(client: WebSocket, upstream: WebSocket, lease: Held
       const refusal = sessionMessageRefusal(data, maxEventBytes) ?? (virtualKey ? engineSessionRefusal(data) : null);
       if (refusal) return answered(errorEvent(refusal, clientEventId(data)));
     }
-    const pinned = pinSessionModel(data, model, virtualKey ? intent : "owner");
+    const pinned = pinSessionModel(data, model, pins);
     if (pinned === null) return answered(unreadableEvent(clientEventId(data)));
     pass(upstream, pinned);
     return true;
@@ -131,6 +140,11 @@ export function relaySockets(client: WebSocket, upstream: WebSocket, lease: Held
         },
   );
   const fromBackend = (data: string | ArrayBuffer): void => {
+    if (awaitingCreated && typeof data === "string") {
+      awaitingCreated = false;
+      const announced = announcedModels(data, maxEventBytes);
+      if (announced) pins = { intent, announced };
+    }
     // A type check of a message's head until the backend served, and while something is owed: none else.
     const event = !served || owed !== null ? backendEvent(data) : "engine";
     if (!served && event === "engine") {
