@@ -84,9 +84,9 @@ export function classifyStatus(status: number, hasBody: boolean, said: UpstreamE
   // holds refuses it on every backend behind it alike (workers/gateway/held-failure.ts). So is any
   // other 4xx that is a proxy's page, not an API's error (isPage): nginx's 400 for plain HTTP sent
   // to its HTTPS port or for a client certificate not sent (mTLS), a static site's 405 at a wrong
-  // baseUrl, a 421. No request causes those; a proxy's limit on the request (nginx's 413) does, on
-  // every backend alike.
-  if (status === 403 || (status >= 400 && status < 500 && status !== 408 && isPage(said, contentType))) return { kind: "backend-failure", why: "refused" };
+  // baseUrl, a 421. No request causes those. A limit on the request's size (REQUEST_SIZE: nginx's
+  // 413 for client_max_body_size, a 414, a 431) is the request's by its nature, page or not.
+  if (status === 403 || (status >= 400 && status < 500 && status !== 408 && !REQUEST_SIZE.has(status) && isPage(said, contentType))) return { kind: "backend-failure", why: "refused" };
   if (status >= 300 && status < 400) return { kind: "backend-failure", why: "redirect" };
   if (status === 204 || status === 205) return { kind: "backend-failure", why: "no-content" };
   // 408: the server gave up waiting for the request — the network or the server, not the prompt.
@@ -94,21 +94,20 @@ export function classifyStatus(status: number, hasBody: boolean, said: UpstreamE
   return { kind: "backend-failure", why: "status" };
 }
 
-/**
- * What an error body's media type says it is, when it is an API's: JSON (application/json,
- * application/problem+json).
- */
-const JSON_TYPE = /json/i;
+/** 413, 414, 431: the request's body, URL or headers over a server's or a proxy's limit, on every backend behind it alike. */
+const REQUEST_SIZE: ReadonlySet<number> = new Set([413, 414, 431]);
 
 /**
- * An error that is a page, not an API's: its body held no JSON error (`said`) and its type says it
- * is no JSON (text/html, text/plain). The engines state a request's fault in JSON, whatever the
- * status (vLLM, SGLang, llama.cpp, TGI, Ollama; FastAPI's {"detail": …}); a web server or a proxy
- * in front of them answers its own refusals with a page. One of unknown type (none said, as a
- * realtime handshake's refusal and a stream's error event are judged) is taken as the engine's.
+ * An error that is a page, not an API's: its body held no JSON error (`said`) and its type is
+ * HTML. The engines state a request's fault in JSON, whatever the status (vLLM, SGLang, llama.cpp,
+ * Ollama; FastAPI's {"detail": …}), or, an axum server's (TGI's, mistral.rs's) refusal of a body
+ * its types reject, in plain text ("Failed to deserialize the JSON body…", a 422 or a 400): the
+ * request's, passed on. A web server or a proxy in front of them answers its own refusals with an
+ * HTML page (nginx's, Cloudflare's). One of unknown type (none said, as a realtime handshake's
+ * refusal and a stream's error event are judged) is taken as the engine's.
  */
 function isPage(said: UpstreamErrorBody | null, contentType: string | null): boolean {
-  return said === null && contentType !== null && !JSON_TYPE.test(contentType);
+  return said === null && contentType !== null && HTML.test(contentType);
 }
 
 /** A failure that is no success: what a stream's error event (streamErrorAnswer) is judged as. */

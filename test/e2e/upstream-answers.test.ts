@@ -56,6 +56,9 @@ beforeAll(async () => {
       ...["context-exceeded", "validation-400"].map((engine) => ({ name: `${engine}-or-ok`, strategy: "round-robin" as const, breaker: PAGE_BREAKER, deployments: [hostile(engine), hostile("ok")] })),
       { name: "page-twice", strategy: "round-robin", breaker: PAGE_BREAKER, deployments: [hostile("html-400", "page-a"), hostile("html-400", "page-b")] },
       { name: "page-alone", breaker: PAGE_BREAKER, deployments: [hostile("html-400", "page")] },
+      // An engine's plain-text 4xx (TGI's, axum's) beside a healthy backend, with no attempt past the first and by default (review s63 finding 3).
+      { name: "axum-or-ok", strategy: "round-robin", failover: { maxAttempts: 1 }, breaker: PAGE_BREAKER, deployments: [hostile("axum-422", "axum"), hostile("ok")] },
+      { name: "axum-or-ok-failover", strategy: "round-robin", breaker: PAGE_BREAKER, deployments: [hostile("axum-422", "axum"), hostile("ok")] },
     ],
   });
 });
@@ -314,6 +317,26 @@ describe("a 4xx that is a page, not an API's error (review s63 finding 2)", () =
     await vi.waitFor(async () => expect(await backends("page-twice")).toEqual([
       ["page-a", 0, "closed"],
       ["page-b", 0, "closed"],
+    ]), EVENTUALLY);
+  });
+
+  it.each(["axum-or-ok", "axum-or-ok-failover"])("an engine's plain-text 422 (TGI's, axum's) in %s is the request's, no proxy's page: passed on, never failed over, never charged", async (group) => {
+    const seen = await calls(group, 4);
+    // Round-robin: every other request meets the engine's 422, which the SDK raises as it is, to retry nothing.
+    expect(seen.filter((s) => (s as unknown[])[0] === 200)).toEqual([
+      [200, "ok", "1"],
+      [200, "ok", "1"],
+    ]);
+    expect(seen.filter((s) => (s as unknown[])[0] !== 200)).toEqual([
+      [422, "upstream_rejected", null],
+      [422, "upstream_rejected", null],
+    ]);
+    const r = await chat(group);
+    const refused = r.status === 422 ? r : await chat(group);
+    expect([refused.status, refused.headers.get("x-kvgate-attempts")]).toEqual([422, "1"]);
+    await vi.waitFor(async () => expect(await backends(group)).toEqual([
+      ["axum", 0, "closed"],
+      ["ok", 0, "closed"],
     ]), EVENTUALLY);
   });
 

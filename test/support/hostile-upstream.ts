@@ -613,6 +613,15 @@ const BEHAVIOURS: Record<string, Answer> = {
     res.writeHead(400, { "content-type": "application/json" });
     res.end(JSON.stringify({ error: { message, type: "Bad Request", param: null, code: 400 } }));
   },
+  /**
+   * TGI's (and any axum server's: mistral.rs) answer to a body its serde types refuse: axum's
+   * rejection, a 422 in plain text, no JSON (an assistant message with `content: null` beside its
+   * `tool_calls`, a content part it lacks).
+   */
+  "axum-422": (_req, res) => {
+    res.writeHead(422, { "content-type": "text/plain; charset=utf-8" });
+    res.end("Failed to deserialize the JSON body into the target type: messages[1]: invalid type: null, expected a string at line 1 column 120");
+  },
   /** llama.cpp's answer while its model still loads: a 503 with an OpenAI-style error. */
   loading: (_req, res) => {
     res.writeHead(503, { "content-type": "application/json" });

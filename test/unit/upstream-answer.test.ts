@@ -62,11 +62,9 @@ describe("a 4xx's body", () => {
 
   it("a proxy's own page (nginx's, no JSON error in it) is its refusal, held for the group's word as a 403 is: no request causes most", () => {
     const nginx = (status: number, said: string) => `<html>\r\n<head><title>${status} ${said}</title></head>\r\n<body>\r\n<center><h1>${status} ${said}</h1></center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>`;
-    for (const [status, said] of [[400, "The plain HTTP request was sent to HTTPS port"], [400, "No required SSL certificate was sent"], [405, "Not Allowed"], [413, "Request Entity Too Large"], [421, "Misdirected Request"]] as const) {
+    for (const [status, said] of [[400, "The plain HTTP request was sent to HTTPS port"], [400, "No required SSL certificate was sent"], [405, "Not Allowed"], [421, "Misdirected Request"]] as const) {
       expect([status, page(status, nginx(status, said))]).toEqual([status, refused]);
     }
-    // Plain text no JSON parser reads is a page too (a proxy's, or a web framework's own).
-    expect(classifyStatus(400, true, parseUpstreamError("Bad Request"), null, "text/plain; charset=utf-8")).toEqual(refused);
     expect(isBackendsOwn("refused")).toBe(false);
     expect(failureKind("refused")).toBe("credentials");
   });
@@ -85,6 +83,17 @@ describe("a 4xx's body", () => {
     }
   });
 
+  it("plain text is an engine's: TGI's (axum's) refusal of a body its types reject, a 422 or a 400, is the request's", () => {
+    const axum = "Failed to deserialize the JSON body into the target type: messages[1]: invalid type: null, expected a string at line 1 column 120";
+    for (const status of [400, 422]) expect(classifyStatus(status, true, parseUpstreamError(axum), null, "text/plain; charset=utf-8")).toEqual({ kind: "rejected" });
+  });
+
+  it("a limit on the request's size (413, 414, 431) is the request's, a proxy's page or not: every backend behind it has it alike", () => {
+    for (const [status, said] of [[413, "Request Entity Too Large"], [414, "Request-URI Too Large"], [431, "Request Header Fields Too Large"]] as const) {
+      expect([status, page(status, `<html><head><title>${status} ${said}</title></head><body><center><h1>${status} ${said}</h1></center><hr><center>nginx</center></body></html>`)]).toEqual([status, { kind: "rejected" }]);
+    }
+  });
+
   it("one whose type is JSON, or unknown (a realtime handshake's refusal, a stream's error event), is taken as the engine's: the request's", () => {
     for (const type of ["application/json", "application/problem+json", null]) expect(classifyStatus(400, true, parseUpstreamError("{}"), null, type)).toEqual({ kind: "rejected" });
     expect(classifyStatus(400, false, null, null, null)).toEqual({ kind: "rejected" });
@@ -98,9 +107,9 @@ describe("a 4xx's body", () => {
   });
 
   it("reaches the client, when it was the request's, with its status, the code any upstream rejection has, and nothing of the page; not to be retried", () => {
-    const e = clientError(413, refused, null, backendAsSeen({ id: "gpu-a" }, { name: "g" }, true), null);
-    expect([e.status, e.code, e.headers]).toEqual([413, "upstream_rejected", { "x-should-retry": "false" }]);
-    expect(e.message).toBe("backend gpu-a refused the request (HTTP 413): a proxy in front of its server answered with a page of its own, refusing what the request holds or the way the gateway reaches the server");
+    const e = clientError(400, refused, null, backendAsSeen({ id: "gpu-a" }, { name: "g" }, true), null);
+    expect([e.status, e.code, e.headers]).toEqual([400, "upstream_rejected", { "x-should-retry": "false" }]);
+    expect(e.message).toBe("backend gpu-a refused the request (HTTP 400): a proxy in front of its server answered with a page of its own, refusing what the request holds or the way the gateway reaches the server");
   });
 });
 
