@@ -52,6 +52,9 @@ const REST_MAX_MS = 60_000;
  */
 const REST_SAVE_SLACK_MS = 1_000;
 
+/** No backends: what a route call of a Worker that names none passes over. */
+const NONE: readonly string[] = [];
+
 /**
  * Outcomes after which the backend did not hold the prompt: it failed, refused it, or was too
  * busy to take it. What routing taught its prefix set is taken back. A client that left (or the
@@ -229,9 +232,10 @@ export class GroupRouter {
    * `spill`: a shard's first call (RouteCall.spill); refused, nothing taken, when the pick would
    * keep the prompt waiting longer. `passedOn`: RouteCall.passedOn. `othersLeft`: RouteCall.othersLeft;
    * refused with `spill`, nothing taken, when every backend that could take the request rests after a 429.
+   * `unreachable`: RouteCall.unreachable, taken out of the pick as `exclude` is, but no failover.
    * Admit → signals → pick → commit (src/routing/policy.ts): only the pick is the strategy's.
    */
-  route(version: string, chain: ArrayLike<number>, exclude: readonly string[], now: number, tenant?: RouteTenant, failover = false, blocks?: number, spill?: SpillLimit, passedOn = false, othersLeft = false): RouteDecision | RouteRefusal | LimitRefusal | VersionRefusal {
+  route(version: string, chain: ArrayLike<number>, exclude: readonly string[], now: number, tenant?: RouteTenant, failover = false, blocks?: number, spill?: SpillLimit, passedOn = false, othersLeft = false, unreachable: readonly string[] = NONE): RouteDecision | RouteRefusal | LimitRefusal | VersionRefusal {
     const view = this.views.get(version);
     if (!view) return { refused: "unknown-version", rev: this.rev };
     // Before the key's limits: a lease past its TTL whose alarm is late holds none of its max_parallel.
@@ -245,7 +249,7 @@ export class GroupRouter {
     }
     view.usedAt = now;
     if (this.views.size > 1) this.dropIdleViews(now);
-    if (this.admit(view, exclude, now) === 0) return this.refuse("no-backend");
+    if (this.admit(view, exclude, now, unreachable) === 0) return this.refuse("no-backend");
     // Most route calls come with no backend resting: they pay one comparison.
     if (this.restingUntil > now && this.spareResting(view.backends, now, othersLeft) === null) return { refused: "spill", rev: this.rev };
     const { policy, request } = view;
@@ -279,8 +283,12 @@ export class GroupRouter {
     return !priced || wait > spill.overMs + copyCost(b.cacheFill, copied) / b.drainPerMs;
   }
 
-  /** Marks which of the view's backends may take the request, with their caps, weights and prefill debt as of now; how many may. */
-  private admit(view: View, exclude: readonly string[], now: number): number {
+  /**
+   * Marks which of the view's backends may take the request, with their caps, weights and prefill
+   * debt as of now; how many may. One the Worker cannot reach (`unreachable`) may not, and is
+   * counted so once a request: on its first call into the group, which excludes none yet.
+   */
+  private admit(view: View, exclude: readonly string[], now: number, unreachable: readonly string[]): number {
     let admissible = 0;
     for (let i = 0; i < view.backends.length; i++) {
       const b = view.backends[i] as Backend;
@@ -289,7 +297,9 @@ export class GroupRouter {
       b.maxInFlight = d.maxInFlight;
       b.weight = d.weight;
       const wasOpen = b.breaker.state === "open";
-      b.available = b.admitted && !exclude.includes(b.id) && b.breaker.admits(now);
+      const passed = unreachable.length > 0 && unreachable.includes(b.id);
+      if (passed && b.admitted && exclude.length === 0) b.counters.failures.unreachable++;
+      b.available = b.admitted && !passed && !exclude.includes(b.id) && b.breaker.admits(now);
       // A cool-down that ended here is a transition like any other: persisted and logged.
       if (wasOpen && b.breaker.state !== "open") this.breakerChanged(b, now, "open");
       if (b.available) admissible++;

@@ -223,6 +223,13 @@ export interface RouteCall {
   renewed: LeaseRenewal[];
   /** Ids of backends this request already failed on. */
   exclude: string[];
+  /**
+   * Ids of backends the calling Worker cannot reach as configured (a secret or binding its deploy
+   * lacks): never picked, and, unlike `exclude`, no failover; counted once a request, on the
+   * request's first call into the group, as a failure of kind `unreachable`. An object of a
+   * release before ignores it: its Worker passes over such a pick itself (workers/gateway/group-reach.ts).
+   */
+  unreachable?: string[];
   /** The attempt follows a failed one, or serves a fallback group: its lease counts as a failover. */
   failover?: boolean;
   /** The request's virtual key; absent for the master key. */

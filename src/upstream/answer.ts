@@ -179,9 +179,12 @@ function saysModelUnknown(said: UpstreamErrorBody | null): boolean {
  * the gateway's key) or a 403 (a proxy in front of it refused the request: a WAF rule, an ext_authz
  * deny, an Access token missing or wrong), or another 4xx that is a proxy's page (a client
  * certificate not sent, plain HTTP to its HTTPS port); `not-served`: the model or endpoint not served;
- * `bad-answer`: what no OpenAI-compatible server sends.
+ * `bad-answer`: what no OpenAI-compatible server sends; `unreachable`: none was made, the Worker
+ * cannot reach the backend as configured (a secret or binding its deploy lacks), and routing passed
+ * it over (workers/gateway/group-reach.ts). An object of a release before counts no kind it does
+ * not know (src/metrics/backend-counters.ts), so a kind added is safe to roll out and back.
  */
-export const FAILURE_KINDS = ["connect", "timeout", "stalled", "broken-off", "unavailable", "server-error", "rate-limited", "credentials", "not-served", "bad-answer"] as const;
+export const FAILURE_KINDS = ["connect", "timeout", "stalled", "broken-off", "unavailable", "server-error", "rate-limited", "credentials", "not-served", "bad-answer", "unreachable"] as const;
 export type FailureKind = (typeof FAILURE_KINDS)[number];
 
 /** The kind of a backend failure an answer's status and headers showed. */

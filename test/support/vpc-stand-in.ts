@@ -14,6 +14,12 @@ export const VPC_HOST = "gpu.vpc.internal:8000";
  * route, its models list too, wants the key as a bearer token, and it wants no Access token.
  */
 export const KEYED_HOST = "gpu-keyed.vpc.internal:8000";
+/**
+ * A server at a third private address behind a web application firewall (Cloudflare's WAF,
+ * ModSecurity): a request whose body holds `DROP TABLE` is refused with the firewall's 403 page,
+ * whatever backend it was meant for; any other is served. It wants no token.
+ */
+export const WAF_HOST = "gpu-waf.vpc.internal:8000";
 
 export const VPC_STAND_IN_SCRIPT = `
 export default {
@@ -24,6 +30,10 @@ export default {
         return Response.json({ error: "Unauthorized" }, { status: 401 });
       }
       if (req.method === "GET" && url.pathname === "/v1/models") return Response.json({ object: "list", data: [] });
+    } else if (url.host === ${JSON.stringify(WAF_HOST)}) {
+      if (req.method === "POST" && (await req.clone().text()).includes("DROP TABLE")) {
+        return new Response("<!DOCTYPE html><html><head><title>Attention Required! | Cloudflare</title></head><body>Sorry, you have been blocked</body></html>", { status: 403, headers: { "content-type": "text/html; charset=UTF-8" } });
+      }
     } else if (url.host !== ${JSON.stringify(VPC_HOST)}) {
       return new Response("no route to " + url.host, { status: 502 });
     } else {

@@ -8,7 +8,7 @@ describe("a backend's failed attempts by cause", () => {
     c.released("upstream-error", undefined, undefined, undefined, 0, "timeout");
     for (const other of ["constructor", "toString", "__proto__", "warp-drive"]) c.released("upstream-error", undefined, undefined, undefined, 0, other as FailureKind);
     expect(c.failures.timeout).toBe(1);
-    expect(Object.keys(c.failures)).toEqual(["connect", "timeout", "stalled", "broken-off", "unavailable", "server-error", "rate-limited", "credentials", "not-served", "bad-answer"]);
+    expect(Object.keys(c.failures)).toEqual(["connect", "timeout", "stalled", "broken-off", "unavailable", "server-error", "rate-limited", "credentials", "not-served", "bad-answer", "unreachable"]);
     expect(Object.values(c.failures).every((n) => Number.isInteger(n))).toBe(true);
   });
 });

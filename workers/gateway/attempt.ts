@@ -1,6 +1,6 @@
 import type { ResolvedDeployment, ResolvedGroup } from "../../src/config/load.ts";
 import type { FailoverCause } from "../../src/config/schema.ts";
-import { reachOf, type ReachProblem } from "../../src/config/upstream-access.ts";
+import { reachOf } from "../../src/config/upstream-access.ts";
 import type { CompletionSummary, HookContext } from "../../src/hooks/types.ts";
 import { pipelineFor } from "../config.ts";
 import { badGateway, badRequest, clientGone, GatewayError, gatewayTimeout, unavailable } from "../../src/openai/errors.ts";
@@ -25,6 +25,7 @@ import type { Deadline } from "./deadline.ts";
 import type { ProxyInput } from "./proxy.ts";
 import { holdLease, type HeldLease } from "./route-client.ts";
 import { AttemptTimer } from "./attempt-timer.ts";
+import { misconfigured } from "./group-reach.ts";
 import { engineRequestId } from "./request-id.ts";
 import type { Endpoint, Validated } from "./validate.ts";
 
@@ -77,37 +78,6 @@ const CONNECTION_LOST = /network connection lost/i;
 /** A 200 stream that ended with no event, or a whole answer with no byte: an answer without a body. */
 const EMPTY: NoSuccess = { kind: "backend-failure", why: "no-content" };
 
-/**
- * A deployment this isolate cannot reach as it says (a binding or secret it lacks, a gateway key it
- * names): the error its request is answered with when no other backend serves it. What is wrong
- * names the deployment's bindings and secrets, the owner's to see (`owner`: the master key's
- * request); a virtual key's request is told the backend is misconfigured. The operator's log says
- * how, whoever asked: the request may well be served by another backend, its answer saying nothing.
- */
-export function misconfigured(deployment: { id: string }, group: { name: string }, owner: boolean, problems: readonly ReachProblem[]): GatewayError {
-  const what = problems.map((x) => `${x.field} ${x.message}`).join("; ");
-  console.error(`kvgate: backend ${deployment.id} of group ${group.name} cannot be reached as configured: ${what}`);
-  if (owner) return new GatewayError(500, "server_error", `gateway misconfigured: ${backendAsSeen(deployment, group, true)}: ${what}`, "config_invalid");
-  return new GatewayError(500, "server_error", `gateway misconfigured: ${backendAsSeen(deployment, group, false)} cannot be reached as configured (the gateway's log says why)`, "config_invalid");
-}
-
-/**
- * An attempt on a deployment this isolate cannot reach as it says: nothing was sent, so another
- * backend may serve the request, as after a refused connection (failover cause `connect`). Settled
- * `rejected` at once: no verdict on a server that may be well (this deploy lacks what it needs, and
- * another Worker version routing with the same object may hold it), and what routing taught its
- * prefix set is taken back — it holds none of the prompt, and a conversation must not stick to it.
- * Its 500 config_invalid is the request's answer only when no other backend is left.
- */
-function unreachable(a: AttemptInput, deployment: ResolvedDeployment, key: KeyRecord | null, lease: HeldLease, problems: readonly ReachProblem[]): AttemptResult {
-  const { p, group, decision } = a;
-  const owner = key === null;
-  const err = misconfigured(deployment, group, owner, problems).toResponse();
-  p.log?.routed(group.name, deployment.id, routeReason(decision, a.attempts, a.fellBack), decision.matched, decision.total, a.attempts);
-  const routing = routingHeaders(decision, deployment, performance.now() - p.startedAt, p.requestId, a.attempts, a.fellBack ? group.name : null, owner);
-  return { kind: "failed", response: withHeaders(err, routing), lease, verdict: "rejected", failure: { cause: "connect", retryAfterMs: null }, retryable: true };
-}
-
 /** What an attempt has set going, filled in as it goes: what an exception must stop. */
 interface Underway {
   abort: AbortController;
@@ -147,8 +117,12 @@ async function attemptHeld(a: AttemptInput, key: KeyRecord | null, lease: HeldLe
   // The backend as this caller may see it named, made only where an error names it.
   const seenAs = (): string => backendAsSeen(deployment, group, key === null);
   // Resolved once per deployment (a binding, its key, secret headers); a plain one returns at once.
+  // One this isolate cannot reach is passed over before any attempt (group-reach.ts): never here.
   const reach = reachOf(deployment, env, config.gatewayKeys);
-  if (!reach.ok) return unreachable(a, deployment, key, lease, reach.problems);
+  if (!reach.ok) {
+    lease.settle("client-abort");
+    throw misconfigured(deployment, group, key === null, reach.problems);
+  }
   const stream = a.body.stream === true;
   const counts = key !== null && readsUsage(key);
   /** What a key that counts tokens is charged by for an answer whose usage never came (src/tenants/estimate.ts). */

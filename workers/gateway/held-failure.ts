@@ -155,8 +155,10 @@ export class HeldFailure {
    * GroupRefusal). Its backends are not resting, only unknown: the refusal is one with backends not
    * tried, whatever the others said — taken for the group's, a lone 403 became the request's (not
    * retried, its backend uncharged) and a lone 404 "not served", for as long as a routing object was out.
+   * `unreachable`: the group's backends this isolate cannot reach (workers/gateway/group-reach.ts),
+   * passed over, never tried: no backend that could serve what the others did not.
    */
-  refused(refusal: NoBackendCause, group: ResolvedGroup, tried: readonly string[]): void {
+  refused(refusal: NoBackendCause, group: ResolvedGroup, tried: readonly string[], unreachable: readonly string[] = []): void {
     if (refusal === "no-backend") {
       if (group.name === this.group && this.lastRefused && this.refusedHere === 1 && tried.length === 1) {
         this.activeHere = 1;
@@ -165,12 +167,13 @@ export class HeldFailure {
       return;
     }
     if (this.untried.some((u) => u.group === group.name)) return;
-    if (refusal !== "unreached" && !group.deployments.some((d) => d.state === "active" && !tried.includes(d.id))) return;
+    if (refusal !== "unreached" && !group.deployments.some((d) => d.state === "active" && !tried.includes(d.id) && !unreachable.includes(d.id))) return;
     this.untried.push({ refusal, group: group.name });
   }
 
   /**
-   * An attempt goes to `group`, `active` of whose backends take requests. Another group than the
+   * An attempt goes to `group`, `active` of whose backends take requests (those this isolate can
+   * reach: one it cannot is no backend of the group here, and says nothing of a refusal). Another group than the
    * last one's (a fallback, or the model's as the registry now has it) has engines of its own: what
    * the group left said alike of the endpoint was the request's, and no verdict on its backends; a
    * refusal none of its backends confirmed was its backend's own.

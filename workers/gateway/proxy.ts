@@ -14,6 +14,7 @@ import { attempt, isFailover } from "./attempt.ts";
 import type { Caller } from "./auth.ts";
 import { readSizedJsonBody } from "./body.ts";
 import { Deadline } from "./deadline.ts";
+import { PassedOver } from "./group-reach.ts";
 import { HeldFailure } from "./held-failure.ts";
 import { giveBack, refusalCause, route, routingUnavailable, type NoBackendCause, type Routed } from "./route-client.ts";
 import { validate, type Endpoint } from "./validate.ts";
@@ -65,6 +66,8 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
   let refused: NoBackendCause = "no-backend";
   let relaying = false;
   const failover = new FailoverEvent(p);
+  // The deployments this isolate cannot reach: passed over, no attempt, no word on the others.
+  const passed = new PassedOver(env, config.gatewayKeys, p.log, p.caller.kind === "master");
   // Every backend tried answered 404 for the endpoint (held-failure.ts): the groups serve no such
   // thing, a 404 as for a path the gateway does not know, which no SDK retries — unless a group
   // could not be tried, whose refusal stands. A proxy's 403 no second backend confirmed is its
@@ -74,14 +77,15 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
     (held.unserved ? withRoutingHeaders(endpointNotServed(body.model, new URL(p.req.url).pathname).toResponse(), answer) : held.answersOwnRefusal ? backendsOwnRefusal(answer) : answer);
   try {
     for (;;) {
-      const decision = await route(env, p.ctx, group, prompt, exclude, body.model, tenant && { ...tenant, admitted: admittedBy === group.name }, isFailover(attempts + 1, group !== primary), held.heldOn);
+      const reach = passed.entering(group);
+      const decision = await route(env, p.ctx, group, prompt, exclude, body.model, tenant && { ...tenant, admitted: admittedBy === group.name }, isFailover(attempts + 1, group !== primary), held.heldOn, reach.unreachable);
       if ("refused" in decision && decision.refused === "limited") throw limitError(decision, p.caller);
       if ("refused" in decision) {
         refused = decision.refused;
         const refusedBy = group;
         const step = await path.afterRefusal(env, decision);
         // Refused by an object that knows the group newer, the group as it is now is tried again.
-        if (step !== "again") held.refused(refusalCause(decision), refusedBy, exclude);
+        if (step !== "again") held.refused(refusalCause(decision), refusedBy, exclude, reach.unreachable);
         ({ group, primary } = path);
         if (step !== null) {
           prompt = promptFor(group);
@@ -89,7 +93,7 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
           if (group.name !== refusedBy.name) exclude = [];
           continue;
         }
-        return noneLeft(last, finalAnswer, held, refused, body.model);
+        return noneLeft(last, finalAnswer, held, refused, body.model, passed);
       }
       admittedBy = group.name;
       const routed = group;
@@ -97,16 +101,21 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
       const next = decision.rev > group.rev ? await path.afterDecision(p, decision) : "go";
       ({ group, primary } = path);
       // The fallback it came from is one the caller may no longer use, and none is left (its lease went back).
-      if (next === null) return noneLeft(last, finalAnswer, held, refused, body.model);
+      if (next === null) return noneLeft(last, finalAnswer, held, refused, body.model, passed);
       if (next === "again") {
         prompt = promptFor(group);
         // Another group's backends are others: none of them failed yet.
         if (group.name !== routed.name) exclude = [];
         continue;
       }
+      // Picked by an object that knows nothing of RouteCall.unreachable: routed again without it, no attempt spent.
+      if (passed.passesOver(decision, routed, group, p.ctx, config.releaseFlushMs)) {
+        exclude.push(decision.backendId);
+        continue;
+      }
       attempts++;
       failover.attempting(attempts);
-      held.attempting(group.name, activeBackends(group));
+      held.attempting(group.name, passed.of(group).reachable);
       // The lease is the decision's: its shards and version are the group's it was routed on, whatever version the request goes on with.
       const result = await attempt({ p, body, exact: raw.exact, group, decision, routedOn: routed, deadline, attempts, fellBack: group !== primary });
       if (result.kind === "answered") {
@@ -145,7 +154,7 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
       exclude.push(result.lease.backendId);
       failover.failedOn(group.name, result.lease.backendId, result.failure.cause);
       // Nothing left to wait for: the route call says so at once (and finds a change of the fleet since, if any).
-      if (step.waitMs > 0 && !path.nothingLeft(exclude)) await new Promise((r) => setTimeout(r, step.waitMs));
+      if (step.waitMs > 0 && !path.nothingLeft(exclude, passed.of(group).unreachable)) await new Promise((r) => setTimeout(r, step.waitMs));
       if (p.req.signal.aborted) throw clientGone();
     }
   } catch (e) {
@@ -162,11 +171,13 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
  * No group is left for a request or a realtime handshake to try: its last attempt's failure is the
  * answer, as `finalAnswer` tells it; with none, the 503 of the last refusal a group's object gave
  * (`refused`) — routing_unavailable when a shard object of a group could not be asked (its
- * servers unknown), not "every one is failing".
+ * servers unknown), not "every one is failing" — or, when no backend at all was left but one this
+ * isolate cannot reach (`passed`), the 500 config_invalid saying so: the one thing to fix.
  */
-export function noneLeft(last: Response | null, finalAnswer: (answer: Response) => Response, held: HeldFailure, refused: NoBackendCause, model: string): Response {
+export function noneLeft(last: Response | null, finalAnswer: (answer: Response) => Response, held: HeldFailure, refused: NoBackendCause, model: string, passed: PassedOver): Response {
   if (last) return finalAnswer(last);
-  throw noBackend(held.routingUnreached ? "unreached" : refused, model);
+  const cause = held.routingUnreached ? "unreached" : refused;
+  throw (cause === "no-backend" ? passed.answer() : null) ?? noBackend(cause, model);
 }
 
 /**
@@ -272,13 +283,14 @@ export class GroupPath {
   }
 
   /**
-   * Every backend of the group that takes requests, as this isolate has it, was tried (`exclude`),
-   * and no fallback group is left: a wait before the next attempt would lead to a refusal, and the
-   * last answer. The next route call is made all the same, unwaited: a routing object that knows
-   * the group newer (a backend added, the model moved) has the request read the fleet and go on.
+   * Every backend of the group that takes requests, as this isolate has it, was tried (`exclude`)
+   * or cannot be reached from it (`unreachable`), and no fallback group is left: a wait before the
+   * next attempt would lead to a refusal, and the last answer. The next route call is made all the
+   * same, unwaited: a routing object that knows the group newer (a backend added, the model moved)
+   * has the request read the fleet and go on.
    */
-  nothingLeft(exclude: readonly string[]): boolean {
-    return this.fellBackTo >= this.primary.fallbacks.length && this.group.deployments.every((d) => d.state !== "active" || exclude.includes(d.id));
+  nothingLeft(exclude: readonly string[], unreachable: readonly string[]): boolean {
+    return this.fellBackTo >= this.primary.fallbacks.length && this.group.deployments.every((d) => d.state !== "active" || exclude.includes(d.id) || unreachable.includes(d.id));
   }
 
   /**
@@ -389,11 +401,6 @@ export function endpointNotServed(model: string, path: string): GatewayError {
 export function untriedRefusalAnswer(held: HeldFailure, model: string, attempt: Response): Response | null {
   const untried = held.untriedRefusal;
   return untried === undefined ? null : withRoutingHeaders(noBackend(untried, model).toResponse(), attempt);
-}
-
-/** How many of `group`'s backends take requests: with one, its proxy's 403 is the request's whatever (held-failure.ts). */
-export function activeBackends(group: ResolvedGroup): number {
-  return group.deployments.reduce((n, d) => (d.state === "active" ? n + 1 : n), 0);
 }
 
 /**

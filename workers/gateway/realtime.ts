@@ -10,10 +10,11 @@ import { msToNextPeriod } from "../../src/tenants/ledger.ts";
 import type { KeyRecord } from "../../src/tenants/protocol.ts";
 import { allowsModel, countsSpendIn, keyBudget, listsGroup, readsUsage, unpricedModel } from "../../src/tenants/route-tenant.ts";
 import { nextStep } from "../../src/upstream/retry.ts";
-import { isFailover, misconfigured, routeReason, routingHeaders } from "./attempt.ts";
+import { isFailover, routeReason, routingHeaders } from "./attempt.ts";
+import { misconfigured, PassedOver } from "./group-reach.ts";
 import { WINDOW_MS } from "../../src/tenants/window.ts";
 import { HeldFailure } from "./held-failure.ts";
-import { activeBackends, backendsOwnRefusal, FailoverEvent, groupForCaller, GroupPath, limitError, noneLeft, tenantFor, unknownModel, untriedRefusalAnswer, type ProxyInput } from "./proxy.ts";
+import { backendsOwnRefusal, FailoverEvent, groupForCaller, GroupPath, limitError, noneLeft, tenantFor, unknownModel, untriedRefusalAnswer, type ProxyInput } from "./proxy.ts";
 import { openUpstream, type Handshake } from "./realtime-handshake.ts";
 import { engineRequestId } from "./request-id.ts";
 import { holdLease, refusalCause, route, type HeldLease, type NoBackendCause } from "./route-client.ts";
@@ -110,6 +111,8 @@ async function handshakeInTurn(p: RealtimeInput, s: Session, held: HeldFailure):
   // The cause of the last refusal a group's object gave (proxy.ts noneLeft).
   let refused: NoBackendCause = "no-backend";
   const failover = new FailoverEvent(p);
+  // The deployments this isolate cannot reach: passed over, as a request's are (group-reach.ts).
+  const passed = new PassedOver(p.env, config.gatewayKeys, p.log, owner);
   // Every backend tried lacks a realtime endpoint (held-failure.ts): a client that tries again meets
   // the same — unless a group could not be tried, whose refusal stands (proxy.ts).
   const finalAnswer = (answer: Response): Response => {
@@ -125,32 +128,38 @@ async function handshakeInTurn(p: RealtimeInput, s: Session, held: HeldFailure):
     // Each group's object keeps the key's limits for its own sessions: a fallback group checks them too.
     let admitted = false;
     for (;;) {
-      const decision = await route(p.env, p.ctx, group, NO_PROMPT, exclude, model, tenant && { ...tenant, admitted }, isFailover(attempts + 1, group !== primary), held.heldOn);
+      const here = passed.entering(group);
+      const decision = await route(p.env, p.ctx, group, NO_PROMPT, exclude, model, tenant && { ...tenant, admitted }, isFailover(attempts + 1, group !== primary), held.heldOn, here.unreachable);
       if ("refused" in decision && decision.refused === "limited") throw limitError(decision, p.caller);
       if ("refused" in decision) {
         refused = decision.refused;
         const refusedBy = group;
         const step = await path.afterRefusal(p.env, decision);
         // Refused by an object that knows the group newer, the group as it is now is tried again.
-        if (step !== "again") held.refused(refusalCause(decision), refusedBy, exclude);
+        if (step !== "again") held.refused(refusalCause(decision), refusedBy, exclude, here.unreachable);
         ({ group, primary } = path);
         if (step === "again" && group.name === refusedBy.name) continue;
         // Another group (a fallback, or the model's as the registry now has it): its own exclusions, and its own object's admission of the key.
         if (step !== null) break;
-        return noneLeft(last, finalAnswer, held, refused, model);
+        return noneLeft(last, finalAnswer, held, refused, model, passed);
       }
       admitted = true;
       const routed = group;
       const next = decision.rev > group.rev ? await path.afterDecision(p, decision) : "go";
       ({ group, primary } = path);
       // A fallback the caller may no longer use, and none left: as after a refusal (proxy.ts).
-      if (next === null) return noneLeft(last, finalAnswer, held, refused, model);
+      if (next === null) return noneLeft(last, finalAnswer, held, refused, model, passed);
       // Another group: its own exclusions, and its own object's admission of the key.
       if (next === "again" && group.name !== routed.name) break;
       if (next === "again") continue;
+      // Picked by an object that knows nothing of RouteCall.unreachable: routed again without it, no attempt spent (proxy.ts).
+      if (passed.passesOver(decision, routed, group, p.ctx, config.releaseFlushMs)) {
+        exclude.push(decision.backendId);
+        continue;
+      }
       attempts++;
       failover.attempting(attempts);
-      held.attempting(group.name, activeBackends(group));
+      held.attempting(group.name, passed.of(group).reachable);
       // The decision's lease, as the group it was routed on has it (proxy.ts).
       const lease = holdLease(decision, routed, p.env, p.ctx, config.releaseFlushMs, tenant?.id);
       // A socket may stay open for hours, with no timer of its own.
@@ -160,7 +169,8 @@ async function handshakeInTurn(p: RealtimeInput, s: Session, held: HeldFailure):
         lease.settle("client-abort");
         throw unavailable(`routing for model "${model}" named a backend this gateway does not know`, "routing_unavailable");
       }
-      // Reached as a request would be: through its binding, with its key and extra headers.
+      // Reached as a request would be: through its binding, with its key and extra headers. One
+      // this isolate cannot reach was passed over above: never here.
       const reach = reachOf(deployment, p.env, config.gatewayKeys);
       if (!reach.ok) {
         lease.settle("client-abort");
@@ -235,7 +245,7 @@ async function handshakeInTurn(p: RealtimeInput, s: Session, held: HeldFailure):
       }
       exclude.push(deployment.id);
       failover.failedOn(group.name, deployment.id, answer.failure.cause);
-      if (step.waitMs > 0 && !path.nothingLeft(exclude)) await new Promise((r) => setTimeout(r, step.waitMs));
+      if (step.waitMs > 0 && !path.nothingLeft(exclude, passed.of(group).unreachable)) await new Promise((r) => setTimeout(r, step.waitMs));
     }
   }
 }

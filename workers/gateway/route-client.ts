@@ -157,9 +157,11 @@ export function routingUnavailable(model: string): GatewayError {
  * marked `unreached`: the others' refusal is not the group's.
  * `heldOn`: the object whose backend failed the request server-side, its verdict held (HeldFailure):
  * asked last, so the attempt that tells whether the failure follows the request is another shard's.
+ * `unreachable`: ids of backends this isolate cannot reach as configured, passed over with no
+ * failover (RouteCall.unreachable, group-reach.ts).
  */
-export async function route(env: Env, ctx: WaitUntil, group: ResolvedGroup, prompt: Prompt, exclude: readonly string[], model: string, tenant?: RouteTenant, failover = false, heldOn?: string): Promise<Routed | GroupRefusal | LimitRefusal> {
-  if (!(group.shards > 1)) return routeOn(env, ctx, group, group.name, group, prompt, exclude, model, tenant, failover);
+export async function route(env: Env, ctx: WaitUntil, group: ResolvedGroup, prompt: Prompt, exclude: readonly string[], model: string, tenant?: RouteTenant, failover = false, heldOn?: string, unreachable: readonly string[] = []): Promise<Routed | GroupRefusal | LimitRefusal> {
+  if (!(group.shards > 1)) return routeOn(env, ctx, group, group.name, group, prompt, exclude, model, tenant, failover, unreachable);
   const plan = shardChoice.order(group, prompt.chain, Date.now(), prompt.blocks);
   if (heldOn !== undefined) shardChoice.askLast(plan, heldOn);
   const { shards, order } = plan;
@@ -178,12 +180,12 @@ export async function route(env: Env, ctx: WaitUntil, group: ResolvedGroup, prom
     let answer: Routed | RouteRefusal | LimitRefusal;
     try {
       const othersLeft = k < firstAsks && k < order.length - 1;
-      answer = await routeOn(env, ctx, group, object, shards.views[s] as ResolvedGroup, prompt, exclude, model, tenant, failover, k === 0 ? plan.spill : undefined, spilled && s !== order[0], othersLeft);
+      answer = await routeOn(env, ctx, group, object, shards.views[s] as ResolvedGroup, prompt, exclude, model, tenant, failover, unreachable, k === 0 ? plan.spill : undefined, spilled && s !== order[0], othersLeft);
     } catch (e) {
       // An object that cannot answer (overloaded, or being reset) is a shard with nothing to give: the next may.
       shardChoice.ended(object);
       failed = e;
-      if (!unreached) unreached = (shards.views[s] as ResolvedGroup).deployments.some((d) => d.state === "active" && !exclude.includes(d.id));
+      if (!unreached) unreached = (shards.views[s] as ResolvedGroup).deployments.some((d) => d.state === "active" && !exclude.includes(d.id) && !unreachable.includes(d.id));
       continue;
     }
     if (!("refused" in answer)) {
@@ -216,13 +218,14 @@ export async function route(env: Env, ctx: WaitUntil, group: ResolvedGroup, prom
 }
 
 /** One route call to one object of the group; `view`: the config it routes with, sent when it does not know the version. */
-async function routeOn(env: Env, ctx: WaitUntil, group: ResolvedGroup, object: string, view: ResolvedGroup, prompt: Prompt, exclude: readonly string[], model: string, tenant: RouteTenant | undefined, failover: boolean, spill?: SpillLimit, passedOn = false, othersLeft = false): Promise<Routed | RouteRefusal | LimitRefusal> {
+async function routeOn(env: Env, ctx: WaitUntil, group: ResolvedGroup, object: string, view: ResolvedGroup, prompt: Prompt, exclude: readonly string[], model: string, tenant: RouteTenant | undefined, failover: boolean, unreachable: readonly string[], spill?: SpillLimit, passedOn = false, othersLeft = false): Promise<Routed | RouteRefusal | LimitRefusal> {
   const released = book.takePending(object);
   const renewing = book.takeRenewals(object, Date.now());
   const call: RouteCall = { version: group.version, chain: prompt.chain, released, renewed: renewing.map((h) => h.renewal), exclude: [...exclude] };
   if (prompt.blocks > prompt.chain.length) call.blocks = prompt.blocks;
   if (tenant) call.tenant = tenant;
   if (failover) call.failover = true;
+  if (unreachable.length > 0) call.unreachable = [...unreachable];
   if (spill) call.spill = spill;
   if (passedOn) call.passedOn = true;
   if (othersLeft) call.othersLeft = true;
