@@ -12,9 +12,10 @@ const NO_ENDPOINT: FailedAnswer = { kind: "backend-failure", why: "no-endpoint" 
  * server (vLLM's uvicorn) answers so when no WebSocket route serves the path (the app closes the
  * connection before accepting it, which the ASGI spec makes a bodiless 403), where a refused key
  * says why (vLLM's 401 body, an access proxy's page). The rest means what it means for any request
- * (src/upstream/answer.ts), by what its body said and its Retry-After.
+ * (src/upstream/answer.ts), by what its body said, its type (a 4xx that is a proxy's HTML page, as
+ * nginx answers plain HTTP sent to its HTTPS port, is its refusal) and its Retry-After.
  */
-export function classifyRefusedUpgrade(status: number, said: UpstreamErrorBody | null = null, retryAfter: string | null = null, bodyless = false): FailedAnswer {
-  const answer = status < 300 || (status === 403 && bodyless) ? NO_ENDPOINT : classifyStatus(status, true, said, null, null, retryAfter);
+export function classifyRefusedUpgrade(status: number, said: UpstreamErrorBody | null = null, retryAfter: string | null = null, bodyless = false, contentType: string | null = null): FailedAnswer {
+  const answer = status < 300 || (status === 403 && bodyless) ? NO_ENDPOINT : classifyStatus(status, true, said, null, contentType, retryAfter);
   return answer.kind === "success" ? NO_ENDPOINT : answer;
 }

@@ -68,6 +68,8 @@ beforeAll(async () => {
       // Both crash on a session whose query holds crash-me, and serve any other (and chat).
       { name: "crashes", deployments: [at("crash:crash-me", "crash-a"), at("crash:crash-me", "crash-b")] },
       { name: "no-endpoint-then-crash", failover: { maxAttempts: 2 }, deployments: [at("refuse:404", "no-endpoint"), at("refuse:500", "crashing")] },
+      // A backend whose nginx answers every handshake with its own 400 page, beside a healthy one (review s63 finding 4).
+      { name: "page-or-echo", strategy: "round-robin", breaker: { consecutiveFailures: 2, openMs: 60_000, probeIntervalMs: 60_000 }, deployments: [at("nginx-400", "page"), at("echo", "page-echo")] },
       { name: "behind-access", failover: { maxAttempts: 1 }, deployments: [{ ...at("access"), headersFromEnv: { "CF-Access-Client-Secret": "ACCESS_CLIENT_SECRET" } }] },
       // An engine hung behind a live server: it takes the connection, never answers the handshake, and its /health says ok.
       { name: "hung-handshake", firstByteTimeoutMs: 300, failover: { maxAttempts: 1 }, breaker: probedOpen, deployments: [at("slow:60000", "hung")] },
@@ -331,6 +333,26 @@ describe("a virtual key's session its client leaves in the middle of a response"
     const { completion_tokens } = await usage();
     expect(completion_tokens).toBeGreaterThanOrEqual(10);
     expect(completion_tokens).toBeLessThan(2000);
+  });
+});
+
+describe("a backend whose proxy answers the handshake with a page of its own (review s63 finding 4)", () => {
+  it("is that backend's own, as a request's page is: every session opens on the other, and its breaker opens", async () => {
+    const seen: unknown[] = [];
+    for (let i = 0; i < 4; i++) {
+      const h = await connect(wsUrl("?model=page-or-echo"), { headers: bearer() });
+      if (h.kind === "refused") seen.push([h.status, h.body.error.code]);
+      else {
+        const s = opened(h);
+        seen.push(["open", s.headers["x-kvgate-backend"]]);
+        s.ws.close();
+      }
+    }
+    expect(seen).toEqual(seen.map(() => ["open", "page-echo"]));
+    await vi.waitFor(async () => expect((await gw.status("page-or-echo")).backends.map((b) => [b.id, b.inFlight, b.failed, b.breaker.state])).toEqual([
+      ["page", 0, 2, "open"],
+      ["page-echo", 0, 0, "closed"],
+    ]), EVENTUALLY);
   });
 });
 

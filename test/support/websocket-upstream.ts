@@ -24,6 +24,8 @@ import { WebSocketServer, type RawData, type WebSocket } from "ws";
  *   Retry-After: 30 on a 429 or 503), never switching protocols.
  * - `no-route`: an ASGI server (vLLM's uvicorn) with no WebSocket route at the path: the app closes
  *   the connection before accepting it, which the ASGI spec makes an HTTP 403 with no body.
+ * - `nginx-400`: nginx in front of the engine answering with its own 400 page (text/html), as it
+ *   does to plain HTTP sent to its HTTPS port, whatever the handshake holds.
  * - `access`: a server behind Cloudflare Access: as `echo` when the handshake carries
  *   `CF-Access-Client-Secret: <accessSecret>`, Access's 403 page otherwise.
  * - `crash:<word>`: as `echo`, but a handshake whose query holds the word gets a 500, as from a
@@ -161,6 +163,10 @@ export async function startWebSocketUpstream(o: WebSocketUpstreamOptions = {}): 
       });
     }
     if (m?.[1] === "no-route") return void socket.end("HTTP/1.1 403 Forbidden\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+    if (m?.[1] === "nginx-400") {
+      const page = "<html>\r\n<head><title>400 The plain HTTP request was sent to HTTPS port</title></head>\r\n<body>\r\n<center><h1>400 Bad Request</h1></center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n";
+      return void socket.end(`HTTP/1.1 400 Bad Request\r\ncontent-type: text/html\r\ncontent-length: ${Buffer.byteLength(page)}\r\nconnection: close\r\n\r\n${page}`);
+    }
     if (m?.[1] === "access") {
       if (o.accessSecret !== undefined && req.headers["cf-access-client-secret"] === o.accessSecret) return accept();
       return void socket.end("HTTP/1.1 403 Forbidden\r\ncontent-type: text/html\r\ncontent-length: 9\r\nconnection: close\r\n\r\nForbidden");

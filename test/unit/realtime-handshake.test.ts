@@ -91,4 +91,12 @@ describe("an upstream that did not switch protocols", () => {
     expect(classifyRefusedUpgrade(503, { message: "Loading model", type: "unavailable_error", code: 503, param: null, extra: {} })).toEqual({ kind: "backend-failure", why: "unavailable" });
     expect(classifyRefusedUpgrade(401)).toEqual({ kind: "backend-failure", why: "credentials" });
   });
+
+  it("takes a 4xx that is a proxy's HTML page for its refusal, as a request's is; an engine's plain text or JSON, and a bodiless 403, as before", () => {
+    expect(classifyRefusedUpgrade(400, null, null, false, "text/html")).toEqual({ kind: "backend-failure", why: "refused" });
+    expect(classifyRefusedUpgrade(400, null, null, false, "text/plain; charset=utf-8")).toEqual({ kind: "rejected" });
+    expect(classifyRefusedUpgrade(400, { message: "bad query", type: null, code: null, param: null, extra: {} }, null, false, "application/json")).toEqual({ kind: "rejected" });
+    expect(classifyRefusedUpgrade(403, null, null, true, "text/html")).toEqual({ kind: "backend-failure", why: "no-endpoint" });
+    expect(classifyRefusedUpgrade(413, null, null, false, "text/html")).toEqual({ kind: "rejected" });
+  });
 });

@@ -91,7 +91,7 @@ export async function openUpstream(h: HandshakeInput): Promise<Handshake> {
   const retryAfter = up.headers.get("retry-after");
   const text = await readBounded(up.body);
   const said = parseUpstreamError(text, h.reach.secrets);
-  const answer = classifyRefusedUpgrade(up.status, said, retryAfter, text === "");
+  const answer = classifyRefusedUpgrade(up.status, said, retryAfter, text === "", up.headers.get("content-type"));
   const err = clientError(up.status, answer, said, backendAsSeen(deployment, group, h.owner), retryAfter);
   if (answer.kind === "rejected") return { kind: "rejected", response: err.toResponse() };
   const limited = answer.kind === "rate-limited";
