@@ -576,10 +576,12 @@ export class FleetRegistry {
     const state = word ?? "active";
     if (live && live.state === state && asSent) {
       // The common case, every few seconds per server: no copy of the fleet, no check, no revision.
+      // A new TTL is no renewal for the store: the release before's row of the group is to have it at once.
+      const renewal = live.ttlMs === ttlMs;
       live.expiresAt = now + ttlMs;
       live.removeAt = null;
       live.ttlMs = ttlMs;
-      this.deploymentChanged(group, live.spec.id, true);
+      this.deploymentChanged(group, live.spec.id, renewal);
       return NONE;
     }
     const next = this.copy();

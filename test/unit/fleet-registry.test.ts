@@ -182,6 +182,9 @@ describe("FleetRegistry", () => {
     expect(rows()).toEqual({ a: { own: true, deployments: ["gpu-7"], renewed: [] } });
     applyCommand(r, { op: "heartbeat", heartbeat: hb }, 5_000);
     expect(rows()).toEqual({ a: { own: false, deployments: ["gpu-7"], renewed: ["gpu-7"] } });
+    // A new TTL is no renewal: the group's row of the release before is to have it.
+    applyCommand(r, { op: "heartbeat", heartbeat: { ...hb, ttlSeconds: 30 } }, 5_500);
+    expect(rows()).toEqual({ a: { own: false, deployments: ["gpu-7"], renewed: [] } });
     applyCommand(r, { op: "set-state", group: "a", id: "a2", state: "draining" }, 6_000);
     expect(rows()).toEqual({ a: { own: true, deployments: ["a2"], renewed: [] } });
     // A removal: the group's own row (its revision); the store finds the row gone.

@@ -56,7 +56,7 @@ async function bigGroup(name: string, n: number): Promise<void> {
   await ok(admin("/admin/v1/groups", { method: "POST", json: { name, deployments } }), 201);
 }
 
-const beat = (group: string, id: string) => ok(admin("/admin/v1/heartbeats", { method: "POST", json: { group, id, baseUrl: fleet[1], model: UPSTREAM_MODEL, ttlSeconds: 600 } }, env.KVGATE_REGISTER_KEY));
+const beat = (group: string, id: string, ttlSeconds = 600) => ok(admin("/admin/v1/heartbeats", { method: "POST", json: { group, id, baseUrl: fleet[1], model: UPSTREAM_MODEL, ttlSeconds } }, env.KVGATE_REGISTER_KEY));
 const records = async () => (await registry().records()).groups;
 
 /** The fleet as the release before (6246caf) loads it after a rollback: each row of `groups` a whole GroupRecord, in `pos` order. */
@@ -117,6 +117,14 @@ describe("the fleet registry's storage", () => {
     const drain = await writtenBy(() => ok(admin("/admin/v1/groups/rows-big/deployments/gpu-7/drain", { method: "POST" })));
     expect(drain.rows).toBe(7);
     expect(drain.bytes - whole).toBeLessThan(4096);
+  });
+
+  it("a heartbeat that changes its TTL is in the release before's row at once", async () => {
+    await bigGroup("rows-ttl", 2);
+    await beat("rows-ttl", "hb-ttl", 600);
+    await beat("rows-ttl", "hb-ttl", 30);
+    // At 52f9ef2 a renewal: the row kept the TTL of 600 s, and an expiry 10 minutes ahead.
+    expect(await asBefore()).toEqual(await records());
   });
 
   it("a restart loads each group and its deployments in the order its changes left them", async () => {
