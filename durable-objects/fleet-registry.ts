@@ -200,7 +200,7 @@ export class FleetRegistry extends DurableObject<RegistryEnv> implements FleetRe
   private persist(): void {
     const w = this.fleet.takeWrites();
     try {
-      this.rows.write(w, this.fleet.names());
+      this.rows.write(w, this.fleet.names(), Date.now(), (n) => this.fleet.group(n));
     } catch (e) {
       this.fleet.requeue(w);
       throw e;
@@ -273,11 +273,11 @@ export class FleetRegistry extends DurableObject<RegistryEnv> implements FleetRe
     return failed === 0 ? "applied" : "pending";
   }
 
-  /** The alarm at the next heartbeat expiry, the next try of a push or the next hand-over, whichever comes first. */
+  /** The alarm at the next heartbeat expiry, the next try of a push, the next hand-over or the next rewrite of a row of `groups` (FleetRows.rewriteDue), whichever comes first. */
   private wake(): void {
     if (this.fleet.givenUp().length === 0) this.handOverAt = null;
     else this.handOverAt ??= Date.now() + HAND_OVER_MS;
-    const due = [this.fleet.nextWake(), this.retryAt, this.handOverAt].filter((t) => t !== null);
+    const due = [this.fleet.nextWake(), this.retryAt, this.handOverAt, this.rows.rewriteDue()].filter((t) => t !== null);
     if (due.length > 0) void this.ctx.storage.setAlarm(Math.ceil(Math.min(...due)));
   }
 }

@@ -11,11 +11,11 @@ import { ORDER_GAP, positionsToWrite } from "../src/fleet/stored-order.ts";
  * is all they read. This one takes those rows when it first starts, and keeps `groups` as they
  * would have it, in the transaction of each write: a group's row there is rewritten whole when
  * anything of the group but a server's expiry changes (rare: a registration, a drain, a PATCH, a
- * removal), and at a renewal only once the expiry that row holds for the server is within half
- * its TTL, so a rollback finds every change and no live server lapsed (which the release before
- * would drain, then remove). Triggers note each group a release before writes there, and the next
- * start of this one takes those groups from it again (a group it removed goes); those this one
- * wrote itself are cleared from that note in the same transaction.
+ * removal, a new TTL), and for renewals at most once per slot of the group (renewalDue), so a
+ * rollback finds every change and no server lapsed that renews within ¾ of its TTL (which the
+ * release before would drain, then remove). Triggers note each group a release before writes
+ * there, and the next start of this one takes those groups from it again (a group it removed
+ * goes); those this one wrote itself are cleared from that note in the same transaction.
  */
 export class FleetRows {
   private readonly storage: DurableObjectStorage;
@@ -26,12 +26,8 @@ export class FleetRows {
   /** The revision and seed hash stored: a write that changes neither writes no meta row. */
   private rev: number;
   private seedHash: string | null;
-  /**
-   * Of each group whose row of `groups` was written since this start, the expiry that row holds
-   * for each of its deployments: a renewal rewrites the row once the server's expiry there is
-   * within half its TTL. A group not here has its row rewritten at its next renewal.
-   */
-  private readonly wholeExpiry = new Map<string, Map<string, number | null>>();
+  /** Of each group whose row of `groups` was written since this start, what that row holds (renewalDue). A group not here has its row rewritten at its next renewal. */
+  private readonly whole = new Map<string, WholeRow>();
 
   constructor(storage: DurableObjectStorage, stored: { rev: number; seedHash: string | null }) {
     this.storage = storage;
@@ -67,7 +63,8 @@ export class FleetRows {
         // Until now `groups` held what a release before left there (fbe621b's layout, "rows", wrote
         // it at its first start and never again; a new object, nothing): written whole, once.
         this.sql.exec("DELETE FROM groups");
-        for (const [i, g] of groups.entries()) this.writeWhole(g, i);
+        const now = Date.now();
+        for (const [i, g] of groups.entries()) this.writeWhole(g, i, now);
         this.sql.exec("INSERT INTO meta (k, v) VALUES (?, ?) ON CONFLICT (k) DO UPDATE SET v = excluded.v", LAYOUT, KEPT);
         this.sql.exec("DELETE FROM groups_written");
       } else if (took) {
@@ -107,24 +104,32 @@ export class FleetRows {
 
   /**
    * Writes what `w` says changed, in one transaction: the meta rows when they changed, each group's
-   * own row and deployment rows that changed or moved, and the rows of what went. `names`: the
-   * groups in their order.
+   * own row and deployment rows that changed or moved, and the rows of what went; and the row of
+   * `groups` of each group whose renewals it lags at the end of their slot (`group`: the fleet's
+   * record of it). `names`: the groups in their order; `now`: epoch ms.
    */
-  write(w: Writes, names: readonly string[]): void {
+  write(w: Writes, names: readonly string[], now: number, group: (name: string) => GroupRecord | undefined): void {
     try {
-      this.storage.transactionSync(() => this.writeRows(w, names));
+      this.storage.transactionSync(() => this.writeRows(w, names, now, group));
     } catch (e) {
       // Nothing of it was stored: the positions held are to be those that were, and each group's
       // row of `groups` is as good as unknown (rewritten at its next renewal).
       this.readPositions();
-      this.wholeExpiry.clear();
+      this.whole.clear();
       throw e;
     }
     this.rev = w.rev;
     if (w.seedHash !== null) this.seedHash = w.seedHash;
   }
 
-  private writeRows(w: Writes, names: readonly string[]): void {
+  /** When the row of `groups` of a group is next to be rewritten though no renewal comes (the alarm's write does it), or null. */
+  rewriteDue(): number | null {
+    let due: number | null = null;
+    for (const held of this.whole.values()) if (held.dueAt !== null && (due === null || held.dueAt < due)) due = held.dueAt;
+    return due;
+  }
+
+  private writeRows(w: Writes, names: readonly string[], now: number, group: (name: string) => GroupRecord | undefined): void {
     if (w.rev !== this.rev) this.sql.exec("INSERT INTO meta (k, v) VALUES ('rev', ?) ON CONFLICT (k) DO UPDATE SET v = excluded.v", String(w.rev));
     if (w.seedHash !== null && w.seedHash !== this.seedHash) this.sql.exec("INSERT INTO meta (k, v) VALUES ('seed', ?) ON CONFLICT (k) DO UPDATE SET v = excluded.v", w.seedHash);
     let wroteWhole = w.deleted.length > 0;
@@ -134,7 +139,7 @@ export class FleetRows {
       this.sql.exec("DELETE FROM groups WHERE name = ?", n);
       this.groupAt.delete(n);
       this.deploymentAt.delete(n);
-      this.wholeExpiry.delete(n);
+      this.whole.delete(n);
     }
     const index = new Map(names.map((n, i) => [n, i]));
     for (const g of w.put) {
@@ -142,10 +147,17 @@ export class FleetRows {
       const rows = w.rows.get(name) ?? { own: false, deployments: new Set<string>(), renewed: new Set<string>() };
       const listMoved = this.writeDeployments(g, rows.deployments);
       // Anything but a renewal, or a renewal the row of `groups` is to follow now.
-      if (rows.own || listMoved || rows.deployments.size > rows.renewed.size || this.renewalDue(g, rows.renewed)) {
-        this.writeWhole(g, index.get(name) as number);
+      if (rows.own || listMoved || rows.deployments.size > rows.renewed.size || this.renewalDue(g, rows.renewed, now)) {
+        this.writeWhole(g, index.get(name) as number, now);
         wroteWhole = true;
       }
+    }
+    // Renewals a group's row lags, at the end of their slot though none came since.
+    for (const [name, held] of this.whole) {
+      const g = held.dueAt !== null && held.dueAt <= now ? group(name) : undefined;
+      if (!g) continue;
+      this.writeWhole(g, index.get(name) as number, now);
+      wroteWhole = true;
     }
     const moved = positionsToWrite(names, this.groupAt);
     // A group gone, added or moved: the places in `groups` of those after it change too.
@@ -175,7 +187,7 @@ export class FleetRows {
    * Group `g` whole, as a release before stores it, at `pos`, its place in the fleet's order (the
    * index a release before writes). Noted in `groups_written` by the triggers: the caller clears it.
    */
-  private writeWhole(g: GroupRecord, pos: number): void {
+  private writeWhole(g: GroupRecord, pos: number, now: number): void {
     const name = g.settings.name;
     const record = JSON.stringify(g);
     // Not an upsert: its ON CONFLICT would override the triggers' OR IGNORE, and the update
@@ -183,7 +195,8 @@ export class FleetRows {
     if (this.sql.exec("UPDATE groups SET record = ?, pos = ? WHERE name = ?", record, pos, name).rowsWritten === 0) {
       this.sql.exec("INSERT INTO groups (name, record, pos) VALUES (?, ?, ?)", name, record, pos);
     }
-    this.wholeExpiry.set(name, new Map(g.deployments.map((d) => [d.spec.id, d.expiresAt])));
+    const ttls = g.deployments.flatMap((d) => (d.ttlMs === null ? [] : [d.ttlMs]));
+    this.whole.set(name, { at: now, slotMs: ttls.length === 0 ? null : Math.min(...ttls) / 4, expiry: new Map(g.deployments.map((d) => [d.spec.id, d.expiresAt])), dueAt: null });
   }
 
   /** Each group's row of `groups` at its index in `names`, the fleet's order: only those elsewhere are written. */
@@ -192,21 +205,36 @@ export class FleetRows {
   }
 
   /**
-   * Whether a renewal of the servers `renewed` of `g` rewrites its row of `groups`: when that row
-   * holds an expiry of one of them within half its TTL of the new one (it would lapse before long
-   * for a release before), or is not known since this start. So a server renewing every few
-   * seconds rewrites it once per half TTL, and the expiry a release before reads is never more than
-   * half a TTL behind, never past for a server that renews in time.
+   * Whether a renewal of the servers `renewed` of `g` rewrites its row of `groups` now. The row lags
+   * a renewal when the expiry it holds for the server could pass before the server's next
+   * heartbeat (due within ¾ of its TTL). Such renewals are taken at most once per slot of the
+   * group, a quarter of its servers' shortest TTL from its last rewrite (which takes every
+   * server's expiry): a renewal in the slot only marks the row due at its end, where the first
+   * renewal after, or else the alarm's write (rewriteDue), rewrites it. The expiry held then is at
+   * least a quarter TTL past the lagging heartbeat, so it never passes for a server whose heartbeats
+   * come within ¾ of its TTL; and servers renewing every few seconds rewrite a group of thousands
+   * once per slot, not each at its own renewal. A row not known since this start is rewritten at once.
    */
-  private renewalDue(g: GroupRecord, renewed: ReadonlySet<string>): boolean {
+  private renewalDue(g: GroupRecord, renewed: ReadonlySet<string>, now: number): boolean {
     if (renewed.size === 0) return false;
-    const held = this.wholeExpiry.get(g.settings.name);
+    const held = this.whole.get(g.settings.name);
     if (!held) return true;
-    return g.deployments.some((d) => {
-      if (!renewed.has(d.spec.id)) return false;
-      const was = held.get(d.spec.id);
-      return was === undefined || was === null || d.expiresAt === null || d.ttlMs === null || was <= d.expiresAt - d.ttlMs / 2;
-    });
+    if (held.dueAt !== null && held.dueAt <= now) return true;
+    const slotMs = held.slotMs;
+    if (slotMs === null) return true;
+    let lags = false;
+    for (const d of g.deployments) {
+      if (!renewed.has(d.spec.id)) continue;
+      const was = held.expiry.get(d.spec.id);
+      if (was === undefined || was === null || d.expiresAt === null || d.ttlMs === null) return true;
+      // d.expiresAt - d.ttlMs / 4: ¾ of a TTL from this heartbeat.
+      if (was < d.expiresAt - d.ttlMs / 4) lags = true;
+    }
+    if (!lags) return false;
+    const end = held.at + slotMs;
+    if (now >= end) return true;
+    held.dueAt = end;
+    return false;
   }
 
   private readPositions(): void {
@@ -248,6 +276,18 @@ export class FleetRows {
     if (!at) this.deploymentAt.set(group, (at = new Map()));
     return at;
   }
+}
+
+/** What a group's row of `groups` holds, as this start last wrote it. */
+interface WholeRow {
+  /** When it was written (epoch ms). */
+  at: number;
+  /** A quarter of the shortest TTL of its servers: renewals it lags rewrite it once per slot this long. Null: no server registers itself. */
+  slotMs: number | null;
+  /** The expiry it holds for each deployment. */
+  expiry: Map<string, number | null>;
+  /** When it is to be rewritten, a renewal it lags having come in its slot (the slot's end); or null. */
+  dueAt: number | null;
 }
 
 /** The meta row saying the fleet is stored in this layout (FleetRows), its groups taken from `groups` once. */

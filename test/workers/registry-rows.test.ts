@@ -1,4 +1,4 @@
-import { evictDurableObject, runInDurableObject } from "cloudflare:test";
+import { evictDurableObject, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, inject, it, vi } from "vitest";
 import type { GroupRecord } from "../../src/fleet/registry.ts";
@@ -96,14 +96,15 @@ describe("the fleet registry's storage", () => {
     expect(await asBefore()).toEqual(had);
   });
 
-  it("a heartbeat renewing a server of a group of hundreds writes that server's row alone, and the group whole once per half its TTL", async () => {
+  it("a heartbeat renewing a server of a group of hundreds writes that server's row alone, and the group whole once its expiry there lags", async () => {
     await bigGroup("rows-big", 300);
     await beat("rows-big", "hb-0");
     const renewal = await writtenBy(() => beat("rows-big", "hb-0"));
     // The whole group was rewritten (and the fleet's revision, unchanged): 6 rows, 84 KB at 6246caf.
     expect(renewal.rows).toBe(1);
     expect(renewal.bytes).toBeLessThan(1024);
-    // Past half its TTL (600 s): the group's row of the release before too, once (the row, the trigger's note, its clearing).
+    // Its expiry there could pass before its next heartbeat (¾ of 600 s), a slot (150 s) after the
+    // last rewrite: the group's row of the release before too, once (the row, the trigger's note, its clearing).
     const whole = JSON.stringify((await records()).find((g) => g.settings.name === "rows-big")).length;
     const due = await later(301_000, () => writtenBy(() => beat("rows-big", "hb-0")));
     expect(due.rows).toBe(5);
@@ -117,6 +118,30 @@ describe("the fleet registry's storage", () => {
     const drain = await writtenBy(() => ok(admin("/admin/v1/groups/rows-big/deployments/gpu-7/drain", { method: "POST" })));
     expect(drain.rows).toBe(7);
     expect(drain.bytes - whole).toBeLessThan(4096);
+  });
+
+  it("servers renewing every half TTL rewrite their group whole once per quarter of its TTL, not at each one's renewal", async () => {
+    await bigGroup("rows-slot", 300);
+    const servers = ["hb-0", "hb-1", "hb-2", "hb-3"];
+    for (const id of servers) await beat("rows-slot", id, 20);
+    const whole = JSON.stringify((await records()).find((g) => g.settings.name === "rows-slot")).length;
+    let renewedAt = 0;
+    for (const ms of [10_000, 20_000, 30_000]) {
+      const renewals = await later(ms, async () => {
+        renewedAt = Date.now();
+        const each: Written[] = [];
+        for (const id of servers) each.push(await writtenBy(() => beat("rows-slot", id, 20)));
+        return each;
+      });
+      // At 52f9ef2 each of them rewrote the group (5 rows, over 86 KB): its expiry there was half a TTL behind.
+      expect(renewals.map((w) => w.rows)).toEqual([5, 1, 1, 1]);
+      expect(renewals[0]?.bytes).toBeGreaterThan(whole);
+      expect(renewals.slice(1).every((w) => w.bytes < 1024)).toBe(true);
+    }
+    // The renewals after the rewrite are in the release before's row by the end of the slot (5 s), whatever comes: the alarm's.
+    await later(35_000, () => runDurableObjectAlarm(registry()));
+    const old = (await asBefore()).find((g) => g.settings.name === "rows-slot");
+    for (const id of servers) expect(old?.deployments.find((d) => d.spec.id === id)?.expiresAt).toBeGreaterThanOrEqual(renewedAt + 20_000);
   });
 
   it("a heartbeat that changes its TTL is in the release before's row at once", async () => {
