@@ -38,6 +38,13 @@ export class FleetRegistry extends DurableObject<RegistryEnv> implements FleetRe
   private retryMs: number = PUSH_RETRY_MS.min;
   /** When the pushes in `unpushed` are next tried (epoch ms), or null when none is. */
   private retryAt: number | null = null;
+  /**
+   * Routing objects of changes whose write failed, kept in memory (persist): pushed with the write
+   * that stores them, not before, so no object holds a revision a restart would take back. And
+   * when the alarm is to write them again if no change does first (epoch ms), or null.
+   */
+  private readonly unstored = new Set<string>();
+  private writeAgainAt: number | null = null;
   /** When the objects of shards groups gave up are next asked to hand their counts over (handOver), or null when no group has one. */
   private handOverAt: number | null = null;
 
@@ -105,9 +112,10 @@ export class FleetRegistry extends DurableObject<RegistryEnv> implements FleetRe
       if (!(e instanceof RegistryError)) throw e;
       return { ok: false, status: e.status, code: e.code, message: e.message, param: e.param };
     }
-    this.persist();
+    const stored = this.persist({ change, before });
     logRegistry(cmd.op, this.fleet.rev, change);
-    const routing = await this.push(change, before);
+    // With any change held back by a failed write, which this one stored: a drain sent again finds it made (NONE), and pushes it here.
+    const routing = await this.push(change, before, stored);
     return { ok: true, rev: this.fleet.rev, ...change, routing };
   }
 
@@ -115,9 +123,9 @@ export class FleetRegistry extends DurableObject<RegistryEnv> implements FleetRe
     const before = this.shardCounts();
     // Not checked against the fleet's rules (FleetRegistry.expire): a lapsed server stops taking requests whatever else the fleet holds.
     const change = this.fleet.expire(Date.now());
-    this.persist();
+    const stored = this.persist({ change, before });
     logRegistry("expire", this.fleet.rev, change);
-    await this.push(change, before);
+    await this.push(change, before, stored);
     // What an earlier push did not get to its object, as the fleet now is, once its time has come.
     if (this.retryAt !== null && Date.now() >= this.retryAt) {
       this.retryAt = null;
@@ -143,7 +151,7 @@ export class FleetRegistry extends DurableObject<RegistryEnv> implements FleetRe
         const counts = await Promise.all(retired.map((o) => ns.getByName(o).handOver()));
         if (counts.some((m) => m === null)) continue;
         await ns.getByName(own).adopt(retired.map((object, i) => ({ object, metrics: counts[i] as GroupMetrics })));
-        if (this.fleet.handedOver(group, shards, objects)) this.persist();
+        if (this.fleet.handedOver(group, shards, objects)) await this.pushTo(this.persist());
       } catch (e) {
         console.error(`kvgate: handing the counts of the objects of shards group ${group} gave up to its own object failed: ${String(e)}`);
       }
@@ -194,18 +202,28 @@ export class FleetRegistry extends DurableObject<RegistryEnv> implements FleetRe
 
   /**
    * Writes what changed in one transaction, and sets the alarm for the next heartbeat expiry. A
-   * write that fails is handed back to the fleet, to be written with the next: the change stays
-   * made in memory, and a later write of its group alone would store only its own rows.
+   * write that fails is handed back to the fleet, to be written with the next (or by the alarm, a
+   * second on): the change stays made in memory, and a later write of its group alone would store
+   * only its own rows. `made`'s routing objects (the change this write is for) are then held back
+   * until a write stores it: a retry of the command finds it made and changes nothing, so nothing
+   * else would push it. Returns the objects held back so that this write stored, to push.
    */
-  private persist(): void {
+  private persist(made?: { change: Change; before: ReadonlyMap<string, number> }): string[] {
     const w = this.fleet.takeWrites();
     try {
       this.rows.write(w, this.fleet.names(), Date.now(), (n) => this.fleet.group(n));
     } catch (e) {
       this.fleet.requeue(w);
+      if (made) for (const o of this.objectsOf(made.change, made.before)) this.unstored.add(o);
+      this.writeAgainAt = Date.now() + PUSH_RETRY_MS.min;
+      this.wake();
       throw e;
     }
+    this.writeAgainAt = null;
+    const stored = [...this.unstored];
+    this.unstored.clear();
     this.wake();
+    return stored;
   }
 
   /** Each group's number of routing objects, before a change: a group that loses shards retires their objects. */
@@ -220,16 +238,20 @@ export class FleetRegistry extends DurableObject<RegistryEnv> implements FleetRe
    * then is: a changed group's next request brings its change along, but nothing else tells an
    * object its group went, and an isolate still holding the old fleet would be served by it.
    */
-  private async push(change: Change, before: ReadonlyMap<string, number>): Promise<"applied" | "pending"> {
+  private async push(change: Change, before: ReadonlyMap<string, number>, stored: readonly string[] = []): Promise<"applied" | "pending"> {
+    return this.pushTo([...new Set([...this.objectsOf(change, before), ...stored])]);
+  }
+
+  /** The routing objects `change` concerns: each changed group's, those of the shards it gave up, and every object of a group removed. */
+  private objectsOf(change: Change, before: ReadonlyMap<string, number>): string[] {
     const retired = (n: string, from: number) => objectNamesOf(n, before.get(n)).slice(from);
-    const objects = [
+    return [
       ...change.changed.flatMap((n) => {
         const { objectNames, count } = groupShards(this.fleet.resolved(n) as ResolvedGroup);
         return [...objectNames, ...retired(n, count)];
       }),
       ...change.removed.flatMap((n) => retired(n, 0)),
     ];
-    return this.pushTo(objects);
   }
 
   /**
@@ -273,11 +295,11 @@ export class FleetRegistry extends DurableObject<RegistryEnv> implements FleetRe
     return failed === 0 ? "applied" : "pending";
   }
 
-  /** The alarm at the next heartbeat expiry, the next try of a push, the next hand-over or the next rewrite of a row of `groups` (FleetRows.rewriteDue), whichever comes first. */
+  /** The alarm at the next heartbeat expiry, the next try of a push or of a failed write, the next hand-over or the next rewrite of a row of `groups` (FleetRows.rewriteDue), whichever comes first. */
   private wake(): void {
     if (this.fleet.givenUp().length === 0) this.handOverAt = null;
     else this.handOverAt ??= Date.now() + HAND_OVER_MS;
-    const due = [this.fleet.nextWake(), this.retryAt, this.handOverAt, this.rows.rewriteDue()].filter((t) => t !== null);
+    const due = [this.fleet.nextWake(), this.retryAt, this.writeAgainAt, this.handOverAt, this.rows.rewriteDue()].filter((t) => t !== null);
     if (due.length > 0) void this.ctx.storage.setAlarm(Math.ceil(Math.min(...due)));
   }
 }

@@ -3,6 +3,7 @@ import { env } from "cloudflare:workers";
 import { describe, expect, inject, it, vi } from "vitest";
 import type { GroupRecord } from "../../src/fleet/registry.ts";
 import { REGISTRY_NAME } from "../../src/fleet/registry-name.ts";
+import { objectNamesOf } from "../../src/sharding/partition.ts";
 import { UPSTREAM_MODEL } from "../support/test-config.ts";
 import { admin, ok } from "./admin.ts";
 import { failNext } from "./storage-faults.ts";
@@ -261,5 +262,34 @@ describe("the fleet registry's storage", () => {
     // At fbe621b gpu-7 came back active: the failed write's marks were gone, and gpu-8's drain wrote its own rows alone.
     expect(await records()).toEqual(before);
     expect(await asBefore()).toEqual(before);
+  });
+
+  it("a drain whose write failed reaches the routing object once written: the drain retried is applied", async () => {
+    await bigGroup("rows-unpushed", 3);
+    await failNext(registry(), "INSERT INTO fleet_deployments");
+    expect((await admin("/admin/v1/groups/rows-unpushed/deployments/gpu-1/drain", { method: "POST" })).status).toBe(500);
+    const retried = await ok<{ routing: string }>(admin("/admin/v1/groups/rows-unpushed/deployments/gpu-1/drain", { method: "POST" }));
+    expect(retried.routing).toBe("applied");
+    // At 52f9ef2 the retry found gpu-1 draining, pushed nothing and answered "applied": the object still routed to it.
+    const [object] = objectNamesOf("rows-unpushed", undefined);
+    const status = await env.MODEL_GROUP.getByName(object as string).status();
+    expect(status.backends.find((b) => b.id === "gpu-1")?.takesRequests).toBe(false);
+  });
+
+  it("a group removal whose write failed retires the group's routing object once written", async () => {
+    await bigGroup("rows-unretired", 2);
+    const [object] = objectNamesOf("rows-unretired", undefined);
+    const stub = env.MODEL_GROUP.getByName(object as string);
+    const retired = () => runInDurableObject(stub, async (_o, state) => (await state.storage.get("retired")) !== undefined);
+    expect(await retired()).toBe(false);
+    await failNext(registry(), "DELETE FROM fleet_groups");
+    expect((await admin("/admin/v1/groups/rows-unretired", { method: "DELETE" })).status).toBe(500);
+    // Gone from the fleet already: the retry is a 404, and writes nothing.
+    expect((await admin("/admin/v1/groups/rows-unretired", { method: "DELETE" })).status).toBe(404);
+    // The registry's alarm writes it again, then retires the object (at 52f9ef2 nothing ever did).
+    await later(2_000, () => runDurableObjectAlarm(registry()));
+    await vi.waitFor(async () => expect(await retired()).toBe(true));
+    expect((await records()).map((g) => g.settings.name)).not.toContain("rows-unretired");
+    expect((await asBefore()).map((g) => g.settings.name)).not.toContain("rows-unretired");
   });
 });
