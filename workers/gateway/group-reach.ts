@@ -26,17 +26,23 @@ export interface GroupReach {
   lacks(id: string): { deployment: ResolvedDeployment; problems: readonly ReachProblem[] } | undefined;
 }
 
-const found = new WeakMap<ResolvedGroup, GroupReach>();
+/**
+ * Each group's reach, for the version of it last seen (by name): every read of the fleet brings new
+ * group objects, the same version included, and the walk (and its log lines) is the version's.
+ */
+const found = new Map<string, { version: string; reach: GroupReach }>();
 
 /**
  * `group`'s reach in this isolate (`env` and `keys` are the isolate's, the same for every call):
  * one walk over its deployments when this isolate first routes into this version of it (each
- * deployment's reach is resolved once anyway: src/config/upstream-access.ts reachOf), a WeakMap
- * read after. Each deployment it cannot reach is named in the Worker's log then, with what it lacks.
+ * deployment's reach is resolved once anyway: src/config/upstream-access.ts reachOf), a Map read
+ * after. Each active deployment it cannot reach is named in the Worker's log then, with what it lacks.
  */
 export function groupReach(group: ResolvedGroup, env: Env, keys: GatewayKeys): GroupReach {
-  let reach = found.get(group);
-  if (!reach) found.set(group, (reach = walk(group, env, keys)));
+  const known = found.get(group.name);
+  if (known?.version === group.version) return known.reach;
+  const reach = walk(group, env, keys);
+  found.set(group.name, { version: group.version, reach });
   return reach;
 }
 
@@ -48,7 +54,8 @@ function walk(group: ResolvedGroup, env: Env, keys: GatewayKeys): GroupReach {
     const reach = reachOf(d, env, keys);
     if (!reach.ok) {
       lacking.set(d.id, { deployment: d, problems: reach.problems });
-      if (d.state === "active") unreachable.push(d.id);
+      if (d.state !== "active") continue;
+      unreachable.push(d.id);
       console.error(`kvgate: ${unreachableLine(d, group, reach.problems)}; routing passes it over`);
     } else if (d.state === "active") reachable++;
   }
