@@ -91,6 +91,8 @@ beforeAll(async () => {
       { name: "idle-vllm", streamIdleTimeoutMs: 600, deployments: [at("vllm")] },
       // Speaches' realtime: its session.created announces the whisper and TTS models it runs the session on.
       { name: "speaches", deployments: [at("speaches")] },
+      // The same, saying something else before its session.created.
+      { name: "speaches-late", deployments: [at("speaches-late")] },
       // vLLM's realtime transcription, for a key whose tokens are counted.
       { name: "transcribes", deployments: [at("vllm", "vllm-transcribes")] },
       // vLLM-Omni's realtime transcription with speech: audio deltas within each transcription.
@@ -1091,6 +1093,17 @@ describe("a virtual key's conversation session on Speaches, whose session.create
     await m.event("session.created");
     expect(await echoed(m, JSON.stringify(beta))).toEqual({ ...beta, model: "upstream-rt" });
     await closeAll(m);
+  });
+
+  it("finds the announcement where the server says something else first", async () => {
+    const { key } = await keyAdmin("POST", "/keys", {});
+    const s = opened(await connect(wsUrl("?model=speaches-late"), { headers: { authorization: `Bearer ${key}` } }));
+    await s.event("session.created");
+    const beta = { type: "session.update", session: { input_audio_transcription: { model: "Systran/faster-whisper-large-v3" }, speech_model: "other-tts" } };
+    expect(await echoed(s, JSON.stringify(beta))).toEqual({ type: "session.update", model: "upstream-rt", session: { input_audio_transcription: { model: SPEACHES_TRANSCRIPTION_MODEL }, speech_model: SPEACHES_SPEECH_MODEL } });
+    s.ws.close(1000);
+    await s.closed;
+    await vi.waitFor(async () => expect(await gw.inFlight("speaches-late")).toBe(0), EVENTUALLY);
   });
 
   it("in a transcription session, names the deployment's model for its transcription (the server announced it so) and the announced speech model", async () => {

@@ -14,6 +14,7 @@ import { WebSocketServer, type RawData, type WebSocket } from "ws";
  *   Kokoro speaks; in a transcription session, the handshake's `transcription_model` or `model`
  *   transcribes); a `session.update` whose transcription object (Speaches' layout) names no model
  *   is refused with an `invalid_request_error` event, as Speaches' validation refuses it, not echoed.
+ * - `speaches-late`: as `speaches`, its session.created after another event (a rate_limits.updated).
  * - `mute`: accepts, takes every message and answers none, as an engine that hung after the
  *   upgrade does; its close is recorded as `echo`'s is.
  * - `slow:<ms>`: as `echo`, after holding the handshake unanswered for that long (handshakes
@@ -114,9 +115,10 @@ export async function startWebSocketUpstream(o: WebSocketUpstreamOptions = {}): 
     if (m) queries.push(m[3] ?? "");
     const accept = () => wss.handleUpgrade(req, socket, head, (ws) => echo(ws, closes));
     if (m?.[1] === "echo") return accept();
-    if (m?.[1] === "speaches") {
+    if (m?.[1] === "speaches" || m?.[1] === "speaches-late") {
       return void wss.handleUpgrade(req, socket, head, (ws) => {
         recordClose(ws, closes);
+        if (m[1] === "speaches-late") ws.send(JSON.stringify({ type: "rate_limits.updated", event_id: "event_limits", rate_limits: [] }));
         ws.send(JSON.stringify({ type: "session.created", event_id: "event_created", session: speachesSession(new URLSearchParams(m[3] ?? "")) }));
         ws.on("message", (data, isBinary) => (isBinary ? ws.send(data, { binary: true }) : echoUnlessRefused(ws, data.toString())));
       });

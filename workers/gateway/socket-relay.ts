@@ -8,6 +8,9 @@ import { sessionMessageRefusal } from "./body.ts";
 import type { HeldLease } from "./route-client.ts";
 
 /** A relayed session, as the gateway may end it itself. */
+
+/** How many of a backend's first text messages are looked at for its session.created (announcedModels): a type check of each, no more. */
+const CREATED_WITHIN = 4;
 export interface Relay {
   /**
    * Closes both sides with `frame`'s code, the client told its reason, the backend only that the
@@ -84,12 +87,12 @@ export function relaySockets(client: WebSocket, upstream: WebSocket, lease: Held
     for (const f of ended.splice(0)) f();
   };
   // What a client's session.update may name beside its model (session-model.ts SessionPins). A
-  // virtual key's are the models its backend announced in its session.created, read from the
-  // backend's first text message only (a server opens a session with it: Speaches', OpenAI's,
-  // vLLM's): no later message is looked at for them, nor one before the first text (binary audio);
+  // virtual key's are the models its backend announced in its session.created, looked for in the
+  // backend's first few text messages only (a server opens a session with it: Speaches', OpenAI's,
+  // vLLM's; one may say something first): no later message is looked at for them, nor binary audio;
   // a session.update sent before it came names none.
   let pins: SessionPins = virtualKey ? { intent, announced: NONE_ANNOUNCED } : "owner";
-  let awaitingCreated = virtualKey;
+  let createdLookedFor = virtualKey ? CREATED_WITHIN : 0;
   // Binary messages as ArrayBuffers: send() takes those, not the Blobs the runtime gives by default.
   client.binaryType = "arraybuffer";
   upstream.binaryType = "arraybuffer";
@@ -140,10 +143,13 @@ export function relaySockets(client: WebSocket, upstream: WebSocket, lease: Held
         },
   );
   const fromBackend = (data: string | ArrayBuffer): void => {
-    if (awaitingCreated && typeof data === "string") {
-      awaitingCreated = false;
+    if (createdLookedFor > 0 && typeof data === "string") {
+      createdLookedFor--;
       const announced = announcedModels(data, maxEventBytes);
-      if (announced) pins = { intent, announced };
+      if (announced) {
+        pins = { intent, announced };
+        createdLookedFor = 0;
+      }
     }
     // A type check of a message's head until the backend served, and while something is owed: none else.
     const event = !served || owed !== null ? backendEvent(data) : "engine";
