@@ -25,6 +25,13 @@ export function productionProblems(config: ResolvedConfig, json: string, binding
       if (cleartext) out.push(`${at}.baseUrl ${cleartext}`);
     }
   }
+  // A self-registered server names its binding in its heartbeat: one production lacks refuses every
+  // heartbeat, found by the GPU servers after a deploy that said ok.
+  for (const [gi, g] of (config.seed?.groups ?? []).entries()) {
+    for (const [bi, b] of (g.registrationBindings ?? []).entries()) {
+      if (!bindings.has(b)) out.push(`modelGroups[${gi}].registrationBindings[${bi}] "${b}" is not bound in wrangler.toml's [env.production] (add it to vpc_services or vpc_networks there)`);
+    }
+  }
   const bytes = new TextEncoder().encode(json).length;
   if (bytes > SECRET_MAX_BYTES) out.push(`the config is ${bytes} bytes as JSON, and a Worker secret holds at most ${SECRET_MAX_BYTES}`);
   return out;

@@ -110,6 +110,10 @@ describe("npm run deploy", () => {
     const unbound = await deploy({ KVGATE_CONFIG: '{"modelGroups":[{"name":"a","deployments":[{"baseUrl":"http://10.0.0.7:8000","model":"m","binding":"GPU_VPC"}]}]}' });
     expect(unbound.code).toBe(1);
     expect(unbound.stderr).toBe(`$KVGATE_CONFIG: modelGroups[0].deployments[0].binding "GPU_VPC" is not bound in wrangler.toml's [env.production] (add it to vpc_services or vpc_networks there)\n`);
+    // A self-registered server's binding: its heartbeats would be refused after a deploy that said ok.
+    const unlisted = await deploy({ KVGATE_CONFIG: '{"modelGroups":[{"name":"a","registrationBindings":["GPU_VPC"],"deployments":[]}]}' });
+    expect(unlisted.code).toBe(1);
+    expect(unlisted.stderr).toBe(`$KVGATE_CONFIG: modelGroups[0].registrationBindings[0] "GPU_VPC" is not bound in wrangler.toml's [env.production] (add it to vpc_services or vpc_networks there)\n`);
   });
 
   it("refuses a config too big for the secret that carries it", async () => {
