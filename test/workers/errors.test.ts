@@ -47,6 +47,8 @@ const cases: Case[] = [
   { name: "the wrong method on completions", send: () => gateway("/v1/completions", { method: "PUT", body: "{}" }), status: 405, type: "invalid_request_error", headers: { allow: "POST" } },
   { name: "the wrong method on models", send: () => gateway("/v1/models", { method: "POST", body: "{}" }), status: 405, type: "invalid_request_error", headers: { allow: "GET, HEAD" } },
   { name: "the wrong method on a model", send: () => gateway("/v1/models/errors", { method: "DELETE" }), status: 405, type: "invalid_request_error", headers: { allow: "GET, HEAD" } },
+  { name: "the wrong method on the gateway's status", send: () => gateway("/v1/kvgate/status", { method: "POST", body: "{}" }), status: 405, type: "invalid_request_error", headers: { allow: "GET, HEAD" } },
+  { name: "the wrong method on /health", send: () => gateway("/health", { method: "POST", body: "{}" }, false), status: 405, type: "invalid_request_error", headers: { allow: "GET, HEAD" } },
 ];
 
 describe("bad input gets an OpenAI-style error with the right status", () => {
@@ -97,6 +99,23 @@ describe("edge endpoints", () => {
     const ids = body.data.map((m) => m.id);
     expect(ids).toEqual(expect.arrayContaining(["routing", "routing-alias", "streaming", "sdk"]));
     expect(body.data.every((m) => m.object === "model")).toBe(true);
+  });
+
+  it("the gateway's own answers carry the request's id, as proxied ones and errors do: the client's when it sent one, else a new one", async () => {
+    const sent = { headers: { "x-request-id": "order-42" } };
+    for (const [path, auth] of [["/health", false], ["/v1/models", true], ["/v1/models/routing", true], ["/v1/kvgate/status", true]] as const) {
+      const res = await gateway(path, sent, auth);
+      expect(res.status, path).toBe(200);
+      expect(res.headers.get("x-request-id"), path).toBe("order-42");
+      await res.body?.cancel();
+      const own = await gateway(path, {}, auth);
+      expect(own.headers.get("x-request-id"), path).toMatch(/^[0-9a-f-]{36}$/);
+      await own.body?.cancel();
+    }
+    const listed = await gateway("/admin/v1/groups", { headers: { ...sent.headers, authorization: `Bearer ${env.KVGATE_ADMIN_KEY}` } });
+    expect(listed.status).toBe(200);
+    expect(listed.headers.get("x-request-id")).toBe("order-42");
+    await listed.body?.cancel();
   });
 
   it("answers a CORS preflight from an allowed origin and exposes the routing headers", async () => {

@@ -1,4 +1,4 @@
-import type { Context } from "hono";
+import type { Context, MiddlewareHandler } from "hono";
 import { Hono } from "hono/tiny";
 import { forbidden, methodNotAllowed, notFound } from "../../src/openai/errors.ts";
 import { modelObject } from "../../src/openai/models.ts";
@@ -22,6 +22,11 @@ import { openRealtime } from "./realtime.ts";
 import type { Endpoint } from "./validate.ts";
 
 
+const stampRequestId: MiddlewareHandler<AppEnv> = async (c, next) => {
+  await next();
+  c.res.headers.set("x-request-id", c.get("requestId"));
+};
+
 /** The gateway's HTTP surface for one config; built once per isolate. */
 export function buildApp(config: LoadedConfig): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
@@ -35,6 +40,10 @@ export function buildApp(config: LoadedConfig): Hono<AppEnv> {
   });
   mountPreflight(app, origins);
   if (origins.length > 0) app.use("*", configCors(origins));
+  // What the gateway answers itself carries the request's id as a proxied answer and an error do:
+  // a client matches it to the request's log line. Not around the proxied paths, whose answers set
+  // it with their routing headers and pay nothing more.
+  for (const path of ["/health", "/metrics", "/admin/*", "/v1/models", "/v1/models/*", "/v1/kvgate/status"]) app.use(path, stampRequestId);
 
   app.get("/health", (c) => c.json({ status: "ok" }));
   mountAdmin(app, config);
@@ -92,6 +101,8 @@ export function buildApp(config: LoadedConfig): Hono<AppEnv> {
     ["/v1/completions", "POST"],
     ["/v1/models", "GET, HEAD"],
     ["/v1/models/:id{.+}", "GET, HEAD"],
+    ["/v1/kvgate/status", "GET, HEAD"],
+    ["/health", "GET, HEAD"],
   ];
   for (const [path, allow] of allowed) {
     app.all(path, (c) => {
