@@ -122,7 +122,8 @@ export function describeIssue(issue: core.$ZodIssue): string {
         ? `must have at most ${String(issue.maximum)} ${issue.origin === "array" ? "item(s)" : "character(s)"}`
         : `must be ${issue.inclusive ? "<=" : "<"} ${String(issue.maximum)}`;
     case "invalid_value":
-      return `must be one of ${issue.values.map((v) => JSON.stringify(v)).join(", ")}`;
+      // One value allowed is no choice: `stream` on an endpoint that answers one JSON body is false or absent.
+      return issue.values.length === 1 ? `must be ${JSON.stringify(issue.values[0])}` : `must be one of ${issue.values.map((v) => JSON.stringify(v)).join(", ")}`;
     case "invalid_format":
       // A pattern says nothing to a user: each z.regex and z.url of the schemas carries what it wants in words.
       return issue.format === "regex" || issue.format === "url" ? issue.message : `must be a valid ${issue.format}`;

@@ -51,7 +51,7 @@ describe("embeddings request", () => {
     [{ model: "m" }, { param: "input", message: "input is required" }],
     [{ input: "x" }, { param: "model", message: "model is required" }],
     [{ model: "m", input: [{}] }, { param: "input", message: "input has an invalid type or shape" }],
-    [{ model: "m", input: "x", stream: true }, { param: "stream", message: "stream must be one of false" }],
+    [{ model: "m", input: "x", stream: true }, { param: "stream", message: "stream must be false" }],
     [{ model: "m", input: "x", dimensions: 0 }, { param: "dimensions", message: "dimensions must be >= 1" }],
   ])("refuses %j", (body, expected) => {
     expect(issue(EmbeddingRequestSchema.safeParse(body))).toEqual(expected);
