@@ -9,6 +9,7 @@ import type { ResolvedGroup } from "../src/config/load.ts";
 import type { ModelGroupRpc } from "../src/routing/protocol.ts";
 import type { GroupMetrics } from "../src/metrics/group-metrics.ts";
 import { FleetRows } from "./fleet-rows.ts";
+import { groupObject } from "./group-stub.ts";
 import { groupShards, objectNamesOf, shardOfObject } from "../src/sharding/partition.ts";
 import { logEvent } from "../src/logging/event-log.ts";
 
@@ -145,12 +146,12 @@ export class FleetRegistry extends DurableObject<RegistryEnv> implements FleetRe
    * admin row asks them (nor fails on them) again. Until then the alarm asks again.
    */
   private async handOver(): Promise<void> {
-    const ns = this.env.MODEL_GROUP;
     for (const { group, own, retired, shards, objects } of this.fleet.givenUp()) {
+      const hint = this.fleet.resolved(group)?.locationHint;
       try {
-        const counts = await Promise.all(retired.map((o) => ns.getByName(o).handOver()));
+        const counts = await Promise.all(retired.map((o) => groupObject(this.env, o, hint).handOver()));
         if (counts.some((m) => m === null)) continue;
-        await ns.getByName(own).adopt(retired.map((object, i) => ({ object, metrics: counts[i] as GroupMetrics })));
+        await groupObject(this.env, own, hint).adopt(retired.map((object, i) => ({ object, metrics: counts[i] as GroupMetrics })));
         if (this.fleet.handedOver(group, shards, objects)) await this.pushTo(this.persist());
       } catch (e) {
         console.error(`kvgate: handing the counts of the objects of shards group ${group} gave up to its own object failed: ${String(e)}`);
@@ -261,13 +262,14 @@ export class FleetRegistry extends DurableObject<RegistryEnv> implements FleetRe
    */
   private async pushTo(objects: readonly string[], retrying = false): Promise<"applied" | "pending"> {
     if (objects.length === 0) return "applied";
-    const ns = this.env.MODEL_GROUP;
     const results = await Promise.allSettled(
       objects.map((o) => {
         const g = this.fleet.resolved(shardOfObject(o).group);
         const shards = g ? groupShards(g) : null;
         const at = shards ? shards.objectNames.indexOf(o) : -1;
-        return shards && at >= 0 ? ns.getByName(o).install(shards.views[at] as ResolvedGroup) : ns.getByName(o).retire(this.fleet.rev);
+        // A new group's objects are made here, before any Worker routes to them: placed by its hint or never.
+        const object = groupObject(this.env, o, g?.locationHint);
+        return shards && at >= 0 ? object.install(shards.views[at] as ResolvedGroup) : object.retire(this.fleet.rev);
       }),
     );
     const was = this.unpushed.size;

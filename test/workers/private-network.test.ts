@@ -1,12 +1,15 @@
 import { createExecutionContext, evictDurableObject, runInDurableObject, waitOnExecutionContext } from "cloudflare:test";
 import { env, exports } from "cloudflare:workers";
 import OpenAI from "openai";
-import { afterEach, describe, expect, it, vi } from "vitest";
+import { afterEach, describe, expect, inject, it, vi } from "vitest";
+import { FleetRegistry } from "../../durable-objects/fleet-registry.ts";
 import { DeploymentSchema, type GatewayConfigInput } from "../../src/config/schema.ts";
 import type { DeploymentRow, FleetStatus } from "../../src/fleet/admin-api.ts";
 import { REGISTRY_NAME } from "../../src/fleet/registry-name.ts";
+import { objectNamesOf } from "../../src/sharding/partition.ts";
 import { UPSTREAM_MODEL } from "../support/test-config.ts";
 import { VPC_HOST } from "../support/vpc-stand-in.ts";
+import type { Env } from "../../workers/env.ts";
 import worker from "../../workers/gateway/index.ts";
 import { admin, ok } from "./admin.ts";
 import { chat, EVENTUALLY, expectIdle, firstRouteCall, gateway, groupConfig, routeCall, sseEvents, status } from "./gateway.ts";
@@ -20,6 +23,7 @@ import { storeAsBefore, storedGroup } from "./stored-fleet.ts";
  */
 
 const ask = [{ role: "user" as const, content: "Hello over the tunnel" }];
+const fleet = inject("upstreams").fleetUrls;
 
 afterEach(() => {
   vi.restoreAllMocks();
@@ -288,5 +292,68 @@ describe("a group's location hint", () => {
     expect(getByName).toHaveBeenCalledWith("vpc");
     await expectIdle("placed");
     await expectIdle("vpc");
+  });
+
+  /**
+   * Every stub made of the routing objects in `names`, by the Worker and by the registry alike:
+   * only the first creates the object, and only its hint places it; which call comes first is
+   * not the test's to assume.
+   */
+  async function stubsOf(names: readonly string[]): Promise<() => unknown[][]> {
+    const namespaces = new Set([env.MODEL_GROUP]);
+    await runInDurableObject(env.FLEET.getByName(REGISTRY_NAME), (registry) => void namespaces.add((registry as unknown as { env: Env }).env.MODEL_GROUP));
+    const spies = [...namespaces].map((ns) => vi.spyOn(ns, "getByName"));
+    return () => spies.flatMap((s) => s.mock.calls).filter(([name]) => names.includes(name));
+  }
+
+  /** No request of `group` in flight, as GET /admin/v1/groups/:name/deployments shows it: every release reached its object. */
+  async function idle(group: string): Promise<void> {
+    const inFlight = async () => (await ok<{ data: { inFlight: number | null }[] }>(admin(`/admin/v1/groups/${group}/deployments`))).data.map((d) => d.inFlight);
+    await vi.waitFor(async () => expect(new Set(await inFlight())).toEqual(new Set([0])), EVENTUALLY);
+  }
+
+  it("of a group made through the admin API, sharded or not: on every stub of its objects, the registry's push that creates them first", async () => {
+    const groups = [
+      { name: "placed-later", shards: 1 },
+      { name: "placed-sharded", shards: 2 },
+    ];
+    const stubs = await stubsOf(groups.flatMap((g) => objectNamesOf(g.name, 2)));
+    const deployments = [0, 1].map((i) => ({ id: `sim-${i}`, baseUrl: fleet[i], model: UPSTREAM_MODEL }));
+    for (const { name, shards } of groups) {
+      await ok(admin("/admin/v1/groups", { method: "POST", json: { name, shards, locationHint: "apac", deployments } }), 201);
+      for (let i = 0; i < 6; i++) {
+        const res = await chat(name, [{ role: "user", content: `Where are you, ${i}?` }]);
+        expect(res.status).toBe(200);
+        await res.text();
+      }
+      // The last release goes by the idle isolate's flush: no route call came to carry it.
+      await idle(name);
+    }
+    // One shard again: the registry retires the second shard's object, and its alarm hands that object's counts to the first.
+    await ok(admin("/admin/v1/groups/placed-sharded", { method: "PATCH", json: { shards: 1 } }));
+    await vi.waitFor(
+      async () => {
+        await runInDurableObject(env.FLEET.getByName(REGISTRY_NAME), (registry: FleetRegistry) => registry.alarm());
+        expect((await env.FLEET.getByName(REGISTRY_NAME).snapshot()).objects?.["placed-sharded"]).toBeUndefined();
+      },
+      { timeout: 10_000, interval: 500 },
+    );
+
+    const made = stubs();
+    for (const object of [...objectNamesOf("placed-later", 1), ...objectNamesOf("placed-sharded", 2)]) expect(made.map(([name]) => name)).toContain(object);
+    expect(made.filter(([, options]) => (options as { locationHint?: string } | undefined)?.locationHint !== "apac")).toEqual([]);
+  });
+
+  it("of a config group: on the stubs of the registry's push at the deploy that adds it, which creates its objects", async () => {
+    const names = objectNamesOf("placed-seeded", 2);
+    const stubs = await stubsOf(names);
+    const config = JSON.parse(env.KVGATE_CONFIG) as { modelGroups: unknown[] };
+    const deployments = [0, 1].map((i) => ({ id: `sim-${i}`, baseUrl: fleet[i], model: UPSTREAM_MODEL }));
+    config.modelGroups.push({ name: "placed-seeded", shards: 2, locationHint: "oc", deployments });
+    // The deploy: the registry started on its storage with the new config, before any Worker routes to the group.
+    await runInDurableObject(env.FLEET.getByName(REGISTRY_NAME), (_o, state) => void new FleetRegistry(state, { ...env, KVGATE_CONFIG: JSON.stringify(config) }));
+    expect(stubs()).toEqual(names.map((name) => [name, { locationHint: "oc" }]));
+    // The registry as that deploy left it; the pool's config seeds it back at its next start.
+    await evictDurableObject(env.FLEET.getByName(REGISTRY_NAME));
   });
 });

@@ -2,18 +2,9 @@ import { atMost } from "../../src/at-most.ts";
 import type { ResolvedGroup } from "../../src/config/load.ts";
 import { objectNamesOf, routingObjectNames } from "../../src/sharding/partition.ts";
 import type { GroupIds } from "../../src/routing/protocol.ts";
+import { groupObject } from "../../durable-objects/group-stub.ts";
 import type { Env } from "../env.ts";
 import type { RecentFleet } from "../fleet.ts";
-
-/**
- * A stub of one of the group's Durable Objects (the group's own, or a shard's). Its locationHint
- * places the object where it is first created — near the group's GPUs, so a route call is a short
- * hop from where the Worker that fetches from them runs; for an object that exists already the
- * runtime ignores it.
- */
-export function groupObject(env: Env, object: string, locationHint?: ResolvedGroup["locationHint"]) {
-  return locationHint ? env.MODEL_GROUP.getByName(object, { locationHint }) : env.MODEL_GROUP.getByName(object);
-}
 
 type GroupStub = ReturnType<typeof groupObject>;
 

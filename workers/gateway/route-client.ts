@@ -6,7 +6,7 @@ import { ShardChoice } from "../../src/sharding/shard-choice.ts";
 import { ServedElsewhere } from "../../src/sharding/served-elsewhere.ts";
 import { FLUSH_RETRY_FIRST_MS, flushRetryMs, isDue, LeaseBook, renewEveryMs, renewLater, type Holding } from "../../src/routing/lease-book.ts";
 import type { Env, WaitUntil } from "../env.ts";
-import { groupObject } from "./group-object.ts";
+import { groupObject } from "../../durable-objects/group-stub.ts";
 import { fleetBehind } from "../fleet.ts";
 import type { Prompt } from "./validate.ts";
 
@@ -33,6 +33,8 @@ const flushArmed = new Set<string>();
  */
 const limitReached = new Map<string, "budget" | "tpm" | null>();
 const shardChoice = new ShardChoice();
+/** The locationHint of an object's group, which each stub of it carries (groupObject): a flush may be the object's first call. */
+type Hint = ResolvedGroup["locationHint"];
 /** What this isolate saw of its sharded groups' backends serving (src/sharding/served-elsewhere.ts). */
 const servedElsewhere = new ServedElsewhere();
 
@@ -41,14 +43,14 @@ const servedElsewhere = new ServedElsewhere();
  * when it cannot, it tries again later. `failures`: the tries before this one that failed in a row.
  * Resolves with the object's answers to the renewals (the held leases it found over their key's
  * budget are marked), or null when none came: the call failed, nothing was due, or the object is
- * of a release that gives none.
+ * of a release that gives none. `hint`: its group's locationHint (groupObject).
  */
-async function flush(object: string, env: Env, ctx: WaitUntil, failures = 0): Promise<RenewalAnswers | null> {
+async function flush(object: string, hint: Hint, env: Env, ctx: WaitUntil, failures = 0): Promise<RenewalAnswers | null> {
   const batch = book.takePending(object);
   const renewing = book.takeRenewals(object, Date.now());
   if (batch.length === 0 && renewing.length === 0) return null;
   try {
-    const answers = await env.MODEL_GROUP.getByName(object).release(
+    const answers = await groupObject(env, object, hint).release(
       batch,
       renewing.map((h) => h.renewal),
     );
@@ -57,14 +59,14 @@ async function flush(object: string, env: Env, ctx: WaitUntil, failures = 0): Pr
     if (typeof answers !== "object" || answers === null || !Array.isArray(answers.spent)) return null;
     for (const lease of answers.spent) if (limitReached.has(lease)) limitReached.set(lease, "budget");
     for (const lease of answers.overTpm ?? []) if (limitReached.get(lease) === null) limitReached.set(lease, "tpm");
-    if (typeof answers.incarnation === "string" && book.answeredBy(object, answers.incarnation, renewing)) sendHeld(object, env, ctx);
+    if (typeof answers.incarnation === "string" && book.answeredBy(object, answers.incarnation, renewing)) sendHeld(object, hint, env, ctx);
     return answers;
   } catch (e) {
     book.requeue(object, batch);
     renewLater(renewing);
     console.error(`kvgate: releasing ${batch.length} and renewing ${renewing.length} lease(s) of ${objectLabel(object)} failed: ${(e as Error).message}`);
     const retryMs = flushRetryMs(failures + 1);
-    if (retryMs !== null) armFlush(object, env, ctx, retryMs, failures + 1);
+    if (retryMs !== null) armFlush(object, hint, env, ctx, retryMs, failures + 1);
     return null;
   }
 }
@@ -73,8 +75,8 @@ async function flush(object: string, env: Env, ctx: WaitUntil, failures = 0): Pr
  * `object` restarted since its last answer to this isolate (LeaseBook.answeredBy): every lease the
  * isolate holds there goes to it now (a call going out sooner takes them along instead).
  */
-function sendHeld(object: string, env: Env, ctx: WaitUntil): void {
-  ctx.waitUntil(flush(object, env, ctx));
+function sendHeld(object: string, hint: Hint, env: Env, ctx: WaitUntil): void {
+  ctx.waitUntil(flush(object, hint, env, ctx));
 }
 
 /**
@@ -93,13 +95,13 @@ function objectLabel(object: string): string {
   return shard === 0 ? group : `${group} (shard ${shard})`;
 }
 
-function queueRelease(object: string, release: LeaseRelease, env: Env, ctx: WaitUntil, flushMs: number): void {
+function queueRelease(object: string, hint: Hint, release: LeaseRelease, env: Env, ctx: WaitUntil, flushMs: number): void {
   book.requeue(object, [release]);
-  armFlush(object, env, ctx, flushMs, 0);
+  armFlush(object, hint, env, ctx, flushMs, 0);
 }
 
 /** A flush of `object` after `delayMs`, unless one is armed already (it will carry what waits then). */
-function armFlush(object: string, env: Env, ctx: WaitUntil, delayMs: number, failures: number): void {
+function armFlush(object: string, hint: Hint, env: Env, ctx: WaitUntil, delayMs: number, failures: number): void {
   if (flushArmed.has(object)) return;
   flushArmed.add(object);
   // The timer runs under the finishing request's waitUntil, and gets its own stub there:
@@ -107,7 +109,7 @@ function armFlush(object: string, env: Env, ctx: WaitUntil, delayMs: number, fai
   ctx.waitUntil(
     new Promise<void>((resolve) => setTimeout(resolve, delayMs)).then(async () => {
       flushArmed.delete(object);
-      await flush(object, env, ctx, failures);
+      await flush(object, hint, env, ctx, failures);
     }),
   );
 }
@@ -242,7 +244,7 @@ async function routeOn(env: Env, ctx: WaitUntil, group: ResolvedGroup, object: s
     // A decision or a refusal for want of a backend has the request read the fleet itself (GroupPath); a key's limit ends it.
     if (answer.rev > group.rev && "refused" in answer && answer.refused === "limited") fleetBehind(env, ctx);
     if ("refused" in answer) return answer;
-    if (book.answeredWith(object, answer.lease, renewing)) sendHeld(object, env, ctx);
+    if (book.answeredWith(object, answer.lease, renewing)) sendHeld(object, group.locationHint, env, ctx);
     // The answer is this call's own copy: marked, not copied.
     const routed: Routed = Object.assign(answer, { object });
     if (tenant?.recordsUsage === false) routed.recordsUsage = false;
@@ -252,7 +254,7 @@ async function routeOn(env: Env, ctx: WaitUntil, group: ResolvedGroup, object: s
     if (!delivered) book.requeue(object, released);
     renewLater(renewing);
     // No later call may come to carry them (the request fails over to another shard, or fails): they go as a failed flush's do.
-    if ((!delivered && released.length > 0) || renewing.length > 0) armFlush(object, env, ctx, FLUSH_RETRY_FIRST_MS, 1);
+    if ((!delivered && released.length > 0) || renewing.length > 0) armFlush(object, group.locationHint, env, ctx, FLUSH_RETRY_FIRST_MS, 1);
     console.error(`kvgate: route call for ${objectLabel(object)} failed: ${(e as Error).message}`);
     throw routingUnavailable(model);
   }
@@ -321,9 +323,10 @@ export function holdLease(decision: Routed, group: ResolvedGroup, env: Env, ctx:
   if (key !== undefined) renewal.key = key;
   if (key !== undefined && !records) renewal.recordsUsage = false;
   const { object } = decision;
+  const hint = group.locationHint;
   const mine = book.hold(object, renewal, everyMs, Date.now());
   const renewIfDue = () => {
-    if (isDue(mine, Date.now())) ctx.waitUntil(flush(object, env, ctx));
+    if (isDue(mine, Date.now())) ctx.waitUntil(flush(object, hint, env, ctx));
   };
   let timer: ReturnType<typeof setInterval> | undefined;
   let settled = false;
@@ -345,7 +348,7 @@ export function holdLease(decision: Routed, group: ResolvedGroup, env: Env, ctx:
         if (settled || !sent) return;
         mine.renewedAt = 0;
         // What an object answered charging: one that restarts after takes it as charged (LeaseRenewal.charged).
-        const answers = await flush(object, env, ctx);
+        const answers = await flush(object, hint, env, ctx);
         if (answers && !answers.unheld.includes(decision.lease)) renewal.charged = sent;
       });
       return charging;
@@ -399,7 +402,7 @@ export function holdLease(decision: Routed, group: ResolvedGroup, env: Env, ctx:
         }
       }
       if (end?.failure !== undefined) release.failure = end.failure;
-      queueRelease(object, release, env, ctx, flushMs);
+      queueRelease(object, hint, release, env, ctx, flushMs);
       done();
     },
   };
