@@ -60,8 +60,12 @@ export type LogLevel = (typeof LOG_LEVELS)[number];
 export const HOOK_NAMES = ["restamp"] as const;
 export type HookName = (typeof HOOK_NAMES)[number];
 
-/** Where a group's Durable Object may be asked to live (Cloudflare's location hints). */
-export const LOCATION_HINTS = ["wnam", "enam", "sam", "weur", "eeur", "apac", "oc", "afr", "me"] as const;
+/**
+ * Where a group's Durable Object may be asked to live: Cloudflare's location hints, apac-ne and
+ * apac-se narrower parts of apac. Objects hinted to sam, afr or me spawn in a nearby region that has
+ * them (sam's in enam), as Cloudflare's Data location page says.
+ */
+export const LOCATION_HINTS = ["wnam", "enam", "sam", "weur", "eeur", "apac", "apac-ne", "apac-se", "oc", "afr", "me"] as const;
 export type LocationHint = (typeof LOCATION_HINTS)[number];
 
 /** Headers the gateway sets on an upstream request or realtime handshake itself: a deployment's extra headers cannot replace them. */

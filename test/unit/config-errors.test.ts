@@ -79,7 +79,7 @@ describe("a config with comments (JSONC), as the Worker reads KVGATE_CONFIG", ()
 
 describe("a group's location hint", () => {
   it("takes Cloudflare's values", () => {
-    for (const hint of ["wnam", "enam", "sam", "weur", "eeur", "apac", "oc", "afr", "me"]) {
+    for (const hint of ["wnam", "enam", "sam", "weur", "eeur", "apac", "apac-ne", "apac-se", "oc", "afr", "me"]) {
       const r = parseConfig({ modelGroups: [{ name: "a", locationHint: hint, deployments: [deployment] }] });
       if (!r.ok) throw new Error(r.error);
       expect(r.config.groups[0]?.locationHint).toBe(hint);
@@ -88,7 +88,7 @@ describe("a group's location hint", () => {
 
   it("refuses any other, naming the field and the values", () => {
     expect(errorsOf({ modelGroups: [{ name: "a", locationHint: "eu-west-1", deployments: [deployment] }] })).toEqual([
-      'modelGroups[0].locationHint must be one of "wnam", "enam", "sam", "weur", "eeur", "apac", "oc", "afr", "me"',
+      'modelGroups[0].locationHint must be one of "wnam", "enam", "sam", "weur", "eeur", "apac", "apac-ne", "apac-se", "oc", "afr", "me"',
     ]);
   });
 
