@@ -182,6 +182,22 @@ describe("GroupRouter", () => {
     expect(reasons.has("prefix-hit")).toBe(true);
   });
 
+  // With the defaults the valve (saturation 256) is also the hard cap (maxInFlight 256): a backend
+  // at it may take nothing, yet what it holds is why the request went elsewhere.
+  it.each([
+    ["the defaults (saturation = maxInFlight = 256)", {}, {}, 256],
+    ["saturation = maxInFlight = 8", { saturation: 8 }, { maxInFlight: 8 }, 8],
+  ])("labels a request moved off the full backend holding its prefix saturated-spill with %s", (_, over, deployment, full) => {
+    const router = routerFor(group({ hotThreshold: 0, ...over }, 2, deployment), rng());
+    const prompt = chain(7, 50);
+    const first = pick(router.pick(prompt, 0));
+    for (let n = 1; n < full; n++) expect(pick(router.pick(prompt, n))?.backendId).toBe(first?.backendId);
+    const spilled = pick(router.pick(prompt, full));
+    expect(spilled?.backendId).not.toBe(first?.backendId);
+    // What the backend that took it holds: none of the prompt.
+    expect([spilled?.reason, spilled?.matched, spilled?.total]).toEqual(["saturated-spill", 0, 50]);
+  });
+
   it("keeps a cached prompt on its backend below the valve however many more it has in flight: queued prompt work, not the count, moves it", () => {
     // balanceAbs and balanceRel bound a sharded group's shards; prefix-aware's pick does not read them.
     const router = routerFor(group({ saturation: 100, balanceAbs: 2, balanceRel: 1.5, hotThreshold: 0 }), rng(9));

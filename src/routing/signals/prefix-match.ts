@@ -32,6 +32,13 @@ export class PrefixMatch implements Signal {
   /** The longest match. */
   best = 0;
   /**
+   * The longest match on a backend that could take requests but for its hard cap (maxInFlight):
+   * not a candidate, so neither in `matched` nor in `best`, yet a pick that holds less of the
+   * prompt moved off it for its load. With the defaults (saturation = maxInFlight) that is the
+   * only way a backend is at the valve.
+   */
+  bestAtCap = 0;
+  /**
    * The longest match ends where a prefix is shared: on the first backend holding it another
    * chain went on past it (a branch point: a system prompt, a document), or at least
    * `hotThreshold` recent requests matched it (hot). A copy anywhere then serves everyone.
@@ -58,14 +65,19 @@ export class PrefixMatch implements Signal {
     const guesses = this.guesses;
     guesses.reset();
     let usableCount = 0;
+    let bestAtCap = 0;
     for (let i = 0; i < backends.length; i++) {
       const b = backends[i] as Backend;
       let m = 0;
-      if (usable(b)) {
-        usableCount++;
+      if (b.available) {
         if (chain.length > 0) {
           m = b.prefixes.match(chain, guesses.values, guesses.count);
           guesses.saw(m);
+        }
+        if (usable(b)) usableCount++;
+        else {
+          if (m > bestAtCap) bestAtCap = m;
+          m = 0;
         }
       }
       this.matched[i] = m;
@@ -75,6 +87,7 @@ export class PrefixMatch implements Signal {
       }
     }
     this.best = best;
+    this.bestAtCap = bestAtCap;
     this.shared = false;
     const { hot } = this;
     const halfLifeMs = settings.hotHalfLifeMs;

@@ -90,7 +90,9 @@ export const prefixAware: Policy = {
 
     if (pick < 0) return null;
     let reason: RouteReason;
-    if (best === 0) reason = "least-loaded";
+    // A backend holding more of the prompt is full: the move is for its load, cold or not here.
+    if (pickMatch < signals.prefix.bestAtCap) reason = "saturated-spill";
+    else if (best === 0) reason = "least-loaded";
     else if (pickMatch === best) reason = "prefix-hit";
     // Moved because the shared prefix counted as cached there (a copy on purpose), not for load.
     else if (shared && replicable[pick]) reason = "hot-spread";
