@@ -1,5 +1,6 @@
 import type { ChatCompletionRequest, ChatMessage, CompletionRequest, ResponseInputItem, ResponsesRequest } from "../openai/requests.ts";
 import { BlockHasher } from "./block-hasher.ts";
+import { MEDIA_CHARS, NO_MEDIA, partJson, type MediaSize } from "./media.ts";
 
 export interface FingerprintOptions {
   blockChars: number;
@@ -84,7 +85,11 @@ function pushMessage(h: BlockHasher, m: ChatMessage): void {
   if (m.tool_call_id) h.push(written(m.tool_call_id));
 }
 
-/** A role-tagged turn and its text: a string, or each part's text (a plain string part is its text; another part, typed or not, its JSON). */
+/**
+ * A role-tagged turn and its text: a string, or each part's text (a plain string part is its text;
+ * another part, typed or not, its JSON, with a stand-in of a fixed size for each image, audio or
+ * file sent inline: src/prefix/media.ts).
+ */
 function pushTurn(h: BlockHasher, role: string, name: string | null | undefined, content: ChatMessage["content"]): void {
   h.push(ROLE_OPEN + written(role) + (name ? `:${written(name)}` : "") + ROLE_CLOSE);
   if (typeof content === "string") h.push(written(content));
@@ -97,7 +102,7 @@ function pushTurn(h: BlockHasher, role: string, name: string | null | undefined,
       }
       const t = part as Record<string, unknown>;
       if (typeof t.text === "string") h.push(written(t.text));
-      else h.push(JSON.stringify(part));
+      else h.push(partJson(part));
     }
   }
 }
@@ -106,7 +111,7 @@ function pushItem(h: BlockHasher, item: ResponseInputItem): void {
   if (item.role !== undefined) pushTurn(h, item.role, undefined, item.content);
   else {
     h.push(ROLE_OPEN + written(item.type ?? "") + ROLE_CLOSE);
-    h.push(JSON.stringify(item));
+    h.push(partJson(item));
   }
 }
 
@@ -155,9 +160,12 @@ export function isPromptBatch(body: CompletionRequest): boolean {
  * prompt is a batch (`batch`; isPromptBatch). Bytes, not characters, so it overcounts: the JSON
  * around the text a little, text outside ASCII up to 3× (6× when a client escapes it as \uXXXX).
  * Only such a prompt pays it, and it costs nothing to read; counting a long prompt's characters
- * would walk it.
+ * would walk it. Its `media` (mediaOf) count as the chain counts them, MEDIA_CHARS each, not as
+ * their bytes: base64 is no measure of what a VLM spends on an image.
  */
-export function promptBlocks(chain: readonly number[], bodyBytes: number, opts: FingerprintOptions, batch = false): number {
+export function promptBlocks(chain: readonly number[], bodyBytes: number, opts: FingerprintOptions, batch = false, media: MediaSize = NO_MEDIA): number {
   const whole = chain.length < opts.maxBlocks && !batch;
-  return whole ? chain.length : Math.max(chain.length, Math.floor(bodyBytes / opts.blockChars));
+  if (whole) return chain.length;
+  const chars = bodyBytes - media.chars + media.count * MEDIA_CHARS;
+  return Math.max(chain.length, Math.floor(chars / opts.blockChars));
 }

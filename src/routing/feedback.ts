@@ -26,7 +26,7 @@ export interface FeedbackReport {
    * engine may have computed it again, so what it reports is no evidence of the set's size.
    */
   matched: number;
-  /** The chain's blocks; −1 when the fingerprint stopped at maxPrefixBlocks (the prompt went on: no measure of its characters). */
+  /** The chain's blocks; −1 when the fingerprint stopped at maxPrefixBlocks (the prompt went on) or the prompt held media: no measure of its characters. */
   total: number;
   /** Where the match stood in the prefix set's eviction order when it was routed (PrefixSet.matchRecency): 0 just used, ~1 about to go; NaN when unknown. */
   recency: number;

@@ -233,9 +233,10 @@ export class GroupRouter {
    * keep the prompt waiting longer. `passedOn`: RouteCall.passedOn. `othersLeft`: RouteCall.othersLeft;
    * refused with `spill`, nothing taken, when every backend that could take the request rests after a 429.
    * `unreachable`: RouteCall.unreachable, taken out of the pick as `exclude` is, but no failover.
+   * `media`: RouteCall.media.
    * Admit → signals → pick → commit (src/routing/policy.ts): only the pick is the strategy's.
    */
-  route(version: string, chain: ArrayLike<number>, exclude: readonly string[], now: number, tenant?: RouteTenant, failover = false, blocks?: number, spill?: SpillLimit, passedOn = false, othersLeft = false, unreachable: readonly string[] = NONE): RouteDecision | RouteRefusal | LimitRefusal | VersionRefusal {
+  route(version: string, chain: ArrayLike<number>, exclude: readonly string[], now: number, tenant?: RouteTenant, failover = false, blocks?: number, spill?: SpillLimit, passedOn = false, othersLeft = false, unreachable: readonly string[] = NONE, media = false): RouteDecision | RouteRefusal | LimitRefusal | VersionRefusal {
     const view = this.views.get(version);
     if (!view) return { refused: "unknown-version", rev: this.rev };
     // Before the key's limits: a lease past its TTL whose alarm is late holds none of its max_parallel.
@@ -260,7 +261,7 @@ export class GroupRouter {
     const choice = policy.pick(view.backends, request, this.rng);
     if (!choice) return this.refuse("at-capacity");
     if (spill && this.spills(view, choice, spill)) return { refused: "spill", rev: this.rev };
-    return this.commit(view, choice, chain, exclude, now, tenant, failover);
+    return this.commit(view, choice, chain, exclude, now, tenant, failover, media);
   }
 
   /**
@@ -329,7 +330,7 @@ export class GroupRouter {
   }
 
   /** Takes the chosen backend's slot and its share of prompt work, teaches it the chain when a prefix match placed it, and opens the lease. */
-  private commit(view: View, choice: Choice, chain: ArrayLike<number>, exclude: readonly string[], now: number, tenant: RouteTenant | undefined, failover: boolean): RouteDecision {
+  private commit(view: View, choice: Choice, chain: ArrayLike<number>, exclude: readonly string[], now: number, tenant: RouteTenant | undefined, failover: boolean, media: boolean): RouteDecision {
     const g = view.group;
     view.request.cursor = (choice.index + 1) % view.backends.length;
     const b = view.backends[choice.index] as Backend;
@@ -354,8 +355,9 @@ export class GroupRouter {
     b.counters.routed(as);
     const decision = this.decisions.add(now, b.id, as, choice.matched, chain.length);
     const predictedCached = b.tokensOf(choice.matched);
-    // A chain cut at maxPrefixBlocks is not the whole prompt: no measure of its characters.
-    const total = chain.length < g.maxPrefixBlocks ? chain.length : -1;
+    // A chain cut at maxPrefixBlocks is not the whole prompt: no measure of its characters. Nor is
+    // one with media, each a fixed number of blocks whatever the engine spends on it.
+    const total = chain.length < g.maxPrefixBlocks && !media ? chain.length : -1;
     const matched = evidence ? choice.matched : -1;
     const recency = view.learns && chain.length > 0 ? b.prefixes.matchRecency : NaN;
     // A whole chain under a prompt of more blocks is a completions batch's first prompt (isPromptBatch).

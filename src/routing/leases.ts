@@ -38,7 +38,7 @@ export interface Lease {
   pending: number;
   /** Leading blocks of the chain its backend's prefix set matched; −1 when part of that was still being prefilled, or there was no chain (no capacity evidence). */
   matched: number;
-  /** The chain's blocks; −1 when the fingerprint stopped at maxPrefixBlocks, or for a lease taken back from a renewal. */
+  /** The chain's blocks; −1 when the fingerprint stopped at maxPrefixBlocks, the prompt held media (RouteCall.media), or for a lease taken back from a renewal. */
   total: number;
   /** Where the match stood in its prefix set's eviction order (PrefixSet.matchRecency); NaN when unknown. */
   recency: number;

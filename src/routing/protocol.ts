@@ -218,6 +218,12 @@ export interface RouteCall {
   chain: number[];
   /** The prompt's size in blocks, sent only when the chain stands for part of it, cut at maxPrefixBlocks or a completions batch's first prompt (src/prefix/fingerprint.ts promptBlocks): absent, the chain's length. */
   blocks?: number;
+  /**
+   * The prompt holds media (an image, audio, a file), each hashed as a fixed number of blocks
+   * (src/prefix/media.ts): its chain's characters measure none of its tokens, and its answer
+   * teaches no characters per token. Absent (none, or a Worker of an earlier release): false.
+   */
+  media?: true;
   /** Leases this isolate finished since its last call: processed whatever the answer. */
   released: LeaseRelease[];
   renewed: LeaseRenewal[];

@@ -1,3 +1,4 @@
+import { isMedia } from "../prefix/media.ts";
 import type { TokenUsage, UsageEstimate } from "../routing/protocol.ts";
 import { field, isTokenCount } from "../stream/usage.ts";
 
@@ -20,28 +21,24 @@ export function chargesEstimate(o: { counts: boolean; usage: boolean; began: boo
   return o.counts && !o.usage && o.began && o.end !== "failed";
 }
 
-/** Strings that are no text of the prompt: a data URL (an image, audio, a file), base64 under these keys. */
-const DATA_URL = /^data:/;
-const BINARY_KEYS = new Set(["data", "file_data", "b64_json"]);
-
 /**
  * A request's prompt as an estimate counts it: the characters of its text (every string of the
- * body but data URLs and base64 fields: an image's size says little of its tokens, and is not
- * charged) and the token ids it gives as numbers (a completion's or an embedding's input). Walked
- * only when an estimate is made, never on the request's path; the body's depth is bounded
+ * body but media, src/prefix/media.ts isMedia: an image's size says little of its tokens, and is
+ * not charged) and the token ids it gives as numbers (a completion's or an embedding's input).
+ * Walked only when an estimate is made, never on the request's path; the body's depth is bounded
  * (src/openai/body-shape.ts).
  */
 export function promptSize(body: unknown): Pick<UsageEstimate, "chars" | "tokens"> {
   const size = { chars: 0, tokens: 0 };
   const walk = (v: unknown, inArray: boolean): void => {
     if (typeof v === "string") {
-      if (!DATA_URL.test(v)) size.chars += v.length;
+      if (!isMedia("", v)) size.chars += v.length;
     } else if (typeof v === "number") {
       if (inArray && Number.isInteger(v)) size.tokens++;
     } else if (Array.isArray(v)) {
       for (const x of v) walk(x, true);
     } else if (typeof v === "object" && v !== null) {
-      for (const [k, x] of Object.entries(v)) if (!BINARY_KEYS.has(k)) walk(x, false);
+      for (const [k, x] of Object.entries(v)) if (!isMedia(k, x)) walk(x, false);
     }
   };
   walk(body, false);

@@ -99,6 +99,26 @@ describe("a deployment whose server orders its queue by priority", () => {
     await client.chat.completions.create({ model: "in-turn", messages: [{ role: "user", content: "in turn" }], max_tokens: 1 });
     expect(received(fcfs).at(-1)).not.toHaveProperty("priority");
   });
+  it("gives a request with a 1 MB image the priority of the tokens a VLM spends on an image, not of its base64 read as text", async () => {
+    // A local photo as the openai SDK's docs send one: a base64 data URL, ~1 MB.
+    let state = 12345;
+    const digits = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    const base64 = Array.from({ length: 1_000_000 }, () => digits[(state = (Math.imul(state, 1664525) + 1013904223) >>> 0) >>> 26]).join("");
+    const content: OpenAI.ChatCompletionContentPart[] = [
+      { type: "text", text: "What is in this image?" },
+      { type: "image_url", image_url: { url: `data:image/jpeg;base64,${base64}` } },
+    ];
+    // The simulated engine reads the base64 as text, and may refuse it as too long: what it was sent is what counts here.
+    await client.chat.completions.create({ model: "ordered", messages: [{ role: "user", content }], max_tokens: 1 }).catch(() => null);
+    const sent = priority.requests(0).findLast((r) => r.path === "/v1/chat/completions");
+    expect(sent?.body).toMatchObject({ messages: [{ content: [{ type: "text" }, { type: "image_url" }] }] });
+    const routedAt = Number(sent?.headers["x-kvgate-routed-at"]);
+    // Its place in the queue past its arrival: its prefill at the deployment's rate. A VLM spends
+    // ~1-2k tokens on an image; read as text, the base64 was ~250k tokens, 25 s behind every text prompt.
+    const behind = ((sent?.body as Record<string, unknown>).priority as number) - routedAt;
+    expect(behind).toBeGreaterThanOrEqual(0);
+    expect(behind).toBeLessThan(2_000);
+  });
   it("carries the gateway's priority, never a client's, on every endpoint to a priority server: Responses, embeddings, rerank and score too", async () => {
     // A client's priority of -1e15 would jump every request of every tenant; without one, a
     // request goes at vLLM's default 0, before every value the gateway sets.

@@ -113,4 +113,16 @@ describe("feedback from the engine", () => {
     expect(metrics).toContain(`kvgate_learned_kv_capacity_blocks{group="${MODEL}",backend="sim-0"} ${b.learned.kvCapacityBlocks}\n`);
     expect(metrics).toContain(`kvgate_learned_chars_per_token{group="${MODEL}",backend="sim-0"} ${b.learned.charsPerToken}\n`);
   });
+
+  it("learns no characters per token from answers to prompts with an image, each hashed as a fixed number of blocks (src/prefix/media.ts)", async () => {
+    const before = await backend();
+    // The simulator reads an image's base64 as text, ~2k tokens for 8 KB: against the image's
+    // fixed blocks, each answer alone says ~2 characters a token.
+    for (let i = 0; i < 40; i++) {
+      const url = `data:image/png;base64,${randomBytes(6000).toString("base64")}`;
+      await client.chat.completions.create({ model: MODEL, max_tokens: 2, messages: [{ role: "user", content: [{ type: "text", text: `Picture ${i}?` }, { type: "image_url", image_url: { url } }] }] });
+    }
+    await expect.poll(usageReports, EVENTUALLY).toBeGreaterThanOrEqual(before.learned.reports.usage + 40);
+    expect((await backend()).learned.charsPerToken).toBe(before.learned.charsPerToken);
+  });
 });

@@ -2,6 +2,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { BlockHasher } from "../../src/prefix/block-hasher.ts";
 import { chatFingerprint, completionFingerprint, isPromptBatch, promptBlocks, responsesFingerprint } from "../../src/prefix/fingerprint.ts";
+import { MEDIA_CHARS, mediaOf } from "../../src/prefix/media.ts";
 import type { ChatCompletionRequest, CompletionRequest, ResponsesRequest } from "../../src/openai/requests.ts";
 
 const opts = { blockChars: 64, maxBlocks: 2048 };
@@ -267,6 +268,91 @@ describe("a prompt's size in blocks", () => {
   it("is the body's bytes over blockChars when the chain was cut, and never less than the chain", () => {
     expect(promptBlocks(chainOf(8), 6_500, opts)).toBe(101);
     expect(promptBlocks(chainOf(8), 100, opts)).toBe(8);
+  });
+});
+
+describe("media in a prompt: an image, audio or a file sent inline", () => {
+  /** `chars` of base64, different for each seed: what the openai SDK sends for a local file. */
+  const base64 = (chars: number, seed: number) => {
+    const digits = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let s = seed;
+    let out = "";
+    for (let i = 0; i < chars; i++) out += digits[(s = (Math.imul(s, 1664525) + 1013904223) >>> 0) >>> 26];
+    return out;
+  };
+  const photo = (chars: number, seed = 1) => `data:image/jpeg;base64,${base64(chars, seed)}`;
+  const asked = (url: string): ChatCompletionRequest => chat([{ role: "user", content: [{ type: "text", text: "What is in this image?" }, { type: "image_url", image_url: { url } }] }]);
+  /** The prompt as the gateway routes it (workers/gateway/validate.ts): its chain, and its size in blocks. */
+  const routed = (body: ChatCompletionRequest, o = opts) => {
+    const chain = chatFingerprint(body, o);
+    return { chain, blocks: promptBlocks(chain, Buffer.byteLength(JSON.stringify(body)), o, false, mediaOf(body.messages)) };
+  };
+
+  it("counts a 1 MB image as the fixed tokens of one image, not as its base64 read as text (found by review: 15,627 blocks, ~250k tokens)", () => {
+    const image = routed(asked(photo(1_000_000)));
+    const text = routed(asked(""));
+    const imageBlocks = MEDIA_CHARS / opts.blockChars;
+    expect(image.blocks).toBe(image.chain.length);
+    expect(image.chain.length - text.chain.length).toBeGreaterThanOrEqual(imageBlocks);
+    expect(image.chain.length - text.chain.length).toBeLessThanOrEqual(imageBlocks + 2);
+    // Whatever the payload's size: a 10 KB and a 4 MB photo are as many blocks.
+    expect(routed(asked(photo(10_000))).chain.length).toBe(image.chain.length);
+    expect(routed(asked(photo(4_000_000))).chain.length).toBe(image.chain.length);
+  });
+
+  it("hashes the same media alike and different media apart, and keeps the chain prefix-closed", () => {
+    const a = photo(200_000, 1);
+    const b = photo(200_000, 2);
+    expect(chatFingerprint(asked(a), opts)).toEqual(chatFingerprint(asked(a.slice()), opts));
+    const first = chatFingerprint(asked(a), opts);
+    const other = chatFingerprint(asked(b), opts);
+    const textBlocks = chatFingerprint(asked(""), opts).length - 1;
+    // The same length and type: they part within the image's first block, as two texts would.
+    expect(commonPrefix(first, other)).toBeLessThanOrEqual(textBlocks);
+    // One more character, or another last one (a PNG ends with its data's checksums). A change
+    // only between the sampled windows is not seen: its request may be routed as the other's.
+    expect(chatFingerprint(asked(a.slice(0, -1) + (a.endsWith("A") ? "B" : "A")), opts).at(-1)).not.toBe(first.at(-1));
+    expect(chatFingerprint(asked(`${a}A`), opts).at(-1)).not.toBe(first.at(-1));
+    const next = chatFingerprint(chat([...asked(a).messages, { role: "assistant", content: "A cat." }, { role: "user", content: "What colour?" }]), opts);
+    expect(next.slice(0, first.length)).toEqual(first);
+  });
+
+  it("reads every inline form alike: input_audio data, a file's file_data, Responses' input_image and input_file", () => {
+    const audio = base64(300_000, 3);
+    const pdf = `data:application/pdf;base64,${base64(300_000, 4)}`;
+    const sizes = [
+      chatFingerprint(chat([{ role: "user", content: [{ type: "input_audio", input_audio: { data: audio, format: "wav" } }] }]), opts),
+      chatFingerprint(chat([{ role: "user", content: [{ type: "file", file: { file_data: pdf, filename: "a.pdf" } }] }]), opts),
+      responsesFingerprint({ model: "m", input: [{ role: "user", content: [{ type: "input_image", image_url: photo(300_000), detail: "auto" }] }] } as ResponsesRequest, opts),
+      responsesFingerprint({ model: "m", input: [{ role: "user", content: [{ type: "input_file", file_data: pdf, filename: "a.pdf" }] }] } as ResponsesRequest, opts),
+    ].map((c) => c.length);
+    for (const n of sizes) {
+      expect(n).toBeGreaterThanOrEqual(MEDIA_CHARS / opts.blockChars);
+      expect(n).toBeLessThanOrEqual(MEDIA_CHARS / opts.blockChars + 3);
+    }
+  });
+
+  it("leaves a prompt without media hashed as before: an image's URL, and text that only begins like a data URL", () => {
+    const url = { role: "user", content: [{ type: "image_url", image_url: { url: "https://a.example/cat.jpg" } }] };
+    const h = new BlockHasher(opts.blockChars, opts.maxBlocks);
+    h.push("\u0001user\u0002");
+    h.push(JSON.stringify(url.content[0]));
+    h.boundary();
+    expect(chatFingerprint(chat([url]), opts)).toEqual(h.hashes);
+    const said = chat([{ role: "user", content: [{ type: "text", text: "data:image/png;base64,iVBOR" }] }]);
+    expect(chatFingerprint(said, opts)).toEqual(chatFingerprint(chat([{ role: "user", content: "data:image/png;base64,iVBOR" }]), opts));
+    expect(mediaOf(said.messages)).toEqual({ count: 0, chars: 0 });
+  });
+
+  it("leaves the media's bytes out of a cut chain's size, and counts each as the chain does", () => {
+    const o = { blockChars: 64, maxBlocks: 16 };
+    const body = chat([{ role: "user", content: [{ type: "text", text: "x".repeat(64 * 40) }, { type: "image_url", image_url: { url: photo(1_000_000) } }] }]);
+    const { chain, blocks } = routed(body, o);
+    expect(chain).toHaveLength(16);
+    // ~40 blocks of text, the image's MEDIA_CHARS, and the JSON around them; not its 15,600 blocks of base64.
+    expect(blocks).toBeGreaterThanOrEqual(40 + MEDIA_CHARS / 64);
+    expect(blocks).toBeLessThan(40 + MEDIA_CHARS / 64 + 4);
+    expect(mediaOf(body.messages)).toEqual({ count: 1, chars: 1_000_000 + "data:image/jpeg;base64,".length });
   });
 });
 

@@ -205,6 +205,22 @@ describe("KV capacity", () => {
     expect(learned).toMatchObject({ charsPerToken: 4, reports: { usage: 0, cached: 0 }, capacitySteps: 0, prefillTokensPerSec: learned.configured.prefillTokensPerSec });
   });
 
+  it("learns no characters per token from a prompt with media, whose blocks are a fixed figure for each image (found by review: image answers dragged it)", () => {
+    const g = group({});
+    const router = new GroupRouter("g", rng(7));
+    router.install(g, 0);
+    let t = 0;
+    for (let i = 0; i < 100; i++) {
+      // 66 blocks, 64 of them a photo's stand-in (src/prefix/media.ts); the engine spent 300 tokens on it, not 1,024.
+      const chain = Array.from({ length: 66 }, (_, k) => 20_000 + i * 100 + k);
+      const d = router.route(g.version, chain, [], t++, undefined, false, undefined, undefined, false, false, undefined, true) as RouteDecision;
+      router.release({ lease: d.lease, outcome: "ok", ttftMs: 50, streamed: true, usage: { prompt: 340, completion: 16, cached: 0, cacheReported: true } }, t++);
+    }
+    const { learned } = router.snapshot()[0] as BackendSnapshot;
+    expect(learned.reports.usage).toBe(100);
+    expect(learned.charsPerToken).toBe(4);
+  });
+
   it("learns no capacity without the engine's cached-token report, and still learns characters per token", () => {
     const b = run(2400, 600, 600, false);
     expect(b.learned.kvCapacityBlocks).toBe(2400);

@@ -225,6 +225,7 @@ async function routeOn(env: Env, ctx: WaitUntil, group: ResolvedGroup, object: s
   const renewing = book.takeRenewals(object, Date.now());
   const call: RouteCall = { version: group.version, chain: prompt.chain, released, renewed: renewing.map((h) => h.renewal), exclude: [...exclude] };
   if (prompt.blocks > prompt.chain.length) call.blocks = prompt.blocks;
+  if (prompt.media) call.media = true;
   if (tenant) call.tenant = tenant;
   if (failover) call.failover = true;
   if (unreachable.length > 0) call.unreachable = [...unreachable];

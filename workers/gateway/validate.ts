@@ -6,6 +6,7 @@ import { chatLimitError, responsesLimitError } from "../../src/openai/request-li
 import { ChatCompletionRequestSchema, CompletionRequestSchema, EmbeddingRequestSchema, RerankRequestSchema, ResponsesRequestSchema, ScoreRequestSchema } from "../../src/openai/requests.ts";
 import { chatFingerprint, completionFingerprint, isPromptBatch, promptBlocks, responsesFingerprint, type FingerprintOptions } from "../../src/prefix/fingerprint.ts";
 import { cacheSaltOf, saltedChain } from "../../src/prefix/cache-salt.ts";
+import { mediaOf, NO_MEDIA, type MediaSize } from "../../src/prefix/media.ts";
 import { firstIssue } from "../../src/zod-issues.ts";
 import type { LoadedConfig } from "../config.ts";
 
@@ -14,10 +15,15 @@ import type { Endpoint } from "../../src/openai/endpoints.ts";
 
 export type { Endpoint };
 
-/** The prompt as a group routes it: its block hashes, and its size in blocks (more than the hashes when they were cut). */
+/**
+ * The prompt as a group routes it: its block hashes, its size in blocks (more than the hashes when
+ * they were cut), and whether it holds media (an image, audio, a file: src/prefix/media.ts), each
+ * counted as a fixed number of blocks, so that its blocks measure none of its tokens.
+ */
 export interface Prompt {
   chain: number[];
   blocks: number;
+  media?: boolean;
 }
 
 /** A request body checked once, at the edge, and how to fingerprint it for a group. */
@@ -42,11 +48,11 @@ export function validate(endpoint: Endpoint, raw: unknown, config: LoadedConfig,
 function validBody(endpoint: Endpoint, raw: unknown, config: LoadedConfig, bodyBytes: number): Validated {
   switch (endpoint) {
     case "chat":
-      return checked(raw, config, bodyBytes, ChatCompletionRequestSchema, chatFingerprint, chatLimitError);
+      return checked(raw, config, bodyBytes, ChatCompletionRequestSchema, chatFingerprint, chatLimitError, undefined, (b) => mediaOf(b.messages));
     case "completions":
       return checked(raw, config, bodyBytes, CompletionRequestSchema, completionFingerprint, undefined, isPromptBatch);
     case "responses":
-      return checked(raw, config, bodyBytes, ResponsesRequestSchema, responsesFingerprint, responsesLimitError);
+      return checked(raw, config, bodyBytes, ResponsesRequestSchema, responsesFingerprint, responsesLimitError, undefined, (b) => mediaOf(b.input));
     case "embeddings":
       // vLLM's chat-style `messages` are counted as a chat's are.
       return checked(raw, config, bodyBytes, EmbeddingRequestSchema, noPrompt, chatLimitError);
@@ -66,7 +72,8 @@ interface Schema<B> {
 /**
  * The body, parsed: first its configured counts (`overLimit`, read off the parsed JSON before the
  * schema walks it), then the schema; the first issue is the 400. Fingerprinted per group when routed;
- * `batch`: whether the body's chain hashes only the first of its prompts (a completions batch).
+ * `batch`: whether the body's chain hashes only the first of its prompts (a completions batch);
+ * `mediaIn`: the media of its prompt, read once.
  */
 function checked<B extends Validated["body"]>(
   raw: unknown,
@@ -76,6 +83,7 @@ function checked<B extends Validated["body"]>(
   fingerprint: (body: B, o: FingerprintOptions) => number[],
   overLimit?: (raw: unknown, limits: LoadedConfig["limits"]) => GatewayError | null,
   batch?: (body: B) => boolean,
+  mediaIn?: (body: B) => MediaSize,
 ): Validated {
   const excess = overLimit?.(raw, config.limits);
   if (excess) throw excess;
@@ -83,12 +91,13 @@ function checked<B extends Validated["body"]>(
   if (!r.success) throw issueError(r.error.issues);
   const body = r.data;
   const salt = cacheSaltOf(body);
+  const media = mediaIn?.(body) ?? NO_MEDIA;
   return {
     body,
     prompt: (g) => {
       const opts = { blockChars: g.blockChars, maxBlocks: g.maxPrefixBlocks };
       const chain = salt === null ? fingerprint(body, opts) : saltedChain(fingerprint(body, opts), salt);
-      return { chain, blocks: promptBlocks(chain, bodyBytes, opts, batch?.(body)) };
+      return { chain, blocks: promptBlocks(chain, bodyBytes, opts, batch?.(body), media), media: media.count > 0 };
     },
   };
 }
