@@ -111,16 +111,46 @@ export async function fleetAtLeast(env: Env, rev: number): Promise<FleetView | n
 }
 
 /**
+ * How long a read of the whole fleet waits on the registry before it goes on with the snapshot the
+ * isolate holds: a registry slow to answer (a seed, a burst of heartbeats), or not answering, must
+ * not hold a scrape past Prometheus's 10 s. Within the read's 8 s (group-object.ts FLEET_READ_MS,
+ * counted from its arrival), it leaves the routing objects 6.
+ */
+const REGISTRY_WAIT_MS = 2_000;
+
+/**
  * The fleet for what reads all of it — /metrics, /v1/kvgate/status, the model list — read afresh
  * at most once a second. Nothing on such a read's path tells an isolate the fleet changed (a route
  * call does, for its own group only), and scrapes keep an isolate alive for hours. With the
- * registry unreachable, the isolate's snapshot (`held`, the app's, before any was read).
+ * registry unreachable, or not answering within REGISTRY_WAIT_MS, the isolate's snapshot (`held`,
+ * the app's, before any was read); a read given up on goes on beside the request (`ctx`), and its
+ * snapshot, when it lands, is the isolate's (loadFleet).
  */
-export async function recentFleet(env: Env, held: readonly ResolvedGroup[]): Promise<RecentFleet> {
+export async function recentFleet(env: Env, ctx: WaitUntil, held: readonly ResolvedGroup[]): Promise<RecentFleet> {
   if (current && Date.now() - fetchedAt < REFRESH_MS) return current;
   // Counted from now: reads at the same moment take the snapshot held, not a registry call each.
   fetchedAt = Date.now();
-  return (await reloadFleet(env)) ?? current ?? { groups: held, objects: new Map() };
+  const read = reloadFleet(env);
+  // An isolate that holds no fleet has none to go on with: it waits, as its first request does.
+  if (!current) return (await read) ?? { groups: held, objects: new Map() };
+  ctx.waitUntil(read);
+  return (await readWithin(read, REGISTRY_WAIT_MS)) ?? current;
+}
+
+/** The read's fleet, or null when it failed or has not come within `ms`. */
+async function readWithin(read: Promise<FleetView | null>, ms: number): Promise<FleetView | null> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<null>((resolve) => {
+    timer = setTimeout(() => {
+      console.error(`kvgate: the fleet registry has not answered in ${ms / 1000} s: going on with the fleet this isolate holds`);
+      resolve(null);
+    }, ms);
+  });
+  try {
+    return await Promise.race([read, late]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /**
@@ -128,8 +158,8 @@ export async function recentFleet(env: Env, held: readonly ResolvedGroup[]): Pro
  * removed or moved since the isolate's snapshot is found as the list finds it, not as the snapshot
  * had it. `held`: the app's, while the isolate has read no fleet.
  */
-export async function recentModels(env: Env, held: Map<string, ResolvedGroup>): Promise<Map<string, ResolvedGroup>> {
-  await recentFleet(env, []);
+export async function recentModels(env: Env, ctx: WaitUntil, held: Map<string, ResolvedGroup>): Promise<Map<string, ResolvedGroup>> {
+  await recentFleet(env, ctx, []);
   return current?.byModel ?? held;
 }
 

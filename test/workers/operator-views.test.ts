@@ -70,12 +70,26 @@ describe("a routing object that does not answer", () => {
     },
   });
 
-  async function asOperator(path: string, key: string, down: string, hung = false): Promise<Response> {
+  /** `path` called with `key` through the `bindings` given in place of the env's: its answer, and `settled` once what it left running (a read it gave up on) is over. */
+  function operatorCall(path: string, key: string, bindings: Record<string, unknown>): { answer: Promise<Response>; settled: Promise<void> } {
     const ctx = createExecutionContext();
-    const res = await worker.fetch(new Request(`https://kvgate.test${path}`, { headers: { authorization: `Bearer ${key}` } }), { ...env, MODEL_GROUP: objectsWithout(down, hung) } as Env, ctx);
-    await waitOnExecutionContext(ctx);
-    return res;
+    const answer = Promise.resolve(worker.fetch(new Request(`https://kvgate.test${path}`, { headers: { authorization: `Bearer ${key}` } }), { ...env, ...bindings } as Env, ctx));
+    return { answer, settled: answer.then(() => waitOnExecutionContext(ctx)) };
   }
+
+  async function asOperator(path: string, key: string, down: string, hung = false): Promise<Response> {
+    const call = operatorCall(path, key, { MODEL_GROUP: objectsWithout(down, hung) });
+    await call.settled;
+    return call.answer;
+  }
+
+  /** The fleet registry, each read of its snapshot answered once `answers` settles (a registry busy seeding, or stuck). */
+  const registryAnswering = (answers: () => Promise<unknown>): unknown => ({
+    getByName: (name: string) => {
+      const real = env.FLEET.getByName(name);
+      return { snapshot: async () => (await answers(), real.snapshot()) };
+    },
+  });
 
   it("leaves the other groups in /v1/kvgate/status and names it unavailable, instead of a 500", async () => {
     const res = await asOperator("/v1/kvgate/status", env.KVGATE_MASTER_KEY, "routing");
@@ -108,6 +122,50 @@ describe("a routing object that does not answer", () => {
     expect(fleetBody.groups.filter((g) => g.routingRev !== null).length).toBeGreaterThan(1);
     expect(Date.now() - started).toBeLessThan(10_000);
   }, 20_000);
+
+  it("nor does a registry slow to answer: the scrape's 8 s count from its arrival, and it answers within 10 s, the others up", async () => {
+    expect((await asOperator("/metrics", env.KVGATE_ADMIN_KEY, "none")).status).toBe(200); // the isolate holds its fleet
+    await pastTheBound();
+    const started = Date.now();
+    // Its snapshot 3 s late, and one group's object never answering.
+    const scrape = operatorCall("/metrics", env.KVGATE_ADMIN_KEY, { FLEET: registryAnswering(() => new Promise((r) => setTimeout(r, 3000))), MODEL_GROUP: objectsWithout("routing", true) });
+    const res = await scrape.answer;
+    const took = Date.now() - started;
+    const text = await res.text();
+    expect(res.status, text).toBe(200);
+    expect(text).toContain('kvgate_group_up{group="routing"} 0');
+    expect(text).toMatch(/kvgate_group_up\{group="(?!routing")[^"]+"\} 1/);
+    expect(took).toBeLessThan(10_000);
+    await scrape.settled;
+  }, 20_000);
+
+  it("nor does a registry that never answers: the fleet held answers, and the read, when it lands, updates it", async () => {
+    expect((await asOperator("/metrics", env.KVGATE_ADMIN_KEY, "none")).status).toBe(200); // the isolate holds its fleet
+    await pastTheBound();
+    let answer = () => {};
+    const answered = new Promise<void>((r) => (answer = r));
+    const scrape = operatorCall("/metrics", env.KVGATE_ADMIN_KEY, { FLEET: registryAnswering(() => answered) });
+    try {
+      const res = await Promise.race([scrape.answer, new Promise<null>((r) => setTimeout(() => r(null), 10_000))]);
+      expect(res, "no answer within a scrape's 10 s").not.toBeNull();
+      const text = await (res as Response).text();
+      expect(res?.status, text).toBe(200);
+      expect(text).toContain('kvgate_group_up{group="routing"} 1');
+      // Meanwhile a group is added (through another isolate): the read given up on sees it when it lands.
+      expect(await env.FLEET.getByName(REGISTRY_NAME).command({ op: "add-group", group: { name: "added-while-stuck", deployments: [{ id: "far", baseUrl: fleet[0], model: UPSTREAM_MODEL }] } })).toMatchObject({ ok: true });
+    } finally {
+      answer();
+    }
+    await scrape.settled;
+    // Within a second of that read, no other: a registry that now fails shows what the late read brought.
+    const unreachable = registryAnswering(async () => {
+      throw new Error("Durable Object is overloaded. Too many requests queued.");
+    });
+    const after = operatorCall("/metrics", env.KVGATE_ADMIN_KEY, { FLEET: unreachable });
+    await after.settled;
+    expect(await (await after.answer).text()).toContain('kvgate_group_up{group="added-while-stuck"} 1');
+    expect(await env.FLEET.getByName(REGISTRY_NAME).command({ op: "remove-group", group: "added-while-stuck" })).toMatchObject({ ok: true });
+  }, 30_000);
 
   it("in a sharded group, leaves the answering shards' series in /metrics, the group reported down", async () => {
     // Each shard's object holds its slice of the group, as the first requests to it leave it.

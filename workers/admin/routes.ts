@@ -13,7 +13,7 @@ import type { Env } from "../env.ts";
 import type { AppEnv } from "../gateway/app-env.ts";
 import { registryFailure, reloadFleet } from "../fleet.ts";
 import { authenticateAdmin, authenticateRegistration } from "../gateway/auth.ts";
-import { askEachObject, askGroup, eachGroup } from "../gateway/group-object.ts";
+import { askEachObject, askGroup, eachGroup, fleetReadDeadline } from "../gateway/group-object.ts";
 import { readJsonBody } from "../gateway/body.ts";
 import { BODY_SHAPE, type ShapeBounds } from "../../src/openai/body-shape.ts";
 import { mountKeys } from "./keys.ts";
@@ -59,8 +59,10 @@ export function mountAdmin(app: Hono<AdminEnv>, config: LoadedConfig): void {
   });
 
   app.get(`${A}/status`, async (c) => {
+    // The call's time counts from its arrival, the registry's read within it (the dashboard refreshes every 10 s).
+    const until = fleetReadDeadline();
     const { rev, groups, seed } = await records(c.env);
-    const live = await eachGroup(groups, (g, until) => groupStatus(c.env, g, until));
+    const live = await eachGroup(groups, (g, until) => groupStatus(c.env, g, until), until);
     const status: FleetStatus = {
       rev,
       groups: groups.map((g, i) => {

@@ -13,7 +13,7 @@ import { errorAnswer } from "./error-answer.ts";
 import { requestIdOf } from "./request-id.ts";
 import { requestLogger } from "./request-logger.ts";
 import { mountMetrics } from "./metrics.ts";
-import { askEveryObject, groupIds } from "./group-object.ts";
+import { askEveryObject, fleetReadDeadline, groupIds } from "./group-object.ts";
 import { recentFleet } from "../fleet.ts";
 import type { GroupStatus } from "../../src/routing/protocol.ts";
 import { mergeStatus } from "../../src/sharding/merge.ts";
@@ -63,7 +63,7 @@ export function buildApp(config: LoadedConfig): Hono<AppEnv> {
   app.get("/v1/models", async (c) => {
     const caller = c.get("caller");
     const data = [];
-    for (const g of (await recentFleet(c.env, config.groups)).groups) {
+    for (const g of (await recentFleet(c.env, c.executionCtx, config.groups)).groups) {
       // The models the key can use: not those of a group it would be refused for its pricing (proxy.ts tenantFor).
       if (caller.kind === "key" && !countsSpendIn(caller.key.record, g)) continue;
       for (const id of [g.name, ...g.aliases]) if (caller.kind === "master" || allowsModel(caller.key.record, id, g.name)) data.push(modelObject(id, g.name));
@@ -80,11 +80,12 @@ export function buildApp(config: LoadedConfig): Hono<AppEnv> {
 
   app.get("/v1/kvgate/status", async (c) => {
     if (c.get("caller").kind !== "master") throw forbidden("the gateway's status is for its operator: use the master key or the admin API", "insufficient_permissions");
-    const fleet = await recentFleet(c.env, config.groups);
+    const until = fleetReadDeadline();
+    const fleet = await recentFleet(c.env, c.executionCtx, config.groups);
     const groups: GroupStatus[] = [];
     const unavailable: string[] = [];
     const inFlightUnknown: string[] = [];
-    for (const a of await askEveryObject(c.env, fleet, (o, g) => o.status(groupIds(g)))) {
+    for (const a of await askEveryObject(c.env, fleet, (o, g) => o.status(groupIds(g)), until)) {
       // A sharded group is shown only whole: its shards' parts would read as the group.
       if (a.complete) groups.push(mergeStatus(a.answers));
       else unavailable.push(a.group);

@@ -82,7 +82,7 @@ export function mountEndpoints(app: Hono<AppEnv>, config: LoadedConfig, proxy: (
     // two agree on a model removed or moved since this isolate's snapshot; one added since is
     // looked up afresh too, as a request's model is.
     const caller = c.get("caller");
-    const { group } = await groupForCaller(c.env, caller, id, await recentModels(c.env, config.byModel));
+    const { group } = await groupForCaller(c.env, caller, id, await recentModels(c.env, c.executionCtx, config.byModel));
     // Answered as a call to it would be: a key whose only budget is in dollars gets the 403 of a
     // group without pricing (model_not_priced), which says why the list leaves it out.
     tenantFor(caller, id, group);

@@ -70,6 +70,15 @@ const GROUPS_AT_ONCE = 32;
  */
 const FLEET_READ_MS = 8_000;
 
+/**
+ * For a read of the whole fleet arriving now: the Date.now() time by which its routing objects
+ * must answer (eachGroup's `until`). Counted from its arrival, the registry's read within it: a
+ * slow registry cannot carry the read past the scrape's 10 s.
+ */
+export function fleetReadDeadline(): number {
+  return Date.now() + FLEET_READ_MS;
+}
+
 /** `call`'s answer, or a failure once `until` (a Date.now() time) passes first; past it, not made. */
 function answerBy<T>(until: number | undefined, call: () => Promise<T>): Promise<T> {
   if (until === undefined) return call();
@@ -85,16 +94,16 @@ function answerBy<T>(until: number | undefined, call: () => Promise<T>): Promise
 
 /**
  * `fn` over each of the fleet's `groups`, GROUPS_AT_ONCE at a time, the answers in their order;
- * `until`, the time by which the read's calls to the routing objects must answer (askGroup's).
+ * `until` (fleetReadDeadline, taken when the read arrived), the time by which the read's calls to
+ * the routing objects must answer (askGroup's).
  */
-export function eachGroup<G, R>(groups: readonly G[], fn: (group: G, until: number) => Promise<R>): Promise<R[]> {
-  const until = Date.now() + FLEET_READ_MS;
+export function eachGroup<G, R>(groups: readonly G[], fn: (group: G, until: number) => Promise<R>, until: number): Promise<R[]> {
   return atMost(GROUPS_AT_ONCE, groups, (g) => fn(g, until));
 }
 
-/** askGroup over every group of the fleet (eachGroup: a bounded number at a time, within its time). */
-export function askEveryObject<T>(env: Env, fleet: RecentFleet, ask: (object: GroupStub, group: ResolvedGroup) => Promise<T>) {
-  return eachGroup(fleet.groups, (g, until) => askGroup(env, g, fleet.objects.get(g.name), (o) => ask(o, g), until));
+/** askGroup over every group of the fleet (eachGroup: a bounded number at a time, by `until`). */
+export function askEveryObject<T>(env: Env, fleet: RecentFleet, ask: (object: GroupStub, group: ResolvedGroup) => Promise<T>, until: number) {
+  return eachGroup(fleet.groups, (g, until) => askGroup(env, g, fleet.objects.get(g.name), (o) => ask(o, g), until), until);
 }
 
 /** The group as this isolate's fleet has it, for a routing object's status and metrics (GroupIds). */

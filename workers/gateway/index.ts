@@ -49,7 +49,7 @@ function throughTheFleet({ config, seedLacks }: Extract<Loaded, { ok: true }>, r
   // An isolate's first request reads the fleet from the registry; later ones use what it read.
   // One that says the config's lacking modelGroups are not taken is read again (at most once a
   // second): it may have been read before the registry started with this config.
-  return (fleet ? recentFleet(env, fleet.groups).then(() => cachedFleet() ?? fleet) : loadFleet(env)).then(
+  return (fleet ? recentFleet(env, ctx, fleet.groups).then(() => cachedFleet() ?? fleet) : loadFleet(env)).then(
     (f) => {
       const error = servesTheSeed(req) ? seedError(seedLacks, f) : null;
       if (error === null) return serve(config, f, req, env, ctx);

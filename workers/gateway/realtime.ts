@@ -343,7 +343,7 @@ function watchKey(caller: Extract<Caller, { kind: "key" }>, p: RealtimeInput, re
     recheckKey(caller, p.env, p.ctx)
       .then(async (now) => {
         // The fleet read afresh at most once a second for the isolate (workers/fleet.ts), its own snapshot while the registry cannot answer.
-        const refusal = await refused(now.record, () => recentModels(p.env, p.config.byModel));
+        const refusal = await refused(now.record, () => recentModels(p.env, p.ctx, p.config.byModel));
         if (refusal) relay.end({ code: POLICY_VIOLATION, reason: refusal.message });
         else charged?.watchLimits(keyBudget(now), now.record.tpm);
       })
