@@ -434,7 +434,7 @@ describe("hostile methods and paths", () => {
     const unknown: Expectation = { kind: "error", status: 404, code: "unknown_url" };
     const notAllowed: Expectation = { kind: "error", status: 405, code: "method_not_allowed" };
     let e: Expectation;
-    if (route === "/health") e = get ? { kind: "get", route } : unknown;
+    if (route === "/health") e = get ? { kind: "get", route } : notAllowed;
     else if ((PASSED_THROUGH_ROUTES as readonly string[]).includes(route)) {
       if (!withKey) e = { kind: "error", status: 401, code: "invalid_api_key" };
       else if (m !== "POST") e = notAllowed;
@@ -444,7 +444,7 @@ describe("hostile methods and paths", () => {
     } else if (!route.startsWith("/v1/")) e = unknown;
     else if (!withKey) e = { kind: "error", status: 401, code: "invalid_api_key" };
     else if (route === "/v1/models") e = get ? { kind: "get", route } : notAllowed;
-    else if (route === "/v1/kvgate/status") e = get ? { kind: "get", route } : unknown;
+    else if (route === "/v1/kvgate/status") e = get ? { kind: "get", route } : notAllowed;
     else if (route === CHAT || route === COMPLETIONS) {
       const endpoint: Endpoint = route === CHAT ? "chat" : "completions";
       if (m !== "POST") e = notAllowed;
