@@ -82,7 +82,7 @@ export class FleetRegistry extends DurableObject<RegistryEnv> implements FleetRe
     if (beforeBindingRule) this.sql.exec("INSERT OR REPLACE INTO meta (k, v) VALUES (?, '1')", BINDING_RULE);
     this.seedFromConfig(parsed);
     // After the seed, which may have changed a group's list: the servers this start leaves out, as they now are.
-    for (const u of this.fleet.unrouted()) logEvent("binding_not_allowed", "warn", { ...u });
+    for (const { reason, ...u } of this.fleet.unrouted()) logEvent(reason, "warn", u);
     // Pushes a restart found untried: their alarm, which the seed may not have set.
     if (this.retryAt !== null) this.wake();
   }

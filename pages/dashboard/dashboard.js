@@ -241,7 +241,7 @@ function renderGroup(g) {
   for (const r of rows) {
     const tr = view.rows.get(r.id) ?? newDeploymentRow(view, g.name, r.id);
     const cells = cellsOf(tr);
-    // A registered server its group routes nothing (its binding not listed) keeps its state: say why it gets no traffic.
+    // A registered server its group routes nothing (the group closed to registration, or its binding not listed) keeps its state: say why it gets no traffic.
     set(cells.state, r.state + (r.unrouted ? ` (${r.unrouted})` : "") + (r.state !== "active" && r.drained ? " (drained)" : ""));
     set(cells.inFlight, `${r.inFlight ?? "–"} / ${r.maxInFlight}`);
     // A backend resting after a 429 takes requests only when no other has room: a state of its own to see.

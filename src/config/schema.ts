@@ -322,6 +322,13 @@ export const GroupSettingsSchema = z.strictObject({
    * to the release that brings registrationBindings).
    */
   registrationBindings: z.optional(z.array(envName("a Workers VPC binding"))),
+  /**
+   * Whether servers may register themselves into this group (a heartbeat, with the register key
+   * every GPU server holds). false: the group holds only the deployments the config and the admin
+   * API add, such as one tenant's Access-protected engines; a heartbeat naming it would otherwise
+   * add a server of its choosing and, weighted up, be sent most of the group's prompts.
+   */
+  registration: z._default(z.boolean(), true),
   hooks: z._default(z.array(z.enum(HOOK_NAMES)), []),
   /**
    * US dollars per million tokens, for virtual keys' spend and cost budgets. Cached prompt tokens

@@ -114,14 +114,15 @@ export interface Disarmed {
 }
 
 /**
- * A server that registered itself through a binding its group does not list in
- * registrationBindings (it registered before the list was kept, or the list changed): the group
+ * A server that registered itself into a group that no longer takes it (UnroutedReason): the group
  * routes it nothing, and its renewals are refused.
  */
 export interface Unrouted {
+  reason: UnroutedReason;
   group: string;
   deployment: string;
-  binding: string;
+  /** The binding it named (binding_not_allowed). */
+  binding?: string;
 }
 
 /**
@@ -286,15 +287,16 @@ export class FleetRegistry {
   }
 
   /**
-   * Servers routed nothing for the binding they named: told when the registry starts (after the
-   * config's seed), so the deploy that drops a binding from a group's list names each server it
-   * left out.
+   * Servers routed nothing for the group they registered into or the binding they named: told
+   * when the registry starts (after the config's seed), so the deploy that closes a group or drops
+   * a binding from its list names each server it left out.
    */
   unrouted(): Unrouted[] {
     const out: Unrouted[] = [];
     for (const [name, g] of this.groups) {
       for (const d of g.deployments) {
-        if (unroutedReason(d, g.settings) !== null) out.push({ group: name, deployment: d.spec.id, binding: d.spec.binding as string });
+        const reason = unroutedReason(d, g.settings);
+        if (reason !== null) out.push({ reason, group: name, deployment: d.spec.id, ...(reason === "binding_not_allowed" ? { binding: d.spec.binding as string } : {}) });
       }
     }
     return out;
@@ -561,6 +563,9 @@ export class FleetRegistry {
     const { group, ttlSeconds, ...spec } = h;
     const ttlMs = ttlSeconds * 1000;
     const into = this.need(this.groups, group);
+    if (!into.settings.registration) {
+      throw new RegistryError(403, "registration_not_allowed", `group "${group}" takes no servers that register themselves (its registration is false): add the deployment through the admin API or the config`, "group");
+    }
     if (!bindingListed(spec, into.settings)) {
       throw new RegistryError(403, "binding_not_allowed", `binding names ${spec.binding}, which group "${group}" does not list for servers that register themselves: add it to the group's registrationBindings, or add the deployment through the admin API`, "binding");
     }
@@ -888,18 +893,21 @@ function upgradeBindingsKept(g: GroupRecord | undefined, settings: GroupSettings
 }
 
 /** Why a group routes a deployment nothing whatever its state (the admin API's rows say it). */
-export type UnroutedReason = "binding_not_allowed";
+export type UnroutedReason = "registration_not_allowed" | "binding_not_allowed";
 
 /**
  * Why the group whose settings are `settings` routes `d` nothing whatever its state, or null when
- * its state decides. A registered server whose binding the group no longer lists (the operator
- * took it off) is routed no request from the moment the group changes; its renewals are refused,
- * and it goes a TTL or two later like any lapsed server, unless the operator disabled it: that row
- * stays until enabled (it lapses a TTL later) or removed. The one rule the group as routed, the
- * registry's load and the admin API's rows all read.
+ * its state decides. A registered server in a group the operator closed to registration, or whose
+ * binding the group no longer lists (the operator took it off), is routed no request from the
+ * moment the group changes; its renewals are refused, and it goes a TTL or two later like any
+ * lapsed server, unless the operator disabled it: that row stays until enabled (it lapses a TTL
+ * later) or removed. The one rule the group as routed, the registry's load and the admin API's
+ * rows all read.
  */
-export function unroutedReason(d: Pick<DeploymentRecord, "source" | "spec">, settings: Pick<GroupSettings, "registrationBindings">): UnroutedReason | null {
-  return d.source === "heartbeat" && !bindingListed(d.spec, settings) ? "binding_not_allowed" : null;
+export function unroutedReason(d: Pick<DeploymentRecord, "source" | "spec">, settings: Pick<GroupSettings, "registration" | "registrationBindings">): UnroutedReason | null {
+  if (d.source !== "heartbeat") return null;
+  if (!settings.registration) return "registration_not_allowed";
+  return bindingListed(d.spec, settings) ? null : "binding_not_allowed";
 }
 
 /** A registered server's TTL run out at `now`, as `expire` finds it: it drains, and goes a TTL later. */

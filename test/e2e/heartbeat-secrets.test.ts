@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startFleet, type Fleet } from "../../bench/fleet/index.ts";
-import { adminCall, adminFetch } from "./admin-gateway.ts";
+import { adminCall, adminFetch, issuedKey } from "./admin-gateway.ts";
 import { startTestGateway, type TestGateway } from "./gateway.ts";
 
 /**
@@ -235,6 +235,79 @@ describe("a register key whose value the metrics key shares", () => {
       expect({ status: list.status, data: ((await list.json()) as { data: unknown[] }).data }).toEqual({ status: 200, data: [] });
       // The key still opens its own door.
       expect((await fetch(`${gw.url}/metrics`, { headers: { authorization: `Bearer ${shared}` } })).status).toBe(200);
+    } finally {
+      await gw.close();
+    }
+  }, 60_000);
+});
+
+describe("a group closed to registration (registration: false)", () => {
+  // One tenant's group, served only by the servers the operator added (config or admin API): the
+  // register key, on every GPU server, must not add one to it and be sent that tenant's prompts.
+  let gw: TestGateway;
+  let gpu: Fleet;
+  let tenant: string;
+  const admin = (method: string, path: string, body?: unknown) => adminCall(gw.url, KEYS.KVGATE_ADMIN_KEY, method, path, body);
+  const evil = { group: "confidential", id: "evil", baseUrl: "", model: MODEL, weight: 1000, maxInFlight: 100000, ttlSeconds: 3600 };
+  const tenantChat = async () => {
+    const res = await fetch(`${gw.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${tenant}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: "confidential", max_tokens: 2, messages: [{ role: "user", content: "the tenant's secret plans" }] }),
+    });
+    await res.arrayBuffer();
+    return res.status;
+  };
+
+  beforeAll(async () => {
+    gpu = await startFleet({ workers: 1, basePort: 0, preset: "instant", servedModelName: MODEL });
+    evil.baseUrl = attacker.urls[0] as string;
+    // Made open, as a fleet of before this setting is, and closed by the operator's PATCH.
+    gw = await startTestGateway({ modelGroups: [{ name: "confidential", deployments: [{ id: "gpu-0", baseUrl: gpu.urls[0] as string, model: MODEL }] }, { name: "open", deployments: [] }] }, KEYS);
+    tenant = (await issuedKey(gw.url, KEYS.KVGATE_ADMIN_KEY, { models: ["confidential"] })).key;
+  });
+  afterAll(async () => {
+    await gw?.close();
+    await gpu?.close();
+  });
+
+  it("refuses a heartbeat into it, with the register key or the admin key: the tenant's prompts reach only the operator's servers", async () => {
+    const closed = await admin("PATCH", "/groups/confidential", { registration: false });
+    const sentBefore = attacker.requests(0).length;
+    const beat = await heartbeat(gw, evil);
+    expect(beat.status, "the heartbeat into the closed group").toBe(403);
+    expect(beat).toMatchObject({ error: { type: "permission_error", code: "registration_not_allowed", param: "group" } });
+    expect(beat.error?.message).toMatch(/registration/);
+    expect(closed.status).toBe(200);
+    expect(await heartbeat(gw, evil, KEYS.KVGATE_ADMIN_KEY)).toMatchObject({ status: 403, error: { code: "registration_not_allowed", param: "group" } });
+    for (let i = 0; i < 5; i++) expect(await tenantChat()).toBe(200);
+    expect(attacker.requests(0).length, "requests the heartbeat's address was sent").toBe(sentBefore);
+    expect(gpu.requests(0).length).toBe(5);
+    // The group reads say so; another group still takes servers that register themselves.
+    const read = (await (await adminFetch(gw.url, KEYS.KVGATE_ADMIN_KEY, "GET", "/groups/confidential")).json()) as { registration?: boolean };
+    expect(read.registration).toBe(false);
+    expect((await heartbeat(gw, { ...evil, group: "open", id: "gpu-1" })).status).toBe(200);
+  });
+
+  it("routes nothing to a server that registered while it was open, and refuses its renewals", async () => {
+    expect((await admin("PATCH", "/groups/confidential", { registration: true })).status).toBe(200);
+    expect((await heartbeat(gw, evil)).status).toBe(200);
+    expect((await admin("PATCH", "/groups/confidential", { registration: false })).status).toBe(200);
+    const sentBefore = attacker.requests(0).length;
+    for (let i = 0; i < 5; i++) expect(await tenantChat()).toBe(200);
+    expect(attacker.requests(0).length, "requests the registered server was sent once the group closed").toBe(sentBefore);
+    expect(await heartbeat(gw, evil)).toMatchObject({ status: 403, error: { code: "registration_not_allowed" } });
+    const rows = (await (await adminFetch(gw.url, KEYS.KVGATE_ADMIN_KEY, "GET", "/groups/confidential/deployments")).json()) as { data: { id: string; takesRequests: boolean; unrouted: string | null }[] };
+    expect(rows.data.find((d) => d.id === "evil")).toMatchObject({ takesRequests: false, unrouted: "registration_not_allowed" });
+    expect(rows.data.find((d) => d.id === "gpu-0")).toMatchObject({ takesRequests: true, unrouted: null });
+  });
+});
+
+describe("a config's group with registration: false", () => {
+  it("is closed to heartbeats from the first start", async () => {
+    const gw = await startTestGateway({ modelGroups: [{ name: "confidential", registration: false, deployments: [{ id: "gpu-0", baseUrl: "http://10.0.0.9:8000", model: MODEL }] }] }, KEYS);
+    try {
+      expect(await heartbeat(gw, { group: "confidential", id: "evil", baseUrl: attacker.urls[0], model: MODEL, weight: 1000 })).toMatchObject({ status: 403, error: { type: "permission_error", code: "registration_not_allowed", param: "group" } });
     } finally {
       await gw.close();
     }

@@ -395,12 +395,55 @@ describe("FleetRegistry", () => {
     const stored = (JSON.parse(JSON.stringify(w.put)) as GroupRecord[]).map((g) => ({ ...g, settings: { ...g.settings, registrationBindings: undefined } }));
     const later = new FleetRegistry();
     // The load names the server it leaves out: the deploy that brings the list says what it dropped.
-    expect(later.load(w.rev, w.seedHash, stored, 1000).unrouted).toEqual([{ group: "a", deployment: "gpu-9", binding: "GPU_VPC" }]);
+    expect(later.load(w.rev, w.seedHash, stored, 1000).unrouted).toEqual([{ reason: "binding_not_allowed", group: "a", deployment: "gpu-9", binding: "GPU_VPC" }]);
     expect(states(later, "a")).toEqual({ a1: "active" });
     expect(refused(() => applyCommand(later, { op: "heartbeat", heartbeat: hb }, 2000))).toMatchObject({ status: 403, code: "binding_not_allowed", param: "binding" });
     applyCommand(later, { op: "update-group", group: "a", patch: { registrationBindings: ["GPU_VPC"] } }, 3000);
     expect(states(later, "a")).toEqual({ a1: "active", "gpu-9": "active" });
     applyCommand(later, { op: "heartbeat", heartbeat: hb }, 4000);
+  });
+
+  it("a group with registration: false refuses every heartbeat into it, before anything else the heartbeat says is looked at: its servers are the operator's alone", () => {
+    const r = seeded(group("cheap", ["c1"]), group("confidential", ["s1"], { registration: false, registrationBindings: ["GPU_VPC"] }));
+    const evil = { group: "confidential", id: "evil", baseUrl: "https://attacker.example.net", model: "m", weight: 1000, maxInFlight: 100000, ttlSeconds: 3600 };
+    const closed = { status: 403, code: "registration_not_allowed", param: "group" };
+    expect(refused(() => applyCommand(r, { op: "heartbeat", heartbeat: evil }, 0))).toMatchObject(closed);
+    // Not told whether the id is the operator's, the binding listed or the secret allowed.
+    for (const beat of [{ ...evil, id: "s1" }, { ...evil, binding: "OTHER_VPC" }, { ...evil, apiKeyEnv: "KVGATE_ADMIN_KEY" }]) {
+      expect(refused(() => applyCommand(r, { op: "heartbeat", heartbeat: beat }, 0))).toMatchObject(closed);
+    }
+    expect(r.resolved("confidential")?.deployments.map((d) => d.id)).toEqual(["s1"]);
+    // The operator still adds servers to it; another group still takes heartbeats.
+    applyCommand(r, { op: "add-deployment", group: "confidential", deployment: { id: "s2", baseUrl: "https://s2.example.com", model: "m" } }, 0);
+    applyCommand(r, { op: "heartbeat", heartbeat: { ...evil, group: "cheap" } }, 0);
+    expect(states(r, "confidential")).toEqual({ s1: "active", s2: "active" });
+    expect(states(r, "cheap")).toEqual({ c1: "active", evil: "active" });
+  });
+
+  it("a server registered into a group then closed to registration is routed nothing, renews no more, and lapses and goes; one the operator disabled stays", () => {
+    const r = seeded(group("a", ["a1"]));
+    const hb = (id: string) => ({ group: "a", id, baseUrl: "http://10.0.0.9:8000", model: "m", ttlSeconds: 10 });
+    applyCommand(r, { op: "heartbeat", heartbeat: hb("gpu-8") }, 0);
+    applyCommand(r, { op: "heartbeat", heartbeat: hb("gpu-9") }, 0);
+    applyCommand(r, { op: "set-state", group: "a", id: "gpu-9", state: "disabled" }, 0);
+    applyCommand(r, { op: "update-group", group: "a", patch: { registration: false } }, 1000);
+    expect(states(r, "a")).toEqual({ a1: "active" });
+    expect(r.unrouted()).toEqual([
+      { reason: "registration_not_allowed", group: "a", deployment: "gpu-8" },
+      { reason: "registration_not_allowed", group: "a", deployment: "gpu-9" },
+    ]);
+    expect(refused(() => applyCommand(r, { op: "heartbeat", heartbeat: hb("gpu-8") }, 2000))).toMatchObject({ status: 403, code: "registration_not_allowed" });
+    // Its TTL runs out (10 s): it drains, and goes a TTL later; the disabled one is kept.
+    r.expire(10_000);
+    r.expire(20_000);
+    expect(r.group("a")?.deployments.map((d) => [d.spec.id, d.state])).toEqual([
+      ["a1", "active"],
+      ["gpu-9", "disabled"],
+    ]);
+    // Opened again, servers register as before, and the disabled one is the operator's to enable.
+    applyCommand(r, { op: "update-group", group: "a", patch: { registration: true } }, 21_000);
+    applyCommand(r, { op: "heartbeat", heartbeat: hb("gpu-8") }, 22_000);
+    expect(states(r, "a")).toEqual({ a1: "active", "gpu-8": "active", "gpu-9": "disabled" });
   });
 
   it("a fleet stored before registrationBindings was kept keeps its self-registered servers at the upgrade: their bindings are listed in their groups, and the rule holds from then on", () => {
@@ -771,7 +814,7 @@ describe("FleetRegistry's seed across releases", () => {
     const r = seeded(group("a", ["a1"]), group("b", ["b1"]));
     const records = stored(r).map((g) => {
       if (g.settings.name !== "a") return g;
-      const { streamKeepAliveMs: _, failover, ...settings } = g.settings;
+      const { streamKeepAliveMs: _, registration: _r, failover, ...settings } = g.settings;
       const { backoffMaxMs: _b, ...olderFailover } = failover;
       return { ...g, settings: { ...settings, failover: olderFailover } as GroupRecord["settings"], deployments: g.deployments.map(({ spec: { weight: _w, ...spec }, ...d }) => ({ ...d, spec: spec as DeploymentRecord["spec"] })) };
     });
