@@ -1,4 +1,4 @@
-import { unreachableHost } from "../config/private-hosts.ts";
+import { privateOnlyHost } from "../config/private-hosts.ts";
 import type { Endpoint } from "./endpoints.ts";
 import { partSteering, steeringRefusal } from "./engine-steering.ts";
 import { badRequest, type GatewayError } from "./errors.ts";
@@ -136,10 +136,9 @@ const DROPPED = /[\t\n\r]/g;
 
 /**
  * Why a tenant may not have an engine fetch `url`, or null. The URL parser puts a host as the
- * fetch would reach it (2852039166 and 0xa9.254.0251.254 are 169.254.169.254; IPv4-mapped IPv6
- * is its IPv4), and `unreachableHost` judges that. A public name that resolves to a private
- * address passes: only the engine, which resolves it, can refuse that (README, below the table
- * of response headers).
+ * fetch would reach it (2852039166 and 0xa9.254.0251.254 are 169.254.169.254), and
+ * `privateOnlyHost` judges that. A public name that resolves to a private address passes: only
+ * the engine, which resolves it, can refuse that (README, below the table of response headers).
  */
 export function unfetchable(url: string): string | null {
   // A data: URL may be megabytes: told by its first five characters, as vLLM tells it, never parsed.
@@ -152,7 +151,7 @@ export function unfetchable(url: string): string | null {
   }
   if (parsed.protocol === "file:") return "a file: URL is read off the engine's own disk";
   if (parsed.protocol !== "http:" && parsed.protocol !== "https:") return null;
-  const why = unreachableHost(parsed.hostname);
+  const why = privateOnlyHost(parsed.hostname);
   if (why) return `its host ${parsed.hostname} is ${why}, which an engine would fetch from inside the deployment's network`;
   return BACKSLASH_IN_AUTHORITY.test(read) ? "it has a backslash before its path, where an engine's URL parser may read another host than this gateway's" : null;
 }

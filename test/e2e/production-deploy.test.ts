@@ -72,8 +72,12 @@ describe("npm run deploy", () => {
       ["http://[fe80::1]:8000", "a link-local address"],
       ["http://[::ffff:192.168.1.5]:8000", "a private address"],
       ["http://[::ffff:127.0.0.1]:8000", "a loopback address"],
+      ["http://[64:ff9b::a00:5]:8000", "a private address"],
+      ["http://[2002:a9fe:a9fe::]:8000", "a link-local address"],
+      ["http://[64:ff9b:1::a00:5]:8000", "a local-use NAT64 address (64:ff9b:1::/48)"],
     ];
-    const taken = ["https://gpu.example.com", "http://100.128.0.1:8000", "http://172.32.0.1:8000", "http://[2606:4700::1111]:8000"];
+    // A reserved name (.example) is the operator's to judge: only a tenant's media URL is held to public top-level domains.
+    const taken = ["https://gpu.example.com", "https://gpu.example", "http://100.128.0.1:8000", "http://172.32.0.1:8000", "http://[2606:4700::1111]:8000"];
     const deployments = [...refused.map(([baseUrl]) => baseUrl), ...taken].map((baseUrl, i) => ({ id: `d${i}`, baseUrl, model: "m" }));
     // --dry-run: were the config taken, nothing would be uploaded.
     const r = await deploy({ KVGATE_CONFIG: JSON.stringify({ modelGroups: [{ name: "a", deployments }] }) }, ["--dry-run", "--outdir", join(dir(), "not-refused")]);

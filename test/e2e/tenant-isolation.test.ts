@@ -196,6 +196,12 @@ describe("a media URL", () => {
       ["the metadata service's address as one decimal number", "chat", chatOf([{ type: "image_url", image_url: { url: "http://2852039166/" } }]), "messages[0].content[0].image_url.url", "169.254.169.254"],
       ["a Responses input_image", "responses", responseOf([{ type: "input_text", text: "What is this?" }, { type: "input_image", image_url: "http://10.0.0.5/x.png", detail: "auto" }]), "input[0].content[1].image_url", "10.0.0.5"],
       ["a Responses input_file", "responses", responseOf([{ type: "input_file", file_url: "http://metadata.google.internal/computeMetadata/v1/" }]), "input[0].content[0].file_url", "metadata.google.internal"],
+      // On Kubernetes the engine's resolver searches <ns>.svc.cluster.local, svc.cluster.local and cluster.local first: these are ClusterIPs.
+      ["a Kubernetes service's name", "chat", chatOf([{ type: "image_url", image_url: { url: "http://kubernetes.default.svc/" } }]), "messages[0].content[0].image_url.url", "kubernetes.default.svc"],
+      ["a Kubernetes service's short name, <service>.<namespace>", "chat", chatOf([{ type: "image_url", image_url: { url: "http://prometheus.monitoring:9090/" } }]), "messages[0].content[0].image_url.url", "prometheus.monitoring"],
+      // A NAT64 gateway (AWS's among them) translates the well-known prefix to the IPv4 it embeds: 10.0.0.5.
+      ["a NAT64 address of a private IPv4", "chat", chatOf([{ type: "image_url", image_url: { url: "http://[64:ff9b::a00:5]/" } }]), "messages[0].content[0].image_url.url", "[64:ff9b::a00:5]"],
+      ["a 6to4 address of the metadata service", "chat", chatOf([{ type: "image_url", image_url: { url: "http://[2002:a9fe:a9fe::]/" } }]), "messages[0].content[0].image_url.url", "[2002:a9fe:a9fe::]"],
     ];
     for (const [what, endpoint, body, param, host] of cases) {
       const before = upstream.stats("ok").requests;

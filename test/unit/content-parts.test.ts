@@ -18,6 +18,14 @@ describe("unfetchable: a media URL a tenant may not have an engine fetch", () =>
     ["http://[fe80::1]/", "[fe80::1] is a link-local address"],
     ["http://metadata.google.internal/computeMetadata/v1/", "metadata.google.internal is a private network's name (.internal)"],
     ["http://vllm-0/", "vllm-0 is a single-label name"],
+    // On Kubernetes the engine's resolver searches <ns>.svc.cluster.local first: these are ClusterIPs.
+    ["http://kubernetes.default.svc/", "kubernetes.default.svc is a name no public DNS resolves (.svc is no public top-level domain)"],
+    ["http://prometheus.monitoring:9090/", "prometheus.monitoring is a name no public DNS resolves (.monitoring is no public top-level domain)"],
+    ["http://localhost.localdomain/", "localhost.localdomain is a name no public DNS resolves (.localdomain is no public top-level domain)"],
+    // An IPv6 address a network translates to the IPv4 it embeds: NAT64's well-known prefix, 6to4.
+    ["http://[64:ff9b::a00:5]/", "[64:ff9b::a00:5] is a private address"],
+    ["http://[64:ff9b::169.254.169.254]/", "[64:ff9b::a9fe:a9fe] is a link-local address"],
+    ["http://[2002:a9fe:a9fe::]/", "[2002:a9fe:a9fe::] is a link-local address"],
     // Spellings of an address the URL parser writes in dotted form, as the fetch would reach it.
     ["http://2852039166/", "169.254.169.254 is a link-local address"],
     ["http://0xa9fea9fe/", "169.254.169.254 is a link-local address"],
@@ -68,6 +76,8 @@ describe("unfetchable: a media URL a tenant may not have an engine fetch", () =>
     ["a data: URL in capitals", "DATA:image/png;base64,iVBORw0KGgo="],
     ["a public host's https URL", "https://upload.wikimedia.org/wikipedia/commons/a/a9/Example.jpg"],
     ["a public address", "http://93.184.215.14/cat.png"],
+    ["a public address through NAT64", "http://[64:ff9b::5db8:d70e]/cat.png"],
+    ["an IDN's host", "https://пример.рф/cat.png"],
     ["bare base64 (SGLang's)", "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="],
     ["a scheme no engine fetches", "ftp://10.0.0.5/x.png"],
   ])("passes %s", (_what, url) => {
