@@ -356,9 +356,11 @@ export class GroupRouter {
     const decision = this.decisions.add(now, b.id, as, choice.matched, chain.length);
     const predictedCached = b.tokensOf(choice.matched);
     // A chain cut at maxPrefixBlocks is not the whole prompt: no measure of its characters. Nor is
-    // one with media, each a fixed number of blocks whatever the engine spends on it.
+    // one with media, each a fixed number of blocks whatever the engine spends on it; and its match,
+    // stand-ins included, is no measure of what the engine holds (a VLM's 576 tokens an image read as
+    // evictions of the stand-in's 1,024 shrank the learned capacity to its floor).
     const total = chain.length < g.maxPrefixBlocks && !media ? chain.length : -1;
-    const matched = evidence ? choice.matched : -1;
+    const matched = evidence && !media ? choice.matched : -1;
     const recency = view.learns && chain.length > 0 ? b.prefixes.matchRecency : NaN;
     // A whole chain under a prompt of more blocks is a completions batch's first prompt (isPromptBatch).
     const batch = total >= 0 && view.request.blocks > chain.length;

@@ -36,7 +36,7 @@ export interface Lease {
   predictedCached: number;
   /** Its entry in the backend's pending prefills (PendingPrefills.add), cleared when it ends; −1 for none. */
   pending: number;
-  /** Leading blocks of the chain its backend's prefix set matched; −1 when part of that was still being prefilled, or there was no chain (no capacity evidence). */
+  /** Leading blocks of the chain its backend's prefix set matched; −1 when part of that was still being prefilled, the prompt held media (RouteCall.media), or there was no chain (no capacity evidence). */
   matched: number;
   /** The chain's blocks; −1 when the fingerprint stopped at maxPrefixBlocks, the prompt held media (RouteCall.media), or for a lease taken back from a renewal. */
   total: number;

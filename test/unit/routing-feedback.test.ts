@@ -221,6 +221,28 @@ describe("KV capacity", () => {
     expect(learned.charsPerToken).toBe(4);
   });
 
+  it("learns no capacity from a prompt with media: its stand-in blocks are no measure of what the engine holds of it (found by review: a VLM spending 576 tokens an image shrank it to its floor)", () => {
+    const g = group({});
+    const router = new GroupRouter("g", rng(7));
+    router.install(g, 0);
+    const configured = (router.snapshot()[0] as BackendSnapshot).learned.kvCapacityBlocks;
+    let t = 0;
+    for (let s = 0; s < 60; s++) {
+      // Turn 1: two text blocks, a photo's 64-block stand-in (src/prefix/media.ts), one text block; turn 2 three more.
+      const base = 1_000_000 * (s + 1);
+      const turn1 = Array.from({ length: 67 }, (_, k) => base + k);
+      const d1 = router.route(g.version, turn1, [], t++, undefined, false, undefined, undefined, false, false, undefined, true) as RouteDecision;
+      router.release({ lease: d1.lease, outcome: "ok", ttftMs: 50, streamed: true, usage: { prompt: 48 + 576, completion: 16, cached: 0, cacheReported: true } }, t++);
+      const d2 = router.route(g.version, [...turn1, base + 100, base + 101, base + 102], [], t++, undefined, false, undefined, undefined, false, false, undefined, true) as RouteDecision;
+      // The engine held all of turn 1: 576 tokens for the photo, not the stand-in's 1,024.
+      router.release({ lease: d2.lease, outcome: "ok", ttftMs: 50, streamed: true, usage: { prompt: 96 + 576 + 16, completion: 16, cached: 48 + 576 + 16, cacheReported: true } }, t++);
+    }
+    const { learned } = router.snapshot()[0] as BackendSnapshot;
+    expect(learned.reports.cached).toBeGreaterThan(0);
+    expect(learned.kvCapacityBlocks).toBe(configured);
+    expect(learned.capacitySteps).toBe(0);
+  });
+
   it("learns no capacity without the engine's cached-token report, and still learns characters per token", () => {
     const b = run(2400, 600, 600, false);
     expect(b.learned.kvCapacityBlocks).toBe(2400);
