@@ -8,11 +8,16 @@ import { CHARS_PER_TOKEN } from "../routing/learned/chars-per-token.ts";
  * backend look backed up for 25 s and put it 25 s behind every text prompt on a priority engine.
  */
 const BINARY_KEYS: ReadonlySet<string> = new Set(["data", "file_data", "b64_json"]);
-const DATA_URL = "data:";
+/**
+ * A data URL's header (RFC 2397: `data:[<type>/<subtype>][;<parameter>]*,`): a text that only begins
+ * with "data:" (a tool's output of SSE lines, `data: {...}`) is text. Anchored, so a megabyte
+ * payload costs the few characters of its header.
+ */
+const DATA_URL = /^data:(?:[\w!#$&^.+-]+\/[\w!#$&^.+-]+)?(?:;[\w!#$&^.+=-]+)*,/i;
 
 /** Whether a body's value under `key` is media, not prompt text: a data URL, or anything under a base64 key. */
 export function isMedia(key: string, value: unknown): boolean {
-  return BINARY_KEYS.has(key) || (typeof value === "string" && value.startsWith(DATA_URL));
+  return BINARY_KEYS.has(key) || (typeof value === "string" && DATA_URL.test(value));
 }
 
 /**

@@ -344,6 +344,14 @@ describe("media in a prompt: an image, audio or a file sent inline", () => {
     expect(mediaOf(said.messages)).toEqual({ count: 0, chars: 0 });
   });
 
+  it("takes a text that begins with 'data:' for text: a tool's output of SSE lines is no data URL (found by review: 69 blocks for 16 characters)", () => {
+    const output = (text: string) => ({ model: "m", input: [{ type: "function_call_output", call_id: "c1", output: text }] }) as ResponsesRequest;
+    const sse = output('data: {"ok":1}\n\n');
+    expect(mediaOf(sse.input)).toEqual({ count: 0, chars: 0 });
+    expect(responsesFingerprint(sse, opts)).toHaveLength(responsesFingerprint(output('xata: {"ok":1}\n\n'), opts).length);
+    expect(mediaOf(output("data:,plain").input)).toEqual({ count: 1, chars: "data:,plain".length });
+  });
+
   it("leaves the media's bytes out of a cut chain's size, and counts each as the chain does", () => {
     const o = { blockChars: 64, maxBlocks: 16 };
     const body = chat([{ role: "user", content: [{ type: "text", text: "x".repeat(64 * 40) }, { type: "image_url", image_url: { url: photo(1_000_000) } }] }]);
