@@ -213,6 +213,19 @@ describe("usage", () => {
     expect(view.spent).toEqual({ period: periodOf("month", now), tokens: inMonth.reduce((n, r) => n + r.promptTokens + r.completionTokens, 0), cost_usd: inMonth.reduce((n, r) => n + r.costMicros, 0) / 1e6 });
   });
 
+  it("reads a group's usage by one of its aliases, the name a key's clients call it by (usage is kept under the group's name)", async () => {
+    const made = await create({});
+    const today = dayOf(Date.now());
+    await tenants().record([usageRow(made.id, today, "routing", "gpu-0", 40, 10, { cachedTokens: 0, costMicros: 0 })], []);
+    for (const model of ["routing", "routing-alias"]) {
+      const u = await ok<UsageView>(admin(`/admin/v1/usage?key=${made.id}&model=${model}`));
+      expect({ model, asked: u.model, prompt: u.prompt_tokens, rows: u.by.map((r) => r.model) }).toEqual({ model, asked: "routing", prompt: 40, rows: ["routing"] });
+    }
+    // A name no group has (a removed group's) is read as given.
+    const gone = await ok<UsageView>(admin(`/admin/v1/usage?key=${made.id}&model=retired-group`));
+    expect([gone.model, gone.prompt_tokens]).toEqual(["retired-group", 0]);
+  });
+
   it("a new key's usage is zero", async () => {
     const made = await create({});
     const u = await ok<UsageView>(admin(`/admin/v1/usage?key=${made.id}`));

@@ -6,7 +6,8 @@ import { KEY_STATUSES, type KeyStatus } from "../../src/tenants/key-record.ts";
 import type { IssuedKey, KeyPage, TenantsResult, UsageQuery } from "../../src/tenants/protocol.ts";
 import { TENANTS_NAME } from "../../src/tenants/tenants-name.ts";
 import type { Env } from "../env.ts";
-import { mayRetry } from "../fleet.ts";
+import { mayRetry, recentModels } from "../fleet.ts";
+import type { LoadedConfig } from "../config.ts";
 import type { AppEnv } from "../gateway/app-env.ts";
 import { readJsonBody } from "../gateway/body.ts";
 import { queryParams } from "./params.ts";
@@ -47,7 +48,7 @@ async function ask<T>(env: Env, kind: CallKind, call: (tenants: Tenants) => Prom
  * them): the tenants object checks and stores; this turns its answers into JSON views and its
  * refusals into OpenAI-style errors.
  */
-export function mountKeys(app: Hono<AppEnv>): void {
+export function mountKeys(app: Hono<AppEnv>, config: LoadedConfig): void {
   const K = "/admin/v1/keys";
   // No body at all is a key with no limits; a body must be a JSON object.
   app.post(K, async (c) => {
@@ -69,6 +70,9 @@ export function mountKeys(app: Hono<AppEnv>): void {
   app.post(`${K}/:id/rotate`, async (c) => issued(c, await ask(c.env, "change", (t) => t.rotate(c.req.param("id")))));
   app.get("/admin/v1/usage", async (c) => {
     const query = usageQuery(c.req.url);
+    // Usage is kept under the group's name, the routing object's: an alias the key's clients call
+    // reads its group's rows, not none. A name no group has now (a group removed) is read as given.
+    if (query.model !== null) query.model = (await recentModels(c.env, c.executionCtx, config.byModel)).get(query.model)?.name ?? query.model;
     return c.json(usageView(await ask(c.env, "read", (t) => t.usage(query))));
   });
 }

@@ -132,7 +132,7 @@ export function mountAdmin(app: Hono<AdminEnv>, config: LoadedConfig): void {
     app.post(`${A}/groups/:group/deployments/:id/${verb}`, (c) => changed(c, { op: "set-state", group: c.req.param("group"), id: c.req.param("id"), state }));
   }
 
-  mountKeys(app);
+  mountKeys(app, config);
   app.all(`${A}/*`, (c) => {
     throw notFound(`no admin route for ${c.req.method} ${c.req.path}`, "unknown_url");
   });
