@@ -27,6 +27,7 @@ export interface Flags {
   team?: string;
   user?: string;
   "no-usage"?: boolean;
+  usage?: boolean;
   key?: string;
   since?: string;
   until?: string;

@@ -90,7 +90,8 @@ function restriction(flag: "models" | "origins", text: string, update: boolean):
 /** The admin API body the flags say (only the fields they name); an update may clear limits with "none". */
 function keyBody(flags: Flags, update: boolean): Record<string, unknown> {
   const body: Record<string, unknown> = {};
-  if (flags.name !== undefined) body.name = flags.name;
+  // In an update "none" clears the name, as it clears a limit.
+  if (flags.name !== undefined) body.name = update && flags.name === "none" ? null : flags.name;
   if (flags.models !== undefined) body.models = restriction("models", flags.models, update);
   for (const flag of Object.keys(INT_FIELDS) as IntFlag[]) {
     const v = flags[flag];
@@ -103,7 +104,10 @@ function keyBody(flags: Flags, update: boolean): Record<string, unknown> {
   }
   if (flags.origins !== undefined) body.origins = restriction("origins", flags.origins, update);
   if (flags.expires !== undefined) body.expires_at = update && flags.expires === "never" ? null : instantFlag("expires", flags.expires, 1);
+  if (flags["no-usage"] && flags.usage) throw new CliError("--usage and --no-usage say opposite things: give one", 2);
+  // --usage turns tracking back on after --no-usage (a key tracks its usage unless told not to).
   if (flags["no-usage"]) body.track_usage = false;
+  else if (flags.usage) body.track_usage = true;
   return body;
 }
 
@@ -255,7 +259,7 @@ export const KEY_COMMANDS = commandTable({
 });
 
 /** What keyBody and labels read: the flags of create, and of update. */
-const KEY_SETTINGS = ["models", "rpm", "tpm", "max-parallel", "budget-tokens", "budget-usd", "period", "origins", "expires", "name", "team", "user", "no-usage"] as const;
+const KEY_SETTINGS = ["models", "rpm", "tpm", "max-parallel", "budget-tokens", "budget-usd", "period", "origins", "expires", "name", "team", "user", "no-usage", "usage"] as const;
 
 /** The flags each key command takes (cli/main.ts refuses any other): `keys create --model M` made a key for every model. */
 export const KEY_FLAGS: Record<keyof typeof KEY_COMMANDS, readonly Flag[]> = {
@@ -273,8 +277,10 @@ export const KEY_USAGE = `  keys create [--models M1,M2] [--rpm N] [--tpm N] [--
                                     a new virtual key, shown once (T: an ISO timestamp, a day, or a duration: 30d, 12h)
   keys list [--status active|revoked|expired]
   keys show ID
-  keys update ID [the create flags]  changes what the flags name; "none" clears a limit, --expires never clears the expiry,
-                                    --models all and --origins any lift those restrictions
+  keys update ID [the create flags] [--usage]
+                                    changes what the flags name; "none" clears a limit or the name, --expires never clears
+                                    the expiry, --models all and --origins any lift those restrictions, --usage tracks
+                                    usage again after --no-usage
   keys revoke ID
   keys rotate ID                    a new key for the same id (same limits, usage goes on); the old key stops working
   usage --key ID [--since T] [--until T] [--model M]

@@ -32,6 +32,7 @@ const OPTIONS = {
   team: { type: "string" },
   user: { type: "string" },
   "no-usage": { type: "boolean" },
+  usage: { type: "boolean" },
   key: { type: "string" },
   since: { type: "string" },
   until: { type: "string" },

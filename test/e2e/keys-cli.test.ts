@@ -94,6 +94,14 @@ describe("npx kvgate keys", () => {
     expect(updated).toMatchObject({ rpm: null, tpm: 50, metadata: { team: "b", user: "u" }, models: ["kvgate-sim"] });
   }, 30_000);
 
+  it("update --usage tracks usage again after --no-usage, and --name none clears the name (found by review: neither could be undone from the CLI)", async () => {
+    const made = await json<IssuedKeyView>(["keys", "create", "--no-usage", "--name", "batch job"]);
+    expect(made).toMatchObject({ track_usage: false, name: "batch job" });
+    expect(await json<KeyView>(["keys", "update", made.id, "--usage", "--name", "none"])).toMatchObject({ track_usage: true, name: null });
+    const both = await kvgate(["keys", "update", made.id, "--usage", "--no-usage", "--json"]);
+    expect({ code: both.code, stderr: both.stderr[0] }).toEqual({ code: 2, stderr: "kvgate: --usage and --no-usage say opposite things: give one" });
+  }, 30_000);
+
   it("rotate gives a different key for the same id; revoke makes show say revoked", async () => {
     const made = await json<IssuedKeyView>(["keys", "create"]);
     const rotated = await json<IssuedKeyView>(["keys", "rotate", made.id]);
