@@ -16,8 +16,10 @@ export type Answer =
    * `notHeld`: a 404 for what a follow-up refers to (the stored response its previous_response_id
    * names), which says only that this backend does not hold it — another may
    * (workers/gateway/proxy.ts). Never of a request that refers to no stored response.
+   * `tooLarge`: an engine's 500 that says the request's input is too large for it (INPUT_TOO_LARGE),
+   * which the client gets as the 400 OpenAI answers it with.
    */
-  | { kind: "rejected"; notHeld?: true }
+  | { kind: "rejected"; notHeld?: true; tooLarge?: true }
   /** Load, not failure: no verdict; retried after its Retry-After if that is short. */
   | { kind: "rate-limited" }
   /** The backend failed, or gave an answer no working OpenAI-compatible server gives. */
@@ -58,6 +60,11 @@ export function classifyStatus(status: number, hasBody: boolean, said: UpstreamE
   // --embeddings, /v1/rerank without --reranking), as a 404 for the path is below. Another 501 is
   // a server's error as any 5xx is (vLLM answers a NotImplementedError raised by a request so).
   if (status === 501 && said?.type === "not_supported_error") return { kind: "backend-failure", why: "no-endpoint" };
+  // An engine's own JSON 500 that says the request's input does not fit the model, its batch or its
+  // context: the request's, as its 400 for the same would be. Charged, a one-backend group's breaker
+  // opened on an embeddings chunk too long, and every request after it was refused; retried, it
+  // fails alike. Only a 500 (no proxy's 502, 503 or 504) whose JSON says so (said: never a page).
+  if (status === 500 && saysInputTooLarge(said)) return { kind: "rejected", tooLarge: true };
   if (status >= 500) return { kind: "backend-failure", why: "server-error" };
   if (status === 429) return { kind: "rate-limited" };
   // The gateway asked for the model the deployment is configured with: a 404 that says the model is
@@ -92,6 +99,39 @@ export function classifyStatus(status: number, hasBody: boolean, said: UpstreamE
   // 408: the server gave up waiting for the request — the network or the server, not the prompt.
   if (status >= 400 && status !== 408) return { kind: "rejected" };
   return { kind: "backend-failure", why: "status" };
+}
+
+/**
+ * What engines say, with a 500, of an input too large for the model, its batch or its context: the
+ * request's, which no retry and no backend of the same model serves.
+ * - llama.cpp's server, an embeddings or rerank input over its physical batch (ubatch, 512 by
+ *   default), a server_error: "input (N tokens) is too large to process. increase the physical
+ *   batch size (current batch size: M)" (tools/server/server-context.cpp); before, without the
+ *   counts (ggml-org/llama.cpp#7389); llama-box's "…, please increase the physical batch size".
+ * - llama.cpp's, an embeddings input over a slot's context: "input is larger than the max context
+ *   size. skipping", a server_error (ggml-org/llama.cpp#10030); now a 400 exceed_context_size_error.
+ * - vLLM's "The decoder prompt (length N) is longer than the maximum model length of M" and "This
+ *   model's maximum context length is N tokens", and SGLang's "The input (N tokens) is longer than
+ *   the model's context length (M tokens)": 400s of theirs, which a server wrapping them answers with
+ *   a 500 (Xinference's {"detail": …}: langchain-ai/deepagents#468).
+ * Not "exceeds the available context size": llama.cpp says it with a 400, and llama-box's 500
+ * "decoding exceeds the available context size" (gpustack/gpustack#1359) is, as llama.cpp's "Input
+ * prompt is too big compared to KV size" sent to every slot at once, a KV cache full of all the
+ * requests in flight — the server's state. TGI's and TEI's "`inputs` must have less than N tokens"
+ * is a 4xx, the request's already.
+ */
+const INPUT_TOO_LARGE: readonly RegExp[] = [
+  /\bis too large to process\b.*\bphysical batch size\b/i,
+  /\bis larger than the max context size\b/i,
+  /\bis longer than the maximum model length\b/i,
+  /\bmaximum context length is \d+ tokens\b/i,
+  /\bis longer than the model's context length\b/i,
+];
+
+/** An error whose JSON message says the request's input is too large for the engine (INPUT_TOO_LARGE). */
+function saysInputTooLarge(said: UpstreamErrorBody | null): boolean {
+  const message = said?.message;
+  return typeof message === "string" && INPUT_TOO_LARGE.some((phrase) => phrase.test(message));
 }
 
 /** 413, 414, 431: the request's body, URL or headers over a server's or a proxy's limit, on every backend behind it alike. */
@@ -247,6 +287,9 @@ export function clientError(status: number, answer: NoSuccess, upstream: Upstrea
   const headers = retryAfter !== null && (status === 429 || status === 503) ? upstreamRetryHeaders(retryAfter) : undefined;
   switch (answer.kind) {
     case "rejected":
+      // OpenAI's answer to an input over the model's context (a 400 context_length_exceeded), in
+      // the engine's words; the SDKs retry no 400, and it says so to any other client.
+      if (answer.tooLarge) return new GatewayError(400, "invalid_request_error", said ?? `${backend} refused the request's input as too large`, "context_length_exceeded", upstream?.param ?? null, { [SHOULD_RETRY]: "false" }, upstream?.extra);
       return new GatewayError(
         status,
         upstream?.type ?? "invalid_request_error",

@@ -59,6 +59,8 @@ beforeAll(async () => {
       // An engine's plain-text 4xx (TGI's, axum's) beside a healthy backend, with no attempt past the first and by default (review s63 finding 3).
       { name: "axum-or-ok", strategy: "round-robin", failover: { maxAttempts: 1 }, breaker: PAGE_BREAKER, deployments: [hostile("axum-422", "axum"), hostile("ok")] },
       { name: "axum-or-ok-failover", strategy: "round-robin", breaker: PAGE_BREAKER, deployments: [hostile("axum-422", "axum"), hostile("ok")] },
+      // One llama.cpp embeddings server, every setting its default (review of failover: its 500 for an input over its ubatch).
+      { name: "embed-alone", deployments: [hostile("llamacpp-ubatch")] },
     ],
   });
 });
@@ -347,6 +349,26 @@ describe("a 4xx that is a page, not an API's error (review s63 finding 2)", () =
       [400, "upstream_rejected", "false"],
     ]);
     expect(await backends("page-alone")).toEqual([["page", 0, "closed"]]);
+  });
+});
+
+describe("an engine's 500 that says the request's input is too large for it (review of failover)", () => {
+  it("is the request's: the official SDK raises a 400 context_length_exceeded at once, with the engine's words, no backend is charged, and the next input is served", async () => {
+    upstream.reset();
+    let calls = 0;
+    // The SDK's defaults: every 5xx retried twice.
+    const sdk = new OpenAI({ apiKey: gw.key, baseURL: `${gw.url}/v1`, fetch: (url, init) => (calls++, fetch(url, init)) });
+    const seen: unknown[] = [];
+    for (let i = 0; i < 2; i++) {
+      const err = await sdk.embeddings.create({ model: "embed-alone", input: "x ".repeat(3000) }).catch((e: unknown) => e);
+      seen.push(err instanceof OpenAI.APIError ? [err.constructor.name, err.status, err.type, err.code, err.headers?.get("x-should-retry") ?? null, err.message] : String(err));
+    }
+    const refused = ["BadRequestError", 400, "invalid_request_error", "context_length_exceeded", "false", "400 input (3926 tokens) is too large to process. increase the physical batch size (current batch size: 512)"];
+    expect(seen).toEqual([refused, refused]);
+    expect([calls, upstream.stats("llamacpp-ubatch").requests]).toEqual([2, 2]);
+    await vi.waitFor(async () => expect((await gw.status("embed-alone")).backends.map((b) => [b.id, b.failed, b.breaker.state])).toEqual([["llamacpp-ubatch", 0, "closed"]]), EVENTUALLY);
+    const { response } = await sdk.embeddings.create({ model: "embed-alone", input: "short" }).withResponse();
+    expect([response.status, response.headers.get("x-kvgate-backend")]).toEqual([200, "llamacpp-ubatch"]);
   });
 });
 

@@ -660,6 +660,20 @@ const BEHAVIOURS: Record<string, Answer> = {
     res.writeHead(404, { "content-type": "application/json" }).end('{"detail":"Not Found"}');
   },
   /**
+   * A llama.cpp server started with --embeddings at its default ubatch (512 tokens): an input it
+   * cannot fit in one physical batch (here one over `arg` characters, default 2000) is its 500
+   * server_error, in its own words (tools/server/server-context.cpp); any other is embedded.
+   */
+  "llamacpp-ubatch": (req, res, body, arg) => {
+    const input = (JSON.parse(body.toString("utf8")) as { input?: unknown }).input;
+    if (String(input).length > Number(arg ?? 2000)) {
+      res.writeHead(500, { "content-type": "application/json; charset=utf-8" });
+      return void res.end(JSON.stringify({ error: { code: 500, message: "input (3926 tokens) is too large to process. increase the physical batch size (current batch size: 512)", type: "server_error" } }));
+    }
+    res.writeHead(200, { "content-type": "application/json" });
+    res.end(JSON.stringify({ object: "list", data: [{ object: "embedding", index: 0, embedding: [0.1, 0.2] }], model: requestOf(body).model, usage: { prompt_tokens: 1, total_tokens: 1 } }));
+  },
+  /**
    * A llama.cpp server started for chat alone: /v1/embeddings (and /v1/rerank) without --embeddings
    * (--reranking) is its 501 not_supported_error.
    */
@@ -1027,8 +1041,8 @@ export async function startHostileUpstream(): Promise<HostileUpstream> {
       return void res.writeHead(200, { "content-type": "application/json" }).end('{"status":"ok"}');
     }
     const answer = answers[name];
-    // Each behaviour answers the paths the gateway sends requests to; `chat-only`, `llamacpp-chat` and `router-page` every path, as a real server's router does.
-    if (!answer || (!["chat-only", "llamacpp-chat", "router-page"].includes(name) && !/\/(completions|responses|rerank)$/.test(m?.[3] ?? ""))) {
+    // Each behaviour answers the paths the gateway sends requests to; `chat-only`, `llamacpp-chat`, `llamacpp-ubatch` and `router-page` every path, as a real server's router does.
+    if (!answer || (!["chat-only", "llamacpp-chat", "llamacpp-ubatch", "router-page"].includes(name) && !/\/(completions|responses|rerank)$/.test(m?.[3] ?? ""))) {
       req.resume();
       return void res.writeHead(404, { "content-type": "application/json" }).end('{"error":{"message":"no such behaviour"}}');
     }

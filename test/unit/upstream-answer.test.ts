@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { backendAsSeen, classifyStatus, clientError, failureKind, isBackendsOwn, type Answer } from "../../src/upstream/answer.ts";
+import { backendAsSeen, classifyStatus, clientError, failureKind, isBackendsOwn, streamErrorAnswer, type Answer } from "../../src/upstream/answer.ts";
 import { parseUpstreamError } from "../../src/upstream/error-body.ts";
 import { backoff, isServerSide, nextStep, parseRetryAfter, type RetryPolicy } from "../../src/upstream/retry.ts";
 
@@ -162,6 +162,55 @@ describe("a 404", () => {
     // A model the backend does not serve, asked for by a request that refers to a response: the backend's.
     const model = parseUpstreamError('{"object":"error","message":"The model `m` does not exist.","type":"NotFoundError","param":null,"code":404}');
     expect(classifyStatus(404, true, model, null, null, null, "resp_gone")).toEqual({ kind: "backend-failure", why: "not-served" });
+  });
+});
+
+describe("a 500 that says the request's input is too large for the engine (review of failover)", () => {
+  const error = (message: string, code = 500) => parseUpstreamError(JSON.stringify({ error: { code, message, type: "server_error" } }));
+  const TOO_LARGE = [
+    // llama.cpp's server today, and before it gave the counts (an embeddings or rerank input over its ubatch).
+    "input (3926 tokens) is too large to process. increase the physical batch size (current batch size: 512)",
+    "input is too large to process. increase the physical batch size",
+    // llama-box's.
+    "input is too large to process, please increase the physical batch size",
+    // llama.cpp's, an input over a slot's context (a 500 until it became exceed_context_size_error).
+    "input is larger than the max context size. skipping",
+    // vLLM's and SGLang's, passed on by a server wrapping them with a 500.
+    "[address=0.0.0.0:43769, pid=1065] The decoder prompt (length 66501) is longer than the maximum model length of 65536. Make sure that `max_model_len` is no smaller than the number of text tokens.",
+    "This model's maximum context length is 8192 tokens. However, you requested 9000 tokens (9000 in the messages, 0 in the completion).",
+    "The input (150000 tokens) is longer than the model's context length (128000 tokens).",
+  ];
+
+  it.each(TOO_LARGE)("is the request's: %s", (message) => {
+    expect(classifyStatus(500, true, error(message))).toEqual({ kind: "rejected", tooLarge: true });
+  });
+
+  it("FastAPI's {detail} says it as well as an OpenAI-style error", () => {
+    expect(classifyStatus(500, true, parseUpstreamError(JSON.stringify({ detail: TOO_LARGE[4] })))).toEqual({ kind: "rejected", tooLarge: true });
+  });
+
+  it("nothing else is excused: another 5xx saying the same (a proxy's 502, 503, 504), a page, the server's own state, another failure", () => {
+    const failed = { kind: "backend-failure", why: "server-error" };
+    for (const status of [502, 503, 504]) expect([status, classifyStatus(status, true, error(TOO_LARGE[0] as string, status))]).toEqual([status, failed]);
+    // Words in a page are never read.
+    expect(classifyStatus(500, true, null, null, "text/html")).toEqual(failed);
+    // A KV cache full of every request in flight is the server's state, not the request's size.
+    expect(classifyStatus(500, true, error("Input prompt is too big compared to KV size. Please try increasing KV size."))).toEqual(failed);
+    expect(classifyStatus(500, true, error("decoding exceeds the available context size. try increasing the context size."))).toEqual(failed);
+    expect(classifyStatus(500, true, error("CUDA out of memory. Tried to allocate 2.00 GiB"))).toEqual(failed);
+    // Nor in a field other than the message.
+    expect(classifyStatus(500, true, parseUpstreamError(JSON.stringify({ error: { message: "boom", type: "server_error", hint: TOO_LARGE[0] } })))).toEqual(failed);
+  });
+
+  it("a stream's error event saying so with its code 500 is judged alike", () => {
+    expect(streamErrorAnswer(error(TOO_LARGE[0] as string), null)).toEqual({ status: 500, answer: { kind: "rejected", tooLarge: true } });
+  });
+
+  it("reaches the client as OpenAI answers an input over the model's context: a 400 invalid_request_error context_length_exceeded in the engine's words, not to be retried", () => {
+    const said = parseUpstreamError(JSON.stringify({ error: { code: 500, message: TOO_LARGE[0], type: "server_error", n_prompt_tokens: 3926 } }));
+    const e = clientError(500, { kind: "rejected", tooLarge: true }, said, backendAsSeen({ id: "gpu-a" }, { name: "g" }, true), null);
+    expect([e.status, e.headers]).toEqual([400, { "x-should-retry": "false" }]);
+    expect(e.body()).toEqual({ error: { message: TOO_LARGE[0], type: "invalid_request_error", code: "context_length_exceeded", param: null, n_prompt_tokens: 3926 } });
   });
 });
 
