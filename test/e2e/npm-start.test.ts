@@ -262,6 +262,16 @@ describe("npm start", () => {
     expect(existsSync(resolve(keysFile as string, ".."))).toBe(false);
   }, 60_000);
 
+  it("stops the gateway and the fleet when npm itself is sent SIGTERM, as a script's kill $! or a supervisor sends it", async () => {
+    const viaNpm = start(["--port", "0", "--fleet-port", "0"], {}, true);
+    await banner(viaNpm, 45_000);
+    const pid = viaNpm.child.pid as number;
+    // To npm alone, not its group: npm passes it to the script's process, which must stop what it started.
+    viaNpm.child.kill("SIGTERM");
+    await viaNpm.exit;
+    expect(await groupGone(pid)).toBe(true);
+  }, 60_000);
+
   it("stops the gateway and the fleet on SIGTERM", async () => {
     const pid = main.child.pid as number;
     main.child.kill("SIGTERM");
