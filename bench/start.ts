@@ -1,16 +1,15 @@
 /**
  * `npm start`: the simulated GPU fleet (4 workers on 127.0.0.1:9001-9004) and the gateway in
- * front of it on http://127.0.0.1:8787 under `wrangler dev`, with wrangler.toml's dev config and
- * keys made for this run, each printed as VARIABLE=<key>. Ctrl-C (or SIGTERM, or SIGHUP from a
- * closed terminal) stops both.
+ * front of it on http://127.0.0.1:8787 on wrangler's dev server, with no debugger
+ * (start/dev-worker.ts), with wrangler.toml's dev config and keys made for this run, each printed
+ * as VARIABLE=<key>. Ctrl-C (or SIGTERM, or SIGHUP from a closed terminal) stops both.
  * `--port` / PORT and `--fleet-port` / KVGATE_FLEET_PORT move the ports (bench/start/options.ts).
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { rmSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
-import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
+import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { startFleet } from "./fleet/index.ts";
 import { moveFleet, wranglerDevConfig } from "./harness/dev-config.ts";
@@ -90,9 +89,10 @@ const keys = newDevKeys();
 // running side by side must not share one state directory.
 const stateDir = await mkdtemp(join(tmpdir(), "kvgate-dev-state-"));
 const keysFile = await writeKeysFile(devConfig.auth, keys);
-const wranglerBin = join(dirname(createRequire(import.meta.url).resolve("wrangler/package.json")), "bin", "wrangler.js");
+// wrangler's dev server without the debugger `wrangler dev` opens to every local user.
+const DEV_WORKER = join(import.meta.dirname, "start", "dev-worker.ts");
 const args = wranglerDevArgs({ host: HOST, port, envFile: keysFile.path, persistTo: stateDir, config: moved });
-const gateway = spawn(process.execPath, [wranglerBin, ...args], {
+const gateway = spawn(process.execPath, [DEV_WORKER, ...args], {
   // Its stdout carries the Worker's log lines: shown readably (bench/start/log-lines.ts).
   stdio: ["ignore", "pipe", "inherit"],
   // Offline-friendly: no fetch of Cloudflare's request.cf sample, no telemetry.
@@ -100,7 +100,7 @@ const gateway = spawn(process.execPath, [wranglerBin, ...args], {
 });
 
 // The last resort: however this process ends (short of SIGKILL), even past a stop() that failed
-// half-way or never ran (an error nothing handled: a closed pipe under `npm start | head`), wrangler
+// half-way or never ran (an error nothing handled: a closed pipe under `npm start | head`), the gateway
 // does not run on without it, holding the port, and the keys and the state do not stay on disk.
 // Only synchronous work runs here, and nothing in it may throw: an error would hide the one that ended it.
 process.on("exit", () => {
@@ -146,15 +146,15 @@ async function stop(code: number): Promise<never> {
 // session drops; Node's default for it is to exit at once, without stop().
 for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const) process.on(signal, () => void stop(0));
 gateway.on("error", (e) => {
-  // Unhandled, it would end this process without stop(): wrangler could not be started or signalled.
+  // Unhandled, it would end this process without stop(): the gateway could not be started or signalled.
   if (!stopping) {
-    console.error(`kvgate: wrangler dev: ${e.message}`);
+    console.error(`kvgate: the gateway: ${e.message}`);
     void stop(1);
   }
 });
 gateway.on("exit", (code) => {
   if (!stopping) {
-    console.error(`kvgate: wrangler dev exited (${code ?? "signal"})`);
+    console.error(`kvgate: the gateway exited (${code ?? "signal"})`);
     // Unasked, it is a failure whatever its code.
     void stop(code || 1);
   }

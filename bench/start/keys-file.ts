@@ -1,8 +1,10 @@
 /**
- * `npm start`'s keys on their way to `wrangler dev`: a .env file (`--env-file`) in a folder of its
- * own that only this user can read (0700, the file 0600), removed when npm start stops. On the
- * command line (`--var`) any local user could read them with `ps` or /proc/PID/cmdline, and use
- * them on 127.0.0.1. wrangler reads the file again when it reloads, so it stays while wrangler runs.
+ * `npm start`'s keys on their way to wrangler's dev server (dev-worker.ts): a .env file
+ * (`--env-file`) in a folder of its own that only this user can read (0700, the file 0600), removed
+ * when npm start stops. On the command line (`--var`) any local user could read them with `ps` or
+ * /proc/PID/cmdline, and use them on 127.0.0.1; through a debugger (`wrangler dev`'s, which
+ * dev-worker.ts keeps closed), by evaluating env.KVGATE_ADMIN_KEY. wrangler reads the file again
+ * when it reloads, so it stays while the dev server runs.
  */
 import { rmSync } from "node:fs";
 import { mkdtemp, writeFile } from "node:fs/promises";

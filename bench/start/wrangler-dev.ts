@@ -1,9 +1,11 @@
 /**
- * The command line `npm start` gives `wrangler dev`. It holds no key: the keys are in the file
- * `--env-file` names (bench/start/keys-file.ts), which wrangler reads in place of .dev.vars, so a
- * developer's .dev.vars (for `npm run dev`) does not override the keys npm start printed.
+ * The command line bench/start.ts gives `npm start`'s gateway (dev-worker.ts, wrangler's dev server
+ * with no debugger). It holds no key: the keys are in the file `--env-file` names
+ * (bench/start/keys-file.ts), which wrangler reads in place of .dev.vars, so a developer's
+ * .dev.vars (for `npm run dev`) does not override the keys npm start printed.
  */
 import type { GatewayConfig } from "../../src/config/schema.ts";
+import { parseFlags } from "../harness/argv.ts";
 
 export interface WranglerDev {
   host: string;
@@ -18,16 +20,29 @@ export interface WranglerDev {
 
 export function wranglerDevArgs(o: WranglerDev): string[] {
   return [
-    "dev",
     "--ip", o.host,
     "--port", String(o.port),
     "--persist-to", o.persistTo,
     "--env-file", o.envFile,
-    // "log": the Worker's console lines (its request and event lines) show; wrangler's info lines too.
-    "--log-level", "log",
-    "--show-interactive-dev-session=false",
-    ...(o.config ? ["--var", `KVGATE_CONFIG:${JSON.stringify(o.config)}`] : []),
+    ...(o.config ? ["--config", JSON.stringify(o.config)] : []),
   ];
+}
+
+/** What wranglerDevArgs wrote, read back by dev-worker.ts; only start.ts writes it, so it is not checked again. */
+export function readWranglerDevArgs(argv: readonly string[]): WranglerDev {
+  const f = parseFlags(
+    argv,
+    { ip: { type: "string" }, port: { type: "string" }, "persist-to": { type: "string" }, "env-file": { type: "string" }, config: { type: "string" } },
+    "bench/start/wrangler-dev.ts",
+  );
+  if (f.ip === undefined || f.port === undefined || f["persist-to"] === undefined || f["env-file"] === undefined) throw new Error("--ip, --port, --persist-to and --env-file are needed");
+  return {
+    host: f.ip,
+    port: Number(f.port),
+    persistTo: f["persist-to"],
+    envFile: f["env-file"],
+    config: f.config === undefined ? null : (JSON.parse(f.config) as GatewayConfig),
+  };
 }
 
 /**

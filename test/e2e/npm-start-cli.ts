@@ -4,7 +4,7 @@ import { readKey } from "../../bench/start/api-key.ts";
 import { ROOT } from "../support/run-script.ts";
 
 /**
- * `npm start` (the gateway under wrangler dev in front of the simulated fleet) and the CLI run as
+ * `npm start` (the gateway on wrangler's dev server in front of the simulated fleet) and the CLI run as
  * a user types it (`npx kvgate …`), for the tests that go the newcomer's way.
  */
 

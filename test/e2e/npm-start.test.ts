@@ -1,5 +1,6 @@
 import { execFile, spawn, type ChildProcess } from "node:child_process";
 import { existsSync, statSync } from "node:fs";
+import { readdir, readFile, readlink } from "node:fs/promises";
 import { resolve } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
@@ -78,14 +79,54 @@ async function groupCommandLines(s: Started): Promise<string[]> {
   return table.split("\n").filter((l) => l.trim().split(/\s+/)[0] === String(s.child.pid));
 }
 
-/** The file wrangler dev reads npm start's keys from (its --env-file), or undefined. */
-const envFileOf = (wranglerLine: string): string | undefined => / --env-file (\S+)/.exec(wranglerLine)?.[1];
+/**
+ * The TCP ports the processes of npm start's group listen on, as any local user may connect to
+ * them: each process's sockets (/proc/PID/fd) found among the listening ones (/proc/net/tcp, tcp6).
+ */
+async function groupListeningPorts(s: Started): Promise<number[]> {
+  const { stdout: table } = await run("ps", ["-eo", "pid=,pgid="]);
+  const pids = table.split("\n").map((l) => l.trim().split(/\s+/)).filter(([, pgid]) => pgid === String(s.child.pid)).map(([pid]) => pid as string);
+  const inodes = new Set<string>();
+  for (const pid of pids) {
+    const fds = await readdir(`/proc/${pid}/fd`).catch(() => []);
+    for (const fd of fds) {
+      const link = await readlink(`/proc/${pid}/fd/${fd}`).catch(() => "");
+      const inode = /^socket:\[(\d+)\]$/.exec(link)?.[1];
+      if (inode !== undefined) inodes.add(inode);
+    }
+  }
+  const ports = new Set<number>();
+  for (const file of ["/proc/net/tcp", "/proc/net/tcp6"]) {
+    const rows = (await readFile(file, "utf8").catch(() => "")).split("\n").slice(1);
+    for (const row of rows) {
+      // sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode; st 0A is LISTEN.
+      const cols = row.trim().split(/\s+/);
+      if (cols[3] === "0A" && inodes.has(cols[9] as string)) ports.add(parseInt((cols[1] as string).split(":")[1] as string, 16));
+    }
+  }
+  return [...ports];
+}
+
+/** What a DevTools client reads first from a port: the debugging targets it offers, if it is a debugger. */
+async function debuggerTargets(port: number): Promise<string | null> {
+  try {
+    const res = await fetch(`http://${HOST}:${port}/json/list`, { signal: AbortSignal.timeout(2000) });
+    const text = await res.text();
+    return text.includes("webSocketDebuggerUrl") ? text : null;
+  } catch {
+    // Not HTTP, or not answering: no DevTools client gets in there.
+    return null;
+  }
+}
+
+/** The file the gateway reads npm start's keys from (its --env-file), or undefined. */
+const envFileOf = (gatewayLine: string): string | undefined => / --env-file (\S+)/.exec(gatewayLine)?.[1];
 
 // The copy most tests share: the gateway on a free port given as PORT, the fleet on free ports
 // given as --fleet-port 0, so it never takes a running copy's 8787 and 9001–9004.
 let main: Started;
 let mainPort: number;
-/** The file main's wrangler dev reads its keys from (--env-file), once a test found it. */
+/** The file main's gateway reads its keys from (--env-file), once a test found it. */
 let mainKeysFile: string | undefined;
 
 beforeAll(async () => {
@@ -137,18 +178,36 @@ describe("npm start", () => {
     }
   }, 60_000);
 
-  it("keeps its keys off every command line: ps shows none of them, wrangler dev reads them from a file only this user can read", async () => {
+  it("keeps its keys off every command line: ps shows none of them, the gateway reads them from a file only this user can read", async () => {
     const text = await banner(main, 45_000);
     const keys = [readKey(text, "api"), readKey(text, "admin"), readKey(text, "register")] as string[];
     // Every process npm start started is in its group; `ps` is what any local user can run.
     const commandLines = await groupCommandLines(main);
-    const wrangler = commandLines.find((l) => l.includes("wrangler") && / dev /.test(l)) as string;
-    expect(wrangler, commandLines.join("\n")).toBeDefined();
+    const gateway = commandLines.find((l) => l.includes("bench/start/dev-worker.ts")) as string;
+    expect(gateway, commandLines.join("\n")).toBeDefined();
     for (const key of keys) expect(commandLines.filter((l) => l.includes(key)), key).toEqual([]);
-    mainKeysFile = envFileOf(wrangler);
-    expect(mainKeysFile, wrangler).toBeDefined();
+    mainKeysFile = envFileOf(gateway);
+    expect(mainKeysFile, gateway).toBeDefined();
     expect(statSync(mainKeysFile as string).mode & 0o777).toBe(0o600);
     expect(statSync(resolve(mainKeysFile as string, "..")).mode & 0o777).toBe(0o700);
+  }, 60_000);
+
+  it("leaves no debugger listening: no port of its processes offers a DevTools target, through which any local user could read the keys", async () => {
+    const text = await banner(main, 45_000);
+    const ports = await groupListeningPorts(main);
+    // The gateway's own port is among them: the listing sees what npm start opened.
+    expect(ports).toContain(mainPort);
+    const debuggers: string[] = [];
+    for (const port of ports) {
+      const targets = await debuggerTargets(port);
+      if (targets !== null) debuggers.push(`${port}: ${targets.slice(0, 200)}`);
+    }
+    expect(debuggers).toEqual([]);
+    // Nor workerd's debug port, which speaks Cap'n Proto, not HTTP: it would hand out the Worker's Durable Objects.
+    expect((await groupCommandLines(main)).filter((l) => /--inspector-addr|--debug-port/.test(l))).toEqual([]);
+    // And the gateway still answers with this run's key, the keys read from the file.
+    const res = await fetch(`${upUrl(text)}/v1/models`, { headers: { authorization: `Bearer ${readKey(text, "api")}` } });
+    expect(res.status).toBe(200);
   }, 60_000);
 
   it("shows a request whose path holds escape sequences with them written out: a client cannot rewrite the terminal", async () => {
@@ -245,7 +304,7 @@ describe("npm start", () => {
     expect(existsSync(folder)).toBe(false);
   }, 60_000);
 
-  it("takes wrangler down with it when it dies of its own output (a closed pipe: `npm start | head`), and leaves no keys", async () => {
+  it("takes the gateway down with it when it dies of its own output (a closed pipe: `npm start | head`), and leaves no keys", async () => {
     const other = start(["--port", "0", "--fleet-port", "0"]);
     const url = upUrl(await banner(other, 45_000));
     const keysFile = envFileOf((await groupCommandLines(other)).join("\n"));
@@ -276,7 +335,7 @@ describe("npm start", () => {
     const pid = main.child.pid as number;
     main.child.kill("SIGTERM");
     expect(await main.exit).toBe(0);
-    // wrangler dev and its workerd are gone with it.
+    // The gateway and its workerd are gone with it.
     expect(await groupGone(pid)).toBe(true);
     // And the file that held its keys, folder and all.
     if (mainKeysFile !== undefined) expect(existsSync(resolve(mainKeysFile, ".."))).toBe(false);

@@ -7,7 +7,7 @@ import { kvgate as runKvgate, npmStart, type NpmStart, type Ran } from "./npm-st
 
 /**
  * The newcomer's path of issue 11, through real processes and sockets: `npm start` (the gateway
- * under wrangler dev in front of the simulated fleet), one more simulated GPU server, and the CLI
+ * on wrangler's dev server in front of the simulated fleet), one more simulated GPU server, and the CLI
  * run as a user types it (`npx kvgate …`, KVGATE_URL and KVGATE_ADMIN_KEY in its environment).
  */
 
