@@ -34,8 +34,12 @@ export class FleetRegistry extends DurableObject<RegistryEnv> implements FleetRe
   private readonly sql: SqlStorage;
   private readonly rows: FleetRows;
   private seedReport: SeedReport | null;
-  /** Routing objects a push did not reach (stored, so a restart tries them again), and how long until the next try. */
-  private readonly unpushed: Set<string>;
+  /**
+   * Routing objects owed a push, each with the fleet's revision that owes it: stored with the change
+   * (persist), so a restart before the push gets through tries it again; a push sent at that
+   * revision or later takes it off. And how long until the next try.
+   */
+  private readonly unpushed: Map<string, number>;
   private retryMs: number = PUSH_RETRY_MS.min;
   /** When the pushes in `unpushed` are next tried (epoch ms), or null when none is. */
   private retryAt: number | null = null;
@@ -62,7 +66,8 @@ export class FleetRegistry extends DurableObject<RegistryEnv> implements FleetRe
     const meta = new Map(this.sql.exec<{ k: string; v: string }>("SELECT k, v FROM meta").toArray().map((r) => [r.k, r.v]));
     const report = meta.get("seedReport");
     this.seedReport = report === undefined ? null : (JSON.parse(report) as SeedReport);
-    this.unpushed = new Set(JSON.parse(meta.get("unpushed") ?? "[]") as string[]);
+    // Any push from now on sends at least the fleet stored: each takes one of these off.
+    this.unpushed = new Map((JSON.parse(meta.get("unpushed") ?? "[]") as string[]).map((o) => [o, 0]));
     if (this.unpushed.size > 0) this.retryAt = Date.now() + PUSH_RETRY_MS.min;
     const stored = { rev: Number(meta.get("rev") ?? 0), seedHash: meta.get("seed") ?? null };
     this.rows = new FleetRows(ctx.storage, stored);
@@ -71,12 +76,13 @@ export class FleetRegistry extends DurableObject<RegistryEnv> implements FleetRe
     const beforeBindingRule = meta.get(BINDING_RULE) === undefined;
     const { change, disarmed, bindingsKept } = this.fleet.load(stored.rev, stored.seedHash, groups, Date.now(), { beforeBindingRule });
     if (change.changed.length > 0) {
-      this.persist();
+      // Disabling, draining or listing bindings in use changes no group's shards.
+      const owed = this.persist({ change, before: this.shardCounts() });
       for (const { code, ...d } of disarmed) logEvent(code, "warn", d);
       for (const kept of bindingsKept) logEvent("registration_bindings_kept", "warn", { ...kept });
       logRegistry("load", this.fleet.rev, change);
-      // Disabling, draining or listing bindings in use changes no group's shards; the calls are built before the seed below can change the groups again.
-      void this.push(change, this.shardCounts());
+      // The calls are built before the seed below can change the groups again.
+      void this.pushTo(owed);
     }
     // After the groups it changed are stored: a start cut between the two does the upgrade again, which finds them listing their bindings.
     if (beforeBindingRule) this.sql.exec("INSERT OR REPLACE INTO meta (k, v) VALUES (?, '1')", BINDING_RULE);
@@ -113,10 +119,10 @@ export class FleetRegistry extends DurableObject<RegistryEnv> implements FleetRe
       if (!(e instanceof RegistryError)) throw e;
       return { ok: false, status: e.status, code: e.code, message: e.message, param: e.param };
     }
-    const stored = this.persist({ change, before });
-    logRegistry(cmd.op, this.fleet.rev, change);
     // With any change held back by a failed write, which this one stored: a drain sent again finds it made (NONE), and pushes it here.
-    const routing = await this.push(change, before, stored);
+    const owed = this.persist({ change, before });
+    logRegistry(cmd.op, this.fleet.rev, change);
+    const routing = await this.pushTo(owed);
     return { ok: true, rev: this.fleet.rev, ...change, routing };
   }
 
@@ -124,13 +130,13 @@ export class FleetRegistry extends DurableObject<RegistryEnv> implements FleetRe
     const before = this.shardCounts();
     // Not checked against the fleet's rules (FleetRegistry.expire): a lapsed server stops taking requests whatever else the fleet holds.
     const change = this.fleet.expire(Date.now());
-    const stored = this.persist({ change, before });
+    const owed = this.persist({ change, before });
     logRegistry("expire", this.fleet.rev, change);
-    await this.push(change, before, stored);
+    await this.pushTo(owed);
     // What an earlier push did not get to its object, as the fleet now is, once its time has come.
     if (this.retryAt !== null && Date.now() >= this.retryAt) {
       this.retryAt = null;
-      await this.pushTo([...this.unpushed], true);
+      await this.pushTo([...this.unpushed.keys()], true);
     }
     if (this.handOverAt !== null && Date.now() >= this.handOverAt) {
       this.handOverAt = null;
@@ -187,13 +193,13 @@ export class FleetRegistry extends DurableObject<RegistryEnv> implements FleetRe
     for (const removal of seeded.removals) logEvent("seed_removed", "warn", { ...removal });
     for (const held of seeded.aliasesHeld) logEvent("seed_alias_held", "warn", { ...held });
     for (const kept of seeded.bindingsKept) logEvent("registration_bindings_kept", "warn", { ...kept });
-    this.persist();
+    const owed = this.persist({ change: seeded, before });
     // What a deploy changed in the fleet is told as a command's change is: an audit that follows registry events sees it.
     logRegistry("seed", this.fleet.rev, seeded);
     this.report({ state: "taken", rev: this.fleet.rev, aliasesHeld: seeded.aliasesHeld });
     // As for a command: Workers bring a changed group along on its next request, but nothing else
     // retires a group the config dropped or a shard it gave up, nor updates a group nobody calls.
-    void this.push(seeded, before);
+    void this.pushTo(owed);
   }
 
   private report(seed: SeedReport): void {
@@ -207,12 +213,17 @@ export class FleetRegistry extends DurableObject<RegistryEnv> implements FleetRe
    * second on): the change stays made in memory, and a later write of its group alone would store
    * only its own rows. `made`'s routing objects (the change this write is for) are then held back
    * until a write stores it: a retry of the command finds it made and changes nothing, so nothing
-   * else would push it. Returns the objects held back so that this write stored, to push.
+   * else would push it. Returns the routing objects to push: `made`'s, and those held back that
+   * this write stored. They are owed (`unpushed`) in the write's own transaction: a restart while
+   * their push waits on an object finds the change made and nothing else to push it.
    */
   private persist(made?: { change: Change; before: ReadonlyMap<string, number> }): string[] {
     const w = this.fleet.takeWrites();
+    const owed = [...new Set([...(made ? this.objectsOf(made.change, made.before) : []), ...this.unstored])];
+    const owing = owed.filter((o) => !this.unpushed.has(o));
+    const stillOwed = owing.length === 0 ? undefined : () => this.storeUnpushed([...this.unpushed.keys(), ...owing]);
     try {
-      this.rows.write(w, this.fleet.names(), Date.now(), (n) => this.fleet.group(n));
+      this.rows.write(w, this.fleet.names(), Date.now(), (n) => this.fleet.group(n), stillOwed);
     } catch (e) {
       this.fleet.requeue(w);
       if (made) for (const o of this.objectsOf(made.change, made.before)) this.unstored.add(o);
@@ -221,26 +232,21 @@ export class FleetRegistry extends DurableObject<RegistryEnv> implements FleetRe
       throw e;
     }
     this.writeAgainAt = null;
-    const stored = [...this.unstored];
     this.unstored.clear();
+    for (const o of owed) this.unpushed.set(o, this.fleet.rev);
+    // Tried again by the alarm should the push hang: no answer ever comes to take them off.
+    if (owed.length > 0) this.retryAt ??= Date.now() + this.retryMs;
     this.wake();
-    return stored;
+    return owed;
+  }
+
+  private storeUnpushed(objects: readonly string[]): void {
+    this.sql.exec("INSERT INTO meta (k, v) VALUES ('unpushed', ?) ON CONFLICT (k) DO UPDATE SET v = excluded.v", JSON.stringify(objects));
   }
 
   /** Each group's number of routing objects, before a change: a group that loses shards retires their objects. */
   private shardCounts(): Map<string, number> {
     return new Map(this.fleet.names().map((n) => [n, objectNamesOf(n, this.fleet.group(n)?.settings.shards).length]));
-  }
-
-  /**
-   * Hands each changed group to its routing objects — a sharded group's each its own slice — and
-   * retires the objects of removed groups and of shards a group no longer has; "pending" when one
-   * could not be reached. Those are pushed again by the alarm until each has taken the fleet as it
-   * then is: a changed group's next request brings its change along, but nothing else tells an
-   * object its group went, and an isolate still holding the old fleet would be served by it.
-   */
-  private async push(change: Change, before: ReadonlyMap<string, number>, stored: readonly string[] = []): Promise<"applied" | "pending"> {
-    return this.pushTo([...new Set([...this.objectsOf(change, before), ...stored])]);
   }
 
   /** The routing objects `change` concerns: each changed group's, those of the shards it gave up, and every object of a group removed. */
@@ -257,11 +263,14 @@ export class FleetRegistry extends DurableObject<RegistryEnv> implements FleetRe
 
   /**
    * What each named routing object is to hold of the fleet as it is now: its slice of its group, or
-   * nothing (retired). One that fails is tried again by the alarm; `retrying`: this is that try,
-   * and the next waits twice as long.
+   * nothing (retired); "pending" when one could not be reached. Those are pushed again by the alarm
+   * until each has taken the fleet as it then is: a changed group's next request brings its change
+   * along, but nothing else tells an object its group went, and an isolate still holding the old
+   * fleet would be served by it. `retrying`: this is the alarm's try, and the next waits twice as long.
    */
   private async pushTo(objects: readonly string[], retrying = false): Promise<"applied" | "pending"> {
     if (objects.length === 0) return "applied";
+    const sent = this.fleet.rev;
     const results = await Promise.allSettled(
       objects.map((o) => {
         const g = this.fleet.resolved(shardOfObject(o).group);
@@ -277,11 +286,12 @@ export class FleetRegistry extends DurableObject<RegistryEnv> implements FleetRe
     for (const [i, r] of results.entries()) {
       const o = objects[i] as string;
       if (r.status === "fulfilled") {
-        this.unpushed.delete(o);
+        // Not one a change made while this push was under way owes: that change's own push takes it off.
+        if ((this.unpushed.get(o) ?? sent) <= sent) this.unpushed.delete(o);
         continue;
       }
       failed++;
-      this.unpushed.add(o);
+      if (!this.unpushed.has(o)) this.unpushed.set(o, sent);
       console.error(`kvgate: pushing a fleet change to routing object ${o} failed: ${String(r.reason)}`);
     }
     if (this.unpushed.size === 0) {
@@ -292,7 +302,7 @@ export class FleetRegistry extends DurableObject<RegistryEnv> implements FleetRe
       if (retrying) this.retryMs = Math.min(this.retryMs * 2, PUSH_RETRY_MS.max);
       this.retryAt = Date.now() + this.retryMs;
     }
-    if (failed > 0 || this.unpushed.size !== was) this.sql.exec("INSERT OR REPLACE INTO meta (k, v) VALUES ('unpushed', ?)", JSON.stringify([...this.unpushed]));
+    if (failed > 0 || this.unpushed.size !== was) this.storeUnpushed([...this.unpushed.keys()]);
     this.wake();
     return failed === 0 ? "applied" : "pending";
   }

@@ -106,11 +106,15 @@ export class FleetRows {
    * Writes what `w` says changed, in one transaction: the meta rows when they changed, each group's
    * own row and deployment rows that changed or moved, and the rows of what went; and the row of
    * `groups` of each group whose renewals it lags at the end of their slot (`group`: the fleet's
-   * record of it). `names`: the groups in their order; `now`: epoch ms.
+   * record of it). `names`: the groups in their order; `now`: epoch ms; `alongside`: the caller's
+   * own rows to write in the same transaction.
    */
-  write(w: Writes, names: readonly string[], now: number, group: (name: string) => GroupRecord | undefined): void {
+  write(w: Writes, names: readonly string[], now: number, group: (name: string) => GroupRecord | undefined, alongside?: () => void): void {
     try {
-      this.storage.transactionSync(() => this.writeRows(w, names, now, group));
+      this.storage.transactionSync(() => {
+        this.writeRows(w, names, now, group);
+        alongside?.();
+      });
     } catch (e) {
       // Nothing of it was stored: the positions held are to be those that were, and each group's
       // row of `groups` is as good as unknown (rewritten at its next renewal).

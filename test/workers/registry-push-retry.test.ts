@@ -1,10 +1,10 @@
-import { runInDurableObject } from "cloudflare:test";
+import { evictDurableObject, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { expect, inject, it, vi } from "vitest";
 import type { DeploymentRow } from "../../src/fleet/admin-api.ts";
 import type { AdminResult } from "../../src/fleet/protocol.ts";
 import { REGISTRY_NAME } from "../../src/fleet/registry-name.ts";
-import type { FleetRegistry } from "../../durable-objects/fleet-registry.ts";
+import { FleetRegistry } from "../../durable-objects/fleet-registry.ts";
 import { UPSTREAM_MODEL } from "../support/test-config.ts";
 import { admin, ok } from "./admin.ts";
 import { chat, EVENTUALLY } from "./gateway.ts";
@@ -141,4 +141,36 @@ it("a drain that did not reach its object is not drained while that object still
   // Once the registry's alarm pushes the drain, the object no longer routes to it: drained.
   await alarmAt(alarm);
   await vi.waitFor(async () => expect(await row()).toMatchObject({ state: "draining", inFlight: 0, takesRequests: false, drained: true }), EVENTUALLY);
+});
+
+it("a registry reset while a drain's push waits on its object pushes the drain after the restart", async () => {
+  await ok(admin("/admin/v1/groups", { method: "POST", json: { name: "push-reset", deployments: [{ id: "sim-0", baseUrl: fleet[0] as string, model: UPSTREAM_MODEL }] } }), 201);
+  const served = await chat("push-reset", [{ role: "user", content: "hello" }]);
+  expect(served.status).toBe(200);
+  await served.text();
+  const { drainedRev, unpushed, alarm } = await runInDurableObject(registry(), async (instance: FleetRegistry, state) => {
+    const own = instance as unknown as { env: Record<string, unknown> };
+    const real = own.env;
+    // The object is slow to answer; the registry is reset (a deploy, an eviction) before it does.
+    const hung = { getByName: () => ({ install: () => new Promise(() => {}), retire: () => new Promise(() => {}) }) };
+    own.env = { ...real, MODEL_GROUP: hung };
+    void instance.command({ op: "set-state", group: "push-reset", id: "sim-0", state: "draining" });
+    own.env = real;
+    const drainedRev = instance.record("push-reset")?.rev;
+    // The registry as it starts again from what it stored, and its alarm once due.
+    const restarted = new FleetRegistry(state, env as never);
+    const unpushed = state.storage.sql.exec<{ v: string }>("SELECT v FROM meta WHERE k = 'unpushed'").toArray()[0]?.v ?? "[]";
+    const alarm = await state.storage.getAlarm();
+    if (alarm !== null) {
+      await state.storage.setAlarm(Date.now() + PARKED_MS);
+      await new Promise((done) => setTimeout(done, Math.max(0, alarm - Date.now())));
+      await restarted.alarm();
+    }
+    return { drainedRev, unpushed: JSON.parse(unpushed) as string[], alarm };
+  });
+  // The instance whose push never ended goes.
+  await evictDurableObject(registry());
+  expect(unpushed).toEqual(["push-reset"]);
+  expect(alarm).not.toBeNull();
+  expect((await env.MODEL_GROUP.getByName("push-reset").status()).rev).toBe(drainedRev);
 });
