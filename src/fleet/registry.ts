@@ -370,8 +370,9 @@ export class FleetRegistry {
 
   /**
    * The config's groups, when they differ from the seed taken last (null when they do not): a seed
-   * group's settings and its config deployments become the seed's (an operator's drain of one that
-   * stays is kept); deployments the API or heartbeats added stay. A group the config no longer
+   * group's settings and its config deployments become the seed's (an operator's drain or disable
+   * of one that stays is kept, of one a `fleet apply` edited, the operator's since, too);
+   * deployments the API or heartbeats added stay. A group the config no longer
    * lists loses the config's deployments; it goes when it is the config's and none is left (one the
    * admin API made stays). An alias another group holds stays with it, and the seed's group goes without
    * (`aliasesHeld`): refusing the whole seed for it would leave every group of the config as the
@@ -420,8 +421,9 @@ export class FleetRegistry {
       const kept = before ? before.deployments.filter((d) => d.source !== "config" && !deployments.some((s) => deploymentId(s) === d.spec.id)) : [];
       const fromSeed = deployments.map((spec): DeploymentRecord => {
         const id = deploymentId(spec);
-        const was = before?.deployments.find((d) => d.spec.id === id && d.source === "config");
-        return { spec: { ...spec, id }, state: was?.state ?? "active", source: "config", expiresAt: null, removeAt: null, ttlMs: null };
+        const was = before?.deployments.find((d) => d.spec.id === id && d.source !== "heartbeat");
+        const word = was ? heldState(was) : undefined;
+        return { spec: { ...spec, id }, state: word ?? "active", ...(word ? { operatorState: word } : {}), source: "config", expiresAt: null, removeAt: null, ttlMs: null };
       });
       next.set(settings.name, { settings, source: before?.source ?? "config", rev: before?.rev ?? 0, deployments: [...fromSeed, ...kept], ...(fromUpgrade ? { bindingsFromUpgrade: fromUpgrade } : {}) });
     }

@@ -224,4 +224,26 @@ describe("a deploy whose config changes the fleet tells the routing objects", ()
     await evictDurableObject(registry());
     await served("sharded", "walrus 0");
   }, 40_000);
+
+  it("keeps an operator's drain of a config server that a fleet apply edited", async () => {
+    const row = () => ok<{ state: string; source: string; takesRequests: boolean }>(admin("/admin/v1/groups/one-slot/deployments/only"));
+    // `npx kvgate fleet export`, the server's weight edited, `npx kvgate fleet apply`: the server is the operator's.
+    const exported = await ok<{ rev: number; modelGroups: { name: string; deployments: { id: string; weight?: number }[] }[] }>(admin("/admin/v1/fleet"));
+    const edited = exported.modelGroups.find((g) => g.name === "one-slot")?.deployments.find((d) => d.id === "only");
+    if (!edited) throw new Error("the export has no one-slot server");
+    edited.weight = 2;
+    await ok(admin("/admin/v1/fleet", { method: "PUT", json: exported }));
+    await ok(admin("/admin/v1/groups/one-slot/deployments/only/drain", { method: "POST" }));
+    expect(await row()).toMatchObject({ state: "draining", source: "admin" });
+    // A deploy whose modelGroups differ (another group's setting): the config's server again, still drained.
+    const config = withGroup("placed", (g) => ({ ...g, hotThreshold: 7 }));
+    const deployed = await runInDurableObject(registry(), (_o, state) => new FleetRegistry(state, { ...env, KVGATE_CONFIG: config }).records());
+    const only = deployed.groups.find((g) => g.settings.name === "one-slot")?.deployments.find((d) => d.spec.id === "only");
+    expect([only?.source, only?.state, only?.spec.weight]).toEqual(["config", "draining", 1]);
+    await vi.waitFor(async () => expect((await status("one-slot")).backends.filter((b) => b.takesRequests)).toEqual([]), EVENTUALLY);
+    // The registry as that deploy left it; the pool's config seeds it back at its next start, the drain kept: enabled again.
+    await evictDurableObject(registry());
+    await ok(admin("/admin/v1/groups/one-slot/deployments/only/enable", { method: "POST" }));
+    await served("one-slot", "back?");
+  });
 });
