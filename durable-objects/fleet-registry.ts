@@ -121,9 +121,11 @@ export class FleetRegistry extends DurableObject<RegistryEnv> implements FleetRe
     }
     // With any change held back by a failed write, which this one stored: a drain sent again finds it made (NONE), and pushes it here.
     const owed = this.persist({ change, before });
-    logRegistry(cmd.op, this.fleet.rev, change);
+    // This change's: a command made while the push waits moves the fleet on, and a script carrying that revision into its next PATCH would pass the 409 meant for it.
+    const rev = this.fleet.rev;
+    logRegistry(cmd.op, rev, change);
     const routing = await this.pushTo(owed);
-    return { ok: true, rev: this.fleet.rev, ...change, routing };
+    return { ok: true, rev, ...change, routing };
   }
 
   override async alarm(): Promise<void> {

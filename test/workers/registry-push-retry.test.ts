@@ -174,3 +174,35 @@ it("a registry reset while a drain's push waits on its object pushes the drain a
   expect(alarm).not.toBeNull();
   expect((await env.MODEL_GROUP.getByName("push-reset").status()).rev).toBe(drainedRev);
 });
+
+it("a change's answer names its own revision, not one a command made while its push was under way", async () => {
+  for (const name of ["push-rev-a", "push-rev-b"]) await ok(admin("/admin/v1/groups", { method: "POST", json: { name, deployments: [{ id: "sim-0", baseUrl: fleet[0] as string, model: UPSTREAM_MODEL }] } }), 201);
+  const { first, second, firstRev } = await runInDurableObject(registry(), async (instance: FleetRegistry) => {
+    const own = instance as unknown as { env: typeof env };
+    const real = own.env;
+    // The first group's object answers its push only once the second command is answered.
+    let release = () => {};
+    const gate = new Promise<void>((done) => (release = done));
+    const slow = (name: string) => {
+      const object = real.MODEL_GROUP.getByName(name);
+      if (name !== "push-rev-a") return object;
+      const install = async (g: Parameters<typeof object.install>[0]) => {
+        await gate;
+        return object.install(g);
+      };
+      return { install, retire: (rev: number) => object.retire(rev) };
+    };
+    own.env = { ...real, MODEL_GROUP: { getByName: slow } as unknown as typeof env.MODEL_GROUP };
+    try {
+      const pending = instance.command({ op: "set-state", group: "push-rev-a", id: "sim-0", state: "draining" });
+      const second = await instance.command({ op: "set-state", group: "push-rev-b", id: "sim-0", state: "draining" });
+      release();
+      return { first: await pending, second, firstRev: instance.record("push-rev-a")?.rev };
+    } finally {
+      own.env = real;
+    }
+  });
+  expect(second).toMatchObject({ ok: true, routing: "applied" });
+  // The revision a script carries into its next PATCH: the second's would slip past the 409 meant for it.
+  expect(first).toMatchObject({ ok: true, rev: firstRev, routing: "applied" });
+});
