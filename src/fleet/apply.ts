@@ -2,7 +2,7 @@ import type * as z from "zod/mini";
 import { firstIssue } from "../zod-issues.ts";
 import { DeploymentPatchSchema, FleetSchema, GroupUpdateSchema, HeartbeatSchema, NewDeploymentSchema, ReadRevSchema, StateSchema } from "./commands.ts";
 import { isRecord, mergePatch, nullsAsAbsent, shallowPatch } from "./merge-patch.ts";
-import { ModelGroupSchema } from "../config/schema.ts";
+import { ModelGroupSchema, type DeploymentConfig, type ModelGroupConfig } from "../config/schema.ts";
 import type { AdminCommand } from "./protocol.ts";
 import { RegistryError, type Change, type FleetRegistry } from "./registry.ts";
 
@@ -10,7 +10,7 @@ import { RegistryError, type Change, type FleetRegistry } from "./registry.ts";
 export function applyCommand(registry: FleetRegistry, cmd: AdminCommand, now: number): Change {
   switch (cmd.op) {
     case "replace":
-      return registry.replace(parse(FleetSchema, { modelGroups: cmd.modelGroups }).modelGroups, readAt(cmd.rev));
+      return registry.replace(fleetOf(registry, cmd.modelGroups), readAt(cmd.rev));
     case "add-group":
       return registry.addGroup(parse(ModelGroupSchema, cmd.group));
     case "update-group": {
@@ -56,8 +56,40 @@ function refuseUnknown(schema: z.ZodMiniType, input: unknown): void {
 function parse<S extends z.ZodMiniType>(schema: S, input: unknown): z.output<S> {
   const r = schema.safeParse(input);
   if (r.success) return r.data;
-  const { param, message } = firstIssue(r.error.issues);
-  throw new RegistryError(400, "invalid_value", message, param || null);
+  throw refusal(r.error.issues);
+}
+
+function refusal(issues: Parameters<typeof firstIssue>[0]): RegistryError {
+  const { param, message } = firstIssue(issues);
+  return new RegistryError(400, "invalid_value", message, param || null);
+}
+
+/**
+ * The groups a `PUT` of the fleet lists, checked against the schema but for a deployment listed
+ * exactly as the fleet holds it (replace keeps it as it is): one stored before a rule it breaks
+ * (a baseUrl ending in /v1, refused since 717f7e3) would else keep an export from applying back.
+ * Only a body the schema refuses is looked through for those.
+ */
+function fleetOf(registry: FleetRegistry, modelGroups: unknown): ModelGroupConfig[] {
+  const whole = FleetSchema.safeParse({ modelGroups });
+  if (whole.success) return whole.data.modelGroups;
+  const groups: unknown[] = Array.isArray(modelGroups) ? modelGroups : [];
+  const listed = groups.map((g) => (isRecord(g) && Array.isArray(g.deployments) ? (g.deployments as unknown[]) : []));
+  const held = new Map<string, DeploymentConfig>();
+  for (const [gi, g] of groups.entries()) {
+    for (const [di, d] of (listed[gi] ?? []).entries()) {
+      const spec = registry.heldAs(isRecord(g) ? g.name : undefined, d);
+      if (spec) held.set(`${gi}.${di}`, spec);
+    }
+  }
+  const at = (path: readonly PropertyKey[]) => (path[0] === "modelGroups" && path[2] === "deployments" ? `${String(path[1])}.${String(path[3])}` : "");
+  const refused = whole.error.issues.filter((i) => !held.has(at(i.path)));
+  if (refused.length > 0) throw refusal(refused);
+  const rest = groups.map((g, gi) => (isRecord(g) && Array.isArray(g.deployments) ? { ...g, deployments: g.deployments.filter((_, di) => !held.has(`${gi}.${di}`)) } : g));
+  return parse(FleetSchema, { modelGroups: rest }).modelGroups.map((g, gi) => {
+    let next = 0;
+    return { ...g, deployments: (listed[gi] ?? []).map((_, di) => held.get(`${gi}.${di}`) ?? (g.deployments[next++] as DeploymentConfig)) };
+  });
 }
 
 /** The revision a change carries back (ReadRevSchema), checked before anything is. */

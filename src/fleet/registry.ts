@@ -369,6 +369,16 @@ export class FleetRegistry {
   }
 
   /**
+   * The spec of `group`'s deployment that `listed` (a deployment of a `PUT` of the fleet, as the
+   * body gives it) lists exactly as the fleet holds it, or undefined: what an export gave back.
+   */
+  heldAs(group: unknown, listed: unknown): DeploymentRecord["spec"] | undefined {
+    if (typeof group !== "string" || typeof listed !== "object" || listed === null || !("id" in listed)) return undefined;
+    const was = this.groups.get(group)?.deployments.find((d) => d.spec.id === listed.id);
+    return was && canonicalJson(was.spec) === canonicalJson(listed) ? was.spec : undefined;
+  }
+
+  /**
    * The config's groups, when they differ from the seed taken last (null when they do not): a seed
    * group's settings and its config deployments become the seed's (an operator's drain or disable
    * of one that stays is kept, of one a `fleet apply` edited, the operator's since, too);

@@ -1,7 +1,11 @@
+import { evictDurableObject, runInDurableObject } from "cloudflare:test";
+import { env } from "cloudflare:workers";
 import { describe, expect, inject, it } from "vitest";
+import { REGISTRY_NAME } from "../../src/fleet/registry-name.ts";
 import { shapeExcess } from "../../src/openai/body-shape.ts";
 import { UPSTREAM_MODEL } from "../support/test-config.ts";
 import { admin, ok, refused } from "./admin.ts";
+import { storeAsBefore, storedGroup } from "./stored-fleet.ts";
 
 /**
  * `fleet export` then `fleet apply`: the PUT of what GET /admin/v1/fleet gave changes nothing,
@@ -11,6 +15,9 @@ import { admin, ok, refused } from "./admin.ts";
  */
 
 const fleetUrls = inject("upstreams").fleetUrls;
+const registry = () => env.FLEET.getByName(REGISTRY_NAME);
+
+type Fleet = { rev: number; modelGroups: { name: string; deployments: { id: string; baseUrl: string; weight?: number }[] }[] };
 
 describe("a fleet exported and applied back", () => {
   it("changes nothing for a fleet past the client API's node bound; the admin body's own bound still refuses a body of bare brackets", async () => {
@@ -30,5 +37,28 @@ describe("a fleet exported and applied back", () => {
     const e = await refused(admin("/admin/v1/fleet", { method: "PUT", body: brackets }), 400);
     expect(e).toMatchObject({ code: "json_too_complex", param: "modelGroups" });
     expect(e.message).toContain("524288");
+  });
+
+  it("changes nothing for a server stored before a rule it breaks; one listed with another spec is checked", async () => {
+    const deployments = ["kept", "edited"].map((id) => ({ id, baseUrl: fleetUrls[0], model: UPSTREAM_MODEL }));
+    await ok(admin("/admin/v1/groups", { method: "POST", json: { name: "round-trip-older", deployments } }), 201);
+    // As a release before 717f7e3 stored them: base URLs ending in /v1, which the schema now refuses.
+    await runInDurableObject(registry(), (_o, state) => {
+      const g = storedGroup(state.storage.sql, "round-trip-older");
+      storeAsBefore(state.storage.sql, { ...g, deployments: g.deployments.map((d) => ({ ...d, spec: { ...d.spec, baseUrl: `${d.spec.baseUrl}/v1` } })) });
+    });
+    await evictDurableObject(registry());
+
+    const exported = await ok<Fleet>(admin("/admin/v1/fleet"));
+    const older = exported.modelGroups.find((g) => g.name === "round-trip-older");
+    expect(older?.deployments.map((d) => d.baseUrl.endsWith("/v1"))).toEqual([true, true]);
+    expect(await ok(admin("/admin/v1/fleet", { method: "PUT", json: exported }))).toMatchObject({ changed: [], removed: [] });
+
+    // Edited, the server is checked as any new one: its base URL named, at its place in the body.
+    const edited = older?.deployments[1];
+    if (edited) edited.weight = 2;
+    const e = await refused(admin("/admin/v1/fleet", { method: "PUT", json: exported }), 400);
+    expect(e.param).toBe(`modelGroups[${exported.modelGroups.indexOf(older as Fleet["modelGroups"][number])}].deployments[1].baseUrl`);
+    expect(e.message).toContain("without /v1");
   });
 });
