@@ -236,8 +236,9 @@ export class FleetRegistry extends DurableObject<RegistryEnv> implements FleetRe
     this.writeAgainAt = null;
     this.unstored.clear();
     for (const o of owed) this.unpushed.set(o, this.fleet.rev);
-    // Tried again by the alarm should the push hang: no answer ever comes to take them off.
-    if (owed.length > 0) this.retryAt ??= Date.now() + this.retryMs;
+    // Tried again by the alarm should the push hang (no answer ever comes to take them off), not
+    // while a slow one is still under way: a failure arms the retry at once (pushTo).
+    if (owed.length > 0) this.retryAt ??= Date.now() + PUSH_HANG_MS;
     this.wake();
     return owed;
   }
@@ -299,10 +300,13 @@ export class FleetRegistry extends DurableObject<RegistryEnv> implements FleetRe
     if (this.unpushed.size === 0) {
       this.retryMs = PUSH_RETRY_MS.min;
       this.retryAt = null;
-    } else if (retrying || this.retryAt === null) {
-      // A try already due is not put off by later failures (nor by heartbeats): only its own failure doubles the wait.
-      if (retrying) this.retryMs = Math.min(this.retryMs * 2, PUSH_RETRY_MS.max);
+    } else if (retrying) {
+      // Only a try's own failure doubles the wait.
+      this.retryMs = Math.min(this.retryMs * 2, PUSH_RETRY_MS.max);
       this.retryAt = Date.now() + this.retryMs;
+    } else if (this.retryAt === null || failed > 0) {
+      // A failure brings the try forward from the hang guard (persist); one already due is not put off by later failures (nor by heartbeats).
+      this.retryAt = Math.min(this.retryAt ?? Infinity, Date.now() + this.retryMs);
     }
     if (failed > 0 || this.unpushed.size !== was) this.storeUnpushed([...this.unpushed.keys()]);
     this.wake();
@@ -326,6 +330,13 @@ const BINDING_RULE = "bindingRule";
  * hold in flight ends within a stream's length, and each try is a call to each of them.
  */
 const HAND_OVER_MS = 5_000;
+
+/**
+ * How long a push may be under way before the alarm sends it again: an object slow to take its
+ * group (restoring its state) is not sent it twice a second, each resend doubling the wait as a
+ * failure would.
+ */
+const PUSH_HANG_MS = 10_000;
 
 /** How long after a failed push the registry tries it again: doubling from the least to the most. */
 const PUSH_RETRY_MS = { min: 1_000, max: 60_000 } as const;

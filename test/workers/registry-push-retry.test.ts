@@ -206,3 +206,23 @@ it("a change's answer names its own revision, not one a command made while its p
   // The revision a script carries into its next PATCH: the second's would slip past the 409 meant for it.
   expect(first).toMatchObject({ ok: true, rev: firstRev, routing: "applied" });
 });
+
+it("a push still under way is not sent again: a routing object slow to take its group gets one install, not one a second (found by review)", async () => {
+  await ok(admin("/admin/v1/groups", { method: "POST", json: { name: "push-slow", deployments: [{ id: "sim-0", baseUrl: fleet[0] as string, model: UPSTREAM_MODEL }] } }), 201);
+  const installs = await runInDurableObject(registry(), async (instance: FleetRegistry) => {
+    const own = instance as unknown as { env: Record<string, unknown> };
+    const real = own.env;
+    let count = 0;
+    // 2.5 s to take its group, as an object restoring its state may take.
+    const slow = () => new Promise<undefined>((done) => setTimeout(() => done(undefined), 2_500));
+    own.env = { ...real, MODEL_GROUP: { getByName: () => ({ install: () => (count++, slow()), retire: slow }) } };
+    try {
+      const drained = await instance.command({ op: "set-state", group: "push-slow", id: "sim-0", state: "draining" });
+      expect(drained).toMatchObject({ ok: true, routing: "applied" });
+      return count;
+    } finally {
+      own.env = real;
+    }
+  });
+  expect(installs).toBe(1);
+});
