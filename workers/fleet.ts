@@ -128,22 +128,39 @@ const REGISTRY_WAIT_MS = 2_000;
  */
 export async function recentFleet(env: Env, ctx: WaitUntil, held: readonly ResolvedGroup[]): Promise<RecentFleet> {
   if (current && Date.now() - fetchedAt < REFRESH_MS) return current;
+  // One read given up on is still under way: the snapshot held, not another call to a registry that
+  // does not answer (a scraped isolate would else hold one more each second, each with its line).
+  if (current && Date.now() - givenUpAt < GIVEN_UP_MS) return current;
   // Counted from now: reads at the same moment take the snapshot held, not a registry call each.
   fetchedAt = Date.now();
   const read = reloadFleet(env);
   // An isolate that holds no fleet has none to go on with: it waits, as its first request does.
   if (!current) return (await read) ?? { groups: held, objects: new Map() };
   ctx.waitUntil(read);
-  return (await readWithin(read, REGISTRY_WAIT_MS)) ?? current;
+  const got = await readWithin(read, REGISTRY_WAIT_MS);
+  if (got === undefined) {
+    givenUpAt = Date.now();
+    const landed = () => void (givenUpAt = -Infinity);
+    read.then(landed, landed);
+  }
+  return got ?? current;
 }
 
-/** The read's fleet, or null when it failed or has not come within `ms`. */
-async function readWithin(read: Promise<FleetView | null>, ms: number): Promise<FleetView | null> {
+/**
+ * How long a read given up on (REGISTRY_WAIT_MS) keeps others from starting: until it lands, or at
+ * most this long, about as long as the runtime keeps a request's waitUntil going after its answer.
+ */
+const GIVEN_UP_MS = 30_000;
+/** When a read of the whole fleet was given up on while still under way; −Infinity: none is. */
+let givenUpAt = -Infinity;
+
+/** The read's fleet, null when it failed, or undefined when it has not come within `ms`. */
+async function readWithin(read: Promise<FleetView | null>, ms: number): Promise<FleetView | null | undefined> {
   let timer: ReturnType<typeof setTimeout> | undefined;
-  const late = new Promise<null>((resolve) => {
+  const late = new Promise<undefined>((resolve) => {
     timer = setTimeout(() => {
       console.error(`kvgate: the fleet registry has not answered in ${ms / 1000} s: going on with the fleet this isolate holds`);
-      resolve(null);
+      resolve(undefined);
     }, ms);
   });
   try {

@@ -167,6 +167,28 @@ describe("a routing object that does not answer", () => {
     expect(await env.FLEET.getByName(REGISTRY_NAME).command({ op: "remove-group", group: "added-while-stuck" })).toMatchObject({ ok: true });
   }, 30_000);
 
+  it("while a read given up on is still under way, starts no other: a scraped isolate piles no calls on a registry that does not answer (found by review)", async () => {
+    expect((await asOperator("/metrics", env.KVGATE_ADMIN_KEY, "none")).status).toBe(200); // the isolate holds its fleet
+    await pastTheBound();
+    let answer = () => {};
+    const answered = new Promise<void>((r) => (answer = r));
+    let reads = 0;
+    const stuck = registryAnswering(() => (reads++, answered));
+    const scrapes: ReturnType<typeof operatorCall>[] = [];
+    try {
+      for (let i = 0; i < 3; i++) {
+        const scrape = operatorCall("/metrics", env.KVGATE_ADMIN_KEY, { FLEET: stuck });
+        scrapes.push(scrape);
+        expect((await scrape.answer).status).toBe(200);
+        await pastTheBound();
+      }
+      expect(reads).toBe(1);
+    } finally {
+      answer();
+    }
+    for (const s of scrapes) await s.settled;
+  }, 30_000);
+
   it("in a sharded group, leaves the answering shards' series in /metrics, the group reported down", async () => {
     // Each shard's object holds its slice of the group, as the first requests to it leave it.
     const shards = groupShards(groupConfig("sharded"));
