@@ -22,7 +22,7 @@ import { leaseId } from "./protocol.ts";
 import { createSignals, type Signals } from "./signals/index.ts";
 import { POLICIES } from "./strategies/index.ts";
 import { copyCost } from "./copy-cost.ts";
-import { silentWhileOthersServe } from "./silence.ts";
+import { judgedBySilence, silenceLookbackMs, silentWhileOthersServe } from "./silence.ts";
 
 /** Config versions an object routes for at once (a deploy in progress, a rollback); another is refused until its call brings its group. */
 const MAX_VIEWS = 4;
@@ -404,8 +404,8 @@ export class GroupRouter {
     const served = r.ttftMs !== undefined || r.outcome === "ok";
     settleDebt(b, lease, served);
     if (served) b.servedAt = now;
-    // A non-streamed timeout is the gateway's own limit, unless the backend served nothing while others did: then it failed.
-    const outcome = r.timedOut === true && r.outcome === "client-abort" && this.silentWhileOthersServe(b, lease, r.othersServedAt) ? "upstream-error" : r.outcome;
+    // A non-streamed timeout (the gateway's own limit) or a failure judged the request's, unless the backend served nothing while others did: then it failed.
+    const outcome = this.silentWhileOthersServe(b, lease, r) ? "upstream-error" : r.outcome;
     // A failure that was silence: no probe of its health endpoint undoes what it says (src/routing/breaker.ts).
     const silent = r.timedOut === true && outcome === "upstream-error";
     if (lease.pending >= 0) b.pending.done(lease.pending);
@@ -443,10 +443,11 @@ export class GroupRouter {
   }
 
   /** src/routing/silence.ts, with the newest version's timeout and backends, and what the Worker saw other shards serve (a number, or none). */
-  private silentWhileOthersServe(b: Backend, lease: Lease, othersServedAt: unknown): boolean {
+  private silentWhileOthersServe(b: Backend, lease: Lease, r: LeaseRelease): boolean {
+    if (!judgedBySilence(r)) return false;
     const view = this.newestView();
-    const elsewhere = typeof othersServedAt === "number" && Number.isFinite(othersServedAt) ? othersServedAt : -Infinity;
-    return view !== undefined && silentWhileOthersServe(b, lease.routedAt, view.group.nonStreamTimeoutMs, view.backends, elsewhere);
+    const elsewhere = typeof r.othersServedAt === "number" && Number.isFinite(r.othersServedAt) ? r.othersServedAt : -Infinity;
+    return view !== undefined && silentWhileOthersServe(b, lease.routedAt, silenceLookbackMs(r, view.group.nonStreamTimeoutMs), view.backends, elsewhere);
   }
 
   /**

@@ -48,9 +48,9 @@ export interface LeaseRelease {
    */
   timedOut?: true;
   /**
-   * With `timedOut`, in a sharded group: when a backend of another shard last served (an answer, a
-   * streamed first token), as the Worker saw (epoch ms). A shard's object sees only its own
-   * backends (src/sharding/served-elsewhere.ts).
+   * With a release the silence rule judges (src/routing/silence.ts judgedBySilence), in a sharded
+   * group: when a backend of another shard last served (an answer, a streamed first token), as the
+   * Worker saw (epoch ms). A shard's object sees only its own backends (src/sharding/served-elsewhere.ts).
    */
   othersServedAt?: number;
   /** A rate-limited attempt's wait, in ms, as its upstream's Retry-After said. */

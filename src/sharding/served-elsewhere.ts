@@ -1,15 +1,15 @@
 /**
  * When a sharded group's backends last served, as one isolate saw them, for the silence rule
  * (src/routing/silence.ts). A shard's routing object sees only its own backends: one alone in its
- * shard never had another beside it that served, so its silent non-streamed timeouts were never
- * its failures. The Worker sees every shard's answers, and a timed-out release tells the object
+ * shard never had another beside it that served, so the failures the rule judges were never
+ * its own. The Worker sees every shard's answers, and a release the rule judges tells the object
  * when another backend of the group last served (LeaseRelease.othersServedAt). What one isolate
  * saw is part of what was served: the time may be too early, never one at which nothing was.
  * Per group, the latest serving backend, when, and when one other than it last did: two numbers,
  * set at the end of each served attempt.
  */
 
-/** Groups kept: past it, the longest-kept goes (its next timed-out release then tells nothing). */
+/** Groups kept: past it, the longest-kept goes (its next judged release then tells nothing). */
 const MAX_GROUPS = 256;
 
 interface Latest {

@@ -89,6 +89,8 @@ function failoverGroups(u: Upstreams): NonNullable<GatewayConfigInput["modelGrou
     { name: "failover-breaker", strategy: "round-robin", breaker, deployments: [flaky(0), healthy] },
     { name: "failover-429", strategy: "round-robin", failover: { retryAfterCapMs: 200 }, breaker, deployments: [flaky(1), healthy] },
     { name: "failover-off", strategy: "round-robin", failover: { maxAttempts: 1 }, deployments: [dead, healthy] },
+    // Its only backend's circuit opens at its first failure, and no probe closes it during a test: no backend left to try.
+    { name: "failover-none-left", breaker: { ...breaker, consecutiveFailures: 1, probeIntervalMs: 60_000 }, deployments: [dead] },
     { name: "fallback-primary", fallbacks: ["fallback-target"], deployments: [dead] },
     { name: "fallback-target", deployments: [healthy] },
     { name: "stall", streamIdleTimeoutMs: 150, deployments: [healthy] },

@@ -715,6 +715,68 @@ describe("GroupRouter", () => {
     });
   });
 
+  describe("a server-side failure judged the request's (src/routing/silence.ts, workers/gateway/held-failure.ts)", () => {
+    // Two backends failed it alike: the Worker settles both leases as the request's.
+    const failedAlike = (lease: string, failure: "server-error" | "not-served" | "credentials" = "server-error") => ({ lease, outcome: "rejected" as const, failure });
+    const proxiedRouter = (consecutiveFailures: number) => routerFor(group({ strategy: "round-robin", breaker: { consecutiveFailures, openMs: 60_000 } }, 3), rng(37));
+    /** One request to each backend, sent at `at`: their leases, by backend. */
+    const each = (router: ReturnType<typeof proxiedRouter>, at: number) => {
+      const leases = [0, 1, 2].map(() => pick(router.pick([], at)) as RouteDecision);
+      return leases.sort((x, y) => x.backendId.localeCompare(y.backendId)).map((d) => d.lease);
+    };
+    const state = (router: ReturnType<typeof proxiedRouter>) => router.snapshot().map((b) => b.breaker.state);
+
+    it("is its backend's when it served nothing from the request's routing to its release while another backend served: a dead engine behind a proxy opens", () => {
+      const router = proxiedRouter(2);
+      for (const at of [0, 1000]) {
+        const [dead1, dead2, live] = each(router, at);
+        router.release({ lease: live as string, outcome: "ok" }, at + 5);
+        router.release(failedAlike(dead1 as string), at + 10);
+        router.release(failedAlike(dead2 as string), at + 10);
+      }
+      expect(state(router)).toEqual(["open", "open", "closed"]);
+    });
+
+    it("charges nothing for a lone poison request at low traffic: no other backend served meanwhile", () => {
+      const router = proxiedRouter(1);
+      for (const at of [0, 1000, 2000]) {
+        const [a, b, c] = each(router, at);
+        router.release(failedAlike(a as string), at + 10);
+        router.release(failedAlike(b as string), at + 10);
+        router.release({ lease: c as string, outcome: "client-abort" }, at + 10);
+      }
+      expect(state(router)).toEqual(["closed", "closed", "closed"]);
+    });
+
+    it("never opens a backend that serves others between its failures", () => {
+      const router = proxiedRouter(2);
+      for (const at of [0, 1000, 2000, 3000]) {
+        const [a, b, c] = each(router, at);
+        router.release({ lease: c as string, outcome: "ok" }, at + 5);
+        router.release(failedAlike(a as string), at + 10);
+        router.release(failedAlike(b as string), at + 10);
+        // Each serves another request before the next poison one comes.
+        const [a2, b2] = each(router, at + 500);
+        router.release({ lease: a2 as string, outcome: "ok" }, at + 510);
+        router.release({ lease: b2 as string, outcome: "ok" }, at + 510);
+      }
+      expect(state(router)).toEqual(["closed", "closed", "closed"]);
+    });
+
+    it("judges no 404 for the endpoint, no proxy's refusal, no 4xx, and no first token not come in time", () => {
+      const router = proxiedRouter(1);
+      const [a, b, c] = each(router, 0);
+      router.release({ lease: c as string, outcome: "ok" }, 5);
+      router.release(failedAlike(a as string, "not-served"), 10);
+      router.release(failedAlike(b as string, "credentials"), 10);
+      const [a2, b2, c2] = each(router, 1000);
+      router.release({ lease: c2 as string, outcome: "ok" }, 1005);
+      router.release({ lease: a2 as string, outcome: "rejected" }, 1010);
+      router.release({ lease: b2 as string, outcome: "rejected", failure: "timeout", timedOut: true }, 1010);
+      expect(state(router)).toEqual(["closed", "closed", "closed"]);
+    });
+  });
+
   it("with every backend at the valve, still places by cache and queue up to the hard cap, then refuses", () => {
     const router = routerFor(group({ saturation: 1, hotThreshold: 0 }, 2, { maxInFlight: 2 }), rng());
     const first = [chain(1, 5), chain(2, 5)].map((c) => pick(router.pick(c, 0))?.backendId);

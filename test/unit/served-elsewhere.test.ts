@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { ServedElsewhere } from "../../src/sharding/served-elsewhere.ts";
-import { silentWhileOthersServe } from "../../src/routing/silence.ts";
+import { judgedBySilence, silenceLookbackMs, silentWhileOthersServe } from "../../src/routing/silence.ts";
 
 describe("ServedElsewhere", () => {
   it("answers when a backend other than the one asked about last served", () => {
@@ -26,5 +26,30 @@ describe("silentWhileOthersServe with another shard's serving", () => {
     // Before the timeout's length ahead of the request: no evidence of the same traffic.
     expect(silentWhileOthersServe(alone, 1_000, 400, [alone], 500)).toBe(false);
     expect(silentWhileOthersServe({ servedAt: 1_200 }, 1_000, 400, [], 1_300)).toBe(false);
+  });
+});
+
+describe("judgedBySilence", () => {
+  it("judges a non-streamed generation the gateway cut and a 5xx-class answer judged the request's, nothing else", () => {
+    expect(judgedBySilence({ outcome: "client-abort", timedOut: true, failure: "timeout" })).toBe(true);
+    expect(judgedBySilence({ outcome: "rejected", failure: "server-error" })).toBe(true);
+    expect(judgedBySilence({ outcome: "rejected", failure: "bad-answer" })).toBe(true);
+    // A first token not come in time, twice: a prompt too long to prefill (workers/gateway/held-failure.ts cut).
+    expect(judgedBySilence({ outcome: "rejected", failure: "timeout", timedOut: true })).toBe(false);
+    // The group's word: an endpoint none serves, a firewall refusing the prompt on every backend.
+    expect(judgedBySilence({ outcome: "rejected", failure: "not-served" })).toBe(false);
+    expect(judgedBySilence({ outcome: "rejected", failure: "credentials" })).toBe(false);
+    expect(judgedBySilence({ outcome: "rejected" })).toBe(false);
+    expect(judgedBySilence({ outcome: "client-abort" })).toBe(false);
+    expect(judgedBySilence({ outcome: "upstream-error", failure: "server-error" })).toBe(false);
+  });
+
+  it("looks back a timeout's length for a cut generation, not at all for a failure that came at once", () => {
+    const alone = { servedAt: -Infinity };
+    expect(silenceLookbackMs({ outcome: "client-abort", timedOut: true }, 400)).toBe(400);
+    expect(silenceLookbackMs({ outcome: "rejected", failure: "server-error" }, 400)).toBe(0);
+    // Another backend served before the failed request was sent: no evidence against its backend.
+    expect(silentWhileOthersServe(alone, 1_000, 0, [alone, { servedAt: 999 }])).toBe(false);
+    expect(silentWhileOthersServe(alone, 1_000, 0, [alone, { servedAt: 1_000 }])).toBe(true);
   });
 });

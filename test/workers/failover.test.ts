@@ -55,6 +55,18 @@ describe("failover before the first byte", () => {
     await expectIdle("failover-off");
   });
 
+  it("says it made no attempt when no backend was left to try", async () => {
+    const failed = await chat("failover-none-left", conversation("kettles"));
+    expect([failed.status, failed.headers.get("x-kvgate-attempts")]).toEqual([502, "1"]);
+    await failed.text();
+    await vi.waitFor(async () => expect((await breakerOf("failover-none-left", "dead"))?.state).toBe("open"), EVENTUALLY);
+    const res = await chat("failover-none-left", conversation("kames"));
+    const body = (await res.json()) as { error: { message: string } };
+    expect([res.status, res.headers.get("x-kvgate-attempts")]).toEqual([503, "0"]);
+    expect(body.error.message).toMatch(/no healthy backend/);
+    await expectIdle("failover-none-left");
+  });
+
   it("waits out a short Retry-After on 429 and retries elsewhere; a long one is not waited for: the other backend is asked at once", async () => {
     await setMode(rateLimitedUpstream, { mode: "429", retryAfter: "0.05" });
     const res = await chat("failover-429", conversation("drumlins"));

@@ -159,12 +159,22 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
     }
   } catch (e) {
     held.thrown(e);
-    throw e;
+    throw withAttempts(e, attempts);
   } finally {
     held.end();
     // A relayed body is still under the deadline; its end clears it.
     if (!relaying) deadline.clear();
   }
+}
+
+/**
+ * An error the attempts' loop answers (no backend left, routing unreachable, a fallback group's
+ * limits), saying how many attempts were made, 0 when none: every answer to a routed request
+ * carries x-kvgate-attempts, a refusal made before any upstream attempt included.
+ */
+function withAttempts(e: unknown, attempts: number): unknown {
+  if (!(e instanceof GatewayError)) return e;
+  return new GatewayError(e.status, e.type, e.message, e.code, e.param, { ...e.headers, "x-kvgate-attempts": String(attempts) }, e.extra);
 }
 
 /**

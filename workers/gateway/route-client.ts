@@ -4,6 +4,7 @@ import { isVersionRefusal, type KeyBudget, type LeaseOutcome, type LeaseRelease,
 import { shardOfObject } from "../../src/sharding/partition.ts";
 import { ShardChoice } from "../../src/sharding/shard-choice.ts";
 import { ServedElsewhere } from "../../src/sharding/served-elsewhere.ts";
+import { judgedBySilence } from "../../src/routing/silence.ts";
 import { FLUSH_RETRY_FIRST_MS, flushRetryMs, isDue, LeaseBook, renewEveryMs, renewLater, type Holding } from "../../src/routing/lease-book.ts";
 import type { Env, WaitUntil } from "../env.ts";
 import { groupObject } from "../../durable-objects/group-stub.ts";
@@ -394,15 +395,15 @@ export function holdLease(decision: Routed, group: ResolvedGroup, env: Env, ctx:
       if (end?.streamed) release.streamed = true;
       if (end?.retryAfterMs !== undefined) release.retryAfterMs = end.retryAfterMs;
       if (end?.timedOut) release.timedOut = true;
+      if (end?.failure !== undefined) release.failure = end.failure;
       if (group.shards > 1) {
         // A shard's object sees only its own backends: another shard's serving is this isolate's to tell.
         if (end?.ttftMs !== undefined || outcome === "ok") servedElsewhere.served(group.name, decision.backendId, Date.now());
-        else if (end?.timedOut) {
+        else if (judgedBySilence(release)) {
           const at = servedElsewhere.otherThan(group.name, decision.backendId);
           if (at > -Infinity) release.othersServedAt = at;
         }
       }
-      if (end?.failure !== undefined) release.failure = end.failure;
       queueRelease(object, hint, release, env, ctx, flushMs);
       done();
     },

@@ -1,0 +1,77 @@
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { startHostileUpstream, type HostileUpstream } from "../support/hostile-upstream.ts";
+import { EVENTUALLY, startTestGateway, type TestGateway } from "./gateway.ts";
+
+/**
+ * Engines behind Cloudflare Tunnel, nginx or a Kubernetes ingress (README, Private networks): a dead
+ * engine shows as its proxy's instant 502, never as a refused connection. Least-loaded sends a
+ * request to an idle backend first, and a dead one is always idle: a request meets the two dead
+ * backends one after the other, and two server-side failures in a row read as the request's
+ * (workers/gateway/held-failure.ts). Unless the routing object charges a failure its backend had
+ * while serving nothing as the others served (src/routing/silence.ts), the dead backends' breakers
+ * never open and a share of the requests fails for ever, not to be retried, beside healthy backends.
+ */
+
+let upstream: HostileUpstream;
+let gw: TestGateway;
+
+// The default consecutiveFailures; no probe or cool-down during the test: the hostile upstream's health endpoint says ok.
+const breaker = { openMs: 600_000, probeIntervalMs: 600_000 };
+const CLIENTS = 8;
+const REQUESTS = 40;
+
+beforeAll(async () => {
+  upstream = await startHostileUpstream();
+  gw = await startTestGateway({
+    modelGroups: [
+      {
+        name: "half-dead",
+        strategy: "least-loaded",
+        breaker,
+        deployments: [
+          { id: "dead-1", baseUrl: `${upstream.url}/status:502`, model: "hostile-7b" },
+          { id: "dead-2", baseUrl: `${upstream.url}/status:502`, model: "hostile-7b" },
+          // Healthy engines take a generation's time to answer.
+          { id: "live-1", baseUrl: `${upstream.url}/slow-headers:150`, model: "hostile-7b" },
+          { id: "live-2", baseUrl: `${upstream.url}/slow-headers:150`, model: "hostile-7b" },
+        ],
+      },
+    ],
+  });
+});
+afterAll(async () => {
+  await gw?.close();
+  await upstream?.close();
+});
+
+async function chat(i: number): Promise<string> {
+  const res = await fetch(`${gw.url}/v1/chat/completions`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${gw.key}`, "content-type": "application/json" },
+    body: JSON.stringify({ model: "half-dead", messages: [{ role: "user", content: `message ${i}` }], max_tokens: 4 }),
+  });
+  await res.text();
+  return `${res.status} attempts=${res.headers.get("x-kvgate-attempts")} retry=${res.headers.get("x-should-retry")}`;
+}
+
+/** `n` requests from `clients` clients, each sending its next as soon as its last is answered. */
+async function load(n: number, clients: number): Promise<string[]> {
+  const answers: string[] = [];
+  let next = 0;
+  await Promise.all(Array.from({ length: clients }, async () => {
+    while (next < n) answers.push(await chat(next++));
+  }));
+  return answers;
+}
+
+const breakers = async () => Object.fromEntries((await gw.status("half-dead")).backends.map((b) => [b.id, b.breaker.state]));
+
+describe("two dead engines behind a proxy, beside two healthy ones", () => {
+  it("are taken out: their breakers open, and every request after is answered", async () => {
+    const first = await load(REQUESTS, CLIENTS);
+    await vi.waitFor(async () => expect(await gw.inFlight("half-dead")).toBe(0), EVENTUALLY);
+    expect({ breakers: await breakers(), first }).toMatchObject({ breakers: { "dead-1": "open", "dead-2": "open", "live-1": "closed", "live-2": "closed" } });
+    const after = await load(REQUESTS, CLIENTS);
+    expect(after.filter((a) => !a.startsWith("200 attempts=1 "))).toEqual([]);
+  });
+});
