@@ -1,4 +1,6 @@
-/** Keys remembered, each with where its recent prompts went: only keys one of whose prompts went to another shard than the key's own. */
+import { SharedBound, type SharingTable } from "./shared-bound.ts";
+
+/** Keys remembered per isolate, over every sharded group, each with where its recent prompts went: only keys one of whose prompts went to another shard than the key's own. */
 const MAX_KEYS = 1024;
 /**
  * A key's placements remembered, newest last: one per recent conversation under it, as a prompt
@@ -9,8 +11,18 @@ const MAX_KEYS = 1024;
  * instead of 70k, and over 4 shards that slice kept 0.79 × one object's kv_hit.
  */
 const PER_KEY = 32;
-/** Placements remembered over every key: ~2 MB at most (≤ 22 hashes each). */
+/** Placements remembered per isolate, over every key of every sharded group: ~2 MB at most (≤ 22 hashes each). */
 const MAX_PLACEMENTS = 8192;
+
+/** The isolate's bounds on every group's KeyPlacements (ShardChoice holds one pair). */
+export interface PlacementBounds {
+  keys: SharedBound;
+  placements: SharedBound;
+}
+
+export function placementBounds(): PlacementBounds {
+  return { keys: new SharedBound(MAX_KEYS), placements: new SharedBound(MAX_PLACEMENTS) };
+}
 
 /** Where one prompt under a key went, and marks of its chain to tell how far another prompt shares it. */
 interface Placement {
@@ -43,13 +55,31 @@ function markAt(m: number): number {
  *
  * A placement keeps its chain's hashes at a few depths past the key (markAt) and at its last
  * block — at most 22 numbers whatever the prompt's length — so a common prefix's depth is known to
- * within a third. Bounded: MAX_KEYS keys, PER_KEY placements a key, MAX_PLACEMENTS in all.
+ * within a third. Bounded: MAX_KEYS keys, PER_KEY placements a key, MAX_PLACEMENTS in all, over
+ * the isolate's sharded groups (SharedBound: the group holding most placements forgets first).
  */
-export class KeyPlacements {
+export class KeyPlacements implements SharingTable {
   /** Key → its recent placements, oldest first; keys most recently placed last. */
   private readonly byKey = new Map<number, Placement[]>();
   /** Placements over every key: the lists' lengths added up. */
   private count = 0;
+  private readonly bounds: PlacementBounds;
+  /** Whether the isolate's placements are past where forgetting stops: an eighth of each bound free. */
+  private readonly pastRoom: () => boolean;
+
+  /** `bounds`: the isolate's, shared with its other sharded groups' KeyPlacements; a pair of its own by default. */
+  constructor(bounds: PlacementBounds = placementBounds()) {
+    this.bounds = bounds;
+    const { keys, placements } = bounds;
+    this.pastRoom = () => keys.held >= keys.max - (keys.max >> 3) || placements.held > placements.max - (placements.max >> 3);
+    placements.join(this);
+  }
+
+  /** Takes what it holds off the isolate's bounds: its group is no longer a sharded group of the fleet. */
+  release(): void {
+    this.bounds.keys.held -= this.byKey.size;
+    this.bounds.placements.leave(this);
+  }
 
   /**
    * The shard of the placement under `key` whose prompt shares most of `chain` past the key's
@@ -76,10 +106,13 @@ export class KeyPlacements {
   placed(key: number, at: number, chain: readonly number[], shard: number, own: number): void {
     const old = this.byKey.get(key);
     if (!old && shard === own) return;
+    const { keys, placements } = this.bounds;
     let list: Placement[] = [];
     if (old) {
       this.byKey.delete(key);
       this.count -= old.length;
+      keys.held--;
+      placements.held -= old.length;
       // A prompt that holds an earlier one whole (a conversation's next turn) stands for it from now on.
       list = old.filter((p) => !holdsWhole(chain, p));
     }
@@ -88,16 +121,30 @@ export class KeyPlacements {
     // Every recent prompt went home: the key's own shard is where the next goes anyway.
     if (list.every((p) => p.shard === own)) return;
     this.count += list.length;
-    if (this.byKey.size >= MAX_KEYS || this.count > MAX_PLACEMENTS) this.forget();
+    placements.held += list.length;
+    if (keys.held >= keys.max || placements.held > placements.max) placements.makeRoom(this.pastRoom);
     this.byKey.set(key, list);
+    keys.held++;
   }
 
-  /** Forgets the keys least recently placed until an eighth of each bound is free (forget-oldest.ts says why at once). */
-  private forget(): void {
+  /** Placements held over every key (SharingTable). */
+  get held(): number {
+    return this.count;
+  }
+
+  /**
+   * Forgets the keys least recently placed while `over()` (until an eighth of each of the isolate's
+   * bounds is free), an eighth of its keys at most: at once, as forget-oldest.ts says why.
+   */
+  shed(over: () => boolean): void {
+    const { keys, placements } = this.bounds;
+    let left = Math.max(1, this.byKey.size >> 3);
     for (const [key, list] of this.byKey) {
-      if (this.byKey.size < MAX_KEYS - (MAX_KEYS >> 3) && this.count <= MAX_PLACEMENTS - (MAX_PLACEMENTS >> 3)) return;
+      if (left-- === 0 || !over()) return;
       this.byKey.delete(key);
       this.count -= list.length;
+      keys.held--;
+      placements.held -= list.length;
     }
   }
 

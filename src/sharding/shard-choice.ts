@@ -1,9 +1,9 @@
 import type { ResolvedGroup } from "../config/load.ts";
 import type { RouteDecision, SpillLimit } from "../routing/protocol.ts";
-import { groupShards, type GroupShards } from "./partition.ts";
+import { groupShards, objectNamesOf, type GroupShards } from "./partition.ts";
 import { boundedOrder, shardOrder, toFront } from "./shard-order.ts";
-import { KeyPlacements } from "./key-placements.ts";
-import { ShardKeys } from "./shard-key.ts";
+import { KeyPlacements, placementBounds } from "./key-placements.ts";
+import { ShardKeys, shardKeyBounds } from "./shard-key.ts";
 
 /** How long an object's count of other isolates' requests stands for its load: about a request's life. */
 const OTHERS_FRESH_MS = 1000;
@@ -56,18 +56,50 @@ export interface ShardPlan {
  * is remembered under its key (`placed`, KeyPlacements): the next prompt that shares more with it
  * than the key goes there first — a conversation's next turn, where its history is. Over
  * 4 shards on the Mooncake trace, in-flight counts alone had TTFT p95 at 2.1 × one object's.
+ *
+ * What it learns is per group, under bounds for the isolate (SharedBound): an isolate that serves
+ * many sharded groups holds no more than one that serves one, and a group that is no longer a
+ * sharded group of the fleet is forgotten when the isolate reads the fleet (`keepOnly`).
  */
 export class ShardChoice {
+  private readonly keyBounds = shardKeyBounds();
+  private readonly placementBounds = placementBounds();
   private readonly keys = new Map<string, ShardKeys>();
   private readonly loads = new Map<string, ShardLoad>();
   /** Per group: where the prompts of keys went, for keys whose prompts went elsewhere than their own shard. */
   private readonly placements = new Map<string, KeyPlacements>();
 
+  /**
+   * The isolate read the fleet: what it learned of groups that are not sharded groups of it (removed,
+   * renamed, down to one shard) is forgotten, and so are the loads of objects no sharded group has.
+   */
+  keepOnly(groups: readonly ResolvedGroup[]): void {
+    const sharded = new Set<string>();
+    const objects = new Set<string>();
+    for (const g of groups) {
+      if (!(g.shards > 1)) continue;
+      sharded.add(g.name);
+      for (const o of objectNamesOf(g.name, g.shards)) objects.add(o);
+    }
+    for (const [name, keys] of this.keys) {
+      if (sharded.has(name)) continue;
+      keys.release();
+      this.keys.delete(name);
+    }
+    for (const [name, placements] of this.placements) {
+      if (sharded.has(name)) continue;
+      placements.release();
+      this.placements.delete(name);
+    }
+    // A load with calls under way stays for their ends (`ended`).
+    for (const [object, load] of this.loads) if (!objects.has(object) && load.own === 0) this.loads.delete(object);
+  }
+
   /** The shards of `group` to try for `chain` (a prompt of `blocks` blocks), best first. */
   order(group: ResolvedGroup, chain: readonly number[], now = Date.now(), blocks = chain.length): ShardPlan {
     const shards = groupShards(group);
     let keys = this.keys.get(group.name);
-    if (!keys) this.keys.set(group.name, (keys = new ShardKeys()));
+    if (!keys) this.keys.set(group.name, (keys = new ShardKeys(this.keyBounds)));
     const { key, at, spread } = keys.keyOf(chain, shards.active);
     const loads = shards.objectNames.map((n) => this.loadOf(n, now));
     // No prompt (embeddings of nothing alike, a realtime session): no cache to aim for, the least busy shard.
@@ -106,7 +138,7 @@ export class ShardChoice {
     let placements = this.placements.get(group.name);
     if (!placements) {
       if (shard === plan.own) return;
-      this.placements.set(group.name, (placements = new KeyPlacements()));
+      this.placements.set(group.name, (placements = new KeyPlacements(this.placementBounds)));
     }
     placements.placed(plan.key, plan.at, plan.chain, shard, plan.own);
   }

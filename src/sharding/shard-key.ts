@@ -1,13 +1,24 @@
 import { forgetOldest } from "../routing/forget-oldest.ts";
 import { decayed } from "../routing/half-life.ts";
+import { SharedBound, type SharingTable } from "./shared-bound.ts";
 
 /** A prompt's first blocks name it when nothing deeper is known: 4 blocks, 256 characters at the default block size. */
 const ROOT_BLOCKS = 4;
 /** Blocks kept of the last prompt seen under a key, past the key: prompts that part further in are not told apart. */
 const WINDOW_BLOCKS = 512;
-/** Keys remembered: branch points, and the last prompt under each key (≤ 4 KB each: 4 MB at most). */
+/** Keys remembered per isolate, over every sharded group: branch points, and the last prompt under each key (≤ 4 KB each: 4 MB at most). */
 const MAX_BRANCHES = 4096;
 const MAX_LAST = 1024;
+
+/** The isolate's bounds on every group's ShardKeys' tables (ShardChoice holds one pair). */
+export interface ShardKeyBounds {
+  branches: SharedBound;
+  last: SharedBound;
+}
+
+export function shardKeyBounds(): ShardKeyBounds {
+  return { branches: new SharedBound(MAX_BRANCHES), last: new SharedBound(MAX_LAST) };
+}
 
 /**
  * A request's weight in a key's heat halves over this many of the isolate's requests of the group.
@@ -80,7 +91,7 @@ interface Tail extends Heat {
  * keyed by its first blocks until its share shows (HEAT_HALF_LIFE): a new system prompt that takes
  * all the traffic of a busy isolate, ~100 requests at 4 shards, after which the conversations
  * begun under it move once; in an isolate that starts with it, two. Bounded: the tables forget
- * their oldest entries.
+ * their oldest entries, under bounds shared with the isolate's other sharded groups (SharedBound).
  */
 export class ShardKeys {
   /** Key (a chain hash) → where the prompts under it part, and its heat; most recently used last. */
@@ -91,6 +102,24 @@ export class ShardKeys {
   private seen = 0;
   /** Every request, decayed as a key's heat is: what a key's heat is a share of (never below it). */
   private readonly total: Heat = { heat: 0, at: 0 };
+  private readonly bounds: ShardKeyBounds;
+  private readonly branchTable: SharingTable;
+  private readonly lastTable: SharingTable;
+
+  /** `bounds`: the isolate's, shared with its other sharded groups' ShardKeys; a pair of its own by default. */
+  constructor(bounds: ShardKeyBounds = shardKeyBounds()) {
+    this.bounds = bounds;
+    this.branchTable = sharing(this.branches, bounds.branches);
+    this.lastTable = sharing(this.last, bounds.last);
+    bounds.branches.join(this.branchTable);
+    bounds.last.join(this.lastTable);
+  }
+
+  /** Takes what it holds off the isolate's bounds: its group is no longer a sharded group of the fleet. */
+  release(): void {
+    this.bounds.branches.leave(this.branchTable);
+    this.bounds.last.leave(this.lastTable);
+  }
 
   /**
    * The prompt's key among `shards` shards taking requests, learning from it. Each call counts as
@@ -128,8 +157,9 @@ export class ShardKeys {
     const blocks = chain.slice(from, from + WINDOW_BLOCKS);
     const prev = this.last.get(key);
     if (!prev) {
-      if (this.last.size >= MAX_LAST) forgetOldest(this.last, MAX_LAST >> 3);
+      this.bounds.last.roomForOne();
       this.last.set(key, { blocks, heat: 1, at: this.seen });
+      this.bounds.last.held++;
       return;
     }
     pass(prev, this.seen);
@@ -138,15 +168,30 @@ export class ShardKeys {
     if (shared < chain.length && shared < from + prev.blocks.length) {
       const known = this.branches.get(key);
       if (known === undefined) {
-        if (this.branches.size >= MAX_BRANCHES) forgetOldest(this.branches, MAX_BRANCHES >> 3);
+        this.bounds.branches.roomForOne();
         // The requests under the key so far are its heat: a prefix that carried the traffic before its prompts parted is split at once.
         this.branches.set(key, { shared, heat: prev.heat, at: this.seen, split: false });
+        this.bounds.branches.held++;
       } else if (shared < known.shared) known.shared = shared;
     }
     prev.blocks = blocks;
     this.last.delete(key);
     this.last.set(key, prev);
   }
+}
+
+/** `table` under `bound`: it forgets an eighth of itself at once, its least recently used (forget-oldest.ts says why). */
+function sharing<K, V>(table: Map<K, V>, bound: SharedBound): SharingTable {
+  return {
+    get held() {
+      return table.size;
+    },
+    shed() {
+      const before = table.size;
+      forgetOldest(table, Math.max(1, before >> 3));
+      bound.held -= before - table.size;
+    },
+  };
 }
 
 /** How many of `tail`'s blocks `chain` has from `from` on: equal hashes cover equal prefixes, so a binary search finds it. */

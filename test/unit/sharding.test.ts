@@ -1,3 +1,5 @@
+import { setFlagsFromString } from "node:v8";
+import { runInNewContext } from "node:vm";
 import { describe, expect, it } from "vitest";
 import type { ResolvedGroup } from "../../src/config/load.ts";
 import { parseConfig } from "../../src/config/load.ts";
@@ -10,7 +12,7 @@ import { mergeDecisions, mergeStatus, scrapedGroup } from "../../src/sharding/me
 import { groupShards, objectNamesOf, partition, shardObjectName, shardOfObject } from "../../src/sharding/partition.ts";
 import { ShardChoice } from "../../src/sharding/shard-choice.ts";
 import { KeyPlacements } from "../../src/sharding/key-placements.ts";
-import { ShardKeys } from "../../src/sharding/shard-key.ts";
+import { ShardKeys, shardKeyBounds } from "../../src/sharding/shard-key.ts";
 import { boundedOrder, shardOrder } from "../../src/sharding/shard-order.ts";
 
 const opts = { blockChars: 64, maxBlocks: 2048 };
@@ -272,6 +274,22 @@ describe("ShardKeys: the prefix that decides a prompt's shard", () => {
     expect(keys.size.branches).toBeLessThanOrEqual(4096);
     expect(keys.size.branches).toBeGreaterThan(0);
   });
+
+  it("shares the isolate's bounds with the other groups': the group holding most forgets, one let go gives its room back", () => {
+    const bounds = shardKeyBounds();
+    const quiet = new ShardKeys(bounds);
+    const busy = new ShardKeys(bounds);
+    const prompt = (i: number) => [i * 10 + 1, i * 10 + 2, i * 10 + 3, i * 10 + 4, i * 10 + 5];
+    for (let i = 0; i < 100; i++) quiet.keyOf(prompt(i), 4);
+    for (let i = 1000; i < 6000; i++) busy.keyOf(prompt(i), 4);
+    expect(quiet.size.last).toBe(100);
+    expect(busy.size.last).toBeGreaterThan(800);
+    expect(busy.size.last).toBeLessThanOrEqual(1024 - 100);
+    quiet.release();
+    for (let i = 6000; i < 8000; i++) busy.keyOf(prompt(i), 4);
+    expect(busy.size.last).toBeGreaterThan(1024 - 100);
+    expect(busy.size.last).toBeLessThanOrEqual(1024);
+  });
 });
 
 describe("KeyPlacements: where the prompts under a key went", () => {
@@ -496,6 +514,40 @@ describe("ShardChoice: an isolate's shard for each prompt", () => {
     // Its own request ended and a second passed: the report is stale, the shard takes the key again.
     choice.ended(home);
     expect(choice.order(group, hot, 1500).order[0]).toBe(order[0]);
+  });
+
+  it("stays bounded however many sharded groups it serves, and lets go of a group no longer sharded in the fleet", () => {
+    setFlagsFromString("--expose-gc");
+    const gc = runInNewContext("gc") as () => void;
+    const heldMb = (from: number) => (gc(), (process.memoryUsage().heapUsed - from) / 2 ** 20);
+    const groups = Array.from({ length: 32 }, (_, g): ResolvedGroup => ({ ...group, name: `group-${g}` }));
+    // Conversations of 608 blocks under a shared opening, each placed on the shard after its own: a
+    // last prompt (4 KB) and a placement per conversation. One group's tables full hold ~5 MB.
+    let h = 1e9;
+    const converse = (choice: ShardChoice, g: ResolvedGroup, conversations: number) => {
+      for (let c = 0; c < conversations; c++) {
+        const chain = [11, 12, 13, 14, 15, 16, 17, 18];
+        for (let i = 0; i < 600; i++) chain.push(h++ * 1.000001);
+        const plan = choice.order(g, chain, 0);
+        choice.placed(g, plan, (plan.own + 1) % 4);
+      }
+    };
+    gc();
+    const before = process.memoryUsage().heapUsed;
+    const choice = new ShardChoice();
+    for (const g of groups) converse(choice, g, 1200);
+    // 144 MB before the bounds were the isolate's (4.5 MB a group): past a Worker's 128 MB.
+    expect(heldMb(before)).toBeLessThan(12);
+    // The fleet read again: every group but the first gone, or down to one shard.
+    choice.keepOnly([groups[0] as ResolvedGroup, ...groups.slice(1, 8).map((g) => ({ ...g, shards: 1 }))]);
+    const kept = heldMb(before);
+    expect(kept).toBeLessThan(1.5);
+    // The bounds count what went: the group left takes them up again, and no more.
+    converse(choice, groups[0] as ResolvedGroup, 2400);
+    expect(heldMb(before)).toBeGreaterThan(kept + 3);
+    expect(heldMb(before)).toBeLessThan(12);
+    choice.keepOnly([]);
+    expect(heldMb(before)).toBeLessThan(1.5);
   });
 });
 

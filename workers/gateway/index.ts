@@ -14,6 +14,7 @@ import { loadConfig, seedError, withFleet, type Loaded } from "../config.ts";
 import type { Env } from "../env.ts";
 import { cachedFleet, loadFleet, recentFleet, registryUnavailable, type FleetView } from "../fleet.ts";
 import { buildApp } from "./app.ts";
+import { fleetRead } from "./route-client.ts";
 
 export { ModelGroup } from "../../durable-objects/model-group.ts";
 export { FleetRegistry } from "../../durable-objects/fleet-registry.ts";
@@ -126,6 +127,9 @@ async function beforeTheApp(error: GatewayError, req: Request, config: ResolvedC
 }
 
 function serve(config: ResolvedConfig, fleet: FleetView, req: Request, env: Env, ctx: ExecutionContext): Response | Promise<Response> {
-  if (!built || built.config !== config || built.fleet !== fleet) built = { config, fleet, app: buildApp(withFleet(config, fleet)) };
+  if (!built || built.config !== config || built.fleet !== fleet) {
+    if (built?.fleet !== fleet) fleetRead(fleet.groups);
+    built = { config, fleet, app: buildApp(withFleet(config, fleet)) };
+  }
   return built.app.fetch(req, env, ctx);
 }

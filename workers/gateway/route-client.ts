@@ -34,6 +34,11 @@ const flushArmed = new Set<string>();
  */
 const limitReached = new Map<string, "budget" | "tpm" | null>();
 const shardChoice = new ShardChoice();
+
+/** The isolate read the fleet `groups`: what it learned of groups no longer sharded in it goes (ShardChoice.keepOnly). */
+export function fleetRead(groups: readonly ResolvedGroup[]): void {
+  shardChoice.keepOnly(groups);
+}
 /** The locationHint of an object's group, which each stub of it carries (groupObject): a flush may be the object's first call. */
 type Hint = ResolvedGroup["locationHint"];
 /** What this isolate saw of its sharded groups' backends serving (src/sharding/served-elsewhere.ts). */
