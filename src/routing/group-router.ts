@@ -106,6 +106,8 @@ export class GroupRouter {
   private readonly backends = new Map<string, Backend>();
   /** Backends no version names that still have leases in flight. */
   private readonly orphans = new Set<Backend>();
+  /** Backends a server's fresh start replaced (startAfresh) that still have leases in flight: their counts are carried once those end. */
+  private readonly superseded = new Set<Backend>();
   private readonly leases = new LeaseTable();
   /** Drawn when the router is made, once per object's life: what its lease ids begin with (leaseId). */
   readonly incarnation: string;
@@ -188,12 +190,20 @@ export class GroupRouter {
    * settings the shared state takes, and the one that says which servers take new requests.
    */
   install(group: ResolvedGroup, now: number): void {
+    // A version newer than any the object had, or than its retirement: the servers it names that
+    // took no part here until now (given up, or the group retired) start afresh (startAfresh).
+    const rejoining = group.rev > this.rev ? this.currentBackends() : null;
     const known = this.views.get(group.version);
     if (known) {
       known.usedAt = now;
       // The same content again at a later revision (a drain undone) is the newest again.
       if (group.rev > known.rev) {
         known.rev = group.rev;
+        if (rejoining) {
+          known.backends.forEach((b, i) => {
+            if (!rejoining.has(b)) this.startAfresh(b, group.deployments[i] as ResolvedDeployment, group);
+          });
+        }
         this.settle();
       }
       return;
@@ -201,6 +211,7 @@ export class GroupRouter {
     const backends = group.deployments.map((d) => {
       const key = backendKey(d.id, d.baseUrl);
       let b = this.backends.get(key);
+      if (b && rejoining && !rejoining.has(b)) b = this.startAfresh(b, d, group);
       if (!b) this.backends.set(key, (b = new Backend(d, group)));
       return b;
     });
@@ -214,6 +225,39 @@ export class GroupRouter {
       this.dropView(lru as View);
     }
     this.settle(now);
+  }
+
+  /** The servers that take part in routing: the newest version's, unless the group was retired since. */
+  private currentBackends(): Set<Backend> {
+    const newest = this.newestView();
+    return new Set(newest && newest.rev >= this.retiredRev ? newest.backends : []);
+  }
+
+  /**
+   * A server held from before that rejoins (a version made newest names it again after the object
+   * gave it up or was retired) starts afresh, as a server that changes shard does: it served
+   * through another shard's object since, or left the group, so what this object knew of it — its
+   * prefix set, breaker, rest, learned figures, queue — is stale, and whether it still held was
+   * only how soon it came back (versions are kept a minute, VIEW_IDLE_MS). A new Backend takes its
+   * place in every version; what it counted is carried, as a let-go address's is, and its leases
+   * still in flight end on the old one. Its saved breaker and prefix set are written over with the
+   * fresh ones (a retired object's were let go with the rest: `retired`). A version that keeps its
+   * servers (a deploy, a drain) changes nothing of theirs.
+   */
+  private startAfresh(old: Backend, d: ResolvedDeployment, group: ResolvedGroup): Backend {
+    const fresh = new Backend(d, group);
+    this.backends.set(old.key, fresh);
+    for (const v of this.views.values()) {
+      const i = v.backends.indexOf(old);
+      if (i >= 0) v.backends[i] = fresh;
+    }
+    if (!this.retired) {
+      fresh.breakerDirty = true;
+      fresh.affinityDirty = this.affinityPending = true;
+    }
+    if (old.inFlight > 0) this.superseded.add(old);
+    else this.carry(old);
+    return fresh;
   }
 
   /** The registry removed the group: no server takes new requests; leases in flight finish. */
@@ -693,8 +737,7 @@ export class GroupRouter {
     // object that routed to it: once nothing is in flight on it here (else its series would fall first).
     const ids = new Set(listed.map((b) => b.id));
     for (const id of this.carried.keys()) if (!shows(id, 0) && !ids.has(id)) this.carried.delete(id);
-    const newest = this.newestView();
-    const current = new Set(newest && newest.rev >= this.retiredRev ? newest.backends : []);
+    const current = this.currentBackends();
     // A carried entry comes after its id's live ones: scrapedGroup adds its counts to theirs.
     const backends = [...listed.map((b) => b.metrics(current.has(b))), ...this.carried.values()];
     const handedOver: HandedOver[] = [];
@@ -817,10 +860,17 @@ export class GroupRouter {
   }
 
   private letGoIfOrphan(b: Backend): void {
-    if (b.inFlight > 0 || !this.orphans.has(b)) return;
+    if (b.inFlight > 0) return;
+    if (this.superseded.delete(b)) this.carry(b);
+    if (!this.orphans.has(b)) return;
     this.orphans.delete(b);
     this.backends.delete(b.key);
     this.dropped.backends.push(b.key);
+    this.carry(b);
+  }
+
+  /** What `b` counted, carried under its id (`carried`). */
+  private carry(b: Backend): void {
     const had = this.carried.get(b.id);
     this.carried.set(b.id, had ? addAddress(had, b.metrics(false)) : b.metrics(false));
     if (this.carried.size > MAX_DEPLOYMENTS) this.carried.delete(this.carried.keys().next().value as string);

@@ -180,9 +180,60 @@ describe("GroupRouter: registry revisions", () => {
     r.retire(4);
     expect(r.dueProbes(10_000)).toEqual([]);
     expect(r.nextWake()).toBeNull();
-    // Brought back, its servers are probed again.
+    // Brought back, its servers start afresh (below): a1's breaker is closed, and it takes requests again.
     r.install(at(g, 5), 20_000);
-    expect(r.dueProbes(30_000)).toHaveLength(1);
+    expect(r.dueProbes(30_000)).toEqual([]);
+    expect(byId(r).a1?.breaker.state).toBe("closed");
+  });
+
+  /** `r` routes `n` prompts of 20 blocks each with `outcome`, on whichever server (prefix-aware), and releases them. */
+  function serve(r: GroupRouter, g: ResolvedGroup, n: number, now: number, outcome: "ok" | "upstream-error" = "ok") {
+    for (let i = 0; i < n; i++) {
+      const d = decided(r.route(g.version, Array.from({ length: 20 }, (_, k) => 1000 * (now + i) + k), [], now));
+      r.release({ lease: d.lease, outcome, ttftMs: 50, durationMs: 100 }, now);
+    }
+  }
+  const prefixAware = (deployments: ReturnType<typeof dep>[]) => version(deployments, { strategy: "prefix-aware" });
+
+  it("a retired group brought back at a later revision starts its servers afresh: empty prefix sets, closed breakers, no rest; their counts go on", () => {
+    // Shard 1 of a group of two: lowered to one shard at revision 5, raised to two again at 9 (the same slice, the same version).
+    const r = new GroupRouter("g");
+    const g = at(prefixAware([dep("a1")]), 1);
+    r.install(g, 0);
+    serve(r, g, 3, 0);
+    serve(r, g, 2, 1, "upstream-error");
+    expect(byId(r).a1).toMatchObject({ prefixBlocks: 60, breaker: { state: "open" } });
+    const counted = r.metrics().backends.find((b) => b.id === "a1")?.outcomes;
+    expect(counted).toMatchObject({ ok: 3, "upstream-error": 2 });
+    r.retire(5);
+    r.install(at(g, 9), 10_000);
+    expect(byId(r).a1).toMatchObject({ prefixBlocks: 0, breaker: { state: "closed" }, restingUntil: null, inFlight: 0, takesRequests: true });
+    serve(r, g, 1, 10_001);
+    // GET /metrics counts on from where it was: the old counts are carried, the new ones added.
+    const all = r.metrics().backends.filter((b) => b.id === "a1");
+    expect(all.reduce((n, b) => n + b.outcomes.ok, 0)).toBe(4);
+    expect(all.reduce((n, b) => n + b.outcomes["upstream-error"], 0)).toBe(2);
+  });
+
+  it("a server the newest version gave up starts afresh when a later one names it again; a deploy that kept it keeps its state", () => {
+    const r = new GroupRouter("g");
+    const both = at(prefixAware([dep("a1"), dep("b2")]), 1);
+    r.install(both, 0);
+    serve(r, both, 4, 0);
+    // b2 asks to be spared for 30 s (a 429).
+    const spared = decided(r.route(both.version, [], ["a1"], 1));
+    r.release({ lease: spared.lease, outcome: "rate-limited", retryAfterMs: 30_000 }, 1);
+    const had = byId(r);
+    expect((had.a1?.prefixBlocks ?? 0) + (had.b2?.prefixBlocks ?? 0)).toBe(80);
+    expect(had.b2?.restingUntil).toBe(30_001);
+    // A deploy that keeps both (a setting changed): nothing starts afresh.
+    const deploy = at(version([dep("a1"), dep("b2")], { strategy: "prefix-aware", balanceAbs: 40 }), 2);
+    r.install(deploy, 1);
+    expect(byId(r)).toMatchObject({ a1: { prefixBlocks: had.a1?.prefixBlocks }, b2: { prefixBlocks: had.b2?.prefixBlocks } });
+    // b2 moves to another shard (revision 3), and back (revision 4) while the versions that named it are still held.
+    r.install(at(prefixAware([dep("a1")]), 3), 2);
+    r.install(at(deploy, 4), 3);
+    expect(byId(r)).toMatchObject({ a1: { prefixBlocks: had.a1?.prefixBlocks }, b2: { prefixBlocks: 0, restingUntil: null, takesRequests: true } });
   });
 });
 

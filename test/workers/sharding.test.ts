@@ -419,4 +419,24 @@ describe("the object of a shard a group gave up", () => {
     expect([...left.keys()].filter((k) => k.includes('shard="1"'))).toEqual([]);
     expect([...again].filter(([k, v]) => (left.get(k) ?? v) < v)).toEqual([]);
   }, 40_000);
+
+  it("starts its servers afresh once it is a shard again: none keeps the prefix set it had before", async () => {
+    const name = "sharded-again";
+    const second = env.MODEL_GROUP.getByName(shardObjectName(name, 1));
+    const deployments = inject("upstreams").fleetUrls.map((baseUrl, i) => ({ id: `u${i}`, baseUrl, model: UPSTREAM_MODEL }));
+    await ok(admin("/admin/v1/groups", { method: "POST", json: { name, shards: 2, deployments } }), 201);
+    const learned = async () => (await second.status()).backends.reduce((n, b) => n + b.prefixBlocks, 0);
+    for (let i = 0; i < 16 && (await learned()) === 0; i++) {
+      const res = await chat(name, turnOf(`wren ${i}`, 1));
+      expect(res.status).toBe(200);
+      await res.text();
+    }
+    expect(await learned()).toBeGreaterThan(0);
+    // One shard, then two again within the minute the given-up object keeps its versions: the same slice, the same version.
+    await ok(admin(`/admin/v1/groups/${name}`, { method: "PATCH", json: { shards: 1 } }));
+    await ok(admin(`/admin/v1/groups/${name}`, { method: "PATCH", json: { shards: 2 } }));
+    const back = await second.status();
+    expect(back.backends.length).toBeGreaterThan(0);
+    expect(back.backends.map((b) => [b.id, b.prefixBlocks, b.breaker.state, b.takesRequests])).toEqual(back.backends.map((b) => [b.id, 0, "closed", true]));
+  });
 });
