@@ -55,6 +55,12 @@ export interface LeaseRelease {
   othersServedAt?: number;
   /** A rate-limited attempt's wait, in ms, as its upstream's Retry-After said. */
   retryAfterMs?: number;
+  /**
+   * A failed attempt answered a gateway's 502 or 504: a proxy in front of the engine (a tunnel,
+   * nginx, an ingress) could not get an answer from it, which no request's content makes an engine's
+   * own answer (src/routing/silence.ts judgedBySilence).
+   */
+  viaGateway?: true;
   /** A failed attempt: what it met (kvgate_attempt_failures_total). Sent with failures only, whatever the verdict. */
   failure?: FailureKind;
   /**

@@ -1,4 +1,3 @@
-import type { FailureKind } from "../upstream/answer.ts";
 import type { LeaseRelease } from "./protocol.ts";
 
 /**
@@ -11,12 +10,16 @@ import type { LeaseRelease } from "./protocol.ts";
  *    server, whose health endpoint still says ok) answers no request at all, and without a verdict
  *    it would keep its share of the non-streamed traffic for ever, each request waiting out the
  *    timeout;
- *  - a server-side failure (a 5xx-class answer) judged the request's because a second backend
- *    failed it alike (workers/gateway/held-failure.ts). Alone, that verdict stands: a body every
- *    server crashes on. But an engine dead behind Cloudflare Tunnel, nginx or an ingress shows as
- *    its proxy's instant 502, and least-loaded sends each request to the idle backends first — the
- *    dead ones: a request meets two of them in a row, and without this their breakers never open
- *    while every such request fails beside healthy backends.
+ *  - a gateway's 502 or 504 judged the request's because a second backend failed it alike
+ *    (workers/gateway/held-failure.ts). Alone, that verdict stands: a body every server crashes on.
+ *    But an engine dead behind Cloudflare Tunnel, nginx or an ingress shows as its proxy's instant
+ *    502, and least-loaded sends each request to the idle backends first — the dead ones: a request
+ *    meets two of them in a row, and without this their breakers never open while every such
+ *    request fails beside healthy backends. Not an engine's own 500: a busy backend running long
+ *    generations serves nothing in the few milliseconds two quick 500s take while the others serve,
+ *    so a flood of requests every engine fails on (40 req/s of 8 s generations beside 20 poison
+ *    requests a second) opened healthy breakers and refused normal traffic; a proxy's 502 for a
+ *    request that crashed its engine is an engine down, which its breaker is for.
  * Either is the backend's when
  *  - the backend served nothing (no answer, no streamed first token, to any request) from the
  *    moment the request was sent to it until the release: one that answers others meanwhile is
@@ -39,18 +42,15 @@ export interface Served {
 }
 
 /** Of a release, what says whether the rule judges it. */
-export type Judged = Pick<LeaseRelease, "outcome" | "timedOut" | "failure">;
+export type Judged = Pick<LeaseRelease, "outcome" | "timedOut" | "failure" | "viaGateway">;
 
 /**
- * The failures held-failure.ts may judge the request's that a server answered: a 5xx, a status no
- * server sends. A refused connection, an answer broken off, a 503 saying the server's state are
- * their backend's at once, never the request's.
+ * Whether the rule judges `r`: a non-streamed generation the gateway cut, or a gateway's 502 or 504
+ * (LeaseRelease.viaGateway) judged the request's. A refused connection, an answer broken off, a 503
+ * saying the server's state are their backend's at once, never the request's.
  */
-const ANSWERED: ReadonlySet<FailureKind | undefined> = new Set<FailureKind>(["server-error", "bad-answer"]);
-
-/** Whether the rule judges `r`: a non-streamed generation the gateway cut, or a server-side failure judged the request's. */
 export function judgedBySilence(r: Judged): boolean {
-  return r.timedOut === true ? r.outcome === "client-abort" : r.outcome === "rejected" && ANSWERED.has(r.failure);
+  return r.timedOut === true ? r.outcome === "client-abort" : r.outcome === "rejected" && r.failure === "server-error" && r.viaGateway === true;
 }
 
 /**

@@ -716,8 +716,8 @@ describe("GroupRouter", () => {
   });
 
   describe("a server-side failure judged the request's (src/routing/silence.ts, workers/gateway/held-failure.ts)", () => {
-    // Two backends failed it alike: the Worker settles both leases as the request's.
-    const failedAlike = (lease: string, failure: "server-error" | "not-served" | "credentials" = "server-error") => ({ lease, outcome: "rejected" as const, failure });
+    // Two backends failed it alike: the Worker settles both leases as the request's. `viaGateway`: a proxy's 502 or 504.
+    const failedAlike = (lease: string, failure: "server-error" | "not-served" | "credentials" = "server-error", viaGateway = true) => ({ lease, outcome: "rejected" as const, failure, ...(viaGateway ? { viaGateway: true as const } : {}) });
     const proxiedRouter = (consecutiveFailures: number) => routerFor(group({ strategy: "round-robin", breaker: { consecutiveFailures, openMs: 60_000 } }, 3), rng(37));
     /** One request to each backend, sent at `at`: their leases, by backend. */
     const each = (router: ReturnType<typeof proxiedRouter>, at: number) => {
@@ -759,6 +759,20 @@ describe("GroupRouter", () => {
         const [a2, b2] = each(router, at + 500);
         router.release({ lease: a2 as string, outcome: "ok" }, at + 510);
         router.release({ lease: b2 as string, outcome: "ok" }, at + 510);
+      }
+      expect(state(router)).toEqual(["closed", "closed", "closed"]);
+    });
+
+    it("judges no engine's own 500: a flood of requests every engine fails on, beside long generations elsewhere, opens no healthy breaker (found by review)", () => {
+      const router = proxiedRouter(2);
+      // a and b hold long generations that never end in the test; c serves every 100 ms.
+      const [a0, b0] = each(router, 0);
+      expect([a0, b0].every(Boolean)).toBe(true);
+      for (let at = 100; at <= 2000; at += 100) {
+        const [a, b, c] = each(router, at);
+        router.release({ lease: c as string, outcome: "ok" }, at + 5);
+        router.release(failedAlike(a as string, "server-error", false), at + 10);
+        router.release(failedAlike(b as string, "server-error", false), at + 10);
       }
       expect(state(router)).toEqual(["closed", "closed", "closed"]);
     });

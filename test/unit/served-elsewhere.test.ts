@@ -30,10 +30,12 @@ describe("silentWhileOthersServe with another shard's serving", () => {
 });
 
 describe("judgedBySilence", () => {
-  it("judges a non-streamed generation the gateway cut and a 5xx-class answer judged the request's, nothing else", () => {
+  it("judges a non-streamed generation the gateway cut and a gateway's 502 or 504 judged the request's, nothing else", () => {
     expect(judgedBySilence({ outcome: "client-abort", timedOut: true, failure: "timeout" })).toBe(true);
-    expect(judgedBySilence({ outcome: "rejected", failure: "server-error" })).toBe(true);
-    expect(judgedBySilence({ outcome: "rejected", failure: "bad-answer" })).toBe(true);
+    expect(judgedBySilence({ outcome: "rejected", failure: "server-error", viaGateway: true })).toBe(true);
+    // An engine's own 500, or an answer no server gives: a busy backend serves nothing in the milliseconds two of them take.
+    expect(judgedBySilence({ outcome: "rejected", failure: "server-error" })).toBe(false);
+    expect(judgedBySilence({ outcome: "rejected", failure: "bad-answer" })).toBe(false);
     // A first token not come in time, twice: a prompt too long to prefill (workers/gateway/held-failure.ts cut).
     expect(judgedBySilence({ outcome: "rejected", failure: "timeout", timedOut: true })).toBe(false);
     // The group's word: an endpoint none serves, a firewall refusing the prompt on every backend.

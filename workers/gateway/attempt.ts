@@ -244,7 +244,10 @@ async function attemptHeld(a: AttemptInput, key: KeyRecord | null, lease: HeldLe
       return { kind: "answered", response: withHeaders(err, routing), rejected: true, ...(answer.notHeld ? { notHeld: true } : {}) };
     }
     const waitMs = status === 429 || status === 503 ? parseRetryAfter(retryAfter) : null;
-    return answer.kind === "rate-limited" ? failed(err, "rate-limited", "429", "rate-limited", waitMs) : failed(err, "upstream-error", FAILURE_CAUSE, failureKind(answer.why), waitMs, true, isBackendsOwn(answer.why));
+    if (answer.kind === "rate-limited") return failed(err, "rate-limited", "429", "rate-limited", waitMs);
+    const cut = failed(err, "upstream-error", FAILURE_CAUSE, failureKind(answer.why), waitMs, true, isBackendsOwn(answer.why));
+    // A gateway's word that the engine behind it did not answer: the silence rule may judge it the backend's.
+    return status === 502 || status === 504 ? { ...cut, end: { viaGateway: true } } : cut;
   };
   if (answer.kind !== "success") {
     // A 200 judged by its headers (bytes in a coding no one can read): its body is not wanted.

@@ -276,7 +276,7 @@ export function giveBack(decision: Routed, group: ResolvedGroup, env: Env, ctx: 
 }
 
 /** What an answered attempt tells of itself when its lease ends: its timings, and the upstream's usage when it was read. */
-export type AttemptEnd = Pick<LeaseRelease, "ttftMs" | "durationMs" | "usage" | "streamed" | "estimate" | "retryAfterMs" | "timedOut" | "failure">;
+export type AttemptEnd = Pick<LeaseRelease, "ttftMs" | "durationMs" | "usage" | "streamed" | "estimate" | "retryAfterMs" | "timedOut" | "failure" | "viaGateway">;
 
 /**
  * What an attempt whose bound passed with no answer tells of itself (LeaseRelease.timedOut): a
@@ -401,6 +401,7 @@ export function holdLease(decision: Routed, group: ResolvedGroup, env: Env, ctx:
       if (end?.retryAfterMs !== undefined) release.retryAfterMs = end.retryAfterMs;
       if (end?.timedOut) release.timedOut = true;
       if (end?.failure !== undefined) release.failure = end.failure;
+      if (end?.viaGateway) release.viaGateway = true;
       if (group.shards > 1) {
         // A shard's object sees only its own backends: another shard's serving is this isolate's to tell.
         if (end?.ttftMs !== undefined || outcome === "ok") servedElsewhere.served(group.name, decision.backendId, Date.now());
