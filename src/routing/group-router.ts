@@ -785,6 +785,8 @@ export class GroupRouter {
     const views = [...this.views.values()].sort((a, b) => (newer(a, b) ? -1 : 1));
     for (const v of views) for (const b of v.backends) seen.add(b);
     for (const b of this.orphans) seen.add(b);
+    // A server's old state while a lease of it runs (startAfresh): its counts and that lease, shown until carried.
+    for (const b of this.superseded) seen.add(b);
     return [...seen];
   }
 

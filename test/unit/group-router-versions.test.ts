@@ -237,6 +237,29 @@ describe("GroupRouter: registry revisions", () => {
   });
 });
 
+describe("GroupRouter: a server that starts afresh while a lease of its old state runs (found by review)", () => {
+  it("keeps counting it: its ok count never falls, and its lease in flight is shown until it ends", () => {
+    const r = new GroupRouter("g");
+    const both = at(version([dep("a1"), dep("b2")]), 1);
+    r.install(both, 0);
+    const leases = Array.from({ length: 6 }, () => decided(r.route(both.version, [], [], 1)));
+    const held = leases.find((d) => d.backendId === "b2") as RouteDecision;
+    for (const d of leases) if (d !== held) r.release({ lease: d.lease, outcome: "ok", ttftMs: 5 }, 2);
+    const okOf = () => r.metrics().backends.filter((b) => b.id === "b2").reduce((n, b) => n + (b.outcomes.ok ?? 0), 0);
+    const inFlightOf = () => r.snapshot().filter((b) => b.id === "b2").reduce((n, b) => n + b.inFlight, 0);
+    const before = okOf();
+    expect(before).toBe(2);
+    // b2 leaves (another shard) and comes back while its lease still runs.
+    r.install(at(version([dep("a1")]), 2), 3);
+    r.install(at(version([dep("a1"), dep("b2")]), 3), 4);
+    expect(okOf()).toBe(before);
+    expect(inFlightOf()).toBe(1);
+    r.release({ lease: held.lease, outcome: "ok", ttftMs: 5 }, 5);
+    expect(okOf()).toBe(before + 1);
+    expect(inFlightOf()).toBe(0);
+  });
+});
+
 describe("GroupRouter: lease renewals", () => {
   const g = version([dep("a1", 9001, { maxInFlight: 2 })], { leaseTtlMs: 300 });
 
