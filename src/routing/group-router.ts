@@ -255,6 +255,9 @@ export class GroupRouter {
       fresh.breakerDirty = true;
       fresh.affinityDirty = this.affinityPending = true;
     }
+    // What it saved is deleted at once: its prefix set is saved again only at the next snapshot, and
+    // an object reset before then would restore the stale one into the fresh server.
+    this.dropped.backends.push(old.key);
     if (old.inFlight > 0) this.superseded.add(old);
     else this.carry(old);
     return fresh;
