@@ -139,8 +139,9 @@ export async function recentFleet(env: Env, ctx: WaitUntil, held: readonly Resol
   ctx.waitUntil(read);
   const got = await readWithin(read, REGISTRY_WAIT_MS);
   if (got === undefined) {
-    givenUpAt = Date.now();
-    const landed = () => void (givenUpAt = -Infinity);
+    const at = (givenUpAt = Date.now());
+    // Only its own landing lifts the guard: an earlier read given up on, landing late, leaves a later one's.
+    const landed = () => void (givenUpAt === at && (givenUpAt = -Infinity));
     read.then(landed, landed);
   }
   return got ?? current;
