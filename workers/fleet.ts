@@ -40,8 +40,26 @@ export function cachedFleet(): FleetView | null {
 export async function loadFleet(env: Env): Promise<FleetView> {
   const snap: FleetSnapshot = await env.FLEET.getByName(REGISTRY_NAME).snapshot();
   fetchedAt = Date.now();
-  if (!current || snap.rev >= current.rev) current = { rev: snap.rev, groups: snap.groups, byModel: modelIndex(snap.groups), objects: new Map(Object.entries(snap.objects ?? {})), seed: snap.seed ?? null };
+  if (!current || snap.rev >= current.rev) {
+    const groups = keptGroups(snap.groups, current);
+    current = { rev: snap.rev, groups, byModel: modelIndex(groups), objects: new Map(Object.entries(snap.objects ?? {})), seed: snap.seed ?? null };
+  }
   return current;
+}
+
+/**
+ * The snapshot's groups, each the object held where its name, content (`version`) and revision are
+ * the same: what an isolate keeps per group object — its hook pipeline (workers/config.ts), its
+ * deployments' reach — lasts across reads that changed nothing of the group, once per version as
+ * they say, not once per read.
+ */
+function keptGroups(groups: ResolvedGroup[], held: FleetView | null): ResolvedGroup[] {
+  if (!held) return groups;
+  const byName = new Map(held.groups.map((g) => [g.name, g]));
+  return groups.map((g) => {
+    const was = byName.get(g.name);
+    return was !== undefined && was.version === g.version && was.rev === g.rev ? was : g;
+  });
 }
 
 /**
