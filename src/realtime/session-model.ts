@@ -145,8 +145,17 @@ function pinnedSession(session: Record<string, unknown>, model: string, pins: Se
   const { intent, announced } = pins;
   // Never the deployment's model: that is the conversation's, or the transcriber's, never a voice.
   const spoken = modelAt(own, [], SPEECH_MODEL, announced.speech);
-  const transcriber = intent === "transcription" ? model : announced.transcription;
+  const transcriber = transcriberFor(intent, model, announced);
   return TRANSCRIPTION_MODEL_AT.reduce((s, path) => modelAt(s, path, "model", transcriber), spoken);
+}
+
+/**
+ * The transcription model a virtual key's session names: the deployment's `model` in a transcription
+ * session (it is the transcriber), else the one its server announced; null: none, the server's
+ * default applying. The handshake's query, before any announcement, reads it with NONE_ANNOUNCED.
+ */
+export function transcriberFor(intent: SessionIntent, model: string, announced: AnnouncedModels): string | null {
+  return intent === "transcription" ? model : announced.transcription;
 }
 
 /**

@@ -1,6 +1,6 @@
 import type { ResolvedDeployment, ResolvedGroup } from "../../src/config/load.ts";
 import { badGateway, GatewayError, gatewayTimeout } from "../../src/openai/errors.ts";
-import { sessionIntent } from "../../src/realtime/session-model.ts";
+import { NONE_ANNOUNCED, sessionIntent, transcriberFor } from "../../src/realtime/session-model.ts";
 import { classifyRefusedUpgrade } from "../../src/realtime/upgrade-answer.ts";
 import type { LeaseOutcome, RouteDecision } from "../../src/routing/protocol.ts";
 import { SILENT, type AttemptEnd, type Routed } from "./route-client.ts";
@@ -59,8 +59,9 @@ export async function openUpstream(h: HandshakeInput): Promise<Handshake> {
   // names: a virtual key's is the deployment's in a transcription session, and in a conversation
   // (whose model is the LLM) dropped, the server's default applying (src/realtime/session-model.ts).
   if (!h.owner && query.has(TRANSCRIPTION_MODEL)) {
-    if (sessionIntent(h.search) === "transcription") query.set(TRANSCRIPTION_MODEL, deployment.model);
-    else query.delete(TRANSCRIPTION_MODEL);
+    const transcriber = transcriberFor(sessionIntent(h.search), deployment.model, NONE_ANNOUNCED);
+    if (transcriber === null) query.delete(TRANSCRIPTION_MODEL);
+    else query.set(TRANSCRIPTION_MODEL, transcriber);
   }
   const headers: Record<string, string> = { upgrade: "websocket", "x-request-id": h.requestId, "x-kvgate-routed-at": String(h.decision.routedAt) };
   if (h.protocols.length > 0) headers["sec-websocket-protocol"] = h.protocols.join(", ");
