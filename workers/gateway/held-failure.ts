@@ -3,6 +3,7 @@ import type { ResolvedGroup } from "../../src/config/load.ts";
 import type { LeaseOutcome } from "../../src/routing/protocol.ts";
 import { isServerSide, type Failure } from "../../src/upstream/retry.ts";
 import type { AttemptEnd, HeldLease, NoBackendCause } from "./route-client.ts";
+import { anyUntried } from "../../src/routing/untried.ts";
 
 /** An attempt's lease with what it told of itself and what it met, kept for a verdict to come. */
 interface Held {
@@ -167,7 +168,7 @@ export class HeldFailure {
       return;
     }
     if (this.untried.some((u) => u.group === group.name)) return;
-    if (refusal !== "unreached" && !group.deployments.some((d) => d.state === "active" && !tried.includes(d.id) && !unreachable.includes(d.id))) return;
+    if (refusal !== "unreached" && !anyUntried(group.deployments, tried, unreachable)) return;
     this.untried.push({ refusal, group: group.name });
   }
 

@@ -18,6 +18,7 @@ import { PassedOver } from "./group-reach.ts";
 import { HeldFailure } from "./held-failure.ts";
 import { giveBack, refusalCause, route, routingUnavailable, type NoBackendCause, type Routed } from "./route-client.ts";
 import { validate, type Endpoint } from "./validate.ts";
+import { anyUntried } from "../../src/routing/untried.ts";
 
 export interface ProxyInput {
   endpoint: Endpoint;
@@ -300,7 +301,7 @@ export class GroupPath {
    * has the request read the fleet and go on.
    */
   nothingLeft(exclude: readonly string[], unreachable: readonly string[]): boolean {
-    return this.fellBackTo >= this.primary.fallbacks.length && this.group.deployments.every((d) => d.state !== "active" || exclude.includes(d.id) || unreachable.includes(d.id));
+    return this.fellBackTo >= this.primary.fallbacks.length && !anyUntried(this.group.deployments, exclude, unreachable);
   }
 
   /**

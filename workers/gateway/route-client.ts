@@ -10,6 +10,7 @@ import type { Env, WaitUntil } from "../env.ts";
 import { groupObject } from "../../durable-objects/group-stub.ts";
 import { fleetBehind } from "../fleet.ts";
 import type { Prompt } from "./validate.ts";
+import { anyUntried } from "../../src/routing/untried.ts";
 
 /**
  * The Worker's side of the group's Durable Object: the route call, and the leases it hands out.
@@ -193,7 +194,7 @@ export async function route(env: Env, ctx: WaitUntil, group: ResolvedGroup, prom
       // An object that cannot answer (overloaded, or being reset) is a shard with nothing to give: the next may.
       shardChoice.ended(object);
       failed = e;
-      if (!unreached) unreached = (shards.views[s] as ResolvedGroup).deployments.some((d) => d.state === "active" && !exclude.includes(d.id) && !unreachable.includes(d.id));
+      if (!unreached) unreached = anyUntried((shards.views[s] as ResolvedGroup).deployments, exclude, unreachable);
       continue;
     }
     if (!("refused" in answer)) {
