@@ -494,7 +494,7 @@ export class GroupRouter {
     if (!judgedBySilence(r)) return false;
     const view = this.newestView();
     const elsewhere = typeof r.othersServedAt === "number" && Number.isFinite(r.othersServedAt) ? r.othersServedAt : -Infinity;
-    return view !== undefined && silentWhileOthersServe(b, lease.routedAt, silenceLookbackMs(r, view.group.nonStreamTimeoutMs), view.backends, elsewhere);
+    return view !== undefined && silentWhileOthersServe(b, lease.routedAt, silenceLookbackMs(r, view.group), view.backends, elsewhere);
   }
 
   /**

@@ -24,13 +24,21 @@ import type { LeaseRelease } from "./protocol.ts";
  *  - the backend served nothing (no answer, no streamed first token, to any request) from the
  *    moment the request was sent to it until the release: one that answers others meanwhile is
  *    working, and the failure is the request's; and
- *  - another backend of the group served a request in that time (for a timeout, or in the
- *    timeout's length before it): the same traffic is being answered elsewhere, so the failure is
- *    not the workload's (a whole group given generations longer than its timeout blames no one).
+ *  - another backend of the group served a request in that time, or shortly before it (a timeout's
+ *    length for a timeout; the breaker's window for a gateway's failure): the same traffic is being
+ *    answered elsewhere, so the failure is not the workload's (a whole group given generations
+ *    longer than its timeout blames no one). A proxy's 502 comes in milliseconds, in which another
+ *    backend seldom serves: judged by those milliseconds alone, a dead pair was charged only when
+ *    another's answer happened to fall in them (in CI, 40 requests from 8 clients beside two
+ *    healthy backends left one dead engine's breaker closed), and the fewer answers a second, the
+ *    longer it failed the requests that met it. A serve within the window the breaker judges by
+ *    says as much of the traffic as one during the 502.
  * One such failure is one failure; the breaker opens only at `consecutiveFailures` of them with
  * nothing served between, so a healthy backend that fails one odd request serves others between
- * and never opens. A client's repeated bad requests at low traffic charge nothing (no other
- * backend serves meanwhile): one client cannot open every breaker of a group.
+ * and never opens. A client's repeated bad requests charge nothing where no other backend
+ * served within the lookback, and an engine's own answer to them is never judged: one client's
+ * requests cannot open every breaker of a group, unless they take its engines down (a proxy's 502
+ * for each), which the breakers are for.
  * A first token not come in time is not judged so (workers/gateway/held-failure.ts cut): a prompt
  * too long to prefill in time, on a backend the rest of the traffic was steered away from, serves
  * nothing while others serve, and charged, it opens the breaker of the first backend it meets.
@@ -53,13 +61,20 @@ export function judgedBySilence(r: Judged): boolean {
   return r.timedOut === true ? r.outcome === "client-abort" : r.outcome === "rejected" && r.failure === "server-error" && r.viaGateway === true;
 }
 
+/** Of a group's settings, what sets the lookback. */
+export interface LookbackSettings {
+  nonStreamTimeoutMs: number;
+  breaker: { windowMs: number };
+}
+
 /**
  * How long before a judged release's request was sent another backend's serving still counts
  * against its backend (ms): a timeout's length for a generation the gateway cut (a long
- * generation's answer is the group's traffic too), none for a failure that came at once.
+ * generation's answer is the group's traffic too), the breaker's failure-rate window for a
+ * gateway's 502 or 504 (the recent past its breaker judges the backend by).
  */
-export function silenceLookbackMs(r: Judged, nonStreamTimeoutMs: number): number {
-  return r.timedOut === true ? nonStreamTimeoutMs : 0;
+export function silenceLookbackMs(r: Judged, group: LookbackSettings): number {
+  return r.timedOut === true ? group.nonStreamTimeoutMs : group.breaker.windowMs;
 }
 
 /**

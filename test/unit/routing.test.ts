@@ -737,6 +737,22 @@ describe("GroupRouter", () => {
       expect(state(router)).toEqual(["open", "open", "closed"]);
     });
 
+    it("opens a dead pair at moderate traffic, where no other backend serves in the milliseconds a proxy's 502 takes but one served moments before", () => {
+      const router = proxiedRouter(2);
+      for (const at of [1000, 2000]) {
+        const [dead1, dead2, live] = each(router, at - 500);
+        router.release(failedAlike(dead1 as string), at - 490);
+        router.release(failedAlike(dead2 as string), at - 490);
+        // The live backend's answer comes before the next request that meets both dead ones is sent.
+        router.release({ lease: live as string, outcome: "ok" }, at - 400);
+        const [d1, d2, l] = each(router, at);
+        router.release(failedAlike(d1 as string), at + 10);
+        router.release(failedAlike(d2 as string), at + 10);
+        router.release({ lease: l as string, outcome: "client-abort" }, at + 10);
+      }
+      expect(state(router)).toEqual(["open", "open", "closed"]);
+    });
+
     it("charges nothing for a lone poison request at low traffic: no other backend served meanwhile", () => {
       const router = proxiedRouter(1);
       for (const at of [0, 1000, 2000]) {

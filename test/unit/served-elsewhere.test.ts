@@ -46,11 +46,12 @@ describe("judgedBySilence", () => {
     expect(judgedBySilence({ outcome: "upstream-error", failure: "server-error" })).toBe(false);
   });
 
-  it("looks back a timeout's length for a cut generation, not at all for a failure that came at once", () => {
+  it("looks back a timeout's length for a cut generation, the breaker's window for a gateway's failure", () => {
     const alone = { servedAt: -Infinity };
-    expect(silenceLookbackMs({ outcome: "client-abort", timedOut: true }, 400)).toBe(400);
-    expect(silenceLookbackMs({ outcome: "rejected", failure: "server-error" }, 400)).toBe(0);
-    // Another backend served before the failed request was sent: no evidence against its backend.
+    const group = { nonStreamTimeoutMs: 400, breaker: { windowMs: 10_000 } };
+    expect(silenceLookbackMs({ outcome: "client-abort", timedOut: true }, group)).toBe(400);
+    expect(silenceLookbackMs({ outcome: "rejected", failure: "server-error", viaGateway: true }, group)).toBe(10_000);
+    // Another backend served before the lookback: no evidence against its backend.
     expect(silentWhileOthersServe(alone, 1_000, 0, [alone, { servedAt: 999 }])).toBe(false);
     expect(silentWhileOthersServe(alone, 1_000, 0, [alone, { servedAt: 1_000 }])).toBe(true);
   });
