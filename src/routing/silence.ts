@@ -22,23 +22,25 @@ import type { LeaseRelease } from "./protocol.ts";
  *    request that crashed its engine is an engine down, which its breaker is for.
  * Either is the backend's when
  *  - the backend served nothing (no answer, no streamed first token, to any request) from the
- *    moment the request was sent to it until the release: one that answers others meanwhile is
- *    working, and the failure is the request's; and
- *  - another backend of the group served a request in that time, or shortly before it (a timeout's
- *    length for a timeout; the breaker's window for a gateway's failure): the same traffic is being
- *    answered elsewhere, so the failure is not the workload's (a whole group given generations
- *    longer than its timeout blames no one). A proxy's 502 comes in milliseconds, in which another
- *    backend seldom serves: judged by those milliseconds alone, a dead pair was charged only when
- *    another's answer happened to fall in them (in CI, 40 requests from 8 clients beside two
- *    healthy backends left one dead engine's breaker closed), and the fewer answers a second, the
- *    longer it failed the requests that met it. A serve within the window the breaker judges by
- *    says as much of the traffic as one during the 502.
+ *    moment the request was sent to it until the release, and for a gateway's failure over the
+ *    breaker's window before as well: one that answers others meanwhile is working, and the
+ *    failure is the request's. A proxy's 502 takes milliseconds, in which a healthy busy backend
+ *    serves nothing either; a backend silent for the whole window is the dead engine;
+ *  - another backend of the group served a request in that stretch (for a timeout, from a
+ *    timeout's length before the request was sent; for a gateway's failure, over the breaker's
+ *    window): the same traffic is being answered elsewhere, so the failure is not the workload's
+ *    (a whole group given generations longer than its timeout blames no one). Judged by the 502's
+ *    milliseconds alone, a dead pair was charged only when another's answer happened to fall in
+ *    them (in CI, 40 requests from 8 clients beside two healthy backends left one dead engine's
+ *    breaker closed). A proxy's 502 or 504 is not always an engine down (a gunicorn worker killed
+ *    by its timeout, a connection reset on an oversized body, a proxy's read timeout on a long
+ *    generation, a tunnel's reconnect): its own silence over the window keeps such failures, a
+ *    flood of them or one client's retries, off backends that served lately (found by review).
  * One such failure is one failure; the breaker opens only at `consecutiveFailures` of them with
- * nothing served between, so a healthy backend that fails one odd request serves others between
- * and never opens. A client's repeated bad requests charge nothing where no other backend
+ * nothing served between, or at its failure rate, so a healthy backend that fails one odd request
+ * serves others between and never opens. A client's repeated bad requests charge no backend that
  * served within the lookback, and an engine's own answer to them is never judged: one client's
- * requests cannot open every breaker of a group, unless they take its engines down (a proxy's 502
- * for each), which the breakers are for.
+ * requests cannot open every breaker of a group that serves.
  * A first token not come in time is not judged so (workers/gateway/held-failure.ts cut): a prompt
  * too long to prefill in time, on a backend the rest of the traffic was steered away from, serves
  * nothing while others serve, and charged, it opens the breaker of the first backend it meets.
@@ -61,31 +63,40 @@ export function judgedBySilence(r: Judged): boolean {
   return r.timedOut === true ? r.outcome === "client-abort" : r.outcome === "rejected" && r.failure === "server-error" && r.viaGateway === true;
 }
 
-/** Of a group's settings, what sets the lookback. */
-export interface LookbackSettings {
+/** Of a group's settings, what sets the stretch a release is judged over. */
+export interface SilenceSettings {
   nonStreamTimeoutMs: number;
   breaker: { windowMs: number };
 }
 
-/**
- * How long before a judged release's request was sent another backend's serving still counts
- * against its backend (ms): a timeout's length for a generation the gateway cut (a long
- * generation's answer is the group's traffic too), the breaker's failure-rate window for a
- * gateway's 502 or 504 (the recent past its breaker judges the backend by).
- */
-export function silenceLookbackMs(r: Judged, group: LookbackSettings): number {
-  return r.timedOut === true ? group.nonStreamTimeoutMs : group.breaker.windowMs;
+/** The stretch a judged release is judged over (epoch ms). */
+export interface SilenceWindow {
+  /** Its backend served nothing from this moment to the release. */
+  silentSince: number;
+  /** Another backend's serving from this moment on counts against it. */
+  othersSince: number;
 }
 
 /**
- * `b`'s request, sent at `sentAt` (NaN when unknown: no verdict), failed unjudged (judgedBySilence;
- * its lookback: silenceLookbackMs); `group` holds `b` and the backends beside it (a shard's);
+ * For a generation the gateway cut: its backend silent since the request was sent, another
+ * serving since a timeout's length before (a long generation's answer is the group's traffic
+ * too). For a gateway's 502 or 504: both over the breaker's failure-rate window before the request
+ * was sent — the recent past its breaker judges the backend by.
+ */
+export function silenceWindow(r: Judged, sentAt: number, group: SilenceSettings): SilenceWindow {
+  if (r.timedOut === true) return { silentSince: sentAt, othersSince: sentAt - group.nonStreamTimeoutMs };
+  const since = sentAt - group.breaker.windowMs;
+  return { silentSince: since, othersSince: since };
+}
+
+/**
+ * `b`'s request failed unjudged (judgedBySilence) over `w` (silenceWindow; NaN when the request's
+ * sending is unknown: no verdict); `group` holds `b` and the backends beside it (a shard's);
  * `othersServedAt`: when a backend of the group's other shards last served, as the Worker saw.
  */
-export function silentWhileOthersServe(b: Served, sentAt: number, lookbackMs: number, group: readonly Served[], othersServedAt = -Infinity): boolean {
-  if (!(b.servedAt < sentAt)) return false;
-  const since = sentAt - lookbackMs;
-  if (othersServedAt >= since) return true;
-  for (const other of group) if (other !== b && other.servedAt >= since) return true;
+export function silentWhileOthersServe(b: Served, w: SilenceWindow, group: readonly Served[], othersServedAt = -Infinity): boolean {
+  if (!(b.servedAt < w.silentSince)) return false;
+  if (othersServedAt >= w.othersSince) return true;
+  for (const other of group) if (other !== b && other.servedAt >= w.othersSince) return true;
   return false;
 }

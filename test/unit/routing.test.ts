@@ -793,6 +793,55 @@ describe("GroupRouter", () => {
       expect(state(router)).toEqual(["closed", "closed", "closed"]);
     });
 
+    // Found by review of the breaker-window lookback: a proxy's 502 or 504 is not always an engine down.
+    const fail = (router: ReturnType<typeof routerFor>, x: RouteDecision, y: RouteDecision, at: number) => {
+      router.release(failedAlike(x.lease), at + 5);
+      router.release(failedAlike(y.lease), at + 10);
+    };
+
+    it("charges no backend that served within the window: one client's poison retried at low traffic opens neither of a pair", () => {
+      const router = routerFor(group({ strategy: "round-robin" }, 2), rng(37));
+      // The client's last good requests, answered by each backend just before.
+      for (const d of [pick(router.pick([], 0)), pick(router.pick([], 0))]) router.release({ lease: (d as RouteDecision).lease, outcome: "ok" }, 800);
+      // Then a request every engine's proxy fails in milliseconds, sent five times a second apart (an app's retry loop).
+      for (let at = 1000; at <= 5000; at += 1000) {
+        const x = pick(router.pick([], at)) as RouteDecision;
+        fail(router, x, pick(router.pick([], at, [x.backendId])) as RouteDecision, at);
+      }
+      expect(router.snapshot().map((b) => b.breaker.state)).toEqual(["closed", "closed"]);
+    });
+
+    it("charges none of a group through a 2 s outage of the proxy every backend shares", () => {
+      const router = routerFor(group({ strategy: "round-robin" }, 3), rng(37));
+      let at = 0;
+      for (; at < 10_000; at += 200) router.release({ lease: (pick(router.pick([], at)) as RouteDecision).lease, outcome: "ok" }, at + 150);
+      for (; at < 12_000; at += 200) {
+        const x = pick(router.pick([], at)) as RouteDecision;
+        fail(router, x, pick(router.pick([], at, [x.backendId])) as RouteDecision, at);
+      }
+      expect(state(router)).toEqual(["closed", "closed", "closed"]);
+    });
+
+    it("opens no healthy backend under a flood of requests its proxy fails in milliseconds, beside 40 req/s of 1 s generations", () => {
+      const router = routerFor(group({}, 3), rng(41));
+      const ends: { at: number; lease: string }[] = [];
+      let refused = 0;
+      for (let at = 0; at < 30_000; at++) {
+        for (const e of ends.filter((e) => e.at <= at)) router.release({ lease: e.lease, outcome: "ok" }, e.at);
+        ends.splice(0, ends.length, ...ends.filter((e) => e.at > at));
+        if (at % 25 === 0) {
+          const d = pick(router.pick([], at));
+          if (d) ends.push({ at: at + 1000 + ((at * 7919) % 40), lease: d.lease });
+          else refused++;
+        }
+        if (at % 50 === 17) {
+          const x = pick(router.pick([], at)) as RouteDecision;
+          fail(router, x, pick(router.pick([], at, [x.backendId])) as RouteDecision, at - 2);
+        }
+      }
+      expect({ refused, opened: router.snapshot().map((b) => b.breaker.opened) }).toEqual({ refused: 0, opened: [0, 0, 0] });
+    });
+
     it("judges no 404 for the endpoint, no proxy's refusal, no 4xx, and no first token not come in time", () => {
       const router = proxiedRouter(1);
       const [a, b, c] = each(router, 0);
