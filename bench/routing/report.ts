@@ -1,6 +1,6 @@
 import { openLoopKvRule, ttftRuleOf } from "../replay/index.ts";
 import { RATIO_MARKS } from "../stats/quantiles.ts";
-import { aggregate, atLeastMark, axis, key, strategiesIn } from "./aggregate.ts";
+import { aggregate, atLeastMark, axis, key, median, strategiesIn } from "./aggregate.ts";
 import { closedLoopComparisons, evaluateGoals } from "./goals.ts";
 import { commitsOf, mixedPoints } from "./merge.ts";
 import { renderOpenLoopSections } from "./open-loop-report.ts";
@@ -60,7 +60,7 @@ export function renderReport(results: RoutingResults, related: readonly RelatedR
   lines.push(...partsNote(results));
   const closed = results.runs.length > 0;
   if (closed) {
-    lines.push("Every closed-loop run: a fresh fleet of 4 simulated GPU workers (empty KV caches) behind kvgate (Miniflare), one trace replayed with all sessions concurrent, turns in order, streaming. Figures are medians over seeds; TTFT is to the first content byte; kv_hit is Σcached / Σprompt tokens as the workers report them. The kv_hit ceiling is the same trace against one worker with an unbounded cache and no latency (mean over seeds): no routing over a fleet can beat it.", "");
+    lines.push("Every closed-loop run: a fresh fleet of 4 simulated GPU workers (empty KV caches) behind kvgate (Miniflare), one trace replayed with all sessions concurrent, turns in order, streaming. Figures are medians over seeds; TTFT is to the first content byte; kv_hit is Σcached / Σprompt tokens as the workers report them. The kv_hit ceiling is the same trace against one worker with an unbounded cache and no latency (median over seeds): no routing over a fleet can beat it.", "");
   }
   const open = (results.open_loop_runs ?? []).length > 0;
   if (open) {
@@ -107,9 +107,9 @@ export function renderReport(results: RoutingResults, related: readonly RelatedR
           const err = c.errors > 0 ? ` (${c.errors} errors)` : "";
           return `${f(c.kv_hit, 3)} · ${atLeastMark(c, "p50")}${f(c.p50)} / ${atLeastMark(c, "p95")}${f(c.p95)}${err}`;
         });
-        const ceil = (results.ceilings ?? []).filter((c) => c.regime === regime && c.trace === trace && c.sessions === n).map((c) => c.kv_hit ?? 0);
-        const ceilText = ceil.length ? f(ceil.reduce((a, b) => a + b, 0) / ceil.length, 3) : "–";
-        lines.push(`| ${n} | ${ceilText} | ${row.join(" | ")} |`);
+        // A median, as the cells are: a mean of the seeds' ceilings can sit under a router's median kv_hit that reached its ceiling in every seed.
+        const ceil = median((results.ceilings ?? []).filter((c) => c.regime === regime && c.trace === trace && c.sessions === n).map((c) => c.kv_hit));
+        lines.push(`| ${n} | ${f(ceil, 3)} | ${row.join(" | ")} |`);
       }
       lines.push("");
       if (sharded.length > 0) lines.push(...sharded, "");
