@@ -153,6 +153,44 @@ describe("a held failure's verdict", () => {
     expect([settled.get("a"), settled.get("b")]).toEqual(["rejected", "rejected"]);
   });
 
+  it("two crashes of a group with a fallback left await its word: its backend serving makes them their backends' (a group dead behind its proxies); failing alike, or a 4xx, the request's", () => {
+    // What the fallback's attempt does, and how the primary's pair and its own lease were settled.
+    const after: [string, (held: HeldFailure, settled: Map<string, LeaseOutcome>) => void, (LeaseOutcome | undefined)[]][] = [
+      ["serves", (held) => held.answered(false), ["upstream-error", "upstream-error", undefined]],
+      ["fails alike", (held, settled) => expect([held.failed(lease("c", settled), "upstream-error", crash), held.awaitsFallback]).toEqual([true, false]), ["rejected", "rejected", "rejected"]],
+      ["rejects the request", (held) => held.answered(true), ["rejected", "rejected", undefined]],
+      // The client gone, the gateway failing, or the fallback's object refusing: no word, and they stay the request's.
+      ["is cut", (held) => held.thrown(new TypeError("a bug")), ["rejected", "rejected", undefined]],
+      ["is never made", () => {}, ["rejected", "rejected", undefined]],
+    ];
+    for (const [what, fallback, outcomes] of after) {
+      const settled = new Map<string, LeaseOutcome>();
+      const held = new HeldFailure();
+      held.attempting("primary", 3);
+      expect(held.failed(lease("a", settled), "upstream-error", crash)).toBe(false);
+      held.attempting("primary", 3);
+      expect([held.failed(lease("b", settled), "upstream-error", crash), held.awaitsFallback]).toEqual([true, true]);
+      // Nothing settled before the fallback's word.
+      expect(settled.size).toBe(0);
+      held.attempting("fallback", 2);
+      expect(held.awaitsFallback).toBe(false);
+      fallback(held, settled);
+      held.end();
+      expect([what, ...["a", "b", "c"].map((id) => settled.get(id))]).toEqual([what, ...outcomes]);
+    }
+  });
+
+  it("a crash in a group and one in its fallback are alike: the request's, and no later fallback is asked", () => {
+    const settled = new Map<string, LeaseOutcome>();
+    const held = new HeldFailure();
+    held.attempting("primary", 1);
+    expect(held.failed(lease("a", settled), "upstream-error", crash)).toBe(false);
+    held.attempting("fallback", 2);
+    expect([held.failed(lease("b", settled), "upstream-error", crash), held.awaitsFallback]).toEqual([true, false]);
+    held.end();
+    expect([settled.get("a"), settled.get("b")]).toEqual(["rejected", "rejected"]);
+  });
+
   it("a refusal the gateway answers after them (a fallback group's object refusing the key) leaves a held crash its backend's; the client leaving or the gateway failing (its routing unreachable) cuts it", () => {
     const cases: [unknown, LeaseOutcome][] = [
       [overLimit("rpm limit of key k reached", "rate_limit_exceeded", 1000), "upstream-error"],

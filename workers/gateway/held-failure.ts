@@ -19,6 +19,14 @@ interface Held {
  * follows the request (a body every server crashes on), and neither backend is charged with it —
  * one client cannot open every breaker of a group. Any other failure is settled at once.
  *
+ * Two backends of one group failing alike are also what a group dead whole behind its proxies
+ * gives (each its proxy's instant 502), whose backends never serve, so nothing else charges them
+ * (src/routing/silence.ts). Where a fallback group remains, the request goes on to it
+ * (awaitsFallback), the pair's verdict held for its word: a backend of it that serves shows the
+ * request passes, and the pair's failures were their backends' (charged, their breakers open); one
+ * failing alike too makes them the request's, and no backend is charged. No fallback, or none
+ * giving its word (the client gone, the fallback refusing the request), they are the request's.
+ *
  * A 404 for the endpoint (one that says nothing of the model; llama.cpp's 501 not_supported_error)
  * is held apart, for the group's own word: it is what any client may ask of a group whose engines
  * lack the endpoint, and a proxy's page for a route it dropped reads the same. The request goes on
@@ -44,6 +52,10 @@ interface Held {
  */
 export class HeldFailure {
   private held: Held | null = null;
+  /** The group whose backend's failure is held. */
+  private heldIn: string | undefined;
+  /** Two backends of the group tried last failed alike: the request's, unless a fallback group serves it. */
+  private alike: Held[] = [];
   /** 404s for the endpoint and refusals met in the group tried now, awaiting its word. */
   private heldForGroup: Held[] = [];
   /** A backend of the group tried now served the request: a 404 for its endpoint, or a refusal, from another is that backend's own. */
@@ -68,6 +80,16 @@ export class HeldFailure {
    * group's 403s, agreed, say nothing of another's.
    */
   private readonly untried: { refusal: NoBackendCause; group: string }[] = [];
+
+  /**
+   * The failure that followed the request was two backends' of the group tried now: a fallback
+   * group may serve it, the pair's verdict awaiting its word — even past the attempts' bound, as
+   * for a 404 for the endpoint (metOnlyAwaitingGroup): a group dead whole behind its proxies with
+   * `maxAttempts: 2` is served by its fallback so.
+   */
+  get awaitsFallback(): boolean {
+    return this.alike.length > 0 && this.heldIn === this.group;
+  }
 
   /** The routing object whose backend's failure is held: the next attempt goes to another shard first (route-client.ts route). */
   get heldOn(): string | undefined {
@@ -193,7 +215,9 @@ export class HeldFailure {
 
   /**
    * A failed attempt's lease and what its failure says about the backend. True when the failure
-   * follows the request: both leases are settled as the request's, and no other backend is tried.
+   * follows the request: no other backend of the group is tried, nor of another, unless the two
+   * were the group's and a fallback group remains (awaitsFallback); the leases are settled as the
+   * request's, a pair of the group's when no fallback serves.
    */
   failed(lease: HeldLease, verdict: LeaseOutcome, failure: Failure, end?: AttemptEnd): boolean {
     const met: AttemptEnd | undefined = failure.kind === undefined ? end : { ...end, failure: failure.kind };
@@ -222,12 +246,20 @@ export class HeldFailure {
       return false;
     }
     this.metOther = true;
-    if (this.held !== null) {
+    // A second backend of the group failed alike: the pair awaits a fallback group's word (awaitsFallback), the request's at the latest at end().
+    if (this.held !== null && this.heldIn === this.group && this.alike.length === 0) {
+      this.alike = [this.held, { lease, end: met }];
+      this.held = null;
+      return true;
+    }
+    if (this.held !== null || this.alike.length > 0) {
       lease.settle("rejected", met);
       this.settleHeld("rejected");
+      this.settleAlike("rejected");
       return true;
     }
     this.held = { lease, end: met };
+    this.heldIn = this.group;
     return false;
   }
 
@@ -243,6 +275,7 @@ export class HeldFailure {
       this.settleHeldForGroup("upstream-error");
     }
     this.settleHeld(rejected ? "rejected" : "upstream-error");
+    this.settleAlike(rejected ? "rejected" : "upstream-error");
   }
 
   /**
@@ -253,6 +286,7 @@ export class HeldFailure {
   end(): void {
     this.settleHeld("upstream-error");
     this.settleHeldForGroup("rejected");
+    this.settleAlike("rejected");
   }
 
   /**
@@ -267,6 +301,8 @@ export class HeldFailure {
   cut(): void {
     this.settleHeld("client-abort", noTimeout(this.held?.end));
     this.settleHeldForGroup("client-abort");
+    // Two alike were the request's before the fallback was asked: no word from it leaves them so.
+    this.settleAlike("rejected");
   }
 
   /**
@@ -283,6 +319,10 @@ export class HeldFailure {
   private settleHeld(outcome: LeaseOutcome, end = this.held?.end): void {
     this.held?.lease.settle(outcome, end);
     this.held = null;
+  }
+
+  private settleAlike(outcome: LeaseOutcome): void {
+    for (const h of this.alike.splice(0)) h.lease.settle(outcome, h.end);
   }
 
   /** `outcome` for the failures held for the group's word; "rejected" (the request's) leaves a refusal none confirmed its backend's. */

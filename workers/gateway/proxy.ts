@@ -39,7 +39,8 @@ export interface ProxyInput {
  * reached the client, a failed attempt (refused connection, no headers in time, a 5xx, a 429) is
  * retried on the next-best backend of the group, then of its fallback groups — unless the failure
  * follows the request: the same server-side failure on a second backend is the request's, so it
- * stops there and neither backend is charged with it.
+ * stops there and neither backend is charged with it — unless a fallback group remains, which is
+ * asked before that verdict stands (held-failure.ts awaitsFallback).
  */
 export async function proxyCompletion(p: ProxyInput): Promise<Response> {
   const { config, env } = p;
@@ -136,6 +137,15 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
       // limit or the request's deadline, which a retry would run whole again): nor should they.
       if (held.failed(result.lease, result.verdict, result.failure, result.end) || !result.retryable) {
         last.headers.set(SHOULD_RETRY, "false");
+        // Two backends of the group failed alike, as a group dead whole behind its proxies does: a
+        // fallback group may serve it, one step past the attempts' bound if need be (held-failure.ts).
+        if (held.awaitsFallback && path.fallBack()) {
+          failover.failedOn(group.name, result.lease.backendId, result.failure.cause);
+          ({ group, primary } = path);
+          prompt = promptFor(group);
+          exclude = [];
+          continue;
+        }
         return finalAnswer(last);
       }
       const step = nextStep(primary.failover, attempts, result.failure, deadline.msLeft());

@@ -230,6 +230,12 @@ async function handshakeInTurn(p: RealtimeInput, s: Session, held: HeldFailure):
       if (held.failed(lease, answer.verdict, answer.failure, answer.end)) {
         // As a request's (proxy.ts): a client that tries again sends it to two more backends to fail on.
         last.headers.set(SHOULD_RETRY, "false");
+        // Two backends of the group alike, as a group dead behind its proxies: on to a fallback group, as a request's (proxy.ts).
+        if (held.awaitsFallback && path.fallBack()) {
+          failover.failedOn(group.name, deployment.id, answer.failure.cause);
+          ({ group, primary } = path);
+          break;
+        }
         return last;
       }
       const step = nextStep(primary.failover, attempts, answer.failure, Infinity);
