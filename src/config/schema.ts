@@ -198,7 +198,6 @@ const BreakerSchema = z.strictObject({
   consecutiveFailures: z._default(positiveInt(), BREAKER_DEFAULTS.consecutiveFailures),
   failureRate: z._default(z.number().check(z.minimum(0.01), z.maximum(1)), BREAKER_DEFAULTS.failureRate),
   minRequests: z._default(positiveInt(), BREAKER_DEFAULTS.minRequests),
-  /** The failure rate's window, and how long a backend served nothing for a proxy's 502 judged the request's to be its own (src/routing/silence.ts). */
   windowMs: z._default(positiveInt(), BREAKER_DEFAULTS.windowMs),
   /** Open this long before trial requests go again (an earlier good health probe shortens it). */
   openMs: z._default(positiveInt(), BREAKER_DEFAULTS.openMs),

@@ -22,7 +22,7 @@ import { leaseId } from "./protocol.ts";
 import { createSignals, type Signals } from "./signals/index.ts";
 import { POLICIES } from "./strategies/index.ts";
 import { copyCost } from "./copy-cost.ts";
-import { judgedBySilence, silenceWindow, silentWhileOthersServe } from "./silence.ts";
+import { judgedBySilence, silenceLookbackMs, silentWhileOthersServe } from "./silence.ts";
 
 /** Config versions an object routes for at once (a deploy in progress, a rollback); another is refused until its call brings its group. */
 const MAX_VIEWS = 4;
@@ -494,7 +494,7 @@ export class GroupRouter {
     if (!judgedBySilence(r)) return false;
     const view = this.newestView();
     const elsewhere = typeof r.othersServedAt === "number" && Number.isFinite(r.othersServedAt) ? r.othersServedAt : -Infinity;
-    return view !== undefined && silentWhileOthersServe(b, silenceWindow(r, lease.routedAt, view.group), view.backends, elsewhere);
+    return view !== undefined && silentWhileOthersServe(b, lease.routedAt, silenceLookbackMs(r, view.group.nonStreamTimeoutMs), view.backends, elsewhere);
   }
 
   /**

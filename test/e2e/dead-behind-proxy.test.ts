@@ -67,10 +67,11 @@ async function load(n: number, clients: number): Promise<string[]> {
 const breakers = async () => Object.fromEntries((await gw.status("half-dead")).backends.map((b) => [b.id, b.breaker.state]));
 
 describe("two dead engines behind a proxy, beside two healthy ones", () => {
-  it("are taken out: their breakers open, and every request after is answered", async () => {
+  it("are taken out: every request is answered by a healthy backend, their breakers open, and every request after goes to one at once", async () => {
     const first = await load(REQUESTS, CLIENTS);
     await vi.waitFor(async () => expect(await gw.inFlight("half-dead")).toBe(0), EVENTUALLY);
-    expect({ breakers: await breakers(), first }).toMatchObject({ breakers: { "dead-1": "open", "dead-2": "open", "live-1": "closed", "live-2": "closed" } });
+    // Two 502s alike go on to a third backend (the default maxAttempts): its answer says they were their backends'.
+    expect({ breakers: await breakers(), failed: first.filter((a) => !a.startsWith("200 ")) }).toEqual({ breakers: { "dead-1": "open", "dead-2": "open", "live-1": "closed", "live-2": "closed" }, failed: [] });
     const after = await load(REQUESTS, CLIENTS);
     expect(after.filter((a) => !a.startsWith("200 attempts=1 "))).toEqual([]);
   });

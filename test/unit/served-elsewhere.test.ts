@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { ServedElsewhere } from "../../src/sharding/served-elsewhere.ts";
-import { judgedBySilence, silenceWindow, silentWhileOthersServe } from "../../src/routing/silence.ts";
+import { judgedBySilence, silenceLookbackMs, silentWhileOthersServe } from "../../src/routing/silence.ts";
 
 describe("ServedElsewhere", () => {
   it("answers when a backend other than the one asked about last served", () => {
@@ -21,12 +21,11 @@ describe("ServedElsewhere", () => {
 describe("silentWhileOthersServe with another shard's serving", () => {
   it("counts it as another backend's, but never blames one that served since the request was sent", () => {
     const alone = { servedAt: -Infinity };
-    const w = { silentSince: 1_000, othersSince: 600 };
-    expect(silentWhileOthersServe(alone, w, [alone])).toBe(false);
-    expect(silentWhileOthersServe(alone, w, [alone], 700)).toBe(true);
+    expect(silentWhileOthersServe(alone, 1_000, 400, [alone])).toBe(false);
+    expect(silentWhileOthersServe(alone, 1_000, 400, [alone], 700)).toBe(true);
     // Before the timeout's length ahead of the request: no evidence of the same traffic.
-    expect(silentWhileOthersServe(alone, w, [alone], 500)).toBe(false);
-    expect(silentWhileOthersServe({ servedAt: 1_200 }, w, [], 1_300)).toBe(false);
+    expect(silentWhileOthersServe(alone, 1_000, 400, [alone], 500)).toBe(false);
+    expect(silentWhileOthersServe({ servedAt: 1_200 }, 1_000, 400, [], 1_300)).toBe(false);
   });
 });
 
@@ -47,15 +46,12 @@ describe("judgedBySilence", () => {
     expect(judgedBySilence({ outcome: "upstream-error", failure: "server-error" })).toBe(false);
   });
 
-  it("judges a cut generation by its own time and a timeout's length before, a gateway's failure by the breaker's window for both", () => {
-    const group = { nonStreamTimeoutMs: 400, breaker: { windowMs: 10_000 } };
-    expect(silenceWindow({ outcome: "client-abort", timedOut: true }, 20_000, group)).toEqual({ silentSince: 20_000, othersSince: 19_600 });
-    const gateway = silenceWindow({ outcome: "rejected", failure: "server-error", viaGateway: true }, 20_000, group);
-    expect(gateway).toEqual({ silentSince: 10_000, othersSince: 10_000 });
-    // A backend that served within the window is working: an instant 502 says little of it.
-    expect(silentWhileOthersServe({ servedAt: 12_000 }, gateway, [{ servedAt: 15_000 }])).toBe(false);
-    expect(silentWhileOthersServe({ servedAt: 9_999 }, gateway, [{ servedAt: 15_000 }])).toBe(true);
-    // Another backend served before the window: no evidence against its backend.
-    expect(silentWhileOthersServe({ servedAt: -Infinity }, gateway, [{ servedAt: 9_999 }])).toBe(false);
+  it("looks back a timeout's length for a cut generation, not at all for a failure that came at once", () => {
+    const alone = { servedAt: -Infinity };
+    expect(silenceLookbackMs({ outcome: "client-abort", timedOut: true }, 400)).toBe(400);
+    expect(silenceLookbackMs({ outcome: "rejected", failure: "server-error" }, 400)).toBe(0);
+    // Another backend served before the failed request was sent: no evidence against its backend.
+    expect(silentWhileOthersServe(alone, 1_000, 0, [alone, { servedAt: 999 }])).toBe(false);
+    expect(silentWhileOthersServe(alone, 1_000, 0, [alone, { servedAt: 1_000 }])).toBe(true);
   });
 });

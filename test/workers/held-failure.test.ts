@@ -180,6 +180,35 @@ describe("a held failure's verdict", () => {
     }
   });
 
+  it("two proxies' 502s alike await one more backend of the group: its serving charges them, its failing alike too leaves them the request's but for a fallback group's word", () => {
+    const proxy502 = { viaGateway: true as const };
+    const after: [string, (held: HeldFailure, settled: Map<string, LeaseOutcome>) => void, (LeaseOutcome | undefined)[]][] = [
+      ["serves", (held) => held.answered(false), ["upstream-error", "upstream-error", undefined]],
+      ["fails alike", (held, settled) => expect([held.failed(lease("c", settled), "upstream-error", crash, proxy502), held.awaitsAnotherBackend, held.awaitsFallback]).toEqual([true, false, true]), ["rejected", "rejected", "rejected"]],
+      ["rejects the request", (held) => held.answered(true), ["rejected", "rejected", undefined]],
+      ["is never made", () => {}, ["rejected", "rejected", undefined]],
+    ];
+    for (const [what, third, outcomes] of after) {
+      const settled = new Map<string, LeaseOutcome>();
+      const held = new HeldFailure();
+      held.attempting("group", 4);
+      expect(held.failed(lease("a", settled), "upstream-error", crash, proxy502)).toBe(false);
+      held.attempting("group", 4);
+      expect([held.failed(lease("b", settled), "upstream-error", crash, proxy502), held.awaitsAnotherBackend]).toEqual([true, true]);
+      expect(settled.size).toBe(0);
+      held.attempting("group", 4);
+      third(held, settled);
+      held.end();
+      expect([what, ...["a", "b", "c"].map((id) => settled.get(id))]).toEqual([what, ...outcomes]);
+    }
+    // An engine's own 500s alike (no proxy's word) are the request's at once: no third backend is asked.
+    const held = new HeldFailure();
+    held.attempting("group", 4);
+    held.failed(lease("a", new Map()), "upstream-error", crash);
+    held.attempting("group", 4);
+    expect([held.failed(lease("b", new Map()), "upstream-error", crash, proxy502), held.awaitsAnotherBackend]).toEqual([true, false]);
+  });
+
   it("a crash in a group and one in its fallback are alike: the request's, and no later fallback is asked", () => {
     const settled = new Map<string, LeaseOutcome>();
     const held = new HeldFailure();

@@ -19,13 +19,19 @@ interface Held {
  * follows the request (a body every server crashes on), and neither backend is charged with it —
  * one client cannot open every breaker of a group. Any other failure is settled at once.
  *
- * Two backends of one group failing alike are also what a group dead whole behind its proxies
- * gives (each its proxy's instant 502), whose backends never serve, so nothing else charges them
- * (src/routing/silence.ts). Where a fallback group remains, the request goes on to it
- * (awaitsFallback), the pair's verdict held for its word: a backend of it that serves shows the
- * request passes, and the pair's failures were their backends' (charged, their breakers open); one
- * failing alike too makes them the request's, and no backend is charged. No fallback, or none
- * giving its word (the client gone, the fallback refusing the request), they are the request's.
+ * Two backends of one group failing alike are also what two engines dead behind their proxies
+ * give (each its proxy's instant 502): least-loaded sends a request to the idle backends first,
+ * the dead ones. When both failures were a gateway's 502 or 504 (LeaseRelease.viaGateway), the
+ * request goes on to one more backend of the group, within its attempts (awaitsAnotherBackend);
+ * a group dead whole behind its proxies serves nothing at all, and where a fallback group remains,
+ * the request goes on to it after (awaitsFallback), one step past the attempts' bound if need be.
+ * The failures' verdict is held for that word: a backend that serves shows the request passes,
+ * and they were their backends' (charged, their breakers open); one failing alike too makes them
+ * the request's, and no backend is charged. No such word (the client gone, the attempts spent, no
+ * backend or group left), they are the request's. Judged without the third backend, a dead pair
+ * was charged only by src/routing/silence.ts, when another backend's answer happened to fall in the
+ * milliseconds their 502s took: a share of the requests failed beside healthy backends, and CI
+ * once saw a dead engine's breaker still closed after 40 requests from 8 clients.
  *
  * A 404 for the endpoint (one that says nothing of the model; llama.cpp's 501 not_supported_error)
  * is held apart, for the group's own word: it is what any client may ask of a group whose engines
@@ -89,6 +95,14 @@ export class HeldFailure {
    */
   get awaitsFallback(): boolean {
     return this.alike.length > 0 && this.heldIn === this.group;
+  }
+
+  /**
+   * The failure that followed the request was two gateways' 502s or 504s, of the group tried now:
+   * another backend of it may serve the request, the pair's verdict awaiting its word.
+   */
+  get awaitsAnotherBackend(): boolean {
+    return this.alike.length === 2 && this.heldIn === this.group && this.alike.every((h) => h.end?.viaGateway === true);
   }
 
   /** The routing object whose backend's failure is held: the next attempt goes to another shard first (route-client.ts route). */
@@ -215,9 +229,9 @@ export class HeldFailure {
 
   /**
    * A failed attempt's lease and what its failure says about the backend. True when the failure
-   * follows the request: no other backend of the group is tried, nor of another, unless the two
-   * were the group's and a fallback group remains (awaitsFallback); the leases are settled as the
-   * request's, a pair of the group's when no fallback serves.
+   * follows the request: no other backend is tried, unless the two were gateways' failures in the
+   * group tried now (awaitsAnotherBackend) or a fallback group remains (awaitsFallback); the
+   * leases are settled as the request's, a group's that no backend asked after serves.
    */
   failed(lease: HeldLease, verdict: LeaseOutcome, failure: Failure, end?: AttemptEnd): boolean {
     const met: AttemptEnd | undefined = failure.kind === undefined ? end : { ...end, failure: failure.kind };
@@ -246,10 +260,16 @@ export class HeldFailure {
       return false;
     }
     this.metOther = true;
-    // A second backend of the group failed alike: the pair awaits a fallback group's word (awaitsFallback), the request's at the latest at end().
+    // A second backend of the group failed alike: the pair awaits another backend's or a fallback
+    // group's word (awaitsAnotherBackend, awaitsFallback), the request's at the latest at end().
+    // A third of the group failing alike, asked for its word, awaits a fallback group's with them.
     if (this.held !== null && this.heldIn === this.group && this.alike.length === 0) {
       this.alike = [this.held, { lease, end: met }];
       this.held = null;
+      return true;
+    }
+    if (this.awaitsAnotherBackend) {
+      this.alike.push({ lease, end: met });
       return true;
     }
     if (this.held !== null || this.alike.length > 0) {

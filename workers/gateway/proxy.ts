@@ -135,38 +135,31 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
       // A failure that follows the request (the SDKs would send it twice more, each time to two
       // more backends to fail on), or one the gateway does not try again (a generation cut at its
       // limit or the request's deadline, which a retry would run whole again): nor should they.
-      if (held.failed(result.lease, result.verdict, result.failure, result.end) || !result.retryable) {
-        last.headers.set(SHOULD_RETRY, "false");
-        // Two backends of the group failed alike, as a group dead whole behind its proxies does: a
-        // fallback group may serve it, one step past the attempts' bound if need be (held-failure.ts).
-        if (held.awaitsFallback && path.fallBack()) {
-          failover.failedOn(group.name, result.lease.backendId, result.failure.cause);
-          ({ group, primary } = path);
-          prompt = promptFor(group);
-          exclude = [];
-          continue;
-        }
-        return finalAnswer(last);
+      const followsRequest = held.failed(result.lease, result.verdict, result.failure, result.end);
+      if (followsRequest || !result.retryable) last.headers.set(SHOULD_RETRY, "false");
+      // Two proxies' 502s alike, as two engines dead behind them give, go on as any failure does:
+      // another backend of the group, then a fallback group, may serve it (held-failure.ts).
+      const step = !result.retryable || (followsRequest && !held.awaitsAnotherBackend) ? null : nextStep(primary.failover, attempts, result.failure, deadline.msLeft());
+      if (step?.retry) {
+        exclude.push(result.lease.backendId);
+        failover.failedOn(group.name, result.lease.backendId, result.failure.cause);
+        // Nothing left to wait for: the route call says so at once (and finds a change of the fleet since, if any).
+        if (step.waitMs > 0 && !path.nothingLeft(exclude, passed.of(group).unreachable)) await new Promise((r) => setTimeout(r, step.waitMs));
+        if (p.req.signal.aborted) throw clientGone();
+        continue;
       }
-      const step = nextStep(primary.failover, attempts, result.failure, deadline.msLeft());
-      if (!step.retry) {
-        // Every backend tried lacked the endpoint, or its proxy refused the request: a fallback group
-        // may serve it (one whose group is gone behind its proxy's 404 page, or behind a proxy whose
-        // token the gateway lacks, is served so), one step past the attempts' bound.
-        if (held.metOnlyAwaitingGroup && path.fallBack()) {
-          failover.failedOn(group.name, result.lease.backendId, result.failure.cause);
-          ({ group, primary } = path);
-          prompt = promptFor(group);
-          exclude = [];
-          continue;
-        }
-        return finalAnswer(last);
-      }
-      exclude.push(result.lease.backendId);
+      // No backend of the group tried again. A fallback group may serve it, one step past the
+      // attempts' bound, where every backend tried lacked the endpoint or its proxy refused the
+      // request (one whose group is gone behind its proxy's 404 page, or behind a proxy whose token
+      // the gateway lacks, is served so), or where backends failed alike, as a group dead whole
+      // behind its proxies does (held-failure.ts awaitsFallback). Not after a failure the gateway
+      // does not try again (a generation cut at its limit or the request's deadline).
+      const fallBack = step === null ? followsRequest && held.awaitsFallback : held.metOnlyAwaitingGroup || held.awaitsFallback;
+      if (!fallBack || !path.fallBack()) return finalAnswer(last);
       failover.failedOn(group.name, result.lease.backendId, result.failure.cause);
-      // Nothing left to wait for: the route call says so at once (and finds a change of the fleet since, if any).
-      if (step.waitMs > 0 && !path.nothingLeft(exclude, passed.of(group).unreachable)) await new Promise((r) => setTimeout(r, step.waitMs));
-      if (p.req.signal.aborted) throw clientGone();
+      ({ group, primary } = path);
+      prompt = promptFor(group);
+      exclude = [];
     }
   } catch (e) {
     held.thrown(e);
