@@ -12,6 +12,13 @@ export type PeerStart = { ok: true; target: Target } | { ok: false; note: string
 
 export interface PeerTarget {
   label: string;
+  /**
+   * Measured in turns with the Workers targets, as they are with one another: one process, idle
+   * while the others are measured, so its ratio to kvgate compares windows minutes apart at most,
+   * not a run's first half with its second on a machine that drifts. LiteLLM's workers are a
+   * fleet of Python processes each: measured alone, after.
+   */
+  inTurns: boolean;
   start(upstream: string, log: (line: string) => void): Promise<PeerStart>;
 }
 
@@ -38,6 +45,7 @@ export function peerTargets(wanted: readonly TargetName[], quick: boolean): Peer
   if (wanted.includes("portkey")) {
     peers.push({
       label: "portkey",
+      inTurns: true,
       start: (upstream, log) => attempt("portkey", portkeyInstalled(), async () => asTarget("portkey", "portkey", await startPortkey(upstream, logFile("portkey"))), log),
     });
   }
@@ -47,6 +55,7 @@ export function peerTargets(wanted: readonly TargetName[], quick: boolean): Peer
       const label = `litellm-${workers}w`;
       peers.push({
         label,
+        inTurns: false,
         start: (upstream, log) =>
           attempt(label, litellmInstalled(), async () => asTarget("litellm", label, await startLitellm({ upstream, model: SIM_MODEL, workers, logFile: logFile(label) }), workers), log),
       });

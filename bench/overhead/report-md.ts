@@ -142,7 +142,8 @@ npx node bench/peers/install.ts            # both; or: npx node bench/peers/inst
 - Workers are served by Miniflare's API on a direct socket (one workerd; no \`wrangler dev\` proxy, and not
   through Miniflare's entry Worker, a dev-tool hop that costs about as much as the floor itself), bundled as
   \`wrangler deploy\` bundles them. The floor and the kvgate targets run side by side and are
-  measured in turns (order reversed every other repeat); peers run one at a time.
+  measured in turns (order reversed every other repeat), Portkey (one process) in the same turns;
+  LiteLLM's workers, a fleet of processes, run alone after.
 - Load: 16 chat requests sharing a system prompt, sent in turn. Non-streaming: autocannon,
   closed loop, \`max_tokens\` 16. Streaming: a raw-socket keep-alive client (bench/overhead/stream-load.ts)
   that times the first content event and the end of the stream; chunks = \`max_tokens\`, one

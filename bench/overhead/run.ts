@@ -18,7 +18,7 @@ import { bundleInfo } from "./bundle.ts";
 import { startFleetProcess } from "./fleet-process.ts";
 import { machineInfo, toolVersions } from "./machine.ts";
 import { measure, scenarioKey, SCENARIOS, warmUp, type Measurement } from "./measure.ts";
-import { peerTargets } from "./peer-targets.ts";
+import { peerTargets, type PeerTarget } from "./peer-targets.ts";
 import { writeReport, type Report } from "./report.ts";
 import { ceilingTarget, directTarget, floorTarget, kvgateTarget, measureColdStart, type Target, type TargetName } from "./targets.ts";
 import { servedBy } from "../harness/process-cpu.ts";
@@ -53,6 +53,19 @@ const measurements: Measurement[] = [];
 const notes: string[] = [];
 const versions = toolVersions();
 const running: Target[] = [];
+
+/** Starts a peer into `running`, or notes why it is skipped. */
+async function startPeer(peer: PeerTarget): Promise<Target | null> {
+  const started = await peer.start(upstream, log);
+  if (!started.ok) {
+    notes.push(started.note);
+    log(started.note);
+    return null;
+  }
+  running.push(started.target);
+  if (started.target.version) versions[started.target.name] = started.target.version;
+  return started.target;
+}
 
 async function runAll(targets: Target[]): Promise<void> {
   for (const t of targets) {
@@ -94,22 +107,18 @@ try {
   // req/s is not comparable (a stub hop between the processes that production does not have).
   if (wants("ceiling-apart")) running.push({ ...(await onWorkerd(() => ceilingTarget(upstream, { objectsApart: true }))), scenarios: APART_SCENARIOS });
   if (wants("kvgate-apart")) running.push({ ...(await onWorkerd(() => kvgateTarget("kvgate-apart", fleet.urls))), scenarios: APART_SCENARIOS });
+  const peers = peerTargets(args.targets, args.quick);
+  for (const peer of peers.filter((p) => p.inTurns)) await startPeer(peer);
   await runAll(running);
   for (const t of running.splice(0)) await t.stop();
 
-  // Peers one at a time: each is a fleet of processes of its own that would compete for the cores.
+  // The other peers one at a time: each is a fleet of processes of its own that would compete for the cores.
   if (args.quick && wants("litellm")) notes.push("--quick: LiteLLM runs with 1 worker only; the full run adds workers = cores.");
-  for (const peer of peerTargets(args.targets, args.quick)) {
-    const started = await peer.start(upstream, log);
-    if (!started.ok) {
-      notes.push(started.note);
-      log(started.note);
-      continue;
-    }
-    running.push(started.target);
-    if (started.target.version) versions[started.target.name] = started.target.version;
-    await runAll([started.target]);
-    await started.target.stop();
+  for (const peer of peers.filter((p) => !p.inTurns)) {
+    const started = await startPeer(peer);
+    if (!started) continue;
+    await runAll([started]);
+    await started.stop();
     running.pop();
   }
 
