@@ -15,8 +15,10 @@ import type { LeaseRelease } from "./protocol.ts";
  *    But an engine dead behind Cloudflare Tunnel, nginx or an ingress shows as its proxy's instant
  *    502, and least-loaded sends each request to the idle backends first — the dead ones: a request
  *    meets two of them in a row. The gateway then asks a third backend, whose answer charges the
- *    pair (held-failure.ts awaitsAnotherBackend); this rule judges what is left without that word
- *    (`maxAttempts: 2`, no other backend free). Its window is the milliseconds the 502s took: wider
+ *    pair (held-failure.ts awaitsAnotherBackend); this rule judges what is left without a serving
+ *    backend's word (`maxAttempts: 2` and no fallback group, no other backend free, the third
+ *    failing alike). Its window runs from the request's sending to the release — the 502s'
+ *    milliseconds, or with a third attempt that failed too, its time as well. Wider
  *    (the breaker's window before them, c036883 and c8f22a1), reviews found healthy backends
  *    opened by a flood of such requests, by one client's retries, by a 2 s outage of a proxy
  *    every backend shares, after an object's restart and beside long generations

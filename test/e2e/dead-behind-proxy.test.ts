@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { closedPort } from "../support/closed-port.ts";
 import { startHostileUpstream, type HostileUpstream } from "../support/hostile-upstream.ts";
 import { EVENTUALLY, startTestGateway, type TestGateway } from "./gateway.ts";
 
@@ -36,6 +37,17 @@ beforeAll(async () => {
           { id: "live-2", baseUrl: `${upstream.url}/slow-headers:150`, model: "hostile-7b" },
         ],
       },
+      {
+        // A body every engine behind a proxy fails on, and a server down (a refused connection), in every order round-robin gives.
+        name: "poison",
+        strategy: "round-robin",
+        breaker: { ...breaker, consecutiveFailures: 100 },
+        deployments: [
+          { id: "proxied-1", baseUrl: `${upstream.url}/status:502`, model: "hostile-7b" },
+          { id: "proxied-2", baseUrl: `${upstream.url}/status:502`, model: "hostile-7b" },
+          { id: "down", baseUrl: `http://127.0.0.1:${await closedPort()}`, model: "hostile-7b" },
+        ],
+      },
     ],
   });
 });
@@ -44,11 +56,11 @@ afterAll(async () => {
   await upstream?.close();
 });
 
-async function chat(i: number): Promise<string> {
+async function chat(i: number, model = "half-dead"): Promise<string> {
   const res = await fetch(`${gw.url}/v1/chat/completions`, {
     method: "POST",
     headers: { authorization: `Bearer ${gw.key}`, "content-type": "application/json" },
-    body: JSON.stringify({ model: "half-dead", messages: [{ role: "user", content: `message ${i}` }], max_tokens: 4 }),
+    body: JSON.stringify({ model, messages: [{ role: "user", content: `message ${i}` }], max_tokens: 4 }),
   });
   await res.text();
   return `${res.status} attempts=${res.headers.get("x-kvgate-attempts")} retry=${res.headers.get("x-should-retry")}`;
@@ -74,5 +86,13 @@ describe("two dead engines behind a proxy, beside two healthy ones", () => {
     expect({ breakers: await breakers(), failed: first.filter((a) => !a.startsWith("200 ")) }).toEqual({ breakers: { "dead-1": "open", "dead-2": "open", "live-1": "closed", "live-2": "closed" }, failed: [] });
     const after = await load(REQUESTS, CLIENTS);
     expect(after.filter((a) => !a.startsWith("200 attempts=1 "))).toEqual([]);
+  });
+});
+
+describe("two engines behind a proxy failing a request alike, beside a server down", () => {
+  it("leave it the request's, not to be retried, whatever the attempt after them met", async () => {
+    const answers: string[] = [];
+    for (let i = 0; i < 6; i++) answers.push(await chat(i, "poison"));
+    expect(answers).toEqual(Array.from({ length: 6 }, () => expect.stringMatching(/^502 attempts=\d retry=false$/)));
   });
 });

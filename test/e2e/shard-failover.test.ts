@@ -25,6 +25,10 @@ const pair = (name: string, failing: ReturnType<typeof hostile>) => ({ name, sha
 /** Six deployments over two shards: those of gpu-0's shard fail (rate-limit, or crash), the others answer. */
 const SIX = ["gpu-0", "gpu-1", "gpu-2", "gpu-3", "gpu-4", "gpu-5"];
 const SIX_SHARDS = partition(SIX, 2);
+/** Nine over three shards: gpu-0's shard all dead behind their proxies, one server of another dead so too, the third shard healthy. */
+const NINE = Array.from({ length: 9 }, (_, i) => `gpu-${i}`);
+const NINE_SHARDS = partition(NINE, 3);
+const NINE_DEAD = NINE.filter((_, i) => NINE_SHARDS[i] === NINE_SHARDS[0] || i === NINE_SHARDS.findIndex((s) => s !== NINE_SHARDS[0]));
 
 beforeAll(async () => {
   upstream = await startHostileUpstream();
@@ -40,6 +44,8 @@ beforeAll(async () => {
         { name: "shard-streams", shards: 2, deployments: [hostile("status:500", "failing"), hostile("endless-stream", "streaming")] },
         { name: "shard-all-crash", shards: 2, deployments: SIX.map((id, i) => (SIX_SHARDS[i] === SIX_SHARDS[0] ? hostile("crash-on:harbour", id) : hostile("ok", id))) },
         { name: "shard-crash-on-body", shards: 2, deployments: [hostile("crash-on", "a"), hostile("crash-on", "b")] },
+        // Breakers that never open here: every prompt meets the dead servers, as the first ones after they died do.
+        { name: "shard-proxied-dead", shards: 3, strategy: "least-loaded", breaker: { consecutiveFailures: 10_000, minRequests: 10_000 }, deployments: NINE.map((id) => (NINE_DEAD.includes(id) ? hostile("status:502", id) : hostile("ok", id))) },
         { name: "shard-all-rest", shards: 2, deployments: SIX.map((id, i) => (SIX_SHARDS[i] === SIX_SHARDS[0] ? hostile("rate-limited:30", id) : hostile("ok", id))) },
       ],
     },
@@ -184,6 +190,15 @@ describe("a shard of three servers that all fail every request with a 500", () =
     await vi.waitFor(async () => expect(await gw.inFlight("shard-all-crash")).toBe(0), EVENTUALLY);
     const failed = (await gw.status("shard-all-crash")).backends.filter((b) => crashing.includes(b.id)).reduce((n, b) => n + b.failed, 0);
     expect(failed).toBe(upstream.stats("crash-on").requests);
+  });
+});
+
+describe("engines dead behind their proxies, a shard's all and one of another's, beside a healthy shard", () => {
+  it("are told from a body every server fails on by a shard neither failure was on: every prompt is answered", async () => {
+    upstream.reset();
+    // Two proxies' 502s alike ask one more backend; asked of the prompt's own shard again, a dead one answered it alike.
+    const answers = await prompts("shard-proxied-dead", 80);
+    expect(answers.filter(([s]) => s !== 200)).toEqual([]);
   });
 });
 

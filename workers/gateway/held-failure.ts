@@ -105,9 +105,10 @@ export class HeldFailure {
     return this.alike.length === 2 && this.heldIn === this.group && this.alike.every((h) => h.end?.viaGateway === true);
   }
 
-  /** The routing object whose backend's failure is held: the next attempt goes to another shard first (route-client.ts route). */
-  get heldOn(): string | undefined {
-    return this.held?.lease.object;
+  /** The routing objects whose backends' failures are held: the next attempt goes to another shard first (route-client.ts route). */
+  get heldOn(): string[] {
+    // A pair failed alike awaits another backend's word too (awaitsAnotherBackend): a shard neither failed on tells it best.
+    return [...this.alike, ...(this.held ? [this.held] : [])].map((h) => h.lease.object);
   }
 
   /**

@@ -155,7 +155,11 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
       // behind its proxies does (held-failure.ts awaitsFallback). Not after a failure the gateway
       // does not try again (a generation cut at its limit or the request's deadline).
       const fallBack = step === null ? followsRequest && held.awaitsFallback : held.metOnlyAwaitingGroup || held.awaitsFallback;
-      if (!fallBack || !path.fallBack()) return finalAnswer(last);
+      if (!fallBack || !path.fallBack()) {
+        // Failures alike stand as the request's, whatever the last attempt met (a refused connection after them).
+        if (held.awaitsFallback) last.headers.set(SHOULD_RETRY, "false");
+        return finalAnswer(last);
+      }
       failover.failedOn(group.name, result.lease.backendId, result.failure.cause);
       ({ group, primary } = path);
       prompt = promptFor(group);

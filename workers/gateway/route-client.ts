@@ -164,15 +164,16 @@ export function routingUnavailable(model: string): GatewayError {
  * (asked again last, then without those limits); routing is unavailable only when none could be.
  * A refusal while a shard holding a backend not tried (not in `exclude`) could not be asked is
  * marked `unreached`: the others' refusal is not the group's.
- * `heldOn`: the object whose backend failed the request server-side, its verdict held (HeldFailure):
- * asked last, so the attempt that tells whether the failure follows the request is another shard's.
+ * `heldOn`: the objects whose backends failed the request server-side, their verdicts held
+ * (HeldFailure): asked last, so the attempt that tells whether the failures follow the request is
+ * another shard's.
  * `unreachable`: ids of backends this isolate cannot reach as configured, passed over with no
  * failover (RouteCall.unreachable, group-reach.ts).
  */
-export async function route(env: Env, ctx: WaitUntil, group: ResolvedGroup, prompt: Prompt, exclude: readonly string[], model: string, tenant?: RouteTenant, failover = false, heldOn?: string, unreachable: readonly string[] = []): Promise<Routed | GroupRefusal | LimitRefusal> {
+export async function route(env: Env, ctx: WaitUntil, group: ResolvedGroup, prompt: Prompt, exclude: readonly string[], model: string, tenant?: RouteTenant, failover = false, heldOn: readonly string[] = [], unreachable: readonly string[] = []): Promise<Routed | GroupRefusal | LimitRefusal> {
   if (!(group.shards > 1)) return routeOn(env, ctx, group, group.name, group, prompt, exclude, model, tenant, failover, unreachable);
   const plan = shardChoice.order(group, prompt.chain, Date.now(), prompt.blocks);
-  if (heldOn !== undefined) shardChoice.askLast(plan, heldOn);
+  for (const object of heldOn) shardChoice.askLast(plan, object);
   const { shards, order } = plan;
   let refusal: RouteRefusal | undefined;
   let limited: LimitRefusal | undefined;
