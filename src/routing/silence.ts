@@ -11,7 +11,9 @@ import type { LeaseRelease } from "./protocol.ts";
  *    it would keep its share of the non-streamed traffic for ever, each request waiting out the
  *    timeout;
  *  - a gateway's 502 or 504 judged the request's because a second backend failed it alike
- *    (workers/gateway/held-failure.ts). Alone, that verdict stands: a body every server crashes on.
+ *    (workers/gateway/held-failure.ts), a request's or a realtime handshake's refused upgrade
+ *    alike (workers/gateway/realtime-handshake.ts: a session serves once its engine's first
+ *    message is told, LeaseRenewal.serving). Alone, that verdict stands: a body every server crashes on.
  *    But an engine dead behind Cloudflare Tunnel, nginx or an ingress shows as its proxy's instant
  *    502, and least-loaded sends each request to the idle backends first — the dead ones: a request
  *    meets two of them in a row. The gateway then asks a third backend, whose answer charges the

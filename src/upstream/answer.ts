@@ -234,6 +234,15 @@ export function failureKind(why: BackendFailure): FailureKind {
   return why === "server-error" || why === "unavailable" || why === "credentials" || why === "not-served" ? why : "bad-answer";
 }
 
+/**
+ * A 502 or 504 answered to the gateway: a proxy in front of the engine (a tunnel, nginx, an
+ * ingress) got no answer from it, a request's and a realtime handshake's alike
+ * (LeaseRelease.viaGateway: workers/gateway/held-failure.ts awaitsAnotherBackend, src/routing/silence.ts).
+ */
+export function isGatewaysFailure(status: number): boolean {
+  return status === 502 || status === 504;
+}
+
 /** Which failover cause a backend's failure is (the group's `failover.on` lists the ones retried). */
 export const FAILURE_CAUSE: FailoverCause = "5xx";
 

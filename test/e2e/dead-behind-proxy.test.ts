@@ -1,6 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { closedPort } from "../support/closed-port.ts";
 import { startHostileUpstream, type HostileUpstream } from "../support/hostile-upstream.ts";
+import { connect, type OpenSocket } from "../support/websocket-client.ts";
+import { startWebSocketUpstream, type WebSocketUpstream } from "../support/websocket-upstream.ts";
 import { EVENTUALLY, startTestGateway, type TestGateway } from "./gateway.ts";
 
 /**
@@ -14,6 +16,7 @@ import { EVENTUALLY, startTestGateway, type TestGateway } from "./gateway.ts";
  */
 
 let upstream: HostileUpstream;
+let sockets: WebSocketUpstream;
 let gw: TestGateway;
 
 // The default consecutiveFailures; no probe or cool-down during the test: the hostile upstream's health endpoint says ok.
@@ -23,6 +26,7 @@ const REQUESTS = 40;
 
 beforeAll(async () => {
   upstream = await startHostileUpstream();
+  sockets = await startWebSocketUpstream();
   gw = await startTestGateway({
     modelGroups: [
       {
@@ -48,12 +52,28 @@ beforeAll(async () => {
           { id: "down", baseUrl: `http://127.0.0.1:${await closedPort()}`, model: "hostile-7b" },
         ],
       },
+      {
+        // Realtime engines alike: a session holds its backend's lease while open, so the dead ones,
+        // refusing the handshake with their proxies' 502, stay the idle ones least-loaded tries first.
+        name: "rt-half-dead",
+        strategy: "least-loaded",
+        breaker,
+        deployments: [
+          { id: "rt-dead-1", baseUrl: `${sockets.url}/refuse:502`, model: "chat-7b" },
+          { id: "rt-dead-2", baseUrl: `${sockets.url}/refuse:502`, model: "chat-7b" },
+          { id: "rt-live-1", baseUrl: `${sockets.url}/echo`, model: "chat-7b" },
+          { id: "rt-live-2", baseUrl: `${sockets.url}/echo`, model: "chat-7b" },
+        ],
+      },
+      // Every realtime engine of the group dead behind its proxy, and no fallback group.
+      { name: "rt-dead-whole", strategy: "least-loaded", breaker, deployments: ["rt-gone-1", "rt-gone-2", "rt-gone-3"].map((id) => ({ id, baseUrl: `${sockets.url}/refuse:502`, model: "chat-7b" })) },
     ],
   });
 });
 afterAll(async () => {
   await gw?.close();
   await upstream?.close();
+  await sockets?.close();
 });
 
 async function chat(i: number, model = "half-dead"): Promise<string> {
@@ -76,7 +96,7 @@ async function load(n: number, clients: number): Promise<string[]> {
   return answers;
 }
 
-const breakers = async () => Object.fromEntries((await gw.status("half-dead")).backends.map((b) => [b.id, b.breaker.state]));
+const breakers = async (group = "half-dead") => Object.fromEntries((await gw.status(group)).backends.map((b) => [b.id, b.breaker.state]));
 
 describe("two dead engines behind a proxy, beside two healthy ones", () => {
   it("are taken out: every request is answered by a healthy backend, their breakers open, and every request after goes to one at once", async () => {
@@ -94,5 +114,42 @@ describe("two engines behind a proxy failing a request alike, beside a server do
     const answers: string[] = [];
     for (let i = 0; i < 6; i++) answers.push(await chat(i, "poison"));
     expect(answers).toEqual(Array.from({ length: 6 }, () => expect.stringMatching(/^502 attempts=\d retry=false$/)));
+  });
+});
+
+describe("realtime engines dead behind their proxies", () => {
+  it("two beside two healthy ones are taken out: every handshake opens a session on a healthy backend, and their breakers open", async () => {
+    const url = `${gw.url.replace(/^http/, "ws")}/v1/realtime?model=rt-half-dead`;
+    const open: OpenSocket[] = [];
+    const refused: string[] = [];
+    try {
+      // Sessions kept open: their leases keep the healthy backends busy, the dead ones idle.
+      for (let i = 0; i < 20; i++) {
+        const h = await connect(url, { headers: { authorization: `Bearer ${gw.key}` } });
+        if (h.kind === "open") open.push(h.socket);
+        else refused.push(`${h.status} attempts=${String(h.headers["x-kvgate-attempts"])} retry=${String(h.headers["x-should-retry"])}`);
+      }
+      // Two proxies' 502s alike go on to a third backend (the default maxAttempts): its accepting says they were their backends'.
+      expect(refused).toEqual([]);
+      await vi.waitFor(async () => expect(await breakers("rt-half-dead")).toEqual({ "rt-dead-1": "open", "rt-dead-2": "open", "rt-live-1": "closed", "rt-live-2": "closed" }), EVENTUALLY);
+      const after = await connect(url, { headers: { authorization: `Bearer ${gw.key}` } });
+      if (after.kind === "open") open.push(after.socket);
+      expect(after.kind === "open" ? after.socket.headers["x-kvgate-attempts"] : after.status).toBe("1");
+    } finally {
+      for (const s of open) s.ws.close();
+    }
+  });
+
+  it("a group dead whole, with no fallback: three proxies' 502s alike are the handshake's, not to be retried, as a request's are, and no breaker is charged", async () => {
+    const url = `${gw.url.replace(/^http/, "ws")}/v1/realtime?model=rt-dead-whole`;
+    const answers: string[] = [];
+    for (let i = 0; i < 6; i++) {
+      const h = await connect(url, { headers: { authorization: `Bearer ${gw.key}` } });
+      if (h.kind === "open") h.socket.ws.close();
+      answers.push(h.kind === "open" ? "open" : `${h.status} attempts=${String(h.headers["x-kvgate-attempts"])} retry=${String(h.headers["x-should-retry"])}`);
+    }
+    expect(answers).toEqual(Array.from({ length: 6 }, () => "502 attempts=3 retry=false"));
+    const charges = async () => (await gw.status("rt-dead-whole")).backends.map((b) => [b.id, b.failed, b.rejected, b.breaker.state]);
+    await vi.waitFor(async () => expect(await charges()).toEqual([["rt-gone-1", 0, 6, "closed"], ["rt-gone-2", 0, 6, "closed"], ["rt-gone-3", 0, 6, "closed"]]), EVENTUALLY);
   });
 });

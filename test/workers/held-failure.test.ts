@@ -3,6 +3,7 @@ import { GatewayError, overLimit, unavailable } from "../../src/openai/errors.ts
 import type { LeaseOutcome } from "../../src/routing/protocol.ts";
 import type { Failure } from "../../src/upstream/retry.ts";
 import { HeldFailure } from "../../workers/gateway/held-failure.ts";
+import { afterFailure } from "../../workers/gateway/after-failure.ts";
 import { SILENT, type AttemptEnd, type HeldLease } from "../../workers/gateway/route-client.ts";
 
 /** A lease that records how it was settled (the first settling counts, as a real one's). */
@@ -207,6 +208,27 @@ describe("a held failure's verdict", () => {
     held.failed(lease("a", new Map()), "upstream-error", crash);
     held.attempting("group", 4);
     expect([held.failed(lease("b", new Map()), "upstream-error", crash, proxy502), held.awaitsAnotherBackend]).toEqual([true, false]);
+  });
+
+  it("after two proxies' 502s alike the attempts go on to the group's next backend within maxAttempts, a request's and a handshake's alike (after-failure.ts); an engine's 500s alike, to a fallback group only", () => {
+    const policy = { maxAttempts: 3, on: ["5xx" as const], backoffMs: 0, backoffMaxMs: 0, retryAfterCapMs: 0 };
+    /** What comes after each of `n` backends of a group of four failed with `end`: the last's, the one after `n - 1`'s (`retryable`). */
+    const after = (n: number, end: AttemptEnd | undefined, retryable = true, maxAttempts = 3) => {
+      const held = new HeldFailure();
+      let then = "";
+      for (let i = 0; i < n; i++) {
+        held.attempting("group", 4);
+        const follows = held.failed(lease(String(i), new Map()), "upstream-error", crash, end);
+        then = afterFailure(held, follows, retryable, { ...policy, maxAttempts }, i + 1, crash, Infinity).kind;
+      }
+      return then;
+    };
+    const proxy502 = { viaGateway: true as const };
+    expect([after(1, proxy502), after(2, proxy502), after(3, proxy502)]).toEqual(["retry", "retry", "fall-back"]);
+    // Past the attempts' bound, the fallback group is the one step left, as for an engine's 500s alike.
+    expect([after(2, proxy502, true, 2), after(2, undefined), after(2, undefined, true, 2)]).toEqual(["fall-back", "fall-back", "fall-back"]);
+    // A failure the gateway does not try again (a generation cut at its limit) goes nowhere.
+    expect(after(1, undefined, false)).toBe("answer");
   });
 
   it("a crash in a group and one in its fallback are alike: the request's, and no later fallback is asked", () => {

@@ -15,7 +15,7 @@ import type { KeyRecord } from "../../src/tenants/protocol.ts";
 import { readsUsage } from "../../src/tenants/route-tenant.ts";
 import { answerChars, chargesEstimate, promptSize } from "../../src/tenants/estimate.ts";
 import { generatesText } from "../../src/openai/endpoints.ts";
-import { backendAsSeen, classifyStatus, clientError, FAILURE_CAUSE, failureKind, isBackendsOwn, streamErrorAnswer, type FailureKind, type NoSuccess } from "../../src/upstream/answer.ts";
+import { backendAsSeen, classifyStatus, clientError, FAILURE_CAUSE, failureKind, isBackendsOwn, isGatewaysFailure, streamErrorAnswer, type FailureKind, type NoSuccess } from "../../src/upstream/answer.ts";
 import { parseErrorEvent, parseUpstreamError, type UpstreamErrorBody } from "../../src/upstream/error-body.ts";
 import { heldWhole, statedLength } from "../../src/upstream/whole-read.ts";
 import { readBounded } from "../../src/upstream/read-bounded.ts";
@@ -247,7 +247,7 @@ async function attemptHeld(a: AttemptInput, key: KeyRecord | null, lease: HeldLe
     if (answer.kind === "rate-limited") return failed(err, "rate-limited", "429", "rate-limited", waitMs);
     const cut = failed(err, "upstream-error", FAILURE_CAUSE, failureKind(answer.why), waitMs, true, isBackendsOwn(answer.why));
     // A gateway's word that the engine behind it did not answer: the silence rule may judge it the backend's.
-    return status === 502 || status === 504 ? { ...cut, end: { viaGateway: true } } : cut;
+    return isGatewaysFailure(status) ? { ...cut, end: { viaGateway: true } } : cut;
   };
   if (answer.kind !== "success") {
     // A 200 judged by its headers (bytes in a coding no one can read): its body is not wanted.

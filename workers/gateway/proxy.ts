@@ -4,7 +4,6 @@ import { canonicalJson } from "../../src/config/version.ts";
 import type { LimitRefusal, RouteTenant } from "../../src/routing/protocol.ts";
 import { clientGone, GatewayError, notFound, overLimit, SHOULD_RETRY, unavailable } from "../../src/openai/errors.ts";
 import { allowsGroup, allowsModel, countsSpendIn, routeTenant, unpricedModel } from "../../src/tenants/route-tenant.ts";
-import { nextStep } from "../../src/upstream/retry.ts";
 import { logEvent } from "../../src/logging/event-log.ts";
 import type { RequestLog } from "../../src/logging/request-log.ts";
 import type { LoadedConfig } from "../config.ts";
@@ -16,6 +15,7 @@ import { readSizedJsonBody } from "./body.ts";
 import { Deadline } from "./deadline.ts";
 import { PassedOver } from "./group-reach.ts";
 import { HeldFailure } from "./held-failure.ts";
+import { afterFailure } from "./after-failure.ts";
 import { giveBack, refusalCause, route, routingUnavailable, type NoBackendCause, type Routed } from "./route-client.ts";
 import { validate, type Endpoint } from "./validate.ts";
 import { anyUntried } from "../../src/routing/untried.ts";
@@ -136,34 +136,21 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
       // more backends to fail on), or one the gateway does not try again (a generation cut at its
       // limit or the request's deadline, which a retry would run whole again): nor should they.
       const followsRequest = held.failed(result.lease, result.verdict, result.failure, result.end);
-      if (followsRequest || !result.retryable) last.headers.set(SHOULD_RETRY, "false");
-      // Two proxies' 502s alike, as two engines dead behind them give, go on as any failure does:
-      // another backend of the group, then a fallback group, may serve it (held-failure.ts).
-      const step = !result.retryable || (followsRequest && !held.awaitsAnotherBackend) ? null : nextStep(primary.failover, attempts, result.failure, deadline.msLeft());
-      if (step?.retry) {
-        exclude.push(result.lease.backendId);
-        failover.failedOn(group.name, result.lease.backendId, result.failure.cause);
-        // Nothing left to wait for: the route call says so at once (and finds a change of the fleet since, if any).
-        if (step.waitMs > 0 && !path.nothingLeft(exclude, passed.of(group).unreachable)) await new Promise((r) => setTimeout(r, step.waitMs));
-        if (p.req.signal.aborted) throw clientGone();
+      // Failures alike stand as the request's whatever an attempt after them met (a refused connection's 502).
+      if (followsRequest || !result.retryable || held.awaitsFallback) last.headers.set(SHOULD_RETRY, "false");
+      const then = afterFailure(held, followsRequest, result.retryable, primary.failover, attempts, result.failure, deadline.msLeft());
+      if (then.kind === "answer" || (then.kind === "fall-back" && !path.fallBack())) return finalAnswer(last);
+      failover.failedOn(group.name, result.lease.backendId, result.failure.cause);
+      if (then.kind === "fall-back") {
+        ({ group, primary } = path);
+        prompt = promptFor(group);
+        exclude = [];
         continue;
       }
-      // No backend of the group tried again. A fallback group may serve it, one step past the
-      // attempts' bound, where every backend tried lacked the endpoint or its proxy refused the
-      // request (one whose group is gone behind its proxy's 404 page, or behind a proxy whose token
-      // the gateway lacks, is served so), or where backends failed alike, as a group dead whole
-      // behind its proxies does (held-failure.ts awaitsFallback). Not after a failure the gateway
-      // does not try again (a generation cut at its limit or the request's deadline).
-      const fallBack = step === null ? followsRequest && held.awaitsFallback : held.metOnlyAwaitingGroup || held.awaitsFallback;
-      if (!fallBack || !path.fallBack()) {
-        // Failures alike stand as the request's, whatever the last attempt met (a refused connection after them).
-        if (held.awaitsFallback) last.headers.set(SHOULD_RETRY, "false");
-        return finalAnswer(last);
-      }
-      failover.failedOn(group.name, result.lease.backendId, result.failure.cause);
-      ({ group, primary } = path);
-      prompt = promptFor(group);
-      exclude = [];
+      exclude.push(result.lease.backendId);
+      // Nothing left to wait for: the route call says so at once (and finds a change of the fleet since, if any).
+      if (then.waitMs > 0 && !path.nothingLeft(exclude, passed.of(group).unreachable)) await new Promise((r) => setTimeout(r, then.waitMs));
+      if (p.req.signal.aborted) throw clientGone();
     }
   } catch (e) {
     held.thrown(e);

@@ -4,7 +4,7 @@ import { NONE_ANNOUNCED, sessionIntent, transcriberFor } from "../../src/realtim
 import { classifyRefusedUpgrade } from "../../src/realtime/upgrade-answer.ts";
 import type { LeaseOutcome, RouteDecision } from "../../src/routing/protocol.ts";
 import { SILENT, type AttemptEnd, type Routed } from "./route-client.ts";
-import { backendAsSeen, clientError, FAILURE_CAUSE, failureKind, isBackendsOwn } from "../../src/upstream/answer.ts";
+import { backendAsSeen, clientError, FAILURE_CAUSE, failureKind, isBackendsOwn, isGatewaysFailure } from "../../src/upstream/answer.ts";
 import { parseUpstreamError } from "../../src/upstream/error-body.ts";
 import { fetchDeployment, type Reachable } from "../../src/upstream/reach-fetch.ts";
 import { readBounded } from "../../src/upstream/read-bounded.ts";
@@ -101,5 +101,9 @@ export async function openUpstream(h: HandshakeInput): Promise<Handshake> {
   // one. No realtime endpoint may be every backend's (a fleet of chat engines), and a 403 a proxy's
   // for what the client's query holds: held for the group's word, as a request's are (held-failure.ts).
   if (answer.kind === "backend-failure" && isBackendsOwn(answer.why)) failure.backendsOwn = true;
-  return failed(err, limited ? "rate-limited" : "upstream-error", failure);
+  // A proxy's 502 or 504 refusing the upgrade, as an engine dead behind it gives: two alike go on to
+  // a third backend, as a request's do (held-failure.ts awaitsAnotherBackend). Never the gateway's
+  // own 504 above (no answer in time): that is the handshake's silence, its backend's own.
+  const end: AttemptEnd | undefined = answer.kind === "backend-failure" && isGatewaysFailure(up.status) ? { viaGateway: true } : undefined;
+  return failed(err, limited ? "rate-limited" : "upstream-error", failure, end);
 }

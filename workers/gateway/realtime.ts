@@ -9,11 +9,11 @@ import type { RouteTenant, TokenUsage } from "../../src/routing/protocol.ts";
 import { msToNextPeriod } from "../../src/tenants/ledger.ts";
 import type { KeyRecord } from "../../src/tenants/protocol.ts";
 import { allowsModel, countsSpendIn, keyBudget, listsGroup, readsUsage, unpricedModel } from "../../src/tenants/route-tenant.ts";
-import { nextStep } from "../../src/upstream/retry.ts";
 import { isFailover, routeReason, routingHeaders } from "./attempt.ts";
 import { misconfigured, PassedOver } from "./group-reach.ts";
 import { WINDOW_MS } from "../../src/tenants/window.ts";
 import { HeldFailure } from "./held-failure.ts";
+import { afterFailure } from "./after-failure.ts";
 import { backendsOwnRefusal, FailoverEvent, groupForCaller, GroupPath, limitError, noneLeft, tenantFor, unknownModel, untriedRefusalAnswer, type ProxyInput } from "./proxy.ts";
 import { openUpstream, type Handshake } from "./realtime-handshake.ts";
 import { engineRequestId } from "./request-id.ts";
@@ -227,31 +227,21 @@ async function handshakeInTurn(p: RealtimeInput, s: Session, held: HeldFailure):
       }
       last = answer.response;
       if (answer.failure.kind !== undefined) p.log?.failed(group.name, deployment.id, answer.failure.kind);
-      if (held.failed(lease, answer.verdict, answer.failure, answer.end)) {
-        // As a request's (proxy.ts): a client that tries again sends it to two more backends to fail on.
-        last.headers.set(SHOULD_RETRY, "false");
-        // Two backends of the group alike, as a group dead behind its proxies: on to a fallback group, as a request's (proxy.ts).
-        if (held.awaitsFallback && path.fallBack()) {
-          failover.failedOn(group.name, deployment.id, answer.failure.cause);
-          ({ group, primary } = path);
-          break;
-        }
-        return last;
-      }
-      const step = nextStep(primary.failover, attempts, answer.failure, Infinity);
-      if (!step.retry) {
-        // As a request's (proxy.ts): past the attempts' bound, one step on to a fallback group when
-        // every backend tried lacked a realtime endpoint or its proxy refused the handshake.
-        if (held.metOnlyAwaitingGroup && path.fallBack()) {
-          failover.failedOn(group.name, deployment.id, answer.failure.cause);
-          ({ group, primary } = path);
-          break;
-        }
-        return finalAnswer(last);
+      const followsRequest = held.failed(lease, answer.verdict, answer.failure, answer.end);
+      // As a request's (proxy.ts): a client that tries again sends it to two more backends to fail on.
+      if (followsRequest || held.awaitsFallback) last.headers.set(SHOULD_RETRY, "false");
+      // As a request's (after-failure.ts): the group's next backend — after two proxies' 502s alike
+      // too, as two engines dead behind them give, which idle beside open sessions are the backends
+      // least-loaded tries first —, then a fallback group.
+      const then = afterFailure(held, followsRequest, true, primary.failover, attempts, answer.failure, Infinity);
+      if (then.kind === "answer" || (then.kind === "fall-back" && !path.fallBack())) return finalAnswer(last);
+      failover.failedOn(group.name, deployment.id, answer.failure.cause);
+      if (then.kind === "fall-back") {
+        ({ group, primary } = path);
+        break;
       }
       exclude.push(deployment.id);
-      failover.failedOn(group.name, deployment.id, answer.failure.cause);
-      if (step.waitMs > 0 && !path.nothingLeft(exclude, passed.of(group).unreachable)) await new Promise((r) => setTimeout(r, step.waitMs));
+      if (then.waitMs > 0 && !path.nothingLeft(exclude, passed.of(group).unreachable)) await new Promise((r) => setTimeout(r, then.waitMs));
     }
   }
 }
