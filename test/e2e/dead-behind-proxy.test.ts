@@ -53,6 +53,17 @@ beforeAll(async () => {
         ],
       },
       {
+        // Two engines dead behind their proxies beside a healthy one asking for a second's wait (a 429).
+        name: "pair-then-busy",
+        strategy: "round-robin",
+        breaker: { ...breaker, consecutiveFailures: 100 },
+        deployments: [
+          { id: "gone-1", baseUrl: `${upstream.url}/status:502`, model: "hostile-7b" },
+          { id: "gone-2", baseUrl: `${upstream.url}/status:502`, model: "hostile-7b" },
+          { id: "busy", baseUrl: `${upstream.url}/rate-limited:1`, model: "hostile-7b" },
+        ],
+      },
+      {
         // Realtime engines alike: a session holds its backend's lease while open, so the dead ones,
         // refusing the handshake with their proxies' 502, stay the idle ones least-loaded tries first.
         name: "rt-half-dead",
@@ -114,6 +125,13 @@ describe("two engines behind a proxy failing a request alike, beside a server do
     const answers: string[] = [];
     for (let i = 0; i < 6; i++) answers.push(await chat(i, "poison"));
     expect(answers).toEqual(Array.from({ length: 6 }, () => expect.stringMatching(/^502 attempts=\d retry=false$/)));
+  });
+
+  it("leave an answer with its own word on waiting as it came: a 429's Retry-After the SDKs wait out and retry (found by review)", async () => {
+    const answers: string[] = [];
+    for (let i = 0; i < 6; i++) answers.push(await chat(i, "pair-then-busy"));
+    expect(answers.filter((a) => a.startsWith("429") && a.endsWith("retry=false"))).toEqual([]);
+    expect(answers.some((a) => a.startsWith("429"))).toBe(true);
   });
 });
 

@@ -1,3 +1,4 @@
+import type { LeaseOutcome } from "../../src/routing/protocol.ts";
 import { nextStep, type Failure, type RetryPolicy } from "../../src/upstream/retry.ts";
 import type { HeldFailure } from "./held-failure.ts";
 
@@ -22,4 +23,17 @@ export function afterFailure(held: HeldFailure, followsRequest: boolean, retryab
   if (step?.retry) return { kind: "retry", waitMs: step.waitMs };
   const fallBack = step === null ? followsRequest && held.awaitsFallback : held.metOnlyAwaitingGroup || held.awaitsFallback;
   return fallBack ? { kind: "fall-back" } : { kind: "answer" };
+}
+
+/**
+ * Whether the answer to a failed attempt says `x-should-retry: false`: a failure that follows the
+ * request (an SDK's retries would send it to two more backends to fail on), one the gateway does
+ * not try again, and failures alike that stand as the request's whatever the attempt after them
+ * met (a refused connection's 502) — but for an answer with its own word on waiting (a 429, a
+ * Retry-After), which the upstream's headers give (src/upstream/answer.ts): a healthy backend's
+ * `Retry-After: 1` after two dead ones' 502s is one the SDKs should wait out and retry.
+ */
+export function noRetry(held: HeldFailure, followsRequest: boolean, retryable: boolean, verdict: LeaseOutcome, failure: Failure): boolean {
+  if (followsRequest || !retryable) return true;
+  return held.awaitsFallback && verdict !== "rate-limited" && failure.retryAfterMs === null;
 }

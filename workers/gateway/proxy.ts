@@ -15,7 +15,7 @@ import { readSizedJsonBody } from "./body.ts";
 import { Deadline } from "./deadline.ts";
 import { PassedOver } from "./group-reach.ts";
 import { HeldFailure } from "./held-failure.ts";
-import { afterFailure } from "./after-failure.ts";
+import { afterFailure, noRetry } from "./after-failure.ts";
 import { giveBack, refusalCause, route, routingUnavailable, type NoBackendCause, type Routed } from "./route-client.ts";
 import { validate, type Endpoint } from "./validate.ts";
 import { anyUntried } from "../../src/routing/untried.ts";
@@ -136,8 +136,7 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
       // more backends to fail on), or one the gateway does not try again (a generation cut at its
       // limit or the request's deadline, which a retry would run whole again): nor should they.
       const followsRequest = held.failed(result.lease, result.verdict, result.failure, result.end);
-      // Failures alike stand as the request's whatever an attempt after them met (a refused connection's 502).
-      if (followsRequest || !result.retryable || held.awaitsFallback) last.headers.set(SHOULD_RETRY, "false");
+      if (noRetry(held, followsRequest, result.retryable, result.verdict, result.failure)) last.headers.set(SHOULD_RETRY, "false");
       const then = afterFailure(held, followsRequest, result.retryable, primary.failover, attempts, result.failure, deadline.msLeft());
       if (then.kind === "answer" || (then.kind === "fall-back" && !path.fallBack())) return finalAnswer(last);
       failover.failedOn(group.name, result.lease.backendId, result.failure.cause);

@@ -13,7 +13,7 @@ import { isFailover, routeReason, routingHeaders } from "./attempt.ts";
 import { misconfigured, PassedOver } from "./group-reach.ts";
 import { WINDOW_MS } from "../../src/tenants/window.ts";
 import { HeldFailure } from "./held-failure.ts";
-import { afterFailure } from "./after-failure.ts";
+import { afterFailure, noRetry } from "./after-failure.ts";
 import { backendsOwnRefusal, FailoverEvent, groupForCaller, GroupPath, limitError, noneLeft, tenantFor, unknownModel, untriedRefusalAnswer, type ProxyInput } from "./proxy.ts";
 import { openUpstream, type Handshake } from "./realtime-handshake.ts";
 import { engineRequestId } from "./request-id.ts";
@@ -229,7 +229,7 @@ async function handshakeInTurn(p: RealtimeInput, s: Session, held: HeldFailure):
       if (answer.failure.kind !== undefined) p.log?.failed(group.name, deployment.id, answer.failure.kind);
       const followsRequest = held.failed(lease, answer.verdict, answer.failure, answer.end);
       // As a request's (proxy.ts): a client that tries again sends it to two more backends to fail on.
-      if (followsRequest || held.awaitsFallback) last.headers.set(SHOULD_RETRY, "false");
+      if (noRetry(held, followsRequest, true, answer.verdict, answer.failure)) last.headers.set(SHOULD_RETRY, "false");
       // As a request's (after-failure.ts): the group's next backend — after two proxies' 502s alike
       // too, as two engines dead behind them give, which idle beside open sessions are the backends
       // least-loaded tries first —, then a fallback group.
