@@ -4,7 +4,8 @@ import { afterEach, describe, expect, inject, it, vi } from "vitest";
 import type { GroupStatus, LeaseRelease, LeaseRenewal, RenewalAnswers, RouteCall } from "../../src/routing/protocol.ts";
 import type { IssuedKeyView, UsageView } from "../../src/tenants/admin-api.ts";
 import type { Env } from "../../workers/env.ts";
-import { holdLease, route } from "../../workers/gateway/route-client.ts";
+import { holdLease, route, SILENT } from "../../workers/gateway/route-client.ts";
+import type { ResolvedGroup } from "../../src/config/resolve.ts";
 import { admin, ok } from "./admin.ts";
 import { chat, conversation, EVENTUALLY, expectIdle, firstRouteCall, gateway, groupConfig, inFlight, sseEvents, status } from "./gateway.ts";
 import { unpackKeys } from "../../src/metrics/key-columns.ts";
@@ -361,6 +362,50 @@ describe("releases whose flush failed", () => {
     // Back long before the lease's 30 s TTL, as a release and not an expiry.
     await vi.waitFor(async () => expect(await inFlight(g.name)).toBe(0), EVENTUALLY);
     expect((await status(g.name)).backends[0]).toMatchObject({ expired: 0 });
+    await waitOnExecutionContext(ctx);
+  });
+});
+
+describe("a lease whose answer began while a renewal of it was on its way to the object", () => {
+  it("tells the object so with a later renewal: the backend served, and a silent one's timeout beside it is that one's own", async () => {
+    // short-lease's backends (renewed every 100 ms), round-robin: the first lease on one, the second on another.
+    const base = groupConfig("short-lease");
+    const g: ResolvedGroup = { ...base, name: "serving-told-late", strategy: "round-robin" };
+    const ctx = createExecutionContext();
+    // Each release call goes to the object as it is made; the answer to one that renews is held back once, until let go.
+    let letGo: (() => void) | undefined;
+    let holdNext = false;
+    const objects = scriptedObjects({
+      release: (_n, go) => {
+        const answer = go();
+        if (!holdNext) return answer;
+        holdNext = false;
+        return new Promise((resolve) => (letGo = () => resolve(answer)));
+      },
+    });
+    const routed = async () => {
+      const d = await route(objects.env, ctx, g, { chain: [], blocks: 0 }, [], g.name);
+      if ("refused" in d) throw new Error(`refused: ${d.refused}`);
+      return d;
+    };
+    const serving = holdLease(await routed(), g, objects.env, ctx, 10);
+    holdNext = true;
+    serving.keepRenewed();
+    await vi.waitFor(() => expect(letGo).toBeDefined(), EVENTUALLY);
+    // Its first token comes while that renewal is on its way (sent without it), then the object answers it.
+    serving.began();
+    letGo?.();
+    const after = objects.releases();
+    await vi.waitFor(() => expect(objects.releases()).toBeGreaterThanOrEqual(after + 2), EVENTUALLY);
+    // A request on the other backend, cut at its timeout having had nothing from it: silent while the first served.
+    const silent = holdLease(await routed(), g, objects.env, ctx, 10);
+    expect(silent.backendId).not.toBe(serving.backendId);
+    silent.settle("client-abort", SILENT);
+    await vi.waitFor(async () => expect(await inFlight(g.name)).toBe(1), EVENTUALLY);
+    const other = (await status(g.name)).backends.find((b) => b.id === silent.backendId);
+    expect([other?.failed, other?.aborted]).toEqual([1, 0]);
+    serving.settle("ok");
+    await expectIdle(g.name);
     await waitOnExecutionContext(ctx);
   });
 });

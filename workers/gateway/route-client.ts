@@ -56,12 +56,13 @@ async function flush(object: string, hint: Hint, env: Env, ctx: WaitUntil, failu
   const batch = book.takePending(object);
   const renewing = book.takeRenewals(object, Date.now());
   if (batch.length === 0 && renewing.length === 0) return null;
+  const told = begunIn(renewing);
   try {
     const answers = await groupObject(env, object, hint).release(
       batch,
       renewing.map((h) => h.renewal),
     );
-    toldBegun(renewing);
+    toldBegun(told);
     // An object of a release before these answers nothing, and charges nothing a renewal carries.
     if (typeof answers !== "object" || answers === null || !Array.isArray(answers.spent)) return null;
     for (const lease of answers.spent) if (limitReached.has(lease)) limitReached.set(lease, "budget");
@@ -87,13 +88,24 @@ function sendHeld(object: string, hint: Hint, env: Env, ctx: WaitUntil): void {
 }
 
 /**
- * Renewals an object took: one that said its answer began says it no more (LeaseRenewal.serving).
- * Said once, it tells the silence rule the backend served then; said at every renewal, an engine
- * that hung after a stream's first token looked alive for as long as the stream stayed open, and its
- * non-streamed requests' timeouts were never its own.
+ * Of the renewals a call carries, those that say their answer began (LeaseRenewal.serving), taken
+ * as the call is made: the runtime sends its arguments then. Once the object took them, each says
+ * it no more (toldBegun). Said once, it tells the silence rule the backend served then; said at
+ * every renewal, an engine that hung after a stream's first token looked alive for as long as the
+ * stream stayed open, and its non-streamed requests' timeouts were never its own.
  */
-function toldBegun(renewing: readonly Holding[]): void {
-  for (const h of renewing) if (h.renewal.serving) delete h.renewal.serving;
+function begunIn(renewing: readonly Holding[]): Holding[] {
+  return renewing.filter((h) => h.renewal.serving === true);
+}
+
+/**
+ * The object took `told` (begunIn, as the call was made): they say it no more. Not every renewal
+ * the call carried: one whose answer began while the call was on its way was sent without it, and
+ * cleared then, the object never heard that its backend served (the silence rule then blamed none
+ * of a wedged engine's timeouts beside it, and could charge this backend for its own).
+ */
+function toldBegun(told: readonly Holding[]): void {
+  for (const h of told) delete h.renewal.serving;
 }
 
 /** An object's name as a log line shows it: a shard's with its number after the group's. */
@@ -232,6 +244,7 @@ async function routeOn(env: Env, ctx: WaitUntil, group: ResolvedGroup, object: s
   const released = book.takePending(object);
   const renewing = book.takeRenewals(object, Date.now());
   const call: RouteCall = { version: group.version, chain: prompt.chain, released, renewed: renewing.map((h) => h.renewal), exclude: [...exclude] };
+  const told = begunIn(renewing);
   if (prompt.blocks > prompt.chain.length) call.blocks = prompt.blocks;
   if (prompt.media) call.media = true;
   if (tenant) call.tenant = tenant;
@@ -249,7 +262,7 @@ async function routeOn(env: Env, ctx: WaitUntil, group: ResolvedGroup, object: s
     // The renewals go again, now that it will know their version.
     if (isVersionRefusal(answer)) answer = await stub.route({ ...call, released: [], group: view });
     if (isVersionRefusal(answer)) throw new Error(`it refused version ${group.version} with the group's config attached`);
-    toldBegun(renewing);
+    toldBegun(told);
     // A decision or a refusal for want of a backend has the request read the fleet itself (GroupPath); a key's limit ends it.
     if (answer.rev > group.rev && "refused" in answer && answer.refused === "limited") fleetBehind(env, ctx);
     if ("refused" in answer) return answer;
