@@ -5,6 +5,8 @@ import { isServerSide, type Failure } from "../../src/upstream/retry.ts";
 import type { AttemptEnd, HeldLease, NoBackendCause } from "./route-client.ts";
 import { anyUntried } from "../../src/routing/untried.ts";
 
+const NONE_HELD: readonly string[] = [];
+
 /** An attempt's lease with what it told of itself and what it met, kept for a verdict to come. */
 interface Held {
   lease: HeldLease;
@@ -106,7 +108,9 @@ export class HeldFailure {
   }
 
   /** The routing objects whose backends' failures are held: the next attempt goes to another shard first (route-client.ts route). */
-  get heldOn(): string[] {
+  get heldOn(): readonly string[] {
+    // Asked of every route call: nothing held, nothing made.
+    if (this.held === null && this.alike.length === 0) return NONE_HELD;
     // A pair failed alike awaits another backend's word too (awaitsAnotherBackend): a shard neither failed on tells it best.
     return [...this.alike, ...(this.held ? [this.held] : [])].map((h) => h.lease.object);
   }
