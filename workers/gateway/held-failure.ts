@@ -62,7 +62,7 @@ export class HeldFailure {
   private held: Held | null = null;
   /** The group whose backend's failure is held. */
   private heldIn: string | undefined;
-  /** Two backends of the group tried last failed alike: the request's, unless a fallback group serves it. */
+  /** Backends of the group tried last that failed alike: the request's, unless another backend of it (awaitsAnotherBackend) or a fallback group serves it. */
   private alike: Held[] = [];
   /** 404s for the endpoint and refusals met in the group tried now, awaiting its word. */
   private heldForGroup: Held[] = [];
