@@ -35,7 +35,9 @@ export function isSendable(code: number): boolean {
 export function forwardedClose(code: number, reason: string, lost: Required<CloseFrame>, secrets: readonly string[] = []): CloseFrame {
   if (code === NO_STATUS) return {};
   if (code === ABNORMAL || !isSendable(code)) return lost;
-  return { code, reason: secrets.length === 0 || reason === "" ? reason : reasonWithoutSecrets(reason, secrets) };
+  // A reason that came as bytes not UTF-8 arrives decoded, each bad byte a U+FFFD of 3: it may be past
+  // the frame's bound, and a close with it the runtime refuses to send.
+  return { code, reason: secrets.length === 0 || reason === "" ? closeReason(reason) : reasonWithoutSecrets(reason, secrets) };
 }
 
 /** A close frame's reason, in UTF-8: its payload is 125 bytes, two of them the code. */

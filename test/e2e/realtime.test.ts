@@ -81,6 +81,7 @@ beforeAll(async () => {
       single("closes-busy", "close:1013"),
       single("closes-policy", "close:1008"),
       { name: "closes-with-key", failover: { maxAttempts: 1 }, deployments: [{ ...at("close:4000", "key-closer"), apiKeyEnv: "CLOSER_KEY" }] },
+      single("closes-garbled", "close-garbled:4000"),
       // 1.5 s: its talking session's pings, 200 ms apart, must each come back well within it, however loaded the machine.
       { name: "idle", streamIdleTimeoutMs: 1500, deployments: [at("echo", "echo-idle")] },
       // A backend that accepts the upgrade and then says nothing, whatever it is sent.
@@ -1222,5 +1223,16 @@ describe("a backend's close reason", () => {
     const closed = await s.closed;
     expect(closed.reason).not.toContain(closerKey);
     expect(closed).toEqual({ code: 4000, reason: "refused: Bearer [redacted]" });
+  });
+
+  it("that is not UTF-8 reaches the client with its code, cut to a close frame's 123 bytes", async () => {
+    // Decoded, each of its 100 bytes is a U+FFFD of 3: a close with that reason the runtime refuses
+    // to send, and the client was told 1014 (upstream connection lost) instead of the backend's 4000.
+    const s = await open("closes-garbled");
+    const closed = await s.closed;
+    expect(closed.code).toBe(4000);
+    expect(Buffer.byteLength(closed.reason)).toBeLessThanOrEqual(123);
+    expect(closed.reason).toMatch(/^\uFFFD+$/);
+    await vi.waitFor(async () => expect(await gw.inFlight("closes-garbled")).toBe(0), EVENTUALLY);
   });
 });

@@ -33,6 +33,8 @@ import { WebSocketServer, type RawData, type WebSocket } from "ws";
  *   server that crashes on what the session asks for.
  * - `close:<code>`: accepts, then closes at once with that code, sending nothing; the reason
  *   echoes the handshake's Authorization header, as a careless server's "bad key …" does.
+ * - `close-garbled:<code>`: the same, its reason 100 bytes that are not UTF-8 (0xff each), as a
+ *   server that cuts a reason inside a character, or writes it in another encoding, sends.
  * - `vllm`: a vLLM serving realtime transcription of the model `upstream-rt` (every deployment's
  *   model here): accepts, sends `{"type":"session.created",…}` at once; reads no query string, as
  *   vLLM's /v1/realtime does not, and wants the model named in a `session.update`'s top-level
@@ -177,6 +179,7 @@ export async function startWebSocketUpstream(o: WebSocketUpstreamOptions = {}): 
       const reason = `refused: ${req.headers.authorization ?? "no key"}`.slice(0, 123);
       return void wss.handleUpgrade(req, socket, head, (ws) => ws.close(Number(m[2]), reason));
     }
+    if (m?.[1] === "close-garbled") return void wss.handleUpgrade(req, socket, head, (ws) => ws.close(Number(m[2]), Buffer.alloc(100, 0xff)));
     if (m?.[1] === "crash" && !decodeURIComponent(m[3] ?? "").includes(m[2] ?? "")) return accept();
     if (m?.[1] === "slow") {
       held.add(socket);
