@@ -1,6 +1,8 @@
+import { spawn } from "node:child_process";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { describe, expect, it } from "vitest";
+import { ROOT } from "../support/run-script.ts";
 import { kvgate } from "./npm-start-cli.ts";
 
 /** `npx kvgate` as typed, with a KVGATE_URL it cannot use: what it says, and what it does not repeat. */
@@ -101,6 +103,33 @@ describe("npx kvgate with a plain http KVGATE_URL on a public host", () => {
       const named = await kvgate(["status"], { KVGATE_URL: `http://gateway.example:${port}`, KVGATE_ADMIN_KEY: adminKey, KVGATE_ALLOW_PLAIN_HTTP: "1", ...preload });
       expect(named.stderr[0]).toMatch(/not what a kvgate gateway answers/);
       expect(seen).toEqual([`Bearer ${adminKey}`, `Bearer ${adminKey}`]);
+    } finally {
+      server.close();
+    }
+  }, 60_000);
+});
+
+describe("npx kvgate piped into a reader that stops reading (| head, less quit early)", () => {
+  it("exits 0 and writes nothing to stderr: the reader closing the pipe is not the command failing", async () => {
+    // A big fleet's export: well past a pipe's buffer, so the CLI is still writing when the reader goes.
+    const groups = Array.from({ length: 400 }, (_, i) => ({ name: `g${i}`, deployments: Array.from({ length: 4 }, (_, j) => ({ id: `d${j}`, baseUrl: `https://gpu${i}-${j}.example.com`, model: `m${i}` })) }));
+    const fleet = JSON.stringify({ rev: 1, modelGroups: groups });
+    expect(fleet.length).toBeGreaterThan(100_000);
+    const server = http.createServer((req, res) => {
+      req.resume();
+      res.writeHead(200, { "content-type": "application/json" }).end(fleet);
+    });
+    await new Promise<void>((done) => server.listen(0, "127.0.0.1", done));
+    try {
+      const env = { ...process.env, KVGATE_URL: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, KVGATE_ADMIN_KEY: "sk-admin-unused" };
+      const child = spawn(process.execPath, ["bin/kvgate.ts", "fleet", "export"], { cwd: ROOT, env, stdio: ["ignore", "pipe", "pipe"] });
+      let stderr = "";
+      child.stderr.setEncoding("utf8").on("data", (d: string) => (stderr += d));
+      // As head -c 20 does: the first bytes read, then the pipe closed.
+      child.stdout.once("data", () => child.stdout.destroy());
+      const code = await new Promise<number | null>((done) => child.once("close", done));
+      expect(stderr).not.toMatch(/node:events|^ {4}at /m);
+      expect({ code, stderr }).toEqual({ code: 0, stderr: "" });
     } finally {
       server.close();
     }
