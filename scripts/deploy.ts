@@ -32,7 +32,14 @@ if (!checked.ok) fail(problemLines(source.name, checked.problems));
 const json = minified(source);
 // wrangler's API takes seconds to load: only once the config itself is good.
 const { unstable_readConfig } = await import("wrangler");
-const production = unstable_readConfig({ config: resolve(import.meta.dirname, "..", "wrangler.toml"), env: "production" }, { hideWarnings: true });
+let production;
+try {
+  production = unstable_readConfig({ config: resolve(import.meta.dirname, "..", "wrangler.toml"), env: "production" }, { hideWarnings: true });
+} catch (e) {
+  // An edit wrangler refuses (a vpc_networks entry without its tunnel_id, a TOML typo): its message, not its stack.
+  const [first, ...rest] = String(e instanceof Error ? e.message : e).split("\n").filter((line) => line.trim() !== "");
+  fail([`npm run deploy: wrangler.toml: ${first}`, ...rest]);
+}
 const bound = new Set([...production.vpc_services, ...production.vpc_networks, ...production.services].map((b) => b.binding));
 const unfit = productionProblems(checked.config, json, bound);
 if (unfit.length > 0) fail(problemLines(source.name, unfit));

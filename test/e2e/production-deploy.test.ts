@@ -1,8 +1,8 @@
-import { readFile, writeFile } from "node:fs/promises";
+import { cp, mkdir, readFile, symlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { unstable_readConfig } from "wrangler";
-import { ROOT, runScript } from "../support/run-script.ts";
+import { ROOT, runNode, runScript } from "../support/run-script.ts";
 import { useTempDir } from "../support/temp-dir.ts";
 
 // `npm run deploy` as a user runs it, with `-- --dry-run`: wrangler bundles and checks the
@@ -125,6 +125,30 @@ describe("npm run deploy", () => {
     const r = await deploy({ KVGATE_CONFIG: JSON.stringify({ modelGroups: [{ name: "big", deployments }] }) });
     expect(r.code).toBe(1);
     expect(r.stderr).toMatch(/^\$KVGATE_CONFIG: the config is \d+ bytes as JSON, and a Worker secret holds at most 5120\n$/);
+  });
+
+  it("says what wrangler finds wrong in an edited wrangler.toml in its own lines, with no stack, and deploys nothing", async () => {
+    // The README's vpc_networks line uncommented without its tunnel_id. deploy.ts reads the
+    // wrangler.toml beside its own folder: a copy of the scripts stands beside the edited one.
+    const project = join(dir(), "edited-toml");
+    await mkdir(project);
+    await cp(join(ROOT, "scripts"), join(project, "scripts"), { recursive: true });
+    for (const shared of ["src", "node_modules"]) await symlink(join(ROOT, shared), join(project, shared));
+    const toml = await readFile(join(ROOT, "wrangler.toml"), "utf8");
+    const edited = toml.replace('# vpc_networks = [{ binding = "GPU_VPC", tunnel_id = "<tunnel id>" }]', 'vpc_networks = [{ binding = "GPU_VPC" }]');
+    expect(edited).not.toBe(toml);
+    await writeFile(join(project, "wrangler.toml"), edited);
+    const config = JSON.stringify({ modelGroups: [{ name: "a", deployments: [{ id: "gpu-a", baseUrl: "https://gpu-a.example.com", model: "m" }] }] });
+    const r = await runNode([join(project, "scripts", "deploy.ts"), "--dry-run", "--outdir", join(project, "not-bundled")], { KVGATE_CONFIG: config }, project);
+    expect({ code: r.code, stdout: r.stdout, stderr: r.stderr.trim().split("\n") }).toEqual({
+      code: 1,
+      stdout: "",
+      stderr: [
+        "npm run deploy: wrangler.toml: Processing wrangler.toml configuration:",
+        '  - "env.production" environment configuration',
+        '    - "env.production.vpc_networks[0]" bindings must have either a "tunnel_id" or "network_id" field but got {"binding":"GPU_VPC"}.',
+      ],
+    });
   });
 
   it("checks a production config, then bundles [env.production] with that config as its secret and nothing of dev", async () => {
