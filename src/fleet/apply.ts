@@ -61,7 +61,16 @@ function parse<S extends z.ZodMiniType>(schema: S, input: unknown): z.output<S> 
 
 function refusal(issues: Parameters<typeof firstIssue>[0]): RegistryError {
   const { param, message } = firstIssue(issues);
-  return new RegistryError(400, "invalid_value", message, param || null);
+  return new RegistryError(400, tooManyDeployments(issues[0]) ? "too_many_deployments" : "invalid_value", message, param || null);
+}
+
+/**
+ * The schema's cap on a group's deployments (MAX_DEPLOYMENTS), met by a group listed whole (a
+ * `POST` of a group, a fleet `PUT`): answered with the code the registry gives a group grown past
+ * it one deployment at a time, so a script reads one code for the one limit.
+ */
+function tooManyDeployments(issue: Parameters<typeof firstIssue>[0][number] | undefined): boolean {
+  return issue?.code === "too_big" && issue.origin === "array" && issue.path.at(-1) === "deployments";
 }
 
 /**

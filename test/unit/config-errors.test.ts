@@ -31,6 +31,11 @@ describe("a config with several problems", () => {
     expect(errorsOf({ modelGroups: [{ name: "a", deployments: [{ ...deployment, schedulingPolicy: "shortest-first" }] }] })).toEqual(['modelGroups[0].deployments[0].schedulingPolicy must be one of "fcfs", "priority"']);
   });
 
+  it("names a group of more deployments than a group may hold (the admin API's too_many_deployments)", () => {
+    const deployments = Array.from({ length: 1025 }, (_, i) => ({ ...deployment, id: `d${i}` }));
+    expect(errorsOf({ modelGroups: [{ name: "a", deployments }] })).toEqual(["modelGroups[0].deployments must have at most 1024 item(s)"]);
+  });
+
   it("names the config itself when it is not an object", () => {
     expect(errorsOf("[1]")).toEqual(["the config must be an object"]);
   });

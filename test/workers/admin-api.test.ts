@@ -264,6 +264,20 @@ describe("deployments through the admin API", () => {
     expect(await fleetRev()).toBe(rev + 7);
   });
 
+  it("a group of more than 1,024 deployments is a 400 too_many_deployments whichever way it would grow, and nothing of it is applied", async () => {
+    const many = (n: number) => Array.from({ length: n }, (_, i) => sim(0, `d${i}`));
+    const rev = await fleetRev();
+    // Listed whole: a new group, or a group of a fleet PUT.
+    expect(await refused(admin("/admin/v1/groups", { method: "POST", json: { name: "admin-many", deployments: many(1025) } }), 400)).toMatchObject({ code: "too_many_deployments", param: "deployments" });
+    expect(await refused(admin("/admin/v1/fleet", { method: "PUT", json: { modelGroups: [{ name: "admin-many", deployments: many(1025) }] } }), 400)).toMatchObject({ code: "too_many_deployments", param: "modelGroups[0].deployments" });
+    expect(await fleetRev()).toBe(rev);
+    // Full, one more: added by the operator, or a server registering itself.
+    await ok(admin("/admin/v1/groups", { method: "POST", json: { name: "admin-many", deployments: many(1024) } }), 201);
+    expect(await refused(admin("/admin/v1/groups/admin-many/deployments", { method: "POST", json: sim(0, "one-more") }), 400)).toMatchObject({ code: "too_many_deployments" });
+    expect(await refused(admin("/admin/v1/heartbeats", { method: "POST", json: { group: "admin-many", ...sim(0, "one-more") } }, env.KVGATE_REGISTER_KEY), 400)).toMatchObject({ code: "too_many_deployments" });
+    expect(await fleetRev()).toBe(rev + 1);
+  });
+
   it("bad input gets an OpenAI-style 4xx, and nothing of it is applied", async () => {
     await ok(admin("/admin/v1/groups", { method: "POST", json: { name: "admin-strict", aliases: ["strict-alias"], deployments: [sim(0, "s")] } }), 201);
     const rev = await fleetRev();
