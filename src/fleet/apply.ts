@@ -40,6 +40,7 @@ export function applyCommand(registry: FleetRegistry, cmd: AdminCommand, now: nu
     case "remove-deployment":
       return registry.removeDeployment(cmd.group, cmd.id, readAt(cmd.rev));
     case "heartbeat":
+      refuseClosed(registry, cmd.heartbeat);
       return registry.heartbeat(parse(HeartbeatSchema, cmd.heartbeat), now);
   }
 }
@@ -71,6 +72,19 @@ function refusal(issues: Parameters<typeof firstIssue>[0]): RegistryError {
  */
 function tooManyDeployments(issue: Parameters<typeof firstIssue>[0][number] | undefined): boolean {
   return issue?.code === "too_big" && issue.origin === "array" && issue.path.at(-1) === "deployments";
+}
+
+/**
+ * A group closed to registration refuses a heartbeat whatever else it says (README, Heartbeats):
+ * named by the body's `group`, it is refused before the rest is parsed, so a register key's holder
+ * learns nothing of what the group would check (an id, a binding, a secret). The registry refuses
+ * it again once parsed (FleetRegistry.heartbeat), for the heartbeats it is handed whole.
+ */
+function refuseClosed(registry: FleetRegistry, heartbeat: unknown): void {
+  const into = isRecord(heartbeat) && typeof heartbeat.group === "string" ? registry.group(heartbeat.group) : undefined;
+  if (!into || into.settings.registration) return;
+  const name = into.settings.name;
+  throw new RegistryError(403, "registration_not_allowed", `group "${name}" takes no servers that register themselves (its registration is false): add the deployment through the admin API or the config`, "group");
 }
 
 /**

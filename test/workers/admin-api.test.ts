@@ -473,6 +473,27 @@ describe("heartbeats", () => {
     await refused(admin("/admin/v1/groups/admin-hb-secrets/deployments/hb"), 404);
   });
 
+  it("into a group closed to registration is a 403 before anything else it says is looked at; open, the group refuses each as ever", async () => {
+    await ok(admin("/admin/v1/groups", { method: "POST", json: { name: "admin-hb-closed", registration: false, deployments: [sim(0, "fixed")] } }), 201);
+    const beat = { group: "admin-hb-closed", ...sim(1, "hb") };
+    const post = (json: unknown, key = env.KVGATE_REGISTER_KEY) => admin("/admin/v1/heartbeats", { method: "POST", json }, key);
+    const bad = [{ ...beat, id: ".." }, { ...beat, ttlSeconds: 0 }, { ...beat, baseURL: fleet[1] }, { group: beat.group }, { ...beat, binding: "NO_SUCH_VPC" }, { ...beat, apiKeyEnv: "KVGATE_CONFIG" }, { ...beat, apiKeyEnv: "KVGATE_ADMIN_KEY" }];
+    const closed = { type: "permission_error", code: "registration_not_allowed", param: "group" };
+    for (const json of [beat, ...bad]) expect(await refused(post(json), 403), JSON.stringify(json)).toMatchObject(closed);
+    expect(await refused(post(bad[0], env.KVGATE_ADMIN_KEY), 403)).toMatchObject(closed);
+    await ok(admin("/admin/v1/groups/admin-hb-closed", { method: "PATCH", json: { registration: true } }));
+    const open = await Promise.all(bad.map(async (json) => (await post(json)).json()));
+    expect(open.map((e) => (e as { error: { code: string; param: string | null } }).error)).toMatchObject([
+      { code: "invalid_value", param: "id" },
+      { code: "invalid_value", param: "ttlSeconds" },
+      { code: "invalid_value", param: null },
+      { code: "invalid_value", param: "id" },
+      { code: "binding_not_allowed", param: "binding" },
+      { code: "secret_not_allowed", param: "apiKeyEnv" },
+      { code: "gateway_key_named", param: "apiKeyEnv" },
+    ]);
+  });
+
   it("a PATCH of a self-registered server is refused: its next heartbeat would put its own spec back", async () => {
     await ok(admin("/admin/v1/groups", { method: "POST", json: { name: "admin-hb-patch", deployments: [sim(0, "fixed")] } }), 201);
     const beat = { group: "admin-hb-patch", ...sim(1, "hb") };
