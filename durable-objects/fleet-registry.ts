@@ -2,7 +2,7 @@ import { DurableObject } from "cloudflare:workers";
 import { parseConfig, type ConfigResult } from "../src/config/load.ts";
 import { AUTH_DEFAULTS } from "../src/config/schema.ts";
 import { gatewayKeys, reachProblemsOf } from "../src/config/upstream-access.ts";
-import { applyCommand } from "../src/fleet/apply.ts";
+import { applyCommand, groupNamed } from "../src/fleet/apply.ts";
 import type { AdminCommand, AdminResult, FleetRegistryRpc, FleetSnapshot, SeedReport } from "../src/fleet/protocol.ts";
 import { FleetRegistry as Fleet, RegistryError, type Change, type GroupRecord, type Seeded } from "../src/fleet/registry.ts";
 import type { ResolvedGroup } from "../src/config/load.ts";
@@ -124,8 +124,18 @@ export class FleetRegistry extends DurableObject<RegistryEnv> implements FleetRe
     // This change's: a command made while the push waits moves the fleet on, and a script carrying that revision into its next PATCH would pass the 409 meant for it.
     const rev = this.fleet.rev;
     logRegistry(cmd.op, rev, change);
-    const routing = await this.pushTo(owed);
-    return { ok: true, rev, ...change, routing };
+    // A drain sent again after "pending" changes nothing, so owes nothing: its group's objects, still
+    // waiting for the retry, are pushed now, and answer for it. Not a heartbeat's: each server sends
+    // one every few seconds, and pushing with each would undo the retry's backoff.
+    const waiting = this.waitingIn(groupNamed(cmd), owed);
+    const heartbeat = cmd.op === "heartbeat";
+    const routing = await this.pushTo(heartbeat ? owed : [...owed, ...waiting]);
+    return { ok: true, rev, ...change, routing: heartbeat && waiting.length > 0 ? "pending" : routing };
+  }
+
+  /** The routing objects of `group` (null: of every group) still owed an earlier push, but those in `owed`. */
+  private waitingIn(group: string | null, owed: readonly string[]): string[] {
+    return [...this.unpushed.keys()].filter((o) => !owed.includes(o) && (group === null || shardOfObject(o).group === group));
   }
 
   override async alarm(): Promise<void> {

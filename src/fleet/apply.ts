@@ -45,6 +45,26 @@ export function applyCommand(registry: FleetRegistry, cmd: AdminCommand, now: nu
   }
 }
 
+/** The group a command names (its path's, a new group's, a heartbeat's); null for a PUT of the fleet, which names every group. */
+export function groupNamed(cmd: AdminCommand): string | null {
+  switch (cmd.op) {
+    case "replace":
+      return null;
+    case "add-group":
+      return stringField(cmd.group, "name");
+    case "heartbeat":
+      return stringField(cmd.heartbeat, "group");
+    default:
+      return cmd.group;
+  }
+}
+
+/** A body's field, as applyCommand found it (checked there): "" when it is none, which names no group. */
+function stringField(body: unknown, field: string): string {
+  const v = isRecord(body) ? body[field] : undefined;
+  return typeof v === "string" ? v : "";
+}
+
 /** Only the fields `input` names that `schema` does not know: the rest is checked when the result is. */
 function refuseUnknown(schema: z.ZodMiniType, input: unknown): void {
   const r = schema.safeParse(input);

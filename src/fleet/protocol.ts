@@ -33,8 +33,10 @@ export type AdminCommand =
 
 /**
  * The answer to a command. `routing`: "applied" when every changed group's routing object took
- * the change before this answer (it is then in effect for every new request), "pending" when one
- * could not be reached (its Workers bring the change along with their next call).
+ * the change before this answer (it is then in effect for every new request), and so did those of
+ * the group it names that an earlier change had not reached yet (a drain sent again pushes the
+ * first); "pending" when one could not be reached (its Workers bring the change along with their
+ * next call), or, for a heartbeat, which pushes no earlier change, still waits for one.
  */
 export type AdminResult =
   | { ok: true; rev: number; changed: string[]; removed: string[]; routing: "applied" | "pending" }

@@ -88,6 +88,43 @@ it("a change that did not reach its object is pushed again, and then answers as 
   expect(status.rev).toBe(drained.ok ? drained.rev : -1);
 });
 
+it("a drain sent again after \"pending\" pushes its group's object then: \"applied\" only once the object has it (found by review)", async () => {
+  await ok(admin("/admin/v1/groups", { method: "POST", json: { name: "push-resent", deployments: [0, 1].map((i) => ({ id: `sim-${i}`, baseUrl: fleet[i] as string, model: UPSTREAM_MODEL })) } }), 201);
+  const served = await chat("push-resent", [{ role: "user", content: "hello" }]);
+  expect(served.status).toBe(200);
+  await served.text();
+  const { value: drained } = await withObjectsDown(async (r) => {
+    const answer = await r.command({ op: "set-state", group: "push-resent", id: "sim-0", state: "draining" });
+    // As after a few failed tries: the alarm's next one is a minute away, past the test's end.
+    (r as unknown as { retryAt: number }).retryAt = Date.now() + 60_000;
+    return answer;
+  });
+  expect(drained).toMatchObject({ ok: true, changed: ["push-resent"], routing: "pending" });
+  // The operator sends the drain again, through the API, the object reachable now: it changes nothing in the fleet.
+  const again = await ok<AdminResult>(admin("/admin/v1/groups/push-resent/deployments/sim-0/drain", { method: "POST" }));
+  expect(again).toMatchObject({ ok: true, changed: [], routing: "applied" });
+  // "applied": the object holds the drain, and new requests follow it.
+  expect((await env.MODEL_GROUP.getByName("push-resent").status()).rev).toBe(drained.ok ? drained.rev : -1);
+  for (let i = 0; i < 3; i++) {
+    const next = await chat("push-resent", [{ role: "user", content: `after the drain ${i}` }]);
+    await next.text();
+    expect([next.status, next.headers.get("x-kvgate-backend")]).toEqual([200, "sim-1"]);
+  }
+});
+
+it("a heartbeat renewal into a group whose push waits answers \"pending\", and leaves the push to the registry's retry", async () => {
+  await ok(admin("/admin/v1/groups", { method: "POST", json: { name: "push-beat", deployments: [] } }), 201);
+  const beat = { group: "push-beat", id: "beating", baseUrl: fleet[1] as string, model: UPSTREAM_MODEL, ttlSeconds: 3600 };
+  const { value: registered, alarm } = await unreachableObjects({ op: "heartbeat", heartbeat: beat });
+  expect(registered).toMatchObject({ ok: true, changed: ["push-beat"], routing: "pending" });
+  // Renewals every few seconds from each server: none is a push (the retry's backoff holds), and none says the server is routed to.
+  const renewed = await ok<AdminResult>(admin("/admin/v1/heartbeats", { method: "POST", json: beat }, env.KVGATE_REGISTER_KEY));
+  expect(renewed).toMatchObject({ ok: true, changed: [], routing: "pending" });
+  expect(await runInDurableObject(registry(), (_r, state) => state.storage.getAlarm())).toBe(alarm);
+  await alarmAt(alarm);
+  expect(await ok<AdminResult>(admin("/admin/v1/heartbeats", { method: "POST", json: beat }, env.KVGATE_REGISTER_KEY))).toMatchObject({ routing: "applied" });
+});
+
 it("a push that keeps failing is tried at 1 s, then 2, 4…; heartbeats in between put no try off", async () => {
   await ok(admin("/admin/v1/groups", { method: "POST", json: { name: "push-backoff", deployments: [{ id: "sim-0", baseUrl: fleet[0] as string, model: UPSTREAM_MODEL }] } }), 201);
   await ok(admin("/admin/v1/groups", { method: "POST", json: { name: "push-backoff-beats", deployments: [] } }), 201);
