@@ -69,6 +69,11 @@ export interface FleetProblem {
   field: string;
   message: string;
   code?: string;
+  /** Where `field` is: the group's index in the list, and the field within that group (`fallbacks[0]`, `deployments[1].id`). */
+  group: number;
+  at: string;
+  /** The value is another's already (a name or alias of another group, an id of another deployment): a conflict with what is there, not a bad value. */
+  clash?: true;
 }
 
 interface GroupShape {
@@ -85,19 +90,19 @@ interface GroupShape {
  */
 export function fleetProblems(groups: readonly GroupShape[], keys: GatewayKeys, where = "modelGroups"): FleetProblem[] {
   const out: FleetProblem[] = [];
+  const problem = (group: number, at: string, message: string, more: Pick<FleetProblem, "code" | "clash"> = {}) => out.push({ field: `${where}[${group}].${at}`, message, group, at, ...more });
   const owner = new Map<string, number>();
   for (const [gi, g] of groups.entries()) {
     const ids = new Set<string>();
     for (const [di, d] of g.deployments.entries()) {
       const id = deploymentId(d);
-      if (ids.has(id)) out.push({ field: `${where}[${gi}].deployments[${di}].id`, message: `"${id}" is used twice in the group (set distinct ids)` });
+      if (ids.has(id)) problem(gi, `deployments[${di}].id`, `"${id}" is used twice in the group (set distinct ids)`, { clash: true });
       ids.add(id);
-      for (const p of gatewayKeyProblems(d, keys)) out.push({ field: `${where}[${gi}].deployments[${di}].${p.field}`, message: p.message, code: GATEWAY_KEY_NAMED });
+      for (const p of gatewayKeyProblems(d, keys)) problem(gi, `deployments[${di}].${p.field}`, p.message, { code: GATEWAY_KEY_NAMED });
     }
     for (const [ni, modelName] of [g.name, ...g.aliases].entries()) {
       if (owner.has(modelName) && owner.get(modelName) !== gi) {
-        const field = ni === 0 ? `${where}[${gi}].name` : `${where}[${gi}].aliases[${ni - 1}]`;
-        out.push({ field, message: `"${modelName}" is already the name or alias of another group` });
+        problem(gi, ni === 0 ? "name" : `aliases[${ni - 1}]`, `"${modelName}" is already the name or alias of another group`, { clash: true });
       } else {
         owner.set(modelName, gi);
       }
@@ -106,10 +111,7 @@ export function fleetProblems(groups: readonly GroupShape[], keys: GatewayKeys, 
   const names = new Set(groups.map((g) => g.name));
   for (const [gi, g] of groups.entries()) {
     for (const [fi, f] of g.fallbacks.entries()) {
-      if (f === g.name || !names.has(f)) {
-        const why = f === g.name ? "is the group itself" : "names no group";
-        out.push({ field: `${where}[${gi}].fallbacks[${fi}]`, message: `"${f}" ${why}` });
-      }
+      if (f === g.name || !names.has(f)) problem(gi, `fallbacks[${fi}]`, `"${f}" ${f === g.name ? "is the group itself" : "names no group"}`);
     }
   }
   return out;

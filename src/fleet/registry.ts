@@ -1,7 +1,7 @@
 import { fnv1a64 } from "../fnv64.ts";
 import { canonicalJson } from "../config/version.ts";
 import { modelIndex, type ConfigSeed } from "../config/load.ts";
-import { deploymentId, fleetProblems, GATEWAY_KEY_NAMED, resolveDeployment, resolveGroup, type DeploymentState, type ResolvedGroup } from "../config/resolve.ts";
+import { deploymentId, fleetProblems, GATEWAY_KEY_NAMED, resolveDeployment, resolveGroup, type DeploymentState, type FleetProblem, type ResolvedGroup } from "../config/resolve.ts";
 import { AUTH_DEFAULTS, MAX_DEPLOYMENTS, type DeploymentConfig, type GatewayConfig, type GroupSettings, type ModelGroupConfig } from "../config/schema.ts";
 import { cleartextSecret } from "../config/private-hosts.ts";
 import { gatewayKeyProblems, gatewayKeys, gatewayKeysNamed, unlistedSecretProblems, unlistedSecretsNamed, type GatewayKeys } from "../config/upstream-access.ts";
@@ -82,6 +82,36 @@ export class RegistryError extends Error {
     this.code = code;
     this.param = param;
   }
+}
+
+/**
+ * What a change's request holds, for a refusal to name the field as it has it: a whole fleet
+ * (`modelGroups`: the config's or a PUT's, in its order), or one group or deployment (a POST, a
+ * PATCH, a heartbeat). Absent: a request without one (a DELETE, a drain).
+ */
+type RequestBody = "modelGroups" | { group: string; deployment?: string };
+
+/**
+ * A fleet rule's problem as a refusal: a conflict with what the fleet holds is a 409, a bad value
+ * a 400 (told by the rule, never by the message, which holds names the user chose). Named by the
+ * field of the request where the problem is in what it holds; else by its group, the request
+ * having no such field (a removal breaking another group's fallback).
+ */
+function refusalOf(p: FleetProblem, g: GroupRecord, body: RequestBody | undefined): RegistryError {
+  const status = p.clash ? 409 : 400;
+  const code = p.code ?? "invalid_fleet";
+  if (body === "modelGroups") return new RegistryError(status, code, `${p.field} ${p.message}`, p.field);
+  const field = requestField(p.at, g, body);
+  if (field === null) return new RegistryError(status, code, `group "${g.settings.name}": ${p.at} ${p.message}`, null);
+  return new RegistryError(status, code, `${field} ${p.message}`, field);
+}
+
+/** `at` (a field of group `g`) as the request holding `g`, or its deployment, names it; null when the request does not hold it. */
+function requestField(at: string, g: GroupRecord, body: RequestBody | undefined): string | null {
+  if (typeof body !== "object" || body.group !== g.settings.name) return null;
+  if (body.deployment === undefined) return at;
+  const own = `deployments[${g.deployments.findIndex((d) => d.spec.id === body.deployment)}].`;
+  return at.startsWith(own) ? at.slice(own.length) : null;
 }
 
 /** 403: a heartbeat naming a secret the operator did not list for heartbeats. */
@@ -497,7 +527,7 @@ export class FleetRegistry {
     for (const [di, spec] of deployments.entries()) this.refuseSecrets(spec, "admin", false, `deployments[${di}].`);
     const next = this.copy();
     next.set(group.name, { settings, source: "admin", rev: 0, deployments: deployments.map((spec) => adminRecord({ ...spec, id: deploymentId(spec) })) });
-    return this.commit(next);
+    return this.commit(next, { group: group.name });
   }
 
   /** The group's settings as `update` makes them of its current ones; its name stays. `readAt`: the group's revision the update was decided at, when it carries it. */
@@ -507,7 +537,7 @@ export class FleetRegistry {
     refuseMoved(g, readAt);
     g.settings = { name, ...update(g.settings) };
     if (!upgradeBindingsKept(g, g.settings).bindingsFromUpgrade) delete g.bindingsFromUpgrade;
-    return this.commit(next);
+    return this.commit(next, { group: name });
   }
 
   removeGroup(name: string, readAt?: number): Change {
@@ -523,7 +553,7 @@ export class FleetRegistry {
     if (g.deployments.some((d) => d.spec.id === spec.id)) throw new RegistryError(409, "deployment_exists", `deployment "${spec.id}" already exists in group "${group}"`, "id");
     this.refuseSecrets(spec, "admin");
     g.deployments.push(adminRecord(spec));
-    return this.commit(next);
+    return this.commit(next, { group, deployment: spec.id });
   }
 
   /** The deployment's spec as `update` makes it of its current one (a PATCH merged and checked whole); its id stays. */
@@ -536,7 +566,7 @@ export class FleetRegistry {
     }
     d.spec = { ...update(d.spec), id };
     this.refuseSecrets(d.spec, "admin");
-    return this.commit(next);
+    return this.commit(next, { group, deployment: id });
   }
 
   setState(group: string, id: string, state: DeploymentState, now: number): Change {
@@ -607,7 +637,7 @@ export class FleetRegistry {
     const at = g.deployments.findIndex((d) => d.spec.id === spec.id);
     if (at >= 0) g.deployments[at] = record;
     else g.deployments.push(record);
-    return this.commit(next);
+    return this.commit(next, { group, deployment: spec.id });
   }
 
   /**
@@ -798,17 +828,21 @@ export class FleetRegistry {
     return null;
   }
 
-  /** Checks the fleet `next` as a whole and, when it holds, makes it the registry's. */
-  private commit(next: Map<string, GroupRecord>, where = "groups"): Change {
-    this.refuseBroken([...next.values()], where);
+  /** Checks the fleet `next` as a whole and, when it holds, makes it the registry's. `body`: what the change's request holds. */
+  private commit(next: Map<string, GroupRecord>, body?: RequestBody): Change {
+    this.refuseBroken([...next.values()], body);
     return this.install(next);
   }
 
   /** Refuses the fleet `next` when it breaks one of the registry's rules, or needs of the runtime what it lacks. */
-  private refuseBroken(list: readonly GroupRecord[], where: string): void {
-    const shapes = list.map((g) => ({ ...g.settings, deployments: g.deployments.map((d) => d.spec) }));
+  private refuseBroken(list: readonly GroupRecord[], body: RequestBody | undefined): void {
+    const where = body === "modelGroups" ? body : "groups";
+    const own = typeof body === "object" ? body.group : undefined;
+    // The request's group checked last: a name or alias it shares with another group is then its own field's problem, whichever the fleet lists first.
+    const ordered = own === undefined ? list : [...list.filter((g) => g.settings.name !== own), ...list.filter((g) => g.settings.name === own)];
+    const shapes = ordered.map((g) => ({ ...g.settings, deployments: g.deployments.map((d) => d.spec) }));
     const problem = fleetProblems(shapes, this.keys, where)[0];
-    if (problem) throw new RegistryError(problem.message.includes("already") || problem.message.includes("twice") ? 409 : 400, problem.code ?? "invalid_fleet", `${problem.field} ${problem.message}`, problem.field);
+    if (problem) throw refusalOf(problem, ordered[problem.group] as GroupRecord, body);
     const unreachable = this.unreachable(list, where);
     if (unreachable) throw new RegistryError(400, "invalid_fleet", unreachable, null);
     const tooMany = list.find((g) => g.deployments.length > MAX_DEPLOYMENTS);

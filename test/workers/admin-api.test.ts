@@ -305,6 +305,31 @@ describe("deployments through the admin API", () => {
     expect(list.data.map((d) => [d.id, d.state, d.weight])).toEqual([["s", "active", 1]]);
   });
 
+  it("a fleet rule a change breaks is a 409 when it clashes with what the fleet holds, a 400 when a value is bad, whatever the names say, named by the request's field (found by review)", async () => {
+    await ok(admin("/admin/v1/groups", { method: "POST", json: { name: "admin-rules", deployments: [] } }), 201);
+    await ok(admin("/admin/v1/groups", { method: "POST", json: { name: "admin-rules-other", aliases: ["already-taken"], deployments: [] } }), 201);
+    const rev = await fleetRev();
+    const patch = (json: unknown) => admin("/admin/v1/groups/admin-rules", { method: "PATCH", json });
+    // A fallback naming no group is a bad value, whatever its (valid) name holds.
+    for (const name of ["no-such-group", "already-retired", "listed-twice"]) {
+      const e = await refused(patch({ fallbacks: ["admin-rules-other", name] }), 400);
+      expect(e, name).toMatchObject({ code: "invalid_fleet", param: "fallbacks[1]", message: `fallbacks[1] "${name}" names no group` });
+    }
+    // An alias another group has is a conflict, named in this request, though the fleet lists the other group after this one.
+    const alias = await refused(patch({ aliases: ["fine", "already-taken"] }), 409);
+    expect(alias).toMatchObject({ code: "invalid_fleet", param: "aliases[1]", message: 'aliases[1] "already-taken" is already the name or alias of another group' });
+    expect(await refused(patch({ aliases: ["admin-rules-other"] }), 409)).toMatchObject({ param: "aliases[0]" });
+    // A new group's, as its body has them.
+    const post = (json: unknown) => admin("/admin/v1/groups", { method: "POST", json: { name: "admin-rules-new", deployments: [], ...(json as object) } });
+    expect(await refused(post({ fallbacks: ["already-gone"] }), 400)).toMatchObject({ param: "fallbacks[0]" });
+    expect(await refused(post({ deployments: [sim(0, "twice"), sim(1, "twice")] }), 409)).toMatchObject({ param: "deployments[1].id", message: 'deployments[1].id "twice" is used twice in the group (set distinct ids)' });
+    expect(await fleetRev()).toBe(rev);
+    // A removal breaking another group's fallback: no field of the request (a DELETE has none), that group named.
+    await ok(patch({ fallbacks: ["admin-rules-other"] }));
+    const removal = await refused(admin("/admin/v1/groups/admin-rules-other", { method: "DELETE" }), 400);
+    expect(removal).toMatchObject({ code: "invalid_fleet", param: null, message: 'group "admin-rules": fallbacks[0] "admin-rules-other" names no group' });
+  });
+
   it("a deployment naming one of the gateway's own keys is refused, naming the field, and nothing of it is applied", async () => {
     await ok(admin("/admin/v1/groups", { method: "POST", json: { name: "admin-keys", deployments: [sim(0, "k")] } }), 201);
     const rev = await fleetRev();
