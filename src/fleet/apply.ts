@@ -4,7 +4,7 @@ import { DeploymentPatchSchema, FleetSchema, GroupUpdateSchema, HeartbeatSchema,
 import { isRecord, mergePatch, nullsAsAbsent, shallowPatch } from "./merge-patch.ts";
 import { ModelGroupSchema, type DeploymentConfig, type ModelGroupConfig } from "../config/schema.ts";
 import type { AdminCommand } from "./protocol.ts";
-import { RegistryError, type Change, type FleetRegistry } from "./registry.ts";
+import { refuseRegistration, RegistryError, type Change, type FleetRegistry } from "./registry.ts";
 
 /** Checks a command's input against its schema, then applies it; a RegistryError says why not. */
 export function applyCommand(registry: FleetRegistry, cmd: AdminCommand, now: number): Change {
@@ -101,10 +101,8 @@ function tooManyDeployments(issue: Parameters<typeof firstIssue>[0][number] | un
  * it again once parsed (FleetRegistry.heartbeat), for the heartbeats it is handed whole.
  */
 function refuseClosed(registry: FleetRegistry, heartbeat: unknown): void {
-  const into = isRecord(heartbeat) && typeof heartbeat.group === "string" ? registry.group(heartbeat.group) : undefined;
-  if (!into || into.settings.registration) return;
-  const name = into.settings.name;
-  throw new RegistryError(403, "registration_not_allowed", `group "${name}" takes no servers that register themselves (its registration is false): add the deployment through the admin API or the config`, "group");
+  const into = registry.group(stringField(heartbeat, "group"));
+  if (into) refuseRegistration(into);
 }
 
 /**

@@ -114,6 +114,12 @@ function requestField(at: string, g: GroupRecord, body: RequestBody | undefined)
   return at.startsWith(own) ? at.slice(own.length) : null;
 }
 
+/** 403: a group closed to registration (`"registration": false`) takes no heartbeat, whatever else it says. */
+export function refuseRegistration(into: GroupRecord): void {
+  if (into.settings.registration) return;
+  throw new RegistryError(403, "registration_not_allowed", `group "${into.settings.name}" takes no servers that register themselves (its registration is false): add the deployment through the admin API or the config`, "group");
+}
+
 /** 403: a heartbeat naming a secret the operator did not list for heartbeats. */
 export type RefusalStatus = 400 | 403 | 404 | 409;
 
@@ -605,9 +611,7 @@ export class FleetRegistry {
     const { group, ttlSeconds, ...spec } = h;
     const ttlMs = ttlSeconds * 1000;
     const into = this.need(this.groups, group);
-    if (!into.settings.registration) {
-      throw new RegistryError(403, "registration_not_allowed", `group "${group}" takes no servers that register themselves (its registration is false): add the deployment through the admin API or the config`, "group");
-    }
+    refuseRegistration(into);
     if (!bindingListed(spec, into.settings)) {
       throw new RegistryError(403, "binding_not_allowed", `binding names ${spec.binding}, which group "${group}" does not list for servers that register themselves: add it to the group's registrationBindings, or add the deployment through the admin API`, "binding");
     }
