@@ -36,9 +36,7 @@ let production;
 try {
   production = unstable_readConfig({ config: resolve(import.meta.dirname, "..", "wrangler.toml"), env: "production" }, { hideWarnings: true });
 } catch (e) {
-  // An edit wrangler refuses (a vpc_networks entry without its tunnel_id, a TOML typo): its message, not its stack.
-  const [first, ...rest] = String(e instanceof Error ? e.message : e).split("\n").filter((line) => line.trim() !== "");
-  fail([`npm run deploy: wrangler.toml: ${first}`, ...rest]);
+  fail(wranglerRefusal(e));
 }
 const bound = new Set([...production.vpc_services, ...production.vpc_networks, ...production.services].map((b) => b.binding));
 const unfit = productionProblems(checked.config, json, bound);
@@ -64,3 +62,21 @@ process.on("SIGTERM", () => child.kill("SIGTERM"));
 const code = await new Promise<number>((resolve) => child.on("exit", (c, signal) => resolve(c ?? (signal ? 1 : 0))));
 await rm(dir, { recursive: true, force: true });
 process.exit(code);
+
+/**
+ * An edit of wrangler.toml wrangler refuses (a vpc_networks entry without its tunnel_id, a TOML
+ * typo), as its message, not its stack; a TOML typo's line, which its ParseError keeps apart from
+ * the message (`location`), goes first, as `file:line:`, with the line's text.
+ */
+function wranglerRefusal(e: unknown): string[] {
+  const [first, ...rest] = String(e instanceof Error ? e.message : e).split("\n").filter((line) => line.trim() !== "");
+  const at = parseLocation(e);
+  return [`npm run deploy: wrangler.toml${at ? `:${at.line}` : ""}: ${first}`, ...(at?.text ? [`  ${at.text}`] : []), ...rest];
+}
+
+function parseLocation(e: unknown): { line: number; text: string | null } | null {
+  const location = typeof e === "object" && e !== null && "location" in e ? e.location : null;
+  if (typeof location !== "object" || location === null || !("line" in location) || typeof location.line !== "number") return null;
+  const text = "lineText" in location && typeof location.lineText === "string" && location.lineText.trim() !== "" ? location.lineText : null;
+  return { line: location.line, text };
+}

@@ -127,20 +127,28 @@ describe("npm run deploy", () => {
     expect(r.stderr).toMatch(/^\$KVGATE_CONFIG: the config is \d+ bytes as JSON, and a Worker secret holds at most 5120\n$/);
   });
 
-  it("says what wrangler finds wrong in an edited wrangler.toml in its own lines, with no stack, and deploys nothing", async () => {
-    // The README's vpc_networks line uncommented without its tunnel_id. deploy.ts reads the
-    // wrangler.toml beside its own folder: a copy of the scripts stands beside the edited one.
-    const project = join(dir(), "edited-toml");
+  /**
+   * `npm run deploy -- --dry-run` beside wrangler.toml as `edit` makes it: deploy.ts reads the
+   * wrangler.toml beside its own folder, so a copy of the scripts stands beside the edited one.
+   */
+  const deployEdited = async (name: string, edit: (toml: string) => string) => {
+    const project = join(dir(), name);
     await mkdir(project);
     await cp(join(ROOT, "scripts"), join(project, "scripts"), { recursive: true });
     for (const shared of ["src", "node_modules"]) await symlink(join(ROOT, shared), join(project, shared));
     const toml = await readFile(join(ROOT, "wrangler.toml"), "utf8");
-    const edited = toml.replace('# vpc_networks = [{ binding = "GPU_VPC", tunnel_id = "<tunnel id>" }]', 'vpc_networks = [{ binding = "GPU_VPC" }]');
+    const edited = edit(toml);
     expect(edited).not.toBe(toml);
     await writeFile(join(project, "wrangler.toml"), edited);
     const config = JSON.stringify({ modelGroups: [{ name: "a", deployments: [{ id: "gpu-a", baseUrl: "https://gpu-a.example.com", model: "m" }] }] });
     const r = await runNode([join(project, "scripts", "deploy.ts"), "--dry-run", "--outdir", join(project, "not-bundled")], { KVGATE_CONFIG: config }, project);
-    expect({ code: r.code, stdout: r.stdout, stderr: r.stderr.trim().split("\n") }).toEqual({
+    return { code: r.code, stdout: r.stdout, stderr: r.stderr.trim().split("\n") };
+  };
+
+  it("says what wrangler finds wrong in an edited wrangler.toml in its own lines, with no stack, and deploys nothing", async () => {
+    // The README's vpc_networks line uncommented without its tunnel_id.
+    const r = await deployEdited("edited-toml", (toml) => toml.replace('# vpc_networks = [{ binding = "GPU_VPC", tunnel_id = "<tunnel id>" }]', 'vpc_networks = [{ binding = "GPU_VPC" }]'));
+    expect(r).toEqual({
       code: 1,
       stdout: "",
       stderr: [
@@ -149,6 +157,16 @@ describe("npm run deploy", () => {
         '    - "env.production.vpc_networks[0]" bindings must have either a "tunnel_id" or "network_id" field but got {"binding":"GPU_VPC"}.',
       ],
     });
+  });
+
+  it("names the line of a TOML typo in wrangler.toml, which wrangler's message leaves out", async () => {
+    const r = await deployEdited("toml-typo", (toml) => toml.replace(/^name = /m, "name == "));
+    const line = (await readFile(join(ROOT, "wrangler.toml"), "utf8")).split("\n").findIndex((l) => l.startsWith("name = ")) + 1;
+    expect(r.code).toBe(1);
+    expect(r.stdout).toBe("");
+    expect(r.stderr[0]).toMatch(new RegExp(`^npm run deploy: wrangler\\.toml:${line}: Invalid TOML document: `));
+    expect(r.stderr[1]).toMatch(/^ {2}name == "/);
+    expect(r.stderr).toHaveLength(2);
   });
 
   it("checks a production config, then bundles [env.production] with that config as its secret and nothing of dev", async () => {
