@@ -54,9 +54,7 @@ export class GatewayError extends Error {
   /** The error as the client receives it: its status, its headers, the OpenAI-shaped body. */
   toResponse(): Response {
     const headers: Record<string, string> = { "content-type": "application/json", ...this.headers };
-    const res = new Response(JSON.stringify(this.body()), { status: this.status, headers });
-    if (this.code !== null) codes.set(res, String(this.code));
-    return res;
+    return coded(new Response(JSON.stringify(this.body()), { status: this.status, headers }), this.code === null ? null : String(this.code));
   }
 }
 
@@ -65,6 +63,19 @@ const codes = new WeakMap<Response, string>();
 
 export function errorCodeOf(res: Response): string | null {
   return codes.get(res) ?? null;
+}
+
+function coded(res: Response, code: string | null): Response {
+  if (code !== null) codes.set(res, code);
+  return res;
+}
+
+/**
+ * An error answer with another status or other headers. Rebuild one only through this: a new
+ * Response is not in `codes`, and its request line would say `error_code: null`.
+ */
+export function retold(res: Response, init: ResponseInit): Response {
+  return coded(new Response(res.body, init), errorCodeOf(res));
 }
 
 export const badRequest = (message: string, param: string | null = null, code = "invalid_request") =>

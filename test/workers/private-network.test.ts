@@ -62,6 +62,35 @@ describe("a deployment behind a VPC binding", () => {
     await expectIdle("vpc-no-token");
   });
 
+  for (const [what, tag, ask] of [
+    ["a request", "", (model: string, i: number) => new Request("https://kvgate.test/v1/chat/completions", { method: "POST", headers: { authorization: `Bearer ${env.KVGATE_MASTER_KEY}`, "content-type": "application/json" }, body: JSON.stringify({ model, messages: [{ role: "user", content: `Hello ${i}` }], max_tokens: 4 }) })],
+    ["a realtime handshake", "-rt", (model: string) => new Request(`https://kvgate.test/v1/realtime?model=${model}`, { headers: { authorization: `Bearer ${env.KVGATE_MASTER_KEY}`, upgrade: "websocket", "sec-websocket-key": "dGhlIHNhbXBsZSBub25jZQ==", "sec-websocket-version": "13" } })],
+  ] as const) {
+    it(`without the service token beside a server that serves: ${what} answered as its backend's own refusal (a 502 upstream_auth_error) says so on its request line`, async () => {
+      const group = `vpc-own-refusal${tag}`;
+      const deployments = [{ id: "gpu-private", baseUrl: `http://${VPC_HOST}`, model: UPSTREAM_MODEL, binding: "GPU_VPC" }, { id: "serving", baseUrl: fleet[0] as string, model: UPSTREAM_MODEL }];
+      await ok(admin("/admin/v1/groups", { method: "POST", json: { name: group, strategy: "round-robin", failover: { maxAttempts: 1 }, deployments } }), 201);
+      vi.spyOn(console, "error").mockImplementation(() => undefined);
+      const log = vi.spyOn(console, "log").mockImplementation(() => undefined);
+      const refused: [string | undefined, unknown][] = [];
+      // Round-robin: one of two goes to the server without its token first.
+      for (let i = 0; i < 2; i++) {
+        log.mockClear();
+        const ctx = createExecutionContext();
+        const res = await worker.fetch(ask(group, i), env as unknown as Env, ctx);
+        res.webSocket?.accept();
+        res.webSocket?.close(1000);
+        const text = await res.text();
+        await waitOnExecutionContext(ctx);
+        if (res.status !== 502) continue;
+        const line = log.mock.calls.map((c) => String(c[0])).find((l) => l.startsWith('{"type":"request"'));
+        refused.push([(JSON.parse(text) as { error: { code: string } }).error.code, (JSON.parse(line ?? "{}") as { error_code?: unknown }).error_code]);
+      }
+      expect(refused).toEqual([["upstream_auth_error", "upstream_auth_error"]]);
+      await expectIdle(group);
+    });
+  }
+
   it("is probed through the binding with the headers: probes alone close its breaker", async () => {
     await openBreaker("vpc-probed");
     // The runtime's own fetch cannot resolve the private name: only the binding reaches /health.

@@ -2,7 +2,7 @@ import type { ResolvedGroup } from "../../src/config/load.ts";
 import { clipName, NAME_MAX } from "../../src/config/schema.ts";
 import { canonicalJson } from "../../src/config/version.ts";
 import type { LimitRefusal, RouteTenant } from "../../src/routing/protocol.ts";
-import { clientGone, GatewayError, notFound, overLimit, SHOULD_RETRY, unavailable } from "../../src/openai/errors.ts";
+import { clientGone, GatewayError, notFound, overLimit, retold, SHOULD_RETRY, unavailable } from "../../src/openai/errors.ts";
 import { allowsGroup, allowsModel, countsSpendIn, routeTenant, unpricedModel } from "../../src/tenants/route-tenant.ts";
 import { logEvent } from "../../src/logging/event-log.ts";
 import type { RequestLog } from "../../src/logging/request-log.ts";
@@ -415,7 +415,7 @@ export function untriedRefusalAnswer(held: HeldFailure, model: string, attempt: 
 export function backendsOwnRefusal(refusal: Response): Response {
   const headers = new Headers(refusal.headers);
   headers.delete(SHOULD_RETRY);
-  return new Response(refusal.body, { status: 502, headers });
+  return retold(refusal, { status: 502, headers });
 }
 
 /**
