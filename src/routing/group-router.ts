@@ -414,7 +414,7 @@ export class GroupRouter {
     this.leases.add(lease, { backend: b, expiresAt: now + this.leaseTtlMs, routedAt: now, blocks, queuedTo: b.queued, trialOf: b.breaker.sent() ? b.breaker.opened : -1, lesson, key: tenant?.id ?? null, recordsUsage: tenant !== undefined && tenant.recordsUsage !== false, decision, predictedCached, pending, matched, total, recency, ahead, ...(batch ? { teaches: false as const } : {}) });
     if (tenant) {
       this.ledger.took(tenant, now);
-      if (!tenant.admitted) this.keyCounters.request(tenant.id);
+      if (!(tenant.counted ?? tenant.admitted)) this.keyCounters.request(tenant.id);
     }
     const answer: RouteDecision = { backendId: b.id, lease, reason: choice.reason, matched: choice.matched, total: chain.length, routedAt: now, rev: this.rev, inFlight: this.leases.size };
     if (g.shards > 1) shardWait(view.backends, answer);

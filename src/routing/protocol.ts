@@ -206,6 +206,14 @@ export interface RouteTenant {
   /** A retry or a fallback of a request already admitted: its lease counts, its limits are not checked again. */
   admitted: boolean;
   /**
+   * The request got a backend before, in this group or another (a fallback group's call after an
+   * attempt in its primary): counted in kvgate_key_requests_total there, not again here, though a
+   * fallback group checks and takes the key's limits itself (`admitted` false). False for a fallback
+   * group that is the first to give it one (its primary had none). Absent (a Worker of an earlier
+   * release): `admitted`.
+   */
+  counted?: boolean;
+  /**
    * Whether the key's usage is recorded (src/tenants/route-tenant.ts readsUsage: usage tracking, a
    * tpm or a budget). False: the lease the call takes charges the key nothing, no usage row and no
    * tokens, though a request its group samples for routing's feedback reads its usage all the same

@@ -7,6 +7,7 @@ import { startHostileUpstream, type HostileUpstream } from "../support/hostile-u
 import { SPEACHES_SPEECH_MODEL, SPEACHES_TRANSCRIPTION_MODEL, startWebSocketUpstream, type WebSocketUpstream } from "../support/websocket-upstream.ts";
 import { EVENTUALLY, startTestGateway, type TestGateway } from "./gateway.ts";
 import { connect, opened, type OpenSocket } from "../support/websocket-client.ts";
+import { metricsText, sample } from "../support/metrics-scrape.ts";
 
 /**
  * GET /v1/realtime through the gateway, over real sockets: a WebSocket client, the bundled
@@ -65,6 +66,8 @@ beforeAll(async () => {
       // Two servers that say they are busy (503, Retry-After: 30) before one that is not.
       { name: "busy-then-free", strategy: "round-robin", deployments: [at("refuse:503", "busy-a"), at("refuse:503", "busy-b"), sim(0)] },
       { name: "falls-back", fallbacks: ["realtime"], deployments: [at("refuse:500", "down")] },
+      // The same, its breaker open at its first failure until the tests end: the next session finds no backend there.
+      { name: "falls-back-once", fallbacks: ["realtime"], breaker: { consecutiveFailures: 1, openMs: 600_000, probeIntervalMs: 600_000 }, deployments: [at("refuse:500", "down-once")] },
       // Both crash on a session whose query holds crash-me, and serve any other (and chat).
       { name: "crashes", deployments: [at("crash:crash-me", "crash-a"), at("crash:crash-me", "crash-b")] },
       { name: "no-endpoint-then-crash", failover: { maxAttempts: 2 }, deployments: [at("refuse:404", "no-endpoint"), at("refuse:500", "crashing")] },
@@ -787,6 +790,26 @@ describe("a backend that refuses the upgrade", () => {
     const failedOver = attempts.filter((a) => a === "2").length;
     expect(logLines("event").filter((l) => l.event === "failover" && l.group === "fails-over")).toEqual(Array.from({ length: failedOver }, () => expect.objectContaining({ backend: "broken", next_attempt: 2 })));
     await vi.waitFor(async () => expect(await gw.inFlight("fails-over")).toBe(0), EVENTUALLY);
+  });
+
+  it("with a 500, its group's only backend: the fallback group opens the session, and a key's session counts once in kvgate_key_requests_total, where it first got a backend, as /admin/v1/usage counts it", async () => {
+    const { id, key } = await keyAdmin("POST", "/keys", { track_usage: true });
+    for (let i = 0; i < 2; i++) {
+      const s = opened(await connect(wsUrl("?model=falls-back-once"), { headers: { authorization: `Bearer ${key}` } }));
+      expect(s.headers["x-kvgate-group"]).toBe("realtime");
+      // A response, whose usage the session is charged: a session with none leaves no usage row.
+      s.ws.send(JSON.stringify({ type: "response.create", response: { max_output_tokens: 1 } }));
+      await s.event("response.done");
+      s.ws.close(1000);
+      await s.closed;
+    }
+    await vi.waitFor(async () => expect(await gw.inFlight("realtime")).toBe(0), EVENTUALLY);
+    const metrics = await metricsText(gw.url, adminKey);
+    const counted = (group: string) => sample(metrics, "kvgate_key_requests_total", `group="${group}",key="${id}"`) ?? 0;
+    // The first where its backend refused it; the second in the fallback group, the first to give it one (the breaker open).
+    expect([counted("falls-back-once"), counted("realtime")]).toEqual([1, 1]);
+    const usage = async () => ((await (await fetch(`${gw.url}/admin/v1/usage?key=${id}`, { headers: { authorization: `Bearer ${adminKey}` } })).json()) as { requests: number }).requests;
+    await vi.waitFor(async () => expect(await usage()).toBe(2), EVENTUALLY);
   });
 });
 

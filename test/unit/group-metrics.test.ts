@@ -135,6 +135,19 @@ describe("GroupRouter: the counters GET /metrics renders", () => {
     expect(r.metrics().keys).toEqual([{ id: "key_a", requests: 2, tokens: { prompt: 12, completion: 4, cached: 2 }, estimated: 0, limitHits: { rpm: 1 } }]);
   });
 
+  it("in a fallback group, checks and takes a key's limits for a request another group counted, and counts it only when no group gave it a backend before", () => {
+    const g = group();
+    const r = new GroupRouter("g", () => 0.5);
+    r.install(g, 0);
+    const k = key("key_f", { rpm: 2 });
+    // Failed over from its primary, which counted it: its rpm here all the same.
+    decided(r.route(g.version, [], [], 0, { ...k, counted: true }, true));
+    // Its primary had no backend for it: this group is the first to give it one.
+    decided(r.route(g.version, [], [], 1, { ...k, counted: false }, true));
+    expect(r.route(g.version, [], [], 2, { ...k, counted: true }, true)).toMatchObject({ refused: "limited", limit: "rpm" });
+    expect(r.metrics().keys).toEqual([expect.objectContaining({ id: "key_f", requests: 1, limitHits: { rpm: 1 } })]);
+  });
+
   it("charges a key an estimate for an answer whose usage never came: its prompt's characters over the backend's characters per token, a token an event", () => {
     const g = group();
     const r = new GroupRouter("g", () => 0.5);

@@ -1,9 +1,11 @@
 import { evictDurableObject, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, inject, it, vi } from "vitest";
-import type { IssuedKeyView } from "../../src/tenants/admin-api.ts";
+import type { IssuedKeyView, UsageView } from "../../src/tenants/admin-api.ts";
+import { sample } from "../support/metrics-scrape.ts";
+import { UPSTREAM_MODEL } from "../support/test-config.ts";
 import { admin, ok } from "./admin.ts";
-import { chat, conversation, EVENTUALLY, expectIdle, sseEvents, status } from "./gateway.ts";
+import { chat, conversation, EVENTUALLY, expectIdle, gateway, sseEvents, status } from "./gateway.ts";
 
 const [breakerUpstream, rateLimitedUpstream] = inject("upstreams").switchableUrls as [string, string];
 
@@ -173,6 +175,27 @@ describe("fallback groups and timeouts", () => {
     }
     await expectIdle("fallback-primary");
     await expectIdle("fallback-target");
+  });
+
+  it("counts a key's request served by a fallback group once in kvgate_key_requests_total, where it first got a backend, as /admin/v1/usage counts it", async () => {
+    const { fleetUrls, deadUrl } = inject("upstreams");
+    // The primary's one backend fails the first request, and its breaker, open from then on, gives the second none.
+    const breaker = { consecutiveFailures: 1, openMs: 600_000, probeIntervalMs: 600_000 };
+    await ok(admin("/admin/v1/groups", { method: "POST", json: { name: "counted-target", deployments: [{ id: "healthy", baseUrl: fleetUrls[0] as string, model: UPSTREAM_MODEL }] } }), 201);
+    await ok(admin("/admin/v1/groups", { method: "POST", json: { name: "counted-primary", fallbacks: ["counted-target"], breaker, deployments: [{ id: "dead", baseUrl: deadUrl, model: UPSTREAM_MODEL }] } }), 201);
+    const { key, id } = await ok<IssuedKeyView>(admin("/admin/v1/keys", { method: "POST", json: {} }), 201);
+    for (const topic of ["frazil", "grease ice"]) {
+      const res = await chat("counted-primary", conversation(topic), {}, { headers: { authorization: `Bearer ${key}` } });
+      expect(res.headers.get("x-kvgate-group")).toBe("counted-target");
+      await res.text();
+    }
+    await expectIdle("counted-primary");
+    await expectIdle("counted-target");
+    const metrics = await (await gateway("/metrics", { headers: { authorization: `Bearer ${env.KVGATE_ADMIN_KEY}` } }, false)).text();
+    const counted = (group: string) => sample(metrics, "kvgate_key_requests_total", `group="${group}",key="${id}"`) ?? 0;
+    // The first in the primary, whose backend it got before it failed there; the second in the fallback group, the first to give it one.
+    expect([counted("counted-primary"), counted("counted-target")]).toEqual([1, 1]);
+    await vi.waitFor(async () => expect((await ok<UsageView>(admin(`/admin/v1/usage?key=${id}`))).requests).toBe(2), EVENTUALLY);
   });
 
   it("cuts a stream that stalls between chunks with an SSE error event, and frees its slot", async () => {

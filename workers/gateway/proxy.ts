@@ -61,7 +61,8 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
   let exclude: string[] = [];
   let attempts = 0;
   // The group whose object let the request's key in: each keeps the key's limits for its own
-  // requests, and a request never goes back to a group it left.
+  // requests, and a request never goes back to a group it left. The first one counted the key's
+  // request (RouteTenant.counted): a fallback group after it counts it no more.
   let admittedBy: string | null = null;
   let last: Response | null = null;
   // The cause of the last refusal a group's object gave: the answer when no group is left and no attempt failed.
@@ -80,7 +81,7 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
   try {
     for (;;) {
       const reach = passed.entering(group);
-      const decision = await route(env, p.ctx, group, prompt, exclude, body.model, tenant && { ...tenant, admitted: admittedBy === group.name }, isFailover(attempts + 1, group !== primary), held.heldOn, reach.unreachable);
+      const decision = await route(env, p.ctx, group, prompt, exclude, body.model, tenant && { ...tenant, admitted: admittedBy === group.name, counted: admittedBy !== null }, isFailover(attempts + 1, group !== primary), held.heldOn, reach.unreachable);
       if ("refused" in decision && decision.refused === "limited") throw limitError(decision, p.caller);
       if ("refused" in decision) {
         refused = decision.refused;

@@ -107,6 +107,8 @@ async function handshakeInTurn(p: RealtimeInput, s: Session, held: HeldFailure):
   const owner = p.caller.kind === "master";
   const path = new GroupPath(primary, s.byModel, p.caller, model);
   let attempts = 0;
+  // A group has given the session a backend: its key's request is counted there, once (RouteTenant.counted).
+  let counted = false;
   let last: Response | null = null;
   // The cause of the last refusal a group's object gave (proxy.ts noneLeft).
   let refused: NoBackendCause = "no-backend";
@@ -129,7 +131,7 @@ async function handshakeInTurn(p: RealtimeInput, s: Session, held: HeldFailure):
     let admitted = false;
     for (;;) {
       const here = passed.entering(group);
-      const decision = await route(p.env, p.ctx, group, NO_PROMPT, exclude, model, tenant && { ...tenant, admitted }, isFailover(attempts + 1, group !== primary), held.heldOn, here.unreachable);
+      const decision = await route(p.env, p.ctx, group, NO_PROMPT, exclude, model, tenant && { ...tenant, admitted, counted }, isFailover(attempts + 1, group !== primary), held.heldOn, here.unreachable);
       if ("refused" in decision && decision.refused === "limited") throw limitError(decision, p.caller);
       if ("refused" in decision) {
         refused = decision.refused;
@@ -143,7 +145,7 @@ async function handshakeInTurn(p: RealtimeInput, s: Session, held: HeldFailure):
         if (step !== null) break;
         return noneLeft(last, finalAnswer, held, refused, model, passed);
       }
-      admitted = true;
+      admitted = counted = true;
       const routed = group;
       const next = decision.rev > group.rev ? await path.afterDecision(p, decision) : "go";
       ({ group, primary } = path);
