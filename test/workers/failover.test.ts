@@ -8,6 +8,7 @@ import { admin, ok } from "./admin.ts";
 import { chat, conversation, EVENTUALLY, expectIdle, gateway, sseEvents, status } from "./gateway.ts";
 
 const [breakerUpstream, rateLimitedUpstream] = inject("upstreams").switchableUrls as [string, string];
+const fleet = inject("upstreams").fleetUrls;
 
 async function setMode(url: string, mode: Record<string, unknown>): Promise<void> {
   const res = await fetch(`${url}/__mode`, { method: "POST", body: JSON.stringify(mode) });
@@ -93,6 +94,29 @@ describe("failover before the first byte", () => {
     expect((await breakerOf("failover-429", "flaky"))?.state).toBe("closed");
     await setMode(rateLimitedUpstream, { mode: "ok" });
     await expectIdle("failover-429");
+  });
+
+  it("says in x-kvgate-overhead-ms the gateway's own time for the answer, not the failed attempt's nor the Retry-After waited after it", async () => {
+    await setMode(rateLimitedUpstream, { mode: "429", retryAfter: "1" });
+    const group = "failover-overhead";
+    const deployments = [
+      { id: "flaky", baseUrl: rateLimitedUpstream, model: UPSTREAM_MODEL },
+      { id: "healthy", baseUrl: fleet[0] as string, model: UPSTREAM_MODEL },
+    ];
+    await ok(admin("/admin/v1/groups", { method: "POST", json: { name: group, strategy: "round-robin", failover: { retryAfterCapMs: 2000 }, deployments } }), 201);
+    const answers: [string | null, number][] = [];
+    // Round-robin alternates: within two requests one goes first to the rate-limited backend.
+    for (let i = 0; i < 2; i++) {
+      const r = await chat(group, conversation(`eskers ${i}`));
+      await r.text();
+      answers.push([r.headers.get("x-kvgate-attempts"), Number(r.headers.get("x-kvgate-overhead-ms"))]);
+    }
+    await setMode(rateLimitedUpstream, { mode: "ok" });
+    const failedOver = answers.find(([attempts]) => attempts === "2");
+    expect(failedOver).toBeDefined();
+    // The second attempt went out only after the 1,000 ms the first one's 429 asked for.
+    expect(failedOver?.[1]).toBeLessThan(1000);
+    await expectIdle(group);
   });
 
   it("never retries once bytes reached the client: a stream cut mid-way ends with an SSE error event", async () => {

@@ -57,6 +57,36 @@ export interface AttemptInput {
   attempts: number;
   /** Served by a fallback group rather than the model's own. */
   fellBack: boolean;
+  /** The gateway's own time on the request so far, for x-kvgate-overhead-ms. */
+  own: OwnTime;
+}
+
+/**
+ * The gateway's own time on a request's answer (x-kvgate-overhead-ms): what came before its first
+ * route call (auth, the body's read, validation), and the answering attempt's time from its routing
+ * to its upstream request. Earlier attempts' waits on their upstreams and the backoff after them
+ * are not the gateway's: counted, a failed-over answer said a 429's Retry-After, or a whole
+ * first-byte timeout, and the figure no longer told where the Worker should run.
+ */
+export class OwnTime {
+  private readonly before: number;
+  private from: number;
+
+  /** Made as the request's routing begins. */
+  constructor(startedAt: number, now = performance.now()) {
+    this.before = now - startedAt;
+    this.from = now;
+  }
+
+  /** An attempt failed and what followed it (a backoff, a Retry-After) is over: the next one's routing begins. */
+  routingAgain(now = performance.now()): void {
+    this.from = now;
+  }
+
+  /** Up to the answering attempt's upstream request, sent at `sentAt`. */
+  ms(sentAt: number): number {
+    return this.before + sentAt - this.from;
+  }
 }
 
 /**
@@ -178,7 +208,7 @@ async function attemptHeld(a: AttemptInput, key: KeyRecord | null, lease: HeldLe
   underway.detach = detach;
 
   const sentAt = performance.now();
-  const routing = routingHeaders(decision, deployment, sentAt - p.startedAt, p.requestId, a.attempts, a.fellBack ? group.name : null, key === null);
+  const routing = routingHeaders(decision, deployment, a.own.ms(sentAt), p.requestId, a.attempts, a.fellBack ? group.name : null, key === null);
   p.log?.routed(group.name, deployment.id, routeReason(decision, a.attempts, a.fellBack), decision.matched, decision.total, a.attempts);
   /** `kind`: what the attempt met, for the operator; null where the gateway's own total deadline cut it. */
   const failed = (response: Response, verdict: LeaseOutcome, cause: FailoverCause, kind: FailureKind | null, retryAfterMs: number | null, retryable = true, backendsOwn = false): Extract<AttemptResult, { kind: "failed" }> => {

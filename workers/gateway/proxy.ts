@@ -9,7 +9,7 @@ import type { RequestLog } from "../../src/logging/request-log.ts";
 import type { LoadedConfig } from "../config.ts";
 import type { Env, WaitUntil } from "../env.ts";
 import { fleetAtLeast, freshGroup } from "../fleet.ts";
-import { attempt, isFailover } from "./attempt.ts";
+import { attempt, isFailover, OwnTime } from "./attempt.ts";
 import type { Caller } from "./auth.ts";
 import { readSizedJsonBody } from "./body.ts";
 import { Deadline } from "./deadline.ts";
@@ -69,6 +69,7 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
   let refused: NoBackendCause = "no-backend";
   let relaying = false;
   const failover = new FailoverEvent(p);
+  const own = new OwnTime(p.startedAt);
   // The deployments this isolate cannot reach: passed over, no attempt, no word on the others.
   const passed = new PassedOver(env, config.gatewayKeys, p.log, p.caller.kind === "master");
   // Every backend tried answered 404 for the endpoint (held-failure.ts): the groups serve no such
@@ -120,7 +121,7 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
       failover.attempting(attempts);
       held.attempting(group.name, passed.of(group).reachable);
       // The lease is the decision's: its shards and version are the group's it was routed on, whatever version the request goes on with.
-      const result = await attempt({ p, body, exact: raw.exact, group, decision, routedOn: routed, deadline, attempts, fellBack: group !== primary });
+      const result = await attempt({ p, body, exact: raw.exact, group, decision, routedOn: routed, deadline, attempts, fellBack: group !== primary, own });
       if (result.kind === "answered") {
         // A 404 for the stored response the request continues says only that this backend lacks it
         // (vLLM keeps each in the memory of the one that made it): after a failure, the backend that
@@ -145,12 +146,14 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
         ({ group, primary } = path);
         prompt = promptFor(group);
         exclude = [];
+        own.routingAgain();
         continue;
       }
       exclude.push(result.lease.backendId);
       // Nothing left to wait for: the route call says so at once (and finds a change of the fleet since, if any).
       if (then.waitMs > 0 && !path.nothingLeft(exclude, passed.of(group).unreachable)) await new Promise((r) => setTimeout(r, then.waitMs));
       if (p.req.signal.aborted) throw clientGone();
+      own.routingAgain();
     }
   } catch (e) {
     held.thrown(e);
