@@ -33,12 +33,24 @@ export function mergeStatus(parts: readonly GroupStatus[]): GroupStatus {
 }
 
 /**
- * One deployment listed twice, by two shards or by one object at two addresses: the entry that
- * takes requests (else the first, the newest version's), with the requests both have in flight.
+ * One deployment listed twice, by two shards or by one object at two addresses: what it is now
+ * (breaker, prefix set, TTFT average, what it learned, whether it takes requests) is the entry's
+ * that takes requests (else the first, the newest version's); what both did adds up, as /metrics
+ * adds it — their requests, tokens, and the requests and prefill work both have in flight.
  */
 function addStatus(a: BackendSnapshot, b: BackendSnapshot): BackendSnapshot {
   const [live, old] = b.takesRequests && !a.takesRequests ? [b, a] : [a, b];
-  return { ...live, inFlight: live.inFlight + old.inFlight };
+  return {
+    ...live,
+    inFlight: live.inFlight + old.inFlight,
+    prefillDebtBlocks: live.prefillDebtBlocks + old.prefillDebtBlocks,
+    completed: live.completed + old.completed,
+    failed: live.failed + old.failed,
+    rejected: live.rejected + old.rejected,
+    aborted: live.aborted + old.aborted,
+    expired: live.expired + old.expired,
+    usage: { prompt: live.usage.prompt + old.usage.prompt, cached: live.usage.cached + old.usage.cached },
+  };
 }
 
 /**

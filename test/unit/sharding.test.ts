@@ -561,8 +561,11 @@ describe("merging a sharded group's answers", () => {
     calls: { route: 10 * leases, release: leases },
     tenants: { keys: 1, pendingUsageRows: 2 },
     restored: { breakers: 0, affinityBlocks: 5, leases: 0 },
-    backends: backends.map((id) => ({ id }) as GroupStatus["backends"][number]),
+    backends: backends.map((id) => snapshot(id)),
   });
+  /** A backend as an object lists it: nothing done yet, but for `fields`; what it is (breaker, what it learned) left out. */
+  const snapshot = (id: string, fields: Partial<GroupStatus["backends"][number]> = {}): GroupStatus["backends"][number] =>
+    ({ id, takesRequests: true, inFlight: 0, completed: 0, failed: 0, rejected: 0, aborted: 0, expired: 0, usage: { prompt: 0, cached: 0 }, prefillDebtBlocks: 0, ...fields }) as GroupStatus["backends"][number];
 
   it("lists every shard's backends under the group and adds up the counts", () => {
     const merged = mergeStatus([status("g", ["a", "b"], 3), status("g", ["c"], 4)]);
@@ -634,6 +637,19 @@ describe("merging a sharded group's answers", () => {
       ["b", true, 3],
       ["c", true, 2],
     ]);
+  });
+
+  it("adds up the counts of a backend two shards list, as /metrics does; what it is now is the shard's that routes to it", () => {
+    type Snapshot = GroupStatus["backends"][number];
+    const did = (n: number): Partial<Snapshot> => ({ inFlight: n, completed: 10 * n, failed: n, rejected: 2 * n, aborted: 3 * n, expired: 4 * n, usage: { prompt: 100 * n, cached: 50 * n }, prefillDebtBlocks: 5 * n, prefixCapacity: 64 });
+    // The shard it left first (the newest version's order), still finishing 2 requests; the shard it moved to routes to it.
+    const left = status("g", [], 3);
+    left.backends = [snapshot("b", { ...did(2), takesRequests: false, breaker: { state: "open" } as Snapshot["breaker"], ttftEwmaMs: 900, prefixBlocks: 40 })];
+    const now = status("g", [], 1);
+    now.backends = [snapshot("b", { ...did(1), breaker: { state: "closed" } as Snapshot["breaker"], ttftEwmaMs: 80, prefixBlocks: 3 })];
+    const [merged] = mergeStatus([left, now]).backends;
+    expect(merged).toMatchObject({ takesRequests: true, inFlight: 3, completed: 30, failed: 3, rejected: 6, aborted: 9, expired: 12, usage: { prompt: 300, cached: 150 }, prefillDebtBlocks: 15 });
+    expect(merged).toMatchObject({ breaker: { state: "closed" }, ttftEwmaMs: 80, prefixBlocks: 3, prefixCapacity: 64 });
   });
 
   /** A backend "b" as an object lists it, with `ok` requests; `current`: that object routes for it. */

@@ -299,6 +299,35 @@ describe("a model group sharded over two routing objects", () => {
     await open.body?.cancel();
     await vi.waitFor(async () => expect((await ok<{ drained: boolean }>(admin(`/admin/v1/groups/sharded-shrink/deployments/${id}`))).drained).toBe(true), EVENTUALLY);
   });
+  it("adds up in /v1/kvgate/status what a server did in the shard it left and in the one it moved to", async () => {
+    const fleet = inject("upstreams").fleetUrls;
+    const deployments = fleet.map((baseUrl, i) => ({ id: `m${i}`, baseUrl, model: UPSTREAM_MODEL }));
+    await ok(admin("/admin/v1/groups", { method: "POST", json: { name: "sharded-moved", shards: 2, deployments } }), 201);
+    const objects = () => Promise.all(objectNamesOf("sharded-moved", 2).map((o) => env.MODEL_GROUP.getByName(o).status()));
+    const onSecond = new Set((await objects())[1]?.backends.map((b) => b.id));
+    // A request served by a server of the second shard, and one more of its conversation still running there (20 s, unless cancelled).
+    let topic: string | null = null;
+    let served = "";
+    for (let i = 0; i < 16 && topic === null; i++) {
+      const res = await chat("sharded-moved", turnOf(`tern ${i}`, 1));
+      await res.text();
+      served = res.headers.get("x-kvgate-backend") ?? "";
+      if (onSecond.has(served)) topic = `tern ${i}`;
+    }
+    if (topic === null) throw new Error("no conversation went to the second shard");
+    await vi.waitFor(async () => expect((await objects())[1]?.backends.find((b) => b.id === served)?.completed).toBe(1), EVENTUALLY);
+    const open = await chat("sharded-moved", turnOf(topic, 2), { stream: true, max_tokens: 400, kvgate_sim: { chunk_delay_ms: 50 } });
+    // One shard again: the server moves to the group's own object, and the one it left is asked while its stream runs.
+    await ok(admin("/admin/v1/groups/sharded-moved", { method: "PATCH", json: { shards: 1 } }));
+    const listed = (await objects()).flatMap((o) => o.backends.filter((b) => b.id === served));
+    expect(listed.map((b) => b.takesRequests)).toEqual([true, false]);
+    const body = await ok<{ groups: GroupStatus[] }>(gateway("/v1/kvgate/status"));
+    const shown = body.groups.find((g) => g.group === "sharded-moved")?.backends.find((b) => b.id === served);
+    expect(shown?.completed).toBe(listed.reduce((n, b) => n + b.completed, 0));
+    expect(shown?.completed).toBeGreaterThanOrEqual(1);
+    await open.body?.cancel();
+    await expectShardsIdle("sharded-moved");
+  });
 });
 
 describe("the object of a shard a group gave up", () => {
