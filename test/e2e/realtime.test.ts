@@ -865,6 +865,8 @@ describe("a backend that never answers the handshake (an engine hung behind a li
     expect(h.kind === "refused" ? [h.status, h.headers["x-kvgate-attempts"], h.headers["x-should-retry"]] : "open").toBe("open");
     const s = opened(h);
     expect([s.headers["x-kvgate-backend"], s.headers["x-kvgate-attempts"]]).toEqual(["healthy", "3"]);
+    // The gateway's own time, as a request's (attempt.ts OwnTime): not the two 300 ms first-byte limits the hung ones took.
+    expect(Number(s.headers["x-kvgate-overhead-ms"])).toBeLessThan(600);
     s.ws.send("hello");
     expect((await s.next()).data.toString()).toBe("hello");
     s.ws.close();

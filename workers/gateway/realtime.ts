@@ -9,7 +9,7 @@ import type { RouteTenant, TokenUsage } from "../../src/routing/protocol.ts";
 import { msToNextPeriod } from "../../src/tenants/ledger.ts";
 import type { KeyRecord } from "../../src/tenants/protocol.ts";
 import { allowsModel, countsSpendIn, keyBudget, listsGroup, readsUsage, unpricedModel } from "../../src/tenants/route-tenant.ts";
-import { isFailover, routeReason, routingHeaders } from "./attempt.ts";
+import { isFailover, OwnTime, routeReason, routingHeaders } from "./attempt.ts";
 import { misconfigured, PassedOver } from "./group-reach.ts";
 import { WINDOW_MS } from "../../src/tenants/window.ts";
 import { HeldFailure } from "./held-failure.ts";
@@ -113,6 +113,7 @@ async function handshakeInTurn(p: RealtimeInput, s: Session, held: HeldFailure):
   // The cause of the last refusal a group's object gave (proxy.ts noneLeft).
   let refused: NoBackendCause = "no-backend";
   const failover = new FailoverEvent(p);
+  const own = new OwnTime(p.startedAt);
   // The deployments this isolate cannot reach: passed over, as a request's are (group-reach.ts).
   const passed = new PassedOver(p.env, config.gatewayKeys, p.log, owner);
   // Every backend tried lacks a realtime endpoint (held-failure.ts): a client that tries again meets
@@ -190,7 +191,7 @@ async function handshakeInTurn(p: RealtimeInput, s: Session, held: HeldFailure):
           lease.settle("client-abort");
           throw clientGone();
         }
-        const headers = routingHeaders(decision, deployment, sentAt - p.startedAt, p.requestId, attempts, group === primary ? null : group.name, owner);
+        const headers = routingHeaders(decision, deployment, own.ms(sentAt), p.requestId, attempts, group === primary ? null : group.name, owner);
         p.log?.routed(group.name, deployment.id, routeReason(decision, attempts, group !== primary), decision.matched, decision.total, attempts);
         if (answer.kind === "open") {
           const pair = new WebSocketPair();
@@ -240,10 +241,12 @@ async function handshakeInTurn(p: RealtimeInput, s: Session, held: HeldFailure):
       failover.failedOn(group.name, deployment.id, answer.failure.cause);
       if (then.kind === "fall-back") {
         ({ group, primary } = path);
+        own.routingAgain();
         break;
       }
       exclude.push(deployment.id);
       if (then.waitMs > 0 && !path.nothingLeft(exclude, passed.of(group).unreachable)) await new Promise((r) => setTimeout(r, then.waitMs));
+      own.routingAgain();
     }
   }
 }
