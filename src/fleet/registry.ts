@@ -85,33 +85,64 @@ export class RegistryError extends Error {
 }
 
 /**
- * What a change's request holds, for a refusal to name the field as it has it: a whole fleet
- * (`modelGroups`: the config's or a PUT's, in its order), or one group or deployment (a POST, a
- * PATCH, a heartbeat). Absent: a request without one (a DELETE, a drain).
+ * A group as a change's request lists it: its name, and how many of its deployments the request
+ * lists (the group's first ones, in the request's order); none when the request has no
+ * deployments field (a group's PATCH).
  */
-type RequestBody = "modelGroups" | { group: string; deployment?: string };
-
-/**
- * A fleet rule's problem as a refusal: a conflict with what the fleet holds is a 409, a bad value
- * a 400 (told by the rule, never by the message, which holds names the user chose). Named by the
- * field of the request where the problem is in what it holds; else by its group, the request
- * having no such field (a removal breaking another group's fallback).
- */
-function refusalOf(p: FleetProblem, g: GroupRecord, body: RequestBody | undefined): RegistryError {
-  const status = p.clash ? 409 : 400;
-  const code = p.code ?? "invalid_fleet";
-  if (body === "modelGroups") return new RegistryError(status, code, `${p.field} ${p.message}`, p.field);
-  const field = requestField(p.at, g, body);
-  if (field === null) return new RegistryError(status, code, `group "${g.settings.name}": ${p.at} ${p.message}`, null);
-  return new RegistryError(status, code, `${field} ${p.message}`, field);
+interface ListedGroup {
+  name: string;
+  deployments?: number;
 }
 
-/** `at` (a field of group `g`) as the request holding `g`, or its deployment, names it; null when the request does not hold it. */
+/**
+ * What a change's request holds, for a refusal to name the field as it has it: a whole fleet
+ * (`modelGroups`: a PUT's, or the config's for its seed, in its order), one group (a POST, a
+ * PATCH), or one deployment `of` a group (a POST, a PATCH, a heartbeat). Absent: a request
+ * without one (a DELETE, a drain).
+ */
+type RequestBody = { fleet: readonly ListedGroup[] } | { group: ListedGroup } | { deployment: string; of: string };
+
+/**
+ * A fleet's problem with field `at` of group `g` as a refusal, named by the request's field where
+ * the request holds it; else by its group, the request having no such field (a removal breaking
+ * another group's fallback, an admin group a seed leaves without the group it falls back to).
+ */
+function refusal(status: RefusalStatus, code: string, g: GroupRecord, at: string, message: string, body: RequestBody | undefined): RegistryError {
+  const field = requestField(at, g, body);
+  if (field === null) return new RegistryError(status, code, `group "${g.settings.name}": ${at} ${message}`, null);
+  return new RegistryError(status, code, `${field} ${message}`, field);
+}
+
+/**
+ * A fleet rule's problem in `list` as a refusal: a conflict with what the fleet holds is a 409, a
+ * bad value a 400 (told by the rule, never by the message, which holds names the user chose).
+ */
+function refusalOf(p: FleetProblem, list: readonly GroupRecord[], body: RequestBody | undefined): RegistryError {
+  return refusal(p.clash ? 409 : 400, p.code ?? "invalid_fleet", list[p.group] as GroupRecord, p.at, p.message, body);
+}
+
+/** `at` (a field of group `g`) as the request names it; null when the request does not hold it. */
 function requestField(at: string, g: GroupRecord, body: RequestBody | undefined): string | null {
-  if (typeof body !== "object" || body.group !== g.settings.name) return null;
-  if (body.deployment === undefined) return at;
+  const name = g.settings.name;
+  if (body === undefined) return null;
+  if ("fleet" in body) {
+    const gi = body.fleet.findIndex((l) => l.name === name);
+    const listed = body.fleet[gi];
+    const field = listed ? listedField(at, listed) : null;
+    return field === null ? null : `modelGroups[${gi}].${field}`;
+  }
+  if ("group" in body) return body.group.name === name ? listedField(at, body.group) : null;
+  if (body.of !== name) return null;
   const own = `deployments[${g.deployments.findIndex((d) => d.spec.id === body.deployment)}].`;
   return at.startsWith(own) ? at.slice(own.length) : null;
+}
+
+/** `at` (a field of a group) as a request listing the group so names it: null for deployments it does not list. */
+function listedField(at: string, listed: ListedGroup): string | null {
+  const deployment = /^deployments(?:\[(\d+)\])?/.exec(at);
+  if (!deployment) return at;
+  if (listed.deployments === undefined) return null;
+  return deployment[1] === undefined || Number(deployment[1]) < listed.deployments ? at : null;
 }
 
 /** 403: a group closed to registration (`"registration": false`) takes no heartbeat, whatever else it says. */
@@ -474,7 +505,8 @@ export class FleetRegistry {
       next.set(settings.name, { settings, source: before?.source ?? "config", rev: before?.rev ?? 0, deployments: [...fromSeed, ...kept], ...(fromUpgrade ? { bindingsFromUpgrade: fromUpgrade } : {}) });
     }
     const removals = this.removedBy(next);
-    const change = this.commit(next, "modelGroups");
+    // The config's deployments come first in each of its groups (fromSeed): those are the ones it lists.
+    const change = this.commit(next, { fleet: groups.map((g) => ({ name: g.name, deployments: g.deployments.length })) });
     this.seedHash = hash;
     return { ...change, aliasesHeld, bindingsKept, removals };
   }
@@ -524,7 +556,7 @@ export class FleetRegistry {
         }),
       });
     }
-    return this.commit(next, "modelGroups");
+    return this.commit(next, { fleet: groups.map((g) => ({ name: g.name, deployments: g.deployments.length })) });
   }
 
   addGroup(group: ModelGroupConfig): Change {
@@ -533,7 +565,7 @@ export class FleetRegistry {
     for (const [di, spec] of deployments.entries()) this.refuseSecrets(spec, "admin", false, `deployments[${di}].`);
     const next = this.copy();
     next.set(group.name, { settings, source: "admin", rev: 0, deployments: deployments.map((spec) => adminRecord({ ...spec, id: deploymentId(spec) })) });
-    return this.commit(next, { group: group.name });
+    return this.commit(next, { group: { name: group.name, deployments: deployments.length } });
   }
 
   /** The group's settings as `update` makes them of its current ones; its name stays. `readAt`: the group's revision the update was decided at, when it carries it. */
@@ -543,7 +575,7 @@ export class FleetRegistry {
     refuseMoved(g, readAt);
     g.settings = { name, ...update(g.settings) };
     if (!upgradeBindingsKept(g, g.settings).bindingsFromUpgrade) delete g.bindingsFromUpgrade;
-    return this.commit(next, { group: name });
+    return this.commit(next, { group: { name } });
   }
 
   removeGroup(name: string, readAt?: number): Change {
@@ -559,7 +591,7 @@ export class FleetRegistry {
     if (g.deployments.some((d) => d.spec.id === spec.id)) throw new RegistryError(409, "deployment_exists", `deployment "${spec.id}" already exists in group "${group}"`, "id");
     this.refuseSecrets(spec, "admin");
     g.deployments.push(adminRecord(spec));
-    return this.commit(next, { group, deployment: spec.id });
+    return this.commit(next, { deployment: spec.id, of: group });
   }
 
   /** The deployment's spec as `update` makes it of its current one (a PATCH merged and checked whole); its id stays. */
@@ -572,7 +604,7 @@ export class FleetRegistry {
     }
     d.spec = { ...update(d.spec), id };
     this.refuseSecrets(d.spec, "admin");
-    return this.commit(next, { group, deployment: id });
+    return this.commit(next, { deployment: id, of: group });
   }
 
   setState(group: string, id: string, state: DeploymentState, now: number): Change {
@@ -641,7 +673,7 @@ export class FleetRegistry {
     const at = g.deployments.findIndex((d) => d.spec.id === spec.id);
     if (at >= 0) g.deployments[at] = record;
     else g.deployments.push(record);
-    return this.commit(next, { group, deployment: spec.id });
+    return this.commit(next, { deployment: spec.id, of: group });
   }
 
   /**
@@ -817,8 +849,8 @@ export class FleetRegistry {
    * and must not stop the changes that leave it as it is (a drain of another, a heartbeat, the
    * expiry of a lapsed registration) nor the ones that take it out of routing.
    */
-  private unreachable(next: readonly GroupRecord[], where: string): string | null {
-    for (const [gi, g] of next.entries()) {
+  private unreachable(next: readonly GroupRecord[]): { g: GroupRecord; at: string; message: string } | null {
+    for (const g of next) {
       const held = new Map(this.groups.get(g.settings.name)?.deployments.map((d) => [d.spec.id, d]));
       for (const [di, d] of g.deployments.entries()) {
         const was = held.get(d.spec.id);
@@ -826,7 +858,7 @@ export class FleetRegistry {
         const same = was !== undefined && sameSpec(was.spec, d.spec);
         if (same && !(was.state !== "active" && d.state === "active")) continue;
         const problem = this.reachable(d.spec)[0];
-        if (problem) return `${where}[${gi}].deployments[${di}].${problem.field} ${problem.message}`;
+        if (problem) return { g, at: `deployments[${di}].${problem.field}`, message: problem.message };
       }
     }
     return null;
@@ -840,15 +872,14 @@ export class FleetRegistry {
 
   /** Refuses the fleet `next` when it breaks one of the registry's rules, or needs of the runtime what it lacks. */
   private refuseBroken(list: readonly GroupRecord[], body: RequestBody | undefined): void {
-    const where = body === "modelGroups" ? body : "groups";
-    const own = typeof body === "object" ? body.group : undefined;
+    const own = body && "group" in body ? body.group.name : undefined;
     // The request's group checked last: a name or alias it shares with another group is then its own field's problem, whichever the fleet lists first.
     const ordered = own === undefined ? list : [...list.filter((g) => g.settings.name !== own), ...list.filter((g) => g.settings.name === own)];
     const shapes = ordered.map((g) => ({ ...g.settings, deployments: g.deployments.map((d) => d.spec) }));
-    const problem = fleetProblems(shapes, this.keys, where)[0];
-    if (problem) throw refusalOf(problem, ordered[problem.group] as GroupRecord, body);
-    const unreachable = this.unreachable(list, where);
-    if (unreachable) throw new RegistryError(400, "invalid_fleet", unreachable, null);
+    const problem = fleetProblems(shapes, this.keys)[0];
+    if (problem) throw refusalOf(problem, ordered, body);
+    const unreachable = this.unreachable(list);
+    if (unreachable) throw refusal(400, "invalid_fleet", unreachable.g, unreachable.at, unreachable.message, body);
     const tooMany = list.find((g) => g.deployments.length > MAX_DEPLOYMENTS);
     if (tooMany) throw new RegistryError(400, "too_many_deployments", `group "${tooMany.settings.name}" would have more than ${MAX_DEPLOYMENTS} deployments`, "deployments");
     for (const g of list) {

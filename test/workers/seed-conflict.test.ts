@@ -34,6 +34,8 @@ async function deployed(edit: (sql: SqlStorage) => void = () => undefined): Prom
 
 const deploymentIds = async (group: string) => (await ok<{ data: { id: string }[] }>(admin(`/admin/v1/groups/${group}/deployments`))).data.map((d) => d.id);
 const group = (name: string) => ok<GroupRow & { aliases: string[] }>(admin(`/admin/v1/groups/${name}`));
+/** The group's index in the config's own modelGroups: how a refused seed names a field of one of them. */
+const configIndex = (name: string) => (JSON.parse(env.KVGATE_CONFIG) as { modelGroups: { name: string }[] }).modelGroups.findIndex((g) => g.name === name);
 
 describe("a deploy giving a group an alias an admin-added group holds", () => {
   it("takes the config's groups without that alias, which stays with its holder, and says so in a warn event and the status", async () => {
@@ -67,11 +69,13 @@ describe("a deploy the fleet refuses whole", () => {
     const { rev } = await ok<FleetStatus>(admin("/admin/v1/status"));
     const events = await deployed();
 
-    const message = expect.stringMatching(/^modelGroups\[\d+\]\.name "seed-refused" is already the name or alias of another group$/);
+    // Named by its place in the config, not in the fleet (which lists the groups it kept first).
+    const param = `modelGroups[${configIndex("seed-refused")}].name`;
+    const message = `${param} "seed-refused" is already the name or alias of another group`;
     expect(events.filter((e) => e.event === "seed_refused")).toEqual([expect.objectContaining({ level: "warn", message, rev })]);
     const status = await ok<FleetStatus>(admin("/admin/v1/status"));
     expect(status.rev).toBe(rev);
-    expect(status.seed).toEqual({ state: "refused", message, param: expect.stringMatching(/\.name$/) });
+    expect(status.seed).toEqual({ state: "refused", message, param });
     expect((await admin("/admin/v1/groups/seed-refused")).status).toBe(404);
 
     // Tried again at the next start, and taken once the clash is gone.
@@ -96,5 +100,29 @@ describe("an operator's drain of a config deployment, after a deploy", () => {
     server.weight = 3;
     await ok(admin("/admin/v1/fleet", { method: "PUT", json: { modelGroups: exported.modelGroups } }));
     expect(await row()).toMatchObject({ weight: 3, state: "draining" });
+  });
+});
+
+describe("a deploy dropping a group an admin group falls back to", () => {
+  it("is refused naming the admin group, which the config does not hold, with no param (found by review)", async () => {
+    // The last deploy listed seed-dropped; the operator made seed-falls-back fall back to it.
+    await ok(admin("/admin/v1/groups", { method: "POST", json: { name: "seed-dropped", deployments: [{ id: "d", baseUrl: fleet[0], model: UPSTREAM_MODEL }] } }), 201);
+    await ok(admin("/admin/v1/groups", { method: "POST", json: { name: "seed-falls-back", fallbacks: ["seed-dropped"], deployments: [] } }), 201);
+    const { rev } = await ok<FleetStatus>(admin("/admin/v1/status"));
+    await deployed((sql) => {
+      sql.exec("UPDATE fleet_groups SET record = json_set(record, '$.source', 'config') WHERE name = 'seed-dropped'");
+      sql.exec("UPDATE fleet_deployments SET record = json_set(record, '$.source', 'config') WHERE grp = 'seed-dropped'");
+    });
+
+    const status = await ok<FleetStatus>(admin("/admin/v1/status"));
+    expect(status.rev).toBe(rev);
+    expect(status.seed).toEqual({ state: "refused", message: 'group "seed-falls-back": fallbacks[0] "seed-dropped" names no group', param: null });
+    expect(await deploymentIds("seed-dropped")).toEqual(["d"]);
+
+    // Taken at the next start once no group falls back to it: the dropped group goes.
+    await ok(admin("/admin/v1/groups/seed-falls-back", { method: "DELETE" }));
+    await evictDurableObject(registry());
+    expect((await ok<FleetStatus>(admin("/admin/v1/status"))).seed).toMatchObject({ state: "taken" });
+    expect((await admin("/admin/v1/groups/seed-dropped")).status).toBe(404);
   });
 });
