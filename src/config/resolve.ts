@@ -72,8 +72,14 @@ export interface FleetProblem {
   /** Where `field` is: the group's index in the list, and the field within that group (`fallbacks[0]`, `deployments[1].id`). */
   group: number;
   at: string;
-  /** The value is another's already (a name or alias of another group, an id of another deployment): a conflict with what is there, not a bad value. */
-  clash?: true;
+  /** The value is another's already (a name or alias of another group, an id of another deployment of the group): where that other has it. */
+  clash?: FleetPlace;
+}
+
+/** A field of one group of a list: the group's index, and the field within it. */
+export interface FleetPlace {
+  group: number;
+  at: string;
 }
 
 interface GroupShape {
@@ -91,21 +97,21 @@ interface GroupShape {
 export function fleetProblems(groups: readonly GroupShape[], keys: GatewayKeys, where = "modelGroups"): FleetProblem[] {
   const out: FleetProblem[] = [];
   const problem = (group: number, at: string, message: string, more: Pick<FleetProblem, "code" | "clash"> = {}) => out.push({ field: `${where}[${group}].${at}`, message, group, at, ...more });
-  const owner = new Map<string, number>();
+  const owner = new Map<string, FleetPlace>();
   for (const [gi, g] of groups.entries()) {
-    const ids = new Set<string>();
+    const ids = new Map<string, number>();
     for (const [di, d] of g.deployments.entries()) {
       const id = deploymentId(d);
-      if (ids.has(id)) problem(gi, `deployments[${di}].id`, `"${id}" is used twice in the group (set distinct ids)`, { clash: true });
-      ids.add(id);
+      const first = ids.get(id);
+      if (first === undefined) ids.set(id, di);
+      else problem(gi, `deployments[${di}].id`, `"${id}" is used twice in the group (set distinct ids)`, { clash: { group: gi, at: `deployments[${first}].id` } });
       for (const p of gatewayKeyProblems(d, keys)) problem(gi, `deployments[${di}].${p.field}`, p.message, { code: GATEWAY_KEY_NAMED });
     }
     for (const [ni, modelName] of [g.name, ...g.aliases].entries()) {
-      if (owner.has(modelName) && owner.get(modelName) !== gi) {
-        problem(gi, ni === 0 ? "name" : `aliases[${ni - 1}]`, `"${modelName}" is already the name or alias of another group`, { clash: true });
-      } else {
-        owner.set(modelName, gi);
-      }
+      const at = ni === 0 ? "name" : `aliases[${ni - 1}]`;
+      const held = owner.get(modelName);
+      if (!held) owner.set(modelName, { group: gi, at });
+      else if (held.group !== gi) problem(gi, at, `"${modelName}" is already the name or alias of another group`, { clash: held });
     }
   }
   const names = new Set(groups.map((g) => g.name));

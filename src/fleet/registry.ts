@@ -114,11 +114,15 @@ function refusal(status: RefusalStatus, code: string, g: GroupRecord, at: string
 }
 
 /**
- * A fleet rule's problem in `list` as a refusal: a conflict with what the fleet holds is a 409, a
- * bad value a 400 (told by the rule, never by the message, which holds names the user chose).
+ * A fleet rule's problem in `list` as a refusal: a clash with what the fleet holds beside the
+ * request is a 409; a bad value, or a clash of the request with itself (a name or id it lists
+ * twice), a 400. Told by the rule and where the other holder is, never by the message, which
+ * holds names the user chose.
  */
 function refusalOf(p: FleetProblem, list: readonly GroupRecord[], body: RequestBody | undefined): RegistryError {
-  return refusal(p.clash ? 409 : 400, p.code ?? "invalid_fleet", list[p.group] as GroupRecord, p.at, p.message, body);
+  const clash = p.clash;
+  const beside = clash !== undefined && requestField(clash.at, list[clash.group] as GroupRecord, body) === null;
+  return refusal(beside ? 409 : 400, p.code ?? "invalid_fleet", list[p.group] as GroupRecord, p.at, p.message, body);
 }
 
 /** `at` (a field of group `g`) as the request names it; null when the request does not hold it. */

@@ -305,7 +305,7 @@ describe("deployments through the admin API", () => {
     expect(list.data.map((d) => [d.id, d.state, d.weight])).toEqual([["s", "active", 1]]);
   });
 
-  it("a fleet rule a change breaks is a 409 when it clashes with what the fleet holds, a 400 when a value is bad, whatever the names say, named by the request's field (found by review)", async () => {
+  it("a fleet rule a change breaks is a 409 when it clashes with what the fleet holds beside the request, a 400 when a value is bad or the request clashes with itself, whatever the names say, named by the request's field (found by review)", async () => {
     await ok(admin("/admin/v1/groups", { method: "POST", json: { name: "admin-rules", deployments: [] } }), 201);
     await ok(admin("/admin/v1/groups", { method: "POST", json: { name: "admin-rules-other", aliases: ["already-taken"], deployments: [] } }), 201);
     const rev = await fleetRev();
@@ -322,7 +322,16 @@ describe("deployments through the admin API", () => {
     // A new group's, as its body has them.
     const post = (json: unknown) => admin("/admin/v1/groups", { method: "POST", json: { name: "admin-rules-new", deployments: [], ...(json as object) } });
     expect(await refused(post({ fallbacks: ["already-gone"] }), 400)).toMatchObject({ param: "fallbacks[0]" });
-    expect(await refused(post({ deployments: [sim(0, "twice"), sim(1, "twice")] }), 409)).toMatchObject({ param: "deployments[1].id", message: 'deployments[1].id "twice" is used twice in the group (set distinct ids)' });
+    expect(await refused(post({ aliases: ["admin-rules-other"] }), 409)).toMatchObject({ param: "aliases[0]" });
+    // An id the body itself lists twice is a bad body, not a conflict with the fleet.
+    expect(await refused(post({ deployments: [sim(0, "twice"), sim(1, "twice")] }), 400)).toMatchObject({ param: "deployments[1].id", message: 'deployments[1].id "twice" is used twice in the group (set distinct ids)' });
+    // A fleet PUT holds the whole fleet: whatever it lists twice, it clashes only with itself.
+    const put = (...modelGroups: unknown[]) => admin("/admin/v1/fleet", { method: "PUT", json: { modelGroups } });
+    expect(await refused(put({ name: "admin-rules-p", deployments: [] }, { name: "admin-rules-p", deployments: [] }), 400)).toMatchObject({ code: "invalid_value", param: "modelGroups" });
+    const aliased = await refused(put({ name: "admin-rules-p", deployments: [] }, { name: "admin-rules-q", aliases: ["admin-rules-p"], deployments: [] }), 400);
+    expect(aliased).toMatchObject({ code: "invalid_fleet", param: "modelGroups[1].aliases[0]", message: 'modelGroups[1].aliases[0] "admin-rules-p" is already the name or alias of another group' });
+    const ids = await refused(put({ name: "admin-rules-p", deployments: [sim(0, "x"), sim(1, "x")] }), 400);
+    expect(ids).toMatchObject({ code: "invalid_fleet", param: "modelGroups[0].deployments[1].id", message: 'modelGroups[0].deployments[1].id "x" is used twice in the group (set distinct ids)' });
     expect(await fleetRev()).toBe(rev);
     // A removal breaking another group's fallback: no field of the request (a DELETE has none), that group named.
     await ok(patch({ fallbacks: ["admin-rules-other"] }));
