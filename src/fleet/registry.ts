@@ -885,14 +885,14 @@ export class FleetRegistry {
     const unreachable = this.unreachable(list);
     if (unreachable) throw refusal(400, "invalid_fleet", unreachable.g, unreachable.at, unreachable.message, body);
     const tooMany = list.find((g) => g.deployments.length > MAX_DEPLOYMENTS);
-    if (tooMany) throw new RegistryError(400, "too_many_deployments", `group "${tooMany.settings.name}" would have more than ${MAX_DEPLOYMENTS} deployments`, "deployments");
+    if (tooMany) throw new RegistryError(400, "too_many_deployments", `group "${tooMany.settings.name}" would have more than ${MAX_DEPLOYMENTS} deployments`, requestField("deployments", tooMany, body));
     for (const g of list) {
       const bytes = storedBytes(g);
       if (bytes <= GROUP_RECORD_MAX_BYTES) continue;
       // A group stored over the bound before it was one may shrink, and stops no other group's change.
       const before = this.groups.get(g.settings.name);
       if (before && bytes <= storedBytes(before)) continue;
-      throw new RegistryError(400, "group_too_large", `group "${g.settings.name}" would be ${bytes} bytes as stored, over the ${GROUP_RECORD_MAX_BYTES} one group may take (split it into groups, or shorten what its deployments carry)`, "deployments");
+      throw new RegistryError(400, "group_too_large", `group "${g.settings.name}" would be ${bytes} bytes as stored, over the ${GROUP_RECORD_MAX_BYTES} one group may take (split it into groups, or shorten what its deployments carry)`, requestField("deployments", g, body));
     }
   }
 

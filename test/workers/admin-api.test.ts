@@ -260,7 +260,7 @@ describe("deployments through the admin API", () => {
     // Grown one deployment at a time, the same.
     await ok(admin("/admin/v1/groups", { method: "POST", json: { name: "admin-huge", deployments: [] } }), 201);
     for (let i = 0; i < 6; i++) await ok(admin("/admin/v1/groups/admin-huge/deployments", { method: "POST", json: long(i) }), 201);
-    expect(await refused(admin("/admin/v1/groups/admin-huge/deployments", { method: "POST", json: long(6) }), 400)).toMatchObject({ code: "group_too_large" });
+    expect(await refused(admin("/admin/v1/groups/admin-huge/deployments", { method: "POST", json: long(6) }), 400)).toMatchObject({ code: "group_too_large", param: null });
     expect(await fleetRev()).toBe(rev + 7);
   });
 
@@ -273,8 +273,9 @@ describe("deployments through the admin API", () => {
     expect(await fleetRev()).toBe(rev);
     // Full, one more: added by the operator, or a server registering itself.
     await ok(admin("/admin/v1/groups", { method: "POST", json: { name: "admin-many", deployments: many(1024) } }), 201);
-    expect(await refused(admin("/admin/v1/groups/admin-many/deployments", { method: "POST", json: sim(0, "one-more") }), 400)).toMatchObject({ code: "too_many_deployments" });
-    expect(await refused(admin("/admin/v1/heartbeats", { method: "POST", json: { group: "admin-many", ...sim(0, "one-more") } }, env.KVGATE_REGISTER_KEY), 400)).toMatchObject({ code: "too_many_deployments" });
+    // A body of one deployment has no deployments field to name.
+    expect(await refused(admin("/admin/v1/groups/admin-many/deployments", { method: "POST", json: sim(0, "one-more") }), 400)).toMatchObject({ code: "too_many_deployments", param: null });
+    expect(await refused(admin("/admin/v1/heartbeats", { method: "POST", json: { group: "admin-many", ...sim(0, "one-more") } }, env.KVGATE_REGISTER_KEY), 400)).toMatchObject({ code: "too_many_deployments", param: null });
     expect(await fleetRev()).toBe(rev + 1);
   });
 
