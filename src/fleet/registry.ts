@@ -125,6 +125,11 @@ function refusalOf(p: FleetProblem, list: readonly GroupRecord[], body: RequestB
   return refusal(beside ? 409 : 400, p.code ?? "invalid_fleet", list[p.group] as GroupRecord, p.at, p.message, body);
 }
 
+/** A fleet as a request lists it (a PUT's, or the config's for its seed), in its order. */
+function listedFleet(groups: readonly { name: string; deployments: readonly unknown[] }[]): RequestBody {
+  return { fleet: groups.map((g) => ({ name: g.name, deployments: g.deployments.length })) };
+}
+
 /** `at` (a field of group `g`) as the request names it; null when the request does not hold it. */
 function requestField(at: string, g: GroupRecord, body: RequestBody | undefined): string | null {
   const name = g.settings.name;
@@ -510,7 +515,7 @@ export class FleetRegistry {
     }
     const removals = this.removedBy(next);
     // The config's deployments come first in each of its groups (fromSeed): those are the ones it lists.
-    const change = this.commit(next, { fleet: groups.map((g) => ({ name: g.name, deployments: g.deployments.length })) });
+    const change = this.commit(next, listedFleet(groups));
     this.seedHash = hash;
     return { ...change, aliasesHeld, bindingsKept, removals };
   }
@@ -560,7 +565,7 @@ export class FleetRegistry {
         }),
       });
     }
-    return this.commit(next, { fleet: groups.map((g) => ({ name: g.name, deployments: g.deployments.length })) });
+    return this.commit(next, listedFleet(groups));
   }
 
   addGroup(group: ModelGroupConfig): Change {
