@@ -65,6 +65,19 @@ describe("creating a key", () => {
     expect(made.spent.period).toBe(periodOf("month", Date.now()));
   });
 
+  it("takes a chunked body with no bytes, or only whitespace, as no body: a key with no limits", async () => {
+    for (const sent of [[], [" \n"]]) {
+      const body = new ReadableStream<Uint8Array>({
+        start(c) {
+          for (const text of sent) c.enqueue(new TextEncoder().encode(text));
+          c.close();
+        },
+      });
+      const made = await ok<IssuedKeyView>(admin("/admin/v1/keys", { method: "POST", body, duplex: "half" } as RequestInit), 201);
+      expect(made).toMatchObject({ models: [], rpm: null, budget_period: "month", status: "active" });
+    }
+  });
+
   it("refuses every bad field with a 400 naming it, and makes no key", async () => {
     const before = (await ok<KeyList>(admin("/admin/v1/keys"))).data.length;
     const bad: [unknown, string | null][] = [

@@ -9,7 +9,7 @@ import type { Env } from "../env.ts";
 import { mayRetry, recentModels } from "../fleet.ts";
 import type { LoadedConfig } from "../config.ts";
 import type { AppEnv } from "../gateway/app-env.ts";
-import { readJsonBody } from "../gateway/body.ts";
+import { readJsonBody, readOptionalJsonBody } from "../gateway/body.ts";
 import { queryParams } from "./params.ts";
 
 /** A key's settings are a few hundred bytes; this bounds what an admin call may make the Worker read. */
@@ -52,7 +52,7 @@ export function mountKeys(app: Hono<AppEnv>, config: LoadedConfig): void {
   const K = "/admin/v1/keys";
   // No body at all is a key with no limits; a body must be a JSON object.
   app.post(K, async (c) => {
-    const settings = c.req.raw.body === null || c.req.header("content-length") === "0" ? {} : await body(c);
+    const settings = (await readOptionalJsonBody(c.req.raw, BODY_LIMIT)) ?? {};
     return issued(c, await ask(c.env, "change", (t) => t.create(settings)), 201);
   });
   app.get(K, async (c) => {

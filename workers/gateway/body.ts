@@ -27,15 +27,40 @@ export interface ReadBody {
 
 /** readJsonBody, with the body's size in bytes. */
 export async function readSizedJsonBody(req: Request, limit: number, bounds: ShapeBounds = BODY_SHAPE): Promise<ReadBody> {
+  const bytes = await readBytes(req, limit);
+  if (bytes === null) throw emptyBody();
+  return parseJson(bytes, bounds);
+}
+
+/**
+ * For a route where no body means defaults: undefined for a request with none — no body, no
+ * bytes, however it was framed (Content-Length: 0 or an empty chunked body), or only whitespace.
+ */
+export async function readOptionalJsonBody(req: Request, limit: number): Promise<unknown> {
+  const bytes = await readBytes(req, limit);
+  return bytes === null || isBlank(bytes) ? undefined : parseJson(bytes, BODY_SHAPE).json;
+}
+
+/** The body's bytes, at most `limit` of them (a 413 past it); null for a request without a body. */
+async function readBytes(req: Request, limit: number): Promise<Uint8Array | null> {
   refuseEncoded(req.headers.get("content-encoding"));
   const declared = req.headers.get("content-length");
   if (declared !== null && Number(declared) > limit) throw tooLarge(limit);
-  if (!req.body) throw badRequest("request body is empty", null, "invalid_json");
+  if (!req.body) return null;
   // A declared length within the limit is read in one native call; only a chunked body of
   // unknown length is counted as it streams in.
   const bytes = declared !== null ? new Uint8Array(await fromClient(req.arrayBuffer())) : await readCounted(req.body, limit);
   if (bytes.length > limit) throw tooLarge(limit);
-  return parseJson(bytes, bounds);
+  return bytes;
+}
+
+/** JSON's whitespace alone (RFC 8259: space, tab, LF, CR), as parseJson's trim() would find it empty. */
+function isBlank(bytes: Uint8Array): boolean {
+  return bytes.every((b) => b === 0x20 || b === 0x09 || b === 0x0a || b === 0x0d);
+}
+
+function emptyBody(): GatewayError {
+  return badRequest("request body is empty", null, "invalid_json");
 }
 
 /**
@@ -181,7 +206,7 @@ function parseJson(bytes: Uint8Array, bounds: ShapeBounds): ReadBody {
   } catch {
     throw badRequest("request body is not valid UTF-8", null, "invalid_json");
   }
-  if (text.trim() === "") throw badRequest("request body is empty", null, "invalid_json");
+  if (text.trim() === "") throw emptyBody();
   // Counted before parsing: a body over a bound costs a read of its text, not a parse.
   const scan = scanBody(text, bounds);
   if (scan.excess) throw shapeError(scan.excess, bounds);
