@@ -13,4 +13,7 @@ function onOutputError(e: NodeJS.ErrnoException): void {
 }
 
 process.stdout.on("error", onOutputError);
+// A failure's one line has nowhere left to go once stderr's reader is gone (`2>&1 | head`): the
+// command's own exit code still says how it ended, where the unhandled error made every exit 1.
+process.stderr.on("error", () => {});
 process.exitCode = await main(process.argv.slice(2), process.env);

@@ -134,4 +134,12 @@ describe("npx kvgate piped into a reader that stops reading (| head, less quit e
       server.close();
     }
   }, 60_000);
+
+  it("keeps the command's own exit code when the reader of stderr has gone (2>&1 | head)", async () => {
+    // A usage error: exit 2 and its message on stderr, which nobody reads any more.
+    const child = spawn(process.execPath, ["bin/kvgate.ts", "no-such-command"], { cwd: ROOT, env: { ...process.env, KVGATE_URL: "http://127.0.0.1:9", KVGATE_ADMIN_KEY: "sk-admin-unused" }, stdio: ["ignore", "ignore", "pipe"] });
+    child.stderr.destroy();
+    const code = await new Promise<number | null>((done) => child.once("close", done));
+    expect(code).toBe(2);
+  }, 60_000);
 });
