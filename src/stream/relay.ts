@@ -109,7 +109,8 @@ const RELAY_FAILED = "the gateway could not relay the rest of the upstream's ans
 
 async function pump(body: ReadableStream<Uint8Array>, writer: WritableStreamDefaultWriter<Uint8Array>, o: RelayOptions): Promise<void> {
   const { transforms } = o;
-  const ends = new BodyEnds(!o.sse, o.responsesUsageBytes, o.readUsage === true);
+  // A body whose usage no one asked for keeps nothing of it: a hook alone reads no usage.
+  const ends = o.readUsage ? new BodyEnds(!o.sse, o.responsesUsageBytes, true) : null;
   const reader = body.getReader();
   // Only whole events reach the client: a cut stream's error event never lands inside one, and a
   // keep-alive comment can go between any two writes.
@@ -138,7 +139,7 @@ async function pump(body: ReadableStream<Uint8Array>, writer: WritableStreamDefa
       outcome,
       bytes,
       // Usage that came is the upstream's work done, the client gone after it or not.
-      usage: usageRead(ends),
+      usage: ends && usageRead(ends),
       ttftMs: firstAt === null ? null : firstAt - o.sentAt,
       events: events && events.count,
     };
@@ -248,7 +249,7 @@ async function pump(body: ReadableStream<Uint8Array>, writer: WritableStreamDefa
       if (firstAt === null) firstAt = pending ? pending.at : o.now();
       pending = null;
       bytes += chunk.length;
-      ends.push(chunk);
+      ends?.push(chunk);
       events?.push(chunk);
       let out = chunk;
       for (const t of transforms) out = t.transform(out);

@@ -57,13 +57,19 @@ const usageEvent = 'data: {"choices":[],"usage":{"prompt_tokens":100,"completion
 describe("relay", () => {
   it("passes bytes through unchanged and reads the final usage event", async () => {
     const chunks = ['data: {"a":1}\n\n', 'data: {"b":2}\n\n', usageEvent, "data: [DONE]\n\n"];
-    const { out, ended } = start(source(chunks));
+    const { out, ended } = start(source(chunks), true, { readUsage: true });
     expect(await new Response(out).text()).toBe(chunks.join(""));
     const s = await ended;
     expect(s.outcome).toBe("ok");
     expect(s.bytes).toBe(enc.encode(chunks.join("")).length);
     expect(s.ttftMs).toBe(5);
     expect(s.usage).toEqual({ promptTokens: 100, completionTokens: 4, cachedTokens: 64, cacheReported: true });
+  });
+
+  it("reads no usage unless asked: a hook alone takes this loop, and no one counts its usage", async () => {
+    const { out, ended } = start(source(['data: {"a":1}\n\n', usageEvent]));
+    await new Response(out).text();
+    expect(await ended).toMatchObject({ outcome: "ok", usage: null });
   });
 
   it("ends a stream whose upstream dies with an SSE error event", async () => {
@@ -386,6 +392,7 @@ describe("a body whose first bytes the caller read (a stream's first token, awai
   const chunks = ["", 'data: {"a":1}\n\n', 'data: {"b":2}\n\n', usageEvent, "data: [DONE]\n\n"];
   const paths: [string, Partial<RelayOptions>][] = [
     ["the JavaScript loop", {}],
+    ["the JavaScript loop, reading its usage", { readUsage: true }],
     ["the native pipe", { nativePipe }],
     ["the native pipe, tapped for its usage", { nativePipe, readUsage: true }],
   ];
@@ -403,6 +410,7 @@ describe("a body whose first bytes the caller read (a stream's first token, awai
     if (extra.nativePipe && !extra.readUsage) return;
     // Whoever counts the body counts the bytes read before it too.
     expect(s.bytes).toBe(enc.encode(chunks.join("")).length);
+    if (!extra.readUsage) return expect(s.usage).toBeNull();
     expect(s.usage).toEqual({ promptTokens: 100, completionTokens: 4, cachedTokens: 64, cacheReported: true });
   });
 
