@@ -53,7 +53,8 @@ interface UsageDbRow {
   [column: string]: SqlStorageValue;
 }
 
-const notFound = (id: string): TenantsRefusal => ({ ok: false, status: 404, code: "key_not_found", message: `no key "${id}"`, param: "id" });
+/** `param`: where the id was given — a /keys/{id} route's path, or usage's ?key=. */
+const notFound = (id: string, param: "id" | "key" = "id"): TenantsRefusal => ({ ok: false, status: 404, code: "key_not_found", message: `no key "${id}"`, param });
 const badDay = (param: "since" | "until"): TenantsRefusal => ({ ok: false, status: 400, code: "invalid_value", message: `${param} must be a day, YYYY-MM-DD`, param });
 const DAY = /^\d{4}-\d{2}-\d{2}$/;
 /** The keys of a status at `now`, as keyStatus tells it (a revocation outranks an expiry): a condition and its bindings. */
@@ -253,7 +254,7 @@ export class Tenants extends DurableObject<unknown> implements TenantsRpc, Tenan
       this.usageTotals.set(window, totals);
     }
     // A key with usage is history even when it no longer exists; one with neither is a typo.
-    if (totals.rows === 0 && !this.rowOf(query.key) && this.sql.exec("SELECT 1 FROM usage WHERE key = ? LIMIT 1", query.key).toArray().length === 0) return notFound(query.key);
+    if (totals.rows === 0 && !this.rowOf(query.key) && this.sql.exec("SELECT 1 FROM usage WHERE key = ? LIMIT 1", query.key).toArray().length === 0) return notFound(query.key, "key");
     const columns = "SELECT day, model, backend, prompt_tokens, completion_tokens, cached_tokens, requests, cost_micros";
     // One more than the page, to tell whether any follow. After a cursor, the range starts at its
     // day, so a page reads from where the last one ended rather than from `since` again.

@@ -176,15 +176,16 @@ describe("changing a key", () => {
   });
 
   it("an unknown id is a 404 on every route", async () => {
-    for (const [method, path, json] of [
-      ["GET", "/admin/v1/keys/key_nope", undefined],
-      ["PATCH", "/admin/v1/keys/key_nope", { rpm: 1 }],
-      ["POST", "/admin/v1/keys/key_nope/revoke", undefined],
-      ["POST", "/admin/v1/keys/key_nope/rotate", undefined],
-      ["GET", "/admin/v1/usage?key=key_nope", undefined],
+    // param names where the id was given: the path's {id}, or usage's ?key=.
+    for (const [method, path, json, param] of [
+      ["GET", "/admin/v1/keys/key_nope", undefined, "id"],
+      ["PATCH", "/admin/v1/keys/key_nope", { rpm: 1 }, "id"],
+      ["POST", "/admin/v1/keys/key_nope/revoke", undefined, "id"],
+      ["POST", "/admin/v1/keys/key_nope/rotate", undefined, "id"],
+      ["GET", "/admin/v1/usage?key=key_nope", undefined, "key"],
     ] as const) {
       const e = await refused(admin(path, { method, json }), 404);
-      expect(e).toMatchObject({ type: "not_found_error", code: "key_not_found" });
+      expect(e).toMatchObject({ type: "not_found_error", code: "key_not_found", param });
       expect(e.message).toContain("key_nope");
     }
   });
