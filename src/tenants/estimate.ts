@@ -17,8 +17,19 @@ import { field, isTokenCount } from "../stream/usage.ts";
  * total deadline while the client read it. Not when its backend failed it, nor when the backend
  * dripped a whole answer past its limit: neither is the key's doing.
  */
-export function chargesEstimate(o: { counts: boolean; usage: boolean; began: boolean; end: "served" | "left" | "failed" }): boolean {
-  return o.counts && !o.usage && o.began && o.end !== "failed";
+export function chargesEstimate(o: { counts: boolean; usage: boolean; began: boolean; end: AnswerEnd }): boolean {
+  return o.counts && !o.usage && o.began && charges(o.end);
+}
+
+/** How an answer ended: served whole, left (by its client, or the request's deadline), or failed by its backend. */
+export type AnswerEnd = "served" | "left" | "failed";
+
+/**
+ * Whether an attempt's end is charged at all: not one its backend failed (broke off, stalled),
+ * even when events before the cut carried the usage so far (vLLM's continuous_usage_stats).
+ */
+export function charges(end: AnswerEnd): boolean {
+  return end !== "failed";
 }
 
 /**

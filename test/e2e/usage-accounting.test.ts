@@ -32,6 +32,7 @@ beforeAll(async () => {
         { name: "acct", pricing: PRICING, deployments: [{ id: "sim-0", baseUrl: fleet.urls[0] as string, model: "sim-7b" }] },
         { name: "acct-vllm", deployments: [{ id: "f", baseUrl: features.url, model: "feat" }] },
         { name: "acct-sglang-responses", deployments: [{ id: "sg", baseUrl: `${hostile.url}/responses-sglang`, model: "sg" }] },
+        { name: "acct-cut", deployments: [{ id: "cut", baseUrl: `${hostile.url}/usage-each-then-cut`, model: "cut" }] },
       ],
     },
     { KVGATE_ADMIN_KEY: adminKey },
@@ -215,6 +216,28 @@ describe("usage a client wrote into its own request", () => {
 });
 
 describe("the usage the gateway asks for and the client did not", () => {
+  it("a stream its backend broke off after events carrying their usage so far (continuous_usage_stats) is not charged", async () => {
+    const { id, key } = await createKey();
+    const client = new OpenAI({ apiKey: key, baseURL: `${gw.url}/v1`, maxRetries: 0 });
+    const stream = await client.chat.completions.create({ model: "acct-cut", messages: [{ role: "user", content: "hi" }], stream: true, stream_options: { include_usage: true, continuous_usage_stats: true } } as OpenAI.ChatCompletionCreateParamsStreaming);
+    const seen: number[] = [];
+    await expect(
+      (async () => {
+        for await (const chunk of stream) if (chunk.usage) seen.push(chunk.usage.completion_tokens);
+      })(),
+    ).rejects.toThrow(/upstream|broke/i);
+    expect(seen).toEqual([1, 2]);
+    // The same key's next request is served: its usage alone is what the key was charged.
+    const { did, charged } = await (async () => {
+      const before = await fleetTokens();
+      await client.chat.completions.create({ model: "acct", messages: [{ role: "user", content: prompt("after the cut") }], max_tokens: 3 });
+      const charged = await chargedOnce(id);
+      const after = await fleetTokens();
+      return { did: { prompt: after.prompt - before.prompt, cached: after.cached - before.cached, completion: after.completion - before.completion }, charged };
+    })();
+    expectCharged(did, charged);
+  });
+
   it("a client that asked vLLM's continuous_usage_stats without include_usage gets no usage on its chunks, as from vLLM itself, and is charged once", async () => {
     const { id, key } = await createKey();
     const client = new OpenAI({ apiKey: key, baseURL: `${gw.url}/v1`, maxRetries: 0 });

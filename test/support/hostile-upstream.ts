@@ -927,6 +927,19 @@ const BEHAVIOURS: Record<string, Answer> = {
     }, 100);
     res.on("close", () => clearInterval(timer));
   },
+  /**
+   * Two events each with its usage so far, as vLLM's continuous_usage_stats writes them (50 prompt
+   * tokens, 1 then 2 completion tokens), then the connection is destroyed.
+   */
+  "usage-each-then-cut": (_req, res, body) => {
+    const { model } = requestOf(body);
+    res.writeHead(200, { "content-type": "text/event-stream" });
+    for (const completion of [1, 2]) {
+      const event = { id: "chatcmpl-h", object: "chat.completion.chunk", created: 1, model, choices: [{ index: 0, delta: { content: "x" }, finish_reason: null }], usage: { prompt_tokens: 50, completion_tokens: completion, total_tokens: 50 + completion } };
+      res.write(`data: ${JSON.stringify(event)}\n\n`);
+    }
+    setTimeout(() => res.socket?.destroy(), 20);
+  },
   /** One whole event, then half of the next, then the connection is destroyed. */
   "cut-mid-event": (_req, res, body) => {
     const { model } = requestOf(body);
