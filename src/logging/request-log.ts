@@ -1,4 +1,5 @@
 import { clipName, type LogLevel } from "../config/schema.ts";
+import { maskedKeys } from "../tenants/key-format.ts";
 import type { TokenUsage } from "../routing/protocol.ts";
 import type { FailureKind } from "../upstream/answer.ts";
 import { atLeast } from "./event-log.ts";
@@ -63,14 +64,14 @@ export class RequestLog {
     this.startedAt = startedAt;
     this.min = min;
     this.line = {
-      type: "request", time: "", level: "info", request_id: requestId, key_id: null, method, path,
+      type: "request", time: "", level: "info", request_id: requestId, key_id: null, method, path: maskedKeys(path),
       model: null, group: null, backend: null, reason: null, matched_blocks: null, total_blocks: null, attempts: 0, status: 0,
       ttft_ms: null, duration_ms: null, prompt_tokens: null, completion_tokens: null, cached_tokens: null, error_code: null, stream: false, failures: null,
     };
   }
 
   asked(model: string, stream: boolean): void {
-    this.line.model = clipName(model);
+    this.line.model = clipName(maskedKeys(model));
     this.line.stream = stream;
   }
 

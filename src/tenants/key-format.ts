@@ -28,6 +28,17 @@ export function prefixOf(key: string): string {
   return key.slice(0, PREFIX_CHARS);
 }
 
+const ANY_KEY = /sk-kvg-[0-9A-Za-z]{40}/g;
+
+/**
+ * `text` with every virtual key in it cut to its prefix and "…": for what a log keeps of what a
+ * client sent (a key pasted where the model or a path goes). Without the marker, as nearly every
+ * text is, it is returned as it is, unsearched.
+ */
+export function maskedKeys(text: string): string {
+  return text.includes(KEY_MARKER) ? text.replace(ANY_KEY, (key) => `${prefixOf(key)}…`) : text;
+}
+
 const encoder = new TextEncoder();
 
 /** Lowercase hex SHA-256 of the key: all that is stored of it, and what the gateway looks it up by. */

@@ -281,6 +281,20 @@ describe("one JSON line per request", () => {
     await vi.waitFor(() => expect(events(gw, "registry")).toContainEqual(expect.objectContaining({ level: "info", op: "add-group", rev, changed: ["added-later"], removed: [] })), EVENTUALLY);
   });
 
+  it("a virtual key pasted where the model or the path goes is logged as its prefix", async () => {
+    const { key } = await createKey({});
+    const auth = { authorization: `Bearer ${key}`, "content-type": "application/json" };
+    const masked = `${key.slice(0, 12)}…`;
+    const asModel = await fetch(`${gw.url}/v1/chat/completions`, { method: "POST", headers: auth, body: JSON.stringify({ model: key, messages: [{ role: "user", content: "hi" }] }) });
+    expect(asModel.status).toBe(404);
+    expect(await lineOf(gw, asModel.headers.get("x-request-id") as string)).toMatchObject({ status: 404, model: masked });
+    for (const path of [`/v1/models/${key}`, `/v1/${key}/chat/completions`]) {
+      const res = await fetch(`${gw.url}${path}`, { headers: auth });
+      expect(res.status).toBe(404);
+      expect(await lineOf(gw, res.headers.get("x-request-id") as string)).toMatchObject({ status: 404, path: path.replace(key, masked) });
+    }
+  });
+
   it("no line holds a key or the prompt's text", () => {
     expect(gw.logs.length).toBeGreaterThan(0);
     for (const l of gw.logs) {
