@@ -7,6 +7,10 @@ import { readdirSync, readFileSync } from "node:fs";
 /** Clock ticks per second of /proc/<pid>/stat's utime and stime (USER_HZ, 100 on Linux). */
 const TICKS_PER_SECOND = 100;
 
+/**
+ * The workerd processes this process started (Miniflare spawns each as its child): not another
+ * test run's or benchmark's on the same machine, which may start one at the same moment.
+ */
 export function workerdPids(): Set<number> {
   const pids = new Set<number>();
   let entries: string[];
@@ -18,12 +22,17 @@ export function workerdPids(): Set<number> {
   for (const entry of entries) {
     if (!/^\d+$/.test(entry)) continue;
     try {
-      if (readFileSync(`/proc/${entry}/comm`, "utf8").trim().startsWith("workerd")) pids.add(Number(entry));
+      if (readFileSync(`/proc/${entry}/comm`, "utf8").trim().startsWith("workerd") && parentOf(entry) === process.pid) pids.add(Number(entry));
     } catch {
       // Gone between the listing and the read.
     }
   }
   return pids;
+}
+
+/** The parent's pid, from /proc/<pid>/stat. */
+function parentOf(pid: string): number {
+  return Number(statFields(readFileSync(`/proc/${pid}/stat`, "utf8"))[1]);
 }
 
 /** The workerd started since `before` was taken; null when there is not exactly one. */
@@ -56,10 +65,14 @@ export function cpuMs(pid: number): number {
 
 /** utime + stime of a /proc/<pid>/stat line, in ms. */
 export function statCpuMs(stat: string): number {
-  // Fields after the parenthesised command name, which may itself hold spaces and parentheses.
-  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  const fields = statFields(stat);
   const utime = Number(fields[11]);
   const stime = Number(fields[12]);
   if (!Number.isFinite(utime) || !Number.isFinite(stime)) throw new Error(`unreadable /proc stat line: ${stat.slice(0, 80)}`);
   return ((utime + stime) * 1000) / TICKS_PER_SECOND;
+}
+
+/** A /proc/<pid>/stat line's fields from the state on (field 3): after the parenthesised command name, which may itself hold spaces and parentheses. */
+function statFields(stat: string): string[] {
+  return stat.slice(stat.lastIndexOf(")") + 2).split(" ");
 }

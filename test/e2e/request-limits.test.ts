@@ -1,8 +1,10 @@
 import net from "node:net";
-import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
+import { afterAll, beforeAll, beforeEach, describe, expect, inject, it, vi } from "vitest";
 import OpenAI from "openai";
 import { BODY_SHAPE } from "../../src/openai/body-shape.ts";
+import type { GatewayConfigInput } from "../../src/config/schema.ts";
 import { startHostileUpstream, type HostileUpstream } from "../support/hostile-upstream.ts";
+import { startGateway } from "../../bench/harness/gateway.ts";
 import { startTestGateway, type TestGateway } from "./gateway.ts";
 
 let upstream: HostileUpstream;
@@ -86,12 +88,25 @@ describe("work per request is bounded before it is done", () => {
   });
 });
 
+/** A gateway to send a raw request to, whichever way it was started. */
+interface Served {
+  url: string;
+  key: string;
+  close(): Promise<void>;
+}
+
+interface RawClient {
+  socket: net.Socket;
+  received: () => string;
+  failed: () => Error | null;
+}
+
 /**
  * A client on a raw socket that has sent a POST's head with `headers` (after its host): what came
  * back so far, and the socket's error (a write that met a closed connection: EPIPE), if any.
  */
-async function rawPost(headers: string[]): Promise<{ socket: net.Socket; received: () => string; failed: () => Error | null }> {
-  const u = new URL(gw.url);
+async function rawPost(headers: string[], url = gw.url): Promise<RawClient> {
+  const u = new URL(url);
   const socket = net.connect(Number(u.port), u.hostname);
   await new Promise<void>((resolve, reject) => socket.once("connect", resolve).once("error", reject));
   let received = "";
@@ -111,6 +126,19 @@ function drained(socket: net.Socket): Promise<void> {
     };
     socket.once("drain", done).once("close", done);
   });
+}
+
+/**
+ * Sends `bytes` of body, as a client does: all of it, with backpressure, before it reads the
+ * answer; chunked, or as the declared length's bytes. Stops at a write that failed.
+ */
+async function upload({ socket, failed }: RawClient, bytes: number, chunked: boolean): Promise<void> {
+  const part = "x".repeat(64 * 1024);
+  const frame = chunked ? `${part.length.toString(16)}\r\n${part}\r\n` : part;
+  for (let sent = 0; sent < bytes && failed() === null; sent += part.length) {
+    if (!socket.write(frame)) await drained(socket);
+  }
+  if (chunked && failed() === null) socket.write("0\r\n\r\n");
 }
 
 describe("a request refused before its body is read gets its answer, not a broken connection", () => {
@@ -178,16 +206,11 @@ describe("a request refused before its body is read gets its answer, not a broke
 
   it("a chunked body (no declared length) over the limit gets its 413 body_too_large, not a broken pipe: the rest of it is read", async () => {
     // The limit is passed while counting the chunks as they come (fetch with a stream body, curl -T -, a re-chunking proxy).
-    const { socket, received, failed } = await rawPost([`authorization: Bearer ${gw.key}`, "content-type: application/json", "transfer-encoding: chunked"]);
-    const part = "x".repeat(64 * 1024);
-    const frame = `${part.length.toString(16)}\r\n${part}\r\n`;
+    const client = await rawPost([`authorization: Bearer ${gw.key}`, "content-type: application/json", "transfer-encoding: chunked"]);
+    const { socket, received, failed } = client;
     try {
-      // The limit and 16 MiB more, as a client sends it: the whole body, with backpressure, before it
-      // reads the answer. 1 MiB more fits in loopback's socket buffers and passes even unread.
-      for (let sent = 0; sent < MAX_BODY + 16 * 1024 * 1024 && failed() === null; sent += part.length) {
-        if (!socket.write(frame)) await drained(socket);
-      }
-      if (failed() === null) socket.write("0\r\n\r\n");
+      // The limit and 16 MiB more: 1 MiB more fits in loopback's socket buffers and passes even unread.
+      await upload(client, MAX_BODY + 16 * 1024 * 1024, true);
       await vi.waitFor(() => expect(received()).toContain("body_too_large"), { timeout: 10_000, interval: 50 });
       expect([received().split("\r\n")[0], failed()]).toEqual(["HTTP/1.1 413 Payload Too Large", null]);
       expect(upstream.stats("ok").requests).toBe(0);
@@ -201,4 +224,47 @@ describe("a request refused before its body is read gets its answer, not a broke
     for (const e of r.errors) expect(e).toMatchObject({ status: 404 });
     expect(r.sent).toBe(3);
   });
+});
+
+describe("an answer given before the app reaches a client still uploading its body, not a broken pipe", () => {
+  // The gateway answers these before its app runs, so the app's wait for the body was not theirs:
+  // a 16 MiB upload met EPIPE after the status line (a declared length), or before any answer (chunked).
+  const lacking = { name: "m-lacking", deployments: [{ baseUrl: "https://gpu.example", model: "sim-7b", headersFromEnv: { "CF-Access-Client-Secret": "NOT_SET_ACCESS_SECRET" } }] };
+  const served = async (config: GatewayConfigInput): Promise<Served> => {
+    const g = await startTestGateway(config);
+    return { url: g.url, key: g.key, close: () => g.close() };
+  };
+  /**
+   * A gateway whose Durable Objects run in a workerd of their own, killed before any request: its
+   * fleet registry cannot be reached. For one request: after a first call failed, Miniflare's dev
+   * registry may reach a registry again.
+   */
+  const registryDown = async (): Promise<Served> => {
+    const g = await startGateway({ config: { modelGroups: [lacking] }, scriptPath: inject("gatewayScript"), objectsApart: true, onLog: () => undefined });
+    const objects = g.pids?.object;
+    if (objects === undefined) throw new Error("served apart, but its objects' workerd is not named");
+    process.kill(objects, "SIGKILL");
+    return { url: g.url, key: g.key, close: () => g.dispose() };
+  };
+  it.each([
+    ["a config that does not load", "500 Internal Server Error", "config_invalid", () => served({ modelGroups: "none" } as unknown as GatewayConfigInput)],
+    ["a deploy lacking a secret its modelGroups name", "500 Internal Server Error", "config_invalid", () => served({ modelGroups: [lacking] })],
+    ["a fleet registry that cannot be reached", "503 Service Unavailable", "routing_unavailable", registryDown],
+  ])("%s: a 16 MiB body, declared or chunked, gets its %s %s", async (_, status, code, start) => {
+    const framings = [`content-length: ${16 * 1024 * 1024}`, "transfer-encoding: chunked"];
+    const outcomes: unknown[] = [];
+    for (const framing of framings) {
+      const g = await start();
+      const client = await rawPost([`authorization: Bearer ${g.key}`, "content-type: application/json", framing], g.url);
+      try {
+        await upload(client, 16 * 1024 * 1024, framing.startsWith("transfer-encoding"));
+        await vi.waitFor(() => expect(client.received().includes(code) || client.socket.closed).toBe(true), { timeout: 10_000, interval: 50 });
+        outcomes.push([framing, client.received().split("\r\n")[0], client.failed()?.message ?? null]);
+      } finally {
+        client.socket.destroy();
+        await g.close();
+      }
+    }
+    expect(outcomes).toEqual(framings.map((f) => [f, `HTTP/1.1 ${status}`, null]));
+  }, 60_000);
 });

@@ -5,6 +5,7 @@ import { LOGGING_DEFAULTS } from "../../src/config/schema.ts";
 import { GatewayError } from "../../src/openai/errors.ts";
 import { corsBeforeTheApp, mountPreflight } from "./admit.ts";
 import type { AppEnv } from "./app-env.ts";
+import { discardUnread } from "./body.ts";
 import { writesRequestLine } from "./endpoints.ts";
 import { errorAnswer } from "./error-answer.ts";
 import { requestIdOf } from "./request-id.ts";
@@ -31,9 +32,7 @@ export default {
       // No config to say how to log or whom CORS allows: the line at the defaults a config without
       // `logging` has, so an operator watching request lines sees every request fail, not none come.
       const came = arrival(LOGGING_DEFAULTS, false, req);
-      const res = errorAnswer(new GatewayError(500, "server_error", `gateway misconfigured: ${loaded.error}`, "config_invalid"), came.requestId);
-      if (came.log) noteAnswer(came.log, res, null, ctx);
-      return res;
+      return answered(errorAnswer(new GatewayError(500, "server_error", `gateway misconfigured: ${loaded.error}`, "config_invalid"), came.requestId), req, came, ctx);
     }
     // A preflight needs no fleet: granted as the app grants it before the fleet is read or checked,
     // so that while the registry cannot be reached or the deploy lacks a secret, a page still sends
@@ -122,7 +121,16 @@ function servesTheSeed(req: Request): boolean {
 async function beforeTheApp(error: GatewayError, req: Request, config: ResolvedConfig, env: Env, ctx: ExecutionContext, came: Arrival): Promise<Response> {
   const res = errorAnswer(error, came.requestId);
   await corsBeforeTheApp(res.headers, config.cors.allowedOrigins, req.headers.get("origin") ?? undefined, env);
+  return answered(res, req, came, ctx);
+}
+
+/**
+ * An answer given before the app, its line noted; sent once the body it did not read has come, as
+ * the app's are (discardUnread): a client still uploading it would meet a broken pipe, not this answer.
+ */
+async function answered(res: Response, req: Request, came: Arrival, ctx: ExecutionContext): Promise<Response> {
   if (came.log) noteAnswer(came.log, res, null, ctx);
+  await discardUnread(req);
   return res;
 }
 
