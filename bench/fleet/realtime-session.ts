@@ -26,6 +26,10 @@ export function runRealtimeSession(ctx: WorkerContext, ws: WebSocket, model: str
   send("session.created", { session });
   let responses = 0;
 
+  // A frame ws refuses (text that is not UTF-8, unmasked, a bad close code, too big) is an 'error'
+  // after ws has already sent the close (1007, 1002, 1009): nothing is left to do, but with no
+  // listener the error would end the process, and with it every worker (and npm start's gateway).
+  ws.on("error", () => {});
   ws.on("message", (data: RawData, isBinary: boolean) => {
     if (isBinary) return ws.send(data, { binary: true });
     let event: unknown;
