@@ -1,4 +1,4 @@
-import type { IncomingMessage, Server } from "node:http";
+import { STATUS_CODES, type IncomingMessage, type Server } from "node:http";
 import { createRequire } from "node:module";
 import type { Duplex } from "node:stream";
 import { openAIError } from "./http-replies.ts";
@@ -26,7 +26,9 @@ export function serveRealtime(server: Server, ctx: WorkerContext): RealtimeEndpo
   const wss = new WebSocketServer({ noServer: true, handleProtocols: (offered) => (offered.has("realtime") ? "realtime" : false) });
   server.on("upgrade", (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     if (ctx.dead) return void socket.destroy();
-    const url = new URL(req.url ?? "/", "http://sim");
+    // The target is the client's: `http://[` is no URL, and a throw here would end the process.
+    const url = URL.parse(req.url ?? "/", "http://sim");
+    if (url === null) return refuse(socket, 400, openAIError(400, `The request target ${JSON.stringify(req.url)} is not a URL.`));
     if (url.pathname !== PATH) return refuse(socket, 404, '{"detail":"Not Found"}');
     ctx.log.record({ at: Date.now(), path: req.url ?? "", headers: req.headers, body: null });
     const model = url.searchParams.get("model");
@@ -41,6 +43,6 @@ export function serveRealtime(server: Server, ctx: WorkerContext): RealtimeEndpo
 }
 
 function refuse(socket: Duplex, status: number, body: string): void {
-  const head = `HTTP/1.1 ${status} ${status === 404 ? "Not Found" : "Error"}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n`;
+  const head = `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? "Error"}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n`;
   socket.end(head + body);
 }

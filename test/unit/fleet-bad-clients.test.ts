@@ -47,6 +47,17 @@ async function health(fleet: FleetProcess): Promise<number | string> {
   }
 }
 
+/** Writes `request` on a fresh connection; resolves with all the worker answered before the connection ended. */
+function exchange(port: number, request: string): Promise<string> {
+  return new Promise((done) => {
+    let reply = "";
+    const socket = net.connect(port, "127.0.0.1", () => socket.write(request));
+    socket.setEncoding("utf8").on("data", (d: string) => (reply += d));
+    socket.on("error", () => {});
+    socket.once("close", () => done(reply));
+  });
+}
+
 describe("a simulated worker outlives a bad client", () => {
   it("a realtime client that sends a text frame of invalid UTF-8 gets its socket closed with 1007; the worker keeps serving", async () => {
     const fleet = await fleetProcess();
@@ -57,5 +68,12 @@ describe("a simulated worker outlives a bad client", () => {
     expect((await s.closed).code).toBe(1007);
     expect(await health(fleet)).toBe(200);
     expect(fleet.stderr()).toBe("");
+  }, SPAWN_TIMEOUT_MS);
+
+  it("an upgrade request whose target is not a URL gets a 400; the worker keeps serving", async () => {
+    const fleet = await fleetProcess();
+    const reply = await exchange(fleet.port, "GET http://[ HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n");
+    expect({ status: reply.split("\r\n")[0], stderr: fleet.stderr() }).toEqual({ status: "HTTP/1.1 400 Bad Request", stderr: "" });
+    expect(await health(fleet)).toBe(200);
   }, SPAWN_TIMEOUT_MS);
 });
