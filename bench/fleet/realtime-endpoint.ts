@@ -44,5 +44,8 @@ export function serveRealtime(server: Server, ctx: WorkerContext): RealtimeEndpo
 
 function refuse(socket: Duplex, status: number, body: string): void {
   const head = `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? "Error"}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n`;
+  // Node's server stops watching an upgraded socket: a client's reset (before or after it read the
+  // refusal) is an 'error' on it, which with no listener would end the process.
+  socket.on("error", () => {});
   socket.end(head + body);
 }

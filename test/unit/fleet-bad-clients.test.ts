@@ -47,13 +47,18 @@ async function health(fleet: FleetProcess): Promise<number | string> {
   }
 }
 
-/** Writes `request` on a fresh connection; resolves with all the worker answered before the connection ended. */
-function exchange(port: number, request: string): Promise<string> {
+/**
+ * Writes `request` on a fresh connection; resolves with all the worker answered before it ended
+ * the connection. `reset`: then end it with a TCP reset rather than a FIN, as a client that
+ * drops its connection abruptly (or whose process is killed) does.
+ */
+function exchange(port: number, request: string, o: { reset?: boolean } = {}): Promise<string> {
   return new Promise((done) => {
     let reply = "";
-    const socket = net.connect(port, "127.0.0.1", () => socket.write(request));
+    const socket = net.connect({ port, host: "127.0.0.1", allowHalfOpen: true }, () => socket.write(request));
     socket.setEncoding("utf8").on("data", (d: string) => (reply += d));
     socket.on("error", () => {});
+    socket.once("end", () => (o.reset ? socket.resetAndDestroy() : socket.end()));
     socket.once("close", () => done(reply));
   });
 }
@@ -75,5 +80,13 @@ describe("a simulated worker outlives a bad client", () => {
     const reply = await exchange(fleet.port, "GET http://[ HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n");
     expect({ status: reply.split("\r\n")[0], stderr: fleet.stderr() }).toEqual({ status: "HTTP/1.1 400 Bad Request", stderr: "" });
     expect(await health(fleet)).toBe(200);
+  }, SPAWN_TIMEOUT_MS);
+
+  it("a client that resets its connection after an upgrade's refusal leaves the worker serving", async () => {
+    const fleet = await fleetProcess();
+    const reply = await exchange(fleet.port, "GET /v1/elsewhere HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n", { reset: true });
+    expect(reply.split("\r\n")[0]).toBe("HTTP/1.1 404 Not Found");
+    expect(await health(fleet)).toBe(200);
+    expect(fleet.stderr()).toBe("");
   }, SPAWN_TIMEOUT_MS);
 });
