@@ -1,4 +1,4 @@
-import { STATUS_CODES, type IncomingMessage, type Server } from "node:http";
+import { STATUS_CODES, type IncomingMessage, type Server, type ServerOptions } from "node:http";
 import { createRequire } from "node:module";
 import type { Duplex } from "node:stream";
 import { openAIError } from "./http-replies.ts";
@@ -17,9 +17,20 @@ export interface RealtimeEndpoint {
 }
 
 /**
- * GET /v1/realtime?model=M with Upgrade: websocket on a worker's server: a realtime session
- * (realtime-session.ts) for the model it serves, the `realtime` subprotocol chosen when offered.
- * An upgrade to any other path, or for another model, gets the 404 a vLLM server answers. Each
+ * A worker server's options: only a WebSocket upgrade reaches serveRealtime; any other Upgrade
+ * offer is served as the HTTP/1.1 request it also is, as vLLM does (curl --http2 offers h2c on
+ * every http:// request, /health and /v1/chat/completions included). shouldUpgradeCallback is in
+ * the project's Node (22.23) but not yet in @types/node 22.20, hence the type.
+ */
+export const WORKER_SERVER_OPTIONS: ServerOptions & { shouldUpgradeCallback(req: IncomingMessage): boolean } = {
+  shouldUpgradeCallback: (req) => req.headers.upgrade?.toLowerCase() === "websocket",
+};
+
+/**
+ * GET /v1/realtime?model=M with Upgrade: websocket on a worker's server (created with
+ * WORKER_SERVER_OPTIONS): a realtime session (realtime-session.ts) for the model it serves, the
+ * `realtime` subprotocol chosen when offered. A WebSocket upgrade to any other path, or for
+ * another model, gets the 404 a vLLM server answers. Each
  * handshake is logged like a request (GET /sim/requests), so a test sees what a gateway sent.
  */
 export function serveRealtime(server: Server, ctx: WorkerContext): RealtimeEndpoint {

@@ -4,7 +4,7 @@ import { handleInference, type Endpoint } from "./inference-handler.ts";
 import type { FaultEvent } from "./faults.ts";
 import { PrefixCache } from "./kv-cache.ts";
 import { renderMetrics } from "./metrics.ts";
-import { serveRealtime } from "./realtime-endpoint.ts";
+import { serveRealtime, WORKER_SERVER_OPTIONS } from "./realtime-endpoint.ts";
 import type { LoggedRequest } from "./request-log.ts";
 import { BatchScheduler } from "./scheduler.ts";
 import { createWorkerContext, type WorkerConfig, type WorkerContext } from "./worker-context.ts";
@@ -41,7 +41,7 @@ export async function startWorker(config: WorkerConfig): Promise<SimWorker> {
     ],
   });
 
-  const server = createServer((req, res) => route(ctx, req, res, modelsBody));
+  const server = createServer(WORKER_SERVER_OPTIONS, (req, res) => route(ctx, req, res, modelsBody));
   const realtime = serveRealtime(server, ctx);
   // The fault clock's timers, apart from ctx.timers: a flap's down clears those, not these.
   const clock = new Set<NodeJS.Timeout>();

@@ -1,3 +1,4 @@
+import { request } from "node:http";
 import { createServer, type Server } from "node:net";
 import { describe, expect, it } from "vitest";
 import { startFleet } from "../../bench/fleet/index.ts";
@@ -10,6 +11,20 @@ interface Logged {
   path: string;
   headers: Record<string, string>;
   body: Record<string, unknown> | null;
+}
+
+/** A request carrying curl --http2's offer of h2c on an http:// URL; the answer's status line and body. */
+function offeringH2c(url: string, method: string, body = ""): Promise<{ status: string; body: string }> {
+  const headers = { connection: "Upgrade, HTTP2-Settings", upgrade: "h2c", "http2-settings": "AAMAAABkAARAAAAAAAIAAAAA", "content-type": "application/json" };
+  return new Promise((done, fail) => {
+    const req = request(url, { method, headers }, (res) => {
+      let text = "";
+      res.setEncoding("utf8").on("data", (d: string) => (text += d));
+      res.on("end", () => done({ status: `HTTP/${res.httpVersion} ${res.statusCode} ${res.statusMessage}`, body: text }));
+    });
+    req.on("error", fail);
+    req.end(body);
+  });
 }
 
 describe("fleet endpoints", () => {
@@ -74,6 +89,15 @@ describe("fleet endpoints", () => {
     expect(value("kvgate_sim_prompt_tokens_total")).toBeGreaterThan(100);
     expect(value("kvgate_sim_cached_tokens_total")).toBeGreaterThan(0);
     expect(text).toMatch(/^vllm:num_requests_waiting\{/m);
+  });
+
+  it("answers a client that offers h2c (curl --http2 on http://) over HTTP/1.1, as vLLM does", async () => {
+    const fleet = await fleetOf({ workers: 1 });
+    const base = fleet.urls[0] ?? "";
+    expect(await offeringH2c(`${base}/health`, "GET")).toEqual({ status: "HTTP/1.1 200 OK", body: '{"status":"ok"}' });
+    const chat = await offeringH2c(`${base}/v1/chat/completions`, "POST", JSON.stringify({ model: "kvgate-sim", messages: [{ role: "user", content: "hi" }], max_tokens: 2 }));
+    expect(chat.status).toBe("HTTP/1.1 200 OK");
+    expect(JSON.parse(chat.body)).toMatchObject({ object: "chat.completion", usage: { completion_tokens: 2 } });
   });
 
   it("records the last requests' path, headers and parsed body at /sim/requests", async () => {
