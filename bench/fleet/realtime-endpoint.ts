@@ -35,6 +35,9 @@ export const WORKER_SERVER_OPTIONS: ServerOptions & { shouldUpgradeCallback(req:
  */
 export function serveRealtime(server: Server, ctx: WorkerContext): RealtimeEndpoint {
   const wss = new WebSocketServer({ noServer: true, handleProtocols: (offered) => (offered.has("realtime") ? "realtime" : false) });
+  const headerLines = Object.entries(ctx.headers).map(([name, value]) => `${name}: ${value}`);
+  wss.on("headers", (headers: string[]) => headers.push(...headerLines));
+  const refuse = (socket: Duplex, status: number, body: string): void => refuseUpgrade(socket, status, body, headerLines);
   server.on("upgrade", (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     if (ctx.dead) return void socket.destroy();
     // The target is the client's: `http://[` is no URL, and a throw here would end the process.
@@ -53,8 +56,10 @@ export function serveRealtime(server: Server, ctx: WorkerContext): RealtimeEndpo
   };
 }
 
-function refuse(socket: Duplex, status: number, body: string): void {
-  const head = `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? "Error"}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n`;
+/** An HTTP reply written on the upgrade's raw socket: `headerLines` are the worker's own (x-sim-worker). */
+function refuseUpgrade(socket: Duplex, status: number, body: string, headerLines: readonly string[]): void {
+  const lines = [`HTTP/1.1 ${status} ${STATUS_CODES[status] ?? "Error"}`, ...headerLines, "content-type: application/json", `content-length: ${Buffer.byteLength(body)}`, "connection: close"];
+  const head = `${lines.join("\r\n")}\r\n\r\n`;
   // Node's server stops watching an upgraded socket: a client's reset (before or after it read the
   // refusal) is an 'error' on it, which with no listener would end the process.
   socket.on("error", () => {});

@@ -175,7 +175,7 @@ function route(ctx: WorkerContext, req: IncomingMessage, res: ServerResponse, mo
   const endpoint = ENDPOINTS.get(path);
 
   if (endpoint) {
-    if (req.method !== "POST") return notAllowed(res);
+    if (req.method !== "POST") return notAllowed(ctx, res);
     if (!admitRequest(ctx, res)) return;
     readBody(req, MAX_BODY_BYTES, (raw) => {
       if (raw === null) return sendError(res, 413, "request body too large", ctx.headers);
@@ -232,8 +232,8 @@ function sendMetrics(ctx: WorkerContext, res: ServerResponse): void {
   res.writeHead(200, { ...ctx.headers, "content-type": "text/plain; version=0.0.4; charset=utf-8" }).end(text);
 }
 
-function notAllowed(res: ServerResponse): void {
-  res.writeHead(405, { "content-type": "application/json" }).end('{"detail":"Method Not Allowed"}');
+function notAllowed(ctx: WorkerContext, res: ServerResponse): void {
+  res.writeHead(405, { ...ctx.headers, "content-type": "application/json" }).end('{"detail":"Method Not Allowed"}');
 }
 
 function listeningPort(address: ReturnType<Server["address"]>): number {

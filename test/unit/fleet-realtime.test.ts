@@ -11,6 +11,7 @@ describe("a simulated worker's /v1/realtime", () => {
     const fleet = await fleetOf({ workers: 1, servedModelName: "rt-7b" });
     const s = opened(await connect(wsUrl(fleet.urls[0] as string, "?model=rt-7b"), { protocols: ["realtime"] }));
     expect(s.ws.protocol).toBe("realtime");
+    expect(s.headers["x-sim-worker"]).toBe("0");
     const created = await s.event("session.created");
     expect(created.session).toMatchObject({ object: "realtime.session", model: "rt-7b" });
 
@@ -58,9 +59,9 @@ describe("a simulated worker's /v1/realtime", () => {
     const fleet = await fleetOf({ workers: 1, servedModelName: "rt-7b" });
     const url = fleet.urls[0] as string;
     const wrong = await connect(wsUrl(url, "?model=other"));
-    expect(wrong.kind === "refused" && [wrong.status, wrong.body.error.param]).toEqual([404, "model"]);
+    expect(wrong.kind === "refused" && [wrong.status, wrong.body.error.param, wrong.headers["x-sim-worker"]]).toEqual([404, "model", "0"]);
     const path = await connect(`${url.replace(/^http/, "ws")}/v1/elsewhere`);
-    expect(path.kind === "refused" && path.status).toBe(404);
+    expect(path.kind === "refused" && [path.status, path.headers["x-sim-worker"]]).toEqual([404, "0"]);
     expect(fleet.requests(0).map((r) => r.path)).toEqual(["/v1/realtime?model=other"]);
   });
 });

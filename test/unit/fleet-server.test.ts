@@ -91,6 +91,14 @@ describe("fleet endpoints", () => {
     expect(text).toMatch(/^vllm:num_requests_waiting\{/m);
   });
 
+  it("says which worker answered on every response, a 405 included", async () => {
+    const fleet = await fleetOf({ workers: 2 });
+    const wrongMethod = await fetch(`${fleet.urls[1]}/v1/chat/completions`);
+    expect([wrongMethod.status, wrongMethod.headers.get("x-sim-worker")]).toEqual([405, "1"]);
+    const unknown = await fetch(`${fleet.urls[1]}/nowhere`);
+    expect([unknown.status, unknown.headers.get("x-sim-worker")]).toEqual([404, "1"]);
+  });
+
   it("answers a client that offers h2c (curl --http2 on http://) over HTTP/1.1, as vLLM does", async () => {
     const fleet = await fleetOf({ workers: 1 });
     const base = fleet.urls[0] ?? "";
