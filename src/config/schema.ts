@@ -275,9 +275,11 @@ export const GroupSettingsSchema = z.strictObject({
    * A non-streamed answer comes when its generation ends, so it gets a bound of its own: past it
    * the client gets a 504, the request is not retried (it would redo the whole generation), and
    * the backend is not blamed. Once its headers came, what is left of it bounds only the waits on
-   * an upstream that drips the body, not on a client that reads it slowly.
+   * an upstream that drips the body, not on a client that reads it slowly. A minute under the
+   * official SDKs' own 600 s: they count from before the request left, and at equal limits they
+   * give up first and send the generation again, never reading the 504 that says not to.
    */
-  nonStreamTimeoutMs: z._default(positiveInt(), 600_000),
+  nonStreamTimeoutMs: z._default(positiveInt(), 540_000),
   /**
    * A stream that sends no byte for this long is cut with an SSE error event. Off by default: it
    * needs JavaScript to see every chunk, which the plain pass-through path otherwise avoids. Only

@@ -1,3 +1,4 @@
+import OpenAI from "openai";
 import { describe, expect, it } from "vitest";
 import { parseConfig } from "../../src/config/load.ts";
 
@@ -22,6 +23,16 @@ describe("config", () => {
     expect(r.config.auth).toEqual({ masterKeyEnv: "KVGATE_MASTER_KEY", adminKeyEnv: "KVGATE_ADMIN_KEY", registerKeyEnv: "KVGATE_REGISTER_KEY", metricsKeyEnv: "KVGATE_METRICS_KEY", registrationSecrets: [] });
     expect(r.config.cors.allowedOrigins).toEqual([]);
     expect(r.config.limits.maxBodyBytes).toBeGreaterThan(0);
+  });
+
+  it("ends a non-streamed answer by default before the official SDKs give up on it themselves", () => {
+    // Their timeout (600 s, openai-python's too) starts before the request leaves the client, the
+    // gateway's at its upstream attempt: at equal limits the SDK always times out first, never
+    // reads the 504's x-should-retry: false, and sends the generation again, twice. A minute apart
+    // leaves room for a first attempt that failed and what precedes each attempt.
+    const r = parseConfig(JSON.stringify(valid));
+    if (!r.ok) throw new Error(r.error);
+    expect(r.config.byModel.get("llama")?.nonStreamTimeoutMs).toBeLessThanOrEqual(OpenAI.DEFAULT_TIMEOUT - 60_000);
   });
 
   it("takes a config without model groups: the fleet registry holds them, the config only seeds it", () => {
