@@ -93,8 +93,8 @@ export async function apiError(res) {
 export const refusesKey = (/** @type {unknown} */ e) => e instanceof ApiError && (e.status === 401 || e.status === 403);
 
 /**
- * The key form of a page: a password field whose value stays in this tab (sessionStorage, gone
- * when the tab closes) and a "Forget key" button. `check` asks the gateway with the key, on submit
+ * The key form of a page: a password field whose value stays in this tab (sessionStorage, which
+ * the browser may save to disk and restore with the tab) and a "Forget key" button. `check` asks the gateway with the key, on submit
  * and on load when one is kept; once it answers, `use` is given the key with the answer and the
  * key is kept (the page's loading goes on from there, unawaited: a key kept only after the page's
  * whole first load was lost to a reload meanwhile). A refusal (`check` or `use` throws) shows why in
