@@ -99,7 +99,9 @@ export const refusesKey = (/** @type {unknown} */ e) => e instanceof ApiError &&
  * key is kept (the page's loading goes on from there, unawaited: a key kept only after the page's
  * whole first load was lost to a reload meanwhile). A refusal (`check` or `use` throws) shows why in
  * `status`, and forgets the key when the gateway refused the key itself (401, 403): a kept key
- * outlives a gateway down for a moment. A check overtaken (Forget key, or another key sent, while
+ * outlives a gateway down for a moment. A key typed over the one in use that fails leaves the one
+ * in use, kept and shown: a typo would have taken the live view (and a streaming reply) with it.
+ * A check overtaken (Forget key, or another key sent, while
  * it ran) keeps nothing and uses nothing: its key would come back after the Forget. The page calls
  * the returned `failed` when the key in use fails later (refused mid-session).
  * @template T
@@ -110,10 +112,15 @@ export function keyForm(o) {
   const kept = sessionStorage.getItem(o.storageName);
   /** Bumped by each check and each Forget: a check that answers after either is overtaken. */
   let attempt = 0;
+  /** The key given to `use` and not dropped since: the one the page shows. */
+  /** @type {string | null} */
+  let inUse = null;
   const failed = (/** @type {string} */ key, /** @type {unknown} */ e) => {
-    if (refusesKey(e)) sessionStorage.removeItem(o.storageName);
-    o.dropped();
     const why = e instanceof Error ? e.message : String(e);
+    if (inUse !== null && inUse !== key) return say(o.status, `${why} (the key in use is unchanged)`, true);
+    if (refusesKey(e) && sessionStorage.getItem(o.storageName) === key) sessionStorage.removeItem(o.storageName);
+    inUse = null;
+    o.dropped();
     // Said of the key tried, which is kept only if it was the one the tab kept.
     const keptThis = sessionStorage.getItem(o.storageName) === key;
     o.forget.hidden = sessionStorage.getItem(o.storageName) === null;
@@ -134,6 +141,7 @@ export function keyForm(o) {
     // A use that throws fails as a check that throws: run after the key was kept, it left the key
     // kept, "Checking the key…" on screen and the page unusable.
     try {
+      inUse = key;
       o.use(key, answer);
     } catch (e) {
       failed(key, e);
@@ -157,6 +165,7 @@ export function keyForm(o) {
     attempt++;
     sessionStorage.removeItem(o.storageName);
     o.forget.hidden = true;
+    inUse = null;
     o.dropped();
     say(o.status, "Key forgotten.");
     o.input.focus();

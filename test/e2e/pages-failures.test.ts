@@ -323,6 +323,32 @@ describe.skipIf(missing)("the pages when things change or fail under them", () =
     }
   }, 120_000);
 
+  it("a wrong key typed over the key in use is refused alone: the key in use stays kept, and its numbers go on", async () => {
+    const page = await dashboard();
+    const kept = () => page.evaluate(() => sessionStorage.getItem("kvgate.adminKey"));
+    const status = page.locator("#status");
+    await vi.waitFor(async () => expect(await kept()).toBe(adminKey), EVENTUALLY);
+    const goesOn = async () => {
+      expect(await kept()).toBe(adminKey);
+      expect(await page.locator("#live").isHidden()).toBe(false);
+      expect(await page.getByRole("button", { name: "Forget key" }).isHidden()).toBe(false);
+      const last = await page.locator("#updated").textContent();
+      await vi.waitFor(async () => expect(await page.locator("#updated").textContent()).not.toBe(last), EVENTUALLY);
+    };
+    await page.getByLabel("Admin key").fill("sk-wrong");
+    await page.getByLabel("Admin key").press("Enter");
+    await vi.waitFor(async () => expect(await status.textContent()).toMatch(/^401: invalid API key/), EVENTUALLY);
+    await goesOn();
+    expect(await status.textContent()).toBe("401: invalid API key (the key in use is unchanged)");
+    // A check of another key that fails with no refusal leaves the key in use the same way.
+    await page.route("**/admin/v1/groups", (r) => r.fulfill({ status: 503, contentType: "application/json", body: JSON.stringify({ error: { message: "registry unavailable", type: "server_error" } }) }));
+    await page.getByLabel("Admin key").fill(`sk-admin-${randomBytes(16).toString("hex")}`);
+    await page.getByLabel("Admin key").press("Enter");
+    await vi.waitFor(async () => expect(await status.textContent()).toMatch(/^503: registry unavailable/), EVENTUALLY);
+    await goesOn();
+    expect(await status.textContent()).toBe("503: registry unavailable (the key in use is unchanged)");
+  });
+
   it("a key refused mid-session (the admin key rotated) is forgotten, and its numbers go with it", async () => {
     const page = await dashboard();
     const kept = () => page.evaluate(() => sessionStorage.getItem("kvgate.adminKey"));
