@@ -6,7 +6,7 @@
  * without it the page is empty. Rows are updated in place, never rebuilt, so a focused button
  * keeps its focus across refreshes.
  */
-import { ApiError, byId, call, el, keyForm, READ_TIMEOUT_MS, refusesKey, say } from "../shared/api.js";
+import { ApiError, byId, call, el, keyForm, listAnswer, READ_TIMEOUT_MS, refusesKey, say } from "../shared/api.js";
 
 /** @typedef {import("../../src/fleet/admin-api.ts").FleetStatus} FleetStatus */
 /** @typedef {import("../../src/fleet/admin-api.ts").StatusGroup} StatusGroup */
@@ -98,7 +98,7 @@ const form = keyForm({
   // A read of the registry only: GET /admin/v1/status asks every group's routing objects, which a
   // fresh gateway of a thousand groups wakes in seconds (past the 10 s, at times), and the first
   // refresh reads it anyway.
-  check: (key) => call(key, "/admin/v1/groups", { signal: AbortSignal.timeout(READ_TIMEOUT_MS) }),
+  check: async (key) => listAnswer(await call(key, "/admin/v1/groups", { signal: AbortSignal.timeout(READ_TIMEOUT_MS) }), "name", "/admin/v1/groups", "group list"),
   use(key) {
     adminKey = key;
     keyGeneration++;

@@ -6,7 +6,7 @@
  * prefix-hit on the backend that now holds its prefix. The backend, reason and prefix blocks are
  * the master key's to see (a virtual key is not told what other tenants' prompts left cached).
  */
-import { apiError, byId, call, el, keyForm, lostConnection, reach, READ_TIMEOUT_MS, say } from "../shared/api.js";
+import { apiError, byId, call, el, keyForm, listAnswer, lostConnection, reach, READ_TIMEOUT_MS, say } from "../shared/api.js";
 import { sseEvents } from "./sse-events.js";
 
 /** @typedef {{ role: "system" | "user" | "assistant", content: string }} Message */
@@ -62,20 +62,8 @@ let lastReply = null;
 /** @type {AbortController | null} */
 let streaming = null;
 
-const NO_MODEL_LIST = "/v1/models answered with no model list (something other than the gateway may answer at this address)";
-
-/**
- * The model list /v1/models answered, or a failure saying it is none: a JSON 200 of something in
- * front of the gateway (a proxy's, a sign-in page's) would fail the page's reading of it later.
- * @param {unknown} answer
- * @returns {ModelList}
- */
-function modelList(answer) {
-  const data = typeof answer === "object" && answer !== null && "data" in answer ? answer.data : null;
-  const isModel = (/** @type {unknown} */ m) => typeof m === "object" && m !== null && "id" in m && typeof m.id === "string";
-  if (!Array.isArray(data) || !data.every(isModel)) throw new Error(NO_MODEL_LIST);
-  return /** @type {ModelList} */ (answer);
-}
+/** @param {unknown} answer @returns {ModelList} */
+const modelList = (answer) => /** @type {ModelList} */ (listAnswer(answer, "id", "/v1/models", "model list"));
 
 keyForm({
   form: byId("key-form", HTMLFormElement),

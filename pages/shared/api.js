@@ -89,6 +89,24 @@ export async function apiError(res) {
   return new ApiError(res.status, `${res.status}: ${message}`);
 }
 
+/**
+ * `answer` if it is a list as the gateway lists things (`data`, each item with a string `field`),
+ * else a failure saying `path` answered none: a key check passed by a JSON 200 of something in front
+ * of the gateway (a proxy's `{"ok":true}`, a sign-in page's) kept the key, and the page failed on
+ * reading the answer later.
+ * @param {unknown} answer
+ * @param {string} field
+ * @param {string} path
+ * @param {string} what
+ * @returns {unknown}
+ */
+export function listAnswer(answer, field, path, what) {
+  const data = typeof answer === "object" && answer !== null && "data" in answer ? answer.data : null;
+  const isItem = (/** @type {unknown} */ item) => typeof item === "object" && item !== null && typeof (/** @type {Record<string, unknown>} */ (item))[field] === "string";
+  if (!Array.isArray(data) || !data.every(isItem)) throw new Error(`${path} answered with no ${what} (something other than the gateway may answer at this address)`);
+  return answer;
+}
+
 /** The gateway refused the key itself, not the request: a key to forget. */
 export const refusesKey = (/** @type {unknown} */ e) => e instanceof ApiError && (e.status === 401 || e.status === 403);
 

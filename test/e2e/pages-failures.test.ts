@@ -669,6 +669,22 @@ describe.skipIf(missing)("the pages when things change or fail under them", () =
     expect(errors).toEqual([]);
   });
 
+  it("the dashboard's key check answered with no group list (a JSON 200 from something in front of the gateway) says so, and keeps nothing", async () => {
+    const page = await pages.open("/dashboard");
+    const errors: string[] = [];
+    page.on("pageerror", (e) => errors.push(e.message));
+    await page.route("**/admin/v1/**", (r) => r.fulfill({ status: 200, contentType: "application/json", body: JSON.stringify({ ok: true }) }));
+    await page.getByLabel("Admin key").fill(adminKey);
+    await page.getByLabel("Admin key").press("Enter");
+    const status = page.locator("#status");
+    await vi.waitFor(async () => expect(await status.getAttribute("class"), (await status.textContent()) ?? "").toBe("error"), EVENTUALLY);
+    expect(await status.textContent()).toBe("/admin/v1/groups answered with no group list (something other than the gateway may answer at this address)");
+    expect(await page.evaluate(() => sessionStorage.getItem("kvgate.adminKey"))).toBeNull();
+    expect(await page.getByRole("button", { name: "Forget key" }).isHidden()).toBe(true);
+    expect(await page.locator("#live").isHidden()).toBe(true);
+    expect(errors).toEqual([]);
+  });
+
   it("Clear while a reply streams: the next conversation starts empty", async () => {
     const page = await playground();
     const sent: string[] = [];
