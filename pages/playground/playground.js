@@ -10,8 +10,10 @@ import { apiError, byId, call, el, keyForm, listAnswer, lostConnection, reach, R
 import { sseEvents } from "./sse-events.js";
 
 /** @typedef {{ role: "system" | "user" | "assistant", content: string }} Message */
+/** A stream's delta or a whole answer's message, as far as the page reads it. @typedef {{ content?: unknown, reasoning_content?: unknown, reasoning?: unknown }} Delta */
 /** @typedef {{ object: "list", data: { id: string }[] }} ModelList */
-/** @typedef {{ item: HTMLLIElement, text: HTMLElement, routes: HTMLUListElement }} Reply */
+/** @typedef {{ item: HTMLLIElement, thinking: HTMLElement, text: HTMLElement, routes: HTMLUListElement }} Reply */
+/** A piece of a reply: of the model's thinking (a reasoning model's), or of its answer. @typedef {{ part: "thinking" | "answer", text: string }} Piece */
 
 const status = byId("status", HTMLElement);
 const chat = byId("chat", HTMLFormElement);
@@ -122,11 +124,12 @@ byId("clear", HTMLButtonElement).addEventListener("click", () => {
 
 /** @returns {Reply} */
 function newReply() {
+  const thinking = el("div", { class: "reply-thinking", hidden: "" });
   const text = el("div", { class: "reply-text" });
   const routes = el("ul", { class: "routes", "aria-label": "How the gateway routed each send" });
-  const item = el("li", { class: "assistant" }, el("strong", {}, "Assistant: "), text, routes);
+  const item = el("li", { class: "assistant" }, el("strong", {}, "Assistant: "), thinking, text, routes);
   conversation.append(item);
-  return { item, text, routes };
+  return { item, thinking, text, routes };
 }
 
 /**
@@ -142,7 +145,10 @@ async function send(reply) {
   // (20,000 events wrote 1.2 billion characters into the page, and took seconds to show).
   const shown = document.createTextNode("");
   reply.text.replaceChildren(shown);
-  const write = frameWriter(shown);
+  const thought = document.createTextNode("");
+  reply.thinking.replaceChildren(el("strong", {}, "Thinking: "), thought);
+  reply.thinking.hidden = true;
+  const write = { answer: frameWriter(shown), thinking: frameWriter(thought) };
   reply.item.dataset.done = "false";
   /** @type {Message[]} */
   const messages = systemPrompt.value.trim() ? [{ role: "system", content: systemPrompt.value.trim() }, ...turns] : [...turns];
@@ -151,6 +157,8 @@ async function send(reply) {
   const max = Number.parseInt(maxTokens.value, 10);
   if (Number.isInteger(max) && max > 0) body.max_tokens = max;
   let answer = "";
+  /** What the reply shows, thinking and answer: what REPLY_MAX_CHARS bounds. */
+  let length = 0;
   // The conversation this send belongs to: "Clear" starts another while the reply still streams.
   const into = turns;
   try {
@@ -162,22 +170,24 @@ async function send(reply) {
     });
     if (!res.ok) throw await apiError(res);
     reply.routes.append(routeLine(res.headers, reply.routes.children.length + 1));
-    if (!res.body) throw new Error("the answer has no body");
     let cut = false;
     try {
-      for await (const delta of contentDeltas(res.body)) {
-        const room = REPLY_MAX_CHARS - answer.length;
-        const kept = delta.length > room ? withoutHalfPair(delta.slice(0, room)) : delta;
-        answer += kept;
-        write.add(kept);
-        // Leaving the loop cancels the stream (contentDeltas' finally): the backend is let go.
-        if (delta.length > room) {
+      for await (const { part, text } of replyPieces(res)) {
+        const room = REPLY_MAX_CHARS - length;
+        const kept = text.length > room ? withoutHalfPair(text.slice(0, room)) : text;
+        length += kept.length;
+        if (part === "answer") answer += kept;
+        else reply.thinking.hidden = false;
+        write[part].add(kept);
+        // Leaving the loop cancels the stream (streamedPieces' finally): the backend is let go.
+        if (text.length > room) {
           cut = true;
           break;
         }
       }
     } finally {
-      write.now();
+      write.thinking.now();
+      write.answer.now();
     }
     if (cut) {
       reply.text.append(el("em", { class: "error" }, ` [cut at ${REPLY_MAX_SAID} characters: the playground shows no more of a reply]`));
@@ -255,15 +265,57 @@ function routeLine(headers, n) {
 }
 
 /**
- * The text of a chat completion stream, delta by delta, as its events arrive. An error event (the
+ * The pieces of the reply `res` brings: a stream's as they come, or a chat completion's answered
+ * whole as JSON (a server that ignores `stream`, whose answer the gateway passes on as it is: read
+ * as events, it showed an empty reply, "Reply done").
+ * @param {Response} res
+ * @returns {AsyncGenerator<Piece>}
+ */
+async function* replyPieces(res) {
+  if ((res.headers.get("content-type") ?? "").includes("application/json")) return yield* wholePieces(res);
+  if (!res.body) throw new Error("the answer has no body");
+  yield* streamedPieces(res.body);
+}
+
+/**
+ * @param {Response} res
+ * @returns {AsyncGenerator<Piece>}
+ */
+async function* wholePieces(res) {
+  const answer = /** @type {{ error?: unknown, choices?: { message?: Delta }[] }} */ (
+    await res.json().catch((e) => {
+      throw lostConnection(e);
+    })
+  );
+  if (answer.error) throw new Error(errorMessage(answer.error));
+  const message = answer.choices?.[0]?.message;
+  if (typeof message !== "object" || message === null) throw new Error("the answer is JSON but no chat completion");
+  yield* pieces(message);
+}
+
+/**
+ * The thinking and the answer in a delta or a message. The thinking is `reasoning_content` (vLLM's,
+ * SGLang's, DeepSeek's) or `reasoning` (vLLM's newer name, OpenRouter's); a server that writes both
+ * writes the same text, shown once.
+ * @param {Delta} d
+ * @returns {Generator<Piece>}
+ */
+function* pieces(d) {
+  const thinking = typeof d.reasoning_content === "string" && d.reasoning_content ? d.reasoning_content : d.reasoning;
+  if (typeof thinking === "string" && thinking) yield { part: "thinking", text: thinking };
+  if (typeof d.content === "string" && d.content) yield { part: "answer", text: d.content };
+}
+
+/**
+ * The pieces of a chat completion stream, delta by delta, as its events arrive. An error event (the
  * gateway's, when the upstream broke off) ends it with that error. An event that is not JSON is
  * passed over: when an upstream breaks off mid-event, the gateway ends the half event and sends
  * its error event after it. However the reading ends, the stream is cancelled, so that a reply
  * given up on does not hold its backend until it would have ended.
  * @param {ReadableStream<Uint8Array>} body
- * @returns {AsyncGenerator<string>}
+ * @returns {AsyncGenerator<Piece>}
  */
-async function* contentDeltas(body) {
+async function* streamedPieces(body) {
   const reader = body.getReader();
   const decoder = new TextDecoder();
   const events = sseEvents();
@@ -278,8 +330,8 @@ async function* contentDeltas(body) {
         const parsed = parseEvent(data);
         if (parsed === null) continue;
         if (parsed.error) throw new Error(errorMessage(parsed.error));
-        const content = parsed.choices?.[0]?.delta?.content;
-        if (content) yield content;
+        const delta = parsed.choices?.[0]?.delta;
+        if (delta) yield* pieces(delta);
       }
       // Thrown, the stream is cancelled (the finally below), as a reply cut at its most is.
       if (events.unfinishedLength() > EVENT_MAX_CHARS) throw new Error(`an event longer than ${EVENT_MAX_SAID} characters: the playground reads no further`);
@@ -303,7 +355,7 @@ function errorMessage(error) {
 
 /**
  * @param {string} data
- * @returns {{ error?: unknown, choices?: { delta?: { content?: string | null } }[] } | null}
+ * @returns {{ error?: unknown, choices?: { delta?: Delta }[] } | null}
  */
 function parseEvent(data) {
   try {

@@ -1,4 +1,6 @@
 import { randomBytes } from "node:crypto";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
 import type { APIResponse, Page, Route } from "playwright-core";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { startFleet, type Fleet } from "../../bench/fleet/index.ts";
@@ -26,15 +28,45 @@ let fleet: Fleet;
 let upstream: HostileUpstream;
 let gw: TestGateway;
 let pages: BrowserPages;
+let engines: Server;
+
+/**
+ * Answers as engines do that the hostile upstream does not play: `/whole-json` a streamed request
+ * with a whole chat completion as JSON (a server that ignores `stream`), `/reasoning` a stream of a
+ * reasoning model's thinking (vLLM's `reasoning_content`, then `reasoning`, its newer name) before
+ * its answer. Anything else (a health probe) gets an empty JSON 200.
+ */
+function startEngines(): Promise<Server> {
+  const server = createServer((req, res) => {
+    req.resume();
+    req.on("end", () => {
+      if (req.url === "/whole-json/v1/chat/completions") {
+        const message = { role: "assistant", content: "HELLO FROM JSON", reasoning_content: "weighed it whole" };
+        const answer = { id: "chatcmpl-j", object: "chat.completion", created: 1, model: "json-7b", choices: [{ index: 0, message, finish_reason: "stop" }], usage: { prompt_tokens: 3, completion_tokens: 3, total_tokens: 6 } };
+        return void res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(answer));
+      }
+      if (req.url === "/reasoning/v1/chat/completions") {
+        const chunk = (delta: Record<string, string>) => `data: ${JSON.stringify({ id: "chatcmpl-r", object: "chat.completion.chunk", created: 1, model: "reasoning-7b", choices: [{ index: 0, delta, finish_reason: null }] })}\n\n`;
+        res.writeHead(200, { "content-type": "text/event-stream" });
+        return void res.end(chunk({ role: "assistant", reasoning_content: "thinking " }) + chunk({ reasoning: "hard" }) + chunk({ content: "the answer" }) + "data: [DONE]\n\n");
+      }
+      res.writeHead(200, { "content-type": "application/json" }).end("{}");
+    });
+  });
+  return new Promise((resolve) => server.listen(0, "127.0.0.1", () => resolve(server)));
+}
 
 beforeAll(async () => {
   if (missing) return;
   // 25 ms a token: a stream of 80 tokens takes two seconds, long enough to act on while it runs.
   fleet = await startFleet({ workers: 1, basePort: 0, preset: "instant", decodeStepMs: 25, prefillBaseMs: 30, servedModelName: "sim-7b" });
   upstream = await startHostileUpstream();
+  engines = await startEngines();
+  const engineUrl = `http://127.0.0.1:${(engines.address() as AddressInfo).port}`;
+  const engine = (name: string) => ({ name, failover: { maxAttempts: 1 }, deployments: [{ id: name, baseUrl: `${engineUrl}/${name}`, model: `${name}-7b` }] });
   const hostile = (name: string, behaviour: string) => ({ name, failover: { maxAttempts: 1 }, deployments: [{ id: behaviour.replace(":", "-"), baseUrl: `${upstream.url}/${behaviour}`, model: "hostile-7b" }] });
   gw = await startTestGateway(
-    { modelGroups: [{ name: GROUP, deployments: [{ id: "sim-0", baseUrl: fleet.urls[0] as string, model: "sim-7b" }] }, hostile("cut", "cut-mid-event"), hostile("erring", "error-then-endless"), hostile("tgi-erring", "error-then-endless:tgi"), hostile("long", "long-stream:20000"), hostile("unbroken", "big-event:64"), hostile("firehose", "firehose-stream"), hostile("endless", "endless-stream"), hostile("unended", "endless-event"), hostile("cr", "cr-stream:300"), hostile("split-crlf", "split-crlf:300")] },
+    { modelGroups: [{ name: GROUP, deployments: [{ id: "sim-0", baseUrl: fleet.urls[0] as string, model: "sim-7b" }] }, hostile("cut", "cut-mid-event"), hostile("erring", "error-then-endless"), hostile("tgi-erring", "error-then-endless:tgi"), hostile("long", "long-stream:20000"), hostile("unbroken", "big-event:64"), hostile("firehose", "firehose-stream"), hostile("endless", "endless-stream"), hostile("unended", "endless-event"), hostile("cr", "cr-stream:300"), hostile("split-crlf", "split-crlf:300"), engine("whole-json"), engine("reasoning")] },
     { KVGATE_ADMIN_KEY: adminKey },
     { assets: true },
   );
@@ -47,6 +79,7 @@ afterAll(async () => {
   await pages?.close();
   await gw?.close();
   await upstream?.close();
+  engines?.close();
   await fleet?.close();
 });
 
@@ -700,6 +733,33 @@ describe.skipIf(missing)("the pages when things change or fail under them", () =
     await vi.waitFor(async () => expect(await lastReply(page).getAttribute("data-done")).toBe("true"), EVENTUALLY);
     expect(sent).toHaveLength(2);
     expect((JSON.parse(sent[1] as string) as { messages: unknown }).messages).toEqual([{ role: "user", content: "a new conversation" }]);
+  });
+
+  it("a reply answered whole, as JSON, to the streamed request shows its text; a reasoning model's thinking shows apart from its answer", async () => {
+    const page = await playground();
+    const sent: string[] = [];
+    page.on("request", (r) => {
+      if (r.url().endsWith("/v1/chat/completions")) sent.push(r.postData() ?? "");
+    });
+    const thinking = () => lastReply(page).locator(".reply-thinking");
+    await send(page, "whole-json", "hello", 16);
+    await vi.waitFor(async () => expect(await lastReply(page).getAttribute("data-done")).toBe("true"), EVENTUALLY);
+    expect(await lastReply(page).locator(".reply-text").textContent()).toBe("HELLO FROM JSON");
+    expect(await thinking().textContent()).toBe("Thinking: weighed it whole");
+    expect(await page.locator("#status").textContent()).toMatch(/^Reply done/);
+    await page.getByRole("button", { name: "Clear conversation" }).click();
+    await send(page, "reasoning", "hello", 16);
+    await vi.waitFor(async () => expect(await lastReply(page).getAttribute("data-done")).toBe("true"), EVENTUALLY);
+    expect(await thinking().textContent()).toBe("Thinking: thinking hard");
+    expect(await lastReply(page).locator(".reply-text").textContent()).toBe("the answer");
+    // The answer goes back into the conversation; the thinking does not.
+    await send(page, "reasoning", "and then?", 16);
+    await vi.waitFor(async () => expect(sent).toHaveLength(3), EVENTUALLY);
+    expect((JSON.parse(sent[2] as string) as { messages: unknown }).messages).toEqual([
+      { role: "user", content: "hello" },
+      { role: "assistant", content: "the answer" },
+      { role: "user", content: "and then?" },
+    ]);
   });
 
   it("a stream cut in the middle of an event shows the gateway's error, after the text that came", async () => {
