@@ -127,7 +127,7 @@ describe("creating a key", () => {
       expect({ json, param: e.param, type: e.type }).toEqual({ json, param, type: "invalid_request_error" });
       expect(e.message, JSON.stringify(json)).toContain(param);
     }
-    for (const body of ["[]", '"key"', "{", '{"rpm": 1'])
+    for (const body of ["[]", "null", '"key"', "{", '{"rpm": 1'])
       expect((await refused(gateway("/admin/v1/keys", { method: "POST", body, headers: { authorization: `Bearer ${env.KVGATE_ADMIN_KEY}`, "content-type": "application/json" } }), 400)).type).toBe("invalid_request_error");
     expect((await ok<KeyList>(admin("/admin/v1/keys"))).data.length).toBe(before);
   });

@@ -52,7 +52,9 @@ export function mountKeys(app: Hono<AppEnv>, config: LoadedConfig): void {
   const K = "/admin/v1/keys";
   // No body at all is a key with no limits; a body must be a JSON object.
   app.post(K, async (c) => {
-    const settings = (await readOptionalJsonBody(c.req.raw, BODY_LIMIT)) ?? {};
+    // Only no body is none: a JSON null is a body, and not an object.
+    const sent = await readOptionalJsonBody(c.req.raw, BODY_LIMIT);
+    const settings = sent === undefined ? {} : sent;
     return issued(c, await ask(c.env, "change", (t) => t.create(settings)), 201);
   });
   app.get(K, async (c) => {
