@@ -281,7 +281,7 @@ describe("one JSON line per request", () => {
     await vi.waitFor(() => expect(events(gw, "registry")).toContainEqual(expect.objectContaining({ level: "info", op: "add-group", rev, changed: ["added-later"], removed: [] })), EVENTUALLY);
   });
 
-  it("a virtual key pasted where the model or the path goes is logged as its prefix", async () => {
+  it("a virtual key pasted where the model, the path or the request id goes is never logged whole", async () => {
     const { key } = await createKey({});
     const auth = { authorization: `Bearer ${key}`, "content-type": "application/json" };
     const masked = `${key.slice(0, 12)}…`;
@@ -293,6 +293,12 @@ describe("one JSON line per request", () => {
       expect(res.status).toBe(404);
       expect(await lineOf(gw, res.headers.get("x-request-id") as string)).toMatchObject({ status: 404, path: path.replace(key, masked) });
     }
+    // Sent as its request id: the request gets an id of the gateway's, which its line and the engine carry.
+    const asId = await fetch(`${gw.url}/v1/models`, { headers: { ...auth, "x-request-id": key } });
+    expect(asId.status).toBe(200);
+    const id = asId.headers.get("x-request-id") as string;
+    expect(id).toMatch(/^[0-9a-f-]{36}$/);
+    expect(await lineOf(gw, id)).toMatchObject({ status: 200, request_id: id });
   });
 
   it("no line holds a key or the prompt's text", () => {
