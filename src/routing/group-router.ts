@@ -13,7 +13,7 @@ import { usable, type Choice, type Policy, type Rng } from "./policy.ts";
 import { prefixCapacities } from "./prefix-budget.ts";
 import type { Lesson } from "./prefix-set.ts";
 import { TenantLedger, type UsedAt } from "../tenants/ledger.ts";
-import { estimatedUsage } from "../tenants/estimate.ts";
+import { chargesUsage, estimatedUsage } from "../tenants/estimate.ts";
 import { costMicros } from "../tenants/pricing.ts";
 import { CHARS_PER_TOKEN } from "./learned/chars-per-token.ts";
 import { addAddress } from "../sharding/merge.ts";
@@ -479,7 +479,7 @@ export class GroupRouter {
     if (lease.key !== null) {
       // Its renewals charged part of it already (a realtime session's): the release charges the rest.
       // A key whose usage is not recorded is charged nothing: what was read taught routing alone.
-      const all = lease.recordsUsage ? this.charged(r, b) : undefined;
+      const all = lease.recordsUsage && chargesUsage(r) ? this.charged(r, b) : undefined;
       const usage = (all && usageAfter(all, lease.charged)) ?? undefined;
       if (usage) this.keyCounters.used(lease.key, usage, r.usage === undefined);
       // One its renewals charged tokens for is a request they were spent on, however it ended.
@@ -502,7 +502,7 @@ export class GroupRouter {
    * is for (its Worker names none for a key whose usage is not recorded: LeaseRelease.key).
    */
   private usedUnheld(r: LeaseRelease, now: number): void {
-    if (typeof r.key !== "string" || typeof r.backendId !== "string") return;
+    if (typeof r.key !== "string" || typeof r.backendId !== "string" || !chargesUsage(r)) return;
     const all = this.charged(r, this.newestView()?.backends.find((b) => b.id === r.backendId));
     // Its renewals' charges an object answered (this one before it restarted or the lease expired) are not charged again.
     // A request all of whose tokens were charged so is still a request.

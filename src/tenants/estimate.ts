@@ -1,5 +1,5 @@
 import { isMedia } from "../prefix/media.ts";
-import type { TokenUsage, UsageEstimate } from "../routing/protocol.ts";
+import type { LeaseRelease, TokenUsage, UsageEstimate } from "../routing/protocol.ts";
 import { field, isTokenCount } from "../stream/usage.ts";
 
 /**
@@ -17,19 +17,17 @@ import { field, isTokenCount } from "../stream/usage.ts";
  * total deadline while the client read it. Not when its backend failed it, nor when the backend
  * dripped a whole answer past its limit: neither is the key's doing.
  */
-export function chargesEstimate(o: { counts: boolean; usage: boolean; began: boolean; end: AnswerEnd }): boolean {
-  return o.counts && !o.usage && o.began && charges(o.end);
+export function chargesEstimate(o: { counts: boolean; usage: boolean; began: boolean; end: "served" | "left" | "failed" }): boolean {
+  return o.counts && !o.usage && o.began && o.end !== "failed";
 }
 
-/** How an answer ended: served whole, left (by its client, or the request's deadline), or failed by its backend. */
-export type AnswerEnd = "served" | "left" | "failed";
-
 /**
- * Whether an attempt's end is charged at all: not one its backend failed (broke off, stalled),
- * even when events before the cut carried the usage so far (vLLM's continuous_usage_stats).
+ * Whether a release's usage is its key's to be charged: not that of a body its backend broke off
+ * or left stalled (the backend's doing, as chargesEstimate's "failed"), even when its events so
+ * far carried the usage (vLLM's continuous_usage_stats). It still counts as the backend's work.
  */
-export function charges(end: AnswerEnd): boolean {
-  return end !== "failed";
+export function chargesUsage(r: Pick<LeaseRelease, "outcome" | "failure">): boolean {
+  return !(r.outcome === "upstream-error" && (r.failure === "broken-off" || r.failure === "stalled"));
 }
 
 /**

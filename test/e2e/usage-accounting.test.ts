@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { startFleet, type Fleet } from "../../bench/fleet/index.ts";
 import { startFeaturesUpstream, type FeaturesUpstream } from "../support/vllm-features-upstream.ts";
 import { startHostileUpstream, type HostileUpstream } from "../support/hostile-upstream.ts";
+import { metricsText, sampleSum } from "../support/metrics-scrape.ts";
 import { adminFetch, issuedKey } from "./admin-gateway.ts";
 import { EVENTUALLY, startTestGateway, type TestGateway } from "./gateway.ts";
 
@@ -218,6 +219,8 @@ describe("usage a client wrote into its own request", () => {
 describe("the usage the gateway asks for and the client did not", () => {
   it("a stream its backend broke off after events carrying their usage so far (continuous_usage_stats) is not charged", async () => {
     const { id, key } = await createKey();
+    const prompted = async () => sampleSum(await metricsText(gw.url, adminKey), "kvgate_prompt_tokens_total", { group: "acct-cut" });
+    const promptedBefore = await prompted();
     const client = new OpenAI({ apiKey: key, baseURL: `${gw.url}/v1`, maxRetries: 0 });
     const stream = await client.chat.completions.create({ model: "acct-cut", messages: [{ role: "user", content: "hi" }], stream: true, stream_options: { include_usage: true, continuous_usage_stats: true } } as OpenAI.ChatCompletionCreateParamsStreaming);
     const seen: number[] = [];
@@ -236,6 +239,8 @@ describe("the usage the gateway asks for and the client did not", () => {
       return { did: { prompt: after.prompt - before.prompt, cached: after.cached - before.cached, completion: after.completion - before.completion }, charged };
     })();
     expectCharged(did, charged);
+    // The backend did that work all the same: its own token counters have it.
+    expect((await prompted()) - promptedBefore).toBe(50);
   });
 
   it("a client that asked vLLM's continuous_usage_stats without include_usage gets no usage on its chunks, as from vLLM itself, and is charged once", async () => {

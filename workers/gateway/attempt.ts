@@ -13,7 +13,7 @@ import { readWholeUsage, responsesTailBytes, tokenUsage } from "../../src/stream
 import { sampledForFeedback } from "../../src/routing/learned/sampling.ts";
 import type { KeyRecord } from "../../src/tenants/protocol.ts";
 import { readsUsage } from "../../src/tenants/route-tenant.ts";
-import { answerChars, charges, chargesEstimate, promptSize, type AnswerEnd } from "../../src/tenants/estimate.ts";
+import { answerChars, chargesEstimate, promptSize } from "../../src/tenants/estimate.ts";
 import { generatesText } from "../../src/openai/endpoints.ts";
 import { backendAsSeen, classifyStatus, clientError, FAILURE_CAUSE, failureKind, isBackendsOwn, isGatewaysFailure, streamErrorAnswer, type FailureKind, type NoSuccess } from "../../src/upstream/answer.ts";
 import { parseErrorEvent, parseUpstreamError, type UpstreamErrorBody } from "../../src/upstream/error-body.ts";
@@ -156,7 +156,7 @@ async function attemptHeld(a: AttemptInput, key: KeyRecord | null, lease: HeldLe
   const stream = a.body.stream === true;
   const counts = key !== null && readsUsage(key);
   /** What a key that counts tokens is charged by for an answer whose usage never came (src/tenants/estimate.ts). */
-  const estimateFor = (end: AnswerEnd, began: boolean, usage: TokenUsage | undefined, events: number | null): UsageEstimate | undefined =>
+  const estimateFor = (end: "served" | "left" | "failed", began: boolean, usage: TokenUsage | undefined, events: number | null): UsageEstimate | undefined =>
     counts && chargesEstimate({ counts, usage: usage !== undefined, began, end }) ? { ...promptSize(a.exact ?? a.body), events: events ?? 0 } : undefined;
   // A key that counts tokens, or a request sampled for routing's feedback, runs usage accounting
   // (src/hooks/usage.ts) before the group's hooks.
@@ -408,13 +408,10 @@ async function attemptHeld(a: AttemptInput, key: KeyRecord | null, lease: HeldLe
       const own = summary.relayFailed === true;
       const outcome = (cut || own) && summary.outcome === "upstream-error" ? "client-abort" : summary.outcome;
       const left = own || summary.outcome === "client-abort" || (summary.outcome === "upstream-error" && deadline.expired);
-      const end: AnswerEnd = summary.outcome === "ok" ? "served" : left ? "left" : "failed";
-      const estimate = estimateFor(end, summary.ttftMs !== null, usage, summary.events);
-      // The release's usage is what its key is charged: none for a body its backend failed.
-      const charged = charges(end) ? usage : undefined;
+      const estimate = estimateFor(summary.outcome === "ok" ? "served" : left ? "left" : "failed", summary.ttftMs !== null, usage, summary.events);
       // A body the upstream cut or left silent: what it met. One the gateway's own limit cut met a timeout of the gateway's.
       const failure: FailureKind | undefined = outcome !== "upstream-error" ? (timedOut === "generation" ? "timeout" : undefined) : stalled ? "stalled" : "broken-off";
-      lease.settle(outcome, { ttftMs: summary.ttftMs ?? undefined, durationMs: performance.now() - sentAt, usage: charged, ...(stream && charged ? { streamed: true } : {}), ...(estimate ? { estimate } : {}), ...(failure ? { failure } : {}) });
+      lease.settle(outcome, { ttftMs: summary.ttftMs ?? undefined, durationMs: performance.now() - sentAt, usage, ...(stream && usage ? { streamed: true } : {}), ...(estimate ? { estimate } : {}), ...(failure ? { failure } : {}) });
       if (p.log) {
         p.log.served(summary.ttftMs === null ? null : sentAt + summary.ttftMs, usage);
         p.log.bodyEnded(performance.now(), endCode(summary.outcome, stalled));
