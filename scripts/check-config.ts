@@ -7,7 +7,7 @@
  *   npm run check-config                                the dev config in wrangler.toml
  * Exits 1 when the config has a problem or cannot be read.
  */
-import { checkConfig, envNames, namedConfig, okLine, problemLines, secretLines, unpricedLine, UsageError, type ConfigSource } from "./config-check.ts";
+import { checkConfig, envNames, namedConfig, okLine, pastedValueLines, problemLines, secretLines, unpricedLine, UsageError, type ConfigSource } from "./config-check.ts";
 
 /** The dev config as `npm start` reads it (wrangler's parser takes a second to load: only when asked). */
 async function devConfig(): Promise<ConfigSource> {
@@ -37,6 +37,7 @@ try {
   const names = envNames(checked.config);
   for (const line of secretLines(names, "secrets it reads")) console.log(line);
   if (names.bindings.length > 0) console.log(`  bindings it fetches through: ${names.bindings.join(", ")}`);
+  for (const line of pastedValueLines(names)) console.error(line);
   const unpriced = unpricedLine(checked.config);
   if (unpriced) console.log(unpriced);
 } catch (e) {

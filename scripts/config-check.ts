@@ -142,6 +142,20 @@ export function secretLines(names: EnvNames, lead: string): string[] {
 }
 
 /**
+ * A secret's name that looks like a secret's value: 32 letters and digits or more, a digit among
+ * them, no underscore (an Access client secret is 64 hex characters, and one starting with a
+ * letter is a name as far as the config's rules can tell). Names are written LIKE_THIS.
+ */
+const LOOKS_LIKE_A_VALUE = /^(?=[A-Za-z0-9]*\d)[A-Za-z0-9]{32,}$/;
+
+/** The lines that warn of each secret's name that looks like a value pasted where its name goes. */
+export function pastedValueLines(names: EnvNames): string[] {
+  return [...names.secrets, ...names.optional.map((o) => o.name)]
+    .filter((name) => LOOKS_LIKE_A_VALUE.test(name))
+    .map((name) => `  warning: ${name.slice(0, 8)}… looks like a secret's value, not a secret's name: put the value in a secret (npx wrangler secret put ACCESS_CLIENT_SECRET --env production) and write its name in the config`);
+}
+
+/**
  * The line that names the groups without `pricing`, where a virtual key whose only budget is in
  * dollars is refused (src/tenants/route-tenant.ts countsSpendIn); null when every group has one.
  */

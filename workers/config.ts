@@ -1,7 +1,7 @@
 import { buildPipeline, buildUsagePipeline } from "../src/hooks/index.ts";
 import type { HookPipeline } from "../src/hooks/types.ts";
 import { parseConfig, TOML_TABLE, type ResolvedConfig, type ResolvedGroup } from "../src/config/load.ts";
-import { reachProblems } from "../src/config/upstream-access.ts";
+import { reachProblems, type ReachProblem } from "../src/config/upstream-access.ts";
 import { seedHashOf } from "../src/fleet/registry.ts";
 import type { Env } from "./env.ts";
 import type { FleetView } from "./fleet.ts";
@@ -14,6 +14,7 @@ export type Loaded = { ok: true; config: ResolvedConfig; seedLacks: SeedLacks | 
 /** What the config's modelGroups name that this Worker lacks (bindings, secrets), and the hash the registry takes them under. */
 export interface SeedLacks {
   hash: string;
+  /** Told to whoever calls, before any key is checked: of what kind, never which (the Worker's log names them). */
   error: string;
 }
 
@@ -47,8 +48,17 @@ function seedLacksOf(config: ResolvedConfig, env: Env): SeedLacks | null {
   if (config.seed === null) return null;
   const unreachable = reachProblems(config.groups, env, config.gatewayKeys);
   if (unreachable.length === 0) return null;
-  console.error(`kvgate: config: ${unreachable.join("; ")}`);
-  return { hash: seedHashOf(config.seed.written), error: `config: ${unreachable.join("; ")}` };
+  console.error(`kvgate: config: ${unreachable.map(({ at, problem }) => `${at}.${problem.field} ${problem.message}`).join("; ")}`);
+  return { hash: seedHashOf(config.seed.written), error: lackedAsTold(unreachable.map(({ problem }) => problem)) };
+}
+
+/**
+ * The config error anyone may read: which bindings and secrets a deploy names are the operator's
+ * to see, and a secret pasted where its name goes would be told as its name.
+ */
+function lackedAsTold(problems: readonly ReachProblem[]): string {
+  const kinds = new Set(problems.map((p) => (p.field === "binding" ? "a Workers VPC binding" : "a secret")));
+  return `config: modelGroups name ${[...kinds].join(" and ")} this Worker lacks or cannot send (the Worker's log says which: npx wrangler tail --env production; npm run check-config lists those the config reads)`;
 }
 
 /**

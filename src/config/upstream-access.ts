@@ -182,7 +182,7 @@ export function reachProblemsOf(d: ReachNeeds, env: Readonly<Record<string, unkn
   return reach.ok ? [] : reach.problems;
 }
 
-/** Every deployment's problems, with the config's field paths. */
-export function reachProblems(groups: readonly { deployments: readonly ReachNeeds[] }[], env: Readonly<Record<string, unknown>>, keys: GatewayKeys): string[] {
-  return groups.flatMap((g, gi) => g.deployments.flatMap((d, di) => reachProblemsOf(d, env, keys).map((p) => `modelGroups[${gi}].deployments[${di}].${p.field} ${p.message}`)));
+/** Every deployment's problems, each with its config path (`modelGroups[0].deployments[1]`). */
+export function reachProblems(groups: readonly { deployments: readonly ReachNeeds[] }[], env: Readonly<Record<string, unknown>>, keys: GatewayKeys): { at: string; problem: ReachProblem }[] {
+  return groups.flatMap((g, gi) => g.deployments.flatMap((d, di) => reachProblemsOf(d, env, keys).map((problem) => ({ at: `modelGroups[${gi}].deployments[${di}]`, problem }))));
 }

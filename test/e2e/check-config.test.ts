@@ -225,6 +225,14 @@ describe("npm run check-config", () => {
     expect(unseeded.stdout).not.toContain("    OPS_KEY:");
   });
 
+  it("warns of a secret's value pasted where its name goes, which the Worker would otherwise take for a name (review s67)", async () => {
+    const pasted = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+    const headersFromEnv = { "CF-Access-Client-Id": "ACCESS_CLIENT_ID", "CF-Access-Client-Secret": pasted };
+    const r = await check([await file("pasted-value.json", JSON.stringify({ modelGroups: [{ name: "m", deployments: [{ baseUrl: "https://gpu.example.com", model: "m", headersFromEnv }] }] }))]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr).toBe("  warning: e3b0c442… looks like a secret's value, not a secret's name: put the value in a secret (npx wrangler secret put ACCESS_CLIENT_SECRET --env production) and write its name in the config\n");
+  });
+
   it("lists as needed the key without which the config's fleet can get no server, and a heartbeat's secrets beside the register key", async () => {
     const pricing = { promptUsdPerMillion: 1, completionUsdPerMillion: 2 };
     const secretsOf = async (name: string, config: unknown): Promise<string[]> => {

@@ -453,7 +453,7 @@ describe("an upstream key (apiKeyEnv) holding a line break inside", () => {
   });
   afterAll(() => broken?.close());
 
-  it("is the gateway's config error naming the secret, never its value: not a server that cannot be reached", async () => {
+  it("is the gateway's config error, its log naming the secret, never its value: not a server that cannot be reached", async () => {
     const before = upstream.stats("ok").requests;
     const res = await fetch(`${broken.url}/v1/chat/completions`, {
       method: "POST",
@@ -462,13 +462,14 @@ describe("an upstream key (apiKeyEnv) holding a line break inside", () => {
     });
     const text = await res.text();
     expect({ status: res.status, code: (JSON.parse(text) as { error: { code: string } }).error.code }, text).toEqual({ status: 500, code: "config_invalid" });
-    expect(text).toContain("apiKeyEnv names BROKEN_KEY, which holds a line break");
+    expect(text).toContain("modelGroups name a secret this Worker lacks or cannot send");
     expect(text).not.toContain("sk-broken");
     // Once the lines that speak of it are written (the request's, and the registry's refusal of the
     // seed, which comes later): read at once, a line that leaked it could come after the check.
     const written = (marker: string) => broken.logs.some((l) => l.includes(marker));
     await vi.waitFor(() => expect([written('"error_code":"config_invalid"'), written('"event":"seed_refused"')]).toEqual([true, true]), EVENTUALLY);
     expect(broken.logs.join("\n")).not.toContain("sk-broken");
+    expect(broken.logs.join("\n")).toContain("apiKeyEnv names BROKEN_KEY, which holds a line break");
     expect(upstream.stats("ok").requests).toBe(before);
   });
 });

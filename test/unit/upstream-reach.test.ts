@@ -79,9 +79,9 @@ describe("a deployment's reach, resolved from the Worker's env", () => {
     expect(JSON.stringify(reach)).not.toContain("s3cr3t");
   });
 
-  it("reports problems with the config's field paths", () => {
+  it("reports problems with their deployments' config paths", () => {
     const groups = [{ deployments: [{}, { binding: "NOPE" }] }];
-    expect(reachProblems(groups, {}, KEYS)).toEqual(['modelGroups[0].deployments[1].binding "NOPE" is not a Workers VPC binding of this Worker (declare it in wrangler.toml: vpc_services or vpc_networks)']);
+    expect(reachProblems(groups, {}, KEYS)).toEqual([{ at: "modelGroups[0].deployments[1]", problem: { field: "binding", message: '"NOPE" is not a Workers VPC binding of this Worker (declare it in wrangler.toml: vpc_services or vpc_networks)' } }]);
   });
 });
 

@@ -269,7 +269,7 @@ async function gatewayWith(config: GatewayConfigInput, extraEnv: Record<string, 
 }
 
 describe("a binding or a secret the config names but the Worker lacks", () => {
-  it("is a config error at load, naming each one, never a secret's value", async () => {
+  it("is a config error at load: its answer says of what kind, the log names each one, never a secret's value", async () => {
     // The Worker logs the config error; kept out of the test output, and read below.
     const errors = vi.spyOn(console, "error").mockImplementation(() => undefined);
     const res = await gatewayWith({
@@ -290,20 +290,22 @@ describe("a binding or a secret the config names but the Worker lacks", () => {
     expect(res.status).toBe(500);
     const body = (await res.json()) as { error: { code: string; message: string } };
     expect(body.error.code).toBe("config_invalid");
-    expect(body.error.message).toContain('modelGroups[0].deployments[0].binding "NO_SUCH_VPC" is not a Workers VPC binding of this Worker');
-    expect(body.error.message).toContain("modelGroups[0].deployments[0].headersFromEnv.CF-Access-Client-Secret names NOT_A_SECRET_HERE, which is not set");
-    // The header whose secret is set is no problem, and its value appears nowhere.
-    expect(body.error.message).not.toContain("CF-Access-Client-Id");
+    // Told to anyone of what kind they are; which, the operator's log says (a name may be a secret pasted where the name goes).
+    expect(body.error.message).toBe("gateway misconfigured: config: modelGroups name a Workers VPC binding and a secret this Worker lacks or cannot send (the Worker's log says which: npx wrangler tail --env production; npm run check-config lists those the config reads)");
     const logged = errors.mock.calls.flat().map(String).join("\n");
-    expect(logged).toContain("NOT_A_SECRET_HERE");
+    expect(logged).toContain('modelGroups[0].deployments[0].binding "NO_SUCH_VPC" is not a Workers VPC binding of this Worker');
+    expect(logged).toContain("modelGroups[0].deployments[0].headersFromEnv.CF-Access-Client-Secret names NOT_A_SECRET_HERE, which is not set");
+    // The header whose secret is set is no problem, and its value appears nowhere.
+    expect(logged).not.toContain("CF-Access-Client-Id");
     for (const text of [body.error.message, logged]) expect(text).not.toContain(env.ACCESS_CLIENT_ID);
   });
 
-  it("a header whose secret is another kind of binding is named as such", async () => {
-    vi.spyOn(console, "error").mockImplementation(() => undefined);
+  it("a header whose secret is another kind of binding is named as such, in the log", async () => {
+    const errors = vi.spyOn(console, "error").mockImplementation(() => undefined);
     const res = await gatewayWith({ modelGroups: [{ name: "odd", deployments: [{ baseUrl: "https://gpu.example", model: "m", headersFromEnv: { "X-Token": "MODEL_GROUP" } }] }] });
     expect(res.status).toBe(500);
-    expect(((await res.json()) as { error: { message: string } }).error.message).toContain("headersFromEnv.X-Token names MODEL_GROUP, which is a binding, not a secret");
+    expect(((await res.json()) as { error: { message: string } }).error.message).toContain("modelGroups name a secret this Worker lacks or cannot send");
+    expect(errors.mock.calls.flat().map(String).join("\n")).toContain("headersFromEnv.X-Token names MODEL_GROUP, which is a binding, not a secret");
   });
 });
 

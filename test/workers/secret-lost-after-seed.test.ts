@@ -18,6 +18,8 @@ import { admin, ok } from "./admin.ts";
 
 const SECRET = "ACCESS_CLIENT_SECRET";
 const config = JSON.parse(env.KVGATE_CONFIG) as Record<string, unknown>;
+/** The config error a deploy lacking a secret its modelGroups name answers with, to anyone: its kind, never its name. */
+const LACKS_A_SECRET = "gateway misconfigured: config: modelGroups name a secret this Worker lacks or cannot send (the Worker's log says which: npx wrangler tail --env production; npm run check-config lists those the config reads)";
 const withoutSecret = { ...env, [SECRET]: undefined, KVGATE_CONFIG: JSON.stringify(config, null, 1) } as unknown as Env;
 
 afterEach(() => {
@@ -78,9 +80,27 @@ describe("a deploy whose modelGroups lack a secret, before the fleet took them",
     expect(models.status).toBe(500);
     expect(models.headers.get("access-control-allow-origin")).toBe("https://app.example");
     const { error } = (await models.json()) as { error: { code: string; message: string } };
-    expect(error).toMatchObject({ code: "config_invalid", message: `gateway misconfigured: config: modelGroups[0].deployments[0].headersFromEnv.CF-Access-Client-Secret names ${SECRET}, which is not set (npx wrangler secret put ${SECRET} --env production)` });
+    expect(error).toMatchObject({ code: "config_invalid", message: LACKS_A_SECRET });
     expect((await ask("/health", "")).status).toBe(200);
     expect((await ask("/admin/v1/status", env.KVGATE_ADMIN_KEY)).status).toBe(200);
+  });
+
+  it("tells a caller with no key no secret's name, a secret pasted where its name goes included: the Worker's log names it (review s67)", async () => {
+    const errors = vi.spyOn(console, "error").mockImplementation(() => undefined);
+    // A Cloudflare Access client secret (64 hex characters) pasted for the name: starting with a letter, it is a name as far as the config's rules can tell.
+    const pasted = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+    const deploy = { ...config, modelGroups: [{ name: "new-vpc", deployments: [{ baseUrl: "http://10.1.2.3:8000", model: "m", binding: "NO_SUCH_VPC", headersFromEnv: { "CF-Access-Client-Secret": pasted } }] }] };
+    const deployed = { ...withoutSecret, KVGATE_CONFIG: JSON.stringify(deploy) } as Env;
+    const ctx = createExecutionContext();
+    const res = await worker.fetch(new Request("https://kvgate.test/v1/models"), deployed, ctx);
+    await waitOnExecutionContext(ctx);
+    const { error } = (await res.json()) as { error: { code: string; message: string } };
+    expect([res.status, error.code]).toEqual([500, "config_invalid"]);
+    for (const name of [pasted, "NO_SUCH_VPC", "CF-Access-Client-Secret"]) expect(error.message).not.toContain(name);
+    expect(error.message).toBe("gateway misconfigured: config: modelGroups name a Workers VPC binding and a secret this Worker lacks or cannot send (the Worker's log says which: npx wrangler tail --env production; npm run check-config lists those the config reads)");
+    const logged = errors.mock.calls.flat().map(String).join("\n");
+    expect(logged).toContain(`modelGroups[0].deployments[0].headersFromEnv.CF-Access-Client-Secret names ${pasted}, which is not set`);
+    expect(logged).toContain('modelGroups[0].deployments[0].binding "NO_SUCH_VPC" is not a Workers VPC binding of this Worker');
   });
 
   it("answers every client path with it, vLLM's outside /v1 too, and leaves the operator's views open", async () => {
@@ -94,14 +114,13 @@ describe("a deploy whose modelGroups lack a secret, before the fleet took them",
       await waitOnExecutionContext(ctx);
       return res;
     };
-    // The same model by its /v1 path and by vLLM's own: the error names what the deploy lacks on each, not a model not found.
+    // The same model by its /v1 path and by vLLM's own: the error says what the deploy lacks on each, not a model not found.
     const score = { model: "new-vpc", text_1: "a", text_2: "b" };
     const rerank = { model: "new-vpc", query: "a", documents: ["b"] };
     for (const [path, body] of [["/v1/score", score], ["/score", score], ["/v1/rerank", rerank], ["/rerank", rerank], ["/v2/rerank", rerank]] as const) {
       const res = await send("POST", path, env.KVGATE_MASTER_KEY, body);
       const { error } = (await res.json()) as { error: { code: string; message: string } };
-      expect([path, res.status, error.code], error.message).toEqual([path, 500, "config_invalid"]);
-      expect(error.message).toContain(`names ${SECRET}, which is not set`);
+      expect([path, res.status, error.code, error.message]).toEqual([path, 500, "config_invalid", LACKS_A_SECRET]);
     }
     // A path no route serves is answered so too: the gateway's cause, not a 404 a client would look into.
     expect((await send("POST", "/chat/completions", env.KVGATE_MASTER_KEY, {})).status).toBe(500);
@@ -132,13 +151,12 @@ describe("a deploy whose modelGroups lack a secret, before the fleet took them",
       expect([origin, res.status, res.headers.get("access-control-allow-origin")]).toEqual([origin, 204, origin]);
       expect(res.headers.get("access-control-allow-headers")?.toLowerCase()).toContain("authorization");
     }
-    // The request it let through: the error naming the secret, readable by the key's page.
+    // The request it let through: the config error, readable by the key's page.
     const models = await send("GET", { authorization: `Bearer ${key}`, origin: keyPage });
     expect(models.status).toBe(500);
     expect(models.headers.get("access-control-allow-origin")).toBe(keyPage);
     const { error } = (await models.json()) as { error: { code: string; message: string } };
-    expect(error.code).toBe("config_invalid");
-    expect(error.message).toContain(`names ${SECRET}, which is not set`);
+    expect(error).toMatchObject({ code: "config_invalid", message: LACKS_A_SECRET });
     // A page neither grants is answered as before: the 500, readable by no page.
     const stranger = await preflight("https://stranger.example");
     expect(stranger.status).toBe(500);
