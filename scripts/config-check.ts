@@ -106,12 +106,14 @@ export function envNames(config: ResolvedConfig): EnvNames {
     }
   }
   // A key is needed when, without it, some of the config's fleet can get no server.
+  const empty = config.groups.filter((g) => g.deployments.length === 0);
   const needed: Record<keyof typeof OPTIONAL_KEYS, boolean> = {
     // No group (modelGroups left out, or []): a heartbeat joins a group, never makes one, so only
-    // the admin API can give the fleet a server.
-    adminKeyEnv: config.groups.length === 0,
-    // A group with no deployments gets its servers from their heartbeats, with the register key.
-    registerKeyEnv: config.groups.some((g) => g.deployments.length === 0),
+    // the admin API can give the fleet a server; nor can it give one to a group that refuses every
+    // heartbeat (registration false).
+    adminKeyEnv: config.groups.length === 0 || empty.some((g) => !g.registration),
+    // Any other group with no deployments gets its servers from their heartbeats, with the register key.
+    registerKeyEnv: empty.some((g) => g.registration),
     metricsKeyEnv: false,
   };
   const secrets = new Set<string>([masterKeyEnv]);

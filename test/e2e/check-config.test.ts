@@ -258,6 +258,14 @@ describe("npm run check-config", () => {
       "    KVGATE_METRICS_KEY: GET /metrics for a scraper that should not hold the admin key",
       "",
     ]);
+    // A group with no deployments that refuses every heartbeat (registration false): only the admin API can give it a server.
+    expect(await secretsOf("secrets-registration-false.json", { modelGroups: [{ name: "tenant-a", pricing, registration: false }] })).toEqual([
+      "  secrets it reads: KVGATE_MASTER_KEY, KVGATE_ADMIN_KEY",
+      "  optional secrets, each turning on what it names (unset, it stays off):",
+      "    KVGATE_REGISTER_KEY: heartbeats of GPU servers that register themselves, with a key that opens nothing else",
+      "    KVGATE_METRICS_KEY: GET /metrics for a scraper that should not hold the admin key",
+      "",
+    ]);
     // Servers the config names: the register key is optional, and so are the secrets only its heartbeats read.
     const deployments = [{ id: "a", baseUrl: "https://gpu.example.com", model: "m", apiKeyEnv: "VLLM_KEY" }];
     const seeded = { auth: { registrationSecrets: ["VLLM_KEY", "EDGE_KEY"] }, modelGroups: [{ name: "m", pricing, deployments }] };
