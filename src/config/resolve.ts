@@ -39,10 +39,19 @@ export function deploymentId(d: Pick<DeploymentConfig, "id" | "baseUrl">): strin
   return d.id ?? new URL(d.baseUrl).host;
 }
 
+/**
+ * The base URL as fetch will read it (a backslash is a slash, the host lower-cased), the parse the
+ * schema's rules read, with no trailing slash: the endpoint's path brings its own. The text's
+ * slashes stripped would leave `/llama\` + `/v1/…` a `/llama//v1/…`.
+ */
+function asFetchReads(baseUrl: string): string {
+  return new URL(baseUrl).href.replace(/\/+$/, "");
+}
+
 export function resolveDeployment(d: DeploymentConfig, state: DeploymentState): ResolvedDeployment {
   return {
     id: deploymentId(d),
-    baseUrl: d.baseUrl.replace(/\/+$/, ""),
+    baseUrl: asFetchReads(d.baseUrl),
     model: d.model,
     apiKeyEnv: d.apiKeyEnv,
     maxInFlight: d.maxInFlight,

@@ -92,6 +92,16 @@ describe("config", () => {
     expect(errorOf({ modelGroups: [{ name: "a", deployments: [{ ...deployment, baseUrl: "https:///user:hunter2@10.0.0.1:8000" }] }] })).not.toContain("hunter2");
   });
 
+  it("holds a base URL as fetch will read it, so the path appended to it makes one URL: a trailing backslash is a slash, stripped as one (review s67)", () => {
+    const baseUrls = ["https://gpu.example.com/llama\\", "https://gpu.example.com/llama/\\/", "HTTPS://GPU.example.com:443/llama/"];
+    const r = parseConfig({ modelGroups: [{ name: "a", deployments: baseUrls.map((baseUrl, i) => ({ ...deployment, id: `d${i}`, baseUrl })) }] });
+    if (!r.ok) throw new Error(r.error);
+    const held = r.config.groups[0]?.deployments.map((d) => d.baseUrl);
+    expect(held).toEqual(baseUrls.map(() => "https://gpu.example.com/llama"));
+    // As the gateway asks for an endpoint (workers/gateway/attempt.ts): one slash between the prefix and /v1.
+    expect(held?.map((b) => new URL(`${b}/v1/chat/completions`).pathname)).toEqual(baseUrls.map(() => "/llama/v1/chat/completions"));
+  });
+
   it("takes an @ in a base URL's path as what it is", () => {
     const r = parseConfig({ modelGroups: [{ name: "a", deployments: [{ ...deployment, baseUrl: "http://10.0.0.1:8000/team@gpu/x@y" }] }] });
     expect(r.ok).toBe(true);
