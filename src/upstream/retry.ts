@@ -32,17 +32,18 @@ export type Step = { retry: true; waitMs: number } | { retry: false };
 
 /**
  * After `attempts` attempts, the last of which failed with `failure`: retry on the next-best
- * backend unless attempts are spent, the cause is not one the group retries, or the wait would
- * outlast the request's deadline (`msLeft`, Infinity when it has none). A Retry-After up to the
- * cap is waited for; a longer one is that backend's to sit out (after a 429 the router spares it
- * meanwhile): the next is asked at once, and with none to ask the client gets that Retry-After.
+ * backend unless attempts are spent, the cause is not one the group retries, or the request's
+ * deadline has passed (`msLeft`, Infinity when it has none). A Retry-After up to the cap is waited
+ * for; a longer one is that backend's to sit out (after a 429 the router spares it meanwhile): the
+ * next is asked at once, and with none to ask the client gets that Retry-After. A wait (a
+ * Retry-After, a backoff) the deadline leaves no time for is not made either: it is the failed
+ * backend's, which the next attempt does not ask, so the next one is asked at once.
  */
 export function nextStep(policy: RetryPolicy, attempts: number, failure: Failure, msLeft: number, rng: () => number = Math.random): Step {
-  if (attempts >= policy.maxAttempts || !policy.on.includes(failure.cause)) return { retry: false };
+  if (attempts >= policy.maxAttempts || !policy.on.includes(failure.cause) || msLeft <= 0) return { retry: false };
   if (failure.retryAfterMs !== null && failure.retryAfterMs > policy.retryAfterCapMs) return { retry: true, waitMs: 0 };
   const waitMs = failure.retryAfterMs ?? backoff(policy.backoffMs, policy.backoffMaxMs, attempts, rng);
-  if (waitMs >= msLeft) return { retry: false };
-  return { retry: true, waitMs };
+  return { retry: true, waitMs: waitMs < msLeft ? waitMs : 0 };
 }
 
 /** Full jitter: uniform in [0, min(max, base × 2^(attempt − 1))]. */

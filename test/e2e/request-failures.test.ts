@@ -38,6 +38,8 @@ beforeAll(async () => {
       // A Retry-After (20 s) within retryAfterCapMs, far longer than a loaded machine takes to answer.
       { name: "rate-limited-briefly-alone", failover: { retryAfterCapMs: 30_000 }, deployments: [hostile("rate-limited:20", "busy")] },
       { name: "rate-limited-beside-drained", failover: { retryAfterCapMs: 30_000 }, deployments: [hostile("rate-limited:20", "busy"), hostile("ok", "drained")] },
+      // A Retry-After (2 s) within retryAfterCapMs (2 s) but past what is left of the request's 1.5 s, beside a backend with room.
+      { name: "rate-limited-past-deadline", strategy: "round-robin", totalTimeoutMs: 1500, deployments: [hostile("rate-limited:2", "busy"), hostile("ok")] },
       { name: "long-generation", strategy: "round-robin", firstByteTimeoutMs: 300, breaker, deployments: [sim(0), sim(1), sim(2)] },
       { name: "drip-total", totalTimeoutMs: 1000, failover: { maxAttempts: 1 }, deployments: [hostile("drip-body")] },
       // A non-streamed answer the gateway's own limits cut before its headers: the generation's, and the request's deadline.
@@ -204,6 +206,14 @@ describe("a backend that answered 429 with a Retry-After", () => {
     await res.text();
     expect([res.status, res.headers.get("x-kvgate-backend")]).toEqual([429, "busy"]);
     expect(Date.now() - startedAt).toBeLessThan(15_000);
+  });
+
+  it("a Retry-After within retryAfterCapMs that the request's totalTimeoutMs leaves no time for: the next backend is asked at once, not the 429 answered", async () => {
+    const res = await chat("rate-limited-past-deadline");
+    await res.text();
+    // Before, the wait did not fit, so failover ended: the client got the 429 after 1 attempt.
+    expect([res.status, res.headers.get("x-kvgate-backend"), res.headers.get("x-kvgate-attempts")]).toEqual([200, "ok", "2"]);
+    await vi.waitFor(async () => expect(await gw.inFlight("rate-limited-past-deadline")).toBe(0), EVENTUALLY);
   });
 
   it("alone, is still asked: the client gets its 429 and its Retry-After, and the slot is freed", async () => {

@@ -340,7 +340,9 @@ describe("the retry decision", () => {
     ["attempts spent", 3, { cause: "5xx" as const, retryAfterMs: null }, Infinity, { retry: false }],
     ["a short Retry-After is waited for", 1, { cause: "429" as const, retryAfterMs: 50 }, Infinity, { retry: true, waitMs: 50 }],
     ["a long Retry-After is not waited for: the next backend is asked at once", 1, { cause: "429" as const, retryAfterMs: 30_000 }, Infinity, { retry: true, waitMs: 0 }],
-    ["the wait would outlast the deadline", 1, { cause: "429" as const, retryAfterMs: 500 }, 400, { retry: false }],
+    ["a wait that would outlast the deadline is not made: the next backend is asked at once", 1, { cause: "429" as const, retryAfterMs: 500 }, 400, { retry: true, waitMs: 0 }],
+    ["a backoff that would outlast the deadline is not made either", 1, { cause: "5xx" as const, retryAfterMs: null }, 5, { retry: true, waitMs: 0 }],
+    ["the deadline passed", 1, { cause: "5xx" as const, retryAfterMs: null }, 0, { retry: false }],
   ])("%s", (_name, attempts, failure, msLeft, expected) => {
     expect(nextStep(policy, attempts, failure, msLeft, half)).toEqual(expected);
   });
