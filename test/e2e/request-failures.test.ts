@@ -2,7 +2,7 @@ import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { startFleet, type Fleet } from "../../bench/fleet/index.ts";
 import { startHostileUpstream, type HostileUpstream } from "../support/hostile-upstream.ts";
-import { adminCall } from "./admin-gateway.ts";
+import { adminCall, issuedKey } from "./admin-gateway.ts";
 import { EVENTUALLY, startTestGateway, type TestGateway } from "./gateway.ts";
 
 /**
@@ -40,6 +40,9 @@ beforeAll(async () => {
       { name: "rate-limited-beside-drained", failover: { retryAfterCapMs: 30_000 }, deployments: [hostile("rate-limited:20", "busy"), hostile("ok", "drained")] },
       // A Retry-After (2 s) within retryAfterCapMs (2 s) but past what is left of the request's 1.5 s, beside a backend with room.
       { name: "rate-limited-past-deadline", strategy: "round-robin", totalTimeoutMs: 1500, deployments: [hostile("rate-limited:2", "busy"), hostile("ok")] },
+      // A Retry-After (5 s) within retryAfterCapMs, on a lone backend, with a fallback group a key may be kept from.
+      { name: "rate-limited-with-fallback", failover: { retryAfterCapMs: 10_000 }, fallbacks: ["fallback-ok"], deployments: [hostile("rate-limited:5", "busy")] },
+      { name: "fallback-ok", deployments: [hostile("ok", "fallback-ok")] },
       { name: "long-generation", strategy: "round-robin", firstByteTimeoutMs: 300, breaker, deployments: [sim(0), sim(1), sim(2)] },
       { name: "drip-total", totalTimeoutMs: 1000, failover: { maxAttempts: 1 }, deployments: [hostile("drip-body")] },
       // A non-streamed answer the gateway's own limits cut before its headers: the generation's, and the request's deadline.
@@ -74,10 +77,10 @@ afterAll(async () => {
   await upstream?.close();
 });
 
-function chat(model: string, body: Record<string, unknown> = {}): Promise<Response> {
+function chat(model: string, body: Record<string, unknown> = {}, key = gw.key): Promise<Response> {
   return fetch(`${gw.url}/v1/chat/completions`, {
     method: "POST",
-    headers: { authorization: `Bearer ${gw.key}`, "content-type": "application/json" },
+    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
     body: JSON.stringify({ model, messages: [{ role: "user", content: "hello" }], max_tokens: 4, ...body }),
   });
 }
@@ -214,6 +217,20 @@ describe("a backend that answered 429 with a Retry-After", () => {
     // Before, the wait did not fit, so failover ended: the client got the 429 after 1 attempt.
     expect([res.status, res.headers.get("x-kvgate-backend"), res.headers.get("x-kvgate-attempts")]).toEqual([200, "ok", "2"]);
     await vi.waitFor(async () => expect(await gw.inFlight("rate-limited-past-deadline")).toBe(0), EVENTUALLY);
+  });
+
+  it("with a fallback group the key may not use, is as alone: the key gets its 429 at once, its Retry-After not waited out", async () => {
+    upstream.reset();
+    const { key } = await issuedKey(gw.url, ADMIN_KEY, { models: ["rate-limited-with-fallback"] });
+    const startedAt = Date.now();
+    const res = await chat("rate-limited-with-fallback", {}, key);
+    await res.text();
+    expect([res.status, res.headers.get("retry-after"), res.headers.get("x-kvgate-attempts")]).toEqual([429, "5", "1"]);
+    expect(upstream.stats("rate-limited").requests).toBe(1);
+    expect(upstream.stats("ok").requests).toBe(0);
+    // Its 5 s would have been waited out for a fallback it may not use (found by review).
+    expect(Date.now() - startedAt).toBeLessThan(2500);
+    await vi.waitFor(async () => expect(await gw.inFlight("rate-limited-with-fallback")).toBe(0), EVENTUALLY);
   });
 
   it("alone, is still asked: the client gets its 429 and its Retry-After, and the slot is freed", async () => {

@@ -292,13 +292,14 @@ export class GroupPath {
 
   /**
    * Every backend of the group that takes requests, as this isolate has it, was tried (`exclude`)
-   * or cannot be reached from it (`unreachable`), and no fallback group is left: a wait before the
-   * next attempt would lead to a refusal, and the last answer. The next route call is made all the
-   * same, unwaited: a routing object that knows the group newer (a backend added, the model moved)
-   * has the request read the fleet and go on.
+   * or cannot be reached from it (`unreachable`), and no fallback group is left that the caller
+   * may use (fallBack would skip the others): a wait before the next attempt would lead to a
+   * refusal, and the last answer. The next route call is made all the same, unwaited: a routing
+   * object that knows the group newer (a backend added, the model moved) has the request read the
+   * fleet and go on.
    */
   nothingLeft(exclude: readonly string[], unreachable: readonly string[]): boolean {
-    return this.fellBackTo >= this.primary.fallbacks.length && !anyUntried(this.group.deployments, exclude, unreachable);
+    return !anyUntried(this.group.deployments, exclude, unreachable) && !this.primary.fallbacks.slice(this.fellBackTo).some((name) => fallbackFor(this.caller, this.byModel, name));
   }
 
   /**
