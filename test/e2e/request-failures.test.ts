@@ -48,6 +48,11 @@ beforeAll(async () => {
       // A non-streamed answer the gateway's own limits cut before its headers: the generation's, and the request's deadline.
       { name: "slow-generation", nonStreamTimeoutMs: 300, breaker, deployments: [hostile("slow-headers:5000", "slow")] },
       { name: "slow-total", totalTimeoutMs: 300, breaker, deployments: [hostile("slow-headers:5000", "slow")] },
+      // Groups with no total timeout whose backends fail, falling back to one whose own is 500 ms, on a backend that takes 3 s:
+      // one backend (the group's object then refuses the request: no backend left), and two failing alike (past the attempts' bound).
+      { name: "failing-to-bounded", fallbacks: ["bounded"], deployments: [hostile("status:502", "failing")] },
+      { name: "failing-alike-to-bounded", failover: { maxAttempts: 2 }, fallbacks: ["bounded"], deployments: ["failing-1", "failing-2"].map((id) => hostile("status:502", id)) },
+      { name: "bounded", totalTimeoutMs: 500, deployments: [hostile("slow-headers:3000", "slow")] },
       { name: "wrong-model", strategy: "round-robin", breaker, deployments: [hostile("wrong-model"), hostile("ok")] },
       { name: "no-content", strategy: "round-robin", breaker, deployments: [hostile("status:204", "no-content"), hostile("ok")] },
       { name: "keepalive", deployments: [hostile("keepalive-lie")] },
@@ -293,6 +298,16 @@ describe("totalTimeoutMs bounds a non-streamed body too", () => {
     const b = (await gw.status("drip-total")).backends[0];
     expect(b?.completed).toBe(0);
     expect(b?.failed).toBe(0);
+  });
+
+  it.each(["failing-to-bounded", "failing-alike-to-bounded"])("a fallback group's own bounds the attempts it serves, as when its model is asked directly: %s", async (model) => {
+    const started = Date.now();
+    const res = await chat(model);
+    await res.text();
+    // Before, the request's deadline was its own group's (none): 200 after the backend's 3 s.
+    expect([res.status, res.headers.get("x-kvgate-group")]).toEqual([504, "bounded"]);
+    expect(Date.now() - started).toBeLessThan(2500);
+    await vi.waitFor(async () => expect(await gw.inFlight("bounded")).toBe(0), EVENTUALLY);
   });
 });
 

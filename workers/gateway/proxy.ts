@@ -93,8 +93,12 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
         ({ group, primary } = path);
         if (step !== null) {
           prompt = promptFor(group);
-          // Another group's backends (a fallback's, or the model's group as the registry now has it) are others: none of them failed yet.
-          if (group.name !== refusedBy.name) exclude = [];
+          // Another group's backends (a fallback's, or the model's group as the registry now has it)
+          // are others: none of them failed yet. Its own total timeout bounds them.
+          if (group.name !== refusedBy.name) {
+            exclude = [];
+            deadline.enter(group.totalTimeoutMs);
+          }
           continue;
         }
         return noneLeft(last, finalAnswer, held, refused, body.model, passed);
@@ -108,8 +112,11 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
       if (next === null) return noneLeft(last, finalAnswer, held, refused, body.model, passed);
       if (next === "again") {
         prompt = promptFor(group);
-        // Another group's backends are others: none of them failed yet.
-        if (group.name !== routed.name) exclude = [];
+        // Another group's backends are others: none of them failed yet. Its own total timeout bounds them.
+        if (group.name !== routed.name) {
+          exclude = [];
+          deadline.enter(group.totalTimeoutMs);
+        }
         continue;
       }
       // Picked by an object that knows nothing of RouteCall.unreachable: routed again without it, no attempt spent.
@@ -146,6 +153,7 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
         ({ group, primary } = path);
         prompt = promptFor(group);
         exclude = [];
+        deadline.enter(group.totalTimeoutMs);
         own.routingAgain();
         continue;
       }
