@@ -42,8 +42,10 @@ async function storeGroups(): Promise<void> {
 
 const running = async () => Number(/^kvgate_sim_requests_running\{[^}]*\} (\d+)$/m.exec(await (await fetch(`${upstream}/metrics`)).text())?.[1]);
 
-async function internalError(res: Response): Promise<void> {
+/** `attempts`: the x-kvgate-attempts a request's answer carries, as every answer to a request that reached its group does. */
+async function internalError(res: Response, attempts?: string): Promise<void> {
   expect(res.status).toBe(500);
+  if (attempts !== undefined) expect(res.headers.get("x-kvgate-attempts")).toBe(attempts);
   expect(((await res.json()) as { error: { code: string } }).error.code).toBe("internal_error");
 }
 
@@ -52,7 +54,7 @@ describe("an exception in the gateway's own code after the upstream answered", (
     await storeGroups();
     const logged = vi.spyOn(console, "log");
     // 1,000 tokens 20 ms apart: 20 s of upstream work unless it is cancelled.
-    await internalError(await chat(GROUP, conversation("line feed stream"), { stream: true, max_tokens: 1000, kvgate_sim: { chunk_delay_ms: 20 } }, { headers: { "x-request-id": "stream-exception" } }));
+    await internalError(await chat(GROUP, conversation("line feed stream"), { stream: true, max_tokens: 1000, kvgate_sim: { chunk_delay_ms: 20 } }, { headers: { "x-request-id": "stream-exception" } }), "1");
     const line = () => logged.mock.calls.map(([l]) => String(l)).find((l) => l.includes('"request_id":"stream-exception"'));
     await vi.waitFor(() => expect(JSON.parse(line() ?? "null")).toMatchObject({ type: "request", status: 500, error_code: "internal_error" }), EVENTUALLY);
     logged.mockRestore();
@@ -62,8 +64,8 @@ describe("an exception in the gateway's own code after the upstream answered", (
   });
 
   it("a whole answer, and an upstream failure: 500, and the lease released as abandoned, neither served nor held", async () => {
-    await internalError(await chat(GROUP, conversation("line feed whole")));
-    await internalError(await chat(GROUP, conversation("line feed failure"), { kvgate_sim: { fail_status: 500 } }));
+    await internalError(await chat(GROUP, conversation("line feed whole")), "1");
+    await internalError(await chat(GROUP, conversation("line feed failure"), { kvgate_sim: { fail_status: 500 } }), "1");
     await vi.waitFor(async () => expect(await inFlight(GROUP)).toBe(0), EVENTUALLY);
     expect((await status(GROUP)).backends[0]).toMatchObject({ completed: 0, failed: 0, aborted: 3 });
   });

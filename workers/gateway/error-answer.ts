@@ -5,9 +5,14 @@ import { GatewayError } from "../../src/openai/errors.ts";
  * whose cause goes to the log only (a stack names the gateway's files, never a client's business).
  */
 export function errorAnswer(err: unknown, requestId: string | undefined): Response {
-  if (err instanceof GatewayError) return withRequestId(err.toResponse(), requestId);
+  return withRequestId(asGatewayError(err).toResponse(), requestId);
+}
+
+/** `err` as the client is told it (errorAnswer), for a caller that adds headers of its own. */
+export function asGatewayError(err: unknown): GatewayError {
+  if (err instanceof GatewayError) return err;
   console.error(`kvgate: unhandled error: ${err instanceof Error ? err.stack : String(err)}`);
-  return withRequestId(new GatewayError(500, "server_error", "internal gateway error", "internal_error").toResponse(), requestId);
+  return new GatewayError(500, "server_error", "internal gateway error", "internal_error");
 }
 
 function withRequestId(res: Response, requestId: string | undefined): Response {

@@ -12,6 +12,7 @@ import { fleetAtLeast, freshGroup } from "../fleet.ts";
 import { attempt, isFailover, OwnTime } from "./attempt.ts";
 import type { Caller } from "./auth.ts";
 import { readSizedJsonBody } from "./body.ts";
+import { asGatewayError } from "./error-answer.ts";
 import { Deadline } from "./deadline.ts";
 import { PassedOver } from "./group-reach.ts";
 import { HeldFailure } from "./held-failure.ts";
@@ -176,11 +177,12 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
 /**
  * An error the attempts' loop answers (no backend left, routing unreachable, a fallback group's
  * limits), saying how many attempts were made, 0 when none: every answer to a routed request
- * carries x-kvgate-attempts, a refusal made before any upstream attempt included.
+ * carries x-kvgate-attempts, a refusal made before any upstream attempt included, and the 500 of
+ * a failure of the gateway's own code (a hook that throws) once the request went out.
  */
-function withAttempts(e: unknown, attempts: number): unknown {
-  if (!(e instanceof GatewayError)) return e;
-  return new GatewayError(e.status, e.type, e.message, e.code, e.param, { ...e.headers, "x-kvgate-attempts": String(attempts) }, e.extra);
+function withAttempts(e: unknown, attempts: number): GatewayError {
+  const told = asGatewayError(e);
+  return new GatewayError(told.status, told.type, told.message, told.code, told.param, { ...told.headers, "x-kvgate-attempts": String(attempts) }, told.extra);
 }
 
 /**
