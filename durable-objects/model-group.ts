@@ -165,6 +165,7 @@ export class ModelGroup extends DurableObject<GroupEnv> implements ModelGroupRpc
       tenants: { keys: r.ledger.size, pendingUsageRows: r.ledger.pendingRows },
       restored: { ...this.restored, leases: r.adopted },
       backends: r.snapshot(fleet),
+      ...(r.inFlightKnown(Date.now()) ? {} : { inFlightKnown: false as const }),
     };
   }
 
@@ -304,6 +305,7 @@ export class ModelGroup extends DurableObject<GroupEnv> implements ModelGroupRpc
     const views = [...(await storage.list<SavedView>({ prefix: VIEW })).values()].sort((a, b) => a.installedAt - b.installedAt);
     const now = Date.now();
     for (const v of views) this.router.install(v.group, now);
+    if (views.length > 0) this.router.restarted(now);
     // A retired group's object still owes the tenants object its keys' usage.
     await this.restoreUsage(now);
     const retired = await storage.get<number>(RETIRED);

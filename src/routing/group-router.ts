@@ -130,6 +130,8 @@ export class GroupRouter {
   private restingUntil = 0;
   /** Leases taken back from their Workers' renewals (after this object restarted). */
   adopted = 0;
+  /** Until then it cannot say what is in flight (restarted): inFlightKnown. -Infinity when it always could. */
+  inFlightKnownAt = -Infinity;
   /** The virtual keys that route here: their share of limits, and the usage to send to the tenants object. */
   readonly ledger = new TenantLedger();
   /** The virtual keys' totals since the object started, for GET /metrics. */
@@ -159,6 +161,20 @@ export class GroupRouter {
 
   get leaseCount(): number {
     return this.leases.size;
+  }
+
+  /**
+   * The object restarted with the versions an earlier incarnation saved: that one's leases may still
+   * run, and it learns of them only from their renewals, each within leaseTtlMs (a holder's timer
+   * renews every leaseTtlMs / 3). An object that saved no version gave no lease.
+   */
+  restarted(now: number): void {
+    this.inFlightKnownAt = now + this.leaseTtlMs;
+  }
+
+  /** Whether its in-flight counts are the truth: not in the leaseTtlMs after a restart (restarted), when a lease still running may not have renewed yet. */
+  inFlightKnown(now: number): boolean {
+    return now >= this.inFlightKnownAt;
   }
 
   /** Earliest lease expiry, for the alarm that reclaims leaked slots. */

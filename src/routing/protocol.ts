@@ -389,6 +389,12 @@ export interface GroupStatus {
   restored: { breakers: number; affinityBlocks: number; leases: number };
   /** Every backend it keeps state for: the newest version's in its order, then any other version's. */
   backends: BackendSnapshot[];
+  /**
+   * False for leaseTtlMs after the object restarted (an eviction, a deploy): requests may run that
+   * it learns of only from their leases' renewals, so its in-flight counts may be short. Absent
+   * once they are the truth (and from an object of a release before this field).
+   */
+  inFlightKnown?: false;
 }
 
 /**

@@ -29,6 +29,7 @@ export function mergeStatus(parts: readonly GroupStatus[]): GroupStatus {
       parts.flatMap((p) => p.backends),
       addStatus,
     ),
+    ...(parts.some((p) => p.inFlightKnown === false) ? { inFlightKnown: false as const } : {}),
   };
 }
 

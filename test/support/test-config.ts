@@ -50,6 +50,8 @@ export function testConfig(u: Upstreams): GatewayConfigInput {
       { name: "evicted", leaseTtlMs: 900, deployments: [{ id: "only", baseUrl: u.fleetUrls[0] as string, model: UPSTREAM_MODEL, maxInFlight: 2 }] },
       // Their objects are evicted under streams whose leases' timers renew them only every 10 s: the next request tells them (test/workers/leases.test.ts).
       { name: "evicted-busy", deployments: [{ id: "only", baseUrl: u.fleetUrls[0] as string, model: UPSTREAM_MODEL, maxInFlight: 2 }] },
+      // Its server is drained under a stream, and its object evicted (test/workers/leases.test.ts): an object no test evicted before.
+      { name: "evicted-drain", deployments: [{ id: "only", baseUrl: u.fleetUrls[0] as string, model: UPSTREAM_MODEL }] },
       { name: "evicted-keyed", deployments: [{ id: "only", baseUrl: u.fleetUrls[0] as string, model: UPSTREAM_MODEL }] },
       { name: "evicted-quiet", deployments: [{ id: "only", baseUrl: u.fleetUrls[0] as string, model: UPSTREAM_MODEL }] },
       // Its object is evicted under a request that ends before its lease's first renewal (every 10 s).

@@ -2,6 +2,7 @@ import { createExecutionContext, evictDurableObject, waitOnExecutionContext } fr
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, inject, it, vi } from "vitest";
 import type { GroupStatus, LeaseRelease, LeaseRenewal, RenewalAnswers, RouteCall } from "../../src/routing/protocol.ts";
+import type { DeploymentRow, FleetStatus } from "../../src/fleet/admin-api.ts";
 import type { IssuedKeyView, UsageView } from "../../src/tenants/admin-api.ts";
 import type { Env } from "../../workers/env.ts";
 import { holdLease, route, SILENT } from "../../workers/gateway/route-client.ts";
@@ -138,6 +139,26 @@ describe("leases across a restart of the Durable Object", () => {
     expect(shown?.backends[0]?.inFlight, "in flight on the backend, as /v1/kvgate/status shows it").toBe(2);
     expect(shown?.restored.leases).toBe(2);
     for (const r of readers) await r.cancel();
+    await expectIdle(group);
+  });
+
+  it("leave a drained server's row unknown, not drained, until every lease had its time to renew: `drain --wait` does not say 'safe to stop' under a stream", async () => {
+    const group = "evicted-drain";
+    const row = () => ok<DeploymentRow>(admin(`/admin/v1/groups/${group}/deployments/only`));
+    // A 20 s stream, its lease renewed by its timer every 10 s.
+    const [reader] = await openStreams(group, ["drain restart"]);
+    await ok(admin(`/admin/v1/groups/${group}/deployments/only/drain`, { method: "POST" }));
+    await vi.waitFor(async () => expect(await row()).toMatchObject({ state: "draining", inFlight: 1, drained: false }), EVENTUALLY);
+    // A deploy (or an eviction) restarts the routing object; the stream goes on, unknown to the new instance.
+    await evictDurableObject(env.MODEL_GROUP.getByName(group));
+    expect(await row(), "the row `drain --wait` polls").toMatchObject({ inFlight: null, drained: false });
+    const fleet = await ok<FleetStatus>(admin("/admin/v1/status"));
+    expect(fleet.groups.find((g) => g.name === group)?.inFlight).toBeNull();
+    const shown = (await ok<{ groups: GroupStatus[] }>(gateway("/v1/kvgate/status"))).groups.find((g) => g.group === group);
+    expect(shown?.inFlightKnown).toBe(false);
+    expect((await reader?.read())?.done, "the stream still runs").toBe(false);
+    await reader?.cancel();
+    await ok(admin(`/admin/v1/groups/${group}/deployments/only/enable`, { method: "POST" }));
     await expectIdle(group);
   });
 

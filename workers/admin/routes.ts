@@ -223,19 +223,23 @@ function lacksRecord(e: unknown): boolean {
 /**
  * The routing objects' view of the group (its shards' together, and those of shards it gave up);
  * null when one of its shards' cannot be reached (the registry's records still answer).
- * `inFlightKnown`: every object answered, those of shards it gave up too, which may hold requests.
+ * `inFlightKnown`: every object answered, those of shards it gave up too, which may hold requests,
+ * and none restarted too lately to know what runs on it (GroupStatus.inFlightKnown).
  */
 async function groupStatus(env: Env, g: GroupRecord, until?: number): Promise<{ status: GroupStatus; inFlightKnown: boolean } | null> {
   const a = await askGroup(env, g.settings, g.objects, (o) => o.status(), until);
-  return a.complete ? { status: mergeStatus(a.answers), inFlightKnown: a.unanswered.length === 0 } : null;
+  if (!a.complete) return null;
+  const status = mergeStatus(a.answers);
+  return { status, inFlightKnown: a.unanswered.length === 0 && status.inFlightKnown !== false };
 }
 
 /**
  * The registry's deployments with what the routing objects say of them (`live`; null when one of
  * its shards' did not answer). `drained` tells an operator it is safe to stop a server, so it is
  * said only when every object answered (an object of a shard the group gave up that did not may
- * hold its requests: `inFlight` is then null) and none of them admits it any longer (mergeStatus
- * keeps the entry that does): one the objects never saw has nothing in flight.
+ * hold its requests, and one that restarted lately may not know of them yet: `inFlight` is then
+ * null) and none of them admits it any longer (mergeStatus keeps the entry that does): one the
+ * objects never saw has nothing in flight.
  */
 function deploymentRows(g: GroupRecord, answered: { status: GroupStatus; inFlightKnown: boolean } | null): DeploymentRow[] {
   const live = answered?.inFlightKnown ? answered.status : null;
