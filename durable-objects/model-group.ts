@@ -92,6 +92,8 @@ export class ModelGroup extends DurableObject<GroupEnv> implements ModelGroupRpc
   private gatewayKeys: GatewayKeys | null = null;
   /** How many parts of saved usage storage holds (USAGE); 0 while none is saved, as when every send arrives. */
   private usageParts = 0;
+  /** Retired, it keeps its versions (VIEW) until nothing runs there: forgetRouting. */
+  private viewsKept = false;
 
   constructor(ctx: DurableObjectState, env: GroupEnv) {
     super(ctx, env);
@@ -147,7 +149,7 @@ export class ModelGroup extends DurableObject<GroupEnv> implements ModelGroupRpc
     if (typeof rev !== "number") throw new TypeError(OTHER_PROTOCOL);
     this.router.retire(rev);
     void this.ctx.storage.put(RETIRED, rev);
-    if (this.router.retired) await this.forgetRouting();
+    if (this.router.retired) await this.forgetRouting(true);
     this.afterChange();
   }
 
@@ -176,7 +178,7 @@ export class ModelGroup extends DurableObject<GroupEnv> implements ModelGroupRpc
   }
 
   handOver(): GroupMetrics | null {
-    return this.router.handOver();
+    return this.router.handOver(Date.now());
   }
 
   adopt(handed: HandedOver[]): void {
@@ -312,7 +314,7 @@ export class ModelGroup extends DurableObject<GroupEnv> implements ModelGroupRpc
     if (retired !== undefined) this.router.retire(retired);
     // One retired by a release that kept its state: it goes now.
     if (this.router.retired) {
-      await this.forgetRouting();
+      await this.forgetRouting(views.length > 0);
       this.afterChange();
       return;
     }
@@ -342,19 +344,30 @@ export class ModelGroup extends DurableObject<GroupEnv> implements ModelGroupRpc
     if (dropped.versions.length + dropped.backends.length > 0) {
       this.deleteKeys([...dropped.versions.map((v) => VIEW + v), ...dropped.backends.flatMap((k) => [BREAKER + k, AFFINITY + k])]);
     }
+    if (this.viewsKept && r.doneServing(Date.now())) {
+      this.viewsKept = false;
+      void this.forget([VIEW]);
+    }
     this.arm();
   }
 
   /**
-   * Deletes what the object saved to route its group (versions, breakers, prefix sets): the
-   * registry removed the group, and an object stores for as long as it has data, so every group
-   * or shard an operator ever removed kept up to 64 KiB a backend for good. Only RETIRED stays: it
-   * keeps the object from taking requests for a Worker that has not heard of the removal yet; and
-   * usage not yet delivered (USAGE), until it is.
+   * Deletes what the object saved to route its group (breakers, prefix sets; versions once nothing
+   * runs there): the registry removed the group, and an object stores for as long as it has data,
+   * so every group or shard an operator ever removed kept up to 64 KiB a backend for good. Only
+   * RETIRED stays: it keeps the object from taking requests for a Worker that has not heard of the
+   * removal yet; and usage not yet delivered (USAGE), until it is. `viewsSaved`: the versions stay
+   * (viewsKept) while requests may run there: after a restart, a lease's renewal is taken back on
+   * the server its version names, and the object hands its counts over only once it holds none.
    */
-  private async forgetRouting(): Promise<void> {
+  private async forgetRouting(viewsSaved: boolean): Promise<void> {
+    this.viewsKept = viewsSaved;
+    await this.forget([BREAKER, AFFINITY]);
+  }
+
+  private async forget(prefixes: string[]): Promise<void> {
     const keys: string[] = [];
-    for (const prefix of [VIEW, BREAKER, AFFINITY]) keys.push(...(await this.ctx.storage.list({ prefix })).keys());
+    for (const prefix of prefixes) keys.push(...(await this.ctx.storage.list({ prefix })).keys());
     this.deleteKeys(keys);
   }
 
@@ -380,6 +393,9 @@ export class ModelGroup extends DurableObject<GroupEnv> implements ModelGroupRpc
     const r = this.router;
     let at = r.nextWake();
     if (this.usageDueAt !== null && (at === null || this.usageDueAt < at)) at = this.usageDueAt;
+    // Versions kept after a restart are let go once it knows nothing runs there, though no call comes.
+    const known = r.inFlightKnownAt;
+    if (this.viewsKept && known > Date.now() && (at === null || known < at)) at = known;
     const g = r.newest;
     // A retired group's prefix sets are not saved: it takes no request they could place.
     if (r.affinityPending && r.retired) r.affinityPending = false;

@@ -177,6 +177,11 @@ export class GroupRouter {
     return now >= this.inFlightKnownAt;
   }
 
+  /** Retired, and known to have nothing in flight: what it counts changes no more (handOver). */
+  doneServing(now: number): boolean {
+    return this.retired && this.inFlightKnown(now) && this.leases.size === 0 && ![...this.backends.values()].some((b) => b.inFlight > 0);
+  }
+
   /** Earliest lease expiry, for the alarm that reclaims leaked slots. */
   get nextExpiry(): number | null {
     return this.leases.nextExpiry();
@@ -770,10 +775,11 @@ export class GroupRouter {
   /**
    * Its counts, once the registry retired it and nothing is in flight here: they change no more
    * (it takes no new request), so the group's own object can carry them (adopt) and it need not be
-   * asked again. Null until then.
+   * asked again. Null until then: for leaseTtlMs after a restart too, while a lease given before may
+   * still renew (restarted).
    */
-  handOver(): GroupMetrics | null {
-    if (!this.retired || this.leases.size > 0 || [...this.backends.values()].some((b) => b.inFlight > 0)) return null;
+  handOver(now: number): GroupMetrics | null {
+    if (!this.doneServing(now)) return null;
     const { handedOver: _, ...own } = this.metrics();
     return own;
   }

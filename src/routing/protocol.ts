@@ -422,11 +422,12 @@ export interface ModelGroupRpc {
   decisions(): DecisionView[];
   /** The fleet registry's push of the group's newest version: routing follows it at once. */
   install(group: ResolvedGroup): void;
-  /** The registry removed the group at revision `rev`: the object takes no request, and deletes its stored state. */
+  /** The registry removed the group at revision `rev`: the object takes no request, and deletes its stored state (its versions once nothing runs there). */
   retire(rev: number): void | Promise<void>;
   /**
    * The object of a shard its group gave up (retired), with nothing in flight: its counts, which no
-   * longer change, for the group's own object to carry. Null while it is not retired or requests are in flight.
+   * longer change, for the group's own object to carry. Null while it is not retired or requests are
+   * in flight, or may be: for leaseTtlMs after it restarted, until their leases renew (GroupStatus.inFlightKnown).
    */
   handOver(): GroupMetrics | null;
   /** The registry hands the group's own object the counts of the objects of shards the group gave up. */

@@ -212,11 +212,11 @@ describe("GroupRouter: the counts of a shard's object the group gave up", () => 
     const r = new GroupRouter("g", () => 0.5);
     r.install(g, 0);
     const held = decided(r.route(g.version, chain(1, 4), [], 0, key("key_a")));
-    expect(r.handOver()).toBeNull(); // not retired: it still routes
+    expect(r.handOver(0)).toBeNull(); // not retired: it still routes
     r.retire(g.rev + 1);
-    expect(r.handOver()).toBeNull(); // a request still in flight
+    expect(r.handOver(0)).toBeNull(); // a request still in flight
     r.release({ lease: held.lease, outcome: "ok" }, 5);
-    const handed = r.handOver();
+    const handed = r.handOver(5);
     expect(handed?.backends.find((b) => b.id === held.backendId)).toMatchObject({ current: false, inFlight: 0, outcomes: { ok: 1 } });
     expect(handed?.keys.map((k) => k.id)).toEqual(["key_a"]);
 
@@ -226,6 +226,16 @@ describe("GroupRouter: the counts of a shard's object the group gave up", () => 
     expect(own.metrics().handedOver).toEqual([{ object: "g\u001f1", metrics: handed }]);
     // A deployment the group no longer has goes from the copy as from the object's own series.
     expect(own.metrics({ rev: g.rev + 1, ids: [] }).handedOver?.[0]?.metrics.backends).toEqual([]);
+  });
+
+  it("are not handed over for leaseTtlMs after the object restarted: a request it does not know of yet may run there", () => {
+    const g = group();
+    const r = new GroupRouter("g", () => 0.5);
+    r.install(g, 0);
+    r.restarted(0);
+    r.retire(g.rev + 1);
+    expect(r.handOver(g.leaseTtlMs - 1)).toBeNull();
+    expect(r.handOver(g.leaseTtlMs)).not.toBeNull();
   });
 });
 

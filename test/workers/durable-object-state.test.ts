@@ -161,6 +161,39 @@ describe("the object of a group the registry removed", () => {
   });
 });
 
+describe("the object of a shard the group gave up, restarted while a request still runs there", () => {
+  it("takes the request's lease back from its renewal, and does not hand its counts over while it may run", async () => {
+    const g = groupConfig("durable");
+    const stub = env.MODEL_GROUP.getByName("retired-restart");
+    const keys = () => runInDurableObject(stub, async (_o, state) => [...(await state.storage.list()).keys()].sort());
+    const d = decided(await stub.route(firstRouteCall(g, [1, 2, 3])));
+    await stub.retire(g.rev + 1);
+    expect(await stub.handOver(), "a request still runs there").toBeNull();
+    // A deploy (or an eviction) restarts it; the Worker renews the lease it holds, as its timer does every leaseTtlMs / 3.
+    await evictDurableObject(stub);
+    const answers = await stub.release([], [{ lease: d.lease, version: g.version, backendId: d.backendId }]);
+    expect(answers.unheld, "the renewal of a lease it gave before the restart").toEqual([]);
+    expect(await stub.status()).toMatchObject({ leases: 1, inFlightKnown: false, backends: expect.arrayContaining([expect.objectContaining({ id: d.backendId, inFlight: 1 })]) });
+    expect(await stub.handOver(), "the request runs on").toBeNull();
+    // It ends; another, of a Worker whose timer has not come yet, may still run until every lease had its leaseTtlMs.
+    await stub.release([{ lease: d.lease, outcome: "ok" }], []);
+    expect(await stub.handOver()).toBeNull();
+    expect((await keys()).filter((k) => k.startsWith("view:")), "its version, for those renewals").toHaveLength(1);
+  });
+
+  it("hands its counts over, and forgets its versions, once its leases had their time to renew and none did", async () => {
+    const g = groupConfig("short-lease");
+    const stub = env.MODEL_GROUP.getByName("retired-restart-quiet");
+    const keys = () => runInDurableObject(stub, async (_o, state) => [...(await state.storage.list()).keys()].sort());
+    decided(await stub.route(firstRouteCall(g, [1, 2, 3])));
+    await stub.retire(g.rev + 1);
+    // Its Worker was killed with the request: no renewal comes to the new instance, and no call at all.
+    await evictDurableObject(stub);
+    await vi.waitFor(async () => expect(await keys()).toEqual(["retired"]), EVENTUALLY);
+    expect(await stub.handOver()).not.toBeNull();
+  });
+});
+
 describe("a backend resting after a 429", () => {
   it("is still left alone after the object restarts, until its Retry-After is over", async () => {
     const g = groupConfig("durable");
