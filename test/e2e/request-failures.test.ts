@@ -53,6 +53,10 @@ beforeAll(async () => {
       { name: "failing-to-bounded", fallbacks: ["bounded"], deployments: [hostile("status:502", "failing")] },
       { name: "failing-alike-to-bounded", failover: { maxAttempts: 2 }, fallbacks: ["bounded"], deployments: ["failing-1", "failing-2"].map((id) => hostile("status:502", id)) },
       { name: "bounded", totalTimeoutMs: 500, deployments: [hostile("slow-headers:3000", "slow")] },
+      // Unbounded, falling back to a bounded group its 429 leaves, then to an unbounded one that answers in 2 s.
+      { name: "failing-past-bounded", failover: { maxAttempts: 5 }, fallbacks: ["bounded-busy", "unbounded-slow"], deployments: [hostile("status:502", "failing-3")] },
+      { name: "bounded-busy", totalTimeoutMs: 800, deployments: [hostile("rate-limited:30", "busy-30")] },
+      { name: "unbounded-slow", deployments: [hostile("slow-headers:2000", "slow-2s")] },
       { name: "wrong-model", strategy: "round-robin", breaker, deployments: [hostile("wrong-model"), hostile("ok")] },
       { name: "no-content", strategy: "round-robin", breaker, deployments: [hostile("status:204", "no-content"), hostile("ok")] },
       { name: "keepalive", deployments: [hostile("keepalive-lie")] },
@@ -308,6 +312,12 @@ describe("totalTimeoutMs bounds a non-streamed body too", () => {
     expect([res.status, res.headers.get("x-kvgate-group")]).toEqual([504, "bounded"]);
     expect(Date.now() - started).toBeLessThan(2500);
     await vi.waitFor(async () => expect(await gw.inFlight("bounded")).toBe(0), EVENTUALLY);
+  });
+
+  it("a bounded fallback's bound ends with it: the next fallback, unbounded as the group asked for, serves", async () => {
+    const res = await chat("failing-past-bounded");
+    await res.text();
+    expect([res.status, res.headers.get("x-kvgate-group")]).toEqual([200, "unbounded-slow"]);
   });
 });
 

@@ -5,30 +5,32 @@
  */
 export class Deadline {
   private at: number;
+  /** The request's own group's deadline, which no group it goes on to lengthens (`enter`). */
+  private readonly ownAt: number;
+  private readonly ownMs: number | undefined;
   private timer: ReturnType<typeof setTimeout> | undefined;
   /** Set once the deadline has passed while something was being watched. */
   expired = false;
 
-  /** The bound the deadline is now counted from (the request's group's, or a tighter one it went on to: `enter`). */
+  /** The bound the deadline is now counted from (the request's group's, or a tighter one of the group it went on to: `enter`). */
   totalMs: number | undefined;
 
   constructor(totalMs: number | undefined) {
-    this.totalMs = totalMs;
-    this.at = totalMs === undefined ? Infinity : Date.now() + totalMs;
+    this.totalMs = this.ownMs = totalMs;
+    this.at = this.ownAt = totalMs === undefined ? Infinity : Date.now() + totalMs;
   }
 
   /**
-   * The request goes on in another group (a fallback) with a `totalTimeoutMs` of its own: the
-   * deadline becomes the earlier of the one it had and that bound counted from now. The group
-   * serving an attempt bounds it, as when its model is asked directly; counted from the request's
-   * start instead, a fallback reached after its own group spent longer than that bound (waiting
-   * out a firstByteTimeoutMs) would be cut before its first attempt. The earlier of the two keeps
-   * the bound of the group the client asked for, which no fallback lengthens.
+   * The request goes on in another group (a fallback), with the `totalTimeoutMs` it has or none:
+   * the deadline becomes the earlier of the request's own group's and that bound counted from now.
+   * The group serving an attempt bounds it, as when its model is asked directly; counted from the
+   * request's start instead, a fallback reached after its own group spent longer than that bound
+   * (waiting out a firstByteTimeoutMs) would be cut before its first attempt. A bound ends with its
+   * group: a later fallback without one is held to the request's own group's alone.
    */
   enter(totalMs: number | undefined): void {
-    if (totalMs === undefined || Date.now() + totalMs >= this.at) return;
-    this.at = Date.now() + totalMs;
-    this.totalMs = totalMs;
+    const at = totalMs === undefined ? Infinity : Date.now() + totalMs;
+    [this.at, this.totalMs] = at < this.ownAt ? [at, totalMs] : [this.ownAt, this.ownMs];
   }
 
   /** Time left, Infinity when the group sets no bound. */
