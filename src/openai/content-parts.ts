@@ -14,7 +14,7 @@ import { SCORE_SIDES } from "./requests.ts";
  * engine's error and its timing tell "refused", "timed out" and "not an image" apart, enough to
  * scan the private network's ports.
  */
-const URL_FIELDS = ["image_url", "audio_url", "video_url", "file_url"] as const;
+export const URL_FIELDS = ["image_url", "audio_url", "video_url", "file_url"] as const;
 
 /** The fields of a rerank or score request that may be vLLM's multimodal object, `{"content": [parts]}`. */
 const RERANK_FIELDS = ["query", "documents"] as const;

@@ -160,12 +160,12 @@ export function isPromptBatch(body: CompletionRequest): boolean {
  * prompt is a batch (`batch`; isPromptBatch). Bytes, not characters, so it overcounts: the JSON
  * around the text a little, text outside ASCII up to 3× (6× when a client escapes it as \uXXXX).
  * Only such a prompt pays it, and it costs nothing to read; counting a long prompt's characters
- * would walk it. Its `media` (mediaOf) count as the chain counts them, MEDIA_CHARS each, not as
- * their bytes: base64 is no measure of what a VLM spends on an image.
+ * would walk it. Its `media` (mediaOf) count MEDIA_CHARS each, not as their bytes (base64 is no
+ * measure of what a VLM spends on an image) nor as a URL's characters, which the chain hashes.
  */
 export function promptBlocks(chain: readonly number[], bodyBytes: number, opts: FingerprintOptions, batch = false, media: MediaSize = NO_MEDIA): number {
   const whole = chain.length < opts.maxBlocks && !batch;
-  if (whole) return chain.length;
+  if (whole) return chain.length + Math.floor(media.unhashed / opts.blockChars);
   const chars = bodyBytes - media.chars + media.count * MEDIA_CHARS;
   return Math.max(chain.length, Math.floor(chars / opts.blockChars));
 }

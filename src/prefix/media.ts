@@ -1,3 +1,4 @@
+import { URL_FIELDS } from "../openai/content-parts.ts";
 import { CHARS_PER_TOKEN } from "../routing/learned/chars-per-token.ts";
 
 /**
@@ -63,23 +64,31 @@ export function partJson(part: unknown): string {
   return JSON.stringify(part, withStandIns);
 }
 
-/** The media of a prompt: how many payloads, and their characters. */
+/**
+ * The media of a prompt: how many payloads, inline or named by a URL, and their characters in the
+ * body; `unhashed`, the characters the chain holds short of MEDIA_CHARS for them: a URL is hashed
+ * as written (the same URL, the same prefix), so for each, MEDIA_CHARS less its length.
+ */
 export interface MediaSize {
   count: number;
   chars: number;
+  unhashed: number;
 }
 
-export const NO_MEDIA: MediaSize = { count: 0, chars: 0 };
+export const NO_MEDIA: MediaSize = { count: 0, chars: 0, unhashed: 0 };
+
+/** A part's fields that name media its engine fetches (src/openai/content-parts.ts): `{"url": …}`, or the URL itself. */
+const MEDIA_URL_KEYS: ReadonlySet<string> = new Set(URL_FIELDS);
 
 /**
  * The media of a chat body's messages or a Responses body's input, read where the fingerprint reads
  * parts as their JSON (partJson): a message's parts with no text, a Responses item with no role.
- * The whole prompt, past where the chain was cut: its size in blocks (promptBlocks) leaves their
- * bytes out. A message whose content is a string costs a type check.
+ * The whole prompt, past where the chain was cut: its size in blocks (promptBlocks) counts each as
+ * MEDIA_CHARS, not as its bytes or its URL. A message whose content is a string costs a type check.
  */
 export function mediaOf(turns: unknown): MediaSize {
   if (!Array.isArray(turns)) return NO_MEDIA;
-  const size = { count: 0, chars: 0 };
+  const size = { count: 0, chars: 0, unhashed: 0 };
   for (const turn of turns) {
     if (!isRecord(turn)) continue;
     if (turn.role === undefined) tally(turn, "", size);
@@ -88,18 +97,28 @@ export function mediaOf(turns: unknown): MediaSize {
   return size.count > 0 ? size : NO_MEDIA;
 }
 
-/** Adds the media under `value` to `size`, as withStandIns finds them. The body's depth is bounded (src/openai/body-shape.ts). */
+/**
+ * Adds the media under `value` to `size`: inline, as withStandIns finds them; by URL, a string
+ * under a media URL field or its `url`. An engine spends an image's tokens however it came, and
+ * counted as its URL's few characters, twenty images went to a priority engine ahead of others'
+ * 2k-token prompts. The body's depth is bounded (src/openai/body-shape.ts).
+ */
 function tally(value: unknown, key: string, size: MediaSize): void {
   if (typeof value === "string") {
-    if (isMedia(key, value)) {
-      size.count++;
-      size.chars += value.length;
-    }
+    if (isMedia(key, value)) add(size, value, false);
+    else if (MEDIA_URL_KEYS.has(key)) add(size, value, true);
   } else if (Array.isArray(value)) {
     for (let i = 0; i < value.length; i++) tally(value[i], String(i), size);
   } else if (isRecord(value)) {
+    if (MEDIA_URL_KEYS.has(key) && typeof value.url === "string" && !isMedia("url", value.url)) add(size, value.url, true);
     for (const k in value) tally(value[k], k, size);
   }
+}
+
+function add(size: MediaSize, payload: string, byUrl: boolean): void {
+  size.count++;
+  size.chars += payload.length;
+  if (byUrl) size.unhashed += Math.max(0, MEDIA_CHARS - payload.length);
 }
 
 function isRecord(v: unknown): v is Readonly<Record<string, unknown>> {

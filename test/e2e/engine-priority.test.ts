@@ -119,6 +119,20 @@ describe("a deployment whose server orders its queue by priority", () => {
     expect(behind).toBeGreaterThanOrEqual(0);
     expect(behind).toBeLessThan(2_000);
   });
+  it("gives a request with images by URL the priority of the images the engine fetches, as if they came inline (found by review: 20 URLs went as ~24 blocks, ahead of others' 2k-token prompts)", async () => {
+    const content: OpenAI.ChatCompletionContentPart[] = [
+      { type: "text", text: "Describe these." },
+      ...Array.from({ length: 20 }, (_, i): OpenAI.ChatCompletionContentPartImage => ({ type: "image_url", image_url: { url: `https://cdn.example.com/p${i}.png` } })),
+    ];
+    await client.chat.completions.create({ model: "ordered", messages: [{ role: "user", content }], max_tokens: 1 }).catch(() => null);
+    const sent = priority.requests(0).findLast((r) => r.path === "/v1/chat/completions");
+    // The URLs went as they came: the engine fetches them.
+    expect(sent?.body).toMatchObject({ messages: [{ content }] });
+    // 20 images of 1,024 tokens at the deployment's 10,000 tokens/s: ~2 s past its arrival, as inline.
+    const behind = ((sent?.body as Record<string, unknown>).priority as number) - Number(sent?.headers["x-kvgate-routed-at"]);
+    expect(behind).toBeGreaterThanOrEqual(1_900);
+    expect(behind).toBeLessThan(2_500);
+  });
   it("carries the gateway's priority, never a client's, on every endpoint to a priority server: Responses, embeddings, rerank and score too", async () => {
     // A client's priority of -1e15 would jump every request of every tenant; without one, a
     // request goes at vLLM's default 0, before every value the gateway sets.

@@ -332,7 +332,7 @@ describe("media in a prompt: an image, audio or a file sent inline", () => {
     }
   });
 
-  it("leaves a prompt without media hashed as before: an image's URL, and text that only begins like a data URL", () => {
+  it("hashes an image's URL as written, and text that only begins like a data URL as text", () => {
     const url = { role: "user", content: [{ type: "image_url", image_url: { url: "https://a.example/cat.jpg" } }] };
     const h = new BlockHasher(opts.blockChars, opts.maxBlocks);
     h.push("\u0001user\u0002");
@@ -341,15 +341,42 @@ describe("media in a prompt: an image, audio or a file sent inline", () => {
     expect(chatFingerprint(chat([url]), opts)).toEqual(h.hashes);
     const said = chat([{ role: "user", content: [{ type: "text", text: "data:image/png;base64,iVBOR" }] }]);
     expect(chatFingerprint(said, opts)).toEqual(chatFingerprint(chat([{ role: "user", content: "data:image/png;base64,iVBOR" }]), opts));
-    expect(mediaOf(said.messages)).toEqual({ count: 0, chars: 0 });
+    expect(mediaOf(said.messages)).toEqual({ count: 0, chars: 0, unhashed: 0 });
   });
 
   it("takes a text that begins with 'data:' for text: a tool's output of SSE lines is no data URL (found by review: 69 blocks for 16 characters)", () => {
     const output = (text: string) => ({ model: "m", input: [{ type: "function_call_output", call_id: "c1", output: text }] }) as ResponsesRequest;
     const sse = output('data: {"ok":1}\n\n');
-    expect(mediaOf(sse.input)).toEqual({ count: 0, chars: 0 });
+    expect(mediaOf(sse.input)).toEqual({ count: 0, chars: 0, unhashed: 0 });
     expect(responsesFingerprint(sse, opts)).toHaveLength(responsesFingerprint(output('xata: {"ok":1}\n\n'), opts).length);
-    expect(mediaOf(output("data:,plain").input)).toEqual({ count: 1, chars: "data:,plain".length });
+    expect(mediaOf(output("data:,plain").input)).toEqual({ count: 1, chars: "data:,plain".length, unhashed: 0 });
+  });
+
+  it("sizes an image, video, audio or file sent by URL as one sent inline, its URL hashed as written (found by review: 20 image URLs were 24 blocks, inline 1,294)", () => {
+    const images = (url: (i: number) => string) => chat([{ role: "user", content: [{ type: "text", text: "describe" }, ...Array.from({ length: 20 }, (_, i) => ({ type: "image_url", image_url: { url: url(i) } }))] }]);
+    const byUrl = routed(images((i) => `https://cdn.example.com/p${i}.png`));
+    const inline = routed(images((i) => photo(50_000 + i, i)));
+    // Each image is MEDIA_CHARS however it is sent: an engine spends its tokens on either.
+    expect(byUrl.blocks).toBeGreaterThanOrEqual(inline.blocks - 20);
+    expect(byUrl.blocks).toBeLessThanOrEqual(inline.blocks);
+    // The chain is the URLs' own: the same URL, the same prefix.
+    expect(byUrl.chain.length).toBeLessThan(40);
+    expect(mediaOf(images((i) => `https://cdn.example.com/p${i}.png`).messages).count).toBe(20);
+    // Every form a URL names media in: chat's video_url, audio_url, vLLM's untyped part, Responses' input_image and input_file.
+    const one = MEDIA_CHARS / opts.blockChars;
+    const forms = [
+      chat([{ role: "user", content: [{ type: "video_url", video_url: { url: "https://cdn.example.com/v.mp4" } }] }]).messages,
+      chat([{ role: "user", content: [{ type: "audio_url", audio_url: { url: "https://cdn.example.com/a.wav" } }] }]).messages,
+      chat([{ role: "user", content: [{ image_url: "https://cdn.example.com/p.png" }] }]).messages,
+      [{ role: "user", content: [{ type: "input_image", image_url: "https://cdn.example.com/p.png", detail: "auto" }] }],
+      [{ role: "user", content: [{ type: "input_file", file_url: "https://cdn.example.com/a.pdf" }] }],
+    ];
+    for (const turns of forms) {
+      const chain = responsesFingerprint({ model: "m", input: turns } as ResponsesRequest, opts);
+      const blocks = promptBlocks(chain, Buffer.byteLength(JSON.stringify(turns)), opts, false, mediaOf(turns));
+      expect(blocks).toBeGreaterThanOrEqual(one);
+      expect(blocks).toBeLessThanOrEqual(one + 3);
+    }
   });
 
   it("leaves the media's bytes out of a cut chain's size, and counts each as the chain does", () => {
@@ -360,7 +387,7 @@ describe("media in a prompt: an image, audio or a file sent inline", () => {
     // ~40 blocks of text, the image's MEDIA_CHARS, and the JSON around them; not its 15,600 blocks of base64.
     expect(blocks).toBeGreaterThanOrEqual(40 + MEDIA_CHARS / 64);
     expect(blocks).toBeLessThan(40 + MEDIA_CHARS / 64 + 4);
-    expect(mediaOf(body.messages)).toEqual({ count: 1, chars: 1_000_000 + "data:image/jpeg;base64,".length });
+    expect(mediaOf(body.messages)).toEqual({ count: 1, chars: 1_000_000 + "data:image/jpeg;base64,".length, unhashed: 0 });
   });
 });
 
