@@ -152,6 +152,28 @@ export function isPromptBatch(body: CompletionRequest): boolean {
 }
 
 /**
+ * Characters of prompt text a chat's template renders that the chain does not read: vLLM's
+ * `documents` (Command-R's and Granite's RAG templates render them), the values of
+ * `chat_template_kwargs`, a message's `reasoning` or `reasoning_content` (interleaved-thinking
+ * templates render an assistant's). Counted, not hashed: 1.2 MB of documents beside "hi" was one
+ * block, ahead of every 2k-token prompt on a priority engine. The strings' lengths, so a megabyte
+ * costs a walk of the few values that hold it; the body's depth is bounded (src/openai/body-shape.ts).
+ */
+export function unreadChars(body: ChatCompletionRequest): number {
+  let chars = textChars(body.documents) + textChars(body.chat_template_kwargs);
+  for (const m of body.messages) chars += textChars(m.reasoning_content) + textChars(m.reasoning);
+  return chars;
+}
+
+function textChars(value: unknown): number {
+  if (typeof value === "string") return value.length;
+  if (typeof value !== "object" || value === null) return 0;
+  let chars = 0;
+  for (const v of Object.values(value)) chars += textChars(v);
+  return chars;
+}
+
+/**
  * The prompt's size in blocks: its chain's length, or — when the chain stands for part of the
  * prompt — its body's bytes over blockChars. What a backend will prefill for it is the whole
  * prompt, not the hashed head: a 120k-token prompt counted as its first 32k tokens made its
@@ -161,11 +183,12 @@ export function isPromptBatch(body: CompletionRequest): boolean {
  * around the text a little, text outside ASCII up to 3× (6× when a client escapes it as \uXXXX).
  * Only such a prompt pays it, and it costs nothing to read; counting a long prompt's characters
  * would walk it. Its `media` (mediaOf) count MEDIA_CHARS each, not as their bytes (base64 is no
- * measure of what a VLM spends on an image) nor as a URL's characters, which the chain hashes.
+ * measure of what a VLM spends on an image) nor as a URL's characters, which the chain hashes;
+ * `unread` (unreadChars), text the chain leaves out, counts to a whole chain as it does to bytes.
  */
-export function promptBlocks(chain: readonly number[], bodyBytes: number, opts: FingerprintOptions, batch = false, media: MediaSize = NO_MEDIA): number {
+export function promptBlocks(chain: readonly number[], bodyBytes: number, opts: FingerprintOptions, batch = false, media: MediaSize = NO_MEDIA, unread = 0): number {
   const whole = chain.length < opts.maxBlocks && !batch;
-  if (whole) return chain.length + Math.floor(media.unhashed / opts.blockChars);
+  if (whole) return chain.length + Math.floor((media.unhashed + unread) / opts.blockChars);
   const chars = bodyBytes - media.chars + media.count * MEDIA_CHARS;
   return Math.max(chain.length, Math.floor(chars / opts.blockChars));
 }

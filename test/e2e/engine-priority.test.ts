@@ -133,6 +133,16 @@ describe("a deployment whose server orders its queue by priority", () => {
     expect(behind).toBeGreaterThanOrEqual(1_900);
     expect(behind).toBeLessThan(2_500);
   });
+  it("gives a request the priority of the documents its template renders, not of its messages alone (found by review: 1.2 MB of documents beside 'hi' went as 1 block)", async () => {
+    // vLLM's `documents` (Command-R's and Granite's RAG templates render them): 200 KB, ~50k tokens.
+    const documents = [{ title: "manual", text: "a page of a long manual. ".repeat(8_000) }];
+    await client.chat.completions.create({ model: "ordered", messages: [{ role: "user", content: "hi" }], max_tokens: 1, documents } as OpenAI.ChatCompletionCreateParamsNonStreaming).catch(() => null);
+    const sent = priority.requests(0).findLast((r) => r.path === "/v1/chat/completions");
+    expect(sent?.body).toMatchObject({ documents });
+    // 50k tokens at the deployment's 10,000 tokens/s: ~5 s past its arrival.
+    const behind = ((sent?.body as Record<string, unknown>).priority as number) - Number(sent?.headers["x-kvgate-routed-at"]);
+    expect(behind).toBeGreaterThanOrEqual(4_500);
+  });
   it("carries the gateway's priority, never a client's, on every endpoint to a priority server: Responses, embeddings, rerank and score too", async () => {
     // A client's priority of -1e15 would jump every request of every tenant; without one, a
     // request goes at vLLM's default 0, before every value the gateway sets.

@@ -1,7 +1,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { BlockHasher } from "../../src/prefix/block-hasher.ts";
-import { chatFingerprint, completionFingerprint, isPromptBatch, promptBlocks, responsesFingerprint } from "../../src/prefix/fingerprint.ts";
+import { chatFingerprint, completionFingerprint, isPromptBatch, promptBlocks, responsesFingerprint, unreadChars } from "../../src/prefix/fingerprint.ts";
 import { MEDIA_CHARS, mediaOf } from "../../src/prefix/media.ts";
 import type { ChatCompletionRequest, CompletionRequest, ResponsesRequest } from "../../src/openai/requests.ts";
 
@@ -417,5 +417,43 @@ describe("a completions batch's size in blocks", () => {
     const lone = routed({ model: "m", prompt: "x".repeat(1000) });
     expect(lone.blocks).toBe(lone.chain.length);
     expect(lone.blocks).toBeLessThan(Math.floor(1000 / 64) + 2);
+  });
+});
+
+describe("text a chat's template renders that the chain does not read", () => {
+  /** The prompt as the Worker routes a chat body (workers/gateway/validate.ts): its chain, and its size in blocks. */
+  const routed = (body: Record<string, unknown>) => {
+    const chat = body as ChatCompletionRequest;
+    const chain = chatFingerprint(chat, opts);
+    return { chain, blocks: promptBlocks(chain, Buffer.byteLength(JSON.stringify(body)), opts, false, mediaOf(chat.messages), unreadChars(chat)) };
+  };
+  const doc = "lorem ipsum ".repeat(20_000); // 240 KB: ~3,750 blocks
+  const docBlocks = Math.floor(doc.length / opts.blockChars);
+  const hi = [{ role: "user", content: "hi" }];
+
+  it("sizes a prompt by all it carries: vLLM's documents, chat_template_kwargs, an assistant's reasoning (found by review: 1.2 MB of documents beside 'hi' was 1 block)", () => {
+    const plain = routed({ model: "g", messages: hi });
+    const asked = [
+      { model: "g", messages: hi, documents: [{ title: "t", text: doc }] },
+      { model: "g", messages: hi, chat_template_kwargs: { enable_thinking: true, context: doc } },
+      ...["reasoning_content", "reasoning"].map((field) => ({
+        model: "g",
+        messages: [...hi, { role: "assistant", content: null, [field]: doc, tool_calls: [{ id: "c", type: "function", function: { name: "f", arguments: "{}" } }] }, { role: "tool", tool_call_id: "c", content: "ok" }],
+      })),
+    ];
+    for (const body of asked) {
+      const prompt = routed(body);
+      expect(prompt.blocks).toBeGreaterThanOrEqual(docBlocks);
+      expect(prompt.blocks).toBeLessThan(docBlocks + 16);
+      // Not hashed: the chain is the messages' alone.
+      expect(prompt.chain.length).toBeLessThan(8);
+    }
+    expect(routed({ model: "g", messages: hi, documents: [{ title: "t", text: doc }] }).chain).toEqual(plain.chain);
+  });
+
+  it("leaves a prompt's size as its chain's when those fields are short or absent: a template's switch is no prompt", () => {
+    const plain = routed({ model: "g", messages: hi });
+    expect(routed({ model: "g", messages: hi, chat_template_kwargs: { enable_thinking: false } })).toEqual(plain);
+    expect(routed({ model: "g", messages: hi, documents: null })).toEqual(plain);
   });
 });

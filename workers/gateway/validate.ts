@@ -4,7 +4,7 @@ import { badRequest, type GatewayError } from "../../src/openai/errors.ts";
 import { contentPartRefusal } from "../../src/openai/content-parts.ts";
 import { chatLimitError, responsesLimitError } from "../../src/openai/request-limits.ts";
 import { ChatCompletionRequestSchema, CompletionRequestSchema, EmbeddingRequestSchema, RerankRequestSchema, ResponsesRequestSchema, ScoreRequestSchema } from "../../src/openai/requests.ts";
-import { chatFingerprint, completionFingerprint, isPromptBatch, promptBlocks, responsesFingerprint, type FingerprintOptions } from "../../src/prefix/fingerprint.ts";
+import { chatFingerprint, completionFingerprint, isPromptBatch, promptBlocks, responsesFingerprint, unreadChars, type FingerprintOptions } from "../../src/prefix/fingerprint.ts";
 import { cacheSaltOf, saltedChain } from "../../src/prefix/cache-salt.ts";
 import { mediaOf, NO_MEDIA, type MediaSize } from "../../src/prefix/media.ts";
 import { firstIssue } from "../../src/zod-issues.ts";
@@ -48,7 +48,7 @@ export function validate(endpoint: Endpoint, raw: unknown, config: LoadedConfig,
 function validBody(endpoint: Endpoint, raw: unknown, config: LoadedConfig, bodyBytes: number): Validated {
   switch (endpoint) {
     case "chat":
-      return checked(raw, config, bodyBytes, ChatCompletionRequestSchema, chatFingerprint, chatLimitError, undefined, (b) => mediaOf(b.messages));
+      return checked(raw, config, bodyBytes, ChatCompletionRequestSchema, chatFingerprint, chatLimitError, undefined, (b) => mediaOf(b.messages), unreadChars);
     case "completions":
       return checked(raw, config, bodyBytes, CompletionRequestSchema, completionFingerprint, undefined, isPromptBatch);
     case "responses":
@@ -73,7 +73,8 @@ interface Schema<B> {
  * The body, parsed: first its configured counts (`overLimit`, read off the parsed JSON before the
  * schema walks it), then the schema; the first issue is the 400. Fingerprinted per group when routed;
  * `batch`: whether the body's chain hashes only the first of its prompts (a completions batch);
- * `mediaIn`: the media of its prompt, read once.
+ * `mediaIn`: the media of its prompt, read once; `unreadIn`: the characters of text its template
+ * renders that the chain does not read (unreadChars), read once.
  */
 function checked<B extends Validated["body"]>(
   raw: unknown,
@@ -84,6 +85,7 @@ function checked<B extends Validated["body"]>(
   overLimit?: (raw: unknown, limits: LoadedConfig["limits"]) => GatewayError | null,
   batch?: (body: B) => boolean,
   mediaIn?: (body: B) => MediaSize,
+  unreadIn?: (body: B) => number,
 ): Validated {
   const excess = overLimit?.(raw, config.limits);
   if (excess) throw excess;
@@ -92,12 +94,13 @@ function checked<B extends Validated["body"]>(
   const body = r.data;
   const salt = cacheSaltOf(body);
   const media = mediaIn?.(body) ?? NO_MEDIA;
+  const unread = unreadIn?.(body) ?? 0;
   return {
     body,
     prompt: (g) => {
       const opts = { blockChars: g.blockChars, maxBlocks: g.maxPrefixBlocks };
       const chain = salt === null ? fingerprint(body, opts) : saltedChain(fingerprint(body, opts), salt);
-      return { chain, blocks: promptBlocks(chain, bodyBytes, opts, batch?.(body), media), media: media.count > 0 };
+      return { chain, blocks: promptBlocks(chain, bodyBytes, opts, batch?.(body), media, unread), media: media.count > 0 };
     },
   };
 }
