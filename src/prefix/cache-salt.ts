@@ -4,16 +4,16 @@ import { fmix32 } from "./block-hasher.ts";
  * What keys an engine's prefix cache besides the prompt: vLLM's `cache_salt` (chat, completions,
  * responses: hashed into the first block, so only requests with the same salt share any block)
  * and SGLang's `extra_key` beside it. A tenant sets them to keep its cache apart from everyone
- * else's; null when the body has neither, which is every request that does not.
+ * else's; null when the body has neither, which is every request that does not. Joined as SGLang
+ * joins them (its _compute_extra_key: cache_salt then extra_key, empty ones left out), so a salt
+ * "ab" is the salt "a" with extra_key "b" and the extra_key "ab": one cache there, and kept apart
+ * here they were three prefix spaces, each routed away from what the engine had cached.
  */
 export function cacheSaltOf(body: Readonly<Record<string, unknown>>): string | null {
   const salt = body.cache_salt;
   const extra = body.extra_key;
-  const s = typeof salt === "string" && salt !== "" ? salt : null;
-  const e = typeof extra === "string" && extra !== "" ? extra : null;
-  if (s === null && e === null) return null;
-  // Each told apart from the other: a salt "ab" is not the salt "a" with extra_key "b".
-  return `${s === null ? "" : `s${s.length}:${s}`}${e === null ? "" : `e${e.length}:${e}`}`;
+  const key = (typeof salt === "string" ? salt : "") + (typeof extra === "string" ? extra : "");
+  return key === "" ? null : key;
 }
 
 /**

@@ -114,6 +114,15 @@ describe("a cache salt, to the routing", () => {
     // Its own salt finds it, every block (the same question too).
     expect(await blocksOf(secret, "tenant-a-salt")).toEqual([total, total]);
   });
+
+  it("keys cache_salt and extra_key joined, as SGLang keys its cache: a prompt cached under one split of a key is a hit under another (found by review: three prefix spaces where the engine shares one)", async () => {
+    const secret = doc("salted-2");
+    const [, total] = await blocksOf(secret, "tenant-c", "-salt");
+    expect(total).toBeGreaterThan(2);
+    expect(await blocksOf(secret, "tenant-c-salt")).toEqual([total, total]);
+    expect(await blocksOf(secret, undefined, "tenant-c-salt")).toEqual([total, total]);
+    expect((await blocksOf(secret, "tenant-c"))[0]).toBe(0);
+  });
 });
 
 /** vLLM's disaggregated prefill/decode parameters: where the decode engine fetches its KV cache from. */

@@ -7,10 +7,15 @@ const turns = (n: number) => Array.from({ length: n }, (_, i) => ({ role: i % 2 
 const chainOf = (n: number) => chatFingerprint({ model: "m", messages: turns(n) }, opts);
 
 describe("cacheSaltOf", () => {
-  it("is null for a body with neither field (or empty ones), and tells the two fields apart", () => {
-    expect([cacheSaltOf({}), cacheSaltOf({ cache_salt: "" }), cacheSaltOf({ cache_salt: 5, extra_key: null })]).toEqual([null, null, null]);
-    const salts = [cacheSaltOf({ cache_salt: "ab" }), cacheSaltOf({ cache_salt: "a", extra_key: "b" }), cacheSaltOf({ extra_key: "ab" })];
-    expect(new Set(salts).size).toBe(3);
+  it("is null for a body with neither field (or empty ones)", () => {
+    expect([cacheSaltOf({}), cacheSaltOf({ cache_salt: "" }), cacheSaltOf({ cache_salt: 5, extra_key: null }), cacheSaltOf({ cache_salt: "", extra_key: "" })]).toEqual([null, null, null, null]);
+  });
+
+  it("joins the two fields as SGLang keys its cache, cache_salt then extra_key (found by review: three keys where SGLang has one)", () => {
+    // SGLang's _compute_extra_key: "".join of the non-empty cache_salt and extra_key.
+    const salts = [cacheSaltOf({ cache_salt: "ab" }), cacheSaltOf({ cache_salt: "a", extra_key: "b" }), cacheSaltOf({ extra_key: "ab" }), cacheSaltOf({ cache_salt: "ab", extra_key: "" })];
+    expect(new Set(salts)).toEqual(new Set(["ab"]));
+    expect(cacheSaltOf({ cache_salt: "b", extra_key: "a" })).not.toBe(cacheSaltOf({ cache_salt: "a", extra_key: "b" }));
   });
 });
 
