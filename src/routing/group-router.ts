@@ -430,7 +430,9 @@ export class GroupRouter {
     const total = chain.length < g.maxPrefixBlocks && !media ? chain.length : -1;
     const matched = evidence && !media ? choice.matched : -1;
     const recency = view.learns && chain.length > 0 ? b.prefixes.matchRecency : NaN;
-    // A whole chain under a prompt of more blocks is a completions batch's first prompt (isPromptBatch).
+    // A whole chain under a prompt of more blocks is not the whole prompt the engine reports on: a
+    // completions batch's first prompt (isPromptBatch), or a chat whose template renders text the
+    // chain leaves out (src/prefix/fingerprint.ts unreadChars). Its usage teaches nothing.
     const batch = total >= 0 && view.request.blocks > chain.length;
     this.leases.add(lease, { backend: b, expiresAt: now + this.leaseTtlMs, routedAt: now, blocks, queuedTo: b.queued, trialOf: b.breaker.sent() ? b.breaker.opened : -1, lesson, key: tenant?.id ?? null, recordsUsage: tenant !== undefined && tenant.recordsUsage !== false, decision, predictedCached, pending, matched, total, recency, ahead, ...(batch ? { teaches: false as const } : {}) });
     if (tenant) {
