@@ -791,6 +791,15 @@ const BEHAVIOURS: Record<string, Answer> = {
     if (arg === "headers") return void res.flushHeaders();
     res.write(text.slice(0, Math.floor(text.length / 2)));
   },
+  /**
+   * A non-streamed answer's headers (chunked), then nothing, and after `arg` ms (default 200) the
+   * connection destroyed: a server that crashes during the generation, no byte of its answer sent.
+   */
+  "crash-mid-generation": (_req, res, _body, arg) => {
+    res.writeHead(200, { "content-type": "application/json" }).flushHeaders();
+    const timer = setTimeout(() => res.socket?.destroy(), Number(arg ?? 200));
+    res.on("close", () => clearTimeout(timer));
+  },
   "cut-body": (_req, res, body) => {
     const text = completion(requestOf(body).model);
     res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(text) });

@@ -11,6 +11,8 @@ export class AttemptTimer {
   private armedForLimit = false;
   private stopped = false;
 
+  /** When the limit began to count (epoch ms). */
+  readonly startedAt: number;
   private readonly renewEveryMs: number;
   private readonly onLimit: () => void;
   private readonly renew: () => void;
@@ -20,6 +22,7 @@ export class AttemptTimer {
     this.onLimit = onLimit;
     this.renew = renew;
     const now = Date.now();
+    this.startedAt = now;
     this.limitAt = now + limitMs;
     this.arm(now);
   }

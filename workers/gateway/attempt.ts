@@ -53,6 +53,8 @@ export interface AttemptInput {
    */
   routedOn: ResolvedGroup;
   deadline: Deadline;
+  /** A non-streamed request's later attempt: when its generation must end (GenerationBudget); undefined, its group's whole nonStreamTimeoutMs. */
+  generationEndsAt: number | undefined;
   /** This attempt's number, 1 for the first. */
   attempts: number;
   /** Served by a fallback group rather than the model's own. */
@@ -100,7 +102,7 @@ export class OwnTime {
  */
 export type AttemptResult =
   | { kind: "answered"; response: Response; rejected: boolean; notHeld?: true }
-  | { kind: "failed"; response: Response; lease: HeldLease; verdict: LeaseOutcome; failure: Failure; retryable: boolean; end?: AttemptEnd };
+  | { kind: "failed"; response: Response; lease: HeldLease; verdict: LeaseOutcome; failure: Failure; retryable: boolean; end?: AttemptEnd; generationEndsAt?: number };
 
 /** workerd's words for a connection that failed or died before any response byte. */
 const CONNECTION_LOST = /network connection lost/i;
@@ -193,7 +195,10 @@ async function attemptHeld(a: AttemptInput, key: KeyRecord | null, lease: HeldLe
   // client. A non-streamed answer comes when the generation ends, so its bound is on the
   // generation, and is the gateway's own limit, not a verdict.
   let timedOut: "first-byte" | "generation" | null = null;
-  const [limitMs, limit] = stream ? [group.firstByteTimeoutMs, "first-byte" as const] : [group.nonStreamTimeoutMs, "generation" as const];
+  // A non-streamed request's later attempt has what its earlier ones left (generation-budget.ts).
+  const endsAt = stream ? undefined : a.generationEndsAt;
+  const budgeted = endsAt !== undefined;
+  const [limitMs, limit] = stream ? [group.firstByteTimeoutMs, "first-byte" as const] : [endsAt === undefined ? group.nonStreamTimeoutMs : endsAt - Date.now(), "generation" as const];
   const onLimit = (): void => {
     timedOut = limit;
     abort.abort(new Error(`upstream ${limit} timeout`));
@@ -217,7 +222,10 @@ async function attemptHeld(a: AttemptInput, key: KeyRecord | null, lease: HeldLe
     lease.keepRenewed();
     const failure: Failure = backendsOwn ? { cause, retryAfterMs, backendsOwn } : { cause, retryAfterMs };
     if (kind !== null) failure.kind = kind;
-    return { kind: "failed", response: withHeaders(response, routing), lease, verdict, failure, retryable };
+    const result: Extract<AttemptResult, { kind: "failed" }> = { kind: "failed", response: withHeaders(response, routing), lease, verdict, failure, retryable };
+    // A first attempt's limit sets the request's generation budget (generation-budget.ts).
+    if (!stream) result.generationEndsAt = endsAt ?? timer.startedAt + limitMs;
+    return result;
   };
   const firstByteTimeout = (what: string): Response => gatewayTimeout(`${seenAs()} sent ${what} within ${group.firstByteTimeoutMs} ms`).toResponse();
   /**
@@ -236,9 +244,13 @@ async function attemptHeld(a: AttemptInput, key: KeyRecord | null, lease: HeldLe
     if (deadline.expired) return failed(gatewayTimeout(`the request exceeded its total timeout of ${deadline.totalMs} ms`).toResponse(), "client-abort", "timeout", null, null, false);
     if (timedOut === "generation") {
       // Not retried (it would redo a whole generation) and no verdict here: the routing object
-      // knows whether the backend served anything else meanwhile (src/routing/silence.ts).
-      const cut = failed(gatewayTimeout(`${seenAs()} did not finish a non-streamed answer within ${group.nonStreamTimeoutMs} ms`).toResponse(), "client-abort", "timeout", "timeout", null, false);
-      return { ...cut, end: SILENT };
+      // knows whether the backend served anything else meanwhile (src/routing/silence.ts) — for a
+      // cut at the group's whole limit, the window that rule reads. What earlier attempts left of
+      // the request's budget may be a moment, in which a healthy backend busy with long
+      // generations serves nothing too: that cut is the gateway's alone.
+      const within = budgeted ? `the ${Math.max(0, Math.round(limitMs))} ms the request's earlier attempts left of its nonStreamTimeoutMs` : `${group.nonStreamTimeoutMs} ms`;
+      const cut = failed(gatewayTimeout(`${seenAs()} did not finish a non-streamed answer within ${within}`).toResponse(), "client-abort", "timeout", "timeout", null, false);
+      return budgeted ? cut : { ...cut, end: SILENT };
     }
     return null;
   };

@@ -14,6 +14,7 @@ import type { Caller } from "./auth.ts";
 import { readSizedJsonBody } from "./body.ts";
 import { asGatewayError } from "./error-answer.ts";
 import { Deadline } from "./deadline.ts";
+import { GenerationBudget } from "./generation-budget.ts";
 import { PassedOver } from "./group-reach.ts";
 import { HeldFailure } from "./held-failure.ts";
 import { afterFailure, noRetry } from "./after-failure.ts";
@@ -54,6 +55,7 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
   const tenant = tenantFor(p.caller, body.model, primary);
 
   const deadline = new Deadline(primary.totalTimeoutMs);
+  const budget = new GenerationBudget();
   // A server-side failure whose verdict waits for the next attempt's answer.
   const held = new HeldFailure();
   const path = new GroupPath(primary, byModel, p.caller, body.model);
@@ -61,6 +63,13 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
   let prompt = promptFor(group);
   let exclude: string[] = [];
   let attempts = 0;
+  // Another group's backends (a fallback's, or the model's group as the registry now has it) are
+  // others: none of them failed yet. Its own timeouts bound them.
+  const entering = (next: ResolvedGroup): void => {
+    exclude = [];
+    deadline.enter(next.totalTimeoutMs);
+    budget.enter(next.nonStreamTimeoutMs);
+  };
   // The group whose object let the request's key in: each keeps the key's limits for its own
   // requests, and a request never goes back to a group it left. The first one counted the key's
   // request (RouteTenant.counted): a fallback group after it counts it no more.
@@ -94,12 +103,7 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
         ({ group, primary } = path);
         if (step !== null) {
           prompt = promptFor(group);
-          // Another group's backends (a fallback's, or the model's group as the registry now has it)
-          // are others: none of them failed yet. Its own total timeout bounds them.
-          if (group.name !== refusedBy.name) {
-            exclude = [];
-            deadline.enter(group.totalTimeoutMs);
-          }
+          if (group.name !== refusedBy.name) entering(group);
           continue;
         }
         return noneLeft(last, finalAnswer, held, refused, body.model, passed);
@@ -113,11 +117,7 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
       if (next === null) return noneLeft(last, finalAnswer, held, refused, body.model, passed);
       if (next === "again") {
         prompt = promptFor(group);
-        // Another group's backends are others: none of them failed yet. Its own total timeout bounds them.
-        if (group.name !== routed.name) {
-          exclude = [];
-          deadline.enter(group.totalTimeoutMs);
-        }
+        if (group.name !== routed.name) entering(group);
         continue;
       }
       // Picked by an object that knows nothing of RouteCall.unreachable: routed again without it, no attempt spent.
@@ -129,7 +129,7 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
       failover.attempting(attempts);
       held.attempting(group.name, passed.of(group).reachable);
       // The lease is the decision's: its shards and version are the group's it was routed on, whatever version the request goes on with.
-      const result = await attempt({ p, body, exact: raw.exact, group, decision, routedOn: routed, deadline, attempts, fellBack: group !== primary, own });
+      const result = await attempt({ p, body, exact: raw.exact, group, decision, routedOn: routed, deadline, generationEndsAt: budget.endsAt, attempts, fellBack: group !== primary, own });
       if (result.kind === "answered") {
         // A 404 for the stored response the request continues says only that this backend lacks it
         // (vLLM keeps each in the memory of the one that made it): after a failure, the backend that
@@ -141,20 +141,20 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
         return result.response;
       }
       last = result.response;
+      if (result.generationEndsAt !== undefined) budget.failed(result.generationEndsAt);
       if (result.failure.kind !== undefined) p.log?.failed(group.name, result.lease.backendId, result.failure.kind);
       // A failure that follows the request (the SDKs would send it twice more, each time to two
       // more backends to fail on), or one the gateway does not try again (a generation cut at its
       // limit or the request's deadline, which a retry would run whole again): nor should they.
       const followsRequest = held.failed(result.lease, result.verdict, result.failure, result.end);
       if (noRetry(held, followsRequest, result.retryable, result.verdict, result.failure)) last.headers.set(SHOULD_RETRY, "false");
-      const then = afterFailure(held, followsRequest, result.retryable, primary.failover, attempts, result.failure, deadline.msLeft());
+      const then = afterFailure(held, followsRequest, result.retryable, primary.failover, attempts, result.failure, Math.min(deadline.msLeft(), budget.msLeft()));
       if (then.kind === "answer" || (then.kind === "fall-back" && !path.fallBack())) return finalAnswer(last);
       failover.failedOn(group.name, result.lease.backendId, result.failure.cause);
       if (then.kind === "fall-back") {
         ({ group, primary } = path);
         prompt = promptFor(group);
-        exclude = [];
-        deadline.enter(group.totalTimeoutMs);
+        entering(group);
         own.routingAgain();
         continue;
       }
