@@ -48,9 +48,9 @@ beforeAll(async () => {
       // A non-streamed answer the gateway's own limits cut before its headers: the generation's, and the request's deadline.
       { name: "slow-generation", nonStreamTimeoutMs: 300, breaker, deployments: [hostile("slow-headers:5000", "slow")] },
       { name: "slow-total", totalTimeoutMs: 300, breaker, deployments: [hostile("slow-headers:5000", "slow")] },
-      // A limit under the SDKs' timeout scaled 1000× (600 ms): a server that crashes 300 ms into the generation, picked
-      // first (round-robin), then one whose generation takes 420 ms, within the limit.
-      { name: "crash-then-slow", strategy: "round-robin", nonStreamTimeoutMs: 450, breaker: { consecutiveFailures: 1000, minRequests: 1000 }, deployments: [hostile("crash-mid-generation:300", "crashing"), hostile("slow-headers:420", "answering")] },
+      // A limit under the SDKs' timeout scaled 500× (1,200 ms): a server that crashes 600 ms into the generation, picked
+      // first (round-robin), then one whose generation takes 840 ms, within the limit.
+      { name: "crash-then-slow", strategy: "round-robin", nonStreamTimeoutMs: 900, breaker: { consecutiveFailures: 1000, minRequests: 1000 }, deployments: [hostile("crash-mid-generation:600", "crashing"), hostile("slow-headers:840", "answering")] },
       // Groups with no total timeout whose backends fail, falling back to one whose own is 500 ms, on a backend that takes 3 s:
       // one backend (the group's object then refuses the request: no backend left), and two failing alike (past the attempts' bound).
       { name: "failing-to-bounded", fallbacks: ["bounded"], deployments: [hostile("status:502", "failing")] },
@@ -346,14 +346,14 @@ describe("a non-streamed request's generations share its nonStreamTimeoutMs, to 
     // Its routing object up before the clock starts: a cold start is no part of the bound.
     await gw.inFlight("crash-then-slow");
     let calls = 0;
-    // The SDK's defaults (timeout 10 min, a timed-out call sent again twice) scaled 1000×. The group's limit is 150 ms under
-    // it, not the default's minute scaled (60 ms): the gateway's own milliseconds (routing, a second attempt) are not scaled.
-    const sdk = new OpenAI({ apiKey: gw.key, baseURL: `${gw.url}/v1`, timeout: 600, maxRetries: 2, fetch: (url, init) => (calls++, fetch(url, init)) });
+    // The SDK's defaults (timeout 10 min, a timed-out call sent again twice) scaled 500×. The group's limit is 300 ms under
+    // it, not the default's minute scaled (120 ms): the gateway's own milliseconds (routing, a second attempt) are not scaled.
+    const sdk = new OpenAI({ apiKey: gw.key, baseURL: `${gw.url}/v1`, timeout: 1200, maxRetries: 2, fetch: (url, init) => (calls++, fetch(url, init)) });
     const outcome = await sdk.chat.completions.create({ model: "crash-then-slow", messages: [{ role: "user", content: "a long essay" }], max_tokens: 4 }).then(
       () => "answered",
       (e: unknown) => (e instanceof OpenAI.APIError ? `${e.status ?? e.constructor.name} x-should-retry ${e.headers?.get("x-should-retry")}` : e),
     );
-    // Before, the retry got a whole 450 ms of its own: its answer would come after 720 ms, past the SDK's 600, which sent
+    // Before, the retry got a whole 900 ms of its own: its answer would come after 1,440 ms, past the SDK's 1,200, which sent
     // the request again twice, each time to both backends (APIConnectionTimeoutError after 3 calls, 3 requests each).
     expect([outcome, calls, upstream.stats("crash-mid-generation").requests, upstream.stats("slow-headers").requests]).toEqual(["504 x-should-retry false", 1, 1, 1]);
     await vi.waitFor(async () => expect(await gw.inFlight("crash-then-slow")).toBe(0), EVENTUALLY);
