@@ -44,13 +44,16 @@ const ROUTE_HEADERS = /** @type {const} */ ([
 const REPLY_MAX_CHARS = 1_000_000;
 const REPLY_MAX_SAID = REPLY_MAX_CHARS.toLocaleString("en");
 /**
- * The longest event the playground reads, in characters: room for the most a reply shows in one
- * event, every character written as a JSON escape (\uXXXX, six), and its JSON around it. An
- * upstream that writes on with no blank line (broken, passed on untouched on the master key's fast
- * path) never ends its event: held on, it would grow in the tab as an endless reply did.
+ * The longest event, or answer whole as JSON, the playground reads, in characters: room for the
+ * most a reply shows in one, every character written as a JSON escape (\uXXXX, six), and its JSON
+ * around it. An upstream that writes on with no blank line (broken, passed on untouched on the
+ * master key's fast path) never ends its event, and one that writes on in a JSON answer never ends
+ * that: held on, either would grow in the tab as an endless reply did.
  */
 const EVENT_MAX_CHARS = 8_000_000;
 const EVENT_MAX_SAID = EVENT_MAX_CHARS.toLocaleString("en");
+/** @param {string} what */
+const tooLong = (what) => new Error(`${what} longer than ${EVENT_MAX_SAID} characters: the playground reads no further`);
 byId("reply-max", HTMLElement).textContent = `A reply shows up to ${REPLY_MAX_SAID} characters; one that goes past is cut there, and its request ended.`;
 
 /** @type {string | null} */
@@ -179,7 +182,7 @@ async function send(reply) {
         if (part === "answer") answer += kept;
         else reply.thinking.hidden = false;
         write[part].add(kept);
-        // Leaving the loop cancels the stream (streamedPieces' finally): the backend is let go.
+        // Leaving the loop cancels the stream (bodyText's finally): the backend is let go.
         if (text.length > room) {
           cut = true;
           break;
@@ -272,21 +275,25 @@ function routeLine(headers, n) {
  * @returns {AsyncGenerator<Piece>}
  */
 async function* replyPieces(res) {
-  if ((res.headers.get("content-type") ?? "").includes("application/json")) return yield* wholePieces(res);
   if (!res.body) throw new Error("the answer has no body");
+  if ((res.headers.get("content-type") ?? "").includes("application/json")) return yield* wholePieces(res.body);
   yield* streamedPieces(res.body);
 }
 
 /**
- * @param {Response} res
+ * The pieces of a chat completion answered whole. Read as it comes, not with res.json(): an answer
+ * that writes on without end (or past any reply's length) is given up at EVENT_MAX_CHARS, as an
+ * unended event is, where it filled the tab until it froze.
+ * @param {ReadableStream<Uint8Array>} body
  * @returns {AsyncGenerator<Piece>}
  */
-async function* wholePieces(res) {
-  const answer = /** @type {{ error?: unknown, choices?: { message?: Delta }[] }} */ (
-    await res.json().catch((e) => {
-      throw lostConnection(e);
-    })
-  );
+async function* wholePieces(body) {
+  let text = "";
+  for await (const chunk of bodyText(body)) {
+    text += chunk;
+    if (text.length > EVENT_MAX_CHARS) throw tooLong("an answer");
+  }
+  const answer = /** @type {{ error?: unknown, choices?: { message?: Delta }[] }} */ (JSON.parse(text));
   if (answer.error) throw new Error(errorMessage(answer.error));
   const message = answer.choices?.[0]?.message;
   if (typeof message !== "object" || message === null) throw new Error("the answer is JSON but no chat completion");
@@ -310,31 +317,42 @@ function* pieces(d) {
  * The pieces of a chat completion stream, delta by delta, as its events arrive. An error event (the
  * gateway's, when the upstream broke off) ends it with that error. An event that is not JSON is
  * passed over: when an upstream breaks off mid-event, the gateway ends the half event and sends
- * its error event after it. However the reading ends, the stream is cancelled, so that a reply
- * given up on does not hold its backend until it would have ended.
+ * its error event after it.
  * @param {ReadableStream<Uint8Array>} body
  * @returns {AsyncGenerator<Piece>}
  */
 async function* streamedPieces(body) {
+  const events = sseEvents();
+  for await (const chunk of bodyText(body)) {
+    for (const data of events.push(chunk)) {
+      if (data === "" || data === "[DONE]") continue;
+      const parsed = parseEvent(data);
+      if (parsed === null) continue;
+      if (parsed.error) throw new Error(errorMessage(parsed.error));
+      const delta = parsed.choices?.[0]?.delta;
+      if (delta) yield* pieces(delta);
+    }
+    // Thrown, the body is cancelled (bodyText's finally), as a reply cut at its most is.
+    if (events.unfinishedLength() > EVENT_MAX_CHARS) throw tooLong("an event");
+  }
+}
+
+/**
+ * The text of an answer's body, chunk by chunk, as it comes. However the reading ends, the body is
+ * cancelled, so that a reply given up on does not hold its backend until it would have ended.
+ * @param {ReadableStream<Uint8Array>} body
+ * @returns {AsyncGenerator<string>}
+ */
+async function* bodyText(body) {
   const reader = body.getReader();
   const decoder = new TextDecoder();
-  const events = sseEvents();
   try {
     for (;;) {
       const { done, value } = await reader.read().catch((e) => {
         throw lostConnection(e);
       });
       if (done) return;
-      for (const data of events.push(decoder.decode(value, { stream: true }))) {
-        if (data === "" || data === "[DONE]") continue;
-        const parsed = parseEvent(data);
-        if (parsed === null) continue;
-        if (parsed.error) throw new Error(errorMessage(parsed.error));
-        const delta = parsed.choices?.[0]?.delta;
-        if (delta) yield* pieces(delta);
-      }
-      // Thrown, the stream is cancelled (the finally below), as a reply cut at its most is.
-      if (events.unfinishedLength() > EVENT_MAX_CHARS) throw new Error(`an event longer than ${EVENT_MAX_SAID} characters: the playground reads no further`);
+      yield decoder.decode(value, { stream: true });
     }
   } finally {
     reader.cancel().catch(() => {});

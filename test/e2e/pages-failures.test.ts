@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { createServer, type Server } from "node:http";
+import { createServer, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { APIResponse, Page, Route } from "playwright-core";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
@@ -32,9 +32,10 @@ let engines: Server;
 
 /**
  * Answers as engines do that the hostile upstream does not play: `/whole-json` a streamed request
- * with a whole chat completion as JSON (a server that ignores `stream`), `/reasoning` a stream of a
- * reasoning model's thinking (vLLM's `reasoning_content`, then `reasoning`, its newer name) before
- * its answer. Anything else (a health probe) gets an empty JSON 200.
+ * with a whole chat completion as JSON (a server that ignores `stream`), `/endless-json` with one
+ * whose text never ends, `/reasoning` a stream of a reasoning model's thinking (vLLM's
+ * `reasoning_content`, then `reasoning`, its newer name) before its answer. Anything else (a
+ * health probe) gets an empty JSON 200.
  */
 function startEngines(): Promise<Server> {
   const server = createServer((req, res) => {
@@ -45,6 +46,7 @@ function startEngines(): Promise<Server> {
         const answer = { id: "chatcmpl-j", object: "chat.completion", created: 1, model: "json-7b", choices: [{ index: 0, message, finish_reason: "stop" }], usage: { prompt_tokens: 3, completion_tokens: 3, total_tokens: 6 } };
         return void res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(answer));
       }
+      if (req.url === "/endless-json/v1/chat/completions") return endlessJson(res);
       if (req.url === "/reasoning/v1/chat/completions") {
         const chunk = (delta: Record<string, string>) => `data: ${JSON.stringify({ id: "chatcmpl-r", object: "chat.completion.chunk", created: 1, model: "reasoning-7b", choices: [{ index: 0, delta, finish_reason: null }] })}\n\n`;
         res.writeHead(200, { "content-type": "text/event-stream" });
@@ -54,6 +56,23 @@ function startEngines(): Promise<Server> {
     });
   });
   return new Promise((resolve) => server.listen(0, "127.0.0.1", () => resolve(server)));
+}
+
+/** The engines' endless JSON answers: how many were asked for, and how many are still being written. */
+const endlessJsonAnswers = { requests: 0, open: 0 };
+
+/** A chat completion as JSON whose text never ends: 4 KiB writes as fast as the connection takes them, for as long as it lasts. */
+function endlessJson(res: ServerResponse): void {
+  endlessJsonAnswers.requests++;
+  endlessJsonAnswers.open++;
+  res.on("close", () => endlessJsonAnswers.open--);
+  res.writeHead(200, { "content-type": "application/json" });
+  res.write('{"id":"chatcmpl-e","object":"chat.completion","created":1,"model":"endless-json-7b","choices":[{"index":0,"message":{"role":"assistant","content":"');
+  const text = "x".repeat(4096);
+  const pump = (): void => {
+    while (!res.destroyed) if (!res.write(text)) return void res.once("drain", pump);
+  };
+  pump();
 }
 
 beforeAll(async () => {
@@ -68,7 +87,7 @@ beforeAll(async () => {
   // A short leaseTtlMs: workerd evicts the group's object while a test holds its reads back, and a
   // restarted object says for leaseTtlMs that it cannot tell what is in flight.
   gw = await startTestGateway(
-    { modelGroups: [{ name: GROUP, leaseTtlMs: 3_000, deployments: [{ id: "sim-0", baseUrl: fleet.urls[0] as string, model: "sim-7b" }] }, hostile("cut", "cut-mid-event"), hostile("erring", "error-then-endless"), hostile("tgi-erring", "error-then-endless:tgi"), hostile("long", "long-stream:20000"), hostile("unbroken", "big-event:64"), hostile("firehose", "firehose-stream"), hostile("endless", "endless-stream"), hostile("unended", "endless-event"), hostile("cr", "cr-stream:300"), hostile("split-crlf", "split-crlf:300"), engine("whole-json"), engine("reasoning")] },
+    { modelGroups: [{ name: GROUP, leaseTtlMs: 3_000, deployments: [{ id: "sim-0", baseUrl: fleet.urls[0] as string, model: "sim-7b" }] }, hostile("cut", "cut-mid-event"), hostile("erring", "error-then-endless"), hostile("tgi-erring", "error-then-endless:tgi"), hostile("long", "long-stream:20000"), hostile("unbroken", "big-event:64"), hostile("firehose", "firehose-stream"), hostile("endless", "endless-stream"), hostile("unended", "endless-event"), hostile("cr", "cr-stream:300"), hostile("split-crlf", "split-crlf:300"), engine("whole-json"), engine("endless-json"), engine("reasoning")] },
     { KVGATE_ADMIN_KEY: adminKey },
     { assets: true },
   );
@@ -883,6 +902,17 @@ describe.skipIf(missing)("the pages when things change or fail under them", () =
     expect(await page.locator("#status").textContent()).toBe("The request failed.");
     await vi.waitFor(() => expect(upstream.stats("endless-event")).toMatchObject({ requests: 1, open: 0, cancelled: 1 }), EVENTUALLY);
     await vi.waitFor(async () => expect(await gw.inFlight("unended")).toBe(0), EVENTUALLY);
+  }, 60_000);
+
+  it("an answer whole as JSON that never ends is given up at the longest the playground holds: the page says so, and the request is let go", async () => {
+    const page = await playground();
+    // Read whole (res.json()), it grew in the tab until the tab froze, and the reply never ended.
+    await send(page, "endless-json", "hello", 16);
+    await vi.waitFor(async () => expect(await lastReply(page).getAttribute("data-done")).toBe("true"), { timeout: 30_000, interval: 200 });
+    expect(await lastReply(page).locator(".reply-text").textContent()).toBe(" [an answer longer than 8,000,000 characters: the playground reads no further]");
+    expect(await page.locator("#status").textContent()).toBe("The request failed.");
+    await vi.waitFor(() => expect(endlessJsonAnswers).toEqual({ requests: 1, open: 0 }), EVENTUALLY);
+    await vi.waitFor(async () => expect(await gw.inFlight("endless-json")).toBe(0), EVENTUALLY);
   }, 60_000);
 
   it("a stream whose lines end with a lone CR, or with a CRLF cut between two chunks, shows its reply", async () => {
