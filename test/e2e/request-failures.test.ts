@@ -60,6 +60,12 @@ beforeAll(async () => {
       { name: "failing-past-bounded", failover: { maxAttempts: 5 }, fallbacks: ["bounded-busy", "unbounded-slow"], deployments: [hostile("status:502", "failing-3")] },
       { name: "bounded-busy", totalTimeoutMs: 800, deployments: [hostile("rate-limited:30", "busy-30")] },
       { name: "unbounded-slow", deployments: [hostile("slow-headers:2000", "slow-2s")] },
+      // The same path, to an unbounded fallback whose first backend (round-robin) crashes 1 s into the generation.
+      { name: "failing-past-bounded-to-crash", failover: { maxAttempts: 5 }, fallbacks: ["bounded-busy", "crash-then-ok"], deployments: [hostile("status:502", "failing-4")] },
+      { name: "crash-then-ok", strategy: "round-robin", breaker: { consecutiveFailures: 1000, minRequests: 1000 }, deployments: [hostile("crash-mid-generation:1000", "crashing-1s"), hostile("ok", "fine")] },
+      // The same path with nonStreamTimeoutMs: a fallback of 800 ms its 429 leaves, then one of the default, answering in 2 s.
+      { name: "failing-past-short-generation", failover: { maxAttempts: 5 }, fallbacks: ["short-generation-busy", "unbounded-slow"], deployments: [hostile("status:502", "failing-5")] },
+      { name: "short-generation-busy", nonStreamTimeoutMs: 800, deployments: [hostile("rate-limited:30", "busy-30-short")] },
       { name: "wrong-model", strategy: "round-robin", breaker, deployments: [hostile("wrong-model"), hostile("ok")] },
       { name: "no-content", strategy: "round-robin", breaker, deployments: [hostile("status:204", "no-content"), hostile("ok")] },
       { name: "keepalive", deployments: [hostile("keepalive-lie")] },
@@ -317,10 +323,19 @@ describe("totalTimeoutMs bounds a non-streamed body too", () => {
     await vi.waitFor(async () => expect(await gw.inFlight("bounded")).toBe(0), EVENTUALLY);
   });
 
-  it("a bounded fallback's bound ends with it: the next fallback, unbounded as the group asked for, serves", async () => {
-    const res = await chat("failing-past-bounded");
+  it.each([
+    ["totalTimeoutMs", "failing-past-bounded"],
+    ["nonStreamTimeoutMs", "failing-past-short-generation"],
+  ])("a fallback's %s ends with it: the next fallback, unbounded as the group asked for, serves", async (_limit, model) => {
+    const res = await chat(model);
     await res.text();
     expect([res.status, res.headers.get("x-kvgate-group")]).toEqual([200, "unbounded-slow"]);
+  });
+
+  it("a fallback's totalTimeoutMs, its timer too, ends with it: the next fallback's backend that crashes is retried on its other", async () => {
+    const res = await chat("failing-past-bounded-to-crash");
+    await res.text();
+    expect([res.status, res.headers.get("x-kvgate-group"), res.headers.get("x-kvgate-backend")]).toEqual([200, "crash-then-ok", "fine"]);
   });
 });
 

@@ -29,6 +29,8 @@ export class Deadline {
    * group: a later fallback without one is held to the request's own group's alone.
    */
   enter(totalMs: number | undefined): void {
+    // The timer an earlier group's attempt armed watches a bound that may now be gone.
+    clearTimeout(this.timer);
     const at = totalMs === undefined ? Infinity : Date.now() + totalMs;
     [this.at, this.totalMs] = at < this.ownAt ? [at, totalMs] : [this.ownAt, this.ownMs];
   }
@@ -40,8 +42,8 @@ export class Deadline {
 
   /** Aborts `abort` when the deadline passes: the attempt, then the body it became. */
   watch(abort: AbortController): void {
-    if (this.at === Infinity) return;
     clearTimeout(this.timer);
+    if (this.at === Infinity) return;
     this.timer = setTimeout(() => {
       this.expired = true;
       abort.abort(new Error("request exceeded its total timeout"));

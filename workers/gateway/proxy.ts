@@ -55,7 +55,7 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
   const tenant = tenantFor(p.caller, body.model, primary);
 
   const deadline = new Deadline(primary.totalTimeoutMs);
-  const budget = new GenerationBudget();
+  const budget = new GenerationBudget(primary.nonStreamTimeoutMs);
   // A server-side failure whose verdict waits for the next attempt's answer.
   const held = new HeldFailure();
   const path = new GroupPath(primary, byModel, p.caller, body.model);
@@ -141,7 +141,7 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
         return result.response;
       }
       last = result.response;
-      if (result.generationEndsAt !== undefined) budget.failed(result.generationEndsAt);
+      if (result.generationEndsAt !== undefined) budget.failed(result.generationEndsAt, group.nonStreamTimeoutMs);
       if (result.failure.kind !== undefined) p.log?.failed(group.name, result.lease.backendId, result.failure.kind);
       // A failure that follows the request (the SDKs would send it twice more, each time to two
       // more backends to fail on), or one the gateway does not try again (a generation cut at its
