@@ -32,6 +32,8 @@ const USAGE = "usage:";
 const USAGE_ROWS_PER_VALUE = 500;
 /** The registry revision at which it removed the group, if it did. */
 const RETIRED = "retired";
+/** Until when leases it gave may still run (GroupRouter.leasesRunUntil): a restart before then cannot say what is in flight. */
+const LIVE_UNTIL = "live-until";
 /** storage.put and storage.delete take at most this many keys a call. */
 const KEYS_PER_CALL = 128;
 /**
@@ -77,8 +79,9 @@ interface SavedUsagePart {
  * and half-open backends, and saves the affinity snapshot. It reads no config of its own (but
  * the names of the gateway's keys, which no probe carries): its callers bring their version's,
  * and it keeps what it was given, so an alarm after an eviction knows what to probe. Writes are
- * batched: a breaker when it changes state, affinity at most once per snapshotIntervalMs, keys'
- * usage only while the tenants object fails to take it — never one per request.
+ * batched: a breaker when it changes state, affinity at most once per snapshotIntervalMs, until
+ * when its leases may run at most once per leaseTtlMs / 2 (LIVE_UNTIL), keys' usage only while the
+ * tenants object fails to take it — never one per request.
  */
 export class ModelGroup extends DurableObject<GroupEnv> implements ModelGroupRpc {
   private readonly router: GroupRouter;
@@ -94,6 +97,8 @@ export class ModelGroup extends DurableObject<GroupEnv> implements ModelGroupRpc
   private usageParts = 0;
   /** Retired, it keeps its versions (VIEW) until nothing runs there: forgetRouting. */
   private viewsKept = false;
+  /** What LIVE_UNTIL holds (or, restarted from an object that saved none, is taken to); null while it holds nothing. */
+  private liveUntil: number | null = null;
 
   constructor(ctx: DurableObjectState, env: GroupEnv) {
     super(ctx, env);
@@ -157,6 +162,11 @@ export class ModelGroup extends DurableObject<GroupEnv> implements ModelGroupRpc
     // Counts as they stand: expiry is the alarm's and the route call's job, so a test can see it happen.
     const r = this.router;
     checkFleet(fleet);
+    const now = Date.now();
+    const known = r.inFlightKnown(now);
+    // What it says now a restart says too: one right after this answer (an eviction of an idle
+    // object) knows nothing runs, until a lease is given again.
+    if (known && r.leaseCount === 0 && this.liveUntil !== null && this.liveUntil > now) this.saveLiveUntil(now);
     return {
       group: r.name,
       strategy: r.newest?.strategy ?? "",
@@ -167,7 +177,7 @@ export class ModelGroup extends DurableObject<GroupEnv> implements ModelGroupRpc
       tenants: { keys: r.ledger.size, pendingUsageRows: r.ledger.pendingRows },
       restored: { ...this.restored, leases: r.adopted },
       backends: r.snapshot(fleet),
-      ...(r.inFlightKnown(Date.now()) ? {} : { inFlightKnown: false as const }),
+      ...(known ? {} : { inFlightKnown: false as const }),
     };
   }
 
@@ -298,7 +308,10 @@ export class ModelGroup extends DurableObject<GroupEnv> implements ModelGroupRpc
     // A version of a group the registry removed (a Worker that has not heard yet) takes no request: nothing to keep.
     if ((known && group.rev <= rev) || this.router.retired) return;
     const saved: SavedView = { group, installedAt: now };
-    void this.ctx.storage.put(VIEW + group.version, saved);
+    // With the first version, that no lease is out: a restart of an object never called is known at once.
+    const entries: Record<string, unknown> = { [VIEW + group.version]: saved };
+    if (this.liveUntil === null) entries[LIVE_UNTIL] = this.liveUntil = 0;
+    void this.ctx.storage.put(entries);
   }
 
   /** What an earlier incarnation saved: the versions first (they say which servers exist), then each server's state. */
@@ -307,7 +320,11 @@ export class ModelGroup extends DurableObject<GroupEnv> implements ModelGroupRpc
     const views = [...(await storage.list<SavedView>({ prefix: VIEW })).values()].sort((a, b) => a.installedAt - b.installedAt);
     const now = Date.now();
     for (const v of views) this.router.install(v.group, now);
-    if (views.length > 0) this.router.restarted(now);
+    const liveUntil = await storage.get<number>(LIVE_UNTIL);
+    if (views.length > 0) {
+      this.router.restarted(now, liveUntil);
+      this.liveUntil = liveUntil ?? this.router.inFlightKnownAt;
+    }
     // A retired group's object still owes the tenants object its keys' usage.
     await this.restoreUsage(now);
     const retired = await storage.get<number>(RETIRED);
@@ -334,6 +351,9 @@ export class ModelGroup extends DurableObject<GroupEnv> implements ModelGroupRpc
 
   private afterChange(): void {
     const r = this.router;
+    const now = Date.now();
+    const until = r.leasesRunUntil(this.liveUntil ?? 0, now);
+    if (until !== null) this.saveLiveUntil(until);
     if (this.usageDueAt === null && r.ledger.pendingRows > 0) this.usageDueAt = Date.now() + USAGE_FLUSH_MS;
     const breakers = r.takeBreakerChanges();
     if (breakers.length > 0 && !r.retired) this.putAll(breakers.map(({ key, saved }) => [BREAKER + key, saved]));
@@ -344,8 +364,10 @@ export class ModelGroup extends DurableObject<GroupEnv> implements ModelGroupRpc
     if (dropped.versions.length + dropped.backends.length > 0) {
       this.deleteKeys([...dropped.versions.map((v) => VIEW + v), ...dropped.backends.flatMap((k) => [BREAKER + k, AFFINITY + k])]);
     }
-    if (this.viewsKept && r.doneServing(Date.now())) {
+    if (this.viewsKept && r.doneServing(now)) {
       this.viewsKept = false;
+      this.liveUntil = null;
+      this.deleteKeys([LIVE_UNTIL]);
       void this.forget([VIEW]);
     }
     this.arm();
@@ -374,6 +396,12 @@ export class ModelGroup extends DurableObject<GroupEnv> implements ModelGroupRpc
   private saveAffinity(): void {
     this.snapshotAt = Date.now();
     this.putAll(this.router.takeAffinityChanges(SNAPSHOT_BLOCKS).map(({ key, blocks }) => [AFFINITY + key, blocks]));
+  }
+
+  /** At most once per leaseTtlMs / 2 while leases are given (leasesRunUntil), and once when a status read finds none left. */
+  private saveLiveUntil(at: number): void {
+    this.liveUntil = at;
+    void this.ctx.storage.put(LIVE_UNTIL, at);
   }
 
   private putAll(entries: [string, unknown][]): void {

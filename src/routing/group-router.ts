@@ -166,13 +166,28 @@ export class GroupRouter {
   /**
    * The object restarted with the versions an earlier incarnation saved: that one's leases may still
    * run, and it learns of them only from their renewals, each within leaseTtlMs (a holder's timer
-   * renews every leaseTtlMs / 3). An object that saved no version gave no lease.
+   * renews every leaseTtlMs / 3). An object that saved no version gave no lease. `liveUntil`, what
+   * that incarnation saved of leasesRunUntil: none of its leases runs past it, so a time past (the
+   * object was idle when evicted) leaves nothing unknown; undefined from an object of a release
+   * that saved none.
    */
-  restarted(now: number): void {
-    this.inFlightKnownAt = now + this.leaseTtlMs;
+  restarted(now: number, liveUntil: number | undefined): void {
+    this.inFlightKnownAt = Math.min(liveUntil ?? Infinity, now + this.leaseTtlMs);
   }
 
-  /** Whether its in-flight counts are the truth: not in the leaseTtlMs after a restart (restarted), when a lease still running may not have renewed yet. */
+  /**
+   * What to save as the time until which its leases may run, when `saved` falls short of a live
+   * lease's expiry (each is at most leaseTtlMs from now); null when it does not, or none is live.
+   * Half a TTL past that, so leases given without a pause have it saved once per leaseTtlMs / 2,
+   * not once per request.
+   */
+  leasesRunUntil(saved: number, now: number): number | null {
+    const latest = now + this.leaseTtlMs;
+    if (this.leases.size === 0 || saved >= latest) return null;
+    return latest + this.leaseTtlMs / 2;
+  }
+
+  /** Whether its in-flight counts are the truth: not after a restart (restarted) while a lease still running may not have renewed yet. */
   inFlightKnown(now: number): boolean {
     return now >= this.inFlightKnownAt;
   }

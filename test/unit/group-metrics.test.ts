@@ -232,10 +232,20 @@ describe("GroupRouter: the counts of a shard's object the group gave up", () => 
     const g = group();
     const r = new GroupRouter("g", () => 0.5);
     r.install(g, 0);
-    r.restarted(0);
+    // Its earlier incarnation saved that leases may run well past that: each renews within leaseTtlMs.
+    r.restarted(0, 10 * g.leaseTtlMs);
     r.retire(g.rev + 1);
     expect(r.handOver(g.leaseTtlMs - 1)).toBeNull();
     expect(r.handOver(g.leaseTtlMs)).not.toBeNull();
+  });
+
+  it("are handed over at once after a restart when no lease its earlier incarnation gave may still run", () => {
+    const g = group();
+    const r = new GroupRouter("g", () => 0.5);
+    r.install(g, 0);
+    r.restarted(5_000, 4_000);
+    r.retire(g.rev + 1);
+    expect(r.handOver(5_000)).not.toBeNull();
   });
 });
 

@@ -162,6 +162,21 @@ describe("leases across a restart of the Durable Object", () => {
     await expectIdle(group);
   });
 
+  it("leave an idle drained server's row drained: an object evicted with no lease out says at once that nothing is in flight", async () => {
+    const group = "evicted-idle";
+    const row = () => ok<DeploymentRow>(admin(`/admin/v1/groups/${group}/deployments/only`));
+    await (await chat(group, conversation("idle restart"))).text();
+    await ok(admin(`/admin/v1/groups/${group}/deployments/only/drain`, { method: "POST" }));
+    await vi.waitFor(async () => expect(await row()).toMatchObject({ state: "draining", inFlight: 0, drained: true }), EVENTUALLY);
+    // Nothing runs; the object is evicted, as the runtime evicts a quiet one.
+    await evictDurableObject(env.MODEL_GROUP.getByName(group));
+    expect(await row(), "the row `drain --wait` polls").toMatchObject({ inFlight: 0, drained: true });
+    const shown = (await ok<{ groups: GroupStatus[] }>(gateway("/v1/kvgate/status"))).groups.find((g) => g.group === group);
+    expect(shown?.inFlightKnown).toBeUndefined();
+    await ok(admin(`/admin/v1/groups/${group}/deployments/only/enable`, { method: "POST" }));
+    await expectIdle(group);
+  });
+
   it("come back as soon as the isolate holding them hears from the new instance: a key's max_parallel holds", async () => {
     const group = "evicted-keyed";
     const made = await ok<IssuedKeyView>(admin("/admin/v1/keys", { method: "POST", json: { name: "evicted-keyed", max_parallel: 2 } }), 201);
