@@ -29,8 +29,10 @@ export class Deadline {
    * group: a later fallback without one is held to the request's own group's alone.
    */
   enter(totalMs: number | undefined): void {
-    // The timer an earlier group's attempt armed watches a bound that may now be gone.
+    // The timer an earlier group's attempt armed, and what it found, were of a bound that may now
+    // be gone; the request's own deadline past, the next watch finds it at once.
     clearTimeout(this.timer);
+    this.expired = false;
     const at = totalMs === undefined ? Infinity : Date.now() + totalMs;
     [this.at, this.totalMs] = at < this.ownAt ? [at, totalMs] : [this.ownAt, this.ownMs];
   }
