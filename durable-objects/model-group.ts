@@ -162,11 +162,7 @@ export class ModelGroup extends DurableObject<GroupEnv> implements ModelGroupRpc
     // Counts as they stand: expiry is the alarm's and the route call's job, so a test can see it happen.
     const r = this.router;
     checkFleet(fleet);
-    const now = Date.now();
-    const known = r.inFlightKnown(now);
-    // What it says now a restart says too: one right after this answer (an eviction of an idle
-    // object) knows nothing runs, until a lease is given again.
-    if (known && r.leaseCount === 0 && this.liveUntil !== null && this.liveUntil > now) this.saveLiveUntil(now);
+    const known = r.inFlightKnown(Date.now());
     return {
       group: r.name,
       strategy: r.newest?.strategy ?? "",
@@ -398,7 +394,11 @@ export class ModelGroup extends DurableObject<GroupEnv> implements ModelGroupRpc
     this.putAll(this.router.takeAffinityChanges(SNAPSHOT_BLOCKS).map(({ key, blocks }) => [AFFINITY + key, blocks]));
   }
 
-  /** At most once per leaseTtlMs / 2 while leases are given (leasesRunUntil), and once when a status read finds none left. */
+  /**
+   * At most once per leaseTtlMs / 2 while leases are given (leasesRunUntil). Not when a status read
+   * finds none left: with a dashboard reading every second, each next request of a quiet group
+   * would write again (a write per request, its answer held until it is stored).
+   */
   private saveLiveUntil(at: number): void {
     this.liveUntil = at;
     void this.ctx.storage.put(LIVE_UNTIL, at);

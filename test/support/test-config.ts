@@ -52,8 +52,11 @@ export function testConfig(u: Upstreams): GatewayConfigInput {
       { name: "evicted-busy", deployments: [{ id: "only", baseUrl: u.fleetUrls[0] as string, model: UPSTREAM_MODEL, maxInFlight: 2 }] },
       // Its server is drained under a stream, and its object evicted (test/workers/leases.test.ts): an object no test evicted before.
       { name: "evicted-drain", deployments: [{ id: "only", baseUrl: u.fleetUrls[0] as string, model: UPSTREAM_MODEL }] },
-      // Its drained server is idle when its object is evicted (test/workers/leases.test.ts): an object no test evicted before.
-      { name: "evicted-idle", deployments: [{ id: "only", baseUrl: u.fleetUrls[0] as string, model: UPSTREAM_MODEL }] },
+      // Its drained server is idle when its object is evicted (test/workers/leases.test.ts): an object no test evicted before;
+      // leases of 300 ms, so that the time its leases might run (1.5 × that after the last) passes within the test.
+      { name: "evicted-idle", leaseTtlMs: 300, deployments: [{ id: "only", baseUrl: u.fleetUrls[0] as string, model: UPSTREAM_MODEL }] },
+      // Quiet, read by status between its requests, as an open dashboard reads every group (test/workers/leases.test.ts).
+      { name: "quiet-watched", deployments: [{ id: "only", baseUrl: u.fleetUrls[0] as string, model: UPSTREAM_MODEL }] },
       { name: "evicted-keyed", deployments: [{ id: "only", baseUrl: u.fleetUrls[0] as string, model: UPSTREAM_MODEL }] },
       { name: "evicted-quiet", deployments: [{ id: "only", baseUrl: u.fleetUrls[0] as string, model: UPSTREAM_MODEL }] },
       // Its object is evicted under a request that ends before its lease's first renewal (every 10 s).

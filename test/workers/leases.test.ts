@@ -1,4 +1,4 @@
-import { createExecutionContext, evictDurableObject, waitOnExecutionContext } from "cloudflare:test";
+import { createExecutionContext, evictDurableObject, runInDurableObject, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, inject, it, vi } from "vitest";
 import type { GroupStatus, LeaseRelease, LeaseRenewal, RenewalAnswers, RouteCall } from "../../src/routing/protocol.ts";
@@ -162,19 +162,40 @@ describe("leases across a restart of the Durable Object", () => {
     await expectIdle(group);
   });
 
-  it("leave an idle drained server's row drained: an object evicted with no lease out says at once that nothing is in flight", async () => {
+  it("leave an idle drained server's row drained: an object evicted once its leases' time ran out says at once that nothing is in flight", async () => {
     const group = "evicted-idle";
+    const stub = env.MODEL_GROUP.getByName(group);
     const row = () => ok<DeploymentRow>(admin(`/admin/v1/groups/${group}/deployments/only`));
     await (await chat(group, conversation("idle restart"))).text();
     await ok(admin(`/admin/v1/groups/${group}/deployments/only/drain`, { method: "POST" }));
     await vi.waitFor(async () => expect(await row()).toMatchObject({ state: "draining", inFlight: 0, drained: true }), EVENTUALLY);
-    // Nothing runs; the object is evicted, as the runtime evicts a quiet one.
-    await evictDurableObject(env.MODEL_GROUP.getByName(group));
+    // Nothing runs, and the time until which the object saved that its leases might run has passed
+    // (the runtime evicts a quiet object after a minute or more; its leases' time is 1.5 × leaseTtlMs).
+    const liveUntil = () => runInDurableObject(stub, (_o, state) => state.storage.get<number>("live-until"));
+    expect(await liveUntil()).toBeGreaterThan(0);
+    await vi.waitFor(async () => expect(await liveUntil()).toBeLessThan(Date.now()), EVENTUALLY);
+    await evictDurableObject(stub);
     expect(await row(), "the row `drain --wait` polls").toMatchObject({ inFlight: 0, drained: true });
     const shown = (await ok<{ groups: GroupStatus[] }>(gateway("/v1/kvgate/status"))).groups.find((g) => g.group === group);
     expect(shown?.inFlightKnown).toBeUndefined();
     await ok(admin(`/admin/v1/groups/${group}/deployments/only/enable`, { method: "POST" }));
     await expectIdle(group);
+  });
+
+  it("cost a quiet group watched by status reads no storage write per request: until when its leases may run is saved once per leaseTtlMs / 2", async () => {
+    const group = "quiet-watched";
+    const stub = env.MODEL_GROUP.getByName(group);
+    const liveUntil = () => runInDurableObject(stub, (_o, state) => state.storage.get<number>("live-until"));
+    await (await chat(group, conversation("watched 1"))).text();
+    const saved = await liveUntil();
+    expect(saved).toBeGreaterThan(Date.now());
+    for (const turn of [2, 3, 4]) {
+      // An open dashboard's read, between requests, once the last one's lease is given back.
+      await expectIdle(group);
+      await ok(admin("/admin/v1/status"));
+      await (await chat(group, conversation(`watched ${turn}`))).text();
+    }
+    expect(await liveUntil()).toBe(saved);
   });
 
   it("come back as soon as the isolate holding them hears from the new instance: a key's max_parallel holds", async () => {
