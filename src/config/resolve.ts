@@ -40,12 +40,13 @@ export function deploymentId(d: Pick<DeploymentConfig, "id" | "baseUrl">): strin
 }
 
 /**
- * The base URL as fetch will read it (a backslash is a slash, the host lower-cased), the parse the
- * schema's rules read, with no trailing slash: the endpoint's path brings its own. The text's
- * slashes stripped would leave `/llama\` + `/v1/…` a `/llama//v1/…`.
+ * The base URL with no trailing slash (the endpoint's path brings its own), a backslash taken as
+ * the slash fetch reads it as in an http(s) URL: the text's slashes alone stripped left `/llama\`
+ * + `/v1/…` a `/llama//v1/…`. The rest stays as written (its host's case, its port, an IPv6
+ * literal's form), as the operator's messages and the deployment's identity quote it.
  */
 function asFetchReads(baseUrl: string): string {
-  return new URL(baseUrl).href.replace(/\/+$/, "");
+  return baseUrl.replaceAll("\\", "/").replace(/\/+$/, "");
 }
 
 export function resolveDeployment(d: DeploymentConfig, state: DeploymentState): ResolvedDeployment {

@@ -93,7 +93,7 @@ describe("config", () => {
   });
 
   it("holds a base URL as fetch will read it, so the path appended to it makes one URL: a trailing backslash is a slash, stripped as one (review s67)", () => {
-    const baseUrls = ["https://gpu.example.com/llama\\", "https://gpu.example.com/llama/\\/", "HTTPS://GPU.example.com:443/llama/"];
+    const baseUrls = ["https://gpu.example.com/llama\\", "https://gpu.example.com/llama/\\/", "https://gpu.example.com\\llama/"];
     const r = parseConfig({ modelGroups: [{ name: "a", deployments: baseUrls.map((baseUrl, i) => ({ ...deployment, id: `d${i}`, baseUrl })) }] });
     if (!r.ok) throw new Error(r.error);
     const held = r.config.groups[0]?.deployments.map((d) => d.baseUrl);
