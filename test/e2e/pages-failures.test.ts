@@ -84,8 +84,11 @@ beforeAll(async () => {
   const engineUrl = `http://127.0.0.1:${(engines.address() as AddressInfo).port}`;
   const engine = (name: string) => ({ name, failover: { maxAttempts: 1 }, deployments: [{ id: name, baseUrl: `${engineUrl}/${name}`, model: `${name}-7b` }] });
   const hostile = (name: string, behaviour: string) => ({ name, failover: { maxAttempts: 1 }, deployments: [{ id: behaviour.replace(":", "-"), baseUrl: `${upstream.url}/${behaviour}`, model: "hostile-7b" }] });
+  // A short leaseTtlMs: a test that holds the page's reads back leaves the group's object without a
+  // call long enough for workerd to evict it, and an object restarted within 1.5 × leaseTtlMs of its
+  // last lease says for up to leaseTtlMs that it cannot tell what is in flight.
   gw = await startTestGateway(
-    { modelGroups: [{ name: GROUP, deployments: [{ id: "sim-0", baseUrl: fleet.urls[0] as string, model: "sim-7b" }] }, hostile("cut", "cut-mid-event"), hostile("erring", "error-then-endless"), hostile("tgi-erring", "error-then-endless:tgi"), hostile("long", "long-stream:20000"), hostile("unbroken", "big-event:64"), hostile("firehose", "firehose-stream"), hostile("endless", "endless-stream"), hostile("unended", "endless-event"), hostile("cr", "cr-stream:300"), hostile("split-crlf", "split-crlf:300"), engine("whole-json"), engine("endless-json"), engine("reasoning")] },
+    { modelGroups: [{ name: GROUP, leaseTtlMs: 3_000, deployments: [{ id: "sim-0", baseUrl: fleet.urls[0] as string, model: "sim-7b" }] }, hostile("cut", "cut-mid-event"), hostile("erring", "error-then-endless"), hostile("tgi-erring", "error-then-endless:tgi"), hostile("long", "long-stream:20000"), hostile("unbroken", "big-event:64"), hostile("firehose", "firehose-stream"), hostile("endless", "endless-stream"), hostile("unended", "endless-event"), hostile("cr", "cr-stream:300"), hostile("split-crlf", "split-crlf:300"), engine("whole-json"), engine("endless-json"), engine("reasoning")] },
     { KVGATE_ADMIN_KEY: adminKey },
     { assets: true },
   );
