@@ -315,11 +315,11 @@ export class GroupRouter {
    * `spill`: a shard's first call (RouteCall.spill); refused, nothing taken, when the pick would
    * keep the prompt waiting longer. `passedOn`: RouteCall.passedOn. `othersLeft`: RouteCall.othersLeft;
    * refused with `spill`, nothing taken, when every backend that could take the request rests after a 429.
-   * `unreachable`: RouteCall.unreachable, taken out of the pick as `exclude` is, but no failover.
-   * `media`: RouteCall.media.
+   * `unreachable`: RouteCall.unreachable, taken out of the pick as `exclude` is, but no failover;
+   * counted unless `unreachableCounted` (RouteCall.unreachableCounted). `media`: RouteCall.media.
    * Admit → signals → pick → commit (src/routing/policy.ts): only the pick is the strategy's.
    */
-  route(version: string, chain: ArrayLike<number>, exclude: readonly string[], now: number, tenant?: RouteTenant, failover = false, blocks?: number, spill?: SpillLimit, passedOn = false, othersLeft = false, unreachable: readonly string[] = NONE, media = false): RouteDecision | RouteRefusal | LimitRefusal | VersionRefusal {
+  route(version: string, chain: ArrayLike<number>, exclude: readonly string[], now: number, tenant?: RouteTenant, failover = false, blocks?: number, spill?: SpillLimit, passedOn = false, othersLeft = false, unreachable: readonly string[] = NONE, media = false, unreachableCounted = false): RouteDecision | RouteRefusal | LimitRefusal | VersionRefusal {
     const view = this.views.get(version);
     if (!view) return { refused: "unknown-version", rev: this.rev };
     // Before the key's limits: a lease past its TTL whose alarm is late holds none of its max_parallel.
@@ -333,7 +333,7 @@ export class GroupRouter {
     }
     view.usedAt = now;
     if (this.views.size > 1) this.dropIdleViews(now);
-    if (this.admit(view, exclude, now, unreachable) === 0) return this.refuse("no-backend");
+    if (this.admit(view, exclude, now, unreachable, unreachableCounted) === 0) return this.refuse("no-backend");
     // Most route calls come with no backend resting: they pay one comparison.
     if (this.restingUntil > now && this.spareResting(view.backends, now, othersLeft) === null) return { refused: "spill", rev: this.rev };
     const { policy, request } = view;
@@ -370,9 +370,9 @@ export class GroupRouter {
   /**
    * Marks which of the view's backends may take the request, with their caps, weights and prefill
    * debt as of now; how many may. One the Worker cannot reach (`unreachable`) may not, and is
-   * counted so once a request: on its first call into the group, which excludes none yet.
+   * counted so unless the Worker counted it for this request already (`counted`).
    */
-  private admit(view: View, exclude: readonly string[], now: number, unreachable: readonly string[]): number {
+  private admit(view: View, exclude: readonly string[], now: number, unreachable: readonly string[], counted: boolean): number {
     let admissible = 0;
     for (let i = 0; i < view.backends.length; i++) {
       const b = view.backends[i] as Backend;
@@ -382,7 +382,7 @@ export class GroupRouter {
       b.weight = d.weight;
       const wasOpen = b.breaker.state === "open";
       const passed = unreachable.length > 0 && unreachable.includes(b.id);
-      if (passed && b.admitted && exclude.length === 0) b.counters.failures.unreachable++;
+      if (passed && b.admitted && !counted) b.counters.failures.unreachable++;
       b.available = b.admitted && !passed && !exclude.includes(b.id) && b.breaker.admits(now);
       // A cool-down that ended here is a transition like any other: persisted and logged.
       if (wasOpen && b.breaker.state !== "open") this.breakerChanged(b, now, "open");

@@ -245,11 +245,18 @@ export interface RouteCall {
   exclude: string[];
   /**
    * Ids of backends the calling Worker cannot reach as configured (a secret or binding its deploy
-   * lacks): never picked, and, unlike `exclude`, no failover; counted once a request, on the
-   * request's first call into the group, as a failure of kind `unreachable`. An object of a
-   * release before ignores it: its Worker passes over such a pick itself (workers/gateway/group-reach.ts).
+   * lacks): never picked, and, unlike `exclude`, no failover; those of the object's own counted
+   * as a failure of kind `unreachable`, unless `unreachableCounted`. An object of a release before
+   * ignores it: its Worker passes over such a pick itself (workers/gateway/group-reach.ts).
    */
   unreachable?: string[];
+  /**
+   * This object counted `unreachable` for this request already, at an earlier call of it: a shard
+   * asked again after it passed the prompt on, a retry after a failed attempt. The Worker says so,
+   * as only it knows the request's calls. A Worker of a release before never does: each of its
+   * calls counts them.
+   */
+  unreachableCounted?: true;
   /** The attempt follows a failed one, or serves a fallback group: its lease counts as a failover. */
   failover?: boolean;
   /** The request's virtual key; absent for the master key. */

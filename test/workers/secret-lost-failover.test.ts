@@ -5,6 +5,7 @@ import { afterEach, describe, expect, inject, it, vi } from "vitest";
 import worker from "../../workers/gateway/index.ts";
 import type { Env } from "../../workers/env.ts";
 import type { LeaseRelease, LeaseRenewal, RouteCall } from "../../src/routing/protocol.ts";
+import { objectNamesOf, partition } from "../../src/sharding/partition.ts";
 import { UPSTREAM_MODEL } from "../support/test-config.ts";
 import { WAF_HOST } from "../support/vpc-stand-in.ts";
 import { admin, ok } from "./admin.ts";
@@ -104,6 +105,51 @@ describe("a deployment whose secret this deploy lacks, beside a healthy one, und
     const logged = errors.mock.calls.flat().map(String).join("\n");
     expect(logged).toContain(`backend lacking of group ${GROUP} cannot be reached as configured: headersFromEnv.CF-Access-Client-Secret names ${SECRET}, which is not set`);
     expect(logged).not.toContain(env.ACCESS_CLIENT_SECRET);
+  });
+});
+
+/** Each of `backends` of `group`: kvgate_attempt_failures_total{cause="unreachable"} in the gateway's /metrics, 0 when it has none. */
+async function unreachableCounts(group: string, backends: readonly string[]): Promise<number[]> {
+  const metrics = (await (await gateway("/metrics", { headers: { authorization: `Bearer ${env.KVGATE_ADMIN_KEY}` } })).text()).split("\n");
+  const series = (backend: string) => metrics.find((l) => l.startsWith("kvgate_attempt_failures_total{") && l.includes(`group="${group}"`) && l.includes(`backend="${backend}"`) && l.includes('cause="unreachable"'));
+  return backends.map((b) => Number(series(b)?.split(" ")[1] ?? 0));
+}
+
+describe("a deployment whose secret this deploy lacks in each shard of a sharded group, beside a server resting after a 429", () => {
+  it("is counted once a request, though the request asks its shard again after passing the prompt on", async () => {
+    const group = "secret-lost-sharded";
+    // This file's own switchable upstream: a 429 whose Retry-After rests its server for longer than the test.
+    const limiting = inject("upstreams").switchableUrls[2] as string;
+    expect((await fetch(`${limiting}/__mode`, { method: "POST", body: JSON.stringify({ mode: "429", retryAfter: "30" }) })).status).toBe(204);
+    const ids = ["lacking-0", "resting-0", "lacking-1", "resting-1"];
+    // Each shard holds one deployment the deploy lacks the secret of, and one server that will rest.
+    expect(partition(ids, 2)).toEqual([1, 1, 0, 0]);
+    const deployments = ids.map((id, i) => (id.startsWith("lacking") ? { ...lackingAt(fleet[i] as string), id } : { id, baseUrl: limiting, model: UPSTREAM_MODEL }));
+    await ok(admin("/admin/v1/groups", { method: "POST", json: { name: group, shards: 2, deployments } }), 201);
+    vi.spyOn(console, "error").mockImplementation(() => undefined);
+    vi.spyOn(console, "log").mockImplementation(() => undefined);
+    const ask = async (topic: string) => {
+      try {
+        await client.chat.completions.create({ model: group, messages: conversation(topic), max_tokens: 2 });
+        return "served";
+      } catch (e) {
+        return e instanceof OpenAI.APIError ? e.status : String(e);
+      }
+    };
+
+    // The first request meets each resting server's 429 in turn; both rest from then on.
+    expect(await ask("sharded-lost-0")).toBe(429);
+    const resting = async () => (await Promise.all(objectNamesOf(group, 2).map(async (o) => (await env.MODEL_GROUP.getByName(o).status()).backends))).flat().filter((b) => b.restingUntil !== null).map((b) => b.id).sort();
+    await vi.waitFor(async () => expect(await resting()).toEqual(["resting-0", "resting-1"]), EVENTUALLY);
+    const lacking = ["lacking-0", "lacking-1"];
+    // It asked both shards, the second after its first attempt failed: each counted its own once.
+    expect(await unreachableCounts(group, lacking)).toEqual([1, 1]);
+
+    // The next finds every server it could take resting: its first shard passes the prompt on to
+    // the other, which passes it on too, and the first is asked again last (RouteCall.othersLeft).
+    expect(await ask("sharded-lost-1")).toBe(429);
+    // Each deployment the deploy lacks the secret of was passed over for that request, and counted once.
+    expect(await unreachableCounts(group, lacking)).toEqual([2, 2]);
   });
 });
 

@@ -98,6 +98,11 @@ export class PassedOver {
   /** The first deployment met that this isolate cannot reach, for the answer when nothing else was left. */
   private first: { group: ResolvedGroup; deployment: ResolvedDeployment; problems: readonly ReachProblem[] } | null = null;
   private noted: string | undefined;
+  /**
+   * The routing objects that counted the request's deployments they hold that it cannot reach
+   * (RouteCall.unreachableCounted): a shard asked again, or a retry, counts none twice.
+   */
+  readonly countedBy = new Set<string>();
 
   constructor(env: Env, keys: GatewayKeys, log: RequestLog | null, owner: boolean) {
     this.env = env;

@@ -92,7 +92,7 @@ export async function proxyCompletion(p: ProxyInput): Promise<Response> {
   try {
     for (;;) {
       const reach = passed.entering(group);
-      const decision = await route(env, p.ctx, group, prompt, exclude, body.model, tenant && { ...tenant, admitted: admittedBy === group.name, counted: admittedBy !== null }, isFailover(attempts + 1, group !== primary), held.heldOn, reach.unreachable);
+      const decision = await route(env, p.ctx, group, prompt, exclude, body.model, tenant && { ...tenant, admitted: admittedBy === group.name, counted: admittedBy !== null }, isFailover(attempts + 1, group !== primary), held.heldOn, reach.unreachable, passed.countedBy);
       if ("refused" in decision && decision.refused === "limited") throw limitError(decision, p.caller);
       if ("refused" in decision) {
         refused = decision.refused;

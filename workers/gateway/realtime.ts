@@ -132,7 +132,7 @@ async function handshakeInTurn(p: RealtimeInput, s: Session, held: HeldFailure):
     let admitted = false;
     for (;;) {
       const here = passed.entering(group);
-      const decision = await route(p.env, p.ctx, group, NO_PROMPT, exclude, model, tenant && { ...tenant, admitted, counted }, isFailover(attempts + 1, group !== primary), held.heldOn, here.unreachable);
+      const decision = await route(p.env, p.ctx, group, NO_PROMPT, exclude, model, tenant && { ...tenant, admitted, counted }, isFailover(attempts + 1, group !== primary), held.heldOn, here.unreachable, passed.countedBy);
       if ("refused" in decision && decision.refused === "limited") throw limitError(decision, p.caller);
       if ("refused" in decision) {
         refused = decision.refused;

@@ -180,10 +180,11 @@ export function routingUnavailable(model: string): GatewayError {
  * (HeldFailure): asked last, so the attempt that tells whether the failures follow the request is
  * another shard's.
  * `unreachable`: ids of backends this isolate cannot reach as configured, passed over with no
- * failover (RouteCall.unreachable, group-reach.ts).
+ * failover (RouteCall.unreachable, group-reach.ts). `countedBy`: the request's, the objects that
+ * counted them for it (RouteCall.unreachableCounted); each object is added as it does.
  */
-export async function route(env: Env, ctx: WaitUntil, group: ResolvedGroup, prompt: Prompt, exclude: readonly string[], model: string, tenant?: RouteTenant, failover = false, heldOn: readonly string[] = [], unreachable: readonly string[] = []): Promise<Routed | GroupRefusal | LimitRefusal> {
-  if (!(group.shards > 1)) return routeOn(env, ctx, group, group.name, group, prompt, exclude, model, tenant, failover, unreachable);
+export async function route(env: Env, ctx: WaitUntil, group: ResolvedGroup, prompt: Prompt, exclude: readonly string[], model: string, tenant?: RouteTenant, failover = false, heldOn: readonly string[] = [], unreachable: readonly string[] = [], countedBy = new Set<string>()): Promise<Routed | GroupRefusal | LimitRefusal> {
+  if (!(group.shards > 1)) return routeOn(env, ctx, group, group.name, group, prompt, exclude, model, tenant, failover, unreachable, countedBy);
   const plan = shardChoice.order(group, prompt.chain, Date.now(), prompt.blocks);
   for (const object of heldOn) shardChoice.askLast(plan, object);
   const { shards, order } = plan;
@@ -202,7 +203,7 @@ export async function route(env: Env, ctx: WaitUntil, group: ResolvedGroup, prom
     let answer: Routed | RouteRefusal | LimitRefusal;
     try {
       const othersLeft = k < firstAsks && k < order.length - 1;
-      answer = await routeOn(env, ctx, group, object, shards.views[s] as ResolvedGroup, prompt, exclude, model, tenant, failover, unreachable, k === 0 ? plan.spill : undefined, spilled && s !== order[0], othersLeft);
+      answer = await routeOn(env, ctx, group, object, shards.views[s] as ResolvedGroup, prompt, exclude, model, tenant, failover, unreachable, countedBy, k === 0 ? plan.spill : undefined, spilled && s !== order[0], othersLeft);
     } catch (e) {
       // An object that cannot answer (overloaded, or being reset) is a shard with nothing to give: the next may.
       shardChoice.ended(object);
@@ -240,7 +241,7 @@ export async function route(env: Env, ctx: WaitUntil, group: ResolvedGroup, prom
 }
 
 /** One route call to one object of the group; `view`: the config it routes with, sent when it does not know the version. */
-async function routeOn(env: Env, ctx: WaitUntil, group: ResolvedGroup, object: string, view: ResolvedGroup, prompt: Prompt, exclude: readonly string[], model: string, tenant: RouteTenant | undefined, failover: boolean, unreachable: readonly string[], spill?: SpillLimit, passedOn = false, othersLeft = false): Promise<Routed | RouteRefusal | LimitRefusal> {
+async function routeOn(env: Env, ctx: WaitUntil, group: ResolvedGroup, object: string, view: ResolvedGroup, prompt: Prompt, exclude: readonly string[], model: string, tenant: RouteTenant | undefined, failover: boolean, unreachable: readonly string[], countedBy: Set<string>, spill?: SpillLimit, passedOn = false, othersLeft = false): Promise<Routed | RouteRefusal | LimitRefusal> {
   const released = book.takePending(object);
   const renewing = book.takeRenewals(object, Date.now());
   const call: RouteCall = { version: group.version, chain: prompt.chain, released, renewed: renewing.map((h) => h.renewal), exclude: [...exclude] };
@@ -250,6 +251,7 @@ async function routeOn(env: Env, ctx: WaitUntil, group: ResolvedGroup, object: s
   if (tenant) call.tenant = tenant;
   if (failover) call.failover = true;
   if (unreachable.length > 0) call.unreachable = [...unreachable];
+  if (unreachable.length > 0 && countedBy.has(object)) call.unreachableCounted = true;
   if (spill) call.spill = spill;
   if (passedOn) call.passedOn = true;
   if (othersLeft) call.othersLeft = true;
@@ -263,6 +265,7 @@ async function routeOn(env: Env, ctx: WaitUntil, group: ResolvedGroup, object: s
     if (isVersionRefusal(answer)) answer = await stub.route({ ...call, released: [], group: view });
     if (isVersionRefusal(answer)) throw new Error(`it refused version ${group.version} with the group's config attached`);
     toldBegun(told);
+    if (unreachable.length > 0) countedOn(object, answer, countedBy);
     // A decision or a refusal for want of a backend has the request read the fleet itself (GroupPath); a key's limit ends it.
     if (answer.rev > group.rev && "refused" in answer && answer.refused === "limited") fleetBehind(env, ctx);
     if ("refused" in answer) return answer;
@@ -280,6 +283,14 @@ async function routeOn(env: Env, ctx: WaitUntil, group: ResolvedGroup, object: s
     console.error(`kvgate: route call for ${objectLabel(object)} failed: ${(e as Error).message}`);
     throw routingUnavailable(model);
   }
+}
+
+/**
+ * `object` counted the request's unreachable backends it holds (RouteCall.unreachableCounted) unless
+ * the key's limits refused the call first: it looked at no backend then.
+ */
+function countedOn(object: string, answer: RouteDecision | RouteRefusal | LimitRefusal, countedBy: Set<string>): void {
+  if (!("refused" in answer && answer.refused === "limited")) countedBy.add(object);
 }
 
 /**
