@@ -23,42 +23,74 @@ const SCORE_FIELDS = [...new Set(SCORE_SIDES.flat())];
 /**
  * The 400 for a virtual key's body whose content parts hold what a tenant may not send, or null: a
  * media URL an engine would fetch from the deployment's own network, or a part's field that steers
- * the engine (engine-steering.ts partSteering: a tensor to deserialize, its own image tiling). The
- * one walk over a body's parts: only what holds content parts is walked (chat and embeddings
- * messages' content, Responses input items and their content, rerank and score multimodal
- * objects), once, on the body already parsed and never re-serialised: a string content costs one
- * type check. A `data:` URL, a public host's, or a value that is no URL (SGLang takes bare base64)
- * passes.
+ * the engine (engine-steering.ts partSteering: a tensor to deserialize, its own image tiling). Read
+ * on the body already parsed and never re-serialised, in the one walk of its parts (partsFound). A
+ * `data:` URL, a public host's, or a value that is no URL (SGLang takes bare base64) passes.
  */
 export function contentPartRefusal(endpoint: Endpoint, body: Readonly<Record<string, unknown>>): GatewayError | null {
-  switch (endpoint) {
-    case "chat":
-    case "embeddings":
-      return listRefusal(body.messages, "messages", contentRefusal);
-    case "responses":
-      return listRefusal(body.input, "input", itemRefusal);
-    case "rerank":
-      return sidesRefusal(body, RERANK_FIELDS);
-    case "score":
-      return sidesRefusal(body, SCORE_FIELDS);
-    case "completions":
-      return null;
-  }
+  const found = partsFound(endpoint, body, partFound);
+  return found && found.error(found.path);
 }
 
-/** A refusal found inside a value: the path below it, built only once something is refused. */
+/** Calls `visit` with each of a body's content parts, those partsFound walks: where media may sit (src/prefix/media.ts). */
+export function forEachPart(endpoint: Endpoint, body: Readonly<Record<string, unknown>>, visit: (part: Readonly<Record<string, unknown>>) => void): void {
+  partsFound(endpoint, body, visiting(visit));
+}
+
+/** A part's finding: its path in the body, built only once something is found, and the error it is. */
 interface Found {
   path: string;
   error: (param: string) => GatewayError;
 }
 
-/** The first refusal among `list`'s items by `check`, named from `at`; a list that is not an array holds none. */
-function listRefusal(list: unknown, at: string, check: (item: unknown) => Found | null): GatewayError | null {
-  const found = itemsFound(list, check);
-  return found && found.error(at + found.path);
+type PartCheck = (part: unknown) => Found | null;
+
+/**
+ * The first of a body's content parts `check` finds something in, its path from the body's root:
+ * the one walk of where a body holds parts. Only what holds them is walked (chat and embeddings
+ * messages' content, Responses input items, their content and a tool's output given as parts,
+ * rerank and score multimodal objects), once: a string content costs one type check. Nowhere else
+ * (a tool's schema, a message's text) holds a part an engine reads.
+ */
+function partsFound(endpoint: Endpoint, body: Readonly<Record<string, unknown>>, check: PartCheck): Found | null {
+  switch (endpoint) {
+    case "chat":
+    case "embeddings":
+      return under("messages", itemsFound(body.messages, (message) => listedFound(message, "content", check)));
+    case "responses":
+      return under("input", itemsFound(body.input, (item) => itemFound(item, check)));
+    case "rerank":
+      return sidesFound(body, RERANK_FIELDS, check);
+    case "score":
+      return sidesFound(body, SCORE_FIELDS, check);
+    case "completions":
+      return null;
+  }
 }
 
-function itemsFound(list: unknown, check: (item: unknown) => Found | null): Found | null {
+/** Calls `visit` with a Responses input item's parts, those partsFound walks: the item itself, its content's, a tool's output's. */
+export function forEachItemPart(item: unknown, visit: (part: Readonly<Record<string, unknown>>) => void): void {
+  itemFound(item, visiting(visit));
+}
+
+/** A check that finds nothing: it visits each object part. */
+function visiting(visit: (part: Readonly<Record<string, unknown>>) => void): PartCheck {
+  return (part) => {
+    if (isObject(part)) visit(part);
+    return null;
+  };
+}
+
+/** A Responses input item: an item that is a part itself, a message with content parts, or a tool's output given as parts. */
+function itemFound(item: unknown, check: PartCheck): Found | null {
+  return check(item) ?? listedFound(item, "content", check) ?? listedFound(item, "output", check);
+}
+
+function under(at: string, found: Found | null): Found | null {
+  return found && { path: at + found.path, error: found.error };
+}
+
+function itemsFound(list: unknown, check: PartCheck): Found | null {
   if (!Array.isArray(list)) return null;
   for (let i = 0; i < list.length; i++) {
     const found = check(list[i]);
@@ -77,23 +109,16 @@ function isObject(v: unknown): v is Readonly<Record<string, unknown>> {
 }
 
 /** The parts listed under `key` of `holder` (a message's or a multimodal object's `content`, a tool's `output`); a string there has none. */
-function partsRefusal(holder: unknown, key: "content" | "output"): Found | null {
+function listedFound(holder: unknown, key: "content" | "output", check: PartCheck): Found | null {
   if (!isObject(holder)) return null;
-  const found = itemsFound(holder[key], partFound);
+  const found = itemsFound(holder[key], check);
   return found && { path: `.${key}${found.path}`, error: found.error };
 }
 
-const contentRefusal = (holder: unknown): Found | null => partsRefusal(holder, "content");
-
-/** A Responses input item: a message with content parts, an item that is a part itself, or a tool's output given as parts. */
-function itemRefusal(item: unknown): Found | null {
-  return partFound(item) ?? contentRefusal(item) ?? partsRefusal(item, "output");
-}
-
-function sidesRefusal(body: Readonly<Record<string, unknown>>, fields: readonly string[]): GatewayError | null {
+function sidesFound(body: Readonly<Record<string, unknown>>, fields: readonly string[], check: PartCheck): Found | null {
   for (const field of fields) {
-    const found = contentRefusal(body[field]);
-    if (found) return found.error(field + found.path);
+    const found = under(field, listedFound(body[field], "content", check));
+    if (found) return found;
   }
   return null;
 }
@@ -115,7 +140,6 @@ function partFound(part: unknown): Found | null {
 const refusal = (param: string, why: string): GatewayError =>
   badRequest(`${param} is not accepted from a virtual key: ${why} (a data: URL, or a public host's, is accepted)`, param, "invalid_value");
 
-const DATA = "data:";
 /** An http(s) URL WHATWG cannot parse (an out-of-range port, a space in its host): Python's parsers may still fetch it. */
 const HTTP_LIKE = /^[\s\x00-\x1f]*https?:/i;
 /**
@@ -134,6 +158,13 @@ const PATH_LIKE = /^(?:\.{1,2}[/\\]|~|\/[^\s]{0,127}$|\/.*[^A-Za-z0-9+/=\r\n])|(
 /** What WHATWG's URL parser and Python's (urlsplit, yarl) both take out of a URL, wherever it is: a scheme split by one is read whole. */
 const DROPPED = /[\t\n\r]/g;
 
+const DATA = "data:";
+
+/** Whether a media field's value is its payload inline. A data: URL may be megabytes: told by its first five characters, as vLLM tells it, never parsed. */
+export function isDataUrl(url: string): boolean {
+  return url.length >= DATA.length && url.slice(0, DATA.length).toLowerCase() === DATA;
+}
+
 /**
  * Why a tenant may not have an engine fetch `url`, or null. The URL parser puts a host as the
  * fetch would reach it (2852039166 and 0xa9.254.0251.254 are 169.254.169.254), and
@@ -141,8 +172,7 @@ const DROPPED = /[\t\n\r]/g;
  * the engine, which resolves it, can refuse that (README, below the table of response headers).
  */
 export function unfetchable(url: string): string | null {
-  // A data: URL may be megabytes: told by its first five characters, as vLLM tells it, never parsed.
-  if (url.length >= DATA.length && url.slice(0, DATA.length).toLowerCase() === DATA) return null;
+  if (isDataUrl(url)) return null;
   const parsed = URL.parse(url);
   const read = url.replace(DROPPED, "");
   if (parsed === null) {

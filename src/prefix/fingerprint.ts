@@ -1,6 +1,6 @@
 import type { ChatCompletionRequest, ChatMessage, CompletionRequest, ResponseInputItem, ResponsesRequest } from "../openai/requests.ts";
 import { BlockHasher } from "./block-hasher.ts";
-import { MEDIA_CHARS, NO_MEDIA, partJson, type MediaSize } from "./media.ts";
+import { itemJson, MEDIA_CHARS, NO_MEDIA, partJson, type MediaSize } from "./media.ts";
 
 export interface FingerprintOptions {
   blockChars: number;
@@ -111,7 +111,7 @@ function pushItem(h: BlockHasher, item: ResponseInputItem): void {
   if (item.role !== undefined) pushTurn(h, item.role, undefined, item.content);
   else {
     h.push(ROLE_OPEN + written(item.type ?? "") + ROLE_CLOSE);
-    h.push(partJson(item));
+    h.push(itemJson(item));
   }
 }
 

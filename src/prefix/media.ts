@@ -1,24 +1,52 @@
-import { URL_FIELDS } from "../openai/content-parts.ts";
+import { forEachItemPart, forEachPart, isDataUrl, URL_FIELDS } from "../openai/content-parts.ts";
+import type { Endpoint } from "../openai/endpoints.ts";
 import { CHARS_PER_TOKEN } from "../routing/learned/chars-per-token.ts";
 
 /**
- * Media in a prompt: an image, audio or a file sent inline, as a data URL (what the openai SDKs
- * send for a local image) or base64 under one of these keys (`input_audio.data`, a file's
- * `file_data`). Its size says little of its tokens: a VLM turns a 1 MB photo into the same ~1k
- * tokens as a 100 KB one, and read as text its base64 was 250k tokens, which made its request's
- * backend look backed up for 25 s and put it 25 s behind every text prompt on a priority engine.
+ * Media in a prompt: an image, audio, video or file, told by its place in a content part as the
+ * OpenAI and vLLM request shapes define it, never by a string's shape. A URL field
+ * (src/openai/content-parts.ts URL_FIELDS: `{"url": …}`, or the URL itself) holds a URL its engine
+ * fetches or the payload inline as a data URL (what the openai SDKs send for a local image);
+ * `input_audio.data`, a chat file's `file.file_data` and a Responses input_file's `file_data` hold
+ * base64. Its size says little of its tokens: a VLM turns a 1 MB photo into the same ~1k tokens as
+ * a 100 KB one, and read as text its base64 was 250k tokens, which made its request's backend look
+ * backed up for 25 s and put it 25 s behind every text prompt on a priority engine. Every other
+ * string is text the engine reads — a message's content, a text part, a tool's schema, arguments
+ * or output — however it begins: told by shape, 40k characters after `data:,` were charged as 3
+ * tokens and hashed as one image.
  */
-const BINARY_KEYS: ReadonlySet<string> = new Set(["data", "file_data", "b64_json"]);
-/**
- * A data URL's header (RFC 2397: `data:[<type>/<subtype>][;<parameter>]*,`): a text that only begins
- * with "data:" (a tool's output of SSE lines, `data: {...}`) is text. Anchored, so a megabyte
- * payload costs the few characters of its header.
- */
-const DATA_URL = /^data:(?:[\w!#$&^.+-]+\/[\w!#$&^.+-]+)?(?:;[\w!#$&^.+=-]+)*,/i;
+type Place = readonly [field: string, key: string | null];
+/** A part's media fields, each with the key of its payload inside it (null: the field's value is the payload). */
+const PLACES: readonly Place[] = [...URL_FIELDS.flatMap((f): Place[] => [[f, null], [f, "url"]]), ["input_audio", "data"], ["file", "file_data"], ["file_data", null]];
+const URL_KEYS: ReadonlySet<string> = new Set(URL_FIELDS);
 
-/** Whether a body's value under `key` is media, not prompt text: a data URL, or anything under a base64 key. */
-export function isMedia(key: string, value: unknown): boolean {
-  return BINARY_KEYS.has(key) || (typeof value === "string" && DATA_URL.test(value));
+function payloadAt(part: Readonly<Record<string, unknown>>, [field, key]: Place): string | undefined {
+  const held = part[field];
+  const v = key === null ? held : isRecord(held) ? held[key] : undefined;
+  return typeof v === "string" ? v : undefined;
+}
+
+/** Whether a payload is sent in the body: base64 always, a URL field's as a data URL (else the engine fetches it). */
+function isInline([field]: Place, payload: string): boolean {
+  return !URL_KEYS.has(field) || isDataUrl(payload);
+}
+
+/** Calls `visit` with each media payload of a content part, and whether it came inline. */
+function eachMedia(part: Readonly<Record<string, unknown>>, visit: (payload: string, inline: boolean) => void): void {
+  for (const place of PLACES) {
+    const payload = payloadAt(part, place);
+    if (payload !== undefined) visit(payload, isInline(place, payload));
+  }
+}
+
+/**
+ * The characters of a body's media, in the parts the gateway reads (content-parts.ts forEachPart):
+ * what an estimate leaves out of its prompt's text (src/tenants/estimate.ts).
+ */
+export function mediaChars(endpoint: Endpoint, body: Readonly<Record<string, unknown>>): number {
+  let chars = 0;
+  forEachPart(endpoint, body, (part) => eachMedia(part, (payload) => (chars += payload.length)));
+  return chars;
 }
 
 /**
@@ -56,12 +84,36 @@ function standIn(payload: string): string {
   return `media ${payload.length} ${sample}`.padEnd(MEDIA_CHARS, PAD);
 }
 
-/** A JSON.stringify replacer: each media string as its stand-in. A part with none serialises as JSON.stringify(part). */
-const withStandIns = (key: string, value: unknown): unknown => (typeof value === "string" && isMedia(key, value) ? standIn(value) : value);
+/** A part with each payload it holds inline as its stand-in: the part itself when it holds none. */
+function withStandIns(part: Readonly<Record<string, unknown>>): Readonly<Record<string, unknown>> {
+  let swapped: Record<string, unknown> | null = null;
+  for (const place of PLACES) {
+    const payload = payloadAt(part, place);
+    if (payload === undefined || !isInline(place, payload)) continue;
+    const [field, key] = place;
+    swapped ??= { ...part };
+    swapped[field] = key === null ? standIn(payload) : { ...(part[field] as Readonly<Record<string, unknown>>), [key]: standIn(payload) };
+  }
+  return swapped ?? part;
+}
 
-/** A content part (or a Responses item) as the fingerprint hashes it: its JSON, each media payload in it replaced by its stand-in. */
+/** A content part as the fingerprint hashes it: its JSON, each payload it holds inline as its stand-in. */
 export function partJson(part: unknown): string {
-  return JSON.stringify(part, withStandIns);
+  return JSON.stringify(isPart(part) ? withStandIns(part) : part);
+}
+
+/**
+ * A Responses item that is no message as the fingerprint hashes it: its JSON, each payload inline in
+ * its parts (content-parts.ts forEachItemPart: itself, its content's, a tool output's) as its
+ * stand-in. An item with none (a function call, its text output) serialises as JSON.stringify(item).
+ */
+export function itemJson(item: unknown): string {
+  const swaps = new Map<unknown, unknown>();
+  forEachItemPart(item, (part) => {
+    const swapped = withStandIns(part);
+    if (swapped !== part) swaps.set(part, swapped);
+  });
+  return swaps.size === 0 ? JSON.stringify(item) : JSON.stringify(item, (_, v: unknown) => swaps.get(v) ?? v);
 }
 
 /**
@@ -77,50 +129,36 @@ export interface MediaSize {
 
 export const NO_MEDIA: MediaSize = { count: 0, chars: 0, unhashed: 0 };
 
-/** A part's fields that name media its engine fetches (src/openai/content-parts.ts): `{"url": …}`, or the URL itself. */
-const MEDIA_URL_KEYS: ReadonlySet<string> = new Set(URL_FIELDS);
-
 /**
- * The media of a chat body's messages or a Responses body's input, read where the fingerprint reads
- * parts as their JSON (partJson): a message's parts with no text, a Responses item with no role.
- * The whole prompt, past where the chain was cut: its size in blocks (promptBlocks) counts each as
- * MEDIA_CHARS, not as its bytes or its URL. A message whose content is a string costs a type check.
+ * The media of a chat body's messages or a Responses body's input, in the parts the fingerprint
+ * reads as their JSON (partJson, itemJson): a message's parts with no text, a Responses item with
+ * no role and its parts. The whole prompt, past where the chain was cut: its size in blocks
+ * (promptBlocks) counts each as MEDIA_CHARS, not as its bytes or its URL — an engine spends an
+ * image's tokens however it came, and counted as its URL's few characters, twenty images went to a
+ * priority engine ahead of others' 2k-token prompts. A message whose content is a string costs a
+ * type check.
  */
 export function mediaOf(turns: unknown): MediaSize {
   if (!Array.isArray(turns)) return NO_MEDIA;
   const size = { count: 0, chars: 0, unhashed: 0 };
+  const add = (payload: string, inline: boolean): void => {
+    size.count++;
+    size.chars += payload.length;
+    if (!inline) size.unhashed += Math.max(0, MEDIA_CHARS - payload.length);
+  };
   for (const turn of turns) {
     if (!isRecord(turn)) continue;
-    if (turn.role === undefined) tally(turn, "", size);
-    else if (Array.isArray(turn.content)) for (const part of turn.content) if (isRecord(part) && typeof part.text !== "string") tally(part, "", size);
+    if (turn.role === undefined) forEachItemPart(turn, (part) => eachMedia(part, add));
+    else if (Array.isArray(turn.content)) for (const part of turn.content) if (isPart(part) && typeof part.text !== "string") eachMedia(part, add);
   }
   return size.count > 0 ? size : NO_MEDIA;
 }
 
-/**
- * Adds the media under `value` to `size`: inline, as withStandIns finds them; by URL, a string
- * under a media URL field or its `url`. An engine spends an image's tokens however it came, and
- * counted as its URL's few characters, twenty images went to a priority engine ahead of others'
- * 2k-token prompts. The body's depth is bounded (src/openai/body-shape.ts).
- */
-function tally(value: unknown, key: string, size: MediaSize): void {
-  if (typeof value === "string") {
-    if (isMedia(key, value)) add(size, value, false);
-    else if (MEDIA_URL_KEYS.has(key)) add(size, value, true);
-  } else if (Array.isArray(value)) {
-    for (let i = 0; i < value.length; i++) tally(value[i], String(i), size);
-  } else if (isRecord(value)) {
-    if (MEDIA_URL_KEYS.has(key) && typeof value.url === "string" && !isMedia("url", value.url)) add(size, value.url, true);
-    for (const k in value) tally(value[k], k, size);
-  }
-}
-
-function add(size: MediaSize, payload: string, byUrl: boolean): void {
-  size.count++;
-  size.chars += payload.length;
-  if (byUrl) size.unhashed += Math.max(0, MEDIA_CHARS - payload.length);
-}
-
 function isRecord(v: unknown): v is Readonly<Record<string, unknown>> {
   return typeof v === "object" && v !== null;
+}
+
+/** An object that may be a content part: no array is one (content-parts.ts). */
+function isPart(v: unknown): v is Readonly<Record<string, unknown>> {
+  return isRecord(v) && !Array.isArray(v);
 }

@@ -1,4 +1,5 @@
-import { isMedia } from "../prefix/media.ts";
+import type { Endpoint } from "../openai/endpoints.ts";
+import { mediaChars } from "../prefix/media.ts";
 import type { LeaseRelease, TokenUsage, UsageEstimate } from "../routing/protocol.ts";
 import { field, isTokenCount } from "../stream/usage.ts";
 
@@ -32,22 +33,21 @@ export function chargesUsage(r: Pick<LeaseRelease, "outcome" | "failure">): bool
 
 /**
  * A request's prompt as an estimate counts it: the characters of its text (every string of the
- * body but media, src/prefix/media.ts isMedia: an image's size says little of its tokens, and is
- * not charged) and the token ids it gives as numbers (a completion's or an embedding's input).
- * Walked only when an estimate is made, never on the request's path; the body's depth is bounded
- * (src/openai/body-shape.ts).
+ * body but its media, told by their place in its content parts, src/prefix/media.ts: an image's
+ * size says little of its tokens, and is not charged) and the token ids it gives as numbers (a
+ * completion's or an embedding's input). Walked only when an estimate is made, never on the
+ * request's path; the body's depth is bounded (src/openai/body-shape.ts).
  */
-export function promptSize(body: unknown): Pick<UsageEstimate, "chars" | "tokens"> {
-  const size = { chars: 0, tokens: 0 };
+export function promptSize(body: Readonly<Record<string, unknown>>, endpoint: Endpoint): Pick<UsageEstimate, "chars" | "tokens"> {
+  const size = { chars: -mediaChars(endpoint, body), tokens: 0 };
   const walk = (v: unknown, inArray: boolean): void => {
-    if (typeof v === "string") {
-      if (!isMedia("", v)) size.chars += v.length;
-    } else if (typeof v === "number") {
+    if (typeof v === "string") size.chars += v.length;
+    else if (typeof v === "number") {
       if (inArray && Number.isInteger(v)) size.tokens++;
     } else if (Array.isArray(v)) {
       for (const x of v) walk(x, true);
     } else if (typeof v === "object" && v !== null) {
-      for (const [k, x] of Object.entries(v)) if (!isMedia(k, x)) walk(x, false);
+      for (const x of Object.values(v)) walk(x, false);
     }
   };
   walk(body, false);

@@ -645,6 +645,35 @@ describe("limits", () => {
     expect(u.prompt_tokens).toBeGreaterThan(0);
   });
 
+  it("charges a left stream's prompt the engine read whether or not its text looks like a data URL (found by review: `data:,` before 40k characters was charged 3 prompt tokens for ~9,800)", async () => {
+    const text = "The quarterly report says revenue grew in every region. ".repeat(700);
+    /** What the key was charged for one stream left after 20 tokens, and what the engine read of its prompt. */
+    const leftEarly = async (asked: Pick<OpenAI.ChatCompletionCreateParamsStreaming, "messages" | "tools">): Promise<{ charged: number; read: number }> => {
+      const { id, key } = await createKey({});
+      const client = new OpenAI({ apiKey: key, baseURL: `${gw.url}/v1`, maxRetries: 0 });
+      const before = (await fleetTokens(slow)).prompt;
+      const stream = await client.chat.completions.create({ model: "keys-slow", ...asked, max_tokens: 1000, stream: true });
+      let events = 0;
+      for await (const chunk of stream) if (chunk.choices[0]?.delta?.content && ++events === 20) break;
+      await vi.waitFor(async () => expect(await gw.inFlight("keys-slow")).toBe(0), EVENTUALLY);
+      await vi.waitFor(async () => expect((await usage(id)).requests).toBe(1), EVENTUALLY);
+      return { charged: (await usage(id)).prompt_tokens, read: (await fleetTokens(slow)).prompt - before };
+    };
+    const tag = () => randomBytes(4).toString("hex");
+    const user = (content: OpenAI.ChatCompletionUserMessageParam["content"]) => ({ messages: [{ role: "user" as const, content }] });
+    const forms: [string, Pick<OpenAI.ChatCompletionCreateParamsStreaming, "messages" | "tools">][] = [
+      ["plain text", user(`summarise ${tag()}: ${text}`)],
+      ["text after data:,", user(`data:,summarise ${tag()}: ${text}`)],
+      ["a text part after data:text/plain,", user([{ type: "text", text: `data:text/plain,summarise ${tag()}: ${text}` }])],
+      ["a tool schema's property named data", { ...user(`summarise ${tag()}`), tools: [{ type: "function", function: { name: "report", parameters: { type: "object", properties: { data: { type: "string", description: text } } } } }] }],
+    ];
+    for (const [form, asked] of forms) {
+      const { charged, read } = await leftEarly(asked);
+      expect(read, form).toBeGreaterThan(text.length / 5);
+      expect(charged, form).toBeGreaterThan(read / 2);
+    }
+  });
+
   it("refuses a key whose only budget is in dollars on a model with no pricing (a 403 model_not_priced, not a budget that never fills), and passes over such a fallback group", async () => {
     const { key } = await createKey({ budget_usd: 0.000001 });
     const client = new OpenAI({ apiKey: key, baseURL: `${gw.url}/v1`, maxRetries: 0 });

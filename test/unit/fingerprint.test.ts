@@ -349,7 +349,42 @@ describe("media in a prompt: an image, audio or a file sent inline", () => {
     const sse = output('data: {"ok":1}\n\n');
     expect(mediaOf(sse.input)).toEqual({ count: 0, chars: 0, unhashed: 0 });
     expect(responsesFingerprint(sse, opts)).toHaveLength(responsesFingerprint(output('xata: {"ok":1}\n\n'), opts).length);
-    expect(mediaOf(output("data:,plain").input)).toEqual({ count: 1, chars: "data:,plain".length, unhashed: 0 });
+  });
+
+  it("takes a Responses item's text for text, however it begins: a tool's output after data:,, a call's arguments, a field named data (found by review: 40k characters were one image's 64 blocks)", () => {
+    const text = "revenue grew in every region ".repeat(100);
+    const routedItems = (input: unknown[]) => {
+      const chain = responsesFingerprint({ model: "m", input } as ResponsesRequest, opts);
+      return { chain: chain.length, blocks: promptBlocks(chain, Buffer.byteLength(JSON.stringify(input)), opts, false, mediaOf(input)), media: mediaOf(input).count };
+    };
+    const forms = (lead: string) => [
+      [{ type: "function_call_output", call_id: "c1", output: lead + text }],
+      [{ type: "function_call", call_id: "c1", name: "f", arguments: lead + text }],
+      [{ type: "function_call_output", call_id: "c1", output: "ok", data: lead + text }],
+    ];
+    const plain = forms("xata:,").map(routedItems);
+    const disguised = forms("data:,").map(routedItems);
+    expect(disguised).toEqual(plain);
+    for (const { chain, media } of disguised) {
+      expect(chain).toBeGreaterThan(text.length / opts.blockChars);
+      expect(media).toBe(0);
+    }
+    // An image among a tool's output parts is media, at its place in an input_image part.
+    const shown = [{ type: "function_call_output", call_id: "c1", output: [{ type: "input_image", image_url: photo(300_000) }] }];
+    expect(routedItems(shown).media).toBe(1);
+    expect(routedItems(shown).chain).toBeLessThanOrEqual(MEDIA_CHARS / opts.blockChars + 3);
+  });
+
+  it("counts as media only what sits in a media field: a data URL under image_url's url, base64 under input_audio's data or a file's file_data", () => {
+    const payload = base64(100_000, 5);
+    const parts = (fields: Record<string, unknown>) => [{ role: "user", content: [{ type: "x", ...fields }] }];
+    const media = [{ image_url: { url: `data:image/png;base64,${payload}` } }, { image_url: `data:image/png;base64,${payload}` }, { input_audio: { data: payload } }, { file: { file_data: payload } }, { file_data: payload }];
+    for (const fields of media) expect(mediaOf(parts(fields)).count, JSON.stringify(Object.keys(fields))).toBe(1);
+    const text = [{ data: payload }, { b64_json: payload }, { detail: `data:,${payload}` }, { image_url: { data: payload } }, { input_audio: { url: payload } }];
+    for (const fields of text) {
+      expect(mediaOf(parts(fields)).count, JSON.stringify(fields).slice(0, 40)).toBe(0);
+      expect(chatFingerprint(chat(parts(fields) as ChatCompletionRequest["messages"]), opts).length).toBeGreaterThan(payload.length / opts.blockChars);
+    }
   });
 
   it("sizes an image, video, audio or file sent by URL as one sent inline, its URL hashed as written (found by review: 20 image URLs were 24 blocks, inline 1,294)", () => {

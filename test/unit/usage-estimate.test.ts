@@ -20,7 +20,7 @@ describe("chargesEstimate", () => {
 describe("promptSize", () => {
   it("counts the characters of a chat's text, tool calls and tools included", () => {
     const body = { model: "m", messages: [{ role: "user", content: "hello" }, { role: "assistant", content: null, tool_calls: [{ id: "c", type: "function", function: { name: "f", arguments: "{}" } }] }], max_tokens: 9 };
-    expect(promptSize(body)).toEqual({ chars: "m".length + "user".length + "hello".length + "assistant".length + "c".length + "function".length + "f".length + "{}".length, tokens: 0 });
+    expect(promptSize(body, "chat")).toEqual({ chars: "m".length + "user".length + "hello".length + "assistant".length + "c".length + "function".length + "f".length + "{}".length, tokens: 0 });
   });
 
   it("does not charge an image, audio or file by its bytes: a data URL or a base64 field counts nothing", () => {
@@ -39,12 +39,39 @@ describe("promptSize", () => {
         },
       ],
     };
-    expect(promptSize(body).chars).toBeLessThan(100);
+    expect(promptSize(body, "chat").chars).toBeLessThan(100);
+  });
+
+  it("does not charge media at its place in a Responses input or a rerank's multimodal object: input_image, input_file, a tool output's image part", () => {
+    const image = `data:image/png;base64,${"A".repeat(200_000)}`;
+    const input = [
+      { role: "user", content: [{ type: "input_text", text: "what is this" }, { type: "input_image", image_url: image, detail: "auto" }, { type: "input_file", file_data: "C".repeat(50_000), filename: "a.pdf" }] },
+      { type: "function_call_output", call_id: "c", output: [{ type: "input_image", image_url: image }] },
+    ];
+    expect(promptSize({ model: "m", input }, "responses").chars).toBeLessThan(200);
+    expect(promptSize({ model: "m", query: "which", documents: { content: [{ type: "image_url", image_url: { url: image } }] } }, "rerank").chars).toBeLessThan(100);
+  });
+
+  it("counts text as text wherever it sits, however it begins: as a message's content, a text part, a tool's output, under a tool schema's property named data (found by review: 40k characters after `data:,` were charged 3 tokens)", () => {
+    const text = "The quarterly report says revenue grew. ".repeat(1000);
+    const user = (content: unknown) => ({ model: "m", messages: [{ role: "user", content }] });
+    const chats = {
+      content: user(`data:,${text}`),
+      textPart: user([{ type: "text", text: `data:text/plain,${text}` }]),
+      toolSchema: { ...user("hi"), tools: [{ type: "function", function: { name: "f", parameters: { type: "object", properties: { data: { type: "string", description: text } } } } }] },
+      fileData: { ...user("hi"), tools: [{ type: "function", function: { name: "f", parameters: { type: "object", properties: { file_data: { type: "string", description: text } } } } }] },
+      imageUrlInSchema: { ...user("hi"), tools: [{ type: "function", function: { name: "f", parameters: { type: "object", properties: { image_url: { url: `data:,${text}` } } } } }] },
+      toolCall: { model: "m", messages: [{ role: "assistant", content: null, tool_calls: [{ id: "c", type: "function", function: { name: "f", arguments: `data:,${text}` } }] }] },
+    };
+    for (const [form, body] of Object.entries(chats)) expect(promptSize(body, "chat").chars, form).toBeGreaterThan(text.length);
+    const output = { model: "m", input: [{ type: "function_call_output", call_id: "c", output: `data:,${text}` }] };
+    expect(promptSize(output, "responses").chars).toBeGreaterThan(text.length);
+    expect(promptSize({ model: "m", input: `data:,${text}` }, "embeddings").chars).toBeGreaterThan(text.length);
   });
 
   it("counts token ids given as numbers one token each: a completion's or an embedding's input", () => {
-    expect(promptSize({ model: "m", prompt: [[1, 2, 3], [4, 5]], max_tokens: 16, temperature: 0.5 })).toEqual({ chars: 1, tokens: 5 });
-    expect(promptSize({ model: "m", input: [7, 8, 9] })).toEqual({ chars: 1, tokens: 3 });
+    expect(promptSize({ model: "m", prompt: [[1, 2, 3], [4, 5]], max_tokens: 16, temperature: 0.5 }, "completions")).toEqual({ chars: 1, tokens: 5 });
+    expect(promptSize({ model: "m", input: [7, 8, 9] }, "embeddings")).toEqual({ chars: 1, tokens: 3 });
   });
 });
 

@@ -159,7 +159,7 @@ async function attemptHeld(a: AttemptInput, key: KeyRecord | null, lease: HeldLe
   const counts = key !== null && readsUsage(key);
   /** What a key that counts tokens is charged by for an answer whose usage never came (src/tenants/estimate.ts). */
   const estimateFor = (end: "served" | "left" | "failed", began: boolean, usage: TokenUsage | undefined, events: number | null): UsageEstimate | undefined =>
-    counts && chargesEstimate({ counts, usage: usage !== undefined, began, end }) ? { ...promptSize(a.exact ?? a.body), events: events ?? 0 } : undefined;
+    counts && chargesEstimate({ counts, usage: usage !== undefined, began, end }) ? { ...promptSize(a.exact ?? a.body, p.endpoint), events: events ?? 0 } : undefined;
   // A key that counts tokens, or a request sampled for routing's feedback, runs usage accounting
   // (src/hooks/usage.ts) before the group's hooks.
   const pipeline = pipelineFor(group, counts || sampledForFeedback(group.feedback));
