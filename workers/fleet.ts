@@ -2,6 +2,7 @@ import { modelIndex, type ResolvedGroup } from "../src/config/load.ts";
 import { unavailable, type GatewayError } from "../src/openai/errors.ts";
 import type { FleetSnapshot } from "../src/fleet/protocol.ts";
 import { REGISTRY_NAME } from "../src/fleet/registry-name.ts";
+import { KEY_RECORD_MAX_AGE_MS } from "../src/tenants/key-record.ts";
 import type { Env, WaitUntil } from "./env.ts";
 
 /** The fleet as this isolate routes with it: the registry's snapshot, indexed by model name. */
@@ -197,6 +198,21 @@ async function readWithin(read: Promise<FleetView | null>, ms: number): Promise<
 export async function recentModels(env: Env, ctx: WaitUntil, held: Map<string, ResolvedGroup>): Promise<Map<string, ResolvedGroup>> {
   await recentFleet(env, ctx, []);
   return current?.byModel ?? held;
+}
+
+/**
+ * How old a snapshot an open realtime session's re-checks go on with: as old as the key record
+ * they check may be, so a change to the fleet (a group's pricing dropped) ends a session within
+ * the bound a change to its key does. A session's calls are all its handshake's invocation's, which
+ * Cloudflare caps at 1,000 Durable Object calls on a free plan (10,000 by default on a paid one):
+ * at REFRESH_MS, a quiet isolate's session read the registry 3,600 times an hour.
+ */
+const SESSION_REFRESH_MS = KEY_RECORD_MAX_AGE_MS;
+
+/** recentModels for an open session's re-checks: the isolate's snapshot until it is SESSION_REFRESH_MS old. */
+export async function sessionModels(env: Env, ctx: WaitUntil, held: Map<string, ResolvedGroup>): Promise<Map<string, ResolvedGroup>> {
+  if (current && Date.now() - fetchedAt < SESSION_REFRESH_MS) return current.byModel;
+  return recentModels(env, ctx, held);
 }
 
 /** What a read of the whole fleet needs of it: its groups, and the routing objects of shards they gave up. */

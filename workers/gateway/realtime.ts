@@ -21,7 +21,7 @@ import { holdLease, refusalCause, route, type HeldLease, type NoBackendCause } f
 import { closeUnused, relaySockets, type Relay } from "./socket-relay.ts";
 import { originRefusal } from "./admit.ts";
 import { recheckKey, type Caller } from "./auth.ts";
-import { recentModels } from "../fleet.ts";
+import { sessionModels } from "../fleet.ts";
 import type { Prompt } from "./validate.ts";
 
 export type RealtimeInput = Omit<ProxyInput, "endpoint">;
@@ -343,8 +343,8 @@ function watchKey(caller: Extract<Caller, { kind: "key" }>, p: RealtimeInput, re
     checking = true;
     recheckKey(caller, p.env, p.ctx)
       .then(async (now) => {
-        // The fleet read afresh at most once a second for the isolate (workers/fleet.ts), its own snapshot while the registry cannot answer.
-        const refusal = await refused(now.record, () => recentModels(p.env, p.ctx, p.config.byModel));
+        // The isolate's fleet until it is as old as a key record may be (workers/fleet.ts), its own snapshot while the registry cannot answer.
+        const refusal = await refused(now.record, () => sessionModels(p.env, p.ctx, p.config.byModel));
         if (refusal) relay.end({ code: POLICY_VIOLATION, reason: refusal.message });
         else charged?.watchLimits(keyBudget(now), now.record.tpm);
       })
