@@ -81,9 +81,20 @@ function visiting(visit: (part: Readonly<Record<string, unknown>>) => void): Par
   };
 }
 
-/** A Responses input item: an item that is a part itself, a message with content parts, or a tool's output given as parts. */
+/**
+ * A Responses input item: an item that is a part itself, a message with content parts, or a tool's
+ * output given as parts, or as one part: a computer call's screenshot (`{"type":
+ * "computer_screenshot", "image_url": …}`), a function's one `input_image`. An output that is text
+ * holds none.
+ */
 function itemFound(item: unknown, check: PartCheck): Found | null {
-  return check(item) ?? listedFound(item, "content", check) ?? listedFound(item, "output", check);
+  return check(item) ?? listedFound(item, "content", check) ?? listedFound(item, "output", check) ?? outputPartFound(item, check);
+}
+
+function outputPartFound(item: unknown, check: PartCheck): Found | null {
+  const output = isObject(item) ? item.output : undefined;
+  const found = isObject(output) ? check(output) : null;
+  return found && { path: `.output${found.path}`, error: found.error };
 }
 
 function under(at: string, found: Found | null): Found | null {

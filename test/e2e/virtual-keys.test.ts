@@ -674,6 +674,25 @@ describe("limits", () => {
     }
   });
 
+  it("charges a left stream's screenshot as media, not its base64 as text: a computer call's output, one image part and not a list (found by review: a 1 MB screenshot was charged ~275k prompt tokens)", async () => {
+    const { id, key } = await createKey({});
+    const client = new OpenAI({ apiKey: key, baseURL: `${gw.url}/v1`, maxRetries: 0 });
+    const shot = `data:image/png;base64,${randomBytes(750_000).toString("base64")}`;
+    const input: OpenAI.Responses.ResponseInput = [
+      { role: "user", content: `click the button ${randomBytes(4).toString("hex")}` },
+      { type: "computer_call_output", call_id: "c1", output: { type: "computer_screenshot", image_url: shot } },
+    ];
+    const stream = await client.responses.create({ model: "keys-slow", input, max_output_tokens: 1000, stream: true });
+    let events = 0;
+    for await (const event of stream) if (event.type === "response.output_text.delta" && ++events === 20) break;
+    await vi.waitFor(async () => expect(await gw.inFlight("keys-slow")).toBe(0), EVENTUALLY);
+    await vi.waitFor(async () => expect((await usage(id)).requests).toBe(1), EVENTUALLY);
+    const charged = (await usage(id)).prompt_tokens;
+    // The item's text, a few dozen tokens; an engine spends an image's ~1k on the screenshot, not its 1 MB read as text.
+    expect(charged).toBeGreaterThan(0);
+    expect(charged).toBeLessThan(1000);
+  });
+
   it("refuses a key whose only budget is in dollars on a model with no pricing (a 403 model_not_priced, not a budget that never fills), and passes over such a fallback group", async () => {
     const { key } = await createKey({ budget_usd: 0.000001 });
     const client = new OpenAI({ apiKey: key, baseURL: `${gw.url}/v1`, maxRetries: 0 });

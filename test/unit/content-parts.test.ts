@@ -121,6 +121,12 @@ describe("contentPartRefusal: where a body holds media URLs", () => {
     // A tool's output may be a list of parts, images among them.
     expect(refusedParam("responses", { input: [{ type: "function_call_output", call_id: "c1", output: "done" }] })).toBeNull();
     expect(refusedParam("responses", { input: [{ type: "function_call_output", call_id: "c1", output: [{ type: "input_image", image_url: PRIVATE }] }] })).toBe("input[0].output[0].image_url");
+    // Or one part, not a list: a computer call's screenshot, a function's image.
+    expect(refusedParam("responses", { input: [{ type: "computer_call_output", call_id: "c1", output: { type: "computer_screenshot", image_url: PRIVATE } }] })).toBe("input[0].output.image_url");
+    expect(refusedParam("responses", { input: [{ type: "function_call_output", call_id: "c1", output: { type: "input_image", image_url: PRIVATE } }] })).toBe("input[0].output.image_url");
+    expect(refusedParam("responses", { input: [{ type: "computer_call_output", call_id: "c1", output: { type: "computer_screenshot", image_url: PUBLIC } }] })).toBeNull();
+    expect(refusedParam("responses", { input: [{ type: "computer_call_output", call_id: "c1", output: { type: "computer_screenshot", image_url: "data:image/png;base64,iVBORw0KGgo=" } }] })).toBeNull();
+    expect(refusedParam("responses", { input: [{ type: "function_call_output", call_id: "c1", output: PRIVATE }] })).toBeNull();
   });
 
   it("embeddings: vLLM's chat-style messages, as chat's; an input of texts or token ids is not read", () => {
@@ -153,6 +159,7 @@ describe("contentPartRefusal: a part's fields that steer an engine, read in the 
     expect(refused("chat", { messages: [{ role: "user", content: [{ type: "text", text: "hi" }, tensor] }] })).toEqual({ status: 400, code: "unsupported_parameter", param: "messages[0].content[1].image_embeds" });
     expect(refused("responses", { input: [{ role: "user", content: [tensor] }] })).toEqual({ status: 400, code: "unsupported_parameter", param: "input[0].content[0].image_embeds" });
     expect(refused("responses", { input: [tensor] })).toEqual({ status: 400, code: "unsupported_parameter", param: "input[0].image_embeds" });
+    expect(refused("responses", { input: [{ type: "function_call_output", call_id: "c", output: tensor }] })).toEqual({ status: 400, code: "unsupported_parameter", param: "input[0].output.image_embeds" });
     expect(refused("rerank", { query: { content: [{ type: "image_url", image_url: { url: PUBLIC, max_dynamic_patch: 40 } }] }, documents: [] })).toEqual({ status: 400, code: "unsupported_parameter", param: "query.content[0].image_url.max_dynamic_patch" });
   });
 

@@ -375,6 +375,32 @@ describe("media in a prompt: an image, audio or a file sent inline", () => {
     expect(routedItems(shown).chain).toBeLessThanOrEqual(MEDIA_CHARS / opts.blockChars + 3);
   });
 
+  it("counts a tool's output given as one image part, not a list, as media: a computer call's screenshot, a function's input_image (found by review: a 1 MB screenshot was 17,190 blocks, not 67)", () => {
+    const shot = photo(1_000_000);
+    const routedItem = (item: Record<string, unknown>) => {
+      const input = [{ role: "user", content: "click the button" }, item];
+      const chain = responsesFingerprint({ model: "m", input } as ResponsesRequest, opts);
+      return { chain: chain.length, blocks: promptBlocks(chain, Buffer.byteLength(JSON.stringify(input)), opts, false, mediaOf(input)), media: mediaOf(input) };
+    };
+    const one = MEDIA_CHARS / opts.blockChars;
+    for (const output of [{ type: "computer_screenshot", image_url: shot }, { type: "input_image", image_url: shot }]) {
+      for (const type of ["computer_call_output", "function_call_output"]) {
+        const { chain, blocks, media } = routedItem({ type, call_id: "c1", output });
+        expect(media, `${type} ${output.type}`).toEqual({ count: 1, chars: shot.length, unhashed: 0 });
+        expect(blocks, `${type} ${output.type}`).toBe(chain);
+        expect(chain, `${type} ${output.type}`).toBeLessThanOrEqual(one + 6);
+      }
+    }
+    // The same screenshot hashes alike, another apart; an output that is text is text.
+    const item = (image_url: string) => ({ type: "computer_call_output", call_id: "c1", output: { type: "computer_screenshot", image_url } });
+    const fp = (image_url: string) => responsesFingerprint({ model: "m", input: [item(image_url)] } as ResponsesRequest, opts);
+    expect(fp(shot)).toEqual(fp(shot.slice()));
+    expect(fp(photo(1_000_000, 2)).at(-1)).not.toBe(fp(shot).at(-1));
+    const text = routedItem({ type: "function_call_output", call_id: "c1", output: `data:,${"revenue grew ".repeat(500)}` });
+    expect(text.media.count).toBe(0);
+    expect(text.chain).toBeGreaterThan(("revenue grew ".length * 500) / opts.blockChars);
+  });
+
   it("counts as media only what sits in a media field: a data URL under image_url's url, base64 under input_audio's data or a file's file_data", () => {
     const payload = base64(100_000, 5);
     const parts = (fields: Record<string, unknown>) => [{ role: "user", content: [{ type: "x", ...fields }] }];

@@ -52,6 +52,17 @@ describe("promptSize", () => {
     expect(promptSize({ model: "m", query: "which", documents: { content: [{ type: "image_url", image_url: { url: image } }] } }, "rerank").chars).toBeLessThan(100);
   });
 
+  it("does not charge a tool's output given as one image part, not a list: a computer call's screenshot, a function's input_image (found by review: a 1 MB screenshot was ~275k tokens' text)", () => {
+    const shot = `data:image/png;base64,${"iVBORw0KGgoAAAANSUhEUg".repeat(50_000)}`;
+    for (const [type, output] of [
+      ["computer_call_output", { type: "computer_screenshot", image_url: shot }],
+      ["function_call_output", { type: "input_image", image_url: shot }],
+    ] as const) {
+      const input = [{ role: "user", content: "click the button" }, { type, call_id: "c1", output }];
+      expect(promptSize({ model: "m", input }, "responses").chars, type).toBeLessThan(200);
+    }
+  });
+
   it("counts text as text wherever it sits, however it begins: as a message's content, a text part, a tool's output, under a tool schema's property named data (found by review: 40k characters after `data:,` were charged 3 tokens)", () => {
     const text = "The quarterly report says revenue grew. ".repeat(1000);
     const user = (content: unknown) => ({ model: "m", messages: [{ role: "user", content }] });
