@@ -185,14 +185,39 @@ export function isDataUrl(url: string): boolean {
 export function unfetchable(url: string): string | null {
   if (isDataUrl(url)) return null;
   const parsed = URL.parse(url);
-  const read = url.replace(DROPPED, "");
-  if (parsed === null) {
-    if (HTTP_LIKE.test(read)) return "it starts as an http URL but cannot be parsed as one, and an engine's own parser may still fetch it";
-    return PATH_LIKE.test(url) ? "it names a path on the engine's own disk, which SGLang opens" : null;
-  }
+  if (parsed === null) return UNPARSED_REFUSALS[unparsedForm(url)];
   if (parsed.protocol === "file:") return "a file: URL is read off the engine's own disk";
   if (parsed.protocol !== "http:" && parsed.protocol !== "https:") return null;
   const why = privateOnlyHost(parsed.hostname);
   if (why) return `its host ${parsed.hostname} is ${why}, which an engine would fetch from inside the deployment's network`;
-  return BACKSLASH_IN_AUTHORITY.test(read) ? "it has a backslash before its path, where an engine's URL parser may read another host than this gateway's" : null;
+  return BACKSLASH_IN_AUTHORITY.test(url.replace(DROPPED, "")) ? "it has a backslash before its path, where an engine's URL parser may read another host than this gateway's" : null;
+}
+
+/** What an engine takes a media field's value that is no URL for: an http URL its own parser may still fetch, a file SGLang opens, or bare base64 (SGLang's other form). */
+type Unparsed = "http" | "path" | "base64";
+
+/** Why each form of a value that is no URL is refused, or null: bare base64 is the payload itself. */
+const UNPARSED_REFUSALS: Readonly<Record<Unparsed, string | null>> = {
+  http: "it starts as an http URL but cannot be parsed as one, and an engine's own parser may still fetch it",
+  path: "it names a path on the engine's own disk, which SGLang opens",
+  base64: null,
+};
+
+function unparsedForm(value: string): Unparsed {
+  if (HTTP_LIKE.test(value.replace(DROPPED, ""))) return "http";
+  return PATH_LIKE.test(value) ? "path" : "base64";
+}
+
+/** How much of a value isBareBase64 reads: past PATH_LIKE's 128-character short path, and a few microseconds however long the payload. */
+const BASE64_HEAD = 1024;
+
+/**
+ * Whether a media field's value is bare base64, the payload inline as SGLang takes it: no URL, as
+ * unfetchable tells it. Told by its first BASE64_HEAD characters, as a data URL by its first five:
+ * it may be megabytes. (A longer path of base64's characters that ends in an extension is told a
+ * payload here; unfetchable reads it whole.)
+ */
+export function isBareBase64(value: string): boolean {
+  const head = value.slice(0, BASE64_HEAD);
+  return URL.parse(head) === null && unparsedForm(head) === "base64";
 }

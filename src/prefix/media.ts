@@ -1,4 +1,4 @@
-import { forEachItemPart, forEachPart, isDataUrl, URL_FIELDS } from "../openai/content-parts.ts";
+import { forEachItemPart, forEachPart, isBareBase64, isDataUrl, URL_FIELDS } from "../openai/content-parts.ts";
 import type { Endpoint } from "../openai/endpoints.ts";
 import { CHARS_PER_TOKEN } from "../routing/learned/chars-per-token.ts";
 
@@ -6,7 +6,8 @@ import { CHARS_PER_TOKEN } from "../routing/learned/chars-per-token.ts";
  * Media in a prompt: an image, audio, video or file, told by its place in a content part as the
  * OpenAI and vLLM request shapes define it, never by a string's shape. A URL field
  * (src/openai/content-parts.ts URL_FIELDS: `{"url": …}`, or the URL itself) holds a URL its engine
- * fetches or the payload inline as a data URL (what the openai SDKs send for a local image);
+ * fetches or the payload inline as a data URL (what the openai SDKs send for a local image) or as
+ * bare base64 (SGLang's);
  * `input_audio.data`, a chat file's `file.file_data` and a Responses input_file's `file_data` hold
  * base64. Its size says little of its tokens: a VLM turns a 1 MB photo into the same ~1k tokens as
  * a 100 KB one, and read as text its base64 was 250k tokens, which made its request's backend look
@@ -26,9 +27,13 @@ function payloadAt(part: Readonly<Record<string, unknown>>, [field, key]: Place)
   return typeof v === "string" ? v : undefined;
 }
 
-/** Whether a payload is sent in the body: base64 always, a URL field's as a data URL (else the engine fetches it). */
+/**
+ * Whether a payload is sent in the body: base64 always, a URL field's as a data URL, or as bare
+ * base64 longer than its stand-in (SGLang's form; a shorter one, hashed as written, takes no more of
+ * the chain). Else the engine fetches it, or opens it on its disk, and it is hashed as written.
+ */
 function isInline([field]: Place, payload: string): boolean {
-  return !URL_KEYS.has(field) || isDataUrl(payload);
+  return !URL_KEYS.has(field) || isDataUrl(payload) || (payload.length > MEDIA_CHARS && isBareBase64(payload));
 }
 
 /** Calls `visit` with each media payload of a content part, and whether it came inline. */

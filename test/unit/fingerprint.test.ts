@@ -401,6 +401,28 @@ describe("media in a prompt: an image, audio or a file sent inline", () => {
     expect(text.chain).toBeGreaterThan(("revenue grew ".length * 500) / opts.blockChars);
   });
 
+  it("sizes SGLang's bare base64 in a URL field as one image, as its data URL is, and keeps a short URL hashed as written (found by review: a 75 KB PNG sent bare was 1,564 blocks, as a data URL 65)", () => {
+    const png = base64(100_000, 6);
+    const bare = routed(asked(png));
+    const dataUrl = routed(asked(`data:image/png;base64,${png}`));
+    expect(bare.blocks).toBe(bare.chain.length);
+    expect(bare.chain.length).toBe(dataUrl.chain.length);
+    expect(mediaOf(asked(png).messages)).toEqual({ count: 1, chars: png.length, unhashed: 0 });
+    // vLLM's untyped part and the Responses API's input_image, a bare string, alike.
+    const untyped = [{ role: "user", content: [{ image_url: png }] }];
+    expect(chatFingerprint(chat(untyped as ChatCompletionRequest["messages"]), opts).length).toBeLessThanOrEqual(MEDIA_CHARS / opts.blockChars + 3);
+    expect(responsesFingerprint({ model: "m", input: [{ role: "user", content: [{ type: "input_image", image_url: png }] }] } as ResponsesRequest, opts).length).toBeLessThanOrEqual(MEDIA_CHARS / opts.blockChars + 3);
+    // The same payload hashes alike, another apart.
+    expect(chatFingerprint(asked(png), opts)).toEqual(chatFingerprint(asked(png.slice()), opts));
+    expect(chatFingerprint(asked(base64(100_000, 7)), opts).at(-1)).not.toBe(chatFingerprint(asked(png), opts).at(-1));
+    // A URL, or a path SGLang opens, is no payload: hashed as written, however long.
+    const signed = `https://cdn.example.com/p.png?sig=${png.slice(0, 6000)}`;
+    expect(mediaOf(asked(signed).messages).unhashed).toBe(0);
+    expect(routed(asked(signed)).chain.length).toBeGreaterThan(6000 / opts.blockChars);
+    expect(routed(asked(`/srv/images/2026-05-01/${png.slice(0, 6000)}.png`)).chain.length).toBeGreaterThan(6000 / opts.blockChars);
+    expect(mediaOf(asked("https://cdn.example.com/p.png").messages)).toEqual({ count: 1, chars: 29, unhashed: MEDIA_CHARS - 29 });
+  });
+
   it("counts as media only what sits in a media field: a data URL under image_url's url, base64 under input_audio's data or a file's file_data", () => {
     const payload = base64(100_000, 5);
     const parts = (fields: Record<string, unknown>) => [{ role: "user", content: [{ type: "x", ...fields }] }];
