@@ -152,6 +152,15 @@ export function isPromptBatch(body: CompletionRequest): boolean {
 }
 
 /**
+ * Whether a Responses request goes on from a stored response (`previous_response_id`): an engine
+ * that stores responses prefills that conversation and then the input, of which the chain hashes
+ * the input alone.
+ */
+export function isFollowUp(body: ResponsesRequest): boolean {
+  return typeof body.previous_response_id === "string";
+}
+
+/**
  * Characters of prompt text a chat's template renders that the chain does not read: vLLM's
  * `documents` (Command-R's and Granite's RAG templates render them), the values of
  * `chat_template_kwargs`, a message's `reasoning` or `reasoning_content` (interleaved-thinking
@@ -178,17 +187,19 @@ function textChars(value: unknown): number {
  * prompt — its body's bytes over blockChars. What a backend will prefill for it is the whole
  * prompt, not the hashed head: a 120k-token prompt counted as its first 32k tokens made its
  * backend look idle while it prefilled for seconds, and a batch of a thousand prompts counted as
- * its first did so too. The chain stands for part of it when it was cut at maxBlocks, or when the
- * prompt is a batch (`batch`; isPromptBatch). Bytes, not characters, so it overcounts: the JSON
- * around the text a little, text outside ASCII up to 3× (6× when a client escapes it as \uXXXX).
- * Only such a prompt pays it, and it costs nothing to read; counting a long prompt's characters
- * would walk it. Its `media` (mediaOf) count MEDIA_CHARS each, not as their bytes (base64 is no
- * measure of what a VLM spends on an image) nor as a URL's characters, which the chain hashes;
+ * its first did so too. The chain stands for part of it when it was cut at maxBlocks, or when it is
+ * `partial`: a batch's first prompt (isPromptBatch), a follow-up's input (isFollowUp). A partial
+ * one is at least a block more than its chain, however small its body: the router reads a whole
+ * chain under more blocks as a prompt whose usage measures no chain. Bytes, not characters, so it
+ * overcounts: the JSON around the text a little, text outside ASCII up to 3× (6× when a client
+ * escapes it as \uXXXX). Only such a prompt pays it, and it costs nothing to read; counting a long
+ * prompt's characters would walk it. Its `media` (mediaOf) count MEDIA_CHARS each, not as their
+ * bytes (base64 is no measure of what a VLM spends on an image) nor as a URL's characters, which the chain hashes;
  * `unread` (unreadChars), text the chain leaves out, counts to a whole chain as it does to bytes.
  */
-export function promptBlocks(chain: readonly number[], bodyBytes: number, opts: FingerprintOptions, batch = false, media: MediaSize = NO_MEDIA, unread = 0): number {
-  const whole = chain.length < opts.maxBlocks && !batch;
+export function promptBlocks(chain: readonly number[], bodyBytes: number, opts: FingerprintOptions, partial = false, media: MediaSize = NO_MEDIA, unread = 0): number {
+  const whole = chain.length < opts.maxBlocks && !partial;
   if (whole) return chain.length + Math.floor((media.unhashed + unread) / opts.blockChars);
   const chars = bodyBytes - media.chars + media.count * MEDIA_CHARS;
-  return Math.max(chain.length, Math.floor(chars / opts.blockChars));
+  return Math.max(partial ? chain.length + 1 : chain.length, Math.floor(chars / opts.blockChars));
 }

@@ -446,10 +446,11 @@ export class GroupRouter {
     const matched = evidence && !media ? choice.matched : -1;
     const recency = view.learns && chain.length > 0 ? b.prefixes.matchRecency : NaN;
     // A whole chain under a prompt of more blocks is not the whole prompt the engine reports on: a
-    // completions batch's first prompt (isPromptBatch), or a chat whose template renders text the
-    // chain leaves out (src/prefix/fingerprint.ts unreadChars). Its usage teaches nothing.
-    const batch = total >= 0 && view.request.blocks > chain.length;
-    this.leases.add(lease, { backend: b, expiresAt: now + this.leaseTtlMs, routedAt: now, blocks, queuedTo: b.queued, trialOf: b.breaker.sent() ? b.breaker.opened : -1, lesson, key: tenant?.id ?? null, recordsUsage: tenant !== undefined && tenant.recordsUsage !== false, decision, predictedCached, pending, matched, total, recency, ahead, ...(batch ? { teaches: false as const } : {}) });
+    // completions batch's first prompt (isPromptBatch), a Responses follow-up's input (isFollowUp),
+    // or a chat whose template renders text the chain leaves out (src/prefix/fingerprint.ts
+    // unreadChars). Its usage teaches nothing.
+    const partial = total >= 0 && view.request.blocks > chain.length;
+    this.leases.add(lease, { backend: b, expiresAt: now + this.leaseTtlMs, routedAt: now, blocks, queuedTo: b.queued, trialOf: b.breaker.sent() ? b.breaker.opened : -1, lesson, key: tenant?.id ?? null, recordsUsage: tenant !== undefined && tenant.recordsUsage !== false, decision, predictedCached, pending, matched, total, recency, ahead, ...(partial ? { teaches: false as const } : {}) });
     if (tenant) {
       this.ledger.took(tenant, now);
       if (!(tenant.counted ?? tenant.admitted)) this.keyCounters.request(tenant.id);
@@ -566,8 +567,8 @@ export class GroupRouter {
 
   /**
    * An answer's usage teaches its backend (src/routing/feedback.ts). A lease taken back from a
-   * renewal knows nothing of its prediction and teaches nothing; nor does a completions batch's
-   * (Lease.teaches). A learned capacity shares the
+   * renewal knows nothing of its prediction and teaches nothing; nor does one whose chain is part
+   * of its prompt (Lease.teaches). A learned capacity shares the
    * prefix budget out again; a figure that moved is saved with the prefix set's next snapshot.
    */
   private feedBack(b: Backend, lease: Lease, r: LeaseRelease): void {

@@ -230,7 +230,7 @@ export interface RouteCall {
   group?: ResolvedGroup;
   /** The prompt's block hashes. */
   chain: number[];
-  /** The prompt's size in blocks, sent only when the chain stands for part of it, cut at maxPrefixBlocks or a completions batch's first prompt (src/prefix/fingerprint.ts promptBlocks): absent, the chain's length. */
+  /** The prompt's size in blocks, sent only when the chain stands for part of it, cut at maxPrefixBlocks, a completions batch's first prompt or a Responses follow-up's input (src/prefix/fingerprint.ts promptBlocks): absent, the chain's length. */
   blocks?: number;
   /**
    * The prompt holds media (an image, audio, a file), each hashed as a fixed number of blocks

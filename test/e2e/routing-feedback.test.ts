@@ -1,4 +1,5 @@
 import { randomBytes } from "node:crypto";
+import http from "node:http";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startFleet, type Fleet } from "../../bench/fleet/index.ts";
@@ -10,32 +11,70 @@ import { EVENTUALLY, startTestGateway, type TestGateway } from "./gateway.ts";
  * in front of the fleet simulator, which reports cached tokens as vLLM does. The group's
  * kvCapacityBlocks is 4× the simulator's real cache and feedback.sampleRate 1, so the Worker
  * reads every answer's usage — asking for it on streams whose client did not, and taking it out
- * again — and the routing object learns from it. The official SDK is the client.
+ * again — and the routing object learns from it. The official SDK is the client. A second group's
+ * engine is scripted: it answers a Responses follow-up as an engine that stores responses does,
+ * counting the stored conversation in its usage.
  */
 
 const MODEL = "sim-feedback";
 /** The simulator's KV cache per worker, in its 16-token blocks: 4 KB of prompt text a block. */
 const ENGINE_BLOCKS = 160;
 const CONFIGURED = ENGINE_BLOCKS * 4;
+const STORED = "stored-responses";
+/** What the scripted engine reports of a follow-up: the stored conversation's tokens, nearly all cached. */
+const FOLLOW_UP_USAGE = { input_tokens: 3000, input_tokens_details: { cached_tokens: 2990 }, output_tokens: 2, total_tokens: 3002 };
 const metricsKey = `sk-metrics-${randomBytes(16).toString("hex")}`;
 let fleet: Fleet;
+let engine: http.Server;
 let gw: TestGateway;
 let client: OpenAI;
 
 beforeAll(async () => {
   fleet = await startFleet({ workers: 1, basePort: 0, preset: "instant", kvCapacityBlocks: ENGINE_BLOCKS, servedModelName: MODEL });
+  const storedUrl = await startStoringEngine();
   gw = await startTestGateway({
-    modelGroups: [{ name: MODEL, strategy: "prefix-aware", feedback: { sampleRate: 1 }, deployments: [{ id: "sim-0", baseUrl: fleet.urls[0] as string, model: MODEL, kvCapacityBlocks: CONFIGURED }] }],
+    modelGroups: [
+      { name: MODEL, strategy: "prefix-aware", feedback: { sampleRate: 1 }, deployments: [{ id: "sim-0", baseUrl: fleet.urls[0] as string, model: MODEL, kvCapacityBlocks: CONFIGURED }] },
+      { name: STORED, strategy: "prefix-aware", feedback: { sampleRate: 1 }, deployments: [{ id: "store-0", baseUrl: storedUrl, model: STORED, kvCapacityBlocks: CONFIGURED }] },
+    ],
   }, { KVGATE_METRICS_KEY: metricsKey });
   client = new OpenAI({ apiKey: gw.key, baseURL: `${gw.url}/v1`, maxRetries: 0 });
 }, 60_000);
 afterAll(async () => {
   await gw?.close();
   await fleet?.close();
+  engine?.closeAllConnections();
+  await new Promise<void>((resolve) => (engine ? engine.close(() => resolve()) : resolve()));
 });
 
-async function backend(): Promise<BackendSnapshot> {
-  const b = (await gw.status(MODEL)).backends[0];
+/**
+ * An engine that stores responses (vLLM with VLLM_ENABLE_RESPONSES_API_STORE=1, SGLang): a fresh
+ * request's input counts ~4 characters a token; a follow-up's prompt is the stored conversation
+ * and its input, so its usage is FOLLOW_UP_USAGE whatever the input. Its URL.
+ */
+async function startStoringEngine(): Promise<string> {
+  let n = 0;
+  engine = http.createServer((req, res) => {
+    let raw = "";
+    req.setEncoding("utf8");
+    req.on("data", (chunk: string) => (raw += chunk));
+    req.on("end", () => {
+      if (req.url !== "/v1/responses") return void res.writeHead(200, { "content-type": "application/json" }).end("{}");
+      const body = JSON.parse(raw) as { input: string; previous_response_id?: string | null };
+      const usage = body.previous_response_id ? FOLLOW_UP_USAGE : { input_tokens: Math.round(body.input.length / 4), input_tokens_details: { cached_tokens: 0 }, output_tokens: 2, total_tokens: Math.round(body.input.length / 4) + 2 };
+      const id = `resp_${++n}`;
+      const output = [{ type: "message", id: `msg_${n}`, role: "assistant", status: "completed", content: [{ type: "output_text", text: "ok", annotations: [] }] }];
+      res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ id, object: "response", created_at: 1, status: "completed", model: STORED, output, usage }));
+    });
+  });
+  await new Promise<void>((resolve) => engine.listen(0, "127.0.0.1", resolve));
+  const address = engine.address();
+  if (!address || typeof address === "string") throw new Error("no address");
+  return `http://127.0.0.1:${address.port}`;
+}
+
+async function backend(group = MODEL): Promise<BackendSnapshot> {
+  const b = (await gw.status(group)).backends[0];
   if (!b) throw new Error("the routing object has routed nothing yet");
   return b;
 }
@@ -124,5 +163,21 @@ describe("feedback from the engine", () => {
     }
     await expect.poll(usageReports, EVENTUALLY).toBeGreaterThanOrEqual(before.learned.reports.usage + 40);
     expect((await backend()).learned.charsPerToken).toBe(before.learned.charsPerToken);
+  });
+
+  it("learns nothing from a Responses follow-up's usage, which counts the stored conversation its chain never read", async () => {
+    // A fresh turn teaches: its chain is its whole prompt.
+    const first = await client.responses.create({ model: STORED, input: text(7, 4000) });
+    await expect.poll(async () => (await backend(STORED)).learned.reports.usage, EVENTUALLY).toBe(1);
+    const before = await backend(STORED);
+    // Each follow-up's chain is its few words; the engine reports 3,000 prompt tokens, 2,990 cached.
+    let previous = first.id;
+    for (let i = 0; i < 20; i++) previous = (await client.responses.create({ model: STORED, input: `And then? (${i})`, previous_response_id: previous })).id;
+    await expect.poll(async () => (await backend(STORED)).usage.prompt, EVENTUALLY).toBe(before.usage.prompt + 20 * FOLLOW_UP_USAGE.input_tokens);
+    const after = await backend(STORED);
+    // Read as the chain's, 20 of them dragged 4 characters a token to ~1.4.
+    expect(after.learned.charsPerToken).toBe(before.learned.charsPerToken);
+    expect(after.learned.reports).toEqual(before.learned.reports);
+    expect(after.learned.kvCapacityBlocks).toBe(CONFIGURED);
   });
 });

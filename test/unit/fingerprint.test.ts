@@ -1,7 +1,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { BlockHasher } from "../../src/prefix/block-hasher.ts";
-import { chatFingerprint, completionFingerprint, isPromptBatch, promptBlocks, responsesFingerprint, unreadChars } from "../../src/prefix/fingerprint.ts";
+import { chatFingerprint, completionFingerprint, isFollowUp, isPromptBatch, promptBlocks, responsesFingerprint, unreadChars } from "../../src/prefix/fingerprint.ts";
 import { MEDIA_CHARS, mediaOf } from "../../src/prefix/media.ts";
 import type { ChatCompletionRequest, CompletionRequest, ResponsesRequest } from "../../src/openai/requests.ts";
 
@@ -497,9 +497,34 @@ describe("a completions batch's size in blocks", () => {
     expect(routed({ model: "m", prompt: ids }).blocks).toBeGreaterThan(500);
     expect(routed({ model: "m", prompt: [ids[0] as number[]] }).blocks).toBe(routed({ model: "m", prompt: ids[0] }).chain.length);
     expect(routed({ model: "m", prompt: ["only one"] }).blocks).toBe(1);
+    // Two short prompts fit in a block of bytes, and are still more than the first one's chain.
+    expect(routed({ model: "m", prompt: ["one", "two"] }).blocks).toBe(2);
     const lone = routed({ model: "m", prompt: "x".repeat(1000) });
     expect(lone.blocks).toBe(lone.chain.length);
     expect(lone.blocks).toBeLessThan(Math.floor(1000 / 64) + 2);
+  });
+});
+
+describe("a Responses follow-up's size in blocks", () => {
+  /** The prompt as the Worker routes a Responses body (workers/gateway/validate.ts): its chain, and its size in blocks. */
+  const routed = (body: ResponsesRequest) => {
+    const chain = responsesFingerprint(body, opts);
+    return { chain, blocks: promptBlocks(chain, Buffer.byteLength(JSON.stringify(body)), opts, isFollowUp(body), mediaOf(body.input)) };
+  };
+
+  it("is more than its chain, which hashes its input alone: the engine prefills the stored conversation first", () => {
+    const followUp = routed({ model: "m", input: "And then?", previous_response_id: "resp_1" });
+    expect(followUp.chain).toEqual(routed({ model: "m", input: "And then?" }).chain);
+    expect(followUp.blocks).toBe(followUp.chain.length + 1);
+    const long = routed({ model: "m", input: "x".repeat(10_000), previous_response_id: "resp_1" });
+    expect(long.blocks).toBeGreaterThan(long.chain.length);
+  });
+
+  it("is its chain's length for a fresh request, and for one that sets previous_response_id to null", () => {
+    for (const previous of [undefined, null]) {
+      const fresh = routed({ model: "m", input: "And then?", ...(previous === null ? { previous_response_id: null } : {}) });
+      expect(fresh.blocks).toBe(fresh.chain.length);
+    }
   });
 });
 

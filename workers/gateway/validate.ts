@@ -4,7 +4,7 @@ import { badRequest, type GatewayError } from "../../src/openai/errors.ts";
 import { contentPartRefusal } from "../../src/openai/content-parts.ts";
 import { chatLimitError, responsesLimitError } from "../../src/openai/request-limits.ts";
 import { ChatCompletionRequestSchema, CompletionRequestSchema, EmbeddingRequestSchema, RerankRequestSchema, ResponsesRequestSchema, ScoreRequestSchema } from "../../src/openai/requests.ts";
-import { chatFingerprint, completionFingerprint, isPromptBatch, promptBlocks, responsesFingerprint, unreadChars, type FingerprintOptions } from "../../src/prefix/fingerprint.ts";
+import { chatFingerprint, completionFingerprint, isFollowUp, isPromptBatch, promptBlocks, responsesFingerprint, unreadChars, type FingerprintOptions } from "../../src/prefix/fingerprint.ts";
 import { cacheSaltOf, saltedChain } from "../../src/prefix/cache-salt.ts";
 import { mediaOf, NO_MEDIA, type MediaSize } from "../../src/prefix/media.ts";
 import { firstIssue } from "../../src/zod-issues.ts";
@@ -52,7 +52,7 @@ function validBody(endpoint: Endpoint, raw: unknown, config: LoadedConfig, bodyB
     case "completions":
       return checked(raw, config, bodyBytes, CompletionRequestSchema, completionFingerprint, undefined, isPromptBatch);
     case "responses":
-      return checked(raw, config, bodyBytes, ResponsesRequestSchema, responsesFingerprint, responsesLimitError, undefined, (b) => mediaOf(b.input));
+      return checked(raw, config, bodyBytes, ResponsesRequestSchema, responsesFingerprint, responsesLimitError, isFollowUp, (b) => mediaOf(b.input));
     case "embeddings":
       // vLLM's chat-style `messages` are counted as a chat's are.
       return checked(raw, config, bodyBytes, EmbeddingRequestSchema, noPrompt, chatLimitError);
@@ -72,7 +72,8 @@ interface Schema<B> {
 /**
  * The body, parsed: first its configured counts (`overLimit`, read off the parsed JSON before the
  * schema walks it), then the schema; the first issue is the 400. Fingerprinted per group when routed;
- * `batch`: whether the body's chain hashes only the first of its prompts (a completions batch);
+ * `partial`: whether the body's chain hashes only part of its prompt (a completions batch's first
+ * prompt, a Responses follow-up's input: src/prefix/fingerprint.ts promptBlocks);
  * `mediaIn`: the media of its prompt, read once; `unreadIn`: the characters of text its template
  * renders that the chain does not read (unreadChars), read once.
  */
@@ -83,7 +84,7 @@ function checked<B extends Validated["body"]>(
   schema: Schema<B>,
   fingerprint: (body: B, o: FingerprintOptions) => number[],
   overLimit?: (raw: unknown, limits: LoadedConfig["limits"]) => GatewayError | null,
-  batch?: (body: B) => boolean,
+  partial?: (body: B) => boolean,
   mediaIn?: (body: B) => MediaSize,
   unreadIn?: (body: B) => number,
 ): Validated {
@@ -100,7 +101,7 @@ function checked<B extends Validated["body"]>(
     prompt: (g) => {
       const opts = { blockChars: g.blockChars, maxBlocks: g.maxPrefixBlocks };
       const chain = salt === null ? fingerprint(body, opts) : saltedChain(fingerprint(body, opts), salt);
-      return { chain, blocks: promptBlocks(chain, bodyBytes, opts, batch?.(body), media, unread), media: media.count > 0 };
+      return { chain, blocks: promptBlocks(chain, bodyBytes, opts, partial?.(body), media, unread), media: media.count > 0 };
     },
   };
 }
