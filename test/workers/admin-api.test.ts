@@ -476,6 +476,35 @@ describe("a revision sent under another name", () => {
     expect(names).not.toContain("query-rev-2");
     await ok(admin(`/admin/v1/groups/admin-query-rev?rev=${rev}`, { method: "DELETE" }));
   });
+
+  it("is a 400 naming the field in the body of a DELETE, a drain, an enable or a disable, which read none: a DELETE carrying a stale rev there, as a PATCH does, deleted over another operator's change (found by review)", async () => {
+    await ok(admin("/admin/v1/groups", { method: "POST", json: { name: "admin-body-rev", deployments: [sim(0, "x"), sim(1, "y")] } }), 201);
+    const stale = (await ok<{ rev: number }>(admin("/admin/v1/groups/admin-body-rev"))).rev;
+    // Another operator's change since: the revision read above is stale.
+    await ok(admin("/admin/v1/groups/admin-body-rev/deployments/x", { method: "PATCH", json: { weight: 2 } }));
+    const rev = await fleetRev();
+    for (const path of ["/admin/v1/groups/admin-body-rev/deployments/y", "/admin/v1/groups/admin-body-rev"]) {
+      const e = await refused(admin(path, { method: "DELETE", json: { rev: stale } }), 400);
+      expect(e, path).toMatchObject({ type: "invalid_request_error", code: "invalid_value", param: "rev", message: 'unknown field "rev"; a DELETE takes no body: its revision goes in its query, ?rev=N' });
+    }
+    for (const verb of ["drain", "enable", "disable"]) {
+      const e = await refused(admin(`/admin/v1/groups/admin-body-rev/deployments/y/${verb}`, { method: "POST", json: { rev: stale } }), 400);
+      expect(e, verb).toMatchObject({ code: "invalid_value", param: "rev", message: expect.stringMatching(/^unknown field "rev"; a drain, enable or disable takes no body/) as string });
+    }
+    // Anything else a body carries is refused as well, a body that is no object too: none of it would be read.
+    expect(await refused(admin("/admin/v1/groups/admin-body-rev", { method: "DELETE", json: { force: true } }), 400)).toMatchObject({ param: "force" });
+    expect(await refused(admin("/admin/v1/groups/admin-body-rev", { method: "DELETE", json: [stale] }), 400)).toMatchObject({ param: null, message: expect.stringMatching(/^a DELETE takes no body/) as string });
+    // None of them was made.
+    expect(await fleetRev()).toBe(rev);
+    expect(await ok(admin("/admin/v1/groups/admin-body-rev"))).toMatchObject({ deployments: [{ id: "x", weight: 2, state: "active" }, { id: "y", state: "active" }] });
+    // A body that carries nothing is none: an empty one, blank, or {}.
+    await ok(admin("/admin/v1/groups/admin-body-rev/deployments/y/drain", { method: "POST", body: "" }));
+    await ok(admin("/admin/v1/groups/admin-body-rev/deployments/y/enable", { method: "POST", json: {} }));
+    await ok(admin("/admin/v1/groups/admin-body-rev/deployments/y", { method: "DELETE", body: " \n" }));
+    const now = (await ok<{ rev: number }>(admin("/admin/v1/groups/admin-body-rev"))).rev;
+    await ok(admin(`/admin/v1/groups/admin-body-rev?rev=${now}`, { method: "DELETE", json: {} }));
+    await refused(admin("/admin/v1/groups/admin-body-rev"), 404);
+  });
 });
 
 describe("heartbeats", () => {

@@ -14,10 +14,10 @@ import type { AppEnv } from "../gateway/app-env.ts";
 import { registryFailure, reloadFleet } from "../fleet.ts";
 import { authenticateAdmin, authenticateRegistration } from "../gateway/auth.ts";
 import { askEachObject, askGroup, eachGroup, fleetReadDeadline } from "../gateway/group-object.ts";
-import { readJsonBody } from "../gateway/body.ts";
+import { readJsonBody, readOptionalJsonBody } from "../gateway/body.ts";
 import { BODY_SHAPE, type ShapeBounds } from "../../src/openai/body-shape.ts";
 import { mountKeys } from "./keys.ts";
-import { bodyFields, noQuery, queryParams } from "./params.ts";
+import { bodyFields, noBody, noQuery, queryParams } from "./params.ts";
 
 type AdminEnv = AppEnv;
 
@@ -110,7 +110,7 @@ export function mountAdmin(app: Hono<AdminEnv>, config: LoadedConfig): void {
     return c.json({ object: "list", group: g.settings.name, data: mergeDecisions(answers) });
   });
   app.patch(`${A}/groups/:group`, async (c) => changed(c, { op: "update-group", group: c.req.param("group"), ...(await patchOf(c)) }));
-  app.delete(`${A}/groups/:group`, (c) => changed(c, { op: "remove-group", group: c.req.param("group"), rev: queryRev(c) }));
+  app.delete(`${A}/groups/:group`, async (c) => changed(c, { op: "remove-group", group: c.req.param("group"), rev: await deleteRev(c) }));
 
   app.get(`${A}/groups/:group/deployments`, async (c) => {
     const g = await recordOf(c.env, c.req.param("group"));
@@ -126,10 +126,13 @@ export function mountAdmin(app: Hono<AdminEnv>, config: LoadedConfig): void {
     return c.json({ ...row, rev: g.rev });
   });
   app.patch(`${A}/groups/:group/deployments/:id`, async (c) => changed(c, { op: "update-deployment", group: c.req.param("group"), id: c.req.param("id"), ...(await patchOf(c)) }));
-  app.delete(`${A}/groups/:group/deployments/:id`, (c) => changed(c, { op: "remove-deployment", group: c.req.param("group"), id: c.req.param("id"), rev: queryRev(c) }));
+  app.delete(`${A}/groups/:group/deployments/:id`, async (c) => changed(c, { op: "remove-deployment", group: c.req.param("group"), id: c.req.param("id"), rev: await deleteRev(c) }));
   const STATE_OF = { drain: "draining", enable: "active", disable: "disabled" } as const;
   for (const [verb, state] of Object.entries(STATE_OF)) {
-    app.post(`${A}/groups/:group/deployments/:id/${verb}`, (c) => changed(c, { op: "set-state", group: c.req.param("group"), id: c.req.param("id"), state }));
+    app.post(`${A}/groups/:group/deployments/:id/${verb}`, async (c) => {
+      await bodyless(c, "a drain, enable or disable", "it is made whatever the group is at, and takes no revision");
+      return changed(c, { op: "set-state", group: c.req.param("group"), id: c.req.param("id"), state });
+    });
   }
 
   mountKeys(app, config);
@@ -165,8 +168,20 @@ async function patchOf(c: Context<AdminEnv>): Promise<{ patch: unknown; rev?: un
   return { patch, rev };
 }
 
+/** Refuses a body that carries anything, for a route that reads none (noBody). */
+async function bodyless(c: Context<AdminEnv>, what: string, instead: string): Promise<void> {
+  noBody(await readOptionalJsonBody(c.req.raw, BODY_BYTES), what, instead);
+}
+
+/** A DELETE's revision, from its query; a body carrying one (or anything) is refused, not left unread. */
+async function deleteRev(c: Context<AdminEnv>): Promise<unknown> {
+  const rev = queryRev(c);
+  await bodyless(c, "a DELETE", "its revision goes in its query, ?rev=N");
+  return rev;
+}
+
 /**
- * A DELETE's revision, which has no body to carry it: `?rev=N`, its only query parameter; a value
+ * A DELETE's revision, which it sends with no body to carry it: `?rev=N`, its only query parameter; a value
  * that is no whole number is left as text, for the registry's check to refuse.
  */
 function queryRev(c: Context<AdminEnv>): unknown {
