@@ -100,9 +100,10 @@ interface GroupShape {
 }
 
 /**
- * The rules no single group can check: names and aliases unique across groups, deployment ids
- * unique in a group, fallbacks naming other groups; and no deployment naming one of the gateway's
- * own keys (`keys`, from the config's auth). One place, for the config and the registry.
+ * The rules no single group can check: names and aliases unique across groups and within one (an
+ * alias listed twice, or the group's own name as its alias), deployment ids unique in a group,
+ * fallbacks naming other groups; and no deployment naming one of the gateway's own keys (`keys`,
+ * from the config's auth). One place, for the config and the registry.
  */
 export function fleetProblems(groups: readonly GroupShape[], keys: GatewayKeys, where = "modelGroups"): FleetProblem[] {
   const out: FleetProblem[] = [];
@@ -122,6 +123,8 @@ export function fleetProblems(groups: readonly GroupShape[], keys: GatewayKeys, 
       const held = owner.get(modelName);
       if (!held) owner.set(modelName, { group: gi, at });
       else if (held.group !== gi) problem(gi, at, `"${modelName}" is already the name or alias of another group`, { clash: held });
+      // Routing would not mind, but /v1/models lists each name a group has: the model twice.
+      else problem(gi, at, `"${modelName}" ${held.at === "name" ? "is the group's own name" : "is listed twice in the group"}`, { clash: held });
     }
   }
   const names = new Set(groups.map((g) => g.name));

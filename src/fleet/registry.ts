@@ -885,7 +885,7 @@ export class FleetRegistry {
     // The request's group checked last: a name or alias it shares with another group is then its own field's problem, whichever the fleet lists first.
     const ordered = own === undefined ? list : [...list.filter((g) => g.settings.name !== own), ...list.filter((g) => g.settings.name === own)];
     const shapes = ordered.map((g) => ({ ...g.settings, deployments: g.deployments.map((d) => d.spec) }));
-    const problem = fleetProblems(shapes, this.keys)[0];
+    const problem = fleetProblems(shapes, this.keys).find((p) => !this.namedTwiceBefore(p, ordered));
     if (problem) throw refusalOf(problem, ordered, body);
     const unreachable = this.unreachable(list);
     if (unreachable) throw refusal(400, "invalid_fleet", unreachable.g, unreachable.at, unreachable.message, body);
@@ -899,6 +899,18 @@ export class FleetRegistry {
       if (before && bytes <= storedBytes(before)) continue;
       throw new RegistryError(400, "group_too_large", `group "${g.settings.name}" would be ${bytes} bytes as stored, over the ${GROUP_RECORD_MAX_BYTES} one group may take (split it into groups, or shorten what its deployments carry)`, requestField("deployments", g, body));
     }
+  }
+
+  /**
+   * A name its group lists twice (an alias twice, its own name as an alias) stored before the rule
+   * refused it: every change checks the fleet whole, and each would be refused for it. It passes
+   * while the group's aliases stay as stored; a change of them is checked.
+   */
+  private namedTwiceBefore(p: FleetProblem, list: readonly GroupRecord[]): boolean {
+    if (p.clash?.group !== p.group || !p.at.startsWith("aliases[")) return false;
+    const g = list[p.group] as GroupRecord;
+    const before = this.groups.get(g.settings.name);
+    return before !== undefined && JSON.stringify(before.settings.aliases) === JSON.stringify(g.settings.aliases);
   }
 
   /** Makes `next` the registry's fleet: each group whose routing changed gets the next revision. */

@@ -64,6 +64,8 @@ describe("config", () => {
     ["key env that is no identifier", { modelGroups: [{ name: "a", deployments: [{ ...deployment, apiKeyEnv: "sk-live" }] }] }, /apiKeyEnv must name a Worker secret: letters, digits and _, not starting with a digit/],
     ["negative saturation", { modelGroups: [{ name: "a", saturation: 0, deployments: [deployment] }] }, /modelGroups\[0\]\.saturation must be >= 1/],
     ["alias clash", { modelGroups: [{ name: "a", deployments: [deployment] }, { name: "b", aliases: ["a"], deployments: [deployment] }] }, /modelGroups\[1\]\.aliases\[0\] "a" is already/],
+    ["an alias listed twice", { modelGroups: [{ name: "a", aliases: ["b", "b"], deployments: [deployment] }] }, /^config: modelGroups\[0\]\.aliases\[1\] "b" is listed twice in the group$/],
+    ["the group's own name as its alias", { modelGroups: [{ name: "a", aliases: ["a"], deployments: [deployment] }] }, /^config: modelGroups\[0\]\.aliases\[0\] "a" is the group's own name$/],
     ["credentials in a base URL", { modelGroups: [{ name: "a", deployments: [{ ...deployment, baseUrl: "http://user:hunter2@10.0.0.1:8000" }] }] }, /deployments\[0\]\.baseUrl must not carry credentials/],
     ["a user name in a base URL", { modelGroups: [{ name: "a", deployments: [{ ...deployment, baseUrl: "https://user@gpu.example" }] }] }, /baseUrl must not carry credentials/],
     ["credentials after a third slash (the URL parser skips it)", { modelGroups: [{ name: "a", deployments: [{ ...deployment, baseUrl: "https:///user:s3cret@gpu.example.com" }] }] }, /^config: modelGroups\[0\]\.deployments\[0\]\.baseUrl must not carry credentials/],

@@ -340,6 +340,24 @@ describe("deployments through the admin API", () => {
     expect(removal).toMatchObject({ code: "invalid_fleet", param: null, message: 'group "admin-rules": fallbacks[0] "admin-rules-other" names no group' });
   });
 
+  it("a name a group lists twice, an alias twice or its own name as an alias, is a 400 naming the alias whichever way it comes, and /v1/models lists each name once (found by review)", async () => {
+    await ok(admin("/admin/v1/groups", { method: "POST", json: { name: "admin-twice", aliases: ["twice-a"], deployments: [sim(0, "x")] } }), 201);
+    const rev = await fleetRev();
+    const post = (aliases: string[]) => admin("/admin/v1/groups", { method: "POST", json: { name: "admin-twice-new", aliases, deployments: [sim(0, "x")] } });
+    expect(await refused(post(["twice-b", "twice-b"]), 400)).toMatchObject({ code: "invalid_fleet", param: "aliases[1]", message: 'aliases[1] "twice-b" is listed twice in the group' });
+    expect(await refused(post(["twice-b", "admin-twice-new"]), 400)).toMatchObject({ code: "invalid_fleet", param: "aliases[1]", message: 'aliases[1] "admin-twice-new" is the group\'s own name' });
+    const patch = (aliases: string[]) => admin("/admin/v1/groups/admin-twice", { method: "PATCH", json: { aliases } });
+    expect(await refused(patch(["twice-a", "twice-a"]), 400)).toMatchObject({ param: "aliases[1]" });
+    expect(await refused(patch(["admin-twice"]), 400)).toMatchObject({ param: "aliases[0]" });
+    const exported = await ok<{ modelGroups: { name: string; aliases: string[] }[] }>(admin("/admin/v1/fleet"));
+    const gi = exported.modelGroups.findIndex((g) => g.name === "admin-twice");
+    exported.modelGroups[gi]?.aliases.push("twice-a");
+    expect(await refused(admin("/admin/v1/fleet", { method: "PUT", json: exported }), 400)).toMatchObject({ param: `modelGroups[${gi}].aliases[1]` });
+    expect(await fleetRev()).toBe(rev);
+    const models = await ok<{ data: { id: string }[] }>(gateway("/v1/models"));
+    expect(models.data.map((m) => m.id).filter((id) => id.includes("twice"))).toEqual(["admin-twice", "twice-a"]);
+  });
+
   it("a deployment naming one of the gateway's own keys is refused, naming the field, and nothing of it is applied", async () => {
     await ok(admin("/admin/v1/groups", { method: "POST", json: { name: "admin-keys", deployments: [sim(0, "k")] } }), 201);
     const rev = await fleetRev();

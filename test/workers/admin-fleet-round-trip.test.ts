@@ -61,4 +61,25 @@ describe("a fleet exported and applied back", () => {
     expect(e.param).toBe(`modelGroups[${exported.modelGroups.indexOf(older as Fleet["modelGroups"][number])}].deployments[1].baseUrl`);
     expect(e.message).toContain("without /v1");
   });
+
+  it("changes nothing for a group stored listing a name twice, which no other change is then refused for; its aliases changed are checked", async () => {
+    await ok(admin("/admin/v1/groups", { method: "POST", json: { name: "round-trip-twice", aliases: ["twice-a"], deployments: [{ id: "x", baseUrl: fleetUrls[0], model: UPSTREAM_MODEL }] } }), 201);
+    // As a release before this rule stored them: an alias twice, and the group's own name as an alias.
+    await runInDurableObject(registry(), (_o, state) => {
+      const g = storedGroup(state.storage.sql, "round-trip-twice");
+      g.settings.aliases = ["twice-a", "twice-a", "round-trip-twice"];
+      storeAsBefore(state.storage.sql, g);
+    });
+    await evictDurableObject(registry());
+
+    const exported = await ok<Fleet>(admin("/admin/v1/fleet"));
+    expect(await ok(admin("/admin/v1/fleet", { method: "PUT", json: exported }))).toMatchObject({ changed: [], removed: [] });
+    // Every change of the fleet checks it whole: the stored group's names would have refused them all.
+    await ok(admin("/admin/v1/groups/round-trip-twice/deployments/x/drain", { method: "POST" }));
+    await ok(admin("/admin/v1/groups/round-trip-twice", { method: "PATCH", json: { strategy: "round-robin" } }));
+    await ok(admin("/admin/v1/groups", { method: "POST", json: { name: "round-trip-twice-2", deployments: [] } }), 201);
+    const e = await refused(admin("/admin/v1/groups/round-trip-twice", { method: "PATCH", json: { aliases: ["twice-a", "twice-b", "twice-b"] } }), 400);
+    expect(e).toMatchObject({ code: "invalid_fleet", param: "aliases[2]" });
+    await ok(admin("/admin/v1/groups/round-trip-twice", { method: "PATCH", json: { aliases: ["twice-a", "twice-b"] } }));
+  });
 });
