@@ -37,13 +37,13 @@ const deploymentPath = (f: Flags) => `${groupPath(f)}/deployments/${segment(f, "
 /** What shows whether a change to a group's deployments was made (cli/admin-client.ts names it when no answer came). */
 const readDeployments = (f: Flags) => `npx kvgate deployments list --group ${f.group}`;
 
-/** What a change did, in a line: its revision, and whether routing follows it already. */
-function said(what: string, r: Applied): string {
+/** What a change did, in a line: its revision (the group's, the fleet's for an apply: answeredRev), and whether routing follows it already. */
+function said(what: string, r: Applied, of: "group" | "fleet" = "group"): string {
   const routing =
     r.routing === "applied"
       ? "routing follows it now"
       : "routing pending: the group's routing object was not reached; Workers bring the change along with their next request";
-  return `${what} (fleet revision ${r.rev}; ${routing})`;
+  return `${what} (${of} revision ${r.rev}; ${routing})`;
 }
 
 function deploymentTable(rows: readonly DeploymentRow[]): string {
@@ -178,7 +178,7 @@ export const FLEET_COMMANDS = commandTable({
       throw new CliError(`cannot read ${file} as JSON: ${(e as Error).message.split("\n")[0]}`, 2);
     }
     const r = await api.call<Applied>("PUT", "/admin/v1/fleet", body, "npx kvgate fleet export");
-    show(io, flags, r, () => said(`applied ${file}: ${r.changed.length} group(s) changed, ${r.removed.length} removed`, r));
+    show(io, flags, r, () => said(`applied ${file}: ${r.changed.length} group(s) changed, ${r.removed.length} removed`, r, "fleet"));
   },
 });
 

@@ -2,7 +2,7 @@ import { DurableObject } from "cloudflare:workers";
 import { parseConfig, type ConfigResult } from "../src/config/load.ts";
 import { AUTH_DEFAULTS } from "../src/config/schema.ts";
 import { gatewayKeys, reachProblemsOf } from "../src/config/upstream-access.ts";
-import { applyCommand, groupNamed } from "../src/fleet/apply.ts";
+import { answeredRev, applyCommand, groupNamed } from "../src/fleet/apply.ts";
 import type { AdminCommand, AdminResult, FleetRegistryRpc, FleetSnapshot, SeedReport } from "../src/fleet/protocol.ts";
 import { FleetRegistry as Fleet, RegistryError, type Change, type GroupRecord, type Seeded } from "../src/fleet/registry.ts";
 import type { ResolvedGroup } from "../src/config/load.ts";
@@ -122,8 +122,8 @@ export class FleetRegistry extends DurableObject<RegistryEnv> implements FleetRe
     // With any change held back by a failed write, which this one stored: a drain sent again finds it made (NONE), and pushes it here.
     const owed = this.persist({ change, before });
     // This change's: a command made while the push waits moves the fleet on, and a script carrying that revision into its next PATCH would pass the 409 meant for it.
-    const rev = this.fleet.rev;
-    logRegistry(cmd.op, rev, change);
+    const rev = answeredRev(this.fleet, cmd);
+    logRegistry(cmd.op, this.fleet.rev, change);
     // A drain sent again after "pending" changes nothing, so owes nothing: its group's objects, still
     // waiting for the retry, are pushed now, and answer for it. Not a heartbeat's: each server sends
     // one every few seconds, and pushing with each would undo the retry's backoff.

@@ -59,6 +59,18 @@ export function groupNamed(cmd: AdminCommand): string | null {
   }
 }
 
+/**
+ * The revision a command made answers: its group's, which a PATCH or DELETE of the group carries
+ * back as `rev`. A change of the group gives it the fleet's next revision, so both are one then; a
+ * command that changed nothing (a drain sent again) leaves the group where it was, and the fleet's,
+ * moved on by other groups' changes, would be refused there as a change since. A PUT of the fleet,
+ * and a group removed, answer the fleet's.
+ */
+export function answeredRev(registry: FleetRegistry, cmd: AdminCommand): number {
+  const name = groupNamed(cmd);
+  return (name === null ? undefined : registry.group(name)?.rev) ?? registry.rev;
+}
+
 /** A body's field, as applyCommand found it (checked there): "" when it is none, which names no group. */
 function stringField(body: unknown, field: string): string {
   const v = isRecord(body) ? body[field] : undefined;

@@ -32,7 +32,8 @@ export type AdminCommand =
   | { op: "heartbeat"; heartbeat: unknown };
 
 /**
- * The answer to a command. `routing`: "applied" when every changed group's routing object took
+ * The answer to a command. `rev`: the revision the command left its group at (answeredRev), the
+ * fleet's for a PUT of the fleet or a group removed. `routing`: "applied" when every changed group's routing object took
  * the change before this answer (it is then in effect for every new request), and so did those of
  * the group it names that an earlier change had not reached yet (a drain sent again pushes the
  * first); "pending" when one could not be reached (its Workers bring the change along with their

@@ -69,7 +69,7 @@ describe("a newcomer's fleet, changed with npx kvgate while the gateway runs", (
     const added = await kvgate(["deployments", "add", "--group", GROUP, "--id", "extra", "--url", extra.urls[0] as string, "--model", GROUP]);
     expect(added.stderr).toEqual([]);
     expect(added.code).toBe(0);
-    expect(added.stdout).toMatch(/^added extra to group kvgate-sim \(fleet revision \d+; routing follows it now\)/);
+    expect(added.stdout).toMatch(/^added extra to group kvgate-sim \(group revision \d+; routing follows it now\)/);
 
     const row = (await list()).find((r) => r.id === "extra");
     expect(row).toMatchObject({ state: "active", source: "admin", takesRequests: true, url: extra.urls[0] });

@@ -437,6 +437,30 @@ describe("two operators changing the same group", () => {
     await ok(admin(`/admin/v1/groups/admin-race-d?rev=${after}`, { method: "DELETE" }));
     await refused(admin("/admin/v1/groups/admin-race-d"), 404);
   });
+
+  it("a change answers the group's rev, one that changed nothing too: a script carrying it into its next PATCH is not refused for a change it did not miss (found by review)", async () => {
+    await ok(admin("/admin/v1/groups", { method: "POST", json: { name: "admin-noop", deployments: [sim(0, "x")] } }), 201);
+    // Another group's change since: the fleet's revision is past this group's.
+    await ok(admin("/admin/v1/groups", { method: "POST", json: { name: "admin-noop-other", deployments: [] } }), 201);
+    const at = (await group("admin-noop")).rev;
+    expect(await fleetRev()).toBeGreaterThan(at);
+    const unchanged: [string, string, unknown][] = [
+      ["POST", "/admin/v1/groups/admin-noop/deployments/x/enable", undefined],
+      ["PATCH", "/admin/v1/groups/admin-noop/deployments/x", { weight: 1 }],
+      ["PATCH", "/admin/v1/groups/admin-noop", { aliases: [] }],
+    ];
+    for (const [method, path, json] of unchanged) {
+      const r = await ok<{ rev: number; changed: string[] }>(admin(path, { method, ...(json === undefined ? {} : { json }) }));
+      expect(r, `${method} ${path}`).toMatchObject({ rev: at, changed: [] });
+    }
+    // A change that changed the group answers the revision the group is then at; sent again, the same.
+    const drained = await ok<{ rev: number; changed: string[] }>(admin("/admin/v1/groups/admin-noop/deployments/x/drain", { method: "POST" }));
+    expect(drained).toMatchObject({ changed: ["admin-noop"], rev: (await group("admin-noop")).rev });
+    await ok(admin("/admin/v1/groups/admin-noop-other", { method: "PATCH", json: { aliases: ["noop-b"] } }));
+    expect(await ok(admin("/admin/v1/groups/admin-noop/deployments/x/drain", { method: "POST" }))).toMatchObject({ rev: drained.rev, changed: [] });
+    await ok(admin("/admin/v1/groups/admin-noop", { method: "PATCH", json: { aliases: ["noop-a"], rev: drained.rev } }));
+    expect((await group("admin-noop")).aliases).toEqual(["noop-a"]);
+  });
 });
 
 describe("a revision sent under another name", () => {
