@@ -120,7 +120,7 @@ export class ModelGroup extends DurableObject<GroupEnv> implements ModelGroupRpc
     for (const x of call.released) r.release(x, now);
     if (call.group) this.learn(call.group, now);
     for (const x of call.renewed) r.renew(x, now);
-    const decision = r.route(call.version, call.chain, call.exclude, now, call.tenant, call.failover === true, call.blocks, call.spill, call.passedOn === true, call.othersLeft === true, Array.isArray(call.unreachable) ? call.unreachable : undefined, call.media === true, call.unreachableCounted === true);
+    const decision = r.route(call.version, call.chain, call.exclude, now, call.tenant, call.failover === true, call.blocks, call.spill, call.passedOn === true, call.othersLeft === true, Array.isArray(call.unreachable) ? call.unreachable : undefined, call.media === true, call.unreachableCounted === true, call.partial === true);
     this.afterChange();
     return decision;
   }

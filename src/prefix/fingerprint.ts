@@ -189,8 +189,8 @@ function textChars(value: unknown): number {
  * backend look idle while it prefilled for seconds, and a batch of a thousand prompts counted as
  * its first did so too. The chain stands for part of it when it was cut at maxBlocks, or when it is
  * `partial`: a batch's first prompt (isPromptBatch), a follow-up's input (isFollowUp). A partial
- * one is at least a block more than its chain, however small its body: the router reads a whole
- * chain under more blocks as a prompt whose usage measures no chain. Bytes, not characters, so it
+ * one is at least a block more than its chain, however small its body: the other prompts, the stored
+ * conversation, are prompt work too (that its usage teaches nothing, the Worker says: RouteCall.partial). Bytes, not characters, so it
  * overcounts: the JSON around the text a little, text outside ASCII up to 3× (6× when a client
  * escapes it as \uXXXX). Only such a prompt pays it, and it costs nothing to read; counting a long
  * prompt's characters would walk it. Its `media` (mediaOf) count MEDIA_CHARS each, not as their

@@ -317,9 +317,10 @@ export class GroupRouter {
    * refused with `spill`, nothing taken, when every backend that could take the request rests after a 429.
    * `unreachable`: RouteCall.unreachable, taken out of the pick as `exclude` is, but no failover;
    * counted unless `unreachableCounted` (RouteCall.unreachableCounted). `media`: RouteCall.media.
+   * `partial`: RouteCall.partial; its lease teaches nothing.
    * Admit → signals → pick → commit (src/routing/policy.ts): only the pick is the strategy's.
    */
-  route(version: string, chain: ArrayLike<number>, exclude: readonly string[], now: number, tenant?: RouteTenant, failover = false, blocks?: number, spill?: SpillLimit, passedOn = false, othersLeft = false, unreachable: readonly string[] = NONE, media = false, unreachableCounted = false): RouteDecision | RouteRefusal | LimitRefusal | VersionRefusal {
+  route(version: string, chain: ArrayLike<number>, exclude: readonly string[], now: number, tenant?: RouteTenant, failover = false, blocks?: number, spill?: SpillLimit, passedOn = false, othersLeft = false, unreachable: readonly string[] = NONE, media = false, unreachableCounted = false, partial = false): RouteDecision | RouteRefusal | LimitRefusal | VersionRefusal {
     const view = this.views.get(version);
     if (!view) return { refused: "unknown-version", rev: this.rev };
     // Before the key's limits: a lease past its TTL whose alarm is late holds none of its max_parallel.
@@ -344,7 +345,7 @@ export class GroupRouter {
     const choice = policy.pick(view.backends, request, this.rng);
     if (!choice) return this.refuse("at-capacity");
     if (spill && this.spills(view, choice, spill)) return { refused: "spill", rev: this.rev };
-    return this.commit(view, choice, chain, exclude, now, tenant, failover, media);
+    return this.commit(view, choice, chain, exclude, now, tenant, failover, media, partial);
   }
 
   /**
@@ -413,7 +414,7 @@ export class GroupRouter {
   }
 
   /** Takes the chosen backend's slot and its share of prompt work, teaches it the chain when a prefix match placed it, and opens the lease. */
-  private commit(view: View, choice: Choice, chain: ArrayLike<number>, exclude: readonly string[], now: number, tenant: RouteTenant | undefined, failover: boolean, media: boolean): RouteDecision {
+  private commit(view: View, choice: Choice, chain: ArrayLike<number>, exclude: readonly string[], now: number, tenant: RouteTenant | undefined, failover: boolean, media: boolean, partial: boolean): RouteDecision {
     const g = view.group;
     view.request.cursor = (choice.index + 1) % view.backends.length;
     const b = view.backends[choice.index] as Backend;
@@ -445,11 +446,9 @@ export class GroupRouter {
     const total = chain.length < g.maxPrefixBlocks && !media ? chain.length : -1;
     const matched = evidence && !media ? choice.matched : -1;
     const recency = view.learns && chain.length > 0 ? b.prefixes.matchRecency : NaN;
-    // A whole chain under a prompt of more blocks is not the whole prompt the engine reports on: a
-    // completions batch's first prompt (isPromptBatch), a Responses follow-up's input (isFollowUp),
-    // or a chat whose template renders text the chain leaves out (src/prefix/fingerprint.ts
-    // unreadChars). Its usage teaches nothing.
-    const partial = total >= 0 && view.request.blocks > chain.length;
+    // A partial prompt's usage counts what its chain never read (RouteCall.partial), cut or not: the
+    // Worker says so, as a chain cut at maxPrefixBlocks looks the same whether it is. Its usage
+    // teaches nothing.
     this.leases.add(lease, { backend: b, expiresAt: now + this.leaseTtlMs, routedAt: now, blocks, queuedTo: b.queued, trialOf: b.breaker.sent() ? b.breaker.opened : -1, lesson, key: tenant?.id ?? null, recordsUsage: tenant !== undefined && tenant.recordsUsage !== false, decision, predictedCached, pending, matched, total, recency, ahead, ...(partial ? { teaches: false as const } : {}) });
     if (tenant) {
       this.ledger.took(tenant, now);

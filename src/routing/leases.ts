@@ -56,7 +56,8 @@ export interface Lease {
    * false for a completions batch: its usage is its prompts' together (vLLM and SGLang sum them),
    * its chain and match its first prompt's alone, so no figure it reports measures the chain:
    * read as one, characters per token fell to its floor, 8× off for every request to the backend.
-   * So for a Responses follow-up, whose usage counts the stored conversation its chain never read.
+   * So for a Responses follow-up, whose usage counts the stored conversation its chain never read,
+   * and any prompt the Worker calls partial (RouteCall.partial).
    */
   teaches?: false;
 }

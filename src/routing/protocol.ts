@@ -230,7 +230,7 @@ export interface RouteCall {
   group?: ResolvedGroup;
   /** The prompt's block hashes. */
   chain: number[];
-  /** The prompt's size in blocks, sent only when the chain stands for part of it, cut at maxPrefixBlocks, a completions batch's first prompt or a Responses follow-up's input (src/prefix/fingerprint.ts promptBlocks): absent, the chain's length. */
+  /** The prompt's size in blocks, sent only when the chain stands for part of it, cut at maxPrefixBlocks or `partial` (src/prefix/fingerprint.ts promptBlocks): absent, the chain's length. */
   blocks?: number;
   /**
    * The prompt holds media (an image, audio, a file), each hashed as a fixed number of blocks
@@ -238,6 +238,16 @@ export interface RouteCall {
    * teaches no characters per token. Absent (none, or a Worker of an earlier release): false.
    */
   media?: true;
+  /**
+   * The prompt's usage counts more than its chain reads, whether or not the chain was cut at
+   * maxPrefixBlocks: a completions batch's (its chain is the first prompt's), a Responses
+   * follow-up's (the stored conversation), a chat's whose template renders a block or more of text
+   * the chain leaves out (src/prefix/fingerprint.ts unreadChars). Its answer teaches its backend
+   * nothing. Only the Worker can tell such a cut chain from a long prompt's, which teaches capacity.
+   * An object of a release before ignores it (it tells a whole chain under more blocks, not a cut
+   * one); absent (none, or a Worker of an earlier release): false.
+   */
+  partial?: true;
   /** Leases this isolate finished since its last call: processed whatever the answer. */
   released: LeaseRelease[];
   renewed: LeaseRenewal[];

@@ -13,7 +13,8 @@ import { EVENTUALLY, startTestGateway, type TestGateway } from "./gateway.ts";
  * reads every answer's usage — asking for it on streams whose client did not, and taking it out
  * again — and the routing object learns from it. The official SDK is the client. A second group's
  * engine is scripted: it answers a Responses follow-up as an engine that stores responses does,
- * counting the stored conversation in its usage.
+ * counting the stored conversation in its usage; a third group sends it follow-ups whose input
+ * fills maxPrefixBlocks.
  */
 
 const MODEL = "sim-feedback";
@@ -21,6 +22,8 @@ const MODEL = "sim-feedback";
 const ENGINE_BLOCKS = 160;
 const CONFIGURED = ENGINE_BLOCKS * 4;
 const STORED = "stored-responses";
+/** The same storing engine, in a group whose chains are cut at 16 blocks (1 KB of text). */
+const STORED_CUT = "stored-responses-cut";
 /** What the scripted engine reports of a follow-up: the stored conversation's tokens, nearly all cached. */
 const FOLLOW_UP_USAGE = { input_tokens: 3000, input_tokens_details: { cached_tokens: 2990 }, output_tokens: 2, total_tokens: 3002 };
 const metricsKey = `sk-metrics-${randomBytes(16).toString("hex")}`;
@@ -36,6 +39,7 @@ beforeAll(async () => {
     modelGroups: [
       { name: MODEL, strategy: "prefix-aware", feedback: { sampleRate: 1 }, deployments: [{ id: "sim-0", baseUrl: fleet.urls[0] as string, model: MODEL, kvCapacityBlocks: CONFIGURED }] },
       { name: STORED, strategy: "prefix-aware", feedback: { sampleRate: 1 }, deployments: [{ id: "store-0", baseUrl: storedUrl, model: STORED, kvCapacityBlocks: CONFIGURED }] },
+      { name: STORED_CUT, strategy: "prefix-aware", maxPrefixBlocks: 16, feedback: { sampleRate: 1 }, deployments: [{ id: "store-cut-0", baseUrl: storedUrl, model: STORED, kvCapacityBlocks: CONFIGURED }] },
     ],
   }, { KVGATE_METRICS_KEY: metricsKey });
   client = new OpenAI({ apiKey: gw.key, baseURL: `${gw.url}/v1`, maxRetries: 0 });
@@ -178,6 +182,19 @@ describe("feedback from the engine", () => {
     // Read as the chain's, 20 of them dragged 4 characters a token to ~1.4.
     expect(after.learned.charsPerToken).toBe(before.learned.charsPerToken);
     expect(after.learned.reports).toEqual(before.learned.reports);
+    expect(after.learned.kvCapacityBlocks).toBe(CONFIGURED);
+  });
+  it("learns nothing from a Responses follow-up whose input fills maxPrefixBlocks, though its chain is cut like a long prompt's (found by review: it fed the capacity learner)", async () => {
+    const first = await client.responses.create({ model: STORED_CUT, input: text(8, 4000) });
+    await expect.poll(async () => (await backend(STORED_CUT)).learned.reports.usage, EVENTUALLY).toBe(1);
+    const before = await backend(STORED_CUT);
+    // Each follow-up's input is 2,000 characters, its chain cut at 16 blocks; the engine reports the stored conversation, nearly all cached.
+    let previous = first.id;
+    for (let i = 0; i < 40; i++) previous = (await client.responses.create({ model: STORED_CUT, input: text(100 + i, 2000), previous_response_id: previous })).id;
+    await expect.poll(async () => (await backend(STORED_CUT)).usage.prompt, EVENTUALLY).toBe(before.usage.prompt + 40 * FOLLOW_UP_USAGE.input_tokens);
+    const after = await backend(STORED_CUT);
+    expect(after.learned.reports).toEqual(before.learned.reports);
+    expect(after.learned.capacitySteps).toBe(before.learned.capacitySteps);
     expect(after.learned.kvCapacityBlocks).toBe(CONFIGURED);
   });
 });

@@ -174,12 +174,7 @@ describe("KV capacity", () => {
     const g = group({ kvCapacityBlocks: 400 });
     const router = new GroupRouter("g", rng(7));
     router.install(g, 0);
-    let t = 0;
-    // A full set: the state in which more cached than matched votes to grow.
-    for (let i = 0; i < 50; i++) {
-      const d = router.route(g.version, Array.from({ length: 10 }, (_, k) => 1000 + i * 10 + k), [], t++) as RouteDecision;
-      router.release({ lease: d.lease, outcome: "ok", ttftMs: 50, streamed: true, usage: { prompt: 160, completion: 16, cached: 0, cacheReported: true } }, t++);
-    }
+    let t = fillSet(router, g, 50, 0);
     // The engine caches embeddings it was sent before and says so; the gateway routed them on no chain.
     for (let i = 0; i < 200; i++) {
       const d = router.route(g.version, [], [], t++) as RouteDecision;
@@ -198,11 +193,29 @@ describe("KV capacity", () => {
     let t = 0;
     for (let i = 0; i < 100; i++) {
       // A batch of a thousand one-block prompts: its chain is the first's, its size (blocks) the whole body's.
-      const d = router.route(g.version, [10_000 + i], [], t++, undefined, false, 1000) as RouteDecision;
+      const d = router.route(g.version, [10_000 + i], [], t++, undefined, false, 1000, undefined, false, false, undefined, false, false, true) as RouteDecision;
       router.release({ lease: d.lease, outcome: "ok", ttftMs: 50, streamed: true, usage: { prompt: (1000 * g.blockChars) / 4, completion: 16, cached: 900, cacheReported: true } }, t++);
     }
     const { learned } = router.snapshot()[0] as BackendSnapshot;
     expect(learned).toMatchObject({ charsPerToken: 4, reports: { usage: 0, cached: 0 }, capacitySteps: 0, prefillTokensPerSec: learned.configured.prefillTokensPerSec });
+  });
+
+  it("learns nothing from a Responses follow-up whose input fills maxPrefixBlocks: its usage counts the stored conversation, and a cut chain no longer says so (found by review: kvCapacityBlocks 400 to 3,200)", () => {
+    const g = group({ kvCapacityBlocks: 400 }, { maxPrefixBlocks: 16, feedback: { sampleRate: 1 } });
+    const router = new GroupRouter("g", rng(7));
+    router.install(g, 0);
+    let t = fillSet(router, g, 60, 0);
+    const before = (router.snapshot()[0] as BackendSnapshot).learned.capacitySteps;
+    for (let i = 0; i < 100; i++) {
+      // The input's chain, cut at maxPrefixBlocks; the Worker says the prompt is partial (RouteCall.partial).
+      const chain = Array.from({ length: 16 }, (_, k) => 500_000 + i * 100 + k);
+      const d = router.route(g.version, chain, [], t++, undefined, false, 17, undefined, false, false, undefined, false, false, true) as RouteDecision;
+      // The engine prefilled the stored conversation, nearly all cached, and then the input.
+      router.release({ lease: d.lease, outcome: "ok", ttftMs: 50, streamed: true, usage: { prompt: 3000 + 16 * 16, completion: 16, cached: 2990, cacheReported: true } }, t++);
+    }
+    const { learned } = router.snapshot()[0] as BackendSnapshot;
+    expect(learned.capacitySteps - before).toBe(0);
+    expect(learned.kvCapacityBlocks).toBe(400);
   });
 
   it("learns no characters per token from a prompt with media, whose blocks are a fixed figure for each image (found by review: image answers dragged it)", () => {
@@ -513,8 +526,17 @@ describe("sampling for feedback", () => {
   });
 });
 
-function group(deployment: Record<string, unknown>): ResolvedGroup {
-  const r = parseConfig({ modelGroups: [{ name: "g", strategy: "prefix-aware", deployments: [{ id: "b0", baseUrl: "http://127.0.0.1:9001", model: "m", maxInFlight: 1000, ...deployment }] }] });
+/** Fills the backend's prefix set with `n` distinct 10-block prompts, none cached: the state in which more cached than matched votes to grow. The clock after. */
+function fillSet(router: GroupRouter, g: ResolvedGroup, n: number, t: number): number {
+  for (let i = 0; i < n; i++) {
+    const d = router.route(g.version, Array.from({ length: 10 }, (_, k) => 1000 + i * 10 + k), [], t++) as RouteDecision;
+    router.release({ lease: d.lease, outcome: "ok", ttftMs: 50, streamed: true, usage: { prompt: 160, completion: 16, cached: 0, cacheReported: true } }, t++);
+  }
+  return t;
+}
+
+function group(deployment: Record<string, unknown>, fields: Record<string, unknown> = {}): ResolvedGroup {
+  const r = parseConfig({ modelGroups: [{ name: "g", strategy: "prefix-aware", ...fields, deployments: [{ id: "b0", baseUrl: "http://127.0.0.1:9001", model: "m", maxInFlight: 1000, ...deployment }] }] });
   if (!r.ok) throw new Error(r.error);
   return r.config.groups[0] as ResolvedGroup;
 }

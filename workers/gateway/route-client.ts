@@ -248,6 +248,7 @@ async function routeOn(env: Env, ctx: WaitUntil, group: ResolvedGroup, object: s
   const told = begunIn(renewing);
   if (prompt.blocks > prompt.chain.length) call.blocks = prompt.blocks;
   if (prompt.media) call.media = true;
+  if (prompt.partial) call.partial = true;
   if (tenant) call.tenant = tenant;
   if (failover) call.failover = true;
   if (unreachable.length > 0) call.unreachable = [...unreachable];

@@ -17,13 +17,15 @@ export type { Endpoint };
 
 /**
  * The prompt as a group routes it: its block hashes, its size in blocks (more than the hashes when
- * they were cut), and whether it holds media (an image, audio, a file: src/prefix/media.ts), each
- * counted as a fixed number of blocks, so that its blocks measure none of its tokens.
+ * they were cut), whether it holds media (an image, audio, a file: src/prefix/media.ts), each
+ * counted as a fixed number of blocks, so that its blocks measure none of its tokens, and whether
+ * its usage counts more than its chain reads (RouteCall.partial).
  */
 export interface Prompt {
   chain: number[];
   blocks: number;
   media?: boolean;
+  partial?: boolean;
 }
 
 /** A request body checked once, at the edge, and how to fingerprint it for a group. */
@@ -101,7 +103,9 @@ function checked<B extends Validated["body"]>(
     prompt: (g) => {
       const opts = { blockChars: g.blockChars, maxBlocks: g.maxPrefixBlocks };
       const chain = salt === null ? fingerprint(body, opts) : saltedChain(fingerprint(body, opts), salt);
-      return { chain, blocks: promptBlocks(chain, bodyBytes, opts, partial?.(body), media, unread), media: media.count > 0 };
+      const part = partial?.(body) === true;
+      // Unread text counts as its size does (promptBlocks): less than a block adds none.
+      return { chain, blocks: promptBlocks(chain, bodyBytes, opts, part, media, unread), media: media.count > 0, partial: part || unread >= g.blockChars };
     },
   };
 }
