@@ -128,6 +128,23 @@ const lastReply = (page: Page) => page.locator("#conversation li.assistant").las
  * answer slow on its way back). `release` lets the first still held go and waits past the page's
  * reading of it, `releaseAll` each one held, `stop` lets those that come later through.
  */
+/** The page's uncaught errors, as they come. */
+function pageErrors(page: Page): string[] {
+  const errors: string[] = [];
+  page.on("pageerror", (e) => errors.push(e.message));
+  return errors;
+}
+
+/** A key check the page refused: its status the error `message`, the key not kept (`storageName`), its view (`view`) and Forget key hidden. */
+async function expectKeyNotKept(page: Page, message: string, storageName: string, view: string): Promise<void> {
+  const status = page.locator("#status");
+  await vi.waitFor(async () => expect(await status.getAttribute("class"), (await status.textContent()) ?? "").toBe("error"), EVENTUALLY);
+  expect(await status.textContent()).toBe(message);
+  expect(await page.evaluate((n) => sessionStorage.getItem(n), storageName)).toBeNull();
+  expect(await page.getByRole("button", { name: "Forget key" }).isHidden()).toBe(true);
+  expect(await page.locator(view).isHidden()).toBe(true);
+}
+
 async function holdReads(page: Page, matches: (url: URL) => boolean) {
   const held: { route: Route; answer: Promise<APIResponse> }[] = [];
   await page.route(matches, (route) => void held.push({ route, answer: route.fetch() }));
@@ -710,33 +727,21 @@ describe.skipIf(missing)("the pages when things change or fail under them", () =
 
   it("a key check answered with no model list (a JSON 200 without data, from something in front of the gateway) says so, and keeps nothing", async () => {
     const page = await pages.open("/playground");
-    const errors: string[] = [];
-    page.on("pageerror", (e) => errors.push(e.message));
+    const errors = pageErrors(page);
     await page.route("**/v1/models", (r) => r.fulfill({ status: 200, contentType: "application/json", body: "{}" }));
     await page.getByLabel("API key").fill(gw.key);
     await page.getByRole("button", { name: "Use key" }).click();
-    const status = page.locator("#status");
-    await vi.waitFor(async () => expect(await status.getAttribute("class"), (await status.textContent()) ?? "").toBe("error"), EVENTUALLY);
-    expect(await status.textContent()).toBe("/v1/models answered with no model list (something other than the gateway may answer at this address)");
-    expect(await page.evaluate(() => sessionStorage.getItem("kvgate.apiKey"))).toBeNull();
-    expect(await page.getByRole("button", { name: "Forget key" }).isHidden()).toBe(true);
-    expect(await page.locator("#chat").isHidden()).toBe(true);
+    await expectKeyNotKept(page, "/v1/models answered with no model list (something other than the gateway may answer at this address)", "kvgate.apiKey", "#chat");
     expect(errors).toEqual([]);
   });
 
   it("the dashboard's key check answered with no group list (a JSON 200 from something in front of the gateway) says so, and keeps nothing", async () => {
     const page = await pages.open("/dashboard");
-    const errors: string[] = [];
-    page.on("pageerror", (e) => errors.push(e.message));
+    const errors = pageErrors(page);
     await page.route("**/admin/v1/**", (r) => r.fulfill({ status: 200, contentType: "application/json", body: JSON.stringify({ ok: true }) }));
     await page.getByLabel("Admin key").fill(adminKey);
     await page.getByLabel("Admin key").press("Enter");
-    const status = page.locator("#status");
-    await vi.waitFor(async () => expect(await status.getAttribute("class"), (await status.textContent()) ?? "").toBe("error"), EVENTUALLY);
-    expect(await status.textContent()).toBe("/admin/v1/groups answered with no group list (something other than the gateway may answer at this address)");
-    expect(await page.evaluate(() => sessionStorage.getItem("kvgate.adminKey"))).toBeNull();
-    expect(await page.getByRole("button", { name: "Forget key" }).isHidden()).toBe(true);
-    expect(await page.locator("#live").isHidden()).toBe(true);
+    await expectKeyNotKept(page, "/admin/v1/groups answered with no group list (something other than the gateway may answer at this address)", "kvgate.adminKey", "#live");
     expect(errors).toEqual([]);
   });
 
